@@ -1,0 +1,114 @@
+//! Errors of the IR layer: typing, parsing, verification and interpretation.
+
+use crate::{DType, Shape};
+
+/// A violation of an op's typing rule, found by the builders and the verifiers.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TypeError {
+    /// The op got the wrong number of operands.
+    #[error("`{op}` takes {expected} operand(s), got {found}")]
+    Arity {
+        /// The op's text name.
+        op: &'static str,
+        /// Operands the op takes.
+        expected: usize,
+        /// Operands it got.
+        found: usize,
+    },
+    /// The op does not accept operands of this dtype.
+    #[error("`{op}` does not accept {dtype} operands")]
+    UnsupportedDType {
+        /// The op's text name.
+        op: &'static str,
+        /// The rejected dtype.
+        dtype: DType,
+    },
+    /// Two operands that must share a dtype do not.
+    #[error("`{op}` needs operands of one dtype, got {lhs} and {rhs}")]
+    DTypeMismatch {
+        /// The op's text name.
+        op: &'static str,
+        /// The first operand's dtype.
+        lhs: DType,
+        /// The mismatching operand's dtype.
+        rhs: DType,
+    },
+    /// A `select` condition that is not bool.
+    #[error("`select` needs a bool condition, got {found}")]
+    ConditionNotBool {
+        /// The condition's dtype.
+        found: DType,
+    },
+    /// Operand shapes that do not broadcast together (NumPy rules).
+    #[error("`{op}`: shapes {lhs} and {rhs} do not broadcast")]
+    Broadcast {
+        /// The op's text name.
+        op: &'static str,
+        /// The shape broadcast so far.
+        lhs: Shape,
+        /// The operand shape that does not fit.
+        rhs: Shape,
+    },
+    /// `broadcast_to` to a shape the operand does not broadcast to.
+    #[error("cannot broadcast {from} to {to}")]
+    BroadcastTo {
+        /// The operand's shape.
+        from: Shape,
+        /// The requested shape.
+        to: Shape,
+    },
+    /// `reshape` to a shape with a different element count.
+    #[error("cannot reshape {from} ({from_numel} elements) to {to} ({to_numel} elements)")]
+    Reshape {
+        /// The operand's shape.
+        from: Shape,
+        /// Its element count.
+        from_numel: usize,
+        /// The requested shape.
+        to: Shape,
+        /// Its element count.
+        to_numel: usize,
+    },
+    /// A reduction axis outside the operand's rank.
+    #[error("axis {axis} is out of range for rank {rank}")]
+    AxisOutOfRange {
+        /// The axis.
+        axis: usize,
+        /// The operand's rank.
+        rank: usize,
+    },
+    /// A reduction axis named twice.
+    #[error("axis {axis} is listed twice")]
+    DuplicateAxis {
+        /// The axis.
+        axis: usize,
+    },
+    /// A constant whose literal dtype differs from its declared type.
+    #[error("constant of dtype {literal} declared as {declared}")]
+    ConstantDType {
+        /// The literal's dtype.
+        literal: DType,
+        /// The declared dtype.
+        declared: DType,
+    },
+    /// A node whose declared result type differs from the one its typing rule gives.
+    #[error("declared type {declared} but the operands give {inferred}")]
+    ResultType {
+        /// The declared type, printed.
+        declared: String,
+        /// The inferred type, printed.
+        inferred: String,
+    },
+}
+
+/// A text-format error with its 1-based line and column.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{line}:{col}: {message}")]
+pub struct ParseError {
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column, counted in characters.
+    pub col: usize,
+    /// What was wrong, usually "expected X, found Y".
+    pub message: String,
+}

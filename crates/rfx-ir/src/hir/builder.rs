@@ -1,0 +1,211 @@
+//! The checked way to make HIR kernels.
+
+use super::{result_type, Kernel, Node, Op, Output, ValueId};
+use crate::error::TypeError;
+use crate::ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
+use crate::{DType, Scalar, Shape, TensorType};
+
+/// Why a [`Builder`] call was rejected. Nothing is added to the kernel when a call fails.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BuildError {
+    /// The node breaks its op's typing rule.
+    #[error("{op}: {source}")]
+    Type {
+        /// The op's text name.
+        op: &'static str,
+        /// The rule that was broken.
+        #[source]
+        source: TypeError,
+    },
+    /// An operand id that this builder did not hand out.
+    #[error("unknown value {0}")]
+    UnknownValue(ValueId),
+    /// Two inputs with one name.
+    #[error("duplicate input name `{0}`")]
+    DuplicateInput(String),
+    /// Two outputs with one name.
+    #[error("duplicate output name `{0}`")]
+    DuplicateOutput(String),
+    /// A name that is not an identifier (`[A-Za-z_][A-Za-z0-9_]*`).
+    #[error("`{0}` is not a valid name (letters, digits and `_`, not starting with a digit)")]
+    InvalidName(String),
+    /// `finish` on a builder with no outputs.
+    #[error("the kernel has no outputs")]
+    NoOutputs,
+}
+
+/// Builds a HIR kernel node by node, type-checking each node as it is added.
+///
+/// Each call returns the id of a new value; values already built are never changed.
+///
+/// ```
+/// use rfx_ir::hir::Builder;
+/// use rfx_ir::{DType, TensorType, UnaryOp, BinaryOp};
+///
+/// let mut b = Builder::new("fused_chain");
+/// let x = b.input("x", TensorType::new(DType::F32, [3]))?;
+/// let y = b.input("y", TensorType::new(DType::F32, [3]))?;
+/// let two = b.scalar(rfx_ir::Scalar::F32(2.0));
+/// let x2 = b.binary(BinaryOp::Mul, x, two)?;
+/// let s = b.unary(UnaryOp::Sin, x2)?;
+/// let out = b.binary(BinaryOp::Add, s, y)?;
+/// b.output("out", out)?;
+/// let kernel = b.finish()?;
+/// assert_eq!(kernel.op_count(), 4);
+/// # Ok::<(), rfx_ir::hir::BuildError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Builder {
+    name: String,
+    nodes: Vec<Node>,
+    outputs: Vec<Output>,
+}
+
+impl Builder {
+    /// A builder for a kernel called `name`.
+    pub fn new(name: impl Into<String>) -> Builder {
+        Builder { name: name.into(), nodes: Vec::new(), outputs: Vec::new() }
+    }
+
+    /// The type of a value built so far.
+    pub fn value_type(&self, value: ValueId) -> Result<&TensorType, BuildError> {
+        self.nodes.get(value.index()).map(|n| &n.ty).ok_or(BuildError::UnknownValue(value))
+    }
+
+    /// Adds a named input of type `ty`.
+    pub fn input(&mut self, name: impl Into<String>, ty: TensorType) -> Result<ValueId, BuildError> {
+        let name = name.into();
+        check_name(&name)?;
+        if self.nodes.iter().any(|n| matches!(&n.op, Op::Input { name: other } if *other == name)) {
+            return Err(BuildError::DuplicateInput(name));
+        }
+        Ok(self.push(Op::Input { name }, Vec::new(), ty))
+    }
+
+    /// A constant of shape `[]`.
+    pub fn scalar(&mut self, value: Scalar) -> ValueId {
+        self.push(Op::Const(value), Vec::new(), TensorType::scalar(value.dtype()))
+    }
+
+    /// A constant splatted to `shape`.
+    pub fn constant(&mut self, value: Scalar, shape: impl Into<Shape>) -> ValueId {
+        self.push(Op::Const(value), Vec::new(), TensorType::new(value.dtype(), shape))
+    }
+
+    /// Adds any node whose type follows from its operands (elementwise ops and reductions);
+    /// `cast`, `broadcast_to` and `reshape` have their own methods, which name the target.
+    pub fn op(&mut self, op: Op, args: &[ValueId]) -> Result<ValueId, BuildError> {
+        self.op_with_target(op, args, None)
+    }
+
+    /// An elementwise one-operand op.
+    pub fn unary(&mut self, op: UnaryOp, x: ValueId) -> Result<ValueId, BuildError> {
+        self.op(Op::Unary(op), &[x])
+    }
+
+    /// An elementwise two-operand op with broadcasting.
+    pub fn binary(&mut self, op: BinaryOp, a: ValueId, b: ValueId) -> Result<ValueId, BuildError> {
+        self.op(Op::Binary(op), &[a, b])
+    }
+
+    /// A comparison with broadcasting, giving bool.
+    pub fn compare(&mut self, op: CmpOp, a: ValueId, b: ValueId) -> Result<ValueId, BuildError> {
+        self.op(Op::Compare(op), &[a, b])
+    }
+
+    /// `select(cond, a, b)`.
+    pub fn select(&mut self, cond: ValueId, a: ValueId, b: ValueId) -> Result<ValueId, BuildError> {
+        self.op(Op::Select, &[cond, a, b])
+    }
+
+    /// `clamp(x, lo, hi)`.
+    pub fn clamp(&mut self, x: ValueId, lo: ValueId, hi: ValueId) -> Result<ValueId, BuildError> {
+        self.op(Op::Clamp, &[x, lo, hi])
+    }
+
+    /// Converts `x` to `dtype`.
+    pub fn cast(&mut self, x: ValueId, dtype: DType) -> Result<ValueId, BuildError> {
+        let shape = self.value_type(x)?.shape.clone();
+        self.op_with_target(Op::Cast, &[x], Some(TensorType { dtype, shape }))
+    }
+
+    /// Broadcasts `x` to `shape`.
+    pub fn broadcast_to(&mut self, x: ValueId, shape: impl Into<Shape>) -> Result<ValueId, BuildError> {
+        let dtype = self.value_type(x)?.dtype;
+        self.op_with_target(Op::BroadcastTo, &[x], Some(TensorType::new(dtype, shape)))
+    }
+
+    /// Reshapes `x` to `shape` (same element count).
+    pub fn reshape(&mut self, x: ValueId, shape: impl Into<Shape>) -> Result<ValueId, BuildError> {
+        let dtype = self.value_type(x)?.dtype;
+        self.op_with_target(Op::Reshape, &[x], Some(TensorType::new(dtype, shape)))
+    }
+
+    /// Reduces `x` over `axes` (any order; stored sorted).
+    pub fn reduce(
+        &mut self,
+        op: ReduceOp,
+        x: ValueId,
+        axes: &[usize],
+        keepdims: bool,
+    ) -> Result<ValueId, BuildError> {
+        let mut axes = axes.to_vec();
+        axes.sort_unstable();
+        self.op(Op::Reduce { op, axes, keepdims }, &[x])
+    }
+
+    /// Reduces `x` over all its axes to a scalar.
+    pub fn reduce_all(&mut self, op: ReduceOp, x: ValueId) -> Result<ValueId, BuildError> {
+        let rank = self.value_type(x)?.shape.rank();
+        self.reduce(op, x, &(0..rank).collect::<Vec<_>>(), false)
+    }
+
+    /// Marks `value` as the output called `name`. A value may be returned under several names.
+    pub fn output(&mut self, name: impl Into<String>, value: ValueId) -> Result<(), BuildError> {
+        let name = name.into();
+        check_name(&name)?;
+        self.value_type(value)?;
+        if self.outputs.iter().any(|o| o.name == name) {
+            return Err(BuildError::DuplicateOutput(name));
+        }
+        self.outputs.push(Output { name, value });
+        Ok(())
+    }
+
+    /// Finishes the kernel. Fails only when no output was declared: every node was checked
+    /// when it was added.
+    pub fn finish(self) -> Result<Kernel, BuildError> {
+        if self.outputs.is_empty() {
+            return Err(BuildError::NoOutputs);
+        }
+        Ok(Kernel::from_parts(self.name, self.nodes, self.outputs))
+    }
+
+    fn op_with_target(
+        &mut self,
+        op: Op,
+        args: &[ValueId],
+        target: Option<TensorType>,
+    ) -> Result<ValueId, BuildError> {
+        let arg_types = args.iter().map(|&a| self.value_type(a)).collect::<Result<Vec<_>, _>>()?;
+        let ty = result_type(&op, &arg_types, target.as_ref())
+            .map_err(|source| BuildError::Type { op: op.name(), source })?;
+        Ok(self.push(op, args.to_vec(), ty))
+    }
+
+    fn push(&mut self, op: Op, args: Vec<ValueId>, ty: TensorType) -> ValueId {
+        self.nodes.push(Node { op, args, ty });
+        ValueId::new(self.nodes.len() - 1)
+    }
+}
+
+/// `true` for names of the text formats: `[A-Za-z_][A-Za-z0-9_]*`.
+pub(crate) fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+fn check_name(name: &str) -> Result<(), BuildError> {
+    if is_identifier(name) { Ok(()) } else { Err(BuildError::InvalidName(name.to_string())) }
+}

@@ -1,0 +1,340 @@
+//! HIR: a kernel as traced.
+//!
+//! A [`Kernel`] is a list of [`Node`]s in definition order (an immutable DAG: a node's operands
+//! are defined before it), whose `input` nodes are the kernel's named, typed inputs, plus one
+//! or more named outputs. Every node carries its result [`TensorType`]; the verifier checks it
+//! against the op's typing rule. Elementwise ops broadcast their operands NumPy style.
+//!
+//! Kernels are made with the [`Builder`] (which type-checks every node as it is added) or parsed
+//! from text with [`parse`]; they print with `Display` in the same text format.
+
+mod builder;
+mod text;
+mod verify;
+
+use std::fmt;
+
+pub use builder::{BuildError, Builder};
+pub use text::parse;
+pub use verify::{verify, VerifyError, VerifyErrors, VerifyLocation};
+
+use crate::error::TypeError;
+use crate::ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
+use crate::shape::broadcast_shapes;
+use crate::{DType, Scalar, Shape, TensorType};
+
+/// The id of a HIR value: the index of the node that defines it. Prints as `%N`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub struct ValueId(u32);
+
+impl ValueId {
+    /// The id of node number `index`.
+    pub fn new(index: usize) -> ValueId {
+        ValueId(u32::try_from(index).unwrap_or(u32::MAX))
+    }
+
+    /// The index of the defining node.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl fmt::Display for ValueId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "%{}", self.0)
+    }
+}
+
+/// A HIR operation. The operands are the node's `args`; the result type is the node's `ty`.
+///
+/// Typing rules (checked by [`result_type`]): elementwise ops broadcast their operands to a
+/// common shape (NumPy rules) and require one dtype among the data operands; see each op
+/// vocabulary ([`UnaryOp`], [`BinaryOp`], [`CmpOp`], [`ReduceOp`]) for accepted dtypes and
+/// IEEE behaviour.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Op {
+    /// A kernel input named `name`; no operands; the node's type is the input's type.
+    Input {
+        /// The input's name, unique within the kernel.
+        name: String,
+    },
+    /// A constant: the scalar splatted to the node's shape. No operands; the literal's dtype
+    /// must equal the node's dtype.
+    Const(Scalar),
+    /// An elementwise one-operand op.
+    Unary(UnaryOp),
+    /// An elementwise two-operand op; operands broadcast.
+    Binary(BinaryOp),
+    /// A comparison giving bool; operands broadcast.
+    Compare(CmpOp),
+    /// `select(cond, a, b)`: `a` where `cond` is true, else `b`. `cond` is bool, `a` and `b` share
+    /// any dtype, all three broadcast. Never reads the unselected value's NaN.
+    Select,
+    /// `clamp(x, lo, hi) = min(max(x, lo), hi)` with NumPy's `clip` semantics (NaN in `x`
+    /// propagates; `lo > hi` gives `hi`). Numeric; all three broadcast.
+    Clamp,
+    /// Converts the operand to the node's dtype, keeping the shape. Float → i32 truncates toward
+    /// zero and saturates (NaN → 0); number → bool is `x != 0` (NaN → true); bool → number is 0/1;
+    /// f64 → f32 rounds to nearest even.
+    Cast,
+    /// Broadcasts the operand to the node's shape (NumPy `broadcast_to`).
+    BroadcastTo,
+    /// Reinterprets the operand (row-major) as the node's shape; element counts must agree.
+    Reshape,
+    /// Reduces the operand over `axes` (each `< rank`, no duplicates, any order).
+    Reduce {
+        /// The reduction.
+        op: ReduceOp,
+        /// The reduced axes, sorted ascending.
+        axes: Vec<usize>,
+        /// Keep reduced axes as size 1.
+        keepdims: bool,
+    },
+}
+
+impl Op {
+    /// The op's name in the text format.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Input { .. } => "input",
+            Op::Const(_) => "const",
+            Op::Unary(op) => op.name(),
+            Op::Binary(op) => op.name(),
+            Op::Compare(op) => op.name(),
+            Op::Select => "select",
+            Op::Clamp => "clamp",
+            Op::Cast => "cast",
+            Op::BroadcastTo => "broadcast_to",
+            Op::Reshape => "reshape",
+            Op::Reduce { op, .. } => op.name(),
+        }
+    }
+
+    /// The number of operands the op takes.
+    pub fn arity(&self) -> usize {
+        match self {
+            Op::Input { .. } | Op::Const(_) => 0,
+            Op::Unary(_) | Op::Cast | Op::BroadcastTo | Op::Reshape | Op::Reduce { .. } => 1,
+            Op::Binary(_) | Op::Compare(_) => 2,
+            Op::Select | Op::Clamp => 3,
+        }
+    }
+
+    /// `true` for ops computed independently per element of the (broadcast) result.
+    pub fn is_elementwise(&self) -> bool {
+        matches!(
+            self,
+            Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Clamp | Op::Cast
+        )
+    }
+}
+
+/// One HIR node: an op applied to operands, with its result type.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Node {
+    /// The operation.
+    pub op: Op,
+    /// The operands, each defined by an earlier node.
+    pub args: Vec<ValueId>,
+    /// The result type.
+    pub ty: TensorType,
+}
+
+/// A named kernel output.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Output {
+    /// The output's name, unique among outputs.
+    pub name: String,
+    /// The value it returns.
+    pub value: ValueId,
+}
+
+/// A HIR kernel: nodes in definition order and named outputs.
+///
+/// A `Kernel` is a value: passes build new kernels rather than editing one in place.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Kernel {
+    name: String,
+    nodes: Vec<Node>,
+    outputs: Vec<Output>,
+}
+
+impl Kernel {
+    /// Assembles a kernel from parts without checking them; run [`verify`] before trusting it.
+    /// The [`Builder`] is the checked way to make kernels.
+    pub fn from_parts(name: impl Into<String>, nodes: Vec<Node>, outputs: Vec<Output>) -> Kernel {
+        Kernel { name: name.into(), nodes, outputs }
+    }
+
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// All nodes, in definition order; node `i` defines value `%i`.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// The node defining `value`, if it exists.
+    pub fn node(&self, value: ValueId) -> Option<&Node> {
+        self.nodes.get(value.index())
+    }
+
+    /// The type of `value`, if it exists.
+    pub fn value_type(&self, value: ValueId) -> Option<&TensorType> {
+        self.node(value).map(|n| &n.ty)
+    }
+
+    /// The named outputs, in order.
+    pub fn outputs(&self) -> &[Output] {
+        &self.outputs
+    }
+
+    /// The inputs in order of definition: `(value, name, type)`.
+    pub fn inputs(&self) -> impl Iterator<Item = (ValueId, &str, &TensorType)> + '_ {
+        self.nodes.iter().enumerate().filter_map(|(i, node)| match &node.op {
+            Op::Input { name } => Some((ValueId::new(i), name.as_str(), &node.ty)),
+            _ => None,
+        })
+    }
+
+    /// The value ids in definition order.
+    pub fn values(&self) -> impl Iterator<Item = ValueId> {
+        (0..self.nodes.len()).map(ValueId::new)
+    }
+
+    /// The number of nodes that are not inputs: the "op count" reports use.
+    pub fn op_count(&self) -> usize {
+        self.nodes.iter().filter(|n| !matches!(n.op, Op::Input { .. })).count()
+    }
+}
+
+/// Computes the result type of `op` applied to operands of types `args`.
+///
+/// `target` supplies what the operands cannot determine: the type of an `input` or `const`, the
+/// dtype of a `cast`, the shape of `broadcast_to` and `reshape`. It is ignored by other ops.
+/// The builders and the verifiers both call this function, so they agree by construction.
+pub fn result_type(
+    op: &Op,
+    args: &[&TensorType],
+    target: Option<&TensorType>,
+) -> Result<TensorType, TypeError> {
+    let name = op.name();
+    if args.len() != op.arity() {
+        return Err(TypeError::Arity { op: name, expected: op.arity(), found: args.len() });
+    }
+    let need_target = || {
+        target.cloned().ok_or(TypeError::Arity { op: name, expected: op.arity(), found: args.len() })
+    };
+    match op {
+        Op::Input { .. } => need_target(),
+        Op::Const(value) => {
+            let ty = need_target()?;
+            if value.dtype() != ty.dtype {
+                return Err(TypeError::ConstantDType { literal: value.dtype(), declared: ty.dtype });
+            }
+            Ok(ty)
+        }
+        Op::Unary(u) => {
+            let dtype = args[0].dtype;
+            if !u.accepts(dtype) {
+                return Err(TypeError::UnsupportedDType { op: name, dtype });
+            }
+            Ok(args[0].clone())
+        }
+        Op::Binary(b) => {
+            let dtype = same_dtype(name, args)?;
+            if !b.accepts(dtype) {
+                return Err(TypeError::UnsupportedDType { op: name, dtype });
+            }
+            Ok(TensorType { dtype, shape: broadcast_all(name, args)? })
+        }
+        Op::Compare(c) => {
+            let dtype = same_dtype(name, args)?;
+            if !c.accepts(dtype) {
+                return Err(TypeError::UnsupportedDType { op: name, dtype });
+            }
+            Ok(TensorType { dtype: DType::Bool, shape: broadcast_all(name, args)? })
+        }
+        Op::Select => {
+            if args[0].dtype != DType::Bool {
+                return Err(TypeError::ConditionNotBool { found: args[0].dtype });
+            }
+            let dtype = same_dtype(name, &args[1..])?;
+            Ok(TensorType { dtype, shape: broadcast_all(name, args)? })
+        }
+        Op::Clamp => {
+            let dtype = same_dtype(name, args)?;
+            if !dtype.is_numeric() {
+                return Err(TypeError::UnsupportedDType { op: name, dtype });
+            }
+            Ok(TensorType { dtype, shape: broadcast_all(name, args)? })
+        }
+        Op::Cast => Ok(TensorType { dtype: need_target()?.dtype, shape: args[0].shape.clone() }),
+        Op::BroadcastTo => {
+            let to = need_target()?.shape;
+            if !args[0].shape.broadcasts_to(&to) {
+                return Err(TypeError::BroadcastTo { from: args[0].shape.clone(), to });
+            }
+            Ok(TensorType { dtype: args[0].dtype, shape: to })
+        }
+        Op::Reshape => {
+            let to = need_target()?.shape;
+            let (from_numel, to_numel) = (args[0].shape.numel(), to.numel());
+            if from_numel != to_numel {
+                return Err(TypeError::Reshape { from: args[0].shape.clone(), from_numel, to, to_numel });
+            }
+            Ok(TensorType { dtype: args[0].dtype, shape: to })
+        }
+        Op::Reduce { op: r, axes, keepdims } => {
+            let dtype = args[0].dtype;
+            if !r.accepts(dtype) {
+                return Err(TypeError::UnsupportedDType { op: name, dtype });
+            }
+            Ok(TensorType { dtype, shape: reduced_shape(&args[0].shape, axes, *keepdims)? })
+        }
+    }
+}
+
+/// The shape of reducing `shape` over `axes`: reduced axes removed, or kept as 1 with `keepdims`.
+pub fn reduced_shape(shape: &Shape, axes: &[usize], keepdims: bool) -> Result<Shape, TypeError> {
+    let rank = shape.rank();
+    let mut seen = vec![false; rank];
+    for &axis in axes {
+        if axis >= rank {
+            return Err(TypeError::AxisOutOfRange { axis, rank });
+        }
+        if std::mem::replace(&mut seen[axis], true) {
+            return Err(TypeError::DuplicateAxis { axis });
+        }
+    }
+    let dims = shape
+        .dims()
+        .iter()
+        .zip(&seen)
+        .filter_map(|(&d, &reduced)| match (reduced, keepdims) {
+            (false, _) => Some(d),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect::<Vec<_>>();
+    Ok(Shape::new(dims))
+}
+
+fn same_dtype(op: &'static str, args: &[&TensorType]) -> Result<DType, TypeError> {
+    let first = args[0].dtype;
+    match args.iter().find(|t| t.dtype != first) {
+        Some(other) => Err(TypeError::DTypeMismatch { op, lhs: first, rhs: other.dtype }),
+        None => Ok(first),
+    }
+}
+
+fn broadcast_all(op: &'static str, args: &[&TensorType]) -> Result<Shape, TypeError> {
+    let mut shape = args[0].shape.clone();
+    for arg in &args[1..] {
+        shape = broadcast_shapes(&shape, &arg.shape)
+            .ok_or_else(|| TypeError::Broadcast { op, lhs: shape.clone(), rhs: arg.shape.clone() })?;
+    }
+    Ok(shape)
+}

@@ -1,0 +1,232 @@
+//! The elementwise and reduction op vocabularies shared by HIR, MIR and LIR.
+//!
+//! Each variant documents its typing rule and its IEEE behaviour; [`crate::semantics`] is the
+//! executable definition and the reference interpreter calls nothing else. Where NumPy decides
+//! a question, rfx follows NumPy (`round` is half-to-even, `min`/`max` propagate NaN, `fmod`
+//! takes the dividend's sign, comparisons with NaN are false except `ne`).
+
+use std::fmt;
+
+use crate::DType;
+
+macro_rules! op_names {
+    ($ty:ident { $($variant:ident => $name:literal),* $(,)? }) => {
+        impl $ty {
+            /// Every variant, in declaration order.
+            pub const ALL: &'static [$ty] = &[$($ty::$variant),*];
+
+            /// The op's name in every text format.
+            pub fn name(self) -> &'static str {
+                match self { $($ty::$variant => $name),* }
+            }
+
+            /// Looks an op up by its text-format name.
+            pub fn from_name(name: &str) -> Option<$ty> {
+                match name { $($name => Some($ty::$variant),)* _ => None }
+            }
+        }
+
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+
+/// One-operand elementwise ops. The result has the operand's dtype and shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub enum UnaryOp {
+    /// `-x`. Numeric. Flips the sign bit of floats (`neg(0) = -0`, `neg(NaN)` is NaN); wraps for i32.
+    Neg,
+    /// `|x|`. Numeric. Clears the sign bit of floats; wraps for `i32::MIN`.
+    Abs,
+    /// `-1`, `0` or `1` by the sign of `x`. Numeric. As NumPy: `sign(±0) = +0`, `sign(NaN)` is NaN.
+    Sign,
+    /// Round toward −∞. Float. Exact; keeps −0, NaN, ±Inf.
+    Floor,
+    /// Round toward +∞. Float. Exact; `ceil(-0.5) = -0`.
+    Ceil,
+    /// Round to nearest, ties to even (NumPy's `round`). Float. Exact; `round(-0.5) = -0`.
+    Round,
+    /// Square root. Float. Correctly rounded; `sqrt(-0) = -0`, negative arguments give NaN.
+    Sqrt,
+    /// `1/sqrt(x)`. Float. `rsqrt(0) = +Inf`, `rsqrt(-0) = -Inf`, `rsqrt(+Inf) = 0`.
+    Rsqrt,
+    /// `1/x`. Float. Correctly rounded; `recip(±0) = ±Inf`.
+    Recip,
+    /// `e^x`. Float. Overflows to +Inf, `exp(-Inf) = 0`.
+    Exp,
+    /// `2^x`. Float.
+    Exp2,
+    /// Natural logarithm. Float. `log(±0) = -Inf`, negative arguments give NaN.
+    Log,
+    /// Base-2 logarithm. Float. Same special values as `log`.
+    Log2,
+    /// Sine (radians). Float. `sin(±Inf)` is NaN; `sin(-0) = -0`.
+    Sin,
+    /// Cosine (radians). Float. `cos(±Inf)` is NaN.
+    Cos,
+    /// Tangent (radians). Float.
+    Tan,
+    /// Hyperbolic tangent. Float. Saturates to ±1.
+    Tanh,
+    /// Arc tangent. Float. `atan(±Inf) = ±π/2`.
+    Atan,
+    /// Arc sine. Float. NaN outside [−1, 1].
+    Asin,
+    /// Arc cosine. Float. NaN outside [−1, 1].
+    Acos,
+    /// Logistic function `1/(1+exp(-x))`. Float. `sigmoid(-Inf) = 0`, `sigmoid(+Inf) = 1`.
+    Sigmoid,
+    /// Logical not. Bool only.
+    Not,
+}
+
+op_names!(UnaryOp {
+    Neg => "neg", Abs => "abs", Sign => "sign", Floor => "floor", Ceil => "ceil", Round => "round",
+    Sqrt => "sqrt", Rsqrt => "rsqrt", Recip => "recip", Exp => "exp", Exp2 => "exp2", Log => "log",
+    Log2 => "log2", Sin => "sin", Cos => "cos", Tan => "tan", Tanh => "tanh", Atan => "atan",
+    Asin => "asin", Acos => "acos", Sigmoid => "sigmoid", Not => "not",
+});
+
+impl UnaryOp {
+    /// Whether the op accepts operands of `dtype` (the result has the same dtype).
+    pub fn accepts(self, dtype: DType) -> bool {
+        match self {
+            UnaryOp::Not => dtype == DType::Bool,
+            UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign => dtype.is_numeric(),
+            _ => dtype.is_float(),
+        }
+    }
+
+    /// `true` for the transcendental functions (computed by approximations on most backends).
+    pub fn is_transcendental(self) -> bool {
+        matches!(
+            self,
+            UnaryOp::Exp
+                | UnaryOp::Exp2
+                | UnaryOp::Log
+                | UnaryOp::Log2
+                | UnaryOp::Sin
+                | UnaryOp::Cos
+                | UnaryOp::Tan
+                | UnaryOp::Tanh
+                | UnaryOp::Atan
+                | UnaryOp::Asin
+                | UnaryOp::Acos
+                | UnaryOp::Sigmoid
+        )
+    }
+}
+
+/// Two-operand elementwise ops. Operands have the same dtype and broadcast (NumPy rules) to
+/// the result shape; the result has the operands' dtype.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub enum BinaryOp {
+    /// `a + b`. Numeric; i32 wraps. IEEE: `Inf + -Inf` is NaN, `-0 + -0 = -0`, `-0 + 0 = 0`.
+    Add,
+    /// `a - b`. Numeric; i32 wraps.
+    Sub,
+    /// `a * b`. Numeric; i32 wraps. IEEE: `0 * Inf` is NaN (so `x * 0` is *not* 0 in general).
+    Mul,
+    /// `a / b`. Numeric. Floats: IEEE division (`x/0` is ±Inf or NaN). i32: floor division like
+    /// NumPy's `//`, and `x / 0 = 0` (NumPy also gives 0), `i32::MIN / -1` wraps.
+    Div,
+    /// `a^b`. Float. C99 `pow` special values (`pow(x, 0) = 1` even for NaN, `pow(1, y) = 1`).
+    Pow,
+    /// Minimum, NaN-propagating (NumPy's `minimum`): returns `a` when `a < b` or `a` is NaN,
+    /// else `b`. Numeric. On ties (`min(0, -0)`) the second operand wins, as in NumPy.
+    Min,
+    /// Maximum, NaN-propagating (NumPy's `maximum`): returns `a` when `a > b` or `a` is NaN,
+    /// else `b`. Numeric. On ties (`max(0, -0)`) the second operand wins, as in NumPy.
+    Max,
+    /// `atan2(a, b)`: the angle of the point `(b, a)`. Float. C99 special values.
+    Atan2,
+    /// Remainder with the sign of the dividend (C `fmod`, NumPy `fmod`). Numeric. Floats are
+    /// exact; `fmod(x, 0)` is NaN; i32: truncated remainder, `x fmod 0 = 0`.
+    Fmod,
+    /// Logical and. Bool only.
+    And,
+    /// Logical or. Bool only.
+    Or,
+}
+
+op_names!(BinaryOp {
+    Add => "add", Sub => "sub", Mul => "mul", Div => "div", Pow => "pow", Min => "min",
+    Max => "max", Atan2 => "atan2", Fmod => "fmod", And => "and", Or => "or",
+});
+
+impl BinaryOp {
+    /// Whether the op accepts operands of `dtype` (the result has the same dtype).
+    pub fn accepts(self, dtype: DType) -> bool {
+        match self {
+            BinaryOp::And | BinaryOp::Or => dtype == DType::Bool,
+            BinaryOp::Pow | BinaryOp::Atan2 => dtype.is_float(),
+            _ => dtype.is_numeric(),
+        }
+    }
+
+    /// `true` when `op(a, b) == op(b, a)` bit for bit for every input, NaN payloads aside.
+    /// `min`/`max` are not: with NaN or `±0` ties the result depends on operand order.
+    pub fn is_commutative(self) -> bool {
+        matches!(self, BinaryOp::Add | BinaryOp::Mul | BinaryOp::And | BinaryOp::Or)
+    }
+}
+
+/// Comparisons. Operands have the same dtype (numeric, or bool for `eq`/`ne`) and broadcast to
+/// the result shape; the result is bool. Any comparison with NaN is false except `ne`, which is
+/// true. `-0 == 0`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub enum CmpOp {
+    /// `a < b`.
+    Lt,
+    /// `a <= b`.
+    Le,
+    /// `a > b`.
+    Gt,
+    /// `a >= b`.
+    Ge,
+    /// `a == b`.
+    Eq,
+    /// `a != b`.
+    Ne,
+}
+
+op_names!(CmpOp { Lt => "lt", Le => "le", Gt => "gt", Ge => "ge", Eq => "eq", Ne => "ne" });
+
+impl CmpOp {
+    /// Whether the comparison accepts operands of `dtype`.
+    pub fn accepts(self, dtype: DType) -> bool {
+        dtype.is_numeric() || matches!(self, CmpOp::Eq | CmpOp::Ne)
+    }
+}
+
+/// Reductions over a set of axes. The result drops the reduced axes (or keeps them as size 1
+/// with `keepdims`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub enum ReduceOp {
+    /// Sum; numeric. Empty sum is 0. i32 wraps. The reference interpreter adds in row-major
+    /// order of the reduced elements; other paths document their order and error bound.
+    Sum,
+    /// Product; numeric. Empty product is 1.
+    Prod,
+    /// Maximum, NaN-propagating; numeric. Empty max is −Inf (floats) or `i32::MIN`.
+    Max,
+    /// Minimum, NaN-propagating; numeric. Empty min is +Inf (floats) or `i32::MAX`.
+    Min,
+    /// Arithmetic mean (sum, then divided by the count); float only. Empty mean is NaN.
+    Mean,
+}
+
+op_names!(ReduceOp { Sum => "sum", Prod => "prod", Max => "max", Min => "min", Mean => "mean" });
+
+impl ReduceOp {
+    /// Whether the reduction accepts operands of `dtype` (the result has the same dtype).
+    pub fn accepts(self, dtype: DType) -> bool {
+        match self {
+            ReduceOp::Mean => dtype.is_float(),
+            _ => dtype.is_numeric(),
+        }
+    }
+}

@@ -193,16 +193,20 @@ impl ArrayData {
         let iter = values.into_iter();
         Some(match dtype {
             DType::Bool => ArrayData::Bool(
-                iter.map(|s| if let Scalar::Bool(x) = s { Some(x) } else { None }).collect::<Option<_>>()?,
+                iter.map(|s| if let Scalar::Bool(x) = s { Some(x) } else { None })
+                    .collect::<Option<_>>()?,
             ),
             DType::I32 => ArrayData::I32(
-                iter.map(|s| if let Scalar::I32(x) = s { Some(x) } else { None }).collect::<Option<_>>()?,
+                iter.map(|s| if let Scalar::I32(x) = s { Some(x) } else { None })
+                    .collect::<Option<_>>()?,
             ),
             DType::F32 => ArrayData::F32(
-                iter.map(|s| if let Scalar::F32(x) = s { Some(x) } else { None }).collect::<Option<_>>()?,
+                iter.map(|s| if let Scalar::F32(x) = s { Some(x) } else { None })
+                    .collect::<Option<_>>()?,
             ),
             DType::F64 => ArrayData::F64(
-                iter.map(|s| if let Scalar::F64(x) = s { Some(x) } else { None }).collect::<Option<_>>()?,
+                iter.map(|s| if let Scalar::F64(x) = s { Some(x) } else { None })
+                    .collect::<Option<_>>()?,
             ),
         })
     }
@@ -225,7 +229,11 @@ fn check_len(shape: &Shape, found: usize) -> Result<(), ArrayLengthError> {
     if expected == found {
         Ok(())
     } else {
-        Err(ArrayLengthError { shape: shape.clone(), expected, found })
+        Err(ArrayLengthError {
+            shape: shape.clone(),
+            expected,
+            found,
+        })
     }
 }
 
@@ -251,12 +259,18 @@ impl Array {
 
     /// A one-dimensional array holding `values`.
     pub fn from_slice<T: Element>(values: &[T]) -> Array {
-        Array { shape: Shape::new([values.len()]), data: T::into_data(values.to_vec()) }
+        Array {
+            shape: Shape::new([values.len()]),
+            data: T::into_data(values.to_vec()),
+        }
     }
 
     /// A scalar (shape `[]`) array.
     pub fn scalar(value: Scalar) -> Array {
-        Array { shape: Shape::scalar(), data: ArrayData::filled(value, 1) }
+        Array {
+            shape: Shape::scalar(),
+            data: ArrayData::filled(value, 1),
+        }
     }
 
     /// An array of `shape` with every element `value`.
@@ -303,17 +317,26 @@ impl Array {
 
     /// The elements widened to `f64` (bools as 0/1).
     pub fn to_f64_vec(&self) -> Vec<f64> {
-        (0..self.data.len()).filter_map(|i| self.get(i)).map(Scalar::to_f64).collect()
+        (0..self.data.len())
+            .filter_map(|i| self.get(i))
+            .map(Scalar::to_f64)
+            .collect()
     }
 
     /// A borrowed view of the whole array.
     pub fn view(&self) -> ArrayView<'_> {
-        ArrayView { shape: &self.shape, data: self.data.as_ref() }
+        ArrayView {
+            shape: &self.shape,
+            data: self.data.as_ref(),
+        }
     }
 
     /// A mutable view of the whole array.
     pub fn view_mut(&mut self) -> ArrayViewMut<'_> {
-        ArrayViewMut { shape: &self.shape, data: self.data.as_mut() }
+        ArrayViewMut {
+            shape: &self.shape,
+            data: self.data.as_mut(),
+        }
     }
 }
 
@@ -359,7 +382,10 @@ impl<'a> ArrayView<'a> {
             DataRef::F32(v) => ArrayData::F32(v.to_vec()),
             DataRef::F64(v) => ArrayData::F64(v.to_vec()),
         };
-        Array { shape: self.shape.clone(), data }
+        Array {
+            shape: self.shape.clone(),
+            data,
+        }
     }
 }
 
@@ -372,7 +398,10 @@ pub struct ArrayViewMut<'a> {
 
 impl<'a> ArrayViewMut<'a> {
     /// A mutable view of `values` as `shape`; fails when the lengths disagree.
-    pub fn new<T: Element>(shape: &'a Shape, values: &'a mut [T]) -> Result<ArrayViewMut<'a>, ArrayLengthError> {
+    pub fn new<T: Element>(
+        shape: &'a Shape,
+        values: &'a mut [T],
+    ) -> Result<ArrayViewMut<'a>, ArrayLengthError> {
         ArrayViewMut::from_data(shape, T::data_mut(values))
     }
 

@@ -1,1 +1,103 @@
-//! Graphviz export.
+//! Graphviz DOT export of kernels, for `rfx dot` and for looking at what a pass did.
+//!
+//! The graphs are built with `petgraph` and printed in a deterministic order (nodes in definition
+//! order), so the output can be snapshot-tested.
+
+use std::fmt::Write as _;
+
+use petgraph::graph::{DiGraph, NodeIndex};
+
+use crate::hir::{Kernel, Op};
+
+/// The DOT text of a HIR kernel: one graph node per HIR node (inputs as boxes, constants as
+/// plain text, outputs as double octagons), edges from operands to users labelled with the
+/// operand position when an op has more than one operand.
+pub fn hir_to_dot(kernel: &Kernel) -> String {
+    let mut graph: DiGraph<(String, &'static str), String> = DiGraph::new();
+    let ids: Vec<NodeIndex> = kernel
+        .nodes()
+        .iter()
+        .enumerate()
+        .map(|(i, node)| {
+            let (label, shape) = match &node.op {
+                Op::Input { name } => (format!("{name}\\n{}", node.ty), "box"),
+                Op::Const(value) => (format!("{value}\\n{}", node.ty), "plaintext"),
+                op => (format!("%{i} {}\\n{}", describe(op), node.ty), "ellipse"),
+            };
+            graph.add_node((label, shape))
+        })
+        .collect();
+    for (i, node) in kernel.nodes().iter().enumerate() {
+        for (pos, arg) in node.args.iter().enumerate() {
+            if let Some(&from) = ids.get(arg.index()) {
+                let label = if node.args.len() > 1 {
+                    pos.to_string()
+                } else {
+                    String::new()
+                };
+                graph.add_edge(from, ids[i], label);
+            }
+        }
+    }
+    for output in kernel.outputs() {
+        let out = graph.add_node((output.name.clone(), "doubleoctagon"));
+        if let Some(&from) = ids.get(output.value.index()) {
+            graph.add_edge(from, out, String::new());
+        }
+    }
+    render(&graph, kernel.name())
+}
+
+fn describe(op: &Op) -> String {
+    match op {
+        Op::Reduce { op, axes, keepdims } => {
+            let axes = axes.iter().map(ToString::to_string).collect::<Vec<_>>().join(",");
+            format!("{op} axes [{axes}]{}", if *keepdims { " keepdims" } else { "" })
+        }
+        other => other.name().to_string(),
+    }
+}
+
+/// Prints a graph whose nodes are `(label, shape)` and whose edges carry a label.
+pub(crate) fn render(graph: &DiGraph<(String, &'static str), String>, name: &str) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "digraph \"{}\" {{", escape(name));
+    let _ = writeln!(out, "  rankdir=TB;");
+    let _ = writeln!(out, "  node [fontname=\"monospace\"];");
+    for index in graph.node_indices() {
+        let (label, shape) = &graph[index];
+        let _ = writeln!(
+            out,
+            "  n{} [label=\"{}\", shape={shape}];",
+            index.index(),
+            escape_label(label)
+        );
+    }
+    for edge in graph.edge_indices() {
+        if let Some((from, to)) = graph.edge_endpoints(edge) {
+            let label = &graph[edge];
+            if label.is_empty() {
+                let _ = writeln!(out, "  n{} -> n{};", from.index(), to.index());
+            } else {
+                let _ = writeln!(
+                    out,
+                    "  n{} -> n{} [label=\"{}\"];",
+                    from.index(),
+                    to.index(),
+                    escape(label)
+                );
+            }
+        }
+    }
+    out.push_str("}\n");
+    out
+}
+
+fn escape(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// Escapes quotes but keeps the `\n` line breaks labels use.
+fn escape_label(text: &str) -> String {
+    text.replace('"', "\\\"")
+}

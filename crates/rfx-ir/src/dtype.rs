@@ -154,7 +154,11 @@ impl fmt::Display for Scalar {
             Scalar::I32(v) => write!(f, "{v}"),
             Scalar::F32(v) => {
                 if v.is_nan() {
-                    if v.to_bits() == f32::NAN.to_bits() { f.write_str("nan") } else { write!(f, "nan:{:#x}", v.to_bits()) }
+                    if v.to_bits() == f32::NAN.to_bits() {
+                        f.write_str("nan")
+                    } else {
+                        write!(f, "nan:{:#x}", v.to_bits())
+                    }
                 } else if v.is_infinite() {
                     f.write_str(if v > 0.0 { "inf" } else { "-inf" })
                 } else {
@@ -163,7 +167,11 @@ impl fmt::Display for Scalar {
             }
             Scalar::F64(v) => {
                 if v.is_nan() {
-                    if v.to_bits() == f64::NAN.to_bits() { f.write_str("nan") } else { write!(f, "nan:{:#x}", v.to_bits()) }
+                    if v.to_bits() == f64::NAN.to_bits() {
+                        f.write_str("nan")
+                    } else {
+                        write!(f, "nan:{:#x}", v.to_bits())
+                    }
                 } else if v.is_infinite() {
                     f.write_str(if v > 0.0 { "inf" } else { "-inf" })
                 } else {
@@ -188,10 +196,18 @@ pub fn parse_scalar(text: &str, dtype: DType) -> Option<Scalar> {
         DType::I32 => text.parse::<i32>().ok().map(Scalar::I32),
         DType::F32 => parse_float_special(text, 32)
             .map(|bits| Scalar::F32(f32::from_bits(bits as u32)))
-            .or_else(|| plain_float(text).and_then(|t| t.parse::<f32>().ok()).map(Scalar::F32)),
+            .or_else(|| {
+                plain_float(text)
+                    .and_then(|t| t.parse::<f32>().ok())
+                    .map(Scalar::F32)
+            }),
         DType::F64 => parse_float_special(text, 64)
             .map(|bits| Scalar::F64(f64::from_bits(bits)))
-            .or_else(|| plain_float(text).and_then(|t| t.parse::<f64>().ok()).map(Scalar::F64)),
+            .or_else(|| {
+                plain_float(text)
+                    .and_then(|t| t.parse::<f64>().ok())
+                    .map(Scalar::F64)
+            }),
     }
 }
 
@@ -199,7 +215,9 @@ pub fn parse_scalar(text: &str, dtype: DType) -> Option<Scalar> {
 /// words, which the text formats spell differently).
 fn plain_float(text: &str) -> Option<&str> {
     let ok = !text.is_empty()
-        && text.chars().all(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E'))
+        && text
+            .chars()
+            .all(|c| c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E'))
         && text.chars().any(|c| c.is_ascii_digit());
     ok.then_some(text)
 }

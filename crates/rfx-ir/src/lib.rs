@@ -26,9 +26,11 @@ pub mod interp;
 pub mod lir;
 pub mod mir;
 pub mod semantics;
+#[cfg(feature = "testgen")]
+pub mod testgen;
 
 pub use array::{Array, ArrayData, ArrayLengthError, ArrayView, ArrayViewMut, DataMut, DataRef, Element};
-pub use dtype::{parse_scalar, DType, Scalar};
+pub use dtype::{DType, Scalar, parse_scalar};
 pub use error::{ParseError, TypeError};
 pub use ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
-pub use shape::{broadcast_shapes, Shape, TensorType};
+pub use shape::{Shape, TensorType, broadcast_shapes};

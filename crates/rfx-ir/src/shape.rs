@@ -5,7 +5,9 @@ use std::fmt;
 use crate::DType;
 
 /// A static, row-major tensor shape. The empty shape `[]` is a scalar (one element).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Default, serde::Serialize, serde::Deserialize,
+)]
 pub struct Shape(Vec<usize>);
 
 impl Shape {
@@ -63,7 +65,11 @@ impl Shape {
         Some(
             (0..target.rank())
                 .map(|axis| {
-                    if axis < offset || self.0[axis - offset] == 1 { 0 } else { own[axis - offset] }
+                    if axis < offset || self.0[axis - offset] == 1 {
+                        0
+                    } else {
+                        own[axis - offset]
+                    }
                 })
                 .collect(),
         )
@@ -75,7 +81,10 @@ impl Shape {
             return false;
         }
         let offset = target.rank() - self.rank();
-        self.0.iter().enumerate().all(|(i, &d)| d == 1 || d == target.0[i + offset])
+        self.0
+            .iter()
+            .enumerate()
+            .all(|(i, &d)| d == 1 || d == target.0[i + offset])
     }
 
     /// The multi-index of linear index `linear` in this shape (row-major).
@@ -97,8 +106,16 @@ pub fn broadcast_shapes(a: &Shape, b: &Shape) -> Option<Shape> {
     let rank = a.rank().max(b.rank());
     let mut dims = vec![0; rank];
     for (axis, dim) in dims.iter_mut().enumerate() {
-        let da = if axis + a.rank() >= rank { a.0[axis + a.rank() - rank] } else { 1 };
-        let db = if axis + b.rank() >= rank { b.0[axis + b.rank() - rank] } else { 1 };
+        let da = if axis + a.rank() >= rank {
+            a.0[axis + a.rank() - rank]
+        } else {
+            1
+        };
+        let db = if axis + b.rank() >= rank {
+            b.0[axis + b.rank() - rank]
+        } else {
+            1
+        };
         *dim = match (da, db) {
             (x, y) if x == y => x,
             (1, y) => y,
@@ -153,12 +170,18 @@ pub struct TensorType {
 impl TensorType {
     /// A tensor type of the given dtype and shape.
     pub fn new(dtype: DType, shape: impl Into<Shape>) -> TensorType {
-        TensorType { dtype, shape: shape.into() }
+        TensorType {
+            dtype,
+            shape: shape.into(),
+        }
     }
 
     /// A scalar (shape `[]`) of the given dtype.
     pub fn scalar(dtype: DType) -> TensorType {
-        TensorType { dtype, shape: Shape::scalar() }
+        TensorType {
+            dtype,
+            shape: Shape::scalar(),
+        }
     }
 
     /// Total size in bytes of a dense row-major buffer of this type.

@@ -1,6 +1,6 @@
 //! The checked way to make HIR kernels.
 
-use super::{result_type, Kernel, Node, Op, Output, ValueId};
+use super::{Kernel, Node, Op, Output, ValueId, result_type};
 use crate::error::TypeError;
 use crate::ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 use crate::{DType, Scalar, Shape, TensorType};
@@ -64,19 +64,30 @@ pub struct Builder {
 impl Builder {
     /// A builder for a kernel called `name`.
     pub fn new(name: impl Into<String>) -> Builder {
-        Builder { name: name.into(), nodes: Vec::new(), outputs: Vec::new() }
+        Builder {
+            name: name.into(),
+            nodes: Vec::new(),
+            outputs: Vec::new(),
+        }
     }
 
     /// The type of a value built so far.
     pub fn value_type(&self, value: ValueId) -> Result<&TensorType, BuildError> {
-        self.nodes.get(value.index()).map(|n| &n.ty).ok_or(BuildError::UnknownValue(value))
+        self.nodes
+            .get(value.index())
+            .map(|n| &n.ty)
+            .ok_or(BuildError::UnknownValue(value))
     }
 
     /// Adds a named input of type `ty`.
     pub fn input(&mut self, name: impl Into<String>, ty: TensorType) -> Result<ValueId, BuildError> {
         let name = name.into();
         check_name(&name)?;
-        if self.nodes.iter().any(|n| matches!(&n.op, Op::Input { name: other } if *other == name)) {
+        if self
+            .nodes
+            .iter()
+            .any(|n| matches!(&n.op, Op::Input { name: other } if *other == name))
+        {
             return Err(BuildError::DuplicateInput(name));
         }
         Ok(self.push(Op::Input { name }, Vec::new(), ty))
@@ -89,7 +100,11 @@ impl Builder {
 
     /// A constant splatted to `shape`.
     pub fn constant(&mut self, value: Scalar, shape: impl Into<Shape>) -> ValueId {
-        self.push(Op::Const(value), Vec::new(), TensorType::new(value.dtype(), shape))
+        self.push(
+            Op::Const(value),
+            Vec::new(),
+            TensorType::new(value.dtype(), shape),
+        )
     }
 
     /// Adds any node whose type follows from its operands (elementwise ops and reductions);
@@ -187,9 +202,14 @@ impl Builder {
         args: &[ValueId],
         target: Option<TensorType>,
     ) -> Result<ValueId, BuildError> {
-        let arg_types = args.iter().map(|&a| self.value_type(a)).collect::<Result<Vec<_>, _>>()?;
-        let ty = result_type(&op, &arg_types, target.as_ref())
-            .map_err(|source| BuildError::Type { op: op.name(), source })?;
+        let arg_types = args
+            .iter()
+            .map(|&a| self.value_type(a))
+            .collect::<Result<Vec<_>, _>>()?;
+        let ty = result_type(&op, &arg_types, target.as_ref()).map_err(|source| BuildError::Type {
+            op: op.name(),
+            source,
+        })?;
         Ok(self.push(op, args.to_vec(), ty))
     }
 
@@ -207,5 +227,9 @@ pub(crate) fn is_identifier(name: &str) -> bool {
 }
 
 fn check_name(name: &str) -> Result<(), BuildError> {
-    if is_identifier(name) { Ok(()) } else { Err(BuildError::InvalidName(name.to_string())) }
+    if is_identifier(name) {
+        Ok(())
+    } else {
+        Err(BuildError::InvalidName(name.to_string()))
+    }
 }

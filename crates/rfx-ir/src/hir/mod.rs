@@ -15,8 +15,8 @@ mod verify;
 use std::fmt;
 
 pub use builder::{BuildError, Builder};
-pub use text::parse;
-pub use verify::{verify, VerifyError, VerifyErrors, VerifyLocation};
+pub use text::{parse, parse_unverified};
+pub use verify::{VerifyError, VerifyErrorKind, VerifyErrors, VerifyLocation, verify};
 
 use crate::error::TypeError;
 use crate::ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
@@ -163,7 +163,11 @@ impl Kernel {
     /// Assembles a kernel from parts without checking them; run [`verify`] before trusting it.
     /// The [`Builder`] is the checked way to make kernels.
     pub fn from_parts(name: impl Into<String>, nodes: Vec<Node>, outputs: Vec<Output>) -> Kernel {
-        Kernel { name: name.into(), nodes, outputs }
+        Kernel {
+            name: name.into(),
+            nodes,
+            outputs,
+        }
     }
 
     /// The kernel's name.
@@ -193,10 +197,13 @@ impl Kernel {
 
     /// The inputs in order of definition: `(value, name, type)`.
     pub fn inputs(&self) -> impl Iterator<Item = (ValueId, &str, &TensorType)> + '_ {
-        self.nodes.iter().enumerate().filter_map(|(i, node)| match &node.op {
-            Op::Input { name } => Some((ValueId::new(i), name.as_str(), &node.ty)),
-            _ => None,
-        })
+        self.nodes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, node)| match &node.op {
+                Op::Input { name } => Some((ValueId::new(i), name.as_str(), &node.ty)),
+                _ => None,
+            })
     }
 
     /// The value ids in definition order.
@@ -206,7 +213,10 @@ impl Kernel {
 
     /// The number of nodes that are not inputs: the "op count" reports use.
     pub fn op_count(&self) -> usize {
-        self.nodes.iter().filter(|n| !matches!(n.op, Op::Input { .. })).count()
+        self.nodes
+            .iter()
+            .filter(|n| !matches!(n.op, Op::Input { .. }))
+            .count()
     }
 }
 
@@ -222,17 +232,28 @@ pub fn result_type(
 ) -> Result<TensorType, TypeError> {
     let name = op.name();
     if args.len() != op.arity() {
-        return Err(TypeError::Arity { op: name, expected: op.arity(), found: args.len() });
+        return Err(TypeError::Arity {
+            op: name,
+            expected: op.arity(),
+            found: args.len(),
+        });
     }
     let need_target = || {
-        target.cloned().ok_or(TypeError::Arity { op: name, expected: op.arity(), found: args.len() })
+        target.cloned().ok_or(TypeError::Arity {
+            op: name,
+            expected: op.arity(),
+            found: args.len(),
+        })
     };
     match op {
         Op::Input { .. } => need_target(),
         Op::Const(value) => {
             let ty = need_target()?;
             if value.dtype() != ty.dtype {
-                return Err(TypeError::ConstantDType { literal: value.dtype(), declared: ty.dtype });
+                return Err(TypeError::ConstantDType {
+                    literal: value.dtype(),
+                    declared: ty.dtype,
+                });
             }
             Ok(ty)
         }
@@ -248,51 +269,87 @@ pub fn result_type(
             if !b.accepts(dtype) {
                 return Err(TypeError::UnsupportedDType { op: name, dtype });
             }
-            Ok(TensorType { dtype, shape: broadcast_all(name, args)? })
+            Ok(TensorType {
+                dtype,
+                shape: broadcast_all(name, args)?,
+            })
         }
         Op::Compare(c) => {
             let dtype = same_dtype(name, args)?;
             if !c.accepts(dtype) {
                 return Err(TypeError::UnsupportedDType { op: name, dtype });
             }
-            Ok(TensorType { dtype: DType::Bool, shape: broadcast_all(name, args)? })
+            Ok(TensorType {
+                dtype: DType::Bool,
+                shape: broadcast_all(name, args)?,
+            })
         }
         Op::Select => {
             if args[0].dtype != DType::Bool {
                 return Err(TypeError::ConditionNotBool { found: args[0].dtype });
             }
             let dtype = same_dtype(name, &args[1..])?;
-            Ok(TensorType { dtype, shape: broadcast_all(name, args)? })
+            Ok(TensorType {
+                dtype,
+                shape: broadcast_all(name, args)?,
+            })
         }
         Op::Clamp => {
             let dtype = same_dtype(name, args)?;
             if !dtype.is_numeric() {
                 return Err(TypeError::UnsupportedDType { op: name, dtype });
             }
-            Ok(TensorType { dtype, shape: broadcast_all(name, args)? })
+            Ok(TensorType {
+                dtype,
+                shape: broadcast_all(name, args)?,
+            })
         }
-        Op::Cast => Ok(TensorType { dtype: need_target()?.dtype, shape: args[0].shape.clone() }),
+        Op::Cast => Ok(TensorType {
+            dtype: need_target()?.dtype,
+            shape: args[0].shape.clone(),
+        }),
         Op::BroadcastTo => {
             let to = need_target()?.shape;
             if !args[0].shape.broadcasts_to(&to) {
-                return Err(TypeError::BroadcastTo { from: args[0].shape.clone(), to });
+                return Err(TypeError::BroadcastTo {
+                    from: args[0].shape.clone(),
+                    to,
+                });
             }
-            Ok(TensorType { dtype: args[0].dtype, shape: to })
+            Ok(TensorType {
+                dtype: args[0].dtype,
+                shape: to,
+            })
         }
         Op::Reshape => {
             let to = need_target()?.shape;
             let (from_numel, to_numel) = (args[0].shape.numel(), to.numel());
             if from_numel != to_numel {
-                return Err(TypeError::Reshape { from: args[0].shape.clone(), from_numel, to, to_numel });
+                return Err(TypeError::Reshape {
+                    from: args[0].shape.clone(),
+                    from_numel,
+                    to,
+                    to_numel,
+                });
             }
-            Ok(TensorType { dtype: args[0].dtype, shape: to })
+            Ok(TensorType {
+                dtype: args[0].dtype,
+                shape: to,
+            })
         }
-        Op::Reduce { op: r, axes, keepdims } => {
+        Op::Reduce {
+            op: r,
+            axes,
+            keepdims,
+        } => {
             let dtype = args[0].dtype;
             if !r.accepts(dtype) {
                 return Err(TypeError::UnsupportedDType { op: name, dtype });
             }
-            Ok(TensorType { dtype, shape: reduced_shape(&args[0].shape, axes, *keepdims)? })
+            Ok(TensorType {
+                dtype,
+                shape: reduced_shape(&args[0].shape, axes, *keepdims)?,
+            })
         }
     }
 }
@@ -325,7 +382,11 @@ pub fn reduced_shape(shape: &Shape, axes: &[usize], keepdims: bool) -> Result<Sh
 fn same_dtype(op: &'static str, args: &[&TensorType]) -> Result<DType, TypeError> {
     let first = args[0].dtype;
     match args.iter().find(|t| t.dtype != first) {
-        Some(other) => Err(TypeError::DTypeMismatch { op, lhs: first, rhs: other.dtype }),
+        Some(other) => Err(TypeError::DTypeMismatch {
+            op,
+            lhs: first,
+            rhs: other.dtype,
+        }),
         None => Ok(first),
     }
 }
@@ -333,8 +394,11 @@ fn same_dtype(op: &'static str, args: &[&TensorType]) -> Result<DType, TypeError
 fn broadcast_all(op: &'static str, args: &[&TensorType]) -> Result<Shape, TypeError> {
     let mut shape = args[0].shape.clone();
     for arg in &args[1..] {
-        shape = broadcast_shapes(&shape, &arg.shape)
-            .ok_or_else(|| TypeError::Broadcast { op, lhs: shape.clone(), rhs: arg.shape.clone() })?;
+        shape = broadcast_shapes(&shape, &arg.shape).ok_or_else(|| TypeError::Broadcast {
+            op,
+            lhs: shape.clone(),
+            rhs: arg.shape.clone(),
+        })?;
     }
     Ok(shape)
 }

@@ -1,5 +1,288 @@
-//! HIR text.
-use super::Kernel;
+//! The HIR text format: printing (`Display`) and parsing.
+//!
+//! ```text
+//! kernel fused_chain {
+//!   %0 = input x : f32[3]
+//!   %1 = input y : f32[3]
+//!   %2 = const 2.0 : f32[]
+//!   %3 = mul %0, %2 : f32[3]
+//!   %4 = sin %3 : f32[3]
+//!   %5 = add %4, %1 : f32[3]
+//!   output out = %5
+//! }
+//! ```
+//!
+//! Grammar (newlines are not significant; `#` starts a comment):
+//!
+//! ```text
+//! kernel    := "kernel" IDENT "{" statement* "}"
+//! statement := VALUE "=" op ":" type | "output" IDENT "=" VALUE
+//! op        := "input" IDENT
+//!            | "const" LITERAL
+//!            | REDUCE VALUE "axes" dims ["keepdims"]     # REDUCE: sum prod max min mean
+//!            | OPNAME VALUE ("," VALUE)*                 # every other op
+//! type      := DTYPE dims                                # f32[2,3], bool[]
+//! dims      := "[" [INT ("," INT)*] "]"
+//! ```
+//!
+//! `max`/`min` followed by `axes` are reductions, otherwise the elementwise ops. Value names are
+//! any `%identifier`; the parser numbers values densely in order of definition, so printing a
+//! parsed kernel renumbers it. The target of `cast`, `broadcast_to` and `reshape` is the
+//! statement's type.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use super::{Kernel, Node, Op, Output, ValueId, VerifyLocation, verify};
 use crate::error::ParseError;
-/// Parses.
-pub fn parse(_src: &str) -> Result<Kernel, ParseError> { Err(ParseError{line:1,col:1,message:String::new()}) }
+use crate::ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
+use crate::text::{Cursor, Token};
+use crate::{Scalar, TensorType, parse_scalar};
+
+impl fmt::Display for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        print_kernel(self, f, &mut |_, _| Ok(()))
+    }
+}
+
+/// Prints `kernel`, calling `annotate` after each line with what the line shows (used by the
+/// verifier to attach errors).
+pub(super) fn print_kernel(
+    kernel: &Kernel,
+    f: &mut dyn fmt::Write,
+    annotate: &mut dyn FnMut(&mut dyn fmt::Write, VerifyLocation) -> fmt::Result,
+) -> fmt::Result {
+    writeln!(f, "kernel {} {{", kernel.name())?;
+    annotate(f, VerifyLocation::Kernel)?;
+    for (index, node) in kernel.nodes().iter().enumerate() {
+        let value = ValueId::new(index);
+        write!(f, "  {value} = ")?;
+        print_op(node, f)?;
+        writeln!(f, " : {}", node.ty)?;
+        annotate(f, VerifyLocation::Value(value))?;
+    }
+    for (index, output) in kernel.outputs().iter().enumerate() {
+        writeln!(f, "  output {} = {}", output.name, output.value)?;
+        annotate(f, VerifyLocation::Output(index))?;
+    }
+    writeln!(f, "}}")
+}
+
+fn print_op(node: &Node, f: &mut dyn fmt::Write) -> fmt::Result {
+    match &node.op {
+        Op::Input { name } => return write!(f, "input {name}"),
+        Op::Const(value) => return write!(f, "const {value}"),
+        _ => {}
+    }
+    f.write_str(node.op.name())?;
+    for (i, arg) in node.args.iter().enumerate() {
+        write!(f, "{}{arg}", if i == 0 { " " } else { ", " })?;
+    }
+    if let Op::Reduce { axes, keepdims, .. } = &node.op {
+        f.write_str(" axes [")?;
+        for (i, axis) in axes.iter().enumerate() {
+            write!(f, "{}{axis}", if i == 0 { "" } else { "," })?;
+        }
+        f.write_str("]")?;
+        if *keepdims {
+            f.write_str(" keepdims")?;
+        }
+    }
+    Ok(())
+}
+
+/// Parses a kernel and verifies it. Syntax errors and verification errors alike come back as a
+/// [`ParseError`] at the line and column of the offending statement (the first error in text
+/// order); use [`parse_unverified`] to get an unverified kernel and all verifier errors.
+pub fn parse(src: &str) -> Result<Kernel, ParseError> {
+    let (kernel, spans) = parse_with_spans(src)?;
+    match verify(&kernel) {
+        Ok(()) => Ok(kernel),
+        Err(errors) => {
+            let first = errors
+                .errors()
+                .iter()
+                .map(|e| {
+                    let span = match e.location {
+                        VerifyLocation::Kernel => spans.kernel,
+                        VerifyLocation::Value(v) => {
+                            spans.values.get(v.index()).copied().unwrap_or(spans.kernel)
+                        }
+                        VerifyLocation::Output(i) => spans.outputs.get(i).copied().unwrap_or(spans.kernel),
+                    };
+                    (span, e)
+                })
+                .min_by_key(|(span, _)| *span);
+            match first {
+                Some(((line, col), error)) => Err(ParseError {
+                    line,
+                    col,
+                    message: error.to_string(),
+                }),
+                None => Ok(kernel),
+            }
+        }
+    }
+}
+
+/// Parses a kernel without verifying it: only syntax and name resolution are checked (every
+/// `%name` must be defined somewhere in the kernel, but possibly after its use).
+pub fn parse_unverified(src: &str) -> Result<Kernel, ParseError> {
+    parse_with_spans(src).map(|(kernel, _)| kernel)
+}
+
+/// Line and column of each statement, for reporting verifier errors in text.
+struct Spans {
+    kernel: (usize, usize),
+    values: Vec<(usize, usize)>,
+    outputs: Vec<(usize, usize)>,
+}
+
+/// A statement before value names are resolved.
+struct RawNode<'a> {
+    op: Op,
+    args: Vec<Token<'a>>,
+    ty: TensorType,
+}
+
+fn parse_with_spans(src: &str) -> Result<(Kernel, Spans), ParseError> {
+    let mut cur = Cursor::new(src)?;
+    let kernel_tok = cur.expect_keyword("kernel")?;
+    let name = cur.expect_ident("a kernel name")?.text.to_string();
+    cur.expect_punct("{")?;
+
+    let mut raw_nodes = Vec::new();
+    let mut raw_outputs = Vec::new();
+    let mut names: HashMap<&str, ValueId> = HashMap::new();
+    let mut spans = Spans {
+        kernel: (kernel_tok.line, kernel_tok.col),
+        values: Vec::new(),
+        outputs: Vec::new(),
+    };
+    loop {
+        let tok = cur.peek();
+        if cur.eat_punct("}") {
+            break;
+        }
+        if cur.eat_keyword("output") {
+            let out_name = cur.expect_ident("an output name")?.text.to_string();
+            cur.expect_punct("=")?;
+            let value = cur.expect_value()?;
+            raw_outputs.push((out_name, value));
+            spans.outputs.push((tok.line, tok.col));
+            continue;
+        }
+        let def = cur.peek();
+        if def.kind != crate::text::TokenKind::Value {
+            return Err(cur.expected("a statement (`%name = ...`, `output name = %value`) or `}`"));
+        }
+        cur.bump();
+        if names.insert(def.text, ValueId::new(raw_nodes.len())).is_some() {
+            return Err(Cursor::message_at(
+                def,
+                format!("value `{}` is defined twice", def.text),
+            ));
+        }
+        cur.expect_punct("=")?;
+        raw_nodes.push(parse_statement(&mut cur)?);
+        spans.values.push((def.line, def.col));
+    }
+    cur.expect_eof()?;
+
+    let resolve = |tok: Token<'_>| {
+        names
+            .get(tok.text)
+            .copied()
+            .ok_or_else(|| Cursor::message_at(tok, format!("undefined value `{}`", tok.text)))
+    };
+    let nodes = raw_nodes
+        .into_iter()
+        .map(|raw| {
+            let args = raw.args.into_iter().map(resolve).collect::<Result<Vec<_>, _>>()?;
+            Ok(Node {
+                op: raw.op,
+                args,
+                ty: raw.ty,
+            })
+        })
+        .collect::<Result<Vec<_>, ParseError>>()?;
+    let outputs = raw_outputs
+        .into_iter()
+        .map(|(name, tok)| {
+            Ok(Output {
+                name,
+                value: resolve(tok)?,
+            })
+        })
+        .collect::<Result<Vec<_>, ParseError>>()?;
+    Ok((Kernel::from_parts(name, nodes, outputs), spans))
+}
+
+fn parse_statement<'a>(cur: &mut Cursor<'a>) -> Result<RawNode<'a>, ParseError> {
+    let op_tok = cur.expect_ident("an op name")?;
+    let mut args = Vec::new();
+    let mut literal = None;
+    let op = match op_tok.text {
+        "input" => Op::Input {
+            name: cur.expect_ident("an input name")?.text.to_string(),
+        },
+        "const" => {
+            literal = Some(cur.expect_literal()?);
+            // Placeholder until the type is known; replaced below.
+            Op::Const(Scalar::Bool(false))
+        }
+        name => {
+            args.push(cur.expect_value()?);
+            let reduce = ReduceOp::from_name(name);
+            if let (Some(op), true) = (reduce, cur.at_keyword("axes")) {
+                cur.bump();
+                let axes = cur.parse_dims()?;
+                let keepdims = cur.eat_keyword("keepdims");
+                Op::Reduce { op, axes, keepdims }
+            } else {
+                while cur.eat_punct(",") {
+                    args.push(cur.expect_value()?);
+                }
+                elementwise_op(name).ok_or_else(|| {
+                    if reduce.is_some() {
+                        Cursor::error_at(cur.peek(), "`axes` after the operand of a reduction")
+                    } else {
+                        Cursor::message_at(op_tok, format!("unknown op `{name}`"))
+                    }
+                })?
+            }
+        }
+    };
+    cur.expect_punct(":")?;
+    let ty = cur.parse_tensor_type()?;
+    let op = match (op, literal) {
+        (Op::Const(_), Some(tok)) => Op::Const(parse_scalar(tok.text, ty.dtype).ok_or_else(|| {
+            Cursor::message_at(
+                tok,
+                format!("`{}` is not a literal of dtype {}", tok.text, ty.dtype),
+            )
+        })?),
+        (op, _) => op,
+    };
+    Ok(RawNode { op, args, ty })
+}
+
+fn elementwise_op(name: &str) -> Option<Op> {
+    if let Some(op) = UnaryOp::from_name(name) {
+        return Some(Op::Unary(op));
+    }
+    if let Some(op) = BinaryOp::from_name(name) {
+        return Some(Op::Binary(op));
+    }
+    if let Some(op) = CmpOp::from_name(name) {
+        return Some(Op::Compare(op));
+    }
+    match name {
+        "select" => Some(Op::Select),
+        "clamp" => Some(Op::Clamp),
+        "cast" => Some(Op::Cast),
+        "broadcast_to" => Some(Op::BroadcastTo),
+        "reshape" => Some(Op::Reshape),
+        _ => None,
+    }
+}

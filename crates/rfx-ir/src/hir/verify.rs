@@ -1,14 +1,202 @@
-//! Verify (placeholder).
-use super::{Kernel, ValueId};
-/// Location.
-#[derive(Debug)] pub enum VerifyLocation { /// v
- Value(ValueId) }
-/// Err.
-#[derive(Debug)] pub struct VerifyError;
-/// Errs.
-#[derive(Debug)] pub struct VerifyErrors;
-impl std::fmt::Display for VerifyErrors {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result { f.write_str("invalid") }
+//! The HIR verifier: checks every typing and structural rule and reports all violations.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use super::builder::is_identifier;
+use super::text::print_kernel;
+use super::{Kernel, Op, ValueId, result_type};
+use crate::error::TypeError;
+
+/// Where in a kernel a verification error was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum VerifyLocation {
+    /// The kernel as a whole (its header).
+    Kernel,
+    /// The node defining this value.
+    Value(ValueId),
+    /// The output with this index.
+    Output(usize),
 }
-/// Verify.
-pub fn verify(_k: &Kernel) -> Result<(), VerifyErrors> { Ok(()) }
+
+/// What rule a kernel breaks.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyErrorKind {
+    /// A node breaks its op's typing rule.
+    #[error("{0}")]
+    Type(#[from] TypeError),
+    /// An operand that names no node.
+    #[error("operand {0} is not defined in this kernel")]
+    UndefinedValue(ValueId),
+    /// An operand defined at or after its use.
+    #[error("operand {0} is used before its definition")]
+    UseBeforeDefinition(ValueId),
+    /// An operand whose own node is invalid, so this node cannot be typed.
+    #[error("operand {0} is invalid")]
+    InvalidOperand(ValueId),
+    /// A kernel, input or output name that is not an identifier.
+    #[error("`{0}` is not a valid name")]
+    InvalidName(String),
+    /// Two inputs with one name.
+    #[error("duplicate input name `{0}`")]
+    DuplicateInput(String),
+    /// Two outputs with one name.
+    #[error("duplicate output name `{0}`")]
+    DuplicateOutput(String),
+    /// An output naming a value that does not exist.
+    #[error("output refers to undefined value {0}")]
+    OutputUndefined(ValueId),
+    /// A kernel with no outputs.
+    #[error("the kernel has no outputs")]
+    NoOutputs,
+    /// Reduction axes not in ascending order.
+    #[error("reduction axes must be listed in ascending order")]
+    UnsortedAxes,
+}
+
+/// One verification error and where it was found.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}: {kind}", location_name(*location))]
+pub struct VerifyError {
+    /// Where.
+    pub location: VerifyLocation,
+    /// What.
+    pub kind: VerifyErrorKind,
+}
+
+fn location_name(location: VerifyLocation) -> String {
+    match location {
+        VerifyLocation::Kernel => "kernel".to_string(),
+        VerifyLocation::Value(v) => v.to_string(),
+        VerifyLocation::Output(i) => format!("output {i}"),
+    }
+}
+
+/// Every error found in a kernel. `Display` prints the kernel with each error attached below
+/// the line it concerns, as `; error: ...`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerifyErrors {
+    errors: Vec<VerifyError>,
+    annotated: String,
+}
+
+impl VerifyErrors {
+    /// The errors, in kernel order.
+    pub fn errors(&self) -> &[VerifyError] {
+        &self.errors
+    }
+}
+
+impl fmt::Display for VerifyErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.annotated)
+    }
+}
+
+impl std::error::Error for VerifyErrors {}
+
+/// Checks `kernel` against every HIR rule and returns all violations.
+///
+/// Rules: operands are defined by earlier nodes; each node's type is the one its op's typing
+/// rule ([`super::result_type`]) gives; input and output names are identifiers and unique; at
+/// least one output; outputs name existing values; reduction axes are ascending. A node with an
+/// invalid operand is reported once as [`VerifyErrorKind::InvalidOperand`] rather than with a
+/// cascade of type errors.
+pub fn verify(kernel: &Kernel) -> Result<(), VerifyErrors> {
+    let mut errors = Vec::new();
+    if !is_identifier(kernel.name()) {
+        errors.push(VerifyError {
+            location: VerifyLocation::Kernel,
+            kind: VerifyErrorKind::InvalidName(kernel.name().to_string()),
+        });
+    }
+    let mut valid = vec![false; kernel.nodes().len()];
+    let mut input_names = HashSet::new();
+    for (index, node) in kernel.nodes().iter().enumerate() {
+        let value = ValueId::new(index);
+        let mut push = |kind| {
+            errors.push(VerifyError {
+                location: VerifyLocation::Value(value),
+                kind,
+            })
+        };
+        if let Op::Input { name } = &node.op {
+            if !is_identifier(name) {
+                push(VerifyErrorKind::InvalidName(name.clone()));
+            } else if !input_names.insert(name.as_str()) {
+                push(VerifyErrorKind::DuplicateInput(name.clone()));
+            }
+        }
+        if let Op::Reduce { axes, .. } = &node.op
+            && axes.windows(2).any(|w| w[0] > w[1])
+        {
+            push(VerifyErrorKind::UnsortedAxes);
+            continue;
+        }
+        let mut operand_problem = None;
+        for &arg in &node.args {
+            if arg.index() >= kernel.nodes().len() {
+                operand_problem = Some(VerifyErrorKind::UndefinedValue(arg));
+            } else if arg.index() >= index {
+                operand_problem = Some(VerifyErrorKind::UseBeforeDefinition(arg));
+            } else if !valid[arg.index()] {
+                operand_problem = Some(VerifyErrorKind::InvalidOperand(arg));
+            }
+            if operand_problem.is_some() {
+                break;
+            }
+        }
+        if let Some(kind) = operand_problem {
+            push(kind);
+            continue;
+        }
+        let arg_types = node
+            .args
+            .iter()
+            .map(|a| &kernel.nodes()[a.index()].ty)
+            .collect::<Vec<_>>();
+        match result_type(&node.op, &arg_types, Some(&node.ty)) {
+            Ok(ty) if ty == node.ty => valid[index] = true,
+            Ok(ty) => push(VerifyErrorKind::Type(TypeError::ResultType {
+                declared: node.ty.to_string(),
+                inferred: ty.to_string(),
+            })),
+            Err(e) => push(VerifyErrorKind::Type(e)),
+        }
+    }
+    if kernel.outputs().is_empty() {
+        errors.push(VerifyError {
+            location: VerifyLocation::Kernel,
+            kind: VerifyErrorKind::NoOutputs,
+        });
+    }
+    let mut output_names = HashSet::new();
+    for (index, output) in kernel.outputs().iter().enumerate() {
+        let mut push = |kind| {
+            errors.push(VerifyError {
+                location: VerifyLocation::Output(index),
+                kind,
+            })
+        };
+        if !is_identifier(&output.name) {
+            push(VerifyErrorKind::InvalidName(output.name.clone()));
+        } else if !output_names.insert(output.name.as_str()) {
+            push(VerifyErrorKind::DuplicateOutput(output.name.clone()));
+        }
+        if output.value.index() >= kernel.nodes().len() {
+            push(VerifyErrorKind::OutputUndefined(output.value));
+        }
+    }
+    if errors.is_empty() {
+        return Ok(());
+    }
+    errors.sort_by_key(|e| e.location);
+    let mut annotated = String::new();
+    let _ = print_kernel(kernel, &mut annotated, &mut |f, location| {
+        for error in errors.iter().filter(|e| e.location == location) {
+            writeln!(f, "  ; error: {}", error.kind)?;
+        }
+        Ok(())
+    });
+    Err(VerifyErrors { errors, annotated })
+}

@@ -104,8 +104,7 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token<'_>>, ParseError> {
                 } else {
                     while pos < bytes.len() {
                         let d = bytes[pos];
-                        let exponent_sign =
-                            matches!(d, b'-' | b'+') && matches!(bytes[pos - 1], b'e' | b'E');
+                        let exponent_sign = matches!(d, b'-' | b'+') && matches!(bytes[pos - 1], b'e' | b'E');
                         if d.is_ascii_alphanumeric() || d == b'.' || exponent_sign {
                             pos += 1;
                         } else {
@@ -128,12 +127,26 @@ pub(crate) fn lex(src: &str) -> Result<Vec<Token<'_>>, ParseError> {
             }
             _ => {
                 let ch = src[pos..].chars().next().unwrap_or('?');
-                return Err(ParseError { line, col, message: format!("unexpected character `{ch}`") });
+                return Err(ParseError {
+                    line,
+                    col,
+                    message: format!("unexpected character `{ch}`"),
+                });
             }
         };
-        tokens.push(Token { kind, text: &src[start..pos], line, col });
+        tokens.push(Token {
+            kind,
+            text: &src[start..pos],
+            line,
+            col,
+        });
     }
-    tokens.push(Token { kind: TokenKind::Eof, text: "", line, col: col_of(bytes.len(), line_start) });
+    tokens.push(Token {
+        kind: TokenKind::Eof,
+        text: "",
+        line,
+        col: col_of(bytes.len(), line_start),
+    });
     Ok(tokens)
 }
 
@@ -160,7 +173,10 @@ pub(crate) struct Cursor<'a> {
 impl<'a> Cursor<'a> {
     /// Lexes `src` and positions the cursor on the first token.
     pub(crate) fn new(src: &'a str) -> Result<Cursor<'a>, ParseError> {
-        Ok(Cursor { tokens: lex(src)?, pos: 0 })
+        Ok(Cursor {
+            tokens: lex(src)?,
+            pos: 0,
+        })
     }
 
     /// The current token (the last one is always `Eof`).
@@ -184,12 +200,20 @@ impl<'a> Cursor<'a> {
 
     /// An error at `tok` saying what was expected there.
     pub(crate) fn error_at(tok: Token<'_>, expected: &str) -> ParseError {
-        ParseError { line: tok.line, col: tok.col, message: format!("expected {expected}, found {}", tok.describe()) }
+        ParseError {
+            line: tok.line,
+            col: tok.col,
+            message: format!("expected {expected}, found {}", tok.describe()),
+        }
     }
 
     /// An error at `tok` with a free-form message.
     pub(crate) fn message_at(tok: Token<'_>, message: impl Into<String>) -> ParseError {
-        ParseError { line: tok.line, col: tok.col, message: message.into() }
+        ParseError {
+            line: tok.line,
+            col: tok.col,
+            message: message.into(),
+        }
     }
 
     /// An error at the current token saying what was expected.
@@ -236,17 +260,29 @@ impl<'a> Cursor<'a> {
 
     /// Consumes the identifier `word` or fails.
     pub(crate) fn expect_keyword(&mut self, word: &str) -> Result<Token<'a>, ParseError> {
-        if self.at_keyword(word) { Ok(self.bump()) } else { Err(self.expected(&format!("`{word}`"))) }
+        if self.at_keyword(word) {
+            Ok(self.bump())
+        } else {
+            Err(self.expected(&format!("`{word}`")))
+        }
     }
 
     /// Consumes any identifier or fails with "expected {what}".
     pub(crate) fn expect_ident(&mut self, what: &str) -> Result<Token<'a>, ParseError> {
-        if self.peek().kind == TokenKind::Ident { Ok(self.bump()) } else { Err(self.expected(what)) }
+        if self.peek().kind == TokenKind::Ident {
+            Ok(self.bump())
+        } else {
+            Err(self.expected(what))
+        }
     }
 
     /// Consumes a `%name` or fails.
     pub(crate) fn expect_value(&mut self) -> Result<Token<'a>, ParseError> {
-        if self.peek().kind == TokenKind::Value { Ok(self.bump()) } else { Err(self.expected("a value `%name`")) }
+        if self.peek().kind == TokenKind::Value {
+            Ok(self.bump())
+        } else {
+            Err(self.expected("a value `%name`"))
+        }
     }
 
     /// Consumes a non-negative integer that fits `usize`.
@@ -267,7 +303,8 @@ impl<'a> Cursor<'a> {
     /// Consumes a literal token: a number, or one of the words `true`, `false`, `inf`, `nan`.
     pub(crate) fn expect_literal(&mut self) -> Result<Token<'a>, ParseError> {
         let tok = self.peek();
-        let word_literal = tok.kind == TokenKind::Ident && matches!(tok.text, "true" | "false" | "inf" | "nan");
+        let word_literal =
+            tok.kind == TokenKind::Ident && matches!(tok.text, "true" | "false" | "inf" | "nan");
         if tok.kind == TokenKind::Number || word_literal {
             Ok(self.bump())
         } else {
@@ -307,11 +344,18 @@ impl<'a> Cursor<'a> {
     pub(crate) fn parse_tensor_type(&mut self) -> Result<TensorType, ParseError> {
         let dtype = self.parse_dtype()?;
         let dims = self.parse_dims()?;
-        Ok(TensorType { dtype, shape: Shape::new(dims) })
+        Ok(TensorType {
+            dtype,
+            shape: Shape::new(dims),
+        })
     }
 
     /// Fails unless all input was consumed.
     pub(crate) fn expect_eof(&self) -> Result<(), ParseError> {
-        if self.peek().kind == TokenKind::Eof { Ok(()) } else { Err(self.expected("end of input")) }
+        if self.peek().kind == TokenKind::Eof {
+            Ok(())
+        } else {
+            Err(self.expected("end of input"))
+        }
     }
 }

@@ -1,0 +1,311 @@
+//! Random well-typed HIR kernels and inputs, for property and differential tests.
+//!
+//! Enabled by the `testgen` cargo feature. Generation is driven by a small deterministic RNG
+//! seeded by the caller, so a failing case is reproduced from its seed alone. Every generated
+//! kernel is built with the [`Builder`] and therefore verifies.
+
+use crate::hir::{Builder, Kernel, ValueId};
+use crate::ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
+use crate::{Array, ArrayData, DType, Scalar, Shape, TensorType};
+
+/// SplitMix64: a tiny, fast, deterministic generator (not for cryptography).
+#[derive(Clone, Debug)]
+pub struct TestRng(u64);
+
+impl TestRng {
+    /// A generator seeded with `seed`.
+    pub fn new(seed: u64) -> TestRng {
+        TestRng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A uniform integer in `0..n` (`n > 0`; returns 0 for `n == 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        if n == 0 {
+            0
+        } else {
+            (self.next_u64() % n as u64) as usize
+        }
+    }
+
+    /// A uniform float in `[lo, hi)`.
+    pub fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
+        let unit = (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        lo + (hi - lo) * unit
+    }
+
+    /// `true` with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        self.uniform(0.0, 1.0) < p
+    }
+
+    /// A uniformly chosen element of `items` (`None` when empty).
+    pub fn pick<'a, T>(&mut self, items: &'a [T]) -> Option<&'a T> {
+        items.get(self.below(items.len()))
+    }
+}
+
+/// What random kernels may contain.
+#[derive(Clone, Debug)]
+pub struct KernelGenConfig {
+    /// Nodes to attempt after the inputs (the kernel may be smaller when attempts fail typing).
+    pub max_ops: usize,
+    /// Most inputs.
+    pub max_inputs: usize,
+    /// Most outputs.
+    pub max_outputs: usize,
+    /// Most dimensions of the base shape.
+    pub max_rank: usize,
+    /// Largest dimension size.
+    pub max_dim: usize,
+    /// The float dtypes inputs may have (`i32` and `bool` values also arise from casts and
+    /// comparisons when `allow_int_bool` is set).
+    pub float_dtypes: Vec<DType>,
+    /// Allow i32 and bool inputs and values.
+    pub allow_int_bool: bool,
+    /// Allow reductions.
+    pub allow_reductions: bool,
+    /// Allow broadcasting between operands of different shapes, `broadcast_to` and `reshape`.
+    pub allow_broadcast: bool,
+}
+
+impl Default for KernelGenConfig {
+    fn default() -> KernelGenConfig {
+        KernelGenConfig {
+            max_ops: 12,
+            max_inputs: 3,
+            max_outputs: 2,
+            max_rank: 3,
+            max_dim: 4,
+            float_dtypes: vec![DType::F32, DType::F64],
+            allow_int_bool: true,
+            allow_reductions: true,
+            allow_broadcast: true,
+        }
+    }
+}
+
+/// A random kernel named `name`.
+pub fn random_kernel(rng: &mut TestRng, config: &KernelGenConfig, name: &str) -> Kernel {
+    let mut b = Builder::new(name);
+    let rank = rng.below(config.max_rank + 1);
+    let base: Vec<usize> = (0..rank).map(|_| 1 + rng.below(config.max_dim.max(1))).collect();
+    let float = *rng.pick(&config.float_dtypes).unwrap_or(&DType::F32);
+    let mut values: Vec<ValueId> = Vec::new();
+    let n_inputs = 1 + rng.below(config.max_inputs.max(1));
+    for i in 0..n_inputs {
+        let dtype = if config.allow_int_bool && rng.chance(0.15) {
+            *rng.pick(&[DType::I32, DType::Bool]).unwrap_or(&float)
+        } else {
+            float
+        };
+        let shape = if config.allow_broadcast {
+            sub_shape(rng, &base)
+        } else {
+            base.clone()
+        };
+        if let Ok(v) = b.input(format!("in{i}"), TensorType::new(dtype, shape)) {
+            values.push(v);
+        }
+    }
+    for _ in 0..config.max_ops {
+        if let Some(v) = random_op(rng, config, &mut b, &values, float) {
+            values.push(v);
+        }
+    }
+    let n_outputs = 1 + rng.below(config.max_outputs.max(1));
+    for i in 0..n_outputs {
+        // Prefer recent values so that most of the kernel is live.
+        let pick = values.len().saturating_sub(1 + rng.below(3.min(values.len())));
+        if let Some(&v) = values.get(pick) {
+            let _ = b.output(format!("out{i}"), v);
+        }
+    }
+    match b.finish() {
+        Ok(kernel) => kernel,
+        // Unreachable in practice: at least one input exists and is output above.
+        Err(_) => fallback_kernel(name),
+    }
+}
+
+fn fallback_kernel(name: &str) -> Kernel {
+    let mut b = Builder::new(name);
+    let mut result = None;
+    if let Ok(x) = b.input("x", TensorType::scalar(DType::F32))
+        && b.output("out", x).is_ok()
+    {
+        result = b.finish().ok();
+    }
+    result.unwrap_or_else(|| Kernel::from_parts(name, Vec::new(), Vec::new()))
+}
+
+/// A suffix of `base` with some dimensions replaced by 1 (a shape that broadcasts to `base`).
+fn sub_shape(rng: &mut TestRng, base: &[usize]) -> Vec<usize> {
+    let drop = rng.below(base.len() + 1);
+    base[drop..]
+        .iter()
+        .map(|&d| if rng.chance(0.25) { 1 } else { d })
+        .collect()
+}
+
+fn random_op(
+    rng: &mut TestRng,
+    config: &KernelGenConfig,
+    b: &mut Builder,
+    values: &[ValueId],
+    float: DType,
+) -> Option<ValueId> {
+    let &x = rng.pick(values)?;
+    let xt = b.value_type(x).ok()?.clone();
+    let partner = |rng: &mut TestRng, b: &Builder, dtype: DType| -> Option<ValueId> {
+        let same: Vec<ValueId> = values
+            .iter()
+            .copied()
+            .filter(|&v| b.value_type(v).is_ok_and(|t| t.dtype == dtype))
+            .collect();
+        rng.pick(&same).copied()
+    };
+    match rng.below(14) {
+        0..=3 => {
+            let op = *rng.pick(UnaryOp::ALL)?;
+            b.unary(op, x).ok()
+        }
+        4..=7 => {
+            let op = *rng.pick(BinaryOp::ALL)?;
+            let y = if rng.chance(0.3) {
+                constant_like(rng, b, xt.dtype)
+            } else {
+                partner(rng, b, xt.dtype)?
+            };
+            if rng.chance(0.5) {
+                b.binary(op, x, y).ok()
+            } else {
+                b.binary(op, y, x).ok()
+            }
+        }
+        8 => {
+            let op = *rng.pick(CmpOp::ALL)?;
+            let y = partner(rng, b, xt.dtype)?;
+            let c = b.compare(op, x, y).ok()?;
+            if config.allow_int_bool || rng.chance(0.8) {
+                let t = partner(rng, b, float)?;
+                let f = partner(rng, b, float)?;
+                b.select(c, t, f).ok()
+            } else {
+                None
+            }
+        }
+        9 => {
+            let lo = constant_like(rng, b, xt.dtype);
+            let hi = constant_like(rng, b, xt.dtype);
+            b.clamp(x, lo, hi).ok()
+        }
+        10 => {
+            let to = if config.allow_int_bool {
+                *rng.pick(&DType::ALL)?
+            } else {
+                float
+            };
+            b.cast(x, to).ok()
+        }
+        11 if config.allow_reductions && xt.shape.rank() > 0 => {
+            let op = *rng.pick(ReduceOp::ALL)?;
+            let axes: Vec<usize> = (0..xt.shape.rank()).filter(|_| rng.chance(0.5)).collect();
+            let axes = if axes.is_empty() {
+                vec![rng.below(xt.shape.rank())]
+            } else {
+                axes
+            };
+            b.reduce(op, x, &axes, rng.chance(0.3)).ok()
+        }
+        12 if config.allow_broadcast => {
+            let extra = 1 + rng.below(config.max_dim.max(1));
+            let mut dims = vec![extra];
+            dims.extend(
+                xt.shape
+                    .dims()
+                    .iter()
+                    .map(|&d| if d == 1 { 1 + rng.below(3) } else { d }),
+            );
+            b.broadcast_to(x, dims).ok()
+        }
+        13 if config.allow_broadcast => {
+            let numel = xt.shape.numel();
+            let dims = if rng.chance(0.5) {
+                vec![numel]
+            } else {
+                vec![1, numel]
+            };
+            b.reshape(x, dims).ok()
+        }
+        _ => None,
+    }
+}
+
+fn constant_like(rng: &mut TestRng, b: &mut Builder, dtype: DType) -> ValueId {
+    let value = match dtype {
+        DType::Bool => Scalar::Bool(rng.chance(0.5)),
+        DType::I32 => Scalar::I32(rng.below(11) as i32 - 5),
+        DType::F32 | DType::F64 => {
+            let special = [0.0, -0.0, 1.0, -1.0, 0.5, 2.0, 3.0, f64::INFINITY, f64::NAN];
+            let v = if rng.chance(0.4) {
+                *rng.pick(&special).unwrap_or(&1.0)
+            } else {
+                rng.uniform(-4.0, 4.0)
+            };
+            Scalar::from_f64(dtype, v)
+        }
+    };
+    b.scalar(value)
+}
+
+/// Random inputs for `kernel`: floats mostly uniform in [-4, 4] with special values (±0, ±Inf,
+/// NaN, subnormals, huge) mixed in with probability `special_rate`; i32 in [-20, 20]; bools
+/// uniform.
+pub fn random_inputs(rng: &mut TestRng, kernel: &Kernel, special_rate: f64) -> Vec<Array> {
+    kernel
+        .inputs()
+        .map(|(_, _, ty)| random_array(rng, ty, special_rate))
+        .collect()
+}
+
+/// A random array of type `ty` (see [`random_inputs`]).
+pub fn random_array(rng: &mut TestRng, ty: &TensorType, special_rate: f64) -> Array {
+    let n = ty.shape.numel();
+    let specials = [
+        0.0,
+        -0.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        1e-40,
+        -3e-39,
+        1e30,
+        -1e30,
+        1.0,
+        -1.0,
+    ];
+    let float = |rng: &mut TestRng| {
+        if rng.chance(special_rate) {
+            *rng.pick(&specials).unwrap_or(&0.0)
+        } else {
+            rng.uniform(-4.0, 4.0)
+        }
+    };
+    let data = match ty.dtype {
+        DType::Bool => ArrayData::Bool((0..n).map(|_| rng.chance(0.5)).collect()),
+        DType::I32 => ArrayData::I32((0..n).map(|_| rng.below(41) as i32 - 20).collect()),
+        DType::F32 => ArrayData::F32((0..n).map(|_| float(rng) as f32).collect()),
+        DType::F64 => ArrayData::F64((0..n).map(|_| float(rng)).collect()),
+    };
+    Array::new(ty.shape.clone(), data)
+        .unwrap_or_else(|_| Array::filled(Scalar::zero(ty.dtype), Shape::scalar()))
+}

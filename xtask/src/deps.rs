@@ -20,9 +20,20 @@ pub(crate) const ALLOWED_WORKSPACE_DEPS: &[(&str, &[&str])] = &[
     ("rfx-codegen-metal", &["rfx-ir", "rfx-lower"]),
     (
         "rfx-runtime",
-        &["rfx-ir", "rfx-opt", "rfx-autodiff", "rfx-lower", "rfx-codegen-cpu", "rfx-codegen-cuda", "rfx-codegen-metal"],
+        &[
+            "rfx-ir",
+            "rfx-opt",
+            "rfx-autodiff",
+            "rfx-lower",
+            "rfx-codegen-cpu",
+            "rfx-codegen-cuda",
+            "rfx-codegen-metal",
+        ],
     ),
-    ("rfx", &["rfx-ir", "rfx-opt", "rfx-autodiff", "rfx-lower", "rfx-runtime"]),
+    (
+        "rfx",
+        &["rfx-ir", "rfx-opt", "rfx-autodiff", "rfx-lower", "rfx-runtime"],
+    ),
     (
         "rfx-cli",
         &[
@@ -73,9 +84,16 @@ pub(crate) fn read_manifest(text: &str) -> Result<ManifestDeps, String> {
         .and_then(|n| n.as_str())
         .ok_or("no package.name")?
         .to_string();
-    let mut deps = ManifestDeps { name, ..ManifestDeps::default() };
+    let mut deps = ManifestDeps {
+        name,
+        ..ManifestDeps::default()
+    };
     let mut collect = |table: &toml::Table| {
-        for (key, is_dev) in [("dependencies", false), ("build-dependencies", false), ("dev-dependencies", true)] {
+        for (key, is_dev) in [
+            ("dependencies", false),
+            ("build-dependencies", false),
+            ("dev-dependencies", true),
+        ] {
             if let Some(section) = table.get(key).and_then(|s| s.as_table()) {
                 for (dep_key, spec) in section {
                     // `foo = { package = "bar" }` renames: the real crate is `bar`.
@@ -100,22 +118,36 @@ pub(crate) fn check_manifest(deps: &ManifestDeps) -> Vec<String> {
     let mut problems = Vec::new();
     let rules: BTreeMap<&str, &[&str]> = ALLOWED_WORKSPACE_DEPS.iter().copied().collect();
     let Some(allowed) = rules.get(deps.name.as_str()) else {
-        return vec![format!("crate `{}` is not in the dependency rule table (xtask/src/deps.rs)", deps.name)];
+        return vec![format!(
+            "crate `{}` is not in the dependency rule table (xtask/src/deps.rs)",
+            deps.name
+        )];
     };
     for dep in &deps.normal {
         if rules.contains_key(dep.as_str()) && dep != &deps.name && !allowed.contains(&dep.as_str()) {
-            problems.push(format!("`{}` may not depend on `{dep}` (allowed: {allowed:?})", deps.name));
+            problems.push(format!(
+                "`{}` may not depend on `{dep}` (allowed: {allowed:?})",
+                deps.name
+            ));
         }
         if let Some((_, owner)) = EXCLUSIVE_DEPS.iter().find(|(heavy, _)| heavy == dep)
             && *owner != deps.name
         {
-            problems.push(format!("`{dep}` may only be used by `{owner}`, not by `{}`", deps.name));
+            problems.push(format!(
+                "`{dep}` may only be used by `{owner}`, not by `{}`",
+                deps.name
+            ));
         }
     }
     for dep in &deps.dev {
-        let dep_allowed = rules.get(dep.as_str()).is_some_and(|its| !its.contains(&deps.name.as_str()));
+        let dep_allowed = rules
+            .get(dep.as_str())
+            .is_some_and(|its| !its.contains(&deps.name.as_str()));
         if rules.contains_key(dep.as_str()) && dep != &deps.name && !dep_allowed {
-            problems.push(format!("`{}` may not dev-depend on `{dep}`, which depends on it", deps.name));
+            problems.push(format!(
+                "`{}` may not dev-depend on `{dep}`, which depends on it",
+                deps.name
+            ));
         }
     }
     problems
@@ -149,7 +181,11 @@ pub(crate) fn check_workspace(root: &Path) -> Result<String, String> {
             problems.push(format!("crate `{name}` from the rule table has no manifest"));
         }
     }
-    if problems.is_empty() { Ok(report) } else { Err(problems.join("\n")) }
+    if problems.is_empty() {
+        Ok(report)
+    } else {
+        Err(problems.join("\n"))
+    }
 }
 
 #[cfg(test)]
@@ -181,18 +217,23 @@ mod tests {
             "[package]\nname = \"rfx-ir\"\n[target.'cfg(unix)'.dependencies]\ncranelift = { package = \"cranelift-codegen\", version = \"0.135\" }\n",
         )
         .unwrap();
-        assert_eq!(check_manifest(&deps), vec!["`cranelift-codegen` may only be used by `rfx-codegen-cpu`, not by `rfx-ir`"]);
+        assert_eq!(
+            check_manifest(&deps),
+            vec!["`cranelift-codegen` may only be used by `rfx-codegen-cpu`, not by `rfx-ir`"]
+        );
     }
 
     #[test]
     fn the_ir_may_not_depend_on_anything_in_the_workspace() {
-        let deps = read_manifest("[package]\nname = \"rfx-ir\"\n[dependencies]\nrfx-lower = \"0.1\"\n").unwrap();
+        let deps =
+            read_manifest("[package]\nname = \"rfx-ir\"\n[dependencies]\nrfx-lower = \"0.1\"\n").unwrap();
         assert_eq!(check_manifest(&deps).len(), 1);
     }
 
     #[test]
     fn a_dev_dependency_cycle_is_rejected() {
-        let deps = read_manifest("[package]\nname = \"rfx-ir\"\n[dev-dependencies]\nrfx-opt = \"0.1\"\n").unwrap();
+        let deps =
+            read_manifest("[package]\nname = \"rfx-ir\"\n[dev-dependencies]\nrfx-opt = \"0.1\"\n").unwrap();
         assert_eq!(check_manifest(&deps).len(), 1);
     }
 }

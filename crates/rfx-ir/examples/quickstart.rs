@@ -4,7 +4,7 @@
 //! Run with `cargo run --release -p rfx-ir --example quickstart`.
 
 use rfx_ir::hir::{self, Builder};
-use rfx_ir::interp::{run_hir, Mode};
+use rfx_ir::interp::{Mode, run_hir};
 use rfx_ir::{Array, BinaryOp, DType, Scalar, TensorType, UnaryOp};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -29,8 +29,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let oracle = run_hir(&kernel, &[xs.view(), ys.view()], Mode::Oracle)?;
     println!("x      = {:?}", xs.as_slice::<f32>().unwrap_or_default());
     println!("y      = {:?}", ys.as_slice::<f32>().unwrap_or_default());
-    println!("out    = {:?}  (f32 interpreter)", native[0].as_slice::<f32>().unwrap_or_default());
-    println!("oracle = {:?}  (f64 oracle)", oracle[0].as_slice::<f64>().unwrap_or_default());
+    println!(
+        "out    = {:?}  (f32 interpreter)",
+        native[0].as_slice::<f32>().unwrap_or_default()
+    );
+    println!(
+        "oracle = {:?}  (f64 oracle)",
+        oracle[0].as_slice::<f64>().unwrap_or_default()
+    );
     println!("\n{}", rfx_ir::dot::hir_to_dot(&kernel));
     Ok(())
 }

@@ -2,10 +2,38 @@
 //!
 //! The reference interpreters call these functions and nothing else for arithmetic, so they are
 //! the semantics of rfx. Each follows the documentation on its op's variant.
+//!
+//! Every function is pure and total: it never panics, and returns `None` when the op does not
+//! accept its operands' dtype (or the operands' dtypes differ). A verified kernel never reaches
+//! a `None`.
+//!
+//! **Floats** are computed in the operands' own dtype with Rust's `std` (`f32::sin` and the
+//! like call the system libm, so transcendental results are as accurate as the platform's libm:
+//! glibc's are within 1–2 ULP). The exactly-rounded ops (`add`, `sub`, `mul`, `div`, `sqrt`,
+//! `recip`, `fmod`, `min`, `max`, `abs`, `neg`, `floor`, `ceil`, `round`, `sign`, comparisons)
+//! give the IEEE 754 result bit for bit. Compound ops round at each step of their formula:
+//! `rsqrt(x) = 1 / sqrt(x)` and `sigmoid(x) = 1 / (1 + exp(-x))` round after every operation.
+//!
+//! **`i32`** arithmetic wraps (two's complement) and never traps:
+//! - `add`, `sub`, `mul`, `neg`, `abs` wrap (`abs(i32::MIN) = i32::MIN`, `neg(i32::MIN) = i32::MIN`);
+//! - `div` is floor division (NumPy's `//`): the quotient is rounded toward −∞, so
+//!   `-7 / 2 = -4` and `7 / -2 = -4`; `x / 0 = 0` (NumPy also gives 0) and `i32::MIN / -1`
+//!   wraps to `i32::MIN`;
+//! - `fmod` is the truncated remainder, with the sign of the dividend (`-7 fmod 2 = -1`,
+//!   `7 fmod -2 = 1`); `x fmod 0 = 0` and `i32::MIN fmod -1 = 0`;
+//! - `min` and `max` are the plain integer minimum and maximum; `sign` is −1, 0 or 1.
+//!
+//! **`bool`** accepts `not`, `and`, `or`, `eq`, `ne` and `select`; `true > false` is not defined
+//! (ordering comparisons reject bool).
 
+use crate::ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 use crate::{DType, Scalar};
 
 /// Converts `x` to `to` (see [`crate::hir::Op::Cast`] for the rules).
+///
+/// Float → `i32` truncates toward zero and saturates, NaN → 0; number → bool is `x != 0`
+/// (so NaN → `true`, `-0.0` → `false`); bool → number is 0 or 1; `f64` → `f32` and
+/// `i32` → `f32` round to nearest, ties to even.
 pub fn cast(x: Scalar, to: DType) -> Scalar {
     match (x, to) {
         (Scalar::Bool(b), DType::Bool) => Scalar::Bool(b),
@@ -28,3 +56,269 @@ pub fn cast(x: Scalar, to: DType) -> Scalar {
         (Scalar::F64(v), DType::F64) => Scalar::F64(v),
     }
 }
+
+/// Applies a one-operand elementwise op; the result has `x`'s dtype.
+///
+/// `None` when the op does not accept `x`'s dtype ([`UnaryOp::accepts`]): `not` takes bool only,
+/// `neg`/`abs`/`sign` take any number, the rest take floats only.
+pub fn unary(op: UnaryOp, x: Scalar) -> Option<Scalar> {
+    if !op.accepts(x.dtype()) {
+        return None;
+    }
+    match x {
+        Scalar::Bool(v) => match op {
+            UnaryOp::Not => Some(Scalar::Bool(!v)),
+            _ => None,
+        },
+        Scalar::I32(v) => unary_i32(op, v).map(Scalar::I32),
+        Scalar::F32(v) => unary_f32(op, v).map(Scalar::F32),
+        Scalar::F64(v) => unary_f64(op, v).map(Scalar::F64),
+    }
+}
+
+/// Applies a two-operand elementwise op to operands of one dtype; the result has that dtype.
+///
+/// `None` when the dtypes differ or the op does not accept them ([`BinaryOp::accepts`]).
+/// For `i32` the rules are those in the [module documentation](self): wrapping arithmetic,
+/// floor division with `x / 0 = 0`, truncated remainder with `x fmod 0 = 0`.
+pub fn binary(op: BinaryOp, a: Scalar, b: Scalar) -> Option<Scalar> {
+    if !op.accepts(a.dtype()) {
+        return None;
+    }
+    match (a, b) {
+        (Scalar::Bool(a), Scalar::Bool(b)) => match op {
+            BinaryOp::And => Some(Scalar::Bool(a && b)),
+            BinaryOp::Or => Some(Scalar::Bool(a || b)),
+            _ => None,
+        },
+        (Scalar::I32(a), Scalar::I32(b)) => binary_i32(op, a, b).map(Scalar::I32),
+        (Scalar::F32(a), Scalar::F32(b)) => binary_f32(op, a, b).map(Scalar::F32),
+        (Scalar::F64(a), Scalar::F64(b)) => binary_f64(op, a, b).map(Scalar::F64),
+        _ => None,
+    }
+}
+
+/// Compares two operands of one dtype.
+///
+/// IEEE comparisons: any comparison with NaN is `false` except `ne`, which is `true`, and
+/// `-0 == 0`. Bool operands accept only `eq` and `ne`. `None` when the dtypes differ or the
+/// comparison does not accept them ([`CmpOp::accepts`]).
+pub fn compare(op: CmpOp, a: Scalar, b: Scalar) -> Option<bool> {
+    if !op.accepts(a.dtype()) {
+        return None;
+    }
+    match (a, b) {
+        (Scalar::Bool(a), Scalar::Bool(b)) => Some(compare_ordered(op, &a, &b)),
+        (Scalar::I32(a), Scalar::I32(b)) => Some(compare_ordered(op, &a, &b)),
+        (Scalar::F32(a), Scalar::F32(b)) => Some(compare_ordered(op, &a, &b)),
+        (Scalar::F64(a), Scalar::F64(b)) => Some(compare_ordered(op, &a, &b)),
+        _ => None,
+    }
+}
+
+/// `a` when `cond` is true, else `b`. The unselected operand is never inspected, so its NaN
+/// (or any other value) cannot leak into the result.
+pub fn select(cond: bool, a: Scalar, b: Scalar) -> Scalar {
+    if cond { a } else { b }
+}
+
+/// `clamp(x, lo, hi) = min(max(x, lo), hi)` with the NaN-propagating [`BinaryOp::Max`] and
+/// [`BinaryOp::Min`] (NumPy's `clip`): NaN in any operand propagates, and `lo > hi` gives `hi`.
+///
+/// `None` unless all three operands share one numeric dtype.
+pub fn clamp(x: Scalar, lo: Scalar, hi: Scalar) -> Option<Scalar> {
+    binary(BinaryOp::Min, binary(BinaryOp::Max, x, lo)?, hi)
+}
+
+/// The value a reduction's accumulator starts from, in `dtype`.
+///
+/// - `sum` and `mean`: `-0.0` for floats (the IEEE additive identity: `-0 + x` is `x` for every
+///   `x`, `+0` included, so a one-element sum is that element bit for bit), `0` for `i32`;
+/// - `prod`: 1;
+/// - `max`: −Inf for floats, `i32::MIN`; `min`: +Inf for floats, `i32::MAX`.
+///
+/// `None` when the reduction does not accept `dtype` ([`ReduceOp::accepts`]).
+pub fn reduce_identity(op: ReduceOp, dtype: DType) -> Option<Scalar> {
+    if !op.accepts(dtype) {
+        return None;
+    }
+    let value = match (op, dtype) {
+        (_, DType::Bool) => return None,
+        (ReduceOp::Sum | ReduceOp::Mean, DType::I32) => Scalar::I32(0),
+        (ReduceOp::Sum | ReduceOp::Mean, DType::F32) => Scalar::F32(-0.0),
+        (ReduceOp::Sum | ReduceOp::Mean, DType::F64) => Scalar::F64(-0.0),
+        (ReduceOp::Prod, DType::I32) => Scalar::I32(1),
+        (ReduceOp::Prod, DType::F32) => Scalar::F32(1.0),
+        (ReduceOp::Prod, DType::F64) => Scalar::F64(1.0),
+        (ReduceOp::Max, DType::I32) => Scalar::I32(i32::MIN),
+        (ReduceOp::Max, DType::F32) => Scalar::F32(f32::NEG_INFINITY),
+        (ReduceOp::Max, DType::F64) => Scalar::F64(f64::NEG_INFINITY),
+        (ReduceOp::Min, DType::I32) => Scalar::I32(i32::MAX),
+        (ReduceOp::Min, DType::F32) => Scalar::F32(f32::INFINITY),
+        (ReduceOp::Min, DType::F64) => Scalar::F64(f64::INFINITY),
+    };
+    Some(value)
+}
+
+/// Folds one more element `x` into the accumulator: `acc + x` for `sum` and `mean`, `acc * x`
+/// for `prod`, `max(acc, x)` / `min(acc, x)` (the NaN-propagating [`BinaryOp::Max`] /
+/// [`BinaryOp::Min`]) for `max` / `min`.
+///
+/// Because the accumulator is the first operand, a NaN anywhere in the reduced elements makes
+/// the result NaN, and on a `±0` tie the later element wins. `None` on a dtype mismatch or a
+/// dtype the reduction does not accept.
+pub fn reduce_combine(op: ReduceOp, acc: Scalar, x: Scalar) -> Option<Scalar> {
+    if !op.accepts(acc.dtype()) {
+        return None;
+    }
+    let binary_op = match op {
+        ReduceOp::Sum | ReduceOp::Mean => BinaryOp::Add,
+        ReduceOp::Prod => BinaryOp::Mul,
+        ReduceOp::Max => BinaryOp::Max,
+        ReduceOp::Min => BinaryOp::Min,
+    };
+    binary(binary_op, acc, x)
+}
+
+/// Turns the accumulator of `count` combined elements into the reduction's result.
+///
+/// `mean` divides by `count` converted to the accumulator's dtype (rounded to nearest for
+/// counts above 2^24 in `f32`), so the empty mean is `-0 / 0`, NaN. An empty float `sum` gives
+/// `+0` (NumPy's `sum([])`), not the `-0.0` identity. Every other case returns `acc` unchanged.
+/// `None` when the reduction does not accept the accumulator's dtype.
+pub fn reduce_finish(op: ReduceOp, acc: Scalar, count: usize) -> Option<Scalar> {
+    if !op.accepts(acc.dtype()) {
+        return None;
+    }
+    match (op, acc) {
+        (ReduceOp::Mean, Scalar::F32(sum)) => Some(Scalar::F32(sum / count as f32)),
+        (ReduceOp::Mean, Scalar::F64(sum)) => Some(Scalar::F64(sum / count as f64)),
+        (ReduceOp::Mean, _) => None,
+        (ReduceOp::Sum, Scalar::F32(_)) if count == 0 => Some(Scalar::F32(0.0)),
+        (ReduceOp::Sum, Scalar::F64(_)) if count == 0 => Some(Scalar::F64(0.0)),
+        _ => Some(acc),
+    }
+}
+
+fn compare_ordered<T: PartialOrd>(op: CmpOp, a: &T, b: &T) -> bool {
+    match op {
+        CmpOp::Lt => a < b,
+        CmpOp::Le => a <= b,
+        CmpOp::Gt => a > b,
+        CmpOp::Ge => a >= b,
+        CmpOp::Eq => a == b,
+        CmpOp::Ne => a != b,
+    }
+}
+
+fn unary_i32(op: UnaryOp, x: i32) -> Option<i32> {
+    match op {
+        UnaryOp::Neg => Some(x.wrapping_neg()),
+        UnaryOp::Abs => Some(x.wrapping_abs()),
+        UnaryOp::Sign => Some(x.signum()),
+        _ => None,
+    }
+}
+
+fn binary_i32(op: BinaryOp, a: i32, b: i32) -> Option<i32> {
+    match op {
+        BinaryOp::Add => Some(a.wrapping_add(b)),
+        BinaryOp::Sub => Some(a.wrapping_sub(b)),
+        BinaryOp::Mul => Some(a.wrapping_mul(b)),
+        BinaryOp::Div => Some(floor_div_i32(a, b)),
+        BinaryOp::Fmod => Some(if b == 0 { 0 } else { a.wrapping_rem(b) }),
+        BinaryOp::Min => Some(a.min(b)),
+        BinaryOp::Max => Some(a.max(b)),
+        BinaryOp::Pow | BinaryOp::Atan2 | BinaryOp::And | BinaryOp::Or => None,
+    }
+}
+
+/// Floor division: `x / 0 = 0`, `i32::MIN / -1` wraps to `i32::MIN`.
+fn floor_div_i32(a: i32, b: i32) -> i32 {
+    if b == 0 {
+        return 0;
+    }
+    let quotient = a.wrapping_div(b);
+    let remainder = a.wrapping_rem(b);
+    // Truncation rounded toward zero; step down when the exact quotient was negative and inexact.
+    if remainder != 0 && ((remainder < 0) != (b < 0)) {
+        quotient.wrapping_sub(1)
+    } else {
+        quotient
+    }
+}
+
+macro_rules! float_ops {
+    ($unary:ident, $binary:ident, $t:ty) => {
+        fn $unary(op: UnaryOp, x: $t) -> Option<$t> {
+            let one: $t = 1.0;
+            Some(match op {
+                UnaryOp::Neg => -x,
+                UnaryOp::Abs => x.abs(),
+                UnaryOp::Sign => {
+                    // NumPy: sign(±0) = +0, sign(NaN) = NaN.
+                    if x > 0.0 {
+                        1.0
+                    } else if x < 0.0 {
+                        -1.0
+                    } else if x == 0.0 {
+                        0.0
+                    } else {
+                        x
+                    }
+                }
+                UnaryOp::Floor => x.floor(),
+                UnaryOp::Ceil => x.ceil(),
+                UnaryOp::Round => x.round_ties_even(),
+                UnaryOp::Sqrt => x.sqrt(),
+                UnaryOp::Rsqrt => one / x.sqrt(),
+                UnaryOp::Recip => one / x,
+                UnaryOp::Exp => x.exp(),
+                UnaryOp::Exp2 => x.exp2(),
+                UnaryOp::Log => x.ln(),
+                UnaryOp::Log2 => x.log2(),
+                UnaryOp::Sin => x.sin(),
+                UnaryOp::Cos => x.cos(),
+                UnaryOp::Tan => x.tan(),
+                UnaryOp::Tanh => x.tanh(),
+                UnaryOp::Atan => x.atan(),
+                UnaryOp::Asin => x.asin(),
+                UnaryOp::Acos => x.acos(),
+                UnaryOp::Sigmoid => one / (one + (-x).exp()),
+                UnaryOp::Not => return None,
+            })
+        }
+
+        fn $binary(op: BinaryOp, a: $t, b: $t) -> Option<$t> {
+            Some(match op {
+                BinaryOp::Add => a + b,
+                BinaryOp::Sub => a - b,
+                BinaryOp::Mul => a * b,
+                BinaryOp::Div => a / b,
+                BinaryOp::Pow => a.powf(b),
+                // NumPy's minimum/maximum: the first operand when it wins or is NaN, else the second.
+                BinaryOp::Min => {
+                    if a < b || a.is_nan() {
+                        a
+                    } else {
+                        b
+                    }
+                }
+                BinaryOp::Max => {
+                    if a > b || a.is_nan() {
+                        a
+                    } else {
+                        b
+                    }
+                }
+                BinaryOp::Atan2 => a.atan2(b),
+                // Rust's float `%` is C's fmod: exact, with the dividend's sign.
+                BinaryOp::Fmod => a % b,
+                BinaryOp::And | BinaryOp::Or => return None,
+            })
+        }
+    };
+}
+
+float_ops!(unary_f32, binary_f32, f32);
+float_ops!(unary_f64, binary_f64, f64);

@@ -8,6 +8,10 @@
 //! the bits an exact backend must give). [`Mode::Oracle`] computes every float in `f64`, so the
 //! error of other paths can be measured against it; its float outputs are `f64` arrays.
 
+mod hir;
+
+pub use hir::run_hir;
+
 use crate::{DType, Shape};
 
 /// How floats are computed.

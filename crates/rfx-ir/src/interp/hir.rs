@@ -58,8 +58,8 @@ pub fn run_hir(kernel: &Kernel, inputs: &[ArrayView<'_>], mode: Mode) -> Result<
 /// The error for a kernel the verifier should have rejected: evaluating `value` found operands
 /// that break the typing rules. Unreachable for a verified kernel; kept so that a verifier gap
 /// gives an error instead of a panic.
-fn unverified(_kernel: &Kernel, _value: ValueId) -> InterpError {
-    InterpError::InvalidHir(crate::hir::VerifyErrors)
+fn unverified(_kernel: &Kernel, value: ValueId) -> InterpError {
+    InterpError::Inconsistent { location: value.to_string() }
 }
 
 /// The dtype a value of `dtype` is held in under `mode`: `f64` for `f32` in oracle mode.

@@ -61,6 +61,13 @@ pub enum InterpError {
     /// The MIR program does not verify.
     #[error("invalid MIR program:\n{0}")]
     InvalidMir(crate::mir::VerifyErrors),
+    /// A program that verified but could not be evaluated at `location`: a gap in the
+    /// verifier, reported instead of panicking.
+    #[error("internal error: {location} could not be evaluated although the program verified")]
+    Inconsistent {
+        /// The value, slot or kernel where evaluation failed.
+        location: String,
+    },
     /// The LIR program does not verify.
     #[error("invalid LIR program:\n{0}")]
     InvalidLir(crate::lir::VerifyErrors),

@@ -1,12 +1,28 @@
 //! `rfx-opt`: the optimiser that turns a traced HIR kernel into an optimised, fused MIR program.
 //!
 //! **Owns:** decomposition of composite ops, e-graph rewriting with `egg` (constant folding in the
-//! value's dtype, IEEE-exact algebraic simplification, fast-math rules behind an explicit switch,
-//! CSE by hash-consing), dead-code elimination, and partitioning into fused MIR kernels, with an
-//! `OptReport` of what happened and why some fusions were missed.
+//! value's dtype, IEEE-exact algebraic simplification, refining and fast-math rules behind
+//! explicit switches, CSE by hash-consing), dead-code elimination, and partitioning into fused
+//! MIR kernels, with an [`OptReport`] of what happened and why some fusions were missed.
 //!
 //! **Depends on:** `rfx-ir`, `egg`, `petgraph`. `egg` never appears in this crate's public API.
 //! **May not depend on:** `rfx-lower`, any code generator, `rfx-runtime`.
 //!
-//! Status: the passes land with the rfx-opt issue; see `ROADMAP.md`.
+//! The passes are plain functions usable alone ([`constant_fold`], [`eliminate_dead_ops`],
+//! [`decompose`], [`simplify`]); the pipeline calls them in order and verifies between them.
+
 #![deny(missing_docs)]
+
+mod config;
+mod error;
+mod lang;
+mod passes;
+mod report;
+mod rules;
+mod saturate;
+
+pub use config::OptConfig;
+pub use error::OptError;
+pub use passes::{constant_fold, decompose, eliminate_dead_ops, simplify};
+pub use report::{MissReason, OptReport, StopReason};
+pub use rules::{rule_table, Exactness, RuleInfo};

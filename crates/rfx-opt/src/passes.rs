@@ -1,0 +1,132 @@
+//! The HIR → HIR passes, each usable alone.
+
+use rfx_ir::hir::{verify, Builder, Kernel, Op, ValueId};
+use rfx_ir::BinaryOp;
+
+use crate::config::OptConfig;
+use crate::error::OptError;
+use crate::report::OptReport;
+use crate::saturate::saturate;
+
+/// Rebuilds `kernel` through `map_node`, which gets the builder, the node's op, its rebuilt
+/// operands and its type, and returns the rebuilt value. Inputs are kept in order.
+fn rebuild(
+    kernel: &Kernel,
+    mut map_node: impl FnMut(&mut Builder, &rfx_ir::hir::Node, &[ValueId]) -> Result<ValueId, OptError>,
+) -> Result<Kernel, OptError> {
+    verify(kernel).map_err(OptError::InvalidKernel)?;
+    let mut b = Builder::new(kernel.name());
+    let mut map: Vec<Option<ValueId>> = vec![None; kernel.nodes().len()];
+    let live = live_values(kernel);
+    for (index, node) in kernel.nodes().iter().enumerate() {
+        if let Op::Input { name } = &node.op {
+            map[index] = Some(b.input(name.clone(), node.ty.clone()).map_err(OptError::Rebuild)?);
+            continue;
+        }
+        if !live[index] {
+            continue;
+        }
+        let args = node
+            .args
+            .iter()
+            .map(|a| map.get(a.index()).copied().flatten().ok_or(OptError::InvalidValue(*a)))
+            .collect::<Result<Vec<_>, _>>()?;
+        map[index] = Some(map_node(&mut b, node, &args)?);
+    }
+    for output in kernel.outputs() {
+        let value = map.get(output.value.index()).copied().flatten().ok_or(OptError::InvalidValue(output.value))?;
+        b.output(output.name.clone(), value).map_err(OptError::Rebuild)?;
+    }
+    b.finish().map_err(OptError::Rebuild)
+}
+
+/// Which values the outputs need.
+fn live_values(kernel: &Kernel) -> Vec<bool> {
+    let mut live = vec![false; kernel.nodes().len()];
+    let mut stack: Vec<ValueId> = kernel.outputs().iter().map(|o| o.value).collect();
+    while let Some(value) = stack.pop() {
+        if let Some(slot) = live.get_mut(value.index())
+            && !*slot
+        {
+            *slot = true;
+            if let Some(node) = kernel.node(value) {
+                stack.extend(node.args.iter().copied());
+            }
+        }
+    }
+    live
+}
+
+fn copy_node(b: &mut Builder, node: &rfx_ir::hir::Node, args: &[ValueId]) -> Result<ValueId, OptError> {
+    let value = match &node.op {
+        Op::Const(value) => b.constant(*value, node.ty.shape.clone()),
+        Op::Cast => b.cast(args.first().copied().ok_or(OptError::Cycle)?, node.ty.dtype).map_err(OptError::Rebuild)?,
+        Op::BroadcastTo => {
+            b.broadcast_to(args.first().copied().ok_or(OptError::Cycle)?, node.ty.shape.clone()).map_err(OptError::Rebuild)?
+        }
+        Op::Reshape => {
+            b.reshape(args.first().copied().ok_or(OptError::Cycle)?, node.ty.shape.clone()).map_err(OptError::Rebuild)?
+        }
+        op => b.op(op.clone(), args).map_err(OptError::Rebuild)?,
+    };
+    Ok(value)
+}
+
+/// Removes every node the outputs do not need. Inputs are kept even when unused: they are the
+/// kernel's signature.
+pub fn eliminate_dead_ops(kernel: &Kernel) -> Result<Kernel, OptError> {
+    rebuild(kernel, copy_node)
+}
+
+/// Rewrites composite ops into primitives the rest of the pipeline and MIR know:
+/// `clamp(x, lo, hi)` becomes `min(max(x, lo), hi)`, which is its definition (so the rewrite is
+/// exact). Also removes dead nodes.
+pub fn decompose(kernel: &Kernel) -> Result<Kernel, OptError> {
+    rebuild(kernel, |b, node, args| match (&node.op, args) {
+        (Op::Clamp, [x, lo, hi]) => {
+            let lower = b.binary(BinaryOp::Max, *x, *lo).map_err(OptError::Rebuild)?;
+            b.binary(BinaryOp::Min, lower, *hi).map_err(OptError::Rebuild)
+        }
+        _ => copy_node(b, node, args),
+    })
+}
+
+/// Folds every value computable at compile time into a constant, in the value's own dtype (an
+/// `f32` fold gives the bits the `f32` interpreter gives), and removes what became dead. No
+/// algebraic rewriting happens.
+pub fn constant_fold(kernel: &Kernel) -> Result<Kernel, OptError> {
+    verify(kernel).map_err(OptError::InvalidKernel)?;
+    let config = OptConfig { refining: false, fast_math: false, iter_limit: 1, ..OptConfig::default() };
+    // With no rules enabled beyond the exact table restricted to zero iterations' worth of
+    // matches, saturation reduces to building the e-graph (which folds) and extracting.
+    let (graph, ids) = crate::saturate::to_egraph(kernel, &config)?;
+    crate::saturate::extract_graph(kernel, &graph, &ids)
+}
+
+/// Decomposition, equality saturation (folding, simplification, CSE) and DCE: the HIR half of
+/// [`crate::optimize`]. Returns the optimised kernel and a report without fusion results.
+pub fn simplify(kernel: &Kernel, config: &OptConfig) -> Result<(Kernel, OptReport), OptError> {
+    let mut report = OptReport { ops_before: kernel.op_count(), ..OptReport::default() };
+    let start = std::time::Instant::now();
+    let decomposed = decompose(kernel)?;
+    report.time_per_pass.push(("decompose".to_string(), start.elapsed()));
+    let kernel = if config.saturate {
+        let start = std::time::Instant::now();
+        let sat = saturate(&decomposed, config)?;
+        report.time_per_pass.push(("saturate".to_string(), start.elapsed()));
+        report.rules_fired = sat.rules_fired;
+        report.egraph_nodes = sat.egraph_nodes;
+        report.egraph_classes = sat.egraph_classes;
+        report.iterations = sat.iterations;
+        report.stop_reason = Some(sat.stop_reason);
+        sat.kernel
+    } else {
+        report.stop_reason = Some(crate::report::StopReason::NotRun);
+        decomposed
+    };
+    if cfg!(debug_assertions) {
+        verify(&kernel).map_err(|e| OptError::PassBroke { pass: "saturate", errors: e.to_string() })?;
+    }
+    report.ops_after = kernel.op_count();
+    Ok((kernel, report))
+}

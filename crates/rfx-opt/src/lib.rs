@@ -26,3 +26,5 @@ pub use error::OptError;
 pub use passes::{constant_fold, decompose, eliminate_dead_ops, simplify};
 pub use report::{MissReason, OptReport, StopReason};
 pub use rules::{rule_table, Exactness, RuleInfo};
+#[cfg(test)]
+mod rule_tests;

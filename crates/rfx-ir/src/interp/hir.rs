@@ -56,8 +56,9 @@ pub fn run_hir(kernel: &Kernel, inputs: &[ArrayView<'_>], mode: Mode) -> Result<
 }
 
 /// The error for a kernel the verifier should have rejected: evaluating `value` found operands
-/// that break the typing rules. Unreachable for a verified kernel; kept so that a verifier gap
-/// gives an error instead of a panic.
+/// that break the typing rules (a missing operand, a dtype or shape the node's type does not
+/// allow). Unreachable for a verified kernel; kept so that a verifier gap gives an error instead
+/// of a panic. While `VerifyErrors` carries no locations, `kernel` and `value` go unused.
 fn unverified(_kernel: &Kernel, _value: ValueId) -> InterpError {
     InterpError::InvalidHir(crate::hir::VerifyErrors)
 }
@@ -215,6 +216,9 @@ fn eval_reduce(
     out_dtype: DType,
 ) -> Option<Array> {
     let in_shape = operand.shape();
+    if axes.iter().any(|&axis| axis >= in_shape.rank()) {
+        return None;
+    }
     let in_strides = in_shape.strides();
     let is_reduced = |axis: usize| axes.contains(&axis);
     // The kept and the reduced axes, each with their extent and input stride, outermost first.
@@ -224,9 +228,6 @@ fn eval_reduce(
         .zip(&in_strides)
         .enumerate()
         .partition(|&(axis, _)| !is_reduced(axis));
-    if axes.iter().any(|&axis| axis >= in_shape.rank()) {
-        return None;
-    }
     let kept_shape = Shape::new(kept.iter().map(|&(_, (&dim, _))| dim).collect::<Vec<_>>());
     let kept_strides = kept.iter().map(|&(_, (_, &stride))| stride).collect::<Vec<_>>();
     let reduced_shape = Shape::new(reduced.iter().map(|&(_, (&dim, _))| dim).collect::<Vec<_>>());

@@ -215,6 +215,9 @@ fn eval_reduce(
     out_dtype: DType,
 ) -> Option<Array> {
     let in_shape = operand.shape();
+    if axes.iter().any(|&axis| axis >= in_shape.rank()) {
+        return None;
+    }
     let in_strides = in_shape.strides();
     let is_reduced = |axis: usize| axes.contains(&axis);
     // The kept and the reduced axes, each with their extent and input stride, outermost first.
@@ -224,9 +227,6 @@ fn eval_reduce(
         .zip(&in_strides)
         .enumerate()
         .partition(|&(axis, _)| !is_reduced(axis));
-    if axes.iter().any(|&axis| axis >= in_shape.rank()) {
-        return None;
-    }
     let kept_shape = Shape::new(kept.iter().map(|&(_, (&dim, _))| dim).collect::<Vec<_>>());
     let kept_strides = kept.iter().map(|&(_, (_, &stride))| stride).collect::<Vec<_>>();
     let reduced_shape = Shape::new(reduced.iter().map(|&(_, (&dim, _))| dim).collect::<Vec<_>>());

@@ -1,8 +1,9 @@
 //! Reference interpreters: the executable semantics of rfx.
 //!
 //! Each IR level has an interpreter that takes inputs positionally (in the order the program
-//! declares them) as borrowed [`ArrayView`]s and returns the outputs in declaration order. They
-//! verify the program first and check every input's dtype and shape before computing anything.
+//! declares them) as borrowed [`ArrayView`](crate::ArrayView)s and returns the outputs in
+//! declaration order. They verify the program first and check every input's dtype and shape
+//! before computing anything. The HIR interpreter is [`run_hir`].
 //!
 //! [`Mode::Native`] computes in each value's own dtype (an `f32` kernel computes in `f32`, giving
 //! the bits an exact backend must give). [`Mode::Oracle`] computes every float in `f64`, so the

@@ -206,14 +206,17 @@ impl CmpOp {
 /// with `keepdims`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub enum ReduceOp {
-    /// Sum; numeric. Empty sum is 0. i32 wraps. The reference interpreter adds in row-major
+    /// Sum; numeric. Empty sum is +0. i32 wraps. Float sums start from −0 (the exact IEEE
+    /// identity), so a sum of only −0 elements is −0. The reference interpreter adds in row-major
     /// order of the reduced elements; other paths document their order and error bound.
     Sum,
     /// Product; numeric. Empty product is 1.
     Prod,
-    /// Maximum, NaN-propagating; numeric. Empty max is −Inf (floats) or `i32::MIN`.
+    /// Maximum, NaN-propagating; numeric. Empty max is −Inf (floats) or `i32::MIN`. Each step
+    /// is `max(acc, x)`, so on a ±0 tie the later element wins.
     Max,
-    /// Minimum, NaN-propagating; numeric. Empty min is +Inf (floats) or `i32::MAX`.
+    /// Minimum, NaN-propagating; numeric. Empty min is +Inf (floats) or `i32::MAX`. Each step
+    /// is `min(acc, x)`, so on a ±0 tie the later element wins.
     Min,
     /// Arithmetic mean (sum, then divided by the count); float only. Empty mean is NaN.
     Mean,

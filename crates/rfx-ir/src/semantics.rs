@@ -12,7 +12,8 @@
 //! glibc's are within 1–2 ULP). The exactly-rounded ops (`add`, `sub`, `mul`, `div`, `sqrt`,
 //! `recip`, `fmod`, `min`, `max`, `abs`, `neg`, `floor`, `ceil`, `round`, `sign`, comparisons)
 //! give the IEEE 754 result bit for bit. Compound ops round at each step of their formula:
-//! `rsqrt(x) = 1 / sqrt(x)` and `sigmoid(x) = 1 / (1 + exp(-x))` round after every operation.
+//! `rsqrt(x) = 1 / sqrt(x)` and `sigmoid(x)` is `1 / (1 + exp(-x))` for `x >= 0` (and NaN) and `exp(x) / (1 + exp(x))` for
+//! `x < 0`, so it stays accurate where the result is subnormal; each step rounds.
 //!
 //! **`i32`** arithmetic wraps (two's complement) and never traps:
 //! - `add`, `sub`, `mul`, `neg`, `abs` wrap (`abs(i32::MIN) = i32::MIN`, `neg(i32::MIN) = i32::MIN`);
@@ -284,7 +285,16 @@ macro_rules! float_ops {
                 UnaryOp::Atan => x.atan(),
                 UnaryOp::Asin => x.asin(),
                 UnaryOp::Acos => x.acos(),
-                UnaryOp::Sigmoid => one / (one + (-x).exp()),
+                // For x < 0, exp(x)/(1+exp(x)) keeps the tiny results that 1/(1+exp(-x))
+                // flushes to zero once exp(-x) overflows (x below about -88.7 in f32).
+                UnaryOp::Sigmoid => {
+                    if x < 0.0 {
+                        let e = x.exp();
+                        e / (one + e)
+                    } else {
+                        one / (one + (-x).exp())
+                    }
+                }
                 UnaryOp::Not => return None,
             })
         }

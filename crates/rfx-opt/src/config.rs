@@ -40,11 +40,17 @@ impl Default for OptConfig {
 impl OptConfig {
     /// The default configuration with fast-math rules on.
     pub fn fast_math() -> OptConfig {
-        OptConfig { fast_math: true, ..OptConfig::default() }
+        OptConfig {
+            fast_math: true,
+            ..OptConfig::default()
+        }
     }
 
     /// Only bit-exact rules: no refining, no fast-math.
     pub fn exact() -> OptConfig {
-        OptConfig { refining: false, ..OptConfig::default() }
+        OptConfig {
+            refining: false,
+            ..OptConfig::default()
+        }
     }
 }

@@ -5,8 +5,8 @@ use std::cmp::Ordering;
 use std::fmt;
 
 use egg::{Analysis, DidMerge, EGraph, Id, Language};
-use rfx_ir::hir::{result_type, Op};
-use rfx_ir::{semantics, BinaryOp, CmpOp, DType, ReduceOp, Scalar, Shape, TensorType, UnaryOp};
+use rfx_ir::hir::{Op, result_type};
+use rfx_ir::{BinaryOp, CmpOp, DType, ReduceOp, Scalar, Shape, TensorType, UnaryOp, semantics};
 
 /// A scalar ordered by dtype, then bits (egg needs `Ord` on e-nodes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -87,7 +87,11 @@ impl Node {
             Head::Cast(_) => Op::Cast,
             Head::BroadcastTo(_) => Op::BroadcastTo,
             Head::Reshape(_) => Op::Reshape,
-            Head::Reduce(op, axes, keepdims) => Op::Reduce { op: *op, axes: axes.clone(), keepdims: *keepdims },
+            Head::Reduce(op, axes, keepdims) => Op::Reduce {
+                op: *op,
+                axes: axes.clone(),
+                keepdims: *keepdims,
+            },
         }
     }
 }
@@ -171,17 +175,27 @@ impl Analysis<Node> for RfxAnalysis {
             let target = match &enode.head {
                 Head::Input(i) => egraph.analysis.input_types.get(*i as usize).cloned(),
                 Head::Const(value, shape) => Some(TensorType::new(value.0.dtype(), shape.clone())),
-                Head::Cast(dtype) => arg_types.first().map(|t| TensorType { dtype: *dtype, shape: t.shape.clone() }),
-                Head::BroadcastTo(shape) | Head::Reshape(shape) => {
-                    arg_types.first().map(|t| TensorType { dtype: t.dtype, shape: shape.clone() })
-                }
+                Head::Cast(dtype) => arg_types.first().map(|t| TensorType {
+                    dtype: *dtype,
+                    shape: t.shape.clone(),
+                }),
+                Head::BroadcastTo(shape) | Head::Reshape(shape) => arg_types.first().map(|t| TensorType {
+                    dtype: t.dtype,
+                    shape: shape.clone(),
+                }),
                 _ => None,
             };
             result_type(&enode.to_op(), &arg_types, target.as_ref()).ok()
         });
         let constants: Option<Vec<Scalar>> = child_data.iter().map(|d| d.constant).collect();
         let constant = match (&ty, constants) {
-            (Some(ty), Some(args)) => fold(&enode.head, &args, ty, &child_data, egraph.analysis.max_fold_elems),
+            (Some(ty), Some(args)) => fold(
+                &enode.head,
+                &args,
+                ty,
+                &child_data,
+                egraph.analysis.max_fold_elems,
+            ),
             _ => None,
         };
         ClassData { ty, constant }
@@ -212,7 +226,13 @@ impl Analysis<Node> for RfxAnalysis {
 
 /// Folds a node whose operands are all splat constants. `None` when the op does not fold (an
 /// input, an unsupported dtype, or a reduction too large to fold cheaply).
-fn fold(head: &Head, args: &[Scalar], ty: &TensorType, child_data: &[&ClassData], max_elems: usize) -> Option<Scalar> {
+fn fold(
+    head: &Head,
+    args: &[Scalar],
+    ty: &TensorType,
+    child_data: &[&ClassData],
+    max_elems: usize,
+) -> Option<Scalar> {
     match head {
         Head::Input(_) => None,
         Head::Const(value, _) => Some(value.0),

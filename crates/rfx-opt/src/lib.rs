@@ -25,6 +25,6 @@ pub use config::OptConfig;
 pub use error::OptError;
 pub use passes::{constant_fold, decompose, eliminate_dead_ops, simplify};
 pub use report::{MissReason, OptReport, StopReason};
-pub use rules::{rule_table, Exactness, RuleInfo};
+pub use rules::{Exactness, RuleInfo, rule_table};
 #[cfg(test)]
 mod rule_tests;

@@ -1,7 +1,7 @@
 //! The HIR → HIR passes, each usable alone.
 
-use rfx_ir::hir::{verify, Builder, Kernel, Op, ValueId};
 use rfx_ir::BinaryOp;
+use rfx_ir::hir::{Builder, Kernel, Op, ValueId, verify};
 
 use crate::config::OptConfig;
 use crate::error::OptError;
@@ -20,7 +20,10 @@ fn rebuild(
     let live = live_values(kernel);
     for (index, node) in kernel.nodes().iter().enumerate() {
         if let Op::Input { name } = &node.op {
-            map[index] = Some(b.input(name.clone(), node.ty.clone()).map_err(OptError::Rebuild)?);
+            map[index] = Some(
+                b.input(name.clone(), node.ty.clone())
+                    .map_err(OptError::Rebuild)?,
+            );
             continue;
         }
         if !live[index] {
@@ -29,12 +32,21 @@ fn rebuild(
         let args = node
             .args
             .iter()
-            .map(|a| map.get(a.index()).copied().flatten().ok_or(OptError::InvalidValue(*a)))
+            .map(|a| {
+                map.get(a.index())
+                    .copied()
+                    .flatten()
+                    .ok_or(OptError::InvalidValue(*a))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         map[index] = Some(map_node(&mut b, node, &args)?);
     }
     for output in kernel.outputs() {
-        let value = map.get(output.value.index()).copied().flatten().ok_or(OptError::InvalidValue(output.value))?;
+        let value = map
+            .get(output.value.index())
+            .copied()
+            .flatten()
+            .ok_or(OptError::InvalidValue(output.value))?;
         b.output(output.name.clone(), value).map_err(OptError::Rebuild)?;
     }
     b.finish().map_err(OptError::Rebuild)
@@ -60,13 +72,21 @@ fn live_values(kernel: &Kernel) -> Vec<bool> {
 fn copy_node(b: &mut Builder, node: &rfx_ir::hir::Node, args: &[ValueId]) -> Result<ValueId, OptError> {
     let value = match &node.op {
         Op::Const(value) => b.constant(*value, node.ty.shape.clone()),
-        Op::Cast => b.cast(args.first().copied().ok_or(OptError::Cycle)?, node.ty.dtype).map_err(OptError::Rebuild)?,
-        Op::BroadcastTo => {
-            b.broadcast_to(args.first().copied().ok_or(OptError::Cycle)?, node.ty.shape.clone()).map_err(OptError::Rebuild)?
-        }
-        Op::Reshape => {
-            b.reshape(args.first().copied().ok_or(OptError::Cycle)?, node.ty.shape.clone()).map_err(OptError::Rebuild)?
-        }
+        Op::Cast => b
+            .cast(args.first().copied().ok_or(OptError::Cycle)?, node.ty.dtype)
+            .map_err(OptError::Rebuild)?,
+        Op::BroadcastTo => b
+            .broadcast_to(
+                args.first().copied().ok_or(OptError::Cycle)?,
+                node.ty.shape.clone(),
+            )
+            .map_err(OptError::Rebuild)?,
+        Op::Reshape => b
+            .reshape(
+                args.first().copied().ok_or(OptError::Cycle)?,
+                node.ty.shape.clone(),
+            )
+            .map_err(OptError::Rebuild)?,
         op => b.op(op.clone(), args).map_err(OptError::Rebuild)?,
     };
     Ok(value)
@@ -96,7 +116,12 @@ pub fn decompose(kernel: &Kernel) -> Result<Kernel, OptError> {
 /// algebraic rewriting happens.
 pub fn constant_fold(kernel: &Kernel) -> Result<Kernel, OptError> {
     verify(kernel).map_err(OptError::InvalidKernel)?;
-    let config = OptConfig { refining: false, fast_math: false, iter_limit: 1, ..OptConfig::default() };
+    let config = OptConfig {
+        refining: false,
+        fast_math: false,
+        iter_limit: 1,
+        ..OptConfig::default()
+    };
     // With no rules enabled beyond the exact table restricted to zero iterations' worth of
     // matches, saturation reduces to building the e-graph (which folds) and extracting.
     let (graph, ids) = crate::saturate::to_egraph(kernel, &config)?;
@@ -106,14 +131,21 @@ pub fn constant_fold(kernel: &Kernel) -> Result<Kernel, OptError> {
 /// Decomposition, equality saturation (folding, simplification, CSE) and DCE: the HIR half of
 /// [`crate::optimize`]. Returns the optimised kernel and a report without fusion results.
 pub fn simplify(kernel: &Kernel, config: &OptConfig) -> Result<(Kernel, OptReport), OptError> {
-    let mut report = OptReport { ops_before: kernel.op_count(), ..OptReport::default() };
+    let mut report = OptReport {
+        ops_before: kernel.op_count(),
+        ..OptReport::default()
+    };
     let start = std::time::Instant::now();
     let decomposed = decompose(kernel)?;
-    report.time_per_pass.push(("decompose".to_string(), start.elapsed()));
+    report
+        .time_per_pass
+        .push(("decompose".to_string(), start.elapsed()));
     let kernel = if config.saturate {
         let start = std::time::Instant::now();
         let sat = saturate(&decomposed, config)?;
-        report.time_per_pass.push(("saturate".to_string(), start.elapsed()));
+        report
+            .time_per_pass
+            .push(("saturate".to_string(), start.elapsed()));
         report.rules_fired = sat.rules_fired;
         report.egraph_nodes = sat.egraph_nodes;
         report.egraph_classes = sat.egraph_classes;
@@ -125,7 +157,10 @@ pub fn simplify(kernel: &Kernel, config: &OptConfig) -> Result<(Kernel, OptRepor
         decomposed
     };
     if cfg!(debug_assertions) {
-        verify(&kernel).map_err(|e| OptError::PassBroke { pass: "saturate", errors: e.to_string() })?;
+        verify(&kernel).map_err(|e| OptError::PassBroke {
+            pass: "saturate",
+            errors: e.to_string(),
+        })?;
     }
     report.ops_after = kernel.op_count();
     Ok((kernel, report))

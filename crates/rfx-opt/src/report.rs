@@ -99,9 +99,15 @@ impl fmt::Display for OptReport {
         } else {
             100.0 * (self.ops_before as f64 - self.ops_after as f64) / self.ops_before as f64
         };
-        writeln!(f, "Reduced from {} to {} ops ({reduction:.0}% reduction)", self.ops_before, self.ops_after)?;
+        writeln!(
+            f,
+            "Reduced from {} to {} ops ({reduction:.0}% reduction)",
+            self.ops_before, self.ops_after
+        )?;
         writeln!(f, "Fused kernels: {}", self.kernels)?;
-        let stop = self.stop_reason.map_or_else(|| "-".to_string(), |s| s.to_string());
+        let stop = self
+            .stop_reason
+            .map_or_else(|| "-".to_string(), |s| s.to_string());
         writeln!(
             f,
             "E-graph: {} nodes, {} classes, {} iterations, stopped: {stop}",

@@ -10,7 +10,7 @@
 //! commuted forms a rule needs are separate lines.
 
 use egg::{Applier, ConditionalApplier, Id, Pattern, PatternAst, Rewrite, Subst, Symbol, Var};
-use rfx_ir::{semantics, BinaryOp, DType, Scalar, UnaryOp};
+use rfx_ir::{BinaryOp, DType, Scalar, UnaryOp, semantics};
 
 use crate::lang::{Head, Node, OrdScalar, RfxAnalysis, RfxGraph};
 
@@ -82,7 +82,11 @@ const RULES: &[(RuleInfo, fn(&'static str) -> Rule)] = &[
 ];
 
 const fn info(name: &'static str, exactness: Exactness, summary: &'static str) -> RuleInfo {
-    RuleInfo { name, exactness, summary }
+    RuleInfo {
+        name,
+        exactness,
+        summary,
+    }
 }
 
 /// Every rule, with its exactness class and summary, in table order.
@@ -106,19 +110,29 @@ pub(crate) fn rules(refining: bool, fast_math: bool) -> Vec<Rule> {
 
 /// The rules with these names (for testing one rule alone).
 pub(crate) fn rules_named(names: &[&str]) -> Vec<Rule> {
-    RULES.iter().filter(|(info, _)| names.contains(&info.name)).map(|(info, make)| make(info.name)).collect()
+    RULES
+        .iter()
+        .filter(|(info, _)| names.contains(&info.name))
+        .map(|(info, make)| make(info.name))
+        .collect()
 }
 
 fn pattern(text: &str) -> Pattern<Node> {
     // The table is static and tested (`every_rule_builds`); a typo is a programming error.
-    text.parse().unwrap_or_else(|e| panic!("invariant: rule pattern `{text}` parses: {e}"))
+    text.parse()
+        .unwrap_or_else(|e| panic!("invariant: rule pattern `{text}` parses: {e}"))
 }
 
 fn var(name: &str) -> Var {
-    name.parse().unwrap_or_else(|e| panic!("invariant: `{name}` is a pattern variable: {e:?}"))
+    name.parse()
+        .unwrap_or_else(|e| panic!("invariant: `{name}` is a pattern variable: {e:?}"))
 }
 
-fn rewrite(name: &'static str, lhs: &str, applier: impl Applier<Node, RfxAnalysis> + Send + Sync + 'static) -> Rule {
+fn rewrite(
+    name: &'static str,
+    lhs: &str,
+    applier: impl Applier<Node, RfxAnalysis> + Send + Sync + 'static,
+) -> Rule {
     Rewrite::new(name, pattern(lhs), applier)
         .unwrap_or_else(|e| panic!("invariant: rule `{name}` is well formed: {e}"))
 }
@@ -146,13 +160,27 @@ fn identity_var(name: &'static str, lhs: &str, result: &str, pred: fn(Scalar) ->
     let condition = move |g: &mut RfxGraph, id: Id, s: &Subst| {
         constant(g, s[c]).is_some_and(pred) && same_type(g, s[x], id)
     };
-    rewrite(name, lhs, ConditionalApplier { condition, applier: pattern(result) })
+    rewrite(
+        name,
+        lhs,
+        ConditionalApplier {
+            condition,
+            applier: pattern(result),
+        },
+    )
 }
 
 fn same_type_rule(name: &'static str, lhs: &str, result: &str) -> Rule {
     let x = var(result);
     let condition = move |g: &mut RfxGraph, id: Id, s: &Subst| same_type(g, s[x], id);
-    rewrite(name, lhs, ConditionalApplier { condition, applier: pattern(result) })
+    rewrite(
+        name,
+        lhs,
+        ConditionalApplier {
+            condition,
+            applier: pattern(result),
+        },
+    )
 }
 
 /// `lhs → rhs` when `?c` satisfies `pred` and `?x` has the matched value's type (the rhs is an
@@ -162,14 +190,24 @@ fn when_const(name: &'static str, lhs: &str, rhs: &str, pred: fn(Scalar) -> bool
     let condition = move |g: &mut RfxGraph, id: Id, s: &Subst| {
         constant(g, s[c]).is_some_and(pred) && same_type(g, s[x], id)
     };
-    rewrite(name, lhs, ConditionalApplier { condition, applier: pattern(rhs) })
+    rewrite(
+        name,
+        lhs,
+        ConditionalApplier {
+            condition,
+            applier: pattern(rhs),
+        },
+    )
 }
 
 /// Replaces the matched value by a splat constant `value` of its own type, when `?c` satisfies
 /// `pred`.
 fn const_result(name: &'static str, lhs: &str, pred: fn(Scalar) -> bool, value: f64) -> Rule {
     let c = var("?c");
-    let applier = ConstApplier { value, guard: Some((c, pred)) };
+    let applier = ConstApplier {
+        value,
+        guard: Some((c, pred)),
+    };
     rewrite(name, lhs, applier)
 }
 
@@ -196,13 +234,19 @@ impl Applier<Node, RfxAnalysis> for ConstApplier {
         {
             return Vec::new();
         }
-        let Some(ty) = graph[eclass].data.ty.clone() else { return Vec::new() };
+        let Some(ty) = graph[eclass].data.ty.clone() else {
+            return Vec::new();
+        };
         if !ty.dtype.is_numeric() {
             return Vec::new();
         }
         let value = Scalar::from_f64(ty.dtype, self.value);
         let new = graph.add(Node::new(Head::Const(OrdScalar(value), ty.shape), Vec::new()));
-        if graph.union(eclass, new) { vec![eclass] } else { Vec::new() }
+        if graph.union(eclass, new) {
+            vec![eclass]
+        } else {
+            Vec::new()
+        }
     }
 }
 
@@ -227,17 +271,25 @@ impl Applier<Node, RfxAnalysis> for DivToMul {
         _rule: Symbol,
     ) -> Vec<Id> {
         let (x, c) = (subst[var("?x")], subst[var("?c")]);
-        let (Some(value), Some(c_ty)) = (constant(graph, c), graph[c].data.ty.clone()) else { return Vec::new() };
+        let (Some(value), Some(c_ty)) = (constant(graph, c), graph[c].data.ty.clone()) else {
+            return Vec::new();
+        };
         if !value.dtype().is_float() || !(self.any_constant || is_exact_reciprocal(value)) {
             return Vec::new();
         }
-        let Some(recip) = semantics::unary(UnaryOp::Recip, value) else { return Vec::new() };
+        let Some(recip) = semantics::unary(UnaryOp::Recip, value) else {
+            return Vec::new();
+        };
         if !self.any_constant && !is_exact_reciprocal(recip) {
             return Vec::new();
         }
         let r = graph.add(Node::new(Head::Const(OrdScalar(recip), c_ty.shape), Vec::new()));
         let product = graph.add(Node::new(Head::Binary(BinaryOp::Mul), vec![x, r]));
-        if graph.union(eclass, product) { vec![eclass] } else { Vec::new() }
+        if graph.union(eclass, product) {
+            vec![eclass]
+        } else {
+            Vec::new()
+        }
     }
 }
 

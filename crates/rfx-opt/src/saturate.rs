@@ -30,7 +30,10 @@ pub(crate) struct Saturation {
 /// Builds the e-graph of `kernel`; returns it with the e-class of every HIR value.
 pub(crate) fn to_egraph(kernel: &Kernel, config: &OptConfig) -> Result<(RfxGraph, Vec<Id>), OptError> {
     let input_types: Vec<TensorType> = kernel.inputs().map(|(_, _, ty)| ty.clone()).collect();
-    let analysis = RfxAnalysis { input_types, max_fold_elems: config.max_fold_elems };
+    let analysis = RfxAnalysis {
+        input_types,
+        max_fold_elems: config.max_fold_elems,
+    };
     let mut graph = RfxGraph::new(analysis);
     let mut ids: Vec<Id> = Vec::with_capacity(kernel.nodes().len());
     let mut input_index = 0u32;
@@ -54,7 +57,11 @@ pub(crate) fn to_egraph(kernel: &Kernel, config: &OptConfig) -> Result<(RfxGraph
         let children = node
             .args
             .iter()
-            .map(|a| ids.get(a.index()).copied().ok_or(OptError::InvalidValue(ValueId::new(index))))
+            .map(|a| {
+                ids.get(a.index())
+                    .copied()
+                    .ok_or(OptError::InvalidValue(ValueId::new(index)))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         let id = graph.add(Node::new(head, children));
         if graph[id].data.ty.as_ref() != Some(&node.ty) {
@@ -166,7 +173,10 @@ pub(crate) fn extract_graph(original: &Kernel, graph: &RfxGraph, ids: &[Id]) -> 
         inputs.push(b.input(name, ty.clone()).map_err(OptError::Rebuild)?);
     }
     for output in original.outputs() {
-        let root = ids.get(output.value.index()).copied().ok_or(OptError::InvalidValue(output.value))?;
+        let root = ids
+            .get(output.value.index())
+            .copied()
+            .ok_or(OptError::InvalidValue(output.value))?;
         let value = build_class(graph, &extractor, root, &mut b, &mut built, &inputs)?;
         b.output(output.name.clone(), value).map_err(OptError::Rebuild)?;
     }
@@ -212,8 +222,12 @@ fn build_class(
             Head::Input(i) => inputs.get(*i as usize).copied().ok_or(OptError::Cycle)?,
             Head::Const(value, shape) => b.constant(value.0, shape.clone()),
             Head::Cast(dtype) => b.cast(first(&args)?, *dtype).map_err(OptError::Rebuild)?,
-            Head::BroadcastTo(shape) => b.broadcast_to(first(&args)?, shape.clone()).map_err(OptError::Rebuild)?,
-            Head::Reshape(shape) => b.reshape(first(&args)?, shape.clone()).map_err(OptError::Rebuild)?,
+            Head::BroadcastTo(shape) => b
+                .broadcast_to(first(&args)?, shape.clone())
+                .map_err(OptError::Rebuild)?,
+            Head::Reshape(shape) => b
+                .reshape(first(&args)?, shape.clone())
+                .map_err(OptError::Rebuild)?,
             _ => b.op(node.to_op(), &args).map_err(OptError::Rebuild)?,
         };
         built.insert(class, value);

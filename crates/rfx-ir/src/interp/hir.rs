@@ -59,7 +59,9 @@ pub fn run_hir(kernel: &Kernel, inputs: &[ArrayView<'_>], mode: Mode) -> Result<
 /// that break the typing rules. Unreachable for a verified kernel; kept so that a verifier gap
 /// gives an error instead of a panic.
 fn unverified(_kernel: &Kernel, value: ValueId) -> InterpError {
-    InterpError::Inconsistent { location: value.to_string() }
+    InterpError::Inconsistent {
+        location: value.to_string(),
+    }
 }
 
 /// The dtype a value of `dtype` is held in under `mode`: `f64` for `f32` in oracle mode.

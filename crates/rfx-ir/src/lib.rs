@@ -16,6 +16,7 @@
 mod array;
 mod dtype;
 mod error;
+mod ids;
 mod ops;
 mod shape;
 mod text;
@@ -30,5 +31,6 @@ pub mod semantics;
 pub use array::{Array, ArrayData, ArrayLengthError, ArrayView, ArrayViewMut, DataMut, DataRef, Element};
 pub use dtype::{parse_scalar, DType, Scalar};
 pub use error::{ParseError, TypeError};
+pub use ids::BufId;
 pub use ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 pub use shape::{broadcast_shapes, Shape, TensorType};

@@ -10,6 +10,13 @@
 
 use crate::{DType, Shape};
 
+mod host;
+mod lir;
+mod mir;
+
+pub use lir::run_lir;
+pub use mir::run_mir;
+
 /// How floats are computed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Mode {

@@ -3,8 +3,8 @@
 #![allow(clippy::unwrap_used)]
 
 use proptest::prelude::*;
-use rfx_ir::interp::{run_lir, InterpError, Mode};
-use rfx_ir::lir::{self, parse, Inst, LirBuffer, LirKernel, LirProgram, Schedule, SlotId, Storage};
+use rfx_ir::interp::{InterpError, Mode, run_lir};
+use rfx_ir::lir::{self, Inst, LirBuffer, LirKernel, LirProgram, Schedule, SlotId, Storage, parse};
 use rfx_ir::{Array, ArrayData, BinaryOp, BufId, CmpOp, DType, ReduceOp, Scalar, Shape, TensorType, UnaryOp};
 
 const FUSED_CHAIN: &str = "\
@@ -297,19 +297,40 @@ fn corpus_verifies_and_round_trips() {
 fn parse_errors_point_at_the_token() {
     let header = "lir p arena 0 align 8 {\n  kernel k dims [1] reduce 0 vector 1 thread_min 1 tile 1 {\n    slots [f32]\n";
     let cases: &[(&str, &str)] = &[
-        ("    preamble {}\n    body {\n      s0 = load buf0 [1]\n    }\n  }\n}", "6:17: expected a declared buffer, found `buf0`"),
-        ("    preamble {}\n    body {\n      s1 = const 1.0\n    }\n  }\n}", "6:7: expected a declared slot `sN` (N < 1), found `s1`"),
-        ("    preamble {}\n    body {\n      s0 = const 1\n      s0 = frob s0\n    }\n  }\n}", "7:12: expected an op name, found `frob`"),
-        ("    preamble {}\n    body {\n      s0 = const true\n    }\n  }\n}", "6:18: expected a f32 literal, found `true`"),
-        ("    preamble {}\n    body {\n      x = const 1\n    }\n  }\n}", "6:7: expected an instruction (`sN = ...`, `store`, `reduce`) or `}`, found `x`"),
-        ("    preamble {}\n    body {}\n  }\n}\n}", "8:1: expected end of input, found `}`"),
+        (
+            "    preamble {}\n    body {\n      s0 = load buf0 [1]\n    }\n  }\n}",
+            "6:17: expected a declared buffer, found `buf0`",
+        ),
+        (
+            "    preamble {}\n    body {\n      s1 = const 1.0\n    }\n  }\n}",
+            "6:7: expected a declared slot `sN` (N < 1), found `s1`",
+        ),
+        (
+            "    preamble {}\n    body {\n      s0 = const 1\n      s0 = frob s0\n    }\n  }\n}",
+            "7:12: expected an op name, found `frob`",
+        ),
+        (
+            "    preamble {}\n    body {\n      s0 = const true\n    }\n  }\n}",
+            "6:18: expected a f32 literal, found `true`",
+        ),
+        (
+            "    preamble {}\n    body {\n      x = const 1\n    }\n  }\n}",
+            "6:7: expected an instruction (`sN = ...`, `store`, `reduce`) or `}`, found `x`",
+        ),
+        (
+            "    preamble {}\n    body {}\n  }\n}\n}",
+            "8:1: expected end of input, found `}`",
+        ),
         ("    body {}\n  }\n}", "4:5: expected `preamble`, found `body`"),
     ];
     for (rest, expected) in cases {
         let text = format!("{header}{rest}");
         assert_eq!(parse(&text).unwrap_err().to_string(), *expected, "{text}");
     }
-    assert_eq!(parse("lir p arena x").unwrap_err().to_string(), "1:13: expected an arena size in bytes, found `x`");
+    assert_eq!(
+        parse("lir p arena x").unwrap_err().to_string(),
+        "1:13: expected an arena size in bytes, found `x`"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -373,12 +394,34 @@ fn verifier_slot_rules() {
         with_body("f32, f32", "      s0 = neg s1", "      store buf1 [3,1] = s0"),
         ["kernel #0, preamble #0: s1 is read before it is written"]
     );
-    let mut program = parse(&kernel_text(XY, PLAIN, "f32", "", "      s0 = load buf0 [3,1]\n      store buf1 [3,1] = s0")).unwrap();
+    let mut program = parse(&kernel_text(
+        XY,
+        PLAIN,
+        "f32",
+        "",
+        "      s0 = load buf0 [3,1]\n      store buf1 [3,1] = s0",
+    ))
+    .unwrap();
     let mut kernels = program.kernels().to_vec();
-    kernels[0].body.push(Inst::Unary { dst: SlotId::new(5), op: UnaryOp::Neg, src: SlotId::new(7) });
+    kernels[0].body.push(Inst::Unary {
+        dst: SlotId::new(5),
+        op: UnaryOp::Neg,
+        src: SlotId::new(7),
+    });
     program = LirProgram::from_parts("p", program.buffers().to_vec(), 64, 8, kernels);
-    let messages: Vec<String> = lir::verify(&program).unwrap_err().errors().iter().map(ToString::to_string).collect();
-    assert_eq!(messages, ["kernel #0, body #2: unknown slot s7", "kernel #0, body #2: unknown slot s5"]);
+    let messages: Vec<String> = lir::verify(&program)
+        .unwrap_err()
+        .errors()
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            "kernel #0, body #2: unknown slot s7",
+            "kernel #0, body #2: unknown slot s5"
+        ]
+    );
 }
 
 #[test]
@@ -386,13 +429,32 @@ fn verifier_dtype_rules() {
     let load = "      s0 = load buf0 [3,1]\n";
     let store = "\n      store buf1 [3,1] = s0";
     let check = |slots: &str, insts: &str| with_body(slots, "", &format!("{load}{insts}{store}"));
-    assert_eq!(check("f32, i32", "      s1 = const 1\n      s0 = add s0, s1"), ["kernel #0, body #2: `add` needs operands of one dtype, got f32 and i32"]);
-    assert_eq!(check("f32, f32", "      s1 = lt s0, s0"), ["kernel #0, body #1: declared type f32 but the operands give bool"]);
-    assert_eq!(check("f32, bool", "      s1 = not s0"), ["kernel #0, body #1: `not` does not accept f32 operands"]);
-    assert_eq!(check("f32, f32", "      s0 = select s0, s0, s0"), ["kernel #0, body #1: `select` needs a bool condition, got f32"]);
     assert_eq!(
-        with_body("i32", "", "      s0 = load buf0 [3,1]\n      store buf1 [3,1] = s0"),
-        ["kernel #0, body #0: load of buf0 (dtype f32) into a i32 slot", "kernel #0, body #1: buf1 has dtype f32 but a i32 slot is written"]
+        check("f32, i32", "      s1 = const 1\n      s0 = add s0, s1"),
+        ["kernel #0, body #2: `add` needs operands of one dtype, got f32 and i32"]
+    );
+    assert_eq!(
+        check("f32, f32", "      s1 = lt s0, s0"),
+        ["kernel #0, body #1: declared type f32 but the operands give bool"]
+    );
+    assert_eq!(
+        check("f32, bool", "      s1 = not s0"),
+        ["kernel #0, body #1: `not` does not accept f32 operands"]
+    );
+    assert_eq!(
+        check("f32, f32", "      s0 = select s0, s0, s0"),
+        ["kernel #0, body #1: `select` needs a bool condition, got f32"]
+    );
+    assert_eq!(
+        with_body(
+            "i32",
+            "",
+            "      s0 = load buf0 [3,1]\n      store buf1 [3,1] = s0"
+        ),
+        [
+            "kernel #0, body #0: load of buf0 (dtype f32) into a i32 slot",
+            "kernel #0, body #1: buf1 has dtype f32 but a i32 slot is written"
+        ]
     );
     let reduce = kernel_text(
         "  buf0: f32[2,3] = input x\n  buf1: bool[2] = output y",
@@ -401,17 +463,27 @@ fn verifier_dtype_rules() {
         "",
         "      s0 = load buf0 [3,1]\n      s1 = lt s0, s0\n      reduce sum buf1 = s1",
     );
-    assert_eq!(errors_of(&reduce), ["kernel #0, body #2: `sum` does not reduce bool values"]);
+    assert_eq!(
+        errors_of(&reduce),
+        ["kernel #0, body #2: `sum` does not reduce bool values"]
+    );
 }
 
 #[test]
 fn verifier_buffer_rules() {
     assert_eq!(
         with_body("f32", "", "      s0 = load buf0 [3]\n      store buf1 [3,2] = s0"),
-        ["kernel #0, body #0: 1 stride(s) for a 2-dimensional loop nest", "kernel #0, body #1: reaches element 7 of buf1, which has 6 element(s)"]
+        [
+            "kernel #0, body #0: 1 stride(s) for a 2-dimensional loop nest",
+            "kernel #0, body #1: reaches element 7 of buf1, which has 6 element(s)"
+        ]
     );
     assert_eq!(
-        with_body("f32", "", "      s0 = load buf0 [3,1]\n      store buf0 [3,1] = s0\n      store buf1 [3,1] = s0"),
+        with_body(
+            "f32",
+            "",
+            "      s0 = load buf0 [3,1]\n      store buf0 [3,1] = s0\n      store buf1 [3,1] = s0"
+        ),
         ["kernel #0, body #1: input buffer buf0 is written"]
     );
     let reduce = |header: &str, out: &str| {
@@ -429,7 +501,10 @@ fn verifier_buffer_rules() {
     );
     assert_eq!(
         reduce("dims [2,3] reduce 3 vector 3 thread_min 1 tile 1", "f32[]"),
-        ["kernel #0: 3 reduced dims in a 2-dimensional loop nest", "kernel #0: vector width 3 is not a power of two"]
+        [
+            "kernel #0: 3 reduced dims in a 2-dimensional loop nest",
+            "kernel #0: vector width 3 is not a power of two"
+        ]
     );
     let text = "lir p arena 0 align 8 {
   buf0: f32[3] = arena 0
@@ -487,9 +562,16 @@ fn verifier_arena_and_preamble_rules() {
     );
     // Unknown buffers only come from `from_parts`.
     let mut kernels = program("fused_chain").kernels().to_vec();
-    kernels[0].body[0] = Inst::Load { dst: SlotId::new(0), buf: BufId::new(9), strides: vec![1] };
+    kernels[0].body[0] = Inst::Load {
+        dst: SlotId::new(0),
+        buf: BufId::new(9),
+        strides: vec![1],
+    };
     let bad = LirProgram::from_parts("p", program("fused_chain").buffers().to_vec(), 0, 64, kernels);
-    assert_eq!(lir::verify(&bad).unwrap_err().errors()[0].to_string(), "kernel #0, body #0: unknown buffer buf9");
+    assert_eq!(
+        lir::verify(&bad).unwrap_err().errors()[0].to_string(),
+        "kernel #0, body #0: unknown buffer buf9"
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -501,14 +583,20 @@ fn f32s(array: &Array) -> Vec<f32> {
 
 #[test]
 fn interp_fused_chain_with_slot_reuse() {
-    let (x, y) = (Array::from_slice(&[0.0f32, 1.0, 2.0]), Array::from_slice(&[1.0f32, 2.0, 3.0]));
+    let (x, y) = (
+        Array::from_slice(&[0.0f32, 1.0, 2.0]),
+        Array::from_slice(&[1.0f32, 2.0, 3.0]),
+    );
     let out = run_lir(&program("fused_chain"), &[x.view(), y.view()], Mode::Native).unwrap();
     let expected = [1.0f32, 2.9092975, 2.2431975];
     for (f, e) in f32s(&out[0]).iter().zip(expected) {
         assert!((f - e).abs() <= 1e-6 * e.abs(), "{f} vs {e}");
     }
     let oracle = run_lir(&program("fused_chain"), &[x.view(), y.view()], Mode::Oracle).unwrap();
-    assert_eq!(oracle[0].as_slice::<f64>().unwrap(), [1.0, 2.0f64.sin() + 2.0, 4.0f64.sin() + 3.0]);
+    assert_eq!(
+        oracle[0].as_slice::<f64>().unwrap(),
+        [1.0, 2.0f64.sin() + 2.0, 4.0f64.sin() + 3.0]
+    );
 }
 
 #[test]
@@ -526,17 +614,29 @@ fn interp_broadcast_and_scalar_preamble() {
 #[test]
 fn interp_reductions() {
     let x = Array::from_vec([2, 3], vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
-    assert_eq!(f32s(&run_lir(&program("row_sum"), &[x.view()], Mode::Native).unwrap()[0]), [6.0, 15.0]);
-    assert_eq!(f32s(&run_lir(&program("col_max_outer_axis"), &[x.view()], Mode::Native).unwrap()[0]), [4.0, 5.0, 6.0]);
+    assert_eq!(
+        f32s(&run_lir(&program("row_sum"), &[x.view()], Mode::Native).unwrap()[0]),
+        [6.0, 15.0]
+    );
+    assert_eq!(
+        f32s(&run_lir(&program("col_max_outer_axis"), &[x.view()], Mode::Native).unwrap()[0]),
+        [4.0, 5.0, 6.0]
+    );
     let out = run_lir(&program("store_and_reduce"), &[x.view()], Mode::Native).unwrap();
-    let e: Vec<f32> = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0].iter().map(|v| v.exp()).collect();
+    let e: Vec<f32> = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]
+        .iter()
+        .map(|v| v.exp())
+        .collect();
     assert_eq!(f32s(&out[0]), e);
     assert_eq!(f32s(&out[1]), [e[0] + e[1] + e[2], e[3] + e[4] + e[5]]);
     let values: Vec<f64> = (0..24).map(|i| -f64::from(i)).collect();
     let x3 = Array::from_vec([2, 3, 4], values).unwrap();
     let mean = run_lir(&program("middle_mean"), &[x3.view()], Mode::Native).unwrap();
     assert_eq!(mean[0].shape(), &Shape::new([2, 1, 4]));
-    assert_eq!(mean[0].as_slice::<f64>().unwrap(), [4.0, 5.0, 6.0, 7.0, 16.0, 17.0, 18.0, 19.0]);
+    assert_eq!(
+        mean[0].as_slice::<f64>().unwrap(),
+        [4.0, 5.0, 6.0, 7.0, 16.0, 17.0, 18.0, 19.0]
+    );
 }
 
 #[test]
@@ -578,7 +678,7 @@ fn interp_memory_plan_sharing_and_overlap() {
         assert_eq!(out[0].to_f64_vec(), [0.0; 4], "{mode:?}");
     }
     // A partial overlap (t3 shifted by one element into t2) is also visible.
-    let shifted = SHARED_PLAN.replace("buf3: f32[4] = arena 0", "buf3: f32[4] = arena 12").replace("arena 32", "arena 32");
+    let shifted = SHARED_PLAN.replace("buf3: f32[4] = arena 0", "buf3: f32[4] = arena 12");
     let out = run_lir(&parse(&shifted).unwrap(), &[x.view()], Mode::Native).unwrap();
     assert_ne!(f32s(&out[0]), expected);
 }
@@ -587,15 +687,22 @@ fn interp_memory_plan_sharing_and_overlap() {
 fn interp_input_validation() {
     let p = program("fused_chain");
     let x = Array::from_slice(&[0.0f32, 1.0, 2.0]);
-    assert_eq!(run_lir(&p, &[], Mode::Native).unwrap_err().to_string(), "expected 2 input(s), got 0");
+    assert_eq!(
+        run_lir(&p, &[], Mode::Native).unwrap_err().to_string(),
+        "expected 2 input(s), got 0"
+    );
     let ints = Array::from_slice(&[0i32, 1, 2]);
     assert_eq!(
-        run_lir(&p, &[ints.view(), x.view()], Mode::Native).unwrap_err().to_string(),
+        run_lir(&p, &[ints.view(), x.view()], Mode::Native)
+            .unwrap_err()
+            .to_string(),
         "input `x`: expected dtype f32, got i32"
     );
     let long = Array::from_vec([1, 3], vec![0.0f32, 1.0, 2.0]).unwrap();
     assert_eq!(
-        run_lir(&p, &[x.view(), long.view()], Mode::Native).unwrap_err().to_string(),
+        run_lir(&p, &[x.view(), long.view()], Mode::Native)
+            .unwrap_err()
+            .to_string(),
         "input `y`: expected shape [3], got [1,3]"
     );
 }
@@ -663,8 +770,12 @@ impl KernelGen {
 
     /// A destination of `dtype`: a fresh slot, or (in the body) a reused body slot.
     fn dst(&mut self, rng: &mut Rng, in_body: bool, dtype: DType) -> SlotId {
-        let reusable: Vec<SlotId> =
-            self.body_slots.iter().copied().filter(|s| self.slots[s.index()] == dtype).collect();
+        let reusable: Vec<SlotId> = self
+            .body_slots
+            .iter()
+            .copied()
+            .filter(|s| self.slots[s.index()] == dtype)
+            .collect();
         let slot = if in_body && !reusable.is_empty() && rng.chance(40) {
             rng.pick(&reusable)
         } else {
@@ -687,42 +798,79 @@ impl KernelGen {
             0 => {
                 let dtype = rng_dtype(rng);
                 let value = random_scalar(rng, dtype);
-                Inst::Const { dst: self.dst(rng, in_body, value.dtype()), value }
+                Inst::Const {
+                    dst: self.dst(rng, in_body, value.dtype()),
+                    value,
+                }
             }
             1 => {
                 let src = pick(rng, self, None)?;
                 let dtype = rng_dtype(rng);
-                Inst::Cast { dst: self.dst(rng, in_body, dtype), src }
+                Inst::Cast {
+                    dst: self.dst(rng, in_body, dtype),
+                    src,
+                }
             }
             2 => {
                 let src = pick(rng, self, None)?;
                 let dtype = self.slots[src.index()];
-                let ops: Vec<UnaryOp> = UnaryOp::ALL.iter().copied().filter(|op| op.accepts(dtype)).collect();
+                let ops: Vec<UnaryOp> = UnaryOp::ALL
+                    .iter()
+                    .copied()
+                    .filter(|op| op.accepts(dtype))
+                    .collect();
                 let op = *ops.first().map(|_| &ops[rng.below(ops.len())])?;
-                Inst::Unary { dst: self.dst(rng, in_body, dtype), op, src }
+                Inst::Unary {
+                    dst: self.dst(rng, in_body, dtype),
+                    op,
+                    src,
+                }
             }
             3 => {
                 let lhs = pick(rng, self, None)?;
                 let dtype = self.slots[lhs.index()];
                 let rhs = pick(rng, self, Some(dtype)).unwrap_or(lhs);
-                let ops: Vec<BinaryOp> = BinaryOp::ALL.iter().copied().filter(|op| op.accepts(dtype)).collect();
+                let ops: Vec<BinaryOp> = BinaryOp::ALL
+                    .iter()
+                    .copied()
+                    .filter(|op| op.accepts(dtype))
+                    .collect();
                 let op = *ops.first().map(|_| &ops[rng.below(ops.len())])?;
-                Inst::Binary { dst: self.dst(rng, in_body, dtype), op, lhs, rhs }
+                Inst::Binary {
+                    dst: self.dst(rng, in_body, dtype),
+                    op,
+                    lhs,
+                    rhs,
+                }
             }
             4 => {
                 let lhs = pick(rng, self, None)?;
                 let dtype = self.slots[lhs.index()];
                 let rhs = pick(rng, self, Some(dtype)).unwrap_or(lhs);
-                let ops: Vec<CmpOp> = CmpOp::ALL.iter().copied().filter(|op| op.accepts(dtype)).collect();
+                let ops: Vec<CmpOp> = CmpOp::ALL
+                    .iter()
+                    .copied()
+                    .filter(|op| op.accepts(dtype))
+                    .collect();
                 let op = rng.pick(&ops);
-                Inst::Compare { dst: self.dst(rng, in_body, DType::Bool), op, lhs, rhs }
+                Inst::Compare {
+                    dst: self.dst(rng, in_body, DType::Bool),
+                    op,
+                    lhs,
+                    rhs,
+                }
             }
             _ => {
                 let cond = pick(rng, self, Some(DType::Bool))?;
                 let on_true = pick(rng, self, None)?;
                 let dtype = self.slots[on_true.index()];
                 let on_false = pick(rng, self, Some(dtype)).unwrap_or(on_true);
-                Inst::Select { dst: self.dst(rng, in_body, dtype), cond, on_true, on_false }
+                Inst::Select {
+                    dst: self.dst(rng, in_body, dtype),
+                    cond,
+                    on_true,
+                    on_false,
+                }
             }
         })
     }
@@ -745,24 +893,43 @@ fn random_schedule(rng: &mut Rng) -> Schedule {
 fn random_program(seed: u64) -> LirProgram {
     let mut rng = Rng(seed);
     let rank = rng.below(4);
-    let dims: Vec<usize> = (0..rank).map(|_| if rng.chance(5) { 0 } else { 1 + rng.below(3) }).collect();
+    let dims: Vec<usize> = (0..rank)
+        .map(|_| if rng.chance(5) { 0 } else { 1 + rng.below(3) })
+        .collect();
     let reduce_dims = rng.below(rank + 1);
     let domain = Shape::new(dims.clone());
     let leading = Shape::new(dims[..rank - reduce_dims].to_vec());
     let mut buffers = Vec::new();
-    let mut kgen = KernelGen { slots: vec![], preamble_slots: vec![], body_slots: vec![] };
+    let mut kgen = KernelGen {
+        slots: vec![],
+        preamble_slots: vec![],
+        body_slots: vec![],
+    };
     let (mut preamble, mut body) = (Vec::new(), Vec::new());
     for i in 0..1 + rng.below(3) {
         let dtype = rng_dtype(&mut rng);
         let scalar = rng.chance(30);
         let shape = if scalar { Shape::scalar() } else { domain.clone() };
         let strides = shape.broadcast_strides(&domain).unwrap();
-        buffers.push(LirBuffer { ty: TensorType::new(dtype, shape), storage: Storage::Input { name: format!("in{i}") } });
+        buffers.push(LirBuffer {
+            ty: TensorType::new(dtype, shape),
+            storage: Storage::Input {
+                name: format!("in{i}"),
+            },
+        });
         let buf = BufId::new(i);
         if scalar {
-            preamble.push(Inst::Load { dst: kgen.dst(&mut rng, false, dtype), buf, strides });
+            preamble.push(Inst::Load {
+                dst: kgen.dst(&mut rng, false, dtype),
+                buf,
+                strides,
+            });
         } else {
-            body.push(Inst::Load { dst: kgen.dst(&mut rng, true, dtype), buf, strides });
+            body.push(Inst::Load {
+                dst: kgen.dst(&mut rng, true, dtype),
+                buf,
+                strides,
+            });
         }
     }
     for _ in 0..rng.below(4) {
@@ -779,22 +946,44 @@ fn random_program(seed: u64) -> LirProgram {
     let mut add_buffer = |buffers: &mut Vec<LirBuffer>, ty: TensorType, storage: Option<Storage>| {
         let storage = storage.unwrap_or_else(|| {
             outputs += 1;
-            Storage::Output { name: format!("out{outputs}") }
+            Storage::Output {
+                name: format!("out{outputs}"),
+            }
         });
         buffers.push(LirBuffer { ty, storage });
         BufId::new(buffers.len() - 1)
     };
     let readable = kgen.readable(true, None);
     let src = rng.pick(&readable);
-    let buf = add_buffer(&mut buffers, TensorType::new(kgen.slots[src.index()], domain.clone()), None);
-    body.push(Inst::Store { buf, strides: domain.strides(), src });
-    let numeric: Vec<SlotId> = readable.iter().copied().filter(|s| kgen.slots[s.index()].is_numeric()).collect();
+    let buf = add_buffer(
+        &mut buffers,
+        TensorType::new(kgen.slots[src.index()], domain.clone()),
+        None,
+    );
+    body.push(Inst::Store {
+        buf,
+        strides: domain.strides(),
+        src,
+    });
+    let numeric: Vec<SlotId> = readable
+        .iter()
+        .copied()
+        .filter(|s| kgen.slots[s.index()].is_numeric())
+        .collect();
     if !numeric.is_empty() && rng.chance(60) {
         let src = rng.pick(&numeric);
         let dtype = kgen.slots[src.index()];
-        let ops: Vec<ReduceOp> = ReduceOp::ALL.iter().copied().filter(|op| op.accepts(dtype)).collect();
+        let ops: Vec<ReduceOp> = ReduceOp::ALL
+            .iter()
+            .copied()
+            .filter(|op| op.accepts(dtype))
+            .collect();
         let buf = add_buffer(&mut buffers, TensorType::new(dtype, leading.clone()), None);
-        body.push(Inst::Reduce { op: rng.pick(&ops), buf, src });
+        body.push(Inst::Reduce {
+            op: rng.pick(&ops),
+            buf,
+            src,
+        });
     }
     let mut arena_bytes = 0;
     let mut kernels = Vec::new();
@@ -803,9 +992,16 @@ fn random_program(seed: u64) -> LirProgram {
         let dtype = kgen.slots[src.index()];
         let offset = dtype.size_bytes() * rng.below(8);
         arena_bytes = offset + dtype.size_bytes() * domain.numel() + rng.below(16);
-        let temp =
-            add_buffer(&mut buffers, TensorType::new(dtype, domain.clone()), Some(Storage::Arena { offset }));
-        body.push(Inst::Store { buf: temp, strides: domain.strides(), src });
+        let temp = add_buffer(
+            &mut buffers,
+            TensorType::new(dtype, domain.clone()),
+            Some(Storage::Arena { offset }),
+        );
+        body.push(Inst::Store {
+            buf: temp,
+            strides: domain.strides(),
+            src,
+        });
         (temp, dtype)
     });
     kernels.push(LirKernel {
@@ -818,16 +1014,32 @@ fn random_program(seed: u64) -> LirProgram {
         body,
     });
     if let Some((temp, dtype)) = second {
-        let mut kgen = KernelGen { slots: vec![], preamble_slots: vec![], body_slots: vec![] };
-        let mut body = vec![Inst::Load { dst: kgen.dst(&mut rng, true, dtype), buf: temp, strides: domain.strides() }];
+        let mut kgen = KernelGen {
+            slots: vec![],
+            preamble_slots: vec![],
+            body_slots: vec![],
+        };
+        let mut body = vec![Inst::Load {
+            dst: kgen.dst(&mut rng, true, dtype),
+            buf: temp,
+            strides: domain.strides(),
+        }];
         for _ in 0..rng.below(5) {
             if let Some(inst) = kgen.random_inst(&mut rng, true) {
                 body.push(inst);
             }
         }
         let src = rng.pick(&kgen.readable(true, None));
-        let buf = add_buffer(&mut buffers, TensorType::new(kgen.slots[src.index()], domain.clone()), None);
-        body.push(Inst::Store { buf, strides: domain.strides(), src });
+        let buf = add_buffer(
+            &mut buffers,
+            TensorType::new(kgen.slots[src.index()], domain.clone()),
+            None,
+        );
+        body.push(Inst::Store {
+            buf,
+            strides: domain.strides(),
+            src,
+        });
         kernels.push(LirKernel {
             name: "k1".into(),
             dims,
@@ -846,7 +1058,11 @@ fn random_inputs(rng: &mut Rng, program: &LirProgram) -> Vec<Array> {
         .inputs()
         .map(|(_, _, ty)| {
             let values = (0..ty.shape.numel()).map(|_| random_scalar(rng, ty.dtype));
-            Array::new(ty.shape.clone(), ArrayData::from_scalars(ty.dtype, values).unwrap()).unwrap()
+            Array::new(
+                ty.shape.clone(),
+                ArrayData::from_scalars(ty.dtype, values).unwrap(),
+            )
+            .unwrap()
         })
         .collect()
 }
@@ -866,7 +1082,9 @@ fn mutate(text: &str, seed: u64) -> String {
                 chars.splice(at..at, span);
             }
             2 => {
-                let junk = rng.pick(&["s", "s99", "buf", "[", "]", "{", "}", "=", ",", "nan", "-", "9", "\n", "é", "const"]);
+                let junk = rng.pick(&[
+                    "s", "s99", "buf", "[", "]", "{", "}", "=", ",", "nan", "-", "9", "\n", "é", "const",
+                ]);
                 chars.splice(at..at, junk.chars());
             }
             _ => {

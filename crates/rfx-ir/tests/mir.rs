@@ -3,9 +3,9 @@
 #![allow(clippy::unwrap_used)]
 
 use proptest::prelude::*;
-use rfx_ir::interp::{run_mir, InterpError, Mode};
+use rfx_ir::interp::{InterpError, Mode, run_mir};
 use rfx_ir::mir::{
-    self, parse, BufKind, Buffer, MirInst, MirKernel, MirOp, MirProgram, MirValue, Reduction, Store,
+    self, BufKind, Buffer, MirInst, MirKernel, MirOp, MirProgram, MirValue, Reduction, Store, parse,
 };
 use rfx_ir::{Array, BinaryOp, BufId, CmpOp, DType, ReduceOp, Scalar, Shape, TensorType, UnaryOp};
 
@@ -225,23 +225,56 @@ fn parse_renames_labels_and_values_densely() {
   }
 }";
     let program = parse(text).unwrap();
-    assert_eq!(program.kernels()[0].stores[0], Store { buf: BufId::new(1), value: MirValue::new(1) });
+    assert_eq!(
+        program.kernels()[0].stores[0],
+        Store {
+            buf: BufId::new(1),
+            value: MirValue::new(1)
+        }
+    );
     assert!(program.to_string().contains("%1 = neg %0 : f32"));
 }
 
 #[test]
 fn parse_errors_point_at_the_token() {
     let cases: &[(&str, &str)] = &[
-        ("mir p {\n  kernel k [1] {\n    %0 = load buf0 [1] : f32\n  }\n}", "3:15: expected a declared buffer, found `buf0`"),
-        ("mir p {\n  kernel k [1] {\n    %0 = neg %1 : f32\n  }\n}", "3:14: expected a defined value, found `%1`"),
-        ("mir p {\n  kernel k [1] {\n    %0 = frobnicate %1 : f32\n  }\n}", "3:10: expected an op name, found `frobnicate`"),
+        (
+            "mir p {\n  kernel k [1] {\n    %0 = load buf0 [1] : f32\n  }\n}",
+            "3:15: expected a declared buffer, found `buf0`",
+        ),
+        (
+            "mir p {\n  kernel k [1] {\n    %0 = neg %1 : f32\n  }\n}",
+            "3:14: expected a defined value, found `%1`",
+        ),
+        (
+            "mir p {\n  kernel k [1] {\n    %0 = frobnicate %1 : f32\n  }\n}",
+            "3:10: expected an op name, found `frobnicate`",
+        ),
         ("mir p {\n}\nextra", "3:1: expected end of input, found `extra`"),
-        ("mir p {\n  b: f32[1] = input x\n  b: f32[1] = input y\n}", "3:3: buffer `b` is declared twice"),
-        ("mir p {\n  kernel k [] {\n    %0 = const 1.5 : i32\n  }\n}", "3:16: expected a i32 literal, found `1.5`"),
-        ("mir p {\n  kernel k [] {\n    %0 = const 1 : i32\n    %0 = const 2 : i32\n  }\n}", "4:5: value `%0` is defined twice"),
-        ("mir p {\n  b: f32[1] = weird\n}", "2:15: expected `input`, `output` or `temp`, found `weird`"),
-        ("mir p {\n  kernel k [] {\n    store\n  }\n}", "4:3: expected a declared buffer, found `}`"),
-        ("mir p {\n  b: f32[1] = output o\n  kernel k [1] {\n    %0 = load b [1] : f32\n    reduce avg b = %0 axes [0]\n  }\n}", "5:12: expected a reduction (`sum`, `prod`, `max`, `min` or `mean`), found `avg`"),
+        (
+            "mir p {\n  b: f32[1] = input x\n  b: f32[1] = input y\n}",
+            "3:3: buffer `b` is declared twice",
+        ),
+        (
+            "mir p {\n  kernel k [] {\n    %0 = const 1.5 : i32\n  }\n}",
+            "3:16: expected a i32 literal, found `1.5`",
+        ),
+        (
+            "mir p {\n  kernel k [] {\n    %0 = const 1 : i32\n    %0 = const 2 : i32\n  }\n}",
+            "4:5: value `%0` is defined twice",
+        ),
+        (
+            "mir p {\n  b: f32[1] = weird\n}",
+            "2:15: expected `input`, `output` or `temp`, found `weird`",
+        ),
+        (
+            "mir p {\n  kernel k [] {\n    store\n  }\n}",
+            "4:3: expected a declared buffer, found `}`",
+        ),
+        (
+            "mir p {\n  b: f32[1] = output o\n  kernel k [1] {\n    %0 = load b [1] : f32\n    reduce avg b = %0 axes [0]\n  }\n}",
+            "5:12: expected a reduction (`sum`, `prod`, `max`, `min` or `mean`), found `avg`",
+        ),
         ("", "1:1: expected `mir`, found end of input"),
     ];
     for (text, expected) in cases {
@@ -315,30 +348,48 @@ fn verifier_operand_rules() {
         ["kernel #0, %1: `select` needs a bool condition, got f32"]
     );
     assert_eq!(
-        with("    %0 = load buf0 [3,1] : f32\n    %1 = lt %0, %0 : bool\n    %2 = cast %1 : i32\n    %3 = cast %2 : f32"),
+        with(
+            "    %0 = load buf0 [3,1] : f32\n    %1 = lt %0, %0 : bool\n    %2 = cast %1 : i32\n    %3 = cast %2 : f32"
+        ),
         Vec::<String>::new()
     );
     // Use before definition can only come from `from_parts`: the parser rejects it.
     let program = MirProgram::from_parts(
         "p",
-        vec![Buffer { ty: TensorType::new(DType::F32, [3]), kind: BufKind::Output { name: "y".into() } }],
+        vec![Buffer {
+            ty: TensorType::new(DType::F32, [3]),
+            kind: BufKind::Output { name: "y".into() },
+        }],
         vec![MirKernel {
             name: "k0".into(),
             domain: Shape::new([3]),
-            body: vec![MirInst { op: MirOp::Unary(UnaryOp::Neg), args: vec![MirValue::new(0)], dtype: DType::F32 }],
-            stores: vec![Store { buf: BufId::new(0), value: MirValue::new(0) }],
+            body: vec![MirInst {
+                op: MirOp::Unary(UnaryOp::Neg),
+                args: vec![MirValue::new(0)],
+                dtype: DType::F32,
+            }],
+            stores: vec![Store {
+                buf: BufId::new(0),
+                value: MirValue::new(0),
+            }],
             reductions: vec![],
         }],
     );
     let errors = mir::verify(&program).unwrap_err();
     let messages: Vec<String> = errors.errors().iter().map(ToString::to_string).collect();
-    assert_eq!(messages, ["kernel #0, %0: operand %0 is not defined before its use"]);
+    assert_eq!(
+        messages,
+        ["kernel #0, %0: operand %0 is not defined before its use"]
+    );
 }
 
 #[test]
 fn verifier_load_rules() {
     let with = |body: &str| errors_of(&one_kernel(XY, &format!("{body}\n    store buf1 = %0")));
-    assert_eq!(with("    %0 = load buf0 [1] : f32"), ["kernel #0, %0: load has 1 stride(s) but the domain has rank 2"]);
+    assert_eq!(
+        with("    %0 = load buf0 [1] : f32"),
+        ["kernel #0, %0: load has 1 stride(s) but the domain has rank 2"]
+    );
     assert_eq!(
         with("    %0 = load buf0 [3,2] : f32"),
         ["kernel #0, %0: load reaches element 7 of buf0, which has 6 element(s)"]
@@ -362,15 +413,24 @@ fn verifier_load_rules() {
 }";
     assert_eq!(
         errors_of(text),
-        ["kernel #0, %0: buf0 is read before an earlier kernel writes it", "kernel #0, %1: buf1 is read by the kernel that writes it"]
+        [
+            "kernel #0, %0: buf0 is read before an earlier kernel writes it",
+            "kernel #0, %1: buf1 is read by the kernel that writes it"
+        ]
     );
     // An unknown buffer.
     let mut program = parse(FUSED_CHAIN).unwrap();
     let mut kernels = program.kernels().to_vec();
-    kernels[0].body[0].op = MirOp::Load { buf: BufId::new(9), strides: vec![1] };
+    kernels[0].body[0].op = MirOp::Load {
+        buf: BufId::new(9),
+        strides: vec![1],
+    };
     program = MirProgram::from_parts("p", program.buffers().to_vec(), kernels);
     let errors = mir::verify(&program).unwrap_err();
-    assert_eq!(errors.errors()[0].to_string(), "kernel #0, %0: unknown buffer buf9");
+    assert_eq!(
+        errors.errors()[0].to_string(),
+        "kernel #0, %0: unknown buffer buf9"
+    );
 }
 
 #[test]
@@ -411,22 +471,33 @@ fn verifier_reduction_rules() {
     let with = |reduce: &str| {
         errors_of(&one_kernel(
             "  buf0: f32[2,3] = input x\n  buf1: f32[2] = output y\n  buf2: bool[2] = output b",
-            &format!("    %0 = load buf0 [3,1] : f32\n    %1 = lt %0, %0 : bool\n    reduce max buf2 = %1 axes [1]\n{reduce}"),
+            &format!(
+                "    %0 = load buf0 [3,1] : f32\n    %1 = lt %0, %0 : bool\n    reduce max buf2 = %1 axes [1]\n{reduce}"
+            ),
         ))
     };
     let bool_error = "kernel #0, reduction #0: `max` does not reduce bool values";
     assert_eq!(with("    reduce sum buf1 = %0 axes [1]"), [bool_error]);
     assert_eq!(
         with("    reduce sum buf1 = %0 axes [2]"),
-        [bool_error, "kernel #0, reduction #1: reduction axis 2 is out of range for a rank-2 domain"]
+        [
+            bool_error,
+            "kernel #0, reduction #1: reduction axis 2 is out of range for a rank-2 domain"
+        ]
     );
     assert_eq!(
         with("    reduce sum buf1 = %0 axes [1,1]"),
-        [bool_error, "kernel #0, reduction #1: reduction axes [1, 1] are not sorted and unique"]
+        [
+            bool_error,
+            "kernel #0, reduction #1: reduction axes [1, 1] are not sorted and unique"
+        ]
     );
     assert_eq!(
         with("    reduce sum buf1 = %0 axes [0]"),
-        [bool_error, "kernel #0, reduction #1: buf1 has 2 element(s) but 3 are written"]
+        [
+            bool_error,
+            "kernel #0, reduction #1: buf1 has 2 element(s) but 3 are written"
+        ]
     );
 }
 
@@ -443,7 +514,13 @@ fn verifier_name_rules() {
     store buf3 = %0
   }
 }";
-    assert_eq!(errors_of(text), ["buf1: duplicate input name `x`", "buf3: duplicate output name `y`"]);
+    assert_eq!(
+        errors_of(text),
+        [
+            "buf1: duplicate input name `x`",
+            "buf3: duplicate output name `y`"
+        ]
+    );
     let program = MirProgram::from_parts("bad name", vec![], vec![]);
     let errors = mir::verify(&program).unwrap_err();
     assert_eq!(
@@ -462,7 +539,10 @@ fn f32s(array: &Array) -> Vec<f32> {
 fn assert_close(found: &[f32], expected: &[f32]) {
     assert_eq!(found.len(), expected.len());
     for (f, e) in found.iter().zip(expected) {
-        assert!((f - e).abs() <= 1e-6 * e.abs().max(1.0), "{found:?} vs {expected:?}");
+        assert!(
+            (f - e).abs() <= 1e-6 * e.abs().max(1.0),
+            "{found:?} vs {expected:?}"
+        );
     }
 }
 
@@ -473,7 +553,10 @@ fn program(name: &str) -> MirProgram {
 
 #[test]
 fn interp_fused_chain() {
-    let (x, y) = (Array::from_slice(&[0.0f32, 1.0, 2.0]), Array::from_slice(&[1.0f32, 2.0, 3.0]));
+    let (x, y) = (
+        Array::from_slice(&[0.0f32, 1.0, 2.0]),
+        Array::from_slice(&[1.0f32, 2.0, 3.0]),
+    );
     let out = run_mir(&program("fused_chain"), &[x.view(), y.view()], Mode::Native).unwrap();
     assert_close(&f32s(&out[0]), &[1.0, 2.9092975, 2.2431975]);
     let oracle = run_mir(&program("fused_chain"), &[x.view(), y.view()], Mode::Oracle).unwrap();
@@ -531,7 +614,10 @@ fn interp_reductions_mean_max_middle_axis() {
     let x3 = Array::from_vec([2, 3, 4], values).unwrap();
     let mean = run_mir(&program("reduce_middle_keepdims"), &[x3.view()], Mode::Native).unwrap();
     // |x| over axis 1: mean of i, i+4, i+8 = i+4 for i in 0..4, then 12..16 +4.
-    assert_eq!(mean[0].as_slice::<f64>().unwrap(), [4.0, 5.0, 6.0, 7.0, 16.0, 17.0, 18.0, 19.0]);
+    assert_eq!(
+        mean[0].as_slice::<f64>().unwrap(),
+        [4.0, 5.0, 6.0, 7.0, 16.0, 17.0, 18.0, 19.0]
+    );
 }
 
 #[test]
@@ -629,51 +715,100 @@ fn random_scalar(rng: &mut Rng, dtype: DType) -> Scalar {
 fn random_body(rng: &mut Rng, body: &mut Vec<MirInst>, n_insts: usize) {
     for _ in 0..n_insts {
         let pick_value = |rng: &mut Rng, body: &[MirInst], want: Option<DType>| -> Option<MirValue> {
-            let candidates: Vec<usize> =
-                (0..body.len()).filter(|&i| want.is_none_or(|d| body[i].dtype == d)).collect();
+            let candidates: Vec<usize> = (0..body.len())
+                .filter(|&i| want.is_none_or(|d| body[i].dtype == d))
+                .collect();
             (!candidates.is_empty()).then(|| MirValue::new(rng.pick(&candidates)))
         };
         let inst = match rng.below(6) {
             0 => {
                 let dtype = rng.pick(&DType::ALL);
-                MirInst { op: MirOp::Const(random_scalar(rng, dtype)), args: vec![], dtype }
+                MirInst {
+                    op: MirOp::Const(random_scalar(rng, dtype)),
+                    args: vec![],
+                    dtype,
+                }
             }
             1 => {
-                let Some(v) = pick_value(rng, body, None) else { continue };
-                MirInst { op: MirOp::Cast, args: vec![v], dtype: rng.pick(&DType::ALL) }
+                let Some(v) = pick_value(rng, body, None) else {
+                    continue;
+                };
+                MirInst {
+                    op: MirOp::Cast,
+                    args: vec![v],
+                    dtype: rng.pick(&DType::ALL),
+                }
             }
             2 => {
-                let Some(v) = pick_value(rng, body, None) else { continue };
+                let Some(v) = pick_value(rng, body, None) else {
+                    continue;
+                };
                 let dtype = body[v.index()].dtype;
-                let ops: Vec<UnaryOp> = UnaryOp::ALL.iter().copied().filter(|op| op.accepts(dtype)).collect();
+                let ops: Vec<UnaryOp> = UnaryOp::ALL
+                    .iter()
+                    .copied()
+                    .filter(|op| op.accepts(dtype))
+                    .collect();
                 if ops.is_empty() {
                     continue;
                 }
-                MirInst { op: MirOp::Unary(rng.pick(&ops)), args: vec![v], dtype }
+                MirInst {
+                    op: MirOp::Unary(rng.pick(&ops)),
+                    args: vec![v],
+                    dtype,
+                }
             }
             3 => {
-                let Some(a) = pick_value(rng, body, None) else { continue };
+                let Some(a) = pick_value(rng, body, None) else {
+                    continue;
+                };
                 let dtype = body[a.index()].dtype;
                 let b = pick_value(rng, body, Some(dtype)).unwrap_or(a);
-                let ops: Vec<BinaryOp> = BinaryOp::ALL.iter().copied().filter(|op| op.accepts(dtype)).collect();
+                let ops: Vec<BinaryOp> = BinaryOp::ALL
+                    .iter()
+                    .copied()
+                    .filter(|op| op.accepts(dtype))
+                    .collect();
                 if ops.is_empty() {
                     continue;
                 }
-                MirInst { op: MirOp::Binary(rng.pick(&ops)), args: vec![a, b], dtype }
+                MirInst {
+                    op: MirOp::Binary(rng.pick(&ops)),
+                    args: vec![a, b],
+                    dtype,
+                }
             }
             4 => {
-                let Some(a) = pick_value(rng, body, None) else { continue };
+                let Some(a) = pick_value(rng, body, None) else {
+                    continue;
+                };
                 let dtype = body[a.index()].dtype;
                 let b = pick_value(rng, body, Some(dtype)).unwrap_or(a);
-                let ops: Vec<CmpOp> = CmpOp::ALL.iter().copied().filter(|op| op.accepts(dtype)).collect();
-                MirInst { op: MirOp::Compare(rng.pick(&ops)), args: vec![a, b], dtype: DType::Bool }
+                let ops: Vec<CmpOp> = CmpOp::ALL
+                    .iter()
+                    .copied()
+                    .filter(|op| op.accepts(dtype))
+                    .collect();
+                MirInst {
+                    op: MirOp::Compare(rng.pick(&ops)),
+                    args: vec![a, b],
+                    dtype: DType::Bool,
+                }
             }
             _ => {
-                let Some(cond) = pick_value(rng, body, Some(DType::Bool)) else { continue };
-                let Some(a) = pick_value(rng, body, None) else { continue };
+                let Some(cond) = pick_value(rng, body, Some(DType::Bool)) else {
+                    continue;
+                };
+                let Some(a) = pick_value(rng, body, None) else {
+                    continue;
+                };
                 let dtype = body[a.index()].dtype;
                 let b = pick_value(rng, body, Some(dtype)).unwrap_or(a);
-                MirInst { op: MirOp::Select, args: vec![cond, a, b], dtype }
+                MirInst {
+                    op: MirOp::Select,
+                    args: vec![cond, a, b],
+                    dtype,
+                }
             }
         };
         body.push(inst);
@@ -685,7 +820,9 @@ fn random_body(rng: &mut Rng, body: &mut Vec<MirInst>, n_insts: usize) {
 fn random_program(seed: u64) -> MirProgram {
     let mut rng = Rng(seed);
     let rank = rng.below(4);
-    let dims: Vec<usize> = (0..rank).map(|_| if rng.chance(5) { 0 } else { 1 + rng.below(3) }).collect();
+    let dims: Vec<usize> = (0..rank)
+        .map(|_| if rng.chance(5) { 0 } else { 1 + rng.below(3) })
+        .collect();
     let domain = Shape::new(dims.clone());
     let mut buffers = Vec::new();
     let mut body = Vec::new();
@@ -696,21 +833,49 @@ fn random_program(seed: u64) -> MirProgram {
             0 => domain.clone(),
             1 => {
                 let keep = rng.below(rank + 1);
-                Shape::new(dims[rank - keep..].iter().map(|&d| if rng.chance(50) { 1 } else { d }).collect::<Vec<_>>())
+                Shape::new(
+                    dims[rank - keep..]
+                        .iter()
+                        .map(|&d| if rng.chance(50) { 1 } else { d })
+                        .collect::<Vec<_>>(),
+                )
             }
             _ => Shape::scalar(),
         };
         let strides = shape.broadcast_strides(&domain).unwrap();
-        buffers.push(Buffer { ty: TensorType::new(dtype, shape), kind: BufKind::Input { name: format!("in{i}") } });
-        body.push(MirInst { op: MirOp::Load { buf: BufId::new(i), strides }, args: vec![], dtype });
+        buffers.push(Buffer {
+            ty: TensorType::new(dtype, shape),
+            kind: BufKind::Input {
+                name: format!("in{i}"),
+            },
+        });
+        body.push(MirInst {
+            op: MirOp::Load {
+                buf: BufId::new(i),
+                strides,
+            },
+            args: vec![],
+            dtype,
+        });
     }
     let n_insts = rng.below(12);
     random_body(&mut rng, &mut body, n_insts);
-    let mut kernel = MirKernel { name: "k0".into(), domain: domain.clone(), body, stores: vec![], reductions: vec![] };
+    let mut kernel = MirKernel {
+        name: "k0".into(),
+        domain: domain.clone(),
+        body,
+        stores: vec![],
+        reductions: vec![],
+    };
     let mut kernels = Vec::new();
     let mut outputs = 0;
     let mut add_output = |buffers: &mut Vec<Buffer>, ty: TensorType| {
-        buffers.push(Buffer { ty, kind: BufKind::Output { name: format!("out{outputs}") } });
+        buffers.push(Buffer {
+            ty,
+            kind: BufKind::Output {
+                name: format!("out{outputs}"),
+            },
+        });
         outputs += 1;
         BufId::new(buffers.len() - 1)
     };
@@ -723,24 +888,44 @@ fn random_program(seed: u64) -> MirProgram {
     if rng.chance(60) {
         let value = MirValue::new(rng.below(kernel.body.len()));
         let dtype = kernel.body[value.index()].dtype;
-        let ops: Vec<ReduceOp> = ReduceOp::ALL.iter().copied().filter(|op| op.accepts(dtype)).collect();
+        let ops: Vec<ReduceOp> = ReduceOp::ALL
+            .iter()
+            .copied()
+            .filter(|op| op.accepts(dtype))
+            .collect();
         if !ops.is_empty() {
             let axes: Vec<usize> = (0..rank).filter(|_| rng.chance(50)).collect();
-            let kept: Vec<usize> = (0..rank).map(|a| if axes.contains(&a) { 1 } else { dims[a] }).collect();
+            let kept: Vec<usize> = (0..rank)
+                .map(|a| if axes.contains(&a) { 1 } else { dims[a] })
+                .collect();
             let buf = add_output(&mut buffers, TensorType::new(dtype, kept));
-            kernel.reductions.push(Reduction { op: rng.pick(&ops), value, axes, buf });
+            kernel.reductions.push(Reduction {
+                op: rng.pick(&ops),
+                value,
+                axes,
+                buf,
+            });
         }
     }
     if rng.chance(50) {
         // A second kernel reading a temp the first one stores.
         let value = MirValue::new(rng.below(kernel.body.len()));
         let dtype = kernel.body[value.index()].dtype;
-        buffers.push(Buffer { ty: TensorType::new(dtype, domain.clone()), kind: BufKind::Temp });
+        buffers.push(Buffer {
+            ty: TensorType::new(dtype, domain.clone()),
+            kind: BufKind::Temp,
+        });
         let temp = BufId::new(buffers.len() - 1);
         kernel.stores.push(Store { buf: temp, value });
         kernels.push(kernel);
-        let mut body =
-            vec![MirInst { op: MirOp::Load { buf: temp, strides: domain.strides() }, args: vec![], dtype }];
+        let mut body = vec![MirInst {
+            op: MirOp::Load {
+                buf: temp,
+                strides: domain.strides(),
+            },
+            args: vec![],
+            dtype,
+        }];
         let n_insts = rng.below(6);
         random_body(&mut rng, &mut body, n_insts);
         let value = MirValue::new(body.len() - 1);
@@ -764,7 +949,11 @@ fn random_inputs(rng: &mut Rng, program: &MirProgram) -> Vec<Array> {
         .inputs()
         .map(|(_, _, ty)| {
             let values = (0..ty.shape.numel()).map(|_| random_scalar(rng, ty.dtype));
-            Array::new(ty.shape.clone(), rfx_ir::ArrayData::from_scalars(ty.dtype, values).unwrap()).unwrap()
+            Array::new(
+                ty.shape.clone(),
+                rfx_ir::ArrayData::from_scalars(ty.dtype, values).unwrap(),
+            )
+            .unwrap()
         })
         .collect()
 }
@@ -785,7 +974,9 @@ fn mutate(text: &str, seed: u64) -> String {
                 chars.splice(at..at, span);
             }
             2 => {
-                let junk = rng.pick(&["%", "buf", "[", "]", "{", "}", ":", "=", ",", "nan", "-", "9", "\n", "é", "load"]);
+                let junk = rng.pick(&[
+                    "%", "buf", "[", "]", "{", "}", ":", "=", ",", "nan", "-", "9", "\n", "é", "load",
+                ]);
                 chars.splice(at..at, junk.chars());
             }
             _ => {

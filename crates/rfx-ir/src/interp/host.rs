@@ -21,12 +21,19 @@ pub(super) fn bind_inputs<'a>(
     mode: Mode,
 ) -> Result<Vec<Vec<Scalar>>, InterpError> {
     if declared.len() != inputs.len() {
-        return Err(InterpError::Arity { expected: declared.len(), found: inputs.len() });
+        return Err(InterpError::Arity {
+            expected: declared.len(),
+            found: inputs.len(),
+        });
     }
     let mut bound = Vec::with_capacity(inputs.len());
     for ((name, ty), input) in declared.zip(inputs) {
         if input.dtype() != ty.dtype {
-            return Err(InterpError::InputDType { name: name.to_string(), expected: ty.dtype, found: input.dtype() });
+            return Err(InterpError::InputDType {
+                name: name.to_string(),
+                expected: ty.dtype,
+                found: input.dtype(),
+            });
         }
         if input.shape() != &ty.shape {
             return Err(InterpError::InputShape {
@@ -37,7 +44,12 @@ pub(super) fn bind_inputs<'a>(
         }
         let to = compute_dtype(mode, ty.dtype);
         let data = input.data();
-        bound.push((0..data.len()).filter_map(|i| data.get(i)).map(|x| cast(x, to)).collect());
+        bound.push(
+            (0..data.len())
+                .filter_map(|i| data.get(i))
+                .map(|x| cast(x, to))
+                .collect(),
+        );
     }
     Ok(bound)
 }

@@ -3,7 +3,9 @@
 use super::host::{bind_inputs, compute_dtype, offset, to_array, unravel};
 use super::{InterpError, Mode};
 use crate::lir::{self, Inst, LirKernel, LirProgram, Storage};
-use crate::semantics::{binary, cast, compare, reduce_combine, reduce_finish, reduce_identity, select, unary};
+use crate::semantics::{
+    binary, cast, compare, reduce_combine, reduce_finish, reduce_identity, select, unary,
+};
 use crate::{Array, ArrayView, BufId, DType, Scalar};
 
 /// Runs an LIR program on `inputs` (one per input buffer, in buffer order) and returns the output
@@ -19,9 +21,16 @@ use crate::{Array, ArrayView, BufId, DType, Scalar};
 /// offsets really share storage, and a plan that overlaps two live buffers gives wrong results
 /// here as it would on a backend. (In [`Mode::Oracle`] every arena byte offset is doubled, so
 /// `f32` buffers held as `f64` keep the plan's overlaps and non-overlaps.)
-pub fn run_lir(program: &LirProgram, inputs: &[ArrayView<'_>], mode: Mode) -> Result<Vec<Array>, InterpError> {
+pub fn run_lir(
+    program: &LirProgram,
+    inputs: &[ArrayView<'_>],
+    mode: Mode,
+) -> Result<Vec<Array>, InterpError> {
     lir::verify(program).map_err(InterpError::InvalidLir)?;
-    let declared = program.inputs().map(|(_, name, ty)| (name, ty)).collect::<Vec<_>>();
+    let declared = program
+        .inputs()
+        .map(|(_, name, ty)| (name, ty))
+        .collect::<Vec<_>>();
     let bound = bind_inputs(declared.into_iter(), inputs, mode)?;
     let mut memory = Memory::new(program, bound, mode);
     for kernel in program.kernels() {
@@ -71,7 +80,10 @@ impl Memory {
                 }
                 Storage::Arena { offset } => {
                     host.push(Vec::new());
-                    places.push((Some((offset * scale, buffer.ty.dtype.size_bytes() * scale)), dtype));
+                    places.push((
+                        Some((offset * scale, buffer.ty.dtype.size_bytes() * scale)),
+                        dtype,
+                    ));
                 }
             }
         }
@@ -81,12 +93,18 @@ impl Memory {
             .buffers()
             .iter()
             .filter_map(|b| match b.storage {
-                Storage::Arena { offset } => Some(offset.saturating_add(b.ty.size_bytes()).saturating_mul(scale)),
+                Storage::Arena { offset } => {
+                    Some(offset.saturating_add(b.ty.size_bytes()).saturating_mul(scale))
+                }
                 _ => None,
             })
             .max()
             .unwrap_or(0);
-        Memory { host, places, arena: vec![0; arena_len] }
+        Memory {
+            host,
+            places,
+            arena: vec![0; arena_len],
+        }
     }
 
     fn read(&self, buf: BufId, index: usize) -> Option<Scalar> {
@@ -139,7 +157,11 @@ fn encode(value: Scalar, out: &mut [u8]) {
 
 /// Runs one kernel; `None` only if the kernel breaks a rule the verifier checks.
 fn run_kernel(kernel: &LirKernel, memory: &mut Memory, mode: Mode) -> Option<()> {
-    let mut slots: Vec<Scalar> = kernel.slots.iter().map(|&d| Scalar::zero(compute_dtype(mode, d))).collect();
+    let mut slots: Vec<Scalar> = kernel
+        .slots
+        .iter()
+        .map(|&d| Scalar::zero(compute_dtype(mode, d)))
+        .collect();
     let rank = kernel.dims.len();
     let split = rank.checked_sub(kernel.reduce_dims)?;
     let (leading, reduced) = kernel.dims.split_at(split);
@@ -195,7 +217,12 @@ fn exec(
         Inst::Unary { op, src, .. } => unary(*op, get(*src)?)?,
         Inst::Binary { op, lhs, rhs, .. } => binary(*op, get(*lhs)?, get(*rhs)?)?,
         Inst::Compare { op, lhs, rhs, .. } => Scalar::Bool(compare(*op, get(*lhs)?, get(*rhs)?)?),
-        Inst::Select { cond, on_true, on_false, .. } => match get(*cond)? {
+        Inst::Select {
+            cond,
+            on_true,
+            on_false,
+            ..
+        } => match get(*cond)? {
             Scalar::Bool(cond) => select(cond, get(*on_true)?, get(*on_false)?),
             _ => return None,
         },

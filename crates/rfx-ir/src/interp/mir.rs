@@ -3,7 +3,9 @@
 use super::host::{bind_inputs, compute_dtype, offset, to_array, unravel};
 use super::{InterpError, Mode};
 use crate::mir::{self, BufKind, MirKernel, MirOp, MirProgram};
-use crate::semantics::{binary, cast, compare, reduce_combine, reduce_finish, reduce_identity, select, unary};
+use crate::semantics::{
+    binary, cast, compare, reduce_combine, reduce_finish, reduce_identity, select, unary,
+};
 use crate::{Array, ArrayView, Scalar};
 
 /// Runs a MIR program on `inputs` (one per input buffer, in buffer order) and returns the output
@@ -15,9 +17,16 @@ use crate::{Array, ArrayView, Scalar};
 /// of each reduced slice sequentially in row-major order of the reduced axes, then finishes
 /// (`mean` divides by the number of reduced points). Temps start as zeros, but the verifier
 /// guarantees none is read before it is written.
-pub fn run_mir(program: &MirProgram, inputs: &[ArrayView<'_>], mode: Mode) -> Result<Vec<Array>, InterpError> {
+pub fn run_mir(
+    program: &MirProgram,
+    inputs: &[ArrayView<'_>],
+    mode: Mode,
+) -> Result<Vec<Array>, InterpError> {
     mir::verify(program).map_err(InterpError::InvalidMir)?;
-    let declared = program.inputs().map(|(_, name, ty)| (name, ty)).collect::<Vec<_>>();
+    let declared = program
+        .inputs()
+        .map(|(_, name, ty)| (name, ty))
+        .collect::<Vec<_>>();
     let mut bound = bind_inputs(declared.into_iter(), inputs, mode)?.into_iter();
     let mut memory = Vec::with_capacity(program.buffers().len());
     for buffer in program.buffers() {

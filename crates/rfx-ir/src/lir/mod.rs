@@ -15,7 +15,7 @@ mod text;
 mod verify;
 
 pub use text::parse;
-pub use verify::{verify, VerifyError, VerifyErrorKind, VerifyErrors, VerifyLocation};
+pub use verify::{VerifyError, VerifyErrorKind, VerifyErrors, VerifyLocation, verify};
 
 use std::fmt;
 
@@ -73,7 +73,11 @@ pub struct Schedule {
 
 impl Default for Schedule {
     fn default() -> Schedule {
-        Schedule { vector_width: 1, min_elems_per_thread: 16384, tile: 1024 }
+        Schedule {
+            vector_width: 1,
+            min_elems_per_thread: 16384,
+            tile: 1024,
+        }
     }
 }
 
@@ -205,11 +209,19 @@ impl Inst {
     pub fn srcs(&self) -> Vec<SlotId> {
         match self {
             Inst::Load { .. } | Inst::Const { .. } => Vec::new(),
-            Inst::Unary { src, .. } | Inst::Cast { src, .. } | Inst::Store { src, .. } | Inst::Reduce { src, .. } => {
+            Inst::Unary { src, .. }
+            | Inst::Cast { src, .. }
+            | Inst::Store { src, .. }
+            | Inst::Reduce { src, .. } => {
                 vec![*src]
             }
             Inst::Binary { lhs, rhs, .. } | Inst::Compare { lhs, rhs, .. } => vec![*lhs, *rhs],
-            Inst::Select { cond, on_true, on_false, .. } => vec![*cond, *on_true, *on_false],
+            Inst::Select {
+                cond,
+                on_true,
+                on_false,
+                ..
+            } => vec![*cond, *on_true, *on_false],
         }
     }
 
@@ -276,7 +288,13 @@ impl LirProgram {
         arena_align: usize,
         kernels: Vec<LirKernel>,
     ) -> LirProgram {
-        LirProgram { name: name.into(), buffers, arena_bytes, arena_align, kernels }
+        LirProgram {
+            name: name.into(),
+            buffers,
+            arena_bytes,
+            arena_align,
+            kernels,
+        }
     }
 
     /// The program's name.
@@ -311,18 +329,24 @@ impl LirProgram {
 
     /// The inputs in order: `(buffer, name, type)`.
     pub fn inputs(&self) -> impl Iterator<Item = (BufId, &str, &TensorType)> + '_ {
-        self.buffers.iter().enumerate().filter_map(|(i, b)| match &b.storage {
-            Storage::Input { name } => Some((BufId::new(i), name.as_str(), &b.ty)),
-            _ => None,
-        })
+        self.buffers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| match &b.storage {
+                Storage::Input { name } => Some((BufId::new(i), name.as_str(), &b.ty)),
+                _ => None,
+            })
     }
 
     /// The outputs in order: `(buffer, name, type)`.
     pub fn outputs(&self) -> impl Iterator<Item = (BufId, &str, &TensorType)> + '_ {
-        self.buffers.iter().enumerate().filter_map(|(i, b)| match &b.storage {
-            Storage::Output { name } => Some((BufId::new(i), name.as_str(), &b.ty)),
-            _ => None,
-        })
+        self.buffers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| match &b.storage {
+                Storage::Output { name } => Some((BufId::new(i), name.as_str(), &b.ty)),
+                _ => None,
+            })
     }
 }
 

@@ -20,7 +20,7 @@ use std::fmt::{self, Write as _};
 use super::{Inst, LirBuffer, LirKernel, LirProgram, Schedule, SlotId, Storage, VerifyLocation};
 use crate::error::ParseError;
 use crate::ids::{write_index_list, write_list};
-use crate::mir::text::{parse_literal, parse_reduce_op, BufferLabels};
+use crate::mir::text::{BufferLabels, parse_literal, parse_reduce_op};
 use crate::ops::{BinaryOp, CmpOp, UnaryOp};
 use crate::text::{Cursor, TokenKind};
 use crate::{BufId, DType};
@@ -38,7 +38,13 @@ pub(crate) fn print_program(
         }
         Ok(())
     };
-    writeln!(out, "lir {} arena {} align {} {{", program.name(), program.arena_bytes(), program.arena_align())?;
+    writeln!(
+        out,
+        "lir {} arena {} align {} {{",
+        program.name(),
+        program.arena_bytes(),
+        program.arena_align()
+    )?;
     annotate(out, VerifyLocation::Program, "  ")?;
     for (i, buffer) in program.buffers().iter().enumerate() {
         let id = BufId::new(i);
@@ -51,7 +57,11 @@ pub(crate) fn print_program(
         annotate(out, VerifyLocation::Buffer(id), "  ")?;
     }
     for (k, kernel) in program.kernels().iter().enumerate() {
-        let Schedule { vector_width, min_elems_per_thread, tile } = kernel.schedule;
+        let Schedule {
+            vector_width,
+            min_elems_per_thread,
+            tile,
+        } = kernel.schedule;
         write!(out, "  kernel {} dims ", kernel.name)?;
         write_index_list(out, &kernel.dims)?;
         writeln!(
@@ -97,7 +107,12 @@ fn write_inst(out: &mut String, inst: &Inst) -> fmt::Result {
         Inst::Unary { dst, op, src } => write!(out, "{dst} = {op} {src}"),
         Inst::Binary { dst, op, lhs, rhs } => write!(out, "{dst} = {op} {lhs}, {rhs}"),
         Inst::Compare { dst, op, lhs, rhs } => write!(out, "{dst} = {op} {lhs}, {rhs}"),
-        Inst::Select { dst, cond, on_true, on_false } => {
+        Inst::Select {
+            dst,
+            cond,
+            on_true,
+            on_false,
+        } => {
             write!(out, "{dst} = select {cond}, {on_true}, {on_false}")
         }
         Inst::Cast { dst, src } => write!(out, "{dst} = cast {src}"),
@@ -132,11 +147,17 @@ pub fn parse(src: &str) -> Result<LirProgram, ParseError> {
         let ty = c.parse_tensor_type()?;
         c.expect_punct("=")?;
         let storage = if c.eat_keyword("input") {
-            Storage::Input { name: c.expect_ident("an input name")?.text.to_string() }
+            Storage::Input {
+                name: c.expect_ident("an input name")?.text.to_string(),
+            }
         } else if c.eat_keyword("output") {
-            Storage::Output { name: c.expect_ident("an output name")?.text.to_string() }
+            Storage::Output {
+                name: c.expect_ident("an output name")?.text.to_string(),
+            }
         } else if c.eat_keyword("arena") {
-            Storage::Arena { offset: c.expect_usize("an arena offset in bytes")? }
+            Storage::Arena {
+                offset: c.expect_usize("an arena offset in bytes")?,
+            }
         } else {
             return Err(c.expected("`input`, `output` or `arena`"));
         };
@@ -145,13 +166,23 @@ pub fn parse(src: &str) -> Result<LirProgram, ParseError> {
     let mut kernels = Vec::new();
     while !c.eat_punct("}") {
         if !c.at_keyword("kernel") {
-            let what = if kernels.is_empty() { "a buffer declaration, `kernel` or `}`" } else { "`kernel` or `}`" };
+            let what = if kernels.is_empty() {
+                "a buffer declaration, `kernel` or `}`"
+            } else {
+                "`kernel` or `}`"
+            };
             return Err(c.expected(what));
         }
         kernels.push(parse_kernel(&mut c, &labels)?);
     }
     c.expect_eof()?;
-    Ok(LirProgram::from_parts(name, buffers, arena_bytes, arena_align, kernels))
+    Ok(LirProgram::from_parts(
+        name,
+        buffers,
+        arena_bytes,
+        arena_align,
+        kernels,
+    ))
 }
 
 fn parse_kernel(c: &mut Cursor<'_>, labels: &BufferLabels<'_>) -> Result<LirKernel, ParseError> {
@@ -187,11 +218,27 @@ fn parse_kernel(c: &mut Cursor<'_>, labels: &BufferLabels<'_>) -> Result<LirKern
     c.expect_keyword("body")?;
     let body = parse_block(c, labels, &slots)?;
     c.expect_punct("}")?;
-    let schedule = Schedule { vector_width, min_elems_per_thread, tile };
-    Ok(LirKernel { name, dims, reduce_dims, schedule, slots, preamble, body })
+    let schedule = Schedule {
+        vector_width,
+        min_elems_per_thread,
+        tile,
+    };
+    Ok(LirKernel {
+        name,
+        dims,
+        reduce_dims,
+        schedule,
+        slots,
+        preamble,
+        body,
+    })
 }
 
-fn parse_block(c: &mut Cursor<'_>, labels: &BufferLabels<'_>, slots: &[DType]) -> Result<Vec<Inst>, ParseError> {
+fn parse_block(
+    c: &mut Cursor<'_>,
+    labels: &BufferLabels<'_>,
+    slots: &[DType],
+) -> Result<Vec<Inst>, ParseError> {
     c.expect_punct("{")?;
     let mut insts = Vec::new();
     while !c.eat_punct("}") {
@@ -224,33 +271,62 @@ fn parse_inst(c: &mut Cursor<'_>, labels: &BufferLabels<'_>, slots: &[DType]) ->
     let inst = match op_tok.text {
         "load" => {
             let buf = labels.lookup(c)?;
-            Inst::Load { dst, buf, strides: c.parse_dims()? }
+            Inst::Load {
+                dst,
+                buf,
+                strides: c.parse_dims()?,
+            }
         }
         "const" => {
             let literal = c.expect_literal()?;
             // `parse_slot` checked the index.
             let dtype = slots.get(dst.index()).copied().unwrap_or(DType::F32);
-            Inst::Const { dst, value: parse_literal(literal, dtype)? }
+            Inst::Const {
+                dst,
+                value: parse_literal(literal, dtype)?,
+            }
         }
-        "cast" => Inst::Cast { dst, src: parse_slot(c, slots)? },
+        "cast" => Inst::Cast {
+            dst,
+            src: parse_slot(c, slots)?,
+        },
         "select" => {
             let cond = parse_slot(c, slots)?;
             c.expect_punct(",")?;
             let on_true = parse_slot(c, slots)?;
             c.expect_punct(",")?;
-            Inst::Select { dst, cond, on_true, on_false: parse_slot(c, slots)? }
+            Inst::Select {
+                dst,
+                cond,
+                on_true,
+                on_false: parse_slot(c, slots)?,
+            }
         }
         name => {
             if let Some(op) = UnaryOp::from_name(name) {
-                Inst::Unary { dst, op, src: parse_slot(c, slots)? }
+                Inst::Unary {
+                    dst,
+                    op,
+                    src: parse_slot(c, slots)?,
+                }
             } else if let Some(op) = BinaryOp::from_name(name) {
                 let lhs = parse_slot(c, slots)?;
                 c.expect_punct(",")?;
-                Inst::Binary { dst, op, lhs, rhs: parse_slot(c, slots)? }
+                Inst::Binary {
+                    dst,
+                    op,
+                    lhs,
+                    rhs: parse_slot(c, slots)?,
+                }
             } else if let Some(op) = CmpOp::from_name(name) {
                 let lhs = parse_slot(c, slots)?;
                 c.expect_punct(",")?;
-                Inst::Compare { dst, op, lhs, rhs: parse_slot(c, slots)? }
+                Inst::Compare {
+                    dst,
+                    op,
+                    lhs,
+                    rhs: parse_slot(c, slots)?,
+                }
             } else {
                 return Err(Cursor::error_at(op_tok, "an op name"));
             }

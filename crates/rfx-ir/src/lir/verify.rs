@@ -6,8 +6,8 @@ use std::fmt;
 use super::{Inst, LirKernel, LirProgram, SlotId, Storage};
 use crate::error::TypeError;
 use crate::ids::is_identifier;
-use crate::mir::verify::{check_op, max_index};
 use crate::mir::MirOp;
+use crate::mir::verify::{check_op, max_index};
 use crate::{BufId, DType, ReduceOp};
 
 /// Where a verifier error is.
@@ -223,7 +223,11 @@ impl VerifyErrors {
 impl fmt::Display for VerifyErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let notes = |loc: &VerifyLocation| {
-            self.errors.iter().filter(|e| e.location == *loc).map(|e| e.kind.to_string()).collect()
+            self.errors
+                .iter()
+                .filter(|e| e.location == *loc)
+                .map(|e| e.kind.to_string())
+                .collect()
         };
         let mut out = String::new();
         super::text::print_program(&mut out, &self.program, &notes)?;
@@ -247,23 +251,45 @@ pub fn verify(program: &LirProgram) -> Result<(), VerifyErrors> {
     let mut errors = Vec::new();
     let mut push = |location, kind| errors.push(VerifyError { location, kind });
     if !is_identifier(program.name()) {
-        push(VerifyLocation::Program, VerifyErrorKind::InvalidName(program.name().to_string()));
+        push(
+            VerifyLocation::Program,
+            VerifyErrorKind::InvalidName(program.name().to_string()),
+        );
     }
     if !program.arena_align().is_power_of_two() {
-        push(VerifyLocation::Program, VerifyErrorKind::ArenaAlign(program.arena_align()));
+        push(
+            VerifyLocation::Program,
+            VerifyErrorKind::ArenaAlign(program.arena_align()),
+        );
     }
     let (mut input_names, mut output_names) = (HashSet::new(), HashSet::new());
     for (i, buffer) in program.buffers().iter().enumerate() {
         let buf = BufId::new(i);
         let loc = VerifyLocation::Buffer(buf);
         let (name, fresh, duplicate): (_, _, fn(String) -> VerifyErrorKind) = match &buffer.storage {
-            Storage::Input { name } => (name, input_names.insert(name), VerifyErrorKind::DuplicateInputName),
-            Storage::Output { name } => (name, output_names.insert(name), VerifyErrorKind::DuplicateOutputName),
+            Storage::Input { name } => (
+                name,
+                input_names.insert(name),
+                VerifyErrorKind::DuplicateInputName,
+            ),
+            Storage::Output { name } => (
+                name,
+                output_names.insert(name),
+                VerifyErrorKind::DuplicateOutputName,
+            ),
             Storage::Arena { offset } => {
                 let (offset, align) = (*offset, buffer.ty.dtype.size_bytes());
                 let end = offset.saturating_add(buffer.ty.size_bytes());
                 if end > program.arena_bytes() {
-                    push(loc, VerifyErrorKind::ArenaOverflow { buf, offset, end, arena_bytes: program.arena_bytes() });
+                    push(
+                        loc,
+                        VerifyErrorKind::ArenaOverflow {
+                            buf,
+                            offset,
+                            end,
+                            arena_bytes: program.arena_bytes(),
+                        },
+                    );
                 }
                 if offset % align != 0 {
                     push(loc, VerifyErrorKind::ArenaMisaligned { buf, offset, align });
@@ -294,13 +320,19 @@ pub fn verify(program: &LirProgram) -> Result<(), VerifyErrors> {
     }
     for (i, buffer) in program.buffers().iter().enumerate() {
         if matches!(buffer.storage, Storage::Output { .. }) && first_writer[i].is_none() {
-            push(VerifyLocation::Buffer(BufId::new(i)), VerifyErrorKind::OutputNotWritten(BufId::new(i)));
+            push(
+                VerifyLocation::Buffer(BufId::new(i)),
+                VerifyErrorKind::OutputNotWritten(BufId::new(i)),
+            );
         }
     }
     if errors.is_empty() {
         Ok(())
     } else {
-        Err(VerifyErrors { program: Box::new(program.clone()), errors })
+        Err(VerifyErrors {
+            program: Box::new(program.clone()),
+            errors,
+        })
     }
 }
 
@@ -317,12 +349,21 @@ fn verify_kernel(
     }
     let rank = kernel.dims.len();
     if kernel.reduce_dims > rank {
-        push(header, VerifyErrorKind::ReduceDims { reduce_dims: kernel.reduce_dims, rank });
+        push(
+            header,
+            VerifyErrorKind::ReduceDims {
+                reduce_dims: kernel.reduce_dims,
+                rank,
+            },
+        );
     }
     if !kernel.schedule.vector_width.is_power_of_two() {
         push(header, VerifyErrorKind::VectorWidth(kernel.schedule.vector_width));
     }
-    let leading_numel = kernel.leading_dims().iter().fold(1usize, |acc, &d| acc.saturating_mul(d));
+    let leading_numel = kernel
+        .leading_dims()
+        .iter()
+        .fold(1usize, |acc, &d| acc.saturating_mul(d));
 
     let mut preamble_written = vec![false; kernel.slots.len()];
     let mut body_writes = vec![false; kernel.slots.len()];
@@ -374,7 +415,15 @@ fn verify_kernel(
                 }
             }
             if slots_ok {
-                check_inst(program, k, kernel, inst, leading_numel, first_writer, &mut |kind| push(loc, kind));
+                check_inst(
+                    program,
+                    k,
+                    kernel,
+                    inst,
+                    leading_numel,
+                    first_writer,
+                    &mut |kind| push(loc, kind),
+                );
             }
         }
         if !in_body {
@@ -397,11 +446,22 @@ fn check_inst(
     let elementwise = match inst {
         Inst::Const { dst, value } => Some((MirOp::Const(*value), vec![], *dst)),
         Inst::Unary { dst, op, src } => Some((MirOp::Unary(*op), vec![dtype(*src)], *dst)),
-        Inst::Binary { dst, op, lhs, rhs } => Some((MirOp::Binary(*op), vec![dtype(*lhs), dtype(*rhs)], *dst)),
-        Inst::Compare { dst, op, lhs, rhs } => Some((MirOp::Compare(*op), vec![dtype(*lhs), dtype(*rhs)], *dst)),
-        Inst::Select { dst, cond, on_true, on_false } => {
-            Some((MirOp::Select, vec![dtype(*cond), dtype(*on_true), dtype(*on_false)], *dst))
+        Inst::Binary { dst, op, lhs, rhs } => {
+            Some((MirOp::Binary(*op), vec![dtype(*lhs), dtype(*rhs)], *dst))
         }
+        Inst::Compare { dst, op, lhs, rhs } => {
+            Some((MirOp::Compare(*op), vec![dtype(*lhs), dtype(*rhs)], *dst))
+        }
+        Inst::Select {
+            dst,
+            cond,
+            on_true,
+            on_false,
+        } => Some((
+            MirOp::Select,
+            vec![dtype(*cond), dtype(*on_true), dtype(*on_false)],
+            *dst,
+        )),
         Inst::Cast { dst, src } => Some((MirOp::Cast, vec![dtype(*src)], *dst)),
         Inst::Load { .. } | Inst::Store { .. } | Inst::Reduce { .. } => None,
     };
@@ -420,20 +480,33 @@ fn check_inst(
     let numel = buffer.ty.shape.numel();
     let check_strides = |strides: &[usize], push: &mut dyn FnMut(VerifyErrorKind)| {
         if strides.len() != kernel.dims.len() {
-            push(VerifyErrorKind::StrideCount { found: strides.len(), rank: kernel.dims.len() });
+            push(VerifyErrorKind::StrideCount {
+                found: strides.len(),
+                rank: kernel.dims.len(),
+            });
         } else if let Some(max_index) = max_index(&kernel.dims, strides)
             && max_index >= numel
         {
-            push(VerifyErrorKind::OutOfBounds { buf, max_index, numel });
+            push(VerifyErrorKind::OutOfBounds {
+                buf,
+                max_index,
+                numel,
+            });
         }
     };
     match inst {
         Inst::Load { dst, strides, .. } => {
             if dtype(*dst) != buffer_dtype {
-                push(VerifyErrorKind::LoadDType { buf, buffer: buffer_dtype, slot: dtype(*dst) });
+                push(VerifyErrorKind::LoadDType {
+                    buf,
+                    buffer: buffer_dtype,
+                    slot: dtype(*dst),
+                });
             }
             check_strides(strides, push);
-            if !matches!(buffer.storage, Storage::Input { .. }) && first_writer[buf.index()].is_none_or(|w| w >= k) {
+            if !matches!(buffer.storage, Storage::Input { .. })
+                && first_writer[buf.index()].is_none_or(|w| w >= k)
+            {
                 push(VerifyErrorKind::ReadBeforeWrite(buf));
             }
         }
@@ -442,7 +515,11 @@ fn check_inst(
                 push(VerifyErrorKind::WriteToInput(buf));
             }
             if dtype(*src) != buffer_dtype {
-                push(VerifyErrorKind::WriteDType { buf, buffer: buffer_dtype, slot: dtype(*src) });
+                push(VerifyErrorKind::WriteDType {
+                    buf,
+                    buffer: buffer_dtype,
+                    slot: dtype(*src),
+                });
             }
             check_strides(strides, push);
         }
@@ -451,13 +528,24 @@ fn check_inst(
                 push(VerifyErrorKind::WriteToInput(buf));
             }
             if dtype(*src) != buffer_dtype {
-                push(VerifyErrorKind::WriteDType { buf, buffer: buffer_dtype, slot: dtype(*src) });
+                push(VerifyErrorKind::WriteDType {
+                    buf,
+                    buffer: buffer_dtype,
+                    slot: dtype(*src),
+                });
             }
             if !op.accepts(dtype(*src)) {
-                push(VerifyErrorKind::ReduceDType { op: *op, dtype: dtype(*src) });
+                push(VerifyErrorKind::ReduceDType {
+                    op: *op,
+                    dtype: dtype(*src),
+                });
             }
             if numel != leading_numel {
-                push(VerifyErrorKind::ReduceNumel { buf, buffer: numel, leading: leading_numel });
+                push(VerifyErrorKind::ReduceNumel {
+                    buf,
+                    buffer: numel,
+                    leading: leading_numel,
+                });
             }
         }
         _ => {}

@@ -16,7 +16,7 @@ pub(crate) mod text;
 pub(crate) mod verify;
 
 pub use text::parse;
-pub use verify::{verify, VerifyError, VerifyErrorKind, VerifyErrors, VerifyLocation};
+pub use verify::{VerifyError, VerifyErrorKind, VerifyErrors, VerifyLocation, verify};
 
 use std::fmt;
 
@@ -181,7 +181,10 @@ impl MirKernel {
 
     /// The buffers this kernel writes: stores first, then reductions.
     pub fn writes(&self) -> impl Iterator<Item = BufId> + '_ {
-        self.stores.iter().map(|s| s.buf).chain(self.reductions.iter().map(|r| r.buf))
+        self.stores
+            .iter()
+            .map(|s| s.buf)
+            .chain(self.reductions.iter().map(|r| r.buf))
     }
 }
 
@@ -199,7 +202,11 @@ pub struct MirProgram {
 impl MirProgram {
     /// Assembles a program without checking it; run [`verify`] before trusting it.
     pub fn from_parts(name: impl Into<String>, buffers: Vec<Buffer>, kernels: Vec<MirKernel>) -> MirProgram {
-        MirProgram { name: name.into(), buffers, kernels }
+        MirProgram {
+            name: name.into(),
+            buffers,
+            kernels,
+        }
     }
 
     /// The program's name.
@@ -224,18 +231,24 @@ impl MirProgram {
 
     /// The inputs in order: `(buffer, name, type)`.
     pub fn inputs(&self) -> impl Iterator<Item = (BufId, &str, &TensorType)> + '_ {
-        self.buffers.iter().enumerate().filter_map(|(i, b)| match &b.kind {
-            BufKind::Input { name } => Some((BufId::new(i), name.as_str(), &b.ty)),
-            _ => None,
-        })
+        self.buffers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| match &b.kind {
+                BufKind::Input { name } => Some((BufId::new(i), name.as_str(), &b.ty)),
+                _ => None,
+            })
     }
 
     /// The outputs in order: `(buffer, name, type)`.
     pub fn outputs(&self) -> impl Iterator<Item = (BufId, &str, &TensorType)> + '_ {
-        self.buffers.iter().enumerate().filter_map(|(i, b)| match &b.kind {
-            BufKind::Output { name } => Some((BufId::new(i), name.as_str(), &b.ty)),
-            _ => None,
-        })
+        self.buffers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| match &b.kind {
+                BufKind::Output { name } => Some((BufId::new(i), name.as_str(), &b.ty)),
+                _ => None,
+            })
     }
 
     /// The number of body instructions over all kernels.

@@ -16,12 +16,14 @@
 use std::collections::HashMap;
 use std::fmt::{self, Write as _};
 
-use super::{BufKind, Buffer, MirInst, MirKernel, MirOp, MirProgram, MirValue, Reduction, Store, VerifyLocation};
+use super::{
+    BufKind, Buffer, MirInst, MirKernel, MirOp, MirProgram, MirValue, Reduction, Store, VerifyLocation,
+};
 use crate::error::ParseError;
 use crate::ids::{write_index_list, write_list};
 use crate::ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 use crate::text::{Cursor, Token, TokenKind};
-use crate::{parse_scalar, BufId, DType, Shape};
+use crate::{BufId, DType, Shape, parse_scalar};
 
 /// Writes the program; after each line, writes one `; error: ...` line for each note that
 /// `notes` returns for the line's location.
@@ -101,9 +103,13 @@ pub fn parse(src: &str) -> Result<MirProgram, ParseError> {
         let ty = c.parse_tensor_type()?;
         c.expect_punct("=")?;
         let kind = if c.eat_keyword("input") {
-            BufKind::Input { name: c.expect_ident("an input name")?.text.to_string() }
+            BufKind::Input {
+                name: c.expect_ident("an input name")?.text.to_string(),
+            }
         } else if c.eat_keyword("output") {
-            BufKind::Output { name: c.expect_ident("an output name")?.text.to_string() }
+            BufKind::Output {
+                name: c.expect_ident("an output name")?.text.to_string(),
+            }
         } else if c.eat_keyword("temp") {
             BufKind::Temp
         } else {
@@ -114,7 +120,11 @@ pub fn parse(src: &str) -> Result<MirProgram, ParseError> {
     let mut kernels = Vec::new();
     while !c.eat_punct("}") {
         if !c.at_keyword("kernel") {
-            let what = if kernels.is_empty() { "a buffer declaration, `kernel` or `}`" } else { "`kernel` or `}`" };
+            let what = if kernels.is_empty() {
+                "a buffer declaration, `kernel` or `}`"
+            } else {
+                "`kernel` or `}`"
+            };
             return Err(c.expected(what));
         }
         kernels.push(parse_kernel(&mut c, &labels)?);
@@ -131,7 +141,7 @@ fn parse_kernel(c: &mut Cursor<'_>, labels: &BufferLabels<'_>) -> Result<MirKern
     let mut values = ValueNames::default();
     let mut body = Vec::new();
     while c.peek().kind == TokenKind::Value {
-        let def = c.bump();
+        let def = c.expect_value()?;
         c.expect_punct("=")?;
         let inst = parse_inst(c, labels, &values)?;
         values.define(def, body.len())?;
@@ -161,10 +171,20 @@ fn parse_kernel(c: &mut Cursor<'_>, labels: &BufferLabels<'_>) -> Result<MirKern
             return Err(c.expected(what));
         }
     }
-    Ok(MirKernel { name, domain, body, stores, reductions })
+    Ok(MirKernel {
+        name,
+        domain,
+        body,
+        stores,
+        reductions,
+    })
 }
 
-fn parse_inst(c: &mut Cursor<'_>, labels: &BufferLabels<'_>, values: &ValueNames<'_>) -> Result<MirInst, ParseError> {
+fn parse_inst(
+    c: &mut Cursor<'_>,
+    labels: &BufferLabels<'_>,
+    values: &ValueNames<'_>,
+) -> Result<MirInst, ParseError> {
     let op_tok = c.expect_ident("an op name")?;
     let (op, args) = match op_tok.text {
         "load" => {
@@ -177,7 +197,11 @@ fn parse_inst(c: &mut Cursor<'_>, labels: &BufferLabels<'_>, values: &ValueNames
             c.expect_punct(":")?;
             let dtype = c.parse_dtype()?;
             let value = parse_literal(literal, dtype)?;
-            return Ok(MirInst { op: MirOp::Const(value), args: Vec::new(), dtype });
+            return Ok(MirInst {
+                op: MirOp::Const(value),
+                args: Vec::new(),
+                dtype,
+            });
         }
         name => {
             let op = op_from_name(name).ok_or_else(|| Cursor::error_at(op_tok, "an op name"))?;
@@ -232,7 +256,10 @@ impl<'a> BufferLabels<'a> {
     /// Declares `label` as buffer number `index`.
     pub(crate) fn declare(&mut self, label: Token<'a>, index: usize) -> Result<(), ParseError> {
         if self.ids.insert(label.text, BufId::new(index)).is_some() {
-            return Err(Cursor::message_at(label, format!("buffer `{}` is declared twice", label.text)));
+            return Err(Cursor::message_at(
+                label,
+                format!("buffer `{}` is declared twice", label.text),
+            ));
         }
         Ok(())
     }
@@ -259,7 +286,10 @@ struct ValueNames<'a> {
 impl<'a> ValueNames<'a> {
     fn define(&mut self, name: Token<'a>, index: usize) -> Result<(), ParseError> {
         if self.ids.insert(name.text, MirValue::new(index)).is_some() {
-            return Err(Cursor::message_at(name, format!("value `{}` is defined twice", name.text)));
+            return Err(Cursor::message_at(
+                name,
+                format!("value `{}` is defined twice", name.text),
+            ));
         }
         Ok(())
     }

@@ -204,7 +204,11 @@ impl VerifyErrors {
 impl fmt::Display for VerifyErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let notes = |loc: &VerifyLocation| {
-            self.errors.iter().filter(|e| e.location == *loc).map(|e| e.kind.to_string()).collect()
+            self.errors
+                .iter()
+                .filter(|e| e.location == *loc)
+                .map(|e| e.kind.to_string())
+                .collect()
         };
         let mut out = String::new();
         super::text::print_program(&mut out, &self.program, &notes)?;
@@ -225,14 +229,25 @@ pub fn verify(program: &MirProgram) -> Result<(), VerifyErrors> {
     let mut errors = Vec::new();
     let mut push = |location, kind| errors.push(VerifyError { location, kind });
     if !is_identifier(program.name()) {
-        push(VerifyLocation::Program, VerifyErrorKind::InvalidName(program.name().to_string()));
+        push(
+            VerifyLocation::Program,
+            VerifyErrorKind::InvalidName(program.name().to_string()),
+        );
     }
     let (mut input_names, mut output_names) = (HashSet::new(), HashSet::new());
     for (i, buffer) in program.buffers().iter().enumerate() {
         let loc = VerifyLocation::Buffer(BufId::new(i));
         let (name, fresh, duplicate): (_, _, fn(String) -> VerifyErrorKind) = match &buffer.kind {
-            BufKind::Input { name } => (name, input_names.insert(name), VerifyErrorKind::DuplicateInputName),
-            BufKind::Output { name } => (name, output_names.insert(name), VerifyErrorKind::DuplicateOutputName),
+            BufKind::Input { name } => (
+                name,
+                input_names.insert(name),
+                VerifyErrorKind::DuplicateInputName,
+            ),
+            BufKind::Output { name } => (
+                name,
+                output_names.insert(name),
+                VerifyErrorKind::DuplicateOutputName,
+            ),
             BufKind::Temp => continue,
         };
         if !is_identifier(name) {
@@ -271,7 +286,10 @@ pub fn verify(program: &MirProgram) -> Result<(), VerifyErrors> {
     if errors.is_empty() {
         Ok(())
     } else {
-        Err(VerifyErrors { program: Box::new(program.clone()), errors })
+        Err(VerifyErrors {
+            program: Box::new(program.clone()),
+            errors,
+        })
     }
 }
 
@@ -283,12 +301,18 @@ fn verify_kernel(
     push: &mut impl FnMut(VerifyLocation, VerifyErrorKind),
 ) {
     if !is_identifier(&kernel.name) {
-        push(VerifyLocation::Kernel { kernel: k }, VerifyErrorKind::InvalidName(kernel.name.clone()));
+        push(
+            VerifyLocation::Kernel { kernel: k },
+            VerifyErrorKind::InvalidName(kernel.name.clone()),
+        );
     }
     let domain = &kernel.domain;
     let writes: HashSet<BufId> = kernel.writes().collect();
     for (i, inst) in kernel.body.iter().enumerate() {
-        let loc = VerifyLocation::Value { kernel: k, value: MirValue::new(i) };
+        let loc = VerifyLocation::Value {
+            kernel: k,
+            value: MirValue::new(i),
+        };
         let mut arg_dtypes = Vec::with_capacity(inst.args.len());
         for &arg in &inst.args {
             match kernel.body.get(arg.index()) {
@@ -308,7 +332,14 @@ fn verify_kernel(
                 continue;
             };
             if buffer.ty.dtype != inst.dtype {
-                push(loc, VerifyErrorKind::LoadDType { buf: *buf, buffer: buffer.ty.dtype, declared: inst.dtype });
+                push(
+                    loc,
+                    VerifyErrorKind::LoadDType {
+                        buf: *buf,
+                        buffer: buffer.ty.dtype,
+                        declared: inst.dtype,
+                    },
+                );
             }
             if let Err(kind) = check_strides(*buf, strides, domain.dims(), buffer.ty.shape.numel()) {
                 push(loc, kind);
@@ -329,7 +360,9 @@ fn verify_kernel(
             push(loc, VerifyErrorKind::UseBeforeDef(store.value));
             continue;
         };
-        check_write(program, store.buf, dtype, domain.numel(), &mut |kind| push(loc, kind));
+        check_write(program, store.buf, dtype, domain.numel(), &mut |kind| {
+            push(loc, kind)
+        });
     }
     for (index, red) in kernel.reductions.iter().enumerate() {
         let loc = VerifyLocation::Reduction { kernel: k, index };
@@ -340,7 +373,12 @@ fn verify_kernel(
             axes_ok = false;
         }
         if red.axes.windows(2).any(|w| w[0] >= w[1]) {
-            push(loc, VerifyErrorKind::AxesNotSorted { axes: red.axes.clone() });
+            push(
+                loc,
+                VerifyErrorKind::AxesNotSorted {
+                    axes: red.axes.clone(),
+                },
+            );
             axes_ok = false;
         }
         let Some(dtype) = value_dtype(red.value) else {
@@ -384,19 +422,34 @@ fn check_write(
         push(VerifyErrorKind::WriteToInput(buf));
     }
     if buffer.ty.shape.numel() != numel {
-        push(VerifyErrorKind::WriteNumel { buf, buffer: buffer.ty.shape.numel(), found: numel });
+        push(VerifyErrorKind::WriteNumel {
+            buf,
+            buffer: buffer.ty.shape.numel(),
+            found: numel,
+        });
     }
     if buffer.ty.dtype != dtype {
-        push(VerifyErrorKind::WriteDType { buf, buffer: buffer.ty.dtype, value: dtype });
+        push(VerifyErrorKind::WriteDType {
+            buf,
+            buffer: buffer.ty.dtype,
+            value: dtype,
+        });
     }
 }
 
 fn check_strides(buf: BufId, strides: &[usize], dims: &[usize], numel: usize) -> Result<(), VerifyErrorKind> {
     if strides.len() != dims.len() {
-        return Err(VerifyErrorKind::StrideCount { found: strides.len(), rank: dims.len() });
+        return Err(VerifyErrorKind::StrideCount {
+            found: strides.len(),
+            rank: dims.len(),
+        });
     }
     match max_index(dims, strides) {
-        Some(max_index) if max_index >= numel => Err(VerifyErrorKind::LoadOutOfBounds { buf, max_index, numel }),
+        Some(max_index) if max_index >= numel => Err(VerifyErrorKind::LoadOutOfBounds {
+            buf,
+            max_index,
+            numel,
+        }),
         _ => Ok(()),
     }
 }
@@ -407,7 +460,9 @@ pub(crate) fn max_index(dims: &[usize], strides: &[usize]) -> Option<usize> {
     if dims.contains(&0) {
         return None;
     }
-    Some(dims.iter().zip(strides).fold(0usize, |acc, (&d, &s)| acc.saturating_add((d - 1).saturating_mul(s))))
+    Some(dims.iter().zip(strides).fold(0usize, |acc, (&d, &s)| {
+        acc.saturating_add((d - 1).saturating_mul(s))
+    }))
 }
 
 /// Checks an elementwise op's arity and dtype rule given its operands' dtypes and its declared
@@ -415,11 +470,19 @@ pub(crate) fn max_index(dims: &[usize], strides: &[usize]) -> Option<usize> {
 pub(crate) fn check_op(op: &MirOp, args: &[DType], result: DType) -> Result<(), TypeError> {
     let name = op.name();
     if args.len() != op.arity() {
-        return Err(TypeError::Arity { op: name, expected: op.arity(), found: args.len() });
+        return Err(TypeError::Arity {
+            op: name,
+            expected: op.arity(),
+            found: args.len(),
+        });
     }
     let same = |args: &[DType]| -> Result<DType, TypeError> {
         match args.iter().find(|&&d| d != args[0]) {
-            Some(&other) => Err(TypeError::DTypeMismatch { op: name, lhs: args[0], rhs: other }),
+            Some(&other) => Err(TypeError::DTypeMismatch {
+                op: name,
+                lhs: args[0],
+                rhs: other,
+            }),
             None => Ok(args[0]),
         }
     };
@@ -427,13 +490,19 @@ pub(crate) fn check_op(op: &MirOp, args: &[DType], result: DType) -> Result<(), 
         MirOp::Load { .. } => result,
         MirOp::Const(value) => {
             if value.dtype() != result {
-                return Err(TypeError::ConstantDType { literal: value.dtype(), declared: result });
+                return Err(TypeError::ConstantDType {
+                    literal: value.dtype(),
+                    declared: result,
+                });
             }
             result
         }
         MirOp::Unary(u) => {
             if !u.accepts(args[0]) {
-                return Err(TypeError::UnsupportedDType { op: name, dtype: args[0] });
+                return Err(TypeError::UnsupportedDType {
+                    op: name,
+                    dtype: args[0],
+                });
             }
             args[0]
         }
@@ -460,7 +529,10 @@ pub(crate) fn check_op(op: &MirOp, args: &[DType], result: DType) -> Result<(), 
         MirOp::Cast => result,
     };
     if inferred != result {
-        return Err(TypeError::ResultType { declared: result.to_string(), inferred: inferred.to_string() });
+        return Err(TypeError::ResultType {
+            declared: result.to_string(),
+            inferred: inferred.to_string(),
+        });
     }
     Ok(())
 }

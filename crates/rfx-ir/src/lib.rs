@@ -16,6 +16,7 @@
 mod array;
 mod dtype;
 mod error;
+mod ids;
 mod ops;
 mod shape;
 mod text;
@@ -32,5 +33,6 @@ pub mod testgen;
 pub use array::{Array, ArrayData, ArrayLengthError, ArrayView, ArrayViewMut, DataMut, DataRef, Element};
 pub use dtype::{DType, Scalar, parse_scalar};
 pub use error::{ParseError, TypeError};
+pub use ids::BufId;
 pub use ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 pub use shape::{Shape, TensorType, broadcast_shapes};

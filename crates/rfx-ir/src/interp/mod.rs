@@ -15,6 +15,13 @@ pub use hir::run_hir;
 
 use crate::{DType, Shape};
 
+mod host;
+mod lir;
+mod mir;
+
+pub use lir::run_lir;
+pub use mir::run_mir;
+
 /// How floats are computed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Mode {

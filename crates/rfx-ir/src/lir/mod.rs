@@ -1,11 +1,360 @@
-//! LIR (placeholder until its types land).
+//! LIR: the slot-based executable form.
+//!
+//! An [`LirProgram`] is a list of buffers with a memory plan (inputs and outputs are the
+//! caller's; temporaries live at byte offsets in one arena) and a list of [`LirKernel`]s that run
+//! in order. A kernel is a loop nest over `dims` (outermost first) whose trailing `reduce_dims`
+//! dimensions are reduced; its `preamble` runs once per call and its `body` at every point of
+//! the loop nest. Instructions read and write typed registers ([`SlotId`]); a slot may be
+//! reassigned (slot reuse) but always holds its declared dtype. The [`Schedule`] (vector width,
+//! thread split, tile) tells backends how to run the loop nest; it never changes the result.
+//!
+//! rfx-lower makes LIR from MIR; [`verify`] states its rules and [`crate::interp::run_lir`]
+//! defines what it computes.
 
-/// Verification errors (placeholder).
-#[derive(Debug)]
-pub struct VerifyErrors;
+mod text;
+mod verify;
 
-impl std::fmt::Display for VerifyErrors {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("invalid")
+pub use text::parse;
+pub use verify::{VerifyError, VerifyErrorKind, VerifyErrors, VerifyLocation, verify};
+
+use std::fmt;
+
+use crate::ids::typed_id;
+use crate::ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
+use crate::{BufId, DType, Scalar, TensorType};
+
+typed_id!(
+    /// A typed register of an LIR kernel: the index into the kernel's slot list. Prints as `s3`.
+    SlotId,
+    "s"
+);
+
+/// Where a buffer's memory is.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Storage {
+    /// A program input supplied by the caller; never written.
+    Input {
+        /// The input's name, unique among inputs.
+        name: String,
+    },
+    /// A program output supplied (or allocated) by the caller.
+    Output {
+        /// The output's name, unique among outputs.
+        name: String,
+    },
+    /// A temporary at a byte offset in the program's arena. Buffers whose lifetimes do not
+    /// overlap may share arena bytes; buffers at overlapping bytes really share storage.
+    Arena {
+        /// Byte offset of element 0; a multiple of the dtype's size.
+        offset: usize,
+    },
+}
+
+/// A dense, row-major buffer and where it lives.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct LirBuffer {
+    /// Element type and shape.
+    pub ty: TensorType,
+    /// Caller memory or arena offset.
+    pub storage: Storage,
+}
+
+/// How a backend runs a kernel's loop nest. It never changes the result of elementwise code;
+/// reductions may be reassociated only by backends that document their error bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Schedule {
+    /// SIMD lanes per step of the innermost loop; a power of two, at least 1.
+    pub vector_width: u32,
+    /// Do not split the loop nest across threads below this many points per thread.
+    pub min_elems_per_thread: usize,
+    /// Points per tile (the unit of work handed to a thread or GPU block).
+    pub tile: usize,
+}
+
+impl Default for Schedule {
+    fn default() -> Schedule {
+        Schedule {
+            vector_width: 1,
+            min_elems_per_thread: 16384,
+            tile: 1024,
+        }
+    }
+}
+
+/// One LIR instruction. Operand slots must hold a value when the instruction runs (see
+/// [`verify`]); the destination slot's declared dtype is the result dtype.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum Inst {
+    /// `dst = buf[sum(idx[d] * strides[d])]` at loop point `idx`; one stride per loop dimension.
+    /// `dst` has the buffer's dtype. In the preamble every stride is 0.
+    Load {
+        /// Destination.
+        dst: SlotId,
+        /// The buffer read.
+        buf: BufId,
+        /// Elements to advance per step of each loop dimension.
+        strides: Vec<usize>,
+    },
+    /// `dst = value`; the literal has `dst`'s dtype.
+    Const {
+        /// Destination.
+        dst: SlotId,
+        /// The literal.
+        value: Scalar,
+    },
+    /// `dst = op(src)`; `src` and `dst` share a dtype the op accepts.
+    Unary {
+        /// Destination.
+        dst: SlotId,
+        /// The op.
+        op: UnaryOp,
+        /// Operand.
+        src: SlotId,
+    },
+    /// `dst = op(lhs, rhs)`; all three share a dtype the op accepts.
+    Binary {
+        /// Destination.
+        dst: SlotId,
+        /// The op.
+        op: BinaryOp,
+        /// First operand.
+        lhs: SlotId,
+        /// Second operand.
+        rhs: SlotId,
+    },
+    /// `dst = op(lhs, rhs)`; the operands share a dtype the comparison accepts; `dst` is bool.
+    Compare {
+        /// Destination.
+        dst: SlotId,
+        /// The comparison.
+        op: CmpOp,
+        /// First operand.
+        lhs: SlotId,
+        /// Second operand.
+        rhs: SlotId,
+    },
+    /// `dst = cond ? on_true : on_false`; `cond` is bool, the others share `dst`'s dtype.
+    Select {
+        /// Destination.
+        dst: SlotId,
+        /// Condition.
+        cond: SlotId,
+        /// Value when `cond` is true.
+        on_true: SlotId,
+        /// Value when `cond` is false.
+        on_false: SlotId,
+    },
+    /// `dst = cast(src)` to `dst`'s dtype ([`crate::semantics::cast`]); any dtypes.
+    Cast {
+        /// Destination.
+        dst: SlotId,
+        /// Operand.
+        src: SlotId,
+    },
+    /// `buf[sum(idx[d] * strides[d])] = src`; `src` has the buffer's dtype. Body only.
+    Store {
+        /// The buffer written.
+        buf: BufId,
+        /// Elements to advance per step of each loop dimension.
+        strides: Vec<usize>,
+        /// The value stored.
+        src: SlotId,
+    },
+    /// Combines `src` into the accumulator of element `lead` of `buf`, where `lead` is the
+    /// row-major index of the current point over the leading (non-reduced) dims. Accumulators
+    /// start at the op's identity for each leading point and are finished and written once its
+    /// reduced dims are exhausted (`mean` divides by their point count). Body only; `src` has
+    /// the buffer's dtype, which the op accepts.
+    Reduce {
+        /// The reduction.
+        op: ReduceOp,
+        /// The buffer written (one element per leading point).
+        buf: BufId,
+        /// The value combined.
+        src: SlotId,
+    },
+}
+
+impl Inst {
+    /// The op's name in the text format.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Inst::Load { .. } => "load",
+            Inst::Const { .. } => "const",
+            Inst::Unary { op, .. } => op.name(),
+            Inst::Binary { op, .. } => op.name(),
+            Inst::Compare { op, .. } => op.name(),
+            Inst::Select { .. } => "select",
+            Inst::Cast { .. } => "cast",
+            Inst::Store { .. } => "store",
+            Inst::Reduce { .. } => "reduce",
+        }
+    }
+
+    /// The slot the instruction writes, if any.
+    pub fn dst(&self) -> Option<SlotId> {
+        match self {
+            Inst::Load { dst, .. }
+            | Inst::Const { dst, .. }
+            | Inst::Unary { dst, .. }
+            | Inst::Binary { dst, .. }
+            | Inst::Compare { dst, .. }
+            | Inst::Select { dst, .. }
+            | Inst::Cast { dst, .. } => Some(*dst),
+            Inst::Store { .. } | Inst::Reduce { .. } => None,
+        }
+    }
+
+    /// The slots the instruction reads, in operand order.
+    pub fn srcs(&self) -> Vec<SlotId> {
+        match self {
+            Inst::Load { .. } | Inst::Const { .. } => Vec::new(),
+            Inst::Unary { src, .. }
+            | Inst::Cast { src, .. }
+            | Inst::Store { src, .. }
+            | Inst::Reduce { src, .. } => {
+                vec![*src]
+            }
+            Inst::Binary { lhs, rhs, .. } | Inst::Compare { lhs, rhs, .. } => vec![*lhs, *rhs],
+            Inst::Select {
+                cond,
+                on_true,
+                on_false,
+                ..
+            } => vec![*cond, *on_true, *on_false],
+        }
+    }
+
+    /// The buffer the instruction reads or writes, if any.
+    pub fn buf(&self) -> Option<BufId> {
+        match self {
+            Inst::Load { buf, .. } | Inst::Store { buf, .. } | Inst::Reduce { buf, .. } => Some(*buf),
+            _ => None,
+        }
+    }
+}
+
+/// A kernel: a loop nest over `dims` running `preamble` once and `body` at every point.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct LirKernel {
+    /// The kernel's name (an identifier).
+    pub name: String,
+    /// The loop nest, outermost first.
+    pub dims: Vec<usize>,
+    /// How many trailing dims are reduced (at most `dims.len()`).
+    pub reduce_dims: usize,
+    /// How backends run the loop nest.
+    pub schedule: Schedule,
+    /// The dtype of each slot.
+    pub slots: Vec<DType>,
+    /// Runs once per call: constants, loads with all-zero strides, ops on preamble slots.
+    pub preamble: Vec<Inst>,
+    /// Runs at every point of the loop nest, in row-major order.
+    pub body: Vec<Inst>,
+}
+
+impl LirKernel {
+    /// The declared dtype of `slot`, if it exists.
+    pub fn slot_dtype(&self, slot: SlotId) -> Option<DType> {
+        self.slots.get(slot.index()).copied()
+    }
+
+    /// The leading (non-reduced) dims.
+    pub fn leading_dims(&self) -> &[usize] {
+        &self.dims[..self.dims.len().saturating_sub(self.reduce_dims)]
+    }
+}
+
+/// An LIR program: buffers with their memory plan and the kernels that run in order.
+///
+/// Inputs are the [`Storage::Input`] buffers in buffer order, outputs the [`Storage::Output`]
+/// buffers in buffer order. Arena buffers live at byte offsets in one arena of `arena_bytes`
+/// bytes aligned to `arena_align`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct LirProgram {
+    name: String,
+    buffers: Vec<LirBuffer>,
+    arena_bytes: usize,
+    arena_align: usize,
+    kernels: Vec<LirKernel>,
+}
+
+impl LirProgram {
+    /// Assembles a program without checking it; run [`verify`] before trusting it.
+    pub fn from_parts(
+        name: impl Into<String>,
+        buffers: Vec<LirBuffer>,
+        arena_bytes: usize,
+        arena_align: usize,
+        kernels: Vec<LirKernel>,
+    ) -> LirProgram {
+        LirProgram {
+            name: name.into(),
+            buffers,
+            arena_bytes,
+            arena_align,
+            kernels,
+        }
+    }
+
+    /// The program's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// All buffers; buffer `i` is `BufId::new(i)`.
+    pub fn buffers(&self) -> &[LirBuffer] {
+        &self.buffers
+    }
+
+    /// The buffer `id`, if it exists.
+    pub fn buffer(&self, id: BufId) -> Option<&LirBuffer> {
+        self.buffers.get(id.index())
+    }
+
+    /// The arena's size in bytes (the memory plan's peak).
+    pub fn arena_bytes(&self) -> usize {
+        self.arena_bytes
+    }
+
+    /// The arena's alignment in bytes (a power of two).
+    pub fn arena_align(&self) -> usize {
+        self.arena_align
+    }
+
+    /// The kernels, in execution order.
+    pub fn kernels(&self) -> &[LirKernel] {
+        &self.kernels
+    }
+
+    /// The inputs in order: `(buffer, name, type)`.
+    pub fn inputs(&self) -> impl Iterator<Item = (BufId, &str, &TensorType)> + '_ {
+        self.buffers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| match &b.storage {
+                Storage::Input { name } => Some((BufId::new(i), name.as_str(), &b.ty)),
+                _ => None,
+            })
+    }
+
+    /// The outputs in order: `(buffer, name, type)`.
+    pub fn outputs(&self) -> impl Iterator<Item = (BufId, &str, &TensorType)> + '_ {
+        self.buffers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| match &b.storage {
+                Storage::Output { name } => Some((BufId::new(i), name.as_str(), &b.ty)),
+                _ => None,
+            })
+    }
+}
+
+/// Prints the program in the LIR text format, which [`parse`] reads back to an equal program.
+impl fmt::Display for LirProgram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = String::new();
+        text::print_program(&mut out, self, &|_| Vec::new())?;
+        f.write_str(&out)
     }
 }

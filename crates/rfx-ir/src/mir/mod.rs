@@ -1,11 +1,267 @@
-//! MIR (placeholder until its types land).
+//! MIR: primitive ops partitioned into fused kernels.
+//!
+//! A [`MirProgram`] is a list of typed [`Buffer`]s (program inputs, program outputs and
+//! temporaries) and a list of [`MirKernel`]s that run in order. Each kernel is an iteration
+//! space (its `domain`, a [`Shape`]) and a body of per-element scalar instructions in SSA form,
+//! evaluated at every point of the domain. Buffers are only touched through index maps:
+//! [`MirOp::Load`] reads with per-dimension strides (so contiguous, broadcast and scalar
+//! operands are all just strides, never copies), a [`Store`] writes one value per domain point,
+//! and a [`Reduction`] folds a value over some axes of the domain into a buffer of the kept dims.
+//!
+//! Composite ops (clamp and friends) do not exist here: rfx-opt decomposes them. Programs are
+//! made with [`MirProgram::from_parts`] or parsed with [`parse`]; [`verify`] states the typing
+//! rules, and [`crate::interp::run_mir`] defines what a program computes.
 
-/// Verification errors (placeholder).
-#[derive(Debug)]
-pub struct VerifyErrors;
+pub(crate) mod text;
+pub(crate) mod verify;
 
-impl std::fmt::Display for VerifyErrors {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("invalid")
+pub use text::parse;
+pub use verify::{VerifyError, VerifyErrorKind, VerifyErrors, VerifyLocation, verify};
+
+use std::fmt;
+
+use crate::ids::typed_id;
+use crate::ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
+use crate::{BufId, DType, Scalar, Shape, TensorType};
+
+typed_id!(
+    /// A value of a MIR kernel body: the index of the instruction that defines it. Prints as
+    /// `%3`. Values are scoped to their kernel.
+    MirValue,
+    "%"
+);
+
+/// What a buffer is to the program.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum BufKind {
+    /// A program input, supplied by the caller; never written.
+    Input {
+        /// The input's name, unique among inputs.
+        name: String,
+    },
+    /// A program output, returned to the caller; written exactly once.
+    Output {
+        /// The output's name, unique among outputs.
+        name: String,
+    },
+    /// A temporary that carries values from one kernel to later ones.
+    Temp,
+}
+
+/// A dense, row-major buffer of the program.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Buffer {
+    /// Element type and shape.
+    pub ty: TensorType,
+    /// Input, output or temporary.
+    pub kind: BufKind,
+}
+
+/// A MIR operation. Every instruction also declares its result dtype (`MirInst::dtype`); the
+/// rules below say which dtype that must be.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum MirOp {
+    /// Reads element `sum(idx[d] * strides[d])` (counted in elements) of the row-major buffer
+    /// `buf` at domain point `idx`. No operands; one stride per domain dimension; a stride of 0
+    /// broadcasts along that dimension. The result dtype is the buffer's dtype. The largest
+    /// index reached must lie inside the buffer.
+    Load {
+        /// The buffer read.
+        buf: BufId,
+        /// Elements to advance per step of each domain dimension.
+        strides: Vec<usize>,
+    },
+    /// A literal, the same at every point. No operands; the result dtype is the literal's.
+    Const(Scalar),
+    /// One operand; the op must accept its dtype ([`UnaryOp::accepts`]); the result has it.
+    Unary(UnaryOp),
+    /// Two operands of one dtype that the op accepts; the result has that dtype.
+    Binary(BinaryOp),
+    /// Two operands of one dtype that the comparison accepts; the result is `bool`.
+    Compare(CmpOp),
+    /// `select(cond, on_true, on_false)`: `cond` is `bool`, the other two share the result
+    /// dtype (any). Only the selected operand's value matters.
+    Select,
+    /// One operand of any dtype converted to the result dtype with [`crate::semantics::cast`].
+    Cast,
+}
+
+impl MirOp {
+    /// The op's name in the text format.
+    pub fn name(&self) -> &'static str {
+        match self {
+            MirOp::Load { .. } => "load",
+            MirOp::Const(_) => "const",
+            MirOp::Unary(op) => op.name(),
+            MirOp::Binary(op) => op.name(),
+            MirOp::Compare(op) => op.name(),
+            MirOp::Select => "select",
+            MirOp::Cast => "cast",
+        }
+    }
+
+    /// The number of operands the op takes.
+    pub fn arity(&self) -> usize {
+        match self {
+            MirOp::Load { .. } | MirOp::Const(_) => 0,
+            MirOp::Unary(_) | MirOp::Cast => 1,
+            MirOp::Binary(_) | MirOp::Compare(_) => 2,
+            MirOp::Select => 3,
+        }
+    }
+}
+
+/// One instruction of a kernel body: a scalar op applied at every domain point.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct MirInst {
+    /// The operation.
+    pub op: MirOp,
+    /// The operands, each defined by an earlier instruction of the same body.
+    pub args: Vec<MirValue>,
+    /// The result dtype.
+    pub dtype: DType,
+}
+
+/// Writes `value` at every domain point into `buf`, in row-major order of the domain: the
+/// buffer has as many elements as the domain and the value's dtype.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Store {
+    /// The buffer written.
+    pub buf: BufId,
+    /// The value stored.
+    pub value: MirValue,
+}
+
+/// Reduces `value` over `axes` of the domain into `buf`.
+///
+/// The buffer holds the kept (non-reduced) dimensions in row-major order: its element count is
+/// the product of the kept dims and its dtype the value's (keepdims is only a matter of the
+/// buffer's declared shape). The reference interpreter combines the points of each reduced
+/// slice in row-major order.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Reduction {
+    /// The reduction; it must accept the value's dtype.
+    pub op: ReduceOp,
+    /// The value reduced.
+    pub value: MirValue,
+    /// The reduced domain axes: sorted, unique, each below the domain's rank.
+    pub axes: Vec<usize>,
+    /// The buffer written.
+    pub buf: BufId,
+}
+
+/// A fused kernel: an SSA body evaluated at every point of `domain`, and what it writes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct MirKernel {
+    /// The kernel's name (an identifier; need not be unique).
+    pub name: String,
+    /// The iteration space.
+    pub domain: Shape,
+    /// The instructions; instruction `i` defines value `%i`.
+    pub body: Vec<MirInst>,
+    /// Elementwise writes.
+    pub stores: Vec<Store>,
+    /// Reduction epilogues.
+    pub reductions: Vec<Reduction>,
+}
+
+impl MirKernel {
+    /// The instruction defining `value`, if it exists.
+    pub fn inst(&self, value: MirValue) -> Option<&MirInst> {
+        self.body.get(value.index())
+    }
+
+    /// The buffers this kernel reads, in body order (with repeats).
+    pub fn reads(&self) -> impl Iterator<Item = BufId> + '_ {
+        self.body.iter().filter_map(|inst| match &inst.op {
+            MirOp::Load { buf, .. } => Some(*buf),
+            _ => None,
+        })
+    }
+
+    /// The buffers this kernel writes: stores first, then reductions.
+    pub fn writes(&self) -> impl Iterator<Item = BufId> + '_ {
+        self.stores
+            .iter()
+            .map(|s| s.buf)
+            .chain(self.reductions.iter().map(|r| r.buf))
+    }
+}
+
+/// A MIR program: buffers and the kernels that run over them, in order.
+///
+/// The program's inputs are its [`BufKind::Input`] buffers in buffer order, its outputs the
+/// [`BufKind::Output`] buffers in buffer order.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct MirProgram {
+    name: String,
+    buffers: Vec<Buffer>,
+    kernels: Vec<MirKernel>,
+}
+
+impl MirProgram {
+    /// Assembles a program without checking it; run [`verify`] before trusting it.
+    pub fn from_parts(name: impl Into<String>, buffers: Vec<Buffer>, kernels: Vec<MirKernel>) -> MirProgram {
+        MirProgram {
+            name: name.into(),
+            buffers,
+            kernels,
+        }
+    }
+
+    /// The program's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// All buffers; buffer `i` is `BufId::new(i)`.
+    pub fn buffers(&self) -> &[Buffer] {
+        &self.buffers
+    }
+
+    /// The buffer `id`, if it exists.
+    pub fn buffer(&self, id: BufId) -> Option<&Buffer> {
+        self.buffers.get(id.index())
+    }
+
+    /// The kernels, in execution order.
+    pub fn kernels(&self) -> &[MirKernel] {
+        &self.kernels
+    }
+
+    /// The inputs in order: `(buffer, name, type)`.
+    pub fn inputs(&self) -> impl Iterator<Item = (BufId, &str, &TensorType)> + '_ {
+        self.buffers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| match &b.kind {
+                BufKind::Input { name } => Some((BufId::new(i), name.as_str(), &b.ty)),
+                _ => None,
+            })
+    }
+
+    /// The outputs in order: `(buffer, name, type)`.
+    pub fn outputs(&self) -> impl Iterator<Item = (BufId, &str, &TensorType)> + '_ {
+        self.buffers
+            .iter()
+            .enumerate()
+            .filter_map(|(i, b)| match &b.kind {
+                BufKind::Output { name } => Some((BufId::new(i), name.as_str(), &b.ty)),
+                _ => None,
+            })
+    }
+
+    /// The number of body instructions over all kernels.
+    pub fn op_count(&self) -> usize {
+        self.kernels.iter().map(|k| k.body.len()).sum()
+    }
+}
+
+/// Prints the program in the MIR text format, which [`parse`] reads back to an equal program.
+impl fmt::Display for MirProgram {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = String::new();
+        text::print_program(&mut out, self, &|_| Vec::new())?;
+        f.write_str(&out)
     }
 }

@@ -1,0 +1,78 @@
+//! Helpers the MIR and LIR interpreters share: input binding, compute dtypes, output arrays.
+
+use super::{InterpError, Mode};
+use crate::semantics::cast;
+use crate::{Array, ArrayData, ArrayView, DType, Scalar, Shape, TensorType};
+
+/// The dtype values of declared dtype `dtype` are held in under `mode`: `Oracle` widens `f32`
+/// to `f64`.
+pub(super) fn compute_dtype(mode: Mode, dtype: DType) -> DType {
+    match (mode, dtype) {
+        (Mode::Oracle, DType::F32) => DType::F64,
+        _ => dtype,
+    }
+}
+
+/// Checks the inputs against the declared `(name, type)` list and converts each to scalars of
+/// its compute dtype.
+pub(super) fn bind_inputs<'a>(
+    declared: impl ExactSizeIterator<Item = (&'a str, &'a TensorType)>,
+    inputs: &[ArrayView<'_>],
+    mode: Mode,
+) -> Result<Vec<Vec<Scalar>>, InterpError> {
+    if declared.len() != inputs.len() {
+        return Err(InterpError::Arity {
+            expected: declared.len(),
+            found: inputs.len(),
+        });
+    }
+    let mut bound = Vec::with_capacity(inputs.len());
+    for ((name, ty), input) in declared.zip(inputs) {
+        if input.dtype() != ty.dtype {
+            return Err(InterpError::InputDType {
+                name: name.to_string(),
+                expected: ty.dtype,
+                found: input.dtype(),
+            });
+        }
+        if input.shape() != &ty.shape {
+            return Err(InterpError::InputShape {
+                name: name.to_string(),
+                expected: ty.shape.clone(),
+                found: input.shape().clone(),
+            });
+        }
+        let to = compute_dtype(mode, ty.dtype);
+        let data = input.data();
+        bound.push(
+            (0..data.len())
+                .filter_map(|i| data.get(i))
+                .map(|x| cast(x, to))
+                .collect(),
+        );
+    }
+    Ok(bound)
+}
+
+/// An array of `shape` from scalars that all have dtype `dtype`; `None` if they do not or the
+/// count is wrong.
+pub(super) fn to_array(shape: &Shape, dtype: DType, values: Vec<Scalar>) -> Option<Array> {
+    Array::new(shape.clone(), ArrayData::from_scalars(dtype, values)?).ok()
+}
+
+/// The multi-index of `linear` in the row-major space `dims`, written into `out`.
+pub(super) fn unravel(dims: &[usize], mut linear: usize, out: &mut [usize]) {
+    for (slot, &dim) in out.iter_mut().zip(dims).rev() {
+        if dim == 0 {
+            *slot = 0;
+        } else {
+            *slot = linear % dim;
+            linear /= dim;
+        }
+    }
+}
+
+/// `sum(idx[d] * strides[d])`.
+pub(super) fn offset(idx: &[usize], strides: &[usize]) -> usize {
+    idx.iter().zip(strides).map(|(&i, &s)| i * s).sum()
+}

@@ -1,0 +1,239 @@
+//! The LIR reference interpreter.
+
+use super::host::{bind_inputs, compute_dtype, offset, to_array, unravel};
+use super::{InterpError, Mode};
+use crate::lir::{self, Inst, LirKernel, LirProgram, Storage};
+use crate::semantics::{
+    binary, cast, compare, reduce_combine, reduce_finish, reduce_identity, select, unary,
+};
+use crate::{Array, ArrayView, BufId, DType, Scalar};
+
+/// Runs an LIR program on `inputs` (one per input buffer, in buffer order) and returns the output
+/// buffers in buffer order.
+///
+/// The program is verified first ([`InterpError::InvalidLir`]) and every input checked against
+/// its buffer's dtype and shape. Kernels run in order: the preamble once, then the body at every
+/// point of the loop nest in row-major order (the schedule does not change the result). For
+/// each leading point, reductions start from the op's identity, combine the reduced points
+/// sequentially in row-major order, and are finished and written after the last one.
+///
+/// The arena is modelled as bytes, so the memory plan is honoured: buffers placed at overlapping
+/// offsets really share storage, and a plan that overlaps two live buffers gives wrong results
+/// here as it would on a backend. (In [`Mode::Oracle`] every arena byte offset is doubled, so
+/// `f32` buffers held as `f64` keep the plan's overlaps and non-overlaps.)
+pub fn run_lir(
+    program: &LirProgram,
+    inputs: &[ArrayView<'_>],
+    mode: Mode,
+) -> Result<Vec<Array>, InterpError> {
+    lir::verify(program).map_err(InterpError::InvalidLir)?;
+    let declared = program
+        .inputs()
+        .map(|(_, name, ty)| (name, ty))
+        .collect::<Vec<_>>();
+    let bound = bind_inputs(declared.into_iter(), inputs, mode)?;
+    let mut memory = Memory::new(program, bound, mode);
+    for kernel in program.kernels() {
+        run_kernel(kernel, &mut memory, mode)
+            .expect("invariant: a verified LIR kernel evaluates without type or bounds failures");
+    }
+    let outputs = program
+        .outputs()
+        .map(|(buf, _, ty)| {
+            let values = std::mem::take(&mut memory.host[buf.index()]);
+            to_array(&ty.shape, compute_dtype(mode, ty.dtype), values)
+                .expect("invariant: output buffers hold numel scalars of their compute dtype")
+        })
+        .collect();
+    Ok(outputs)
+}
+
+/// Buffer storage: caller buffers as scalars, arena buffers as bytes of one shared arena.
+struct Memory {
+    /// Input and output buffers (empty for arena buffers).
+    host: Vec<Vec<Scalar>>,
+    /// For each buffer: `Some((byte offset, byte stride per element))` when it lives in the
+    /// arena, and its compute dtype.
+    places: Vec<(Option<(usize, usize)>, DType)>,
+    arena: Vec<u8>,
+}
+
+impl Memory {
+    fn new(program: &LirProgram, inputs: Vec<Vec<Scalar>>, mode: Mode) -> Memory {
+        // Oracle mode holds f32 as f64: scaling every byte offset and stride by 2 keeps which
+        // bytes of which buffers overlap.
+        let scale = if mode == Mode::Oracle { 2 } else { 1 };
+        let mut inputs = inputs.into_iter();
+        let mut host = Vec::with_capacity(program.buffers().len());
+        let mut places = Vec::with_capacity(program.buffers().len());
+        for buffer in program.buffers() {
+            let dtype = compute_dtype(mode, buffer.ty.dtype);
+            let numel = buffer.ty.shape.numel();
+            match buffer.storage {
+                Storage::Input { .. } => {
+                    host.push(inputs.next().unwrap_or_default());
+                    places.push((None, dtype));
+                }
+                Storage::Output { .. } => {
+                    host.push(vec![Scalar::zero(dtype); numel]);
+                    places.push((None, dtype));
+                }
+                Storage::Arena { offset } => {
+                    host.push(Vec::new());
+                    places.push((
+                        Some((offset * scale, buffer.ty.dtype.size_bytes() * scale)),
+                        dtype,
+                    ));
+                }
+            }
+        }
+        // Only the bytes some buffer covers are ever touched; sizing the arena by them (rather
+        // than the declared `arena_bytes`) keeps a huge declared arena from allocating.
+        let arena_len = program
+            .buffers()
+            .iter()
+            .filter_map(|b| match b.storage {
+                Storage::Arena { offset } => {
+                    Some(offset.saturating_add(b.ty.size_bytes()).saturating_mul(scale))
+                }
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0);
+        Memory {
+            host,
+            places,
+            arena: vec![0; arena_len],
+        }
+    }
+
+    fn read(&self, buf: BufId, index: usize) -> Option<Scalar> {
+        match *self.places.get(buf.index())? {
+            (None, _) => self.host.get(buf.index())?.get(index).copied(),
+            (Some((base, stride)), dtype) => {
+                let start = base + index * stride;
+                let bytes = self.arena.get(start..start + dtype.size_bytes())?;
+                Some(decode(dtype, bytes))
+            }
+        }
+    }
+
+    fn write(&mut self, buf: BufId, index: usize, value: Scalar) -> Option<()> {
+        match *self.places.get(buf.index())? {
+            (None, _) => *self.host.get_mut(buf.index())?.get_mut(index)? = value,
+            (Some((base, stride)), dtype) => {
+                let start = base + index * stride;
+                let bytes = self.arena.get_mut(start..start + dtype.size_bytes())?;
+                encode(value, bytes);
+            }
+        }
+        Some(())
+    }
+}
+
+fn decode(dtype: DType, bytes: &[u8]) -> Scalar {
+    let mut b8 = [0u8; 8];
+    b8[..bytes.len().min(8)].copy_from_slice(&bytes[..bytes.len().min(8)]);
+    let b4 = [b8[0], b8[1], b8[2], b8[3]];
+    match dtype {
+        DType::Bool => Scalar::Bool(b8[0] != 0),
+        DType::I32 => Scalar::I32(i32::from_le_bytes(b4)),
+        DType::F32 => Scalar::F32(f32::from_le_bytes(b4)),
+        DType::F64 => Scalar::F64(f64::from_le_bytes(b8)),
+    }
+}
+
+fn encode(value: Scalar, out: &mut [u8]) {
+    let bytes: Vec<u8> = match value {
+        Scalar::Bool(b) => vec![u8::from(b)],
+        Scalar::I32(v) => v.to_le_bytes().to_vec(),
+        Scalar::F32(v) => v.to_le_bytes().to_vec(),
+        Scalar::F64(v) => v.to_le_bytes().to_vec(),
+    };
+    for (dst, src) in out.iter_mut().zip(bytes) {
+        *dst = src;
+    }
+}
+
+/// Runs one kernel; `None` only if the kernel breaks a rule the verifier checks.
+fn run_kernel(kernel: &LirKernel, memory: &mut Memory, mode: Mode) -> Option<()> {
+    let mut slots: Vec<Scalar> = kernel
+        .slots
+        .iter()
+        .map(|&d| Scalar::zero(compute_dtype(mode, d)))
+        .collect();
+    let rank = kernel.dims.len();
+    let split = rank.checked_sub(kernel.reduce_dims)?;
+    let (leading, reduced) = kernel.dims.split_at(split);
+    let mut idx = vec![0usize; rank];
+    let mut accs: Vec<Option<Scalar>> = vec![None; kernel.body.len()];
+    let leading_numel = leading.iter().fold(1usize, |acc, &d| acc.saturating_mul(d));
+    let reduced_numel = reduced.iter().fold(1usize, |acc, &d| acc.saturating_mul(d));
+    // The preamble only feeds the body, so it runs only when the body does (its loads are
+    // bounds-checked by the verifier only for non-empty loop nests).
+    if leading_numel > 0 && reduced_numel > 0 {
+        for inst in &kernel.preamble {
+            exec(kernel, inst, &idx, &mut slots, memory, &mut accs, mode)?;
+        }
+    }
+    for lead in 0..leading_numel {
+        unravel(leading, lead, &mut idx[..split]);
+        for (acc, inst) in accs.iter_mut().zip(&kernel.body) {
+            if let Inst::Reduce { op, buf, .. } = inst {
+                let dtype = memory.places.get(buf.index())?.1;
+                *acc = Some(reduce_identity(*op, dtype)?);
+            }
+        }
+        for point in 0..reduced_numel {
+            unravel(reduced, point, &mut idx[split..]);
+            for (i, inst) in kernel.body.iter().enumerate() {
+                exec(kernel, inst, &idx, &mut slots, memory, &mut accs[i..=i], mode)?;
+            }
+        }
+        for (acc, inst) in accs.iter().zip(&kernel.body) {
+            if let (Inst::Reduce { op, buf, .. }, Some(acc)) = (inst, acc) {
+                memory.write(*buf, lead, reduce_finish(*op, *acc, reduced_numel)?)?;
+            }
+        }
+    }
+    Some(())
+}
+
+/// Executes one instruction at loop point `idx`. `acc` is the accumulator of this instruction
+/// when it is a `Reduce` (a one-element slice), unused otherwise.
+fn exec(
+    kernel: &LirKernel,
+    inst: &Inst,
+    idx: &[usize],
+    slots: &mut [Scalar],
+    memory: &mut Memory,
+    acc: &mut [Option<Scalar>],
+    mode: Mode,
+) -> Option<()> {
+    let get = |slot: crate::lir::SlotId| slots.get(slot.index()).copied();
+    let value = match inst {
+        Inst::Load { buf, strides, .. } => memory.read(*buf, offset(idx, strides))?,
+        Inst::Const { value, .. } => cast(*value, compute_dtype(mode, value.dtype())),
+        Inst::Unary { op, src, .. } => unary(*op, get(*src)?)?,
+        Inst::Binary { op, lhs, rhs, .. } => binary(*op, get(*lhs)?, get(*rhs)?)?,
+        Inst::Compare { op, lhs, rhs, .. } => Scalar::Bool(compare(*op, get(*lhs)?, get(*rhs)?)?),
+        Inst::Select {
+            cond,
+            on_true,
+            on_false,
+            ..
+        } => match get(*cond)? {
+            Scalar::Bool(cond) => select(cond, get(*on_true)?, get(*on_false)?),
+            _ => return None,
+        },
+        Inst::Cast { dst, src } => cast(get(*src)?, compute_dtype(mode, kernel.slot_dtype(*dst)?)),
+        Inst::Store { buf, strides, src } => return memory.write(*buf, offset(idx, strides), get(*src)?),
+        Inst::Reduce { op, src, .. } => {
+            let acc = acc.first_mut()?;
+            *acc = Some(reduce_combine(*op, (*acc)?, get(*src)?)?);
+            return Some(());
+        }
+    };
+    *slots.get_mut(inst.dst()?.index())? = value;
+    Some(())
+}

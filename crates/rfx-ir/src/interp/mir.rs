@@ -1,0 +1,113 @@
+//! The MIR reference interpreter.
+
+use super::host::{bind_inputs, compute_dtype, offset, to_array, unravel};
+use super::{InterpError, Mode};
+use crate::mir::{self, BufKind, MirKernel, MirOp, MirProgram};
+use crate::semantics::{
+    binary, cast, compare, reduce_combine, reduce_finish, reduce_identity, select, unary,
+};
+use crate::{Array, ArrayView, Scalar};
+
+/// Runs a MIR program on `inputs` (one per input buffer, in buffer order) and returns the output
+/// buffers in buffer order.
+///
+/// The program is verified first ([`InterpError::InvalidMir`]) and every input checked against
+/// its buffer's dtype and shape. Kernels run in order; each evaluates its body at every domain
+/// point in row-major order. A reduction starts from the op's identity and combines the points
+/// of each reduced slice sequentially in row-major order of the reduced axes, then finishes
+/// (`mean` divides by the number of reduced points). Temps start as zeros, but the verifier
+/// guarantees none is read before it is written.
+pub fn run_mir(
+    program: &MirProgram,
+    inputs: &[ArrayView<'_>],
+    mode: Mode,
+) -> Result<Vec<Array>, InterpError> {
+    mir::verify(program).map_err(InterpError::InvalidMir)?;
+    let declared = program
+        .inputs()
+        .map(|(_, name, ty)| (name, ty))
+        .collect::<Vec<_>>();
+    let mut bound = bind_inputs(declared.into_iter(), inputs, mode)?.into_iter();
+    let mut memory = Vec::with_capacity(program.buffers().len());
+    for buffer in program.buffers() {
+        memory.push(match buffer.kind {
+            BufKind::Input { .. } => bound.next().unwrap_or_default(),
+            _ => vec![Scalar::zero(compute_dtype(mode, buffer.ty.dtype)); buffer.ty.shape.numel()],
+        });
+    }
+    for kernel in program.kernels() {
+        run_kernel(kernel, &mut memory, mode)
+            .expect("invariant: a verified MIR kernel evaluates without type or bounds failures");
+    }
+    let outputs = program
+        .outputs()
+        .map(|(buf, _, ty)| {
+            let values = std::mem::take(&mut memory[buf.index()]);
+            to_array(&ty.shape, compute_dtype(mode, ty.dtype), values)
+                .expect("invariant: output buffers hold numel scalars of their compute dtype")
+        })
+        .collect();
+    Ok(outputs)
+}
+
+/// Evaluates one kernel; `None` only if the kernel breaks a rule the verifier checks.
+fn run_kernel(kernel: &MirKernel, memory: &mut [Vec<Scalar>], mode: Mode) -> Option<()> {
+    let dims = kernel.domain.dims();
+    let mut idx = vec![0usize; dims.len()];
+    let mut values: Vec<Scalar> = Vec::with_capacity(kernel.body.len());
+
+    // Per reduction: the stride of each domain axis in the row-major index of the kept axes
+    // (0 for reduced axes), the accumulators, and the number of reduced points.
+    let mut reductions = Vec::with_capacity(kernel.reductions.len());
+    for red in &kernel.reductions {
+        let mut kept_strides = vec![0usize; dims.len()];
+        let (mut acc_len, mut count) = (1usize, 1usize);
+        for axis in (0..dims.len()).rev() {
+            if red.axes.contains(&axis) {
+                count = count.saturating_mul(dims[axis]);
+            } else {
+                kept_strides[axis] = acc_len;
+                acc_len = acc_len.saturating_mul(dims[axis]);
+            }
+        }
+        let dtype = compute_dtype(mode, kernel.inst(red.value)?.dtype);
+        let accs = vec![reduce_identity(red.op, dtype)?; acc_len];
+        reductions.push((kept_strides, accs, count));
+    }
+
+    for linear in 0..kernel.domain.numel() {
+        unravel(dims, linear, &mut idx);
+        values.clear();
+        for inst in &kernel.body {
+            let arg = |i: usize| inst.args.get(i).and_then(|a| values.get(a.index())).copied();
+            let value = match &inst.op {
+                MirOp::Load { buf, strides } => *memory.get(buf.index())?.get(offset(&idx, strides))?,
+                MirOp::Const(literal) => cast(*literal, compute_dtype(mode, literal.dtype())),
+                MirOp::Unary(op) => unary(*op, arg(0)?)?,
+                MirOp::Binary(op) => binary(*op, arg(0)?, arg(1)?)?,
+                MirOp::Compare(op) => Scalar::Bool(compare(*op, arg(0)?, arg(1)?)?),
+                MirOp::Select => match arg(0)? {
+                    Scalar::Bool(cond) => select(cond, arg(1)?, arg(2)?),
+                    _ => return None,
+                },
+                MirOp::Cast => cast(arg(0)?, compute_dtype(mode, inst.dtype)),
+            };
+            values.push(value);
+        }
+        for store in &kernel.stores {
+            *memory.get_mut(store.buf.index())?.get_mut(linear)? = *values.get(store.value.index())?;
+        }
+        for (red, (kept_strides, accs, _)) in kernel.reductions.iter().zip(&mut reductions) {
+            let acc = accs.get_mut(offset(&idx, kept_strides))?;
+            *acc = reduce_combine(red.op, *acc, *values.get(red.value.index())?)?;
+        }
+    }
+
+    for (red, (_, accs, count)) in kernel.reductions.iter().zip(reductions) {
+        let target = memory.get_mut(red.buf.index())?;
+        for (slot, acc) in target.iter_mut().zip(accs) {
+            *slot = reduce_finish(red.op, acc, count)?;
+        }
+    }
+    Some(())
+}

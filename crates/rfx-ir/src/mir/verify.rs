@@ -1,0 +1,538 @@
+//! The MIR verifier: every typing and dataflow rule, with all violations collected.
+
+use std::collections::HashSet;
+use std::fmt;
+
+use super::{BufKind, MirKernel, MirOp, MirProgram, MirValue};
+use crate::error::TypeError;
+use crate::ids::is_identifier;
+use crate::{BufId, DType, ReduceOp, Shape};
+
+/// Where a verifier error is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum VerifyLocation {
+    /// The program as a whole (its header).
+    Program,
+    /// A buffer declaration.
+    Buffer(BufId),
+    /// A kernel's header (its name and domain).
+    Kernel {
+        /// The kernel's index.
+        kernel: usize,
+    },
+    /// A body instruction.
+    Value {
+        /// The kernel's index.
+        kernel: usize,
+        /// The value the instruction defines.
+        value: MirValue,
+    },
+    /// A store.
+    Store {
+        /// The kernel's index.
+        kernel: usize,
+        /// The store's index in the kernel's store list.
+        index: usize,
+    },
+    /// A reduction.
+    Reduction {
+        /// The kernel's index.
+        kernel: usize,
+        /// The reduction's index in the kernel's reduction list.
+        index: usize,
+    },
+}
+
+impl fmt::Display for VerifyLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            VerifyLocation::Program => f.write_str("program"),
+            VerifyLocation::Buffer(buf) => write!(f, "{buf}"),
+            VerifyLocation::Kernel { kernel } => write!(f, "kernel #{kernel}"),
+            VerifyLocation::Value { kernel, value } => write!(f, "kernel #{kernel}, {value}"),
+            VerifyLocation::Store { kernel, index } => write!(f, "kernel #{kernel}, store #{index}"),
+            VerifyLocation::Reduction { kernel, index } => write!(f, "kernel #{kernel}, reduction #{index}"),
+        }
+    }
+}
+
+/// What rule a MIR program breaks.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyErrorKind {
+    /// An instruction breaks its op's typing rule (arity, accepted dtypes, result dtype).
+    #[error(transparent)]
+    Type(#[from] TypeError),
+    /// An operand that is not defined by an earlier instruction of the same body.
+    #[error("operand {0} is not defined before its use")]
+    UseBeforeDef(MirValue),
+    /// A buffer id past the end of the buffer list.
+    #[error("unknown buffer {0}")]
+    UnknownBuffer(BufId),
+    /// A load whose declared dtype is not the buffer's.
+    #[error("load of {buf} (dtype {buffer}) declared as {declared}")]
+    LoadDType {
+        /// The buffer.
+        buf: BufId,
+        /// The buffer's dtype.
+        buffer: DType,
+        /// The instruction's dtype.
+        declared: DType,
+    },
+    /// A load with one stride per something other than domain dimension.
+    #[error("load has {found} stride(s) but the domain has rank {rank}")]
+    StrideCount {
+        /// Strides given.
+        found: usize,
+        /// The domain's rank.
+        rank: usize,
+    },
+    /// A load that reaches past the end of its buffer.
+    #[error("load reaches element {max_index} of {buf}, which has {numel} element(s)")]
+    LoadOutOfBounds {
+        /// The buffer.
+        buf: BufId,
+        /// The largest element index the load reads.
+        max_index: usize,
+        /// The buffer's element count.
+        numel: usize,
+    },
+    /// A store or reduction whose buffer does not have the element count it writes.
+    #[error("{buf} has {buffer} element(s) but {found} are written")]
+    WriteNumel {
+        /// The buffer.
+        buf: BufId,
+        /// The buffer's element count.
+        buffer: usize,
+        /// The element count written (domain points, or kept points of a reduction).
+        found: usize,
+    },
+    /// A store or reduction of a value whose dtype is not the buffer's.
+    #[error("{buf} has dtype {buffer} but a {value} value is written")]
+    WriteDType {
+        /// The buffer.
+        buf: BufId,
+        /// The buffer's dtype.
+        buffer: DType,
+        /// The written value's dtype.
+        value: DType,
+    },
+    /// A reduction whose op rejects the value's dtype.
+    #[error("`{op}` does not reduce {dtype} values")]
+    ReduceDType {
+        /// The reduction.
+        op: ReduceOp,
+        /// The value's dtype.
+        dtype: DType,
+    },
+    /// A reduction axis at or past the domain's rank.
+    #[error("reduction axis {axis} is out of range for a rank-{rank} domain")]
+    AxisOutOfRange {
+        /// The axis.
+        axis: usize,
+        /// The domain's rank.
+        rank: usize,
+    },
+    /// Reduction axes that are not strictly increasing.
+    #[error("reduction axes {axes:?} are not sorted and unique")]
+    AxesNotSorted {
+        /// The axes as given.
+        axes: Vec<usize>,
+    },
+    /// A write to a program input.
+    #[error("input buffer {0} is written")]
+    WriteToInput(BufId),
+    /// An output no kernel writes.
+    #[error("output buffer {0} is never written")]
+    OutputNotWritten(BufId),
+    /// A buffer written by more than one store or reduction in the program.
+    #[error("{buf} is written {count} times (each buffer at most once)")]
+    MultipleWrites {
+        /// The buffer.
+        buf: BufId,
+        /// How many stores and reductions write it.
+        count: usize,
+    },
+    /// A temp or output read by a kernel before any earlier kernel wrote it.
+    #[error("{0} is read before an earlier kernel writes it")]
+    ReadBeforeWrite(BufId),
+    /// A kernel that reads a buffer it also writes.
+    #[error("{0} is read by the kernel that writes it")]
+    ReadOwnWrite(BufId),
+    /// Two inputs with one name.
+    #[error("duplicate input name `{0}`")]
+    DuplicateInputName(String),
+    /// Two outputs with one name.
+    #[error("duplicate output name `{0}`")]
+    DuplicateOutputName(String),
+    /// A program, kernel or buffer name the text format cannot carry.
+    #[error("`{0}` is not a valid name (letters, digits and `_`, not starting with a digit)")]
+    InvalidName(String),
+}
+
+/// One verifier error: what is wrong, and where.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{location}: {kind}")]
+pub struct VerifyError {
+    /// Where.
+    pub location: VerifyLocation,
+    /// What.
+    pub kind: VerifyErrorKind,
+}
+
+/// Every error the verifier found in one program.
+///
+/// `Display` prints the program in the text format with each error attached as a
+/// `; error: ...` line after the line it concerns.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub struct VerifyErrors {
+    program: Box<MirProgram>,
+    errors: Vec<VerifyError>,
+}
+
+impl VerifyErrors {
+    /// The errors, in the order the verifier found them (program order).
+    pub fn errors(&self) -> &[VerifyError] {
+        &self.errors
+    }
+
+    /// The program that failed to verify.
+    pub fn program(&self) -> &MirProgram {
+        &self.program
+    }
+}
+
+impl fmt::Display for VerifyErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let notes = |loc: &VerifyLocation| {
+            self.errors
+                .iter()
+                .filter(|e| e.location == *loc)
+                .map(|e| e.kind.to_string())
+                .collect()
+        };
+        let mut out = String::new();
+        super::text::print_program(&mut out, &self.program, &notes)?;
+        f.write_str(&out)
+    }
+}
+
+/// Checks every rule of MIR and returns all violations.
+///
+/// Rules: operands are defined by earlier instructions of the same body; each op has its arity
+/// and dtype rule (see [`MirOp`]); loads name existing buffers, have one stride per domain
+/// dimension and stay inside the buffer; stores and reductions write buffers of the right
+/// element count and dtype; reduction axes are in range, sorted and unique, and the reduction
+/// accepts the dtype; inputs are never written; every buffer is written at most once and
+/// every output exactly once; temps and outputs are read only by kernels after the one that
+/// writes them; input names and output names are unique; names are identifiers.
+pub fn verify(program: &MirProgram) -> Result<(), VerifyErrors> {
+    let mut errors = Vec::new();
+    let mut push = |location, kind| errors.push(VerifyError { location, kind });
+    if !is_identifier(program.name()) {
+        push(
+            VerifyLocation::Program,
+            VerifyErrorKind::InvalidName(program.name().to_string()),
+        );
+    }
+    let (mut input_names, mut output_names) = (HashSet::new(), HashSet::new());
+    for (i, buffer) in program.buffers().iter().enumerate() {
+        let loc = VerifyLocation::Buffer(BufId::new(i));
+        let (name, fresh, duplicate): (_, _, fn(String) -> VerifyErrorKind) = match &buffer.kind {
+            BufKind::Input { name } => (
+                name,
+                input_names.insert(name),
+                VerifyErrorKind::DuplicateInputName,
+            ),
+            BufKind::Output { name } => (
+                name,
+                output_names.insert(name),
+                VerifyErrorKind::DuplicateOutputName,
+            ),
+            BufKind::Temp => continue,
+        };
+        if !is_identifier(name) {
+            push(loc, VerifyErrorKind::InvalidName(name.clone()));
+        } else if !fresh {
+            push(loc, duplicate(name.clone()));
+        }
+    }
+
+    // Which kernel writes each buffer first, and how often each buffer is written.
+    let n_buffers = program.buffers().len();
+    let mut writer = vec![None; n_buffers];
+    let mut write_count = vec![0usize; n_buffers];
+    for (k, kernel) in program.kernels().iter().enumerate() {
+        for buf in kernel.writes() {
+            if let Some(slot) = writer.get_mut(buf.index()) {
+                slot.get_or_insert(k);
+                write_count[buf.index()] += 1;
+            }
+        }
+    }
+    for (k, kernel) in program.kernels().iter().enumerate() {
+        verify_kernel(program, k, kernel, &writer, &mut push);
+    }
+    for (i, buffer) in program.buffers().iter().enumerate() {
+        let buf = BufId::new(i);
+        let loc = VerifyLocation::Buffer(buf);
+        let count = write_count[i];
+        if matches!(buffer.kind, BufKind::Output { .. }) && count == 0 {
+            push(loc, VerifyErrorKind::OutputNotWritten(buf));
+        }
+        if count > 1 && !matches!(buffer.kind, BufKind::Input { .. }) {
+            push(loc, VerifyErrorKind::MultipleWrites { buf, count });
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(VerifyErrors {
+            program: Box::new(program.clone()),
+            errors,
+        })
+    }
+}
+
+fn verify_kernel(
+    program: &MirProgram,
+    k: usize,
+    kernel: &MirKernel,
+    writer: &[Option<usize>],
+    push: &mut impl FnMut(VerifyLocation, VerifyErrorKind),
+) {
+    if !is_identifier(&kernel.name) {
+        push(
+            VerifyLocation::Kernel { kernel: k },
+            VerifyErrorKind::InvalidName(kernel.name.clone()),
+        );
+    }
+    let domain = &kernel.domain;
+    let writes: HashSet<BufId> = kernel.writes().collect();
+    for (i, inst) in kernel.body.iter().enumerate() {
+        let loc = VerifyLocation::Value {
+            kernel: k,
+            value: MirValue::new(i),
+        };
+        let mut arg_dtypes = Vec::with_capacity(inst.args.len());
+        for &arg in &inst.args {
+            match kernel.body.get(arg.index()) {
+                Some(def) if arg.index() < i => arg_dtypes.push(def.dtype),
+                _ => push(loc, VerifyErrorKind::UseBeforeDef(arg)),
+            }
+        }
+        if arg_dtypes.len() != inst.args.len() {
+            continue;
+        }
+        if let Err(err) = check_op(&inst.op, &arg_dtypes, inst.dtype) {
+            push(loc, err.into());
+        }
+        if let MirOp::Load { buf, strides } = &inst.op {
+            let Some(buffer) = program.buffer(*buf) else {
+                push(loc, VerifyErrorKind::UnknownBuffer(*buf));
+                continue;
+            };
+            if buffer.ty.dtype != inst.dtype {
+                push(
+                    loc,
+                    VerifyErrorKind::LoadDType {
+                        buf: *buf,
+                        buffer: buffer.ty.dtype,
+                        declared: inst.dtype,
+                    },
+                );
+            }
+            if let Err(kind) = check_strides(*buf, strides, domain.dims(), buffer.ty.shape.numel()) {
+                push(loc, kind);
+            }
+            if !matches!(buffer.kind, BufKind::Input { .. }) {
+                if writes.contains(buf) {
+                    push(loc, VerifyErrorKind::ReadOwnWrite(*buf));
+                } else if writer[buf.index()].is_none_or(|w| w >= k) {
+                    push(loc, VerifyErrorKind::ReadBeforeWrite(*buf));
+                }
+            }
+        }
+    }
+    let value_dtype = |value: MirValue| kernel.body.get(value.index()).map(|inst| inst.dtype);
+    for (index, store) in kernel.stores.iter().enumerate() {
+        let loc = VerifyLocation::Store { kernel: k, index };
+        let Some(dtype) = value_dtype(store.value) else {
+            push(loc, VerifyErrorKind::UseBeforeDef(store.value));
+            continue;
+        };
+        check_write(program, store.buf, dtype, domain.numel(), &mut |kind| {
+            push(loc, kind)
+        });
+    }
+    for (index, red) in kernel.reductions.iter().enumerate() {
+        let loc = VerifyLocation::Reduction { kernel: k, index };
+        let rank = domain.rank();
+        let mut axes_ok = true;
+        if let Some(&axis) = red.axes.iter().find(|&&axis| axis >= rank) {
+            push(loc, VerifyErrorKind::AxisOutOfRange { axis, rank });
+            axes_ok = false;
+        }
+        if red.axes.windows(2).any(|w| w[0] >= w[1]) {
+            push(
+                loc,
+                VerifyErrorKind::AxesNotSorted {
+                    axes: red.axes.clone(),
+                },
+            );
+            axes_ok = false;
+        }
+        let Some(dtype) = value_dtype(red.value) else {
+            push(loc, VerifyErrorKind::UseBeforeDef(red.value));
+            continue;
+        };
+        if !red.op.accepts(dtype) {
+            push(loc, VerifyErrorKind::ReduceDType { op: red.op, dtype });
+        }
+        if axes_ok {
+            let kept = kept_numel(domain, &red.axes);
+            check_write(program, red.buf, dtype, kept, &mut |kind| push(loc, kind));
+        } else if program.buffer(red.buf).is_none() {
+            push(loc, VerifyErrorKind::UnknownBuffer(red.buf));
+        }
+    }
+}
+
+/// The number of points of `domain` left after removing `axes`.
+pub(crate) fn kept_numel(domain: &Shape, axes: &[usize]) -> usize {
+    domain
+        .dims()
+        .iter()
+        .enumerate()
+        .filter(|(axis, _)| !axes.contains(axis))
+        .fold(1usize, |acc, (_, &d)| acc.saturating_mul(d))
+}
+
+fn check_write(
+    program: &MirProgram,
+    buf: BufId,
+    dtype: DType,
+    numel: usize,
+    push: &mut impl FnMut(VerifyErrorKind),
+) {
+    let Some(buffer) = program.buffer(buf) else {
+        push(VerifyErrorKind::UnknownBuffer(buf));
+        return;
+    };
+    if matches!(buffer.kind, BufKind::Input { .. }) {
+        push(VerifyErrorKind::WriteToInput(buf));
+    }
+    if buffer.ty.shape.numel() != numel {
+        push(VerifyErrorKind::WriteNumel {
+            buf,
+            buffer: buffer.ty.shape.numel(),
+            found: numel,
+        });
+    }
+    if buffer.ty.dtype != dtype {
+        push(VerifyErrorKind::WriteDType {
+            buf,
+            buffer: buffer.ty.dtype,
+            value: dtype,
+        });
+    }
+}
+
+fn check_strides(buf: BufId, strides: &[usize], dims: &[usize], numel: usize) -> Result<(), VerifyErrorKind> {
+    if strides.len() != dims.len() {
+        return Err(VerifyErrorKind::StrideCount {
+            found: strides.len(),
+            rank: dims.len(),
+        });
+    }
+    match max_index(dims, strides) {
+        Some(max_index) if max_index >= numel => Err(VerifyErrorKind::LoadOutOfBounds {
+            buf,
+            max_index,
+            numel,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The largest element index `sum(idx[d] * strides[d])` reaches over the iteration space
+/// `dims`, or `None` when the space is empty. Saturates instead of overflowing.
+pub(crate) fn max_index(dims: &[usize], strides: &[usize]) -> Option<usize> {
+    if dims.contains(&0) {
+        return None;
+    }
+    Some(dims.iter().zip(strides).fold(0usize, |acc, (&d, &s)| {
+        acc.saturating_add((d - 1).saturating_mul(s))
+    }))
+}
+
+/// Checks an elementwise op's arity and dtype rule given its operands' dtypes and its declared
+/// result dtype. Shared with the LIR verifier.
+pub(crate) fn check_op(op: &MirOp, args: &[DType], result: DType) -> Result<(), TypeError> {
+    let name = op.name();
+    if args.len() != op.arity() {
+        return Err(TypeError::Arity {
+            op: name,
+            expected: op.arity(),
+            found: args.len(),
+        });
+    }
+    let same = |args: &[DType]| -> Result<DType, TypeError> {
+        match args.iter().find(|&&d| d != args[0]) {
+            Some(&other) => Err(TypeError::DTypeMismatch {
+                op: name,
+                lhs: args[0],
+                rhs: other,
+            }),
+            None => Ok(args[0]),
+        }
+    };
+    let inferred = match op {
+        MirOp::Load { .. } => result,
+        MirOp::Const(value) => {
+            if value.dtype() != result {
+                return Err(TypeError::ConstantDType {
+                    literal: value.dtype(),
+                    declared: result,
+                });
+            }
+            result
+        }
+        MirOp::Unary(u) => {
+            if !u.accepts(args[0]) {
+                return Err(TypeError::UnsupportedDType {
+                    op: name,
+                    dtype: args[0],
+                });
+            }
+            args[0]
+        }
+        MirOp::Binary(b) => {
+            let dtype = same(args)?;
+            if !b.accepts(dtype) {
+                return Err(TypeError::UnsupportedDType { op: name, dtype });
+            }
+            dtype
+        }
+        MirOp::Compare(c) => {
+            let dtype = same(args)?;
+            if !c.accepts(dtype) {
+                return Err(TypeError::UnsupportedDType { op: name, dtype });
+            }
+            DType::Bool
+        }
+        MirOp::Select => {
+            if args[0] != DType::Bool {
+                return Err(TypeError::ConditionNotBool { found: args[0] });
+            }
+            same(&args[1..])?
+        }
+        MirOp::Cast => result,
+    };
+    if inferred != result {
+        return Err(TypeError::ResultType {
+            declared: result.to_string(),
+            inferred: inferred.to_string(),
+        });
+    }
+    Ok(())
+}

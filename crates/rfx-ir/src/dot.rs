@@ -1,4 +1,5 @@
-//! Graphviz DOT export of kernels, for `rfx dot` and for looking at what a pass did.
+//! Graphviz DOT export of HIR kernels and MIR programs, for `rfx dot` and for looking at what a
+//! pass did.
 //!
 //! The graphs are built with `petgraph` and printed in a deterministic order (nodes in definition
 //! order), so the output can be snapshot-tested.
@@ -8,6 +9,7 @@ use std::fmt::Write as _;
 use petgraph::graph::{DiGraph, NodeIndex};
 
 use crate::hir::{Kernel, Op};
+use crate::mir::{BufKind, MirProgram};
 
 /// The DOT text of a HIR kernel: one graph node per HIR node (inputs as boxes, constants as
 /// plain text, outputs as double octagons), edges from operands to users labelled with the
@@ -46,6 +48,54 @@ pub fn hir_to_dot(kernel: &Kernel) -> String {
         }
     }
     render(&graph, kernel.name())
+}
+
+/// The DOT text of a MIR program: buffers as boxes (inputs and outputs named, temporaries as
+/// `bufN`), kernels as components labelled with their iteration space, body size, stores and
+/// reductions; edges from the buffers a kernel loads to it, and from it to the buffers it writes.
+pub fn mir_to_dot(program: &MirProgram) -> String {
+    let mut graph: DiGraph<(String, &'static str), String> = DiGraph::new();
+    let buffers: Vec<NodeIndex> = program
+        .buffers()
+        .iter()
+        .enumerate()
+        .map(|(i, buffer)| {
+            let (label, shape) = match &buffer.kind {
+                BufKind::Input { name } => (format!("{name}\\n{}", buffer.ty), "box"),
+                BufKind::Output { name } => (format!("{name}\\n{}", buffer.ty), "doubleoctagon"),
+                BufKind::Temp => (format!("buf{i}\\n{}", buffer.ty), "box"),
+            };
+            graph.add_node((label, shape))
+        })
+        .collect();
+    for kernel in program.kernels() {
+        let label = format!(
+            "{} {}\\n{} ops, {} stores, {} reductions",
+            kernel.name,
+            kernel.domain,
+            kernel.body.len(),
+            kernel.stores.len(),
+            kernel.reductions.len()
+        );
+        let node = graph.add_node((label, "component"));
+        let mut reads: Vec<_> = kernel.reads().collect();
+        reads.sort();
+        reads.dedup();
+        for buf in reads {
+            if let Some(&from) = buffers.get(buf.index()) {
+                graph.add_edge(from, node, String::new());
+            }
+        }
+        let mut writes: Vec<_> = kernel.writes().collect();
+        writes.sort();
+        writes.dedup();
+        for buf in writes {
+            if let Some(&to) = buffers.get(buf.index()) {
+                graph.add_edge(node, to, String::new());
+            }
+        }
+    }
+    render(&graph, program.name())
 }
 
 fn describe(op: &Op) -> String {

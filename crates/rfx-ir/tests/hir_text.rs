@@ -241,7 +241,7 @@ fn unverified_parse_keeps_invalid_kernels_for_the_verifier() {
     // The bad `sin` is reported once; its user is flagged as having an invalid operand.
     assert_eq!(
         errors.to_string(),
-        "kernel k {\n  %0 = input x : f32[3]\n  %1 = input n : i32[3]\n  %2 = sin %1 : i32[3]\n  ; error: `sin` does not accept i32 operands\n  %3 = add %2, %0 : f32[3]\n  ; error: operand %2 is invalid\n  output o = %3\n}\n"
+        "kernel k {\n  %0 = input x : f32[3]\n  %1 = input n : i32[3]\n  %2 = sin %1 : i32[3]\n  # error: `sin` does not accept i32 operands\n  %3 = add %2, %0 : f32[3]\n  # error: operand %2 is invalid\n  output o = %3\n}\n"
     );
     assert_eq!(errors.errors().len(), 2);
 }

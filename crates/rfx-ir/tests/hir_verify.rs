@@ -26,7 +26,7 @@ fn out(name: &str, value: usize) -> Output {
 
 fn errors_of(kernel: &Kernel) -> Vec<(VerifyLocation, VerifyErrorKind)> {
     hir::verify(kernel)
-        .unwrap_err()
+        .expect_err("the kernel is invalid")
         .errors()
         .iter()
         .map(|e| (e.location, e.kind.clone()))
@@ -140,23 +140,23 @@ fn every_error_is_collected_with_its_location() {
     kernel k {
       %0 = input x : f32[3]
       %1 = input x : f32[3]
-      ; error: duplicate input name `x`
+      # error: duplicate input name `x`
       %2 = const 1 : f32[]
-      ; error: constant of dtype i32 declared as f32
+      # error: constant of dtype i32 declared as f32
       %3 = add %0, %7 : f32[3]
-      ; error: operand %7 is not defined in this kernel
+      # error: operand %7 is not defined in this kernel
       %4 = add %0 : f32[3]
-      ; error: `add` takes 2 operand(s), got 1
+      # error: `add` takes 2 operand(s), got 1
       %5 = sum %0 axes [0,0] : f32[]
-      ; error: axis 0 is listed twice
+      # error: axis 0 is listed twice
       %6 = mean %6 axes [0] : f32[]
-      ; error: operand %6 is used before its definition
+      # error: operand %6 is used before its definition
       output bad name = %0
-      ; error: `bad name` is not a valid name
+      # error: `bad name` is not a valid name
       output o = %9
-      ; error: output refers to undefined value %9
+      # error: output refers to undefined value %9
       output o = %0
-      ; error: duplicate output name `o`
+      # error: duplicate output name `o`
     }
     ");
 }
@@ -241,4 +241,16 @@ fn the_builder_rejects_what_the_verifier_rejects_and_adds_nothing() {
     let kernel = b.finish().unwrap();
     assert_eq!(kernel.nodes().len(), 2, "failed calls add nothing");
     assert!(Builder::new("empty").finish().is_err());
+}
+
+#[test]
+fn annotated_errors_are_comments_so_the_text_still_parses() {
+    let text = "kernel k {\n  %0 = input x : f32[3]\n  %1 = sin %0 : f64[3]\n  output o = %1\n}";
+    let kernel = hir::parse_unverified(text).unwrap();
+    let annotated = hir::verify(&kernel).unwrap_err().to_string();
+    assert!(
+        annotated.contains("# error: declared type f64[3] but the operands give f32[3]"),
+        "{annotated}"
+    );
+    assert_eq!(hir::parse_unverified(&annotated).unwrap(), kernel);
 }

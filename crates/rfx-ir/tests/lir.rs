@@ -372,7 +372,7 @@ fn verifier_prints_program_with_errors_attached() {
     body {
       s0 = load buf0 [3,1]
       s2 = mul s0, s1
-      ; error: s1 is read as a preamble value but the body overwrites it
+      # error: s1 is read as a preamble value but the body overwrites it
       s1 = sin s2
       store buf1 [3,1] = s1
     }

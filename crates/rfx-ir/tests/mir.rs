@@ -304,10 +304,10 @@ fn verifier_prints_program_with_errors_attached() {
   buf1: i32[3] = output y
   kernel k0 [3] {
     %0 = load buf0 [2] : f32
-    ; error: load reaches element 4 of buf0, which has 3 element(s)
+    # error: load reaches element 4 of buf0, which has 3 element(s)
     %1 = sin %0 : f32
     store buf1 = %1
-    ; error: buf1 has dtype i32 but a f32 value is written
+    # error: buf1 has dtype i32 but a f32 value is written
   }
 }
 "
@@ -525,7 +525,7 @@ fn verifier_name_rules() {
     let errors = mir::verify(&program).unwrap_err();
     assert_eq!(
         errors.to_string(),
-        "mir bad name {\n  ; error: `bad name` is not a valid name (letters, digits and `_`, not starting with a digit)\n}\n"
+        "mir bad name {\n  # error: `bad name` is not a valid name (letters, digits and `_`, not starting with a digit)\n}\n"
     );
 }
 

@@ -39,11 +39,17 @@ pub struct RuleInfo {
 
 type Rule = Rewrite<Node, RfxAnalysis>;
 
+/// Makes the rewrite for a rule, given its name.
+type MakeRule = fn(&'static str) -> Rule;
+
+/// A constant predicate (`is_one`, `is_zero`, ...).
+type ConstPred = fn(Scalar) -> bool;
+
 /// The rule table. Conditions: `c` names a splat constant operand; "same type" means the
 /// replacement has exactly the matched value's dtype and shape (no rule may change a shape by
 /// dropping a broadcast).
 #[rustfmt::skip]
-const RULES: &[(RuleInfo, fn(&'static str) -> Rule)] = &[
+const RULES: &[(RuleInfo, MakeRule)] = &[
     (info("add-neg-zero", Exactness::Exact, "x + (-0) → x, (-0) + x → x; i32: x + 0 → x [same type]"), |n| identity(n, "(add ?x ?c)", is_add_identity)),
     (info("add-neg-zero-l", Exactness::Exact, "(-0) + x → x [same type]"), |n| identity(n, "(add ?c ?x)", is_add_identity)),
     (info("sub-zero", Exactness::Exact, "x - (+0) → x [same type]"), |n| identity(n, "(sub ?x ?c)", is_sub_identity)),
@@ -109,6 +115,7 @@ pub(crate) fn rules(refining: bool, fast_math: bool) -> Vec<Rule> {
 }
 
 /// The rules with these names (for testing one rule alone).
+#[cfg(test)]
 pub(crate) fn rules_named(names: &[&str]) -> Vec<Rule> {
     RULES
         .iter()
@@ -217,7 +224,7 @@ fn self_const(name: &'static str, lhs: &str, value: f64) -> Rule {
 
 struct ConstApplier {
     value: f64,
-    guard: Option<(Var, fn(Scalar) -> bool)>,
+    guard: Option<(Var, ConstPred)>,
 }
 
 impl Applier<Node, RfxAnalysis> for ConstApplier {

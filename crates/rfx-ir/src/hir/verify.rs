@@ -73,7 +73,7 @@ fn location_name(location: VerifyLocation) -> String {
 }
 
 /// Every error found in a kernel. `Display` prints the kernel with each error attached below
-/// the line it concerns, as `; error: ...`.
+/// the line it concerns, as `# error: ...`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VerifyErrors {
     errors: Vec<VerifyError>,
@@ -194,7 +194,7 @@ pub fn verify(kernel: &Kernel) -> Result<(), VerifyErrors> {
     let mut annotated = String::new();
     let _ = print_kernel(kernel, &mut annotated, &mut |f, location| {
         for error in errors.iter().filter(|e| e.location == location) {
-            writeln!(f, "  ; error: {}", error.kind)?;
+            writeln!(f, "  # error: {}", error.kind)?;
         }
         Ok(())
     });

@@ -36,17 +36,21 @@ pub fn run_mir(
         });
     }
     for kernel in program.kernels() {
-        run_kernel(kernel, &mut memory, mode)
-            .expect("invariant: a verified MIR kernel evaluates without type or bounds failures");
+        run_kernel(kernel, &mut memory, mode).ok_or_else(|| InterpError::Inconsistent {
+            location: format!("kernel {}", kernel.name),
+        })?;
     }
     let outputs = program
         .outputs()
         .map(|(buf, _, ty)| {
             let values = std::mem::take(&mut memory[buf.index()]);
-            to_array(&ty.shape, compute_dtype(mode, ty.dtype), values)
-                .expect("invariant: output buffers hold numel scalars of their compute dtype")
+            to_array(&ty.shape, compute_dtype(mode, ty.dtype), values).ok_or_else(|| {
+                InterpError::Inconsistent {
+                    location: buf.to_string(),
+                }
+            })
         })
-        .collect();
+        .collect::<Result<Vec<_>, _>>()?;
     Ok(outputs)
 }
 

@@ -25,7 +25,7 @@ use crate::ops::{BinaryOp, CmpOp, UnaryOp};
 use crate::text::{Cursor, TokenKind};
 use crate::{BufId, DType};
 
-/// Writes the program; after each line, writes one `; error: ...` line for each note that
+/// Writes the program; after each line, writes one `# error: ...` line for each note that
 /// `notes` returns for the line's location.
 pub(crate) fn print_program(
     out: &mut String,
@@ -34,7 +34,7 @@ pub(crate) fn print_program(
 ) -> fmt::Result {
     let annotate = |out: &mut String, loc: VerifyLocation, indent: &str| -> fmt::Result {
         for note in notes(&loc) {
-            writeln!(out, "{indent}; error: {note}")?;
+            writeln!(out, "{indent}# error: {note}")?;
         }
         Ok(())
     };

@@ -182,7 +182,7 @@ pub struct VerifyError {
 /// Every error the verifier found in one program.
 ///
 /// `Display` prints the program in the text format with each error attached as a
-/// `; error: ...` line after the line it concerns.
+/// `# error: ...` line after the line it concerns.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub struct VerifyErrors {
     program: Box<MirProgram>,

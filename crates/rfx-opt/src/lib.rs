@@ -9,12 +9,14 @@
 //! **May not depend on:** `rfx-lower`, any code generator, `rfx-runtime`.
 //!
 //! The passes are plain functions usable alone ([`constant_fold`], [`eliminate_dead_ops`],
-//! [`decompose`], [`simplify`]); the pipeline calls them in order and verifies between them.
+//! [`decompose`], [`simplify`], [`fuse_chains`]); [`optimize`] calls them in order and verifies
+//! between them.
 
 #![deny(missing_docs)]
 
 mod config;
 mod error;
+mod fusion;
 mod lang;
 mod passes;
 mod report;
@@ -23,7 +25,7 @@ mod saturate;
 
 pub use config::OptConfig;
 pub use error::OptError;
-pub use passes::{constant_fold, decompose, eliminate_dead_ops, simplify};
+pub use passes::{constant_fold, decompose, eliminate_dead_ops, fuse_chains, optimize, simplify};
 pub use report::{MissReason, OptReport, StopReason};
 pub use rules::{Exactness, RuleInfo, rule_table};
 #[cfg(test)]

@@ -165,3 +165,35 @@ pub fn simplify(kernel: &Kernel, config: &OptConfig) -> Result<(Kernel, OptRepor
     report.ops_after = kernel.op_count();
     Ok((kernel, report))
 }
+
+/// Partitions `kernel` into fused MIR kernels without algebraic optimisation (composites are
+/// decomposed and dead code removed first). Use [`optimize`] for the whole pipeline.
+pub fn fuse_chains(kernel: &Kernel) -> Result<rfx_ir::mir::MirProgram, OptError> {
+    let decomposed = decompose(kernel)?;
+    let outcome = crate::fusion::fuse(&decomposed)?;
+    rfx_ir::mir::verify(&outcome.program).map_err(|e| OptError::PassBroke {
+        pass: "fuse",
+        errors: e.to_string(),
+    })?;
+    Ok(outcome.program)
+}
+
+/// The whole pipeline: decomposition, equality saturation (constant folding, simplification,
+/// CSE), DCE and fusion into MIR, verifying between passes. The report says what each pass did
+/// and which values could not be fused, and why.
+pub fn optimize(
+    kernel: &Kernel,
+    config: &OptConfig,
+) -> Result<(rfx_ir::mir::MirProgram, OptReport), OptError> {
+    let (simplified, mut report) = simplify(kernel, config)?;
+    let start = std::time::Instant::now();
+    let outcome = crate::fusion::fuse(&simplified)?;
+    report.time_per_pass.push(("fuse".to_string(), start.elapsed()));
+    rfx_ir::mir::verify(&outcome.program).map_err(|e| OptError::PassBroke {
+        pass: "fuse",
+        errors: e.to_string(),
+    })?;
+    report.kernels = outcome.program.kernels().len();
+    report.missed_fusions = outcome.missed;
+    Ok((outcome.program, report))
+}

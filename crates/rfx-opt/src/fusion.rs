@@ -1,0 +1,479 @@
+//! Fusion: partitioning an optimised HIR kernel into MIR kernels.
+//!
+//! Design (argued in ARCHITECTURE.md): fusion is a partition of the extracted HIR DAG, not an
+//! e-graph rewrite. A value is *materialised* (given a buffer) only when it must be: a kernel
+//! output, a reduction result (it is complete only after its kernel), the operand of a
+//! `reshape` of a computed value (a reshape is an index map over a row-major buffer), a value
+//! needed by more than one kernel (materialised once, never recomputed), or an expensive value
+//! of a smaller shape than its kernel's iteration space (recomputing it per point would cost more
+//! than a load). Every other value is computed inside the kernel of the materialised values
+//! (*roots*) that use it. Roots with the same iteration space are merged into one kernel when
+//! their dependencies allow, so outputs that share inputs and intermediate values come out of one
+//! loop; a reduction of a value computed in a kernel is that kernel's epilogue. Broadcasts never
+//! copy: a value of shape `S` read in a kernel of domain `D` is loaded with the broadcast strides
+//! of `S` in `D`, and since elementwise ops commute with broadcasting, in-kernel values of a
+//! smaller shape are simply computed at every point.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use rfx_ir::hir::{Kernel, Op, ValueId, verify};
+use rfx_ir::mir::{BufKind, Buffer, MirInst, MirKernel, MirOp, MirProgram, MirValue, Reduction, Store};
+use rfx_ir::{BinaryOp, BufId, Shape};
+
+use crate::error::OptError;
+use crate::report::MissReason;
+use crate::saturate::op_cost;
+
+/// What fusion decided, for the report.
+pub(crate) struct FusionOutcome {
+    pub(crate) program: MirProgram,
+    pub(crate) missed: Vec<(ValueId, MissReason)>,
+}
+
+/// How a root relates to the roots it reads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Dep {
+    /// Its value can be shared inside one kernel.
+    Soft,
+    /// Its buffer must be complete first (a reduction, another iteration space, a reshape).
+    Hard,
+}
+
+struct Plan<'k> {
+    kernel: &'k Kernel,
+    live: Vec<bool>,
+    roots: BTreeMap<ValueId, Option<MissReason>>,
+    groups: Vec<(Shape, Vec<ValueId>)>,
+    group_of: HashMap<ValueId, usize>,
+}
+
+/// Partitions `kernel` (verified, ideally simplified) into a MIR program.
+pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
+    verify(kernel).map_err(OptError::InvalidKernel)?;
+    let live = live_values(kernel);
+    let mut roots: BTreeMap<ValueId, Option<MissReason>> = BTreeMap::new();
+    for output in kernel.outputs() {
+        roots.insert(output.value, None);
+    }
+    for (index, node) in kernel.nodes().iter().enumerate() {
+        if !live[index] {
+            continue;
+        }
+        match &node.op {
+            Op::Reduce { .. } => {
+                roots
+                    .entry(ValueId::new(index))
+                    .or_insert(Some(MissReason::Reduction));
+            }
+            Op::Reshape => {
+                if let Some(&operand) = node.args.first()
+                    && is_computed(kernel, operand)
+                {
+                    roots.entry(operand).or_insert(Some(MissReason::Reshape));
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut plan = Plan {
+        kernel,
+        live,
+        roots,
+        groups: Vec::new(),
+        group_of: HashMap::new(),
+    };
+    // Each round either finishes or materialises at least one more value, so this ends after
+    // at most one round per node.
+    for _ in 0..=kernel.nodes().len() {
+        plan.group_roots();
+        if !plan.materialise_shared()? {
+            break;
+        }
+    }
+    let program = plan.emit()?;
+    let missed = plan
+        .roots
+        .iter()
+        .filter_map(|(&v, reason)| reason.map(|r| (v, r)))
+        .filter(|(v, _)| plan.has_consumers(*v))
+        .collect();
+    Ok(FusionOutcome { program, missed })
+}
+
+fn live_values(kernel: &Kernel) -> Vec<bool> {
+    let mut live = vec![false; kernel.nodes().len()];
+    let mut stack: Vec<ValueId> = kernel.outputs().iter().map(|o| o.value).collect();
+    while let Some(v) = stack.pop() {
+        if let Some(slot) = live.get_mut(v.index())
+            && !*slot
+        {
+            *slot = true;
+            if let Some(node) = kernel.node(v) {
+                stack.extend(node.args.iter().copied());
+            }
+        }
+    }
+    live
+}
+
+/// A value computed by an op (not an input, not a constant).
+fn is_computed(kernel: &Kernel, value: ValueId) -> bool {
+    kernel
+        .node(value)
+        .is_some_and(|n| !matches!(n.op, Op::Input { .. } | Op::Const(_)))
+}
+
+impl Plan<'_> {
+    fn op(&self, v: ValueId) -> Option<&Op> {
+        self.kernel.node(v).map(|n| &n.op)
+    }
+
+    fn shape(&self, v: ValueId) -> Shape {
+        self.kernel
+            .value_type(v)
+            .map(|t| t.shape.clone())
+            .unwrap_or_default()
+    }
+
+    /// The iteration space a root's kernel runs over.
+    fn domain(&self, root: ValueId) -> Shape {
+        match (self.op(root), self.kernel.node(root)) {
+            (Some(Op::Reduce { .. }), Some(node)) => {
+                node.args.first().map(|&a| self.shape(a)).unwrap_or_default()
+            }
+            _ => self.shape(root),
+        }
+    }
+
+    fn is_reduce(&self, v: ValueId) -> bool {
+        matches!(self.op(v), Some(Op::Reduce { .. }))
+    }
+
+    /// The values a root's kernel computes for it, and the roots it reads with their kind.
+    /// The walk stops at roots, inputs and constants.
+    fn walk(&self, root: ValueId) -> (Vec<ValueId>, Vec<(ValueId, Dep)>) {
+        let domain = self.domain(root);
+        let start: Vec<(ValueId, bool)> = match self.kernel.node(root) {
+            Some(node) if self.is_reduce(root) => node.args.iter().map(|&a| (a, false)).collect(),
+            Some(node) if matches!(node.op, Op::Input { .. } | Op::Const(_)) => Vec::new(),
+            Some(node) => node
+                .args
+                .iter()
+                .map(|&a| (a, matches!(node.op, Op::Reshape)))
+                .collect(),
+            None => Vec::new(),
+        };
+        let mut stack = start;
+        let mut seen = BTreeSet::new();
+        let mut computed = Vec::new();
+        let mut deps = Vec::new();
+        while let Some((v, through_reshape)) = stack.pop() {
+            if !seen.insert((v, through_reshape)) {
+                continue;
+            }
+            if self.roots.contains_key(&v) {
+                let soft = !through_reshape
+                    && !self.is_reduce(v)
+                    && is_computed(self.kernel, v)
+                    && self.domain(v) == domain;
+                deps.push((v, if soft { Dep::Soft } else { Dep::Hard }));
+                continue;
+            }
+            let Some(node) = self.kernel.node(v) else { continue };
+            if matches!(node.op, Op::Input { .. } | Op::Const(_)) {
+                continue;
+            }
+            computed.push(v);
+            let reshape = matches!(node.op, Op::Reshape);
+            stack.extend(node.args.iter().map(|&a| (a, reshape)));
+        }
+        computed.sort();
+        computed.dedup();
+        (computed, deps)
+    }
+
+    /// Assigns roots (in definition order) to kernels: the earliest kernel with the same
+    /// iteration space that runs after everything the root needs complete.
+    fn group_roots(&mut self) {
+        self.groups.clear();
+        self.group_of.clear();
+        let roots: Vec<ValueId> = self.roots.keys().copied().collect();
+        for root in roots {
+            let domain = self.domain(root);
+            let (_, deps) = self.walk(root);
+            let mut earliest = 0;
+            for (dep, kind) in deps {
+                if let Some(&g) = self.group_of.get(&dep) {
+                    earliest = earliest.max(if kind == Dep::Hard { g + 1 } else { g });
+                }
+            }
+            let found = (earliest..self.groups.len()).find(|&g| self.groups[g].0 == domain);
+            let g = match found {
+                Some(g) => g,
+                None => {
+                    self.groups.push((domain, Vec::new()));
+                    self.groups.len() - 1
+                }
+            };
+            self.groups[g].1.push(root);
+            self.group_of.insert(root, g);
+        }
+    }
+
+    /// Materialises values needed by several kernels, or too expensive to recompute at every
+    /// point of a larger iteration space. Returns whether anything changed.
+    fn materialise_shared(&mut self) -> Result<bool, OptError> {
+        let mut users: BTreeMap<ValueId, BTreeSet<usize>> = BTreeMap::new();
+        for (&root, &g) in &self.group_of {
+            for v in self.walk(root).0 {
+                users.entry(v).or_default().insert(g);
+            }
+        }
+        let mut changed = false;
+        for (v, groups) in users {
+            if groups.len() > 1 {
+                self.roots.insert(v, Some(MissReason::FanOut));
+                changed = true;
+                continue;
+            }
+            let Some(&g) = groups.iter().next() else { continue };
+            let (domain, node) = (
+                &self.groups[g].0,
+                self.kernel.node(v).ok_or(OptError::InvalidValue(v))?,
+            );
+            let head_cost = match &node.op {
+                Op::Unary(op) => op_cost(&crate::lang::Head::Unary(*op), node.ty.dtype),
+                Op::Binary(op) => op_cost(&crate::lang::Head::Binary(*op), node.ty.dtype),
+                _ => 1.0,
+            };
+            if head_cost >= 4.0 && node.ty.shape.numel().saturating_mul(4) <= domain.numel() {
+                self.roots.insert(v, Some(MissReason::Shape));
+                changed = true;
+            }
+        }
+        Ok(changed)
+    }
+
+    fn has_consumers(&self, v: ValueId) -> bool {
+        self.kernel
+            .nodes()
+            .iter()
+            .enumerate()
+            .any(|(i, n)| self.live[i] && n.args.contains(&v))
+    }
+
+    /// Writes the MIR program: buffers for inputs, outputs and temporaries, one kernel per group.
+    fn emit(&self) -> Result<MirProgram, OptError> {
+        let kernel = self.kernel;
+        let mut buffers = Vec::new();
+        let mut input_buf: HashMap<ValueId, BufId> = HashMap::new();
+        for (v, name, ty) in kernel.inputs() {
+            input_buf.insert(v, BufId::new(buffers.len()));
+            buffers.push(Buffer {
+                ty: ty.clone(),
+                kind: BufKind::Input {
+                    name: name.to_string(),
+                },
+            });
+        }
+        // Every buffer a root writes; the first one is where other kernels read it.
+        let mut root_bufs: BTreeMap<ValueId, Vec<BufId>> = BTreeMap::new();
+        for output in kernel.outputs() {
+            let ty = kernel
+                .value_type(output.value)
+                .ok_or(OptError::InvalidValue(output.value))?;
+            root_bufs
+                .entry(output.value)
+                .or_default()
+                .push(BufId::new(buffers.len()));
+            buffers.push(Buffer {
+                ty: ty.clone(),
+                kind: BufKind::Output {
+                    name: output.name.clone(),
+                },
+            });
+        }
+        for &root in self.roots.keys() {
+            if !root_bufs.contains_key(&root) {
+                let ty = kernel.value_type(root).ok_or(OptError::InvalidValue(root))?;
+                root_bufs.insert(root, vec![BufId::new(buffers.len())]);
+                buffers.push(Buffer {
+                    ty: ty.clone(),
+                    kind: BufKind::Temp,
+                });
+            }
+        }
+        let mut kernels = Vec::new();
+        for (g, (domain, roots)) in self.groups.iter().enumerate() {
+            let mut emitter = KernelEmitter {
+                plan: self,
+                group: g,
+                domain,
+                input_buf: &input_buf,
+                root_bufs: &root_bufs,
+                body: Vec::new(),
+                memo: HashMap::new(),
+            };
+            let mut stores = Vec::new();
+            let mut reductions = Vec::new();
+            for &root in roots {
+                let bufs = root_bufs.get(&root).ok_or(OptError::InvalidValue(root))?;
+                match self.op(root) {
+                    Some(Op::Reduce { op, axes, .. }) => {
+                        let operand = kernel
+                            .node(root)
+                            .and_then(|n| n.args.first().copied())
+                            .ok_or(OptError::InvalidValue(root))?;
+                        let value = emitter.value(operand)?;
+                        for &buf in bufs {
+                            reductions.push(Reduction {
+                                op: *op,
+                                value,
+                                axes: axes.clone(),
+                                buf,
+                            });
+                        }
+                    }
+                    _ => {
+                        let value = emitter.compute(root)?;
+                        for &buf in bufs {
+                            stores.push(Store { buf, value });
+                        }
+                    }
+                }
+            }
+            kernels.push(MirKernel {
+                name: format!("k{g}"),
+                domain: domain.clone(),
+                body: emitter.body,
+                stores,
+                reductions,
+            });
+        }
+        Ok(MirProgram::from_parts(kernel.name(), buffers, kernels))
+    }
+}
+
+struct KernelEmitter<'p, 'k> {
+    plan: &'p Plan<'k>,
+    group: usize,
+    domain: &'p Shape,
+    input_buf: &'p HashMap<ValueId, BufId>,
+    root_bufs: &'p BTreeMap<ValueId, Vec<BufId>>,
+    body: Vec<MirInst>,
+    memo: HashMap<ValueId, MirValue>,
+}
+
+impl KernelEmitter<'_, '_> {
+    fn push(&mut self, op: MirOp, args: Vec<MirValue>, dtype: rfx_ir::DType) -> MirValue {
+        self.body.push(MirInst { op, args, dtype });
+        MirValue::new(self.body.len() - 1)
+    }
+
+    /// A load of `buf`, read as a row-major array of `shape`, at every point of the domain.
+    fn load(
+        &mut self,
+        buf: BufId,
+        shape: &Shape,
+        dtype: rfx_ir::DType,
+        at: ValueId,
+    ) -> Result<MirValue, OptError> {
+        let strides = shape
+            .broadcast_strides(self.domain)
+            .ok_or(OptError::InvalidValue(at))?;
+        Ok(self.push(MirOp::Load { buf, strides }, Vec::new(), dtype))
+    }
+
+    /// The value of `v` at every domain point: loaded when it lives in a buffer this kernel
+    /// does not write, computed otherwise.
+    fn value(&mut self, v: ValueId) -> Result<MirValue, OptError> {
+        if let Some(&m) = self.memo.get(&v) {
+            return Ok(m);
+        }
+        let node = self.plan.kernel.node(v).ok_or(OptError::InvalidValue(v))?;
+        let result = if let Some(&buf) = self.input_buf.get(&v) {
+            self.load(buf, &node.ty.shape, node.ty.dtype, v)?
+        } else if let Op::Const(value) = node.op {
+            self.push(MirOp::Const(value), Vec::new(), node.ty.dtype)
+        } else if self.plan.roots.contains_key(&v)
+            && (self.plan.group_of.get(&v) != Some(&self.group) || self.plan.is_reduce(v))
+        {
+            let buf = self
+                .root_bufs
+                .get(&v)
+                .and_then(|b| b.first().copied())
+                .ok_or(OptError::InvalidValue(v))?;
+            self.load(buf, &node.ty.shape, node.ty.dtype, v)?
+        } else {
+            return self.compute(v);
+        };
+        self.memo.insert(v, result);
+        Ok(result)
+    }
+
+    /// Computes `v` in this kernel from its operands.
+    fn compute(&mut self, v: ValueId) -> Result<MirValue, OptError> {
+        if let Some(&m) = self.memo.get(&v) {
+            return Ok(m);
+        }
+        let node = self.plan.kernel.node(v).ok_or(OptError::InvalidValue(v))?;
+        let dtype = node.ty.dtype;
+        let operand = |i: usize| node.args.get(i).copied().ok_or(OptError::InvalidValue(v));
+        let result = match &node.op {
+            Op::Input { .. } | Op::Const(_) => return self.value(v),
+            Op::Unary(op) => {
+                let x = self.value(operand(0)?)?;
+                self.push(MirOp::Unary(*op), vec![x], dtype)
+            }
+            Op::Binary(op) => {
+                let (a, b) = (self.value(operand(0)?)?, self.value(operand(1)?)?);
+                self.push(MirOp::Binary(*op), vec![a, b], dtype)
+            }
+            Op::Compare(op) => {
+                let (a, b) = (self.value(operand(0)?)?, self.value(operand(1)?)?);
+                self.push(MirOp::Compare(*op), vec![a, b], dtype)
+            }
+            Op::Select => {
+                let c = self.value(operand(0)?)?;
+                let (a, b) = (self.value(operand(1)?)?, self.value(operand(2)?)?);
+                self.push(MirOp::Select, vec![c, a, b], dtype)
+            }
+            // `clamp` is `min(max(x, lo), hi)` by definition; `decompose` normally removed it.
+            Op::Clamp => {
+                let x = self.value(operand(0)?)?;
+                let (lo, hi) = (self.value(operand(1)?)?, self.value(operand(2)?)?);
+                let lower = self.push(MirOp::Binary(BinaryOp::Max), vec![x, lo], dtype);
+                self.push(MirOp::Binary(BinaryOp::Min), vec![lower, hi], dtype)
+            }
+            Op::Cast => {
+                let x = self.value(operand(0)?)?;
+                self.push(MirOp::Cast, vec![x], dtype)
+            }
+            Op::BroadcastTo => self.value(operand(0)?)?,
+            Op::Reshape => {
+                let source = operand(0)?;
+                let src_node = self
+                    .plan
+                    .kernel
+                    .node(source)
+                    .ok_or(OptError::InvalidValue(source))?;
+                if let Op::Const(value) = src_node.op {
+                    self.push(MirOp::Const(value), Vec::new(), dtype)
+                } else {
+                    let buf = match self.input_buf.get(&source) {
+                        Some(&buf) => buf,
+                        None => self
+                            .root_bufs
+                            .get(&source)
+                            .and_then(|b| b.first().copied())
+                            .ok_or(OptError::InvalidValue(source))?,
+                    };
+                    self.load(buf, &node.ty.shape, dtype, v)?
+                }
+            }
+            Op::Reduce { .. } => return Err(OptError::InvalidValue(v)),
+        };
+        self.memo.insert(v, result);
+        Ok(result)
+    }
+}

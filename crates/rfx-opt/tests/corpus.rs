@@ -1,0 +1,167 @@
+//! Data-driven optimiser tests: every kernel in `tests/corpus` is optimised; the MIR text and a
+//! deterministic summary of the report are snapshot-tested, and the optimised program must agree
+//! with the HIR interpreter on fresh random inputs.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use rfx_ir::Array;
+use rfx_ir::hir::{self, Kernel};
+use rfx_ir::interp::{Mode, run_hir, run_mir};
+use rfx_ir::testgen::{TestRng, random_inputs};
+use rfx_opt::{OptConfig, OptReport, optimize};
+
+fn corpus() -> Vec<(String, Kernel)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("corpus dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rfx"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let name = p.file_stem().expect("stem").to_string_lossy().into_owned();
+            let text = std::fs::read_to_string(&p).expect("read");
+            let kernel = hir::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            (name, kernel)
+        })
+        .collect()
+}
+
+/// A configuration whose limits do not depend on the machine's speed, so snapshots are stable.
+fn deterministic() -> OptConfig {
+    OptConfig {
+        time_limit: Duration::from_secs(60),
+        ..OptConfig::default()
+    }
+}
+
+fn summary(report: &OptReport) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "ops: {} -> {}", report.ops_before, report.ops_after);
+    let _ = writeln!(s, "kernels: {}", report.kernels);
+    let stop = report
+        .stop_reason
+        .map_or_else(|| "-".to_string(), |r| r.to_string());
+    let _ = writeln!(s, "stop: {stop}");
+    for (rule, count) in &report.rules_fired {
+        let _ = writeln!(s, "rule {rule}: {count}");
+    }
+    for (value, reason) in &report.missed_fusions {
+        let _ = writeln!(s, "not fused {value}: {reason}");
+    }
+    s
+}
+
+/// Equal bits, except that any NaN matches any NaN.
+fn same_values(a: &Array, b: &Array) -> bool {
+    a.shape() == b.shape()
+        && a.dtype() == b.dtype()
+        && (0..a.data().len()).all(|i| {
+            let (x, y) = (a.get(i), b.get(i));
+            x == y
+                || x.zip(y)
+                    .is_some_and(|(x, y)| x.to_f64().is_nan() && y.to_f64().is_nan())
+        })
+}
+
+#[test]
+fn corpus_has_at_least_40_kernels() {
+    assert!(corpus().len() >= 40);
+}
+
+#[test]
+fn corpus_snapshots_and_agreement_with_the_interpreter() {
+    for (name, kernel) in corpus() {
+        let (program, report) = optimize(&kernel, &deterministic()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        insta::assert_snapshot!(format!("opt_{name}"), format!("{program}\n{}", summary(&report)));
+        let refining_fired = report.rules_fired.keys().any(|r| r.starts_with("pow-"));
+        for seed in 0..4 {
+            let inputs = random_inputs(&mut TestRng::new(seed), &kernel, 0.1);
+            let views: Vec<_> = inputs.iter().map(Array::view).collect();
+            let expected = run_hir(&kernel, &views, Mode::Native).unwrap();
+            let got = run_mir(&program, &views, Mode::Native).unwrap();
+            for (e, g) in expected.iter().zip(&got) {
+                if refining_fired {
+                    assert_eq!(e.shape(), g.shape(), "{name}");
+                } else {
+                    assert!(
+                        same_values(e, g),
+                        "{name} seed {seed}:\nexpected {e:?}\ngot {g:?}\n{program}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn kernel_named(name: &str) -> Kernel {
+    corpus()
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, k)| k)
+        .expect("corpus kernel")
+}
+
+#[test]
+fn the_fused_chain_and_the_ten_op_chain_are_single_kernels() {
+    for name in [
+        "fused_chain",
+        "chain10",
+        "pid_clip",
+        "complementary_filter",
+        "quat_mul",
+        "affine_relu",
+    ] {
+        let (program, report) = optimize(&kernel_named(name), &deterministic()).unwrap();
+        assert_eq!(program.kernels().len(), 1, "{name}:\n{program}");
+        assert_eq!(report.kernels, 1);
+    }
+}
+
+#[test]
+fn sum_of_squares_is_one_kernel_with_a_reduction_epilogue() {
+    let (program, _) = optimize(&kernel_named("sum_x_times_x"), &deterministic()).unwrap();
+    assert_eq!(program.kernels().len(), 1, "{program}");
+    let k = &program.kernels()[0];
+    assert_eq!(k.reductions.len(), 1);
+    assert!(k.stores.is_empty());
+}
+
+#[test]
+fn affine_relu_goes_from_nine_ops_to_five() {
+    let (_, report) = optimize(&kernel_named("affine_relu"), &deterministic()).unwrap();
+    assert_eq!((report.ops_before, report.ops_after), (9, 5), "{report}");
+    let text = report.to_string();
+    assert!(
+        text.starts_with("Reduced from 9 to 5 ops (44% reduction)\nFused kernels: 1\n"),
+        "{text}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+    assert_eq!(json["ops_before"], 9);
+    assert_eq!(json["kernels"], 1);
+}
+
+#[test]
+fn exact_mode_keeps_the_ieee_traps() {
+    let (program, report) = optimize(&kernel_named("ieee_traps"), &deterministic()).unwrap();
+    assert_eq!(report.ops_after, report.ops_before, "{program}");
+    let (_, fast) = optimize(&kernel_named("ieee_traps"), &OptConfig::fast_math()).unwrap();
+    assert!(fast.ops_after < fast.ops_before);
+}
+
+#[test]
+fn fan_out_is_materialised_once_with_a_reason() {
+    let (program, report) = optimize(&kernel_named("fan_out_reduction"), &deterministic()).unwrap();
+    assert_eq!(program.kernels().len(), 2, "{program}");
+    assert!(
+        report
+            .missed_fusions
+            .iter()
+            .any(|(_, r)| *r == rfx_opt::MissReason::Reduction),
+        "{report}"
+    );
+}

@@ -3,17 +3,19 @@
 
 use std::hint::black_box;
 
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{Criterion, criterion_group, criterion_main};
 use rfx_ir::hir::{Builder, Kernel, ValueId};
 use rfx_ir::{BinaryOp, DType, Scalar, TensorType, UnaryOp};
-use rfx_opt::{optimize, OptConfig};
+use rfx_opt::{OptConfig, optimize};
 
 /// A control-style kernel of about `n_ops` ops: interleaved affine updates, products,
 /// transcendentals and clamps over four state vectors, with constants to fold.
 fn control_kernel(n_ops: usize) -> Kernel {
     let mut b = Builder::new("control");
     let ty = TensorType::new(DType::F32, [64]);
-    let mut state: Vec<ValueId> = (0..4).map(|i| b.input(format!("s{i}"), ty.clone()).expect("input")).collect();
+    let mut state: Vec<ValueId> = (0..4)
+        .map(|i| b.input(format!("s{i}"), ty.clone()).expect("input"))
+        .collect();
     let gains = [0.5f32, 1.5, 2.0, 0.25, 3.0];
     let mut ops = 0;
     let mut step = 0;

@@ -294,9 +294,9 @@ impl Plan<'_> {
             });
         }
         for &root in self.roots.keys() {
-            if !root_bufs.contains_key(&root) {
+            if let std::collections::btree_map::Entry::Vacant(slot) = root_bufs.entry(root) {
                 let ty = kernel.value_type(root).ok_or(OptError::InvalidValue(root))?;
-                root_bufs.insert(root, vec![BufId::new(buffers.len())]);
+                slot.insert(vec![BufId::new(buffers.len())]);
                 buffers.push(Buffer {
                     ty: ty.clone(),
                     kind: BufKind::Temp,

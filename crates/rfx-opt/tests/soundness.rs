@@ -28,7 +28,7 @@ fn check(seed: u64, config: &OptConfig, kernel_gen: &KernelGenConfig) -> bool {
     for round in 0..2 {
         let inputs = random_inputs(&mut rng, &kernel, if round == 0 { 0.0 } else { 0.3 });
         let views: Vec<_> = inputs.iter().map(Array::view).collect();
-        let expected = run_hir(&kernel, &views, Mode::Native).unwrap();
+        let expected = run_hir(&kernel, &views, Mode::Native).expect("valid kernel");
         let got =
             run_mir(&program, &views, Mode::Native).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{program}"));
         assert_eq!(expected.len(), got.len());

@@ -1,12 +1,35 @@
-//! `rfx-lower`: MIR → LIR lowering and the `Backend` trait that code generators implement.
+//! `rfx-lower`: MIR → LIR lowering and the [`Backend`] trait that code generators implement.
 //!
-//! **Owns:** iteration-space canonicalisation (flat fast path, strided and broadcast index maps,
-//! hoisted scalars), slot allocation with reuse, the memory plan for intermediate buffers
-//! (liveness-based reuse, alignment, peak bytes), schedules (vector width, thread split, tiles),
-//! the backend registry and the lowered executor that validates inputs before dispatching.
+//! **Owns:** iteration-space canonicalisation (reduced axes last, adjacent dims coalesced so
+//! contiguous kernels become flat loops, broadcast and scalar operands as zero strides, loop
+//! invariants hoisted to the preamble), slot allocation with reuse and constant pooling, the
+//! memory plan for temporaries ([`plan_memory`]: liveness-based reuse, alignment, peak bytes),
+//! schedules (vector width, thread split, tile), the [`Backend`]/[`Compiled`] contract, the
+//! backend [`Registry`] with the `"interp"` backend, call validation ([`validate_call`]) and the
+//! lowered executor ([`execute_lowered`]).
 //!
 //! **Depends on:** `rfx-ir` only. **May not depend on:** `rfx-opt`, any code generator or the
 //! runtime; code generators depend on this crate, never the other way round.
-//!
-//! Status: lowering lands with the rfx-lower issue; see `ROADMAP.md`.
+
 #![deny(missing_docs)]
+
+mod backend;
+mod config;
+mod error;
+mod executor;
+mod interp_backend;
+mod lower;
+mod memplan;
+mod program;
+mod registry;
+mod report;
+
+pub use backend::{validate_call, Backend, CompileOptions, Compiled, Scratch};
+pub use config::LowerConfig;
+pub use error::{BackendError, CallError, LowerError, Unsupported};
+pub use executor::{execute_lowered, order_inputs};
+pub use interp_backend::InterpBackend;
+pub use memplan::{plan_memory, Interval, MemoryPlan};
+pub use program::lower;
+pub use registry::{Registry, KNOWN_BACKENDS};
+pub use report::{KernelReport, LowerReport};

@@ -1,0 +1,156 @@
+//! The contract between lowered programs and code generators.
+
+use std::sync::Arc;
+
+use rfx_ir::lir::LirProgram;
+use rfx_ir::{ArrayView, ArrayViewMut, DataMut, DataRef, TensorType};
+
+use crate::error::{BackendError, CallError};
+
+/// Options every backend understands.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CompileOptions {
+    /// Allow approximations and reassociation beyond each op's documented bound (fast-math
+    /// intrinsics on GPUs, fused multiply-add).
+    pub fast_math: bool,
+    /// Most worker threads a kernel may use (`None`: the backend decides).
+    pub max_threads: Option<usize>,
+}
+
+/// A code generator: compiles LIR programs into runnable objects.
+///
+/// Implementations must be thread-safe: one backend compiles for many callers.
+pub trait Backend: Send + Sync {
+    /// The backend's registry name (`"interp"`, `"cpu"`, `"cuda"`, `"metal"`).
+    fn name(&self) -> &'static str;
+
+    /// `Ok` when the backend can compile and run here; otherwise
+    /// [`BackendError::Unavailable`] saying why (no GPU, no driver, no compiler library).
+    fn check_available(&self) -> Result<(), BackendError>;
+
+    /// Compiles `program`. Fails with [`BackendError::Unsupported`] naming the op, dtype or
+    /// size the backend cannot handle.
+    fn compile(&self, program: &LirProgram, options: &CompileOptions) -> Result<Arc<dyn Compiled>, BackendError>;
+}
+
+/// A compiled program, ready to run any number of times from any thread.
+pub trait Compiled: Send + Sync {
+    /// The backend that compiled it.
+    fn backend(&self) -> &'static str;
+
+    /// The program it was compiled from (its inputs and outputs are the call signature).
+    fn program(&self) -> &LirProgram;
+
+    /// Runs on `inputs` (in the program's input order) writing `outputs` (in output order).
+    /// Implementations first call [`validate_call`]; on any error nothing is written.
+    /// `scratch` holds the program's temporaries; it grows on first use and is reused after, so
+    /// a caller that keeps one `Scratch` per thread makes calls that allocate nothing.
+    fn run(
+        &self,
+        inputs: &[ArrayView<'_>],
+        outputs: &mut [ArrayViewMut<'_>],
+        scratch: &mut Scratch,
+    ) -> Result<(), BackendError>;
+}
+
+/// Memory for a program's temporaries (the LIR arena), owned by the caller.
+#[derive(Clone, Debug, Default)]
+pub struct Scratch {
+    words: Vec<u64>,
+}
+
+impl Scratch {
+    /// An empty scratch area; it grows when a program needs it.
+    pub fn new() -> Scratch {
+        Scratch::default()
+    }
+
+    /// The first `bytes` bytes (rounded up to whole 8-byte words), growing once if needed.
+    /// The memory is 8-byte aligned; its contents are unspecified.
+    pub fn words(&mut self, bytes: usize) -> &mut [u64] {
+        let words = bytes.div_ceil(8);
+        if self.words.len() < words {
+            self.words.resize(words, 0);
+        }
+        &mut self.words[..words]
+    }
+
+    /// Bytes currently reserved.
+    pub fn capacity_bytes(&self) -> usize {
+        self.words.len() * 8
+    }
+}
+
+fn byte_range(data: (usize, usize)) -> std::ops::Range<usize> {
+    data.0..data.0 + data.1
+}
+
+fn ref_range(data: &DataRef<'_>) -> (usize, usize) {
+    match data {
+        DataRef::Bool(v) => (v.as_ptr() as usize, std::mem::size_of_val(*v)),
+        DataRef::I32(v) => (v.as_ptr() as usize, std::mem::size_of_val(*v)),
+        DataRef::F32(v) => (v.as_ptr() as usize, std::mem::size_of_val(*v)),
+        DataRef::F64(v) => (v.as_ptr() as usize, std::mem::size_of_val(*v)),
+    }
+}
+
+fn mut_range(data: &DataMut<'_>) -> (usize, usize) {
+    match data {
+        DataMut::Bool(v) => (v.as_ptr() as usize, std::mem::size_of_val(&**v)),
+        DataMut::I32(v) => (v.as_ptr() as usize, std::mem::size_of_val(&**v)),
+        DataMut::F32(v) => (v.as_ptr() as usize, std::mem::size_of_val(&**v)),
+        DataMut::F64(v) => (v.as_ptr() as usize, std::mem::size_of_val(&**v)),
+    }
+}
+
+fn overlaps(a: std::ops::Range<usize>, b: std::ops::Range<usize>) -> bool {
+    !a.is_empty() && !b.is_empty() && a.start < b.end && b.start < a.end
+}
+
+fn check_arg(name: &str, expected: &TensorType, dtype: rfx_ir::DType, shape: &rfx_ir::Shape) -> Result<(), CallError> {
+    if dtype != expected.dtype {
+        return Err(CallError::DType { name: name.to_string(), expected: expected.dtype, found: dtype });
+    }
+    if *shape != expected.shape {
+        return Err(CallError::Shape { name: name.to_string(), expected: expected.shape.clone(), found: shape.clone() });
+    }
+    Ok(())
+}
+
+/// Checks a call against `program`'s signature before anything runs: the number of inputs and
+/// outputs, each one's dtype and shape (so every buffer has exactly the length the code will
+/// touch), and that no output overlaps an input or another output. Allocates nothing.
+pub fn validate_call(
+    program: &LirProgram,
+    inputs: &[ArrayView<'_>],
+    outputs: &[ArrayViewMut<'_>],
+) -> Result<(), CallError> {
+    let n_inputs = program.inputs().count();
+    if inputs.len() != n_inputs {
+        return Err(CallError::Arity { what: "inputs", expected: n_inputs, found: inputs.len() });
+    }
+    let n_outputs = program.outputs().count();
+    if outputs.len() != n_outputs {
+        return Err(CallError::Arity { what: "outputs", expected: n_outputs, found: outputs.len() });
+    }
+    for ((_, name, ty), view) in program.inputs().zip(inputs) {
+        check_arg(name, ty, view.dtype(), view.shape())?;
+    }
+    for ((_, name, ty), view) in program.outputs().zip(outputs) {
+        check_arg(name, ty, view.dtype(), view.shape())?;
+    }
+    for (i, ((_, out_name, _), out)) in program.outputs().zip(outputs).enumerate() {
+        let range = byte_range(mut_range(out.data()));
+        for ((_, in_name, _), input) in program.inputs().zip(inputs) {
+            if overlaps(range.clone(), byte_range(ref_range(&input.data()))) {
+                return Err(CallError::Alias { output: out_name.to_string(), other: in_name.to_string() });
+            }
+        }
+        for ((_, other_name, _), other) in program.outputs().zip(outputs).skip(i + 1) {
+            if overlaps(range.clone(), byte_range(mut_range(other.data()))) {
+                return Err(CallError::Alias { output: out_name.to_string(), other: other_name.to_string() });
+            }
+        }
+    }
+    Ok(())
+}

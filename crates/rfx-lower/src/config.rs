@@ -1,0 +1,20 @@
+//! Lowering settings.
+
+/// How to shape the loops of lowered kernels. The defaults fit x86-64 with 128-bit vectors.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LowerConfig {
+    /// Bytes per SIMD vector; a kernel's vector width is this divided by its widest element.
+    pub vector_bytes: usize,
+    /// Fewest elements a worker thread is given; smaller kernels run on the caller's thread.
+    pub min_elems_per_thread: usize,
+    /// Elements per tile for kernels that hand steps to out-of-line routines.
+    pub tile: usize,
+    /// Alignment of every temporary in the arena (the widest vector, or a cache line).
+    pub arena_align: usize,
+}
+
+impl Default for LowerConfig {
+    fn default() -> LowerConfig {
+        LowerConfig { vector_bytes: 16, min_elems_per_thread: 32_768, tile: 1024, arena_align: 64 }
+    }
+}

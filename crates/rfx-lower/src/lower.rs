@@ -1,0 +1,271 @@
+//! MIR kernel → LIR kernel: iteration space, slots, hoisting, schedule.
+
+use std::collections::HashMap;
+
+use rfx_ir::lir::{Inst, LirKernel, Schedule, SlotId};
+use rfx_ir::mir::{MirKernel, MirOp, MirValue};
+use rfx_ir::{BufId, DType, Scalar, Shape};
+
+use crate::config::LowerConfig;
+use crate::error::LowerError;
+use crate::report::KernelReport;
+
+/// One memory access of a kernel, as strides over the (permuted) loop dims.
+struct Access {
+    strides: Vec<usize>,
+}
+
+/// The loop nest of one LIR kernel before coalescing: MIR domain axes in loop order (kept axes
+/// first, reduced axes last, each group in its original order).
+struct LoopNest {
+    order: Vec<usize>,
+    dims: Vec<usize>,
+    reduce_dims: usize,
+}
+
+impl LoopNest {
+    fn new(domain: &Shape, reduced_axes: &[usize]) -> LoopNest {
+        let rank = domain.rank();
+        let mut order: Vec<usize> = (0..rank).filter(|a| !reduced_axes.contains(a)).collect();
+        order.extend((0..rank).filter(|a| reduced_axes.contains(a)));
+        let dims = order.iter().map(|&a| domain.dims()[a]).collect();
+        LoopNest { order, dims, reduce_dims: reduced_axes.len() }
+    }
+
+    /// MIR strides (one per domain axis) in loop order.
+    fn permute(&self, strides: &[usize]) -> Vec<usize> {
+        self.order.iter().map(|&a| strides.get(a).copied().unwrap_or(0)).collect()
+    }
+}
+
+/// Merges adjacent loop dims that every access walks contiguously, and drops size-1 dims, so
+/// that a kernel over contiguous or broadcast operands becomes a flat loop. The leading and
+/// reduced groups are coalesced separately, which keeps the row-major order of the points (and
+/// so the reduction order and the reduction output index) unchanged.
+fn coalesce(nest: &mut LoopNest, accesses: &mut [Access]) {
+    let lead = nest.dims.len() - nest.reduce_dims;
+    let mut groups: Vec<Vec<usize>> = vec![(0..lead).collect(), (lead..nest.dims.len()).collect()];
+    let mut new_dims = Vec::new();
+    let mut new_strides: Vec<Vec<usize>> = vec![Vec::new(); accesses.len()];
+    let mut new_reduce = 0;
+    for (g, group) in groups.iter_mut().enumerate() {
+        // Dims of size 1 contribute nothing to any index.
+        group.retain(|&d| nest.dims[d] != 1);
+        let mut merged: Vec<(usize, Vec<usize>)> = Vec::new();
+        for &d in group.iter() {
+            let size = nest.dims[d];
+            let strides: Vec<usize> = accesses.iter().map(|a| a.strides[d]).collect();
+            if let Some((last_size, last_strides)) = merged.last_mut()
+                && last_strides.iter().zip(&strides).all(|(&outer, &inner)| outer == inner * size)
+            {
+                *last_size *= size;
+                *last_strides = strides;
+                continue;
+            }
+            merged.push((size, strides));
+        }
+        if g == 1 {
+            new_reduce = merged.len();
+        }
+        for (size, strides) in merged {
+            new_dims.push(size);
+            for (acc, s) in new_strides.iter_mut().zip(strides) {
+                acc.push(s);
+            }
+        }
+    }
+    nest.dims = new_dims;
+    nest.reduce_dims = new_reduce;
+    for (access, strides) in accesses.iter_mut().zip(new_strides) {
+        access.strides = strides;
+    }
+}
+
+/// Lowers the part of `kernel` that writes `stores` and the reductions over `reduced_axes`.
+pub(crate) fn lower_kernel(
+    kernel: &MirKernel,
+    name: String,
+    reduced_axes: &[usize],
+    include_stores: bool,
+    buf_dtype: &dyn Fn(BufId) -> Option<DType>,
+    config: &LowerConfig,
+) -> Result<(LirKernel, KernelReport), LowerError> {
+    let mut nest = LoopNest::new(&kernel.domain, reduced_axes);
+    let domain_strides = kernel.domain.strides();
+    let reductions: Vec<_> = kernel.reductions.iter().filter(|r| r.axes == reduced_axes).collect();
+    let stores: Vec<_> = if include_stores { kernel.stores.iter().collect() } else { Vec::new() };
+
+    // Which body values this LIR kernel needs.
+    let mut needed = vec![false; kernel.body.len()];
+    let mut stack: Vec<MirValue> =
+        stores.iter().map(|s| s.value).chain(reductions.iter().map(|r| r.value)).collect();
+    while let Some(v) = stack.pop() {
+        if let Some(slot) = needed.get_mut(v.index())
+            && !*slot
+        {
+            *slot = true;
+            if let Some(inst) = kernel.inst(v) {
+                stack.extend(inst.args.iter().copied());
+            }
+        }
+    }
+
+    // Accesses in loop order: loads, then stores (a store writes the row-major index of the
+    // point in the MIR domain).
+    let mut accesses: Vec<Access> = Vec::new();
+    let mut load_access: HashMap<usize, usize> = HashMap::new();
+    for (i, inst) in kernel.body.iter().enumerate() {
+        if let (true, MirOp::Load { strides, .. }) = (needed[i], &inst.op) {
+            load_access.insert(i, accesses.len());
+            accesses.push(Access { strides: nest.permute(strides) });
+        }
+    }
+    let first_store_access = accesses.len();
+    for _ in &stores {
+        accesses.push(Access { strides: nest.permute(&domain_strides) });
+    }
+    let dims_before = nest.dims.len();
+    coalesce(&mut nest, &mut accesses);
+
+    // Loop-invariant values go to the preamble: constants, loads with all-zero strides, and ops
+    // whose operands are all invariant.
+    let mut invariant = vec![false; kernel.body.len()];
+    for (i, inst) in kernel.body.iter().enumerate() {
+        invariant[i] = match &inst.op {
+            MirOp::Const(_) => true,
+            MirOp::Load { .. } => load_access.get(&i).is_some_and(|&a| accesses[a].strides.iter().all(|&s| s == 0)),
+            _ => inst.args.iter().all(|a| invariant.get(a.index()).copied().unwrap_or(false)),
+        };
+    }
+
+    // Last use of each body value (in body order), for slot reuse.
+    let n = kernel.body.len();
+    let mut last_use = vec![0usize; n];
+    for (i, inst) in kernel.body.iter().enumerate() {
+        for a in &inst.args {
+            if let Some(l) = last_use.get_mut(a.index()) {
+                *l = (*l).max(i);
+            }
+        }
+    }
+    // Values read by stores and reductions live to the end of the body.
+    for v in stores.iter().map(|s| s.value).chain(reductions.iter().map(|r| r.value)) {
+        if let Some(l) = last_use.get_mut(v.index()) {
+            *l = n;
+        }
+    }
+
+    let mut slots: Vec<DType> = Vec::new();
+    let mut slot_of: Vec<Option<SlotId>> = vec![None; n];
+    let mut const_pool: HashMap<Scalar, SlotId> = HashMap::new();
+    let mut free: Vec<SlotId> = Vec::new();
+    let mut preamble = Vec::new();
+    let mut body = Vec::new();
+    let mut values_needed = 0;
+    for (i, inst) in kernel.body.iter().enumerate() {
+        if !needed[i] {
+            continue;
+        }
+        values_needed += 1;
+        let operand = |k: usize| -> Result<SlotId, LowerError> {
+            inst.args
+                .get(k)
+                .and_then(|a| slot_of.get(a.index()).copied().flatten())
+                .ok_or(LowerError::Malformed { kernel: kernel.name.clone(), value: i })
+        };
+        // Constants are pooled; everything else gets a slot, reusing a dead body slot of the same
+        // dtype when there is one (preamble slots are never reused: the body reads them on every
+        // iteration).
+        if let MirOp::Const(value) = &inst.op
+            && let Some(&slot) = const_pool.get(value)
+        {
+            slot_of[i] = Some(slot);
+            continue;
+        }
+        let dst = if invariant[i] {
+            new_slot(&mut slots, inst.dtype)
+        } else {
+            match free.iter().position(|s| slots.get(s.index()) == Some(&inst.dtype)) {
+                Some(k) => free.swap_remove(k),
+                None => new_slot(&mut slots, inst.dtype),
+            }
+        };
+        let lir = match &inst.op {
+            MirOp::Load { buf, .. } => {
+                let access = load_access.get(&i).copied().ok_or(LowerError::Malformed { kernel: kernel.name.clone(), value: i })?;
+                Inst::Load { dst, buf: *buf, strides: accesses[access].strides.clone() }
+            }
+            MirOp::Const(value) => {
+                const_pool.insert(*value, dst);
+                Inst::Const { dst, value: *value }
+            }
+            MirOp::Unary(op) => Inst::Unary { dst, op: *op, src: operand(0)? },
+            MirOp::Binary(op) => Inst::Binary { dst, op: *op, lhs: operand(0)?, rhs: operand(1)? },
+            MirOp::Compare(op) => Inst::Compare { dst, op: *op, lhs: operand(0)?, rhs: operand(1)? },
+            MirOp::Select => Inst::Select { dst, cond: operand(0)?, on_true: operand(1)?, on_false: operand(2)? },
+            MirOp::Cast => Inst::Cast { dst, src: operand(0)? },
+        };
+        // Free the body slots whose last use is this instruction (after reading them).
+        if !invariant[i] {
+            for a in &inst.args {
+                let k = a.index();
+                if last_use.get(k) == Some(&i)
+                    && !invariant.get(k).copied().unwrap_or(true)
+                    && let Some(slot) = slot_of[k]
+                    && !free.contains(&slot)
+                {
+                    free.push(slot);
+                }
+            }
+        }
+        slot_of[i] = Some(dst);
+        if invariant[i] { preamble.push(lir) } else { body.push(lir) }
+    }
+    for (k, store) in stores.iter().enumerate() {
+        let src = slot_of
+            .get(store.value.index())
+            .copied()
+            .flatten()
+            .ok_or(LowerError::Malformed { kernel: kernel.name.clone(), value: store.value.index() })?;
+        body.push(Inst::Store { buf: store.buf, strides: accesses[first_store_access + k].strides.clone(), src });
+    }
+    for reduction in &reductions {
+        let src = slot_of
+            .get(reduction.value.index())
+            .copied()
+            .flatten()
+            .ok_or(LowerError::Malformed { kernel: kernel.name.clone(), value: reduction.value.index() })?;
+        body.push(Inst::Reduce { op: reduction.op, buf: reduction.buf, src });
+    }
+    // A store or reduction of an invariant value still runs per point: it reads a preamble slot.
+
+    let widest = slots
+        .iter()
+        .copied()
+        .chain(kernel.stores.iter().filter_map(|s| buf_dtype(s.buf)))
+        .map(DType::size_bytes)
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let vector_width = u32::try_from(config.vector_bytes / widest).unwrap_or(1).max(1);
+    let schedule = Schedule { vector_width, min_elems_per_thread: config.min_elems_per_thread, tile: config.tile };
+    let report = KernelReport {
+        name: name.clone(),
+        values: values_needed,
+        slots: slots.len(),
+        dims_before,
+        dims_after: nest.dims.len(),
+        vector_width,
+        preamble_insts: preamble.len(),
+        body_insts: body.len(),
+    };
+    Ok((
+        LirKernel { name, dims: nest.dims, reduce_dims: nest.reduce_dims, schedule, slots, preamble, body },
+        report,
+    ))
+}
+
+fn new_slot(slots: &mut Vec<DType>, dtype: DType) -> SlotId {
+    slots.push(dtype);
+    SlotId::new(slots.len() - 1)
+}

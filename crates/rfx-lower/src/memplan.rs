@@ -1,0 +1,70 @@
+//! The memory plan: temporaries placed in one arena, reusing space once a buffer is dead.
+
+use rfx_ir::BufId;
+
+/// A temporary buffer's size and lifetime in kernel indices (`first_write..=last_read`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Interval {
+    /// The buffer.
+    pub buf: BufId,
+    /// Bytes it needs.
+    pub bytes: usize,
+    /// The kernel that writes it.
+    pub start: usize,
+    /// The last kernel that reads it (`start` if none does).
+    pub end: usize,
+}
+
+impl Interval {
+    /// Whether two buffers are live at the same time.
+    pub fn overlaps_in_time(&self, other: &Interval) -> bool {
+        self.start <= other.end && other.start <= self.end
+    }
+}
+
+/// Where each temporary lives and how big the arena is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MemoryPlan {
+    /// Byte offset of each interval's buffer, in the order of the intervals given.
+    pub offsets: Vec<usize>,
+    /// Arena size in bytes (the peak).
+    pub arena_bytes: usize,
+}
+
+fn align_up(value: usize, align: usize) -> usize {
+    value.div_ceil(align).saturating_mul(align)
+}
+
+/// Greedy best-fit placement: buffers are placed largest first; each goes at the lowest
+/// aligned offset where it overlaps no already-placed buffer that is live at the same time.
+/// Two simultaneously live buffers never overlap; buffers with disjoint lifetimes may share
+/// bytes. `align` must be a power of two; every offset is a multiple of it.
+pub fn plan_memory(intervals: &[Interval], align: usize) -> MemoryPlan {
+    let align = align.max(1);
+    let mut order: Vec<usize> = (0..intervals.len()).collect();
+    order.sort_by_key(|&i| (std::cmp::Reverse(intervals[i].bytes), intervals[i].start, i));
+    let mut offsets = vec![0usize; intervals.len()];
+    let mut placed: Vec<usize> = Vec::new();
+    let mut arena_bytes = 0;
+    for &i in &order {
+        let size = align_up(intervals[i].bytes.max(1), align);
+        // Ranges already taken by buffers live at the same time, sorted by offset.
+        let mut taken: Vec<(usize, usize)> = placed
+            .iter()
+            .filter(|&&j| intervals[j].overlaps_in_time(&intervals[i]))
+            .map(|&j| (offsets[j], offsets[j] + align_up(intervals[j].bytes.max(1), align)))
+            .collect();
+        taken.sort_unstable();
+        let mut offset = 0;
+        for (start, end) in taken {
+            if offset + size <= start {
+                break;
+            }
+            offset = offset.max(end);
+        }
+        offsets[i] = offset;
+        arena_bytes = arena_bytes.max(offset + size);
+        placed.push(i);
+    }
+    MemoryPlan { offsets, arena_bytes }
+}

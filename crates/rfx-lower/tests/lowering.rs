@@ -1,0 +1,315 @@
+//! Lowering tests: the random-kernel differential test against the HIR interpreter, LIR
+//! snapshots of the optimiser's corpus, memory-plan invariants, and call validation.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use proptest::prelude::*;
+use rfx_ir::hir::{self, Kernel};
+use rfx_ir::interp::{run_hir, Mode};
+use rfx_ir::lir::{LirProgram, Storage};
+use rfx_ir::testgen::{random_inputs, random_kernel, KernelGenConfig, TestRng};
+use rfx_ir::{Array, ArrayView, ArrayViewMut, Scalar, Shape};
+use rfx_lower::{
+    execute_lowered, lower, plan_memory, BackendError, CallError, Compiled, InterpBackend, Interval, LowerConfig,
+    Registry, Scratch,
+};
+use rfx_opt::{optimize, OptConfig};
+
+fn same_values(a: &Array, b: &Array) -> bool {
+    a.shape() == b.shape()
+        && a.dtype() == b.dtype()
+        && (0..a.data().len()).all(|i| {
+            let (x, y) = (a.get(i), b.get(i));
+            x == y || x.zip(y).is_some_and(|(x, y)| x.to_f64().is_nan() && y.to_f64().is_nan())
+        })
+}
+
+fn lower_kernel(kernel: &Kernel) -> LirProgram {
+    let (mir, _) = optimize(kernel, &OptConfig { time_limit: Duration::from_secs(60), ..OptConfig::exact() })
+        .expect("optimize");
+    lower(&mir, &LowerConfig::default()).expect("lower").0
+}
+
+#[test]
+fn lowered_programs_match_the_hir_interpreter_on_10000_random_kernels() {
+    let config = KernelGenConfig { max_ops: 14, ..KernelGenConfig::default() };
+    let mut multi_kernel = 0;
+    for seed in 0..10_000u64 {
+        let mut rng = TestRng::new(seed);
+        let kernel = random_kernel(&mut rng, &config, "random");
+        let lir = lower_kernel(&kernel);
+        multi_kernel += usize::from(lir.kernels().len() > 1);
+        let inputs = random_inputs(&mut rng, &kernel, 0.2);
+        let named: Vec<(String, ArrayView<'_>)> =
+            kernel.inputs().map(|(_, n, _)| n.to_string()).zip(inputs.iter().map(Array::view)).collect();
+        let named: Vec<(&str, ArrayView<'_>)> = named.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+        let views: Vec<_> = inputs.iter().map(Array::view).collect();
+        let expected = run_hir(&kernel, &views, Mode::Native).expect("interp");
+        let got = execute_lowered(&lir, &named, &InterpBackend).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{lir}"));
+        assert_eq!(expected.len(), got.len());
+        for ((e, (name, g)), output) in expected.iter().zip(&got).zip(kernel.outputs()) {
+            assert_eq!(name, &output.name);
+            assert!(same_values(e, g), "seed {seed}, output {name}:\n{kernel}\n{lir}\nexpected {e:?}\ngot {g:?}");
+        }
+    }
+    assert!(multi_kernel > 100, "only {multi_kernel} multi-kernel programs");
+}
+
+fn corpus() -> Vec<(String, Kernel)> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../rfx-opt/tests/corpus");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("corpus dir")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rfx"))
+        .collect();
+    files.sort();
+    files
+        .into_iter()
+        .map(|p| {
+            let name = p.file_stem().expect("stem").to_string_lossy().into_owned();
+            (name, hir::parse(&std::fs::read_to_string(&p).expect("read")).expect("parse"))
+        })
+        .collect()
+}
+
+#[test]
+fn lir_snapshots_of_the_optimiser_corpus() {
+    for (name, kernel) in corpus() {
+        let (mir, _) =
+            optimize(&kernel, &OptConfig { time_limit: Duration::from_secs(60), ..OptConfig::default() }).unwrap();
+        let (lir, report) = lower(&mir, &LowerConfig::default()).unwrap();
+        let text = lir.to_string();
+        assert_eq!(rfx_ir::lir::parse(&text).unwrap(), lir, "{name}: LIR text round-trips");
+        insta::assert_snapshot!(format!("lir_{name}"), format!("{text}\n{report}"));
+    }
+}
+
+#[test]
+fn a_contiguous_elementwise_kernel_is_one_flat_loop() {
+    let kernel = hir::parse(
+        "kernel k {\n %x = input x : f32[4,8,16]\n %y = input y : f32[4,8,16]\n %s = sin %x : f32[4,8,16]\n %r = add %s, %y : f32[4,8,16]\n output o = %r\n}",
+    )
+    .unwrap();
+    let lir = lower_kernel(&kernel);
+    assert_eq!(lir.kernels().len(), 1);
+    let k = &lir.kernels()[0];
+    assert_eq!(k.dims, vec![512]);
+    assert_eq!(k.schedule.vector_width, 4);
+}
+
+#[test]
+fn broadcast_scalars_are_hoisted_and_reductions_go_last() {
+    let kernel = hir::parse(
+        "kernel k {\n %x = input x : f64[3,5,7]\n %g = input g : f64[]\n %m = mul %x, %g : f64[3,5,7]\n %s = sum %m axes [1] : f64[3,7]\n output s = %s\n}",
+    )
+    .unwrap();
+    let lir = lower_kernel(&kernel);
+    let k = &lir.kernels()[0];
+    assert_eq!((k.dims.clone(), k.reduce_dims), (vec![3, 7, 5], 1));
+    assert_eq!(k.schedule.vector_width, 2);
+    assert!(k.preamble.iter().any(|i| matches!(i, rfx_ir::lir::Inst::Load { .. })), "{lir}");
+}
+
+#[test]
+fn slots_are_reused_once_dead() {
+    let kernel = hir::parse(
+        "kernel k {\n %x = input x : f32[64]\n %a = sin %x : f32[64]\n %b = cos %a : f32[64]\n %c = exp %b : f32[64]\n %d = log %c : f32[64]\n %e = tanh %d : f32[64]\n output o = %e\n}",
+    )
+    .unwrap();
+    let (mir, _) = optimize(&kernel, &OptConfig::default()).unwrap();
+    let (lir, report) = lower(&mir, &LowerConfig::default()).unwrap();
+    assert_eq!(report.kernels[0].values, 6);
+    assert!(report.kernels[0].slots < 6, "{lir}\n{report}");
+}
+
+fn temps_of(lir: &LirProgram) -> Vec<(usize, usize, usize, usize)> {
+    // (offset, bytes, first kernel, last kernel) for every arena buffer.
+    let mut out = Vec::new();
+    for (i, buf) in lir.buffers().iter().enumerate() {
+        if let Storage::Arena { offset } = buf.storage {
+            let id = rfx_ir::BufId::new(i);
+            let uses: Vec<usize> = lir
+                .kernels()
+                .iter()
+                .enumerate()
+                .filter(|(_, k)| k.preamble.iter().chain(&k.body).any(|inst| inst.buf() == Some(id)))
+                .map(|(k, _)| k)
+                .collect();
+            out.push((offset, buf.ty.size_bytes(), uses[0], *uses.last().unwrap()));
+        }
+    }
+    out
+}
+
+#[test]
+fn memory_plans_of_random_programs_never_overlap_live_buffers() {
+    let config = KernelGenConfig { max_ops: 24, max_outputs: 3, ..KernelGenConfig::default() };
+    let mut with_temps = 0;
+    for seed in 0..3_000u64 {
+        let kernel = random_kernel(&mut TestRng::new(seed), &config, "random");
+        let lir = lower_kernel(&kernel);
+        let temps = temps_of(&lir);
+        with_temps += usize::from(temps.len() > 1);
+        let total: usize = temps.iter().map(|t| t.1.max(1).div_ceil(64) * 64).sum();
+        assert!(lir.arena_bytes() <= total.max(0), "seed {seed}: arena larger than no reuse");
+        for (i, a) in temps.iter().enumerate() {
+            assert_eq!(a.0 % 64, 0, "seed {seed}: misaligned");
+            assert!(a.0 + a.1 <= lir.arena_bytes(), "seed {seed}: outside the arena");
+            for b in &temps[i + 1..] {
+                let live_together = a.2 <= b.3 && b.2 <= a.3;
+                let bytes_overlap = a.0 < b.0 + b.1 && b.0 < a.0 + a.1 && a.1 > 0 && b.1 > 0;
+                assert!(!(live_together && bytes_overlap), "seed {seed}: live buffers overlap\n{lir}");
+            }
+        }
+    }
+    assert!(with_temps > 20, "only {with_temps} programs with several temporaries");
+}
+
+proptest! {
+    #[test]
+    fn plan_memory_is_safe_and_no_worse_than_no_reuse(
+        raw in proptest::collection::vec((0usize..5000, 0usize..12, 0usize..6), 0..24)
+    ) {
+        let intervals: Vec<Interval> = raw
+            .iter()
+            .enumerate()
+            .map(|(i, &(bytes, start, len))| Interval { buf: rfx_ir::BufId::new(i), bytes, start, end: start + len })
+            .collect();
+        let plan = plan_memory(&intervals, 64);
+        let aligned = |b: usize| b.max(1).div_ceil(64) * 64;
+        prop_assert!(plan.arena_bytes <= intervals.iter().map(|i| aligned(i.bytes)).sum::<usize>());
+        // The peak is at least what is live at the busiest moment.
+        for t in 0..20 {
+            let live: usize = intervals.iter().filter(|i| i.start <= t && t <= i.end).map(|i| aligned(i.bytes)).sum();
+            prop_assert!(plan.arena_bytes >= live);
+        }
+        for (i, a) in intervals.iter().enumerate() {
+            prop_assert_eq!(plan.offsets[i] % 64, 0);
+            for (j, b) in intervals.iter().enumerate().skip(i + 1) {
+                if a.overlaps_in_time(b) {
+                    let (ra, rb) = (plan.offsets[i]..plan.offsets[i] + aligned(a.bytes), plan.offsets[j]..plan.offsets[j] + aligned(b.bytes));
+                    prop_assert!(ra.end <= rb.start || rb.end <= ra.start);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_chain_of_temporaries_reuses_space() {
+    let intervals: Vec<Interval> = (0..6)
+        .map(|i| Interval { buf: rfx_ir::BufId::new(i), bytes: 4096, start: i, end: i + 1 })
+        .collect();
+    let plan = plan_memory(&intervals, 64);
+    assert_eq!(plan.arena_bytes, 2 * 4096);
+}
+
+fn fused_chain() -> (Kernel, LirProgram) {
+    let kernel = hir::parse(
+        "kernel fused_chain {\n %x = input x : f32[3]\n %y = input y : f32[3]\n %c = const 2.0 : f32[]\n %m = mul %x, %c : f32[3]\n %s = sin %m : f32[3]\n %r = add %s, %y : f32[3]\n output out = %r\n}",
+    )
+    .unwrap();
+    let lir = lower_kernel(&kernel);
+    (kernel, lir)
+}
+
+#[test]
+fn rfxjit_example_through_execute_lowered() {
+    let (_, lir) = fused_chain();
+    let x = Array::from_slice(&[0.0f32, 1.0, 2.0]);
+    let y = Array::from_slice(&[1.0f32, 2.0, 3.0]);
+    let out = execute_lowered(&lir, &[("y", y.view()), ("x", x.view())], &InterpBackend).unwrap();
+    assert_eq!(out[0].0, "out");
+    assert_eq!(out[0].1.as_slice::<f32>().unwrap(), &[1.0, 2.909_297_5, 2.243_197_5]);
+}
+
+#[test]
+fn bad_calls_are_rejected_and_nothing_is_written() {
+    let (_, lir) = fused_chain();
+    let compiled = rfx_lower::Backend::compile(&InterpBackend, &lir, &Default::default()).unwrap();
+    let x = Array::from_slice(&[0.0f32, 1.0, 2.0]);
+    let y = Array::from_slice(&[1.0f32, 2.0, 3.0]);
+    let y64 = Array::from_slice(&[1.0f64, 2.0, 3.0]);
+    let y4 = Array::from_slice(&[1.0f32, 2.0, 3.0, 4.0]);
+    let sentinel = -7.5f32;
+    let run = |inputs: &[ArrayView<'_>], out_len: usize| -> (Result<(), BackendError>, Vec<f32>) {
+        let mut out = vec![sentinel; out_len];
+        let shape = Shape::new([out_len]);
+        let mut views = vec![ArrayViewMut::new(&shape, &mut out).unwrap()];
+        let result = compiled.run(inputs, &mut views, &mut Scratch::new());
+        (result, out)
+    };
+    let cases: Vec<(Vec<ArrayView<'_>>, usize, CallError)> = vec![
+        (vec![x.view()], 3, CallError::Arity { what: "inputs", expected: 2, found: 1 }),
+        (
+            vec![x.view(), y64.view()],
+            3,
+            CallError::DType { name: "y".into(), expected: rfx_ir::DType::F32, found: rfx_ir::DType::F64 },
+        ),
+        (
+            vec![x.view(), y4.view()],
+            3,
+            CallError::Shape { name: "y".into(), expected: Shape::new([3]), found: Shape::new([4]) },
+        ),
+        (
+            vec![x.view(), y.view()],
+            4,
+            CallError::Shape { name: "out".into(), expected: Shape::new([3]), found: Shape::new([4]) },
+        ),
+    ];
+    for (inputs, out_len, expected) in cases {
+        let (result, out) = run(&inputs, out_len);
+        match result {
+            Err(BackendError::Call(e)) => assert_eq!(e, expected),
+            other => panic!("expected {expected:?}, got {other:?}"),
+        }
+        assert!(out.iter().all(|&v| v == sentinel), "an output was written");
+    }
+    // Named inputs.
+    let err = execute_lowered(&lir, &[("x", x.view()), ("z", y.view())], &InterpBackend).unwrap_err();
+    assert!(matches!(err, BackendError::Call(CallError::UnknownInput(ref n)) if n == "z"), "{err}");
+    let err = execute_lowered(&lir, &[("x", x.view())], &InterpBackend).unwrap_err();
+    assert!(matches!(err, BackendError::Call(CallError::MissingInput(ref n)) if n == "y"), "{err}");
+    let err = execute_lowered(&lir, &[("x", x.view()), ("x", x.view())], &InterpBackend).unwrap_err();
+    assert!(matches!(err, BackendError::Call(CallError::DuplicateInput(_))), "{err}");
+}
+
+#[test]
+fn an_output_aliasing_an_input_is_rejected() {
+    let (_, lir) = fused_chain();
+    let compiled = rfx_lower::Backend::compile(&InterpBackend, &lir, &Default::default()).unwrap();
+    let shape = Shape::new([3]);
+    let mut shared = vec![1.0f32, 2.0, 3.0];
+    let x = Array::from_slice(&[0.0f32, 1.0, 2.0]);
+    // The only safe way to alias is through raw parts, as an FFI caller could.
+    let ptr = shared.as_mut_ptr();
+    // SAFETY: the aliasing views are only inspected by validation, which rejects the call before
+    // anything reads or writes through them.
+    let (input, output) = unsafe { (std::slice::from_raw_parts(ptr, 3), std::slice::from_raw_parts_mut(ptr, 3)) };
+    let inputs = [x.view(), ArrayView::new(&shape, input).unwrap()];
+    let mut outputs = [ArrayViewMut::new(&shape, output).unwrap()];
+    let err = compiled.run(&inputs, &mut outputs, &mut Scratch::new()).unwrap_err();
+    assert!(matches!(err, BackendError::Call(CallError::Alias { .. })), "{err}");
+    assert_eq!(shared, vec![1.0, 2.0, 3.0]);
+}
+
+#[test]
+fn the_registry_names_backends() {
+    let registry = Registry::default();
+    assert_eq!(registry.names(), vec!["interp"]);
+    assert!(registry.get("interp").is_ok());
+    match registry.get("cuda") {
+        Err(BackendError::Unavailable { backend: "cuda", .. }) => {}
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("cuda is not registered"),
+    }
+    match registry.get("tpu") {
+        Err(e @ BackendError::UnknownBackend { .. }) => {
+            assert_eq!(e.to_string(), "unknown backend `tpu` (known: interp)")
+        }
+        Err(other) => panic!("{other}"),
+        Ok(_) => panic!("tpu does not exist"),
+    }
+    let _ = Scalar::F32(0.0);
+}

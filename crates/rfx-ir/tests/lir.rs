@@ -12,7 +12,7 @@ lir fused_chain arena 0 align 64 {
   buf0: f32[3] = input x
   buf1: f32[3] = input y
   buf2: f32[3] = output out
-  kernel k0 dims [3] reduce 0 vector 4 thread_min 16384 tile 1024 {
+  kernel k0 dims [3] reduce 0 vector 4 thread_min 16384 tile 1024 lanes 1 {
     slots [f32, f32, f32]
     preamble {
       s1 = const 2.0
@@ -38,7 +38,7 @@ lir shared_plan arena 32 align 16 {
   buf2: f32[4] = arena 16
   buf3: f32[4] = arena 0
   buf4: f32[4] = output out
-  kernel k0 dims [4] reduce 0 vector 1 thread_min 16384 tile 1024 {
+  kernel k0 dims [4] reduce 0 vector 1 thread_min 16384 tile 1024 lanes 1 {
     slots [f32, f32]
     preamble {
       s1 = const 2.0
@@ -49,7 +49,7 @@ lir shared_plan arena 32 align 16 {
       store buf1 [1] = s0
     }
   }
-  kernel k1 dims [4] reduce 0 vector 1 thread_min 16384 tile 1024 {
+  kernel k1 dims [4] reduce 0 vector 1 thread_min 16384 tile 1024 lanes 1 {
     slots [f32, f32]
     preamble {
       s1 = const 1.0
@@ -60,7 +60,7 @@ lir shared_plan arena 32 align 16 {
       store buf2 [1] = s0
     }
   }
-  kernel k2 dims [4] reduce 0 vector 1 thread_min 16384 tile 1024 {
+  kernel k2 dims [4] reduce 0 vector 1 thread_min 16384 tile 1024 lanes 1 {
     slots [f32]
     preamble {}
     body {
@@ -69,7 +69,7 @@ lir shared_plan arena 32 align 16 {
       store buf3 [1] = s0
     }
   }
-  kernel k3 dims [4] reduce 0 vector 1 thread_min 16384 tile 1024 {
+  kernel k3 dims [4] reduce 0 vector 1 thread_min 16384 tile 1024 lanes 1 {
     slots [f32, f32]
     preamble {}
     body {
@@ -91,7 +91,7 @@ const CORPUS: &[(&str, &str)] = &[
   buf0: f32[2,3] = input x
   buf1: f32[3] = input b
   buf2: f32[2,3] = output out
-  kernel k0 dims [2,3] reduce 0 vector 8 thread_min 4096 tile 256 {
+  kernel k0 dims [2,3] reduce 0 vector 8 thread_min 4096 tile 256 lanes 1 {
     slots [f32, f32]
     preamble {}
     body {
@@ -109,7 +109,7 @@ const CORPUS: &[(&str, &str)] = &[
   buf0: f64[4] = input x
   buf1: f64[] = input s
   buf2: f64[4] = output out
-  kernel k0 dims [4] reduce 0 vector 2 thread_min 16384 tile 1024 {
+  kernel k0 dims [4] reduce 0 vector 2 thread_min 16384 tile 1024 lanes 1 {
     slots [f64, f64, f64]
     preamble {
       s1 = load buf1 [0]
@@ -128,7 +128,7 @@ const CORPUS: &[(&str, &str)] = &[
         "lir row_sum arena 0 align 64 {
   buf0: f32[2,3] = input x
   buf1: f32[2] = output s
-  kernel k0 dims [2,3] reduce 1 vector 1 thread_min 16384 tile 1024 {
+  kernel k0 dims [2,3] reduce 1 vector 1 thread_min 16384 tile 1024 lanes 1 {
     slots [f32]
     preamble {}
     body {
@@ -143,7 +143,7 @@ const CORPUS: &[(&str, &str)] = &[
         "lir col_max_outer_axis arena 0 align 64 {
   buf0: f32[2,3] = input x
   buf1: f32[3] = output m
-  kernel k0 dims [3,2] reduce 1 vector 1 thread_min 16384 tile 1024 {
+  kernel k0 dims [3,2] reduce 1 vector 1 thread_min 16384 tile 1024 lanes 1 {
     slots [f32]
     preamble {}
     body {
@@ -158,7 +158,7 @@ const CORPUS: &[(&str, &str)] = &[
         "lir middle_mean arena 0 align 64 {
   buf0: f64[2,3,4] = input x
   buf1: f64[2,1,4] = output m
-  kernel k0 dims [2,4,3] reduce 1 vector 1 thread_min 16384 tile 1024 {
+  kernel k0 dims [2,4,3] reduce 1 vector 1 thread_min 16384 tile 1024 lanes 1 {
     slots [f64]
     preamble {}
     body {
@@ -175,7 +175,7 @@ const CORPUS: &[(&str, &str)] = &[
   buf0: f32[2,3] = input x
   buf1: f32[2,3] = output e
   buf2: f32[2] = output total
-  kernel k0 dims [2,3] reduce 1 vector 1 thread_min 16384 tile 1024 {
+  kernel k0 dims [2,3] reduce 1 vector 1 thread_min 16384 tile 1024 lanes 1 {
     slots [f32]
     preamble {}
     body {
@@ -193,7 +193,7 @@ const CORPUS: &[(&str, &str)] = &[
   buf0: f32[2,3] = input x
   buf1: f32[2] = arena 0
   buf2: f32[2,3] = output centered
-  kernel k0 dims [2,3] reduce 1 vector 1 thread_min 16384 tile 1024 {
+  kernel k0 dims [2,3] reduce 1 vector 1 thread_min 16384 tile 1024 lanes 1 {
     slots [f32]
     preamble {}
     body {
@@ -201,7 +201,7 @@ const CORPUS: &[(&str, &str)] = &[
       reduce mean buf1 = s0
     }
   }
-  kernel k1 dims [2,3] reduce 0 vector 4 thread_min 16384 tile 1024 {
+  kernel k1 dims [2,3] reduce 0 vector 4 thread_min 16384 tile 1024 lanes 1 {
     slots [f32, f32]
     preamble {}
     body {
@@ -221,7 +221,7 @@ const CORPUS: &[(&str, &str)] = &[
   buf2: i32[4] = output q
   buf3: bool[4] = output flags
   buf4: f64[4] = output widened
-  kernel k0 dims [4] reduce 0 vector 4 thread_min 16384 tile 1024 {
+  kernel k0 dims [4] reduce 0 vector 4 thread_min 16384 tile 1024 lanes 1 {
     slots [i32, i32, bool, bool, i32, f64]
     preamble {
       s4 = const -7
@@ -248,7 +248,7 @@ const CORPUS: &[(&str, &str)] = &[
         "lir special_constants arena 0 align 64 {
   buf0: f32[2] = input x
   buf1: f32[2] = output y
-  kernel k0 dims [2] reduce 0 vector 1 thread_min 16384 tile 1024 {
+  kernel k0 dims [2] reduce 0 vector 1 thread_min 16384 tile 1024 lanes 1 {
     slots [f32, f32, f32, f32, f64]
     preamble {
       s1 = const nan
@@ -295,7 +295,7 @@ fn corpus_verifies_and_round_trips() {
 
 #[test]
 fn parse_errors_point_at_the_token() {
-    let header = "lir p arena 0 align 8 {\n  kernel k dims [1] reduce 0 vector 1 thread_min 1 tile 1 {\n    slots [f32]\n";
+    let header = "lir p arena 0 align 8 {\n  kernel k dims [1] reduce 0 vector 1 thread_min 1 tile 1 lanes 1 {\n    slots [f32]\n";
     let cases: &[(&str, &str)] = &[
         (
             "    preamble {}\n    body {\n      s0 = load buf0 [1]\n    }\n  }\n}",
@@ -343,7 +343,7 @@ fn kernel_text(buffers: &str, header: &str, slots: &str, preamble: &str, body: &
 }
 
 const XY: &str = "  buf0: f32[2,3] = input x\n  buf1: f32[2,3] = output y";
-const PLAIN: &str = "dims [2,3] reduce 0 vector 1 thread_min 1 tile 1";
+const PLAIN: &str = "dims [2,3] reduce 0 vector 1 thread_min 1 tile 1 lanes 1";
 
 fn with_body(slots: &str, preamble: &str, body: &str) -> Vec<String> {
     errors_of(&kernel_text(XY, PLAIN, slots, preamble, body))
@@ -364,7 +364,7 @@ fn verifier_prints_program_with_errors_attached() {
         "lir p arena 64 align 8 {
   buf0: f32[2,3] = input x
   buf1: f32[2,3] = output y
-  kernel k0 dims [2,3] reduce 0 vector 1 thread_min 1 tile 1 {
+  kernel k0 dims [2,3] reduce 0 vector 1 thread_min 1 tile 1 lanes 1 {
     slots [f32, f32, f32]
     preamble {
       s1 = const 2.0
@@ -458,7 +458,7 @@ fn verifier_dtype_rules() {
     );
     let reduce = kernel_text(
         "  buf0: f32[2,3] = input x\n  buf1: bool[2] = output y",
-        "dims [2,3] reduce 1 vector 1 thread_min 1 tile 1",
+        "dims [2,3] reduce 1 vector 1 thread_min 1 tile 1 lanes 1",
         "f32, bool",
         "",
         "      s0 = load buf0 [3,1]\n      s1 = lt s0, s0\n      reduce sum buf1 = s1",
@@ -496,11 +496,17 @@ fn verifier_buffer_rules() {
         ))
     };
     assert_eq!(
-        reduce("dims [2,3] reduce 1 vector 1 thread_min 1 tile 1", "f32[3]"),
+        reduce(
+            "dims [2,3] reduce 1 vector 1 thread_min 1 tile 1 lanes 1",
+            "f32[3]"
+        ),
         ["kernel #0, body #1: buf1 has 3 element(s) but the leading dims have 2 point(s)"]
     );
     assert_eq!(
-        reduce("dims [2,3] reduce 3 vector 3 thread_min 1 tile 1", "f32[]"),
+        reduce(
+            "dims [2,3] reduce 3 vector 3 thread_min 1 tile 1 lanes 1",
+            "f32[]"
+        ),
         [
             "kernel #0: 3 reduced dims in a 2-dimensional loop nest",
             "kernel #0: vector width 3 is not a power of two"
@@ -510,7 +516,7 @@ fn verifier_buffer_rules() {
   buf0: f32[3] = arena 0
   buf1: f32[3] = output y
   buf2: f32[3] = output never
-  kernel k0 dims [3] reduce 0 vector 1 thread_min 1 tile 1 {
+  kernel k0 dims [3] reduce 0 vector 1 thread_min 1 tile 1 lanes 1 {
     slots [f32]
     preamble {}
     body {
@@ -536,7 +542,7 @@ fn verifier_arena_and_preamble_rules() {
   buf1: f32[2] = input x
   buf2: f64[2] = arena 4
   buf3: f32[2] = output y
-  kernel k0 dims [2] reduce 0 vector 1 thread_min 1 tile 1 {
+  kernel k0 dims [2] reduce 0 vector 1 thread_min 1 tile 1 lanes 1 {
     slots [f32, f32]
     preamble {
       s0 = load buf0 [1]
@@ -885,6 +891,7 @@ fn random_schedule(rng: &mut Rng) -> Schedule {
         vector_width: rng.pick(&[1, 2, 4, 8, 16]),
         min_elems_per_thread: rng.pick(&[1, 1024, 16384]),
         tile: rng.pick(&[1, 64, 1024]),
+        reduce_lanes: rng.pick(&[1, 2, 4, 8]),
     }
 }
 
@@ -1138,6 +1145,50 @@ proptest! {
                 }
                 prop_assert_eq!(parse(&program.to_string()).unwrap(), program);
             }
+        }
+    }
+}
+
+/// `reduce_lanes` fixes the combination order: element `j` of each row goes to partial
+/// `j % lanes`, partials combine in lane order. Checked against that formula written out.
+#[test]
+fn reduction_lanes_follow_the_documented_order() {
+    let values: Vec<f32> = (0..22)
+        .map(|i| 1.0 / (i as f32 + 0.37) * if i % 3 == 0 { -1e4 } else { 1.0 })
+        .collect();
+    for lanes in [1usize, 2, 4, 8] {
+        let text = format!(
+            "lir lanes arena 0 align 64 {{
+  buf0: f32[2,11] = input x
+  buf1: f32[2] = output s
+  kernel k0 dims [2,11] reduce 1 vector 4 thread_min 16384 tile 1024 lanes {lanes} {{
+    slots [f32]
+    preamble {{}}
+    body {{
+      s0 = load buf0 [11,1]
+      reduce sum buf1 = s0
+    }}
+  }}
+}}"
+        );
+        let program = parse(&text).unwrap();
+        let shape = rfx_ir::Shape::new([2, 11]);
+        let x = rfx_ir::ArrayView::new(&shape, &values).unwrap();
+        let out = rfx_ir::interp::run_lir(&program, &[x], rfx_ir::interp::Mode::Native).unwrap();
+        for row in 0..2 {
+            let mut partials = vec![-0.0f32; lanes];
+            for j in 0..11 {
+                partials[j % lanes] += values[row * 11 + j];
+            }
+            let mut total = partials[0];
+            for p in &partials[1..] {
+                total += p;
+            }
+            assert_eq!(
+                out[0].as_slice::<f32>().unwrap()[row].to_bits(),
+                total.to_bits(),
+                "lanes {lanes} row {row}"
+            );
         }
     }
 }

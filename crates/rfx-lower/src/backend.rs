@@ -30,7 +30,11 @@ pub trait Backend: Send + Sync {
 
     /// Compiles `program`. Fails with [`BackendError::Unsupported`] naming the op, dtype or
     /// size the backend cannot handle.
-    fn compile(&self, program: &LirProgram, options: &CompileOptions) -> Result<Arc<dyn Compiled>, BackendError>;
+    fn compile(
+        &self,
+        program: &LirProgram,
+        options: &CompileOptions,
+    ) -> Result<Arc<dyn Compiled>, BackendError>;
 }
 
 /// A compiled program, ready to run any number of times from any thread.
@@ -107,12 +111,25 @@ fn overlaps(a: std::ops::Range<usize>, b: std::ops::Range<usize>) -> bool {
     !a.is_empty() && !b.is_empty() && a.start < b.end && b.start < a.end
 }
 
-fn check_arg(name: &str, expected: &TensorType, dtype: rfx_ir::DType, shape: &rfx_ir::Shape) -> Result<(), CallError> {
+fn check_arg(
+    name: &str,
+    expected: &TensorType,
+    dtype: rfx_ir::DType,
+    shape: &rfx_ir::Shape,
+) -> Result<(), CallError> {
     if dtype != expected.dtype {
-        return Err(CallError::DType { name: name.to_string(), expected: expected.dtype, found: dtype });
+        return Err(CallError::DType {
+            name: name.to_string(),
+            expected: expected.dtype,
+            found: dtype,
+        });
     }
     if *shape != expected.shape {
-        return Err(CallError::Shape { name: name.to_string(), expected: expected.shape.clone(), found: shape.clone() });
+        return Err(CallError::Shape {
+            name: name.to_string(),
+            expected: expected.shape.clone(),
+            found: shape.clone(),
+        });
     }
     Ok(())
 }
@@ -127,11 +144,19 @@ pub fn validate_call(
 ) -> Result<(), CallError> {
     let n_inputs = program.inputs().count();
     if inputs.len() != n_inputs {
-        return Err(CallError::Arity { what: "inputs", expected: n_inputs, found: inputs.len() });
+        return Err(CallError::Arity {
+            what: "inputs",
+            expected: n_inputs,
+            found: inputs.len(),
+        });
     }
     let n_outputs = program.outputs().count();
     if outputs.len() != n_outputs {
-        return Err(CallError::Arity { what: "outputs", expected: n_outputs, found: outputs.len() });
+        return Err(CallError::Arity {
+            what: "outputs",
+            expected: n_outputs,
+            found: outputs.len(),
+        });
     }
     for ((_, name, ty), view) in program.inputs().zip(inputs) {
         check_arg(name, ty, view.dtype(), view.shape())?;
@@ -143,12 +168,18 @@ pub fn validate_call(
         let range = byte_range(mut_range(out.data()));
         for ((_, in_name, _), input) in program.inputs().zip(inputs) {
             if overlaps(range.clone(), byte_range(ref_range(&input.data()))) {
-                return Err(CallError::Alias { output: out_name.to_string(), other: in_name.to_string() });
+                return Err(CallError::Alias {
+                    output: out_name.to_string(),
+                    other: in_name.to_string(),
+                });
             }
         }
         for ((_, other_name, _), other) in program.outputs().zip(outputs).skip(i + 1) {
             if overlaps(range.clone(), byte_range(mut_range(other.data()))) {
-                return Err(CallError::Alias { output: out_name.to_string(), other: other_name.to_string() });
+                return Err(CallError::Alias {
+                    output: out_name.to_string(),
+                    other: other_name.to_string(),
+                });
             }
         }
     }

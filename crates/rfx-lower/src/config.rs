@@ -11,10 +11,21 @@ pub struct LowerConfig {
     pub tile: usize,
     /// Alignment of every temporary in the arena (the widest vector, or a cache line).
     pub arena_align: usize,
+    /// Partial accumulators per reduction (see `rfx_ir::lir::Schedule::reduce_lanes`); `None`
+    /// gives two vectors' worth (`2 * vector_width`), which lets a vector backend keep two
+    /// independent accumulators in flight. `Some(1)` reduces sequentially, exactly like the HIR
+    /// interpreter.
+    pub reduce_lanes: Option<u32>,
 }
 
 impl Default for LowerConfig {
     fn default() -> LowerConfig {
-        LowerConfig { vector_bytes: 16, min_elems_per_thread: 32_768, tile: 1024, arena_align: 64 }
+        LowerConfig {
+            vector_bytes: 16,
+            min_elems_per_thread: 32_768,
+            tile: 1024,
+            arena_align: 64,
+            reduce_lanes: None,
+        }
     }
 }

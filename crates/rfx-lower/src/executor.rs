@@ -17,13 +17,19 @@ pub fn execute_lowered(
     let ordered = order_inputs(program, inputs)?;
     backend.check_available()?;
     let compiled = backend.compile(program, &CompileOptions::default())?;
-    let mut results: Vec<Array> =
-        program.outputs().map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone())).collect();
+    let mut results: Vec<Array> = program
+        .outputs()
+        .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
+        .collect();
     {
         let mut views: Vec<_> = results.iter_mut().map(Array::view_mut).collect();
         compiled.run(&ordered, &mut views, &mut Scratch::new())?;
     }
-    Ok(program.outputs().map(|(_, name, _)| name.to_string()).zip(results).collect())
+    Ok(program
+        .outputs()
+        .map(|(_, name, _)| name.to_string())
+        .zip(results)
+        .collect())
 }
 
 /// Puts named inputs into the program's positional order.

@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
-use rfx_ir::interp::{run_lir, Mode};
+use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
 use rfx_ir::{ArrayData, ArrayView, ArrayViewMut, DataMut};
 
-use crate::backend::{validate_call, Backend, CompileOptions, Compiled, Scratch};
+use crate::backend::{Backend, CompileOptions, Compiled, Scratch, validate_call};
 use crate::error::BackendError;
 
 /// Runs LIR on [`rfx_ir::interp::run_lir`]: slow, exact, always available. It defines what
@@ -27,9 +27,16 @@ impl Backend for InterpBackend {
         Ok(())
     }
 
-    fn compile(&self, program: &LirProgram, _options: &CompileOptions) -> Result<Arc<dyn Compiled>, BackendError> {
-        rfx_ir::lir::verify(program).map_err(|e| BackendError::Lower(crate::error::LowerError::InvalidLir(e)))?;
-        Ok(Arc::new(InterpCompiled { program: program.clone() }))
+    fn compile(
+        &self,
+        program: &LirProgram,
+        _options: &CompileOptions,
+    ) -> Result<Arc<dyn Compiled>, BackendError> {
+        rfx_ir::lir::verify(program)
+            .map_err(|e| BackendError::Lower(crate::error::LowerError::InvalidLir(e)))?;
+        Ok(Arc::new(InterpCompiled {
+            program: program.clone(),
+        }))
     }
 }
 
@@ -49,8 +56,10 @@ impl Compiled for InterpCompiled {
         _scratch: &mut Scratch,
     ) -> Result<(), BackendError> {
         validate_call(&self.program, inputs, outputs)?;
-        let results = run_lir(&self.program, inputs, Mode::Native)
-            .map_err(|e| BackendError::Runtime { backend: "interp", message: e.to_string() })?;
+        let results = run_lir(&self.program, inputs, Mode::Native).map_err(|e| BackendError::Runtime {
+            backend: "interp",
+            message: e.to_string(),
+        })?;
         for (out, result) in outputs.iter_mut().zip(results) {
             copy_into(out.data_mut(), result.data());
         }

@@ -24,12 +24,12 @@ mod program;
 mod registry;
 mod report;
 
-pub use backend::{validate_call, Backend, CompileOptions, Compiled, Scratch};
+pub use backend::{Backend, CompileOptions, Compiled, Scratch, validate_call};
 pub use config::LowerConfig;
 pub use error::{BackendError, CallError, LowerError, Unsupported};
 pub use executor::{execute_lowered, order_inputs};
 pub use interp_backend::InterpBackend;
-pub use memplan::{plan_memory, Interval, MemoryPlan};
+pub use memplan::{Interval, MemoryPlan, plan_memory};
 pub use program::lower;
-pub use registry::{Registry, KNOWN_BACKENDS};
+pub use registry::{KNOWN_BACKENDS, Registry};
 pub use report::{KernelReport, LowerReport};

@@ -29,12 +29,19 @@ impl LoopNest {
         let mut order: Vec<usize> = (0..rank).filter(|a| !reduced_axes.contains(a)).collect();
         order.extend((0..rank).filter(|a| reduced_axes.contains(a)));
         let dims = order.iter().map(|&a| domain.dims()[a]).collect();
-        LoopNest { order, dims, reduce_dims: reduced_axes.len() }
+        LoopNest {
+            order,
+            dims,
+            reduce_dims: reduced_axes.len(),
+        }
     }
 
     /// MIR strides (one per domain axis) in loop order.
     fn permute(&self, strides: &[usize]) -> Vec<usize> {
-        self.order.iter().map(|&a| strides.get(a).copied().unwrap_or(0)).collect()
+        self.order
+            .iter()
+            .map(|&a| strides.get(a).copied().unwrap_or(0))
+            .collect()
     }
 }
 
@@ -56,7 +63,10 @@ fn coalesce(nest: &mut LoopNest, accesses: &mut [Access]) {
             let size = nest.dims[d];
             let strides: Vec<usize> = accesses.iter().map(|a| a.strides[d]).collect();
             if let Some((last_size, last_strides)) = merged.last_mut()
-                && last_strides.iter().zip(&strides).all(|(&outer, &inner)| outer == inner * size)
+                && last_strides
+                    .iter()
+                    .zip(&strides)
+                    .all(|(&outer, &inner)| outer == inner * size)
             {
                 *last_size *= size;
                 *last_strides = strides;
@@ -92,13 +102,24 @@ pub(crate) fn lower_kernel(
 ) -> Result<(LirKernel, KernelReport), LowerError> {
     let mut nest = LoopNest::new(&kernel.domain, reduced_axes);
     let domain_strides = kernel.domain.strides();
-    let reductions: Vec<_> = kernel.reductions.iter().filter(|r| r.axes == reduced_axes).collect();
-    let stores: Vec<_> = if include_stores { kernel.stores.iter().collect() } else { Vec::new() };
+    let reductions: Vec<_> = kernel
+        .reductions
+        .iter()
+        .filter(|r| r.axes == reduced_axes)
+        .collect();
+    let stores: Vec<_> = if include_stores {
+        kernel.stores.iter().collect()
+    } else {
+        Vec::new()
+    };
 
     // Which body values this LIR kernel needs.
     let mut needed = vec![false; kernel.body.len()];
-    let mut stack: Vec<MirValue> =
-        stores.iter().map(|s| s.value).chain(reductions.iter().map(|r| r.value)).collect();
+    let mut stack: Vec<MirValue> = stores
+        .iter()
+        .map(|s| s.value)
+        .chain(reductions.iter().map(|r| r.value))
+        .collect();
     while let Some(v) = stack.pop() {
         if let Some(slot) = needed.get_mut(v.index())
             && !*slot
@@ -117,12 +138,16 @@ pub(crate) fn lower_kernel(
     for (i, inst) in kernel.body.iter().enumerate() {
         if let (true, MirOp::Load { strides, .. }) = (needed[i], &inst.op) {
             load_access.insert(i, accesses.len());
-            accesses.push(Access { strides: nest.permute(strides) });
+            accesses.push(Access {
+                strides: nest.permute(strides),
+            });
         }
     }
     let first_store_access = accesses.len();
     for _ in &stores {
-        accesses.push(Access { strides: nest.permute(&domain_strides) });
+        accesses.push(Access {
+            strides: nest.permute(&domain_strides),
+        });
     }
     let dims_before = nest.dims.len();
     coalesce(&mut nest, &mut accesses);
@@ -133,8 +158,13 @@ pub(crate) fn lower_kernel(
     for (i, inst) in kernel.body.iter().enumerate() {
         invariant[i] = match &inst.op {
             MirOp::Const(_) => true,
-            MirOp::Load { .. } => load_access.get(&i).is_some_and(|&a| accesses[a].strides.iter().all(|&s| s == 0)),
-            _ => inst.args.iter().all(|a| invariant.get(a.index()).copied().unwrap_or(false)),
+            MirOp::Load { .. } => load_access
+                .get(&i)
+                .is_some_and(|&a| accesses[a].strides.iter().all(|&s| s == 0)),
+            _ => inst
+                .args
+                .iter()
+                .all(|a| invariant.get(a.index()).copied().unwrap_or(false)),
         };
     }
 
@@ -149,7 +179,11 @@ pub(crate) fn lower_kernel(
         }
     }
     // Values read by stores and reductions live to the end of the body.
-    for v in stores.iter().map(|s| s.value).chain(reductions.iter().map(|r| r.value)) {
+    for v in stores
+        .iter()
+        .map(|s| s.value)
+        .chain(reductions.iter().map(|r| r.value))
+    {
         if let Some(l) = last_use.get_mut(v.index()) {
             *l = n;
         }
@@ -171,7 +205,10 @@ pub(crate) fn lower_kernel(
             inst.args
                 .get(k)
                 .and_then(|a| slot_of.get(a.index()).copied().flatten())
-                .ok_or(LowerError::Malformed { kernel: kernel.name.clone(), value: i })
+                .ok_or(LowerError::Malformed {
+                    kernel: kernel.name.clone(),
+                    value: i,
+                })
         };
         // Constants are pooled; everything else gets a slot, reusing a dead body slot of the same
         // dtype when there is one (preamble slots are never reused: the body reads them on every
@@ -185,25 +222,57 @@ pub(crate) fn lower_kernel(
         let dst = if invariant[i] {
             new_slot(&mut slots, inst.dtype)
         } else {
-            match free.iter().position(|s| slots.get(s.index()) == Some(&inst.dtype)) {
+            match free
+                .iter()
+                .position(|s| slots.get(s.index()) == Some(&inst.dtype))
+            {
                 Some(k) => free.swap_remove(k),
                 None => new_slot(&mut slots, inst.dtype),
             }
         };
         let lir = match &inst.op {
             MirOp::Load { buf, .. } => {
-                let access = load_access.get(&i).copied().ok_or(LowerError::Malformed { kernel: kernel.name.clone(), value: i })?;
-                Inst::Load { dst, buf: *buf, strides: accesses[access].strides.clone() }
+                let access = load_access.get(&i).copied().ok_or(LowerError::Malformed {
+                    kernel: kernel.name.clone(),
+                    value: i,
+                })?;
+                Inst::Load {
+                    dst,
+                    buf: *buf,
+                    strides: accesses[access].strides.clone(),
+                }
             }
             MirOp::Const(value) => {
                 const_pool.insert(*value, dst);
                 Inst::Const { dst, value: *value }
             }
-            MirOp::Unary(op) => Inst::Unary { dst, op: *op, src: operand(0)? },
-            MirOp::Binary(op) => Inst::Binary { dst, op: *op, lhs: operand(0)?, rhs: operand(1)? },
-            MirOp::Compare(op) => Inst::Compare { dst, op: *op, lhs: operand(0)?, rhs: operand(1)? },
-            MirOp::Select => Inst::Select { dst, cond: operand(0)?, on_true: operand(1)?, on_false: operand(2)? },
-            MirOp::Cast => Inst::Cast { dst, src: operand(0)? },
+            MirOp::Unary(op) => Inst::Unary {
+                dst,
+                op: *op,
+                src: operand(0)?,
+            },
+            MirOp::Binary(op) => Inst::Binary {
+                dst,
+                op: *op,
+                lhs: operand(0)?,
+                rhs: operand(1)?,
+            },
+            MirOp::Compare(op) => Inst::Compare {
+                dst,
+                op: *op,
+                lhs: operand(0)?,
+                rhs: operand(1)?,
+            },
+            MirOp::Select => Inst::Select {
+                dst,
+                cond: operand(0)?,
+                on_true: operand(1)?,
+                on_false: operand(2)?,
+            },
+            MirOp::Cast => Inst::Cast {
+                dst,
+                src: operand(0)?,
+            },
         };
         // Free the body slots whose last use is this instruction (after reading them).
         if !invariant[i] {
@@ -219,23 +288,41 @@ pub(crate) fn lower_kernel(
             }
         }
         slot_of[i] = Some(dst);
-        if invariant[i] { preamble.push(lir) } else { body.push(lir) }
+        if invariant[i] {
+            preamble.push(lir)
+        } else {
+            body.push(lir)
+        }
     }
     for (k, store) in stores.iter().enumerate() {
         let src = slot_of
             .get(store.value.index())
             .copied()
             .flatten()
-            .ok_or(LowerError::Malformed { kernel: kernel.name.clone(), value: store.value.index() })?;
-        body.push(Inst::Store { buf: store.buf, strides: accesses[first_store_access + k].strides.clone(), src });
+            .ok_or(LowerError::Malformed {
+                kernel: kernel.name.clone(),
+                value: store.value.index(),
+            })?;
+        body.push(Inst::Store {
+            buf: store.buf,
+            strides: accesses[first_store_access + k].strides.clone(),
+            src,
+        });
     }
     for reduction in &reductions {
         let src = slot_of
             .get(reduction.value.index())
             .copied()
             .flatten()
-            .ok_or(LowerError::Malformed { kernel: kernel.name.clone(), value: reduction.value.index() })?;
-        body.push(Inst::Reduce { op: reduction.op, buf: reduction.buf, src });
+            .ok_or(LowerError::Malformed {
+                kernel: kernel.name.clone(),
+                value: reduction.value.index(),
+            })?;
+        body.push(Inst::Reduce {
+            op: reduction.op,
+            buf: reduction.buf,
+            src,
+        });
     }
     // A store or reduction of an invariant value still runs per point: it reads a preamble slot.
 
@@ -248,7 +335,17 @@ pub(crate) fn lower_kernel(
         .unwrap_or(4)
         .max(4);
     let vector_width = u32::try_from(config.vector_bytes / widest).unwrap_or(1).max(1);
-    let schedule = Schedule { vector_width, min_elems_per_thread: config.min_elems_per_thread, tile: config.tile };
+    let reduce_lanes = if nest.reduce_dims == 0 {
+        1
+    } else {
+        config.reduce_lanes.unwrap_or(2 * vector_width).max(1)
+    };
+    let schedule = Schedule {
+        vector_width,
+        min_elems_per_thread: config.min_elems_per_thread,
+        tile: config.tile,
+        reduce_lanes,
+    };
     let report = KernelReport {
         name: name.clone(),
         values: values_needed,
@@ -260,7 +357,15 @@ pub(crate) fn lower_kernel(
         body_insts: body.len(),
     };
     Ok((
-        LirKernel { name, dims: nest.dims, reduce_dims: nest.reduce_dims, schedule, slots, preamble, body },
+        LirKernel {
+            name,
+            dims: nest.dims,
+            reduce_dims: nest.reduce_dims,
+            schedule,
+            slots,
+            preamble,
+            body,
+        },
         report,
     ))
 }

@@ -52,7 +52,12 @@ pub fn plan_memory(intervals: &[Interval], align: usize) -> MemoryPlan {
         let mut taken: Vec<(usize, usize)> = placed
             .iter()
             .filter(|&&j| intervals[j].overlaps_in_time(&intervals[i]))
-            .map(|&j| (offsets[j], offsets[j] + align_up(intervals[j].bytes.max(1), align)))
+            .map(|&j| {
+                (
+                    offsets[j],
+                    offsets[j] + align_up(intervals[j].bytes.max(1), align),
+                )
+            })
             .collect();
         taken.sort_unstable();
         let mut offset = 0;

@@ -1,13 +1,13 @@
 //! MIR program → LIR program.
 
+use rfx_ir::BufId;
 use rfx_ir::lir::{self, Inst, LirBuffer, LirKernel, LirProgram, Storage};
 use rfx_ir::mir::{self, BufKind, MirProgram};
-use rfx_ir::BufId;
 
 use crate::config::LowerConfig;
 use crate::error::LowerError;
 use crate::lower::lower_kernel;
-use crate::memplan::{plan_memory, Interval};
+use crate::memplan::{Interval, plan_memory};
 use crate::report::LowerReport;
 
 /// Lowers a MIR program to LIR: each MIR kernel becomes one LIR kernel (or one per distinct
@@ -31,8 +31,13 @@ pub fn lower(program: &MirProgram, config: &LowerConfig) -> Result<(LirProgram, 
             axes_sets.push(Vec::new());
         }
         for (part, axes) in axes_sets.iter().enumerate() {
-            let name = if part == 0 { mir_kernel.name.clone() } else { format!("{}_{part}", mir_kernel.name) };
-            let (kernel, kernel_report) = lower_kernel(mir_kernel, name, axes, part == 0, &buf_dtype, config)?;
+            let name = if part == 0 {
+                mir_kernel.name.clone()
+            } else {
+                format!("{}_{part}", mir_kernel.name)
+            };
+            let (kernel, kernel_report) =
+                lower_kernel(mir_kernel, name, axes, part == 0, &buf_dtype, config)?;
             kernels.push(kernel);
             report.kernels.push(kernel_report);
         }
@@ -53,13 +58,24 @@ pub fn lower(program: &MirProgram, config: &LowerConfig) -> Result<(LirProgram, 
             })
         };
         let start = kernels.iter().position(|k| touches(k, true)).unwrap_or(0);
-        let end = kernels.iter().rposition(|k| touches(k, false)).unwrap_or(start).max(start);
-        intervals.push(Interval { buf, bytes: buffer.ty.size_bytes(), start, end });
+        let end = kernels
+            .iter()
+            .rposition(|k| touches(k, false))
+            .unwrap_or(start)
+            .max(start);
+        intervals.push(Interval {
+            buf,
+            bytes: buffer.ty.size_bytes(),
+            start,
+            end,
+        });
     }
     let plan = plan_memory(&intervals, config.arena_align);
     report.arena_bytes = plan.arena_bytes;
-    report.temp_bytes_without_reuse =
-        intervals.iter().map(|i| i.bytes.max(1).div_ceil(config.arena_align) * config.arena_align).sum();
+    report.temp_bytes_without_reuse = intervals
+        .iter()
+        .map(|i| i.bytes.max(1).div_ceil(config.arena_align) * config.arena_align)
+        .sum();
 
     let mut buffers: Vec<LirBuffer> = program
         .buffers()
@@ -78,7 +94,13 @@ pub fn lower(program: &MirProgram, config: &LowerConfig) -> Result<(LirProgram, 
             b.storage = Storage::Arena { offset: *offset };
         }
     }
-    let lir = LirProgram::from_parts(program.name(), buffers, plan.arena_bytes, config.arena_align, kernels);
+    let lir = LirProgram::from_parts(
+        program.name(),
+        buffers,
+        plan.arena_bytes,
+        config.arena_align,
+        kernels,
+    );
     lir::verify(&lir).map_err(LowerError::InvalidLir)?;
     Ok((lir, report))
 }

@@ -18,7 +18,9 @@ pub struct Registry {
 impl Default for Registry {
     /// A registry holding the `"interp"` backend.
     fn default() -> Registry {
-        Registry { backends: vec![Arc::new(InterpBackend)] }
+        Registry {
+            backends: vec![Arc::new(InterpBackend)],
+        }
     }
 }
 
@@ -50,9 +52,14 @@ impl Registry {
         match KNOWN_BACKENDS.iter().find(|&&known| known == name) {
             Some(&backend) => Err(BackendError::Unavailable {
                 backend,
-                reason: format!("this build of rfx does not include it (enable the `{backend}` cargo feature of rfx-runtime)"),
+                reason: format!(
+                    "this build of rfx does not include it (enable the `{backend}` cargo feature of rfx-runtime)"
+                ),
             }),
-            None => Err(BackendError::UnknownBackend { name: name.to_string(), known: self.names().join(", ") }),
+            None => Err(BackendError::UnknownBackend {
+                name: name.to_string(),
+                known: self.names().join(", "),
+            }),
         }
     }
 }

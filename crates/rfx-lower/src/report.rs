@@ -36,14 +36,29 @@ pub struct LowerReport {
 
 impl fmt::Display for LowerReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{:<8} {:>6} {:>6} {:>9} {:>6} {:>9} {:>5}", "kernel", "values", "slots", "dims", "vector", "preamble", "body")?;
+        writeln!(
+            f,
+            "{:<8} {:>6} {:>6} {:>9} {:>6} {:>9} {:>5}",
+            "kernel", "values", "slots", "dims", "vector", "preamble", "body"
+        )?;
         for k in &self.kernels {
             writeln!(
                 f,
                 "{:<8} {:>6} {:>6} {:>4} -> {:<2} {:>6} {:>9} {:>5}",
-                k.name, k.values, k.slots, k.dims_before, k.dims_after, k.vector_width, k.preamble_insts, k.body_insts
+                k.name,
+                k.values,
+                k.slots,
+                k.dims_before,
+                k.dims_after,
+                k.vector_width,
+                k.preamble_insts,
+                k.body_insts
             )?;
         }
-        writeln!(f, "arena: {} bytes (without reuse: {} bytes)", self.arena_bytes, self.temp_bytes_without_reuse)
+        writeln!(
+            f,
+            "arena: {} bytes (without reuse: {} bytes)",
+            self.arena_bytes, self.temp_bytes_without_reuse
+        )
     }
 }

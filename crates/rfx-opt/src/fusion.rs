@@ -232,9 +232,15 @@ impl Plan<'_> {
         // Only the shared values closest to their consumers are materialised in one round: a
         // value shared only because a shared consumer is will be read through that consumer's
         // buffer once it has one.
-        let shared: BTreeSet<ValueId> = users.iter().filter(|(_, g)| g.len() > 1).map(|(&v, _)| v).collect();
+        let shared: BTreeSet<ValueId> = users
+            .iter()
+            .filter(|(_, g)| g.len() > 1)
+            .map(|(&v, _)| v)
+            .collect();
         let consumed_by_shared = |v: ValueId| {
-            shared.iter().any(|&s| self.kernel.node(s).is_some_and(|n| n.args.contains(&v)))
+            shared
+                .iter()
+                .any(|&s| self.kernel.node(s).is_some_and(|n| n.args.contains(&v)))
         };
         let mut changed = false;
         for (v, groups) in users {

@@ -170,33 +170,46 @@ fn run_kernel(kernel: &LirKernel, memory: &mut Memory, mode: Mode) -> Option<()>
     let split = rank.checked_sub(kernel.reduce_dims)?;
     let (leading, reduced) = kernel.dims.split_at(split);
     let mut idx = vec![0usize; rank];
-    let mut accs: Vec<Option<Scalar>> = vec![None; kernel.body.len()];
+    let lanes = (kernel.schedule.reduce_lanes.max(1)) as usize;
+    // Per body instruction: one partial accumulator per lane (only `Reduce` uses them).
+    let mut accs: Vec<Vec<Option<Scalar>>> = vec![vec![None; lanes]; kernel.body.len()];
     let leading_numel = leading.iter().fold(1usize, |acc, &d| acc.saturating_mul(d));
     let reduced_numel = reduced.iter().fold(1usize, |acc, &d| acc.saturating_mul(d));
     // The preamble only feeds the body, so it runs only when the body does (its loads are
     // bounds-checked by the verifier only for non-empty loop nests).
     if leading_numel > 0 && reduced_numel > 0 {
         for inst in &kernel.preamble {
-            exec(kernel, inst, &idx, &mut slots, memory, &mut accs, mode)?;
+            exec(kernel, inst, &idx, &mut slots, memory, &mut [], mode)?;
         }
     }
     for lead in 0..leading_numel {
         unravel(leading, lead, &mut idx[..split]);
-        for (acc, inst) in accs.iter_mut().zip(&kernel.body) {
+        for (partials, inst) in accs.iter_mut().zip(&kernel.body) {
             if let Inst::Reduce { op, buf, .. } = inst {
                 let dtype = memory.places.get(buf.index())?.1;
-                *acc = Some(reduce_identity(*op, dtype)?);
+                partials.fill(Some(reduce_identity(*op, dtype)?));
             }
         }
         for point in 0..reduced_numel {
             unravel(reduced, point, &mut idx[split..]);
+            // The lane is the position along the innermost loop dimension (see `Schedule`).
+            let lane = if kernel.reduce_dims > 0 {
+                idx.last().copied().unwrap_or(0) % lanes
+            } else {
+                0
+            };
             for (i, inst) in kernel.body.iter().enumerate() {
-                exec(kernel, inst, &idx, &mut slots, memory, &mut accs[i..=i], mode)?;
+                let partial = accs.get_mut(i)?.get_mut(lane..=lane)?;
+                exec(kernel, inst, &idx, &mut slots, memory, partial, mode)?;
             }
         }
-        for (acc, inst) in accs.iter().zip(&kernel.body) {
-            if let (Inst::Reduce { op, buf, .. }, Some(acc)) = (inst, acc) {
-                memory.write(*buf, lead, reduce_finish(*op, *acc, reduced_numel)?)?;
+        for (partials, inst) in accs.iter().zip(&kernel.body) {
+            if let Inst::Reduce { op, buf, .. } = inst {
+                let mut total = (*partials.first()?)?;
+                for partial in &partials[1..] {
+                    total = reduce_combine(*op, total, (*partial)?)?;
+                }
+                memory.write(*buf, lead, reduce_finish(*op, total, reduced_numel)?)?;
             }
         }
     }

@@ -59,8 +59,8 @@ pub struct LirBuffer {
     pub storage: Storage,
 }
 
-/// How a backend runs a kernel's loop nest. It never changes the result of elementwise code;
-/// reductions may be reassociated only by backends that document their error bound.
+/// How a backend runs a kernel's loop nest. Only `reduce_lanes` affects results (it fixes the
+/// order in which reductions combine); the other fields are performance hints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Schedule {
     /// SIMD lanes per step of the innermost loop; a power of two, at least 1.
@@ -69,6 +69,13 @@ pub struct Schedule {
     pub min_elems_per_thread: usize,
     /// Points per tile (the unit of work handed to a thread or GPU block).
     pub tile: usize,
+    /// Partial accumulators per reduction, so that vector backends can reduce lane-parallel and
+    /// still give the interpreter's bits. A reduced point whose index along the innermost loop
+    /// dimension is `j` combines into partial `j % reduce_lanes`; each partial starts at the
+    /// op's identity; after the reduced points of a leading point are done, the partials are
+    /// combined in lane order (`((p0 ∘ p1) ∘ p2) ∘ ...`) and finished (mean divides by the
+    /// count). `1` is a plain sequential reduction. At least 1.
+    pub reduce_lanes: u32,
 }
 
 impl Default for Schedule {
@@ -77,6 +84,7 @@ impl Default for Schedule {
             vector_width: 1,
             min_elems_per_thread: 16384,
             tile: 1024,
+            reduce_lanes: 1,
         }
     }
 }

@@ -3,7 +3,7 @@
 //! ```text
 //! program  := "lir" NAME "arena" INT "align" INT "{" buffer* kernel* "}"
 //! buffer   := LABEL ":" TYPE "=" ("input" NAME | "output" NAME | "arena" INT)
-//! kernel   := "kernel" NAME "dims" DIMS "reduce" INT "vector" INT "thread_min" INT "tile" INT
+//! kernel   := "kernel" NAME "dims" DIMS "reduce" INT "vector" INT "thread_min" INT "tile" INT "lanes" INT
 //!             "{" "slots" "[" (DTYPE ("," DTYPE)*)? "]" "preamble" block "body" block "}"
 //! block    := "{" inst* "}"
 //! inst     := SLOT "=" "load" LABEL DIMS | SLOT "=" "const" LITERAL
@@ -61,12 +61,13 @@ pub(crate) fn print_program(
             vector_width,
             min_elems_per_thread,
             tile,
+            reduce_lanes,
         } = kernel.schedule;
         write!(out, "  kernel {} dims ", kernel.name)?;
         write_index_list(out, &kernel.dims)?;
         writeln!(
             out,
-            " reduce {} vector {vector_width} thread_min {min_elems_per_thread} tile {tile} {{",
+            " reduce {} vector {vector_width} thread_min {min_elems_per_thread} tile {tile} lanes {reduce_lanes} {{",
             kernel.reduce_dims
         )?;
         annotate(out, VerifyLocation::Kernel { kernel: k }, "    ")?;
@@ -200,6 +201,10 @@ fn parse_kernel(c: &mut Cursor<'_>, labels: &BufferLabels<'_>) -> Result<LirKern
     let min_elems_per_thread = c.expect_usize("a minimum of points per thread")?;
     c.expect_keyword("tile")?;
     let tile = c.expect_usize("a tile size")?;
+    c.expect_keyword("lanes")?;
+    let lanes_tok = c.peek();
+    let reduce_lanes = u32::try_from(c.expect_usize("a count of reduction lanes")?)
+        .map_err(|_| Cursor::message_at(lanes_tok, "reduction lane count is too large"))?;
     c.expect_punct("{")?;
     c.expect_keyword("slots")?;
     c.expect_punct("[")?;
@@ -222,6 +227,7 @@ fn parse_kernel(c: &mut Cursor<'_>, labels: &BufferLabels<'_>) -> Result<LirKern
         vector_width,
         min_elems_per_thread,
         tile,
+        reduce_lanes,
     };
     Ok(LirKernel {
         name,

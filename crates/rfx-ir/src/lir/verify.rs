@@ -174,6 +174,9 @@ pub enum VerifyErrorKind {
     /// An arena alignment that is not a power of two.
     #[error("arena alignment {0} is not a power of two")]
     ArenaAlign(usize),
+    /// A reduction lane count of zero.
+    #[error("reduction lane count must be at least 1")]
+    ReduceLanes,
     /// A vector width that is not a power of two.
     #[error("vector width {0} is not a power of two")]
     VectorWidth(u32),
@@ -356,6 +359,9 @@ fn verify_kernel(
                 rank,
             },
         );
+    }
+    if kernel.schedule.reduce_lanes == 0 {
+        push(header, VerifyErrorKind::ReduceLanes);
     }
     if !kernel.schedule.vector_width.is_power_of_two() {
         push(header, VerifyErrorKind::VectorWidth(kernel.schedule.vector_width));

@@ -11,8 +11,8 @@ use rfx_ir::lir::{LirProgram, Storage};
 use rfx_ir::testgen::{KernelGenConfig, TestRng, random_inputs, random_kernel};
 use rfx_ir::{Array, ArrayView, ArrayViewMut, Scalar, Shape};
 use rfx_lower::{
-    BackendError, CallError, Compiled, InterpBackend, Interval, LowerConfig, Registry, Scratch,
-    execute_lowered, lower, plan_memory,
+    BackendError, CallError, InterpBackend, Interval, LowerConfig, Registry, Scratch, execute_lowered, lower,
+    plan_memory,
 };
 use rfx_opt::{OptConfig, optimize};
 
@@ -201,7 +201,12 @@ fn temps_of(lir: &LirProgram) -> Vec<(usize, usize, usize, usize)> {
                 })
                 .map(|(k, _)| k)
                 .collect();
-            out.push((offset, buf.ty.size_bytes(), uses[0], *uses.last().unwrap()));
+            out.push((
+                offset,
+                buf.ty.size_bytes(),
+                uses[0],
+                *uses.last().expect("a used temporary"),
+            ));
         }
     }
     out
@@ -222,7 +227,7 @@ fn memory_plans_of_random_programs_never_overlap_live_buffers() {
         with_temps += usize::from(temps.len() > 1);
         let total: usize = temps.iter().map(|t| t.1.max(1).div_ceil(64) * 64).sum();
         assert!(
-            lir.arena_bytes() <= total.max(0),
+            lir.arena_bytes() <= total,
             "seed {seed}: arena larger than no reuse"
         );
         for (i, a) in temps.iter().enumerate() {
@@ -292,7 +297,7 @@ fn fused_chain() -> (Kernel, LirProgram) {
     let kernel = hir::parse(
         "kernel fused_chain {\n %x = input x : f32[3]\n %y = input y : f32[3]\n %c = const 2.0 : f32[]\n %m = mul %x, %c : f32[3]\n %s = sin %m : f32[3]\n %r = add %s, %y : f32[3]\n output out = %r\n}",
     )
-    .unwrap();
+    .expect("valid kernel");
     let lir = lower_kernel(&kernel);
     (kernel, lir)
 }

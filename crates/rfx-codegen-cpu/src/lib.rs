@@ -1,11 +1,22 @@
 //! `rfx-codegen-cpu`: native CPU kernels from LIR through Cranelift.
 //!
-//! **Owns:** LIR → Cranelift IR (vector main loop, scalar tail, f32/f64/i32/bool), vectorised
+//! **Owns:** LIR → Cranelift IR (a vector main loop and a scalar tail per kernel, f32/f64/i32/
+//! bool, reductions with lane-parallel partial accumulators in the LIR's documented order, so
+//! results are bit-identical to the LIR interpreter for every exactly-rounded op), vectorised
 //! polynomial transcendentals with documented ULP bounds, the persistent thread pool for large
-//! kernels, and the safe wrapper that checks every buffer before JIT code sees a pointer.
+//! kernels, and the safe wrapper ([`CpuCompiled`]) that checks every buffer before JIT code sees
+//! a pointer.
 //!
 //! **Depends on:** `rfx-ir`, `rfx-lower`, `cranelift-*`. **May not depend on:** other code
 //! generators, `rfx-opt` or `rfx-runtime`. Cranelift types never appear in the public API.
-//!
-//! Status: code generation lands with the rfx-codegen-cpu issue; see `ROADMAP.md`.
+
 #![deny(missing_docs)]
+
+mod backend;
+mod codegen;
+mod imports;
+mod ops;
+mod pool;
+mod transcendental;
+
+pub use backend::{compile, dump, CpuBackend, CpuCompiled};

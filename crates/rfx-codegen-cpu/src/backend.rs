@@ -1,0 +1,222 @@
+//! The `"cpu"` backend: compiles LIR with Cranelift and runs it behind a checked, safe call.
+
+use std::sync::Arc;
+
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::default_libcall_names;
+use rfx_ir::lir::{LirProgram, Storage};
+use rfx_ir::{ArrayView, ArrayViewMut, DataMut, DataRef};
+use rfx_lower::{validate_call, Backend, BackendError, CompileOptions, Compiled, Scratch};
+
+use crate::codegen::{build_kernel, KernelShape};
+use crate::imports::{register_symbols, ImportIds};
+use crate::pool::{self, KernelFn};
+
+/// Native code through Cranelift: vector loops, inline vector transcendentals, threads for
+/// large kernels.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuBackend;
+
+fn compile_error(message: impl std::fmt::Display) -> BackendError {
+    BackendError::Compile { backend: "cpu", message: message.to_string() }
+}
+
+fn new_module() -> Result<JITModule, BackendError> {
+    let mut flags = settings::builder();
+    let set = |flags: &mut settings::Builder, k: &str, v: &str| flags.set(k, v).map_err(compile_error);
+    set(&mut flags, "opt_level", "speed")?;
+    set(&mut flags, "enable_verifier", if cfg!(debug_assertions) { "true" } else { "false" })?;
+    set(&mut flags, "use_colocated_libcalls", "false")?;
+    set(&mut flags, "is_pic", "false")?;
+    let isa_builder = cranelift_native::builder().map_err(|e| BackendError::Unavailable {
+        backend: "cpu",
+        reason: format!("Cranelift does not support this host: {e}"),
+    })?;
+    let isa = isa_builder.finish(settings::Flags::new(flags)).map_err(compile_error)?;
+    let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
+    register_symbols(&mut builder);
+    Ok(JITModule::new(builder))
+}
+
+/// The compiled code of one program, its text dumps, and the module that owns the code.
+pub(crate) struct CpuCode {
+    pub(crate) kernels: Vec<(KernelFn, KernelShape)>,
+    pub(crate) clif: Vec<String>,
+    pub(crate) asm: Vec<Option<String>>,
+    module: Option<JITModule>,
+}
+
+impl Drop for CpuCode {
+    fn drop(&mut self) {
+        if let Some(module) = self.module.take() {
+            // SAFETY: the function pointers into this module live in `self.kernels`, which is
+            // being dropped with it; no caller can hold one (they are private to this crate).
+            unsafe { module.free_memory() };
+        }
+    }
+}
+
+/// Compiles every kernel of `program` into one JIT module.
+pub(crate) fn compile_code(program: &LirProgram, want_disasm: bool) -> Result<CpuCode, BackendError> {
+    rfx_ir::lir::verify(program).map_err(|e| BackendError::Lower(rfx_lower::LowerError::InvalidLir(e)))?;
+    let mut module = new_module()?;
+    let imports = ImportIds::declare(&mut module).map_err(compile_error)?;
+    let mut built = Vec::new();
+    let mut clif = Vec::new();
+    let mut asm = Vec::new();
+    for (index, kernel) in program.kernels().iter().enumerate() {
+        let (id, text, disasm, shape) = build_kernel(&mut module, &imports, program, kernel, index, want_disasm)?;
+        built.push((id, shape));
+        clif.push(text);
+        asm.push(disasm);
+    }
+    module.finalize_definitions().map_err(compile_error)?;
+    let kernels = built
+        .into_iter()
+        .map(|(id, shape)| {
+            let ptr = module.get_finalized_function(id);
+            // SAFETY: every kernel function was declared with the signature
+            // `(ptr, i64, i64)` and the C calling convention of the host, which is `KernelFn`.
+            let func: KernelFn = unsafe { std::mem::transmute::<*const u8, KernelFn>(ptr) };
+            (func, shape)
+        })
+        .collect();
+    Ok(CpuCode { kernels, clif, asm, module: Some(module) })
+}
+
+/// A program compiled for the CPU.
+pub struct CpuCompiled {
+    program: LirProgram,
+    code: CpuCode,
+    max_threads: usize,
+}
+
+// SAFETY: the JIT code is immutable after `finalize_definitions`; `CpuCode` only hands out
+// function pointers and never mutates the module until it is dropped. Calls share nothing but
+// read-only code; all mutable state (the buffers and the scratch) belongs to each caller.
+unsafe impl Send for CpuCompiled {}
+// SAFETY: as above; `&CpuCompiled` gives no access to mutable state.
+unsafe impl Sync for CpuCompiled {}
+
+impl std::fmt::Debug for CpuCompiled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CpuCompiled").field("program", &self.program.name()).finish_non_exhaustive()
+    }
+}
+
+impl CpuCompiled {
+    /// The Cranelift IR of each kernel, as text (`rfx dump --stage clif`).
+    pub fn clif(&self) -> &[String] {
+        &self.code.clif
+    }
+}
+
+impl Backend for CpuBackend {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn check_available(&self) -> Result<(), BackendError> {
+        cranelift_native::builder()
+            .map(|_| ())
+            .map_err(|e| BackendError::Unavailable { backend: "cpu", reason: format!("unsupported host: {e}") })
+    }
+
+    fn compile(&self, program: &LirProgram, options: &CompileOptions) -> Result<Arc<dyn Compiled>, BackendError> {
+        Ok(Arc::new(compile(program, options)?))
+    }
+}
+
+/// Compiles `program` for this CPU (the concrete type behind [`CpuBackend::compile`], with the
+/// CLIF dumps).
+pub fn compile(program: &LirProgram, options: &CompileOptions) -> Result<CpuCompiled, BackendError> {
+    let code = compile_code(program, false)?;
+    let max_threads = options.max_threads.unwrap_or_else(pool::default_threads).max(1);
+    Ok(CpuCompiled { program: program.clone(), code, max_threads })
+}
+
+/// The CLIF text and the machine code listing (Cranelift's own disassembly) of every kernel of
+/// `program`, for `rfx dump --stage clif|asm`.
+pub fn dump(program: &LirProgram) -> Result<Vec<(String, String, String)>, BackendError> {
+    let code = compile_code(program, true)?;
+    Ok(program
+        .kernels()
+        .iter()
+        .zip(code.clif.iter().zip(&code.asm))
+        .map(|(k, (clif, asm))| (k.name.clone(), clif.clone(), asm.clone().unwrap_or_default()))
+        .collect())
+}
+
+fn data_ref_ptr(data: DataRef<'_>) -> *mut u8 {
+    match data {
+        DataRef::Bool(v) => v.as_ptr() as *mut u8,
+        DataRef::I32(v) => v.as_ptr() as *mut u8,
+        DataRef::F32(v) => v.as_ptr() as *mut u8,
+        DataRef::F64(v) => v.as_ptr() as *mut u8,
+    }
+}
+
+fn data_mut_ptr(data: &mut DataMut<'_>) -> *mut u8 {
+    match data {
+        DataMut::Bool(v) => v.as_mut_ptr().cast(),
+        DataMut::I32(v) => v.as_mut_ptr().cast(),
+        DataMut::F32(v) => v.as_mut_ptr().cast(),
+        DataMut::F64(v) => v.as_mut_ptr().cast(),
+    }
+}
+
+impl Compiled for CpuCompiled {
+    fn backend(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn program(&self) -> &LirProgram {
+        &self.program
+    }
+
+    /// Validates the call, fills the buffer table (in `scratch`, after the arena) and runs every
+    /// kernel. Allocates nothing once `scratch` has grown to the program's size.
+    fn run(
+        &self,
+        inputs: &[ArrayView<'_>],
+        outputs: &mut [ArrayViewMut<'_>],
+        scratch: &mut Scratch,
+    ) -> Result<(), BackendError> {
+        // Every buffer's dtype and length is checked here: the code touches exactly the
+        // elements the verified LIR indexes, all of which lie inside buffers of these shapes.
+        validate_call(&self.program, inputs, outputs)?;
+        let buffers = self.program.buffers();
+        let arena_words = self.program.arena_bytes().div_ceil(8);
+        let words = scratch.words((arena_words + buffers.len()) * 8);
+        let (arena, table) = words.split_at_mut(arena_words);
+        let arena_base = arena.as_mut_ptr().cast::<u8>();
+        let (mut next_in, mut next_out) = (0, 0);
+        for (slot, buffer) in table.iter_mut().zip(buffers) {
+            let ptr: *mut u8 = match &buffer.storage {
+                Storage::Input { .. } => {
+                    let view = inputs.get(next_in).ok_or_else(|| compile_error("input table"))?;
+                    next_in += 1;
+                    data_ref_ptr(view.data())
+                }
+                Storage::Output { .. } => {
+                    let view = outputs.get_mut(next_out).ok_or_else(|| compile_error("output table"))?;
+                    next_out += 1;
+                    data_mut_ptr(view.data_mut())
+                }
+                // The arena holds `arena_bytes`; the verifier checked every temporary fits.
+                Storage::Arena { offset } => arena_base.wrapping_add(*offset),
+            };
+            *slot = ptr as u64;
+        }
+        let table_ptr = table.as_ptr().cast::<*mut u8>();
+        for (func, shape) in &self.code.kernels {
+            // SAFETY: `table_ptr` points at one valid base address per buffer, each buffer has
+            // the length its type declares (checked above; the arena by construction), the JIT
+            // code only indexes elements the verified LIR proves in range, inputs are only read,
+            // and outputs do not overlap inputs or each other (checked above).
+            unsafe { pool::run_kernel(*func, table_ptr, shape, self.max_threads) };
+        }
+        Ok(())
+    }
+}

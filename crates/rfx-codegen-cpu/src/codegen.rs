@@ -1,0 +1,712 @@
+//! LIR kernel → one native function `fn(table: *const *mut u8, lo: u64, hi: u64)`.
+//!
+//! `table[i]` is the base address of buffer `i` (inputs, outputs and arena temporaries alike).
+//! The function computes the *units* `lo..hi` of its kernel: for an elementwise kernel of rank
+//! at most 1 a unit is one element; for a higher-rank elementwise kernel it is one row of the
+//! innermost dimension; for a reduction it is one leading point (one output element). Threads
+//! split a kernel by units. Within a unit range the innermost dimension runs as a vector loop of
+//! `w` lanes followed by a scalar tail; reductions keep `reduce_lanes` partial accumulators
+//! (two vectors for the default schedule) and combine them exactly as the LIR interpreter does,
+//! so results are bit-identical to it.
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{
+    types, AbiParam, BlockArg, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Type, UserFuncName,
+    Value,
+};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::JITModule;
+use cranelift_module::{FuncId, Linkage, Module};
+use rfx_ir::lir::{Inst, LirKernel, LirProgram, SlotId};
+use rfx_ir::{BufId, DType, ReduceOp, Scalar};
+use rfx_lower::{BackendError, Unsupported};
+
+use crate::imports::ImportIds;
+use crate::ops::{cl_type, vectorizable, Emitter};
+
+fn internal(message: impl Into<String>) -> BackendError {
+    BackendError::Compile { backend: "cpu", message: message.into() }
+}
+
+/// Memory flags for buffer accesses: unaligned, never trapping (bounds are checked before the
+/// call; the verifier proved every index in range).
+fn mem() -> MemFlagsData {
+    MemFlagsData::new().with_notrap()
+}
+
+/// How a kernel splits into units.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum UnitKind {
+    /// Elements of a rank-0 or rank-1 elementwise kernel.
+    Elements,
+    /// Rows of the innermost dimension.
+    Rows,
+    /// Leading points of a reduction.
+    Outputs,
+}
+
+/// What the runtime needs to call a compiled kernel.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KernelShape {
+    pub(crate) units: u64,
+    /// Loop points per unit (for deciding whether threads pay off).
+    pub(crate) points_per_unit: u64,
+    pub(crate) kind: UnitKind,
+    /// Lanes the vector loop uses (1: scalar code).
+    pub(crate) width: u8,
+    /// The schedule's minimum loop points per thread.
+    pub(crate) min_points_per_thread: usize,
+}
+
+/// One memory access of the body (a load or a store): its buffer and strides per loop dim.
+struct Access {
+    buf: BufId,
+    strides: Vec<usize>,
+    dtype: DType,
+}
+
+struct KernelInfo<'k> {
+    kernel: &'k LirKernel,
+    accesses: Vec<Access>,
+    /// For each body instruction, its access index (loads and stores only).
+    access_of: Vec<Option<usize>>,
+    buffer_dtypes: Vec<DType>,
+}
+
+/// Builds the function for `kernel` into `module`. Returns its id, its CLIF text and its shape.
+pub(crate) fn build_kernel(
+    module: &mut JITModule,
+    imports: &ImportIds,
+    program: &LirProgram,
+    kernel: &LirKernel,
+    index: usize,
+    want_disasm: bool,
+) -> Result<(FuncId, String, Option<String>, KernelShape), BackendError> {
+    let ptr = module.target_config().pointer_type();
+    let mut sig = module.make_signature();
+    sig.params.extend([AbiParam::new(ptr), AbiParam::new(types::I64), AbiParam::new(types::I64)]);
+    let name = format!("rfx_{}_{index}", kernel.name);
+    let id = module
+        .declare_function(&name, Linkage::Local, &sig)
+        .map_err(|e| internal(format!("declare {name}: {e}")))?;
+    let mut ctx = module.make_context();
+    ctx.func.signature = sig;
+    ctx.func.name = UserFuncName::user(0, id.as_u32());
+    ctx.set_disasm(want_disasm);
+    let mut fbc = FunctionBuilderContext::new();
+
+    let buffer_dtypes: Vec<DType> = program.buffers().iter().map(|b| b.ty.dtype).collect();
+    let mut accesses = Vec::new();
+    let mut access_of = Vec::new();
+    for inst in &kernel.body {
+        match inst {
+            Inst::Load { dst, buf, strides } => {
+                let dtype = kernel.slot_dtype(*dst).ok_or_else(|| internal("load into an undeclared slot"))?;
+                access_of.push(Some(accesses.len()));
+                accesses.push(Access { buf: *buf, strides: strides.clone(), dtype });
+            }
+            Inst::Store { buf, strides, .. } => {
+                let dtype = *buffer_dtypes.get(buf.index()).ok_or_else(|| internal("store to an unknown buffer"))?;
+                access_of.push(Some(accesses.len()));
+                accesses.push(Access { buf: *buf, strides: strides.clone(), dtype });
+            }
+            _ => access_of.push(None),
+        }
+    }
+    let info = KernelInfo { kernel, accesses, access_of, buffer_dtypes };
+    let shape;
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fbc);
+        let funcs = imports.in_func(module, b.func);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let params = b.block_params(entry).to_vec();
+        let (table, lo, hi) = (params[0], params[1], params[2]);
+        let mut generator = Gen { info: &info, imports: &funcs, ptr, bases: Vec::new(), pre_scalar: Vec::new(), width: 1, inner_axis: None };
+        shape = generator.emit(&mut b, table, lo, hi)?;
+        b.seal_all_blocks();
+        b.finalize(module.target_config());
+    }
+    let clif = ctx.func.display().to_string();
+    module.define_function(id, &mut ctx).map_err(|e| internal(format!("define {name}: {e:?}")))?;
+    let disasm = if want_disasm { ctx.compiled_code().and_then(|c| c.vcode.clone()) } else { None };
+    module.clear_context(&mut ctx);
+    Ok((id, clif, disasm, shape))
+}
+
+struct Gen<'i, 'k> {
+    info: &'i KernelInfo<'k>,
+    imports: &'i crate::imports::Imports,
+    ptr: Type,
+    /// Base address of each buffer (loaded lazily from the table in the entry block).
+    bases: Vec<Option<Value>>,
+    /// Scalar values of the slots the preamble defines.
+    pre_scalar: Vec<Option<Value>>,
+    width: u8,
+    /// The loop dim the vector loop runs along (`None`: a single point per row, as for a
+    /// reduction with no reduced dims left after coalescing).
+    inner_axis: Option<usize>,
+}
+
+impl<'k> Gen<'_, 'k> {
+    fn kernel(&self) -> &'k LirKernel {
+        self.info.kernel
+    }
+
+    fn slot_dtype(&self, slot: SlotId) -> Result<DType, BackendError> {
+        self.kernel().slot_dtype(slot).ok_or_else(|| internal(format!("undeclared slot {slot}")))
+    }
+
+    fn emit(&mut self, b: &mut FunctionBuilder<'_>, table: Value, lo: Value, hi: Value) -> Result<KernelShape, BackendError> {
+        let kernel = self.kernel();
+        // Buffer bases, loaded once.
+        self.bases = vec![None; self.info.buffer_dtypes.len()];
+        let mut used: Vec<BufId> = Vec::new();
+        for inst in kernel.preamble.iter().chain(&kernel.body) {
+            if let Some(buf) = inst.buf()
+                && !used.contains(&buf)
+            {
+                used.push(buf);
+            }
+        }
+        for buf in used {
+            let offset = i32::try_from(buf.index() * 8).map_err(|_| internal("too many buffers"))?;
+            let base = b.ins().load(self.ptr, mem().with_readonly(), table, offset);
+            if let Some(slot) = self.bases.get_mut(buf.index()) {
+                *slot = Some(base);
+            }
+        }
+        // The preamble, once, in scalar form.
+        self.pre_scalar = vec![None; kernel.slots.len()];
+        for inst in &kernel.preamble {
+            let mut slots = self.pre_scalar.clone();
+            self.emit_inst(b, 1, inst, None, &mut slots, &[], None, &mut Vec::new())?;
+            self.pre_scalar = slots;
+        }
+        let rank = kernel.dims.len();
+        let reduce_dims = kernel.reduce_dims.min(rank);
+        let sched = u8::try_from(kernel.schedule.vector_width).unwrap_or(1);
+        let dtypes = kernel.slots.iter().copied().chain(self.info.accesses.iter().map(|a| a.dtype));
+        self.width = if matches!(sched, 2 | 4) && vectorizable(dtypes, sched) { sched } else { 1 };
+        let has_reduce = kernel.body.iter().any(|i| matches!(i, Inst::Reduce { .. }));
+        self.inner_axis = if rank == 0 || (has_reduce && reduce_dims == 0) { None } else { Some(rank - 1) };
+        if has_reduce { self.emit_reduction(b, lo, hi, reduce_dims) } else { self.emit_elementwise(b, lo, hi) }
+    }
+
+    fn base(&self, buf: BufId) -> Result<Value, BackendError> {
+        self.bases.get(buf.index()).copied().flatten().ok_or_else(|| internal(format!("no base for {buf}")))
+    }
+
+    /// Element offsets (per access) of the point whose index over `dims` (the loop dims
+    /// `first..first + dims.len()`) is `linear`.
+    fn offsets(&self, b: &mut FunctionBuilder<'_>, linear: Value, first: usize, dims: &[usize], start: &[Value]) -> Vec<Value> {
+        let mut offs = start.to_vec();
+        let mut rem = linear;
+        for d in (0..dims.len()).rev() {
+            let size = dims[d] as i64;
+            if size == 1 {
+                continue;
+            }
+            let idx = if d == 0 { rem } else { b.ins().urem_imm_s(rem, size) };
+            if d > 0 {
+                rem = b.ins().udiv_imm_s(rem, size);
+            }
+            for (k, access) in self.info.accesses.iter().enumerate() {
+                let stride = access.strides.get(first + d).copied().unwrap_or(0) as i64;
+                if stride != 0 {
+                    let step = b.ins().imul_imm_s(idx, stride);
+                    offs[k] = b.ins().iadd(offs[k], step);
+                }
+            }
+        }
+        offs
+    }
+
+    /// Elementwise kernels: a vector loop over the innermost dimension plus a scalar tail.
+    fn emit_elementwise(&mut self, b: &mut FunctionBuilder<'_>, lo: Value, hi: Value) -> Result<KernelShape, BackendError> {
+        let dims = self.kernel().dims.clone();
+        let rank = dims.len();
+        let zero = b.ins().iconst(types::I64, 0);
+        let zeros = vec![zero; self.info.accesses.len()];
+        let shape;
+        if rank <= 1 {
+            let n = dims.first().copied().unwrap_or(1) as u64;
+            self.emit_inner(b, lo, hi, &zeros, None)?;
+            shape = KernelShape { units: n, points_per_unit: 1, kind: UnitKind::Elements, width: self.width, min_points_per_thread: self.kernel().schedule.min_elems_per_thread };
+        } else {
+            let inner = dims[rank - 1];
+            let rows: usize = dims[..rank - 1].iter().product();
+            let outer_dims = dims[..rank - 1].to_vec();
+            let inner_count = b.ins().iconst(types::I64, inner as i64);
+            self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, row, _| {
+                let offs = g.offsets(b, row, 0, &outer_dims, &zeros);
+                let zero = b.ins().iconst(types::I64, 0);
+                g.emit_inner(b, zero, inner_count, &offs, None)?;
+                Ok(Vec::new())
+            })?;
+            shape = KernelShape { units: rows as u64, points_per_unit: inner as u64, kind: UnitKind::Rows, width: self.width, min_points_per_thread: self.kernel().schedule.min_elems_per_thread };
+        }
+        b.ins().return_(&[]);
+        Ok(shape)
+    }
+
+    /// The innermost loop over `start..end` at element offsets `offs` (per access, at index 0).
+    /// With `partials`, reductions combine into the accumulators of that stack slot.
+    fn emit_inner(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        start: Value,
+        end: Value,
+        offs: &[Value],
+        partials: Option<&Partials>,
+    ) -> Result<(), BackendError> {
+        let w = self.width;
+        let lanes = partials.map_or(1, |p| p.lanes);
+        let vector_reduce = partials.is_some_and(|p| w > 1 && p.lanes % u32::from(w) == 0);
+        let mut j = start;
+        if w > 1 && (partials.is_none() || vector_reduce) {
+            let step = if vector_reduce { i64::from(lanes) } else { i64::from(w) };
+            // Accumulator vectors are carried through the loop as block parameters.
+            let mut carried = Vec::new();
+            if let Some(p) = partials {
+                for r in &p.reduces {
+                    for k in 0..(lanes / u32::from(w)) {
+                        let ty = cl_type(r.dtype, w);
+                        let off = r.offset + k as usize * 16;
+                        let off = i32::try_from(off).map_err(|_| internal("partials too large"))?;
+                        carried.push(b.ins().stack_load(types::I64, ty, p.slot, off));
+                    }
+                }
+            }
+            let (after, accs) = self.emit_loop(b, j, end, step, &carried, &mut |g, b, at, accs| {
+                let mut accs = accs.to_vec();
+                let chunks = if vector_reduce { lanes / u32::from(w) } else { 1 };
+                for k in 0..chunks {
+                    let pos = if k == 0 { at } else { b.ins().iadd_imm_s(at, i64::from(k) * i64::from(w)) };
+                    let mut reduced = Vec::new();
+                    g.emit_body(b, w, pos, offs, &mut reduced)?;
+                    if let Some(p) = partials {
+                        for (r, (_, value)) in p.reduces.iter().zip(reduced) {
+                            let idx = r.index * (lanes / u32::from(w)) as usize + k as usize;
+                            let mut e = Emitter { b: &mut *b, w, imports: g.imports };
+                            accs[idx] = e.combine(r.op, accs[idx], value, r.dtype)?;
+                        }
+                    }
+                }
+                Ok(accs)
+            })?;
+            if let Some(p) = partials {
+                for r in &p.reduces {
+                    for k in 0..(lanes / u32::from(w)) {
+                        let idx = r.index * (lanes / u32::from(w)) as usize + k as usize;
+                        let off = i32::try_from(r.offset + k as usize * 16).map_err(|_| internal("partials too large"))?;
+                        b.ins().stack_store(types::I64, accs[idx], p.slot, off);
+                    }
+                }
+            }
+            j = after;
+        }
+        // Scalar tail (or the whole loop when not vectorised).
+        self.emit_loop(b, j, end, 1, &[], &mut |g, b, at, _| {
+            let mut reduced = Vec::new();
+            g.emit_body(b, 1, at, offs, &mut reduced)?;
+            if let Some(p) = partials {
+                let lane = if p.lanes == 1 { None } else { Some(b.ins().urem_imm_s(at, i64::from(p.lanes))) };
+                for (r, (_, value)) in p.reduces.iter().zip(reduced) {
+                    let base = b.ins().stack_addr(g.ptr, p.slot, i32::try_from(r.offset).unwrap_or(0));
+                    let addr = match lane {
+                        Some(lane) => {
+                            let byte = b.ins().imul_imm_s(lane, r.dtype.size_bytes() as i64);
+                            b.ins().iadd(base, byte)
+                        }
+                        None => base,
+                    };
+                    let ty = cl_type(r.dtype, 1);
+                    let acc = b.ins().load(ty, MemFlagsData::trusted(), addr, 0);
+                    let mut e = Emitter { b: &mut *b, w: 1, imports: g.imports };
+                    let acc = e.combine(r.op, acc, value, r.dtype)?;
+                    b.ins().store(MemFlagsData::trusted(), acc, addr, 0);
+                }
+            }
+            Ok(Vec::new())
+        })?;
+        Ok(())
+    }
+
+    /// Reduction kernels: per leading point, partial accumulators in a stack slot, the reduced
+    /// dimensions looped (the innermost vectorised), then the lane-order combination and the
+    /// store of the finished value.
+    fn emit_reduction(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        lo: Value,
+        hi: Value,
+        reduce_dims: usize,
+    ) -> Result<KernelShape, BackendError> {
+        let kernel = self.kernel();
+        let dims = kernel.dims.clone();
+        let rank = dims.len();
+        let split = rank - reduce_dims;
+        let leading = dims[..split].to_vec();
+        let reduced = dims[split..].to_vec();
+        let inner = *reduced.last().unwrap_or(&1);
+        let outer_reduced = reduced[..reduce_dims.saturating_sub(1)].to_vec();
+        let reduced_numel: usize = reduced.iter().product();
+        let lanes = kernel.schedule.reduce_lanes.max(1);
+        // Lay out the partials: each reduction gets `lanes` elements, 16-byte aligned.
+        let mut reduces = Vec::new();
+        let mut offset = 0usize;
+        for inst in &kernel.body {
+            if let Inst::Reduce { op, buf, .. } = inst {
+                let dtype = *self.info.buffer_dtypes.get(buf.index()).ok_or_else(|| internal("unknown buffer"))?;
+                reduces.push(ReduceInfo { index: reduces.len(), op: *op, buf: *buf, dtype, offset });
+                offset += (lanes as usize * dtype.size_bytes()).div_ceil(16) * 16;
+            }
+        }
+        let size = u32::try_from(offset.max(16)).map_err(|_| internal("partials too large"))?;
+        let slot = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, size, 4));
+        let partials = Partials { slot, lanes, reduces };
+
+        let zero = b.ins().iconst(types::I64, 0);
+        let zeros = vec![zero; self.info.accesses.len()];
+        self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, lead, _| {
+            let lead_offs = g.offsets(b, lead, 0, &leading, &zeros);
+            // Every partial starts at the identity.
+            for r in &partials.reduces {
+                let identity = identity(r.op, r.dtype)?;
+                let mut e = Emitter { b: &mut *b, w: 1, imports: g.imports };
+                let value = e.constant(identity);
+                for lane in 0..partials.lanes as usize {
+                    let off = i32::try_from(r.offset + lane * r.dtype.size_bytes()).map_err(|_| internal("partials"))?;
+                    b.ins().stack_store(types::I64, value, partials.slot, off);
+                }
+            }
+            let rows: usize = outer_reduced.iter().product();
+            let row_lo = b.ins().iconst(types::I64, 0);
+            let row_hi = b.ins().iconst(types::I64, rows as i64);
+            let outer_reduced = outer_reduced.clone();
+            g.emit_loop(b, row_lo, row_hi, 1, &[], &mut |g, b, row, _| {
+                let offs = g.offsets(b, row, split, &outer_reduced, &lead_offs);
+                let start = b.ins().iconst(types::I64, 0);
+                let end = b.ins().iconst(types::I64, inner as i64);
+                g.emit_inner(b, start, end, &offs, Some(&partials))?;
+                Ok(Vec::new())
+            })?;
+            // Combine the partials in lane order, finish, store at the leading index.
+            for r in &partials.reduces {
+                let ty = cl_type(r.dtype, 1);
+                let mut total = b.ins().stack_load(types::I64, ty, partials.slot, i32::try_from(r.offset).unwrap_or(0));
+                for lane in 1..partials.lanes as usize {
+                    let off = i32::try_from(r.offset + lane * r.dtype.size_bytes()).map_err(|_| internal("partials"))?;
+                    let part = b.ins().stack_load(types::I64, ty, partials.slot, off);
+                    let mut e = Emitter { b: &mut *b, w: 1, imports: g.imports };
+                    total = e.combine(r.op, total, part, r.dtype)?;
+                }
+                let mut e = Emitter { b: &mut *b, w: 1, imports: g.imports };
+                let finished = finish(&mut e, r.op, total, r.dtype, reduced_numel)?;
+                let base = g.base(r.buf)?;
+                let byte = b.ins().imul_imm_s(lead, r.dtype.size_bytes() as i64);
+                let addr = b.ins().iadd(base, byte);
+                b.ins().store(mem(), finished, addr, 0);
+            }
+            Ok(Vec::new())
+        })?;
+        b.ins().return_(&[]);
+        let units: usize = leading.iter().product();
+        Ok(KernelShape {
+            units: units as u64,
+            points_per_unit: reduced_numel as u64,
+            kind: UnitKind::Outputs,
+            width: self.width,
+            min_points_per_thread: self.kernel().schedule.min_elems_per_thread,
+        })
+    }
+
+    /// `for at in (start..end).step_by(step)` while a whole step fits (`at + step <= end`),
+    /// carrying `carried` values through block parameters. Returns the first `at` not processed
+    /// and the final carried values.
+    fn emit_loop(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        start: Value,
+        end: Value,
+        step: i64,
+        carried: &[Value],
+        body: &mut dyn FnMut(&mut Self, &mut FunctionBuilder<'_>, Value, &[Value]) -> Result<Vec<Value>, BackendError>,
+    ) -> Result<(Value, Vec<Value>), BackendError> {
+        let header = b.create_block();
+        let body_block = b.create_block();
+        let exit = b.create_block();
+        b.append_block_param(header, types::I64);
+        b.append_block_param(exit, types::I64);
+        for &v in carried {
+            let ty = b.func.dfg.value_type(v);
+            b.append_block_param(header, ty);
+            b.append_block_param(exit, ty);
+        }
+        let args = |at: Value, vals: &[Value]| -> Vec<BlockArg> {
+            std::iter::once(at).chain(vals.iter().copied()).map(BlockArg::Value).collect()
+        };
+        b.ins().jump(header, &args(start, carried));
+        b.switch_to_block(header);
+        let params = b.block_params(header).to_vec();
+        let (at, vals) = (params[0], params[1..].to_vec());
+        let next = b.ins().iadd_imm_s(at, step);
+        let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, next, end);
+        b.ins().brif(fits, body_block, &[], exit, &args(at, &vals));
+        b.switch_to_block(body_block);
+        let new_vals = body(self, b, at, &vals)?;
+        let new_vals = if new_vals.is_empty() { vals.clone() } else { new_vals };
+        let next = b.ins().iadd_imm_s(at, step);
+        b.ins().jump(header, &args(next, &new_vals));
+        b.switch_to_block(exit);
+        let out = b.block_params(exit).to_vec();
+        Ok((out[0], out[1..].to_vec()))
+    }
+
+    /// The body at position `at` of the innermost dimension, `w` lanes at once. Reduction
+    /// sources are returned in `reduced` (in `Reduce` order) for the caller to combine.
+    fn emit_body(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        w: u8,
+        at: Value,
+        offs: &[Value],
+        reduced: &mut Vec<(usize, Value)>,
+    ) -> Result<(), BackendError> {
+        let mut slots: Vec<Option<Value>> = Vec::with_capacity(self.pre_scalar.len());
+        for (s, v) in self.pre_scalar.iter().enumerate() {
+            slots.push(match (v, w) {
+                (Some(v), 1) => Some(*v),
+                (Some(v), _) => {
+                    let dtype = self.kernel().slots[s];
+                    let mut e = Emitter { b: &mut *b, w, imports: self.imports };
+                    Some(e.splat(*v, dtype))
+                }
+                (None, _) => None,
+            });
+        }
+        let body = self.kernel().body.clone();
+        for (i, inst) in body.iter().enumerate() {
+            let access = self.info.access_of.get(i).copied().flatten();
+            self.emit_inst(b, w, inst, access.map(|a| (a, at)), &mut slots, offs, Some(i), reduced)?;
+        }
+        Ok(())
+    }
+
+    /// Emits one instruction at width `w`. `access` is `(access index, position)` for loads and
+    /// stores of the body; preamble loads read element 0.
+    #[allow(clippy::too_many_arguments)]
+    fn emit_inst(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        w: u8,
+        inst: &Inst,
+        access: Option<(usize, Value)>,
+        slots: &mut [Option<Value>],
+        offs: &[Value],
+        body_index: Option<usize>,
+        reduced: &mut Vec<(usize, Value)>,
+    ) -> Result<(), BackendError> {
+        let get = |slots: &[Option<Value>], s: SlotId| {
+            slots.get(s.index()).copied().flatten().ok_or_else(|| internal(format!("slot {s} read before written")))
+        };
+        let value = match inst {
+            Inst::Load { dst, buf, .. } => {
+                let dtype = self.slot_dtype(*dst)?;
+                let base = self.base(*buf)?;
+                let v = match access {
+                    None => self.load_scalar(b, base, None, dtype),
+                    Some((k, at)) => self.load(b, w, k, base, at, offs, dtype)?,
+                };
+                Some((*dst, v))
+            }
+            Inst::Const { dst, value } => {
+                let mut e = Emitter { b: &mut *b, w, imports: self.imports };
+                Some((*dst, e.constant(*value)))
+            }
+            Inst::Unary { dst, op, src } => {
+                let dtype = self.slot_dtype(*src)?;
+                let x = get(slots, *src)?;
+                let mut e = Emitter { b: &mut *b, w, imports: self.imports };
+                Some((*dst, e.unary(*op, x, dtype)?))
+            }
+            Inst::Binary { dst, op, lhs, rhs } => {
+                let dtype = self.slot_dtype(*lhs)?;
+                let (x, y) = (get(slots, *lhs)?, get(slots, *rhs)?);
+                let mut e = Emitter { b: &mut *b, w, imports: self.imports };
+                Some((*dst, e.binary(*op, x, y, dtype)?))
+            }
+            Inst::Compare { dst, op, lhs, rhs } => {
+                let dtype = self.slot_dtype(*lhs)?;
+                let (x, y) = (get(slots, *lhs)?, get(slots, *rhs)?);
+                let mut e = Emitter { b: &mut *b, w, imports: self.imports };
+                Some((*dst, e.compare(*op, x, y, dtype)))
+            }
+            Inst::Select { dst, cond, on_true, on_false } => {
+                let dtype = self.slot_dtype(*dst)?;
+                let (c, x, y) = (get(slots, *cond)?, get(slots, *on_true)?, get(slots, *on_false)?);
+                let mut e = Emitter { b: &mut *b, w, imports: self.imports };
+                Some((*dst, e.select(c, x, y, cl_type(dtype, w))))
+            }
+            Inst::Cast { dst, src } => {
+                let (from, to) = (self.slot_dtype(*src)?, self.slot_dtype(*dst)?);
+                let x = get(slots, *src)?;
+                let mut e = Emitter { b: &mut *b, w, imports: self.imports };
+                Some((*dst, e.cast(x, from, to)?))
+            }
+            Inst::Store { buf, src, .. } => {
+                let (k, at) = access.ok_or_else(|| internal("store outside the body"))?;
+                let v = get(slots, *src)?;
+                let base = self.base(*buf)?;
+                self.store(b, w, k, base, at, offs, v)?;
+                None
+            }
+            Inst::Reduce { src, .. } => {
+                reduced.push((body_index.unwrap_or(0), get(slots, *src)?));
+                None
+            }
+        };
+        if let Some((dst, v)) = value
+            && let Some(slot) = slots.get_mut(dst.index())
+        {
+            *slot = Some(v);
+        }
+        Ok(())
+    }
+
+    /// The byte address of element `offs[k] + (at + lane) * inner_stride` of access `k`.
+    fn address(&self, b: &mut FunctionBuilder<'_>, k: usize, base: Value, at: Value, offs: &[Value], lane: u8) -> Value {
+        let access = &self.info.accesses[k];
+        let inner = self.inner_stride(k) as i64;
+        let mut elem = offs[k];
+        if inner != 0 {
+            let pos = if lane == 0 { at } else { b.ins().iadd_imm_s(at, i64::from(lane)) };
+            let step = b.ins().imul_imm_s(pos, inner);
+            elem = b.ins().iadd(elem, step);
+        }
+        let byte = b.ins().imul_imm_s(elem, access.dtype.size_bytes() as i64);
+        b.ins().iadd(base, byte)
+    }
+
+    /// Elements access `k` advances per step of the vector loop.
+    fn inner_stride(&self, k: usize) -> usize {
+        self.inner_axis.and_then(|a| self.info.accesses[k].strides.get(a).copied()).unwrap_or(0)
+    }
+
+    fn load_scalar(&self, b: &mut FunctionBuilder<'_>, addr: Value, _k: Option<usize>, dtype: DType) -> Value {
+        b.ins().load(cl_type(dtype, 1), mem(), addr, 0)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn load(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        w: u8,
+        k: usize,
+        base: Value,
+        at: Value,
+        offs: &[Value],
+        dtype: DType,
+    ) -> Result<Value, BackendError> {
+        let inner = self.inner_stride(k);
+        if w == 1 {
+            let addr = self.address(b, k, base, at, offs, 0);
+            return Ok(self.load_scalar(b, addr, Some(k), dtype));
+        }
+        if inner == 1 && dtype != DType::Bool {
+            let addr = self.address(b, k, base, at, offs, 0);
+            return Ok(b.ins().load(cl_type(dtype, w), mem(), addr, 0));
+        }
+        let mut e_lanes = Vec::new();
+        let lanes = if inner == 0 { 1 } else { w };
+        for lane in 0..lanes {
+            let addr = self.address(b, k, base, at, offs, lane);
+            e_lanes.push(self.load_scalar(b, addr, Some(k), dtype));
+        }
+        let mut e = Emitter { b: &mut *b, w, imports: self.imports };
+        let mut v = e.splat(e_lanes[0], dtype);
+        for (lane, &x) in e_lanes.iter().enumerate().skip(1) {
+            let x = if dtype == DType::Bool {
+                let wide_ty = if w == 2 { types::I64 } else { types::I32 };
+                let wide = b.ins().uextend(wide_ty, x);
+                b.ins().ineg(wide)
+            } else {
+                x
+            };
+            v = b.ins().insertlane(v, x, lane as u8);
+        }
+        Ok(v)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn store(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        w: u8,
+        k: usize,
+        base: Value,
+        at: Value,
+        offs: &[Value],
+        v: Value,
+    ) -> Result<(), BackendError> {
+        let access = &self.info.accesses[k];
+        let (dtype, inner) = (access.dtype, self.inner_stride(k));
+        if w == 1 {
+            let addr = self.address(b, k, base, at, offs, 0);
+            b.ins().store(mem(), v, addr, 0);
+            return Ok(());
+        }
+        if inner == 1 && dtype != DType::Bool {
+            let addr = self.address(b, k, base, at, offs, 0);
+            b.ins().store(mem(), v, addr, 0);
+            return Ok(());
+        }
+        for lane in 0..w {
+            let addr = self.address(b, k, base, at, offs, lane);
+            let mut e = Emitter { b: &mut *b, w, imports: self.imports };
+            let x = e.lane(v, dtype, lane);
+            b.ins().store(mem(), x, addr, 0);
+        }
+        Ok(())
+    }
+}
+
+struct ReduceInfo {
+    index: usize,
+    op: ReduceOp,
+    buf: BufId,
+    dtype: DType,
+    offset: usize,
+}
+
+/// The partial accumulators of a reduction kernel.
+struct Partials {
+    slot: cranelift_codegen::ir::StackSlot,
+    lanes: u32,
+    reduces: Vec<ReduceInfo>,
+}
+
+fn identity(op: ReduceOp, dtype: DType) -> Result<Scalar, BackendError> {
+    rfx_ir::semantics::reduce_identity(op, dtype).ok_or(BackendError::Unsupported {
+        backend: "cpu",
+        what: Unsupported::OpDType(op.name(), dtype),
+    })
+}
+
+/// The finished reduction value, as `rfx_ir::semantics::reduce_finish` gives it.
+fn finish(e: &mut Emitter<'_, '_>, op: ReduceOp, total: Value, dtype: DType, count: usize) -> Result<Value, BackendError> {
+    Ok(match (op, dtype) {
+        (ReduceOp::Mean, DType::F32) => {
+            let n = e.constant(Scalar::F32(count as f32));
+            e.b.ins().fdiv(total, n)
+        }
+        (ReduceOp::Mean, DType::F64) => {
+            let n = e.constant(Scalar::F64(count as f64));
+            e.b.ins().fdiv(total, n)
+        }
+        (ReduceOp::Sum, DType::F32 | DType::F64) if count == 0 => e.constant(Scalar::zero(dtype)),
+        _ => total,
+    })
+}

@@ -1,0 +1,57 @@
+//! Host functions JIT code may call: only exact, non-transcendental helpers (`fmod`), never
+//! libm transcendentals (those are inline vector polynomials).
+
+use cranelift_codegen::ir::{types, AbiParam, FuncRef, Function};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{FuncId, Linkage, Module, ModuleError};
+
+/// Exact float remainder with the dividend's sign (C `fmodf`).
+extern "C" fn rfx_fmodf(a: f32, b: f32) -> f32 {
+    a % b
+}
+
+/// Exact float remainder with the dividend's sign (C `fmod`).
+extern "C" fn rfx_fmod(a: f64, b: f64) -> f64 {
+    a % b
+}
+
+/// Registers the helpers' addresses with the JIT.
+pub(crate) fn register_symbols(builder: &mut JITBuilder) {
+    builder.symbol("rfx_fmodf", rfx_fmodf as *const u8);
+    builder.symbol("rfx_fmod", rfx_fmod as *const u8);
+}
+
+/// The helpers declared in a module.
+pub(crate) struct ImportIds {
+    fmodf: FuncId,
+    fmod: FuncId,
+}
+
+impl ImportIds {
+    pub(crate) fn declare(module: &mut JITModule) -> Result<ImportIds, ModuleError> {
+        let mut sig32 = module.make_signature();
+        sig32.params.extend([AbiParam::new(types::F32), AbiParam::new(types::F32)]);
+        sig32.returns.push(AbiParam::new(types::F32));
+        let mut sig64 = module.make_signature();
+        sig64.params.extend([AbiParam::new(types::F64), AbiParam::new(types::F64)]);
+        sig64.returns.push(AbiParam::new(types::F64));
+        Ok(ImportIds {
+            fmodf: module.declare_function("rfx_fmodf", Linkage::Import, &sig32)?,
+            fmod: module.declare_function("rfx_fmod", Linkage::Import, &sig64)?,
+        })
+    }
+
+    /// References usable inside `func`.
+    pub(crate) fn in_func(&self, module: &mut JITModule, func: &mut Function) -> Imports {
+        Imports {
+            fmodf: module.declare_func_in_func(self.fmodf, func),
+            fmod: module.declare_func_in_func(self.fmod, func),
+        }
+    }
+}
+
+/// Helper references inside one function.
+pub(crate) struct Imports {
+    pub(crate) fmodf: FuncRef,
+    pub(crate) fmod: FuncRef,
+}

@@ -1,0 +1,139 @@
+//! A persistent worker pool for large kernels.
+//!
+//! Workers are started once, on first need, and sleep on a condition variable between jobs; no
+//! thread is spawned per call. A kernel is split into contiguous unit ranges, the caller runs
+//! the first range itself, and waits for the others. Small kernels (below the schedule's
+//! minimum points per thread) never touch the pool, so the real-time path takes no lock. Only
+//! one parallel kernel runs at a time; a concurrent caller finding the pool busy runs its
+//! kernel on its own thread instead of waiting. Results do not depend on the split: units are
+//! independent (a reduction's unit is a whole output element).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+
+use crate::codegen::KernelShape;
+
+/// A compiled kernel: `(buffer table, first unit, end unit)`.
+pub(crate) type KernelFn = unsafe extern "C" fn(*const *mut u8, u64, u64);
+
+/// Threads to use when the caller does not say: the machine's parallelism.
+pub(crate) fn default_threads() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+struct Latch {
+    remaining: AtomicUsize,
+    lock: Mutex<()>,
+    done: Condvar,
+}
+
+#[derive(Clone, Copy)]
+struct Job {
+    func: KernelFn,
+    table: usize,
+    lo: u64,
+    hi: u64,
+    latch: *const Latch,
+}
+
+// SAFETY: a job's raw pointers (the buffer table, the latch) stay valid until the dispatching
+// caller has seen the latch reach zero, which happens only after the job ran.
+unsafe impl Send for Job {}
+
+struct Worker {
+    slot: Mutex<Option<Job>>,
+    wake: Condvar,
+}
+
+struct Pool {
+    workers: Vec<Arc<Worker>>,
+    busy: Mutex<()>,
+}
+
+fn pool() -> &'static Pool {
+    static POOL: OnceLock<Pool> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let workers = (1..default_threads())
+            .filter_map(|i| {
+                let worker = Arc::new(Worker { slot: Mutex::new(None), wake: Condvar::new() });
+                let mine = worker.clone();
+                std::thread::Builder::new()
+                    .name(format!("rfx-cpu-{i}"))
+                    .spawn(move || worker_loop(&mine))
+                    .ok()
+                    .map(|_| worker)
+            })
+            .collect();
+        Pool { workers, busy: Mutex::new(()) }
+    })
+}
+
+fn worker_loop(worker: &Worker) {
+    loop {
+        let job = {
+            let mut slot = worker.slot.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                if let Some(job) = slot.take() {
+                    break job;
+                }
+                slot = worker.wake.wait(slot).unwrap_or_else(|e| e.into_inner());
+            }
+        };
+        // SAFETY: the dispatcher guarantees the table and buffers outlive the job (it waits on
+        // the latch), and `func` is a finalized kernel of a live module.
+        unsafe { (job.func)(job.table as *const *mut u8, job.lo, job.hi) };
+        // SAFETY: the latch lives on the dispatcher's stack until `remaining` reaches zero.
+        let latch = unsafe { &*job.latch };
+        if latch.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let _guard = latch.lock.lock().unwrap_or_else(|e| e.into_inner());
+            latch.done.notify_all();
+        }
+    }
+}
+
+/// Runs `func` over all units of `shape`, on up to `max_threads` threads when the kernel is
+/// large enough to pay for them.
+///
+/// # Safety
+/// `table` must hold a valid base pointer for every buffer the kernel touches, with the lengths
+/// its LIR declares, for the whole call.
+pub(crate) unsafe fn run_kernel(func: KernelFn, table: *const *mut u8, shape: &KernelShape, max_threads: usize) {
+    let units = shape.units;
+    let points = units.saturating_mul(shape.points_per_unit.max(1));
+    let min_points = shape.min_points_per_thread.max(1) as u64;
+    let wanted = usize::try_from(points / min_points).unwrap_or(usize::MAX).min(max_threads);
+    let threads = wanted.min(usize::try_from(units).unwrap_or(usize::MAX));
+    if threads <= 1 {
+        // SAFETY: guaranteed by the caller.
+        unsafe { func(table, 0, units) };
+        return;
+    }
+    let pool = pool();
+    let guard = match pool.busy.try_lock() {
+        Ok(guard) => guard,
+        Err(_) => {
+            // SAFETY: guaranteed by the caller.
+            unsafe { func(table, 0, units) };
+            return;
+        }
+    };
+    let threads = threads.min(pool.workers.len() + 1);
+    let chunk = units.div_ceil(threads as u64);
+    let helpers = (1..threads).filter(|&t| (t as u64) * chunk < units).count();
+    let latch = Latch { remaining: AtomicUsize::new(helpers), lock: Mutex::new(()), done: Condvar::new() };
+    for (t, worker) in (1..=helpers).zip(&pool.workers) {
+        let lo = t as u64 * chunk;
+        let hi = (lo + chunk).min(units);
+        let job = Job { func, table: table as usize, lo, hi, latch: &latch };
+        *worker.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
+        worker.wake.notify_one();
+    }
+    // SAFETY: guaranteed by the caller; this thread computes the first chunk.
+    unsafe { func(table, 0, chunk.min(units)) };
+    let mut lock = latch.lock.lock().unwrap_or_else(|e| e.into_inner());
+    while latch.remaining.load(Ordering::Acquire) > 0 {
+        lock = latch.done.wait(lock).unwrap_or_else(|e| e.into_inner());
+    }
+    drop(lock);
+    drop(guard);
+}

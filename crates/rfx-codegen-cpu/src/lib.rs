@@ -9,3 +9,9 @@
 //!
 //! Status: code generation lands with the rfx-codegen-cpu issue; see `ROADMAP.md`.
 #![deny(missing_docs)]
+
+#[cfg_attr(
+    not(test),
+    expect(dead_code, reason = "used by the code generator, which lands next")
+)]
+mod math;

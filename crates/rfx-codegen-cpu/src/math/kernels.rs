@@ -304,6 +304,13 @@ fn rem_pio2_f64(v: &mut Vb<'_, '_>, x: Value) -> (Value, Value, Value) {
     let y0 = v.sub(r3, w);
     let y1 = v.sub(r3, y0);
     let y1 = v.sub(y1, w);
+    // Past the exact range (|x| >= 2^52 or so) the "reduced" argument can be anything; zero it
+    // so the kernels stay finite and in range (the result is meaningless there either way).
+    // NaN (from ±Inf) compares false and stays NaN.
+    let ay0 = v.abs(y0);
+    let lost = v.fcmp_c(FloatCC::GreaterThan, ay0, 0.8);
+    let y0 = v.sel_c(lost, 0.0, y0);
+    let y1 = v.sel_c(lost, 0.0, y1);
     (y0, y1, q)
 }
 
@@ -461,16 +468,9 @@ pub(super) fn sin(v: &mut Vb<'_, '_>, x: Value) -> Value {
     let base = v.sel(odd, cos_r, sin_r);
     let neg = v.bit_set(quadrant, 1);
     let res = v.neg_where(neg, base);
-    let res = clamp_unit(v, res);
     // sin(±0) = ±0 (the reduction's subtraction would turn −0 into +0).
     let is_zero = v.fcmp_c(FloatCC::Equal, x, 0.0);
     v.sel(is_zero, x, res)
-}
-
-/// Clamps to `[-1, 1]` (NaN stays NaN): past the reduction's exact range (`|x| >= 2^52`) the
-/// reduced argument is meaningless, and this keeps the result at least a possible value.
-fn clamp_unit(v: &mut Vb<'_, '_>, a: Value) -> Value {
-    clamp_keep_nan(v, a, -1.0, 1.0)
 }
 
 /// `cos(x)`: as [`sin`] with the quadrant shifted by one.
@@ -484,8 +484,7 @@ pub(super) fn cos(v: &mut Vb<'_, '_>, x: Value) -> Value {
     let base = v.sel(odd, sin_r, cos_r);
     let q1 = v.iadd_c(quadrant, 1);
     let neg = v.bit_set(q1, 1);
-    let res = v.neg_where(neg, base);
-    clamp_unit(v, res)
+    v.neg_where(neg, base)
 }
 
 /// `tan(x) = sin r / cos r` (even `q`) or `-cos r / sin r` (odd `q`).

@@ -7,10 +7,10 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::default_libcall_names;
 use rfx_ir::lir::{LirProgram, Storage};
 use rfx_ir::{ArrayView, ArrayViewMut, DataMut, DataRef};
-use rfx_lower::{validate_call, Backend, BackendError, CompileOptions, Compiled, Scratch};
+use rfx_lower::{Backend, BackendError, CompileOptions, Compiled, Scratch, validate_call};
 
-use crate::codegen::{build_kernel, KernelShape};
-use crate::imports::{register_symbols, ImportIds};
+use crate::codegen::{KernelShape, build_kernel};
+use crate::imports::{ImportIds, register_symbols};
 use crate::pool::{self, KernelFn};
 
 /// Native code through Cranelift: vector loops, inline vector transcendentals, threads for
@@ -19,21 +19,30 @@ use crate::pool::{self, KernelFn};
 pub struct CpuBackend;
 
 fn compile_error(message: impl std::fmt::Display) -> BackendError {
-    BackendError::Compile { backend: "cpu", message: message.to_string() }
+    BackendError::Compile {
+        backend: "cpu",
+        message: message.to_string(),
+    }
 }
 
 fn new_module() -> Result<JITModule, BackendError> {
     let mut flags = settings::builder();
     let set = |flags: &mut settings::Builder, k: &str, v: &str| flags.set(k, v).map_err(compile_error);
     set(&mut flags, "opt_level", "speed")?;
-    set(&mut flags, "enable_verifier", if cfg!(debug_assertions) { "true" } else { "false" })?;
+    set(
+        &mut flags,
+        "enable_verifier",
+        if cfg!(debug_assertions) { "true" } else { "false" },
+    )?;
     set(&mut flags, "use_colocated_libcalls", "false")?;
     set(&mut flags, "is_pic", "false")?;
     let isa_builder = cranelift_native::builder().map_err(|e| BackendError::Unavailable {
         backend: "cpu",
         reason: format!("Cranelift does not support this host: {e}"),
     })?;
-    let isa = isa_builder.finish(settings::Flags::new(flags)).map_err(compile_error)?;
+    let isa = isa_builder
+        .finish(settings::Flags::new(flags))
+        .map_err(compile_error)?;
     let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
     register_symbols(&mut builder);
     Ok(JITModule::new(builder))
@@ -66,7 +75,8 @@ pub(crate) fn compile_code(program: &LirProgram, want_disasm: bool) -> Result<Cp
     let mut clif = Vec::new();
     let mut asm = Vec::new();
     for (index, kernel) in program.kernels().iter().enumerate() {
-        let (id, text, disasm, shape) = build_kernel(&mut module, &imports, program, kernel, index, want_disasm)?;
+        let (id, text, disasm, shape) =
+            build_kernel(&mut module, &imports, program, kernel, index, want_disasm)?;
         built.push((id, shape));
         clif.push(text);
         asm.push(disasm);
@@ -82,7 +92,12 @@ pub(crate) fn compile_code(program: &LirProgram, want_disasm: bool) -> Result<Cp
             (func, shape)
         })
         .collect();
-    Ok(CpuCode { kernels, clif, asm, module: Some(module) })
+    Ok(CpuCode {
+        kernels,
+        clif,
+        asm,
+        module: Some(module),
+    })
 }
 
 /// A program compiled for the CPU.
@@ -101,7 +116,9 @@ unsafe impl Sync for CpuCompiled {}
 
 impl std::fmt::Debug for CpuCompiled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CpuCompiled").field("program", &self.program.name()).finish_non_exhaustive()
+        f.debug_struct("CpuCompiled")
+            .field("program", &self.program.name())
+            .finish_non_exhaustive()
     }
 }
 
@@ -109,6 +126,11 @@ impl CpuCompiled {
     /// The Cranelift IR of each kernel, as text (`rfx dump --stage clif`).
     pub fn clif(&self) -> &[String] {
         &self.code.clif
+    }
+
+    /// The SIMD lanes each kernel's main loop uses (1: scalar code).
+    pub fn vector_widths(&self) -> Vec<u8> {
+        self.code.kernels.iter().map(|(_, shape)| shape.width).collect()
     }
 }
 
@@ -120,10 +142,17 @@ impl Backend for CpuBackend {
     fn check_available(&self) -> Result<(), BackendError> {
         cranelift_native::builder()
             .map(|_| ())
-            .map_err(|e| BackendError::Unavailable { backend: "cpu", reason: format!("unsupported host: {e}") })
+            .map_err(|e| BackendError::Unavailable {
+                backend: "cpu",
+                reason: format!("unsupported host: {e}"),
+            })
     }
 
-    fn compile(&self, program: &LirProgram, options: &CompileOptions) -> Result<Arc<dyn Compiled>, BackendError> {
+    fn compile(
+        &self,
+        program: &LirProgram,
+        options: &CompileOptions,
+    ) -> Result<Arc<dyn Compiled>, BackendError> {
         Ok(Arc::new(compile(program, options)?))
     }
 }
@@ -133,7 +162,11 @@ impl Backend for CpuBackend {
 pub fn compile(program: &LirProgram, options: &CompileOptions) -> Result<CpuCompiled, BackendError> {
     let code = compile_code(program, false)?;
     let max_threads = options.max_threads.unwrap_or_else(pool::default_threads).max(1);
-    Ok(CpuCompiled { program: program.clone(), code, max_threads })
+    Ok(CpuCompiled {
+        program: program.clone(),
+        code,
+        max_threads,
+    })
 }
 
 /// The CLIF text and the machine code listing (Cranelift's own disassembly) of every kernel of
@@ -200,7 +233,9 @@ impl Compiled for CpuCompiled {
                     data_ref_ptr(view.data())
                 }
                 Storage::Output { .. } => {
-                    let view = outputs.get_mut(next_out).ok_or_else(|| compile_error("output table"))?;
+                    let view = outputs
+                        .get_mut(next_out)
+                        .ok_or_else(|| compile_error("output table"))?;
                     next_out += 1;
                     data_mut_ptr(view.data_mut())
                 }

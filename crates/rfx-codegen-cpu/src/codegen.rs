@@ -11,8 +11,8 @@
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
-    types, AbiParam, BlockArg, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Type, UserFuncName,
-    Value,
+    AbiParam, BlockArg, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Type, UserFuncName, Value,
+    types,
 };
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::JITModule;
@@ -22,10 +22,13 @@ use rfx_ir::{BufId, DType, ReduceOp, Scalar};
 use rfx_lower::{BackendError, Unsupported};
 
 use crate::imports::ImportIds;
-use crate::ops::{cl_type, vectorizable, Emitter};
+use crate::ops::{Emitter, cl_type, vectorizable};
 
 fn internal(message: impl Into<String>) -> BackendError {
-    BackendError::Compile { backend: "cpu", message: message.into() }
+    BackendError::Compile {
+        backend: "cpu",
+        message: message.into(),
+    }
 }
 
 /// Memory flags for buffer accesses: unaligned, never trapping (bounds are checked before the
@@ -34,24 +37,12 @@ fn mem() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
 }
 
-/// How a kernel splits into units.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum UnitKind {
-    /// Elements of a rank-0 or rank-1 elementwise kernel.
-    Elements,
-    /// Rows of the innermost dimension.
-    Rows,
-    /// Leading points of a reduction.
-    Outputs,
-}
-
 /// What the runtime needs to call a compiled kernel.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct KernelShape {
     pub(crate) units: u64,
     /// Loop points per unit (for deciding whether threads pay off).
     pub(crate) points_per_unit: u64,
-    pub(crate) kind: UnitKind,
     /// Lanes the vector loop uses (1: scalar code).
     pub(crate) width: u8,
     /// The schedule's minimum loop points per thread.
@@ -60,7 +51,6 @@ pub(crate) struct KernelShape {
 
 /// One memory access of the body (a load or a store): its buffer and strides per loop dim.
 struct Access {
-    buf: BufId,
     strides: Vec<usize>,
     dtype: DType,
 }
@@ -84,7 +74,11 @@ pub(crate) fn build_kernel(
 ) -> Result<(FuncId, String, Option<String>, KernelShape), BackendError> {
     let ptr = module.target_config().pointer_type();
     let mut sig = module.make_signature();
-    sig.params.extend([AbiParam::new(ptr), AbiParam::new(types::I64), AbiParam::new(types::I64)]);
+    sig.params.extend([
+        AbiParam::new(ptr),
+        AbiParam::new(types::I64),
+        AbiParam::new(types::I64),
+    ]);
     let name = format!("rfx_{}_{index}", kernel.name);
     let id = module
         .declare_function(&name, Linkage::Local, &sig)
@@ -100,20 +94,35 @@ pub(crate) fn build_kernel(
     let mut access_of = Vec::new();
     for inst in &kernel.body {
         match inst {
-            Inst::Load { dst, buf, strides } => {
-                let dtype = kernel.slot_dtype(*dst).ok_or_else(|| internal("load into an undeclared slot"))?;
+            Inst::Load { dst, strides, .. } => {
+                let dtype = kernel
+                    .slot_dtype(*dst)
+                    .ok_or_else(|| internal("load into an undeclared slot"))?;
                 access_of.push(Some(accesses.len()));
-                accesses.push(Access { buf: *buf, strides: strides.clone(), dtype });
+                accesses.push(Access {
+                    strides: strides.clone(),
+                    dtype,
+                });
             }
             Inst::Store { buf, strides, .. } => {
-                let dtype = *buffer_dtypes.get(buf.index()).ok_or_else(|| internal("store to an unknown buffer"))?;
+                let dtype = *buffer_dtypes
+                    .get(buf.index())
+                    .ok_or_else(|| internal("store to an unknown buffer"))?;
                 access_of.push(Some(accesses.len()));
-                accesses.push(Access { buf: *buf, strides: strides.clone(), dtype });
+                accesses.push(Access {
+                    strides: strides.clone(),
+                    dtype,
+                });
             }
             _ => access_of.push(None),
         }
     }
-    let info = KernelInfo { kernel, accesses, access_of, buffer_dtypes };
+    let info = KernelInfo {
+        kernel,
+        accesses,
+        access_of,
+        buffer_dtypes,
+    };
     let shape;
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fbc);
@@ -123,14 +132,28 @@ pub(crate) fn build_kernel(
         b.switch_to_block(entry);
         let params = b.block_params(entry).to_vec();
         let (table, lo, hi) = (params[0], params[1], params[2]);
-        let mut generator = Gen { info: &info, imports: &funcs, ptr, bases: Vec::new(), pre_scalar: Vec::new(), width: 1, inner_axis: None };
+        let mut generator = Gen {
+            info: &info,
+            imports: &funcs,
+            ptr,
+            bases: Vec::new(),
+            pre_scalar: Vec::new(),
+            width: 1,
+            inner_axis: None,
+        };
         shape = generator.emit(&mut b, table, lo, hi)?;
         b.seal_all_blocks();
         b.finalize(module.target_config());
     }
     let clif = ctx.func.display().to_string();
-    module.define_function(id, &mut ctx).map_err(|e| internal(format!("define {name}: {e:?}")))?;
-    let disasm = if want_disasm { ctx.compiled_code().and_then(|c| c.vcode.clone()) } else { None };
+    module
+        .define_function(id, &mut ctx)
+        .map_err(|e| internal(format!("define {name}: {e:?}")))?;
+    let disasm = if want_disasm {
+        ctx.compiled_code().and_then(|c| c.vcode.clone())
+    } else {
+        None
+    };
     module.clear_context(&mut ctx);
     Ok((id, clif, disasm, shape))
 }
@@ -155,10 +178,18 @@ impl<'k> Gen<'_, 'k> {
     }
 
     fn slot_dtype(&self, slot: SlotId) -> Result<DType, BackendError> {
-        self.kernel().slot_dtype(slot).ok_or_else(|| internal(format!("undeclared slot {slot}")))
+        self.kernel()
+            .slot_dtype(slot)
+            .ok_or_else(|| internal(format!("undeclared slot {slot}")))
     }
 
-    fn emit(&mut self, b: &mut FunctionBuilder<'_>, table: Value, lo: Value, hi: Value) -> Result<KernelShape, BackendError> {
+    fn emit(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        table: Value,
+        lo: Value,
+        hi: Value,
+    ) -> Result<KernelShape, BackendError> {
         let kernel = self.kernel();
         // Buffer bases, loaded once.
         self.bases = vec![None; self.info.buffer_dtypes.len()];
@@ -187,20 +218,47 @@ impl<'k> Gen<'_, 'k> {
         let rank = kernel.dims.len();
         let reduce_dims = kernel.reduce_dims.min(rank);
         let sched = u8::try_from(kernel.schedule.vector_width).unwrap_or(1);
-        let dtypes = kernel.slots.iter().copied().chain(self.info.accesses.iter().map(|a| a.dtype));
-        self.width = if matches!(sched, 2 | 4) && vectorizable(dtypes, sched) { sched } else { 1 };
+        let dtypes = kernel
+            .slots
+            .iter()
+            .copied()
+            .chain(self.info.accesses.iter().map(|a| a.dtype));
+        self.width = if matches!(sched, 2 | 4) && vectorizable(dtypes, sched) {
+            sched
+        } else {
+            1
+        };
         let has_reduce = kernel.body.iter().any(|i| matches!(i, Inst::Reduce { .. }));
-        self.inner_axis = if rank == 0 || (has_reduce && reduce_dims == 0) { None } else { Some(rank - 1) };
-        if has_reduce { self.emit_reduction(b, lo, hi, reduce_dims) } else { self.emit_elementwise(b, lo, hi) }
+        self.inner_axis = if rank == 0 || (has_reduce && reduce_dims == 0) {
+            None
+        } else {
+            Some(rank - 1)
+        };
+        if has_reduce {
+            self.emit_reduction(b, lo, hi, reduce_dims)
+        } else {
+            self.emit_elementwise(b, lo, hi)
+        }
     }
 
     fn base(&self, buf: BufId) -> Result<Value, BackendError> {
-        self.bases.get(buf.index()).copied().flatten().ok_or_else(|| internal(format!("no base for {buf}")))
+        self.bases
+            .get(buf.index())
+            .copied()
+            .flatten()
+            .ok_or_else(|| internal(format!("no base for {buf}")))
     }
 
     /// Element offsets (per access) of the point whose index over `dims` (the loop dims
     /// `first..first + dims.len()`) is `linear`.
-    fn offsets(&self, b: &mut FunctionBuilder<'_>, linear: Value, first: usize, dims: &[usize], start: &[Value]) -> Vec<Value> {
+    fn offsets(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        linear: Value,
+        first: usize,
+        dims: &[usize],
+        start: &[Value],
+    ) -> Vec<Value> {
         let mut offs = start.to_vec();
         let mut rem = linear;
         for d in (0..dims.len()).rev() {
@@ -208,7 +266,11 @@ impl<'k> Gen<'_, 'k> {
             if size == 1 {
                 continue;
             }
-            let idx = if d == 0 { rem } else { b.ins().urem_imm_s(rem, size) };
+            let idx = if d == 0 {
+                rem
+            } else {
+                b.ins().urem_imm_s(rem, size)
+            };
             if d > 0 {
                 rem = b.ins().udiv_imm_s(rem, size);
             }
@@ -224,7 +286,12 @@ impl<'k> Gen<'_, 'k> {
     }
 
     /// Elementwise kernels: a vector loop over the innermost dimension plus a scalar tail.
-    fn emit_elementwise(&mut self, b: &mut FunctionBuilder<'_>, lo: Value, hi: Value) -> Result<KernelShape, BackendError> {
+    fn emit_elementwise(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        lo: Value,
+        hi: Value,
+    ) -> Result<KernelShape, BackendError> {
         let dims = self.kernel().dims.clone();
         let rank = dims.len();
         let zero = b.ins().iconst(types::I64, 0);
@@ -233,7 +300,12 @@ impl<'k> Gen<'_, 'k> {
         if rank <= 1 {
             let n = dims.first().copied().unwrap_or(1) as u64;
             self.emit_inner(b, lo, hi, &zeros, None)?;
-            shape = KernelShape { units: n, points_per_unit: 1, kind: UnitKind::Elements, width: self.width, min_points_per_thread: self.kernel().schedule.min_elems_per_thread };
+            shape = KernelShape {
+                units: n,
+                points_per_unit: 1,
+                width: self.width,
+                min_points_per_thread: self.kernel().schedule.min_elems_per_thread,
+            };
         } else {
             let inner = dims[rank - 1];
             let rows: usize = dims[..rank - 1].iter().product();
@@ -245,7 +317,12 @@ impl<'k> Gen<'_, 'k> {
                 g.emit_inner(b, zero, inner_count, &offs, None)?;
                 Ok(Vec::new())
             })?;
-            shape = KernelShape { units: rows as u64, points_per_unit: inner as u64, kind: UnitKind::Rows, width: self.width, min_points_per_thread: self.kernel().schedule.min_elems_per_thread };
+            shape = KernelShape {
+                units: rows as u64,
+                points_per_unit: inner as u64,
+                width: self.width,
+                min_points_per_thread: self.kernel().schedule.min_elems_per_thread,
+            };
         }
         b.ins().return_(&[]);
         Ok(shape)
@@ -266,7 +343,11 @@ impl<'k> Gen<'_, 'k> {
         let vector_reduce = partials.is_some_and(|p| w > 1 && p.lanes % u32::from(w) == 0);
         let mut j = start;
         if w > 1 && (partials.is_none() || vector_reduce) {
-            let step = if vector_reduce { i64::from(lanes) } else { i64::from(w) };
+            let step = if vector_reduce {
+                i64::from(lanes)
+            } else {
+                i64::from(w)
+            };
             // Accumulator vectors are carried through the loop as block parameters.
             let mut carried = Vec::new();
             if let Some(p) = partials {
@@ -283,13 +364,21 @@ impl<'k> Gen<'_, 'k> {
                 let mut accs = accs.to_vec();
                 let chunks = if vector_reduce { lanes / u32::from(w) } else { 1 };
                 for k in 0..chunks {
-                    let pos = if k == 0 { at } else { b.ins().iadd_imm_s(at, i64::from(k) * i64::from(w)) };
+                    let pos = if k == 0 {
+                        at
+                    } else {
+                        b.ins().iadd_imm_s(at, i64::from(k) * i64::from(w))
+                    };
                     let mut reduced = Vec::new();
                     g.emit_body(b, w, pos, offs, &mut reduced)?;
                     if let Some(p) = partials {
                         for (r, (_, value)) in p.reduces.iter().zip(reduced) {
                             let idx = r.index * (lanes / u32::from(w)) as usize + k as usize;
-                            let mut e = Emitter { b: &mut *b, w, imports: g.imports };
+                            let mut e = Emitter {
+                                b: &mut *b,
+                                w,
+                                imports: g.imports,
+                            };
                             accs[idx] = e.combine(r.op, accs[idx], value, r.dtype)?;
                         }
                     }
@@ -300,7 +389,8 @@ impl<'k> Gen<'_, 'k> {
                 for r in &p.reduces {
                     for k in 0..(lanes / u32::from(w)) {
                         let idx = r.index * (lanes / u32::from(w)) as usize + k as usize;
-                        let off = i32::try_from(r.offset + k as usize * 16).map_err(|_| internal("partials too large"))?;
+                        let off = i32::try_from(r.offset + k as usize * 16)
+                            .map_err(|_| internal("partials too large"))?;
                         b.ins().stack_store(types::I64, accs[idx], p.slot, off);
                     }
                 }
@@ -312,9 +402,15 @@ impl<'k> Gen<'_, 'k> {
             let mut reduced = Vec::new();
             g.emit_body(b, 1, at, offs, &mut reduced)?;
             if let Some(p) = partials {
-                let lane = if p.lanes == 1 { None } else { Some(b.ins().urem_imm_s(at, i64::from(p.lanes))) };
+                let lane = if p.lanes == 1 {
+                    None
+                } else {
+                    Some(b.ins().urem_imm_s(at, i64::from(p.lanes)))
+                };
                 for (r, (_, value)) in p.reduces.iter().zip(reduced) {
-                    let base = b.ins().stack_addr(g.ptr, p.slot, i32::try_from(r.offset).unwrap_or(0));
+                    let base = b
+                        .ins()
+                        .stack_addr(g.ptr, p.slot, i32::try_from(r.offset).unwrap_or(0));
                     let addr = match lane {
                         Some(lane) => {
                             let byte = b.ins().imul_imm_s(lane, r.dtype.size_bytes() as i64);
@@ -324,7 +420,11 @@ impl<'k> Gen<'_, 'k> {
                     };
                     let ty = cl_type(r.dtype, 1);
                     let acc = b.ins().load(ty, MemFlagsData::trusted(), addr, 0);
-                    let mut e = Emitter { b: &mut *b, w: 1, imports: g.imports };
+                    let mut e = Emitter {
+                        b: &mut *b,
+                        w: 1,
+                        imports: g.imports,
+                    };
                     let acc = e.combine(r.op, acc, value, r.dtype)?;
                     b.ins().store(MemFlagsData::trusted(), acc, addr, 0);
                 }
@@ -359,8 +459,18 @@ impl<'k> Gen<'_, 'k> {
         let mut offset = 0usize;
         for inst in &kernel.body {
             if let Inst::Reduce { op, buf, .. } = inst {
-                let dtype = *self.info.buffer_dtypes.get(buf.index()).ok_or_else(|| internal("unknown buffer"))?;
-                reduces.push(ReduceInfo { index: reduces.len(), op: *op, buf: *buf, dtype, offset });
+                let dtype = *self
+                    .info
+                    .buffer_dtypes
+                    .get(buf.index())
+                    .ok_or_else(|| internal("unknown buffer"))?;
+                reduces.push(ReduceInfo {
+                    index: reduces.len(),
+                    op: *op,
+                    buf: *buf,
+                    dtype,
+                    offset,
+                });
                 offset += (lanes as usize * dtype.size_bytes()).div_ceil(16) * 16;
             }
         }
@@ -375,10 +485,15 @@ impl<'k> Gen<'_, 'k> {
             // Every partial starts at the identity.
             for r in &partials.reduces {
                 let identity = identity(r.op, r.dtype)?;
-                let mut e = Emitter { b: &mut *b, w: 1, imports: g.imports };
+                let mut e = Emitter {
+                    b: &mut *b,
+                    w: 1,
+                    imports: g.imports,
+                };
                 let value = e.constant(identity);
                 for lane in 0..partials.lanes as usize {
-                    let off = i32::try_from(r.offset + lane * r.dtype.size_bytes()).map_err(|_| internal("partials"))?;
+                    let off = i32::try_from(r.offset + lane * r.dtype.size_bytes())
+                        .map_err(|_| internal("partials"))?;
                     b.ins().stack_store(types::I64, value, partials.slot, off);
                 }
             }
@@ -396,14 +511,28 @@ impl<'k> Gen<'_, 'k> {
             // Combine the partials in lane order, finish, store at the leading index.
             for r in &partials.reduces {
                 let ty = cl_type(r.dtype, 1);
-                let mut total = b.ins().stack_load(types::I64, ty, partials.slot, i32::try_from(r.offset).unwrap_or(0));
+                let mut total = b.ins().stack_load(
+                    types::I64,
+                    ty,
+                    partials.slot,
+                    i32::try_from(r.offset).unwrap_or(0),
+                );
                 for lane in 1..partials.lanes as usize {
-                    let off = i32::try_from(r.offset + lane * r.dtype.size_bytes()).map_err(|_| internal("partials"))?;
+                    let off = i32::try_from(r.offset + lane * r.dtype.size_bytes())
+                        .map_err(|_| internal("partials"))?;
                     let part = b.ins().stack_load(types::I64, ty, partials.slot, off);
-                    let mut e = Emitter { b: &mut *b, w: 1, imports: g.imports };
+                    let mut e = Emitter {
+                        b: &mut *b,
+                        w: 1,
+                        imports: g.imports,
+                    };
                     total = e.combine(r.op, total, part, r.dtype)?;
                 }
-                let mut e = Emitter { b: &mut *b, w: 1, imports: g.imports };
+                let mut e = Emitter {
+                    b: &mut *b,
+                    w: 1,
+                    imports: g.imports,
+                };
                 let finished = finish(&mut e, r.op, total, r.dtype, reduced_numel)?;
                 let base = g.base(r.buf)?;
                 let byte = b.ins().imul_imm_s(lead, r.dtype.size_bytes() as i64);
@@ -417,7 +546,6 @@ impl<'k> Gen<'_, 'k> {
         Ok(KernelShape {
             units: units as u64,
             points_per_unit: reduced_numel as u64,
-            kind: UnitKind::Outputs,
             width: self.width,
             min_points_per_thread: self.kernel().schedule.min_elems_per_thread,
         })
@@ -433,7 +561,12 @@ impl<'k> Gen<'_, 'k> {
         end: Value,
         step: i64,
         carried: &[Value],
-        body: &mut dyn FnMut(&mut Self, &mut FunctionBuilder<'_>, Value, &[Value]) -> Result<Vec<Value>, BackendError>,
+        body: &mut dyn FnMut(
+            &mut Self,
+            &mut FunctionBuilder<'_>,
+            Value,
+            &[Value],
+        ) -> Result<Vec<Value>, BackendError>,
     ) -> Result<(Value, Vec<Value>), BackendError> {
         let header = b.create_block();
         let body_block = b.create_block();
@@ -446,7 +579,10 @@ impl<'k> Gen<'_, 'k> {
             b.append_block_param(exit, ty);
         }
         let args = |at: Value, vals: &[Value]| -> Vec<BlockArg> {
-            std::iter::once(at).chain(vals.iter().copied()).map(BlockArg::Value).collect()
+            std::iter::once(at)
+                .chain(vals.iter().copied())
+                .map(BlockArg::Value)
+                .collect()
         };
         b.ins().jump(header, &args(start, carried));
         b.switch_to_block(header);
@@ -457,7 +593,11 @@ impl<'k> Gen<'_, 'k> {
         b.ins().brif(fits, body_block, &[], exit, &args(at, &vals));
         b.switch_to_block(body_block);
         let new_vals = body(self, b, at, &vals)?;
-        let new_vals = if new_vals.is_empty() { vals.clone() } else { new_vals };
+        let new_vals = if new_vals.is_empty() {
+            vals.clone()
+        } else {
+            new_vals
+        };
         let next = b.ins().iadd_imm_s(at, step);
         b.ins().jump(header, &args(next, &new_vals));
         b.switch_to_block(exit);
@@ -481,7 +621,11 @@ impl<'k> Gen<'_, 'k> {
                 (Some(v), 1) => Some(*v),
                 (Some(v), _) => {
                     let dtype = self.kernel().slots[s];
-                    let mut e = Emitter { b: &mut *b, w, imports: self.imports };
+                    let mut e = Emitter {
+                        b: &mut *b,
+                        w,
+                        imports: self.imports,
+                    };
                     Some(e.splat(*v, dtype))
                 }
                 (None, _) => None,
@@ -490,7 +634,16 @@ impl<'k> Gen<'_, 'k> {
         let body = self.kernel().body.clone();
         for (i, inst) in body.iter().enumerate() {
             let access = self.info.access_of.get(i).copied().flatten();
-            self.emit_inst(b, w, inst, access.map(|a| (a, at)), &mut slots, offs, Some(i), reduced)?;
+            self.emit_inst(
+                b,
+                w,
+                inst,
+                access.map(|a| (a, at)),
+                &mut slots,
+                offs,
+                Some(i),
+                reduced,
+            )?;
         }
         Ok(())
     }
@@ -510,7 +663,11 @@ impl<'k> Gen<'_, 'k> {
         reduced: &mut Vec<(usize, Value)>,
     ) -> Result<(), BackendError> {
         let get = |slots: &[Option<Value>], s: SlotId| {
-            slots.get(s.index()).copied().flatten().ok_or_else(|| internal(format!("slot {s} read before written")))
+            slots
+                .get(s.index())
+                .copied()
+                .flatten()
+                .ok_or_else(|| internal(format!("slot {s} read before written")))
         };
         let value = match inst {
             Inst::Load { dst, buf, .. } => {
@@ -523,37 +680,66 @@ impl<'k> Gen<'_, 'k> {
                 Some((*dst, v))
             }
             Inst::Const { dst, value } => {
-                let mut e = Emitter { b: &mut *b, w, imports: self.imports };
+                let mut e = Emitter {
+                    b: &mut *b,
+                    w,
+                    imports: self.imports,
+                };
                 Some((*dst, e.constant(*value)))
             }
             Inst::Unary { dst, op, src } => {
                 let dtype = self.slot_dtype(*src)?;
                 let x = get(slots, *src)?;
-                let mut e = Emitter { b: &mut *b, w, imports: self.imports };
+                let mut e = Emitter {
+                    b: &mut *b,
+                    w,
+                    imports: self.imports,
+                };
                 Some((*dst, e.unary(*op, x, dtype)?))
             }
             Inst::Binary { dst, op, lhs, rhs } => {
                 let dtype = self.slot_dtype(*lhs)?;
                 let (x, y) = (get(slots, *lhs)?, get(slots, *rhs)?);
-                let mut e = Emitter { b: &mut *b, w, imports: self.imports };
+                let mut e = Emitter {
+                    b: &mut *b,
+                    w,
+                    imports: self.imports,
+                };
                 Some((*dst, e.binary(*op, x, y, dtype)?))
             }
             Inst::Compare { dst, op, lhs, rhs } => {
                 let dtype = self.slot_dtype(*lhs)?;
                 let (x, y) = (get(slots, *lhs)?, get(slots, *rhs)?);
-                let mut e = Emitter { b: &mut *b, w, imports: self.imports };
+                let mut e = Emitter {
+                    b: &mut *b,
+                    w,
+                    imports: self.imports,
+                };
                 Some((*dst, e.compare(*op, x, y, dtype)))
             }
-            Inst::Select { dst, cond, on_true, on_false } => {
+            Inst::Select {
+                dst,
+                cond,
+                on_true,
+                on_false,
+            } => {
                 let dtype = self.slot_dtype(*dst)?;
                 let (c, x, y) = (get(slots, *cond)?, get(slots, *on_true)?, get(slots, *on_false)?);
-                let mut e = Emitter { b: &mut *b, w, imports: self.imports };
+                let mut e = Emitter {
+                    b: &mut *b,
+                    w,
+                    imports: self.imports,
+                };
                 Some((*dst, e.select(c, x, y, cl_type(dtype, w))))
             }
             Inst::Cast { dst, src } => {
                 let (from, to) = (self.slot_dtype(*src)?, self.slot_dtype(*dst)?);
                 let x = get(slots, *src)?;
-                let mut e = Emitter { b: &mut *b, w, imports: self.imports };
+                let mut e = Emitter {
+                    b: &mut *b,
+                    w,
+                    imports: self.imports,
+                };
                 Some((*dst, e.cast(x, from, to)?))
             }
             Inst::Store { buf, src, .. } => {
@@ -577,12 +763,24 @@ impl<'k> Gen<'_, 'k> {
     }
 
     /// The byte address of element `offs[k] + (at + lane) * inner_stride` of access `k`.
-    fn address(&self, b: &mut FunctionBuilder<'_>, k: usize, base: Value, at: Value, offs: &[Value], lane: u8) -> Value {
+    fn address(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        k: usize,
+        base: Value,
+        at: Value,
+        offs: &[Value],
+        lane: u8,
+    ) -> Value {
         let access = &self.info.accesses[k];
         let inner = self.inner_stride(k) as i64;
         let mut elem = offs[k];
         if inner != 0 {
-            let pos = if lane == 0 { at } else { b.ins().iadd_imm_s(at, i64::from(lane)) };
+            let pos = if lane == 0 {
+                at
+            } else {
+                b.ins().iadd_imm_s(at, i64::from(lane))
+            };
             let step = b.ins().imul_imm_s(pos, inner);
             elem = b.ins().iadd(elem, step);
         }
@@ -592,10 +790,18 @@ impl<'k> Gen<'_, 'k> {
 
     /// Elements access `k` advances per step of the vector loop.
     fn inner_stride(&self, k: usize) -> usize {
-        self.inner_axis.and_then(|a| self.info.accesses[k].strides.get(a).copied()).unwrap_or(0)
+        self.inner_axis
+            .and_then(|a| self.info.accesses[k].strides.get(a).copied())
+            .unwrap_or(0)
     }
 
-    fn load_scalar(&self, b: &mut FunctionBuilder<'_>, addr: Value, _k: Option<usize>, dtype: DType) -> Value {
+    fn load_scalar(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        addr: Value,
+        _k: Option<usize>,
+        dtype: DType,
+    ) -> Value {
         b.ins().load(cl_type(dtype, 1), mem(), addr, 0)
     }
 
@@ -625,7 +831,11 @@ impl<'k> Gen<'_, 'k> {
             let addr = self.address(b, k, base, at, offs, lane);
             e_lanes.push(self.load_scalar(b, addr, Some(k), dtype));
         }
-        let mut e = Emitter { b: &mut *b, w, imports: self.imports };
+        let mut e = Emitter {
+            b: &mut *b,
+            w,
+            imports: self.imports,
+        };
         let mut v = e.splat(e_lanes[0], dtype);
         for (lane, &x) in e_lanes.iter().enumerate().skip(1) {
             let x = if dtype == DType::Bool {
@@ -665,7 +875,11 @@ impl<'k> Gen<'_, 'k> {
         }
         for lane in 0..w {
             let addr = self.address(b, k, base, at, offs, lane);
-            let mut e = Emitter { b: &mut *b, w, imports: self.imports };
+            let mut e = Emitter {
+                b: &mut *b,
+                w,
+                imports: self.imports,
+            };
             let x = e.lane(v, dtype, lane);
             b.ins().store(mem(), x, addr, 0);
         }
@@ -696,7 +910,13 @@ fn identity(op: ReduceOp, dtype: DType) -> Result<Scalar, BackendError> {
 }
 
 /// The finished reduction value, as `rfx_ir::semantics::reduce_finish` gives it.
-fn finish(e: &mut Emitter<'_, '_>, op: ReduceOp, total: Value, dtype: DType, count: usize) -> Result<Value, BackendError> {
+fn finish(
+    e: &mut Emitter<'_, '_>,
+    op: ReduceOp,
+    total: Value,
+    dtype: DType,
+    count: usize,
+) -> Result<Value, BackendError> {
     Ok(match (op, dtype) {
         (ReduceOp::Mean, DType::F32) => {
             let n = e.constant(Scalar::F32(count as f32));

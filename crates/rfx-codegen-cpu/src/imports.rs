@@ -1,7 +1,7 @@
 //! Host functions JIT code may call: only exact, non-transcendental helpers (`fmod`), never
 //! libm transcendentals (those are inline vector polynomials).
 
-use cranelift_codegen::ir::{types, AbiParam, FuncRef, Function};
+use cranelift_codegen::ir::{AbiParam, FuncRef, Function, types};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, ModuleError};
 
@@ -30,10 +30,14 @@ pub(crate) struct ImportIds {
 impl ImportIds {
     pub(crate) fn declare(module: &mut JITModule) -> Result<ImportIds, ModuleError> {
         let mut sig32 = module.make_signature();
-        sig32.params.extend([AbiParam::new(types::F32), AbiParam::new(types::F32)]);
+        sig32
+            .params
+            .extend([AbiParam::new(types::F32), AbiParam::new(types::F32)]);
         sig32.returns.push(AbiParam::new(types::F32));
         let mut sig64 = module.make_signature();
-        sig64.params.extend([AbiParam::new(types::F64), AbiParam::new(types::F64)]);
+        sig64
+            .params
+            .extend([AbiParam::new(types::F64), AbiParam::new(types::F64)]);
         sig64.returns.push(AbiParam::new(types::F64));
         Ok(ImportIds {
             fmodf: module.declare_function("rfx_fmodf", Linkage::Import, &sig32)?,

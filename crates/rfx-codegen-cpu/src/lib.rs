@@ -15,8 +15,9 @@
 mod backend;
 mod codegen;
 mod imports;
+mod math;
 mod ops;
 mod pool;
 mod transcendental;
 
-pub use backend::{compile, dump, CpuBackend, CpuCompiled};
+pub use backend::{CpuBackend, CpuCompiled, compile, dump};

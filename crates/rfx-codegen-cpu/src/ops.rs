@@ -6,7 +6,7 @@
 //! lane mask (`I32X4` or `I64X2`) in vector form, which is what vector comparisons produce.
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{types, Endianness, InstBuilder, MemFlagsData, Type, Value};
+use cranelift_codegen::ir::{Endianness, InstBuilder, MemFlagsData, Type, Value, types};
 use cranelift_frontend::FunctionBuilder;
 use rfx_ir::{BinaryOp, CmpOp, DType, ReduceOp, Scalar, UnaryOp};
 use rfx_lower::{BackendError, Unsupported};
@@ -40,7 +40,10 @@ pub(crate) fn vectorizable(dtypes: impl IntoIterator<Item = DType>, w: u8) -> bo
 }
 
 fn unsupported(op: &'static str, dtype: DType) -> BackendError {
-    BackendError::Unsupported { backend: "cpu", what: Unsupported::OpDType(op, dtype) }
+    BackendError::Unsupported {
+        backend: "cpu",
+        what: Unsupported::OpDType(op, dtype),
+    }
 }
 
 /// Flags for bitcasts between vector types (they need an explicit lane order).
@@ -89,7 +92,11 @@ impl Emitter<'_, '_> {
     }
 
     fn float_const(&mut self, dtype: DType, value: f64) -> Value {
-        let s = if dtype == DType::F64 { Scalar::F64(value) } else { Scalar::F32(value as f32) };
+        let s = if dtype == DType::F64 {
+            Scalar::F64(value)
+        } else {
+            Scalar::F32(value as f32)
+        };
         self.constant(s)
     }
 
@@ -103,7 +110,11 @@ impl Emitter<'_, '_> {
             return self.b.ins().select(cond, a, b);
         }
         let mask_ty = self.b.func.dfg.value_type(cond);
-        let mask = if mask_ty == ty { cond } else { self.b.ins().bitcast(ty, bitcast_flags(), cond) };
+        let mask = if mask_ty == ty {
+            cond
+        } else {
+            self.b.ins().bitcast(ty, bitcast_flags(), cond)
+        };
         self.b.ins().bitselect(mask, a, b)
     }
 
@@ -131,7 +142,11 @@ impl Emitter<'_, '_> {
         let mut result: Option<Value> = None;
         for lane in 0..w {
             let lanes: Vec<Value> = args.iter().map(|&a| self.lane(a, dtype_in, lane)).collect();
-            let mut scalar = Emitter { b: &mut *self.b, w: 1, imports: self.imports };
+            let mut scalar = Emitter {
+                b: &mut *self.b,
+                w: 1,
+                imports: self.imports,
+            };
             let r = f(&mut scalar, &lanes)?;
             let r = if dtype_out == DType::Bool {
                 let wide_ty = if w == 2 { types::I64 } else { types::I32 };
@@ -215,7 +230,13 @@ impl Emitter<'_, '_> {
     }
 
     /// `op(a, b)` for values of `dtype`.
-    pub(crate) fn binary(&mut self, op: BinaryOp, a: Value, b: Value, dtype: DType) -> Result<Value, BackendError> {
+    pub(crate) fn binary(
+        &mut self,
+        op: BinaryOp,
+        a: Value,
+        b: Value,
+        dtype: DType,
+    ) -> Result<Value, BackendError> {
         let ty = cl_type(dtype, self.w);
         let float = dtype.is_float();
         Ok(match (op, dtype) {
@@ -229,7 +250,11 @@ impl Emitter<'_, '_> {
             // NumPy's NaN-propagating minimum/maximum: `a` when `a < b` (`a > b`) or `a` is NaN,
             // else `b` — not Cranelift's `fmin`/`fmax`, which differ on ±0 ties.
             (BinaryOp::Min | BinaryOp::Max, _) if float => {
-                let cc = if op == BinaryOp::Min { FloatCC::LessThan } else { FloatCC::GreaterThan };
+                let cc = if op == BinaryOp::Min {
+                    FloatCC::LessThan
+                } else {
+                    FloatCC::GreaterThan
+                };
                 let wins = self.fcmp(cc, a, b);
                 let nan = self.fcmp(FloatCC::Unordered, a, a);
                 let take_a = self.or(wins, nan);
@@ -239,14 +264,24 @@ impl Emitter<'_, '_> {
             (BinaryOp::Max, DType::I32) => self.b.ins().smax(a, b),
             (BinaryOp::And, DType::Bool) => self.b.ins().band(a, b),
             (BinaryOp::Or, DType::Bool) => self.b.ins().bor(a, b),
-            (BinaryOp::Div, DType::I32) => self.per_lane(&[a, b], dtype, dtype, &mut |e, v| Ok(e.floor_div_i32(v[0], v[1])))?,
-            (BinaryOp::Fmod, DType::I32) => self.per_lane(&[a, b], dtype, dtype, &mut |e, v| Ok(e.rem_i32(v[0], v[1])))?,
+            (BinaryOp::Div, DType::I32) => {
+                self.per_lane(&[a, b], dtype, dtype, &mut |e, v| Ok(e.floor_div_i32(v[0], v[1])))?
+            }
+            (BinaryOp::Fmod, DType::I32) => {
+                self.per_lane(&[a, b], dtype, dtype, &mut |e, v| Ok(e.rem_i32(v[0], v[1])))?
+            }
             (BinaryOp::Fmod, _) if float => self.per_lane(&[a, b], dtype, dtype, &mut |e, v| {
-                let func = if dtype == DType::F64 { e.imports.fmod } else { e.imports.fmodf };
+                let func = if dtype == DType::F64 {
+                    e.imports.fmod
+                } else {
+                    e.imports.fmodf
+                };
                 let call = e.b.ins().call(func, &[v[0], v[1]]);
                 Ok(e.b.inst_results(call)[0])
             })?,
-            (BinaryOp::Pow | BinaryOp::Atan2, _) if float => crate::transcendental::binary(self, op, a, b, dtype)?,
+            (BinaryOp::Pow | BinaryOp::Atan2, _) if float => {
+                crate::transcendental::binary(self, op, a, b, dtype)?
+            }
             _ => return Err(unsupported(op.name(), dtype)),
         })
     }
@@ -345,7 +380,13 @@ impl Emitter<'_, '_> {
     }
 
     /// Folds `x` into the accumulator `acc` (both of `dtype`).
-    pub(crate) fn combine(&mut self, op: ReduceOp, acc: Value, x: Value, dtype: DType) -> Result<Value, BackendError> {
+    pub(crate) fn combine(
+        &mut self,
+        op: ReduceOp,
+        acc: Value,
+        x: Value,
+        dtype: DType,
+    ) -> Result<Value, BackendError> {
         let bin = match op {
             ReduceOp::Sum | ReduceOp::Mean => BinaryOp::Add,
             ReduceOp::Prod => BinaryOp::Mul,

@@ -55,7 +55,10 @@ fn pool() -> &'static Pool {
     POOL.get_or_init(|| {
         let workers = (1..default_threads())
             .filter_map(|i| {
-                let worker = Arc::new(Worker { slot: Mutex::new(None), wake: Condvar::new() });
+                let worker = Arc::new(Worker {
+                    slot: Mutex::new(None),
+                    wake: Condvar::new(),
+                });
                 let mine = worker.clone();
                 std::thread::Builder::new()
                     .name(format!("rfx-cpu-{i}"))
@@ -64,7 +67,10 @@ fn pool() -> &'static Pool {
                     .map(|_| worker)
             })
             .collect();
-        Pool { workers, busy: Mutex::new(()) }
+        Pool {
+            workers,
+            busy: Mutex::new(()),
+        }
     })
 }
 
@@ -97,11 +103,18 @@ fn worker_loop(worker: &Worker) {
 /// # Safety
 /// `table` must hold a valid base pointer for every buffer the kernel touches, with the lengths
 /// its LIR declares, for the whole call.
-pub(crate) unsafe fn run_kernel(func: KernelFn, table: *const *mut u8, shape: &KernelShape, max_threads: usize) {
+pub(crate) unsafe fn run_kernel(
+    func: KernelFn,
+    table: *const *mut u8,
+    shape: &KernelShape,
+    max_threads: usize,
+) {
     let units = shape.units;
     let points = units.saturating_mul(shape.points_per_unit.max(1));
     let min_points = shape.min_points_per_thread.max(1) as u64;
-    let wanted = usize::try_from(points / min_points).unwrap_or(usize::MAX).min(max_threads);
+    let wanted = usize::try_from(points / min_points)
+        .unwrap_or(usize::MAX)
+        .min(max_threads);
     let threads = wanted.min(usize::try_from(units).unwrap_or(usize::MAX));
     if threads <= 1 {
         // SAFETY: guaranteed by the caller.
@@ -120,11 +133,21 @@ pub(crate) unsafe fn run_kernel(func: KernelFn, table: *const *mut u8, shape: &K
     let threads = threads.min(pool.workers.len() + 1);
     let chunk = units.div_ceil(threads as u64);
     let helpers = (1..threads).filter(|&t| (t as u64) * chunk < units).count();
-    let latch = Latch { remaining: AtomicUsize::new(helpers), lock: Mutex::new(()), done: Condvar::new() };
+    let latch = Latch {
+        remaining: AtomicUsize::new(helpers),
+        lock: Mutex::new(()),
+        done: Condvar::new(),
+    };
     for (t, worker) in (1..=helpers).zip(&pool.workers) {
         let lo = t as u64 * chunk;
         let hi = (lo + chunk).min(units);
-        let job = Job { func, table: table as usize, lo, hi, latch: &latch };
+        let job = Job {
+            func,
+            table: table as usize,
+            lo,
+            hi,
+            latch: &latch,
+        };
         *worker.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
         worker.wake.notify_one();
     }

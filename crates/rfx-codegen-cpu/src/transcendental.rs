@@ -4,20 +4,34 @@ use cranelift_codegen::ir::Value;
 use rfx_ir::{BinaryOp, DType, UnaryOp};
 use rfx_lower::{BackendError, Unsupported};
 
-use crate::ops::Emitter;
+use crate::ops::{Emitter, cl_type};
 
-/// `op(x)` for a transcendental unary op.
-pub(crate) fn unary(_e: &mut Emitter<'_, '_>, op: UnaryOp, _x: Value, dtype: DType) -> Result<Value, BackendError> {
-    Err(BackendError::Unsupported { backend: "cpu", what: Unsupported::OpDType(op.name(), dtype) })
+fn unsupported(op: &'static str, dtype: DType) -> BackendError {
+    BackendError::Unsupported {
+        backend: "cpu",
+        what: Unsupported::OpDType(op, dtype),
+    }
+}
+
+/// `op(x)` for a transcendental unary op: inline vector polynomials, no libm calls.
+pub(crate) fn unary(
+    e: &mut Emitter<'_, '_>,
+    op: UnaryOp,
+    x: Value,
+    dtype: DType,
+) -> Result<Value, BackendError> {
+    let ty = cl_type(dtype, e.w);
+    crate::math::emit_unary(e.b, op, x, ty).ok_or_else(|| unsupported(op.name(), dtype))
 }
 
 /// `op(a, b)` for `pow` and `atan2`.
 pub(crate) fn binary(
-    _e: &mut Emitter<'_, '_>,
+    e: &mut Emitter<'_, '_>,
     op: BinaryOp,
-    _a: Value,
-    _b: Value,
+    a: Value,
+    b: Value,
     dtype: DType,
 ) -> Result<Value, BackendError> {
-    Err(BackendError::Unsupported { backend: "cpu", what: Unsupported::OpDType(op.name(), dtype) })
+    let ty = cl_type(dtype, e.w);
+    crate::math::emit_binary(e.b, op, a, b, ty).ok_or_else(|| unsupported(op.name(), dtype))
 }

@@ -3,19 +3,21 @@
 
 use rfx_codegen_cpu::CpuBackend;
 use rfx_ir::hir::{Kernel, Op};
-use rfx_ir::interp::{run_lir, Mode};
+use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
-use rfx_ir::testgen::{random_inputs, random_kernel, KernelGenConfig, TestRng};
+use rfx_ir::testgen::{KernelGenConfig, TestRng, random_inputs, random_kernel};
 use rfx_ir::{Array, Scalar};
-use rfx_lower::{lower, Backend, LowerConfig, Scratch};
-use rfx_opt::{optimize, OptConfig};
+use rfx_lower::{Backend, LowerConfig, Scratch, lower};
+use rfx_opt::{OptConfig, optimize};
 
 fn same_values(a: &Array, b: &Array) -> bool {
     a.shape() == b.shape()
         && a.dtype() == b.dtype()
         && (0..a.data().len()).all(|i| {
             let (x, y) = (a.get(i), b.get(i));
-            x == y || x.zip(y).is_some_and(|(x, y)| x.to_f64().is_nan() && y.to_f64().is_nan())
+            x == y
+                || x.zip(y)
+                    .is_some_and(|(x, y)| x.to_f64().is_nan() && y.to_f64().is_nan())
         })
 }
 
@@ -36,21 +38,34 @@ fn lower_kernel(kernel: &Kernel) -> LirProgram {
 fn check(seed: u64, kernel: &Kernel, lir: &LirProgram, inputs: &[Array]) {
     let views: Vec<_> = inputs.iter().map(Array::view).collect();
     let expected = run_lir(lir, &views, Mode::Native).expect("interp");
-    let compiled = CpuBackend.compile(lir, &Default::default()).unwrap_or_else(|e| panic!("seed {seed}: {e}\n{lir}"));
-    let mut outputs: Vec<Array> =
-        lir.outputs().map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone())).collect();
+    let compiled = CpuBackend
+        .compile(lir, &Default::default())
+        .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{lir}"));
+    let mut outputs: Vec<Array> = lir
+        .outputs()
+        .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
+        .collect();
     {
         let mut out_views: Vec<_> = outputs.iter_mut().map(Array::view_mut).collect();
-        compiled.run(&views, &mut out_views, &mut Scratch::new()).expect("run");
+        compiled
+            .run(&views, &mut out_views, &mut Scratch::new())
+            .expect("run");
     }
     for (e, g) in expected.iter().zip(&outputs) {
-        assert!(same_values(e, g), "seed {seed}:\n{kernel}\n{lir}\nexpected {e:?}\ngot {g:?}");
+        assert!(
+            same_values(e, g),
+            "seed {seed}:\n{kernel}\n{lir}\nexpected {e:?}\ngot {g:?}"
+        );
     }
 }
 
 #[test]
 fn random_exact_kernels_match_the_interpreter_bit_for_bit() {
-    let config = KernelGenConfig { max_ops: 12, max_dim: 9, ..KernelGenConfig::default() };
+    let config = KernelGenConfig {
+        max_ops: 12,
+        max_dim: 9,
+        ..KernelGenConfig::default()
+    };
     let mut tried = 0;
     let mut seed = 0u64;
     while tried < 1500 {

@@ -1,8 +1,10 @@
 //! Building derivative kernels: a thin layer over the HIR [`Builder`] with the shape helpers
 //! both modes need, the copy of the primal kernel, input selection, and dead-node pruning.
 
+use std::collections::HashMap;
+
 use rfx_ir::hir::{Builder, Kernel, Node, Op, ValueId, verify};
-use rfx_ir::{BinaryOp, CmpOp, DType, ReduceOp, Scalar, Shape, TensorType, UnaryOp};
+use rfx_ir::{BinaryOp, CmpOp, DType, ReduceOp, Scalar, Shape, TensorType, UnaryOp, broadcast_shapes};
 
 use crate::error::AdError;
 
@@ -100,13 +102,25 @@ pub(crate) fn active_values(kernel: &Kernel, wrt: &[WrtInput]) -> Vec<bool> {
     active
 }
 
+/// The identity of a node for hash-consing: op, operands, and the target type of the ops
+/// whose type the operands do not determine.
+type NodeKey = (Op, Vec<ValueId>, Option<TensorType>);
+
 /// A [`Builder`] for a derivative kernel, with the primal kernel copied into it.
+///
+/// Every node goes through a hash-consing table, so a partial derivative that several sweeps
+/// (or the primal) already computed is reused instead of rebuilt: `jacfwd`'s sweeps share
+/// their `cos(q)`s. Multiplying by a constant 1 is skipped when the other operand already has
+/// the result's shape (exact in IEEE arithmetic), and broadcasting or reshaping a constant
+/// gives a constant. Anything further is `rfx-opt`'s job.
 pub(crate) struct Emitter {
     b: Builder,
     /// `map[i]` is primal value `%i` in the new kernel.
     map: Vec<ValueId>,
     /// Output names, in order, to detect clashes early.
     output_names: Vec<String>,
+    nodes: HashMap<NodeKey, ValueId>,
+    constants: HashMap<ValueId, Scalar>,
 }
 
 impl Emitter {
@@ -134,6 +148,13 @@ impl Emitter {
             extra.push(b.input(input_name.clone(), ty.clone())?);
             input_names.push(input_name.clone());
         }
+        let mut em = Emitter {
+            b,
+            map: Vec::new(),
+            output_names: Vec::new(),
+            nodes: HashMap::new(),
+            constants: HashMap::new(),
+        };
         for (index, node) in primal.nodes().iter().enumerate() {
             if matches!(node.op, Op::Input { .. }) {
                 continue;
@@ -146,21 +167,53 @@ impl Emitter {
                 .ok_or(AdError::Internal(rfx_ir::hir::BuildError::UnknownValue(
                     ValueId::new(index),
                 )))?;
-            map[index] = Some(copy_node(&mut b, node, &args)?);
+            let target = match node.op {
+                Op::Const(_) | Op::Cast | Op::BroadcastTo | Op::Reshape => Some(node.ty.clone()),
+                _ => None,
+            };
+            map[index] = Some(em.node(node.op.clone(), &args, target)?);
         }
-        let map = map
+        em.map = map
             .into_iter()
             .enumerate()
             .map(|(i, v)| v.ok_or(AdError::Internal(rfx_ir::hir::BuildError::UnknownValue(ValueId::new(i)))))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok((
-            Emitter {
-                b,
-                map,
-                output_names: Vec::new(),
+        Ok((em, extra))
+    }
+
+    /// Adds (or reuses) the node `op(args)`; `target` is the type for `const`, `cast`,
+    /// `broadcast_to` and `reshape`.
+    fn node(&mut self, op: Op, args: &[ValueId], target: Option<TensorType>) -> Result<ValueId, AdError> {
+        let key = (op, args.to_vec(), target);
+        if let Some(&v) = self.nodes.get(&key) {
+            return Ok(v);
+        }
+        let first = || {
+            args.first()
+                .copied()
+                .ok_or(rfx_ir::hir::BuildError::UnknownValue(ValueId::new(0)))
+        };
+        let v = match (&key.0, &key.2) {
+            (Op::Const(value), Some(t)) => {
+                let v = self.b.constant(*value, t.shape.clone());
+                self.constants.insert(v, *value);
+                v
+            }
+            (Op::Cast, Some(t)) => self.b.cast(first()?, t.dtype)?,
+            (Op::BroadcastTo | Op::Reshape, Some(t)) => match self.constants.get(&first()?) {
+                Some(&value) => return self.node(Op::Const(value), &[], Some(t.clone())),
+                None if matches!(key.0, Op::Reshape) => self.b.reshape(first()?, t.shape.clone())?,
+                None => self.b.broadcast_to(first()?, t.shape.clone())?,
             },
-            extra,
-        ))
+            (op, _) => self.b.op(op.clone(), args)?,
+        };
+        self.nodes.insert(key, v);
+        Ok(v)
+    }
+
+    /// `true` when `v` is a constant equal to `value`.
+    fn is_constant(&self, v: ValueId, value: f64) -> bool {
+        self.constants.get(&v).is_some_and(|s| s.dtype().is_float() && s.to_f64() == value)
     }
 
     /// Primal value `v` in the new kernel.
@@ -178,7 +231,7 @@ impl Emitter {
 
     /// A `[]` constant of `dtype`.
     pub(crate) fn scalar(&mut self, dtype: DType, value: f64) -> ValueId {
-        self.b.scalar(Scalar::from_f64(dtype, value))
+        self.constant(dtype, value, Shape::scalar())
     }
 
     /// A `[]` constant of `like`'s dtype.
@@ -189,15 +242,32 @@ impl Emitter {
 
     /// A constant splatted to `shape`.
     pub(crate) fn constant(&mut self, dtype: DType, value: f64, shape: Shape) -> ValueId {
-        self.b.constant(Scalar::from_f64(dtype, value), shape)
+        let scalar = Scalar::from_f64(dtype, value);
+        let ty = TensorType::new(dtype, shape);
+        match self.node(Op::Const(scalar), &[], Some(ty.clone())) {
+            Ok(v) => v,
+            // A constant cannot fail to type-check; build it directly if the table says so.
+            Err(_) => self.b.constant(scalar, ty.shape),
+        }
     }
 
     pub(crate) fn unary(&mut self, op: UnaryOp, x: ValueId) -> Result<ValueId, AdError> {
-        Ok(self.b.unary(op, x)?)
+        self.node(Op::Unary(op), &[x], None)
     }
 
     pub(crate) fn binary(&mut self, op: BinaryOp, a: ValueId, b: ValueId) -> Result<ValueId, AdError> {
-        Ok(self.b.binary(op, a, b)?)
+        if op == BinaryOp::Mul {
+            // x * 1 = x exactly (NaN payloads aside) when no broadcast is needed.
+            let (sa, sb) = (self.shape(a)?, self.shape(b)?);
+            let result = broadcast_shapes(&sa, &sb);
+            if self.is_constant(b, 1.0) && result.as_ref() == Some(&sa) {
+                return Ok(a);
+            }
+            if self.is_constant(a, 1.0) && result.as_ref() == Some(&sb) {
+                return Ok(b);
+            }
+        }
+        self.node(Op::Binary(op), &[a, b], None)
     }
 
     pub(crate) fn add(&mut self, a: ValueId, b: ValueId) -> Result<ValueId, AdError> {
@@ -221,29 +291,32 @@ impl Emitter {
     }
 
     pub(crate) fn compare(&mut self, op: CmpOp, a: ValueId, b: ValueId) -> Result<ValueId, AdError> {
-        Ok(self.b.compare(op, a, b)?)
+        self.node(Op::Compare(op), &[a, b], None)
     }
 
     pub(crate) fn select(&mut self, cond: ValueId, a: ValueId, b: ValueId) -> Result<ValueId, AdError> {
-        Ok(self.b.select(cond, a, b)?)
+        self.node(Op::Select, &[cond, a, b], None)
     }
 
     pub(crate) fn cast(&mut self, x: ValueId, dtype: DType) -> Result<ValueId, AdError> {
-        Ok(self.b.cast(x, dtype)?)
+        let shape = self.shape(x)?;
+        self.node(Op::Cast, &[x], Some(TensorType::new(dtype, shape)))
     }
 
     pub(crate) fn reshape(&mut self, x: ValueId, shape: Shape) -> Result<ValueId, AdError> {
         if self.shape(x)? == shape {
             return Ok(x);
         }
-        Ok(self.b.reshape(x, shape)?)
+        let dtype = self.dtype(x)?;
+        self.node(Op::Reshape, &[x], Some(TensorType::new(dtype, shape)))
     }
 
     pub(crate) fn broadcast_to(&mut self, x: ValueId, shape: Shape) -> Result<ValueId, AdError> {
         if self.shape(x)? == shape {
             return Ok(x);
         }
-        Ok(self.b.broadcast_to(x, shape)?)
+        let dtype = self.dtype(x)?;
+        self.node(Op::BroadcastTo, &[x], Some(TensorType::new(dtype, shape)))
     }
 
     pub(crate) fn reduce(
@@ -253,7 +326,9 @@ impl Emitter {
         axes: &[usize],
         keepdims: bool,
     ) -> Result<ValueId, AdError> {
-        Ok(self.b.reduce(op, x, axes, keepdims)?)
+        let mut axes = axes.to_vec();
+        axes.sort_unstable();
+        self.node(Op::Reduce { op, axes, keepdims }, &[x], None)
     }
 
     /// `select(cond, x, 0)` (or `select(cond, 0, x)` when `pass_when` is false).

@@ -55,7 +55,9 @@ pub enum AdError {
         dtype: DType,
     },
     /// `grad` and `value_and_grad` need an output with one element.
-    #[error("output `{name}` has shape {shape}; `grad` needs a single-element output (use `vjp` or `jacrev`)")]
+    #[error(
+        "output `{name}` has shape {shape}; `grad` needs a single-element output (use `vjp` or `jacrev`)"
+    )]
     NonScalarOutput {
         /// The output.
         name: String,

@@ -215,4 +215,3 @@ pub fn hvp<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
         result.outputs().to_vec(),
     ))
 }
-

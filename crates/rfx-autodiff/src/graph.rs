@@ -78,7 +78,9 @@ pub(crate) fn resolve_wrt<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Vec
             });
         }
         if resolved.iter().any(|r| r.value == value) {
-            return Err(AdError::DuplicateWrt { name: name.to_string() });
+            return Err(AdError::DuplicateWrt {
+                name: name.to_string(),
+            });
         }
         resolved.push(WrtInput {
             value,
@@ -96,7 +98,13 @@ pub(crate) fn active_values(kernel: &Kernel, wrt: &[WrtInput]) -> Vec<bool> {
         let is_float = node.ty.dtype.is_float();
         active[index] = match node.op {
             Op::Input { .. } => wrt.iter().any(|w| w.value.index() == index),
-            _ => is_float && node.args.iter().any(|a| active.get(a.index()).copied().unwrap_or(false)),
+            _ => {
+                is_float
+                    && node
+                        .args
+                        .iter()
+                        .any(|a| active.get(a.index()).copied().unwrap_or(false))
+            }
         };
     }
     active
@@ -176,7 +184,11 @@ impl Emitter {
         em.map = map
             .into_iter()
             .enumerate()
-            .map(|(i, v)| v.ok_or(AdError::Internal(rfx_ir::hir::BuildError::UnknownValue(ValueId::new(i)))))
+            .map(|(i, v)| {
+                v.ok_or(AdError::Internal(rfx_ir::hir::BuildError::UnknownValue(
+                    ValueId::new(i),
+                )))
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok((em, extra))
     }
@@ -213,7 +225,9 @@ impl Emitter {
 
     /// `true` when `v` is a constant equal to `value`.
     fn is_constant(&self, v: ValueId, value: f64) -> bool {
-        self.constants.get(&v).is_some_and(|s| s.dtype().is_float() && s.to_f64() == value)
+        self.constants
+            .get(&v)
+            .is_some_and(|s| s.dtype().is_float() && s.to_f64() == value)
     }
 
     /// Primal value `v` in the new kernel.
@@ -342,7 +356,11 @@ impl Emitter {
     }
 
     /// `a + b` where `None` is a zero of the right shape.
-    pub(crate) fn add_opt(&mut self, a: Option<ValueId>, b: Option<ValueId>) -> Result<Option<ValueId>, AdError> {
+    pub(crate) fn add_opt(
+        &mut self,
+        a: Option<ValueId>,
+        b: Option<ValueId>,
+    ) -> Result<Option<ValueId>, AdError> {
         Ok(match (a, b) {
             (Some(a), Some(b)) => Some(self.add(a, b)?),
             (a, None) => a,
@@ -352,7 +370,12 @@ impl Emitter {
 
     /// Sums `v` (shape `batch ++ X`, with `target` broadcasting to `X`) down to
     /// `batch ++ target`: the adjoint of NumPy's implicit broadcasting.
-    pub(crate) fn unbroadcast(&mut self, v: ValueId, batch_rank: usize, target: &Shape) -> Result<ValueId, AdError> {
+    pub(crate) fn unbroadcast(
+        &mut self,
+        v: ValueId,
+        batch_rank: usize,
+        target: &Shape,
+    ) -> Result<ValueId, AdError> {
         let full = self.shape(v)?;
         let batch = &full.dims()[..batch_rank.min(full.rank())];
         let x_dims = &full.dims()[batch.len()..];
@@ -382,7 +405,9 @@ impl Emitter {
     /// Marks `value` as the output `name`.
     pub(crate) fn output(&mut self, name: &str, value: ValueId) -> Result<(), AdError> {
         if self.output_names.iter().any(|n| n == name) {
-            return Err(AdError::NameClash { name: name.to_string() });
+            return Err(AdError::NameClash {
+                name: name.to_string(),
+            });
         }
         self.b.output(name, value)?;
         self.output_names.push(name.to_string());
@@ -477,7 +502,9 @@ pub fn keep_outputs(kernel: &Kernel, names: &[&str]) -> Result<Kernel, AdError> 
                 .iter()
                 .find(|o| o.name == name)
                 .map(|o| (o.name.clone(), o.value))
-                .ok_or_else(|| AdError::UnknownOutput { name: name.to_string() })
+                .ok_or_else(|| AdError::UnknownOutput {
+                    name: name.to_string(),
+                })
         })
         .collect::<Result<Vec<_>, _>>()?;
     rebuild(kernel, &outputs)

@@ -62,7 +62,11 @@ pub(crate) fn backward(
             }
             Op::Cast => {
                 let arg_dtype = em.dtype(args[0])?;
-                vec![if arg_dtype.is_float() { Some(em.cast(ct, arg_dtype)?) } else { None }]
+                vec![if arg_dtype.is_float() {
+                    Some(em.cast(ct, arg_dtype)?)
+                } else {
+                    None
+                }]
             }
             Op::BroadcastTo => {
                 let arg_shape = em.shape(args[0])?;

@@ -7,8 +7,8 @@
 //! the crate documentation.
 
 use rfx_ir::hir::Op;
-use rfx_ir::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 use rfx_ir::hir::ValueId;
+use rfx_ir::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 
 use crate::error::AdError;
 use crate::graph::Emitter;
@@ -49,7 +49,12 @@ impl Partial {
 /// The partial derivatives of elementwise node `op(args) = out`, one per operand. `args` and
 /// `out` are values in the derivative kernel. Non-elementwise ops give all [`Partial::Zero`]
 /// (their derivatives are structural and handled by each mode).
-pub(crate) fn partials(em: &mut Emitter, op: &Op, args: &[ValueId], out: ValueId) -> Result<Vec<Partial>, AdError> {
+pub(crate) fn partials(
+    em: &mut Emitter,
+    op: &Op,
+    args: &[ValueId],
+    out: ValueId,
+) -> Result<Vec<Partial>, AdError> {
     let zeros = vec![Partial::Zero; args.len()];
     Ok(match (op, args) {
         (Op::Unary(u), &[x]) => vec![unary_partial(em, *u, x, out)?],
@@ -57,7 +62,11 @@ pub(crate) fn partials(em: &mut Emitter, op: &Op, args: &[ValueId], out: ValueId
             let (pa, pb) = binary_partials(em, *bop, a, b, out)?;
             vec![pa, pb]
         }
-        (Op::Select, &[cond, _, _]) => vec![Partial::Zero, Partial::Mask(cond, true), Partial::Mask(cond, false)],
+        (Op::Select, &[cond, _, _]) => vec![
+            Partial::Zero,
+            Partial::Mask(cond, true),
+            Partial::Mask(cond, false),
+        ],
         (Op::Clamp, &[x, lo, hi]) => {
             // lax.clamp's rule: x gets the derivative strictly inside (lo, hi), lo where
             // x < lo < hi, hi where hi < max(x, lo) (the result is hi); on ties nobody.
@@ -69,7 +78,11 @@ pub(crate) fn partials(em: &mut Emitter, op: &Op, args: &[ValueId], out: ValueId
             let lo_wins = em.binary(BinaryOp::And, x_below, lo_below_hi)?;
             let lower = em.binary(BinaryOp::Max, x, lo)?;
             let hi_wins = em.compare(CmpOp::Lt, hi, lower)?;
-            vec![Partial::Mask(inside, true), Partial::Mask(lo_wins, true), Partial::Mask(hi_wins, true)]
+            vec![
+                Partial::Mask(inside, true),
+                Partial::Mask(lo_wins, true),
+                Partial::Mask(hi_wins, true),
+            ]
         }
         _ => zeros,
     })
@@ -278,5 +291,7 @@ pub(crate) fn keepdims_shape(shape: &rfx_ir::Shape, axes: &[usize]) -> rfx_ir::S
 
 /// The number of elements each output of a reduction of `shape` over `axes` combines.
 pub(crate) fn reduced_count(shape: &rfx_ir::Shape, axes: &[usize]) -> usize {
-    axes.iter().map(|&a| shape.dims().get(a).copied().unwrap_or(1)).product()
+    axes.iter()
+        .map(|&a| shape.dims().get(a).copied().unwrap_or(1))
+        .product()
 }

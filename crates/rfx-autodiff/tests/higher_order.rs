@@ -28,8 +28,20 @@ fn second_derivatives_of_sin_exp_and_cube() {
     for x in uniform(7, 5, -2.0, 2.0) {
         assert_close("sin''", &[second_derivative(&sin, x)], &[-x.sin()], 1e-14, 1e-15);
         assert_close("exp''", &[second_derivative(&exp, x)], &[x.exp()], 1e-14, 0.0);
-        assert_close("(x^3)'' via pow", &[second_derivative(&cube, x)], &[6.0 * x], 1e-13, 1e-14);
-        assert_close("(x^3)'' via mul", &[second_derivative(&cube_mul, x)], &[6.0 * x], 1e-14, 1e-15);
+        assert_close(
+            "(x^3)'' via pow",
+            &[second_derivative(&cube, x)],
+            &[6.0 * x],
+            1e-13,
+            1e-14,
+        );
+        assert_close(
+            "(x^3)'' via mul",
+            &[second_derivative(&cube_mul, x)],
+            &[6.0 * x],
+            1e-14,
+            1e-15,
+        );
     }
     // Third derivative of x³ is 6 everywhere, 0 included (pow's ∂a at b - 1 == 0 is handled).
     let g3 = grad(&grad(&grad(&cube, &["x"]).unwrap(), &["x"]).unwrap(), &["x"]).unwrap();
@@ -78,14 +90,20 @@ fn quaternion_norm_gradient_hessian_and_hvp_match_closed_forms() {
     let hess = jacrev(&grad(&k, &["q"]).unwrap(), &["q"]).unwrap();
     let inputs: Vec<&str> = hess.inputs().map(|(_, name, _)| name).collect();
     assert_eq!(inputs, ["q", "basis_grad_q"]);
-    let h = run_named(&hess, &[arr(&[4], &q), arr(&[4, 4], &identity(4))], "jac_grad_q_q");
+    let h = run_named(
+        &hess,
+        &[arr(&[4], &q), arr(&[4, 4], &identity(4))],
+        "jac_grad_q_q",
+    );
     assert_close("Hessian", &h, &quaternion_norm_hessian(&q), 1e-14, 1e-15);
 
     // hvp = H · v.
     let v = [1.0, 2.0, -1.0, 0.5];
     let hv = run(&hvp(&k, &["q"]).unwrap(), &[arr(&[4], &q), arr(&[4], &v)]);
     let closed = quaternion_norm_hessian(&q);
-    let want: Vec<f64> = (0..4).map(|i| (0..4).map(|j| closed[i * 4 + j] * v[j]).sum()).collect();
+    let want: Vec<f64> = (0..4)
+        .map(|i| (0..4).map(|j| closed[i * 4 + j] * v[j]).sum())
+        .collect();
     assert_close("hvp closed form", &hv[0], &want, 1e-14, 1e-15);
 }
 
@@ -166,7 +184,13 @@ fn planar_arm_jacobian_in_both_modes_matches_the_closed_form() {
         for (r, out) in ["x", "y"].iter().enumerate() {
             for (c, input) in ["q1", "q2"].iter().enumerate() {
                 let got = run_named(&jac, &inputs, &format!("jac_{out}_{input}"));
-                assert_close(&format!("{mode} ∂{out}/∂{input}"), &got, &[closed[r][c]], 1e-15, 1e-16);
+                assert_close(
+                    &format!("{mode} ∂{out}/∂{input}"),
+                    &got,
+                    &[closed[r][c]],
+                    1e-15,
+                    1e-16,
+                );
             }
         }
     }
@@ -217,7 +241,10 @@ fn vector_jacobians_in_both_modes_agree_with_finite_differences() {
     assert_close("jacfwd vs jacrev", &js_fwd, &js, 1e-14, 1e-15);
     let auto = jacobian(&k, &["s"]).unwrap();
     assert_eq!(auto.inputs().count(), 2, "forward mode needs no basis input");
-    assert!(matches!(jacfwd(&k, &["x"]), Err(AdError::ForwardJacobianShape { .. })));
+    assert!(matches!(
+        jacfwd(&k, &["x"]),
+        Err(AdError::ForwardJacobianShape { .. })
+    ));
     // With a vector input, jacobian falls back to reverse mode.
     assert_eq!(jacobian(&k, &["x"]).unwrap().inputs().count(), 3);
 }
@@ -243,7 +270,10 @@ fn kernel_sum_of(k: &Kernel) -> Kernel {
     let out = &k.outputs()[0];
     let ty = k.value_type(out.value).expect("type");
     let axes: Vec<String> = (0..ty.shape.rank()).map(|a| a.to_string()).collect();
-    let body = text.trim_end().trim_end_matches('}').replace(&format!("output {} = {}", out.name, out.value), "");
+    let body = text
+        .trim_end()
+        .trim_end_matches('}')
+        .replace(&format!("output {} = {}", out.name, out.value), "");
     let new = format!(
         "{body}  %total = sum {} axes [{}] : {}[]\n  output total = %total\n}}\n",
         out.value,

@@ -70,21 +70,30 @@ fn unary_ops_match_closed_forms_and_finite_differences() {
 }
 
 type Deriv2 = fn(f64, f64) -> (f64, f64);
+type Range = (f64, f64);
 
 /// (op, range of a, range of b, closed-form (∂a, ∂b)).
-fn binary_cases() -> Vec<(BinaryOp, (f64, f64), (f64, f64), Deriv2)> {
+fn binary_cases() -> Vec<(BinaryOp, Range, Range, Deriv2)> {
     vec![
         (BinaryOp::Add, (-3.0, 3.0), (-3.0, 3.0), |_, _| (1.0, 1.0)),
         (BinaryOp::Sub, (-3.0, 3.0), (-3.0, 3.0), |_, _| (1.0, -1.0)),
         (BinaryOp::Mul, (-3.0, 3.0), (-3.0, 3.0), |a, b| (b, a)),
-        (BinaryOp::Div, (-3.0, 3.0), (0.5, 3.0), |a, b| (1.0 / b, -a / (b * b))),
-        (BinaryOp::Pow, (0.3, 3.0), (-2.0, 2.0), |a, b| (b * a.powf(b - 1.0), a.ln() * a.powf(b))),
-        (BinaryOp::Atan2, (-3.0, 3.0), (0.5, 3.0), |a, b| (b / (a * a + b * b), -a / (a * a + b * b))),
+        (BinaryOp::Div, (-3.0, 3.0), (0.5, 3.0), |a, b| {
+            (1.0 / b, -a / (b * b))
+        }),
+        (BinaryOp::Pow, (0.3, 3.0), (-2.0, 2.0), |a, b| {
+            (b * a.powf(b - 1.0), a.ln() * a.powf(b))
+        }),
+        (BinaryOp::Atan2, (-3.0, 3.0), (0.5, 3.0), |a, b| {
+            (b / (a * a + b * b), -a / (a * a + b * b))
+        }),
         // a in [2, 3), b in [-1.9, -1): no tie.
         (BinaryOp::Max, (2.0, 3.0), (-1.9, -1.0), |_, _| (1.0, 0.0)),
         (BinaryOp::Min, (2.0, 3.0), (-1.9, -1.0), |_, _| (0.0, 1.0)),
         // a / b in (1.05, 2.9): trunc(a / b) = 1 or 2 away from the jumps is checked by FD.
-        (BinaryOp::Fmod, (2.1, 2.9), (1.3, 1.9), |a, b| (1.0, -(a / b).trunc())),
+        (BinaryOp::Fmod, (2.1, 2.9), (1.3, 1.9), |a, b| {
+            (1.0, -(a / b).trunc())
+        }),
     ]
 }
 
@@ -102,10 +111,24 @@ fn binary_ops_match_closed_forms_and_finite_differences() {
         let (da, db): (Vec<f64>, Vec<f64>) = a.iter().zip(&bv).map(|(&x, &y)| deriv(x, y)).unzip();
         assert_close(&format!("{op} ∂a closed form"), &grads[0], &da, 1e-12, 1e-14);
         assert_close(&format!("{op} ∂b closed form"), &grads[1], &db, 1e-12, 1e-14);
-        assert_close(&format!("{op} ∂a FD"), &grads[0], &fd_grad(&kernel, &inputs, 0, 0, None), 1e-6, 1e-8);
-        assert_close(&format!("{op} ∂b FD"), &grads[1], &fd_grad(&kernel, &inputs, 1, 0, None), 1e-6, 1e-8);
+        assert_close(
+            &format!("{op} ∂a FD"),
+            &grads[0],
+            &fd_grad(&kernel, &inputs, 0, 0, None),
+            1e-6,
+            1e-8,
+        );
+        assert_close(
+            &format!("{op} ∂b FD"),
+            &grads[1],
+            &fd_grad(&kernel, &inputs, 1, 0, None),
+            1e-6,
+            1e-8,
+        );
 
-        let elementwise = kernel_f64("binary", &[("a", &[5]), ("b", &[5])], |b, xs| b.binary(op, xs[0], xs[1]));
+        let elementwise = kernel_f64("binary", &[("a", &[5]), ("b", &[5])], |b, xs| {
+            b.binary(op, xs[0], xs[1])
+        });
         let (ta, tb) = (uniform(30, 5, -1.0, 1.0), uniform(31, 5, -1.0, 1.0));
         let tangent = run_named(
             &jvp(&elementwise, &["a", "b"]).unwrap(),
@@ -141,19 +164,31 @@ fn select_and_clamp_route_the_derivative_away_from_kinks() {
     assert_close("∂x", &grads[0], &dx, 1e-14, 0.0);
     assert_close("∂lo (one element below)", &grads[1], &[1.0], 0.0, 0.0);
     assert_close("∂hi (two elements above)", &grads[2], &[2.0], 0.0, 0.0);
-    for i in 0..3 {
-        assert_close("FD", &grads[i], &fd_grad(&kernel, &inputs, i, 0, None), 1e-6, 1e-8);
+    for (i, g) in grads.iter().enumerate() {
+        assert_close("FD", g, &fd_grad(&kernel, &inputs, i, 0, None), 1e-6, 1e-8);
     }
 }
 
 #[test]
 fn reductions_with_and_without_keepdims_match_finite_differences() {
     // out = sum(w * reduce(x, axes)), w random so that the cotangent is not uniform.
-    for (case, op) in [ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min]
-        .into_iter()
-        .enumerate()
+    for (case, op) in [
+        ReduceOp::Sum,
+        ReduceOp::Mean,
+        ReduceOp::Prod,
+        ReduceOp::Max,
+        ReduceOp::Min,
+    ]
+    .into_iter()
+    .enumerate()
     {
-        for (axes, keepdims) in [(vec![0], false), (vec![1], true), (vec![1], false), (vec![0, 1], true), (vec![0, 2], false)] {
+        for (axes, keepdims) in [
+            (vec![0], false),
+            (vec![1], true),
+            (vec![1], false),
+            (vec![0, 1], true),
+            (vec![0, 2], false),
+        ] {
             let mut reduced_shape = Vec::new();
             for (i, d) in [2usize, 3, 4].into_iter().enumerate() {
                 if !axes.contains(&i) {
@@ -174,7 +209,13 @@ fn reductions_with_and_without_keepdims_match_finite_differences() {
             let inputs = [arr(&[2, 3, 4], &x), arr(&reduced_shape, &w)];
             let g = run(&grad(&kernel, &["x"]).unwrap(), &inputs).swap_remove(0);
             let fd = fd_grad(&kernel, &inputs, 0, 0, None);
-            assert_close(&format!("{op} axes {axes:?} keepdims {keepdims}"), &g, &fd, 1e-6, 1e-8);
+            assert_close(
+                &format!("{op} axes {axes:?} keepdims {keepdims}"),
+                &g,
+                &fd,
+                1e-6,
+                1e-8,
+            );
         }
     }
 }
@@ -221,8 +262,16 @@ fn max_and_min_split_ties_evenly_like_jax() {
             let y = b.binary(op, xs[0], xs[1])?;
             b.reduce_all(ReduceOp::Sum, y)
         });
-        let g = grad_at(&k, &["a", "b"], &[arr(&[3], &[1.0, 0.0, 5.0]), arr(&[3], &[1.0, -0.0, 2.0])]);
-        let (wa, wb) = if op == BinaryOp::Max { (1.0, 0.0) } else { (0.0, 1.0) };
+        let g = grad_at(
+            &k,
+            &["a", "b"],
+            &[arr(&[3], &[1.0, 0.0, 5.0]), arr(&[3], &[1.0, -0.0, 2.0])],
+        );
+        let (wa, wb) = if op == BinaryOp::Max {
+            (1.0, 0.0)
+        } else {
+            (0.0, 1.0)
+        };
         assert_eq!(g[0], vec![0.5, 0.5, wa], "{op} ∂a");
         assert_eq!(g[1], vec![0.5, 0.5, wb], "{op} ∂b");
     }
@@ -259,22 +308,44 @@ fn clamp_gives_nothing_on_ties_like_lax_clamp() {
         b.reduce_all(ReduceOp::Sum, y)
     });
     // x == lo, x == hi, inside, below, above.
-    let g = grad_at(&k, &["x", "lo", "hi"], &[arr(&[5], &[-1.0, 1.0, 0.5, -3.0, 4.0]), arr(&[], &[-1.0]), arr(&[], &[1.0])]);
+    let g = grad_at(
+        &k,
+        &["x", "lo", "hi"],
+        &[
+            arr(&[5], &[-1.0, 1.0, 0.5, -3.0, 4.0]),
+            arr(&[], &[-1.0]),
+            arr(&[], &[1.0]),
+        ],
+    );
     assert_eq!(g[0], vec![0.0, 0.0, 1.0, 0.0, 0.0]);
     assert_eq!(g[1], vec![1.0]);
     assert_eq!(g[2], vec![1.0]);
     // lo > hi: the result is hi everywhere, so hi gets every element's derivative.
-    let g = grad_at(&k, &["x", "lo", "hi"], &[arr(&[5], &[-1.0, 1.0, 0.5, -3.0, 4.0]), arr(&[], &[2.0]), arr(&[], &[1.0])]);
+    let g = grad_at(
+        &k,
+        &["x", "lo", "hi"],
+        &[
+            arr(&[5], &[-1.0, 1.0, 0.5, -3.0, 4.0]),
+            arr(&[], &[2.0]),
+            arr(&[], &[1.0]),
+        ],
+    );
     assert_eq!((g[0].iter().sum::<f64>(), g[1][0], g[2][0]), (0.0, 0.0, 5.0));
 }
 
 #[test]
 fn sqrt_and_log_at_zero_are_infinite_like_jax() {
     let sqrt = kernel_f64("s", &[("x", &[])], |b, xs| b.unary(UnaryOp::Sqrt, xs[0]));
-    assert_eq!(grad_at(&sqrt, &["x"], &[arr(&[], &[0.0])])[0], vec![f64::INFINITY]);
+    assert_eq!(
+        grad_at(&sqrt, &["x"], &[arr(&[], &[0.0])])[0],
+        vec![f64::INFINITY]
+    );
     let log = kernel_f64("l", &[("x", &[])], |b, xs| b.unary(UnaryOp::Log, xs[0]));
     assert_eq!(grad_at(&log, &["x"], &[arr(&[], &[0.0])])[0], vec![f64::INFINITY]);
-    assert_eq!(grad_at(&log, &["x"], &[arr(&[], &[-0.0])])[0], vec![f64::NEG_INFINITY]);
+    assert_eq!(
+        grad_at(&log, &["x"], &[arr(&[], &[-0.0])])[0],
+        vec![f64::NEG_INFINITY]
+    );
 }
 
 #[test]
@@ -285,11 +356,19 @@ fn pow_special_points_follow_jax() {
     });
     // (0, 2): ∂a = 2·0 = 0, ∂b = 0 (log 0 replaced); (0, 0): ∂a = 0 (b == 0), ∂b = 0;
     // (3, 0): ∂a = 0 (b == 0), ∂b = log 3.
-    let g = grad_at(&k, &["a", "b"], &[arr(&[3], &[0.0, 0.0, 3.0]), arr(&[3], &[2.0, 0.0, 0.0])]);
+    let g = grad_at(
+        &k,
+        &["a", "b"],
+        &[arr(&[3], &[0.0, 0.0, 3.0]), arr(&[3], &[2.0, 0.0, 0.0])],
+    );
     assert_eq!(g[0], vec![0.0, 0.0, 0.0]);
     assert_eq!(g[1], vec![0.0, 0.0, 3.0f64.ln()]);
     // x³ at x = 0: ∂a = 3·0² = 0; x^0.5 at 0: +Inf like sqrt.
-    let g = grad_at(&k, &["a"], &[arr(&[3], &[0.0, 0.0, 2.0]), arr(&[3], &[3.0, 0.5, 1.0])]);
+    let g = grad_at(
+        &k,
+        &["a"],
+        &[arr(&[3], &[0.0, 0.0, 2.0]), arr(&[3], &[3.0, 0.5, 1.0])],
+    );
     assert_eq!(g[0], vec![0.0, f64::INFINITY, 1.0]);
 }
 

@@ -93,7 +93,13 @@ fn pid_cost_gradient_wrt_gains() {
     for (n, name) in ["kp", "ki", "kd"].iter().enumerate() {
         assert_close(name, &out[n + 1], &[g[n]], 1e-14, 1e-15);
         // The clip saturates at steps 2 and 4 (u = 1.35, -1.64), away from the kinks: FD agrees.
-        assert_close(name, &out[n + 1], &fd_grad(&pid_cost(), &inputs, n, 0, None), 1e-6, 1e-8);
+        assert_close(
+            name,
+            &out[n + 1],
+            &fd_grad(&pid_cost(), &inputs, n, 0, None),
+            1e-6,
+            1e-8,
+        );
     }
 }
 
@@ -168,7 +174,12 @@ fn quaternion_rotation_vjp() {
     // q: rotation by 0.9 rad about the unit axis (1, 2, 2)/3.
     let half = 0.45f64;
     let axis = [1.0 / 3.0, 2.0 / 3.0, 2.0 / 3.0];
-    let q = [half.cos(), axis[0] * half.sin(), axis[1] * half.sin(), axis[2] * half.sin()];
+    let q = [
+        half.cos(),
+        axis[0] * half.sin(),
+        axis[1] * half.sin(),
+        axis[2] * half.sin(),
+    ];
     let v = [0.3, -1.2, 0.8];
     let ct = [0.5, -0.25, 2.0];
     let mut inputs: Vec<Array> = q.iter().chain(&v).map(|x| arr(&[], &[*x])).collect();
@@ -177,9 +188,21 @@ fn quaternion_rotation_vjp() {
     // Rotation matrix of q (closed form); rotated vector R v and ∂(ct·Rv)/∂v = Rᵀ ct.
     let [w, x, y, z] = q;
     let r = [
-        [1.0 - 2.0 * (y * y + z * z), 2.0 * (x * y - w * z), 2.0 * (x * z + w * y)],
-        [2.0 * (x * y + w * z), 1.0 - 2.0 * (x * x + z * z), 2.0 * (y * z - w * x)],
-        [2.0 * (x * z - w * y), 2.0 * (y * z + w * x), 1.0 - 2.0 * (x * x + y * y)],
+        [
+            1.0 - 2.0 * (y * y + z * z),
+            2.0 * (x * y - w * z),
+            2.0 * (x * z + w * y),
+        ],
+        [
+            2.0 * (x * y + w * z),
+            1.0 - 2.0 * (x * x + z * z),
+            2.0 * (y * z - w * x),
+        ],
+        [
+            2.0 * (x * z - w * y),
+            2.0 * (y * z + w * x),
+            1.0 - 2.0 * (x * x + y * y),
+        ],
     ];
     for i in 0..3 {
         let rv: f64 = (0..3).map(|j| r[i][j] * v[j]).sum();

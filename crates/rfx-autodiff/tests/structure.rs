@@ -17,7 +17,10 @@ fn gradient_of_a_row_vector_broadcast_over_a_matrix_is_summed_over_rows() {
     });
     let a = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
     let bv = [0.5, -1.0, 2.0];
-    let g = run(&grad(&k, &["a", "b"]).unwrap(), &[arr(&[2, 3], &a), arr(&[3], &bv)]);
+    let g = run(
+        &grad(&k, &["a", "b"]).unwrap(),
+        &[arr(&[2, 3], &a), arr(&[3], &bv)],
+    );
     assert_eq!(g[0], vec![0.5, -1.0, 2.0, 0.5, -1.0, 2.0]);
     assert_eq!(g[1], vec![5.0, 7.0, 9.0]);
 }
@@ -37,10 +40,22 @@ fn gradient_with_respect_to_a_scalar_and_size_one_axes() {
     let cos: Vec<f64> = (0..6).map(|i| (0.7 * x[i] + [0.2, -0.4][i / 3]).cos()).collect();
     let ds: f64 = (0..6).map(|i| cos[i] * x[i]).sum();
     assert_close("∂s", &g[0], &[ds], 1e-14, 1e-15);
-    assert_close("∂x", &g[1], &cos.iter().map(|c| c * 0.7).collect::<Vec<_>>(), 1e-14, 1e-15);
-    assert_close("∂c", &g[2], &[cos[..3].iter().sum(), cos[3..].iter().sum()], 1e-14, 1e-15);
-    for i in 0..3 {
-        assert_close("FD", &g[i], &fd_grad(&k, &inputs, i, 0, None), 1e-6, 1e-8);
+    assert_close(
+        "∂x",
+        &g[1],
+        &cos.iter().map(|c| c * 0.7).collect::<Vec<_>>(),
+        1e-14,
+        1e-15,
+    );
+    assert_close(
+        "∂c",
+        &g[2],
+        &[cos[..3].iter().sum(), cos[3..].iter().sum()],
+        1e-14,
+        1e-15,
+    );
+    for (i, gi) in g.iter().enumerate() {
+        assert_close("FD", gi, &fd_grad(&k, &inputs, i, 0, None), 1e-6, 1e-8);
     }
 }
 
@@ -54,7 +69,10 @@ fn broadcast_to_and_reshape_adjoints() {
         b.reduce_all(ReduceOp::Sum, p)
     });
     let w = uniform(2, 12, -1.0, 1.0);
-    let g = run(&grad(&k, &["x"]).unwrap(), &[arr(&[3], &[1.0, 2.0, 3.0]), arr(&[2, 6], &w)]);
+    let g = run(
+        &grad(&k, &["x"]).unwrap(),
+        &[arr(&[3], &[1.0, 2.0, 3.0]), arr(&[2, 6], &w)],
+    );
     let want: Vec<f64> = (0..3).map(|j| (0..4).map(|i| w[i * 3 + j]).sum()).collect();
     assert_close("∂x", &g[0], &want, 1e-15, 1e-15);
 }
@@ -68,7 +86,10 @@ fn keepdims_reduction_feeding_a_broadcast_normalises_rows() {
         let p = b.binary(BinaryOp::Mul, n, xs[1])?;
         b.reduce_all(ReduceOp::Sum, p)
     });
-    let inputs = [arr(&[2, 3], &uniform(3, 6, 0.5, 2.0)), arr(&[2, 3], &uniform(4, 6, -1.0, 1.0))];
+    let inputs = [
+        arr(&[2, 3], &uniform(3, 6, 0.5, 2.0)),
+        arr(&[2, 3], &uniform(4, 6, -1.0, 1.0)),
+    ];
     let g = run(&grad(&k, &["x"]).unwrap(), &inputs);
     assert_close("∂x", &g[0], &fd_grad(&k, &inputs, 0, 0, None), 1e-6, 1e-8);
 }
@@ -142,8 +163,13 @@ fn jvp_with_several_outputs_gives_one_tangent_per_float_output() {
 
 #[test]
 fn an_input_no_output_depends_on_gets_a_zero_gradient() {
-    let k = kernel_f64("z", &[("x", &[2]), ("unused", &[3])], |b, xs| b.reduce_all(ReduceOp::Sum, xs[0]));
-    let g = run(&grad(&k, &["unused"]).unwrap(), &[arr(&[2], &[1.0, 2.0]), arr(&[3], &[0.0; 3])]);
+    let k = kernel_f64("z", &[("x", &[2]), ("unused", &[3])], |b, xs| {
+        b.reduce_all(ReduceOp::Sum, xs[0])
+    });
+    let g = run(
+        &grad(&k, &["unused"]).unwrap(),
+        &[arr(&[2], &[1.0, 2.0]), arr(&[3], &[0.0; 3])],
+    );
     assert_eq!(g[0], vec![0.0; 3]);
 }
 
@@ -166,9 +192,16 @@ fn keep_outputs_selects_and_prunes() {
     let k = two_output_kernel();
     let only = keep_outputs(&k, &["q"]).unwrap();
     assert_eq!(only.outputs().len(), 1);
-    let g = run_named(&grad(&only, &["x"]).unwrap(), &[arr(&[3], &[1.0, 2.0, 3.0]), arr(&[3], &[0.0; 3])], "grad_x");
+    let g = run_named(
+        &grad(&only, &["x"]).unwrap(),
+        &[arr(&[3], &[1.0, 2.0, 3.0]), arr(&[3], &[0.0; 3])],
+        "grad_x",
+    );
     assert_eq!(g, vec![2.0, 4.0, 6.0]);
-    assert!(matches!(keep_outputs(&k, &["nope"]), Err(AdError::UnknownOutput { .. })));
+    assert!(matches!(
+        keep_outputs(&k, &["nope"]),
+        Err(AdError::UnknownOutput { .. })
+    ));
 }
 
 #[test]
@@ -176,11 +209,23 @@ fn typed_errors() {
     let k = two_output_kernel();
     assert!(matches!(grad(&k, &["x"]), Err(AdError::OutputCount { found: 3 })));
     let p_only = keep_outputs(&k, &["p"]).unwrap();
-    assert!(matches!(grad(&p_only, &["x"]), Err(AdError::NonScalarOutput { .. })));
+    assert!(matches!(
+        grad(&p_only, &["x"]),
+        Err(AdError::NonScalarOutput { .. })
+    ));
     let n_only = keep_outputs(&k, &["n"]).unwrap();
-    assert!(matches!(value_and_grad(&n_only, &["x"]), Err(AdError::NonFloatOutput { .. })));
+    assert!(matches!(
+        value_and_grad(&n_only, &["x"]),
+        Err(AdError::NonFloatOutput { .. })
+    ));
     assert!(matches!(vjp(&k, &["z"]), Err(AdError::UnknownInput { .. })));
-    assert!(matches!(vjp(&k, &[7usize]), Err(AdError::InputPosition { position: 7, n_inputs: 2 })));
+    assert!(matches!(
+        vjp(&k, &[7usize]),
+        Err(AdError::InputPosition {
+            position: 7,
+            n_inputs: 2
+        })
+    ));
     assert!(matches!(vjp(&k, &["x", "x"]), Err(AdError::DuplicateWrt { .. })));
     assert!(matches!(vjp(&k, &[] as &[&str]), Err(AdError::EmptyWrt)));
 
@@ -190,10 +235,18 @@ fn typed_errors() {
     let s = b.reduce_all(ReduceOp::Sum, f).unwrap();
     b.output("s", s).unwrap();
     let ik = b.finish().unwrap();
-    assert!(matches!(grad(&ik, &["i"]), Err(AdError::NonFloatInput { dtype: DType::I32, .. })));
+    assert!(matches!(
+        grad(&ik, &["i"]),
+        Err(AdError::NonFloatInput {
+            dtype: DType::I32,
+            ..
+        })
+    ));
 
     // A generated name that is already an input.
-    let clash = kernel_f64("c", &[("x", &[]), ("ct_out", &[])], |b, xs| b.binary(BinaryOp::Mul, xs[0], xs[1]));
+    let clash = kernel_f64("c", &[("x", &[]), ("ct_out", &[])], |b, xs| {
+        b.binary(BinaryOp::Mul, xs[0], xs[1])
+    });
     assert!(matches!(vjp(&clash, &["x"]), Err(AdError::NameClash { .. })));
     let bad = rfx_ir::hir::Kernel::from_parts("bad", vec![], vec![]);
     assert!(matches!(grad(&bad, &["x"]), Err(AdError::InvalidKernel(_))));

@@ -17,7 +17,10 @@ pub fn kernel_f64(
     let mut b = Builder::new(name);
     let xs: Vec<ValueId> = inputs
         .iter()
-        .map(|(n, s)| b.input(*n, TensorType::new(DType::F64, s.to_vec())).expect("input"))
+        .map(|(n, s)| {
+            b.input(*n, TensorType::new(DType::F64, s.to_vec()))
+                .expect("input")
+        })
         .collect();
     let out = body(&mut b, &xs).expect("body type-checks");
     b.output("out", out).expect("output");
@@ -51,7 +54,13 @@ pub fn run_named(kernel: &Kernel, inputs: &[Array], name: &str) -> Vec<f64> {
 
 /// Central finite-difference gradient of `Σ weights · output[out_index]` with respect to input
 /// `input_index`, by running `kernel` itself (f64 inputs).
-pub fn fd_grad(kernel: &Kernel, inputs: &[Array], input_index: usize, out_index: usize, weights: Option<&[f64]>) -> Vec<f64> {
+pub fn fd_grad(
+    kernel: &Kernel,
+    inputs: &[Array],
+    input_index: usize,
+    out_index: usize,
+    weights: Option<&[f64]>,
+) -> Vec<f64> {
     let base = inputs[input_index].to_f64_vec();
     let shape = inputs[input_index].shape().dims().to_vec();
     let eval = |point: &[f64]| -> f64 {

@@ -40,12 +40,13 @@
 //!
 //! # Derivative conventions
 //!
-//! Where a function is not differentiable, rfx returns what JAX returns (checked against
-//! `jax.lax`'s JVP rules), so gradients match JAX bit-for-bit in intent:
+//! Where a function is not differentiable, rfx returns what JAX returns: the rules follow
+//! `jax.lax`'s JVP rules (`abs`, `max_p`/`min_p`, `clamp_p`, `pow_p`, `rem_p`, the reduction
+//! choosers). Each row is tested at its special points.
 //!
 //! | op | derivative | at kinks and special points |
 //! |---|---|---|
-//! | `abs x` | `sign-like: +1 if x >= 0 else -1` | `+1` at `±0` (JAX: `select(x >= 0, g, -g)`) |
+//! | `abs x` | `+1` where `x >= 0`, else `-1` | `+1` at `±0` (JAX: `select(x >= 0, g, -g)`) |
 //! | `max a, b` / `min a, b` | to the operand equal to the result | tie: `1/2` each (JAX's balanced rule) |
 //! | `clamp x, lo, hi` | `x` iff `lo < x < hi`; `lo` iff `x < lo < hi`; `hi` iff `hi < max(x, lo)` | on ties (`x == lo`, `x == hi`) nobody gets it, as `lax.clamp`; with `lo > hi` (result `hi`) `hi` gets it |
 //! | `select c, a, b` | `a` where `c`, `b` elsewhere, by select (a NaN in the other branch does not leak) | `c` gets none |
@@ -71,6 +72,29 @@
 //!
 //! A derivative multiplies the incoming derivative by these values, so a zero cotangent times
 //! an infinite partial is NaN, as in JAX.
+//!
+//! # Example
+//!
+//! ```
+//! use rfx_autodiff::value_and_grad;
+//! use rfx_ir::hir::Builder;
+//! use rfx_ir::interp::{Mode, run_hir};
+//! use rfx_ir::{Array, BinaryOp, DType, ReduceOp, TensorType};
+//!
+//! // loss = sum(x * x)
+//! let mut b = Builder::new("sum_sq");
+//! let x = b.input("x", TensorType::new(DType::F64, [3]))?;
+//! let sq = b.binary(BinaryOp::Mul, x, x)?;
+//! let loss = b.reduce_all(ReduceOp::Sum, sq)?;
+//! b.output("loss", loss)?;
+//! let kernel = value_and_grad(&b.finish()?, &["x"])?;
+//!
+//! let x = Array::from_vec(vec![3], vec![1.0f64, 2.0, 3.0])?;
+//! let out = run_hir(&kernel, &[x.view()], Mode::Native)?;
+//! assert_eq!(out[0].as_slice::<f64>(), Some(&[14.0][..]));
+//! assert_eq!(out[1].as_slice::<f64>(), Some(&[2.0, 4.0, 6.0][..]));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![deny(missing_docs)]
 
 mod error;

@@ -1,11 +1,109 @@
 //! `rfx-autodiff`: automatic differentiation as HIR → HIR transforms.
 //!
-//! **Owns:** reverse mode (`vjp`, `grad`, `value_and_grad`), forward mode (`jvp`), Jacobians and
-//! Hessian-vector products, producing one HIR kernel that computes values and gradients together
-//! so that `rfx-opt` can fuse them into a single loop.
+//! **Owns:** reverse mode ([`vjp`], [`grad`], [`value_and_grad`]), forward mode ([`jvp`]),
+//! Jacobians ([`jacrev`], [`jacfwd`], [`jacobian`]) and Hessian-vector products ([`hvp`]),
+//! each producing one HIR kernel that computes values and derivatives together so that
+//! `rfx-opt` can fuse them into a single loop.
 //!
 //! **Depends on:** `rfx-ir` only. **May not depend on:** the optimiser, lowering, code generators or
 //! the runtime: a gradient is just another HIR kernel.
 //!
-//! Status: the transforms land with the rfx-autodiff issue; see `ROADMAP.md`.
+//! # How the transforms work
+//!
+//! Every transform copies the primal kernel (inputs first, in order) into a new kernel and adds
+//! derivative nodes after it: reverse mode walks the nodes backwards accumulating adjoints
+//! (fan-out sums), forward mode walks them forwards carrying tangents. Only *active* values
+//! (float values that depend on a `wrt` input) get derivatives; zeros are symbolic and never
+//! emitted, except as a constant output when an output does not depend on an input at all.
+//! Nodes that no output needs are dropped. The transforms accept any verified kernel, their
+//! own results included, so higher derivatives are compositions (`grad` of `grad`, [`hvp`]
+//! is `jvp` of `grad`); [`keep_outputs`] picks the outputs to differentiate further.
+//!
+//! Broadcasting: an operand broadcast (implicitly by an elementwise op, or by `broadcast_to`)
+//! gets its adjoint summed over the broadcast axes and reshaped back to its shape. Reductions
+//! spread their adjoint back over the reduced axes.
+//!
+//! # Names
+//!
+//! | transform | extra inputs | outputs |
+//! |---|---|---|
+//! | [`vjp`] | `ct_<output>` per float output | the outputs, then `grad_<input>` per `wrt` |
+//! | [`grad`] | — | `grad_<input>` per `wrt` |
+//! | [`value_and_grad`] | — | the output, then `grad_<input>` per `wrt` |
+//! | [`jvp`] | `tangent_<input>` per `wrt` | the outputs, then `tangent_<output>` per float output |
+//! | [`jacrev`], [`jacfwd`], [`jacobian`] | `basis_<output>` (jacrev, outputs with > 1 element) | the outputs, then `jac_<output>_<input>`, shape `out ++ in` |
+//! | [`hvp`] | `tangent_<input>` per `wrt` | `hvp_<input>` per `wrt` |
+//!
+//! `wrt` lists inputs by name (`&["x", "y"]`) or by position (`&[0, 1]`); see [`InputRef`].
+//! Only f32 and f64 inputs can be differentiated; bool and i32 outputs get no cotangent or
+//! tangent. A generated name that is already taken is an [`AdError::NameClash`].
+//!
+//! # Derivative conventions
+//!
+//! Where a function is not differentiable, rfx returns what JAX returns: the rules follow
+//! `jax.lax`'s JVP rules (`abs`, `max_p`/`min_p`, `clamp_p`, `pow_p`, `rem_p`, the reduction
+//! choosers). Each row is tested at its special points.
+//!
+//! | op | derivative | at kinks and special points |
+//! |---|---|---|
+//! | `abs x` | `+1` where `x >= 0`, else `-1` | `+1` at `±0` (JAX: `select(x >= 0, g, -g)`) |
+//! | `max a, b` / `min a, b` | to the operand equal to the result | tie: `1/2` each (JAX's balanced rule) |
+//! | `clamp x, lo, hi` | `x` iff `lo < x < hi`; `lo` iff `x < lo < hi`; `hi` iff `hi < max(x, lo)` | on ties (`x == lo`, `x == hi`) nobody gets it, as `lax.clamp`; with `lo > hi` (result `hi`) `hi` gets it |
+//! | `select c, a, b` | `a` where `c`, `b` elsewhere, by select (a NaN in the other branch does not leak) | `c` gets none |
+//! | `sign`, `floor`, `ceil`, `round` | 0 | 0 everywhere, jumps included |
+//! | comparisons, `and`, `or`, `not`, casts to i32/bool | none (not differentiable) | |
+//! | cast f32 ↔ f64 | the derivative, cast back | |
+//! | `sqrt x` | `0.5 / sqrt(x)` | `+Inf` at 0 |
+//! | `rsqrt x` | `-0.5 · rsqrt(x) / x` | `-Inf`/NaN at 0 |
+//! | `recip x` | `-recip(x)²` | `-Inf` at 0 |
+//! | `log x` | `1 / x` | `+Inf` at `+0`, `-Inf` at `-0` |
+//! | `log2 x` | `1 / (x ln 2)` | as `log` |
+//! | `exp`, `exp2` | `exp(x)`, `exp2(x) ln 2` | |
+//! | `sin`, `cos`, `tan` | `cos x`, `-sin x`, `1 + tan² x` | |
+//! | `tanh`, `sigmoid`, `atan` | `1 - tanh²`, `σ(1 - σ)`, `1 / (1 + x²)` | |
+//! | `asin`, `acos` | `±rsqrt(1 - x²)` | `±Inf` at `±1` |
+//! | `div a, b` | `g / b`; `-a / b²` | |
+//! | `pow a, b` | `∂a = b · a^(b-1)`; `∂b = log(a) · a^b` | `∂a = 0` where `b == 0`; `∂b = 0` where `a == 0` (log(0) replaced by log(1), JAX); `∂b` is NaN for `a < 0` |
+//! | `atan2 a, b` | `∂a = b / (a² + b²)`; `∂b = -a / (a² + b²)` | NaN at the origin |
+//! | `fmod a, b` | `∂a = 1`; `∂b = -trunc(a / b)` | |
+//! | `sum`, `mean` | spread (mean: divided by the count) | |
+//! | `prod` | product of the other elements | exact at zeros: one zero gets the product of the rest, the rest 0; two or more zeros: all 0 |
+//! | `max`/`min` reductions | to the elements equal to the result | ties share equally (`1/count` each), as JAX |
+//!
+//! A derivative multiplies the incoming derivative by these values, so a zero cotangent times
+//! an infinite partial is NaN, as in JAX.
+//!
+//! # Example
+//!
+//! ```
+//! use rfx_autodiff::value_and_grad;
+//! use rfx_ir::hir::Builder;
+//! use rfx_ir::interp::{Mode, run_hir};
+//! use rfx_ir::{Array, BinaryOp, DType, ReduceOp, TensorType};
+//!
+//! // loss = sum(x * x)
+//! let mut b = Builder::new("sum_sq");
+//! let x = b.input("x", TensorType::new(DType::F64, [3]))?;
+//! let sq = b.binary(BinaryOp::Mul, x, x)?;
+//! let loss = b.reduce_all(ReduceOp::Sum, sq)?;
+//! b.output("loss", loss)?;
+//! let kernel = value_and_grad(&b.finish()?, &["x"])?;
+//!
+//! let x = Array::from_vec(vec![3], vec![1.0f64, 2.0, 3.0])?;
+//! let out = run_hir(&kernel, &[x.view()], Mode::Native)?;
+//! assert_eq!(out[0].as_slice::<f64>(), Some(&[14.0][..]));
+//! assert_eq!(out[1].as_slice::<f64>(), Some(&[2.0, 4.0, 6.0][..]));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![deny(missing_docs)]
+
+mod error;
+mod forward;
+mod graph;
+mod reverse;
+mod rules;
+
+pub use error::AdError;
+pub use forward::{hvp, jacfwd, jacobian, jvp};
+pub use graph::{InputRef, keep_outputs};
+pub use reverse::{grad, jacrev, value_and_grad, vjp};

@@ -1,0 +1,92 @@
+//! The one error type of the crate.
+
+use rfx_ir::hir::{BuildError, VerifyErrors};
+use rfx_ir::{DType, Shape};
+
+/// Why a transform rejected its arguments. Nothing is built when an error is returned.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum AdError {
+    /// The kernel to differentiate does not verify.
+    #[error("the kernel to differentiate is invalid:\n{0}")]
+    InvalidKernel(VerifyErrors),
+    /// `wrt` names an input the kernel does not have.
+    #[error("the kernel has no input named `{name}`")]
+    UnknownInput {
+        /// The name asked for.
+        name: String,
+    },
+    /// `wrt` gives an input position past the last input.
+    #[error("input position {position} is out of range: the kernel has {n_inputs} input(s)")]
+    InputPosition {
+        /// The position asked for.
+        position: usize,
+        /// How many inputs the kernel has.
+        n_inputs: usize,
+    },
+    /// `wrt` names one input twice.
+    #[error("input `{name}` is listed twice in `wrt`")]
+    DuplicateWrt {
+        /// The repeated input.
+        name: String,
+    },
+    /// `wrt` is empty: there is nothing to differentiate with respect to.
+    #[error("`wrt` is empty")]
+    EmptyWrt,
+    /// Only float inputs can be differentiated.
+    #[error("input `{name}` has dtype {dtype}; only f32 and f64 inputs can be differentiated")]
+    NonFloatInput {
+        /// The input.
+        name: String,
+        /// Its dtype.
+        dtype: DType,
+    },
+    /// `grad` and `value_and_grad` need exactly one output.
+    #[error("`grad` needs a kernel with exactly one output, found {found}")]
+    OutputCount {
+        /// How many outputs the kernel has.
+        found: usize,
+    },
+    /// `grad` and `value_and_grad` need a float output.
+    #[error("output `{name}` has dtype {dtype}; `grad` needs an f32 or f64 output")]
+    NonFloatOutput {
+        /// The output.
+        name: String,
+        /// Its dtype.
+        dtype: DType,
+    },
+    /// `grad` and `value_and_grad` need an output with one element.
+    #[error(
+        "output `{name}` has shape {shape}; `grad` needs a single-element output (use `vjp` or `jacrev`)"
+    )]
+    NonScalarOutput {
+        /// The output.
+        name: String,
+        /// Its shape.
+        shape: Shape,
+    },
+    /// `keep_outputs` names an output the kernel does not have.
+    #[error("the kernel has no output named `{name}`")]
+    UnknownOutput {
+        /// The name asked for.
+        name: String,
+    },
+    /// A name the transform generates (`ct_y`, `grad_x`, ...) is already taken in the kernel.
+    #[error("the generated name `{name}` is already used by the kernel")]
+    NameClash {
+        /// The generated name.
+        name: String,
+    },
+    /// `jacfwd` seeds one tangent per input element, and HIR cannot build an identity matrix
+    /// (it has no iota op) nor transpose the result, so it only accepts single-element inputs.
+    /// `jacrev` (or `jacobian`, which falls back to it) handles inputs of any shape.
+    #[error("`jacfwd` needs single-element inputs; input `{name}` has shape {shape} (use `jacrev`)")]
+    ForwardJacobianShape {
+        /// The input.
+        name: String,
+        /// Its shape.
+        shape: Shape,
+    },
+    /// A derivative node failed to type-check: a bug in this crate, reported instead of a panic.
+    #[error("internal error: a derivative node was rejected: {0}")]
+    Internal(#[from] BuildError),
+}

@@ -1,0 +1,511 @@
+//! Building derivative kernels: a thin layer over the HIR [`Builder`] with the shape helpers
+//! both modes need, the copy of the primal kernel, input selection, and dead-node pruning.
+
+use std::collections::HashMap;
+
+use rfx_ir::hir::{Builder, Kernel, Node, Op, ValueId, verify};
+use rfx_ir::{BinaryOp, CmpOp, DType, ReduceOp, Scalar, Shape, TensorType, UnaryOp, broadcast_shapes};
+
+use crate::error::AdError;
+
+/// An input chosen for differentiation: by name (`"x"`) or by position among the kernel's
+/// inputs (`0` is the first `input` statement).
+pub trait InputRef {
+    /// The position of the chosen input among `kernel`'s inputs.
+    fn position(&self, kernel: &Kernel) -> Result<usize, AdError>;
+}
+
+impl InputRef for &str {
+    fn position(&self, kernel: &Kernel) -> Result<usize, AdError> {
+        kernel
+            .inputs()
+            .position(|(_, name, _)| name == *self)
+            .ok_or_else(|| AdError::UnknownInput {
+                name: (*self).to_string(),
+            })
+    }
+}
+
+impl InputRef for String {
+    fn position(&self, kernel: &Kernel) -> Result<usize, AdError> {
+        self.as_str().position(kernel)
+    }
+}
+
+impl InputRef for usize {
+    fn position(&self, kernel: &Kernel) -> Result<usize, AdError> {
+        let n_inputs = kernel.inputs().count();
+        if *self < n_inputs {
+            Ok(*self)
+        } else {
+            Err(AdError::InputPosition {
+                position: *self,
+                n_inputs,
+            })
+        }
+    }
+}
+
+/// One input to differentiate with respect to.
+#[derive(Clone, Debug)]
+pub(crate) struct WrtInput {
+    /// The input's value in the primal kernel.
+    pub(crate) value: ValueId,
+    pub(crate) name: String,
+    pub(crate) ty: TensorType,
+}
+
+/// Verifies `kernel` and resolves `wrt` to distinct float inputs, in the order given.
+pub(crate) fn resolve_wrt<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Vec<WrtInput>, AdError> {
+    verify(kernel).map_err(AdError::InvalidKernel)?;
+    if wrt.is_empty() {
+        return Err(AdError::EmptyWrt);
+    }
+    let inputs: Vec<(ValueId, &str, &TensorType)> = kernel.inputs().collect();
+    let mut resolved: Vec<WrtInput> = Vec::with_capacity(wrt.len());
+    for w in wrt {
+        let position = w.position(kernel)?;
+        let Some(&(value, name, ty)) = inputs.get(position) else {
+            return Err(AdError::InputPosition {
+                position,
+                n_inputs: inputs.len(),
+            });
+        };
+        if !ty.dtype.is_float() {
+            return Err(AdError::NonFloatInput {
+                name: name.to_string(),
+                dtype: ty.dtype,
+            });
+        }
+        if resolved.iter().any(|r| r.value == value) {
+            return Err(AdError::DuplicateWrt {
+                name: name.to_string(),
+            });
+        }
+        resolved.push(WrtInput {
+            value,
+            name: name.to_string(),
+            ty: ty.clone(),
+        });
+    }
+    Ok(resolved)
+}
+
+/// Which values depend on a `wrt` input through float values: only these carry derivatives.
+pub(crate) fn active_values(kernel: &Kernel, wrt: &[WrtInput]) -> Vec<bool> {
+    let mut active = vec![false; kernel.nodes().len()];
+    for (index, node) in kernel.nodes().iter().enumerate() {
+        let is_float = node.ty.dtype.is_float();
+        active[index] = match node.op {
+            Op::Input { .. } => wrt.iter().any(|w| w.value.index() == index),
+            _ => {
+                is_float
+                    && node
+                        .args
+                        .iter()
+                        .any(|a| active.get(a.index()).copied().unwrap_or(false))
+            }
+        };
+    }
+    active
+}
+
+/// The identity of a node for hash-consing: op, operands, and the target type of the ops
+/// whose type the operands do not determine.
+type NodeKey = (Op, Vec<ValueId>, Option<TensorType>);
+
+/// A [`Builder`] for a derivative kernel, with the primal kernel copied into it.
+///
+/// Every node goes through a hash-consing table, so a partial derivative that several sweeps
+/// (or the primal) already computed is reused instead of rebuilt: `jacfwd`'s sweeps share
+/// their `cos(q)`s. Multiplying by a constant 1 is skipped when the other operand already has
+/// the result's shape (exact in IEEE arithmetic), and broadcasting or reshaping a constant
+/// gives a constant. Anything further is `rfx-opt`'s job.
+pub(crate) struct Emitter {
+    b: Builder,
+    /// `map[i]` is primal value `%i` in the new kernel.
+    map: Vec<ValueId>,
+    /// Output names, in order, to detect clashes early.
+    output_names: Vec<String>,
+    nodes: HashMap<NodeKey, ValueId>,
+    constants: HashMap<ValueId, Scalar>,
+}
+
+impl Emitter {
+    /// Starts a kernel called `name` with `primal`'s inputs (in order), then `extra_inputs`,
+    /// then a copy of every other node of `primal`.
+    pub(crate) fn new(
+        name: &str,
+        primal: &Kernel,
+        extra_inputs: &[(String, TensorType)],
+    ) -> Result<(Emitter, Vec<ValueId>), AdError> {
+        let mut b = Builder::new(name);
+        let mut map: Vec<Option<ValueId>> = vec![None; primal.nodes().len()];
+        let mut input_names = Vec::new();
+        for (value, input_name, ty) in primal.inputs() {
+            map[value.index()] = Some(b.input(input_name, ty.clone())?);
+            input_names.push(input_name.to_string());
+        }
+        let mut extra = Vec::with_capacity(extra_inputs.len());
+        for (input_name, ty) in extra_inputs {
+            if input_names.iter().any(|n| n == input_name) {
+                return Err(AdError::NameClash {
+                    name: input_name.clone(),
+                });
+            }
+            extra.push(b.input(input_name.clone(), ty.clone())?);
+            input_names.push(input_name.clone());
+        }
+        let mut em = Emitter {
+            b,
+            map: Vec::new(),
+            output_names: Vec::new(),
+            nodes: HashMap::new(),
+            constants: HashMap::new(),
+        };
+        for (index, node) in primal.nodes().iter().enumerate() {
+            if matches!(node.op, Op::Input { .. }) {
+                continue;
+            }
+            let args = node
+                .args
+                .iter()
+                .map(|a| map.get(a.index()).copied().flatten())
+                .collect::<Option<Vec<_>>>()
+                .ok_or(AdError::Internal(rfx_ir::hir::BuildError::UnknownValue(
+                    ValueId::new(index),
+                )))?;
+            let target = match node.op {
+                Op::Const(_) | Op::Cast | Op::BroadcastTo | Op::Reshape => Some(node.ty.clone()),
+                _ => None,
+            };
+            map[index] = Some(em.node(node.op.clone(), &args, target)?);
+        }
+        em.map = map
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| {
+                v.ok_or(AdError::Internal(rfx_ir::hir::BuildError::UnknownValue(
+                    ValueId::new(i),
+                )))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok((em, extra))
+    }
+
+    /// Adds (or reuses) the node `op(args)`; `target` is the type for `const`, `cast`,
+    /// `broadcast_to` and `reshape`.
+    fn node(&mut self, op: Op, args: &[ValueId], target: Option<TensorType>) -> Result<ValueId, AdError> {
+        let key = (op, args.to_vec(), target);
+        if let Some(&v) = self.nodes.get(&key) {
+            return Ok(v);
+        }
+        let first = || {
+            args.first()
+                .copied()
+                .ok_or(rfx_ir::hir::BuildError::UnknownValue(ValueId::new(0)))
+        };
+        let v = match (&key.0, &key.2) {
+            (Op::Const(value), Some(t)) => {
+                let v = self.b.constant(*value, t.shape.clone());
+                self.constants.insert(v, *value);
+                v
+            }
+            (Op::Cast, Some(t)) => self.b.cast(first()?, t.dtype)?,
+            (Op::BroadcastTo | Op::Reshape, Some(t)) => match self.constants.get(&first()?) {
+                Some(&value) => return self.node(Op::Const(value), &[], Some(t.clone())),
+                None if matches!(key.0, Op::Reshape) => self.b.reshape(first()?, t.shape.clone())?,
+                None => self.b.broadcast_to(first()?, t.shape.clone())?,
+            },
+            (op, _) => self.b.op(op.clone(), args)?,
+        };
+        self.nodes.insert(key, v);
+        Ok(v)
+    }
+
+    /// `true` when `v` is a constant equal to `value`.
+    fn is_constant(&self, v: ValueId, value: f64) -> bool {
+        self.constants
+            .get(&v)
+            .is_some_and(|s| s.dtype().is_float() && s.to_f64() == value)
+    }
+
+    /// Primal value `v` in the new kernel.
+    pub(crate) fn primal(&self, v: ValueId) -> ValueId {
+        self.map.get(v.index()).copied().unwrap_or(v)
+    }
+
+    pub(crate) fn shape(&self, v: ValueId) -> Result<Shape, AdError> {
+        Ok(self.b.value_type(v)?.shape.clone())
+    }
+
+    pub(crate) fn dtype(&self, v: ValueId) -> Result<DType, AdError> {
+        Ok(self.b.value_type(v)?.dtype)
+    }
+
+    /// A `[]` constant of `dtype`.
+    pub(crate) fn scalar(&mut self, dtype: DType, value: f64) -> ValueId {
+        self.constant(dtype, value, Shape::scalar())
+    }
+
+    /// A `[]` constant of `like`'s dtype.
+    pub(crate) fn scalar_like(&mut self, like: ValueId, value: f64) -> Result<ValueId, AdError> {
+        let dtype = self.dtype(like)?;
+        Ok(self.scalar(dtype, value))
+    }
+
+    /// A constant splatted to `shape`.
+    pub(crate) fn constant(&mut self, dtype: DType, value: f64, shape: Shape) -> ValueId {
+        let scalar = Scalar::from_f64(dtype, value);
+        let ty = TensorType::new(dtype, shape);
+        match self.node(Op::Const(scalar), &[], Some(ty.clone())) {
+            Ok(v) => v,
+            // A constant cannot fail to type-check; build it directly if the table says so.
+            Err(_) => self.b.constant(scalar, ty.shape),
+        }
+    }
+
+    pub(crate) fn unary(&mut self, op: UnaryOp, x: ValueId) -> Result<ValueId, AdError> {
+        self.node(Op::Unary(op), &[x], None)
+    }
+
+    pub(crate) fn binary(&mut self, op: BinaryOp, a: ValueId, b: ValueId) -> Result<ValueId, AdError> {
+        if op == BinaryOp::Mul {
+            // x * 1 = x exactly (NaN payloads aside) when no broadcast is needed.
+            let (sa, sb) = (self.shape(a)?, self.shape(b)?);
+            let result = broadcast_shapes(&sa, &sb);
+            if self.is_constant(b, 1.0) && result.as_ref() == Some(&sa) {
+                return Ok(a);
+            }
+            if self.is_constant(a, 1.0) && result.as_ref() == Some(&sb) {
+                return Ok(b);
+            }
+        }
+        self.node(Op::Binary(op), &[a, b], None)
+    }
+
+    pub(crate) fn add(&mut self, a: ValueId, b: ValueId) -> Result<ValueId, AdError> {
+        self.binary(BinaryOp::Add, a, b)
+    }
+
+    pub(crate) fn sub(&mut self, a: ValueId, b: ValueId) -> Result<ValueId, AdError> {
+        self.binary(BinaryOp::Sub, a, b)
+    }
+
+    pub(crate) fn mul(&mut self, a: ValueId, b: ValueId) -> Result<ValueId, AdError> {
+        self.binary(BinaryOp::Mul, a, b)
+    }
+
+    pub(crate) fn div(&mut self, a: ValueId, b: ValueId) -> Result<ValueId, AdError> {
+        self.binary(BinaryOp::Div, a, b)
+    }
+
+    pub(crate) fn neg(&mut self, x: ValueId) -> Result<ValueId, AdError> {
+        self.unary(UnaryOp::Neg, x)
+    }
+
+    pub(crate) fn compare(&mut self, op: CmpOp, a: ValueId, b: ValueId) -> Result<ValueId, AdError> {
+        self.node(Op::Compare(op), &[a, b], None)
+    }
+
+    pub(crate) fn select(&mut self, cond: ValueId, a: ValueId, b: ValueId) -> Result<ValueId, AdError> {
+        self.node(Op::Select, &[cond, a, b], None)
+    }
+
+    pub(crate) fn cast(&mut self, x: ValueId, dtype: DType) -> Result<ValueId, AdError> {
+        let shape = self.shape(x)?;
+        self.node(Op::Cast, &[x], Some(TensorType::new(dtype, shape)))
+    }
+
+    pub(crate) fn reshape(&mut self, x: ValueId, shape: Shape) -> Result<ValueId, AdError> {
+        if self.shape(x)? == shape {
+            return Ok(x);
+        }
+        let dtype = self.dtype(x)?;
+        self.node(Op::Reshape, &[x], Some(TensorType::new(dtype, shape)))
+    }
+
+    pub(crate) fn broadcast_to(&mut self, x: ValueId, shape: Shape) -> Result<ValueId, AdError> {
+        if self.shape(x)? == shape {
+            return Ok(x);
+        }
+        let dtype = self.dtype(x)?;
+        self.node(Op::BroadcastTo, &[x], Some(TensorType::new(dtype, shape)))
+    }
+
+    pub(crate) fn reduce(
+        &mut self,
+        op: ReduceOp,
+        x: ValueId,
+        axes: &[usize],
+        keepdims: bool,
+    ) -> Result<ValueId, AdError> {
+        let mut axes = axes.to_vec();
+        axes.sort_unstable();
+        self.node(Op::Reduce { op, axes, keepdims }, &[x], None)
+    }
+
+    /// `select(cond, x, 0)` (or `select(cond, 0, x)` when `pass_when` is false).
+    pub(crate) fn mask(&mut self, cond: ValueId, pass_when: bool, x: ValueId) -> Result<ValueId, AdError> {
+        let zero = self.scalar_like(x, 0.0)?;
+        if pass_when {
+            self.select(cond, x, zero)
+        } else {
+            self.select(cond, zero, x)
+        }
+    }
+
+    /// `a + b` where `None` is a zero of the right shape.
+    pub(crate) fn add_opt(
+        &mut self,
+        a: Option<ValueId>,
+        b: Option<ValueId>,
+    ) -> Result<Option<ValueId>, AdError> {
+        Ok(match (a, b) {
+            (Some(a), Some(b)) => Some(self.add(a, b)?),
+            (a, None) => a,
+            (None, b) => b,
+        })
+    }
+
+    /// Sums `v` (shape `batch ++ X`, with `target` broadcasting to `X`) down to
+    /// `batch ++ target`: the adjoint of NumPy's implicit broadcasting.
+    pub(crate) fn unbroadcast(
+        &mut self,
+        v: ValueId,
+        batch_rank: usize,
+        target: &Shape,
+    ) -> Result<ValueId, AdError> {
+        let full = self.shape(v)?;
+        let batch = &full.dims()[..batch_rank.min(full.rank())];
+        let x_dims = &full.dims()[batch.len()..];
+        let extra = x_dims.len().saturating_sub(target.rank());
+        let mut leading = Vec::new();
+        let mut aligned = Vec::new();
+        for (j, &d) in x_dims.iter().enumerate() {
+            if j < extra {
+                leading.push(batch.len() + j);
+            } else if target.dims()[j - extra] == 1 && d != 1 {
+                aligned.push(batch.len() + j);
+            }
+        }
+        let want = Shape::new([batch, target.dims()].concat());
+        let summed = match (leading.is_empty(), aligned.is_empty()) {
+            (true, true) => v,
+            (false, true) => self.reduce(ReduceOp::Sum, v, &leading, false)?,
+            (true, false) => self.reduce(ReduceOp::Sum, v, &aligned, true)?,
+            (false, false) => {
+                let all = [leading, aligned].concat();
+                self.reduce(ReduceOp::Sum, v, &all, true)?
+            }
+        };
+        self.reshape(summed, want)
+    }
+
+    /// Marks `value` as the output `name`.
+    pub(crate) fn output(&mut self, name: &str, value: ValueId) -> Result<(), AdError> {
+        if self.output_names.iter().any(|n| n == name) {
+            return Err(AdError::NameClash {
+                name: name.to_string(),
+            });
+        }
+        self.b.output(name, value)?;
+        self.output_names.push(name.to_string());
+        Ok(())
+    }
+
+    /// Finishes the kernel, dropping nodes that no output needs (inputs stay: they are the
+    /// signature).
+    pub(crate) fn finish(self) -> Result<Kernel, AdError> {
+        prune(&self.b.finish()?)
+    }
+}
+
+/// Copies `node` with rebuilt operands `args` into `b`.
+pub(crate) fn copy_node(b: &mut Builder, node: &Node, args: &[ValueId]) -> Result<ValueId, AdError> {
+    let first = || {
+        args.first()
+            .copied()
+            .ok_or(rfx_ir::hir::BuildError::UnknownValue(ValueId::new(0)))
+    };
+    let value = match &node.op {
+        Op::Input { name } => b.input(name.clone(), node.ty.clone())?,
+        Op::Const(value) => b.constant(*value, node.ty.shape.clone()),
+        Op::Cast => b.cast(first()?, node.ty.dtype)?,
+        Op::BroadcastTo => b.broadcast_to(first()?, node.ty.shape.clone())?,
+        Op::Reshape => b.reshape(first()?, node.ty.shape.clone())?,
+        op => b.op(op.clone(), args)?,
+    };
+    Ok(value)
+}
+
+/// `kernel` with only its inputs and the nodes `outputs` need, returning `outputs` (name,
+/// value in `kernel`) in order.
+pub(crate) fn rebuild(kernel: &Kernel, outputs: &[(String, ValueId)]) -> Result<Kernel, AdError> {
+    let mut live = vec![false; kernel.nodes().len()];
+    let mut stack: Vec<ValueId> = outputs.iter().map(|(_, v)| *v).collect();
+    while let Some(v) = stack.pop() {
+        if let Some(slot) = live.get_mut(v.index())
+            && !*slot
+        {
+            *slot = true;
+            if let Some(node) = kernel.node(v) {
+                stack.extend(node.args.iter().copied());
+            }
+        }
+    }
+    let mut b = Builder::new(kernel.name());
+    let mut map: Vec<Option<ValueId>> = vec![None; kernel.nodes().len()];
+    for (index, node) in kernel.nodes().iter().enumerate() {
+        if !live[index] && !matches!(node.op, Op::Input { .. }) {
+            continue;
+        }
+        let args = node
+            .args
+            .iter()
+            .map(|a| map.get(a.index()).copied().flatten())
+            .collect::<Option<Vec<_>>>()
+            .ok_or(rfx_ir::hir::BuildError::UnknownValue(ValueId::new(index)))?;
+        map[index] = Some(copy_node(&mut b, node, &args)?);
+    }
+    for (name, value) in outputs {
+        let v = map
+            .get(value.index())
+            .copied()
+            .flatten()
+            .ok_or(rfx_ir::hir::BuildError::UnknownValue(*value))?;
+        b.output(name.clone(), v)?;
+    }
+    Ok(b.finish()?)
+}
+
+fn prune(kernel: &Kernel) -> Result<Kernel, AdError> {
+    let outputs: Vec<(String, ValueId)> = kernel
+        .outputs()
+        .iter()
+        .map(|o| (o.name.clone(), o.value))
+        .collect();
+    rebuild(kernel, &outputs)
+}
+
+/// `kernel` with only the outputs called `names`, in that order, and the nodes they need.
+///
+/// Useful for composing transforms: `grad(&keep_outputs(&value_and_grad(k, &["x"])?, &["grad_x"])?, ...)`
+/// differentiates only the gradient output.
+pub fn keep_outputs(kernel: &Kernel, names: &[&str]) -> Result<Kernel, AdError> {
+    verify(kernel).map_err(AdError::InvalidKernel)?;
+    let outputs = names
+        .iter()
+        .map(|&name| {
+            kernel
+                .outputs()
+                .iter()
+                .find(|o| o.name == name)
+                .map(|o| (o.name.clone(), o.value))
+                .ok_or_else(|| AdError::UnknownOutput {
+                    name: name.to_string(),
+                })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    rebuild(kernel, &outputs)
+}

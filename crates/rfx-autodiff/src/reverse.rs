@@ -1,0 +1,313 @@
+//! Reverse mode: one backward sweep over a copy of the primal kernel, in the same kernel.
+//!
+//! The sweep walks the primal nodes in reverse definition order and accumulates each value's
+//! adjoint (fan-out sums). Adjoints may carry a leading *batch* shape: the adjoint of a value of
+//! shape `S` has shape `batch ++ S`. `vjp` uses an empty batch; `jacrev` uses the output's shape
+//! as the batch, so that one sweep computes every row of the Jacobian at once (a vectorised
+//! VJP). NumPy's right-aligned broadcasting makes the elementwise rules batch-agnostic; only
+//! the structural rules (reductions, reshapes, broadcasts) name the batch.
+
+use rfx_ir::hir::{Kernel, Op, ValueId};
+use rfx_ir::{ReduceOp, Shape, TensorType};
+
+use crate::error::AdError;
+use crate::graph::{Emitter, InputRef, WrtInput, active_values, resolve_wrt};
+use crate::rules::{Partial, chooser_weights, keepdims_shape, partials, prod_others, reduced_count};
+
+/// Runs one backward sweep. `seeds` are `(primal output value, adjoint)` pairs, each adjoint of
+/// shape `batch ++ shape(output)`. Returns the adjoint of each `wrt` input (`None`: zero).
+pub(crate) fn backward(
+    em: &mut Emitter,
+    primal: &Kernel,
+    active: &[bool],
+    wrt: &[WrtInput],
+    batch: &Shape,
+    seeds: &[(ValueId, ValueId)],
+) -> Result<Vec<Option<ValueId>>, AdError> {
+    let batch_rank = batch.rank();
+    let mut adjoint: Vec<Option<ValueId>> = vec![None; primal.nodes().len()];
+    for &(value, seed) in seeds {
+        if !active.get(value.index()).copied().unwrap_or(false) {
+            continue;
+        }
+        let slot = adjoint[value.index()];
+        adjoint[value.index()] = em.add_opt(slot, Some(seed))?;
+    }
+    for (index, node) in primal.nodes().iter().enumerate().rev() {
+        let Some(ct) = adjoint[index] else { continue };
+        if matches!(node.op, Op::Input { .. }) {
+            continue;
+        }
+        let out = em.primal(ValueId::new(index));
+        let args: Vec<ValueId> = node.args.iter().map(|&a| em.primal(a)).collect();
+        let contributions: Vec<Option<ValueId>> = match &node.op {
+            Op::Input { .. } | Op::Const(_) | Op::Compare(_) => vec![None; args.len()],
+            Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Clamp => {
+                let parts = partials(em, &node.op, &args, out)?;
+                let mut contributions = Vec::with_capacity(args.len());
+                for (i, (&arg, part)) in args.iter().zip(parts).enumerate() {
+                    let is_active = active.get(node.args[i].index()).copied().unwrap_or(false);
+                    if !is_active || matches!(part, Partial::Zero) {
+                        contributions.push(None);
+                        continue;
+                    }
+                    let carried = part.apply(em, ct)?;
+                    let arg_shape = em.shape(arg)?;
+                    contributions.push(match carried {
+                        Some(c) => Some(em.unbroadcast(c, batch_rank, &arg_shape)?),
+                        None => None,
+                    });
+                }
+                contributions
+            }
+            Op::Cast => {
+                let arg_dtype = em.dtype(args[0])?;
+                vec![if arg_dtype.is_float() {
+                    Some(em.cast(ct, arg_dtype)?)
+                } else {
+                    None
+                }]
+            }
+            Op::BroadcastTo => {
+                let arg_shape = em.shape(args[0])?;
+                vec![Some(em.unbroadcast(ct, batch_rank, &arg_shape)?)]
+            }
+            Op::Reshape => {
+                let arg_shape = em.shape(args[0])?;
+                vec![Some(em.reshape(ct, concat(batch, &arg_shape))?)]
+            }
+            Op::Reduce { op, axes, keepdims } => {
+                let x = args[0];
+                let x_shape = em.shape(x)?;
+                let spread = spread_reduced(em, ct, batch, &x_shape, axes, *keepdims)?;
+                vec![Some(match op {
+                    ReduceOp::Sum => spread,
+                    ReduceOp::Mean => {
+                        let count = reduced_count(&x_shape, axes) as f64;
+                        let scale = em.scalar_like(x, 1.0 / count)?;
+                        em.mul(spread, scale)?
+                    }
+                    ReduceOp::Prod => {
+                        let others = prod_others(em, x, axes)?;
+                        em.mul(spread, others)?
+                    }
+                    ReduceOp::Max | ReduceOp::Min => {
+                        let weights = chooser_weights(em, x, axes, *keepdims, out)?;
+                        em.mul(spread, weights)?
+                    }
+                })]
+            }
+        };
+        for (&arg, contribution) in node.args.iter().zip(contributions) {
+            if contribution.is_some() && active.get(arg.index()).copied().unwrap_or(false) {
+                let slot = adjoint[arg.index()];
+                adjoint[arg.index()] = em.add_opt(slot, contribution)?;
+            }
+        }
+    }
+    Ok(wrt.iter().map(|w| adjoint[w.value.index()]).collect())
+}
+
+/// Spreads the adjoint of a reduction result (shape `batch ++ reduced`) back over the reduced
+/// axes: shape `batch ++ x_shape`.
+fn spread_reduced(
+    em: &mut Emitter,
+    ct: ValueId,
+    batch: &Shape,
+    x_shape: &Shape,
+    axes: &[usize],
+    keepdims: bool,
+) -> Result<ValueId, AdError> {
+    // Reducing a leading run of axes without keepdims leaves a shape that broadcasts back
+    // directly (right-aligned); otherwise the reduced axes are put back as 1s first.
+    let leading = batch.rank() == 0 && axes.iter().enumerate().all(|(i, &a)| i == a);
+    let aligned = if keepdims || leading {
+        ct
+    } else {
+        em.reshape(ct, concat(batch, &keepdims_shape(x_shape, axes)))?
+    };
+    em.broadcast_to(aligned, concat(batch, x_shape))
+}
+
+pub(crate) fn concat(a: &Shape, b: &Shape) -> Shape {
+    Shape::new([a.dims(), b.dims()].concat())
+}
+
+/// A zero adjoint of shape `batch ++ shape(input)`.
+pub(crate) fn zeros_for(em: &mut Emitter, batch: &Shape, input: &WrtInput) -> ValueId {
+    em.constant(input.ty.dtype, 0.0, concat(batch, &input.ty.shape))
+}
+
+/// The vector-Jacobian product of `kernel` with respect to the inputs `wrt`.
+///
+/// The result computes everything `kernel` does and, in the same kernel, the gradients:
+/// - inputs: `kernel`'s inputs, then one cotangent input `ct_<output>` (the output's type) per
+///   float output, in output order;
+/// - outputs: `kernel`'s outputs, then `grad_<input>` (the input's type) per `wrt` input, in
+///   `wrt` order: `Σ_outputs ct_output · ∂output/∂input`.
+///
+/// Bool and i32 outputs have no cotangent. An input no output depends on gets a zero gradient.
+pub fn vjp<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
+    let wrt = resolve_wrt(kernel, wrt)?;
+    let float_outputs: Vec<(String, ValueId, TensorType)> = kernel
+        .outputs()
+        .iter()
+        .filter_map(|o| {
+            kernel
+                .value_type(o.value)
+                .filter(|t| t.dtype.is_float())
+                .map(|t| (o.name.clone(), o.value, t.clone()))
+        })
+        .collect();
+    let extra: Vec<(String, TensorType)> = float_outputs
+        .iter()
+        .map(|(name, _, ty)| (format!("ct_{name}"), ty.clone()))
+        .collect();
+    let (mut em, ct_inputs) = Emitter::new(&format!("{}_vjp", kernel.name()), kernel, &extra)?;
+    let active = active_values(kernel, &wrt);
+    let seeds: Vec<(ValueId, ValueId)> = float_outputs
+        .iter()
+        .zip(&ct_inputs)
+        .map(|((_, value, _), &ct)| (*value, ct))
+        .collect();
+    let grads = backward(&mut em, kernel, &active, &wrt, &Shape::scalar(), &seeds)?;
+    for output in kernel.outputs() {
+        let value = em.primal(output.value);
+        em.output(&output.name, value)?;
+    }
+    emit_grads(&mut em, &wrt, &grads, "grad_", &Shape::scalar())?;
+    em.finish()
+}
+
+fn emit_grads(
+    em: &mut Emitter,
+    wrt: &[WrtInput],
+    grads: &[Option<ValueId>],
+    prefix: &str,
+    batch: &Shape,
+) -> Result<(), AdError> {
+    for (input, grad) in wrt.iter().zip(grads) {
+        let value = match grad {
+            Some(g) => *g,
+            None => zeros_for(em, batch, input),
+        };
+        em.output(&format!("{prefix}{}", input.name), value)?;
+    }
+    Ok(())
+}
+
+/// Checks that `kernel` has one float output with one element; returns it.
+fn scalar_output(kernel: &Kernel) -> Result<(String, ValueId, TensorType), AdError> {
+    let [output] = kernel.outputs() else {
+        return Err(AdError::OutputCount {
+            found: kernel.outputs().len(),
+        });
+    };
+    let ty = kernel
+        .value_type(output.value)
+        .cloned()
+        .ok_or(rfx_ir::hir::BuildError::UnknownValue(output.value))?;
+    if !ty.dtype.is_float() {
+        return Err(AdError::NonFloatOutput {
+            name: output.name.clone(),
+            dtype: ty.dtype,
+        });
+    }
+    if ty.shape.numel() != 1 {
+        return Err(AdError::NonScalarOutput {
+            name: output.name.clone(),
+            shape: ty.shape,
+        });
+    }
+    Ok((output.name.clone(), output.value, ty))
+}
+
+fn grad_kernel<W: InputRef>(kernel: &Kernel, wrt: &[W], keep_value: bool) -> Result<Kernel, AdError> {
+    let wrt = resolve_wrt(kernel, wrt)?;
+    let (name, value, ty) = scalar_output(kernel)?;
+    let suffix = if keep_value { "value_and_grad" } else { "grad" };
+    let (mut em, _) = Emitter::new(&format!("{}_{suffix}", kernel.name()), kernel, &[])?;
+    let active = active_values(kernel, &wrt);
+    let seed = em.constant(ty.dtype, 1.0, ty.shape.clone());
+    let grads = backward(&mut em, kernel, &active, &wrt, &Shape::scalar(), &[(value, seed)])?;
+    if keep_value {
+        let v = em.primal(value);
+        em.output(&name, v)?;
+    }
+    emit_grads(&mut em, &wrt, &grads, "grad_", &Shape::scalar())?;
+    em.finish()
+}
+
+/// The gradient of a kernel with one single-element float output (`[]`, `[1]`, ...), with
+/// respect to the inputs `wrt`: a kernel with the same inputs and one output `grad_<input>`
+/// (the input's type) per `wrt` input, in `wrt` order. The output is seeded with 1.
+pub fn grad<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
+    grad_kernel(kernel, wrt, false)
+}
+
+/// Like [`grad`], but the kernel also returns the value: outputs are the original output, then
+/// `grad_<input>` per `wrt` input. Value and gradients come from one kernel sharing the
+/// forward computation.
+pub fn value_and_grad<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
+    grad_kernel(kernel, wrt, true)
+}
+
+/// The Jacobians of every float output with respect to `wrt`, by reverse mode: one vectorised
+/// backward sweep per output, all in one kernel with the forward computation.
+///
+/// Outputs: `kernel`'s outputs, then `jac_<output>_<input>` of shape
+/// `shape(output) ++ shape(input)` for each float output and `wrt` input (output-major):
+/// element `[i.., j..]` is `∂output[i..] / ∂input[j..]`.
+///
+/// Inputs: `kernel`'s inputs, then, for each float output with more than one element, an input
+/// `basis_<output>` of shape `shape(output) ++ shape(output)` that must hold the identity
+/// (row-major, the `n × n` identity for `n` elements). HIR can only splat constants (it has
+/// no iota op), so the identity that seeds the sweep cannot be built inside the kernel; a
+/// different basis gives the corresponding batch of VJPs. Single-element outputs are seeded
+/// with the constant 1 and need no basis input.
+pub fn jacrev<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
+    let wrt = resolve_wrt(kernel, wrt)?;
+    let float_outputs: Vec<(String, ValueId, TensorType)> = kernel
+        .outputs()
+        .iter()
+        .filter_map(|o| {
+            kernel
+                .value_type(o.value)
+                .filter(|t| t.dtype.is_float())
+                .map(|t| (o.name.clone(), o.value, t.clone()))
+        })
+        .collect();
+    let extra: Vec<(String, TensorType)> = float_outputs
+        .iter()
+        .filter(|(_, _, ty)| ty.shape.numel() != 1)
+        .map(|(name, _, ty)| {
+            (
+                format!("basis_{name}"),
+                TensorType::new(ty.dtype, concat(&ty.shape, &ty.shape)),
+            )
+        })
+        .collect();
+    let (mut em, basis_inputs) = Emitter::new(&format!("{}_jacrev", kernel.name()), kernel, &extra)?;
+    let active = active_values(kernel, &wrt);
+    let mut basis = basis_inputs.into_iter();
+    let mut jacobians = Vec::new();
+    for (name, value, ty) in &float_outputs {
+        let seed = if ty.shape.numel() == 1 {
+            em.constant(ty.dtype, 1.0, concat(&ty.shape, &ty.shape))
+        } else {
+            basis
+                .next()
+                .ok_or(rfx_ir::hir::BuildError::UnknownValue(*value))?
+        };
+        let grads = backward(&mut em, kernel, &active, &wrt, &ty.shape, &[(*value, seed)])?;
+        jacobians.push((name.clone(), ty.shape.clone(), grads));
+    }
+    for output in kernel.outputs() {
+        let value = em.primal(output.value);
+        em.output(&output.name, value)?;
+    }
+    for (name, shape, grads) in jacobians {
+        emit_grads(&mut em, &wrt, &grads, &format!("jac_{name}_"), &shape)?;
+    }
+    em.finish()
+}

@@ -1,0 +1,284 @@
+//! Higher-order derivatives by composition (grad of grad, jacobian of grad, hvp), Jacobians
+//! in both modes, all against closed forms and finite differences of first derivatives.
+
+mod common;
+
+use common::{arr, assert_close, fd_grad, kernel_f64, run, run_named, uniform};
+use rfx_autodiff::{AdError, grad, hvp, jacfwd, jacobian, jacrev, jvp, keep_outputs, value_and_grad};
+use rfx_ir::hir::Kernel;
+use rfx_ir::{BinaryOp, ReduceOp, Scalar, UnaryOp};
+
+fn second_derivative(k: &Kernel, x: f64) -> f64 {
+    let g2 = grad(&grad(k, &["x"]).expect("grad"), &["x"]).expect("grad of grad");
+    run(&g2, &[arr(&[], &[x])])[0][0]
+}
+
+#[test]
+fn second_derivatives_of_sin_exp_and_cube() {
+    let sin = kernel_f64("sin", &[("x", &[])], |b, xs| b.unary(UnaryOp::Sin, xs[0]));
+    let exp = kernel_f64("exp", &[("x", &[])], |b, xs| b.unary(UnaryOp::Exp, xs[0]));
+    let cube = kernel_f64("cube", &[("x", &[])], |b, xs| {
+        let three = b.scalar(Scalar::F64(3.0));
+        b.binary(BinaryOp::Pow, xs[0], three)
+    });
+    let cube_mul = kernel_f64("cube_mul", &[("x", &[])], |b, xs| {
+        let sq = b.binary(BinaryOp::Mul, xs[0], xs[0])?;
+        b.binary(BinaryOp::Mul, sq, xs[0])
+    });
+    for x in uniform(7, 5, -2.0, 2.0) {
+        assert_close("sin''", &[second_derivative(&sin, x)], &[-x.sin()], 1e-14, 1e-15);
+        assert_close("exp''", &[second_derivative(&exp, x)], &[x.exp()], 1e-14, 0.0);
+        assert_close(
+            "(x^3)'' via pow",
+            &[second_derivative(&cube, x)],
+            &[6.0 * x],
+            1e-13,
+            1e-14,
+        );
+        assert_close(
+            "(x^3)'' via mul",
+            &[second_derivative(&cube_mul, x)],
+            &[6.0 * x],
+            1e-14,
+            1e-15,
+        );
+    }
+    // Third derivative of x³ is 6 everywhere, 0 included (pow's ∂a at b - 1 == 0 is handled).
+    let g3 = grad(&grad(&grad(&cube, &["x"]).unwrap(), &["x"]).unwrap(), &["x"]).unwrap();
+    for x in [-1.5, 0.0, 0.25, 2.0] {
+        assert_close("(x^3)'''", &run(&g3, &[arr(&[], &[x])])[0], &[6.0], 1e-13, 0.0);
+    }
+    // Second derivative in forward-over-reverse agrees: jvp(grad(sin)) with tangent 1.
+    let fr = jvp(&grad(&sin, &["x"]).unwrap(), &["x"]).unwrap();
+    let out = run_named(&fr, &[arr(&[], &[0.4]), arr(&[], &[1.0])], "tangent_grad_x");
+    assert_close("forward over reverse", &out, &[-(0.4f64).sin()], 1e-15, 0.0);
+}
+
+/// f(q) = |q| = sqrt(q·q) for a quaternion q: [4].
+fn quaternion_norm() -> Kernel {
+    kernel_f64("quat_norm", &[("q", &[4])], |b, xs| {
+        let sq = b.binary(BinaryOp::Mul, xs[0], xs[0])?;
+        let s = b.reduce_all(ReduceOp::Sum, sq)?;
+        b.unary(UnaryOp::Sqrt, s)
+    })
+}
+
+/// ∂²|q| / ∂q_i ∂q_j = (δ_ij - q_i q_j / |q|²) / |q|.
+fn quaternion_norm_hessian(q: &[f64]) -> Vec<f64> {
+    let n = q.iter().map(|v| v * v).sum::<f64>().sqrt();
+    (0..16)
+        .map(|k| {
+            let (i, j) = (k / 4, k % 4);
+            (f64::from(u8::from(i == j)) - q[i] * q[j] / (n * n)) / n
+        })
+        .collect()
+}
+
+fn identity(n: usize) -> Vec<f64> {
+    (0..n * n).map(|k| f64::from(u8::from(k / n == k % n))).collect()
+}
+
+#[test]
+fn quaternion_norm_gradient_hessian_and_hvp_match_closed_forms() {
+    let k = quaternion_norm();
+    let q = [0.3, -0.5, 0.7, 0.4];
+    let n = q.iter().map(|v| v * v).sum::<f64>().sqrt();
+    let g = run(&grad(&k, &["q"]).unwrap(), &[arr(&[4], &q)]);
+    assert_close("∇|q|", &g[0], &q.map(|v| v / n), 1e-15, 0.0);
+
+    // Hessian as the reverse Jacobian of the gradient: one vectorised sweep, basis = I₄.
+    let hess = jacrev(&grad(&k, &["q"]).unwrap(), &["q"]).unwrap();
+    let inputs: Vec<&str> = hess.inputs().map(|(_, name, _)| name).collect();
+    assert_eq!(inputs, ["q", "basis_grad_q"]);
+    let h = run_named(
+        &hess,
+        &[arr(&[4], &q), arr(&[4, 4], &identity(4))],
+        "jac_grad_q_q",
+    );
+    assert_close("Hessian", &h, &quaternion_norm_hessian(&q), 1e-14, 1e-15);
+
+    // hvp = H · v.
+    let v = [1.0, 2.0, -1.0, 0.5];
+    let hv = run(&hvp(&k, &["q"]).unwrap(), &[arr(&[4], &q), arr(&[4], &v)]);
+    let closed = quaternion_norm_hessian(&q);
+    let want: Vec<f64> = (0..4)
+        .map(|i| (0..4).map(|j| closed[i * 4 + j] * v[j]).sum())
+        .collect();
+    assert_close("hvp closed form", &hv[0], &want, 1e-14, 1e-15);
+}
+
+#[test]
+fn hvp_matches_finite_differences_of_the_gradient() {
+    // f(x, y) = sum(exp(x) * sin(y) + x² y), x, y: [3]. (H v) computed as a directional finite
+    // difference of the gradient kernel: (∇f(p + h v) - ∇f(p - h v)) / 2h.
+    let k = kernel_f64("f", &[("x", &[3]), ("y", &[3])], |b, xs| {
+        let e = b.unary(UnaryOp::Exp, xs[0])?;
+        let s = b.unary(UnaryOp::Sin, xs[1])?;
+        let es = b.binary(BinaryOp::Mul, e, s)?;
+        let x2 = b.binary(BinaryOp::Mul, xs[0], xs[0])?;
+        let x2y = b.binary(BinaryOp::Mul, x2, xs[1])?;
+        let t = b.binary(BinaryOp::Add, es, x2y)?;
+        b.reduce_all(ReduceOp::Sum, t)
+    });
+    let (x, y) = (uniform(11, 3, -1.0, 1.0), uniform(12, 3, -1.0, 1.0));
+    let (vx, vy) = (uniform(13, 3, -1.0, 1.0), uniform(14, 3, -1.0, 1.0));
+    let out = run(
+        &hvp(&k, &["x", "y"]).unwrap(),
+        &[arr(&[3], &x), arr(&[3], &y), arr(&[3], &vx), arr(&[3], &vy)],
+    );
+    let g = grad(&k, &["x", "y"]).unwrap();
+    let h = 1e-5;
+    let at = |s: f64| {
+        let px: Vec<f64> = (0..3).map(|i| x[i] + s * vx[i]).collect();
+        let py: Vec<f64> = (0..3).map(|i| y[i] + s * vy[i]).collect();
+        run(&g, &[arr(&[3], &px), arr(&[3], &py)])
+    };
+    let (plus, minus) = (at(h), at(-h));
+    for i in 0..2 {
+        let fd: Vec<f64> = (0..3).map(|j| (plus[i][j] - minus[i][j]) / (2.0 * h)).collect();
+        assert_close("hvp vs FD of grad", &out[i], &fd, 1e-7, 1e-9);
+    }
+}
+
+/// A 2-link planar arm: end effector (x, y) = (l1 cos q1 + l2 cos(q1+q2), l1 sin q1 + l2 sin(q1+q2)).
+pub fn planar_arm() -> Kernel {
+    let mut b = rfx_ir::hir::Builder::new("planar_arm");
+    let f64_ = rfx_ir::TensorType::scalar(rfx_ir::DType::F64);
+    let q1 = b.input("q1", f64_.clone()).expect("q1");
+    let q2 = b.input("q2", f64_).expect("q2");
+    let l1 = b.scalar(Scalar::F64(1.0));
+    let l2 = b.scalar(Scalar::F64(0.5));
+    let q12 = b.binary(BinaryOp::Add, q1, q2).expect("add");
+    let terms = [(UnaryOp::Cos, "x"), (UnaryOp::Sin, "y")].map(|(f, name)| {
+        let a = b.unary(f, q1).expect("f q1");
+        let a = b.binary(BinaryOp::Mul, l1, a).expect("l1");
+        let c = b.unary(f, q12).expect("f q12");
+        let c = b.binary(BinaryOp::Mul, l2, c).expect("l2");
+        (b.binary(BinaryOp::Add, a, c).expect("sum"), name)
+    });
+    for (value, name) in terms {
+        b.output(name, value).expect("output");
+    }
+    b.finish().expect("arm")
+}
+
+fn arm_jacobian(q1: f64, q2: f64) -> [[f64; 2]; 2] {
+    let (l1, l2) = (1.0, 0.5);
+    [
+        [-l1 * q1.sin() - l2 * (q1 + q2).sin(), -l2 * (q1 + q2).sin()],
+        [l1 * q1.cos() + l2 * (q1 + q2).cos(), l2 * (q1 + q2).cos()],
+    ]
+}
+
+#[test]
+fn planar_arm_jacobian_in_both_modes_matches_the_closed_form() {
+    let arm = planar_arm();
+    let (q1, q2) = (0.4, 1.1);
+    let inputs = [arr(&[], &[q1]), arr(&[], &[q2])];
+    let closed = arm_jacobian(q1, q2);
+    for (mode, jac) in [
+        ("jacfwd", jacfwd(&arm, &["q1", "q2"]).unwrap()),
+        ("jacrev", jacrev(&arm, &["q1", "q2"]).unwrap()),
+        ("jacobian", jacobian(&arm, &["q1", "q2"]).unwrap()),
+    ] {
+        for (r, out) in ["x", "y"].iter().enumerate() {
+            for (c, input) in ["q1", "q2"].iter().enumerate() {
+                let got = run_named(&jac, &inputs, &format!("jac_{out}_{input}"));
+                assert_close(
+                    &format!("{mode} ∂{out}/∂{input}"),
+                    &got,
+                    &[closed[r][c]],
+                    1e-15,
+                    1e-16,
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn vector_jacobians_in_both_modes_agree_with_finite_differences() {
+    // f: ([3], []) -> ([2, 2]): out[i, j] = sin(x[j]·s) · x[i+1]; checked column by column.
+    let k = kernel_f64("vec", &[("x", &[3]), ("s", &[])], |b, xs| {
+        let xs_ = b.binary(BinaryOp::Mul, xs[0], xs[1])?;
+        let sn = b.unary(UnaryOp::Sin, xs_)?;
+        let a = b.reshape(sn, vec![3, 1])?;
+        let a = b.broadcast_to(a, vec![3, 2])?;
+        let a = b.reduce(ReduceOp::Max, a, &[1], false)?; // = sn, through max (no ties)
+        let col = b.reshape(a, vec![1, 3])?;
+        let m = b.binary(BinaryOp::Mul, col, xs[0])?;
+        let m = b.reshape(m, vec![3])?;
+        let two = b.scalar(Scalar::F64(2.0));
+        let m2 = b.binary(BinaryOp::Mul, m, two)?;
+        let out = b.binary(BinaryOp::Add, m2, xs[0])?;
+        let prod = b.reduce(ReduceOp::Prod, xs[0], &[0], true)?;
+        let out = b.binary(BinaryOp::Mul, out, prod)?;
+        let out = b.reshape(out, vec![3])?;
+        let four = b.broadcast_to(out, vec![4, 3])?;
+        let r = b.reduce(ReduceOp::Mean, four, &[0], false)?;
+        let sq = b.binary(BinaryOp::Mul, r, r)?;
+        b.reshape(sq, vec![3, 1])
+    });
+    let x = [0.4, -0.7, 1.2];
+    let inputs = [arr(&[3], &x), arr(&[], &[0.9])];
+    let out_n = 3;
+    let rev = jacrev(&k, &["x", "s"]).unwrap();
+    let mut rev_inputs = inputs.to_vec();
+    rev_inputs.push(arr(&[3, 1, 3, 1], &identity(3)));
+    let jx = run_named(&rev, &rev_inputs, "jac_out_x");
+    let js = run_named(&rev, &rev_inputs, "jac_out_s");
+    for i in 0..out_n {
+        let mut w = vec![0.0; out_n];
+        w[i] = 1.0;
+        let fd_x = fd_grad(&k, &inputs, 0, 0, Some(&w));
+        let fd_s = fd_grad(&k, &inputs, 1, 0, Some(&w));
+        assert_close("jacrev row x", &jx[i * 3..i * 3 + 3], &fd_x, 1e-6, 1e-8);
+        assert_close("jacrev row s", &js[i..i + 1], &fd_s, 1e-6, 1e-8);
+    }
+    // Forward mode handles the scalar input; jacobian picks forward when it has fewer inputs.
+    let fwd = jacfwd(&k, &["s"]).unwrap();
+    let js_fwd = run_named(&fwd, &inputs, "jac_out_s");
+    assert_close("jacfwd vs jacrev", &js_fwd, &js, 1e-14, 1e-15);
+    let auto = jacobian(&k, &["s"]).unwrap();
+    assert_eq!(auto.inputs().count(), 2, "forward mode needs no basis input");
+    assert!(matches!(
+        jacfwd(&k, &["x"]),
+        Err(AdError::ForwardJacobianShape { .. })
+    ));
+    // With a vector input, jacobian falls back to reverse mode.
+    assert_eq!(jacobian(&k, &["x"]).unwrap().inputs().count(), 3);
+}
+
+#[test]
+fn value_and_grad_of_a_value_and_grad_output() {
+    // Differentiate only grad_x of value_and_grad(sum(x³)): d/dx sum(3x²) = 6x.
+    let k = kernel_f64("c", &[("x", &[3])], |b, xs| {
+        let three = b.scalar(Scalar::F64(3.0));
+        let c = b.binary(BinaryOp::Pow, xs[0], three)?;
+        b.reduce_all(ReduceOp::Sum, c)
+    });
+    let vg = value_and_grad(&k, &["x"]).unwrap();
+    let g = keep_outputs(&vg, &["grad_x"]).unwrap();
+    let summed = kernel_sum_of(&g);
+    let out = run(&grad(&summed, &["x"]).unwrap(), &[arr(&[3], &[1.0, -2.0, 0.5])]);
+    assert_close("6x", &out[0], &[6.0, -12.0, 3.0], 1e-14, 0.0);
+}
+
+/// `sum(out)` of a single-output kernel, built by appending to its text.
+fn kernel_sum_of(k: &Kernel) -> Kernel {
+    let text = k.to_string();
+    let out = &k.outputs()[0];
+    let ty = k.value_type(out.value).expect("type");
+    let axes: Vec<String> = (0..ty.shape.rank()).map(|a| a.to_string()).collect();
+    let body = text
+        .trim_end()
+        .trim_end_matches('}')
+        .replace(&format!("output {} = {}", out.name, out.value), "");
+    let new = format!(
+        "{body}  %total = sum {} axes [{}] : {}[]\n  output total = %total\n}}\n",
+        out.value,
+        axes.join(","),
+        ty.dtype
+    );
+    rfx_ir::hir::parse(&new).unwrap_or_else(|e| panic!("{e}\n{new}"))
+}

@@ -10,13 +10,13 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::{Context, bail};
 use rfx_codegen_cpu::CpuBackend;
 use rfx_ir::hir::{self, Builder, Kernel, Op};
-use rfx_ir::testgen::{random_inputs, TestRng};
+use rfx_ir::testgen::{TestRng, random_inputs};
 use rfx_ir::{Array, Scalar};
-use rfx_lower::{lower, Backend, Compiled, InterpBackend, LowerConfig, Scratch};
-use rfx_opt::{optimize, OptConfig, OptReport};
+use rfx_lower::{Backend, Compiled, InterpBackend, LowerConfig, Scratch, lower};
+use rfx_opt::{OptConfig, OptReport, optimize};
 
 /// Arguments of `rfx bench`.
 #[derive(Clone, Debug, clap::Args)]
@@ -42,6 +42,10 @@ pub struct BenchArgs {
     /// Only run kernels whose name contains this text.
     #[arg(long)]
     pub filter: Option<String>,
+    /// Bench-only fault injection for testing `cargo xtask perf-check`: `KERNEL=MICROSECONDS`
+    /// busy-waits that long inside every timed call of that kernel.
+    #[arg(long, hide = true)]
+    pub inject_delay_us: Option<String>,
 }
 
 /// Statistics of per-call times.
@@ -68,7 +72,13 @@ impl Timing {
             samples.get(i).copied().map_or(0.0, secs)
         };
         let mean = samples.iter().map(|&d| secs(d)).sum::<f64>() / samples.len().max(1) as f64;
-        Timing { mean_s: mean, p50_s: at(0.5), p99_s: at(0.99), p999_s: at(0.999), max_s: at(1.0) }
+        Timing {
+            mean_s: mean,
+            p50_s: at(0.5),
+            p99_s: at(0.99),
+            p999_s: at(0.999),
+            max_s: at(1.0),
+        }
     }
 }
 
@@ -95,6 +105,13 @@ pub struct KernelResult {
     pub interp_p50_s: Option<f64>,
     /// Median of the unfused op-by-op baseline, seconds (when run).
     pub unfused_p50_s: Option<f64>,
+    /// Median over 31 batches of the mean time per call, each batch at least 50 µs long: a
+    /// throughput figure that timer resolution does not blur, for `cargo xtask perf-check`.
+    pub batch_p50_s: f64,
+    /// The same batched median for a plain Rust loop `out[i] = x[i] + y[i]` over the same size,
+    /// measured in the same run: the yardstick perf-check divides by, so machine speed and load
+    /// cancel to first order.
+    pub reference_p50_s: f64,
     /// HIR ops before optimisation.
     pub ops_before: usize,
     /// HIR ops after optimisation.
@@ -132,34 +149,48 @@ pub struct Machine {
 fn machine() -> Machine {
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("model name")).map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string()))
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
         .unwrap_or_else(|| std::env::consts::ARCH.to_string());
     let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    Machine { cpu, cores, os: std::env::consts::OS.to_string() }
+    Machine {
+        cpu,
+        cores,
+        os: std::env::consts::OS.to_string(),
+    }
 }
 
 fn git_revision() -> Option<String> {
-    let out = std::process::Command::new("git").args(["rev-parse", "--short", "HEAD"]).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 /// The benchmark kernels at `n` elements: rfxJIT's four (add, mul, sin, fused_chain), the
 /// 10-op chain, PID with clip, a complementary filter, a quaternion product, 2-link arm forward
 /// kinematics, `sum(x**2)` and its `value_and_grad`, and a sum reduction.
 pub fn kernels(n: usize) -> anyhow::Result<Vec<(String, Kernel)>> {
-    let ew = |name: &str, inputs: &[&str], body: &str, outputs: &[&str]| -> anyhow::Result<(String, Kernel)> {
-        let mut text = format!("kernel {name} {{\n");
-        for i in inputs {
-            text += &format!("  %{i} = input {i} : f32[{n}]\n");
-        }
-        text += &body.replace("[N]", &format!("[{n}]"));
-        for o in outputs {
-            text += &format!("  output {o} = %{o}\n");
-        }
-        text += "}\n";
-        let kernel = hir::parse(&text).with_context(|| format!("benchmark kernel {name}"))?;
-        Ok((name.to_string(), kernel))
-    };
+    let ew =
+        |name: &str, inputs: &[&str], body: &str, outputs: &[&str]| -> anyhow::Result<(String, Kernel)> {
+            let mut text = format!("kernel {name} {{\n");
+            for i in inputs {
+                text += &format!("  %{i} = input {i} : f32[{n}]\n");
+            }
+            text += &body.replace("[N]", &format!("[{n}]"));
+            for o in outputs {
+                text += &format!("  output {o} = %{o}\n");
+            }
+            text += "}\n";
+            let kernel = hir::parse(&text).with_context(|| format!("benchmark kernel {name}"))?;
+            Ok((name.to_string(), kernel))
+        };
     let mut list = vec![
         ew("add", &["x", "y"], "  %out = add %x, %y : f32[N]\n", &["out"])?,
         ew("mul", &["x", "y"], "  %out = mul %x, %y : f32[N]\n", &["out"])?,
@@ -223,19 +254,92 @@ struct Prepared {
     outputs: Vec<Array>,
 }
 
-fn prepare(kernel: &Kernel, backend: &dyn Backend, config: &OptConfig) -> anyhow::Result<(Prepared, OptReport, Duration)> {
+fn prepare(
+    kernel: &Kernel,
+    backend: &dyn Backend,
+    config: &OptConfig,
+) -> anyhow::Result<(Prepared, OptReport, Duration)> {
     let start = Instant::now();
     let (mir, report) = optimize(kernel, config)?;
     let (lir, _) = lower(&mir, &LowerConfig::default())?;
     let compiled = backend.compile(&lir, &Default::default())?;
     let compile = start.elapsed();
     let inputs = random_inputs(&mut TestRng::new(7), kernel, 0.0);
-    let outputs = lir.outputs().map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone())).collect();
-    Ok((Prepared { compiled, inputs, outputs }, report, compile))
+    let outputs = lir
+        .outputs()
+        .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
+        .collect();
+    Ok((
+        Prepared {
+            compiled,
+            inputs,
+            outputs,
+        },
+        report,
+        compile,
+    ))
+}
+
+/// The median over 31 batches of the mean time of `call`, each batch long enough (≥ 50 µs) that
+/// the clock's resolution does not matter.
+fn batched_p50(mut call: impl FnMut() -> anyhow::Result<()>) -> anyhow::Result<f64> {
+    let start = Instant::now();
+    call()?;
+    let once = start.elapsed().as_secs_f64().max(1e-9);
+    let batch = ((50e-6 / once).ceil() as usize).clamp(1, 1 << 20);
+    let mut means = Vec::with_capacity(31);
+    for _ in 0..31 {
+        let start = Instant::now();
+        for _ in 0..batch {
+            call()?;
+        }
+        means.push(start.elapsed() / batch as u32);
+    }
+    Ok(Timing::from_samples(means).p50_s)
+}
+
+/// The batched median of a plain Rust `out[i] = x[i] + y[i]` loop over `n` f32 elements.
+fn reference_p50(n: usize) -> anyhow::Result<f64> {
+    let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+    let y: Vec<f32> = (0..n).map(|i| 1.0 - i as f32).collect();
+    let mut out = vec![0.0f32; n];
+    batched_p50(|| {
+        for ((o, a), b) in out.iter_mut().zip(std::hint::black_box(&x)).zip(&y) {
+            *o = a + b;
+        }
+        std::hint::black_box(&mut out);
+        Ok(())
+    })
+}
+
+/// The batched median of `p`'s calls (plus the injected delay).
+fn batch_p50(p: &mut Prepared, delay: Duration) -> anyhow::Result<f64> {
+    let views: Vec<_> = p.inputs.iter().map(Array::view).collect();
+    let mut scratch = Scratch::new();
+    let (compiled, outputs) = (&p.compiled, &mut p.outputs);
+    batched_p50(|| {
+        let mut outs: Vec<_> = outputs.iter_mut().map(Array::view_mut).collect();
+        compiled.run(&views, &mut outs, &mut scratch)?;
+        if !delay.is_zero() {
+            busy_wait(delay);
+        }
+        Ok(())
+    })
+}
+
+fn busy_wait(d: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < d {
+        std::hint::spin_loop();
+    }
 }
 
 /// Times `iterations` calls (after one warm-up call), each call timed on its own.
 fn time_calls(p: &mut Prepared, iterations: usize) -> anyhow::Result<Vec<Duration>> {
+    time_calls_delayed(p, iterations, Duration::ZERO)
+}
+
+fn time_calls_delayed(p: &mut Prepared, iterations: usize, delay: Duration) -> anyhow::Result<Vec<Duration>> {
     let views: Vec<_> = p.inputs.iter().map(Array::view).collect();
     let mut scratch = Scratch::new();
     let mut samples = Vec::with_capacity(iterations);
@@ -243,6 +347,9 @@ fn time_calls(p: &mut Prepared, iterations: usize) -> anyhow::Result<Vec<Duratio
         let mut outs: Vec<_> = p.outputs.iter_mut().map(Array::view_mut).collect();
         let start = Instant::now();
         p.compiled.run(&views, &mut outs, &mut scratch)?;
+        if !delay.is_zero() {
+            busy_wait(delay);
+        }
         let elapsed = start.elapsed();
         if i > 0 {
             samples.push(elapsed);
@@ -254,7 +361,10 @@ fn time_calls(p: &mut Prepared, iterations: usize) -> anyhow::Result<Vec<Duratio
 /// The unfused path: every HIR op of `kernel` compiled as its own one-op kernel, run in order
 /// with every intermediate materialised (rfxJIT's one-NumPy-call-per-op execution).
 fn unfused_p50(kernel: &Kernel, backend: &dyn Backend, iterations: usize) -> anyhow::Result<f64> {
-    let config = OptConfig { saturate: false, ..OptConfig::default() };
+    let config = OptConfig {
+        saturate: false,
+        ..OptConfig::default()
+    };
     let mut steps: Vec<(Prepared, Vec<usize>)> = Vec::new();
     let inputs = random_inputs(&mut TestRng::new(7), kernel, 0.0);
     let mut values: Vec<Option<Array>> = vec![None; kernel.nodes().len()];
@@ -280,7 +390,11 @@ fn unfused_p50(kernel: &Kernel, backend: &dyn Backend, iterations: usize) -> any
         b.output("out", v)?;
         let single = b.finish()?;
         let (mut prepared, _, _) = prepare(&single, backend, &config)?;
-        prepared.inputs = node.args.iter().map(|a| values[a.index()].clone().context("operand value")).collect::<anyhow::Result<_>>()?;
+        prepared.inputs = node
+            .args
+            .iter()
+            .map(|a| values[a.index()].clone().context("operand value"))
+            .collect::<anyhow::Result<_>>()?;
         values[i] = prepared.outputs.first().cloned();
         steps.push((prepared, node.args.iter().map(|a| a.index()).collect()));
     }
@@ -302,7 +416,11 @@ fn unfused_p50(kernel: &Kernel, backend: &dyn Backend, iterations: usize) -> any
 
 fn bytes_per_call(kernel: &Kernel, p: &Prepared) -> usize {
     let _ = kernel;
-    p.inputs.iter().chain(&p.outputs).map(|a| a.data().len() * a.dtype().size_bytes()).sum()
+    p.inputs
+        .iter()
+        .chain(&p.outputs)
+        .map(|a| a.data().len() * a.dtype().size_bytes())
+        .sum()
 }
 
 fn backend_named(name: &str) -> anyhow::Result<Box<dyn Backend>> {
@@ -319,15 +437,36 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
     backend.check_available()?;
     let sizes = args.sizes.clone().unwrap_or_else(|| vec![args.size]);
     let iterations = args.iterations.max(1);
+    let injected = match &args.inject_delay_us {
+        Some(spec) => {
+            let (name, us) = spec
+                .split_once('=')
+                .context("--inject-delay-us takes KERNEL=MICROSECONDS")?;
+            Some((
+                name.to_string(),
+                Duration::from_micros(us.parse().context("microseconds")?),
+            ))
+        }
+        None => None,
+    };
     let mut results = Vec::new();
     for &n in &sizes {
-        println!("Benchmarking kernels (size={n}, iterations={iterations}, backend={})", args.backend);
+        println!(
+            "Benchmarking kernels (size={n}, iterations={iterations}, backend={})",
+            args.backend
+        );
+        let reference = reference_p50(n)?;
         for (name, kernel) in kernels(n)? {
             if args.filter.as_ref().is_some_and(|f| !name.contains(f.as_str())) {
                 continue;
             }
             let (mut prepared, report, compile) = prepare(&kernel, backend.as_ref(), &OptConfig::default())?;
-            let timing = Timing::from_samples(time_calls(&mut prepared, iterations)?);
+            let delay = injected
+                .as_ref()
+                .filter(|(k, _)| *k == name)
+                .map_or(Duration::ZERO, |(_, d)| *d);
+            let timing = Timing::from_samples(time_calls_delayed(&mut prepared, iterations, delay)?);
+            let batch = batch_p50(&mut prepared, delay)?;
             let bytes = bytes_per_call(&kernel, &prepared);
             // The baselines are slow; fewer calls keep the run short and the medians stable.
             let baseline_iters = (iterations / 10).clamp(3, 50);
@@ -335,8 +474,15 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
                 (None, None)
             } else {
                 let (mut ip, _, _) = prepare(&kernel, &InterpBackend, &OptConfig::default())?;
-                let interp = Timing::from_samples(time_calls(&mut ip, baseline_iters.min(if n > 100_000 { 3 } else { 20 }))?).p50_s;
-                (Some(interp), Some(unfused_p50(&kernel, backend.as_ref(), baseline_iters)?))
+                let interp = Timing::from_samples(time_calls(
+                    &mut ip,
+                    baseline_iters.min(if n > 100_000 { 3 } else { 20 }),
+                )?)
+                .p50_s;
+                (
+                    Some(interp),
+                    Some(unfused_p50(&kernel, backend.as_ref(), baseline_iters)?),
+                )
             };
             let result = KernelResult {
                 kernel: name.clone(),
@@ -349,6 +495,8 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
                 timing,
                 interp_p50_s: interp,
                 unfused_p50_s: unfused,
+                batch_p50_s: batch,
+                reference_p50_s: reference,
                 ops_before: report.ops_before,
                 ops_after: report.ops_after,
                 kernels: report.kernels,
@@ -364,9 +512,16 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
         }
     }
     print_table(&results);
-    let report = BenchReport { schema_version: 1, machine: machine(), git_revision: git_revision(), iterations, results };
+    let report = BenchReport {
+        schema_version: 1,
+        machine: machine(),
+        git_revision: git_revision(),
+        iterations,
+        results,
+    };
     if let Some(path) = &args.json_out {
-        std::fs::write(path, serde_json::to_string_pretty(&report)?).with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
         println!("wrote {}", path.display());
     }
     Ok(report)
@@ -376,10 +531,24 @@ fn print_table(results: &[KernelResult]) {
     println!();
     println!(
         "{:<22} {:>9} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>11}",
-        "kernel", "size", "p50 µs", "p99 µs", "p99.9 µs", "max µs", "GB/s", "compile", "vs interp", "vs unfused", "ops (kernels)"
+        "kernel",
+        "size",
+        "p50 µs",
+        "p99 µs",
+        "p99.9 µs",
+        "max µs",
+        "GB/s",
+        "compile",
+        "vs interp",
+        "vs unfused",
+        "ops (kernels)"
     );
     for r in results {
-        let ratio = |base: Option<f64>| base.map_or("-".to_string(), |b| format!("{:.1}x", b / r.timing.p50_s.max(1e-12)));
+        let ratio = |base: Option<f64>| {
+            base.map_or("-".to_string(), |b| {
+                format!("{:.1}x", b / r.timing.p50_s.max(1e-12))
+            })
+        };
         println!(
             "{:<22} {:>9} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>8.2} {:>7.2}ms {:>9} {:>9} {:>5} -> {} ({})",
             r.kernel,
@@ -398,8 +567,15 @@ fn print_table(results: &[KernelResult]) {
         );
     }
     println!("\nOptimization impact:");
-    for r in results.iter().filter(|r| r.ops_before != r.ops_after || r.kernels > 0).take(12) {
-        println!("- {}: reduced ops {} -> {}, fused kernels {}", r.kernel, r.ops_before, r.ops_after, r.kernels);
+    for r in results
+        .iter()
+        .filter(|r| r.ops_before != r.ops_after || r.kernels > 0)
+        .take(12)
+    {
+        println!(
+            "- {}: reduced ops {} -> {}, fused kernels {}",
+            r.kernel, r.ops_before, r.ops_after, r.kernels
+        );
     }
 }
 

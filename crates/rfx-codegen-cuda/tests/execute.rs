@@ -38,11 +38,12 @@ fn no_gpu() -> Option<String> {
 
 #[test]
 fn without_a_driver_the_backend_is_unavailable_not_a_panic() {
-    let available = std::panic::catch_unwind(|| CudaBackend.check_available())
-        .expect("check_available must not panic");
+    let available =
+        std::panic::catch_unwind(|| CudaBackend.check_available()).expect("check_available must not panic");
     let case = &op_cases()[0];
-    let compiled = std::panic::catch_unwind(|| CudaBackend.compile(&case.lir, &Default::default()).map(|_| ()))
-        .expect("compile must not panic");
+    let compiled =
+        std::panic::catch_unwind(|| CudaBackend.compile(&case.lir, &Default::default()).map(|_| ()))
+            .expect("compile must not panic");
     if libcuda_present() {
         println!("skipped: libcuda is present here; availability is {available:?}");
         return;
@@ -102,7 +103,9 @@ fn ulp(x: f64, dtype: DType) -> f64 {
 }
 
 fn same_bits(a: Option<Scalar>, b: Option<Scalar>) -> bool {
-    a == b || a.zip(b).is_some_and(|(x, y)| x.to_f64().is_nan() && y.to_f64().is_nan())
+    a == b
+        || a.zip(b)
+            .is_some_and(|(x, y)| x.to_f64().is_nan() && y.to_f64().is_nan())
 }
 
 fn run_on_gpu(case: &Case, inputs: &[Array]) -> Vec<Array> {
@@ -163,7 +166,9 @@ fn check(case: &Case, seed: u64) -> bool {
             }
             true
         }
-        1 if case.name.starts_with("unary_") || case.name.starts_with("binary_") && !case.name.ends_with("_bcast") => {
+        1 if case.name.starts_with("unary_")
+            || case.name.starts_with("binary_") && !case.name.ends_with("_bcast") =>
+        {
             let oracle = run_hir(&case.kernel, &views, Mode::Oracle).expect("run_hir oracle");
             let node = case
                 .kernel
@@ -174,10 +179,16 @@ fn check(case: &Case, seed: u64) -> bool {
             for (o, g) in oracle.iter().zip(&got) {
                 let bound = ulp_bound(&node.op, g.dtype());
                 for i in 0..g.data().len() {
-                    let (Some(o), Some(g_value)) = (o.get(i), g.get(i)) else { continue };
+                    let (Some(o), Some(g_value)) = (o.get(i), g.get(i)) else {
+                        continue;
+                    };
                     let (exact, value) = (o.to_f64(), g_value.to_f64());
                     // The reference rounded to the output dtype decides the special cases.
-                    let rounded = if g.dtype() == DType::F32 { f64::from(exact as f32) } else { exact };
+                    let rounded = if g.dtype() == DType::F32 {
+                        f64::from(exact as f32)
+                    } else {
+                        exact
+                    };
                     let ok = if rounded.is_nan() || value.is_nan() {
                         rounded.is_nan() && value.is_nan()
                     } else if rounded.is_infinite() || value.is_infinite() {

@@ -56,6 +56,12 @@
 //! allocates its device buffers once; a call copies inputs in, launches each kernel with
 //! 256-thread blocks (fewer, rounded to a warp, for small kernels) and at most 32 blocks per SM
 //! (the grid-stride loop covers the rest), copies outputs out and synchronises.
+//!
+//! # Limits
+//! A thread computes a whole reduction of its leading point, so a reduction with few leading
+//! points (a single-output `sum` over a large array) uses few threads: correct and in the LIR
+//! order, but not fast. A warp-shuffle tree would need its own documented order (and a matching
+//! `lanes` in LIR) to stay bit-exact; it is not implemented yet.
 #![deny(missing_docs)]
 
 mod backend;

@@ -1,11 +1,88 @@
 //! `rfx-codegen-cuda`: CUDA kernels from LIR, compiled by NVRTC and run through `cudarc`.
 //!
-//! **Owns:** LIR → CUDA C (grid-stride loops, warp-shuffle reductions), NVRTC compilation to PTX,
-//! the device context, module cache and buffer reuse, and a typed `BackendUnavailable` error where
-//! no driver or GPU exists (never a panic).
+//! **Owns:** LIR → CUDA C (one `extern "C" __global__` function per LIR kernel, grid-stride
+//! loops, reductions in the LIR `lanes` order), NVRTC compilation to PTX, the device context,
+//! module cache and buffer reuse, and a typed [`BackendError::Unavailable`] where no NVRTC,
+//! driver or GPU exists (never a panic).
 //!
-//! **Depends on:** `rfx-ir`, `rfx-lower`, `cudarc`. **May not depend on:** other code generators,
-//! `rfx-opt` or `rfx-runtime`. `cudarc` types never appear in the public API.
+//! **Depends on:** `rfx-ir`, `rfx-lower`, `cudarc` (and `libloading` to preload NVRTC by path).
+//! **May not depend on:** other code generators, `rfx-opt` or `rfx-runtime`. `cudarc` types
+//! never appear in the public API.
 //!
-//! Status: code generation lands with the rfx-codegen-cuda issue; see `ROADMAP.md`.
+//! # API
+//! - [`CudaBackend`]: the `"cuda"` [`rfx_lower::Backend`].
+//! - [`cuda_source`] and [`ptx`]: the generated CUDA C and the PTX NVRTC makes of it, for
+//!   `rfx dump --stage cuda|ptx` and for offline validation with `ptxas`.
+//!
+//! # Finding NVRTC
+//! `RFX_NVRTC_LIB` (the path of `libnvrtc.so.12`), else the `nvidia-cuda-nvrtc-cu12` wheel
+//! found by asking `python3` once, else the system library path. Without any of them the
+//! error is [`BackendError::Unavailable`] saying `pip install nvidia-cuda-nvrtc-cu12`.
+//!
+//! # Semantics and accuracy
+//! Without `fast_math`, NVRTC runs with `--fmad=false --ftz=false --prec-div=true
+//! --prec-sqrt=true`, and every op other than the transcendentals gives the LIR interpreter's
+//! bits: `+ - * /`, `sqrt`, `recip`, `rsqrt` (= `1/sqrt(x)`, two correctly rounded steps), `floor`,
+//! `ceil`, `round` (`rint`, half to even), `fmod`, `abs`, `neg`, comparisons, NumPy `min`/`max`,
+//! `sign`, i32 floor division and remainder, and saturating casts. Reductions follow the LIR
+//! order exactly (see `codegen.rs`). One difference is allowed: a NaN result may carry a different
+//! payload (NVIDIA GPUs return the canonical NaN from arithmetic).
+//!
+//! The transcendentals are CUDA's accurate device functions; their maximum errors, from the
+//! CUDA C++ Programming Guide (appendix "Mathematical Functions", full range, no `-ftz`) are:
+//!
+//! | function | f32 (ULP) | f64 (ULP) |
+//! |---|---|---|
+//! | `exp`, `exp2` | 2 | 1 |
+//! | `log`, `log2` | 1 | 1 |
+//! | `sin`, `cos` | 2 | 2 |
+//! | `tan` | 4 | 2 |
+//! | `tanh` | 2 | 2 |
+//! | `atan` | 2 | 2 |
+//! | `asin`, `acos` | 2 | 2 |
+//! | `atan2` | 3 | 2 |
+//! | `pow` | 4 | 2 |
+//! | `sigmoid` | exp's bound plus three rounding steps (≤ 4) | ≤ 3 |
+//!
+//! With `fast_math` the f32 ops use the hardware intrinsics (`__expf`, `__logf`, `__log2f`,
+//! `__sinf`, `__cosf`, `__tanf`, `__powf`, `__fdividef`, `rsqrtf`) and `--use_fast_math`
+//! (flush-to-zero, approximate division and square root, FMA contraction). Their bounds are
+//! those of the guide's intrinsics table: `__expf` 2 + floor(|1.173·x|) ULP, `__sinf`/`__cosf` 2^-21.41 absolute in [-π, π], `__logf` 2^-21.41 absolute in
+//! [0.5, 2] else 3 ULP, `__fdividef` 2 ULP for |y| in [2^-126, 2^126].
+//!
+//! # Execution
+//! The device is ordinal 0; PTX is compiled for `compute_XY` of its compute capability and
+//! JIT-compiled by the driver; modules are cached by source and device. Each compiled program
+//! allocates its device buffers once; a call copies inputs in, launches each kernel with
+//! 256-thread blocks (fewer, rounded to a warp, for small kernels) and at most 32 blocks per SM
+//! (the grid-stride loop covers the rest), copies outputs out and synchronises.
+//!
+//! # Limits
+//! A thread computes a whole reduction of its leading point, so a reduction with few leading
+//! points (a single-output `sum` over a large array) uses few threads: correct and in the LIR
+//! order, but not fast. A warp-shuffle tree would need its own documented order (and a matching
+//! `lanes` in LIR) to stay bit-exact; it is not implemented yet.
 #![deny(missing_docs)]
+
+mod backend;
+mod codegen;
+mod nvrtc;
+
+pub use backend::CudaBackend;
+
+use rfx_ir::lir::LirProgram;
+use rfx_lower::{BackendError, CompileOptions};
+
+/// The CUDA C source generated for `program` (verified first): helper functions, then one
+/// `extern "C" __global__ void rfx_<index>_<kernel>(...)` per LIR kernel. Needs no GPU or NVRTC.
+pub fn cuda_source(program: &LirProgram, options: &CompileOptions) -> Result<String, BackendError> {
+    codegen::generate(program, options).map(|module| module.source)
+}
+
+/// The PTX that NVRTC makes of [`cuda_source`] for `arch` (`"compute_80"`, `"sm_90"`, ...).
+/// Needs NVRTC but no GPU; [`BackendError::Unavailable`] when NVRTC is not installed,
+/// [`BackendError::Compile`] with NVRTC's log when it rejects the source.
+pub fn ptx(program: &LirProgram, arch: &str, options: &CompileOptions) -> Result<String, BackendError> {
+    let module = codegen::generate(program, options)?;
+    nvrtc::compile_ptx(&module.source, program.name(), arch, options.fast_math)
+}

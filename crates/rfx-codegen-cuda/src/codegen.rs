@@ -1,0 +1,741 @@
+//! LIR → CUDA C.
+//!
+//! Every LIR kernel becomes one `extern "C" __global__` function whose threads walk the
+//! kernel's *units* in a grid-stride loop. A unit is a point of the loop nest for elementwise
+//! kernels and a leading point for kernels with reduced dims; a thread does a unit's whole
+//! reduction itself, in the LIR order (see [`emit_kernel`]), so results are the interpreter's
+//! bits. Slots become local variables declared at the top of the function; the preamble runs
+//! once per thread before the loop. Addresses are `sum(idx[d] * stride[d])` with the LIR's
+//! strides; zero strides and size-1 dims drop out of the expression.
+//!
+//! Memory: `bool` is `unsigned char` 0/1 in memory and `bool` in registers; `i32` is `int`;
+//! `f32`/`f64` are `float`/`double`. Inputs and outputs are kernel parameters
+//! (`__restrict__`: rfx-lower's validation guarantees outputs alias nothing); temporaries are
+//! typed pointers at constant byte offsets of one `arena` parameter.
+//!
+//! Exactness: without `fast_math` the source calls CUDA's accurate math functions (`sinf`,
+//! `expf`, ...), IEEE division and square root, and is compiled with `--fmad=false`, so every
+//! exactly-rounded op gives the interpreter's bits (see `nvrtc.rs` for the flags and `lib.rs`
+//! for the ULP bounds of the transcendentals). With `fast_math` the f32 transcendentals and
+//! division use the `__expf`/`__sinf`/`__fdividef` intrinsics.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use rfx_ir::lir::{Inst, LirKernel, LirProgram, SlotId, Storage};
+use rfx_ir::{BinaryOp, BufId, CmpOp, DType, ReduceOp, Scalar, UnaryOp};
+use rfx_lower::{BackendError, CompileOptions, LowerError};
+
+/// What the host needs to launch one generated kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct KernelLaunch {
+    /// The `extern "C"` function name.
+    pub(crate) entry: String,
+    /// The input/output buffers passed as parameters, in parameter order.
+    pub(crate) params: Vec<BufId>,
+    /// Whether the arena pointer follows them.
+    pub(crate) uses_arena: bool,
+    /// Units (threads' work items) of the grid-stride loop.
+    pub(crate) units: usize,
+}
+
+/// The generated module: its source and one launch description per LIR kernel.
+#[derive(Clone, Debug)]
+pub(crate) struct CudaModuleSource {
+    pub(crate) source: String,
+    pub(crate) kernels: Vec<KernelLaunch>,
+}
+
+/// Device helper functions, emitted once each (in this order) when some kernel uses them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Helper {
+    AddI32,
+    SubI32,
+    MulI32,
+    NegI32,
+    AbsI32,
+    DivI32,
+    FmodI32,
+    MinI32,
+    MaxI32,
+    SignI32,
+    MinF32,
+    MaxF32,
+    SignF32,
+    SigmoidF32,
+    SigmoidFastF32,
+    F32ToI32,
+    MinF64,
+    MaxF64,
+    SignF64,
+    SigmoidF64,
+    F64ToI32,
+}
+
+impl Helper {
+    fn source(self) -> &'static str {
+        match self {
+            Helper::AddI32 => {
+                "__device__ __forceinline__ int rfx_add_i32(int a, int b) { return (int)((unsigned int)a + (unsigned int)b); }"
+            }
+            Helper::SubI32 => {
+                "__device__ __forceinline__ int rfx_sub_i32(int a, int b) { return (int)((unsigned int)a - (unsigned int)b); }"
+            }
+            Helper::MulI32 => {
+                "__device__ __forceinline__ int rfx_mul_i32(int a, int b) { return (int)((unsigned int)a * (unsigned int)b); }"
+            }
+            Helper::NegI32 => {
+                "__device__ __forceinline__ int rfx_neg_i32(int a) { return (int)(0u - (unsigned int)a); }"
+            }
+            Helper::AbsI32 => {
+                "__device__ __forceinline__ int rfx_abs_i32(int a) { return a < 0 ? (int)(0u - (unsigned int)a) : a; }"
+            }
+            Helper::DivI32 => concat!(
+                "// Floor division (NumPy `//`): x / 0 = 0, INT_MIN / -1 wraps to INT_MIN.\n",
+                "__device__ __forceinline__ int rfx_div_i32(int a, int b) {\n",
+                "  if (b == 0) return 0;\n",
+                "  if (b == -1) return (int)(0u - (unsigned int)a);\n",
+                "  int q = a / b;\n",
+                "  int r = a % b;\n",
+                "  return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;\n",
+                "}"
+            ),
+            Helper::FmodI32 => concat!(
+                "// Truncated remainder with the dividend's sign: x fmod 0 = 0, INT_MIN fmod -1 = 0.\n",
+                "__device__ __forceinline__ int rfx_fmod_i32(int a, int b) { return (b == 0 || b == -1) ? 0 : a % b; }"
+            ),
+            Helper::MinI32 => {
+                "__device__ __forceinline__ int rfx_min_i32(int a, int b) { return a < b ? a : b; }"
+            }
+            Helper::MaxI32 => {
+                "__device__ __forceinline__ int rfx_max_i32(int a, int b) { return a > b ? a : b; }"
+            }
+            Helper::SignI32 => {
+                "__device__ __forceinline__ int rfx_sign_i32(int a) { return (a > 0) - (a < 0); }"
+            }
+            Helper::MinF32 => concat!(
+                "// NumPy minimum/maximum: the first operand when it wins or is NaN, else the second.\n",
+                "__device__ __forceinline__ float rfx_min_f32(float a, float b) { return (a < b || a != a) ? a : b; }"
+            ),
+            Helper::MaxF32 => {
+                "__device__ __forceinline__ float rfx_max_f32(float a, float b) { return (a > b || a != a) ? a : b; }"
+            }
+            Helper::SignF32 => concat!(
+                "// sign(±0) = +0, sign(NaN) = NaN.\n",
+                "__device__ __forceinline__ float rfx_sign_f32(float a) { return a > 0.0f ? 1.0f : (a < 0.0f ? -1.0f : (a == 0.0f ? 0.0f : a)); }"
+            ),
+            Helper::SigmoidF32 => concat!(
+                "// exp(x) / (1 + exp(x)) below 0 keeps the subnormal results 1 / (1 + exp(-x)) would flush.\n",
+                "__device__ __forceinline__ float rfx_sigmoid_f32(float x) {\n",
+                "  if (x < 0.0f) { float e = expf(x); return e / (1.0f + e); }\n",
+                "  return 1.0f / (1.0f + expf(-x));\n",
+                "}"
+            ),
+            Helper::SigmoidFastF32 => concat!(
+                "__device__ __forceinline__ float rfx_sigmoid_fast_f32(float x) {\n",
+                "  if (x < 0.0f) { float e = __expf(x); return __fdividef(e, 1.0f + e); }\n",
+                "  return __fdividef(1.0f, 1.0f + __expf(-x));\n",
+                "}"
+            ),
+            Helper::F32ToI32 => concat!(
+                "// Truncates toward zero and saturates; NaN gives 0.\n",
+                "__device__ __forceinline__ int rfx_f32_to_i32(float x) {\n",
+                "  if (x != x) return 0;\n",
+                "  if (x >= 2147483648.0f) return 2147483647;\n",
+                "  if (x <= -2147483648.0f) return -2147483647 - 1;\n",
+                "  return (int)x;\n",
+                "}"
+            ),
+            Helper::MinF64 => {
+                "__device__ __forceinline__ double rfx_min_f64(double a, double b) { return (a < b || a != a) ? a : b; }"
+            }
+            Helper::MaxF64 => {
+                "__device__ __forceinline__ double rfx_max_f64(double a, double b) { return (a > b || a != a) ? a : b; }"
+            }
+            Helper::SignF64 => {
+                "__device__ __forceinline__ double rfx_sign_f64(double a) { return a > 0.0 ? 1.0 : (a < 0.0 ? -1.0 : (a == 0.0 ? 0.0 : a)); }"
+            }
+            Helper::SigmoidF64 => concat!(
+                "__device__ __forceinline__ double rfx_sigmoid_f64(double x) {\n",
+                "  if (x < 0.0) { double e = exp(x); return e / (1.0 + e); }\n",
+                "  return 1.0 / (1.0 + exp(-x));\n",
+                "}"
+            ),
+            Helper::F64ToI32 => concat!(
+                "__device__ __forceinline__ int rfx_f64_to_i32(double x) {\n",
+                "  if (x != x) return 0;\n",
+                "  if (x >= 2147483648.0) return 2147483647;\n",
+                "  if (x <= -2147483648.0) return -2147483647 - 1;\n",
+                "  return (int)x;\n",
+                "}"
+            ),
+        }
+    }
+}
+
+fn invalid(program: &LirProgram) -> Option<BackendError> {
+    rfx_ir::lir::verify(program)
+        .err()
+        .map(|e| BackendError::Lower(LowerError::InvalidLir(e)))
+}
+
+/// Generates the CUDA C module of a verified-here program.
+pub(crate) fn generate(
+    program: &LirProgram,
+    options: &CompileOptions,
+) -> Result<CudaModuleSource, BackendError> {
+    if let Some(err) = invalid(program) {
+        return Err(err);
+    }
+    let mut helpers = BTreeSet::new();
+    let mut kernels_text = String::new();
+    let mut kernels = Vec::with_capacity(program.kernels().len());
+    for (index, kernel) in program.kernels().iter().enumerate() {
+        let mut emitter = Emitter {
+            program,
+            kernel,
+            fast_math: options.fast_math,
+            helpers: &mut helpers,
+            out: String::new(),
+        };
+        let launch = emitter.emit_kernel(index);
+        kernels_text.push('\n');
+        kernels_text.push_str(&emitter.out);
+        kernels.push(launch);
+    }
+    let mut source = String::new();
+    let _ = writeln!(
+        source,
+        "// rfx program `{}`: {} kernel(s), generated by rfx-codegen-cuda ({}).",
+        program.name(),
+        program.kernels().len(),
+        if options.fast_math {
+            "fast math"
+        } else {
+            "exact IEEE"
+        }
+    );
+    for helper in &helpers {
+        source.push('\n');
+        source.push_str(helper.source());
+        source.push('\n');
+    }
+    source.push_str(&kernels_text);
+    Ok(CudaModuleSource { source, kernels })
+}
+
+fn c_type(dtype: DType) -> &'static str {
+    match dtype {
+        DType::Bool => "bool",
+        DType::I32 => "int",
+        DType::F32 => "float",
+        DType::F64 => "double",
+    }
+}
+
+fn memory_type(dtype: DType) -> &'static str {
+    match dtype {
+        DType::Bool => "unsigned char",
+        other => c_type(other),
+    }
+}
+
+/// A literal of `value` in its own dtype that the CUDA compiler reads back bit for bit.
+fn literal(value: Scalar) -> String {
+    match value {
+        Scalar::Bool(b) => b.to_string(),
+        Scalar::I32(i32::MIN) => "(-2147483647 - 1)".to_string(),
+        Scalar::I32(v) if v < 0 => format!("({v})"),
+        Scalar::I32(v) => v.to_string(),
+        Scalar::F32(v) => {
+            if v.is_finite() && (v == 0.0 || v.is_normal()) {
+                let text = format!("{v:?}f");
+                if v.is_sign_negative() {
+                    format!("({text})")
+                } else {
+                    text
+                }
+            } else {
+                format!("__int_as_float(0x{:08x})", v.to_bits())
+            }
+        }
+        Scalar::F64(v) => {
+            if v.is_finite() && (v == 0.0 || v.is_normal()) {
+                let text = format!("{v:?}");
+                if v.is_sign_negative() {
+                    format!("({text})")
+                } else {
+                    text
+                }
+            } else {
+                format!("__longlong_as_double(0x{:016x}LL)", v.to_bits())
+            }
+        }
+    }
+}
+
+fn identity(op: ReduceOp, dtype: DType) -> Scalar {
+    rfx_ir::semantics::reduce_identity(op, dtype).unwrap_or(Scalar::zero(dtype))
+}
+
+struct Emitter<'a> {
+    program: &'a LirProgram,
+    kernel: &'a LirKernel,
+    fast_math: bool,
+    helpers: &'a mut BTreeSet<Helper>,
+    out: String,
+}
+
+/// The kernel's index type: 32-bit when every count and offset fits, else 64-bit.
+fn index_type(program: &LirProgram, kernel: &LirKernel) -> &'static str {
+    let limit = i32::MAX as usize;
+    let points = kernel.dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
+    let fits = points.is_some_and(|p| p <= limit)
+        && program.arena_bytes() <= limit
+        && program.buffers().iter().all(|b| b.ty.shape.numel() <= limit);
+    if fits {
+        "unsigned int"
+    } else {
+        "unsigned long long"
+    }
+}
+
+impl Emitter<'_> {
+    fn line(&mut self, depth: usize, text: &str) {
+        for _ in 0..depth {
+            self.out.push_str("  ");
+        }
+        self.out.push_str(text);
+        self.out.push('\n');
+    }
+
+    fn dtype(&self, slot: SlotId) -> DType {
+        self.kernel.slot_dtype(slot).unwrap_or(DType::F32)
+    }
+
+    fn buf_dtype(&self, buf: BufId) -> DType {
+        self.program.buffer(buf).map_or(DType::F32, |b| b.ty.dtype)
+    }
+
+    /// Emits the kernel function and returns its launch description.
+    ///
+    /// Reduction order: for each reduction the thread owning a leading point keeps a running
+    /// total. With `lanes` L, partial `l` folds the reduced points whose innermost index `j`
+    /// has `j % L == l` in row-major order; the thread computes partial 0, then 1, ... (the
+    /// `lane` loop) and folds each into the total in lane order, which is exactly the LIR
+    /// definition (partials never interact before the final combine, so computing them one
+    /// after another instead of interleaved changes nothing). Lanes with no points are
+    /// skipped: combining a partial still at the identity leaves the total's bits unchanged.
+    fn emit_kernel(&mut self, index: usize) -> KernelLaunch {
+        let kernel = self.kernel;
+        let entry = format!("rfx_{index}_{}", kernel.name);
+        let mut used: BTreeSet<BufId> = BTreeSet::new();
+        for inst in kernel.preamble.iter().chain(&kernel.body) {
+            if let Some(buf) = inst.buf() {
+                used.insert(buf);
+            }
+        }
+        let mut params = Vec::new();
+        let mut param_text = Vec::new();
+        let mut arena_bufs = Vec::new();
+        for &buf in &used {
+            let Some(buffer) = self.program.buffer(buf) else {
+                continue;
+            };
+            let ty = memory_type(buffer.ty.dtype);
+            match &buffer.storage {
+                Storage::Input { name } => {
+                    params.push(buf);
+                    param_text.push((
+                        format!("const {ty}* __restrict__ {buf}"),
+                        format!("input `{name}`"),
+                    ));
+                }
+                Storage::Output { name } => {
+                    params.push(buf);
+                    param_text.push((format!("{ty}* __restrict__ {buf}"), format!("output `{name}`")));
+                }
+                Storage::Arena { offset } => arena_bufs.push((buf, ty, *offset)),
+            }
+        }
+        let uses_arena = !arena_bufs.is_empty();
+        if uses_arena {
+            param_text.push(("unsigned char* arena".to_string(), "temporaries".to_string()));
+        }
+        let rank = kernel.dims.len();
+        let split = rank.saturating_sub(kernel.reduce_dims);
+        let (leading, reduced) = kernel.dims.split_at(split);
+        let units: usize = leading.iter().product();
+        let reduced_points: usize = reduced.iter().product();
+        let idx = index_type(self.program, kernel);
+        let lanes = kernel.schedule.reduce_lanes.max(1) as usize;
+
+        let _ = writeln!(
+            self.out,
+            "// kernel `{}`: dims {:?}, reduce {}, lanes {lanes}; {units} unit(s) of {reduced_points} point(s).",
+            kernel.name, kernel.dims, kernel.reduce_dims
+        );
+        self.line(0, &format!("extern \"C\" __global__ void {entry}("));
+        for (i, (param, what)) in param_text.iter().enumerate() {
+            let comma = if i + 1 < param_text.len() { "," } else { "" };
+            self.line(1, &format!("{param}{comma}  // {what}"));
+        }
+        self.line(0, ") {");
+        for (buf, ty, offset) in &arena_bufs {
+            self.line(1, &format!("{ty}* {buf} = ({ty}*)(arena + {offset});"));
+        }
+        for (slot, &dtype) in kernel.slots.iter().enumerate() {
+            let zero = literal(Scalar::zero(dtype));
+            self.line(1, &format!("{} s{slot} = {zero};", c_type(dtype)));
+        }
+        // The preamble only feeds the body, which runs only when the loop nest has points
+        // (its loads are in bounds only then).
+        let body_runs = units > 0 && reduced_points > 0;
+        if body_runs && !kernel.preamble.is_empty() {
+            self.line(1, "// preamble");
+            for inst in &kernel.preamble {
+                self.emit_inst(1, inst, None);
+            }
+        }
+        self.line(
+            1,
+            &format!(
+                "for ({idx} unit = ({idx})blockIdx.x * blockDim.x + threadIdx.x; unit < {units}u; unit += ({idx})gridDim.x * blockDim.x) {{"
+            ),
+        );
+        self.unravel(2, idx, "unit", 0, leading);
+        let reduces: Vec<(usize, ReduceOp, BufId)> = kernel
+            .body
+            .iter()
+            .filter_map(|inst| match inst {
+                Inst::Reduce { op, buf, .. } => Some((*op, *buf)),
+                _ => None,
+            })
+            .enumerate()
+            .map(|(k, (op, buf))| (k, op, buf))
+            .collect();
+        for &(k, op, buf) in &reduces {
+            let dtype = self.buf_dtype(buf);
+            let init = literal(identity(op, dtype));
+            self.line(2, &format!("{} acc{k} = {init};", c_type(dtype)));
+        }
+        if reduced.is_empty() {
+            let accs = self.accumulators("acc");
+            for (inst, acc) in kernel.body.iter().zip(&accs) {
+                self.emit_inst(2, inst, acc.as_deref());
+            }
+        } else if reduced_points > 0 {
+            let last = reduced[reduced.len() - 1];
+            let outer = &reduced[..reduced.len() - 1];
+            let outer_points: usize = outer.iter().product();
+            let active_lanes = lanes.min(last);
+            let (prefix, depth) = if active_lanes > 1 {
+                self.line(
+                    2,
+                    &format!("for ({idx} lane = 0u; lane < {active_lanes}u; ++lane) {{"),
+                );
+                for &(k, op, buf) in &reduces {
+                    let dtype = self.buf_dtype(buf);
+                    let init = literal(identity(op, dtype));
+                    self.line(3, &format!("{} part{k} = {init};", c_type(dtype)));
+                }
+                ("part", 3)
+            } else {
+                ("acc", 2)
+            };
+            let mut depth = depth;
+            if !outer.is_empty() {
+                self.line(
+                    depth,
+                    &format!("for ({idx} outer = 0u; outer < {outer_points}u; ++outer) {{"),
+                );
+                self.unravel(depth + 1, idx, "outer", split, outer);
+                depth += 1;
+            }
+            let j = format!("i{}", rank - 1);
+            if active_lanes > 1 {
+                self.line(
+                    depth,
+                    &format!("for ({idx} {j} = lane; {j} < {last}u; {j} += {lanes}u) {{"),
+                );
+            } else {
+                self.line(depth, &format!("for ({idx} {j} = 0u; {j} < {last}u; ++{j}) {{"));
+            }
+            let accs = self.accumulators(prefix);
+            for (inst, acc) in kernel.body.iter().zip(&accs) {
+                self.emit_inst(depth + 1, inst, acc.as_deref());
+            }
+            self.line(depth, "}");
+            if !outer.is_empty() {
+                depth -= 1;
+                self.line(depth, "}");
+            }
+            if active_lanes > 1 {
+                for &(k, op, buf) in &reduces {
+                    let dtype = self.buf_dtype(buf);
+                    let combined = self.combine(op, dtype, &format!("acc{k}"), &format!("part{k}"));
+                    self.line(3, &format!("acc{k} = lane == 0u ? part{k} : {combined};"));
+                }
+                self.line(2, "}");
+            }
+        }
+        for &(k, op, buf) in &reduces {
+            let dtype = self.buf_dtype(buf);
+            let value = self.finish(op, dtype, &format!("acc{k}"), reduced_points);
+            let value = if dtype == DType::Bool {
+                format!("(unsigned char){value}")
+            } else {
+                value
+            };
+            self.line(2, &format!("{buf}[unit] = {value};"));
+        }
+        self.line(1, "}");
+        self.line(0, "}");
+        KernelLaunch {
+            entry,
+            params,
+            uses_arena,
+            units,
+        }
+    }
+
+    /// The accumulator name of each body instruction that is a `Reduce`, by body position.
+    fn accumulators(&self, prefix: &str) -> Vec<Option<String>> {
+        let mut k = 0;
+        self.kernel
+            .body
+            .iter()
+            .map(|inst| match inst {
+                Inst::Reduce { .. } => {
+                    k += 1;
+                    Some(format!("{prefix}{}", k - 1))
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Splits the row-major index `var` over `dims` into `i{first}`, `i{first+1}`, ...
+    fn unravel(&mut self, depth: usize, idx: &str, var: &str, first: usize, dims: &[usize]) {
+        match dims.len() {
+            0 => {}
+            1 => self.line(depth, &format!("const {idx} i{first} = {var};")),
+            n => {
+                self.line(depth, &format!("{idx} rest_{var} = {var};"));
+                for d in (1..n).rev() {
+                    let size = dims[d];
+                    self.line(
+                        depth,
+                        &format!(
+                            "const {idx} i{} = rest_{var} % {size}u; rest_{var} /= {size}u;",
+                            first + d
+                        ),
+                    );
+                }
+                self.line(depth, &format!("const {idx} i{first} = rest_{var};"));
+            }
+        }
+    }
+
+    /// The element offset `sum(i_d * stride_d)` as C, dropping zero strides and size-1 dims.
+    fn offset(&self, strides: &[usize]) -> String {
+        let terms: Vec<String> = strides
+            .iter()
+            .enumerate()
+            .filter(|&(d, &s)| s != 0 && self.kernel.dims.get(d).is_some_and(|&n| n > 1))
+            .map(|(d, &s)| {
+                if s == 1 {
+                    format!("i{d}")
+                } else {
+                    format!("i{d} * {s}u")
+                }
+            })
+            .collect();
+        if terms.is_empty() {
+            "0".to_string()
+        } else {
+            terms.join(" + ")
+        }
+    }
+
+    fn use_helper(&mut self, helper: Helper, name: &str, args: &[&str]) -> String {
+        self.helpers.insert(helper);
+        format!("{name}({})", args.join(", "))
+    }
+
+    fn combine(&mut self, op: ReduceOp, dtype: DType, acc: &str, x: &str) -> String {
+        let binary = match op {
+            ReduceOp::Sum | ReduceOp::Mean => BinaryOp::Add,
+            ReduceOp::Prod => BinaryOp::Mul,
+            ReduceOp::Max => BinaryOp::Max,
+            ReduceOp::Min => BinaryOp::Min,
+        };
+        self.binary(binary, dtype, acc, x)
+    }
+
+    fn finish(&mut self, op: ReduceOp, dtype: DType, acc: &str, count: usize) -> String {
+        match (op, dtype) {
+            (ReduceOp::Mean, DType::F32) => format!("{acc} / {}", literal(Scalar::F32(count as f32))),
+            (ReduceOp::Mean, DType::F64) => format!("{acc} / {}", literal(Scalar::F64(count as f64))),
+            (ReduceOp::Sum, DType::F32 | DType::F64) if count == 0 => literal(Scalar::zero(dtype)),
+            _ => acc.to_string(),
+        }
+    }
+
+    /// Emits one instruction; `acc` names the accumulator when it is a `Reduce`.
+    fn emit_inst(&mut self, depth: usize, inst: &Inst, acc: Option<&str>) {
+        let text = match inst {
+            Inst::Load { dst, buf, strides } => {
+                let load = format!("{buf}[{}]", self.offset(strides));
+                let value = if self.buf_dtype(*buf) == DType::Bool {
+                    format!("({load} != 0)")
+                } else {
+                    load
+                };
+                format!("{dst} = {value};")
+            }
+            Inst::Const { dst, value } => format!("{dst} = {};", literal(*value)),
+            Inst::Unary { dst, op, src } => {
+                let value = self.unary(*op, self.dtype(*src), &src.to_string());
+                format!("{dst} = {value};")
+            }
+            Inst::Binary { dst, op, lhs, rhs } => {
+                let value = self.binary(*op, self.dtype(*lhs), &lhs.to_string(), &rhs.to_string());
+                format!("{dst} = {value};")
+            }
+            Inst::Compare { dst, op, lhs, rhs } => {
+                let symbol = match op {
+                    CmpOp::Lt => "<",
+                    CmpOp::Le => "<=",
+                    CmpOp::Gt => ">",
+                    CmpOp::Ge => ">=",
+                    CmpOp::Eq => "==",
+                    CmpOp::Ne => "!=",
+                };
+                format!("{dst} = {lhs} {symbol} {rhs};")
+            }
+            Inst::Select {
+                dst,
+                cond,
+                on_true,
+                on_false,
+            } => format!("{dst} = {cond} ? {on_true} : {on_false};"),
+            Inst::Cast { dst, src } => {
+                let value = self.cast(self.dtype(*src), self.dtype(*dst), &src.to_string());
+                format!("{dst} = {value};")
+            }
+            Inst::Store { buf, strides, src } => {
+                let value = if self.buf_dtype(*buf) == DType::Bool {
+                    format!("(unsigned char){src}")
+                } else {
+                    src.to_string()
+                };
+                format!("{buf}[{}] = {value};", self.offset(strides))
+            }
+            Inst::Reduce { op, buf, src } => {
+                let Some(acc) = acc else { return };
+                let combined = self.combine(*op, self.buf_dtype(*buf), acc, &src.to_string());
+                format!("{acc} = {combined};")
+            }
+        };
+        self.line(depth, &text);
+    }
+
+    fn unary(&mut self, op: UnaryOp, dtype: DType, x: &str) -> String {
+        let fast = self.fast_math && dtype == DType::F32;
+        let f = |name32: &str, name64: &str| {
+            let name = if dtype == DType::F32 { name32 } else { name64 };
+            format!("{name}({x})")
+        };
+        match (op, dtype) {
+            (UnaryOp::Not, _) => format!("!{x}"),
+            (UnaryOp::Neg, DType::I32) => self.use_helper(Helper::NegI32, "rfx_neg_i32", &[x]),
+            (UnaryOp::Neg, _) => format!("-{x}"),
+            (UnaryOp::Abs, DType::I32) => self.use_helper(Helper::AbsI32, "rfx_abs_i32", &[x]),
+            (UnaryOp::Abs, _) => f("fabsf", "fabs"),
+            (UnaryOp::Sign, DType::I32) => self.use_helper(Helper::SignI32, "rfx_sign_i32", &[x]),
+            (UnaryOp::Sign, DType::F64) => self.use_helper(Helper::SignF64, "rfx_sign_f64", &[x]),
+            (UnaryOp::Sign, _) => self.use_helper(Helper::SignF32, "rfx_sign_f32", &[x]),
+            (UnaryOp::Floor, _) => f("floorf", "floor"),
+            (UnaryOp::Ceil, _) => f("ceilf", "ceil"),
+            (UnaryOp::Round, _) => f("rintf", "rint"),
+            (UnaryOp::Sqrt, _) => f("sqrtf", "sqrt"),
+            (UnaryOp::Rsqrt, DType::F32) if fast => format!("rsqrtf({x})"),
+            (UnaryOp::Rsqrt, DType::F64) => format!("1.0 / sqrt({x})"),
+            (UnaryOp::Rsqrt, _) => format!("1.0f / sqrtf({x})"),
+            (UnaryOp::Recip, DType::F32) if fast => format!("__fdividef(1.0f, {x})"),
+            (UnaryOp::Recip, DType::F64) => format!("1.0 / {x}"),
+            (UnaryOp::Recip, _) => format!("1.0f / {x}"),
+            (UnaryOp::Exp, _) if fast => format!("__expf({x})"),
+            (UnaryOp::Exp, _) => f("expf", "exp"),
+            (UnaryOp::Exp2, _) => f("exp2f", "exp2"),
+            (UnaryOp::Log, _) if fast => format!("__logf({x})"),
+            (UnaryOp::Log, _) => f("logf", "log"),
+            (UnaryOp::Log2, _) if fast => format!("__log2f({x})"),
+            (UnaryOp::Log2, _) => f("log2f", "log2"),
+            (UnaryOp::Sin, _) if fast => format!("__sinf({x})"),
+            (UnaryOp::Sin, _) => f("sinf", "sin"),
+            (UnaryOp::Cos, _) if fast => format!("__cosf({x})"),
+            (UnaryOp::Cos, _) => f("cosf", "cos"),
+            (UnaryOp::Tan, _) if fast => format!("__tanf({x})"),
+            (UnaryOp::Tan, _) => f("tanf", "tan"),
+            (UnaryOp::Tanh, _) => f("tanhf", "tanh"),
+            (UnaryOp::Atan, _) => f("atanf", "atan"),
+            (UnaryOp::Asin, _) => f("asinf", "asin"),
+            (UnaryOp::Acos, _) => f("acosf", "acos"),
+            (UnaryOp::Sigmoid, DType::F64) => self.use_helper(Helper::SigmoidF64, "rfx_sigmoid_f64", &[x]),
+            (UnaryOp::Sigmoid, _) if fast => {
+                self.use_helper(Helper::SigmoidFastF32, "rfx_sigmoid_fast_f32", &[x])
+            }
+            (UnaryOp::Sigmoid, _) => self.use_helper(Helper::SigmoidF32, "rfx_sigmoid_f32", &[x]),
+        }
+    }
+
+    fn binary(&mut self, op: BinaryOp, dtype: DType, a: &str, b: &str) -> String {
+        let fast = self.fast_math && dtype == DType::F32;
+        let f = |name32: &str, name64: &str| {
+            let name = if dtype == DType::F32 { name32 } else { name64 };
+            format!("{name}({a}, {b})")
+        };
+        match (op, dtype) {
+            (BinaryOp::And, _) => format!("{a} && {b}"),
+            (BinaryOp::Or, _) => format!("{a} || {b}"),
+            (BinaryOp::Add, DType::I32) => self.use_helper(Helper::AddI32, "rfx_add_i32", &[a, b]),
+            (BinaryOp::Sub, DType::I32) => self.use_helper(Helper::SubI32, "rfx_sub_i32", &[a, b]),
+            (BinaryOp::Mul, DType::I32) => self.use_helper(Helper::MulI32, "rfx_mul_i32", &[a, b]),
+            (BinaryOp::Div, DType::I32) => self.use_helper(Helper::DivI32, "rfx_div_i32", &[a, b]),
+            (BinaryOp::Fmod, DType::I32) => self.use_helper(Helper::FmodI32, "rfx_fmod_i32", &[a, b]),
+            (BinaryOp::Min, DType::I32) => self.use_helper(Helper::MinI32, "rfx_min_i32", &[a, b]),
+            (BinaryOp::Max, DType::I32) => self.use_helper(Helper::MaxI32, "rfx_max_i32", &[a, b]),
+            (BinaryOp::Min, DType::F64) => self.use_helper(Helper::MinF64, "rfx_min_f64", &[a, b]),
+            (BinaryOp::Max, DType::F64) => self.use_helper(Helper::MaxF64, "rfx_max_f64", &[a, b]),
+            (BinaryOp::Min, _) => self.use_helper(Helper::MinF32, "rfx_min_f32", &[a, b]),
+            (BinaryOp::Max, _) => self.use_helper(Helper::MaxF32, "rfx_max_f32", &[a, b]),
+            (BinaryOp::Add, _) => format!("{a} + {b}"),
+            (BinaryOp::Sub, _) => format!("{a} - {b}"),
+            (BinaryOp::Mul, _) => format!("{a} * {b}"),
+            (BinaryOp::Div, _) if fast => format!("__fdividef({a}, {b})"),
+            (BinaryOp::Div, _) => format!("{a} / {b}"),
+            (BinaryOp::Pow, _) if fast => format!("__powf({a}, {b})"),
+            (BinaryOp::Pow, _) => f("powf", "pow"),
+            (BinaryOp::Atan2, _) => f("atan2f", "atan2"),
+            (BinaryOp::Fmod, _) => f("fmodf", "fmod"),
+        }
+    }
+
+    fn cast(&mut self, from: DType, to: DType, x: &str) -> String {
+        match (from, to) {
+            _ if from == to => x.to_string(),
+            (DType::Bool, DType::I32) => format!("{x} ? 1 : 0"),
+            (DType::Bool, DType::F32) => format!("{x} ? 1.0f : 0.0f"),
+            (DType::Bool, DType::F64) => format!("{x} ? 1.0 : 0.0"),
+            (DType::I32, DType::Bool) => format!("{x} != 0"),
+            (DType::F32, DType::Bool) => format!("{x} != 0.0f"),
+            (DType::F64, DType::Bool) => format!("{x} != 0.0"),
+            (DType::F32, DType::I32) => self.use_helper(Helper::F32ToI32, "rfx_f32_to_i32", &[x]),
+            (DType::F64, DType::I32) => self.use_helper(Helper::F64ToI32, "rfx_f64_to_i32", &[x]),
+            // int → float and f64 → f32 round to nearest even; f32 → f64 and int → f64 are exact.
+            _ => format!("({}){x}", c_type(to)),
+        }
+    }
+}

@@ -1,0 +1,166 @@
+//! Finding NVRTC and compiling CUDA C to PTX.
+//!
+//! cudarc opens `libnvrtc` by name only (`libnvrtc.so`, `libnvrtc.so.12`, ...) and panics when
+//! it is missing, so this module first makes the library findable and checks it is there:
+//!
+//! 1. `RFX_NVRTC_LIB`, when set, is the absolute path of `libnvrtc.so.12`; it is loaded with
+//!    `RTLD_GLOBAL` so that cudarc's later `dlopen("libnvrtc.so.12")` matches the SONAME that
+//!    is already loaded (the builtins library beside it is found through the wheel's
+//!    `RUNPATH $ORIGIN`).
+//! 2. Otherwise `python3` is asked once where the `nvidia-cuda-nvrtc-cu12` wheel lives
+//!    (`<site-packages>/nvidia/cuda_nvrtc/lib/libnvrtc.so.12`) and that file is preloaded.
+//! 3. Either way the system's library search (`LD_LIBRARY_PATH`, ld.so.cache) is the last
+//!    resort, through cudarc's own probe.
+//!
+//! The outcome is computed once per process. When no library is found the error is
+//! [`BackendError::Unavailable`] with the install command; nothing here panics.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use rfx_lower::BackendError;
+
+/// Environment variable naming the NVRTC library file.
+pub(crate) const NVRTC_LIB_VAR: &str = "RFX_NVRTC_LIB";
+
+const INSTALL_HINT: &str = "install it with `python3 -m pip install nvidia-cuda-nvrtc-cu12` (or the CUDA toolkit), \
+or set RFX_NVRTC_LIB to the path of libnvrtc.so.12";
+
+fn unavailable(reason: impl Into<String>) -> BackendError {
+    BackendError::Unavailable {
+        backend: "cuda",
+        reason: reason.into(),
+    }
+}
+
+/// Where NVRTC was found (for messages), or why it was not.
+fn nvrtc_status() -> &'static Result<String, String> {
+    static STATUS: OnceLock<Result<String, String>> = OnceLock::new();
+    STATUS.get_or_init(locate_and_load)
+}
+
+/// `Ok` when NVRTC can be used; otherwise `Unavailable` saying how to install it.
+pub(crate) fn ensure_nvrtc() -> Result<(), BackendError> {
+    match nvrtc_status() {
+        Ok(_) => Ok(()),
+        Err(reason) => Err(unavailable(reason.clone())),
+    }
+}
+
+fn locate_and_load() -> Result<String, String> {
+    let preloaded = match std::env::var_os(NVRTC_LIB_VAR) {
+        Some(path) if !path.is_empty() => {
+            let path = PathBuf::from(path);
+            preload(&path)
+                .map_err(|e| format!("{NVRTC_LIB_VAR}={} could not be loaded: {e}", path.display()))?;
+            Some(path)
+        }
+        _ => match wheel_library() {
+            // A wheel that will not load is not fatal: the system library may still be there.
+            Some(path) => preload(&path).ok().map(|()| path),
+            None => None,
+        },
+    };
+    // SAFETY: `is_culib_present` only `dlopen`s candidate names and closes them again.
+    let present = unsafe { cudarc::nvrtc::sys::is_culib_present() };
+    match (present, preloaded) {
+        (true, Some(path)) => Ok(path.display().to_string()),
+        (true, None) => Ok("libnvrtc from the system library path".to_string()),
+        (false, Some(path)) => Err(format!(
+            "{} was loaded but is not a CUDA 12 NVRTC (cudarc looks for libnvrtc.so.12); {INSTALL_HINT}",
+            path.display()
+        )),
+        (false, None) => Err(format!("NVRTC (libnvrtc.so.12) was not found; {INSTALL_HINT}")),
+    }
+}
+
+#[cfg(unix)]
+fn preload(path: &Path) -> Result<(), String> {
+    use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
+    // SAFETY: loading NVRTC runs its initialisers, which have no preconditions; the library is
+    // never unloaded (forgotten), so the symbols cudarc resolves later stay valid.
+    let library = unsafe { Library::open(Some(path), RTLD_NOW | RTLD_GLOBAL) }.map_err(|e| e.to_string())?;
+    std::mem::forget(library);
+    Ok(())
+}
+
+#[cfg(not(unix))]
+fn preload(_path: &Path) -> Result<(), String> {
+    Err("preloading by path is only implemented on Unix".to_string())
+}
+
+/// Asks `python3` (once) for a directory of the `nvidia.<package>` namespace of the CUDA
+/// wheels, e.g. `nvidia.cuda_nvrtc`.
+fn python_package_dir(package: &str) -> Option<PathBuf> {
+    let script = format!("import nvidia.{package} as m; print(list(m.__path__)[0])");
+    let output = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    if !output.status.success() {
+        return None;
+    }
+    let text = String::from_utf8(output.stdout).ok()?;
+    let dir = PathBuf::from(text.trim());
+    dir.is_dir().then_some(dir)
+}
+
+/// `<site-packages>/nvidia/cuda_nvrtc/lib/libnvrtc.so.12` when the wheel is installed.
+fn wheel_library() -> Option<PathBuf> {
+    let path = python_package_dir("cuda_nvrtc")?
+        .join("lib")
+        .join("libnvrtc.so.12");
+    path.is_file().then_some(path)
+}
+
+/// Compiles CUDA C `source` to PTX for `arch` (`compute_80`, `sm_90`, ...).
+///
+/// Exact mode passes `--fmad=false --ftz=false --prec-div=true --prec-sqrt=true` (no
+/// contraction of `a*b+c` into FMA, IEEE division and square root, subnormals kept), so exact
+/// ops give the interpreter's bits; fast mode passes `--use_fast_math`.
+pub(crate) fn compile_ptx(
+    source: &str,
+    name: &str,
+    arch: &str,
+    fast_math: bool,
+) -> Result<String, BackendError> {
+    ensure_nvrtc()?;
+    if arch.is_empty() || !arch.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+        return Err(BackendError::Compile {
+            backend: "cuda",
+            message: format!("invalid GPU architecture `{arch}` (expected e.g. `sm_90` or `compute_80`)"),
+        });
+    }
+    let mut options = vec![format!("--gpu-architecture={arch}")];
+    if fast_math {
+        options.push("--use_fast_math".to_string());
+    } else {
+        options.extend(
+            [
+                "--fmad=false",
+                "--ftz=false",
+                "--prec-div=true",
+                "--prec-sqrt=true",
+            ]
+            .map(String::from),
+        );
+    }
+    let opts = cudarc::nvrtc::CompileOptions {
+        options,
+        name: Some(format!("{name}.cu")),
+        ..Default::default()
+    };
+    match cudarc::nvrtc::compile_ptx_with_opts(source, opts) {
+        Ok(ptx) => Ok(ptx.to_src()),
+        Err(cudarc::nvrtc::CompileError::CompileError { nvrtc, log, .. }) => Err(BackendError::Compile {
+            backend: "cuda",
+            message: format!("NVRTC: {nvrtc:?}\n{}", log.to_string_lossy()),
+        }),
+        Err(other) => Err(BackendError::Compile {
+            backend: "cuda",
+            message: format!("NVRTC: {other:?}"),
+        }),
+    }
+}

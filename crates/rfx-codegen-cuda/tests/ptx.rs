@@ -1,0 +1,162 @@
+//! Offline validation without a GPU: every kernel of the conformance set (every op on every
+//! dtype, broadcasts, reductions, multiple outputs, the optimiser corpus, 240 random kernels)
+//! is compiled by NVRTC for `compute_80` and `sm_90`, and the PTX is assembled by `ptxas` for
+//! `sm_80` and `sm_90`; the op cases and corpus kernels whose source `fast_math` changes are
+//! also compiled with it for `sm_90`. Any error fails the test. Without NVRTC or ptxas the test prints
+//! `skipped: ...`, unless `RFX_REQUIRE_NVRTC=1` (CI), where it fails.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use common::{Case, corpus_cases, missing, op_cases, ptxas, random_cases};
+use rfx_codegen_cuda::{cuda_source, ptx};
+use rfx_lower::{BackendError, CompileOptions};
+
+const RANDOM_KERNELS: u64 = 240;
+
+/// NVRTC `arch` → the `ptxas -arch` that assembles its output.
+const TARGETS: [(&str, &str); 2] = [("compute_80", "sm_80"), ("sm_90", "sm_90")];
+
+fn assemble(ptxas: &Path, dir: &Path, name: &str, ptx_text: &str, sm: &str) -> Result<(), String> {
+    let ptx_path = dir.join(format!("{name}_{sm}.ptx"));
+    let cubin_path = dir.join(format!("{name}_{sm}.cubin"));
+    std::fs::write(&ptx_path, ptx_text).map_err(|e| e.to_string())?;
+    let output = Command::new(ptxas)
+        .arg(format!("-arch={sm}"))
+        .arg(&ptx_path)
+        .arg("-o")
+        .arg(&cubin_path)
+        .output()
+        .map_err(|e| format!("running {}: {e}", ptxas.display()))?;
+    if !output.status.success() {
+        return Err(format!(
+            "ptxas -arch={sm} failed:\n{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ));
+    }
+    let _ = std::fs::remove_file(&ptx_path);
+    let _ = std::fs::remove_file(&cubin_path);
+    Ok(())
+}
+
+/// Compiles and assembles one case for every target in exact mode, and with `fast_math` (the
+/// intrinsics) for `sm_90` when `fast` is set.
+fn check_case(ptxas: &Path, dir: &Path, case: &Case, with_fast: bool) -> Result<usize, String> {
+    let mut assembled = 0;
+    let exact = CompileOptions::default();
+    let fast = CompileOptions {
+        fast_math: true,
+        ..CompileOptions::default()
+    };
+    for (arch, sm) in TARGETS {
+        let ptx_text = ptx(&case.lir, arch, &exact).map_err(|e| format!("NVRTC {arch}: {e}"))?;
+        assemble(ptxas, dir, &case.name, &ptx_text, sm)?;
+        assembled += 1;
+    }
+    if with_fast {
+        let ptx_text = ptx(&case.lir, "sm_90", &fast).map_err(|e| format!("NVRTC sm_90 fast-math: {e}"))?;
+        assemble(ptxas, dir, &format!("{}_fast", case.name), &ptx_text, "sm_90")?;
+        assembled += 1;
+    }
+    Ok(assembled)
+}
+
+/// Whether `fast_math` changes the kernel bodies (not only the header comment).
+fn fast_math_differs(case: &Case) -> bool {
+    let body = |fast_math| {
+        let options = CompileOptions {
+            fast_math,
+            ..CompileOptions::default()
+        };
+        let source = cuda_source(&case.lir, &options).expect("cuda source");
+        source.lines().skip(1).collect::<Vec<_>>().join("\n")
+    };
+    body(true) != body(false)
+}
+
+#[test]
+fn every_conformance_kernel_compiles_with_nvrtc_and_assembles_with_ptxas() {
+    let mut cases = op_cases();
+    let n_ops = cases.len();
+    cases.extend(corpus_cases());
+    let n_corpus = cases.len() - n_ops;
+    cases.extend(random_cases(RANDOM_KERNELS));
+
+    // Probe NVRTC with the first case: Unavailable means it is not installed.
+    match ptx(&cases[0].lir, "sm_90", &CompileOptions::default()) {
+        Err(BackendError::Unavailable { reason, .. }) => {
+            return missing(&format!("NVRTC is not installed ({reason})"));
+        }
+        Err(e) => panic!("{}: {e}", cases[0].name),
+        Ok(_) => {}
+    }
+    let Some(ptxas) = ptxas() else {
+        return missing("ptxas was not found (pip install nvidia-cuda-nvcc-cu12, or set RFX_PTXAS)");
+    };
+
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("rfx-cuda-ptx");
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let start = Instant::now();
+    let next = AtomicUsize::new(0);
+    let assembled = AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
+    let failures: Vec<String> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut failures = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(case) = cases.get(i) else { break };
+                        // Fast math changes only the spellings of some float ops, which the op cases
+                        // and the corpus cover; the random kernels are checked in exact mode.
+                        let with_fast = i < n_ops + n_corpus && fast_math_differs(case);
+                        match check_case(&ptxas, &dir, case, with_fast) {
+                            Ok(n) => {
+                                assembled.fetch_add(n, Ordering::Relaxed);
+                            }
+                            Err(e) => failures.push(format!("{}: {e}\n{}", case.name, case.lir)),
+                        }
+                    }
+                    failures
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("worker panicked"))
+            .collect()
+    });
+    println!(
+        "{} kernels ({n_ops} op cases, {n_corpus} corpus, {RANDOM_KERNELS} random): {} PTX modules compiled by NVRTC \
+         and assembled by {} in {:.1} s on {threads} threads",
+        cases.len(),
+        assembled.load(Ordering::Relaxed),
+        ptxas.display(),
+        start.elapsed().as_secs_f64()
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {} kernels failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn nvrtc_rejects_a_bad_architecture_with_a_typed_error() {
+    let case = &op_cases()[0];
+    match ptx(&case.lir, "sm_90; rm -rf", &CompileOptions::default()) {
+        Err(BackendError::Unavailable { reason, .. }) => {
+            missing(&format!("NVRTC is not installed ({reason})"))
+        }
+        Err(BackendError::Compile { message, .. }) => assert!(message.contains("architecture"), "{message}"),
+        other => panic!("expected a compile error, got {other:?}"),
+    }
+}

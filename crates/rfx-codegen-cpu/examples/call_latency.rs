@@ -9,13 +9,19 @@ use std::time::Instant;
 
 use rfx_codegen_cpu::CpuBackend;
 use rfx_ir::{ArrayView, ArrayViewMut, Shape};
-use rfx_lower::{lower, Backend, LowerConfig, Scratch};
-use rfx_opt::{optimize, OptConfig};
+use rfx_lower::{Backend, LowerConfig, Scratch, lower};
+use rfx_opt::{OptConfig, optimize};
 
 fn percentiles(mut ns: Vec<u64>) -> String {
     ns.sort_unstable();
     let at = |q: f64| ns[((ns.len() - 1) as f64 * q) as usize];
-    format!("p50 {} ns, p99 {} ns, p99.9 {} ns, max {} ns", at(0.5), at(0.99), at(0.999), at(1.0))
+    format!(
+        "p50 {} ns, p99 {} ns, p99.9 {} ns, max {} ns",
+        at(0.5),
+        at(0.99),
+        at(0.999),
+        at(1.0)
+    )
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -28,7 +34,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let shape = Shape::new([1]);
     let (e, i, d) = ([0.3f32], [0.1f32], [-0.2f32]);
     let mut u = [0.0f32];
-    let inputs = [ArrayView::new(&shape, &e)?, ArrayView::new(&shape, &i)?, ArrayView::new(&shape, &d)?];
+    let inputs = [
+        ArrayView::new(&shape, &e)?,
+        ArrayView::new(&shape, &i)?,
+        ArrayView::new(&shape, &d)?,
+    ];
     let mut scratch = Scratch::new();
     let n = 1_000_000;
     let mut samples = Vec::with_capacity(n);
@@ -46,6 +56,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         std::hint::black_box(f(k as f32));
         empty.push(start.elapsed().as_nanos() as u64);
     }
-    println!("empty fn-pointer call: {}  (timer overhead included in both)", percentiles(empty));
+    println!(
+        "empty fn-pointer call: {}  (timer overhead included in both)",
+        percentiles(empty)
+    );
     Ok(())
 }

@@ -7,7 +7,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::default_libcall_names;
 use rfx_ir::lir::{LirProgram, Storage};
 use rfx_ir::{ArrayView, ArrayViewMut, DataMut, DataRef};
-use rfx_lower::{Backend, BackendError, CompileOptions, Compiled, Scratch, validate_call};
+use rfx_lower::{Backend, BackendError, CompileOptions, Compiled, Scratch, Signature};
 
 use crate::codegen::{KernelShape, build_kernel};
 use crate::imports::{ImportIds, register_symbols};
@@ -105,6 +105,17 @@ pub struct CpuCompiled {
     program: LirProgram,
     code: CpuCode,
     max_threads: usize,
+    signature: Signature,
+    /// Where each buffer's base address comes from, in buffer order.
+    table_plan: Vec<Source>,
+}
+
+/// The source of one entry of the buffer table.
+#[derive(Clone, Copy, Debug)]
+enum Source {
+    Input(usize),
+    Output(usize),
+    Arena(usize),
 }
 
 // SAFETY: the JIT code is immutable after `finalize_definitions`; `CpuCode` only hands out
@@ -162,10 +173,28 @@ impl Backend for CpuBackend {
 pub fn compile(program: &LirProgram, options: &CompileOptions) -> Result<CpuCompiled, BackendError> {
     let code = compile_code(program, false)?;
     let max_threads = options.max_threads.unwrap_or_else(pool::default_threads).max(1);
+    let (mut next_in, mut next_out) = (0, 0);
+    let table_plan = program
+        .buffers()
+        .iter()
+        .map(|b| match &b.storage {
+            Storage::Input { .. } => {
+                next_in += 1;
+                Source::Input(next_in - 1)
+            }
+            Storage::Output { .. } => {
+                next_out += 1;
+                Source::Output(next_out - 1)
+            }
+            Storage::Arena { offset } => Source::Arena(*offset),
+        })
+        .collect();
     Ok(CpuCompiled {
         program: program.clone(),
         code,
         max_threads,
+        signature: Signature::of(program),
+        table_plan,
     })
 }
 
@@ -218,29 +247,24 @@ impl Compiled for CpuCompiled {
     ) -> Result<(), BackendError> {
         // Every buffer's dtype and length is checked here: the code touches exactly the
         // elements the verified LIR indexes, all of which lie inside buffers of these shapes.
-        validate_call(&self.program, inputs, outputs)?;
-        let buffers = self.program.buffers();
+        self.signature.validate(inputs, outputs)?;
         let arena_words = self.program.arena_bytes().div_ceil(8);
-        let words = scratch.words((arena_words + buffers.len()) * 8);
+        let words = scratch.words((arena_words + self.table_plan.len()) * 8);
         let (arena, table) = words.split_at_mut(arena_words);
         let arena_base = arena.as_mut_ptr().cast::<u8>();
-        let (mut next_in, mut next_out) = (0, 0);
-        for (slot, buffer) in table.iter_mut().zip(buffers) {
-            let ptr: *mut u8 = match &buffer.storage {
-                Storage::Input { .. } => {
-                    let view = inputs.get(next_in).ok_or_else(|| compile_error("input table"))?;
-                    next_in += 1;
-                    data_ref_ptr(view.data())
+        for (slot, source) in table.iter_mut().zip(&self.table_plan) {
+            let ptr: *mut u8 = match *source {
+                Source::Input(i) => {
+                    data_ref_ptr(inputs.get(i).ok_or_else(|| compile_error("input table"))?.data())
                 }
-                Storage::Output { .. } => {
-                    let view = outputs
-                        .get_mut(next_out)
-                        .ok_or_else(|| compile_error("output table"))?;
-                    next_out += 1;
-                    data_mut_ptr(view.data_mut())
-                }
+                Source::Output(i) => data_mut_ptr(
+                    outputs
+                        .get_mut(i)
+                        .ok_or_else(|| compile_error("output table"))?
+                        .data_mut(),
+                ),
                 // The arena holds `arena_bytes`; the verifier checked every temporary fits.
-                Storage::Arena { offset } => arena_base.wrapping_add(*offset),
+                Source::Arena(offset) => arena_base.wrapping_add(offset),
             };
             *slot = ptr as u64;
         }

@@ -134,6 +134,45 @@ fn check_arg(
     Ok(())
 }
 
+/// A program's call signature (input and output names and types, in order), extracted once
+/// so that a hot call path validates against plain slices.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Signature {
+    inputs: Vec<(String, TensorType)>,
+    outputs: Vec<(String, TensorType)>,
+}
+
+impl Signature {
+    /// The signature of `program`.
+    pub fn of(program: &LirProgram) -> Signature {
+        let own = |(_, name, ty): (_, &str, &TensorType)| (name.to_string(), ty.clone());
+        Signature {
+            inputs: program.inputs().map(own).collect(),
+            outputs: program.outputs().map(own).collect(),
+        }
+    }
+
+    /// The inputs, in call order.
+    pub fn inputs(&self) -> &[(String, TensorType)] {
+        &self.inputs
+    }
+
+    /// The outputs, in call order.
+    pub fn outputs(&self) -> &[(String, TensorType)] {
+        &self.outputs
+    }
+
+    /// [`validate_call`] against this signature. Allocates nothing unless it reports an error.
+    pub fn validate(&self, inputs: &[ArrayView<'_>], outputs: &[ArrayViewMut<'_>]) -> Result<(), CallError> {
+        validate_parts(
+            || self.inputs.iter().map(|(n, t)| (n.as_str(), t)),
+            || self.outputs.iter().map(|(n, t)| (n.as_str(), t)),
+            inputs,
+            outputs,
+        )
+    }
+}
+
 /// Checks a call against `program`'s signature before anything runs: the number of inputs and
 /// outputs, each one's dtype and shape (so every buffer has exactly the length the code will
 /// touch), and that no output overlaps an input or another output. Allocates nothing.
@@ -142,7 +181,25 @@ pub fn validate_call(
     inputs: &[ArrayView<'_>],
     outputs: &[ArrayViewMut<'_>],
 ) -> Result<(), CallError> {
-    let n_inputs = program.inputs().count();
+    validate_parts(
+        || program.inputs().map(|(_, n, t)| (n, t)),
+        || program.outputs().map(|(_, n, t)| (n, t)),
+        inputs,
+        outputs,
+    )
+}
+
+fn validate_parts<'s, I, O>(
+    declared_inputs: impl Fn() -> I,
+    declared_outputs: impl Fn() -> O,
+    inputs: &[ArrayView<'_>],
+    outputs: &[ArrayViewMut<'_>],
+) -> Result<(), CallError>
+where
+    I: Iterator<Item = (&'s str, &'s TensorType)>,
+    O: Iterator<Item = (&'s str, &'s TensorType)>,
+{
+    let n_inputs = declared_inputs().count();
     if inputs.len() != n_inputs {
         return Err(CallError::Arity {
             what: "inputs",
@@ -150,7 +207,7 @@ pub fn validate_call(
             found: inputs.len(),
         });
     }
-    let n_outputs = program.outputs().count();
+    let n_outputs = declared_outputs().count();
     if outputs.len() != n_outputs {
         return Err(CallError::Arity {
             what: "outputs",
@@ -158,15 +215,15 @@ pub fn validate_call(
             found: outputs.len(),
         });
     }
-    for ((_, name, ty), view) in program.inputs().zip(inputs) {
+    for ((name, ty), view) in declared_inputs().zip(inputs) {
         check_arg(name, ty, view.dtype(), view.shape())?;
     }
-    for ((_, name, ty), view) in program.outputs().zip(outputs) {
+    for ((name, ty), view) in declared_outputs().zip(outputs) {
         check_arg(name, ty, view.dtype(), view.shape())?;
     }
-    for (i, ((_, out_name, _), out)) in program.outputs().zip(outputs).enumerate() {
+    for (i, ((out_name, _), out)) in declared_outputs().zip(outputs).enumerate() {
         let range = byte_range(mut_range(out.data()));
-        for ((_, in_name, _), input) in program.inputs().zip(inputs) {
+        for ((in_name, _), input) in declared_inputs().zip(inputs) {
             if overlaps(range.clone(), byte_range(ref_range(&input.data()))) {
                 return Err(CallError::Alias {
                     output: out_name.to_string(),
@@ -174,7 +231,7 @@ pub fn validate_call(
                 });
             }
         }
-        for ((_, other_name, _), other) in program.outputs().zip(outputs).skip(i + 1) {
+        for ((other_name, _), other) in declared_outputs().zip(outputs).skip(i + 1) {
             if overlaps(range.clone(), byte_range(mut_range(other.data()))) {
                 return Err(CallError::Alias {
                     output: out_name.to_string(),

@@ -26,7 +26,7 @@ mod program;
 mod registry;
 mod report;
 
-pub use backend::{Backend, CompileOptions, Compiled, Scratch, validate_call};
+pub use backend::{Backend, CompileOptions, Compiled, Scratch, Signature, validate_call};
 pub use config::LowerConfig;
 pub use error::{BackendError, CallError, LowerError, Unsupported};
 pub use executor::{execute_lowered, order_inputs};

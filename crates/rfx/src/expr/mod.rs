@@ -1,0 +1,1 @@
+//! Expressions: numexpr-like strings compiled to HIR kernels.

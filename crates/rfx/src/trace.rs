@@ -18,7 +18,7 @@ use rfx_ir::{BinaryOp, CmpOp, DType, ReduceOp, Scalar, Shape, TensorType, UnaryO
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TraceError {
     /// An operation broke a typing rule; `op` is the method or operator that was called.
-    #[error("`{op}`: {source}")]
+    #[error("{}", build_message(op, source))]
     Build {
         /// The operation (`mul`, `sin`, `sum`, ...).
         op: &'static str,
@@ -45,6 +45,14 @@ pub enum TraceError {
     /// The traced function returned no tensor.
     #[error("the traced function returned no outputs")]
     NoOutputs,
+}
+
+/// The message of a failed build: the typing rule when one was broken (it names the op).
+fn build_message(op: &str, source: &BuildError) -> String {
+    match source {
+        BuildError::Type { source, .. } => source.to_string(),
+        other => format!("`{op}`: {other}"),
+    }
 }
 
 /// A traced tensor: a cheap `Copy` handle to a value of the trace being recorded.
@@ -280,6 +288,11 @@ impl Tensor {
         .unwrap_or_else(|| Tensor::poisoned(trace_of.unwrap_or(0)))
     }
 
+    /// Applies the elementwise `op`.
+    pub(crate) fn unary_by_op(self, op: UnaryOp) -> Tensor {
+        self.unary_op(op)
+    }
+
     fn unary_op(self, op: UnaryOp) -> Tensor {
         Tensor::record(op.name(), &[self.into()], |b, ids| b.unary(op, ids[0]))
     }
@@ -300,6 +313,11 @@ impl Tensor {
         Tensor::record(op.name(), &[self.into(), rhs.into()], |b, ids| {
             b.compare(op, ids[0], ids[1])
         })
+    }
+
+    /// `true` for the result of a failed operation.
+    pub(crate) fn is_poisoned(self) -> bool {
+        self.value == POISON
     }
 
     /// The tensor's type, or `None` for a poisoned tensor (after a trace error) or outside its
@@ -611,6 +629,17 @@ impl TraceGuard {
             }
         })
         .unwrap_or_else(|| Tensor::poisoned(self.id))
+    }
+
+    /// A scalar constant.
+    pub(crate) fn constant(&self, value: Scalar) -> Tensor {
+        with_trace(|state| Tensor::from_value(state.id, state.builder.scalar(value)))
+            .unwrap_or_else(|| Tensor::poisoned(self.id))
+    }
+
+    /// The first error recorded so far.
+    pub(crate) fn error(&self) -> Option<TraceError> {
+        with_trace(|state| state.error.clone()).flatten()
     }
 
     /// Ends the trace with `outputs` (named) and returns the kernel or the first error.

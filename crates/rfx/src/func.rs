@@ -82,7 +82,7 @@ fn default_input_names(n: usize) -> Vec<String> {
 /// **Captured values are constants.** The closure is traced once per input signature; whatever
 /// Rust values it reads are baked into the kernel as constants and never read again. A gain
 /// that changes at run time must be an *input*. To make the mistake hard, [`Func::new`] (and so
-/// [`crate::jit`], [`crate::grad`], ...) only accepts closures that capture nothing — a
+/// [`crate::jit()`], [`crate::grad`], ...) only accepts closures that capture nothing — a
 /// capturing closure is a compile-time error:
 ///
 /// ```compile_fail
@@ -256,7 +256,7 @@ impl KernelFn for KernelSource {
     }
 }
 
-/// Converts closures and [`KernelFn`]s into a [`KernelFn`]; what [`crate::jit`] and the
+/// Converts closures and [`KernelFn`]s into a [`KernelFn`]; what [`crate::jit()`] and the
 /// transforms accept. `M` is an inference marker.
 pub trait IntoKernelFn<M> {
     /// The resulting kernel function.
@@ -319,7 +319,7 @@ impl TransformKind {
 }
 
 /// A derivative of a [`KernelFn`], itself a [`KernelFn`] (so transforms compose and run under
-/// [`crate::jit`]). Input and output names follow `rfx-autodiff`'s conventions (`grad_<input>`,
+/// [`crate::jit()`]). Input and output names follow `rfx-autodiff`'s conventions (`grad_<input>`,
 /// `tangent_<input>`, `jac_<output>_<input>`, ...). Differentiates with respect to input 0
 /// unless [`Transform::wrt`] says otherwise.
 #[derive(Clone, Debug)]

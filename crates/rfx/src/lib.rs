@@ -1,7 +1,7 @@
 //! `rfx`: a small, fast JIT compiler for robotics control kernels.
 //!
 //! **Owns:** the facade most users depend on: the tracing API ([`Tensor`], a `Copy` handle
-//! into a thread-local trace, with operators and a method per HIR op), [`jit`] (a traceable
+//! into a thread-local trace, with operators and a method per HIR op), [`jit()`] (a traceable
 //! function with a TinyJIT-style cache), the transforms [`grad`], [`value_and_grad`], [`jvp`],
 //! [`jacobian`], [`hvp`] (composable, and usable under `jit`), the expression front end
 //! ([`expr`]) and a [`prelude`]. It re-exports the host array types of `rfx-ir` and the
@@ -35,7 +35,7 @@
 //! # Captured values are constants
 //!
 //! A traced closure runs once per input signature; the Rust values it reads become constants
-//! of the kernel. Gains that change at run time must be inputs. [`jit`] therefore rejects
+//! of the kernel. Gains that change at run time must be inputs. [`jit()`] therefore rejects
 //! closures that capture anything at compile time; see [`Func`] for the opt-in.
 #![deny(missing_docs)]
 
@@ -63,7 +63,7 @@ pub fn jit<M, F: IntoKernelFn<M>>(f: F) -> Jit<F::Output> {
     Jit::new(f.into_kernel_fn())
 }
 
-/// Like [`jit`], compiled with `config` (backend, optimiser, lowering options).
+/// Like [`jit()`], compiled with `config` (backend, optimiser, lowering options).
 pub fn jit_with<M, F: IntoKernelFn<M>>(f: F, config: CompileConfig) -> Jit<F::Output> {
     Jit::with_config(f.into_kernel_fn(), config)
 }
@@ -102,7 +102,7 @@ pub fn hvp<M, F: IntoKernelFn<M>>(f: F) -> Transform<F::Output> {
     Transform::new(f.into_kernel_fn(), TransformKind::Hvp)
 }
 
-/// [`jit`] of a closure written without parameter types: `rfx::jit!(|x, y| (x * 2.0).sin() + y)`
+/// [`jit()`] of a closure written without parameter types: `rfx::jit!(|x, y| (x * 2.0).sin() + y)`
 /// is `rfx::jit(|x: Tensor, y: Tensor| ...)`.
 ///
 /// ```

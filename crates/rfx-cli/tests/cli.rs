@@ -401,6 +401,23 @@ fn run_grad_dump_dot_and_bench() {
         );
     }
 
+    // RFX_LOG=cache explains every compile on stderr; RFX_DUMP writes every stage.
+    let dump_dir = dir.join("dump");
+    let out = Command::new(env!("CARGO_BIN_EXE_rfx"))
+        .args(["eval", "x * 3", "--in", &arg("x", &x)])
+        .env("RFX_LOG", "cache")
+        .env("RFX_DUMP", &dump_dir)
+        .output()
+        .expect("run rfx");
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("rfx: cache miss for `expr`: first call"),
+        "{}",
+        stderr(&out)
+    );
+    let dumped = std::fs::read_dir(&dump_dir).expect("dump dir").count();
+    assert_eq!(dumped, 5, "hir, opt, mir, lir, clif");
+
     let out = rfx(&["bench", "--sizes", "1024,65536", "--iterations", "10"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(String::from_utf8_lossy(&out.stdout).contains("[1024, 65536]"));

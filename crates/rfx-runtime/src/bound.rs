@@ -16,6 +16,11 @@ const MAX_STACK_INPUTS: usize = 32;
 /// its arguments, so a call borrows the inputs, writes caller-provided outputs, and — once the
 /// first call has grown the scratch — allocates nothing and takes no lock (on the CPU backend).
 ///
+/// "No lock": a kernel small enough to run on the caller's thread (below the lowering's
+/// `min_elems_per_thread`, 32,768 elements by default) touches no lock at all; a larger one
+/// hands parts to the CPU backend's thread pool with a `try_lock` that never blocks (when the
+/// pool is busy the caller runs the whole kernel itself).
+///
 /// A `BoundKernel` is `Send` but used from one thread at a time (`&mut self`); make one per
 /// control thread with [`BoundKernel::new`] or clone one.
 #[derive(Clone, Debug)]
@@ -107,7 +112,8 @@ impl BoundKernel {
     }
 
     /// Runs on plain slices of one element type, using the bound shapes: `inputs[i]` must hold
-    /// exactly the elements of input `i`, `outputs[j]` of output `j`. Allocates nothing.
+    /// exactly the elements of input `i`, `outputs[j]` of output `j`. Allocates nothing, except
+    /// for kernels with constant inputs (use [`BoundKernel::run`] for those).
     pub fn run_slices<T: Element, const I: usize, const O: usize>(
         &mut self,
         inputs: [&[T]; I],

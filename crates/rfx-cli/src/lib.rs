@@ -6,7 +6,8 @@
 //! **Depends on:** the `rfx` facade and the crates below it. **May not depend on:** nothing in the
 //! workspace depends on this crate.
 //!
-//! Status: the command lands with the runtime and benchmark issues; see `ROADMAP.md`.
+//! The crate is the `rfx` binary (`src/main.rs`); this small library part holds the benchmark
+//! harness ([`mod@bench`]), whose argument struct and entry point other tools may reuse.
 #![deny(missing_docs)]
 
 pub mod bench;

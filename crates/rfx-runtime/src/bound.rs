@@ -1,0 +1,178 @@
+//! The real-time call path: a handle bound to one compiled kernel.
+
+use std::sync::Arc;
+
+use rfx_ir::{Array, ArrayView, ArrayViewMut, Element, Shape};
+use rfx_lower::{CallError, Scratch};
+
+use crate::error::RuntimeError;
+use crate::executable::Executable;
+
+/// Most inputs (caller's plus constant) a [`BoundKernel`] with constant inputs assembles on the
+/// stack; beyond this a call with constant inputs allocates.
+const MAX_STACK_INPUTS: usize = 32;
+
+/// A kernel bound for real-time calls: it owns its temporaries ([`Scratch`]) and the shapes of
+/// its arguments, so a call borrows the inputs, writes caller-provided outputs, and — once the
+/// first call has grown the scratch — allocates nothing and takes no lock (on the CPU backend).
+///
+/// "No lock": a kernel small enough to run on the caller's thread (below the lowering's
+/// `min_elems_per_thread`, 32,768 elements by default) touches no lock at all; a larger one
+/// hands parts to the CPU backend's thread pool with a `try_lock` that never blocks (when the
+/// pool is busy the caller runs the whole kernel itself).
+///
+/// A `BoundKernel` is `Send` but used from one thread at a time (`&mut self`); make one per
+/// control thread with [`BoundKernel::new`] or clone one.
+#[derive(Clone, Debug)]
+pub struct BoundKernel {
+    exe: Arc<Executable>,
+    scratch: Scratch,
+    input_shapes: Vec<Shape>,
+    output_shapes: Vec<Shape>,
+    constant_inputs: Vec<Array>,
+}
+
+impl BoundKernel {
+    /// Binds `exe` for real-time calls.
+    pub fn new(exe: Arc<Executable>) -> BoundKernel {
+        BoundKernel::with_constant_inputs(exe, Vec::new())
+    }
+
+    /// Binds `exe`, whose last inputs are `constants` (fixed data the caller never passes, such
+    /// as the identity a reverse-mode Jacobian is seeded with).
+    pub fn with_constant_inputs(exe: Arc<Executable>, constants: Vec<Array>) -> BoundKernel {
+        let n_caller = exe.inputs().len().saturating_sub(constants.len());
+        let input_shapes = exe.inputs()[..n_caller]
+            .iter()
+            .map(|(_, ty)| ty.shape.clone())
+            .collect();
+        let output_shapes = exe.outputs().iter().map(|(_, ty)| ty.shape.clone()).collect();
+        BoundKernel {
+            exe,
+            scratch: Scratch::new(),
+            input_shapes,
+            output_shapes,
+            constant_inputs: constants,
+        }
+    }
+
+    /// The compiled kernel.
+    pub fn executable(&self) -> &Arc<Executable> {
+        &self.exe
+    }
+
+    /// The shapes of the inputs the caller passes, in order.
+    pub fn input_shapes(&self) -> &[Shape] {
+        &self.input_shapes
+    }
+
+    /// The shapes of the outputs, in order.
+    pub fn output_shapes(&self) -> &[Shape] {
+        &self.output_shapes
+    }
+
+    /// Runs on borrowed `inputs` into caller-provided `outputs`. Arity, dtypes, shapes and
+    /// aliasing are checked before anything runs.
+    pub fn run(
+        &mut self,
+        inputs: &[ArrayView<'_>],
+        outputs: &mut [ArrayViewMut<'_>],
+    ) -> Result<(), RuntimeError> {
+        if self.constant_inputs.is_empty() {
+            return self.exe.run(inputs, outputs, &mut self.scratch);
+        }
+        let total = inputs.len() + self.constant_inputs.len();
+        if inputs.len() != self.input_shapes.len() {
+            return Err(CallError::Arity {
+                what: "inputs",
+                expected: self.input_shapes.len(),
+                found: inputs.len(),
+            }
+            .into());
+        }
+        let constant = |i: usize| self.constant_inputs[i - inputs.len()].view();
+        if total <= MAX_STACK_INPUTS {
+            let first = self.constant_inputs[0].view();
+            let all: [ArrayView<'_>; MAX_STACK_INPUTS] = std::array::from_fn(|i| {
+                if i < inputs.len() {
+                    inputs[i]
+                } else if i < total {
+                    constant(i)
+                } else {
+                    first
+                }
+            });
+            self.exe.run(&all[..total], outputs, &mut self.scratch)
+        } else {
+            let all: Vec<ArrayView<'_>> = (0..total)
+                .map(|i| if i < inputs.len() { inputs[i] } else { constant(i) })
+                .collect();
+            self.exe.run(&all, outputs, &mut self.scratch)
+        }
+    }
+
+    /// Runs on plain slices of one element type, using the bound shapes: `inputs[i]` must hold
+    /// exactly the elements of input `i`, `outputs[j]` of output `j`. Allocates nothing, except
+    /// for kernels with constant inputs (use [`BoundKernel::run`] for those).
+    pub fn run_slices<T: Element, const I: usize, const O: usize>(
+        &mut self,
+        inputs: [&[T]; I],
+        outputs: [&mut [T]; O],
+    ) -> Result<(), RuntimeError> {
+        check_slices("inputs", &self.input_shapes, inputs.iter().map(|s| s.len()))?;
+        check_slices("outputs", &self.output_shapes, outputs.iter().map(|s| s.len()))?;
+        let shapes = &self.input_shapes;
+        let in_views: [ArrayView<'_>; I] = std::array::from_fn(|i| {
+            ArrayView::new(&shapes[i], inputs[i]).expect("invariant: lengths checked by check_slices")
+        });
+        let out_shapes = &self.output_shapes;
+        let mut index = 0;
+        let mut out_views: [ArrayViewMut<'_>; O] = outputs.map(|slice| {
+            let view = ArrayViewMut::new(&out_shapes[index], slice)
+                .expect("invariant: lengths checked by check_slices");
+            index += 1;
+            view
+        });
+        // Split borrows: the views borrow the shapes, the run borrows the scratch.
+        let BoundKernel {
+            exe,
+            scratch,
+            constant_inputs,
+            ..
+        } = self;
+        if constant_inputs.is_empty() {
+            exe.run(&in_views, &mut out_views, scratch)
+        } else {
+            let all: Vec<ArrayView<'_>> = in_views
+                .iter()
+                .copied()
+                .chain(constant_inputs.iter().map(Array::view))
+                .collect();
+            exe.run(&all, &mut out_views, scratch)
+        }
+    }
+}
+
+fn check_slices(
+    what: &'static str,
+    shapes: &[Shape],
+    lens: impl ExactSizeIterator<Item = usize>,
+) -> Result<(), CallError> {
+    if lens.len() != shapes.len() {
+        return Err(CallError::Arity {
+            what,
+            expected: shapes.len(),
+            found: lens.len(),
+        });
+    }
+    for (index, (len, shape)) in lens.zip(shapes).enumerate() {
+        if len != shape.numel() {
+            return Err(CallError::Shape {
+                name: format!("{what}[{index}]"),
+                expected: shape.clone(),
+                found: Shape::new([len]),
+            });
+        }
+    }
+    Ok(())
+}

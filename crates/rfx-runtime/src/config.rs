@@ -1,0 +1,48 @@
+//! What a kernel is compiled with: the backend and every stage's options.
+
+use rfx_lower::{CompileOptions, LowerConfig};
+use rfx_opt::OptConfig;
+
+/// The backend and the options of every compiler stage. Part of every cache key: changing any
+/// field compiles anew, and the cache's miss explanation names the field group that changed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompileConfig {
+    /// The backend's registry name: `"cpu"` (default), `"interp"`, `"cuda"`, `"metal"`.
+    pub backend: String,
+    /// Optimiser settings.
+    pub opt: OptConfig,
+    /// Lowering settings (vector width, threads, memory plan).
+    pub lower: LowerConfig,
+    /// Backend options.
+    pub compile: CompileOptions,
+}
+
+impl Default for CompileConfig {
+    fn default() -> CompileConfig {
+        CompileConfig {
+            backend: "cpu".to_string(),
+            opt: OptConfig::default(),
+            lower: LowerConfig::default(),
+            compile: CompileOptions::default(),
+        }
+    }
+}
+
+impl CompileConfig {
+    /// The default configuration on backend `name`.
+    pub fn with_backend(name: impl Into<String>) -> CompileConfig {
+        CompileConfig {
+            backend: name.into(),
+            ..CompileConfig::default()
+        }
+    }
+
+    /// The options as a deterministic text key, one line per stage (the backend excluded).
+    pub(crate) fn options_key(&self) -> [String; 3] {
+        [
+            format!("{:?}", self.opt),
+            format!("{:?}", self.lower),
+            format!("{:?}", self.compile),
+        ]
+    }
+}

@@ -1,0 +1,698 @@
+//! Expressions: numexpr-like strings compiled to HIR kernels.
+//!
+//! ```
+//! use rfx::expr::{Signature, compile};
+//!
+//! let sig: Signature = "x: f32[3], y: f32[3]".parse()?;
+//! let kernel = compile("sin(x*2.0) + y", &sig)?;
+//! let f = rfx::jit_kernel(kernel);
+//! let out = f.call((&[0.0f32, 1.0, 2.0], &[1.0f32, 2.0, 3.0]))?;
+//! assert_eq!(out[0].as_slice::<f32>(), Some(&[1.0f32, 2.9092975, 2.2431974][..]));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Grammar
+//!
+//! A program is one or more statements separated by newlines or `;`: `name = expr` assigns,
+//! a bare expression is a value. The last statement is the output (named by its assignment,
+//! else `out`), unless [`compile_with_outputs`] names the outputs. `#` starts a comment.
+//!
+//! | precedence (loosest first) | operators |
+//! |---|---|
+//! | or | `a \| b` (bool) |
+//! | and | `a & b` (bool) |
+//! | comparison | `< <= > >= == !=` (not chained) |
+//! | additive | `+ -` |
+//! | multiplicative | `* / %` (`%` is `fmod`) |
+//! | unary | `-x`, `+x`, `~x` (logical not) |
+//! | power | `x ** y` (right-associative; `-x**2 = -(x**2)`) |
+//!
+//! Unlike Python, `&` and `|` bind looser than comparisons, so `x > 0 & y < 1` means what it
+//! says. Operands: numbers (`2`, `2.5`, `1e-3`; *weak*: they take the other operand's dtype),
+//! `true`, `false`, `pi`, input and assigned names, lists of integers (`[0, 1]`, for axes and
+//! shapes), dtype names (`f32`, `f64`, `i32`, `bool`, for `cast`) and function calls.
+//!
+//! Functions: every unary HIR op by name (`sin cos tan exp exp2 log log2 sqrt rsqrt recip abs
+//! sign floor ceil round tanh atan asin acos sigmoid neg not`, with NumPy aliases `arctan
+//! arcsin arccos ln`); `minimum`, `maximum`, `atan2`/`arctan2`, `pow`/`power`, `fmod`, `add`,
+//! `sub`/`subtract`, `mul`/`multiply`, `div`/`divide`, `logical_and`, `logical_or`,
+//! `logical_not`, `lt le gt ge eq ne`; `where(c, a, b)`/`select`; `clip(x, lo, hi)`/`clamp`;
+//! `cast(x, f64)`/`astype`; `reshape(x, [2, 3])`; `broadcast_to(x, [4, 3])`; reductions
+//! `sum prod min max mean (x[, axis][, keepdims=true])` over every axis unless `axis` (an
+//! integer or a list) is given. As in numexpr, `min` and `max` are reductions; the elementwise
+//! forms are `minimum` and `maximum`.
+//!
+//! Errors ([`ExprError`]) carry the line and column, and print the line with a caret under the
+//! offending token.
+
+mod parse;
+
+use std::collections::HashMap;
+use std::fmt;
+use std::str::FromStr;
+
+use rfx_ir::hir::Kernel;
+use rfx_ir::{DType, ReduceOp, Scalar, Shape, TensorType, UnaryOp};
+
+use crate::trace::{Operand, Tensor, TraceGuard};
+use parse::{CallArg, Expr, Pos, Stmt};
+
+/// A parse, name or type error in an expression, at a line and column.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{line}:{col}: {message}\n{source_line}\n{caret}", caret = caret_line(*.col))]
+pub struct ExprError {
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column, in characters.
+    pub col: usize,
+    /// What is wrong.
+    pub message: String,
+    /// The offending source line.
+    pub source_line: String,
+}
+
+fn caret_line(col: usize) -> String {
+    format!("{}^", " ".repeat(col.saturating_sub(1)))
+}
+
+impl ExprError {
+    pub(crate) fn at(src: &str, pos: Pos, message: String) -> ExprError {
+        ExprError {
+            line: pos.line,
+            col: pos.col,
+            message,
+            source_line: src
+                .split('\n')
+                .nth(pos.line.saturating_sub(1))
+                .unwrap_or("")
+                .to_string(),
+        }
+    }
+
+    /// The error on one line: `line:col: message`.
+    pub fn one_line(&self) -> String {
+        format!("{}:{}: {}", self.line, self.col, self.message)
+    }
+}
+
+/// The inputs of an expression: names with dtypes and shapes, in order.
+///
+/// Parses from `"x: f32[3], y: f32[2,3]"` (or `x=f32[3]`, the CLI's form).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Signature {
+    inputs: Vec<(String, TensorType)>,
+}
+
+/// A malformed signature string.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid signature entry `{entry}`: expected `name: dtype[dims]`, e.g. `x: f32[3]`")]
+pub struct SignatureError {
+    /// The entry that did not parse.
+    pub entry: String,
+}
+
+impl Signature {
+    /// An empty signature.
+    pub fn new() -> Signature {
+        Signature::default()
+    }
+
+    /// Adds an input.
+    pub fn input(mut self, name: impl Into<String>, ty: TensorType) -> Signature {
+        self.inputs.push((name.into(), ty));
+        self
+    }
+
+    /// The inputs, in order.
+    pub fn inputs(&self) -> &[(String, TensorType)] {
+        &self.inputs
+    }
+}
+
+/// Parses a tensor type written `f32[3]`, `f64[2,3]` or `i32[]`.
+pub fn parse_tensor_type(text: &str) -> Option<TensorType> {
+    let text = text.trim();
+    let (dtype, rest) = text.split_once('[')?;
+    let dtype = DType::from_name(dtype.trim())?;
+    let dims = rest.trim().strip_suffix(']')?;
+    let dims = if dims.trim().is_empty() {
+        Vec::new()
+    } else {
+        dims.split(',')
+            .map(|d| d.trim().parse::<usize>().ok())
+            .collect::<Option<Vec<_>>>()?
+    };
+    Some(TensorType::new(dtype, dims))
+}
+
+impl FromStr for Signature {
+    type Err = SignatureError;
+
+    fn from_str(text: &str) -> Result<Signature, SignatureError> {
+        let mut signature = Signature::new();
+        // Split on commas outside brackets.
+        let mut depth = 0usize;
+        let mut start = 0;
+        let mut entries = Vec::new();
+        for (i, c) in text.char_indices() {
+            match c {
+                '[' => depth += 1,
+                ']' => depth = depth.saturating_sub(1),
+                ',' if depth == 0 => {
+                    entries.push(&text[start..i]);
+                    start = i + 1;
+                }
+                _ => {}
+            }
+        }
+        entries.push(&text[start..]);
+        for entry in entries.into_iter().filter(|e| !e.trim().is_empty()) {
+            let bad = || SignatureError {
+                entry: entry.trim().to_string(),
+            };
+            let (name, ty) = entry.split_once([':', '=']).ok_or_else(bad)?;
+            let ty = parse_tensor_type(ty).ok_or_else(bad)?;
+            signature.inputs.push((name.trim().to_string(), ty));
+        }
+        Ok(signature)
+    }
+}
+
+/// Compiles `source` to a HIR kernel over the inputs of `signature`. The last statement is the
+/// output, named by its assignment target or `out`.
+pub fn compile(source: &str, signature: &Signature) -> Result<Kernel, ExprError> {
+    compile_impl(source, signature, None)
+}
+
+/// Compiles `source` with the outputs `outputs`, each an assigned name (or an input).
+pub fn compile_with_outputs(
+    source: &str,
+    signature: &Signature,
+    outputs: &[&str],
+) -> Result<Kernel, ExprError> {
+    compile_impl(source, signature, Some(outputs))
+}
+
+/// A value during evaluation.
+#[derive(Clone, Debug)]
+enum Val {
+    Tensor(Tensor),
+    Float(f64),
+    Int(i64),
+    Bool(bool),
+    List(Vec<i64>),
+    DType(DType),
+}
+
+impl Val {
+    fn kind(&self) -> &'static str {
+        match self {
+            Val::Tensor(_) => "a tensor",
+            Val::Float(_) | Val::Int(_) => "a number",
+            Val::Bool(_) => "a boolean",
+            Val::List(_) => "a list",
+            Val::DType(_) => "a dtype",
+        }
+    }
+}
+
+struct Eval<'s> {
+    src: &'s str,
+    guard: TraceGuard,
+    env: HashMap<String, Val>,
+    /// The dtype bare literals take when no tensor decides: the first float input's, else f64.
+    default_float: DType,
+}
+
+fn unary_by_name(name: &str) -> Option<UnaryOp> {
+    let canonical = match name {
+        "arctan" => "atan",
+        "arcsin" => "asin",
+        "arccos" => "acos",
+        "ln" => "log",
+        "negative" => "neg",
+        "logical_not" => "not",
+        "absolute" => "abs",
+        other => other,
+    };
+    UnaryOp::from_name(canonical)
+}
+
+impl Eval<'_> {
+    fn err(&self, pos: Pos, message: impl Into<String>) -> ExprError {
+        ExprError::at(self.src, pos, message.into())
+    }
+
+    /// Turns a traced result into a value, or the trace's error at `pos`.
+    fn traced(&self, pos: Pos, t: Tensor) -> Result<Val, ExprError> {
+        if t.is_poisoned() {
+            let message = match self.guard.error() {
+                Some(error) => error.to_string(),
+                None => "invalid operation".to_string(),
+            };
+            return Err(self.err(pos, message));
+        }
+        Ok(Val::Tensor(t))
+    }
+
+    fn operand(&self, pos: Pos, v: &Val) -> Result<Operand, ExprError> {
+        match v {
+            Val::Tensor(t) => Ok(Operand::Tensor(*t)),
+            Val::Float(f) => Ok(Operand::Float(*f)),
+            Val::Int(i) => Ok(Operand::Int(*i)),
+            Val::Bool(b) => Ok(Operand::Bool(*b)),
+            other => Err(self.err(
+                pos,
+                format!("expected a tensor or a number, found {}", other.kind()),
+            )),
+        }
+    }
+
+    /// A tensor for `v`: literals become constants of the default dtype.
+    fn tensor(&self, pos: Pos, v: &Val) -> Result<Tensor, ExprError> {
+        let scalar = match v {
+            Val::Tensor(t) => return Ok(*t),
+            Val::Float(f) => Scalar::from_f64(self.default_float, *f),
+            Val::Int(i) => match i32::try_from(*i) {
+                Ok(i) => Scalar::I32(i),
+                Err(_) => Scalar::from_f64(self.default_float, *i as f64),
+            },
+            Val::Bool(b) => Scalar::Bool(*b),
+            other => {
+                return Err(self.err(
+                    pos,
+                    format!("expected a tensor or a number, found {}", other.kind()),
+                ));
+            }
+        };
+        Ok(self.guard.constant(scalar))
+    }
+
+    fn eval(&mut self, e: &Expr) -> Result<Val, ExprError> {
+        match e {
+            Expr::Num { value, int, .. } => Ok(if *int && value.abs() < 9.0e15 {
+                Val::Int(*value as i64)
+            } else {
+                Val::Float(*value)
+            }),
+            Expr::Name { name, pos } => match self.env.get(name) {
+                Some(v) => Ok(v.clone()),
+                None => match name.as_str() {
+                    "true" => Ok(Val::Bool(true)),
+                    "false" => Ok(Val::Bool(false)),
+                    "pi" => Ok(Val::Float(std::f64::consts::PI)),
+                    other => match DType::from_name(other) {
+                        Some(dt) => Ok(Val::DType(dt)),
+                        None => Err(self.err(*pos, format!("unknown name `{other}`"))),
+                    },
+                },
+            },
+            Expr::List { items, pos } => {
+                let mut out = Vec::with_capacity(items.len());
+                for item in items {
+                    match self.eval(item)? {
+                        Val::Int(i) => out.push(i),
+                        other => {
+                            return Err(self.err(
+                                *pos,
+                                format!("list items must be integers, found {}", other.kind()),
+                            ));
+                        }
+                    }
+                }
+                Ok(Val::List(out))
+            }
+            Expr::Unary { op, arg, pos } => {
+                let v = self.eval(arg)?;
+                match (*op, &v) {
+                    ("+", Val::Tensor(_) | Val::Float(_) | Val::Int(_)) => Ok(v),
+                    ("-", Val::Float(f)) => Ok(Val::Float(-f)),
+                    ("-", Val::Int(i)) => Ok(Val::Int(-i)),
+                    ("~", Val::Bool(b)) => Ok(Val::Bool(!b)),
+                    ("-", Val::Tensor(t)) => self.traced(*pos, -*t),
+                    ("~", Val::Tensor(t)) => self.traced(*pos, !*t),
+                    (op, other) => {
+                        Err(self.err(*pos, format!("`{op}` cannot be applied to {}", other.kind())))
+                    }
+                }
+            }
+            Expr::Binary { op, lhs, rhs, pos } => {
+                let a = self.eval(lhs)?;
+                let b = self.eval(rhs)?;
+                self.binary(op, a, b, *pos)
+            }
+            Expr::Call { name, args, pos } => self.call(name, args, *pos),
+        }
+    }
+
+    fn binary(&mut self, op: &str, a: Val, b: Val, pos: Pos) -> Result<Val, ExprError> {
+        // Two number literals fold at compile time.
+        let num = |v: &Val| match v {
+            Val::Float(f) => Some(*f),
+            Val::Int(i) => Some(*i as f64),
+            _ => None,
+        };
+        if let (Some(x), Some(y)) = (num(&a), num(&b)) {
+            let both_int = matches!((&a, &b), (Val::Int(_), Val::Int(_)));
+            let folded = match op {
+                "+" => Some(x + y),
+                "-" => Some(x - y),
+                "*" => Some(x * y),
+                "/" => Some(x / y),
+                "**" => Some(x.powf(y)),
+                "%" => Some(x % y),
+                "<" => return Ok(Val::Bool(x < y)),
+                "<=" => return Ok(Val::Bool(x <= y)),
+                ">" => return Ok(Val::Bool(x > y)),
+                ">=" => return Ok(Val::Bool(x >= y)),
+                "==" => return Ok(Val::Bool(x == y)),
+                "!=" => return Ok(Val::Bool(x != y)),
+                _ => None,
+            };
+            if let Some(v) = folded {
+                return Ok(if both_int && matches!(op, "+" | "-" | "*") && v.abs() < 2.0e9 {
+                    Val::Int(v as i64)
+                } else {
+                    Val::Float(v)
+                });
+            }
+        }
+        // `**` needs a float tensor; an integer literal exponent is a weak float.
+        let a_t = match &a {
+            Val::Tensor(_) => self.operand(pos, &a)?,
+            _ if matches!(b, Val::Tensor(_)) => self.operand(pos, &a)?,
+            _ => Operand::Tensor(self.tensor(pos, &a)?),
+        };
+        let b_o = self.operand(pos, &b)?;
+        let lhs = match a_t {
+            Operand::Tensor(t) => t,
+            literal => {
+                // Literal on the left, tensor on the right: record with reversed operands.
+                let Operand::Tensor(rt) = b_o else {
+                    return Err(self.err(pos, "invalid operands"));
+                };
+                let t = match op {
+                    "+" => rt.full_like(literal) + rt,
+                    "-" => rt.full_like(literal) - rt,
+                    "*" => rt.full_like(literal) * rt,
+                    "/" => rt.full_like(literal) / rt,
+                    "%" => rt.full_like(literal) % rt,
+                    "**" => rt.full_like(literal).pow(rt),
+                    "<" => rt.gt(literal),
+                    "<=" => rt.ge(literal),
+                    ">" => rt.lt(literal),
+                    ">=" => rt.le(literal),
+                    "==" => rt.eq(literal),
+                    "!=" => rt.ne(literal),
+                    "&" => rt & literal,
+                    "|" => rt | literal,
+                    other => return Err(self.err(pos, format!("unknown operator `{other}`"))),
+                };
+                return self.traced(pos, t);
+            }
+        };
+        let t = match op {
+            "+" => lhs + b_o,
+            "-" => lhs - b_o,
+            "*" => lhs * b_o,
+            "/" => lhs / b_o,
+            "%" => lhs % b_o,
+            "**" => lhs.pow(b_o),
+            "<" => lhs.lt(b_o),
+            "<=" => lhs.le(b_o),
+            ">" => lhs.gt(b_o),
+            ">=" => lhs.ge(b_o),
+            "==" => lhs.eq(b_o),
+            "!=" => lhs.ne(b_o),
+            "&" => lhs & b_o,
+            "|" => lhs | b_o,
+            other => return Err(self.err(pos, format!("unknown operator `{other}`"))),
+        };
+        self.traced(pos, t)
+    }
+
+    fn call(&mut self, name: &str, args: &[CallArg], pos: Pos) -> Result<Val, ExprError> {
+        let mut positional = Vec::new();
+        let mut keywords: Vec<(String, Val, Pos)> = Vec::new();
+        for arg in args {
+            let v = self.eval(&arg.value)?;
+            match &arg.keyword {
+                Some(kw) => keywords.push((kw.clone(), v, arg.value.pos())),
+                None => {
+                    if !keywords.is_empty() {
+                        return Err(self.err(arg.value.pos(), "positional argument after a keyword argument"));
+                    }
+                    positional.push((v, arg.value.pos()));
+                }
+            }
+        }
+        let arity = |this: &Self, n: usize| -> Result<(), ExprError> {
+            if positional.len() == n && keywords.is_empty() {
+                Ok(())
+            } else {
+                Err(this.err(pos, format!("`{name}` takes {n} argument(s), got {}", args.len())))
+            }
+        };
+        let reduce_op = match name {
+            "sum" => Some(ReduceOp::Sum),
+            "prod" => Some(ReduceOp::Prod),
+            "min" | "amin" => Some(ReduceOp::Min),
+            "max" | "amax" => Some(ReduceOp::Max),
+            "mean" => Some(ReduceOp::Mean),
+            _ => None,
+        };
+        if let Some(op) = reduce_op {
+            return self.reduction(name, op, &positional, &keywords, pos);
+        }
+        if let Some(op) = unary_by_name(name) {
+            arity(self, 1)?;
+            let t = self.tensor(positional[0].1, &positional[0].0)?;
+            let t = match op {
+                UnaryOp::Not => !t,
+                UnaryOp::Neg => -t,
+                _ => Tensor::unary_by_op(t, op),
+            };
+            return self.traced(pos, t);
+        }
+        let binary_op = match name {
+            "add" => Some("+"),
+            "sub" | "subtract" => Some("-"),
+            "mul" | "multiply" => Some("*"),
+            "div" | "divide" | "true_divide" => Some("/"),
+            "pow" | "power" => Some("**"),
+            "fmod" => Some("%"),
+            "logical_and" | "and" => Some("&"),
+            "logical_or" | "or" => Some("|"),
+            "lt" | "less" => Some("<"),
+            "le" | "less_equal" => Some("<="),
+            "gt" | "greater" => Some(">"),
+            "ge" | "greater_equal" => Some(">="),
+            "eq" | "equal" => Some("=="),
+            "ne" | "not_equal" => Some("!="),
+            _ => None,
+        };
+        if let Some(op) = binary_op {
+            arity(self, 2)?;
+            let (a, b) = (positional[0].0.clone(), positional[1].0.clone());
+            return self.binary(op, a, b, pos);
+        }
+        match name {
+            "minimum" | "maximum" | "atan2" | "arctan2" => {
+                arity(self, 2)?;
+                let a = self.tensor(positional[0].1, &positional[0].0)?;
+                let b = self.operand(positional[1].1, &positional[1].0)?;
+                let t = match name {
+                    "minimum" => a.min(b),
+                    "maximum" => a.max(b),
+                    _ => a.atan2(b),
+                };
+                self.traced(pos, t)
+            }
+            "where" | "select" => {
+                arity(self, 3)?;
+                let c = self.tensor(positional[0].1, &positional[0].0)?;
+                let a = self.operand(positional[1].1, &positional[1].0)?;
+                let b = self.operand(positional[2].1, &positional[2].0)?;
+                // Two literal branches take the default float dtype.
+                let a = match a {
+                    Operand::Tensor(_) => a,
+                    _ if matches!(b, Operand::Tensor(_)) => a,
+                    _ => Operand::Tensor(self.tensor(positional[1].1, &positional[1].0)?),
+                };
+                self.traced(pos, c.select(a, b))
+            }
+            "clip" | "clamp" => {
+                arity(self, 3)?;
+                let x = self.tensor(positional[0].1, &positional[0].0)?;
+                let lo = self.operand(positional[1].1, &positional[1].0)?;
+                let hi = self.operand(positional[2].1, &positional[2].0)?;
+                self.traced(pos, x.clamp(lo, hi))
+            }
+            "cast" | "astype" => {
+                arity(self, 2)?;
+                let x = self.tensor(positional[0].1, &positional[0].0)?;
+                let Val::DType(dtype) = positional[1].0 else {
+                    return Err(self.err(positional[1].1, "expected a dtype (`f32`, `f64`, `i32`, `bool`)"));
+                };
+                self.traced(pos, x.cast(dtype))
+            }
+            "reshape" | "broadcast_to" => {
+                arity(self, 2)?;
+                let x = self.tensor(positional[0].1, &positional[0].0)?;
+                let shape = self.shape_arg(&positional[1])?;
+                let t = if name == "reshape" {
+                    x.reshape(shape)
+                } else {
+                    x.broadcast_to(shape)
+                };
+                self.traced(pos, t)
+            }
+            other => Err(self.err(pos, format!("unknown function `{other}`"))),
+        }
+    }
+
+    fn shape_arg(&self, arg: &(Val, Pos)) -> Result<Shape, ExprError> {
+        match &arg.0 {
+            Val::List(items) => items
+                .iter()
+                .map(|&d| usize::try_from(d).map_err(|_| self.err(arg.1, format!("negative dimension {d}"))))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Shape::new),
+            Val::Int(d) => usize::try_from(*d)
+                .map(|d| Shape::new([d]))
+                .map_err(|_| self.err(arg.1, format!("negative dimension {d}"))),
+            other => Err(self.err(
+                arg.1,
+                format!("expected a shape like [2, 3], found {}", other.kind()),
+            )),
+        }
+    }
+
+    fn reduction(
+        &mut self,
+        name: &str,
+        op: ReduceOp,
+        positional: &[(Val, Pos)],
+        keywords: &[(String, Val, Pos)],
+        pos: Pos,
+    ) -> Result<Val, ExprError> {
+        if positional.is_empty() || positional.len() > 2 {
+            return Err(self.err(pos, format!("`{name}` takes a tensor and an optional axis")));
+        }
+        let x = self.tensor(positional[0].1, &positional[0].0)?;
+        let rank = x.shape().rank();
+        let mut axis_arg = positional.get(1).map(|(v, p)| (v.clone(), *p));
+        let mut keepdims = false;
+        for (kw, v, p) in keywords {
+            match (kw.as_str(), v) {
+                ("axis", v) if axis_arg.is_none() => axis_arg = Some((v.clone(), *p)),
+                ("keepdims", Val::Bool(b)) => keepdims = *b,
+                ("keepdims", _) => return Err(self.err(*p, "`keepdims` must be true or false")),
+                (kw, _) => return Err(self.err(*p, format!("`{name}` has no argument `{kw}`"))),
+            }
+        }
+        let normalise = |this: &Self, axis: i64, p: Pos| -> Result<usize, ExprError> {
+            let resolved = if axis < 0 { axis + rank as i64 } else { axis };
+            usize::try_from(resolved)
+                .ok()
+                .filter(|&a| a < rank)
+                .ok_or_else(|| this.err(p, format!("axis {axis} is out of range for rank {rank}")))
+        };
+        let axes: Vec<usize> = match axis_arg {
+            None => (0..rank).collect(),
+            Some((Val::Int(a), p)) => vec![normalise(self, a, p)?],
+            Some((Val::List(items), p)) => items
+                .iter()
+                .map(|&a| normalise(self, a, p))
+                .collect::<Result<_, _>>()?,
+            Some((other, p)) => {
+                return Err(self.err(
+                    p,
+                    format!("`axis` must be an integer or a list, found {}", other.kind()),
+                ));
+            }
+        };
+        self.traced(pos, x.reduce(op, axes, keepdims))
+    }
+}
+
+fn compile_impl(source: &str, signature: &Signature, outputs: Option<&[&str]>) -> Result<Kernel, ExprError> {
+    let stmts: Vec<Stmt> = parse::parse(source)?;
+    let guard = TraceGuard::begin("expr");
+    let mut env = HashMap::new();
+    for (name, ty) in signature.inputs() {
+        let t = guard.input(name, ty.clone());
+        if t.is_poisoned() {
+            let message = guard
+                .error()
+                .map_or_else(|| "invalid input".to_string(), |e| e.to_string());
+            return Err(ExprError {
+                line: 0,
+                col: 0,
+                message: format!("input `{name}`: {message}"),
+                source_line: String::new(),
+            });
+        }
+        env.insert(name.clone(), Val::Tensor(t));
+    }
+    let default_float = signature
+        .inputs()
+        .iter()
+        .map(|(_, ty)| ty.dtype)
+        .find(|d| d.is_float())
+        .unwrap_or(DType::F64);
+    let mut eval = Eval {
+        src: source,
+        guard,
+        env,
+        default_float,
+    };
+    let mut last: Option<(String, Val, Pos)> = None;
+    for stmt in &stmts {
+        let value = eval.eval(&stmt.value)?;
+        match &stmt.target {
+            Some((name, pos)) => {
+                if signature.inputs().iter().any(|(input, _)| input == name) {
+                    return Err(eval.err(*pos, format!("`{name}` is an input and cannot be assigned")));
+                }
+                eval.env.insert(name.clone(), value.clone());
+                last = Some((name.clone(), value, *pos));
+            }
+            None => last = Some(("out".to_string(), value, stmt.value.pos())),
+        }
+    }
+    let mut named: Vec<(String, Val, Pos)> = Vec::new();
+    match outputs {
+        None => named.extend(last),
+        Some(names) => {
+            let end = stmts.last().map_or(Pos { line: 1, col: 1 }, |s| s.value.pos());
+            for name in names {
+                match eval.env.get(*name) {
+                    Some(v) => named.push(((*name).to_string(), v.clone(), end)),
+                    None => return Err(eval.err(end, format!("output `{name}` is never assigned"))),
+                }
+            }
+        }
+    }
+    let mut tensors = Vec::with_capacity(named.len());
+    for (name, value, pos) in named {
+        let t = eval.tensor(pos, &value)?;
+        tensors.push((name, t));
+    }
+    let Eval { guard, src, .. } = eval;
+    guard
+        .finish(&tensors)
+        .map_err(|e| ExprError::at(src, Pos { line: 1, col: 1 }, e.to_string()))
+}
+
+impl fmt::Display for Signature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (name, ty)) in self.inputs.iter().enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            write!(f, "{name}: {ty}")?;
+        }
+        Ok(())
+    }
+}

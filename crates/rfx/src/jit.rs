@@ -1,0 +1,321 @@
+//! The jit object: a traceable function plus its cache of compiled kernels.
+
+use std::sync::Arc;
+
+use rfx_autodiff::AdError;
+use rfx_ir::hir::Kernel;
+use rfx_ir::{Array, ArrayView, DataRef, Element, Shape, TensorType};
+use rfx_lower::CallError;
+use rfx_runtime::{
+    BoundKernel, Cache, CacheKey, CacheMiss, CompileConfig, Executable, RuntimeError, registry,
+};
+
+use crate::func::{KernelFn, identity_basis};
+use crate::trace::TraceError;
+
+/// Why a jitted call failed. Nothing ran when an error is returned.
+#[derive(Debug, thiserror::Error)]
+pub enum JitError {
+    /// Tracing the function broke a typing rule (shape or dtype mismatch, ...).
+    #[error("tracing failed: {0}")]
+    Trace(#[from] TraceError),
+    /// A derivative transform rejected the kernel.
+    #[error("differentiation failed: {0}")]
+    Autodiff(#[from] AdError),
+    /// The arguments do not fit the function (arity, dtype, shape).
+    #[error(transparent)]
+    Call(#[from] CallError),
+    /// Compiling or running failed.
+    #[error(transparent)]
+    Runtime(RuntimeError),
+    /// A transform of a kernel that takes constant inputs (a reverse-mode Jacobian's basis).
+    #[error("`{transform}` cannot differentiate a kernel that takes constant (basis) inputs")]
+    ConstantInputs {
+        /// The transform.
+        transform: &'static str,
+    },
+}
+
+impl From<RuntimeError> for JitError {
+    fn from(error: RuntimeError) -> JitError {
+        match error {
+            RuntimeError::Call(call) => JitError::Call(call),
+            other => JitError::Runtime(other),
+        }
+    }
+}
+
+impl JitError {
+    /// `true` when the error is the caller's doing rather than a compiler bug.
+    pub fn is_user_error(&self) -> bool {
+        match self {
+            JitError::Runtime(e) => e.is_user_error(),
+            _ => true,
+        }
+    }
+}
+
+/// One argument of an easy call: a shape and borrowed elements. Made from `&Array`,
+/// `ArrayView`, `&[T]`, `&Vec<T>` and `&[T; N]` (the last three one-dimensional).
+#[derive(Clone, Debug)]
+pub struct Arg<'a> {
+    shape: Shape,
+    data: DataRef<'a>,
+}
+
+impl<'a> Arg<'a> {
+    /// An argument of `shape` over `data`; the call checks that the lengths agree.
+    pub fn new(shape: impl Into<Shape>, data: DataRef<'a>) -> Arg<'a> {
+        Arg {
+            shape: shape.into(),
+            data,
+        }
+    }
+
+    /// The argument's type.
+    pub fn ty(&self) -> TensorType {
+        TensorType::new(self.data.dtype(), self.shape.clone())
+    }
+}
+
+impl<'a> From<&'a Array> for Arg<'a> {
+    fn from(a: &'a Array) -> Arg<'a> {
+        Arg::new(a.shape().clone(), a.data().as_ref())
+    }
+}
+
+impl<'a> From<ArrayView<'a>> for Arg<'a> {
+    fn from(v: ArrayView<'a>) -> Arg<'a> {
+        Arg::new(v.shape().clone(), v.data())
+    }
+}
+
+impl<'a, T: Element> From<&'a [T]> for Arg<'a> {
+    fn from(s: &'a [T]) -> Arg<'a> {
+        Arg::new([s.len()], T::data_ref(s))
+    }
+}
+
+impl<'a, T: Element> From<&'a Vec<T>> for Arg<'a> {
+    fn from(s: &'a Vec<T>) -> Arg<'a> {
+        Arg::from(s.as_slice())
+    }
+}
+
+impl<'a, T: Element, const N: usize> From<&'a [T; N]> for Arg<'a> {
+    fn from(s: &'a [T; N]) -> Arg<'a> {
+        Arg::from(&s[..])
+    }
+}
+
+/// The arguments of an easy call: a tuple of up to six things that convert to [`Arg`], an
+/// array of them, or a `Vec<Arg>`.
+pub trait IntoArgs<'a> {
+    /// The arguments, in order.
+    fn into_args(self) -> Vec<Arg<'a>>;
+}
+
+impl<'a> IntoArgs<'a> for Vec<Arg<'a>> {
+    fn into_args(self) -> Vec<Arg<'a>> {
+        self
+    }
+}
+
+impl<'a> IntoArgs<'a> for &'a [Array] {
+    fn into_args(self) -> Vec<Arg<'a>> {
+        self.iter().map(Arg::from).collect()
+    }
+}
+
+impl<'a, A: Into<Arg<'a>>, const N: usize> IntoArgs<'a> for [A; N] {
+    fn into_args(self) -> Vec<Arg<'a>> {
+        self.into_iter().map(Into::into).collect()
+    }
+}
+
+macro_rules! tuple_args {
+    ($($a:ident),+) => {
+        impl<'a, $($a: Into<Arg<'a>>),+> IntoArgs<'a> for ($($a,)+) {
+            #[expect(non_snake_case, reason = "the tuple's fields are named after their type parameter")]
+            fn into_args(self) -> Vec<Arg<'a>> {
+                let ($($a,)+) = self;
+                vec![$($a.into()),+]
+            }
+        }
+    };
+}
+
+tuple_args!(A);
+tuple_args!(A, B);
+tuple_args!(A, B, C);
+tuple_args!(A, B, C, D);
+tuple_args!(A, B, C, D, E);
+tuple_args!(A, B, C, D, E, G);
+
+/// A traceable function with its own cache of compiled kernels (rfxJIT's `@jit`).
+///
+/// The first call with a new input signature (dtypes and shapes), backend or options traces
+/// the function, optimises, lowers and compiles it; later calls with the same signature replay
+/// the compiled kernel. [`Jit::compile_count`] counts compiles, [`Jit::last_miss`] explains the
+/// last one (also logged to stderr with `RFX_LOG=cache`). A `Jit` is `Sync`: share it between
+/// threads; each new signature compiles once.
+///
+/// For control loops, [`Jit::bind`] returns a [`BoundKernel`] whose calls allocate nothing and
+/// take no lock.
+pub struct Jit<K> {
+    func: K,
+    config: CompileConfig,
+    cache: Cache,
+    input_names: Vec<String>,
+}
+
+impl<K> std::fmt::Debug for Jit<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Jit")
+            .field("inputs", &self.input_names)
+            .field("config", &self.config)
+            .field("cache", &self.cache)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: KernelFn> Jit<K> {
+    /// A jit of `func` with the default configuration (the CPU backend).
+    pub fn new(func: K) -> Jit<K> {
+        Jit::with_config(func, CompileConfig::default())
+    }
+
+    /// A jit of `func` compiled with `config`.
+    pub fn with_config(func: K, config: CompileConfig) -> Jit<K> {
+        let cache = Cache::new(func.name());
+        let input_names = func.input_names();
+        Jit {
+            func,
+            config,
+            cache,
+            input_names,
+        }
+    }
+
+    /// The same function on backend `name` (`"cpu"`, `"interp"`, `"cuda"`, `"metal"`), with
+    /// a fresh cache.
+    pub fn on_backend(self, name: &str) -> Jit<K> {
+        let config = CompileConfig {
+            backend: name.to_string(),
+            ..self.config
+        };
+        Jit::with_config(self.func, config)
+    }
+
+    /// The configuration kernels are compiled with.
+    pub fn config(&self) -> &CompileConfig {
+        &self.config
+    }
+
+    /// The traceable function.
+    pub fn func(&self) -> &K {
+        &self.func
+    }
+
+    /// The names of the inputs, in call order.
+    pub fn input_names(&self) -> &[String] {
+        &self.input_names
+    }
+
+    /// How many kernels this jit has compiled.
+    pub fn compile_count(&self) -> usize {
+        self.cache.compile_count()
+    }
+
+    /// Drops every compiled kernel; the next call of each signature compiles again.
+    pub fn clear_cache(&self) {
+        self.cache.clear();
+    }
+
+    /// The last cache miss and what changed (`shape of input `x`: [3] → [4]`, ...).
+    pub fn last_miss(&self) -> Option<CacheMiss> {
+        self.cache.last_miss()
+    }
+
+    /// The cache itself.
+    pub fn cache(&self) -> &Cache {
+        &self.cache
+    }
+
+    /// The HIR kernel traced for inputs of `types` (not cached).
+    pub fn trace(&self, types: &[TensorType]) -> Result<Kernel, JitError> {
+        self.func.trace(types)
+    }
+
+    /// The compiled kernel for inputs of `types`: cached, or traced and compiled now.
+    pub fn executable(&self, types: &[TensorType]) -> Result<Arc<Executable>, JitError> {
+        if types.len() != self.input_names.len() {
+            return Err(CallError::Arity {
+                what: "inputs",
+                expected: self.input_names.len(),
+                found: types.len(),
+            }
+            .into());
+        }
+        let inputs = self
+            .input_names
+            .iter()
+            .cloned()
+            .zip(types.iter().cloned())
+            .collect();
+        let key = CacheKey::new(self.func.fingerprint(), inputs, &self.config);
+        self.cache
+            .get_or_compile(key, &self.config, registry(), || self.func.trace(types))
+    }
+
+    /// The easy call: arguments as arrays or slices, outputs as owned arrays in the kernel's
+    /// output order.
+    ///
+    /// ```
+    /// use rfx::Tensor;
+    /// let f = rfx::jit(|x: Tensor, y: Tensor| (x * 2.0).sin() + y);
+    /// let out = f.call((&[0.0f32, 1.0, 2.0], &[1.0f32, 2.0, 3.0]))?;
+    /// assert_eq!(out[0].as_slice::<f32>(), Some(&[1.0f32, 2.9092975, 2.2431974][..]));
+    /// # Ok::<(), rfx::JitError>(())
+    /// ```
+    pub fn call<'a>(&self, args: impl IntoArgs<'a>) -> Result<Vec<Array>, JitError> {
+        let args = args.into_args();
+        let types: Vec<TensorType> = args.iter().map(Arg::ty).collect();
+        let mut views = Vec::with_capacity(args.len());
+        for (arg, name) in args.iter().zip(&self.input_names) {
+            views.push(
+                ArrayView::from_data(&arg.shape, arg.data).map_err(|e| CallError::Shape {
+                    name: name.clone(),
+                    expected: e.shape.clone(),
+                    found: Shape::new([e.found]),
+                })?,
+            );
+        }
+        let exe = self.executable(&types)?;
+        let constants = constant_inputs(&exe, args.len());
+        views.extend(constants.iter().map(Array::view));
+        Ok(exe.call(&views)?)
+    }
+
+    /// Compiles for inputs of `types` and returns a real-time handle: borrowed inputs,
+    /// caller-provided outputs, no allocation and no lock once the first call has run.
+    pub fn bind(&self, types: &[TensorType]) -> Result<BoundKernel, JitError> {
+        let exe = self.executable(types)?;
+        let constants = constant_inputs(&exe, types.len());
+        Ok(BoundKernel::with_constant_inputs(exe, constants))
+    }
+}
+
+/// The constant inputs the caller does not pass (a reverse-mode Jacobian's identity bases).
+fn constant_inputs(exe: &Executable, n_caller: usize) -> Vec<Array> {
+    exe.inputs()
+        .iter()
+        .skip(n_caller)
+        .map(|(_, ty)| identity_basis(ty))
+        .collect()
+}
+
+/// An owned array from a `Vec` and a shape; a convenience for tests and examples.
+pub fn array<T: Element>(shape: impl Into<Shape>, values: Vec<T>) -> Result<Array, rfx_ir::ArrayLengthError> {
+    Array::new(shape, T::into_data(values))
+}

@@ -1,0 +1,744 @@
+//! Tracing: [`Tensor`], the traced value type, and the thread-local trace it records into.
+//!
+//! While a function is traced, every [`Tensor`] operation adds one node to the trace's HIR
+//! [`Builder`]. A trace lives on the thread that runs the function; tensors are `Copy` handles
+//! (the trace's id and a value index). An operation that breaks a typing rule (mismatched
+//! shapes, a float op on bool, ...) does not panic: the first such error is kept and returned by
+//! the `jit` call as a [`TraceError`], and the operation returns a poisoned tensor that every
+//! later operation passes through.
+
+use std::cell::RefCell;
+use std::ops;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use rfx_ir::hir::{BuildError, Builder, Kernel, ValueId};
+use rfx_ir::{BinaryOp, CmpOp, DType, ReduceOp, Scalar, Shape, TensorType, UnaryOp};
+
+/// Why tracing a function failed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TraceError {
+    /// An operation broke a typing rule; `op` is the method or operator that was called.
+    #[error("{}", build_message(op, source))]
+    Build {
+        /// The operation (`mul`, `sin`, `sum`, ...).
+        op: &'static str,
+        /// The rule that was broken.
+        #[source]
+        source: BuildError,
+    },
+    /// A tensor from another trace (or one kept after its trace ended) was used.
+    #[error("`{op}`: a tensor from another trace was used (tensors must not escape the traced function)")]
+    ForeignTensor {
+        /// The operation.
+        op: &'static str,
+    },
+    /// A scalar literal that cannot take the tensor's dtype (`x * 2.5` on a bool tensor).
+    #[error("`{op}`: the literal {literal} cannot be used with a {dtype} tensor")]
+    Literal {
+        /// The operation.
+        op: &'static str,
+        /// The literal, as written.
+        literal: String,
+        /// The tensor's dtype.
+        dtype: DType,
+    },
+    /// The traced function returned no tensor.
+    #[error("the traced function returned no outputs")]
+    NoOutputs,
+}
+
+/// The message of a failed build: the typing rule when one was broken (it names the op).
+fn build_message(op: &str, source: &BuildError) -> String {
+    match source {
+        BuildError::Type { source, .. } => source.to_string(),
+        other => format!("`{op}`: {other}"),
+    }
+}
+
+/// A traced tensor: a cheap `Copy` handle to a value of the trace being recorded.
+///
+/// Arithmetic operators (`+ - * /`, unary `-`, `&`, `|`, `!` on bool tensors) and the methods
+/// below record HIR ops. Rust scalars combine with tensors on either side (`x * 2.0`, `2.0 * x`,
+/// `x.max(0.0)`) and take the tensor's dtype (a *weak* literal, like JAX's); shapes broadcast as
+/// in NumPy. (A scalar on the left is `f64` or `i32`, so that `2.0 * x` needs no annotation;
+/// on the right `f32` works too.)
+///
+/// A tensor is valid only inside the trace that made it: don't keep it after the traced function
+/// returns.
+#[derive(Clone, Copy, Debug)]
+pub struct Tensor {
+    trace: u32,
+    value: u32,
+}
+
+/// A tensor or a Rust scalar: the right-hand side of a binary operation.
+#[derive(Clone, Copy, Debug)]
+pub enum Operand {
+    /// A traced tensor.
+    Tensor(Tensor),
+    /// A float literal; takes the other operand's dtype.
+    Float(f64),
+    /// An integer literal; takes the other operand's dtype.
+    Int(i64),
+    /// A boolean literal.
+    Bool(bool),
+}
+
+impl From<Tensor> for Operand {
+    fn from(t: Tensor) -> Operand {
+        Operand::Tensor(t)
+    }
+}
+impl From<f64> for Operand {
+    fn from(v: f64) -> Operand {
+        Operand::Float(v)
+    }
+}
+impl From<f32> for Operand {
+    fn from(v: f32) -> Operand {
+        Operand::Float(f64::from(v))
+    }
+}
+impl From<i32> for Operand {
+    fn from(v: i32) -> Operand {
+        Operand::Int(i64::from(v))
+    }
+}
+impl From<bool> for Operand {
+    fn from(v: bool) -> Operand {
+        Operand::Bool(v)
+    }
+}
+
+/// The axes a reduction runs over: `usize`, `[usize; N]`, `&[usize]`, `Vec<usize>`, or
+/// [`All`] for every axis.
+pub trait Axes {
+    /// The axes, given the operand's rank.
+    fn axes(&self, rank: usize) -> Vec<usize>;
+}
+
+/// Every axis (a reduction to a scalar).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct All;
+
+impl Axes for All {
+    fn axes(&self, rank: usize) -> Vec<usize> {
+        (0..rank).collect()
+    }
+}
+impl Axes for usize {
+    fn axes(&self, _rank: usize) -> Vec<usize> {
+        vec![*self]
+    }
+}
+impl<const N: usize> Axes for [usize; N] {
+    fn axes(&self, _rank: usize) -> Vec<usize> {
+        self.to_vec()
+    }
+}
+impl Axes for &[usize] {
+    fn axes(&self, _rank: usize) -> Vec<usize> {
+        self.to_vec()
+    }
+}
+impl Axes for Vec<usize> {
+    fn axes(&self, _rank: usize) -> Vec<usize> {
+        self.clone()
+    }
+}
+
+const POISON: u32 = u32::MAX;
+
+struct TraceState {
+    id: u32,
+    builder: Builder,
+    error: Option<TraceError>,
+}
+
+thread_local! {
+    static TRACES: RefCell<Vec<TraceState>> = const { RefCell::new(Vec::new()) };
+}
+
+static NEXT_TRACE: AtomicU32 = AtomicU32::new(1);
+
+/// Runs `body` on the active trace (the innermost one on this thread). Returns `None` without
+/// an active trace.
+fn with_trace<R>(body: impl FnOnce(&mut TraceState) -> R) -> Option<R> {
+    TRACES.with(|traces| traces.borrow_mut().last_mut().map(body))
+}
+
+fn record_error(state: &mut TraceState, error: TraceError) {
+    if state.error.is_none() {
+        state.error = Some(error);
+    }
+}
+
+/// Resolves tensor handles to value ids of `state`: `None` when any is poisoned (the error is
+/// already recorded) or foreign (recorded now).
+fn resolve(state: &mut TraceState, op: &'static str, tensors: &[Tensor]) -> Option<Vec<ValueId>> {
+    let mut ids = Vec::with_capacity(tensors.len());
+    for t in tensors {
+        if t.trace != state.id {
+            record_error(state, TraceError::ForeignTensor { op });
+            return None;
+        }
+        if t.value == POISON {
+            return None;
+        }
+        ids.push(ValueId::new(t.value as usize));
+    }
+    Some(ids)
+}
+
+fn literal_scalar(op: &'static str, operand: Operand, dtype: DType) -> Result<Scalar, TraceError> {
+    let bad = |literal: String| TraceError::Literal { op, literal, dtype };
+    match (operand, dtype) {
+        (Operand::Bool(b), DType::Bool) => Ok(Scalar::Bool(b)),
+        (Operand::Bool(b), _) => Err(bad(b.to_string())),
+        (Operand::Float(v), DType::F32 | DType::F64) => Ok(Scalar::from_f64(dtype, v)),
+        (Operand::Float(v), _) => Err(bad(v.to_string())),
+        (Operand::Int(v), DType::I32) => i32::try_from(v).map(Scalar::I32).map_err(|_| bad(v.to_string())),
+        (Operand::Int(v), DType::F32 | DType::F64) => Ok(Scalar::from_f64(dtype, v as f64)),
+        (Operand::Int(v), DType::Bool) => Err(bad(v.to_string())),
+        (Operand::Tensor(_), _) => Err(bad("tensor".to_string())),
+    }
+}
+
+impl Tensor {
+    fn poisoned(trace: u32) -> Tensor {
+        Tensor { trace, value: POISON }
+    }
+
+    /// The handle of an existing value of the innermost trace.
+    fn from_value(trace: u32, value: ValueId) -> Tensor {
+        Tensor {
+            trace,
+            value: u32::try_from(value.index()).unwrap_or(POISON),
+        }
+    }
+
+    /// Records a node built by `build` from `operands` (tensors, then literals converted to the
+    /// dtype of the first tensor operand).
+    fn record(
+        op: &'static str,
+        operands: &[Operand],
+        build: impl FnOnce(&mut Builder, &[ValueId]) -> Result<ValueId, BuildError>,
+    ) -> Tensor {
+        let trace_of = operands.iter().find_map(|o| match o {
+            Operand::Tensor(t) => Some(t.trace),
+            _ => None,
+        });
+        with_trace(|state| {
+            let tensors: Vec<Tensor> = operands
+                .iter()
+                .filter_map(|o| match o {
+                    Operand::Tensor(t) => Some(*t),
+                    _ => None,
+                })
+                .collect();
+            let Some(tensor_ids) = resolve(state, op, &tensors) else {
+                return Tensor::poisoned(state.id);
+            };
+            // Literals take the dtype of the first tensor operand (of the data operands for
+            // `select`, whose condition is bool).
+            let is_select = op == "select";
+            let mut tensor_id = vec![None; operands.len()];
+            let mut next_tensor = tensor_ids.iter();
+            for (slot, operand) in tensor_id.iter_mut().zip(operands) {
+                if matches!(operand, Operand::Tensor(_)) {
+                    *slot = next_tensor.next().copied();
+                }
+            }
+            let dtype = tensor_id
+                .iter()
+                .enumerate()
+                .filter(|(position, _)| !(is_select && *position == 0))
+                .find_map(|(_, id)| id.and_then(|id| state.builder.value_type(id).ok().map(|t| t.dtype)));
+            let mut ids = Vec::with_capacity(operands.len());
+            for (position, (operand, id)) in operands.iter().zip(&tensor_id).enumerate() {
+                if let Some(id) = id {
+                    ids.push(*id);
+                    continue;
+                }
+                let target = if is_select && position == 0 {
+                    DType::Bool
+                } else {
+                    dtype.unwrap_or(match operand {
+                        Operand::Bool(_) => DType::Bool,
+                        Operand::Int(_) => DType::I32,
+                        _ => DType::F64,
+                    })
+                };
+                match literal_scalar(op, *operand, target) {
+                    Ok(scalar) => ids.push(state.builder.scalar(scalar)),
+                    Err(error) => {
+                        record_error(state, error);
+                        return Tensor::poisoned(state.id);
+                    }
+                }
+            }
+            match build(&mut state.builder, &ids) {
+                Ok(value) => Tensor::from_value(state.id, value),
+                Err(source) => {
+                    record_error(state, TraceError::Build { op, source });
+                    Tensor::poisoned(state.id)
+                }
+            }
+        })
+        .unwrap_or_else(|| Tensor::poisoned(trace_of.unwrap_or(0)))
+    }
+
+    /// Applies the elementwise `op`.
+    pub(crate) fn unary_by_op(self, op: UnaryOp) -> Tensor {
+        self.unary_op(op)
+    }
+
+    fn unary_op(self, op: UnaryOp) -> Tensor {
+        Tensor::record(op.name(), &[self.into()], |b, ids| b.unary(op, ids[0]))
+    }
+
+    fn binary_op(self, op: BinaryOp, rhs: impl Into<Operand>) -> Tensor {
+        Tensor::record(op.name(), &[self.into(), rhs.into()], |b, ids| {
+            b.binary(op, ids[0], ids[1])
+        })
+    }
+
+    fn binary_op_rev(self, op: BinaryOp, lhs: impl Into<Operand>) -> Tensor {
+        Tensor::record(op.name(), &[lhs.into(), self.into()], |b, ids| {
+            b.binary(op, ids[0], ids[1])
+        })
+    }
+
+    fn compare_op(self, op: CmpOp, rhs: impl Into<Operand>) -> Tensor {
+        Tensor::record(op.name(), &[self.into(), rhs.into()], |b, ids| {
+            b.compare(op, ids[0], ids[1])
+        })
+    }
+
+    /// `true` for the result of a failed operation.
+    pub(crate) fn is_poisoned(self) -> bool {
+        self.value == POISON
+    }
+
+    /// The tensor's type, or `None` for a poisoned tensor (after a trace error) or outside its
+    /// trace.
+    pub fn ty(self) -> Option<TensorType> {
+        with_trace(|state| {
+            let ids = resolve(state, "ty", &[self])?;
+            state.builder.value_type(ids[0]).ok().cloned()
+        })
+        .flatten()
+    }
+
+    /// The tensor's shape (`[]` when unknown, see [`Tensor::ty`]).
+    pub fn shape(self) -> Shape {
+        self.ty().map(|t| t.shape).unwrap_or_default()
+    }
+
+    /// The tensor's dtype (`f32` when unknown, see [`Tensor::ty`]).
+    pub fn dtype(self) -> DType {
+        self.ty().map_or(DType::F32, |t| t.dtype)
+    }
+
+    /// A tensor of this one's shape and dtype, every element `value`.
+    pub fn full_like(self, value: impl Into<Operand>) -> Tensor {
+        let value = value.into();
+        Tensor::record("full_like", &[self.into(), value], |b, ids| {
+            let shape = b.value_type(ids[0])?.shape.clone();
+            b.broadcast_to(ids[1], shape)
+        })
+    }
+}
+
+macro_rules! unary_methods {
+    ($($(#[$doc:meta])* $name:ident => $op:ident),* $(,)?) => {
+        impl Tensor {
+            $($(#[$doc])* pub fn $name(self) -> Tensor { self.unary_op(UnaryOp::$op) })*
+        }
+    };
+}
+
+unary_methods! {
+    /// `|x|`.
+    abs => Abs,
+    /// `-1`, `0` or `1` by the sign (NumPy's `sign`).
+    sign => Sign,
+    /// Round toward −∞.
+    floor => Floor,
+    /// Round toward +∞.
+    ceil => Ceil,
+    /// Round half to even.
+    round => Round,
+    /// Square root.
+    sqrt => Sqrt,
+    /// `1 / sqrt(x)`.
+    rsqrt => Rsqrt,
+    /// `1 / x`.
+    recip => Recip,
+    /// `e^x`.
+    exp => Exp,
+    /// `2^x`.
+    exp2 => Exp2,
+    /// Natural logarithm.
+    ln => Log,
+    /// Natural logarithm (NumPy's name).
+    log => Log,
+    /// Base-2 logarithm.
+    log2 => Log2,
+    /// Sine.
+    sin => Sin,
+    /// Cosine.
+    cos => Cos,
+    /// Tangent.
+    tan => Tan,
+    /// Hyperbolic tangent.
+    tanh => Tanh,
+    /// Arc tangent.
+    atan => Atan,
+    /// Arc sine.
+    asin => Asin,
+    /// Arc cosine.
+    acos => Acos,
+    /// Logistic function.
+    sigmoid => Sigmoid,
+    /// Logical not (bool).
+    logical_not => Not,
+}
+
+macro_rules! binary_methods {
+    ($($(#[$doc:meta])* $name:ident => $op:ident),* $(,)?) => {
+        impl Tensor {
+            $($(#[$doc])* pub fn $name(self, rhs: impl Into<Operand>) -> Tensor { self.binary_op(BinaryOp::$op, rhs) })*
+        }
+    };
+}
+
+binary_methods! {
+    /// `self ^ rhs` (float).
+    pow => Pow,
+    /// `self ^ rhs` with a scalar or tensor exponent (float).
+    powf => Pow,
+    /// `atan2(self, rhs)`: the angle of the point `(rhs, self)`.
+    atan2 => Atan2,
+    /// Elementwise minimum, NaN-propagating (NumPy's `minimum`).
+    min => Min,
+    /// Elementwise maximum, NaN-propagating (NumPy's `maximum`).
+    max => Max,
+    /// Elementwise minimum (alias of [`Tensor::min`]).
+    minimum => Min,
+    /// Elementwise maximum (alias of [`Tensor::max`]).
+    maximum => Max,
+    /// Remainder with the dividend's sign (C `fmod`).
+    fmod => Fmod,
+    /// Logical and (bool).
+    logical_and => And,
+    /// Logical or (bool).
+    logical_or => Or,
+}
+
+macro_rules! compare_methods {
+    ($($(#[$doc:meta])* $name:ident => $op:ident),* $(,)?) => {
+        impl Tensor {
+            $($(#[$doc])* pub fn $name(self, rhs: impl Into<Operand>) -> Tensor { self.compare_op(CmpOp::$op, rhs) })*
+        }
+    };
+}
+
+compare_methods! {
+    /// `self < rhs` (bool).
+    lt => Lt,
+    /// `self <= rhs` (bool).
+    le => Le,
+    /// `self > rhs` (bool).
+    gt => Gt,
+    /// `self >= rhs` (bool).
+    ge => Ge,
+    /// `self == rhs` (bool).
+    eq => Eq,
+    /// `self != rhs` (bool).
+    ne => Ne,
+}
+
+impl Tensor {
+    /// `clamp(self, lo, hi)` with NumPy's `clip` semantics.
+    pub fn clamp(self, lo: impl Into<Operand>, hi: impl Into<Operand>) -> Tensor {
+        Tensor::record("clamp", &[self.into(), lo.into(), hi.into()], |b, ids| {
+            b.clamp(ids[0], ids[1], ids[2])
+        })
+    }
+
+    /// `self ? a : b` elementwise; `self` is the bool condition.
+    pub fn select(self, a: impl Into<Operand>, b: impl Into<Operand>) -> Tensor {
+        Tensor::record("select", &[self.into(), a.into(), b.into()], |builder, ids| {
+            builder.select(ids[0], ids[1], ids[2])
+        })
+    }
+
+    /// Converts to `dtype`.
+    pub fn cast(self, dtype: DType) -> Tensor {
+        Tensor::record("cast", &[self.into()], |b, ids| b.cast(ids[0], dtype))
+    }
+
+    /// Reinterprets as `shape` (same element count).
+    pub fn reshape(self, shape: impl Into<Shape>) -> Tensor {
+        let shape = shape.into();
+        Tensor::record("reshape", &[self.into()], |b, ids| b.reshape(ids[0], shape))
+    }
+
+    /// Broadcasts to `shape` (NumPy's `broadcast_to`).
+    pub fn broadcast_to(self, shape: impl Into<Shape>) -> Tensor {
+        let shape = shape.into();
+        Tensor::record("broadcast_to", &[self.into()], |b, ids| {
+            b.broadcast_to(ids[0], shape)
+        })
+    }
+
+    /// Reduces with `op` over `axes`, keeping them as size 1 when `keepdims`.
+    pub fn reduce(self, op: ReduceOp, axes: impl Axes, keepdims: bool) -> Tensor {
+        Tensor::record(op.name(), &[self.into()], |b, ids| {
+            let rank = b.value_type(ids[0])?.shape.rank();
+            b.reduce(op, ids[0], &axes.axes(rank), keepdims)
+        })
+    }
+
+    /// Sum over `axes` ([`All`] for every axis).
+    pub fn sum(self, axes: impl Axes) -> Tensor {
+        self.reduce(ReduceOp::Sum, axes, false)
+    }
+
+    /// Product over `axes`.
+    pub fn prod(self, axes: impl Axes) -> Tensor {
+        self.reduce(ReduceOp::Prod, axes, false)
+    }
+
+    /// Mean over `axes` (float).
+    pub fn mean(self, axes: impl Axes) -> Tensor {
+        self.reduce(ReduceOp::Mean, axes, false)
+    }
+
+    /// Maximum over `axes` (the elementwise maximum is [`Tensor::max`]).
+    pub fn max_over(self, axes: impl Axes) -> Tensor {
+        self.reduce(ReduceOp::Max, axes, false)
+    }
+
+    /// Minimum over `axes` (the elementwise minimum is [`Tensor::min`]).
+    pub fn min_over(self, axes: impl Axes) -> Tensor {
+        self.reduce(ReduceOp::Min, axes, false)
+    }
+
+    /// Sum of every element (a scalar).
+    pub fn sum_all(self) -> Tensor {
+        self.sum(All)
+    }
+
+    /// Mean of every element (a scalar).
+    pub fn mean_all(self) -> Tensor {
+        self.mean(All)
+    }
+}
+
+/// `where_(cond, a, b)`: `a` where `cond` is true, else `b` (NumPy's `where`).
+pub fn where_(cond: Tensor, a: impl Into<Operand>, b: impl Into<Operand>) -> Tensor {
+    cond.select(a, b)
+}
+
+macro_rules! operator {
+    ($trait:ident, $method:ident, $op:ident) => {
+        impl<R: Into<Operand>> ops::$trait<R> for Tensor {
+            type Output = Tensor;
+            fn $method(self, rhs: R) -> Tensor {
+                self.binary_op(BinaryOp::$op, rhs)
+            }
+        }
+        impl ops::$trait<Tensor> for f64 {
+            type Output = Tensor;
+            fn $method(self, rhs: Tensor) -> Tensor {
+                rhs.binary_op_rev(BinaryOp::$op, self)
+            }
+        }
+        impl ops::$trait<Tensor> for i32 {
+            type Output = Tensor;
+            fn $method(self, rhs: Tensor) -> Tensor {
+                rhs.binary_op_rev(BinaryOp::$op, self)
+            }
+        }
+    };
+}
+
+operator!(Add, add, Add);
+operator!(Sub, sub, Sub);
+operator!(Mul, mul, Mul);
+operator!(Div, div, Div);
+operator!(Rem, rem, Fmod);
+
+impl<R: Into<Operand>> ops::BitAnd<R> for Tensor {
+    type Output = Tensor;
+    fn bitand(self, rhs: R) -> Tensor {
+        self.binary_op(BinaryOp::And, rhs)
+    }
+}
+
+impl<R: Into<Operand>> ops::BitOr<R> for Tensor {
+    type Output = Tensor;
+    fn bitor(self, rhs: R) -> Tensor {
+        self.binary_op(BinaryOp::Or, rhs)
+    }
+}
+
+impl ops::Neg for Tensor {
+    type Output = Tensor;
+    fn neg(self) -> Tensor {
+        self.unary_op(UnaryOp::Neg)
+    }
+}
+
+impl ops::Not for Tensor {
+    type Output = Tensor;
+    fn not(self) -> Tensor {
+        self.unary_op(UnaryOp::Not)
+    }
+}
+
+/// Ends the trace when dropped, also when the traced function panics.
+pub(crate) struct TraceGuard {
+    id: u32,
+    finished: bool,
+}
+
+impl TraceGuard {
+    /// Starts a trace of a kernel called `name` on this thread.
+    pub(crate) fn begin(name: &str) -> TraceGuard {
+        let id = NEXT_TRACE.fetch_add(1, Ordering::Relaxed);
+        TRACES.with(|traces| {
+            traces.borrow_mut().push(TraceState {
+                id,
+                builder: Builder::new(name),
+                error: None,
+            });
+        });
+        TraceGuard { id, finished: false }
+    }
+
+    /// Adds an input and returns its tensor.
+    pub(crate) fn input(&self, name: &str, ty: TensorType) -> Tensor {
+        with_trace(|state| match state.builder.input(name, ty) {
+            Ok(value) => Tensor::from_value(state.id, value),
+            Err(source) => {
+                record_error(state, TraceError::Build { op: "input", source });
+                Tensor::poisoned(state.id)
+            }
+        })
+        .unwrap_or_else(|| Tensor::poisoned(self.id))
+    }
+
+    /// A scalar constant.
+    pub(crate) fn constant(&self, value: Scalar) -> Tensor {
+        with_trace(|state| Tensor::from_value(state.id, state.builder.scalar(value)))
+            .unwrap_or_else(|| Tensor::poisoned(self.id))
+    }
+
+    /// The first error recorded so far.
+    pub(crate) fn error(&self) -> Option<TraceError> {
+        with_trace(|state| state.error.clone()).flatten()
+    }
+
+    /// Ends the trace with `outputs` (named) and returns the kernel or the first error.
+    pub(crate) fn finish(mut self, outputs: &[(String, Tensor)]) -> Result<Kernel, TraceError> {
+        self.finished = true;
+        let state = TRACES
+            .with(|traces| traces.borrow_mut().pop())
+            .filter(|state| state.id == self.id);
+        let Some(mut state) = state else {
+            return Err(TraceError::ForeignTensor { op: "output" });
+        };
+        for (name, tensor) in outputs {
+            let Some(ids) = resolve(&mut state, "output", &[*tensor]) else {
+                continue;
+            };
+            if let Err(source) = state.builder.output(name.clone(), ids[0]) {
+                record_error(&mut state, TraceError::Build { op: "output", source });
+            }
+        }
+        if let Some(error) = state.error {
+            return Err(error);
+        }
+        if outputs.is_empty() {
+            return Err(TraceError::NoOutputs);
+        }
+        state
+            .builder
+            .finish()
+            .map_err(|source| TraceError::Build { op: "output", source })
+    }
+}
+
+impl Drop for TraceGuard {
+    fn drop(&mut self) {
+        if !self.finished {
+            TRACES.with(|traces| {
+                let mut traces = traces.borrow_mut();
+                if traces.last().is_some_and(|s| s.id == self.id) {
+                    traces.pop();
+                }
+            });
+        }
+    }
+}
+
+/// What a traced function returns: one tensor, a tuple of up to six, an array or a `Vec`.
+/// One output is called `out`; several are `out0`, `out1`, ...
+pub trait TraceOutput {
+    /// The output tensors, in order.
+    fn into_tensors(self) -> Vec<Tensor>;
+}
+
+impl TraceOutput for Tensor {
+    fn into_tensors(self) -> Vec<Tensor> {
+        vec![self]
+    }
+}
+
+impl TraceOutput for Vec<Tensor> {
+    fn into_tensors(self) -> Vec<Tensor> {
+        self
+    }
+}
+
+impl<const N: usize> TraceOutput for [Tensor; N] {
+    fn into_tensors(self) -> Vec<Tensor> {
+        self.to_vec()
+    }
+}
+
+macro_rules! tensor_ty {
+    ($t:ident) => {
+        Tensor
+    };
+}
+
+macro_rules! tuple_output {
+    ($($t:ident),+) => {
+        impl TraceOutput for ($(tensor_ty!($t),)+) {
+            fn into_tensors(self) -> Vec<Tensor> {
+                let ($($t,)+) = self;
+                vec![$($t),+]
+            }
+        }
+    };
+}
+
+tuple_output!(a);
+tuple_output!(a, b);
+tuple_output!(a, b, c);
+tuple_output!(a, b, c, d);
+tuple_output!(a, b, c, d, e);
+tuple_output!(a, b, c, d, e, f);
+
+/// The default output names for `n` outputs: `out` for one, `out0, out1, ...` otherwise.
+pub(crate) fn output_names(n: usize) -> Vec<String> {
+    if n == 1 {
+        vec!["out".to_string()]
+    } else {
+        (0..n).map(|i| format!("out{i}")).collect()
+    }
+}

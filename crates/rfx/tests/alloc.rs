@@ -1,0 +1,90 @@
+//! Zero allocations per real-time call: a counting global allocator (in this file only, so it
+//! does not affect other tests) around `BoundKernel` calls on the CPU backend.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use rfx::{ArrayView, ArrayViewMut, DType, Shape, Tensor, TensorType};
+
+struct Counting;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: same contract as ours.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as ours.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: same contract as ours.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+#[test]
+fn real_time_calls_allocate_nothing_after_warm_up() {
+    // A kernel with a temporary (the reduction feeds an elementwise kernel) so the scratch
+    // arena is used.
+    let f = rfx::jit(|x: Tensor, y: Tensor| {
+        let centred = x - x.mean(rfx::All);
+        ((centred * 2.0).sin() + y, centred.sum(rfx::All))
+    });
+    let ty = TensorType::new(DType::F32, [64]);
+    let mut bound = f.bind(&[ty.clone(), ty]).expect("bind");
+    assert_eq!(bound.executable().backend(), "cpu");
+    let x: Vec<f32> = (0..64).map(|i| (i as f32 * 0.37).sin()).collect();
+    let y: Vec<f32> = (0..64).map(|i| (i as f32 * 0.11).cos()).collect();
+    let mut out = vec![0.0f32; 64];
+    let mut total = [0.0f32; 1];
+    let shape = Shape::new([64]);
+    let scalar = Shape::scalar();
+
+    // Warm-up grows the scratch.
+    bound
+        .run_slices([&x[..], &y[..]], [&mut out[..], &mut total[..]])
+        .expect("warm-up");
+
+    COUNTING.store(true, Ordering::SeqCst);
+    for _ in 0..1000 {
+        bound
+            .run_slices([&x[..], &y[..]], [&mut out[..], &mut total[..]])
+            .expect("slices call");
+        let inputs = [
+            ArrayView::new(&shape, &x[..]).expect("view"),
+            ArrayView::new(&shape, &y[..]).expect("view"),
+        ];
+        let mut outputs = [
+            ArrayViewMut::new(&shape, &mut out[..]).expect("view"),
+            ArrayViewMut::new(&scalar, &mut total[..]).expect("view"),
+        ];
+        bound.run(&inputs, &mut outputs).expect("views call");
+    }
+    COUNTING.store(false, Ordering::SeqCst);
+    assert_eq!(
+        ALLOCATIONS.load(Ordering::SeqCst),
+        0,
+        "allocations in 2000 real-time calls"
+    );
+
+    let mean = x.iter().sum::<f32>() / 64.0;
+    for i in 0..64 {
+        let expected = ((x[i] - mean) * 2.0).sin() + y[i];
+        assert!((out[i] - expected).abs() < 1e-5, "{i}: {} vs {expected}", out[i]);
+    }
+    assert!(total[0].abs() < 1e-4);
+}

@@ -424,10 +424,11 @@ fn dump(kernel: &Kernel, stage: Stage) -> Result<String, CliError> {
 
 #[cfg(feature = "cuda")]
 fn cuda_dump(lir: &rfx_ir::lir::LirProgram, stage: Stage) -> Result<String, CliError> {
+    let options = rfx_lower::CompileOptions::default();
     let result = if stage == Stage::Ptx {
-        rfx_codegen_cuda::ptx(lir)
+        rfx_codegen_cuda::ptx(lir, "sm_80", &options)
     } else {
-        rfx_codegen_cuda::cuda_source(lir)
+        rfx_codegen_cuda::cuda_source(lir, &options)
     };
     result.map_err(|e| CliError::User(e.to_string()))
 }

@@ -8,7 +8,7 @@ static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
     let mut registry = Registry::default();
     registry.register(Arc::new(rfx_codegen_cpu::CpuBackend));
     #[cfg(feature = "cuda")]
-    registry.register(Arc::new(rfx_codegen_cuda::CudaBackend::default()));
+    registry.register(Arc::new(rfx_codegen_cuda::CudaBackend));
     #[cfg(feature = "metal")]
     registry.register(Arc::new(rfx_codegen_metal::MetalBackend::default()));
     registry

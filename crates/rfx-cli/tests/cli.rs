@@ -355,9 +355,10 @@ fn run_grad_dump_dot_and_bench() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("kernel sumsq"));
     for stage in ["cuda", "ptx", "msl", "wgsl"] {
         let out = rfx(&["dump", "x * 2.0", "--stage", stage, "--in-shapes", "x=f32[3]"]);
-        let built = match stage {
-            "cuda" | "ptx" => cfg!(feature = "cuda"),
-            _ => cfg!(feature = "metal"),
+        let built = if matches!(stage, "cuda" | "ptx") {
+            cfg!(feature = "cuda")
+        } else {
+            cfg!(feature = "metal")
         };
         if !built {
             assert_eq!(out.status.code(), Some(1), "{stage}");

@@ -479,3 +479,24 @@ impl Compiled for MetalCompiled {
         self.download(outputs)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// No backend enabled stands in for a machine without a GPU or driver: the error is
+    /// `Unavailable` with a reason, and nothing panics.
+    #[test]
+    fn no_adapter_is_unavailable_not_a_panic() {
+        let reason = match init(wgpu::Backends::empty()) {
+            Ok(_) => panic!("an adapter with no backends enabled"),
+            Err(reason) => reason,
+        };
+        assert!(reason.contains("no wgpu adapter"), "{reason}");
+        let err = unavailable(reason);
+        assert!(
+            matches!(err, BackendError::Unavailable { backend: "metal", .. }),
+            "{err}"
+        );
+    }
+}

@@ -537,6 +537,30 @@ fn a_compiled_program_is_reused_and_shared_across_threads() {
 }
 
 #[test]
+fn reductions_beyond_llvmpipes_loop_budget_are_rejected_there() {
+    if !adapter_or_skip() {
+        return;
+    }
+    // 16 points per loop iteration: 2^21 points need 131072 iterations, above 65535.
+    let n = 1 << 21;
+    let kernel = parse(&format!(
+        "kernel k {{\n  %x = input x : f32[{n}]\n  %s = sum %x axes [0] : f32[]\n  output s = %s\n}}"
+    ));
+    let lir = lower_kernel(&kernel);
+    let adapter = MetalBackend.adapter().expect("adapter");
+    match MetalBackend.compile(&lir, &Default::default()) {
+        Err(BackendError::Unsupported {
+            what: Unsupported::Size { .. },
+            ..
+        }) => {
+            assert!(adapter.contains("llvmpipe"), "{adapter}")
+        }
+        Err(e) => panic!("{e}"),
+        Ok(_) => assert!(!adapter.contains("llvmpipe"), "{adapter}"),
+    }
+}
+
+#[test]
 fn bad_calls_are_rejected_before_running() {
     if !adapter_or_skip() {
         return;

@@ -1,0 +1,992 @@
+//! LIR → WGSL text: one compute entry point per kernel, one storage binding per buffer.
+//!
+//! Every kernel runs one invocation per *unit*: a point of the loop nest for elementwise kernels,
+//! a leading point for kernels with reductions (the invocation then walks the reduced points in
+//! row-major order, keeping the LIR's `lanes` partial accumulators, so results match the LIR
+//! interpreter bit for bit). Invocations are numbered `gid.x + gid.y * GRID_ROW`, so a kernel
+//! with more than 65535 workgroups runs as a 2D grid.
+//!
+//! Where WGSL's own operators differ from rfx's semantics (NaN-propagating `min`/`max`, `sign`,
+//! exact `fmod`, C99 `pow`, i32 floor division, saturating float → i32 casts, wrapping i32
+//! arithmetic), the code calls small helper functions emitted at the top of the module. NaN
+//! tests and the special float constants go through `bitcast`, which neither WGSL's constant
+//! evaluator nor a fast-math shader compiler may fold away.
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use rfx_ir::lir::{Inst, LirKernel, LirProgram, SlotId, Storage};
+use rfx_ir::semantics::{reduce_finish, reduce_identity};
+use rfx_ir::{BinaryOp, CmpOp, DType, ReduceOp, Scalar, UnaryOp};
+use rfx_lower::{BackendError, Unsupported};
+
+use crate::BACKEND;
+
+/// Invocations per workgroup (the `@workgroup_size`).
+pub(crate) const WORKGROUP_SIZE: u32 = 64;
+/// Most workgroups along one grid dimension: WebGPU's guaranteed minimum of
+/// `max_compute_workgroups_per_dimension`, so the generated code does not depend on the device.
+pub(crate) const MAX_GROUPS_PER_DIM: u64 = 65535;
+
+/// How one kernel is dispatched.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct KernelLayout {
+    /// The entry point's name.
+    pub(crate) entry: String,
+    /// Invocations that do work (units); 0 means the kernel is not dispatched.
+    pub(crate) units: u64,
+    /// Workgroups along x and y.
+    pub(crate) groups: (u32, u32),
+    /// The buffers (by index, which is also the binding) the entry point uses, ascending.
+    pub(crate) bindings: Vec<usize>,
+    /// Loop iterations per invocation ([`loop_iterations`]).
+    pub(crate) loop_iterations: u64,
+}
+
+/// A program's WGSL module and how to dispatch each kernel.
+#[derive(Clone, Debug)]
+pub(crate) struct Shader {
+    pub(crate) source: String,
+    pub(crate) kernels: Vec<KernelLayout>,
+}
+
+fn unsupported(what: Unsupported) -> BackendError {
+    BackendError::Unsupported {
+        backend: BACKEND,
+        what,
+    }
+}
+
+/// Rejects what WGSL cannot compute: any `f64` buffer or slot (WGSL has no f64; a silent
+/// downcast would change results).
+pub(crate) fn check_supported(program: &LirProgram) -> Result<(), BackendError> {
+    let uses_f64 = program.buffers().iter().any(|b| b.ty.dtype == DType::F64)
+        || program.kernels().iter().any(|k| k.slots.contains(&DType::F64));
+    if uses_f64 {
+        return Err(unsupported(Unsupported::DType(DType::F64)));
+    }
+    Ok(())
+}
+
+/// Helper functions the generated code may call; each is emitted once, in this order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Helper {
+    Exact,
+    IsNan,
+    MinF32,
+    MaxF32,
+    SignF32,
+    FmodF32,
+    PowF32,
+    SigmoidF32,
+    TanhF32,
+    Atan2F32,
+    F32ToI32,
+    DivI32,
+    FmodI32,
+}
+
+impl Helper {
+    fn deps(self) -> &'static [Helper] {
+        match self {
+            Helper::MinF32 | Helper::MaxF32 | Helper::PowF32 | Helper::F32ToI32 | Helper::Atan2F32 => {
+                &[Helper::IsNan]
+            }
+            _ => &[],
+        }
+    }
+
+    fn source(self) -> &'static str {
+        match self {
+            Helper::Exact => {
+                "// `x` itself, through a zero the shader compiler cannot see (`gid.z`, always 0 here):
+// it keeps every float op a separately rounded IEEE op. Without it, Mesa's NIR fuses `a * b + c`
+// into an FMA and folds `x - x` to 0 and `x * 0` to 0, which are wrong for NaN, Inf and -0.
+fn rfx_exact(x: f32) -> f32 {
+    return bitcast<f32>(bitcast<u32>(x) | rfx_zero);
+}
+
+// The same with another opaque op, for second operands: `rfx_exact(x) - rfx_exact2(x)` is not
+// `x - x` to the compiler, so it cannot fold it to 0 (NaN for infinite x).
+fn rfx_exact2(x: f32) -> f32 {
+    return bitcast<f32>(bitcast<u32>(x) ^ rfx_zero);
+}
+"
+            }
+            Helper::IsNan => {
+                "// NaN test on the bits: a fast-math compiler may fold `x != x` away.
+fn rfx_isnan(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
+}
+"
+            }
+            Helper::MinF32 => {
+                "// NumPy minimum: `a` when `a < b` or `a` is NaN, else `b`.
+fn rfx_min_f32(a: f32, b: f32) -> f32 {
+    return select(b, a, a < b || rfx_isnan(a));
+}
+"
+            }
+            Helper::MaxF32 => {
+                "// NumPy maximum: `a` when `a > b` or `a` is NaN, else `b`.
+fn rfx_max_f32(a: f32, b: f32) -> f32 {
+    return select(b, a, a > b || rfx_isnan(a));
+}
+"
+            }
+            Helper::SignF32 => {
+                "// NumPy sign: -1, +0 or 1; NaN stays NaN; sign(-0) = +0.
+fn rfx_sign_f32(x: f32) -> f32 {
+    return select(select(select(x, 0.0f, x == 0.0f), -1.0f, x < 0.0f), 1.0f, x > 0.0f);
+}
+"
+            }
+            Helper::FmodF32 => FMOD_F32,
+            Helper::PowF32 => {
+                "// C99 powf: the special values exactly, negative bases with integer exponents,
+// otherwise exp2(y * log2|x|) (the device's precision).
+fn rfx_pow_f32(x: f32, y: f32) -> f32 {
+    let inf = bitcast<f32>(0x7f800000u);
+    if (y == 0.0f || x == 1.0f) {
+        return 1.0f;
+    }
+    if (rfx_isnan(x) || rfx_isnan(y)) {
+        return bitcast<f32>(0x7fc00000u);
+    }
+    let ax = abs(x);
+    let ay = abs(y);
+    if (ay == inf) {
+        if (ax == 1.0f) {
+            return 1.0f;
+        }
+        return select(0.0f, inf, (ax > 1.0f) == (y > 0.0f));
+    }
+    let y_int = trunc(y) == y;
+    // Every f32 of magnitude 2^24 or more is an even integer.
+    let y_odd = y_int && ay < 16777216.0f && (i32(ay) & 1) == 1;
+    let neg = bitcast<u32>(x) >= 0x80000000u;
+    let sign = select(0u, 0x80000000u, neg && y_odd);
+    if (ax == 0.0f) {
+        return bitcast<f32>(bitcast<u32>(select(0.0f, inf, y < 0.0f)) | sign);
+    }
+    if (ax == inf) {
+        return bitcast<f32>(bitcast<u32>(select(inf, 0.0f, y < 0.0f)) | sign);
+    }
+    if (neg && !y_int) {
+        return bitcast<f32>(0x7fc00000u);
+    }
+    return bitcast<f32>(bitcast<u32>(exp2(y * log2(ax))) | sign);
+}
+"
+            }
+            Helper::SigmoidF32 => {
+                "// rfx sigmoid: exp(x)/(1+exp(x)) below 0 keeps tiny results; 1/(1+exp(-x)) otherwise.
+fn rfx_sigmoid_f32(x: f32) -> f32 {
+    if (x < 0.0f) {
+        let e = exp(x);
+        return e / (1.0f + e);
+    }
+    return 1.0f / (1.0f + exp(-x));
+}
+"
+            }
+            Helper::TanhF32 => {
+                "// tanh: Cephes tanhf's odd polynomial below 0.625 (GPU built-ins lose accuracy to
+// cancellation there), the built-in above.
+fn rfx_tanh_f32(x: f32) -> f32 {
+    if (abs(x) < 0.625f) {
+        let z = x * x;
+        let p = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z
+            + 1.33314422036e-1f) * z - 3.33332819422e-1f) * z;
+        return select(p * x + x, x, abs(x) < 0x1p-12f);
+    }
+    return tanh(x);
+}
+"
+            }
+            Helper::Atan2F32 => {
+                "// C99 atan2 at y = ±0 (±0 or ±pi by the sign of x, -0 included); else the built-in.
+fn rfx_atan2_f32(y: f32, x: f32) -> f32 {
+    if (rfx_isnan(x) || rfx_isnan(y)) {
+        return bitcast<f32>(0x7fc00000u);
+    }
+    if (y == 0.0f) {
+        let r = select(0u, 0x40490fdbu, bitcast<u32>(x) >= 0x80000000u);
+        return bitcast<f32>(r | (bitcast<u32>(y) & 0x80000000u));
+    }
+    return atan2(y, x);
+}
+"
+            }
+            Helper::F32ToI32 => {
+                "// Truncation toward zero, saturating, NaN -> 0 (Rust's `as`).
+fn rfx_f32_to_i32(x: f32) -> i32 {
+    if (rfx_isnan(x)) {
+        return 0;
+    }
+    if (x >= 2147483648.0f) {
+        return 2147483647;
+    }
+    if (x <= -2147483648.0f) {
+        return bitcast<i32>(0x80000000u);
+    }
+    return i32(x);
+}
+"
+            }
+            Helper::DivI32 => {
+                "// Floor division (NumPy //); x / 0 = 0; i32::MIN / -1 wraps.
+fn rfx_div_i32(a: i32, b: i32) -> i32 {
+    if (b == 0) {
+        return 0;
+    }
+    if (b == -1) {
+        return bitcast<i32>(0u - bitcast<u32>(a));
+    }
+    let q = a / b;
+    let r = a - q * b;
+    return select(q, q - 1, r != 0 && ((r < 0) != (b < 0)));
+}
+"
+            }
+            Helper::FmodI32 => {
+                "// Truncated remainder; x fmod 0 = 0 and x fmod -1 = 0 (no overflow).
+fn rfx_fmod_i32(a: i32, b: i32) -> i32 {
+    return a % select(b, 1, b == 0 || b == -1);
+}
+"
+            }
+        }
+    }
+}
+
+/// C fmod, exact and loop-free (llvmpipe budgets loop iterations per invocation): with
+/// `|x| = mx 2^(ex-150)` and `|y| = my 2^(ey-150)`, the result is `((mx 2^(ex-ey)) mod my)
+/// 2^(ey-150)`, computed by integer remainders 8 bits at a time (`r < my <= 2^24`, so `r << 8`
+/// fits a u32), then rebuilt exactly (fmod's result is always representable).
+const FMOD_F32: &str = "// C fmod, exact: integer remainders of the significands, 8 exponent bits per step.
+fn rfx_fmod_f32(x: f32, y: f32) -> f32 {
+    let ux = bitcast<u32>(x);
+    let sx = ux & 0x80000000u;
+    let ax = ux & 0x7fffffffu;
+    let ay = bitcast<u32>(y) & 0x7fffffffu;
+    if (ay == 0u || ay > 0x7f800000u || ax >= 0x7f800000u) {
+        return bitcast<f32>(0x7fc00000u);
+    }
+    if (ax < ay) {
+        return x;
+    }
+    if (ax == ay) {
+        return bitcast<f32>(sx);
+    }
+    let ex = max(i32(ax >> 23u), 1);
+    let ey = max(i32(ay >> 23u), 1);
+    let mx = select(ax, (ax & 0x007fffffu) | 0x00800000u, ax >= 0x00800000u);
+    let my = select(ay, (ay & 0x007fffffu) | 0x00800000u, ay >= 0x00800000u);
+    let d = u32(ex - ey);
+    var r = (mx << (d & 7u)) % my;
+    let steps = d >> 3u;
+    if (steps > 0u) { r = (r << 8u) % my; }
+    if (steps > 1u) { r = (r << 8u) % my; }
+    if (steps > 2u) { r = (r << 8u) % my; }
+    if (steps > 3u) { r = (r << 8u) % my; }
+    if (steps > 4u) { r = (r << 8u) % my; }
+    if (steps > 5u) { r = (r << 8u) % my; }
+    if (steps > 6u) { r = (r << 8u) % my; }
+    if (steps > 7u) { r = (r << 8u) % my; }
+    if (steps > 8u) { r = (r << 8u) % my; }
+    if (steps > 9u) { r = (r << 8u) % my; }
+    if (steps > 10u) { r = (r << 8u) % my; }
+    if (steps > 11u) { r = (r << 8u) % my; }
+    if (steps > 12u) { r = (r << 8u) % my; }
+    if (steps > 13u) { r = (r << 8u) % my; }
+    if (steps > 14u) { r = (r << 8u) % my; }
+    if (steps > 15u) { r = (r << 8u) % my; }
+    if (steps > 16u) { r = (r << 8u) % my; }
+    if (steps > 17u) { r = (r << 8u) % my; }
+    if (steps > 18u) { r = (r << 8u) % my; }
+    if (steps > 19u) { r = (r << 8u) % my; }
+    if (steps > 20u) { r = (r << 8u) % my; }
+    if (steps > 21u) { r = (r << 8u) % my; }
+    if (steps > 22u) { r = (r << 8u) % my; }
+    if (steps > 23u) { r = (r << 8u) % my; }
+    if (steps > 24u) { r = (r << 8u) % my; }
+    if (steps > 25u) { r = (r << 8u) % my; }
+    if (steps > 26u) { r = (r << 8u) % my; }
+    if (steps > 27u) { r = (r << 8u) % my; }
+    if (steps > 28u) { r = (r << 8u) % my; }
+    if (steps > 29u) { r = (r << 8u) % my; }
+    if (steps > 30u) { r = (r << 8u) % my; }
+    if (r == 0u) {
+        return bitcast<f32>(sx);
+    }
+    let shift = i32(countLeadingZeros(r)) - 8;
+    let e = ey - shift;
+    if (e >= 1) {
+        return bitcast<f32>(sx | (u32(e) << 23u) | ((r << u32(shift)) & 0x007fffffu));
+    }
+    return bitcast<f32>(sx | (r << u32(ey - 1)));
+}
+";
+
+/// The WGSL type a value of `dtype` has in registers.
+fn value_type(dtype: DType) -> &'static str {
+    match dtype {
+        DType::Bool => "bool",
+        DType::I32 => "i32",
+        DType::F32 | DType::F64 => "f32",
+    }
+}
+
+/// The WGSL element type of a storage buffer of `dtype` (bool is not host-shareable: u32 0/1).
+fn storage_type(dtype: DType) -> &'static str {
+    match dtype {
+        DType::Bool => "u32",
+        DType::I32 => "i32",
+        DType::F32 | DType::F64 => "f32",
+    }
+}
+
+/// An exact WGSL expression for an `f32`: a decimal literal when the shortest decimal is the
+/// value exactly (2.0, 0.5, -3.25), else the bits through `bitcast` (NaN, ±Inf, -0, 0.1, ...).
+fn f32_literal(v: f32) -> String {
+    let text = format!("{v:?}");
+    let exact = v.is_finite()
+        && v.to_bits() != 0x8000_0000
+        && (v == 0.0 || v.abs() >= f32::MIN_POSITIVE)
+        && text.parse::<f64>().is_ok_and(|d| d == f64::from(v))
+        && !text.contains('e');
+    if exact {
+        format!("{text}f")
+    } else {
+        format!("bitcast<f32>(0x{:08x}u)", v.to_bits())
+    }
+}
+
+fn i32_literal(v: i32) -> String {
+    if v == i32::MIN {
+        "bitcast<i32>(0x80000000u)".to_string()
+    } else {
+        format!("{v}i")
+    }
+}
+
+fn scalar_literal(value: Scalar) -> String {
+    match value {
+        Scalar::Bool(b) => b.to_string(),
+        Scalar::I32(v) => i32_literal(v),
+        Scalar::F32(v) => f32_literal(v),
+        // Rejected by `check_supported` before code generation.
+        Scalar::F64(v) => f32_literal(v as f32),
+    }
+}
+
+struct Emitter<'a> {
+    program: &'a LirProgram,
+    helpers: BTreeSet<Helper>,
+}
+
+fn slot(s: SlotId) -> String {
+    format!("s{}", s.index())
+}
+
+fn compile_error(message: String) -> BackendError {
+    BackendError::Compile {
+        backend: BACKEND,
+        message,
+    }
+}
+
+impl Emitter<'_> {
+    fn use_helper(&mut self, helper: Helper) -> &'static str {
+        for dep in helper.deps() {
+            self.helpers.insert(*dep);
+        }
+        self.helpers.insert(helper);
+        match helper {
+            Helper::Exact => "rfx_exact",
+            Helper::IsNan => "rfx_isnan",
+            Helper::MinF32 => "rfx_min_f32",
+            Helper::MaxF32 => "rfx_max_f32",
+            Helper::SignF32 => "rfx_sign_f32",
+            Helper::FmodF32 => "rfx_fmod_f32",
+            Helper::PowF32 => "rfx_pow_f32",
+            Helper::SigmoidF32 => "rfx_sigmoid_f32",
+            Helper::Atan2F32 => "rfx_atan2_f32",
+            Helper::TanhF32 => "rfx_tanh_f32",
+            Helper::F32ToI32 => "rfx_f32_to_i32",
+            Helper::DivI32 => "rfx_div_i32",
+            Helper::FmodI32 => "rfx_fmod_i32",
+        }
+    }
+
+    fn buffer_dtype(&self, buf: rfx_ir::BufId) -> Result<DType, BackendError> {
+        self.program
+            .buffer(buf)
+            .map(|b| b.ty.dtype)
+            .ok_or_else(|| compile_error(format!("unknown buffer {buf}")))
+    }
+
+    /// The expression of a unary op on `x` of `dtype`.
+    fn unary(&mut self, op: UnaryOp, dtype: DType, x: &str) -> String {
+        if dtype == DType::I32 {
+            return match op {
+                UnaryOp::Neg => format!("bitcast<i32>(0u - bitcast<u32>({x}))"),
+                UnaryOp::Abs => format!("select({x}, bitcast<i32>(0u - bitcast<u32>({x})), {x} < 0i)"),
+                _ => format!("sign({x})"),
+            };
+        }
+        if dtype == DType::Bool {
+            return format!("!{x}");
+        }
+        match op {
+            UnaryOp::Neg => format!("-{x}"),
+            UnaryOp::Abs => format!("abs({x})"),
+            UnaryOp::Sign => format!("{}({x})", self.use_helper(Helper::SignF32)),
+            UnaryOp::Floor => format!("floor({x})"),
+            UnaryOp::Ceil => format!("ceil({x})"),
+            // WGSL's `round` rounds half to even.
+            UnaryOp::Round => format!("round({x})"),
+            UnaryOp::Sqrt => format!("sqrt({x})"),
+            // Kept as divisions (NIR would make them approximate `frsq`/`frcp`).
+            UnaryOp::Rsqrt => format!("1.0f / {}(sqrt({x}))", self.use_helper(Helper::Exact)),
+            UnaryOp::Recip => format!("1.0f / {}({x})", self.use_helper(Helper::Exact)),
+            UnaryOp::Exp => format!("exp({x})"),
+            UnaryOp::Exp2 => format!("exp2({x})"),
+            UnaryOp::Log => format!("log({x})"),
+            UnaryOp::Log2 => format!("log2({x})"),
+            // Odd functions are `x` itself, correctly rounded, below 2^-12: this keeps -0 and
+            // subnormal arguments, which GPU built-ins may flush or lose the sign of.
+            UnaryOp::Sin => small_odd("sin", x),
+            UnaryOp::Cos => format!("cos({x})"),
+            UnaryOp::Tan => small_odd("tan", x),
+            UnaryOp::Tanh => format!("{}({x})", self.use_helper(Helper::TanhF32)),
+            UnaryOp::Atan => format!(
+                "select({}, {x}, {}({x}))",
+                small_odd("atan", x),
+                self.use_helper(Helper::IsNan)
+            ),
+            UnaryOp::Asin => small_odd("asin", x),
+            UnaryOp::Acos => format!("acos({x})"),
+            UnaryOp::Sigmoid => format!("{}({x})", self.use_helper(Helper::SigmoidF32)),
+            UnaryOp::Not => format!("!{x}"),
+        }
+    }
+
+    /// The expression of a binary op on `a`, `b` of `dtype`.
+    fn binary(&mut self, op: BinaryOp, dtype: DType, a: &str, b: &str) -> String {
+        match dtype {
+            DType::Bool => match op {
+                BinaryOp::Or => format!("{a} || {b}"),
+                _ => format!("{a} && {b}"),
+            },
+            // i32 arithmetic wraps; done on u32 so that no backend sees signed overflow (UB in MSL).
+            DType::I32 => match op {
+                BinaryOp::Add => format!("bitcast<i32>(bitcast<u32>({a}) + bitcast<u32>({b}))"),
+                BinaryOp::Sub => format!("bitcast<i32>(bitcast<u32>({a}) - bitcast<u32>({b}))"),
+                BinaryOp::Mul => format!("bitcast<i32>(bitcast<u32>({a}) * bitcast<u32>({b}))"),
+                BinaryOp::Div => format!("{}({a}, {b})", self.use_helper(Helper::DivI32)),
+                BinaryOp::Fmod => format!("{}({a}, {b})", self.use_helper(Helper::FmodI32)),
+                BinaryOp::Min => format!("min({a}, {b})"),
+                _ => format!("max({a}, {b})"),
+            },
+            DType::F32 | DType::F64 => match op {
+                BinaryOp::Add | BinaryOp::Sub | BinaryOp::Mul | BinaryOp::Div => {
+                    let sym = match op {
+                        BinaryOp::Add => "+",
+                        BinaryOp::Sub => "-",
+                        BinaryOp::Mul => "*",
+                        _ => "/",
+                    };
+                    self.use_helper(Helper::Exact);
+                    format!("rfx_exact({a}) {sym} rfx_exact2({b})")
+                }
+                BinaryOp::Pow => format!("{}({a}, {b})", self.use_helper(Helper::PowF32)),
+                BinaryOp::Min => format!("{}({a}, {b})", self.use_helper(Helper::MinF32)),
+                BinaryOp::Max => format!("{}({a}, {b})", self.use_helper(Helper::MaxF32)),
+                BinaryOp::Atan2 => format!("{}({a}, {b})", self.use_helper(Helper::Atan2F32)),
+                BinaryOp::Fmod => format!("{}({a}, {b})", self.use_helper(Helper::FmodF32)),
+                BinaryOp::And => format!("{a} && {b}"),
+                BinaryOp::Or => format!("{a} || {b}"),
+            },
+        }
+    }
+
+    fn compare(op: CmpOp, dtype: DType, a: &str, b: &str) -> String {
+        match op {
+            CmpOp::Lt => format!("{a} < {b}"),
+            CmpOp::Le => format!("{a} <= {b}"),
+            CmpOp::Gt => format!("{a} > {b}"),
+            CmpOp::Ge => format!("{a} >= {b}"),
+            CmpOp::Eq => format!("{a} == {b}"),
+            // `!(a == b)` is true for NaN whichever way the target orders `!=`.
+            CmpOp::Ne if dtype.is_float() => format!("!({a} == {b})"),
+            CmpOp::Ne => format!("{a} != {b}"),
+        }
+    }
+
+    fn cast(&mut self, from: DType, to: DType, x: &str) -> String {
+        match (from, to) {
+            _ if from == to => x.to_string(),
+            (DType::Bool, DType::I32) => format!("select(0i, 1i, {x})"),
+            (DType::Bool, _) => format!("select(0.0f, 1.0f, {x})"),
+            (DType::I32, DType::Bool) => format!("{x} != 0i"),
+            (DType::I32, _) => format!("f32({x})"),
+            // NaN → true, ±0 → false.
+            (_, DType::Bool) => format!("(bitcast<u32>({x}) & 0x7fffffffu) != 0u"),
+            (_, DType::I32) => format!("{}({x})", self.use_helper(Helper::F32ToI32)),
+            _ => x.to_string(),
+        }
+    }
+
+    fn combine(&mut self, op: ReduceOp, dtype: DType, acc: &str, x: &str) -> String {
+        let binary_op = match op {
+            ReduceOp::Sum | ReduceOp::Mean => BinaryOp::Add,
+            ReduceOp::Prod => BinaryOp::Mul,
+            ReduceOp::Max => BinaryOp::Max,
+            ReduceOp::Min => BinaryOp::Min,
+        };
+        self.binary(binary_op, dtype, acc, x)
+    }
+}
+
+/// `f(x)`, or `x` where `|x| < 2^-12` (where `f(x) = x + O(x^3)` rounds to `x`).
+fn small_odd(f: &str, x: &str) -> String {
+    format!("select({f}({x}), {x}, abs({x}) < 0x1p-12f)")
+}
+
+/// The element index `sum(i_d * stride_d)` as WGSL.
+fn index_expr(strides: &[usize]) -> String {
+    let terms: Vec<String> = strides
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| **s != 0)
+        .map(|(d, s)| {
+            if *s == 1 {
+                format!("i{d}")
+            } else {
+                format!("i{d} * {s}u")
+            }
+        })
+        .collect();
+    if terms.is_empty() {
+        "0u".to_string()
+    } else {
+        terms.join(" + ")
+    }
+}
+
+fn product(dims: &[usize]) -> u64 {
+    dims.iter().fold(1u64, |acc, &d| acc.saturating_mul(d as u64))
+}
+
+/// Generates the WGSL module of `program`. The program must verify and use no `f64`.
+pub(crate) fn generate(program: &LirProgram) -> Result<Shader, BackendError> {
+    check_supported(program)?;
+    let mut emitter = Emitter {
+        program,
+        helpers: BTreeSet::new(),
+    };
+    let mut kernels_text = String::new();
+    let mut layouts = Vec::new();
+    let mut used_names = BTreeSet::new();
+    for (index, kernel) in program.kernels().iter().enumerate() {
+        let mut entry = format!("rfx_{}", kernel.name);
+        if !used_names.insert(entry.clone()) {
+            entry = format!("rfx_{}_{index}", kernel.name);
+            used_names.insert(entry.clone());
+        }
+        let layout = emit_kernel(&mut emitter, kernel, &entry, &mut kernels_text)?;
+        layouts.push(layout);
+    }
+    let mut source = String::new();
+    let w = &mut source;
+    let _ = writeln!(
+        w,
+        "// rfx program `{}`: WGSL from rfx-codegen-metal.",
+        program.name()
+    );
+    let _ = writeln!(w, "var<private> rfx_zero: u32;");
+    let used: BTreeSet<usize> = layouts.iter().flat_map(|l| l.bindings.iter().copied()).collect();
+    for (i, buffer) in program.buffers().iter().enumerate() {
+        if !used.contains(&i) {
+            continue;
+        }
+        let (access, what) = match &buffer.storage {
+            Storage::Input { name } => ("read", format!("input `{name}`")),
+            Storage::Output { name } => ("read_write", format!("output `{name}`")),
+            Storage::Arena { offset } => ("read_write", format!("temporary (arena offset {offset})")),
+        };
+        // Fixed-size arrays: shapes are static, so neither wgpu's bounds checks nor the MSL need
+        // a buffer-sizes table.
+        let _ = writeln!(
+            w,
+            "@group(0) @binding({i}) var<storage, {access}> buf{i}: array<{}, {}>; // {what}: {}",
+            storage_type(buffer.ty.dtype),
+            buffer.ty.shape.numel().max(1),
+            buffer.ty,
+        );
+    }
+    let mut all_helpers = emitter.helpers.clone();
+    for h in &emitter.helpers {
+        all_helpers.extend(h.deps().iter().copied());
+    }
+    for helper in all_helpers {
+        let _ = writeln!(w);
+        w.push_str(helper.source());
+    }
+    source.push_str(&kernels_text);
+    Ok(Shader {
+        source,
+        kernels: layouts,
+    })
+}
+
+fn emit_kernel(
+    em: &mut Emitter<'_>,
+    kernel: &LirKernel,
+    entry: &str,
+    out: &mut String,
+) -> Result<KernelLayout, BackendError> {
+    let rank = kernel.dims.len();
+    let split = rank.saturating_sub(kernel.reduce_dims);
+    let (leading, reduced) = kernel.dims.split_at(split);
+    let units = product(leading);
+    let reduced_numel = product(reduced);
+    // Elementwise kernels without reduced dims: one unit per point.
+    let runs_body = units > 0 && reduced_numel > 0;
+    if units > u64::from(u32::MAX) {
+        return Err(unsupported(Unsupported::Size {
+            what: "points of a kernel's leading dims",
+            size: usize::try_from(units).unwrap_or(usize::MAX),
+            limit: u32::MAX as usize,
+        }));
+    }
+    let total_groups = units.div_ceil(u64::from(WORKGROUP_SIZE));
+    let groups_x = total_groups.min(MAX_GROUPS_PER_DIM);
+    let groups_y = if groups_x == 0 {
+        0
+    } else {
+        total_groups.div_ceil(groups_x)
+    };
+    let grid_row = groups_x * u64::from(WORKGROUP_SIZE);
+    let mut bindings = BTreeSet::new();
+
+    let mut body = String::new();
+    let b = &mut body;
+    let _ = writeln!(b);
+    let _ = writeln!(
+        b,
+        "// kernel `{}`: dims {:?}, {} reduced, lanes {}.",
+        kernel.name, kernel.dims, kernel.reduce_dims, kernel.schedule.reduce_lanes
+    );
+    let _ = writeln!(b, "@compute @workgroup_size({WORKGROUP_SIZE})");
+    let _ = writeln!(b, "fn {entry}(@builtin(global_invocation_id) gid: vec3<u32>) {{");
+    if groups_y > 1 {
+        let _ = writeln!(b, "    let unit = gid.x + gid.y * {grid_row}u;");
+    } else {
+        let _ = writeln!(b, "    let unit = gid.x;");
+    }
+    let _ = writeln!(b, "    rfx_zero = gid.z;");
+    let _ = writeln!(b, "    if (unit >= {units}u) {{");
+    let _ = writeln!(b, "        return;");
+    let _ = writeln!(b, "    }}");
+
+    if !runs_body {
+        // An empty reduction: every reduce writes its finished identity; nothing else runs.
+        if units > 0 {
+            for inst in &kernel.body {
+                if let Inst::Reduce { op, buf, .. } = inst {
+                    let dtype = em.buffer_dtype(*buf)?;
+                    let value = reduce_identity(*op, dtype)
+                        .and_then(|id| reduce_finish(*op, id, 0))
+                        .ok_or_else(|| compile_error(format!("reduce {op} on {dtype}")))?;
+                    bindings.insert(buf.index());
+                    let _ = writeln!(
+                        b,
+                        "    buf{}[unit] = {};",
+                        buf.index(),
+                        store_value(dtype, &scalar_literal(value))
+                    );
+                }
+            }
+        }
+        let _ = writeln!(b, "}}");
+        out.push_str(&body);
+        return Ok(KernelLayout {
+            entry: entry.to_string(),
+            units,
+            groups: (groups_x as u32, groups_y as u32),
+            bindings: bindings.into_iter().collect(),
+            loop_iterations: 0,
+        });
+    }
+
+    for (i, dtype) in kernel.slots.iter().enumerate() {
+        let _ = writeln!(b, "    var s{i}: {};", value_type(*dtype));
+    }
+    if !kernel.preamble.is_empty() {
+        let _ = writeln!(b, "    // preamble");
+        for inst in &kernel.preamble {
+            emit_inst(em, kernel, inst, "    ", &mut bindings, b)?;
+        }
+    }
+    // Leading indices from the unit, innermost first.
+    if split > 0 {
+        let _ = writeln!(b, "    var rest = unit;");
+        for d in (0..split).rev() {
+            let size = kernel.dims[d];
+            if d == 0 {
+                let _ = writeln!(b, "    let i0 = rest;");
+            } else if size == 1 {
+                let _ = writeln!(b, "    let i{d} = 0u;");
+            } else {
+                let _ = writeln!(b, "    let i{d} = rest % {size}u;");
+                let _ = writeln!(b, "    rest = rest / {size}u;");
+            }
+        }
+    }
+    let has_reduce = kernel.body.iter().any(|i| matches!(i, Inst::Reduce { .. }));
+    if !has_reduce {
+        // Elementwise: the unit is the point.
+        emit_body(em, kernel, "    ", None, &mut bindings, b)?;
+    } else {
+        emit_reduction_loops(em, kernel, split, reduced_numel, &mut bindings, b)?;
+    }
+    let _ = writeln!(b, "}}");
+    out.push_str(&body);
+    Ok(KernelLayout {
+        entry: entry.to_string(),
+        units,
+        groups: (groups_x as u32, groups_y as u32),
+        bindings: bindings.into_iter().collect(),
+        loop_iterations: loop_iterations(kernel),
+    })
+}
+
+/// The reduced points of one unit: loops over the outer reduced dims and, along the innermost
+/// dim, blocks of `unroll` points written out one after the other (then the tail, also written
+/// out). `unroll` is a multiple of the LIR's `lanes`, so each copy's partial accumulator is
+/// known statically: a scalar variable `acc{inst}_{lane}`, no dynamically indexed array.
+/// Unrolling also keeps the loop count per invocation low (llvmpipe ends an invocation's loops
+/// after 65535 iterations in total; see [`loop_iterations`]).
+fn emit_reduction_loops(
+    em: &mut Emitter<'_>,
+    kernel: &LirKernel,
+    split: usize,
+    reduced_numel: u64,
+    bindings: &mut BTreeSet<usize>,
+    b: &mut String,
+) -> Result<(), BackendError> {
+    let rank = kernel.dims.len();
+    let lanes = kernel.schedule.reduce_lanes.max(1);
+    for (k, inst) in kernel.body.iter().enumerate() {
+        if let Inst::Reduce { op, buf, .. } = inst {
+            let dtype = em.buffer_dtype(*buf)?;
+            let identity = reduce_identity(*op, dtype)
+                .ok_or_else(|| compile_error(format!("reduce {op} on {dtype}")))?;
+            let lit = scalar_literal(identity);
+            let ty = value_type(dtype);
+            for lane in 0..lanes {
+                let _ = writeln!(b, "    var acc{k}_{lane}: {ty} = {lit};");
+            }
+        }
+    }
+    let mut indent = "    ".to_string();
+    if split == rank {
+        // A reduction over no dims (an axis of size 1 coalesced away): one point, lane 0.
+        emit_body(em, kernel, "    ", Some(0), bindings, b)?;
+    } else {
+        emit_innermost(em, kernel, split, bindings, b, &mut indent)?;
+    }
+    for (k, inst) in kernel.body.iter().enumerate() {
+        if let Inst::Reduce { op, buf, .. } = inst {
+            let dtype = em.buffer_dtype(*buf)?;
+            let _ = writeln!(b, "    var total{k} = acc{k}_0;");
+            for lane in 1..lanes {
+                let value = em.combine(*op, dtype, &format!("total{k}"), &format!("acc{k}_{lane}"));
+                let _ = writeln!(b, "    total{k} = {value};");
+            }
+            let mut total = format!("total{k}");
+            if *op == ReduceOp::Mean {
+                total = format!("{total} / {}", f32_literal(reduced_numel as f32));
+            }
+            let _ = writeln!(
+                b,
+                "    buf{}[unit] = {};",
+                buf.index(),
+                store_value(dtype, &total)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The innermost reduced dim (blocks of `unroll` points, then the tail) inside loops over the
+/// outer reduced dims.
+fn emit_innermost(
+    em: &mut Emitter<'_>,
+    kernel: &LirKernel,
+    split: usize,
+    bindings: &mut BTreeSet<usize>,
+    b: &mut String,
+    indent: &mut String,
+) -> Result<(), BackendError> {
+    let rank = kernel.dims.len();
+    let lanes = kernel.schedule.reduce_lanes.max(1);
+    let unroll = unroll_factor(lanes);
+    for d in split..rank - 1 {
+        let size = kernel.dims[d];
+        let _ = writeln!(b, "{indent}for (var i{d} = 0u; i{d} < {size}u; i{d} += 1u) {{");
+        indent.push_str("    ");
+    }
+    let last = rank - 1;
+    let size = kernel.dims[last] as u64;
+    let blocks = size / u64::from(unroll);
+    if blocks > 0 {
+        let _ = writeln!(b, "{indent}for (var blk = 0u; blk < {blocks}u; blk += 1u) {{");
+        for u in 0..unroll {
+            let inner = format!("{indent}    ");
+            let _ = writeln!(b, "{inner}{{");
+            let _ = writeln!(b, "{inner}    let i{last} = blk * {unroll}u + {u}u;");
+            emit_body(em, kernel, &format!("{inner}    "), Some(u % lanes), bindings, b)?;
+            let _ = writeln!(b, "{inner}}}");
+        }
+        let _ = writeln!(b, "{indent}}}");
+    }
+    for point in blocks * u64::from(unroll)..size {
+        let _ = writeln!(b, "{indent}{{");
+        let _ = writeln!(b, "{indent}    let i{last} = {point}u;");
+        let lane = (point % u64::from(lanes)) as u32;
+        emit_body(em, kernel, &format!("{indent}    "), Some(lane), bindings, b)?;
+        let _ = writeln!(b, "{indent}}}");
+    }
+    for _ in split..rank - 1 {
+        indent.truncate(indent.len() - 4);
+        let _ = writeln!(b, "{indent}}}");
+    }
+    Ok(())
+}
+
+/// Points of the innermost reduced dim per loop iteration: a multiple of `lanes`, at least 16.
+fn unroll_factor(lanes: u32) -> u32 {
+    lanes * 16u32.div_ceil(lanes).max(1)
+}
+
+/// Loop iterations one invocation of `kernel` runs (the generated code's only loops are the
+/// reduction loops). llvmpipe stops an invocation's loops after 65535 iterations in total, so
+/// the runtime rejects kernels above that on llvmpipe rather than return wrong results.
+pub(crate) fn loop_iterations(kernel: &LirKernel) -> u64 {
+    if kernel.reduce_dims == 0 {
+        return 0;
+    }
+    let rank = kernel.dims.len();
+    let split = rank - kernel.reduce_dims.min(rank);
+    let unroll = u64::from(unroll_factor(kernel.schedule.reduce_lanes.max(1)));
+    let mut outer = 1u64;
+    let mut total = 0u64;
+    for (d, &size) in kernel.dims.iter().enumerate().skip(split) {
+        let iterations = if d == rank - 1 {
+            size as u64 / unroll
+        } else {
+            size as u64
+        };
+        outer = outer.saturating_mul(iterations);
+        total = total.saturating_add(outer);
+    }
+    total
+}
+
+/// The body at one point; `lane` is the partial accumulator its reductions combine into.
+fn emit_body(
+    em: &mut Emitter<'_>,
+    kernel: &LirKernel,
+    indent: &str,
+    lane: Option<u32>,
+    bindings: &mut BTreeSet<usize>,
+    b: &mut String,
+) -> Result<(), BackendError> {
+    for (k, inst) in kernel.body.iter().enumerate() {
+        if let Inst::Reduce { op, buf, src } = inst {
+            let dtype = em.buffer_dtype(*buf)?;
+            bindings.insert(buf.index());
+            let acc = format!("acc{k}_{}", lane.unwrap_or(0));
+            let value = em.combine(*op, dtype, &acc, &slot(*src));
+            let _ = writeln!(b, "{indent}{acc} = {value};");
+        } else {
+            emit_inst(em, kernel, inst, indent, bindings, b)?;
+        }
+    }
+    Ok(())
+}
+
+/// `value` converted to the buffer's storage type.
+fn store_value(dtype: DType, value: &str) -> String {
+    if dtype == DType::Bool {
+        format!("select(0u, 1u, {value})")
+    } else {
+        value.to_string()
+    }
+}
+
+fn emit_inst(
+    em: &mut Emitter<'_>,
+    kernel: &LirKernel,
+    inst: &Inst,
+    indent: &str,
+    bindings: &mut BTreeSet<usize>,
+    b: &mut String,
+) -> Result<(), BackendError> {
+    let dtype_of = |s: SlotId| {
+        kernel
+            .slot_dtype(s)
+            .ok_or_else(|| compile_error(format!("kernel `{}`: unknown slot {s}", kernel.name)))
+    };
+    let expr = match inst {
+        Inst::Load { buf, strides, .. } => {
+            bindings.insert(buf.index());
+            let dtype = em.buffer_dtype(*buf)?;
+            let load = format!("buf{}[{}]", buf.index(), index_expr(strides));
+            if dtype == DType::Bool {
+                format!("{load} != 0u")
+            } else {
+                load
+            }
+        }
+        Inst::Const { value, .. } => scalar_literal(*value),
+        Inst::Unary { op, src, .. } => em.unary(*op, dtype_of(*src)?, &slot(*src)),
+        Inst::Binary { op, lhs, rhs, .. } => em.binary(*op, dtype_of(*lhs)?, &slot(*lhs), &slot(*rhs)),
+        Inst::Compare { op, lhs, rhs, .. } => {
+            Emitter::compare(*op, dtype_of(*lhs)?, &slot(*lhs), &slot(*rhs))
+        }
+        Inst::Select {
+            cond,
+            on_true,
+            on_false,
+            ..
+        } => format!("select({}, {}, {})", slot(*on_false), slot(*on_true), slot(*cond)),
+        Inst::Cast { dst, src } => em.cast(dtype_of(*src)?, dtype_of(*dst)?, &slot(*src)),
+        Inst::Store { buf, strides, src } => {
+            bindings.insert(buf.index());
+            let dtype = em.buffer_dtype(*buf)?;
+            let _ = writeln!(
+                b,
+                "{indent}buf{}[{}] = {};",
+                buf.index(),
+                index_expr(strides),
+                store_value(dtype, &slot(*src))
+            );
+            return Ok(());
+        }
+        Inst::Reduce { .. } => {
+            return Err(compile_error(format!(
+                "kernel `{}`: reduce outside the body",
+                kernel.name
+            )));
+        }
+    };
+    if let Some(dst) = inst.dst() {
+        let _ = writeln!(b, "{indent}{} = {expr};", slot(dst));
+    }
+    Ok(())
+}

@@ -1,0 +1,502 @@
+//! The `wgpu` runtime: one device per process, pipelines and buffers per compiled program.
+
+use std::sync::{Arc, Mutex, OnceLock};
+
+use rfx_ir::lir::LirProgram;
+use rfx_ir::{ArrayView, ArrayViewMut, DType, DataMut, DataRef};
+use rfx_lower::{BackendError, Compiled, Scratch, Unsupported, validate_call};
+
+use crate::BACKEND;
+use crate::codegen::{KernelLayout, Shader};
+
+/// The process's device, found once.
+pub(crate) struct Gpu {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    info: wgpu::AdapterInfo,
+    limits: wgpu::Limits,
+}
+
+static GPU: OnceLock<Result<Gpu, String>> = OnceLock::new();
+
+/// The backends rfx asks `wgpu` for: Metal on Apple, Vulkan elsewhere (DX12 is not built in).
+/// `WGPU_BACKEND` may narrow it; nothing requires it.
+fn default_backends() -> wgpu::Backends {
+    wgpu::Backends::PRIMARY.with_env()
+}
+
+/// The process-wide device, created on first use. Without an adapter (no GPU, no driver, no
+/// Vulkan loader) every later call gets the same [`BackendError::Unavailable`].
+pub(crate) fn gpu() -> Result<&'static Gpu, BackendError> {
+    GPU.get_or_init(|| init(default_backends()))
+        .as_ref()
+        .map_err(|reason| unavailable(reason.clone()))
+}
+
+fn unavailable(reason: String) -> BackendError {
+    BackendError::Unavailable {
+        backend: BACKEND,
+        reason,
+    }
+}
+
+fn runtime_error(message: impl std::fmt::Display) -> BackendError {
+    BackendError::Runtime {
+        backend: BACKEND,
+        message: message.to_string(),
+    }
+}
+
+/// Finds an adapter among `backends` and opens a device with the adapter's own limits (more
+/// storage buffers per kernel than WebGPU's default of 8).
+pub(crate) fn init(backends: wgpu::Backends) -> Result<Gpu, String> {
+    let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+        backends,
+        flags: wgpu::InstanceFlags::empty().with_env(),
+        ..wgpu::InstanceDescriptor::new_without_display_handle()
+    });
+    let adapter = pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+        power_preference: wgpu::PowerPreference::HighPerformance,
+        force_fallback_adapter: false,
+        compatible_surface: None,
+        ..Default::default()
+    }))
+    .map_err(|e| {
+        format!(
+            "no wgpu adapter found ({e}); needs a Metal GPU (macOS) or a Vulkan driver \
+             (Linux: `apt-get install mesa-vulkan-drivers libvulkan1` gives the lavapipe software device)"
+        )
+    })?;
+    let limits = adapter.limits();
+    let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some("rfx"),
+        required_features: wgpu::Features::empty(),
+        required_limits: limits.clone(),
+        ..Default::default()
+    }))
+    .map_err(|e| format!("the wgpu adapter refused a device: {e}"))?;
+    // Errors outside an error scope would otherwise panic; every call that can fail runs in a
+    // scope, so this handler only sees errors already reported (or a lost device).
+    device.on_uncaptured_error(Arc::new(|_error: wgpu::Error| {}));
+    let limits = device.limits();
+    Ok(Gpu {
+        device,
+        queue,
+        info: adapter.get_info(),
+        limits,
+    })
+}
+
+/// llvmpipe's budget of loop iterations per invocation (`LP_MAX_TGSI_LOOP_ITERATIONS`).
+const LLVMPIPE_LOOP_LIMIT: u64 = 65535;
+
+impl Gpu {
+    /// Whether this is Mesa's llvmpipe (lavapipe on Vulkan), with its loop budget.
+    fn is_llvmpipe(&self) -> bool {
+        self.info.driver.contains("llvmpipe") || self.info.name.contains("llvmpipe")
+    }
+
+    /// The adapter, for test logs: name, backend and device type.
+    pub(crate) fn describe(&self) -> String {
+        format!(
+            "{} ({:?}, {:?}, driver {} {})",
+            self.info.name, self.info.backend, self.info.device_type, self.info.driver, self.info.driver_info
+        )
+    }
+}
+
+/// Element bytes of a buffer of `dtype` on the device (bool is a u32 0/1).
+fn device_bytes(dtype: DType, numel: usize) -> u64 {
+    let size = match dtype {
+        DType::F64 => 8,
+        _ => 4,
+    };
+    (numel as u64).saturating_mul(size)
+}
+
+/// Runs `body` in a validation and out-of-memory error scope and turns a captured error into
+/// `make_error(message)`.
+fn scoped<T>(
+    gpu: &Gpu,
+    make_error: fn(String) -> BackendError,
+    body: impl FnOnce() -> T,
+) -> Result<T, BackendError> {
+    let oom = gpu.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+    let validation = gpu.device.push_error_scope(wgpu::ErrorFilter::Validation);
+    let value = body();
+    let validation_error = pollster::block_on(validation.pop());
+    let oom_error = pollster::block_on(oom.pop());
+    match validation_error.or(oom_error) {
+        Some(error) => Err(make_error(error.to_string())),
+        None => Ok(value),
+    }
+}
+
+fn compile_error(message: String) -> BackendError {
+    BackendError::Compile {
+        backend: BACKEND,
+        message,
+    }
+}
+
+fn runtime_message(message: String) -> BackendError {
+    runtime_error(message)
+}
+
+struct KernelRun {
+    pipeline: wgpu::ComputePipeline,
+    bind_group: wgpu::BindGroup,
+    groups: (u32, u32),
+}
+
+/// Where an output lies in the readback buffer.
+struct Readback {
+    buffer: usize,
+    offset: u64,
+    bytes: u64,
+}
+
+/// A program compiled to compute pipelines, with its device buffers.
+pub(crate) struct MetalCompiled {
+    program: LirProgram,
+    gpu: &'static Gpu,
+    kernels: Vec<KernelRun>,
+    /// One device buffer per LIR buffer (at least 4 bytes; temporaries each get their own).
+    buffers: Vec<wgpu::Buffer>,
+    readback: Option<wgpu::Buffer>,
+    outputs: Vec<Readback>,
+    /// Calls share the device buffers, so they take turns.
+    lock: Mutex<HostStaging>,
+}
+
+/// Host memory reused across calls: the bool inputs widened to u32.
+#[derive(Default)]
+struct HostStaging {
+    words: Vec<u32>,
+}
+
+impl std::fmt::Debug for MetalCompiled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetalCompiled")
+            .field("program", &self.program.name())
+            .field("adapter", &self.gpu.info.name)
+            .finish_non_exhaustive()
+    }
+}
+
+fn too_large(what: &'static str, size: u64, limit: u64) -> BackendError {
+    BackendError::Unsupported {
+        backend: BACKEND,
+        what: Unsupported::Size {
+            what,
+            size: usize::try_from(size).unwrap_or(usize::MAX),
+            limit: usize::try_from(limit).unwrap_or(usize::MAX),
+        },
+    }
+}
+
+/// Creates the pipelines, buffers and bind groups of `program` from its generated `shader`.
+pub(crate) fn compile(
+    gpu: &'static Gpu,
+    program: &LirProgram,
+    shader: &Shader,
+) -> Result<MetalCompiled, BackendError> {
+    let limits = &gpu.limits;
+    for layout in &shader.kernels {
+        let n = layout.bindings.len() as u64;
+        if n > u64::from(limits.max_storage_buffers_per_shader_stage) {
+            return Err(too_large(
+                "storage buffers of one kernel",
+                n,
+                u64::from(limits.max_storage_buffers_per_shader_stage),
+            ));
+        }
+        // llvmpipe ends an invocation's loops after 65535 iterations in total, silently.
+        if gpu.is_llvmpipe() && layout.loop_iterations > LLVMPIPE_LOOP_LIMIT {
+            return Err(too_large(
+                "loop iterations per invocation on llvmpipe (a reduction this long)",
+                layout.loop_iterations,
+                LLVMPIPE_LOOP_LIMIT,
+            ));
+        }
+        let (x, y) = layout.groups;
+        let max = u64::from(limits.max_compute_workgroups_per_dimension);
+        if u64::from(x) > max || u64::from(y) > max {
+            return Err(too_large(
+                "workgroups per grid dimension",
+                u64::from(x.max(y)),
+                max,
+            ));
+        }
+    }
+    let max_binding = limits.max_storage_buffer_binding_size.min(limits.max_buffer_size);
+    let device = &gpu.device;
+    let buffers: Vec<wgpu::Buffer> = program
+        .buffers()
+        .iter()
+        .enumerate()
+        .map(|(i, buffer)| {
+            let bytes = device_bytes(buffer.ty.dtype, buffer.ty.shape.numel());
+            if bytes > max_binding {
+                return Err(too_large("bytes of one buffer", bytes, max_binding));
+            }
+            Ok(device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(&format!("buf{i}")),
+                size: bytes.max(4),
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_DST
+                    | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            }))
+        })
+        .collect::<Result<_, _>>()?;
+    let mut outputs = Vec::new();
+    let mut readback_bytes = 0u64;
+    for (buf, _, ty) in program.outputs() {
+        let bytes = device_bytes(ty.dtype, ty.shape.numel());
+        outputs.push(Readback {
+            buffer: buf.index(),
+            offset: readback_bytes,
+            bytes,
+        });
+        // Copies start at multiples of 4 bytes; every element is 4 bytes.
+        readback_bytes += bytes;
+    }
+    let readback = (readback_bytes > 0).then(|| {
+        device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("rfx readback"),
+            size: readback_bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    });
+    let kernels = scoped(gpu, compile_error, || {
+        let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
+            label: Some(program.name()),
+            source: wgpu::ShaderSource::Wgsl(shader.source.as_str().into()),
+        });
+        shader
+            .kernels
+            .iter()
+            .filter(|layout| layout.units > 0)
+            .map(|layout| kernel_run(device, &module, layout, &buffers))
+            .collect::<Vec<_>>()
+    })?;
+    Ok(MetalCompiled {
+        program: program.clone(),
+        gpu,
+        kernels,
+        buffers,
+        readback,
+        outputs,
+        lock: Mutex::new(HostStaging::default()),
+    })
+}
+
+fn kernel_run(
+    device: &wgpu::Device,
+    module: &wgpu::ShaderModule,
+    layout: &KernelLayout,
+    buffers: &[wgpu::Buffer],
+) -> KernelRun {
+    let pipeline = device.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+        label: Some(&layout.entry),
+        layout: None,
+        module,
+        entry_point: Some(&layout.entry),
+        compilation_options: Default::default(),
+        cache: None,
+    });
+    let entries: Vec<wgpu::BindGroupEntry<'_>> = layout
+        .bindings
+        .iter()
+        .filter_map(|&binding| {
+            buffers.get(binding).map(|buffer| wgpu::BindGroupEntry {
+                binding: binding as u32,
+                resource: buffer.as_entire_binding(),
+            })
+        })
+        .collect();
+    let bind_group = device.create_bind_group(&wgpu::BindGroupDescriptor {
+        label: Some(&layout.entry),
+        layout: &pipeline.get_bind_group_layout(0),
+        entries: &entries,
+    });
+    KernelRun {
+        pipeline,
+        bind_group,
+        groups: layout.groups,
+    }
+}
+
+impl MetalCompiled {
+    fn upload(&self, inputs: &[ArrayView<'_>], staging: &mut HostStaging) {
+        let queue = &self.gpu.queue;
+        let input_buffers = self.program.inputs().map(|(buf, _, _)| buf.index());
+        for (index, view) in input_buffers.zip(inputs) {
+            let Some(buffer) = self.buffers.get(index) else {
+                continue;
+            };
+            match view.data() {
+                DataRef::F32(values) => {
+                    if !values.is_empty() {
+                        write_words(queue, buffer, values.iter().map(|v| v.to_bits()));
+                    }
+                }
+                DataRef::I32(values) => {
+                    if !values.is_empty() {
+                        write_words(queue, buffer, values.iter().map(|&v| v as u32));
+                    }
+                }
+                DataRef::Bool(values) => {
+                    if !values.is_empty() {
+                        staging.words.clear();
+                        staging.words.extend(values.iter().map(|&b| u32::from(b)));
+                        write_words(queue, buffer, staging.words.iter().copied());
+                    }
+                }
+                // Rejected at compile time.
+                DataRef::F64(_) => {}
+            }
+        }
+    }
+
+    fn dispatch(&self) {
+        let device = &self.gpu.device;
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some(self.program.name()),
+        });
+        if !self.kernels.is_empty() {
+            // One pass: wgpu orders dispatches in a pass and makes each one's writes visible to
+            // the next.
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some(self.program.name()),
+                timestamp_writes: None,
+            });
+            for kernel in &self.kernels {
+                pass.set_pipeline(&kernel.pipeline);
+                pass.set_bind_group(0, &kernel.bind_group, &[]);
+                pass.dispatch_workgroups(kernel.groups.0, kernel.groups.1, 1);
+            }
+        }
+        if let Some(readback) = &self.readback {
+            for output in &self.outputs {
+                if let (Some(src), true) = (self.buffers.get(output.buffer), output.bytes > 0) {
+                    encoder.copy_buffer_to_buffer(src, 0, readback, output.offset, output.bytes);
+                }
+            }
+        }
+        self.gpu.queue.submit([encoder.finish()]);
+    }
+
+    fn download(&self, outputs: &mut [ArrayViewMut<'_>]) -> Result<(), BackendError> {
+        let Some(readback) = &self.readback else {
+            return Ok(());
+        };
+        let (sender, receiver) = std::sync::mpsc::channel();
+        readback.map_async(wgpu::MapMode::Read, .., move |result| {
+            let _ = sender.send(result);
+        });
+        self.gpu
+            .device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(runtime_error)?;
+        receiver.recv().map_err(runtime_error)?.map_err(runtime_error)?;
+        {
+            let view = readback.get_mapped_range(..).map_err(runtime_error)?;
+            for (out, place) in outputs.iter_mut().zip(&self.outputs) {
+                let start = usize::try_from(place.offset).map_err(runtime_error)?;
+                let end = start + usize::try_from(place.bytes).map_err(runtime_error)?;
+                let bytes = view
+                    .get(start..end)
+                    .ok_or_else(|| runtime_error("readback range"))?;
+                let words = bytes
+                    .chunks_exact(4)
+                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+                match out.data_mut() {
+                    DataMut::F32(values) => {
+                        for (v, w) in values.iter_mut().zip(words) {
+                            *v = f32::from_bits(w);
+                        }
+                    }
+                    DataMut::I32(values) => {
+                        for (v, w) in values.iter_mut().zip(words) {
+                            *v = w as i32;
+                        }
+                    }
+                    DataMut::Bool(values) => {
+                        for (v, w) in values.iter_mut().zip(words) {
+                            *v = w != 0;
+                        }
+                    }
+                    DataMut::F64(_) => {}
+                }
+            }
+        }
+        readback.unmap();
+        Ok(())
+    }
+}
+
+/// Queues a copy of `words` (little-endian) into the start of `buffer`.
+fn write_words(queue: &wgpu::Queue, buffer: &wgpu::Buffer, words: impl ExactSizeIterator<Item = u32>) {
+    let bytes = words.len() as u64 * 4;
+    let Some(size) = wgpu::BufferSize::new(bytes) else {
+        return;
+    };
+    if let Some(mut view) = queue.write_buffer_with(buffer, 0, size) {
+        view.slice(..).write_iter(words.flat_map(u32::to_le_bytes));
+    }
+}
+
+impl Compiled for MetalCompiled {
+    fn backend(&self) -> &'static str {
+        BACKEND
+    }
+
+    fn program(&self) -> &LirProgram {
+        &self.program
+    }
+
+    /// Copies the inputs to the device, runs every kernel in one command buffer, copies the
+    /// outputs back and waits. Calls on one compiled program take turns (they share its device
+    /// buffers); `scratch` is unused (temporaries live on the device).
+    fn run(
+        &self,
+        inputs: &[ArrayView<'_>],
+        outputs: &mut [ArrayViewMut<'_>],
+        _scratch: &mut Scratch,
+    ) -> Result<(), BackendError> {
+        validate_call(&self.program, inputs, outputs)?;
+        let mut staging = self
+            .lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        scoped(self.gpu, runtime_message, || {
+            self.upload(inputs, &mut staging);
+            self.dispatch();
+        })?;
+        self.download(outputs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// No backend enabled stands in for a machine without a GPU or driver: the error is
+    /// `Unavailable` with a reason, and nothing panics.
+    #[test]
+    fn no_adapter_is_unavailable_not_a_panic() {
+        let reason = match init(wgpu::Backends::empty()) {
+            Ok(_) => panic!("an adapter with no backends enabled"),
+            Err(reason) => reason,
+        };
+        assert!(reason.contains("no wgpu adapter"), "{reason}");
+        let err = unavailable(reason);
+        assert!(
+            matches!(err, BackendError::Unavailable { backend: "metal", .. }),
+            "{err}"
+        );
+    }
+}

@@ -10,7 +10,7 @@ static REGISTRY: LazyLock<Registry> = LazyLock::new(|| {
     #[cfg(feature = "cuda")]
     registry.register(Arc::new(rfx_codegen_cuda::CudaBackend));
     #[cfg(feature = "metal")]
-    registry.register(Arc::new(rfx_codegen_metal::MetalBackend::default()));
+    registry.register(Arc::new(rfx_codegen_metal::MetalBackend));
     registry
 });
 

@@ -122,5 +122,8 @@ fn failed_compiles_cache_nothing() {
     let err = cache
         .get_or_compile(key, &cuda, registry(), || Ok::<_, RuntimeError>(k.clone()))
         .unwrap_err();
-    assert!(err.to_string().contains("feature"), "{err}");
+    // Either this build lacks the CUDA backend (the cargo feature is off) or it has it and the
+    // machine has no driver/GPU: both are a clear `unavailable` error, and nothing is cached.
+    assert!(err.to_string().contains("is unavailable"), "{err}");
+    assert!(cache.is_empty());
 }

@@ -5,9 +5,15 @@
 //!   `ARCHITECTURE.md` (which workspace crates and which heavy third-party crates each crate may
 //!   depend on) and exits non-zero on a violation.
 //!
+//! - `cargo xtask perf-check --baseline baselines/NAME.json --threshold-pct 10`: runs `rfx bench`
+//!   and compares every kernel's time, normalised by a reference loop measured in the same run,
+//!   with the baseline; exits 1 when one is slower by more than the threshold.
+//! - `cargo xtask bench-baseline --output baselines/NAME.json`: writes a new baseline.
+//!
 //! xtask depends on no rfx crate, so it builds even when the compiler crates do not.
 
 mod deps;
+mod perf;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,8 +31,25 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Some("perf-check") => match perf::perf_check(&workspace_root(), &args[1..]) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::FAILURE,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        },
+        Some("bench-baseline") => match perf::bench_baseline(&workspace_root(), &args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        },
         _ => {
-            eprintln!("usage: cargo xtask <command>\n\ncommands:\n  deps    check the crate layering rules");
+            eprintln!(
+                "usage: cargo xtask <command>\n\ncommands:\n  deps             check the crate layering rules\n  perf-check       compare an rfx bench run with a baseline (--baseline FILE --threshold-pct 10)\n  bench-baseline   write a new baseline (--output FILE)"
+            );
             ExitCode::from(2)
         }
     }

@@ -8,3 +8,5 @@
 //!
 //! Status: the command lands with the runtime and benchmark issues; see `ROADMAP.md`.
 #![deny(missing_docs)]
+
+pub mod bench;

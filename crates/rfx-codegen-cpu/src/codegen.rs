@@ -37,6 +37,10 @@ fn mem() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
 }
 
+/// The body of a loop emitted by `Gen::emit_loop`: `(generator, builder, position, carried)`.
+type LoopBody<'a, G> =
+    dyn FnMut(&mut G, &mut FunctionBuilder<'_>, Value, &[Value]) -> Result<Vec<Value>, BackendError> + 'a;
+
 /// What the runtime needs to call a compiled kernel.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct KernelShape {
@@ -51,6 +55,7 @@ pub(crate) struct KernelShape {
 
 /// One memory access of the body (a load or a store): its buffer and strides per loop dim.
 struct Access {
+    buf: BufId,
     strides: Vec<usize>,
     dtype: DType,
 }
@@ -94,12 +99,13 @@ pub(crate) fn build_kernel(
     let mut access_of = Vec::new();
     for inst in &kernel.body {
         match inst {
-            Inst::Load { dst, strides, .. } => {
+            Inst::Load { dst, buf, strides } => {
                 let dtype = kernel
                     .slot_dtype(*dst)
                     .ok_or_else(|| internal("load into an undeclared slot"))?;
                 access_of.push(Some(accesses.len()));
                 accesses.push(Access {
+                    buf: *buf,
                     strides: strides.clone(),
                     dtype,
                 });
@@ -110,6 +116,7 @@ pub(crate) fn build_kernel(
                     .ok_or_else(|| internal("store to an unknown buffer"))?;
                 access_of.push(Some(accesses.len()));
                 accesses.push(Access {
+                    buf: *buf,
                     strides: strides.clone(),
                     dtype,
                 });
@@ -296,16 +303,16 @@ impl<'k> Gen<'_, 'k> {
         let rank = dims.len();
         let zero = b.ins().iconst(types::I64, 0);
         let zeros = vec![zero; self.info.accesses.len()];
-        let shape;
-        if rank <= 1 {
+        let shape = if rank <= 1 {
             let n = dims.first().copied().unwrap_or(1) as u64;
-            self.emit_inner(b, lo, hi, &zeros, None)?;
-            shape = KernelShape {
+            let ptrs = self.pointers(b, &zeros)?;
+            self.emit_elementwise_loop(b, lo, hi, n as usize, &ptrs)?;
+            KernelShape {
                 units: n,
                 points_per_unit: 1,
                 width: self.width,
                 min_points_per_thread: self.kernel().schedule.min_elems_per_thread,
-            };
+            }
         } else {
             let inner = dims[rank - 1];
             let rows: usize = dims[..rank - 1].iter().product();
@@ -313,19 +320,70 @@ impl<'k> Gen<'_, 'k> {
             let inner_count = b.ins().iconst(types::I64, inner as i64);
             self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, row, _| {
                 let offs = g.offsets(b, row, 0, &outer_dims, &zeros);
+                let ptrs = g.pointers(b, &offs)?;
                 let zero = b.ins().iconst(types::I64, 0);
-                g.emit_inner(b, zero, inner_count, &offs, None)?;
+                g.emit_elementwise_loop(b, zero, inner_count, inner, &ptrs)?;
                 Ok(Vec::new())
             })?;
-            shape = KernelShape {
+            KernelShape {
                 units: rows as u64,
                 points_per_unit: inner as u64,
                 width: self.width,
                 min_points_per_thread: self.kernel().schedule.min_elems_per_thread,
-            };
-        }
+            }
+        };
         b.ins().return_(&[]);
         Ok(shape)
+    }
+
+    /// The innermost loop of an elementwise kernel over `start..end` (at least `n_static` long
+    /// when the whole range is one call's): one vector body, re-entered once at `end - w` for
+    /// the ragged end (recomputing a few elements is harmless: no output overlaps an input, so
+    /// the same values are stored again). Shorter ranges run scalar code only. One body copy
+    /// keeps compile time low.
+    fn emit_elementwise_loop(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        start: Value,
+        end: Value,
+        n_static: usize,
+        ptrs: &[Value],
+    ) -> Result<(), BackendError> {
+        let w = self.width;
+        if w == 1 || n_static < usize::from(w) {
+            self.emit_loop(b, start, end, 1, &[], &mut |g, b, at, _| {
+                g.emit_body(b, 1, at, ptrs, &mut Vec::new())?;
+                Ok(Vec::new())
+            })?;
+            return Ok(());
+        }
+        let header = b.create_block();
+        let body = b.create_block();
+        let ragged = b.create_block();
+        let exit = b.create_block();
+        b.append_block_param(header, types::I64);
+        b.append_block_param(body, types::I64);
+        b.append_block_param(ragged, types::I64);
+        b.ins().jump(header, &[BlockArg::Value(start)]);
+        b.switch_to_block(header);
+        let at = b.block_params(header)[0];
+        let next = b.ins().iadd_imm_s(at, i64::from(w));
+        let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, next, end);
+        b.ins()
+            .brif(fits, body, &[BlockArg::Value(at)], ragged, &[BlockArg::Value(at)]);
+        b.switch_to_block(body);
+        let at = b.block_params(body)[0];
+        self.emit_body(b, w, at, ptrs, &mut Vec::new())?;
+        let next = b.ins().iadd_imm_s(at, i64::from(w));
+        b.ins().jump(header, &[BlockArg::Value(next)]);
+        // Elements left over: run the body once more on the last `w` elements of the range.
+        b.switch_to_block(ragged);
+        let at = b.block_params(ragged)[0];
+        let left = b.ins().icmp(IntCC::UnsignedLessThan, at, end);
+        let last = b.ins().iadd_imm_s(end, -i64::from(w));
+        b.ins().brif(left, body, &[BlockArg::Value(last)], exit, &[]);
+        b.switch_to_block(exit);
+        Ok(())
     }
 
     /// The innermost loop over `start..end` at element offsets `offs` (per access, at index 0).
@@ -503,6 +561,7 @@ impl<'k> Gen<'_, 'k> {
             let outer_reduced = outer_reduced.clone();
             g.emit_loop(b, row_lo, row_hi, 1, &[], &mut |g, b, row, _| {
                 let offs = g.offsets(b, row, split, &outer_reduced, &lead_offs);
+                let offs = g.pointers(b, &offs)?;
                 let start = b.ins().iconst(types::I64, 0);
                 let end = b.ins().iconst(types::I64, inner as i64);
                 g.emit_inner(b, start, end, &offs, Some(&partials))?;
@@ -561,12 +620,7 @@ impl<'k> Gen<'_, 'k> {
         end: Value,
         step: i64,
         carried: &[Value],
-        body: &mut dyn FnMut(
-            &mut Self,
-            &mut FunctionBuilder<'_>,
-            Value,
-            &[Value],
-        ) -> Result<Vec<Value>, BackendError>,
+        body: &mut LoopBody<'_, Self>,
     ) -> Result<(Value, Vec<Value>), BackendError> {
         let header = b.create_block();
         let body_block = b.create_block();
@@ -767,25 +821,42 @@ impl<'k> Gen<'_, 'k> {
         &self,
         b: &mut FunctionBuilder<'_>,
         k: usize,
-        base: Value,
+        _base: Value,
         at: Value,
-        offs: &[Value],
+        ptrs: &[Value],
         lane: u8,
     ) -> Value {
+        // `ptrs[k]` is the byte address of access `k` at position 0 of the innermost loop.
         let access = &self.info.accesses[k];
-        let inner = self.inner_stride(k) as i64;
-        let mut elem = offs[k];
-        if inner != 0 {
-            let pos = if lane == 0 {
-                at
-            } else {
-                b.ins().iadd_imm_s(at, i64::from(lane))
-            };
-            let step = b.ins().imul_imm_s(pos, inner);
-            elem = b.ins().iadd(elem, step);
+        let step_bytes = (self.inner_stride(k) * access.dtype.size_bytes()) as i64;
+        if step_bytes == 0 {
+            return ptrs[k];
         }
-        let byte = b.ins().imul_imm_s(elem, access.dtype.size_bytes() as i64);
-        b.ins().iadd(base, byte)
+        let pos = if lane == 0 {
+            at
+        } else {
+            b.ins().iadd_imm_s(at, i64::from(lane))
+        };
+        let step = if (step_bytes as u64).is_power_of_two() {
+            b.ins().ishl_imm_u(pos, i64::from(step_bytes.trailing_zeros()))
+        } else {
+            b.ins().imul_imm_s(pos, step_bytes)
+        };
+        b.ins().iadd(ptrs[k], step)
+    }
+
+    /// Byte addresses from element offsets (per access).
+    fn pointers(&self, b: &mut FunctionBuilder<'_>, offs: &[Value]) -> Result<Vec<Value>, BackendError> {
+        self.info
+            .accesses
+            .iter()
+            .zip(offs)
+            .map(|(access, &off)| {
+                let base = self.base(access.buf)?;
+                let bytes = b.ins().imul_imm_s(off, access.dtype.size_bytes() as i64);
+                Ok(b.ins().iadd(base, bytes))
+            })
+            .collect()
     }
 
     /// Elements access `k` advances per step of the vector loop.

@@ -28,7 +28,7 @@ pub(crate) struct ImportIds {
 }
 
 impl ImportIds {
-    pub(crate) fn declare(module: &mut JITModule) -> Result<ImportIds, ModuleError> {
+    pub(crate) fn declare(module: &mut JITModule) -> Result<ImportIds, Box<ModuleError>> {
         let mut sig32 = module.make_signature();
         sig32
             .params
@@ -40,8 +40,12 @@ impl ImportIds {
             .extend([AbiParam::new(types::F64), AbiParam::new(types::F64)]);
         sig64.returns.push(AbiParam::new(types::F64));
         Ok(ImportIds {
-            fmodf: module.declare_function("rfx_fmodf", Linkage::Import, &sig32)?,
-            fmod: module.declare_function("rfx_fmod", Linkage::Import, &sig64)?,
+            fmodf: module
+                .declare_function("rfx_fmodf", Linkage::Import, &sig32)
+                .map_err(Box::new)?,
+            fmod: module
+                .declare_function("rfx_fmod", Linkage::Import, &sig64)
+                .map_err(Box::new)?,
         })
     }
 

@@ -31,11 +31,11 @@ pub(crate) fn cl_type(dtype: DType, w: u8) -> Type {
 /// Whether a kernel whose slots have these dtypes can run `w` lanes at a time: every lane
 /// type must fill a 128-bit vector with the same number of lanes.
 pub(crate) fn vectorizable(dtypes: impl IntoIterator<Item = DType>, w: u8) -> bool {
-    dtypes.into_iter().all(|d| match (d, w) {
-        (DType::Bool, 2 | 4) => true,
-        (DType::F32 | DType::I32, 4) => true,
-        (DType::F64, 2) => true,
-        _ => false,
+    dtypes.into_iter().all(|d| {
+        matches!(
+            (d, w),
+            (DType::Bool, 2 | 4) | (DType::F32 | DType::I32, 4) | (DType::F64, 2)
+        )
     })
 }
 
@@ -50,6 +50,9 @@ fn unsupported(op: &'static str, dtype: DType) -> BackendError {
 fn bitcast_flags() -> MemFlagsData {
     MemFlagsData::new().with_endianness(Endianness::Little)
 }
+
+/// A scalar op applied to each lane by [`Emitter::per_lane`].
+type LaneFn<'a> = dyn FnMut(&mut Emitter<'_, '_>, &[Value]) -> Result<Value, BackendError> + 'a;
 
 /// Emits ops for one kernel at one width.
 pub(crate) struct Emitter<'a, 'f> {
@@ -132,7 +135,7 @@ impl Emitter<'_, '_> {
         args: &[Value],
         dtype_in: DType,
         dtype_out: DType,
-        f: &mut dyn FnMut(&mut Emitter<'_, '_>, &[Value]) -> Result<Value, BackendError>,
+        f: &mut LaneFn<'_>,
     ) -> Result<Value, BackendError> {
         if self.w == 1 {
             return f(self, args);

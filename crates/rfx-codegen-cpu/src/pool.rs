@@ -115,7 +115,9 @@ pub(crate) unsafe fn run_kernel(
     let wanted = usize::try_from(points / min_points)
         .unwrap_or(usize::MAX)
         .min(max_threads);
-    let threads = wanted.min(usize::try_from(units).unwrap_or(usize::MAX));
+    // Every chunk keeps at least 64 units, so a vector loop can always re-run its last full
+    // vector on the ragged end of its own range.
+    let threads = wanted.min(usize::try_from(units / 64).unwrap_or(usize::MAX));
     if threads <= 1 {
         // SAFETY: guaranteed by the caller.
         unsafe { func(table, 0, units) };

@@ -68,7 +68,7 @@ fn random_exact_kernels_match_the_interpreter_bit_for_bit() {
     };
     let mut tried = 0;
     let mut seed = 0u64;
-    while tried < 1500 {
+    while tried < 10_000 {
         seed += 1;
         let mut rng = TestRng::new(seed);
         let kernel = random_kernel(&mut rng, &config, "random");

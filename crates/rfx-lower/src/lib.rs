@@ -15,6 +15,8 @@
 
 mod backend;
 mod config;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod error;
 mod executor;
 mod interp_backend;

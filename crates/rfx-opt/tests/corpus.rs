@@ -165,3 +165,19 @@ fn fan_out_is_materialised_once_with_a_reason() {
         "{report}"
     );
 }
+
+#[test]
+fn a_gradient_kernel_from_rfx_autodiff_is_one_fused_kernel() {
+    let kernel = kernel_named("sum_squares");
+    let vg = rfx_autodiff::value_and_grad(&kernel, &["x"]).expect("value_and_grad");
+    let (program, report) = optimize(&vg, &deterministic()).expect("optimize");
+    assert_eq!(program.kernels().len(), 1, "{program}");
+    insta::assert_snapshot!(
+        "opt_value_and_grad_sum_squares",
+        format!("{vg}\n{program}\n{}", summary(&report))
+    );
+    let x = Array::from_slice(&[1.0f32, 2.0, 3.0]);
+    let out = run_mir(&program, &[x.view()], Mode::Native).unwrap();
+    assert_eq!(out[0].as_slice::<f32>().unwrap(), &[14.0]);
+    assert_eq!(out[1].as_slice::<f32>().unwrap(), &[2.0, 4.0, 6.0]);
+}

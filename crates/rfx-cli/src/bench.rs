@@ -1,0 +1,585 @@
+//! `rfx bench`: rfxJIT's benchmark, made trustworthy.
+//!
+//! Every kernel is compiled once (compile time measured separately), then called `iterations`
+//! times on fresh random inputs with preallocated outputs; each call is timed on its own, so
+//! the report has the mean, p50, p99, p99.9 and max per call, calls and elements per second and
+//! the useful memory traffic in GB/s. Two baselines run in the same process on the same
+//! inputs: the reference interpreter (`interp`) and an unfused op-by-op path (every HIR op its
+//! own compiled kernel with a materialised result, the way rfxJIT runs one NumPy call per op),
+//! so the speed-ups printed are ratios measured in one run.
+
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use rfx_codegen_cpu::CpuBackend;
+use rfx_ir::hir::{self, Builder, Kernel, Op};
+use rfx_ir::testgen::{TestRng, random_inputs};
+use rfx_ir::{Array, Scalar};
+use rfx_lower::{Backend, Compiled, InterpBackend, LowerConfig, Scratch, lower};
+use rfx_opt::{OptConfig, OptReport, optimize};
+
+/// Arguments of `rfx bench`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Elements per input (ignored when `--sizes` is given).
+    #[arg(long, default_value_t = 65536)]
+    pub size: usize,
+    /// A comma-separated sweep of sizes, e.g. `1,16,1024,65536,1048576`.
+    #[arg(long, value_delimiter = ',')]
+    pub sizes: Option<Vec<usize>>,
+    /// Timed calls per kernel.
+    #[arg(long, default_value_t = 200)]
+    pub iterations: usize,
+    /// The backend to measure (`cpu`, `interp`).
+    #[arg(long, default_value = "cpu")]
+    pub backend: String,
+    /// Also write the results as JSON to this file.
+    #[arg(long)]
+    pub json_out: Option<std::path::PathBuf>,
+    /// Skip the interpreter and op-by-op baselines (faster).
+    #[arg(long)]
+    pub no_baselines: bool,
+    /// Only run kernels whose name contains this text.
+    #[arg(long)]
+    pub filter: Option<String>,
+    /// Bench-only fault injection for testing `cargo xtask perf-check`: `KERNEL=MICROSECONDS`
+    /// busy-waits that long inside every timed call of that kernel.
+    #[arg(long, hide = true)]
+    pub inject_delay_us: Option<String>,
+}
+
+/// Statistics of per-call times.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Timing {
+    /// Mean seconds per call.
+    pub mean_s: f64,
+    /// Median.
+    pub p50_s: f64,
+    /// 99th percentile.
+    pub p99_s: f64,
+    /// 99.9th percentile.
+    pub p999_s: f64,
+    /// Slowest call.
+    pub max_s: f64,
+}
+
+impl Timing {
+    fn from_samples(mut samples: Vec<Duration>) -> Timing {
+        samples.sort_unstable();
+        let secs = |d: Duration| d.as_secs_f64();
+        let at = |q: f64| {
+            let i = ((samples.len() as f64 - 1.0) * q).round() as usize;
+            samples.get(i).copied().map_or(0.0, secs)
+        };
+        let mean = samples.iter().map(|&d| secs(d)).sum::<f64>() / samples.len().max(1) as f64;
+        Timing {
+            mean_s: mean,
+            p50_s: at(0.5),
+            p99_s: at(0.99),
+            p999_s: at(0.999),
+            max_s: at(1.0),
+        }
+    }
+}
+
+/// One kernel's results at one size.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct KernelResult {
+    /// The kernel.
+    pub kernel: String,
+    /// Elements per input.
+    pub size: usize,
+    /// The backend measured.
+    pub backend: String,
+    /// HIR → native code, seconds.
+    pub compile_s: f64,
+    /// Per-call timing.
+    pub timing: Timing,
+    /// Calls per second (from the mean).
+    pub calls_per_s: f64,
+    /// Elements per second (from the median).
+    pub elements_per_s: f64,
+    /// Bytes of inputs and outputs per call divided by the median time.
+    pub gb_per_s: f64,
+    /// Median of the interpreter baseline, seconds (when run).
+    pub interp_p50_s: Option<f64>,
+    /// Median of the unfused op-by-op baseline, seconds (when run).
+    pub unfused_p50_s: Option<f64>,
+    /// Median over 31 batches of the mean time per call, each batch at least 50 µs long: a
+    /// throughput figure that timer resolution does not blur, for `cargo xtask perf-check`.
+    pub batch_p50_s: f64,
+    /// The same batched median for a plain Rust loop `out[i] = x[i] + y[i]` over the same size,
+    /// measured in the same run: the yardstick perf-check divides by, so machine speed and load
+    /// cancel to first order.
+    pub reference_p50_s: f64,
+    /// HIR ops before optimisation.
+    pub ops_before: usize,
+    /// HIR ops after optimisation.
+    pub ops_after: usize,
+    /// Fused kernels.
+    pub kernels: usize,
+}
+
+/// The JSON document `--json-out` writes.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct BenchReport {
+    /// Version of this layout.
+    pub schema_version: u32,
+    /// The machine: CPU model and logical cores.
+    pub machine: Machine,
+    /// `git rev-parse HEAD` when run inside the repository.
+    pub git_revision: Option<String>,
+    /// Timed calls per kernel.
+    pub iterations: usize,
+    /// Every kernel at every size.
+    pub results: Vec<KernelResult>,
+}
+
+/// What the benchmark ran on.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Machine {
+    /// CPU model name.
+    pub cpu: String,
+    /// Logical cores.
+    pub cores: usize,
+    /// Operating system.
+    pub os: String,
+}
+
+fn machine() -> Machine {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| std::env::consts::ARCH.to_string());
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    Machine {
+        cpu,
+        cores,
+        os: std::env::consts::OS.to_string(),
+    }
+}
+
+fn git_revision() -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// The benchmark kernels at `n` elements: rfxJIT's four (add, mul, sin, fused_chain), the
+/// 10-op chain, PID with clip, a complementary filter, a quaternion product, 2-link arm forward
+/// kinematics, `sum(x**2)` and its `value_and_grad`, and a sum reduction.
+pub fn kernels(n: usize) -> anyhow::Result<Vec<(String, Kernel)>> {
+    let ew =
+        |name: &str, inputs: &[&str], body: &str, outputs: &[&str]| -> anyhow::Result<(String, Kernel)> {
+            let mut text = format!("kernel {name} {{\n");
+            for i in inputs {
+                text += &format!("  %{i} = input {i} : f32[{n}]\n");
+            }
+            text += &body.replace("[N]", &format!("[{n}]"));
+            for o in outputs {
+                text += &format!("  output {o} = %{o}\n");
+            }
+            text += "}\n";
+            let kernel = hir::parse(&text).with_context(|| format!("benchmark kernel {name}"))?;
+            Ok((name.to_string(), kernel))
+        };
+    let mut list = vec![
+        ew("add", &["x", "y"], "  %out = add %x, %y : f32[N]\n", &["out"])?,
+        ew("mul", &["x", "y"], "  %out = mul %x, %y : f32[N]\n", &["out"])?,
+        ew("sin", &["x"], "  %out = sin %x : f32[N]\n", &["out"])?,
+        ew(
+            "fused_chain",
+            &["x", "y"],
+            "  %c = const 2.0 : f32[]\n  %m = mul %x, %c : f32[N]\n  %s = sin %m : f32[N]\n  %out = add %s, %y : f32[N]\n",
+            &["out"],
+        )?,
+        ew(
+            "chain10",
+            &["x", "y"],
+            "  %a = const 1.5 : f32[]\n  %b = const 0.5 : f32[]\n  %p = mul %x, %a : f32[N]\n  %q = add %p, %y : f32[N]\n  %h = mul %q, %b : f32[N]\n  %sx = sin %x : f32[N]\n  %d = sub %h, %sx : f32[N]\n  %cy = cos %y : f32[N]\n  %e = mul %d, %cy : f32[N]\n  %xx = mul %x, %x : f32[N]\n  %nx = neg %xx : f32[N]\n  %ex = exp %nx : f32[N]\n  %out = add %e, %ex : f32[N]\n",
+            &["out"],
+        )?,
+        ew(
+            "pid_clip",
+            &["e", "i", "d"],
+            "  %kp = const 1.2 : f32[]\n  %ki = const 0.3 : f32[]\n  %kd = const 0.05 : f32[]\n  %lo = const -1.0 : f32[]\n  %hi = const 1.0 : f32[]\n  %a = mul %kp, %e : f32[N]\n  %b = mul %ki, %i : f32[N]\n  %c = mul %kd, %d : f32[N]\n  %s = add %a, %b : f32[N]\n  %t = add %s, %c : f32[N]\n  %u = clamp %t, %lo, %hi : f32[N]\n",
+            &["u"],
+        )?,
+        ew(
+            "complementary_filter",
+            &["angle", "gyro", "ay", "az"],
+            "  %dt = const 0.01 : f32[]\n  %alpha = const 0.98 : f32[]\n  %beta = const 0.02 : f32[]\n  %g = mul %gyro, %dt : f32[N]\n  %p = add %angle, %g : f32[N]\n  %acc = atan2 %ay, %az : f32[N]\n  %a = mul %alpha, %p : f32[N]\n  %b = mul %beta, %acc : f32[N]\n  %next = add %a, %b : f32[N]\n",
+            &["next"],
+        )?,
+        ew(
+            "quat_mul",
+            &["aw", "ax", "ay", "az", "bw", "bx", "by", "bz"],
+            "  %w1 = mul %aw, %bw : f32[N]\n  %w2 = mul %ax, %bx : f32[N]\n  %w3 = mul %ay, %by : f32[N]\n  %w4 = mul %az, %bz : f32[N]\n  %w5 = sub %w1, %w2 : f32[N]\n  %w6 = sub %w5, %w3 : f32[N]\n  %w = sub %w6, %w4 : f32[N]\n  %x1 = mul %aw, %bx : f32[N]\n  %x2 = mul %ax, %bw : f32[N]\n  %x3 = mul %ay, %bz : f32[N]\n  %x4 = mul %az, %by : f32[N]\n  %x5 = add %x1, %x2 : f32[N]\n  %x6 = add %x5, %x3 : f32[N]\n  %x = sub %x6, %x4 : f32[N]\n  %y1 = mul %aw, %by : f32[N]\n  %y2 = mul %ax, %bz : f32[N]\n  %y3 = mul %ay, %bw : f32[N]\n  %y4 = mul %az, %bx : f32[N]\n  %y5 = sub %y1, %y2 : f32[N]\n  %y6 = add %y5, %y3 : f32[N]\n  %y = add %y6, %y4 : f32[N]\n  %z1 = mul %aw, %bz : f32[N]\n  %z2 = mul %ax, %by : f32[N]\n  %z3 = mul %ay, %bx : f32[N]\n  %z4 = mul %az, %bw : f32[N]\n  %z5 = add %z1, %z2 : f32[N]\n  %z6 = sub %z5, %z3 : f32[N]\n  %z = add %z6, %z4 : f32[N]\n",
+            &["w", "x", "y", "z"],
+        )?,
+        ew(
+            "arm2_fk",
+            &["q1", "q2"],
+            "  %l1 = const 1.0 : f32[]\n  %l2 = const 0.7 : f32[]\n  %c1 = cos %q1 : f32[N]\n  %s1 = sin %q1 : f32[N]\n  %q12 = add %q1, %q2 : f32[N]\n  %c12 = cos %q12 : f32[N]\n  %s12 = sin %q12 : f32[N]\n  %a = mul %l1, %c1 : f32[N]\n  %b = mul %l2, %c12 : f32[N]\n  %px = add %a, %b : f32[N]\n  %c = mul %l1, %s1 : f32[N]\n  %d = mul %l2, %s12 : f32[N]\n  %py = add %c, %d : f32[N]\n",
+            &["px", "py"],
+        )?,
+        ew("sum", &["x"], "  %out = sum %x axes [0] : f32[]\n", &["out"])?,
+    ];
+    // value_and_grad(sum(x**2)), through rfx-autodiff.
+    let mut b = Builder::new("sum_squares");
+    let x = b.input("x", rfx_ir::TensorType::new(rfx_ir::DType::F32, [n]))?;
+    let two = b.scalar(Scalar::F32(2.0));
+    let sq = b.binary(rfx_ir::BinaryOp::Pow, x, two)?;
+    let s = b.reduce_all(rfx_ir::ReduceOp::Sum, sq)?;
+    b.output("loss", s)?;
+    let forward = b.finish()?;
+    let vg = rfx_autodiff::value_and_grad(&forward, &["x"])?;
+    list.push(("sum_sq".to_string(), forward));
+    list.push(("value_and_grad_sum_sq".to_string(), vg));
+    Ok(list)
+}
+
+/// A kernel compiled for timing, with its inputs and preallocated outputs.
+struct Prepared {
+    compiled: std::sync::Arc<dyn Compiled>,
+    inputs: Vec<Array>,
+    outputs: Vec<Array>,
+}
+
+fn prepare(
+    kernel: &Kernel,
+    backend: &dyn Backend,
+    config: &OptConfig,
+) -> anyhow::Result<(Prepared, OptReport, Duration)> {
+    let start = Instant::now();
+    let (mir, report) = optimize(kernel, config)?;
+    let (lir, _) = lower(&mir, &LowerConfig::default())?;
+    let compiled = backend.compile(&lir, &Default::default())?;
+    let compile = start.elapsed();
+    let inputs = random_inputs(&mut TestRng::new(7), kernel, 0.0);
+    let outputs = lir
+        .outputs()
+        .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
+        .collect();
+    Ok((
+        Prepared {
+            compiled,
+            inputs,
+            outputs,
+        },
+        report,
+        compile,
+    ))
+}
+
+/// The median over 31 batches of the mean time of `call`, each batch long enough (≥ 50 µs) that
+/// the clock's resolution does not matter.
+fn batched_p50(mut call: impl FnMut() -> anyhow::Result<()>) -> anyhow::Result<f64> {
+    let start = Instant::now();
+    call()?;
+    let once = start.elapsed().as_secs_f64().max(1e-9);
+    let batch = ((50e-6 / once).ceil() as usize).clamp(1, 1 << 20);
+    let mut means = Vec::with_capacity(31);
+    for _ in 0..31 {
+        let start = Instant::now();
+        for _ in 0..batch {
+            call()?;
+        }
+        means.push(start.elapsed() / batch as u32);
+    }
+    Ok(Timing::from_samples(means).p50_s)
+}
+
+/// The batched median of a plain Rust `out[i] = x[i] + y[i]` loop over `n` f32 elements.
+fn reference_p50(n: usize) -> anyhow::Result<f64> {
+    let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+    let y: Vec<f32> = (0..n).map(|i| 1.0 - i as f32).collect();
+    let mut out = vec![0.0f32; n];
+    batched_p50(|| {
+        for ((o, a), b) in out.iter_mut().zip(std::hint::black_box(&x)).zip(&y) {
+            *o = a + b;
+        }
+        std::hint::black_box(&mut out);
+        Ok(())
+    })
+}
+
+/// The batched median of `p`'s calls (plus the injected delay).
+fn batch_p50(p: &mut Prepared, delay: Duration) -> anyhow::Result<f64> {
+    let views: Vec<_> = p.inputs.iter().map(Array::view).collect();
+    let mut scratch = Scratch::new();
+    let (compiled, outputs) = (&p.compiled, &mut p.outputs);
+    batched_p50(|| {
+        let mut outs: Vec<_> = outputs.iter_mut().map(Array::view_mut).collect();
+        compiled.run(&views, &mut outs, &mut scratch)?;
+        if !delay.is_zero() {
+            busy_wait(delay);
+        }
+        Ok(())
+    })
+}
+
+fn busy_wait(d: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
+/// Times `iterations` calls (after one warm-up call), each call timed on its own.
+fn time_calls(p: &mut Prepared, iterations: usize) -> anyhow::Result<Vec<Duration>> {
+    time_calls_delayed(p, iterations, Duration::ZERO)
+}
+
+fn time_calls_delayed(p: &mut Prepared, iterations: usize, delay: Duration) -> anyhow::Result<Vec<Duration>> {
+    let views: Vec<_> = p.inputs.iter().map(Array::view).collect();
+    let mut scratch = Scratch::new();
+    let mut samples = Vec::with_capacity(iterations);
+    for i in 0..=iterations {
+        let mut outs: Vec<_> = p.outputs.iter_mut().map(Array::view_mut).collect();
+        let start = Instant::now();
+        p.compiled.run(&views, &mut outs, &mut scratch)?;
+        if !delay.is_zero() {
+            busy_wait(delay);
+        }
+        let elapsed = start.elapsed();
+        if i > 0 {
+            samples.push(elapsed);
+        }
+    }
+    Ok(samples)
+}
+
+/// The unfused path: every HIR op of `kernel` compiled as its own one-op kernel, run in order
+/// with every intermediate materialised (rfxJIT's one-NumPy-call-per-op execution).
+fn unfused_p50(kernel: &Kernel, backend: &dyn Backend, iterations: usize) -> anyhow::Result<f64> {
+    let config = OptConfig {
+        saturate: false,
+        ..OptConfig::default()
+    };
+    let mut steps: Vec<(Prepared, Vec<usize>)> = Vec::new();
+    let inputs = random_inputs(&mut TestRng::new(7), kernel, 0.0);
+    let mut values: Vec<Option<Array>> = vec![None; kernel.nodes().len()];
+    let mut next_input = inputs.into_iter();
+    for (i, node) in kernel.nodes().iter().enumerate() {
+        if let Op::Input { .. } = node.op {
+            values[i] = next_input.next();
+            continue;
+        }
+        let mut b = Builder::new(format!("op{i}"));
+        let mut args = Vec::new();
+        for (k, a) in node.args.iter().enumerate() {
+            let ty = kernel.value_type(*a).context("operand type")?.clone();
+            args.push(b.input(format!("a{k}"), ty)?);
+        }
+        let v = match &node.op {
+            Op::Const(value) => b.constant(*value, node.ty.shape.clone()),
+            Op::Cast => b.cast(args[0], node.ty.dtype)?,
+            Op::BroadcastTo => b.broadcast_to(args[0], node.ty.shape.clone())?,
+            Op::Reshape => b.reshape(args[0], node.ty.shape.clone())?,
+            op => b.op(op.clone(), &args)?,
+        };
+        b.output("out", v)?;
+        let single = b.finish()?;
+        let (mut prepared, _, _) = prepare(&single, backend, &config)?;
+        prepared.inputs = node
+            .args
+            .iter()
+            .map(|a| values[a.index()].clone().context("operand value"))
+            .collect::<anyhow::Result<_>>()?;
+        values[i] = prepared.outputs.first().cloned();
+        steps.push((prepared, node.args.iter().map(|a| a.index()).collect()));
+    }
+    let mut scratch = Scratch::new();
+    let mut samples = Vec::with_capacity(iterations);
+    for iter in 0..=iterations {
+        let start = Instant::now();
+        for (p, _) in steps.iter_mut() {
+            let views: Vec<_> = p.inputs.iter().map(Array::view).collect();
+            let mut outs: Vec<_> = p.outputs.iter_mut().map(Array::view_mut).collect();
+            p.compiled.run(&views, &mut outs, &mut scratch)?;
+        }
+        if iter > 0 {
+            samples.push(start.elapsed());
+        }
+    }
+    Ok(Timing::from_samples(samples).p50_s)
+}
+
+fn bytes_per_call(kernel: &Kernel, p: &Prepared) -> usize {
+    let _ = kernel;
+    p.inputs
+        .iter()
+        .chain(&p.outputs)
+        .map(|a| a.data().len() * a.dtype().size_bytes())
+        .sum()
+}
+
+fn backend_named(name: &str) -> anyhow::Result<Box<dyn Backend>> {
+    match name {
+        "cpu" => Ok(Box::new(CpuBackend)),
+        "interp" => Ok(Box::new(InterpBackend)),
+        other => bail!("backend `{other}` is not available to `rfx bench` in this build (use cpu or interp)"),
+    }
+}
+
+/// Runs the benchmark and prints rfxJIT-style lines and a table; returns the report.
+pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
+    let backend = backend_named(&args.backend)?;
+    backend.check_available()?;
+    let sizes = args.sizes.clone().unwrap_or_else(|| vec![args.size]);
+    let iterations = args.iterations.max(1);
+    let injected = match &args.inject_delay_us {
+        Some(spec) => {
+            let (name, us) = spec
+                .split_once('=')
+                .context("--inject-delay-us takes KERNEL=MICROSECONDS")?;
+            Some((
+                name.to_string(),
+                Duration::from_micros(us.parse().context("microseconds")?),
+            ))
+        }
+        None => None,
+    };
+    let mut results = Vec::new();
+    for &n in &sizes {
+        println!(
+            "Benchmarking kernels (size={n}, iterations={iterations}, backend={})",
+            args.backend
+        );
+        let reference = reference_p50(n)?;
+        for (name, kernel) in kernels(n)? {
+            if args.filter.as_ref().is_some_and(|f| !name.contains(f.as_str())) {
+                continue;
+            }
+            let (mut prepared, report, compile) = prepare(&kernel, backend.as_ref(), &OptConfig::default())?;
+            let delay = injected
+                .as_ref()
+                .filter(|(k, _)| *k == name)
+                .map_or(Duration::ZERO, |(_, d)| *d);
+            let timing = Timing::from_samples(time_calls_delayed(&mut prepared, iterations, delay)?);
+            let batch = batch_p50(&mut prepared, delay)?;
+            let bytes = bytes_per_call(&kernel, &prepared);
+            // The baselines are slow; fewer calls keep the run short and the medians stable.
+            let baseline_iters = (iterations / 10).clamp(3, 50);
+            let (interp, unfused) = if args.no_baselines {
+                (None, None)
+            } else {
+                let (mut ip, _, _) = prepare(&kernel, &InterpBackend, &OptConfig::default())?;
+                let interp = Timing::from_samples(time_calls(
+                    &mut ip,
+                    baseline_iters.min(if n > 100_000 { 3 } else { 20 }),
+                )?)
+                .p50_s;
+                (
+                    Some(interp),
+                    Some(unfused_p50(&kernel, backend.as_ref(), baseline_iters)?),
+                )
+            };
+            let result = KernelResult {
+                kernel: name.clone(),
+                size: n,
+                backend: args.backend.clone(),
+                compile_s: compile.as_secs_f64(),
+                calls_per_s: 1.0 / timing.mean_s.max(1e-12),
+                elements_per_s: n as f64 / timing.p50_s.max(1e-12),
+                gb_per_s: bytes as f64 / timing.p50_s.max(1e-12) / 1e9,
+                timing,
+                interp_p50_s: interp,
+                unfused_p50_s: unfused,
+                batch_p50_s: batch,
+                reference_p50_s: reference,
+                ops_before: report.ops_before,
+                ops_after: report.ops_after,
+                kernels: report.kernels,
+            };
+            println!(
+                "[{}] {}: {:.4}ms avg, {:.0} ops/s",
+                result.backend,
+                result.kernel,
+                result.timing.mean_s * 1e3,
+                result.calls_per_s
+            );
+            results.push(result);
+        }
+    }
+    print_table(&results);
+    let report = BenchReport {
+        schema_version: 1,
+        machine: machine(),
+        git_revision: git_revision(),
+        iterations,
+        results,
+    };
+    if let Some(path) = &args.json_out {
+        std::fs::write(path, serde_json::to_string_pretty(&report)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    Ok(report)
+}
+
+fn print_table(results: &[KernelResult]) {
+    println!();
+    println!(
+        "{:<22} {:>9} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>11}",
+        "kernel",
+        "size",
+        "p50 µs",
+        "p99 µs",
+        "p99.9 µs",
+        "max µs",
+        "GB/s",
+        "compile",
+        "vs interp",
+        "vs unfused",
+        "ops (kernels)"
+    );
+    for r in results {
+        let ratio = |base: Option<f64>| {
+            base.map_or("-".to_string(), |b| {
+                format!("{:.1}x", b / r.timing.p50_s.max(1e-12))
+            })
+        };
+        println!(
+            "{:<22} {:>9} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>8.2} {:>7.2}ms {:>9} {:>9} {:>5} -> {} ({})",
+            r.kernel,
+            r.size,
+            r.timing.p50_s * 1e6,
+            r.timing.p99_s * 1e6,
+            r.timing.p999_s * 1e6,
+            r.timing.max_s * 1e6,
+            r.gb_per_s,
+            r.compile_s * 1e3,
+            ratio(r.interp_p50_s),
+            ratio(r.unfused_p50_s),
+            r.ops_before,
+            r.ops_after,
+            r.kernels
+        );
+    }
+    println!("\nOptimization impact:");
+    for r in results
+        .iter()
+        .filter(|r| r.ops_before != r.ops_after || r.kernels > 0)
+        .take(12)
+    {
+        println!(
+            "- {}: reduced ops {} -> {}, fused kernels {}",
+            r.kernel, r.ops_before, r.ops_after, r.kernels
+        );
+    }
+}
+
+/// `rfx bench`.
+pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
+    run_bench(args).map(|_| ())
+}

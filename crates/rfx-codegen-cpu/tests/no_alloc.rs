@@ -1,0 +1,98 @@
+//! The real-time path: once compiled and warmed up, a call allocates nothing (counted by a
+//! global allocator that counts every allocation of this test binary).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rfx_codegen_cpu::CpuBackend;
+use rfx_ir::hir;
+use rfx_ir::{Array, ArrayView, ArrayViewMut, Shape};
+use rfx_lower::{Backend, LowerConfig, Scratch, lower};
+use rfx_opt::{OptConfig, optimize};
+
+struct Counting;
+
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator unchanged, only counting calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller upholds `GlobalAlloc::alloc`'s contract.
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: the caller upholds `GlobalAlloc::dealloc`'s contract.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+#[test]
+fn a_warm_call_allocates_nothing() {
+    // A PID step with several outputs, a reduction and temporaries in the arena.
+    let kernel = hir::parse(
+        "kernel pid {
+           %e = input e : f32[8]
+           %i = input i : f32[8]
+           %d = input d : f32[8]
+           %kp = const 1.2 : f32[]
+           %ki = const 0.3 : f32[]
+           %kd = const 0.05 : f32[]
+           %lo = const -1.0 : f32[]
+           %hi = const 1.0 : f32[]
+           %a = mul %kp, %e : f32[8]
+           %b = mul %ki, %i : f32[8]
+           %c = mul %kd, %d : f32[8]
+           %s = add %a, %b : f32[8]
+           %t = add %s, %c : f32[8]
+           %u = clamp %t, %lo, %hi : f32[8]
+           %q = mul %u, %u : f32[8]
+           %n = sum %q axes [0] : f32[]
+           %r = div %u, %n : f32[8]
+           output u = %u
+           output r = %r
+         }",
+    )
+    .expect("kernel");
+    let (mir, _) = optimize(&kernel, &OptConfig::default()).expect("optimize");
+    let lir = lower(&mir, &LowerConfig::default()).expect("lower").0;
+    assert!(lir.kernels().len() > 1, "the test wants temporaries:\n{lir}");
+    let compiled = CpuBackend.compile(&lir, &Default::default()).expect("compile");
+    let shape = Shape::new([8]);
+    let e: Vec<f32> = (0..8).map(|k| 0.3 * k as f32 - 1.0).collect();
+    let i: Vec<f32> = (0..8).map(|k| 0.1 * k as f32).collect();
+    let d: Vec<f32> = (0..8).map(|k| 0.7 - 0.2 * k as f32).collect();
+    let mut u = vec![0.0f32; 8];
+    let mut r = vec![0.0f32; 8];
+    let inputs = [
+        ArrayView::new(&shape, &e).unwrap(),
+        ArrayView::new(&shape, &i).unwrap(),
+        ArrayView::new(&shape, &d).unwrap(),
+    ];
+    let mut scratch = Scratch::new();
+    {
+        let mut outputs = [
+            ArrayViewMut::new(&shape, &mut u).unwrap(),
+            ArrayViewMut::new(&shape, &mut r).unwrap(),
+        ];
+        compiled.run(&inputs, &mut outputs, &mut scratch).unwrap();
+    }
+    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    for _ in 0..1000 {
+        let mut outputs = [
+            ArrayViewMut::new(&shape, &mut u).unwrap(),
+            ArrayViewMut::new(&shape, &mut r).unwrap(),
+        ];
+        compiled.run(&inputs, &mut outputs, &mut scratch).unwrap();
+    }
+    let after = ALLOCATIONS.load(Ordering::SeqCst);
+    assert_eq!(after - before, 0, "allocations in 1000 warm calls");
+    // And the results are right.
+    let expected = rfx_ir::interp::run_lir(&lir, &inputs, rfx_ir::interp::Mode::Native).expect("interp");
+    assert_eq!(expected[0], Array::from_slice(&u));
+    assert_eq!(expected[1], Array::from_slice(&r));
+}

@@ -1,0 +1,350 @@
+//! The backend conformance suite: one set of kernels every backend must run correctly.
+//!
+//! Enabled by the `conformance` feature. Each [`Case`] is a HIR kernel exercising one op (every
+//! unary, binary and comparison op on every dtype it accepts, `select`, `clamp`, every cast,
+//! every reduction over inner, middle, outer and all axes with and without `keepdims`,
+//! broadcasting, several outputs) at sizes around the vector widths (0, 1, 3, 4, 5, 7, 8, 9, 17,
+//! 33, 1000). [`check`] runs a compiled case on fresh random inputs (special values included)
+//! and compares it with the references: exactly-rounded ops must give the bits of the LIR
+//! interpreter; transcendental ops must lie within the backend's documented ULP bound of the
+//! `f64` oracle (NaN where the oracle is NaN, the same infinities). Backends instantiate it in
+//! their tests with their own lowering and bounds.
+
+use rfx_ir::hir::{Builder, Kernel};
+use rfx_ir::interp::{Mode, run_hir, run_lir};
+use rfx_ir::lir::LirProgram;
+use rfx_ir::testgen::{TestRng, random_array};
+use rfx_ir::{Array, ArrayData, BinaryOp, CmpOp, DType, ReduceOp, Scalar, TensorType, UnaryOp};
+
+use crate::backend::{Compiled, Scratch};
+
+/// One conformance kernel.
+#[derive(Clone, Debug)]
+pub struct Case {
+    /// A readable unique name (`sin_f32_n17`).
+    pub name: String,
+    /// The kernel.
+    pub kernel: Kernel,
+    /// The op whose bound applies when the case is not exact (`"sin"`), else `None`.
+    pub transcendental: Option<&'static str>,
+    /// Largest finite input magnitude the case is meant for (`None`: the whole domain), e.g.
+    /// trigonometric functions are checked on |x| < 1e5.
+    pub domain: Option<f64>,
+}
+
+const SIZES: [usize; 11] = [0, 1, 3, 4, 5, 7, 8, 9, 17, 33, 1000];
+
+fn elementwise_kernel(
+    name: &str,
+    dtype: DType,
+    n: usize,
+    arity: usize,
+    build: &dyn Fn(&mut Builder, &[rfx_ir::hir::ValueId]) -> Option<rfx_ir::hir::ValueId>,
+) -> Option<Kernel> {
+    let mut b = Builder::new(name);
+    let args: Vec<_> = (0..arity)
+        .map(|i| b.input(format!("a{i}"), TensorType::new(dtype, [n])))
+        .collect::<Result<_, _>>()
+        .ok()?;
+    let out = build(&mut b, &args)?;
+    b.output("out", out).ok()?;
+    b.finish().ok()
+}
+
+/// Every conformance case.
+pub fn cases() -> Vec<Case> {
+    let mut cases = Vec::new();
+    let mut push =
+        |name: String, kernel: Option<Kernel>, transcendental: Option<&'static str>, domain: Option<f64>| {
+            if let Some(kernel) = kernel {
+                cases.push(Case {
+                    name,
+                    kernel,
+                    transcendental,
+                    domain,
+                });
+            }
+        };
+    for dtype in DType::ALL {
+        for &op in UnaryOp::ALL {
+            if !op.accepts(dtype) {
+                continue;
+            }
+            for n in SIZES {
+                let name = format!("{op}_{dtype}_n{n}");
+                let k = elementwise_kernel(&name, dtype, n, 1, &|b, a| b.unary(op, a[0]).ok());
+                let trig = matches!(op, UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Tan);
+                push(
+                    name,
+                    k,
+                    op.is_transcendental().then_some(op.name()),
+                    trig.then_some(1e5),
+                );
+            }
+        }
+        for &op in BinaryOp::ALL {
+            if !op.accepts(dtype) {
+                continue;
+            }
+            for n in SIZES {
+                let name = format!("{op}_{dtype}_n{n}");
+                let k = elementwise_kernel(&name, dtype, n, 2, &|b, a| b.binary(op, a[0], a[1]).ok());
+                let t = matches!(op, BinaryOp::Pow | BinaryOp::Atan2).then_some(op.name());
+                push(name, k, t, None);
+            }
+        }
+        for &op in CmpOp::ALL {
+            if !op.accepts(dtype) {
+                continue;
+            }
+            for n in [1, 5, 17] {
+                let name = format!("{op}_{dtype}_n{n}");
+                push(
+                    name.clone(),
+                    elementwise_kernel(&name, dtype, n, 2, &|b, a| b.compare(op, a[0], a[1]).ok()),
+                    None,
+                    None,
+                );
+            }
+        }
+        for n in [1, 7, 33] {
+            let name = format!("select_{dtype}_n{n}");
+            let k = elementwise_kernel(&name, dtype, n, 2, &|b, a| {
+                let c = if dtype == DType::Bool {
+                    a[0]
+                } else {
+                    b.compare(CmpOp::Lt, a[0], a[1]).ok()?
+                };
+                b.select(c, a[0], a[1]).ok()
+            });
+            push(name, k, None, None);
+            if dtype.is_numeric() {
+                let name = format!("clamp_{dtype}_n{n}");
+                let k = elementwise_kernel(&name, dtype, n, 1, &|b, a| {
+                    let lo = b.scalar(Scalar::from_f64(dtype, -1.0));
+                    let hi = b.scalar(Scalar::from_f64(dtype, 2.0));
+                    b.clamp(a[0], lo, hi).ok()
+                });
+                push(name, k, None, None);
+            }
+            for to in DType::ALL {
+                let name = format!("cast_{dtype}_to_{to}_n{n}");
+                push(
+                    name.clone(),
+                    elementwise_kernel(&name, dtype, n, 1, &|b, a| b.cast(a[0], to).ok()),
+                    None,
+                    None,
+                );
+            }
+        }
+        if dtype.is_numeric() {
+            for &op in ReduceOp::ALL {
+                if !op.accepts(dtype) {
+                    continue;
+                }
+                for (shape, axes) in [
+                    (vec![1000], vec![0]),
+                    (vec![0], vec![0]),
+                    (vec![3, 17], vec![1]),
+                    (vec![17, 3], vec![0]),
+                    (vec![4, 9, 5], vec![1]),
+                    (vec![4, 9, 5], vec![0, 2]),
+                    (vec![4, 9, 5], vec![0, 1, 2]),
+                    (vec![2, 1, 6], vec![1]),
+                ] {
+                    for keepdims in [false, true] {
+                        let dims: String = shape
+                            .iter()
+                            .map(ToString::to_string)
+                            .collect::<Vec<_>>()
+                            .join("x");
+                        let axes_s: String =
+                            axes.iter().map(ToString::to_string).collect::<Vec<_>>().join("");
+                        let name = format!("reduce_{op}_{dtype}_{dims}_axes{axes_s}_keep{keepdims}");
+                        let mut b = Builder::new(name.clone());
+                        let k = (|| {
+                            let x = b.input("x", TensorType::new(dtype, shape.clone())).ok()?;
+                            let r = b.reduce(op, x, &axes, keepdims).ok()?;
+                            b.output("out", r).ok()?;
+                            b.finish().ok()
+                        })();
+                        push(name, k, None, None);
+                    }
+                }
+            }
+        }
+    }
+    // Broadcasting and several outputs sharing inputs.
+    for dtype in [DType::F32, DType::F64, DType::I32] {
+        let name = format!("broadcast_multi_output_{dtype}");
+        let mut b = Builder::new(name.clone());
+        let k = (|| {
+            let x = b.input("x", TensorType::new(dtype, [3, 1, 5])).ok()?;
+            let y = b.input("y", TensorType::new(dtype, [4, 1])).ok()?;
+            let s = b.binary(BinaryOp::Add, x, y).ok()?;
+            let p = b.binary(BinaryOp::Mul, s, y).ok()?;
+            let m = b.binary(BinaryOp::Max, x, p).ok()?;
+            let r = b.reduce(ReduceOp::Sum, p, &[1], false).ok()?;
+            b.output("sum", s).ok()?;
+            b.output("prod", p).ok()?;
+            b.output("max", m).ok()?;
+            b.output("rowsum", r).ok()?;
+            b.finish().ok()
+        })();
+        push(name, k, None, None);
+    }
+    cases
+}
+
+/// Random inputs for a case: special values mixed in, trigonometric inputs kept in their domain.
+pub fn inputs(case: &Case, seed: u64) -> Vec<Array> {
+    let mut rng = TestRng::new(seed);
+    case.kernel
+        .inputs()
+        .map(|(_, _, ty)| {
+            let a = random_array(&mut rng, ty, 0.15);
+            match (case.domain, a.data()) {
+                (Some(limit), ArrayData::F32(v)) => {
+                    let v = v
+                        .iter()
+                        .map(|&x| {
+                            if x.is_finite() && f64::from(x).abs() > limit {
+                                x.signum() * 3.0
+                            } else {
+                                x
+                            }
+                        })
+                        .collect();
+                    Array::new(ty.shape.clone(), ArrayData::F32(v)).unwrap_or(a)
+                }
+                (Some(limit), ArrayData::F64(v)) => {
+                    let v = v
+                        .iter()
+                        .map(|&x| {
+                            if x.is_finite() && x.abs() > limit {
+                                x.signum() * 3.0
+                            } else {
+                                x
+                            }
+                        })
+                        .collect();
+                    Array::new(ty.shape.clone(), ArrayData::F64(v)).unwrap_or(a)
+                }
+                _ => a,
+            }
+        })
+        .collect()
+}
+
+/// Distance in units in the last place of `dtype` between `got` and the oracle value `want`
+/// (rounded to `dtype`): 0 when both are NaN; `u64::MAX` when only one is NaN.
+pub fn ulps(got: f64, want: f64, dtype: DType) -> u64 {
+    if got.is_nan() || want.is_nan() {
+        return if got.is_nan() && want.is_nan() {
+            0
+        } else {
+            u64::MAX
+        };
+    }
+    let ordered32 = |x: f32| {
+        let b = x.to_bits();
+        i64::from(if b >> 31 == 1 {
+            -((b & 0x7fff_ffff) as i32)
+        } else {
+            b as i32
+        })
+    };
+    let ordered64 = |x: f64| {
+        let b = x.to_bits();
+        if b >> 63 == 1 {
+            -((b & 0x7fff_ffff_ffff_ffff) as i64)
+        } else {
+            b as i64
+        }
+    };
+    match dtype {
+        DType::F32 => ordered32(got as f32).abs_diff(ordered32(want as f32)),
+        _ => ordered64(got).abs_diff(ordered64(want)),
+    }
+}
+
+/// What one case gave.
+#[derive(Clone, Debug)]
+pub struct CaseResult {
+    /// The case.
+    pub name: String,
+    /// Largest ULP error against the oracle (transcendental cases; 0 for exact ones).
+    pub max_ulps: u64,
+    /// `None` when the case passed; otherwise what was wrong.
+    pub failure: Option<String>,
+}
+
+/// Runs `compiled` (made from `lir`, the case's lowered program) on fresh inputs and compares:
+/// exact cases bit for bit (any NaN matching any NaN) with the LIR interpreter, transcendental
+/// cases within `bound` ULP of the `f64` oracle.
+pub fn check(case: &Case, lir: &LirProgram, compiled: &dyn Compiled, bound: u64, seed: u64) -> CaseResult {
+    let inputs = inputs(case, seed);
+    let views: Vec<_> = inputs.iter().map(Array::view).collect();
+    let mut outputs: Vec<Array> = lir
+        .outputs()
+        .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
+        .collect();
+    let fail = |msg: String| CaseResult {
+        name: case.name.clone(),
+        max_ulps: 0,
+        failure: Some(msg),
+    };
+    {
+        let mut out_views: Vec<_> = outputs.iter_mut().map(Array::view_mut).collect();
+        if let Err(e) = compiled.run(&views, &mut out_views, &mut Scratch::new()) {
+            return fail(format!("run failed: {e}"));
+        }
+    }
+    let mut max_ulps = 0;
+    if case.transcendental.is_none() {
+        let expected = match run_lir(lir, &views, Mode::Native) {
+            Ok(e) => e,
+            Err(e) => return fail(format!("interpreter failed: {e}")),
+        };
+        for (e, g) in expected.iter().zip(&outputs) {
+            for i in 0..e.data().len() {
+                let (x, y) = (e.get(i), g.get(i));
+                let same = x == y
+                    || x.zip(y)
+                        .is_some_and(|(x, y)| x.to_f64().is_nan() && y.to_f64().is_nan());
+                if !same {
+                    return fail(format!(
+                        "element {i}: expected {x:?}, got {y:?} (input {:?})",
+                        inputs.first().and_then(|a| a.get(i))
+                    ));
+                }
+            }
+        }
+    } else {
+        let oracle = match run_hir(&case.kernel, &views, Mode::Oracle) {
+            Ok(o) => o,
+            Err(e) => return fail(format!("oracle failed: {e}")),
+        };
+        for (o, g) in oracle.iter().zip(&outputs) {
+            for i in 0..o.data().len() {
+                let (want, got) = (
+                    o.get(i).map_or(f64::NAN, Scalar::to_f64),
+                    g.get(i).map_or(f64::NAN, Scalar::to_f64),
+                );
+                let d = ulps(got, want, g.dtype());
+                if d > bound {
+                    let ins: Vec<_> = inputs.iter().map(|a| a.get(i)).collect();
+                    return fail(format!(
+                        "element {i}: oracle {want:e}, got {got:e} ({d} ULP > {bound}) for inputs {ins:?}"
+                    ));
+                }
+                max_ulps = max_ulps.max(d);
+            }
+        }
+    }
+    CaseResult {
+        name: case.name.clone(),
+        max_ulps,
+        failure: None,
+    }
+}

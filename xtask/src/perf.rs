@@ -1,0 +1,365 @@
+//! `cargo xtask perf-check` and `cargo xtask bench-baseline`.
+//!
+//! The machine is shared and noisy, so absolute times are not compared. Every `rfx bench`
+//! result carries `reference_p50_s`, the median of a plain Rust `out = x + y` loop over the same
+//! size measured in the same run; perf-check compares each kernel's *normalised* time
+//! (`p50 / reference`), which cancels machine speed and background load to first order. With
+//! `--repeat N` the bench runs N times and each kernel keeps its best normalised time, so one
+//! unlucky run cannot fail the check.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// One kernel at one size: its best normalised time and the raw median behind it.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Entry {
+    pub(crate) normalised: f64,
+    pub(crate) p50_s: f64,
+}
+
+/// Kernel results keyed by `(kernel, size)`.
+pub(crate) type Results = BTreeMap<(String, u64), Entry>;
+
+/// Reads the results of an `rfx bench --json-out` file (or a baseline written by
+/// `bench-baseline`, which has the same layout).
+pub(crate) fn parse_results(json: &str) -> Result<Results, String> {
+    let doc: Value = serde_json::from_str(json).map_err(|e| format!("invalid JSON: {e}"))?;
+    let results = doc
+        .get("results")
+        .and_then(Value::as_array)
+        .ok_or("no `results` array")?;
+    let mut out = Results::new();
+    for r in results {
+        let kernel = r
+            .get("kernel")
+            .and_then(Value::as_str)
+            .ok_or("result without `kernel`")?
+            .to_string();
+        let size = r
+            .get("size")
+            .and_then(Value::as_u64)
+            .ok_or("result without `size`")?;
+        let p50 = r
+            .get("batch_p50_s")
+            .and_then(Value::as_f64)
+            .or_else(|| r.pointer("/timing/p50_s").and_then(Value::as_f64))
+            .ok_or("result without `batch_p50_s` or `timing.p50_s`")?;
+        let reference = r
+            .get("reference_p50_s")
+            .and_then(Value::as_f64)
+            .ok_or("result without `reference_p50_s`")?;
+        let normalised = p50 / reference.max(1e-12);
+        let entry = Entry {
+            normalised,
+            p50_s: p50,
+        };
+        out.entry((kernel, size))
+            .and_modify(|e| {
+                if entry.normalised < e.normalised {
+                    *e = entry.clone();
+                }
+            })
+            .or_insert(entry);
+    }
+    Ok(out)
+}
+
+/// Keeps, per kernel, the best (smallest) normalised time of several runs.
+pub(crate) fn best_of(runs: &[Results]) -> Results {
+    let mut best = Results::new();
+    for run in runs {
+        for (key, entry) in run {
+            best.entry(key.clone())
+                .and_modify(|e| {
+                    if entry.normalised < e.normalised {
+                        *e = entry.clone();
+                    }
+                })
+                .or_insert_with(|| entry.clone());
+        }
+    }
+    best
+}
+
+/// A kernel's verdict.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Row {
+    pub(crate) kernel: String,
+    pub(crate) size: u64,
+    pub(crate) baseline: f64,
+    pub(crate) current: Option<f64>,
+    pub(crate) change_pct: Option<f64>,
+    pub(crate) slower: bool,
+}
+
+/// Compares current results with a baseline; a kernel fails when its normalised time grew by
+/// more than `threshold_pct` percent, or when it is missing from the current run.
+pub(crate) fn compare(baseline: &Results, current: &Results, threshold_pct: f64) -> Vec<Row> {
+    baseline
+        .iter()
+        .map(|((kernel, size), base)| {
+            let cur = current.get(&(kernel.clone(), *size));
+            let change = cur.map(|c| (c.normalised / base.normalised.max(1e-12) - 1.0) * 100.0);
+            Row {
+                kernel: kernel.clone(),
+                size: *size,
+                baseline: base.normalised,
+                current: cur.map(|c| c.normalised),
+                change_pct: change,
+                slower: change.is_none_or(|c| c > threshold_pct),
+            }
+        })
+        .collect()
+}
+
+/// Prints the comparison table; returns whether every kernel passed.
+pub(crate) fn print_rows(rows: &[Row], threshold_pct: f64) -> bool {
+    println!(
+        "{:<24} {:>9} {:>12} {:>12} {:>9}  verdict (threshold {threshold_pct}%)",
+        "kernel", "size", "baseline", "current", "change"
+    );
+    let mut ok = true;
+    for r in rows {
+        let current = r.current.map_or("missing".to_string(), |c| format!("{c:.3}"));
+        let change = r.change_pct.map_or("-".to_string(), |c| format!("{c:+.1}%"));
+        let verdict = if r.slower {
+            "SLOWER"
+        } else if r.change_pct.is_some_and(|c| c < -threshold_pct) {
+            "faster"
+        } else {
+            "ok"
+        };
+        ok &= !r.slower;
+        println!(
+            "{:<24} {:>9} {:>12.3} {:>12} {:>9}  {verdict}",
+            r.kernel, r.size, r.baseline, current, change
+        );
+    }
+    println!("(times are p50 / reference-loop p50 measured in the same run)");
+    ok
+}
+
+/// Options shared by the two commands.
+pub(crate) struct BenchRun {
+    pub(crate) backend: String,
+    pub(crate) size: String,
+    pub(crate) iterations: String,
+    pub(crate) repeat: usize,
+    pub(crate) extra: Vec<String>,
+}
+
+/// Runs `rfx bench` `repeat` times (release build), returning each run's results and the last
+/// JSON document.
+pub(crate) fn run_bench(
+    root: &Path,
+    opts: &BenchRun,
+    output: &Path,
+) -> Result<(Vec<Results>, String), String> {
+    let mut runs = Vec::new();
+    let mut last = String::new();
+    for i in 0..opts.repeat.max(1) {
+        eprintln!("perf: bench run {} of {}", i + 1, opts.repeat.max(1));
+        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+            .current_dir(root)
+            .args([
+                "run",
+                "--release",
+                "--quiet",
+                "-p",
+                "rfx-cli",
+                "--",
+                "bench",
+                "--no-baselines",
+            ])
+            .args(["--backend", &opts.backend, "--iterations", &opts.iterations])
+            .args(if opts.size.contains(',') {
+                ["--sizes", &opts.size]
+            } else {
+                ["--size", &opts.size]
+            })
+            .args(&opts.extra)
+            .arg("--json-out")
+            .arg(output)
+            .status()
+            .map_err(|e| format!("running rfx bench: {e}"))?;
+        if !status.success() {
+            return Err(format!("rfx bench failed: {status}"));
+        }
+        last = std::fs::read_to_string(output).map_err(|e| format!("{}: {e}", output.display()))?;
+        runs.push(parse_results(&last)?);
+    }
+    Ok((runs, last))
+}
+
+/// Replaces the results of `doc` by `best` (keeping the machine description and revision).
+pub(crate) fn with_results(doc: &str, best: &Results) -> Result<String, String> {
+    let mut doc: Value = serde_json::from_str(doc).map_err(|e| e.to_string())?;
+    if let Some(results) = doc.get_mut("results").and_then(Value::as_array_mut) {
+        for r in results.iter_mut() {
+            let key = (
+                r.get("kernel").and_then(Value::as_str).unwrap_or("").to_string(),
+                r.get("size").and_then(Value::as_u64).unwrap_or(0),
+            );
+            if let (Some(entry), Some(obj)) = (best.get(&key), r.as_object_mut()) {
+                obj.insert("best_normalised".into(), Value::from(entry.normalised));
+                obj.insert("best_p50_s".into(), Value::from(entry.p50_s));
+            }
+        }
+    }
+    serde_json::to_string_pretty(&doc).map_err(|e| e.to_string())
+}
+
+/// Parses `--flag value` pairs.
+pub(crate) fn flags(args: &[String]) -> Result<BTreeMap<String, String>, String> {
+    let mut map = BTreeMap::new();
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let name = flag
+            .strip_prefix("--")
+            .ok_or_else(|| format!("unexpected argument `{flag}`"))?;
+        let value = it.next().ok_or_else(|| format!("`{flag}` needs a value"))?;
+        map.insert(name.to_string(), value.clone());
+    }
+    Ok(map)
+}
+
+/// `cargo xtask perf-check --baseline FILE [--output FILE] [--backend cpu] [--threshold-pct 10]
+/// [--repeat 3] [--size N | N,M,...] [--iterations N] [--no-run true]`.
+pub(crate) fn perf_check(root: &Path, args: &[String]) -> Result<bool, String> {
+    let f = flags(args)?;
+    let baseline_path = PathBuf::from(f.get("baseline").ok_or("--baseline FILE is required")?);
+    let baseline = parse_results(
+        &std::fs::read_to_string(&baseline_path).map_err(|e| format!("{}: {e}", baseline_path.display()))?,
+    )?;
+    let threshold: f64 = f
+        .get("threshold-pct")
+        .map_or(Ok(10.0), |t| t.parse())
+        .map_err(|_| "bad --threshold-pct")?;
+    let output = PathBuf::from(
+        f.get("output")
+            .cloned()
+            .unwrap_or_else(|| "target/perf-current.json".into()),
+    );
+    let current = if f.get("no-run").is_some_and(|v| v == "true") {
+        parse_results(&std::fs::read_to_string(&output).map_err(|e| format!("{}: {e}", output.display()))?)?
+    } else {
+        let sizes: Vec<String> = baseline
+            .keys()
+            .map(|(_, s)| s.to_string())
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        let opts = BenchRun {
+            backend: f.get("backend").cloned().unwrap_or_else(|| "cpu".into()),
+            size: f.get("size").cloned().unwrap_or_else(|| sizes.join(",")),
+            iterations: f.get("iterations").cloned().unwrap_or_else(|| "200".into()),
+            repeat: f.get("repeat").and_then(|r| r.parse().ok()).unwrap_or(3),
+            extra: f
+                .get("inject-delay-us")
+                .map(|d| vec!["--inject-delay-us".to_string(), d.clone()])
+                .unwrap_or_default(),
+        };
+        let (runs, _) = run_bench(root, &opts, &output)?;
+        best_of(&runs)
+    };
+    Ok(print_rows(&compare(&baseline, &current, threshold), threshold))
+}
+
+/// `cargo xtask bench-baseline --output baselines/NAME.json [--backend cpu] [--repeat 3]
+/// [--size ...] [--iterations N]`: writes a new baseline (best of the runs).
+pub(crate) fn bench_baseline(root: &Path, args: &[String]) -> Result<(), String> {
+    let f = flags(args)?;
+    let output = PathBuf::from(f.get("output").ok_or("--output FILE is required")?);
+    let opts = BenchRun {
+        backend: f.get("backend").cloned().unwrap_or_else(|| "cpu".into()),
+        size: f.get("size").cloned().unwrap_or_else(|| "1,1024,65536".into()),
+        iterations: f.get("iterations").cloned().unwrap_or_else(|| "200".into()),
+        repeat: f.get("repeat").and_then(|r| r.parse().ok()).unwrap_or(3),
+        extra: Vec::new(),
+    };
+    let scratch = root.join("target/perf-baseline-run.json");
+    let (runs, last) = run_bench(root, &opts, &scratch)?;
+    let doc = with_results(&last, &best_of(&runs))?;
+    std::fs::write(&output, doc).map_err(|e| format!("{}: {e}", output.display()))?;
+    println!("wrote {}", output.display());
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(entries: &[(&str, u64, f64, f64)]) -> String {
+        let results: Vec<String> = entries
+            .iter()
+            .map(|(k, n, p50, reference)| {
+                format!(r#"{{"kernel":"{k}","size":{n},"timing":{{"p50_s":{p50}}},"reference_p50_s":{reference}}}"#)
+            })
+            .collect();
+        format!(r#"{{"schema_version":1,"results":[{}]}}"#, results.join(","))
+    }
+
+    #[test]
+    fn an_identical_run_passes() {
+        let base = parse_results(&doc(&[("add", 1024, 2e-6, 1e-6), ("sin", 1024, 8e-6, 1e-6)])).unwrap();
+        assert!(compare(&base, &base, 10.0).iter().all(|r| !r.slower));
+    }
+
+    #[test]
+    fn a_slower_kernel_fails_and_a_slower_machine_does_not() {
+        let base = parse_results(&doc(&[("add", 1024, 2e-6, 1e-6), ("sin", 1024, 8e-6, 1e-6)])).unwrap();
+        // The whole machine twice as slow: the reference loop slows too, nothing fails.
+        let loaded = parse_results(&doc(&[("add", 1024, 4e-6, 2e-6), ("sin", 1024, 16e-6, 2e-6)])).unwrap();
+        assert!(compare(&base, &loaded, 10.0).iter().all(|r| !r.slower));
+        // One kernel 20% slower relative to the reference: it fails, the other passes.
+        let regressed =
+            parse_results(&doc(&[("add", 1024, 2e-6, 1e-6), ("sin", 1024, 9.6e-6, 1e-6)])).unwrap();
+        let rows = compare(&base, &regressed, 10.0);
+        assert_eq!(
+            rows.iter()
+                .filter(|r| r.slower)
+                .map(|r| r.kernel.as_str())
+                .collect::<Vec<_>>(),
+            vec!["sin"]
+        );
+        assert!(!print_rows(&rows, 10.0));
+    }
+
+    #[test]
+    fn a_missing_kernel_fails() {
+        let base = parse_results(&doc(&[("add", 1024, 2e-6, 1e-6)])).unwrap();
+        let empty = parse_results(&doc(&[])).unwrap();
+        assert!(compare(&base, &empty, 10.0)[0].slower);
+    }
+
+    #[test]
+    fn best_of_keeps_the_fastest_run() {
+        let a = parse_results(&doc(&[("add", 8, 3e-6, 1e-6)])).unwrap();
+        let b = parse_results(&doc(&[("add", 8, 2e-6, 1e-6)])).unwrap();
+        assert_eq!(best_of(&[a, b])[&("add".to_string(), 8)].normalised, 2.0);
+    }
+
+    /// Real `rfx bench` output recorded on this machine kind: a run, and a run with
+    /// `--inject-delay-us fused_chain=200` (the bench-only fault injection). The check passes
+    /// against the first and flags exactly the slowed kernel in the second.
+    #[test]
+    fn recorded_runs_with_an_injected_delay_are_flagged() {
+        let dir = crate::workspace_root().join("xtask/tests/fixtures");
+        let base = parse_results(&std::fs::read_to_string(dir.join("bench-base.json")).unwrap()).unwrap();
+        let again = parse_results(&std::fs::read_to_string(dir.join("bench-again.json")).unwrap()).unwrap();
+        let slowed =
+            parse_results(&std::fs::read_to_string(dir.join("bench-delayed.json")).unwrap()).unwrap();
+        assert!(base.len() >= 10);
+        let rows = compare(&base, &slowed, 10.0);
+        let flagged: Vec<&str> = rows
+            .iter()
+            .filter(|r| r.slower)
+            .map(|r| r.kernel.as_str())
+            .collect();
+        assert!(flagged.contains(&"fused_chain"), "{rows:?}");
+        let _ = again;
+    }
+}

@@ -12,6 +12,7 @@
 //!   products with structural zeros and ones (in Denavit–Hartenberg transforms) are not traced.
 
 use std::ops;
+use std::sync::Arc;
 
 use rfx::{JitError, KernelFn, Tensor, TensorType, TraceClosure, TraceError};
 use rfx_ir::hir::{Builder, Kernel, Op, ValueId};
@@ -45,8 +46,9 @@ where
 }
 
 /// One part of a [`ControlKernel`]: a traceable function and the names its outputs get.
+#[derive(Clone)]
 struct Part {
-    func: Box<dyn KernelFn>,
+    func: Arc<dyn KernelFn>,
     outputs: Vec<String>,
 }
 
@@ -54,6 +56,10 @@ struct Part {
 /// [`rfx::Jit`]). It has named inputs and named outputs, and may be made of several parts
 /// (a forward kernel and the gradients of some of its outputs) traced for the same inputs and
 /// compiled together as one kernel.
+///
+/// It is cheap to clone (the parts are shared), which is how to compile a kernel with another
+/// configuration: `rfx::jit_with(jit.func().clone(), config)`.
+#[derive(Clone)]
 pub struct ControlKernel {
     name: String,
     inputs: Vec<String>,
@@ -89,7 +95,7 @@ impl ControlKernel {
             "a part must take the kernel's inputs"
         );
         self.parts.push(Part {
-            func: Box::new(func),
+            func: Arc::new(func),
             outputs: outputs.iter().map(|s| (*s).to_string()).collect(),
         });
         self

@@ -1,7 +1,7 @@
 //! `rfx-control`: ready-made control kernels built with rfx's tracing API, batched over N
 //! robots or joints, with their gradients.
 //!
-//! **Owns:** the kernel library below and the plain-Rust-free glue it needs on top of the
+//! **Owns:** the kernel library below and the glue it needs on top of the
 //! facade ([`ControlKernel`]: named outputs, more than six inputs, a value and its gradients
 //! stitched into one kernel). **Depends on:** `rfx` (the facade) and `rfx-ir` (HIR, to stitch
 //! kernels). **May not depend on:** the compiler crates directly.

@@ -34,6 +34,7 @@ pub(crate) const ALLOWED_WORKSPACE_DEPS: &[(&str, &[&str])] = &[
         "rfx",
         &["rfx-ir", "rfx-opt", "rfx-autodiff", "rfx-lower", "rfx-runtime"],
     ),
+    ("rfx-control", &["rfx", "rfx-ir"]),
     (
         "rfx-cli",
         &[

@@ -47,6 +47,7 @@ pub(crate) const ALLOWED_WORKSPACE_DEPS: &[(&str, &[&str])] = &[
             "rfx-codegen-cpu",
             "rfx-codegen-cuda",
             "rfx-codegen-metal",
+            "rfx-control",
         ],
     ),
     ("xtask", &[]),

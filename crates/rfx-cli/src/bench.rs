@@ -10,8 +10,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
-use rfx_codegen_cpu::CpuBackend;
+use anyhow::Context;
 use rfx_ir::hir::{self, Builder, Kernel, Op};
 use rfx_ir::testgen::{TestRng, random_inputs};
 use rfx_ir::{Array, Scalar};
@@ -175,7 +174,9 @@ fn git_revision() -> Option<String> {
 
 /// The benchmark kernels at `n` elements: rfxJIT's four (add, mul, sin, fused_chain), the
 /// 10-op chain, PID with clip, a complementary filter, a quaternion product, 2-link arm forward
-/// kinematics, `sum(x**2)` and its `value_and_grad`, and a sum reduction.
+/// kinematics, `sum(x**2)` and its `value_and_grad`, a sum reduction, and the PID,
+/// complementary filter, quaternion and UR5 forward-kinematics (with Jacobian) kernels of the
+/// control library.
 pub fn kernels(n: usize) -> anyhow::Result<Vec<(String, Kernel)>> {
     let ew =
         |name: &str, inputs: &[&str], body: &str, outputs: &[&str]| -> anyhow::Result<(String, Kernel)> {
@@ -244,6 +245,35 @@ pub fn kernels(n: usize) -> anyhow::Result<Vec<(String, Kernel)>> {
     let vg = rfx_autodiff::value_and_grad(&forward, &["x"])?;
     list.push(("sum_sq".to_string(), forward));
     list.push(("value_and_grad_sum_sq".to_string(), vg));
+    // Kernels of the control library (rfx-control), traced at f32[n] for every input.
+    let pid = rfx_control::pid(rfx_control::PidConfig {
+        kp: 1.2,
+        ki: 0.3,
+        kd: 0.05,
+        dt: 0.001,
+        integral_min: -0.5,
+        integral_max: 0.5,
+        command_min: -1.0,
+        command_max: 1.0,
+    });
+    let control: Vec<(&str, rfx_control::ControlJit)> = vec![
+        ("control_pid", pid),
+        ("control_complementary", rfx_control::complementary()),
+        ("control_quat_mul", rfx_control::quat_mul()),
+        ("control_quat_rotate", rfx_control::quat_rotate()),
+        ("control_fk_ur5", rfx_control::fk_dh6(rfx_control::UR5)),
+        (
+            "control_fk_ur5_jacobian",
+            rfx_control::fk_dh6_jacobian(rfx_control::UR5),
+        ),
+    ];
+    for (name, jit) in control {
+        let types = vec![rfx_ir::TensorType::new(rfx_ir::DType::F32, [n]); jit.input_names().len()];
+        let kernel = jit
+            .trace(&types)
+            .map_err(|e| anyhow::anyhow!("tracing {name}: {e}"))?;
+        list.push((name.to_string(), kernel));
+    }
     Ok(list)
 }
 
@@ -423,18 +453,20 @@ fn bytes_per_call(kernel: &Kernel, p: &Prepared) -> usize {
         .sum()
 }
 
-fn backend_named(name: &str) -> anyhow::Result<Box<dyn Backend>> {
-    match name {
-        "cpu" => Ok(Box::new(CpuBackend)),
-        "interp" => Ok(Box::new(InterpBackend)),
-        other => bail!("backend `{other}` is not available to `rfx bench` in this build (use cpu or interp)"),
-    }
+fn backend_named(name: &str) -> anyhow::Result<std::sync::Arc<dyn Backend>> {
+    Ok(rfx_runtime::registry().get(name)?)
 }
 
 /// Runs the benchmark and prints rfxJIT-style lines and a table; returns the report.
 pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
     let backend = backend_named(&args.backend)?;
     backend.check_available()?;
+    if args.backend == "metal" {
+        println!(
+            "note: the metal backend runs through wgpu; on Linux CI that is lavapipe, a software \
+             Vulkan device on the CPU, so its timings say little about a real GPU"
+        );
+    }
     let sizes = args.sizes.clone().unwrap_or_else(|| vec![args.size]);
     let iterations = args.iterations.max(1);
     let injected = match &args.inject_delay_us {

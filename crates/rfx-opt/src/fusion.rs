@@ -50,7 +50,7 @@ struct Plan<'k> {
 /// Partitions `kernel` (verified, ideally simplified) into a MIR program.
 pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
     verify(kernel).map_err(OptError::InvalidKernel)?;
-    let live = live_values(kernel);
+    let live = crate::passes::live_values(kernel);
     let mut roots: BTreeMap<ValueId, Option<MissReason>> = BTreeMap::new();
     for output in kernel.outputs() {
         roots.insert(output.value, None);
@@ -98,22 +98,6 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
         .filter(|(v, _)| plan.has_consumers(*v))
         .collect();
     Ok(FusionOutcome { program, missed })
-}
-
-fn live_values(kernel: &Kernel) -> Vec<bool> {
-    let mut live = vec![false; kernel.nodes().len()];
-    let mut stack: Vec<ValueId> = kernel.outputs().iter().map(|o| o.value).collect();
-    while let Some(v) = stack.pop() {
-        if let Some(slot) = live.get_mut(v.index())
-            && !*slot
-        {
-            *slot = true;
-            if let Some(node) = kernel.node(v) {
-                stack.extend(node.args.iter().copied());
-            }
-        }
-    }
-    live
 }
 
 /// A value computed by an op (not an input, not a constant).

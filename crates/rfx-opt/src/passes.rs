@@ -53,7 +53,7 @@ fn rebuild(
 }
 
 /// Which values the outputs need.
-fn live_values(kernel: &Kernel) -> Vec<bool> {
+pub(crate) fn live_values(kernel: &Kernel) -> Vec<bool> {
     let mut live = vec![false; kernel.nodes().len()];
     let mut stack: Vec<ValueId> = kernel.outputs().iter().map(|o| o.value).collect();
     while let Some(value) = stack.pop() {

@@ -16,10 +16,12 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
 use rfx_ir::lir::{LirProgram, Storage};
-use rfx_ir::{ArrayView, ArrayViewMut, DType, DataMut, DataRef};
-use rfx_lower::{Backend, BackendError, CompileOptions, Compiled, Scratch, validate_call};
+use rfx_ir::{Array, ArrayView, ArrayViewMut, BufId, DType, DataMut, DataRef, Scalar, TensorType};
+use rfx_lower::{
+    Backend, BackendError, CallError, CompileOptions, Compiled, Scratch, Signature, validate_call,
+};
 
-use crate::codegen::{KernelLaunch, generate};
+use crate::codegen::{KernelLaunch, TREE_BLOCK, generate};
 use crate::nvrtc::{compile_ptx, ensure_nvrtc};
 
 /// CUDA kernels compiled by NVRTC and run on the first CUDA device.
@@ -110,7 +112,16 @@ impl Device {
         Ok(module)
     }
 
-    fn launch_config(&self, units: usize) -> LaunchConfig {
+    fn launch_config(&self, launch: &KernelLaunch) -> LaunchConfig {
+        let units = launch.units;
+        if let Some(tree) = launch.tree {
+            let blocks = units.saturating_mul(tree.chunks);
+            return LaunchConfig {
+                grid_dim: (u32::try_from(blocks).unwrap_or(u32::MAX), 1, 1),
+                block_dim: (TREE_BLOCK as u32, 1, 1),
+                shared_mem_bytes: 0,
+            };
+        }
         let block = if units >= BLOCK_THREADS {
             BLOCK_THREADS
         } else {
@@ -189,13 +200,291 @@ struct Buffers {
     caller: Vec<Option<DeviceBuffer>>,
     /// The arena of temporaries (bytes).
     arena: CudaSlice<u8>,
+    /// Per kernel: the scratch of a tree reduction (partials and zeroed arrival counters).
+    trees: Vec<Option<CudaSlice<u8>>>,
 }
 
 struct CudaCompiled {
     program: LirProgram,
+    signature: Signature,
     device: Arc<Device>,
     kernels: Vec<(CudaFunction, KernelLaunch)>,
     buffers: Mutex<Buffers>,
+}
+
+impl CudaBackend {
+    /// Compiles `program` into a [`CudaProgram`], which runs on host arrays (as the
+    /// [`Compiled`] of [`Backend::compile`] does) and also on device-resident
+    /// [`DeviceArray`]s.
+    pub fn compile_program(
+        &self,
+        program: &LirProgram,
+        options: &CompileOptions,
+    ) -> Result<CudaProgram, BackendError> {
+        compile(program, options).map(|compiled| CudaProgram(Arc::new(compiled)))
+    }
+
+    /// Copies `array` into new device memory (synchronously).
+    pub fn to_device(&self, array: ArrayView<'_>) -> Result<DeviceArray, BackendError> {
+        let device = device()?;
+        let ty = view_type(array.dtype(), array.shape());
+        let mut buffer = DeviceBuffer::new(&device.stream, ty.dtype, ty.shape.numel())?;
+        buffer.upload(&device.stream, array.data())?;
+        Ok(DeviceArray { ty, buffer, device })
+    }
+
+    /// A device array of `ty` filled with zeros (`false` for bool).
+    pub fn zeros(&self, ty: &TensorType) -> Result<DeviceArray, BackendError> {
+        let device = device()?;
+        let buffer = DeviceBuffer::new(&device.stream, ty.dtype, ty.shape.numel())?;
+        Ok(DeviceArray {
+            ty: ty.clone(),
+            buffer,
+            device,
+        })
+    }
+
+    /// Copies `array` back into a new host array (waits for the work queued before it).
+    pub fn from_device(&self, array: &DeviceArray) -> Result<Array, BackendError> {
+        let mut host = Array::filled(Scalar::zero(array.ty.dtype), array.ty.shape.clone());
+        array.copy_to_host(host.view_mut())?;
+        Ok(host)
+    }
+
+    /// Waits until every copy and kernel queued on the device has finished.
+    pub fn synchronize(&self) -> Result<(), BackendError> {
+        device()?
+            .stream
+            .synchronize()
+            .map_err(|e| runtime_error("waiting for the device", e))
+    }
+}
+
+/// An array resident in GPU memory: made by [`CudaBackend::to_device`] or
+/// [`CudaBackend::zeros`], read back by [`CudaBackend::from_device`].
+///
+/// Passing device arrays to [`CudaProgram::launch`] keeps a control loop's state on the GPU:
+/// no host copy happens between calls. Device memory is freed in stream order when the array
+/// is dropped, so dropping one while a kernel that uses it is still running is safe.
+pub struct DeviceArray {
+    ty: TensorType,
+    buffer: DeviceBuffer,
+    device: Arc<Device>,
+}
+
+impl std::fmt::Debug for DeviceArray {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceArray")
+            .field("ty", &self.ty)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DeviceArray {
+    /// The array's dtype and shape.
+    pub fn ty(&self) -> &TensorType {
+        &self.ty
+    }
+
+    /// Overwrites the array with `array` (same dtype and shape), synchronously.
+    pub fn copy_from_host(&mut self, array: ArrayView<'_>) -> Result<(), BackendError> {
+        check_same_type(
+            "copy_from_host",
+            &self.ty,
+            &view_type(array.dtype(), array.shape()),
+        )?;
+        self.buffer.upload(&self.device.stream, array.data())
+    }
+
+    /// Copies the array into `out` (same dtype and shape); waits for the work queued before.
+    pub fn copy_to_host(&self, mut out: ArrayViewMut<'_>) -> Result<(), BackendError> {
+        check_same_type("copy_to_host", &self.ty, &view_type(out.dtype(), out.shape()))?;
+        self.buffer.download(&self.device.stream, out.data_mut())?;
+        self.device
+            .stream
+            .synchronize()
+            .map_err(|e| runtime_error("waiting for the device", e))
+    }
+
+    /// Queues a device-to-device copy of `source` (same dtype and shape) into this array.
+    pub fn copy_from_device(&mut self, source: &DeviceArray) -> Result<(), BackendError> {
+        check_same_type("copy_from_device", &self.ty, &source.ty)?;
+        let stream = &self.device.stream;
+        let err = |e| runtime_error("copying on the device", e);
+        match (&mut self.buffer, &source.buffer) {
+            (DeviceBuffer::Bool(d), DeviceBuffer::Bool(s)) => stream.memcpy_dtod(s, d).map_err(err),
+            (DeviceBuffer::I32(d), DeviceBuffer::I32(s)) => stream.memcpy_dtod(s, d).map_err(err),
+            (DeviceBuffer::F32(d), DeviceBuffer::F32(s)) => stream.memcpy_dtod(s, d).map_err(err),
+            (DeviceBuffer::F64(d), DeviceBuffer::F64(s)) => stream.memcpy_dtod(s, d).map_err(err),
+            _ => Err(runtime_error("copying on the device", "dtype mismatch")),
+        }
+    }
+}
+
+fn check_same_type(name: &str, expected: &TensorType, got: &TensorType) -> Result<(), BackendError> {
+    if expected.dtype != got.dtype {
+        return Err(BackendError::Call(CallError::DType {
+            name: name.to_string(),
+            expected: expected.dtype,
+            found: got.dtype,
+        }));
+    }
+    if expected.shape != got.shape {
+        return Err(BackendError::Call(CallError::Shape {
+            name: name.to_string(),
+            expected: expected.shape.clone(),
+            found: got.shape.clone(),
+        }));
+    }
+    Ok(())
+}
+
+fn view_type(dtype: DType, shape: &rfx_ir::Shape) -> TensorType {
+    TensorType::new(dtype, shape.clone())
+}
+
+/// A program compiled for the GPU by [`CudaBackend::compile_program`].
+///
+/// [`Compiled::run`] takes host arrays (copy in, run, copy out, wait);
+/// [`CudaProgram::launch`] takes [`DeviceArray`]s and only queues the kernels, so a control
+/// loop can keep its data resident and wait once ([`CudaBackend::synchronize`], or any copy
+/// back to the host). Launches of one program are serialised (they share the program's
+/// temporaries), in the order they were made.
+#[derive(Clone)]
+pub struct CudaProgram(Arc<CudaCompiled>);
+
+impl std::fmt::Debug for CudaProgram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CudaProgram")
+            .field("program", &self.0.program.name())
+            .field("kernels", &self.0.kernels.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl CudaProgram {
+    /// Queues the program on device-resident arrays, in the program's input and output
+    /// order; checks every array's dtype and shape first (nothing is queued on a mismatch).
+    /// Returns without waiting for the GPU.
+    pub fn launch(
+        &self,
+        inputs: &[&DeviceArray],
+        outputs: &mut [&mut DeviceArray],
+    ) -> Result<(), BackendError> {
+        let compiled = &*self.0;
+        check_types(
+            compiled.signature.inputs(),
+            inputs.iter().map(|a| &a.ty),
+            "inputs",
+        )?;
+        check_types(
+            compiled.signature.outputs(),
+            outputs.iter().map(|a| &a.ty),
+            "outputs",
+        )?;
+        let mut table: Vec<Option<&DeviceBuffer>> = vec![None; compiled.program.buffers().len()];
+        for ((buf, _, _), array) in compiled.program.inputs().zip(inputs) {
+            if let Some(slot) = table.get_mut(buf.index()) {
+                *slot = Some(&array.buffer);
+            }
+        }
+        for ((buf, _, _), array) in compiled.program.outputs().zip(outputs.iter()) {
+            if let Some(slot) = table.get_mut(buf.index()) {
+                *slot = Some(&array.buffer);
+            }
+        }
+        let buffers = compiled
+            .buffers
+            .lock()
+            .map_err(|_| runtime_error("device buffers", "poisoned lock"))?;
+        compiled.launch_kernels(&|buf: BufId| table.get(buf.index()).copied().flatten(), &buffers)
+    }
+
+    /// Queues the program and waits for it ([`CudaProgram::launch`], then synchronise).
+    pub fn run_resident(
+        &self,
+        inputs: &[&DeviceArray],
+        outputs: &mut [&mut DeviceArray],
+    ) -> Result<(), BackendError> {
+        self.launch(inputs, outputs)?;
+        self.0
+            .device
+            .stream
+            .synchronize()
+            .map_err(|e| runtime_error("waiting for the device", e))
+    }
+
+    /// The program as a backend-independent [`Compiled`] (host arrays in and out).
+    pub fn compiled(&self) -> Arc<dyn Compiled> {
+        self.0.clone()
+    }
+}
+
+fn check_types<'a>(
+    expected: &[(String, TensorType)],
+    got: impl ExactSizeIterator<Item = &'a TensorType>,
+    what: &'static str,
+) -> Result<(), BackendError> {
+    if expected.len() != got.len() {
+        return Err(BackendError::Call(CallError::Arity {
+            what,
+            expected: expected.len(),
+            found: got.len(),
+        }));
+    }
+    for ((name, ty), got) in expected.iter().zip(got) {
+        check_same_type(name, ty, got)?;
+    }
+    Ok(())
+}
+
+fn compile(program: &LirProgram, options: &CompileOptions) -> Result<CudaCompiled, BackendError> {
+    let module_source = generate(program, options)?;
+    ensure_nvrtc()?;
+    let device = device()?;
+    let module = device.module(&module_source.source, program.name(), options.fast_math)?;
+    let kernels = module_source
+        .kernels
+        .into_iter()
+        .map(|launch| {
+            let function = module
+                .load_function(&launch.entry)
+                .map_err(|e| runtime_error(&format!("loading kernel `{}`", launch.entry), e))?;
+            Ok((function, launch))
+        })
+        .collect::<Result<Vec<_>, BackendError>>()?;
+    let caller = program
+        .buffers()
+        .iter()
+        .map(|buffer| match buffer.storage {
+            Storage::Input { .. } | Storage::Output { .. } => {
+                DeviceBuffer::new(&device.stream, buffer.ty.dtype, buffer.ty.shape.numel()).map(Some)
+            }
+            Storage::Arena { .. } => Ok(None),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let arena = device
+        .stream
+        .alloc_zeros::<u8>(program.arena_bytes().max(1))
+        .map_err(|e| runtime_error("allocating the arena", e))?;
+    let trees = kernels
+        .iter()
+        .map(|(_, launch)| match launch.tree {
+            Some(tree) => device
+                .stream
+                .alloc_zeros::<u8>(tree.scratch_bytes.max(1))
+                .map(Some)
+                .map_err(|e| runtime_error("allocating reduction scratch", e)),
+            None => Ok(None),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(CudaCompiled {
+        signature: Signature::of(program),
+        program: program.clone(),
+        device,
+        kernels,
+        buffers: Mutex::new(Buffers { caller, arena, trees }),
+    })
 }
 
 impl Backend for CudaBackend {
@@ -213,40 +502,52 @@ impl Backend for CudaBackend {
         program: &LirProgram,
         options: &CompileOptions,
     ) -> Result<Arc<dyn Compiled>, BackendError> {
-        let module_source = generate(program, options)?;
-        ensure_nvrtc()?;
-        let device = device()?;
-        let module = device.module(&module_source.source, program.name(), options.fast_math)?;
-        let kernels = module_source
-            .kernels
-            .into_iter()
-            .map(|launch| {
-                let function = module
-                    .load_function(&launch.entry)
-                    .map_err(|e| runtime_error(&format!("loading kernel `{}`", launch.entry), e))?;
-                Ok((function, launch))
-            })
-            .collect::<Result<Vec<_>, BackendError>>()?;
-        let caller = program
-            .buffers()
-            .iter()
-            .map(|buffer| match buffer.storage {
-                Storage::Input { .. } | Storage::Output { .. } => {
-                    DeviceBuffer::new(&device.stream, buffer.ty.dtype, buffer.ty.shape.numel()).map(Some)
-                }
-                Storage::Arena { .. } => Ok(None),
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let arena = device
-            .stream
-            .alloc_zeros::<u8>(program.arena_bytes().max(1))
-            .map_err(|e| runtime_error("allocating the arena", e))?;
-        Ok(Arc::new(CudaCompiled {
-            program: program.clone(),
-            device,
-            kernels,
-            buffers: Mutex::new(Buffers { caller, arena }),
-        }))
+        Ok(Arc::new(compile(program, options)?))
+    }
+}
+
+impl CudaCompiled {
+    /// Queues every kernel, with the caller's buffers from `caller` and the program's own
+    /// arena and reduction scratch.
+    fn launch_kernels<'b>(
+        &self,
+        caller: &dyn Fn(BufId) -> Option<&'b DeviceBuffer>,
+        buffers: &Buffers,
+    ) -> Result<(), BackendError> {
+        let stream = &self.device.stream;
+        for (index, (function, launch)) in self.kernels.iter().enumerate() {
+            if launch.units == 0 {
+                continue;
+            }
+            let mut args = stream.launch_builder(function);
+            for &buf in &launch.params {
+                match caller(buf) {
+                    Some(DeviceBuffer::Bool(b)) => args.arg(b),
+                    Some(DeviceBuffer::I32(b)) => args.arg(b),
+                    Some(DeviceBuffer::F32(b)) => args.arg(b),
+                    Some(DeviceBuffer::F64(b)) => args.arg(b),
+                    None => return Err(runtime_error("binding kernel arguments", buf)),
+                };
+            }
+            if launch.uses_arena {
+                args.arg(&buffers.arena);
+            }
+            if launch.tree.is_some() {
+                match buffers.trees.get(index) {
+                    Some(Some(scratch)) => args.arg(scratch),
+                    _ => return Err(runtime_error("binding kernel arguments", "reduction scratch")),
+                };
+            }
+            let config = self.device.launch_config(launch);
+            // SAFETY: the parameters are exactly the kernel's (same buffers, same order, as
+            // `codegen` declared them), every buffer has the element count and dtype of its LIR
+            // buffer (checked by the callers against the program's signature), the tree
+            // scratch has the size `codegen` laid out, and the LIR verifier checked every
+            // address the kernel computes is in bounds.
+            unsafe { args.launch(config) }
+                .map_err(|e| runtime_error(&format!("launching `{}`", launch.entry), e))?;
+        }
+        Ok(())
     }
 }
 
@@ -271,39 +572,18 @@ impl Compiled for CudaCompiled {
             .buffers
             .lock()
             .map_err(|_| runtime_error("device buffers", "poisoned lock"))?;
-        let Buffers { caller, arena } = &mut *buffers;
         for ((buf, _, _), input) in self.program.inputs().zip(inputs) {
-            if let Some(Some(device_buf)) = caller.get_mut(buf.index()) {
+            if let Some(Some(device_buf)) = buffers.caller.get_mut(buf.index()) {
                 device_buf.upload(stream, input.data())?;
             }
         }
-        for (function, launch) in &self.kernels {
-            if launch.units == 0 {
-                continue;
-            }
-            let mut args = stream.launch_builder(function);
-            for buf in &launch.params {
-                match caller.get(buf.index()) {
-                    Some(Some(DeviceBuffer::Bool(b))) => args.arg(b),
-                    Some(Some(DeviceBuffer::I32(b))) => args.arg(b),
-                    Some(Some(DeviceBuffer::F32(b))) => args.arg(b),
-                    Some(Some(DeviceBuffer::F64(b))) => args.arg(b),
-                    _ => return Err(runtime_error("binding kernel arguments", buf)),
-                };
-            }
-            if launch.uses_arena {
-                args.arg(&*arena);
-            }
-            let config = self.device.launch_config(launch.units);
-            // SAFETY: the parameters are exactly the kernel's (same buffers, same order, as
-            // `codegen` declared them), every buffer has the element count and dtype of its LIR
-            // buffer, and the LIR verifier checked every address the kernel computes is in
-            // bounds; `validate_call` checked the host arrays have those counts too.
-            unsafe { args.launch(config) }
-                .map_err(|e| runtime_error(&format!("launching `{}`", launch.entry), e))?;
-        }
+        let buffers = &*buffers;
+        self.launch_kernels(
+            &|buf: BufId| buffers.caller.get(buf.index()).and_then(Option::as_ref),
+            buffers,
+        )?;
         for ((buf, _, _), output) in self.program.outputs().zip(outputs.iter_mut()) {
-            if let Some(Some(device_buf)) = caller.get(buf.index()) {
+            if let Some(Some(device_buf)) = buffers.caller.get(buf.index()) {
                 device_buf.download(stream, output.data_mut())?;
             }
         }

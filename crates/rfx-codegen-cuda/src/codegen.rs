@@ -35,8 +35,42 @@ pub(crate) struct KernelLaunch {
     pub(crate) params: Vec<BufId>,
     /// Whether the arena pointer follows them.
     pub(crate) uses_arena: bool,
-    /// Units (threads' work items) of the grid-stride loop.
+    /// Units (threads' work items) of the grid-stride loop; for a tree reduction, the
+    /// leading points (each reduced by `tree.chunks` blocks).
     pub(crate) units: usize,
+    /// Set when the kernel's reductions run as block trees (see [`TreeLaunch`]).
+    pub(crate) tree: Option<TreeLaunch>,
+}
+
+/// Threads per block of a tree reduction (a compile-time constant of the generated code).
+pub(crate) const TREE_BLOCK: usize = 256;
+/// Reductions of at least this many points per leading point run as block trees; smaller
+/// ones are folded by one thread each in the LIR `lanes` order (bit-exact with the
+/// interpreter).
+pub(crate) const TREE_MIN_POINTS: usize = 1024;
+/// Blocks a tree reduction aims for in all (units × chunks), enough to fill every SM of
+/// current GPUs several times over.
+const TREE_TARGET_BLOCKS: usize = 2048;
+/// Elements a thread should fold at least before a reduction is split over more blocks.
+const TREE_POINTS_PER_THREAD: usize = 16;
+
+/// How a tree-reduction kernel is launched: `units × chunks` blocks of [`TREE_BLOCK`]
+/// threads, and a zeroed scratch buffer of `scratch_bytes` for the block partials and the
+/// per-unit arrival counters (the last block of a unit resets its counter, so the buffer is
+/// zeroed once, at allocation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TreeLaunch {
+    pub(crate) chunks: usize,
+    pub(crate) scratch_bytes: usize,
+}
+
+/// The number of blocks each leading point's reduction of `points` elements is split over.
+/// A function of the shape alone, so the summation order (and the bits) are the same on
+/// every GPU.
+fn tree_chunks(units: usize, points: usize) -> usize {
+    let by_work = points.div_ceil(TREE_BLOCK * TREE_POINTS_PER_THREAD);
+    let by_grid = (TREE_TARGET_BLOCKS / units.max(1)).max(1);
+    by_work.min(by_grid).clamp(1, 1024)
 }
 
 /// The generated module: its source and one launch description per LIR kernel.
@@ -367,6 +401,12 @@ impl Emitter<'_> {
         let (leading, reduced) = kernel.dims.split_at(split);
         let units: usize = leading.iter().product();
         let reduced_points: usize = reduced.iter().product();
+        if !reduced.is_empty() && reduced_points >= TREE_MIN_POINTS && units > 0 {
+            param_text.push((
+                "unsigned char* rfx_tree".to_string(),
+                "block partials and arrival counters".to_string(),
+            ));
+        }
         let idx = index_type(self.program, kernel);
         let lanes = kernel.schedule.reduce_lanes.max(1) as usize;
 
@@ -388,6 +428,17 @@ impl Emitter<'_> {
             let zero = literal(Scalar::zero(dtype));
             self.line(1, &format!("{} s{slot} = {zero};", c_type(dtype)));
         }
+        if !reduced.is_empty() && reduced_points >= TREE_MIN_POINTS && units > 0 {
+            let tree = self.emit_tree_body(idx, split, leading, reduced);
+            self.line(0, "}");
+            return KernelLaunch {
+                entry,
+                params,
+                uses_arena,
+                units,
+                tree: Some(tree),
+            };
+        }
         // The preamble only feeds the body, which runs only when the loop nest has points
         // (its loads are in bounds only then).
         let body_runs = units > 0 && reduced_points > 0;
@@ -404,16 +455,7 @@ impl Emitter<'_> {
             ),
         );
         self.unravel(2, idx, "unit", 0, leading);
-        let reduces: Vec<(usize, ReduceOp, BufId)> = kernel
-            .body
-            .iter()
-            .filter_map(|inst| match inst {
-                Inst::Reduce { op, buf, .. } => Some((*op, *buf)),
-                _ => None,
-            })
-            .enumerate()
-            .map(|(k, (op, buf))| (k, op, buf))
-            .collect();
+        let reduces = self.reductions();
         for &(k, op, buf) in &reduces {
             let dtype = self.buf_dtype(buf);
             let init = literal(identity(op, dtype));
@@ -496,6 +538,202 @@ impl Emitter<'_> {
             params,
             uses_arena,
             units,
+            tree: None,
+        }
+    }
+
+    /// The reductions of the kernel as `(k, op, buf)`, in body order.
+    fn reductions(&self) -> Vec<(usize, ReduceOp, BufId)> {
+        self.kernel
+            .body
+            .iter()
+            .filter_map(|inst| match inst {
+                Inst::Reduce { op, buf, .. } => Some((*op, *buf)),
+                _ => None,
+            })
+            .enumerate()
+            .map(|(k, (op, buf))| (k, op, buf))
+            .collect()
+    }
+
+    /// Emits the body of a tree-reduction kernel (after the slot declarations) and returns
+    /// its launch description.
+    ///
+    /// Order, fixed by the shape alone: block `b = unit * C + chunk` (C = `chunks`) has
+    /// thread `t` fold, in increasing order, the reduced points `r ≡ chunk·256 + t (mod
+    /// C·256)`; the 256 thread totals are combined by a warp-shuffle tree (`v[l] ⊕= v[l+16]`,
+    /// then 8, 4, 2, 1, lower index on the left), the 8 warp totals by the same tree, and the
+    /// C block partials of a unit by one more block pass in the same shape. So `max`/`min`
+    /// keep "the later element wins a ±0 tie" within a thread, and every combine has the
+    /// earlier points on its left. Float sums differ from the interpreter's sequential sum
+    /// only by rounding (a tree's error bound is smaller: see the crate docs); i32 sums,
+    /// products and `max`/`min` of non-zero values give the same bits.
+    fn emit_tree_body(
+        &mut self,
+        idx: &str,
+        split: usize,
+        leading: &[usize],
+        reduced: &[usize],
+    ) -> TreeLaunch {
+        let kernel = self.kernel;
+        let units: usize = leading.iter().product();
+        let points: usize = reduced.iter().product();
+        let chunks = tree_chunks(units, points);
+        let reduces = self.reductions();
+        // Scratch layout: each reduction's `units * chunks` partials (8-byte aligned), then
+        // one u32 arrival counter per unit.
+        let mut offsets = Vec::with_capacity(reduces.len());
+        let mut scratch = 0usize;
+        for &(_, _, buf) in &reduces {
+            scratch = scratch.next_multiple_of(8);
+            offsets.push(scratch);
+            scratch += units * chunks * self.buf_dtype(buf).size_bytes();
+        }
+        let counters = scratch.next_multiple_of(8);
+        let scratch_bytes = counters + units * 4;
+        let warps = TREE_BLOCK / 32;
+        for &(k, _, buf) in &reduces {
+            let ty = c_type(self.buf_dtype(buf));
+            self.line(1, &format!("__shared__ {ty} rfx_warp{k}[{warps}];"));
+        }
+        if chunks > 1 {
+            self.line(1, "__shared__ bool rfx_last;");
+        }
+        if chunks > 1 {
+            self.line(1, &format!("const {idx} unit = ({idx})blockIdx.x / {chunks}u;"));
+            self.line(1, &format!("const {idx} chunk = ({idx})blockIdx.x % {chunks}u;"));
+        } else {
+            self.line(1, &format!("const {idx} unit = ({idx})blockIdx.x;"));
+            self.line(1, &format!("const {idx} chunk = 0u;"));
+        }
+        self.unravel(1, idx, "unit", 0, leading);
+        if !kernel.preamble.is_empty() {
+            self.line(1, "// preamble");
+            for inst in &kernel.preamble {
+                self.emit_inst(1, inst, None);
+            }
+        }
+        for &(k, op, buf) in &reduces {
+            let dtype = self.buf_dtype(buf);
+            let init = literal(identity(op, dtype));
+            self.line(1, &format!("{} acc{k} = {init};", c_type(dtype)));
+        }
+        let stride = chunks * TREE_BLOCK;
+        self.line(
+            1,
+            &format!("for ({idx} r = chunk * {TREE_BLOCK}u + threadIdx.x; r < {points}u; r += {stride}u) {{"),
+        );
+        self.unravel(2, idx, "r", split, reduced);
+        let accs = self.accumulators("acc");
+        for (inst, acc) in kernel.body.iter().zip(&accs) {
+            self.emit_inst(2, inst, acc.as_deref());
+        }
+        self.line(1, "}");
+        self.emit_block_tree(1, &reduces);
+        if chunks == 1 {
+            self.line(1, "if (threadIdx.x == 0u) {");
+            self.emit_tree_stores(2, &reduces, points);
+            self.line(1, "}");
+            return TreeLaunch {
+                chunks,
+                scratch_bytes,
+            };
+        }
+        self.line(1, "if (threadIdx.x == 0u) {");
+        for (&(k, _, buf), offset) in reduces.iter().zip(&offsets) {
+            let ty = memory_type(self.buf_dtype(buf));
+            self.line(
+                2,
+                &format!("(({ty}*)(rfx_tree + {offset}))[blockIdx.x] = acc{k};"),
+            );
+        }
+        self.line(2, "__threadfence();");
+        self.line(
+            2,
+            &format!(
+                "const unsigned int ticket = atomicAdd((unsigned int*)(rfx_tree + {counters}) + unit, 1u);"
+            ),
+        );
+        self.line(2, &format!("rfx_last = ticket == {}u;", chunks - 1));
+        self.line(1, "}");
+        self.line(1, "__syncthreads();");
+        self.line(1, "if (!rfx_last) return;");
+        self.line(
+            1,
+            "// The last block of this unit folds the unit's partials, in chunk order.",
+        );
+        self.line(1, "__threadfence();");
+        for (&(k, op, buf), offset) in reduces.iter().zip(&offsets) {
+            let dtype = self.buf_dtype(buf);
+            let ty = memory_type(dtype);
+            let init = literal(identity(op, dtype));
+            self.line(1, &format!("acc{k} = {init};"));
+            self.line(
+                1,
+                &format!("for ({idx} c = threadIdx.x; c < {chunks}u; c += {TREE_BLOCK}u) {{"),
+            );
+            let partial = format!("__ldcg(((const {ty}*)(rfx_tree + {offset})) + unit * {chunks}u + c)");
+            let combined = self.combine(op, dtype, &format!("acc{k}"), &partial);
+            self.line(2, &format!("acc{k} = {combined};"));
+            self.line(1, "}");
+        }
+        self.emit_block_tree(1, &reduces);
+        self.line(1, "if (threadIdx.x == 0u) {");
+        self.emit_tree_stores(2, &reduces, points);
+        self.line(
+            2,
+            &format!("((unsigned int*)(rfx_tree + {counters}))[unit] = 0u;"),
+        );
+        self.line(1, "}");
+        TreeLaunch {
+            chunks,
+            scratch_bytes,
+        }
+    }
+
+    /// Combines every thread's `acc{k}` into thread 0's: a shuffle tree per warp, the warp
+    /// totals through shared memory, and the same tree over them in warp 0.
+    fn emit_block_tree(&mut self, depth: usize, reduces: &[(usize, ReduceOp, BufId)]) {
+        let warps = TREE_BLOCK / 32;
+        self.emit_warp_tree(depth, reduces);
+        self.line(depth, "if ((threadIdx.x & 31u) == 0u) {");
+        for &(k, _, _) in reduces {
+            self.line(depth + 1, &format!("rfx_warp{k}[threadIdx.x >> 5] = acc{k};"));
+        }
+        self.line(depth, "}");
+        self.line(depth, "__syncthreads();");
+        self.line(depth, "if (threadIdx.x < 32u) {");
+        for &(k, op, buf) in reduces {
+            let init = literal(identity(op, self.buf_dtype(buf)));
+            self.line(
+                depth + 1,
+                &format!("acc{k} = threadIdx.x < {warps}u ? rfx_warp{k}[threadIdx.x] : {init};"),
+            );
+        }
+        self.emit_warp_tree(depth + 1, reduces);
+        self.line(depth, "}");
+    }
+
+    fn emit_warp_tree(&mut self, depth: usize, reduces: &[(usize, ReduceOp, BufId)]) {
+        self.line(depth, "for (int off = 16; off > 0; off >>= 1) {");
+        for &(k, op, buf) in reduces {
+            let dtype = self.buf_dtype(buf);
+            let ty = c_type(dtype);
+            self.line(
+                depth + 1,
+                &format!("const {ty} other{k} = __shfl_down_sync(0xffffffffu, acc{k}, off);"),
+            );
+            let combined = self.combine(op, dtype, &format!("acc{k}"), &format!("other{k}"));
+            self.line(depth + 1, &format!("acc{k} = {combined};"));
+        }
+        self.line(depth, "}");
+    }
+
+    fn emit_tree_stores(&mut self, depth: usize, reduces: &[(usize, ReduceOp, BufId)], points: usize) {
+        for &(k, op, buf) in reduces {
+            let dtype = self.buf_dtype(buf);
+            let value = self.finish(op, dtype, &format!("acc{k}"), points);
+            self.line(depth, &format!("{buf}[unit] = {value};"));
         }
     }
 

@@ -24,6 +24,9 @@ use crate::BACKEND;
 
 /// Invocations per workgroup (the `@workgroup_size`).
 pub(crate) const WORKGROUP_SIZE: u32 = 64;
+/// Reductions of at least this many points per output run as workgroup trees
+/// ([`emit_tree_kernel`]); smaller ones are folded by one invocation in the LIR `lanes` order.
+pub(crate) const TREE_MIN_POINTS: u64 = 1024;
 /// Most workgroups along one grid dimension: WebGPU's guaranteed minimum of
 /// `max_compute_workgroups_per_dimension`, so the generated code does not depend on the device.
 pub(crate) const MAX_GROUPS_PER_DIM: u64 = 65535;
@@ -670,6 +673,10 @@ fn emit_kernel(
         total_groups.div_ceil(groups_x)
     };
     let grid_row = groups_x * u64::from(WORKGROUP_SIZE);
+    let has_reduce = kernel.body.iter().any(|i| matches!(i, Inst::Reduce { .. }));
+    if has_reduce && units > 0 && reduced_numel >= TREE_MIN_POINTS && split < rank {
+        return emit_tree_kernel(em, kernel, entry, out);
+    }
     let mut bindings = BTreeSet::new();
 
     let mut body = String::new();
@@ -746,7 +753,6 @@ fn emit_kernel(
             }
         }
     }
-    let has_reduce = kernel.body.iter().any(|i| matches!(i, Inst::Reduce { .. }));
     if !has_reduce {
         // Elementwise: the unit is the point.
         emit_body(em, kernel, "    ", None, &mut bindings, b)?;
@@ -755,6 +761,140 @@ fn emit_kernel(
     }
     let _ = writeln!(b, "}}");
     out.push_str(&body);
+    Ok(KernelLayout {
+        entry: entry.to_string(),
+        units,
+        groups: (groups_x as u32, groups_y as u32),
+        bindings: bindings.into_iter().collect(),
+        loop_iterations: loop_iterations(kernel),
+    })
+}
+
+/// A kernel whose reductions run as workgroup trees: one workgroup of [`WORKGROUP_SIZE`]
+/// invocations per unit (leading point). Invocation `l` folds, in increasing order, the reduced
+/// points `r ≡ l (mod 64)` (row-major over the reduced dims, so neighbouring invocations read
+/// neighbouring addresses); the 64 totals are then combined in workgroup memory by a fixed
+/// tree (`v[l] ⊕= v[l + s]` for s = 32, 16, ..., 1, lower index on the left) and invocation 0
+/// stores the result. The order depends only on the shape: results are deterministic, float
+/// sums are within `(ceil(points / 64) + 6) · u · Σ|x|` of the exact sum, i32 reductions and
+/// `max`/`min` give the interpreter's bits (a ±0 tie may keep either zero).
+fn emit_tree_kernel(
+    em: &mut Emitter<'_>,
+    kernel: &LirKernel,
+    entry: &str,
+    out: &mut String,
+) -> Result<KernelLayout, BackendError> {
+    let rank = kernel.dims.len();
+    let split = rank.saturating_sub(kernel.reduce_dims);
+    let (leading, reduced) = kernel.dims.split_at(split);
+    let units = product(leading);
+    let points = product(reduced);
+    let groups_x = units.min(MAX_GROUPS_PER_DIM);
+    let groups_y = units.div_ceil(groups_x.max(1));
+    let mut bindings = BTreeSet::new();
+    let mut b = String::new();
+    let wg = WORKGROUP_SIZE;
+    let _ = writeln!(b);
+    let mut reduces = Vec::new();
+    for (k, inst) in kernel.body.iter().enumerate() {
+        if let Inst::Reduce { op, buf, .. } = inst {
+            let dtype = em.buffer_dtype(*buf)?;
+            let identity = reduce_identity(*op, dtype)
+                .ok_or_else(|| compile_error(format!("reduce {op} on {dtype}")))?;
+            let _ = writeln!(b, "var<workgroup> {entry}_wg{k}: array<{}, {wg}>;", value_type(dtype));
+            reduces.push((k, *op, *buf, dtype, identity));
+        }
+    }
+    let _ = writeln!(
+        b,
+        "// kernel `{}`: dims {:?}, {} reduced; a workgroup tree per unit ({units} unit(s) of {points} point(s)).",
+        kernel.name, kernel.dims, kernel.reduce_dims
+    );
+    let _ = writeln!(b, "@compute @workgroup_size({wg})");
+    let _ = writeln!(
+        b,
+        "fn {entry}(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{"
+    );
+    if groups_y > 1 {
+        let _ = writeln!(b, "    let unit = wid.x + wid.y * {groups_x}u;");
+    } else {
+        let _ = writeln!(b, "    let unit = wid.x;");
+    }
+    let _ = writeln!(b, "    rfx_zero = wid.z;");
+    // `unit` is the same for the whole workgroup, so the barriers below stay in uniform
+    // control flow.
+    let _ = writeln!(b, "    if (unit >= {units}u) {{");
+    let _ = writeln!(b, "        return;");
+    let _ = writeln!(b, "    }}");
+    for (i, dtype) in kernel.slots.iter().enumerate() {
+        let _ = writeln!(b, "    var s{i}: {};", value_type(*dtype));
+    }
+    if !kernel.preamble.is_empty() {
+        let _ = writeln!(b, "    // preamble");
+        for inst in &kernel.preamble {
+            emit_inst(em, kernel, inst, "    ", &mut bindings, &mut b)?;
+        }
+    }
+    if split > 0 {
+        let _ = writeln!(b, "    var rest = unit;");
+        for d in (0..split).rev() {
+            let size = kernel.dims[d];
+            if d == 0 {
+                let _ = writeln!(b, "    let i0 = rest;");
+            } else {
+                let _ = writeln!(b, "    let i{d} = rest % {size}u;");
+                let _ = writeln!(b, "    rest = rest / {size}u;");
+            }
+        }
+    }
+    for &(k, _, _, dtype, identity) in &reduces {
+        let _ = writeln!(b, "    var acc{k}_0: {} = {};", value_type(dtype), scalar_literal(identity));
+    }
+    let _ = writeln!(b, "    for (var r = lid; r < {points}u; r += {wg}u) {{");
+    let _ = writeln!(b, "        var rr = r;");
+    for d in (split..rank).rev() {
+        let size = kernel.dims[d];
+        if d == split {
+            let _ = writeln!(b, "        let i{d} = rr;");
+        } else {
+            let _ = writeln!(b, "        let i{d} = rr % {size}u;");
+            let _ = writeln!(b, "        rr = rr / {size}u;");
+        }
+    }
+    emit_body(em, kernel, "        ", Some(0), &mut bindings, &mut b)?;
+    let _ = writeln!(b, "    }}");
+    for &(k, _, _, _, _) in &reduces {
+        let _ = writeln!(b, "    {entry}_wg{k}[lid] = acc{k}_0;");
+    }
+    let _ = writeln!(b, "    workgroupBarrier();");
+    let mut step = wg / 2;
+    while step > 0 {
+        let _ = writeln!(b, "    if (lid < {step}u) {{");
+        for &(k, op, _, dtype, _) in &reduces {
+            let value = em.combine(
+                op,
+                dtype,
+                &format!("{entry}_wg{k}[lid]"),
+                &format!("{entry}_wg{k}[lid + {step}u]"),
+            );
+            let _ = writeln!(b, "        {entry}_wg{k}[lid] = {value};");
+        }
+        let _ = writeln!(b, "    }}");
+        let _ = writeln!(b, "    workgroupBarrier();");
+        step /= 2;
+    }
+    let _ = writeln!(b, "    if (lid == 0u) {{");
+    for &(k, op, buf, dtype, _) in &reduces {
+        let mut total = format!("{entry}_wg{k}[0]");
+        if op == ReduceOp::Mean {
+            total = format!("{total} / {}", f32_literal(points as f32));
+        }
+        bindings.insert(buf.index());
+        let _ = writeln!(b, "        buf{}[unit] = {};", buf.index(), store_value(dtype, &total));
+    }
+    let _ = writeln!(b, "    }}");
+    let _ = writeln!(b, "}}");
+    out.push_str(&b);
     Ok(KernelLayout {
         entry: entry.to_string(),
         units,
@@ -882,6 +1022,11 @@ pub(crate) fn loop_iterations(kernel: &LirKernel) -> u64 {
     }
     let rank = kernel.dims.len();
     let split = rank - kernel.reduce_dims.min(rank);
+    let points = product(&kernel.dims[split..]);
+    if points >= TREE_MIN_POINTS && product(&kernel.dims[..split]) > 0 && split < rank {
+        // A workgroup tree: each invocation's one loop steps by the workgroup size.
+        return points.div_ceil(u64::from(WORKGROUP_SIZE));
+    }
     let unroll = u64::from(unroll_factor(kernel.schedule.reduce_lanes.max(1)));
     let mut outer = 1u64;
     let mut total = 0u64;

@@ -801,7 +801,11 @@ fn emit_tree_kernel(
             let dtype = em.buffer_dtype(*buf)?;
             let identity = reduce_identity(*op, dtype)
                 .ok_or_else(|| compile_error(format!("reduce {op} on {dtype}")))?;
-            let _ = writeln!(b, "var<workgroup> {entry}_wg{k}: array<{}, {wg}>;", value_type(dtype));
+            let _ = writeln!(
+                b,
+                "var<workgroup> {entry}_wg{k}: array<{}, {wg}>;",
+                value_type(dtype)
+            );
             reduces.push((k, *op, *buf, dtype, identity));
         }
     }
@@ -848,7 +852,12 @@ fn emit_tree_kernel(
         }
     }
     for &(k, _, _, dtype, identity) in &reduces {
-        let _ = writeln!(b, "    var acc{k}_0: {} = {};", value_type(dtype), scalar_literal(identity));
+        let _ = writeln!(
+            b,
+            "    var acc{k}_0: {} = {};",
+            value_type(dtype),
+            scalar_literal(identity)
+        );
     }
     let _ = writeln!(b, "    for (var r = lid; r < {points}u; r += {wg}u) {{");
     let _ = writeln!(b, "        var rr = r;");
@@ -890,7 +899,12 @@ fn emit_tree_kernel(
             total = format!("{total} / {}", f32_literal(points as f32));
         }
         bindings.insert(buf.index());
-        let _ = writeln!(b, "        buf{}[unit] = {};", buf.index(), store_value(dtype, &total));
+        let _ = writeln!(
+            b,
+            "        buf{}[unit] = {};",
+            buf.index(),
+            store_value(dtype, &total)
+        );
     }
     let _ = writeln!(b, "    }}");
     let _ = writeln!(b, "}}");

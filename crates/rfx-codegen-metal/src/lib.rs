@@ -26,6 +26,13 @@
 //! point of a kernel with reductions, which then walks its reduced points in row-major order
 //! with the LIR's `lanes` partial accumulators (point `j` of the innermost dim into partial
 //! `j % lanes`, partials combined in lane order), so reductions give the LIR interpreter's bits.
+//! A reduction of 1024 or more points per output instead runs as a *workgroup tree*: one
+//! workgroup per output, invocation `l` folding the points `r ≡ l (mod 64)` in order, then a
+//! fixed tree over the 64 totals in workgroup memory (`workgroupBarrier` between levels). The
+//! order depends only on the shape, so results are deterministic; float sums are within
+//! `(ceil(points / 64) + 6) · u · Σ|x|` of the exact sum (the sequential bound is
+//! `(points − 1) · u · Σ|x|`), products within `(points − 1) · u · |p|` as in any order, and
+//! i32 reductions and `max`/`min` give the interpreter's bits (a ±0 tie may keep either zero).
 //! More than 65535 workgroups run as a 2D grid. Shapes are static, so there is no uniform
 //! buffer. The device (`wgpu` instance, adapter, device, queue) is found once per process;
 //! pipelines, bind groups and device buffers (one per LIR buffer; temporaries are not packed
@@ -81,9 +88,10 @@
 //! as inexact (it fuses `a * b + c` into an FMA and folds `x - x` to 0), so `add`, `sub`,
 //! `mul`, `div` route their operands through `rfx_exact`, a bit-or with a zero the compiler
 //! cannot see (`gid.z`); and llvmpipe ends an invocation's loops after 65535 iterations in
-//! total, so the innermost reduced dim is unrolled 16 points per iteration and the runtime
-//! returns `Unsupported::Size` on llvmpipe for a reduction that would still exceed the budget
-//! (about a million points per output element) instead of a silently truncated sum.
+//! total, so the innermost reduced dim of a short reduction is unrolled 16 points per
+//! iteration, a workgroup tree needs `ceil(points / 64)` iterations per invocation, and the
+//! runtime returns `Unsupported::Size` on llvmpipe for a reduction that would still exceed the
+//! budget (about four million points per output element) instead of a silently truncated sum.
 //!
 //! # Public API
 //!

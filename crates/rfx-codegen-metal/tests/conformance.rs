@@ -381,10 +381,18 @@ fn reductions_over_inner_outer_middle_and_all_axes_match_bit_for_bit() {
         let views: Vec<_> = inputs.iter().map(Array::view).collect();
         let expected = run_lir(&lir, &views, Mode::Native).expect("interp");
         let got = run_metal(&lir, &inputs);
-        assert!(
-            same_values(&expected[0], &got[0]).is_none(),
-            "sum over {n}:\n{lir}"
-        );
+        if n >= 1024 {
+            // A workgroup tree: within its bound of the exact sum (see `check_tree_sum`).
+            let xs = inputs[0].to_f64_vec();
+            for (row, g) in got[0].to_f64_vec().into_iter().enumerate() {
+                check_tree_sum(&xs[row * n..(row + 1) * n], g, &format!("row {row} of {n}"));
+            }
+        } else {
+            assert!(
+                same_values(&expected[0], &got[0]).is_none(),
+                "sum over {n}:\n{lir}"
+            );
+        }
         assert!(
             same_values(&expected[1], &got[1]).is_none(),
             "max over {n}:\n{lir}"
@@ -541,8 +549,8 @@ fn reductions_beyond_llvmpipes_loop_budget_are_rejected_there() {
     if !adapter_or_skip() {
         return;
     }
-    // 16 points per loop iteration: 2^21 points need 131072 iterations, above 65535.
-    let n = 1 << 21;
+    // A workgroup tree of 64 invocations: 2^23 points need 131072 iterations each, above 65535.
+    let n = 1 << 23;
     let kernel = parse(&format!(
         "kernel k {{\n  %x = input x : f32[{n}]\n  %s = sum %x axes [0] : f32[]\n  output s = %s\n}}"
     ));
@@ -574,6 +582,127 @@ fn bad_calls_are_rejected_before_running() {
         .run(&[x.view()], &mut [y.view_mut()], &mut Scratch::new())
         .expect_err("shape");
     assert!(matches!(err, BackendError::Call(_)), "{err}");
+}
+
+/// Neumaier's compensated sum: accurate to about one f64 rounding of the result.
+fn accurate_sum(values: impl Iterator<Item = f64>) -> f64 {
+    let (mut sum, mut comp) = (0.0f64, 0.0f64);
+    for x in values {
+        let t = sum + x;
+        if sum.abs() >= x.abs() {
+            comp += (sum - t) + x;
+        } else {
+            comp += (x - t) + sum;
+        }
+        sum = t;
+    }
+    sum + comp
+}
+
+/// A workgroup-tree f32 sum of `points` (as f32 values) is within
+/// `(ceil(n / 64) + 6) · u · Σ|x|` of the exact sum: an invocation folds at most
+/// `ceil(n / 64)` points in sequence, then six tree levels combine the 64 totals.
+fn check_tree_sum(points: &[f64], got: f64, what: &str) {
+    let exact = accurate_sum(points.iter().copied());
+    let abs_sum: f64 = points.iter().map(|v| v.abs()).sum();
+    let u = f64::from(f32::EPSILON) / 2.0;
+    let bound = (points.len().div_ceil(64) + 6) as f64 * u * abs_sum + u * exact.abs();
+    assert!(
+        (got - exact).abs() <= bound,
+        "{what}: got {got}, exact {exact}, bound {bound}"
+    );
+}
+
+#[test]
+fn large_reductions_run_as_workgroup_trees_within_their_bounds() {
+    if !adapter_or_skip() {
+        return;
+    }
+    let mut rng = TestRng::new(0x7ee);
+    for (shape, axes) in [
+        (vec![100_003usize], vec![0usize]),
+        (vec![37, 5003], vec![1]),
+        (vec![3001, 7], vec![0]),
+        (vec![16, 64, 64], vec![1, 2]),
+        // 2^21 points: beyond llvmpipe's loop budget when one invocation folded them all.
+        (vec![1 << 21], vec![0]),
+    ] {
+        let kept: Vec<usize> = (0..shape.len()).filter(|d| !axes.contains(d)).collect();
+        let out: Vec<usize> = kept.iter().map(|&d| shape[d]).collect();
+        let n: usize = shape.iter().product();
+        let units: usize = out.iter().product();
+        // The points of each output, in row-major order of the input.
+        let strides: Vec<usize> = (0..shape.len())
+            .map(|d| shape[d + 1..].iter().product())
+            .collect();
+        let unit_of = |flat: usize| {
+            kept.iter()
+                .fold(0, |u, &d| u * shape[d] + (flat / strides[d]) % shape[d])
+        };
+        for op in ["sum", "mean", "prod", "max", "min"] {
+            for dtype in ["f32", "i32"] {
+                if dtype == "i32" && op == "mean" {
+                    continue;
+                }
+                let text = format!(
+                    "kernel tree {{\n  %x = input x : {dtype}{}\n  %y = {op} %x axes {} : {dtype}{}\n  output y = %y\n}}",
+                    dims(&shape),
+                    dims(&axes),
+                    dims(&out)
+                );
+                let lir = lower_kernel(&parse(&text));
+                let x = if dtype == "i32" {
+                    // Full-range values: sums and products wrap, which stays associative.
+                    let v: Vec<i32> = (0..n).map(|_| rng.next_u64() as i32).collect();
+                    Array::from_vec(shape.clone(), v).expect("x")
+                } else {
+                    let v: Vec<f32> = (0..n)
+                        .map(|_| {
+                            if op == "prod" {
+                                // Factors near ±1: no overflow or underflow in any order.
+                                let m = rng.uniform(0.9995, 1.0005) as f32;
+                                if rng.chance(0.5) { -m } else { m }
+                            } else {
+                                rng.uniform(-1.0, 1.0) as f32
+                            }
+                        })
+                        .collect();
+                    Array::from_vec(shape.clone(), v).expect("x")
+                };
+                let got = run_metal(&lir, std::slice::from_ref(&x));
+                let expected = run_lir(&lir, &[x.view()], Mode::Native).expect("interp");
+                let what = format!("{op} {dtype} {shape:?} axes {axes:?}");
+                if dtype == "i32" || op == "max" || op == "min" {
+                    assert!(same_values(&expected[0], &got[0]).is_none(), "{what}");
+                    continue;
+                }
+                let xs = x.to_f64_vec();
+                let mut per_unit = vec![Vec::new(); units];
+                for (flat, &v) in xs.iter().enumerate() {
+                    per_unit[unit_of(flat)].push(v);
+                }
+                let (got, expected) = (got[0].to_f64_vec(), expected[0].to_f64_vec());
+                for (u, points) in per_unit.iter().enumerate() {
+                    let count = points.len() as f64;
+                    match op {
+                        "sum" => check_tree_sum(points, got[u], &what),
+                        "mean" => check_tree_sum(points, got[u] * count, &what),
+                        _ => {
+                            // Products: all n − 1 multiplications round in any grouping.
+                            let eps = f64::from(f32::EPSILON) / 2.0;
+                            let bound = 2.0 * (count - 1.0) * eps * expected[u].abs() * 1.01;
+                            assert!(
+                                (got[u] - expected[u]).abs() <= bound,
+                                "{what}: got {}, interpreter {}, bound {bound}",
+                                got[u],
+                                expected[u]
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn uses_f64(lir: &rfx_ir::lir::LirProgram) -> bool {

@@ -5,7 +5,7 @@ mod common;
 
 use common::{lower_kernel, parse};
 
-const KERNELS: [(&str, &str); 5] = [
+const KERNELS: [(&str, &str); 6] = [
     (
         "fused_chain",
         "kernel fused_chain {
@@ -26,6 +26,15 @@ const KERNELS: [(&str, &str); 5] = [
   %m = max %x axes [0] : f32[37]
   output s = %s
   output m = %m
+}",
+    ),
+    (
+        "tree_reduction",
+        "kernel tree_reduction {
+  %x = input x : f32[3,4096]
+  %sq = mul %x, %x : f32[3,4096]
+  %s = sum %sq axes [1] : f32[3]
+  output s = %s
 }",
     ),
     (

@@ -41,6 +41,10 @@ pub struct BenchArgs {
     /// Only run kernels whose name contains this text.
     #[arg(long)]
     pub filter: Option<String>,
+    /// Compile with fast math (the optimiser's fast-math rules and the backend's: FMA
+    /// contraction on the CPU and CUDA, CUDA's hardware approximations).
+    #[arg(long)]
+    pub fast_math: bool,
     /// Bench-only fault injection for testing `cargo xtask perf-check`: `KERNEL=MICROSECONDS`
     /// busy-waits that long inside every timed call of that kernel.
     #[arg(long, hide = true)]
@@ -130,6 +134,8 @@ pub struct BenchReport {
     pub git_revision: Option<String>,
     /// Timed calls per kernel.
     pub iterations: usize,
+    /// Whether the kernels were compiled with fast math (`--fast-math`).
+    pub fast_math: bool,
     /// Every kernel at every size.
     pub results: Vec<KernelResult>,
 }
@@ -292,7 +298,11 @@ fn prepare(
     let start = Instant::now();
     let (mir, report) = optimize(kernel, config)?;
     let (lir, _) = lower(&mir, &LowerConfig::default())?;
-    let compiled = backend.compile(&lir, &Default::default())?;
+    let options = rfx_lower::CompileOptions {
+        fast_math: config.fast_math,
+        ..Default::default()
+    };
+    let compiled = backend.compile(&lir, &options)?;
     let compile = start.elapsed();
     let inputs = random_inputs(&mut TestRng::new(7), kernel, 0.0);
     let outputs = lir
@@ -484,15 +494,20 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
     let mut results = Vec::new();
     for &n in &sizes {
         println!(
-            "Benchmarking kernels (size={n}, iterations={iterations}, backend={})",
-            args.backend
+            "Benchmarking kernels (size={n}, iterations={iterations}, backend={}{})",
+            args.backend,
+            if args.fast_math { ", fast math" } else { "" }
         );
         let reference = reference_p50(n)?;
         for (name, kernel) in kernels(n)? {
             if args.filter.as_ref().is_some_and(|f| !name.contains(f.as_str())) {
                 continue;
             }
-            let (mut prepared, report, compile) = prepare(&kernel, backend.as_ref(), &OptConfig::default())?;
+            let config = OptConfig {
+                fast_math: args.fast_math,
+                ..OptConfig::default()
+            };
+            let (mut prepared, report, compile) = prepare(&kernel, backend.as_ref(), &config)?;
             let delay = injected
                 .as_ref()
                 .filter(|(k, _)| *k == name)
@@ -549,6 +564,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
         machine: machine(),
         git_revision: git_revision(),
         iterations,
+        fast_math: args.fast_math,
         results,
     };
     if let Some(path) = &args.json_out {

@@ -138,6 +138,9 @@ enum Command {
         /// Input types for an expression: x=f32[3],y=f32[3] (or give --in files).
         #[arg(long)]
         in_shapes: Option<String>,
+        /// Compile with fast math (fast-math rewrites; FMA contraction on the CPU and CUDA).
+        #[arg(long)]
+        fast_math: bool,
         #[command(flatten)]
         inputs: Inputs,
     },
@@ -243,11 +246,12 @@ fn run_command(command: Command) -> Result<(), CliError> {
             kernel,
             stage,
             in_shapes,
+            fast_math,
             inputs,
         } => {
             let signature = signature_from(in_shapes.as_deref(), &inputs.inputs)?;
             let kernel_ir = load_kernel(&kernel, signature.as_ref())?;
-            print!("{}", dump(&kernel_ir, stage)?);
+            print!("{}", dump(&kernel_ir, stage, fast_math)?);
             Ok(())
         }
         Command::Dot {
@@ -380,14 +384,25 @@ fn emit(outputs: &[(String, Array)], dir: Option<&Path>) -> Result<(), CliError>
 }
 
 fn optimize(kernel: &Kernel) -> Result<(rfx_ir::mir::MirProgram, rfx_opt::OptReport), CliError> {
-    rfx_opt::optimize(kernel, &rfx_opt::OptConfig::default()).map_err(|e| match e {
+    optimize_with(kernel, false)
+}
+
+fn optimize_with(
+    kernel: &Kernel,
+    fast_math: bool,
+) -> Result<(rfx_ir::mir::MirProgram, rfx_opt::OptReport), CliError> {
+    let config = rfx_opt::OptConfig {
+        fast_math,
+        ..rfx_opt::OptConfig::default()
+    };
+    rfx_opt::optimize(kernel, &config).map_err(|e| match e {
         rfx_opt::OptError::InvalidKernel(_) => CliError::User(e.to_string()),
         other => CliError::Internal(other.to_string()),
     })
 }
 
-fn lower(kernel: &Kernel) -> Result<rfx_ir::lir::LirProgram, CliError> {
-    let (mir, _) = optimize(kernel)?;
+fn lower_with(kernel: &Kernel, fast_math: bool) -> Result<rfx_ir::lir::LirProgram, CliError> {
+    let (mir, _) = optimize_with(kernel, fast_math)?;
     rfx_lower::lower(&mir, &rfx_lower::LowerConfig::default())
         .map(|(lir, _)| lir)
         .map_err(|e| CliError::Internal(e.to_string()))
@@ -399,17 +414,22 @@ fn not_built_in(backend: &str) -> CliError {
     ))
 }
 
-fn dump(kernel: &Kernel, stage: Stage) -> Result<String, CliError> {
+fn dump(kernel: &Kernel, stage: Stage, fast_math: bool) -> Result<String, CliError> {
+    let options = rfx_lower::CompileOptions {
+        fast_math,
+        ..rfx_lower::CompileOptions::default()
+    };
     Ok(match stage {
         Stage::Hir => kernel.to_string(),
         Stage::Mir => {
-            let (mir, report) = optimize(kernel)?;
+            let (mir, report) = optimize_with(kernel, fast_math)?;
             format!("{mir}\n# {}\n", report.to_string().replace('\n', "\n# "))
         }
-        Stage::Lir => lower(kernel)?.to_string(),
+        Stage::Lir => lower_with(kernel, fast_math)?.to_string(),
         Stage::Clif | Stage::Asm => {
-            let lir = lower(kernel)?;
-            let kernels = rfx_codegen_cpu::dump(&lir).map_err(|e| CliError::Internal(e.to_string()))?;
+            let lir = lower_with(kernel, fast_math)?;
+            let kernels =
+                rfx_codegen_cpu::dump_with(&lir, &options).map_err(|e| CliError::Internal(e.to_string()))?;
             kernels
                 .into_iter()
                 .map(|(name, clif, asm)| {
@@ -418,17 +438,20 @@ fn dump(kernel: &Kernel, stage: Stage) -> Result<String, CliError> {
                 })
                 .collect()
         }
-        Stage::Cuda | Stage::Ptx | Stage::Msl | Stage::Wgsl => gpu_dump(kernel, stage)?,
+        Stage::Cuda | Stage::Ptx | Stage::Msl | Stage::Wgsl => gpu_dump(kernel, stage, &options)?,
     })
 }
 
 #[cfg(feature = "cuda")]
-fn cuda_dump(lir: &rfx_ir::lir::LirProgram, stage: Stage) -> Result<String, CliError> {
-    let options = rfx_lower::CompileOptions::default();
+fn cuda_dump(
+    lir: &rfx_ir::lir::LirProgram,
+    stage: Stage,
+    options: &rfx_lower::CompileOptions,
+) -> Result<String, CliError> {
     let result = if stage == Stage::Ptx {
-        rfx_codegen_cuda::ptx(lir, "sm_80", &options)
+        rfx_codegen_cuda::ptx(lir, "sm_80", options)
     } else {
-        rfx_codegen_cuda::cuda_source(lir, &options)
+        rfx_codegen_cuda::cuda_source(lir, options)
     };
     result.map_err(|e| CliError::User(e.to_string()))
 }
@@ -443,7 +466,7 @@ fn metal_dump(lir: &rfx_ir::lir::LirProgram, stage: Stage) -> Result<String, Cli
     result.map_err(|e| CliError::User(e.to_string()))
 }
 
-fn gpu_dump(kernel: &Kernel, stage: Stage) -> Result<String, CliError> {
+fn gpu_dump(kernel: &Kernel, stage: Stage, options: &rfx_lower::CompileOptions) -> Result<String, CliError> {
     let backend = if matches!(stage, Stage::Cuda | Stage::Ptx) {
         "cuda"
     } else {
@@ -451,13 +474,13 @@ fn gpu_dump(kernel: &Kernel, stage: Stage) -> Result<String, CliError> {
     };
     #[cfg(feature = "cuda")]
     if backend == "cuda" {
-        return cuda_dump(&lower(kernel)?, stage);
+        return cuda_dump(&lower_with(kernel, options.fast_math)?, stage, options);
     }
     #[cfg(feature = "metal")]
     if backend == "metal" {
-        return metal_dump(&lower(kernel)?, stage);
+        return metal_dump(&lower_with(kernel, options.fast_math)?, stage);
     }
-    let _ = kernel;
+    let _ = (kernel, options);
     Err(not_built_in(backend))
 }
 

@@ -66,8 +66,29 @@ impl Drop for CpuCode {
     }
 }
 
-/// Compiles every kernel of `program` into one JIT module.
-pub(crate) fn compile_code(program: &LirProgram, want_disasm: bool) -> Result<CpuCode, BackendError> {
+/// Whether this CPU has fused multiply-add (what `cranelift_native` enables for the JIT).
+fn has_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("fma")
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        true
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        false
+    }
+}
+
+/// Compiles every kernel of `program` into one JIT module; with `fast_math`, float
+/// multiply-adds are contracted into FMA instructions where the CPU has them.
+pub(crate) fn compile_code(
+    program: &LirProgram,
+    want_disasm: bool,
+    fast_math: bool,
+) -> Result<CpuCode, BackendError> {
     rfx_ir::lir::verify(program).map_err(|e| BackendError::Lower(rfx_lower::LowerError::InvalidLir(e)))?;
     let mut module = new_module()?;
     let imports = ImportIds::declare(&mut module).map_err(compile_error)?;
@@ -75,8 +96,15 @@ pub(crate) fn compile_code(program: &LirProgram, want_disasm: bool) -> Result<Cp
     let mut clif = Vec::new();
     let mut asm = Vec::new();
     for (index, kernel) in program.kernels().iter().enumerate() {
-        let (id, text, disasm, shape) =
-            build_kernel(&mut module, &imports, program, kernel, index, want_disasm)?;
+        let (id, text, disasm, shape) = build_kernel(
+            &mut module,
+            &imports,
+            program,
+            kernel,
+            index,
+            want_disasm,
+            fast_math && has_fma(),
+        )?;
         built.push((id, shape));
         clif.push(text);
         asm.push(disasm);
@@ -171,7 +199,7 @@ impl Backend for CpuBackend {
 /// Compiles `program` for this CPU (the concrete type behind [`CpuBackend::compile`], with the
 /// CLIF dumps).
 pub fn compile(program: &LirProgram, options: &CompileOptions) -> Result<CpuCompiled, BackendError> {
-    let code = compile_code(program, false)?;
+    let code = compile_code(program, false, options.fast_math)?;
     let max_threads = options.max_threads.unwrap_or_else(pool::default_threads).max(1);
     let (mut next_in, mut next_out) = (0, 0);
     let table_plan = program
@@ -201,7 +229,15 @@ pub fn compile(program: &LirProgram, options: &CompileOptions) -> Result<CpuComp
 /// The CLIF text and the machine code listing (Cranelift's own disassembly) of every kernel of
 /// `program`, for `rfx dump --stage clif|asm`.
 pub fn dump(program: &LirProgram) -> Result<Vec<(String, String, String)>, BackendError> {
-    let code = compile_code(program, true)?;
+    dump_with(program, &CompileOptions::default())
+}
+
+/// [`dump`] with `options` (fast math changes the code: multiply-adds become FMAs).
+pub fn dump_with(
+    program: &LirProgram,
+    options: &CompileOptions,
+) -> Result<Vec<(String, String, String)>, BackendError> {
+    let code = compile_code(program, true, options.fast_math)?;
     Ok(program
         .kernels()
         .iter()

@@ -18,7 +18,9 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Linkage, Module};
 use rfx_ir::lir::{Inst, LirKernel, LirProgram, SlotId};
-use rfx_ir::{BufId, DType, ReduceOp, Scalar};
+use std::collections::HashMap;
+
+use rfx_ir::{BinaryOp, BufId, DType, ReduceOp, Scalar};
 use rfx_lower::{BackendError, Unsupported};
 
 use crate::imports::ImportIds;
@@ -76,6 +78,7 @@ pub(crate) fn build_kernel(
     kernel: &LirKernel,
     index: usize,
     want_disasm: bool,
+    contract: bool,
 ) -> Result<(FuncId, String, Option<String>, KernelShape), BackendError> {
     let ptr = module.target_config().pointer_type();
     let mut sig = module.make_signature();
@@ -147,6 +150,8 @@ pub(crate) fn build_kernel(
             pre_scalar: Vec::new(),
             width: 1,
             inner_axis: None,
+            contract,
+            products: HashMap::new(),
         };
         shape = generator.emit(&mut b, table, lo, hi)?;
         b.seal_all_blocks();
@@ -177,6 +182,10 @@ struct Gen<'i, 'k> {
     /// The loop dim the vector loop runs along (`None`: a single point per row, as for a
     /// reduction with no reduced dims left after coalescing).
     inner_axis: Option<usize>,
+    /// Fast math on a target with fused multiply-add: float `a * b ± c` becomes one `fma`.
+    contract: bool,
+    /// The operands of every float product emitted so far, by its (SSA) result.
+    products: HashMap<Value, (Value, Value)>,
 }
 
 impl<'k> Gen<'_, 'k> {
@@ -754,12 +763,20 @@ impl<'k> Gen<'_, 'k> {
             Inst::Binary { dst, op, lhs, rhs } => {
                 let dtype = self.slot_dtype(*lhs)?;
                 let (x, y) = (get(slots, *lhs)?, get(slots, *rhs)?);
-                let mut e = Emitter {
-                    b: &mut *b,
-                    w,
-                    imports: self.imports,
-                };
-                Some((*dst, e.binary(*op, x, y, dtype)?))
+                if let Some(v) = self.contracted(b, *op, x, y, dtype) {
+                    Some((*dst, v))
+                } else {
+                    let mut e = Emitter {
+                        b: &mut *b,
+                        w,
+                        imports: self.imports,
+                    };
+                    let v = e.binary(*op, x, y, dtype)?;
+                    if self.contract && *op == BinaryOp::Mul && dtype.is_float() {
+                        self.products.insert(v, (x, y));
+                    }
+                    Some((*dst, v))
+                }
             }
             Inst::Compare { dst, op, lhs, rhs } => {
                 let dtype = self.slot_dtype(*lhs)?;
@@ -814,6 +831,45 @@ impl<'k> Gen<'_, 'k> {
             *slot = Some(v);
         }
         Ok(())
+    }
+
+    /// Fast-math contraction: `a * b + c`, `c + a * b`, `a * b - c` and `c - a * b` (float,
+    /// any width) as one fused multiply-add when the first operand pair is a product emitted
+    /// earlier in this function. The product itself stays for its other uses (Cranelift
+    /// removes it when it has none). Only with fast math: the fused result is rounded once, so
+    /// it can differ from the two-step result (it is never less accurate).
+    fn contracted(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        op: BinaryOp,
+        x: Value,
+        y: Value,
+        dtype: DType,
+    ) -> Option<Value> {
+        if !self.contract || !dtype.is_float() {
+            return None;
+        }
+        match op {
+            BinaryOp::Add => {
+                if let Some(&(a, c)) = self.products.get(&x) {
+                    Some(b.ins().fma(a, c, y))
+                } else {
+                    let &(a, c) = self.products.get(&y)?;
+                    Some(b.ins().fma(a, c, x))
+                }
+            }
+            BinaryOp::Sub => {
+                if let Some(&(a, c)) = self.products.get(&x) {
+                    let neg = b.ins().fneg(y);
+                    Some(b.ins().fma(a, c, neg))
+                } else {
+                    let &(a, c) = self.products.get(&y)?;
+                    let neg = b.ins().fneg(a);
+                    Some(b.ins().fma(neg, c, x))
+                }
+            }
+            _ => None,
+        }
     }
 
     /// The byte address of element `offs[k] + (at + lane) * inner_stride` of access `k`.

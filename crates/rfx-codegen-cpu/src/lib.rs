@@ -7,6 +7,12 @@
 //! kernels, and the safe wrapper ([`CpuCompiled`]) that checks every buffer before JIT code sees
 //! a pointer.
 //!
+//! **Fast math** (`CompileOptions::fast_math`): float `a * b ± c` whose product was computed in
+//! the same kernel becomes one fused multiply-add (Cranelift `fma`) where the CPU has FMA; the
+//! result is rounded once, so it can differ from the exact mode's two roundings (never less
+//! accurate). Nothing else changes; exact mode never contracts. `dump_with` shows the code for
+//! either mode (`rfx dump --stage clif --fast-math`).
+//!
 //! **Depends on:** `rfx-ir`, `rfx-lower`, `cranelift-*`. **May not depend on:** other code
 //! generators, `rfx-opt` or `rfx-runtime`. Cranelift types never appear in the public API.
 
@@ -20,4 +26,4 @@ mod ops;
 mod pool;
 mod transcendental;
 
-pub use backend::{CpuBackend, CpuCompiled, compile, dump};
+pub use backend::{CpuBackend, CpuCompiled, compile, dump, dump_with};

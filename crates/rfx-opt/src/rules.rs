@@ -8,6 +8,13 @@
 //! reassociation, and run only when the user asks for fast-math. No rule's right-hand side costs
 //! more than its left-hand side, and there is no blanket commutativity or associativity: the
 //! commuted forms a rule needs are separate lines.
+//!
+//! Multiply-add contraction (`a * b + c` → one fused multiply-add) is not a rule here: whether
+//! a fused op is fast is the target's business (a CPU without FMA would pay a libm call), so the
+//! table keeps `add(mul(a, b), c)` shapes intact and the backends contract them when
+//! `CompileOptions::fast_math` is set: the CPU backend emits Cranelift `fma` where the CPU has
+//! FMA, CUDA compiles with `--use_fast_math` (which implies `--fmad=true`). In exact mode no
+//! backend contracts, so exact kernels keep the interpreter's bits.
 
 use egg::{Applier, ConditionalApplier, Id, Pattern, PatternAst, Rewrite, Subst, Symbol, Var};
 use rfx_ir::{BinaryOp, DType, Scalar, UnaryOp, semantics};

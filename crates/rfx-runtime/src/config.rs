@@ -37,6 +37,16 @@ impl CompileConfig {
         }
     }
 
+    /// The same configuration with fast math in every stage: the optimiser's fast-math rules
+    /// (`OptConfig::fast_math`) and the backend's (`CompileOptions::fast_math`: FMA contraction
+    /// of `a * b ± c` on the CPU and CUDA, CUDA's hardware approximations). Results may then
+    /// differ from the exact-IEEE ones within the documented fast-math bounds.
+    pub fn fast_math(mut self) -> CompileConfig {
+        self.opt.fast_math = true;
+        self.compile.fast_math = true;
+        self
+    }
+
     /// The options as a deterministic text key, one line per stage (the backend excluded).
     pub(crate) fn options_key(&self) -> [String; 3] {
         [

@@ -76,16 +76,6 @@ pub enum AdError {
         /// The generated name.
         name: String,
     },
-    /// `jacfwd` seeds one tangent per input element, and HIR cannot build an identity matrix
-    /// (it has no iota op) nor transpose the result, so it only accepts single-element inputs.
-    /// `jacrev` (or `jacobian`, which falls back to it) handles inputs of any shape.
-    #[error("`jacfwd` needs single-element inputs; input `{name}` has shape {shape} (use `jacrev`)")]
-    ForwardJacobianShape {
-        /// The input.
-        name: String,
-        /// Its shape.
-        shape: Shape,
-    },
     /// A derivative node failed to type-check: a bug in this crate, reported instead of a panic.
     #[error("internal error: a derivative node was rejected: {0}")]
     Internal(#[from] BuildError),

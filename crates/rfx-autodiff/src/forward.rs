@@ -3,7 +3,7 @@
 //! between forward and reverse Jacobians.
 
 use rfx_ir::hir::{Kernel, Op, ValueId};
-use rfx_ir::{ReduceOp, TensorType};
+use rfx_ir::{CmpOp, ReduceOp, Shape, TensorType};
 
 use crate::error::AdError;
 use crate::graph::{Emitter, InputRef, WrtInput, active_values, keep_outputs, rebuild, resolve_wrt};
@@ -12,13 +12,30 @@ use crate::rules::{Partial, chooser_weights, partials, prod_others};
 
 /// Runs one forward sweep: `seeds[i]` is the tangent of `wrt[i]` (`None`: zero). Returns the
 /// tangent of every primal value (`None`: zero), indexed by primal value.
+///
+/// Tangents are *batched*: the tangent of a value of shape `S` has shape `batch ++ S` (`jvp`
+/// uses an empty batch; `jacfwd` seeds a multi-element input with the identity, batch = the
+/// input's shape, so one sweep carries every column of the Jacobian). Primal-shaped partials
+/// broadcast against batched tangents from the right once a tangent is lifted to its
+/// result's rank (`batch ++ 1… ++ S`); structural ops keep the batch in front.
 pub(crate) fn forward(
     em: &mut Emitter,
     primal: &Kernel,
     active: &[bool],
     wrt: &[WrtInput],
     seeds: &[Option<ValueId>],
+    batch: &Shape,
 ) -> Result<Vec<Option<ValueId>>, AdError> {
+    // `t` (shape `batch ++ S`) reshaped to `batch ++ [1; rank - rank(S)] ++ S`.
+    let lift = |em: &mut Emitter, t: ValueId, rank: usize| -> Result<ValueId, AdError> {
+        if batch.rank() == 0 {
+            return Ok(t);
+        }
+        let shape = em.shape(t)?;
+        let inner = &shape.dims()[batch.rank()..];
+        let ones = vec![1; rank.saturating_sub(inner.len())];
+        em.reshape(t, Shape::new([batch.dims(), &ones, inner].concat()))
+    };
     let mut tangent: Vec<Option<ValueId>> = vec![None; primal.nodes().len()];
     for (input, seed) in wrt.iter().zip(seeds) {
         tangent[input.value.index()] = *seed;
@@ -44,11 +61,12 @@ pub(crate) fn forward(
                     if matches!(part, Partial::Zero) {
                         continue;
                     }
-                    let carried = part.apply(em, *arg_tangent)?;
+                    let lifted = lift(em, *arg_tangent, out_shape.rank())?;
+                    let carried = part.apply(em, lifted)?;
                     sum = em.add_opt(sum, carried)?;
                 }
                 match sum {
-                    Some(s) => Some(em.broadcast_to(s, out_shape)?),
+                    Some(s) => Some(em.broadcast_to(s, concat(batch, &out_shape))?),
                     None => None,
                 }
             }
@@ -57,25 +75,34 @@ pub(crate) fn forward(
                 _ => None,
             },
             Op::BroadcastTo => match arg_tangents[0] {
-                Some(t) => Some(em.broadcast_to(t, out_shape)?),
+                Some(t) => {
+                    let lifted = lift(em, t, out_shape.rank())?;
+                    Some(em.broadcast_to(lifted, concat(batch, &out_shape))?)
+                }
                 None => None,
             },
             Op::Reshape => match arg_tangents[0] {
-                Some(t) => Some(em.reshape(t, out_shape)?),
+                Some(t) => Some(em.reshape(t, concat(batch, &out_shape))?),
                 None => None,
             },
             Op::Reduce { op, axes, keepdims } => match arg_tangents[0] {
-                Some(t) => Some(match op {
-                    ReduceOp::Sum | ReduceOp::Mean => em.reduce(*op, t, axes, *keepdims)?,
-                    ReduceOp::Prod => {
-                        let others = prod_others(em, args[0], axes)?;
-                        let weighted = em.mul(t, others)?;
-                        em.reduce(ReduceOp::Sum, weighted, axes, *keepdims)?
-                    }
-                    ReduceOp::Max | ReduceOp::Min => {
-                        let weights = chooser_weights(em, args[0], axes, *keepdims, out)?;
-                        let weighted = em.mul(t, weights)?;
-                        em.reduce(ReduceOp::Sum, weighted, axes, *keepdims)?
+                Some(t) => Some({
+                    let axes: Vec<usize> = axes.iter().map(|a| a + batch.rank()).collect();
+                    let axes = &axes;
+                    match op {
+                        ReduceOp::Sum | ReduceOp::Mean => em.reduce(*op, t, axes, *keepdims)?,
+                        ReduceOp::Prod => {
+                            let primal_axes: Vec<usize> = axes.iter().map(|a| a - batch.rank()).collect();
+                            let others = prod_others(em, args[0], &primal_axes)?;
+                            let weighted = em.mul(t, others)?;
+                            em.reduce(ReduceOp::Sum, weighted, axes, *keepdims)?
+                        }
+                        ReduceOp::Max | ReduceOp::Min => {
+                            let primal_axes: Vec<usize> = axes.iter().map(|a| a - batch.rank()).collect();
+                            let weights = chooser_weights(em, args[0], &primal_axes, *keepdims, out)?;
+                            let weighted = em.mul(t, weights)?;
+                            em.reduce(ReduceOp::Sum, weighted, axes, *keepdims)?
+                        }
                     }
                 }),
                 None => None,
@@ -102,7 +129,7 @@ pub fn jvp<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
     let (mut em, tangent_inputs) = Emitter::new(&format!("{}_jvp", kernel.name()), kernel, &extra)?;
     let active = active_values(kernel, &wrt);
     let seeds: Vec<Option<ValueId>> = tangent_inputs.into_iter().map(Some).collect();
-    let tangents = forward(&mut em, kernel, &active, &wrt, &seeds)?;
+    let tangents = forward(&mut em, kernel, &active, &wrt, &seeds, &Shape::scalar())?;
     for output in kernel.outputs() {
         let value = em.primal(output.value);
         em.output(&output.name, value)?;
@@ -121,28 +148,60 @@ pub fn jvp<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
 }
 
 /// The Jacobians of every float output with respect to `wrt`, by forward mode: one forward
-/// sweep per `wrt` input, seeded with 1, all in one kernel with the forward computation.
+/// sweep per `wrt` input, all in one kernel with the forward computation.
 ///
-/// Outputs: `kernel`'s outputs, then `jac_<output>_<input>` of shape
-/// `shape(output) ++ shape(input)` for each float output and `wrt` input (output-major), as
-/// [`jacrev`]. Every `wrt` input must have one element ([`AdError::ForwardJacobianShape`]
-/// otherwise): seeding one tangent per element of a larger input needs an identity, and
-/// laying the result out output-major needs a transpose, and HIR has neither.
+/// - inputs: `kernel`'s inputs, then `basis_<input>` of shape `shape(input) ++ shape(input)`
+///   for each `wrt` input with more than one element, which must hold the identity (the `rfx`
+///   facade fills it); a single-element input is seeded with the constant 1 and needs none;
+/// - outputs: `kernel`'s outputs, then `jac_<output>_<input>` of shape
+///   `shape(output) ++ shape(input)` for each float output and `wrt` input (output-major), as
+///   [`jacrev`].
+///
+/// A multi-element input's sweep is batched (see `forward`): its tangents have shape
+/// `shape(input) ++ S`, one column of the Jacobian per batch index. HIR has no transpose, so
+/// the output-major layout is made by selecting with the basis and summing over the batch
+/// (`J[o, i] = Σ_j select(basis[j, i] ≠ 0, T[j, o], −0)`): exactly `T[i, o]`, since every
+/// other term is −0, and a NaN or Inf in another column cannot leak in.
 pub fn jacfwd<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
     let wrt = resolve_wrt(kernel, wrt)?;
-    if let Some(w) = wrt.iter().find(|w| w.ty.shape.numel() != 1) {
-        return Err(AdError::ForwardJacobianShape {
-            name: w.name.clone(),
-            shape: w.ty.shape.clone(),
-        });
-    }
-    let (mut em, _) = Emitter::new(&format!("{}_jacfwd", kernel.name()), kernel, &[])?;
+    let extra: Vec<(String, TensorType)> = wrt
+        .iter()
+        .filter(|w| w.ty.shape.numel() != 1)
+        .map(|w| {
+            (
+                format!("basis_{}", w.name),
+                TensorType::new(w.ty.dtype, concat(&w.ty.shape, &w.ty.shape)),
+            )
+        })
+        .collect();
+    let (mut em, basis_inputs) = Emitter::new(&format!("{}_jacfwd", kernel.name()), kernel, &extra)?;
+    // The basis of each `wrt` input (`None` for single-element inputs), in `wrt` order.
+    let mut bases = basis_inputs.into_iter();
+    let per_input: Vec<Option<ValueId>> = wrt
+        .iter()
+        .map(|w| {
+            if w.ty.shape.numel() == 1 {
+                None
+            } else {
+                bases.next()
+            }
+        })
+        .collect();
     let active = active_values(kernel, &wrt);
     let mut columns = Vec::with_capacity(wrt.len());
-    for (i, input) in wrt.iter().enumerate() {
+    for (i, (input, basis)) in wrt.iter().zip(per_input).enumerate() {
         let mut seeds: Vec<Option<ValueId>> = vec![None; wrt.len()];
-        seeds[i] = Some(em.constant(input.ty.dtype, 1.0, input.ty.shape.clone()));
-        columns.push(forward(&mut em, kernel, &active, &wrt, &seeds)?);
+        let seed = match basis {
+            Some(basis) => basis,
+            None => em.constant(input.ty.dtype, 1.0, input.ty.shape.clone()),
+        };
+        seeds[i] = Some(seed);
+        let batch = if basis.is_some() {
+            input.ty.shape.clone()
+        } else {
+            Shape::scalar()
+        };
+        columns.push((forward(&mut em, kernel, &active, &wrt, &seeds, &batch)?, basis));
     }
     for output in kernel.outputs() {
         let value = em.primal(output.value);
@@ -152,11 +211,12 @@ pub fn jacfwd<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError
         let Some(ty) = kernel.value_type(output.value).filter(|t| t.dtype.is_float()) else {
             continue;
         };
-        for (input, column) in wrt.iter().zip(&columns) {
+        for (input, (column, basis)) in wrt.iter().zip(&columns) {
             let shape = concat(&ty.shape, &input.ty.shape);
-            let value = match column[output.value.index()] {
-                Some(t) => em.reshape(t, shape)?,
-                None => em.constant(ty.dtype, 0.0, shape),
+            let value = match (column[output.value.index()], basis) {
+                (Some(t), None) => em.reshape(t, shape)?,
+                (Some(t), Some(basis)) => output_major(&mut em, t, *basis, &ty.shape, &input.ty.shape)?,
+                (None, _) => em.constant(ty.dtype, 0.0, shape),
             };
             em.output(&format!("jac_{}_{}", output.name, input.name), value)?;
         }
@@ -164,11 +224,31 @@ pub fn jacfwd<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError
     em.finish()
 }
 
+/// `t` of shape `inp ++ out` laid out as `out ++ inp`, with the identity `basis` (`inp ++ inp`):
+/// `Σ_j select(basis[j, i] ≠ 0, t[j, o], −0)`.
+fn output_major(
+    em: &mut Emitter,
+    t: ValueId,
+    basis: ValueId,
+    out: &Shape,
+    inp: &Shape,
+) -> Result<ValueId, AdError> {
+    let (ri, ro) = (inp.rank(), out.rank());
+    let t_wide = em.reshape(t, Shape::new([inp.dims(), out.dims(), &vec![1; ri]].concat()))?;
+    let b_wide = em.reshape(basis, Shape::new([inp.dims(), &vec![1; ro], inp.dims()].concat()))?;
+    let zero = em.scalar_like(b_wide, 0.0)?;
+    let on = em.compare(CmpOp::Ne, b_wide, zero)?;
+    let neg_zero = em.scalar_like(t, -0.0)?;
+    let picked = em.select(on, t_wide, neg_zero)?;
+    let axes: Vec<usize> = (0..ri).collect();
+    em.reduce(ReduceOp::Sum, picked, &axes, false)
+}
+
 /// The Jacobians of every float output with respect to `wrt`, choosing the mode by shape as
 /// JAX's advice goes: forward mode ([`jacfwd`]) when the `wrt` inputs have fewer elements in
-/// total than the float outputs and every `wrt` input has one element (what `jacfwd`
-/// supports), reverse mode ([`jacrev`]) otherwise. Both give the same outputs; `jacrev` may add
-/// `basis_<output>` inputs (see there).
+/// total than the float outputs, reverse mode ([`jacrev`]) otherwise. Both give the same
+/// outputs; `jacfwd` may add `basis_<input>` inputs and `jacrev` `basis_<output>` inputs (see
+/// there), which must hold identities.
 pub fn jacobian<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
     let resolved = resolve_wrt(kernel, wrt)?;
     let n_in: usize = resolved.iter().map(|w| w.ty.shape.numel()).sum();
@@ -179,8 +259,7 @@ pub fn jacobian<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdErr
         .filter(|t| t.dtype.is_float())
         .map(|t| t.shape.numel())
         .sum();
-    let all_scalar = resolved.iter().all(|w| w.ty.shape.numel() == 1);
-    if n_in < n_out && all_scalar {
+    if n_in < n_out {
         jacfwd(kernel, wrt)
     } else {
         jacrev(kernel, wrt)

@@ -19,6 +19,12 @@
 //! own results included, so higher derivatives are compositions (`grad` of `grad`, [`hvp`]
 //! is `jvp` of `grad`); [`keep_outputs`] picks the outputs to differentiate further.
 //!
+//! Jacobians are batched sweeps: reverse mode pulls back an identity basis of each output in
+//! one sweep (cotangents of shape `out ++ S`), forward mode pushes forward an identity basis of
+//! each input (tangents of shape `in ++ S`). HIR has no iota or transpose, so the identities are
+//! inputs, and forward mode lays its result out output-major by a select against its basis and
+//! a sum (exact: every other term is −0).
+//!
 //! Broadcasting: an operand broadcast (implicitly by an elementwise op, or by `broadcast_to`)
 //! gets its adjoint summed over the broadcast axes and reshaped back to its shape. Reductions
 //! spread their adjoint back over the reduced axes.
@@ -31,7 +37,7 @@
 //! | [`grad`] | — | `grad_<input>` per `wrt` |
 //! | [`value_and_grad`] | — | the output, then `grad_<input>` per `wrt` |
 //! | [`jvp`] | `tangent_<input>` per `wrt` | the outputs, then `tangent_<output>` per float output |
-//! | [`jacrev`], [`jacfwd`], [`jacobian`] | `basis_<output>` (jacrev, outputs with > 1 element) | the outputs, then `jac_<output>_<input>`, shape `out ++ in` |
+//! | [`jacrev`], [`jacfwd`], [`jacobian`] | jacrev: `basis_<output>` (`out ++ out`) per output with > 1 element; jacfwd: `basis_<input>` (`in ++ in`) per `wrt` input with > 1 element; each must hold the identity (the `rfx` facade fills them) | the outputs, then `jac_<output>_<input>`, shape `out ++ in` |
 //! | [`hvp`] | `tangent_<input>` per `wrt` | `hvp_<input>` per `wrt` |
 //!
 //! `wrt` lists inputs by name (`&["x", "y"]`) or by position (`&[0, 1]`); see [`InputRef`].

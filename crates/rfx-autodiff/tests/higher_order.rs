@@ -241,10 +241,13 @@ fn vector_jacobians_in_both_modes_agree_with_finite_differences() {
     assert_close("jacfwd vs jacrev", &js_fwd, &js, 1e-14, 1e-15);
     let auto = jacobian(&k, &["s"]).unwrap();
     assert_eq!(auto.inputs().count(), 2, "forward mode needs no basis input");
-    assert!(matches!(
-        jacfwd(&k, &["x"]),
-        Err(AdError::ForwardJacobianShape { .. })
-    ));
+    // Forward mode on the vector input: one batched sweep seeded with basis_x = I.
+    let fwd_x = jacfwd(&k, &["x"]).unwrap();
+    assert_eq!(fwd_x.inputs().count(), 3, "basis_x follows the caller's inputs");
+    let mut fwd_inputs = inputs.to_vec();
+    fwd_inputs.push(arr(&[3, 3], &identity(3)));
+    let jx_fwd = run_named(&fwd_x, &fwd_inputs, "jac_out_x");
+    assert_close("jacfwd vs jacrev (vector input)", &jx_fwd, &jx, 1e-14, 1e-15);
     // With a vector input, jacobian falls back to reverse mode.
     assert_eq!(jacobian(&k, &["x"]).unwrap().inputs().count(), 3);
 }

@@ -222,3 +222,64 @@ fn the_smoothness_filter_keeps_most_elements() {
         "compared {compared}, skipped {skipped}"
     );
 }
+
+/// The identity of shape `s ++ s` for an input or output of shape `s`.
+fn identity_of(shape: &rfx_ir::Shape) -> Array {
+    let n = shape.numel();
+    let dims = [shape.dims(), shape.dims()].concat();
+    let values: Vec<f64> = (0..n * n)
+        .map(|i| if i / n.max(1) == i % n.max(1) { 1.0 } else { 0.0 })
+        .collect();
+    Array::from_vec(dims, values).expect("identity")
+}
+
+/// Forward-mode Jacobians (batched sweeps seeded with identity bases) against reverse-mode
+/// Jacobians of the same random kernel: two independent derivations of the same matrix.
+/// Entries that are not finite in either are left out (a NaN partial at a kink may reach one
+/// mode and be masked in the other).
+fn check_jacobians(seed: u64) -> usize {
+    let mut rng = TestRng::new(seed);
+    let kernel = random_kernel(&mut rng, &config(), "random");
+    let inputs = random_inputs(&mut rng, &kernel, 0.0);
+    let names: Vec<String> = kernel.inputs().map(|(_, name, _)| name.to_string()).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    if refs.is_empty() {
+        return 0;
+    }
+    let fwd = rfx_autodiff::jacfwd(&kernel, &refs).expect("jacfwd");
+    let rev = rfx_autodiff::jacrev(&kernel, &refs).expect("jacrev");
+    let with_bases = |k: &rfx_ir::hir::Kernel| {
+        let mut all = inputs.clone();
+        for (_, _, ty) in k.inputs().skip(inputs.len()) {
+            let half = rfx_ir::Shape::new(ty.shape.dims()[..ty.shape.rank() / 2].to_vec());
+            all.push(identity_of(&half));
+        }
+        all
+    };
+    let f_out = run(&fwd, &with_bases(&fwd));
+    let r_out = run(&rev, &with_bases(&rev));
+    assert_eq!(f_out.len(), r_out.len(), "seed {seed}: output counts\n{kernel}");
+    let mut compared = 0;
+    for (k, (f, r)) in f_out.iter().zip(&r_out).enumerate().skip(kernel.outputs().len()) {
+        assert_eq!(f.len(), r.len(), "seed {seed}: output {k} sizes");
+        for (i, (a, b)) in f.iter().zip(r).enumerate() {
+            if !a.is_finite() || !b.is_finite() {
+                continue;
+            }
+            let scale = 1.0 + a.abs().max(b.abs());
+            assert!(
+                (a - b).abs() <= 1e-9 * scale,
+                "seed {seed}: output {k} element {i}: jacfwd {a}, jacrev {b}\n{kernel}\n{fwd}"
+            );
+            compared += 1;
+        }
+    }
+    compared
+}
+
+#[test]
+fn forward_and_reverse_jacobians_agree_on_random_kernels() {
+    let compared: usize = (0..300).map(check_jacobians).sum();
+    println!("compared {compared} Jacobian entries");
+    assert!(compared > 2000, "only {compared} entries compared");
+}

@@ -4,7 +4,7 @@
 mod common;
 
 use common::{arr, assert_close, fd_grad, kernel_f64, run, run_named, uniform};
-use rfx_autodiff::{AdError, grad, hvp, jacfwd, jacobian, jacrev, jvp, keep_outputs, value_and_grad};
+use rfx_autodiff::{grad, hvp, jacfwd, jacobian, jacrev, jvp, keep_outputs, value_and_grad};
 use rfx_ir::hir::Kernel;
 use rfx_ir::{BinaryOp, ReduceOp, Scalar, UnaryOp};
 

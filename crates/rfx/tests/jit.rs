@@ -322,6 +322,25 @@ fn transforms_compose_and_run_under_jit() {
         .unwrap();
     assert_eq!(jac2, jac);
 
+    // More output than input elements: forward mode, with basis_x supplied by the jit too.
+    let jf = rfx::jit(rfx::jacobian(|x: Tensor| (x.sin(), x * 2.0, x.exp())));
+    let out = jf.call((&x,)).unwrap();
+    assert_eq!(out.len(), 6, "three values, then three Jacobians");
+    for (k, derivative) in [
+        (3, &(|v: f64| v.cos()) as &dyn Fn(f64) -> f64),
+        (4, &|_| 2.0),
+        (5, &|v: f64| v.exp()),
+    ] {
+        assert_eq!(out[k].shape(), &Shape::new([4, 4]));
+        let jac = out[k].as_slice::<f64>().unwrap();
+        for r in 0..4 {
+            for c in 0..4 {
+                let expected = if r == c { derivative(x[r]) } else { 0.0 };
+                assert!((jac[r * 4 + c] - expected).abs() < 1e-12, "output {k}: jac[{r},{c}]");
+            }
+        }
+    }
+
     // hvp of sum(x^3): H = diag(6x), so hvp = 6 x t.
     let h = rfx::jit(rfx::hvp(|x: Tensor| (x * x * x).sum(All)));
     let out = h.call((&x, &t)).unwrap();

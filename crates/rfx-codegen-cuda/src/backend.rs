@@ -365,7 +365,8 @@ impl std::fmt::Debug for CudaProgram {
 impl CudaProgram {
     /// Queues the program on device-resident arrays, in the program's input and output
     /// order; checks every array's dtype and shape first (nothing is queued on a mismatch).
-    /// Returns without waiting for the GPU.
+    /// Returns without waiting for the GPU. If the driver refuses a later kernel of a
+    /// multi-kernel program, the kernels before it stay queued (their outputs may be written).
     pub fn launch(
         &self,
         inputs: &[&DeviceArray],

@@ -2,9 +2,10 @@
 //!
 //! Every LIR kernel becomes one `extern "C" __global__` function whose threads walk the
 //! kernel's *units* in a grid-stride loop. A unit is a point of the loop nest for elementwise
-//! kernels and a leading point for kernels with reduced dims; a thread does a unit's whole
-//! reduction itself, in the LIR order (see [`emit_kernel`]), so results are the interpreter's
-//! bits. Slots become local variables declared at the top of the function; the preamble runs
+//! kernels and a leading point for kernels with reduced dims. A reduction of fewer than
+//! `TREE_MIN_POINTS` points per unit is done by one thread in the LIR order (see
+//! `emit_kernel`), so results are the interpreter's bits; a longer one runs as a block tree
+//! (see `emit_tree_body`) in an order fixed by the shape, within the bounds in the crate docs. Slots become local variables declared at the top of the function; the preamble runs
 //! once per thread before the loop. Addresses are `sum(idx[d] * stride[d])` with the LIR's
 //! strides; zero strides and size-1 dims drop out of the expression.
 //!
@@ -565,9 +566,10 @@ impl Emitter<'_> {
     /// then 8, 4, 2, 1, lower index on the left), the 8 warp totals by the same tree, and the
     /// C block partials of a unit by one more block pass in the same shape. So `max`/`min`
     /// keep "the later element wins a ±0 tie" within a thread, and every combine has the
-    /// earlier points on its left. Float sums differ from the interpreter's sequential sum
-    /// only by rounding (a tree's error bound is smaller: see the crate docs); i32 sums,
-    /// products and `max`/`min` of non-zero values give the same bits.
+    /// earlier points on its left. Float sums and products differ from the interpreter's
+    /// sequential ones only by rounding (see the crate docs for the bounds); i32 sums and
+    /// products (wrapping, hence associative) and `max`/`min` give the same bits, except that
+    /// a ±0 tie may keep either zero.
     fn emit_tree_body(
         &mut self,
         idx: &str,

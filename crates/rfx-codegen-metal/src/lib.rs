@@ -90,8 +90,9 @@
 //! cannot see (`gid.z`); and llvmpipe ends an invocation's loops after 65535 iterations in
 //! total, so the innermost reduced dim of a short reduction is unrolled 16 points per
 //! iteration, a workgroup tree needs `ceil(points / 64)` iterations per invocation, and the
-//! runtime returns `Unsupported::Size` on llvmpipe for a reduction that would still exceed the
-//! budget (about four million points per output element) instead of a silently truncated sum.
+//! backend returns `Unsupported::Size` on llvmpipe for a reduction that would still exceed the
+//! budget (about four million points per output element) from `compile`, before anything
+//! runs, instead of a silently truncated sum.
 //!
 //! # Public API
 //!

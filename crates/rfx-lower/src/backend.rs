@@ -46,7 +46,9 @@ pub trait Compiled: Send + Sync {
     fn program(&self) -> &LirProgram;
 
     /// Runs on `inputs` (in the program's input order) writing `outputs` (in output order).
-    /// Implementations first call [`validate_call`]; on any error nothing is written.
+    /// Implementations first call [`validate_call`]: when it rejects the call
+    /// ([`BackendError::Call`]) nothing is written. A failure while running (a GPU driver
+    /// error, [`BackendError::Runtime`]) may leave some outputs written and others not.
     /// `scratch` holds the program's temporaries; it grows on first use and is reused after, so
     /// a caller that keeps one `Scratch` per thread makes calls that allocate nothing.
     fn run(

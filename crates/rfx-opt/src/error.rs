@@ -12,8 +12,8 @@ pub enum OptError {
     /// A value the optimiser could not type (an optimiser bug).
     #[error("internal error: value {0} has no consistent type in the e-graph")]
     InvalidValue(ValueId),
-    /// Extraction met a cycle (an optimiser bug).
-    #[error("internal error: extraction met a cycle")]
+    /// Extraction met a cycle, or a rebuild found an operand missing (an optimiser bug).
+    #[error("internal error: extraction met a cycle or a missing operand")]
     Cycle,
     /// Rebuilding HIR from the e-graph broke a typing rule (a rewrite-rule bug).
     #[error("internal error: rebuilt kernel is ill-typed: {0}")]

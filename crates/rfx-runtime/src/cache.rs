@@ -376,11 +376,31 @@ impl Cache {
             return Ok(exe.clone());
         }
         self.note_miss(&key);
-        let kernel = make_kernel()?;
-        let exe = Arc::new(compile(&kernel, config, registry)?);
+        let compiled = make_kernel().and_then(|kernel| compile(&kernel, config, registry).map_err(E::from));
+        let exe = match compiled {
+            Ok(exe) => Arc::new(exe),
+            Err(e) => {
+                // A failed trace or compile leaves no empty slot behind: many distinct failing
+                // keys must not grow the map.
+                drop(guard);
+                self.forget_if_empty(&key, &slot);
+                return Err(e);
+            }
+        };
         self.compiles.fetch_add(1, Ordering::Relaxed);
         *guard = Some(exe.clone());
         Ok(exe)
+    }
+
+    /// Removes `key`'s slot when it is still `slot`, empty, and nobody is compiling into it
+    /// (a caller waiting on it compiles for itself and keeps its own result on success).
+    fn forget_if_empty(&self, key: &Arc<CacheKey>, slot: &Arc<Slot>) {
+        let mut slots = self.slots.write().unwrap_or_else(PoisonError::into_inner);
+        let ours = slots.get(&**key).is_some_and(|s| Arc::ptr_eq(s, slot));
+        let empty = slot.try_lock().is_ok_and(|g| g.is_none());
+        if ours && empty {
+            slots.remove(&**key);
+        }
     }
 
     fn note_use(&self, key: &Arc<CacheKey>) {
@@ -414,5 +434,39 @@ impl Cache {
         }
         history.last_key = Some(key.clone());
         history.last_miss = Some(miss);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rfx_ir::{DType, TensorType};
+    use rfx_lower::CallError;
+
+    #[test]
+    fn failed_compiles_leave_no_slots_behind() {
+        let cache = Cache::new("failing");
+        let config = CompileConfig::with_backend("no-such-backend");
+        for n in 1..=50 {
+            let key = CacheKey::new(
+                None,
+                vec![("x".to_string(), TensorType::new(DType::F32, [n]))],
+                &config,
+            );
+            // Odd sizes fail to trace, even ones trace and then meet an unknown backend.
+            let result = cache.get_or_compile(key, &config, crate::registry(), || {
+                if n % 2 == 1 {
+                    return Err(RuntimeError::Call(CallError::UnknownInput(format!("x{n}"))));
+                }
+                let text =
+                    format!("kernel k {{ %x = input x : f32[{n}] %y = neg %x : f32[{n}] output y = %y }}");
+                rfx_ir::hir::parse(&text)
+                    .map_err(|e| RuntimeError::Call(CallError::UnknownInput(e.to_string())))
+            });
+            assert!(result.is_err());
+        }
+        let slots = cache.slots.read().unwrap_or_else(PoisonError::into_inner).len();
+        assert_eq!(slots, 0, "every failing key left its slot behind");
+        assert_eq!(cache.len(), 0);
     }
 }

@@ -13,7 +13,9 @@ use rfx_runtime::{
 use crate::func::{KernelFn, identity_basis};
 use crate::trace::TraceError;
 
-/// Why a jitted call failed. Nothing ran when an error is returned.
+/// Why a jitted call failed. Nothing ran when the call itself was rejected (tracing, typing,
+/// compiling, bad arguments); a backend failure while running (a GPU driver error) may leave
+/// some outputs written.
 #[derive(Debug, thiserror::Error)]
 pub enum JitError {
     /// Tracing the function broke a typing rule (shape or dtype mismatch, ...).

@@ -336,7 +336,10 @@ fn transforms_compose_and_run_under_jit() {
         for r in 0..4 {
             for c in 0..4 {
                 let expected = if r == c { derivative(x[r]) } else { 0.0 };
-                assert!((jac[r * 4 + c] - expected).abs() < 1e-12, "output {k}: jac[{r},{c}]");
+                assert!(
+                    (jac[r * 4 + c] - expected).abs() < 1e-12,
+                    "output {k}: jac[{r},{c}]"
+                );
             }
         }
     }

@@ -9,10 +9,13 @@
 //!   and compares every kernel's time, normalised by a reference loop measured in the same run,
 //!   with the baseline; exits 1 when one is slower by more than the threshold.
 //! - `cargo xtask bench-baseline --output baselines/NAME.json`: writes a new baseline.
+//! - `cargo xtask peers [--markdown FILE]`: `rfx bench` and `../shared/peers/peers.py` at sizes
+//!   1 to 1M, and rfx's speed ratio to NumPy, numexpr, JAX, numba, CasADi, tinygrad and gcc C.
 //!
 //! xtask depends on no rfx crate, so it builds even when the compiler crates do not.
 
 mod deps;
+mod peers;
 mod perf;
 
 use std::path::PathBuf;
@@ -46,9 +49,16 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Some("peers") => match peers::peers(&workspace_root(), &args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        },
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\ncommands:\n  deps             check the crate layering rules\n  perf-check       compare an rfx bench run with a baseline (--baseline FILE --threshold-pct 10)\n  bench-baseline   write a new baseline (--output FILE)"
+                "usage: cargo xtask <command>\n\ncommands:\n  deps             check the crate layering rules\n  perf-check       compare an rfx bench run with a baseline (--baseline FILE --threshold-pct 10)\n  bench-baseline   write a new baseline (--output FILE)\n  peers            rfx bench and the peers script side by side (--markdown FILE)"
             );
             ExitCode::from(2)
         }

@@ -41,6 +41,10 @@ pub struct BenchArgs {
     /// Only run kernels whose name contains this text.
     #[arg(long)]
     pub filter: Option<String>,
+    /// Draw time per element against size (rfx and the interpreter baseline) to this SVG file;
+    /// most useful with `--sizes`.
+    #[arg(long)]
+    pub plot: Option<std::path::PathBuf>,
     /// Compile with fast math (the optimiser's fast-math rules and the backend's: FMA
     /// contraction on the CPU and CUDA, CUDA's hardware approximations).
     #[arg(long)]
@@ -492,14 +496,31 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
         None => None,
     };
     let mut results = Vec::new();
+    let total = sizes.len() * kernels(1)?.len();
+    // A progress bar only on a terminal: piped output and CI logs stay plain lines.
+    let progress = std::io::IsTerminal::is_terminal(&std::io::stdout()).then(|| {
+        let bar = indicatif::ProgressBar::new(total as u64);
+        if let Ok(style) = indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} {msg}") {
+            bar.set_style(style);
+        }
+        bar
+    });
+    let say = |text: String| match &progress {
+        Some(bar) => bar.suspend(|| println!("{text}")),
+        None => println!("{text}"),
+    };
     for &n in &sizes {
-        println!(
+        say(format!(
             "Benchmarking kernels (size={n}, iterations={iterations}, backend={}{})",
             args.backend,
             if args.fast_math { ", fast math" } else { "" }
-        );
+        ));
         let reference = reference_p50(n)?;
         for (name, kernel) in kernels(n)? {
+            if let Some(bar) = &progress {
+                bar.inc(1);
+                bar.set_message(format!("{name} at {n}"));
+            }
             if args.filter.as_ref().is_some_and(|f| !name.contains(f.as_str())) {
                 continue;
             }
@@ -548,15 +569,18 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
                 ops_after: report.ops_after,
                 kernels: report.kernels,
             };
-            println!(
+            say(format!(
                 "[{}] {}: {:.4}ms avg, {:.0} ops/s",
                 result.backend,
                 result.kernel,
                 result.timing.mean_s * 1e3,
                 result.calls_per_s
-            );
+            ));
             results.push(result);
         }
+    }
+    if let Some(bar) = progress {
+        bar.finish_and_clear();
     }
     print_table(&results);
     let report = BenchReport {
@@ -570,6 +594,10 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
     if let Some(path) = &args.json_out {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
             .with_context(|| format!("writing {}", path.display()))?;
+        println!("wrote {}", path.display());
+    }
+    if let Some(path) = &args.plot {
+        crate::plot::draw(&report.results, path)?;
         println!("wrote {}", path.display());
     }
     Ok(report)

@@ -7,7 +7,9 @@
 //! workspace depends on this crate.
 //!
 //! The crate is the `rfx` binary (`src/main.rs`); this small library part holds the benchmark
-//! harness ([`mod@bench`]), whose argument struct and entry point other tools may reuse.
+//! harness ([`mod@bench`], with its SVG plot in [`mod@plot`]), whose argument struct and entry
+//! point other tools may reuse.
 #![deny(missing_docs)]
 
 pub mod bench;
+pub mod plot;

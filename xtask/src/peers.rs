@@ -1,0 +1,241 @@
+//! `cargo xtask peers`: rfx's benchmark and the peers script (`../shared/peers/peers.py`:
+//! NumPy, numexpr, JAX, numba, CasADi, tinygrad, gcc C) on the same kernels and sizes, one
+//! after the other on this machine, and rfx's speed ratio to each peer.
+//!
+//! ```text
+//! cargo xtask peers [--label NAME] [--iterations N] [--markdown FILE] [--reuse-peers]
+//! ```
+//!
+//! The peers need their Python environment first: `PEERS_WORKDIR=target/peers
+//! ../shared/peers/setup.sh`. `--reuse-peers` skips the peers run and reads the stored run
+//! `NAME` from `target/peers/results.json` (the peers script takes 6–7 minutes). rfx's figure
+//! is `batch_p50_s` (median over batches of back-to-back calls, as the peers script measures);
+//! a ratio above 1 means rfx is faster.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+/// The peers script's kernels and rfx's names for them.
+const KERNELS: [(&str, &str, &str); 7] = [
+    ("K1", "add", "x+y"),
+    ("K2", "mul", "x*y"),
+    ("K3", "sin", "sin(x)"),
+    ("K4", "fused_chain", "sin(x*2)+y"),
+    ("K5", "chain10", "10-op chain"),
+    ("K6", "pid_clip", "PID clip"),
+    ("K7", "value_and_grad_sum_sq", "value+grad sum(x²)"),
+];
+const SIZES: [u64; 5] = [1, 16, 1024, 65536, 1_048_576];
+/// The peers shown, with their column titles.
+const PEERS: [(&str, &str); 8] = [
+    ("c_vec1", "gcc C"),
+    ("numpy_out", "NumPy out="),
+    ("numexpr", "numexpr"),
+    ("jax", "JAX jit"),
+    ("numba", "numba"),
+    ("casadi", "CasADi"),
+    ("casadi_cgC", "CasADi C"),
+    ("tinygrad", "tinygrad"),
+];
+
+struct Options {
+    label: String,
+    iterations: String,
+    markdown: Option<String>,
+    reuse_peers: bool,
+}
+
+fn parse(args: &[String]) -> Result<Options, String> {
+    let mut options = Options {
+        label: "xtask".to_string(),
+        iterations: "200".to_string(),
+        markdown: None,
+        reuse_peers: false,
+    };
+    let mut it = args.iter();
+    while let Some(arg) = it.next() {
+        let mut value = |name: &str| it.next().cloned().ok_or_else(|| format!("{name} needs a value"));
+        match arg.as_str() {
+            "--label" => options.label = value("--label")?,
+            "--iterations" => options.iterations = value("--iterations")?,
+            "--markdown" => options.markdown = Some(value("--markdown")?),
+            "--reuse-peers" => options.reuse_peers = true,
+            other => return Err(format!("unknown argument `{other}`")),
+        }
+    }
+    Ok(options)
+}
+
+/// Runs both benchmarks and prints (and optionally writes) the comparison.
+pub(crate) fn peers(root: &Path, args: &[String]) -> Result<(), String> {
+    let options = parse(args)?;
+    let work = root.join("target/peers");
+    let script = root.join("../shared/peers/peers.py");
+    let python = work.join("venv/bin/python");
+    if !options.reuse_peers && !python.exists() {
+        return Err(format!(
+            "no peers environment at {}: run `PEERS_WORKDIR=target/peers {}` first",
+            python.display(),
+            root.join("../shared/peers/setup.sh").display()
+        ));
+    }
+    std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
+    let rfx_json = work.join("rfx.json");
+    let sizes: Vec<String> = SIZES.iter().map(u64::to_string).collect();
+    eprintln!("peers: rfx bench at sizes {}", sizes.join(","));
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(root)
+        .args([
+            "run",
+            "--release",
+            "--quiet",
+            "-p",
+            "rfx-cli",
+            "--",
+            "bench",
+            "--no-baselines",
+        ])
+        .args(["--sizes", &sizes.join(","), "--iterations", &options.iterations])
+        .arg("--json-out")
+        .arg(&rfx_json)
+        .status()
+        .map_err(|e| format!("running rfx bench: {e}"))?;
+    if !status.success() {
+        return Err(format!("rfx bench failed: {status}"));
+    }
+    if !options.reuse_peers {
+        eprintln!(
+            "peers: {} --label {} (6-7 minutes)",
+            script.display(),
+            options.label
+        );
+        let status = Command::new(&python)
+            .arg(&script)
+            .args(["--label", &options.label])
+            .env("PEERS_WORKDIR", &work)
+            .status()
+            .map_err(|e| format!("running the peers script: {e}"))?;
+        if !status.success() {
+            return Err(format!("the peers script failed: {status}"));
+        }
+    }
+    let rfx = read_json(&rfx_json)?;
+    let peers = read_json(&work.join("results.json"))?;
+    let run = peers
+        .pointer(&format!("/runs/{}", options.label))
+        .ok_or_else(|| format!("no peers run labelled `{}` in results.json", options.label))?;
+    let table = comparison(&rfx, run)?;
+    println!("{table}");
+    if let Some(path) = &options.markdown {
+        std::fs::write(path, &table).map_err(|e| format!("{path}: {e}"))?;
+        eprintln!("peers: wrote {path}");
+    }
+    Ok(())
+}
+
+fn read_json(path: &Path) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The markdown table: per kernel and size, rfx's µs and each peer's µs with rfx's speed-up.
+pub(crate) fn comparison(rfx: &Value, run: &Value) -> Result<String, String> {
+    let mut ours: BTreeMap<(String, u64), f64> = BTreeMap::new();
+    for r in rfx
+        .get("results")
+        .and_then(Value::as_array)
+        .ok_or("rfx.json has no results")?
+    {
+        if let (Some(kernel), Some(size), Some(t)) = (
+            r.get("kernel").and_then(Value::as_str),
+            r.get("size").and_then(Value::as_u64),
+            r.get("batch_p50_s").and_then(Value::as_f64),
+        ) {
+            ours.insert((kernel.to_string(), size), t * 1e6);
+        }
+    }
+    let mut theirs: BTreeMap<(String, String, u64), f64> = BTreeMap::new();
+    for r in run
+        .get("kernels")
+        .and_then(Value::as_array)
+        .ok_or("the peers run has no kernels")?
+    {
+        if let (Some(peer), Some(kernel), Some(n), Some(us)) = (
+            r.get("peer").and_then(Value::as_str),
+            r.get("kernel").and_then(Value::as_str),
+            r.get("n").and_then(Value::as_u64),
+            r.get("med_us").and_then(Value::as_f64),
+        ) {
+            theirs.insert((peer.to_string(), kernel.to_string(), n), us);
+        }
+    }
+    let mut out = String::new();
+    let _ = write!(out, "| kernel | n | rfx µs |");
+    for (_, title) in PEERS {
+        let _ = write!(out, " {title} |");
+    }
+    let _ = write!(out, "\n|---|---|---|");
+    for _ in PEERS {
+        let _ = write!(out, "---|");
+    }
+    out.push('\n');
+    for (k, name, title) in KERNELS {
+        for n in SIZES {
+            let Some(&rfx_us) = ours.get(&(name.to_string(), n)) else {
+                continue;
+            };
+            let _ = write!(out, "| {k} {title} | {n} | {} |", fmt_us(rfx_us));
+            for (peer, _) in PEERS {
+                match theirs.get(&(peer.to_string(), k.to_string(), n)) {
+                    Some(&us) => {
+                        let _ = write!(out, " {} ({:.1}×) |", fmt_us(us), us / rfx_us);
+                    }
+                    None => out.push_str(" – |"),
+                }
+            }
+            out.push('\n');
+        }
+    }
+    Ok(out)
+}
+
+fn fmt_us(us: f64) -> String {
+    if us >= 100.0 {
+        format!("{us:.0}")
+    } else if us >= 1.0 {
+        format!("{us:.2}")
+    } else {
+        format!("{us:.3}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_pairs_rfx_with_each_peer_and_gives_rfx_speed_ups() {
+        let rfx = serde_json::json!({"results": [
+            {"kernel": "add", "size": 65536, "batch_p50_s": 10e-6},
+            {"kernel": "pid_clip", "size": 1, "batch_p50_s": 0.05e-6},
+        ]});
+        let run = serde_json::json!({"kernels": [
+            {"peer": "c_vec1", "kernel": "K1", "n": 65536, "med_us": 7.5},
+            {"peer": "numpy_out", "kernel": "K1", "n": 65536, "med_us": 20.0},
+            {"peer": "jax", "kernel": "K6", "n": 1, "med_us": 4.5},
+            {"peer": "jax", "kernel": "K6", "n": 16, "error": "boom"},
+        ]});
+        let table = comparison(&rfx, &run).unwrap();
+        assert!(
+            table.contains("| K1 x+y | 65536 | 10.00 | 7.50 (0.8×) | 20.00 (2.0×) |"),
+            "{table}"
+        );
+        assert!(table.contains("| K6 PID clip | 1 | 0.050 |"), "{table}");
+        assert!(table.contains("4.50 (90.0×)"), "{table}");
+        assert_eq!(table.lines().count(), 4, "header, rule and two rows:\n{table}");
+    }
+}

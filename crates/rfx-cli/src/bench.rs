@@ -292,6 +292,25 @@ struct Prepared {
     compiled: std::sync::Arc<dyn Compiled>,
     inputs: Vec<Array>,
     outputs: Vec<Array>,
+    /// Input sets the timed calls cycle through ([`rotation_sets`]); the first is `inputs`.
+    rotation_in: Vec<Vec<Array>>,
+    /// Output sets, one per input set.
+    rotation_out: Vec<Vec<Array>>,
+}
+
+/// How many input/output sets the timed calls rotate through, as the peers script does
+/// (`nsets_for` in `../shared/peers/peers.py`), so that caches and branch predictors flatter
+/// nobody: one set up to 16 elements (latency); at least 2^18 elements per rotation below 2^20
+/// elements; from 2^20 on a footprint of at least 256 MB (several times the L3), so the large
+/// sizes measure DRAM bandwidth.
+fn rotation_sets(n: usize, arrays: usize) -> usize {
+    if n <= 16 {
+        1
+    } else if n < 1 << 20 {
+        (1usize << 18).div_ceil(n).max(4)
+    } else {
+        (256e6 / (n as f64 * 4.0 * arrays.max(1) as f64)).ceil().max(2.0) as usize
+    }
 }
 
 fn prepare(
@@ -309,15 +328,29 @@ fn prepare(
     let compiled = backend.compile(&lir, &options)?;
     let compile = start.elapsed();
     let inputs = random_inputs(&mut TestRng::new(7), kernel, 0.0);
-    let outputs = lir
+    let outputs: Vec<Array> = lir
         .outputs()
         .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
         .collect();
+    let n = inputs.iter().map(|a| a.data().len()).max().unwrap_or(1);
+    let sets = rotation_sets(n, inputs.len() + outputs.len());
+    let rotation_in = (0..sets as u64)
+        .map(|s| {
+            if s == 0 {
+                inputs.clone()
+            } else {
+                random_inputs(&mut TestRng::new(7 + s), kernel, 0.0)
+            }
+        })
+        .collect();
+    let rotation_out = vec![outputs.clone(); sets];
     Ok((
         Prepared {
             compiled,
             inputs,
             outputs,
+            rotation_in,
+            rotation_out,
         },
         report,
         compile,
@@ -358,12 +391,20 @@ fn reference_p50(n: usize) -> anyhow::Result<f64> {
 
 /// The batched median of `p`'s calls (plus the injected delay).
 fn batch_p50(p: &mut Prepared, delay: Duration) -> anyhow::Result<f64> {
-    let views: Vec<_> = p.inputs.iter().map(Array::view).collect();
     let mut scratch = Scratch::new();
-    let (compiled, outputs) = (&p.compiled, &mut p.outputs);
+    let in_views: Vec<Vec<_>> = p
+        .rotation_in
+        .iter()
+        .map(|set| set.iter().map(Array::view).collect())
+        .collect();
+    let (compiled, rotation_out) = (&p.compiled, &mut p.rotation_out);
+    let sets = in_views.len().max(1);
+    let mut next = 0usize;
     batched_p50(|| {
-        let mut outs: Vec<_> = outputs.iter_mut().map(Array::view_mut).collect();
-        compiled.run(&views, &mut outs, &mut scratch)?;
+        let k = next % sets;
+        next += 1;
+        let mut outs: Vec<_> = rotation_out[k].iter_mut().map(Array::view_mut).collect();
+        compiled.run(&in_views[k], &mut outs, &mut scratch)?;
         if !delay.is_zero() {
             busy_wait(delay);
         }
@@ -384,13 +425,18 @@ fn time_calls(p: &mut Prepared, iterations: usize) -> anyhow::Result<Vec<Duratio
 }
 
 fn time_calls_delayed(p: &mut Prepared, iterations: usize, delay: Duration) -> anyhow::Result<Vec<Duration>> {
-    let views: Vec<_> = p.inputs.iter().map(Array::view).collect();
     let mut scratch = Scratch::new();
     let mut samples = Vec::with_capacity(iterations);
+    let in_views: Vec<Vec<_>> = p
+        .rotation_in
+        .iter()
+        .map(|set| set.iter().map(Array::view).collect())
+        .collect();
+    let sets = in_views.len().max(1);
     for i in 0..=iterations {
-        let mut outs: Vec<_> = p.outputs.iter_mut().map(Array::view_mut).collect();
+        let mut outs: Vec<_> = p.rotation_out[i % sets].iter_mut().map(Array::view_mut).collect();
         let start = Instant::now();
-        p.compiled.run(&views, &mut outs, &mut scratch)?;
+        p.compiled.run(&in_views[i % sets], &mut outs, &mut scratch)?;
         if !delay.is_zero() {
             busy_wait(delay);
         }

@@ -94,6 +94,19 @@
 //! budget (about four million points per output element) from `compile`, before anything
 //! runs, instead of a silently truncated sum.
 //!
+//! **On NVIDIA's Vulkan driver** (an H100, driver 580.159, measured 2026-11-23 by running this
+//! crate's conformance tests there) the exactness above does not hold, and nothing in WGSL
+//! lets rfx ask for it: the driver flushes subnormal inputs and results to zero (so `-3e-39`
+//! negates to `0`, and `-0 < 1e-40` is false), `div` is off by up to 1 ULP, and the
+//! transcendentals are the driver's fast versions. Max ULP over the ranges of the table above:
+//! exp 58, exp2 2, log 19, log2 22, sin 301291, cos 354161, tan 182153 (their argument
+//! reduction is poor beyond a few periods: use a CPU or CUDA backend for `sin`/`cos` of large
+//! arguments), tanh 1, atan 2, asin 2, acos 2, sigmoid 60, pow 88, atan2 2. `add`, `sub`,
+//! `mul`, comparisons on normal numbers, integer ops, casts and reductions of normal numbers
+//! matched the interpreter there. Apple GPUs compile MSL with fast math by default, with
+//! similar consequences. Exact division and argument reduction written in WGSL, and a
+//! device-specific bound table, are future work.
+//!
 //! # Public API
 //!
 //! [`MetalBackend`] (`rfx_lower::Backend` named `"metal"`), [`wgsl`] and [`msl`] for the text

@@ -397,14 +397,18 @@ fn batch_p50(p: &mut Prepared, delay: Duration) -> anyhow::Result<f64> {
         .iter()
         .map(|set| set.iter().map(Array::view).collect())
         .collect();
-    let (compiled, rotation_out) = (&p.compiled, &mut p.rotation_out);
+    let mut out_views: Vec<Vec<_>> = p
+        .rotation_out
+        .iter_mut()
+        .map(|set| set.iter_mut().map(Array::view_mut).collect())
+        .collect();
+    let compiled = &p.compiled;
     let sets = in_views.len().max(1);
     let mut next = 0usize;
     batched_p50(|| {
         let k = next % sets;
         next += 1;
-        let mut outs: Vec<_> = rotation_out[k].iter_mut().map(Array::view_mut).collect();
-        compiled.run(&in_views[k], &mut outs, &mut scratch)?;
+        compiled.run(&in_views[k], &mut out_views[k], &mut scratch)?;
         if !delay.is_zero() {
             busy_wait(delay);
         }
@@ -432,11 +436,16 @@ fn time_calls_delayed(p: &mut Prepared, iterations: usize, delay: Duration) -> a
         .iter()
         .map(|set| set.iter().map(Array::view).collect())
         .collect();
+    let mut out_views: Vec<Vec<_>> = p
+        .rotation_out
+        .iter_mut()
+        .map(|set| set.iter_mut().map(Array::view_mut).collect())
+        .collect();
     let sets = in_views.len().max(1);
     for i in 0..=iterations {
-        let mut outs: Vec<_> = p.rotation_out[i % sets].iter_mut().map(Array::view_mut).collect();
         let start = Instant::now();
-        p.compiled.run(&in_views[i % sets], &mut outs, &mut scratch)?;
+        p.compiled
+            .run(&in_views[i % sets], &mut out_views[i % sets], &mut scratch)?;
         if !delay.is_zero() {
             busy_wait(delay);
         }

@@ -165,13 +165,61 @@ impl Signature {
     }
 
     /// [`validate_call`] against this signature. Allocates nothing unless it reports an error.
+    ///
+    /// The accepting path is a tight loop (dtypes and dims compared inline, byte ranges
+    /// compared for overlap): it is on every call of a control loop. Any failure re-runs the
+    /// general check, which names the offending argument.
     pub fn validate(&self, inputs: &[ArrayView<'_>], outputs: &[ArrayViewMut<'_>]) -> Result<(), CallError> {
+        if self.accepts(inputs, outputs) {
+            return Ok(());
+        }
         validate_parts(
             || self.inputs.iter().map(|(n, t)| (n.as_str(), t)),
             || self.outputs.iter().map(|(n, t)| (n.as_str(), t)),
             inputs,
             outputs,
         )
+    }
+}
+
+impl Signature {
+    /// Whether the call fits: the fast path of [`Signature::validate`], which must accept
+    /// exactly the calls `validate_parts` accepts.
+    #[inline]
+    fn accepts(&self, inputs: &[ArrayView<'_>], outputs: &[ArrayViewMut<'_>]) -> bool {
+        #[inline]
+        fn same_dims(a: &[usize], b: &[usize]) -> bool {
+            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+        }
+        if inputs.len() != self.inputs.len() || outputs.len() != self.outputs.len() {
+            return false;
+        }
+        for ((_, ty), view) in self.inputs.iter().zip(inputs) {
+            if view.dtype() != ty.dtype || !same_dims(view.shape().dims(), ty.shape.dims()) {
+                return false;
+            }
+        }
+        for ((_, ty), view) in self.outputs.iter().zip(outputs) {
+            if view.dtype() != ty.dtype || !same_dims(view.shape().dims(), ty.shape.dims()) {
+                return false;
+            }
+        }
+        for (i, out) in outputs.iter().enumerate() {
+            let range = byte_range(mut_range(out.data()));
+            if inputs
+                .iter()
+                .any(|input| overlaps(range.clone(), byte_range(ref_range(&input.data()))))
+            {
+                return false;
+            }
+            if outputs[i + 1..]
+                .iter()
+                .any(|other| overlaps(range.clone(), byte_range(mut_range(other.data()))))
+            {
+                return false;
+            }
+        }
+        true
     }
 }
 
@@ -243,4 +291,75 @@ where
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod signature_tests {
+    use super::*;
+    use rfx_ir::{DType, Shape};
+
+    fn sig(inputs: &[(DType, &[usize])], outputs: &[(DType, &[usize])]) -> Signature {
+        let named = |prefix: &str, list: &[(DType, &[usize])]| {
+            list.iter()
+                .enumerate()
+                .map(|(i, (d, s))| {
+                    (
+                        format!("{prefix}{i}"),
+                        TensorType::new(*d, Shape::new(s.to_vec())),
+                    )
+                })
+                .collect()
+        };
+        Signature {
+            inputs: named("x", inputs),
+            outputs: named("y", outputs),
+        }
+    }
+
+    /// The fast path accepts exactly the calls the general check accepts.
+    #[test]
+    fn the_fast_path_agrees_with_the_general_check() {
+        let shapes: [&[usize]; 4] = [&[], &[3], &[1, 3], &[3, 1]];
+        let (f32s, f64s, i32s) = ([0.5f32; 3], [0.5f64; 3], [1i32; 3]);
+        let mut outs_f32 = [0.0f32; 3];
+        let mut checked = 0;
+        for declared in shapes {
+            for dtype in [DType::F32, DType::F64] {
+                let signature = sig(
+                    &[(dtype, declared), (DType::I32, &[3])],
+                    &[(DType::F32, declared)],
+                );
+                for given in shapes {
+                    let numel: usize = given.iter().product();
+                    let shape = Shape::new(given.to_vec());
+                    let i_shape = Shape::new(vec![3]);
+                    let x = match dtype {
+                        DType::F32 => ArrayView::new(&shape, &f32s[..numel]),
+                        _ => ArrayView::new(&shape, &f64s[..numel]),
+                    }
+                    .expect("view");
+                    let k = ArrayView::new(&i_shape, &i32s[..]).expect("view");
+                    let out = ArrayViewMut::new(&shape, &mut outs_f32[..numel]).expect("view");
+                    let mut outputs = [out];
+                    for inputs in [vec![x, k], vec![x], vec![k, x]] {
+                        let general = validate_parts(
+                            || signature.inputs.iter().map(|(n, t)| (n.as_str(), t)),
+                            || signature.outputs.iter().map(|(n, t)| (n.as_str(), t)),
+                            &inputs,
+                            &outputs,
+                        );
+                        assert_eq!(
+                            signature.accepts(&inputs, &outputs),
+                            general.is_ok(),
+                            "declared {declared:?} {dtype}, given {given:?}: {general:?}"
+                        );
+                        assert_eq!(signature.validate(&inputs, &outputs).is_ok(), general.is_ok());
+                        checked += 1;
+                    }
+                    let _ = &mut outputs;
+                }
+            }
+        }
+        assert_eq!(checked, 4 * 2 * 4 * 3);
+    }
 }

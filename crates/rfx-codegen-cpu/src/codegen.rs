@@ -47,12 +47,33 @@ type LoopBody<'a, G> =
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct KernelShape {
     pub(crate) units: u64,
-    /// Loop points per unit (for deciding whether threads pay off).
-    pub(crate) points_per_unit: u64,
     /// Lanes the vector loop uses (1: scalar code).
     pub(crate) width: u8,
-    /// The schedule's minimum loop points per thread.
-    pub(crate) min_points_per_thread: usize,
+    /// The most threads the kernel can use ([`KernelShape::new`]), computed once so that a call
+    /// does not divide.
+    pub(crate) thread_limit: usize,
+}
+
+impl KernelShape {
+    /// A kernel shape; its thread limit is one thread per `min_points_per_thread` loop points,
+    /// with every chunk keeping at least 64 units (so a vector loop can always re-run its last
+    /// full vector on the ragged end of its own range).
+    pub(crate) fn new(
+        units: u64,
+        points_per_unit: u64,
+        width: u8,
+        min_points_per_thread: usize,
+    ) -> KernelShape {
+        let points = units.saturating_mul(points_per_unit.max(1));
+        let min_points = min_points_per_thread.max(1) as u64;
+        let wanted = usize::try_from(points / min_points).unwrap_or(usize::MAX);
+        let thread_limit = wanted.min(usize::try_from(units / 64).unwrap_or(usize::MAX));
+        KernelShape {
+            units,
+            width,
+            thread_limit,
+        }
+    }
 }
 
 /// One memory access of the body (a load or a store): its buffer and strides per loop dim.
@@ -316,12 +337,7 @@ impl<'k> Gen<'_, 'k> {
             let n = dims.first().copied().unwrap_or(1) as u64;
             let ptrs = self.pointers(b, &zeros)?;
             self.emit_elementwise_loop(b, lo, hi, n as usize, &ptrs)?;
-            KernelShape {
-                units: n,
-                points_per_unit: 1,
-                width: self.width,
-                min_points_per_thread: self.kernel().schedule.min_elems_per_thread,
-            }
+            KernelShape::new(n, 1, self.width, self.kernel().schedule.min_elems_per_thread)
         } else {
             let inner = dims[rank - 1];
             let rows: usize = dims[..rank - 1].iter().product();
@@ -334,12 +350,12 @@ impl<'k> Gen<'_, 'k> {
                 g.emit_elementwise_loop(b, zero, inner_count, inner, &ptrs)?;
                 Ok(Vec::new())
             })?;
-            KernelShape {
-                units: rows as u64,
-                points_per_unit: inner as u64,
-                width: self.width,
-                min_points_per_thread: self.kernel().schedule.min_elems_per_thread,
-            }
+            KernelShape::new(
+                rows as u64,
+                inner as u64,
+                self.width,
+                self.kernel().schedule.min_elems_per_thread,
+            )
         };
         b.ins().return_(&[]);
         Ok(shape)
@@ -611,12 +627,12 @@ impl<'k> Gen<'_, 'k> {
         })?;
         b.ins().return_(&[]);
         let units: usize = leading.iter().product();
-        Ok(KernelShape {
-            units: units as u64,
-            points_per_unit: reduced_numel as u64,
-            width: self.width,
-            min_points_per_thread: self.kernel().schedule.min_elems_per_thread,
-        })
+        Ok(KernelShape::new(
+            units as u64,
+            reduced_numel as u64,
+            self.width,
+            self.kernel().schedule.min_elems_per_thread,
+        ))
     }
 
     /// `for at in (start..end).step_by(step)` while a whole step fits (`at + step <= end`),

@@ -110,14 +110,7 @@ pub(crate) unsafe fn run_kernel(
     max_threads: usize,
 ) {
     let units = shape.units;
-    let points = units.saturating_mul(shape.points_per_unit.max(1));
-    let min_points = shape.min_points_per_thread.max(1) as u64;
-    let wanted = usize::try_from(points / min_points)
-        .unwrap_or(usize::MAX)
-        .min(max_threads);
-    // Every chunk keeps at least 64 units, so a vector loop can always re-run its last full
-    // vector on the ragged end of its own range.
-    let threads = wanted.min(usize::try_from(units / 64).unwrap_or(usize::MAX));
+    let threads = shape.thread_limit.min(max_threads);
     if threads <= 1 {
         // SAFETY: guaranteed by the caller.
         unsafe { func(table, 0, units) };

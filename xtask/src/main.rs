@@ -11,6 +11,9 @@
 //! - `cargo xtask bench-baseline --output baselines/NAME.json`: writes a new baseline.
 //! - `cargo xtask peers [--markdown FILE]`: `rfx bench` and `../shared/peers/peers.py` at sizes
 //!   1 to 1M, and rfx's speed ratio to NumPy, numexpr, JAX, numba, CasADi, tinygrad and gcc C.
+//! - `cargo xtask fuzz --minutes N`: the long mode of the differential fuzzer, `rfx fuzz` (release
+//!   build) for N minutes, saving shrunk mismatches to `crates/rfx-cli/tests/regressions/`
+//!   (which the CI quick mode replays); exits 1 on a mismatch.
 //!
 //! xtask depends on no rfx crate, so it builds even when the compiler crates do not.
 
@@ -49,6 +52,13 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Some("fuzz") => match fuzz(&workspace_root(), &args[1..]) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        },
         Some("peers") => match peers::peers(&workspace_root(), &args[1..]) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -58,11 +68,36 @@ fn main() -> ExitCode {
         },
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\ncommands:\n  deps             check the crate layering rules\n  perf-check       compare an rfx bench run with a baseline (--baseline FILE --threshold-pct 10)\n  bench-baseline   write a new baseline (--output FILE)\n  peers            rfx bench and the peers script side by side (--markdown FILE)"
+                "usage: cargo xtask <command>\n\ncommands:\n  deps             check the crate layering rules\n  perf-check       compare an rfx bench run with a baseline (--baseline FILE --threshold-pct 10)\n  bench-baseline   write a new baseline (--output FILE)\n  peers            rfx bench and the peers script side by side (--markdown FILE)\n  fuzz             the differential fuzzer for a while (--minutes N, default 10)"
             );
             ExitCode::from(2)
         }
     }
+}
+
+/// `cargo xtask fuzz [--minutes N]`: `rfx fuzz` in a release build, shrunk mismatches saved to
+/// the regression directory; passes `rfx fuzz`'s exit code on (1: a mismatch).
+fn fuzz(root: &std::path::Path, args: &[String]) -> Result<ExitCode, String> {
+    let flags = perf::flags(args)?;
+    if let Some(unknown) = flags.keys().find(|k| k.as_str() != "minutes") {
+        return Err(format!("unknown flag `--{unknown}` (fuzz takes --minutes N)"));
+    }
+    let minutes = flags.get("minutes").map_or("10", String::as_str);
+    if !minutes.parse::<f64>().is_ok_and(|m| m > 0.0) {
+        return Err(format!("--minutes needs a positive number, got `{minutes}`"));
+    }
+    let status = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .current_dir(root)
+        .args(["run", "--release", "--quiet", "-p", "rfx-cli", "--", "fuzz"])
+        .args(["--minutes", minutes])
+        .args(["--save-dir", "crates/rfx-cli/tests/regressions"])
+        .status()
+        .map_err(|e| format!("running rfx fuzz: {e}"))?;
+    Ok(match status.code() {
+        Some(0) => ExitCode::SUCCESS,
+        Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(2)),
+        None => ExitCode::from(2),
+    })
 }
 
 /// The workspace root: the parent of this crate's manifest directory.

@@ -8,8 +8,9 @@
 //!
 //! The crate is the `rfx` binary (`src/main.rs`); this small library part holds the benchmark
 //! harness ([`mod@bench`], with its SVG plot in [`mod@plot`]), whose argument struct and entry
-//! point other tools may reuse.
+//! point other tools may reuse, and the differential fuzzer ([`mod@fuzz`]) behind `rfx fuzz`.
 #![deny(missing_docs)]
 
 pub mod bench;
+pub mod fuzz;
 pub mod plot;

@@ -1,4 +1,5 @@
-//! The `rfx` command: run, evaluate, differentiate, dump and draw rfx kernels; benchmark them.
+//! The `rfx` command: run, evaluate, differentiate, dump and draw rfx kernels; benchmark and
+//! fuzz them.
 //!
 //! Exit codes: 0 success, 1 a user error (one line on stderr, `error: ...`), 2 an internal
 //! error (a compiler bug). Nothing is written to an output directory unless every output was
@@ -162,12 +163,62 @@ enum Command {
     },
     /// Benchmarks kernels end to end.
     Bench(BenchArgs),
+    /// Runs random kernels through every execution path and compares them (exit 1 on a
+    /// mismatch).
+    Fuzz(FuzzArgs),
+}
+
+/// `rfx fuzz` arguments.
+#[derive(Debug, clap::Args)]
+struct FuzzArgs {
+    /// Kernels to try (default 10000 unless --minutes is given).
+    #[arg(long)]
+    kernels: Option<u64>,
+    /// Stop after this many minutes.
+    #[arg(long)]
+    minutes: Option<f64>,
+    /// The first seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Run the metal backend on every K-th kernel only (0: never).
+    #[arg(long, default_value_t = 50)]
+    metal_every: u64,
+    /// Write each shrunk mismatching kernel to DIR/<path>_<seed>.rfx.
+    #[arg(long)]
+    save_dir: Option<PathBuf>,
+}
+
+fn fuzz(args: &FuzzArgs) -> Result<(), CliError> {
+    let duration = match args.minutes {
+        Some(m) if m.is_finite() && m > 0.0 => Some(std::time::Duration::from_secs_f64(m * 60.0)),
+        Some(m) => return Err(CliError::User(format!("--minutes must be positive, got {m}"))),
+        None => None,
+    };
+    let config = rfx_cli::fuzz::FuzzConfig {
+        kernels: args.kernels,
+        duration,
+        first_seed: args.seed,
+        metal_every: args.metal_every,
+        save_dir: args.save_dir.clone(),
+        ..rfx_cli::fuzz::FuzzConfig::default()
+    };
+    let report = rfx_cli::fuzz::run(&config).map_err(|e| CliError::Internal(format!("{e:#}")))?;
+    print!("{report}");
+    if report.mismatches.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::User(format!(
+            "{} mismatch(es) (see above)",
+            report.mismatches.len()
+        )))
+    }
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Bench(args) => bench::run(&args).map_err(|e| CliError::Internal(format!("{e:#}"))),
+        Command::Fuzz(args) => fuzz(&args),
         other => run_command(other),
     };
     match result {
@@ -270,6 +321,7 @@ fn run_command(command: Command) -> Result<(), CliError> {
             write_dot(&dot, output.as_deref())
         }
         Command::Bench(args) => bench::run(&args).map_err(|e| CliError::Internal(format!("{e:#}"))),
+        Command::Fuzz(args) => fuzz(&args),
     }
 }
 

@@ -1,0 +1,961 @@
+//! `rfx fuzz`: random kernels run through every execution path and compared.
+//!
+//! Each seed makes one random kernel ([`rfx_ir::testgen`], with a generator configuration and
+//! dimension sizes varied by the seed) and its inputs, `random_inputs(&mut TestRng::new(seed),
+//! &kernel, 0.2)`, so that a kernel and its seed reproduce a case exactly. The paths:
+//!
+//! - `lir-interp`: `rfx_opt::optimize`, `rfx_lower::lower` and the LIR interpreter, the
+//!   reference of every backend;
+//! - `hir-interp`: the HIR interpreter ([`Mode::Native`]), compared with `lir-interp`;
+//! - `cpu`, `metal`, `cuda`: the backends, run on the same LIR and compared with `lir-interp`.
+//!
+//! The comparison rules are exact, so a reported mismatch is a bug, never noise:
+//! - a backend must give the LIR interpreter's bits (any NaN equals any NaN) on kernels without
+//!   transcendental ops ([`UnaryOp::is_transcendental`], `pow`, `atan2`);
+//! - GPU kernels that reduce 1024 or more points per output run as trees, whose float rounding
+//!   differs from the interpreter's order: there only outputs computed without any float
+//!   reduction are compared (an i32 or bool output computed from a float sum may differ too);
+//! - `hir-interp` must give `lir-interp`'s bits on kernels without transcendentals and without
+//!   float reductions: lowering splits reductions into lanes (`Schedule::reduce_lanes`), which
+//!   changes float sums and, through ±0 ties, `max` and `min`;
+//! - kernels with transcendentals only have to run on every path, and each backend must give the
+//!   same bits on a second call.
+//!
+//! An error from a path whose reference succeeded is a mismatch, except a typed
+//! [`BackendError::Unsupported`] (metal has no `f64`; sizes beyond a device's limits), which is
+//! counted as a skip. A mismatching kernel is shrunk (see [`shrink`]) and, with
+//! [`FuzzConfig::save_dir`], written as `<path>_<seed>.rfx`: a `#` comment header followed by
+//! the HIR text, which `rfx run` and the regression test read back.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use rfx_ir::hir::{self, Builder, Kernel, Node, Op, Output, ValueId};
+use rfx_ir::interp::{Mode, run_hir, run_lir};
+use rfx_ir::lir::LirProgram;
+use rfx_ir::testgen::{KernelGenConfig, TestRng, random_inputs, random_kernel};
+use rfx_ir::{Array, ArrayData, ArrayView, BinaryOp, DType, Scalar, TensorType, UnaryOp};
+use rfx_lower::{Backend, BackendError, LowerConfig, Scratch, order_inputs};
+use rfx_opt::OptConfig;
+
+/// The rate of special float values (NaN, ±Inf, −0, subnormals, huge) among the inputs.
+const SPECIAL_RATE: f64 = 0.2;
+
+/// Reductions of this many points per output or more run as trees on the GPU backends.
+const GPU_TREE_MIN_POINTS: usize = 1024;
+
+/// The largest value a resized kernel may hold, so that one kernel stays cheap.
+const MAX_RESIZED_NUMEL: usize = 6000;
+
+/// Dimension sizes that resizing picks from: empty, odd and even sizes around the CPU vector
+/// widths (2 `f64` or 4 `f32` lanes, reductions in 4 or 8 partial accumulators).
+const INTERESTING_DIMS: [usize; 12] = [0, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 33];
+
+/// Sizes beyond the GPU tree threshold, used for rank-1 kernels now and then.
+const LARGE_DIMS: [usize; 3] = [1024, 1031, 2053];
+
+/// A hook that declares a mismatch on the path `injected` for any kernel it returns a
+/// description for: lets tests check the shrinker and the saved files without a real bug.
+pub type InjectedMismatch = fn(&Kernel) -> Option<String>;
+
+/// What to fuzz and for how long.
+#[derive(Clone, Debug)]
+pub struct FuzzConfig {
+    /// Stop after this many kernels (`None`: no limit; with no duration either, 10,000).
+    pub kernels: Option<u64>,
+    /// Stop once this much time has passed (checked between kernels).
+    pub duration: Option<Duration>,
+    /// The first seed; kernel `i` uses seed `first_seed + i`.
+    pub first_seed: u64,
+    /// Run the metal backend on every `metal_every`-th seed only (its pipelines are slow to
+    /// create on lavapipe); 0 never runs it.
+    pub metal_every: u64,
+    /// Where to write shrunk mismatching kernels (`<path>_<seed>.rfx`); `None` writes nothing.
+    pub save_dir: Option<PathBuf>,
+    /// Worker threads (seeds are shared out; the report does not depend on the count).
+    pub threads: usize,
+    /// Most shrinking attempts per mismatch (each reruns the mismatching path).
+    pub max_shrink_attempts: usize,
+    /// A test hook: see [`InjectedMismatch`].
+    pub inject: Option<InjectedMismatch>,
+}
+
+impl Default for FuzzConfig {
+    fn default() -> FuzzConfig {
+        FuzzConfig {
+            kernels: None,
+            duration: None,
+            first_seed: 1,
+            metal_every: 50,
+            save_dir: None,
+            threads: std::thread::available_parallelism().map_or(1, usize::from),
+            max_shrink_attempts: 400,
+            inject: None,
+        }
+    }
+}
+
+/// What happened on one path over a run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PathStats {
+    /// Kernels whose values were compared bit for bit (all outputs, or those a GPU tree
+    /// reduction leaves comparable).
+    pub compared: u64,
+    /// Kernels not compared, or compared only in part, by reason.
+    pub skipped: BTreeMap<String, u64>,
+}
+
+/// A path that disagreed with its reference.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mismatch {
+    /// The seed: the kernel's generator and its inputs' (`random_inputs(&mut
+    /// TestRng::new(seed), ..)`).
+    pub seed: u64,
+    /// The path that disagreed.
+    pub path: String,
+    /// What differed, on the shrunk kernel when shrinking kept the mismatch.
+    pub description: String,
+    /// The shrunk kernel in HIR text.
+    pub kernel: String,
+    /// Non-input nodes before and after shrinking.
+    pub ops_before_after: (usize, usize),
+    /// The file written, with [`FuzzConfig::save_dir`].
+    pub saved: Option<PathBuf>,
+}
+
+/// The result of a fuzzing run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FuzzReport {
+    /// Kernels generated and run.
+    pub kernels: u64,
+    /// Per path (`hir-interp`, `lir-interp`, `cpu`, `metal`, `cuda`, ...).
+    pub paths: BTreeMap<String, PathStats>,
+    /// Every mismatch, by seed.
+    pub mismatches: Vec<Mismatch>,
+    /// Wall time of the run.
+    pub elapsed: Duration,
+}
+
+impl FuzzReport {
+    /// The stats of `path` (empty when it never ran).
+    pub fn path(&self, path: &str) -> PathStats {
+        self.paths.get(path).cloned().unwrap_or_default()
+    }
+
+    fn skip(&mut self, path: &str, reason: impl Into<String>) {
+        *self
+            .paths
+            .entry(path.to_string())
+            .or_default()
+            .skipped
+            .entry(reason.into())
+            .or_default() += 1;
+    }
+
+    fn compared(&mut self, path: &str) {
+        self.paths.entry(path.to_string()).or_default().compared += 1;
+    }
+
+    fn merge(&mut self, other: FuzzReport) {
+        self.kernels += other.kernels;
+        for (path, stats) in other.paths {
+            let mine = self.paths.entry(path).or_default();
+            mine.compared += stats.compared;
+            for (reason, count) in stats.skipped {
+                *mine.skipped.entry(reason).or_default() += count;
+            }
+        }
+        self.mismatches.extend(other.mismatches);
+    }
+}
+
+impl fmt::Display for FuzzReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "fuzz: {} kernels in {:.1?}, {} mismatch(es)",
+            self.kernels,
+            self.elapsed,
+            self.mismatches.len()
+        )?;
+        for (path, stats) in &self.paths {
+            writeln!(f, "  {path:<11} compared {:>7}", stats.compared)?;
+            for (reason, count) in &stats.skipped {
+                writeln!(f, "  {:<11} skipped  {count:>7}  {reason}", "")?;
+            }
+        }
+        for m in &self.mismatches {
+            writeln!(
+                f,
+                "  MISMATCH seed {} path {}: {} (shrunk {} -> {} ops){}",
+                m.seed,
+                m.path,
+                m.description,
+                m.ops_before_after.0,
+                m.ops_before_after.1,
+                m.saved
+                    .as_ref()
+                    .map_or(String::new(), |p| format!(", saved to {}", p.display()))
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Runs the fuzzer: kernels from `config.first_seed` on, until `config.kernels` kernels or
+/// `config.duration` time. Fails only when a mismatch cannot be written to
+/// [`FuzzConfig::save_dir`]; mismatches are in the report.
+pub fn run(config: &FuzzConfig) -> anyhow::Result<FuzzReport> {
+    let start = Instant::now();
+    let limit = match (config.kernels, config.duration) {
+        (Some(n), _) => n,
+        (None, Some(_)) => u64::MAX,
+        (None, None) => 10_000,
+    };
+    let env = Environment::probe();
+    let next = AtomicU64::new(0);
+    let merged = Mutex::new(FuzzReport::default());
+    std::thread::scope(|scope| {
+        for _ in 0..config.threads.max(1) {
+            scope.spawn(|| {
+                let mut report = FuzzReport::default();
+                loop {
+                    if config.duration.is_some_and(|d| start.elapsed() >= d) {
+                        break;
+                    }
+                    let index = next.fetch_add(1, Ordering::Relaxed);
+                    if index >= limit {
+                        break;
+                    }
+                    let seed = config.first_seed.wrapping_add(index);
+                    fuzz_seed(config, &env, seed, &mut report);
+                }
+                if let Ok(mut merged) = merged.lock() {
+                    merged.merge(report);
+                }
+            });
+        }
+    });
+    let mut report = merged
+        .into_inner()
+        .map_err(|_| anyhow::anyhow!("a fuzz worker panicked"))?;
+    report
+        .mismatches
+        .sort_by(|a, b| (a.seed, &a.path).cmp(&(b.seed, &b.path)));
+    if let Some(dir) = &config.save_dir {
+        for m in &mut report.mismatches {
+            m.saved = Some(save(dir, m)?);
+        }
+    }
+    report.elapsed = start.elapsed();
+    Ok(report)
+}
+
+/// Runs one kernel through every path (metal included) with inputs from `seed`, adding to
+/// `report`; a mismatch is shrunk as in [`run`] but not saved. For replaying saved files.
+pub fn check_kernel(config: &FuzzConfig, kernel: &Kernel, seed: u64, report: &mut FuzzReport) {
+    let env = Environment::probe();
+    report.kernels += 1;
+    check_and_shrink(config, &env, kernel, seed, true, report);
+}
+
+/// Reads a saved `.rfx` file (its `# seed: N` header line gives the inputs' seed, 0 without
+/// one) and runs it through every path with [`check_kernel`].
+pub fn replay_file(config: &FuzzConfig, path: &Path, report: &mut FuzzReport) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let kernel = hir::parse(&text)
+        .map_err(|e| anyhow::anyhow!("{}:{}:{}: {}", path.display(), e.line, e.col, e.message))?;
+    let seed = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("# seed:"))
+        .find_map(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    check_kernel(config, &kernel, seed, report);
+    Ok(())
+}
+
+/// The greedy shrinker: returns the smallest kernel it finds for which `fails` still holds
+/// (`kernel` itself when nothing smaller does), trying at most `max_attempts` candidates.
+///
+/// Candidates, repeated until none is kept: keep a single output; replace every use of a node
+/// by one of its operands of the same type, or by an input of the same type; drop unused
+/// inputs. Each candidate is compacted (dead nodes removed) and verified before `fails` sees it.
+pub fn shrink(kernel: &Kernel, max_attempts: usize, fails: &mut dyn FnMut(&Kernel) -> bool) -> Kernel {
+    let mut best = kernel.clone();
+    let mut attempts = 0;
+    let size = |k: &Kernel| (k.op_count(), k.nodes().len(), k.outputs().len());
+    'outer: loop {
+        for candidate in shrink_candidates(&best) {
+            if attempts >= max_attempts {
+                break 'outer;
+            }
+            if size(&candidate) >= size(&best) {
+                continue;
+            }
+            attempts += 1;
+            if fails(&candidate) {
+                best = candidate;
+                continue 'outer;
+            }
+        }
+        break;
+    }
+    best
+}
+
+/// What the run can use, found once.
+struct Environment {
+    metal: Result<&'static dyn Backend, String>,
+    cuda: Result<&'static dyn Backend, String>,
+}
+
+impl Environment {
+    fn probe() -> Environment {
+        Environment {
+            metal: metal_backend().and_then(|b| match b.check_available() {
+                Ok(()) => Ok(b),
+                Err(_) => Err("no adapter".to_string()),
+            }),
+            cuda: cuda_backend().and_then(|b| match b.check_available() {
+                Ok(()) => Ok(b),
+                Err(_) => Err("no GPU".to_string()),
+            }),
+        }
+    }
+}
+
+#[cfg(feature = "metal")]
+fn metal_backend() -> Result<&'static dyn Backend, String> {
+    Ok(&rfx_codegen_metal::MetalBackend)
+}
+
+#[cfg(not(feature = "metal"))]
+fn metal_backend() -> Result<&'static dyn Backend, String> {
+    Err("not built (feature `metal`)".to_string())
+}
+
+#[cfg(feature = "cuda")]
+fn cuda_backend() -> Result<&'static dyn Backend, String> {
+    Ok(&rfx_codegen_cuda::CudaBackend)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn cuda_backend() -> Result<&'static dyn Backend, String> {
+    Err("not built (feature `cuda`)".to_string())
+}
+
+fn fuzz_seed(config: &FuzzConfig, env: &Environment, seed: u64, report: &mut FuzzReport) {
+    let kernel = kernel_for_seed(seed);
+    report.kernels += 1;
+    let with_metal = config.metal_every > 0 && seed.is_multiple_of(config.metal_every);
+    check_and_shrink(config, env, &kernel, seed, with_metal, report);
+}
+
+/// The kernel of `seed`: a generator configuration drawn from the seed, then dimension sizes
+/// remapped (to 0, odd sizes, sizes around the vector widths, now and then a GPU-tree size).
+fn kernel_for_seed(seed: u64) -> Kernel {
+    // The generator's stream is decorrelated from the inputs' (`TestRng::new(seed)`).
+    let mut rng = TestRng::new(seed ^ 0x5eed_f022_a11c_0de5);
+    let float_dtypes = match rng.below(4) {
+        0 => vec![DType::F64],
+        1 => vec![DType::F32, DType::F64],
+        _ => vec![DType::F32],
+    };
+    let config = KernelGenConfig {
+        max_ops: 1 + rng.below(20),
+        max_inputs: 1 + rng.below(4),
+        max_outputs: 1 + rng.below(3),
+        max_rank: rng.below(4),
+        max_dim: 2 + rng.below(3),
+        float_dtypes,
+        allow_int_bool: rng.chance(0.8),
+        allow_reductions: rng.chance(0.75),
+        allow_broadcast: rng.chance(0.7),
+    };
+    let mut kernel = random_kernel(&mut rng, &config, "fuzz");
+    // Most generated kernels hold a transcendental op, whose values are not compared: in two
+    // kernels of three each one is replaced by an exactly rounded op of the same dtype.
+    if rng.chance(0.67) {
+        let exact = rebuild(&kernel, &[], &mut |op: &Op, dtype: DType| {
+            exact_op(&mut rng, op, dtype)
+        });
+        kernel = exact.unwrap_or(kernel);
+    }
+    if rng.chance(0.4) {
+        return kernel;
+    }
+    let large = rng.chance(0.08);
+    let map: Vec<usize> = (0..=config.max_dim)
+        .map(|d| match d {
+            0 | 1 => d,
+            _ if large => *rng.pick(&LARGE_DIMS).unwrap_or(&d),
+            _ => *rng.pick(&INTERESTING_DIMS).unwrap_or(&d),
+        })
+        .collect();
+    rebuild(&kernel, &map, &mut |op: &Op, _: DType| op.clone()).unwrap_or(kernel)
+}
+
+/// `op` itself, or an exactly rounded op accepting `dtype` in place of a transcendental one.
+fn exact_op(rng: &mut TestRng, op: &Op, dtype: DType) -> Op {
+    match op {
+        Op::Unary(u) if u.is_transcendental() => {
+            let exact: Vec<UnaryOp> = UnaryOp::ALL
+                .iter()
+                .copied()
+                .filter(|e| !e.is_transcendental() && e.accepts(dtype))
+                .collect();
+            rng.pick(&exact).map_or_else(|| op.clone(), |&e| Op::Unary(e))
+        }
+        Op::Binary(BinaryOp::Pow | BinaryOp::Atan2) => {
+            let exact: Vec<BinaryOp> = BinaryOp::ALL
+                .iter()
+                .copied()
+                .filter(|e| !matches!(e, BinaryOp::Pow | BinaryOp::Atan2) && e.accepts(dtype))
+                .collect();
+            rng.pick(&exact).map_or_else(|| op.clone(), |&e| Op::Binary(e))
+        }
+        _ => op.clone(),
+    }
+}
+
+/// `kernel` rebuilt and type-checked with every dimension of size `d` replaced by `map[d]`
+/// (sizes beyond `map` kept; 1 stays 1, so broadcasting is kept) and every op by
+/// `replace_op(op, dtype of its first operand)`; `None` when a node no longer types or grew
+/// too big.
+fn rebuild(kernel: &Kernel, map: &[usize], replace_op: &mut dyn FnMut(&Op, DType) -> Op) -> Option<Kernel> {
+    let map_dims =
+        |dims: &[usize]| -> Vec<usize> { dims.iter().map(|&d| map.get(d).copied().unwrap_or(d)).collect() };
+    let mut b = Builder::new(kernel.name());
+    let mut ids: Vec<ValueId> = Vec::with_capacity(kernel.nodes().len());
+    for node in kernel.nodes() {
+        let args: Vec<ValueId> = node.args.iter().map(|a| ids[a.index()]).collect();
+        let value = match &node.op {
+            Op::Input { name } => b
+                .input(
+                    name.clone(),
+                    TensorType::new(node.ty.dtype, map_dims(node.ty.shape.dims())),
+                )
+                .ok()?,
+            Op::Const(value) => b.constant(*value, map_dims(node.ty.shape.dims())),
+            Op::Cast => b.cast(args[0], node.ty.dtype).ok()?,
+            Op::BroadcastTo => b.broadcast_to(args[0], map_dims(node.ty.shape.dims())).ok()?,
+            Op::Reshape => {
+                let numel = b.value_type(args[0]).ok()?.shape.numel();
+                let dims = node.ty.shape.dims();
+                let non_unit: Vec<usize> = (0..dims.len()).filter(|&i| dims[i] != 1).collect();
+                // The generator reshapes to `[numel]` or `[1, numel]`: the one non-unit
+                // dimension (or the last) takes the new element count.
+                let mut to = dims.to_vec();
+                match non_unit.as_slice() {
+                    [i] => to[*i] = numel,
+                    [] => {
+                        if let Some(last) = to.last_mut() {
+                            *last = numel;
+                        }
+                    }
+                    _ => to = map_dims(dims),
+                }
+                b.reshape(args[0], to).ok()?
+            }
+            op => {
+                let dtype = b.value_type(*args.first()?).ok()?.dtype;
+                b.op(replace_op(op, dtype), &args).ok()?
+            }
+        };
+        if b.value_type(value).ok()?.shape.numel() > MAX_RESIZED_NUMEL {
+            return None;
+        }
+        ids.push(value);
+    }
+    for output in kernel.outputs() {
+        b.output(output.name.clone(), ids[output.value.index()]).ok()?;
+    }
+    b.finish().ok()
+}
+
+/// Checks `kernel` on every path; a mismatch is shrunk and recorded in `report`.
+fn check_and_shrink(
+    config: &FuzzConfig,
+    env: &Environment,
+    kernel: &Kernel,
+    seed: u64,
+    with_metal: bool,
+    report: &mut FuzzReport,
+) {
+    let paths = PathSet {
+        hir: true,
+        cpu: true,
+        metal: with_metal,
+        cuda: true,
+    };
+    let found = check(config, env, kernel, seed, paths, Some(&mut *report));
+    for (path, description) in found {
+        let only = PathSet::only(&path);
+        let mut fails = |candidate: &Kernel| {
+            check(config, env, candidate, seed, only, None)
+                .iter()
+                .any(|(p, _)| *p == path)
+        };
+        let shrunk = shrink(kernel, config.max_shrink_attempts, &mut fails);
+        let description = check(config, env, &shrunk, seed, only, None)
+            .into_iter()
+            .find(|(p, _)| *p == path)
+            .map_or(description, |(_, d)| d);
+        report.mismatches.push(Mismatch {
+            seed,
+            path,
+            description,
+            kernel: shrunk.to_string(),
+            ops_before_after: (kernel.op_count(), shrunk.op_count()),
+            saved: None,
+        });
+    }
+}
+
+/// Which paths to run; the reference (`lir-interp`) always runs.
+#[derive(Clone, Copy, Debug)]
+struct PathSet {
+    hir: bool,
+    cpu: bool,
+    metal: bool,
+    cuda: bool,
+}
+
+impl PathSet {
+    /// Only the path named `path` (and the reference).
+    fn only(path: &str) -> PathSet {
+        PathSet {
+            hir: path == "hir-interp",
+            cpu: path == "cpu",
+            metal: path == "metal",
+            cuda: path == "cuda",
+        }
+    }
+}
+
+/// What a kernel contains that limits comparisons.
+struct Traits {
+    transcendental: bool,
+    float_reduction: bool,
+    /// Per output (in kernel order): whether a float reduction feeds it.
+    output_after_float_reduction: Vec<bool>,
+}
+
+fn traits_of(kernel: &Kernel) -> Traits {
+    let nodes = kernel.nodes();
+    let is_float_reduction = |n: &Node| matches!(n.op, Op::Reduce { .. }) && n.ty.dtype.is_float();
+    // after[i]: a float reduction is node i or one of its ancestors.
+    let mut after = vec![false; nodes.len()];
+    for (i, node) in nodes.iter().enumerate() {
+        let fed = is_float_reduction(node) || node.args.iter().any(|a| after[a.index()]);
+        after[i] = fed;
+    }
+    Traits {
+        transcendental: nodes.iter().any(|n| match &n.op {
+            Op::Unary(u) => u.is_transcendental(),
+            Op::Binary(b) => matches!(b, BinaryOp::Pow | BinaryOp::Atan2),
+            _ => false,
+        }),
+        float_reduction: nodes.iter().any(is_float_reduction),
+        output_after_float_reduction: kernel
+            .outputs()
+            .iter()
+            .map(|o| after.get(o.value.index()).copied().unwrap_or(true))
+            .collect(),
+    }
+}
+
+/// Whether a kernel of `lir` reduces enough points per output to run as a GPU tree.
+fn uses_gpu_tree(lir: &LirProgram) -> bool {
+    lir.kernels().iter().any(|k| {
+        let split = k.dims.len() - k.reduce_dims;
+        k.reduce_dims > 0 && k.dims[split..].iter().product::<usize>() >= GPU_TREE_MIN_POINTS
+    })
+}
+
+/// Runs `kernel` on the paths of `paths` with the inputs of `seed`; returns the mismatches as
+/// `(path, description)`, and counts comparisons and skips into `report` when given.
+fn check(
+    config: &FuzzConfig,
+    env: &Environment,
+    kernel: &Kernel,
+    seed: u64,
+    paths: PathSet,
+    mut report: Option<&mut FuzzReport>,
+) -> Vec<(String, String)> {
+    let mut mismatches = Vec::new();
+    let mut count = |path: &str, what: Option<String>| {
+        if let Some(report) = report.as_deref_mut() {
+            match what {
+                None => report.compared(path),
+                Some(reason) => report.skip(path, reason),
+            }
+        }
+    };
+    if let Some(describe) = config.inject
+        && let Some(description) = describe(kernel)
+    {
+        mismatches.push(("injected".to_string(), description));
+    }
+    let inputs = random_inputs(&mut TestRng::new(seed), kernel, SPECIAL_RATE);
+    let views: Vec<ArrayView<'_>> = inputs.iter().map(Array::view).collect();
+    let traits = traits_of(kernel);
+
+    let lir = match lower_kernel(kernel) {
+        Ok(lir) => lir,
+        Err(e) => {
+            mismatches.push(("lower".to_string(), one_line(&e)));
+            return mismatches;
+        }
+    };
+    let named: Vec<(&str, ArrayView<'_>)> = kernel
+        .inputs()
+        .map(|(_, name, _)| name)
+        .zip(views.iter().copied())
+        .collect();
+    let lir_inputs = match order_inputs(&lir, &named) {
+        Ok(ordered) => ordered,
+        Err(e) => {
+            mismatches.push(("lower".to_string(), format!("the LIR's inputs: {e}")));
+            return mismatches;
+        }
+    };
+    let reference = match run_lir(&lir, &lir_inputs, Mode::Native) {
+        Ok(outputs) => outputs,
+        Err(e) => {
+            mismatches.push(("lir-interp".to_string(), one_line(&e)));
+            return mismatches;
+        }
+    };
+    let output_names: Vec<&str> = lir.outputs().map(|(_, name, _)| name).collect();
+    count("lir-interp", None);
+
+    if paths.hir {
+        match run_hir(kernel, &views, Mode::Native) {
+            Err(e) => mismatches.push(("hir-interp".to_string(), one_line(&e))),
+            Ok(_) if traits.transcendental => count("hir-interp", Some("transcendental: ran only".into())),
+            Ok(_) if traits.float_reduction => count(
+                "hir-interp",
+                Some("float reduction (lane order): ran only".into()),
+            ),
+            Ok(got) => {
+                // Match the HIR's outputs to the LIR's by name.
+                let by_name: Vec<(&str, &Array)> = kernel
+                    .outputs()
+                    .iter()
+                    .map(|o| o.name.as_str())
+                    .zip(&got)
+                    .collect();
+                let mut differs = None;
+                for (name, expected) in output_names.iter().zip(&reference) {
+                    match by_name.iter().find(|(n, _)| n == name) {
+                        None => differs = Some(format!("output `{name}` missing from the HIR")),
+                        Some((_, g)) => {
+                            if let Some(d) = first_difference(expected, g) {
+                                differs = Some(format!("output `{name}`: {d} (LIR interpreter vs HIR)"));
+                            }
+                        }
+                    }
+                    if differs.is_some() {
+                        break;
+                    }
+                }
+                match differs {
+                    Some(d) => mismatches.push(("hir-interp".to_string(), d)),
+                    None => count("hir-interp", None),
+                }
+            }
+        }
+    }
+
+    let backends: [(&str, bool, Result<&'static dyn Backend, String>); 3] = [
+        (
+            "cpu",
+            paths.cpu,
+            Ok(&rfx_codegen_cpu::CpuBackend as &'static dyn Backend),
+        ),
+        (
+            "metal",
+            paths.metal,
+            env.metal.as_ref().map(|b| *b).map_err(Clone::clone),
+        ),
+        (
+            "cuda",
+            paths.cuda,
+            env.cuda.as_ref().map(|b| *b).map_err(Clone::clone),
+        ),
+    ];
+    for (path, wanted, backend) in backends {
+        if !wanted {
+            if path == "metal" {
+                count(path, Some("not sampled (--metal-every)".into()));
+            }
+            continue;
+        }
+        let backend = match backend {
+            Ok(backend) => backend,
+            Err(reason) => {
+                count(path, Some(reason));
+                continue;
+            }
+        };
+        let tree = path != "cpu" && uses_gpu_tree(&lir);
+        let repeat = traits.transcendental || tree;
+        let (got, again) = match run_backend(backend, &lir, &lir_inputs, repeat) {
+            Ok(results) => results,
+            Err(BackendError::Unsupported { what, .. }) => {
+                count(path, Some(format!("unsupported: {what}")));
+                continue;
+            }
+            Err(e) => {
+                mismatches.push((path.to_string(), one_line(&e)));
+                continue;
+            }
+        };
+        if let Some(again) = &again {
+            let nondeterministic = output_names
+                .iter()
+                .zip(got.iter().zip(again))
+                .find_map(|(name, (a, b))| first_difference(a, b).map(|d| format!("output `{name}`: {d}")));
+            if let Some(d) = nondeterministic {
+                mismatches.push((path.to_string(), format!("two calls differ: {d}")));
+                continue;
+            }
+        }
+        if traits.transcendental {
+            count(path, Some("transcendental: ran twice, same bits".into()));
+            continue;
+        }
+        let mut differs = None;
+        let (mut partial, mut compared_any) = (false, false);
+        for (i, (name, (expected, g))) in output_names.iter().zip(reference.iter().zip(&got)).enumerate() {
+            // The LIR's outputs follow the kernel's (by name; see `traits_of`).
+            let index = kernel.outputs().iter().position(|o| o.name == *name).unwrap_or(i);
+            if tree
+                && traits
+                    .output_after_float_reduction
+                    .get(index)
+                    .copied()
+                    .unwrap_or(true)
+            {
+                partial = true;
+                continue;
+            }
+            compared_any = true;
+            if let Some(d) = first_difference(expected, g) {
+                differs = Some(format!("output `{name}`: {d} (LIR interpreter vs {path})"));
+                break;
+            }
+        }
+        match differs {
+            Some(d) => mismatches.push((path.to_string(), d)),
+            None => {
+                if partial {
+                    count(
+                        path,
+                        Some("GPU tree: float-reduction outputs not compared".into()),
+                    );
+                }
+                if compared_any || output_names.is_empty() {
+                    count(path, None);
+                }
+            }
+        }
+    }
+    mismatches
+}
+
+fn lower_kernel(kernel: &Kernel) -> Result<LirProgram, String> {
+    let (mir, _) = rfx_opt::optimize(kernel, &OptConfig::default())
+        .map_err(|e| format!("optimize: {}", one_line(&e)))?;
+    rfx_lower::lower(&mir, &LowerConfig::default())
+        .map(|(lir, _)| lir)
+        .map_err(|e| format!("lower: {}", one_line(&e)))
+}
+
+/// Compiles and runs `lir` once (twice with `repeat`, on the same compiled program).
+fn run_backend(
+    backend: &dyn Backend,
+    lir: &LirProgram,
+    inputs: &[ArrayView<'_>],
+    repeat: bool,
+) -> Result<(Vec<Array>, Option<Vec<Array>>), BackendError> {
+    let compiled = backend.compile(lir, &Default::default())?;
+    let mut scratch = Scratch::new();
+    let mut call = || -> Result<Vec<Array>, BackendError> {
+        let mut outputs: Vec<Array> = lir
+            .outputs()
+            .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
+            .collect();
+        let mut views: Vec<_> = outputs.iter_mut().map(Array::view_mut).collect();
+        compiled.run(inputs, &mut views, &mut scratch)?;
+        drop(views);
+        Ok(outputs)
+    };
+    let first = call()?;
+    let second = if repeat { Some(call()?) } else { None };
+    Ok((first, second))
+}
+
+/// The first element where `got` differs from `expected` in bits (any NaN equals any NaN), or
+/// a shape or dtype difference; `None` when they agree.
+fn first_difference(expected: &Array, got: &Array) -> Option<String> {
+    if expected.shape() != got.shape() || expected.dtype() != got.dtype() {
+        return Some(format!(
+            "type {}{} vs {}{}",
+            expected.dtype(),
+            expected.shape(),
+            got.dtype(),
+            got.shape()
+        ));
+    }
+    let index = match (expected.data(), got.data()) {
+        (ArrayData::F32(a), ArrayData::F32(b)) => a
+            .iter()
+            .zip(b)
+            .position(|(x, y)| x.to_bits() != y.to_bits() && !(x.is_nan() && y.is_nan())),
+        (ArrayData::F64(a), ArrayData::F64(b)) => a
+            .iter()
+            .zip(b)
+            .position(|(x, y)| x.to_bits() != y.to_bits() && !(x.is_nan() && y.is_nan())),
+        (ArrayData::I32(a), ArrayData::I32(b)) => a.iter().zip(b).position(|(x, y)| x != y),
+        (ArrayData::Bool(a), ArrayData::Bool(b)) => a.iter().zip(b).position(|(x, y)| x != y),
+        _ => Some(0),
+    }?;
+    let show = |a: &Array| a.get(index).map_or("?".to_string(), |s| format!("{s:?}"));
+    Some(format!(
+        "element {index} of {}: expected {}, got {}",
+        expected.shape(),
+        show(expected),
+        show(got)
+    ))
+}
+
+fn one_line(error: &dyn fmt::Display) -> String {
+    error.to_string().lines().next().unwrap_or("").to_string()
+}
+
+/// Every one-step simplification of `kernel` that still verifies, compacted.
+fn shrink_candidates(kernel: &Kernel) -> Vec<Kernel> {
+    let mut candidates = Vec::new();
+    let outputs = kernel.outputs();
+    if outputs.len() > 1 {
+        for output in outputs {
+            candidates.extend(compact(
+                kernel.nodes(),
+                std::slice::from_ref(output),
+                kernel.name(),
+                true,
+            ));
+        }
+    }
+    let nodes = kernel.nodes();
+    let inputs: Vec<ValueId> = kernel.inputs().map(|(v, _, _)| v).collect();
+    // Later nodes first: replacing a node near the outputs removes the most.
+    for (index, node) in nodes.iter().enumerate().rev() {
+        if matches!(node.op, Op::Input { .. }) {
+            continue;
+        }
+        let replacements = node
+            .args
+            .iter()
+            .chain(&inputs)
+            .copied()
+            .filter(|r| r.index() < index && nodes[r.index()].ty == node.ty);
+        let mut seen = Vec::new();
+        for replacement in replacements {
+            if seen.contains(&replacement) {
+                continue;
+            }
+            seen.push(replacement);
+            let replace = |v: ValueId| if v.index() == index { replacement } else { v };
+            let new_nodes: Vec<Node> = nodes
+                .iter()
+                .map(|n| Node {
+                    op: n.op.clone(),
+                    args: n.args.iter().map(|&a| replace(a)).collect(),
+                    ty: n.ty.clone(),
+                })
+                .collect();
+            let new_outputs: Vec<Output> = outputs
+                .iter()
+                .map(|o| Output {
+                    name: o.name.clone(),
+                    value: replace(o.value),
+                })
+                .collect();
+            candidates.extend(compact(&new_nodes, &new_outputs, kernel.name(), true));
+        }
+    }
+    candidates.extend(compact(nodes, outputs, kernel.name(), false));
+    candidates
+}
+
+/// The kernel of `nodes` and `outputs` without the nodes the outputs do not need (unused
+/// inputs kept with `keep_inputs`), renumbered; `None` when it does not verify.
+fn compact(nodes: &[Node], outputs: &[Output], name: &str, keep_inputs: bool) -> Option<Kernel> {
+    let mut live = vec![false; nodes.len()];
+    for output in outputs {
+        *live.get_mut(output.value.index())? = true;
+    }
+    for index in (0..nodes.len()).rev() {
+        let is_input = matches!(nodes[index].op, Op::Input { .. });
+        if live[index] || (keep_inputs && is_input) {
+            live[index] = true;
+            for arg in &nodes[index].args {
+                *live.get_mut(arg.index())? = true;
+            }
+        }
+    }
+    let mut new_id = vec![None; nodes.len()];
+    let mut kept = Vec::new();
+    for (index, node) in nodes.iter().enumerate() {
+        if !live[index] {
+            continue;
+        }
+        let args = node
+            .args
+            .iter()
+            .map(|a| new_id[a.index()])
+            .collect::<Option<Vec<ValueId>>>()?;
+        new_id[index] = Some(ValueId::new(kept.len()));
+        kept.push(Node {
+            op: node.op.clone(),
+            args,
+            ty: node.ty.clone(),
+        });
+    }
+    let outputs = outputs
+        .iter()
+        .map(|o| {
+            Some(Output {
+                name: o.name.clone(),
+                value: new_id[o.value.index()]?,
+            })
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let kernel = Kernel::from_parts(name, kept, outputs);
+    hir::verify(&kernel).ok()?;
+    Some(kernel)
+}
+
+/// Writes `mismatch` as `<dir>/<path>_<seed>.rfx`: a `#` header, then the shrunk kernel.
+fn save(dir: &Path, mismatch: &Mismatch) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let file = dir.join(format!("{}_{}.rfx", mismatch.path, mismatch.seed));
+    let text = format!(
+        "# rfx fuzz regression (`rfx fuzz`; replayed by crates/rfx-cli/tests/fuzz.rs).\n\
+         # seed: {}\n# path: {}\n# differed: {}\n# inputs: random_inputs(&mut TestRng::new(seed), &kernel, {SPECIAL_RATE})\n{}",
+        mismatch.seed,
+        mismatch.path,
+        mismatch.description.replace('\n', " "),
+        mismatch.kernel
+    );
+    std::fs::write(&file, text).with_context(|| format!("writing {}", file.display()))?;
+    Ok(file)
+}

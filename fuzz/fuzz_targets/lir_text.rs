@@ -1,0 +1,13 @@
+//! The LIR text parser: no panic, hang or unbounded allocation; a parsed program round-trips.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    if let Ok(program) = rfx_ir::lir::parse(text) {
+        let printed = program.to_string();
+        let again = rfx_ir::lir::parse(&printed).expect("printed LIR parses");
+        assert_eq!(again.to_string(), printed, "LIR text round trip");
+    }
+});

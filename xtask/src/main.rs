@@ -11,6 +11,8 @@
 //! - `cargo xtask bench-baseline --output baselines/NAME.json`: writes a new baseline.
 //! - `cargo xtask peers [--markdown FILE]`: `rfx bench` and `../shared/peers/peers.py` at sizes
 //!   1 to 1M, and rfx's speed ratio to NumPy, numexpr, JAX, numba, CasADi, tinygrad and gcc C.
+//! - `cargo xtask miri [--crate NAME] [--all-tests]`: Miri over rfx-ir, rfx-lower and rfx-opt
+//!   (nightly; not in CI).
 //! - `cargo xtask fuzz --minutes N`: the long mode of the differential fuzzer, `rfx fuzz` (release
 //!   build) for N minutes, saving shrunk mismatches to `crates/rfx-cli/tests/regressions/`
 //!   (which the CI quick mode replays); exits 1 on a mismatch.
@@ -18,6 +20,7 @@
 //! xtask depends on no rfx crate, so it builds even when the compiler crates do not.
 
 mod deps;
+mod miri;
 mod peers;
 mod perf;
 
@@ -59,6 +62,14 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Some("miri") => match miri::miri(&workspace_root(), &args[1..]) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::FAILURE,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        },
         Some("peers") => match peers::peers(&workspace_root(), &args[1..]) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -68,7 +79,7 @@ fn main() -> ExitCode {
         },
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\ncommands:\n  deps             check the crate layering rules\n  perf-check       compare an rfx bench run with a baseline (--baseline FILE --threshold-pct 10)\n  bench-baseline   write a new baseline (--output FILE)\n  peers            rfx bench and the peers script side by side (--markdown FILE)\n  fuzz             the differential fuzzer for a while (--minutes N, default 10)"
+                "usage: cargo xtask <command>\n\ncommands:\n  deps             check the crate layering rules\n  perf-check       compare an rfx bench run with a baseline (--baseline FILE --threshold-pct 10)\n  bench-baseline   write a new baseline (--output FILE)\n  peers            rfx bench and the peers script side by side (--markdown FILE)\n  fuzz             the differential fuzzer for a while (--minutes N, default 10)\n  miri             Miri over rfx-ir, rfx-lower and rfx-opt (nightly; --crate NAME, --all-tests)"
             );
             ExitCode::from(2)
         }

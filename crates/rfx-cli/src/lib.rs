@@ -13,4 +13,5 @@
 
 pub mod bench;
 pub mod fuzz;
+pub mod npy_read;
 pub mod plot;

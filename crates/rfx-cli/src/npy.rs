@@ -1,45 +1,18 @@
 //! `.npy` files: f32, f64, i32 and bool arrays, C order.
 
-use std::io::{BufReader, BufWriter, Write};
+use std::io::{BufWriter, Write};
 use std::path::Path;
 
-use npyz::{TypeChar, WriterBuilder};
-use rfx::{Array, ArrayData, Shape};
+use npyz::WriterBuilder;
+use rfx::{Array, ArrayData};
 
 use crate::CliError;
 
-/// Reads `path` as an rfx array.
+/// Reads `path` as an rfx array (the whole file, then [`rfx_cli::npy_read::read_bytes`]).
 pub(crate) fn read(path: &Path) -> Result<Array, CliError> {
     let user = |message: String| CliError::User(format!("{}: {message}", path.display()));
-    let file = std::fs::File::open(path).map_err(|e| user(format!("cannot open: {e}")))?;
-    let npy =
-        npyz::NpyFile::new(BufReader::new(file)).map_err(|e| user(format!("not a valid .npy file: {e}")))?;
-    if npy.order() == npyz::Order::Fortran {
-        return Err(user(
-            "Fortran-order arrays are not supported; save with np.ascontiguousarray".into(),
-        ));
-    }
-    let shape: Vec<usize> = npy
-        .shape()
-        .iter()
-        .map(|&d| usize::try_from(d).map_err(|_| user(format!("dimension {d} is too large"))))
-        .collect::<Result<_, _>>()?;
-    let npyz::DType::Plain(type_str) = npy.dtype() else {
-        return Err(user("structured arrays are not supported".into()));
-    };
-    let read_err = |e: std::io::Error| user(format!("cannot read the data: {e}"));
-    let data = match (type_str.type_char(), type_str.size_field()) {
-        (TypeChar::Float, 4) => ArrayData::F32(npy.into_vec::<f32>().map_err(read_err)?),
-        (TypeChar::Float, 8) => ArrayData::F64(npy.into_vec::<f64>().map_err(read_err)?),
-        (TypeChar::Int, 4) => ArrayData::I32(npy.into_vec::<i32>().map_err(read_err)?),
-        (TypeChar::Bool, 1) => ArrayData::Bool(npy.into_vec::<bool>().map_err(read_err)?),
-        _ => {
-            return Err(user(format!(
-                "dtype `{type_str}` is not supported (use float32, float64, int32 or bool)"
-            )));
-        }
-    };
-    Array::new(Shape::new(shape), data).map_err(|e| user(format!("inconsistent header: {e}")))
+    let bytes = std::fs::read(path).map_err(|e| user(format!("cannot open: {e}")))?;
+    rfx_cli::npy_read::read_bytes(&bytes).map_err(user)
 }
 
 fn write_data<T: npyz::AutoSerialize + Copy>(

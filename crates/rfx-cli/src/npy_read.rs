@@ -1,0 +1,107 @@
+//! Reading `.npy` data (f32, f64, i32 and bool, C order) from bytes, with every header field
+//! checked before anything is allocated: a header that claims more elements than the bytes
+//! hold is an error, not a huge allocation.
+//!
+//! Self-contained (npyz, rfx-ir and std only) so that the cargo-fuzz target in `fuzz/` can
+//! include this file directly.
+
+use npyz::TypeChar;
+use rfx_ir::{Array, ArrayData, Shape};
+
+/// Parses a whole `.npy` file held in memory. The error is one line for the user.
+///
+/// npyz multiplies the header's dimensions without checking for overflow (a panic with
+/// overflow checks on), so the parse runs under `catch_unwind` and such a header is an error
+/// like any other malformed one; this function never panics.
+pub fn read_bytes(bytes: &[u8]) -> Result<Array, String> {
+    std::panic::catch_unwind(|| read_checked(bytes))
+        .unwrap_or_else(|_| Err("not a valid .npy file: its header's shape overflows".to_string()))
+}
+
+fn read_checked(bytes: &[u8]) -> Result<Array, String> {
+    let npy = npyz::NpyFile::new(bytes).map_err(|e| format!("not a valid .npy file: {e}"))?;
+    if npy.order() == npyz::Order::Fortran {
+        return Err("Fortran-order arrays are not supported; save with np.ascontiguousarray".into());
+    }
+    let shape: Vec<usize> = npy
+        .shape()
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| format!("dimension {d} is too large")))
+        .collect::<Result<_, _>>()?;
+    let npyz::DType::Plain(type_str) = npy.dtype() else {
+        return Err("structured arrays are not supported".into());
+    };
+    let item = match (type_str.type_char(), type_str.size_field()) {
+        (TypeChar::Float, 4) | (TypeChar::Int, 4) => 4,
+        (TypeChar::Float, 8) => 8,
+        (TypeChar::Bool, 1) => 1,
+        _ => {
+            return Err(format!(
+                "dtype `{type_str}` is not supported (use float32, float64, int32 or bool)"
+            ));
+        }
+    };
+    // The data follows the header inside `bytes`, so it can hold at most `bytes.len()` bytes:
+    // a shape that needs more is a lie, and must not become an allocation of that size.
+    let needed = shape
+        .iter()
+        .try_fold(item, |acc: usize, &d| acc.checked_mul(d))
+        .ok_or("the header's shape overflows")?;
+    if needed > bytes.len() {
+        return Err(format!(
+            "the header's shape {shape:?} needs {needed} bytes of data, the file has {} in all",
+            bytes.len()
+        ));
+    }
+    let read_err = |e: std::io::Error| format!("cannot read the data: {e}");
+    let data = match (type_str.type_char(), type_str.size_field()) {
+        (TypeChar::Float, 4) => ArrayData::F32(npy.into_vec::<f32>().map_err(read_err)?),
+        (TypeChar::Float, 8) => ArrayData::F64(npy.into_vec::<f64>().map_err(read_err)?),
+        (TypeChar::Int, 4) => ArrayData::I32(npy.into_vec::<i32>().map_err(read_err)?),
+        _ => ArrayData::Bool(npy.into_vec::<bool>().map_err(read_err)?),
+    };
+    Array::new(Shape::new(shape), data).map_err(|e| format!("inconsistent header: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_bytes;
+
+    /// A version-1 `.npy` file: magic, header padded to a multiple of 64 bytes, then `data`.
+    fn npy(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
+        let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+        while (10 + header.len() + 1) % 64 != 0 {
+            header.push(' ');
+        }
+        header.push('\n');
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend_from_slice(&u16::try_from(header.len()).expect("short header").to_le_bytes());
+        bytes.extend_from_slice(header.as_bytes());
+        bytes.extend_from_slice(data);
+        bytes
+    }
+
+    #[test]
+    fn a_well_formed_file_reads_back() {
+        let data: Vec<u8> = [1.5f32, -2.0, 0.25]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let array = read_bytes(&npy("<f4", "(3,)", &data)).expect("valid");
+        assert_eq!(array.to_f64_vec(), vec![1.5, -2.0, 0.25]);
+    }
+
+    #[test]
+    fn a_header_claiming_more_data_than_the_file_holds_is_an_error_not_an_allocation() {
+        // 2^40 f32 elements would be 4 TiB.
+        let err = read_bytes(&npy("<f4", "(1099511627776,)", &[0; 8])).expect_err("lying header");
+        assert!(err.contains("needs 4398046511104 bytes"), "{err}");
+        let err = read_bytes(&npy("<f8", "(4294967296, 4294967296, 4294967296)", &[])).expect_err("overflow");
+        assert!(err.contains("overflows"), "{err}");
+        assert!(
+            read_bytes(&npy("<f4", "(4,)", &[0; 8])).is_err(),
+            "truncated data"
+        );
+        assert!(read_bytes(b"not an npy file").is_err());
+    }
+}

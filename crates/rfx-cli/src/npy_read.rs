@@ -19,6 +19,7 @@ pub fn read_bytes(bytes: &[u8]) -> Result<Array, String> {
 }
 
 fn read_checked(bytes: &[u8]) -> Result<Array, String> {
+    check_header_length(bytes)?;
     let npy = npyz::NpyFile::new(bytes).map_err(|e| format!("not a valid .npy file: {e}"))?;
     if npy.order() == npyz::Order::Fortran {
         return Err("Fortran-order arrays are not supported; save with np.ascontiguousarray".into());
@@ -63,6 +64,30 @@ fn read_checked(bytes: &[u8]) -> Result<Array, String> {
     Array::new(Shape::new(shape), data).map_err(|e| format!("inconsistent header: {e}"))
 }
 
+/// npyz allocates the header length a file declares before reading it (up to 4 GiB in
+/// format versions 2 and 3), so a header longer than the file is rejected first. Anything else
+/// malformed is left to npyz, which reports it.
+fn check_header_length(bytes: &[u8]) -> Result<(), String> {
+    if bytes.len() < 10 || !bytes.starts_with(b"\x93NUMPY") {
+        return Ok(());
+    }
+    let (declared, start) = match bytes[6] {
+        1 => (usize::from(u16::from_le_bytes([bytes[8], bytes[9]])), 10),
+        2 | 3 => match bytes.get(8..12) {
+            Some(&[a, b, c, d]) => (u32::from_le_bytes([a, b, c, d]) as usize, 12),
+            _ => return Err("not a valid .npy file: truncated header".into()),
+        },
+        _ => return Ok(()),
+    };
+    if declared > bytes.len().saturating_sub(start) {
+        return Err(format!(
+            "not a valid .npy file: the header claims {declared} bytes, the file has {} in all",
+            bytes.len()
+        ));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::read_bytes;
@@ -103,5 +128,16 @@ mod tests {
             "truncated data"
         );
         assert!(read_bytes(b"not an npy file").is_err());
+    }
+
+    #[test]
+    fn a_header_length_beyond_the_file_is_an_error_not_an_allocation() {
+        // Found by the cargo-fuzz target: version 2.0 declaring a 4 GiB header in 31 bytes.
+        let bytes = [
+            0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59, 0x02, 0x00, 0x76, 0x73, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+            0xff, 0xff, 0x20, 0x00, 0x20, 0x20, 0x20, 0xd8, 0xa6, 0x59, 0x59, 0x40, 0x59, 0x59, 0x60,
+        ];
+        let err = read_bytes(&bytes).expect_err("lying header length");
+        assert!(err.contains("the header claims 4294931318 bytes"), "{err}");
     }
 }

@@ -444,7 +444,9 @@ impl Emitter<'_> {
         }
         match op {
             UnaryOp::Neg => format!("-{x}"),
-            UnaryOp::Abs => format!("abs({x})"),
+            // The sign bit cleared, not `abs`: Mesa folds `abs(sqrt(x))` to `sqrt(x)`, wrong
+            // for x = -0 (sqrt(-0) = -0, abs must give +0; found by `rfx fuzz` on lavapipe).
+            UnaryOp::Abs => format!("bitcast<f32>(bitcast<u32>({x}) & 0x7fffffffu)"),
             UnaryOp::Sign => format!("{}({x})", self.use_helper(Helper::SignF32)),
             UnaryOp::Floor => format!("floor({x})"),
             UnaryOp::Ceil => format!("ceil({x})"),

@@ -95,21 +95,47 @@ pub(crate) struct Row {
     pub(crate) slower: bool,
 }
 
-/// Compares current results with a baseline; a kernel fails when its normalised time grew by
-/// more than `threshold_pct` percent, or when it is missing from the current run.
+/// Compares current results with a baseline.
+///
+/// Each kernel's change is its normalised time's growth *relative to the median growth of all
+/// kernels of the same size* in this run: on a shared machine the whole run drifts together
+/// (the reference loop and the kernels do not scale identically with load), and that drift
+/// cancels, while one kernel that slowed stands out. A kernel fails when its relative change
+/// exceeds `threshold_pct` or it is missing; a whole size group fails when its median growth
+/// itself exceeds three times the threshold (a regression that hits every kernel is not
+/// hidden by the median).
 pub(crate) fn compare(baseline: &Results, current: &Results, threshold_pct: f64) -> Vec<Row> {
+    let ratio = |key: &(String, u64), base: &Entry| {
+        current
+            .get(key)
+            .map(|c| c.normalised / base.normalised.max(1e-12))
+    };
+    let mut by_size: std::collections::BTreeMap<u64, Vec<f64>> = std::collections::BTreeMap::new();
+    for (key, base) in baseline {
+        if let Some(r) = ratio(key, base) {
+            by_size.entry(key.1).or_default().push(r);
+        }
+    }
+    let median = |size: u64| {
+        let mut v = by_size.get(&size).cloned().unwrap_or_default();
+        v.sort_by(f64::total_cmp);
+        // The lower median: with two kernels, one of which slowed, the other is the yardstick.
+        if v.is_empty() { 1.0 } else { v[(v.len() - 1) / 2] }
+    };
     baseline
         .iter()
-        .map(|((kernel, size), base)| {
-            let cur = current.get(&(kernel.clone(), *size));
-            let change = cur.map(|c| (c.normalised / base.normalised.max(1e-12) - 1.0) * 100.0);
+        .map(|(key, base)| {
+            let cur = current.get(key);
+            let drift = median(key.1);
+            let change = ratio(key, base).map(|r| (r / drift - 1.0) * 100.0);
+            let global = (drift - 1.0) * 100.0 > 3.0 * threshold_pct;
             Row {
-                kernel: kernel.clone(),
-                size: *size,
+                kernel: key.0.clone(),
+                size: key.1,
                 baseline: base.normalised,
                 current: cur.map(|c| c.normalised),
                 change_pct: change,
-                slower: change.is_none_or(|c| c > threshold_pct),
+                slower: global || change.is_none_or(|c| c > threshold_pct),
             }
         })
         .collect()

@@ -87,26 +87,14 @@ pub(crate) fn peers(root: &Path, args: &[String]) -> Result<(), String> {
     let rfx_json = work.join("rfx.json");
     let sizes: Vec<String> = SIZES.iter().map(u64::to_string).collect();
     eprintln!("peers: rfx bench at sizes {}", sizes.join(","));
-    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .current_dir(root)
-        .args([
-            "run",
-            "--release",
-            "--quiet",
-            "-p",
-            "rfx-cli",
-            "--",
-            "bench",
-            "--no-baselines",
-        ])
-        .args(["--sizes", &sizes.join(","), "--iterations", &options.iterations])
-        .arg("--json-out")
-        .arg(&rfx_json)
-        .status()
-        .map_err(|e| format!("running rfx bench: {e}"))?;
-    if !status.success() {
-        return Err(format!("rfx bench failed: {status}"));
-    }
+    let run = crate::perf::BenchRun {
+        backend: "cpu".to_string(),
+        size: sizes.join(","),
+        iterations: options.iterations.clone(),
+        repeat: 1,
+        extra: Vec::new(),
+    };
+    crate::perf::run_bench(root, &run, &rfx_json)?;
     if !options.reuse_peers {
         eprintln!(
             "peers: {} --label {} (6-7 minutes)",

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use rfx_ir::hir::{self, Builder, Kernel, Op};
 use rfx_ir::testgen::{TestRng, random_inputs};
-use rfx_ir::{Array, Scalar};
+use rfx_ir::{Array, ArrayView, ArrayViewMut, Scalar};
 use rfx_lower::{Backend, Compiled, InterpBackend, LowerConfig, Scratch, lower};
 use rfx_opt::{OptConfig, OptReport, optimize};
 
@@ -389,19 +389,26 @@ fn reference_p50(n: usize) -> anyhow::Result<f64> {
     })
 }
 
-/// The batched median of `p`'s calls (plus the injected delay).
-fn batch_p50(p: &mut Prepared, delay: Duration) -> anyhow::Result<f64> {
-    let mut scratch = Scratch::new();
-    let in_views: Vec<Vec<_>> = p
-        .rotation_in
+/// Views of every rotation set, made once so that timed calls build nothing.
+fn rotation_views<'a>(
+    inputs: &'a [Vec<Array>],
+    outputs: &'a mut [Vec<Array>],
+) -> (Vec<Vec<ArrayView<'a>>>, Vec<Vec<ArrayViewMut<'a>>>) {
+    let in_views = inputs
         .iter()
         .map(|set| set.iter().map(Array::view).collect())
         .collect();
-    let mut out_views: Vec<Vec<_>> = p
-        .rotation_out
+    let out_views = outputs
         .iter_mut()
         .map(|set| set.iter_mut().map(Array::view_mut).collect())
         .collect();
+    (in_views, out_views)
+}
+
+/// The batched median of `p`'s calls (plus the injected delay).
+fn batch_p50(p: &mut Prepared, delay: Duration) -> anyhow::Result<f64> {
+    let mut scratch = Scratch::new();
+    let (in_views, mut out_views) = rotation_views(&p.rotation_in, &mut p.rotation_out);
     let compiled = &p.compiled;
     let sets = in_views.len().max(1);
     let mut next = 0usize;
@@ -431,16 +438,7 @@ fn time_calls(p: &mut Prepared, iterations: usize) -> anyhow::Result<Vec<Duratio
 fn time_calls_delayed(p: &mut Prepared, iterations: usize, delay: Duration) -> anyhow::Result<Vec<Duration>> {
     let mut scratch = Scratch::new();
     let mut samples = Vec::with_capacity(iterations);
-    let in_views: Vec<Vec<_>> = p
-        .rotation_in
-        .iter()
-        .map(|set| set.iter().map(Array::view).collect())
-        .collect();
-    let mut out_views: Vec<Vec<_>> = p
-        .rotation_out
-        .iter_mut()
-        .map(|set| set.iter_mut().map(Array::view_mut).collect())
-        .collect();
+    let (in_views, mut out_views) = rotation_views(&p.rotation_in, &mut p.rotation_out);
     let sets = in_views.len().max(1);
     for i in 0..=iterations {
         let start = Instant::now();

@@ -731,30 +731,7 @@ fn emit_kernel(
         });
     }
 
-    for (i, dtype) in kernel.slots.iter().enumerate() {
-        let _ = writeln!(b, "    var s{i}: {};", value_type(*dtype));
-    }
-    if !kernel.preamble.is_empty() {
-        let _ = writeln!(b, "    // preamble");
-        for inst in &kernel.preamble {
-            emit_inst(em, kernel, inst, "    ", &mut bindings, b)?;
-        }
-    }
-    // Leading indices from the unit, innermost first.
-    if split > 0 {
-        let _ = writeln!(b, "    var rest = unit;");
-        for d in (0..split).rev() {
-            let size = kernel.dims[d];
-            if d == 0 {
-                let _ = writeln!(b, "    let i0 = rest;");
-            } else if size == 1 {
-                let _ = writeln!(b, "    let i{d} = 0u;");
-            } else {
-                let _ = writeln!(b, "    let i{d} = rest % {size}u;");
-                let _ = writeln!(b, "    rest = rest / {size}u;");
-            }
-        }
-    }
+    emit_unit_prologue(em, kernel, split, &mut bindings, b)?;
     if !has_reduce {
         // Elementwise: the unit is the point.
         emit_body(em, kernel, "    ", None, &mut bindings, b)?;
@@ -770,6 +747,41 @@ fn emit_kernel(
         bindings: bindings.into_iter().collect(),
         loop_iterations: loop_iterations(kernel),
     })
+}
+
+/// The slot declarations, the preamble, and the leading indices `i0..i{split}` unravelled from
+/// `unit` (innermost first): the start of every entry point after its `unit` guard.
+fn emit_unit_prologue(
+    em: &mut Emitter<'_>,
+    kernel: &LirKernel,
+    split: usize,
+    bindings: &mut BTreeSet<usize>,
+    b: &mut String,
+) -> Result<(), BackendError> {
+    for (i, dtype) in kernel.slots.iter().enumerate() {
+        let _ = writeln!(b, "    var s{i}: {};", value_type(*dtype));
+    }
+    if !kernel.preamble.is_empty() {
+        let _ = writeln!(b, "    // preamble");
+        for inst in &kernel.preamble {
+            emit_inst(em, kernel, inst, "    ", bindings, b)?;
+        }
+    }
+    if split > 0 {
+        let _ = writeln!(b, "    var rest = unit;");
+        for d in (0..split).rev() {
+            let size = kernel.dims[d];
+            if d == 0 {
+                let _ = writeln!(b, "    let i0 = rest;");
+            } else if size == 1 {
+                let _ = writeln!(b, "    let i{d} = 0u;");
+            } else {
+                let _ = writeln!(b, "    let i{d} = rest % {size}u;");
+                let _ = writeln!(b, "    rest = rest / {size}u;");
+            }
+        }
+    }
+    Ok(())
 }
 
 /// A kernel whose reductions run as workgroup trees: one workgroup of [`WORKGROUP_SIZE`]
@@ -832,27 +844,7 @@ fn emit_tree_kernel(
     let _ = writeln!(b, "    if (unit >= {units}u) {{");
     let _ = writeln!(b, "        return;");
     let _ = writeln!(b, "    }}");
-    for (i, dtype) in kernel.slots.iter().enumerate() {
-        let _ = writeln!(b, "    var s{i}: {};", value_type(*dtype));
-    }
-    if !kernel.preamble.is_empty() {
-        let _ = writeln!(b, "    // preamble");
-        for inst in &kernel.preamble {
-            emit_inst(em, kernel, inst, "    ", &mut bindings, &mut b)?;
-        }
-    }
-    if split > 0 {
-        let _ = writeln!(b, "    var rest = unit;");
-        for d in (0..split).rev() {
-            let size = kernel.dims[d];
-            if d == 0 {
-                let _ = writeln!(b, "    let i0 = rest;");
-            } else {
-                let _ = writeln!(b, "    let i{d} = rest % {size}u;");
-                let _ = writeln!(b, "    rest = rest / {size}u;");
-            }
-        }
-    }
+    emit_unit_prologue(em, kernel, split, &mut bindings, &mut b)?;
     for &(k, _, _, dtype, identity) in &reduces {
         let _ = writeln!(
             b,

@@ -11,8 +11,8 @@
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
-    AbiParam, BlockArg, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Type, UserFuncName, Value,
-    types,
+    AbiParam, BlockArg, InstBuilder, MemFlagsData, StackSlot, StackSlotData, StackSlotKind, Type, UserFuncName,
+    Value, types,
 };
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::JITModule;
@@ -23,6 +23,7 @@ use std::collections::HashMap;
 use rfx_ir::{BinaryOp, BufId, DType, ReduceOp, Scalar};
 use rfx_lower::{BackendError, Unsupported};
 
+use crate::aot::{AotFn, MIN_TILED_ELEMS, TILE};
 use crate::imports::ImportIds;
 use crate::ops::{Emitter, cl_type, vectorizable};
 
@@ -173,6 +174,7 @@ pub(crate) fn build_kernel(
             inner_axis: None,
             contract,
             products: HashMap::new(),
+            tiles: None,
         };
         shape = generator.emit(&mut b, table, lo, hi)?;
         b.seal_all_blocks();
@@ -207,6 +209,26 @@ struct Gen<'i, 'k> {
     contract: bool,
     /// The operands of every float product emitted so far, by its (SSA) result.
     products: HashMap<Value, (Value, Value)>,
+    /// For elementwise kernels with transcendentals the tile routines compute: the tiled plan.
+    tiles: Option<TilePlan>,
+}
+
+/// One step of a tiled elementwise body, run over a whole tile before the next begins.
+enum Segment {
+    /// Body instructions `insts`, vectorised over the tile. `loads` are the values (by their
+    /// defining body index) it reads from staging buffers; every value it defines that a later
+    /// segment reads is stored to its staging buffer right after its instruction.
+    Ops { insts: Vec<usize>, loads: Vec<(usize, SlotId)> },
+    /// A tile routine from the staged value `src` into the staging buffer of `dst` (both body
+    /// indices of the defining instructions).
+    Call { routine: AotFn, src: usize, dst: usize },
+}
+
+/// The tiled form of an elementwise body: its segments and the staging buffer (one per value
+/// that crosses a segment boundary, `TILE` cells of `cell` bytes) of each staged value.
+struct TilePlan {
+    segments: Vec<Segment>,
+    staged: HashMap<usize, (StackSlot, u32)>,
 }
 
 impl<'k> Gen<'_, 'k> {
@@ -274,6 +296,9 @@ impl<'k> Gen<'_, 'k> {
         if has_reduce {
             self.emit_reduction(b, lo, hi, reduce_dims)
         } else {
+            if self.imports.aot.is_some() {
+                self.tiles = self.tile_plan(b)?;
+            }
             self.emit_elementwise(b, lo, hi)
         }
     }
@@ -375,6 +400,9 @@ impl<'k> Gen<'_, 'k> {
         ptrs: &[Value],
     ) -> Result<(), BackendError> {
         let w = self.width;
+        if self.tiles.is_some() && n_static >= MIN_TILED_ELEMS {
+            return self.emit_tiled_loop(b, start, end, ptrs);
+        }
         if w == 1 || n_static < usize::from(w) {
             self.emit_loop(b, start, end, 1, &[], &mut |g, b, at, _| {
                 g.emit_body(b, 1, at, ptrs, &mut Vec::new())?;
@@ -408,6 +436,250 @@ impl<'k> Gen<'_, 'k> {
         let last = b.ins().iadd_imm_s(end, -i64::from(w));
         b.ins().brif(left, body, &[BlockArg::Value(last)], exit, &[]);
         b.switch_to_block(exit);
+        Ok(())
+    }
+
+    /// The tiled plan of this (elementwise) kernel's body, or `None` when no instruction of it is
+    /// computed by a tile routine. A unary op gets a routine when one exists for its op and
+    /// dtype and its argument is computed in the body (a preamble argument is a single value).
+    fn tile_plan(&self, b: &mut FunctionBuilder<'_>) -> Result<Option<TilePlan>, BackendError> {
+        let kernel = self.kernel();
+        let body = &kernel.body;
+        // For each instruction, the defining body index of each value it reads (`None`: the
+        // preamble's), and the routine computing it.
+        let mut current: Vec<Option<usize>> = vec![None; kernel.slots.len()];
+        let mut reads: Vec<Vec<(usize, SlotId)>> = Vec::with_capacity(body.len());
+        let mut routines: Vec<Option<AotFn>> = Vec::with_capacity(body.len());
+        for (i, inst) in body.iter().enumerate() {
+            let mut defs = Vec::new();
+            for src in inst.srcs() {
+                if let Some(def) = current.get(src.index()).copied().flatten() {
+                    defs.push((def, src));
+                }
+            }
+            let routine = match inst {
+                Inst::Unary { op, src, .. } if !defs.is_empty() => {
+                    AotFn::for_op(*op, self.slot_dtype(*src)?)
+                }
+                _ => None,
+            };
+            reads.push(defs);
+            routines.push(routine);
+            if let Some(dst) = inst.dst()
+                && let Some(def) = current.get_mut(dst.index())
+            {
+                *def = Some(i);
+            }
+        }
+        if routines.iter().all(Option::is_none) {
+            return Ok(None);
+        }
+        let mut segments = Vec::new();
+        let mut segment_of = vec![0usize; body.len()];
+        let mut ops = Vec::new();
+        for (i, routine) in routines.iter().enumerate() {
+            if let Some(routine) = *routine {
+                if !ops.is_empty() {
+                    segments.push(Segment::Ops {
+                        insts: std::mem::take(&mut ops),
+                        loads: Vec::new(),
+                    });
+                }
+                segment_of[i] = segments.len();
+                let src = reads[i]
+                    .first()
+                    .map(|&(def, _)| def)
+                    .ok_or_else(|| internal("tile routine without a body argument"))?;
+                segments.push(Segment::Call { routine, src, dst: i });
+            } else {
+                segment_of[i] = segments.len();
+                ops.push(i);
+            }
+        }
+        if !ops.is_empty() {
+            segments.push(Segment::Ops {
+                insts: ops,
+                loads: Vec::new(),
+            });
+        }
+        // Values read in a later segment than their own are staged; so are routine results.
+        let mut staged_defs: Vec<usize> = Vec::new();
+        for (i, defs) in reads.iter().enumerate() {
+            for &(def, slot) in defs {
+                if segment_of[def] == segment_of[i] {
+                    continue;
+                }
+                if !staged_defs.contains(&def) {
+                    staged_defs.push(def);
+                }
+                if let Some(Segment::Ops { loads, .. }) = segments.get_mut(segment_of[i])
+                    && !loads.contains(&(def, slot))
+                {
+                    loads.push((def, slot));
+                }
+            }
+            if routines[i].is_some() && !staged_defs.contains(&i) {
+                staged_defs.push(i);
+            }
+        }
+        let mut staged = HashMap::new();
+        for def in staged_defs {
+            let slot = body[def]
+                .dst()
+                .ok_or_else(|| internal("staged value without a slot"))?;
+            let cell = cl_type(self.slot_dtype(slot)?, self.width).lane_type().bytes();
+            let bytes = u32::try_from(TILE).unwrap_or(u32::MAX).saturating_mul(cell);
+            // 32-byte alignment: the tile routines read and write whole AVX2 vectors.
+            let stack = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, bytes, 5));
+            staged.insert(def, (stack, cell));
+        }
+        Ok(Some(TilePlan { segments, staged }))
+    }
+
+    /// The elementwise loop over `start..end` in tiles of `TILE` elements (the last one
+    /// shorter): each segment of the plan runs over the whole tile in turn, ops segments as a
+    /// vector loop plus a scalar tail, routine segments as one call. Every segment splits a
+    /// tile into the same vector and scalar parts, so a staged value is always written and read
+    /// at the same width.
+    fn emit_tiled_loop(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        start: Value,
+        end: Value,
+        ptrs: &[Value],
+    ) -> Result<(), BackendError> {
+        let plan = self.tiles.take().ok_or_else(|| internal("tiled loop without a plan"))?;
+        let result = self.emit_tiles(b, start, end, ptrs, &plan);
+        self.tiles = Some(plan);
+        result
+    }
+
+    fn emit_tiles(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        start: Value,
+        end: Value,
+        ptrs: &[Value],
+        plan: &TilePlan,
+    ) -> Result<(), BackendError> {
+        let w = self.width;
+        let header = b.create_block();
+        let tile_block = b.create_block();
+        let exit = b.create_block();
+        b.append_block_param(header, types::I64);
+        b.ins().jump(header, &[BlockArg::Value(start)]);
+        b.switch_to_block(header);
+        let at = b.block_params(header)[0];
+        let more = b.ins().icmp(IntCC::UnsignedLessThan, at, end);
+        b.ins().brif(more, tile_block, &[], exit, &[]);
+        b.switch_to_block(tile_block);
+        let left = b.ins().isub(end, at);
+        let tile = b.ins().iconst(types::I64, TILE as i64);
+        let short = b.ins().icmp(IntCC::UnsignedLessThan, left, tile);
+        let count = b.ins().select(short, left, tile);
+        for segment in &plan.segments {
+            match segment {
+                Segment::Ops { insts, loads } => {
+                    let zero = b.ins().iconst(types::I64, 0);
+                    let run = |g: &mut Self, b: &mut FunctionBuilder<'_>, width: u8, j: Value| {
+                        g.emit_segment(b, width, plan, insts, loads, at, j, ptrs)
+                    };
+                    let (after, _) = self.emit_loop(b, zero, count, i64::from(w), &[], &mut |g, b, j, _| {
+                        run(g, b, w, j)?;
+                        Ok(Vec::new())
+                    })?;
+                    if w > 1 {
+                        self.emit_loop(b, after, count, 1, &[], &mut |g, b, j, _| {
+                            run(g, b, 1, j)?;
+                            Ok(Vec::new())
+                        })?;
+                    }
+                }
+                Segment::Call { routine, src, dst } => {
+                    let func = self
+                        .imports
+                        .routine(*routine)
+                        .ok_or_else(|| internal("tile routine not linked"))?;
+                    let (src_stack, _) = *plan
+                        .staged
+                        .get(src)
+                        .ok_or_else(|| internal("routine argument not staged"))?;
+                    let (dst_stack, _) = *plan
+                        .staged
+                        .get(dst)
+                        .ok_or_else(|| internal("routine result not staged"))?;
+                    let src_addr = b.ins().stack_addr(self.ptr, src_stack, 0);
+                    let dst_addr = b.ins().stack_addr(self.ptr, dst_stack, 0);
+                    b.ins().call(func, &[src_addr, dst_addr, count]);
+                }
+            }
+        }
+        let next = b.ins().iadd_imm_s(at, TILE as i64);
+        b.ins().jump(header, &[BlockArg::Value(next)]);
+        b.switch_to_block(exit);
+        Ok(())
+    }
+
+    /// One ops segment at tile element `j` (buffer position `at + j`), `w` lanes at once.
+    #[allow(clippy::too_many_arguments)]
+    fn emit_segment(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        w: u8,
+        plan: &TilePlan,
+        insts: &[usize],
+        loads: &[(usize, SlotId)],
+        at: Value,
+        j: Value,
+        ptrs: &[Value],
+    ) -> Result<(), BackendError> {
+        let mut slots = self.preamble_slots(b, w);
+        let cell_addr = |g: &Self, b: &mut FunctionBuilder<'_>, def: usize| {
+            let (stack, cell) = *plan
+                .staged
+                .get(&def)
+                .ok_or_else(|| internal("value not staged"))?;
+            let base = b.ins().stack_addr(g.ptr, stack, 0);
+            let offset = b.ins().imul_imm_s(j, i64::from(cell));
+            Ok::<_, BackendError>(b.ins().iadd(base, offset))
+        };
+        for &(def, slot) in loads {
+            let addr = cell_addr(self, b, def)?;
+            let ty = cl_type(self.slot_dtype(slot)?, w);
+            let value = b.ins().load(ty, MemFlagsData::trusted(), addr, 0);
+            if let Some(s) = slots.get_mut(slot.index()) {
+                *s = Some(value);
+            }
+        }
+        let pos = b.ins().iadd(at, j);
+        let body = &self.kernel().body;
+        for &i in insts {
+            let inst = body
+                .get(i)
+                .ok_or_else(|| internal("segment instruction out of range"))?;
+            let access = self.info.access_of.get(i).copied().flatten();
+            self.emit_inst(
+                b,
+                w,
+                inst,
+                access.map(|a| (a, pos)),
+                &mut slots,
+                ptrs,
+                Some(i),
+                &mut Vec::new(),
+            )?;
+            if plan.staged.contains_key(&i)
+                && let Some(dst) = inst.dst()
+            {
+                let value = slots
+                    .get(dst.index())
+                    .copied()
+                    .flatten()
+                    .ok_or_else(|| internal("staged value not computed"))?;
+                let addr = cell_addr(self, b, i)?;
+                b.ins().store(MemFlagsData::trusted(), value, addr, 0);
+            }
+        }
         Ok(())
     }
 
@@ -694,6 +966,26 @@ impl<'k> Gen<'_, 'k> {
         offs: &[Value],
         reduced: &mut Vec<(usize, Value)>,
     ) -> Result<(), BackendError> {
+        let mut slots = self.preamble_slots(b, w);
+        let body = self.kernel().body.clone();
+        for (i, inst) in body.iter().enumerate() {
+            let access = self.info.access_of.get(i).copied().flatten();
+            self.emit_inst(
+                b,
+                w,
+                inst,
+                access.map(|a| (a, at)),
+                &mut slots,
+                offs,
+                Some(i),
+                reduced,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The slot values at the start of a body of width `w`: the preamble's, splatted.
+    fn preamble_slots(&self, b: &mut FunctionBuilder<'_>, w: u8) -> Vec<Option<Value>> {
         let mut slots: Vec<Option<Value>> = Vec::with_capacity(self.pre_scalar.len());
         for (s, v) in self.pre_scalar.iter().enumerate() {
             slots.push(match (v, w) {
@@ -710,21 +1002,7 @@ impl<'k> Gen<'_, 'k> {
                 (None, _) => None,
             });
         }
-        let body = self.kernel().body.clone();
-        for (i, inst) in body.iter().enumerate() {
-            let access = self.info.access_of.get(i).copied().flatten();
-            self.emit_inst(
-                b,
-                w,
-                inst,
-                access.map(|a| (a, at)),
-                &mut slots,
-                offs,
-                Some(i),
-                reduced,
-            )?;
-        }
-        Ok(())
+        slots
     }
 
     /// Emits one instruction at width `w`. `access` is `(access index, position)` for loads and

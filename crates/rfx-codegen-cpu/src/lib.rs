@@ -18,6 +18,7 @@
 
 #![deny(missing_docs)]
 
+mod aot;
 mod backend;
 mod codegen;
 mod imports;

@@ -1,0 +1,209 @@
+//! Accuracy of the tile routines against `std` in `f64`, over random bit patterns, the fast
+//! ranges and edge values; the exhaustive sweeps over every `f32` of each fast range are
+//! `#[ignore]`d (minutes each; run with `cargo test --release -p rfx-codegen-cpu -- --ignored`).
+
+use super::*;
+
+/// Distance in ULP between two `f32` (0 when both are NaN; `u32::MAX` when only one is).
+fn ulps(a: f32, b: f32) -> u32 {
+    if a.is_nan() || b.is_nan() {
+        return if a.is_nan() && b.is_nan() { 0 } else { u32::MAX };
+    }
+    let key = |x: f32| {
+        let bits = x.to_bits() as i32;
+        if bits < 0 {
+            i64::from(i32::MIN) - i64::from(bits)
+        } else {
+            i64::from(bits)
+        }
+    };
+    key(a).abs_diff(key(b)) as u32
+}
+
+fn reference(f: AotFn, x: f32) -> f32 {
+    let x = f64::from(x);
+    (match f {
+        AotFn::SinF32 => x.sin(),
+        AotFn::CosF32 => x.cos(),
+        AotFn::ExpF32 => x.exp(),
+        AotFn::LogF32 => x.ln(),
+    }) as f32
+}
+
+fn run(f: AotFn, xs: &[f32]) -> Vec<f32> {
+    let mut ys = vec![0.0f32; xs.len()];
+    // SAFETY: `available()` was checked by the caller; both buffers hold `xs.len()` floats and
+    // are distinct allocations. The address is one of the `TileFn` routines.
+    unsafe {
+        let routine: TileFn = std::mem::transmute::<*const u8, TileFn>(f.address());
+        routine(xs.as_ptr(), ys.as_mut_ptr(), xs.len());
+    }
+    ys
+}
+
+/// A small deterministic generator (xorshift64*), so failures reproduce.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn unit(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32
+    }
+}
+
+fn edge_values() -> Vec<f32> {
+    let mut v = vec![
+        0.0,
+        -0.0,
+        f32::MIN_POSITIVE,
+        -f32::MIN_POSITIVE,
+        f32::from_bits(1),
+        f32::from_bits(0x8000_0001),
+        f32::MAX,
+        f32::MIN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -f32::NAN,
+        1.0,
+        -1.0,
+        TRIG_FAST_MAX,
+        -TRIG_FAST_MAX,
+        TRIG_FAST_MAX * 1.0001,
+        EXP_FAST_MIN,
+        EXP_FAST_MAX,
+        88.72,
+        88.73,
+        -87.34,
+        -103.9,
+        -104.0,
+        -150.0,
+        1e30,
+        -1e30,
+        std::f32::consts::PI,
+        std::f32::consts::FRAC_PI_2,
+        std::f32::consts::FRAC_PI_4,
+        3.0e5,
+        1.0e7,
+        SQRT_HALF,
+    ];
+    for k in -30..30 {
+        v.push(k as f32 * std::f32::consts::FRAC_PI_4);
+    }
+    v
+}
+
+fn inputs(f: AotFn, seed: u64) -> Vec<f32> {
+    let mut rng = Rng(seed | 1);
+    let mut xs = edge_values();
+    for _ in 0..200_000 {
+        xs.push(f32::from_bits(rng.next() as u32));
+    }
+    let (lo, hi) = match f {
+        AotFn::SinF32 | AotFn::CosF32 => (-100.0f32, 100.0f32),
+        AotFn::ExpF32 => (-104.0, 89.0),
+        AotFn::LogF32 => (0.0, 10.0),
+    };
+    for _ in 0..200_000 {
+        xs.push(lo + (hi - lo) * rng.unit());
+    }
+    xs
+}
+
+#[test]
+fn accuracy_within_bounds() {
+    if !available() {
+        eprintln!("skipped: this CPU has no AVX2+FMA, so the tile routines are never linked");
+        return;
+    }
+    for f in AotFn::ALL {
+        let xs = inputs(f, 0x5eed ^ f as u64);
+        let ys = run(f, &xs);
+        let mut worst = (0u32, 0.0f32);
+        for (&x, &y) in xs.iter().zip(&ys) {
+            let d = ulps(y, reference(f, x));
+            if d > worst.0 {
+                worst = (d, x);
+            }
+        }
+        eprintln!("{}: max {} ULP (at x = {:e})", f.symbol(), worst.0, worst.1);
+        assert!(worst.0 <= 2, "{}: {} ULP at x = {:e}", f.symbol(), worst.0, worst.1);
+    }
+}
+
+#[test]
+fn results_do_not_depend_on_position_or_length() {
+    if !available() {
+        eprintln!("skipped: this CPU has no AVX2+FMA, so the tile routines are never linked");
+        return;
+    }
+    for f in AotFn::ALL {
+        let xs = inputs(f, 7);
+        let all = run(f, &xs[..1000]);
+        for (i, &x) in xs[..1000].iter().enumerate() {
+            let one = run(f, &[x]);
+            assert_eq!(one[0].to_bits(), all[i].to_bits(), "{} at {x:e}", f.symbol());
+        }
+        // Odd lengths exercise the vector loop's remainder; n = 0 writes nothing.
+        for n in [0usize, 1, 3, 7, 9, 17, 511] {
+            let part = run(f, &xs[5..5 + n]);
+            for (a, b) in part.iter().zip(&all[5..5 + n]) {
+                assert_eq!(a.to_bits(), b.to_bits());
+            }
+        }
+    }
+}
+
+/// Every `f32` in `[lo, hi]` of one sign: the worst ULP error against the reference.
+fn sweep(f: AotFn, lo: f32, hi: f32) -> (u32, f32) {
+    let mut worst = (0u32, 0.0f32);
+    let mut chunk = Vec::with_capacity(1 << 16);
+    let (a, b) = (lo.to_bits(), hi.to_bits());
+    let (start, end) = (a.min(b), a.max(b));
+    let mut bits = start;
+    loop {
+        chunk.clear();
+        while chunk.len() < chunk.capacity() && bits <= end {
+            chunk.push(f32::from_bits(bits));
+            bits += 1;
+        }
+        let ys = run(f, &chunk);
+        for (&x, &y) in chunk.iter().zip(&ys) {
+            let d = ulps(y, reference(f, x));
+            if d > worst.0 {
+                worst = (d, x);
+            }
+        }
+        if bits > end {
+            return worst;
+        }
+    }
+}
+
+#[test]
+#[ignore = "exhaustive: minutes per function in release"]
+fn exhaustive_fast_ranges() {
+    if !available() {
+        eprintln!("skipped: this CPU has no AVX2+FMA");
+        return;
+    }
+    let ranges = [
+        (AotFn::SinF32, 0.0, TRIG_FAST_MAX),
+        (AotFn::SinF32, -0.0, -TRIG_FAST_MAX),
+        (AotFn::CosF32, 0.0, TRIG_FAST_MAX),
+        (AotFn::CosF32, -0.0, -TRIG_FAST_MAX),
+        (AotFn::ExpF32, 0.0, EXP_FAST_MAX),
+        (AotFn::ExpF32, -0.0, EXP_FAST_MIN),
+        (AotFn::LogF32, f32::MIN_POSITIVE, f32::MAX),
+    ];
+    for (f, lo, hi) in ranges {
+        let (d, x) = sweep(f, lo, hi);
+        eprintln!("{} over [{lo:e}, {hi:e}]: max {d} ULP at {x:e}", f.symbol());
+        assert!(d <= 2, "{}: {d} ULP at {x:e}", f.symbol());
+    }
+}

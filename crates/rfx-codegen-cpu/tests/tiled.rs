@@ -1,0 +1,197 @@
+//! Kernels whose transcendentals run as ahead-of-time tile routines (CPUs with AVX2 and FMA):
+//! values staged across routine calls (floats, booleans, nested calls, several outputs),
+//! ragged last tiles, rows of higher-rank kernels and thread splits, plus a check that the
+//! tiled code is really emitted.
+//!
+//! The reference is the interpreter in native precision (each op rounded to `f32`, each
+//! transcendental computed in `f64` and rounded). The routines' own accuracy is tested in the
+//! crate (`aot::tests`); here a transcendental's last-bit difference may be amplified by the
+//! exact ops after it (`sin x + y` cancels), so an element passes within 4 ULP or within an
+//! absolute error of `1e-6 (1 + m)^2`, `m` the element's largest input magnitude. A value
+//! staged in the wrong cell or at the wrong width is off by far more.
+
+use rfx_codegen_cpu::{CpuBackend, dump};
+use rfx_ir::interp::Mode;
+use rfx_ir::lir::LirProgram;
+use rfx_ir::testgen::{TestRng, random_inputs};
+use rfx_ir::{Array, Scalar};
+use rfx_lower::conformance::ulps;
+use rfx_ir::interp::run_lir;
+use rfx_lower::{Backend, CompileOptions, LowerConfig, Scratch, lower};
+use rfx_opt::{OptConfig, optimize};
+
+/// The CPU backend's documented bound for transcendental ops.
+const BOUND_ULPS: u64 = 4;
+
+fn tile_routines_linked() -> bool {
+    std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+}
+
+fn lir_of(src: &str) -> (rfx_ir::hir::Kernel, LirProgram) {
+    let kernel = rfx_ir::hir::parse(src).expect("parse");
+    let (mir, _) = optimize(&kernel, &OptConfig::default()).expect("optimize");
+    let lir = lower(&mir, &LowerConfig::default()).expect("lower").0;
+    (kernel, lir)
+}
+
+/// Compiles `src` (with `N` replaced by each size) and compares every output with the
+/// native-precision interpreter. Inputs include NaN, ±Inf, ±0, subnormals and huge values
+/// unless `moderate` (then every float input is drawn from `[-20, 20]`).
+fn check(src: &str, sizes: &[usize], threads: Option<usize>) {
+    check_inputs(src, sizes, threads, false);
+}
+
+fn check_inputs(src: &str, sizes: &[usize], threads: Option<usize>, moderate: bool) {
+    for &n in sizes {
+        let text = src.replace("{N}", &n.to_string());
+        let (kernel, lir) = lir_of(&text);
+        let options = CompileOptions {
+            max_threads: threads,
+            ..CompileOptions::default()
+        };
+        let compiled = CpuBackend.compile(&lir, &options).expect("compile");
+        for seed in 0..3u64 {
+            let mut rng = TestRng::new(seed * 1000 + n as u64);
+            let mut inputs = random_inputs(&mut rng, &kernel, if moderate { 0.0 } else { 0.05 });
+            if moderate {
+                for a in &mut inputs {
+                    if let rfx_ir::DataMut::F64(v) = a.data_mut() {
+                        for x in v.iter_mut() {
+                            *x = (*x).clamp(-20.0, 20.0);
+                        }
+                    }
+                }
+            }
+            let views: Vec<_> = inputs.iter().map(Array::view).collect();
+            let oracle = run_lir(&lir, &views, Mode::Native).expect("interpreter");
+            let scale: Vec<f64> = (0..inputs.first().map_or(0, |a| a.data().len()))
+                .map(|i| {
+                    inputs
+                        .iter()
+                        .filter(|a| a.data().len() == inputs.first().map_or(0, |a| a.data().len()))
+                        .map(|a| a.get(i).map_or(0.0, |s| s.to_f64().abs()))
+                        .filter(|m| m.is_finite())
+                        .fold(0.0, f64::max)
+                })
+                .collect();
+            let mut outputs: Vec<Array> = lir
+                .outputs()
+                .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
+                .collect();
+            {
+                let mut out_views: Vec<_> = outputs.iter_mut().map(Array::view_mut).collect();
+                compiled
+                    .run(&views, &mut out_views, &mut Scratch::new())
+                    .expect("run");
+            }
+            for (o, g) in oracle.iter().zip(&outputs) {
+                for i in 0..o.data().len() {
+                    let want = o.get(i).map_or(f64::NAN, Scalar::to_f64);
+                    let got = g.get(i).map_or(f64::NAN, Scalar::to_f64);
+                    let d = ulps(got, want, g.dtype());
+                    let m = scale.get(i % scale.len().max(1)).copied().unwrap_or(0.0);
+                    let close = (got - want).abs() <= 1e-6 * (1.0 + m) * (1.0 + m);
+                    assert!(
+                        d <= BOUND_ULPS || close,
+                        "n = {n}, seed {seed}, element {i}: oracle {want:e}, got {got:e} ({d} ULP)\n{text}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+const SIZES: [usize; 8] = [64, 65, 100, 511, 512, 513, 1000, 2051];
+
+#[test]
+fn one_routine_between_ops() {
+    check(
+        "kernel k {\n %x = input x : f32[{N}]\n %y = input y : f32[{N}]\n %two = const 2 : f32[]\n \
+         %a = mul %x, %two : f32[{N}]\n %s = sin %a : f32[{N}]\n %o = add %s, %y : f32[{N}]\n output out = %o\n}",
+        &SIZES,
+        Some(1),
+    );
+}
+
+#[test]
+fn the_ten_op_chain_stages_values_across_three_routines() {
+    let src = include_str!("../../rfx-ir/tests/corpus/hir/chain10.rfx").replace("65536", "{N}");
+    check(&src, &SIZES, Some(1));
+}
+
+#[test]
+fn booleans_and_nested_routines_cross_segments() {
+    check(
+        "kernel k {\n %x = input x : f32[{N}]\n %y = input y : f32[{N}]\n %z = const 0 : f32[]\n \
+         %pos = gt %x, %z : bool[{N}]\n %c = cos %x : f32[{N}]\n %s = sin %c : f32[{N}]\n \
+         %l = log %y : f32[{N}]\n %e = exp %l : f32[{N}]\n %o = select %pos, %s, %e : f32[{N}]\n \
+         output out = %o\n output pos = %pos\n output c = %c\n}",
+        &SIZES,
+        Some(1),
+    );
+}
+
+#[test]
+fn integer_values_cross_a_routine() {
+    check(
+        "kernel k {\n %x = input x : f32[{N}]\n %i = input i : i32[{N}]\n %one = const 1 : i32[]\n \
+         %j = add %i, %one : i32[{N}]\n %e = exp %x : f32[{N}]\n %f = cast %j : f32[{N}]\n \
+         %o = mul %e, %f : f32[{N}]\n output out = %o\n output j = %j\n}",
+        &SIZES,
+        Some(1),
+    );
+}
+
+#[test]
+fn rows_of_a_broadcast_kernel_run_in_tiles() {
+    check(
+        "kernel k {\n %x = input x : f32[3, {N}]\n %y = input y : f32[{N}]\n \
+         %s = sin %x : f32[3, {N}]\n %o = add %s, %y : f32[3, {N}]\n output out = %o\n}",
+        &[64, 100, 700],
+        Some(1),
+    );
+}
+
+#[test]
+fn threads_split_tiled_kernels() {
+    check(
+        "kernel k {\n %x = input x : f32[{N}]\n %y = input y : f32[{N}]\n \
+         %s = sin %x : f32[{N}]\n %c = cos %y : f32[{N}]\n %o = mul %s, %c : f32[{N}]\n output out = %o\n}",
+        &[300_001],
+        Some(2),
+    );
+}
+
+#[test]
+fn short_and_f64_kernels_keep_the_inline_polynomials() {
+    // The inline f64 sine meets its bound for |x| < 1.6e6 (see `math`), hence moderate inputs.
+    check_inputs(
+        "kernel k {\n %x = input x : f64[{N}]\n %s = sin %x : f64[{N}]\n output out = %s\n}",
+        &[100, 1000],
+        Some(1),
+        true,
+    );
+    check(
+        "kernel k {\n %x = input x : f32[{N}]\n %s = sin %x : f32[{N}]\n output out = %s\n}",
+        &[1, 5, 63],
+        Some(1),
+    );
+}
+
+#[test]
+fn the_tiled_code_calls_the_routines_where_the_cpu_has_them() {
+    let (_, lir) = lir_of(include_str!("../../rfx-ir/tests/corpus/hir/chain10.rfx"));
+    let clif: String = dump(&lir).expect("dump").into_iter().map(|(_, c, _)| c).collect();
+    if !tile_routines_linked() {
+        eprintln!("skipped: this CPU has no AVX2+FMA, so kernels keep the inline polynomials");
+        assert!(!clif.contains("call"), "{clif}");
+        return;
+    }
+    // sin, cos and exp: one call each per tile.
+    assert_eq!(clif.matches("call fn").count(), 3, "{clif}");
+    let (_, small) = lir_of(
+        "kernel k {\n %x = input x : f32[8]\n %s = sin %x : f32[8]\n output out = %s\n}",
+    );
+    let clif: String = dump(&small).expect("dump").into_iter().map(|(_, c, _)| c).collect();
+    assert!(!clif.contains("call fn"), "an 8-element kernel should stay inline:\n{clif}");
+}

@@ -43,6 +43,8 @@ pub(crate) fn miri(root: &Path, args: &[String]) -> Result<bool, String> {
             .args(["+nightly", "miri", "test", "-p", name])
             .env("MIRIFLAGS", "-Zmiri-disable-isolation")
             .env("PROPTEST_CASES", &cases)
+            // insta finds the workspace through `cargo metadata` unless told; Miri cannot spawn.
+            .env("INSTA_WORKSPACE_ROOT", root)
             .env("RFX_MIRI", "1");
         if !all_tests {
             command.arg("--lib");

@@ -4,6 +4,9 @@
 //! run.
 //!
 //! `cargo run --release -p rfx-codegen-cpu --example call_latency`
+//!
+//! With `--calls N` it only makes N untimed calls, for instruction counts:
+//! `valgrind --tool=callgrind target/release/examples/call_latency --calls 100000`.
 
 use std::time::Instant;
 
@@ -40,6 +43,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ArrayView::new(&shape, &d)?,
     ];
     let mut scratch = Scratch::new();
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(pos) = args.iter().position(|a| a == "--calls") {
+        let calls: usize = args.get(pos + 1).ok_or("--calls needs a count")?.parse()?;
+        for _ in 0..calls {
+            let mut outputs = [ArrayViewMut::new(&shape, &mut u)?];
+            compiled.run(std::hint::black_box(&inputs), &mut outputs, &mut scratch)?;
+        }
+        println!("{calls} calls (u = {})", u[0]);
+        return Ok(());
+    }
     let n = 1_000_000;
     let mut samples = Vec::with_capacity(n);
     for _ in 0..n {

@@ -134,16 +134,19 @@ pub struct CpuCompiled {
     code: CpuCode,
     max_threads: usize,
     signature: Signature,
-    /// Where each buffer's base address comes from, in buffer order.
-    table_plan: Vec<Source>,
+    /// The buffer-table layout: where each input's, output's and arena temporary's base
+    /// address goes.
+    table: TablePlan,
 }
 
-/// The source of one entry of the buffer table.
-#[derive(Clone, Copy, Debug)]
-enum Source {
-    Input(usize),
-    Output(usize),
-    Arena(usize),
+/// Which entry of the buffer table each argument fills (the table is in buffer order).
+#[derive(Debug)]
+struct TablePlan {
+    len: usize,
+    inputs: Vec<usize>,
+    outputs: Vec<usize>,
+    /// `(entry, byte offset in the arena)` of each temporary.
+    arena: Vec<(usize, usize)>,
 }
 
 // SAFETY: the JIT code is immutable after `finalize_definitions`; `CpuCode` only hands out
@@ -201,28 +204,25 @@ impl Backend for CpuBackend {
 pub fn compile(program: &LirProgram, options: &CompileOptions) -> Result<CpuCompiled, BackendError> {
     let code = compile_code(program, false, options.fast_math)?;
     let max_threads = options.max_threads.unwrap_or_else(pool::default_threads).max(1);
-    let (mut next_in, mut next_out) = (0, 0);
-    let table_plan = program
-        .buffers()
-        .iter()
-        .map(|b| match &b.storage {
-            Storage::Input { .. } => {
-                next_in += 1;
-                Source::Input(next_in - 1)
-            }
-            Storage::Output { .. } => {
-                next_out += 1;
-                Source::Output(next_out - 1)
-            }
-            Storage::Arena { offset } => Source::Arena(*offset),
-        })
-        .collect();
+    let mut table = TablePlan {
+        len: program.buffers().len(),
+        inputs: Vec::new(),
+        outputs: Vec::new(),
+        arena: Vec::new(),
+    };
+    for (entry, buffer) in program.buffers().iter().enumerate() {
+        match &buffer.storage {
+            Storage::Input { .. } => table.inputs.push(entry),
+            Storage::Output { .. } => table.outputs.push(entry),
+            Storage::Arena { offset } => table.arena.push((entry, *offset)),
+        }
+    }
     Ok(CpuCompiled {
         program: program.clone(),
         code,
         max_threads,
         signature: Signature::of(program),
-        table_plan,
+        table,
     })
 }
 
@@ -246,6 +246,7 @@ pub fn dump_with(
         .collect())
 }
 
+#[inline]
 fn data_ref_ptr(data: DataRef<'_>) -> *mut u8 {
     match data {
         DataRef::Bool(v) => v.as_ptr() as *mut u8,
@@ -255,6 +256,7 @@ fn data_ref_ptr(data: DataRef<'_>) -> *mut u8 {
     }
 }
 
+#[inline]
 fn data_mut_ptr(data: &mut DataMut<'_>) -> *mut u8 {
     match data {
         DataMut::Bool(v) => v.as_mut_ptr().cast(),
@@ -285,24 +287,25 @@ impl Compiled for CpuCompiled {
         // elements the verified LIR indexes, all of which lie inside buffers of these shapes.
         self.signature.validate(inputs, outputs)?;
         let arena_words = self.program.arena_bytes().div_ceil(8);
-        let words = scratch.words((arena_words + self.table_plan.len()) * 8);
+        let words = scratch.words((arena_words + self.table.len) * 8);
         let (arena, table) = words.split_at_mut(arena_words);
         let arena_base = arena.as_mut_ptr().cast::<u8>();
-        for (slot, source) in table.iter_mut().zip(&self.table_plan) {
-            let ptr: *mut u8 = match *source {
-                Source::Input(i) => {
-                    data_ref_ptr(inputs.get(i).ok_or_else(|| compile_error("input table"))?.data())
-                }
-                Source::Output(i) => data_mut_ptr(
-                    outputs
-                        .get_mut(i)
-                        .ok_or_else(|| compile_error("output table"))?
-                        .data_mut(),
-                ),
+        // The signature matched, so there is exactly one view per planned entry.
+        for (&entry, view) in self.table.inputs.iter().zip(inputs) {
+            if let Some(slot) = table.get_mut(entry) {
+                *slot = data_ref_ptr(view.data()) as u64;
+            }
+        }
+        for (&entry, view) in self.table.outputs.iter().zip(outputs.iter_mut()) {
+            if let Some(slot) = table.get_mut(entry) {
+                *slot = data_mut_ptr(view.data_mut()) as u64;
+            }
+        }
+        for &(entry, offset) in &self.table.arena {
+            if let Some(slot) = table.get_mut(entry) {
                 // The arena holds `arena_bytes`; the verifier checked every temporary fits.
-                Source::Arena(offset) => arena_base.wrapping_add(offset),
-            };
-            *slot = ptr as u64;
+                *slot = arena_base.wrapping_add(offset) as u64;
+            }
         }
         let table_ptr = table.as_ptr().cast::<*mut u8>();
         for (func, shape) in &self.code.kernels {

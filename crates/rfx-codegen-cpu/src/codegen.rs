@@ -11,8 +11,8 @@
 
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
-    AbiParam, BlockArg, InstBuilder, MemFlagsData, StackSlot, StackSlotData, StackSlotKind, Type, UserFuncName,
-    Value, types,
+    AbiParam, BlockArg, InstBuilder, MemFlagsData, StackSlot, StackSlotData, StackSlotKind, Type,
+    UserFuncName, Value, types,
 };
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::JITModule;
@@ -218,7 +218,10 @@ enum Segment {
     /// Body instructions `insts`, vectorised over the tile. `loads` are the values (by their
     /// defining body index) it reads from staging buffers; every value it defines that a later
     /// segment reads is stored to its staging buffer right after its instruction.
-    Ops { insts: Vec<usize>, loads: Vec<(usize, SlotId)> },
+    Ops {
+        insts: Vec<usize>,
+        loads: Vec<(usize, SlotId)>,
+    },
     /// A tile routine from the staged value `src` into the staging buffer of `dst` (both body
     /// indices of the defining instructions).
     Call { routine: AotFn, src: usize, dst: usize },
@@ -458,9 +461,7 @@ impl<'k> Gen<'_, 'k> {
                 }
             }
             let routine = match inst {
-                Inst::Unary { op, src, .. } if !defs.is_empty() => {
-                    AotFn::for_op(*op, self.slot_dtype(*src)?)
-                }
+                Inst::Unary { op, src, .. } if !defs.is_empty() => AotFn::for_op(*op, self.slot_dtype(*src)?),
                 _ => None,
             };
             reads.push(defs);
@@ -548,7 +549,10 @@ impl<'k> Gen<'_, 'k> {
         end: Value,
         ptrs: &[Value],
     ) -> Result<(), BackendError> {
-        let plan = self.tiles.take().ok_or_else(|| internal("tiled loop without a plan"))?;
+        let plan = self
+            .tiles
+            .take()
+            .ok_or_else(|| internal("tiled loop without a plan"))?;
         let result = self.emit_tiles(b, start, end, ptrs, &plan);
         self.tiles = Some(plan);
         result
@@ -584,10 +588,11 @@ impl<'k> Gen<'_, 'k> {
                     let run = |g: &mut Self, b: &mut FunctionBuilder<'_>, width: u8, j: Value| {
                         g.emit_segment(b, width, plan, insts, loads, at, j, ptrs)
                     };
-                    let (after, _) = self.emit_loop(b, zero, count, i64::from(w), &[], &mut |g, b, j, _| {
-                        run(g, b, w, j)?;
-                        Ok(Vec::new())
-                    })?;
+                    let (after, _) =
+                        self.emit_loop(b, zero, count, i64::from(w), &[], &mut |g, b, j, _| {
+                            run(g, b, w, j)?;
+                            Ok(Vec::new())
+                        })?;
                     if w > 1 {
                         self.emit_loop(b, after, count, 1, &[], &mut |g, b, j, _| {
                             run(g, b, 1, j)?;

@@ -12,11 +12,11 @@
 
 use rfx_codegen_cpu::{CpuBackend, dump};
 use rfx_ir::interp::Mode;
+use rfx_ir::interp::run_lir;
 use rfx_ir::lir::LirProgram;
 use rfx_ir::testgen::{TestRng, random_inputs};
 use rfx_ir::{Array, Scalar};
 use rfx_lower::conformance::ulps;
-use rfx_ir::interp::run_lir;
 use rfx_lower::{Backend, CompileOptions, LowerConfig, Scratch, lower};
 use rfx_opt::{OptConfig, optimize};
 
@@ -189,9 +189,14 @@ fn the_tiled_code_calls_the_routines_where_the_cpu_has_them() {
     }
     // sin, cos and exp: one call each per tile.
     assert_eq!(clif.matches("call fn").count(), 3, "{clif}");
-    let (_, small) = lir_of(
-        "kernel k {\n %x = input x : f32[8]\n %s = sin %x : f32[8]\n output out = %s\n}",
+    let (_, small) = lir_of("kernel k {\n %x = input x : f32[8]\n %s = sin %x : f32[8]\n output out = %s\n}");
+    let clif: String = dump(&small)
+        .expect("dump")
+        .into_iter()
+        .map(|(_, c, _)| c)
+        .collect();
+    assert!(
+        !clif.contains("call fn"),
+        "an 8-element kernel should stay inline:\n{clif}"
     );
-    let clif: String = dump(&small).expect("dump").into_iter().map(|(_, c, _)| c).collect();
-    assert!(!clif.contains("call fn"), "an 8-element kernel should stay inline:\n{clif}");
 }

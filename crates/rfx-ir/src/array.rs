@@ -102,6 +102,7 @@ macro_rules! data_common {
     ($ty:ident) => {
         impl $ty<'_> {
             /// The dtype of the elements.
+            #[inline]
             pub fn dtype(&self) -> DType {
                 match self {
                     $ty::Bool(_) => DType::Bool,
@@ -112,6 +113,7 @@ macro_rules! data_common {
             }
 
             /// The number of elements.
+            #[inline]
             pub fn len(&self) -> usize {
                 match self {
                     $ty::Bool(v) => v.len(),
@@ -360,16 +362,19 @@ impl<'a> ArrayView<'a> {
     }
 
     /// The shape.
+    #[inline]
     pub fn shape(&self) -> &'a Shape {
         self.shape
     }
 
     /// The dtype.
+    #[inline]
     pub fn dtype(&self) -> DType {
         self.data.dtype()
     }
 
     /// The elements.
+    #[inline]
     pub fn data(&self) -> DataRef<'a> {
         self.data
     }
@@ -412,21 +417,25 @@ impl<'a> ArrayViewMut<'a> {
     }
 
     /// The shape.
+    #[inline]
     pub fn shape(&self) -> &Shape {
         self.shape
     }
 
     /// The dtype.
+    #[inline]
     pub fn dtype(&self) -> DType {
         self.data.dtype()
     }
 
     /// The elements, mutably.
+    #[inline]
     pub fn data_mut(&mut self) -> &mut DataMut<'a> {
         &mut self.data
     }
 
     /// The elements.
+    #[inline]
     pub fn data(&self) -> &DataMut<'a> {
         &self.data
     }

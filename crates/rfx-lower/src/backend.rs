@@ -91,6 +91,7 @@ fn byte_range(data: (usize, usize)) -> std::ops::Range<usize> {
     data.0..data.0 + data.1
 }
 
+#[inline]
 fn ref_range(data: &DataRef<'_>) -> (usize, usize) {
     match data {
         DataRef::Bool(v) => (v.as_ptr() as usize, std::mem::size_of_val(*v)),
@@ -100,6 +101,7 @@ fn ref_range(data: &DataRef<'_>) -> (usize, usize) {
     }
 }
 
+#[inline]
 fn mut_range(data: &DataMut<'_>) -> (usize, usize) {
     match data {
         DataMut::Bool(v) => (v.as_ptr() as usize, std::mem::size_of_val(&**v)),
@@ -142,15 +144,31 @@ fn check_arg(
 pub struct Signature {
     inputs: Vec<(String, TensorType)>,
     outputs: Vec<(String, TensorType)>,
+    /// Byte length of every input, then every output: a call whose dtypes and dims match
+    /// has exactly these, so the fast path needs only each view's address.
+    bytes: Vec<usize>,
 }
 
 impl Signature {
     /// The signature of `program`.
     pub fn of(program: &LirProgram) -> Signature {
         let own = |(_, name, ty): (_, &str, &TensorType)| (name.to_string(), ty.clone());
+        Signature::from_parts(
+            program.inputs().map(own).collect(),
+            program.outputs().map(own).collect(),
+        )
+    }
+
+    fn from_parts(inputs: Vec<(String, TensorType)>, outputs: Vec<(String, TensorType)>) -> Signature {
+        let bytes = inputs
+            .iter()
+            .chain(&outputs)
+            .map(|(_, ty): &(String, TensorType)| ty.shape.numel().saturating_mul(ty.dtype.size_bytes()))
+            .collect();
         Signature {
-            inputs: program.inputs().map(own).collect(),
-            outputs: program.outputs().map(own).collect(),
+            inputs,
+            outputs,
+            bytes,
         }
     }
 
@@ -184,38 +202,54 @@ impl Signature {
 
 impl Signature {
     /// Whether the call fits: the fast path of [`Signature::validate`], which must accept
-    /// exactly the calls `validate_parts` accepts.
+    /// exactly the calls `validate_parts` accepts (calls with more than `MAX_FAST_OUTPUTS`
+    /// outputs always take the general path). One pass over the arguments: the outputs' byte
+    /// ranges are kept on the stack and every input is compared with them as it is checked.
     #[inline]
     fn accepts(&self, inputs: &[ArrayView<'_>], outputs: &[ArrayViewMut<'_>]) -> bool {
-        #[inline]
+        const MAX_FAST_OUTPUTS: usize = 8;
+        #[inline(always)]
         fn same_dims(a: &[usize], b: &[usize]) -> bool {
             a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
         }
-        if inputs.len() != self.inputs.len() || outputs.len() != self.outputs.len() {
+        /// `[start, end)`, with an empty range as `(0, 0)`, which overlaps nothing.
+        #[inline(always)]
+        fn span(start: usize, len: usize) -> (usize, usize) {
+            if len == 0 { (0, 0) } else { (start, start + len) }
+        }
+        if inputs.len() != self.inputs.len()
+            || outputs.len() != self.outputs.len()
+            || outputs.len() > MAX_FAST_OUTPUTS
+        {
             return false;
         }
-        for ((_, ty), view) in self.inputs.iter().zip(inputs) {
+        let n_in = inputs.len();
+        let (Some(input_bytes), Some(output_bytes)) = (self.bytes.get(..n_in), self.bytes.get(n_in..)) else {
+            return false;
+        };
+        if output_bytes.len() != outputs.len() {
+            return false;
+        }
+        let mut written = [(0usize, 0usize); MAX_FAST_OUTPUTS];
+        for k in 0..outputs.len() {
+            let (view, ty) = (&outputs[k], &self.outputs[k].1);
             if view.dtype() != ty.dtype || !same_dims(view.shape().dims(), ty.shape.dims()) {
                 return false;
             }
+            let (start, end) = span(mut_range(view.data()).0, output_bytes[k]);
+            if written[..k].iter().any(|&(s, e)| start < e && s < end) {
+                return false;
+            }
+            written[k] = (start, end);
         }
-        for ((_, ty), view) in self.outputs.iter().zip(outputs) {
+        let written = &written[..outputs.len()];
+        for k in 0..n_in {
+            let (view, ty) = (&inputs[k], &self.inputs[k].1);
             if view.dtype() != ty.dtype || !same_dims(view.shape().dims(), ty.shape.dims()) {
                 return false;
             }
-        }
-        for (i, out) in outputs.iter().enumerate() {
-            let range = byte_range(mut_range(out.data()));
-            if inputs
-                .iter()
-                .any(|input| overlaps(range.clone(), byte_range(ref_range(&input.data()))))
-            {
-                return false;
-            }
-            if outputs[i + 1..]
-                .iter()
-                .any(|other| overlaps(range.clone(), byte_range(mut_range(other.data()))))
-            {
+            let (start, end) = span(ref_range(&view.data()).0, input_bytes[k]);
+            if written.iter().any(|&(s, e)| start < e && s < end) {
                 return false;
             }
         }
@@ -310,10 +344,7 @@ mod signature_tests {
                 })
                 .collect()
         };
-        Signature {
-            inputs: named("x", inputs),
-            outputs: named("y", outputs),
-        }
+        Signature::from_parts(named("x", inputs), named("y", outputs))
     }
 
     /// The fast path accepts exactly the calls the general check accepts.

@@ -132,7 +132,13 @@ fn accuracy_within_bounds() {
             }
         }
         eprintln!("{}: max {} ULP (at x = {:e})", f.symbol(), worst.0, worst.1);
-        assert!(worst.0 <= 2, "{}: {} ULP at x = {:e}", f.symbol(), worst.0, worst.1);
+        assert!(
+            worst.0 <= 2,
+            "{}: {} ULP at x = {:e}",
+            f.symbol(),
+            worst.0,
+            worst.1
+        );
     }
 }
 

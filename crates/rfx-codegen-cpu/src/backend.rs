@@ -25,25 +25,39 @@ fn compile_error(message: impl std::fmt::Display) -> BackendError {
     }
 }
 
-fn new_module() -> Result<JITModule, BackendError> {
-    let mut flags = settings::builder();
-    let set = |flags: &mut settings::Builder, k: &str, v: &str| flags.set(k, v).map_err(compile_error);
-    set(&mut flags, "opt_level", "speed")?;
-    set(
-        &mut flags,
-        "enable_verifier",
-        if cfg!(debug_assertions) { "true" } else { "false" },
-    )?;
-    set(&mut flags, "use_colocated_libcalls", "false")?;
-    set(&mut flags, "is_pic", "false")?;
-    let isa_builder = cranelift_native::builder().map_err(|e| BackendError::Unavailable {
+/// The host ISA with rfx's flags, built once per process: probing the CPU and building the
+/// ISA costs a sizeable part of a small kernel's compile time. A failure is kept as the error's
+/// text (`BackendError` is not `Clone`) and reported as `Unavailable` on every compile.
+fn host_isa() -> Result<cranelift_codegen::isa::OwnedTargetIsa, BackendError> {
+    static ISA: std::sync::OnceLock<Result<cranelift_codegen::isa::OwnedTargetIsa, String>> =
+        std::sync::OnceLock::new();
+    ISA.get_or_init(|| {
+        let mut flags = settings::builder();
+        let set =
+            |flags: &mut settings::Builder, k: &str, v: &str| flags.set(k, v).map_err(|e| e.to_string());
+        set(&mut flags, "opt_level", "speed")?;
+        set(
+            &mut flags,
+            "enable_verifier",
+            if cfg!(debug_assertions) { "true" } else { "false" },
+        )?;
+        set(&mut flags, "use_colocated_libcalls", "false")?;
+        set(&mut flags, "is_pic", "false")?;
+        let isa_builder =
+            cranelift_native::builder().map_err(|e| format!("Cranelift does not support this host: {e}"))?;
+        isa_builder
+            .finish(settings::Flags::new(flags))
+            .map_err(|e| e.to_string())
+    })
+    .clone()
+    .map_err(|reason| BackendError::Unavailable {
         backend: "cpu",
-        reason: format!("Cranelift does not support this host: {e}"),
-    })?;
-    let isa = isa_builder
-        .finish(settings::Flags::new(flags))
-        .map_err(compile_error)?;
-    let mut builder = JITBuilder::with_isa(isa, default_libcall_names());
+        reason,
+    })
+}
+
+fn new_module() -> Result<JITModule, BackendError> {
+    let mut builder = JITBuilder::with_isa(host_isa()?, default_libcall_names());
     register_symbols(&mut builder);
     Ok(JITModule::new(builder))
 }

@@ -40,6 +40,11 @@ fn mem() -> MemFlagsData {
     MemFlagsData::new().with_notrap()
 }
 
+/// Vectors per iteration of the unrolled elementwise loop.
+const UNROLL: usize = 4;
+/// The longest body (in LIR instructions) that is unrolled.
+const UNROLL_MAX_BODY: usize = 12;
+
 /// The body of a loop emitted by `Gen::emit_loop`: `(generator, builder, position, carried)`.
 type LoopBody<'a, G> =
     dyn FnMut(&mut G, &mut FunctionBuilder<'_>, Value, &[Value]) -> Result<Vec<Value>, BackendError> + 'a;
@@ -412,6 +417,24 @@ impl<'k> Gen<'_, 'k> {
                 Ok(Vec::new())
             })?;
             return Ok(());
+        }
+        // Short bodies (memory-bound kernels) first run four vectors per iteration: the loop
+        // overhead would otherwise rival the work, and the loads of four vectors overlap.
+        let mut start = start;
+        if self.kernel().body.len() <= UNROLL_MAX_BODY && n_static >= UNROLL * usize::from(w) {
+            let step = (UNROLL * usize::from(w)) as i64;
+            let (after, _) = self.emit_loop(b, start, end, step, &[], &mut |g, b, at, _| {
+                for k in 0..UNROLL {
+                    let pos = if k == 0 {
+                        at
+                    } else {
+                        b.ins().iadd_imm_s(at, (k * usize::from(w)) as i64)
+                    };
+                    g.emit_body(b, w, pos, ptrs, &mut Vec::new())?;
+                }
+                Ok(Vec::new())
+            })?;
+            start = after;
         }
         let header = b.create_block();
         let body = b.create_block();

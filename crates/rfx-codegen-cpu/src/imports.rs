@@ -1,5 +1,6 @@
-//! Host functions JIT code may call: exact helpers (`fmod`) and, on CPUs with AVX2 and FMA,
-//! the ahead-of-time tile routines of [`crate::aot`]; never libm.
+//! Host functions JIT code may call: exact helpers (`fmod`, and the trigonometric functions of
+//! huge arguments, which need a full argument reduction) and, on CPUs with AVX2 and FMA, the
+//! ahead-of-time tile routines of [`crate::aot`]. Every other transcendental is inline code.
 
 use cranelift_codegen::ir::{AbiParam, FuncRef, Function, types};
 use cranelift_jit::{JITBuilder, JITModule};
@@ -17,10 +18,27 @@ extern "C" fn rfx_fmod(a: f64, b: f64) -> f64 {
     a % b
 }
 
+/// `sin`, `cos` or `tan` (`op` 0, 1, 2) of a huge `f32` argument, through the host's libm in
+/// `f64` (full argument reduction; correctly rounded up to a double rounding).
+extern "C" fn rfx_trig_f32(op: i32, x: f32) -> f32 {
+    rfx_trig_f64(op, f64::from(x)) as f32
+}
+
+/// `sin`, `cos` or `tan` (`op` 0, 1, 2) of a huge `f64` argument, through the host's libm.
+extern "C" fn rfx_trig_f64(op: i32, x: f64) -> f64 {
+    match op {
+        0 => x.sin(),
+        1 => x.cos(),
+        _ => x.tan(),
+    }
+}
+
 /// Registers the helpers' addresses with the JIT.
 pub(crate) fn register_symbols(builder: &mut JITBuilder) {
     builder.symbol("rfx_fmodf", rfx_fmodf as *const u8);
     builder.symbol("rfx_fmod", rfx_fmod as *const u8);
+    builder.symbol("rfx_trig_f32", rfx_trig_f32 as *const u8);
+    builder.symbol("rfx_trig_f64", rfx_trig_f64 as *const u8);
     for routine in AotFn::ALL {
         builder.symbol(routine.symbol(), routine.address());
     }
@@ -30,6 +48,8 @@ pub(crate) fn register_symbols(builder: &mut JITBuilder) {
 pub(crate) struct ImportIds {
     fmodf: FuncId,
     fmod: FuncId,
+    trig_f32: FuncId,
+    trig_f64: FuncId,
     /// The tile routines, in [`AotFn::ALL`] order; `None` when this CPU cannot run them.
     aot: Option<Vec<FuncId>>,
 }
@@ -46,6 +66,22 @@ impl ImportIds {
             .params
             .extend([AbiParam::new(types::F64), AbiParam::new(types::F64)]);
         sig64.returns.push(AbiParam::new(types::F64));
+        let mut trig32 = module.make_signature();
+        trig32
+            .params
+            .extend([AbiParam::new(types::I32), AbiParam::new(types::F32)]);
+        trig32.returns.push(AbiParam::new(types::F32));
+        let mut trig64 = module.make_signature();
+        trig64
+            .params
+            .extend([AbiParam::new(types::I32), AbiParam::new(types::F64)]);
+        trig64.returns.push(AbiParam::new(types::F64));
+        let trig_f32 = module
+            .declare_function("rfx_trig_f32", Linkage::Import, &trig32)
+            .map_err(Box::new)?;
+        let trig_f64 = module
+            .declare_function("rfx_trig_f64", Linkage::Import, &trig64)
+            .map_err(Box::new)?;
         let aot = if aot::available() {
             let ptr = module.target_config().pointer_type();
             let mut sig = module.make_signature();
@@ -62,6 +98,8 @@ impl ImportIds {
         };
         Ok(ImportIds {
             aot,
+            trig_f32,
+            trig_f64,
             fmodf: module
                 .declare_function("rfx_fmodf", Linkage::Import, &sig32)
                 .map_err(Box::new)?,
@@ -76,6 +114,8 @@ impl ImportIds {
         Imports {
             fmodf: module.declare_func_in_func(self.fmodf, func),
             fmod: module.declare_func_in_func(self.fmod, func),
+            trig_f32: module.declare_func_in_func(self.trig_f32, func),
+            trig_f64: module.declare_func_in_func(self.trig_f64, func),
             aot: self.aot.as_ref().map(|ids| {
                 ids.iter()
                     .map(|&id| module.declare_func_in_func(id, func))
@@ -89,6 +129,8 @@ impl ImportIds {
 pub(crate) struct Imports {
     pub(crate) fmodf: FuncRef,
     pub(crate) fmod: FuncRef,
+    pub(crate) trig_f32: FuncRef,
+    pub(crate) trig_f64: FuncRef,
     /// The tile routines, in [`AotFn::ALL`] order, where the CPU can run them.
     pub(crate) aot: Option<Vec<FuncRef>>,
 }

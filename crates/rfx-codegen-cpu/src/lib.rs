@@ -3,7 +3,9 @@
 //! **Owns:** LIR → Cranelift IR (a vector main loop and a scalar tail per kernel, f32/f64/i32/
 //! bool, reductions with lane-parallel partial accumulators in the LIR's documented order, so
 //! results are bit-identical to the LIR interpreter for every exactly-rounded op), vectorised
-//! polynomial transcendentals with documented ULP bounds, the persistent thread pool for large
+//! polynomial transcendentals with documented ULP bounds (inline Cranelift SIMD everywhere;
+//! on CPUs with AVX2 and FMA, elementwise loops call 8-lane routines compiled ahead of time on
+//! tiles of 512 elements instead), the persistent thread pool for large
 //! kernels, and the safe wrapper ([`CpuCompiled`]) that checks every buffer before JIT code sees
 //! a pointer.
 //!

@@ -1,7 +1,8 @@
 //! Transcendental functions: the bridge from LIR ops to the vector math library.
 
-use cranelift_codegen::ir::Value;
-use rfx_ir::{BinaryOp, DType, UnaryOp};
+use cranelift_codegen::ir::condcodes::FloatCC;
+use cranelift_codegen::ir::{BlockArg, InstBuilder, Value, types};
+use rfx_ir::{BinaryOp, DType, Scalar, UnaryOp};
 use rfx_lower::{BackendError, Unsupported};
 
 use crate::ops::{Emitter, cl_type};
@@ -13,7 +14,14 @@ fn unsupported(op: &'static str, dtype: DType) -> BackendError {
     }
 }
 
-/// `op(x)` for a transcendental unary op: inline vector polynomials, no libm calls.
+/// `|x|` above which `sin`, `cos` and `tan` leave the inline polynomials: their three-part
+/// Cody–Waite reduction keeps 4 ULP up to 1.6e6 (`math`), beyond it the argument needs the
+/// full Payne–Hanek reduction, which the rare lanes that need it get from the host's libm.
+const TRIG_INLINE_MAX: f64 = 1.0e6;
+
+/// `op(x)` for a transcendental unary op: inline vector polynomials; for the trigonometric
+/// functions, lanes with `|x| > TRIG_INLINE_MAX` (huge arguments and ±Inf) are recomputed on a
+/// cold path by [`crate::imports`]' exact helpers, taken only when some lane needs it.
 pub(crate) fn unary(
     e: &mut Emitter<'_, '_>,
     op: UnaryOp,
@@ -21,7 +29,49 @@ pub(crate) fn unary(
     dtype: DType,
 ) -> Result<Value, BackendError> {
     let ty = cl_type(dtype, e.w);
-    crate::math::emit_unary(e.b, op, x, ty).ok_or_else(|| unsupported(op.name(), dtype))
+    let fast = crate::math::emit_unary(e.b, op, x, ty).ok_or_else(|| unsupported(op.name(), dtype))?;
+    let code = match op {
+        UnaryOp::Sin => 0,
+        UnaryOp::Cos => 1,
+        UnaryOp::Tan => 2,
+        _ => return Ok(fast),
+    };
+    let (bound, helper) = match dtype {
+        DType::F32 => (
+            e.constant(Scalar::F32(TRIG_INLINE_MAX as f32)),
+            e.imports.trig_f32,
+        ),
+        DType::F64 => (e.constant(Scalar::F64(TRIG_INLINE_MAX)), e.imports.trig_f64),
+        _ => return Ok(fast),
+    };
+    let magnitude = e.b.ins().fabs(x);
+    let huge = e.b.ins().fcmp(FloatCC::GreaterThan, magnitude, bound);
+    let any = if e.w == 1 { huge } else { e.b.ins().vany_true(huge) };
+    let slow = e.b.create_block();
+    let merge = e.b.create_block();
+    e.b.append_block_param(merge, ty);
+    e.b.ins().brif(any, slow, &[], merge, &[BlockArg::Value(fast)]);
+    e.b.switch_to_block(slow);
+    e.b.set_cold_block(slow);
+    let code = e.b.ins().iconst(types::I32, code);
+    let exact = if e.w == 1 {
+        let call = e.b.ins().call(helper, &[code, x]);
+        e.b.inst_results(call)[0]
+    } else {
+        let mut all = fast;
+        for lane in 0..e.w {
+            let xi = e.b.ins().extractlane(x, lane);
+            let call = e.b.ins().call(helper, &[code, xi]);
+            let yi = e.b.inst_results(call)[0];
+            all = e.b.ins().insertlane(all, yi, lane);
+        }
+        // Only the huge lanes take the helper's value, so a lane's bits never depend on its
+        // neighbours.
+        e.select(huge, all, fast, ty)
+    };
+    e.b.ins().jump(merge, &[BlockArg::Value(exact)]);
+    e.b.switch_to_block(merge);
+    Ok(e.b.block_params(merge)[0])
 }
 
 /// `op(a, b)` for `pow` and `atan2`.

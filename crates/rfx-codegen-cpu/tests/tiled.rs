@@ -178,17 +178,25 @@ fn short_and_f64_kernels_keep_the_inline_polynomials() {
     );
 }
 
+/// Calls without a result in CLIF text: the tile routines.
+fn tile_calls(clif: &str) -> usize {
+    clif.lines()
+        .filter(|line| line.trim_start().starts_with("call fn"))
+        .count()
+}
+
 #[test]
 fn the_tiled_code_calls_the_routines_where_the_cpu_has_them() {
     let (_, lir) = lir_of(include_str!("../../rfx-ir/tests/corpus/hir/chain10.rfx"));
     let clif: String = dump(&lir).expect("dump").into_iter().map(|(_, c, _)| c).collect();
     if !tile_routines_linked() {
         eprintln!("skipped: this CPU has no AVX2+FMA, so kernels keep the inline polynomials");
-        assert!(!clif.contains("call"), "{clif}");
+        assert_eq!(tile_calls(&clif), 0, "{clif}");
         return;
     }
-    // sin, cos and exp: one call each per tile.
-    assert_eq!(clif.matches("call fn").count(), 3, "{clif}");
+    // sin, cos and exp: one call each per tile (the tile routines return nothing; the only
+    // other calls, the exact helpers for huge trigonometric arguments, return a value).
+    assert_eq!(tile_calls(&clif), 3, "{clif}");
     let (_, small) = lir_of("kernel k {\n %x = input x : f32[8]\n %s = sin %x : f32[8]\n output out = %s\n}");
     let clif: String = dump(&small)
         .expect("dump")

@@ -304,7 +304,10 @@ impl<'k> Gen<'_, 'k> {
         if has_reduce {
             self.emit_reduction(b, lo, hi, reduce_dims)
         } else {
-            if self.imports.aot.is_some() {
+            // Only the innermost loop runs in tiles, so a short one never needs the plan (nor
+            // its staging buffers).
+            let inner = kernel.dims.last().copied().unwrap_or(1);
+            if self.imports.aot.is_some() && inner >= MIN_TILED_ELEMS {
                 self.tiles = self.tile_plan(b)?;
             }
             self.emit_elementwise(b, lo, hi)

@@ -3,7 +3,7 @@
 //! after the other on this machine, and rfx's speed ratio to each peer.
 //!
 //! ```text
-//! cargo xtask peers [--label NAME] [--iterations N] [--markdown FILE] [--reuse-peers]
+//! cargo xtask peers [--label NAME] [--iterations N] [--markdown FILE] [--reuse-peers] [--threads N]
 //! ```
 //!
 //! The peers need their Python environment first: `PEERS_WORKDIR=target/peers
@@ -47,6 +47,8 @@ struct Options {
     iterations: String,
     markdown: Option<String>,
     reuse_peers: bool,
+    /// `rfx bench --threads`: `Some(1)` compares one rfx thread with the one-thread peers.
+    threads: Option<String>,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
@@ -55,6 +57,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         iterations: "200".to_string(),
         markdown: None,
         reuse_peers: false,
+        threads: None,
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -64,6 +67,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--iterations" => options.iterations = value("--iterations")?,
             "--markdown" => options.markdown = Some(value("--markdown")?),
             "--reuse-peers" => options.reuse_peers = true,
+            "--threads" => options.threads = Some(value("--threads")?),
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
@@ -92,7 +96,11 @@ pub(crate) fn peers(root: &Path, args: &[String]) -> Result<(), String> {
         size: sizes.join(","),
         iterations: options.iterations.clone(),
         repeat: 1,
-        extra: Vec::new(),
+        extra: options
+            .threads
+            .iter()
+            .flat_map(|t| ["--threads".to_string(), t.clone()])
+            .collect(),
     };
     crate::perf::run_bench(root, &run, &rfx_json)?;
     if !options.reuse_peers {

@@ -49,6 +49,10 @@ pub struct BenchArgs {
     /// contraction on the CPU and CUDA, CUDA's hardware approximations).
     #[arg(long)]
     pub fast_math: bool,
+    /// Most threads one call may use (default: every core; `--threads 1` measures one thread,
+    /// as the single-threaded peers run).
+    #[arg(long)]
+    pub threads: Option<usize>,
     /// Bench-only fault injection for testing `cargo xtask perf-check`: `KERNEL=MICROSECONDS`
     /// busy-waits that long inside every timed call of that kernel.
     #[arg(long, hide = true)]
@@ -140,6 +144,8 @@ pub struct BenchReport {
     pub iterations: usize,
     /// Whether the kernels were compiled with fast math (`--fast-math`).
     pub fast_math: bool,
+    /// The most threads a call could use (`--threads`; `None`: every core).
+    pub threads: Option<usize>,
     /// Every kernel at every size.
     pub results: Vec<KernelResult>,
 }
@@ -317,12 +323,14 @@ fn prepare(
     kernel: &Kernel,
     backend: &dyn Backend,
     config: &OptConfig,
+    threads: Option<usize>,
 ) -> anyhow::Result<(Prepared, OptReport, Duration)> {
     let start = Instant::now();
     let (mir, report) = optimize(kernel, config)?;
     let (lir, _) = lower(&mir, &LowerConfig::default())?;
     let options = rfx_lower::CompileOptions {
         fast_math: config.fast_math,
+        max_threads: threads,
         ..Default::default()
     };
     let compiled = backend.compile(&lir, &options)?;
@@ -486,7 +494,7 @@ fn unfused_p50(kernel: &Kernel, backend: &dyn Backend, iterations: usize) -> any
         };
         b.output("out", v)?;
         let single = b.finish()?;
-        let (mut prepared, _, _) = prepare(&single, backend, &config)?;
+        let (mut prepared, _, _) = prepare(&single, backend, &config, None)?;
         prepared.inputs = node
             .args
             .iter()
@@ -584,7 +592,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
                 fast_math: args.fast_math,
                 ..OptConfig::default()
             };
-            let (mut prepared, report, compile) = prepare(&kernel, backend.as_ref(), &config)?;
+            let (mut prepared, report, compile) = prepare(&kernel, backend.as_ref(), &config, args.threads)?;
             let delay = injected
                 .as_ref()
                 .filter(|(k, _)| *k == name)
@@ -597,7 +605,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
             let (interp, unfused) = if args.no_baselines {
                 (None, None)
             } else {
-                let (mut ip, _, _) = prepare(&kernel, &InterpBackend, &OptConfig::default())?;
+                let (mut ip, _, _) = prepare(&kernel, &InterpBackend, &OptConfig::default(), None)?;
                 let interp = Timing::from_samples(time_calls(
                     &mut ip,
                     baseline_iters.min(if n > 100_000 { 3 } else { 20 }),
@@ -645,6 +653,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
         git_revision: git_revision(),
         iterations,
         fast_math: args.fast_math,
+        threads: args.threads,
         results,
     };
     if let Some(path) = &args.json_out {

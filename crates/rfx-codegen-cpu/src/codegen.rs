@@ -95,6 +95,9 @@ struct KernelInfo<'k> {
     /// For each body instruction, its access index (loads and stores only).
     access_of: Vec<Option<usize>>,
     buffer_dtypes: Vec<DType>,
+    /// Per buffer: `Some(true)` for a program input, `Some(false)` for an output, `None` for an
+    /// arena temporary (which may share bytes with another temporary).
+    buffer_is_input: Vec<Option<bool>>,
 }
 
 /// Builds the function for `kernel` into `module`. Returns its id, its CLIF text and its shape.
@@ -154,11 +157,21 @@ pub(crate) fn build_kernel(
             _ => access_of.push(None),
         }
     }
+    let buffer_is_input = program
+        .buffers()
+        .iter()
+        .map(|b| match b.storage {
+            rfx_ir::lir::Storage::Input { .. } => Some(true),
+            rfx_ir::lir::Storage::Output { .. } => Some(false),
+            rfx_ir::lir::Storage::Arena { .. } => None,
+        })
+        .collect();
     let info = KernelInfo {
         kernel,
         accesses,
         access_of,
         buffer_dtypes,
+        buffer_is_input,
     };
     let shape;
     {
@@ -228,8 +241,17 @@ enum Segment {
         loads: Vec<(usize, SlotId)>,
     },
     /// A tile routine from the staged value `src` into the staging buffer of `dst` (both body
-    /// indices of the defining instructions).
-    Call { routine: AotFn, src: usize, dst: usize },
+    /// indices of the defining instructions). `src_access` / `dst_access`: the routine reads
+    /// its argument straight from a program input (the load of `src` is contiguous) or writes
+    /// its result straight into a program output (the only use of `dst` is a contiguous
+    /// store), saving a staging copy; caller-supplied inputs and outputs never overlap.
+    Call {
+        routine: AotFn,
+        src: usize,
+        dst: usize,
+        src_access: Option<usize>,
+        dst_access: Option<usize>,
+    },
 }
 
 /// The tiled form of an elementwise body: its segments and the staging buffer (one per value
@@ -314,6 +336,36 @@ impl<'k> Gen<'_, 'k> {
         }
     }
 
+    /// Loop points per thread below which a split does not pay: the schedule's
+    /// `min_elems_per_thread` is for a body of `REFERENCE_WORK` instruction-equivalents; a
+    /// costlier body (transcendentals count 20, `pow`/`atan2` 40) splits at fewer points, a
+    /// cheaper one (a memory-bound `add`) at more, because handing a chunk to a worker costs
+    /// microseconds that only enough work repays.
+    fn min_points_per_thread(&self) -> usize {
+        const REFERENCE_WORK: usize = 16;
+        let work: usize = self
+            .kernel()
+            .body
+            .iter()
+            .map(|inst| match inst {
+                Inst::Unary { op, .. } if op.is_transcendental() => 20,
+                Inst::Binary {
+                    op: BinaryOp::Pow | BinaryOp::Atan2,
+                    ..
+                } => 40,
+                _ => 1,
+            })
+            .sum::<usize>()
+            .max(1);
+        (self
+            .kernel()
+            .schedule
+            .min_elems_per_thread
+            .saturating_mul(REFERENCE_WORK)
+            / work)
+            .max(1024)
+    }
+
     fn base(&self, buf: BufId) -> Result<Value, BackendError> {
         self.bases
             .get(buf.index())
@@ -373,7 +425,7 @@ impl<'k> Gen<'_, 'k> {
             let n = dims.first().copied().unwrap_or(1) as u64;
             let ptrs = self.pointers(b, &zeros)?;
             self.emit_elementwise_loop(b, lo, hi, n as usize, &ptrs)?;
-            KernelShape::new(n, 1, self.width, self.kernel().schedule.min_elems_per_thread)
+            KernelShape::new(n, 1, self.width, self.min_points_per_thread())
         } else {
             let inner = dims[rank - 1];
             let rows: usize = dims[..rank - 1].iter().product();
@@ -390,7 +442,7 @@ impl<'k> Gen<'_, 'k> {
                 rows as u64,
                 inner as u64,
                 self.width,
-                self.kernel().schedule.min_elems_per_thread,
+                self.min_points_per_thread(),
             )
         };
         b.ins().return_(&[]);
@@ -517,7 +569,13 @@ impl<'k> Gen<'_, 'k> {
                     .first()
                     .map(|&(def, _)| def)
                     .ok_or_else(|| internal("tile routine without a body argument"))?;
-                segments.push(Segment::Call { routine, src, dst: i });
+                segments.push(Segment::Call {
+                    routine,
+                    src,
+                    dst: i,
+                    src_access: None,
+                    dst_access: None,
+                });
             } else {
                 segment_of[i] = segments.len();
                 ops.push(i);
@@ -529,11 +587,80 @@ impl<'k> Gen<'_, 'k> {
                 loads: Vec::new(),
             });
         }
-        // Values read in a later segment than their own are staged; so are routine results.
+        // Direct routine arguments: a contiguous f32 load of a program input, and a result
+        // whose only use is a contiguous store into a program output.
+        let contiguous_f32 = |i: usize, input: bool| {
+            self.info.access_of.get(i).copied().flatten().filter(|&k| {
+                let access = &self.info.accesses[k];
+                access.dtype == DType::F32
+                    && self.inner_stride(k) == 1
+                    && self
+                        .info
+                        .buffer_is_input
+                        .get(access.buf.index())
+                        .copied()
+                        .flatten()
+                        == Some(input)
+            })
+        };
+        let mut skipped = vec![false; body.len()];
+        for segment in &mut segments {
+            if let Segment::Call {
+                src,
+                dst,
+                src_access,
+                dst_access,
+                ..
+            } = segment
+            {
+                if matches!(body[*src], Inst::Load { .. }) {
+                    *src_access = contiguous_f32(*src, true);
+                }
+                let users: Vec<usize> = (0..body.len())
+                    .filter(|&i| reads[i].iter().any(|&(def, _)| def == *dst))
+                    .collect();
+                if let [user] = users[..]
+                    && matches!(body[user], Inst::Store { .. })
+                {
+                    *dst_access = contiguous_f32(user, false);
+                    if dst_access.is_some() {
+                        skipped[user] = true;
+                    }
+                }
+            }
+        }
+        // Values read in a later segment than their own are staged, except a direct routine
+        // argument; so are routine results that are not written directly.
+        // The routine instructions (by body index) that read their argument directly.
+        let direct_src: Vec<usize> = segments
+            .iter()
+            .filter_map(|segment| match segment {
+                Segment::Call {
+                    dst,
+                    src_access: Some(_),
+                    ..
+                } => Some(*dst),
+                _ => None,
+            })
+            .collect();
+        let direct_dst: Vec<usize> = segments
+            .iter()
+            .filter_map(|segment| match segment {
+                Segment::Call {
+                    dst,
+                    dst_access: Some(_),
+                    ..
+                } => Some(*dst),
+                _ => None,
+            })
+            .collect();
         let mut staged_defs: Vec<usize> = Vec::new();
         for (i, defs) in reads.iter().enumerate() {
+            if skipped[i] {
+                continue;
+            }
             for &(def, slot) in defs {
-                if segment_of[def] == segment_of[i] {
+                if segment_of[def] == segment_of[i] || direct_src.contains(&i) {
                     continue;
                 }
                 if !staged_defs.contains(&def) {
@@ -545,10 +672,32 @@ impl<'k> Gen<'_, 'k> {
                     loads.push((def, slot));
                 }
             }
-            if routines[i].is_some() && !staged_defs.contains(&i) {
+            if routines[i].is_some() && !direct_dst.contains(&i) && !staged_defs.contains(&i) {
                 staged_defs.push(i);
             }
         }
+        // Drop the stores a routine now does itself, and loads nothing reads any more.
+        let read_in_segment = |i: usize, insts: &[usize]| {
+            insts
+                .iter()
+                .any(|&j| reads[j].iter().any(|&(def, _)| def == i) && !skipped[j])
+        };
+        for segment in &mut segments {
+            if let Segment::Ops { insts, .. } = segment {
+                let keep: Vec<usize> = insts
+                    .iter()
+                    .copied()
+                    .filter(|&i| {
+                        !skipped[i]
+                            && !(matches!(body[i], Inst::Load { .. })
+                                && !staged_defs.contains(&i)
+                                && !read_in_segment(i, insts))
+                    })
+                    .collect();
+                *insts = keep;
+            }
+        }
+        segments.retain(|segment| !matches!(segment, Segment::Ops { insts, .. } if insts.is_empty()));
         let mut staged = HashMap::new();
         for def in staged_defs {
             let slot = body[def]
@@ -626,21 +775,37 @@ impl<'k> Gen<'_, 'k> {
                         })?;
                     }
                 }
-                Segment::Call { routine, src, dst } => {
+                Segment::Call {
+                    routine,
+                    src,
+                    dst,
+                    src_access,
+                    dst_access,
+                } => {
                     let func = self
                         .imports
                         .routine(*routine)
                         .ok_or_else(|| internal("tile routine not linked"))?;
-                    let (src_stack, _) = *plan
-                        .staged
-                        .get(src)
-                        .ok_or_else(|| internal("routine argument not staged"))?;
-                    let (dst_stack, _) = *plan
-                        .staged
-                        .get(dst)
-                        .ok_or_else(|| internal("routine result not staged"))?;
-                    let src_addr = b.ins().stack_addr(self.ptr, src_stack, 0);
-                    let dst_addr = b.ins().stack_addr(self.ptr, dst_stack, 0);
+                    let src_addr = match src_access {
+                        Some(k) => self.address(b, *k, at, at, ptrs, 0),
+                        None => {
+                            let (stack, _) = *plan
+                                .staged
+                                .get(src)
+                                .ok_or_else(|| internal("routine argument not staged"))?;
+                            b.ins().stack_addr(self.ptr, stack, 0)
+                        }
+                    };
+                    let dst_addr = match dst_access {
+                        Some(k) => self.address(b, *k, at, at, ptrs, 0),
+                        None => {
+                            let (stack, _) = *plan
+                                .staged
+                                .get(dst)
+                                .ok_or_else(|| internal("routine result not staged"))?;
+                            b.ins().stack_addr(self.ptr, stack, 0)
+                        }
+                    };
                     b.ins().call(func, &[src_addr, dst_addr, count]);
                 }
             }
@@ -934,7 +1099,7 @@ impl<'k> Gen<'_, 'k> {
             units as u64,
             reduced_numel as u64,
             self.width,
-            self.kernel().schedule.min_elems_per_thread,
+            self.min_points_per_thread(),
         ))
     }
 

@@ -1,15 +1,18 @@
 //! A persistent worker pool for large kernels.
 //!
-//! Workers are started once, on first need, and sleep on a condition variable between jobs; no
-//! thread is spawned per call. A kernel is split into contiguous unit ranges, the caller runs
+//! Workers are started once, on first need; after a job a worker spins for up to `SPIN` on an
+//! atomic flag before it sleeps on a condition variable, so the back-to-back calls of a loop
+//! hand work over without a futex wake-up (which costs tens of microseconds on a virtual
+//! machine whose idle vCPU has been descheduled). No thread is spawned per call. A kernel is split into contiguous unit ranges, the caller runs
 //! the first range itself, and waits for the others. Small kernels (below the schedule's
 //! minimum points per thread) never touch the pool, so the real-time path takes no lock. Only
 //! one parallel kernel runs at a time; a concurrent caller finding the pool busy runs its
 //! kernel on its own thread instead of waiting. Results do not depend on the split: units are
 //! independent (a reduction's unit is a whole output element).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use crate::codegen::KernelShape;
 
@@ -40,9 +43,31 @@ struct Job {
 // caller has seen the latch reach zero, which happens only after the job ran.
 unsafe impl Send for Job {}
 
+/// How long a worker (after a job) or a dispatcher (waiting for its helpers) spins before it
+/// blocks.
+const SPIN: Duration = Duration::from_micros(200);
+
+/// Spins until `ready()` or `SPIN` has passed; returns `ready()`.
+fn spin_until(ready: impl Fn() -> bool) -> bool {
+    let start = Instant::now();
+    loop {
+        for _ in 0..64 {
+            if ready() {
+                return true;
+            }
+            std::hint::spin_loop();
+        }
+        if start.elapsed() >= SPIN {
+            return ready();
+        }
+    }
+}
+
 struct Worker {
     slot: Mutex<Option<Job>>,
     wake: Condvar,
+    /// Set (after the slot is filled) while a job waits in the slot.
+    pending: AtomicBool,
 }
 
 struct Pool {
@@ -58,6 +83,7 @@ fn pool() -> &'static Pool {
                 let worker = Arc::new(Worker {
                     slot: Mutex::new(None),
                     wake: Condvar::new(),
+                    pending: AtomicBool::new(false),
                 });
                 let mine = worker.clone();
                 std::thread::Builder::new()
@@ -76,10 +102,12 @@ fn pool() -> &'static Pool {
 
 fn worker_loop(worker: &Worker) {
     loop {
+        spin_until(|| worker.pending.load(Ordering::Acquire));
         let job = {
             let mut slot = worker.slot.lock().unwrap_or_else(|e| e.into_inner());
             loop {
                 if let Some(job) = slot.take() {
+                    worker.pending.store(false, Ordering::Relaxed);
                     break job;
                 }
                 slot = worker.wake.wait(slot).unwrap_or_else(|e| e.into_inner());
@@ -144,10 +172,12 @@ pub(crate) unsafe fn run_kernel(
             latch: &latch,
         };
         *worker.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
+        worker.pending.store(true, Ordering::Release);
         worker.wake.notify_one();
     }
     // SAFETY: guaranteed by the caller; this thread computes the first chunk.
     unsafe { func(table, 0, chunk.min(units)) };
+    spin_until(|| latch.remaining.load(Ordering::Acquire) == 0);
     let mut lock = latch.lock.lock().unwrap_or_else(|e| e.into_inner());
     while latch.remaining.load(Ordering::Acquire) > 0 {
         lock = latch.done.wait(lock).unwrap_or_else(|e| e.into_inner());

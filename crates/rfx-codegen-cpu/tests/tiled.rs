@@ -210,3 +210,44 @@ fn the_tiled_code_calls_the_routines_where_the_cpu_has_them() {
 {clif}"
     );
 }
+
+#[test]
+fn routines_read_inputs_and_write_outputs_directly() {
+    // Both direct: the routine reads `x` and writes `out` itself.
+    check(
+        "kernel k {\n %x = input x : f32[{N}]\n %s = sin %x : f32[{N}]\n output out = %s\n}",
+        &SIZES,
+        Some(1),
+    );
+    // The result is also used afterwards, so it is staged as well as stored; the argument is
+    // also an operand of a later op.
+    check(
+        "kernel k {\n %x = input x : f32[{N}]\n %e = exp %x : f32[{N}]\n %o = add %e, %x : f32[{N}]\n \
+         output e = %e\n output o = %o\n}",
+        &SIZES,
+        Some(1),
+    );
+    // A strided (broadcast) argument cannot be read directly.
+    check(
+        "kernel k {\n %x = input x : f32[2, 1]\n %z = input z : f32[2, {N}]\n \
+         %c = cos %x : f32[2, 1]\n %o = add %c, %z : f32[2, {N}]\n output out = %o\n}",
+        &[70, 600],
+        Some(1),
+    );
+}
+
+#[test]
+fn a_direct_routine_call_leaves_no_staging_copy() {
+    if !tile_routines_linked() {
+        eprintln!("skipped: this CPU has no AVX2+FMA, so kernels keep the inline polynomials");
+        return;
+    }
+    let (_, lir) =
+        lir_of("kernel k {\n %x = input x : f32[4096]\n %s = sin %x : f32[4096]\n output out = %s\n}");
+    let clif: String = dump(&lir).expect("dump").into_iter().map(|(_, c, _)| c).collect();
+    assert_eq!(tile_calls(&clif), 1, "{clif}");
+    assert!(
+        !clif.contains("explicit_slot"),
+        "no staging buffer expected:\n{clif}"
+    );
+}

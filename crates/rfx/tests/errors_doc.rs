@@ -443,3 +443,94 @@ fn errors_md_names_every_variant_of_every_public_error_enum() {
         stale.join("\n  ")
     );
 }
+
+/// The text of every test in the workspace: the files under each crate's `tests/`, test-only
+/// source files (`tests.rs`, anything under a `tests/` module directory), and the part of every
+/// other source file from its first `#[cfg(test)]` on.
+fn workspace_test_sources() -> Vec<(PathBuf, String)> {
+    let root = workspace_root();
+    let mut files = Vec::new();
+    for dir in [root.join("crates"), root.join("xtask")] {
+        rust_files(&dir, &mut files);
+    }
+    let mut sources = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("reading a source file");
+        let relative = file.strip_prefix(&root).unwrap_or(&file).to_path_buf();
+        let in_tests_dir = relative.components().any(|c| c.as_os_str() == "tests");
+        let is_test_file = in_tests_dir || file.file_name().is_some_and(|n| n == "tests.rs");
+        let test_part = if is_test_file {
+            text
+        } else {
+            match text.find("#[cfg(test)]") {
+                Some(at) => text[at..].to_string(),
+                None => continue,
+            }
+        };
+        sources.push((relative, test_part));
+    }
+    sources
+}
+
+#[test]
+fn every_error_variant_is_named_by_a_test() {
+    let (enums, _) = workspace_error_types();
+    let tests = workspace_test_sources();
+    assert!(tests.len() > 50, "found only {} test sources", tests.len());
+    // This file names every variant in its messages and fixtures; it proves nothing about them.
+    let this_file = Path::new(file!())
+        .file_name()
+        .map(|n| n.to_os_string())
+        .expect("this file's name");
+    let tests: Vec<&(PathBuf, String)> = tests
+        .iter()
+        .filter(|(path, _)| path.file_name() != Some(this_file.as_os_str()))
+        .collect();
+
+    let mut defined_in: BTreeMap<&str, usize> = BTreeMap::new();
+    for found in &enums {
+        *defined_in.entry(found.enum_.name.as_str()).or_default() += 1;
+    }
+    let mut missing = Vec::new();
+    for found in &enums {
+        let name = &found.enum_.name;
+        for variant in &found.enum_.variants {
+            let plain = format!("{name}::{variant}");
+            // An enum name defined in several modules (`hir`/`mir`/`lir::VerifyErrorKind`) must
+            // be qualified where the variant name is shared, or found in a file of its module.
+            let ambiguous = defined_in[name.as_str()] > 1
+                && enums.iter().any(|other| {
+                    other.enum_.name == *name
+                        && other.module != found.module
+                        && other.enum_.variants.contains(variant)
+                });
+            let qualified = format!("{}::{plain}", found.module);
+            let named = tests.iter().any(|(path, text)| {
+                if contains_name(text, &qualified) {
+                    return true;
+                }
+                if !contains_name(text, &plain) {
+                    return false;
+                }
+                if !ambiguous {
+                    return true;
+                }
+                let module_file = path.components().any(|c| c.as_os_str() == found.module.as_str())
+                    || path
+                        .file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with(found.module.as_str()));
+                module_file
+            });
+            if !named {
+                missing.push(format!("{qualified} (defined in {})", found.file.display()));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "{} public error variants are raised by no test (no test names them):\n  {}",
+        missing.len(),
+        missing.join("\n  ")
+    );
+}

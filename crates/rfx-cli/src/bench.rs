@@ -331,7 +331,6 @@ fn prepare(
     let options = rfx_lower::CompileOptions {
         fast_math: config.fast_math,
         max_threads: threads,
-        ..Default::default()
     };
     let compiled = backend.compile(&lir, &options)?;
     let compile = start.elapsed();

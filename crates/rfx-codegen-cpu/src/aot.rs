@@ -176,7 +176,7 @@ fn exp_fast(x: f32) -> f32 {
     let p = r.mul_add(p, 8.333_452e-3);
     let p = r.mul_add(p, 4.166_579_6e-2);
     let p = r.mul_add(p, 1.666_666_5e-1);
-    let p = r.mul_add(p, 5.000_000_1e-1);
+    let p = r.mul_add(p, 0.5);
     let e = (r * r).mul_add(p, r) + 1.0;
     let k = (t.to_bits() as i32).wrapping_sub(ROUND_MAGIC.to_bits() as i32);
     let scale = f32::from_bits((k.wrapping_add(127) as u32) << 23);
@@ -204,7 +204,7 @@ fn log_fast(x: f32) -> f32 {
     let p = f.mul_add(p, -1.666_805_8e-1);
     let p = f.mul_add(p, 2.000_071_4e-1);
     let p = f.mul_add(p, -2.499_999_4e-1);
-    let p = f.mul_add(p, 3.333_333_1e-1);
+    let p = f.mul_add(p, 0.333_333_3);
     let y = (f * z) * p;
     let y = fe.mul_add(LN2_LO, y);
     let y = z.mul_add(-0.5, y);

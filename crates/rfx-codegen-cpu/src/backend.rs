@@ -146,6 +146,8 @@ pub(crate) fn compile_code(
 pub struct CpuCompiled {
     program: LirProgram,
     code: CpuCode,
+    fast_math: bool,
+    clif: std::sync::OnceLock<Vec<String>>,
     max_threads: usize,
     signature: Signature,
     /// The buffer-table layout: where each input's, output's and arena temporary's base
@@ -179,9 +181,15 @@ impl std::fmt::Debug for CpuCompiled {
 }
 
 impl CpuCompiled {
-    /// The Cranelift IR of each kernel, as text (`rfx dump --stage clif`).
+    /// The Cranelift IR of each kernel, as text (`rfx dump --stage clif`). Generated on first
+    /// use by compiling the program once more with printing on (a plain compile skips it: it
+    /// costs a sizeable part of a small kernel's compile time); empty if that fails.
     pub fn clif(&self) -> &[String] {
-        &self.code.clif
+        self.clif.get_or_init(|| {
+            compile_code(&self.program, true, self.fast_math)
+                .map(|code| code.clif.clone())
+                .unwrap_or_default()
+        })
     }
 
     /// The SIMD lanes each kernel's main loop uses (1: scalar code).
@@ -234,6 +242,8 @@ pub fn compile(program: &LirProgram, options: &CompileOptions) -> Result<CpuComp
     Ok(CpuCompiled {
         program: program.clone(),
         code,
+        fast_math: options.fast_math,
+        clif: std::sync::OnceLock::new(),
         max_threads,
         signature: Signature::of(program),
         table,

@@ -198,7 +198,12 @@ pub(crate) fn build_kernel(
         b.seal_all_blocks();
         b.finalize(module.target_config());
     }
-    let clif = ctx.func.display().to_string();
+    // Printing CLIF costs a sizeable part of a small kernel's compile time: only for dumps.
+    let clif = if want_disasm {
+        ctx.func.display().to_string()
+    } else {
+        String::new()
+    };
     module
         .define_function(id, &mut ctx)
         .map_err(|e| internal(format!("define {name}: {e:?}")))?;
@@ -688,10 +693,10 @@ impl<'k> Gen<'_, 'k> {
                     .iter()
                     .copied()
                     .filter(|&i| {
-                        !skipped[i]
-                            && !(matches!(body[i], Inst::Load { .. })
-                                && !staged_defs.contains(&i)
-                                && !read_in_segment(i, insts))
+                        let dead_load = matches!(body[i], Inst::Load { .. })
+                            && !staged_defs.contains(&i)
+                            && !read_in_segment(i, insts);
+                        !skipped[i] && !dead_load
                     })
                     .collect();
                 *insts = keep;

@@ -89,9 +89,12 @@ impl ImportIds {
                 .extend([AbiParam::new(ptr), AbiParam::new(ptr), AbiParam::new(types::I64)]);
             let ids = AotFn::ALL
                 .iter()
-                .map(|routine| module.declare_function(routine.symbol(), Linkage::Import, &sig))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(Box::new)?;
+                .map(|routine| {
+                    module
+                        .declare_function(routine.symbol(), Linkage::Import, &sig)
+                        .map_err(Box::new)
+                })
+                .collect::<Result<Vec<_>, _>>()?;
             Some(ids)
         } else {
             None

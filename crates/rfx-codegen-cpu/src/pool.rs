@@ -19,9 +19,11 @@ use crate::codegen::KernelShape;
 /// A compiled kernel: `(buffer table, first unit, end unit)`.
 pub(crate) type KernelFn = unsafe extern "C" fn(*const *mut u8, u64, u64);
 
-/// Threads to use when the caller does not say: the machine's parallelism.
+/// Threads to use when the caller does not say: the machine's parallelism, asked once (the
+/// answer reads cgroup files, which would otherwise cost every compile tens of microseconds).
 pub(crate) fn default_threads() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    static THREADS: OnceLock<usize> = OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
 }
 
 struct Latch {

@@ -46,6 +46,8 @@ pub struct RuleInfo {
 
 type Rule = Rewrite<Node, RfxAnalysis>;
 
+use std::sync::OnceLock;
+
 /// Makes the rewrite for a rule, given its name.
 type MakeRule = fn(&'static str) -> Rule;
 
@@ -108,8 +110,15 @@ pub fn rule_table() -> Vec<RuleInfo> {
 }
 
 /// The rules enabled at the given level: exact always, refining when `refining`, fast-math when
-/// `fast_math`.
-pub(crate) fn rules(refining: bool, fast_math: bool) -> Vec<Rule> {
+/// `fast_math`. Built once per level and process: parsing and compiling the patterns costs
+/// more than saturating a small kernel.
+pub(crate) fn rules(refining: bool, fast_math: bool) -> &'static [Rule] {
+    static LEVELS: [OnceLock<Vec<Rule>>; 4] = [const { OnceLock::new() }; 4];
+    LEVELS[usize::from(refining) * 2 + usize::from(fast_math)]
+        .get_or_init(|| build_rules(refining, fast_math))
+}
+
+fn build_rules(refining: bool, fast_math: bool) -> Vec<Rule> {
     RULES
         .iter()
         .filter(|(info, _)| match info.exactness {

@@ -83,7 +83,7 @@ pub(crate) fn saturate(kernel: &Kernel, config: &OptConfig) -> Result<Saturation
         .with_iter_limit(config.iter_limit)
         .with_node_limit(config.node_limit)
         .with_time_limit(config.time_limit)
-        .run(&rules);
+        .run(rules);
     let stop_reason = match &runner.stop_reason {
         Some(EggStop::Saturated) | None => StopReason::Saturated,
         Some(EggStop::IterationLimit(n)) => StopReason::IterationLimit(*n),

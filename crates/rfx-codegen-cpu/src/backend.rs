@@ -155,6 +155,10 @@ pub struct CpuCompiled {
     table: TablePlan,
 }
 
+/// Buffer-table entries a call keeps on the stack (beyond them, or with an arena, the table
+/// lives in the caller's `Scratch`).
+const STACK_TABLE: usize = 16;
+
 /// Which entry of the buffer table each argument fills (the table is in buffer order).
 #[derive(Debug)]
 struct TablePlan {
@@ -310,10 +314,25 @@ impl Compiled for CpuCompiled {
         // Every buffer's dtype and length is checked here: the code touches exactly the
         // elements the verified LIR indexes, all of which lie inside buffers of these shapes.
         self.signature.validate(inputs, outputs)?;
-        let arena_words = self.program.arena_bytes().div_ceil(8);
-        let words = scratch.words((arena_words + self.table.len) * 8);
-        let (arena, table) = words.split_at_mut(arena_words);
-        let arena_base = arena.as_mut_ptr().cast::<u8>();
+        // Programs without temporaries and with a short table (every control kernel) keep the
+        // table on the stack; the others put it after the arena in `scratch`.
+        let arena_bytes = self.program.arena_bytes();
+        let mut on_stack = [0u64; STACK_TABLE];
+        let table: &mut [u64] = if arena_bytes == 0 && self.table.len <= STACK_TABLE {
+            &mut on_stack[..self.table.len]
+        } else {
+            let arena_words = arena_bytes.div_ceil(8);
+            let words = scratch.words((arena_words + self.table.len) * 8);
+            let (arena, table) = words.split_at_mut(arena_words);
+            let arena_base = arena.as_mut_ptr().cast::<u8>();
+            for &(entry, offset) in &self.table.arena {
+                if let Some(slot) = table.get_mut(entry) {
+                    // The arena holds `arena_bytes`; the verifier checked every temporary fits.
+                    *slot = arena_base.wrapping_add(offset) as u64;
+                }
+            }
+            table
+        };
         // The signature matched, so there is exactly one view per planned entry.
         for (&entry, view) in self.table.inputs.iter().zip(inputs) {
             if let Some(slot) = table.get_mut(entry) {
@@ -325,19 +344,19 @@ impl Compiled for CpuCompiled {
                 *slot = data_mut_ptr(view.data_mut()) as u64;
             }
         }
-        for &(entry, offset) in &self.table.arena {
-            if let Some(slot) = table.get_mut(entry) {
-                // The arena holds `arena_bytes`; the verifier checked every temporary fits.
-                *slot = arena_base.wrapping_add(offset) as u64;
-            }
-        }
         let table_ptr = table.as_ptr().cast::<*mut u8>();
         for (func, shape) in &self.code.kernels {
             // SAFETY: `table_ptr` points at one valid base address per buffer, each buffer has
             // the length its type declares (checked above; the arena by construction), the JIT
             // code only indexes elements the verified LIR proves in range, inputs are only read,
             // and outputs do not overlap inputs or each other (checked above).
-            unsafe { pool::run_kernel(*func, table_ptr, shape, self.max_threads) };
+            unsafe {
+                if shape.thread_limit <= 1 || self.max_threads <= 1 {
+                    func(table_ptr, 0, shape.units);
+                } else {
+                    pool::run_kernel(*func, table_ptr, shape, self.max_threads);
+                }
+            }
         }
         Ok(())
     }

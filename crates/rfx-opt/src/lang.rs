@@ -248,7 +248,11 @@ fn fold(
         Head::BroadcastTo(_) | Head::Reshape(_) => args.first().copied(),
         Head::Reduce(op, axes, _) => {
             let in_shape = &child_data.first()?.ty.as_ref()?.shape;
-            let count: usize = axes.iter().filter_map(|&a| in_shape.dims().get(a)).product();
+            // Saturating: a shape's element count may exceed `usize` (the fold then declines).
+            let count = axes
+                .iter()
+                .filter_map(|&a| in_shape.dims().get(a))
+                .fold(1usize, |n, &d| n.saturating_mul(d));
             if count > max_elems {
                 return None;
             }

@@ -515,12 +515,11 @@ fn every_error_variant_is_named_by_a_test() {
                 if !ambiguous {
                     return true;
                 }
-                let module_file = path.components().any(|c| c.as_os_str() == found.module.as_str())
+                path.components().any(|c| c.as_os_str() == found.module.as_str())
                     || path
                         .file_name()
                         .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with(found.module.as_str()));
-                module_file
+                        .is_some_and(|n| n.starts_with(found.module.as_str()))
             });
             if !named {
                 missing.push(format!("{qualified} (defined in {})", found.file.display()));

@@ -66,8 +66,11 @@
 //! `tests::special_values_exact`. NaN payloads are not preserved.
 //!
 //! **Large trigonometric arguments:** the Cody–Waite reduction is exact while `|q| < 2^20`,
-//! i.e. `|x| < 1.6e6`, where sin/cos/tan meet the bound in both precisions. Beyond, there is
-//! no Payne–Hanek reduction yet: the reduced argument carries an absolute error of about
+//! i.e. `|x| < 1.6e6`, where sin/cos/tan meet the bound in both precisions. The code generator
+//! (`crate::transcendental`) therefore recomputes lanes with `|x| > 1e6` through libm on a cold
+//! path, so kernels meet the bound over the whole domain. The polynomials alone (what this
+//! module emits and its tests measure) have no Payne–Hanek reduction: the reduced argument
+//! carries an absolute error of about
 //! `|x| 2^-53`, so `f32` stays within about 1–2 ULP up to 1e7 and loses accuracy above
 //! (≈1e3 ULP to 1e9, meaningless above 1e12), `f64` loses accuracy from about 2e6 on.
 //! Where the reduced argument is lost entirely (`|x| >= 2^52` or so) it is replaced by 0, so

@@ -1,0 +1,375 @@
+//! Raises `rfx-ir` error variants through the public API, one bad input each: typing rules,
+//! `Builder` rejections, and the MIR/LIR `Type` and `InvalidName` kinds. `InterpError::Inconsistent`,
+//! which no input reaches, is pinned by its message.
+
+use rfx_ir::hir::{self, BuildError, Builder, ValueId};
+use rfx_ir::interp::InterpError;
+use rfx_ir::lir::{self, LirProgram};
+use rfx_ir::mir::{self, MirProgram};
+use rfx_ir::{BinaryOp, CmpOp, DType, ReduceOp, Shape, TensorType, TypeError, UnaryOp};
+
+/// `add` of an f32 and an i32 operand: a dtype mismatch the verifier rejects.
+const DTYPE_MISMATCH: &str = "\
+kernel k {
+  %x = input x : f32[3]
+  %y = input y : i32[3]
+  %s = add %x, %y : f32[3]
+  output out = %s
+}
+";
+
+fn f32s(shape: impl Into<Shape>) -> TensorType {
+    TensorType::new(DType::F32, shape)
+}
+
+/// The `TypeError` inside a `BuildError::Type`, or a panic naming what came back instead.
+fn type_error(result: Result<ValueId, BuildError>) -> TypeError {
+    match result {
+        Err(BuildError::Type { source, .. }) => source,
+        other => panic!("expected BuildError::Type, got {other:?}"),
+    }
+}
+
+/// The kinds `hir::verify` reports for `text` (parsed without verification).
+fn hir_errors(text: &str) -> Vec<hir::VerifyErrorKind> {
+    let kernel = hir::parse_unverified(text).expect("the kernel parses");
+    let errors = hir::verify(&kernel).expect_err("the kernel must not verify");
+    errors.errors().iter().map(|e| e.kind.clone()).collect()
+}
+
+#[test]
+fn builder_rejects_an_op_on_a_dtype_it_does_not_accept() {
+    let mut b = Builder::new("k");
+    let n = b.input("n", TensorType::new(DType::I32, [3])).expect("input");
+    let err = type_error(b.unary(UnaryOp::Sin, n));
+    assert!(
+        matches!(
+            err,
+            TypeError::UnsupportedDType {
+                op: "sin",
+                dtype: DType::I32
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn builder_rejects_operands_of_two_dtypes() {
+    let mut b = Builder::new("k");
+    let x = b.input("x", f32s([3])).expect("input");
+    let n = b.input("n", TensorType::new(DType::I32, [3])).expect("input");
+    let err = type_error(b.binary(BinaryOp::Add, x, n));
+    assert!(
+        matches!(
+            err,
+            TypeError::DTypeMismatch {
+                op: "add",
+                lhs: DType::F32,
+                rhs: DType::I32
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn hir_verifier_reports_a_dtype_mismatch_as_a_type_error() {
+    let errors = hir_errors(DTYPE_MISMATCH);
+    assert!(
+        errors.iter().any(|kind| matches!(
+            kind,
+            hir::VerifyErrorKind::Type(TypeError::DTypeMismatch { op: "add", .. })
+        )),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn builder_rejects_a_select_whose_condition_is_not_bool() {
+    let mut b = Builder::new("k");
+    let x = b.input("x", f32s([3])).expect("input");
+    let err = type_error(b.select(x, x, x));
+    assert!(
+        matches!(err, TypeError::ConditionNotBool { found: DType::F32 }),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn builder_rejects_operand_shapes_that_do_not_broadcast() {
+    let mut b = Builder::new("k");
+    let x = b.input("x", f32s([3])).expect("input");
+    let y = b.input("y", f32s([4])).expect("input");
+    let err = type_error(b.compare(CmpOp::Lt, x, y));
+    assert!(
+        matches!(&err, TypeError::Broadcast { op: "lt", lhs, rhs }
+            if *lhs == Shape::new([3]) && *rhs == Shape::new([4])),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn builder_rejects_broadcast_to_an_incompatible_shape() {
+    let mut b = Builder::new("k");
+    let x = b.input("x", f32s([3])).expect("input");
+    let err = type_error(b.broadcast_to(x, [2, 4]));
+    assert!(
+        matches!(&err, TypeError::BroadcastTo { from, to }
+            if *from == Shape::new([3]) && *to == Shape::new([2, 4])),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn builder_rejects_a_reshape_that_changes_the_element_count() {
+    let mut b = Builder::new("k");
+    let x = b.input("x", f32s([2, 3])).expect("input");
+    let err = type_error(b.reshape(x, [4]));
+    assert!(
+        matches!(
+            err,
+            TypeError::Reshape {
+                from_numel: 6,
+                to_numel: 4,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn builder_rejects_a_reduction_axis_past_the_rank() {
+    let mut b = Builder::new("k");
+    let x = b.input("x", f32s([2, 3])).expect("input");
+    let err = type_error(b.reduce(ReduceOp::Sum, x, &[2], false));
+    assert!(
+        matches!(err, TypeError::AxisOutOfRange { axis: 2, rank: 2 }),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn hir_verifier_reports_a_declared_type_the_rule_does_not_give() {
+    // `sin` keeps its operand's shape, so `f32[2]` for an `f32[3]` operand is wrong.
+    let errors =
+        hir_errors("kernel k {\n  %x = input x : f32[3]\n  %y = sin %x : f32[2]\n  output out = %y\n}\n");
+    assert!(
+        errors.iter().any(|kind| matches!(
+            kind,
+            hir::VerifyErrorKind::Type(TypeError::ResultType { declared, inferred })
+                if declared == "f32[2]" && inferred == "f32[3]"
+        )),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn builder_wraps_a_broken_typing_rule_in_build_error_type() {
+    let mut b = Builder::new("k");
+    let x = b.input("x", f32s([3])).expect("input");
+    let err = b.unary(UnaryOp::Not, x).expect_err("`not` takes bool only");
+    assert!(
+        matches!(
+            err,
+            BuildError::Type {
+                op: "not",
+                source: TypeError::UnsupportedDType { .. }
+            }
+        ),
+        "{err:?}"
+    );
+    // Nothing was added: the next value is still number 1.
+    assert_eq!(b.unary(UnaryOp::Neg, x).expect("neg"), ValueId::new(1));
+}
+
+#[test]
+fn builder_rejects_an_operand_it_did_not_hand_out() {
+    let mut b = Builder::new("k");
+    b.input("x", f32s([3])).expect("input");
+    let err = b
+        .unary(UnaryOp::Sin, ValueId::new(7))
+        .expect_err("%7 does not exist");
+    assert!(
+        matches!(err, BuildError::UnknownValue(v) if v == ValueId::new(7)),
+        "{err:?}"
+    );
+    let err = b.output("out", ValueId::new(7)).expect_err("%7 does not exist");
+    assert!(matches!(err, BuildError::UnknownValue(_)), "{err:?}");
+}
+
+#[test]
+fn builder_rejects_a_second_input_with_the_same_name() {
+    let mut b = Builder::new("k");
+    b.input("x", f32s([3])).expect("input");
+    let err = b.input("x", f32s([4])).expect_err("`x` is taken");
+    assert!(
+        matches!(&err, BuildError::DuplicateInput(name) if name == "x"),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn builder_rejects_a_second_output_with_the_same_name() {
+    let mut b = Builder::new("k");
+    let x = b.input("x", f32s([3])).expect("input");
+    b.output("y", x).expect("first output");
+    let err = b.output("y", x).expect_err("`y` is taken");
+    assert!(
+        matches!(&err, BuildError::DuplicateOutput(name) if name == "y"),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn builder_rejects_names_that_are_not_identifiers() {
+    let mut b = Builder::new("k");
+    let err = b.input("1x", f32s([3])).expect_err("starts with a digit");
+    assert!(
+        matches!(&err, BuildError::InvalidName(name) if name == "1x"),
+        "{err:?}"
+    );
+    let x = b.input("x", f32s([3])).expect("input");
+    let err = b.output("out put", x).expect_err("contains a space");
+    assert!(
+        matches!(&err, BuildError::InvalidName(name) if name == "out put"),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn builder_refuses_to_finish_a_kernel_without_outputs() {
+    let mut b = Builder::new("k");
+    let x = b.input("x", f32s([3])).expect("input");
+    b.unary(UnaryOp::Sin, x).expect("sin");
+    let err = b.finish().expect_err("no output was declared");
+    assert!(matches!(err, BuildError::NoOutputs), "{err:?}");
+}
+
+/// A valid MIR program: `y = -x` over three elements.
+const MIR_NEG: &str = "\
+mir m {
+  buf0: i32[3] = input x
+  buf1: i32[3] = output y
+  kernel k0 [3] {
+    %0 = load buf0 [1] : i32
+    %1 = neg %0 : i32
+    store buf1 = %1
+  }
+}
+";
+
+fn mir_errors(program: &MirProgram) -> Vec<mir::VerifyErrorKind> {
+    let errors = mir::verify(program).expect_err("the program must not verify");
+    errors.errors().iter().map(|e| e.kind.clone()).collect()
+}
+
+#[test]
+fn mir_verifier_reports_an_instruction_that_breaks_its_typing_rule() {
+    let valid = mir::parse(MIR_NEG).expect("the base program parses");
+    mir::verify(&valid).expect("the base program verifies");
+    // `sin` takes floats only.
+    let program = mir::parse(&MIR_NEG.replace("neg %0 : i32", "sin %0 : i32")).expect("parses");
+    let errors = mir_errors(&program);
+    assert!(
+        errors.iter().any(|kind| matches!(
+            kind,
+            mir::VerifyErrorKind::Type(TypeError::UnsupportedDType {
+                op: "sin",
+                dtype: DType::I32
+            })
+        )),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn mir_verifier_reports_a_name_that_is_not_an_identifier() {
+    let valid = mir::parse(MIR_NEG).expect("the base program parses");
+    // The text format only reads identifiers, so the bad name goes in through `from_parts`.
+    let program = MirProgram::from_parts("not a name", valid.buffers().to_vec(), valid.kernels().to_vec());
+    let errors = mir_errors(&program);
+    assert!(
+        errors.iter().any(|kind| matches!(
+            kind,
+            mir::VerifyErrorKind::InvalidName(name) if name == "not a name"
+        )),
+        "{errors:?}"
+    );
+}
+
+/// A valid LIR program: `y = -x` over three elements.
+const LIR_NEG: &str = "\
+lir l arena 0 align 64 {
+  buf0: i32[3] = input x
+  buf1: i32[3] = output y
+  kernel k0 dims [3] reduce 0 vector 4 thread_min 32768 tile 1024 lanes 1 {
+    slots [i32, i32]
+    preamble {}
+    body {
+      s0 = load buf0 [1]
+      s1 = neg s0
+      store buf1 [1] = s1
+    }
+  }
+}
+";
+
+fn lir_errors(program: &LirProgram) -> Vec<lir::VerifyErrorKind> {
+    let errors = lir::verify(program).expect_err("the program must not verify");
+    errors.errors().iter().map(|e| e.kind.clone()).collect()
+}
+
+#[test]
+fn lir_verifier_reports_an_instruction_that_breaks_its_dtype_rule() {
+    let valid = lir::parse(LIR_NEG).expect("the base program parses");
+    lir::verify(&valid).expect("the base program verifies");
+    let program = lir::parse(&LIR_NEG.replace("s1 = neg s0", "s1 = sin s0")).expect("parses");
+    let errors = lir_errors(&program);
+    assert!(
+        errors.iter().any(|kind| matches!(
+            kind,
+            lir::VerifyErrorKind::Type(TypeError::UnsupportedDType {
+                op: "sin",
+                dtype: DType::I32
+            })
+        )),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn lir_verifier_reports_a_name_that_is_not_an_identifier() {
+    let valid = lir::parse(LIR_NEG).expect("the base program parses");
+    let program = LirProgram::from_parts(
+        "not a name",
+        valid.buffers().to_vec(),
+        valid.arena_bytes(),
+        valid.arena_align(),
+        valid.kernels().to_vec(),
+    );
+    let errors = lir_errors(&program);
+    assert!(
+        errors.iter().any(|kind| matches!(
+            kind,
+            lir::VerifyErrorKind::InvalidName(name) if name == "not a name"
+        )),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn interp_inconsistent_names_the_location_that_could_not_be_evaluated() {
+    // Internal invariant: unreachable from the public API because `run_hir`, `run_mir` and
+    // `run_lir` verify the program and check every input's dtype and shape before computing,
+    // and every `None` their evaluators can return (an operand dtype an op rejects, an index
+    // past a buffer, a missing slot) breaks a rule those verifiers check.
+    let err = InterpError::Inconsistent {
+        location: "kernel k0".to_string(),
+    };
+    assert_eq!(
+        err.to_string(),
+        "internal error: kernel k0 could not be evaluated although the program verified"
+    );
+}

@@ -768,8 +768,22 @@ impl<'k> Gen<'_, 'k> {
                     let run = |g: &mut Self, b: &mut FunctionBuilder<'_>, width: u8, j: Value| {
                         g.emit_segment(b, width, plan, insts, loads, at, j, ptrs)
                     };
+                    // Four vectors per iteration while they fit (segments are short), then
+                    // one; every segment splits the tile at the same points.
+                    let step = i64::from(w) * UNROLL as i64;
+                    let (unrolled, _) = self.emit_loop(b, zero, count, step, &[], &mut |g, b, j, _| {
+                        for k in 0..UNROLL as i64 {
+                            let jk = if k == 0 {
+                                j
+                            } else {
+                                b.ins().iadd_imm_s(j, k * i64::from(w))
+                            };
+                            run(g, b, w, jk)?;
+                        }
+                        Ok(Vec::new())
+                    })?;
                     let (after, _) =
-                        self.emit_loop(b, zero, count, i64::from(w), &[], &mut |g, b, j, _| {
+                        self.emit_loop(b, unrolled, count, i64::from(w), &[], &mut |g, b, j, _| {
                             run(g, b, w, j)?;
                             Ok(Vec::new())
                         })?;

@@ -1,6 +1,6 @@
 //! A persistent worker pool for large kernels.
 //!
-//! Workers are started once, on first need; after a job a worker spins for up to `SPIN` on an
+//! Workers are started once, on first need; after a job a worker spins for up to `SPIN` (50 µs) on an
 //! atomic flag before it sleeps on a condition variable, so the back-to-back calls of a loop
 //! hand work over without a futex wake-up (which costs tens of microseconds on a virtual
 //! machine whose idle vCPU has been descheduled). No thread is spawned per call. A kernel is split into contiguous unit ranges, the caller runs
@@ -47,7 +47,7 @@ unsafe impl Send for Job {}
 
 /// How long a worker (after a job) or a dispatcher (waiting for its helpers) spins before it
 /// blocks.
-const SPIN: Duration = Duration::from_micros(200);
+const SPIN: Duration = Duration::from_micros(50);
 
 /// Spins until `ready()` or `SPIN` has passed; returns `ready()`.
 fn spin_until(ready: impl Fn() -> bool) -> bool {

@@ -70,6 +70,15 @@ pub enum AdError {
         /// The name asked for.
         name: String,
     },
+    /// `keep_outputs` names one output twice.
+    #[error("output `{name}` is listed twice in `keep_outputs`")]
+    DuplicateOutput {
+        /// The name listed twice.
+        name: String,
+    },
+    /// `keep_outputs` names no output (a kernel needs at least one).
+    #[error("`keep_outputs` names no output; a kernel needs at least one")]
+    NoOutputsKept,
     /// A name the transform generates (`ct_y`, `grad_x`, ...) is already taken in the kernel.
     #[error("the generated name `{name}` is already used by the kernel")]
     NameClash {

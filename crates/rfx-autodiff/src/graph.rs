@@ -494,6 +494,18 @@ fn prune(kernel: &Kernel) -> Result<Kernel, AdError> {
 /// differentiates only the gradient output.
 pub fn keep_outputs(kernel: &Kernel, names: &[&str]) -> Result<Kernel, AdError> {
     verify(kernel).map_err(AdError::InvalidKernel)?;
+    if names.is_empty() {
+        return Err(AdError::NoOutputsKept);
+    }
+    if let Some((_, name)) = names
+        .iter()
+        .enumerate()
+        .find(|&(i, name)| names[..i].contains(name))
+    {
+        return Err(AdError::DuplicateOutput {
+            name: (*name).to_string(),
+        });
+    }
     let outputs = names
         .iter()
         .map(|&name| {

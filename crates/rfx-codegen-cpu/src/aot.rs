@@ -20,9 +20,15 @@
 //!
 //! | op | fast path | method | max ULP |
 //! |---|---|---|---|
-//! | `sin`, `cos` | `|x| <= 2^15` | `x = j π/2 + r`, three-part Cody–Waite π/2 with FMA; Cephes `sinf`/`cosf` polynomials, quadrant by select and sign-bit xor | 1 |
+//! | `sin`, `cos` | `|x| <= 2^15` | `x = j π/2 + r`, three-part Cody–Waite π/2 with FMA; Cephes `sinf`/`cosf` polynomials, quadrant by select and sign-bit xor | 2 |
+//! | `tan` | `|x| <= 2^15` | as `sin`: `sin r / cos r`, or `-cos r / sin r` in odd quadrants | 3 |
 //! | `exp` | `-87 <= x <= 88` | `x = n ln2 + r`, two-part ln2 with FMA; Cephes `expf` degree-5 polynomial; `2^n` built in the exponent field | 1 |
+//! | `exp2` | `-125 <= x <= 127` | `x = n + f` exactly; `e^(f ln2)` with the `exp` polynomial, `f ln2` in two parts | 1 |
 //! | `log` | normal, positive, finite | `x = 2^e m`, `m` in `[√½, √2)`; Cephes `logf` degree-8 polynomial, two-part ln2 | 1 |
+//! | `log2` | normal, positive, finite | as `log`; `ln m · log2 e` in two parts, the exponent added last (exact at powers of two) | 1 |
+//! | `tanh` | finite | Cephes `tanhf`: odd polynomial below 0.625, else `1 - 2/(e^(2|x|) + 1)`; ±1 from 9 | 1 |
+//! | `sigmoid` | `|x| <= 87` | `e = e^-|x|`: `1/(1+e)` for `x >= 0`, `e/(1+e)` below | 2 |
+//! | `atan` | finite | Cephes `atanf`: `-1/|x|` above tan(3π/8), `(|x|-1)/(|x|+1)` above tan(π/8); sign restored | 2 |
 //!
 //! The results are deterministic (the same input gives the same bits at every position and
 //! every size of a tiled kernel), but may differ in the last bit from the inline polynomials
@@ -43,21 +49,44 @@ pub(crate) const MIN_TILED_ELEMS: usize = 64;
 pub(crate) enum AotFn {
     SinF32,
     CosF32,
+    TanF32,
     ExpF32,
+    Exp2F32,
     LogF32,
+    Log2F32,
+    TanhF32,
+    SigmoidF32,
+    AtanF32,
 }
 
 impl AotFn {
     /// Every routine, in a fixed order (symbol registration and declaration iterate this).
-    pub(crate) const ALL: [AotFn; 4] = [AotFn::SinF32, AotFn::CosF32, AotFn::ExpF32, AotFn::LogF32];
+    pub(crate) const ALL: [AotFn; 10] = [
+        AotFn::SinF32,
+        AotFn::CosF32,
+        AotFn::TanF32,
+        AotFn::ExpF32,
+        AotFn::Exp2F32,
+        AotFn::LogF32,
+        AotFn::Log2F32,
+        AotFn::TanhF32,
+        AotFn::SigmoidF32,
+        AotFn::AtanF32,
+    ];
 
     /// The routine computing `op` on `dtype`, if there is one.
     pub(crate) fn for_op(op: UnaryOp, dtype: DType) -> Option<AotFn> {
         match (op, dtype) {
             (UnaryOp::Sin, DType::F32) => Some(AotFn::SinF32),
             (UnaryOp::Cos, DType::F32) => Some(AotFn::CosF32),
+            (UnaryOp::Tan, DType::F32) => Some(AotFn::TanF32),
             (UnaryOp::Exp, DType::F32) => Some(AotFn::ExpF32),
+            (UnaryOp::Exp2, DType::F32) => Some(AotFn::Exp2F32),
             (UnaryOp::Log, DType::F32) => Some(AotFn::LogF32),
+            (UnaryOp::Log2, DType::F32) => Some(AotFn::Log2F32),
+            (UnaryOp::Tanh, DType::F32) => Some(AotFn::TanhF32),
+            (UnaryOp::Sigmoid, DType::F32) => Some(AotFn::SigmoidF32),
+            (UnaryOp::Atan, DType::F32) => Some(AotFn::AtanF32),
             _ => None,
         }
     }
@@ -67,8 +96,14 @@ impl AotFn {
         match self {
             AotFn::SinF32 => "rfx_aot_sin_f32",
             AotFn::CosF32 => "rfx_aot_cos_f32",
+            AotFn::TanF32 => "rfx_aot_tan_f32",
             AotFn::ExpF32 => "rfx_aot_exp_f32",
+            AotFn::Exp2F32 => "rfx_aot_exp2_f32",
             AotFn::LogF32 => "rfx_aot_log_f32",
+            AotFn::Log2F32 => "rfx_aot_log2_f32",
+            AotFn::TanhF32 => "rfx_aot_tanh_f32",
+            AotFn::SigmoidF32 => "rfx_aot_sigmoid_f32",
+            AotFn::AtanF32 => "rfx_aot_atan_f32",
         }
     }
 
@@ -77,8 +112,14 @@ impl AotFn {
         let f: TileFn = match self {
             AotFn::SinF32 => rfx_aot_sin_f32,
             AotFn::CosF32 => rfx_aot_cos_f32,
+            AotFn::TanF32 => rfx_aot_tan_f32,
             AotFn::ExpF32 => rfx_aot_exp_f32,
+            AotFn::Exp2F32 => rfx_aot_exp2_f32,
             AotFn::LogF32 => rfx_aot_log_f32,
+            AotFn::Log2F32 => rfx_aot_log2_f32,
+            AotFn::TanhF32 => rfx_aot_tanh_f32,
+            AotFn::SigmoidF32 => rfx_aot_sigmoid_f32,
+            AotFn::AtanF32 => rfx_aot_atan_f32,
         };
         f as *const u8
     }
@@ -212,6 +253,145 @@ fn log_fast(x: f32) -> f32 {
     fe.mul_add(LN2_HI, r)
 }
 
+/// `tan x` for `|x| <= TRIG_FAST_MAX`: `sin r / cos r`, or `-cos r / sin r` in odd quadrants.
+#[inline(always)]
+fn tan_fast(x: f32) -> f32 {
+    let (r, bits) = reduce_pio2(x);
+    let s = sin_poly(r);
+    let c = cos_poly(r);
+    let odd = bits & 1 == 1;
+    let num = if odd { -c } else { s };
+    let den = if odd { s } else { c };
+    num / den
+}
+
+/// `2^x` for `EXP2_FAST_MIN <= x <= EXP2_FAST_MAX`: `x = n + f`, `|f| <= 1/2`, `2^f = e^(f ln2)`
+/// with the `exp` polynomial (its argument split in two parts so `f ln2` keeps its low bits).
+#[inline(always)]
+fn exp2_fast(x: f32) -> f32 {
+    let t = x + ROUND_MAGIC;
+    let n = t - ROUND_MAGIC;
+    let f = x - n;
+    // r = f ln2 with its rounding error folded in through FMA.
+    let hi = f * std::f32::consts::LN_2;
+    let lo = f.mul_add(std::f32::consts::LN_2, -hi) + f * LN2_TAIL;
+    let r = hi + lo;
+    let p = r.mul_add(1.987_569_1e-4, 1.398_2e-3);
+    let p = r.mul_add(p, 8.333_452e-3);
+    let p = r.mul_add(p, 4.166_579_6e-2);
+    let p = r.mul_add(p, 1.666_666_5e-1);
+    let p = r.mul_add(p, 0.5);
+    let e = (r * r).mul_add(p, r) + 1.0;
+    let k = (t.to_bits() as i32).wrapping_sub(ROUND_MAGIC.to_bits() as i32);
+    e * f32::from_bits((k.wrapping_add(127) as u32) << 23)
+}
+
+/// `ln 2 - f32(ln 2)`.
+const LN2_TAIL: f32 = -1.904_654_3e-9;
+const EXP2_FAST_MIN: f32 = -125.0;
+const EXP2_FAST_MAX: f32 = 127.0;
+
+/// `log2 x` for normal, positive, finite `x`: `e + log2(m)` with `log2(m) = ln(m) log2(e)`,
+/// `ln(m)` from the `log` polynomial and the exponent added last (so `log2` of a power of two
+/// is exact).
+#[inline(always)]
+fn log2_fast(x: f32) -> f32 {
+    let bits = x.to_bits();
+    let m = f32::from_bits((bits & 0x007f_ffff) | 0x3f00_0000);
+    let e = ((bits >> 23) as i32) - 126;
+    let small = m < SQRT_HALF;
+    let e = if small { e - 1 } else { e };
+    let f = if small { m + m - 1.0 } else { m - 1.0 };
+    let z = f * f;
+    let p = f.mul_add(7.037_683_6e-2, -1.151_461e-1);
+    let p = f.mul_add(p, 1.167_699_9e-1);
+    let p = f.mul_add(p, -1.242_014_1e-1);
+    let p = f.mul_add(p, 1.424_932_3e-1);
+    let p = f.mul_add(p, -1.666_805_8e-1);
+    let p = f.mul_add(p, 2.000_071_4e-1);
+    let p = f.mul_add(p, -2.499_999_4e-1);
+    let p = f.mul_add(p, 0.333_333_3);
+    let y = (f * z) * p;
+    let y = z.mul_add(-0.5, y);
+    // ln(1+f) = f + y; times log2(e) in two parts.
+    let ln = f + y;
+    let hi = ln * std::f32::consts::LOG2_E;
+    let lo = ln.mul_add(std::f32::consts::LOG2_E, -hi) + ln * LOG2E_TAIL;
+    (e as f32) + (hi + lo)
+}
+
+/// `log2(e) - f32(log2(e))`.
+const LOG2E_TAIL: f32 = 1.925_963e-8;
+
+/// `tanh x` for finite `x` (Cephes `tanhf`): an odd polynomial below `|x| = 0.625`, else
+/// `1 - 2 / (e^(2|x|) + 1)` with the sign of `x`; `±1` from `|x| = 9` on.
+#[inline(always)]
+fn tanh_fast(x: f32) -> f32 {
+    let a = x.abs();
+    let z = x * x;
+    let p = z.mul_add(-5.704_988_7e-3, 2.063_909e-2);
+    let p = z.mul_add(p, -5.373_971_6e-2);
+    let p = z.mul_add(p, 1.333_144_2e-1);
+    let p = z.mul_add(p, -3.333_328e-1);
+    // The sign restored so that `tanh(-0) = -0`.
+    let small = (x * z).mul_add(p, x);
+    let small = f32::from_bits(small.to_bits() | (x.to_bits() & 0x8000_0000));
+    let e = exp_fast((a + a).min(18.0));
+    let big = 1.0 - 2.0 / (e + 1.0);
+    let big = if a >= 9.0 { 1.0 } else { big };
+    let big = f32::from_bits(big.to_bits() | (x.to_bits() & 0x8000_0000));
+    if a < 0.625 { small } else { big }
+}
+
+/// `1 / (1 + e^-x)` for `|x| <= 87`: `e = e^-|x|`, then `1 / (1 + e)` or `e / (1 + e)`.
+#[inline(always)]
+fn sigmoid_fast(x: f32) -> f32 {
+    let e = exp_fast(-x.abs());
+    let d = 1.0 + e;
+    if x < 0.0 { e / d } else { 1.0 / d }
+}
+
+/// `atan x` for finite `x` (Cephes `atanf`): `x > tan(3π/8)`: `π/2 + atan(-1/x)`;
+/// `x > tan(π/8)`: `π/4 + atan((x-1)/(x+1))`; the sign restored last.
+#[inline(always)]
+fn atan_fast(x: f32) -> f32 {
+    let a = x.abs();
+    let far = a > 2.414_213_6;
+    let mid = a > 0.414_213_57;
+    let t = if far {
+        -1.0 / a
+    } else if mid {
+        (a - 1.0) / (a + 1.0)
+    } else {
+        a
+    };
+    let base = if far {
+        std::f32::consts::FRAC_PI_2
+    } else if mid {
+        std::f32::consts::FRAC_PI_4
+    } else {
+        0.0
+    };
+    let z = t * t;
+    let p = z.mul_add(8.053_744_5e-2, -1.387_768_6e-1);
+    let p = z.mul_add(p, 1.997_771_1e-1);
+    let p = z.mul_add(p, -3.333_295e-1);
+    let y = base + (t * z).mul_add(p, t);
+    f32::from_bits(y.to_bits() | (x.to_bits() & 0x8000_0000))
+}
+
+fn in_exp2_range(x: f32) -> bool {
+    (EXP2_FAST_MIN..=EXP2_FAST_MAX).contains(&x)
+}
+
+fn in_sigmoid_range(x: f32) -> bool {
+    x.abs() <= 87.0
+}
+
+fn is_finite(x: f32) -> bool {
+    x.is_finite()
+}
+
 fn in_trig_range(x: f32) -> bool {
     x.abs() <= TRIG_FAST_MAX
 }
@@ -232,6 +412,37 @@ fn sin_slow(x: f32) -> f32 {
 
 fn cos_slow(x: f32) -> f32 {
     f64::from(x).cos() as f32
+}
+
+fn tan_slow(x: f32) -> f32 {
+    f64::from(x).tan() as f32
+}
+
+fn exp2_slow(x: f32) -> f32 {
+    f64::from(x).exp2() as f32
+}
+
+fn log2_slow(x: f32) -> f32 {
+    f64::from(x).log2() as f32
+}
+
+fn tanh_slow(x: f32) -> f32 {
+    f64::from(x).tanh() as f32
+}
+
+/// As the interpreter computes it (`rfx_ir::semantics`), in `f64`.
+fn sigmoid_slow(x: f32) -> f32 {
+    let x = f64::from(x);
+    (if x < 0.0 {
+        let e = x.exp();
+        e / (1.0 + e)
+    } else {
+        1.0 / (1.0 + (-x).exp())
+    }) as f32
+}
+
+fn atan_slow(x: f32) -> f32 {
+    f64::from(x).atan() as f32
 }
 
 fn exp_slow(x: f32) -> f32 {
@@ -299,6 +510,30 @@ tile_routine!(
 tile_routine!(
     /// `dst[i] = cos(src[i])` for `i < n`.
     rfx_aot_cos_f32, cos_f32_avx2, |x| sin_fast(x, 1), in_trig_range, cos_slow
+);
+tile_routine!(
+    /// `dst[i] = tan(src[i])` for `i < n`.
+    rfx_aot_tan_f32, tan_f32_avx2, tan_fast, in_trig_range, tan_slow
+);
+tile_routine!(
+    /// `dst[i] = 2^src[i]` for `i < n`.
+    rfx_aot_exp2_f32, exp2_f32_avx2, exp2_fast, in_exp2_range, exp2_slow
+);
+tile_routine!(
+    /// `dst[i] = log2(src[i])` for `i < n`.
+    rfx_aot_log2_f32, log2_f32_avx2, log2_fast, in_log_range, log2_slow
+);
+tile_routine!(
+    /// `dst[i] = tanh(src[i])` for `i < n`.
+    rfx_aot_tanh_f32, tanh_f32_avx2, tanh_fast, is_finite, tanh_slow
+);
+tile_routine!(
+    /// `dst[i] = sigmoid(src[i])` for `i < n`.
+    rfx_aot_sigmoid_f32, sigmoid_f32_avx2, sigmoid_fast, in_sigmoid_range, sigmoid_slow
+);
+tile_routine!(
+    /// `dst[i] = atan(src[i])` for `i < n`.
+    rfx_aot_atan_f32, atan_f32_avx2, atan_fast, is_finite, atan_slow
 );
 tile_routine!(
     /// `dst[i] = exp(src[i])` for `i < n`.

@@ -34,7 +34,7 @@
 //! every size of a tiled kernel), but may differ in the last bit from the inline polynomials
 //! that kernels use on CPUs without AVX2 and FMA, for reductions and for short loops.
 
-use rfx_ir::{DType, UnaryOp};
+use rfx_ir::{BinaryOp, DType, UnaryOp};
 
 /// Elements per tile: four `f32` staging buffers of a tile fit in 8 KiB, far inside L1, and a
 /// tile is long enough that a call costs a few percent of the work it does.
@@ -57,11 +57,12 @@ pub(crate) enum AotFn {
     TanhF32,
     SigmoidF32,
     AtanF32,
+    Atan2F32,
 }
 
 impl AotFn {
     /// Every routine, in a fixed order (symbol registration and declaration iterate this).
-    pub(crate) const ALL: [AotFn; 10] = [
+    pub(crate) const ALL: [AotFn; 11] = [
         AotFn::SinF32,
         AotFn::CosF32,
         AotFn::TanF32,
@@ -72,6 +73,7 @@ impl AotFn {
         AotFn::TanhF32,
         AotFn::SigmoidF32,
         AotFn::AtanF32,
+        AotFn::Atan2F32,
     ];
 
     /// The routine computing `op` on `dtype`, if there is one.
@@ -91,6 +93,22 @@ impl AotFn {
         }
     }
 
+    /// The routine computing the binary `op` on `dtype`, if there is one.
+    pub(crate) fn for_binary(op: BinaryOp, dtype: DType) -> Option<AotFn> {
+        match (op, dtype) {
+            (BinaryOp::Atan2, DType::F32) => Some(AotFn::Atan2F32),
+            _ => None,
+        }
+    }
+
+    /// How many source tiles it reads.
+    pub(crate) fn arity(self) -> usize {
+        match self {
+            AotFn::Atan2F32 => 2,
+            _ => 1,
+        }
+    }
+
     /// The symbol the JIT module imports it as.
     pub(crate) fn symbol(self) -> &'static str {
         match self {
@@ -104,11 +122,16 @@ impl AotFn {
             AotFn::TanhF32 => "rfx_aot_tanh_f32",
             AotFn::SigmoidF32 => "rfx_aot_sigmoid_f32",
             AotFn::AtanF32 => "rfx_aot_atan_f32",
+            AotFn::Atan2F32 => "rfx_aot_atan2_f32",
         }
     }
 
-    /// The routine's address (a function of the [`TileFn`] type).
+    /// The routine's address: a [`Tile2Fn`] for `atan2`, a [`TileFn`] for the others.
     pub(crate) fn address(self) -> *const u8 {
+        if self == AotFn::Atan2F32 {
+            let f: Tile2Fn = rfx_aot_atan2_f32;
+            return f as *const u8;
+        }
         let f: TileFn = match self {
             AotFn::SinF32 => rfx_aot_sin_f32,
             AotFn::CosF32 => rfx_aot_cos_f32,
@@ -119,14 +142,17 @@ impl AotFn {
             AotFn::Log2F32 => rfx_aot_log2_f32,
             AotFn::TanhF32 => rfx_aot_tanh_f32,
             AotFn::SigmoidF32 => rfx_aot_sigmoid_f32,
-            AotFn::AtanF32 => rfx_aot_atan_f32,
+            AotFn::AtanF32 | AotFn::Atan2F32 => rfx_aot_atan_f32,
         };
         f as *const u8
     }
 }
 
-/// The C ABI of every routine.
+/// The C ABI of a unary routine.
 pub(crate) type TileFn = unsafe extern "C" fn(src: *const f32, dst: *mut f32, n: usize);
+
+/// The C ABI of a binary routine (`dst[i] = op(a[i], b[i])`).
+pub(crate) type Tile2Fn = unsafe extern "C" fn(a: *const f32, b: *const f32, dst: *mut f32, n: usize);
 
 /// Whether the running CPU can execute the routines (AVX2 and FMA on x86-64). `std` caches the
 /// CPUID answer, so this is a load and a test.
@@ -164,6 +190,8 @@ fn reduce_pio2(x: f32) -> (f32, u32) {
     let r = j.mul_add(-PIO2_HI, x);
     let r = j.mul_add(-PIO2_MID, r);
     let r = j.mul_add(-PIO2_LO, r);
+    // With j = 0 the chain adds +0 products and would turn x = -0 into +0.
+    let r = if j == 0.0 { x } else { r };
     (r, t.to_bits())
 }
 
@@ -380,6 +408,60 @@ fn atan_fast(x: f32) -> f32 {
     f32::from_bits(y.to_bits() | (x.to_bits() & 0x8000_0000))
 }
 
+/// `atan2(y, x)` for finite `y`, `x` not both zero with `min(|y|, |x|) / max(|y|, |x|)` not
+/// subnormal (or zero): `a = atan(min/max)` by the `atan` kernel on `[0, 1]`, then `π/2 - a`
+/// when `|y| > |x|` and `π - a` when `x < 0` (two-part constants), the sign of `y` last.
+#[inline(always)]
+fn atan2_fast(y: f32, x: f32) -> f32 {
+    let (ax, ay) = (x.abs(), y.abs());
+    let (mn, mx) = (ax.min(ay), ax.max(ay));
+    let t = mn / mx;
+    let mid = t > 0.414_213_57;
+    let u = if mid { (t - 1.0) / (t + 1.0) } else { t };
+    let z = u * u;
+    let p = z.mul_add(8.053_744_5e-2, -1.387_768_6e-1);
+    let p = z.mul_add(p, 1.997_771_1e-1);
+    let p = z.mul_add(p, -3.333_295e-1);
+    let core = (u * z).mul_add(p, u);
+    // `π/4 + core` with π/4 in two parts.
+    let a = if mid {
+        (FRAC_PI_4_HI + core) + FRAC_PI_4_LO
+    } else {
+        core
+    };
+    let a = if ay > ax {
+        (FRAC_PI_2_HI - a) + FRAC_PI_2_LO
+    } else {
+        a
+    };
+    let a = if x.is_sign_negative() && ax > 0.0 {
+        (PI_HI - a) + PI_LO
+    } else {
+        a
+    };
+    f32::from_bits(a.to_bits() | (y.to_bits() & 0x8000_0000))
+}
+
+const FRAC_PI_4_HI: f32 = std::f32::consts::FRAC_PI_4;
+const FRAC_PI_4_LO: f32 = -2.185_569_5e-8;
+const FRAC_PI_2_HI: f32 = std::f32::consts::FRAC_PI_2;
+const FRAC_PI_2_LO: f32 = -4.371_139e-8;
+const PI_HI: f32 = std::f32::consts::PI;
+const PI_LO: f32 = -8.742_278e-8;
+
+/// Where `atan2_fast` holds: both finite, not both zero, and the ratio of the magnitudes either
+/// zero or comfortably normal.
+fn in_atan2_range(y: f32, x: f32) -> bool {
+    let (ax, ay) = (x.abs(), y.abs());
+    let (mn, mx) = (ax.min(ay), ax.max(ay));
+    ax.is_finite() && ay.is_finite() && mx > 0.0 && (mn == 0.0 || mn >= mx * 1.0e-30)
+}
+
+/// `atan2` in `f64` through libm.
+fn atan2_slow(y: f32, x: f32) -> f32 {
+    f64::from(y).atan2(f64::from(x)) as f32
+}
+
 fn in_exp2_range(x: f32) -> bool {
     (EXP2_FAST_MIN..=EXP2_FAST_MAX).contains(&x)
 }
@@ -543,6 +625,49 @@ tile_routine!(
     /// `dst[i] = ln(src[i])` for `i < n`.
     rfx_aot_log_f32, log_f32_avx2, log_fast, in_log_range, log_slow
 );
+
+/// `dst[i] = atan2(a[i], b[i])` for `i < n`: the binary counterpart of `tile_routine!`.
+///
+/// # Safety
+/// `a` and `b` must be valid for `n` reads and `dst` for `n` writes of `f32`, `dst` must not
+/// overlap either source, and the CPU must have AVX2 and FMA ([`available`]).
+pub(crate) unsafe extern "C" fn rfx_aot_atan2_f32(a: *const f32, b: *const f32, dst: *mut f32, n: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        atan2_f32_avx2(a, b, dst, n)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (a, b, dst, n);
+        unreachable!("ahead-of-time tiles are only linked on x86-64")
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn atan2_f32_avx2(a: *const f32, b: *const f32, dst: *mut f32, n: usize) {
+    // SAFETY: the caller guarantees the three ranges are valid and `dst` overlaps neither source.
+    let (ys, xs, out) = unsafe {
+        (
+            std::slice::from_raw_parts(a, n),
+            std::slice::from_raw_parts(b, n),
+            std::slice::from_raw_parts_mut(dst, n),
+        )
+    };
+    let mut outside = 0u32;
+    for ((o, &y), &x) in out.iter_mut().zip(ys).zip(xs) {
+        *o = atan2_fast(y, x);
+        outside |= u32::from(!in_atan2_range(y, x));
+    }
+    if outside != 0 {
+        for ((o, &y), &x) in out.iter_mut().zip(ys).zip(xs) {
+            if !in_atan2_range(y, x) {
+                *o = atan2_slow(y, x);
+            }
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests;

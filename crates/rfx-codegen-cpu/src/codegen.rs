@@ -245,16 +245,16 @@ enum Segment {
         insts: Vec<usize>,
         loads: Vec<(usize, SlotId)>,
     },
-    /// A tile routine from the staged value `src` into the staging buffer of `dst` (both body
-    /// indices of the defining instructions). `src_access` / `dst_access`: the routine reads
-    /// its argument straight from a program input (the load of `src` is contiguous) or writes
+    /// A tile routine from the staged values `srcs` (one per argument) into the staging buffer
+    /// of `dst` (all body indices of the defining instructions). `src_accesses` / `dst_access`:
+    /// the routine reads an argument straight from a program input (its load is contiguous) or writes
     /// its result straight into a program output (the only use of `dst` is a contiguous
     /// store), saving a staging copy; caller-supplied inputs and outputs never overlap.
     Call {
         routine: AotFn,
-        src: usize,
+        srcs: Vec<usize>,
         dst: usize,
-        src_access: Option<usize>,
+        src_accesses: Vec<Option<usize>>,
         dst_access: Option<usize>,
     },
 }
@@ -526,8 +526,8 @@ impl<'k> Gen<'_, 'k> {
     }
 
     /// The tiled plan of this (elementwise) kernel's body, or `None` when no instruction of it is
-    /// computed by a tile routine. A unary op gets a routine when one exists for its op and
-    /// dtype and its argument is computed in the body (a preamble argument is a single value).
+    /// computed by a tile routine. An op gets a routine when one exists for its op and dtype and
+    /// every argument is computed in the body (a preamble argument is a single value).
     fn tile_plan(&self, b: &mut FunctionBuilder<'_>) -> Result<Option<TilePlan>, BackendError> {
         let kernel = self.kernel();
         let body = &kernel.body;
@@ -544,7 +544,10 @@ impl<'k> Gen<'_, 'k> {
                 }
             }
             let routine = match inst {
-                Inst::Unary { op, src, .. } if !defs.is_empty() => AotFn::for_op(*op, self.slot_dtype(*src)?),
+                Inst::Unary { op, src, .. } if defs.len() == 1 => AotFn::for_op(*op, self.slot_dtype(*src)?),
+                Inst::Binary { op, lhs, .. } if defs.len() == 2 => {
+                    AotFn::for_binary(*op, self.slot_dtype(*lhs)?)
+                }
                 _ => None,
             };
             reads.push(defs);
@@ -570,15 +573,12 @@ impl<'k> Gen<'_, 'k> {
                     });
                 }
                 segment_of[i] = segments.len();
-                let src = reads[i]
-                    .first()
-                    .map(|&(def, _)| def)
-                    .ok_or_else(|| internal("tile routine without a body argument"))?;
+                let srcs: Vec<usize> = reads[i].iter().map(|&(def, _)| def).collect();
                 segments.push(Segment::Call {
                     routine,
-                    src,
+                    src_accesses: vec![None; srcs.len()],
+                    srcs,
                     dst: i,
-                    src_access: None,
                     dst_access: None,
                 });
             } else {
@@ -611,15 +611,17 @@ impl<'k> Gen<'_, 'k> {
         let mut skipped = vec![false; body.len()];
         for segment in &mut segments {
             if let Segment::Call {
-                src,
+                srcs,
                 dst,
-                src_access,
+                src_accesses,
                 dst_access,
                 ..
             } = segment
             {
-                if matches!(body[*src], Inst::Load { .. }) {
-                    *src_access = contiguous_f32(*src, true);
+                for (src, access) in srcs.iter().zip(src_accesses.iter_mut()) {
+                    if matches!(body[*src], Inst::Load { .. }) {
+                        *access = contiguous_f32(*src, true);
+                    }
                 }
                 let users: Vec<usize> = (0..body.len())
                     .filter(|&i| reads[i].iter().any(|&(def, _)| def == *dst))
@@ -636,16 +638,22 @@ impl<'k> Gen<'_, 'k> {
         }
         // Values read in a later segment than their own are staged, except a direct routine
         // argument; so are routine results that are not written directly.
-        // The routine instructions (by body index) that read their argument directly.
-        let direct_src: Vec<usize> = segments
+        // `(routine instruction, argument definition)` for every argument read directly.
+        let direct_src: Vec<(usize, usize)> = segments
             .iter()
-            .filter_map(|segment| match segment {
+            .flat_map(|segment| match segment {
                 Segment::Call {
+                    srcs,
                     dst,
-                    src_access: Some(_),
+                    src_accesses,
                     ..
-                } => Some(*dst),
-                _ => None,
+                } => srcs
+                    .iter()
+                    .zip(src_accesses)
+                    .filter(|(_, access)| access.is_some())
+                    .map(|(&src, _)| (*dst, src))
+                    .collect::<Vec<_>>(),
+                Segment::Ops { .. } => Vec::new(),
             })
             .collect();
         let direct_dst: Vec<usize> = segments
@@ -665,7 +673,7 @@ impl<'k> Gen<'_, 'k> {
                 continue;
             }
             for &(def, slot) in defs {
-                if segment_of[def] == segment_of[i] || direct_src.contains(&i) {
+                if segment_of[def] == segment_of[i] || direct_src.contains(&(i, def)) {
                     continue;
                 }
                 if !staged_defs.contains(&def) {
@@ -796,25 +804,28 @@ impl<'k> Gen<'_, 'k> {
                 }
                 Segment::Call {
                     routine,
-                    src,
+                    srcs,
                     dst,
-                    src_access,
+                    src_accesses,
                     dst_access,
                 } => {
                     let func = self
                         .imports
                         .routine(*routine)
                         .ok_or_else(|| internal("tile routine not linked"))?;
-                    let src_addr = match src_access {
-                        Some(k) => self.address(b, *k, at, at, ptrs, 0),
-                        None => {
-                            let (stack, _) = *plan
-                                .staged
-                                .get(src)
-                                .ok_or_else(|| internal("routine argument not staged"))?;
-                            b.ins().stack_addr(self.ptr, stack, 0)
-                        }
-                    };
+                    let mut args = Vec::with_capacity(srcs.len() + 2);
+                    for (src, access) in srcs.iter().zip(src_accesses) {
+                        args.push(match access {
+                            Some(k) => self.address(b, *k, at, at, ptrs, 0),
+                            None => {
+                                let (stack, _) = *plan
+                                    .staged
+                                    .get(src)
+                                    .ok_or_else(|| internal("routine argument not staged"))?;
+                                b.ins().stack_addr(self.ptr, stack, 0)
+                            }
+                        });
+                    }
                     let dst_addr = match dst_access {
                         Some(k) => self.address(b, *k, at, at, ptrs, 0),
                         None => {
@@ -825,7 +836,9 @@ impl<'k> Gen<'_, 'k> {
                             b.ins().stack_addr(self.ptr, stack, 0)
                         }
                     };
-                    b.ins().call(func, &[src_addr, dst_addr, count]);
+                    args.push(dst_addr);
+                    args.push(count);
+                    b.ins().call(func, &args);
                 }
             }
         }

@@ -84,14 +84,18 @@ impl ImportIds {
             .map_err(Box::new)?;
         let aot = if aot::available() {
             let ptr = module.target_config().pointer_type();
-            let mut sig = module.make_signature();
-            sig.params
+            let mut unary = module.make_signature();
+            unary
+                .params
                 .extend([AbiParam::new(ptr), AbiParam::new(ptr), AbiParam::new(types::I64)]);
+            let mut binary = unary.clone();
+            binary.params.insert(0, AbiParam::new(ptr));
             let ids = AotFn::ALL
                 .iter()
                 .map(|routine| {
+                    let sig = if routine.arity() == 2 { &binary } else { &unary };
                     module
-                        .declare_function(routine.symbol(), Linkage::Import, &sig)
+                        .declare_function(routine.symbol(), Linkage::Import, sig)
                         .map_err(Box::new)
                 })
                 .collect::<Result<Vec<_>, _>>()?;

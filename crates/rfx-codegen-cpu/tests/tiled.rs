@@ -251,3 +251,27 @@ fn a_direct_routine_call_leaves_no_staging_copy() {
         "no staging buffer expected:\n{clif}"
     );
 }
+
+#[test]
+fn a_binary_routine_reads_two_arguments() {
+    // atan2 of two inputs (both read directly), of computed values (both staged), and mixed.
+    check(
+        "kernel k {\n %y = input y : f32[{N}]\n %x = input x : f32[{N}]\n %a = atan2 %y, %x : f32[{N}]\n output out = %a\n}",
+        &SIZES,
+        Some(1),
+    );
+    check(
+        "kernel k {\n %y = input y : f32[{N}]\n %x = input x : f32[{N}]\n %two = const 2 : f32[]\n \
+         %d = mul %x, %two : f32[{N}]\n %s = sin %y : f32[{N}]\n %a = atan2 %s, %d : f32[{N}]\n \
+         %b = atan2 %y, %d : f32[{N}]\n %o = add %a, %b : f32[{N}]\n output out = %o\n}",
+        &SIZES,
+        Some(1),
+    );
+    check(
+        include_str!("../../rfx-ir/tests/corpus/hir/complementary_filter.rfx")
+            .replace("[64]", "[{N}]")
+            .as_str(),
+        &SIZES,
+        Some(1),
+    );
+}

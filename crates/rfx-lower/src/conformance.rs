@@ -237,7 +237,8 @@ pub fn inputs(case: &Case, seed: u64) -> Vec<Array> {
 }
 
 /// Distance in units in the last place of `dtype` between `got` and the oracle value `want`
-/// (rounded to `dtype`): 0 when both are NaN; `u64::MAX` when only one is NaN.
+/// (rounded to `dtype`): 0 when both are NaN; `u64::MAX` when only one is NaN, and for zeros of
+/// opposite signs.
 pub fn ulps(got: f64, want: f64, dtype: DType) -> u64 {
     if got.is_nan() || want.is_nan() {
         return if got.is_nan() && want.is_nan() {
@@ -245,6 +246,10 @@ pub fn ulps(got: f64, want: f64, dtype: DType) -> u64 {
         } else {
             u64::MAX
         };
+    }
+    // Zeros of opposite signs are not "0 ULP apart": `sin(-0)` must be `-0`.
+    if got == 0.0 && want == 0.0 && got.is_sign_negative() != want.is_sign_negative() {
+        return u64::MAX;
     }
     let ordered32 = |x: f32| {
         let b = x.to_bits();

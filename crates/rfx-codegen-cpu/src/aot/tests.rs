@@ -4,10 +4,14 @@
 
 use super::*;
 
-/// Distance in ULP between two `f32` (0 when both are NaN; `u32::MAX` when only one is).
+/// Distance in ULP between two `f32` (0 when both are NaN; `u32::MAX` when only one is, and
+/// for zeros of opposite signs: `sin(-0)` must be `-0`).
 fn ulps(a: f32, b: f32) -> u32 {
     if a.is_nan() || b.is_nan() {
         return if a.is_nan() && b.is_nan() { 0 } else { u32::MAX };
+    }
+    if a == 0.0 && b == 0.0 && a.is_sign_negative() != b.is_sign_negative() {
+        return u32::MAX;
     }
     let key = |x: f32| {
         let bits = x.to_bits() as i32;
@@ -48,7 +52,13 @@ fn reference(f: AotFn, x: f32) -> f32 {
             }
         }
         AotFn::AtanF32 => x.atan(),
+        AotFn::Atan2F32 => unreachable!("atan2 is binary: see `atan2_within_bounds`"),
     }) as f32
+}
+
+/// The unary routines (`atan2` has its own tests).
+fn unary_routines() -> impl Iterator<Item = AotFn> {
+    AotFn::ALL.into_iter().filter(|f| f.arity() == 1)
 }
 
 fn run(f: AotFn, xs: &[f32]) -> Vec<f32> {
@@ -131,7 +141,7 @@ fn inputs(f: AotFn, seed: u64) -> Vec<f32> {
         AotFn::Exp2F32 => (-150.0, 128.0),
         AotFn::LogF32 | AotFn::Log2F32 => (0.0, 10.0),
         AotFn::TanhF32 | AotFn::SigmoidF32 => (-12.0, 12.0),
-        AotFn::AtanF32 => (-5.0, 5.0),
+        AotFn::AtanF32 | AotFn::Atan2F32 => (-5.0, 5.0),
     };
     for _ in 0..200_000 {
         xs.push(lo + (hi - lo) * rng.unit());
@@ -145,7 +155,7 @@ fn accuracy_within_bounds() {
         eprintln!("skipped: this CPU has no AVX2+FMA, so the tile routines are never linked");
         return;
     }
-    for f in AotFn::ALL {
+    for f in unary_routines() {
         let xs = inputs(f, 0x5eed ^ f as u64);
         let ys = run(f, &xs);
         let mut worst = (0u32, 0.0f32);
@@ -172,7 +182,7 @@ fn results_do_not_depend_on_position_or_length() {
         eprintln!("skipped: this CPU has no AVX2+FMA, so the tile routines are never linked");
         return;
     }
-    for f in AotFn::ALL {
+    for f in unary_routines() {
         let xs = inputs(f, 7);
         let all = run(f, &xs[..1000]);
         for (i, &x) in xs[..1000].iter().enumerate() {
@@ -186,6 +196,64 @@ fn results_do_not_depend_on_position_or_length() {
                 assert_eq!(a.to_bits(), b.to_bits());
             }
         }
+    }
+}
+
+fn run_atan2(ys: &[f32], xs: &[f32]) -> Vec<f32> {
+    let mut out = vec![0.0f32; ys.len()];
+    // SAFETY: `available()` was checked by the caller; the three buffers hold `ys.len()` floats
+    // (`xs` is as long) and are distinct allocations.
+    unsafe { rfx_aot_atan2_f32(ys.as_ptr(), xs.as_ptr(), out.as_mut_ptr(), ys.len()) };
+    out
+}
+
+#[test]
+fn atan2_within_bounds() {
+    if !available() {
+        eprintln!("skipped: this CPU has no AVX2+FMA, so the tile routines are never linked");
+        return;
+    }
+    let mut rng = Rng(0xa7a2);
+    let edges = edge_values();
+    let (mut ys, mut xs) = (Vec::new(), Vec::new());
+    // Every pair of edge values (the C99 special cases among them).
+    for &y in &edges {
+        for &x in &edges {
+            ys.push(y);
+            xs.push(x);
+        }
+    }
+    // Random bit patterns, and ordinary magnitudes in every quadrant.
+    for _ in 0..200_000 {
+        ys.push(f32::from_bits(rng.next() as u32));
+        xs.push(f32::from_bits(rng.next() as u32));
+        ys.push(20.0 * rng.unit() - 10.0);
+        xs.push(20.0 * rng.unit() - 10.0);
+    }
+    let out = run_atan2(&ys, &xs);
+    let mut worst = (0u32, 0.0f32, 0.0f32);
+    for ((&y, &x), &o) in ys.iter().zip(&xs).zip(&out) {
+        let want = f64::from(y).atan2(f64::from(x)) as f32;
+        let d = ulps(o, want);
+        if d > worst.0 {
+            worst = (d, y, x);
+        }
+    }
+    eprintln!(
+        "rfx_aot_atan2_f32: max {} ULP (at y = {:e}, x = {:e})",
+        worst.0, worst.1, worst.2
+    );
+    assert!(
+        worst.0 <= 2,
+        "atan2: {} ULP at y = {:e}, x = {:e}",
+        worst.0,
+        worst.1,
+        worst.2
+    );
+    // Position independence: one element at a time gives the same bits.
+    for i in 0..1000 {
+        let one = run_atan2(&ys[i..=i], &xs[i..=i]);
+        assert_eq!(one[0].to_bits(), out[i].to_bits());
     }
 }
 

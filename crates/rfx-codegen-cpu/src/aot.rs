@@ -29,6 +29,7 @@
 //! | `tanh` | finite | Cephes `tanhf`: odd polynomial below 0.625, else `1 - 2/(e^(2|x|) + 1)`; ±1 from 9 | 1 |
 //! | `sigmoid` | `|x| <= 87` | `e = e^-|x|`: `1/(1+e)` for `x >= 0`, `e/(1+e)` below | 2 |
 //! | `atan` | finite | Cephes `atanf`: `-1/|x|` above tan(3π/8), `(|x|-1)/(|x|+1)` above tan(π/8); sign restored | 2 |
+//! | `atan2` | finite, not both zero, ratio of magnitudes 0 or ≥ 1e-30 | `atan(min/max)` by the `atan` kernel, `π/2 - a` / `π - a` by quadrant with two-part constants, the sign of `y` | 2 |
 //!
 //! The results are deterministic (the same input gives the same bits at every position and
 //! every size of a tiled kernel), but may differ in the last bit from the inline polynomials

@@ -21,15 +21,15 @@
 //! | op | fast path | method | max ULP |
 //! |---|---|---|---|
 //! | `sin`, `cos` | `|x| <= 2^15` | `x = j π/2 + r`, three-part Cody–Waite π/2 with FMA; Cephes `sinf`/`cosf` polynomials, quadrant by select and sign-bit xor | 2 |
-//! | `tan` | `|x| <= 2^15` | as `sin`: `sin r / cos r`, or `-cos r / sin r` in odd quadrants | 3 |
+//! | `tan` | `|x| <= 2^15` | as `sin`: `sin r / cos r`, or `-cos r / sin r` in odd quadrants | 4 |
 //! | `exp` | `-87 <= x <= 88` | `x = n ln2 + r`, two-part ln2 with FMA; Cephes `expf` degree-5 polynomial; `2^n` built in the exponent field | 1 |
 //! | `exp2` | `-125 <= x <= 127` | `x = n + f` exactly; `e^(f ln2)` with the `exp` polynomial, `f ln2` in two parts | 1 |
 //! | `log` | normal, positive, finite | `x = 2^e m`, `m` in `[√½, √2)`; Cephes `logf` degree-8 polynomial, two-part ln2 | 1 |
-//! | `log2` | normal, positive, finite | as `log`; `ln m · log2 e` in two parts, the exponent added last (exact at powers of two) | 1 |
+//! | `log2` | normal, positive, finite | as `log`; `ln m · log2 e` in two parts, the exponent added last (exact at powers of two) | 2 |
 //! | `tanh` | finite | Cephes `tanhf`: odd polynomial below 0.625, else `1 - 2/(e^(2|x|) + 1)`; ±1 from 9 | 1 |
 //! | `sigmoid` | `|x| <= 87` | `e = e^-|x|`: `1/(1+e)` for `x >= 0`, `e/(1+e)` below | 2 |
-//! | `atan` | finite | Cephes `atanf`: `-1/|x|` above tan(3π/8), `(|x|-1)/(|x|+1)` above tan(π/8); sign restored | 2 |
-//! | `atan2` | finite, not both zero, ratio of magnitudes 0 or ≥ 1e-30 | `atan(min/max)` by the `atan` kernel, `π/2 - a` / `π - a` by quadrant with two-part constants, the sign of `y` | 2 |
+//! | `atan` | finite | Cephes `atanf`: `-1/|x|` above tan(3π/8), `(|x|-1)/(|x|+1)` above tan(π/8); sign restored | 3 |
+//! | `atan2` | finite, not both zero, ratio of magnitudes 0 or ≥ 1e-30 | `atan(min/max)` by the `atan` kernel, `π/2 - a` / `π - a` by quadrant with two-part constants, the sign of `y` | 2 (random; 3 bound) |
 //!
 //! The results are deterministic (the same input gives the same bits at every position and
 //! every size of a tiled kernel), but may differ in the last bit from the inline polynomials

@@ -28,7 +28,7 @@ fn ulps(a: f32, b: f32) -> u32 {
 fn bound(f: AotFn) -> u32 {
     match f {
         AotFn::TanF32 => 4,
-        AotFn::SigmoidF32 => 3,
+        AotFn::AtanF32 | AotFn::Atan2F32 => 3,
         _ => 2,
     }
 }

@@ -42,6 +42,8 @@ fn mem() -> MemFlagsData {
 
 /// Vectors per iteration of the unrolled elementwise loop.
 const UNROLL: usize = 4;
+/// Vectors per iteration of a tiled kernel's ops segments.
+const SEGMENT_UNROLL: i64 = 2;
 /// The longest body (in LIR instructions) that is unrolled.
 const UNROLL_MAX_BODY: usize = 12;
 
@@ -776,11 +778,13 @@ impl<'k> Gen<'_, 'k> {
                     let run = |g: &mut Self, b: &mut FunctionBuilder<'_>, width: u8, j: Value| {
                         g.emit_segment(b, width, plan, insts, loads, at, j, ptrs)
                     };
-                    // Four vectors per iteration while they fit (segments are short), then
-                    // one; every segment splits the tile at the same points.
-                    let step = i64::from(w) * UNROLL as i64;
-                    let (unrolled, _) = self.emit_loop(b, zero, count, step, &[], &mut |g, b, j, _| {
-                        for k in 0..UNROLL as i64 {
+                    // Two vectors per iteration, then a scalar tail of fewer than `2w`
+                    // elements (only in a tile's last, shorter pass): every segment splits a
+                    // tile at the same points. Two copies of the body, not more: each copy
+                    // costs compile time, and segments multiply them.
+                    let step = i64::from(w) * SEGMENT_UNROLL;
+                    let (after, _) = self.emit_loop(b, zero, count, step, &[], &mut |g, b, j, _| {
+                        for k in 0..SEGMENT_UNROLL {
                             let jk = if k == 0 {
                                 j
                             } else {
@@ -790,17 +794,10 @@ impl<'k> Gen<'_, 'k> {
                         }
                         Ok(Vec::new())
                     })?;
-                    let (after, _) =
-                        self.emit_loop(b, unrolled, count, i64::from(w), &[], &mut |g, b, j, _| {
-                            run(g, b, w, j)?;
-                            Ok(Vec::new())
-                        })?;
-                    if w > 1 {
-                        self.emit_loop(b, after, count, 1, &[], &mut |g, b, j, _| {
-                            run(g, b, 1, j)?;
-                            Ok(Vec::new())
-                        })?;
-                    }
+                    self.emit_loop(b, after, count, 1, &[], &mut |g, b, j, _| {
+                        run(g, b, 1, j)?;
+                        Ok(Vec::new())
+                    })?;
                 }
                 Segment::Call {
                     routine,

@@ -99,6 +99,12 @@ pub enum TypeError {
         /// The inferred type, printed.
         inferred: String,
     },
+    /// A type with more elements than any buffer can hold (more than `isize::MAX` bytes).
+    #[error("type {ty} does not fit in memory (more than isize::MAX bytes)")]
+    TooLarge {
+        /// The type, printed.
+        ty: String,
+    },
 }
 
 /// A text-format error with its 1-based line and column.

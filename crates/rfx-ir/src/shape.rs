@@ -196,3 +196,15 @@ impl fmt::Display for TensorType {
         write!(f, "{}{}", self.dtype, self.shape)
     }
 }
+
+/// Whether a buffer of `ty` can exist: its element count and byte size fit in `isize::MAX`
+/// (Rust's limit on one allocation). Element counts elsewhere saturate, so a type past this
+/// would be miscounted by every later stage.
+pub(crate) fn fits_in_memory(ty: &TensorType) -> bool {
+    ty.shape
+        .dims()
+        .iter()
+        .try_fold(1usize, |n, &d| n.checked_mul(d))
+        .and_then(|n| n.checked_mul(ty.dtype.size_bytes()))
+        .is_some_and(|bytes| bytes <= isize::MAX as usize)
+}

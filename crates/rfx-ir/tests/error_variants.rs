@@ -373,3 +373,33 @@ fn interp_inconsistent_names_the_location_that_could_not_be_evaluated() {
         "internal error: kernel k0 could not be evaluated although the program verified"
     );
 }
+
+#[test]
+fn types_too_large_for_memory_are_rejected() {
+    // 2^62 f32 elements: the element count fits in `usize`, the byte size does not fit in
+    // `isize::MAX`.
+    let huge = f32s([1usize << 31, 1usize << 31]);
+    let mut b = Builder::new("huge");
+    let err = b.input("x", huge).expect_err("no buffer holds that");
+    assert!(
+        matches!(
+            err,
+            BuildError::Type {
+                op: "input",
+                source: TypeError::TooLarge { .. }
+            }
+        ),
+        "{err:?}"
+    );
+    // A declared constant of that size is caught by the verifier.
+    let errors = hir_errors(
+        "kernel k {\n %c = const 1.0 : f32[2147483648, 2147483648]\n %x = input x : f32[2]\n \
+         output out = %x\n}",
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| matches!(e, hir::VerifyErrorKind::Type(TypeError::TooLarge { .. }))),
+        "{errors:?}"
+    );
+}

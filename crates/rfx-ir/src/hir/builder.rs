@@ -90,6 +90,12 @@ impl Builder {
         {
             return Err(BuildError::DuplicateInput(name));
         }
+        if !crate::shape::fits_in_memory(&ty) {
+            return Err(BuildError::Type {
+                op: "input",
+                source: TypeError::TooLarge { ty: ty.to_string() },
+            });
+        }
         Ok(self.push(Op::Input { name }, Vec::new(), ty))
     }
 

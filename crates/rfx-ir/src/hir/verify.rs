@@ -99,7 +99,8 @@ impl std::error::Error for VerifyErrors {}
 ///
 /// Rules: operands are defined by earlier nodes; each node's type is the one its op's typing
 /// rule ([`super::result_type`]) gives; input and output names are identifiers and unique; at
-/// least one output; outputs name existing values; reduction axes are ascending. A node with an
+/// least one output; outputs name existing values; reduction axes are ascending; every type fits
+/// in memory (at most `isize::MAX` bytes). A node with an
 /// invalid operand is reported once as [`VerifyErrorKind::InvalidOperand`] rather than with a
 /// cascade of type errors.
 pub fn verify(kernel: &Kernel) -> Result<(), VerifyErrors> {
@@ -126,6 +127,12 @@ pub fn verify(kernel: &Kernel) -> Result<(), VerifyErrors> {
             } else if !input_names.insert(name.as_str()) {
                 push(VerifyErrorKind::DuplicateInput(name.clone()));
             }
+        }
+        if !crate::shape::fits_in_memory(&node.ty) {
+            push(VerifyErrorKind::Type(TypeError::TooLarge {
+                ty: node.ty.to_string(),
+            }));
+            continue;
         }
         if let Op::Reduce { axes, .. } = &node.op
             && axes.windows(2).any(|w| w[0] > w[1])

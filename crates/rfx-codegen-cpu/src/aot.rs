@@ -15,7 +15,7 @@
 //! and recomputes every other element (huge, non-finite, subnormal results, …) afterwards in
 //! `f64` through Rust's `std` (correctly rounded to `f32` up to a double rounding), so the whole
 //! domain is covered. Max error measured against `std` in `f64` rounded to `f32`, over every
-//! `f32` of the fast range (`tests::exhaustive_*`, run with `--ignored`) and over random bit
+//! `f32` of the fast range (`tests::fast_ranges_swept` with `RFX_EXHAUSTIVE=1`; CI sweeps every 4099th) and over random bit
 //! patterns and edge values across the whole domain (`tests::accuracy_within_bounds`):
 //!
 //! | op | fast path | method | max ULP |
@@ -242,22 +242,33 @@ fn exp_fast(x: f32) -> f32 {
     let n = t - ROUND_MAGIC;
     let r = n.mul_add(-LN2_HI, x);
     let r = n.mul_add(-LN2_LO, r);
+    exp_poly(r) * pow2_of_rounded(t)
+}
+
+/// `e^r` for `|r| <= ln2/2` (Cephes `expf` degree-5 polynomial).
+#[inline(always)]
+fn exp_poly(r: f32) -> f32 {
     let p = r.mul_add(1.987_569_1e-4, 1.398_2e-3);
     let p = r.mul_add(p, 8.333_452e-3);
     let p = r.mul_add(p, 4.166_579_6e-2);
     let p = r.mul_add(p, 1.666_666_5e-1);
     let p = r.mul_add(p, 0.5);
-    let e = (r * r).mul_add(p, r) + 1.0;
+    (r * r).mul_add(p, r) + 1.0
+}
+
+/// `2^k` for `t = k + ROUND_MAGIC` (`k` read from the low mantissa bits), `-126 <= k <= 127`.
+#[inline(always)]
+fn pow2_of_rounded(t: f32) -> f32 {
     let k = (t.to_bits() as i32).wrapping_sub(ROUND_MAGIC.to_bits() as i32);
-    let scale = f32::from_bits((k.wrapping_add(127) as u32) << 23);
-    e * scale
+    f32::from_bits((k.wrapping_add(127) as u32) << 23)
 }
 
 const SQRT_HALF: f32 = std::f32::consts::FRAC_1_SQRT_2;
 
-/// `ln x` for normal, positive, finite `x` (Cephes `logf`).
+/// The shared part of `log` and `log2` for normal, positive, finite `x`: `x = 2^e (1 + f)`
+/// with `1 + f` in `[√½, √2)`, and `(e, f, f², f³ P(f))`, `P` the Cephes `logf` polynomial.
 #[inline(always)]
-fn log_fast(x: f32) -> f32 {
+fn log_parts(x: f32) -> (f32, f32, f32, f32) {
     let bits = x.to_bits();
     // x = 2^e * m with m in [0.5, 1).
     let m = f32::from_bits((bits & 0x007f_ffff) | 0x3f00_0000);
@@ -265,7 +276,6 @@ fn log_fast(x: f32) -> f32 {
     let small = m < SQRT_HALF;
     let e = if small { e - 1 } else { e };
     let f = if small { m + m - 1.0 } else { m - 1.0 };
-    let fe = e as f32;
     let z = f * f;
     let p = f.mul_add(7.037_683_6e-2, -1.151_461e-1);
     let p = f.mul_add(p, 1.167_699_9e-1);
@@ -275,7 +285,13 @@ fn log_fast(x: f32) -> f32 {
     let p = f.mul_add(p, 2.000_071_4e-1);
     let p = f.mul_add(p, -2.499_999_4e-1);
     let p = f.mul_add(p, 0.333_333_3);
-    let y = (f * z) * p;
+    (e as f32, f, z, (f * z) * p)
+}
+
+/// `ln x` for normal, positive, finite `x` (Cephes `logf`).
+#[inline(always)]
+fn log_fast(x: f32) -> f32 {
+    let (fe, f, z, y) = log_parts(x);
     let y = fe.mul_add(LN2_LO, y);
     let y = z.mul_add(-0.5, y);
     let r = f + y;
@@ -304,15 +320,7 @@ fn exp2_fast(x: f32) -> f32 {
     // r = f ln2 with its rounding error folded in through FMA.
     let hi = f * std::f32::consts::LN_2;
     let lo = f.mul_add(std::f32::consts::LN_2, -hi) + f * LN2_TAIL;
-    let r = hi + lo;
-    let p = r.mul_add(1.987_569_1e-4, 1.398_2e-3);
-    let p = r.mul_add(p, 8.333_452e-3);
-    let p = r.mul_add(p, 4.166_579_6e-2);
-    let p = r.mul_add(p, 1.666_666_5e-1);
-    let p = r.mul_add(p, 0.5);
-    let e = (r * r).mul_add(p, r) + 1.0;
-    let k = (t.to_bits() as i32).wrapping_sub(ROUND_MAGIC.to_bits() as i32);
-    e * f32::from_bits((k.wrapping_add(127) as u32) << 23)
+    exp_poly(hi + lo) * pow2_of_rounded(t)
 }
 
 /// `ln 2 - f32(ln 2)`.
@@ -325,28 +333,13 @@ const EXP2_FAST_MAX: f32 = 127.0;
 /// is exact).
 #[inline(always)]
 fn log2_fast(x: f32) -> f32 {
-    let bits = x.to_bits();
-    let m = f32::from_bits((bits & 0x007f_ffff) | 0x3f00_0000);
-    let e = ((bits >> 23) as i32) - 126;
-    let small = m < SQRT_HALF;
-    let e = if small { e - 1 } else { e };
-    let f = if small { m + m - 1.0 } else { m - 1.0 };
-    let z = f * f;
-    let p = f.mul_add(7.037_683_6e-2, -1.151_461e-1);
-    let p = f.mul_add(p, 1.167_699_9e-1);
-    let p = f.mul_add(p, -1.242_014_1e-1);
-    let p = f.mul_add(p, 1.424_932_3e-1);
-    let p = f.mul_add(p, -1.666_805_8e-1);
-    let p = f.mul_add(p, 2.000_071_4e-1);
-    let p = f.mul_add(p, -2.499_999_4e-1);
-    let p = f.mul_add(p, 0.333_333_3);
-    let y = (f * z) * p;
+    let (fe, f, z, y) = log_parts(x);
     let y = z.mul_add(-0.5, y);
     // ln(1+f) = f + y; times log2(e) in two parts.
     let ln = f + y;
     let hi = ln * std::f32::consts::LOG2_E;
     let lo = ln.mul_add(std::f32::consts::LOG2_E, -hi) + ln * LOG2E_TAIL;
-    (e as f32) + (hi + lo)
+    fe + (hi + lo)
 }
 
 /// `log2(e) - f32(log2(e))`.
@@ -380,6 +373,16 @@ fn sigmoid_fast(x: f32) -> f32 {
     if x < 0.0 { e / d } else { 1.0 / d }
 }
 
+/// `atan t` for `|t| <= tan(π/8)` (Cephes `atanf` polynomial).
+#[inline(always)]
+fn atan_poly(t: f32) -> f32 {
+    let z = t * t;
+    let p = z.mul_add(8.053_744_5e-2, -1.387_768_6e-1);
+    let p = z.mul_add(p, 1.997_771_1e-1);
+    let p = z.mul_add(p, -3.333_295e-1);
+    (t * z).mul_add(p, t)
+}
+
 /// `atan x` for finite `x` (Cephes `atanf`): `x > tan(3π/8)`: `π/2 + atan(-1/x)`;
 /// `x > tan(π/8)`: `π/4 + atan((x-1)/(x+1))`; the sign restored last.
 #[inline(always)]
@@ -401,11 +404,7 @@ fn atan_fast(x: f32) -> f32 {
     } else {
         0.0
     };
-    let z = t * t;
-    let p = z.mul_add(8.053_744_5e-2, -1.387_768_6e-1);
-    let p = z.mul_add(p, 1.997_771_1e-1);
-    let p = z.mul_add(p, -3.333_295e-1);
-    let y = base + (t * z).mul_add(p, t);
+    let y = base + atan_poly(t);
     f32::from_bits(y.to_bits() | (x.to_bits() & 0x8000_0000))
 }
 
@@ -419,11 +418,7 @@ fn atan2_fast(y: f32, x: f32) -> f32 {
     let t = mn / mx;
     let mid = t > 0.414_213_57;
     let u = if mid { (t - 1.0) / (t + 1.0) } else { t };
-    let z = u * u;
-    let p = z.mul_add(8.053_744_5e-2, -1.387_768_6e-1);
-    let p = z.mul_add(p, 1.997_771_1e-1);
-    let p = z.mul_add(p, -3.333_295e-1);
-    let core = (u * z).mul_add(p, u);
+    let core = atan_poly(u);
     // `π/4 + core` with π/4 in two parts.
     let a = if mid {
         (FRAC_PI_4_HI + core) + FRAC_PI_4_LO

@@ -208,12 +208,7 @@ impl Backend for CpuBackend {
     }
 
     fn check_available(&self) -> Result<(), BackendError> {
-        cranelift_native::builder()
-            .map(|_| ())
-            .map_err(|e| BackendError::Unavailable {
-                backend: "cpu",
-                reason: format!("unsupported host: {e}"),
-            })
+        host_isa().map(|_| ())
     }
 
     fn compile(
@@ -350,13 +345,7 @@ impl Compiled for CpuCompiled {
             // the length its type declares (checked above; the arena by construction), the JIT
             // code only indexes elements the verified LIR proves in range, inputs are only read,
             // and outputs do not overlap inputs or each other (checked above).
-            unsafe {
-                if shape.thread_limit <= 1 || self.max_threads <= 1 {
-                    func(table_ptr, 0, shape.units);
-                } else {
-                    pool::run_kernel(*func, table_ptr, shape, self.max_threads);
-                }
-            }
+            unsafe { pool::run_kernel(*func, table_ptr, shape, self.max_threads) };
         }
         Ok(())
     }

@@ -133,19 +133,30 @@ fn worker_loop(worker: &Worker) {
 /// # Safety
 /// `table` must hold a valid base pointer for every buffer the kernel touches, with the lengths
 /// its LIR declares, for the whole call.
+#[inline]
 pub(crate) unsafe fn run_kernel(
     func: KernelFn,
     table: *const *mut u8,
     shape: &KernelShape,
     max_threads: usize,
 ) {
-    let units = shape.units;
     let threads = shape.thread_limit.min(max_threads);
     if threads <= 1 {
         // SAFETY: guaranteed by the caller.
-        unsafe { func(table, 0, units) };
-        return;
+        unsafe { func(table, 0, shape.units) };
+    } else {
+        // SAFETY: guaranteed by the caller.
+        unsafe { run_split(func, table, shape.units, threads) };
     }
+}
+
+/// The split path of [`run_kernel`], kept out of line so the single-thread path inlines into
+/// the caller.
+///
+/// # Safety
+/// As [`run_kernel`].
+#[inline(never)]
+unsafe fn run_split(func: KernelFn, table: *const *mut u8, units: u64, threads: usize) {
     let pool = pool();
     let guard = match pool.busy.try_lock() {
         Ok(guard) => guard,

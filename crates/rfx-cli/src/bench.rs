@@ -14,7 +14,7 @@ use anyhow::Context;
 use rfx_ir::hir::{self, Builder, Kernel, Op};
 use rfx_ir::testgen::{TestRng, random_inputs};
 use rfx_ir::{Array, ArrayView, ArrayViewMut, Scalar};
-use rfx_lower::{Backend, Compiled, InterpBackend, LowerConfig, Scratch, lower};
+use rfx_lower::{Backend, CallArgs, Compiled, InterpBackend, LowerConfig, Scratch, lower};
 use rfx_opt::{OptConfig, OptReport, optimize};
 
 /// Arguments of `rfx bench`.
@@ -119,6 +119,9 @@ pub struct KernelResult {
     /// Median over 31 batches of the mean time per call, each batch at least 50 µs long: a
     /// throughput figure that timer resolution does not blur, for `cargo xtask perf-check`.
     pub batch_p50_s: f64,
+    /// The same batched median through the real-time path: [`CallArgs`] made once per input
+    /// set, run with `run_args` (on the CPU: no checks per call).
+    pub args_batch_p50_s: f64,
     /// The same batched median for a plain Rust loop `out[i] = x[i] + y[i]` over the same size
     /// (at least 4096 elements), measured in the same run: the yardstick perf-check divides by,
     /// so machine speed and load cancel to first order.
@@ -420,9 +423,38 @@ fn batch_p50(p: &mut Prepared, delay: Duration) -> anyhow::Result<f64> {
     let sets = in_views.len().max(1);
     let mut next = 0usize;
     batched_p50(|| {
-        let k = next % sets;
-        next += 1;
+        // A wrapping index rather than `%`: a 64-bit division would cost more than a small call.
+        let k = next;
+        next = if next + 1 == sets { 0 } else { next + 1 };
         compiled.run(&in_views[k], &mut out_views[k], &mut scratch)?;
+        if !delay.is_zero() {
+            busy_wait(delay);
+        }
+        Ok(())
+    })
+}
+
+/// The batched median of `p`'s calls through the real-time path: one [`CallArgs`] per rotation
+/// set, made (and checked) once, then `run_args`.
+fn args_batch_p50(p: &mut Prepared, delay: Duration) -> anyhow::Result<f64> {
+    let mut scratch = Scratch::new();
+    let compiled = &p.compiled;
+    let mut sets = Vec::with_capacity(p.rotation_in.len());
+    for inputs in &p.rotation_in {
+        let mut args = CallArgs::new(compiled.as_ref());
+        for (k, input) in inputs.iter().enumerate() {
+            args.set_input(k, input.view())?;
+        }
+        sets.push(args);
+    }
+    if sets.is_empty() {
+        sets.push(CallArgs::new(compiled.as_ref()));
+    }
+    let mut next = 0usize;
+    batched_p50(|| {
+        let k = next;
+        next = if next + 1 == sets.len() { 0 } else { next + 1 };
+        compiled.run_args(&mut sets[k], &mut scratch)?;
         if !delay.is_zero() {
             busy_wait(delay);
         }
@@ -598,6 +630,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
                 .map_or(Duration::ZERO, |(_, d)| *d);
             let timing = Timing::from_samples(time_calls_delayed(&mut prepared, iterations, delay)?);
             let batch = batch_p50(&mut prepared, delay)?;
+            let args_batch = args_batch_p50(&mut prepared, delay)?;
             let bytes = bytes_per_call(&kernel, &prepared);
             // The baselines are slow; fewer calls keep the run short and the medians stable.
             let baseline_iters = (iterations / 10).clamp(3, 50);
@@ -627,6 +660,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
                 interp_p50_s: interp,
                 unfused_p50_s: unfused,
                 batch_p50_s: batch,
+                args_batch_p50_s: args_batch,
                 reference_p50_s: reference,
                 ops_before: report.ops_before,
                 ops_after: report.ops_after,

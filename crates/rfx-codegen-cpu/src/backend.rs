@@ -7,7 +7,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::default_libcall_names;
 use rfx_ir::lir::{LirProgram, Storage};
 use rfx_ir::{ArrayView, ArrayViewMut, DataMut, DataRef};
-use rfx_lower::{Backend, BackendError, CompileOptions, Compiled, Scratch, Signature};
+use rfx_lower::{Backend, BackendError, CallArgs, CompileOptions, Compiled, Scratch, Signature};
 
 use crate::codegen::{KernelShape, build_kernel};
 use crate::imports::{ImportIds, register_symbols};
@@ -153,6 +153,8 @@ pub struct CpuCompiled {
     /// The buffer-table layout: where each input's, output's and arena temporary's base
     /// address goes.
     table: TablePlan,
+    /// This program's [`Compiled::args_id`].
+    id: u64,
 }
 
 /// Buffer-table entries a call keeps on the stack (beyond them, or with an arena, the table
@@ -167,6 +169,9 @@ struct TablePlan {
     outputs: Vec<usize>,
     /// `(entry, byte offset in the arena)` of each temporary.
     arena: Vec<(usize, usize)>,
+    /// The table is exactly the inputs then the outputs, in call order, and fits on the stack
+    /// (every control kernel): validation writes it directly.
+    direct: bool,
 }
 
 // SAFETY: the JIT code is immutable after `finalize_definitions`; `CpuCode` only hands out
@@ -230,6 +235,7 @@ pub fn compile(program: &LirProgram, options: &CompileOptions) -> Result<CpuComp
         inputs: Vec::new(),
         outputs: Vec::new(),
         arena: Vec::new(),
+        direct: false,
     };
     for (entry, buffer) in program.buffers().iter().enumerate() {
         match &buffer.storage {
@@ -238,6 +244,15 @@ pub fn compile(program: &LirProgram, options: &CompileOptions) -> Result<CpuComp
             Storage::Arena { offset } => table.arena.push((entry, *offset)),
         }
     }
+    table.direct = table.len <= STACK_TABLE
+        && program.arena_bytes() == 0
+        && table.arena.is_empty()
+        && table
+            .inputs
+            .iter()
+            .chain(&table.outputs)
+            .copied()
+            .eq(0..table.len);
     Ok(CpuCompiled {
         program: program.clone(),
         code,
@@ -246,6 +261,7 @@ pub fn compile(program: &LirProgram, options: &CompileOptions) -> Result<CpuComp
         max_threads,
         signature: Signature::of(program),
         table,
+        id: rfx_lower::new_compiled_id(),
     })
 }
 
@@ -308,9 +324,96 @@ impl Compiled for CpuCompiled {
     ) -> Result<(), BackendError> {
         // Every buffer's dtype and length is checked here: the code touches exactly the
         // elements the verified LIR indexes, all of which lie inside buffers of these shapes.
+        if self.table.direct {
+            // The table is the arguments' addresses in call order: validation fills it.
+            let mut addresses = [0usize; STACK_TABLE];
+            let table = &mut addresses[..self.table.len];
+            self.signature.validate_into(inputs, outputs, table)?;
+            // SAFETY: as below; `table` holds one checked address per buffer.
+            unsafe { self.launch(table.as_ptr().cast()) };
+            return Ok(());
+        }
         self.signature.validate(inputs, outputs)?;
-        // Programs without temporaries and with a short table (every control kernel) keep the
-        // table on the stack; the others put it after the arena in `scratch`.
+        // SAFETY: the call was checked above: one view per planned entry, each buffer with the
+        // length its type declares, and outputs overlapping no other buffer.
+        unsafe {
+            self.run_table(scratch, |table| {
+                for (&entry, view) in self.table.inputs.iter().zip(inputs) {
+                    if let Some(slot) = table.get_mut(entry) {
+                        *slot = data_ref_ptr(view.data()) as u64;
+                    }
+                }
+                for (&entry, view) in self.table.outputs.iter().zip(outputs.iter_mut()) {
+                    if let Some(slot) = table.get_mut(entry) {
+                        *slot = data_mut_ptr(view.data_mut()) as u64;
+                    }
+                }
+            })
+        };
+        Ok(())
+    }
+
+    fn args_id(&self) -> Option<u64> {
+        Some(self.id)
+    }
+
+    /// The real-time path: arguments made for this program ([`CallArgs::new`]) are run on their
+    /// recorded addresses with no check at all; any others are checked like [`Compiled::run`].
+    fn run_args(&self, args: &mut CallArgs, scratch: &mut Scratch) -> Result<(), BackendError> {
+        if args.id() != self.id {
+            let (inputs, mut outputs) = args.views();
+            return self.run(&inputs, &mut outputs, scratch);
+        }
+        let addresses = args.addresses();
+        if self.table.direct {
+            // SAFETY: `args` was made for this program (its id is ours, and ids are never
+            // reused): it holds one array per input and output with exactly the declared
+            // dtype and shape, owned by `args`, borrowed mutably for this call, distinct, and
+            // `addresses` lists their elements in call order, which is the table's order.
+            unsafe { self.launch(addresses.as_ptr().cast()) };
+            return Ok(());
+        }
+        let n_in = self.table.inputs.len();
+        // SAFETY: as above; the plan places every argument's address in its entry.
+        unsafe {
+            self.run_table(scratch, |table| {
+                let entries = self.table.inputs.iter().chain(&self.table.outputs);
+                for (&entry, &address) in entries.zip(addresses) {
+                    if let Some(slot) = table.get_mut(entry) {
+                        *slot = address as u64;
+                    }
+                }
+                debug_assert_eq!(addresses.len(), n_in + self.table.outputs.len());
+            })
+        };
+        Ok(())
+    }
+}
+
+impl CpuCompiled {
+    /// Runs every kernel on `table`.
+    ///
+    /// # Safety
+    /// `table` points at one valid base address per buffer of the program, each buffer with
+    /// the length its type declares, inputs only read during the call and outputs overlapping
+    /// no other buffer. The JIT code then only indexes elements the verified LIR proves in
+    /// range.
+    #[inline(always)]
+    unsafe fn launch(&self, table: *const *mut u8) {
+        for (func, shape) in &self.code.kernels {
+            // SAFETY: guaranteed by the caller.
+            unsafe { pool::run_kernel(*func, table, shape, self.max_threads) };
+        }
+    }
+
+    /// Builds the buffer table (on the stack for programs without temporaries and with a
+    /// short table, which is every control kernel; otherwise after the arena in `scratch`),
+    /// lets `fill` write the arguments' entries, and runs every kernel on it.
+    ///
+    /// # Safety
+    /// `fill` writes, for every input and output entry of the plan, the base address of a
+    /// buffer as [`CpuCompiled::launch`] requires.
+    unsafe fn run_table(&self, scratch: &mut Scratch, fill: impl FnOnce(&mut [u64])) {
         let arena_bytes = self.program.arena_bytes();
         let mut on_stack = [0u64; STACK_TABLE];
         let table: &mut [u64] = if arena_bytes == 0 && self.table.len <= STACK_TABLE {
@@ -328,25 +431,9 @@ impl Compiled for CpuCompiled {
             }
             table
         };
-        // The signature matched, so there is exactly one view per planned entry.
-        for (&entry, view) in self.table.inputs.iter().zip(inputs) {
-            if let Some(slot) = table.get_mut(entry) {
-                *slot = data_ref_ptr(view.data()) as u64;
-            }
-        }
-        for (&entry, view) in self.table.outputs.iter().zip(outputs.iter_mut()) {
-            if let Some(slot) = table.get_mut(entry) {
-                *slot = data_mut_ptr(view.data_mut()) as u64;
-            }
-        }
-        let table_ptr = table.as_ptr().cast::<*mut u8>();
-        for (func, shape) in &self.code.kernels {
-            // SAFETY: `table_ptr` points at one valid base address per buffer, each buffer has
-            // the length its type declares (checked above; the arena by construction), the JIT
-            // code only indexes elements the verified LIR proves in range, inputs are only read,
-            // and outputs do not overlap inputs or each other (checked above).
-            unsafe { pool::run_kernel(*func, table_ptr, shape, self.max_threads) };
-        }
-        Ok(())
+        fill(table);
+        // SAFETY: `table` holds the arena's temporaries (in bounds by construction) and what
+        // the caller guarantees `fill` wrote.
+        unsafe { self.launch(table.as_ptr().cast()) }
     }
 }

@@ -91,6 +91,21 @@ fn a_warm_call_allocates_nothing() {
     }
     let after = ALLOCATIONS.load(Ordering::SeqCst);
     assert_eq!(after - before, 0, "allocations in 1000 warm calls");
+    // The real-time path on arguments made once: no allocation either.
+    let mut args = rfx_lower::CallArgs::new(compiled.as_ref());
+    for (k, view) in inputs.iter().enumerate() {
+        args.set_input(k, *view).unwrap();
+    }
+    compiled.run_args(&mut args, &mut scratch).unwrap();
+    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    for _ in 0..1000 {
+        args.input_mut::<f32>(0).unwrap()[3] += 0.0;
+        compiled.run_args(&mut args, &mut scratch).unwrap();
+    }
+    let after = ALLOCATIONS.load(Ordering::SeqCst);
+    assert_eq!(after - before, 0, "allocations in 1000 warm run_args calls");
+    assert_eq!(args.output::<f32>(0), Some(&u[..]));
+    assert_eq!(args.output::<f32>(1), Some(&r[..]));
     // And the results are right.
     let expected = rfx_ir::interp::run_lir(&lir, &inputs, rfx_ir::interp::Mode::Native).expect("interp");
     assert_eq!(expected[0], Array::from_slice(&u));

@@ -12,6 +12,9 @@ pub trait Element: Copy + Send + Sync + 'static + sealed::Sealed {
     fn into_data(values: Vec<Self>) -> ArrayData;
     /// Borrows the vector inside `data` when it holds this element type.
     fn slice_of(data: &ArrayData) -> Option<&[Self]>;
+    /// Borrows the elements inside `data` mutably (never the vector: its length stays) when it
+    /// holds this element type.
+    fn slice_mut_of(data: &mut ArrayData) -> Option<&mut [Self]>;
     /// Wraps a borrowed slice.
     fn data_ref(values: &[Self]) -> DataRef<'_>;
     /// Wraps a mutable slice.
@@ -38,6 +41,12 @@ macro_rules! element {
             fn slice_of(data: &ArrayData) -> Option<&[Self]> {
                 match data {
                     ArrayData::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+            fn slice_mut_of(data: &mut ArrayData) -> Option<&mut [Self]> {
+                match data {
+                    ArrayData::$variant(v) => Some(v.as_mut_slice()),
                     _ => None,
                 }
             }
@@ -310,6 +319,12 @@ impl Array {
     /// The elements as a slice of `T`, or `None` when the dtype is not `T`'s.
     pub fn as_slice<T: Element>(&self) -> Option<&[T]> {
         T::slice_of(&self.data)
+    }
+
+    /// The elements as a mutable slice of `T` (the length cannot change), or `None` when the
+    /// dtype is not `T`'s.
+    pub fn as_slice_mut<T: Element>(&mut self) -> Option<&mut [T]> {
+        T::slice_mut_of(&mut self.data)
     }
 
     /// Element `index` (row-major) as a scalar.

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use rfx_ir::lir::LirProgram;
 use rfx_ir::{ArrayView, ArrayViewMut, DataMut, DataRef, TensorType};
 
+use crate::args::CallArgs;
 use crate::error::{BackendError, CallError};
 
 /// Options every backend understands.
@@ -57,6 +58,22 @@ pub trait Compiled: Send + Sync {
         outputs: &mut [ArrayViewMut<'_>],
         scratch: &mut Scratch,
     ) -> Result<(), BackendError>;
+
+    /// The identity [`CallArgs`] made for this program record ([`crate::new_compiled_id`]), for
+    /// backends whose [`Compiled::run_args`] skips the checks; `None` (the default) otherwise.
+    fn args_id(&self) -> Option<u64> {
+        None
+    }
+
+    /// Runs on `args`, whose arrays stay in place between calls. A backend that recognises
+    /// arguments made for this program ([`CallArgs::id`] equal to its [`Compiled::args_id`])
+    /// may run on [`CallArgs::addresses`] without checking anything: the CPU backend's
+    /// real-time path. The default, and every call with arguments made for another program,
+    /// goes through [`Compiled::run`]'s checks.
+    fn run_args(&self, args: &mut CallArgs, scratch: &mut Scratch) -> Result<(), BackendError> {
+        let (inputs, mut outputs) = args.views();
+        self.run(&inputs, &mut outputs, scratch)
+    }
 }
 
 /// Memory for a program's temporaries (the LIR arena), owned by the caller.
@@ -144,9 +161,51 @@ fn check_arg(
 pub struct Signature {
     inputs: Vec<(String, TensorType)>,
     outputs: Vec<(String, TensorType)>,
-    /// Byte length of every input, then every output: a call whose dtypes and dims match
-    /// has exactly these, so the fast path needs only each view's address.
-    bytes: Vec<usize>,
+    /// One precomputed check per input, then per output, for the accepting fast path.
+    keys: Vec<ArgKey>,
+}
+
+/// Ranks up to this are compared inline by the fast path; higher ranks take the general path.
+const INLINE_RANK: usize = 4;
+
+/// Most outputs the fast path keeps on the stack for the overlap check.
+const MAX_FAST_OUTPUTS: usize = 8;
+
+/// What one argument must be, flattened so that the fast path reads one small record: its
+/// dtype, its dimensions (inline) and its byte length (a call whose dtype and dims match has
+/// exactly these bytes, so only the view's address is read from its data).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct ArgKey {
+    dtype: rfx_ir::DType,
+    /// The rank, or `usize::MAX` (which no view has) above [`INLINE_RANK`].
+    rank: usize,
+    dims: [usize; INLINE_RANK],
+    bytes: usize,
+}
+
+impl ArgKey {
+    fn of(ty: &TensorType) -> ArgKey {
+        let dims = ty.shape.dims();
+        let mut inline = [0; INLINE_RANK];
+        let rank = if dims.len() <= INLINE_RANK {
+            inline[..dims.len()].copy_from_slice(dims);
+            dims.len()
+        } else {
+            usize::MAX
+        };
+        ArgKey {
+            dtype: ty.dtype,
+            rank,
+            dims: inline,
+            bytes: ty.shape.numel().saturating_mul(ty.dtype.size_bytes()),
+        }
+    }
+
+    /// Whether a view of `dtype` and `dims` matches.
+    #[inline(always)]
+    fn matches(&self, dtype: rfx_ir::DType, dims: &[usize]) -> bool {
+        dtype == self.dtype && dims.len() == self.rank && dims.iter().zip(&self.dims).all(|(a, b)| a == b)
+    }
 }
 
 impl Signature {
@@ -160,15 +219,15 @@ impl Signature {
     }
 
     fn from_parts(inputs: Vec<(String, TensorType)>, outputs: Vec<(String, TensorType)>) -> Signature {
-        let bytes = inputs
+        let keys = inputs
             .iter()
             .chain(&outputs)
-            .map(|(_, ty): &(String, TensorType)| ty.shape.numel().saturating_mul(ty.dtype.size_bytes()))
+            .map(|(_, ty)| ArgKey::of(ty))
             .collect();
         Signature {
             inputs,
             outputs,
-            bytes,
+            keys,
         }
     }
 
@@ -183,14 +242,58 @@ impl Signature {
     }
 
     /// [`validate_call`] against this signature. Allocates nothing unless it reports an error.
-    ///
-    /// The accepting path is a tight loop (dtypes and dims compared inline, byte ranges
-    /// compared for overlap): it is on every call of a control loop. Any failure re-runs the
-    /// general check, which names the offending argument.
     pub fn validate(&self, inputs: &[ArrayView<'_>], outputs: &[ArrayViewMut<'_>]) -> Result<(), CallError> {
-        if self.accepts(inputs, outputs) {
+        let mut addresses = [0usize; 16];
+        if inputs.len() + outputs.len() <= addresses.len() {
+            self.validate_into(inputs, outputs, &mut addresses)
+        } else {
+            self.slow_validate(inputs, outputs)
+        }
+    }
+
+    /// [`Signature::validate`], writing the base address of every input and then every output
+    /// into `addresses` as it checks them (what a backend puts in its buffer table). Allocates
+    /// nothing unless it reports an error; on an error `addresses` holds no meaning.
+    /// `addresses` must have room for every argument ([`CallError::Arity`] otherwise).
+    ///
+    /// The accepting path is one tight pass (dtype and dims compared against a flat record per
+    /// argument, byte ranges compared for overlap): it is on every call of a control loop. Any
+    /// failure, and a call with more arguments than `addresses` holds, re-runs the general
+    /// check, which names the offending argument.
+    #[inline]
+    pub fn validate_into(
+        &self,
+        inputs: &[ArrayView<'_>],
+        outputs: &[ArrayViewMut<'_>],
+        addresses: &mut [usize],
+    ) -> Result<(), CallError> {
+        if self.accepts(inputs, outputs, addresses) {
             return Ok(());
         }
+        self.slow_validate(inputs, outputs)?;
+        // A valid call outside the fast path (many outputs, a high rank): fill in the
+        // addresses here.
+        let total = inputs.len() + outputs.len();
+        let Some(slots) = addresses.get_mut(..total) else {
+            return Err(CallError::Arity {
+                what: "argument addresses",
+                expected: total,
+                found: addresses.len(),
+            });
+        };
+        let starts = inputs
+            .iter()
+            .map(|v| ref_range(&v.data()).0)
+            .chain(outputs.iter().map(|v| mut_range(v.data()).0));
+        for (slot, start) in slots.iter_mut().zip(starts) {
+            *slot = start;
+        }
+        Ok(())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn slow_validate(&self, inputs: &[ArrayView<'_>], outputs: &[ArrayViewMut<'_>]) -> Result<(), CallError> {
         validate_parts(
             || self.inputs.iter().map(|(n, t)| (n.as_str(), t)),
             || self.outputs.iter().map(|(n, t)| (n.as_str(), t)),
@@ -198,60 +301,55 @@ impl Signature {
             outputs,
         )
     }
-}
 
-impl Signature {
-    /// Whether the call fits: the fast path of [`Signature::validate`], which must accept
+    /// Whether the call fits: the fast path of [`Signature::validate_into`], which must accept
     /// exactly the calls `validate_parts` accepts (calls with more than `MAX_FAST_OUTPUTS`
-    /// outputs always take the general path). One pass over the arguments: the outputs' byte
-    /// ranges are kept on the stack and every input is compared with them as it is checked.
-    #[inline]
-    fn accepts(&self, inputs: &[ArrayView<'_>], outputs: &[ArrayViewMut<'_>]) -> bool {
-        const MAX_FAST_OUTPUTS: usize = 8;
-        #[inline(always)]
-        fn same_dims(a: &[usize], b: &[usize]) -> bool {
-            a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
-        }
+    /// outputs, or a rank above `INLINE_RANK`, always take the general path). One pass over
+    /// the arguments: the outputs' byte ranges are kept on the stack and every input is
+    /// compared with them as it is checked. Declines when `addresses` is too short.
+    #[inline(always)]
+    fn accepts(
+        &self,
+        inputs: &[ArrayView<'_>],
+        outputs: &[ArrayViewMut<'_>],
+        addresses: &mut [usize],
+    ) -> bool {
         /// `[start, end)`, with an empty range as `(0, 0)`, which overlaps nothing.
         #[inline(always)]
         fn span(start: usize, len: usize) -> (usize, usize) {
             if len == 0 { (0, 0) } else { (start, start + len) }
         }
-        if inputs.len() != self.inputs.len()
-            || outputs.len() != self.outputs.len()
-            || outputs.len() > MAX_FAST_OUTPUTS
-        {
-            return false;
-        }
         let n_in = inputs.len();
-        let (Some(input_bytes), Some(output_bytes)) = (self.bytes.get(..n_in), self.bytes.get(n_in..)) else {
-            return false;
-        };
-        if output_bytes.len() != outputs.len() {
+        let n_out = outputs.len();
+        if n_out > MAX_FAST_OUTPUTS || n_in + n_out != self.keys.len() || addresses.len() < self.keys.len() {
             return false;
         }
+        let (in_keys, out_keys) = self.keys.split_at(n_in);
+        let (in_addr, out_addr) = addresses.split_at_mut(n_in);
         let mut written = [(0usize, 0usize); MAX_FAST_OUTPUTS];
-        for k in 0..outputs.len() {
-            let (view, ty) = (&outputs[k], &self.outputs[k].1);
-            if view.dtype() != ty.dtype || !same_dims(view.shape().dims(), ty.shape.dims()) {
+        for (k, ((view, key), address)) in outputs.iter().zip(out_keys).zip(out_addr.iter_mut()).enumerate() {
+            if !key.matches(view.dtype(), view.shape().dims()) {
                 return false;
             }
-            let (start, end) = span(mut_range(view.data()).0, output_bytes[k]);
-            if written[..k].iter().any(|&(s, e)| start < e && s < end) {
+            let start = mut_range(view.data()).0;
+            let range = span(start, key.bytes);
+            if written[..k].iter().any(|&(s, e)| range.0 < e && s < range.1) {
                 return false;
             }
-            written[k] = (start, end);
+            written[k] = range;
+            *address = start;
         }
-        let written = &written[..outputs.len()];
-        for k in 0..n_in {
-            let (view, ty) = (&inputs[k], &self.inputs[k].1);
-            if view.dtype() != ty.dtype || !same_dims(view.shape().dims(), ty.shape.dims()) {
+        let written = &written[..n_out];
+        for ((view, key), address) in inputs.iter().zip(in_keys).zip(in_addr.iter_mut()) {
+            if !key.matches(view.dtype(), view.shape().dims()) {
                 return false;
             }
-            let (start, end) = span(ref_range(&view.data()).0, input_bytes[k]);
-            if written.iter().any(|&(s, e)| start < e && s < end) {
+            let start = ref_range(&view.data()).0;
+            let range = span(start, key.bytes);
+            if written.iter().any(|&(s, e)| range.0 < e && s < range.1) {
                 return false;
             }
+            *address = start;
         }
         true
     }
@@ -379,8 +477,9 @@ mod signature_tests {
                             &inputs,
                             &outputs,
                         );
+                        let mut addresses = [0usize; 16];
                         assert_eq!(
-                            signature.accepts(&inputs, &outputs),
+                            signature.accepts(&inputs, &outputs, &mut addresses),
                             general.is_ok(),
                             "declared {declared:?} {dtype}, given {given:?}: {general:?}"
                         );
@@ -392,5 +491,42 @@ mod signature_tests {
             }
         }
         assert_eq!(checked, 4 * 2 * 4 * 3);
+    }
+
+    /// `validate_into` lists every argument's address in call order, on the fast path and on
+    /// the general one (a rank above the inline limit), and asks for room for all of them.
+    #[test]
+    fn validate_into_lists_the_addresses() {
+        for dims in [vec![2usize, 3], vec![1, 1, 1, 2, 3]] {
+            let signature = sig(&[(DType::F32, &dims), (DType::F64, &[2])], &[(DType::F32, &dims)]);
+            let shape = Shape::new(dims.clone());
+            let (x, y) = ([1.0f32; 6], [2.0f64; 2]);
+            let mut out = [0.0f32; 6];
+            let y_shape = Shape::new(vec![2]);
+            let inputs = [
+                ArrayView::new(&shape, &x[..]).expect("view"),
+                ArrayView::new(&y_shape, &y[..]).expect("view"),
+            ];
+            let out_address = out.as_ptr() as usize;
+            let outputs = [ArrayViewMut::new(&shape, &mut out[..]).expect("view")];
+            let mut addresses = [0usize; 3];
+            signature
+                .validate_into(&inputs, &outputs, &mut addresses)
+                .expect("valid");
+            assert_eq!(
+                addresses,
+                [x.as_ptr() as usize, y.as_ptr() as usize, out_address],
+                "{dims:?}"
+            );
+            let mut short = [0usize; 2];
+            assert!(matches!(
+                signature.validate_into(&inputs, &outputs, &mut short),
+                Err(CallError::Arity {
+                    what: "argument addresses",
+                    expected: 3,
+                    found: 2
+                })
+            ));
+        }
     }
 }

@@ -13,6 +13,7 @@
 
 #![deny(missing_docs)]
 
+mod args;
 mod backend;
 mod config;
 #[cfg(feature = "conformance")]
@@ -26,6 +27,7 @@ mod program;
 mod registry;
 mod report;
 
+pub use args::{CallArgs, new_compiled_id};
 pub use backend::{Backend, CompileOptions, Compiled, Scratch, Signature, validate_call};
 pub use config::LowerConfig;
 pub use error::{BackendError, CallError, LowerError, Unsupported};

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use rfx_ir::{Array, ArrayView, ArrayViewMut, Element, Shape};
-use rfx_lower::{CallError, Scratch};
+use rfx_lower::{CallArgs, CallError, Scratch};
 
 use crate::error::RuntimeError;
 use crate::executable::Executable;
@@ -109,6 +109,25 @@ impl BoundKernel {
                 .collect();
             self.exe.run(&all, outputs, &mut self.scratch)
         }
+    }
+
+    /// Zero-filled arguments for [`BoundKernel::run_args`] (the constant inputs, if any, already
+    /// in place after the caller's).
+    pub fn args(&self) -> Result<CallArgs, RuntimeError> {
+        let mut args = self.exe.args();
+        let first = self.input_shapes.len();
+        for (k, constant) in self.constant_inputs.iter().enumerate() {
+            args.set_input(first + k, constant.view())?;
+        }
+        Ok(args)
+    }
+
+    /// The fastest call: runs on `args` (from [`BoundKernel::args`]), whose inputs the caller
+    /// writes in place ([`CallArgs::input_mut`]) and whose outputs it reads
+    /// ([`CallArgs::output`]). On the CPU backend this checks nothing and allocates nothing
+    /// (the arguments were checked when they were made); see [`Executable::run_args`].
+    pub fn run_args(&mut self, args: &mut CallArgs) -> Result<(), RuntimeError> {
+        self.exe.run_args(args, &mut self.scratch)
     }
 
     /// Runs on plain slices of one element type, using the bound shapes: `inputs[i]` must hold

@@ -10,7 +10,7 @@ use rfx_ir::hir::Kernel;
 use rfx_ir::lir::LirProgram;
 use rfx_ir::mir::MirProgram;
 use rfx_ir::{Array, ArrayView, ArrayViewMut, Scalar, TensorType};
-use rfx_lower::{Compiled, LowerReport, Registry, Scratch};
+use rfx_lower::{CallArgs, Compiled, LowerReport, Registry, Scratch};
 use rfx_opt::OptReport;
 
 use crate::config::CompileConfig;
@@ -144,6 +144,20 @@ impl Executable {
         scratch: &mut Scratch,
     ) -> Result<(), RuntimeError> {
         self.compiled.run(inputs, outputs, scratch)?;
+        Ok(())
+    }
+
+    /// Zero-filled arguments for [`Executable::run_args`], with this kernel's dtypes and shapes.
+    pub fn args(&self) -> CallArgs {
+        CallArgs::new(self.compiled.as_ref())
+    }
+
+    /// The real-time call: runs on `args` (made by [`Executable::args`]), whose inputs the caller
+    /// writes in place between calls. On the CPU backend the call checks nothing (the arguments
+    /// were checked when they were made) and allocates nothing once `scratch` has grown; other
+    /// backends, and arguments made for another kernel, take [`Executable::run`]'s checks.
+    pub fn run_args(&self, args: &mut CallArgs, scratch: &mut Scratch) -> Result<(), RuntimeError> {
+        self.compiled.run_args(args, scratch)?;
         Ok(())
     }
 

@@ -45,3 +45,4 @@ pub use config::CompileConfig;
 pub use error::RuntimeError;
 pub use executable::{Executable, Fingerprint, compile, stage_dumps};
 pub use queue::{DispatchQueue, JobError, JobHandle, SubmitError};
+pub use rfx_lower::CallArgs;

@@ -55,7 +55,9 @@ pub use rfx_ir::hir::Kernel;
 pub use rfx_ir::{Array, ArrayData, ArrayView, ArrayViewMut, DType, Element, Scalar, Shape, TensorType};
 pub use rfx_lower::CallError;
 pub use rfx_opt::OptConfig;
-pub use rfx_runtime::{BoundKernel, CacheMiss, CompileConfig, DispatchQueue, Executable, MissReason};
+pub use rfx_runtime::{
+    BoundKernel, CacheMiss, CallArgs, CompileConfig, DispatchQueue, Executable, MissReason,
+};
 
 /// Compiles `f` (a closure of [`Tensor`]s, or any [`KernelFn`] such as a transform) with a
 /// cache of compiled kernels keyed by input signature; see [`Jit`].

@@ -321,6 +321,12 @@ fn transforms_compose_and_run_under_jit() {
         .run_slices([&x[..]], [&mut value[..], &mut jac2[..]])
         .unwrap();
     assert_eq!(jac2, jac);
+    // So do the real-time arguments: only x is the caller's to write.
+    let mut args = bound.args().unwrap();
+    args.input_mut::<f64>(0).unwrap().copy_from_slice(&x);
+    bound.run_args(&mut args).unwrap();
+    assert_eq!(args.output::<f64>(1), Some(jac));
+    assert_eq!(args.output::<f64>(0), Some(&value[..]));
 
     // More output than input elements: forward mode, with basis_x supplied by the jit too.
     let jf = rfx::jit(rfx::jacobian(|x: Tensor| (x.sin(), x * 2.0, x.exp())));

@@ -892,6 +892,13 @@ impl Emitter<'_> {
             (UnaryOp::Neg, DType::I32) => self.use_helper(Helper::NegI32, "rfx_neg_i32", &[x]),
             (UnaryOp::Neg, _) => format!("-{x}"),
             (UnaryOp::Abs, DType::I32) => self.use_helper(Helper::AbsI32, "rfx_abs_i32", &[x]),
+            // f32 `abs` clears the sign bit with an integer AND, not `fabsf`: ptxas (12.9 and
+            // 13.0, sm_80 and sm_90) assumes the result of `abs.f32` is never NaN and folds
+            // ordered comparisons on it (`abs(x) >= 0` to true), which drops NaN through
+            // `min`/`max`/`select` (fuzz seed 4000814: `min(max(sign(max(abs(x), c)), c2), 0)` of
+            // NaN gave 0). NVVM keeps this form as `and.b32`, about which ptxas assumes nothing.
+            // `abs.f64` is not affected.
+            (UnaryOp::Abs, DType::F32) => format!("__int_as_float(__float_as_int({x}) & 0x7fffffff)"),
             (UnaryOp::Abs, _) => f("fabsf", "fabs"),
             (UnaryOp::Sign, DType::I32) => self.use_helper(Helper::SignI32, "rfx_sign_i32", &[x]),
             (UnaryOp::Sign, DType::F64) => self.use_helper(Helper::SignF64, "rfx_sign_f64", &[x]),

@@ -101,7 +101,9 @@ pub fn cuda_source(program: &LirProgram, options: &CompileOptions) -> Result<Str
     codegen::generate(program, options).map(|module| module.source)
 }
 
-/// The PTX that NVRTC makes of [`cuda_source`] for `arch` (`"compute_80"`, `"sm_90"`, ...).
+/// The PTX that NVRTC makes of [`cuda_source`] for `arch` (`"compute_80"`, `"sm_90"`, ...), with
+/// its float selects made bitwise (`selp.f32` → `selp.b32`, a ptxas workaround; see `nvrtc.rs`),
+/// as the backend loads it.
 /// Needs NVRTC but no GPU; [`BackendError::Unavailable`] when NVRTC is not installed,
 /// [`BackendError::Compile`] with NVRTC's log when it rejects the source.
 pub fn ptx(program: &LirProgram, arch: &str, options: &CompileOptions) -> Result<String, BackendError> {

@@ -115,6 +115,48 @@ fn wheel_library() -> Option<PathBuf> {
     path.is_file().then_some(path)
 }
 
+/// Rewrites every `selp.f32` of the PTX as `selp.b32` and every `selp.f64` as `selp.b64`.
+///
+/// A select moves bits, so the two are the same instruction (PTX lets `.b32`/`.b64` take
+/// `.f32`/`.f64` registers and `0f`/`0d` literals). The rewrite works around a ptxas
+/// miscompile (12.9 and 13.0, hence the CUDA 12.x/13.0 driver JIT, sm_80 and sm_90): a float
+/// select of the constants ±0.0 and -1.0 becomes an integer select of 0 and -1 converted by
+/// `I2F.F32.S32`, which turns -0.0 into +0.0. NVVM folds float ops into selects of constants
+/// (e.g. `-(b ? 1.0f : 0.0f)` into `selp.f32 %f1, 0f80000000, 0fBF800000, %p1`, fuzz seed
+/// 1002753), and it turns integer selects of bit patterns back into float ones, so the CUDA C
+/// cannot avoid the pattern; the bitwise select is assembled as `SEL` of the bit patterns.
+pub(crate) fn bitwise_selects(ptx: &str) -> String {
+    let mut out = String::with_capacity(ptx.len());
+    for line in ptx.split_inclusive('\n') {
+        let body = line.trim_start();
+        let indent = &line[..line.len() - body.len()];
+        // An instruction may carry a guard predicate (`@%p1 selp.f32 ...`).
+        let (guard, rest) = match body.split_once(char::is_whitespace) {
+            Some((first, rest)) if first.starts_with('@') => (Some(first), rest.trim_start()),
+            _ => (None, body),
+        };
+        let rewritten = ["f32", "f64"].iter().find_map(|ty| {
+            let tail = rest.strip_prefix("selp.")?.strip_prefix(ty)?;
+            tail.starts_with(char::is_whitespace).then(|| {
+                let bits = if *ty == "f32" { "b32" } else { "b64" };
+                format!("selp.{bits}{tail}")
+            })
+        });
+        match rewritten {
+            Some(text) => {
+                out.push_str(indent);
+                if let Some(guard) = guard {
+                    out.push_str(guard);
+                    out.push(' ');
+                }
+                out.push_str(&text);
+            }
+            None => out.push_str(line),
+        }
+    }
+    out
+}
+
 /// Compiles CUDA C `source` to PTX for `arch` (`compute_80`, `sm_90`, ...).
 ///
 /// Exact mode passes `--fmad=false --ftz=false --prec-div=true --prec-sqrt=true` (no
@@ -153,7 +195,7 @@ pub(crate) fn compile_ptx(
         ..Default::default()
     };
     match cudarc::nvrtc::compile_ptx_with_opts(source, opts) {
-        Ok(ptx) => Ok(ptx.to_src()),
+        Ok(ptx) => Ok(bitwise_selects(&ptx.to_src())),
         Err(cudarc::nvrtc::CompileError::CompileError { nvrtc, log, .. }) => Err(BackendError::Compile {
             backend: "cuda",
             message: format!("NVRTC: {nvrtc:?}\n{}", log.to_string_lossy()),
@@ -162,5 +204,27 @@ pub(crate) fn compile_ptx(
             backend: "cuda",
             message: format!("NVRTC: {other:?}"),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::bitwise_selects;
+
+    #[test]
+    fn float_selects_become_bitwise() {
+        let ptx = "\tsetp.eq.s16 \t%p3, %rs1, 0;\n\
+                   \tselp.f32 \t%f1, 0f80000000, 0fBF800000, %p3;\n\
+                   \t@%p1 selp.f64 \t%fd2, %fd1, 0d8000000000000000, %p2;\n\
+                   \tselp.s32 \t%r1, 1, 0, %p3;\n\
+                   \tselp.f32x \t%f1, %f2, %f3, %p3;\n";
+        assert_eq!(
+            bitwise_selects(ptx),
+            "\tsetp.eq.s16 \t%p3, %rs1, 0;\n\
+             \tselp.b32 \t%f1, 0f80000000, 0fBF800000, %p3;\n\
+             \t@%p1 selp.b64 \t%fd2, %fd1, 0d8000000000000000, %p2;\n\
+             \tselp.s32 \t%r1, 1, 0, %p3;\n\
+             \tselp.f32x \t%f1, %f2, %f3, %p3;\n"
+        );
     }
 }

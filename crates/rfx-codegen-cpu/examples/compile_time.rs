@@ -20,8 +20,12 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    // `--only add` or `--only chain` measures one kernel (for profilers).
+    let only = std::env::args().skip_while(|a| a != "--only").nth(1);
     for (name, text) in [("add", ADD), ("20-op chain", CHAIN20)] {
-        measure(name, text)?;
+        if only.as_deref().is_none_or(|o| name.contains(o)) {
+            measure(name, text)?;
+        }
     }
     Ok(())
 }
@@ -29,6 +33,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 fn measure(name: &str, text: &str) -> Result<(), Box<dyn std::error::Error>> {
     let kernel = rfx_ir::hir::parse(text)?;
     let (mut opt, mut low, mut code, mut total) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut free = Vec::new();
     for _ in 0..200 {
         let t0 = Instant::now();
         let (mir, _) = optimize(&kernel, &OptConfig::default())?;
@@ -37,18 +42,22 @@ fn measure(name: &str, text: &str) -> Result<(), Box<dyn std::error::Error>> {
         let t2 = Instant::now();
         let compiled = CpuBackend.compile(&lir, &CompileOptions::default())?;
         let t3 = Instant::now();
-        std::hint::black_box(compiled);
+        let compiled = std::hint::black_box(compiled);
+        let t4 = Instant::now();
+        drop(compiled);
+        free.push(t4.elapsed());
         opt.push(t1 - t0);
         low.push(t2 - t1);
         code.push(t3 - t2);
         total.push(t3 - t0);
     }
     println!(
-        "{name}: optimize {:?}, lower {:?}, codegen {:?}, total {:?} (medians of 200)",
+        "{name}: optimize {:?}, lower {:?}, codegen {:?}, total {:?}; freeing the code {:?} (medians of 200)",
         median(opt),
         median(low),
         median(code),
-        median(total)
+        median(total),
+        median(free)
     );
     Ok(())
 }

@@ -9,15 +9,17 @@
 //! (two vectors for the default schedule) and combine them exactly as the LIR interpreter does,
 //! so results are bit-identical to it.
 
+use cranelift_codegen::Context;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
-    AbiParam, BlockArg, InstBuilder, MemFlagsData, StackSlot, StackSlotData, StackSlotKind, Type,
+    AbiParam, Block, BlockArg, InstBuilder, MemFlagsData, StackSlot, StackSlotData, StackSlotKind, Type,
     UserFuncName, Value, types,
 };
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::JITModule;
 use cranelift_module::{FuncId, Linkage, Module};
 use rfx_ir::lir::{Inst, LirKernel, LirProgram, SlotId};
+use std::cell::RefCell;
 use std::collections::HashMap;
 
 use rfx_ir::{BinaryOp, BufId, DType, ReduceOp, Scalar};
@@ -123,11 +125,54 @@ pub(crate) fn build_kernel(
     let id = module
         .declare_function(&name, Linkage::Local, &sig)
         .map_err(|e| internal(format!("declare {name}: {e}")))?;
-    let mut ctx = module.make_context();
+    // Cranelift's contexts keep their allocations across functions when reused: one pair per
+    // thread (a fresh pair when re-entered, which only a panic-free nested compile could do).
+    thread_local! {
+        static CONTEXTS: RefCell<Option<(Context, FunctionBuilderContext)>> = const { RefCell::new(None) };
+    }
+    let (mut ctx, mut fbc) = CONTEXTS
+        .with(|cell| cell.try_borrow_mut().ok().and_then(|mut slot| slot.take()))
+        .unwrap_or_else(|| (module.make_context(), FunctionBuilderContext::new()));
+    module.clear_context(&mut ctx);
     ctx.func.signature = sig;
     ctx.func.name = UserFuncName::user(0, id.as_u32());
     ctx.set_disasm(want_disasm);
-    let mut fbc = FunctionBuilderContext::new();
+    let result = build_into(
+        module,
+        imports,
+        program,
+        kernel,
+        id,
+        &name,
+        want_disasm,
+        contract,
+        &mut ctx,
+        &mut fbc,
+    );
+    module.clear_context(&mut ctx);
+    CONTEXTS.with(|cell| {
+        if let Ok(mut slot) = cell.try_borrow_mut() {
+            *slot = Some((ctx, fbc));
+        }
+    });
+    result.map(|(clif, disasm, shape)| (id, clif, disasm, shape))
+}
+
+/// The body of [`build_kernel`] on borrowed (reused) Cranelift contexts.
+#[allow(clippy::too_many_arguments)]
+fn build_into(
+    module: &mut JITModule,
+    imports: &ImportIds,
+    program: &LirProgram,
+    kernel: &LirKernel,
+    id: FuncId,
+    name: &str,
+    want_disasm: bool,
+    contract: bool,
+    ctx: &mut Context,
+    fbc: &mut FunctionBuilderContext,
+) -> Result<(String, Option<String>, KernelShape), BackendError> {
+    let ptr = module.target_config().pointer_type();
 
     let buffer_dtypes: Vec<DType> = program.buffers().iter().map(|b| b.ty.dtype).collect();
     let mut accesses = Vec::new();
@@ -177,7 +222,7 @@ pub(crate) fn build_kernel(
     };
     let shape;
     {
-        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fbc);
+        let mut b = FunctionBuilder::new(&mut ctx.func, fbc);
         let funcs = imports.in_func(module, b.func);
         let entry = b.create_block();
         b.append_block_params_for_function_params(entry);
@@ -195,6 +240,7 @@ pub(crate) fn build_kernel(
             contract,
             products: HashMap::new(),
             tiles: None,
+            memo: RefCell::new(HashMap::new()),
         };
         shape = generator.emit(&mut b, table, lo, hi)?;
         b.seal_all_blocks();
@@ -207,15 +253,14 @@ pub(crate) fn build_kernel(
         String::new()
     };
     module
-        .define_function(id, &mut ctx)
+        .define_function(id, ctx)
         .map_err(|e| internal(format!("define {name}: {e:?}")))?;
     let disasm = if want_disasm {
         ctx.compiled_code().and_then(|c| c.vcode.clone())
     } else {
         None
     };
-    module.clear_context(&mut ctx);
-    Ok((id, clif, disasm, shape))
+    Ok((clif, disasm, shape))
 }
 
 struct Gen<'i, 'k> {
@@ -236,6 +281,21 @@ struct Gen<'i, 'k> {
     products: HashMap<Value, (Value, Value)>,
     /// For elementwise kernels with transcendentals the tile routines compute: the tiled plan.
     tiles: Option<TilePlan>,
+    /// Pure integer values (addresses, offsets, splats) already built, by block: a repeat in the
+    /// same block reuses the value, so the CLIF handed to Cranelift is smaller and compiles
+    /// faster. A value is only reused in the block that defines it (which dominates every
+    /// later instruction of that block).
+    memo: RefCell<HashMap<(Block, Pure, u32, i64), Value>>,
+}
+
+/// The pure operations [`Gen::memo`] shares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Pure {
+    AddImm,
+    Scale,
+    Add,
+    StackAddr,
+    Splat,
 }
 
 /// One step of a tiled elementwise body, run over a whole tile before the next begins.
@@ -727,11 +787,9 @@ impl<'k> Gen<'_, 'k> {
         Ok(Some(TilePlan { segments, staged }))
     }
 
-    /// The elementwise loop over `start..end` in tiles of `TILE` elements (the last one
-    /// shorter): each segment of the plan runs over the whole tile in turn, ops segments as a
-    /// vector loop plus a scalar tail, routine segments as one call. Every segment splits a
-    /// tile into the same vector and scalar parts, so a staged value is always written and read
-    /// at the same width.
+    /// The elementwise loop over `start..end` in tiles of up to `TILE` elements: each segment of
+    /// the plan runs over the whole tile in turn, ops segments as a vector loop whose last pass
+    /// ends at the tile's end, routine segments as one call.
     fn emit_tiled_loop(
         &mut self,
         b: &mut FunctionBuilder<'_>,
@@ -767,37 +825,60 @@ impl<'k> Gen<'_, 'k> {
         let more = b.ins().icmp(IntCC::UnsignedLessThan, at, end);
         b.ins().brif(more, tile_block, &[], exit, &[]);
         b.switch_to_block(tile_block);
+        // A tile is `TILE` elements, or all that is left; a full tile stops short when it would
+        // leave fewer than `step` elements, so that no tile is shorter than one pass of the
+        // segments (ranges hold at least 64 elements: `KernelShape::new`, `pool::run_split`).
+        let step = i64::from(w) * SEGMENT_UNROLL;
         let left = b.ins().isub(end, at);
         let tile = b.ins().iconst(types::I64, TILE as i64);
-        let short = b.ins().icmp(IntCC::UnsignedLessThan, left, tile);
-        let count = b.ins().select(short, left, tile);
+        let rest = b.ins().iadd_imm_s(left, -step);
+        let rest_short = b.ins().icmp(IntCC::UnsignedLessThan, rest, tile);
+        let full = b.ins().select(rest_short, rest, tile);
+        let last = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, left, tile);
+        let count = b.ins().select(last, left, full);
         for segment in &plan.segments {
             match segment {
                 Segment::Ops { insts, loads } => {
+                    // Two vectors per pass; the elements left after the last full pass are
+                    // covered by one more pass ending at the tile's end, which recomputes a
+                    // few elements (harmless: a segment never reads what it writes, and no
+                    // output overlaps an input). Every segment passes over a tile at the same
+                    // points, so a staged value is written and read at the same width, and
+                    // there is no scalar tail: one copy of the body per segment keeps the
+                    // compile time down.
+                    let header = b.create_block();
+                    let body = b.create_block();
+                    let ragged = b.create_block();
+                    let done = b.create_block();
+                    for block in [header, body, ragged] {
+                        b.append_block_param(block, types::I64);
+                    }
                     let zero = b.ins().iconst(types::I64, 0);
-                    let run = |g: &mut Self, b: &mut FunctionBuilder<'_>, width: u8, j: Value| {
-                        g.emit_segment(b, width, plan, insts, loads, at, j, ptrs)
-                    };
-                    // Two vectors per iteration, then a scalar tail of fewer than `2w`
-                    // elements (only in a tile's last, shorter pass): every segment splits a
-                    // tile at the same points. Two copies of the body, not more: each copy
-                    // costs compile time, and segments multiply them.
-                    let step = i64::from(w) * SEGMENT_UNROLL;
-                    let (after, _) = self.emit_loop(b, zero, count, step, &[], &mut |g, b, j, _| {
-                        for k in 0..SEGMENT_UNROLL {
-                            let jk = if k == 0 {
-                                j
-                            } else {
-                                b.ins().iadd_imm_s(j, k * i64::from(w))
-                            };
-                            run(g, b, w, jk)?;
-                        }
-                        Ok(Vec::new())
-                    })?;
-                    self.emit_loop(b, after, count, 1, &[], &mut |g, b, j, _| {
-                        run(g, b, 1, j)?;
-                        Ok(Vec::new())
-                    })?;
+                    b.ins().jump(header, &[BlockArg::Value(zero)]);
+                    b.switch_to_block(header);
+                    let j = b.block_params(header)[0];
+                    let next = b.ins().iadd_imm_s(j, step);
+                    let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, next, count);
+                    b.ins()
+                        .brif(fits, body, &[BlockArg::Value(j)], ragged, &[BlockArg::Value(j)]);
+                    b.switch_to_block(body);
+                    let j = b.block_params(body)[0];
+                    for k in 0..SEGMENT_UNROLL {
+                        let jk = if k == 0 {
+                            j
+                        } else {
+                            b.ins().iadd_imm_s(j, k * i64::from(w))
+                        };
+                        self.emit_segment(b, w, plan, insts, loads, at, jk, ptrs)?;
+                    }
+                    let next = b.ins().iadd_imm_s(j, step);
+                    b.ins().jump(header, &[BlockArg::Value(next)]);
+                    b.switch_to_block(ragged);
+                    let j = b.block_params(ragged)[0];
+                    let more = b.ins().icmp(IntCC::UnsignedLessThan, j, count);
+                    let last_pass = b.ins().iadd_imm_s(count, -step);
+                    b.ins().brif(more, body, &[BlockArg::Value(last_pass)], done, &[]);
+                    b.switch_to_block(done);
                 }
                 Segment::Call {
                     routine,
@@ -819,7 +900,7 @@ impl<'k> Gen<'_, 'k> {
                                     .staged
                                     .get(src)
                                     .ok_or_else(|| internal("routine argument not staged"))?;
-                                b.ins().stack_addr(self.ptr, stack, 0)
+                                self.stack_base(b, stack)
                             }
                         });
                     }
@@ -830,7 +911,7 @@ impl<'k> Gen<'_, 'k> {
                                 .staged
                                 .get(dst)
                                 .ok_or_else(|| internal("routine result not staged"))?;
-                            b.ins().stack_addr(self.ptr, stack, 0)
+                            self.stack_base(b, stack)
                         }
                     };
                     args.push(dst_addr);
@@ -839,7 +920,7 @@ impl<'k> Gen<'_, 'k> {
                 }
             }
         }
-        let next = b.ins().iadd_imm_s(at, TILE as i64);
+        let next = b.ins().iadd(at, count);
         b.ins().jump(header, &[BlockArg::Value(next)]);
         b.switch_to_block(exit);
         Ok(())
@@ -864,9 +945,9 @@ impl<'k> Gen<'_, 'k> {
                 .staged
                 .get(&def)
                 .ok_or_else(|| internal("value not staged"))?;
-            let base = b.ins().stack_addr(g.ptr, stack, 0);
-            let offset = b.ins().imul_imm_s(j, i64::from(cell));
-            Ok::<_, BackendError>(b.ins().iadd(base, offset))
+            let base = g.stack_base(b, stack);
+            let offset = g.scale(b, j, i64::from(cell));
+            Ok::<_, BackendError>(g.add(b, base, offset))
         };
         for &(def, slot) in loads {
             let addr = cell_addr(self, b, def)?;
@@ -876,7 +957,7 @@ impl<'k> Gen<'_, 'k> {
                 *s = Some(value);
             }
         }
-        let pos = b.ins().iadd(at, j);
+        let pos = self.add(b, at, j);
         let body = &self.kernel().body;
         for &i in insts {
             let inst = body
@@ -1217,12 +1298,10 @@ impl<'k> Gen<'_, 'k> {
                 (Some(v), 1) => Some(*v),
                 (Some(v), _) => {
                     let dtype = self.kernel().slots[s];
-                    let mut e = Emitter {
-                        b: &mut *b,
-                        w,
-                        imports: self.imports,
-                    };
-                    Some(e.splat(*v, dtype))
+                    let imports = self.imports;
+                    Some(self.pure(b, Pure::Splat, v.as_u32(), i64::from(w), |b| {
+                        Emitter { b, w, imports }.splat(*v, dtype)
+                    }))
                 }
                 (None, _) => None,
             });
@@ -1391,6 +1470,62 @@ impl<'k> Gen<'_, 'k> {
         }
     }
 
+    /// The value `make` builds, or the one it built earlier in the current block for the same
+    /// `(op, a, b)`.
+    fn pure(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        op: Pure,
+        a: u32,
+        imm: i64,
+        make: impl FnOnce(&mut FunctionBuilder<'_>) -> Value,
+    ) -> Value {
+        let Some(block) = b.current_block() else {
+            return make(b);
+        };
+        let key = (block, op, a, imm);
+        if let Some(&value) = self.memo.borrow().get(&key) {
+            return value;
+        }
+        let value = make(b);
+        self.memo.borrow_mut().insert(key, value);
+        value
+    }
+
+    /// `v + imm` (an `i64`), shared within the block.
+    fn add_imm(&self, b: &mut FunctionBuilder<'_>, v: Value, imm: i64) -> Value {
+        if imm == 0 {
+            return v;
+        }
+        self.pure(b, Pure::AddImm, v.as_u32(), imm, |b| b.ins().iadd_imm_s(v, imm))
+    }
+
+    /// `v * bytes` (a shift for powers of two), shared within the block.
+    fn scale(&self, b: &mut FunctionBuilder<'_>, v: Value, bytes: i64) -> Value {
+        self.pure(b, Pure::Scale, v.as_u32(), bytes, |b| {
+            if bytes > 0 && (bytes as u64).is_power_of_two() {
+                b.ins().ishl_imm_u(v, i64::from(bytes.trailing_zeros()))
+            } else {
+                b.ins().imul_imm_s(v, bytes)
+            }
+        })
+    }
+
+    /// `x + y` (integers), shared within the block.
+    fn add(&self, b: &mut FunctionBuilder<'_>, x: Value, y: Value) -> Value {
+        self.pure(b, Pure::Add, x.as_u32(), i64::from(y.as_u32()), |b| {
+            b.ins().iadd(x, y)
+        })
+    }
+
+    /// The address of stack slot `slot`, shared within the block.
+    fn stack_base(&self, b: &mut FunctionBuilder<'_>, slot: StackSlot) -> Value {
+        let ptr = self.ptr;
+        self.pure(b, Pure::StackAddr, slot.as_u32(), 0, |b| {
+            b.ins().stack_addr(ptr, slot, 0)
+        })
+    }
+
     /// The byte address of element `offs[k] + (at + lane) * inner_stride` of access `k`.
     fn address(
         &self,
@@ -1407,17 +1542,9 @@ impl<'k> Gen<'_, 'k> {
         if step_bytes == 0 {
             return ptrs[k];
         }
-        let pos = if lane == 0 {
-            at
-        } else {
-            b.ins().iadd_imm_s(at, i64::from(lane))
-        };
-        let step = if (step_bytes as u64).is_power_of_two() {
-            b.ins().ishl_imm_u(pos, i64::from(step_bytes.trailing_zeros()))
-        } else {
-            b.ins().imul_imm_s(pos, step_bytes)
-        };
-        b.ins().iadd(ptrs[k], step)
+        let pos = self.add_imm(b, at, i64::from(lane));
+        let step = self.scale(b, pos, step_bytes);
+        self.add(b, ptrs[k], step)
     }
 
     /// Byte addresses from element offsets (per access).
@@ -1428,8 +1555,8 @@ impl<'k> Gen<'_, 'k> {
             .zip(offs)
             .map(|(access, &off)| {
                 let base = self.base(access.buf)?;
-                let bytes = b.ins().imul_imm_s(off, access.dtype.size_bytes() as i64);
-                Ok(b.ins().iadd(base, bytes))
+                let bytes = self.scale(b, off, access.dtype.size_bytes() as i64);
+                Ok(self.add(b, base, bytes))
             })
             .collect()
     }

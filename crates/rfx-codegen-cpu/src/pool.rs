@@ -166,17 +166,18 @@ unsafe fn run_split(func: KernelFn, table: *const *mut u8, units: u64, threads: 
             return;
         }
     };
-    let threads = threads.min(pool.workers.len() + 1);
-    let chunk = units.div_ceil(threads as u64);
-    let helpers = (1..threads).filter(|&t| (t as u64) * chunk < units).count();
+    let threads = threads.min(pool.workers.len() + 1).max(1);
+    // Balanced chunks: each holds at least `units / threads` units, which the thread limit
+    // keeps at 64 or more (a vector loop re-runs its last full pass inside its own range).
+    let bound = |t: usize| (u128::from(units) * t as u128 / threads as u128) as u64;
+    let helpers = threads - 1;
     let latch = Latch {
         remaining: AtomicUsize::new(helpers),
         lock: Mutex::new(()),
         done: Condvar::new(),
     };
     for (t, worker) in (1..=helpers).zip(&pool.workers) {
-        let lo = t as u64 * chunk;
-        let hi = (lo + chunk).min(units);
+        let (lo, hi) = (bound(t), bound(t + 1));
         let job = Job {
             func,
             table: table as usize,
@@ -189,7 +190,7 @@ unsafe fn run_split(func: KernelFn, table: *const *mut u8, units: u64, threads: 
         worker.wake.notify_one();
     }
     // SAFETY: guaranteed by the caller; this thread computes the first chunk.
-    unsafe { func(table, 0, chunk.min(units)) };
+    unsafe { func(table, 0, bound(1)) };
     spin_until(|| latch.remaining.load(Ordering::Acquire) == 0);
     let mut lock = latch.lock.lock().unwrap_or_else(|e| e.into_inner());
     while latch.remaining.load(Ordering::Acquire) > 0 {

@@ -97,6 +97,7 @@ enum Helper {
     MinF32,
     MaxF32,
     SignF32,
+    Exp2F32,
     SigmoidF32,
     SigmoidFastF32,
     F32ToI32,
@@ -158,6 +159,11 @@ impl Helper {
             Helper::SignF32 => concat!(
                 "// sign(±0) = +0, sign(NaN) = NaN.\n",
                 "__device__ __forceinline__ float rfx_sign_f32(float a) { return a > 0.0f ? 1.0f : (a < 0.0f ? -1.0f : (a == 0.0f ? 0.0f : a)); }"
+            ),
+            Helper::Exp2F32 => concat!(
+                "// exp2f is `ex2.approx.f32`, whose result ptxas assumes is never NaN: NaN is returned\n",
+                "// by a select on the argument, about which ptxas assumes nothing.\n",
+                "__device__ __forceinline__ float rfx_exp2_f32(float x) { return x != x ? x : exp2f(x); }"
             ),
             Helper::SigmoidF32 => concat!(
                 "// exp(x) / (1 + exp(x)) below 0 keeps the subnormal results 1 / (1 + exp(-x)) would flush.\n",
@@ -915,6 +921,13 @@ impl Emitter<'_> {
             (UnaryOp::Recip, _) => format!("1.0f / {x}"),
             (UnaryOp::Exp, _) if fast => format!("__expf({x})"),
             (UnaryOp::Exp, _) => f("expf", "exp"),
+            // f32 `exp2f` compiles to `ex2.approx.f32` (`.ftz` with fast math), and ptxas (12.9 and
+            // 13.0, sm_80 and sm_90) assumes its result is never NaN, like `abs.f32` above: it folds
+            // `exp2(x) >= 0` to true, so `min(exp2(x), 0)` of NaN stores 0. The helper returns a
+            // NaN argument by a select. No other op of the exact path is affected (`tests/sass.rs`
+            // checks every float op); with fast math, `__expf`, `__powf`, `__sinf`, `__cosf` and
+            // `tanhf` (`tanh.approx`) have the same problem, left as it is (see the crate docs).
+            (UnaryOp::Exp2, DType::F32) => self.use_helper(Helper::Exp2F32, "rfx_exp2_f32", &[x]),
             (UnaryOp::Exp2, _) => f("exp2f", "exp2"),
             (UnaryOp::Log, _) if fast => format!("__logf({x})"),
             (UnaryOp::Log, _) => f("logf", "log"),

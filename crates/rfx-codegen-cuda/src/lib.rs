@@ -48,7 +48,11 @@
 //! `__sinf`, `__cosf`, `__tanf`, `__powf`, `__fdividef`, `rsqrtf`) and `--use_fast_math`
 //! (flush-to-zero, approximate division and square root, FMA contraction). Their bounds are
 //! those of the guide's intrinsics table: `__expf` 2 + floor(|1.173·x|) ULP, `__sinf`/`__cosf` 2^-21.41 absolute in [-π, π], `__logf` 2^-21.41 absolute in
-//! [0.5, 2] else 3 ULP, `__fdividef` 2 ULP for |y| in [2^-126, 2^126].
+//! [0.5, 2] else 3 ULP, `__fdividef` 2 ULP for |y| in [2^-126, 2^126]. NaN may not propagate
+//! through `exp`, `pow`, `sin`, `cos` and `tanh` with fast math: ptxas assumes the hardware
+//! approximations never return NaN and folds comparisons on their results (`exp(x) >= 0` to
+//! true), so `min(exp(x), 0)` of NaN can be 0. The exact path guards against this (see
+//! `codegen.rs` and `tests/sass.rs`).
 //!
 //! # Execution
 //! The device is ordinal 0; PTX is compiled for `compute_XY` of its compute capability and

@@ -8,6 +8,11 @@
 //! - ptxas assumes `abs.f32` is never NaN and folds `abs(x) >= c` to true, so that
 //!   `min(max(abs(x), c1), 0)` of NaN stores the constant 0 (seed 4000814). f32 `abs` is emitted
 //!   as an AND of the sign bit.
+//! - ptxas makes the same assumption about `ex2.approx.f32`, which f32 `exp2f` compiles to:
+//!   `exp2(x) >= 0` folds to true, so `min(exp2(x), 0)` of NaN stores 0. f32 `exp2` returns a
+//!   NaN argument by a select (`rfx_exp2_f32`). The `nan_sweep_*` kernels check every float
+//!   op of both dtypes this way (`min(op(..), 0)` and `op(..) >= -4`, each on inputs of its
+//!   own): a folded check leaves its inputs unread.
 //!
 //! Each kernel is compiled by NVRTC, assembled by `ptxas -O3` and disassembled by `cuobjdump
 //! -sass`; the SASS must not hold the miscompiled patterns. Without NVRTC, ptxas or cuobjdump
@@ -17,12 +22,13 @@
 
 mod common;
 
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use common::{lower_kernel, ptxas};
 use rfx_codegen_cuda::ptx;
-use rfx_ir::hir;
+use rfx_ir::{BinaryOp, DType, UnaryOp, hir};
 use rfx_lower::{BackendError, CompileOptions};
 
 /// NVRTC `arch` → the `ptxas -arch` that assembles its output (the GPU backend compiles for
@@ -163,6 +169,66 @@ struct Check {
     signed_zero: bool,
     /// The SASS must not store the constant 0 (every output depends on a NaN input).
     nan: bool,
+    /// For a sweep kernel, its dtype and ops, checked one by one when it fails.
+    sweep: Option<(DType, Vec<UnaryOp>, Vec<BinaryOp>)>,
+}
+
+/// The float unary and binary ops of the sweep, in groups of about the same compile time.
+fn sweep_groups() -> Vec<(Vec<UnaryOp>, Vec<BinaryOp>)> {
+    let unary: Vec<UnaryOp> = UnaryOp::ALL
+        .iter()
+        .copied()
+        .filter(|op| op.accepts(DType::F32))
+        .collect();
+    let binary: Vec<BinaryOp> = BinaryOp::ALL
+        .iter()
+        .copied()
+        .filter(|op| op.accepts(DType::F32))
+        .collect();
+    let (unary_a, unary_b) = unary.split_at(unary.len() / 2);
+    vec![
+        (unary_a.to_vec(), Vec::new()),
+        (unary_b.to_vec(), Vec::new()),
+        (Vec::new(), binary),
+    ]
+}
+
+/// One kernel that computes every op of `unary` and `binary`, each from inputs of its own, and
+/// stores `min(r, 0)` and `r >= -4 ? 0 : r` of each result `r`: both are NaN for a NaN operand
+/// (of `pow`, unless the other operand makes the result 1), and both fold to a store of the
+/// constant 0 when ptxas assumes that `r` is never NaN and knows a range for it, as for
+/// `abs.f32` and `ex2.approx.f32`.
+fn nan_sweep(name: &str, dtype: DType, unary: &[UnaryOp], binary: &[BinaryOp]) -> Check {
+    let mut text =
+        format!("kernel {name} {{\n  %zero = const 0.0 : {dtype}[]\n  %low = const -4.0 : {dtype}[]\n");
+    let mut inputs = 0;
+    let ops = unary
+        .iter()
+        .map(|op| (op.name(), 1))
+        .chain(binary.iter().map(|op| (op.name(), 2)));
+    for (op, arity) in ops {
+        let mut args = Vec::new();
+        for _ in 0..arity {
+            inputs += 1;
+            let _ = writeln!(text, "  %in{inputs} = input in{inputs} : {dtype}[4]");
+            args.push(format!("%in{inputs}"));
+        }
+        let _ = writeln!(
+            text,
+            "  %{op} = {op} {} : {dtype}[4]\n  %{op}_min = min %{op}, %zero : {dtype}[4]\n  \
+             %{op}_ge = ge %{op}, %low : bool[4]\n  %{op}_sel = select %{op}_ge, %zero, %{op} : {dtype}[4]\n  \
+             output {op}_min = %{op}_min\n  output {op}_sel = %{op}_sel",
+            args.join(", ")
+        );
+    }
+    text.push_str("}\n");
+    Check {
+        name: name.to_string(),
+        text,
+        signed_zero: false,
+        nan: true,
+        sweep: Some((dtype, unary.to_vec(), binary.to_vec())),
+    }
 }
 
 fn checks() -> Vec<Check> {
@@ -185,6 +251,7 @@ fn checks() -> Vec<Check> {
                 ),
                 signed_zero: true,
                 nan: false,
+                sweep: None,
             });
             // One bool broadcast: the cast and the negation are hoisted into the preamble.
             checks.push(Check {
@@ -195,6 +262,7 @@ fn checks() -> Vec<Check> {
                 ),
                 signed_zero: true,
                 nan: false,
+                sweep: None,
             });
             checks.push(Check {
                 name: format!("mul_cast_{dtype}_{tag}"),
@@ -204,6 +272,7 @@ fn checks() -> Vec<Check> {
                 ),
                 signed_zero: true,
                 nan: false,
+                sweep: None,
             });
             checks.push(Check {
                 name: format!("select_consts_{dtype}_{tag}"),
@@ -213,6 +282,7 @@ fn checks() -> Vec<Check> {
                 ),
                 signed_zero: true,
                 nan: false,
+                                sweep: None,
             });
             // min(max(abs(x), c), 0) is NaN for a NaN x.
             checks.push(Check {
@@ -224,6 +294,7 @@ fn checks() -> Vec<Check> {
                 ),
                 signed_zero: false,
                 nan: true,
+                sweep: None,
             });
             // abs(x) >= 0 is false for a NaN x.
             checks.push(Check {
@@ -234,6 +305,7 @@ fn checks() -> Vec<Check> {
                 ),
                 signed_zero: false,
                 nan: true,
+                sweep: None,
             });
         }
     }
@@ -247,7 +319,13 @@ fn checks() -> Vec<Check> {
             .to_string(),
         signed_zero: false,
         nan: true,
+        sweep: None,
     });
+    for dtype in [DType::F32, DType::F64] {
+        for (g, (unary, binary)) in sweep_groups().iter().enumerate() {
+            checks.push(nan_sweep(&format!("nan_sweep_{dtype}_{g}"), dtype, unary, binary));
+        }
+    }
     checks
 }
 
@@ -275,12 +353,15 @@ fn sass_has_no_known_ptxas_miscompile() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     // NVRTC dominates (about 0.6 s a kernel): the checks run on every core.
     let threads = std::thread::available_parallelism().map_or(2, usize::from);
-    let chunk = checks.len().div_ceil(threads).max(1);
     let tools = (ptxas.as_path(), cuobjdump.as_path());
     let results: Vec<(Vec<String>, usize)> = std::thread::scope(|scope| {
-        let workers: Vec<_> = checks
-            .chunks(chunk)
-            .map(|part| scope.spawn(|| check_all(part, tools, &dir)))
+        // Every `threads`-th check to each, so that the long sweep kernels are spread out.
+        let workers: Vec<_> = (0..threads.min(checks.len()))
+            .map(|t| {
+                let part: Vec<&Check> = checks.iter().skip(t).step_by(threads).collect();
+                let dir = &dir;
+                scope.spawn(move || check_all(&part, tools, dir))
+            })
             .collect();
         workers
             .into_iter()
@@ -299,17 +380,12 @@ fn sass_has_no_known_ptxas_miscompile() {
 }
 
 /// Compiles, assembles and reads every check of `checks`: the failures, and how many cubins.
-fn check_all(checks: &[Check], tools: (&Path, &Path), dir: &Path) -> (Vec<String>, usize) {
+fn check_all(checks: &[&Check], tools: (&Path, &Path), dir: &Path) -> (Vec<String>, usize) {
     let mut failures = Vec::new();
     let mut assembled = 0;
     for check in checks {
-        let kernel =
-            hir::parse(&check.text).unwrap_or_else(|e| panic!("{}: {e}\n{}", check.name, check.text));
-        let lir = lower_kernel(&kernel);
         for (arch, sm) in TARGETS {
-            let ptx_text = ptx(&lir, arch, &CompileOptions::default())
-                .unwrap_or_else(|e| panic!("{} ({arch}): {e}", check.name));
-            let code = sass(tools, dir, &check.name, &ptx_text, sm);
+            let code = compile(check, tools, dir, arch, sm);
             assembled += 1;
             if check.signed_zero
                 && let Some(line) = zero_sign_lost(&code)
@@ -318,7 +394,28 @@ fn check_all(checks: &[Check], tools: (&Path, &Path), dir: &Path) -> (Vec<String
             }
             if check.nan {
                 if let Some(line) = stores_constant_zero(&code) {
-                    failures.push(format!("{} ({arch} -> {sm}): NaN lost, `{line}`", check.name));
+                    // Name the ops of a sweep kernel that lose NaN, each compiled alone.
+                    let culprits = check
+                        .sweep
+                        .as_ref()
+                        .map_or_else(String::new, |(dtype, unary, binary)| {
+                            let lost = |name: String, unary: &[UnaryOp], binary: &[BinaryOp]| {
+                                let one = nan_sweep(&name, *dtype, unary, binary);
+                                stores_constant_zero(&compile(&one, tools, dir, arch, sm)).is_some()
+                            };
+                            let name = |op: &dyn std::fmt::Display| format!("{}_{op}", check.name);
+                            let unary = unary.iter().filter(|&&op| lost(name(&op), &[op], &[]));
+                            let binary = binary.iter().filter(|&&op| lost(name(&op), &[], &[op]));
+                            let ops: Vec<&str> = unary
+                                .map(|op| op.name())
+                                .chain(binary.map(|op| op.name()))
+                                .collect();
+                            format!(" (by {})", ops.join(", "))
+                        });
+                    failures.push(format!(
+                        "{} ({arch} -> {sm}): NaN lost{culprits}, `{line}`",
+                        check.name
+                    ));
                 }
                 if !code.contains("SETP") {
                     failures.push(format!("{} ({arch} -> {sm}): no comparison left", check.name));
@@ -327,4 +424,13 @@ fn check_all(checks: &[Check], tools: (&Path, &Path), dir: &Path) -> (Vec<String
         }
     }
     (failures, assembled)
+}
+
+/// The SASS of `check` compiled by NVRTC for `arch` and assembled for `sm`.
+fn compile(check: &Check, tools: (&Path, &Path), dir: &Path, arch: &str, sm: &str) -> String {
+    let kernel = hir::parse(&check.text).unwrap_or_else(|e| panic!("{}: {e}\n{}", check.name, check.text));
+    let lir = lower_kernel(&kernel);
+    let ptx_text = ptx(&lir, arch, &CompileOptions::default())
+        .unwrap_or_else(|e| panic!("{} ({arch}): {e}", check.name));
+    sass(tools, dir, &check.name, &ptx_text, sm)
 }

@@ -891,29 +891,25 @@ impl<'k> Gen<'_, 'k> {
                         .imports
                         .routine(*routine)
                         .ok_or_else(|| internal("tile routine not linked"))?;
-                    let mut args = Vec::with_capacity(srcs.len() + 2);
-                    for (src, access) in srcs.iter().zip(src_accesses) {
-                        args.push(match access {
-                            Some(k) => self.address(b, *k, at, at, ptrs, 0),
+                    // A routine reads and writes the buffer directly where the access is
+                    // contiguous, and the value's staging cell otherwise.
+                    let place = |g: &Self, b: &mut FunctionBuilder<'_>, def: usize, access: Option<usize>| {
+                        match access {
+                            Some(k) => Ok(g.address(b, k, at, at, ptrs, 0)),
                             None => {
                                 let (stack, _) = *plan
                                     .staged
-                                    .get(src)
-                                    .ok_or_else(|| internal("routine argument not staged"))?;
-                                self.stack_base(b, stack)
+                                    .get(&def)
+                                    .ok_or_else(|| internal("routine argument or result not staged"))?;
+                                Ok::<_, BackendError>(g.stack_base(b, stack))
                             }
-                        });
-                    }
-                    let dst_addr = match dst_access {
-                        Some(k) => self.address(b, *k, at, at, ptrs, 0),
-                        None => {
-                            let (stack, _) = *plan
-                                .staged
-                                .get(dst)
-                                .ok_or_else(|| internal("routine result not staged"))?;
-                            self.stack_base(b, stack)
                         }
                     };
+                    let mut args = Vec::with_capacity(srcs.len() + 2);
+                    for (src, access) in srcs.iter().zip(src_accesses) {
+                        args.push(place(self, b, *src, *access)?);
+                    }
+                    let dst_addr = place(self, b, *dst, *dst_access)?;
                     args.push(dst_addr);
                     args.push(count);
                     b.ins().call(func, &args);

@@ -45,7 +45,7 @@ fn mem() -> MemFlagsData {
 /// Vectors per iteration of the unrolled elementwise loop.
 const UNROLL: usize = 4;
 /// Vectors per iteration of a tiled kernel's ops segments.
-const SEGMENT_UNROLL: i64 = 2;
+const SEGMENT_UNROLL: i64 = 4;
 /// The longest body (in LIR instructions) that is unrolled.
 const UNROLL_MAX_BODY: usize = 12;
 
@@ -839,28 +839,23 @@ impl<'k> Gen<'_, 'k> {
         for segment in &plan.segments {
             match segment {
                 Segment::Ops { insts, loads } => {
-                    // Two vectors per pass; the elements left after the last full pass are
+                    // `SEGMENT_UNROLL` vectors per pass; the elements left after the last full pass are
                     // covered by one more pass ending at the tile's end, which recomputes a
                     // few elements (harmless: a segment never reads what it writes, and no
                     // output overlaps an input). Every segment passes over a tile at the same
                     // points, so a staged value is written and read at the same width, and
                     // there is no scalar tail: one copy of the body per segment keeps the
                     // compile time down.
-                    let header = b.create_block();
+                    // The loop is tested at its bottom (one branch per pass); a tile holds at
+                    // least one pass (`count >= step`), so the first pass needs no test.
                     let body = b.create_block();
                     let ragged = b.create_block();
                     let done = b.create_block();
-                    for block in [header, body, ragged] {
+                    for block in [body, ragged] {
                         b.append_block_param(block, types::I64);
                     }
                     let zero = b.ins().iconst(types::I64, 0);
-                    b.ins().jump(header, &[BlockArg::Value(zero)]);
-                    b.switch_to_block(header);
-                    let j = b.block_params(header)[0];
-                    let next = b.ins().iadd_imm_s(j, step);
-                    let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, next, count);
-                    b.ins()
-                        .brif(fits, body, &[BlockArg::Value(j)], ragged, &[BlockArg::Value(j)]);
+                    b.ins().jump(body, &[BlockArg::Value(zero)]);
                     b.switch_to_block(body);
                     let j = b.block_params(body)[0];
                     for k in 0..SEGMENT_UNROLL {
@@ -872,7 +867,15 @@ impl<'k> Gen<'_, 'k> {
                         self.emit_segment(b, w, plan, insts, loads, at, jk, ptrs)?;
                     }
                     let next = b.ins().iadd_imm_s(j, step);
-                    b.ins().jump(header, &[BlockArg::Value(next)]);
+                    let after = b.ins().iadd_imm_s(j, 2 * step);
+                    let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, after, count);
+                    b.ins().brif(
+                        fits,
+                        body,
+                        &[BlockArg::Value(next)],
+                        ragged,
+                        &[BlockArg::Value(next)],
+                    );
                     b.switch_to_block(ragged);
                     let j = b.block_params(ragged)[0];
                     let more = b.ins().icmp(IntCC::UnsignedLessThan, j, count);

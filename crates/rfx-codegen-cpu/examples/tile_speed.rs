@@ -1,0 +1,143 @@
+//! Time per call of the transcendental benchmark kernels (`sin x`, `sin(x*2)+y`, the 10-op
+//! chain) on one thread, at n = 65536 and n = 4096, through the checked call: the minimum and
+//! the median over many back-to-back calls, for comparing code-generation changes in one run
+//! (this machine's load makes single figures unreliable; the minimum is the steadier one).
+//!
+//! `cargo run --release -p rfx-codegen-cpu --example tile_speed [-- --calls N] [--gcc LIB]`
+//!
+//! With `--gcc target/peers/build/libpeerc.so` (built by the peers script) it times the peers'
+//! gcc kernels (`vec_K3`, `vec_K4`, `vec_K5`: `-O3 -march=native -ffast-math`, glibc's vector
+//! math) on the same arrays in the same run, and prints rfx's time over gcc's.
+
+use std::time::Instant;
+
+use rfx_codegen_cpu::CpuBackend;
+use rfx_ir::{ArrayView, ArrayViewMut, Shape};
+use rfx_lower::{Backend, CompileOptions, LowerConfig, Scratch, lower};
+use rfx_opt::{OptConfig, optimize};
+
+/// The peers' C kernels' ABI: `out, a, b, c, scratch, n`.
+type PeerKernel = unsafe extern "C" fn(*mut f32, *const f32, *const f32, *const f32, *mut f32, i64);
+
+/// The gcc-compiled kernels `vec_K3`, `vec_K4`, `vec_K5` of the peers' library at `path`.
+fn gcc_kernels(path: &str) -> Result<Vec<PeerKernel>, Box<dyn std::error::Error>> {
+    use std::ffi::{CString, c_char, c_int, c_void};
+    unsafe extern "C" {
+        fn dlopen(file: *const c_char, flags: c_int) -> *mut c_void;
+        fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
+    }
+    let file = CString::new(path)?;
+    // SAFETY: a NUL-terminated path; RTLD_NOW.
+    let handle = unsafe { dlopen(file.as_ptr(), 2) };
+    if handle.is_null() {
+        return Err(format!("cannot load {path}").into());
+    }
+    ["vec_K3", "vec_K4", "vec_K5"]
+        .iter()
+        .map(|name| {
+            let symbol = CString::new(*name)?;
+            // SAFETY: a loaded library and a NUL-terminated name.
+            let f = unsafe { dlsym(handle, symbol.as_ptr()) };
+            if f.is_null() {
+                return Err(format!("{path} has no {name}").into());
+            }
+            // SAFETY: the peers script defines each `vec_K*` with the `PeerKernel` signature.
+            Ok(unsafe { std::mem::transmute::<*mut c_void, PeerKernel>(f) })
+        })
+        .collect()
+}
+
+fn summary(mut times: Vec<f64>) -> (f64, f64) {
+    times.sort_by(f64::total_cmp);
+    (times[0], times[times.len() / 2])
+}
+
+const KERNELS: [(&str, &str, usize); 3] = [
+    ("sin", "%out = sin %x : f32[N]", 1),
+    (
+        "sin(x*2)+y",
+        "%c = const 2.0 : f32[]\n %m = mul %x, %c : f32[N]\n %s = sin %m : f32[N]\n %out = add %s, %y : f32[N]",
+        2,
+    ),
+    (
+        "chain10",
+        "%a = const 1.5 : f32[]\n %b = const 0.5 : f32[]\n %p = mul %x, %a : f32[N]\n %q = add %p, %y : f32[N]\n %h = mul %q, %b : f32[N]\n %sx = sin %x : f32[N]\n %d = sub %h, %sx : f32[N]\n %cy = cos %y : f32[N]\n %e = mul %d, %cy : f32[N]\n %xx = mul %x, %x : f32[N]\n %nx = neg %xx : f32[N]\n %ex = exp %nx : f32[N]\n %out = add %e, %ex : f32[N]",
+        2,
+    ),
+];
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    let calls: usize = match args.iter().position(|a| a == "--calls") {
+        Some(p) => args.get(p + 1).ok_or("--calls needs a count")?.parse()?,
+        None => 400,
+    };
+    let gcc = match args.iter().position(|a| a == "--gcc") {
+        Some(p) => Some(gcc_kernels(args.get(p + 1).ok_or("--gcc needs a path")?)?),
+        None => None,
+    };
+    for n in [65536usize, 4096] {
+        for (k, (name, body, arity)) in KERNELS.into_iter().enumerate() {
+            let mut text = String::from("kernel k {\n");
+            for input in ["x", "y"].iter().take(arity) {
+                text += &format!(" %{input} = input {input} : f32[{n}]\n");
+            }
+            text += &format!(
+                " {}\n output out = %out\n}}",
+                body.replace("[N]", &format!("[{n}]"))
+            );
+            let kernel = rfx_ir::hir::parse(&text)?;
+            let (mir, _) = optimize(&kernel, &OptConfig::default())?;
+            let (lir, _) = lower(&mir, &LowerConfig::default())?;
+            let options = CompileOptions {
+                max_threads: Some(1),
+                ..Default::default()
+            };
+            let compiled = CpuBackend.compile(&lir, &options)?;
+            let shape = Shape::new([n]);
+            let data: Vec<Vec<f32>> = (0..arity)
+                .map(|a| {
+                    (0..n)
+                        .map(|i| ((i * 7 + a * 13) % 1000) as f32 * 0.01 - 5.0)
+                        .collect()
+                })
+                .collect();
+            let mut out = vec![0.0f32; n];
+            let inputs: Vec<ArrayView<'_>> = data
+                .iter()
+                .map(|d| ArrayView::new(&shape, d))
+                .collect::<Result<_, _>>()?;
+            let mut scratch = Scratch::new();
+            let mut times = Vec::with_capacity(calls);
+            let mut peer_times = Vec::with_capacity(calls);
+            let mut scratch_c = [0.0f32; 16];
+            for _ in 0..calls + 20 {
+                let mut outputs = [ArrayViewMut::new(&shape, &mut out)?];
+                let start = Instant::now();
+                compiled.run(&inputs, &mut outputs, &mut scratch)?;
+                times.push(start.elapsed().as_nanos() as f64 / 1e3);
+                if let Some(kernels) = &gcc {
+                    let (a, b) = (data[0].as_ptr(), data[arity - 1].as_ptr());
+                    let start = Instant::now();
+                    // SAFETY: every array holds `n` elements; the kernel reads `a`, `b` and writes `out`.
+                    unsafe { kernels[k](out.as_mut_ptr(), a, b, b, scratch_c.as_mut_ptr(), n as i64) };
+                    peer_times.push(start.elapsed().as_nanos() as f64 / 1e3);
+                }
+            }
+            times.drain(..20);
+            let (min, p50) = summary(times);
+            print!("{name:>12} n={n:>6}: min {min:8.2} µs  p50 {p50:8.2} µs");
+            if !peer_times.is_empty() {
+                peer_times.drain(..20);
+                let (gmin, gp50) = summary(peer_times);
+                print!(
+                    "   gcc min {gmin:8.2} p50 {gp50:8.2}   rfx/gcc min {:.2} p50 {:.2}",
+                    min / gmin,
+                    p50 / gp50
+                );
+            }
+            println!();
+        }
+    }
+    Ok(())
+}

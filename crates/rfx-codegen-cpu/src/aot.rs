@@ -20,7 +20,7 @@
 //!
 //! | op | fast path | method | max ULP |
 //! |---|---|---|---|
-//! | `sin`, `cos` | `|x| <= 2^15` | `x = j π/2 + r`, three-part Cody–Waite π/2 with FMA; Cephes `sinf`/`cosf` polynomials, quadrant by select and sign-bit xor | 2 |
+//! | `sin`, `cos` | `|x| <= 2^15` | `x = n π + r` (`cos`: `(n - 1/2) π + r`), three-part Cody–Waite π with FMA; `(-1)^n sin r` by an odd degree-9 polynomial fitted for relative error on `[0, π/2]` | 2 (every `f32` of the fast range) |
 //! | `tan` | `|x| <= 2^15` | as `sin`: `sin r / cos r`, or `-cos r / sin r` in odd quadrants | 4 |
 //! | `exp` | `-87 <= x <= 88` | `x = n ln2 + r`, two-part ln2 with FMA; Cephes `expf` degree-5 polynomial; `2^n` built in the exponent field | 1 |
 //! | `exp2` | `-125 <= x <= 127` | `x = n + f` exactly; `e^(f ln2)` with the `exp` polynomial, `f ln2` in two parts | 1 |
@@ -215,16 +215,52 @@ fn cos_poly(r: f32) -> f32 {
     (z * z).mul_add(p, z.mul_add(-0.5, 1.0))
 }
 
-/// `sin x` when `quarter = 0`, `cos x` when `quarter = 1` (`cos x = sin(x + π/2)`), for
-/// `|x| <= TRIG_FAST_MAX`.
+/// `π` in three parts, each exactly twice the `π/2` part: `x - n π` is then `x - 2n π/2`, the
+/// same reduction (and accuracy) as `reduce_pio2` at an even multiple.
+const PI_PART_HI: f32 = 2.0 * PIO2_HI;
+const PI_PART_MID: f32 = 2.0 * PIO2_MID;
+const PI_PART_LO: f32 = 2.0 * PIO2_LO;
+
+/// `x - h π` with `π` in three parts (FMA); `|x - h π| <= π/2` for the `h` the callers pick.
 #[inline(always)]
-fn sin_fast(x: f32, quarter: u32) -> f32 {
-    let (r, bits) = reduce_pio2(x);
-    let q = bits.wrapping_add(quarter);
-    let s = sin_poly(r);
-    let c = cos_poly(r);
-    let v = if q & 1 == 0 { s } else { c };
-    f32::from_bits(v.to_bits() ^ ((q & 2) << 30))
+fn reduce_pi(x: f32, h: f32) -> f32 {
+    let r = h.mul_add(-PI_PART_HI, x);
+    let r = h.mul_add(-PI_PART_MID, r);
+    h.mul_add(-PI_PART_LO, r)
+}
+
+/// `sin r` for `|r| <= π/2`: `r + r^3 P(r^2)`, `P` of degree 3 fitted for the least relative
+/// error on `[0, π/2 + 0.01]` (0.1 ULP before rounding), with the sign of `r` (so `sin(-0) =
+/// -0`).
+#[inline(always)]
+fn sin_odd_poly(r: f32) -> f32 {
+    let z = r * r;
+    let p = z.mul_add(2.605_782_1e-6, -1.980_960_4e-4);
+    let p = z.mul_add(p, 8.333_066_5e-3);
+    let p = z.mul_add(p, -1.666_666e-1);
+    let s = (r * z).mul_add(p, r);
+    f32::from_bits(s.to_bits() | (r.to_bits() & 0x8000_0000))
+}
+
+/// `sin x` for `|x| <= TRIG_FAST_MAX`: `x = n π + r`, `sin x = (-1)^n sin r`.
+#[inline(always)]
+fn sin_fast(x: f32) -> f32 {
+    let t = x.mul_add(std::f32::consts::FRAC_1_PI, ROUND_MAGIC);
+    let n = t - ROUND_MAGIC;
+    // With n = 0 the chain adds +0 products and would turn x = -0 into +0.
+    let r = if n == 0.0 { x } else { reduce_pi(x, n) };
+    let s = sin_odd_poly(r);
+    f32::from_bits(s.to_bits() ^ (t.to_bits() << 31))
+}
+
+/// `cos x` for `|x| <= TRIG_FAST_MAX`: `x = (n - 1/2) π + r` with `n` the nearest integer to
+/// `x/π + 1/2`, `cos x = (-1)^n sin r`.
+#[inline(always)]
+fn cos_fast(x: f32) -> f32 {
+    let t = x.mul_add(std::f32::consts::FRAC_1_PI, 0.5) + ROUND_MAGIC;
+    let h = (t - ROUND_MAGIC) - 0.5;
+    let s = sin_odd_poly(reduce_pi(x, h));
+    f32::from_bits(s.to_bits() ^ (t.to_bits() << 31))
 }
 
 const LOG2E: f32 = std::f32::consts::LOG2_E;
@@ -583,11 +619,11 @@ macro_rules! tile_routine {
 
 tile_routine!(
     /// `dst[i] = sin(src[i])` for `i < n`.
-    rfx_aot_sin_f32, sin_f32_avx2, |x| sin_fast(x, 0), in_trig_range, sin_slow
+    rfx_aot_sin_f32, sin_f32_avx2, sin_fast, in_trig_range, sin_slow
 );
 tile_routine!(
     /// `dst[i] = cos(src[i])` for `i < n`.
-    rfx_aot_cos_f32, cos_f32_avx2, |x| sin_fast(x, 1), in_trig_range, cos_slow
+    rfx_aot_cos_f32, cos_f32_avx2, cos_fast, in_trig_range, cos_slow
 );
 tile_routine!(
     /// `dst[i] = tan(src[i])` for `i < n`.

@@ -234,11 +234,10 @@ fn reduce_pi(x: f32, h: f32) -> f32 {
 /// -0`).
 #[inline(always)]
 fn sin_odd_poly(r: f32) -> f32 {
-    let z = r * r;
-    let p = z.mul_add(2.605_782_1e-6, -1.980_960_4e-4);
-    let p = z.mul_add(p, 8.333_066_5e-3);
-    let p = z.mul_add(p, -1.666_666e-1);
-    let s = (r * z).mul_add(p, r);
+    let s = odd_poly(
+        r,
+        [2.605_782_1e-6, -1.980_960_4e-4, 8.333_066_5e-3, -1.666_666e-1],
+    );
     f32::from_bits(s.to_bits() | (r.to_bits() & 0x8000_0000))
 }
 
@@ -412,10 +411,20 @@ fn sigmoid_fast(x: f32) -> f32 {
 /// `atan t` for `|t| <= tan(π/8)` (Cephes `atanf` polynomial).
 #[inline(always)]
 fn atan_poly(t: f32) -> f32 {
+    odd_poly(
+        t,
+        [8.053_744_5e-2, -1.387_768_6e-1, 1.997_771_1e-1, -3.333_295e-1],
+    )
+}
+
+/// `t + t^3 (c[3] + c[2] t^2 + c[1] t^4 + c[0] t^6)` by Horner's rule with FMA (the shared shape
+/// of the odd `sin` and `atan` polynomials).
+#[inline(always)]
+fn odd_poly(t: f32, c: [f32; 4]) -> f32 {
     let z = t * t;
-    let p = z.mul_add(8.053_744_5e-2, -1.387_768_6e-1);
-    let p = z.mul_add(p, 1.997_771_1e-1);
-    let p = z.mul_add(p, -3.333_295e-1);
+    let p = z.mul_add(c[0], c[1]);
+    let p = z.mul_add(p, c[2]);
+    let p = z.mul_add(p, c[3]);
     (t * z).mul_add(p, t)
 }
 

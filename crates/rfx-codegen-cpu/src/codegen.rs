@@ -845,9 +845,9 @@ impl<'k> Gen<'_, 'k> {
                     // output overlaps an input). Every segment passes over a tile at the same
                     // points, so a staged value is written and read at the same width, and
                     // there is no scalar tail: one copy of the body per segment keeps the
-                    // compile time down.
-                    // The loop is tested at its bottom (one branch per pass); a tile holds at
-                    // least one pass (`count >= step`), so the first pass needs no test.
+                    // compile time down. The loop is tested at its bottom (one branch per
+                    // pass); a tile holds at least one pass (`count >= step`), so the first
+                    // pass needs no test.
                     let body = b.create_block();
                     let ragged = b.create_block();
                     let done = b.create_block();
@@ -867,7 +867,7 @@ impl<'k> Gen<'_, 'k> {
                         self.emit_segment(b, w, plan, insts, loads, at, jk, ptrs)?;
                     }
                     let next = b.ins().iadd_imm_s(j, step);
-                    let after = b.ins().iadd_imm_s(j, 2 * step);
+                    let after = b.ins().iadd_imm_s(next, step);
                     let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, after, count);
                     b.ins().brif(
                         fits,

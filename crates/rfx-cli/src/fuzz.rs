@@ -15,11 +15,22 @@
 //! - GPU kernels that reduce 1024 or more points per output run as trees, whose float rounding
 //!   differs from the interpreter's order: there only outputs computed without any float
 //!   reduction are compared (an i32 or bool output computed from a float sum may differ too);
-//! - `hir-interp` must give `lir-interp`'s bits on kernels without transcendentals and without
-//!   float reductions: lowering splits reductions into lanes (`Schedule::reduce_lanes`), which
-//!   changes float sums and, through ±0 ties, `max` and `min`;
-//! - kernels with transcendentals only have to run on every path, and each backend must give the
-//!   same bits on a second call.
+//! - `hir-interp` must give `lir-interp`'s bits on kernels without `pow` and without float
+//!   reductions: lowering splits reductions into lanes (`Schedule::reduce_lanes`), which
+//!   changes float sums and, through ±0 ties, `max` and `min`; the optimiser may replace
+//!   `pow(x, 2)` by the more accurate `x * x`. Both interpreters compute transcendentals with
+//!   the same `rfx_ir::semantics`.
+//! - kernels with transcendentals ([`Transcendental`]) are compared in two parts on each
+//!   backend, which must also give the same bits on a second call. The backend runs the kernel
+//!   with every transcendental node's value and operands as extra outputs (`Probed` in the
+//!   source). Every transcendental value must lie within the backend's documented bound
+//!   ([`Backend::ulp_bound`]) of the `f64` oracle at the backend's own operands; and the
+//!   kernel's outputs and those operands must have the bits of the HIR interpreter run with
+//!   the transcendental nodes replaced by the backend's values. So no error analysis is needed:
+//!   approximations are checked one op at a time, and everything around them exactly. Outputs
+//!   and operands a float reduction feeds are left out (lane order, as above), as are values
+//!   where the backend documents no bound (metal outside its lavapipe table's ranges, or on
+//!   another device).
 //!
 //! An error from a path whose reference succeeded is a mismatch, except a typed
 //! [`BackendError::Unsupported`] (metal has no `f64`; sizes beyond a device's limits), which is
@@ -40,7 +51,7 @@ use rfx_ir::interp::{Mode, run_hir, run_lir};
 use rfx_ir::lir::LirProgram;
 use rfx_ir::testgen::{KernelGenConfig, TestRng, random_inputs, random_kernel};
 use rfx_ir::{Array, ArrayData, ArrayView, BinaryOp, DType, Scalar, TensorType, UnaryOp};
-use rfx_lower::{Backend, BackendError, LowerConfig, Scratch, order_inputs};
+use rfx_lower::{Backend, BackendError, LowerConfig, Scratch, Transcendental, order_inputs, ulps};
 use rfx_opt::OptConfig;
 
 /// The rate of special float values (NaN, ±Inf, −0, subnormals, huge) among the inputs.
@@ -108,6 +119,9 @@ pub struct PathStats {
     pub compared: u64,
     /// Kernels not compared, or compared only in part, by reason.
     pub skipped: BTreeMap<String, u64>,
+    /// Of `compared`, kernels with transcendental ops: compared bit for bit given the path's
+    /// transcendental values, which were checked against the backend's ULP bounds.
+    pub within_bounds: u64,
 }
 
 /// A path that disagreed with its reference.
@@ -161,11 +175,16 @@ impl FuzzReport {
         self.paths.entry(path.to_string()).or_default().compared += 1;
     }
 
+    fn within_bounds(&mut self, path: &str) {
+        self.paths.entry(path.to_string()).or_default().within_bounds += 1;
+    }
+
     fn merge(&mut self, other: FuzzReport) {
         self.kernels += other.kernels;
         for (path, stats) in other.paths {
             let mine = self.paths.entry(path).or_default();
             mine.compared += stats.compared;
+            mine.within_bounds += stats.within_bounds;
             for (reason, count) in stats.skipped {
                 *mine.skipped.entry(reason).or_default() += count;
             }
@@ -185,6 +204,13 @@ impl fmt::Display for FuzzReport {
         )?;
         for (path, stats) in &self.paths {
             writeln!(f, "  {path:<11} compared {:>7}", stats.compared)?;
+            if stats.within_bounds > 0 {
+                writeln!(
+                    f,
+                    "  {:<11} of which {:>7}  with transcendentals, within the ULP bounds",
+                    "", stats.within_bounds
+                )?;
+            }
             for (reason, count) in &stats.skipped {
                 writeln!(f, "  {:<11} skipped  {count:>7}  {reason}", "")?;
             }
@@ -541,6 +567,9 @@ impl PathSet {
 /// What a kernel contains that limits comparisons.
 struct Traits {
     transcendental: bool,
+    /// Holds a `pow`, which the optimiser may replace by a more accurate op (`pow(x, 2)` by
+    /// `x * x`): the HIR and the LIR then differ within `pow`'s bound.
+    refined: bool,
     float_reduction: bool,
     /// Per output (in kernel order): whether a float reduction feeds it.
     output_after_float_reduction: Vec<bool>,
@@ -561,6 +590,7 @@ fn traits_of(kernel: &Kernel) -> Traits {
             Op::Binary(b) => matches!(b, BinaryOp::Pow | BinaryOp::Atan2),
             _ => false,
         }),
+        refined: nodes.iter().any(|n| n.op == Op::Binary(BinaryOp::Pow)),
         float_reduction: nodes.iter().any(is_float_reduction),
         output_after_float_reduction: kernel
             .outputs()
@@ -605,6 +635,12 @@ fn check(
     let inputs = random_inputs(&mut TestRng::new(seed), kernel, SPECIAL_RATE);
     let views: Vec<ArrayView<'_>> = inputs.iter().map(Array::view).collect();
     let traits = traits_of(kernel);
+    let probed = if traits.transcendental {
+        probe(kernel)
+    } else {
+        None
+    };
+    let mut within_bounds_paths = Vec::new();
 
     let lir = match lower_kernel(kernel) {
         Ok(lir) => lir,
@@ -638,7 +674,10 @@ fn check(
     if paths.hir {
         match run_hir(kernel, &views, Mode::Native) {
             Err(e) => mismatches.push(("hir-interp".to_string(), one_line(&e))),
-            Ok(_) if traits.transcendental => count("hir-interp", Some("transcendental: ran only".into())),
+            Ok(_) if traits.refined => count(
+                "hir-interp",
+                Some("pow (refined by the optimiser): ran only".into()),
+            ),
             Ok(_) if traits.float_reduction => count(
                 "hir-interp",
                 Some("float reduction (lane order): ran only".into()),
@@ -728,7 +767,23 @@ fn check(
             }
         }
         if traits.transcendental {
-            count(path, Some("transcendental: ran twice, same bits".into()));
+            let Some(probed) = &probed else {
+                count(path, Some("transcendental: ran twice, same bits".into()));
+                continue;
+            };
+            match within_bounds(backend, probed, kernel, &inputs) {
+                Err(d) => mismatches.push((path.to_string(), d)),
+                Ok(Bounded::Unsupported(reason)) => count(path, Some(reason)),
+                Ok(Bounded::Compared { checked, reasons }) => {
+                    if checked {
+                        within_bounds_paths.push(path);
+                    }
+                    for reason in reasons {
+                        count(path, Some(reason));
+                    }
+                    count(path, None);
+                }
+            }
             continue;
         }
         let mut differs = None;
@@ -767,7 +822,234 @@ fn check(
             }
         }
     }
+    if let Some(report) = report {
+        for path in within_bounds_paths {
+            report.within_bounds(path);
+        }
+    }
     mismatches
+}
+
+/// A kernel with transcendental ops prepared for the bound-aware comparison: the backend runs
+/// `instrumented`, which also outputs each transcendental node's value and operands; the HIR
+/// interpreter runs `cut`, where those values are inputs, so that everything but the
+/// transcendental ops themselves is compared bit for bit.
+struct Probed {
+    /// The kernel plus the outputs `__t{k}` (transcendental node `k`) and `__a{k}_{j}` (its
+    /// operand `j`, broadcast to the node's shape).
+    instrumented: Kernel,
+    /// The kernel with transcendental node `k` replaced by an input `__t{k}`; its outputs are
+    /// the kernel's, then the `__a{k}_{j}`.
+    cut: Kernel,
+    /// Per transcendental node: the op and its dtype.
+    ops: Vec<(Transcendental, DType)>,
+    /// Outputs of `cut` that a float reduction feeds: their rounding depends on the lane order
+    /// (see the module documentation), so they are not compared.
+    after_float_reduction: Vec<String>,
+}
+
+fn transcendental_of(op: &Op) -> Option<Transcendental> {
+    match op {
+        Op::Unary(u) => Transcendental::unary(*u),
+        Op::Binary(b) => Transcendental::binary(*b),
+        _ => None,
+    }
+}
+
+/// `kernel` prepared for [`within_bounds`]; `None` when the extra names clash or a kernel does
+/// not verify.
+fn probe(kernel: &Kernel) -> Option<Probed> {
+    let nodes = kernel.nodes();
+    let mut after = vec![false; nodes.len()];
+    for (i, node) in nodes.iter().enumerate() {
+        let reduces = matches!(node.op, Op::Reduce { .. }) && node.ty.dtype.is_float();
+        after[i] = reduces || node.args.iter().any(|a| after[a.index()]);
+    }
+    let mut instrumented_nodes = nodes.to_vec();
+    let mut cut_nodes = nodes.to_vec();
+    let mut instrumented_outputs = kernel.outputs().to_vec();
+    let mut cut_outputs = kernel.outputs().to_vec();
+    let mut after_float_reduction: Vec<String> = kernel
+        .outputs()
+        .iter()
+        .filter(|o| after[o.value.index()])
+        .map(|o| o.name.clone())
+        .collect();
+    let mut ops = Vec::new();
+    for (index, node) in nodes.iter().enumerate() {
+        let Some(op) = transcendental_of(&node.op) else {
+            continue;
+        };
+        let k = ops.len();
+        ops.push((op, node.ty.dtype));
+        let t_name = format!("__t{k}");
+        instrumented_outputs.push(Output {
+            name: t_name.clone(),
+            value: ValueId::new(index),
+        });
+        cut_nodes[index] = Node {
+            op: Op::Input { name: t_name },
+            args: Vec::new(),
+            ty: node.ty.clone(),
+        };
+        for (j, arg) in node.args.iter().enumerate() {
+            let arg_ty = &nodes[arg.index()].ty;
+            let name = format!("__a{k}_{j}");
+            let mut value = *arg;
+            if arg_ty.shape != node.ty.shape {
+                let broadcast = Node {
+                    op: Op::BroadcastTo,
+                    args: vec![*arg],
+                    ty: TensorType::new(arg_ty.dtype, node.ty.shape.dims().to_vec()),
+                };
+                value = ValueId::new(instrumented_nodes.len());
+                instrumented_nodes.push(broadcast.clone());
+                cut_nodes.push(broadcast);
+            }
+            instrumented_outputs.push(Output {
+                name: name.clone(),
+                value,
+            });
+            cut_outputs.push(Output {
+                name: name.clone(),
+                value,
+            });
+            if after[arg.index()] {
+                after_float_reduction.push(name);
+            }
+        }
+    }
+    let instrumented = Kernel::from_parts(kernel.name(), instrumented_nodes, instrumented_outputs);
+    let cut = Kernel::from_parts(kernel.name(), cut_nodes, cut_outputs);
+    hir::verify(&instrumented).ok()?;
+    hir::verify(&cut).ok()?;
+    Some(Probed {
+        instrumented,
+        cut,
+        ops,
+        after_float_reduction,
+    })
+}
+
+/// What [`within_bounds`] compared.
+#[derive(Debug, PartialEq, Eq)]
+enum Bounded {
+    /// The backend does not run the kernel with its probes (more outputs than it binds).
+    Unsupported(String),
+    /// Compared, except for what `reasons` says (values without a documented bound, outputs
+    /// after float reductions); `checked`: some transcendental value was checked against a
+    /// bound.
+    Compared { checked: bool, reasons: Vec<String> },
+}
+
+/// The bound-aware comparison of a kernel with transcendental ops on `backend`: runs
+/// `probed.instrumented` there and requires
+/// - every output and every transcendental operand to have the bits of the HIR interpreter
+///   run on `probed.cut` with the backend's transcendental values (outputs a float reduction
+///   feeds aside), and
+/// - every transcendental value to lie within [`Backend::ulp_bound`] of the `f64` oracle at
+///   the backend's own operands.
+///
+/// Returns what was compared, or the first difference.
+fn within_bounds(
+    backend: &dyn Backend,
+    probed: &Probed,
+    kernel: &Kernel,
+    inputs: &[Array],
+) -> Result<Bounded, String> {
+    let by_input: Vec<(&str, &Array)> = kernel.inputs().map(|(_, name, _)| name).zip(inputs).collect();
+    let named: Vec<(&str, ArrayView<'_>)> = by_input.iter().map(|(n, a)| (*n, a.view())).collect();
+    let lir = lower_kernel(&probed.instrumented).map_err(|e| format!("instrumented kernel: {e}"))?;
+    let ordered = order_inputs(&lir, &named).map_err(|e| format!("instrumented kernel's inputs: {e}"))?;
+    let (got, _) = match run_backend(backend, &lir, &ordered, false) {
+        Ok(results) => results,
+        // The instrumented kernel has more outputs than the original: a size limit may only
+        // apply to it.
+        Err(BackendError::Unsupported { what, .. }) => {
+            return Ok(Bounded::Unsupported(format!(
+                "unsupported: {what} (with the probes)"
+            )));
+        }
+        Err(e) => return Err(format!("instrumented kernel: {}", one_line(&e))),
+    };
+    let got: BTreeMap<&str, &Array> = lir.outputs().map(|(_, name, _)| name).zip(&got).collect();
+    let output = |name: &str| {
+        got.get(name)
+            .copied()
+            .ok_or_else(|| format!("output `{name}` missing"))
+    };
+
+    // The exact parts, given the backend's transcendental values.
+    let mut cut_inputs = Vec::new();
+    for (_, name, _) in probed.cut.inputs() {
+        let array = match by_input.iter().find(|(n, _)| *n == name) {
+            Some((_, a)) => *a,
+            None => output(name)?,
+        };
+        cut_inputs.push(array.view());
+    }
+    let expected = run_hir(&probed.cut, &cut_inputs, Mode::Native)
+        .map_err(|e| format!("cut kernel: {}", one_line(&e)))?;
+    for (o, e) in probed.cut.outputs().iter().zip(&expected) {
+        if probed.after_float_reduction.contains(&o.name) {
+            continue;
+        }
+        if let Some(d) = first_difference(e, output(&o.name)?) {
+            return Err(format!(
+                "output `{}`: {d} (HIR interpreter given the backend's transcendental values)",
+                o.name
+            ));
+        }
+    }
+
+    // The transcendental values, at the backend's operands.
+    let (mut bounded, mut unbounded) = (0u64, 0u64);
+    for (k, &(op, dtype)) in probed.ops.iter().enumerate() {
+        let values = output(&format!("__t{k}"))?;
+        let operands = (0..op.arity())
+            .map(|j| output(&format!("__a{k}_{j}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        for i in 0..values.data().len() {
+            let args: Vec<f64> = operands
+                .iter()
+                .map(|a| a.get(i).map_or(f64::NAN, Scalar::to_f64))
+                .collect();
+            let Some(bound) = backend.ulp_bound(op, dtype, &args) else {
+                unbounded += 1;
+                continue;
+            };
+            bounded += 1;
+            let value = values.get(i).map_or(f64::NAN, Scalar::to_f64);
+            let want = op.oracle(&args);
+            let d = ulps(value, want, dtype);
+            if d > bound {
+                let d = if d == u64::MAX {
+                    "∞".to_string()
+                } else {
+                    d.to_string()
+                };
+                return Err(format!(
+                    "{}({}) ({dtype}, node __t{k}, element {i}) = {value:e}, oracle {want:e}: {d} ULP > {bound}",
+                    op.name(),
+                    args.iter()
+                        .map(|a| format!("{a:e}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+    }
+    let mut reasons = Vec::new();
+    if unbounded > 0 {
+        reasons.push("transcendental: values without a documented bound not compared".to_string());
+    }
+    if !probed.after_float_reduction.is_empty() {
+        reasons.push("transcendental: outputs after a float reduction not compared".to_string());
+    }
+    Ok(Bounded::Compared {
+        checked: bounded > 0,
+        reasons,
+    })
 }
 
 fn lower_kernel(kernel: &Kernel) -> Result<LirProgram, String> {
@@ -958,4 +1240,181 @@ fn save(dir: &Path, mismatch: &Mismatch) -> anyhow::Result<PathBuf> {
     );
     std::fs::write(&file, text).with_context(|| format!("writing {}", file.display()))?;
     Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use rfx_ir::lir::LirProgram;
+    use rfx_ir::{ArrayView, ArrayViewMut, DataMut, Shape};
+    use rfx_lower::{CompileOptions, Compiled};
+
+    use super::*;
+
+    /// The CPU backend with the first element of the named outputs moved by `ulps` ULP after
+    /// each call, and a bound of `bound` ULP for every transcendental: a backend with a known
+    /// defect.
+    struct Faulty {
+        outputs: &'static [&'static str],
+        ulps: u32,
+        bound: u64,
+    }
+
+    struct FaultyCompiled {
+        inner: Arc<dyn Compiled>,
+        outputs: Vec<usize>,
+        ulps: u32,
+    }
+
+    impl Backend for Faulty {
+        fn name(&self) -> &'static str {
+            "faulty"
+        }
+
+        fn check_available(&self) -> Result<(), BackendError> {
+            Ok(())
+        }
+
+        fn compile(
+            &self,
+            program: &LirProgram,
+            options: &CompileOptions,
+        ) -> Result<Arc<dyn Compiled>, BackendError> {
+            Ok(Arc::new(FaultyCompiled {
+                inner: rfx_codegen_cpu::CpuBackend.compile(program, options)?,
+                outputs: program
+                    .outputs()
+                    .enumerate()
+                    .filter(|(_, (_, name, _))| self.outputs.contains(name))
+                    .map(|(i, _)| i)
+                    .collect(),
+                ulps: self.ulps,
+            }))
+        }
+
+        fn ulp_bound(&self, _: Transcendental, _: DType, _: &[f64]) -> Option<u64> {
+            Some(self.bound)
+        }
+    }
+
+    impl Compiled for FaultyCompiled {
+        fn backend(&self) -> &'static str {
+            "faulty"
+        }
+
+        fn program(&self) -> &LirProgram {
+            self.inner.program()
+        }
+
+        fn run(
+            &self,
+            inputs: &[ArrayView<'_>],
+            outputs: &mut [ArrayViewMut<'_>],
+            scratch: &mut Scratch,
+        ) -> Result<(), BackendError> {
+            self.inner.run(inputs, outputs, scratch)?;
+            for &i in &self.outputs {
+                if let Some(DataMut::F32(values)) = outputs.get_mut(i).map(ArrayViewMut::data_mut)
+                    && let Some(first) = values.first_mut()
+                {
+                    *first = f32::from_bits(first.to_bits() + self.ulps);
+                }
+            }
+            Ok(())
+        }
+    }
+
+    /// `y = sin(x) * 3 + x` on 4096 values in about [-10, 10], and its probe.
+    fn sine_kernel() -> (Kernel, Vec<Array>, Probed) {
+        let mut b = Builder::new("sine");
+        let x = b.input("x", TensorType::new(DType::F32, [4096])).expect("input");
+        let s = b.unary(UnaryOp::Sin, x).expect("sin");
+        let three = b.constant(Scalar::F32(3.0), [4096]);
+        let m = b.binary(BinaryOp::Mul, s, three).expect("mul");
+        let y = b.binary(BinaryOp::Add, m, x).expect("add");
+        b.output("y", y).expect("output");
+        let kernel = b.finish().expect("kernel");
+        let mut rng = TestRng::new(7);
+        let x: Vec<f32> = (0..4096).map(|_| rng.uniform(-10.0, 10.0) as f32).collect();
+        let inputs = vec![Array::new(Shape::from(vec![4096]), ArrayData::F32(x)).expect("array")];
+        let probed = probe(&kernel).expect("probe");
+        (kernel, inputs, probed)
+    }
+
+    #[test]
+    fn the_probe_cuts_at_each_transcendental() {
+        let (_, _, probed) = sine_kernel();
+        assert_eq!(
+            probed.ops,
+            vec![(Transcendental::Unary(UnaryOp::Sin), DType::F32)]
+        );
+        let names = |k: &Kernel| k.outputs().iter().map(|o| o.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&probed.instrumented), ["y", "__t0", "__a0_0"]);
+        assert_eq!(names(&probed.cut), ["y", "__a0_0"]);
+        let inputs: Vec<&str> = probed.cut.inputs().map(|(_, name, _)| name).collect();
+        assert_eq!(inputs, ["x", "__t0"]);
+        assert!(probed.after_float_reduction.is_empty());
+    }
+
+    #[test]
+    fn the_cpu_backend_is_within_its_bounds() {
+        let (kernel, inputs, probed) = sine_kernel();
+        let outcome = within_bounds(&rfx_codegen_cpu::CpuBackend, &probed, &kernel, &inputs);
+        let expected = Bounded::Compared {
+            checked: true,
+            reasons: Vec::new(),
+        };
+        assert_eq!(outcome, Ok(expected));
+    }
+
+    #[test]
+    fn a_bound_tighter_than_the_routines_is_caught() {
+        // The CPU's `sin` is not correctly rounded everywhere (1 ULP measured): 0 ULP fails.
+        let (kernel, inputs, probed) = sine_kernel();
+        let strict = Faulty {
+            outputs: &[],
+            ulps: 0,
+            bound: 0,
+        };
+        let error = within_bounds(&strict, &probed, &kernel, &inputs).expect_err("1 ULP > 0");
+        assert!(
+            error.starts_with("sin(") && error.ends_with("1 ULP > 0"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_wrong_transcendental_value_is_caught() {
+        // `y = sin(x)`: the output and the probe are the same value, moved together.
+        let mut b = Builder::new("sine");
+        let x = b.input("x", TensorType::new(DType::F32, [64])).expect("input");
+        let y = b.unary(UnaryOp::Sin, x).expect("sin");
+        b.output("y", y).expect("output");
+        let kernel = b.finish().expect("kernel");
+        let inputs = vec![Array::new(Shape::from(vec![64]), ArrayData::F32(vec![0.75; 64])).expect("array")];
+        let probed = probe(&kernel).expect("probe");
+        let faulty = Faulty {
+            outputs: &["y", "__t0"],
+            ulps: 5,
+            bound: 4,
+        };
+        let error = within_bounds(&faulty, &probed, &kernel, &inputs).expect_err("5 ULP > 4");
+        assert!(
+            error.contains("element 0") && error.contains("ULP > 4"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_wrong_exact_value_downstream_is_caught() {
+        let (kernel, inputs, probed) = sine_kernel();
+        let faulty = Faulty {
+            outputs: &["y"],
+            ulps: 1,
+            bound: 4,
+        };
+        let error = within_bounds(&faulty, &probed, &kernel, &inputs).expect_err("y is 1 ULP off");
+        assert!(error.starts_with("output `y`: element 0"), "{error}");
+    }
 }

@@ -20,17 +20,15 @@ fn twenty_thousand_random_kernels_agree_on_every_path() {
     eprint!("{report}");
     assert!(report.mismatches.is_empty(), "{report}");
     assert_eq!(report.kernels, QUICK_KERNELS);
-    // Every kernel reached the reference and the CPU backend, and most were compared there.
+    // Every kernel reached the reference and was compared on the CPU backend (some only in
+    // part: outputs after float reductions in kernels with transcendentals).
     assert_eq!(report.path("lir-interp").compared, QUICK_KERNELS, "{report}");
     let cpu = report.path("cpu");
-    assert_eq!(
-        cpu.compared + cpu.skipped.values().sum::<u64>(),
-        QUICK_KERNELS,
-        "{report}"
-    );
-    assert!(cpu.compared >= QUICK_KERNELS / 2, "{report}");
+    assert_eq!(cpu.compared, QUICK_KERNELS, "{report}");
+    let partial = "transcendental: outputs after a float reduction not compared";
+    assert_eq!(cpu.skipped.keys().collect::<Vec<_>>(), [partial], "{report}");
     assert!(
-        report.path("hir-interp").compared >= QUICK_KERNELS / 4,
+        report.path("hir-interp").compared >= QUICK_KERNELS / 2,
         "{report}"
     );
     // The generator reaches what the comparison rules are about.
@@ -39,18 +37,22 @@ fn twenty_thousand_random_kernels_agree_on_every_path() {
         skipped("hir-interp", "float reduction (lane order): ran only") > 0,
         "{report}"
     );
-    assert!(
-        skipped("cpu", "transcendental: ran twice, same bits") > 0,
-        "{report}"
-    );
+    // A quarter of the kernels hold transcendentals (two thirds of them are replaced by exact
+    // ops): on the CPU their values are checked against its bounds.
+    assert!(cpu.within_bounds >= QUICK_KERNELS / 8, "{report}");
     let metal = report.path("metal");
     if metal.skipped.contains_key("no adapter") {
         eprintln!("metal skipped: no adapter");
     } else if metal.skipped.keys().all(|k| !k.starts_with("not built")) {
         let sampled = QUICK_KERNELS / 50;
-        let ran = metal.compared + metal.skipped.values().sum::<u64>()
-            - skipped("metal", "not sampled (--metal-every)");
-        assert_eq!(ran, sampled, "{report}");
+        // Each sampled kernel is compared (perhaps in part) or unsupported as a whole.
+        let unsupported: u64 = metal
+            .skipped
+            .iter()
+            .filter(|(reason, _)| reason.starts_with("unsupported"))
+            .map(|(_, count)| count)
+            .sum();
+        assert_eq!(metal.compared + unsupported, sampled, "{report}");
         assert!(metal.compared >= sampled / 4, "{report}");
         assert!(skipped("metal", "unsupported: dtype f64") > 0, "{report}");
     }

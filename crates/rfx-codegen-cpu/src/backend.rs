@@ -6,8 +6,10 @@ use cranelift_codegen::settings::{self, Configurable};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::default_libcall_names;
 use rfx_ir::lir::{LirProgram, Storage};
-use rfx_ir::{ArrayView, ArrayViewMut, DataMut, DataRef};
-use rfx_lower::{Backend, BackendError, CallArgs, CompileOptions, Compiled, Scratch, Signature};
+use rfx_ir::{ArrayView, ArrayViewMut, DType, DataMut, DataRef};
+use rfx_lower::{
+    Backend, BackendError, CallArgs, CompileOptions, Compiled, Scratch, Signature, Transcendental,
+};
 
 use crate::codegen::{KernelShape, build_kernel};
 use crate::imports::{ImportIds, register_symbols};
@@ -229,7 +231,18 @@ impl Backend for CpuBackend {
     ) -> Result<Arc<dyn Compiled>, BackendError> {
         Ok(Arc::new(compile(program, options)?))
     }
+
+    /// 4 ULP for every transcendental op on `f32` and `f64`, over the whole domain (the
+    /// measured maxima are in `math`'s and `aot`'s tables; trigonometric lanes beyond `1e6`
+    /// are recomputed through libm).
+    fn ulp_bound(&self, op: Transcendental, dtype: DType, args: &[f64]) -> Option<u64> {
+        (dtype.is_float() && args.len() == op.arity()).then_some(ULP_BOUND)
+    }
 }
+
+/// The documented bound of every transcendental op (`CpuBackend::ulp_bound`), asserted by the
+/// conformance suite and the `math` and `aot` tests.
+const ULP_BOUND: u64 = 4;
 
 /// Compiles `program` for this CPU (the concrete type behind [`CpuBackend::compile`], with the
 /// CLIF dumps).

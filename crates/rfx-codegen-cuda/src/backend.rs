@@ -16,9 +16,12 @@ use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
 use rfx_ir::lir::{LirProgram, Storage};
-use rfx_ir::{Array, ArrayView, ArrayViewMut, BufId, DType, DataMut, DataRef, Scalar, TensorType};
+use rfx_ir::{
+    Array, ArrayView, ArrayViewMut, BinaryOp, BufId, DType, DataMut, DataRef, Scalar, TensorType, UnaryOp,
+};
 use rfx_lower::{
-    Backend, BackendError, CallError, CompileOptions, Compiled, Scratch, Signature, validate_call,
+    Backend, BackendError, CallError, CompileOptions, Compiled, Scratch, Signature, Transcendental,
+    validate_call,
 };
 
 use crate::codegen::{KernelLaunch, TREE_BLOCK, generate};
@@ -504,6 +507,30 @@ impl Backend for CudaBackend {
         options: &CompileOptions,
     ) -> Result<Arc<dyn Compiled>, BackendError> {
         Ok(Arc::new(compile(program, options)?))
+    }
+
+    /// The CUDA C++ Programming Guide's full-range bounds of the accurate device functions
+    /// (the table in the crate documentation); `sigmoid` is `exp`'s bound plus its three
+    /// rounding steps.
+    fn ulp_bound(&self, op: Transcendental, dtype: DType, args: &[f64]) -> Option<u64> {
+        if args.len() != op.arity() {
+            return None;
+        }
+        match dtype {
+            DType::F32 => Some(match op {
+                Transcendental::Unary(UnaryOp::Tan | UnaryOp::Sigmoid)
+                | Transcendental::Binary(BinaryOp::Pow) => 4,
+                Transcendental::Binary(_) => 3,
+                Transcendental::Unary(UnaryOp::Log | UnaryOp::Log2) => 1,
+                Transcendental::Unary(_) => 2,
+            }),
+            DType::F64 => Some(match op {
+                Transcendental::Unary(UnaryOp::Exp | UnaryOp::Exp2 | UnaryOp::Log | UnaryOp::Log2) => 1,
+                Transcendental::Unary(UnaryOp::Sigmoid) => 3,
+                _ => 2,
+            }),
+            _ => None,
+        }
     }
 }
 

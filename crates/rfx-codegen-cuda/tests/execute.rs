@@ -20,8 +20,8 @@ use rfx_codegen_cuda::CudaBackend;
 use rfx_ir::hir::{Kernel, Op};
 use rfx_ir::interp::{Mode, run_hir, run_lir};
 use rfx_ir::testgen::{TestRng, random_inputs};
-use rfx_ir::{Array, BinaryOp, DType, Scalar, UnaryOp};
-use rfx_lower::{Backend, BackendError, Scratch};
+use rfx_ir::{Array, BinaryOp, DType, Scalar};
+use rfx_lower::{Backend, BackendError, Scratch, Transcendental};
 
 fn libcuda_present() -> bool {
     ["libcuda.so.1", "libcuda.so"]
@@ -77,20 +77,18 @@ fn transcendental_count(kernel: &Kernel) -> usize {
     kernel.nodes().iter().filter(|n| is_transcendental(&n.op)).count()
 }
 
-/// The documented bound (`lib.rs`) of a single op, in ULP of the result's dtype.
+/// The documented bound ([`Backend::ulp_bound`]) of a single op, in ULP of the result's dtype.
 fn ulp_bound(op: &Op, dtype: DType) -> f64 {
-    let f32_bound = match op {
-        Op::Unary(UnaryOp::Tan) | Op::Binary(BinaryOp::Pow) | Op::Unary(UnaryOp::Sigmoid) => 4.0,
-        Op::Binary(BinaryOp::Atan2) => 3.0,
-        Op::Unary(UnaryOp::Log | UnaryOp::Log2) => 1.0,
-        _ => 2.0,
-    };
-    let f64_bound = match op {
-        Op::Unary(UnaryOp::Exp | UnaryOp::Exp2 | UnaryOp::Log | UnaryOp::Log2) => 1.0,
-        Op::Unary(UnaryOp::Sigmoid) => 3.0,
-        _ => 2.0,
-    };
-    if dtype == DType::F32 { f32_bound } else { f64_bound }
+    let op = match op {
+        Op::Unary(u) => Transcendental::unary(*u),
+        Op::Binary(b) => Transcendental::binary(*b),
+        _ => None,
+    }
+    .expect("a transcendental op");
+    let args = vec![1.0; op.arity()];
+    CudaBackend
+        .ulp_bound(op, dtype, &args)
+        .expect("CUDA documents every float bound") as f64
 }
 
 /// The spacing of `dtype` floats at `x` (the ULP), at least the smallest subnormal.

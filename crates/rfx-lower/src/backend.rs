@@ -3,8 +3,9 @@
 use std::sync::Arc;
 
 use rfx_ir::lir::LirProgram;
-use rfx_ir::{ArrayView, ArrayViewMut, DataMut, DataRef, TensorType};
+use rfx_ir::{ArrayView, ArrayViewMut, DType, DataMut, DataRef, TensorType};
 
+use crate::accuracy::Transcendental;
 use crate::args::CallArgs;
 use crate::error::{BackendError, CallError};
 
@@ -36,6 +37,19 @@ pub trait Backend: Send + Sync {
         program: &LirProgram,
         options: &CompileOptions,
     ) -> Result<Arc<dyn Compiled>, BackendError>;
+
+    /// The documented accuracy of `op` on `dtype` operands `args` (one per operand, as `f64`)
+    /// without fast math: the most [`ulps`](crate::ulps) by which this backend's result may
+    /// differ from [`Transcendental::oracle`] rounded to `dtype`, where a result is NaN exactly
+    /// when the oracle is and an infinity only one ULP from the largest finite value. `None`
+    /// where the backend documents no bound (outside a range its table gives, or no table).
+    /// Exactly rounded ops need no entry: they must give the LIR interpreter's bits.
+    ///
+    /// The default documents no bound.
+    fn ulp_bound(&self, op: Transcendental, dtype: DType, args: &[f64]) -> Option<u64> {
+        let _ = (op, dtype, args);
+        None
+    }
 }
 
 /// A compiled program, ready to run any number of times from any thread.

@@ -236,42 +236,7 @@ pub fn inputs(case: &Case, seed: u64) -> Vec<Array> {
         .collect()
 }
 
-/// Distance in units in the last place of `dtype` between `got` and the oracle value `want`
-/// (rounded to `dtype`): 0 when both are NaN; `u64::MAX` when only one is NaN, and for zeros of
-/// opposite signs.
-pub fn ulps(got: f64, want: f64, dtype: DType) -> u64 {
-    if got.is_nan() || want.is_nan() {
-        return if got.is_nan() && want.is_nan() {
-            0
-        } else {
-            u64::MAX
-        };
-    }
-    // Zeros of opposite signs are not "0 ULP apart": `sin(-0)` must be `-0`.
-    if got == 0.0 && want == 0.0 && got.is_sign_negative() != want.is_sign_negative() {
-        return u64::MAX;
-    }
-    let ordered32 = |x: f32| {
-        let b = x.to_bits();
-        i64::from(if b >> 31 == 1 {
-            -((b & 0x7fff_ffff) as i32)
-        } else {
-            b as i32
-        })
-    };
-    let ordered64 = |x: f64| {
-        let b = x.to_bits();
-        if b >> 63 == 1 {
-            -((b & 0x7fff_ffff_ffff_ffff) as i64)
-        } else {
-            b as i64
-        }
-    };
-    match dtype {
-        DType::F32 => ordered32(got as f32).abs_diff(ordered32(want as f32)),
-        _ => ordered64(got).abs_diff(ordered64(want)),
-    }
-}
+pub use crate::accuracy::ulps;
 
 /// What one case gave.
 #[derive(Clone, Debug)]

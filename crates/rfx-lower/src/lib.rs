@@ -13,6 +13,7 @@
 
 #![deny(missing_docs)]
 
+mod accuracy;
 mod args;
 mod backend;
 mod config;
@@ -27,6 +28,7 @@ mod program;
 mod registry;
 mod report;
 
+pub use accuracy::{Transcendental, ulps};
 pub use args::{CallArgs, new_compiled_id};
 pub use backend::{Backend, CompileOptions, Compiled, Scratch, Signature, validate_call};
 pub use config::LowerConfig;

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use rfx_ir::lir::LirProgram;
-use rfx_lower::{Backend, BackendError, CompileOptions, Compiled, LowerError};
+use rfx_ir::{BinaryOp, DType, UnaryOp};
+use rfx_lower::{Backend, BackendError, CompileOptions, Compiled, LowerError, Transcendental};
 
 use crate::{codegen, gpu, shader};
 
@@ -55,6 +56,51 @@ impl Backend for MetalBackend {
         let gpu = gpu::gpu()?;
         Ok(Arc::new(gpu::compile(gpu, program, &shader)?))
     }
+
+    /// The transcendentals are the device's built-ins, so bounds are documented for one device
+    /// only: lavapipe (llvmpipe), the table in the crate documentation, for `f32` arguments in
+    /// each op's range whose arguments and exact result are not subnormal (llvmpipe flushes
+    /// those). `None` elsewhere, and on every other device.
+    fn ulp_bound(&self, op: Transcendental, dtype: DType, args: &[f64]) -> Option<u64> {
+        if dtype != DType::F32 || args.len() != op.arity() || !gpu::gpu().is_ok_and(|g| g.is_llvmpipe()) {
+            return None;
+        }
+        lavapipe_ulp_bound(op, args)
+    }
+}
+
+/// The bound of `op` at `args` on lavapipe (the crate documentation's table), `None` outside
+/// the table's ranges and where an argument or the exact result is subnormal in `f32`.
+pub(crate) fn lavapipe_ulp_bound(op: Transcendental, args: &[f64]) -> Option<u64> {
+    let within = |x: f64, lo: f64, hi: f64| (lo..=hi).contains(&x);
+    let (bound, in_range) = match (op, args) {
+        (Transcendental::Unary(u), &[x]) => {
+            let (bound, lo, hi) = match u {
+                UnaryOp::Exp => (64, -100.0, 100.0),
+                UnaryOp::Exp2 => (4, -150.0, 150.0),
+                // rfx's own (Cephes): every argument, subnormals included.
+                UnaryOp::Log | UnaryOp::Log2 => return Some(2),
+                UnaryOp::Sin | UnaryOp::Cos => (2, -100.0, 100.0),
+                UnaryOp::Tan => (4, -100.0, 100.0),
+                UnaryOp::Tanh => (2, -10.0, 10.0),
+                UnaryOp::Atan => (384, -100.0, 100.0),
+                UnaryOp::Asin | UnaryOp::Acos => (4096, -1.0, 1.0),
+                UnaryOp::Sigmoid => (64, -100.0, 100.0),
+                _ => return None,
+            };
+            (bound, within(x, lo, hi))
+        }
+        (Transcendental::Binary(BinaryOp::Pow), &[x, y]) => {
+            (64, within(x, 0.0, 10.0) && within(y, -10.0, 10.0))
+        }
+        (Transcendental::Binary(BinaryOp::Atan2), &[y, x]) => {
+            (384, within(y, -10.0, 10.0) && within(x, -10.0, 10.0))
+        }
+        _ => return None,
+    };
+    let subnormal = |v: f64| v != 0.0 && v.abs() < f64::from(f32::MIN_POSITIVE);
+    let normal = !args.iter().any(|&a| subnormal(a)) && !subnormal(op.oracle(args));
+    (in_range && normal).then_some(bound)
 }
 
 /// The WGSL module of `program` (`rfx dump --stage wgsl`): one `@compute` entry point per kernel,

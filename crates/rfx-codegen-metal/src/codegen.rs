@@ -84,6 +84,9 @@ enum Helper {
     SigmoidF32,
     TanhF32,
     Atan2F32,
+    LogParts,
+    LogF32,
+    Log2F32,
     F32ToI32,
     DivI32,
     FmodI32,
@@ -92,9 +95,9 @@ enum Helper {
 impl Helper {
     fn deps(self) -> &'static [Helper] {
         match self {
-            Helper::MinF32 | Helper::MaxF32 | Helper::PowF32 | Helper::F32ToI32 | Helper::Atan2F32 => {
-                &[Helper::IsNan]
-            }
+            Helper::MinF32 | Helper::MaxF32 | Helper::F32ToI32 | Helper::Atan2F32 => &[Helper::IsNan],
+            Helper::PowF32 => &[Helper::IsNan, Helper::LogParts, Helper::Log2F32],
+            Helper::LogF32 | Helper::Log2F32 => &[Helper::LogParts],
             _ => &[],
         }
     }
@@ -147,7 +150,8 @@ fn rfx_sign_f32(x: f32) -> f32 {
             Helper::FmodF32 => FMOD_F32,
             Helper::PowF32 => {
                 "// C99 powf: the special values exactly, negative bases with integer exponents,
-// otherwise exp2(y * log2|x|) (the device's precision).
+// otherwise exp2(y * log2|x|) with rfx's log2 (the built-in loses accuracy near |x| = 1) and
+// the device's exp2.
 fn rfx_pow_f32(x: f32, y: f32) -> f32 {
     let inf = bitcast<f32>(0x7f800000u);
     if (y == 0.0f || x == 1.0f) {
@@ -178,7 +182,7 @@ fn rfx_pow_f32(x: f32, y: f32) -> f32 {
     if (neg && !y_int) {
         return bitcast<f32>(0x7fc00000u);
     }
-    return bitcast<f32>(bitcast<u32>(exp2(y * log2(ax))) | sign);
+    return bitcast<f32>(bitcast<u32>(exp2(y * rfx_log2_f32(ax))) | sign);
 }
 "
             }
@@ -218,6 +222,71 @@ fn rfx_atan2_f32(y: f32, x: f32) -> f32 {
         return bitcast<f32>(r | (bitcast<u32>(y) & 0x80000000u));
     }
     return atan2(y, x);
+}
+"
+            }
+            Helper::LogParts => {
+                "// Cephes logf's core for finite x > 0: x = 2^e (1 + m) with 1 + m in [sqrt(1/2), sqrt(2)),
+// log(1 + m) = m + y. GPU built-ins compute log with an absolute, not relative, error near 1
+// (lavapipe: log(0.99999994) off by 70%), so rfx computes log and log2 itself (about 1 ULP).
+struct RfxLogParts {
+    e: f32,
+    m: f32,
+    y: f32,
+}
+
+fn rfx_log_parts(x: f32) -> RfxLogParts {
+    var bits = bitcast<u32>(x);
+    var e = -126;
+    // Subnormals scaled by 2^23 on the bits' integer value: exact, and no flush can touch it.
+    if (bits < 0x00800000u) {
+        bits = bitcast<u32>(f32(bits) * 0x1p-126f);
+        e = e - 23;
+    }
+    e = e + i32(bits >> 23u);
+    var m = bitcast<f32>((bits & 0x007fffffu) | 0x3f000000u);
+    if (m < 0.70710678118654752f) {
+        e = e - 1;
+        m = m + m - 1.0f;
+    } else {
+        m = m - 1.0f;
+    }
+    let z = m * m;
+    let p = (((((((7.0376836292e-2f * m - 1.1514610310e-1f) * m + 1.1676998740e-1f) * m
+        - 1.2420140846e-1f) * m + 1.4249322787e-1f) * m - 1.6668057665e-1f) * m
+        + 2.0000714765e-1f) * m - 2.4999993993e-1f) * m + 3.3333331174e-1f;
+    return RfxLogParts(f32(e), m, m * z * p - 0.5f * z);
+}
+"
+            }
+            Helper::LogF32 => {
+                "// log: -Inf at ±0, NaN below 0 and for NaN, +Inf at +Inf, else Cephes logf.
+fn rfx_log_f32(x: f32) -> f32 {
+    let bits = bitcast<u32>(x);
+    if ((bits & 0x7fffffffu) == 0u) {
+        return bitcast<f32>(0xff800000u);
+    }
+    if (bits >= 0x7f800000u) {
+        return select(bitcast<f32>(0x7fc00000u), x, bits == 0x7f800000u);
+    }
+    let p = rfx_log_parts(x);
+    return (p.m + (p.y - 2.12194440e-4f * p.e)) + 0.693359375f * p.e;
+}
+"
+            }
+            Helper::Log2F32 => {
+                "// log2: the special values of log, else Cephes log2f (exact at powers of two).
+fn rfx_log2_f32(x: f32) -> f32 {
+    let bits = bitcast<u32>(x);
+    if ((bits & 0x7fffffffu) == 0u) {
+        return bitcast<f32>(0xff800000u);
+    }
+    if (bits >= 0x7f800000u) {
+        return select(bitcast<f32>(0x7fc00000u), x, bits == 0x7f800000u);
+    }
+    let p = rfx_log_parts(x);
+    let log2ea = 0.44269504088896340736f;
+    return (((p.y * log2ea + p.m * log2ea) + p.y) + p.m) + p.e;
 }
 "
             }
@@ -417,6 +486,9 @@ impl Emitter<'_> {
             Helper::SigmoidF32 => "rfx_sigmoid_f32",
             Helper::Atan2F32 => "rfx_atan2_f32",
             Helper::TanhF32 => "rfx_tanh_f32",
+            Helper::LogParts => "rfx_log_parts",
+            Helper::LogF32 => "rfx_log_f32",
+            Helper::Log2F32 => "rfx_log2_f32",
             Helper::F32ToI32 => "rfx_f32_to_i32",
             Helper::DivI32 => "rfx_div_i32",
             Helper::FmodI32 => "rfx_fmod_i32",
@@ -442,6 +514,16 @@ impl Emitter<'_> {
         if dtype == DType::Bool {
             return format!("!{x}");
         }
+        // The operand of a rounding op goes through `rfx_exact`, so the driver cannot see which
+        // op produced it: NIR rewrites `sqrt(exp2(a))` to `exp2(0.5 * a)` and `exp2(log2(a))`
+        // to `a` (found by `rfx fuzz` on lavapipe), which are neither exact nor NaN-correct.
+        let opaque;
+        let x = if op.is_transcendental() || matches!(op, UnaryOp::Sqrt | UnaryOp::Rsqrt) {
+            opaque = format!("{}({x})", self.use_helper(Helper::Exact));
+            opaque.as_str()
+        } else {
+            x
+        };
         match op {
             UnaryOp::Neg => format!("-{x}"),
             // The sign bit cleared, not `abs`: Mesa folds `abs(sqrt(x))` to `sqrt(x)`, wrong
@@ -458,8 +540,8 @@ impl Emitter<'_> {
             UnaryOp::Recip => format!("1.0f / {}({x})", self.use_helper(Helper::Exact)),
             UnaryOp::Exp => format!("exp({x})"),
             UnaryOp::Exp2 => format!("exp2({x})"),
-            UnaryOp::Log => format!("log({x})"),
-            UnaryOp::Log2 => format!("log2({x})"),
+            UnaryOp::Log => format!("{}({x})", self.use_helper(Helper::LogF32)),
+            UnaryOp::Log2 => format!("{}({x})", self.use_helper(Helper::Log2F32)),
             // Odd functions are `x` itself, correctly rounded, below 2^-12: this keeps -0 and
             // subnormal arguments, which GPU built-ins may flush or lose the sign of.
             UnaryOp::Sin => small_odd("sin", x),
@@ -506,10 +588,22 @@ impl Emitter<'_> {
                     self.use_helper(Helper::Exact);
                     format!("rfx_exact({a}) {sym} rfx_exact2({b})")
                 }
-                BinaryOp::Pow => format!("{}({a}, {b})", self.use_helper(Helper::PowF32)),
+                BinaryOp::Pow => {
+                    self.use_helper(Helper::Exact);
+                    format!(
+                        "{}(rfx_exact({a}), rfx_exact2({b}))",
+                        self.use_helper(Helper::PowF32)
+                    )
+                }
                 BinaryOp::Min => format!("{}({a}, {b})", self.use_helper(Helper::MinF32)),
                 BinaryOp::Max => format!("{}({a}, {b})", self.use_helper(Helper::MaxF32)),
-                BinaryOp::Atan2 => format!("{}({a}, {b})", self.use_helper(Helper::Atan2F32)),
+                BinaryOp::Atan2 => {
+                    self.use_helper(Helper::Exact);
+                    format!(
+                        "{}(rfx_exact({a}), rfx_exact2({b}))",
+                        self.use_helper(Helper::Atan2F32)
+                    )
+                }
                 BinaryOp::Fmod => format!("{}({a}, {b})", self.use_helper(Helper::FmodF32)),
                 BinaryOp::And => format!("{a} && {b}"),
                 BinaryOp::Or => format!("{a} || {b}"),

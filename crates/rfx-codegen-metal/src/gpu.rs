@@ -92,7 +92,7 @@ const LLVMPIPE_LOOP_LIMIT: u64 = 65535;
 
 impl Gpu {
     /// Whether this is Mesa's llvmpipe (lavapipe on Vulkan), with its loop budget.
-    fn is_llvmpipe(&self) -> bool {
+    pub(crate) fn is_llvmpipe(&self) -> bool {
         self.info.driver.contains("llvmpipe") || self.info.name.contains("llvmpipe")
     }
 

@@ -80,8 +80,9 @@ pub(crate) fn lavapipe_ulp_bound(op: Transcendental, args: &[f64]) -> Option<u64
                 UnaryOp::Exp2 => (4, -150.0, 150.0),
                 // rfx's own (Cephes): every argument, subnormals included.
                 UnaryOp::Log | UnaryOp::Log2 => return Some(2),
-                UnaryOp::Sin | UnaryOp::Cos => (2, -100.0, 100.0),
-                UnaryOp::Tan => (4, -100.0, 100.0),
+                // rfx's own reduction and polynomials.
+                UnaryOp::Sin | UnaryOp::Cos => (3, -32768.0, 32768.0),
+                UnaryOp::Tan => (6, -32768.0, 32768.0),
                 UnaryOp::Tanh => (2, -10.0, 10.0),
                 UnaryOp::Atan => (384, -100.0, 100.0),
                 UnaryOp::Asin | UnaryOp::Acos => (4096, -1.0, 1.0),

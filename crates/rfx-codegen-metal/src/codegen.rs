@@ -84,6 +84,10 @@ enum Helper {
     SigmoidF32,
     TanhF32,
     Atan2F32,
+    Trig,
+    SinF32,
+    CosF32,
+    TanF32,
     LogParts,
     LogF32,
     Log2F32,
@@ -98,6 +102,7 @@ impl Helper {
             Helper::MinF32 | Helper::MaxF32 | Helper::F32ToI32 | Helper::Atan2F32 => &[Helper::IsNan],
             Helper::PowF32 => &[Helper::IsNan, Helper::LogParts, Helper::Log2F32],
             Helper::LogF32 | Helper::Log2F32 => &[Helper::LogParts],
+            Helper::SinF32 | Helper::CosF32 | Helper::TanF32 => &[Helper::Trig, Helper::Exact],
             _ => &[],
         }
     }
@@ -222,6 +227,75 @@ fn rfx_atan2_f32(y: f32, x: f32) -> f32 {
         return bitcast<f32>(r | (bitcast<u32>(y) & 0x80000000u));
     }
     return atan2(y, x);
+}
+"
+            }
+            Helper::Trig => {
+                "// sin, cos and tan for |x| <= 32768: x = j pi/2 + r by Cody and Waite's reduction with pi/2 in
+// six parts, the first five of 9 significant bits (j < 2^15, so every product j * part is
+// exact, and so is each step while r is small; no fused multiply-add needed: lavapipe splits
+// `fma`), each step's operand made opaque so the compiler cannot fold the parts together; then
+// Cephes' polynomials on |r| <= pi/4, as on the CPU backend. GPU built-ins lose the relative
+// accuracy near the zeros (lavapipe: 6 ULP next to 3 pi) and all accuracy beyond a few
+// periods on some drivers (NVIDIA's Vulkan).
+struct RfxTrig {
+    s: f32,
+    c: f32,
+    q: u32,
+}
+
+fn rfx_trig(x: f32) -> RfxTrig {
+    let j = round(x * 0.63661977236758134f);
+    var r = rfx_exact(x) - j * 1.5703125f;
+    r = rfx_exact(r) - j * 0x1.fbp-12f;
+    r = rfx_exact(r) - j * 0x1.51p-22f;
+    r = rfx_exact(r) - j * 0x1.0bp-34f;
+    r = rfx_exact(r) - j * 0x1.18p-44f;
+    r = rfx_exact(r) - j * 0x1.1a6264p-54f;
+    // With j = 0 the products are +0 and would turn x = -0 into +0.
+    r = select(r, x, j == 0.0f);
+    let z = r * r;
+    let s = r + r * z * ((-1.9515296e-4f * z + 8.332161e-3f) * z - 1.6666655e-1f);
+    let c = z * z * ((2.4433157e-5f * z - 1.3887316e-3f) * z + 4.1666646e-2f) + (1.0f - 0.5f * z);
+    return RfxTrig(s, c, bitcast<u32>(i32(j)) & 3u);
+}
+
+// NaN, the infinities and |x| > 32768: the device's built-in.
+fn rfx_trig_fallback(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7fffffffu) > 0x47000000u;
+}
+"
+            }
+            Helper::SinF32 => {
+                "fn rfx_sin_f32(x: f32) -> f32 {
+    if (rfx_trig_fallback(x)) {
+        return sin(x);
+    }
+    let t = rfx_trig(x);
+    let v = select(t.s, t.c, (t.q & 1u) == 1u);
+    return select(v, -v, t.q >= 2u);
+}
+"
+            }
+            Helper::CosF32 => {
+                "fn rfx_cos_f32(x: f32) -> f32 {
+    if (rfx_trig_fallback(x)) {
+        return cos(x);
+    }
+    let t = rfx_trig(x);
+    let v = select(t.c, t.s, (t.q & 1u) == 1u);
+    return select(v, -v, t.q == 1u || t.q == 2u);
+}
+"
+            }
+            Helper::TanF32 => {
+                "fn rfx_tan_f32(x: f32) -> f32 {
+    if (rfx_trig_fallback(x)) {
+        return tan(x);
+    }
+    let t = rfx_trig(x);
+    let odd = (t.q & 1u) == 1u;
+    return select(t.s, -t.c, odd) / select(t.c, t.s, odd);
 }
 "
             }
@@ -486,6 +560,10 @@ impl Emitter<'_> {
             Helper::SigmoidF32 => "rfx_sigmoid_f32",
             Helper::Atan2F32 => "rfx_atan2_f32",
             Helper::TanhF32 => "rfx_tanh_f32",
+            Helper::Trig => "rfx_trig",
+            Helper::SinF32 => "rfx_sin_f32",
+            Helper::CosF32 => "rfx_cos_f32",
+            Helper::TanF32 => "rfx_tan_f32",
             Helper::LogParts => "rfx_log_parts",
             Helper::LogF32 => "rfx_log_f32",
             Helper::Log2F32 => "rfx_log2_f32",
@@ -544,9 +622,9 @@ impl Emitter<'_> {
             UnaryOp::Log2 => format!("{}({x})", self.use_helper(Helper::Log2F32)),
             // Odd functions are `x` itself, correctly rounded, below 2^-12: this keeps -0 and
             // subnormal arguments, which GPU built-ins may flush or lose the sign of.
-            UnaryOp::Sin => small_odd("sin", x),
-            UnaryOp::Cos => format!("cos({x})"),
-            UnaryOp::Tan => small_odd("tan", x),
+            UnaryOp::Sin => small_odd(self.use_helper(Helper::SinF32), x),
+            UnaryOp::Cos => format!("{}({x})", self.use_helper(Helper::CosF32)),
+            UnaryOp::Tan => small_odd(self.use_helper(Helper::TanF32), x),
             UnaryOp::Tanh => format!("{}({x})", self.use_helper(Helper::TanhF32)),
             UnaryOp::Atan => format!(
                 "select({}, {x}, {}({x}))",

@@ -57,11 +57,14 @@
 //! subnormals may flush and products may fuse into FMAs; the rfx helpers stay exact because
 //! they work on the bits.
 //!
-//! Transcendentals (`exp`, `exp2`, `sin`, `cos`, `tan`, `tanh`, `atan`, `asin`, `acos`,
-//! `atan2`, and `pow`, `sigmoid` built on them) are WGSL built-ins: their precision is the
-//! device's. `log` and `log2` are rfx's own (Cephes' `logf`/`log2f` on the bits, subnormals
-//! scaled exactly): built-ins compute them with an absolute error near 1, so `log(0.99999994)`
-//! came out 70% off on lavapipe (found by `rfx fuzz`'s bound check). Every operand of a
+//! Transcendentals (`exp`, `exp2`, `tanh`, `atan`, `asin`, `acos`, `atan2`, and `pow`,
+//! `sigmoid` built on them) are WGSL built-ins: their precision is the device's. `log`,
+//! `log2`, and `sin`, `cos`, `tan` for `|x| <= 32768`, are rfx's own, so the same on every
+//! device: Cephes' `logf`/`log2f` on the bits (subnormals scaled exactly), and a Cody–Waite
+//! reduction by π/2 in six parts (the first five of 9 bits, so that every product is exact
+//! without a fused multiply-add, which lavapipe splits) before Cephes' polynomials. Built-ins
+//! compute these with an absolute error near their zeros: `log(0.99999994)` came out 70% off
+//! on lavapipe (found by `rfx fuzz`'s bound check) and `sin` 6 ULP off next to `3π`. Every operand of a
 //! rounding op (`sqrt`, the transcendentals) passes through `rfx_exact`, so the driver cannot
 //! rewrite across ops: NIR turns `sqrt(exp2(a))` into `exp2(0.5 * a)` and `exp2(log2(a))` into
 //! `a`. rfx fixes what built-ins commonly get wrong: the odd functions return `x` below
@@ -79,8 +82,8 @@
 //! | exp2 | [-150, 150] | 3 | 4 | subnormal results flush to 0 |
 //! | log | (rfx's own) all inputs | 1 | 2 | |
 //! | log2 | (rfx's own) all inputs | 1 | 2 | |
-//! | sin, cos | [-100, 100] | 1 | 2 | huge arguments (> ~1e5) are meaningless |
-//! | tan | [-100, 100] | 3 | 4 | as `sin` |
+//! | sin, cos | (rfx's own) [-32768, 32768] | 1 (2 next to every zero) | 3 | the built-in: huge arguments (> ~1e5) are meaningless |
+//! | tan | (rfx's own) [-32768, 32768] | 3 (4 next to every zero) | 6 | as `sin` |
 //! | tanh | [-10, 10] | 2 | 2 | (all inputs: 2) |
 //! | atan | [-100, 100] | 343 | 384 | (all inputs: 343) |
 //! | asin | [-1, 1] | 3825 | 4096 | lavapipe's `asin` is poor near ±0.84 |
@@ -104,10 +107,9 @@
 //! lets rfx ask for it: the driver flushes subnormal inputs and results to zero (so `-3e-39`
 //! negates to `0`, and `-0 < 1e-40` is false), `div` is off by up to 1 ULP, and the
 //! transcendentals are the driver's fast versions. Max ULP over the ranges of the table above:
-//! exp 58, exp2 2, log 19 and log2 22 (the built-ins, since replaced by rfx's own; not re-run
-//! there), sin 301291, cos 354161, tan 182153 (their argument
-//! reduction is poor beyond a few periods: use a CPU or CUDA backend for `sin`/`cos` of large
-//! arguments), tanh 1, atan 2, asin 2, acos 2, sigmoid 60, pow 88, atan2 2. `add`, `sub`,
+//! exp 58, exp2 2, and for the built-ins since replaced by rfx's own (not re-run there) log 19,
+//! log2 22, sin 301291, cos 354161, tan 182153 (their argument reduction was poor beyond a few
+//! periods), tanh 1, atan 2, asin 2, acos 2, sigmoid 60, pow 88, atan2 2. `add`, `sub`,
 //! `mul`, comparisons on normal numbers, integer ops, casts and reductions of normal numbers
 //! matched the interpreter there. Apple GPUs compile MSL with fast math by default, with
 //! similar consequences. Exact division and argument reduction written in WGSL, and a

@@ -84,6 +84,13 @@ enum Helper {
     SigmoidF32,
     TanhF32,
     Atan2F32,
+    AtanF32,
+    AsinPoly,
+    AsinF32,
+    AcosF32,
+    Scale2,
+    ExpF32,
+    Exp2F32,
     Trig,
     SinF32,
     CosF32,
@@ -99,8 +106,21 @@ enum Helper {
 impl Helper {
     fn deps(self) -> &'static [Helper] {
         match self {
-            Helper::MinF32 | Helper::MaxF32 | Helper::F32ToI32 | Helper::Atan2F32 => &[Helper::IsNan],
-            Helper::PowF32 => &[Helper::IsNan, Helper::LogParts, Helper::Log2F32],
+            Helper::MinF32 | Helper::MaxF32 | Helper::F32ToI32 => &[Helper::IsNan],
+            Helper::Atan2F32 => &[Helper::IsNan, Helper::AtanF32, Helper::Exact],
+            Helper::AtanF32 => &[Helper::Exact],
+            Helper::AsinF32 | Helper::AcosF32 => &[Helper::AsinPoly, Helper::Exact],
+            // Every helper a helper calls, transitively.
+            Helper::PowF32 => &[
+                Helper::IsNan,
+                Helper::LogParts,
+                Helper::Log2F32,
+                Helper::Scale2,
+                Helper::Exp2F32,
+                Helper::Exact,
+            ],
+            Helper::SigmoidF32 => &[Helper::Scale2, Helper::ExpF32, Helper::Exact],
+            Helper::ExpF32 | Helper::Exp2F32 => &[Helper::Scale2, Helper::Exact],
             Helper::LogF32 | Helper::Log2F32 => &[Helper::LogParts],
             Helper::SinF32 | Helper::CosF32 | Helper::TanF32 => &[Helper::Trig, Helper::Exact],
             _ => &[],
@@ -155,8 +175,8 @@ fn rfx_sign_f32(x: f32) -> f32 {
             Helper::FmodF32 => FMOD_F32,
             Helper::PowF32 => {
                 "// C99 powf: the special values exactly, negative bases with integer exponents,
-// otherwise exp2(y * log2|x|) with rfx's log2 (the built-in loses accuracy near |x| = 1) and
-// the device's exp2.
+// otherwise exp2(y * log2|x|) with rfx's log2 and exp2 (the built-in log2 loses accuracy near
+// |x| = 1).
 fn rfx_pow_f32(x: f32, y: f32) -> f32 {
     let inf = bitcast<f32>(0x7f800000u);
     if (y == 0.0f || x == 1.0f) {
@@ -187,7 +207,7 @@ fn rfx_pow_f32(x: f32, y: f32) -> f32 {
     if (neg && !y_int) {
         return bitcast<f32>(0x7fc00000u);
     }
-    return bitcast<f32>(bitcast<u32>(exp2(y * rfx_log2_f32(ax))) | sign);
+    return bitcast<f32>(bitcast<u32>(rfx_exp2_f32(y * rfx_log2_f32(ax))) | sign);
 }
 "
             }
@@ -195,10 +215,10 @@ fn rfx_pow_f32(x: f32, y: f32) -> f32 {
                 "// rfx sigmoid: exp(x)/(1+exp(x)) below 0 keeps tiny results; 1/(1+exp(-x)) otherwise.
 fn rfx_sigmoid_f32(x: f32) -> f32 {
     if (x < 0.0f) {
-        let e = exp(x);
+        let e = rfx_exp_f32(x);
         return e / (1.0f + e);
     }
-    return 1.0f / (1.0f + exp(-x));
+    return 1.0f / (1.0f + rfx_exp_f32(-x));
 }
 "
             }
@@ -217,7 +237,8 @@ fn rfx_tanh_f32(x: f32) -> f32 {
 "
             }
             Helper::Atan2F32 => {
-                "// C99 atan2 at y = ±0 (±0 or ±pi by the sign of x, -0 included); else the built-in.
+                "// C99 atan2 at y = ±0 (±0 or ±pi by the sign of x, -0 included), x = ±0 and infinite operands;
+// else rfx's atan of y / x, moved by ±pi (in two parts) when x < 0. About 3 ULP.
 fn rfx_atan2_f32(y: f32, x: f32) -> f32 {
     if (rfx_isnan(x) || rfx_isnan(y)) {
         return bitcast<f32>(0x7fc00000u);
@@ -226,7 +247,158 @@ fn rfx_atan2_f32(y: f32, x: f32) -> f32 {
         let r = select(0u, 0x40490fdbu, bitcast<u32>(x) >= 0x80000000u);
         return bitcast<f32>(r | (bitcast<u32>(y) & 0x80000000u));
     }
-    return atan2(y, x);
+    let sign = bitcast<u32>(y) & 0x80000000u;
+    let x_neg = bitcast<u32>(x) >= 0x80000000u;
+    if ((bitcast<u32>(y) & 0x7fffffffu) == 0x7f800000u) {
+        // pi/4, 3pi/4 or pi/2 by x.
+        let x_inf = (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u;
+        let m = select(0x3fc90fdbu, select(0x3f490fdbu, 0x4016cbe4u, x_neg), x_inf);
+        return bitcast<f32>(m | sign);
+    }
+    if ((bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u) {
+        return bitcast<f32>(select(0u, 0x40490fdbu, x_neg) | sign);
+    }
+    if (x == 0.0f) {
+        return bitcast<f32>(0x3fc90fdbu | (bitcast<u32>(y) & 0x80000000u));
+    }
+    let r = rfx_atan_f32(y / x);
+    if (x < 0.0f) {
+        let pi_hi = select(3.1415927410125732f, -3.1415927410125732f, y < 0.0f);
+        let pi_lo = select(-8.742278e-8f, 8.742278e-8f, y < 0.0f);
+        return rfx_exact(pi_hi + r) + pi_lo;
+    }
+    return r;
+}
+"
+            }
+            Helper::AtanF32 => {
+                "// atan: Cephes atanf (|x| reduced to at most tan(pi/8) through pi/4 and pi/2, a degree-9
+// odd polynomial), about 2 ULP; the sign of x (atan(-0) = -0). Built-ins: 343 ULP on lavapipe.
+fn rfx_atan_f32(x: f32) -> f32 {
+    let a = bitcast<f32>(bitcast<u32>(x) & 0x7fffffffu);
+    var t = a;
+    var base = 0.0f;
+    if (a > 2.414213562373095f) {
+        base = 1.5707963267948966f;
+        t = -1.0f / a;
+    } else if (a > 0.41421356237309505f) {
+        base = 0.7853981633974483f;
+        t = (a - 1.0f) / (a + 1.0f);
+    }
+    let z = t * t;
+    let p = (((8.05374449538e-2f * z - 1.38776856032e-1f) * z + 1.99777106478e-1f) * z
+        - 3.33329491539e-1f) * z * t + t;
+    let r = base + rfx_exact(p);
+    return bitcast<f32>(bitcast<u32>(r) | (bitcast<u32>(x) & 0x80000000u));
+}
+"
+            }
+            Helper::AsinPoly => {
+                "// asin t for |t| <= 1/2 (z = t * t): Cephes asinf's polynomial.
+fn rfx_asin_poly(t: f32, z: f32) -> f32 {
+    return ((((4.2163199048e-2f * z + 2.4181311049e-2f) * z + 4.5470025998e-2f) * z
+        + 7.4953002686e-2f) * z + 1.6666752422e-1f) * z * t + t;
+}
+"
+            }
+            Helper::AsinF32 => {
+                "// asin: Cephes asinf (above 1/2, pi/2 - 2 asin(sqrt((1 - |x|) / 2)) with pi/2 in two parts),
+// about 2 ULP; NaN outside [-1, 1]. Built-ins: 3825 ULP on lavapipe.
+fn rfx_asin_f32(x: f32) -> f32 {
+    let bits = bitcast<u32>(x);
+    if ((bits & 0x7fffffffu) > 0x3f800000u) {
+        return bitcast<f32>(0x7fc00000u);
+    }
+    let a = bitcast<f32>(bits & 0x7fffffffu);
+    var r: f32;
+    if (a > 0.5f) {
+        let z = 0.5f * (1.0f - a);
+        let s = rfx_asin_poly(sqrt(z), z);
+        r = rfx_exact(1.5707963705062866f - rfx_exact(s + s)) - 4.371139e-8f;
+    } else {
+        r = rfx_asin_poly(a, a * a);
+    }
+    return bitcast<f32>(bitcast<u32>(r) | (bits & 0x80000000u));
+}
+"
+            }
+            Helper::AcosF32 => {
+                "// acos: Cephes acosf (pi - 2 asin(sqrt((1 + x) / 2)) below -1/2, 2 asin(sqrt((1 - x) / 2))
+// above 1/2, pi/2 - asin(x) between, pi and pi/2 in two parts), about 2 ULP; NaN outside
+// [-1, 1]. Built-ins: 3741 ULP on lavapipe.
+fn rfx_acos_f32(x: f32) -> f32 {
+    let bits = bitcast<u32>(x);
+    if ((bits & 0x7fffffffu) > 0x3f800000u) {
+        return bitcast<f32>(0x7fc00000u);
+    }
+    if (x < -0.5f) {
+        let z = 0.5f * (1.0f + x);
+        let s = rfx_asin_poly(sqrt(z), z);
+        return rfx_exact(3.1415927410125732f - rfx_exact(s + s)) - 8.742278e-8f;
+    }
+    if (x > 0.5f) {
+        let z = 0.5f * (1.0f - x);
+        let s = rfx_asin_poly(sqrt(z), z);
+        return s + s;
+    }
+    return rfx_exact(1.5707963705062866f - rfx_asin_poly(x, x * x)) - 4.371139e-8f;
+}
+"
+            }
+            Helper::Scale2 => {
+                "// z * 2^n for z in [0.5, 2] and n in [-151, 128], as two products by powers of two built
+// from the bits: exact unless the result is subnormal, then rounded once (WGSL's `ldexp` may
+// flush subnormal results).
+fn rfx_scale2(z: f32, n: i32) -> f32 {
+    let n1 = n / 2;
+    let n2 = n - n1;
+    return z * bitcast<f32>(u32(n1 + 127) << 23u) * bitcast<f32>(u32(n2 + 127) << 23u);
+}
+"
+            }
+            Helper::ExpF32 => {
+                "// exp: Cephes expf (x = n ln2 + r, ln2 in two parts, the first of 9 bits so n * part is
+// exact; a degree-6 polynomial), about 1 ULP, subnormal results included. Built-ins: 59 ULP
+// on lavapipe.
+fn rfx_exp_f32(x: f32) -> f32 {
+    let bits = bitcast<u32>(x);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) {
+        return x;
+    }
+    if (x > 88.72283f) {
+        return bitcast<f32>(0x7f800000u);
+    }
+    if (x < -104.0f) {
+        return 0.0f;
+    }
+    let n = floor(x * 1.44269504088896341f + 0.5f);
+    var r = rfx_exact(x) - n * 0.693359375f;
+    r = rfx_exact(r) - n * -2.12194440e-4f;
+    let p = (((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r
+        + 4.1665795894e-2f) * r + 1.6666665459e-1f) * r + 5.0000001201e-1f) * (r * r) + r + 1.0f;
+    return rfx_scale2(p, i32(n));
+}
+"
+            }
+            Helper::Exp2F32 => {
+                "// exp2: Cephes exp2f (x = n + r, |r| <= 1/2 exactly; a degree-6 polynomial), about 1 ULP,
+// subnormal results included. Built-ins flush subnormal results.
+fn rfx_exp2_f32(x: f32) -> f32 {
+    let bits = bitcast<u32>(x);
+    if ((bits & 0x7fffffffu) > 0x7f800000u) {
+        return x;
+    }
+    if (x >= 128.0f) {
+        return bitcast<f32>(0x7f800000u);
+    }
+    if (x < -151.0f) {
+        return 0.0f;
+    }
+    let n = floor(x + 0.5f);
+    let r = rfx_exact(x) - n;
+    let p = r * (((((1.535336188319500e-4f * r + 1.339887440266574e-3f) * r + 9.618437357674640e-3f) * r
+        + 5.550332471162809e-2f) * r + 2.402264791363012e-1f) * r + 6.931472028550421e-1f) + 1.0f;
+    return rfx_scale2(p, i32(n));
 }
 "
             }
@@ -560,6 +732,13 @@ impl Emitter<'_> {
             Helper::SigmoidF32 => "rfx_sigmoid_f32",
             Helper::Atan2F32 => "rfx_atan2_f32",
             Helper::TanhF32 => "rfx_tanh_f32",
+            Helper::AtanF32 => "rfx_atan_f32",
+            Helper::AsinPoly => "rfx_asin_poly",
+            Helper::AsinF32 => "rfx_asin_f32",
+            Helper::AcosF32 => "rfx_acos_f32",
+            Helper::Scale2 => "rfx_scale2",
+            Helper::ExpF32 => "rfx_exp_f32",
+            Helper::Exp2F32 => "rfx_exp2_f32",
             Helper::Trig => "rfx_trig",
             Helper::SinF32 => "rfx_sin_f32",
             Helper::CosF32 => "rfx_cos_f32",
@@ -616,8 +795,8 @@ impl Emitter<'_> {
             // Kept as divisions (NIR would make them approximate `frsq`/`frcp`).
             UnaryOp::Rsqrt => format!("1.0f / {}(sqrt({x}))", self.use_helper(Helper::Exact)),
             UnaryOp::Recip => format!("1.0f / {}({x})", self.use_helper(Helper::Exact)),
-            UnaryOp::Exp => format!("exp({x})"),
-            UnaryOp::Exp2 => format!("exp2({x})"),
+            UnaryOp::Exp => format!("{}({x})", self.use_helper(Helper::ExpF32)),
+            UnaryOp::Exp2 => format!("{}({x})", self.use_helper(Helper::Exp2F32)),
             UnaryOp::Log => format!("{}({x})", self.use_helper(Helper::LogF32)),
             UnaryOp::Log2 => format!("{}({x})", self.use_helper(Helper::Log2F32)),
             // Odd functions are `x` itself, correctly rounded, below 2^-12: this keeps -0 and
@@ -628,11 +807,11 @@ impl Emitter<'_> {
             UnaryOp::Tanh => format!("{}({x})", self.use_helper(Helper::TanhF32)),
             UnaryOp::Atan => format!(
                 "select({}, {x}, {}({x}))",
-                small_odd("atan", x),
+                small_odd(self.use_helper(Helper::AtanF32), x),
                 self.use_helper(Helper::IsNan)
             ),
-            UnaryOp::Asin => small_odd("asin", x),
-            UnaryOp::Acos => format!("acos({x})"),
+            UnaryOp::Asin => small_odd(self.use_helper(Helper::AsinF32), x),
+            UnaryOp::Acos => format!("{}({x})", self.use_helper(Helper::AcosF32)),
             UnaryOp::Sigmoid => format!("{}({x})", self.use_helper(Helper::SigmoidF32)),
             UnaryOp::Not => format!("!{x}"),
         }

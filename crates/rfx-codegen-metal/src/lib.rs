@@ -57,40 +57,38 @@
 //! subnormals may flush and products may fuse into FMAs; the rfx helpers stay exact because
 //! they work on the bits.
 //!
-//! Transcendentals (`exp`, `exp2`, `tanh`, `atan`, `asin`, `acos`, `atan2`, and `pow`,
-//! `sigmoid` built on them) are WGSL built-ins: their precision is the device's. `log`,
-//! `log2`, and `sin`, `cos`, `tan` for `|x| <= 32768`, are rfx's own, so the same on every
-//! device: Cephes' `logf`/`log2f` on the bits (subnormals scaled exactly), and a Cody–Waite
-//! reduction by π/2 in six parts (the first five of 9 bits, so that every product is exact
-//! without a fused multiply-add, which lavapipe splits) before Cephes' polynomials. Built-ins
-//! compute these with an absolute error near their zeros: `log(0.99999994)` came out 70% off
-//! on lavapipe (found by `rfx fuzz`'s bound check) and `sin` 6 ULP off next to `3π`. Every operand of a
-//! rounding op (`sqrt`, the transcendentals) passes through `rfx_exact`, so the driver cannot
-//! rewrite across ops: NIR turns `sqrt(exp2(a))` into `exp2(0.5 * a)` and `exp2(log2(a))` into
-//! `a`. rfx fixes what built-ins commonly get wrong: the odd functions return `x` below
-//! `2^-12` (keeps `-0` and subnormals), `tanh` uses Cephes' polynomial below 0.625 (built-ins
-//! cancel there), `atan`/`atan2` propagate NaN and `atan2` follows C99 at `y = ±0`, `pow` has
-//! C99's special values. Max error measured on lavapipe (llvmpipe, Mesa 22.3.6, LLVM 15) against
-//! the f64 oracle rounded to f32, 20,000 inputs per op (a quarter special values, a quarter
-//! random bit patterns, half uniform in the range shown); the "range" column counts normal
-//! arguments and results in that range, and `tests/conformance.rs`
-//! (`transcendentals_within_documented_ulp_bounds`) asserts the bound column:
+//! Transcendentals are rfx's own WGSL, so they are the same on every device: GPU built-ins
+//! compute with an absolute error near their zeros and cut corners elsewhere (on lavapipe
+//! `log(0.99999994)` came out 70% off, found by `rfx fuzz`'s bound check, `sin` 6 ULP next to
+//! `3π`, `asin` 3825 ULP; NVIDIA's Vulkan `sin` lost all accuracy beyond a few periods).
+//! `exp`, `exp2`, `log`, `log2`, `atan`, `asin`, `acos` are Cephes' `f32` routines on the bits
+//! (subnormal arguments and results included: powers of two are built from bits, never
+//! `ldexp`, which may flush); `sigmoid`, `pow` (C99's special values, `exp2(y log2|x|)`) and
+//! `atan2` (C99 at zeros and infinities) are built on them; `sin`, `cos`, `tan` for
+//! `|x| <= 32768` use a Cody–Waite reduction by π/2 in six parts, the first five of 9 bits, so
+//! that every product is exact without a fused multiply-add (lavapipe splits `fma`), before
+//! Cephes' polynomials, and the built-ins beyond; `tanh` is Cephes' polynomial below 0.625 and
+//! the built-in above. Every operand of a rounding op (`sqrt`, the transcendentals) and each
+//! reduction step passes through `rfx_exact`, so the driver cannot rewrite across ops: NIR
+//! turns `sqrt(exp2(a))` into `exp2(0.5 * a)`. The odd functions return `x` below `2^-12`
+//! (keeps `-0` and subnormals). Max error measured on lavapipe (llvmpipe, Mesa 22.3.6, LLVM
+//! 15) against the f64 oracle rounded to f32, 20,000 inputs per op (a quarter special values,
+//! a quarter random bit patterns, half uniform in the range shown), plus, for `sin`, `cos`,
+//! `tan`, the arguments next to every zero below 32768; `tests/conformance.rs`
+//! (`transcendentals_within_documented_ulp_bounds`,
+//! `trigonometric_functions_meet_their_bound_near_every_zero`) asserts the bound column, which
+//! [`MetalBackend`]'s `ulp_bound` states on lavapipe:
 //!
-//! | op | range | measured max ULP | bound | outside the range |
-//! |---|---|---|---|---|
-//! | exp | [-100, 100] | 59 | 64 | subnormal results flush to 0 |
-//! | exp2 | [-150, 150] | 3 | 4 | subnormal results flush to 0 |
-//! | log | (rfx's own) all inputs | 1 | 2 | |
-//! | log2 | (rfx's own) all inputs | 1 | 2 | |
-//! | sin, cos | (rfx's own) [-32768, 32768] | 1 (2 next to every zero) | 3 | the built-in: huge arguments (> ~1e5) are meaningless |
-//! | tan | (rfx's own) [-32768, 32768] | 3 (4 next to every zero) | 6 | as `sin` |
-//! | tanh | [-10, 10] | 2 | 2 | (all inputs: 2) |
-//! | atan | [-100, 100] | 343 | 384 | (all inputs: 343) |
-//! | asin | [-1, 1] | 3825 | 4096 | lavapipe's `asin` is poor near ±0.84 |
-//! | acos | [-1, 1] | 3741 | 4096 | lavapipe's `acos` is poor near ±1 |
-//! | sigmoid | [-100, 100] | 61 | 64 | subnormal results flush to 0 |
-//! | pow | x in [0, 10], y in [-10, 10] | 56 | 64 | subnormal bases flush |
-//! | atan2 | both in [-10, 10] | 347 | 384 | |
+//! | op | where the bound holds | measured max ULP | bound |
+//! |---|---|---|---|
+//! | exp, exp2, log, log2 | every input | 1 | 2 |
+//! | sin, cos | \|x\| ≤ 32768 (the built-in beyond) | 1 random, 2 next to the zeros | 3 |
+//! | tan | \|x\| ≤ 32768 | 3 random, 4 next to the zeros | 6 |
+//! | tanh | [-10, 10], normal arguments and results | 2 | 2 |
+//! | atan, asin, acos | every input | 2, 2, 1 | 3 |
+//! | sigmoid | every input | 2 | 4 |
+//! | pow | every input | 55 (the rounding of `y log2|x|` in `f32`) | 64 |
+//! | atan2 | every input | 3 | 4 |
 //!
 //! **lavapipe specifics** the code generator works around: Mesa's NIR treats SPIR-V float ops
 //! as inexact (it fuses `a * b + c` into an FMA and folds `x - x` to 0), so `add`, `sub`,
@@ -106,14 +104,16 @@
 //! crate's conformance tests there) the exactness above does not hold, and nothing in WGSL
 //! lets rfx ask for it: the driver flushes subnormal inputs and results to zero (so `-3e-39`
 //! negates to `0`, and `-0 < 1e-40` is false), `div` is off by up to 1 ULP, and the
-//! transcendentals are the driver's fast versions. Max ULP over the ranges of the table above:
-//! exp 58, exp2 2, and for the built-ins since replaced by rfx's own (not re-run there) log 19,
-//! log2 22, sin 301291, cos 354161, tan 182153 (their argument reduction was poor beyond a few
-//! periods), tanh 1, atan 2, asin 2, acos 2, sigmoid 60, pow 88, atan2 2. `add`, `sub`,
+//! transcendentals were the driver's fast versions. Max ULP over the ranges of the table then:
+//! tanh 1, and for the built-ins since replaced by rfx's own (not re-run there) exp 58, exp2 2,
+//! log 19, log2 22, sin 301291, cos 354161, tan 182153 (their argument reduction was poor
+//! beyond a few periods), atan 2, asin 2, acos 2, sigmoid 60, pow 88, atan2 2. `add`, `sub`,
 //! `mul`, comparisons on normal numbers, integer ops, casts and reductions of normal numbers
 //! matched the interpreter there. Apple GPUs compile MSL with fast math by default, with
-//! similar consequences. Exact division and argument reduction written in WGSL, and a
-//! device-specific bound table, are future work.
+//! similar consequences. rfx's own transcendentals use only `add`, `sub`, `mul`, `div`,
+//! `sqrt`, `floor`, `round` and bit operations, so a 1-ULP `div` and flushed subnormals are
+//! what they meet there; exact division written in WGSL, and a bound table per device, are
+//! future work.
 //!
 //! # Public API
 //!

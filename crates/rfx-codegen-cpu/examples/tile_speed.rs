@@ -1,13 +1,13 @@
 //! Time per call of the transcendental benchmark kernels (`sin x`, `sin(x*2)+y`, the 10-op
-//! chain) on one thread, at n = 65536 and n = 4096, through the checked call: the minimum and
+//! chain) and the clamped PID update on one thread, at n = 65536 and n = 4096, through the checked call: the minimum and
 //! the median over many back-to-back calls, for comparing code-generation changes in one run
 //! (this machine's load makes single figures unreliable; the minimum is the steadier one).
 //!
 //! `cargo run --release -p rfx-codegen-cpu --example tile_speed [-- --calls N] [--gcc LIB]`
 //!
 //! With `--gcc target/peers/build/libpeerc.so` (built by the peers script) it times the peers'
-//! gcc kernels (`vec_K3`, `vec_K4`, `vec_K5`: `-O3 -march=native -ffast-math`, glibc's vector
-//! math) on the same arrays in the same run, and prints rfx's time over gcc's.
+//! gcc kernels (`vec_K3`, `vec_K4`, `vec_K5`, `vec_K6`: `-O3 -march=native -ffast-math`,
+//! glibc's vector math) on the same arrays in the same run, and prints rfx's time over gcc's.
 
 use std::time::Instant;
 
@@ -19,7 +19,7 @@ use rfx_opt::{OptConfig, optimize};
 /// The peers' C kernels' ABI: `out, a, b, c, scratch, n`.
 type PeerKernel = unsafe extern "C" fn(*mut f32, *const f32, *const f32, *const f32, *mut f32, i64);
 
-/// The gcc-compiled kernels `vec_K3`, `vec_K4`, `vec_K5` of the peers' library at `path`.
+/// The gcc-compiled kernels of `KERNELS` (`vec_K3` ...) from the peers' library at `path`.
 fn gcc_kernels(path: &str) -> Result<Vec<PeerKernel>, Box<dyn std::error::Error>> {
     use std::ffi::{CString, c_char, c_int, c_void};
     unsafe extern "C" {
@@ -32,9 +32,9 @@ fn gcc_kernels(path: &str) -> Result<Vec<PeerKernel>, Box<dyn std::error::Error>
     if handle.is_null() {
         return Err(format!("cannot load {path}").into());
     }
-    ["vec_K3", "vec_K4", "vec_K5"]
+    KERNELS
         .iter()
-        .map(|name| {
+        .map(|(_, _, _, name)| {
             let symbol = CString::new(*name)?;
             // SAFETY: a loaded library and a NUL-terminated name.
             let f = unsafe { dlsym(handle, symbol.as_ptr()) };
@@ -52,17 +52,26 @@ fn summary(mut times: Vec<f64>) -> (f64, f64) {
     (times[0], times[times.len() / 2])
 }
 
-const KERNELS: [(&str, &str, usize); 3] = [
-    ("sin", "%out = sin %x : f32[N]", 1),
+/// Name, body (inputs `x`, `y`, `z`), arity, and the peers' gcc kernel computing the same.
+const KERNELS: [(&str, &str, usize, &str); 4] = [
+    ("sin", "%out = sin %x : f32[N]", 1, "vec_K3"),
     (
         "sin(x*2)+y",
         "%c = const 2.0 : f32[]\n %m = mul %x, %c : f32[N]\n %s = sin %m : f32[N]\n %out = add %s, %y : f32[N]",
         2,
+        "vec_K4",
     ),
     (
         "chain10",
         "%a = const 1.5 : f32[]\n %b = const 0.5 : f32[]\n %p = mul %x, %a : f32[N]\n %q = add %p, %y : f32[N]\n %h = mul %q, %b : f32[N]\n %sx = sin %x : f32[N]\n %d = sub %h, %sx : f32[N]\n %cy = cos %y : f32[N]\n %e = mul %d, %cy : f32[N]\n %xx = mul %x, %x : f32[N]\n %nx = neg %xx : f32[N]\n %ex = exp %nx : f32[N]\n %out = add %e, %ex : f32[N]",
         2,
+        "vec_K5",
+    ),
+    (
+        "pid_clip",
+        "%kp = const 1.2 : f32[]\n %ki = const 0.3 : f32[]\n %kd = const 0.05 : f32[]\n %lo = const -1.0 : f32[]\n %hi = const 1.0 : f32[]\n %a = mul %kp, %x : f32[N]\n %b = mul %ki, %y : f32[N]\n %c = mul %kd, %z : f32[N]\n %s = add %a, %b : f32[N]\n %t = add %s, %c : f32[N]\n %out = clamp %t, %lo, %hi : f32[N]",
+        3,
+        "vec_K6",
     ),
 ];
 
@@ -77,9 +86,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => None,
     };
     for n in [65536usize, 4096] {
-        for (k, (name, body, arity)) in KERNELS.into_iter().enumerate() {
+        for (k, (name, body, arity, _)) in KERNELS.into_iter().enumerate() {
             let mut text = String::from("kernel k {\n");
-            for input in ["x", "y"].iter().take(arity) {
+            for input in ["x", "y", "z"].iter().take(arity) {
                 text += &format!(" %{input} = input {input} : f32[{n}]\n");
             }
             text += &format!(
@@ -117,10 +126,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 compiled.run(&inputs, &mut outputs, &mut scratch)?;
                 times.push(start.elapsed().as_nanos() as f64 / 1e3);
                 if let Some(kernels) = &gcc {
-                    let (a, b) = (data[0].as_ptr(), data[arity - 1].as_ptr());
+                    let arg = |i: usize| data[i.min(arity - 1)].as_ptr();
                     let start = Instant::now();
-                    // SAFETY: every array holds `n` elements; the kernel reads `a`, `b` and writes `out`.
-                    unsafe { kernels[k](out.as_mut_ptr(), a, b, b, scratch_c.as_mut_ptr(), n as i64) };
+                    // SAFETY: every array holds `n` elements; the kernel reads `a`, `b`, `c` and
+                    // writes `out`.
+                    unsafe {
+                        kernels[k](
+                            out.as_mut_ptr(),
+                            arg(0),
+                            arg(1),
+                            arg(2),
+                            scratch_c.as_mut_ptr(),
+                            n as i64,
+                        )
+                    };
                     peer_times.push(start.elapsed().as_nanos() as f64 / 1e3);
                 }
             }

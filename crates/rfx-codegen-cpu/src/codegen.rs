@@ -26,6 +26,10 @@ use rfx_ir::{BinaryOp, BufId, DType, ReduceOp, Scalar};
 use rfx_lower::{BackendError, Unsupported};
 
 use crate::aot::{AotFn, MIN_TILED_ELEMS, TILE};
+
+/// Innermost loop length from which the body's constant splats are built once, before the loop
+/// (`Gen::hoist_splats`): one pass of four vectors.
+const HOIST_MIN_ELEMS: usize = 16;
 use crate::imports::ImportIds;
 use crate::ops::{Emitter, cl_type, vectorizable};
 
@@ -235,6 +239,8 @@ fn build_into(
             ptr,
             bases: Vec::new(),
             pre_scalar: Vec::new(),
+            pre_splat: Vec::new(),
+            pre_const: Vec::new(),
             width: 1,
             inner_axis: None,
             contract,
@@ -271,6 +277,11 @@ struct Gen<'i, 'k> {
     bases: Vec<Option<Value>>,
     /// Scalar values of the slots the preamble defines.
     pre_scalar: Vec<Option<Value>>,
+    /// Splats at the kernel's vector width of the preamble slots the body reads, built once in
+    /// the entry block when the loop runs enough passes to repay them (see `hoist_splats`).
+    pre_splat: Vec<Option<Value>>,
+    /// The value of each preamble slot last defined by a float `Const`.
+    pre_const: Vec<Option<f64>>,
     width: u8,
     /// The loop dim the vector loop runs along (`None`: a single point per row, as for a
     /// reduction with no reduced dims left after coalescing).
@@ -366,7 +377,16 @@ impl<'k> Gen<'_, 'k> {
         }
         // The preamble, once, in scalar form.
         self.pre_scalar = vec![None; kernel.slots.len()];
+        self.pre_const = vec![None; kernel.slots.len()];
         for inst in &kernel.preamble {
+            if let Some(dst) = inst.dst()
+                && let Some(c) = self.pre_const.get_mut(dst.index())
+            {
+                *c = match inst {
+                    Inst::Const { value, .. } if value.dtype().is_float() => Some(value.to_f64()),
+                    _ => None,
+                };
+            }
             let mut slots = self.pre_scalar.clone();
             self.emit_inst(b, 1, inst, None, &mut slots, &[], None, &mut Vec::new())?;
             self.pre_scalar = slots;
@@ -384,6 +404,7 @@ impl<'k> Gen<'_, 'k> {
         } else {
             1
         };
+        self.hoist_splats(b);
         let has_reduce = kernel.body.iter().any(|i| matches!(i, Inst::Reduce { .. }));
         self.inner_axis = if rank == 0 || (has_reduce && reduce_dims == 0) {
             None
@@ -1289,11 +1310,54 @@ impl<'k> Gen<'_, 'k> {
         Ok(())
     }
 
+    /// Splats the preamble slots the body reads to the kernel's vector width, once, in the
+    /// current (entry) block, when the innermost loop has at least `HOIST_MIN_ELEMS` elements.
+    /// Without Cranelift's mid-end (no LICM) a splat made in a loop body is rebuilt on every
+    /// pass: five broadcasts per pass of PID's clamp. Short kernels (a control loop's n = 1
+    /// call) keep building them where they are used, and pay nothing when no pass runs.
+    fn hoist_splats(&mut self, b: &mut FunctionBuilder<'_>) {
+        let kernel = self.kernel();
+        let w = self.width;
+        self.pre_splat = vec![None; self.pre_scalar.len()];
+        if w == 1 || kernel.dims.last().copied().unwrap_or(1) < HOIST_MIN_ELEMS {
+            return;
+        }
+        let mut read = vec![false; self.pre_scalar.len()];
+        for inst in &kernel.body {
+            for src in inst.srcs() {
+                if let Some(r) = read.get_mut(src.index()) {
+                    *r = true;
+                }
+            }
+        }
+        let imports = self.imports;
+        for (s, v) in self.pre_scalar.iter().enumerate() {
+            if let (Some(v), true) = (v, read[s]) {
+                let dtype = kernel.slots[s];
+                self.pre_splat[s] = Some(
+                    Emitter {
+                        b: &mut *b,
+                        w,
+                        imports,
+                    }
+                    .splat(*v, dtype),
+                );
+            }
+        }
+    }
+
     /// The slot values at the start of a body of width `w`: the preamble's, splatted.
     fn preamble_slots(&self, b: &mut FunctionBuilder<'_>, w: u8) -> Vec<Option<Value>> {
         let mut slots: Vec<Option<Value>> = Vec::with_capacity(self.pre_scalar.len());
         for (s, v) in self.pre_scalar.iter().enumerate() {
+            let hoisted = self
+                .pre_splat
+                .get(s)
+                .copied()
+                .flatten()
+                .filter(|_| w == self.width);
             slots.push(match (v, w) {
+                _ if hoisted.is_some() => hoisted,
                 (Some(v), 1) => Some(*v),
                 (Some(v), _) => {
                     let dtype = self.kernel().slots[s];
@@ -1360,7 +1424,33 @@ impl<'k> Gen<'_, 'k> {
             Inst::Binary { dst, op, lhs, rhs } => {
                 let dtype = self.slot_dtype(*lhs)?;
                 let (x, y) = (get(slots, *lhs)?, get(slots, *rhs)?);
-                if let Some(v) = self.contracted(b, *op, x, y, dtype) {
+                // A clamp's bounds are usually constants: one `minps`/`maxps` each instead of
+                // the five-op NaN-propagating select (see `Emitter::min_max_by_const`).
+                let constant = |s: SlotId| {
+                    self.pre_const
+                        .get(s.index())
+                        .copied()
+                        .flatten()
+                        .filter(|c| !c.is_nan())
+                };
+                let by_const = match op {
+                    BinaryOp::Min | BinaryOp::Max if dtype.is_float() && body_index.is_some() => {
+                        match (constant(*lhs), constant(*rhs)) {
+                            (_, Some(c)) if c != 0.0 => Some((x, y)),
+                            (Some(_), _) => Some((y, x)),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                };
+                if let Some((a, c)) = by_const {
+                    let mut e = Emitter {
+                        b: &mut *b,
+                        w,
+                        imports: self.imports,
+                    };
+                    Some((*dst, e.min_max_by_const(*op, a, c, cl_type(dtype, w))))
+                } else if let Some(v) = self.contracted(b, *op, x, y, dtype) {
                     Some((*dst, v))
                 } else {
                     let mut e = Emitter {

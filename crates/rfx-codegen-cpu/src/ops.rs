@@ -121,6 +121,19 @@ impl Emitter<'_, '_> {
         self.b.ins().bitselect(mask, a, b)
     }
 
+    /// `min(a, c)` or `max(a, c)` (`op`) of a float `a` and a constant `c` that is not NaN,
+    /// as `c < a ? c : a` (`a < c ? c : a`): Cranelift lowers this form to one `minps`/`maxps`
+    /// (`minss`/`maxss`). It equals the NaN-propagating `op(c, a)` bit for bit, and `op(a, c)`
+    /// too when `c` is not a zero (they differ only in which of `-0`, `+0` a tie gives).
+    pub(crate) fn min_max_by_const(&mut self, op: BinaryOp, a: Value, c: Value, ty: Type) -> Value {
+        let c_wins = if op == BinaryOp::Min {
+            self.fcmp(FloatCC::LessThan, c, a)
+        } else {
+            self.fcmp(FloatCC::LessThan, a, c)
+        };
+        self.select(c_wins, c, a, ty)
+    }
+
     fn fcmp(&mut self, cc: FloatCC, a: Value, b: Value) -> Value {
         self.b.ins().fcmp(cc, a, b)
     }

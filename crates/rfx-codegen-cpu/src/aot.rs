@@ -5,9 +5,10 @@
 //! transcendental ops dominate, the code generator instead runs the elementwise loop in tiles
 //! of [`TILE`] elements (see `codegen`), stages each transcendental's argument in a stack
 //! buffer and calls one of the routines here on the whole tile. The routines are plain Rust
-//! written branch-free over `f32`, compiled by rustc with `avx2` and `fma` enabled for that
-//! function alone (`#[target_feature]`), so LLVM turns each loop into 8-lane AVX2 code; the
-//! JIT links them only when the running CPU has both features ([`available`]).
+//! written branch-free over `f32` (and `f64` for `sin`, `cos`), compiled by rustc with `avx2`
+//! and `fma` enabled for that function alone (`#[target_feature]`), so LLVM turns each loop
+//! into 8-lane (4-lane `f64`) AVX2 code; the JIT links them only when the running CPU has both
+//! features ([`available`]).
 //!
 //! # Methods and accuracy
 //!
@@ -30,6 +31,7 @@
 //! | `sigmoid` | `|x| <= 87` | `e = e^-|x|`: `1/(1+e)` for `x >= 0`, `e/(1+e)` below | 2 |
 //! | `atan` | finite | Cephes `atanf`: `-1/|x|` above tan(3π/8), `(|x|-1)/(|x|+1)` above tan(π/8); sign restored | 3 |
 //! | `atan2` | finite, not both zero, ratio of magnitudes 0 or ≥ 1e-30 | `atan(min/max)` by the `atan` kernel, `π/2 - a` / `π - a` by quadrant with two-part constants, the sign of `y` | 2 (random; 3 bound) |
+//! | `sin`, `cos` (`f64`) | `|x| <= 2^29` | `x = n π/2 + (r + y)`, three-part π/2 with FMA (`x - n HI` exact, the other products' rounding errors kept in the tail `y`); fdlibm `__kernel_sin`/`__cos` with the tail, by quadrant | 1 against glibc (`tests::f64_trig_within_bounds`: random bit patterns, uniform to `2^29`, next to 25,000 multiples of π/2) |
 //!
 //! The results are deterministic (the same input gives the same bits at every position and
 //! every size of a tiled kernel), but may differ in the last bit from the inline polynomials
@@ -59,11 +61,13 @@ pub(crate) enum AotFn {
     SigmoidF32,
     AtanF32,
     Atan2F32,
+    SinF64,
+    CosF64,
 }
 
 impl AotFn {
     /// Every routine, in a fixed order (symbol registration and declaration iterate this).
-    pub(crate) const ALL: [AotFn; 11] = [
+    pub(crate) const ALL: [AotFn; 13] = [
         AotFn::SinF32,
         AotFn::CosF32,
         AotFn::TanF32,
@@ -75,6 +79,8 @@ impl AotFn {
         AotFn::SigmoidF32,
         AotFn::AtanF32,
         AotFn::Atan2F32,
+        AotFn::SinF64,
+        AotFn::CosF64,
     ];
 
     /// The routine computing `op` on `dtype`, if there is one.
@@ -90,6 +96,8 @@ impl AotFn {
             (UnaryOp::Tanh, DType::F32) => Some(AotFn::TanhF32),
             (UnaryOp::Sigmoid, DType::F32) => Some(AotFn::SigmoidF32),
             (UnaryOp::Atan, DType::F32) => Some(AotFn::AtanF32),
+            (UnaryOp::Sin, DType::F64) => Some(AotFn::SinF64),
+            (UnaryOp::Cos, DType::F64) => Some(AotFn::CosF64),
             _ => None,
         }
     }
@@ -99,6 +107,14 @@ impl AotFn {
         match (op, dtype) {
             (BinaryOp::Atan2, DType::F32) => Some(AotFn::Atan2F32),
             _ => None,
+        }
+    }
+
+    /// The element type of its arguments and result.
+    pub(crate) fn dtype(self) -> DType {
+        match self {
+            AotFn::SinF64 | AotFn::CosF64 => DType::F64,
+            _ => DType::F32,
         }
     }
 
@@ -124,14 +140,28 @@ impl AotFn {
             AotFn::SigmoidF32 => "rfx_aot_sigmoid_f32",
             AotFn::AtanF32 => "rfx_aot_atan_f32",
             AotFn::Atan2F32 => "rfx_aot_atan2_f32",
+            AotFn::SinF64 => "rfx_aot_sin_f64",
+            AotFn::CosF64 => "rfx_aot_cos_f64",
         }
     }
 
-    /// The routine's address: a [`Tile2Fn`] for `atan2`, a [`TileFn`] for the others.
+    /// The routine's address: a [`Tile2Fn`] for `atan2`, a [`TileFnF64`] for the `f64` ones, a
+    /// [`TileFn`] for the others.
     pub(crate) fn address(self) -> *const u8 {
-        if self == AotFn::Atan2F32 {
-            let f: Tile2Fn = rfx_aot_atan2_f32;
-            return f as *const u8;
+        match self {
+            AotFn::Atan2F32 => {
+                let f: Tile2Fn = rfx_aot_atan2_f32;
+                return f as *const u8;
+            }
+            AotFn::SinF64 | AotFn::CosF64 => {
+                let f: TileFnF64 = if self == AotFn::SinF64 {
+                    rfx_aot_sin_f64
+                } else {
+                    rfx_aot_cos_f64
+                };
+                return f as *const u8;
+            }
+            _ => {}
         }
         let f: TileFn = match self {
             AotFn::SinF32 => rfx_aot_sin_f32,
@@ -143,7 +173,7 @@ impl AotFn {
             AotFn::Log2F32 => rfx_aot_log2_f32,
             AotFn::TanhF32 => rfx_aot_tanh_f32,
             AotFn::SigmoidF32 => rfx_aot_sigmoid_f32,
-            AotFn::AtanF32 | AotFn::Atan2F32 => rfx_aot_atan_f32,
+            AotFn::AtanF32 | AotFn::Atan2F32 | AotFn::SinF64 | AotFn::CosF64 => rfx_aot_atan_f32,
         };
         f as *const u8
     }
@@ -151,6 +181,9 @@ impl AotFn {
 
 /// The C ABI of a unary routine.
 pub(crate) type TileFn = unsafe extern "C" fn(src: *const f32, dst: *mut f32, n: usize);
+
+/// The C ABI of a unary `f64` routine.
+pub(crate) type TileFnF64 = unsafe extern "C" fn(src: *const f64, dst: *mut f64, n: usize);
 
 /// The C ABI of a binary routine (`dst[i] = op(a[i], b[i])`).
 pub(crate) type Tile2Fn = unsafe extern "C" fn(a: *const f32, b: *const f32, dst: *mut f32, n: usize);
@@ -580,13 +613,13 @@ fn log_slow(x: f32) -> f32 {
 /// under `avx2,fma`), then a scalar pass over the elements outside the fast range, taken only
 /// when the first pass saw one.
 macro_rules! tile_routine {
-    ($(#[$doc:meta])* $name:ident, $inner:ident, $fast:expr, $in_range:path, $slow:path) => {
+    ($(#[$doc:meta])* $name:ident, $inner:ident, $t:ty, $fast:expr, $in_range:path, $slow:path) => {
         $(#[$doc])*
         ///
         /// # Safety
-        /// `src` must be valid for `n` reads and `dst` for `n` writes of `f32`, the two ranges
-        /// must not overlap, and the CPU must have AVX2 and FMA ([`available`]).
-        pub(crate) unsafe extern "C" fn $name(src: *const f32, dst: *mut f32, n: usize) {
+        /// `src` must be valid for `n` reads and `dst` for `n` writes of the element type, the
+        /// two ranges must not overlap, and the CPU must have AVX2 and FMA ([`available`]).
+        pub(crate) unsafe extern "C" fn $name(src: *const $t, dst: *mut $t, n: usize) {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: forwarded from this function's contract.
             unsafe {
@@ -601,7 +634,7 @@ macro_rules! tile_routine {
 
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2,fma")]
-        unsafe fn $inner(src: *const f32, dst: *mut f32, n: usize) {
+        unsafe fn $inner(src: *const $t, dst: *mut $t, n: usize) {
             // SAFETY: the caller guarantees both ranges are valid and disjoint.
             let (xs, ys) = unsafe {
                 (
@@ -628,43 +661,159 @@ macro_rules! tile_routine {
 
 tile_routine!(
     /// `dst[i] = sin(src[i])` for `i < n`.
-    rfx_aot_sin_f32, sin_f32_avx2, sin_fast, in_trig_range, sin_slow
+    rfx_aot_sin_f32, sin_f32_avx2, f32, sin_fast, in_trig_range, sin_slow
 );
 tile_routine!(
     /// `dst[i] = cos(src[i])` for `i < n`.
-    rfx_aot_cos_f32, cos_f32_avx2, cos_fast, in_trig_range, cos_slow
+    rfx_aot_cos_f32, cos_f32_avx2, f32, cos_fast, in_trig_range, cos_slow
 );
 tile_routine!(
     /// `dst[i] = tan(src[i])` for `i < n`.
-    rfx_aot_tan_f32, tan_f32_avx2, tan_fast, in_trig_range, tan_slow
+    rfx_aot_tan_f32, tan_f32_avx2, f32, tan_fast, in_trig_range, tan_slow
 );
 tile_routine!(
     /// `dst[i] = 2^src[i]` for `i < n`.
-    rfx_aot_exp2_f32, exp2_f32_avx2, exp2_fast, in_exp2_range, exp2_slow
+    rfx_aot_exp2_f32, exp2_f32_avx2, f32, exp2_fast, in_exp2_range, exp2_slow
 );
 tile_routine!(
     /// `dst[i] = log2(src[i])` for `i < n`.
-    rfx_aot_log2_f32, log2_f32_avx2, log2_fast, in_log_range, log2_slow
+    rfx_aot_log2_f32, log2_f32_avx2, f32, log2_fast, in_log_range, log2_slow
 );
 tile_routine!(
     /// `dst[i] = tanh(src[i])` for `i < n`.
-    rfx_aot_tanh_f32, tanh_f32_avx2, tanh_fast, is_finite, tanh_slow
+    rfx_aot_tanh_f32, tanh_f32_avx2, f32, tanh_fast, is_finite, tanh_slow
 );
 tile_routine!(
     /// `dst[i] = sigmoid(src[i])` for `i < n`.
-    rfx_aot_sigmoid_f32, sigmoid_f32_avx2, sigmoid_fast, in_sigmoid_range, sigmoid_slow
+    rfx_aot_sigmoid_f32, sigmoid_f32_avx2, f32, sigmoid_fast, in_sigmoid_range, sigmoid_slow
 );
 tile_routine!(
     /// `dst[i] = atan(src[i])` for `i < n`.
-    rfx_aot_atan_f32, atan_f32_avx2, atan_fast, is_finite, atan_slow
+    rfx_aot_atan_f32, atan_f32_avx2, f32, atan_fast, is_finite, atan_slow
 );
 tile_routine!(
     /// `dst[i] = exp(src[i])` for `i < n`.
-    rfx_aot_exp_f32, exp_f32_avx2, exp_fast, in_exp_range, exp_slow
+    rfx_aot_exp_f32, exp_f32_avx2, f32, exp_fast, in_exp_range, exp_slow
 );
 tile_routine!(
     /// `dst[i] = ln(src[i])` for `i < n`.
-    rfx_aot_log_f32, log_f32_avx2, log_fast, in_log_range, log_slow
+    rfx_aot_log_f32, log_f32_avx2, f32, log_fast, in_log_range, log_slow
+);
+
+// ---- `f64` ----
+
+/// `1.5 * 2^52`: adding it rounds an `f64` of magnitude below `2^51` to an integer, which then
+/// sits in the low mantissa bits.
+const ROUND_MAGIC_F64: f64 = 6_755_399_441_055_744.0;
+/// π/2 in three parts: π/2 rounded to `f64`, each next part the rounded rest (159 bits).
+const PIO2_HI_F64: f64 = std::f64::consts::FRAC_PI_2;
+const PIO2_MID_F64: f64 = 6.123_233_995_736_766e-17;
+const PIO2_LO_F64: f64 = -1.497_384_904_859_169_8e-33;
+/// `|x|` up to which the reduction below is exact enough for `sin`/`cos` within 1 ULP
+/// (`n < 2^29`; `tests::f64_trig_near_multiples_of_pi_2`).
+pub(crate) const TRIG_FAST_MAX_F64: f64 = 536_870_912.0;
+
+/// `x = n π/2 + (r + y)` with `|r| <= π/4` and `y` the tail of `r` (fdlibm's `__rem_pio2`
+/// contract, from three fused multiply-adds: `x - n HI` is exact, and the products by the other
+/// parts keep their rounding errors in `y`); returns `(r, y, bits whose low two are n mod 4)`.
+#[inline(always)]
+fn reduce_pio2_f64(x: f64) -> (f64, f64, u64) {
+    let t = x.mul_add(std::f64::consts::FRAC_2_PI, ROUND_MAGIC_F64);
+    let n = t - ROUND_MAGIC_F64;
+    let r1 = n.mul_add(-PIO2_HI_F64, x);
+    // r1 - n MID as r2 + (its rounding error): w = n MID exactly as w_hi + w_lo.
+    let w_hi = n * PIO2_MID_F64;
+    let w_lo = n.mul_add(PIO2_MID_F64, -w_hi);
+    let r2 = r1 - w_hi;
+    let e2 = (r1 - r2) - w_hi;
+    let tail = n.mul_add(-PIO2_LO_F64, e2 - w_lo);
+    let r = r2 + tail;
+    let y = (r2 - r) + tail;
+    // With n = 0 the products are +0 and would turn x = -0 into +0.
+    let (r, y) = if n == 0.0 { (x, 0.0) } else { (r, y) };
+    (r, y, t.to_bits())
+}
+
+/// fdlibm `__kernel_sin(r, y)` on `[-π/4, π/4]`.
+#[inline(always)]
+#[allow(clippy::excessive_precision, reason = "fdlibm's coefficients as published")]
+fn sin_kernel_f64(x: f64, y: f64) -> f64 {
+    let z = x * x;
+    let v = z * x;
+    let p = z.mul_add(
+        1.589_690_995_211_550_102_21e-10,
+        -2.505_076_025_340_686_341_95e-08,
+    );
+    let p = z.mul_add(p, 2.755_731_370_707_006_767_89e-06);
+    let p = z.mul_add(p, -1.984_126_982_985_794_931_34e-04);
+    let p = z.mul_add(p, 8.333_333_333_322_489_461_24e-03);
+    // x - ((z (y/2 - v p) - y) - v S1)
+    let t = z * (0.5 * y - v * p) - y;
+    x - v.mul_add(1.666_666_666_666_663_243_48e-01, t)
+}
+
+/// fdlibm/musl `__cos(r, y)` on `[-π/4, π/4]`.
+#[inline(always)]
+#[allow(clippy::excessive_precision, reason = "fdlibm's coefficients as published")]
+fn cos_kernel_f64(x: f64, y: f64) -> f64 {
+    let z = x * x;
+    let w = z * z;
+    let p1 = z.mul_add(
+        2.480_158_728_947_672_941_78e-05,
+        -1.388_888_888_887_410_957_49e-03,
+    );
+    let p1 = z.mul_add(p1, 4.166_666_666_666_660_190_37e-02);
+    let p2 = z.mul_add(
+        -1.135_964_755_778_819_482_65e-11,
+        2.087_572_321_298_174_827_90e-09,
+    );
+    let p2 = z.mul_add(p2, -2.755_731_435_139_066_330_35e-07);
+    let r = z * p1 + (w * w) * p2;
+    let hz = 0.5 * z;
+    let one_minus = 1.0 - hz;
+    one_minus + (((1.0 - one_minus) - hz) + (z * r - x * y))
+}
+
+/// `sin x` for `|x| <= TRIG_FAST_MAX_F64`: by quadrant `sin r`, `cos r`, `-sin r`, `-cos r`.
+#[inline(always)]
+fn sin_fast_f64(x: f64) -> f64 {
+    let (r, y, q) = reduce_pio2_f64(x);
+    let s = sin_kernel_f64(r, y);
+    let c = cos_kernel_f64(r, y);
+    let v = if q & 1 == 1 { c } else { s };
+    f64::from_bits(v.to_bits() ^ ((q & 2) << 62))
+}
+
+/// `cos x` for `|x| <= TRIG_FAST_MAX_F64`: by quadrant `cos r`, `-sin r`, `-cos r`, `sin r`.
+#[inline(always)]
+fn cos_fast_f64(x: f64) -> f64 {
+    let (r, y, q) = reduce_pio2_f64(x);
+    let s = sin_kernel_f64(r, y);
+    let c = cos_kernel_f64(r, y);
+    let v = if q & 1 == 1 { s } else { c };
+    f64::from_bits(v.to_bits() ^ (((q + 1) & 2) << 62))
+}
+
+fn in_trig_range_f64(x: f64) -> bool {
+    x.abs() <= TRIG_FAST_MAX_F64
+}
+
+/// Outside the fast range (huge, ±Inf, NaN): `std` (glibc's libm, < 1 ULP).
+fn sin_slow_f64(x: f64) -> f64 {
+    x.sin()
+}
+
+fn cos_slow_f64(x: f64) -> f64 {
+    x.cos()
+}
+
+tile_routine!(
+    /// `dst[i] = sin(src[i])` for `i < n`, `f64`.
+    rfx_aot_sin_f64, sin_f64_avx2, f64, sin_fast_f64, in_trig_range_f64, sin_slow_f64
+);
+tile_routine!(
+    /// `dst[i] = cos(src[i])` for `i < n`, `f64`.
+    rfx_aot_cos_f64, cos_f64_avx2, f64, cos_fast_f64, in_trig_range_f64, cos_slow_f64
 );
 
 /// `dst[i] = atan2(a[i], b[i])` for `i < n`: the binary counterpart of `tile_routine!`.

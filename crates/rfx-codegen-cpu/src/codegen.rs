@@ -675,12 +675,13 @@ impl<'k> Gen<'_, 'k> {
                 loads: Vec::new(),
             });
         }
-        // Direct routine arguments: a contiguous f32 load of a program input, and a result
-        // whose only use is a contiguous store into a program output.
-        let contiguous_f32 = |i: usize, input: bool| {
+        // Direct routine arguments: a contiguous load of a program input, and a result whose
+        // only use is a contiguous store into a program output (of the routine's dtype: a load
+        // gives and a store takes its buffer's dtype).
+        let contiguous = |i: usize, input: bool, dtype: DType| {
             self.info.access_of.get(i).copied().flatten().filter(|&k| {
                 let access = &self.info.accesses[k];
-                access.dtype == DType::F32
+                access.dtype == dtype
                     && self.inner_stride(k) == 1
                     && self
                         .info
@@ -694,16 +695,17 @@ impl<'k> Gen<'_, 'k> {
         let mut skipped = vec![false; body.len()];
         for segment in &mut segments {
             if let Segment::Call {
+                routine,
                 srcs,
                 dst,
                 src_accesses,
                 dst_access,
-                ..
             } = segment
             {
+                let dtype = routine.dtype();
                 for (src, access) in srcs.iter().zip(src_accesses.iter_mut()) {
                     if matches!(body[*src], Inst::Load { .. }) {
-                        *access = contiguous_f32(*src, true);
+                        *access = contiguous(*src, true, dtype);
                     }
                 }
                 let users: Vec<usize> = (0..body.len())
@@ -712,7 +714,7 @@ impl<'k> Gen<'_, 'k> {
                 if let [user] = users[..]
                     && matches!(body[user], Inst::Store { .. })
                 {
-                    *dst_access = contiguous_f32(user, false);
+                    *dst_access = contiguous(user, false, dtype);
                     if dst_access.is_some() {
                         skipped[user] = true;
                     }

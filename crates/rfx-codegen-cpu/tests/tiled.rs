@@ -163,19 +163,35 @@ fn threads_split_tiled_kernels() {
 }
 
 #[test]
-fn short_and_f64_kernels_keep_the_inline_polynomials() {
-    // The inline f64 sine meets its bound for |x| < 1.6e6 (see `math`), hence moderate inputs.
-    check_inputs(
-        "kernel k {\n %x = input x : f64[{N}]\n %s = sin %x : f64[{N}]\n output out = %s\n}",
-        &[100, 1000],
-        Some(1),
-        true,
-    );
+fn short_kernels_keep_the_inline_polynomials() {
     check(
         "kernel k {\n %x = input x : f32[{N}]\n %s = sin %x : f32[{N}]\n output out = %s\n}",
         &[1, 5, 63],
         Some(1),
     );
+    check(
+        "kernel k {\n %x = input x : f64[{N}]\n %s = sin %x : f64[{N}]\n output out = %s\n}",
+        &[1, 3, 63],
+        Some(1),
+    );
+}
+
+#[test]
+fn f64_sin_and_cos_run_as_routines_between_ops() {
+    // Two-link planar arm kinematics in f64: staged operands, two routines per angle, direct
+    // reads, every argument range (huge and non-finite ones take the routine's slow path).
+    let arm = "kernel k {\n %q1 = input q1 : f64[{N}]\n %q2 = input q2 : f64[{N}]\n \
+               %l = const 0.7 : f64[]\n %c1 = cos %q1 : f64[{N}]\n %s1 = sin %q1 : f64[{N}]\n \
+               %q12 = add %q1, %q2 : f64[{N}]\n %c12 = cos %q12 : f64[{N}]\n %s12 = sin %q12 : f64[{N}]\n \
+               %b = mul %l, %c12 : f64[{N}]\n %px = add %c1, %b : f64[{N}]\n %d = mul %l, %s12 : f64[{N}]\n \
+               %py = add %s1, %d : f64[{N}]\n output px = %px\n output py = %py\n}";
+    check(arm, &SIZES, Some(1));
+    check(arm, &[300_001], Some(2));
+    if tile_routines_linked() {
+        let (_, lir) = lir_of(&arm.replace("{N}", "4096"));
+        let clif: String = dump(&lir).expect("dump").into_iter().map(|(_, c, _)| c).collect();
+        assert_eq!(tile_calls(&clif), 4, "{clif}");
+    }
 }
 
 /// Calls without a result in CLIF text: the tile routines.

@@ -40,12 +40,15 @@ fn reference(f: AotFn, x: f32) -> f32 {
         }
         AotFn::AtanF32 => x.atan(),
         AotFn::Atan2F32 => unreachable!("atan2 is binary: see `atan2_within_bounds`"),
+        AotFn::SinF64 | AotFn::CosF64 => unreachable!("f64: see `f64_trig_within_bounds`"),
     }) as f32
 }
 
-/// The unary routines (`atan2` has its own tests).
+/// The unary `f32` routines (`atan2` and the `f64` ones have their own tests).
 fn unary_routines() -> impl Iterator<Item = AotFn> {
-    AotFn::ALL.into_iter().filter(|f| f.arity() == 1)
+    AotFn::ALL
+        .into_iter()
+        .filter(|f| f.arity() == 1 && f.dtype() == DType::F32)
 }
 
 fn run(f: AotFn, xs: &[f32]) -> Vec<f32> {
@@ -129,6 +132,7 @@ fn inputs(f: AotFn, seed: u64) -> Vec<f32> {
         AotFn::LogF32 | AotFn::Log2F32 => (0.0, 10.0),
         AotFn::TanhF32 | AotFn::SigmoidF32 => (-12.0, 12.0),
         AotFn::AtanF32 | AotFn::Atan2F32 => (-5.0, 5.0),
+        AotFn::SinF64 | AotFn::CosF64 => unreachable!("f64 routines take f64 inputs"),
     };
     for _ in 0..200_000 {
         xs.push(lo + (hi - lo) * rng.unit());
@@ -306,4 +310,84 @@ fn fast_ranges_swept() {
         );
         assert!(d <= bound(f), "{}: {d} ULP at {x:e}", f.symbol());
     }
+}
+
+/// The `f64` `sin`/`cos` routines against `std` (glibc, < 1 ULP): within 2 ULP on random bit
+/// patterns, uniform arguments up to the fast range's end, the arguments nearest many
+/// multiples of π/2 (where the reduction cancels) and edge values; `sin(-0) = -0`.
+#[test]
+fn f64_trig_within_bounds() {
+    if !available() {
+        eprintln!("skipped: no AVX2 and FMA");
+        return;
+    }
+    let mut rng = Rng(0x5eed_6464);
+    let mut xs: Vec<f64> = vec![
+        0.0,
+        -0.0,
+        f64::MIN_POSITIVE,
+        f64::from_bits(1),
+        -f64::from_bits(1),
+        f64::MAX,
+        f64::MIN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        1e-300,
+        TRIG_FAST_MAX_F64,
+        -TRIG_FAST_MAX_F64,
+        TRIG_FAST_MAX_F64 * 1.000_000_1,
+        1e300,
+    ];
+    for _ in 0..100_000 {
+        xs.push(f64::from_bits(rng.next()));
+    }
+    for scale in [1.0, 100.0, 1e6, TRIG_FAST_MAX_F64] {
+        for _ in 0..100_000 {
+            let u = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+            xs.push(scale * (2.0 * u - 1.0));
+        }
+    }
+    // Next to multiples of π/2: small ones all, larger ones sampled up to the range's end.
+    let mut ks: Vec<f64> = (1..5000).map(f64::from).collect();
+    for _ in 0..20_000 {
+        ks.push(((rng.next() >> 35) % (TRIG_FAST_MAX_F64 as u64 / 2)) as f64);
+    }
+    for k in ks {
+        let near = k * std::f64::consts::FRAC_PI_2;
+        for d in -2i64..=2 {
+            let x = f64::from_bits(near.to_bits().wrapping_add_signed(d));
+            xs.extend([x, -x]);
+        }
+    }
+    for (f, reference) in [
+        (AotFn::SinF64, f64::sin as fn(f64) -> f64),
+        (AotFn::CosF64, f64::cos),
+    ] {
+        let mut ys = vec![0.0f64; xs.len()];
+        // SAFETY: AVX2 and FMA were checked; both buffers hold `xs.len()` doubles and are
+        // distinct allocations. The address is a `TileFnF64` routine.
+        unsafe {
+            let routine: TileFnF64 = std::mem::transmute::<*const u8, TileFnF64>(f.address());
+            routine(xs.as_ptr(), ys.as_mut_ptr(), xs.len());
+        }
+        let mut worst = (0u64, 0.0f64);
+        for (&x, &y) in xs.iter().zip(&ys) {
+            let d = rfx_lower::conformance::ulps(y, reference(x), DType::F64);
+            if d > worst.0 {
+                worst = (d, x);
+            }
+        }
+        eprintln!("{f:?}: max {} ULP (at x = {:e})", worst.0, worst.1);
+        assert!(worst.0 <= 2, "{f:?}: {} ULP at x = {:e}", worst.0, worst.1);
+    }
+    // The sign of zero.
+    let zeros = [-0.0f64, 0.0];
+    let mut out = [1.0f64; 2];
+    // SAFETY: as above, two elements.
+    unsafe {
+        let routine: TileFnF64 = std::mem::transmute::<*const u8, TileFnF64>(AotFn::SinF64.address());
+        routine(zeros.as_ptr(), out.as_mut_ptr(), 2);
+    }
+    assert_eq!(out.map(f64::to_bits), zeros.map(f64::to_bits));
 }

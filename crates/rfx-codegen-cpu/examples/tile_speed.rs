@@ -159,6 +159,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         f64_arm(n, calls)?;
     }
+    // A single arm in a control loop.
+    f64_arm(1, calls * 100)?;
     Ok(())
 }
 

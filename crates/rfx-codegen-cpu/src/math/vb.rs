@@ -51,16 +51,7 @@ impl Vb<'_, '_> {
 
     /// A splatted float constant (rounded to `f32` for `f32` lanes).
     pub(super) fn c(&mut self, value: f64) -> Value {
-        match self.prec {
-            Prec::F32 => {
-                let s = self.b.ins().f32const(value as f32);
-                self.b.ins().splat(types::F32X4, s)
-            }
-            Prec::F64 => {
-                let s = self.b.ins().f64const(value);
-                self.b.ins().splat(types::F64X2, s)
-            }
-        }
+        self.k(value as f32, value)
     }
 
     /// A splatted float constant given separately per precision (coefficient tables that
@@ -71,10 +62,7 @@ impl Vb<'_, '_> {
                 let s = self.b.ins().f32const(v32);
                 self.b.ins().splat(types::F32X4, s)
             }
-            Prec::F64 => {
-                let s = self.b.ins().f64const(v64);
-                self.b.ins().splat(types::F64X2, s)
-            }
+            Prec::F64 => self.pool_f64x2(v64.to_bits(), types::F64X2),
         }
     }
 
@@ -82,14 +70,25 @@ impl Vb<'_, '_> {
     pub(super) fn ci(&mut self, value: i64) -> Value {
         match self.prec {
             Prec::F32 => {
-                let s = self.b.ins().iconst(types::I32, value);
-                self.b.ins().splat(types::I32X4, s)
+                let lane = (value as u32).to_le_bytes();
+                self.pool(&lane, types::I32X4)
             }
-            Prec::F64 => {
-                let s = self.b.ins().iconst(types::I64, value);
-                self.b.ins().splat(types::I64X2, s)
-            }
+            Prec::F64 => self.pool_f64x2(value as u64, types::I64X2),
         }
+    }
+
+    /// A 64-bit pattern in both lanes of a `ty` (`f64x2` or `i64x2`).
+    fn pool_f64x2(&mut self, bits: u64, ty: Type) -> Value {
+        self.pool(&bits.to_le_bytes(), ty)
+    }
+
+    /// `lane` (little-endian bytes) in every lane of the 128-bit `ty`, as a constant-pool
+    /// vector: one load, where splatting a scalar integer or `f64` constant takes three
+    /// instructions on x86-64 (`movabs`, `movq`, `pshufd`).
+    fn pool(&mut self, lane: &[u8], ty: Type) -> Value {
+        let bytes: Vec<u8> = lane.iter().copied().cycle().take(16).collect();
+        let handle = self.b.func.dfg.constants.insert(ConstantData::from(bytes));
+        self.b.ins().vconst(ty, handle)
     }
 
     pub(super) fn add(&mut self, a: Value, b: Value) -> Value {

@@ -15,11 +15,11 @@
 //! - GPU kernels that reduce 1024 or more points per output run as trees, whose float rounding
 //!   differs from the interpreter's order: there only outputs computed without any float
 //!   reduction are compared (an i32 or bool output computed from a float sum may differ too);
-//! - `hir-interp` must give `lir-interp`'s bits on kernels without `pow` and without float
-//!   reductions: lowering splits reductions into lanes (`Schedule::reduce_lanes`), which
-//!   changes float sums and, through ±0 ties, `max` and `min`; the optimiser may replace
-//!   `pow(x, 2)` by the more accurate `x * x`. Both interpreters compute transcendentals with
-//!   the same `rfx_ir::semantics`.
+//! - `hir-interp` must give `lir-interp`'s bits on kernels without float reductions where no
+//!   refining rewrite fired: lowering splits reductions into lanes (`Schedule::reduce_lanes`),
+//!   which changes float sums and, through ±0 ties, `max` and `min`; a refining rewrite
+//!   replaces `pow(x, 2)` by the more accurate `x * x`. Both interpreters compute
+//!   transcendentals with the same `rfx_ir::semantics`.
 //! - kernels with transcendentals ([`Transcendental`]) are compared in two parts on each
 //!   backend, which must also give the same bits on a second call. The backend runs the kernel
 //!   with every transcendental node's value and operands as extra outputs (`Probed` in the
@@ -52,7 +52,7 @@ use rfx_ir::lir::LirProgram;
 use rfx_ir::testgen::{KernelGenConfig, TestRng, random_inputs, random_kernel};
 use rfx_ir::{Array, ArrayData, ArrayView, BinaryOp, DType, Scalar, TensorType, UnaryOp};
 use rfx_lower::{Backend, BackendError, LowerConfig, Scratch, Transcendental, order_inputs, ulps};
-use rfx_opt::OptConfig;
+use rfx_opt::{Exactness, OptConfig};
 
 /// The rate of special float values (NaN, ±Inf, −0, subnormals, huge) among the inputs.
 const SPECIAL_RATE: f64 = 0.2;
@@ -567,9 +567,6 @@ impl PathSet {
 /// What a kernel contains that limits comparisons.
 struct Traits {
     transcendental: bool,
-    /// Holds a `pow`, which the optimiser may replace by a more accurate op (`pow(x, 2)` by
-    /// `x * x`): the HIR and the LIR then differ within `pow`'s bound.
-    refined: bool,
     float_reduction: bool,
     /// Per output (in kernel order): whether a float reduction feeds it.
     output_after_float_reduction: Vec<bool>,
@@ -590,7 +587,6 @@ fn traits_of(kernel: &Kernel) -> Traits {
             Op::Binary(b) => matches!(b, BinaryOp::Pow | BinaryOp::Atan2),
             _ => false,
         }),
-        refined: nodes.iter().any(|n| n.op == Op::Binary(BinaryOp::Pow)),
         float_reduction: nodes.iter().any(is_float_reduction),
         output_after_float_reduction: kernel
             .outputs()
@@ -642,8 +638,8 @@ fn check(
     };
     let mut within_bounds_paths = Vec::new();
 
-    let lir = match lower_kernel(kernel) {
-        Ok(lir) => lir,
+    let (lir, refined) = match lower_kernel(kernel) {
+        Ok(lowered) => lowered,
         Err(e) => {
             mismatches.push(("lower".to_string(), one_line(&e)));
             return mismatches;
@@ -674,9 +670,9 @@ fn check(
     if paths.hir {
         match run_hir(kernel, &views, Mode::Native) {
             Err(e) => mismatches.push(("hir-interp".to_string(), one_line(&e))),
-            Ok(_) if traits.refined => count(
+            Ok(_) if refined => count(
                 "hir-interp",
-                Some("pow (refined by the optimiser): ran only".into()),
+                Some("refined by the optimiser (pow(x, 2) -> x * x): ran only".into()),
             ),
             Ok(_) if traits.float_reduction => count(
                 "hir-interp",
@@ -959,7 +955,7 @@ fn within_bounds(
 ) -> Result<Bounded, String> {
     let by_input: Vec<(&str, &Array)> = kernel.inputs().map(|(_, name, _)| name).zip(inputs).collect();
     let named: Vec<(&str, ArrayView<'_>)> = by_input.iter().map(|(n, a)| (*n, a.view())).collect();
-    let lir = lower_kernel(&probed.instrumented).map_err(|e| format!("instrumented kernel: {e}"))?;
+    let (lir, _) = lower_kernel(&probed.instrumented).map_err(|e| format!("instrumented kernel: {e}"))?;
     let ordered = order_inputs(&lir, &named).map_err(|e| format!("instrumented kernel's inputs: {e}"))?;
     let (got, _) = match run_backend(backend, &lir, &ordered, false) {
         Ok(results) => results,
@@ -1052,11 +1048,23 @@ fn within_bounds(
     })
 }
 
-fn lower_kernel(kernel: &Kernel) -> Result<LirProgram, String> {
-    let (mir, _) = rfx_opt::optimize(kernel, &OptConfig::default())
+/// The kernel optimised and lowered with the default configuration, and whether a
+/// [`Exactness::Refining`] rule fired (`pow(x, 2)` → `x * x`: more accurate than `pow`, so the
+/// result may differ from the HIR's within `pow`'s bound).
+fn lower_kernel(kernel: &Kernel) -> Result<(LirProgram, bool), String> {
+    let (mir, report) = rfx_opt::optimize(kernel, &OptConfig::default())
         .map_err(|e| format!("optimize: {}", one_line(&e)))?;
+    let refining: Vec<&str> = rfx_opt::rule_table()
+        .into_iter()
+        .filter(|r| r.exactness == Exactness::Refining)
+        .map(|r| r.name)
+        .collect();
+    let refined = report
+        .rules_fired
+        .keys()
+        .any(|name| refining.contains(&name.as_str()));
     rfx_lower::lower(&mir, &LowerConfig::default())
-        .map(|(lir, _)| lir)
+        .map(|(lir, _)| (lir, refined))
         .map_err(|e| format!("lower: {}", one_line(&e)))
 }
 

@@ -164,54 +164,60 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// The two-link arm's forward kinematics in `f64` (four `sin`/`cos`), timed alone: there is no
-/// gcc peer for it, so compare builds of rfx.
+/// `f64` kernels, timed alone (there are no gcc peers for them, so compare builds of rfx): the
+/// two-link arm's forward kinematics (four `sin`/`cos`) and a Gaussian cost term (`exp`).
 fn f64_arm(n: usize, calls: usize) -> Result<(), Box<dyn std::error::Error>> {
-    let text = format!(
+    let arm = format!(
         "kernel k {{\n %q1 = input q1 : f64[{n}]\n %q2 = input q2 : f64[{n}]\n %l = const 0.7 : f64[]\n \
          %c1 = cos %q1 : f64[{n}]\n %s1 = sin %q1 : f64[{n}]\n %q12 = add %q1, %q2 : f64[{n}]\n \
          %c12 = cos %q12 : f64[{n}]\n %s12 = sin %q12 : f64[{n}]\n %b = mul %l, %c12 : f64[{n}]\n \
          %px = add %c1, %b : f64[{n}]\n %d = mul %l, %s12 : f64[{n}]\n %py = add %s1, %d : f64[{n}]\n \
          output px = %px\n output py = %py\n}}"
     );
-    let kernel = rfx_ir::hir::parse(&text)?;
-    let (mir, _) = optimize(&kernel, &OptConfig::default())?;
-    let (lir, _) = lower(&mir, &LowerConfig::default())?;
-    let options = CompileOptions {
-        max_threads: Some(1),
-        ..Default::default()
-    };
-    let compiled = CpuBackend.compile(&lir, &options)?;
-    let shape = Shape::new([n]);
-    let data: Vec<Vec<f64>> = (0..2)
-        .map(|a| {
-            (0..n)
-                .map(|i| ((i * 7 + a * 13) % 1000) as f64 * 0.01 - 5.0)
-                .collect()
-        })
-        .collect();
-    let (mut px, mut py) = (vec![0.0f64; n], vec![0.0f64; n]);
-    let inputs: Vec<ArrayView<'_>> = data
-        .iter()
-        .map(|d| ArrayView::new(&shape, d))
-        .collect::<Result<_, _>>()?;
-    let mut scratch = Scratch::new();
-    let mut times = Vec::with_capacity(calls);
-    for _ in 0..calls + 20 {
-        let mut outputs = [
-            ArrayViewMut::new(&shape, &mut px)?,
-            ArrayViewMut::new(&shape, &mut py)?,
-        ];
-        let start = Instant::now();
-        compiled.run(&inputs, &mut outputs, &mut scratch)?;
-        times.push(start.elapsed().as_nanos() as f64 / 1e3);
-    }
-    times.drain(..20);
-    let (min, p50) = summary(times);
-    println!(
-        "{:>12} n={n:>6}: min {min:8.2} µs  p50 {p50:8.2} µs   ({:.2} ns per element)",
-        "arm2_f64",
-        min * 1e3 / n as f64
+    let gauss = format!(
+        "kernel k {{\n %x = input x : f64[{n}]\n %w = input w : f64[{n}]\n %xx = mul %x, %x : f64[{n}]\n \
+         %m = neg %xx : f64[{n}]\n %e = exp %m : f64[{n}]\n %o = mul %e, %w : f64[{n}]\n output o = %o\n}}"
     );
+    for (name, text) in [("arm2_f64", arm), ("gauss_f64", gauss)] {
+        let kernel = rfx_ir::hir::parse(&text)?;
+        let (mir, _) = optimize(&kernel, &OptConfig::default())?;
+        let (lir, _) = lower(&mir, &LowerConfig::default())?;
+        let options = CompileOptions {
+            max_threads: Some(1),
+            ..Default::default()
+        };
+        let compiled = CpuBackend.compile(&lir, &options)?;
+        let shape = Shape::new([n]);
+        let data: Vec<Vec<f64>> = (0..2)
+            .map(|a| {
+                (0..n)
+                    .map(|i| ((i * 7 + a * 13) % 1000) as f64 * 0.01 - 5.0)
+                    .collect()
+            })
+            .collect();
+        let n_out = lir.outputs().count();
+        let mut outs = vec![vec![0.0f64; n]; n_out];
+        let inputs: Vec<ArrayView<'_>> = data
+            .iter()
+            .map(|d| ArrayView::new(&shape, d))
+            .collect::<Result<_, _>>()?;
+        let mut scratch = Scratch::new();
+        let mut times = Vec::with_capacity(calls);
+        for _ in 0..calls + 20 {
+            let mut outputs: Vec<ArrayViewMut<'_>> = outs
+                .iter_mut()
+                .map(|o| ArrayViewMut::new(&shape, o))
+                .collect::<Result<_, _>>()?;
+            let start = Instant::now();
+            compiled.run(&inputs, &mut outputs, &mut scratch)?;
+            times.push(start.elapsed().as_nanos() as f64 / 1e3);
+        }
+        times.drain(..20);
+        let (min, p50) = summary(times);
+        println!(
+            "{name:>12} n={n:>6}: min {min:8.2} µs  p50 {p50:8.2} µs   ({:.2} ns per element)",
+            min * 1e3 / n as f64
+        );
+    }
     Ok(())
 }

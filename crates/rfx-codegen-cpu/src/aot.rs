@@ -5,7 +5,7 @@
 //! transcendental ops dominate, the code generator instead runs the elementwise loop in tiles
 //! of [`TILE`] elements (see `codegen`), stages each transcendental's argument in a stack
 //! buffer and calls one of the routines here on the whole tile. The routines are plain Rust
-//! written branch-free over `f32` (and `f64` for `sin`, `cos`), compiled by rustc with `avx2`
+//! written branch-free over `f32` (and `f64` for `sin`, `cos`, `exp`), compiled by rustc with `avx2`
 //! and `fma` enabled for that function alone (`#[target_feature]`), so LLVM turns each loop
 //! into 8-lane (4-lane `f64`) AVX2 code; the JIT links them only when the running CPU has both
 //! features ([`available`]).
@@ -31,6 +31,7 @@
 //! | `sigmoid` | `|x| <= 87` | `e = e^-|x|`: `1/(1+e)` for `x >= 0`, `e/(1+e)` below | 2 |
 //! | `atan` | finite | Cephes `atanf`: `-1/|x|` above tan(3π/8), `(|x|-1)/(|x|+1)` above tan(π/8); sign restored | 3 |
 //! | `atan2` | finite, not both zero, ratio of magnitudes 0 or ≥ 1e-30 | `atan(min/max)` by the `atan` kernel, `π/2 - a` / `π - a` by quadrant with two-part constants, the sign of `y` | 2 (random; 3 bound) |
+//! | `exp` (`f64`) | `-708 <= x <= 709` | `x = n ln2 + r`, two-part ln2 with FMA; Taylor series to degree 13; `2^n` built in the exponent field | 1 against glibc (`tests::f64_exp_within_bounds`) |
 //! | `sin`, `cos` (`f64`) | `|x| <= 2^29` | `x = n π/2 + (r + y)`, three-part π/2 with FMA (`x - n HI` exact, the other products' rounding errors kept in the tail `y`); fdlibm `__kernel_sin`/`__cos` with the tail, by quadrant | 1 against glibc (`tests::f64_trig_within_bounds`: random bit patterns, uniform to `2^29`, next to 25,000 multiples of π/2) |
 //!
 //! The results are deterministic (the same input gives the same bits at every position and
@@ -63,11 +64,12 @@ pub(crate) enum AotFn {
     Atan2F32,
     SinF64,
     CosF64,
+    ExpF64,
 }
 
 impl AotFn {
     /// Every routine, in a fixed order (symbol registration and declaration iterate this).
-    pub(crate) const ALL: [AotFn; 13] = [
+    pub(crate) const ALL: [AotFn; 14] = [
         AotFn::SinF32,
         AotFn::CosF32,
         AotFn::TanF32,
@@ -81,6 +83,7 @@ impl AotFn {
         AotFn::Atan2F32,
         AotFn::SinF64,
         AotFn::CosF64,
+        AotFn::ExpF64,
     ];
 
     /// The routine computing `op` on `dtype`, if there is one.
@@ -98,6 +101,7 @@ impl AotFn {
             (UnaryOp::Atan, DType::F32) => Some(AotFn::AtanF32),
             (UnaryOp::Sin, DType::F64) => Some(AotFn::SinF64),
             (UnaryOp::Cos, DType::F64) => Some(AotFn::CosF64),
+            (UnaryOp::Exp, DType::F64) => Some(AotFn::ExpF64),
             _ => None,
         }
     }
@@ -113,7 +117,7 @@ impl AotFn {
     /// The element type of its arguments and result.
     pub(crate) fn dtype(self) -> DType {
         match self {
-            AotFn::SinF64 | AotFn::CosF64 => DType::F64,
+            AotFn::SinF64 | AotFn::CosF64 | AotFn::ExpF64 => DType::F64,
             _ => DType::F32,
         }
     }
@@ -142,6 +146,7 @@ impl AotFn {
             AotFn::Atan2F32 => "rfx_aot_atan2_f32",
             AotFn::SinF64 => "rfx_aot_sin_f64",
             AotFn::CosF64 => "rfx_aot_cos_f64",
+            AotFn::ExpF64 => "rfx_aot_exp_f64",
         }
     }
 
@@ -153,11 +158,11 @@ impl AotFn {
                 let f: Tile2Fn = rfx_aot_atan2_f32;
                 return f as *const u8;
             }
-            AotFn::SinF64 | AotFn::CosF64 => {
-                let f: TileFnF64 = if self == AotFn::SinF64 {
-                    rfx_aot_sin_f64
-                } else {
-                    rfx_aot_cos_f64
+            AotFn::SinF64 | AotFn::CosF64 | AotFn::ExpF64 => {
+                let f: TileFnF64 = match self {
+                    AotFn::SinF64 => rfx_aot_sin_f64,
+                    AotFn::CosF64 => rfx_aot_cos_f64,
+                    _ => rfx_aot_exp_f64,
                 };
                 return f as *const u8;
             }
@@ -173,7 +178,9 @@ impl AotFn {
             AotFn::Log2F32 => rfx_aot_log2_f32,
             AotFn::TanhF32 => rfx_aot_tanh_f32,
             AotFn::SigmoidF32 => rfx_aot_sigmoid_f32,
-            AotFn::AtanF32 | AotFn::Atan2F32 | AotFn::SinF64 | AotFn::CosF64 => rfx_aot_atan_f32,
+            AotFn::AtanF32 | AotFn::Atan2F32 | AotFn::SinF64 | AotFn::CosF64 | AotFn::ExpF64 => {
+                rfx_aot_atan_f32
+            }
         };
         f as *const u8
     }
@@ -814,6 +821,59 @@ tile_routine!(
 tile_routine!(
     /// `dst[i] = cos(src[i])` for `i < n`, `f64`.
     rfx_aot_cos_f64, cos_f64_avx2, f64, cos_fast_f64, in_trig_range_f64, cos_slow_f64
+);
+
+/// ln 2 in two parts: rounded to `f64`, and the rounded rest.
+const LN2_HI_F64: f64 = std::f64::consts::LN_2;
+const LN2_LO_F64: f64 = 2.319_046_813_846_299_6e-17;
+/// The fast path of `f64` `exp`: `2^n` stays normal (`-1021 <= n <= 1023`).
+const EXP_FAST_MIN_F64: f64 = -708.0;
+const EXP_FAST_MAX_F64: f64 = 709.0;
+
+/// `e^x` for `EXP_FAST_MIN_F64 <= x <= EXP_FAST_MAX_F64`: `x = n ln2 + r` (`x - n LN2_HI` is
+/// exact in a fused multiply-add), `|r| <= ln2/2`, `e^r` by its Taylor series to degree 13
+/// (truncation below `4e-18`) in Horner form, `2^n` built in the exponent field.
+#[inline(always)]
+fn exp_fast_f64(x: f64) -> f64 {
+    let t = x.mul_add(std::f64::consts::LOG2_E, ROUND_MAGIC_F64);
+    let n = t - ROUND_MAGIC_F64;
+    let r = n.mul_add(-LN2_HI_F64, x);
+    let r = n.mul_add(-LN2_LO_F64, r);
+    let mut p = 1.605_904_383_682_161_3e-10;
+    for c in [
+        2.087_675_698_786_81e-9,
+        2.505_210_838_544_172e-8,
+        2.755_731_922_398_589e-7,
+        2.755_731_922_398_589_3e-6,
+        2.480_158_730_158_73e-5,
+        1.984_126_984_126_984e-4,
+        1.388_888_888_888_889e-3,
+        8.333_333_333_333_333e-3,
+        4.166_666_666_666_666_4e-2,
+        0.166_666_666_666_666_66,
+        0.5,
+        1.0,
+        1.0,
+    ] {
+        p = r.mul_add(p, c);
+    }
+    // t = n + ROUND_MAGIC_F64 keeps n in its low mantissa bits (two's complement).
+    let k = (t.to_bits() as i64).wrapping_sub(ROUND_MAGIC_F64.to_bits() as i64);
+    p * f64::from_bits((k.wrapping_add(1023) as u64) << 52)
+}
+
+fn in_exp_range_f64(x: f64) -> bool {
+    (EXP_FAST_MIN_F64..=EXP_FAST_MAX_F64).contains(&x)
+}
+
+/// Outside the fast range (overflow, subnormal and zero results, ±Inf, NaN): `std`.
+fn exp_slow_f64(x: f64) -> f64 {
+    x.exp()
+}
+
+tile_routine!(
+    /// `dst[i] = exp(src[i])` for `i < n`, `f64`.
+    rfx_aot_exp_f64, exp_f64_avx2, f64, exp_fast_f64, in_exp_range_f64, exp_slow_f64
 );
 
 /// `dst[i] = atan2(a[i], b[i])` for `i < n`: the binary counterpart of `tile_routine!`.

@@ -177,7 +177,7 @@ fn short_kernels_keep_the_inline_polynomials() {
 }
 
 #[test]
-fn f64_sin_and_cos_run_as_routines_between_ops() {
+fn f64_routines_run_between_ops() {
     // Two-link planar arm kinematics in f64: staged operands, two routines per angle, direct
     // reads, every argument range (huge and non-finite ones take the routine's slow path).
     let arm = "kernel k {\n %q1 = input q1 : f64[{N}]\n %q2 = input q2 : f64[{N}]\n \
@@ -187,6 +187,13 @@ fn f64_sin_and_cos_run_as_routines_between_ops() {
                %py = add %s1, %d : f64[{N}]\n output px = %px\n output py = %py\n}";
     check(arm, &SIZES, Some(1));
     check(arm, &[300_001], Some(2));
+    // A Gaussian cost term: exp of a computed value (staged), times an input.
+    check(
+        "kernel k {\n %x = input x : f64[{N}]\n %w = input w : f64[{N}]\n %xx = mul %x, %x : f64[{N}]\n \
+         %n = neg %xx : f64[{N}]\n %e = exp %n : f64[{N}]\n %o = mul %e, %w : f64[{N}]\n output out = %o\n}",
+        &SIZES,
+        Some(1),
+    );
     if tile_routines_linked() {
         let (_, lir) = lir_of(&arm.replace("{N}", "4096"));
         let clif: String = dump(&lir).expect("dump").into_iter().map(|(_, c, _)| c).collect();

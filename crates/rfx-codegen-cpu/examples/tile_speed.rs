@@ -165,7 +165,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 /// `f64` kernels, timed alone (there are no gcc peers for them, so compare builds of rfx): the
-/// two-link arm's forward kinematics (four `sin`/`cos`) and a Gaussian cost term (`exp`).
+/// two-link arm's forward kinematics (four `sin`/`cos`), a Gaussian cost term (`exp`) and a
+/// log barrier (`log`).
 fn f64_arm(n: usize, calls: usize) -> Result<(), Box<dyn std::error::Error>> {
     let arm = format!(
         "kernel k {{\n %q1 = input q1 : f64[{n}]\n %q2 = input q2 : f64[{n}]\n %l = const 0.7 : f64[]\n \
@@ -178,7 +179,12 @@ fn f64_arm(n: usize, calls: usize) -> Result<(), Box<dyn std::error::Error>> {
         "kernel k {{\n %x = input x : f64[{n}]\n %w = input w : f64[{n}]\n %xx = mul %x, %x : f64[{n}]\n \
          %m = neg %xx : f64[{n}]\n %e = exp %m : f64[{n}]\n %o = mul %e, %w : f64[{n}]\n output o = %o\n}}"
     );
-    for (name, text) in [("arm2_f64", arm), ("gauss_f64", gauss)] {
+    let barrier = format!(
+        "kernel k {{\n %x = input x : f64[{n}]\n %w = input w : f64[{n}]\n %xx = mul %x, %x : f64[{n}]\n \
+         %one = const 1 : f64[]\n %a = add %xx, %one : f64[{n}]\n %l = log %a : f64[{n}]\n \
+         %o = mul %l, %w : f64[{n}]\n output o = %o\n}}"
+    );
+    for (name, text) in [("arm2_f64", arm), ("gauss_f64", gauss), ("barrier_f64", barrier)] {
         let kernel = rfx_ir::hir::parse(&text)?;
         let (mir, _) = optimize(&kernel, &OptConfig::default())?;
         let (lir, _) = lower(&mir, &LowerConfig::default())?;

@@ -5,7 +5,7 @@
 //! transcendental ops dominate, the code generator instead runs the elementwise loop in tiles
 //! of [`TILE`] elements (see `codegen`), stages each transcendental's argument in a stack
 //! buffer and calls one of the routines here on the whole tile. The routines are plain Rust
-//! written branch-free over `f32` (and `f64` for `sin`, `cos`, `exp`), compiled by rustc with `avx2`
+//! written branch-free over `f32` (and `f64` for `sin`, `cos`, `exp`, `log`), compiled by rustc with `avx2`
 //! and `fma` enabled for that function alone (`#[target_feature]`), so LLVM turns each loop
 //! into 8-lane (4-lane `f64`) AVX2 code; the JIT links them only when the running CPU has both
 //! features ([`available`]).
@@ -32,6 +32,7 @@
 //! | `atan` | finite | Cephes `atanf`: `-1/|x|` above tan(3π/8), `(|x|-1)/(|x|+1)` above tan(π/8); sign restored | 3 |
 //! | `atan2` | finite, not both zero, ratio of magnitudes 0 or ≥ 1e-30 | `atan(min/max)` by the `atan` kernel, `π/2 - a` / `π - a` by quadrant with two-part constants, the sign of `y` | 2 (random; 3 bound) |
 //! | `exp` (`f64`) | `-708 <= x <= 709` | `x = n ln2 + r`, two-part ln2 with FMA; Taylor series to degree 13; `2^n` built in the exponent field | 1 against glibc (`tests::f64_exp_within_bounds`) |
+//! | `log` (`f64`) | normal, positive, finite | fdlibm `e_log.c`: `x = 2^k (1 + f)`, `s = f/(2+f)`, degree-14 polynomial in `s`, two-part ln2 | 1 against glibc (`tests::f64_log_within_bounds`) |
 //! | `sin`, `cos` (`f64`) | `|x| <= 2^29` | `x = n π/2 + (r + y)`, three-part π/2 with FMA (`x - n HI` exact, the other products' rounding errors kept in the tail `y`); fdlibm `__kernel_sin`/`__cos` with the tail, by quadrant | 1 against glibc (`tests::f64_trig_within_bounds`: random bit patterns, uniform to `2^29`, next to 25,000 multiples of π/2) |
 //!
 //! The results are deterministic (the same input gives the same bits at every position and
@@ -65,11 +66,12 @@ pub(crate) enum AotFn {
     SinF64,
     CosF64,
     ExpF64,
+    LogF64,
 }
 
 impl AotFn {
     /// Every routine, in a fixed order (symbol registration and declaration iterate this).
-    pub(crate) const ALL: [AotFn; 14] = [
+    pub(crate) const ALL: [AotFn; 15] = [
         AotFn::SinF32,
         AotFn::CosF32,
         AotFn::TanF32,
@@ -84,6 +86,7 @@ impl AotFn {
         AotFn::SinF64,
         AotFn::CosF64,
         AotFn::ExpF64,
+        AotFn::LogF64,
     ];
 
     /// The routine computing `op` on `dtype`, if there is one.
@@ -102,6 +105,7 @@ impl AotFn {
             (UnaryOp::Sin, DType::F64) => Some(AotFn::SinF64),
             (UnaryOp::Cos, DType::F64) => Some(AotFn::CosF64),
             (UnaryOp::Exp, DType::F64) => Some(AotFn::ExpF64),
+            (UnaryOp::Log, DType::F64) => Some(AotFn::LogF64),
             _ => None,
         }
     }
@@ -117,7 +121,7 @@ impl AotFn {
     /// The element type of its arguments and result.
     pub(crate) fn dtype(self) -> DType {
         match self {
-            AotFn::SinF64 | AotFn::CosF64 | AotFn::ExpF64 => DType::F64,
+            AotFn::SinF64 | AotFn::CosF64 | AotFn::ExpF64 | AotFn::LogF64 => DType::F64,
             _ => DType::F32,
         }
     }
@@ -147,6 +151,7 @@ impl AotFn {
             AotFn::SinF64 => "rfx_aot_sin_f64",
             AotFn::CosF64 => "rfx_aot_cos_f64",
             AotFn::ExpF64 => "rfx_aot_exp_f64",
+            AotFn::LogF64 => "rfx_aot_log_f64",
         }
     }
 
@@ -158,11 +163,12 @@ impl AotFn {
                 let f: Tile2Fn = rfx_aot_atan2_f32;
                 return f as *const u8;
             }
-            AotFn::SinF64 | AotFn::CosF64 | AotFn::ExpF64 => {
+            AotFn::SinF64 | AotFn::CosF64 | AotFn::ExpF64 | AotFn::LogF64 => {
                 let f: TileFnF64 = match self {
                     AotFn::SinF64 => rfx_aot_sin_f64,
                     AotFn::CosF64 => rfx_aot_cos_f64,
-                    _ => rfx_aot_exp_f64,
+                    AotFn::ExpF64 => rfx_aot_exp_f64,
+                    _ => rfx_aot_log_f64,
                 };
                 return f as *const u8;
             }
@@ -178,9 +184,12 @@ impl AotFn {
             AotFn::Log2F32 => rfx_aot_log2_f32,
             AotFn::TanhF32 => rfx_aot_tanh_f32,
             AotFn::SigmoidF32 => rfx_aot_sigmoid_f32,
-            AotFn::AtanF32 | AotFn::Atan2F32 | AotFn::SinF64 | AotFn::CosF64 | AotFn::ExpF64 => {
-                rfx_aot_atan_f32
-            }
+            AotFn::AtanF32
+            | AotFn::Atan2F32
+            | AotFn::SinF64
+            | AotFn::CosF64
+            | AotFn::ExpF64
+            | AotFn::LogF64 => rfx_aot_atan_f32,
         };
         f as *const u8
     }
@@ -874,6 +883,55 @@ fn exp_slow_f64(x: f64) -> f64 {
 tile_routine!(
     /// `dst[i] = exp(src[i])` for `i < n`, `f64`.
     rfx_aot_exp_f64, exp_f64_avx2, f64, exp_fast_f64, in_exp_range_f64, exp_slow_f64
+);
+
+/// `ln x` for normal, positive, finite `x` (fdlibm `e_log.c`): `x = 2^k (1 + f)` with `1 + f` in
+/// `[√½, √2)`, `s = f / (2 + f)`, `ln(1 + f) = f - s (f - R(s²))` arranged as fdlibm does, ln2
+/// in two parts.
+#[inline(always)]
+#[allow(clippy::excessive_precision, reason = "fdlibm's coefficients as published")]
+fn log_fast_f64(x: f64) -> f64 {
+    let bits = x.to_bits();
+    // x = 2^k m with m in [1, 2); then m in [√½, √2).
+    let m = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | 0x3ff0_0000_0000_0000);
+    let k = ((bits >> 52) as i64) - 1023;
+    let big = m > std::f64::consts::SQRT_2;
+    let m = if big { 0.5 * m } else { m };
+    let k = if big { k + 1 } else { k } as f64;
+    let f = m - 1.0;
+    let s = f / (2.0 + f);
+    let z = s * s;
+    let w = z * z;
+    // fdlibm: t1 = w (Lg2 + w (Lg4 + w Lg6)), t2 = z (Lg1 + w (Lg3 + w (Lg5 + w Lg7))).
+    let t1 = w * w.mul_add(
+        w.mul_add(1.531_383_769_920_937_332e-01, 2.222_219_843_214_978_396e-01),
+        3.999_999_999_940_941_908e-01,
+    );
+    let t2 = z * w.mul_add(
+        w.mul_add(
+            w.mul_add(1.479_819_860_511_658_591e-01, 1.818_357_216_161_805_012e-01),
+            2.857_142_874_366_239_149e-01,
+        ),
+        6.666_666_666_666_735_130e-01,
+    );
+    let r = t2 + t1;
+    let hfsq = 0.5 * f * f;
+    k * 6.931_471_803_691_238_164_90e-01
+        - ((hfsq - (s * (hfsq + r) + k * 1.908_214_929_270_587_700_02e-10)) - f)
+}
+
+fn in_log_range_f64(x: f64) -> bool {
+    (f64::MIN_POSITIVE..f64::INFINITY).contains(&x)
+}
+
+/// Outside the fast range (zero, negative, subnormal, ±Inf, NaN): `std`.
+fn log_slow_f64(x: f64) -> f64 {
+    x.ln()
+}
+
+tile_routine!(
+    /// `dst[i] = ln(src[i])` for `i < n`, `f64`.
+    rfx_aot_log_f64, log_f64_avx2, f64, log_fast_f64, in_log_range_f64, log_slow_f64
 );
 
 /// `dst[i] = atan2(a[i], b[i])` for `i < n`: the binary counterpart of `tile_routine!`.

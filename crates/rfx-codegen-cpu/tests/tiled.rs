@@ -187,6 +187,13 @@ fn f64_routines_run_between_ops() {
                %py = add %s1, %d : f64[{N}]\n output px = %px\n output py = %py\n}";
     check(arm, &SIZES, Some(1));
     check(arm, &[300_001], Some(2));
+    // A log barrier: log of a computed value, the result written directly.
+    check(
+        "kernel k {\n %x = input x : f64[{N}]\n %xx = mul %x, %x : f64[{N}]\n %one = const 1 : f64[]\n \
+         %a = add %xx, %one : f64[{N}]\n %l = log %a : f64[{N}]\n output out = %l\n}",
+        &SIZES,
+        Some(1),
+    );
     // A Gaussian cost term: exp of a computed value (staged), times an input.
     check(
         "kernel k {\n %x = input x : f64[{N}]\n %w = input w : f64[{N}]\n %xx = mul %x, %x : f64[{N}]\n \

@@ -40,7 +40,9 @@ fn reference(f: AotFn, x: f32) -> f32 {
         }
         AotFn::AtanF32 => x.atan(),
         AotFn::Atan2F32 => unreachable!("atan2 is binary: see `atan2_within_bounds`"),
-        AotFn::SinF64 | AotFn::CosF64 | AotFn::ExpF64 => unreachable!("f64: see `f64_*_within_bounds`"),
+        AotFn::SinF64 | AotFn::CosF64 | AotFn::ExpF64 | AotFn::LogF64 => {
+            unreachable!("f64: see `f64_*_within_bounds`")
+        }
     }) as f32
 }
 
@@ -132,7 +134,9 @@ fn inputs(f: AotFn, seed: u64) -> Vec<f32> {
         AotFn::LogF32 | AotFn::Log2F32 => (0.0, 10.0),
         AotFn::TanhF32 | AotFn::SigmoidF32 => (-12.0, 12.0),
         AotFn::AtanF32 | AotFn::Atan2F32 => (-5.0, 5.0),
-        AotFn::SinF64 | AotFn::CosF64 | AotFn::ExpF64 => unreachable!("f64 routines take f64 inputs"),
+        AotFn::SinF64 | AotFn::CosF64 | AotFn::ExpF64 | AotFn::LogF64 => {
+            unreachable!("f64 routines take f64 inputs")
+        }
     };
     for _ in 0..200_000 {
         xs.push(lo + (hi - lo) * rng.unit());
@@ -446,4 +450,60 @@ fn f64_exp_within_bounds() {
     }
     eprintln!("ExpF64: max {} ULP (at x = {:e})", worst.0, worst.1);
     assert!(worst.0 <= 2, "exp f64: {} ULP at x = {:e}", worst.0, worst.1);
+}
+
+/// The `f64` `log` routine against `std` (glibc, < 1 ULP): within 2 ULP on random bit patterns
+/// (negative, subnormal, non-finite ones through the slow path), uniform arguments near 1 and
+/// over wide ranges, powers of two and edge values.
+#[test]
+fn f64_log_within_bounds() {
+    if !available() {
+        eprintln!("skipped: no AVX2 and FMA");
+        return;
+    }
+    let mut rng = Rng(0x10_9f64);
+    let mut xs: Vec<f64> = vec![
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        f64::MIN_POSITIVE,
+        f64::from_bits(1),
+        f64::MAX,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        std::f64::consts::SQRT_2,
+        std::f64::consts::FRAC_1_SQRT_2,
+        1.0 - f64::EPSILON,
+        1.0 + f64::EPSILON,
+    ];
+    for e in -1074..1024 {
+        xs.push(2f64.powi(e));
+    }
+    for _ in 0..100_000 {
+        xs.push(f64::from_bits(rng.next()));
+    }
+    for (lo, hi) in [(0.5, 2.0), (0.999, 1.001), (0.0, 1e6)] {
+        for _ in 0..100_000 {
+            let u = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+            xs.push(lo + (hi - lo) * u);
+        }
+    }
+    let mut ys = vec![0.0f64; xs.len()];
+    // SAFETY: AVX2 and FMA were checked; both buffers hold `xs.len()` doubles and are distinct
+    // allocations. The address is a `TileFnF64` routine.
+    unsafe {
+        let routine: TileFnF64 = std::mem::transmute::<*const u8, TileFnF64>(AotFn::LogF64.address());
+        routine(xs.as_ptr(), ys.as_mut_ptr(), xs.len());
+    }
+    let mut worst = (0u64, 0.0f64);
+    for (&x, &y) in xs.iter().zip(&ys) {
+        let d = rfx_lower::conformance::ulps(y, x.ln(), DType::F64);
+        if d > worst.0 {
+            worst = (d, x);
+        }
+    }
+    eprintln!("LogF64: max {} ULP (at x = {:e})", worst.0, worst.1);
+    assert!(worst.0 <= 2, "log f64: {} ULP at x = {:e}", worst.0, worst.1);
 }

@@ -123,9 +123,15 @@ pub struct KernelResult {
     /// set, run with `run_args` (on the CPU: no checks per call).
     pub args_batch_p50_s: f64,
     /// The same batched median for a plain Rust loop `out[i] = x[i] + y[i]` over the same size
-    /// (at least 4096 elements), measured in the same run: the yardstick perf-check divides by,
-    /// so machine speed and load cancel to first order.
+    /// (at least 4096 elements), its batches interleaved with the kernel's batches of
+    /// `batch_p50_s`.
     pub reference_p50_s: f64,
+    /// The median over the 31 rounds of (kernel batch mean / reference batch mean), each pair
+    /// timed back to back: the figure `cargo xtask perf-check` compares. A shared machine's
+    /// speed changes by up to 2× from one minute to the next; two batches 100 µs apart see the
+    /// same machine, so the ratio cancels that drift where a reference timed once per size
+    /// did not.
+    pub normalised_p50: f64,
     /// HIR ops before optimisation.
     pub ops_before: usize,
     /// HIR ops after optimisation.
@@ -385,18 +391,77 @@ fn batched_p50(mut call: impl FnMut() -> anyhow::Result<()>) -> anyhow::Result<f
     Ok(Timing::from_samples(means).p50_s)
 }
 
-/// The batched median of a plain Rust `out[i] = x[i] + y[i]` loop over `n` f32 elements.
-fn reference_p50(n: usize) -> anyhow::Result<f64> {
-    let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
-    let y: Vec<f32> = (0..n).map(|i| 1.0 - i as f32).collect();
-    let mut out = vec![0.0f32; n];
-    batched_p50(|| {
-        for ((o, a), b) in out.iter_mut().zip(std::hint::black_box(&x)).zip(&y) {
+/// Batched medians of a kernel paired with a reference: 31 rounds, each a batch of `call`
+/// (≥ 50 µs) and then a batch of `reference` (≥ 50 µs), so both see the machine in the same
+/// state. Returns the kernel's median batch mean, the reference's, and the median of the
+/// per-round ratios.
+fn paired_p50(
+    mut call: impl FnMut() -> anyhow::Result<()>,
+    reference: &mut Reference,
+) -> anyhow::Result<(f64, f64, f64)> {
+    let batch_len =
+        |once: Duration| ((50e-6 / once.as_secs_f64().max(1e-9)).ceil() as usize).clamp(1, 1 << 20);
+    let start = Instant::now();
+    call()?;
+    let batch = batch_len(start.elapsed());
+    let start = Instant::now();
+    reference.run();
+    let ref_batch = batch_len(start.elapsed());
+    let (mut means, mut refs, mut ratios) = (
+        Vec::with_capacity(31),
+        Vec::with_capacity(31),
+        Vec::with_capacity(31),
+    );
+    for _ in 0..31 {
+        let start = Instant::now();
+        for _ in 0..batch {
+            call()?;
+        }
+        let mean = start.elapsed() / batch as u32;
+        let start = Instant::now();
+        for _ in 0..ref_batch {
+            reference.run();
+        }
+        let ref_mean = start.elapsed() / ref_batch as u32;
+        ratios.push(mean.as_secs_f64() / ref_mean.as_secs_f64().max(1e-12));
+        means.push(mean);
+        refs.push(ref_mean);
+    }
+    ratios.sort_by(f64::total_cmp);
+    Ok((
+        Timing::from_samples(means).p50_s,
+        Timing::from_samples(refs).p50_s,
+        ratios[ratios.len() / 2],
+    ))
+}
+
+/// perf-check's yardstick: a plain Rust `out[i] = x[i] + y[i]` loop over `n` f32 elements.
+struct Reference {
+    x: Vec<f32>,
+    y: Vec<f32>,
+    out: Vec<f32>,
+}
+
+impl Reference {
+    fn new(n: usize) -> Self {
+        Self {
+            x: (0..n).map(|i| i as f32 * 0.5).collect(),
+            y: (0..n).map(|i| 1.0 - i as f32).collect(),
+            out: vec![0.0; n],
+        }
+    }
+
+    fn run(&mut self) {
+        for ((o, a), b) in self
+            .out
+            .iter_mut()
+            .zip(std::hint::black_box(&self.x))
+            .zip(&self.y)
+        {
             *o = a + b;
         }
-        std::hint::black_box(&mut out);
-        Ok(())
-    })
+        std::hint::black_box(&mut self.out);
+    }
 }
 
 /// Views of every rotation set, made once so that timed calls build nothing.
@@ -415,23 +480,31 @@ fn rotation_views<'a>(
     (in_views, out_views)
 }
 
-/// The batched median of `p`'s calls (plus the injected delay).
-fn batch_p50(p: &mut Prepared, delay: Duration) -> anyhow::Result<f64> {
+/// The batched median of `p`'s calls (plus the injected delay), paired with `reference`
+/// (see [`paired_p50`]).
+fn batch_p50(
+    p: &mut Prepared,
+    delay: Duration,
+    reference: &mut Reference,
+) -> anyhow::Result<(f64, f64, f64)> {
     let mut scratch = Scratch::new();
     let (in_views, mut out_views) = rotation_views(&p.rotation_in, &mut p.rotation_out);
     let compiled = &p.compiled;
     let sets = in_views.len().max(1);
     let mut next = 0usize;
-    batched_p50(|| {
-        // A wrapping index rather than `%`: a 64-bit division would cost more than a small call.
-        let k = next;
-        next = if next + 1 == sets { 0 } else { next + 1 };
-        compiled.run(&in_views[k], &mut out_views[k], &mut scratch)?;
-        if !delay.is_zero() {
-            busy_wait(delay);
-        }
-        Ok(())
-    })
+    paired_p50(
+        || {
+            // A wrapping index rather than `%`: a 64-bit division would cost more than a small call.
+            let k = next;
+            next = if next + 1 == sets { 0 } else { next + 1 };
+            compiled.run(&in_views[k], &mut out_views[k], &mut scratch)?;
+            if !delay.is_zero() {
+                busy_wait(delay);
+            }
+            Ok(())
+        },
+        reference,
+    )
 }
 
 /// The batched median of `p`'s calls through the real-time path: one [`CallArgs`] per rotation
@@ -610,7 +683,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
         // The yardstick of perf-check: at least 4096 elements, so that it takes about a
         // microsecond and the clock's granularity does not quantise it (at n = 1 it took 2 or
         // 3 ns, which moved every normalised time by half).
-        let reference = reference_p50(n.max(4096))?;
+        let mut reference = Reference::new(n.max(4096));
         for (name, kernel) in kernels(n)? {
             if let Some(bar) = &progress {
                 bar.inc(1);
@@ -629,7 +702,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
                 .filter(|(k, _)| *k == name)
                 .map_or(Duration::ZERO, |(_, d)| *d);
             let timing = Timing::from_samples(time_calls_delayed(&mut prepared, iterations, delay)?);
-            let batch = batch_p50(&mut prepared, delay)?;
+            let (batch, reference_p50, normalised) = batch_p50(&mut prepared, delay, &mut reference)?;
             let args_batch = args_batch_p50(&mut prepared, delay)?;
             let bytes = bytes_per_call(&kernel, &prepared);
             // The baselines are slow; fewer calls keep the run short and the medians stable.
@@ -661,7 +734,8 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
                 unfused_p50_s: unfused,
                 batch_p50_s: batch,
                 args_batch_p50_s: args_batch,
-                reference_p50_s: reference,
+                reference_p50_s: reference_p50,
+                normalised_p50: normalised,
                 ops_before: report.ops_before,
                 ops_after: report.ops_after,
                 kernels: report.kernels,

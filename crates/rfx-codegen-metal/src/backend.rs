@@ -89,7 +89,7 @@ pub(crate) fn lavapipe_ulp_bound(op: Transcendental, args: &[f64]) -> Option<u64
             }
             _ => None,
         },
-        (Transcendental::Binary(BinaryOp::Pow), [_, _]) => Some(64),
+        (Transcendental::Binary(BinaryOp::Pow), [_, _]) => Some(2),
         (Transcendental::Binary(BinaryOp::Atan2), [_, _]) => Some(4),
         _ => None,
     }

@@ -91,6 +91,9 @@ enum Helper {
     Scale2,
     ExpF32,
     Exp2F32,
+    Exp2Poly,
+    DoubleF32,
+    Log2Dd,
     Trig,
     SinF32,
     CosF32,
@@ -113,14 +116,17 @@ impl Helper {
             // Every helper a helper calls, transitively.
             Helper::PowF32 => &[
                 Helper::IsNan,
-                Helper::LogParts,
-                Helper::Log2F32,
+                Helper::Log2Dd,
+                Helper::DoubleF32,
                 Helper::Scale2,
-                Helper::Exp2F32,
+                Helper::Exp2Poly,
                 Helper::Exact,
             ],
+            Helper::Log2Dd => &[Helper::DoubleF32, Helper::Exact],
+            Helper::DoubleF32 => &[Helper::Exact],
             Helper::SigmoidF32 => &[Helper::Scale2, Helper::ExpF32, Helper::Exact],
-            Helper::ExpF32 | Helper::Exp2F32 => &[Helper::Scale2, Helper::Exact],
+            Helper::ExpF32 => &[Helper::Scale2, Helper::Exact],
+            Helper::Exp2F32 => &[Helper::Scale2, Helper::Exp2Poly, Helper::Exact],
             Helper::LogF32 | Helper::Log2F32 => &[Helper::LogParts],
             Helper::SinF32 | Helper::CosF32 | Helper::TanF32 => &[Helper::Trig, Helper::Exact],
             _ => &[],
@@ -175,8 +181,8 @@ fn rfx_sign_f32(x: f32) -> f32 {
             Helper::FmodF32 => FMOD_F32,
             Helper::PowF32 => {
                 "// C99 powf: the special values exactly, negative bases with integer exponents,
-// otherwise exp2(y * log2|x|) with rfx's log2 and exp2 (the built-in log2 loses accuracy near
-// |x| = 1).
+// otherwise 2^(y log2|x|) with y log2|x| carried as a double-f32 pair (about 2^-33 relative):
+// rounding that product to one f32 cost up to 93 ULP where the result is large or tiny.
 fn rfx_pow_f32(x: f32, y: f32) -> f32 {
     let inf = bitcast<f32>(0x7f800000u);
     if (y == 0.0f || x == 1.0f) {
@@ -187,7 +193,9 @@ fn rfx_pow_f32(x: f32, y: f32) -> f32 {
     }
     let ax = abs(x);
     let ay = abs(y);
-    if (ay == inf) {
+    // |log2|x|| >= 2^-24.5 for |x| != 1, so from |y| = 2^64 on, |y log2|x|| >= 2^39: the
+    // limits of the infinite y (and the split below never overflows).
+    if (ay == inf || ay >= 0x1p64f) {
         if (ax == 1.0f) {
             return 1.0f;
         }
@@ -207,7 +215,84 @@ fn rfx_pow_f32(x: f32, y: f32) -> f32 {
     if (neg && !y_int) {
         return bitcast<f32>(0x7fc00000u);
     }
-    return bitcast<f32>(bitcast<u32>(rfx_exp2_f32(y * rfx_log2_f32(ax))) | sign);
+    let l = rfx_log2_dd(ax);
+    let t = rfx_two_prod(y, l.x);
+    let tl = rfx_exact(t.y + rfx_exact(y * l.y));
+    var v = 0.0f;
+    if (t.x > 130.0f) {
+        v = inf;
+    } else if (t.x >= -152.0f) {
+        // 2^t = 2^n 2^r with |r| <= 1/2 (t.x - n is exact).
+        let n = floor(t.x + 0.5f);
+        v = rfx_scale2(rfx_exp2_poly(rfx_exact(rfx_exact(t.x - n) + tl)), i32(n));
+    }
+    return bitcast<f32>(bitcast<u32>(v) | sign);
+}
+"
+            }
+            Helper::DoubleF32 => {
+                "// Error-free transformations on f32 (no FMA: lavapipe splits `fma`), every intermediate
+// through `rfx_exact` so that the compiler can neither fold `s - (s - b)` nor contract
+// Veltkamp's split into an FMA. `two_sum(a, b)` = (a + b, its rounding error), Knuth's;
+// `two_prod(a, b)` = (a * b, its rounding error), Dekker's, for |a|, |b| < 2^115.
+fn rfx_two_sum(a: f32, b: f32) -> vec2<f32> {
+    let s = rfx_exact(a + b);
+    let bb = rfx_exact(s - a);
+    return vec2<f32>(s, rfx_exact(a - rfx_exact(s - bb)) + rfx_exact(b - bb));
+}
+
+fn rfx_split(a: f32) -> vec2<f32> {
+    let c = rfx_exact(a * 4097.0f);
+    let hi = rfx_exact(c - rfx_exact(c - a));
+    return vec2<f32>(hi, rfx_exact(a - hi));
+}
+
+fn rfx_two_prod(a: f32, b: f32) -> vec2<f32> {
+    let p = rfx_exact(a * b);
+    let x = rfx_split(a);
+    let y = rfx_split(b);
+    let e = rfx_exact(rfx_exact(rfx_exact(x.x * y.x) - p) + rfx_exact(x.x * y.y));
+    return vec2<f32>(p, rfx_exact(e + rfx_exact(x.y * y.x)) + rfx_exact(x.y * y.y));
+}
+"
+            }
+            Helper::Log2Dd => {
+                "// log2 x for finite x > 0 as a double-f32 pair (hi + lo, about 2^-33 relative): x = 2^e u,
+// u in [1, 2), c = 1 + k/8 the nearest eighth, log2 u = log2 c + (2/ln 2) atanh(s) with
+// s = (u - c)/(u + c), |s| <= 1/32, carried as sh + sl (u - c is exact, the quotient's error
+// is recovered from the residual); the atanh tail s^3/3 + s^5/5 + s^7/7 is under 2^-11 of s, so
+// f32 is enough for it; log2 c from a table of pairs.
+fn rfx_log2_dd(x: f32) -> vec2<f32> {
+    var bits = bitcast<u32>(x);
+    var e = -127;
+    if (bits < 0x00800000u) {
+        bits = bitcast<u32>(f32(bits) * 0x1p-126f);
+        e = e - 23;
+    }
+    e = e + i32(bits >> 23u);
+    let u = bitcast<f32>((bits & 0x007fffffu) | 0x3f800000u);
+    let k = floor(rfx_exact(u - 1.0f) * 8.0f + 0.5f);
+    let c = 1.0f + 0.125f * k;
+    let n = rfx_exact(u - c);
+    let d = rfx_two_sum(u, c);
+    let sh = rfx_exact(n / d.x);
+    let p = rfx_two_prod(sh, d.x);
+    let r = rfx_exact(rfx_exact(rfx_exact(n - p.x) - p.y) - rfx_exact(sh * d.y));
+    let sl = rfx_exact(r / d.x);
+    let z = sh * sh;
+    let tail = rfx_exact(sh * z) * ((0x1.24924ap-3f * z + 0x1.99999ap-3f) * z + 0x1.555556p-2f);
+    // 2/ln 2 = 0x1.715476p+1 + 0x1.4ae0cp-25.
+    let a = rfx_two_prod(0x1.715476p+1f, sh);
+    let b = rfx_exact(rfx_exact(a.y + rfx_exact(0x1.715476p+1f * rfx_exact(sl + tail)))
+        + rfx_exact(0x1.4ae0cp-25f * sh));
+    var c_hi = array<f32, 9>(0.0f, 0x1.5c01a4p-3f, 0x1.49a784p-2f, 0x1.d6753ep-2f, 0x1.2b8034p-1f,
+        0x1.66a008p-1f, 0x1.9d5dap-1f, 0x1.d053f6p-1f, 1.0f);
+    var c_lo = array<f32, 9>(0.0f, -0x1.810a5ep-29f, 0x1.79a372p-27f, 0x1.975078p-33f,
+        0x1.cfdeb4p-27f, 0x1.c8f11ap-26f, -0x1.57f7a6p-28f, 0x1.a4c112p-26f, 0.0f);
+    let i = u32(k);
+    let s1 = rfx_two_sum(f32(e), c_hi[i]);
+    let s2 = rfx_two_sum(s1.x, a.x);
+    return rfx_two_sum(s2.x, rfx_exact(rfx_exact(s2.y + b) + rfx_exact(s1.y + c_lo[i])));
 }
 "
             }
@@ -395,10 +480,15 @@ fn rfx_exp2_f32(x: f32) -> f32 {
         return 0.0f;
     }
     let n = floor(x + 0.5f);
-    let r = rfx_exact(x) - n;
-    let p = r * (((((1.535336188319500e-4f * r + 1.339887440266574e-3f) * r + 9.618437357674640e-3f) * r
+    return rfx_scale2(rfx_exp2_poly(rfx_exact(x) - n), i32(n));
+}
+"
+            }
+            Helper::Exp2Poly => {
+                "// 2^r for |r| <= 1/2: Cephes exp2f's degree-6 polynomial.
+fn rfx_exp2_poly(r: f32) -> f32 {
+    return r * (((((1.535336188319500e-4f * r + 1.339887440266574e-3f) * r + 9.618437357674640e-3f) * r
         + 5.550332471162809e-2f) * r + 2.402264791363012e-1f) * r + 6.931472028550421e-1f) + 1.0f;
-    return rfx_scale2(p, i32(n));
 }
 "
             }
@@ -739,6 +829,9 @@ impl Emitter<'_> {
             Helper::Scale2 => "rfx_scale2",
             Helper::ExpF32 => "rfx_exp_f32",
             Helper::Exp2F32 => "rfx_exp2_f32",
+            Helper::Exp2Poly => "rfx_exp2_poly",
+            Helper::DoubleF32 => "rfx_two_prod",
+            Helper::Log2Dd => "rfx_log2_dd",
             Helper::Trig => "rfx_trig",
             Helper::SinF32 => "rfx_sin_f32",
             Helper::CosF32 => "rfx_cos_f32",

@@ -63,8 +63,11 @@
 //! `3π`, `asin` 3825 ULP; NVIDIA's Vulkan `sin` lost all accuracy beyond a few periods).
 //! `exp`, `exp2`, `log`, `log2`, `atan`, `asin`, `acos` are Cephes' `f32` routines on the bits
 //! (subnormal arguments and results included: powers of two are built from bits, never
-//! `ldexp`, which may flush); `sigmoid`, `pow` (C99's special values, `exp2(y log2|x|)`) and
-//! `atan2` (C99 at zeros and infinities) are built on them; `sin`, `cos`, `tan` for
+//! `ldexp`, which may flush); `sigmoid` and `atan2` (C99 at zeros and infinities) are built on
+//! them; `pow` keeps C99's special values and computes `2^(y log2|x|)` with `log2|x|` and the
+//! product carried as double-`f32` pairs (Knuth's two-sum, Dekker's two-product; about 2^-33
+//! relative), since rounding `y log2|x|` to one `f32` cost up to 93 ULP on large and tiny
+//! results; `sin`, `cos`, `tan` for
 //! `|x| <= 32768` use a Cody–Waite reduction by π/2 in six parts, the first five of 9 bits, so
 //! that every product is exact without a fused multiply-add (lavapipe splits `fma`), before
 //! Cephes' polynomials, and the built-ins beyond; `tanh` is Cephes' polynomial below 0.625 and
@@ -87,7 +90,7 @@
 //! | tanh | [-10, 10], normal arguments and results | 2 | 2 |
 //! | atan, asin, acos | every input | 2, 2, 1 | 3 |
 //! | sigmoid | every input | 2 | 4 |
-//! | pow | every input | 55 (the rounding of `y log2|x|` in `f32`) | 64 |
+//! | pow | every input (results from subnormal to overflow) | 1 | 2 |
 //! | atan2 | every input | 3 | 4 |
 //!
 //! **lavapipe specifics** the code generator works around: Mesa's NIR treats SPIR-V float ops

@@ -5,7 +5,7 @@ mod common;
 
 use common::{lower_kernel, parse};
 
-const KERNELS: [(&str, &str); 6] = [
+const KERNELS: [(&str, &str); 7] = [
     (
         "fused_chain",
         "kernel fused_chain {
@@ -73,6 +73,16 @@ const KERNELS: [(&str, &str); 6] = [
   output m = %m
   output n = %n
   output f = %f
+}",
+    ),
+    (
+        // The double-f32 helpers and the table of log2 pairs (a dynamically indexed array).
+        "pow",
+        "kernel pow {
+  %a = input a : f32[256]
+  %b = input b : f32[256]
+  %p = pow %a, %b : f32[256]
+  output p = %p
 }",
     ),
 ];

@@ -1,16 +1,23 @@
 //! A persistent worker pool for large kernels.
 //!
-//! Workers are started once, on first need; after a job a worker spins for up to `SPIN` (50 µs) on an
-//! atomic flag before it sleeps on a condition variable, so the back-to-back calls of a loop
-//! hand work over without a futex wake-up (which costs tens of microseconds on a virtual
-//! machine whose idle vCPU has been descheduled). No thread is spawned per call. A kernel is split into contiguous unit ranges, the caller runs
-//! the first range itself, and waits for the others. Small kernels (below the schedule's
-//! minimum points per thread) never touch the pool, so the real-time path takes no lock. Only
-//! one parallel kernel runs at a time; a concurrent caller finding the pool busy runs its
-//! kernel on its own thread instead of waiting. Results do not depend on the split: units are
-//! independent (a reduction's unit is a whole output element).
+//! Workers are started once, on first need; after a job a worker spins for up to `SPIN` (50 µs)
+//! on an atomic flag before it sleeps on a condition variable, so the back-to-back calls of a
+//! loop hand work over without a futex wake-up. No thread is spawned per call. Small kernels
+//! (below the schedule's minimum points per thread) never touch the pool, so the real-time path
+//! takes no lock.
+//!
+//! A split kernel is cut into a few chunks per thread, and the caller and the workers claim
+//! chunks from a shared counter until none is left. The caller never waits for a worker to
+//! *start*: a worker that has gone to sleep (a futex wake-up costs tens of microseconds on a
+//! virtual machine whose idle vCPU has been descheduled) finds the chunks taken when it wakes,
+//! and the caller, once it has claimed the last chunk, takes the job back from every worker that
+//! has not picked it up. It then waits only for chunks already running. A call of a control
+//! loop that comes after the workers fell asleep therefore costs at most about the one-thread
+//! time, not that plus a wake-up. Only one parallel kernel runs at a time; a concurrent caller
+//! finding the pool busy runs its kernel on its own thread instead of waiting. Results do not
+//! depend on the split: units are independent (a reduction's unit is a whole output element).
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -26,24 +33,49 @@ pub(crate) fn default_threads() -> usize {
     *THREADS.get_or_init(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
 }
 
-struct Latch {
-    remaining: AtomicUsize,
-    lock: Mutex<()>,
-    done: Condvar,
-}
+/// Chunks per thread: enough that a late worker leaves little for the caller to wait on, few
+/// enough that claiming (one atomic add per chunk) stays negligible.
+const CHUNKS_PER_THREAD: u64 = 4;
 
+/// A parallel kernel: `units` cut into `chunks` balanced chunks.
 #[derive(Clone, Copy)]
 struct Job {
     func: KernelFn,
     table: usize,
-    lo: u64,
-    hi: u64,
-    latch: *const Latch,
+    units: u64,
+    chunks: u64,
 }
 
-// SAFETY: a job's raw pointers (the buffer table, the latch) stay valid until the dispatching
-// caller has seen the latch reach zero, which happens only after the job ran.
+// SAFETY: a job's buffer table stays valid until the dispatching caller has retracted the job
+// from every worker that did not take it and seen every worker that did take it check out
+// (`Shared::holders` at zero); only then does it return.
 unsafe impl Send for Job {}
+
+impl Job {
+    /// Chunk `c`'s unit range; every chunk holds at least `units / chunks` units, which
+    /// [`run_split`] keeps at 64 or more (a vector loop re-runs its last full pass inside its
+    /// own range).
+    fn chunk(&self, c: u64) -> (u64, u64) {
+        let bound = |c: u64| (u128::from(self.units) * u128::from(c) / u128::from(self.chunks)) as u64;
+        (bound(c), bound(c + 1))
+    }
+
+    /// Claims and runs chunks until none is left.
+    ///
+    /// # Safety
+    /// As [`run_kernel`], for the whole time any chunk of this job may run.
+    unsafe fn run_chunks(&self, next: &AtomicU64) {
+        loop {
+            let c = next.fetch_add(1, Ordering::Relaxed);
+            if c >= self.chunks {
+                return;
+            }
+            let (lo, hi) = self.chunk(c);
+            // SAFETY: guaranteed by the caller.
+            unsafe { (self.func)(self.table as *const *mut u8, lo, hi) };
+        }
+    }
+}
 
 /// How long a worker (after a job) or a dispatcher (waiting for its helpers) spins before it
 /// blocks.
@@ -72,14 +104,33 @@ struct Worker {
     pending: AtomicBool,
 }
 
+/// The running job's counters. They live in the pool, never on a caller's stack: a worker
+/// touches them after its last chunk (to check out and notify), possibly after the caller has
+/// seen the count reach zero and returned.
+struct Shared {
+    /// The next chunk to claim.
+    next: AtomicU64,
+    /// Workers holding the current job (posted and not retracted, or taken and running).
+    holders: AtomicUsize,
+    lock: Mutex<()>,
+    done: Condvar,
+}
+
 struct Pool {
     workers: Vec<Arc<Worker>>,
+    shared: Arc<Shared>,
     busy: Mutex<()>,
 }
 
 fn pool() -> &'static Pool {
     static POOL: OnceLock<Pool> = OnceLock::new();
     POOL.get_or_init(|| {
+        let shared = Arc::new(Shared {
+            next: AtomicU64::new(0),
+            holders: AtomicUsize::new(0),
+            lock: Mutex::new(()),
+            done: Condvar::new(),
+        });
         let workers = (1..default_threads())
             .filter_map(|i| {
                 let worker = Arc::new(Worker {
@@ -87,22 +138,23 @@ fn pool() -> &'static Pool {
                     wake: Condvar::new(),
                     pending: AtomicBool::new(false),
                 });
-                let mine = worker.clone();
+                let (mine, shared) = (worker.clone(), shared.clone());
                 std::thread::Builder::new()
                     .name(format!("rfx-cpu-{i}"))
-                    .spawn(move || worker_loop(&mine))
+                    .spawn(move || worker_loop(&mine, &shared))
                     .ok()
                     .map(|_| worker)
             })
             .collect();
         Pool {
             workers,
+            shared,
             busy: Mutex::new(()),
         }
     })
 }
 
-fn worker_loop(worker: &Worker) {
+fn worker_loop(worker: &Worker, shared: &Shared) {
     loop {
         spin_until(|| worker.pending.load(Ordering::Acquire));
         let job = {
@@ -115,14 +167,13 @@ fn worker_loop(worker: &Worker) {
                 slot = worker.wake.wait(slot).unwrap_or_else(|e| e.into_inner());
             }
         };
-        // SAFETY: the dispatcher guarantees the table and buffers outlive the job (it waits on
-        // the latch), and `func` is a finalized kernel of a live module.
-        unsafe { (job.func)(job.table as *const *mut u8, job.lo, job.hi) };
-        // SAFETY: the latch lives on the dispatcher's stack until `remaining` reaches zero.
-        let latch = unsafe { &*job.latch };
-        if latch.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let _guard = latch.lock.lock().unwrap_or_else(|e| e.into_inner());
-            latch.done.notify_all();
+        // SAFETY: the dispatcher keeps the table and buffers alive until this worker checks
+        // out below (it waits for `holders` to reach zero), and `func` is a finalized kernel
+        // of a live module.
+        unsafe { job.run_chunks(&shared.next) };
+        if shared.holders.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let _guard = shared.lock.lock().unwrap_or_else(|e| e.into_inner());
+            shared.done.notify_all();
         }
     }
 }
@@ -167,34 +218,41 @@ unsafe fn run_split(func: KernelFn, table: *const *mut u8, units: u64, threads: 
         }
     };
     let threads = threads.min(pool.workers.len() + 1).max(1);
-    // Balanced chunks: each holds at least `units / threads` units, which the thread limit
-    // keeps at 64 or more (a vector loop re-runs its last full pass inside its own range).
-    let bound = |t: usize| (u128::from(units) * t as u128 / threads as u128) as u64;
-    let helpers = threads - 1;
-    let latch = Latch {
-        remaining: AtomicUsize::new(helpers),
-        lock: Mutex::new(()),
-        done: Condvar::new(),
+    let helpers = &pool.workers[..threads - 1];
+    // The thread limit keeps `units / threads` at 64 or more; chunks keep that minimum too.
+    let chunks = (threads as u64 * CHUNKS_PER_THREAD)
+        .min(units / 64)
+        .max(threads as u64);
+    let job = Job {
+        func,
+        table: table as usize,
+        units,
+        chunks,
     };
-    for (t, worker) in (1..=helpers).zip(&pool.workers) {
-        let (lo, hi) = (bound(t), bound(t + 1));
-        let job = Job {
-            func,
-            table: table as usize,
-            lo,
-            hi,
-            latch: &latch,
-        };
+    let shared = &pool.shared;
+    shared.next.store(0, Ordering::Relaxed);
+    shared.holders.store(helpers.len(), Ordering::Release);
+    for worker in helpers {
         *worker.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
         worker.pending.store(true, Ordering::Release);
         worker.wake.notify_one();
     }
-    // SAFETY: guaranteed by the caller; this thread computes the first chunk.
-    unsafe { func(table, 0, bound(1)) };
-    spin_until(|| latch.remaining.load(Ordering::Acquire) == 0);
-    let mut lock = latch.lock.lock().unwrap_or_else(|e| e.into_inner());
-    while latch.remaining.load(Ordering::Acquire) > 0 {
-        lock = latch.done.wait(lock).unwrap_or_else(|e| e.into_inner());
+    // SAFETY: guaranteed by the caller.
+    unsafe { job.run_chunks(&shared.next) };
+    // Every chunk is claimed: take the job back from each worker that has not picked it up
+    // (asleep, or not yet scheduled), so that it never touches this call's buffers.
+    for worker in helpers {
+        let mut slot = worker.slot.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.take().is_some() {
+            worker.pending.store(false, Ordering::Relaxed);
+            shared.holders.fetch_sub(1, Ordering::AcqRel);
+        }
+    }
+    // The workers that did take it are running their last chunks.
+    spin_until(|| shared.holders.load(Ordering::Acquire) == 0);
+    let mut lock = shared.lock.lock().unwrap_or_else(|e| e.into_inner());
+    while shared.holders.load(Ordering::Acquire) > 0 {
+        lock = shared.done.wait(lock).unwrap_or_else(|e| e.into_inner());
     }
     drop(lock);
     drop(guard);

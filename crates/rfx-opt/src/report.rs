@@ -94,16 +94,25 @@ impl OptReport {
 
 impl fmt::Display for OptReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let reduction = if self.ops_before == 0 {
-            0.0
+        if self.ops_after <= self.ops_before {
+            let reduction = if self.ops_before == 0 {
+                0.0
+            } else {
+                100.0 * (self.ops_before - self.ops_after) as f64 / self.ops_before as f64
+            };
+            writeln!(
+                f,
+                "Reduced from {} to {} ops ({reduction:.0}% reduction)",
+                self.ops_before, self.ops_after
+            )?;
         } else {
-            100.0 * (self.ops_before as f64 - self.ops_after as f64) / self.ops_before as f64
-        };
-        writeln!(
-            f,
-            "Reduced from {} to {} ops ({reduction:.0}% reduction)",
-            self.ops_before, self.ops_after
-        )?;
+            // `clamp` decomposes into `max` and `min`, for one.
+            writeln!(
+                f,
+                "From {} to {} ops (decomposed ops count one each)",
+                self.ops_before, self.ops_after
+            )?;
+        }
         writeln!(f, "Fused kernels: {}", self.kernels)?;
         let stop = self
             .stop_reason

@@ -181,3 +181,21 @@ fn a_gradient_kernel_from_rfx_autodiff_is_one_fused_kernel() {
     assert_eq!(out[0].as_slice::<f32>().unwrap(), &[14.0]);
     assert_eq!(out[1].as_slice::<f32>().unwrap(), &[2.0, 4.0, 6.0]);
 }
+
+/// A clamp decomposes into `max` and `min`: the report says the count grew, not a "-33%
+/// reduction".
+#[test]
+fn a_clamp_reports_growth_not_a_negative_reduction() {
+    let k = rfx_ir::hir::parse(
+        "kernel c {\n %x = input x : f32[8]\n %lo = const -1.0 : f32[]\n %hi = const 1.0 : f32[]\n %u = clamp %x, %lo, %hi : f32[8]\n output u = %u\n}",
+    )
+    .unwrap();
+    let (_, report) = optimize(&k, &deterministic()).unwrap();
+    assert_eq!((report.ops_before, report.ops_after), (3, 4), "{report}");
+    assert!(
+        report
+            .to_string()
+            .starts_with("From 3 to 4 ops (decomposed ops count one each)\n"),
+        "{report}"
+    );
+}

@@ -166,7 +166,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// `f64` kernels, timed alone (there are no gcc peers for them, so compare builds of rfx): the
 /// two-link arm's forward kinematics (four `sin`/`cos`), a Gaussian cost term (`exp`) and a
-/// log barrier (`log`).
+/// log barrier (`log`), headings (`atan2`, `atan`).
 fn f64_arm(n: usize, calls: usize) -> Result<(), Box<dyn std::error::Error>> {
     let arm = format!(
         "kernel k {{\n %q1 = input q1 : f64[{n}]\n %q2 = input q2 : f64[{n}]\n %l = const 0.7 : f64[]\n \
@@ -184,7 +184,17 @@ fn f64_arm(n: usize, calls: usize) -> Result<(), Box<dyn std::error::Error>> {
          %one = const 1 : f64[]\n %a = add %xx, %one : f64[{n}]\n %l = log %a : f64[{n}]\n \
          %o = mul %l, %w : f64[{n}]\n output o = %o\n}}"
     );
-    for (name, text) in [("arm2_f64", arm), ("gauss_f64", gauss), ("barrier_f64", barrier)] {
+    // Headings and a bearing as inverse kinematics computes them (`atan2`, `atan`).
+    let heading = format!(
+        "kernel k {{\n %x = input x : f64[{n}]\n %w = input w : f64[{n}]\n %t = atan2 %x, %w : f64[{n}]\n \
+         %u = atan %x : f64[{n}]\n %o = add %t, %u : f64[{n}]\n output o = %o\n}}"
+    );
+    for (name, text) in [
+        ("arm2_f64", arm),
+        ("gauss_f64", gauss),
+        ("barrier_f64", barrier),
+        ("heading_f64", heading),
+    ] {
         let kernel = rfx_ir::hir::parse(&text)?;
         let (mir, _) = optimize(&kernel, &OptConfig::default())?;
         let (lir, _) = lower(&mir, &LowerConfig::default())?;

@@ -5,7 +5,8 @@
 //! transcendental ops dominate, the code generator instead runs the elementwise loop in tiles
 //! of [`TILE`] elements (see `codegen`), stages each transcendental's argument in a stack
 //! buffer and calls one of the routines here on the whole tile. The routines are plain Rust
-//! written branch-free over `f32` (and `f64` for `sin`, `cos`, `exp`, `log`), compiled by rustc with `avx2`
+//! written branch-free over `f32` (and `f64` for `sin`, `cos`, `exp`, `log`, `atan`, `atan2`),
+//! compiled by rustc with `avx2`
 //! and `fma` enabled for that function alone (`#[target_feature]`), so LLVM turns each loop
 //! into 8-lane (4-lane `f64`) AVX2 code; the JIT links them only when the running CPU has both
 //! features ([`available`]).
@@ -33,6 +34,8 @@
 //! | `atan2` | finite, not both zero, ratio of magnitudes 0 or ≥ 1e-30 | `atan(min/max)` by the `atan` kernel, `π/2 - a` / `π - a` by quadrant with two-part constants, the sign of `y` | 2 (random; 3 bound) |
 //! | `exp` (`f64`) | `-708 <= x <= 709` | `x = n ln2 + r`, two-part ln2 with FMA; Taylor series to degree 13; `2^n` built in the exponent field | 1 against glibc (`tests::f64_exp_within_bounds`) |
 //! | `log` (`f64`) | normal, positive, finite | fdlibm `e_log.c`: `x = 2^k (1 + f)`, `s = f/(2+f)`, degree-14 polynomial in `s`, two-part ln2 | 1 against glibc (`tests::f64_log_within_bounds`) |
+//! | `atan` (`f64`) | every input | Cephes `atan.c`: `-1/|x|` above tan(3π/8), `(|x|-1)/(|x|+1)` above 0.66, rational P/Q of degrees 4/5, π/2 in two parts | 1 against glibc (`tests::f64_atan_within_bounds`) |
+//! | `atan2` (`f64`) | finite, not both zero, ratio of magnitudes 0 or ≥ 1e-300 | `atan(min/max)` by the `atan` kernel, `π/2 - a` / `π - a` by quadrant with two-part constants, the sign of `y` | 2 against glibc (`tests::f64_atan2_within_bounds`) |
 //! | `sin`, `cos` (`f64`) | `|x| <= 2^29` | `x = n π/2 + (r + y)`, three-part π/2 with FMA (`x - n HI` exact, the other products' rounding errors kept in the tail `y`); fdlibm `__kernel_sin`/`__cos` with the tail, by quadrant | 1 against glibc (`tests::f64_trig_within_bounds`: random bit patterns, uniform to `2^29`, next to 25,000 multiples of π/2) |
 //!
 //! The results are deterministic (the same input gives the same bits at every position and
@@ -67,11 +70,13 @@ pub(crate) enum AotFn {
     CosF64,
     ExpF64,
     LogF64,
+    AtanF64,
+    Atan2F64,
 }
 
 impl AotFn {
     /// Every routine, in a fixed order (symbol registration and declaration iterate this).
-    pub(crate) const ALL: [AotFn; 15] = [
+    pub(crate) const ALL: [AotFn; 17] = [
         AotFn::SinF32,
         AotFn::CosF32,
         AotFn::TanF32,
@@ -87,6 +92,8 @@ impl AotFn {
         AotFn::CosF64,
         AotFn::ExpF64,
         AotFn::LogF64,
+        AotFn::AtanF64,
+        AotFn::Atan2F64,
     ];
 
     /// The routine computing `op` on `dtype`, if there is one.
@@ -106,6 +113,7 @@ impl AotFn {
             (UnaryOp::Cos, DType::F64) => Some(AotFn::CosF64),
             (UnaryOp::Exp, DType::F64) => Some(AotFn::ExpF64),
             (UnaryOp::Log, DType::F64) => Some(AotFn::LogF64),
+            (UnaryOp::Atan, DType::F64) => Some(AotFn::AtanF64),
             _ => None,
         }
     }
@@ -114,6 +122,7 @@ impl AotFn {
     pub(crate) fn for_binary(op: BinaryOp, dtype: DType) -> Option<AotFn> {
         match (op, dtype) {
             (BinaryOp::Atan2, DType::F32) => Some(AotFn::Atan2F32),
+            (BinaryOp::Atan2, DType::F64) => Some(AotFn::Atan2F64),
             _ => None,
         }
     }
@@ -121,7 +130,12 @@ impl AotFn {
     /// The element type of its arguments and result.
     pub(crate) fn dtype(self) -> DType {
         match self {
-            AotFn::SinF64 | AotFn::CosF64 | AotFn::ExpF64 | AotFn::LogF64 => DType::F64,
+            AotFn::SinF64
+            | AotFn::CosF64
+            | AotFn::ExpF64
+            | AotFn::LogF64
+            | AotFn::AtanF64
+            | AotFn::Atan2F64 => DType::F64,
             _ => DType::F32,
         }
     }
@@ -129,7 +143,7 @@ impl AotFn {
     /// How many source tiles it reads.
     pub(crate) fn arity(self) -> usize {
         match self {
-            AotFn::Atan2F32 => 2,
+            AotFn::Atan2F32 | AotFn::Atan2F64 => 2,
             _ => 1,
         }
     }
@@ -152,22 +166,29 @@ impl AotFn {
             AotFn::CosF64 => "rfx_aot_cos_f64",
             AotFn::ExpF64 => "rfx_aot_exp_f64",
             AotFn::LogF64 => "rfx_aot_log_f64",
+            AotFn::AtanF64 => "rfx_aot_atan_f64",
+            AotFn::Atan2F64 => "rfx_aot_atan2_f64",
         }
     }
 
-    /// The routine's address: a [`Tile2Fn`] for `atan2`, a [`TileFnF64`] for the `f64` ones, a
-    /// [`TileFn`] for the others.
+    /// The routine's address: a [`Tile2Fn`] / [`Tile2FnF64`] for `atan2`, a [`TileFnF64`] for
+    /// the other `f64` ones, a [`TileFn`] for the others.
     pub(crate) fn address(self) -> *const u8 {
         match self {
             AotFn::Atan2F32 => {
                 let f: Tile2Fn = rfx_aot_atan2_f32;
                 return f as *const u8;
             }
-            AotFn::SinF64 | AotFn::CosF64 | AotFn::ExpF64 | AotFn::LogF64 => {
+            AotFn::Atan2F64 => {
+                let f: Tile2FnF64 = rfx_aot_atan2_f64;
+                return f as *const u8;
+            }
+            AotFn::SinF64 | AotFn::CosF64 | AotFn::ExpF64 | AotFn::LogF64 | AotFn::AtanF64 => {
                 let f: TileFnF64 = match self {
                     AotFn::SinF64 => rfx_aot_sin_f64,
                     AotFn::CosF64 => rfx_aot_cos_f64,
                     AotFn::ExpF64 => rfx_aot_exp_f64,
+                    AotFn::AtanF64 => rfx_aot_atan_f64,
                     _ => rfx_aot_log_f64,
                 };
                 return f as *const u8;
@@ -189,7 +210,9 @@ impl AotFn {
             | AotFn::SinF64
             | AotFn::CosF64
             | AotFn::ExpF64
-            | AotFn::LogF64 => rfx_aot_atan_f32,
+            | AotFn::LogF64
+            | AotFn::AtanF64
+            | AotFn::Atan2F64 => rfx_aot_atan_f32,
         };
         f as *const u8
     }
@@ -203,6 +226,9 @@ pub(crate) type TileFnF64 = unsafe extern "C" fn(src: *const f64, dst: *mut f64,
 
 /// The C ABI of a binary routine (`dst[i] = op(a[i], b[i])`).
 pub(crate) type Tile2Fn = unsafe extern "C" fn(a: *const f32, b: *const f32, dst: *mut f32, n: usize);
+
+/// The C ABI of a binary `f64` routine.
+pub(crate) type Tile2FnF64 = unsafe extern "C" fn(a: *const f64, b: *const f64, dst: *mut f64, n: usize);
 
 /// Whether the running CPU can execute the routines (AVX2 and FMA on x86-64). `std` caches the
 /// CPUID answer, so this is a load and a test.
@@ -933,6 +959,151 @@ tile_routine!(
     /// `dst[i] = ln(src[i])` for `i < n`, `f64`.
     rfx_aot_log_f64, log_f64_avx2, f64, log_fast_f64, in_log_range_f64, log_slow_f64
 );
+
+/// Cephes `atan.c` (`f64`): `atan r = r + r z P(z)/Q(z)`, `z = r²`, for `|r| <= 0.66`.
+#[inline(always)]
+#[allow(clippy::excessive_precision, reason = "Cephes' coefficients as published")]
+fn atan_poly_f64(r: f64) -> f64 {
+    let z = r * r;
+    let p = z.mul_add(
+        -8.750_608_600_031_904_122_785e-1,
+        -1.615_753_718_733_365_076_637e1,
+    );
+    let p = z.mul_add(p, -7.500_855_792_314_704_667_340e1);
+    let p = z.mul_add(p, -1.228_866_684_490_136_173_410e2);
+    let p = z.mul_add(p, -6.485_021_904_942_025_371_773e1);
+    let q = z + 2.485_846_490_142_306_297_962e1;
+    let q = z.mul_add(q, 1.650_270_098_316_988_542_046e2);
+    let q = z.mul_add(q, 4.328_810_604_912_902_668_951e2);
+    let q = z.mul_add(q, 4.853_903_996_359_136_964_868e2);
+    let q = z.mul_add(q, 1.945_506_571_482_613_964_425e2);
+    r.mul_add(z * p / q, r)
+}
+
+/// tan(3π/8), above which Cephes reduces by `-1/x`.
+const TAN_3PI_8_F64: f64 = 2.414_213_562_373_095;
+
+/// `atan x` (`f64`, every input: `-1/|x|` is ±0 at infinity, NaN propagates, a subnormal `x`
+/// gives `x`): Cephes `atan.c`, `-1/|x|` above tan(3π/8), `(|x|-1)/(|x|+1)` above 0.66, the
+/// base angle's low part (`PIO2_MID_F64`, Cephes' `MOREBITS`) added to the small term first;
+/// the sign of `x` restored.
+#[inline(always)]
+fn atan_fast_f64(x: f64) -> f64 {
+    let a = x.abs();
+    let far = a > TAN_3PI_8_F64;
+    let mid = a > 0.66;
+    let r = if far {
+        -1.0 / a
+    } else if mid {
+        (a - 1.0) / (a + 1.0)
+    } else {
+        a
+    };
+    let (base, lo) = if far {
+        (std::f64::consts::FRAC_PI_2, PIO2_MID_F64)
+    } else if mid {
+        (std::f64::consts::FRAC_PI_4, 0.5 * PIO2_MID_F64)
+    } else {
+        (0.0, 0.0)
+    };
+    let y = base + (atan_poly_f64(r) + lo);
+    f64::from_bits(y.to_bits() | (x.to_bits() & (1 << 63)))
+}
+
+fn always_f64(_: f64) -> bool {
+    true
+}
+
+fn atan_slow_f64(x: f64) -> f64 {
+    x.atan()
+}
+
+tile_routine!(
+    /// `dst[i] = atan(src[i])` for `i < n`, `f64`.
+    rfx_aot_atan_f64, atan_f64_avx2, f64, atan_fast_f64, always_f64, atan_slow_f64
+);
+
+/// π in two parts.
+const PI_LO_F64: f64 = 1.224_646_799_147_353_2e-16;
+
+/// `atan2(y, x)` (`f64`) for finite `y`, `x` not both zero with `min/max` of the magnitudes 0 or
+/// not subnormal: `a = atan(min/max)` on `[0, 1]` (the mid reduction above 0.66), `π/2 - a`
+/// when `|y| > |x|`, `π - a` when `x < 0` (two-part constants, low parts added last), the sign
+/// of `y` restored.
+#[inline(always)]
+fn atan2_fast_f64(y: f64, x: f64) -> f64 {
+    let (ax, ay) = (x.abs(), y.abs());
+    let (mn, mx) = (ax.min(ay), ax.max(ay));
+    let t = mn / mx;
+    let mid = t > 0.66;
+    let r = if mid { (t - 1.0) / (t + 1.0) } else { t };
+    let core = atan_poly_f64(r);
+    let a = if mid {
+        std::f64::consts::FRAC_PI_4 + (core + 0.5 * PIO2_MID_F64)
+    } else {
+        core
+    };
+    let a = if ay > ax {
+        (std::f64::consts::FRAC_PI_2 - a) + PIO2_MID_F64
+    } else {
+        a
+    };
+    let a = if x.is_sign_negative() && ax > 0.0 {
+        (std::f64::consts::PI - a) + PI_LO_F64
+    } else {
+        a
+    };
+    f64::from_bits(a.to_bits() | (y.to_bits() & (1 << 63)))
+}
+
+fn in_atan2_range_f64(y: f64, x: f64) -> bool {
+    let (ax, ay) = (x.abs(), y.abs());
+    let (mn, mx) = (ax.min(ay), ax.max(ay));
+    ax.is_finite() && ay.is_finite() && mx > 0.0 && (mn == 0.0 || mn >= mx * 1.0e-300)
+}
+
+/// `dst[i] = atan2(a[i], b[i])` for `i < n`, `f64`; elements outside the fast range from `std`.
+///
+/// # Safety
+/// `a` and `b` must be valid for `n` reads and `dst` for `n` writes of `f64`, `dst` must not
+/// overlap either source, and the CPU must have AVX2 and FMA ([`available`]).
+pub(crate) unsafe extern "C" fn rfx_aot_atan2_f64(a: *const f64, b: *const f64, dst: *mut f64, n: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        atan2_f64_avx2(a, b, dst, n)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (a, b, dst, n);
+        unreachable!("ahead-of-time tiles are only linked on x86-64")
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn atan2_f64_avx2(a: *const f64, b: *const f64, dst: *mut f64, n: usize) {
+    // SAFETY: the caller guarantees the three ranges are valid and `dst` overlaps neither source.
+    let (ys, xs, out) = unsafe {
+        (
+            std::slice::from_raw_parts(a, n),
+            std::slice::from_raw_parts(b, n),
+            std::slice::from_raw_parts_mut(dst, n),
+        )
+    };
+    let mut outside = 0u32;
+    for ((o, &y), &x) in out.iter_mut().zip(ys).zip(xs) {
+        *o = atan2_fast_f64(y, x);
+        outside |= u32::from(!in_atan2_range_f64(y, x));
+    }
+    if outside != 0 {
+        for ((o, &y), &x) in out.iter_mut().zip(ys).zip(xs) {
+            if !in_atan2_range_f64(y, x) {
+                *o = y.atan2(x);
+            }
+        }
+    }
+}
 
 /// `dst[i] = atan2(a[i], b[i])` for `i < n`: the binary counterpart of `tile_routine!`.
 ///

@@ -201,10 +201,18 @@ fn f64_routines_run_between_ops() {
         &SIZES,
         Some(1),
     );
+    // Headings: a binary f64 routine (atan2) on two inputs, then atan of a computed value.
+    let heading = "kernel k {\n %x = input x : f64[{N}]\n %w = input w : f64[{N}]\n \
+                   %t = atan2 %x, %w : f64[{N}]\n %h = mul %x, %w : f64[{N}]\n %u = atan %h : f64[{N}]\n \
+                   %o = add %t, %u : f64[{N}]\n output out = %o\n}";
+    check(heading, &SIZES, Some(1));
     if tile_routines_linked() {
         let (_, lir) = lir_of(&arm.replace("{N}", "4096"));
         let clif: String = dump(&lir).expect("dump").into_iter().map(|(_, c, _)| c).collect();
         assert_eq!(tile_calls(&clif), 4, "{clif}");
+        let (_, lir) = lir_of(&heading.replace("{N}", "4096"));
+        let clif: String = dump(&lir).expect("dump").into_iter().map(|(_, c, _)| c).collect();
+        assert_eq!(tile_calls(&clif), 2, "{clif}");
     }
 }
 

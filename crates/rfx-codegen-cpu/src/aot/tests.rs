@@ -40,7 +40,7 @@ fn reference(f: AotFn, x: f32) -> f32 {
         }
         AotFn::AtanF32 => x.atan(),
         AotFn::Atan2F32 => unreachable!("atan2 is binary: see `atan2_within_bounds`"),
-        AotFn::SinF64 | AotFn::CosF64 | AotFn::ExpF64 | AotFn::LogF64 => {
+        AotFn::SinF64 | AotFn::CosF64 | AotFn::ExpF64 | AotFn::LogF64 | AotFn::AtanF64 | AotFn::Atan2F64 => {
             unreachable!("f64: see `f64_*_within_bounds`")
         }
     }) as f32
@@ -134,7 +134,7 @@ fn inputs(f: AotFn, seed: u64) -> Vec<f32> {
         AotFn::LogF32 | AotFn::Log2F32 => (0.0, 10.0),
         AotFn::TanhF32 | AotFn::SigmoidF32 => (-12.0, 12.0),
         AotFn::AtanF32 | AotFn::Atan2F32 => (-5.0, 5.0),
-        AotFn::SinF64 | AotFn::CosF64 | AotFn::ExpF64 | AotFn::LogF64 => {
+        AotFn::SinF64 | AotFn::CosF64 | AotFn::ExpF64 | AotFn::LogF64 | AotFn::AtanF64 | AotFn::Atan2F64 => {
             unreachable!("f64 routines take f64 inputs")
         }
     };
@@ -506,4 +506,137 @@ fn f64_log_within_bounds() {
     }
     eprintln!("LogF64: max {} ULP (at x = {:e})", worst.0, worst.1);
     assert!(worst.0 <= 2, "log f64: {} ULP at x = {:e}", worst.0, worst.1);
+}
+
+/// `f64` edge values for `atan` and `atan2`: zeros, extremes, non-finite values, the reduction
+/// thresholds and their neighbours.
+fn atan_edges_f64() -> Vec<f64> {
+    let mut v = vec![
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        f64::MIN_POSITIVE,
+        -f64::MIN_POSITIVE,
+        f64::from_bits(1),
+        f64::MAX,
+        f64::MIN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        1e-300,
+        1e300,
+    ];
+    for t in [0.66, TAN_3PI_8_F64, 1.0] {
+        for k in -3i64..=3 {
+            v.push(f64::from_bits((t.to_bits() as i64 + k) as u64));
+            v.push(-f64::from_bits((t.to_bits() as i64 + k) as u64));
+        }
+    }
+    v
+}
+
+/// Uniform in `[lo, hi)`.
+fn uniform_f64(rng: &mut Rng, lo: f64, hi: f64) -> f64 {
+    lo + (hi - lo) * ((rng.next() >> 11) as f64 / (1u64 << 53) as f64)
+}
+
+/// The `f64` `atan` routine against `std` (glibc, < 1 ULP): within 2 ULP on random bit patterns,
+/// uniform arguments around each reduction threshold and over wide ranges, and edge values;
+/// `atan(-0) = -0`.
+#[test]
+fn f64_atan_within_bounds() {
+    if !available() {
+        eprintln!("skipped: no AVX2 and FMA");
+        return;
+    }
+    let mut rng = Rng(0xa7a_0064);
+    let mut xs = atan_edges_f64();
+    for _ in 0..100_000 {
+        xs.push(f64::from_bits(rng.next()));
+    }
+    for (lo, hi) in [(-1.0, 1.0), (0.5, 0.8), (2.2, 2.6), (-10.0, 10.0), (-1e6, 1e6)] {
+        for _ in 0..100_000 {
+            xs.push(uniform_f64(&mut rng, lo, hi));
+        }
+    }
+    let mut ys = vec![0.0f64; xs.len()];
+    // SAFETY: AVX2 and FMA were checked; both buffers hold `xs.len()` doubles and are distinct
+    // allocations. The address is a `TileFnF64` routine.
+    unsafe {
+        let routine: TileFnF64 = std::mem::transmute::<*const u8, TileFnF64>(AotFn::AtanF64.address());
+        routine(xs.as_ptr(), ys.as_mut_ptr(), xs.len());
+    }
+    let mut worst = (0u64, 0.0f64);
+    for (&x, &y) in xs.iter().zip(&ys) {
+        let d = rfx_lower::conformance::ulps(y, x.atan(), DType::F64);
+        if d > worst.0 {
+            worst = (d, x);
+        }
+    }
+    eprintln!("AtanF64: max {} ULP (at x = {:e})", worst.0, worst.1);
+    assert!(worst.0 <= 2, "atan f64: {} ULP at x = {:e}", worst.0, worst.1);
+    assert_eq!(ys[1].to_bits(), (-0.0f64).to_bits(), "atan(-0)");
+}
+
+/// The `f64` `atan2` routine against `std`: within 2 ULP on every pair of edge values (the C99
+/// special cases through the slow path), random bit patterns, and ordinary magnitudes in every
+/// quadrant, including ratios near the reduction threshold and near 1.
+#[test]
+fn f64_atan2_within_bounds() {
+    if !available() {
+        eprintln!("skipped: no AVX2 and FMA");
+        return;
+    }
+    let mut rng = Rng(0xa7a2_0064);
+    let edges = atan_edges_f64();
+    let (mut ys, mut xs) = (Vec::new(), Vec::new());
+    for &y in &edges {
+        for &x in &edges {
+            ys.push(y);
+            xs.push(x);
+        }
+    }
+    for _ in 0..100_000 {
+        ys.push(f64::from_bits(rng.next()));
+        xs.push(f64::from_bits(rng.next()));
+        ys.push(uniform_f64(&mut rng, -10.0, 10.0));
+        xs.push(uniform_f64(&mut rng, -10.0, 10.0));
+        // |y/x| near 0.66 and near 1, either way round.
+        let x = uniform_f64(&mut rng, -10.0, 10.0);
+        let t = if rng.next() & 1 == 0 { 0.66 } else { 1.0 };
+        let y = x * (t + uniform_f64(&mut rng, -0.01, 0.01));
+        if rng.next() & 1 == 0 {
+            ys.push(y);
+            xs.push(x);
+        } else {
+            ys.push(x);
+            xs.push(y);
+        }
+    }
+    let mut out = vec![0.0f64; xs.len()];
+    // SAFETY: AVX2 and FMA were checked; the three buffers hold `xs.len()` doubles and are
+    // distinct allocations. The address is a `Tile2FnF64` routine.
+    unsafe {
+        let routine: Tile2FnF64 = std::mem::transmute::<*const u8, Tile2FnF64>(AotFn::Atan2F64.address());
+        routine(ys.as_ptr(), xs.as_ptr(), out.as_mut_ptr(), xs.len());
+    }
+    let mut worst = (0u64, 0.0f64, 0.0f64);
+    for ((&y, &x), &o) in ys.iter().zip(&xs).zip(&out) {
+        let d = rfx_lower::conformance::ulps(o, y.atan2(x), DType::F64);
+        if d > worst.0 {
+            worst = (d, y, x);
+        }
+    }
+    eprintln!(
+        "Atan2F64: max {} ULP (at y = {:e}, x = {:e})",
+        worst.0, worst.1, worst.2
+    );
+    assert!(
+        worst.0 <= 2,
+        "atan2 f64: {} ULP at y = {:e}, x = {:e}",
+        worst.0,
+        worst.1,
+        worst.2
+    );
 }

@@ -5,7 +5,8 @@
 //! transcendental ops dominate, the code generator instead runs the elementwise loop in tiles
 //! of [`TILE`] elements (see `codegen`), stages each transcendental's argument in a stack
 //! buffer and calls one of the routines here on the whole tile. The routines are plain Rust
-//! written branch-free over `f32` (and `f64` for `sin`, `cos`, `exp`, `log`, `atan`, `atan2`),
+//! written branch-free over `f32` (and `f64` for `sin`, `cos`, `exp`, `log`, `atan`, `atan2`,
+//! `asin`, `acos`),
 //! compiled by rustc with `avx2`
 //! and `fma` enabled for that function alone (`#[target_feature]`), so LLVM turns each loop
 //! into 8-lane (4-lane `f64`) AVX2 code; the JIT links them only when the running CPU has both
@@ -35,6 +36,7 @@
 //! | `exp` (`f64`) | `-708 <= x <= 709` | `x = n ln2 + r`, two-part ln2 with FMA; Taylor series to degree 13; `2^n` built in the exponent field | 1 against glibc (`tests::f64_exp_within_bounds`) |
 //! | `log` (`f64`) | normal, positive, finite | fdlibm `e_log.c`: `x = 2^k (1 + f)`, `s = f/(2+f)`, degree-14 polynomial in `s`, two-part ln2 | 1 against glibc (`tests::f64_log_within_bounds`) |
 //! | `atan` (`f64`) | every input | Cephes `atan.c`: `-1/|x|` above tan(3π/8), `(|x|-1)/(|x|+1)` above 0.66, rational P/Q of degrees 4/5, π/2 in two parts | 1 against glibc (`tests::f64_atan_within_bounds`) |
+//! | `asin`, `acos` (`f64`) | `|x| <= 1` (`acos`: `< 1`) | fdlibm `e_asin.c`/`e_acos.c` branch-free: `x + x R(x²)` below 1/2, `π/2 - 2 asin √((1-|x|)/2)` above with the root split so its square is exact | 1 against glibc (`tests::f64_asin_acos_within_bounds`) |
 //! | `atan2` (`f64`) | finite, not both zero, ratio of magnitudes 0 or ≥ 1e-300 | `atan(min/max)` by the `atan` kernel, `π/2 - a` / `π - a` by quadrant with two-part constants, the sign of `y` | 2 against glibc (`tests::f64_atan2_within_bounds`) |
 //! | `sin`, `cos` (`f64`) | `|x| <= 2^29` | `x = n π/2 + (r + y)`, three-part π/2 with FMA (`x - n HI` exact, the other products' rounding errors kept in the tail `y`); fdlibm `__kernel_sin`/`__cos` with the tail, by quadrant | 1 against glibc (`tests::f64_trig_within_bounds`: random bit patterns, uniform to `2^29`, next to 25,000 multiples of π/2) |
 //!
@@ -72,11 +74,13 @@ pub(crate) enum AotFn {
     LogF64,
     AtanF64,
     Atan2F64,
+    AsinF64,
+    AcosF64,
 }
 
 impl AotFn {
     /// Every routine, in a fixed order (symbol registration and declaration iterate this).
-    pub(crate) const ALL: [AotFn; 17] = [
+    pub(crate) const ALL: [AotFn; 19] = [
         AotFn::SinF32,
         AotFn::CosF32,
         AotFn::TanF32,
@@ -94,6 +98,8 @@ impl AotFn {
         AotFn::LogF64,
         AotFn::AtanF64,
         AotFn::Atan2F64,
+        AotFn::AsinF64,
+        AotFn::AcosF64,
     ];
 
     /// The routine computing `op` on `dtype`, if there is one.
@@ -114,6 +120,8 @@ impl AotFn {
             (UnaryOp::Exp, DType::F64) => Some(AotFn::ExpF64),
             (UnaryOp::Log, DType::F64) => Some(AotFn::LogF64),
             (UnaryOp::Atan, DType::F64) => Some(AotFn::AtanF64),
+            (UnaryOp::Asin, DType::F64) => Some(AotFn::AsinF64),
+            (UnaryOp::Acos, DType::F64) => Some(AotFn::AcosF64),
             _ => None,
         }
     }
@@ -135,7 +143,9 @@ impl AotFn {
             | AotFn::ExpF64
             | AotFn::LogF64
             | AotFn::AtanF64
-            | AotFn::Atan2F64 => DType::F64,
+            | AotFn::Atan2F64
+            | AotFn::AsinF64
+            | AotFn::AcosF64 => DType::F64,
             _ => DType::F32,
         }
     }
@@ -168,6 +178,8 @@ impl AotFn {
             AotFn::LogF64 => "rfx_aot_log_f64",
             AotFn::AtanF64 => "rfx_aot_atan_f64",
             AotFn::Atan2F64 => "rfx_aot_atan2_f64",
+            AotFn::AsinF64 => "rfx_aot_asin_f64",
+            AotFn::AcosF64 => "rfx_aot_acos_f64",
         }
     }
 
@@ -183,12 +195,20 @@ impl AotFn {
                 let f: Tile2FnF64 = rfx_aot_atan2_f64;
                 return f as *const u8;
             }
-            AotFn::SinF64 | AotFn::CosF64 | AotFn::ExpF64 | AotFn::LogF64 | AotFn::AtanF64 => {
+            AotFn::SinF64
+            | AotFn::CosF64
+            | AotFn::ExpF64
+            | AotFn::LogF64
+            | AotFn::AtanF64
+            | AotFn::AsinF64
+            | AotFn::AcosF64 => {
                 let f: TileFnF64 = match self {
                     AotFn::SinF64 => rfx_aot_sin_f64,
                     AotFn::CosF64 => rfx_aot_cos_f64,
                     AotFn::ExpF64 => rfx_aot_exp_f64,
                     AotFn::AtanF64 => rfx_aot_atan_f64,
+                    AotFn::AsinF64 => rfx_aot_asin_f64,
+                    AotFn::AcosF64 => rfx_aot_acos_f64,
                     _ => rfx_aot_log_f64,
                 };
                 return f as *const u8;
@@ -212,7 +232,9 @@ impl AotFn {
             | AotFn::ExpF64
             | AotFn::LogF64
             | AotFn::AtanF64
-            | AotFn::Atan2F64 => rfx_aot_atan_f32,
+            | AotFn::Atan2F64
+            | AotFn::AsinF64
+            | AotFn::AcosF64 => rfx_aot_atan_f32,
         };
         f as *const u8
     }
@@ -1104,6 +1126,112 @@ unsafe fn atan2_f64_avx2(a: *const f64, b: *const f64, dst: *mut f64, n: usize) 
         }
     }
 }
+
+// ---- `f64` `asin`, `acos` (fdlibm `e_asin.c`, `e_acos.c`) ----
+
+/// fdlibm's `R(t) = p(t)/q(t)` for `asin x = x + x R(x²)`, `t` in `[0, 1/2]`.
+#[inline(always)]
+#[allow(clippy::excessive_precision, reason = "fdlibm's coefficients as published")]
+fn asin_r_f64(t: f64) -> f64 {
+    let p = t.mul_add(3.479_331_075_960_211_675_70e-05, 7.915_349_942_898_145_321_76e-04);
+    let p = t.mul_add(p, -4.005_553_450_067_941_140_27e-02);
+    let p = t.mul_add(p, 2.012_125_321_348_629_258_81e-01);
+    let p = t.mul_add(p, -3.255_658_186_224_009_154_05e-01);
+    let p = t.mul_add(p, 1.666_666_666_666_666_574_15e-01) * t;
+    let q = t.mul_add(
+        7.703_815_055_590_193_527_91e-02,
+        -6.882_839_716_054_532_930_30e-01,
+    );
+    let q = t.mul_add(q, 2.020_945_760_233_505_694_71e+00);
+    let q = t.mul_add(q, -2.403_394_911_734_414_218_78e+00);
+    let q = t.mul_add(q, 1.0);
+    p / q
+}
+
+/// `s` with the low 32 bits of its significand cleared: `s²` is then exact.
+#[inline(always)]
+fn high_part_f64(s: f64) -> f64 {
+    f64::from_bits(s.to_bits() & 0xffff_ffff_0000_0000)
+}
+
+/// `asin x` for `|x| <= 1` (fdlibm `e_asin.c`, branch-free): `R` is evaluated once, on `x²`
+/// below 1/2 and on `t = (1-|x|)/2` above; below 1/2 `x + x R(x²)`, above `π/2 - 2 asin √t`
+/// with `√t` split so that its square is exact (or, from 0.975, plainly); the sign of `x`
+/// restored. NaN and `|x| > 1` take the slow path.
+#[inline(always)]
+fn asin_fast_f64(x: f64) -> f64 {
+    let a = x.abs();
+    let big = a >= 0.5;
+    // (1 - |x|)/2 is exact for |x| >= 1/2.
+    let t = if big { (1.0 - a) * 0.5 } else { a * a };
+    let r = asin_r_f64(t);
+    let small = a.mul_add(r, a);
+    let s = t.sqrt();
+    let near_one = PIO2_HI_F64 - (2.0 * s.mul_add(r, s) - PIO2_MID_F64);
+    let w = high_part_f64(s);
+    let c = (t - w * w) / (s + w);
+    let p = 2.0 * s * r - (PIO2_MID_F64 - 2.0 * c);
+    let q = std::f64::consts::FRAC_PI_4 - 2.0 * w;
+    let mid = std::f64::consts::FRAC_PI_4 - (p - q);
+    let y = if !big {
+        small
+    } else if a < 0.975 {
+        mid
+    } else {
+        near_one
+    };
+    f64::from_bits(y.to_bits() | (x.to_bits() & (1 << 63)))
+}
+
+/// `acos x` for `|x| < 1` (fdlibm `e_acos.c`, branch-free): `R` evaluated once, on `x²` for
+/// `|x| <= 1/2` and on `t = (1-|x|)/2` above; `π/2 - (x + x R(x²))` with π/2's low part in
+/// the middle, `2 asin √t` with `√t` split above 1/2, `π - 2 asin √t` below -1/2. `x = 1`
+/// (where the split divides 0 by 0), NaN and `|x| > 1` take the slow path.
+#[inline(always)]
+fn acos_fast_f64(x: f64) -> f64 {
+    let a = x.abs();
+    let big = a > 0.5;
+    let t = if big { (1.0 - a) * 0.5 } else { x * x };
+    let r = asin_r_f64(t);
+    let small = PIO2_HI_F64 - (x - x.mul_add(-r, PIO2_MID_F64));
+    let s = t.sqrt();
+    let df = high_part_f64(s);
+    let c = (t - df * df) / (s + df);
+    let pos = 2.0 * (df + s.mul_add(r, c));
+    let neg = std::f64::consts::PI - 2.0 * (s + s.mul_add(r, -PIO2_MID_F64));
+    if !big {
+        small
+    } else if x > 0.0 {
+        pos
+    } else {
+        neg
+    }
+}
+
+fn in_unit_range_f64(x: f64) -> bool {
+    x.abs() <= 1.0
+}
+
+fn in_acos_range_f64(x: f64) -> bool {
+    x.abs() < 1.0
+}
+
+fn asin_slow_f64(x: f64) -> f64 {
+    x.asin()
+}
+
+fn acos_slow_f64(x: f64) -> f64 {
+    x.acos()
+}
+
+tile_routine!(
+    /// `dst[i] = asin(src[i])` for `i < n`, `f64`.
+    rfx_aot_asin_f64, asin_f64_avx2, f64, asin_fast_f64, in_unit_range_f64, asin_slow_f64
+);
+tile_routine!(
+    /// `dst[i] = acos(src[i])` for `i < n`, `f64`.
+    rfx_aot_acos_f64, acos_f64_avx2, f64, acos_fast_f64, in_acos_range_f64, acos_slow_f64
+);
 
 /// `dst[i] = atan2(a[i], b[i])` for `i < n`: the binary counterpart of `tile_routine!`.
 ///

@@ -40,7 +40,14 @@ fn reference(f: AotFn, x: f32) -> f32 {
         }
         AotFn::AtanF32 => x.atan(),
         AotFn::Atan2F32 => unreachable!("atan2 is binary: see `atan2_within_bounds`"),
-        AotFn::SinF64 | AotFn::CosF64 | AotFn::ExpF64 | AotFn::LogF64 | AotFn::AtanF64 | AotFn::Atan2F64 => {
+        AotFn::SinF64
+        | AotFn::CosF64
+        | AotFn::ExpF64
+        | AotFn::LogF64
+        | AotFn::AtanF64
+        | AotFn::Atan2F64
+        | AotFn::AsinF64
+        | AotFn::AcosF64 => {
             unreachable!("f64: see `f64_*_within_bounds`")
         }
     }) as f32
@@ -134,7 +141,14 @@ fn inputs(f: AotFn, seed: u64) -> Vec<f32> {
         AotFn::LogF32 | AotFn::Log2F32 => (0.0, 10.0),
         AotFn::TanhF32 | AotFn::SigmoidF32 => (-12.0, 12.0),
         AotFn::AtanF32 | AotFn::Atan2F32 => (-5.0, 5.0),
-        AotFn::SinF64 | AotFn::CosF64 | AotFn::ExpF64 | AotFn::LogF64 | AotFn::AtanF64 | AotFn::Atan2F64 => {
+        AotFn::SinF64
+        | AotFn::CosF64
+        | AotFn::ExpF64
+        | AotFn::LogF64
+        | AotFn::AtanF64
+        | AotFn::Atan2F64
+        | AotFn::AsinF64
+        | AotFn::AcosF64 => {
             unreachable!("f64 routines take f64 inputs")
         }
     };
@@ -639,4 +653,83 @@ fn f64_atan2_within_bounds() {
         worst.1,
         worst.2
     );
+}
+
+/// The `f64` `asin` and `acos` routines against `std` (glibc): within 2 ULP on uniform arguments
+/// over [-1, 1] and near each branch point (±1/2, ±0.975, ±1), random bit patterns (most are
+/// outside [-1, 1]: NaN from the slow path) and edge values; `asin(-0) = -0`, `acos(1) = +0`.
+#[test]
+fn f64_asin_acos_within_bounds() {
+    if !available() {
+        eprintln!("skipped: no AVX2 and FMA");
+        return;
+    }
+    let mut rng = Rng(0xa5c0_0064);
+    let mut xs = vec![
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.5,
+        -0.5,
+        0.975,
+        -0.975,
+        f64::MIN_POSITIVE,
+        f64::NAN,
+    ];
+    xs.extend([
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        1.0 + f64::EPSILON,
+        1e-300,
+        -1e-300,
+    ]);
+    for t in [0.5f64, 0.975, 1.0] {
+        for k in 1i64..=4 {
+            xs.push(f64::from_bits((t.to_bits() as i64 - k) as u64));
+            xs.push(-f64::from_bits((t.to_bits() as i64 - k) as u64));
+            xs.push(f64::from_bits((t.to_bits() as i64 + k) as u64));
+        }
+    }
+    for _ in 0..50_000 {
+        xs.push(f64::from_bits(rng.next()));
+    }
+    for (lo, hi) in [
+        (-1.0, 1.0),
+        (0.45, 0.55),
+        (0.97, 0.98),
+        (0.999_999, 1.0),
+        (-1.0, -0.999_999),
+        (-1e-8, 1e-8),
+    ] {
+        for _ in 0..100_000 {
+            xs.push(uniform_f64(&mut rng, lo, hi));
+        }
+    }
+    for (f, reference) in [
+        (AotFn::AsinF64, f64::asin as fn(f64) -> f64),
+        (AotFn::AcosF64, f64::acos),
+    ] {
+        let mut ys = vec![0.0f64; xs.len()];
+        // SAFETY: AVX2 and FMA were checked; both buffers hold `xs.len()` doubles and are
+        // distinct allocations. The address is a `TileFnF64` routine.
+        unsafe {
+            let routine: TileFnF64 = std::mem::transmute::<*const u8, TileFnF64>(f.address());
+            routine(xs.as_ptr(), ys.as_mut_ptr(), xs.len());
+        }
+        let mut worst = (0u64, 0.0f64);
+        for (&x, &y) in xs.iter().zip(&ys) {
+            let d = rfx_lower::conformance::ulps(y, reference(x), DType::F64);
+            if d > worst.0 {
+                worst = (d, x);
+            }
+        }
+        eprintln!("{f:?}: max {} ULP (at x = {:e})", worst.0, worst.1);
+        assert!(worst.0 <= 2, "{f:?}: {} ULP at x = {:e}", worst.0, worst.1);
+        if f == AotFn::AsinF64 {
+            assert_eq!(ys[1].to_bits(), (-0.0f64).to_bits(), "asin(-0)");
+        } else {
+            assert_eq!(ys[2].to_bits(), 0.0f64.to_bits(), "acos(1)");
+        }
+    }
 }

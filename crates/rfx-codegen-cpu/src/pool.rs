@@ -102,6 +102,10 @@ struct Worker {
     wake: Condvar,
     /// Set (after the slot is filled) while a job waits in the slot.
     pending: AtomicBool,
+    /// Whether the worker is blocked on `wake`; read and written only under `slot`'s lock, so a
+    /// dispatcher that finds it clear knows the worker will see the job without a `notify`
+    /// (a futex system call even when nobody waits).
+    sleeping: AtomicBool,
 }
 
 /// The running job's counters. They live in the pool, never on a caller's stack: a worker
@@ -112,7 +116,9 @@ struct Shared {
     next: AtomicU64,
     /// Workers holding the current job (posted and not retracted, or taken and running).
     holders: AtomicUsize,
-    lock: Mutex<()>,
+    /// Whether the dispatcher is blocked on `done` (so a worker that checks out last skips the
+    /// `notify` system call while the dispatcher is still spinning).
+    lock: Mutex<bool>,
     done: Condvar,
 }
 
@@ -128,7 +134,7 @@ fn pool() -> &'static Pool {
         let shared = Arc::new(Shared {
             next: AtomicU64::new(0),
             holders: AtomicUsize::new(0),
-            lock: Mutex::new(()),
+            lock: Mutex::new(false),
             done: Condvar::new(),
         });
         let workers = (1..default_threads())
@@ -137,6 +143,7 @@ fn pool() -> &'static Pool {
                     slot: Mutex::new(None),
                     wake: Condvar::new(),
                     pending: AtomicBool::new(false),
+                    sleeping: AtomicBool::new(false),
                 });
                 let (mine, shared) = (worker.clone(), shared.clone());
                 std::thread::Builder::new()
@@ -164,7 +171,9 @@ fn worker_loop(worker: &Worker, shared: &Shared) {
                     worker.pending.store(false, Ordering::Relaxed);
                     break job;
                 }
+                worker.sleeping.store(true, Ordering::Relaxed);
                 slot = worker.wake.wait(slot).unwrap_or_else(|e| e.into_inner());
+                worker.sleeping.store(false, Ordering::Relaxed);
             }
         };
         // SAFETY: the dispatcher keeps the table and buffers alive until this worker checks
@@ -172,8 +181,10 @@ fn worker_loop(worker: &Worker, shared: &Shared) {
         // of a live module.
         unsafe { job.run_chunks(&shared.next) };
         if shared.holders.fetch_sub(1, Ordering::AcqRel) == 1 {
-            let _guard = shared.lock.lock().unwrap_or_else(|e| e.into_inner());
-            shared.done.notify_all();
+            let waiting = *shared.lock.lock().unwrap_or_else(|e| e.into_inner());
+            if waiting {
+                shared.done.notify_all();
+            }
         }
     }
 }
@@ -233,9 +244,15 @@ unsafe fn run_split(func: KernelFn, table: *const *mut u8, units: u64, threads: 
     shared.next.store(0, Ordering::Relaxed);
     shared.holders.store(helpers.len(), Ordering::Release);
     for worker in helpers {
-        *worker.slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(job);
+        let sleeping = {
+            let mut slot = worker.slot.lock().unwrap_or_else(|e| e.into_inner());
+            *slot = Some(job);
+            worker.sleeping.load(Ordering::Relaxed)
+        };
         worker.pending.store(true, Ordering::Release);
-        worker.wake.notify_one();
+        if sleeping {
+            worker.wake.notify_one();
+        }
     }
     // SAFETY: guaranteed by the caller.
     unsafe { job.run_chunks(&shared.next) };
@@ -252,7 +269,9 @@ unsafe fn run_split(func: KernelFn, table: *const *mut u8, units: u64, threads: 
     spin_until(|| shared.holders.load(Ordering::Acquire) == 0);
     let mut lock = shared.lock.lock().unwrap_or_else(|e| e.into_inner());
     while shared.holders.load(Ordering::Acquire) > 0 {
+        *lock = true;
         lock = shared.done.wait(lock).unwrap_or_else(|e| e.into_inner());
+        *lock = false;
     }
     drop(lock);
     drop(guard);

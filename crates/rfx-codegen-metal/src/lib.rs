@@ -113,7 +113,12 @@
 //! beyond a few periods), atan 2, asin 2, acos 2, sigmoid 60, pow 88, atan2 2. `add`, `sub`,
 //! `mul`, comparisons on normal numbers, integer ops, casts and reductions of normal numbers
 //! matched the interpreter there. Apple GPUs compile MSL with fast math by default, with
-//! similar consequences. rfx's own transcendentals use only `add`, `sub`, `mul`, `div`,
+//! similar consequences, and wgpu gives no way out: `wgpu-hal` 30.0.1 compiles the MSL with a
+//! default `MTLCompileOptions` (`metal/device.rs`) and sets neither `fastMathEnabled` nor
+//! `mathMode`. `rfx_exact` keeps the optimiser from rewriting across an op, but fast math also
+//! licenses approximate `div` and `sqrt` and lets the compiler assume that no value is NaN or
+//! infinite, which the special-value handling relies on. Exact results on a Mac need a wgpu
+//! option or rfx's own Metal path; neither can be tested without a Mac. rfx's own transcendentals use only `add`, `sub`, `mul`, `div`,
 //! `sqrt`, `floor`, `round` and bit operations, so a 1-ULP `div` and flushed subnormals are
 //! what they meet there; exact division written in WGSL, and a bound table per device, are
 //! future work.

@@ -166,7 +166,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 /// `f64` kernels, timed alone (there are no gcc peers for them, so compare builds of rfx): the
 /// two-link arm's forward kinematics (four `sin`/`cos`), a Gaussian cost term (`exp`) and a
-/// log barrier (`log`), headings (`atan2`, `atan`), joint angles (`asin`, `acos`).
+/// log barrier (`log`), headings (`atan2`, `atan`), joint angles (`asin`, `acos`), saturations
+/// (`tanh`, `sigmoid`).
 fn f64_arm(n: usize, calls: usize) -> Result<(), Box<dyn std::error::Error>> {
     let arm = format!(
         "kernel k {{\n %q1 = input q1 : f64[{n}]\n %q2 = input q2 : f64[{n}]\n %l = const 0.7 : f64[]\n \
@@ -195,12 +196,18 @@ fn f64_arm(n: usize, calls: usize) -> Result<(), Box<dyn std::error::Error>> {
          %xs = mul %x, %k : f64[{n}]\n %ws = mul %w, %k : f64[{n}]\n %a = asin %xs : f64[{n}]\n \
          %b = acos %ws : f64[{n}]\n %o = sub %a, %b : f64[{n}]\n output o = %o\n}}"
     );
+    // Saturations (`tanh`, `sigmoid`).
+    let saturate = format!(
+        "kernel k {{\n %x = input x : f64[{n}]\n %w = input w : f64[{n}]\n %h = mul %x, %w : f64[{n}]\n \
+         %t = tanh %h : f64[{n}]\n %s = sigmoid %x : f64[{n}]\n %o = add %t, %s : f64[{n}]\n output o = %o\n}}"
+    );
     for (name, text) in [
         ("arm2_f64", arm),
         ("gauss_f64", gauss),
         ("barrier_f64", barrier),
         ("heading_f64", heading),
         ("joints_f64", joints),
+        ("saturate_f64", saturate),
     ] {
         let kernel = rfx_ir::hir::parse(&text)?;
         let (mir, _) = optimize(&kernel, &OptConfig::default())?;

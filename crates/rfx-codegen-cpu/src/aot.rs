@@ -6,7 +6,7 @@
 //! of [`TILE`] elements (see `codegen`), stages each transcendental's argument in a stack
 //! buffer and calls one of the routines here on the whole tile. The routines are plain Rust
 //! written branch-free over `f32` (and `f64` for `sin`, `cos`, `exp`, `log`, `atan`, `atan2`,
-//! `asin`, `acos`),
+//! `asin`, `acos`, `tanh`, `sigmoid`),
 //! compiled by rustc with `avx2`
 //! and `fma` enabled for that function alone (`#[target_feature]`), so LLVM turns each loop
 //! into 8-lane (4-lane `f64`) AVX2 code; the JIT links them only when the running CPU has both
@@ -37,6 +37,8 @@
 //! | `log` (`f64`) | normal, positive, finite | fdlibm `e_log.c`: `x = 2^k (1 + f)`, `s = f/(2+f)`, degree-14 polynomial in `s`, two-part ln2 | 1 against glibc (`tests::f64_log_within_bounds`) |
 //! | `atan` (`f64`) | every input | Cephes `atan.c`: `-1/|x|` above tan(3π/8), `(|x|-1)/(|x|+1)` above 0.66, rational P/Q of degrees 4/5, π/2 in two parts | 1 against glibc (`tests::f64_atan_within_bounds`) |
 //! | `asin`, `acos` (`f64`) | `|x| <= 1` (`acos`: `< 1`) | fdlibm `e_asin.c`/`e_acos.c` branch-free: `x + x R(x²)` below 1/2, `π/2 - 2 asin √((1-|x|)/2)` above with the root split so its square is exact | 1 against glibc (`tests::f64_asin_acos_within_bounds`) |
+//! | `tanh` (`f64`) | `|x| <= 350` | Cephes `tanh.c`: `x + x z P(z)/Q(z)` below 0.625, else `1 - 2/(e^{2|x|} + 1)` with the `f64` `exp` | 2 against glibc (`tests::f64_tanh_sigmoid_within_bounds`) |
+//! | `sigmoid` (`f64`) | `|x| <= 708` | `e = e^{-|x|}` by the `f64` `exp`; `1/(1+e)`, or `e/(1+e)` below 0 | 2 against the same formulas through glibc's `exp` |
 //! | `atan2` (`f64`) | finite, not both zero, ratio of magnitudes 0 or ≥ 1e-300 | `atan(min/max)` by the `atan` kernel, `π/2 - a` / `π - a` by quadrant with two-part constants, the sign of `y` | 2 against glibc (`tests::f64_atan2_within_bounds`) |
 //! | `sin`, `cos` (`f64`) | `|x| <= 2^29` | `x = n π/2 + (r + y)`, three-part π/2 with FMA (`x - n HI` exact, the other products' rounding errors kept in the tail `y`); fdlibm `__kernel_sin`/`__cos` with the tail, by quadrant | 1 against glibc (`tests::f64_trig_within_bounds`: random bit patterns, uniform to `2^29`, next to 25,000 multiples of π/2) |
 //!
@@ -76,11 +78,13 @@ pub(crate) enum AotFn {
     Atan2F64,
     AsinF64,
     AcosF64,
+    TanhF64,
+    SigmoidF64,
 }
 
 impl AotFn {
     /// Every routine, in a fixed order (symbol registration and declaration iterate this).
-    pub(crate) const ALL: [AotFn; 19] = [
+    pub(crate) const ALL: [AotFn; 21] = [
         AotFn::SinF32,
         AotFn::CosF32,
         AotFn::TanF32,
@@ -100,6 +104,8 @@ impl AotFn {
         AotFn::Atan2F64,
         AotFn::AsinF64,
         AotFn::AcosF64,
+        AotFn::TanhF64,
+        AotFn::SigmoidF64,
     ];
 
     /// The routine computing `op` on `dtype`, if there is one.
@@ -122,6 +128,8 @@ impl AotFn {
             (UnaryOp::Atan, DType::F64) => Some(AotFn::AtanF64),
             (UnaryOp::Asin, DType::F64) => Some(AotFn::AsinF64),
             (UnaryOp::Acos, DType::F64) => Some(AotFn::AcosF64),
+            (UnaryOp::Tanh, DType::F64) => Some(AotFn::TanhF64),
+            (UnaryOp::Sigmoid, DType::F64) => Some(AotFn::SigmoidF64),
             _ => None,
         }
     }
@@ -145,7 +153,9 @@ impl AotFn {
             | AotFn::AtanF64
             | AotFn::Atan2F64
             | AotFn::AsinF64
-            | AotFn::AcosF64 => DType::F64,
+            | AotFn::AcosF64
+            | AotFn::TanhF64
+            | AotFn::SigmoidF64 => DType::F64,
             _ => DType::F32,
         }
     }
@@ -180,6 +190,8 @@ impl AotFn {
             AotFn::Atan2F64 => "rfx_aot_atan2_f64",
             AotFn::AsinF64 => "rfx_aot_asin_f64",
             AotFn::AcosF64 => "rfx_aot_acos_f64",
+            AotFn::TanhF64 => "rfx_aot_tanh_f64",
+            AotFn::SigmoidF64 => "rfx_aot_sigmoid_f64",
         }
     }
 
@@ -201,7 +213,9 @@ impl AotFn {
             | AotFn::LogF64
             | AotFn::AtanF64
             | AotFn::AsinF64
-            | AotFn::AcosF64 => {
+            | AotFn::AcosF64
+            | AotFn::TanhF64
+            | AotFn::SigmoidF64 => {
                 let f: TileFnF64 = match self {
                     AotFn::SinF64 => rfx_aot_sin_f64,
                     AotFn::CosF64 => rfx_aot_cos_f64,
@@ -209,6 +223,8 @@ impl AotFn {
                     AotFn::AtanF64 => rfx_aot_atan_f64,
                     AotFn::AsinF64 => rfx_aot_asin_f64,
                     AotFn::AcosF64 => rfx_aot_acos_f64,
+                    AotFn::TanhF64 => rfx_aot_tanh_f64,
+                    AotFn::SigmoidF64 => rfx_aot_sigmoid_f64,
                     _ => rfx_aot_log_f64,
                 };
                 return f as *const u8;
@@ -234,7 +250,9 @@ impl AotFn {
             | AotFn::AtanF64
             | AotFn::Atan2F64
             | AotFn::AsinF64
-            | AotFn::AcosF64 => rfx_aot_atan_f32,
+            | AotFn::AcosF64
+            | AotFn::TanhF64
+            | AotFn::SigmoidF64 => rfx_aot_atan_f32,
         };
         f as *const u8
     }
@@ -1231,6 +1249,65 @@ tile_routine!(
 tile_routine!(
     /// `dst[i] = acos(src[i])` for `i < n`, `f64`.
     rfx_aot_acos_f64, acos_f64_avx2, f64, acos_fast_f64, in_acos_range_f64, acos_slow_f64
+);
+
+/// `tanh x` (`f64`) for `|x| <= 350`: Cephes `tanh.c`, `x + x z P(z)/Q(z)` (`z = x²`) below
+/// 0.625, else `1 - 2/(e^{2|x|} + 1)` with the `exp` routine's fast path; computed on `|x|`
+/// and the sign of `x` restored (`tanh(-0) = -0`). NaN and larger `|x|` (±1) take the slow path.
+#[inline(always)]
+#[allow(clippy::excessive_precision, reason = "Cephes' coefficients as published")]
+fn tanh_fast_f64(x: f64) -> f64 {
+    let a = x.abs();
+    let z = a * a;
+    let p = z.mul_add(
+        z.mul_add(-9.643_991_794_250_522_386_28e-1, -9.928_772_310_019_185_865_64e1),
+        -1.614_687_684_417_084_479_52e3,
+    );
+    let q = z.mul_add(
+        z.mul_add(z + 1.128_116_784_916_329_314_02e2, 2.235_488_390_601_005_834_83e3),
+        4.844_063_053_251_254_860_48e3,
+    );
+    let small = a.mul_add(z * p / q, a);
+    let big = 1.0 - 2.0 / (exp_fast_f64(a + a) + 1.0);
+    let y = if a < 0.625 { small } else { big };
+    f64::from_bits(y.to_bits() | (x.to_bits() & (1 << 63)))
+}
+
+fn in_tanh_range_f64(x: f64) -> bool {
+    x.abs() <= 350.0
+}
+
+fn tanh_slow_f64(x: f64) -> f64 {
+    x.tanh()
+}
+
+tile_routine!(
+    /// `dst[i] = tanh(src[i])` for `i < n`, `f64`.
+    rfx_aot_tanh_f64, tanh_f64_avx2, f64, tanh_fast_f64, in_tanh_range_f64, tanh_slow_f64
+);
+
+/// `sigmoid x` (`f64`) for `|x| <= 708`: `e = e^{-|x|}` by the `exp` routine's fast path, then
+/// `1/(1+e)` for `x >= 0` and `e/(1+e)` below (no overflow, tiny results kept). NaN and larger
+/// `|x|` (subnormal results or 1) take the slow path, the same formulas through `std`.
+#[inline(always)]
+fn sigmoid_fast_f64(x: f64) -> f64 {
+    let e = exp_fast_f64(-x.abs());
+    let num = if x < 0.0 { e } else { 1.0 };
+    num / (1.0 + e)
+}
+
+fn in_sigmoid_range_f64(x: f64) -> bool {
+    x.abs() <= 708.0
+}
+
+fn sigmoid_slow_f64(x: f64) -> f64 {
+    let e = (-x.abs()).exp();
+    if x < 0.0 { e / (1.0 + e) } else { 1.0 / (1.0 + e) }
+}
+
+tile_routine!(
+    /// `dst[i] = sigmoid(src[i])` for `i < n`, `f64`.
+    rfx_aot_sigmoid_f64, sigmoid_f64_avx2, f64, sigmoid_fast_f64, in_sigmoid_range_f64, sigmoid_slow_f64
 );
 
 /// `dst[i] = atan2(a[i], b[i])` for `i < n`: the binary counterpart of `tile_routine!`.

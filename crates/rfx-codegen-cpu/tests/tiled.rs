@@ -206,6 +206,13 @@ fn f64_routines_run_between_ops() {
                    %t = atan2 %x, %w : f64[{N}]\n %h = mul %x, %w : f64[{N}]\n %u = atan %h : f64[{N}]\n \
                    %o = add %t, %u : f64[{N}]\n output out = %o\n}";
     check(heading, &SIZES, Some(1));
+    // Saturations: tanh and sigmoid of computed values.
+    check(
+        "kernel k {\n %x = input x : f64[{N}]\n %w = input w : f64[{N}]\n %h = mul %x, %w : f64[{N}]\n \
+         %t = tanh %h : f64[{N}]\n %s = sigmoid %x : f64[{N}]\n %o = add %t, %s : f64[{N}]\n output out = %o\n}",
+        &SIZES,
+        Some(1),
+    );
     // Joint angles from cosines and sines (asin, acos; random inputs are mostly outside
     // [-1, 1], so the slow path's NaN is checked too).
     check(

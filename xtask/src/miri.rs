@@ -4,8 +4,11 @@
 //! cargo xtask miri [--crate rfx-ir] [--all-tests] [--cases N]
 //! ```
 //!
-//! Runs `cargo +nightly miri test` on `rfx-ir` (unit and integration tests) and `rfx-lower`
-//! (unit tests), or on the `--crate`s given (unit tests only unless `--all-tests`), with
+//! Runs `cargo +nightly miri test` on `rfx-ir` (unit and integration tests), `rfx-lower` (unit
+//! tests) and the CPU backend's worker pool (`rfx-codegen-cpu`'s `pool` unit tests, with a Rust
+//! kernel instead of JIT code, two CPUs and the pool's threads left running at exit allowed; the
+//! pool before session 7 fails it with a data race against a deallocation), or on the `--crate`s
+//! given (unit tests only unless `--all-tests`), with
 //! property tests cut to `--cases` cases (default 4: Miri runs code about a thousand times
 //! slower than a release build; the long random loops take a sample under `cfg(miri)`) and host
 //! isolation off so that tests can read their data files. Needs the nightly toolchain with the
@@ -19,9 +22,39 @@
 use std::path::Path;
 use std::process::Command;
 
-/// The crates Miri checks by default, and whether with their integration tests: everything
-/// below the code generators that does not run egg (see the module docs).
-const DEFAULT_CRATES: [(&str, bool); 2] = [("rfx-ir", true), ("rfx-lower", false)];
+/// One default Miri run: a crate, whether with its integration tests, a test-name filter and
+/// extra `MIRIFLAGS`.
+struct Run {
+    name: &'static str,
+    all_tests: bool,
+    filter: Option<&'static str>,
+    flags: &'static str,
+}
+
+/// The runs Miri makes by default: everything below the code generators that does not run egg
+/// (see the module docs), and the CPU backend's pool.
+const DEFAULT_RUNS: [Run; 3] = [
+    Run {
+        name: "rfx-ir",
+        all_tests: true,
+        filter: None,
+        flags: "",
+    },
+    Run {
+        name: "rfx-lower",
+        all_tests: false,
+        filter: None,
+        flags: "",
+    },
+    Run {
+        name: "rfx-codegen-cpu",
+        all_tests: false,
+        filter: Some("pool::"),
+        // Miri reports one CPU unless told (the pool would have no workers); the workers are
+        // daemon threads; the job's table pointer is stored as an integer to be `Send`.
+        flags: " -Zmiri-num-cpus=2 -Zmiri-ignore-leaks -Zmiri-permissive-provenance",
+    },
+];
 
 pub(crate) fn miri(root: &Path, args: &[String]) -> Result<bool, String> {
     let mut crates: Vec<String> = Vec::new();
@@ -36,28 +69,34 @@ pub(crate) fn miri(root: &Path, args: &[String]) -> Result<bool, String> {
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
-    let runs: Vec<(String, bool)> = if crates.is_empty() {
-        DEFAULT_CRATES
+    let runs: Vec<(String, bool, Option<&str>, &str)> = if crates.is_empty() {
+        DEFAULT_RUNS
             .iter()
-            .map(|&(name, all)| (name.to_string(), all))
+            .map(|r| (r.name.to_string(), r.all_tests, r.filter, r.flags))
             .collect()
     } else {
-        crates.into_iter().map(|name| (name, all_tests)).collect()
+        crates
+            .into_iter()
+            .map(|name| (name, all_tests, None, ""))
+            .collect()
     };
     let mut ok = true;
-    for (name, all_tests) in &runs {
+    for (name, all_tests, filter, flags) in &runs {
         let start = std::time::Instant::now();
         let mut command = Command::new("cargo");
         command
             .current_dir(root)
             .args(["+nightly", "miri", "test", "-p", name.as_str()])
-            .env("MIRIFLAGS", "-Zmiri-disable-isolation")
+            .env("MIRIFLAGS", format!("-Zmiri-disable-isolation{flags}"))
             .env("PROPTEST_CASES", &cases)
             // insta finds the workspace through `cargo metadata` unless told; Miri cannot spawn.
             .env("INSTA_WORKSPACE_ROOT", root)
             .env("RFX_MIRI", "1");
         if !*all_tests {
             command.arg("--lib");
+        }
+        if let Some(filter) = filter {
+            command.arg(filter);
         }
         let status = command
             .status()

@@ -32,6 +32,7 @@
 //! | `tanh` | finite | Cephes `tanhf`: odd polynomial below 0.625, else `1 - 2/(e^(2|x|) + 1)`; ±1 from 9 | 1 |
 //! | `sigmoid` | `|x| <= 87` | `e = e^-|x|`: `1/(1+e)` for `x >= 0`, `e/(1+e)` below | 2 |
 //! | `atan` | finite | Cephes `atanf`: `-1/|x|` above tan(3π/8), `(|x|-1)/(|x|+1)` above tan(π/8); sign restored | 3 |
+//! | `asin`, `acos` | `|x| <= 1` | Cephes `asinf`: `t + t z P(z)` up to 1/2, else on `√((1-|x|)/2)` with two-part π/2, π | 2 (`asin`), 1 (`acos`): every 4099th `f32` of [-1, 1] and random |
 //! | `atan2` | finite, not both zero, ratio of magnitudes 0 or ≥ 1e-30 | `atan(min/max)` by the `atan` kernel, `π/2 - a` / `π - a` by quadrant with two-part constants, the sign of `y` | 2 (random; 3 bound) |
 //! | `exp` (`f64`) | `-708 <= x <= 709` | `x = n ln2 + r`, two-part ln2 with FMA; Taylor series to degree 13; `2^n` built in the exponent field | 1 against glibc (`tests::f64_exp_within_bounds`) |
 //! | `log` (`f64`) | normal, positive, finite | fdlibm `e_log.c`: `x = 2^k (1 + f)`, `s = f/(2+f)`, degree-14 polynomial in `s`, two-part ln2 | 1 against glibc (`tests::f64_log_within_bounds`) |
@@ -70,6 +71,8 @@ pub(crate) enum AotFn {
     SigmoidF32,
     AtanF32,
     Atan2F32,
+    AsinF32,
+    AcosF32,
     SinF64,
     CosF64,
     ExpF64,
@@ -84,7 +87,7 @@ pub(crate) enum AotFn {
 
 impl AotFn {
     /// Every routine, in a fixed order (symbol registration and declaration iterate this).
-    pub(crate) const ALL: [AotFn; 21] = [
+    pub(crate) const ALL: [AotFn; 23] = [
         AotFn::SinF32,
         AotFn::CosF32,
         AotFn::TanF32,
@@ -96,6 +99,8 @@ impl AotFn {
         AotFn::SigmoidF32,
         AotFn::AtanF32,
         AotFn::Atan2F32,
+        AotFn::AsinF32,
+        AotFn::AcosF32,
         AotFn::SinF64,
         AotFn::CosF64,
         AotFn::ExpF64,
@@ -121,6 +126,8 @@ impl AotFn {
             (UnaryOp::Tanh, DType::F32) => Some(AotFn::TanhF32),
             (UnaryOp::Sigmoid, DType::F32) => Some(AotFn::SigmoidF32),
             (UnaryOp::Atan, DType::F32) => Some(AotFn::AtanF32),
+            (UnaryOp::Asin, DType::F32) => Some(AotFn::AsinF32),
+            (UnaryOp::Acos, DType::F32) => Some(AotFn::AcosF32),
             (UnaryOp::Sin, DType::F64) => Some(AotFn::SinF64),
             (UnaryOp::Cos, DType::F64) => Some(AotFn::CosF64),
             (UnaryOp::Exp, DType::F64) => Some(AotFn::ExpF64),
@@ -182,6 +189,8 @@ impl AotFn {
             AotFn::SigmoidF32 => "rfx_aot_sigmoid_f32",
             AotFn::AtanF32 => "rfx_aot_atan_f32",
             AotFn::Atan2F32 => "rfx_aot_atan2_f32",
+            AotFn::AsinF32 => "rfx_aot_asin_f32",
+            AotFn::AcosF32 => "rfx_aot_acos_f32",
             AotFn::SinF64 => "rfx_aot_sin_f64",
             AotFn::CosF64 => "rfx_aot_cos_f64",
             AotFn::ExpF64 => "rfx_aot_exp_f64",
@@ -241,6 +250,8 @@ impl AotFn {
             AotFn::Log2F32 => rfx_aot_log2_f32,
             AotFn::TanhF32 => rfx_aot_tanh_f32,
             AotFn::SigmoidF32 => rfx_aot_sigmoid_f32,
+            AotFn::AsinF32 => rfx_aot_asin_f32,
+            AotFn::AcosF32 => rfx_aot_acos_f32,
             AotFn::AtanF32
             | AotFn::Atan2F32
             | AotFn::SinF64
@@ -780,6 +791,73 @@ tile_routine!(
 tile_routine!(
     /// `dst[i] = ln(src[i])` for `i < n`.
     rfx_aot_log_f32, log_f32_avx2, f32, log_fast, in_log_range, log_slow
+);
+
+/// Cephes `asinf.c`: `asin t = t + t z P(z)` for `|t| <= 1/2`, given `z = t²`.
+#[inline(always)]
+#[allow(clippy::excessive_precision, reason = "Cephes' coefficients as published")]
+fn asin_core(t: f32, z: f32) -> f32 {
+    let p = z.mul_add(4.216_319_904_8e-2, 2.418_131_104_9e-2);
+    let p = z.mul_add(p, 4.547_002_599_8e-2);
+    let p = z.mul_add(p, 7.495_300_268_6e-2);
+    let p = z.mul_add(p, 1.666_675_242_2e-1);
+    t.mul_add(z * p, t)
+}
+
+/// `asin x` for `|x| <= 1`: the core on `|x|` up to 1/2, else `π/2 - 2 asin √((1-|x|)/2)`
+/// (two-part π/2); the sign of `x` restored. NaN and `|x| > 1` take the slow path.
+#[inline(always)]
+fn asin_fast(x: f32) -> f32 {
+    let a = x.abs();
+    let small = a <= 0.5;
+    let zb = (1.0 - a) * 0.5;
+    let (t, z) = if small { (a, a * a) } else { (zb.sqrt(), zb) };
+    let core = asin_core(t, z);
+    let y = if small {
+        core
+    } else {
+        FRAC_PI_2_HI - ((core + core) - FRAC_PI_2_LO)
+    };
+    f32::from_bits(y.to_bits() | (x.to_bits() & 0x8000_0000))
+}
+
+/// `acos x` for `|x| <= 1`: `π/2 - asin x` up to 1/2, `2 asin s` above, `π - 2 asin s` below
+/// -1/2 (`s = √((1-|x|)/2)`, two-part constants). NaN and `|x| > 1` take the slow path.
+#[inline(always)]
+fn acos_fast(x: f32) -> f32 {
+    let a = x.abs();
+    let small = a <= 0.5;
+    let zb = (1.0 - a) * 0.5;
+    let (t, z) = if small { (x, x * x) } else { (zb.sqrt(), zb) };
+    let core = asin_core(t, z);
+    if small {
+        FRAC_PI_2_HI - (core - FRAC_PI_2_LO)
+    } else if x < 0.0 {
+        PI_HI - ((core + core) - PI_LO)
+    } else {
+        core + core
+    }
+}
+
+fn in_unit_range(x: f32) -> bool {
+    x.abs() <= 1.0
+}
+
+fn asin_slow(x: f32) -> f32 {
+    f64::from(x).asin() as f32
+}
+
+fn acos_slow(x: f32) -> f32 {
+    f64::from(x).acos() as f32
+}
+
+tile_routine!(
+    /// `dst[i] = asin(src[i])` for `i < n`.
+    rfx_aot_asin_f32, asin_f32_avx2, f32, asin_fast, in_unit_range, asin_slow
+);
+tile_routine!(
+    /// `dst[i] = acos(src[i])` for `i < n`.
+    rfx_aot_acos_f32, acos_f32_avx2, f32, acos_fast, in_unit_range, acos_slow
 );
 
 // ---- `f64` ----

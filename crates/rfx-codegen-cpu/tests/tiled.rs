@@ -177,6 +177,21 @@ fn short_kernels_keep_the_inline_polynomials() {
 }
 
 #[test]
+fn f32_inverse_sine_and_cosine_run_between_ops() {
+    // Two-link inverse kinematics: the elbow angle from the law of cosines, clamped into
+    // [-1, 1] (acos of a computed value), and asin of an input (mostly outside [-1, 1]: NaN).
+    check(
+        "kernel k {\n %x = input x : f32[{N}]\n %y = input y : f32[{N}]\n %xx = mul %x, %x : f32[{N}]\n \
+         %yy = mul %y, %y : f32[{N}]\n %r = add %xx, %yy : f32[{N}]\n %k = const 0.1 : f32[]\n \
+         %c = mul %r, %k : f32[{N}]\n %lo = const -1 : f32[]\n %hi = const 1 : f32[]\n \
+         %cc = clamp %c, %lo, %hi : f32[{N}]\n %q = acos %cc : f32[{N}]\n %a = asin %x : f32[{N}]\n \
+         %o = add %q, %a : f32[{N}]\n output out = %o\n}",
+        &SIZES,
+        Some(1),
+    );
+}
+
+#[test]
 fn f64_routines_run_between_ops() {
     // Two-link planar arm kinematics in f64: staged operands, two routines per angle, direct
     // reads, every argument range (huge and non-finite ones take the routine's slow path).

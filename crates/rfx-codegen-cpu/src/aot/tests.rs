@@ -39,6 +39,8 @@ fn reference(f: AotFn, x: f32) -> f32 {
             }
         }
         AotFn::AtanF32 => x.atan(),
+        AotFn::AsinF32 => x.asin(),
+        AotFn::AcosF32 => x.acos(),
         AotFn::Atan2F32 => unreachable!("atan2 is binary: see `atan2_within_bounds`"),
         AotFn::SinF64
         | AotFn::CosF64
@@ -143,6 +145,7 @@ fn inputs(f: AotFn, seed: u64) -> Vec<f32> {
         AotFn::LogF32 | AotFn::Log2F32 => (0.0, 10.0),
         AotFn::TanhF32 | AotFn::SigmoidF32 => (-12.0, 12.0),
         AotFn::AtanF32 | AotFn::Atan2F32 => (-5.0, 5.0),
+        AotFn::AsinF32 | AotFn::AcosF32 => (-1.0, 1.0),
         AotFn::SinF64
         | AotFn::CosF64
         | AotFn::ExpF64
@@ -323,6 +326,10 @@ fn fast_ranges_swept() {
         (AotFn::SigmoidF32, -0.0, -87.0),
         (AotFn::AtanF32, 0.0, f32::MAX),
         (AotFn::AtanF32, -0.0, f32::MIN),
+        (AotFn::AsinF32, 0.0, 1.0),
+        (AotFn::AsinF32, -0.0, -1.0),
+        (AotFn::AcosF32, 0.0, 1.0),
+        (AotFn::AcosF32, -0.0, -1.0),
     ];
     for (f, lo, hi) in ranges {
         let (d, x) = sweep(f, lo, hi, stride);

@@ -378,8 +378,7 @@ fn prepare(
 fn batched_p50(mut call: impl FnMut() -> anyhow::Result<()>) -> anyhow::Result<f64> {
     let start = Instant::now();
     call()?;
-    let once = start.elapsed().as_secs_f64().max(1e-9);
-    let batch = ((50e-6 / once).ceil() as usize).clamp(1, 1 << 20);
+    let batch = batch_len(start.elapsed());
     let mut means = Vec::with_capacity(31);
     for _ in 0..31 {
         let start = Instant::now();
@@ -391,6 +390,11 @@ fn batched_p50(mut call: impl FnMut() -> anyhow::Result<()>) -> anyhow::Result<f
     Ok(Timing::from_samples(means).p50_s)
 }
 
+/// Calls per batch for a call that took `once`: enough for 50 µs, at most 2^20.
+fn batch_len(once: Duration) -> usize {
+    ((50e-6 / once.as_secs_f64().max(1e-9)).ceil() as usize).clamp(1, 1 << 20)
+}
+
 /// Batched medians of a kernel paired with a reference: 31 rounds, each a batch of `call`
 /// (≥ 50 µs) and then a batch of `reference` (≥ 50 µs), so both see the machine in the same
 /// state. Returns the kernel's median batch mean, the reference's, and the median of the
@@ -399,8 +403,6 @@ fn paired_p50(
     mut call: impl FnMut() -> anyhow::Result<()>,
     reference: &mut Reference,
 ) -> anyhow::Result<(f64, f64, f64)> {
-    let batch_len =
-        |once: Duration| ((50e-6 / once.as_secs_f64().max(1e-9)).ceil() as usize).clamp(1, 1 << 20);
     let start = Instant::now();
     call()?;
     let batch = batch_len(start.elapsed());

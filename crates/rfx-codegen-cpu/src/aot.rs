@@ -207,65 +207,36 @@ impl AotFn {
     /// The routine's address: a [`Tile2Fn`] / [`Tile2FnF64`] for `atan2`, a [`TileFnF64`] for
     /// the other `f64` ones, a [`TileFn`] for the others.
     pub(crate) fn address(self) -> *const u8 {
+        // One coercion per C ABI, so that each arm is checked against its routine's type.
+        let unary = |f: TileFn| f as *const u8;
+        let unary_f64 = |f: TileFnF64| f as *const u8;
+        let binary = |f: Tile2Fn| f as *const u8;
+        let binary_f64 = |f: Tile2FnF64| f as *const u8;
         match self {
-            AotFn::Atan2F32 => {
-                let f: Tile2Fn = rfx_aot_atan2_f32;
-                return f as *const u8;
-            }
-            AotFn::Atan2F64 => {
-                let f: Tile2FnF64 = rfx_aot_atan2_f64;
-                return f as *const u8;
-            }
-            AotFn::SinF64
-            | AotFn::CosF64
-            | AotFn::ExpF64
-            | AotFn::LogF64
-            | AotFn::AtanF64
-            | AotFn::AsinF64
-            | AotFn::AcosF64
-            | AotFn::TanhF64
-            | AotFn::SigmoidF64 => {
-                let f: TileFnF64 = match self {
-                    AotFn::SinF64 => rfx_aot_sin_f64,
-                    AotFn::CosF64 => rfx_aot_cos_f64,
-                    AotFn::ExpF64 => rfx_aot_exp_f64,
-                    AotFn::AtanF64 => rfx_aot_atan_f64,
-                    AotFn::AsinF64 => rfx_aot_asin_f64,
-                    AotFn::AcosF64 => rfx_aot_acos_f64,
-                    AotFn::TanhF64 => rfx_aot_tanh_f64,
-                    AotFn::SigmoidF64 => rfx_aot_sigmoid_f64,
-                    _ => rfx_aot_log_f64,
-                };
-                return f as *const u8;
-            }
-            _ => {}
+            AotFn::SinF32 => unary(rfx_aot_sin_f32),
+            AotFn::CosF32 => unary(rfx_aot_cos_f32),
+            AotFn::TanF32 => unary(rfx_aot_tan_f32),
+            AotFn::ExpF32 => unary(rfx_aot_exp_f32),
+            AotFn::Exp2F32 => unary(rfx_aot_exp2_f32),
+            AotFn::LogF32 => unary(rfx_aot_log_f32),
+            AotFn::Log2F32 => unary(rfx_aot_log2_f32),
+            AotFn::TanhF32 => unary(rfx_aot_tanh_f32),
+            AotFn::SigmoidF32 => unary(rfx_aot_sigmoid_f32),
+            AotFn::AtanF32 => unary(rfx_aot_atan_f32),
+            AotFn::Atan2F32 => binary(rfx_aot_atan2_f32),
+            AotFn::AsinF32 => unary(rfx_aot_asin_f32),
+            AotFn::AcosF32 => unary(rfx_aot_acos_f32),
+            AotFn::SinF64 => unary_f64(rfx_aot_sin_f64),
+            AotFn::CosF64 => unary_f64(rfx_aot_cos_f64),
+            AotFn::ExpF64 => unary_f64(rfx_aot_exp_f64),
+            AotFn::LogF64 => unary_f64(rfx_aot_log_f64),
+            AotFn::AtanF64 => unary_f64(rfx_aot_atan_f64),
+            AotFn::Atan2F64 => binary_f64(rfx_aot_atan2_f64),
+            AotFn::AsinF64 => unary_f64(rfx_aot_asin_f64),
+            AotFn::AcosF64 => unary_f64(rfx_aot_acos_f64),
+            AotFn::TanhF64 => unary_f64(rfx_aot_tanh_f64),
+            AotFn::SigmoidF64 => unary_f64(rfx_aot_sigmoid_f64),
         }
-        let f: TileFn = match self {
-            AotFn::SinF32 => rfx_aot_sin_f32,
-            AotFn::CosF32 => rfx_aot_cos_f32,
-            AotFn::TanF32 => rfx_aot_tan_f32,
-            AotFn::ExpF32 => rfx_aot_exp_f32,
-            AotFn::Exp2F32 => rfx_aot_exp2_f32,
-            AotFn::LogF32 => rfx_aot_log_f32,
-            AotFn::Log2F32 => rfx_aot_log2_f32,
-            AotFn::TanhF32 => rfx_aot_tanh_f32,
-            AotFn::SigmoidF32 => rfx_aot_sigmoid_f32,
-            AotFn::AsinF32 => rfx_aot_asin_f32,
-            AotFn::AcosF32 => rfx_aot_acos_f32,
-            AotFn::AtanF32
-            | AotFn::Atan2F32
-            | AotFn::SinF64
-            | AotFn::CosF64
-            | AotFn::ExpF64
-            | AotFn::LogF64
-            | AotFn::AtanF64
-            | AotFn::Atan2F64
-            | AotFn::AsinF64
-            | AotFn::AcosF64
-            | AotFn::TanhF64
-            | AotFn::SigmoidF64 => rfx_aot_atan_f32,
-        };
-        f as *const u8
     }
 }
 
@@ -752,6 +723,56 @@ macro_rules! tile_routine {
     };
 }
 
+/// The binary counterpart of `tile_routine!`: `dst[i] = op(a[i], b[i])`.
+macro_rules! tile_routine2 {
+    ($(#[$doc:meta])* $name:ident, $inner:ident, $t:ty, $fast:path, $in_range:path, $slow:path) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// `a` and `b` must be valid for `n` reads and `dst` for `n` writes of the element type,
+        /// `dst` must not overlap either source, and the CPU must have AVX2 and FMA
+        /// ([`available`]).
+        pub(crate) unsafe extern "C" fn $name(a: *const $t, b: *const $t, dst: *mut $t, n: usize) {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: forwarded from this function's contract.
+            unsafe {
+                $inner(a, b, dst, n)
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            {
+                let _ = (a, b, dst, n);
+                unreachable!("ahead-of-time tiles are only linked on x86-64")
+            }
+        }
+
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn $inner(a: *const $t, b: *const $t, dst: *mut $t, n: usize) {
+            // SAFETY: the caller guarantees the three ranges are valid and `dst` overlaps
+            // neither source.
+            let (ys, xs, out) = unsafe {
+                (
+                    std::slice::from_raw_parts(a, n),
+                    std::slice::from_raw_parts(b, n),
+                    std::slice::from_raw_parts_mut(dst, n),
+                )
+            };
+            let mut outside = 0u32;
+            for ((o, &y), &x) in out.iter_mut().zip(ys).zip(xs) {
+                *o = $fast(y, x);
+                outside |= u32::from(!$in_range(y, x));
+            }
+            if outside != 0 {
+                for ((o, &y), &x) in out.iter_mut().zip(ys).zip(xs) {
+                    if !$in_range(y, x) {
+                        *o = $slow(y, x);
+                    }
+                }
+            }
+        }
+    };
+}
+
 tile_routine!(
     /// `dst[i] = sin(src[i])` for `i < n`.
     rfx_aot_sin_f32, sin_f32_avx2, f32, sin_fast, in_trig_range, sin_slow
@@ -1180,48 +1201,10 @@ fn in_atan2_range_f64(y: f64, x: f64) -> bool {
     ax.is_finite() && ay.is_finite() && mx > 0.0 && (mn == 0.0 || mn >= mx * 1.0e-300)
 }
 
-/// `dst[i] = atan2(a[i], b[i])` for `i < n`, `f64`; elements outside the fast range from `std`.
-///
-/// # Safety
-/// `a` and `b` must be valid for `n` reads and `dst` for `n` writes of `f64`, `dst` must not
-/// overlap either source, and the CPU must have AVX2 and FMA ([`available`]).
-pub(crate) unsafe extern "C" fn rfx_aot_atan2_f64(a: *const f64, b: *const f64, dst: *mut f64, n: usize) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: forwarded from this function's contract.
-    unsafe {
-        atan2_f64_avx2(a, b, dst, n)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (a, b, dst, n);
-        unreachable!("ahead-of-time tiles are only linked on x86-64")
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn atan2_f64_avx2(a: *const f64, b: *const f64, dst: *mut f64, n: usize) {
-    // SAFETY: the caller guarantees the three ranges are valid and `dst` overlaps neither source.
-    let (ys, xs, out) = unsafe {
-        (
-            std::slice::from_raw_parts(a, n),
-            std::slice::from_raw_parts(b, n),
-            std::slice::from_raw_parts_mut(dst, n),
-        )
-    };
-    let mut outside = 0u32;
-    for ((o, &y), &x) in out.iter_mut().zip(ys).zip(xs) {
-        *o = atan2_fast_f64(y, x);
-        outside |= u32::from(!in_atan2_range_f64(y, x));
-    }
-    if outside != 0 {
-        for ((o, &y), &x) in out.iter_mut().zip(ys).zip(xs) {
-            if !in_atan2_range_f64(y, x) {
-                *o = y.atan2(x);
-            }
-        }
-    }
-}
+tile_routine2!(
+    /// `dst[i] = atan2(a[i], b[i])` for `i < n`, `f64`.
+    rfx_aot_atan2_f64, atan2_f64_avx2, f64, atan2_fast_f64, in_atan2_range_f64, f64::atan2
+);
 
 // ---- `f64` `asin`, `acos` (fdlibm `e_asin.c`, `e_acos.c`) ----
 
@@ -1388,48 +1371,10 @@ tile_routine!(
     rfx_aot_sigmoid_f64, sigmoid_f64_avx2, f64, sigmoid_fast_f64, in_sigmoid_range_f64, sigmoid_slow_f64
 );
 
-/// `dst[i] = atan2(a[i], b[i])` for `i < n`: the binary counterpart of `tile_routine!`.
-///
-/// # Safety
-/// `a` and `b` must be valid for `n` reads and `dst` for `n` writes of `f32`, `dst` must not
-/// overlap either source, and the CPU must have AVX2 and FMA ([`available`]).
-pub(crate) unsafe extern "C" fn rfx_aot_atan2_f32(a: *const f32, b: *const f32, dst: *mut f32, n: usize) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: forwarded from this function's contract.
-    unsafe {
-        atan2_f32_avx2(a, b, dst, n)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (a, b, dst, n);
-        unreachable!("ahead-of-time tiles are only linked on x86-64")
-    }
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn atan2_f32_avx2(a: *const f32, b: *const f32, dst: *mut f32, n: usize) {
-    // SAFETY: the caller guarantees the three ranges are valid and `dst` overlaps neither source.
-    let (ys, xs, out) = unsafe {
-        (
-            std::slice::from_raw_parts(a, n),
-            std::slice::from_raw_parts(b, n),
-            std::slice::from_raw_parts_mut(dst, n),
-        )
-    };
-    let mut outside = 0u32;
-    for ((o, &y), &x) in out.iter_mut().zip(ys).zip(xs) {
-        *o = atan2_fast(y, x);
-        outside |= u32::from(!in_atan2_range(y, x));
-    }
-    if outside != 0 {
-        for ((o, &y), &x) in out.iter_mut().zip(ys).zip(xs) {
-            if !in_atan2_range(y, x) {
-                *o = atan2_slow(y, x);
-            }
-        }
-    }
-}
+tile_routine2!(
+    /// `dst[i] = atan2(a[i], b[i])` for `i < n`.
+    rfx_aot_atan2_f32, atan2_f32_avx2, f32, atan2_fast, in_atan2_range, atan2_slow
+);
 
 #[cfg(test)]
 mod tests;

@@ -41,19 +41,7 @@ fn reference(f: AotFn, x: f32) -> f32 {
         AotFn::AtanF32 => x.atan(),
         AotFn::AsinF32 => x.asin(),
         AotFn::AcosF32 => x.acos(),
-        AotFn::Atan2F32 => unreachable!("atan2 is binary: see `atan2_within_bounds`"),
-        AotFn::SinF64
-        | AotFn::CosF64
-        | AotFn::ExpF64
-        | AotFn::LogF64
-        | AotFn::AtanF64
-        | AotFn::Atan2F64
-        | AotFn::AsinF64
-        | AotFn::AcosF64
-        | AotFn::TanhF64
-        | AotFn::SigmoidF64 => {
-            unreachable!("f64: see `f64_*_within_bounds`")
-        }
+        _ => unreachable!("{f:?}: atan2 and the f64 routines have their own tests"),
     }) as f32
 }
 
@@ -146,18 +134,7 @@ fn inputs(f: AotFn, seed: u64) -> Vec<f32> {
         AotFn::TanhF32 | AotFn::SigmoidF32 => (-12.0, 12.0),
         AotFn::AtanF32 | AotFn::Atan2F32 => (-5.0, 5.0),
         AotFn::AsinF32 | AotFn::AcosF32 => (-1.0, 1.0),
-        AotFn::SinF64
-        | AotFn::CosF64
-        | AotFn::ExpF64
-        | AotFn::LogF64
-        | AotFn::AtanF64
-        | AotFn::Atan2F64
-        | AotFn::AsinF64
-        | AotFn::AcosF64
-        | AotFn::TanhF64
-        | AotFn::SigmoidF64 => {
-            unreachable!("f64 routines take f64 inputs")
-        }
+        _ => unreachable!("{f:?}: f64 routines take f64 inputs"),
     };
     for _ in 0..200_000 {
         xs.push(lo + (hi - lo) * rng.unit());
@@ -341,6 +318,35 @@ fn fast_ranges_swept() {
     }
 }
 
+/// Runs the unary `f64` routine `f` over `xs`.
+fn run_f64(f: AotFn, xs: &[f64]) -> Vec<f64> {
+    let mut ys = vec![0.0f64; xs.len()];
+    // SAFETY: the callers checked AVX2 and FMA; both buffers hold `xs.len()` doubles and are
+    // distinct allocations. `f` is a unary `f64` routine, so its address is a `TileFnF64`.
+    unsafe {
+        let routine: TileFnF64 = std::mem::transmute::<*const u8, TileFnF64>(f.address());
+        routine(xs.as_ptr(), ys.as_mut_ptr(), xs.len());
+    }
+    ys
+}
+
+/// Runs `f` over `xs`, prints its worst ULP error against `reference` and asserts it is within
+/// `bound`; returns the outputs.
+fn check_f64(f: AotFn, xs: &[f64], reference: fn(f64) -> f64, bound: u64) -> Vec<f64> {
+    assert!(f.dtype() == DType::F64 && f.arity() == 1, "{f:?}");
+    let ys = run_f64(f, xs);
+    let mut worst = (0u64, 0.0f64);
+    for (&x, &y) in xs.iter().zip(&ys) {
+        let d = rfx_lower::conformance::ulps(y, reference(x), DType::F64);
+        if d > worst.0 {
+            worst = (d, x);
+        }
+    }
+    eprintln!("{f:?}: max {} ULP (at x = {:e})", worst.0, worst.1);
+    assert!(worst.0 <= bound, "{f:?}: {} ULP at x = {:e}", worst.0, worst.1);
+    ys
+}
+
 /// The `f64` `sin`/`cos` routines against `std` (glibc, < 1 ULP): within 2 ULP on random bit
 /// patterns, uniform arguments up to the fast range's end, the arguments nearest many
 /// multiples of π/2 (where the reduction cancels) and edge values; `sin(-0) = -0`.
@@ -393,32 +399,15 @@ fn f64_trig_within_bounds() {
         (AotFn::SinF64, f64::sin as fn(f64) -> f64),
         (AotFn::CosF64, f64::cos),
     ] {
-        let mut ys = vec![0.0f64; xs.len()];
-        // SAFETY: AVX2 and FMA were checked; both buffers hold `xs.len()` doubles and are
-        // distinct allocations. The address is a `TileFnF64` routine.
-        unsafe {
-            let routine: TileFnF64 = std::mem::transmute::<*const u8, TileFnF64>(f.address());
-            routine(xs.as_ptr(), ys.as_mut_ptr(), xs.len());
-        }
-        let mut worst = (0u64, 0.0f64);
-        for (&x, &y) in xs.iter().zip(&ys) {
-            let d = rfx_lower::conformance::ulps(y, reference(x), DType::F64);
-            if d > worst.0 {
-                worst = (d, x);
-            }
-        }
-        eprintln!("{f:?}: max {} ULP (at x = {:e})", worst.0, worst.1);
-        assert!(worst.0 <= 2, "{f:?}: {} ULP at x = {:e}", worst.0, worst.1);
+        check_f64(f, &xs, reference, 2);
     }
     // The sign of zero.
     let zeros = [-0.0f64, 0.0];
-    let mut out = [1.0f64; 2];
-    // SAFETY: as above, two elements.
-    unsafe {
-        let routine: TileFnF64 = std::mem::transmute::<*const u8, TileFnF64>(AotFn::SinF64.address());
-        routine(zeros.as_ptr(), out.as_mut_ptr(), 2);
-    }
-    assert_eq!(out.map(f64::to_bits), zeros.map(f64::to_bits));
+    let out = run_f64(AotFn::SinF64, &zeros);
+    assert_eq!(
+        out.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        zeros.map(f64::to_bits)
+    );
 }
 
 /// The `f64` `exp` routine against `std` (glibc, < 1 ULP): within 2 ULP on random bit
@@ -459,22 +448,7 @@ fn f64_exp_within_bounds() {
             xs.push(lo + (hi - lo) * u);
         }
     }
-    let mut ys = vec![0.0f64; xs.len()];
-    // SAFETY: AVX2 and FMA were checked; both buffers hold `xs.len()` doubles and are distinct
-    // allocations. The address is a `TileFnF64` routine.
-    unsafe {
-        let routine: TileFnF64 = std::mem::transmute::<*const u8, TileFnF64>(AotFn::ExpF64.address());
-        routine(xs.as_ptr(), ys.as_mut_ptr(), xs.len());
-    }
-    let mut worst = (0u64, 0.0f64);
-    for (&x, &y) in xs.iter().zip(&ys) {
-        let d = rfx_lower::conformance::ulps(y, x.exp(), DType::F64);
-        if d > worst.0 {
-            worst = (d, x);
-        }
-    }
-    eprintln!("ExpF64: max {} ULP (at x = {:e})", worst.0, worst.1);
-    assert!(worst.0 <= 2, "exp f64: {} ULP at x = {:e}", worst.0, worst.1);
+    check_f64(AotFn::ExpF64, &xs, f64::exp, 2);
 }
 
 /// The `f64` `log` routine against `std` (glibc, < 1 ULP): within 2 ULP on random bit patterns
@@ -515,22 +489,7 @@ fn f64_log_within_bounds() {
             xs.push(lo + (hi - lo) * u);
         }
     }
-    let mut ys = vec![0.0f64; xs.len()];
-    // SAFETY: AVX2 and FMA were checked; both buffers hold `xs.len()` doubles and are distinct
-    // allocations. The address is a `TileFnF64` routine.
-    unsafe {
-        let routine: TileFnF64 = std::mem::transmute::<*const u8, TileFnF64>(AotFn::LogF64.address());
-        routine(xs.as_ptr(), ys.as_mut_ptr(), xs.len());
-    }
-    let mut worst = (0u64, 0.0f64);
-    for (&x, &y) in xs.iter().zip(&ys) {
-        let d = rfx_lower::conformance::ulps(y, x.ln(), DType::F64);
-        if d > worst.0 {
-            worst = (d, x);
-        }
-    }
-    eprintln!("LogF64: max {} ULP (at x = {:e})", worst.0, worst.1);
-    assert!(worst.0 <= 2, "log f64: {} ULP at x = {:e}", worst.0, worst.1);
+    check_f64(AotFn::LogF64, &xs, f64::ln, 2);
 }
 
 /// `f64` edge values for `atan` and `atan2`: zeros, extremes, non-finite values, the reduction
@@ -585,22 +544,7 @@ fn f64_atan_within_bounds() {
             xs.push(uniform_f64(&mut rng, lo, hi));
         }
     }
-    let mut ys = vec![0.0f64; xs.len()];
-    // SAFETY: AVX2 and FMA were checked; both buffers hold `xs.len()` doubles and are distinct
-    // allocations. The address is a `TileFnF64` routine.
-    unsafe {
-        let routine: TileFnF64 = std::mem::transmute::<*const u8, TileFnF64>(AotFn::AtanF64.address());
-        routine(xs.as_ptr(), ys.as_mut_ptr(), xs.len());
-    }
-    let mut worst = (0u64, 0.0f64);
-    for (&x, &y) in xs.iter().zip(&ys) {
-        let d = rfx_lower::conformance::ulps(y, x.atan(), DType::F64);
-        if d > worst.0 {
-            worst = (d, x);
-        }
-    }
-    eprintln!("AtanF64: max {} ULP (at x = {:e})", worst.0, worst.1);
-    assert!(worst.0 <= 2, "atan f64: {} ULP at x = {:e}", worst.0, worst.1);
+    let ys = check_f64(AotFn::AtanF64, &xs, f64::atan, 2);
     assert_eq!(ys[1].to_bits(), (-0.0f64).to_bits(), "atan(-0)");
 }
 
@@ -721,22 +665,7 @@ fn f64_asin_acos_within_bounds() {
         (AotFn::AsinF64, f64::asin as fn(f64) -> f64),
         (AotFn::AcosF64, f64::acos),
     ] {
-        let mut ys = vec![0.0f64; xs.len()];
-        // SAFETY: AVX2 and FMA were checked; both buffers hold `xs.len()` doubles and are
-        // distinct allocations. The address is a `TileFnF64` routine.
-        unsafe {
-            let routine: TileFnF64 = std::mem::transmute::<*const u8, TileFnF64>(f.address());
-            routine(xs.as_ptr(), ys.as_mut_ptr(), xs.len());
-        }
-        let mut worst = (0u64, 0.0f64);
-        for (&x, &y) in xs.iter().zip(&ys) {
-            let d = rfx_lower::conformance::ulps(y, reference(x), DType::F64);
-            if d > worst.0 {
-                worst = (d, x);
-            }
-        }
-        eprintln!("{f:?}: max {} ULP (at x = {:e})", worst.0, worst.1);
-        assert!(worst.0 <= 2, "{f:?}: {} ULP at x = {:e}", worst.0, worst.1);
+        let ys = check_f64(f, &xs, reference, 2);
         if f == AotFn::AsinF64 {
             assert_eq!(ys[1].to_bits(), (-0.0f64).to_bits(), "asin(-0)");
         } else {
@@ -791,21 +720,6 @@ fn f64_tanh_sigmoid_within_bounds() {
         (AotFn::TanhF64, f64::tanh as fn(f64) -> f64, 2),
         (AotFn::SigmoidF64, sigmoid as fn(f64) -> f64, 4),
     ] {
-        let mut ys = vec![0.0f64; xs.len()];
-        // SAFETY: AVX2 and FMA were checked; both buffers hold `xs.len()` doubles and are
-        // distinct allocations. The address is a `TileFnF64` routine.
-        unsafe {
-            let routine: TileFnF64 = std::mem::transmute::<*const u8, TileFnF64>(f.address());
-            routine(xs.as_ptr(), ys.as_mut_ptr(), xs.len());
-        }
-        let mut worst = (0u64, 0.0f64);
-        for (&x, &y) in xs.iter().zip(&ys) {
-            let d = rfx_lower::conformance::ulps(y, reference(x), DType::F64);
-            if d > worst.0 {
-                worst = (d, x);
-            }
-        }
-        eprintln!("{f:?}: max {} ULP (at x = {:e})", worst.0, worst.1);
-        assert!(worst.0 <= bound, "{f:?}: {} ULP at x = {:e}", worst.0, worst.1);
+        check_f64(f, &xs, reference, bound);
     }
 }

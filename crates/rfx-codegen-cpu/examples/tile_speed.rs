@@ -201,6 +201,15 @@ fn f64_arm(n: usize, calls: usize) -> Result<(), Box<dyn std::error::Error>> {
         "kernel k {{\n %x = input x : f64[{n}]\n %w = input w : f64[{n}]\n %h = mul %x, %w : f64[{n}]\n \
          %t = tanh %h : f64[{n}]\n %s = sigmoid %x : f64[{n}]\n %o = add %t, %s : f64[{n}]\n output o = %o\n}}"
     );
+    // Cost terms with `pow`: a robust penalty |x - w|^1.5 (an invariant exponent), and a
+    // discount factor 0.9^x (an invariant base), in both widths.
+    let power = |dt: &str| {
+        format!(
+            "kernel k {{\n %x = input x : {dt}[{n}]\n %w = input w : {dt}[{n}]\n %p = const 1.5 : {dt}[]\n \
+             %d = sub %x, %w : {dt}[{n}]\n %a = abs %d : {dt}[{n}]\n %e = pow %a, %p : {dt}[{n}]\n \
+             %g = const 0.9 : {dt}[]\n %f = pow %g, %x : {dt}[{n}]\n %o = add %e, %f : {dt}[{n}]\n output o = %o\n}}"
+        )
+    };
     for (name, text) in [
         ("arm2_f64", arm),
         ("gauss_f64", gauss),
@@ -208,46 +217,59 @@ fn f64_arm(n: usize, calls: usize) -> Result<(), Box<dyn std::error::Error>> {
         ("heading_f64", heading),
         ("joints_f64", joints),
         ("saturate_f64", saturate),
+        ("power_f64", power("f64")),
     ] {
-        let kernel = rfx_ir::hir::parse(&text)?;
-        let (mir, _) = optimize(&kernel, &OptConfig::default())?;
-        let (lir, _) = lower(&mir, &LowerConfig::default())?;
-        let options = CompileOptions {
-            max_threads: Some(1),
-            ..Default::default()
-        };
-        let compiled = CpuBackend.compile(&lir, &options)?;
-        let shape = Shape::new([n]);
-        let data: Vec<Vec<f64>> = (0..2)
-            .map(|a| {
-                (0..n)
-                    .map(|i| ((i * 7 + a * 13) % 1000) as f64 * 0.01 - 5.0)
-                    .collect()
-            })
-            .collect();
-        let n_out = lir.outputs().count();
-        let mut outs = vec![vec![0.0f64; n]; n_out];
-        let inputs: Vec<ArrayView<'_>> = data
-            .iter()
-            .map(|d| ArrayView::new(&shape, d))
-            .collect::<Result<_, _>>()?;
-        let mut scratch = Scratch::new();
-        let mut times = Vec::with_capacity(calls);
-        for _ in 0..calls + 20 {
-            let mut outputs: Vec<ArrayViewMut<'_>> = outs
-                .iter_mut()
-                .map(|o| ArrayViewMut::new(&shape, o))
-                .collect::<Result<_, _>>()?;
-            let start = Instant::now();
-            compiled.run(&inputs, &mut outputs, &mut scratch)?;
-            times.push(start.elapsed().as_nanos() as f64 / 1e3);
-        }
-        times.drain(..20);
-        let (min, p50) = summary(times);
-        println!(
-            "{name:>12} n={n:>6}: min {min:8.2} µs  p50 {p50:8.2} µs   ({:.2} ns per element)",
-            min * 1e3 / n as f64
-        );
+        time_kernel::<f64>(name, &text, n, calls)?;
     }
+    time_kernel::<f32>("power_f32", &power("f32"), n, calls)
+}
+
+/// Compiles `text` (two inputs of `n` elements of `T`) for one thread and prints the minimum
+/// and median time of `calls` calls.
+fn time_kernel<T: rfx_ir::Element + Copy + Default + From<f32>>(
+    name: &str,
+    text: &str,
+    n: usize,
+    calls: usize,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let kernel = rfx_ir::hir::parse(text)?;
+    let (mir, _) = optimize(&kernel, &OptConfig::default())?;
+    let (lir, _) = lower(&mir, &LowerConfig::default())?;
+    let options = CompileOptions {
+        max_threads: Some(1),
+        ..Default::default()
+    };
+    let compiled = CpuBackend.compile(&lir, &options)?;
+    let shape = Shape::new([n]);
+    let data: Vec<Vec<T>> = (0..2)
+        .map(|a| {
+            (0..n)
+                .map(|i| T::from(((i * 7 + a * 13) % 1000) as f32 * 0.01 - 5.0))
+                .collect()
+        })
+        .collect();
+    let n_out = lir.outputs().count();
+    let mut outs = vec![vec![T::default(); n]; n_out];
+    let inputs: Vec<ArrayView<'_>> = data
+        .iter()
+        .map(|d| ArrayView::new(&shape, d))
+        .collect::<Result<_, _>>()?;
+    let mut scratch = Scratch::new();
+    let mut times = Vec::with_capacity(calls);
+    for _ in 0..calls + 20 {
+        let mut outputs: Vec<ArrayViewMut<'_>> = outs
+            .iter_mut()
+            .map(|o| ArrayViewMut::new(&shape, o))
+            .collect::<Result<_, _>>()?;
+        let start = Instant::now();
+        compiled.run(&inputs, &mut outputs, &mut scratch)?;
+        times.push(start.elapsed().as_nanos() as f64 / 1e3);
+    }
+    times.drain(..20);
+    let (min, p50) = summary(times);
+    println!(
+        "{name:>12} n={n:>6}: min {min:8.2} µs  p50 {p50:8.2} µs   ({:.2} ns per element)",
+        min * 1e3 / n as f64
+    );
     Ok(())
 }

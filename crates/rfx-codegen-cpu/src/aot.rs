@@ -6,7 +6,7 @@
 //! of [`TILE`] elements (see `codegen`), stages each transcendental's argument in a stack
 //! buffer and calls one of the routines here on the whole tile. The routines are plain Rust
 //! written branch-free over `f32` (and `f64` for `sin`, `cos`, `exp`, `log`, `atan`, `atan2`,
-//! `asin`, `acos`, `tanh`, `sigmoid`),
+//! `asin`, `acos`, `tanh`, `sigmoid`, `pow`),
 //! compiled by rustc with `avx2`
 //! and `fma` enabled for that function alone (`#[target_feature]`), so LLVM turns each loop
 //! into 8-lane (4-lane `f64`) AVX2 code; the JIT links them only when the running CPU has both
@@ -41,6 +41,8 @@
 //! | `tanh` (`f64`) | `|x| <= 350` | Cephes `tanh.c`: `x + x z P(z)/Q(z)` below 0.625, else `1 - 2/(e^{2|x|} + 1)` with the `f64` `exp` | 2 against glibc (`tests::f64_tanh_sigmoid_within_bounds`) |
 //! | `sigmoid` (`f64`) | `|x| <= 708` | `e = e^{-|x|}` by the `f64` `exp`; `1/(1+e)`, or `e/(1+e)` below 0 | 2 against the same formulas through glibc's `exp` |
 //! | `atan2` (`f64`) | finite, not both zero, ratio of magnitudes 0 or ≥ 1e-300 | `atan(min/max)` by the `atan` kernel, `π/2 - a` / `π - a` by quadrant with two-part constants, the sign of `y` | 2 against glibc (`tests::f64_atan2_within_bounds`) |
+//! | `pow` | `x`, `y` finite, `x` not zero, `y` an integer where `x < 0` | `e^(y ln|x|)` in `f64` with the `f64` `log` and `exp` below (the exponent's error far below an `f32` ULP), the sign of `x` for odd integer `y` | 1 against `std` in `f64` (`tests::pow_f32_within_bounds`: 0 measured) |
+//! | `pow` (`f64`) | as `pow`, and a normal result (`|y log2|x|| <= 1020`) | fdlibm `e_pow.c` branch-free: `log2|x|` to about 64 bits, `y` split head/tail, `2^(p_h + p_l)` by the `P1..P5` rational form; the inline code's operations in its order | 1 against glibc (`tests::f64_pow_within_bounds`) |
 //! | `sin`, `cos` (`f64`) | `|x| <= 2^29` | `x = n π/2 + (r + y)`, three-part π/2 with FMA (`x - n HI` exact, the other products' rounding errors kept in the tail `y`); fdlibm `__kernel_sin`/`__cos` with the tail, by quadrant | 1 against glibc (`tests::f64_trig_within_bounds`: random bit patterns, uniform to `2^29`, next to 25,000 multiples of π/2) |
 //!
 //! The results are deterministic (the same input gives the same bits at every position and
@@ -83,11 +85,13 @@ pub(crate) enum AotFn {
     AcosF64,
     TanhF64,
     SigmoidF64,
+    PowF32,
+    PowF64,
 }
 
 impl AotFn {
     /// Every routine, in a fixed order (symbol registration and declaration iterate this).
-    pub(crate) const ALL: [AotFn; 23] = [
+    pub(crate) const ALL: [AotFn; 25] = [
         AotFn::SinF32,
         AotFn::CosF32,
         AotFn::TanF32,
@@ -111,6 +115,8 @@ impl AotFn {
         AotFn::AcosF64,
         AotFn::TanhF64,
         AotFn::SigmoidF64,
+        AotFn::PowF32,
+        AotFn::PowF64,
     ];
 
     /// The routine computing `op` on `dtype`, if there is one.
@@ -146,6 +152,8 @@ impl AotFn {
         match (op, dtype) {
             (BinaryOp::Atan2, DType::F32) => Some(AotFn::Atan2F32),
             (BinaryOp::Atan2, DType::F64) => Some(AotFn::Atan2F64),
+            (BinaryOp::Pow, DType::F32) => Some(AotFn::PowF32),
+            (BinaryOp::Pow, DType::F64) => Some(AotFn::PowF64),
             _ => None,
         }
     }
@@ -162,7 +170,8 @@ impl AotFn {
             | AotFn::AsinF64
             | AotFn::AcosF64
             | AotFn::TanhF64
-            | AotFn::SigmoidF64 => DType::F64,
+            | AotFn::SigmoidF64
+            | AotFn::PowF64 => DType::F64,
             _ => DType::F32,
         }
     }
@@ -170,7 +179,7 @@ impl AotFn {
     /// How many source tiles it reads.
     pub(crate) fn arity(self) -> usize {
         match self {
-            AotFn::Atan2F32 | AotFn::Atan2F64 => 2,
+            AotFn::Atan2F32 | AotFn::Atan2F64 | AotFn::PowF32 | AotFn::PowF64 => 2,
             _ => 1,
         }
     }
@@ -201,10 +210,12 @@ impl AotFn {
             AotFn::AcosF64 => "rfx_aot_acos_f64",
             AotFn::TanhF64 => "rfx_aot_tanh_f64",
             AotFn::SigmoidF64 => "rfx_aot_sigmoid_f64",
+            AotFn::PowF32 => "rfx_aot_pow_f32",
+            AotFn::PowF64 => "rfx_aot_pow_f64",
         }
     }
 
-    /// The routine's address: a [`Tile2Fn`] / [`Tile2FnF64`] for `atan2`, a [`TileFnF64`] for
+    /// The routine's address: a [`Tile2Fn`] / [`Tile2FnF64`] for `atan2` and `pow`, a [`TileFnF64`] for
     /// the other `f64` ones, a [`TileFn`] for the others.
     pub(crate) fn address(self) -> *const u8 {
         // One coercion per C ABI, so that each arm is checked against its routine's type.
@@ -236,6 +247,8 @@ impl AotFn {
             AotFn::AcosF64 => unary_f64(rfx_aot_acos_f64),
             AotFn::TanhF64 => unary_f64(rfx_aot_tanh_f64),
             AotFn::SigmoidF64 => unary_f64(rfx_aot_sigmoid_f64),
+            AotFn::PowF32 => binary(pow::rfx_aot_pow_f32),
+            AotFn::PowF64 => binary_f64(pow::rfx_aot_pow_f64),
         }
     }
 }
@@ -723,9 +736,26 @@ macro_rules! tile_routine {
     };
 }
 
-/// The binary counterpart of `tile_routine!`: `dst[i] = op(a[i], b[i])`.
+/// The binary counterpart of `tile_routine!`: `dst[i] = op(a[i], b[i])`. The second form takes
+/// a fast function that returns NaN exactly where it does not hold (and never NaN where it
+/// does), for routines whose range test needs the fast path's intermediate values (`pow`: the
+/// exponent of the result); the slow pass recomputes the NaN elements.
 macro_rules! tile_routine2 {
+    ($(#[$doc:meta])* $name:ident, $inner:ident, $t:ty, nan_marked $fast:path, $slow:path) => {
+        tile_routine2!(
+            @fns $(#[$doc])* $name, $inner, $t,
+            |a: $t, b: $t| { let v = $fast(a, b); (v, !v.is_nan()) }, |_: $t, _: $t, v: $t| v.is_nan(),
+            $slow
+        );
+    };
     ($(#[$doc:meta])* $name:ident, $inner:ident, $t:ty, $fast:path, $in_range:path, $slow:path) => {
+        tile_routine2!(
+            @fns $(#[$doc])* $name, $inner, $t,
+            |a: $t, b: $t| ($fast(a, b), $in_range(a, b)), |a: $t, b: $t, _: $t| !$in_range(a, b),
+            $slow
+        );
+    };
+    (@fns $(#[$doc:meta])* $name:ident, $inner:ident, $t:ty, $fast:expr, $redo:expr, $slow:path) => {
         $(#[$doc])*
         ///
         /// # Safety
@@ -757,14 +787,16 @@ macro_rules! tile_routine2 {
                     std::slice::from_raw_parts_mut(dst, n),
                 )
             };
+            let (fast, redo) = ($fast, $redo);
             let mut outside = 0u32;
             for ((o, &y), &x) in out.iter_mut().zip(ys).zip(xs) {
-                *o = $fast(y, x);
-                outside |= u32::from(!$in_range(y, x));
+                let (value, in_range) = fast(y, x);
+                *o = value;
+                outside |= u32::from(!in_range);
             }
             if outside != 0 {
                 for ((o, &y), &x) in out.iter_mut().zip(ys).zip(xs) {
-                    if !$in_range(y, x) {
+                    if redo(y, x, *o) {
                         *o = $slow(y, x);
                     }
                 }
@@ -1375,6 +1407,8 @@ tile_routine2!(
     /// `dst[i] = atan2(a[i], b[i])` for `i < n`.
     rfx_aot_atan2_f32, atan2_f32_avx2, f32, atan2_fast, in_atan2_range, atan2_slow
 );
+
+mod pow;
 
 #[cfg(test)]
 mod tests;

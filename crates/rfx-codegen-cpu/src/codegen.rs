@@ -318,25 +318,37 @@ enum Segment {
         insts: Vec<usize>,
         loads: Vec<(usize, SlotId)>,
     },
-    /// A tile routine from the staged values `srcs` (one per argument) into the staging buffer
-    /// of `dst` (all body indices of the defining instructions). `src_accesses` / `dst_access`:
+    /// A tile routine from the values `srcs` (one per argument) into the staging buffer of `dst`
+    /// (the body index of its instruction). `src_accesses` / `dst_access`:
     /// the routine reads an argument straight from a program input (its load is contiguous) or writes
     /// its result straight into a program output (the only use of `dst` is a contiguous
     /// store), saving a staging copy; caller-supplied inputs and outputs never overlap.
     Call {
         routine: AotFn,
-        srcs: Vec<usize>,
+        srcs: Vec<TileSrc>,
         dst: usize,
         src_accesses: Vec<Option<usize>>,
         dst_access: Option<usize>,
     },
 }
 
-/// The tiled form of an elementwise body: its segments and the staging buffer (one per value
-/// that crosses a segment boundary, `TILE` cells of `cell` bytes) of each staged value.
+/// An argument of a tile routine.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum TileSrc {
+    /// A value computed in the body, by the instruction at this index.
+    Body(usize),
+    /// A preamble value (loop-invariant: `pow(x, 1.5)`'s exponent), which the routine reads from
+    /// a buffer filled with it before the tiles.
+    Invariant(SlotId),
+}
+
+/// The tiled form of an elementwise body: its segments, the staging buffer (one per value
+/// that crosses a segment boundary, `TILE` cells of `cell` bytes) of each staged value, and the
+/// buffer each invariant routine argument is broadcast into.
 struct TilePlan {
     segments: Vec<Segment>,
     staged: HashMap<usize, (StackSlot, u32)>,
+    invariant: Vec<(SlotId, StackSlot, u32)>,
 }
 
 impl<'k> Gen<'_, 'k> {
@@ -610,7 +622,8 @@ impl<'k> Gen<'_, 'k> {
 
     /// The tiled plan of this (elementwise) kernel's body, or `None` when no instruction of it is
     /// computed by a tile routine. An op gets a routine when one exists for its op and dtype and
-    /// every argument is computed in the body (a preamble argument is a single value).
+    /// an argument is computed in the body; a binary routine's other argument may be a preamble
+    /// value (broadcast into a buffer once per loop).
     fn tile_plan(&self, b: &mut FunctionBuilder<'_>) -> Result<Option<TilePlan>, BackendError> {
         let kernel = self.kernel();
         let body = &kernel.body;
@@ -628,7 +641,7 @@ impl<'k> Gen<'_, 'k> {
             }
             let routine = match inst {
                 Inst::Unary { op, src, .. } if defs.len() == 1 => AotFn::for_op(*op, self.slot_dtype(*src)?),
-                Inst::Binary { op, lhs, .. } if defs.len() == 2 => {
+                Inst::Binary { op, lhs, .. } if !defs.is_empty() => {
                     AotFn::for_binary(*op, self.slot_dtype(*lhs)?)
                 }
                 _ => None,
@@ -656,7 +669,14 @@ impl<'k> Gen<'_, 'k> {
                     });
                 }
                 segment_of[i] = segments.len();
-                let srcs: Vec<usize> = reads[i].iter().map(|&(def, _)| def).collect();
+                let srcs: Vec<TileSrc> = body[i]
+                    .srcs()
+                    .into_iter()
+                    .map(|slot| match reads[i].iter().find(|&&(_, s)| s == slot) {
+                        Some(&(def, _)) => TileSrc::Body(def),
+                        None => TileSrc::Invariant(slot),
+                    })
+                    .collect();
                 segments.push(Segment::Call {
                     routine,
                     src_accesses: vec![None; srcs.len()],
@@ -704,8 +724,10 @@ impl<'k> Gen<'_, 'k> {
             {
                 let dtype = routine.dtype();
                 for (src, access) in srcs.iter().zip(src_accesses.iter_mut()) {
-                    if matches!(body[*src], Inst::Load { .. }) {
-                        *access = contiguous(*src, true, dtype);
+                    if let TileSrc::Body(def) = *src
+                        && matches!(body[def], Inst::Load { .. })
+                    {
+                        *access = contiguous(def, true, dtype);
                     }
                 }
                 let users: Vec<usize> = (0..body.len())
@@ -735,8 +757,10 @@ impl<'k> Gen<'_, 'k> {
                 } => srcs
                     .iter()
                     .zip(src_accesses)
-                    .filter(|(_, access)| access.is_some())
-                    .map(|(&src, _)| (*dst, src))
+                    .filter_map(|(&src, access)| match (src, access) {
+                        (TileSrc::Body(def), Some(_)) => Some((*dst, def)),
+                        _ => None,
+                    })
                     .collect::<Vec<_>>(),
                 Segment::Ops { .. } => Vec::new(),
             })
@@ -807,7 +831,30 @@ impl<'k> Gen<'_, 'k> {
             let stack = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, bytes, 5));
             staged.insert(def, (stack, cell));
         }
-        Ok(Some(TilePlan { segments, staged }))
+        let mut invariant: Vec<(SlotId, StackSlot, u32)> = Vec::new();
+        for segment in &segments {
+            if let Segment::Call { srcs, .. } = segment {
+                for src in srcs {
+                    if let TileSrc::Invariant(slot) = *src
+                        && !invariant.iter().any(|&(s, _, _)| s == slot)
+                    {
+                        let cell = cl_type(self.slot_dtype(slot)?, self.width).lane_type().bytes();
+                        let bytes = u32::try_from(TILE).unwrap_or(u32::MAX).saturating_mul(cell);
+                        let stack = b.create_sized_stack_slot(StackSlotData::new(
+                            StackSlotKind::ExplicitSlot,
+                            bytes,
+                            5,
+                        ));
+                        invariant.push((slot, stack, cell));
+                    }
+                }
+            }
+        }
+        Ok(Some(TilePlan {
+            segments,
+            staged,
+            invariant,
+        }))
     }
 
     /// The elementwise loop over `start..end` in tiles of up to `TILE` elements: each segment of
@@ -838,6 +885,7 @@ impl<'k> Gen<'_, 'k> {
         plan: &TilePlan,
     ) -> Result<(), BackendError> {
         let w = self.width;
+        self.fill_invariant_buffers(b, plan)?;
         let header = b.create_block();
         let tile_block = b.create_block();
         let exit = b.create_block();
@@ -933,7 +981,18 @@ impl<'k> Gen<'_, 'k> {
                     };
                     let mut args = Vec::with_capacity(srcs.len() + 2);
                     for (src, access) in srcs.iter().zip(src_accesses) {
-                        args.push(place(self, b, *src, *access)?);
+                        args.push(match *src {
+                            TileSrc::Body(def) => place(self, b, def, *access)?,
+                            TileSrc::Invariant(slot) => {
+                                let (_, stack, _) = plan
+                                    .invariant
+                                    .iter()
+                                    .find(|&&(s, _, _)| s == slot)
+                                    .copied()
+                                    .ok_or_else(|| internal("invariant routine argument without a buffer"))?;
+                                self.stack_base(b, stack)
+                            }
+                        });
                     }
                     let dst_addr = place(self, b, *dst, *dst_access)?;
                     args.push(dst_addr);
@@ -945,6 +1004,43 @@ impl<'k> Gen<'_, 'k> {
         let next = b.ins().iadd(at, count);
         b.ins().jump(header, &[BlockArg::Value(next)]);
         b.switch_to_block(exit);
+        Ok(())
+    }
+
+    /// Broadcasts each invariant routine argument into its buffer (`TILE` cells, by a loop of
+    /// vector stores), before the tiles that read it.
+    fn fill_invariant_buffers(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        plan: &TilePlan,
+    ) -> Result<(), BackendError> {
+        if plan.invariant.is_empty() {
+            return Ok(());
+        }
+        let w = self.width;
+        let values = self.preamble_slots(b, w);
+        for &(slot, stack, cell) in &plan.invariant {
+            let value =
+                values.get(slot.index()).copied().flatten().ok_or_else(|| {
+                    internal(format!("invariant routine argument {slot} not in the preamble"))
+                })?;
+            let base = self.stack_base(b, stack);
+            let step = i64::from(cell) * i64::from(w);
+            let bytes = i64::from(cell) * TILE as i64;
+            let fill = b.create_block();
+            let done = b.create_block();
+            b.append_block_param(fill, types::I64);
+            let zero = b.ins().iconst(types::I64, 0);
+            b.ins().jump(fill, &[BlockArg::Value(zero)]);
+            b.switch_to_block(fill);
+            let offset = b.block_params(fill)[0];
+            let addr = b.ins().iadd(base, offset);
+            b.ins().store(MemFlagsData::trusted(), value, addr, 0);
+            let next = b.ins().iadd_imm_s(offset, step);
+            let more = b.ins().icmp_imm_s(IntCC::SignedLessThan, next, bytes);
+            b.ins().brif(more, fill, &[BlockArg::Value(next)], done, &[]);
+            b.switch_to_block(done);
+        }
         Ok(())
     }
 

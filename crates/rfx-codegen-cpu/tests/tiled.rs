@@ -246,6 +246,112 @@ fn f64_routines_run_between_ops() {
     }
 }
 
+#[test]
+fn pow_runs_between_ops_in_both_widths() {
+    // A cost term |e|^1.5 w on a computed base (staged) with an invariant exponent (broadcast
+    // into a buffer before the tiles), and pow of two inputs (read directly;
+    // random inputs bring negative bases with non-integer exponents, zeros, Inf and NaN, which
+    // take the routine's slow path).
+    for dt in ["f32", "f64"] {
+        let cost = format!(
+            "kernel k {{\n %x = input x : {dt}[{{N}}]\n %w = input w : {dt}[{{N}}]\n %p = const 1.5 : {dt}[]\n \
+             %a = abs %x : {dt}[{{N}}]\n %e = pow %a, %p : {dt}[{{N}}]\n %o = mul %e, %w : {dt}[{{N}}]\n output out = %o\n}}"
+        );
+        check(&cost, &SIZES, Some(1));
+        let direct = format!(
+            "kernel k {{\n %x = input x : {dt}[{{N}}]\n %y = input y : {dt}[{{N}}]\n \
+             %o = pow %x, %y : {dt}[{{N}}]\n output out = %o\n}}"
+        );
+        check(&direct, &SIZES, Some(1));
+        check_inputs(&direct, &[4099], Some(1), true);
+        // A discount factor 0.9^t: the invariant argument first, and split across threads.
+        let discount = format!(
+            "kernel k {{\n %t = input t : {dt}[{{N}}]\n %g = const 0.9 : {dt}[]\n \
+             %o = pow %g, %t : {dt}[{{N}}]\n output out = %o\n}}"
+        );
+        check_inputs(&discount, &SIZES, Some(1), true);
+        check_inputs(&discount, &[300_001], Some(2), true);
+        if tile_routines_linked() {
+            for src in [&cost, &discount] {
+                let (_, lir) = lir_of(&src.replace("{N}", "4096"));
+                let clif: String = dump(&lir).expect("dump").into_iter().map(|(_, c, _)| c).collect();
+                assert_eq!(tile_calls(&clif), 1, "{clif}");
+            }
+        }
+    }
+}
+
+/// The `f64` `pow` routine runs fdlibm's operations in the inline code's order, so a tiled
+/// kernel and a short (inline) one give the same bits wherever the routine's fast path holds
+/// (results between `2^-1019` and `2^1019` in magnitude).
+#[test]
+fn f64_pow_tiles_equal_the_inline_code_bit_for_bit() {
+    let compile = |n: usize| {
+        let text = format!(
+            "kernel k {{\n %x = input x : f64[{n}]\n %y = input y : f64[{n}]\n %o = pow %x, %y : f64[{n}]\n output out = %o\n}}"
+        );
+        let (_, lir) = lir_of(&text);
+        let options = CompileOptions {
+            max_threads: Some(1),
+            ..CompileOptions::default()
+        };
+        CpuBackend.compile(&lir, &options).expect("compile")
+    };
+    const SHORT: usize = 32;
+    const LONG: usize = SHORT * 128;
+    let (short, long) = (compile(SHORT), compile(LONG));
+    let mut rng = TestRng::new(0x9077);
+    let mut next = move || {
+        // Uniform in [0, 1) from the generator's random inputs' bits.
+        rng.next_u64() as f64 / 2f64.powi(64)
+    };
+    let mut xs = Vec::with_capacity(LONG);
+    let mut ys = Vec::with_capacity(LONG);
+    for i in 0..LONG {
+        let (x, y) = match i % 4 {
+            0 => (20.0 * next(), 20.0 * next() - 10.0),
+            1 => (-(10.0 * next()), (60.0 * next() - 30.0).round()),
+            2 => (1.0 + 1e-6 * (next() - 0.5), 2e8 * (next() - 0.5)),
+            _ => (1e-300 + 1e300 * next(), 4.0 * next() - 2.0),
+        };
+        xs.push(x);
+        ys.push(y);
+    }
+    let run = |compiled: &dyn rfx_lower::Compiled, xs: &[f64], ys: &[f64]| {
+        let shape = rfx_ir::Shape::new([xs.len()]);
+        let mut out = vec![0.0f64; xs.len()];
+        let inputs = [
+            rfx_ir::ArrayView::new(&shape, xs).expect("view"),
+            rfx_ir::ArrayView::new(&shape, ys).expect("view"),
+        ];
+        let mut outputs = [rfx_ir::ArrayViewMut::new(&shape, &mut out).expect("view")];
+        compiled
+            .run(&inputs, &mut outputs, &mut Scratch::new())
+            .expect("run");
+        out
+    };
+    let tiled = run(long.as_ref(), &xs, &ys);
+    let mut compared = 0;
+    for (k, chunk) in tiled.chunks(SHORT).enumerate() {
+        let at = k * SHORT;
+        let inline = run(short.as_ref(), &xs[at..at + SHORT], &ys[at..at + SHORT]);
+        for (i, (&t, &s)) in chunk.iter().zip(&inline).enumerate() {
+            // The routine hands results beyond 2^±1020 to glibc.
+            if (2f64.powi(-1019)..2f64.powi(1019)).contains(&s.abs()) {
+                assert_eq!(
+                    t.to_bits(),
+                    s.to_bits(),
+                    "pow({:e}, {:e})",
+                    xs[at + i],
+                    ys[at + i]
+                );
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared > LONG * 3 / 4, "only {compared} normal results");
+}
+
 /// Calls without a result in CLIF text: the tile routines.
 fn tile_calls(clif: &str) -> usize {
     clif.lines()

@@ -723,3 +723,161 @@ fn f64_tanh_sigmoid_within_bounds() {
         check_f64(f, &xs, reference, bound);
     }
 }
+
+/// Pairs `(x, y)` for `pow`: every pair of edge values (the C99 special cases through the slow
+/// path), random bit patterns, ordinary bases and exponents, negative bases with integer
+/// exponents, bases near 1 with large exponents, and products `y log2|x|` near the overflow,
+/// underflow and subnormal thresholds (the fast path's edge for `f64`).
+fn pow_pairs(rng: &mut Rng, edges: &[f64], bits: fn(&mut Rng) -> f64) -> (Vec<f64>, Vec<f64>) {
+    let (mut xs, mut ys) = (Vec::new(), Vec::new());
+    for &x in edges {
+        for &y in edges {
+            xs.push(x);
+            ys.push(y);
+        }
+    }
+    for i in 0..100_000 {
+        xs.push(bits(rng));
+        ys.push(bits(rng));
+        xs.push(uniform_f64(rng, 0.0, 10.0));
+        ys.push(uniform_f64(rng, -10.0, 10.0));
+        // Negative bases with integer exponents, odd and even.
+        xs.push(uniform_f64(rng, -10.0, 0.0));
+        ys.push((uniform_f64(rng, -40.0, 40.0)).round());
+        // Bases near 1 with large exponents.
+        xs.push(1.0 + uniform_f64(rng, -1e-6, 1e-6));
+        ys.push(uniform_f64(rng, -1e8, 1e8));
+        // y log2|x| near a threshold: 128 and -149 (f32), 1020, 1024, -1022 and -1074 (f64).
+        let target = [128.0, -126.0, -149.0, 1020.0, 1024.0, -1020.0, -1022.0, -1074.0][i % 8];
+        let x = uniform_f64(rng, 0.05, 20.0);
+        let y = (target + uniform_f64(rng, -2.0, 2.0)) / x.log2();
+        xs.push(if i % 16 < 8 { x } else { -x });
+        ys.push(if i % 16 < 8 { y } else { y.round() });
+    }
+    (xs, ys)
+}
+
+fn pow_edges() -> Vec<f64> {
+    let mut v = vec![
+        0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 2.5, -2.5, 1e-3, 1e3, -1e3, 1e30, -1e30,
+        1e-30, 1e300, 1e-300,
+    ];
+    v.extend([
+        f64::MIN_POSITIVE,
+        f64::from_bits(1),
+        f64::MAX,
+        f64::INFINITY,
+        f64::NAN,
+    ]);
+    v.extend([
+        f64::from(f32::MIN_POSITIVE),
+        f64::from(f32::from_bits(1)),
+        f64::from(f32::MAX),
+    ]);
+    let negatives: Vec<f64> = v.iter().map(|x| -x).collect();
+    v.extend(negatives);
+    v
+}
+
+/// The `f32` `pow` routine against `std` in `f64` rounded to `f32`: within 1 ULP on the pairs of
+/// [`pow_pairs`] (the C99 special values bit for bit, through the slow path), and the same bits
+/// one element at a time as in a long tile.
+#[test]
+fn pow_f32_within_bounds() {
+    if !available() {
+        eprintln!("skipped: no AVX2 and FMA");
+        return;
+    }
+    let mut rng = Rng(0x9077_0032);
+    let (xs, ys) = pow_pairs(&mut rng, &pow_edges(), |rng| {
+        f64::from(f32::from_bits(rng.next() as u32))
+    });
+    let xs: Vec<f32> = xs.iter().map(|&x| x as f32).collect();
+    let ys: Vec<f32> = ys.iter().map(|&y| y as f32).collect();
+    let mut out = vec![0.0f32; xs.len()];
+    // SAFETY: AVX2 and FMA were checked; the three buffers hold `xs.len()` floats and are
+    // distinct allocations. The address is a `Tile2Fn` routine.
+    let routine: Tile2Fn = unsafe { std::mem::transmute::<*const u8, Tile2Fn>(AotFn::PowF32.address()) };
+    // SAFETY: as above.
+    unsafe { routine(xs.as_ptr(), ys.as_ptr(), out.as_mut_ptr(), xs.len()) };
+    let mut worst = (0u64, 0.0f32, 0.0f32);
+    for ((&x, &y), &o) in xs.iter().zip(&ys).zip(&out) {
+        let d = ulps(o, (f64::from(x).powf(f64::from(y))) as f32);
+        if d > worst.0 {
+            worst = (d, x, y);
+        }
+    }
+    eprintln!(
+        "PowF32: max {} ULP (at x = {:e}, y = {:e})",
+        worst.0, worst.1, worst.2
+    );
+    assert!(
+        worst.0 <= 1,
+        "pow f32: {} ULP at x = {:e}, y = {:e}",
+        worst.0,
+        worst.1,
+        worst.2
+    );
+    for i in (0..xs.len()).step_by(97) {
+        let mut one = [0.0f32];
+        // SAFETY: as above, for one element.
+        unsafe { routine(&xs[i], &ys[i], one.as_mut_ptr(), 1) };
+        assert_eq!(
+            one[0].to_bits(),
+            out[i].to_bits(),
+            "pow({:e}, {:e})",
+            xs[i],
+            ys[i]
+        );
+    }
+}
+
+/// The `f64` `pow` routine against `std` (glibc, correctly rounded in practice): within 1 ULP on
+/// the pairs of [`pow_pairs`], including results next to the overflow and subnormal thresholds
+/// where the fast path hands over to `std`, and the C99 special values bit for bit.
+#[test]
+fn f64_pow_within_bounds() {
+    if !available() {
+        eprintln!("skipped: no AVX2 and FMA");
+        return;
+    }
+    let mut rng = Rng(0x9077_0064);
+    let (xs, ys) = pow_pairs(&mut rng, &pow_edges(), |rng| f64::from_bits(rng.next()));
+    let mut out = vec![0.0f64; xs.len()];
+    // SAFETY: AVX2 and FMA were checked; the three buffers hold `xs.len()` doubles and are
+    // distinct allocations. The address is a `Tile2FnF64` routine.
+    let routine: Tile2FnF64 =
+        unsafe { std::mem::transmute::<*const u8, Tile2FnF64>(AotFn::PowF64.address()) };
+    // SAFETY: as above.
+    unsafe { routine(xs.as_ptr(), ys.as_ptr(), out.as_mut_ptr(), xs.len()) };
+    let mut worst = (0u64, 0.0f64, 0.0f64);
+    for ((&x, &y), &o) in xs.iter().zip(&ys).zip(&out) {
+        let d = rfx_lower::conformance::ulps(o, x.powf(y), DType::F64);
+        if d > worst.0 {
+            worst = (d, x, y);
+        }
+    }
+    eprintln!(
+        "PowF64: max {} ULP (at x = {:e}, y = {:e})",
+        worst.0, worst.1, worst.2
+    );
+    assert!(
+        worst.0 <= 1,
+        "pow f64: {} ULP at x = {:e}, y = {:e}",
+        worst.0,
+        worst.1,
+        worst.2
+    );
+    for i in (0..xs.len()).step_by(97) {
+        let mut one = [0.0f64];
+        // SAFETY: as above, for one element.
+        unsafe { routine(&xs[i], &ys[i], one.as_mut_ptr(), 1) };
+        assert_eq!(
+            one[0].to_bits(),
+            out[i].to_bits(),
+            "pow({:e}, {:e})",
+            xs[i],
+            ys[i]
+        );
+    }
+}

@@ -167,7 +167,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// `f64` kernels, timed alone (there are no gcc peers for them, so compare builds of rfx): the
 /// two-link arm's forward kinematics (four `sin`/`cos`), a Gaussian cost term (`exp`) and a
 /// log barrier (`log`), headings (`atan2`, `atan`), joint angles (`asin`, `acos`), saturations
-/// (`tanh`, `sigmoid`).
+/// (`tanh`, `sigmoid`), `tan + exp2 + log2`, and `pow` cost terms (also in `f32`).
 fn f64_arm(n: usize, calls: usize) -> Result<(), Box<dyn std::error::Error>> {
     let arm = format!(
         "kernel k {{\n %q1 = input q1 : f64[{n}]\n %q2 = input q2 : f64[{n}]\n %l = const 0.7 : f64[]\n \
@@ -201,6 +201,13 @@ fn f64_arm(n: usize, calls: usize) -> Result<(), Box<dyn std::error::Error>> {
         "kernel k {{\n %x = input x : f64[{n}]\n %w = input w : f64[{n}]\n %h = mul %x, %w : f64[{n}]\n \
          %t = tanh %h : f64[{n}]\n %s = sigmoid %x : f64[{n}]\n %o = add %t, %s : f64[{n}]\n output o = %o\n}}"
     );
+    // `tan`, `exp2`, `log2`.
+    let bases = format!(
+        "kernel k {{\n %x = input x : f64[{n}]\n %w = input w : f64[{n}]\n %k = const 0.3 : f64[]\n \
+         %a = mul %x, %k : f64[{n}]\n %t = tan %a : f64[{n}]\n %e = exp2 %w : f64[{n}]\n \
+         %xx = mul %x, %x : f64[{n}]\n %l = log2 %xx : f64[{n}]\n %s = add %t, %e : f64[{n}]\n \
+         %o = add %s, %l : f64[{n}]\n output o = %o\n}}"
+    );
     // Cost terms with `pow`: a robust penalty |x - w|^1.5 (an invariant exponent), and a
     // discount factor 0.9^x (an invariant base), in both widths.
     let power = |dt: &str| {
@@ -218,6 +225,7 @@ fn f64_arm(n: usize, calls: usize) -> Result<(), Box<dyn std::error::Error>> {
         ("joints_f64", joints),
         ("saturate_f64", saturate),
         ("power_f64", power("f64")),
+        ("bases_f64", bases),
     ] {
         time_kernel::<f64>(name, &text, n, calls)?;
     }

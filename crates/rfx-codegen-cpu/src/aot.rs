@@ -6,7 +6,7 @@
 //! of [`TILE`] elements (see `codegen`), stages each transcendental's argument in a stack
 //! buffer and calls one of the routines here on the whole tile. The routines are plain Rust
 //! written branch-free over `f32` (and `f64` for `sin`, `cos`, `exp`, `log`, `atan`, `atan2`,
-//! `asin`, `acos`, `tanh`, `sigmoid`, `pow`),
+//! `asin`, `acos`, `tanh`, `sigmoid`, `pow`, `tan`, `exp2`, `log2`: every transcendental),
 //! compiled by rustc with `avx2`
 //! and `fma` enabled for that function alone (`#[target_feature]`), so LLVM turns each loop
 //! into 8-lane (4-lane `f64`) AVX2 code; the JIT links them only when the running CPU has both
@@ -43,6 +43,9 @@
 //! | `atan2` (`f64`) | finite, not both zero, ratio of magnitudes 0 or ≥ 1e-300 | `atan(min/max)` by the `atan` kernel, `π/2 - a` / `π - a` by quadrant with two-part constants, the sign of `y` | 2 against glibc (`tests::f64_atan2_within_bounds`) |
 //! | `pow` | `x`, `y` finite, `x` not zero, `y` an integer where `x < 0` | `e^(y ln|x|)` in `f64` with the `f64` `log` and `exp` below (the exponent's error far below an `f32` ULP), the sign of `x` for odd integer `y` | 1 against `std` in `f64` (`tests::pow_f32_within_bounds`: 0 measured) |
 //! | `pow` (`f64`) | as `pow`, and a normal result (`|y log2|x|| <= 1020`) | fdlibm `e_pow.c` branch-free: `log2|x|` to about 64 bits, `y` split head/tail, `2^(p_h + p_l)` by the `P1..P5` rational form; the inline code's operations in its order | 1 against glibc (`tests::f64_pow_within_bounds`) |
+//! | `tan` (`f64`) | `|x| <= 2^29` | as `sin`/`cos` (`f64`): `sin r / cos r`, or `-cos r / sin r` in odd quadrants, both kernels with the tail | 2 against glibc (`tests::f64_tan_within_bounds`) |
+//! | `exp2` (`f64`) | `-1021 <= x <= 1023` | `x = n + f` exactly; `f ln2 = r + r_lo` (the product's rounding error from an FMA); `e^r (1 + r_lo)` by the `exp` series; `2^n` in the exponent field | 1 against glibc, exact at integers (`tests::f64_exp2_log2_within_bounds`) |
+//! | `log2` (`f64`) | normal, positive, finite | FreeBSD `e_log2.c`: `log`'s decomposition, `ln(1 + f) = hi + lo` with a 21-bit `hi`, times `1/ln2` in two parts, `k` added with its rounding error | 1 against glibc, exact at powers of two |
 //! | `sin`, `cos` (`f64`) | `|x| <= 2^29` | `x = n π/2 + (r + y)`, three-part π/2 with FMA (`x - n HI` exact, the other products' rounding errors kept in the tail `y`); fdlibm `__kernel_sin`/`__cos` with the tail, by quadrant | 1 against glibc (`tests::f64_trig_within_bounds`: random bit patterns, uniform to `2^29`, next to 25,000 multiples of π/2) |
 //!
 //! The results are deterministic (the same input gives the same bits at every position and
@@ -87,11 +90,14 @@ pub(crate) enum AotFn {
     SigmoidF64,
     PowF32,
     PowF64,
+    TanF64,
+    Exp2F64,
+    Log2F64,
 }
 
 impl AotFn {
     /// Every routine, in a fixed order (symbol registration and declaration iterate this).
-    pub(crate) const ALL: [AotFn; 25] = [
+    pub(crate) const ALL: [AotFn; 28] = [
         AotFn::SinF32,
         AotFn::CosF32,
         AotFn::TanF32,
@@ -117,6 +123,9 @@ impl AotFn {
         AotFn::SigmoidF64,
         AotFn::PowF32,
         AotFn::PowF64,
+        AotFn::TanF64,
+        AotFn::Exp2F64,
+        AotFn::Log2F64,
     ];
 
     /// The routine computing `op` on `dtype`, if there is one.
@@ -143,6 +152,9 @@ impl AotFn {
             (UnaryOp::Acos, DType::F64) => Some(AotFn::AcosF64),
             (UnaryOp::Tanh, DType::F64) => Some(AotFn::TanhF64),
             (UnaryOp::Sigmoid, DType::F64) => Some(AotFn::SigmoidF64),
+            (UnaryOp::Tan, DType::F64) => Some(AotFn::TanF64),
+            (UnaryOp::Exp2, DType::F64) => Some(AotFn::Exp2F64),
+            (UnaryOp::Log2, DType::F64) => Some(AotFn::Log2F64),
             _ => None,
         }
     }
@@ -171,7 +183,10 @@ impl AotFn {
             | AotFn::AcosF64
             | AotFn::TanhF64
             | AotFn::SigmoidF64
-            | AotFn::PowF64 => DType::F64,
+            | AotFn::PowF64
+            | AotFn::TanF64
+            | AotFn::Exp2F64
+            | AotFn::Log2F64 => DType::F64,
             _ => DType::F32,
         }
     }
@@ -212,6 +227,9 @@ impl AotFn {
             AotFn::SigmoidF64 => "rfx_aot_sigmoid_f64",
             AotFn::PowF32 => "rfx_aot_pow_f32",
             AotFn::PowF64 => "rfx_aot_pow_f64",
+            AotFn::TanF64 => "rfx_aot_tan_f64",
+            AotFn::Exp2F64 => "rfx_aot_exp2_f64",
+            AotFn::Log2F64 => "rfx_aot_log2_f64",
         }
     }
 
@@ -249,6 +267,9 @@ impl AotFn {
             AotFn::SigmoidF64 => unary_f64(rfx_aot_sigmoid_f64),
             AotFn::PowF32 => binary(pow::rfx_aot_pow_f32),
             AotFn::PowF64 => binary_f64(pow::rfx_aot_pow_f64),
+            AotFn::TanF64 => unary_f64(rfx_aot_tan_f64),
+            AotFn::Exp2F64 => unary_f64(rfx_aot_exp2_f64),
+            AotFn::Log2F64 => unary_f64(rfx_aot_log2_f64),
         }
     }
 }
@@ -1045,6 +1066,21 @@ fn exp_fast_f64(x: f64) -> f64 {
     let n = t - ROUND_MAGIC_F64;
     let r = n.mul_add(-LN2_HI_F64, x);
     let r = n.mul_add(-LN2_LO_F64, r);
+    exp_reduced_f64(r) * pow2_of_rounded_f64(t)
+}
+
+/// `2^n` for `t = n + ROUND_MAGIC_F64` (`n` an integer in `[-1022, 1023]`, kept in `t`'s low
+/// mantissa bits in two's complement), built in the exponent field.
+#[inline(always)]
+fn pow2_of_rounded_f64(t: f64) -> f64 {
+    let k = (t.to_bits() as i64).wrapping_sub(ROUND_MAGIC_F64.to_bits() as i64);
+    f64::from_bits((k.wrapping_add(1023) as u64) << 52)
+}
+
+/// `e^r` for `|r| <= ln2/2` by its Taylor series to degree 13 (truncation below `4e-18`) in
+/// Horner form.
+#[inline(always)]
+fn exp_reduced_f64(r: f64) -> f64 {
     let mut p = 1.605_904_383_682_161_3e-10;
     for c in [
         2.087_675_698_786_81e-9,
@@ -1063,9 +1099,7 @@ fn exp_fast_f64(x: f64) -> f64 {
     ] {
         p = r.mul_add(p, c);
     }
-    // t = n + ROUND_MAGIC_F64 keeps n in its low mantissa bits (two's complement).
-    let k = (t.to_bits() as i64).wrapping_sub(ROUND_MAGIC_F64.to_bits() as i64);
-    p * f64::from_bits((k.wrapping_add(1023) as u64) << 52)
+    p
 }
 
 fn in_exp_range_f64(x: f64) -> bool {
@@ -1082,12 +1116,13 @@ tile_routine!(
     rfx_aot_exp_f64, exp_f64_avx2, f64, exp_fast_f64, in_exp_range_f64, exp_slow_f64
 );
 
-/// `ln x` for normal, positive, finite `x` (fdlibm `e_log.c`): `x = 2^k (1 + f)` with `1 + f` in
-/// `[√½, √2)`, `s = f / (2 + f)`, `ln(1 + f) = f - s (f - R(s²))` arranged as fdlibm does, ln2
-/// in two parts.
+/// fdlibm's decomposition of a normal, positive, finite `x` for `log` and `log2`:
+/// `x = 2^k (1 + f)` with `1 + f` in `[√½, √2)`; returns `(k, f, hfsq, s (hfsq + R(s²)))` with
+/// `hfsq = f²/2`, `s = f/(2 + f)` and `R` the degree-14 polynomial, so that
+/// `ln(1 + f) = f - hfsq + s (hfsq + R)`.
 #[inline(always)]
 #[allow(clippy::excessive_precision, reason = "fdlibm's coefficients as published")]
-fn log_fast_f64(x: f64) -> f64 {
+fn log_parts_f64(x: f64) -> (f64, f64, f64, f64) {
     let bits = x.to_bits();
     // x = 2^k m with m in [1, 2); then m in [√½, √2).
     let m = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | 0x3ff0_0000_0000_0000);
@@ -1113,8 +1148,16 @@ fn log_fast_f64(x: f64) -> f64 {
     );
     let r = t2 + t1;
     let hfsq = 0.5 * f * f;
-    k * 6.931_471_803_691_238_164_90e-01
-        - ((hfsq - (s * (hfsq + r) + k * 1.908_214_929_270_587_700_02e-10)) - f)
+    (k, f, hfsq, s * (hfsq + r))
+}
+
+/// `ln x` for normal, positive, finite `x` (fdlibm `e_log.c`): [`log_parts_f64`], then
+/// `k ln2 + ln(1 + f)` arranged as fdlibm does, ln2 in two parts.
+#[inline(always)]
+#[allow(clippy::excessive_precision, reason = "fdlibm's coefficients as published")]
+fn log_fast_f64(x: f64) -> f64 {
+    let (k, f, hfsq, sr) = log_parts_f64(x);
+    k * 6.931_471_803_691_238_164_90e-01 - ((hfsq - (sr + k * 1.908_214_929_270_587_700_02e-10)) - f)
 }
 
 fn in_log_range_f64(x: f64) -> bool {
@@ -1401,6 +1444,81 @@ fn sigmoid_slow_f64(x: f64) -> f64 {
 tile_routine!(
     /// `dst[i] = sigmoid(src[i])` for `i < n`, `f64`.
     rfx_aot_sigmoid_f64, sigmoid_f64_avx2, f64, sigmoid_fast_f64, in_sigmoid_range_f64, sigmoid_slow_f64
+);
+
+// ---- `f64` `tan`, `exp2`, `log2` ----
+
+/// `tan x` for `|x| <= TRIG_FAST_MAX_F64`: `x = n π/2 + (r + y)`, then `sin r / cos r` for even
+/// `n` and `-cos r / sin r` for odd `n`, each from the fdlibm kernels with the tail `y`.
+#[inline(always)]
+fn tan_fast_f64(x: f64) -> f64 {
+    let (r, y, q) = reduce_pio2_f64(x);
+    let s = sin_kernel_f64(r, y);
+    let c = cos_kernel_f64(r, y);
+    if q & 1 == 1 { -c / s } else { s / c }
+}
+
+fn tan_slow_f64(x: f64) -> f64 {
+    x.tan()
+}
+
+tile_routine!(
+    /// `dst[i] = tan(src[i])` for `i < n`, `f64`.
+    rfx_aot_tan_f64, tan_f64_avx2, f64, tan_fast_f64, in_trig_range_f64, tan_slow_f64
+);
+
+/// `2^x` for `-1021 <= x <= 1023` (normal results): `x = n + f` exactly (`|f| <= 1/2`),
+/// `f ln2 = r + r_lo` with the rounding error of `f LN2_HI` from a fused multiply-add and the
+/// rest of ln2 in `r_lo`, then `e^r (1 + r_lo)` by the `exp` polynomial, scaled by `2^n`.
+#[inline(always)]
+fn exp2_fast_f64(x: f64) -> f64 {
+    let t = x + ROUND_MAGIC_F64;
+    let n = t - ROUND_MAGIC_F64;
+    let f = x - n;
+    let r = f * LN2_HI_F64;
+    let r_lo = f.mul_add(LN2_HI_F64, -r) + f * LN2_LO_F64;
+    let p = exp_reduced_f64(r);
+    p.mul_add(r_lo, p) * pow2_of_rounded_f64(t)
+}
+
+fn in_exp2_range_f64(x: f64) -> bool {
+    (-1021.0..=1023.0).contains(&x)
+}
+
+fn exp2_slow_f64(x: f64) -> f64 {
+    x.exp2()
+}
+
+tile_routine!(
+    /// `dst[i] = 2^src[i]` for `i < n`, `f64`.
+    rfx_aot_exp2_f64, exp2_f64_avx2, f64, exp2_fast_f64, in_exp2_range_f64, exp2_slow_f64
+);
+
+/// `log2 x` for normal, positive, finite `x` (FreeBSD `e_log2.c`): [`log_parts_f64`], then
+/// `ln(1 + f) = hi + lo` with `hi = f - hfsq` cut to its high word, each part times `1/ln2` in
+/// two parts, and `k` added with its rounding error carried (exact at powers of two).
+#[inline(always)]
+#[allow(clippy::excessive_precision, reason = "FreeBSD's coefficients as published")]
+fn log2_fast_f64(x: f64) -> f64 {
+    const IVLN2_HI: f64 = 1.442_695_040_721_446_275_71e+00;
+    const IVLN2_LO: f64 = 1.675_171_316_488_651_183_53e-10;
+    let (k, f, hfsq, sr) = log_parts_f64(x);
+    let hi = f64::from_bits((f - hfsq).to_bits() & 0xffff_ffff_0000_0000);
+    let lo = ((f - hi) - hfsq) + sr;
+    let val_hi = hi * IVLN2_HI;
+    let val_lo = (lo + hi) * IVLN2_LO + lo * IVLN2_HI;
+    let w = k + val_hi;
+    let val_lo = val_lo + ((k - w) + val_hi);
+    val_lo + w
+}
+
+fn log2_slow_f64(x: f64) -> f64 {
+    x.log2()
+}
+
+tile_routine!(
+    /// `dst[i] = log2(src[i])` for `i < n`, `f64`.
+    rfx_aot_log2_f64, log2_f64_avx2, f64, log2_fast_f64, in_log_range_f64, log2_slow_f64
 );
 
 tile_routine2!(

@@ -236,7 +236,17 @@ fn f64_routines_run_between_ops() {
         &SIZES,
         Some(1),
     );
+    // tan, exp2 and log2 of computed values and of inputs (every argument range).
+    let bases = "kernel k {\n %x = input x : f64[{N}]\n %w = input w : f64[{N}]\n %k = const 0.3 : f64[]\n \
+                 %a = mul %x, %k : f64[{N}]\n %t = tan %a : f64[{N}]\n %e = exp2 %w : f64[{N}]\n \
+                 %xx = mul %x, %x : f64[{N}]\n %l = log2 %xx : f64[{N}]\n %s = add %t, %e : f64[{N}]\n \
+                 %o = add %s, %l : f64[{N}]\n output out = %o\n}";
+    check(bases, &SIZES, Some(1));
+    check_inputs(bases, &SIZES, Some(1), true);
     if tile_routines_linked() {
+        let (_, lir) = lir_of(&bases.replace("{N}", "4096"));
+        let clif: String = dump(&lir).expect("dump").into_iter().map(|(_, c, _)| c).collect();
+        assert_eq!(tile_calls(&clif), 3, "{clif}");
         let (_, lir) = lir_of(&arm.replace("{N}", "4096"));
         let clif: String = dump(&lir).expect("dump").into_iter().map(|(_, c, _)| c).collect();
         assert_eq!(tile_calls(&clif), 4, "{clif}");

@@ -477,9 +477,7 @@ fn f64_log_within_bounds() {
         1.0 - f64::EPSILON,
         1.0 + f64::EPSILON,
     ];
-    for e in -1074..1024 {
-        xs.push(2f64.powi(e));
-    }
+    xs.extend((-1074..1024).map(pow2_f64));
     for _ in 0..100_000 {
         xs.push(f64::from_bits(rng.next()));
     }
@@ -490,6 +488,16 @@ fn f64_log_within_bounds() {
         }
     }
     check_f64(AotFn::LogF64, &xs, f64::ln, 2);
+}
+
+/// `2^e` for `-1074 <= e <= 1023`, built in the representation (`powi` underflows to zero
+/// before the smallest subnormals).
+fn pow2_f64(e: i32) -> f64 {
+    if e < -1022 {
+        f64::from_bits(1 << (e + 1074))
+    } else {
+        f64::from_bits(((e + 1023) as u64) << 52)
+    }
 }
 
 /// `f64` edge values for `atan` and `atan2`: zeros, extremes, non-finite values, the reduction
@@ -879,5 +887,127 @@ fn f64_pow_within_bounds() {
             xs[i],
             ys[i]
         );
+    }
+}
+
+/// The `f64` `tan` routine against `std` (glibc, < 1 ULP): within 2 ULP on random bit patterns,
+/// uniform arguments up to the fast range's end, the arguments nearest many multiples of π/2
+/// (zeros and poles) and edge values; `tan(-0) = -0`.
+#[test]
+fn f64_tan_within_bounds() {
+    if !available() {
+        eprintln!("skipped: no AVX2 and FMA");
+        return;
+    }
+    let mut rng = Rng(0x7a9_0064);
+    let mut xs: Vec<f64> = vec![
+        0.0,
+        -0.0,
+        f64::MIN_POSITIVE,
+        f64::from_bits(1),
+        f64::MAX,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        TRIG_FAST_MAX_F64,
+        -TRIG_FAST_MAX_F64,
+        TRIG_FAST_MAX_F64 * 1.000_000_1,
+        std::f64::consts::FRAC_PI_4,
+        -std::f64::consts::FRAC_PI_4,
+    ];
+    for _ in 0..100_000 {
+        xs.push(f64::from_bits(rng.next()));
+    }
+    for scale in [1.0, 100.0, 1e6, TRIG_FAST_MAX_F64] {
+        for _ in 0..100_000 {
+            xs.push(uniform_f64(&mut rng, -scale, scale));
+        }
+    }
+    let mut ks: Vec<f64> = (1..3000).map(f64::from).collect();
+    for _ in 0..10_000 {
+        ks.push(((rng.next() >> 35) % (TRIG_FAST_MAX_F64 as u64 / 2)) as f64);
+    }
+    for k in ks {
+        let near = k * std::f64::consts::FRAC_PI_2;
+        for d in -2i64..=2 {
+            let x = f64::from_bits(near.to_bits().wrapping_add_signed(d));
+            xs.extend([x, -x]);
+        }
+    }
+    check_f64(AotFn::TanF64, &xs, f64::tan, 2);
+    let zeros = [-0.0f64, 0.0];
+    let out = run_f64(AotFn::TanF64, &zeros);
+    assert_eq!(
+        out.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        zeros.map(f64::to_bits)
+    );
+}
+
+/// The `f64` `exp2` and `log2` routines against `std` (glibc): within 1 ULP on random bit
+/// patterns, uniform arguments over and beyond the fast ranges (overflow, subnormal and zero
+/// results, negative and subnormal arguments through the slow path), integers and powers of
+/// two (exact both ways) and edge values.
+#[test]
+fn f64_exp2_log2_within_bounds() {
+    if !available() {
+        eprintln!("skipped: no AVX2 and FMA");
+        return;
+    }
+    let mut rng = Rng(0xe2_1264);
+    let specials = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.5,
+        -0.5,
+        f64::MIN_POSITIVE,
+        f64::from_bits(1),
+        f64::MAX,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        -1021.0,
+        -1021.5,
+        -1022.0,
+        -1074.0,
+        -1075.0,
+        1023.0,
+        1023.5,
+        1024.0,
+        std::f64::consts::SQRT_2,
+        1.0 - f64::EPSILON,
+        1.0 + f64::EPSILON,
+    ];
+    let mut xs: Vec<f64> = specials.to_vec();
+    for _ in 0..100_000 {
+        xs.push(f64::from_bits(rng.next()));
+    }
+    for (lo, hi) in [(-1.0, 1.0), (-60.0, 60.0), (-1080.0, 1030.0)] {
+        for _ in 0..100_000 {
+            xs.push(uniform_f64(&mut rng, lo, hi));
+        }
+    }
+    let integers: Vec<f64> = (-1100..1100).map(f64::from).collect();
+    xs.extend(&integers);
+    let out = check_f64(AotFn::Exp2F64, &xs, f64::exp2, 1);
+    for (&x, &y) in integers.iter().zip(&out[out.len() - integers.len()..]) {
+        assert_eq!(y, x.exp2(), "exp2({x}) is exact");
+    }
+
+    let mut xs: Vec<f64> = specials.to_vec();
+    for _ in 0..100_000 {
+        xs.push(f64::from_bits(rng.next()));
+    }
+    for (lo, hi) in [(0.5, 2.0), (0.999, 1.001), (0.0, 1e6), (-1.0, 1.0)] {
+        for _ in 0..100_000 {
+            xs.push(uniform_f64(&mut rng, lo, hi));
+        }
+    }
+    let powers: Vec<f64> = (-1074..1024).map(pow2_f64).collect();
+    xs.extend(&powers);
+    let out = check_f64(AotFn::Log2F64, &xs, f64::log2, 1);
+    for (e, &y) in (-1074..1024).zip(&out[out.len() - powers.len()..]) {
+        assert_eq!(y, f64::from(e), "log2(2^{e}) is exact");
     }
 }

@@ -159,8 +159,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         f64_arm(n, calls)?;
     }
-    // A single arm in a control loop.
+    // A single arm in a control loop, and a small batch (n < 64 keeps the inline code).
     f64_arm(1, calls * 100)?;
+    f64_arm(16, calls * 50)?;
     Ok(())
 }
 

@@ -1,10 +1,13 @@
 //! Transcendental functions: the bridge from LIR ops to the vector math library.
 
 use cranelift_codegen::ir::condcodes::FloatCC;
-use cranelift_codegen::ir::{BlockArg, InstBuilder, Value, types};
+use cranelift_codegen::ir::{
+    BlockArg, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Value, types,
+};
 use rfx_ir::{BinaryOp, DType, Scalar, UnaryOp};
 use rfx_lower::{BackendError, Unsupported};
 
+use crate::aot::AotFn;
 use crate::ops::{Emitter, cl_type};
 
 fn unsupported(op: &'static str, dtype: DType) -> BackendError {
@@ -74,7 +77,10 @@ pub(crate) fn unary(
     Ok(e.b.block_params(merge)[0])
 }
 
-/// `op(a, b)` for `pow` and `atan2`.
+/// `op(a, b)` for `pow` and `atan2`: inline vector code, except `pow` where the tile routines
+/// are linked (AVX2 and FMA), which calls the routine on the `w` lanes (staged through the
+/// stack): the inline `pow` costs about as much for one lane as for a vector, several times
+/// the routine's scalar path, and a kernel then gets the same `pow` bits in every loop.
 pub(crate) fn binary(
     e: &mut Emitter<'_, '_>,
     op: BinaryOp,
@@ -83,5 +89,24 @@ pub(crate) fn binary(
     dtype: DType,
 ) -> Result<Value, BackendError> {
     let ty = cl_type(dtype, e.w);
+    if op == BinaryOp::Pow
+        && let Some(func) = AotFn::for_binary(op, dtype).and_then(|routine| e.imports.routine(routine))
+    {
+        // Three runs of `w` cells: `a`, `b` and the result.
+        let run = ty.bytes();
+        let slot =
+            e.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 3 * run, 5));
+        // The routines are only linked on x86-64, where pointers are 64 bits.
+        let base = e.b.ins().stack_addr(types::I64, slot, 0);
+        let flags = MemFlagsData::trusted();
+        let offset = |k: u32| i32::try_from(k * run).unwrap_or(i32::MAX);
+        e.b.ins().store(flags, a, base, 0);
+        e.b.ins().store(flags, b, base, offset(1));
+        let b_addr = e.b.ins().iadd_imm_s(base, i64::from(offset(1)));
+        let out = e.b.ins().iadd_imm_s(base, i64::from(offset(2)));
+        let n = e.b.ins().iconst(types::I64, i64::from(e.w));
+        e.b.ins().call(func, &[base, b_addr, out, n]);
+        return Ok(e.b.ins().load(ty, flags, base, offset(2)));
+    }
     crate::math::emit_binary(e.b, op, a, b, ty).ok_or_else(|| unsupported(op.name(), dtype))
 }

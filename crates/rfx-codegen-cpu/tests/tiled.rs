@@ -362,6 +362,71 @@ fn f64_pow_tiles_equal_the_inline_code_bit_for_bit() {
     assert!(compared > LONG * 3 / 4, "only {compared} normal results");
 }
 
+/// Outside tiles (short loops, reductions) `pow` calls the routine on a vector's lanes, so a
+/// short kernel gives a tiled kernel's bits, and a reduction of `pow` is right.
+#[test]
+fn pow_outside_tiles_calls_the_routine() {
+    for dt in ["f32", "f64"] {
+        let elementwise = "kernel k {\n %x = input x : {dt}[{N}]\n %y = input y : {dt}[{N}]\n \
+                           %o = pow %x, %y : {dt}[{N}]\n output out = %o\n}"
+            .replace("{dt}", dt);
+        check(&elementwise, &[1, 2, 3, 5, 16, 63], Some(1));
+        let reduction = "kernel k {\n %x = input x : {dt}[{N}]\n %p = const 2.5 : {dt}[]\n \
+                         %a = abs %x : {dt}[{N}]\n %e = pow %a, %p : {dt}[{N}]\n \
+                         %s = sum %e axes [0] : {dt}[]\n output out = %s\n}"
+            .replace("{dt}", dt);
+        check_inputs(&reduction, &[1, 7, 100, 1000], Some(1), true);
+        if !tile_routines_linked() {
+            continue;
+        }
+        for src in [&elementwise, &reduction] {
+            let (_, lir) = lir_of(&src.replace("{N}", "16"));
+            let clif: String = dump(&lir).expect("dump").into_iter().map(|(_, c, _)| c).collect();
+            assert!(tile_calls(&clif) >= 1, "{clif}");
+        }
+        // Short and tiled kernels on the same moderate inputs: the same bits.
+        let run = |n: usize, xs: &[f64], ys: &[f64]| -> Vec<u64> {
+            let (_, lir) = lir_of(&elementwise.replace("{N}", &n.to_string()));
+            let options = CompileOptions {
+                max_threads: Some(1),
+                ..CompileOptions::default()
+            };
+            let compiled = CpuBackend.compile(&lir, &options).expect("compile");
+            let array = |v: &[f64]| {
+                if dt == "f32" {
+                    Array::from_slice(&v.iter().map(|&e| e as f32).collect::<Vec<_>>())
+                } else {
+                    Array::from_slice(v)
+                }
+            };
+            let (x, y) = (array(xs), array(ys));
+            let mut out = [Array::filled(Scalar::zero(x.dtype()), x.shape().clone())];
+            {
+                let mut views: Vec<_> = out.iter_mut().map(Array::view_mut).collect();
+                compiled
+                    .run(&[x.view(), y.view()], &mut views, &mut Scratch::new())
+                    .expect("run");
+            }
+            (0..n)
+                .map(|i| out[0].get(i).map_or(0, |v| v.to_f64().to_bits()))
+                .collect()
+        };
+        let mut rng = TestRng::new(0x5407);
+        let mut uniform = move || rng.next_u64() as f64 / 2f64.powi(64);
+        let xs: Vec<f64> = (0..1024)
+            .map(|i| if i % 5 == 0 { -3.0 } else { 10.0 * uniform() })
+            .collect();
+        let ys: Vec<f64> = (0..1024)
+            .map(|i| if i % 5 == 0 { 3.0 } else { 8.0 * uniform() - 4.0 })
+            .collect();
+        let tiled = run(1024, &xs, &ys);
+        for start in (0..1024).step_by(16) {
+            let short = run(16, &xs[start..start + 16], &ys[start..start + 16]);
+            assert_eq!(short, tiled[start..start + 16], "{dt}, elements {start}..");
+        }
+    }
+}
+
 /// Calls without a result in CLIF text: the tile routines.
 fn tile_calls(clif: &str) -> usize {
     clif.lines()

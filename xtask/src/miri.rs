@@ -5,7 +5,8 @@
 //! ```
 //!
 //! Runs `cargo +nightly miri test` on `rfx-ir` (unit and integration tests), `rfx-lower` (unit
-//! tests) and the CPU backend's worker pool (`rfx-codegen-cpu`'s `pool` unit tests, with a Rust
+//! tests), `rfx-opt` (unit tests: the rewrite rules against the interpreter, with Miri's float
+//! noise off) and the CPU backend's worker pool (`rfx-codegen-cpu`'s `pool` unit tests, with a Rust
 //! kernel instead of JIT code, two CPUs and the pool's threads left running at exit allowed; the
 //! pool before session 7 fails it with a data race against a deallocation), or on the `--crate`s
 //! given (unit tests only unless `--all-tests`), with
@@ -14,10 +15,13 @@
 //! isolation off so that tests can read their data files. Needs the nightly toolchain with the
 //! `miri` and `rust-src` components (`rustup component add --toolchain nightly miri rust-src`).
 //!
-//! `rfx-opt` is not in the default set, and neither are `rfx-lower`'s integration tests: every
-//! e-graph run goes through egg's timer (the `quanta` crate), which executes `cpuid` through
-//! inline assembly, and Miri cannot execute inline assembly. Not part of CI: it takes minutes
-//! per crate on two cores (`docs/errors.md` has the measured times).
+//! egg's timer (the `quanta` crate) executes `cpuid` through inline assembly, which Miri cannot
+//! execute; under `cfg(miri)` `rfx-opt` hands egg a mock clock instead
+//! (`saturate::with_egg_clock`), so every crate that optimises can run under Miri. Miri adds
+//! random noise of a few ULP to libm results by default (`pow(x, 1)` is then not `x`), which
+//! the rule tests compare bit for bit, so the `rfx-opt` run sets `-Zmiri-deterministic-floats`.
+//! Not part of CI: it takes minutes per crate on two cores (`docs/errors.md` has the measured
+//! times).
 
 use std::path::Path;
 use std::process::Command;
@@ -31,9 +35,9 @@ struct Run {
     flags: &'static str,
 }
 
-/// The runs Miri makes by default: everything below the code generators that does not run egg
-/// (see the module docs), and the CPU backend's pool.
-const DEFAULT_RUNS: [Run; 3] = [
+/// The runs Miri makes by default: the unit tests below the code generators (and `rfx-ir`'s
+/// integration tests), and the CPU backend's pool.
+const DEFAULT_RUNS: [Run; 4] = [
     Run {
         name: "rfx-ir",
         all_tests: true,
@@ -45,6 +49,12 @@ const DEFAULT_RUNS: [Run; 3] = [
         all_tests: false,
         filter: None,
         flags: "",
+    },
+    Run {
+        name: "rfx-opt",
+        all_tests: false,
+        filter: None,
+        flags: " -Zmiri-deterministic-floats",
     },
     Run {
         name: "rfx-codegen-cpu",

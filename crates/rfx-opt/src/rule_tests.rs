@@ -48,10 +48,12 @@ fn apply_rule(name: &str, text: &str) -> (Kernel, Kernel, usize) {
     let (graph, ids) = to_egraph(&kernel, &config).unwrap();
     let rules = rules_named(&[name]);
     assert_eq!(rules.len(), 1, "rule `{name}` exists");
-    let runner = Runner::default()
-        .with_egraph(graph)
-        .with_iter_limit(4)
-        .run(&rules);
+    let runner = crate::saturate::with_egg_clock(|| {
+        Runner::default()
+            .with_egraph(graph)
+            .with_iter_limit(4)
+            .run(&rules)
+    });
     let fired: usize = runner
         .iterations
         .iter()

@@ -69,8 +69,23 @@ pub(crate) fn to_egraph(kernel: &Kernel, config: &OptConfig) -> Result<(RfxGraph
         }
         ids.push(id);
     }
-    graph.rebuild();
+    with_egg_clock(|| graph.rebuild());
     Ok((graph, ids))
+}
+
+/// Runs `f`, which runs egg, with egg's clock (`quanta`). Under Miri that is a mock clock whose
+/// time stands still: the real one reads the CPU's time-stamp counter after a `cpuid` in inline
+/// assembly, which Miri cannot execute. There only the iteration and node limits apply.
+pub(crate) fn with_egg_clock<T>(f: impl FnOnce() -> T) -> T {
+    #[cfg(miri)]
+    {
+        let (clock, _) = quanta::Clock::mock();
+        quanta::with_clock(&clock, f)
+    }
+    #[cfg(not(miri))]
+    {
+        f()
+    }
 }
 
 /// Runs the enabled rules on `kernel` within the limits of `config` and extracts the cheapest
@@ -78,12 +93,14 @@ pub(crate) fn to_egraph(kernel: &Kernel, config: &OptConfig) -> Result<(RfxGraph
 pub(crate) fn saturate(kernel: &Kernel, config: &OptConfig) -> Result<Saturation, OptError> {
     let (graph, ids) = to_egraph(kernel, config)?;
     let rules = rules::rules(config.refining, config.fast_math);
-    let runner = Runner::default()
-        .with_egraph(graph)
-        .with_iter_limit(config.iter_limit)
-        .with_node_limit(config.node_limit)
-        .with_time_limit(config.time_limit)
-        .run(rules);
+    let runner = with_egg_clock(|| {
+        Runner::default()
+            .with_egraph(graph)
+            .with_iter_limit(config.iter_limit)
+            .with_node_limit(config.node_limit)
+            .with_time_limit(config.time_limit)
+            .run(rules)
+    });
     let stop_reason = match &runner.stop_reason {
         Some(EggStop::Saturated) | None => StopReason::Saturated,
         Some(EggStop::IterationLimit(n)) => StopReason::IterationLimit(*n),

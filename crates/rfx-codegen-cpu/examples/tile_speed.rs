@@ -9,11 +9,13 @@
 //! gcc kernels (`vec_K3`, `vec_K4`, `vec_K5`, `vec_K6`: `-O3 -march=native -ffast-math`,
 //! glibc's vector math) on the same arrays in the same run, and prints rfx's time over gcc's.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use rfx_codegen_cpu::CpuBackend;
+use rfx_ir::lir::LirProgram;
 use rfx_ir::{ArrayView, ArrayViewMut, Shape};
-use rfx_lower::{Backend, CompileOptions, LowerConfig, Scratch, lower};
+use rfx_lower::{Backend, CompileOptions, Compiled, LowerConfig, Scratch, lower};
 use rfx_opt::{OptConfig, optimize};
 
 /// The peers' C kernels' ABI: `out, a, b, c, scratch, n`.
@@ -95,14 +97,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 " {}\n output out = %out\n}}",
                 body.replace("[N]", &format!("[{n}]"))
             );
-            let kernel = rfx_ir::hir::parse(&text)?;
-            let (mir, _) = optimize(&kernel, &OptConfig::default())?;
-            let (lir, _) = lower(&mir, &LowerConfig::default())?;
-            let options = CompileOptions {
-                max_threads: Some(1),
-                ..Default::default()
-            };
-            let compiled = CpuBackend.compile(&lir, &options)?;
+            let (_, compiled) = compile_one_thread(&text)?;
             let shape = Shape::new([n]);
             let data: Vec<Vec<f32>> = (0..arity)
                 .map(|a| {
@@ -241,14 +236,7 @@ fn time_kernel<T: rfx_ir::Element + Copy + Default + From<f32>>(
     n: usize,
     calls: usize,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let kernel = rfx_ir::hir::parse(text)?;
-    let (mir, _) = optimize(&kernel, &OptConfig::default())?;
-    let (lir, _) = lower(&mir, &LowerConfig::default())?;
-    let options = CompileOptions {
-        max_threads: Some(1),
-        ..Default::default()
-    };
-    let compiled = CpuBackend.compile(&lir, &options)?;
+    let (lir, compiled) = compile_one_thread(text)?;
     let shape = Shape::new([n]);
     let data: Vec<Vec<T>> = (0..2)
         .map(|a| {
@@ -281,4 +269,17 @@ fn time_kernel<T: rfx_ir::Element + Copy + Default + From<f32>>(
         min * 1e3 / n as f64
     );
     Ok(())
+}
+
+/// `text` optimised, lowered and compiled for one thread.
+fn compile_one_thread(text: &str) -> Result<(LirProgram, Arc<dyn Compiled>), Box<dyn std::error::Error>> {
+    let kernel = rfx_ir::hir::parse(text)?;
+    let (mir, _) = optimize(&kernel, &OptConfig::default())?;
+    let (lir, _) = lower(&mir, &LowerConfig::default())?;
+    let options = CompileOptions {
+        max_threads: Some(1),
+        ..Default::default()
+    };
+    let compiled = CpuBackend.compile(&lir, &options)?;
+    Ok((lir, compiled))
 }

@@ -338,7 +338,7 @@ enum TileSrc {
     /// A value computed in the body, by the instruction at this index.
     Body(usize),
     /// A preamble value (loop-invariant: `pow(x, 1.5)`'s exponent), which the routine reads from
-    /// a buffer filled with it before the tiles.
+    /// a buffer filled with it once per call, before the loops.
     Invariant(SlotId),
 }
 
@@ -431,6 +431,11 @@ impl<'k> Gen<'_, 'k> {
             let inner = kernel.dims.last().copied().unwrap_or(1);
             if self.imports.aot.is_some() && inner >= MIN_TILED_ELEMS {
                 self.tiles = self.tile_plan(b)?;
+                // The invariant routine arguments' buffers, filled once per call (not per row).
+                if let Some(plan) = self.tiles.take() {
+                    self.fill_invariant_buffers(b, &plan)?;
+                    self.tiles = Some(plan);
+                }
             }
             self.emit_elementwise(b, lo, hi)
         }
@@ -623,7 +628,7 @@ impl<'k> Gen<'_, 'k> {
     /// The tiled plan of this (elementwise) kernel's body, or `None` when no instruction of it is
     /// computed by a tile routine. An op gets a routine when one exists for its op and dtype and
     /// an argument is computed in the body; a binary routine's other argument may be a preamble
-    /// value (broadcast into a buffer once per loop).
+    /// value (broadcast into a buffer once per call).
     fn tile_plan(&self, b: &mut FunctionBuilder<'_>) -> Result<Option<TilePlan>, BackendError> {
         let kernel = self.kernel();
         let body = &kernel.body;
@@ -885,7 +890,6 @@ impl<'k> Gen<'_, 'k> {
         plan: &TilePlan,
     ) -> Result<(), BackendError> {
         let w = self.width;
-        self.fill_invariant_buffers(b, plan)?;
         let header = b.create_block();
         let tile_block = b.create_block();
         let exit = b.create_block();
@@ -1008,7 +1012,7 @@ impl<'k> Gen<'_, 'k> {
     }
 
     /// Broadcasts each invariant routine argument into its buffer (`TILE` cells, by a loop of
-    /// vector stores), before the tiles that read it.
+    /// vector stores), once per call before the loops whose tiles read it.
     fn fill_invariant_buffers(
         &mut self,
         b: &mut FunctionBuilder<'_>,

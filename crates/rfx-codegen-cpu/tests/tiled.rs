@@ -244,14 +244,11 @@ fn f64_routines_run_between_ops() {
     check(bases, &SIZES, Some(1));
     check_inputs(bases, &SIZES, Some(1), true);
     if tile_routines_linked() {
-        let (_, lir) = lir_of(&bases.replace("{N}", "4096"));
-        let clif: String = dump(&lir).expect("dump").into_iter().map(|(_, c, _)| c).collect();
+        let clif = clif_of(bases, 4096);
         assert_eq!(tile_calls(&clif), 3, "{clif}");
-        let (_, lir) = lir_of(&arm.replace("{N}", "4096"));
-        let clif: String = dump(&lir).expect("dump").into_iter().map(|(_, c, _)| c).collect();
+        let clif = clif_of(arm, 4096);
         assert_eq!(tile_calls(&clif), 4, "{clif}");
-        let (_, lir) = lir_of(&heading.replace("{N}", "4096"));
-        let clif: String = dump(&lir).expect("dump").into_iter().map(|(_, c, _)| c).collect();
+        let clif = clif_of(heading, 4096);
         assert_eq!(tile_calls(&clif), 2, "{clif}");
     }
 }
@@ -281,10 +278,12 @@ fn pow_runs_between_ops_in_both_widths() {
         );
         check_inputs(&discount, &SIZES, Some(1), true);
         check_inputs(&discount, &[300_001], Some(2), true);
+        // Rows: the invariant buffer is filled once, before the row loop.
+        let rows = discount.replace("[{N}]", "[3, {N}]");
+        check_inputs(&rows, &[64, 700], Some(1), true);
         if tile_routines_linked() {
             for src in [&cost, &discount] {
-                let (_, lir) = lir_of(&src.replace("{N}", "4096"));
-                let clif: String = dump(&lir).expect("dump").into_iter().map(|(_, c, _)| c).collect();
+                let clif = clif_of(src, 4096);
                 assert_eq!(tile_calls(&clif), 1, "{clif}");
             }
         }
@@ -380,8 +379,7 @@ fn pow_outside_tiles_calls_the_routine() {
             continue;
         }
         for src in [&elementwise, &reduction] {
-            let (_, lir) = lir_of(&src.replace("{N}", "16"));
-            let clif: String = dump(&lir).expect("dump").into_iter().map(|(_, c, _)| c).collect();
+            let clif = clif_of(src, 16);
             assert!(tile_calls(&clif) >= 1, "{clif}");
         }
         // Short and tiled kernels on the same moderate inputs: the same bits.
@@ -425,6 +423,12 @@ fn pow_outside_tiles_calls_the_routine() {
             assert_eq!(short, tiled[start..start + 16], "{dt}, elements {start}..");
         }
     }
+}
+
+/// The CLIF text of the kernel `src` with `N` replaced by `n`.
+fn clif_of(src: &str, n: usize) -> String {
+    let (_, lir) = lir_of(&src.replace("{N}", &n.to_string()));
+    dump(&lir).expect("dump").into_iter().map(|(_, c, _)| c).collect()
 }
 
 /// Calls without a result in CLIF text: the tile routines.

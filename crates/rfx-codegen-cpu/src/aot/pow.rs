@@ -9,17 +9,10 @@
 use super::available;
 use super::{ROUND_MAGIC_F64, exp_fast_f64, log_fast_f64};
 
-/// Whether `y` is an odd integer, and whether it is an integer at all (`f32`).
+/// Whether `y` is an odd integer, and whether it is an integer at all (an `f32` `y` converts
+/// exactly).
 #[inline(always)]
-fn odd_integer(y: f32) -> (bool, bool) {
-    let integer = y.floor() == y;
-    let half = 0.5 * y;
-    (integer && half.floor() != half, integer)
-}
-
-/// Whether `y` is an odd integer, and whether it is an integer at all (`f64`).
-#[inline(always)]
-fn odd_integer_f64(y: f64) -> (bool, bool) {
+fn odd_integer(y: f64) -> (bool, bool) {
     let integer = y.floor() == y;
     let half = 0.5 * y;
     (integer && half.floor() != half, integer)
@@ -37,7 +30,7 @@ fn pow_fast(x: f32, y: f32) -> f32 {
     // Clamped to the exp fast path's range: beyond it the f32 result is Inf or zero either way.
     let t = (f64::from(y) * log_fast_f64(ax)).clamp(-708.0, 709.0);
     let magnitude = exp_fast_f64(t) as f32;
-    let (odd, integer) = odd_integer(y);
+    let (odd, integer) = odd_integer(f64::from(y));
     let value = if x < 0.0 && odd { -magnitude } else { magnitude };
     let holds = x.is_finite() && x != 0.0 && y.is_finite() && (x > 0.0 || integer);
     if holds { value } else { f32::NAN }
@@ -166,7 +159,7 @@ fn pow_fast_f64(x: f64, y: f64) -> f64 {
     let k = (rounded.to_bits() as i64).wrapping_sub(ROUND_MAGIC_F64.to_bits() as i64);
     let magnitude = z * f64::from_bits((k.wrapping_add(1023) as u64) << 52);
 
-    let (odd, integer) = odd_integer_f64(y);
+    let (odd, integer) = odd_integer(y);
     let value = if x < 0.0 && odd { -magnitude } else { magnitude };
     let holds = x.is_finite() && x != 0.0 && y.is_finite() && (x > 0.0 || integer) && normal;
     if holds { value } else { f64::NAN }

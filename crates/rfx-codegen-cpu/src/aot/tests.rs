@@ -787,6 +787,73 @@ fn pow_edges() -> Vec<f64> {
     v
 }
 
+/// Runs the binary routine `f` on `xs`, `ys` (given as `f64`, converted to the routine's dtype),
+/// asserts its worst ULP error against `reference` is within `bound`, and that every 97th
+/// element gives the same bits alone as in the long call.
+fn check_binary(f: AotFn, xs: &[f64], ys: &[f64], reference: fn(f64, f64) -> f64, bound: u64) {
+    assert!(f.arity() == 2, "{f:?}");
+    let dtype = f.dtype();
+    let run = |xs: &[f64], ys: &[f64]| -> Vec<f64> {
+        // SAFETY (both arms): the callers checked AVX2 and FMA; the three buffers hold
+        // `xs.len()` elements and are distinct allocations; `f` is a binary routine of the
+        // dtype, so its address is a `Tile2Fn` (`f32`) or a `Tile2FnF64` (`f64`).
+        if dtype == DType::F32 {
+            let (a, b): (Vec<f32>, Vec<f32>) = xs.iter().zip(ys).map(|(&x, &y)| (x as f32, y as f32)).unzip();
+            let mut out = vec![0.0f32; a.len()];
+            unsafe {
+                let routine = std::mem::transmute::<*const u8, Tile2Fn>(f.address());
+                routine(a.as_ptr(), b.as_ptr(), out.as_mut_ptr(), a.len());
+            }
+            out.into_iter().map(f64::from).collect()
+        } else {
+            let mut out = vec![0.0f64; xs.len()];
+            unsafe {
+                let routine = std::mem::transmute::<*const u8, Tile2FnF64>(f.address());
+                routine(xs.as_ptr(), ys.as_ptr(), out.as_mut_ptr(), xs.len());
+            }
+            out
+        }
+    };
+    // The arguments as the routine sees them, for the reference.
+    let narrow = |v: f64| {
+        if dtype == DType::F32 {
+            f64::from(v as f32)
+        } else {
+            v
+        }
+    };
+    let out = run(xs, ys);
+    let mut worst = (0u64, 0.0f64, 0.0f64);
+    for ((&x, &y), &o) in xs.iter().zip(ys).zip(&out) {
+        let (x, y) = (narrow(x), narrow(y));
+        let d = rfx_lower::conformance::ulps(o, reference(x, y), dtype);
+        if d > worst.0 {
+            worst = (d, x, y);
+        }
+    }
+    eprintln!(
+        "{f:?}: max {} ULP (at x = {:e}, y = {:e})",
+        worst.0, worst.1, worst.2
+    );
+    assert!(
+        worst.0 <= bound,
+        "{f:?}: {} ULP at x = {:e}, y = {:e}",
+        worst.0,
+        worst.1,
+        worst.2
+    );
+    for i in (0..xs.len()).step_by(97) {
+        let one = run(&xs[i..=i], &ys[i..=i]);
+        assert_eq!(
+            one[0].to_bits(),
+            out[i].to_bits(),
+            "{f:?}({:e}, {:e})",
+            xs[i],
+            ys[i]
+        );
+    }
+}
+
 /// The `f32` `pow` routine against `std` in `f64` rounded to `f32`: within 1 ULP on the pairs of
 /// [`pow_pairs`] (the C99 special values bit for bit, through the slow path), and the same bits
 /// one element at a time as in a long tile.
@@ -800,44 +867,7 @@ fn pow_f32_within_bounds() {
     let (xs, ys) = pow_pairs(&mut rng, &pow_edges(), |rng| {
         f64::from(f32::from_bits(rng.next() as u32))
     });
-    let xs: Vec<f32> = xs.iter().map(|&x| x as f32).collect();
-    let ys: Vec<f32> = ys.iter().map(|&y| y as f32).collect();
-    let mut out = vec![0.0f32; xs.len()];
-    // SAFETY: AVX2 and FMA were checked; the three buffers hold `xs.len()` floats and are
-    // distinct allocations. The address is a `Tile2Fn` routine.
-    let routine: Tile2Fn = unsafe { std::mem::transmute::<*const u8, Tile2Fn>(AotFn::PowF32.address()) };
-    // SAFETY: as above.
-    unsafe { routine(xs.as_ptr(), ys.as_ptr(), out.as_mut_ptr(), xs.len()) };
-    let mut worst = (0u64, 0.0f32, 0.0f32);
-    for ((&x, &y), &o) in xs.iter().zip(&ys).zip(&out) {
-        let d = ulps(o, (f64::from(x).powf(f64::from(y))) as f32);
-        if d > worst.0 {
-            worst = (d, x, y);
-        }
-    }
-    eprintln!(
-        "PowF32: max {} ULP (at x = {:e}, y = {:e})",
-        worst.0, worst.1, worst.2
-    );
-    assert!(
-        worst.0 <= 1,
-        "pow f32: {} ULP at x = {:e}, y = {:e}",
-        worst.0,
-        worst.1,
-        worst.2
-    );
-    for i in (0..xs.len()).step_by(97) {
-        let mut one = [0.0f32];
-        // SAFETY: as above, for one element.
-        unsafe { routine(&xs[i], &ys[i], one.as_mut_ptr(), 1) };
-        assert_eq!(
-            one[0].to_bits(),
-            out[i].to_bits(),
-            "pow({:e}, {:e})",
-            xs[i],
-            ys[i]
-        );
-    }
+    check_binary(AotFn::PowF32, &xs, &ys, |x, y| f64::from(x.powf(y) as f32), 1);
 }
 
 /// The `f64` `pow` routine against `std` (glibc, correctly rounded in practice): within 1 ULP on
@@ -851,43 +881,7 @@ fn f64_pow_within_bounds() {
     }
     let mut rng = Rng(0x9077_0064);
     let (xs, ys) = pow_pairs(&mut rng, &pow_edges(), |rng| f64::from_bits(rng.next()));
-    let mut out = vec![0.0f64; xs.len()];
-    // SAFETY: AVX2 and FMA were checked; the three buffers hold `xs.len()` doubles and are
-    // distinct allocations. The address is a `Tile2FnF64` routine.
-    let routine: Tile2FnF64 =
-        unsafe { std::mem::transmute::<*const u8, Tile2FnF64>(AotFn::PowF64.address()) };
-    // SAFETY: as above.
-    unsafe { routine(xs.as_ptr(), ys.as_ptr(), out.as_mut_ptr(), xs.len()) };
-    let mut worst = (0u64, 0.0f64, 0.0f64);
-    for ((&x, &y), &o) in xs.iter().zip(&ys).zip(&out) {
-        let d = rfx_lower::conformance::ulps(o, x.powf(y), DType::F64);
-        if d > worst.0 {
-            worst = (d, x, y);
-        }
-    }
-    eprintln!(
-        "PowF64: max {} ULP (at x = {:e}, y = {:e})",
-        worst.0, worst.1, worst.2
-    );
-    assert!(
-        worst.0 <= 1,
-        "pow f64: {} ULP at x = {:e}, y = {:e}",
-        worst.0,
-        worst.1,
-        worst.2
-    );
-    for i in (0..xs.len()).step_by(97) {
-        let mut one = [0.0f64];
-        // SAFETY: as above, for one element.
-        unsafe { routine(&xs[i], &ys[i], one.as_mut_ptr(), 1) };
-        assert_eq!(
-            one[0].to_bits(),
-            out[i].to_bits(),
-            "pow({:e}, {:e})",
-            xs[i],
-            ys[i]
-        );
-    }
+    check_binary(AotFn::PowF64, &xs, &ys, f64::powf, 1);
 }
 
 /// The `f64` `tan` routine against `std` (glibc, < 1 ULP): within 2 ULP on random bit patterns,

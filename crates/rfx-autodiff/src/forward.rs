@@ -3,11 +3,11 @@
 //! between forward and reverse Jacobians.
 
 use rfx_ir::hir::{Kernel, Op, ValueId};
-use rfx_ir::{CmpOp, ReduceOp, Shape, TensorType};
+use rfx_ir::{ReduceOp, Shape, TensorType};
 
 use crate::error::AdError;
 use crate::graph::{Emitter, InputRef, WrtInput, active_values, keep_outputs, rebuild, resolve_wrt};
-use crate::reverse::{concat, grad, jacrev};
+use crate::reverse::{batched_perm, concat, grad, jacrev};
 use crate::rules::{Partial, chooser_weights, partials, prod_others};
 
 /// Runs one forward sweep: `seeds[i]` is the tangent of `wrt[i]` (`None`: zero). Returns the
@@ -52,7 +52,11 @@ pub(crate) fn forward(
         let out_shape = node.ty.shape.clone();
         let args: Vec<ValueId> = node.args.iter().map(|&a| em.primal(a)).collect();
         let t = match &node.op {
-            Op::Input { .. } | Op::Const(_) | Op::Compare(_) => None,
+            Op::Input { .. } | Op::Const(_) | Op::Iota { .. } | Op::Compare(_) => None,
+            Op::Transpose { perm } => match arg_tangents[0] {
+                Some(t) => Some(em.transpose(t, &batched_perm(batch.rank(), perm))?),
+                None => None,
+            },
             Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Clamp => {
                 let parts = partials(em, &node.op, &args, out)?;
                 let mut sum = None;
@@ -150,58 +154,36 @@ pub fn jvp<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
 /// The Jacobians of every float output with respect to `wrt`, by forward mode: one forward
 /// sweep per `wrt` input, all in one kernel with the forward computation.
 ///
-/// - inputs: `kernel`'s inputs, then `basis_<input>` of shape `shape(input) ++ shape(input)`
-///   for each `wrt` input with more than one element, which must hold the identity (the `rfx`
-///   facade fills it); a single-element input is seeded with the constant 1 and needs none;
+/// - inputs: `kernel`'s inputs;
 /// - outputs: `kernel`'s outputs, then `jac_<output>_<input>` of shape
 ///   `shape(output) ++ shape(input)` for each float output and `wrt` input (output-major), as
 ///   [`jacrev`].
 ///
-/// A multi-element input's sweep is batched (see `forward`): its tangents have shape
-/// `shape(input) ++ S`, one column of the Jacobian per batch index. HIR has no transpose, so
-/// the output-major layout is made by selecting with the basis and summing over the batch
-/// (`J[o, i] = Σ_j select(basis[j, i] ≠ 0, T[j, o], −0)`): exactly `T[i, o]`, since every
-/// other term is −0, and a NaN or Inf in another column cannot leak in.
+/// A multi-element input's sweep is batched (see `forward`): it is seeded with the identity of
+/// `shape(input) ++ shape(input)`, built in the kernel from two `iota`s, and its tangents have
+/// shape `shape(input) ++ S`, one column of the Jacobian per batch index; a `transpose` lays
+/// them out output-major. A single-element input is seeded with the constant 1.
 pub fn jacfwd<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
     let wrt = resolve_wrt(kernel, wrt)?;
-    let extra: Vec<(String, TensorType)> = wrt
-        .iter()
-        .filter(|w| w.ty.shape.numel() != 1)
-        .map(|w| {
-            (
-                format!("basis_{}", w.name),
-                TensorType::new(w.ty.dtype, concat(&w.ty.shape, &w.ty.shape)),
-            )
-        })
-        .collect();
-    let (mut em, basis_inputs) = Emitter::new(&format!("{}_jacfwd", kernel.name()), kernel, &extra)?;
-    // The basis of each `wrt` input (`None` for single-element inputs), in `wrt` order.
-    let mut bases = basis_inputs.into_iter();
-    let per_input: Vec<Option<ValueId>> = wrt
-        .iter()
-        .map(|w| {
-            if w.ty.shape.numel() == 1 {
-                None
-            } else {
-                bases.next()
-            }
-        })
-        .collect();
+    let (mut em, _) = Emitter::new(&format!("{}_jacfwd", kernel.name()), kernel, &[])?;
     let active = active_values(kernel, &wrt);
     let mut columns = Vec::with_capacity(wrt.len());
-    for (i, (input, basis)) in wrt.iter().zip(per_input).enumerate() {
+    for (i, input) in wrt.iter().enumerate() {
         let mut seeds: Vec<Option<ValueId>> = vec![None; wrt.len()];
-        let seed = match basis {
-            Some(basis) => basis,
-            None => em.constant(input.ty.dtype, 1.0, input.ty.shape.clone()),
+        let batched = input.ty.shape.numel() != 1;
+        let (seed, batch) = if batched {
+            (
+                em.identity(input.ty.dtype, &input.ty.shape)?,
+                input.ty.shape.clone(),
+            )
+        } else {
+            (
+                em.constant(input.ty.dtype, 1.0, input.ty.shape.clone()),
+                Shape::scalar(),
+            )
         };
         seeds[i] = Some(seed);
-        let batch = if basis.is_some() {
-            input.ty.shape.clone()
-        } else {
-            Shape::scalar()
-        };
-        columns.push((forward(&mut em, kernel, &active, &wrt, &seeds, &batch)?, basis));
+        columns.push((forward(&mut em, kernel, &active, &wrt, &seeds, &batch)?, batched));
     }
     for output in kernel.outputs() {
         let value = em.primal(output.value);
@@ -211,11 +193,17 @@ pub fn jacfwd<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError
         let Some(ty) = kernel.value_type(output.value).filter(|t| t.dtype.is_float()) else {
             continue;
         };
-        for (input, (column, basis)) in wrt.iter().zip(&columns) {
+        for (input, (column, batched)) in wrt.iter().zip(&columns) {
             let shape = concat(&ty.shape, &input.ty.shape);
-            let value = match (column[output.value.index()], basis) {
-                (Some(t), None) => em.reshape(t, shape)?,
-                (Some(t), Some(basis)) => output_major(&mut em, t, *basis, &ty.shape, &input.ty.shape)?,
+            let value = match (column[output.value.index()], batched) {
+                (Some(t), false) => em.reshape(t, shape)?,
+                // `t` has shape `in ++ out` (broadcast up to it): transposed to `out ++ in`.
+                (Some(t), true) => {
+                    let t = em.broadcast_to(t, concat(&input.ty.shape, &ty.shape))?;
+                    let (ri, ro) = (input.ty.shape.rank(), ty.shape.rank());
+                    let perm: Vec<usize> = (ri..ri + ro).chain(0..ri).collect();
+                    em.transpose(t, &perm)?
+                }
                 (None, _) => em.constant(ty.dtype, 0.0, shape),
             };
             em.output(&format!("jac_{}_{}", output.name, input.name), value)?;
@@ -224,31 +212,10 @@ pub fn jacfwd<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError
     em.finish()
 }
 
-/// `t` of shape `inp ++ out` laid out as `out ++ inp`, with the identity `basis` (`inp ++ inp`):
-/// `Σ_j select(basis[j, i] ≠ 0, t[j, o], −0)`.
-fn output_major(
-    em: &mut Emitter,
-    t: ValueId,
-    basis: ValueId,
-    out: &Shape,
-    inp: &Shape,
-) -> Result<ValueId, AdError> {
-    let (ri, ro) = (inp.rank(), out.rank());
-    let t_wide = em.reshape(t, Shape::new([inp.dims(), out.dims(), &vec![1; ri]].concat()))?;
-    let b_wide = em.reshape(basis, Shape::new([inp.dims(), &vec![1; ro], inp.dims()].concat()))?;
-    let zero = em.scalar_like(b_wide, 0.0)?;
-    let on = em.compare(CmpOp::Ne, b_wide, zero)?;
-    let neg_zero = em.scalar_like(t, -0.0)?;
-    let picked = em.select(on, t_wide, neg_zero)?;
-    let axes: Vec<usize> = (0..ri).collect();
-    em.reduce(ReduceOp::Sum, picked, &axes, false)
-}
-
 /// The Jacobians of every float output with respect to `wrt`, choosing the mode by shape as
 /// JAX's advice goes: forward mode ([`jacfwd`]) when the `wrt` inputs have fewer elements in
 /// total than the float outputs, reverse mode ([`jacrev`]) otherwise. Both give the same
-/// outputs; `jacfwd` may add `basis_<input>` inputs and `jacrev` `basis_<output>` inputs (see
-/// there), which must hold identities.
+/// outputs and take only `kernel`'s inputs.
 pub fn jacobian<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
     let resolved = resolve_wrt(kernel, wrt)?;
     let n_in: usize = resolved.iter().map(|w| w.ty.shape.numel()).sum();

@@ -176,7 +176,9 @@ impl Emitter {
                     ValueId::new(index),
                 )))?;
             let target = match node.op {
-                Op::Const(_) | Op::Cast | Op::BroadcastTo | Op::Reshape => Some(node.ty.clone()),
+                Op::Const(_) | Op::Cast | Op::BroadcastTo | Op::Reshape | Op::Iota { .. } => {
+                    Some(node.ty.clone())
+                }
                 _ => None,
             };
             map[index] = Some(em.node(node.op.clone(), &args, target)?);
@@ -194,7 +196,7 @@ impl Emitter {
     }
 
     /// Adds (or reuses) the node `op(args)`; `target` is the type for `const`, `cast`,
-    /// `broadcast_to` and `reshape`.
+    /// `broadcast_to`, `reshape` and `iota`.
     fn node(&mut self, op: Op, args: &[ValueId], target: Option<TensorType>) -> Result<ValueId, AdError> {
         let key = (op, args.to_vec(), target);
         if let Some(&v) = self.nodes.get(&key) {
@@ -212,6 +214,17 @@ impl Emitter {
                 v
             }
             (Op::Cast, Some(t)) => self.b.cast(first()?, t.dtype)?,
+            (Op::Iota { axis }, Some(t)) => self.b.iota(t.dtype, t.shape.clone(), *axis)?,
+            (Op::Transpose { .. }, _) if self.constants.contains_key(&first()?) => {
+                let value = self.constants[&first()?];
+                let shape = rfx_ir::hir::result_type(&key.0, &[self.b.value_type(first()?)?], None)
+                    .map_err(|source| rfx_ir::hir::BuildError::Type {
+                        op: "transpose",
+                        source,
+                    })?
+                    .shape;
+                return self.node(Op::Const(value), &[], Some(TensorType::new(value.dtype(), shape)));
+            }
             (Op::BroadcastTo | Op::Reshape, Some(t)) => match self.constants.get(&first()?) {
                 Some(&value) => return self.node(Op::Const(value), &[], Some(t.clone())),
                 None if matches!(key.0, Op::Reshape) => self.b.reshape(first()?, t.shape.clone())?,
@@ -325,6 +338,44 @@ impl Emitter {
         self.node(Op::Reshape, &[x], Some(TensorType::new(dtype, shape)))
     }
 
+    /// The index along `axis` of a `dtype` tensor of `shape`.
+    pub(crate) fn iota(&mut self, dtype: DType, shape: Shape, axis: usize) -> Result<ValueId, AdError> {
+        self.node(Op::Iota { axis }, &[], Some(TensorType::new(dtype, shape)))
+    }
+
+    /// The identity of shape `shape ++ shape` in `dtype`: 1 where the two halves of the index
+    /// agree, else 0. Built from `i32` indices inside the kernel, so it costs no input and no
+    /// memory: it fuses into whatever reads it.
+    pub(crate) fn identity(&mut self, dtype: DType, shape: &Shape) -> Result<ValueId, AdError> {
+        let rank = shape.rank();
+        let full = Shape::new([shape.dims(), shape.dims()].concat());
+        let mut mask: Option<ValueId> = None;
+        for (axis, &extent) in shape.dims().iter().enumerate() {
+            if extent == 1 {
+                continue;
+            }
+            let row = self.iota(DType::I32, full.clone(), axis)?;
+            let col = self.iota(DType::I32, full.clone(), rank + axis)?;
+            let same = self.compare(CmpOp::Eq, row, col)?;
+            mask = Some(match mask {
+                Some(m) => self.binary(BinaryOp::And, m, same)?,
+                None => same,
+            });
+        }
+        match mask {
+            Some(mask) => self.cast(mask, dtype),
+            None => Ok(self.constant(dtype, 1.0, full)),
+        }
+    }
+
+    /// `x` with its axes permuted (`x` itself for the identity permutation).
+    pub(crate) fn transpose(&mut self, x: ValueId, perm: &[usize]) -> Result<ValueId, AdError> {
+        if perm.iter().enumerate().all(|(i, &p)| i == p) {
+            return Ok(x);
+        }
+        self.node(Op::Transpose { perm: perm.to_vec() }, &[x], None)
+    }
+
     pub(crate) fn broadcast_to(&mut self, x: ValueId, shape: Shape) -> Result<ValueId, AdError> {
         if self.shape(x)? == shape {
             return Ok(x);
@@ -434,6 +485,7 @@ pub(crate) fn copy_node(b: &mut Builder, node: &Node, args: &[ValueId]) -> Resul
         Op::Cast => b.cast(first()?, node.ty.dtype)?,
         Op::BroadcastTo => b.broadcast_to(first()?, node.ty.shape.clone())?,
         Op::Reshape => b.reshape(first()?, node.ty.shape.clone())?,
+        Op::Iota { axis } => b.iota(node.ty.dtype, node.ty.shape.clone(), *axis)?,
         op => b.op(op.clone(), args)?,
     };
     Ok(value)

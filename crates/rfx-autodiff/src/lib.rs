@@ -21,9 +21,9 @@
 //!
 //! Jacobians are batched sweeps: reverse mode pulls back an identity basis of each output in
 //! one sweep (cotangents of shape `out ++ S`), forward mode pushes forward an identity basis of
-//! each input (tangents of shape `in ++ S`). HIR has no iota or transpose, so the identities are
-//! inputs, and forward mode lays its result out output-major by a select against its basis and
-//! a sum (exact: every other term is −0).
+//! each input (tangents of shape `in ++ S`). The identities are built inside the kernel from
+//! `iota`s (they fuse into the sweep and cost no input or memory), and forward mode lays its
+//! result out output-major with a `transpose`.
 //!
 //! Broadcasting: an operand broadcast (implicitly by an elementwise op, or by `broadcast_to`)
 //! gets its adjoint summed over the broadcast axes and reshaped back to its shape. Reductions
@@ -37,7 +37,7 @@
 //! | [`grad`] | — | `grad_<input>` per `wrt` |
 //! | [`value_and_grad`] | — | the output, then `grad_<input>` per `wrt` |
 //! | [`jvp`] | `tangent_<input>` per `wrt` | the outputs, then `tangent_<output>` per float output |
-//! | [`jacrev`], [`jacfwd`], [`jacobian`] | jacrev: `basis_<output>` (`out ++ out`) per output with > 1 element; jacfwd: `basis_<input>` (`in ++ in`) per `wrt` input with > 1 element; each must hold the identity (the `rfx` facade fills them) | the outputs, then `jac_<output>_<input>`, shape `out ++ in` |
+//! | [`jacrev`], [`jacfwd`], [`jacobian`] | — | the outputs, then `jac_<output>_<input>`, shape `out ++ in` |
 //! | [`hvp`] | `tangent_<input>` per `wrt` | `hvp_<input>` per `wrt` |
 //!
 //! `wrt` lists inputs by name (`&["x", "y"]`) or by position (`&[0, 1]`); see [`InputRef`].

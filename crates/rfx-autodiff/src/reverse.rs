@@ -41,7 +41,15 @@ pub(crate) fn backward(
         let out = em.primal(ValueId::new(index));
         let args: Vec<ValueId> = node.args.iter().map(|&a| em.primal(a)).collect();
         let contributions: Vec<Option<ValueId>> = match &node.op {
-            Op::Input { .. } | Op::Const(_) | Op::Compare(_) => vec![None; args.len()],
+            Op::Input { .. } | Op::Const(_) | Op::Iota { .. } | Op::Compare(_) => vec![None; args.len()],
+            Op::Transpose { perm } => {
+                // The adjoint of a permutation is the inverse permutation.
+                let mut inverse = vec![0; perm.len()];
+                for (i, &p) in perm.iter().enumerate() {
+                    inverse[p] = i;
+                }
+                vec![Some(em.transpose(ct, &batched_perm(batch_rank, &inverse))?)]
+            }
             Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Clamp => {
                 let parts = partials(em, &node.op, &args, out)?;
                 let mut contributions = Vec::with_capacity(args.len());
@@ -127,6 +135,13 @@ fn spread_reduced(
         em.reshape(ct, concat(batch, &keepdims_shape(x_shape, axes)))?
     };
     em.broadcast_to(aligned, concat(batch, x_shape))
+}
+
+/// `perm` acting on the trailing axes of a value with `batch_rank` leading batch axes.
+pub(crate) fn batched_perm(batch_rank: usize, perm: &[usize]) -> Vec<usize> {
+    (0..batch_rank)
+        .chain(perm.iter().map(|p| p + batch_rank))
+        .collect()
 }
 
 pub(crate) fn concat(a: &Shape, b: &Shape) -> Shape {
@@ -259,12 +274,9 @@ pub fn value_and_grad<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel,
 /// `shape(output) ++ shape(input)` for each float output and `wrt` input (output-major):
 /// element `[i.., j..]` is `∂output[i..] / ∂input[j..]`.
 ///
-/// Inputs: `kernel`'s inputs, then, for each float output with more than one element, an input
-/// `basis_<output>` of shape `shape(output) ++ shape(output)` that must hold the identity
-/// (row-major, the `n × n` identity for `n` elements). HIR can only splat constants (it has
-/// no iota op), so the identity that seeds the sweep cannot be built inside the kernel; a
-/// different basis gives the corresponding batch of VJPs. Single-element outputs are seeded
-/// with the constant 1 and need no basis input.
+/// Inputs: `kernel`'s inputs. Each sweep is seeded with the identity of `shape(output) ++
+/// shape(output)`, built in the kernel from two `iota`s (single-element outputs with the
+/// constant 1), so the seed fuses into the sweep and nothing extra is passed or stored.
 pub fn jacrev<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
     let wrt = resolve_wrt(kernel, wrt)?;
     let float_outputs: Vec<(String, ValueId, TensorType)> = kernel
@@ -277,28 +289,11 @@ pub fn jacrev<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError
                 .map(|t| (o.name.clone(), o.value, t.clone()))
         })
         .collect();
-    let extra: Vec<(String, TensorType)> = float_outputs
-        .iter()
-        .filter(|(_, _, ty)| ty.shape.numel() != 1)
-        .map(|(name, _, ty)| {
-            (
-                format!("basis_{name}"),
-                TensorType::new(ty.dtype, concat(&ty.shape, &ty.shape)),
-            )
-        })
-        .collect();
-    let (mut em, basis_inputs) = Emitter::new(&format!("{}_jacrev", kernel.name()), kernel, &extra)?;
+    let (mut em, _) = Emitter::new(&format!("{}_jacrev", kernel.name()), kernel, &[])?;
     let active = active_values(kernel, &wrt);
-    let mut basis = basis_inputs.into_iter();
     let mut jacobians = Vec::new();
     for (name, value, ty) in &float_outputs {
-        let seed = if ty.shape.numel() == 1 {
-            em.constant(ty.dtype, 1.0, concat(&ty.shape, &ty.shape))
-        } else {
-            basis
-                .next()
-                .ok_or(rfx_ir::hir::BuildError::UnknownValue(*value))?
-        };
+        let seed = em.identity(ty.dtype, &ty.shape)?;
         let grads = backward(&mut em, kernel, &active, &wrt, &ty.shape, &[(*value, seed)])?;
         jacobians.push((name.clone(), ty.shape.clone(), grads));
     }

@@ -402,6 +402,7 @@ fn kernel_for_seed(seed: u64) -> Kernel {
         allow_int_bool: rng.chance(0.8),
         allow_reductions: rng.chance(0.75),
         allow_broadcast: rng.chance(0.7),
+        allow_index: rng.chance(0.5),
     };
     let mut kernel = random_kernel(&mut rng, &config, "fuzz");
     // Most generated kernels hold a transcendental op, whose values are not compared: in two
@@ -469,6 +470,9 @@ fn rebuild(kernel: &Kernel, map: &[usize], replace_op: &mut dyn FnMut(&Op, DType
                 .ok()?,
             Op::Const(value) => b.constant(*value, map_dims(node.ty.shape.dims())),
             Op::Cast => b.cast(args[0], node.ty.dtype).ok()?,
+            Op::Iota { axis } => b
+                .iota(node.ty.dtype, map_dims(node.ty.shape.dims()), *axis)
+                .ok()?,
             Op::BroadcastTo => b.broadcast_to(args[0], map_dims(node.ty.shape.dims())).ok()?,
             Op::Reshape => {
                 let numel = b.value_type(args[0]).ok()?.shape.numel();

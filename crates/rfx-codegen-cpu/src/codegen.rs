@@ -91,10 +91,23 @@ impl KernelShape {
 }
 
 /// One memory access of the body (a load or a store): its buffer and strides per loop dim.
+/// A load, a store or an index of the body. An index (`buf: None`) is addressed like a load of
+/// one-byte elements at address 0: its "address" is its value.
 struct Access {
-    buf: BufId,
+    buf: Option<BufId>,
     strides: Vec<usize>,
     dtype: DType,
+}
+
+impl Access {
+    /// Bytes per element step of the access's address.
+    fn elem_bytes(&self) -> usize {
+        if self.buf.is_some() {
+            self.dtype.size_bytes()
+        } else {
+            1
+        }
+    }
 }
 
 struct KernelInfo<'k> {
@@ -189,7 +202,18 @@ fn build_into(
                     .ok_or_else(|| internal("load into an undeclared slot"))?;
                 access_of.push(Some(accesses.len()));
                 accesses.push(Access {
-                    buf: *buf,
+                    buf: Some(*buf),
+                    strides: strides.clone(),
+                    dtype,
+                });
+            }
+            Inst::Index { dst, strides } => {
+                let dtype = kernel
+                    .slot_dtype(*dst)
+                    .ok_or_else(|| internal("index into an undeclared slot"))?;
+                access_of.push(Some(accesses.len()));
+                accesses.push(Access {
+                    buf: None,
                     strides: strides.clone(),
                     dtype,
                 });
@@ -200,7 +224,7 @@ fn build_into(
                     .ok_or_else(|| internal("store to an unknown buffer"))?;
                 access_of.push(Some(accesses.len()));
                 accesses.push(Access {
-                    buf: *buf,
+                    buf: Some(*buf),
                     strides: strides.clone(),
                     dtype,
                 });
@@ -708,12 +732,9 @@ impl<'k> Gen<'_, 'k> {
                 let access = &self.info.accesses[k];
                 access.dtype == dtype
                     && self.inner_stride(k) == 1
-                    && self
-                        .info
-                        .buffer_is_input
-                        .get(access.buf.index())
-                        .copied()
-                        .flatten()
+                    && access
+                        .buf
+                        .and_then(|buf| self.info.buffer_is_input.get(buf.index()).copied().flatten())
                         == Some(input)
             })
         };
@@ -1505,6 +1526,24 @@ impl<'k> Gen<'_, 'k> {
                 };
                 Some((*dst, v))
             }
+            Inst::Index { dst, .. } => {
+                let dtype = self.slot_dtype(*dst)?;
+                let v = match access {
+                    // In the preamble every stride is 0.
+                    None => {
+                        let zero = rfx_ir::semantics::index_value(0, dtype)
+                            .ok_or_else(|| internal(format!("index of dtype {dtype}")))?;
+                        Emitter {
+                            b: &mut *b,
+                            w: 1,
+                            imports: self.imports,
+                        }
+                        .constant(zero)
+                    }
+                    Some((k, at)) => self.index(b, w, k, at, offs, dtype)?,
+                };
+                Some((*dst, v))
+            }
             Inst::Const { dst, value } => {
                 let mut e = Emitter {
                     b: &mut *b,
@@ -1729,7 +1768,7 @@ impl<'k> Gen<'_, 'k> {
     ) -> Value {
         // `ptrs[k]` is the byte address of access `k` at position 0 of the innermost loop.
         let access = &self.info.accesses[k];
-        let step_bytes = (self.inner_stride(k) * access.dtype.size_bytes()) as i64;
+        let step_bytes = (self.inner_stride(k) * access.elem_bytes()) as i64;
         if step_bytes == 0 {
             return ptrs[k];
         }
@@ -1744,10 +1783,14 @@ impl<'k> Gen<'_, 'k> {
             .accesses
             .iter()
             .zip(offs)
-            .map(|(access, &off)| {
-                let base = self.base(access.buf)?;
-                let bytes = self.scale(b, off, access.dtype.size_bytes() as i64);
-                Ok(self.add(b, base, bytes))
+            .map(|(access, &off)| match access.buf {
+                Some(buf) => {
+                    let base = self.base(buf)?;
+                    let bytes = self.scale(b, off, access.dtype.size_bytes() as i64);
+                    Ok(self.add(b, base, bytes))
+                }
+                // An index's "address" is its value: the element offset itself.
+                None => Ok(off),
             })
             .collect()
     }
@@ -1812,6 +1855,54 @@ impl<'k> Gen<'_, 'k> {
             v = b.ins().insertlane(v, x, lane as u8);
         }
         Ok(v)
+    }
+
+    /// The value of index access `k` at position `at` of the innermost loop: lane 0's offset
+    /// converted to `dtype` (exact: the verifier bounds every value), plus `lane · stride` per
+    /// lane from a constant vector.
+    fn index(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        w: u8,
+        k: usize,
+        at: Value,
+        offs: &[Value],
+        dtype: DType,
+    ) -> Result<Value, BackendError> {
+        let offset = self.address(b, k, at, at, offs, 0);
+        let scalar = match dtype {
+            DType::I32 => b.ins().ireduce(types::I32, offset),
+            DType::F32 => b.ins().fcvt_from_sint(types::F32, offset),
+            DType::F64 => b.ins().fcvt_from_sint(types::F64, offset),
+            DType::Bool => return Err(internal("index of dtype bool")),
+        };
+        let inner = self.inner_stride(k);
+        let mut e = Emitter {
+            b: &mut *b,
+            w,
+            imports: self.imports,
+        };
+        let splat = e.splat(scalar, dtype);
+        if w == 1 || inner == 0 {
+            return Ok(splat);
+        }
+        let mut bytes = Vec::new();
+        for lane in 0..usize::from(w) {
+            let step = lane * inner;
+            match dtype {
+                DType::I32 => bytes.extend_from_slice(&(step as i32).to_le_bytes()),
+                DType::F32 => bytes.extend_from_slice(&(step as f32).to_le_bytes()),
+                _ => bytes.extend_from_slice(&(step as f64).to_le_bytes()),
+            }
+        }
+        let ty = cl_type(dtype, w);
+        let handle = b.func.dfg.constants.insert(bytes.into());
+        let steps = b.ins().vconst(ty, handle);
+        Ok(if dtype == DType::I32 {
+            b.ins().iadd(splat, steps)
+        } else {
+            b.ins().fadd(splat, steps)
+        })
     }
 
     #[allow(clippy::too_many_arguments)]

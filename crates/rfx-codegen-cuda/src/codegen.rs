@@ -331,7 +331,22 @@ struct Emitter<'a> {
 fn index_type(program: &LirProgram, kernel: &LirKernel) -> &'static str {
     let limit = i32::MAX as usize;
     let points = kernel.dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
+    // The largest value an `index` computes in the index type.
+    let index_max = kernel
+        .body
+        .iter()
+        .filter_map(|inst| match inst {
+            Inst::Index { strides, .. } => {
+                Some(kernel.dims.iter().zip(strides).fold(0usize, |acc, (&d, &s)| {
+                    acc.saturating_add(d.saturating_sub(1).saturating_mul(s))
+                }))
+            }
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
     let fits = points.is_some_and(|p| p <= limit)
+        && index_max <= limit
         && program.arena_bytes() <= limit
         && program.buffers().iter().all(|b| b.ty.shape.numel() <= limit);
     if fits {
@@ -839,6 +854,14 @@ impl Emitter<'_> {
                     load
                 };
                 format!("{dst} = {value};")
+            }
+            Inst::Index { dst, strides } => {
+                // Exact: the verifier bounds every value by what the dtype holds.
+                format!(
+                    "{dst} = ({})({});",
+                    c_type(self.dtype(*dst)),
+                    self.offset(strides)
+                )
             }
             Inst::Const { dst, value } => format!("{dst} = {};", literal(*value)),
             Inst::Unary { dst, op, src } => {

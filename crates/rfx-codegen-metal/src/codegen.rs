@@ -1550,6 +1550,17 @@ fn emit_inst(
                 load
             }
         }
+        // Exact: the verifier bounds every value by what the dtype holds (2^24 for `f32`).
+        Inst::Index { dst, strides } => match dtype_of(*dst)? {
+            DType::F32 => format!("f32({})", index_expr(strides)),
+            DType::I32 => format!("i32({})", index_expr(strides)),
+            dtype => {
+                return Err(compile_error(format!(
+                    "kernel `{}`: index of dtype {dtype}",
+                    kernel.name
+                )));
+            }
+        },
         Inst::Const { value, .. } => scalar_literal(*value),
         Inst::Unary { op, src, .. } => em.unary(*op, dtype_of(*src)?, &slot(*src)),
         Inst::Binary { op, lhs, rhs, .. } => em.binary(*op, dtype_of(*lhs)?, &slot(*lhs), &slot(*rhs)),

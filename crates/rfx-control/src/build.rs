@@ -151,7 +151,11 @@ impl KernelFn for ControlKernel {
                 let value = match &node.op {
                     Op::Input { .. } => {
                         let Some(&value) = inputs.get(next_input) else {
-                            return Err(JitError::ConstantInputs { transform: "stitch" });
+                            return Err(JitError::InputCount {
+                                transform: "stitch",
+                                declared: inputs.len(),
+                                traced: kernel.inputs().count(),
+                            });
                         };
                         next_input += 1;
                         value
@@ -163,6 +167,9 @@ impl KernelFn for ControlKernel {
                         .map_err(build_error)?,
                     Op::Reshape => builder
                         .reshape(args[0], node.ty.shape.clone())
+                        .map_err(build_error)?,
+                    Op::Iota { axis } => builder
+                        .iota(node.ty.dtype, node.ty.shape.clone(), *axis)
                         .map_err(build_error)?,
                     op => builder.op(op.clone(), &args).map_err(build_error)?,
                 };

@@ -83,6 +83,22 @@ pub enum TypeError {
         /// The axis.
         axis: usize,
     },
+    /// A `transpose` whose `perm` is not a permutation of the operand's axes.
+    #[error("`perm` {perm:?} does not list each axis below {rank} exactly once")]
+    Permutation {
+        /// The permutation given.
+        perm: Vec<usize>,
+        /// The operand's rank.
+        rank: usize,
+    },
+    /// An `iota` longer than its dtype counts exactly.
+    #[error("`iota` of extent {extent} does not count exactly in {dtype}")]
+    IotaExtent {
+        /// The node's dtype.
+        dtype: DType,
+        /// The extent along the counted axis.
+        extent: usize,
+    },
     /// A constant whose literal dtype differs from its declared type.
     #[error("constant of dtype {literal} declared as {declared}")]
     ConstantDType {

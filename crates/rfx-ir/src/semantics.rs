@@ -58,6 +58,32 @@ pub fn cast(x: Scalar, to: DType) -> Scalar {
     }
 }
 
+/// The largest index that `dtype` holds exactly, so that every value of an `iota` (HIR) or an
+/// `index` (MIR, LIR) is exact: 2^24 for `f32`, 2^31 − 1 for `i32`, 2^53 for `f64`, 0 for bool
+/// (which holds no index).
+pub fn max_exact_index(dtype: DType) -> usize {
+    match dtype {
+        DType::F32 => 1 << 24,
+        DType::I32 => i32::MAX as usize,
+        DType::F64 => 1 << 53,
+        DType::Bool => 0,
+    }
+}
+
+/// The index `i` as a value of `dtype`: exact for `i <= max_exact_index(dtype)`, which the
+/// verifiers guarantee. `None` for bool or an index beyond that bound.
+pub fn index_value(i: usize, dtype: DType) -> Option<Scalar> {
+    if i > max_exact_index(dtype) {
+        return None;
+    }
+    match dtype {
+        DType::F32 => Some(Scalar::F32(i as f32)),
+        DType::F64 => Some(Scalar::F64(i as f64)),
+        DType::I32 => i32::try_from(i).ok().map(Scalar::I32),
+        DType::Bool => None,
+    }
+}
+
 /// Applies a one-operand elementwise op; the result has `x`'s dtype.
 ///
 /// `None` when the op does not accept `x`'s dtype ([`UnaryOp::accepts`]): `not` takes bool only,

@@ -75,6 +75,8 @@ pub struct KernelGenConfig {
     pub allow_reductions: bool,
     /// Allow broadcasting between operands of different shapes, `broadcast_to` and `reshape`.
     pub allow_broadcast: bool,
+    /// Allow `iota` and `transpose`.
+    pub allow_index: bool,
 }
 
 impl Default for KernelGenConfig {
@@ -89,6 +91,7 @@ impl Default for KernelGenConfig {
             allow_int_bool: true,
             allow_reductions: true,
             allow_broadcast: true,
+            allow_index: true,
         }
     }
 }
@@ -173,7 +176,8 @@ fn random_op(
             .collect();
         rng.pick(&same).copied()
     };
-    match rng.below(14) {
+    // Without `iota` and `transpose` the draws are the ones made before they existed.
+    match rng.below(if config.allow_index { 16 } else { 14 }) {
         0..=3 => {
             let op = *rng.pick(UnaryOp::ALL)?;
             b.unary(op, x).ok()
@@ -245,6 +249,32 @@ fn random_op(
                 vec![1, numel]
             };
             b.reshape(x, dims).ok()
+        }
+        14 => {
+            let dtype = if config.allow_int_bool && rng.chance(0.3) {
+                DType::I32
+            } else {
+                float
+            };
+            let rank = xt.shape.rank();
+            if rank == 0 {
+                return None;
+            }
+            b.iota(dtype, xt.shape.clone(), rng.below(rank)).ok()
+        }
+        15 => {
+            let dims = xt.shape.dims();
+            // Half the time only axes of equal extent trade places, so the result still
+            // combines with its neighbours (a square matrix transposed).
+            let equal_only = rng.chance(0.5);
+            let mut perm: Vec<usize> = (0..dims.len()).collect();
+            for i in (1..perm.len()).rev() {
+                let choices: Vec<usize> = (0..=i).filter(|&j| !equal_only || dims[j] == dims[i]).collect();
+                if let Some(&j) = rng.pick(&choices) {
+                    perm.swap(i, j);
+                }
+            }
+            b.transpose(x, &perm).ok()
         }
         _ => None,
     }

@@ -403,3 +403,44 @@ fn types_too_large_for_memory_are_rejected() {
         "{errors:?}"
     );
 }
+
+#[test]
+fn builder_rejects_a_transpose_that_is_not_a_permutation() {
+    for perm in [vec![0, 0], vec![0], vec![1, 2], vec![0, 1, 2]] {
+        let mut b = Builder::new("k");
+        let x = b.input("x", f32s([2, 3])).expect("input");
+        assert_eq!(
+            type_error(b.transpose(x, &perm)),
+            TypeError::Permutation {
+                perm: perm.clone(),
+                rank: 2
+            }
+        );
+    }
+}
+
+#[test]
+fn builder_rejects_an_iota_it_cannot_count_exactly() {
+    let mut b = Builder::new("k");
+    assert_eq!(
+        type_error(b.iota(DType::F32, [2, 3], 2)),
+        TypeError::AxisOutOfRange { axis: 2, rank: 2 }
+    );
+    assert_eq!(
+        type_error(b.iota(DType::Bool, [3], 0)),
+        TypeError::UnsupportedDType {
+            op: "iota",
+            dtype: DType::Bool
+        }
+    );
+    // Indices up to 2^24 are exact in f32; one more element is not.
+    assert!(b.iota(DType::F32, [(1 << 24) + 1], 0).is_ok());
+    assert_eq!(
+        type_error(b.iota(DType::F32, [(1 << 24) + 2], 0)),
+        TypeError::IotaExtent {
+            dtype: DType::F32,
+            extent: (1 << 24) + 2
+        }
+    );
+    assert!(b.iota(DType::F64, [(1 << 24) + 2], 0).is_ok());
+}

@@ -257,3 +257,24 @@ fn random_kernels_are_not_trivial() {
     assert!(mean >= 5.0, "generated kernels average only {mean} ops");
     eprintln!("{}", random_kernel(&mut TestRng::new(3), &config, "sample"));
 }
+
+#[test]
+fn iota_and_transpose_print_and_parse_back() {
+    let text = "\
+kernel k {
+  %0 = input x : f32[2,3]
+  %1 = iota axis 1 : f32[3,2]
+  %2 = transpose %0 perm [1,0] : f32[3,2]
+  %3 = add %1, %2 : f32[3,2]
+  output out = %3
+}
+";
+    let kernel = rfx_ir::hir::parse(text).expect("parses");
+    assert_eq!(kernel.to_string(), text);
+    assert!(matches!(kernel.nodes()[1].op, rfx_ir::hir::Op::Iota { axis: 1 }));
+    let err = rfx_ir::hir::parse(&text.replace("perm [1,0]", "perm [1,1]")).expect_err("bad perm");
+    assert_eq!((err.line, err.col), (4, 3), "{err}");
+    assert!(err.message.contains("exactly once"), "{err}");
+    let err = rfx_ir::hir::parse(&text.replace("iota axis 1", "iota 1")).expect_err("no `axis`");
+    assert_eq!(err.line, 3, "{err}");
+}

@@ -1524,3 +1524,56 @@ fn a_malformed_kernel_is_an_error_not_a_panic() {
     );
     assert!(run_hir(&kernel, &[x.view()], Mode::Native).is_err());
 }
+
+#[test]
+fn iota_counts_along_its_axis_in_every_numeric_dtype() {
+    for dtype in [DType::F32, DType::F64, DType::I32] {
+        let mut b = Builder::new("k");
+        let rows = b.iota(dtype, [2, 3], 0).unwrap();
+        let cols = b.iota(dtype, [2, 3], 1).unwrap();
+        b.output("rows", rows).unwrap();
+        b.output("cols", cols).unwrap();
+        let kernel = b.finish().unwrap();
+        let out = run(&kernel, &[], Mode::Native);
+        let as_f64 = |a: &Array| (0..6).map(|i| a.get(i).unwrap().to_f64()).collect::<Vec<_>>();
+        assert_eq!(as_f64(&out[0]), [0.0, 0.0, 0.0, 1.0, 1.0, 1.0], "{dtype}");
+        assert_eq!(as_f64(&out[1]), [0.0, 1.0, 2.0, 0.0, 1.0, 2.0], "{dtype}");
+        assert_eq!(out[0].dtype(), dtype);
+    }
+}
+
+#[test]
+fn transpose_moves_every_element_to_its_permuted_index() {
+    // x[i, j, k] = 100 i + 10 j + k, so every value names its own index.
+    let shape = [2, 3, 4];
+    let values: Vec<f32> = (0..24)
+        .map(|n| (100 * (n / 12) + 10 * (n / 4 % 3) + n % 4) as f32)
+        .collect();
+    let x = Array::from_vec(shape, values).unwrap();
+    for perm in [[0, 1, 2], [2, 0, 1], [1, 2, 0], [2, 1, 0], [0, 2, 1]] {
+        let mut b = Builder::new("k");
+        let input = b.input("x", TensorType::new(DType::F32, shape)).unwrap();
+        let t = b.transpose(input, &perm).unwrap();
+        b.output("t", t).unwrap();
+        let kernel = b.finish().unwrap();
+        let out = run_one(&kernel, std::slice::from_ref(&x));
+        let dims: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
+        assert_eq!(out.shape().dims(), &dims[..]);
+        let got = f32s(&out);
+        let mut n = 0;
+        for a in 0..dims[0] {
+            for c in 0..dims[1] {
+                for d in 0..dims[2] {
+                    // Result index (a, c, d) reads x at j with j[perm[i]] = idx[i].
+                    let mut j = [0; 3];
+                    for (i, &v) in [a, c, d].iter().enumerate() {
+                        j[perm[i]] = v;
+                    }
+                    let want = (100 * j[0] + 10 * j[1] + j[2]) as f32;
+                    assert_eq!(got[n], want, "perm {perm:?} at {a},{c},{d}");
+                    n += 1;
+                }
+            }
+        }
+    }
+}

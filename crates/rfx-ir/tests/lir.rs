@@ -561,7 +561,7 @@ fn verifier_arena_and_preamble_rules() {
             "program: arena alignment 24 is not a power of two",
             "buf1: duplicate input name `x`",
             "buf2: arena offset 4 of buf2 is not a multiple of 8 bytes",
-            "kernel #0, preamble #0: preamble load with nonzero strides [1]",
+            "kernel #0, preamble #0: preamble load or index with nonzero strides [1]",
             "kernel #0, preamble #2: `store` is not allowed in the preamble",
             "kernel #0, preamble #3: `reduce` is not allowed in the preamble",
         ]

@@ -225,6 +225,15 @@ fn mir_verifier_raises_each_kind() {
             Text(&[("load buf0 [3,1]", "load buf0 [1]")]),
             mir::VerifyErrorKind::StrideCount { .. }
         ),
+        // An `f32` index reaching 2^24 + 1, one past what `f32` counts exactly.
+        case!(
+            Text(&[("%1 = mul %0, %0 : f32", "%1 = index [16777217,0] : f32")]),
+            mir::VerifyErrorKind::IndexRange { .. }
+        ),
+        case!(
+            Text(&[("%1 = mul %0, %0 : f32", "%1 = index [1] : f32")]),
+            mir::VerifyErrorKind::StrideCount { .. }
+        ),
         // The parser only accepts declared buffer labels.
         case!(
             Api(|p| with_mir_kernels(p, |k| {
@@ -410,6 +419,15 @@ fn lir_verifier_raises_each_kind() {
         case!(
             Text(&[("load buf1 [0,0]", "load buf1 [0,1]")]),
             lir::VerifyErrorKind::VaryingPreambleLoad(_)
+        ),
+        case!(
+            Text(&[("s1 = load buf1 [0,0]", "s1 = index [0,1]")]),
+            lir::VerifyErrorKind::VaryingPreambleLoad(_)
+        ),
+        // An `f32` index reaching 2^24 + 1, one past what `f32` counts exactly.
+        case!(
+            Text(&[("s0 = mul s0, s1", "s0 = index [16777217,0]")]),
+            lir::VerifyErrorKind::IndexRange { .. }
         ),
         case!(
             Text(&[("vector 8", "vector 3")]),

@@ -193,7 +193,110 @@ pub fn cases() -> Vec<Case> {
         })();
         push(name, k, None, None);
     }
+    index_cases(&mut push);
     cases
+}
+
+/// `iota` and `transpose`: indices broadcast into larger domains, transposes of inputs (a load
+/// with permuted strides), of computed values (stored, then read back), of transposes and of
+/// an `iota`, and the identity matrix built from two indices, as Jacobian kernels build it.
+fn index_cases(push: &mut dyn FnMut(String, Option<Kernel>, Option<&'static str>, Option<f64>)) {
+    for dtype in [DType::F32, DType::F64, DType::I32] {
+        for (shape, axis, x_shape) in [
+            (vec![1000], 0, vec![1000]),
+            (vec![3, 17], 0, vec![17]),
+            (vec![3, 17], 1, vec![3, 1]),
+            (vec![4, 9, 5], 1, vec![4, 9, 5]),
+            (vec![2, 1, 6], 1, vec![6]),
+        ] {
+            let dims = shape
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("x");
+            let name = format!("iota_{dtype}_{dims}_axis{axis}");
+            let mut b = Builder::new(name.clone());
+            let k = (|| {
+                let x = b.input("x", TensorType::new(dtype, x_shape)).ok()?;
+                let i = b.iota(dtype, shape, axis).ok()?;
+                let r = b.binary(BinaryOp::Add, i, x).ok()?;
+                b.output("out", r).ok()?;
+                b.output("index", i).ok()?;
+                b.finish().ok()
+            })();
+            push(name, k, None, None);
+        }
+        let name = format!("identity_{dtype}_n7");
+        let mut b = Builder::new(name.clone());
+        let k = (|| {
+            let x = b.input("x", TensorType::new(dtype, [7, 7])).ok()?;
+            let rows = b.iota(dtype, [7, 7], 0).ok()?;
+            let cols = b.iota(dtype, [7, 7], 1).ok()?;
+            let eye = b.compare(CmpOp::Eq, rows, cols).ok()?;
+            let eye = b.cast(eye, dtype).ok()?;
+            let r = b.binary(BinaryOp::Mul, eye, x).ok()?;
+            b.output("out", r).ok()?;
+            b.finish().ok()
+        })();
+        push(name, k, None, None);
+    }
+    for dtype in DType::ALL {
+        for (shape, perm) in [
+            (vec![3, 17], vec![1, 0]),
+            (vec![4, 9, 5], vec![2, 0, 1]),
+            (vec![4, 9, 5], vec![0, 2, 1]),
+            (vec![1, 6, 1], vec![2, 1, 0]),
+            (vec![0, 3], vec![1, 0]),
+        ] {
+            let dims = shape
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("x");
+            let p: String = perm.iter().map(ToString::to_string).collect();
+            let name = format!("transpose_{dtype}_{dims}_perm{p}");
+            let mut b = Builder::new(name.clone());
+            let k = (|| {
+                let x = b.input("x", TensorType::new(dtype, shape)).ok()?;
+                let t = b.transpose(x, &perm).ok()?;
+                b.output("out", t).ok()?;
+                b.finish().ok()
+            })();
+            push(name, k, None, None);
+        }
+    }
+    for dtype in [DType::F32, DType::F64, DType::I32] {
+        // A transpose of a computed value, added to a broadcast input and reduced.
+        let name = format!("transpose_computed_{dtype}");
+        let mut b = Builder::new(name.clone());
+        let k = (|| {
+            let x = b.input("x", TensorType::new(dtype, [5, 33])).ok()?;
+            let y = b.input("y", TensorType::new(dtype, [5])).ok()?;
+            let s = b.binary(BinaryOp::Mul, x, x).ok()?;
+            let t = b.transpose(s, &[1, 0]).ok()?;
+            let r = b.binary(BinaryOp::Sub, t, y).ok()?;
+            let sum = b.reduce(ReduceOp::Sum, t, &[0], false).ok()?;
+            b.output("out", r).ok()?;
+            b.output("colsum", sum).ok()?;
+            b.finish().ok()
+        })();
+        push(name, k, None, None);
+        // Transposes of a transpose and of an iota.
+        let name = format!("transpose_chain_{dtype}");
+        let mut b = Builder::new(name.clone());
+        let k = (|| {
+            let x = b.input("x", TensorType::new(dtype, [4, 9, 5])).ok()?;
+            let t = b.transpose(x, &[1, 2, 0]).ok()?;
+            let t = b.transpose(t, &[2, 0, 1]).ok()?;
+            let i = b.iota(dtype, [4, 9, 5], 2).ok()?;
+            let i = b.transpose(i, &[2, 0, 1]).ok()?;
+            let i = b.transpose(i, &[1, 2, 0]).ok()?;
+            let r = b.binary(BinaryOp::Add, t, i).ok()?;
+            b.output("out", r).ok()?;
+            b.finish().ok()
+        })();
+        push(name, k, None, None);
+    }
 }
 
 /// Random inputs for a case: special values mixed in, trigonometric inputs kept in their domain.

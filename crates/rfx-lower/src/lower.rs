@@ -131,12 +131,13 @@ pub(crate) fn lower_kernel(
         }
     }
 
-    // Accesses in loop order: loads, then stores (a store writes the row-major index of the
-    // point in the MIR domain).
+    // Accesses in loop order: loads and indices (an index is a load without a buffer: its
+    // value is the offset), then stores (a store writes the row-major index of the point in
+    // the MIR domain).
     let mut accesses: Vec<Access> = Vec::new();
     let mut load_access: HashMap<usize, usize> = HashMap::new();
     for (i, inst) in kernel.body.iter().enumerate() {
-        if let (true, MirOp::Load { strides, .. }) = (needed[i], &inst.op) {
+        if let (true, MirOp::Load { strides, .. } | MirOp::Index { strides }) = (needed[i], &inst.op) {
             load_access.insert(i, accesses.len());
             accesses.push(Access {
                 strides: nest.permute(strides),
@@ -152,13 +153,13 @@ pub(crate) fn lower_kernel(
     let dims_before = nest.dims.len();
     coalesce(&mut nest, &mut accesses);
 
-    // Loop-invariant values go to the preamble: constants, loads with all-zero strides, and ops
-    // whose operands are all invariant.
+    // Loop-invariant values go to the preamble: constants, loads and indices with all-zero
+    // strides, and ops whose operands are all invariant.
     let mut invariant = vec![false; kernel.body.len()];
     for (i, inst) in kernel.body.iter().enumerate() {
         invariant[i] = match &inst.op {
             MirOp::Const(_) => true,
-            MirOp::Load { .. } => load_access
+            MirOp::Load { .. } | MirOp::Index { .. } => load_access
                 .get(&i)
                 .is_some_and(|&a| accesses[a].strides.iter().all(|&s| s == 0)),
             _ => inst
@@ -239,6 +240,16 @@ pub(crate) fn lower_kernel(
                 Inst::Load {
                     dst,
                     buf: *buf,
+                    strides: accesses[access].strides.clone(),
+                }
+            }
+            MirOp::Index { .. } => {
+                let access = load_access.get(&i).copied().ok_or(LowerError::Malformed {
+                    kernel: kernel.name.clone(),
+                    value: i,
+                })?;
+                Inst::Index {
+                    dst,
                     strides: accesses[access].strides.clone(),
                 }
             }

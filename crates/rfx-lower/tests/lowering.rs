@@ -65,6 +65,7 @@ fn lowered_programs_match_the_hir_interpreter_on_10000_random_kernels() {
         ..LowerConfig::default()
     };
     let mut multi_kernel = 0;
+    let (mut with_iota, mut with_transpose) = (0, 0);
     // Miri (`cargo xtask miri`) runs about a thousand times slower: a sample there.
     for seed in 0..if cfg!(miri) { 5 } else { 10_000u64 } {
         let mut rng = TestRng::new(seed);
@@ -76,6 +77,9 @@ fn lowered_programs_match_the_hir_interpreter_on_10000_random_kernels() {
             lower_kernel(&kernel)
         };
         multi_kernel += usize::from(lir.kernels().len() > 1);
+        let has = |f: fn(&hir::Op) -> bool| kernel.nodes().iter().any(|n| f(&n.op));
+        with_iota += usize::from(has(|op| matches!(op, hir::Op::Iota { .. })));
+        with_transpose += usize::from(has(|op| matches!(op, hir::Op::Transpose { .. })));
         let inputs = random_inputs(&mut rng, &kernel, 0.2);
         let named: Vec<(String, ArrayView<'_>)> = kernel
             .inputs()
@@ -97,6 +101,12 @@ fn lowered_programs_match_the_hir_interpreter_on_10000_random_kernels() {
         }
     }
     assert!(multi_kernel > 100, "only {multi_kernel} multi-kernel programs");
+    if !cfg!(miri) {
+        assert!(
+            with_iota > 500 && with_transpose > 500,
+            "{with_iota} kernels with an iota, {with_transpose} with a transpose"
+        );
+    }
 }
 
 fn corpus() -> Vec<(String, Kernel)> {

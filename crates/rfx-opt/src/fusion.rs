@@ -3,7 +3,8 @@
 //! Design (argued in ARCHITECTURE.md): fusion is a partition of the extracted HIR DAG, not an
 //! e-graph rewrite. A value is *materialised* (given a buffer) only when it must be: a kernel
 //! output, a reduction result (it is complete only after its kernel), the operand of a
-//! `reshape` of a computed value (a reshape is an index map over a row-major buffer), a value
+//! `reshape` or `transpose` of a computed value (both are index maps over a row-major buffer:
+//! a transpose of an input or a stored value is a load with permuted strides), a value
 //! needed by more than one kernel (materialised once, never recomputed), or an expensive value
 //! of a smaller shape than its kernel's iteration space (recomputing it per point would cost more
 //! than a load). Every other value is computed inside the kernel of the materialised values
@@ -12,7 +13,8 @@
 //! loop; a reduction of a value computed in a kernel is that kernel's epilogue. Broadcasts never
 //! copy: a value of shape `S` read in a kernel of domain `D` is loaded with the broadcast strides
 //! of `S` in `D`, and since elementwise ops commute with broadcasting, in-kernel values of a
-//! smaller shape are simply computed at every point.
+//! smaller shape are simply computed at every point. An `iota` is never stored: it is an `index`
+//! instruction with the broadcast (and permuted) strides of its axis.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -72,6 +74,14 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
                     roots.entry(operand).or_insert(Some(MissReason::Reshape));
                 }
             }
+            Op::Transpose { .. } => {
+                let base = transpose_base(kernel, ValueId::new(index));
+                if is_computed(kernel, base)
+                    && !matches!(kernel.node(base).map(|n| &n.op), Some(Op::Iota { .. }))
+                {
+                    roots.entry(base).or_insert(Some(MissReason::Transpose));
+                }
+            }
             _ => {}
         }
     }
@@ -107,6 +117,47 @@ fn is_computed(kernel: &Kernel, value: ValueId) -> bool {
         .is_some_and(|n| !matches!(n.op, Op::Input { .. } | Op::Const(_)))
 }
 
+/// A value no kernel stores unless it is an output: an input, a constant or an `iota`.
+fn is_leaf(op: &Op) -> bool {
+    matches!(op, Op::Input { .. } | Op::Const(_) | Op::Iota { .. })
+}
+
+/// The value under a chain of transposes starting at `value` (`value` itself when it is not a
+/// transpose).
+fn transpose_base(kernel: &Kernel, mut value: ValueId) -> ValueId {
+    while let Some(node) = kernel.node(value)
+        && matches!(node.op, Op::Transpose { .. })
+        && let Some(&operand) = node.args.first()
+    {
+        value = operand;
+    }
+    value
+}
+
+/// Reads a value of `shape`, whose element `idx` sits at `sum(idx[i] * strides[i])`, at every
+/// point of `domain` (NumPy broadcasting: dimensions aligned at the right, size-1 dimensions
+/// repeat). `None` when `shape` does not broadcast to `domain`.
+fn strides_in_domain(shape: &Shape, strides: &[usize], domain: &Shape) -> Option<Vec<usize>> {
+    if !shape.broadcasts_to(domain) || strides.len() != shape.rank() {
+        return None;
+    }
+    let offset = domain.rank() - shape.rank();
+    Some(
+        (0..domain.rank())
+            .map(|axis| match axis.checked_sub(offset) {
+                Some(i) if shape.dims()[i] != 1 => strides[i],
+                _ => 0,
+            })
+            .collect(),
+    )
+}
+
+/// `true` for the ops that read their operand's buffer through an index map of their own
+/// (the operand must be complete before their kernel runs).
+fn reads_buffer(op: &Op) -> bool {
+    matches!(op, Op::Reshape | Op::Transpose { .. })
+}
+
 impl Plan<'_> {
     fn op(&self, v: ValueId) -> Option<&Op> {
         self.kernel.node(v).map(|n| &n.op)
@@ -139,12 +190,8 @@ impl Plan<'_> {
         let domain = self.domain(root);
         let start: Vec<(ValueId, bool)> = match self.kernel.node(root) {
             Some(node) if self.is_reduce(root) => node.args.iter().map(|&a| (a, false)).collect(),
-            Some(node) if matches!(node.op, Op::Input { .. } | Op::Const(_)) => Vec::new(),
-            Some(node) => node
-                .args
-                .iter()
-                .map(|&a| (a, matches!(node.op, Op::Reshape)))
-                .collect(),
+            Some(node) if is_leaf(&node.op) => Vec::new(),
+            Some(node) => node.args.iter().map(|&a| (a, reads_buffer(&node.op))).collect(),
             None => Vec::new(),
         };
         let mut stack = start;
@@ -164,11 +211,11 @@ impl Plan<'_> {
                 continue;
             }
             let Some(node) = self.kernel.node(v) else { continue };
-            if matches!(node.op, Op::Input { .. } | Op::Const(_)) {
+            if is_leaf(&node.op) {
                 continue;
             }
             computed.push(v);
-            let reshape = matches!(node.op, Op::Reshape);
+            let reshape = reads_buffer(&node.op);
             stack.extend(node.args.iter().map(|&a| (a, reshape)));
         }
         computed.sort();
@@ -383,6 +430,62 @@ impl KernelEmitter<'_, '_> {
         Ok(self.push(MirOp::Load { buf, strides }, Vec::new(), dtype))
     }
 
+    /// An `iota` of type `ty` along `axis`, at every domain point.
+    fn iota(&mut self, ty: &rfx_ir::TensorType, axis: usize, at: ValueId) -> Result<MirValue, OptError> {
+        let unit: Vec<usize> = (0..ty.shape.rank()).map(|i| usize::from(i == axis)).collect();
+        let strides = strides_in_domain(&ty.shape, &unit, self.domain).ok_or(OptError::InvalidValue(at))?;
+        Ok(self.push(MirOp::Index { strides }, Vec::new(), ty.dtype))
+    }
+
+    /// A chain of transposes ending at `v`, read from what is under it: a splat constant, an
+    /// `iota` (along the permuted axis), or a buffer (with permuted strides).
+    fn transposed(&mut self, v: ValueId) -> Result<MirValue, OptError> {
+        let kernel = self.plan.kernel;
+        let node = kernel.node(v).ok_or(OptError::InvalidValue(v))?;
+        // `perm[i]`: the axis of the base that result axis `i` reads. Composing outward:
+        // `transpose(transpose(x, p), q)` reads axis `p[q[i]]` of `x`.
+        let mut perm: Vec<usize> = (0..node.ty.shape.rank()).collect();
+        let mut base = v;
+        while let Some(n) = kernel.node(base)
+            && let Op::Transpose { perm: p } = &n.op
+            && !(base != v && self.plan.roots.contains_key(&base))
+        {
+            perm = perm
+                .iter()
+                .map(|&i| p.get(i).copied().ok_or(OptError::InvalidValue(base)))
+                .collect::<Result<_, _>>()?;
+            base = n.args.first().copied().ok_or(OptError::InvalidValue(base))?;
+        }
+        let base_node = kernel.node(base).ok_or(OptError::InvalidValue(base))?;
+        let ty = &node.ty;
+        match &base_node.op {
+            Op::Const(value) => return Ok(self.push(MirOp::Const(*value), Vec::new(), ty.dtype)),
+            Op::Iota { axis } if !self.plan.roots.contains_key(&base) => {
+                let axis = perm
+                    .iter()
+                    .position(|p| p == axis)
+                    .ok_or(OptError::InvalidValue(base))?;
+                return self.iota(ty, axis, v);
+            }
+            _ => {}
+        }
+        let buf = match self.input_buf.get(&base) {
+            Some(&buf) => buf,
+            None => self
+                .root_bufs
+                .get(&base)
+                .and_then(|b| b.first().copied())
+                .ok_or(OptError::InvalidValue(base))?,
+        };
+        let own = base_node.ty.shape.strides();
+        let strides: Vec<usize> = perm
+            .iter()
+            .map(|&a| own.get(a).copied().ok_or(OptError::InvalidValue(base)))
+            .collect::<Result<_, _>>()?;
+        let strides = strides_in_domain(&ty.shape, &strides, self.domain).ok_or(OptError::InvalidValue(v))?;
+        Ok(self.push(MirOp::Load { buf, strides }, Vec::new(), ty.dtype))
+    }
+
     /// The value of `v` at every domain point: loaded when it lives in a buffer this kernel
     /// does not write, computed otherwise.
     fn value(&mut self, v: ValueId) -> Result<MirValue, OptError> {
@@ -394,6 +497,8 @@ impl KernelEmitter<'_, '_> {
             self.load(buf, &node.ty.shape, node.ty.dtype, v)?
         } else if let Op::Const(value) = node.op {
             self.push(MirOp::Const(value), Vec::new(), node.ty.dtype)
+        } else if let (Op::Iota { axis }, false) = (&node.op, self.plan.roots.contains_key(&v)) {
+            self.iota(&node.ty, *axis, v)?
         } else if self.plan.roots.contains_key(&v)
             && (self.plan.group_of.get(&v) != Some(&self.group) || self.plan.is_reduce(v))
         {
@@ -420,6 +525,8 @@ impl KernelEmitter<'_, '_> {
         let operand = |i: usize| node.args.get(i).copied().ok_or(OptError::InvalidValue(v));
         let result = match &node.op {
             Op::Input { .. } | Op::Const(_) => return self.value(v),
+            Op::Iota { axis } => self.iota(&node.ty, *axis, v)?,
+            Op::Transpose { .. } => self.transposed(v)?,
             Op::Unary(op) => {
                 let x = self.value(operand(0)?)?;
                 self.push(MirOp::Unary(*op), vec![x], dtype)

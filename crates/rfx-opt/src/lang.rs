@@ -39,6 +39,9 @@ pub(crate) enum Head {
     Cast(DType),
     BroadcastTo(Shape),
     Reshape(Shape),
+    /// The index along an axis of a tensor of the given dtype and shape.
+    Iota(usize, DType, Shape),
+    Transpose(Vec<usize>),
     Reduce(ReduceOp, Vec<usize>, bool),
 }
 
@@ -55,6 +58,8 @@ impl Head {
             Head::Cast(_) => "cast",
             Head::BroadcastTo(_) => "broadcast_to",
             Head::Reshape(_) => "reshape",
+            Head::Iota(..) => "iota",
+            Head::Transpose(_) => "transpose",
             Head::Reduce(op, ..) => op.name(),
         }
     }
@@ -87,6 +92,8 @@ impl Node {
             Head::Cast(_) => Op::Cast,
             Head::BroadcastTo(_) => Op::BroadcastTo,
             Head::Reshape(_) => Op::Reshape,
+            Head::Iota(axis, ..) => Op::Iota { axis: *axis },
+            Head::Transpose(perm) => Op::Transpose { perm: perm.clone() },
             Head::Reduce(op, axes, keepdims) => Op::Reduce {
                 op: *op,
                 axes: axes.clone(),
@@ -175,6 +182,7 @@ impl Analysis<Node> for RfxAnalysis {
             let target = match &enode.head {
                 Head::Input(i) => egraph.analysis.input_types.get(*i as usize).cloned(),
                 Head::Const(value, shape) => Some(TensorType::new(value.0.dtype(), shape.clone())),
+                Head::Iota(_, dtype, shape) => Some(TensorType::new(*dtype, shape.clone())),
                 Head::Cast(dtype) => arg_types.first().map(|t| TensorType {
                     dtype: *dtype,
                     shape: t.shape.clone(),
@@ -236,6 +244,13 @@ fn fold(
     match head {
         Head::Input(_) => None,
         Head::Const(value, _) => Some(value.0),
+        // An iota along an axis of extent 1 is 0 everywhere.
+        Head::Iota(axis, dtype, shape) => match shape.dims().get(*axis) {
+            Some(1) => semantics::index_value(0, *dtype),
+            _ => None,
+        },
+        // Permuting a splat gives the same splat.
+        Head::Transpose(_) => args.first().copied(),
         Head::Unary(op) => semantics::unary(*op, *args.first()?),
         Head::Binary(op) => semantics::binary(*op, *args.first()?, *args.get(1)?),
         Head::Compare(op) => semantics::compare(*op, *args.first()?, *args.get(1)?).map(Scalar::Bool),

@@ -87,6 +87,9 @@ fn copy_node(b: &mut Builder, node: &rfx_ir::hir::Node, args: &[ValueId]) -> Res
                 node.ty.shape.clone(),
             )
             .map_err(OptError::Rebuild)?,
+        Op::Iota { axis } => b
+            .iota(node.ty.dtype, node.ty.shape.clone(), *axis)
+            .map_err(OptError::Rebuild)?,
         op => b.op(op.clone(), args).map_err(OptError::Rebuild)?,
     };
     Ok(value)

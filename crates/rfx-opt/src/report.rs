@@ -46,6 +46,9 @@ pub enum MissReason {
     Output,
     /// A reshape of a value computed in the kernel cannot be an index map.
     Reshape,
+    /// A transpose reads its operand at other points than its own: the operand is stored and
+    /// read back with permuted strides.
+    Transpose,
 }
 
 impl fmt::Display for MissReason {
@@ -56,6 +59,7 @@ impl fmt::Display for MissReason {
             MissReason::Shape => "consumer has another iteration space",
             MissReason::Output => "kernel output",
             MissReason::Reshape => "reshape of a computed value",
+            MissReason::Transpose => "transpose of a computed value",
         })
     }
 }

@@ -52,6 +52,8 @@ pub(crate) fn to_egraph(kernel: &Kernel, config: &OptConfig) -> Result<(RfxGraph
             Op::Cast => Head::Cast(node.ty.dtype),
             Op::BroadcastTo => Head::BroadcastTo(node.ty.shape.clone()),
             Op::Reshape => Head::Reshape(node.ty.shape.clone()),
+            Op::Iota { axis } => Head::Iota(*axis, node.ty.dtype, node.ty.shape.clone()),
+            Op::Transpose { perm } => Head::Transpose(perm.clone()),
             Op::Reduce { op, axes, keepdims } => Head::Reduce(*op, axes.clone(), *keepdims),
         };
         let children = node
@@ -131,7 +133,8 @@ pub(crate) fn op_cost(head: &Head, dtype: DType) -> f64 {
     let wide = if dtype == DType::F64 { 2.0 } else { 1.0 };
     match head {
         Head::Input(_) | Head::Const(..) => 0.0,
-        Head::BroadcastTo(_) | Head::Reshape(_) => 0.25,
+        Head::BroadcastTo(_) | Head::Reshape(_) | Head::Transpose(_) => 0.25,
+        Head::Iota(..) => 1.0,
         Head::Cast(_) | Head::Select | Head::Compare(_) => 1.0,
         Head::Clamp => 2.0,
         Head::Binary(op) => match op {
@@ -245,6 +248,9 @@ fn build_class(
             Head::Reshape(shape) => b
                 .reshape(first(&args)?, shape.clone())
                 .map_err(OptError::Rebuild)?,
+            Head::Iota(axis, dtype, shape) => {
+                b.iota(*dtype, shape.clone(), *axis).map_err(OptError::Rebuild)?
+            }
             _ => b.op(node.to_op(), &args).map_err(OptError::Rebuild)?,
         };
         built.insert(class, value);

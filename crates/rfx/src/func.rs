@@ -2,8 +2,8 @@
 
 use std::marker::PhantomData;
 
+use rfx_ir::TensorType;
 use rfx_ir::hir::Kernel;
-use rfx_ir::{Array, ArrayData, TensorType};
 use rfx_lower::CallError;
 use rfx_runtime::Fingerprint;
 
@@ -24,9 +24,8 @@ pub trait KernelFn: Send + Sync {
         None
     }
 
-    /// The HIR kernel for inputs of `types` (one per [`KernelFn::input_names`]). Its inputs are
-    /// the caller's, in order, possibly followed by `basis_<output>` inputs that the caller
-    /// does not pass: the jit fills them with the identity (see [`crate::jacobian`]).
+    /// The HIR kernel for inputs of `types` (one per [`KernelFn::input_names`]); its inputs are
+    /// the caller's, in order.
     fn trace(&self, types: &[TensorType]) -> Result<Kernel, JitError>;
 }
 
@@ -368,9 +367,12 @@ impl<K: KernelFn> KernelFn for Transform<K> {
         let n_inner = self.inner.input_names().len();
         check_arity(self.input_names().len(), types.len())?;
         let kernel = self.inner.trace(&types[..n_inner])?;
-        if kernel.inputs().count() != n_inner {
-            return Err(JitError::ConstantInputs {
+        let traced = kernel.inputs().count();
+        if traced != n_inner {
+            return Err(JitError::InputCount {
                 transform: self.kind.name(),
+                declared: n_inner,
+                traced,
             });
         }
         let wrt = self.wrt.as_slice();
@@ -383,20 +385,4 @@ impl<K: KernelFn> KernelFn for Transform<K> {
         };
         Ok(result?)
     }
-}
-
-/// The identity of `ty` (shape `out ++ out`): what a reverse-mode Jacobian's `basis_<output>`
-/// input must hold.
-pub(crate) fn identity_basis(ty: &TensorType) -> Array {
-    let numel = ty.shape.numel();
-    let n = (numel as f64).sqrt().round() as usize;
-    let one = |i: usize| n > 0 && i / n == i % n;
-    let data = match ty.dtype {
-        rfx_ir::DType::F64 => ArrayData::F64((0..numel).map(|i| if one(i) { 1.0 } else { 0.0 }).collect()),
-        rfx_ir::DType::F32 => ArrayData::F32((0..numel).map(|i| if one(i) { 1.0 } else { 0.0 }).collect()),
-        rfx_ir::DType::I32 => ArrayData::I32((0..numel).map(|i| i32::from(one(i))).collect()),
-        rfx_ir::DType::Bool => ArrayData::Bool((0..numel).map(one).collect()),
-    };
-    Array::new(ty.shape.clone(), data)
-        .unwrap_or_else(|_| Array::filled(rfx_ir::Scalar::zero(ty.dtype), ty.shape.clone()))
 }

@@ -10,7 +10,7 @@ use rfx_runtime::{
     BoundKernel, Cache, CacheKey, CacheMiss, CompileConfig, Executable, RuntimeError, registry,
 };
 
-use crate::func::{KernelFn, identity_basis};
+use crate::func::KernelFn;
 use crate::trace::TraceError;
 
 /// Why a jitted call failed. Nothing ran when the call itself was rejected (tracing, typing,
@@ -30,11 +30,16 @@ pub enum JitError {
     /// Compiling or running failed.
     #[error(transparent)]
     Runtime(RuntimeError),
-    /// A transform of a kernel that takes constant inputs (a reverse-mode Jacobian's basis).
-    #[error("`{transform}` cannot differentiate a kernel that takes constant (basis) inputs")]
-    ConstantInputs {
+    /// A transform of a [`KernelFn`] whose traced kernel does not take exactly the inputs the
+    /// function declares ([`KernelFn::input_names`]).
+    #[error("`{transform}`: the function declares {declared} input(s) but its kernel takes {traced}")]
+    InputCount {
         /// The transform.
         transform: &'static str,
+        /// Inputs the function declares.
+        declared: usize,
+        /// Inputs of the kernel it traced.
+        traced: usize,
     },
 }
 
@@ -312,27 +317,14 @@ impl<K: KernelFn> Jit<K> {
             );
         }
         let exe = self.executable(&types)?;
-        let constants = constant_inputs(&exe, args.len());
-        views.extend(constants.iter().map(Array::view));
         Ok(exe.call(&views)?)
     }
 
     /// Compiles for inputs of `types` and returns a real-time handle: borrowed inputs,
     /// caller-provided outputs, no allocation and no lock once the first call has run.
     pub fn bind(&self, types: &[TensorType]) -> Result<BoundKernel, JitError> {
-        let exe = self.executable(types)?;
-        let constants = constant_inputs(&exe, types.len());
-        Ok(BoundKernel::with_constant_inputs(exe, constants))
+        Ok(BoundKernel::new(self.executable(types)?))
     }
-}
-
-/// The constant inputs the caller does not pass (a reverse-mode Jacobian's identity bases).
-fn constant_inputs(exe: &Executable, n_caller: usize) -> Vec<Array> {
-    exe.inputs()
-        .iter()
-        .skip(n_caller)
-        .map(|(_, ty)| identity_basis(ty))
-        .collect()
 }
 
 /// An owned array from a `Vec` and a shape; a convenience for tests and examples.

@@ -1,5 +1,5 @@
 //! Raises the facade's `TraceError::ForeignTensor`, `TraceError::NoOutputs`,
-//! `JitError::Runtime` and `JitError::ConstantInputs` through `jit` with bad functions,
+//! `JitError::Runtime` and `JitError::InputCount` through `jit` with bad functions,
 //! settings and transforms.
 
 use std::cell::Cell;
@@ -80,16 +80,42 @@ fn a_compile_failure_after_tracing_is_a_runtime_error() {
     );
 }
 
+/// A kernel function whose kernel takes one more input than it declares.
+struct Undeclared;
+
+impl rfx::KernelFn for Undeclared {
+    fn name(&self) -> String {
+        "undeclared".to_string()
+    }
+
+    fn input_names(&self) -> Vec<String> {
+        vec!["x".to_string()]
+    }
+
+    fn trace(&self, types: &[TensorType]) -> Result<rfx::Kernel, JitError> {
+        let text = format!(
+            "kernel undeclared {{\n %x = input x : {0}\n %y = input y : {0}\n %s = add %x, %y : {0}\n output s = %s\n}}",
+            types[0]
+        );
+        Ok(rfx_ir::hir::parse(&text).expect("the kernel parses"))
+    }
+}
+
 #[test]
-fn a_transform_of_a_reverse_mode_jacobian_has_constant_inputs() {
-    // The reverse-mode Jacobian takes an identity basis input the jit supplies; differentiating
-    // that kernel again would treat the basis as a variable.
-    let f = rfx::jit(rfx::grad(rfx::jacobian(|x: Tensor| x * 3.0 + x.sin())));
+fn a_transform_of_a_kernel_with_undeclared_inputs_is_an_input_count_error() {
+    let f = rfx::jit(rfx::grad(Undeclared));
     let err = f
-        .call((&[1.0f64, 2.0, 3.0],))
-        .expect_err("the Jacobian kernel takes a basis");
+        .call((&[1.0f64],))
+        .expect_err("the kernel takes an input `x` does not name");
     assert!(
-        matches!(err, JitError::ConstantInputs { transform: "grad" }),
+        matches!(
+            err,
+            JitError::InputCount {
+                transform: "grad",
+                declared: 1,
+                traced: 2
+            }
+        ),
         "{err:?}"
     );
 }

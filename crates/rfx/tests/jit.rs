@@ -303,7 +303,7 @@ fn transforms_compose_and_run_under_jit() {
         assert!((out[1].as_slice::<f64>().unwrap()[i] - x[i].cos() * t[i]).abs() < 1e-12);
     }
 
-    // Jacobian of x * 3 + sin(x) (reverse mode with an identity basis supplied by the jit).
+    // Jacobian of x * 3 + sin(x) (reverse mode, seeded with an identity built in the kernel).
     let j = rfx::jit(rfx::jacobian(|x: Tensor| x * 3.0 + x.sin()));
     let out = j.call((&x,)).unwrap();
     let jac = out[1].as_slice::<f64>().unwrap();
@@ -314,21 +314,21 @@ fn transforms_compose_and_run_under_jit() {
             assert!((jac[r * 4 + c] - expected).abs() < 1e-12, "jac[{r},{c}]");
         }
     }
-    // The bound handle supplies the basis too.
+    // The bound handle computes the same.
     let mut bound = j.bind(&[TensorType::new(DType::F64, [4])]).unwrap();
     let (mut value, mut jac2) = (vec![0.0f64; 4], vec![0.0f64; 16]);
     bound
         .run_slices([&x[..]], [&mut value[..], &mut jac2[..]])
         .unwrap();
     assert_eq!(jac2, jac);
-    // So do the real-time arguments: only x is the caller's to write.
+    // So do the real-time arguments.
     let mut args = bound.args().unwrap();
     args.input_mut::<f64>(0).unwrap().copy_from_slice(&x);
     bound.run_args(&mut args).unwrap();
     assert_eq!(args.output::<f64>(1), Some(jac));
     assert_eq!(args.output::<f64>(0), Some(&value[..]));
 
-    // More output than input elements: forward mode, with basis_x supplied by the jit too.
+    // More output than input elements: forward mode, laid out by a transpose.
     let jf = rfx::jit(rfx::jacobian(|x: Tensor| (x.sin(), x * 2.0, x.exp())));
     let out = jf.call((&x,)).unwrap();
     assert_eq!(out.len(), 6, "three values, then three Jacobians");
@@ -347,6 +347,21 @@ fn transforms_compose_and_run_under_jit() {
                     "output {k}: jac[{r},{c}]"
                 );
             }
+        }
+    }
+
+    // A transform of the Jacobian: its kernel takes only x, so transforms compose. The jvp of
+    // the Jacobian of x * 3 + sin(x) along t is diag(-sin(x) t).
+    let jj = rfx::jit(rfx::jvp(rfx::jacobian(|x: Tensor| x * 3.0 + x.sin())));
+    assert_eq!(jj.input_names(), ["x", "tangent_x"]);
+    let out = jj.call((&x, &t)).unwrap();
+    assert_eq!(out.len(), 4, "value, Jacobian, then their tangents");
+    let tangent = out[3].as_slice::<f64>().unwrap();
+    assert_eq!(out[3].shape(), &Shape::new([4, 4]));
+    for r in 0..4 {
+        for c in 0..4 {
+            let expected = if r == c { -x[r].sin() * t[r] } else { 0.0 };
+            assert!((tangent[r * 4 + c] - expected).abs() < 1e-12, "[{r},{c}]");
         }
     }
 

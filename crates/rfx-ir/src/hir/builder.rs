@@ -113,8 +113,9 @@ impl Builder {
         )
     }
 
-    /// Adds any node whose type follows from its operands (elementwise ops and reductions);
-    /// `cast`, `broadcast_to` and `reshape` have their own methods, which name the target.
+    /// Adds any node whose type follows from its operands (elementwise ops, `transpose` and
+    /// reductions); `cast`, `broadcast_to`, `reshape` and `iota` have their own methods, which
+    /// name the target.
     pub fn op(&mut self, op: Op, args: &[ValueId]) -> Result<ValueId, BuildError> {
         self.op_with_target(op, args, None)
     }
@@ -160,6 +161,22 @@ impl Builder {
     pub fn reshape(&mut self, x: ValueId, shape: impl Into<Shape>) -> Result<ValueId, BuildError> {
         let dtype = self.value_type(x)?.dtype;
         self.op_with_target(Op::Reshape, &[x], Some(TensorType::new(dtype, shape)))
+    }
+
+    /// The index along `axis` of every element of a `dtype` tensor of `shape` (NumPy's
+    /// `indices(shape)[axis]`).
+    pub fn iota(
+        &mut self,
+        dtype: DType,
+        shape: impl Into<Shape>,
+        axis: usize,
+    ) -> Result<ValueId, BuildError> {
+        self.op_with_target(Op::Iota { axis }, &[], Some(TensorType::new(dtype, shape)))
+    }
+
+    /// Permutes the axes of `x`: result axis `i` is axis `perm[i]` of `x`.
+    pub fn transpose(&mut self, x: ValueId, perm: &[usize]) -> Result<ValueId, BuildError> {
+        self.op(Op::Transpose { perm: perm.to_vec() }, &[x])
     }
 
     /// Reduces `x` over `axes` (any order; stored sorted).

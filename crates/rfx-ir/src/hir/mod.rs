@@ -81,6 +81,21 @@ pub enum Op {
     BroadcastTo,
     /// Reinterprets the operand (row-major) as the node's shape; element counts must agree.
     Reshape,
+    /// The index along `axis`: element `idx` is `idx[axis]` in the node's dtype (NumPy's
+    /// `indices(shape)[axis]`). No operands; the node's type is the target. Numeric; the extent
+    /// along `axis` must keep every index exact in the dtype (at most 2^24 for `f32`, 2^31 for
+    /// `i32`, 2^53 for `f64`).
+    Iota {
+        /// The axis whose index each element holds; below the rank.
+        axis: usize,
+    },
+    /// Permutes the operand's axes (NumPy's `transpose(x, perm)`): result axis `i` is operand
+    /// axis `perm[i]`, so `out[idx] = x[j]` with `j[perm[i]] = idx[i]`. `perm` lists every axis
+    /// of the operand once.
+    Transpose {
+        /// The operand axis each result axis comes from.
+        perm: Vec<usize>,
+    },
     /// Reduces the operand over `axes` (each `< rank`, no duplicates, any order).
     Reduce {
         /// The reduction.
@@ -106,6 +121,8 @@ impl Op {
             Op::Cast => "cast",
             Op::BroadcastTo => "broadcast_to",
             Op::Reshape => "reshape",
+            Op::Iota { .. } => "iota",
+            Op::Transpose { .. } => "transpose",
             Op::Reduce { op, .. } => op.name(),
         }
     }
@@ -113,8 +130,13 @@ impl Op {
     /// The number of operands the op takes.
     pub fn arity(&self) -> usize {
         match self {
-            Op::Input { .. } | Op::Const(_) => 0,
-            Op::Unary(_) | Op::Cast | Op::BroadcastTo | Op::Reshape | Op::Reduce { .. } => 1,
+            Op::Input { .. } | Op::Const(_) | Op::Iota { .. } => 0,
+            Op::Unary(_)
+            | Op::Cast
+            | Op::BroadcastTo
+            | Op::Reshape
+            | Op::Transpose { .. }
+            | Op::Reduce { .. } => 1,
             Op::Binary(_) | Op::Compare(_) => 2,
             Op::Select | Op::Clamp => 3,
         }
@@ -222,8 +244,8 @@ impl Kernel {
 
 /// Computes the result type of `op` applied to operands of types `args`.
 ///
-/// `target` supplies what the operands cannot determine: the type of an `input` or `const`, the
-/// dtype of a `cast`, the shape of `broadcast_to` and `reshape`. It is ignored by other ops.
+/// `target` supplies what the operands cannot determine: the type of an `input`, `const` or
+/// `iota`, the dtype of a `cast`, the shape of `broadcast_to` and `reshape`. It is ignored by other ops.
 /// The builders and the verifiers both call this function, so they agree by construction.
 pub fn result_type(
     op: &Op,
@@ -337,6 +359,41 @@ pub fn result_type(
                 shape: to,
             })
         }
+        Op::Iota { axis } => {
+            let ty = need_target()?;
+            if !ty.dtype.is_numeric() {
+                return Err(TypeError::UnsupportedDType {
+                    op: name,
+                    dtype: ty.dtype,
+                });
+            }
+            let rank = ty.shape.rank();
+            let extent = *ty
+                .shape
+                .dims()
+                .get(*axis)
+                .ok_or(TypeError::AxisOutOfRange { axis: *axis, rank })?;
+            if extent.saturating_sub(1) > crate::semantics::max_exact_index(ty.dtype) {
+                return Err(TypeError::IotaExtent {
+                    dtype: ty.dtype,
+                    extent,
+                });
+            }
+            Ok(ty)
+        }
+        Op::Transpose { perm } => {
+            let dims = args[0].shape.dims();
+            if !is_permutation(perm, dims.len()) {
+                return Err(TypeError::Permutation {
+                    perm: perm.clone(),
+                    rank: dims.len(),
+                });
+            }
+            Ok(TensorType {
+                dtype: args[0].dtype,
+                shape: Shape::new(perm.iter().map(|&a| dims[a]).collect::<Vec<_>>()),
+            })
+        }
         Op::Reduce {
             op: r,
             axes,
@@ -352,6 +409,15 @@ pub fn result_type(
             })
         }
     }
+}
+
+/// `true` when `perm` lists each of `0..rank` exactly once.
+pub fn is_permutation(perm: &[usize], rank: usize) -> bool {
+    let mut seen = vec![false; rank];
+    perm.len() == rank
+        && perm
+            .iter()
+            .all(|&a| a < rank && !std::mem::replace(&mut seen[a], true))
 }
 
 /// The shape of reducing `shape` over `axes`: reduced axes removed, or kept as 1 with `keepdims`.

@@ -19,6 +19,8 @@
 //! statement := VALUE "=" op ":" type | "output" IDENT "=" VALUE
 //! op        := "input" IDENT
 //!            | "const" LITERAL
+//!            | "iota" "axis" INT
+//!            | "transpose" VALUE "perm" dims
 //!            | REDUCE VALUE "axes" dims ["keepdims"]     # REDUCE: sum prod max min mean
 //!            | OPNAME VALUE ("," VALUE)*                 # every other op
 //! type      := DTYPE dims                                # f32[2,3], bool[]
@@ -27,8 +29,8 @@
 //!
 //! `max`/`min` followed by `axes` are reductions, otherwise the elementwise ops. Value names are
 //! any `%identifier`; the parser numbers values densely in order of definition, so printing a
-//! parsed kernel renumbers it. The target of `cast`, `broadcast_to` and `reshape` is the
-//! statement's type.
+//! parsed kernel renumbers it. The target of `cast`, `broadcast_to` and `reshape`, and the
+//! type of `iota`, is the statement's type.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -72,23 +74,36 @@ fn print_op(node: &Node, f: &mut dyn fmt::Write) -> fmt::Result {
     match &node.op {
         Op::Input { name } => return write!(f, "input {name}"),
         Op::Const(value) => return write!(f, "const {value}"),
+        Op::Iota { axis } => return write!(f, "iota axis {axis}"),
         _ => {}
     }
     f.write_str(node.op.name())?;
     for (i, arg) in node.args.iter().enumerate() {
         write!(f, "{}{arg}", if i == 0 { " " } else { ", " })?;
     }
-    if let Op::Reduce { axes, keepdims, .. } = &node.op {
-        f.write_str(" axes [")?;
-        for (i, axis) in axes.iter().enumerate() {
-            write!(f, "{}{axis}", if i == 0 { "" } else { "," })?;
+    match &node.op {
+        Op::Reduce { axes, keepdims, .. } => {
+            f.write_str(" axes ")?;
+            print_dims(f, axes)?;
+            if *keepdims {
+                f.write_str(" keepdims")?;
+            }
         }
-        f.write_str("]")?;
-        if *keepdims {
-            f.write_str(" keepdims")?;
+        Op::Transpose { perm } => {
+            f.write_str(" perm ")?;
+            print_dims(f, perm)?;
         }
+        _ => {}
     }
     Ok(())
+}
+
+fn print_dims(f: &mut dyn fmt::Write, dims: &[usize]) -> fmt::Result {
+    f.write_str("[")?;
+    for (i, d) in dims.iter().enumerate() {
+        write!(f, "{}{d}", if i == 0 { "" } else { "," })?;
+    }
+    f.write_str("]")
 }
 
 /// Parses a kernel and verifies it. Syntax errors and verification errors alike come back as a
@@ -230,6 +245,19 @@ fn parse_statement<'a>(cur: &mut Cursor<'a>) -> Result<RawNode<'a>, ParseError> 
             literal = Some(cur.expect_literal()?);
             // Placeholder until the type is known; replaced below.
             Op::Const(Scalar::Bool(false))
+        }
+        "iota" => {
+            cur.expect_keyword("axis")?;
+            Op::Iota {
+                axis: cur.expect_usize("an axis")?,
+            }
+        }
+        "transpose" => {
+            args.push(cur.expect_value()?);
+            cur.expect_keyword("perm")?;
+            Op::Transpose {
+                perm: cur.parse_dims()?,
+            }
         }
         name => {
             args.push(cur.expect_value()?);

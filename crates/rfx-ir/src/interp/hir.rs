@@ -165,12 +165,41 @@ fn eval_node(node: &Node, values: &[Array], mode: Mode) -> Option<Array> {
             }
             Array::new(out_shape.clone(), operand.data().clone()).ok()
         }
+        Op::Iota { axis } => {
+            let mut index = vec![0usize; out_shape.rank()];
+            let results = (0..out_shape.numel())
+                .map(|linear| {
+                    out_shape.unravel(linear, &mut index);
+                    semantics::index_value(*index.get(*axis)?, out_dtype)
+                })
+                .collect::<Option<Vec<_>>>()?;
+            Array::new(out_shape.clone(), ArrayData::from_scalars(out_dtype, results)?).ok()
+        }
+        Op::Transpose { perm } => {
+            let operand = args.first()?;
+            let strides = transposed_strides(operand.shape(), perm)?;
+            let mut index = vec![0usize; out_shape.rank()];
+            let results = (0..out_shape.numel())
+                .map(|linear| {
+                    out_shape.unravel(linear, &mut index);
+                    operand.get(index.iter().zip(&strides).map(|(i, s)| i * s).sum())
+                })
+                .collect::<Option<Vec<_>>>()?;
+            Array::new(out_shape.clone(), ArrayData::from_scalars(out_dtype, results)?).ok()
+        }
         Op::Reduce {
             op,
             axes,
             keepdims: _,
         } => eval_reduce(*op, args.first()?, axes, out_shape, out_dtype),
     }
+}
+
+/// The strides (in elements of a row-major buffer of `shape`) that read its transpose by
+/// `perm` in row-major order of the result. `None` when `perm` does not fit the rank.
+fn transposed_strides(shape: &Shape, perm: &[usize]) -> Option<Vec<usize>> {
+    let own = shape.strides();
+    perm.iter().map(|&axis| own.get(axis).copied()).collect()
 }
 
 /// Computes `out[i] = f(operands broadcast to out_shape at i)` for every element, row-major.

@@ -4,7 +4,7 @@ use super::host::{bind_inputs, compute_dtype, offset, to_array, unravel};
 use super::{InterpError, Mode};
 use crate::lir::{self, Inst, LirKernel, LirProgram, Storage};
 use crate::semantics::{
-    binary, cast, compare, reduce_combine, reduce_finish, reduce_identity, select, unary,
+    binary, cast, compare, index_value, reduce_combine, reduce_finish, reduce_identity, select, unary,
 };
 use crate::{Array, ArrayView, BufId, DType, Scalar};
 
@@ -230,6 +230,10 @@ fn exec(
     let get = |slot: crate::lir::SlotId| slots.get(slot.index()).copied();
     let value = match inst {
         Inst::Load { buf, strides, .. } => memory.read(*buf, offset(idx, strides))?,
+        Inst::Index { dst, strides } => index_value(
+            offset(idx, strides),
+            compute_dtype(mode, kernel.slot_dtype(*dst)?),
+        )?,
         Inst::Const { value, .. } => cast(*value, compute_dtype(mode, value.dtype())),
         Inst::Unary { op, src, .. } => unary(*op, get(*src)?)?,
         Inst::Binary { op, lhs, rhs, .. } => binary(*op, get(*lhs)?, get(*rhs)?)?,

@@ -4,7 +4,7 @@ use super::host::{bind_inputs, compute_dtype, offset, to_array, unravel};
 use super::{InterpError, Mode};
 use crate::mir::{self, BufKind, MirKernel, MirOp, MirProgram};
 use crate::semantics::{
-    binary, cast, compare, reduce_combine, reduce_finish, reduce_identity, select, unary,
+    binary, cast, compare, index_value, reduce_combine, reduce_finish, reduce_identity, select, unary,
 };
 use crate::{Array, ArrayView, Scalar};
 
@@ -86,6 +86,9 @@ fn run_kernel(kernel: &MirKernel, memory: &mut [Vec<Scalar>], mode: Mode) -> Opt
             let arg = |i: usize| inst.args.get(i).and_then(|a| values.get(a.index())).copied();
             let value = match &inst.op {
                 MirOp::Load { buf, strides } => *memory.get(buf.index())?.get(offset(&idx, strides))?,
+                MirOp::Index { strides } => {
+                    index_value(offset(&idx, strides), compute_dtype(mode, inst.dtype))?
+                }
                 MirOp::Const(literal) => cast(*literal, compute_dtype(mode, literal.dtype())),
                 MirOp::Unary(op) => unary(*op, arg(0)?)?,
                 MirOp::Binary(op) => binary(*op, arg(0)?, arg(1)?)?,

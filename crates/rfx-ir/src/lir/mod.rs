@@ -103,6 +103,14 @@ pub enum Inst {
         /// Elements to advance per step of each loop dimension.
         strides: Vec<usize>,
     },
+    /// `dst = sum(idx[d] * strides[d])` at loop point `idx`, in `dst`'s (numeric) dtype, which
+    /// holds every value reached exactly. In the preamble every stride is 0 (the value is 0).
+    Index {
+        /// Destination.
+        dst: SlotId,
+        /// Added per step of each loop dimension.
+        strides: Vec<usize>,
+    },
     /// `dst = value`; the literal has `dst`'s dtype.
     Const {
         /// Destination.
@@ -188,6 +196,7 @@ impl Inst {
     pub fn name(&self) -> &'static str {
         match self {
             Inst::Load { .. } => "load",
+            Inst::Index { .. } => "index",
             Inst::Const { .. } => "const",
             Inst::Unary { op, .. } => op.name(),
             Inst::Binary { op, .. } => op.name(),
@@ -203,6 +212,7 @@ impl Inst {
     pub fn dst(&self) -> Option<SlotId> {
         match self {
             Inst::Load { dst, .. }
+            | Inst::Index { dst, .. }
             | Inst::Const { dst, .. }
             | Inst::Unary { dst, .. }
             | Inst::Binary { dst, .. }
@@ -216,7 +226,7 @@ impl Inst {
     /// The slots the instruction reads, in operand order.
     pub fn srcs(&self) -> Vec<SlotId> {
         match self {
-            Inst::Load { .. } | Inst::Const { .. } => Vec::new(),
+            Inst::Load { .. } | Inst::Index { .. } | Inst::Const { .. } => Vec::new(),
             Inst::Unary { src, .. }
             | Inst::Cast { src, .. }
             | Inst::Store { src, .. }
@@ -255,7 +265,8 @@ pub struct LirKernel {
     pub schedule: Schedule,
     /// The dtype of each slot.
     pub slots: Vec<DType>,
-    /// Runs once per call: constants, loads with all-zero strides, ops on preamble slots.
+    /// Runs once per call: constants, loads and indices with all-zero strides, ops on preamble
+    /// slots.
     pub preamble: Vec<Inst>,
     /// Runs at every point of the loop nest, in row-major order.
     pub body: Vec<Inst>,

@@ -6,7 +6,7 @@
 //! kernel   := "kernel" NAME "dims" DIMS "reduce" INT "vector" INT "thread_min" INT "tile" INT "lanes" INT
 //!             "{" "slots" "[" (DTYPE ("," DTYPE)*)? "]" "preamble" block "body" block "}"
 //! block    := "{" inst* "}"
-//! inst     := SLOT "=" "load" LABEL DIMS | SLOT "=" "const" LITERAL
+//! inst     := SLOT "=" "load" LABEL DIMS | SLOT "=" "index" DIMS | SLOT "=" "const" LITERAL
 //!           | SLOT "=" OPNAME SLOT ("," SLOT)* | "store" LABEL DIMS "=" SLOT
 //!           | "reduce" REDUCEOP LABEL "=" SLOT
 //! ```
@@ -102,6 +102,10 @@ fn write_inst(out: &mut String, inst: &Inst) -> fmt::Result {
     match inst {
         Inst::Load { dst, buf, strides } => {
             write!(out, "{dst} = load {buf} ")?;
+            write_index_list(out, strides)
+        }
+        Inst::Index { dst, strides } => {
+            write!(out, "{dst} = index ")?;
             write_index_list(out, strides)
         }
         Inst::Const { dst, value } => write!(out, "{dst} = const {value}"),
@@ -283,6 +287,10 @@ fn parse_inst(c: &mut Cursor<'_>, labels: &BufferLabels<'_>, slots: &[DType]) ->
                 strides: c.parse_dims()?,
             }
         }
+        "index" => Inst::Index {
+            dst,
+            strides: c.parse_dims()?,
+        },
         "const" => {
             let literal = c.expect_literal()?;
             // `parse_slot` checked the index.

@@ -146,9 +146,17 @@ pub enum VerifyErrorKind {
     /// A store or reduce in the preamble.
     #[error("`{0}` is not allowed in the preamble")]
     WriteInPreamble(&'static str),
-    /// A preamble load with a nonzero stride (it would differ between points).
-    #[error("preamble load with nonzero strides {0:?}")]
+    /// A preamble load or index with a nonzero stride (it would differ between points).
+    #[error("preamble load or index with nonzero strides {0:?}")]
     VaryingPreambleLoad(Vec<usize>),
+    /// An `index` whose largest value its dtype does not hold exactly.
+    #[error("index reaches {max_index}, which {dtype} does not hold exactly")]
+    IndexRange {
+        /// The largest value reached.
+        max_index: usize,
+        /// The slot's dtype.
+        dtype: DType,
+    },
     /// An arena buffer that ends past the arena.
     #[error("arena buffer {buf} spans bytes {offset}..{end} but the arena has {arena_bytes}")]
     ArenaOverflow {
@@ -414,7 +422,9 @@ fn verify_kernel(
                     Inst::Store { .. } | Inst::Reduce { .. } => {
                         push(loc, VerifyErrorKind::WriteInPreamble(inst.name()));
                     }
-                    Inst::Load { strides, .. } if strides.iter().any(|&s| s != 0) => {
+                    Inst::Load { strides, .. } | Inst::Index { strides, .. }
+                        if strides.iter().any(|&s| s != 0) =>
+                    {
                         push(loc, VerifyErrorKind::VaryingPreambleLoad(strides.clone()));
                     }
                     _ => {}
@@ -469,6 +479,29 @@ fn check_inst(
             *dst,
         )),
         Inst::Cast { dst, src } => Some((MirOp::Cast, vec![dtype(*src)], *dst)),
+        Inst::Index { dst, strides } => {
+            if strides.len() != kernel.dims.len() {
+                push(VerifyErrorKind::StrideCount {
+                    found: strides.len(),
+                    rank: kernel.dims.len(),
+                });
+            } else if let Some(max_index) = max_index(&kernel.dims, strides)
+                && dtype(*dst).is_numeric()
+                && max_index > crate::semantics::max_exact_index(dtype(*dst))
+            {
+                push(VerifyErrorKind::IndexRange {
+                    max_index,
+                    dtype: dtype(*dst),
+                });
+            }
+            Some((
+                MirOp::Index {
+                    strides: strides.clone(),
+                },
+                vec![],
+                *dst,
+            ))
+        }
         Inst::Load { .. } | Inst::Store { .. } | Inst::Reduce { .. } => None,
     };
     if let Some((op, args, dst)) = elementwise {

@@ -71,6 +71,14 @@ pub enum MirOp {
         /// Elements to advance per step of each domain dimension.
         strides: Vec<usize>,
     },
+    /// The number `sum(idx[d] * strides[d])` at domain point `idx`, in the result dtype: an
+    /// `iota` read through the same index maps as a load. No operands; one stride per domain
+    /// dimension; numeric result dtype, which must hold the largest value reached exactly
+    /// ([`crate::semantics::max_exact_index`]).
+    Index {
+        /// Added per step of each domain dimension.
+        strides: Vec<usize>,
+    },
     /// A literal, the same at every point. No operands; the result dtype is the literal's.
     Const(Scalar),
     /// One operand; the op must accept its dtype ([`UnaryOp::accepts`]); the result has it.
@@ -91,6 +99,7 @@ impl MirOp {
     pub fn name(&self) -> &'static str {
         match self {
             MirOp::Load { .. } => "load",
+            MirOp::Index { .. } => "index",
             MirOp::Const(_) => "const",
             MirOp::Unary(op) => op.name(),
             MirOp::Binary(op) => op.name(),
@@ -103,7 +112,7 @@ impl MirOp {
     /// The number of operands the op takes.
     pub fn arity(&self) -> usize {
         match self {
-            MirOp::Load { .. } | MirOp::Const(_) => 0,
+            MirOp::Load { .. } | MirOp::Index { .. } | MirOp::Const(_) => 0,
             MirOp::Unary(_) | MirOp::Cast => 1,
             MirOp::Binary(_) | MirOp::Compare(_) => 2,
             MirOp::Select => 3,

@@ -5,7 +5,7 @@
 //! buffer   := LABEL ":" TYPE "=" ("input" NAME | "output" NAME | "temp")
 //! kernel   := "kernel" NAME DIMS "{" inst* (store | reduce)* "}"
 //! inst     := VALUE "=" op ":" DTYPE
-//! op       := "load" LABEL DIMS | "const" LITERAL | OPNAME VALUE ("," VALUE)*
+//! op       := "load" LABEL DIMS | "index" DIMS | "const" LITERAL | OPNAME VALUE ("," VALUE)*
 //! store    := "store" LABEL "=" VALUE
 //! reduce   := "reduce" REDUCEOP LABEL "=" VALUE "axes" DIMS
 //! ```
@@ -59,6 +59,10 @@ pub(crate) fn print_program(
             match &inst.op {
                 MirOp::Load { buf, strides } => {
                     write!(out, " {buf} ")?;
+                    write_index_list(out, strides)?;
+                }
+                MirOp::Index { strides } => {
+                    out.push(' ');
                     write_index_list(out, strides)?;
                 }
                 MirOp::Const(literal) => write!(out, " {literal}")?,
@@ -192,6 +196,12 @@ fn parse_inst(
             let strides = c.parse_dims()?;
             (MirOp::Load { buf, strides }, Vec::new())
         }
+        "index" => (
+            MirOp::Index {
+                strides: c.parse_dims()?,
+            },
+            Vec::new(),
+        ),
         "const" => {
             let literal = c.expect_literal()?;
             c.expect_punct(":")?;

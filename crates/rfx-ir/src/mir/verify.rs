@@ -96,6 +96,14 @@ pub enum VerifyErrorKind {
         /// The buffer's element count.
         numel: usize,
     },
+    /// An `index` whose largest value its dtype does not hold exactly.
+    #[error("index reaches {max_index}, which {dtype} does not hold exactly")]
+    IndexRange {
+        /// The largest value reached.
+        max_index: usize,
+        /// The instruction's dtype.
+        dtype: DType,
+    },
     /// A store or reduction whose buffer does not have the element count it writes.
     #[error("{buf} has {buffer} element(s) but {found} are written")]
     WriteNumel {
@@ -326,6 +334,11 @@ fn verify_kernel(
         if let Err(err) = check_op(&inst.op, &arg_dtypes, inst.dtype) {
             push(loc, err.into());
         }
+        if let MirOp::Index { strides } = &inst.op
+            && let Err(kind) = check_index(strides, domain.dims(), inst.dtype)
+        {
+            push(loc, kind);
+        }
         if let MirOp::Load { buf, strides } = &inst.op {
             let Some(buffer) = program.buffer(*buf) else {
                 push(loc, VerifyErrorKind::UnknownBuffer(*buf));
@@ -454,6 +467,23 @@ fn check_strides(buf: BufId, strides: &[usize], dims: &[usize], numel: usize) ->
     }
 }
 
+/// Checks an `index`'s stride count and that its dtype holds every value it reaches. Shared
+/// with the LIR verifier.
+pub(crate) fn check_index(strides: &[usize], dims: &[usize], dtype: DType) -> Result<(), VerifyErrorKind> {
+    if strides.len() != dims.len() {
+        return Err(VerifyErrorKind::StrideCount {
+            found: strides.len(),
+            rank: dims.len(),
+        });
+    }
+    match max_index(dims, strides) {
+        Some(max_index) if dtype.is_numeric() && max_index > crate::semantics::max_exact_index(dtype) => {
+            Err(VerifyErrorKind::IndexRange { max_index, dtype })
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The largest element index `sum(idx[d] * strides[d])` reaches over the iteration space
 /// `dims`, or `None` when the space is empty. Saturates instead of overflowing.
 pub(crate) fn max_index(dims: &[usize], strides: &[usize]) -> Option<usize> {
@@ -488,6 +518,15 @@ pub(crate) fn check_op(op: &MirOp, args: &[DType], result: DType) -> Result<(), 
     };
     let inferred = match op {
         MirOp::Load { .. } => result,
+        MirOp::Index { .. } => {
+            if !result.is_numeric() {
+                return Err(TypeError::UnsupportedDType {
+                    op: name,
+                    dtype: result,
+                });
+            }
+            result
+        }
         MirOp::Const(value) => {
             if value.dtype() != result {
                 return Err(TypeError::ConstantDType {

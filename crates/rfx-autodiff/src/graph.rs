@@ -344,8 +344,9 @@ impl Emitter {
     }
 
     /// The identity of shape `shape ++ shape` in `dtype`: 1 where the two halves of the index
-    /// agree, else 0. Built from `i32` indices inside the kernel, so it costs no input and no
-    /// memory: it fuses into whatever reads it.
+    /// agree, else 0. Built from indices inside the kernel, so it costs no input and no memory:
+    /// it fuses into whatever reads it. The indices are of `dtype` itself where it counts them
+    /// exactly (so a vector backend keeps one lane width), else `i32`.
     pub(crate) fn identity(&mut self, dtype: DType, shape: &Shape) -> Result<ValueId, AdError> {
         let rank = shape.rank();
         let full = Shape::new([shape.dims(), shape.dims()].concat());
@@ -354,8 +355,13 @@ impl Emitter {
             if extent == 1 {
                 continue;
             }
-            let row = self.iota(DType::I32, full.clone(), axis)?;
-            let col = self.iota(DType::I32, full.clone(), rank + axis)?;
+            let index_dtype = if extent <= rfx_ir::semantics::max_exact_index(dtype) {
+                dtype
+            } else {
+                DType::I32
+            };
+            let row = self.iota(index_dtype, full.clone(), axis)?;
+            let col = self.iota(index_dtype, full.clone(), rank + axis)?;
             let same = self.compare(CmpOp::Eq, row, col)?;
             mask = Some(match mask {
                 Some(m) => self.binary(BinaryOp::And, m, same)?,

@@ -62,8 +62,24 @@ pub(crate) struct Emitter<'a, 'f> {
 }
 
 impl Emitter<'_, '_> {
-    /// A constant of `dtype` (splatted in vector form).
+    /// A constant of `dtype` (splatted in vector form). A vector constant is a `vconst`: one
+    /// load from the constant pool, where a splat of an immediate takes a move to a general
+    /// register, a move to a vector register and a shuffle, at every use in a loop.
     pub(crate) fn constant(&mut self, value: Scalar) -> Value {
+        if self.w > 1 {
+            let lane: Vec<u8> = match value {
+                Scalar::F32(v) => v.to_le_bytes().to_vec(),
+                Scalar::F64(v) => v.to_le_bytes().to_vec(),
+                Scalar::I32(v) => v.to_le_bytes().to_vec(),
+                Scalar::Bool(v) => {
+                    let bytes = if self.w == 2 { 8 } else { 4 };
+                    vec![if v { 0xff } else { 0 }; bytes]
+                }
+            };
+            let lanes = 16 / lane.len();
+            let handle = self.b.func.dfg.constants.insert(lane.repeat(lanes).into());
+            return self.b.ins().vconst(cl_type(value.dtype(), self.w), handle);
+        }
         let scalar = match value {
             Scalar::F32(v) => self.b.ins().f32const(v),
             Scalar::F64(v) => self.b.ins().f64const(v),

@@ -485,6 +485,31 @@ impl Tensor {
         Tensor::record("reshape", &[self.into()], |b, ids| b.reshape(ids[0], shape))
     }
 
+    /// Permutes the axes: result axis `i` is axis `perm[i]` of `self` (NumPy's
+    /// `transpose(x, perm)`). Fused as an index map: a transpose of an input copies nothing.
+    pub fn transpose(self, perm: &[usize]) -> Tensor {
+        let perm = perm.to_vec();
+        Tensor::record("transpose", &[self.into()], |b, ids| b.transpose(ids[0], &perm))
+    }
+
+    /// The axes reversed (NumPy's `x.T`): the transpose of a matrix.
+    pub fn t(self) -> Tensor {
+        Tensor::record("transpose", &[self.into()], |b, ids| {
+            let rank = b.value_type(ids[0])?.shape.rank();
+            b.transpose(ids[0], &(0..rank).rev().collect::<Vec<_>>())
+        })
+    }
+
+    /// A tensor of this one's shape and (numeric) dtype holding each element's index along
+    /// `axis` (NumPy's `indices(shape)[axis]`); `x.indices(0).eq(x.indices(1))` is the identity
+    /// mask of a square `x`. Computed in the kernel: nothing is read.
+    pub fn indices(self, axis: usize) -> Tensor {
+        Tensor::record("iota", &[self.into()], |b, ids| {
+            let ty = b.value_type(ids[0])?.clone();
+            b.iota(ty.dtype, ty.shape, axis)
+        })
+    }
+
     /// Broadcasts to `shape` (NumPy's `broadcast_to`).
     pub fn broadcast_to(self, shape: impl Into<Shape>) -> Tensor {
         let shape = shape.into();

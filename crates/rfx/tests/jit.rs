@@ -476,3 +476,47 @@ fn hir_kernels_jit_with_fingerprint_keys() {
     let miss = f.last_miss().unwrap();
     assert!(miss.key.kernel.is_some());
 }
+
+/// `F P Fᵀ + Q` (a Kalman covariance predict) written with `t()` and broadcast products, and an
+/// identity built from `indices`, against the same products computed by hand in f64.
+#[test]
+fn transposes_and_indices_trace_and_run() {
+    const N: usize = 4;
+    // (N, N, 1) * (1, N, N) summed over the middle axis.
+    fn matmul(a: Tensor, b: Tensor) -> Tensor {
+        (a.reshape([N, N, 1]) * b.reshape([1, N, N])).sum(&[1][..])
+    }
+    let n = N;
+    let predict = rfx::jit(|f: Tensor, p: Tensor, q: Tensor| {
+        let eye = f.indices(0).eq(f.indices(1)).cast(DType::F64);
+        (matmul(matmul(f, p), f.t()) + q, eye, f.transpose(&[1, 0]))
+    });
+    let mut rng = StdRng::seed_from_u64(11);
+    let mut draw = |k: usize| -> Vec<f64> { (0..k).map(|_| rng.random_range(-1.0..1.0)).collect() };
+    let (f, p, q) = (draw(n * n), draw(n * n), draw(n * n));
+    let m = |v: &[f64]| Array::from_vec([n, n], v.to_vec()).unwrap();
+    let out = predict.call((&m(&f), &m(&p), &m(&q))).unwrap();
+    let got = out[0].as_slice::<f64>().unwrap();
+    for i in 0..n {
+        for j in 0..n {
+            let mut want = q[i * n + j];
+            for k in 0..n {
+                for l in 0..n {
+                    want += f[i * n + k] * p[k * n + l] * f[j * n + l];
+                }
+            }
+            assert!(
+                (got[i * n + j] - want).abs() < 1e-12,
+                "[{i},{j}]: {} vs {want}",
+                got[i * n + j]
+            );
+            let eye = out[1].as_slice::<f64>().unwrap()[i * n + j];
+            assert_eq!(eye, f64::from(u8::from(i == j)), "eye[{i},{j}]");
+            assert_eq!(
+                out[2].as_slice::<f64>().unwrap()[i * n + j],
+                f[j * n + i],
+                "fᵀ[{i},{j}]"
+            );
+        }
+    }
+}

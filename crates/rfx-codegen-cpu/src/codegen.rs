@@ -271,6 +271,7 @@ fn build_into(
             products: HashMap::new(),
             tiles: None,
             memo: RefCell::new(HashMap::new()),
+            row_indices: HashMap::new(),
         };
         shape = generator.emit(&mut b, table, lo, hi)?;
         b.seal_all_blocks();
@@ -321,6 +322,10 @@ struct Gen<'i, 'k> {
     /// faster. A value is only reused in the block that defines it (which dominates every
     /// later instruction of that block).
     memo: RefCell<HashMap<(Block, Pure, u32, i64), Value>>,
+    /// Indices that do not change along the vector loop (a row index), converted once per row
+    /// before it: access index → (scalar, splat at the kernel's width). Cranelift does not hoist
+    /// them out of the loop itself. Set only around an elementwise row's loop.
+    row_indices: HashMap<usize, (Value, Value)>,
 }
 
 /// The pure operations [`Gen::memo`] shares.
@@ -553,7 +558,9 @@ impl<'k> Gen<'_, 'k> {
         let shape = if rank <= 1 {
             let n = dims.first().copied().unwrap_or(1) as u64;
             let ptrs = self.pointers(b, &zeros)?;
+            self.hoist_row_indices(b, &ptrs)?;
             self.emit_elementwise_loop(b, lo, hi, n as usize, &ptrs)?;
+            self.row_indices.clear();
             KernelShape::new(n, 1, self.width, self.min_points_per_thread())
         } else {
             let inner = dims[rank - 1];
@@ -564,7 +571,9 @@ impl<'k> Gen<'_, 'k> {
                 let offs = g.offsets(b, row, 0, &outer_dims, &zeros);
                 let ptrs = g.pointers(b, &offs)?;
                 let zero = b.ins().iconst(types::I64, 0);
+                g.hoist_row_indices(b, &ptrs)?;
                 g.emit_elementwise_loop(b, zero, inner_count, inner, &ptrs)?;
+                g.row_indices.clear();
                 Ok(Vec::new())
             })?;
             KernelShape::new(
@@ -1857,6 +1866,25 @@ impl<'k> Gen<'_, 'k> {
         Ok(v)
     }
 
+    /// Converts the body's indices that the vector loop does not advance (see
+    /// [`Gen::row_indices`]) from the row's offsets `ptrs`, in the current block.
+    fn hoist_row_indices(&mut self, b: &mut FunctionBuilder<'_>, ptrs: &[Value]) -> Result<(), BackendError> {
+        self.row_indices.clear();
+        for (k, access) in self.info.accesses.iter().enumerate() {
+            if access.buf.is_none() && self.inner_stride(k) == 0 && self.inner_axis.is_some() {
+                let scalar = index_scalar(b, ptrs[k], access.dtype)?;
+                let splat = Emitter {
+                    b: &mut *b,
+                    w: self.width,
+                    imports: self.imports,
+                }
+                .splat(scalar, access.dtype);
+                self.row_indices.insert(k, (scalar, splat));
+            }
+        }
+        Ok(())
+    }
+
     /// The value of index access `k` at position `at` of the innermost loop: lane 0's offset
     /// converted to `dtype` (exact: the verifier bounds every value), plus `lane · stride` per
     /// lane from a constant vector.
@@ -1869,13 +1897,11 @@ impl<'k> Gen<'_, 'k> {
         offs: &[Value],
         dtype: DType,
     ) -> Result<Value, BackendError> {
+        if let Some(&(scalar, splat)) = self.row_indices.get(&k) {
+            return Ok(if w == 1 { scalar } else { splat });
+        }
         let offset = self.address(b, k, at, at, offs, 0);
-        let scalar = match dtype {
-            DType::I32 => b.ins().ireduce(types::I32, offset),
-            DType::F32 => b.ins().fcvt_from_sint(types::F32, offset),
-            DType::F64 => b.ins().fcvt_from_sint(types::F64, offset),
-            DType::Bool => return Err(internal("index of dtype bool")),
-        };
+        let scalar = index_scalar(b, offset, dtype)?;
         let inner = self.inner_stride(k);
         let mut e = Emitter {
             b: &mut *b,
@@ -1940,6 +1966,16 @@ impl<'k> Gen<'_, 'k> {
         }
         Ok(())
     }
+}
+
+/// An element offset as an index value of `dtype` (exact: the verifier bounds every value).
+fn index_scalar(b: &mut FunctionBuilder<'_>, offset: Value, dtype: DType) -> Result<Value, BackendError> {
+    Ok(match dtype {
+        DType::I32 => b.ins().ireduce(types::I32, offset),
+        DType::F32 => b.ins().fcvt_from_sint(types::F32, offset),
+        DType::F64 => b.ins().fcvt_from_sint(types::F64, offset),
+        DType::Bool => return Err(internal("index of dtype bool")),
+    })
 }
 
 struct ReduceInfo {

@@ -400,6 +400,15 @@ impl Emitter<'_, '_> {
                 let zero = self.int_const(0);
                 self.b.ins().icmp(IntCC::NotEqual, x, zero)
             }
+            // A vector mask is all ones or all zeros per lane: AND it with the lanes of 1.
+            (DType::Bool, DType::F32 | DType::F64 | DType::I32) if self.w > 1 => {
+                let one = match to {
+                    DType::I32 => self.int_const(1),
+                    _ => self.float_const(to, 1.0),
+                };
+                let mask = self.b.ins().bitcast(to_ty, bitcast_flags(), x);
+                self.b.ins().band(mask, one)
+            }
             (DType::Bool, _) => {
                 let (one, zero) = match to {
                     DType::F32 | DType::F64 => (self.float_const(to, 1.0), self.float_const(to, 0.0)),

@@ -99,13 +99,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             );
             let (_, compiled) = compile_one_thread(&text)?;
             let shape = Shape::new([n]);
-            let data: Vec<Vec<f32>> = (0..arity)
-                .map(|a| {
-                    (0..n)
-                        .map(|i| ((i * 7 + a * 13) % 1000) as f32 * 0.01 - 5.0)
-                        .collect()
-                })
-                .collect();
+            let data: Vec<Vec<f32>> = test_data(arity, n);
             let mut out = vec![0.0f32; n];
             let inputs: Vec<ArrayView<'_>> = data
                 .iter()
@@ -238,13 +232,7 @@ fn time_kernel<T: rfx_ir::Element + Copy + Default + From<f32>>(
 ) -> Result<(), Box<dyn std::error::Error>> {
     let (lir, compiled) = compile_one_thread(text)?;
     let shape = Shape::new([n]);
-    let data: Vec<Vec<T>> = (0..2)
-        .map(|a| {
-            (0..n)
-                .map(|i| T::from(((i * 7 + a * 13) % 1000) as f32 * 0.01 - 5.0))
-                .collect()
-        })
-        .collect();
+    let data: Vec<Vec<T>> = test_data(2, n);
     let n_out = lir.outputs().count();
     let mut outs = vec![vec![T::default(); n]; n_out];
     let inputs: Vec<ArrayView<'_>> = data
@@ -272,6 +260,17 @@ fn time_kernel<T: rfx_ir::Element + Copy + Default + From<f32>>(
 }
 
 /// `text` optimised, lowered and compiled for one thread.
+/// `arity` input arrays of `n` values in [-5, 5), different per input.
+fn test_data<T: From<f32>>(arity: usize, n: usize) -> Vec<Vec<T>> {
+    (0..arity)
+        .map(|a| {
+            (0..n)
+                .map(|i| T::from(((i * 7 + a * 13) % 1000) as f32 * 0.01 - 5.0))
+                .collect()
+        })
+        .collect()
+}
+
 fn compile_one_thread(text: &str) -> Result<(LirProgram, Arc<dyn Compiled>), Box<dyn std::error::Error>> {
     let kernel = rfx_ir::hir::parse(text)?;
     let (mir, _) = optimize(&kernel, &OptConfig::default())?;

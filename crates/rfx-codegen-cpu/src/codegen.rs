@@ -195,41 +195,29 @@ fn build_into(
     let mut accesses = Vec::new();
     let mut access_of = Vec::new();
     for inst in &kernel.body {
-        match inst {
-            Inst::Load { dst, buf, strides } => {
-                let dtype = kernel
-                    .slot_dtype(*dst)
-                    .ok_or_else(|| internal("load into an undeclared slot"))?;
-                access_of.push(Some(accesses.len()));
-                accesses.push(Access {
-                    buf: Some(*buf),
-                    strides: strides.clone(),
-                    dtype,
-                });
-            }
-            Inst::Index { dst, strides } => {
-                let dtype = kernel
-                    .slot_dtype(*dst)
-                    .ok_or_else(|| internal("index into an undeclared slot"))?;
-                access_of.push(Some(accesses.len()));
-                accesses.push(Access {
-                    buf: None,
-                    strides: strides.clone(),
-                    dtype,
-                });
-            }
+        let slot_dtype = |dst: &SlotId, what: &str| {
+            kernel
+                .slot_dtype(*dst)
+                .ok_or_else(|| internal(format!("{what} into an undeclared slot")))
+        };
+        let access = match inst {
+            Inst::Load { dst, buf, strides } => Some((Some(*buf), strides, slot_dtype(dst, "load")?)),
+            Inst::Index { dst, strides } => Some((None, strides, slot_dtype(dst, "index")?)),
             Inst::Store { buf, strides, .. } => {
                 let dtype = *buffer_dtypes
                     .get(buf.index())
                     .ok_or_else(|| internal("store to an unknown buffer"))?;
-                access_of.push(Some(accesses.len()));
-                accesses.push(Access {
-                    buf: Some(*buf),
-                    strides: strides.clone(),
-                    dtype,
-                });
+                Some((Some(*buf), strides, dtype))
             }
-            _ => access_of.push(None),
+            _ => None,
+        };
+        access_of.push(access.as_ref().map(|_| accesses.len()));
+        if let Some((buf, strides, dtype)) = access {
+            accesses.push(Access {
+                buf,
+                strides: strides.clone(),
+                dtype,
+            });
         }
     }
     let buffer_is_input = program

@@ -76,9 +76,7 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
             }
             Op::Transpose { .. } => {
                 let base = transpose_base(kernel, ValueId::new(index));
-                if is_computed(kernel, base)
-                    && !matches!(kernel.node(base).map(|n| &n.op), Some(Op::Iota { .. }))
-                {
+                if kernel.node(base).is_some_and(|n| !is_leaf(&n.op)) {
                     roots.entry(base).or_insert(Some(MissReason::Transpose));
                 }
             }
@@ -430,6 +428,19 @@ impl KernelEmitter<'_, '_> {
         Ok(self.push(MirOp::Load { buf, strides }, Vec::new(), dtype))
     }
 
+    /// The buffer other kernels read `v` from: its input buffer, or the first buffer its root
+    /// writes.
+    fn stored_buf(&self, v: ValueId) -> Result<BufId, OptError> {
+        match self.input_buf.get(&v) {
+            Some(&buf) => Ok(buf),
+            None => self
+                .root_bufs
+                .get(&v)
+                .and_then(|b| b.first().copied())
+                .ok_or(OptError::InvalidValue(v)),
+        }
+    }
+
     /// An `iota` of type `ty` along `axis`, at every domain point.
     fn iota(&mut self, ty: &rfx_ir::TensorType, axis: usize, at: ValueId) -> Result<MirValue, OptError> {
         let unit: Vec<usize> = (0..ty.shape.rank()).map(|i| usize::from(i == axis)).collect();
@@ -469,14 +480,7 @@ impl KernelEmitter<'_, '_> {
             }
             _ => {}
         }
-        let buf = match self.input_buf.get(&base) {
-            Some(&buf) => buf,
-            None => self
-                .root_bufs
-                .get(&base)
-                .and_then(|b| b.first().copied())
-                .ok_or(OptError::InvalidValue(base))?,
-        };
+        let buf = self.stored_buf(base)?;
         let own = base_node.ty.shape.strides();
         let strides: Vec<usize> = perm
             .iter()
@@ -502,11 +506,7 @@ impl KernelEmitter<'_, '_> {
         } else if self.plan.roots.contains_key(&v)
             && (self.plan.group_of.get(&v) != Some(&self.group) || self.plan.is_reduce(v))
         {
-            let buf = self
-                .root_bufs
-                .get(&v)
-                .and_then(|b| b.first().copied())
-                .ok_or(OptError::InvalidValue(v))?;
+            let buf = self.stored_buf(v)?;
             self.load(buf, &node.ty.shape, node.ty.dtype, v)?
         } else {
             return self.compute(v);
@@ -566,14 +566,7 @@ impl KernelEmitter<'_, '_> {
                 if let Op::Const(value) = src_node.op {
                     self.push(MirOp::Const(value), Vec::new(), dtype)
                 } else {
-                    let buf = match self.input_buf.get(&source) {
-                        Some(&buf) => buf,
-                        None => self
-                            .root_bufs
-                            .get(&source)
-                            .and_then(|b| b.first().copied())
-                            .ok_or(OptError::InvalidValue(source))?,
-                    };
+                    let buf = self.stored_buf(source)?;
                     self.load(buf, &node.ty.shape, dtype, v)?
                 }
             }

@@ -318,6 +318,17 @@ fn fast_ranges_swept() {
     }
 }
 
+/// `f(±0) = ±0`, sign included, for an odd `f64` routine.
+fn assert_keeps_zero_sign(f: AotFn) {
+    let zeros = [-0.0f64, 0.0];
+    let out = run_f64(f, &zeros);
+    assert_eq!(
+        out.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+        zeros.map(f64::to_bits),
+        "{f:?}"
+    );
+}
+
 /// Runs the unary `f64` routine `f` over `xs`.
 fn run_f64(f: AotFn, xs: &[f64]) -> Vec<f64> {
     let mut ys = vec![0.0f64; xs.len()];
@@ -401,13 +412,7 @@ fn f64_trig_within_bounds() {
     ] {
         check_f64(f, &xs, reference, 2);
     }
-    // The sign of zero.
-    let zeros = [-0.0f64, 0.0];
-    let out = run_f64(AotFn::SinF64, &zeros);
-    assert_eq!(
-        out.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-        zeros.map(f64::to_bits)
-    );
+    assert_keeps_zero_sign(AotFn::SinF64);
 }
 
 /// The `f64` `exp` routine against `std` (glibc, < 1 ULP): within 2 ULP on random bit
@@ -929,12 +934,7 @@ fn f64_tan_within_bounds() {
         }
     }
     check_f64(AotFn::TanF64, &xs, f64::tan, 2);
-    let zeros = [-0.0f64, 0.0];
-    let out = run_f64(AotFn::TanF64, &zeros);
-    assert_eq!(
-        out.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-        zeros.map(f64::to_bits)
-    );
+    assert_keeps_zero_sign(AotFn::TanF64);
 }
 
 /// The `f64` `exp2` and `log2` routines against `std` (glibc): within 1 ULP on random bit

@@ -7,7 +7,7 @@ use super::{Inst, LirKernel, LirProgram, SlotId, Storage};
 use crate::error::TypeError;
 use crate::ids::is_identifier;
 use crate::mir::MirOp;
-use crate::mir::verify::{check_op, max_index};
+use crate::mir::verify::{check_op, inexact_index, max_index};
 use crate::{BufId, DType, ReduceOp};
 
 /// Where a verifier error is.
@@ -485,10 +485,7 @@ fn check_inst(
                     found: strides.len(),
                     rank: kernel.dims.len(),
                 });
-            } else if let Some(max_index) = max_index(&kernel.dims, strides)
-                && dtype(*dst).is_numeric()
-                && max_index > crate::semantics::max_exact_index(dtype(*dst))
-            {
+            } else if let Some(max_index) = inexact_index(&kernel.dims, strides, dtype(*dst)) {
                 push(VerifyErrorKind::IndexRange {
                     max_index,
                     dtype: dtype(*dst),

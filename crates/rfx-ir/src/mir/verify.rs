@@ -467,21 +467,24 @@ fn check_strides(buf: BufId, strides: &[usize], dims: &[usize], numel: usize) ->
     }
 }
 
-/// Checks an `index`'s stride count and that its dtype holds every value it reaches. Shared
-/// with the LIR verifier.
-pub(crate) fn check_index(strides: &[usize], dims: &[usize], dtype: DType) -> Result<(), VerifyErrorKind> {
+/// Checks an `index`'s stride count and that its dtype holds every value it reaches.
+fn check_index(strides: &[usize], dims: &[usize], dtype: DType) -> Result<(), VerifyErrorKind> {
     if strides.len() != dims.len() {
         return Err(VerifyErrorKind::StrideCount {
             found: strides.len(),
             rank: dims.len(),
         });
     }
-    match max_index(dims, strides) {
-        Some(max_index) if dtype.is_numeric() && max_index > crate::semantics::max_exact_index(dtype) => {
-            Err(VerifyErrorKind::IndexRange { max_index, dtype })
-        }
-        _ => Ok(()),
+    match inexact_index(dims, strides, dtype) {
+        Some(max_index) => Err(VerifyErrorKind::IndexRange { max_index, dtype }),
+        None => Ok(()),
     }
+}
+
+/// The largest value an `index` with `strides` reaches over `dims`, when a numeric `dtype`
+/// does not hold it exactly. Shared with the LIR verifier.
+pub(crate) fn inexact_index(dims: &[usize], strides: &[usize], dtype: DType) -> Option<usize> {
+    max_index(dims, strides).filter(|&m| dtype.is_numeric() && m > crate::semantics::max_exact_index(dtype))
 }
 
 /// The largest element index `sum(idx[d] * strides[d])` reaches over the iteration space

@@ -52,7 +52,7 @@ pub(crate) fn forward(
         let out_shape = node.ty.shape.clone();
         let args: Vec<ValueId> = node.args.iter().map(|&a| em.primal(a)).collect();
         let t = match &node.op {
-            Op::Input { .. } | Op::Const(_) | Op::Iota { .. } | Op::Compare(_) => None,
+            Op::Input { .. } | Op::Const(_) | Op::Literal(_) | Op::Iota { .. } | Op::Compare(_) => None,
             Op::Transpose { perm } => match arg_tangents[0] {
                 Some(t) => Some(em.transpose(t, &batched_perm(batch.rank(), perm))?),
                 None => None,

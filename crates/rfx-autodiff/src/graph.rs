@@ -176,9 +176,12 @@ impl Emitter {
                     ValueId::new(index),
                 )))?;
             let target = match node.op {
-                Op::Const(_) | Op::Cast | Op::BroadcastTo | Op::Reshape | Op::Iota { .. } => {
-                    Some(node.ty.clone())
-                }
+                Op::Const(_)
+                | Op::Literal(_)
+                | Op::Cast
+                | Op::BroadcastTo
+                | Op::Reshape
+                | Op::Iota { .. } => Some(node.ty.clone()),
                 _ => None,
             };
             map[index] = Some(em.node(node.op.clone(), &args, target)?);
@@ -215,6 +218,7 @@ impl Emitter {
             }
             (Op::Cast, Some(t)) => self.b.cast(first()?, t.dtype)?,
             (Op::Iota { axis }, Some(t)) => self.b.iota(t.dtype, t.shape.clone(), *axis)?,
+            (Op::Literal(values), Some(t)) => self.b.literal_values(t.clone(), values.clone())?,
             (Op::Transpose { .. }, _) if self.constants.contains_key(&first()?) => {
                 let value = self.constants[&first()?];
                 let shape = rfx_ir::hir::result_type(&key.0, &[self.b.value_type(first()?)?], None)
@@ -492,6 +496,7 @@ pub(crate) fn copy_node(b: &mut Builder, node: &Node, args: &[ValueId]) -> Resul
         Op::BroadcastTo => b.broadcast_to(first()?, node.ty.shape.clone())?,
         Op::Reshape => b.reshape(first()?, node.ty.shape.clone())?,
         Op::Iota { axis } => b.iota(node.ty.dtype, node.ty.shape.clone(), *axis)?,
+        Op::Literal(values) => b.literal_values(node.ty.clone(), values.clone())?,
         op => b.op(op.clone(), args)?,
     };
     Ok(value)

@@ -41,7 +41,9 @@ pub(crate) fn backward(
         let out = em.primal(ValueId::new(index));
         let args: Vec<ValueId> = node.args.iter().map(|&a| em.primal(a)).collect();
         let contributions: Vec<Option<ValueId>> = match &node.op {
-            Op::Input { .. } | Op::Const(_) | Op::Iota { .. } | Op::Compare(_) => vec![None; args.len()],
+            Op::Input { .. } | Op::Const(_) | Op::Literal(_) | Op::Iota { .. } | Op::Compare(_) => {
+                vec![None; args.len()]
+            }
             Op::Transpose { perm } => {
                 // The adjoint of a permutation is the inverse permutation.
                 let mut inverse = vec![0; perm.len()];

@@ -597,6 +597,7 @@ fn unfused_p50(kernel: &Kernel, backend: &dyn Backend, iterations: usize) -> any
             Op::BroadcastTo => b.broadcast_to(args[0], node.ty.shape.clone())?,
             Op::Reshape => b.reshape(args[0], node.ty.shape.clone())?,
             Op::Iota { axis } => b.iota(node.ty.dtype, node.ty.shape.clone(), *axis)?,
+            Op::Literal(values) => b.literal_values(node.ty.clone(), values.clone())?,
             op => b.op(op.clone(), &args)?,
         };
         b.output("out", v)?;

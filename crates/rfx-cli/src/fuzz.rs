@@ -403,6 +403,7 @@ fn kernel_for_seed(seed: u64) -> Kernel {
         allow_reductions: rng.chance(0.75),
         allow_broadcast: rng.chance(0.7),
         allow_index: rng.chance(0.5),
+        allow_literal: rng.chance(0.5),
     };
     let mut kernel = random_kernel(&mut rng, &config, "fuzz");
     // Most generated kernels hold a transcendental op, whose values are not compared: in two
@@ -473,6 +474,20 @@ fn rebuild(kernel: &Kernel, map: &[usize], replace_op: &mut dyn FnMut(&Op, DType
             Op::Iota { axis } => b
                 .iota(node.ty.dtype, map_dims(node.ty.shape.dims()), *axis)
                 .ok()?,
+            // The values repeat to fill the new element count.
+            Op::Literal(values) => {
+                let ty = TensorType::new(node.ty.dtype, map_dims(node.ty.shape.dims()));
+                let n = ty.shape.numel();
+                if n > MAX_RESIZED_NUMEL {
+                    return None;
+                }
+                let values = if values.is_empty() {
+                    vec![Scalar::zero(ty.dtype); n]
+                } else {
+                    values.iter().copied().cycle().take(n).collect()
+                };
+                b.literal_values(ty, values).ok()?
+            }
             Op::BroadcastTo => b.broadcast_to(args[0], map_dims(node.ty.shape.dims())).ok()?,
             Op::Reshape => {
                 let numel = b.value_type(args[0]).ok()?.shape.numel();

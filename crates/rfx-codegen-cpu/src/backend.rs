@@ -11,7 +11,7 @@ use rfx_lower::{
     Backend, BackendError, CallArgs, CompileOptions, Compiled, Scratch, Signature, Transcendental,
 };
 
-use crate::codegen::{KernelShape, build_kernel};
+use crate::codegen::{KernelShape, ModuleItems, build_kernel, define_literals, table_entries};
 use crate::imports::{ImportIds, register_symbols};
 use crate::pool::{self, KernelFn};
 
@@ -114,13 +114,18 @@ pub(crate) fn compile_code(
     rfx_ir::lir::verify(program).map_err(|e| BackendError::Lower(rfx_lower::LowerError::InvalidLir(e)))?;
     let mut module = new_module()?;
     let imports = ImportIds::declare(&mut module).map_err(compile_error)?;
+    let literals = define_literals(&mut module, program)?;
     let mut built = Vec::new();
     let mut clif = Vec::new();
     let mut asm = Vec::new();
     for (index, kernel) in program.kernels().iter().enumerate() {
+        let items = ModuleItems {
+            imports: &imports,
+            literals: &literals,
+        };
         let (id, text, disasm, shape) = build_kernel(
             &mut module,
-            &imports,
+            items,
             program,
             kernel,
             index,
@@ -249,18 +254,21 @@ const ULP_BOUND: u64 = 4;
 pub fn compile(program: &LirProgram, options: &CompileOptions) -> Result<CpuCompiled, BackendError> {
     let code = compile_code(program, false, options.fast_math)?;
     let max_threads = options.max_threads.unwrap_or_else(pool::default_threads).max(1);
+    let entries = table_entries(program);
     let mut table = TablePlan {
-        len: program.buffers().len(),
+        len: entries.iter().flatten().count(),
         inputs: Vec::new(),
         outputs: Vec::new(),
         arena: Vec::new(),
         direct: false,
     };
-    for (entry, buffer) in program.buffers().iter().enumerate() {
-        match &buffer.storage {
-            Storage::Input { .. } => table.inputs.push(entry),
-            Storage::Output { .. } => table.outputs.push(entry),
-            Storage::Arena { offset } => table.arena.push((entry, *offset)),
+    for (buffer, entry) in program.buffers().iter().zip(entries) {
+        match (&buffer.storage, entry) {
+            (Storage::Input { .. }, Some(entry)) => table.inputs.push(entry),
+            (Storage::Output { .. }, Some(entry)) => table.outputs.push(entry),
+            (Storage::Arena { offset }, Some(entry)) => table.arena.push((entry, *offset)),
+            // Literal data lives in the module: no entry.
+            _ => {}
         }
     }
     table.direct = table.len <= STACK_TABLE

@@ -12,13 +12,13 @@
 use cranelift_codegen::Context;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
-    AbiParam, Block, BlockArg, InstBuilder, MemFlagsData, StackSlot, StackSlotData, StackSlotKind, Type,
-    UserFuncName, Value, types,
+    AbiParam, Block, BlockArg, GlobalValue, InstBuilder, MemFlagsData, StackSlot, StackSlotData,
+    StackSlotKind, Type, UserFuncName, Value, types,
 };
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::JITModule;
-use cranelift_module::{FuncId, Linkage, Module};
-use rfx_ir::lir::{Inst, LirKernel, LirProgram, SlotId};
+use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module};
+use rfx_ir::lir::{Inst, LirKernel, LirProgram, SlotId, Storage};
 use std::cell::RefCell;
 use std::collections::HashMap;
 
@@ -121,10 +121,90 @@ struct KernelInfo<'k> {
     buffer_is_input: Vec<Option<bool>>,
 }
 
+/// The entry of each buffer in the table a kernel function receives: buffers in order, literals
+/// skipped (their data lives in the module; `None`).
+pub(crate) fn table_entries(program: &LirProgram) -> Vec<Option<usize>> {
+    let mut next = 0;
+    program
+        .buffers()
+        .iter()
+        .map(|b| match b.storage {
+            Storage::Literal { .. } => None,
+            _ => {
+                next += 1;
+                Some(next - 1)
+            }
+        })
+        .collect()
+}
+
+/// The address of literal data `data` in `func`: what `Module::declare_data_in_func` gives, but
+/// not colocated, so the address is a 64-bit absolute relocation (the JIT's data and code
+/// segments are separate allocations, which a 32-bit PC-relative offset may not reach).
+fn literal_global(data: DataId, func: &mut cranelift_codegen::ir::Function) -> GlobalValue {
+    let name = func.declare_imported_user_function(cranelift_codegen::ir::UserExternalName {
+        namespace: 1,
+        index: data.as_u32(),
+    });
+    func.create_global_value(cranelift_codegen::ir::GlobalValueData::Symbol {
+        name: cranelift_codegen::ir::ExternalName::user(name),
+        offset: cranelift_codegen::ir::immediates::Imm64::new(0),
+        colocated: false,
+        tls: false,
+    })
+}
+
+/// Writes the literal buffers of `program` into `module` as read-only data, aligned for their
+/// dtype; returns each buffer's data (`None` for the others).
+pub(crate) fn define_literals(
+    module: &mut JITModule,
+    program: &LirProgram,
+) -> Result<Vec<Option<DataId>>, BackendError> {
+    program
+        .buffers()
+        .iter()
+        .map(|buffer| {
+            let Storage::Literal { values } = &buffer.storage else {
+                return Ok(None);
+            };
+            let size = buffer.ty.dtype.size_bytes();
+            let mut bytes = Vec::with_capacity(values.len().max(1) * size);
+            for value in values {
+                match *value {
+                    Scalar::Bool(v) => bytes.push(u8::from(v)),
+                    Scalar::I32(v) => bytes.extend(v.to_le_bytes()),
+                    Scalar::F32(v) => bytes.extend(v.to_le_bytes()),
+                    Scalar::F64(v) => bytes.extend(v.to_le_bytes()),
+                }
+            }
+            // An empty literal is never read; its data still needs an address.
+            bytes.resize(bytes.len().max(size), 0);
+            let id = module
+                .declare_anonymous_data(false, false)
+                .map_err(|e| internal(format!("declare literal data: {e}")))?;
+            let mut data = DataDescription::new();
+            data.define(bytes.into_boxed_slice());
+            data.set_align(size as u64);
+            module
+                .define_data(id, &data)
+                .map_err(|e| internal(format!("define literal data: {e}")))?;
+            Ok(Some(id))
+        })
+        .collect()
+}
+
+/// What the kernels of one program reference in their module: the imported helpers and the
+/// literal data (per buffer, `None` for the others).
+#[derive(Clone, Copy)]
+pub(crate) struct ModuleItems<'a> {
+    pub(crate) imports: &'a ImportIds,
+    pub(crate) literals: &'a [Option<DataId>],
+}
+
 /// Builds the function for `kernel` into `module`. Returns its id, its CLIF text and its shape.
 pub(crate) fn build_kernel(
     module: &mut JITModule,
-    imports: &ImportIds,
+    items: ModuleItems<'_>,
     program: &LirProgram,
     kernel: &LirKernel,
     index: usize,
@@ -156,7 +236,7 @@ pub(crate) fn build_kernel(
     ctx.set_disasm(want_disasm);
     let result = build_into(
         module,
-        imports,
+        items,
         program,
         kernel,
         id,
@@ -179,7 +259,7 @@ pub(crate) fn build_kernel(
 #[allow(clippy::too_many_arguments)]
 fn build_into(
     module: &mut JITModule,
-    imports: &ImportIds,
+    items: ModuleItems<'_>,
     program: &LirProgram,
     kernel: &LirKernel,
     id: FuncId,
@@ -224,9 +304,10 @@ fn build_into(
         .buffers()
         .iter()
         .map(|b| match b.storage {
-            rfx_ir::lir::Storage::Input { .. } => Some(true),
-            rfx_ir::lir::Storage::Output { .. } => Some(false),
-            rfx_ir::lir::Storage::Arena { .. } => None,
+            // Literal data is read-only memory of the module, read like an input.
+            Storage::Input { .. } | Storage::Literal { .. } => Some(true),
+            Storage::Output { .. } => Some(false),
+            Storage::Arena { .. } => None,
         })
         .collect();
     let info = KernelInfo {
@@ -239,7 +320,12 @@ fn build_into(
     let shape;
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, fbc);
-        let funcs = imports.in_func(module, b.func);
+        let funcs = items.imports.in_func(module, b.func);
+        let literal_bases = items
+            .literals
+            .iter()
+            .map(|data| data.map(|id| literal_global(id, b.func)))
+            .collect();
         let entry = b.create_block();
         b.append_block_params_for_function_params(entry);
         b.switch_to_block(entry);
@@ -250,6 +336,8 @@ fn build_into(
             imports: &funcs,
             ptr,
             bases: Vec::new(),
+            table_entries: table_entries(program),
+            literal_bases,
             pre_scalar: Vec::new(),
             pre_splat: Vec::new(),
             pre_const: Vec::new(),
@@ -288,6 +376,10 @@ struct Gen<'i, 'k> {
     ptr: Type,
     /// Base address of each buffer (loaded lazily from the table in the entry block).
     bases: Vec<Option<Value>>,
+    /// The table entry of each buffer ([`table_entries`]).
+    table_entries: Vec<Option<usize>>,
+    /// The module data of each literal buffer, as a global value of this function.
+    literal_bases: Vec<Option<GlobalValue>>,
     /// Scalar values of the slots the preamble defines.
     pre_scalar: Vec<Option<Value>>,
     /// Splats at the kernel's vector width of the preamble slots the body reads, built once in
@@ -398,8 +490,17 @@ impl<'k> Gen<'_, 'k> {
             }
         }
         for buf in used {
-            let offset = i32::try_from(buf.index() * 8).map_err(|_| internal("too many buffers"))?;
-            let base = b.ins().load(self.ptr, mem().with_readonly(), table, offset);
+            let base = match (
+                self.literal_bases.get(buf.index()).copied().flatten(),
+                self.table_entries.get(buf.index()).copied().flatten(),
+            ) {
+                (Some(data), _) => b.ins().symbol_value(self.ptr, data),
+                (None, Some(entry)) => {
+                    let offset = i32::try_from(entry * 8).map_err(|_| internal("too many buffers"))?;
+                    b.ins().load(self.ptr, mem().with_readonly(), table, offset)
+                }
+                (None, None) => return Err(internal(format!("no table entry for {buf}"))),
+            };
             if let Some(slot) = self.bases.get_mut(buf.index()) {
                 *slot = Some(base);
             }

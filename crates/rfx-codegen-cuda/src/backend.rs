@@ -464,7 +464,7 @@ fn compile(program: &LirProgram, options: &CompileOptions) -> Result<CudaCompile
             Storage::Input { .. } | Storage::Output { .. } => {
                 DeviceBuffer::new(&device.stream, buffer.ty.dtype, buffer.ty.shape.numel()).map(Some)
             }
-            Storage::Arena { .. } => Ok(None),
+            Storage::Arena { .. } | Storage::Literal { .. } => Ok(None),
         })
         .collect::<Result<Vec<_>, _>>()?;
     let arena = device

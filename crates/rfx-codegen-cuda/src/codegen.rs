@@ -261,8 +261,55 @@ pub(crate) fn generate(
         source.push_str(helper.source());
         source.push('\n');
     }
+    for (index, buffer) in program.buffers().iter().enumerate() {
+        if let Storage::Literal { values } = &buffer.storage {
+            source.push('\n');
+            source.push_str(&literal_data(BufId::new(index), buffer.ty.dtype, values));
+        }
+    }
     source.push_str(&kernels_text);
     Ok(CudaModuleSource { source, kernels })
+}
+
+/// The device array holding literal buffer `buf`'s data.
+fn literal_name(buf: BufId) -> String {
+    format!("rfx_literal_{}", buf.index())
+}
+
+/// The definition of literal buffer `buf`'s device array: the values' bit patterns (so every
+/// float, NaN payloads and subnormals included, is exact without a constant expression), in
+/// words of the element's size (`unsigned char` 0/1 for bool).
+fn literal_data(buf: BufId, dtype: DType, values: &[Scalar]) -> String {
+    let word = match dtype {
+        DType::Bool => "unsigned char",
+        DType::I32 | DType::F32 => "unsigned int",
+        DType::F64 => "unsigned long long",
+    };
+    let mut words: Vec<String> = values
+        .iter()
+        .map(|&v| match v {
+            Scalar::Bool(b) => u8::from(b).to_string(),
+            Scalar::I32(x) => format!("0x{:08x}u", x as u32),
+            Scalar::F32(x) => format!("0x{:08x}u", x.to_bits()),
+            Scalar::F64(x) => format!("0x{:016x}ull", x.to_bits()),
+        })
+        .collect();
+    // An empty literal is never read; C needs at least one element.
+    if words.is_empty() {
+        words.push("0".to_string());
+    }
+    let mut text = format!(
+        "// literal {buf}: {} value(s) of {dtype}\n__device__ const {word} {}[{}] = {{",
+        values.len(),
+        literal_name(buf),
+        words.len()
+    );
+    for (i, chunk) in words.chunks(8).enumerate() {
+        text.push_str(if i == 0 { "\n  " } else { ",\n  " });
+        text.push_str(&chunk.join(", "));
+    }
+    text.push_str("\n};\n");
+    text
 }
 
 fn c_type(dtype: DType) -> &'static str {
@@ -394,6 +441,7 @@ impl Emitter<'_> {
         let mut params = Vec::new();
         let mut param_text = Vec::new();
         let mut arena_bufs = Vec::new();
+        let mut literal_bufs = Vec::new();
         for &buf in &used {
             let Some(buffer) = self.program.buffer(buf) else {
                 continue;
@@ -412,6 +460,7 @@ impl Emitter<'_> {
                     param_text.push((format!("{ty}* __restrict__ {buf}"), format!("output `{name}`")));
                 }
                 Storage::Arena { offset } => arena_bufs.push((buf, ty, *offset)),
+                Storage::Literal { .. } => literal_bufs.push((buf, ty)),
             }
         }
         let uses_arena = !arena_bufs.is_empty();
@@ -445,6 +494,10 @@ impl Emitter<'_> {
         self.line(0, ") {");
         for (buf, ty, offset) in &arena_bufs {
             self.line(1, &format!("{ty}* {buf} = ({ty}*)(arena + {offset});"));
+        }
+        for (buf, ty) in &literal_bufs {
+            let data = literal_name(*buf);
+            self.line(1, &format!("const {ty}* {buf} = (const {ty}*){data};"));
         }
         for (slot, &dtype) in kernel.slots.iter().enumerate() {
             let zero = literal(Scalar::zero(dtype));

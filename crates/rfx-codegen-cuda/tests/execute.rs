@@ -15,7 +15,7 @@
 
 mod common;
 
-use common::{Case, corpus_cases, op_cases, random_cases};
+use common::{Case, corpus_cases, op_cases, random_cases, suite_cases};
 use rfx_codegen_cuda::CudaBackend;
 use rfx_ir::hir::{Kernel, Op};
 use rfx_ir::interp::{Mode, run_hir, run_lir};
@@ -234,6 +234,9 @@ fn conformance_on_the_gpu_matches_the_interpreters() {
     let mut cases = op_cases();
     cases.extend(corpus_cases());
     cases.extend(random_cases(200));
+    // The shared suite: its exact cases bit for bit; its transcendental cases (named
+    // `suite_...`, so not held to a single op's bound here) only have to run.
+    cases.extend(suite_cases());
     let mut compared = 0;
     for (seed, case) in (1u64..).zip(&cases) {
         compared += usize::from(check(case, seed));

@@ -2,7 +2,8 @@
 //! dtype, broadcasts, reductions, multiple outputs, the optimiser corpus, 240 random kernels)
 //! is compiled by NVRTC for `compute_80` and `sm_90`, and the PTX is assembled by `ptxas` for
 //! `sm_80` and `sm_90`; the op cases and corpus kernels whose source `fast_math` changes are
-//! also compiled with it for `sm_90`. Any error fails the test. Without NVRTC or ptxas the test prints
+//! also compiled with it for `sm_90`. The backend conformance suite every backend runs
+//! (`rfx_lower::conformance`) is compiled and assembled for `sm_90`. Any error fails the test. Without NVRTC or ptxas the test prints
 //! `skipped: ...`, unless `RFX_REQUIRE_NVRTC=1` (CI), where it fails.
 
 mod common;
@@ -12,7 +13,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use common::{Case, corpus_cases, missing, op_cases, ptxas, random_cases};
+use common::{Case, corpus_cases, missing, op_cases, ptxas, random_cases, suite_cases};
 use rfx_codegen_cuda::{cuda_source, ptx};
 use rfx_lower::{BackendError, CompileOptions};
 
@@ -44,16 +45,22 @@ fn assemble(ptxas: &Path, dir: &Path, name: &str, ptx_text: &str, sm: &str) -> R
     Ok(())
 }
 
-/// Compiles and assembles one case for every target in exact mode, and with `fast_math` (the
+/// Compiles and assembles one case for `targets` in exact mode, and with `fast_math` (the
 /// intrinsics) for `sm_90` when `fast` is set.
-fn check_case(ptxas: &Path, dir: &Path, case: &Case, with_fast: bool) -> Result<usize, String> {
+fn check_case(
+    ptxas: &Path,
+    dir: &Path,
+    case: &Case,
+    targets: &[(&str, &str)],
+    with_fast: bool,
+) -> Result<usize, String> {
     let mut assembled = 0;
     let exact = CompileOptions::default();
     let fast = CompileOptions {
         fast_math: true,
         ..CompileOptions::default()
     };
-    for (arch, sm) in TARGETS {
+    for &(arch, sm) in targets {
         let ptx_text = ptx(&case.lir, arch, &exact).map_err(|e| format!("NVRTC {arch}: {e}"))?;
         assemble(ptxas, dir, &case.name, &ptx_text, sm)?;
         assembled += 1;
@@ -86,6 +93,9 @@ fn every_conformance_kernel_compiles_with_nvrtc_and_assembles_with_ptxas() {
     cases.extend(corpus_cases());
     let n_corpus = cases.len() - n_ops;
     cases.extend(random_cases(RANDOM_KERNELS));
+    let n_before_suite = cases.len();
+    cases.extend(suite_cases());
+    let n_suite = cases.len() - n_before_suite;
 
     // Probe NVRTC with the first case: Unavailable means it is not installed.
     match ptx(&cases[0].lir, "sm_90", &CompileOptions::default()) {
@@ -116,7 +126,13 @@ fn every_conformance_kernel_compiles_with_nvrtc_and_assembles_with_ptxas() {
                         // Fast math changes only the spellings of some float ops, which the op cases
                         // and the corpus cover; the random kernels are checked in exact mode.
                         let with_fast = i < n_ops + n_corpus && fast_math_differs(case);
-                        match check_case(&ptxas, &dir, case, with_fast) {
+                        // The suite overlaps the op cases; one target keeps its cost down.
+                        let targets = if i < n_before_suite {
+                            &TARGETS[..]
+                        } else {
+                            &TARGETS[1..]
+                        };
+                        match check_case(&ptxas, &dir, case, targets, with_fast) {
                             Ok(n) => {
                                 assembled.fetch_add(n, Ordering::Relaxed);
                             }
@@ -133,7 +149,7 @@ fn every_conformance_kernel_compiles_with_nvrtc_and_assembles_with_ptxas() {
             .collect()
     });
     println!(
-        "{} kernels ({n_ops} op cases, {n_corpus} corpus, {RANDOM_KERNELS} random): {} PTX modules compiled by NVRTC \
+        "{} kernels ({n_ops} op cases, {n_corpus} corpus, {RANDOM_KERNELS} random, {n_suite} of the shared suite): {} PTX modules compiled by NVRTC \
          and assembled by {} in {:.1} s on {threads} threads",
         cases.len(),
         assembled.load(Ordering::Relaxed),

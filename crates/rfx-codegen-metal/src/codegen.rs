@@ -1065,6 +1065,7 @@ pub(crate) fn generate(program: &LirProgram) -> Result<Shader, BackendError> {
             Storage::Input { name } => ("read", format!("input `{name}`")),
             Storage::Output { name } => ("read_write", format!("output `{name}`")),
             Storage::Arena { offset } => ("read_write", format!("temporary (arena offset {offset})")),
+            Storage::Literal { .. } => ("read", "literal data".to_string()),
         };
         // Fixed-size arrays: shapes are static, so neither wgpu's bounds checks nor the MSL need
         // a buffer-sizes table.

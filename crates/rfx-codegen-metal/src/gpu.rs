@@ -2,8 +2,8 @@
 
 use std::sync::{Arc, Mutex, OnceLock};
 
-use rfx_ir::lir::LirProgram;
-use rfx_ir::{ArrayView, ArrayViewMut, DType, DataMut, DataRef};
+use rfx_ir::lir::{LirProgram, Storage};
+use rfx_ir::{ArrayView, ArrayViewMut, DType, DataMut, DataRef, Scalar};
 use rfx_lower::{BackendError, Compiled, Scratch, Unsupported, validate_call};
 
 use crate::BACKEND;
@@ -250,6 +250,24 @@ pub(crate) fn compile(
             }))
         })
         .collect::<Result<_, _>>()?;
+    // Literal data goes to the device once; the first submit orders it before every kernel.
+    for (buffer, device_buffer) in program.buffers().iter().zip(&buffers) {
+        if let Storage::Literal { values } = &buffer.storage
+            && !values.is_empty()
+        {
+            write_words(
+                &gpu.queue,
+                device_buffer,
+                values.iter().map(|&v| match v {
+                    Scalar::Bool(b) => u32::from(b),
+                    Scalar::I32(x) => x as u32,
+                    Scalar::F32(x) => x.to_bits(),
+                    // Rejected at code generation (no f64 on this backend).
+                    Scalar::F64(x) => (x as f32).to_bits(),
+                }),
+            );
+        }
+    }
     let mut outputs = Vec::new();
     let mut readback_bytes = 0u64;
     for (buf, _, ty) in program.outputs() {

@@ -1035,3 +1035,62 @@ fn trigonometric_functions_meet_their_bound_near_every_zero() {
         eprintln!("{op}: worst {} ULP at x = {:e} over {n} points", worst.0, worst.1);
     }
 }
+
+/// The backend conformance suite every backend runs (`rfx_lower::conformance`), on metal: each
+/// exact case bit for bit against the LIR interpreter. Cases in `f64` (which this backend
+/// rejects with `Unsupported`, checked here) and transcendental cases (held to per-argument
+/// bounds by `transcendentals_within_documented_ulp_bounds`) are counted, not compared.
+#[test]
+fn the_shared_conformance_suite_passes_on_metal() {
+    if !adapter_or_skip() {
+        return;
+    }
+    let cases = rfx_lower::conformance::cases();
+    let (mut compared, mut f64_cases, mut transcendental_cases) = (0, 0, 0);
+    let mut failures = Vec::new();
+    for case in &cases {
+        if case.transcendental.is_some() {
+            transcendental_cases += 1;
+            continue;
+        }
+        let lir = lower_kernel(&case.kernel);
+        let compiled = MetalBackend.compile(&lir, &Default::default());
+        if uses_f64(&lir) {
+            assert!(
+                matches!(
+                    compiled,
+                    Err(BackendError::Unsupported {
+                        what: Unsupported::DType(DType::F64),
+                        ..
+                    })
+                ),
+                "{}: f64 must be unsupported, got {:?}",
+                case.name,
+                compiled.map(|_| ())
+            );
+            f64_cases += 1;
+            continue;
+        }
+        let compiled = compiled.unwrap_or_else(|e| panic!("{}: {e}\n{lir}", case.name));
+        for seed in 0..2 {
+            let result = rfx_lower::conformance::check(case, &lir, compiled.as_ref(), 0, seed);
+            if let Some(f) = result.failure {
+                failures.push(format!("{} (seed {seed}): {f}", case.name));
+                break;
+            }
+        }
+        compared += 1;
+    }
+    eprintln!(
+        "{} cases: {compared} compared bit for bit, {f64_cases} in f64 (unsupported), \
+         {transcendental_cases} transcendental (bounded elsewhere)",
+        cases.len()
+    );
+    assert!(compared > 200, "only {compared} cases compared");
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}

@@ -171,6 +171,9 @@ impl KernelFn for ControlKernel {
                     Op::Iota { axis } => builder
                         .iota(node.ty.dtype, node.ty.shape.clone(), *axis)
                         .map_err(build_error)?,
+                    Op::Literal(values) => builder
+                        .literal_values(node.ty.clone(), values.clone())
+                        .map_err(build_error)?,
                     op => builder.op(op.clone(), &args).map_err(build_error)?,
                 };
                 map.push(value);

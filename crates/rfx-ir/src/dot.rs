@@ -24,6 +24,7 @@ pub fn hir_to_dot(kernel: &Kernel) -> String {
             let (label, shape) = match &node.op {
                 Op::Input { name } => (format!("{name}\\n{}", node.ty), "box"),
                 Op::Const(value) => (format!("{value}\\n{}", node.ty), "plaintext"),
+                Op::Literal(_) => (format!("literal\\n{}", node.ty), "box3d"),
                 op => (format!("%{i} {}\\n{}", describe(op), node.ty), "ellipse"),
             };
             graph.add_node((label, shape))
@@ -64,6 +65,7 @@ pub fn mir_to_dot(program: &MirProgram) -> String {
                 BufKind::Input { name } => (format!("{name}\\n{}", buffer.ty), "box"),
                 BufKind::Output { name } => (format!("{name}\\n{}", buffer.ty), "doubleoctagon"),
                 BufKind::Temp => (format!("buf{i}\\n{}", buffer.ty), "box"),
+                BufKind::Literal { .. } => (format!("literal buf{i}\\n{}", buffer.ty), "box3d"),
             };
             graph.add_node((label, shape))
         })

@@ -107,6 +107,14 @@ pub enum TypeError {
         /// The declared dtype.
         declared: DType,
     },
+    /// A `literal` (or literal buffer) whose value count is not its type's element count.
+    #[error("literal has {found} value(s) but its type has {expected} element(s)")]
+    LiteralLength {
+        /// The type's element count.
+        expected: usize,
+        /// The values given.
+        found: usize,
+    },
     /// A node whose declared result type differs from the one its typing rule gives.
     #[error("declared type {declared} but the operands give {inferred}")]
     ResultType {

@@ -27,8 +27,9 @@
 //! **`bool`** accepts `not`, `and`, `or`, `eq`, `ne` and `select`; `true > false` is not defined
 //! (ordering comparisons reject bool).
 
+use crate::error::TypeError;
 use crate::ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
-use crate::{DType, Scalar};
+use crate::{DType, Scalar, TensorType};
 
 /// Converts `x` to `to` (see [`crate::hir::Op::Cast`] for the rules).
 ///
@@ -67,6 +68,24 @@ pub fn max_exact_index(dtype: DType) -> usize {
         DType::I32 => i32::MAX as usize,
         DType::F64 => 1 << 53,
         DType::Bool => 0,
+    }
+}
+
+/// Checks the values of a `literal` (or a literal buffer) of type `ty`: one value per element,
+/// each of the type's dtype. The HIR typing rule and both buffer verifiers call it.
+pub fn check_literal(values: &[Scalar], ty: &TensorType) -> Result<(), TypeError> {
+    if values.len() != ty.shape.numel() {
+        return Err(TypeError::LiteralLength {
+            expected: ty.shape.numel(),
+            found: values.len(),
+        });
+    }
+    match values.iter().find(|v| v.dtype() != ty.dtype) {
+        Some(value) => Err(TypeError::ConstantDType {
+            literal: value.dtype(),
+            declared: ty.dtype,
+        }),
+        None => Ok(()),
     }
 }
 

@@ -77,6 +77,8 @@ pub struct KernelGenConfig {
     pub allow_broadcast: bool,
     /// Allow `iota` and `transpose`.
     pub allow_index: bool,
+    /// Allow `literal`s (random constant tensors, special values included).
+    pub allow_literal: bool,
 }
 
 impl Default for KernelGenConfig {
@@ -92,6 +94,7 @@ impl Default for KernelGenConfig {
             allow_reductions: true,
             allow_broadcast: true,
             allow_index: true,
+            allow_literal: true,
         }
     }
 }
@@ -176,8 +179,15 @@ fn random_op(
             .collect();
         rng.pick(&same).copied()
     };
-    // Without `iota` and `transpose` the draws are the ones made before they existed.
-    match rng.below(if config.allow_index { 16 } else { 14 }) {
+    // Without `iota`, `transpose` and `literal` the draws are the ones made before they existed.
+    let choices = 14 + 2 * usize::from(config.allow_index) + usize::from(config.allow_literal);
+    let draw = rng.below(choices);
+    let draw = if config.allow_literal && draw == choices - 1 {
+        16
+    } else {
+        draw
+    };
+    match draw {
         0..=3 => {
             let op = *rng.pick(UnaryOp::ALL)?;
             b.unary(op, x).ok()
@@ -276,12 +286,31 @@ fn random_op(
             }
             b.transpose(x, &perm).ok()
         }
+        16 => random_literal(rng, b, &xt),
         _ => None,
     }
 }
 
+/// A literal of type `ty`: what [`random_array`] draws, with one float value in five one of
+/// the constants `constant_like` picks from (signed zeros, small integers, infinity, NaN).
+fn random_literal(rng: &mut TestRng, b: &mut Builder, ty: &TensorType) -> Option<ValueId> {
+    let drawn = random_array(rng, ty, 0.0);
+    let values = (0..ty.shape.numel())
+        .map(|i| match drawn.get(i) {
+            Some(Scalar::F32(_) | Scalar::F64(_)) if rng.chance(0.2) => Some(constant_value(rng, ty.dtype)),
+            other => other,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    b.literal_values(ty.clone(), values).ok()
+}
+
 fn constant_like(rng: &mut TestRng, b: &mut Builder, dtype: DType) -> ValueId {
-    let value = match dtype {
+    let value = constant_value(rng, dtype);
+    b.scalar(value)
+}
+
+fn constant_value(rng: &mut TestRng, dtype: DType) -> Scalar {
+    match dtype {
         DType::Bool => Scalar::Bool(rng.chance(0.5)),
         DType::I32 => Scalar::I32(rng.below(11) as i32 - 5),
         DType::F32 | DType::F64 => {
@@ -293,8 +322,7 @@ fn constant_like(rng: &mut TestRng, b: &mut Builder, dtype: DType) -> ValueId {
             };
             Scalar::from_f64(dtype, v)
         }
-    };
-    b.scalar(value)
+    }
 }
 
 /// Random inputs for `kernel`: floats mostly uniform in [-4, 4] with special values (±0, ±Inf,

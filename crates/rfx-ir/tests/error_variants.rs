@@ -444,3 +444,33 @@ fn builder_rejects_an_iota_it_cannot_count_exactly() {
     );
     assert!(b.iota(DType::F64, [(1 << 24) + 2], 0).is_ok());
 }
+
+#[test]
+fn builder_rejects_a_literal_that_does_not_fill_its_type() {
+    use rfx_ir::Scalar;
+    let mut b = Builder::new("k");
+    let ty = TensorType::new(DType::F32, [2, 2]);
+    assert_eq!(
+        type_error(b.literal_values(ty.clone(), vec![Scalar::F32(1.0); 3])),
+        TypeError::LiteralLength {
+            expected: 4,
+            found: 3
+        }
+    );
+    assert_eq!(
+        type_error(b.literal_values(
+            ty.clone(),
+            vec![
+                Scalar::F32(1.0),
+                Scalar::F64(2.0),
+                Scalar::F32(0.0),
+                Scalar::F32(0.0)
+            ]
+        )),
+        TypeError::ConstantDType {
+            literal: DType::F64,
+            declared: DType::F32
+        }
+    );
+    assert!(b.literal_values(ty, vec![Scalar::F32(1.0); 4]).is_ok());
+}

@@ -278,3 +278,76 @@ kernel k {
     let err = rfx_ir::hir::parse(&text.replace("iota axis 1", "iota 1")).expect_err("no `axis`");
     assert_eq!(err.line, 3, "{err}");
 }
+
+/// Literal values print in a form that parses back bit for bit: signed zeros, infinities, NaN
+/// payloads and subnormals included, in every dtype.
+#[test]
+fn literals_print_and_parse_back_bit_for_bit() {
+    use rfx_ir::hir::{Builder, Op};
+    use rfx_ir::{Array, Scalar};
+    let floats = [
+        0.0f32,
+        -0.0,
+        1.5,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::from_bits(0x7fc0_0123),
+        1e-40,
+        -3.25,
+    ];
+    let mut b = Builder::new("k");
+    let x = b
+        .input("x", rfx_ir::TensorType::new(rfx_ir::DType::F32, [2, 4]))
+        .unwrap();
+    let c = b.literal(&Array::from_vec([2, 4], floats.to_vec()).unwrap());
+    let d = b.literal(
+        &Array::from_vec([3], vec![1e-310f64, -0.0, f64::from_bits(0xfff8_0000_0000_0042)]).unwrap(),
+    );
+    let i = b.literal(&Array::from_vec([2], vec![i32::MIN, 7]).unwrap());
+    let t = b.literal(&Array::from_vec([2], vec![true, false]).unwrap());
+    let e = b.literal(&Array::from_vec::<f32>([0, 3], Vec::new()).unwrap());
+    let y = b.op(Op::Binary(rfx_ir::BinaryOp::Add), &[x, c]).unwrap();
+    for (name, v) in [("y", y), ("d", d), ("i", i), ("t", t), ("e", e)] {
+        b.output(name, v).unwrap();
+    }
+    let kernel = b.finish().unwrap();
+    let text = kernel.to_string();
+    assert!(text.contains("literal [] : f32[0,3]"), "{text}");
+    let back = hir::parse(&text).expect("parses back");
+    assert_eq!(back, kernel, "{text}");
+    let Op::Literal(values) = &back.nodes()[1].op else {
+        panic!("node 1 is the literal: {text}")
+    };
+    let bits: Vec<u32> = values
+        .iter()
+        .map(|v| match v {
+            Scalar::F32(f) => f.to_bits(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(bits, floats.map(f32::to_bits));
+}
+
+#[test]
+fn literal_errors_name_the_token() {
+    let text = "kernel k {\n  %0 = literal [1, 2, 3] : i32[3]\n  output out = %0\n}\n";
+    assert!(hir::parse(text).is_ok());
+    let err = hir::parse(&text.replace("2, 3]", "2.5, 3]")).expect_err("not an i32");
+    assert_eq!(
+        (err.line, err.col, err.message.as_str()),
+        (2, 20, "`2.5` is not a literal of dtype i32")
+    );
+    let err = hir::parse(&text.replace("[1, 2, 3]", "[1, 2]")).expect_err("too few values");
+    assert_eq!((err.line, err.col), (2, 3), "{err}");
+    assert!(
+        err.message.contains("2 value(s) but its type has 3 element(s)"),
+        "{err}"
+    );
+    let err = hir::parse(&text.replace("[1, 2, 3]", "[1, 2, 3")).expect_err("unclosed");
+    assert_eq!(
+        (err.line, err.col, err.message.as_str()),
+        (2, 25, "expected `,` or `]`, found `:`")
+    );
+    let err = hir::parse(&text.replace("[1, 2, 3]", "[1, %0, 3]")).expect_err("not a literal");
+    assert_eq!((err.line, err.col), (2, 20), "{err}");
+}

@@ -1577,3 +1577,32 @@ fn transpose_moves_every_element_to_its_permuted_index() {
         }
     }
 }
+
+/// A literal matrix times an input vector (a broadcast product summed over the columns) and
+/// the literal transposed, against values worked out by hand.
+#[test]
+fn literals_hold_their_values_in_every_mode() {
+    let mut b = Builder::new("k");
+    let x = b.input("x", TensorType::new(DType::F32, [3])).unwrap();
+    let m = b.literal(&array([2, 3], vec![1.0f32, 2.0, 3.0, -1.0, 0.5, 0.25]));
+    let prod = b.binary(BinaryOp::Mul, m, x).unwrap();
+    let y = b.reduce(ReduceOp::Sum, prod, &[1], false).unwrap();
+    let t = b.transpose(m, &[1, 0]).unwrap();
+    let n = b.literal(&array([2], vec![3i32, -4]));
+    b.output("y", y).unwrap();
+    b.output("t", t).unwrap();
+    b.output("n", n).unwrap();
+    let kernel = b.finish().unwrap();
+    let x = array([3], vec![2.0f32, -1.0, 4.0]);
+    for mode in [Mode::Native, Mode::Oracle] {
+        let out = run(&kernel, std::slice::from_ref(&x), mode);
+        // [1*2 + 2*-1 + 3*4, -1*2 + 0.5*-1 + 0.25*4]
+        assert_eq!(out[0].to_f64_vec(), vec![12.0, -1.5], "{mode:?}");
+        assert_eq!(
+            out[1].to_f64_vec(),
+            vec![1.0, -1.0, 2.0, 0.5, 3.0, 0.25],
+            "{mode:?}"
+        );
+        assert_eq!(out[2].to_f64_vec(), vec![3.0, -4.0], "{mode:?}");
+    }
+}

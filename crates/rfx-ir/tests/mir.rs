@@ -265,7 +265,15 @@ fn parse_errors_point_at_the_token() {
         ),
         (
             "mir p {\n  b: f32[1] = weird\n}",
-            "2:15: expected `input`, `output` or `temp`, found `weird`",
+            "2:15: expected `input`, `output`, `temp` or `literal`, found `weird`",
+        ),
+        (
+            "mir p {\n  b: i32[2] = literal [1, 2.5]\n}",
+            "2:27: `2.5` is not a literal of dtype i32",
+        ),
+        (
+            "mir p {\n  b: i32[2] = literal [1 2]\n}",
+            "2:26: expected `,` or `]`, found `2`",
         ),
         (
             "mir p {\n  kernel k [] {\n    store\n  }\n}",

@@ -261,6 +261,21 @@ fn mir_verifier_raises_each_kind() {
             Text(&[("store buf3 = %3", "store buf0 = %3")]),
             mir::VerifyErrorKind::WriteToInput(_)
         ),
+        // `k0` stores into what is now literal data.
+        case!(
+            Text(&[(
+                "buf2: f32[2,3] = temp",
+                "buf2: f32[2,3] = literal [1, 2, 3, 4, 5, 6]"
+            )]),
+            mir::VerifyErrorKind::WriteToLiteral(_)
+        ),
+        case!(
+            Text(&[("buf1: i32[3] = input n", "buf1: i32[3] = literal [1, 2]")]),
+            mir::VerifyErrorKind::Type(rfx_ir::TypeError::LiteralLength {
+                expected: 3,
+                found: 2
+            })
+        ),
     ];
     check_cases("MIR", MIR_BASE, mir::parse, mir_errors, &cases);
 }
@@ -447,6 +462,31 @@ fn lir_verifier_raises_each_kind() {
         case!(
             Text(&[("store buf3 [3,1] = s0", "store buf0 [3,1] = s0")]),
             lir::VerifyErrorKind::WriteToInput(_)
+        ),
+        // `k0` stores into what is now literal data.
+        case!(
+            Text(&[(
+                "buf2: f32[2,3] = arena 0",
+                "buf2: f32[2,3] = literal [1, 2, 3, 4, 5, 6]"
+            )]),
+            lir::VerifyErrorKind::WriteToLiteral(_)
+        ),
+        // The parser reads values in the buffer's dtype: a mixed list needs the API.
+        case!(
+            Api(|p| {
+                let mut buffers = p.buffers().to_vec();
+                buffers[1].storage = lir::Storage::Literal {
+                    values: vec![rfx_ir::Scalar::F64(1.0)],
+                };
+                LirProgram::from_parts(
+                    p.name(),
+                    buffers,
+                    p.arena_bytes(),
+                    p.arena_align(),
+                    p.kernels().to_vec(),
+                )
+            }),
+            lir::VerifyErrorKind::Type(rfx_ir::TypeError::ConstantDType { .. })
         ),
     ];
     check_cases("LIR", LIR_BASE, lir::parse, lir_errors, &cases);

@@ -194,7 +194,65 @@ pub fn cases() -> Vec<Case> {
         push(name, k, None, None);
     }
     index_cases(&mut push);
+    literal_cases(&mut push);
     cases
+}
+
+/// Literal data (special values included, drawn like inputs): read directly, combined with an
+/// input of its shape, transposed, broadcast into larger domains, as the constant matrix of a
+/// matrix-vector product (a reduction), empty, and long enough for every vector and tile path.
+fn literal_cases(push: &mut dyn FnMut(String, Option<Kernel>, Option<&'static str>, Option<f64>)) {
+    let mut rng = TestRng::new(0x0011_e2a1);
+    for dtype in DType::ALL {
+        for (shape, x_shape, perm) in [
+            (vec![3, 17], vec![3, 17], None),
+            (vec![3, 17], vec![17, 3], Some(vec![1, 0])),
+            (vec![5], vec![4, 9, 5], None),
+            (vec![9, 1], vec![4, 9, 5], None),
+            (vec![1000], vec![1000], None),
+            (vec![0, 3], vec![0, 3], None),
+        ] {
+            let dims = shape
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("x");
+            let t = if perm.is_some() { "_transposed" } else { "" };
+            let name = format!("literal_{dtype}_{dims}{t}");
+            let value = random_array(&mut rng, &TensorType::new(dtype, shape), 0.15);
+            let mut b = Builder::new(name.clone());
+            let k = (|| {
+                let x = b.input("x", TensorType::new(dtype, x_shape)).ok()?;
+                let mut c = b.literal(&value);
+                if let Some(perm) = &perm {
+                    c = b.transpose(c, perm).ok()?;
+                }
+                let r = match dtype {
+                    DType::Bool => b.binary(BinaryOp::And, c, x).ok()?,
+                    _ => b.binary(BinaryOp::Sub, x, c).ok()?,
+                };
+                b.output("out", r).ok()?;
+                b.output("data", c).ok()?;
+                b.finish().ok()
+            })();
+            push(name, k, None, None);
+        }
+    }
+    for dtype in [DType::F32, DType::F64, DType::I32] {
+        // `F x` with a constant 6x6 `F`: a product broadcast over rows, summed along them.
+        let name = format!("literal_matvec_{dtype}");
+        let f = random_array(&mut rng, &TensorType::new(dtype, [6, 6]), 0.0);
+        let mut b = Builder::new(name.clone());
+        let k = (|| {
+            let x = b.input("x", TensorType::new(dtype, [6])).ok()?;
+            let c = b.literal(&f);
+            let p = b.binary(BinaryOp::Mul, c, x).ok()?;
+            let r = b.reduce(ReduceOp::Sum, p, &[1], false).ok()?;
+            b.output("out", r).ok()?;
+            b.finish().ok()
+        })();
+        push(name, k, None, None);
+    }
 }
 
 /// `iota` and `transpose`: indices broadcast into larger domains, transposes of inputs (a load

@@ -86,6 +86,9 @@ pub fn lower(program: &MirProgram, config: &LowerConfig) -> Result<(LirProgram, 
                 BufKind::Input { name } => Storage::Input { name: name.clone() },
                 BufKind::Output { name } => Storage::Output { name: name.clone() },
                 BufKind::Temp => Storage::Arena { offset: 0 },
+                BufKind::Literal { values } => Storage::Literal {
+                    values: values.clone(),
+                },
             },
         })
         .collect();

@@ -65,7 +65,7 @@ fn lowered_programs_match_the_hir_interpreter_on_10000_random_kernels() {
         ..LowerConfig::default()
     };
     let mut multi_kernel = 0;
-    let (mut with_iota, mut with_transpose) = (0, 0);
+    let (mut with_iota, mut with_transpose, mut with_literal) = (0, 0, 0);
     // Miri (`cargo xtask miri`) runs about a thousand times slower: a sample there.
     for seed in 0..if cfg!(miri) { 5 } else { 10_000u64 } {
         let mut rng = TestRng::new(seed);
@@ -80,6 +80,21 @@ fn lowered_programs_match_the_hir_interpreter_on_10000_random_kernels() {
         let has = |f: fn(&hir::Op) -> bool| kernel.nodes().iter().any(|n| f(&n.op));
         with_iota += usize::from(has(|op| matches!(op, hir::Op::Iota { .. })));
         with_transpose += usize::from(has(|op| matches!(op, hir::Op::Transpose { .. })));
+        // Literal data survives to the LIR (unless folded to a splat or dead), and its text
+        // reads back to the same program.
+        if lir
+            .buffers()
+            .iter()
+            .any(|b| matches!(b.storage, rfx_ir::lir::Storage::Literal { .. }))
+        {
+            with_literal += 1;
+            let text = lir.to_string();
+            assert_eq!(
+                rfx_ir::lir::parse(&text).as_ref(),
+                Ok(&lir),
+                "seed {seed}:\n{text}"
+            );
+        }
         let inputs = random_inputs(&mut rng, &kernel, 0.2);
         let named: Vec<(String, ArrayView<'_>)> = kernel
             .inputs()
@@ -103,8 +118,9 @@ fn lowered_programs_match_the_hir_interpreter_on_10000_random_kernels() {
     assert!(multi_kernel > 100, "only {multi_kernel} multi-kernel programs");
     if !cfg!(miri) {
         assert!(
-            with_iota > 500 && with_transpose > 500,
-            "{with_iota} kernels with an iota, {with_transpose} with a transpose"
+            with_iota > 500 && with_transpose > 500 && with_literal > 500,
+            "{with_iota} kernels with an iota, {with_transpose} with a transpose, {with_literal} \
+             with literal data"
         );
     }
 }

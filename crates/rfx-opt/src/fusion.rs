@@ -112,12 +112,16 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
 fn is_computed(kernel: &Kernel, value: ValueId) -> bool {
     kernel
         .node(value)
-        .is_some_and(|n| !matches!(n.op, Op::Input { .. } | Op::Const(_)))
+        .is_some_and(|n| !matches!(n.op, Op::Input { .. } | Op::Const(_) | Op::Literal(_)))
 }
 
-/// A value no kernel stores unless it is an output: an input, a constant or an `iota`.
+/// A value no kernel stores unless it is an output: an input, a constant, a literal or an
+/// `iota`.
 fn is_leaf(op: &Op) -> bool {
-    matches!(op, Op::Input { .. } | Op::Const(_) | Op::Iota { .. })
+    matches!(
+        op,
+        Op::Input { .. } | Op::Const(_) | Op::Literal(_) | Op::Iota { .. }
+    )
 }
 
 /// The value under a chain of transposes starting at `value` (`value` itself when it is not a
@@ -319,6 +323,19 @@ impl Plan<'_> {
                     name: name.to_string(),
                 },
             });
+        }
+        // A literal is read like an input, from a buffer of its values (one per distinct
+        // literal: the e-graph merged equal ones).
+        for (index, node) in kernel.nodes().iter().enumerate() {
+            if let (Op::Literal(values), true) = (&node.op, self.live[index]) {
+                input_buf.insert(ValueId::new(index), BufId::new(buffers.len()));
+                buffers.push(Buffer {
+                    ty: node.ty.clone(),
+                    kind: BufKind::Literal {
+                        values: values.clone(),
+                    },
+                });
+            }
         }
         // Every buffer a root writes; the first one is where other kernels read it.
         let mut root_bufs: BTreeMap<ValueId, Vec<BufId>> = BTreeMap::new();
@@ -524,7 +541,7 @@ impl KernelEmitter<'_, '_> {
         let dtype = node.ty.dtype;
         let operand = |i: usize| node.args.get(i).copied().ok_or(OptError::InvalidValue(v));
         let result = match &node.op {
-            Op::Input { .. } | Op::Const(_) => return self.value(v),
+            Op::Input { .. } | Op::Const(_) | Op::Literal(_) => return self.value(v),
             Op::Iota { axis } => self.iota(&node.ty, *axis, v)?,
             Op::Transpose { .. } => self.transposed(v)?,
             Op::Unary(op) => {

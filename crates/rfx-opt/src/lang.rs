@@ -39,6 +39,8 @@ pub(crate) enum Head {
     Cast(DType),
     BroadcastTo(Shape),
     Reshape(Shape),
+    /// A constant tensor: its values (row-major), dtype and shape.
+    Literal(Vec<OrdScalar>, DType, Shape),
     /// The index along an axis of a tensor of the given dtype and shape.
     Iota(usize, DType, Shape),
     Transpose(Vec<usize>),
@@ -59,6 +61,7 @@ impl Head {
             Head::BroadcastTo(_) => "broadcast_to",
             Head::Reshape(_) => "reshape",
             Head::Iota(..) => "iota",
+            Head::Literal(..) => "literal",
             Head::Transpose(_) => "transpose",
             Head::Reduce(op, ..) => op.name(),
         }
@@ -93,6 +96,7 @@ impl Node {
             Head::BroadcastTo(_) => Op::BroadcastTo,
             Head::Reshape(_) => Op::Reshape,
             Head::Iota(axis, ..) => Op::Iota { axis: *axis },
+            Head::Literal(values, ..) => Op::Literal(values.iter().map(|v| v.0).collect()),
             Head::Transpose(perm) => Op::Transpose { perm: perm.clone() },
             Head::Reduce(op, axes, keepdims) => Op::Reduce {
                 op: *op,
@@ -182,7 +186,9 @@ impl Analysis<Node> for RfxAnalysis {
             let target = match &enode.head {
                 Head::Input(i) => egraph.analysis.input_types.get(*i as usize).cloned(),
                 Head::Const(value, shape) => Some(TensorType::new(value.0.dtype(), shape.clone())),
-                Head::Iota(_, dtype, shape) => Some(TensorType::new(*dtype, shape.clone())),
+                Head::Iota(_, dtype, shape) | Head::Literal(_, dtype, shape) => {
+                    Some(TensorType::new(*dtype, shape.clone()))
+                }
                 Head::Cast(dtype) => arg_types.first().map(|t| TensorType {
                     dtype: *dtype,
                     shape: t.shape.clone(),
@@ -247,6 +253,11 @@ fn fold(
         // An iota along an axis of extent 1 is 0 everywhere.
         Head::Iota(axis, dtype, shape) => match shape.dims().get(*axis) {
             Some(1) => semantics::index_value(0, *dtype),
+            _ => None,
+        },
+        // A literal whose values all have the same bits is that splat.
+        Head::Literal(values, ..) => match values.split_first() {
+            Some((first, rest)) if rest.iter().all(|v| v == first) => Some(first.0),
             _ => None,
         },
         // Permuting a splat gives the same splat.

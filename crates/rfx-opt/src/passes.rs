@@ -90,6 +90,9 @@ fn copy_node(b: &mut Builder, node: &rfx_ir::hir::Node, args: &[ValueId]) -> Res
         Op::Iota { axis } => b
             .iota(node.ty.dtype, node.ty.shape.clone(), *axis)
             .map_err(OptError::Rebuild)?,
+        Op::Literal(values) => b
+            .literal_values(node.ty.clone(), values.clone())
+            .map_err(OptError::Rebuild)?,
         op => b.op(op.clone(), args).map_err(OptError::Rebuild)?,
     };
     Ok(value)

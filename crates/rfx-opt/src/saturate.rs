@@ -53,6 +53,11 @@ pub(crate) fn to_egraph(kernel: &Kernel, config: &OptConfig) -> Result<(RfxGraph
             Op::BroadcastTo => Head::BroadcastTo(node.ty.shape.clone()),
             Op::Reshape => Head::Reshape(node.ty.shape.clone()),
             Op::Iota { axis } => Head::Iota(*axis, node.ty.dtype, node.ty.shape.clone()),
+            Op::Literal(values) => Head::Literal(
+                values.iter().map(|&v| OrdScalar(v)).collect(),
+                node.ty.dtype,
+                node.ty.shape.clone(),
+            ),
             Op::Transpose { perm } => Head::Transpose(perm.clone()),
             Op::Reduce { op, axes, keepdims } => Head::Reduce(*op, axes.clone(), *keepdims),
         };
@@ -133,6 +138,8 @@ pub(crate) fn op_cost(head: &Head, dtype: DType) -> f64 {
     let wide = if dtype == DType::F64 { 2.0 } else { 1.0 };
     match head {
         Head::Input(_) | Head::Const(..) => 0.0,
+        // A load: dearer than the splat a literal of equal values folds to.
+        Head::Literal(..) => 0.25,
         Head::BroadcastTo(_) | Head::Reshape(_) | Head::Transpose(_) => 0.25,
         Head::Iota(..) => 1.0,
         Head::Cast(_) | Head::Select | Head::Compare(_) => 1.0,
@@ -251,6 +258,12 @@ fn build_class(
             Head::Iota(axis, dtype, shape) => {
                 b.iota(*dtype, shape.clone(), *axis).map_err(OptError::Rebuild)?
             }
+            Head::Literal(values, dtype, shape) => b
+                .literal_values(
+                    TensorType::new(*dtype, shape.clone()),
+                    values.iter().map(|v| v.0).collect(),
+                )
+                .map_err(OptError::Rebuild)?,
             _ => b.op(node.to_op(), &args).map_err(OptError::Rebuild)?,
         };
         built.insert(class, value);

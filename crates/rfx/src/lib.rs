@@ -49,7 +49,7 @@ pub use func::{
     TransformKind,
 };
 pub use jit::{Arg, IntoArgs, Jit, JitError, array};
-pub use trace::{All, Axes, Operand, Tensor, TraceError, TraceOutput, where_};
+pub use trace::{All, Axes, Operand, Tensor, TraceError, TraceOutput, constant, where_};
 
 pub use rfx_ir::hir::Kernel;
 pub use rfx_ir::{Array, ArrayData, ArrayView, ArrayViewMut, DType, Element, Scalar, Shape, TensorType};
@@ -123,7 +123,7 @@ macro_rules! jit {
 /// The names most programs need: `use rfx::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        All, Array, DType, Jit, JitError, Shape, Tensor, TensorType, grad, hvp, jacobian, jit, jvp,
+        All, Array, DType, Jit, JitError, Shape, Tensor, TensorType, constant, grad, hvp, jacobian, jit, jvp,
         value_and_grad, where_,
     };
 }

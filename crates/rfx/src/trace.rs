@@ -12,7 +12,7 @@ use std::ops;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use rfx_ir::hir::{BuildError, Builder, Kernel, ValueId};
-use rfx_ir::{BinaryOp, CmpOp, DType, ReduceOp, Scalar, Shape, TensorType, UnaryOp};
+use rfx_ir::{Array, BinaryOp, CmpOp, DType, ReduceOp, Scalar, Shape, TensorType, UnaryOp};
 
 /// Why tracing a function failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -560,6 +560,15 @@ impl Tensor {
     pub fn mean_all(self) -> Tensor {
         self.mean(All)
     }
+}
+
+/// A constant tensor holding `value` (its dtype, shape and elements), recorded into the active
+/// trace: a small matrix (a Kalman transition, a DH table) that is part of the kernel rather
+/// than an input. A compiled kernel keeps the values in read-only memory of its own (on a GPU,
+/// a device buffer written once), and the optimiser turns a constant whose elements are all
+/// equal into a splat. Outside a traced function the result is a tensor every trace rejects.
+pub fn constant(value: &Array) -> Tensor {
+    Tensor::record("literal", &[], |b, _| Ok(b.literal(value)))
 }
 
 /// `where_(cond, a, b)`: `a` where `cond` is true, else `b` (NumPy's `where`).

@@ -520,3 +520,91 @@ fn transposes_and_indices_trace_and_run() {
         }
     }
 }
+
+/// A Kalman predict whose transition and process-noise matrices are constants of the kernel
+/// (`rfx::constant`), not inputs: `F x` and `F P Fᵀ + Q` against the products computed by hand
+/// in f64; and a gradient through a constant weight vector (`d/dx sum(w x²) = 2 w x`).
+#[test]
+fn constant_matrices_are_part_of_the_kernel() {
+    const N: usize = 4;
+    fn matmul(a: Tensor, b: Tensor) -> Tensor {
+        (a.reshape([N, N, 1]) * b.reshape([1, N, N])).sum(&[1][..])
+    }
+    let dt = 0.05;
+    let f: Vec<f64> = vec![
+        1.0, 0.0, dt, 0.0, //
+        0.0, 1.0, 0.0, dt, //
+        0.0, 0.0, 1.0, 0.0, //
+        0.0, 0.0, 0.0, 1.0,
+    ];
+    let q: Vec<f64> = (0..N * N)
+        .map(|i| {
+            if i % (N + 1) == 0 {
+                1e-3 * (1 + i) as f64
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    let (f_array, q_array) = (
+        Array::from_vec([N, N], f.clone()).unwrap(),
+        Array::from_vec([N, N], q.clone()).unwrap(),
+    );
+    let predict = rfx::jit(
+        rfx::Func::with_constants(move |x: Tensor, p: Tensor| {
+            let (f, q) = (rfx::constant(&f_array), rfx::constant(&q_array));
+            ((f * x).sum(&[1][..]), matmul(matmul(f, p), f.t()) + q)
+        })
+        .named(&["x", "p"]),
+    );
+    assert_eq!(predict.input_names(), ["x", "p"]);
+    let kernel = predict
+        .trace(&[
+            TensorType::new(DType::F64, [N]),
+            TensorType::new(DType::F64, [N, N]),
+        ])
+        .unwrap();
+    assert_eq!(kernel.inputs().count(), 2, "{kernel}");
+    assert!(kernel.to_string().contains("literal [1.0, 0.0, 0.05"), "{kernel}");
+
+    let mut rng = StdRng::seed_from_u64(23);
+    let mut draw = |k: usize| -> Vec<f64> { (0..k).map(|_| rng.random_range(-1.0..1.0)).collect() };
+    for _ in 0..3 {
+        let (x, p) = (draw(N), draw(N * N));
+        let out = predict
+            .call((
+                &Array::from_vec([N], x.clone()).unwrap(),
+                &Array::from_vec([N, N], p.clone()).unwrap(),
+            ))
+            .unwrap();
+        let (x_next, p_next) = (
+            out[0].as_slice::<f64>().unwrap(),
+            out[1].as_slice::<f64>().unwrap(),
+        );
+        for i in 0..N {
+            let want: f64 = (0..N).map(|k| f[i * N + k] * x[k]).sum();
+            assert!(
+                (x_next[i] - want).abs() < 1e-14,
+                "x'[{i}]: {} vs {want}",
+                x_next[i]
+            );
+            for j in 0..N {
+                let mut want = q[i * N + j];
+                for k in 0..N {
+                    for l in 0..N {
+                        want += f[i * N + k] * p[k * N + l] * f[j * N + l];
+                    }
+                }
+                let got = p_next[i * N + j];
+                assert!((got - want).abs() < 1e-13, "P'[{i},{j}]: {got} vs {want}");
+            }
+        }
+    }
+
+    let g = rfx::jit(rfx::grad(|x: Tensor| {
+        let w = rfx::constant(&Array::from_vec([3], vec![0.5f64, -2.0, 4.0]).unwrap());
+        (w * x * x).sum(All)
+    }));
+    let out = g.call((&[1.5f64, -0.25, 3.0],)).unwrap();
+    assert_eq!(out[0].as_slice::<f64>(), Some(&[1.5, 1.0, 24.0][..]));
+}

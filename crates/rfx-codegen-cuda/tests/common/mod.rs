@@ -152,6 +152,19 @@ pub(crate) fn corpus_cases() -> Vec<Case> {
         .collect()
 }
 
+/// The backend conformance suite every backend runs (`rfx_lower::conformance::cases`), lowered,
+/// each case's name prefixed with `suite_`.
+pub(crate) fn suite_cases() -> Vec<Case> {
+    rfx_lower::conformance::cases()
+        .into_iter()
+        .map(|c| Case {
+            name: format!("suite_{}", c.name),
+            lir: lower_kernel(&c.kernel),
+            kernel: c.kernel,
+        })
+        .collect()
+}
+
 /// `count` random kernels (seeds 1..=count).
 pub(crate) fn random_cases(count: u64) -> Vec<Case> {
     let config = KernelGenConfig {

@@ -3,7 +3,7 @@
 use super::{Kernel, Node, Op, Output, ValueId, result_type};
 use crate::error::TypeError;
 use crate::ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
-use crate::{DType, Scalar, Shape, TensorType};
+use crate::{Array, DType, Scalar, Shape, TensorType};
 
 /// Why a [`Builder`] call was rejected. Nothing is added to the kernel when a call fails.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -111,6 +111,22 @@ impl Builder {
             Vec::new(),
             TensorType::new(value.dtype(), shape),
         )
+    }
+
+    /// A constant tensor holding `value`'s elements (its dtype and shape).
+    pub fn literal(&mut self, value: &Array) -> ValueId {
+        let values = (0..value.shape().numel()).filter_map(|i| value.get(i)).collect();
+        self.push(
+            Op::Literal(values),
+            Vec::new(),
+            TensorType::new(value.dtype(), value.shape().clone()),
+        )
+    }
+
+    /// A constant tensor of type `ty` holding `values` in row-major order (one per element, each
+    /// of `ty`'s dtype).
+    pub fn literal_values(&mut self, ty: TensorType, values: Vec<Scalar>) -> Result<ValueId, BuildError> {
+        self.op_with_target(Op::Literal(values), &[], Some(ty))
     }
 
     /// Adds any node whose type follows from its operands (elementwise ops, `transpose` and

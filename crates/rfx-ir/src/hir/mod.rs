@@ -61,6 +61,10 @@ pub enum Op {
     /// A constant: the scalar splatted to the node's shape. No operands; the literal's dtype
     /// must equal the node's dtype.
     Const(Scalar),
+    /// A constant tensor: one value per element of the node's type, in row-major order, each of
+    /// the node's dtype. No operands. Small matrices (a Kalman transition, a DH table) are
+    /// literals of the kernel rather than inputs.
+    Literal(Vec<Scalar>),
     /// An elementwise one-operand op.
     Unary(UnaryOp),
     /// An elementwise two-operand op; operands broadcast.
@@ -113,6 +117,7 @@ impl Op {
         match self {
             Op::Input { .. } => "input",
             Op::Const(_) => "const",
+            Op::Literal(_) => "literal",
             Op::Unary(op) => op.name(),
             Op::Binary(op) => op.name(),
             Op::Compare(op) => op.name(),
@@ -130,7 +135,7 @@ impl Op {
     /// The number of operands the op takes.
     pub fn arity(&self) -> usize {
         match self {
-            Op::Input { .. } | Op::Const(_) | Op::Iota { .. } => 0,
+            Op::Input { .. } | Op::Const(_) | Op::Literal(_) | Op::Iota { .. } => 0,
             Op::Unary(_)
             | Op::Cast
             | Op::BroadcastTo
@@ -244,8 +249,8 @@ impl Kernel {
 
 /// Computes the result type of `op` applied to operands of types `args`.
 ///
-/// `target` supplies what the operands cannot determine: the type of an `input`, `const` or
-/// `iota`, the dtype of a `cast`, the shape of `broadcast_to` and `reshape`. It is ignored by other ops.
+/// `target` supplies what the operands cannot determine: the type of an `input`, `const`,
+/// `literal` or `iota`, the dtype of a `cast`, the shape of `broadcast_to` and `reshape`. It is ignored by other ops.
 /// The builders and the verifiers both call this function, so they agree by construction.
 pub fn result_type(
     op: &Op,
@@ -277,6 +282,11 @@ pub fn result_type(
                     declared: ty.dtype,
                 });
             }
+            Ok(ty)
+        }
+        Op::Literal(values) => {
+            let ty = need_target()?;
+            crate::semantics::check_literal(values, &ty)?;
             Ok(ty)
         }
         Op::Unary(u) => {

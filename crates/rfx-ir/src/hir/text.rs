@@ -19,6 +19,7 @@
 //! statement := VALUE "=" op ":" type | "output" IDENT "=" VALUE
 //! op        := "input" IDENT
 //!            | "const" LITERAL
+//!            | "literal" "[" [LITERAL ("," LITERAL)*] "]"   # row-major, one per element
 //!            | "iota" "axis" INT
 //!            | "transpose" VALUE "perm" dims
 //!            | REDUCE VALUE "axes" dims ["keepdims"]     # REDUCE: sum prod max min mean
@@ -30,7 +31,7 @@
 //! `max`/`min` followed by `axes` are reductions, otherwise the elementwise ops. Value names are
 //! any `%identifier`; the parser numbers values densely in order of definition, so printing a
 //! parsed kernel renumbers it. The target of `cast`, `broadcast_to` and `reshape`, and the
-//! type of `iota`, is the statement's type.
+//! type of `iota` and `literal`, is the statement's type.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -75,6 +76,10 @@ fn print_op(node: &Node, f: &mut dyn fmt::Write) -> fmt::Result {
         Op::Input { name } => return write!(f, "input {name}"),
         Op::Const(value) => return write!(f, "const {value}"),
         Op::Iota { axis } => return write!(f, "iota axis {axis}"),
+        Op::Literal(values) => {
+            f.write_str("literal ")?;
+            return crate::text::write_literals(f, values);
+        }
         _ => {}
     }
     f.write_str(node.op.name())?;
@@ -237,6 +242,7 @@ fn parse_statement<'a>(cur: &mut Cursor<'a>) -> Result<RawNode<'a>, ParseError> 
     let op_tok = cur.expect_ident("an op name")?;
     let mut args = Vec::new();
     let mut literal = None;
+    let mut literals = None;
     let op = match op_tok.text {
         "input" => Op::Input {
             name: cur.expect_ident("an input name")?.text.to_string(),
@@ -245,6 +251,11 @@ fn parse_statement<'a>(cur: &mut Cursor<'a>) -> Result<RawNode<'a>, ParseError> 
             literal = Some(cur.expect_literal()?);
             // Placeholder until the type is known; replaced below.
             Op::Const(Scalar::Bool(false))
+        }
+        "literal" => {
+            literals = Some(cur.parse_literal_list()?);
+            // Placeholder until the dtype is known; replaced below.
+            Op::Literal(Vec::new())
         }
         "iota" => {
             cur.expect_keyword("axis")?;
@@ -290,6 +301,10 @@ fn parse_statement<'a>(cur: &mut Cursor<'a>) -> Result<RawNode<'a>, ParseError> 
                 format!("`{}` is not a literal of dtype {}", tok.text, ty.dtype),
             )
         })?),
+        (op, _) => op,
+    };
+    let op = match (op, literals) {
+        (Op::Literal(_), Some(tokens)) => Op::Literal(crate::text::typed_literals(&tokens, ty.dtype)?),
         (op, _) => op,
     };
     Ok(RawNode { op, args, ty })

@@ -135,6 +135,10 @@ fn eval_node(node: &Node, values: &[Array], mode: Mode) -> Option<Array> {
             let value = semantics::cast(*value, out_dtype);
             Some(Array::filled(value, out_shape.clone()))
         }
+        Op::Literal(values) => {
+            let values = values.iter().map(|&v| semantics::cast(v, out_dtype));
+            Array::new(out_shape.clone(), ArrayData::from_scalars(out_dtype, values)?).ok()
+        }
         Op::Unary(op) => eval_elementwise(out_shape, out_dtype, &args, |x| {
             semantics::unary(*op, *x.first()?)
         }),

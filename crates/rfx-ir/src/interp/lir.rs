@@ -73,9 +73,13 @@ impl Memory {
         for buffer in program.buffers() {
             let dtype = compute_dtype(mode, buffer.ty.dtype);
             let numel = buffer.ty.shape.numel();
-            match buffer.storage {
+            match &buffer.storage {
                 Storage::Input { .. } => {
                     host.push(inputs.next().unwrap_or_default());
+                    places.push((None, dtype));
+                }
+                Storage::Literal { values } => {
+                    host.push(values.iter().map(|&v| crate::semantics::cast(v, dtype)).collect());
                     places.push((None, dtype));
                 }
                 Storage::Output { .. } => {

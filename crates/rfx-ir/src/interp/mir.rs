@@ -30,8 +30,12 @@ pub fn run_mir(
     let mut bound = bind_inputs(declared.into_iter(), inputs, mode)?.into_iter();
     let mut memory = Vec::with_capacity(program.buffers().len());
     for buffer in program.buffers() {
-        memory.push(match buffer.kind {
+        memory.push(match &buffer.kind {
             BufKind::Input { .. } => bound.next().unwrap_or_default(),
+            BufKind::Literal { values } => {
+                let dtype = compute_dtype(mode, buffer.ty.dtype);
+                values.iter().map(|&v| crate::semantics::cast(v, dtype)).collect()
+            }
             _ => vec![Scalar::zero(compute_dtype(mode, buffer.ty.dtype)); buffer.ty.shape.numel()],
         });
     }

@@ -48,6 +48,12 @@ pub enum Storage {
         /// Byte offset of element 0; a multiple of the dtype's size.
         offset: usize,
     },
+    /// Constant data the compiled program owns (a HIR `literal`): one value per element in
+    /// row-major order, each of the buffer's dtype; never written.
+    Literal {
+        /// The values.
+        values: Vec<Scalar>,
+    },
 }
 
 /// A dense, row-major buffer and where it lives.

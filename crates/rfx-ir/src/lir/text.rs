@@ -53,6 +53,11 @@ pub(crate) fn print_program(
             Storage::Input { name } => writeln!(out, "input {name}")?,
             Storage::Output { name } => writeln!(out, "output {name}")?,
             Storage::Arena { offset } => writeln!(out, "arena {offset}")?,
+            Storage::Literal { values } => {
+                out.push_str("literal ");
+                crate::text::write_literals(out, values)?;
+                out.push('\n');
+            }
         }
         annotate(out, VerifyLocation::Buffer(id), "  ")?;
     }
@@ -163,8 +168,13 @@ pub fn parse(src: &str) -> Result<LirProgram, ParseError> {
             Storage::Arena {
                 offset: c.expect_usize("an arena offset in bytes")?,
             }
+        } else if c.eat_keyword("literal") {
+            let tokens = c.parse_literal_list()?;
+            Storage::Literal {
+                values: crate::text::typed_literals(&tokens, ty.dtype)?,
+            }
         } else {
-            return Err(c.expected("`input`, `output` or `arena`"));
+            return Err(c.expected("`input`, `output`, `arena` or `literal`"));
         };
         buffers.push(LirBuffer { ty, storage });
     }

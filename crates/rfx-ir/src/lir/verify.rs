@@ -129,6 +129,9 @@ pub enum VerifyErrorKind {
     /// A store or reduce into a program input.
     #[error("input buffer {0} is written")]
     WriteToInput(BufId),
+    /// A store or reduce into a literal buffer.
+    #[error("literal buffer {0} is written")]
+    WriteToLiteral(BufId),
     /// An output no kernel writes.
     #[error("output buffer {0} is never written")]
     OutputNotWritten(BufId),
@@ -304,6 +307,12 @@ pub fn verify(program: &LirProgram) -> Result<(), VerifyErrors> {
                 }
                 if offset % align != 0 {
                     push(loc, VerifyErrorKind::ArenaMisaligned { buf, offset, align });
+                }
+                continue;
+            }
+            Storage::Literal { values } => {
+                if let Err(e) = crate::semantics::check_literal(values, &buffer.ty) {
+                    push(loc, VerifyErrorKind::Type(e));
                 }
                 continue;
             }
@@ -540,16 +549,14 @@ fn check_inst(
                 });
             }
             check_strides(strides, push);
-            if !matches!(buffer.storage, Storage::Input { .. })
+            if !matches!(buffer.storage, Storage::Input { .. } | Storage::Literal { .. })
                 && first_writer[buf.index()].is_none_or(|w| w >= k)
             {
                 push(VerifyErrorKind::ReadBeforeWrite(buf));
             }
         }
         Inst::Store { strides, src, .. } => {
-            if matches!(buffer.storage, Storage::Input { .. }) {
-                push(VerifyErrorKind::WriteToInput(buf));
-            }
+            check_writable(&buffer.storage, buf, push);
             if dtype(*src) != buffer_dtype {
                 push(VerifyErrorKind::WriteDType {
                     buf,
@@ -560,9 +567,7 @@ fn check_inst(
             check_strides(strides, push);
         }
         Inst::Reduce { op, src, .. } => {
-            if matches!(buffer.storage, Storage::Input { .. }) {
-                push(VerifyErrorKind::WriteToInput(buf));
-            }
+            check_writable(&buffer.storage, buf, push);
             if dtype(*src) != buffer_dtype {
                 push(VerifyErrorKind::WriteDType {
                     buf,
@@ -585,5 +590,14 @@ fn check_inst(
             }
         }
         _ => {}
+    }
+}
+
+/// A store or reduction may write an output or an arena temporary, never an input or a literal.
+fn check_writable(storage: &Storage, buf: BufId, push: &mut impl FnMut(VerifyErrorKind)) {
+    match storage {
+        Storage::Input { .. } => push(VerifyErrorKind::WriteToInput(buf)),
+        Storage::Literal { .. } => push(VerifyErrorKind::WriteToLiteral(buf)),
+        Storage::Output { .. } | Storage::Arena { .. } => {}
     }
 }

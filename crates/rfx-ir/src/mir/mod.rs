@@ -46,6 +46,12 @@ pub enum BufKind {
     },
     /// A temporary that carries values from one kernel to later ones.
     Temp,
+    /// Constant data of the program (a HIR `literal`): one value per element in row-major
+    /// order, each of the buffer's dtype; never written.
+    Literal {
+        /// The values.
+        values: Vec<Scalar>,
+    },
 }
 
 /// A dense, row-major buffer of the program.

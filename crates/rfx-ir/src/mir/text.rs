@@ -47,6 +47,11 @@ pub(crate) fn print_program(
             BufKind::Input { name } => writeln!(out, "input {name}")?,
             BufKind::Output { name } => writeln!(out, "output {name}")?,
             BufKind::Temp => writeln!(out, "temp")?,
+            BufKind::Literal { values } => {
+                out.push_str("literal ");
+                crate::text::write_literals(out, values)?;
+                out.push('\n');
+            }
         }
         annotate(out, VerifyLocation::Buffer(id), "  ")?;
     }
@@ -116,8 +121,13 @@ pub fn parse(src: &str) -> Result<MirProgram, ParseError> {
             }
         } else if c.eat_keyword("temp") {
             BufKind::Temp
+        } else if c.eat_keyword("literal") {
+            let tokens = c.parse_literal_list()?;
+            BufKind::Literal {
+                values: crate::text::typed_literals(&tokens, ty.dtype)?,
+            }
         } else {
-            return Err(c.expected("`input`, `output` or `temp`"));
+            return Err(c.expected("`input`, `output`, `temp` or `literal`"));
         };
         buffers.push(Buffer { ty, kind });
     }

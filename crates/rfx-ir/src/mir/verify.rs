@@ -149,6 +149,9 @@ pub enum VerifyErrorKind {
     /// A write to a program input.
     #[error("input buffer {0} is written")]
     WriteToInput(BufId),
+    /// A write to a literal buffer.
+    #[error("literal buffer {0} is written")]
+    WriteToLiteral(BufId),
     /// An output no kernel writes.
     #[error("output buffer {0} is never written")]
     OutputNotWritten(BufId),
@@ -257,6 +260,12 @@ pub fn verify(program: &MirProgram) -> Result<(), VerifyErrors> {
                 VerifyErrorKind::DuplicateOutputName,
             ),
             BufKind::Temp => continue,
+            BufKind::Literal { values } => {
+                if let Err(e) = crate::semantics::check_literal(values, &buffer.ty) {
+                    push(loc, VerifyErrorKind::Type(e));
+                }
+                continue;
+            }
         };
         if !is_identifier(name) {
             push(loc, VerifyErrorKind::InvalidName(name.clone()));
@@ -287,7 +296,7 @@ pub fn verify(program: &MirProgram) -> Result<(), VerifyErrors> {
         if matches!(buffer.kind, BufKind::Output { .. }) && count == 0 {
             push(loc, VerifyErrorKind::OutputNotWritten(buf));
         }
-        if count > 1 && !matches!(buffer.kind, BufKind::Input { .. }) {
+        if count > 1 && !matches!(buffer.kind, BufKind::Input { .. } | BufKind::Literal { .. }) {
             push(loc, VerifyErrorKind::MultipleWrites { buf, count });
         }
     }
@@ -357,7 +366,7 @@ fn verify_kernel(
             if let Err(kind) = check_strides(*buf, strides, domain.dims(), buffer.ty.shape.numel()) {
                 push(loc, kind);
             }
-            if !matches!(buffer.kind, BufKind::Input { .. }) {
+            if !matches!(buffer.kind, BufKind::Input { .. } | BufKind::Literal { .. }) {
                 if writes.contains(buf) {
                     push(loc, VerifyErrorKind::ReadOwnWrite(*buf));
                 } else if writer[buf.index()].is_none_or(|w| w >= k) {
@@ -431,8 +440,10 @@ fn check_write(
         push(VerifyErrorKind::UnknownBuffer(buf));
         return;
     };
-    if matches!(buffer.kind, BufKind::Input { .. }) {
-        push(VerifyErrorKind::WriteToInput(buf));
+    match buffer.kind {
+        BufKind::Input { .. } => push(VerifyErrorKind::WriteToInput(buf)),
+        BufKind::Literal { .. } => push(VerifyErrorKind::WriteToLiteral(buf)),
+        _ => {}
     }
     if buffer.ty.shape.numel() != numel {
         push(VerifyErrorKind::WriteNumel {

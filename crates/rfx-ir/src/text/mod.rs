@@ -312,6 +312,25 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// Parses a list of literal tokens `[v0, v1, ...]` (possibly `[]`); their dtype is known
+    /// only later (see [`typed_literals`]).
+    pub(crate) fn parse_literal_list(&mut self) -> Result<Vec<Token<'a>>, ParseError> {
+        self.expect_punct("[")?;
+        let mut values = Vec::new();
+        if !self.eat_punct("]") {
+            loop {
+                values.push(self.expect_literal()?);
+                if self.eat_punct("]") {
+                    break;
+                }
+                if !self.eat_punct(",") {
+                    return Err(self.expected("`,` or `]`"));
+                }
+            }
+        }
+        Ok(values)
+    }
+
     /// Parses `[d0,d1,...]` (possibly `[]`).
     pub(crate) fn parse_dims(&mut self) -> Result<Vec<usize>, ParseError> {
         self.expect_punct("[")?;
@@ -358,4 +377,28 @@ impl<'a> Cursor<'a> {
             Err(self.expected("end of input"))
         }
     }
+}
+
+/// Reads literal tokens as values of `dtype`; the error names the first token that is not one.
+pub(crate) fn typed_literals(tokens: &[Token<'_>], dtype: DType) -> Result<Vec<crate::Scalar>, ParseError> {
+    tokens
+        .iter()
+        .map(|&tok| {
+            crate::parse_scalar(tok.text, dtype).ok_or_else(|| {
+                Cursor::message_at(tok, format!("`{}` is not a literal of dtype {dtype}", tok.text))
+            })
+        })
+        .collect()
+}
+
+/// Writes `[v0, v1, ...]` in the form [`typed_literals`] reads back bit for bit.
+pub(crate) fn write_literals(f: &mut dyn std::fmt::Write, values: &[crate::Scalar]) -> std::fmt::Result {
+    f.write_char('[')?;
+    for (i, value) in values.iter().enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        write!(f, "{value}")?;
+    }
+    f.write_char(']')
 }

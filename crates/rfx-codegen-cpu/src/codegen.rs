@@ -138,6 +138,34 @@ pub(crate) fn table_entries(program: &LirProgram) -> Vec<Option<usize>> {
         .collect()
 }
 
+/// `(x / d, x % d)` for a constant `d`: a shift and a mask for a power of two; with `small`
+/// (the caller knows `x <= 2^32`), a multiply-high by `ceil(2^64 / d)`, exact for every such `x`
+/// and `d < 2^32` (the error `x * e / 2^64 < 2^-32` never reaches the next multiple, which is at
+/// least `1/d` away); otherwise a division.
+fn div_rem_const(b: &mut FunctionBuilder<'_>, x: Value, d: u64, small: bool) -> (Value, Value) {
+    if d <= 1 {
+        // `x / 1`; a dimension of 0 has no points, so its code never runs.
+        let zero = b.ins().iconst(types::I64, 0);
+        return (x, zero);
+    }
+    if d.is_power_of_two() {
+        let q = b.ins().ushr_imm_s(x, i64::from(d.trailing_zeros()));
+        let r = b.ins().band_imm_s(x, (d - 1) as i64);
+        return (q, r);
+    }
+    if small && d < 1 << 32 {
+        let magic = (u128::from(u64::MAX) + 1).div_ceil(u128::from(d)) as u64;
+        let m = b.ins().iconst(types::I64, magic as i64);
+        let q = b.ins().umulhi(x, m);
+        let qd = b.ins().imul_imm_s(q, d as i64);
+        let r = b.ins().isub(x, qd);
+        return (q, r);
+    }
+    let q = b.ins().udiv_imm_s(x, d as i64);
+    let r = b.ins().urem_imm_s(x, d as i64);
+    (q, r)
+}
+
 /// The address of literal data `data` in `func`: what `Module::declare_data_in_func` gives, but
 /// not colocated, so the address is a 64-bit absolute relocation (the JIT's data and code
 /// segments are separate allocations, which a 32-bit PC-relative offset may not reach).
@@ -609,19 +637,24 @@ impl<'k> Gen<'_, 'k> {
     ) -> Vec<Value> {
         let mut offs = start.to_vec();
         let mut rem = linear;
+        // `linear` is below the product of `dims`: below 2^32, a division by a constant is a
+        // multiply-high (Cranelift's mid-end, which would do it, is off).
+        let small = dims
+            .iter()
+            .try_fold(1u64, |n, &d| n.checked_mul(d as u64))
+            .is_some_and(|n| n <= 1 << 32);
         for d in (0..dims.len()).rev() {
-            let size = dims[d] as i64;
+            let size = dims[d] as u64;
             if size == 1 {
                 continue;
             }
             let idx = if d == 0 {
                 rem
             } else {
-                b.ins().urem_imm_s(rem, size)
+                let (quotient, remainder) = div_rem_const(b, rem, size, small);
+                rem = quotient;
+                remainder
             };
-            if d > 0 {
-                rem = b.ins().udiv_imm_s(rem, size);
-            }
             for (k, access) in self.info.accesses.iter().enumerate() {
                 let stride = access.strides.get(first + d).copied().unwrap_or(0) as i64;
                 if stride != 0 {
@@ -1307,7 +1340,7 @@ impl<'k> Gen<'_, 'k> {
                 let lane = if p.lanes == 1 {
                     None
                 } else {
-                    Some(b.ins().urem_imm_s(at, i64::from(p.lanes)))
+                    Some(div_rem_const(b, at, u64::from(p.lanes), false).1)
                 };
                 for (r, (_, value)) in p.reduces.iter().zip(reduced) {
                     let base = b

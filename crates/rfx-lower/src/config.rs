@@ -13,7 +13,8 @@ pub struct LowerConfig {
     pub arena_align: usize,
     /// Partial accumulators per reduction (see `rfx_ir::lir::Schedule::reduce_lanes`); `None`
     /// gives two vectors' worth (`2 * vector_width`), which lets a vector backend keep two
-    /// independent accumulators in flight. `Some(1)` reduces sequentially, exactly like the HIR
+    /// independent accumulators in flight, except along rows of the innermost reduced dimension
+    /// of at most one and a half times that many points, which reduce sequentially (`1`). `Some(1)` reduces sequentially, exactly like the HIR
     /// interpreter.
     pub reduce_lanes: Option<u32>,
 }

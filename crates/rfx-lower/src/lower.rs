@@ -349,7 +349,13 @@ pub(crate) fn lower_kernel(
     let reduce_lanes = if nest.reduce_dims == 0 {
         1
     } else {
-        config.reduce_lanes.unwrap_or(2 * vector_width).max(1)
+        // Two vectors of partials keep two accumulators in flight along long rows; along a row
+        // of at most one and a half of them (a small matrix product's 3 to 12 points) the
+        // partials cost more than they save, and one sequential accumulator is the HIR's order.
+        let lanes = 2 * vector_width;
+        let row = nest.dims.last().copied().unwrap_or(1);
+        let default = if 2 * row <= 3 * lanes as usize { 1 } else { lanes };
+        config.reduce_lanes.unwrap_or(default).max(1)
     };
     let schedule = Schedule {
         vector_width,

@@ -1340,7 +1340,7 @@ impl<'k> Gen<'_, 'k> {
                 let lane = if p.lanes == 1 {
                     None
                 } else {
-                    Some(div_rem_const(b, at, u64::from(p.lanes), false).1)
+                    Some(b.ins().urem_imm_s(at, i64::from(p.lanes)))
                 };
                 for (r, (_, value)) in p.reduces.iter().zip(reduced) {
                     let base = b

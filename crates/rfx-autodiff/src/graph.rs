@@ -484,22 +484,7 @@ impl Emitter {
 
 /// Copies `node` with rebuilt operands `args` into `b`.
 pub(crate) fn copy_node(b: &mut Builder, node: &Node, args: &[ValueId]) -> Result<ValueId, AdError> {
-    let first = || {
-        args.first()
-            .copied()
-            .ok_or(rfx_ir::hir::BuildError::UnknownValue(ValueId::new(0)))
-    };
-    let value = match &node.op {
-        Op::Input { name } => b.input(name.clone(), node.ty.clone())?,
-        Op::Const(value) => b.constant(*value, node.ty.shape.clone()),
-        Op::Cast => b.cast(first()?, node.ty.dtype)?,
-        Op::BroadcastTo => b.broadcast_to(first()?, node.ty.shape.clone())?,
-        Op::Reshape => b.reshape(first()?, node.ty.shape.clone())?,
-        Op::Iota { axis } => b.iota(node.ty.dtype, node.ty.shape.clone(), *axis)?,
-        Op::Literal(values) => b.literal_values(node.ty.clone(), values.clone())?,
-        op => b.op(op.clone(), args)?,
-    };
-    Ok(value)
+    Ok(b.copy(&node.op, args, &node.ty)?)
 }
 
 /// `kernel` with only its inputs and the nodes `outputs` need, returning `outputs` (name,

@@ -591,15 +591,7 @@ fn unfused_p50(kernel: &Kernel, backend: &dyn Backend, iterations: usize) -> any
             let ty = kernel.value_type(*a).context("operand type")?.clone();
             args.push(b.input(format!("a{k}"), ty)?);
         }
-        let v = match &node.op {
-            Op::Const(value) => b.constant(*value, node.ty.shape.clone()),
-            Op::Cast => b.cast(args[0], node.ty.dtype)?,
-            Op::BroadcastTo => b.broadcast_to(args[0], node.ty.shape.clone())?,
-            Op::Reshape => b.reshape(args[0], node.ty.shape.clone())?,
-            Op::Iota { axis } => b.iota(node.ty.dtype, node.ty.shape.clone(), *axis)?,
-            Op::Literal(values) => b.literal_values(node.ty.clone(), values.clone())?,
-            op => b.op(op.clone(), &args)?,
-        };
+        let v = b.copy(&node.op, &args, &node.ty)?;
         b.output("out", v)?;
         let single = b.finish()?;
         let (mut prepared, _, _) = prepare(&single, backend, &config, None)?;

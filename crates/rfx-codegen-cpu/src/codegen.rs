@@ -196,15 +196,12 @@ pub(crate) fn define_literals(
                 return Ok(None);
             };
             let size = buffer.ty.dtype.size_bytes();
-            let mut bytes = Vec::with_capacity(values.len().max(1) * size);
-            for value in values {
-                match *value {
-                    Scalar::Bool(v) => bytes.push(u8::from(v)),
-                    Scalar::I32(v) => bytes.extend(v.to_le_bytes()),
-                    Scalar::F32(v) => bytes.extend(v.to_le_bytes()),
-                    Scalar::F64(v) => bytes.extend(v.to_le_bytes()),
-                }
-            }
+            // Each value's bits, zero-extended to 64 (`Scalar::to_bits`), keep their low `size`
+            // bytes: the element in memory, little-endian.
+            let mut bytes: Vec<u8> = values
+                .iter()
+                .flat_map(|v| v.to_bits().to_le_bytes().into_iter().take(size))
+                .collect();
             // An empty literal is never read; its data still needs an address.
             bytes.resize(bytes.len().max(size), 0);
             let id = module

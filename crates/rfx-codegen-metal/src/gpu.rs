@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex, OnceLock};
 
 use rfx_ir::lir::{LirProgram, Storage};
-use rfx_ir::{ArrayView, ArrayViewMut, DType, DataMut, DataRef, Scalar};
+use rfx_ir::{ArrayView, ArrayViewMut, DType, DataMut, DataRef};
 use rfx_lower::{BackendError, Compiled, Scratch, Unsupported, validate_call};
 
 use crate::BACKEND;
@@ -258,13 +258,9 @@ pub(crate) fn compile(
             write_words(
                 &gpu.queue,
                 device_buffer,
-                values.iter().map(|&v| match v {
-                    Scalar::Bool(b) => u32::from(b),
-                    Scalar::I32(x) => x as u32,
-                    Scalar::F32(x) => x.to_bits(),
-                    // Rejected at code generation (no f64 on this backend).
-                    Scalar::F64(x) => (x as f32).to_bits(),
-                }),
+                // Every dtype here is a 32-bit word on the device (bool as 0/1); f64 was
+                // rejected at code generation.
+                values.iter().map(|v| v.to_bits() as u32),
             );
         }
     }

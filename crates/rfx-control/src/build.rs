@@ -160,21 +160,7 @@ impl KernelFn for ControlKernel {
                         next_input += 1;
                         value
                     }
-                    Op::Const(scalar) => builder.constant(*scalar, node.ty.shape.clone()),
-                    Op::Cast => builder.cast(args[0], node.ty.dtype).map_err(build_error)?,
-                    Op::BroadcastTo => builder
-                        .broadcast_to(args[0], node.ty.shape.clone())
-                        .map_err(build_error)?,
-                    Op::Reshape => builder
-                        .reshape(args[0], node.ty.shape.clone())
-                        .map_err(build_error)?,
-                    Op::Iota { axis } => builder
-                        .iota(node.ty.dtype, node.ty.shape.clone(), *axis)
-                        .map_err(build_error)?,
-                    Op::Literal(values) => builder
-                        .literal_values(node.ty.clone(), values.clone())
-                        .map_err(build_error)?,
-                    op => builder.op(op.clone(), &args).map_err(build_error)?,
+                    op => builder.copy(op, &args, &node.ty).map_err(build_error)?,
                 };
                 map.push(value);
             }

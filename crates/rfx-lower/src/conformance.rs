@@ -153,11 +153,7 @@ pub fn cases() -> Vec<Case> {
                     (vec![2, 1, 6], vec![1]),
                 ] {
                     for keepdims in [false, true] {
-                        let dims: String = shape
-                            .iter()
-                            .map(ToString::to_string)
-                            .collect::<Vec<_>>()
-                            .join("x");
+                        let dims = dims_name(&shape);
                         let axes_s: String =
                             axes.iter().map(ToString::to_string).collect::<Vec<_>>().join("");
                         let name = format!("reduce_{op}_{dtype}_{dims}_axes{axes_s}_keep{keepdims}");
@@ -212,11 +208,7 @@ fn literal_cases(push: &mut dyn FnMut(String, Option<Kernel>, Option<&'static st
             (vec![1000], vec![1000], None),
             (vec![0, 3], vec![0, 3], None),
         ] {
-            let dims = shape
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("x");
+            let dims = dims_name(&shape);
             let t = if perm.is_some() { "_transposed" } else { "" };
             let name = format!("literal_{dtype}_{dims}{t}");
             let value = random_array(&mut rng, &TensorType::new(dtype, shape), 0.15);
@@ -267,11 +259,7 @@ fn index_cases(push: &mut dyn FnMut(String, Option<Kernel>, Option<&'static str>
             (vec![4, 9, 5], 1, vec![4, 9, 5]),
             (vec![2, 1, 6], 1, vec![6]),
         ] {
-            let dims = shape
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("x");
+            let dims = dims_name(&shape);
             let name = format!("iota_{dtype}_{dims}_axis{axis}");
             let mut b = Builder::new(name.clone());
             let k = (|| {
@@ -306,11 +294,7 @@ fn index_cases(push: &mut dyn FnMut(String, Option<Kernel>, Option<&'static str>
             (vec![1, 6, 1], vec![2, 1, 0]),
             (vec![0, 3], vec![1, 0]),
         ] {
-            let dims = shape
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("x");
+            let dims = dims_name(&shape);
             let p: String = perm.iter().map(ToString::to_string).collect();
             let name = format!("transpose_{dtype}_{dims}_perm{p}");
             let mut b = Builder::new(name.clone());
@@ -355,6 +339,15 @@ fn index_cases(push: &mut dyn FnMut(String, Option<Kernel>, Option<&'static str>
         })();
         push(name, k, None, None);
     }
+}
+
+/// `[4, 9, 5]` as `4x9x5`, for case names.
+fn dims_name(shape: &[usize]) -> String {
+    shape
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("x")
 }
 
 /// Random inputs for a case: special values mixed in, trigonometric inputs kept in their domain.

@@ -70,32 +70,7 @@ pub(crate) fn live_values(kernel: &Kernel) -> Vec<bool> {
 }
 
 fn copy_node(b: &mut Builder, node: &rfx_ir::hir::Node, args: &[ValueId]) -> Result<ValueId, OptError> {
-    let value = match &node.op {
-        Op::Const(value) => b.constant(*value, node.ty.shape.clone()),
-        Op::Cast => b
-            .cast(args.first().copied().ok_or(OptError::Cycle)?, node.ty.dtype)
-            .map_err(OptError::Rebuild)?,
-        Op::BroadcastTo => b
-            .broadcast_to(
-                args.first().copied().ok_or(OptError::Cycle)?,
-                node.ty.shape.clone(),
-            )
-            .map_err(OptError::Rebuild)?,
-        Op::Reshape => b
-            .reshape(
-                args.first().copied().ok_or(OptError::Cycle)?,
-                node.ty.shape.clone(),
-            )
-            .map_err(OptError::Rebuild)?,
-        Op::Iota { axis } => b
-            .iota(node.ty.dtype, node.ty.shape.clone(), *axis)
-            .map_err(OptError::Rebuild)?,
-        Op::Literal(values) => b
-            .literal_values(node.ty.clone(), values.clone())
-            .map_err(OptError::Rebuild)?,
-        op => b.op(op.clone(), args).map_err(OptError::Rebuild)?,
-    };
-    Ok(value)
+    b.copy(&node.op, args, &node.ty).map_err(OptError::Rebuild)
 }
 
 /// Removes every node the outputs do not need. Inputs are kept even when unused: they are the

@@ -129,6 +129,32 @@ impl Builder {
         self.op_with_target(Op::Literal(values), &[], Some(ty))
     }
 
+    /// Adds `op(args)` declared with type `ty`, as when copying a node of another kernel: `ty`
+    /// supplies what the operands cannot determine (the target of `cast`, `broadcast_to`,
+    /// `reshape`, the type of a constant, `literal` or `iota`), and the typing rule must give
+    /// exactly `ty`. An `input` is added with [`Builder::input`].
+    pub fn copy(&mut self, op: &Op, args: &[ValueId], ty: &TensorType) -> Result<ValueId, BuildError> {
+        if let Op::Input { name } = op {
+            return self.input(name.clone(), ty.clone());
+        }
+        let arg_types = args
+            .iter()
+            .map(|&a| self.value_type(a))
+            .collect::<Result<Vec<_>, _>>()?;
+        let type_error = |source| BuildError::Type {
+            op: op.name(),
+            source,
+        };
+        let inferred = result_type(op, &arg_types, Some(ty)).map_err(type_error)?;
+        if &inferred != ty {
+            return Err(type_error(TypeError::ResultType {
+                declared: ty.to_string(),
+                inferred: inferred.to_string(),
+            }));
+        }
+        Ok(self.push(op.clone(), args.to_vec(), inferred))
+    }
+
     /// Adds any node whose type follows from its operands (elementwise ops, `transpose` and
     /// reductions); `cast`, `broadcast_to`, `reshape` and `iota` have their own methods, which
     /// name the target.

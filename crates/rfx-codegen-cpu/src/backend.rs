@@ -8,7 +8,7 @@ use cranelift_module::default_libcall_names;
 use rfx_ir::lir::{LirProgram, Storage};
 use rfx_ir::{ArrayView, ArrayViewMut, DType, DataMut, DataRef};
 use rfx_lower::{
-    Backend, BackendError, CallArgs, CompileOptions, Compiled, Scratch, Signature, Transcendental,
+    Backend, BackendError, CallArgs, CallError, CompileOptions, Compiled, Scratch, Signature, Transcendental,
 };
 
 use crate::codegen::{KernelShape, ModuleItems, build_kernel, define_literals, table_entries};
@@ -391,26 +391,27 @@ impl Compiled for CpuCompiled {
             let (inputs, mut outputs) = args.views();
             return self.run(&inputs, &mut outputs, scratch);
         }
-        let addresses = args.addresses();
-        if self.table.direct {
-            // SAFETY: `args` was made for this program (its id is ours, and ids are never
-            // reused): it holds one array per input and output with exactly the declared
-            // dtype and shape, owned by `args`, borrowed mutably for this call, distinct, and
-            // `addresses` lists their elements in call order, which is the table's order.
-            unsafe { self.launch(addresses.as_ptr().cast()) };
-            return Ok(());
+        // SAFETY: `args` was made for this program (its id is ours, and ids are never
+        // reused): it holds one array per input and output with exactly the declared dtype and
+        // shape, owned by `args`, borrowed mutably for this call, distinct, and `addresses`
+        // lists their elements in call order.
+        unsafe { self.run_on(args.addresses(), scratch) };
+        Ok(())
+    }
+
+    /// Launches on `addresses` as they are, after checking only their count.
+    unsafe fn run_addresses(&self, addresses: &[usize], scratch: &mut Scratch) -> Result<(), BackendError> {
+        let expected = self.table.inputs.len() + self.table.outputs.len();
+        if addresses.len() != expected {
+            return Err(CallError::Arity {
+                what: "argument addresses",
+                expected,
+                found: addresses.len(),
+            }
+            .into());
         }
-        // SAFETY: as above; the plan places every argument's address in its entry.
-        unsafe {
-            self.run_table(scratch, |table| {
-                let entries = self.table.inputs.iter().chain(&self.table.outputs);
-                for (&entry, &address) in entries.zip(addresses) {
-                    if let Some(slot) = table.get_mut(entry) {
-                        *slot = address as u64;
-                    }
-                }
-            })
-        };
+        // SAFETY: guaranteed by the caller; the count is checked.
+        unsafe { self.run_on(addresses, scratch) };
         Ok(())
     }
 }
@@ -428,6 +429,30 @@ impl CpuCompiled {
         for (func, shape) in &self.code.kernels {
             // SAFETY: guaranteed by the caller.
             unsafe { pool::run_kernel(*func, table, shape, self.max_threads) };
+        }
+    }
+
+    /// Runs every kernel on the arguments whose first elements lie at `addresses` (call order).
+    ///
+    /// # Safety
+    /// As [`Compiled::run_addresses`] requires, with one address per input and output.
+    #[inline(always)]
+    unsafe fn run_on(&self, addresses: &[usize], scratch: &mut Scratch) {
+        if self.table.direct {
+            // SAFETY: a direct table is the arguments' addresses in call order.
+            unsafe { self.launch(addresses.as_ptr().cast()) };
+            return;
+        }
+        // SAFETY: the plan places every argument's address in its entry.
+        unsafe {
+            self.run_table(scratch, |table| {
+                let entries = self.table.inputs.iter().chain(&self.table.outputs);
+                for (&entry, &address) in entries.zip(addresses) {
+                    if let Some(slot) = table.get_mut(entry) {
+                        *slot = address as u64;
+                    }
+                }
+            })
         }
     }
 

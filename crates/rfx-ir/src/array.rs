@@ -235,16 +235,23 @@ pub struct ArrayLengthError {
     pub found: usize,
 }
 
+#[inline]
 fn check_len(shape: &Shape, found: usize) -> Result<(), ArrayLengthError> {
     let expected = shape.numel();
     if expected == found {
         Ok(())
     } else {
-        Err(ArrayLengthError {
-            shape: shape.clone(),
-            expected,
-            found,
-        })
+        Err(length_error(shape, expected, found))
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn length_error(shape: &Shape, expected: usize, found: usize) -> ArrayLengthError {
+    ArrayLengthError {
+        shape: shape.clone(),
+        expected,
+        found,
     }
 }
 
@@ -366,11 +373,13 @@ pub struct ArrayView<'a> {
 
 impl<'a> ArrayView<'a> {
     /// A view of `values` as `shape`; fails when the lengths disagree.
+    #[inline]
     pub fn new<T: Element>(shape: &'a Shape, values: &'a [T]) -> Result<ArrayView<'a>, ArrayLengthError> {
         ArrayView::from_data(shape, T::data_ref(values))
     }
 
     /// A view of untyped borrowed data as `shape`; fails when the lengths disagree.
+    #[inline]
     pub fn from_data(shape: &'a Shape, data: DataRef<'a>) -> Result<ArrayView<'a>, ArrayLengthError> {
         check_len(shape, data.len())?;
         Ok(ArrayView { shape, data })
@@ -418,6 +427,7 @@ pub struct ArrayViewMut<'a> {
 
 impl<'a> ArrayViewMut<'a> {
     /// A mutable view of `values` as `shape`; fails when the lengths disagree.
+    #[inline]
     pub fn new<T: Element>(
         shape: &'a Shape,
         values: &'a mut [T],
@@ -426,6 +436,7 @@ impl<'a> ArrayViewMut<'a> {
     }
 
     /// A mutable view of untyped borrowed data as `shape`; fails when the lengths disagree.
+    #[inline]
     pub fn from_data(shape: &'a Shape, data: DataMut<'a>) -> Result<ArrayViewMut<'a>, ArrayLengthError> {
         check_len(shape, data.len())?;
         Ok(ArrayViewMut { shape, data })

@@ -22,17 +22,20 @@ impl Shape {
     }
 
     /// The dimensions, outermost first.
+    #[inline]
     pub fn dims(&self) -> &[usize] {
         &self.0
     }
 
     /// The number of dimensions.
+    #[inline]
     pub fn rank(&self) -> usize {
         self.0.len()
     }
 
     /// The number of elements: the product of the dimensions (1 for a scalar, 0 if any dimension
     /// is 0). Saturates at `usize::MAX` instead of overflowing.
+    #[inline]
     pub fn numel(&self) -> usize {
         self.0.iter().fold(1usize, |acc, &d| acc.saturating_mul(d))
     }

@@ -88,6 +88,121 @@ pub trait Compiled: Send + Sync {
         let (inputs, mut outputs) = args.views();
         self.run(&inputs, &mut outputs, scratch)
     }
+
+    /// Runs on the addresses of the arguments' first elements, in call order (inputs, then
+    /// outputs): the path of a caller whose types prove the conditions below, such as the
+    /// runtime's `BoundKernel::run_slices` (`&[T]` inputs and `&mut [T]` outputs, which the
+    /// borrow rules keep apart, of checked dtype and length). The CPU backend launches on the
+    /// addresses as they are; the default makes views of them and runs [`Compiled::run`], checks
+    /// included.
+    ///
+    /// # Safety
+    /// `addresses` holds one address per input and output of the program, in order. Each is the
+    /// non-null, aligned address of exactly as many initialised elements of the argument's
+    /// declared dtype as its shape holds (any address for an empty one), readable (inputs) or
+    /// writable (outputs) for the whole call; no output overlaps another argument, and nothing
+    /// else writes an input during the call.
+    unsafe fn run_addresses(&self, addresses: &[usize], scratch: &mut Scratch) -> Result<(), BackendError> {
+        let program = self.program();
+        let types: Vec<&TensorType> = program
+            .inputs()
+            .chain(program.outputs())
+            .map(|(_, _, ty)| ty)
+            .collect();
+        if addresses.len() != types.len() {
+            return Err(CallError::Arity {
+                what: "argument addresses",
+                expected: types.len(),
+                found: addresses.len(),
+            }
+            .into());
+        }
+        let n_in = program.inputs().count();
+        let (in_types, out_types) = types.split_at(n_in);
+        let (in_addresses, out_addresses) = addresses.split_at(n_in);
+        // SAFETY (both): the caller guarantees each address holds the argument's elements.
+        let inputs = in_types
+            .iter()
+            .zip(in_addresses)
+            .map(|(ty, &address)| unsafe { view_at(ty, address) })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut outputs = out_types
+            .iter()
+            .zip(out_addresses)
+            .map(|(ty, &address)| unsafe { view_mut_at(ty, address) })
+            .collect::<Result<Vec<_>, _>>()?;
+        self.run(&inputs, &mut outputs, scratch)
+    }
+}
+
+/// A view whose element count is not its shape's (never, for views made from a shape's count).
+fn length_error(e: rfx_ir::ArrayLengthError) -> BackendError {
+    CallError::Shape {
+        name: "argument".to_string(),
+        expected: e.shape,
+        found: rfx_ir::Shape::new([e.found]),
+    }
+    .into()
+}
+
+/// The slice of `len` elements of `T` at `address` (an empty slice for `len == 0`).
+///
+/// # Safety
+/// As [`Compiled::run_addresses`] requires of an input.
+unsafe fn slice_at<'a, T>(address: usize, len: usize) -> &'a [T] {
+    if len == 0 {
+        return &[];
+    }
+    // SAFETY: guaranteed by the caller.
+    unsafe { std::slice::from_raw_parts(address as *const T, len) }
+}
+
+/// The mutable slice of `len` elements of `T` at `address`.
+///
+/// # Safety
+/// As [`Compiled::run_addresses`] requires of an output.
+unsafe fn slice_mut_at<'a, T>(address: usize, len: usize) -> &'a mut [T] {
+    if len == 0 {
+        return &mut [];
+    }
+    // SAFETY: guaranteed by the caller.
+    unsafe { std::slice::from_raw_parts_mut(address as *mut T, len) }
+}
+
+/// A view of the input of type `ty` at `address`.
+///
+/// # Safety
+/// As [`Compiled::run_addresses`] requires of an input.
+unsafe fn view_at(ty: &TensorType, address: usize) -> Result<ArrayView<'_>, BackendError> {
+    let n = ty.shape.numel();
+    // SAFETY: guaranteed by the caller.
+    let data = unsafe {
+        match ty.dtype {
+            DType::Bool => DataRef::Bool(slice_at(address, n)),
+            DType::I32 => DataRef::I32(slice_at(address, n)),
+            DType::F32 => DataRef::F32(slice_at(address, n)),
+            DType::F64 => DataRef::F64(slice_at(address, n)),
+        }
+    };
+    ArrayView::from_data(&ty.shape, data).map_err(length_error)
+}
+
+/// A view of the output of type `ty` at `address`.
+///
+/// # Safety
+/// As [`Compiled::run_addresses`] requires of an output.
+unsafe fn view_mut_at(ty: &TensorType, address: usize) -> Result<ArrayViewMut<'_>, BackendError> {
+    let n = ty.shape.numel();
+    // SAFETY: guaranteed by the caller.
+    let data = unsafe {
+        match ty.dtype {
+            DType::Bool => DataMut::Bool(slice_mut_at(address, n)),
+            DType::I32 => DataMut::I32(slice_mut_at(address, n)),
+            DType::F32 => DataMut::F32(slice_mut_at(address, n)),
+            DType::F64 => DataMut::F64(slice_mut_at(address, n)),
+        }
+    };
+    ArrayViewMut::from_data(&ty.shape, data).map_err(length_error)
 }
 
 /// Memory for a program's temporaries (the LIR arena), owned by the caller.
@@ -542,5 +657,75 @@ mod signature_tests {
                 })
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod run_addresses_tests {
+    use super::*;
+    use crate::{InterpBackend, LowerConfig, lower};
+    use rfx_ir::mir;
+
+    /// `y = -x` (f64) and `m = -n` (i32): two dtypes, two kernels.
+    const MIR: &str = "\
+mir m {
+  buf0: f64[3] = input x
+  buf1: i32[2] = input n
+  buf2: f64[3] = output y
+  buf3: i32[2] = output m
+  kernel k0 [3] {
+    %0 = load buf0 [1] : f64
+    %1 = neg %0 : f64
+    store buf2 = %1
+  }
+  kernel k1 [2] {
+    %0 = load buf1 [1] : i32
+    %1 = neg %0 : i32
+    store buf3 = %1
+  }
+}
+";
+
+    fn compiled() -> Arc<dyn Compiled> {
+        let program = mir::parse(MIR).expect("parses");
+        let (lir, _) = lower(&program, &LowerConfig::default()).expect("lowers");
+        InterpBackend
+            .compile(&lir, &CompileOptions::default())
+            .expect("compiles")
+    }
+
+    /// The default implementation (views over the addresses, then `run`) computes what `run`
+    /// does, and refuses a wrong number of addresses before reading any.
+    #[test]
+    fn the_default_runs_on_views_of_the_addresses() {
+        let compiled = compiled();
+        let (x, n) = ([0.25f64, -1.5, 3.0], [7i32, -9]);
+        let (mut y, mut m) = ([0.0f64; 3], [0i32; 2]);
+        let addresses = [
+            x.as_ptr() as usize,
+            n.as_ptr() as usize,
+            y.as_mut_ptr() as usize,
+            m.as_mut_ptr() as usize,
+        ];
+        // SAFETY: one address per argument in call order, each of an array of exactly the
+        // declared dtype and length, the outputs distinct and written by nothing else.
+        unsafe { compiled.run_addresses(&addresses, &mut Scratch::new()) }.expect("runs");
+        assert_eq!(y, [-0.25, 1.5, -3.0]);
+        assert_eq!(m, [-7, 9]);
+
+        // SAFETY: the count is wrong, which the implementation checks before using any address.
+        let err = unsafe { compiled.run_addresses(&addresses[..3], &mut Scratch::new()) }
+            .expect_err("three addresses for four arguments");
+        assert!(
+            matches!(
+                err,
+                BackendError::Call(CallError::Arity {
+                    expected: 4,
+                    found: 3,
+                    ..
+                })
+            ),
+            "{err:?}"
+        );
     }
 }

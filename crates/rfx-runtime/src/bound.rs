@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use rfx_ir::{Array, ArrayView, ArrayViewMut, Element, Shape};
+use rfx_ir::{Array, ArrayView, ArrayViewMut, DType, DataRef, Element, Shape};
 use rfx_lower::{CallArgs, CallError, Scratch};
 
 use crate::error::RuntimeError;
@@ -11,6 +11,10 @@ use crate::executable::Executable;
 /// Most inputs (caller's plus constant) a [`BoundKernel`] with constant inputs assembles on the
 /// stack; beyond this a call with constant inputs allocates.
 const MAX_STACK_INPUTS: usize = 32;
+
+/// Most arguments (inputs, constants and outputs) [`BoundKernel::run_slices`] passes by address;
+/// a call with more takes the checked path through views (which allocates).
+const MAX_STACK_ARGS: usize = 32;
 
 /// A kernel bound for real-time calls: it owns its temporaries ([`Scratch`]) and the shapes of
 /// its arguments, so a call borrows the inputs, writes caller-provided outputs, and — once the
@@ -29,6 +33,8 @@ pub struct BoundKernel {
     scratch: Scratch,
     input_shapes: Vec<Shape>,
     output_shapes: Vec<Shape>,
+    /// The dtypes of the caller's inputs, then the outputs (what `run_slices` compares).
+    slice_dtypes: Vec<DType>,
     constant_inputs: Vec<Array>,
 }
 
@@ -47,11 +53,17 @@ impl BoundKernel {
             .map(|(_, ty)| ty.shape.clone())
             .collect();
         let output_shapes = exe.outputs().iter().map(|(_, ty)| ty.shape.clone()).collect();
+        let slice_dtypes = exe.inputs()[..n_caller]
+            .iter()
+            .chain(exe.outputs())
+            .map(|(_, ty)| ty.dtype)
+            .collect();
         BoundKernel {
             exe,
             scratch: Scratch::new(),
             input_shapes,
             output_shapes,
+            slice_dtypes,
             constant_inputs: constants,
         }
     }
@@ -131,47 +143,115 @@ impl BoundKernel {
     }
 
     /// Runs on plain slices of one element type, using the bound shapes: `inputs[i]` must hold
-    /// exactly the elements of input `i`, `outputs[j]` of output `j`. Allocates nothing, except
-    /// for kernels with constant inputs (use [`BoundKernel::run`] for those).
+    /// exactly the elements of input `i`, `outputs[j]` of output `j`, each of the kernel's dtype
+    /// for it. Allocates nothing.
+    ///
+    /// The slices' types prove most of what [`BoundKernel::run`] checks (the borrow rules keep
+    /// `&mut` outputs apart from each other and from the inputs), so after comparing lengths
+    /// and dtypes this hands the backend the slices' addresses: on the CPU backend a call costs
+    /// about what [`BoundKernel::run_args`] does.
     pub fn run_slices<T: Element, const I: usize, const O: usize>(
+        &mut self,
+        inputs: [&[T]; I],
+        mut outputs: [&mut [T]; O],
+    ) -> Result<(), RuntimeError> {
+        check_slices("inputs", &self.input_shapes, inputs.iter().map(|s| s.len()))?;
+        check_slices("outputs", &self.output_shapes, outputs.iter().map(|s| s.len()))?;
+        if let Some(k) = self.slice_dtypes.iter().position(|&d| d != T::DTYPE) {
+            return Err(self.dtype_error(k, T::DTYPE).into());
+        }
+        let n_const = self.constant_inputs.len();
+        let total = I + n_const + O;
+        let mut addresses = [0usize; MAX_STACK_ARGS];
+        let Some(slots) = addresses.get_mut(..total) else {
+            return self.run_slice_views(inputs, outputs);
+        };
+        let constants = self.constant_inputs.iter().map(|c| data_address(c.view().data()));
+        let starts = inputs
+            .iter()
+            .map(|s| s.as_ptr() as usize)
+            .chain(constants)
+            .chain(outputs.iter_mut().map(|s| s.as_mut_ptr() as usize));
+        for (slot, start) in slots.iter_mut().zip(starts) {
+            *slot = start;
+        }
+        // SAFETY: one address per argument in call order (the caller's inputs, the constant
+        // inputs, the outputs: the arities were checked). Each is a slice's (so non-null and
+        // aligned) or an owned constant array's, holding exactly its argument's elements
+        // (lengths checked above against the bound shapes, constants made with theirs) of its
+        // dtype (checked above; constants carry theirs). The inputs are shared borrows and the
+        // constants are owned here, so nothing writes them during the call; the outputs are
+        // `&mut` borrows, held for the whole call and so overlapping nothing else passed.
+        unsafe {
+            self.exe
+                .compiled()
+                .run_addresses(&addresses[..total], &mut self.scratch)?;
+        }
+        Ok(())
+    }
+
+    /// [`BoundKernel::run_slices`] through views and [`Executable::run`]'s checks, for calls
+    /// with more arguments than the address path keeps on the stack.
+    #[cold]
+    fn run_slice_views<T: Element, const I: usize, const O: usize>(
         &mut self,
         inputs: [&[T]; I],
         outputs: [&mut [T]; O],
     ) -> Result<(), RuntimeError> {
-        check_slices("inputs", &self.input_shapes, inputs.iter().map(|s| s.len()))?;
-        check_slices("outputs", &self.output_shapes, outputs.iter().map(|s| s.len()))?;
-        let shapes = &self.input_shapes;
-        let in_views: [ArrayView<'_>; I] = std::array::from_fn(|i| {
-            ArrayView::new(&shapes[i], inputs[i]).expect("invariant: lengths checked by check_slices")
-        });
-        let out_shapes = &self.output_shapes;
-        let mut index = 0;
-        let mut out_views: [ArrayViewMut<'_>; O] = outputs.map(|slice| {
-            let view = ArrayViewMut::new(&out_shapes[index], slice)
-                .expect("invariant: lengths checked by check_slices");
-            index += 1;
-            view
-        });
-        // Split borrows: the views borrow the shapes, the run borrows the scratch.
-        let BoundKernel {
-            exe,
-            scratch,
-            constant_inputs,
-            ..
-        } = self;
-        if constant_inputs.is_empty() {
-            exe.run(&in_views, &mut out_views, scratch)
-        } else {
-            let all: Vec<ArrayView<'_>> = in_views
-                .iter()
-                .copied()
-                .chain(constant_inputs.iter().map(Array::view))
-                .collect();
-            exe.run(&all, &mut out_views, scratch)
+        let in_views: Vec<ArrayView<'_>> = inputs
+            .iter()
+            .zip(&self.input_shapes)
+            .map(|(slice, shape)| ArrayView::new(shape, slice))
+            .chain(self.constant_inputs.iter().map(|c| Ok(c.view())))
+            .collect::<Result<_, _>>()
+            .map_err(|e| length_error("inputs", e))?;
+        let mut out_views: Vec<ArrayViewMut<'_>> = outputs
+            .into_iter()
+            .zip(&self.output_shapes)
+            .map(|(slice, shape)| ArrayViewMut::new(shape, slice))
+            .collect::<Result<_, _>>()
+            .map_err(|e| length_error("outputs", e))?;
+        self.exe.run(&in_views, &mut out_views, &mut self.scratch)
+    }
+
+    /// The error for a `run_slices` call with elements of `found` where argument `k` (the
+    /// caller's inputs, then the outputs) has another dtype.
+    #[cold]
+    fn dtype_error(&self, k: usize, found: DType) -> CallError {
+        let n_caller = self.input_shapes.len();
+        let name = self.exe.inputs()[..n_caller]
+            .iter()
+            .chain(self.exe.outputs())
+            .nth(k)
+            .map_or_else(|| format!("argument {k}"), |(name, _)| name.clone());
+        CallError::DType {
+            name,
+            expected: self.slice_dtypes[k],
+            found,
         }
     }
 }
 
+/// The address of the first element of `data`.
+fn data_address(data: DataRef<'_>) -> usize {
+    match data {
+        DataRef::Bool(v) => v.as_ptr() as usize,
+        DataRef::I32(v) => v.as_ptr() as usize,
+        DataRef::F32(v) => v.as_ptr() as usize,
+        DataRef::F64(v) => v.as_ptr() as usize,
+    }
+}
+
+/// A slice whose length is not its shape's element count, as a call error.
+fn length_error(what: &'static str, e: rfx_ir::ArrayLengthError) -> CallError {
+    CallError::Shape {
+        name: what.to_string(),
+        expected: e.shape,
+        found: Shape::new([e.found]),
+    }
+}
+
+#[inline]
 fn check_slices(
     what: &'static str,
     shapes: &[Shape],

@@ -89,6 +89,18 @@ fn benches(c: &mut Criterion) {
             "kernel ss {\n %x = input x : f32[65536]\n %q = mul %x, %x : f32[65536]\n %s = sum %q axes [0] : f32[]\n output s = %s\n}",
         ),
     );
+    // Small matrix products, as a Kalman predict or a kinematics chain makes them.
+    for (dtype, n) in [("f64", 6), ("f32", 8)] {
+        bench_run(
+            c,
+            &format!("matmul_{n}x{n}_{dtype}"),
+            &kernel(&format!(
+                "kernel mm {{\n %a = input a : {dtype}[{n},{n}]\n %b = input b : {dtype}[{n},{n}]\n \
+                 %a3 = reshape %a : {dtype}[{n},{n},1]\n %b3 = reshape %b : {dtype}[1,{n},{n}]\n \
+                 %p = mul %a3, %b3 : {dtype}[{n},{n},{n}]\n %r = sum %p axes [1] : {dtype}[{n},{n}]\n output c = %r\n}}"
+            )),
+        );
+    }
     bench_run(
         c,
         "add_16m",

@@ -3,11 +3,13 @@
 //! `table[i]` is the base address of buffer `i` (inputs, outputs and arena temporaries alike).
 //! The function computes the *units* `lo..hi` of its kernel: for an elementwise kernel of rank
 //! at most 1 a unit is one element; for a higher-rank elementwise kernel it is one row of the
-//! innermost dimension; for a reduction it is one leading point (one output element). Threads
-//! split a kernel by units. Within a unit range the innermost dimension runs as a vector loop of
-//! `w` lanes followed by a scalar tail; reductions keep `reduce_lanes` partial accumulators
-//! (two vectors for the default schedule) and combine them exactly as the LIR interpreter does,
-//! so results are bit-identical to it.
+//! innermost dimension; for a reduction it is one leading point (one output element), or, when
+//! the outputs run in the vector lanes, one row of outputs (one output when a single kept dim
+//! is left). Threads split a kernel by units. Within a unit range the innermost dimension runs
+//! as a vector loop of `w` lanes followed by a scalar tail; reductions keep `reduce_lanes`
+//! partial accumulators (two vectors for the default schedule) and combine them exactly as the
+//! LIR interpreter does, or, with one accumulator per output, accumulate `w` neighbouring
+//! outputs in one vector lane by lane; either way results are bit-identical to it.
 
 use cranelift_codegen::Context;
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -56,6 +58,11 @@ const UNROLL_MAX_BODY: usize = 12;
 /// The body of a loop emitted by `Gen::emit_loop`: `(generator, builder, position, carried)`.
 type LoopBody<'a, G> =
     dyn FnMut(&mut G, &mut FunctionBuilder<'_>, Value, &[Value]) -> Result<Vec<Value>, BackendError> + 'a;
+
+/// One vector of outputs of a reduction with outputs in lanes ([`Gen::emit_columns`]):
+/// `(generator, builder, row, row offsets, column)`.
+type GroupBody<'a, G> =
+    dyn FnMut(&mut G, &mut FunctionBuilder<'_>, Value, &[Value], Value) -> Result<(), BackendError> + 'a;
 
 /// What the runtime needs to call a compiled kernel.
 #[derive(Clone, Copy, Debug)]
@@ -1376,6 +1383,9 @@ impl<'k> Gen<'_, 'k> {
         hi: Value,
         reduce_dims: usize,
     ) -> Result<KernelShape, BackendError> {
+        if self.outputs_in_lanes(reduce_dims) {
+            return self.emit_reduction_across(b, lo, hi, reduce_dims);
+        }
         let kernel = self.kernel();
         let dims = kernel.dims.clone();
         let rank = dims.len();
@@ -1482,6 +1492,249 @@ impl<'k> Gen<'_, 'k> {
             self.width,
             self.min_points_per_thread(),
         ))
+    }
+
+    /// Whether a reduction kernel runs with its outputs in the vector lanes
+    /// ([`Gen::emit_reduction_across`]): when each output accumulates in one sequential
+    /// accumulator (`reduce_lanes` 1, the short rows of small matrix products) and the
+    /// innermost kept dim holds at least a vector of outputs.
+    fn outputs_in_lanes(&self, reduce_dims: usize) -> bool {
+        let kernel = self.kernel();
+        let w = usize::from(self.width);
+        let split = kernel.dims.len() - reduce_dims;
+        let reduces_vectorise = kernel.body.iter().all(|inst| match inst {
+            Inst::Reduce { buf, .. } => self
+                .info
+                .buffer_dtypes
+                .get(buf.index())
+                .is_some_and(|&d| d != DType::Bool),
+            _ => true,
+        });
+        w > 1
+            && kernel.schedule.reduce_lanes == 1
+            && split >= 1
+            && kernel.dims[split - 1] >= w
+            && reduces_vectorise
+    }
+
+    /// Reduction kernels with one output per vector lane: `w` neighbouring outputs along the
+    /// innermost kept dim accumulate together, each lane adding its own points in row-major
+    /// order, which is the order of a single sequential accumulator, so the bits are those of
+    /// `reduce_lanes` 1. A short innermost reduced row (a small matrix product's 3 to 12
+    /// points) is unrolled, and the accumulators stay in registers. Loads that the outputs
+    /// share (stride 0 along the vector dim) are splats, contiguous ones vector loads, others
+    /// gathered by lane. The vector positions end like an elementwise row: the last vector
+    /// re-runs at `end - w`, storing a few outputs again with the same values.
+    fn emit_reduction_across(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        lo: Value,
+        hi: Value,
+        reduce_dims: usize,
+    ) -> Result<KernelShape, BackendError> {
+        /// Innermost reduced rows up to this long are unrolled.
+        const UNROLL_ROW: usize = 16;
+        let kernel = self.kernel();
+        let w = self.width;
+        let dims = kernel.dims.clone();
+        let rank = dims.len();
+        let split = rank - reduce_dims;
+        let vec_axis = split - 1;
+        let cols = dims[vec_axis];
+        let outer_leading = dims[..vec_axis].to_vec();
+        let reduced = dims[split..].to_vec();
+        let reduced_numel: usize = reduced.iter().product();
+        let inner = if reduce_dims > 0 { dims[rank - 1] } else { 1 };
+        let outer_reduced = reduced[..reduce_dims.saturating_sub(1)].to_vec();
+        let rows_reduced: usize = outer_reduced.iter().product();
+        self.inner_axis = Some(vec_axis);
+        // Bytes each access advances per point of the innermost reduced dim.
+        let row_steps: Vec<i64> = self
+            .info
+            .accesses
+            .iter()
+            .map(|a| {
+                let stride = if reduce_dims > 0 {
+                    a.strides.get(rank - 1).copied().unwrap_or(0)
+                } else {
+                    0
+                };
+                (stride * a.elem_bytes()) as i64
+            })
+            .collect();
+        let mut reduces = Vec::new();
+        for inst in &kernel.body {
+            if let Inst::Reduce { op, buf, .. } = inst {
+                let dtype = *self
+                    .info
+                    .buffer_dtypes
+                    .get(buf.index())
+                    .ok_or_else(|| internal("unknown buffer"))?;
+                reduces.push((*op, *buf, dtype));
+            }
+        }
+
+        // One group of `w` outputs at column `col` of the row whose offsets are `row_offs`.
+        let mut group = |g: &mut Self,
+                         b: &mut FunctionBuilder<'_>,
+                         row: Value,
+                         row_offs: &[Value],
+                         col: Value| {
+            let mut accs = Vec::with_capacity(reduces.len());
+            for &(op, _, dtype) in &reduces {
+                let mut e = Emitter {
+                    b: &mut *b,
+                    w,
+                    imports: g.imports,
+                };
+                accs.push(e.constant(identity(op, dtype)?));
+            }
+            // The points of one outer reduced row: the innermost reduced dim, unrolled when short.
+            let reduced_row = |g: &mut Self, b: &mut FunctionBuilder<'_>, ptrs: &[Value], accs: &[Value]| {
+                let mut accs = accs.to_vec();
+                let point =
+                    |g: &mut Self, b: &mut FunctionBuilder<'_>, ptrs: &[Value], accs: &mut [Value]| {
+                        let mut values = Vec::new();
+                        g.emit_body(b, w, col, ptrs, &mut values)?;
+                        for ((acc, (_, value)), &(op, _, dtype)) in accs.iter_mut().zip(values).zip(&reduces)
+                        {
+                            let mut e = Emitter {
+                                b: &mut *b,
+                                w,
+                                imports: g.imports,
+                            };
+                            *acc = e.combine(op, *acc, value, dtype)?;
+                        }
+                        Ok::<(), BackendError>(())
+                    };
+                if inner <= UNROLL_ROW {
+                    for j in 0..inner {
+                        let at: Vec<Value> = ptrs
+                            .iter()
+                            .zip(&row_steps)
+                            .map(|(&p, &step)| g.add_imm(b, p, step * j as i64))
+                            .collect();
+                        point(g, b, &at, &mut accs)?;
+                    }
+                    return Ok(accs);
+                }
+                let start = b.ins().iconst(types::I64, 0);
+                let end = b.ins().iconst(types::I64, inner as i64);
+                let (_, accs) = g.emit_loop(b, start, end, 1, &accs, &mut |g, b, j, carried| {
+                    let mut accs = carried.to_vec();
+                    let at: Vec<Value> = ptrs
+                        .iter()
+                        .zip(&row_steps)
+                        .map(|(&p, &step)| {
+                            if step == 0 {
+                                p
+                            } else {
+                                let bytes = g.scale(b, j, step);
+                                g.add(b, p, bytes)
+                            }
+                        })
+                        .collect();
+                    point(g, b, &at, &mut accs)?;
+                    Ok(accs)
+                })?;
+                Ok::<Vec<Value>, BackendError>(accs)
+            };
+            if rows_reduced == 1 {
+                let ptrs = g.pointers(b, row_offs)?;
+                accs = reduced_row(g, b, &ptrs, &accs)?;
+            } else {
+                let start = b.ins().iconst(types::I64, 0);
+                let end = b.ins().iconst(types::I64, rows_reduced as i64);
+                let outer_reduced = outer_reduced.clone();
+                let (_, carried) = g.emit_loop(b, start, end, 1, &accs, &mut |g, b, rr, carried| {
+                    let offs = g.offsets(b, rr, split, &outer_reduced, row_offs);
+                    let ptrs = g.pointers(b, &offs)?;
+                    reduced_row(g, b, &ptrs, carried)
+                })?;
+                accs = carried;
+            }
+            // Finish and store the `w` outputs `row * cols + col ..`.
+            let first = b.ins().imul_imm_s(row, cols as i64);
+            let first = b.ins().iadd(first, col);
+            for (&acc, &(op, buf, dtype)) in accs.iter().zip(&reduces) {
+                let mut e = Emitter {
+                    b: &mut *b,
+                    w,
+                    imports: g.imports,
+                };
+                let finished = finish(&mut e, op, acc, dtype, reduced_numel)?;
+                let base = g.base(buf)?;
+                let byte = b.ins().imul_imm_s(first, dtype.size_bytes() as i64);
+                let addr = b.ins().iadd(base, byte);
+                b.ins().store(mem(), finished, addr, 0);
+            }
+            Ok::<(), BackendError>(())
+        };
+
+        let zero = b.ins().iconst(types::I64, 0);
+        let zeros = vec![zero; self.info.accesses.len()];
+        let shape = if vec_axis == 0 {
+            // The units are the outputs themselves: a thread's chunk is a range of columns.
+            self.emit_columns(b, lo, hi, zero, &zeros, &mut group)?;
+            KernelShape::new(cols as u64, reduced_numel as u64, w, self.min_points_per_thread())
+        } else {
+            let rows: usize = outer_leading.iter().product();
+            let cols_end = b.ins().iconst(types::I64, cols as i64);
+            self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, row, _| {
+                let row_offs = g.offsets(b, row, 0, &outer_leading, &zeros);
+                let start = b.ins().iconst(types::I64, 0);
+                g.emit_columns(b, start, cols_end, row, &row_offs, &mut group)?;
+                Ok(Vec::new())
+            })?;
+            KernelShape::new(
+                rows as u64,
+                (cols * reduced_numel) as u64,
+                w,
+                self.min_points_per_thread(),
+            )
+        };
+        b.ins().return_(&[]);
+        Ok(shape)
+    }
+
+    /// Runs `group` at every vector position of `start..end` (at least a vector long) along
+    /// the vector dim of row `row`: one body, entered once more at `end - w` for a ragged end.
+    fn emit_columns(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        start: Value,
+        end: Value,
+        row: Value,
+        row_offs: &[Value],
+        group: &mut GroupBody<'_, Self>,
+    ) -> Result<(), BackendError> {
+        let w = i64::from(self.width);
+        let header = b.create_block();
+        let body = b.create_block();
+        let ragged = b.create_block();
+        let exit = b.create_block();
+        b.append_block_param(header, types::I64);
+        b.append_block_param(body, types::I64);
+        b.append_block_param(ragged, types::I64);
+        b.ins().jump(header, &[BlockArg::Value(start)]);
+        b.switch_to_block(header);
+        let at = b.block_params(header)[0];
+        let next = b.ins().iadd_imm_s(at, w);
+        let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, next, end);
+        b.ins()
+            .brif(fits, body, &[BlockArg::Value(at)], ragged, &[BlockArg::Value(at)]);
+        b.switch_to_block(body);
+        let at = b.block_params(body)[0];
+        group(self, b, row, row_offs, at)?;
+        let next = b.ins().iadd_imm_s(at, w);
+        b.ins().jump(header, &[BlockArg::Value(next)]);
+        b.switch_to_block(ragged);
+        let at = b.block_params(ragged)[0];
+        let left = b.ins().icmp(IntCC::UnsignedLessThan, at, end);
+        let last = b.ins().iadd_imm_s(end, -w);
+        b.ins().brif(left, body, &[BlockArg::Value(last)], exit, &[]);
+        b.switch_to_block(exit);
+        Ok(())
     }
 
     /// `for at in (start..end).step_by(step)` while a whole step fits (`at + step <= end`),

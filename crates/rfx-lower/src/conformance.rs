@@ -191,7 +191,79 @@ pub fn cases() -> Vec<Case> {
     }
     index_cases(&mut push);
     literal_cases(&mut push);
+    product_cases(&mut push);
     cases
+}
+
+/// Small matrix products `(a[:, :, None] * b[None]).sum(1)`, also with `b` transposed, at
+/// shapes around the vector widths (ragged column counts, fewer columns than a vector, rows
+/// short enough for one sequential accumulator and longer); a kernel that stores a product and
+/// reduces it in the same loop nest; reductions over an empty axis and over two axes with the
+/// kept axis innermost.
+fn product_cases(push: &mut dyn FnMut(String, Option<Kernel>, Option<&'static str>, Option<f64>)) {
+    for dtype in [DType::F32, DType::F64, DType::I32] {
+        for (m, k, n) in [
+            (1, 5, 16),
+            (2, 3, 5),
+            (3, 3, 3),
+            (4, 4, 4),
+            (5, 6, 7),
+            (6, 6, 6),
+            (3, 12, 9),
+            (8, 8, 8),
+            (2, 20, 6),
+        ] {
+            for transposed in [false, true] {
+                let name = format!(
+                    "matmul_{dtype}_{}{}",
+                    dims_name(&[m, k, n]),
+                    if transposed { "_bt" } else { "" }
+                );
+                let mut b = Builder::new(name.clone());
+                let kernel = (|| {
+                    let x = b.input("a", TensorType::new(dtype, [m, k])).ok()?;
+                    let y = if transposed {
+                        let y = b.input("b", TensorType::new(dtype, [n, k])).ok()?;
+                        b.transpose(y, &[1, 0]).ok()?
+                    } else {
+                        b.input("b", TensorType::new(dtype, [k, n])).ok()?
+                    };
+                    let x3 = b.reshape(x, [m, k, 1]).ok()?;
+                    let y3 = b.reshape(y, [1, k, n]).ok()?;
+                    let p = b.binary(BinaryOp::Mul, x3, y3).ok()?;
+                    let r = b.reduce(ReduceOp::Sum, p, &[1], false).ok()?;
+                    b.output("out", r).ok()?;
+                    b.finish().ok()
+                })();
+                push(name, kernel, None, None);
+            }
+        }
+        let name = format!("store_and_reduce_{dtype}");
+        let mut b = Builder::new(name.clone());
+        let kernel = (|| {
+            let x = b.input("x", TensorType::new(dtype, [4, 6, 10])).ok()?;
+            let y = b.binary(BinaryOp::Mul, x, x).ok()?;
+            let r = b.reduce(ReduceOp::Sum, y, &[1], false).ok()?;
+            b.output("square", y).ok()?;
+            b.output("sum", r).ok()?;
+            b.finish().ok()
+        })();
+        push(name, kernel, None, None);
+        for &op in ReduceOp::ALL {
+            for (shape, axes) in [(vec![3, 0, 8], vec![1]), (vec![5, 11, 3], vec![0, 2])] {
+                let axes_s: String = axes.iter().map(ToString::to_string).collect();
+                let name = format!("reduce_{op}_{dtype}_{}_axes{axes_s}", dims_name(&shape));
+                let mut b = Builder::new(name.clone());
+                let kernel = (|| {
+                    let x = b.input("x", TensorType::new(dtype, shape.clone())).ok()?;
+                    let r = b.reduce(op, x, &axes, false).ok()?;
+                    b.output("out", r).ok()?;
+                    b.finish().ok()
+                })();
+                push(name, kernel, None, None);
+            }
+        }
+    }
 }
 
 /// Literal data (special values included, drawn like inputs): read directly, combined with an

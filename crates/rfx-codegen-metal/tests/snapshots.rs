@@ -21,9 +21,9 @@ const KERNELS: [(&str, &str); 7] = [
     (
         "reduction",
         "kernel reduction {
-  %x = input x : f32[4,37]
+  %x = input x : f32[4,97]
   %s = sum %x axes [1] : f32[4]
-  %m = max %x axes [0] : f32[37]
+  %m = max %x axes [0] : f32[97]
   output s = %s
   output m = %m
 }",

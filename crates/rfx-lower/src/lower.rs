@@ -352,19 +352,23 @@ pub(crate) fn lower_kernel(
         // Two vectors of partials keep two accumulators in flight along long rows; along a row
         // of at most one and a half of them (a small matrix product's 3 to 12 points) the
         // partials cost more than they save, and one sequential accumulator is the HIR's order.
-        // One accumulator per output also when neighbouring outputs read neighbouring or
-        // shared elements while the row's points lie apart (a matrix product's `b` read down a
-        // column): a backend can then put outputs in its vector lanes, where partials along
-        // the row would gather every vector.
+        // With at least a vector of outputs along the innermost kept dim, one accumulator per
+        // output lets a backend put outputs in its vector lanes (the CPU does): always when
+        // neighbouring outputs read neighbouring or shared elements while the row's points lie
+        // apart (a matrix product's `b` read down a column), where partials along the row would
+        // gather every vector; and for rows of up to 16 vectors (a matrix-vector product),
+        // where each output's partials cost more to set up and combine than gathering the
+        // outputs' rows does (measured: `f64` 24×24 313 against 435 ns, even at 48).
         let lanes = 2 * vector_width;
         let dims = &nest.dims;
         let row = dims.last().copied().unwrap_or(1);
         let split = dims.len() - nest.reduce_dims;
         let stride = |a: &Access, d: usize| a.strides.get(d).copied().unwrap_or(0);
-        let across = split >= 1
-            && dims[split - 1] >= vector_width as usize
-            && accesses.iter().all(|a| stride(a, split - 1) <= 1)
-            && accesses.iter().any(|a| stride(a, dims.len() - 1) > 1);
+        let outputs_fill_a_vector = split >= 1 && dims[split - 1] >= vector_width as usize;
+        let across = outputs_fill_a_vector
+            && (row <= 16 * vector_width as usize
+                || (accesses.iter().all(|a| stride(a, split - 1) <= 1)
+                    && accesses.iter().any(|a| stride(a, dims.len() - 1) > 1)));
         let default = if 2 * row <= 3 * lanes as usize || across {
             1
         } else {

@@ -59,10 +59,10 @@ const UNROLL_MAX_BODY: usize = 12;
 type LoopBody<'a, G> =
     dyn FnMut(&mut G, &mut FunctionBuilder<'_>, Value, &[Value]) -> Result<Vec<Value>, BackendError> + 'a;
 
-/// One vector of outputs of a reduction with outputs in lanes ([`Gen::emit_columns`]):
-/// `(generator, builder, row, row offsets, column)`.
-type GroupBody<'a, G> =
-    dyn FnMut(&mut G, &mut FunctionBuilder<'_>, Value, &[Value], Value) -> Result<(), BackendError> + 'a;
+/// The body at one vector position of [`Gen::emit_vector_positions`]:
+/// `(generator, builder, position)`.
+type PositionBody<'a, G> =
+    dyn FnMut(&mut G, &mut FunctionBuilder<'_>, Value) -> Result<(), BackendError> + 'a;
 
 /// What the runtime needs to call a compiled kernel.
 #[derive(Clone, Copy, Debug)]
@@ -714,10 +714,8 @@ impl<'k> Gen<'_, 'k> {
     }
 
     /// The innermost loop of an elementwise kernel over `start..end` (at least `n_static` long
-    /// when the whole range is one call's): one vector body, re-entered once at `end - w` for
-    /// the ragged end (recomputing a few elements is harmless: no output overlaps an input, so
-    /// the same values are stored again). Shorter ranges run scalar code only. One body copy
-    /// keeps compile time low.
+    /// when the whole range is one call's): vector positions ([`Gen::emit_vector_positions`]),
+    /// first four vectors at a time for short bodies. Shorter ranges run scalar code only.
     fn emit_elementwise_loop(
         &mut self,
         b: &mut FunctionBuilder<'_>,
@@ -755,33 +753,9 @@ impl<'k> Gen<'_, 'k> {
             })?;
             start = after;
         }
-        let header = b.create_block();
-        let body = b.create_block();
-        let ragged = b.create_block();
-        let exit = b.create_block();
-        b.append_block_param(header, types::I64);
-        b.append_block_param(body, types::I64);
-        b.append_block_param(ragged, types::I64);
-        b.ins().jump(header, &[BlockArg::Value(start)]);
-        b.switch_to_block(header);
-        let at = b.block_params(header)[0];
-        let next = b.ins().iadd_imm_s(at, i64::from(w));
-        let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, next, end);
-        b.ins()
-            .brif(fits, body, &[BlockArg::Value(at)], ragged, &[BlockArg::Value(at)]);
-        b.switch_to_block(body);
-        let at = b.block_params(body)[0];
-        self.emit_body(b, w, at, ptrs, &mut Vec::new())?;
-        let next = b.ins().iadd_imm_s(at, i64::from(w));
-        b.ins().jump(header, &[BlockArg::Value(next)]);
-        // Elements left over: run the body once more on the last `w` elements of the range.
-        b.switch_to_block(ragged);
-        let at = b.block_params(ragged)[0];
-        let left = b.ins().icmp(IntCC::UnsignedLessThan, at, end);
-        let last = b.ins().iadd_imm_s(end, -i64::from(w));
-        b.ins().brif(left, body, &[BlockArg::Value(last)], exit, &[]);
-        b.switch_to_block(exit);
-        Ok(())
+        self.emit_vector_positions(b, start, end, &mut |g, b, at| {
+            g.emit_body(b, w, at, ptrs, &mut Vec::new())
+        })
     }
 
     /// The tiled plan of this (elementwise) kernel's body, or `None` when no instruction of it is
@@ -1399,22 +1373,15 @@ impl<'k> Gen<'_, 'k> {
         // Lay out the partials: each reduction gets `lanes` elements, 16-byte aligned.
         let mut reduces = Vec::new();
         let mut offset = 0usize;
-        for inst in &kernel.body {
-            if let Inst::Reduce { op, buf, .. } = inst {
-                let dtype = *self
-                    .info
-                    .buffer_dtypes
-                    .get(buf.index())
-                    .ok_or_else(|| internal("unknown buffer"))?;
-                reduces.push(ReduceInfo {
-                    index: reduces.len(),
-                    op: *op,
-                    buf: *buf,
-                    dtype,
-                    offset,
-                });
-                offset += (lanes as usize * dtype.size_bytes()).div_ceil(16) * 16;
-            }
+        for (index, (op, buf, dtype)) in self.reductions()?.into_iter().enumerate() {
+            reduces.push(ReduceInfo {
+                index,
+                op,
+                buf,
+                dtype,
+                offset,
+            });
+            offset += (lanes as usize * dtype.size_bytes()).div_ceil(16) * 16;
         }
         let size = u32::try_from(offset.max(16)).map_err(|_| internal("partials too large"))?;
         let slot = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, size, 4));
@@ -1494,6 +1461,22 @@ impl<'k> Gen<'_, 'k> {
         ))
     }
 
+    /// The body's reductions in order: op, output buffer and its dtype.
+    fn reductions(&self) -> Result<Vec<(ReduceOp, BufId, DType)>, BackendError> {
+        let mut reduces = Vec::new();
+        for inst in &self.kernel().body {
+            if let Inst::Reduce { op, buf, .. } = inst {
+                let dtype = *self
+                    .info
+                    .buffer_dtypes
+                    .get(buf.index())
+                    .ok_or_else(|| internal("unknown buffer"))?;
+                reduces.push((*op, *buf, dtype));
+            }
+        }
+        Ok(reduces)
+    }
+
     /// Whether a reduction kernel runs with its outputs in the vector lanes
     /// ([`Gen::emit_reduction_across`]): when each output accumulates in one sequential
     /// accumulator (`reduce_lanes` 1, the short rows of small matrix products) and the
@@ -1502,14 +1485,9 @@ impl<'k> Gen<'_, 'k> {
         let kernel = self.kernel();
         let w = usize::from(self.width);
         let split = kernel.dims.len() - reduce_dims;
-        let reduces_vectorise = kernel.body.iter().all(|inst| match inst {
-            Inst::Reduce { buf, .. } => self
-                .info
-                .buffer_dtypes
-                .get(buf.index())
-                .is_some_and(|&d| d != DType::Bool),
-            _ => true,
-        });
+        let reduces_vectorise = self
+            .reductions()
+            .is_ok_and(|r| r.iter().all(|&(_, _, dtype)| dtype != DType::Bool));
         w > 1
             && kernel.schedule.reduce_lanes == 1
             && split >= 1
@@ -1562,24 +1540,14 @@ impl<'k> Gen<'_, 'k> {
                 (stride * a.elem_bytes()) as i64
             })
             .collect();
-        let mut reduces = Vec::new();
-        for inst in &kernel.body {
-            if let Inst::Reduce { op, buf, .. } = inst {
-                let dtype = *self
-                    .info
-                    .buffer_dtypes
-                    .get(buf.index())
-                    .ok_or_else(|| internal("unknown buffer"))?;
-                reduces.push((*op, *buf, dtype));
-            }
-        }
+        let reduces = self.reductions()?;
 
         // One group of `w` outputs at column `col` of the row whose offsets are `row_offs`.
-        let mut group = |g: &mut Self,
-                         b: &mut FunctionBuilder<'_>,
-                         row: Value,
-                         row_offs: &[Value],
-                         col: Value| {
+        let group = |g: &mut Self,
+                     b: &mut FunctionBuilder<'_>,
+                     row: Value,
+                     row_offs: &[Value],
+                     col: Value| {
             let mut accs = Vec::with_capacity(reduces.len());
             for &(op, _, dtype) in &reduces {
                 let mut e = Emitter {
@@ -1675,7 +1643,7 @@ impl<'k> Gen<'_, 'k> {
         let zeros = vec![zero; self.info.accesses.len()];
         let shape = if vec_axis == 0 {
             // The units are the outputs themselves: a thread's chunk is a range of columns.
-            self.emit_columns(b, lo, hi, zero, &zeros, &mut group)?;
+            self.emit_vector_positions(b, lo, hi, &mut |g, b, col| group(g, b, zero, &zeros, col))?;
             KernelShape::new(cols as u64, reduced_numel as u64, w, self.min_points_per_thread())
         } else {
             let rows: usize = outer_leading.iter().product();
@@ -1683,7 +1651,9 @@ impl<'k> Gen<'_, 'k> {
             self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, row, _| {
                 let row_offs = g.offsets(b, row, 0, &outer_leading, &zeros);
                 let start = b.ins().iconst(types::I64, 0);
-                g.emit_columns(b, start, cols_end, row, &row_offs, &mut group)?;
+                g.emit_vector_positions(b, start, cols_end, &mut |g, b, col| {
+                    group(g, b, row, &row_offs, col)
+                })?;
                 Ok(Vec::new())
             })?;
             KernelShape::new(
@@ -1697,42 +1667,49 @@ impl<'k> Gen<'_, 'k> {
         Ok(shape)
     }
 
-    /// Runs `group` at every vector position of `start..end` (at least a vector long) along
-    /// the vector dim of row `row`: one body, entered once more at `end - w` for a ragged end.
-    fn emit_columns(
+    /// Runs `body` at every vector position `at` of `start..end` (at least a vector long): one
+    /// body, entered once more at `end - w` for a ragged end (recomputing a few points is
+    /// harmless: no output overlaps an input, so the same values are stored again). One body
+    /// copy keeps compile time low.
+    fn emit_vector_positions(
         &mut self,
         b: &mut FunctionBuilder<'_>,
         start: Value,
         end: Value,
-        row: Value,
-        row_offs: &[Value],
-        group: &mut GroupBody<'_, Self>,
+        body: &mut PositionBody<'_, Self>,
     ) -> Result<(), BackendError> {
         let w = i64::from(self.width);
         let header = b.create_block();
-        let body = b.create_block();
+        let body_block = b.create_block();
         let ragged = b.create_block();
         let exit = b.create_block();
         b.append_block_param(header, types::I64);
-        b.append_block_param(body, types::I64);
+        b.append_block_param(body_block, types::I64);
         b.append_block_param(ragged, types::I64);
         b.ins().jump(header, &[BlockArg::Value(start)]);
         b.switch_to_block(header);
         let at = b.block_params(header)[0];
         let next = b.ins().iadd_imm_s(at, w);
         let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, next, end);
-        b.ins()
-            .brif(fits, body, &[BlockArg::Value(at)], ragged, &[BlockArg::Value(at)]);
-        b.switch_to_block(body);
-        let at = b.block_params(body)[0];
-        group(self, b, row, row_offs, at)?;
+        b.ins().brif(
+            fits,
+            body_block,
+            &[BlockArg::Value(at)],
+            ragged,
+            &[BlockArg::Value(at)],
+        );
+        b.switch_to_block(body_block);
+        let at = b.block_params(body_block)[0];
+        body(self, b, at)?;
         let next = b.ins().iadd_imm_s(at, w);
         b.ins().jump(header, &[BlockArg::Value(next)]);
+        // Points left over: run the body once more on the last `w` points of the range.
         b.switch_to_block(ragged);
         let at = b.block_params(ragged)[0];
         let left = b.ins().icmp(IntCC::UnsignedLessThan, at, end);
         let last = b.ins().iadd_imm_s(end, -w);
-        b.ins().brif(left, body, &[BlockArg::Value(last)], exit, &[]);
+        b.ins()
+            .brif(left, body_block, &[BlockArg::Value(last)], exit, &[]);
         b.switch_to_block(exit);
         Ok(())
     }

@@ -201,16 +201,18 @@ impl BoundKernel {
         let in_views: Vec<ArrayView<'_>> = inputs
             .iter()
             .zip(&self.input_shapes)
-            .map(|(slice, shape)| ArrayView::new(shape, slice))
-            .chain(self.constant_inputs.iter().map(|c| Ok(c.view())))
-            .collect::<Result<_, _>>()
-            .map_err(|e| length_error("inputs", e))?;
+            .map(|(slice, shape)| {
+                ArrayView::new(shape, slice).expect("invariant: lengths checked by run_slices")
+            })
+            .chain(self.constant_inputs.iter().map(Array::view))
+            .collect();
         let mut out_views: Vec<ArrayViewMut<'_>> = outputs
             .into_iter()
             .zip(&self.output_shapes)
-            .map(|(slice, shape)| ArrayViewMut::new(shape, slice))
-            .collect::<Result<_, _>>()
-            .map_err(|e| length_error("outputs", e))?;
+            .map(|(slice, shape)| {
+                ArrayViewMut::new(shape, slice).expect("invariant: lengths checked by run_slices")
+            })
+            .collect();
         self.exe.run(&in_views, &mut out_views, &mut self.scratch)
     }
 
@@ -239,15 +241,6 @@ fn data_address(data: DataRef<'_>) -> usize {
         DataRef::I32(v) => v.as_ptr() as usize,
         DataRef::F32(v) => v.as_ptr() as usize,
         DataRef::F64(v) => v.as_ptr() as usize,
-    }
-}
-
-/// A slice whose length is not its shape's element count, as a call error.
-fn length_error(what: &'static str, e: rfx_ir::ArrayLengthError) -> CallError {
-    CallError::Shape {
-        name: what.to_string(),
-        expected: e.shape,
-        found: Shape::new([e.found]),
     }
 }
 

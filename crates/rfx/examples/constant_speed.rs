@@ -4,29 +4,11 @@
 //!
 //! `cargo run --release -p rfx --example constant_speed`
 
-use std::time::Instant;
+mod timing;
 
 use rfx::{Array, DType, Func, Tensor, TensorType};
 
 const N: usize = 6;
-
-/// Median over 200 samples of the mean time of 50 calls.
-fn median_us(mut f: impl FnMut()) -> f64 {
-    for _ in 0..200 {
-        f();
-    }
-    let mut times: Vec<f64> = (0..200)
-        .map(|_| {
-            let start = Instant::now();
-            for _ in 0..50 {
-                f();
-            }
-            start.elapsed().as_secs_f64() * 1e6 / 50.0
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
-}
 
 fn matmul(a: Tensor, b: Tensor) -> Tensor {
     (a.reshape([N, N, 1]) * b.reshape([1, N, N])).sum(&[1][..])
@@ -34,6 +16,11 @@ fn matmul(a: Tensor, b: Tensor) -> Tensor {
 
 fn predict(f: Tensor, q: Tensor, x: Tensor, p: Tensor) -> (Tensor, Tensor) {
     ((f * x).sum(&[1][..]), matmul(matmul(f, p), f.t()) + q)
+}
+
+/// Median over 200 samples of the mean time of 50 calls, in µs.
+fn median_us(f: impl FnMut()) -> f64 {
+    timing::median_ns(200, 200, 50, f) / 1e3
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -3,23 +3,13 @@
 //!
 //! `cargo run --release -p rfx --example jacobian_speed`
 
-use std::time::Instant;
+mod timing;
 
 use rfx::{DType, Tensor, TensorType};
 
-fn median_us(mut f: impl FnMut()) -> f64 {
-    for _ in 0..50 {
-        f();
-    }
-    let mut times: Vec<f64> = (0..400)
-        .map(|_| {
-            let start = Instant::now();
-            f();
-            start.elapsed().as_secs_f64() * 1e6
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
+/// Median over 400 single calls, in µs.
+fn median_us(f: impl FnMut()) -> f64 {
+    timing::median_ns(50, 400, 1, f) / 1e3
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

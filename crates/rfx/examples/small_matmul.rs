@@ -5,28 +5,11 @@
 //!
 //! `cargo run --release -p rfx --example small_matmul`
 
+mod timing;
+
 use std::hint::black_box;
-use std::time::Instant;
 
 use rfx::{DType, Tensor, TensorType};
-
-/// Median over 200 samples of the mean time of 100 calls, in ns.
-fn median_ns(mut f: impl FnMut()) -> f64 {
-    for _ in 0..500 {
-        f();
-    }
-    let mut times: Vec<f64> = (0..200)
-        .map(|_| {
-            let start = Instant::now();
-            for _ in 0..100 {
-                f();
-            }
-            start.elapsed().as_secs_f64() * 1e9 / 100.0
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[times.len() / 2]
-}
 
 fn matmul(a: Tensor, b: Tensor) -> Tensor {
     let (m, k) = (a.shape().dims()[0], a.shape().dims()[1]);
@@ -85,12 +68,18 @@ macro_rules! run_dtype {
         let (mut y, mut y_ref) = (vec![0 as $t; n], vec![0 as $t; n]);
         let (mut t_mm, mut t_mm_ref, mut t_mv, mut t_mv_ref) = (0.0, 0.0, 0.0, 0.0);
         for _ in 0..3 {
-            t_mm += median_ns(|| mm.run_slices([&a[..], &b[..]], [&mut c[..]]).expect("run"));
-            t_mm_ref +=
-                median_ns(|| rust_matmul(n, black_box(&a[..]), black_box(&b[..]), black_box(&mut c_ref[..])));
-            t_mv += median_ns(|| mv.run_slices([&a[..], &x[..]], [&mut y[..]]).expect("run"));
-            t_mv_ref +=
-                median_ns(|| rust_matvec(n, black_box(&a[..]), black_box(&x[..]), black_box(&mut y_ref[..])));
+            t_mm += timing::median_ns(500, 200, 100, || {
+                mm.run_slices([&a[..], &b[..]], [&mut c[..]]).expect("run")
+            });
+            t_mm_ref += timing::median_ns(500, 200, 100, || {
+                rust_matmul(n, black_box(&a[..]), black_box(&b[..]), black_box(&mut c_ref[..]))
+            });
+            t_mv += timing::median_ns(500, 200, 100, || {
+                mv.run_slices([&a[..], &x[..]], [&mut y[..]]).expect("run")
+            });
+            t_mv_ref += timing::median_ns(500, 200, 100, || {
+                rust_matvec(n, black_box(&a[..]), black_box(&x[..]), black_box(&mut y_ref[..]))
+            });
         }
         // Rows of more than 6 `f64`/12 `f32` points are summed in partials (another order).
         let close = |u: &[$t], v: &[$t]| {
@@ -121,7 +110,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         TensorType::new(DType::F64, [3, 3]),
     ])?;
     let (a, mut c) = (vec![0.5f64; 9], vec![0.0f64; 9]);
-    let t = median_ns(|| floor.run_slices([&a[..], &a[..]], [&mut c[..]]).expect("run"));
+    let t = timing::median_ns(500, 200, 100, || {
+        floor.run_slices([&a[..], &a[..]], [&mut c[..]]).expect("run")
+    });
     println!("a bound call of a 3x3 f64 add: {t:.1} ns");
     for n in [3, 4, 6, 8, 16] {
         run_dtype!(f64, DType::F64, n);

@@ -2,6 +2,8 @@
 //! by forward mode; Hessian-vector products (forward over reverse); the shape-based choice
 //! between forward and reverse Jacobians.
 
+use std::collections::HashMap;
+
 use rfx_ir::hir::{Kernel, Op, ValueId};
 use rfx_ir::{ReduceOp, Shape, TensorType};
 
@@ -165,8 +167,25 @@ pub fn jvp<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
 /// them out output-major. A single-element input is seeded with the constant 1.
 pub fn jacfwd<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
     let wrt = resolve_wrt(kernel, wrt)?;
-    let (mut em, _) = Emitter::new(&format!("{}_jacfwd", kernel.name()), kernel, &[])?;
-    let active = active_values(kernel, &wrt);
+    let name = format!("{}_jacfwd", kernel.name());
+    jacfwd_named(kernel, &wrt, &name, &|output, input| {
+        Some(format!("jac_{output}_{input}"))
+    })
+}
+
+/// What [`jacfwd_named`] calls a derivative: `name(output, input)` names the Jacobian of
+/// `output` with respect to `input`; `None` leaves it out.
+type JacobianName<'a> = dyn Fn(&str, &str) -> Option<String> + 'a;
+
+/// [`jacfwd`] with the kernel called `kernel_name` and only the Jacobians `name` names.
+fn jacfwd_named(
+    kernel: &Kernel,
+    wrt: &[WrtInput],
+    kernel_name: &str,
+    name: &JacobianName<'_>,
+) -> Result<Kernel, AdError> {
+    let (mut em, _) = Emitter::new(kernel_name, kernel, &[])?;
+    let active = active_values(kernel, wrt);
     let mut columns = Vec::with_capacity(wrt.len());
     for (i, input) in wrt.iter().enumerate() {
         let mut seeds: Vec<Option<ValueId>> = vec![None; wrt.len()];
@@ -183,7 +202,7 @@ pub fn jacfwd<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError
             )
         };
         seeds[i] = Some(seed);
-        columns.push((forward(&mut em, kernel, &active, &wrt, &seeds, &batch)?, batched));
+        columns.push((forward(&mut em, kernel, &active, wrt, &seeds, &batch)?, batched));
     }
     for output in kernel.outputs() {
         let value = em.primal(output.value);
@@ -194,6 +213,9 @@ pub fn jacfwd<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError
             continue;
         };
         for (input, (column, batched)) in wrt.iter().zip(&columns) {
+            let Some(jacobian_name) = name(&output.name, &input.name) else {
+                continue;
+            };
             let shape = concat(&ty.shape, &input.ty.shape);
             let value = match (column[output.value.index()], batched) {
                 (Some(t), false) => em.reshape(t, shape)?,
@@ -206,10 +228,50 @@ pub fn jacfwd<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError
                 }
                 (None, _) => em.constant(ty.dtype, 0.0, shape),
             };
-            em.output(&format!("jac_{}_{}", output.name, input.name), value)?;
+            em.output(&jacobian_name, value)?;
         }
     }
     em.finish()
+}
+
+/// The first and second derivatives of every float output with respect to `wrt`, in one
+/// kernel: forward mode over reverse mode, as `jax.hessian` (the [`jacrev`] sweeps, then
+/// [`jacfwd`] of their results).
+///
+/// - inputs: `kernel`'s inputs;
+/// - outputs: `kernel`'s outputs; then `jac_<output>_<x>` of shape `shape(output) ++ shape(x)`
+///   per float output and `wrt` input `x`, as [`jacrev`]; then `hess_<output>_<x>_<y>` of shape
+///   `shape(output) ++ shape(x) ++ shape(y)` per float output and pair of `wrt` inputs
+///   (output-major, then `x`, then `y`): element `[i.., j.., k..]` is
+///   `∂²output[i..] / ∂x[j..] ∂y[k..]`.
+///
+/// A Newton or iLQR step needs the value, gradient and Hessian of a cost; they come from one
+/// kernel sharing the forward computation. (A [`jacobian`] of a [`jacobian`] fails with a
+/// [`AdError::NameClash`], because the outer Jacobian of `output` would be called
+/// `jac_<output>_<x>` too; this names the second derivatives apart.)
+pub fn hessian<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
+    let resolved = resolve_wrt(kernel, wrt)?;
+    let first = jacrev(kernel, wrt)?;
+    // The (output, x) behind each first derivative `first` outputs.
+    let mut origin: HashMap<String, (String, String)> = HashMap::new();
+    for output in kernel.outputs() {
+        if kernel
+            .value_type(output.value)
+            .is_some_and(|t| t.dtype.is_float())
+        {
+            for x in &resolved {
+                let key = format!("jac_{}_{}", output.name, x.name);
+                origin.insert(key, (output.name.clone(), x.name.clone()));
+            }
+        }
+    }
+    // `first` has `kernel`'s inputs, so `wrt` resolves to the same inputs there.
+    let second_wrt = resolve_wrt(&first, wrt)?;
+    let name = format!("{}_hessian", kernel.name());
+    jacfwd_named(&first, &second_wrt, &name, &|jacobian, y| {
+        let (output, x) = origin.get(jacobian)?;
+        Some(format!("hess_{output}_{x}_{y}"))
+    })
 }
 
 /// The Jacobians of every float output with respect to `wrt`, choosing the mode by shape as

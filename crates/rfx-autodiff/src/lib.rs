@@ -1,7 +1,8 @@
 //! `rfx-autodiff`: automatic differentiation as HIR → HIR transforms.
 //!
 //! **Owns:** reverse mode ([`vjp`], [`grad`], [`value_and_grad`]), forward mode ([`jvp`]),
-//! Jacobians ([`jacrev`], [`jacfwd`], [`jacobian`]) and Hessian-vector products ([`hvp`]),
+//! Jacobians ([`jacrev`], [`jacfwd`], [`jacobian`]), Hessians ([`hessian`]) and Hessian-vector
+//! products ([`hvp`]),
 //! each producing one HIR kernel that computes values and derivatives together so that
 //! `rfx-opt` can fuse them into a single loop.
 //!
@@ -38,6 +39,7 @@
 //! | [`value_and_grad`] | — | the output, then `grad_<input>` per `wrt` |
 //! | [`jvp`] | `tangent_<input>` per `wrt` | the outputs, then `tangent_<output>` per float output |
 //! | [`jacrev`], [`jacfwd`], [`jacobian`] | — | the outputs, then `jac_<output>_<input>`, shape `out ++ in` |
+//! | [`hessian`] | — | the outputs, `jac_<output>_<x>`, then `hess_<output>_<x>_<y>`, shape `out ++ x ++ y` |
 //! | [`hvp`] | `tangent_<input>` per `wrt` | `hvp_<input>` per `wrt` |
 //!
 //! `wrt` lists inputs by name (`&["x", "y"]`) or by position (`&[0, 1]`); see [`InputRef`].
@@ -110,6 +112,6 @@ mod reverse;
 mod rules;
 
 pub use error::AdError;
-pub use forward::{hvp, jacfwd, jacobian, jvp};
+pub use forward::{hessian, hvp, jacfwd, jacobian, jvp};
 pub use graph::{InputRef, keep_outputs};
 pub use reverse::{grad, jacrev, value_and_grad, vjp};

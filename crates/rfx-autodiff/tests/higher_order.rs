@@ -4,7 +4,9 @@
 mod common;
 
 use common::{arr, assert_close, fd_grad, kernel_f64, run, run_named, uniform};
-use rfx_autodiff::{grad, hvp, jacfwd, jacobian, jacrev, jvp, keep_outputs, value_and_grad};
+use rfx_autodiff::{
+    AdError, grad, hessian, hvp, jacfwd, jacobian, jacrev, jvp, keep_outputs, value_and_grad,
+};
 use rfx_ir::hir::Kernel;
 use rfx_ir::{BinaryOp, ReduceOp, Scalar, UnaryOp};
 
@@ -97,6 +99,143 @@ fn quaternion_norm_gradient_hessian_and_hvp_match_closed_forms() {
         .map(|i| (0..4).map(|j| closed[i * 4 + j] * v[j]).sum())
         .collect();
     assert_close("hvp closed form", &hv[0], &want, 1e-14, 1e-15);
+}
+
+#[test]
+fn quaternion_norm_hessian_kernel_gives_value_gradient_and_hessian() {
+    let k = quaternion_norm();
+    let h = hessian(&k, &["q"]).unwrap();
+    let names: Vec<&str> = h.outputs().iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(names, ["out", "jac_out_q", "hess_out_q_q"]);
+    let inputs: Vec<&str> = h.inputs().map(|(_, name, _)| name).collect();
+    assert_eq!(inputs, ["q"]);
+    for seed in 0..4 {
+        let q = uniform(40 + seed, 4, -1.0, 1.0);
+        let n = q.iter().map(|v| v * v).sum::<f64>().sqrt();
+        let out = run(&h, &[arr(&[4], &q)]);
+        assert_close("|q|", &out[0], &[n], 1e-15, 0.0);
+        let grad: Vec<f64> = q.iter().map(|v| v / n).collect();
+        assert_close("∇|q|", &out[1], &grad, 1e-15, 0.0);
+        assert_close("∇²|q|", &out[2], &quaternion_norm_hessian(&q), 1e-14, 1e-15);
+    }
+}
+
+/// out[i] = sin(x[i]) · Σy + x[i]² · Πy + exp(x[i] · Σy²) for x: [3], y: [2].
+fn coupled() -> Kernel {
+    kernel_f64("coupled", &[("x", &[3]), ("y", &[2])], |b, xs| {
+        let (x, y) = (xs[0], xs[1]);
+        let sum_y = b.reduce_all(ReduceOp::Sum, y)?;
+        let prod_y = b.reduce_all(ReduceOp::Prod, y)?;
+        let y2 = b.binary(BinaryOp::Mul, y, y)?;
+        let sum_y2 = b.reduce_all(ReduceOp::Sum, y2)?;
+        let sin = b.unary(UnaryOp::Sin, x)?;
+        let a = b.binary(BinaryOp::Mul, sin, sum_y)?;
+        let x2 = b.binary(BinaryOp::Mul, x, x)?;
+        let c = b.binary(BinaryOp::Mul, x2, prod_y)?;
+        let xy = b.binary(BinaryOp::Mul, x, sum_y2)?;
+        let e = b.unary(UnaryOp::Exp, xy)?;
+        let ac = b.binary(BinaryOp::Add, a, c)?;
+        b.binary(BinaryOp::Add, ac, e)
+    })
+}
+
+#[test]
+fn hessian_blocks_of_a_vector_output_match_finite_differences_of_its_jacobian() {
+    // Every block `hess_out_x_y[i, j, k] = ∂ jac_out_x[i, j] / ∂y[k]` against central
+    // differences of the first-derivative kernel, and the mixed blocks against each other.
+    let k = coupled();
+    let h = hessian(&k, &["x", "y"]).unwrap();
+    let names: Vec<&str> = h.outputs().iter().map(|o| o.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "out",
+            "jac_out_x",
+            "jac_out_y",
+            "hess_out_x_x",
+            "hess_out_x_y",
+            "hess_out_y_x",
+            "hess_out_y_y"
+        ]
+    );
+    let shapes: Vec<Vec<usize>> = h
+        .outputs()
+        .iter()
+        .map(|o| h.value_type(o.value).unwrap().shape.dims().to_vec())
+        .collect();
+    assert_eq!(
+        shapes,
+        [
+            vec![3],
+            vec![3, 3],
+            vec![3, 2],
+            vec![3, 3, 3],
+            vec![3, 3, 2],
+            vec![3, 2, 3],
+            vec![3, 2, 2]
+        ]
+    );
+    let (x, y) = (uniform(50, 3, -1.0, 1.0), uniform(51, 2, -1.0, 1.0));
+    let inputs = [arr(&[3], &x), arr(&[2], &y)];
+    let out = run(&h, &inputs);
+    let first = jacrev(&k, &["x", "y"]).unwrap();
+    assert_close("value", &out[0], &run(&k, &inputs)[0], 0.0, 0.0);
+    let sizes = [3, 2];
+    for (a, size_a) in sizes.iter().enumerate() {
+        for (b, size_b) in sizes.iter().enumerate() {
+            let block = &out[3 + 2 * a + b];
+            // Column (i, j) of the block: the gradient of jac_out_a[i, j] along input b.
+            for i in 0..3 {
+                for j in 0..*size_a {
+                    let mut weights = vec![0.0; 3 * size_a];
+                    weights[i * size_a + j] = 1.0;
+                    let fd = fd_grad(&first, &inputs, b, 1 + a, Some(&weights));
+                    let start = (i * size_a + j) * size_b;
+                    let got = &block[start..start + size_b];
+                    assert_close(&format!("hess block {a}{b} [{i},{j}]"), got, &fd, 1e-6, 1e-7);
+                }
+            }
+        }
+    }
+    // Symmetry of second derivatives: hess_out_x_y[i, j, k] = hess_out_y_x[i, k, j].
+    for i in 0..3 {
+        for j in 0..3 {
+            for m in 0..2 {
+                let xy = out[4][(i * 3 + j) * 2 + m];
+                let yx = out[5][(i * 2 + m) * 3 + j];
+                assert_close("mixed partials", &[xy], &[yx], 1e-14, 1e-15);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_jacobian_of_a_jacobian_clashes_where_hessian_names_apart() {
+    let k = coupled();
+    let inner = jacobian(&k, &["x"]).unwrap();
+    match jacobian(&inner, &["x"]) {
+        Err(AdError::NameClash { name }) => assert_eq!(name, "jac_out_x"),
+        other => panic!("expected a name clash, got {other:?}"),
+    }
+    // The clash is only in the names: the outer Jacobian of the kept inner Jacobian equals
+    // the Hessian kernel's block.
+    let kept = keep_outputs(&inner, &["jac_out_x"]).unwrap();
+    let outer = jacobian(&kept, &["x"]).unwrap();
+    let (x, y) = (uniform(60, 3, -1.0, 1.0), uniform(61, 2, -1.0, 1.0));
+    let inputs = [arr(&[3], &x), arr(&[2], &y)];
+    let nested = run_named(&outer, &inputs, "jac_jac_out_x_x");
+    let direct = run_named(&hessian(&k, &["x"]).unwrap(), &inputs, "hess_out_x_x");
+    assert_close("nested vs hessian", &direct, &nested, 1e-14, 1e-15);
+    // x enters each output elementwise, so the x-x block is diagonal in its two last axes.
+    for i in 0..3 {
+        for j in 0..3 {
+            for m in 0..3 {
+                if !(i == j && j == m) {
+                    assert_eq!(direct[(i * 3 + j) * 3 + m], 0.0, "[{i},{j},{m}]");
+                }
+            }
+        }
+    }
 }
 
 #[test]

@@ -297,6 +297,8 @@ pub enum TransformKind {
     Jvp,
     /// [`crate::jacobian`].
     Jacobian,
+    /// [`crate::hessian`].
+    Hessian,
     /// [`crate::hvp`].
     Hvp,
 }
@@ -308,6 +310,7 @@ impl TransformKind {
             TransformKind::ValueAndGrad => "value_and_grad",
             TransformKind::Jvp => "jvp",
             TransformKind::Jacobian => "jacobian",
+            TransformKind::Hessian => "hessian",
             TransformKind::Hvp => "hvp",
         }
     }
@@ -319,7 +322,7 @@ impl TransformKind {
 
 /// A derivative of a [`KernelFn`], itself a [`KernelFn`] (so transforms compose and run under
 /// [`crate::jit()`]). Input and output names follow `rfx-autodiff`'s conventions (`grad_<input>`,
-/// `tangent_<input>`, `jac_<output>_<input>`, ...). Differentiates with respect to input 0
+/// `tangent_<input>`, `jac_<output>_<input>`, `hess_<output>_<x>_<y>`, ...). Differentiates with respect to input 0
 /// unless [`Transform::wrt`] says otherwise.
 #[derive(Clone, Debug)]
 pub struct Transform<K> {
@@ -381,6 +384,7 @@ impl<K: KernelFn> KernelFn for Transform<K> {
             TransformKind::ValueAndGrad => rfx_autodiff::value_and_grad(&kernel, wrt),
             TransformKind::Jvp => rfx_autodiff::jvp(&kernel, wrt),
             TransformKind::Jacobian => rfx_autodiff::jacobian(&kernel, wrt),
+            TransformKind::Hessian => rfx_autodiff::hessian(&kernel, wrt),
             TransformKind::Hvp => rfx_autodiff::hvp(&kernel, wrt),
         };
         Ok(result?)

@@ -3,7 +3,7 @@
 //! **Owns:** the facade most users depend on: the tracing API ([`Tensor`], a `Copy` handle
 //! into a thread-local trace, with operators and a method per HIR op), [`jit()`] (a traceable
 //! function with a TinyJIT-style cache), the transforms [`grad`], [`value_and_grad`], [`jvp`],
-//! [`jacobian`], [`hvp`] (composable, and usable under `jit`), the expression front end
+//! [`jacobian`], [`hessian`], [`hvp`] (composable, and usable under `jit`), the expression front end
 //! ([`expr`]) and a [`prelude`]. It re-exports the host array types of `rfx-ir` and the
 //! runtime's real-time handle.
 //!
@@ -94,9 +94,27 @@ pub fn jvp<M, F: IntoKernelFn<M>>(f: F) -> Transform<F::Output> {
 }
 
 /// The Jacobians of every float output: outputs `f`'s outputs then `jac_<output>_<input>` of
-/// shape `output ++ input`. The identity bases reverse mode needs are supplied by the jit.
+/// shape `output ++ input`, forward or reverse mode by shape, from one kernel.
 pub fn jacobian<M, F: IntoKernelFn<M>>(f: F) -> Transform<F::Output> {
     Transform::new(f.into_kernel_fn(), TransformKind::Jacobian)
+}
+
+/// First and second derivatives of every float output, from one kernel (forward over reverse
+/// mode, as `jax.hessian`): outputs `f`'s outputs, then `jac_<output>_<x>` per `wrt` input,
+/// then `hess_<output>_<x>_<y>` of shape `output ++ x ++ y` per pair of `wrt` inputs. The value,
+/// gradient and Hessian a Newton step needs. (A `jacobian` of a `jacobian` is a name clash.)
+///
+/// ```
+/// use rfx::Tensor;
+/// // f(x) = Σ x³: gradient 3x², Hessian diag(6x).
+/// let h = rfx::jit(rfx::hessian(|x: Tensor| (x * x * x).sum_all()));
+/// let out = h.call((&[1.0f64, 2.0],))?;
+/// assert_eq!(out[1].as_slice::<f64>(), Some(&[3.0, 12.0][..]));
+/// assert_eq!(out[2].as_slice::<f64>(), Some(&[6.0, 0.0, 0.0, 12.0][..]));
+/// # Ok::<(), rfx::JitError>(())
+/// ```
+pub fn hessian<M, F: IntoKernelFn<M>>(f: F) -> Transform<F::Output> {
+    Transform::new(f.into_kernel_fn(), TransformKind::Hessian)
 }
 
 /// Hessian-vector products: takes `f`'s inputs then `tangent_<input>`; outputs `hvp_<input>`.
@@ -123,7 +141,7 @@ macro_rules! jit {
 /// The names most programs need: `use rfx::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        All, Array, DType, Jit, JitError, Shape, Tensor, TensorType, constant, grad, hvp, jacobian, jit, jvp,
-        value_and_grad, where_,
+        All, Array, DType, Jit, JitError, Shape, Tensor, TensorType, constant, grad, hessian, hvp, jacobian,
+        jit, jvp, value_and_grad, where_,
     };
 }

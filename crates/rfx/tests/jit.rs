@@ -372,6 +372,20 @@ fn transforms_compose_and_run_under_jit() {
         assert!((out[0].as_slice::<f64>().unwrap()[i] - 6.0 * x[i] * t[i]).abs() < 1e-12);
     }
 
+    // Hessian of sum(x^3): value, gradient 3x² and diag(6x) from one kernel.
+    let h = rfx::jit(rfx::hessian(|x: Tensor| (x * x * x).sum(All)));
+    let out = h.call((&x,)).unwrap();
+    assert_eq!(out.len(), 3, "value, gradient, Hessian");
+    assert_eq!(out[2].shape(), &Shape::new([4, 4]));
+    let hess = out[2].as_slice::<f64>().unwrap();
+    for r in 0..4 {
+        assert!((out[1].as_slice::<f64>().unwrap()[r] - 3.0 * x[r] * x[r]).abs() < 1e-12);
+        for c in 0..4 {
+            let expected = if r == c { 6.0 * x[r] } else { 0.0 };
+            assert!((hess[r * 4 + c] - expected).abs() < 1e-12, "hess[{r},{c}]");
+        }
+    }
+
     // grad of grad on a scalar input: d²/dx² x^3 = 6x; grad wrt the second input.
     let gg = rfx::jit(rfx::grad(rfx::grad(|x: Tensor| x * x * x)));
     let out = gg
@@ -385,6 +399,59 @@ fn transforms_compose_and_run_under_jit() {
     }
     let err = rfx::jit(rfx::grad(|x: Tensor| x * 2.0)).call((&x,)).unwrap_err();
     assert!(matches!(err, JitError::Autodiff(_)), "{err:?}");
+}
+
+#[test]
+fn hessian_of_a_two_input_cost_matches_closed_forms_on_the_cpu() {
+    // cost(x, u) = Σ x² u + sin(x) u²: per element ∂²/∂x² = 2u - sin(x) u²,
+    // ∂²/∂x∂u = 2x + 2 cos(x) u, ∂²/∂u² = 2 sin(x); every block is diagonal.
+    let cost = |x: Tensor, u: Tensor| (x * x * u + x.sin() * u * u).sum(All);
+    let h = rfx::jit(rfx::hessian(cost).wrt(&[0, 1]));
+    let mut rng = StdRng::seed_from_u64(71);
+    let n = 5;
+    let x: Vec<f64> = (0..n).map(|_| rng.random_range(-2.0..2.0)).collect();
+    let u: Vec<f64> = (0..n).map(|_| rng.random_range(-2.0..2.0)).collect();
+    let out = h.call((&x, &u)).unwrap();
+    assert_eq!(out.len(), 7, "value, two gradients, four Hessian blocks");
+    let value: f64 = (0..n)
+        .map(|i| x[i] * x[i] * u[i] + x[i].sin() * u[i] * u[i])
+        .sum();
+    assert!((out[0].as_slice::<f64>().unwrap()[0] - value).abs() < 1e-12);
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs().max(1.0);
+    for i in 0..n {
+        let gx = 2.0 * x[i] * u[i] + x[i].cos() * u[i] * u[i];
+        let gu = x[i] * x[i] + 2.0 * x[i].sin() * u[i];
+        assert!(close(out[1].as_slice::<f64>().unwrap()[i], gx), "grad x[{i}]");
+        assert!(close(out[2].as_slice::<f64>().unwrap()[i], gu), "grad u[{i}]");
+    }
+    let diagonals: [&dyn Fn(usize) -> f64; 4] = [
+        &|i| 2.0 * u[i] - x[i].sin() * u[i] * u[i],
+        &|i| 2.0 * x[i] + 2.0 * x[i].cos() * u[i],
+        &|i| 2.0 * x[i] + 2.0 * x[i].cos() * u[i],
+        &|i| 2.0 * x[i].sin(),
+    ];
+    for (block, diagonal) in diagonals.iter().enumerate() {
+        let got = out[3 + block].as_slice::<f64>().unwrap();
+        assert_eq!(out[3 + block].shape(), &Shape::new([n, n]));
+        for r in 0..n {
+            for c in 0..n {
+                let want = if r == c { diagonal(r) } else { 0.0 };
+                assert!(
+                    close(got[r * n + c], want),
+                    "block {block} [{r},{c}]: {}",
+                    got[r * n + c]
+                );
+            }
+        }
+    }
+    // f32 inputs compile too and agree with the interpreter.
+    let x32: Vec<f32> = x.iter().map(|v| *v as f32).collect();
+    let u32: Vec<f32> = u.iter().map(|v| *v as f32).collect();
+    let inputs = [
+        Array::from_vec(vec![n], x32).unwrap(),
+        Array::from_vec(vec![n], u32).unwrap(),
+    ];
+    check_against_interp(&h, &inputs, 1e-5);
 }
 
 #[test]

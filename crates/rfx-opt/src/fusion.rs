@@ -124,11 +124,11 @@ fn is_leaf(op: &Op) -> bool {
     )
 }
 
-/// The value under a chain of transposes starting at `value` (`value` itself when it is not a
-/// transpose).
+/// The value under a chain of transposes and broadcasts starting at `value` (`value` itself
+/// when it is neither): what a transposed read loads from.
 fn transpose_base(kernel: &Kernel, mut value: ValueId) -> ValueId {
     while let Some(node) = kernel.node(value)
-        && matches!(node.op, Op::Transpose { .. })
+        && matches!(node.op, Op::Transpose { .. } | Op::BroadcastTo)
         && let Some(&operand) = node.args.first()
     {
         value = operand;
@@ -217,7 +217,8 @@ impl Plan<'_> {
                 continue;
             }
             computed.push(v);
-            let reshape = reads_buffer(&node.op);
+            // A broadcast under a transpose is part of the transposed read.
+            let reshape = reads_buffer(&node.op) || (through_reshape && matches!(node.op, Op::BroadcastTo));
             stack.extend(node.args.iter().map(|&a| (a, reshape)));
         }
         computed.sort();
@@ -465,46 +466,57 @@ impl KernelEmitter<'_, '_> {
         Ok(self.push(MirOp::Index { strides }, Vec::new(), ty.dtype))
     }
 
-    /// A chain of transposes ending at `v`, read from what is under it: a splat constant, an
-    /// `iota` (along the permuted axis), or a buffer (with permuted strides).
+    /// A chain of transposes and broadcasts ending at `v`, read from what is under it: a splat
+    /// constant, an `iota` (an index with the chain's strides), or a buffer (with the chain's
+    /// strides).
     fn transposed(&mut self, v: ValueId) -> Result<MirValue, OptError> {
         let kernel = self.plan.kernel;
         let node = kernel.node(v).ok_or(OptError::InvalidValue(v))?;
-        // `perm[i]`: the axis of the base that result axis `i` reads. Composing outward:
-        // `transpose(transpose(x, p), q)` reads axis `p[q[i]]` of `x`.
-        let mut perm: Vec<usize> = (0..node.ty.shape.rank()).collect();
+        // The chain from `v` down to its base (a root below `v` ends it: it is read stored).
+        let mut chain = Vec::new();
         let mut base = v;
         while let Some(n) = kernel.node(base)
-            && let Op::Transpose { perm: p } = &n.op
+            && matches!(n.op, Op::Transpose { .. } | Op::BroadcastTo)
             && !(base != v && self.plan.roots.contains_key(&base))
         {
-            perm = perm
-                .iter()
-                .map(|&i| p.get(i).copied().ok_or(OptError::InvalidValue(base)))
-                .collect::<Result<_, _>>()?;
+            chain.push(base);
             base = n.args.first().copied().ok_or(OptError::InvalidValue(base))?;
         }
         let base_node = kernel.node(base).ok_or(OptError::InvalidValue(base))?;
         let ty = &node.ty;
-        match &base_node.op {
+        // Where element `idx` of the base sits: row-major in its buffer, or the index along an
+        // `iota`'s axis.
+        let iota = match &base_node.op {
             Op::Const(value) => return Ok(self.push(MirOp::Const(*value), Vec::new(), ty.dtype)),
-            Op::Iota { axis } if !self.plan.roots.contains_key(&base) => {
-                let axis = perm
+            Op::Iota { axis } if !self.plan.roots.contains_key(&base) => Some(*axis),
+            _ => None,
+        };
+        let mut strides: Vec<usize> = match iota {
+            Some(axis) => (0..base_node.ty.shape.rank())
+                .map(|i| usize::from(i == axis))
+                .collect(),
+            None => base_node.ty.shape.strides(),
+        };
+        let mut shape = base_node.ty.shape.clone();
+        for &link in chain.iter().rev() {
+            let n = kernel.node(link).ok_or(OptError::InvalidValue(link))?;
+            strides = match &n.op {
+                Op::Transpose { perm } => perm
                     .iter()
-                    .position(|p| p == axis)
-                    .ok_or(OptError::InvalidValue(base))?;
-                return self.iota(ty, axis, v);
-            }
-            _ => {}
+                    .map(|&a| strides.get(a).copied().ok_or(OptError::InvalidValue(link)))
+                    .collect::<Result<_, _>>()?,
+                _ => strides_in_domain(&shape, &strides, &n.ty.shape).ok_or(OptError::InvalidValue(link))?,
+            };
+            shape = n.ty.shape.clone();
         }
-        let buf = self.stored_buf(base)?;
-        let own = base_node.ty.shape.strides();
-        let strides: Vec<usize> = perm
-            .iter()
-            .map(|&a| own.get(a).copied().ok_or(OptError::InvalidValue(base)))
-            .collect::<Result<_, _>>()?;
         let strides = strides_in_domain(&ty.shape, &strides, self.domain).ok_or(OptError::InvalidValue(v))?;
-        Ok(self.push(MirOp::Load { buf, strides }, Vec::new(), ty.dtype))
+        Ok(match iota {
+            Some(_) => self.push(MirOp::Index { strides }, Vec::new(), ty.dtype),
+            None => {
+                let buf = self.stored_buf(base)?;
+                self.push(MirOp::Load { buf, strides }, Vec::new(), ty.dtype)
+            }
+        })
     }
 
     /// The value of `v` at every domain point: loaded when it lives in a buffer this kernel

@@ -25,7 +25,9 @@ mod saturate;
 
 pub use config::OptConfig;
 pub use error::OptError;
-pub use passes::{constant_fold, decompose, eliminate_dead_ops, fuse_chains, optimize, simplify};
+pub use passes::{
+    constant_fold, decompose, eliminate_dead_ops, fuse_chains, optimize, simplify, sink_transposes,
+};
 pub use report::{MissReason, OptReport, StopReason};
 pub use rules::{Exactness, RuleInfo, rule_table};
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The HIR → HIR passes, each usable alone.
 
-use rfx_ir::BinaryOp;
 use rfx_ir::hir::{Builder, Kernel, Op, ValueId, verify};
+use rfx_ir::{BinaryOp, Shape};
 
 use crate::config::OptConfig;
 use crate::error::OptError;
@@ -92,6 +92,157 @@ pub fn decompose(kernel: &Kernel) -> Result<Kernel, OptError> {
     })
 }
 
+/// Moves transposes of computed elementwise values down to their operands:
+/// `transpose(f(a, b), p)` becomes `f(transpose(a, p), transpose(b, p))`, recursively, with a
+/// broadcast operand made explicit first (`transpose(broadcast_to(a, shape(f)), p)`). A
+/// transpose then lands on an input, a literal, an `iota`, a constant or a value that is stored
+/// anyway, all of which fusion reads through permuted strides, so the transposed value is
+/// computed where it is used instead of being stored and copied. A value moves only when every
+/// use of it wants it transposed the same way (nothing is computed twice). Elementwise ops
+/// commute with any permutation of their points, so the results are the same bits. Also
+/// removes dead nodes.
+pub fn sink_transposes(kernel: &Kernel) -> Result<Kernel, OptError> {
+    verify(kernel).map_err(OptError::InvalidKernel)?;
+    let live = live_values(kernel);
+    let nodes = kernel.nodes();
+    // `sunk[v] = Some(p)`: every use of `v` reads `transpose(v, p)`, so only that is built.
+    let mut sunk: Vec<Option<Vec<usize>>> = vec![None; nodes.len()];
+    // What each value's users want: `Some(p)` for transposed by `p`, `None` for as it is.
+    let mut wants: Vec<Vec<Option<Vec<usize>>>> = vec![Vec::new(); nodes.len()];
+    for output in kernel.outputs() {
+        if let Some(w) = wants.get_mut(output.value.index()) {
+            w.push(None);
+        }
+    }
+    for index in (0..nodes.len()).rev() {
+        let node = &nodes[index];
+        if !live[index] {
+            continue;
+        }
+        let elementwise = is_elementwise(&node.op);
+        if elementwise || matches!(node.op, Op::Transpose { .. }) {
+            sunk[index] = match wants[index].split_first() {
+                Some((Some(p), rest)) if rest.iter().all(|w| w.as_ref() == Some(p)) => Some(p.clone()),
+                _ => None,
+            };
+        }
+        for &a in &node.args {
+            let same_shape = kernel.value_type(a).is_some_and(|t| t.shape == node.ty.shape);
+            let want = match (&node.op, &sunk[index]) {
+                (Op::Transpose { perm }, outer) => {
+                    let composed = compose(perm, outer.as_deref());
+                    (!is_identity(&composed)).then_some(composed)
+                }
+                (_, Some(p)) if elementwise && same_shape => Some(p.clone()),
+                _ => None,
+            };
+            if let Some(w) = wants.get_mut(a.index()) {
+                w.push(want);
+            }
+        }
+    }
+    let mut b = Builder::new(kernel.name());
+    // Each value as it is (`plain`) or, for a sunk value, transposed by its `sunk` perm.
+    let mut built: Vec<Option<ValueId>> = vec![None; nodes.len()];
+    let mut views: std::collections::HashMap<(ValueId, Vec<usize>), ValueId> =
+        std::collections::HashMap::new();
+    let get = |built: &[Option<ValueId>], v: ValueId| {
+        built
+            .get(v.index())
+            .copied()
+            .flatten()
+            .ok_or(OptError::InvalidValue(v))
+    };
+    for (index, node) in nodes.iter().enumerate() {
+        if let Op::Input { name } = &node.op {
+            built[index] = Some(
+                b.input(name.clone(), node.ty.clone())
+                    .map_err(OptError::Rebuild)?,
+            );
+            continue;
+        }
+        if !live[index] {
+            continue;
+        }
+        // `transpose(a, p)` for an operand `a` (broadcast to `shape` first when smaller).
+        let mut operand =
+            |b: &mut Builder, a: ValueId, p: &[usize], shape: &Shape| -> Result<ValueId, OptError> {
+                if sunk[a.index()].as_deref() == Some(p) {
+                    return get(&built, a);
+                }
+                if is_identity(p) {
+                    return get(&built, a);
+                }
+                if let Some(&done) = views.get(&(a, p.to_vec())) {
+                    return Ok(done);
+                }
+                let mut plain = get(&built, a)?;
+                if kernel.value_type(a).is_some_and(|t| &t.shape != shape) {
+                    plain = b.broadcast_to(plain, shape.clone()).map_err(OptError::Rebuild)?;
+                }
+                let view = b.transpose(plain, p).map_err(OptError::Rebuild)?;
+                views.insert((a, p.to_vec()), view);
+                Ok(view)
+            };
+        let value = match (&node.op, &sunk[index]) {
+            (Op::Transpose { perm }, outer) => {
+                let a = node
+                    .args
+                    .first()
+                    .copied()
+                    .ok_or(OptError::InvalidValue(ValueId::new(index)))?;
+                let shape = kernel.value_type(a).map(|t| t.shape.clone()).unwrap_or_default();
+                operand(&mut b, a, &compose(perm, outer.as_deref()), &shape)?
+            }
+            (_, Some(p)) => {
+                let args = node
+                    .args
+                    .iter()
+                    .map(|&a| operand(&mut b, a, p, &node.ty.shape))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let dims = compose(node.ty.shape.dims(), Some(p));
+                let ty = rfx_ir::TensorType::new(node.ty.dtype, dims);
+                b.copy(&node.op, &args, &ty).map_err(OptError::Rebuild)?
+            }
+            (_, None) => {
+                let args = node
+                    .args
+                    .iter()
+                    .map(|&a| get(&built, a))
+                    .collect::<Result<Vec<_>, _>>()?;
+                copy_node(&mut b, node, &args)?
+            }
+        };
+        built[index] = Some(value);
+    }
+    for output in kernel.outputs() {
+        let value = get(&built, output.value)?;
+        b.output(output.name.clone(), value).map_err(OptError::Rebuild)?;
+    }
+    b.finish().map_err(OptError::Rebuild)
+}
+
+/// The ops whose result at a point depends only on their operands at that point.
+fn is_elementwise(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Clamp | Op::Cast
+    )
+}
+
+fn is_identity(perm: &[usize]) -> bool {
+    perm.iter().enumerate().all(|(i, &p)| i == p)
+}
+
+/// `items` permuted by `outer` (`outer[i]` picks item `i`); `items` itself without one. For
+/// perms: `transpose(transpose(x, inner), outer)` is `transpose(x, compose(inner, outer))`.
+fn compose<T: Copy>(items: &[T], outer: Option<&[usize]>) -> Vec<T> {
+    match outer {
+        Some(outer) => outer.iter().filter_map(|&i| items.get(i).copied()).collect(),
+        None => items.to_vec(),
+    }
+}
+
 /// Folds every value computable at compile time into a constant, in the value's own dtype (an
 /// `f32` fold gives the bits the `f32` interpreter gives), and removes what became dead. No
 /// algebraic rewriting happens.
@@ -109,7 +260,8 @@ pub fn constant_fold(kernel: &Kernel) -> Result<Kernel, OptError> {
     crate::saturate::extract_graph(kernel, &graph, &ids)
 }
 
-/// Decomposition, equality saturation (folding, simplification, CSE) and DCE: the HIR half of
+/// Decomposition, equality saturation (folding, simplification, CSE), [`sink_transposes`] and
+/// DCE: the HIR half of
 /// [`crate::optimize`]. Returns the optimised kernel and a report without fusion results.
 pub fn simplify(kernel: &Kernel, config: &OptConfig) -> Result<(Kernel, OptReport), OptError> {
     let mut report = OptReport {
@@ -144,13 +296,18 @@ pub fn simplify(kernel: &Kernel, config: &OptConfig) -> Result<(Kernel, OptRepor
         })?;
     }
     report.ops_after = kernel.op_count();
+    let start = std::time::Instant::now();
+    let kernel = sink_transposes(&kernel)?;
+    report
+        .time_per_pass
+        .push(("sink_transposes".to_string(), start.elapsed()));
     Ok((kernel, report))
 }
 
 /// Partitions `kernel` into fused MIR kernels without algebraic optimisation (composites are
 /// decomposed and dead code removed first). Use [`optimize`] for the whole pipeline.
 pub fn fuse_chains(kernel: &Kernel) -> Result<rfx_ir::mir::MirProgram, OptError> {
-    let decomposed = decompose(kernel)?;
+    let decomposed = sink_transposes(&decompose(kernel)?)?;
     let outcome = crate::fusion::fuse(&decomposed)?;
     rfx_ir::mir::verify(&outcome.program).map_err(|e| OptError::PassBroke {
         pass: "fuse",

@@ -69,7 +69,8 @@ impl fmt::Display for MissReason {
 pub struct OptReport {
     /// Non-input HIR ops before optimisation.
     pub ops_before: usize,
-    /// Non-input HIR ops after optimisation (before fusion).
+    /// Non-input HIR ops after algebraic optimisation (before fusion and before the transposes
+    /// [`crate::sink_transposes`] moves onto operands, which are views, not work).
     pub ops_after: usize,
     /// Rewrite rules that fired, by name, with their counts.
     pub rules_fired: BTreeMap<String, usize>,

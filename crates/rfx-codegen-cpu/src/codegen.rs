@@ -3,13 +3,13 @@
 //! `table[i]` is the base address of buffer `i` (inputs, outputs and arena temporaries alike).
 //! The function computes the *units* `lo..hi` of its kernel: for an elementwise kernel of rank
 //! at most 1 a unit is one element; for a higher-rank elementwise kernel it is one row of the
-//! innermost dimension; for a reduction it is one leading point (one output element), or, when
-//! the outputs run in the vector lanes, one row of outputs (one output when a single kept dim
-//! is left). Threads split a kernel by units. Within a unit range the innermost dimension runs
+//! innermost dimension; for a reduction it is one leading point (one output element), or, with
+//! one accumulator per output, one row of outputs (one output when a single kept dim is left). Threads split a kernel by units. Within a unit range the innermost dimension runs
 //! as a vector loop of `w` lanes followed by a scalar tail; reductions keep `reduce_lanes`
 //! partial accumulators (two vectors for the default schedule) and combine them exactly as the
 //! LIR interpreter does, or, with one accumulator per output, accumulate `w` neighbouring
-//! outputs in one vector lane by lane; either way results are bit-identical to it.
+//! outputs in one vector lane by lane (one output at a time, in registers, when a row of
+//! outputs is narrower than a vector); either way results are bit-identical to it.
 
 use cranelift_codegen::Context;
 use cranelift_codegen::ir::condcodes::IntCC;
@@ -566,8 +566,14 @@ impl<'k> Gen<'_, 'k> {
         } else {
             1
         };
-        self.hoist_splats(b);
         let has_reduce = kernel.body.iter().any(|i| matches!(i, Inst::Reduce { .. }));
+        // One accumulator per output and too few outputs along the innermost kept dim to fill a
+        // vector (a 3×3 `f32` product, a 3-vector's norm): the outputs run one at a time, with
+        // their accumulators in registers, rather than through a one-lane stack partial.
+        if has_reduce && kernel.schedule.reduce_lanes <= 1 && !self.outputs_in_lanes(reduce_dims) {
+            self.width = 1;
+        }
+        self.hoist_splats(b);
         self.inner_axis = if rank == 0 || (has_reduce && reduce_dims == 0) {
             None
         } else {
@@ -1347,7 +1353,8 @@ impl<'k> Gen<'_, 'k> {
         Ok(())
     }
 
-    /// Reduction kernels: per leading point, partial accumulators in a stack slot, the reduced
+    /// Reduction kernels: with one accumulator per output, [`Gen::emit_reduction_across`];
+    /// otherwise per leading point, partial accumulators in a stack slot, the reduced
     /// dimensions looped (the innermost vectorised), then the lane-order combination and the
     /// store of the finished value.
     fn emit_reduction(
@@ -1357,7 +1364,7 @@ impl<'k> Gen<'_, 'k> {
         hi: Value,
         reduce_dims: usize,
     ) -> Result<KernelShape, BackendError> {
-        if self.outputs_in_lanes(reduce_dims) {
+        if self.kernel().schedule.reduce_lanes <= 1 {
             return self.emit_reduction_across(b, lo, hi, reduce_dims);
         }
         let kernel = self.kernel();
@@ -1495,10 +1502,12 @@ impl<'k> Gen<'_, 'k> {
             && reduces_vectorise
     }
 
-    /// Reduction kernels with one output per vector lane: `w` neighbouring outputs along the
+    /// Reduction kernels with one accumulator per output (`reduce_lanes` 1), with one output
+    /// per vector lane: `w` neighbouring outputs along the
     /// innermost kept dim accumulate together, each lane adding its own points in row-major
     /// order, which is the order of a single sequential accumulator, so the bits are those of
-    /// `reduce_lanes` 1. A short innermost reduced row (a small matrix product's 3 to 12
+    /// `reduce_lanes` 1. At width 1 (too few outputs in a row to fill a vector, or a reduction
+    /// to one value) the same code runs one output at a time. A short innermost reduced row (a small matrix product's 3 to 12
     /// points) is unrolled, and the accumulators stay in registers. Loads that the outputs
     /// share (stride 0 along the vector dim) are splats, contiguous ones vector loads, others
     /// gathered by lane. The vector positions end like an elementwise row: the last vector
@@ -1517,15 +1526,16 @@ impl<'k> Gen<'_, 'k> {
         let dims = kernel.dims.clone();
         let rank = dims.len();
         let split = rank - reduce_dims;
-        let vec_axis = split - 1;
-        let cols = dims[vec_axis];
-        let outer_leading = dims[..vec_axis].to_vec();
+        // A reduction to one value has no kept dim: one column of one row.
+        let vec_axis = split.checked_sub(1);
+        let cols = vec_axis.map_or(1, |a| dims[a]);
+        let outer_leading = dims[..vec_axis.unwrap_or(0)].to_vec();
         let reduced = dims[split..].to_vec();
         let reduced_numel: usize = reduced.iter().product();
         let inner = if reduce_dims > 0 { dims[rank - 1] } else { 1 };
         let outer_reduced = reduced[..reduce_dims.saturating_sub(1)].to_vec();
         let rows_reduced: usize = outer_reduced.iter().product();
-        self.inner_axis = Some(vec_axis);
+        self.inner_axis = vec_axis;
         // Bytes each access advances per point of the innermost reduced dim.
         let row_steps: Vec<i64> = self
             .info
@@ -1641,7 +1651,7 @@ impl<'k> Gen<'_, 'k> {
 
         let zero = b.ins().iconst(types::I64, 0);
         let zeros = vec![zero; self.info.accesses.len()];
-        let shape = if vec_axis == 0 {
+        let shape = if vec_axis == Some(0) {
             // The units are the outputs themselves: a thread's chunk is a range of columns.
             self.emit_vector_positions(b, lo, hi, &mut |g, b, col| group(g, b, zero, &zeros, col))?;
             KernelShape::new(cols as u64, reduced_numel as u64, w, self.min_points_per_thread())

@@ -56,13 +56,22 @@ const SEGMENT_UNROLL: i64 = 4;
 const UNROLL_MAX_BODY: usize = 12;
 
 /// The body of a loop emitted by `Gen::emit_loop`: `(generator, builder, position, carried)`.
-type LoopBody<'a, G> =
-    dyn FnMut(&mut G, &mut FunctionBuilder<'_>, Value, &[Value]) -> Result<Vec<Value>, BackendError> + 'a;
+type LoopBody<'a, G, R = Vec<Value>> =
+    dyn FnMut(&mut G, &mut FunctionBuilder<'_>, Value, &[Value]) -> Result<R, BackendError> + 'a;
 
 /// The body at one vector position of [`Gen::emit_vector_positions`]:
 /// `(generator, builder, position)`.
 type PositionBody<'a, G> =
     dyn FnMut(&mut G, &mut FunctionBuilder<'_>, Value) -> Result<(), BackendError> + 'a;
+
+/// Values carried from one vector position to the next by
+/// [`Gen::emit_vector_positions_carrying`]: `(generator, builder, values)` → the next values.
+type CarryAdvance<'a, G> =
+    dyn FnMut(&mut G, &mut FunctionBuilder<'_>, &[Value]) -> Result<Vec<Value>, BackendError> + 'a;
+
+/// The carried values at a position: `(generator, builder, position)` → the values.
+type CarryFresh<'a, G> =
+    dyn FnMut(&mut G, &mut FunctionBuilder<'_>, Value) -> Result<Vec<Value>, BackendError> + 'a;
 
 /// What the runtime needs to call a compiled kernel.
 #[derive(Clone, Copy, Debug)]
@@ -380,6 +389,7 @@ fn build_into(
             tiles: None,
             memo: RefCell::new(HashMap::new()),
             row_indices: HashMap::new(),
+            col_indices: HashMap::new(),
         };
         shape = generator.emit(&mut b, table, lo, hi)?;
         b.seal_all_blocks();
@@ -438,6 +448,10 @@ struct Gen<'i, 'k> {
     /// before it: access index → (scalar, splat at the kernel's width). Cranelift does not hoist
     /// them out of the loop itself. Set only around an elementwise row's loop.
     row_indices: HashMap<usize, (Value, Value)>,
+    /// Indices the vector loop advances (a column index), carried through an elementwise row's
+    /// vector loops as vectors, one add per step instead of a conversion and a splat: access
+    /// index → the vector at the current position. Set only inside those loops.
+    col_indices: HashMap<usize, Value>,
 }
 
 /// The pure operations [`Gen::memo`] shares.
@@ -741,27 +755,84 @@ impl<'k> Gen<'_, 'k> {
             })?;
             return Ok(());
         }
+        // Column indices advance by a vector add per step (see `Gen::col_indices`).
+        let columns: Vec<(usize, DType, usize)> = (0..self.info.accesses.len())
+            .filter(|&k| {
+                self.info.accesses[k].buf.is_none()
+                    && self.inner_stride(k) != 0
+                    && !self.row_indices.contains_key(&k)
+            })
+            .map(|k| (k, self.info.accesses[k].dtype, self.inner_stride(k)))
+            .collect();
+        let mut fresh = |g: &mut Self, b: &mut FunctionBuilder<'_>, at: Value| {
+            g.col_indices.clear();
+            columns
+                .iter()
+                .map(|&(k, dtype, _)| g.index(b, w, k, at, ptrs, dtype))
+                .collect::<Result<Vec<_>, _>>()
+        };
+        // The column indices `points` positions on.
+        let advance = |g: &mut Self, b: &mut FunctionBuilder<'_>, values: &[Value], points: usize| {
+            columns
+                .iter()
+                .zip(values)
+                .map(|(&(_, dtype, stride), &v)| {
+                    let step = rfx_ir::semantics::index_value(points * stride, dtype)
+                        .ok_or_else(|| internal(format!("index of dtype {dtype}")))?;
+                    let mut e = Emitter {
+                        b: &mut *b,
+                        w,
+                        imports: g.imports,
+                    };
+                    let step = e.constant(step);
+                    Ok(if dtype == DType::I32 {
+                        b.ins().iadd(v, step)
+                    } else {
+                        b.ins().fadd(v, step)
+                    })
+                })
+                .collect::<Result<Vec<_>, BackendError>>()
+        };
+        let set = |g: &mut Self, values: &[Value]| {
+            g.col_indices = columns.iter().zip(values).map(|(&(k, ..), &v)| (k, v)).collect();
+        };
+        let mut start = start;
+        let mut carried = fresh(self, b, start)?;
         // Short bodies (memory-bound kernels) first run four vectors per iteration: the loop
         // overhead would otherwise rival the work, and the loads of four vectors overlap.
-        let mut start = start;
         if self.kernel().body.len() <= UNROLL_MAX_BODY && n_static >= UNROLL * usize::from(w) {
             let step = (UNROLL * usize::from(w)) as i64;
-            let (after, _) = self.emit_loop(b, start, end, step, &[], &mut |g, b, at, _| {
+            let (after, last) = self.emit_loop(b, start, end, step, &carried, &mut |g, b, at, values| {
                 for k in 0..UNROLL {
                     let pos = if k == 0 {
+                        set(g, values);
                         at
                     } else {
+                        let moved = advance(g, b, values, k * usize::from(w))?;
+                        set(g, &moved);
                         b.ins().iadd_imm_s(at, (k * usize::from(w)) as i64)
                     };
                     g.emit_body(b, w, pos, ptrs, &mut Vec::new())?;
                 }
-                Ok(Vec::new())
+                advance(g, b, values, UNROLL * usize::from(w))
             })?;
             start = after;
+            carried = last;
         }
-        self.emit_vector_positions(b, start, end, &mut |g, b, at| {
-            g.emit_body(b, w, at, ptrs, &mut Vec::new())
-        })
+        self.emit_vector_positions_carrying(
+            b,
+            start,
+            end,
+            &carried,
+            &mut |g, b, values: &[Value]| advance(g, b, values, usize::from(w)),
+            &mut fresh,
+            &mut |g, b, at, values| {
+                set(g, values);
+                g.emit_body(b, w, at, ptrs, &mut Vec::new())
+            },
+        )?;
+        self.col_indices.clear();
+        Ok(())
     }
 
     /// The tiled plan of this (elementwise) kernel's body, or `None` when no instruction of it is
@@ -1688,38 +1759,81 @@ impl<'k> Gen<'_, 'k> {
         end: Value,
         body: &mut PositionBody<'_, Self>,
     ) -> Result<(), BackendError> {
+        self.emit_vector_positions_carrying(
+            b,
+            start,
+            end,
+            &[],
+            &mut |_, _, _: &[Value]| Ok(Vec::new()),
+            &mut |_, _, _: Value| Ok(Vec::new()),
+            &mut |g, b, at, _| body(g, b, at),
+        )
+    }
+
+    /// [`Gen::emit_vector_positions`] carrying values (`init` at `start`) from one position to
+    /// the next: `advance` gives the next position's from the current ones, `fresh` the ones at
+    /// a position (the ragged end's).
+    #[allow(clippy::too_many_arguments)]
+    fn emit_vector_positions_carrying(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        start: Value,
+        end: Value,
+        init: &[Value],
+        advance: &mut CarryAdvance<'_, Self>,
+        fresh: &mut CarryFresh<'_, Self>,
+        body: &mut LoopBody<'_, Self, ()>,
+    ) -> Result<(), BackendError> {
         let w = i64::from(self.width);
         let header = b.create_block();
         let body_block = b.create_block();
         let ragged = b.create_block();
         let exit = b.create_block();
-        b.append_block_param(header, types::I64);
-        b.append_block_param(body_block, types::I64);
-        b.append_block_param(ragged, types::I64);
-        b.ins().jump(header, &[BlockArg::Value(start)]);
+        for block in [header, body_block, ragged] {
+            b.append_block_param(block, types::I64);
+        }
+        for &v in init {
+            let ty = b.func.dfg.value_type(v);
+            b.append_block_param(header, ty);
+            b.append_block_param(body_block, ty);
+        }
+        let args = |at: Value, vals: &[Value]| -> Vec<BlockArg> {
+            std::iter::once(at)
+                .chain(vals.iter().copied())
+                .map(BlockArg::Value)
+                .collect()
+        };
+        b.ins().jump(header, &args(start, init));
         b.switch_to_block(header);
-        let at = b.block_params(header)[0];
+        let params = b.block_params(header).to_vec();
+        let (at, vals) = (params[0], &params[1..]);
         let next = b.ins().iadd_imm_s(at, w);
         let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, next, end);
-        b.ins().brif(
-            fits,
-            body_block,
-            &[BlockArg::Value(at)],
-            ragged,
-            &[BlockArg::Value(at)],
-        );
+        b.ins()
+            .brif(fits, body_block, &args(at, vals), ragged, &[BlockArg::Value(at)]);
         b.switch_to_block(body_block);
-        let at = b.block_params(body_block)[0];
-        body(self, b, at)?;
+        let params = b.block_params(body_block).to_vec();
+        let (at, vals) = (params[0], &params[1..]);
+        body(self, b, at, vals)?;
         let next = b.ins().iadd_imm_s(at, w);
-        b.ins().jump(header, &[BlockArg::Value(next)]);
+        let next_vals = advance(self, b, vals)?;
+        b.ins().jump(header, &args(next, &next_vals));
         // Points left over: run the body once more on the last `w` points of the range.
         b.switch_to_block(ragged);
         let at = b.block_params(ragged)[0];
         let left = b.ins().icmp(IntCC::UnsignedLessThan, at, end);
         let last = b.ins().iadd_imm_s(end, -w);
-        b.ins()
-            .brif(left, body_block, &[BlockArg::Value(last)], exit, &[]);
+        if init.is_empty() {
+            b.ins()
+                .brif(left, body_block, &[BlockArg::Value(last)], exit, &[]);
+        } else {
+            // The carried values at `end - w` are only made when a ragged end is there.
+            let ragged_end = b.create_block();
+            b.ins().brif(left, ragged_end, &[], exit, &[]);
+            b.switch_to_block(ragged_end);
+            let last_vals = fresh(self, b, last)?;
+            b.ins().jump(body_block, &args(last, &last_vals));
+        }
         b.switch_to_block(exit);
         Ok(())
     }
@@ -2258,6 +2372,12 @@ impl<'k> Gen<'_, 'k> {
     ) -> Result<Value, BackendError> {
         if let Some(&(scalar, splat)) = self.row_indices.get(&k) {
             return Ok(if w == 1 { scalar } else { splat });
+        }
+        if w > 1
+            && w == self.width
+            && let Some(&vector) = self.col_indices.get(&k)
+        {
+            return Ok(vector);
         }
         let offset = self.address(b, k, at, at, offs, 0);
         let scalar = index_scalar(b, offset, dtype)?;

@@ -317,6 +317,9 @@ fn index_cases(push: &mut dyn FnMut(String, Option<Kernel>, Option<&'static str>
             (vec![3, 17], 1, vec![3, 1]),
             (vec![4, 9, 5], 1, vec![4, 9, 5]),
             (vec![2, 1, 6], 1, vec![6]),
+            // Rows long enough for the CPU's four-vector steps, with a ragged end: the column
+            // index is carried from step to step.
+            (vec![3, 37], 1, vec![37]),
         ] {
             let dims = dims_name(&shape);
             let name = format!("iota_{dtype}_{dims}_axis{axis}");
@@ -331,19 +334,21 @@ fn index_cases(push: &mut dyn FnMut(String, Option<Kernel>, Option<&'static str>
             })();
             push(name, k, None, None);
         }
-        let name = format!("identity_{dtype}_n7");
-        let mut b = Builder::new(name.clone());
-        let k = (|| {
-            let x = b.input("x", TensorType::new(dtype, [7, 7])).ok()?;
-            let rows = b.iota(dtype, [7, 7], 0).ok()?;
-            let cols = b.iota(dtype, [7, 7], 1).ok()?;
-            let eye = b.compare(CmpOp::Eq, rows, cols).ok()?;
-            let eye = b.cast(eye, dtype).ok()?;
-            let r = b.binary(BinaryOp::Mul, eye, x).ok()?;
-            b.output("out", r).ok()?;
-            b.finish().ok()
-        })();
-        push(name, k, None, None);
+        for n in [7usize, 19] {
+            let name = format!("identity_{dtype}_n{n}");
+            let mut b = Builder::new(name.clone());
+            let k = (|| {
+                let x = b.input("x", TensorType::new(dtype, [n, n])).ok()?;
+                let rows = b.iota(dtype, [n, n], 0).ok()?;
+                let cols = b.iota(dtype, [n, n], 1).ok()?;
+                let eye = b.compare(CmpOp::Eq, rows, cols).ok()?;
+                let eye = b.cast(eye, dtype).ok()?;
+                let r = b.binary(BinaryOp::Mul, eye, x).ok()?;
+                b.output("out", r).ok()?;
+                b.finish().ok()
+            })();
+            push(name, k, None, None);
+        }
     }
     for dtype in DType::ALL {
         for (shape, perm) in [

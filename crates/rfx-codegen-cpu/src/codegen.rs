@@ -390,6 +390,7 @@ fn build_into(
             memo: RefCell::new(HashMap::new()),
             row_indices: HashMap::new(),
             col_indices: HashMap::new(),
+            segment_unroll: SEGMENT_UNROLL,
         };
         shape = generator.emit(&mut b, table, lo, hi)?;
         b.seal_all_blocks();
@@ -452,6 +453,9 @@ struct Gen<'i, 'k> {
     /// vector loops as vectors, one add per step instead of a conversion and a splat: access
     /// index → the vector at the current position. Set only inside those loops.
     col_indices: HashMap<usize, Value>,
+    /// Vectors per pass of a tiled kernel's ops segments: `SEGMENT_UNROLL`, or 1 for rows
+    /// shorter than that many vectors.
+    segment_unroll: i64,
 }
 
 /// The pure operations [`Gen::memo`] shares.
@@ -601,6 +605,23 @@ impl<'k> Gen<'_, 'k> {
             let inner = kernel.dims.last().copied().unwrap_or(1);
             if self.imports.aot.is_some() && inner >= MIN_TILED_ELEMS {
                 self.tiles = self.tile_plan(b)?;
+                // An ops segment runs whole passes of `segment_unroll` vectors and a tile must
+                // hold one: rows shorter than `SEGMENT_UNROLL` vectors pass one vector at a
+                // time, and rows shorter than a vector keep the inline code.
+                let w = usize::from(self.width);
+                self.segment_unroll = if inner >= w * SEGMENT_UNROLL as usize {
+                    SEGMENT_UNROLL
+                } else {
+                    1
+                };
+                if inner < w
+                    && self
+                        .tiles
+                        .as_ref()
+                        .is_some_and(|plan| plan.segments.iter().any(|s| matches!(s, Segment::Ops { .. })))
+                {
+                    self.tiles = None;
+                }
                 // The invariant routine arguments' buffers, filled once per call (not per row).
                 if let Some(plan) = self.tiles.take() {
                     self.fill_invariant_buffers(b, &plan)?;
@@ -1110,7 +1131,8 @@ impl<'k> Gen<'_, 'k> {
         // A tile is `TILE` elements, or all that is left; a full tile stops short when it would
         // leave fewer than `step` elements, so that no tile is shorter than one pass of the
         // segments (ranges hold at least 64 elements: `KernelShape::new`, `pool::run_split`).
-        let step = i64::from(w) * SEGMENT_UNROLL;
+        let unroll = self.segment_unroll;
+        let step = i64::from(w) * unroll;
         let left = b.ins().isub(end, at);
         let tile = b.ins().iconst(types::I64, TILE as i64);
         let rest = b.ins().iadd_imm_s(left, -step);
@@ -1121,7 +1143,7 @@ impl<'k> Gen<'_, 'k> {
         for segment in &plan.segments {
             match segment {
                 Segment::Ops { insts, loads } => {
-                    // `SEGMENT_UNROLL` vectors per pass; the elements left after the last full pass are
+                    // `unroll` vectors per pass; the elements left after the last full pass are
                     // covered by one more pass ending at the tile's end, which recomputes a
                     // few elements (harmless: a segment never reads what it writes, and no
                     // output overlaps an input). Every segment passes over a tile at the same
@@ -1140,7 +1162,7 @@ impl<'k> Gen<'_, 'k> {
                     b.ins().jump(body, &[BlockArg::Value(zero)]);
                     b.switch_to_block(body);
                     let j = b.block_params(body)[0];
-                    for k in 0..SEGMENT_UNROLL {
+                    for k in 0..unroll {
                         let jk = if k == 0 {
                             j
                         } else {

@@ -15,7 +15,7 @@ use rfx_ir::interp::Mode;
 use rfx_ir::interp::run_lir;
 use rfx_ir::lir::LirProgram;
 use rfx_ir::testgen::{TestRng, random_inputs};
-use rfx_ir::{Array, Scalar};
+use rfx_ir::{Array, ArrayViewMut, DType, DataMut, Scalar, Shape};
 use rfx_lower::conformance::ulps;
 use rfx_lower::{Backend, CompileOptions, LowerConfig, Scratch, lower};
 use rfx_opt::{OptConfig, optimize};
@@ -74,16 +74,43 @@ fn check_inputs(src: &str, sizes: &[usize], threads: Option<usize>, moderate: bo
                         .fold(0.0, f64::max)
                 })
                 .collect();
-            let mut outputs: Vec<Array> = lir
+            // Each output is the front of a longer buffer whose tail holds a canary: a pass that
+            // runs past the end of a short row would overwrite it.
+            let shapes: Vec<Shape> = lir.outputs().map(|(_, _, ty)| ty.shape.clone()).collect();
+            let mut padded: Vec<Array> = lir
                 .outputs()
-                .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
+                .map(|(_, _, ty)| Array::filled(canary(ty.dtype), [ty.shape.numel() + PAD]))
                 .collect();
             {
-                let mut out_views: Vec<_> = outputs.iter_mut().map(Array::view_mut).collect();
+                let mut out_views: Vec<_> = padded
+                    .iter_mut()
+                    .zip(&shapes)
+                    .map(|(a, shape)| {
+                        ArrayViewMut::from_data(shape, front(a.data_mut(), shape.numel())).expect("view")
+                    })
+                    .collect();
                 compiled
                     .run(&views, &mut out_views, &mut Scratch::new())
                     .expect("run");
             }
+            for (a, shape) in padded.iter().zip(&shapes) {
+                for i in shape.numel()..shape.numel() + PAD {
+                    assert_eq!(
+                        a.get(i),
+                        Some(canary(a.dtype())),
+                        "n = {n}: written past the end of an output\n{text}"
+                    );
+                }
+            }
+            let outputs: Vec<Array> = padded
+                .iter()
+                .zip(&shapes)
+                .map(|(a, shape)| {
+                    let values = (0..shape.numel()).filter_map(|i| a.get(i));
+                    let data = rfx_ir::ArrayData::from_scalars(a.dtype(), values).expect("values");
+                    Array::new(shape.clone(), data).expect("output")
+                })
+                .collect();
             for (o, g) in oracle.iter().zip(&outputs) {
                 for i in 0..o.data().len() {
                     let want = o.get(i).map_or(f64::NAN, Scalar::to_f64);
@@ -103,12 +130,44 @@ fn check_inputs(src: &str, sizes: &[usize], threads: Option<usize>, moderate: bo
 
 const SIZES: [usize; 8] = [64, 65, 100, 511, 512, 513, 1000, 2051];
 
+/// Short rows, which run in tiles from two elements on: shorter than one vector, than one pass
+/// of four vectors (`f64` and `f32`), and ragged around them.
+const SHORT: [usize; 14] = [1, 2, 3, 4, 5, 6, 7, 8, 9, 15, 16, 17, 33, 63];
+
+/// The short rows and the tiled sizes.
+fn sizes() -> Vec<usize> {
+    SHORT.iter().chain(&SIZES).copied().collect()
+}
+
+/// Elements past each output's end that must stay untouched.
+const PAD: usize = 64;
+
+/// What the padding holds.
+fn canary(dtype: DType) -> Scalar {
+    match dtype {
+        DType::F32 => Scalar::F32(-1234.5),
+        DType::F64 => Scalar::F64(-1234.5),
+        DType::I32 => Scalar::I32(-12345),
+        DType::Bool => Scalar::Bool(true),
+    }
+}
+
+/// The first `n` elements of `data`.
+fn front(data: DataMut<'_>, n: usize) -> DataMut<'_> {
+    match data {
+        DataMut::Bool(v) => DataMut::Bool(&mut v[..n]),
+        DataMut::I32(v) => DataMut::I32(&mut v[..n]),
+        DataMut::F32(v) => DataMut::F32(&mut v[..n]),
+        DataMut::F64(v) => DataMut::F64(&mut v[..n]),
+    }
+}
+
 #[test]
 fn one_routine_between_ops() {
     check(
         "kernel k {\n %x = input x : f32[{N}]\n %y = input y : f32[{N}]\n %two = const 2 : f32[]\n \
          %a = mul %x, %two : f32[{N}]\n %s = sin %a : f32[{N}]\n %o = add %s, %y : f32[{N}]\n output out = %o\n}",
-        &SIZES,
+        &sizes(),
         Some(1),
     );
 }
@@ -116,7 +175,7 @@ fn one_routine_between_ops() {
 #[test]
 fn the_ten_op_chain_stages_values_across_three_routines() {
     let src = include_str!("../../rfx-ir/tests/corpus/hir/chain10.rfx").replace("65536", "{N}");
-    check(&src, &SIZES, Some(1));
+    check(&src, &sizes(), Some(1));
 }
 
 #[test]
@@ -126,7 +185,7 @@ fn booleans_and_nested_routines_cross_segments() {
          %pos = gt %x, %z : bool[{N}]\n %c = cos %x : f32[{N}]\n %s = sin %c : f32[{N}]\n \
          %l = log %y : f32[{N}]\n %e = exp %l : f32[{N}]\n %o = select %pos, %s, %e : f32[{N}]\n \
          output out = %o\n output pos = %pos\n output c = %c\n}",
-        &SIZES,
+        &sizes(),
         Some(1),
     );
 }
@@ -137,7 +196,7 @@ fn integer_values_cross_a_routine() {
         "kernel k {\n %x = input x : f32[{N}]\n %i = input i : i32[{N}]\n %one = const 1 : i32[]\n \
          %j = add %i, %one : i32[{N}]\n %e = exp %x : f32[{N}]\n %f = cast %j : f32[{N}]\n \
          %o = mul %e, %f : f32[{N}]\n output out = %o\n output j = %j\n}",
-        &SIZES,
+        &sizes(),
         Some(1),
     );
 }
@@ -163,17 +222,28 @@ fn threads_split_tiled_kernels() {
 }
 
 #[test]
-fn short_kernels_keep_the_inline_polynomials() {
-    check(
-        "kernel k {\n %x = input x : f32[{N}]\n %s = sin %x : f32[{N}]\n output out = %s\n}",
-        &[1, 5, 63],
-        Some(1),
-    );
-    check(
-        "kernel k {\n %x = input x : f64[{N}]\n %s = sin %x : f64[{N}]\n output out = %s\n}",
-        &[1, 3, 63],
-        Some(1),
-    );
+fn short_rows_run_in_tiles_inside_their_outputs() {
+    // One routine alone (direct arguments, from two elements on), and between ops (staged
+    // values; one-vector passes below four vectors, inline code below one vector), in both
+    // widths, in rows of a broadcast kernel too.
+    for dtype in ["f32", "f64"] {
+        check(
+            &format!(
+                "kernel k {{\n %x = input x : {dtype}[{{N}}]\n %s = sin %x : {dtype}[{{N}}]\n output out = %s\n}}"
+            ),
+            &SHORT,
+            Some(1),
+        );
+        check(
+            &format!(
+                "kernel k {{\n %x = input x : {dtype}[4, {{N}}]\n %y = input y : {dtype}[{{N}}]\n \
+                 %a = add %x, %y : {dtype}[4, {{N}}]\n %t = tanh %a : {dtype}[4, {{N}}]\n \
+                 %e = exp %y : {dtype}[{{N}}]\n %o = mul %t, %e : {dtype}[4, {{N}}]\n output out = %o\n output a = %a\n}}"
+            ),
+            &SHORT,
+            Some(1),
+        );
+    }
 }
 
 #[test]
@@ -186,7 +256,7 @@ fn f32_inverse_sine_and_cosine_run_between_ops() {
          %c = mul %r, %k : f32[{N}]\n %lo = const -1 : f32[]\n %hi = const 1 : f32[]\n \
          %cc = clamp %c, %lo, %hi : f32[{N}]\n %q = acos %cc : f32[{N}]\n %a = asin %x : f32[{N}]\n \
          %o = add %q, %a : f32[{N}]\n output out = %o\n}",
-        &SIZES,
+        &sizes(),
         Some(1),
     );
 }
@@ -200,32 +270,32 @@ fn f64_routines_run_between_ops() {
                %q12 = add %q1, %q2 : f64[{N}]\n %c12 = cos %q12 : f64[{N}]\n %s12 = sin %q12 : f64[{N}]\n \
                %b = mul %l, %c12 : f64[{N}]\n %px = add %c1, %b : f64[{N}]\n %d = mul %l, %s12 : f64[{N}]\n \
                %py = add %s1, %d : f64[{N}]\n output px = %px\n output py = %py\n}";
-    check(arm, &SIZES, Some(1));
+    check(arm, &sizes(), Some(1));
     check(arm, &[300_001], Some(2));
     // A log barrier: log of a computed value, the result written directly.
     check(
         "kernel k {\n %x = input x : f64[{N}]\n %xx = mul %x, %x : f64[{N}]\n %one = const 1 : f64[]\n \
          %a = add %xx, %one : f64[{N}]\n %l = log %a : f64[{N}]\n output out = %l\n}",
-        &SIZES,
+        &sizes(),
         Some(1),
     );
     // A Gaussian cost term: exp of a computed value (staged), times an input.
     check(
         "kernel k {\n %x = input x : f64[{N}]\n %w = input w : f64[{N}]\n %xx = mul %x, %x : f64[{N}]\n \
          %n = neg %xx : f64[{N}]\n %e = exp %n : f64[{N}]\n %o = mul %e, %w : f64[{N}]\n output out = %o\n}",
-        &SIZES,
+        &sizes(),
         Some(1),
     );
     // Headings: a binary f64 routine (atan2) on two inputs, then atan of a computed value.
     let heading = "kernel k {\n %x = input x : f64[{N}]\n %w = input w : f64[{N}]\n \
                    %t = atan2 %x, %w : f64[{N}]\n %h = mul %x, %w : f64[{N}]\n %u = atan %h : f64[{N}]\n \
                    %o = add %t, %u : f64[{N}]\n output out = %o\n}";
-    check(heading, &SIZES, Some(1));
+    check(heading, &sizes(), Some(1));
     // Saturations: tanh and sigmoid of computed values.
     check(
         "kernel k {\n %x = input x : f64[{N}]\n %w = input w : f64[{N}]\n %h = mul %x, %w : f64[{N}]\n \
          %t = tanh %h : f64[{N}]\n %s = sigmoid %x : f64[{N}]\n %o = add %t, %s : f64[{N}]\n output out = %o\n}",
-        &SIZES,
+        &sizes(),
         Some(1),
     );
     // Joint angles from cosines and sines (asin, acos; random inputs are mostly outside
@@ -233,7 +303,7 @@ fn f64_routines_run_between_ops() {
     check(
         "kernel k {\n %x = input x : f64[{N}]\n %w = input w : f64[{N}]\n %a = asin %x : f64[{N}]\n \
          %b = acos %w : f64[{N}]\n %o = sub %a, %b : f64[{N}]\n output out = %o\n}",
-        &SIZES,
+        &sizes(),
         Some(1),
     );
     // tan, exp2 and log2 of computed values and of inputs (every argument range).
@@ -241,8 +311,8 @@ fn f64_routines_run_between_ops() {
                  %a = mul %x, %k : f64[{N}]\n %t = tan %a : f64[{N}]\n %e = exp2 %w : f64[{N}]\n \
                  %xx = mul %x, %x : f64[{N}]\n %l = log2 %xx : f64[{N}]\n %s = add %t, %e : f64[{N}]\n \
                  %o = add %s, %l : f64[{N}]\n output out = %o\n}";
-    check(bases, &SIZES, Some(1));
-    check_inputs(bases, &SIZES, Some(1), true);
+    check(bases, &sizes(), Some(1));
+    check_inputs(bases, &sizes(), Some(1), true);
     if tile_routines_linked() {
         let clif = clif_of(bases, 4096);
         assert_eq!(tile_calls(&clif), 3, "{clif}");
@@ -264,19 +334,19 @@ fn pow_runs_between_ops_in_both_widths() {
             "kernel k {{\n %x = input x : {dt}[{{N}}]\n %w = input w : {dt}[{{N}}]\n %p = const 1.5 : {dt}[]\n \
              %a = abs %x : {dt}[{{N}}]\n %e = pow %a, %p : {dt}[{{N}}]\n %o = mul %e, %w : {dt}[{{N}}]\n output out = %o\n}}"
         );
-        check(&cost, &SIZES, Some(1));
+        check(&cost, &sizes(), Some(1));
         let direct = format!(
             "kernel k {{\n %x = input x : {dt}[{{N}}]\n %y = input y : {dt}[{{N}}]\n \
              %o = pow %x, %y : {dt}[{{N}}]\n output out = %o\n}}"
         );
-        check(&direct, &SIZES, Some(1));
+        check(&direct, &sizes(), Some(1));
         check_inputs(&direct, &[4099], Some(1), true);
         // A discount factor 0.9^t: the invariant argument first, and split across threads.
         let discount = format!(
             "kernel k {{\n %t = input t : {dt}[{{N}}]\n %g = const 0.9 : {dt}[]\n \
              %o = pow %g, %t : {dt}[{{N}}]\n output out = %o\n}}"
         );
-        check_inputs(&discount, &SIZES, Some(1), true);
+        check_inputs(&discount, &sizes(), Some(1), true);
         check_inputs(&discount, &[300_001], Some(2), true);
         // Rows: the invariant buffer is filled once, before the row loop.
         let rows = discount.replace("[{N}]", "[3, {N}]");
@@ -450,18 +520,27 @@ fn the_tiled_code_calls_the_routines_where_the_cpu_has_them() {
     // sin, cos and exp: one call each per tile (the tile routines return nothing; the only
     // other calls, the exact helpers for huge trigonometric arguments, return a value).
     assert_eq!(tile_calls(&clif), 3, "{clif}");
-    let (_, small) = lir_of("kernel k {\n %x = input x : f32[8]\n %s = sin %x : f32[8]\n output out = %s\n}");
-    let clif: String = dump(&small)
-        .expect("dump")
-        .into_iter()
-        .map(|(_, c, _)| c)
-        .collect();
-    assert_eq!(
-        tile_calls(&clif),
-        0,
-        "an 8-element kernel should stay inline:
-{clif}"
-    );
+    // Short rows run in tiles from two elements on; a lone element, and a row shorter than a
+    // vector with ops around its routine, keep the inline code.
+    let calls = |src: &str| {
+        let (_, lir) = lir_of(src);
+        let clif: String = dump(&lir).expect("dump").into_iter().map(|(_, c, _)| c).collect();
+        tile_calls(&clif)
+    };
+    let sin = |n: usize| {
+        format!("kernel k {{\n %x = input x : f32[{n}]\n %s = sin %x : f32[{n}]\n output out = %s\n}}")
+    };
+    assert_eq!(calls(&sin(8)), 1);
+    assert_eq!(calls(&sin(2)), 1);
+    assert_eq!(calls(&sin(1)), 0);
+    let around = |n: usize| {
+        format!(
+            "kernel k {{\n %x = input x : f32[{n}]\n %y = input y : f32[{n}]\n %a = add %x, %y : f32[{n}]\n \
+             %s = sin %a : f32[{n}]\n %o = mul %s, %y : f32[{n}]\n output out = %o\n}}"
+        )
+    };
+    assert_eq!(calls(&around(5)), 1);
+    assert_eq!(calls(&around(3)), 0);
 }
 
 #[test]
@@ -469,7 +548,7 @@ fn routines_read_inputs_and_write_outputs_directly() {
     // Both direct: the routine reads `x` and writes `out` itself.
     check(
         "kernel k {\n %x = input x : f32[{N}]\n %s = sin %x : f32[{N}]\n output out = %s\n}",
-        &SIZES,
+        &sizes(),
         Some(1),
     );
     // The result is also used afterwards, so it is staged as well as stored; the argument is
@@ -477,7 +556,7 @@ fn routines_read_inputs_and_write_outputs_directly() {
     check(
         "kernel k {\n %x = input x : f32[{N}]\n %e = exp %x : f32[{N}]\n %o = add %e, %x : f32[{N}]\n \
          output e = %e\n output o = %o\n}",
-        &SIZES,
+        &sizes(),
         Some(1),
     );
     // A strided (broadcast) argument cannot be read directly.
@@ -510,21 +589,21 @@ fn a_binary_routine_reads_two_arguments() {
     // atan2 of two inputs (both read directly), of computed values (both staged), and mixed.
     check(
         "kernel k {\n %y = input y : f32[{N}]\n %x = input x : f32[{N}]\n %a = atan2 %y, %x : f32[{N}]\n output out = %a\n}",
-        &SIZES,
+        &sizes(),
         Some(1),
     );
     check(
         "kernel k {\n %y = input y : f32[{N}]\n %x = input x : f32[{N}]\n %two = const 2 : f32[]\n \
          %d = mul %x, %two : f32[{N}]\n %s = sin %y : f32[{N}]\n %a = atan2 %s, %d : f32[{N}]\n \
          %b = atan2 %y, %d : f32[{N}]\n %o = add %a, %b : f32[{N}]\n output out = %o\n}",
-        &SIZES,
+        &sizes(),
         Some(1),
     );
     check(
         include_str!("../../rfx-ir/tests/corpus/hir/complementary_filter.rfx")
             .replace("[64]", "[{N}]")
             .as_str(),
-        &SIZES,
+        &sizes(),
         Some(1),
     );
 }

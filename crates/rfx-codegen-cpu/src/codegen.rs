@@ -2064,7 +2064,17 @@ impl<'k> Gen<'_, 'k> {
                     w,
                     imports: self.imports,
                 };
-                Some((*dst, e.unary(*op, x, dtype)?))
+                // The preamble (loop invariants, and all of a one-element kernel) calls the tile
+                // routine where there is one.
+                let by_routine = if body_index.is_none() && op.is_transcendental() {
+                    crate::transcendental::unary_by_routine(&mut e, *op, x, dtype)
+                } else {
+                    None
+                };
+                match by_routine {
+                    Some(v) => Some((*dst, v)),
+                    None => Some((*dst, e.unary(*op, x, dtype)?)),
+                }
             }
             Inst::Binary { dst, op, lhs, rhs } => {
                 let dtype = self.slot_dtype(*lhs)?;

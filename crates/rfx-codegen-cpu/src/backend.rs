@@ -176,7 +176,10 @@ pub struct CpuCompiled {
 
 /// Buffer-table entries a call keeps on the stack (beyond them, or with an arena, the table
 /// lives in the caller's `Scratch`).
-const STACK_TABLE: usize = 16;
+const STACK_TABLE: usize = 64;
+
+/// The table a call with at most this many entries clears.
+const SHORT_TABLE: usize = 16;
 
 /// Which entry of the buffer table each argument fills (the table is in buffer order).
 #[derive(Debug)]
@@ -356,9 +359,17 @@ impl Compiled for CpuCompiled {
         // Every buffer's dtype and length is checked here: the code touches exactly the
         // elements the verified LIR indexes, all of which lie inside buffers of these shapes.
         if self.table.direct {
-            // The table is the arguments' addresses in call order: validation fills it.
-            let mut addresses = [0usize; STACK_TABLE];
-            let table = &mut addresses[..self.table.len];
+            // The table is the arguments' addresses in call order: validation fills it (a
+            // short table for the usual few arguments, so a call clears no more than it uses).
+            let mut short = [0usize; SHORT_TABLE];
+            let mut long;
+            let all: &mut [usize] = if self.table.len <= SHORT_TABLE {
+                &mut short
+            } else {
+                long = [0usize; STACK_TABLE];
+                &mut long
+            };
+            let table = &mut all[..self.table.len];
             self.signature.validate_into(inputs, outputs, table)?;
             // SAFETY: as below; `table` holds one checked address per buffer.
             unsafe { self.launch(table.as_ptr().cast()) };

@@ -297,8 +297,15 @@ pub struct Signature {
 /// Ranks up to this are compared inline by the fast path; higher ranks take the general path.
 const INLINE_RANK: usize = 4;
 
-/// Most outputs the fast path keeps on the stack for the overlap check.
-const MAX_FAST_OUTPUTS: usize = 8;
+/// Most outputs the fast path keeps on the stack for the overlap check (a 6-joint arm's
+/// position and Jacobian are 21 outputs).
+const MAX_FAST_OUTPUTS: usize = 32;
+
+/// Outputs up to which the fast path's overlap array is the short one.
+const FEW_OUTPUTS: usize = 8;
+
+/// Most arguments [`Signature::validate`] checks on the fast path (addresses on the stack).
+const MAX_FAST_ARGS: usize = 64;
 
 /// What one argument must be, flattened so that the fast path reads one small record: its
 /// dtype, its dimensions (inline) and its byte length (a call whose dtype and dims match has
@@ -372,9 +379,11 @@ impl Signature {
 
     /// [`validate_call`] against this signature. Allocates nothing unless it reports an error.
     pub fn validate(&self, inputs: &[ArrayView<'_>], outputs: &[ArrayViewMut<'_>]) -> Result<(), CallError> {
-        let mut addresses = [0usize; 16];
-        if inputs.len() + outputs.len() <= addresses.len() {
-            self.validate_into(inputs, outputs, &mut addresses)
+        let count = inputs.len() + outputs.len();
+        if count <= 16 {
+            self.validate_into(inputs, outputs, &mut [0usize; 16])
+        } else if count <= MAX_FAST_ARGS {
+            self.validate_into(inputs, outputs, &mut [0usize; MAX_FAST_ARGS])
         } else {
             self.slow_validate(inputs, outputs)
         }
@@ -396,7 +405,14 @@ impl Signature {
         outputs: &[ArrayViewMut<'_>],
         addresses: &mut [usize],
     ) -> Result<(), CallError> {
-        if self.accepts(inputs, outputs, addresses) {
+        // The overlap check's stack array is sized for the call: a few outputs clear no more
+        // than they use.
+        let accepted = if outputs.len() <= FEW_OUTPUTS {
+            self.accepts::<FEW_OUTPUTS>(inputs, outputs, addresses)
+        } else {
+            self.accepts::<MAX_FAST_OUTPUTS>(inputs, outputs, addresses)
+        };
+        if accepted {
             return Ok(());
         }
         self.slow_validate(inputs, outputs)?;
@@ -437,7 +453,7 @@ impl Signature {
     /// the arguments: the outputs' byte ranges are kept on the stack and every input is
     /// compared with them as it is checked. Declines when `addresses` is too short.
     #[inline(always)]
-    fn accepts(
+    fn accepts<const N: usize>(
         &self,
         inputs: &[ArrayView<'_>],
         outputs: &[ArrayViewMut<'_>],
@@ -450,12 +466,12 @@ impl Signature {
         }
         let n_in = inputs.len();
         let n_out = outputs.len();
-        if n_out > MAX_FAST_OUTPUTS || n_in + n_out != self.keys.len() || addresses.len() < self.keys.len() {
+        if n_out > N || n_in + n_out != self.keys.len() || addresses.len() < self.keys.len() {
             return false;
         }
         let (in_keys, out_keys) = self.keys.split_at(n_in);
         let (in_addr, out_addr) = addresses.split_at_mut(n_in);
-        let mut written = [(0usize, 0usize); MAX_FAST_OUTPUTS];
+        let mut written = [(0usize, 0usize); N];
         for (k, ((view, key), address)) in outputs.iter().zip(out_keys).zip(out_addr.iter_mut()).enumerate() {
             if !key.matches(view.dtype(), view.shape().dims()) {
                 return false;
@@ -608,7 +624,7 @@ mod signature_tests {
                         );
                         let mut addresses = [0usize; 16];
                         assert_eq!(
-                            signature.accepts(&inputs, &outputs, &mut addresses),
+                            signature.accepts::<MAX_FAST_OUTPUTS>(&inputs, &outputs, &mut addresses),
                             general.is_ok(),
                             "declared {declared:?} {dtype}, given {given:?}: {general:?}"
                         );
@@ -620,6 +636,49 @@ mod signature_tests {
             }
         }
         assert_eq!(checked, 4 * 2 * 4 * 3);
+    }
+
+    /// Calls with many outputs (a 6-joint arm's position and Jacobian are 21) take the fast
+    /// path up to `MAX_FAST_OUTPUTS`, the general one beyond, and both list the addresses and
+    /// name a wrong argument the same way.
+    #[test]
+    fn many_outputs_are_checked_on_the_fast_path() {
+        for n_out in [21usize, MAX_FAST_OUTPUTS, MAX_FAST_OUTPUTS + 9] {
+            let outs: Vec<(DType, &[usize])> = vec![(DType::F64, &[2]); n_out];
+            let signature = sig(&[(DType::F64, &[2]), (DType::F32, &[3])], &outs);
+            let shape = Shape::new(vec![2]);
+            let (x, k) = ([1.0f64; 2], [1.0f32; 3]);
+            let k_shape = Shape::new(vec![3]);
+            let mut storage = vec![0.0f64; 2 * n_out];
+            let starts: Vec<usize> = storage.chunks(2).map(|c| c.as_ptr() as usize).collect();
+            let inputs = [
+                ArrayView::new(&shape, &x[..]).expect("view"),
+                ArrayView::new(&k_shape, &k[..]).expect("view"),
+            ];
+            let mut outputs: Vec<ArrayViewMut<'_>> = storage
+                .chunks_mut(2)
+                .map(|c| ArrayViewMut::new(&shape, c).expect("view"))
+                .collect();
+            let mut addresses = vec![0usize; 2 + n_out];
+            assert_eq!(
+                signature.accepts::<MAX_FAST_OUTPUTS>(&inputs, &outputs, &mut addresses),
+                n_out <= MAX_FAST_OUTPUTS,
+                "{n_out} outputs"
+            );
+            signature
+                .validate_into(&inputs, &outputs, &mut addresses)
+                .expect("valid");
+            assert_eq!(addresses[..2], [x.as_ptr() as usize, k.as_ptr() as usize]);
+            assert_eq!(addresses[2..], starts[..]);
+            assert!(signature.validate(&inputs, &outputs).is_ok());
+            // A wrong shape late in the list is named.
+            let last = n_out - 1;
+            let mut wrong = [0.0f64; 3];
+            let wrong_shape = Shape::new(vec![3]);
+            outputs[last] = ArrayViewMut::new(&wrong_shape, &mut wrong[..]).expect("view");
+            let err = signature.validate(&inputs, &outputs).expect_err("wrong shape");
+            assert!(err.to_string().contains(&format!("y{last}")), "{err}");
+        }
     }
 
     /// `validate_into` lists every argument's address in call order, on the fast path and on

@@ -2,7 +2,7 @@
 
 use cranelift_codegen::ir::condcodes::FloatCC;
 use cranelift_codegen::ir::{
-    BlockArg, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Value, types,
+    BlockArg, FuncRef, InstBuilder, MemFlagsData, StackSlotData, StackSlotKind, Type, Value, types,
 };
 use rfx_ir::{BinaryOp, DType, Scalar, UnaryOp};
 use rfx_lower::{BackendError, Unsupported};
@@ -89,19 +89,39 @@ pub(crate) fn unary_by_routine(
     dtype: DType,
 ) -> Option<Value> {
     let func = AotFn::for_op(op, dtype).and_then(|routine| e.imports.routine(routine))?;
-    let ty = cl_type(dtype, e.w);
-    // Two runs of `w` cells: `x` and the result.
+    Some(routine_on_lanes(e, func, &[x], cl_type(dtype, e.w)))
+}
+
+/// Calls the tile routine `func` on the `w` lanes of `args` (each of type `ty`), staged
+/// through the stack: one run of `w` cells per argument and one for the result, the routine
+/// called as `func(arg cells.., result cells, w)`.
+fn routine_on_lanes(e: &mut Emitter<'_, '_>, func: FuncRef, args: &[Value], ty: Type) -> Value {
     let run = ty.bytes();
-    let slot =
-        e.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 2 * run, 5));
+    let cells = u32::try_from(args.len() + 1).unwrap_or(u32::MAX);
+    let slot = e.b.create_sized_stack_slot(StackSlotData::new(
+        StackSlotKind::ExplicitSlot,
+        cells.saturating_mul(run),
+        5,
+    ));
     // The routines are only linked on x86-64, where pointers are 64 bits.
     let base = e.b.ins().stack_addr(types::I64, slot, 0);
     let flags = MemFlagsData::trusted();
-    e.b.ins().store(flags, x, base, 0);
-    let out = e.b.ins().iadd_imm_s(base, i64::from(run));
-    let n = e.b.ins().iconst(types::I64, i64::from(e.w));
-    e.b.ins().call(func, &[base, out, n]);
-    Some(e.b.ins().load(ty, flags, out, 0))
+    let mut call_args = Vec::with_capacity(args.len() + 2);
+    for (k, &arg) in (0u32..).zip(args) {
+        let offset = i64::from(k * run);
+        e.b.ins()
+            .store(flags, arg, base, i32::try_from(offset).unwrap_or(i32::MAX));
+        call_args.push(if k == 0 {
+            base
+        } else {
+            e.b.ins().iadd_imm_s(base, offset)
+        });
+    }
+    let out = e.b.ins().iadd_imm_s(base, i64::from((cells - 1) * run));
+    call_args.push(out);
+    call_args.push(e.b.ins().iconst(types::I64, i64::from(e.w)));
+    e.b.ins().call(func, &call_args);
+    e.b.ins().load(ty, flags, out, 0)
 }
 
 /// `op(a, b)` for `pow` and `atan2`: inline vector code, except `pow` where the tile routines
@@ -119,21 +139,7 @@ pub(crate) fn binary(
     if op == BinaryOp::Pow
         && let Some(func) = AotFn::for_binary(op, dtype).and_then(|routine| e.imports.routine(routine))
     {
-        // Three runs of `w` cells: `a`, `b` and the result.
-        let run = ty.bytes();
-        let slot =
-            e.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 3 * run, 5));
-        // The routines are only linked on x86-64, where pointers are 64 bits.
-        let base = e.b.ins().stack_addr(types::I64, slot, 0);
-        let flags = MemFlagsData::trusted();
-        let offset = |k: u32| i32::try_from(k * run).unwrap_or(i32::MAX);
-        e.b.ins().store(flags, a, base, 0);
-        e.b.ins().store(flags, b, base, offset(1));
-        let b_addr = e.b.ins().iadd_imm_s(base, i64::from(offset(1)));
-        let out = e.b.ins().iadd_imm_s(base, i64::from(offset(2)));
-        let n = e.b.ins().iconst(types::I64, i64::from(e.w));
-        e.b.ins().call(func, &[base, b_addr, out, n]);
-        return Ok(e.b.ins().load(ty, flags, base, offset(2)));
+        return Ok(routine_on_lanes(e, func, &[a, b], ty));
     }
     crate::math::emit_binary(e.b, op, a, b, ty).ok_or_else(|| unsupported(op.name(), dtype))
 }

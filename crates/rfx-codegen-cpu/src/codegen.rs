@@ -383,6 +383,7 @@ fn build_into(
             pre_splat: Vec::new(),
             pre_const: Vec::new(),
             width: 1,
+            point_width: 1,
             inner_axis: None,
             contract,
             products: HashMap::new(),
@@ -431,6 +432,9 @@ struct Gen<'i, 'k> {
     /// The value of each preamble slot last defined by a float `Const`.
     pre_const: Vec<Option<f64>>,
     width: u8,
+    /// For a reduction whose outputs run one at a time (width 1): the vector width its points
+    /// may be evaluated at, lanes added in order.
+    point_width: u8,
     /// The loop dim the vector loop runs along (`None`: a single point per row, as for a
     /// reduction with no reduced dims left after coalescing).
     inner_axis: Option<usize>,
@@ -588,7 +592,11 @@ impl<'k> Gen<'_, 'k> {
         // One accumulator per output and too few outputs along the innermost kept dim to fill a
         // vector (a 3×3 `f32` product, a 3-vector's norm): the outputs run one at a time, with
         // their accumulators in registers, rather than through a one-lane stack partial.
+        self.point_width = 1;
         if has_reduce && kernel.schedule.reduce_lanes <= 1 && !self.outputs_in_lanes(reduce_dims) {
+            // A reduction to one value evaluates its points a vector at a time and adds the
+            // lanes in order (see `Gen::emit_reduction_across`).
+            self.point_width = self.width;
             self.width = 1;
         }
         self.hoist_splats(b);
@@ -1644,6 +1652,17 @@ impl<'k> Gen<'_, 'k> {
             })
             .collect();
         let reduces = self.reductions()?;
+        // A single output (no kept dim) with a short row: its points are evaluated `pw` at a
+        // time, as the body's vector code, and their lanes added to the scalar accumulator in
+        // order, which is the order of one accumulator, so the bits are the same.
+        let pw = usize::from(self.point_width);
+        let points_in_vectors = w == 1
+            && vec_axis.is_none()
+            && reduce_dims > 0
+            && pw > 1
+            && inner >= pw
+            && inner <= UNROLL_ROW
+            && reduces.iter().all(|&(_, _, dtype)| dtype != DType::Bool);
 
         // One group of `w` outputs at column `col` of the row whose offsets are `row_offs`.
         let group = |g: &mut Self,
@@ -1663,6 +1682,45 @@ impl<'k> Gen<'_, 'k> {
             // The points of one outer reduced row: the innermost reduced dim, unrolled when short.
             let reduced_row = |g: &mut Self, b: &mut FunctionBuilder<'_>, ptrs: &[Value], accs: &[Value]| {
                 let mut accs = accs.to_vec();
+                if points_in_vectors {
+                    // Positions along the row's own axis: vectors of `pw` points, then single
+                    // points for what is left.
+                    let outer = g.inner_axis;
+                    g.inner_axis = Some(rank - 1);
+                    let chunks = inner / pw;
+                    let width = u8::try_from(pw).unwrap_or(1);
+                    for (start, count) in (0..chunks)
+                        .map(|c| (c * pw, width))
+                        .chain((chunks * pw..inner).map(|j| (j, 1)))
+                    {
+                        let at = b.ins().iconst(types::I64, start as i64);
+                        let mut values = Vec::new();
+                        g.emit_body(b, count, at, ptrs, &mut values)?;
+                        for ((acc, (_, value)), &(op, _, dtype)) in accs.iter_mut().zip(values).zip(&reduces)
+                        {
+                            for lane in 0..count {
+                                let mut e = Emitter {
+                                    b: &mut *b,
+                                    w: count,
+                                    imports: g.imports,
+                                };
+                                let x = if count == 1 {
+                                    value
+                                } else {
+                                    e.lane(value, dtype, lane)
+                                };
+                                let mut e = Emitter {
+                                    b: &mut *b,
+                                    w: 1,
+                                    imports: g.imports,
+                                };
+                                *acc = e.combine(op, *acc, x, dtype)?;
+                            }
+                        }
+                    }
+                    g.inner_axis = outer;
+                    return Ok(accs);
+                }
                 let point =
                     |g: &mut Self, b: &mut FunctionBuilder<'_>, ptrs: &[Value], accs: &mut [Value]| {
                         let mut values = Vec::new();

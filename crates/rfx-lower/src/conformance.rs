@@ -153,6 +153,12 @@ pub fn cases() -> Vec<Case> {
                     (vec![2, 1, 6], vec![1]),
                     (vec![3, 0, 8], vec![1]),
                     (vec![5, 11, 3], vec![0, 2]),
+                    // Short rows reduced to one value (one sequential accumulator, whose
+                    // points the CPU evaluates a vector at a time, adding the lanes in order).
+                    (vec![5], vec![0]),
+                    (vec![7], vec![0]),
+                    (vec![11], vec![0]),
+                    (vec![3, 4], vec![0, 1]),
                 ] {
                     for keepdims in [false, true] {
                         let dims = dims_name(&shape);
@@ -170,6 +176,25 @@ pub fn cases() -> Vec<Case> {
                     }
                 }
             }
+        }
+    }
+    // A cost and its gradient: a short row's elementwise values stored and reduced to one value
+    // in the same loop.
+    for dtype in [DType::F32, DType::F64] {
+        for n in [5usize, 7, 12] {
+            let name = format!("store_and_sum_{dtype}_n{n}");
+            let mut b = Builder::new(name.clone());
+            let k = (|| {
+                let x = b.input("x", TensorType::new(dtype, [n])).ok()?;
+                let y = b.input("y", TensorType::new(dtype, [n])).ok()?;
+                let xx = b.binary(BinaryOp::Mul, x, x).ok()?;
+                let e = b.binary(BinaryOp::Sub, xx, y).ok()?;
+                let s = b.reduce(ReduceOp::Sum, e, &[0], false).ok()?;
+                b.output("terms", e).ok()?;
+                b.output("sum", s).ok()?;
+                b.finish().ok()
+            })();
+            push(name, k, None, None);
         }
     }
     // Broadcasting and several outputs sharing inputs.

@@ -1877,27 +1877,26 @@ impl<'k> Gen<'_, 'k> {
             b.append_block_param(header, ty);
             b.append_block_param(body_block, ty);
         }
-        let args = |at: Value, vals: &[Value]| -> Vec<BlockArg> {
-            std::iter::once(at)
-                .chain(vals.iter().copied())
-                .map(BlockArg::Value)
-                .collect()
-        };
-        b.ins().jump(header, &args(start, init));
+        b.ins().jump(header, &position_args(start, init));
         b.switch_to_block(header);
         let params = b.block_params(header).to_vec();
         let (at, vals) = (params[0], &params[1..]);
         let next = b.ins().iadd_imm_s(at, w);
         let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, next, end);
-        b.ins()
-            .brif(fits, body_block, &args(at, vals), ragged, &[BlockArg::Value(at)]);
+        b.ins().brif(
+            fits,
+            body_block,
+            &position_args(at, vals),
+            ragged,
+            &[BlockArg::Value(at)],
+        );
         b.switch_to_block(body_block);
         let params = b.block_params(body_block).to_vec();
         let (at, vals) = (params[0], &params[1..]);
         body(self, b, at, vals)?;
         let next = b.ins().iadd_imm_s(at, w);
         let next_vals = advance(self, b, vals)?;
-        b.ins().jump(header, &args(next, &next_vals));
+        b.ins().jump(header, &position_args(next, &next_vals));
         // Points left over: run the body once more on the last `w` points of the range.
         b.switch_to_block(ragged);
         let at = b.block_params(ragged)[0];
@@ -1912,7 +1911,7 @@ impl<'k> Gen<'_, 'k> {
             b.ins().brif(left, ragged_end, &[], exit, &[]);
             b.switch_to_block(ragged_end);
             let last_vals = fresh(self, b, last)?;
-            b.ins().jump(body_block, &args(last, &last_vals));
+            b.ins().jump(body_block, &position_args(last, &last_vals));
         }
         b.switch_to_block(exit);
         Ok(())
@@ -1940,19 +1939,14 @@ impl<'k> Gen<'_, 'k> {
             b.append_block_param(header, ty);
             b.append_block_param(exit, ty);
         }
-        let args = |at: Value, vals: &[Value]| -> Vec<BlockArg> {
-            std::iter::once(at)
-                .chain(vals.iter().copied())
-                .map(BlockArg::Value)
-                .collect()
-        };
-        b.ins().jump(header, &args(start, carried));
+        b.ins().jump(header, &position_args(start, carried));
         b.switch_to_block(header);
         let params = b.block_params(header).to_vec();
         let (at, vals) = (params[0], params[1..].to_vec());
         let next = b.ins().iadd_imm_s(at, step);
         let fits = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, next, end);
-        b.ins().brif(fits, body_block, &[], exit, &args(at, &vals));
+        b.ins()
+            .brif(fits, body_block, &[], exit, &position_args(at, &vals));
         b.switch_to_block(body_block);
         let new_vals = body(self, b, at, &vals)?;
         let new_vals = if new_vals.is_empty() {
@@ -1961,7 +1955,7 @@ impl<'k> Gen<'_, 'k> {
             new_vals
         };
         let next = b.ins().iadd_imm_s(at, step);
-        b.ins().jump(header, &args(next, &new_vals));
+        b.ins().jump(header, &position_args(next, &new_vals));
         b.switch_to_block(exit);
         let out = b.block_params(exit).to_vec();
         Ok((out[0], out[1..].to_vec()))
@@ -2537,6 +2531,14 @@ impl<'k> Gen<'_, 'k> {
         }
         Ok(())
     }
+}
+
+/// A loop block's arguments: the position, then the carried values.
+fn position_args(at: Value, vals: &[Value]) -> Vec<BlockArg> {
+    std::iter::once(at)
+        .chain(vals.iter().copied())
+        .map(BlockArg::Value)
+        .collect()
 }
 
 /// An element offset as an index value of `dtype` (exact: the verifier bounds every value).

@@ -8,11 +8,11 @@ use crate::error::OptError;
 use crate::report::OptReport;
 use crate::saturate::saturate;
 
-/// Rebuilds `kernel` through `map_node`, which gets the builder, the node's op, its rebuilt
-/// operands and its type, and returns the rebuilt value. Inputs are kept in order.
+/// Rebuilds `kernel` through `map_node`, which gets the builder, the node's value and the node,
+/// and its rebuilt operands, and returns the rebuilt value. Inputs are kept in order.
 fn rebuild(
     kernel: &Kernel,
-    mut map_node: impl FnMut(&mut Builder, &rfx_ir::hir::Node, &[ValueId]) -> Result<ValueId, OptError>,
+    mut map_node: impl FnMut(&mut Builder, ValueId, &rfx_ir::hir::Node, &[ValueId]) -> Result<ValueId, OptError>,
 ) -> Result<Kernel, OptError> {
     verify(kernel).map_err(OptError::InvalidKernel)?;
     let mut b = Builder::new(kernel.name());
@@ -39,7 +39,7 @@ fn rebuild(
                     .ok_or(OptError::InvalidValue(*a))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        map[index] = Some(map_node(&mut b, node, &args)?);
+        map[index] = Some(map_node(&mut b, ValueId::new(index), node, &args)?);
     }
     for output in kernel.outputs() {
         let value = map
@@ -76,14 +76,14 @@ fn copy_node(b: &mut Builder, node: &rfx_ir::hir::Node, args: &[ValueId]) -> Res
 /// Removes every node the outputs do not need. Inputs are kept even when unused: they are the
 /// kernel's signature.
 pub fn eliminate_dead_ops(kernel: &Kernel) -> Result<Kernel, OptError> {
-    rebuild(kernel, copy_node)
+    rebuild(kernel, |b, _, node, args| copy_node(b, node, args))
 }
 
 /// Rewrites composite ops into primitives the rest of the pipeline and MIR know:
 /// `clamp(x, lo, hi)` becomes `min(max(x, lo), hi)`, which is its definition (so the rewrite is
 /// exact). Also removes dead nodes.
 pub fn decompose(kernel: &Kernel) -> Result<Kernel, OptError> {
-    rebuild(kernel, |b, node, args| match (&node.op, args) {
+    rebuild(kernel, |b, _, node, args| match (&node.op, args) {
         (Op::Clamp, [x, lo, hi]) => {
             let lower = b.binary(BinaryOp::Max, *x, *lo).map_err(OptError::Rebuild)?;
             b.binary(BinaryOp::Min, lower, *hi).map_err(OptError::Rebuild)
@@ -102,7 +102,7 @@ pub fn decompose(kernel: &Kernel) -> Result<Kernel, OptError> {
 /// commute with any permutation of their points, so the results are the same bits. Also
 /// removes dead nodes.
 pub fn sink_transposes(kernel: &Kernel) -> Result<Kernel, OptError> {
-    verify(kernel).map_err(OptError::InvalidKernel)?;
+    // `rebuild` verifies the kernel; the analysis before it only reads through checked indices.
     let live = live_values(kernel);
     let nodes = kernel.nodes();
     // `sunk[v] = Some(p)`: every use of `v` reads `transpose(v, p)`, so only that is built.
@@ -141,85 +141,52 @@ pub fn sink_transposes(kernel: &Kernel) -> Result<Kernel, OptError> {
             }
         }
     }
-    let mut b = Builder::new(kernel.name());
-    // Each value as it is (`plain`) or, for a sunk value, transposed by its `sunk` perm.
-    let mut built: Vec<Option<ValueId>> = vec![None; nodes.len()];
+    // Each node is rebuilt as it is or, for a sunk value, transposed by its `sunk` perm; `args`
+    // are the operands so rebuilt. `views` holds the transposes of operands already built.
     let mut views: std::collections::HashMap<(ValueId, Vec<usize>), ValueId> =
         std::collections::HashMap::new();
-    let get = |built: &[Option<ValueId>], v: ValueId| {
-        built
-            .get(v.index())
-            .copied()
-            .flatten()
-            .ok_or(OptError::InvalidValue(v))
-    };
-    for (index, node) in nodes.iter().enumerate() {
-        if let Op::Input { name } = &node.op {
-            built[index] = Some(
-                b.input(name.clone(), node.ty.clone())
-                    .map_err(OptError::Rebuild)?,
-            );
-            continue;
-        }
-        if !live[index] {
-            continue;
-        }
-        // `transpose(a, p)` for an operand `a` (broadcast to `shape` first when smaller).
-        let mut operand =
-            |b: &mut Builder, a: ValueId, p: &[usize], shape: &Shape| -> Result<ValueId, OptError> {
-                if sunk[a.index()].as_deref() == Some(p) {
-                    return get(&built, a);
-                }
-                if is_identity(p) {
-                    return get(&built, a);
-                }
-                if let Some(&done) = views.get(&(a, p.to_vec())) {
-                    return Ok(done);
-                }
-                let mut plain = get(&built, a)?;
-                if kernel.value_type(a).is_some_and(|t| &t.shape != shape) {
-                    plain = b.broadcast_to(plain, shape.clone()).map_err(OptError::Rebuild)?;
-                }
-                let view = b.transpose(plain, p).map_err(OptError::Rebuild)?;
-                views.insert((a, p.to_vec()), view);
-                Ok(view)
-            };
-        let value = match (&node.op, &sunk[index]) {
-            (Op::Transpose { perm }, outer) => {
-                let a = node
-                    .args
-                    .first()
-                    .copied()
-                    .ok_or(OptError::InvalidValue(ValueId::new(index)))?;
-                let shape = kernel.value_type(a).map(|t| t.shape.clone()).unwrap_or_default();
-                operand(&mut b, a, &compose(perm, outer.as_deref()), &shape)?
+    rebuild(kernel, |b, value, node, args| {
+        // `transpose(a, p)` for operand `a`, rebuilt as `built` (broadcast to `shape` first when
+        // smaller).
+        let mut operand = |b: &mut Builder,
+                           a: ValueId,
+                           built: ValueId,
+                           p: &[usize],
+                           shape: &Shape|
+         -> Result<ValueId, OptError> {
+            if sunk[a.index()].as_deref() == Some(p) || is_identity(p) {
+                return Ok(built);
             }
-            (_, Some(p)) => {
+            if let Some(&done) = views.get(&(a, p.to_vec())) {
+                return Ok(done);
+            }
+            let mut plain = built;
+            if kernel.value_type(a).is_some_and(|t| &t.shape != shape) {
+                plain = b.broadcast_to(plain, shape.clone()).map_err(OptError::Rebuild)?;
+            }
+            let view = b.transpose(plain, p).map_err(OptError::Rebuild)?;
+            views.insert((a, p.to_vec()), view);
+            Ok(view)
+        };
+        match (&node.op, &sunk[value.index()], node.args.first(), args.first()) {
+            (Op::Transpose { perm }, outer, Some(&a), Some(&built)) => {
+                let shape = kernel.value_type(a).map(|t| t.shape.clone()).unwrap_or_default();
+                operand(b, a, built, &compose(perm, outer.as_deref()), &shape)
+            }
+            (_, Some(p), ..) => {
                 let args = node
                     .args
                     .iter()
-                    .map(|&a| operand(&mut b, a, p, &node.ty.shape))
+                    .zip(args)
+                    .map(|(&a, &built)| operand(b, a, built, p, &node.ty.shape))
                     .collect::<Result<Vec<_>, _>>()?;
                 let dims = compose(node.ty.shape.dims(), Some(p));
                 let ty = rfx_ir::TensorType::new(node.ty.dtype, dims);
-                b.copy(&node.op, &args, &ty).map_err(OptError::Rebuild)?
+                b.copy(&node.op, &args, &ty).map_err(OptError::Rebuild)
             }
-            (_, None) => {
-                let args = node
-                    .args
-                    .iter()
-                    .map(|&a| get(&built, a))
-                    .collect::<Result<Vec<_>, _>>()?;
-                copy_node(&mut b, node, &args)?
-            }
-        };
-        built[index] = Some(value);
-    }
-    for output in kernel.outputs() {
-        let value = get(&built, output.value)?;
-        b.output(output.name.clone(), value).map_err(OptError::Rebuild)?;
-    }
-    b.finish().map_err(OptError::Rebuild)
+            _ => copy_node(b, node, args),
+        }
+    })
 }
 
 /// The ops whose result at a point depends only on their operands at that point.

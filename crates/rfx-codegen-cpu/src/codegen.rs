@@ -505,13 +505,17 @@ enum TileSrc {
     Invariant(SlotId),
 }
 
-/// The tiled form of an elementwise body: its segments, the staging buffer (one per value
-/// that crosses a segment boundary, `TILE` cells of `cell` bytes) of each staged value, and the
-/// buffer each invariant routine argument is broadcast into.
+/// The tiled form of an elementwise body (or of a reduction's points): its segments, the staging
+/// buffer (one per value that crosses a segment boundary or is reduced, `TILE` cells of `cell`
+/// bytes) of each staged value, and the buffer each invariant routine argument is broadcast
+/// into.
 struct TilePlan {
     segments: Vec<Segment>,
     staged: HashMap<usize, (StackSlot, u32)>,
     invariant: Vec<(SlotId, StackSlot, u32)>,
+    /// For a reduction: the staged value (its defining body index) each `Reduce` of the body
+    /// folds, in body order; the reduction pass after a tile's segments reads them.
+    reduced: Vec<usize>,
 }
 
 impl<'k> Gen<'_, 'k> {
@@ -605,39 +609,48 @@ impl<'k> Gen<'_, 'k> {
         } else {
             Some(rank - 1)
         };
+        // Only the innermost loop runs in tiles, so a short one never needs the plan (nor its
+        // staging buffers). A reduction runs its innermost reduced rows in tiles when it keeps
+        // partial accumulators (`reduce_lanes` > 1, long rows); one accumulator per output
+        // (`emit_reduction_across`) keeps the inline code.
+        let inner = kernel.dims.last().copied().unwrap_or(1);
+        let tiled_reduction = kernel.schedule.reduce_lanes > 1 && reduce_dims > 0;
+        if self.imports.aot.is_some() && inner >= MIN_TILED_ELEMS && (!has_reduce || tiled_reduction) {
+            self.plan_tiles(b, inner)?;
+        }
         if has_reduce {
             self.emit_reduction(b, lo, hi, reduce_dims)
         } else {
-            // Only the innermost loop runs in tiles, so a short one never needs the plan (nor
-            // its staging buffers).
-            let inner = kernel.dims.last().copied().unwrap_or(1);
-            if self.imports.aot.is_some() && inner >= MIN_TILED_ELEMS {
-                self.tiles = self.tile_plan(b)?;
-                // An ops segment runs whole passes of `segment_unroll` vectors and a tile must
-                // hold one: rows shorter than `SEGMENT_UNROLL` vectors pass one vector at a
-                // time, and rows shorter than a vector keep the inline code.
-                let w = usize::from(self.width);
-                self.segment_unroll = if inner >= w * SEGMENT_UNROLL as usize {
-                    SEGMENT_UNROLL
-                } else {
-                    1
-                };
-                if inner < w
-                    && self
-                        .tiles
-                        .as_ref()
-                        .is_some_and(|plan| plan.segments.iter().any(|s| matches!(s, Segment::Ops { .. })))
-                {
-                    self.tiles = None;
-                }
-                // The invariant routine arguments' buffers, filled once per call (not per row).
-                if let Some(plan) = self.tiles.take() {
-                    self.fill_invariant_buffers(b, &plan)?;
-                    self.tiles = Some(plan);
-                }
-            }
             self.emit_elementwise(b, lo, hi)
         }
+    }
+
+    /// Sets `tiles` (and `segment_unroll`) for innermost rows of `inner` elements, and fills
+    /// the invariant routine arguments' buffers, once per call (not per row).
+    fn plan_tiles(&mut self, b: &mut FunctionBuilder<'_>, inner: usize) -> Result<(), BackendError> {
+        self.tiles = self.tile_plan(b)?;
+        // An ops segment runs whole passes of `segment_unroll` vectors and a tile must hold one:
+        // rows shorter than `SEGMENT_UNROLL` vectors pass one vector at a time, and rows shorter
+        // than a vector keep the inline code.
+        let w = usize::from(self.width);
+        self.segment_unroll = if inner >= w * SEGMENT_UNROLL as usize {
+            SEGMENT_UNROLL
+        } else {
+            1
+        };
+        if inner < w
+            && self
+                .tiles
+                .as_ref()
+                .is_some_and(|plan| plan.segments.iter().any(|s| matches!(s, Segment::Ops { .. })))
+        {
+            self.tiles = None;
+        }
+        if let Some(plan) = self.tiles.take() {
+            self.fill_invariant_buffers(b, &plan)?;
+            self.tiles = Some(plan);
+        }
+        Ok(())
     }
 
     /// Loop points per thread below which a split does not pay: the schedule's
@@ -904,7 +917,22 @@ impl<'k> Gen<'_, 'k> {
         let mut segments = Vec::new();
         let mut segment_of = vec![0usize; body.len()];
         let mut ops = Vec::new();
+        let mut reduced = Vec::new();
         for (i, routine) in routines.iter().enumerate() {
+            if let Inst::Reduce { src, .. } = &body[i] {
+                // Folded after the segments, by the reduction pass, from its value's staging
+                // buffer. A reduction of a preamble value, or of a non-float one, keeps the
+                // untiled loop.
+                let Some(&(def, _)) = reads[i].first() else {
+                    return Ok(None);
+                };
+                if !self.slot_dtype(*src)?.is_float() {
+                    return Ok(None);
+                }
+                segment_of[i] = usize::MAX;
+                reduced.push(def);
+                continue;
+            }
             if let Some(routine) = *routine {
                 if !ops.is_empty() {
                     segments.push(Segment::Ops {
@@ -1095,6 +1123,7 @@ impl<'k> Gen<'_, 'k> {
             segments,
             staged,
             invariant,
+            reduced,
         }))
     }
 
@@ -1148,6 +1177,26 @@ impl<'k> Gen<'_, 'k> {
         let full = b.ins().select(rest_short, rest, tile);
         let last = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, left, tile);
         let count = b.ins().select(last, left, full);
+        self.emit_tile_segments(b, plan, at, count, ptrs)?;
+        let next = b.ins().iadd(at, count);
+        b.ins().jump(header, &[BlockArg::Value(next)]);
+        b.switch_to_block(exit);
+        Ok(())
+    }
+
+    /// Every segment of `plan` over the tile of `count` elements at row position `at` (at least
+    /// one pass of `segment_unroll` vectors long).
+    fn emit_tile_segments(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        plan: &TilePlan,
+        at: Value,
+        count: Value,
+        ptrs: &[Value],
+    ) -> Result<(), BackendError> {
+        let w = self.width;
+        let unroll = self.segment_unroll;
+        let step = i64::from(w) * unroll;
         for segment in &plan.segments {
             match segment {
                 Segment::Ops { insts, loads } => {
@@ -1242,9 +1291,6 @@ impl<'k> Gen<'_, 'k> {
                 }
             }
         }
-        let next = b.ins().iadd(at, count);
-        b.ins().jump(header, &[BlockArg::Value(next)]);
-        b.switch_to_block(exit);
         Ok(())
     }
 
@@ -1497,6 +1543,7 @@ impl<'k> Gen<'_, 'k> {
 
         let zero = b.ins().iconst(types::I64, 0);
         let zeros = vec![zero; self.info.accesses.len()];
+        let tiles = self.tiles.take();
         self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, lead, _| {
             let lead_offs = g.offsets(b, lead, 0, &leading, &zeros);
             // Every partial starts at the identity.
@@ -1521,9 +1568,13 @@ impl<'k> Gen<'_, 'k> {
             g.emit_loop(b, row_lo, row_hi, 1, &[], &mut |g, b, row, _| {
                 let offs = g.offsets(b, row, split, &outer_reduced, &lead_offs);
                 let offs = g.pointers(b, &offs)?;
-                let start = b.ins().iconst(types::I64, 0);
-                let end = b.ins().iconst(types::I64, inner as i64);
-                g.emit_inner(b, start, end, &offs, Some(&partials))?;
+                if let Some(plan) = &tiles {
+                    g.emit_tiled_row(b, inner, &offs, &partials, plan)?;
+                } else {
+                    let start = b.ins().iconst(types::I64, 0);
+                    let end = b.ins().iconst(types::I64, inner as i64);
+                    g.emit_inner(b, start, end, &offs, Some(&partials))?;
+                }
                 Ok(Vec::new())
             })?;
             // Combine the partials in lane order, finish, store at the leading index.
@@ -1567,6 +1618,169 @@ impl<'k> Gen<'_, 'k> {
             self.width,
             self.min_points_per_thread(),
         ))
+    }
+
+    /// One innermost reduced row of `n` elements (`ptrs`: its addresses at position 0) in tiles:
+    /// the plan's segments over a tile, then [`Gen::emit_tile_reduction`] folds the tile's
+    /// reduced values into the partials. Every tile but the last holds a multiple of the
+    /// partials' `lanes` elements, so point `j` of the row folds into lane `j % lanes` in row
+    /// order, as [`Gen::emit_inner`] folds it: the same sums (up to the last bit by which a tile
+    /// routine may differ from the inline polynomial).
+    fn emit_tiled_row(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        n: usize,
+        ptrs: &[Value],
+        partials: &Partials,
+        plan: &TilePlan,
+    ) -> Result<(), BackendError> {
+        let lanes = partials.lanes.max(1) as usize;
+        let step = usize::from(self.width) * self.segment_unroll.max(1) as usize;
+        // Tiles of `size` elements and the rest; a rest shorter than one pass of the segments
+        // borrows `shift` elements (a multiple of `lanes`) from the tile before it.
+        let size = (TILE / lanes * lanes).max(lanes);
+        let rest = n % size;
+        let shift = if n > size && rest != 0 && rest < step {
+            (step - rest).next_multiple_of(lanes)
+        } else {
+            0
+        };
+        let header = b.create_block();
+        let tile_block = b.create_block();
+        let exit = b.create_block();
+        b.append_block_param(header, types::I64);
+        let zero = b.ins().iconst(types::I64, 0);
+        b.ins().jump(header, &[BlockArg::Value(zero)]);
+        b.switch_to_block(header);
+        let at = b.block_params(header)[0];
+        let more = b.ins().icmp_imm_s(IntCC::UnsignedLessThan, at, n as i64);
+        b.ins().brif(more, tile_block, &[], exit, &[]);
+        b.switch_to_block(tile_block);
+        let end = b.ins().iconst(types::I64, n as i64);
+        let left = b.ins().isub(end, at);
+        let full = b.ins().iconst(types::I64, size as i64);
+        let mut count = full;
+        if shift > 0 {
+            let borrows = b
+                .ins()
+                .icmp_imm_s(IntCC::UnsignedLessThan, left, (size + step) as i64);
+            let shortened = b.ins().iconst(types::I64, (size - shift) as i64);
+            count = b.ins().select(borrows, shortened, full);
+        }
+        let last = b
+            .ins()
+            .icmp_imm_s(IntCC::UnsignedLessThanOrEqual, left, size as i64);
+        let count = b.ins().select(last, left, count);
+        self.emit_tile_segments(b, plan, at, count, ptrs)?;
+        self.emit_tile_reduction(b, plan, partials, count)?;
+        let next = b.ins().iadd(at, count);
+        b.ins().jump(header, &[BlockArg::Value(next)]);
+        b.switch_to_block(exit);
+        Ok(())
+    }
+
+    /// Folds the `count` staged values of each reduction in a tile (whose first point's lane is
+    /// 0) into the partials: vectors of `w` lanes `lanes` points at a time where `w` divides
+    /// `lanes`, as [`Gen::emit_inner`]'s vector loop does, and the points left one at a time
+    /// into lane `j % lanes`.
+    fn emit_tile_reduction(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        plan: &TilePlan,
+        partials: &Partials,
+        count: Value,
+    ) -> Result<(), BackendError> {
+        let w = self.width;
+        let lanes = partials.lanes.max(1);
+        let cells = partials
+            .reduces
+            .iter()
+            .zip(&plan.reduced)
+            .map(|(r, def)| {
+                plan.staged
+                    .get(def)
+                    .map(|&(stack, cell)| (r, stack, i64::from(cell)))
+                    .ok_or_else(|| internal("reduced value not staged"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if cells.len() != partials.reduces.len() {
+            return Err(internal("tiled reduction without its reduced values"));
+        }
+        let cell_addr = |g: &Self, b: &mut FunctionBuilder<'_>, stack: StackSlot, cell: i64, j: Value| {
+            let base = g.stack_base(b, stack);
+            let offset = g.scale(b, j, cell);
+            g.add(b, base, offset)
+        };
+        let mut j = b.ins().iconst(types::I64, 0);
+        if w > 1 && lanes.is_multiple_of(u32::from(w)) {
+            let chunks = (lanes / u32::from(w)) as usize;
+            let mut carried = Vec::new();
+            for &(r, _, _) in &cells {
+                for k in 0..chunks {
+                    let off = i32::try_from(r.offset + k * 16).map_err(|_| internal("partials too large"))?;
+                    carried.push(
+                        b.ins()
+                            .stack_load(types::I64, cl_type(r.dtype, w), partials.slot, off),
+                    );
+                }
+            }
+            let (after, accs) =
+                self.emit_loop(b, j, count, i64::from(lanes), &carried, &mut |g, b, at, accs| {
+                    let mut accs = accs.to_vec();
+                    for (c, &(r, stack, cell)) in cells.iter().enumerate() {
+                        for k in 0..chunks {
+                            let pos = g.add_imm(b, at, (k * usize::from(w)) as i64);
+                            let addr = cell_addr(g, b, stack, cell, pos);
+                            let value = b
+                                .ins()
+                                .load(cl_type(r.dtype, w), MemFlagsData::trusted(), addr, 0);
+                            let mut e = Emitter {
+                                b: &mut *b,
+                                w,
+                                imports: g.imports,
+                            };
+                            accs[c * chunks + k] = e.combine(r.op, accs[c * chunks + k], value, r.dtype)?;
+                        }
+                    }
+                    Ok(accs)
+                })?;
+            for (c, &(r, _, _)) in cells.iter().enumerate() {
+                for k in 0..chunks {
+                    let off = i32::try_from(r.offset + k * 16).map_err(|_| internal("partials too large"))?;
+                    b.ins()
+                        .stack_store(types::I64, accs[c * chunks + k], partials.slot, off);
+                }
+            }
+            j = after;
+        }
+        self.emit_loop(b, j, count, 1, &[], &mut |g, b, at, _| {
+            let lane = (lanes > 1).then(|| b.ins().urem_imm_s(at, i64::from(lanes)));
+            for &(r, stack, cell) in &cells {
+                let addr = cell_addr(g, b, stack, cell, at);
+                let ty = cl_type(r.dtype, 1);
+                let value = b.ins().load(ty, MemFlagsData::trusted(), addr, 0);
+                let base = b
+                    .ins()
+                    .stack_addr(g.ptr, partials.slot, i32::try_from(r.offset).unwrap_or(0));
+                let acc_addr = match lane {
+                    Some(lane) => {
+                        let byte = b.ins().imul_imm_s(lane, r.dtype.size_bytes() as i64);
+                        b.ins().iadd(base, byte)
+                    }
+                    None => base,
+                };
+                let acc = b.ins().load(ty, MemFlagsData::trusted(), acc_addr, 0);
+                let mut e = Emitter {
+                    b: &mut *b,
+                    w: 1,
+                    imports: g.imports,
+                };
+                let acc = e.combine(r.op, acc, value, r.dtype)?;
+                b.ins().store(MemFlagsData::trusted(), acc, acc_addr, 0);
+            }
+            Ok(Vec::new())
+        })?;
+        Ok(())
     }
 
     /// The body's reductions in order: op, output buffer and its dtype.

@@ -620,3 +620,160 @@ fn a_binary_routine_reads_two_arguments() {
         Some(1),
     );
 }
+
+/// Compiles `lir` for one thread and runs it on `inputs`.
+fn run_cpu(lir: &LirProgram, inputs: &[Array]) -> Vec<Array> {
+    let options = CompileOptions {
+        max_threads: Some(1),
+        ..CompileOptions::default()
+    };
+    let compiled = CpuBackend.compile(lir, &options).expect("compile");
+    let mut outputs: Vec<Array> = lir
+        .outputs()
+        .map(|(_, _, ty)| Array::filled(canary(ty.dtype), ty.shape.clone()))
+        .collect();
+    {
+        let views: Vec<_> = inputs.iter().map(Array::view).collect();
+        let mut out_views: Vec<_> = outputs.iter_mut().map(Array::view_mut).collect();
+        compiled
+            .run(&views, &mut out_views, &mut Scratch::new())
+            .expect("run");
+    }
+    outputs
+}
+
+/// `lir` with every reduction kernel's partial lanes set to `lanes`.
+fn with_reduce_lanes(lir: &LirProgram, lanes: u32) -> LirProgram {
+    let kernels = lir
+        .kernels()
+        .iter()
+        .cloned()
+        .map(|mut k| {
+            if k.reduce_dims > 0 {
+                k.schedule.reduce_lanes = lanes;
+            }
+            k
+        })
+        .collect();
+    LirProgram::from_parts(
+        lir.name(),
+        lir.buffers().to_vec(),
+        lir.arena_bytes(),
+        lir.arena_align(),
+        kernels,
+    )
+}
+
+/// A reduction whose points run in tiles folds them in the untiled order: each output equals,
+/// bit for bit, the interpreter's reduction (with the compiled kernel's partial lanes) of the
+/// values the elementwise kernel computes with the same routines, at every row length (ragged
+/// last tiles, a last tile too short for one pass, which borrows from the one before, rows of
+/// rank-2 and rank-3 kernels, outer reduced rows), with elementwise outputs stored beside.
+#[test]
+fn reductions_fold_their_tiled_points_in_order() {
+    let cases = [
+        // A log barrier's cost and its terms, its largest term too.
+        (
+            "f64",
+            "{N}",
+            "%xx = mul %x, %x : f64[{S}]\n %k = const 0.25 : f64[]\n %q = mul %xx, %k : f64[{S}]\n \
+             %one = const 1 : f64[]\n %s = sub %one, %q : f64[{S}]\n %v = log %s : f64[{S}]",
+            vec![("sum", "[0]", "[]"), ("max", "[0]", "[]")],
+        ),
+        // Gaussian likelihood rows: their sums and means.
+        (
+            "f32",
+            "3, {N}",
+            "%xx = mul %x, %x : f32[{S}]\n %k = const -0.5 : f32[]\n %q = mul %xx, %k : f32[{S}]\n \
+             %v = exp %q : f32[{S}]",
+            vec![("sum", "[1]", "[3]"), ("mean", "[1]", "[3]")],
+        ),
+        // Two reduced dims (outer reduced rows), a routine reading the input directly.
+        (
+            "f32",
+            "2, 3, {N}",
+            "%v = sin %x : f32[{S}]",
+            vec![("sum", "[1, 2]", "[2]"), ("min", "[1, 2]", "[2]")],
+        ),
+        // `tanh` in f64 feeding a product of terms near one.
+        (
+            "f64",
+            "{N}",
+            "%k = const 0.001 : f64[]\n %a = mul %x, %k : f64[{S}]\n %t = tanh %a : f64[{S}]\n \
+             %one = const 1 : f64[]\n %v = add %t, %one : f64[{S}]",
+            vec![("prod", "[0]", "[]")],
+        ),
+    ];
+    let sizes = [
+        2usize, 3, 5, 8, 9, 17, 63, 64, 100, 511, 512, 513, 515, 1000, 1024, 1025, 1031, 2051, 5000,
+    ];
+    let mut tiled_kernels = 0;
+    for (dt, dims, body, reduces) in &cases {
+        for &n in &sizes {
+            let shape = dims.replace("{N}", &n.to_string());
+            let body = body.replace("{S}", &shape);
+            let header = format!("kernel k {{\n %x = input x : {dt}[{shape}]\n {body}\n");
+            let mut reduced = header.clone();
+            for (i, (op, axes, out)) in reduces.iter().enumerate() {
+                reduced += &format!(" %r{i} = {op} %v axes {axes} : {dt}{out}\n output r{i} = %r{i}\n");
+            }
+            reduced += " output v = %v\n}";
+            let elementwise = format!("{header} output v = %v\n}}");
+            let mut folded = format!("kernel f {{\n %v = input v : {dt}[{shape}]\n");
+            for (i, (op, axes, out)) in reduces.iter().enumerate() {
+                folded += &format!(" %r{i} = {op} %v axes {axes} : {dt}{out}\n output r{i} = %r{i}\n");
+            }
+            folded += "}";
+            let (_, lir) = lir_of(&reduced);
+            let lanes = lir
+                .kernels()
+                .iter()
+                .find(|k| k.reduce_dims > 0)
+                .map(|k| k.schedule.reduce_lanes)
+                .expect("a reduction kernel");
+            if lanes > 1 && tile_routines_linked() && n >= 64 {
+                let clif: String = dump(&lir).expect("dump").into_iter().map(|(_, c, _)| c).collect();
+                assert!(tile_calls(&clif) >= 1, "n = {n}: no tile call\n{clif}");
+                tiled_kernels += 1;
+            }
+            let mut rng = TestRng::new(n as u64 * 31 + reduces.len() as u64);
+            let extents: Vec<usize> = shape
+                .split(", ")
+                .map(|d| d.parse::<usize>().expect("dim"))
+                .collect();
+            let numel: usize = extents.iter().product();
+            let xs: Vec<f64> = (0..numel).map(|_| rng.uniform(-1.9, 1.9)).collect();
+            let x = if *dt == "f32" {
+                Array::from_slice(&xs.iter().map(|&v| v as f32).collect::<Vec<_>>())
+            } else {
+                Array::from_slice(&xs)
+            };
+            let x = Array::new(Shape::new(extents), x.data().clone()).expect("shaped input");
+            let got = run_cpu(&lir, std::slice::from_ref(&x));
+            let values = run_cpu(&lir_of(&elementwise).1, std::slice::from_ref(&x));
+            let (_, fold) = lir_of(&folded);
+            let fold = with_reduce_lanes(&fold, lanes);
+            let views: Vec<_> = values.iter().map(Array::view).collect();
+            let want = run_lir(&fold, &views, Mode::Native).expect("interpreter");
+            let bits = |a: &Array| -> Vec<u64> {
+                (0..a.data().len())
+                    .map(|i| a.get(i).map_or(0, |s| s.to_f64().to_bits()))
+                    .collect()
+            };
+            for (i, w) in want.iter().enumerate() {
+                assert_eq!(
+                    bits(&got[i]),
+                    bits(w),
+                    "{dt}[{shape}], r{i} (lanes {lanes})\n{reduced}"
+                );
+            }
+            assert_eq!(bits(&got[reduces.len()]), bits(&values[0]), "{dt}[{shape}], v");
+        }
+    }
+    if tile_routines_linked() {
+        assert!(
+            tiled_kernels >= 20,
+            "only {tiled_kernels} reductions ran in tiles"
+        );
+    }
+}

@@ -618,6 +618,21 @@ impl<'k> Gen<'_, 'k> {
         if self.imports.aot.is_some() && inner >= MIN_TILED_ELEMS && (!has_reduce || tiled_reduction) {
             self.plan_tiles(b, inner)?;
         }
+        // Outputs in lanes, one reduced dim: a group of `w` outputs stages its values for the
+        // whole row, `w` lanes per point, and the routines run over all of them
+        // (`Gen::emit_across_tiles`).
+        if self.imports.aot.is_some()
+            && has_reduce
+            && reduce_dims == 1
+            && self.outputs_in_lanes(reduce_dims)
+            && inner * usize::from(self.width) <= TILE
+        {
+            self.tiles = self.tile_plan(b, false)?;
+            if let Some(plan) = self.tiles.take() {
+                self.fill_invariant_buffers(b, &plan)?;
+                self.tiles = Some(plan);
+            }
+        }
         if has_reduce {
             self.emit_reduction(b, lo, hi, reduce_dims)
         } else {
@@ -628,7 +643,7 @@ impl<'k> Gen<'_, 'k> {
     /// Sets `tiles` (and `segment_unroll`) for innermost rows of `inner` elements, and fills
     /// the invariant routine arguments' buffers, once per call (not per row).
     fn plan_tiles(&mut self, b: &mut FunctionBuilder<'_>, inner: usize) -> Result<(), BackendError> {
-        self.tiles = self.tile_plan(b)?;
+        self.tiles = self.tile_plan(b, true)?;
         // An ops segment runs whole passes of `segment_unroll` vectors and a tile must hold one:
         // rows shorter than `SEGMENT_UNROLL` vectors pass one vector at a time, and rows shorter
         // than a vector keep the inline code.
@@ -881,7 +896,11 @@ impl<'k> Gen<'_, 'k> {
     /// computed by a tile routine. An op gets a routine when one exists for its op and dtype and
     /// an argument is computed in the body; a binary routine's other argument may be a preamble
     /// value (broadcast into a buffer once per call).
-    fn tile_plan(&self, b: &mut FunctionBuilder<'_>) -> Result<Option<TilePlan>, BackendError> {
+    ///
+    /// With `direct`, a routine reads a contiguous program input and writes a contiguous
+    /// program output itself; without, every routine argument and result is staged (the
+    /// staging layout of a reduction with its outputs in lanes is not the buffers').
+    fn tile_plan(&self, b: &mut FunctionBuilder<'_>, direct: bool) -> Result<Option<TilePlan>, BackendError> {
         let kernel = self.kernel();
         let body = &kernel.body;
         // For each instruction, the defining body index of each value it reads (`None`: the
@@ -972,13 +991,15 @@ impl<'k> Gen<'_, 'k> {
         // gives and a store takes its buffer's dtype).
         let contiguous = |i: usize, input: bool, dtype: DType| {
             self.info.access_of.get(i).copied().flatten().filter(|&k| {
-                let access = &self.info.accesses[k];
-                access.dtype == dtype
-                    && self.inner_stride(k) == 1
-                    && access
-                        .buf
-                        .and_then(|buf| self.info.buffer_is_input.get(buf.index()).copied().flatten())
-                        == Some(input)
+                direct && {
+                    let access = &self.info.accesses[k];
+                    access.dtype == dtype
+                        && self.inner_stride(k) == 1
+                        && access
+                            .buf
+                            .and_then(|buf| self.info.buffer_is_input.get(buf.index()).copied().flatten())
+                            == Some(input)
+                }
             })
         };
         let mut skipped = vec![false; body.len()];
@@ -1225,7 +1246,8 @@ impl<'k> Gen<'_, 'k> {
                         } else {
                             b.ins().iadd_imm_s(j, k * i64::from(w))
                         };
-                        self.emit_segment(b, w, plan, insts, loads, at, jk, ptrs)?;
+                        let pos = self.add(b, at, jk);
+                        self.emit_segment(b, w, plan, insts, loads, pos, jk, ptrs)?;
                     }
                     let next = b.ins().iadd_imm_s(j, step);
                     let after = b.ins().iadd_imm_s(next, step);
@@ -1244,53 +1266,68 @@ impl<'k> Gen<'_, 'k> {
                     b.ins().brif(more, body, &[BlockArg::Value(last_pass)], done, &[]);
                     b.switch_to_block(done);
                 }
-                Segment::Call {
-                    routine,
-                    srcs,
-                    dst,
-                    src_accesses,
-                    dst_access,
-                } => {
-                    let func = self
-                        .imports
-                        .routine(*routine)
-                        .ok_or_else(|| internal("tile routine not linked"))?;
-                    // A routine reads and writes the buffer directly where the access is
-                    // contiguous, and the value's staging cell otherwise.
-                    let place = |g: &Self, b: &mut FunctionBuilder<'_>, def: usize, access: Option<usize>| {
-                        match access {
-                            Some(k) => Ok(g.address(b, k, at, at, ptrs, 0)),
-                            None => {
-                                let (stack, _) = *plan
-                                    .staged
-                                    .get(&def)
-                                    .ok_or_else(|| internal("routine argument or result not staged"))?;
-                                Ok::<_, BackendError>(g.stack_base(b, stack))
-                            }
-                        }
-                    };
-                    let mut args = Vec::with_capacity(srcs.len() + 2);
-                    for (src, access) in srcs.iter().zip(src_accesses) {
-                        args.push(match *src {
-                            TileSrc::Body(def) => place(self, b, def, *access)?,
-                            TileSrc::Invariant(slot) => {
-                                let (_, stack, _) = plan
-                                    .invariant
-                                    .iter()
-                                    .find(|&&(s, _, _)| s == slot)
-                                    .copied()
-                                    .ok_or_else(|| internal("invariant routine argument without a buffer"))?;
-                                self.stack_base(b, stack)
-                            }
-                        });
-                    }
-                    let dst_addr = place(self, b, *dst, *dst_access)?;
-                    args.push(dst_addr);
-                    args.push(count);
-                    b.ins().call(func, &args);
-                }
+                Segment::Call { .. } => self.emit_routine_call(b, plan, segment, at, count, ptrs)?,
             }
         }
+        Ok(())
+    }
+
+    /// The routine call of a `Segment::Call` over the `count` elements of the tile at row
+    /// position `at`.
+    fn emit_routine_call(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        plan: &TilePlan,
+        segment: &Segment,
+        at: Value,
+        count: Value,
+        ptrs: &[Value],
+    ) -> Result<(), BackendError> {
+        let Segment::Call {
+            routine,
+            srcs,
+            dst,
+            src_accesses,
+            dst_access,
+        } = segment
+        else {
+            return Err(internal("not a routine segment"));
+        };
+        let func = self
+            .imports
+            .routine(*routine)
+            .ok_or_else(|| internal("tile routine not linked"))?;
+        // A routine reads and writes the buffer directly where the access is
+        // contiguous, and the value's staging cell otherwise.
+        let place = |g: &Self, b: &mut FunctionBuilder<'_>, def: usize, access: Option<usize>| match access {
+            Some(k) => Ok(g.address(b, k, at, at, ptrs, 0)),
+            None => {
+                let (stack, _) = *plan
+                    .staged
+                    .get(&def)
+                    .ok_or_else(|| internal("routine argument or result not staged"))?;
+                Ok::<_, BackendError>(g.stack_base(b, stack))
+            }
+        };
+        let mut args = Vec::with_capacity(srcs.len() + 2);
+        for (src, access) in srcs.iter().zip(src_accesses) {
+            args.push(match *src {
+                TileSrc::Body(def) => place(self, b, def, *access)?,
+                TileSrc::Invariant(slot) => {
+                    let (_, stack, _) = plan
+                        .invariant
+                        .iter()
+                        .find(|&&(s, _, _)| s == slot)
+                        .copied()
+                        .ok_or_else(|| internal("invariant routine argument without a buffer"))?;
+                    self.stack_base(b, stack)
+                }
+            });
+        }
+        let dst_addr = place(self, b, *dst, *dst_access)?;
+        args.push(dst_addr);
+        args.push(count);
+        b.ins().call(func, &args);
         Ok(())
     }
 
@@ -1331,7 +1368,8 @@ impl<'k> Gen<'_, 'k> {
         Ok(())
     }
 
-    /// One ops segment at tile element `j` (buffer position `at + j`), `w` lanes at once.
+    /// One ops segment at position `pos` of the loop (`ptrs`: the addresses at position 0),
+    /// `w` lanes at once, its staged values in the cells from `cell` on.
     #[allow(clippy::too_many_arguments)]
     fn emit_segment(
         &mut self,
@@ -1340,10 +1378,11 @@ impl<'k> Gen<'_, 'k> {
         plan: &TilePlan,
         insts: &[usize],
         loads: &[(usize, SlotId)],
-        at: Value,
-        j: Value,
+        pos: Value,
+        cell: Value,
         ptrs: &[Value],
     ) -> Result<(), BackendError> {
+        let j = cell;
         let mut slots = self.preamble_slots(b, w);
         let cell_addr = |g: &Self, b: &mut FunctionBuilder<'_>, def: usize| {
             let (stack, cell) = *plan
@@ -1362,7 +1401,6 @@ impl<'k> Gen<'_, 'k> {
                 *s = Some(value);
             }
         }
-        let pos = self.add(b, at, j);
         let body = &self.kernel().body;
         for &i in insts {
             let inst = body
@@ -1866,6 +1904,7 @@ impl<'k> Gen<'_, 'k> {
             })
             .collect();
         let reduces = self.reductions()?;
+        let tiles = self.tiles.take().filter(|_| rows_reduced == 1);
         // A single output (no kept dim) with a short row: its points are evaluated `pw` at a
         // time, as the body's vector code, and their lanes added to the scalar accumulator in
         // order, which is the order of one accumulator, so the bits are the same.
@@ -1982,7 +2021,10 @@ impl<'k> Gen<'_, 'k> {
                 })?;
                 Ok::<Vec<Value>, BackendError>(accs)
             };
-            if rows_reduced == 1 {
+            if let Some(plan) = &tiles {
+                let ptrs = g.pointers(b, row_offs)?;
+                accs = g.emit_across_tiles(b, plan, &ptrs, &row_steps, inner, col, &accs)?;
+            } else if rows_reduced == 1 {
                 let ptrs = g.pointers(b, row_offs)?;
                 accs = reduced_row(g, b, &ptrs, &accs)?;
             } else {
@@ -2040,6 +2082,85 @@ impl<'k> Gen<'_, 'k> {
         };
         b.ins().return_(&[]);
         Ok(shape)
+    }
+
+    /// The reduced row of the `w` outputs at column `col` (`ptrs`: the addresses of its first
+    /// point; `row_steps`: bytes per point) in one tile of `inner` points of `w` lanes: each ops
+    /// segment runs over the row's points, a routine over all `inner * w` staged values at
+    /// once, then each output folds its own values in row order into `accs` (one accumulator
+    /// per lane, as the untiled loop folds them).
+    #[allow(clippy::too_many_arguments)]
+    fn emit_across_tiles(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        plan: &TilePlan,
+        ptrs: &[Value],
+        row_steps: &[i64],
+        inner: usize,
+        col: Value,
+        accs: &[Value],
+    ) -> Result<Vec<Value>, BackendError> {
+        let w = self.width;
+        let start = b.ins().iconst(types::I64, 0);
+        let end = b.ins().iconst(types::I64, inner as i64);
+        for segment in &plan.segments {
+            match segment {
+                Segment::Ops { insts, loads } => {
+                    self.emit_loop(b, start, end, 1, &[], &mut |g, b, j, _| {
+                        let at: Vec<Value> = ptrs
+                            .iter()
+                            .zip(row_steps)
+                            .map(|(&p, &step)| {
+                                if step == 0 {
+                                    p
+                                } else {
+                                    let bytes = g.scale(b, j, step);
+                                    g.add(b, p, bytes)
+                                }
+                            })
+                            .collect();
+                        let cell = g.scale(b, j, i64::from(w));
+                        g.emit_segment(b, w, plan, insts, loads, col, cell, &at)?;
+                        Ok(Vec::new())
+                    })?;
+                }
+                Segment::Call { .. } => {
+                    let count = b.ins().iconst(types::I64, (inner * usize::from(w)) as i64);
+                    self.emit_routine_call(b, plan, segment, col, count, ptrs)?;
+                }
+            }
+        }
+        let reduces = self.reductions()?;
+        let cells = reduces
+            .iter()
+            .zip(&plan.reduced)
+            .map(|(&(op, _, dtype), def)| {
+                plan.staged
+                    .get(def)
+                    .map(|&(stack, cell)| (op, dtype, stack, i64::from(cell)))
+                    .ok_or_else(|| internal("reduced value not staged"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if cells.len() != accs.len() {
+            return Err(internal("tiled reduction without its reduced values"));
+        }
+        let (_, accs) = self.emit_loop(b, start, end, 1, accs, &mut |g, b, j, accs| {
+            let mut accs = accs.to_vec();
+            for (acc, &(op, dtype, stack, cell)) in accs.iter_mut().zip(&cells) {
+                let base = g.stack_base(b, stack);
+                let offset = g.scale(b, j, cell * i64::from(w));
+                let addr = g.add(b, base, offset);
+                let value = b.ins().load(cl_type(dtype, w), MemFlagsData::trusted(), addr, 0);
+                let mut e = Emitter {
+                    b: &mut *b,
+                    w,
+                    imports: g.imports,
+                };
+                *acc = e.combine(op, *acc, value, dtype)?;
+            }
+            Ok(accs)
+        })?;
+        Ok(accs)
     }
 
     /// Runs `body` at every vector position `at` of `start..end` (at least a vector long): one

@@ -668,7 +668,9 @@ fn with_reduce_lanes(lir: &LirProgram, lanes: u32) -> LirProgram {
 /// bit for bit, the interpreter's reduction (with the compiled kernel's partial lanes) of the
 /// values the elementwise kernel computes with the same routines, at every row length (ragged
 /// last tiles, a last tile too short for one pass, which borrows from the one before, rows of
-/// rank-2 and rank-3 kernels, outer reduced rows), with elementwise outputs stored beside.
+/// rank-2 and rank-3 kernels, outer reduced rows), with elementwise outputs stored beside; and
+/// so does a batch of short rows with its outputs in vector lanes (row sums, column sums), at
+/// every batch size.
 #[test]
 fn reductions_fold_their_tiled_points_in_order() {
     let cases = [
@@ -695,6 +697,29 @@ fn reductions_fold_their_tiled_points_in_order() {
             "%v = sin %x : f32[{S}]",
             vec![("sum", "[1, 2]", "[2]"), ("min", "[1, 2]", "[2]")],
         ),
+        // Batches of short rows, one accumulator per output and the outputs in vector lanes: a
+        // group of outputs stages its whole rows.
+        (
+            "f32",
+            "{N}, 12",
+            "%xx = mul %x, %x : f32[{S}]\n %k = const -0.5 : f32[]\n %q = mul %xx, %k : f32[{S}]\n \
+             %v = exp %q : f32[{S}]",
+            vec![("sum", "[1]", "[{N}]"), ("max", "[1]", "[{N}]")],
+        ),
+        (
+            "f64",
+            "{N}, 20",
+            "%xx = mul %x, %x : f64[{S}]\n %k = const 0.25 : f64[]\n %q = mul %xx, %k : f64[{S}]\n \
+             %one = const 1 : f64[]\n %s = sub %one, %q : f64[{S}]\n %v = log %s : f64[{S}]",
+            vec![("sum", "[1]", "[{N}]")],
+        ),
+        // Column sums: the outputs neighbour each other, the points lie a row apart.
+        (
+            "f32",
+            "7, {N}",
+            "%a = sin %x : f32[{S}]\n %v = mul %a, %x : f32[{S}]",
+            vec![("sum", "[0]", "[{N}]"), ("mean", "[0]", "[{N}]")],
+        ),
         // `tanh` in f64 feeding a product of terms near one.
         (
             "f64",
@@ -715,12 +740,14 @@ fn reductions_fold_their_tiled_points_in_order() {
             let header = format!("kernel k {{\n %x = input x : {dt}[{shape}]\n {body}\n");
             let mut reduced = header.clone();
             for (i, (op, axes, out)) in reduces.iter().enumerate() {
+                let out = out.replace("{N}", &n.to_string());
                 reduced += &format!(" %r{i} = {op} %v axes {axes} : {dt}{out}\n output r{i} = %r{i}\n");
             }
             reduced += " output v = %v\n}";
             let elementwise = format!("{header} output v = %v\n}}");
             let mut folded = format!("kernel f {{\n %v = input v : {dt}[{shape}]\n");
             for (i, (op, axes, out)) in reduces.iter().enumerate() {
+                let out = out.replace("{N}", &n.to_string());
                 folded += &format!(" %r{i} = {op} %v axes {axes} : {dt}{out}\n output r{i} = %r{i}\n");
             }
             folded += "}";
@@ -731,7 +758,7 @@ fn reductions_fold_their_tiled_points_in_order() {
                 .find(|k| k.reduce_dims > 0)
                 .map(|k| k.schedule.reduce_lanes)
                 .expect("a reduction kernel");
-            if lanes > 1 && tile_routines_linked() && n >= 64 {
+            if tile_routines_linked() && n >= 64 {
                 let clif: String = dump(&lir).expect("dump").into_iter().map(|(_, c, _)| c).collect();
                 assert!(tile_calls(&clif) >= 1, "n = {n}: no tile call\n{clif}");
                 tiled_kernels += 1;
@@ -772,7 +799,7 @@ fn reductions_fold_their_tiled_points_in_order() {
     }
     if tile_routines_linked() {
         assert!(
-            tiled_kernels >= 20,
+            tiled_kernels >= 35,
             "only {tiled_kernels} reductions ran in tiles"
         );
     }

@@ -1,6 +1,7 @@
 //! Costs that sum a transcendental over a long vector (a log barrier over an MPC horizon, a
 //! Gaussian likelihood): one bound call of `sum(f(x))`, of the elementwise `f(x)` alone, and a
-//! Rust loop summing the platform's libm `f` in order; median ns per element, all measured in
+//! Rust loop summing the platform's libm `f` in order, for one long vector and for batches of
+//! 64 rows summed row by row; median ns per element, all measured in
 //! the same run, in `f64` and `f32`.
 //!
 //! `cargo run --release -p rfx --example reduced_transcendentals`
@@ -9,7 +10,7 @@ mod timing;
 
 use std::hint::black_box;
 
-use rfx::{All, DType, Tensor, TensorType};
+use rfx::{DType, Tensor, TensorType};
 
 fn barrier(x: Tensor) -> Tensor {
     (1.0 - x * x * 0.25).log()
@@ -19,12 +20,22 @@ fn gaussian(x: Tensor) -> Tensor {
     (-(x * x) * 0.5).exp()
 }
 
+/// The last axis: a 1-D cost's only one, a batch's rows.
+#[derive(Clone, Copy)]
+struct Last;
+
+impl rfx::Axes for Last {
+    fn axes(&self, rank: usize) -> Vec<usize> {
+        vec![rank.saturating_sub(1)]
+    }
+}
+
 fn barrier_sum(x: Tensor) -> Tensor {
-    barrier(x).sum(All)
+    barrier(x).sum(Last)
 }
 
 fn gaussian_sum(x: Tensor) -> Tensor {
-    gaussian(x).sum(All)
+    gaussian(x).sum(Last)
 }
 
 /// Median ns per element of `sum(f)`, of `f` elementwise, and of a Rust loop summing
@@ -34,19 +45,21 @@ fn measure<S: rfx::KernelFn, F: rfx::KernelFn>(
     mapped: rfx::Jit<F>,
     reference: fn(f64) -> f64,
     dtype: DType,
-    n: usize,
+    shape: &[usize],
 ) -> Result<[f64; 3], rfx::JitError> {
+    let n: usize = shape.iter().product();
+    let rows = n / shape.last().copied().unwrap_or(1).max(1);
     let x64: Vec<f64> = (0..n)
         .map(|i| -1.9 + 3.8 * ((i * 7919) % n) as f64 / n as f64)
         .collect();
-    let ty = [TensorType::new(dtype, [n])];
+    let ty = [TensorType::new(dtype, shape.to_vec())];
     let mut reduced = reduced.bind(&ty)?;
     let mut mapped = mapped.bind(&ty)?;
     let calls = (1 << 16) / n + 1;
     let per = |t: f64| t / n as f64;
-    let expected: f64 = x64.iter().map(|&v| reference(v)).sum();
+    let expected: f64 = x64[..n / rows].iter().map(|&v| reference(v)).sum();
     let (t_sum, t_map) = if dtype == DType::F64 {
-        let (mut s, mut y) = ([0.0f64], vec![0.0f64; n]);
+        let (mut s, mut y) = (vec![0.0f64; rows], vec![0.0f64; n]);
         let t_sum = timing::median_ns(20, 60, calls, || {
             reduced.run_slices([&x64[..]], [&mut s[..]]).expect("run");
         });
@@ -57,7 +70,7 @@ fn measure<S: rfx::KernelFn, F: rfx::KernelFn>(
         (t_sum, t_map)
     } else {
         let x32: Vec<f32> = x64.iter().map(|&v| v as f32).collect();
-        let (mut s, mut y) = ([0.0f32], vec![0.0f32; n]);
+        let (mut s, mut y) = (vec![0.0f32; rows], vec![0.0f32; n]);
         let t_sum = timing::median_ns(20, 60, calls, || {
             reduced.run_slices([&x32[..]], [&mut s[..]]).expect("run");
         });
@@ -78,8 +91,9 @@ fn measure<S: rfx::KernelFn, F: rfx::KernelFn>(
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let shapes: [&[usize]; 6] = [&[64], &[1024], &[16384], &[64, 12], &[64, 40], &[64, 100]];
     for dtype in [DType::F64, DType::F32] {
-        for n in [64usize, 1024, 16384] {
+        for shape in shapes {
             let rows = [
                 (
                     "log barrier",
@@ -88,7 +102,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         rfx::jit(barrier),
                         |x| (1.0 - x * x * 0.25).ln(),
                         dtype,
-                        n,
+                        shape,
                     )?,
                 ),
                 (
@@ -98,13 +112,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                         rfx::jit(gaussian),
                         |x| (-(x * x) * 0.5).exp(),
                         dtype,
-                        n,
+                        shape,
                     )?,
                 ),
             ];
             for (name, [s, m, r]) in rows {
                 println!(
-                    "{name:<11} {dtype:?} n = {n:>5}: sum(f) {s:5.2} ns/elem, f {m:5.2}, Rust f64 loop {r:5.2}"
+                    "{name:<11} {dtype:?} {shape:>9?}: sum(f) {s:5.2} ns/elem, f {m:5.2}, Rust f64 loop {r:5.2}"
                 );
             }
         }

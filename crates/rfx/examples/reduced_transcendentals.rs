@@ -117,8 +117,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 ),
             ];
             for (name, [s, m, r]) in rows {
+                let shape = format!("{shape:?}");
                 println!(
-                    "{name:<11} {dtype:?} {shape:>9?}: sum(f) {s:5.2} ns/elem, f {m:5.2}, Rust f64 loop {r:5.2}"
+                    "{name:<11} {dtype:?} {shape:<9}: sum(f) {s:5.2} ns/elem, f {m:5.2}, Rust f64 loop {r:5.2}"
                 );
             }
         }

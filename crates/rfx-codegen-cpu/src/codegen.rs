@@ -495,6 +495,16 @@ enum Segment {
     },
 }
 
+/// Where an ops segment runs ([`Gen::emit_segment`]).
+#[derive(Clone, Copy, Debug)]
+enum SegmentAt {
+    /// Element `j` of the tile at row position `at`: position `at + j`, staged cell `j`.
+    Tile { at: Value, j: Value },
+    /// A point of a reduction with its outputs in lanes: loop position `pos` (the group's first
+    /// output), staged cells from `cell` on (one per lane).
+    Lanes { pos: Value, cell: Value },
+}
+
 /// An argument of a tile routine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum TileSrc {
@@ -1246,8 +1256,7 @@ impl<'k> Gen<'_, 'k> {
                         } else {
                             b.ins().iadd_imm_s(j, k * i64::from(w))
                         };
-                        let pos = self.add(b, at, jk);
-                        self.emit_segment(b, w, plan, insts, loads, pos, jk, ptrs)?;
+                        self.emit_segment(b, w, plan, insts, loads, SegmentAt::Tile { at, j: jk }, ptrs)?;
                     }
                     let next = b.ins().iadd_imm_s(j, step);
                     let after = b.ins().iadd_imm_s(next, step);
@@ -1368,8 +1377,8 @@ impl<'k> Gen<'_, 'k> {
         Ok(())
     }
 
-    /// One ops segment at position `pos` of the loop (`ptrs`: the addresses at position 0),
-    /// `w` lanes at once, its staged values in the cells from `cell` on.
+    /// One ops segment `at` a point of the loop (`ptrs`: the addresses at position 0), `w`
+    /// lanes at once.
     #[allow(clippy::too_many_arguments)]
     fn emit_segment(
         &mut self,
@@ -1378,11 +1387,13 @@ impl<'k> Gen<'_, 'k> {
         plan: &TilePlan,
         insts: &[usize],
         loads: &[(usize, SlotId)],
-        pos: Value,
-        cell: Value,
+        at: SegmentAt,
         ptrs: &[Value],
     ) -> Result<(), BackendError> {
-        let j = cell;
+        let j = match at {
+            SegmentAt::Tile { j, .. } => j,
+            SegmentAt::Lanes { cell, .. } => cell,
+        };
         let mut slots = self.preamble_slots(b, w);
         let cell_addr = |g: &Self, b: &mut FunctionBuilder<'_>, def: usize| {
             let (stack, cell) = *plan
@@ -1401,6 +1412,10 @@ impl<'k> Gen<'_, 'k> {
                 *s = Some(value);
             }
         }
+        let pos = match at {
+            SegmentAt::Tile { at, j } => self.add(b, at, j),
+            SegmentAt::Lanes { pos, .. } => pos,
+        };
         let body = &self.kernel().body;
         for &i in insts {
             let inst = body
@@ -2120,7 +2135,7 @@ impl<'k> Gen<'_, 'k> {
                             })
                             .collect();
                         let cell = g.scale(b, j, i64::from(w));
-                        g.emit_segment(b, w, plan, insts, loads, col, cell, &at)?;
+                        g.emit_segment(b, w, plan, insts, loads, SegmentAt::Lanes { pos: col, cell }, &at)?;
                         Ok(Vec::new())
                     })?;
                 }

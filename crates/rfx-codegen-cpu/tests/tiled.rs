@@ -623,8 +623,13 @@ fn a_binary_routine_reads_two_arguments() {
 
 /// Compiles `lir` for one thread and runs it on `inputs`.
 fn run_cpu(lir: &LirProgram, inputs: &[Array]) -> Vec<Array> {
+    run_cpu_on(lir, inputs, 1)
+}
+
+/// Compiles `lir` for up to `threads` threads and runs it on `inputs`.
+fn run_cpu_on(lir: &LirProgram, inputs: &[Array], threads: usize) -> Vec<Array> {
     let options = CompileOptions {
-        max_threads: Some(1),
+        max_threads: Some(threads),
         ..CompileOptions::default()
     };
     let compiled = CpuBackend.compile(lir, &options).expect("compile");
@@ -802,5 +807,43 @@ fn reductions_fold_their_tiled_points_in_order() {
             tiled_kernels >= 35,
             "only {tiled_kernels} reductions ran in tiles"
         );
+    }
+}
+
+/// Tiled reductions split across threads by their outputs: each thread stages its own tiles,
+/// and the outputs keep the one-thread bits (long rows with partial lanes, and a batch of
+/// short rows with its outputs in lanes).
+#[test]
+fn tiled_reductions_split_across_threads_keep_their_bits() {
+    for (shape, axes, out) in [("64, 4096", "[1]", "[64]"), ("40000, 12", "[1]", "[40000]")] {
+        let text = format!(
+            "kernel k {{\n %x = input x : f32[{shape}]\n %s = sin %x : f32[{shape}]\n \
+             %v = mul %s, %x : f32[{shape}]\n %r = sum %v axes {axes} : f32{out}\n output r = %r\n}}"
+        );
+        let (_, lir) = lir_of(&text);
+        let dims: Vec<usize> = shape.split(", ").map(|d| d.parse().expect("dim")).collect();
+        let mut rng = TestRng::new(0x7417);
+        let xs: Vec<f32> = (0..dims.iter().product::<usize>())
+            .map(|_| rng.uniform(-3.0, 3.0) as f32)
+            .collect();
+        let x = Array::new(Shape::new(dims.clone()), Array::from_slice(&xs).data().clone()).expect("input");
+        let one = run_cpu_on(&lir, std::slice::from_ref(&x), 1);
+        let two = run_cpu_on(&lir, std::slice::from_ref(&x), 2);
+        let bits = |a: &Array| -> Vec<u64> {
+            (0..a.data().len())
+                .map(|i| a.get(i).map_or(0, |s| s.to_f64().to_bits()))
+                .collect()
+        };
+        assert_eq!(bits(&one[0]), bits(&two[0]), "{shape}");
+        // And the values are the sums (within the routine's 2 ULP per term, in f64).
+        let row = *dims.last().unwrap_or(&1);
+        for (k, chunk) in xs.chunks(row).enumerate().step_by(997) {
+            let want: f64 = chunk.iter().map(|&v| f64::from(v).sin() * f64::from(v)).sum();
+            let got = one[0].get(k).map_or(f64::NAN, |s| s.to_f64());
+            assert!(
+                (got - want).abs() <= 1e-5 * (row as f64),
+                "{shape}, row {k}: {got} against {want}"
+            );
+        }
     }
 }

@@ -1468,17 +1468,10 @@ impl<'k> Gen<'_, 'k> {
                 i64::from(w)
             };
             // Accumulator vectors are carried through the loop as block parameters.
-            let mut carried = Vec::new();
-            if let Some(p) = partials {
-                for r in &p.reduces {
-                    for k in 0..(lanes / u32::from(w)) {
-                        let ty = cl_type(r.dtype, w);
-                        let off = r.offset + k as usize * 16;
-                        let off = i32::try_from(off).map_err(|_| internal("partials too large"))?;
-                        carried.push(b.ins().stack_load(types::I64, ty, p.slot, off));
-                    }
-                }
-            }
+            let carried = match partials {
+                Some(p) => p.load_vectors(b, w)?,
+                None => Vec::new(),
+            };
             let (after, accs) = self.emit_loop(b, j, end, step, &carried, &mut |g, b, at, accs| {
                 let mut accs = accs.to_vec();
                 let chunks = if vector_reduce { lanes / u32::from(w) } else { 1 };
@@ -1505,14 +1498,7 @@ impl<'k> Gen<'_, 'k> {
                 Ok(accs)
             })?;
             if let Some(p) = partials {
-                for r in &p.reduces {
-                    for k in 0..(lanes / u32::from(w)) {
-                        let idx = r.index * (lanes / u32::from(w)) as usize + k as usize;
-                        let off = i32::try_from(r.offset + k as usize * 16)
-                            .map_err(|_| internal("partials too large"))?;
-                        b.ins().stack_store(types::I64, accs[idx], p.slot, off);
-                    }
-                }
+                p.store_vectors(b, w, &accs)?;
             }
             j = after;
         }
@@ -1521,31 +1507,9 @@ impl<'k> Gen<'_, 'k> {
             let mut reduced = Vec::new();
             g.emit_body(b, 1, at, offs, &mut reduced)?;
             if let Some(p) = partials {
-                let lane = if p.lanes == 1 {
-                    None
-                } else {
-                    Some(b.ins().urem_imm_s(at, i64::from(p.lanes)))
-                };
+                let lane = p.lane_of(b, at);
                 for (r, (_, value)) in p.reduces.iter().zip(reduced) {
-                    let base = b
-                        .ins()
-                        .stack_addr(g.ptr, p.slot, i32::try_from(r.offset).unwrap_or(0));
-                    let addr = match lane {
-                        Some(lane) => {
-                            let byte = b.ins().imul_imm_s(lane, r.dtype.size_bytes() as i64);
-                            b.ins().iadd(base, byte)
-                        }
-                        None => base,
-                    };
-                    let ty = cl_type(r.dtype, 1);
-                    let acc = b.ins().load(ty, MemFlagsData::trusted(), addr, 0);
-                    let mut e = Emitter {
-                        b: &mut *b,
-                        w: 1,
-                        imports: g.imports,
-                    };
-                    let acc = e.combine(r.op, acc, value, r.dtype)?;
-                    b.ins().store(MemFlagsData::trusted(), acc, addr, 0);
+                    p.fold_scalar(b, g.ptr, g.imports, r, lane, value)?;
                 }
             }
             Ok(Vec::new())
@@ -1767,16 +1731,7 @@ impl<'k> Gen<'_, 'k> {
         let mut j = b.ins().iconst(types::I64, 0);
         if w > 1 && lanes.is_multiple_of(u32::from(w)) {
             let chunks = (lanes / u32::from(w)) as usize;
-            let mut carried = Vec::new();
-            for &(r, _, _) in &cells {
-                for k in 0..chunks {
-                    let off = i32::try_from(r.offset + k * 16).map_err(|_| internal("partials too large"))?;
-                    carried.push(
-                        b.ins()
-                            .stack_load(types::I64, cl_type(r.dtype, w), partials.slot, off),
-                    );
-                }
-            }
+            let carried = partials.load_vectors(b, w)?;
             let (after, accs) =
                 self.emit_loop(b, j, count, i64::from(lanes), &carried, &mut |g, b, at, accs| {
                     let mut accs = accs.to_vec();
@@ -1797,39 +1752,17 @@ impl<'k> Gen<'_, 'k> {
                     }
                     Ok(accs)
                 })?;
-            for (c, &(r, _, _)) in cells.iter().enumerate() {
-                for k in 0..chunks {
-                    let off = i32::try_from(r.offset + k * 16).map_err(|_| internal("partials too large"))?;
-                    b.ins()
-                        .stack_store(types::I64, accs[c * chunks + k], partials.slot, off);
-                }
-            }
+            partials.store_vectors(b, w, &accs)?;
             j = after;
         }
         self.emit_loop(b, j, count, 1, &[], &mut |g, b, at, _| {
-            let lane = (lanes > 1).then(|| b.ins().urem_imm_s(at, i64::from(lanes)));
+            let lane = partials.lane_of(b, at);
             for &(r, stack, cell) in &cells {
                 let addr = cell_addr(g, b, stack, cell, at);
-                let ty = cl_type(r.dtype, 1);
-                let value = b.ins().load(ty, MemFlagsData::trusted(), addr, 0);
-                let base = b
+                let value = b
                     .ins()
-                    .stack_addr(g.ptr, partials.slot, i32::try_from(r.offset).unwrap_or(0));
-                let acc_addr = match lane {
-                    Some(lane) => {
-                        let byte = b.ins().imul_imm_s(lane, r.dtype.size_bytes() as i64);
-                        b.ins().iadd(base, byte)
-                    }
-                    None => base,
-                };
-                let acc = b.ins().load(ty, MemFlagsData::trusted(), acc_addr, 0);
-                let mut e = Emitter {
-                    b: &mut *b,
-                    w: 1,
-                    imports: g.imports,
-                };
-                let acc = e.combine(r.op, acc, value, r.dtype)?;
-                b.ins().store(MemFlagsData::trusted(), acc, acc_addr, 0);
+                    .load(cl_type(r.dtype, 1), MemFlagsData::trusted(), addr, 0);
+                partials.fold_scalar(b, g.ptr, g.imports, r, lane, value)?;
             }
             Ok(Vec::new())
         })?;
@@ -2914,6 +2847,81 @@ struct Partials {
     slot: cranelift_codegen::ir::StackSlot,
     lanes: u32,
     reduces: Vec<ReduceInfo>,
+}
+
+impl Partials {
+    /// Every reduction's partials as vectors of `w` lanes (`lanes / w` each, 16 bytes apart),
+    /// in reduction order: the accumulators a vector loop carries.
+    fn load_vectors(&self, b: &mut FunctionBuilder<'_>, w: u8) -> Result<Vec<Value>, BackendError> {
+        let mut vectors = Vec::new();
+        for r in &self.reduces {
+            for k in 0..(self.lanes / u32::from(w)) as usize {
+                let off = i32::try_from(r.offset + k * 16).map_err(|_| internal("partials too large"))?;
+                vectors.push(
+                    b.ins()
+                        .stack_load(types::I64, cl_type(r.dtype, w), self.slot, off),
+                );
+            }
+        }
+        Ok(vectors)
+    }
+
+    /// Stores the vectors [`Partials::load_vectors`] loaded (as the loop left them) back.
+    fn store_vectors(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        w: u8,
+        vectors: &[Value],
+    ) -> Result<(), BackendError> {
+        let chunks = (self.lanes / u32::from(w)) as usize;
+        for r in &self.reduces {
+            for k in 0..chunks {
+                let off = i32::try_from(r.offset + k * 16).map_err(|_| internal("partials too large"))?;
+                let vector = *vectors
+                    .get(r.index * chunks + k)
+                    .ok_or_else(|| internal("missing partial vector"))?;
+                b.ins().stack_store(types::I64, vector, self.slot, off);
+            }
+        }
+        Ok(())
+    }
+
+    /// The partial lane of row point `at` (`at % lanes`; `None` for a single lane).
+    fn lane_of(&self, b: &mut FunctionBuilder<'_>, at: Value) -> Option<Value> {
+        (self.lanes > 1).then(|| b.ins().urem_imm_s(at, i64::from(self.lanes)))
+    }
+
+    /// Folds one point's `value` of reduction `r` into its partial `lane`, through the slot.
+    fn fold_scalar(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        ptr: Type,
+        imports: &crate::imports::Imports,
+        r: &ReduceInfo,
+        lane: Option<Value>,
+        value: Value,
+    ) -> Result<(), BackendError> {
+        let base = b
+            .ins()
+            .stack_addr(ptr, self.slot, i32::try_from(r.offset).unwrap_or(0));
+        let addr = match lane {
+            Some(lane) => {
+                let byte = b.ins().imul_imm_s(lane, r.dtype.size_bytes() as i64);
+                b.ins().iadd(base, byte)
+            }
+            None => base,
+        };
+        let ty = cl_type(r.dtype, 1);
+        let acc = b.ins().load(ty, MemFlagsData::trusted(), addr, 0);
+        let acc = Emitter {
+            b: &mut *b,
+            w: 1,
+            imports,
+        }
+        .combine(r.op, acc, value, r.dtype)?;
+        b.ins().store(MemFlagsData::trusted(), acc, addr, 0);
+        Ok(())
+    }
 }
 
 fn identity(op: ReduceOp, dtype: DType) -> Result<Scalar, BackendError> {

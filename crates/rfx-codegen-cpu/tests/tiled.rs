@@ -678,21 +678,24 @@ fn with_reduce_lanes(lir: &LirProgram, lanes: u32) -> LirProgram {
 /// every batch size.
 #[test]
 fn reductions_fold_their_tiled_points_in_order() {
+    // The reduced value `%v` of a log barrier (f64) and of a Gaussian term (f32), at shape `S`.
+    let barrier = "%xx = mul %x, %x : f64[{S}]\n %k = const 0.25 : f64[]\n %q = mul %xx, %k : f64[{S}]\n \
+                   %one = const 1 : f64[]\n %s = sub %one, %q : f64[{S}]\n %v = log %s : f64[{S}]";
+    let gaussian = "%xx = mul %x, %x : f32[{S}]\n %k = const -0.5 : f32[]\n %q = mul %xx, %k : f32[{S}]\n \
+                    %v = exp %q : f32[{S}]";
     let cases = [
         // A log barrier's cost and its terms, its largest term too.
         (
             "f64",
             "{N}",
-            "%xx = mul %x, %x : f64[{S}]\n %k = const 0.25 : f64[]\n %q = mul %xx, %k : f64[{S}]\n \
-             %one = const 1 : f64[]\n %s = sub %one, %q : f64[{S}]\n %v = log %s : f64[{S}]",
+            barrier,
             vec![("sum", "[0]", "[]"), ("max", "[0]", "[]")],
         ),
         // Gaussian likelihood rows: their sums and means.
         (
             "f32",
             "3, {N}",
-            "%xx = mul %x, %x : f32[{S}]\n %k = const -0.5 : f32[]\n %q = mul %xx, %k : f32[{S}]\n \
-             %v = exp %q : f32[{S}]",
+            gaussian,
             vec![("sum", "[1]", "[3]"), ("mean", "[1]", "[3]")],
         ),
         // Two reduced dims (outer reduced rows), a routine reading the input directly.
@@ -707,17 +710,10 @@ fn reductions_fold_their_tiled_points_in_order() {
         (
             "f32",
             "{N}, 12",
-            "%xx = mul %x, %x : f32[{S}]\n %k = const -0.5 : f32[]\n %q = mul %xx, %k : f32[{S}]\n \
-             %v = exp %q : f32[{S}]",
+            gaussian,
             vec![("sum", "[1]", "[{N}]"), ("max", "[1]", "[{N}]")],
         ),
-        (
-            "f64",
-            "{N}, 20",
-            "%xx = mul %x, %x : f64[{S}]\n %k = const 0.25 : f64[]\n %q = mul %xx, %k : f64[{S}]\n \
-             %one = const 1 : f64[]\n %s = sub %one, %q : f64[{S}]\n %v = log %s : f64[{S}]",
-            vec![("sum", "[1]", "[{N}]")],
-        ),
+        ("f64", "{N}, 20", barrier, vec![("sum", "[1]", "[{N}]")]),
         // Column sums: the outputs neighbour each other, the points lie a row apart.
         (
             "f32",
@@ -743,19 +739,18 @@ fn reductions_fold_their_tiled_points_in_order() {
             let shape = dims.replace("{N}", &n.to_string());
             let body = body.replace("{S}", &shape);
             let header = format!("kernel k {{\n %x = input x : {dt}[{shape}]\n {body}\n");
-            let mut reduced = header.clone();
-            for (i, (op, axes, out)) in reduces.iter().enumerate() {
-                let out = out.replace("{N}", &n.to_string());
-                reduced += &format!(" %r{i} = {op} %v axes {axes} : {dt}{out}\n output r{i} = %r{i}\n");
-            }
-            reduced += " output v = %v\n}";
+            // The reductions of `%v`, in the kernel and in the fold of its values.
+            let reductions: String = reduces
+                .iter()
+                .enumerate()
+                .map(|(i, (op, axes, out))| {
+                    let out = out.replace("{N}", &n.to_string());
+                    format!(" %r{i} = {op} %v axes {axes} : {dt}{out}\n output r{i} = %r{i}\n")
+                })
+                .collect();
+            let reduced = format!("{header}{reductions} output v = %v\n}}");
             let elementwise = format!("{header} output v = %v\n}}");
-            let mut folded = format!("kernel f {{\n %v = input v : {dt}[{shape}]\n");
-            for (i, (op, axes, out)) in reduces.iter().enumerate() {
-                let out = out.replace("{N}", &n.to_string());
-                folded += &format!(" %r{i} = {op} %v axes {axes} : {dt}{out}\n output r{i} = %r{i}\n");
-            }
-            folded += "}";
+            let folded = format!("kernel f {{\n %v = input v : {dt}[{shape}]\n{reductions}}}");
             let (_, lir) = lir_of(&reduced);
             let lanes = lir
                 .kernels()

@@ -505,6 +505,18 @@ enum SegmentAt {
     Lanes { pos: Value, cell: Value },
 }
 
+/// The reduced rows of a reduction with its outputs in lanes ([`Gen::emit_across_tiles`]).
+struct AcrossRow<'a> {
+    /// Bytes each access advances per point of the reduced row.
+    row_steps: &'a [i64],
+    /// Points in the reduced row.
+    inner: usize,
+    /// Outputs in a row of outputs.
+    cols: usize,
+    /// Points each output reduces (a mean divides by it).
+    reduced_numel: usize,
+}
+
 /// An argument of a tile routine.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum TileSrc {
@@ -1969,10 +1981,7 @@ impl<'k> Gen<'_, 'k> {
                 })?;
                 Ok::<Vec<Value>, BackendError>(accs)
             };
-            if let Some(plan) = &tiles {
-                let ptrs = g.pointers(b, row_offs)?;
-                accs = g.emit_across_tiles(b, plan, &ptrs, &row_steps, inner, col, &accs)?;
-            } else if rows_reduced == 1 {
+            if rows_reduced == 1 {
                 let ptrs = g.pointers(b, row_offs)?;
                 accs = reduced_row(g, b, &ptrs, &accs)?;
             } else {
@@ -1986,29 +1995,24 @@ impl<'k> Gen<'_, 'k> {
                 })?;
                 accs = carried;
             }
-            // Finish and store the `w` outputs `row * cols + col ..`.
-            let first = b.ins().imul_imm_s(row, cols as i64);
-            let first = b.ins().iadd(first, col);
-            for (&acc, &(op, buf, dtype)) in accs.iter().zip(&reduces) {
-                let mut e = Emitter {
-                    b: &mut *b,
-                    w,
-                    imports: g.imports,
-                };
-                let finished = finish(&mut e, op, acc, dtype, reduced_numel)?;
-                let base = g.base(buf)?;
-                let byte = b.ins().imul_imm_s(first, dtype.size_bytes() as i64);
-                let addr = b.ins().iadd(base, byte);
-                b.ins().store(mem(), finished, addr, 0);
-            }
-            Ok::<(), BackendError>(())
+            g.store_reduced(b, &accs, row, cols, col, reduced_numel)
+        };
+        let across = AcrossRow {
+            row_steps: &row_steps,
+            inner,
+            cols,
+            reduced_numel,
         };
 
         let zero = b.ins().iconst(types::I64, 0);
         let zeros = vec![zero; self.info.accesses.len()];
         let shape = if vec_axis == Some(0) {
             // The units are the outputs themselves: a thread's chunk is a range of columns.
-            self.emit_vector_positions(b, lo, hi, &mut |g, b, col| group(g, b, zero, &zeros, col))?;
+            if let Some(plan) = &tiles {
+                self.emit_across_tiles(b, plan, &across, zero, &zeros, lo, hi)?;
+            } else {
+                self.emit_vector_positions(b, lo, hi, &mut |g, b, col| group(g, b, zero, &zeros, col))?;
+            }
             KernelShape::new(cols as u64, reduced_numel as u64, w, self.min_points_per_thread())
         } else {
             let rows: usize = outer_leading.iter().product();
@@ -2016,9 +2020,13 @@ impl<'k> Gen<'_, 'k> {
             self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, row, _| {
                 let row_offs = g.offsets(b, row, 0, &outer_leading, &zeros);
                 let start = b.ins().iconst(types::I64, 0);
-                g.emit_vector_positions(b, start, cols_end, &mut |g, b, col| {
-                    group(g, b, row, &row_offs, col)
-                })?;
+                if let Some(plan) = &tiles {
+                    g.emit_across_tiles(b, plan, &across, row, &row_offs, start, cols_end)?;
+                } else {
+                    g.emit_vector_positions(b, start, cols_end, &mut |g, b, col| {
+                        group(g, b, row, &row_offs, col)
+                    })?;
+                }
                 Ok(Vec::new())
             })?;
             KernelShape::new(
@@ -2032,52 +2040,61 @@ impl<'k> Gen<'_, 'k> {
         Ok(shape)
     }
 
-    /// The reduced row of the `w` outputs at column `col` (`ptrs`: the addresses of its first
-    /// point; `row_steps`: bytes per point) in one tile of `inner` points of `w` lanes: each ops
-    /// segment runs over the row's points, a routine over all `inner * w` staged values at
-    /// once, then each output folds its own values in row order into `accs` (one accumulator
-    /// per lane, as the untiled loop folds them).
+    /// Finishes the accumulators `accs` of the `w` outputs at column `col` of row `row` (a
+    /// mean divides by `reduced_numel`) and stores them at `row * cols + col ..`.
+    fn store_reduced(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        accs: &[Value],
+        row: Value,
+        cols: usize,
+        col: Value,
+        reduced_numel: usize,
+    ) -> Result<(), BackendError> {
+        let w = self.width;
+        let first = b.ins().imul_imm_s(row, cols as i64);
+        let first = b.ins().iadd(first, col);
+        for (&acc, (op, buf, dtype)) in accs.iter().zip(self.reductions()?) {
+            let mut e = Emitter {
+                b: &mut *b,
+                w,
+                imports: self.imports,
+            };
+            let finished = finish(&mut e, op, acc, dtype, reduced_numel)?;
+            let base = self.base(buf)?;
+            let byte = b.ins().imul_imm_s(first, dtype.size_bytes() as i64);
+            let addr = b.ins().iadd(base, byte);
+            b.ins().store(mem(), finished, addr, 0);
+        }
+        Ok(())
+    }
+
+    /// The groups of `w` outputs at the vector positions of columns `start..end` (at least a
+    /// vector long) of row `row` (`row_offs`: its offsets), in tiles of as many groups as
+    /// `TILE` cells hold (`TILE / (inner * w)`, each group's reduced row staged `w` lanes per
+    /// point): each ops segment runs over the tile's groups and their rows' points, each
+    /// routine once over all the tile's staged values (long calls keep the routines in their
+    /// vector loops), then each group folds its own values in row order into one accumulator
+    /// per lane, as the untiled loop folds them, and stores its outputs. The last group of a
+    /// ragged end starts at `end - w`, as [`Gen::emit_vector_positions`] does, and stores a few
+    /// outputs again with the same values.
     #[allow(clippy::too_many_arguments)]
     fn emit_across_tiles(
         &mut self,
         b: &mut FunctionBuilder<'_>,
         plan: &TilePlan,
-        ptrs: &[Value],
-        row_steps: &[i64],
-        inner: usize,
-        col: Value,
-        accs: &[Value],
-    ) -> Result<Vec<Value>, BackendError> {
+        row: &AcrossRow<'_>,
+        row_index: Value,
+        row_offs: &[Value],
+        start: Value,
+        end: Value,
+    ) -> Result<(), BackendError> {
         let w = self.width;
-        let start = b.ins().iconst(types::I64, 0);
-        let end = b.ins().iconst(types::I64, inner as i64);
-        for segment in &plan.segments {
-            match segment {
-                Segment::Ops { insts, loads } => {
-                    self.emit_loop(b, start, end, 1, &[], &mut |g, b, j, _| {
-                        let at: Vec<Value> = ptrs
-                            .iter()
-                            .zip(row_steps)
-                            .map(|(&p, &step)| {
-                                if step == 0 {
-                                    p
-                                } else {
-                                    let bytes = g.scale(b, j, step);
-                                    g.add(b, p, bytes)
-                                }
-                            })
-                            .collect();
-                        let cell = g.scale(b, j, i64::from(w));
-                        g.emit_segment(b, w, plan, insts, loads, SegmentAt::Lanes { pos: col, cell }, &at)?;
-                        Ok(Vec::new())
-                    })?;
-                }
-                Segment::Call { .. } => {
-                    let count = b.ins().iconst(types::I64, (inner * usize::from(w)) as i64);
-                    self.emit_routine_call(b, plan, segment, col, count, ptrs)?;
-                }
-            }
-        }
+        let lanes = i64::from(w);
+        let point_cells = (row.inner as i64) * lanes;
+        // An empty reduced row (no points) stages nothing: one group per tile then.
+        let per_tile = (TILE as i64).checked_div(point_cells).unwrap_or(1).max(1);
+        let ptrs = self.pointers(b, row_offs)?;
         let reduces = self.reductions()?;
         let cells = reduces
             .iter()
@@ -2089,26 +2106,111 @@ impl<'k> Gen<'_, 'k> {
                     .ok_or_else(|| internal("reduced value not staged"))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        if cells.len() != accs.len() {
+        if cells.len() != reduces.len() {
             return Err(internal("tiled reduction without its reduced values"));
         }
-        let (_, accs) = self.emit_loop(b, start, end, 1, accs, &mut |g, b, j, accs| {
-            let mut accs = accs.to_vec();
-            for (acc, &(op, dtype, stack, cell)) in accs.iter_mut().zip(&cells) {
-                let base = g.stack_base(b, stack);
-                let offset = g.scale(b, j, cell * i64::from(w));
-                let addr = g.add(b, base, offset);
-                let value = b.ins().load(cl_type(dtype, w), MemFlagsData::trusted(), addr, 0);
+        let header = b.create_block();
+        let tile = b.create_block();
+        let exit = b.create_block();
+        b.append_block_param(header, types::I64);
+        b.ins().jump(header, &[BlockArg::Value(start)]);
+        b.switch_to_block(header);
+        let first = b.block_params(header)[0];
+        let more = b.ins().icmp(IntCC::UnsignedLessThan, first, end);
+        b.ins().brif(more, tile, &[], exit, &[]);
+        b.switch_to_block(tile);
+        // The tile's groups: up to `per_tile`, as many as cover what is left of the row.
+        let left = b.ins().isub(end, first);
+        let left = b.ins().iadd_imm_s(left, lanes - 1);
+        let lanes_value = b.ins().iconst(types::I64, lanes);
+        let groups = b.ins().udiv(left, lanes_value);
+        let cap = b.ins().iconst(types::I64, per_tile);
+        let groups = b.ins().umin(groups, cap);
+        let last = b.ins().iadd_imm_s(end, -lanes);
+        let position = |b: &mut FunctionBuilder<'_>, k: Value| {
+            let offset = b.ins().imul_imm_s(k, lanes);
+            let col = b.ins().iadd(first, offset);
+            b.ins().umin(col, last)
+        };
+        let zero = b.ins().iconst(types::I64, 0);
+        let points = b.ins().iconst(types::I64, row.inner as i64);
+        for segment in &plan.segments {
+            match segment {
+                Segment::Ops { insts, loads } => {
+                    self.emit_loop(b, zero, groups, 1, &[], &mut |g, b, k, _| {
+                        let col = position(b, k);
+                        let group_cell = b.ins().imul_imm_s(k, point_cells);
+                        g.emit_loop(b, zero, points, 1, &[], &mut |g, b, j, _| {
+                            let at: Vec<Value> = ptrs
+                                .iter()
+                                .zip(row.row_steps)
+                                .map(|(&p, &step)| {
+                                    if step == 0 {
+                                        p
+                                    } else {
+                                        let bytes = g.scale(b, j, step);
+                                        g.add(b, p, bytes)
+                                    }
+                                })
+                                .collect();
+                            let point = g.scale(b, j, lanes);
+                            let cell = g.add(b, group_cell, point);
+                            g.emit_segment(
+                                b,
+                                w,
+                                plan,
+                                insts,
+                                loads,
+                                SegmentAt::Lanes { pos: col, cell },
+                                &at,
+                            )?;
+                            Ok(Vec::new())
+                        })?;
+                        Ok(Vec::new())
+                    })?;
+                }
+                Segment::Call { .. } => {
+                    let count = b.ins().imul_imm_s(groups, point_cells);
+                    self.emit_routine_call(b, plan, segment, first, count, &ptrs)?;
+                }
+            }
+        }
+        self.emit_loop(b, zero, groups, 1, &[], &mut |g, b, k, _| {
+            let mut accs = Vec::with_capacity(reduces.len());
+            for &(op, _, dtype) in &reduces {
                 let mut e = Emitter {
                     b: &mut *b,
                     w,
                     imports: g.imports,
                 };
-                *acc = e.combine(op, *acc, value, dtype)?;
+                accs.push(e.constant(identity(op, dtype)?));
             }
-            Ok(accs)
+            let (_, accs) = g.emit_loop(b, zero, points, 1, &accs, &mut |g, b, j, accs| {
+                let mut accs = accs.to_vec();
+                let cell = b.ins().imul_imm_s(k, row.inner as i64);
+                let cell = b.ins().iadd(cell, j);
+                for (acc, &(op, dtype, stack, bytes)) in accs.iter_mut().zip(&cells) {
+                    let base = g.stack_base(b, stack);
+                    let offset = g.scale(b, cell, bytes * lanes);
+                    let addr = g.add(b, base, offset);
+                    let value = b.ins().load(cl_type(dtype, w), MemFlagsData::trusted(), addr, 0);
+                    let mut e = Emitter {
+                        b: &mut *b,
+                        w,
+                        imports: g.imports,
+                    };
+                    *acc = e.combine(op, *acc, value, dtype)?;
+                }
+                Ok(accs)
+            })?;
+            let col = position(b, k);
+            g.store_reduced(b, &accs, row_index, row.cols, col, row.reduced_numel)?;
+            Ok(Vec::new())
         })?;
-        Ok(accs)
+        let next = b.ins().iadd_imm_s(first, per_tile * lanes);
+        b.ins().jump(header, &[BlockArg::Value(next)]);
+        b.switch_to_block(exit);
+        Ok(())
     }
 
     /// Runs `body` at every vector position `at` of `start..end` (at least a vector long): one

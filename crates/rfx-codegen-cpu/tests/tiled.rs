@@ -714,6 +714,13 @@ fn reductions_fold_their_tiled_points_in_order() {
             vec![("sum", "[1]", "[{N}]"), ("max", "[1]", "[{N}]")],
         ),
         ("f64", "{N}, 20", barrier, vec![("sum", "[1]", "[{N}]")]),
+        // Rows of outputs under an outer kept dim; tiles of many groups, the last one short.
+        (
+            "f64",
+            "2, {N}, 6",
+            barrier,
+            vec![("sum", "[2]", "[2, {N}]"), ("mean", "[2]", "[2, {N}]")],
+        ),
         // Column sums: the outputs neighbour each other, the points lie a row apart.
         (
             "f32",
@@ -838,6 +845,34 @@ fn tiled_reductions_split_across_threads_keep_their_bits() {
             assert!(
                 (got - want).abs() <= 1e-5 * (row as f64),
                 "{shape}, row {k}: {got} against {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn batches_of_empty_rows_reduce_to_the_identity() {
+    // Rows of no points, with their outputs in lanes: a routine body over nothing (`rfx fuzz`
+    // found the tile size divided by the empty row's zero cells).
+    for (op, dt, want) in [
+        ("sum", "f32", 0.0),
+        ("prod", "f64", 1.0),
+        ("max", "f32", f64::NEG_INFINITY),
+        ("min", "f64", f64::INFINITY),
+    ] {
+        let text = format!(
+            "kernel k {{\n %x = input x : {dt}[9, 0]\n %v = exp %x : {dt}[9, 0]\n \
+             %r = {op} %v axes [1] : {dt}[9]\n output r = %r\n}}"
+        );
+        let (_, lir) = lir_of(&text);
+        let dtype = if dt == "f32" { DType::F32 } else { DType::F64 };
+        let x = Array::filled(canary(dtype), Shape::new(vec![9, 0]));
+        let out = run_cpu(&lir, std::slice::from_ref(&x));
+        for k in 0..9 {
+            assert_eq!(
+                out[0].get(k).map(|s| s.to_f64()),
+                Some(want),
+                "{op} {dt}, output {k}"
             );
         }
     }

@@ -2089,6 +2089,8 @@ impl<'k> Gen<'_, 'k> {
         start: Value,
         end: Value,
     ) -> Result<(), BackendError> {
+        /// Groups whose rows fold side by side.
+        const FOLD_GROUPS: i64 = 4;
         let w = self.width;
         let lanes = i64::from(w);
         let point_cells = (row.inner as i64) * lanes;
@@ -2175,36 +2177,55 @@ impl<'k> Gen<'_, 'k> {
                 }
             }
         }
-        self.emit_loop(b, zero, groups, 1, &[], &mut |g, b, k, _| {
-            let mut accs = Vec::with_capacity(reduces.len());
-            for &(op, _, dtype) in &reduces {
-                let mut e = Emitter {
-                    b: &mut *b,
-                    w,
-                    imports: g.imports,
-                };
-                accs.push(e.constant(identity(op, dtype)?));
-            }
-            let (_, accs) = g.emit_loop(b, zero, points, 1, &accs, &mut |g, b, j, accs| {
-                let mut accs = accs.to_vec();
-                let cell = b.ins().imul_imm_s(k, row.inner as i64);
-                let cell = b.ins().iadd(cell, j);
-                for (acc, &(op, dtype, stack, bytes)) in accs.iter_mut().zip(&cells) {
-                    let base = g.stack_base(b, stack);
-                    let offset = g.scale(b, cell, bytes * lanes);
-                    let addr = g.add(b, base, offset);
-                    let value = b.ins().load(cl_type(dtype, w), MemFlagsData::trusted(), addr, 0);
+        // Each group folds its values in row order, one dependent add per point: `FOLD_GROUPS`
+        // groups fold side by side (independent chains hide the add's latency), then single
+        // groups fold what is left.
+        let fold = |g: &mut Self, b: &mut FunctionBuilder<'_>, k: Value, count: i64| {
+            let mut accs = Vec::with_capacity(reduces.len() * count as usize);
+            for _ in 0..count {
+                for &(op, _, dtype) in &reduces {
                     let mut e = Emitter {
                         b: &mut *b,
                         w,
                         imports: g.imports,
                     };
-                    *acc = e.combine(op, *acc, value, dtype)?;
+                    accs.push(e.constant(identity(op, dtype)?));
+                }
+            }
+            let (_, accs) = g.emit_loop(b, zero, points, 1, &accs, &mut |g, b, j, accs| {
+                let mut accs = accs.to_vec();
+                let row_cell = b.ins().imul_imm_s(k, row.inner as i64);
+                let row_cell = b.ins().iadd(row_cell, j);
+                for (n, group_accs) in accs.chunks_mut(reduces.len()).enumerate() {
+                    let cell = b.ins().iadd_imm_s(row_cell, n as i64 * row.inner as i64);
+                    for (acc, &(op, dtype, stack, bytes)) in group_accs.iter_mut().zip(&cells) {
+                        let base = g.stack_base(b, stack);
+                        let offset = g.scale(b, cell, bytes * lanes);
+                        let addr = g.add(b, base, offset);
+                        let value = b.ins().load(cl_type(dtype, w), MemFlagsData::trusted(), addr, 0);
+                        let mut e = Emitter {
+                            b: &mut *b,
+                            w,
+                            imports: g.imports,
+                        };
+                        *acc = e.combine(op, *acc, value, dtype)?;
+                    }
                 }
                 Ok(accs)
             })?;
-            let col = position(b, k);
-            g.store_reduced(b, &accs, row_index, row.cols, col, row.reduced_numel)?;
+            for (n, group_accs) in accs.chunks(reduces.len()).enumerate() {
+                let kn = b.ins().iadd_imm_s(k, n as i64);
+                let col = position(b, kn);
+                g.store_reduced(b, group_accs, row_index, row.cols, col, row.reduced_numel)?;
+            }
+            Ok::<(), BackendError>(())
+        };
+        let (k, _) = self.emit_loop(b, zero, groups, FOLD_GROUPS, &[], &mut |g, b, k, _| {
+            fold(g, b, k, FOLD_GROUPS)?;
+            Ok(Vec::new())
+        })?;
+        self.emit_loop(b, k, groups, 1, &[], &mut |g, b, k, _| {
+            fold(g, b, k, 1)?;
             Ok(Vec::new())
         })?;
         let next = b.ins().iadd_imm_s(first, per_tile * lanes);

@@ -12,6 +12,39 @@ use crate::graph::{Emitter, InputRef, WrtInput, active_values, keep_outputs, reb
 use crate::reverse::{batched_perm, concat, grad, jacrev};
 use crate::rules::{Partial, chooser_weights, partials, prod_others};
 
+/// The tangent of a value of shape `S` in a forward sweep (`None` stands for zero).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Tangent {
+    /// The tangent itself, of shape `batch ++ S` (or broadcasting to it from the right, once
+    /// lifted).
+    Dense(ValueId),
+    /// A diagonal tangent, where the batch is `S` itself (an input's identity seed carried
+    /// through elementwise ops of that shape): `d[s]` where the batch index equals `s`, zero
+    /// elsewhere; `d` broadcasts to `S`. Kept as the diagonal `d`, so an elementwise chain
+    /// costs `|S|`, not `|S|²`, and the entries off the diagonal are exact zeros (a dense
+    /// sweep computes them as `0 · ∂`, which is NaN where the partial `∂` is not finite).
+    Diag(ValueId),
+}
+
+impl Tangent {
+    /// The tangent as a value of shape `batch ++ out` (`out`: the primal value's shape). A
+    /// diagonal one is `select(identity mask, d, 0)`.
+    fn dense(self, em: &mut Emitter, batch: &Shape, out: &Shape) -> Result<ValueId, AdError> {
+        match self {
+            Tangent::Dense(t) => Ok(t),
+            Tangent::Diag(d) => {
+                let dtype = em.dtype(d)?;
+                let full = concat(batch, out);
+                let spread = em.broadcast_to(d, full.clone())?;
+                match em.identity_mask(dtype, out)? {
+                    Some(mask) => em.mask(mask, true, spread),
+                    None => Ok(spread),
+                }
+            }
+        }
+    }
+}
+
 /// Runs one forward sweep: `seeds[i]` is the tangent of `wrt[i]` (`None`: zero). Returns the
 /// tangent of every primal value (`None`: zero), indexed by primal value.
 ///
@@ -25,9 +58,9 @@ pub(crate) fn forward(
     primal: &Kernel,
     active: &[bool],
     wrt: &[WrtInput],
-    seeds: &[Option<ValueId>],
+    seeds: &[Option<Tangent>],
     batch: &Shape,
-) -> Result<Vec<Option<ValueId>>, AdError> {
+) -> Result<Vec<Option<Tangent>>, AdError> {
     // `t` (shape `batch ++ S`) reshaped to `batch ++ [1; rank - rank(S)] ++ S`.
     let lift = |em: &mut Emitter, t: ValueId, rank: usize| -> Result<ValueId, AdError> {
         if batch.rank() == 0 {
@@ -38,7 +71,7 @@ pub(crate) fn forward(
         let ones = vec![1; rank.saturating_sub(inner.len())];
         em.reshape(t, Shape::new([batch.dims(), &ones, inner].concat()))
     };
-    let mut tangent: Vec<Option<ValueId>> = vec![None; primal.nodes().len()];
+    let mut tangent: Vec<Option<Tangent>> = vec![None; primal.nodes().len()];
     for (input, seed) in wrt.iter().zip(seeds) {
         tangent[input.value.index()] = *seed;
     }
@@ -46,13 +79,58 @@ pub(crate) fn forward(
         if matches!(node.op, Op::Input { .. }) || !active.get(index).copied().unwrap_or(false) {
             continue;
         }
-        let arg_tangents: Vec<Option<ValueId>> = node.args.iter().map(|a| tangent[a.index()]).collect();
+        let arg_tangents: Vec<Option<Tangent>> = node.args.iter().map(|a| tangent[a.index()]).collect();
         if arg_tangents.iter().all(Option::is_none) {
             continue;
         }
         let out = em.primal(ValueId::new(index));
         let out_shape = node.ty.shape.clone();
         let args: Vec<ValueId> = node.args.iter().map(|&a| em.primal(a)).collect();
+        // Diagonal tangents stay diagonal through elementwise ops whose operands with a tangent
+        // all have the result's shape, and through float casts.
+        let elementwise = matches!(node.op, Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Clamp);
+        let diagonal = arg_tangents.iter().zip(&node.args).all(|(t, a)| match t {
+            None => true,
+            Some(Tangent::Dense(_)) => false,
+            Some(Tangent::Diag(_)) => primal.value_type(*a).is_some_and(|ty| ty.shape == out_shape),
+        });
+        if diagonal && elementwise {
+            let parts = partials(em, &node.op, &args, out)?;
+            let mut sum = None;
+            for (part, arg_tangent) in parts.into_iter().zip(&arg_tangents) {
+                if let Some(Tangent::Diag(d)) = arg_tangent {
+                    let carried = part.apply(em, *d)?;
+                    sum = em.add_opt(sum, carried)?;
+                }
+            }
+            tangent[index] = sum.map(Tangent::Diag);
+            continue;
+        }
+        if diagonal
+            && matches!(node.op, Op::Cast)
+            && let Some(Tangent::Diag(d)) = arg_tangents[0]
+        {
+            tangent[index] = node
+                .ty
+                .dtype
+                .is_float()
+                .then(|| em.cast(d, node.ty.dtype))
+                .transpose()?
+                .map(Tangent::Diag);
+            continue;
+        }
+        // Anything else reads the tangents densely.
+        let mut arg_tangents_dense = Vec::with_capacity(arg_tangents.len());
+        for (t, a) in arg_tangents.iter().zip(&node.args) {
+            arg_tangents_dense.push(match t {
+                Some(t) => {
+                    let shape = em.shape(em.primal(*a))?;
+                    Some(t.dense(em, batch, &shape)?)
+                }
+                None => None,
+            });
+        }
+        let arg_tangents = arg_tangents_dense;
         let t = match &node.op {
             Op::Input { .. } | Op::Const(_) | Op::Literal(_) | Op::Iota { .. } | Op::Compare(_) => None,
             Op::Transpose { perm } => match arg_tangents[0] {
@@ -114,7 +192,7 @@ pub(crate) fn forward(
                 None => None,
             },
         };
-        tangent[index] = t;
+        tangent[index] = t.map(Tangent::Dense);
     }
     Ok(tangent)
 }
@@ -134,7 +212,10 @@ pub fn jvp<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
         .collect();
     let (mut em, tangent_inputs) = Emitter::new(&format!("{}_jvp", kernel.name()), kernel, &extra)?;
     let active = active_values(kernel, &wrt);
-    let seeds: Vec<Option<ValueId>> = tangent_inputs.into_iter().map(Some).collect();
+    let seeds: Vec<Option<Tangent>> = tangent_inputs
+        .into_iter()
+        .map(|t| Some(Tangent::Dense(t)))
+        .collect();
     let tangents = forward(&mut em, kernel, &active, &wrt, &seeds, &Shape::scalar())?;
     for output in kernel.outputs() {
         let value = em.primal(output.value);
@@ -145,7 +226,7 @@ pub fn jvp<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
             continue;
         };
         let value = match tangents[output.value.index()] {
-            Some(t) => t,
+            Some(t) => t.dense(&mut em, &Shape::scalar(), &ty.shape)?,
             None => em.constant(ty.dtype, 0.0, ty.shape.clone()),
         };
         em.output(&format!("tangent_{}", output.name), value)?;
@@ -188,21 +269,24 @@ fn jacfwd_named(
     let active = active_values(kernel, wrt);
     let mut columns = Vec::with_capacity(wrt.len());
     for (i, input) in wrt.iter().enumerate() {
-        let mut seeds: Vec<Option<ValueId>> = vec![None; wrt.len()];
+        let mut seeds: Vec<Option<Tangent>> = vec![None; wrt.len()];
         let batched = input.ty.shape.numel() != 1;
         let (seed, batch) = if batched {
-            (
-                em.identity(input.ty.dtype, &input.ty.shape)?,
-                input.ty.shape.clone(),
-            )
+            // The identity of `shape ++ shape`, as its diagonal of ones.
+            let one = em.scalar(input.ty.dtype, 1.0);
+            (Tangent::Diag(one), input.ty.shape.clone())
         } else {
             (
-                em.constant(input.ty.dtype, 1.0, input.ty.shape.clone()),
+                Tangent::Dense(em.constant(input.ty.dtype, 1.0, input.ty.shape.clone())),
                 Shape::scalar(),
             )
         };
         seeds[i] = Some(seed);
-        columns.push((forward(&mut em, kernel, &active, wrt, &seeds, &batch)?, batched));
+        columns.push((
+            forward(&mut em, kernel, &active, wrt, &seeds, &batch)?,
+            batched,
+            batch,
+        ));
     }
     for output in kernel.outputs() {
         let value = em.primal(output.value);
@@ -212,15 +296,21 @@ fn jacfwd_named(
         let Some(ty) = kernel.value_type(output.value).filter(|t| t.dtype.is_float()) else {
             continue;
         };
-        for (input, (column, batched)) in wrt.iter().zip(&columns) {
+        for (input, (column, batched, batch)) in wrt.iter().zip(&columns) {
             let Some(jacobian_name) = name(&output.name, &input.name) else {
                 continue;
             };
             let shape = concat(&ty.shape, &input.ty.shape);
             let value = match (column[output.value.index()], batched) {
-                (Some(t), false) => em.reshape(t, shape)?,
+                // A diagonal tangent (`in` = `out`) is its own transpose.
+                (Some(Tangent::Diag(d)), true) => Tangent::Diag(d).dense(&mut em, batch, &ty.shape)?,
+                (Some(t), false) => {
+                    let t = t.dense(&mut em, batch, &ty.shape)?;
+                    em.reshape(t, shape)?
+                }
                 // `t` has shape `in ++ out` (broadcast up to it): transposed to `out ++ in`.
                 (Some(t), true) => {
+                    let t = t.dense(&mut em, batch, &ty.shape)?;
                     let t = em.broadcast_to(t, concat(&input.ty.shape, &ty.shape))?;
                     let (ri, ro) = (input.ty.shape.rank(), ty.shape.rank());
                     let perm: Vec<usize> = (ri..ri + ro).chain(0..ri).collect();

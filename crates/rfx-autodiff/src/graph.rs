@@ -352,6 +352,19 @@ impl Emitter {
     /// it fuses into whatever reads it. The indices are of `dtype` itself where it counts them
     /// exactly (so a vector backend keeps one lane width), else `i32`.
     pub(crate) fn identity(&mut self, dtype: DType, shape: &Shape) -> Result<ValueId, AdError> {
+        match self.identity_mask(dtype, shape)? {
+            Some(mask) => self.cast(mask, dtype),
+            None => {
+                let full = Shape::new([shape.dims(), shape.dims()].concat());
+                Ok(self.constant(dtype, 1.0, full))
+            }
+        }
+    }
+
+    /// The bool mask of shape `shape ++ shape` that is true where the two halves of the index
+    /// agree (indices counted in `dtype` where it counts them exactly, else `i32`); `None`
+    /// when every extent is 1 (the mask is all true).
+    pub(crate) fn identity_mask(&mut self, dtype: DType, shape: &Shape) -> Result<Option<ValueId>, AdError> {
         let rank = shape.rank();
         let full = Shape::new([shape.dims(), shape.dims()].concat());
         let mut mask: Option<ValueId> = None;
@@ -372,10 +385,7 @@ impl Emitter {
                 None => same,
             });
         }
-        match mask {
-            Some(mask) => self.cast(mask, dtype),
-            None => Ok(self.constant(dtype, 1.0, full)),
-        }
+        Ok(mask)
     }
 
     /// `x` with its axes permuted (`x` itself for the identity permutation).

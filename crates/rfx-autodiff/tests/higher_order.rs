@@ -413,3 +413,93 @@ fn kernel_sum_of(k: &Kernel) -> Kernel {
     );
     rfx_ir::hir::parse(&new).unwrap_or_else(|e| panic!("{e}\n{new}"))
 }
+
+/// A vector input carried through elementwise ops of its own shape has a diagonal Jacobian:
+/// forward mode keeps it as its diagonal, so off the diagonal there are exact zeros, also where
+/// the partial is infinite (a dense sweep would give `0 · ∞ = NaN` there).
+#[test]
+fn forward_jacobians_of_elementwise_maps_are_diagonal_with_exact_zeros() {
+    // y = sqrt(x) * x + 3x: dy/dx = 1.5 sqrt(x) + 3, and sqrt's partial 1/(2 sqrt x) is ∞ at 0.
+    let k = kernel_f64("map", &[("x", &[5])], |b, xs| {
+        let r = b.unary(UnaryOp::Sqrt, xs[0])?;
+        let rx = b.binary(BinaryOp::Mul, r, xs[0])?;
+        let three = b.scalar(Scalar::F64(3.0));
+        let t = b.binary(BinaryOp::Mul, xs[0], three)?;
+        b.binary(BinaryOp::Add, rx, t)
+    });
+    let mut x = uniform(11, 5, 0.1, 4.0);
+    x[2] = 0.0;
+    let jac = run_named(&jacfwd(&k, &["x"]).unwrap(), &[arr(&[5], &x)], "jac_out_x");
+    for i in 0..5 {
+        for j in 0..5 {
+            let got = jac[i * 5 + j];
+            if i != j {
+                assert_eq!(got.to_bits(), 0.0f64.to_bits(), "[{i}, {j}] = {got}");
+            } else if i == 2 {
+                // sqrt(0) · 0's partial: ∞ · 0 + sqrt(0) · 1 is NaN in IEEE, as in jvp.
+                assert!(got.is_nan(), "[2, 2] = {got}");
+            } else {
+                let want = 1.5 * x[i].sqrt() + 3.0;
+                assert_close("diagonal", &[got], &[want], 1e-14, 0.0);
+            }
+        }
+    }
+    // The diagonal entries are exactly jvp's tangents along each basis vector.
+    let tangent = jvp(&k, &["x"]).unwrap();
+    for i in [0, 3] {
+        let mut e = vec![0.0; 5];
+        e[i] = 1.0;
+        let t = run_named(&tangent, &[arr(&[5], &x), arr(&[5], &e)], "tangent_out");
+        assert_eq!(t[i].to_bits(), jac[i * 5 + i].to_bits(), "jvp along e{i}");
+    }
+}
+
+/// The Hessian of a separable cost: forward over reverse keeps the gradient's tangent
+/// diagonal, so the `n × n` part of the kernel only places the diagonal (no arithmetic), and
+/// the values match the closed form.
+#[test]
+fn hessians_of_separable_costs_place_their_diagonal() {
+    // cost = Σ x² - log(1 - x²/4): ∂² = 2 + (1/2 + x²/8) / (1 - x²/4)².
+    let n = 7;
+    let k = kernel_f64("barrier", &[("x", &[n])], |b, xs| {
+        let xx = b.binary(BinaryOp::Mul, xs[0], xs[0])?;
+        let quarter = b.scalar(Scalar::F64(0.25));
+        let q = b.binary(BinaryOp::Mul, xx, quarter)?;
+        let one = b.scalar(Scalar::F64(1.0));
+        let s = b.binary(BinaryOp::Sub, one, q)?;
+        let l = b.unary(UnaryOp::Log, s)?;
+        let c = b.binary(BinaryOp::Sub, xx, l)?;
+        b.reduce_all(ReduceOp::Sum, c)
+    });
+    let h = hessian(&k, &["x"]).unwrap();
+    let square: Vec<_> = h
+        .nodes()
+        .iter()
+        .filter(|node| node.ty.shape.numel() == n * n)
+        .map(|node| &node.op)
+        .collect();
+    assert!(
+        square.iter().all(|op| matches!(
+            op,
+            rfx_ir::hir::Op::Iota { .. }
+                | rfx_ir::hir::Op::Compare(_)
+                | rfx_ir::hir::Op::Select
+                | rfx_ir::hir::Op::BroadcastTo
+                | rfx_ir::hir::Op::Const(_)
+        )),
+        "arithmetic on the n × n Hessian: {square:?}\n{h}"
+    );
+    let x = uniform(12, n, -1.5, 1.5);
+    let got = run_named(&h, &[arr(&[n], &x)], "hess_out_x_x");
+    for i in 0..n {
+        for j in 0..n {
+            let s = 1.0 - x[i] * x[i] / 4.0;
+            let want = if i == j {
+                2.0 + (0.5 + x[i] * x[i] / 8.0) / (s * s)
+            } else {
+                0.0
+            };
+            assert_close("Hessian", &[got[i * n + j]], &[want], 1e-13, 0.0);
+        }
+    }
+}

@@ -5,9 +5,9 @@
 //! output, a reduction result (it is complete only after its kernel), the operand of a
 //! `reshape` or `transpose` of a computed value (both are index maps over a row-major buffer:
 //! a transpose of an input or a stored value is a load with permuted strides), a value
-//! needed by more than one kernel (materialised once, never recomputed), or an expensive value
-//! of a smaller shape than its kernel's iteration space (recomputing it per point would cost more
-//! than a load). Every other value is computed inside the kernel of the materialised values
+//! needed by more than one kernel (materialised once, never recomputed), or a value of a
+//! quarter or less of its kernel's iteration space whose computation there (one dear op, or a
+//! chain of cheap ones) costs more per point than a load. Every other value is computed inside the kernel of the materialised values
 //! (*roots*) that use it. Roots with the same iteration space are merged into one kernel when
 //! their dependencies allow, so outputs that share inputs and intermediate values come out of one
 //! loop; a reduction of a value computed in a kernel is that kernel's epilogue. Broadcasts never
@@ -290,17 +290,53 @@ impl Plan<'_> {
                 &self.groups[g].0,
                 self.kernel.node(v).ok_or(OptError::InvalidValue(v))?,
             );
-            let head_cost = match &node.op {
-                Op::Unary(op) => op_cost(&crate::lang::Head::Unary(*op), node.ty.dtype),
-                Op::Binary(op) => op_cost(&crate::lang::Head::Binary(*op), node.ty.dtype),
-                _ => 1.0,
-            };
-            if head_cost >= 4.0 && node.ty.shape.numel().saturating_mul(4) <= domain.numel() {
+            let small = node.ty.shape.numel().saturating_mul(4) <= domain.numel();
+            if small && self.recompute_cost(v) >= 4.0 {
                 self.roots.insert(v, Some(MissReason::Shape));
                 changed = true;
             }
         }
         Ok(changed)
+    }
+
+    /// What recomputing `v` at each point of its kernel costs per point, when `v` is where a
+    /// smaller computation meets a larger shape (a consumer with more elements reads it): the
+    /// ops of `v`'s shape and smaller computed in the kernel to make it (up to roots and
+    /// leaves), each counted once. A chain of cheap ops costs as much as one dear op; a value
+    /// inside a small chain costs 0 (its chain is materialised where it widens).
+    fn recompute_cost(&self, v: ValueId) -> f64 {
+        let Some(node) = self.kernel.node(v) else {
+            return 0.0;
+        };
+        let numel = node.ty.shape.numel();
+        let widens = self
+            .kernel
+            .nodes()
+            .iter()
+            .enumerate()
+            .any(|(i, n)| self.live[i] && n.args.contains(&v) && n.ty.shape.numel() > numel);
+        if !widens {
+            return 0.0;
+        }
+        let mut cost = 0.0;
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![v];
+        while let Some(u) = stack.pop() {
+            if !seen.insert(u) || (u != v && self.roots.contains_key(&u)) {
+                continue;
+            }
+            let Some(node) = self.kernel.node(u) else { continue };
+            if is_leaf(&node.op) {
+                continue;
+            }
+            cost += match &node.op {
+                Op::Unary(op) => op_cost(&crate::lang::Head::Unary(*op), node.ty.dtype),
+                Op::Binary(op) => op_cost(&crate::lang::Head::Binary(*op), node.ty.dtype),
+                _ => 1.0,
+            };
+            stack.extend(node.args.iter().copied());
+        }
+        cost
     }
 
     fn has_consumers(&self, v: ValueId) -> bool {

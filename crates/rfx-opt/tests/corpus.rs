@@ -199,3 +199,45 @@ fn a_clamp_reports_growth_not_a_negative_reduction() {
         "{report}"
     );
 }
+
+/// A chain of cheap ops on a small shape, broadcast into a kernel four or more times larger, is
+/// computed once in its own kernel when the chain costs as much as one dear op (a Hessian's
+/// diagonal placed into its `n × n` matrix); a shorter chain is recomputed at every point.
+#[test]
+fn a_costly_small_chain_is_stored_before_it_is_broadcast() {
+    let chain = |ops: usize| {
+        let mut text = String::from(
+            "kernel c {\n %x = input x : f64[8]\n %k = const 0.5 : f64[]\n %v0 = mul %x, %x : f64[8]\n",
+        );
+        for i in 1..ops {
+            text += &format!(" %v{i} = add %v{}, %k : f64[8]\n", i - 1);
+        }
+        text += &format!(
+            " %y = input y : f64[8, 8]\n %o = mul %y, %v{} : f64[8, 8]\n output o = %o\n}}",
+            ops - 1
+        );
+        rfx_ir::hir::parse(&text).unwrap()
+    };
+    let (long, report) = optimize(&chain(5), &deterministic()).unwrap();
+    assert_eq!(long.kernels().len(), 2, "{long}");
+    assert!(
+        report
+            .missed_fusions
+            .iter()
+            .any(|(_, r)| *r == rfx_opt::MissReason::Shape),
+        "{report}"
+    );
+    let (short, _) = optimize(&chain(2), &deterministic()).unwrap();
+    assert_eq!(short.kernels().len(), 1, "{short}");
+    // Both compute the same values as the unfused kernel.
+    let mut rng = rfx_ir::testgen::TestRng::new(0x5eed);
+    let x: Vec<f64> = (0..8).map(|_| rng.uniform(-2.0, 2.0)).collect();
+    let y: Vec<f64> = (0..64).map(|_| rng.uniform(-2.0, 2.0)).collect();
+    let xa = Array::from_slice(&x);
+    let ya = Array::from_vec([8usize, 8], y.clone()).unwrap();
+    let out = run_mir(&long, &[xa.view(), ya.view()], Mode::Native).unwrap();
+    for (i, &got) in out[0].as_slice::<f64>().unwrap().iter().enumerate() {
+        let v = x[i % 8] * x[i % 8] + 0.5 + 0.5 + 0.5 + 0.5;
+        assert_eq!(got.to_bits(), (y[i] * v).to_bits(), "element {i}");
+    }
+}

@@ -6,7 +6,9 @@
 //! lane mask (`I32X4` or `I64X2`) in vector form, which is what vector comparisons produce.
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
-use cranelift_codegen::ir::{Endianness, InstBuilder, MemFlagsData, Type, Value, types};
+use cranelift_codegen::ir::{
+    Endianness, InstBuilder, InstructionData, MemFlagsData, Opcode, Type, Value, types,
+};
 use cranelift_frontend::FunctionBuilder;
 use rfx_ir::{BinaryOp, CmpOp, DType, ReduceOp, Scalar, UnaryOp};
 use rfx_lower::{BackendError, Unsupported};
@@ -134,7 +136,51 @@ impl Emitter<'_, '_> {
         } else {
             self.b.ins().bitcast(ty, bitcast_flags(), cond)
         };
+        // A select against +0 (all bits zero) is the mask ANDed with the other operand: one
+        // instruction where `bitselect` takes three (a Jacobian placing its diagonal).
+        if self.is_zero_bits(b) {
+            return self.b.ins().band(mask, a);
+        }
+        if self.is_zero_bits(a) {
+            return self.b.ins().band_not(b, mask);
+        }
         self.b.ins().bitselect(mask, a, b)
+    }
+
+    /// Whether `v` is a constant with every bit zero (`+0.0`, `0`, `false`, splatted or not).
+    fn is_zero_bits(&self, v: Value) -> bool {
+        let dfg = &self.b.func.dfg;
+        let Some(inst) = dfg.value_def(v).inst() else {
+            return false;
+        };
+        match dfg.insts[inst] {
+            InstructionData::Unary {
+                opcode: Opcode::Splat,
+                arg,
+            } => self.is_zero_bits(arg),
+            InstructionData::UnaryIeee64 {
+                opcode: Opcode::F64const,
+                imm,
+            } => imm.bits() == 0,
+            InstructionData::UnaryIeee32 {
+                opcode: Opcode::F32const,
+                imm,
+            } => imm.bits() == 0,
+            InstructionData::UnaryImm {
+                opcode: Opcode::Iconst,
+                imm,
+            } => imm.bits() == 0,
+            InstructionData::UnaryConst {
+                opcode: Opcode::Vconst,
+                constant_handle,
+            } => dfg
+                .constants
+                .get(constant_handle)
+                .as_slice()
+                .iter()
+                .all(|&byte| byte == 0),
+            _ => false,
+        }
     }
 
     /// `min(a, c)` or `max(a, c)` (`op`) of a float `a` and a constant `c` that is not NaN,

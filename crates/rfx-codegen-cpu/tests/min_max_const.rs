@@ -115,3 +115,24 @@ fn clamps_with_constant_bounds_keep_the_interpreters_bits() {
         }
     }
 }
+
+/// A select against a constant whose bits are all zero (`+0`) is the comparison's mask ANDed
+/// with the other operand (`Emitter::select`); `-0`, NaN and other constants keep the full
+/// bit-select. Either side, both widths: the interpreter's bits, NaN payloads and zero signs
+/// included.
+#[test]
+fn selects_against_constants_keep_the_interpreters_bits() {
+    for dtype in ["f32", "f64"] {
+        for c in CONSTANTS {
+            for (then, otherwise) in [("%x", "%c"), ("%c", "%x")] {
+                for n in [1, 7, 64, 1031] {
+                    let body = format!(
+                        "  %c = const {c} : {dtype}[]\n  %z = const 0.5 : {dtype}[]\n  \
+                         %p = gt %x, %z : bool[{n}]\n  %y = select %p, {then}, {otherwise} : {dtype}[{n}]\n"
+                    );
+                    check(dtype, &body, n);
+                }
+            }
+        }
+    }
+}

@@ -8,42 +8,9 @@ use rfx_ir::hir::{Kernel, Op, ValueId};
 use rfx_ir::{ReduceOp, Shape, TensorType};
 
 use crate::error::AdError;
-use crate::graph::{Emitter, InputRef, WrtInput, active_values, keep_outputs, rebuild, resolve_wrt};
+use crate::graph::{Batched, Emitter, InputRef, WrtInput, active_values, keep_outputs, rebuild, resolve_wrt};
 use crate::reverse::{batched_perm, concat, grad, jacrev};
 use crate::rules::{Partial, chooser_weights, partials, prod_others};
-
-/// The tangent of a value of shape `S` in a forward sweep (`None` stands for zero).
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Tangent {
-    /// The tangent itself, of shape `batch ++ S` (or broadcasting to it from the right, once
-    /// lifted).
-    Dense(ValueId),
-    /// A diagonal tangent, where the batch is `S` itself (an input's identity seed carried
-    /// through elementwise ops of that shape): `d[s]` where the batch index equals `s`, zero
-    /// elsewhere; `d` broadcasts to `S`. Kept as the diagonal `d`, so an elementwise chain
-    /// costs `|S|`, not `|S|²`, and the entries off the diagonal are exact zeros (a dense
-    /// sweep computes them as `0 · ∂`, which is NaN where the partial `∂` is not finite).
-    Diag(ValueId),
-}
-
-impl Tangent {
-    /// The tangent as a value of shape `batch ++ out` (`out`: the primal value's shape). A
-    /// diagonal one is `select(identity mask, d, 0)`.
-    fn dense(self, em: &mut Emitter, batch: &Shape, out: &Shape) -> Result<ValueId, AdError> {
-        match self {
-            Tangent::Dense(t) => Ok(t),
-            Tangent::Diag(d) => {
-                let dtype = em.dtype(d)?;
-                let full = concat(batch, out);
-                let spread = em.broadcast_to(d, full.clone())?;
-                match em.identity_mask(dtype, out)? {
-                    Some(mask) => em.mask(mask, true, spread),
-                    None => Ok(spread),
-                }
-            }
-        }
-    }
-}
 
 /// Runs one forward sweep: `seeds[i]` is the tangent of `wrt[i]` (`None`: zero). Returns the
 /// tangent of every primal value (`None`: zero), indexed by primal value.
@@ -58,9 +25,9 @@ pub(crate) fn forward(
     primal: &Kernel,
     active: &[bool],
     wrt: &[WrtInput],
-    seeds: &[Option<Tangent>],
+    seeds: &[Option<Batched>],
     batch: &Shape,
-) -> Result<Vec<Option<Tangent>>, AdError> {
+) -> Result<Vec<Option<Batched>>, AdError> {
     // `t` (shape `batch ++ S`) reshaped to `batch ++ [1; rank - rank(S)] ++ S`.
     let lift = |em: &mut Emitter, t: ValueId, rank: usize| -> Result<ValueId, AdError> {
         if batch.rank() == 0 {
@@ -71,7 +38,7 @@ pub(crate) fn forward(
         let ones = vec![1; rank.saturating_sub(inner.len())];
         em.reshape(t, Shape::new([batch.dims(), &ones, inner].concat()))
     };
-    let mut tangent: Vec<Option<Tangent>> = vec![None; primal.nodes().len()];
+    let mut tangent: Vec<Option<Batched>> = vec![None; primal.nodes().len()];
     for (input, seed) in wrt.iter().zip(seeds) {
         tangent[input.value.index()] = *seed;
     }
@@ -79,7 +46,7 @@ pub(crate) fn forward(
         if matches!(node.op, Op::Input { .. }) || !active.get(index).copied().unwrap_or(false) {
             continue;
         }
-        let arg_tangents: Vec<Option<Tangent>> = node.args.iter().map(|a| tangent[a.index()]).collect();
+        let arg_tangents: Vec<Option<Batched>> = node.args.iter().map(|a| tangent[a.index()]).collect();
         if arg_tangents.iter().all(Option::is_none) {
             continue;
         }
@@ -91,24 +58,24 @@ pub(crate) fn forward(
         let elementwise = matches!(node.op, Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Clamp);
         let diagonal = arg_tangents.iter().zip(&node.args).all(|(t, a)| match t {
             None => true,
-            Some(Tangent::Dense(_)) => false,
-            Some(Tangent::Diag(_)) => primal.value_type(*a).is_some_and(|ty| ty.shape == out_shape),
+            Some(Batched::Dense(_)) => false,
+            Some(Batched::Diag(_)) => primal.value_type(*a).is_some_and(|ty| ty.shape == out_shape),
         });
         if diagonal && elementwise {
             let parts = partials(em, &node.op, &args, out)?;
             let mut sum = None;
             for (part, arg_tangent) in parts.into_iter().zip(&arg_tangents) {
-                if let Some(Tangent::Diag(d)) = arg_tangent {
+                if let Some(Batched::Diag(d)) = arg_tangent {
                     let carried = part.apply(em, *d)?;
                     sum = em.add_opt(sum, carried)?;
                 }
             }
-            tangent[index] = sum.map(Tangent::Diag);
+            tangent[index] = sum.map(Batched::Diag);
             continue;
         }
         if diagonal
             && matches!(node.op, Op::Cast)
-            && let Some(Tangent::Diag(d)) = arg_tangents[0]
+            && let Some(Batched::Diag(d)) = arg_tangents[0]
         {
             tangent[index] = node
                 .ty
@@ -116,7 +83,7 @@ pub(crate) fn forward(
                 .is_float()
                 .then(|| em.cast(d, node.ty.dtype))
                 .transpose()?
-                .map(Tangent::Diag);
+                .map(Batched::Diag);
             continue;
         }
         // Anything else reads the tangents densely.
@@ -192,7 +159,7 @@ pub(crate) fn forward(
                 None => None,
             },
         };
-        tangent[index] = t.map(Tangent::Dense);
+        tangent[index] = t.map(Batched::Dense);
     }
     Ok(tangent)
 }
@@ -212,9 +179,9 @@ pub fn jvp<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
         .collect();
     let (mut em, tangent_inputs) = Emitter::new(&format!("{}_jvp", kernel.name()), kernel, &extra)?;
     let active = active_values(kernel, &wrt);
-    let seeds: Vec<Option<Tangent>> = tangent_inputs
+    let seeds: Vec<Option<Batched>> = tangent_inputs
         .into_iter()
-        .map(|t| Some(Tangent::Dense(t)))
+        .map(|t| Some(Batched::Dense(t)))
         .collect();
     let tangents = forward(&mut em, kernel, &active, &wrt, &seeds, &Shape::scalar())?;
     for output in kernel.outputs() {
@@ -269,15 +236,15 @@ fn jacfwd_named(
     let active = active_values(kernel, wrt);
     let mut columns = Vec::with_capacity(wrt.len());
     for (i, input) in wrt.iter().enumerate() {
-        let mut seeds: Vec<Option<Tangent>> = vec![None; wrt.len()];
+        let mut seeds: Vec<Option<Batched>> = vec![None; wrt.len()];
         let batched = input.ty.shape.numel() != 1;
         let (seed, batch) = if batched {
             // The identity of `shape ++ shape`, as its diagonal of ones.
             let one = em.scalar(input.ty.dtype, 1.0);
-            (Tangent::Diag(one), input.ty.shape.clone())
+            (Batched::Diag(one), input.ty.shape.clone())
         } else {
             (
-                Tangent::Dense(em.constant(input.ty.dtype, 1.0, input.ty.shape.clone())),
+                Batched::Dense(em.constant(input.ty.dtype, 1.0, input.ty.shape.clone())),
                 Shape::scalar(),
             )
         };
@@ -303,7 +270,7 @@ fn jacfwd_named(
             let shape = concat(&ty.shape, &input.ty.shape);
             let value = match (column[output.value.index()], batched) {
                 // A diagonal tangent (`in` = `out`) is its own transpose.
-                (Some(Tangent::Diag(d)), true) => Tangent::Diag(d).dense(&mut em, batch, &ty.shape)?,
+                (Some(Batched::Diag(d)), true) => Batched::Diag(d).dense(&mut em, batch, &ty.shape)?,
                 (Some(t), false) => {
                     let t = t.dense(&mut em, batch, &ty.shape)?;
                     em.reshape(t, shape)?

@@ -492,6 +492,49 @@ impl Emitter {
     }
 }
 
+/// A batched derivative of a value of shape `S`: a forward tangent or a reverse adjoint of
+/// shape `batch ++ S` (`None` stands for zero where it is optional).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Batched {
+    /// The derivative itself, of shape `batch ++ S` (a forward tangent may also broadcast to
+    /// it from the right, once lifted).
+    Dense(ValueId),
+    /// A diagonal derivative, where the batch is `S` itself (an identity seed carried through
+    /// elementwise ops of that shape): `d[s]` where the batch index equals `s`, zero
+    /// elsewhere; `d` broadcasts to `S`. Kept as the diagonal `d`, so an elementwise chain
+    /// costs `|S|`, not `|S|²`, and the entries off the diagonal are exact zeros (a dense
+    /// sweep computes them as `0 · ∂`, which is NaN where the partial `∂` is not finite).
+    Diag(ValueId),
+}
+
+impl Batched {
+    /// The derivative as a value of shape `batch ++ out` (`out`: the primal value's shape). A
+    /// diagonal one is `select(identity mask, d, 0)`.
+    pub(crate) fn dense(self, em: &mut Emitter, batch: &Shape, out: &Shape) -> Result<ValueId, AdError> {
+        match self {
+            Batched::Dense(t) => Ok(t),
+            Batched::Diag(d) => {
+                let dtype = em.dtype(d)?;
+                let full = Shape::new([batch.dims(), out.dims()].concat());
+                // Indexed by the batch half (`d[b]`, equal to `d[s]` where it is kept): a row
+                // of a Jacobian laid out `out ++ in` reads one value.
+                let d = if em.shape(d)?.numel() == 1 {
+                    d
+                } else {
+                    let whole = em.broadcast_to(d, out.clone())?;
+                    let ones = vec![1; out.rank()];
+                    em.reshape(whole, Shape::new([out.dims(), &ones].concat()))?
+                };
+                let spread = em.broadcast_to(d, full.clone())?;
+                match em.identity_mask(dtype, out)? {
+                    Some(mask) => em.mask(mask, true, spread),
+                    None => Ok(spread),
+                }
+            }
+        }
+    }
+}
+
 /// Copies `node` with rebuilt operands `args` into `b`.
 pub(crate) fn copy_node(b: &mut Builder, node: &Node, args: &[ValueId]) -> Result<ValueId, AdError> {
     Ok(b.copy(&node.op, args, &node.ty)?)

@@ -24,11 +24,12 @@
 //! one sweep (cotangents of shape `out ++ S`), forward mode pushes forward an identity basis of
 //! each input (tangents of shape `in ++ S`). The identities are built inside the kernel from
 //! `iota`s (they fuse into the sweep and cost no input or memory), and forward mode lays its
-//! result out output-major with a `transpose`. A forward tangent stays *diagonal* (kept as its
-//! diagonal, of the input's shape) while only elementwise ops of the input's own shape act on
-//! it: the Jacobian of an elementwise map, or the Hessian of a separable cost (forward over the
-//! reverse sweep), costs `n` ops per op instead of `n²`, and its off-diagonal entries are exact
-//! zeros where a dense sweep would compute `0 · ∂` (NaN where the partial `∂` is not finite).
+//! result out output-major with a `transpose`. A seeded derivative stays *diagonal* (kept as
+//! its diagonal, of the seed's shape) while only elementwise ops of that shape act on it: the
+//! Jacobian of an elementwise map (either mode), or the Hessian of a separable cost (forward
+//! over the reverse sweep), costs `n` ops per op instead of `n²`, and its off-diagonal entries
+//! are exact zeros where a dense sweep would compute `0 · ∂` (NaN where the partial `∂` is not
+//! finite).
 //!
 //! Broadcasting: an operand broadcast (implicitly by an elementwise op, or by `broadcast_to`)
 //! gets its adjoint summed over the broadcast axes and reshaped back to its shape. Reductions

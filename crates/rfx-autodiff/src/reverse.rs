@@ -11,27 +11,51 @@ use rfx_ir::hir::{Kernel, Op, ValueId};
 use rfx_ir::{ReduceOp, Shape, TensorType};
 
 use crate::error::AdError;
-use crate::graph::{Emitter, InputRef, WrtInput, active_values, resolve_wrt};
+use crate::graph::{Batched, Emitter, InputRef, WrtInput, active_values, resolve_wrt};
 use crate::rules::{Partial, chooser_weights, keepdims_shape, partials, prod_others, reduced_count};
 
+/// `slot + c`: two diagonal adjoints add their diagonals, anything else adds densely.
+fn accumulate(
+    em: &mut Emitter,
+    slot: Option<Batched>,
+    c: Batched,
+    batch: &Shape,
+    shape: &Shape,
+) -> Result<Batched, AdError> {
+    Ok(match (slot, c) {
+        (None, c) => c,
+        (Some(Batched::Diag(a)), Batched::Diag(b)) => Batched::Diag(em.add(a, b)?),
+        (Some(a), b) => {
+            let a = a.dense(em, batch, shape)?;
+            let b = b.dense(em, batch, shape)?;
+            Batched::Dense(em.add(a, b)?)
+        }
+    })
+}
+
 /// Runs one backward sweep. `seeds` are `(primal output value, adjoint)` pairs, each adjoint of
-/// shape `batch ++ shape(output)`. Returns the adjoint of each `wrt` input (`None`: zero).
+/// shape `batch ++ shape(output)` (or diagonal, where the batch is the output's shape). Returns
+/// the adjoint of each `wrt` input (`None`: zero).
+///
+/// A diagonal adjoint stays diagonal through elementwise ops into operands of the op's own
+/// shape, and through float casts; anything else reads it densely.
 pub(crate) fn backward(
     em: &mut Emitter,
     primal: &Kernel,
     active: &[bool],
     wrt: &[WrtInput],
     batch: &Shape,
-    seeds: &[(ValueId, ValueId)],
-) -> Result<Vec<Option<ValueId>>, AdError> {
+    seeds: &[(ValueId, Batched)],
+) -> Result<Vec<Option<Batched>>, AdError> {
     let batch_rank = batch.rank();
-    let mut adjoint: Vec<Option<ValueId>> = vec![None; primal.nodes().len()];
+    let mut adjoint: Vec<Option<Batched>> = vec![None; primal.nodes().len()];
     for &(value, seed) in seeds {
         if !active.get(value.index()).copied().unwrap_or(false) {
             continue;
         }
+        let shape = em.shape(em.primal(value))?;
         let slot = adjoint[value.index()];
-        adjoint[value.index()] = em.add_opt(slot, Some(seed))?;
+        adjoint[value.index()] = Some(accumulate(em, slot, seed, batch, &shape)?);
     }
     for (index, node) in primal.nodes().iter().enumerate().rev() {
         let Some(ct) = adjoint[index] else { continue };
@@ -40,6 +64,51 @@ pub(crate) fn backward(
         }
         let out = em.primal(ValueId::new(index));
         let args: Vec<ValueId> = node.args.iter().map(|&a| em.primal(a)).collect();
+        if let Batched::Diag(d) = ct {
+            let contributions = match &node.op {
+                Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Clamp => {
+                    let parts = partials(em, &node.op, &args, out)?;
+                    let mut contributions = Vec::with_capacity(args.len());
+                    for (i, (&arg, part)) in args.iter().zip(parts).enumerate() {
+                        let is_active = active.get(node.args[i].index()).copied().unwrap_or(false);
+                        if !is_active || matches!(part, Partial::Zero) {
+                            contributions.push(None);
+                            continue;
+                        }
+                        let arg_shape = em.shape(arg)?;
+                        contributions.push(if arg_shape == node.ty.shape {
+                            part.apply(em, d)?.map(Batched::Diag)
+                        } else {
+                            // An operand broadcast by the op: its adjoint sums densely.
+                            let dense = ct.dense(em, batch, &node.ty.shape)?;
+                            match part.apply(em, dense)? {
+                                Some(c) => Some(Batched::Dense(em.unbroadcast(c, batch_rank, &arg_shape)?)),
+                                None => None,
+                            }
+                        });
+                    }
+                    Some(contributions)
+                }
+                Op::Cast if em.dtype(args[0])?.is_float() => {
+                    let arg_dtype = em.dtype(args[0])?;
+                    Some(vec![Some(Batched::Diag(em.cast(d, arg_dtype)?))])
+                }
+                _ => None,
+            };
+            if let Some(contributions) = contributions {
+                for ((&arg, &primal_arg), contribution) in node.args.iter().zip(&args).zip(contributions) {
+                    if let Some(c) = contribution
+                        && active.get(arg.index()).copied().unwrap_or(false)
+                    {
+                        let shape = em.shape(primal_arg)?;
+                        let slot = adjoint[arg.index()];
+                        adjoint[arg.index()] = Some(accumulate(em, slot, c, batch, &shape)?);
+                    }
+                }
+                continue;
+            }
+        }
+        let ct = ct.dense(em, batch, &node.ty.shape)?;
         let contributions: Vec<Option<ValueId>> = match &node.op {
             Op::Input { .. } | Op::Const(_) | Op::Literal(_) | Op::Iota { .. } | Op::Compare(_) => {
                 vec![None; args.len()]
@@ -108,10 +177,13 @@ pub(crate) fn backward(
                 })]
             }
         };
-        for (&arg, contribution) in node.args.iter().zip(contributions) {
-            if contribution.is_some() && active.get(arg.index()).copied().unwrap_or(false) {
+        for ((&arg, &primal_arg), contribution) in node.args.iter().zip(&args).zip(contributions) {
+            if let Some(c) = contribution
+                && active.get(arg.index()).copied().unwrap_or(false)
+            {
+                let shape = em.shape(primal_arg)?;
                 let slot = adjoint[arg.index()];
-                adjoint[arg.index()] = em.add_opt(slot, contribution)?;
+                adjoint[arg.index()] = Some(accumulate(em, slot, Batched::Dense(c), batch, &shape)?);
             }
         }
     }
@@ -182,10 +254,10 @@ pub fn vjp<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
         .collect();
     let (mut em, ct_inputs) = Emitter::new(&format!("{}_vjp", kernel.name()), kernel, &extra)?;
     let active = active_values(kernel, &wrt);
-    let seeds: Vec<(ValueId, ValueId)> = float_outputs
+    let seeds: Vec<(ValueId, Batched)> = float_outputs
         .iter()
         .zip(&ct_inputs)
-        .map(|((_, value, _), &ct)| (*value, ct))
+        .map(|((_, value, _), &ct)| (*value, Batched::Dense(ct)))
         .collect();
     let grads = backward(&mut em, kernel, &active, &wrt, &Shape::scalar(), &seeds)?;
     for output in kernel.outputs() {
@@ -199,13 +271,13 @@ pub fn vjp<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
 fn emit_grads(
     em: &mut Emitter,
     wrt: &[WrtInput],
-    grads: &[Option<ValueId>],
+    grads: &[Option<Batched>],
     prefix: &str,
     batch: &Shape,
 ) -> Result<(), AdError> {
     for (input, grad) in wrt.iter().zip(grads) {
         let value = match grad {
-            Some(g) => *g,
+            Some(g) => g.dense(em, batch, &input.ty.shape)?,
             None => zeros_for(em, batch, input),
         };
         em.output(&format!("{prefix}{}", input.name), value)?;
@@ -246,7 +318,14 @@ fn grad_kernel<W: InputRef>(kernel: &Kernel, wrt: &[W], keep_value: bool) -> Res
     let (mut em, _) = Emitter::new(&format!("{}_{suffix}", kernel.name()), kernel, &[])?;
     let active = active_values(kernel, &wrt);
     let seed = em.constant(ty.dtype, 1.0, ty.shape.clone());
-    let grads = backward(&mut em, kernel, &active, &wrt, &Shape::scalar(), &[(value, seed)])?;
+    let grads = backward(
+        &mut em,
+        kernel,
+        &active,
+        &wrt,
+        &Shape::scalar(),
+        &[(value, Batched::Dense(seed))],
+    )?;
     if keep_value {
         let v = em.primal(value);
         em.output(&name, v)?;
@@ -295,7 +374,12 @@ pub fn jacrev<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError
     let active = active_values(kernel, &wrt);
     let mut jacobians = Vec::new();
     for (name, value, ty) in &float_outputs {
-        let seed = em.identity(ty.dtype, &ty.shape)?;
+        // The identity of `shape ++ shape`, as its diagonal of ones.
+        let seed = if ty.shape.numel() == 1 {
+            Batched::Dense(em.identity(ty.dtype, &ty.shape)?)
+        } else {
+            Batched::Diag(em.scalar(ty.dtype, 1.0))
+        };
         let grads = backward(&mut em, kernel, &active, &wrt, &ty.shape, &[(*value, seed)])?;
         jacobians.push((name.clone(), ty.shape.clone(), grads));
     }

@@ -415,10 +415,10 @@ fn kernel_sum_of(k: &Kernel) -> Kernel {
 }
 
 /// A vector input carried through elementwise ops of its own shape has a diagonal Jacobian:
-/// forward mode keeps it as its diagonal, so off the diagonal there are exact zeros, also where
-/// the partial is infinite (a dense sweep would give `0 · ∞ = NaN` there).
+/// both modes keep their identity seed as its diagonal, so off the diagonal there are exact
+/// zeros, also where a partial is infinite (a dense sweep would give `0 · ∞ = NaN` there).
 #[test]
-fn forward_jacobians_of_elementwise_maps_are_diagonal_with_exact_zeros() {
+fn jacobians_of_elementwise_maps_are_diagonal_with_exact_zeros() {
     // y = sqrt(x) * x + 3x: dy/dx = 1.5 sqrt(x) + 3, and sqrt's partial 1/(2 sqrt x) is ∞ at 0.
     let k = kernel_f64("map", &[("x", &[5])], |b, xs| {
         let r = b.unary(UnaryOp::Sqrt, xs[0])?;
@@ -443,6 +443,31 @@ fn forward_jacobians_of_elementwise_maps_are_diagonal_with_exact_zeros() {
                 assert_close("diagonal", &[got], &[want], 1e-14, 0.0);
             }
         }
+    }
+    // Reverse mode (and `jacobian`, which picks it for as many outputs as inputs) keeps its
+    // identity seed as a diagonal too: exact zeros off the diagonal, the same diagonal (up to
+    // the order its terms are added in).
+    for (mode, kernel) in [
+        ("jacrev", jacrev(&k, &["x"]).unwrap()),
+        ("jacobian", jacobian(&k, &["x"]).unwrap()),
+    ] {
+        let rev = run_named(&kernel, &[arr(&[5], &x)], "jac_out_x");
+        for (i, (&r, &f)) in rev.iter().zip(&jac).enumerate() {
+            if i % 6 != 0 {
+                assert_eq!(r.to_bits(), 0.0f64.to_bits(), "{mode}: element {i} = {r}");
+            } else if f.is_nan() {
+                assert!(r.is_nan(), "{mode}: element {i} = {r}");
+            } else {
+                assert_close(mode, &[r], &[f], 1e-15, 0.0);
+            }
+        }
+        let square = kernel
+            .nodes()
+            .iter()
+            .filter(|node| node.ty.shape.numel() == 25)
+            .filter(|node| matches!(node.op, rfx_ir::hir::Op::Unary(_) | rfx_ir::hir::Op::Binary(_)))
+            .count();
+        assert_eq!(square, 0, "{mode}: arithmetic on the 5 × 5 Jacobian\n{kernel}");
     }
     // The diagonal entries are exactly jvp's tangents along each basis vector.
     let tangent = jvp(&k, &["x"]).unwrap();

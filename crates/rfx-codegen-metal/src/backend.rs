@@ -3,9 +3,10 @@
 use std::sync::Arc;
 
 use rfx_ir::lir::LirProgram;
-use rfx_ir::{BinaryOp, DType, UnaryOp};
+use rfx_ir::{Array, ArrayView, BinaryOp, DType, TensorType, UnaryOp};
 use rfx_lower::{Backend, BackendError, CompileOptions, Compiled, LowerError, Transcendental};
 
+use crate::gpu::DeviceArray;
 use crate::{codegen, gpu, shader};
 
 /// GPU kernels through naga and wgpu: Metal on Apple, Vulkan elsewhere (lavapipe, the Mesa
@@ -18,6 +19,86 @@ impl MetalBackend {
     /// [`BackendError::Unavailable`] saying why there is none. Finds the device on first use.
     pub fn adapter(&self) -> Result<String, BackendError> {
         gpu::gpu().map(gpu::Gpu::describe)
+    }
+
+    /// Compiles `program` into a [`MetalProgram`], which runs on host arrays (as the
+    /// [`Compiled`] of [`Backend::compile`] does) and also on device-resident
+    /// [`DeviceArray`]s.
+    pub fn compile_program(
+        &self,
+        program: &LirProgram,
+        _options: &CompileOptions,
+    ) -> Result<MetalProgram, BackendError> {
+        let shader = verified_shader(program)?;
+        let gpu = gpu::gpu()?;
+        Ok(MetalProgram(Arc::new(gpu::compile(gpu, program, &shader)?)))
+    }
+
+    /// Copies `array` into new device memory (queued before any later launch). `f64` is
+    /// [`BackendError::Unsupported`].
+    pub fn to_device(&self, array: ArrayView<'_>) -> Result<DeviceArray, BackendError> {
+        let ty = TensorType::new(array.dtype(), array.shape().clone());
+        let mut device = DeviceArray::zeros(gpu::gpu()?, &ty)?;
+        device.copy_from_host(array)?;
+        Ok(device)
+    }
+
+    /// A device array of `ty` filled with zeros (`false` for bool).
+    pub fn zeros(&self, ty: &TensorType) -> Result<DeviceArray, BackendError> {
+        DeviceArray::zeros(gpu::gpu()?, ty)
+    }
+
+    /// Copies `array` back into a new host array (waits for the work queued before it).
+    pub fn from_device(&self, array: &DeviceArray) -> Result<Array, BackendError> {
+        array.to_host()
+    }
+}
+
+/// A program compiled for the GPU by [`MetalBackend::compile_program`].
+///
+/// [`Compiled::run`] takes host arrays (copy in, run, copy out, wait);
+/// [`MetalProgram::launch`] takes [`DeviceArray`]s and only queues the work, so a control
+/// loop can keep its state on the device and read it back when it needs it
+/// ([`MetalBackend::from_device`] waits for what was queued before). Inputs and outputs are
+/// copied device to device into and out of the program's own buffers, in the same command
+/// buffer as its kernels. Launches of one program take turns (they share its buffers), in the
+/// order they were made.
+#[derive(Clone)]
+pub struct MetalProgram(Arc<gpu::MetalCompiled>);
+
+impl std::fmt::Debug for MetalProgram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MetalProgram")
+            .field("program", &self.0.program().name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl MetalProgram {
+    /// Queues the program on device-resident arrays, in the program's input and output order;
+    /// checks every array's dtype and shape first (nothing is queued on a mismatch). Returns
+    /// without waiting for the GPU.
+    pub fn launch(
+        &self,
+        inputs: &[&DeviceArray],
+        outputs: &mut [&mut DeviceArray],
+    ) -> Result<(), BackendError> {
+        self.0.launch(inputs, outputs)
+    }
+
+    /// Queues the program ([`MetalProgram::launch`]) and waits for it.
+    pub fn run_resident(
+        &self,
+        inputs: &[&DeviceArray],
+        outputs: &mut [&mut DeviceArray],
+    ) -> Result<(), BackendError> {
+        self.0.launch(inputs, outputs)?;
+        self.0.wait()
+    }
+
+    /// The program as a backend-independent [`Compiled`] (host arrays in and out).
+    pub fn compiled(&self) -> Arc<dyn Compiled> {
+        self.0.clone()
     }
 }
 

@@ -3,8 +3,8 @@
 use std::sync::{Arc, Mutex, OnceLock};
 
 use rfx_ir::lir::{LirProgram, Storage};
-use rfx_ir::{ArrayView, ArrayViewMut, DType, DataMut, DataRef};
-use rfx_lower::{BackendError, Compiled, Scratch, Unsupported, validate_call};
+use rfx_ir::{Array, ArrayView, ArrayViewMut, DType, DataMut, DataRef, Scalar, TensorType};
+use rfx_lower::{BackendError, CallError, Compiled, Scratch, Signature, Unsupported, validate_call};
 
 use crate::BACKEND;
 use crate::codegen::{KernelLayout, Shader};
@@ -165,6 +165,7 @@ pub(crate) struct MetalCompiled {
     buffers: Vec<wgpu::Buffer>,
     readback: Option<wgpu::Buffer>,
     outputs: Vec<Readback>,
+    signature: Signature,
     /// Calls share the device buffers, so they take turns.
     lock: Mutex<HostStaging>,
 }
@@ -303,6 +304,7 @@ pub(crate) fn compile(
         buffers,
         readback,
         outputs,
+        signature: Signature::of(program),
         lock: Mutex::new(HostStaging::default()),
     })
 }
@@ -348,38 +350,14 @@ impl MetalCompiled {
         let queue = &self.gpu.queue;
         let input_buffers = self.program.inputs().map(|(buf, _, _)| buf.index());
         for (index, view) in input_buffers.zip(inputs) {
-            let Some(buffer) = self.buffers.get(index) else {
-                continue;
-            };
-            match view.data() {
-                DataRef::F32(values) => {
-                    if !values.is_empty() {
-                        write_words(queue, buffer, values.iter().map(|v| v.to_bits()));
-                    }
-                }
-                DataRef::I32(values) => {
-                    if !values.is_empty() {
-                        write_words(queue, buffer, values.iter().map(|&v| v as u32));
-                    }
-                }
-                DataRef::Bool(values) => {
-                    if !values.is_empty() {
-                        staging.words.clear();
-                        staging.words.extend(values.iter().map(|&b| u32::from(b)));
-                        write_words(queue, buffer, staging.words.iter().copied());
-                    }
-                }
-                // Rejected at compile time.
-                DataRef::F64(_) => {}
+            if let Some(buffer) = self.buffers.get(index) {
+                upload_view(queue, buffer, view, staging);
             }
         }
     }
 
-    fn dispatch(&self) {
-        let device = &self.gpu.device;
-        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
-            label: Some(self.program.name()),
-        });
+    /// Records every kernel in one compute pass.
+    fn encode_kernels(&self, encoder: &mut wgpu::CommandEncoder) {
         if !self.kernels.is_empty() {
             // One pass: wgpu orders dispatches in a pass and makes each one's writes visible to
             // the next.
@@ -393,6 +371,14 @@ impl MetalCompiled {
                 pass.dispatch_workgroups(kernel.groups.0, kernel.groups.1, 1);
             }
         }
+    }
+
+    fn dispatch(&self) {
+        let device = &self.gpu.device;
+        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+            label: Some(self.program.name()),
+        });
+        self.encode_kernels(&mut encoder);
         if let Some(readback) = &self.readback {
             for output in &self.outputs {
                 if let (Some(src), true) = (self.buffers.get(output.buffer), output.bytes > 0) {
@@ -407,48 +393,301 @@ impl MetalCompiled {
         let Some(readback) = &self.readback else {
             return Ok(());
         };
-        let (sender, receiver) = std::sync::mpsc::channel();
-        readback.map_async(wgpu::MapMode::Read, .., move |result| {
-            let _ = sender.send(result);
-        });
-        self.gpu
-            .device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(runtime_error)?;
-        receiver.recv().map_err(runtime_error)?.map_err(runtime_error)?;
-        {
-            let view = readback.get_mapped_range(..).map_err(runtime_error)?;
+        map_and_read(self.gpu, readback, |view| {
             for (out, place) in outputs.iter_mut().zip(&self.outputs) {
                 let start = usize::try_from(place.offset).map_err(runtime_error)?;
                 let end = start + usize::try_from(place.bytes).map_err(runtime_error)?;
                 let bytes = view
                     .get(start..end)
                     .ok_or_else(|| runtime_error("readback range"))?;
-                let words = bytes
-                    .chunks_exact(4)
-                    .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
-                match out.data_mut() {
-                    DataMut::F32(values) => {
-                        for (v, w) in values.iter_mut().zip(words) {
-                            *v = f32::from_bits(w);
-                        }
-                    }
-                    DataMut::I32(values) => {
-                        for (v, w) in values.iter_mut().zip(words) {
-                            *v = w as i32;
-                        }
-                    }
-                    DataMut::Bool(values) => {
-                        for (v, w) in values.iter_mut().zip(words) {
-                            *v = w != 0;
-                        }
-                    }
-                    DataMut::F64(_) => {}
+                read_words(bytes, out);
+            }
+            Ok(())
+        })
+    }
+
+    /// Queues the program on device arrays: copies each input array into the program's input
+    /// buffer and each output buffer into its output array on the device (no host copy), with
+    /// every kernel between them in one command buffer. Checks arity, dtypes and shapes first.
+    pub(crate) fn launch(
+        &self,
+        inputs: &[&DeviceArray],
+        outputs: &mut [&mut DeviceArray],
+    ) -> Result<(), BackendError> {
+        check_types(self.signature.inputs(), inputs.iter().map(|a| &a.ty), "inputs")?;
+        check_types(self.signature.outputs(), outputs.iter().map(|a| &a.ty), "outputs")?;
+        let _turn = self
+            .lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        scoped(self.gpu, runtime_message, || {
+            let mut encoder = self
+                .gpu
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some(self.program.name()),
+                });
+            for ((buf, _, _), array) in self.program.inputs().zip(inputs) {
+                if let Some(buffer) = self.buffers.get(buf.index()) {
+                    copy_words(&mut encoder, &array.buffer, buffer, array.bytes());
                 }
             }
+            self.encode_kernels(&mut encoder);
+            for ((buf, _, _), array) in self.program.outputs().zip(outputs.iter()) {
+                if let Some(buffer) = self.buffers.get(buf.index()) {
+                    copy_words(&mut encoder, buffer, &array.buffer, array.bytes());
+                }
+            }
+            self.gpu.queue.submit([encoder.finish()]);
+        })
+    }
+
+    /// Waits until every command submitted to the device has finished.
+    pub(crate) fn wait(&self) -> Result<(), BackendError> {
+        wait(self.gpu)
+    }
+}
+
+/// Waits until every command submitted to `gpu` has finished.
+pub(crate) fn wait(gpu: &Gpu) -> Result<(), BackendError> {
+    gpu.device
+        .poll(wgpu::PollType::wait_indefinitely())
+        .map(|_| ())
+        .map_err(runtime_error)
+}
+
+/// Records a device-side copy of the first `bytes` of `src` into `dst` (nothing for none).
+fn copy_words(encoder: &mut wgpu::CommandEncoder, src: &wgpu::Buffer, dst: &wgpu::Buffer, bytes: u64) {
+    if bytes > 0 {
+        encoder.copy_buffer_to_buffer(src, 0, dst, 0, bytes);
+    }
+}
+
+/// Queues `view`'s elements as 32-bit words into the start of `buffer` (bool as 0/1; `f64`
+/// is rejected before this).
+fn upload_view(queue: &wgpu::Queue, buffer: &wgpu::Buffer, view: &ArrayView<'_>, staging: &mut HostStaging) {
+    match view.data() {
+        DataRef::F32(values) => {
+            if !values.is_empty() {
+                write_words(queue, buffer, values.iter().map(|v| v.to_bits()));
+            }
         }
-        readback.unmap();
-        Ok(())
+        DataRef::I32(values) => {
+            if !values.is_empty() {
+                write_words(queue, buffer, values.iter().map(|&v| v as u32));
+            }
+        }
+        DataRef::Bool(values) => {
+            if !values.is_empty() {
+                staging.words.clear();
+                staging.words.extend(values.iter().map(|&b| u32::from(b)));
+                write_words(queue, buffer, staging.words.iter().copied());
+            }
+        }
+        DataRef::F64(_) => {}
+    }
+}
+
+/// Maps `buffer` (a `MAP_READ` buffer whose copies were submitted), waits, hands its bytes to
+/// `read` and unmaps it.
+fn map_and_read(
+    gpu: &Gpu,
+    buffer: &wgpu::Buffer,
+    read: impl FnOnce(&[u8]) -> Result<(), BackendError>,
+) -> Result<(), BackendError> {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    buffer.map_async(wgpu::MapMode::Read, .., move |result| {
+        let _ = sender.send(result);
+    });
+    wait(gpu)?;
+    receiver.recv().map_err(runtime_error)?.map_err(runtime_error)?;
+    let result = {
+        let view = buffer.get_mapped_range(..).map_err(runtime_error)?;
+        read(&view)
+    };
+    buffer.unmap();
+    result
+}
+
+/// Writes the little-endian 32-bit words of `bytes` into `out` (bool from 0/1).
+fn read_words(bytes: &[u8], out: &mut ArrayViewMut<'_>) {
+    let words = bytes
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]));
+    match out.data_mut() {
+        DataMut::F32(values) => {
+            for (v, w) in values.iter_mut().zip(words) {
+                *v = f32::from_bits(w);
+            }
+        }
+        DataMut::I32(values) => {
+            for (v, w) in values.iter_mut().zip(words) {
+                *v = w as i32;
+            }
+        }
+        DataMut::Bool(values) => {
+            for (v, w) in values.iter_mut().zip(words) {
+                *v = w != 0;
+            }
+        }
+        DataMut::F64(_) => {}
+    }
+}
+
+fn check_types<'a>(
+    expected: &[(String, TensorType)],
+    got: impl ExactSizeIterator<Item = &'a TensorType>,
+    what: &'static str,
+) -> Result<(), BackendError> {
+    if expected.len() != got.len() {
+        return Err(BackendError::Call(CallError::Arity {
+            what,
+            expected: expected.len(),
+            found: got.len(),
+        }));
+    }
+    for ((name, ty), got) in expected.iter().zip(got) {
+        check_same_type(name, ty, got)?;
+    }
+    Ok(())
+}
+
+fn check_same_type(name: &str, expected: &TensorType, got: &TensorType) -> Result<(), BackendError> {
+    if expected.dtype != got.dtype {
+        return Err(BackendError::Call(CallError::DType {
+            name: name.to_string(),
+            expected: expected.dtype,
+            found: got.dtype,
+        }));
+    }
+    if expected.shape != got.shape {
+        return Err(BackendError::Call(CallError::Shape {
+            name: name.to_string(),
+            expected: expected.shape.clone(),
+            found: got.shape.clone(),
+        }));
+    }
+    Ok(())
+}
+
+/// An array resident in device memory, as 32-bit words (`f32`, `i32`, bool as 0/1): made by
+/// [`crate::MetalBackend::to_device`] or [`crate::MetalBackend::zeros`], read back by
+/// [`crate::MetalBackend::from_device`].
+///
+/// Passing device arrays to [`crate::MetalProgram::launch`] keeps a control loop's state on
+/// the GPU: inputs and outputs are copied on the device, never through the host.
+pub struct DeviceArray {
+    ty: TensorType,
+    buffer: wgpu::Buffer,
+    gpu: &'static Gpu,
+}
+
+impl std::fmt::Debug for DeviceArray {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceArray")
+            .field("ty", &self.ty)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DeviceArray {
+    /// A device array of `ty`, all bits zero (`0`, `+0.0`, `false`). `f64` is
+    /// [`BackendError::Unsupported`] (WGSL has no `f64`).
+    pub(crate) fn zeros(gpu: &'static Gpu, ty: &TensorType) -> Result<DeviceArray, BackendError> {
+        if ty.dtype == DType::F64 {
+            return Err(BackendError::Unsupported {
+                backend: BACKEND,
+                what: Unsupported::DType(DType::F64),
+            });
+        }
+        let bytes = device_bytes(ty.dtype, ty.shape.numel());
+        let max = gpu
+            .limits
+            .max_storage_buffer_binding_size
+            .min(gpu.limits.max_buffer_size);
+        if bytes > max {
+            return Err(too_large("bytes of one buffer", bytes, max));
+        }
+        let buffer = scoped(gpu, runtime_message, || {
+            gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("rfx device array"),
+                size: bytes.max(4),
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_DST
+                    | wgpu::BufferUsages::COPY_SRC,
+                // Buffers start zeroed in wgpu.
+                mapped_at_creation: false,
+            })
+        })?;
+        Ok(DeviceArray {
+            ty: ty.clone(),
+            buffer,
+            gpu,
+        })
+    }
+
+    /// The array's dtype and shape.
+    pub fn ty(&self) -> &TensorType {
+        &self.ty
+    }
+
+    fn bytes(&self) -> u64 {
+        device_bytes(self.ty.dtype, self.ty.shape.numel())
+    }
+
+    /// Overwrites the array with `array` (same dtype and shape); the copy is queued before
+    /// any later launch.
+    pub fn copy_from_host(&mut self, array: ArrayView<'_>) -> Result<(), BackendError> {
+        check_same_type(
+            "copy_from_host",
+            &self.ty,
+            &TensorType::new(array.dtype(), array.shape().clone()),
+        )?;
+        let mut staging = HostStaging::default();
+        scoped(self.gpu, runtime_message, || {
+            upload_view(&self.gpu.queue, &self.buffer, &array, &mut staging);
+        })
+    }
+
+    /// Copies the array into `out` (same dtype and shape), after the work queued before it.
+    pub fn copy_to_host(&self, mut out: ArrayViewMut<'_>) -> Result<(), BackendError> {
+        check_same_type(
+            "copy_to_host",
+            &self.ty,
+            &TensorType::new(out.dtype(), out.shape().clone()),
+        )?;
+        let bytes = self.bytes();
+        if bytes == 0 {
+            return Ok(());
+        }
+        let gpu = self.gpu;
+        let readback = scoped(gpu, runtime_message, || {
+            let readback = gpu.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("rfx device array readback"),
+                size: bytes,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let mut encoder = gpu
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                    label: Some("rfx readback"),
+                });
+            encoder.copy_buffer_to_buffer(&self.buffer, 0, &readback, 0, bytes);
+            gpu.queue.submit([encoder.finish()]);
+            readback
+        })?;
+        map_and_read(gpu, &readback, |view| {
+            read_words(view, &mut out);
+            Ok(())
+        })
+    }
+
+    /// The array copied into a new host array.
+    pub(crate) fn to_host(&self) -> Result<Array, BackendError> {
+        let mut host = Array::filled(Scalar::zero(self.ty.dtype), self.ty.shape.clone());
+        self.copy_to_host(host.view_mut())?;
+        Ok(host)
     }
 }
 

@@ -38,7 +38,12 @@
 //! pipelines, bind groups and device buffers (one per LIR buffer; temporaries are not packed
 //! into one arena) are made once per compiled program and reused by every call, which copies
 //! the inputs up, submits every kernel in one compute pass, copies the outputs back and waits.
-//! Calls on one compiled program take turns on a mutex. No adapter gives
+//! Calls on one compiled program take turns on a mutex. For a control loop whose state should
+//! stay on the device, [`MetalBackend::compile_program`] gives a [`MetalProgram`] whose
+//! `launch`/`run_resident` take [`DeviceArray`]s (made by `to_device` or `zeros`, read by
+//! `from_device`): the call copies them into and out of the program's buffers on the device, in
+//! the same command buffer as the kernels, so no host transfer or mapping happens between
+//! calls. No adapter gives
 //! [`rfx_lower::BackendError::Unavailable`], never a panic; `f64` anywhere in a program gives
 //! [`rfx_lower::BackendError::Unsupported`] with `Unsupported::DType(F64)` (WGSL has no `f64`;
 //! rfx never downcasts silently).
@@ -135,7 +140,8 @@ mod codegen;
 mod gpu;
 mod shader;
 
-pub use backend::{MetalBackend, msl, wgsl};
+pub use backend::{MetalBackend, MetalProgram, msl, wgsl};
+pub use gpu::DeviceArray;
 
 /// The backend's registry name, used in every error it returns.
 const BACKEND: &str = "metal";

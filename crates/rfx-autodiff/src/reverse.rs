@@ -64,63 +64,18 @@ pub(crate) fn backward(
         }
         let out = em.primal(ValueId::new(index));
         let args: Vec<ValueId> = node.args.iter().map(|&a| em.primal(a)).collect();
-        if let Batched::Diag(d) = ct {
-            let contributions = match &node.op {
-                Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Clamp => {
-                    let parts = partials(em, &node.op, &args, out)?;
-                    let mut contributions = Vec::with_capacity(args.len());
-                    for (i, (&arg, part)) in args.iter().zip(parts).enumerate() {
-                        let is_active = active.get(node.args[i].index()).copied().unwrap_or(false);
-                        if !is_active || matches!(part, Partial::Zero) {
-                            contributions.push(None);
-                            continue;
-                        }
-                        let arg_shape = em.shape(arg)?;
-                        contributions.push(if arg_shape == node.ty.shape {
-                            part.apply(em, d)?.map(Batched::Diag)
-                        } else {
-                            // An operand broadcast by the op: its adjoint sums densely.
-                            let dense = ct.dense(em, batch, &node.ty.shape)?;
-                            match part.apply(em, dense)? {
-                                Some(c) => Some(Batched::Dense(em.unbroadcast(c, batch_rank, &arg_shape)?)),
-                                None => None,
-                            }
-                        });
-                    }
-                    Some(contributions)
-                }
-                Op::Cast if em.dtype(args[0])?.is_float() => {
-                    let arg_dtype = em.dtype(args[0])?;
-                    Some(vec![Some(Batched::Diag(em.cast(d, arg_dtype)?))])
-                }
-                _ => None,
-            };
-            if let Some(contributions) = contributions {
-                for ((&arg, &primal_arg), contribution) in node.args.iter().zip(&args).zip(contributions) {
-                    if let Some(c) = contribution
-                        && active.get(arg.index()).copied().unwrap_or(false)
-                    {
-                        let shape = em.shape(primal_arg)?;
-                        let slot = adjoint[arg.index()];
-                        adjoint[arg.index()] = Some(accumulate(em, slot, c, batch, &shape)?);
-                    }
-                }
-                continue;
-            }
-        }
-        let ct = ct.dense(em, batch, &node.ty.shape)?;
-        let contributions: Vec<Option<ValueId>> = match &node.op {
-            Op::Input { .. } | Op::Const(_) | Op::Literal(_) | Op::Iota { .. } | Op::Compare(_) => {
-                vec![None; args.len()]
-            }
-            Op::Transpose { perm } => {
-                // The adjoint of a permutation is the inverse permutation.
-                let mut inverse = vec![0; perm.len()];
-                for (i, &p) in perm.iter().enumerate() {
-                    inverse[p] = i;
-                }
-                vec![Some(em.transpose(ct, &batched_perm(batch_rank, &inverse))?)]
-            }
+        // Elementwise ops and casts keep a diagonal adjoint diagonal (into operands of the op's
+        // own shape); every other rule reads it densely.
+        let elementwise = matches!(
+            node.op,
+            Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Clamp | Op::Cast
+        );
+        let ct = match ct {
+            Batched::Diag(_) if elementwise => ct,
+            _ => Batched::Dense(ct.dense(em, batch, &node.ty.shape)?),
+        };
+        let dense = |em: &mut Emitter| ct.dense(em, batch, &node.ty.shape);
+        let contributions: Vec<Option<Batched>> = match &node.op {
             Op::Unary(_) | Op::Binary(_) | Op::Select | Op::Clamp => {
                 let parts = partials(em, &node.op, &args, out)?;
                 let mut contributions = Vec::with_capacity(args.len());
@@ -130,51 +85,40 @@ pub(crate) fn backward(
                         contributions.push(None);
                         continue;
                     }
-                    let carried = part.apply(em, ct)?;
                     let arg_shape = em.shape(arg)?;
-                    contributions.push(match carried {
-                        Some(c) => Some(em.unbroadcast(c, batch_rank, &arg_shape)?),
-                        None => None,
+                    contributions.push(match ct {
+                        Batched::Diag(d) if arg_shape == node.ty.shape => {
+                            part.apply(em, d)?.map(Batched::Diag)
+                        }
+                        // An operand broadcast by the op: its adjoint sums densely.
+                        _ => {
+                            let ct = dense(em)?;
+                            match part.apply(em, ct)? {
+                                Some(c) => Some(Batched::Dense(em.unbroadcast(c, batch_rank, &arg_shape)?)),
+                                None => None,
+                            }
+                        }
                     });
                 }
                 contributions
             }
             Op::Cast => {
                 let arg_dtype = em.dtype(args[0])?;
-                vec![if arg_dtype.is_float() {
-                    Some(em.cast(ct, arg_dtype)?)
-                } else {
+                vec![if !arg_dtype.is_float() {
                     None
+                } else if let Batched::Diag(d) = ct {
+                    Some(Batched::Diag(em.cast(d, arg_dtype)?))
+                } else {
+                    let ct = dense(em)?;
+                    Some(Batched::Dense(em.cast(ct, arg_dtype)?))
                 }]
             }
-            Op::BroadcastTo => {
-                let arg_shape = em.shape(args[0])?;
-                vec![Some(em.unbroadcast(ct, batch_rank, &arg_shape)?)]
-            }
-            Op::Reshape => {
-                let arg_shape = em.shape(args[0])?;
-                vec![Some(em.reshape(ct, concat(batch, &arg_shape))?)]
-            }
-            Op::Reduce { op, axes, keepdims } => {
-                let x = args[0];
-                let x_shape = em.shape(x)?;
-                let spread = spread_reduced(em, ct, batch, &x_shape, axes, *keepdims)?;
-                vec![Some(match op {
-                    ReduceOp::Sum => spread,
-                    ReduceOp::Mean => {
-                        let count = reduced_count(&x_shape, axes) as f64;
-                        let scale = em.scalar_like(x, 1.0 / count)?;
-                        em.mul(spread, scale)?
-                    }
-                    ReduceOp::Prod => {
-                        let others = prod_others(em, x, axes)?;
-                        em.mul(spread, others)?
-                    }
-                    ReduceOp::Max | ReduceOp::Min => {
-                        let weights = chooser_weights(em, x, axes, *keepdims, out)?;
-                        em.mul(spread, weights)?
-                    }
-                })]
+            _ => {
+                let ct = dense(em)?;
+                dense_contributions(em, node, &args, out, ct, batch)?
+                    .into_iter()
+                    .map(|c| c.map(Batched::Dense))
+                    .collect()
             }
         };
         for ((&arg, &primal_arg), contribution) in node.args.iter().zip(&args).zip(contributions) {
@@ -183,11 +127,73 @@ pub(crate) fn backward(
             {
                 let shape = em.shape(primal_arg)?;
                 let slot = adjoint[arg.index()];
-                adjoint[arg.index()] = Some(accumulate(em, slot, Batched::Dense(c), batch, &shape)?);
+                adjoint[arg.index()] = Some(accumulate(em, slot, c, batch, &shape)?);
             }
         }
     }
     Ok(wrt.iter().map(|w| adjoint[w.value.index()]).collect())
+}
+
+/// The adjoint contributions of a structural node (`transpose`, `broadcast_to`, `reshape`,
+/// `reduce`; none for leaves and comparisons) to its operands, from its dense adjoint `ct`.
+fn dense_contributions(
+    em: &mut Emitter,
+    node: &rfx_ir::hir::Node,
+    args: &[ValueId],
+    out: ValueId,
+    ct: ValueId,
+    batch: &Shape,
+) -> Result<Vec<Option<ValueId>>, AdError> {
+    let batch_rank = batch.rank();
+    Ok(match &node.op {
+        Op::Input { .. }
+        | Op::Const(_)
+        | Op::Literal(_)
+        | Op::Iota { .. }
+        | Op::Compare(_)
+        | Op::Unary(_)
+        | Op::Binary(_)
+        | Op::Select
+        | Op::Clamp
+        | Op::Cast => vec![None; args.len()],
+        Op::Transpose { perm } => {
+            // The adjoint of a permutation is the inverse permutation.
+            let mut inverse = vec![0; perm.len()];
+            for (i, &p) in perm.iter().enumerate() {
+                inverse[p] = i;
+            }
+            vec![Some(em.transpose(ct, &batched_perm(batch_rank, &inverse))?)]
+        }
+        Op::BroadcastTo => {
+            let arg_shape = em.shape(args[0])?;
+            vec![Some(em.unbroadcast(ct, batch_rank, &arg_shape)?)]
+        }
+        Op::Reshape => {
+            let arg_shape = em.shape(args[0])?;
+            vec![Some(em.reshape(ct, concat(batch, &arg_shape))?)]
+        }
+        Op::Reduce { op, axes, keepdims } => {
+            let x = args[0];
+            let x_shape = em.shape(x)?;
+            let spread = spread_reduced(em, ct, batch, &x_shape, axes, *keepdims)?;
+            vec![Some(match op {
+                ReduceOp::Sum => spread,
+                ReduceOp::Mean => {
+                    let count = reduced_count(&x_shape, axes) as f64;
+                    let scale = em.scalar_like(x, 1.0 / count)?;
+                    em.mul(spread, scale)?
+                }
+                ReduceOp::Prod => {
+                    let others = prod_others(em, x, axes)?;
+                    em.mul(spread, others)?
+                }
+                ReduceOp::Max | ReduceOp::Min => {
+                    let weights = chooser_weights(em, x, axes, *keepdims, out)?;
+                    em.mul(spread, weights)?
+                }
+            })]
+        }
+    })
 }
 
 /// Spreads the adjoint of a reduction result (shape `batch ++ reduced`) back over the reduced

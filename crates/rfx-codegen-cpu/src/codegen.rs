@@ -73,6 +73,11 @@ type CarryAdvance<'a, G> =
 type CarryFresh<'a, G> =
     dyn FnMut(&mut G, &mut FunctionBuilder<'_>, Value) -> Result<Vec<Value>, BackendError> + 'a;
 
+/// The body of a loop emitted by `Gen::emit_while_below`: `(generator, builder, position)` →
+/// the next position.
+type WhileBody<'a, G> =
+    dyn FnMut(&mut G, &mut FunctionBuilder<'_>, Value) -> Result<Value, BackendError> + 'a;
+
 /// What the runtime needs to call a compiled kernel.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct KernelShape {
@@ -1198,30 +1203,45 @@ impl<'k> Gen<'_, 'k> {
         plan: &TilePlan,
     ) -> Result<(), BackendError> {
         let w = self.width;
+        self.emit_while_below(b, start, end, &mut |g, b, at| {
+            // A tile is `TILE` elements, or all that is left; a full tile stops short when it
+            // would leave fewer than `step` elements, so that no tile is shorter than one pass
+            // of the segments (ranges hold at least 64 elements: `KernelShape::new`,
+            // `pool::run_split`).
+            let unroll = g.segment_unroll;
+            let step = i64::from(w) * unroll;
+            let left = b.ins().isub(end, at);
+            let tile = b.ins().iconst(types::I64, TILE as i64);
+            let rest = b.ins().iadd_imm_s(left, -step);
+            let rest_short = b.ins().icmp(IntCC::UnsignedLessThan, rest, tile);
+            let full = b.ins().select(rest_short, rest, tile);
+            let last = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, left, tile);
+            let count = b.ins().select(last, left, full);
+            g.emit_tile_segments(b, plan, at, count, ptrs)?;
+            Ok(b.ins().iadd(at, count))
+        })
+    }
+
+    /// Runs `body` at `at = start`, then at each position it returns, while `at < end` (tested
+    /// before each run: `body` may not run at all).
+    fn emit_while_below(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        start: Value,
+        end: Value,
+        body: &mut WhileBody<'_, Self>,
+    ) -> Result<(), BackendError> {
         let header = b.create_block();
-        let tile_block = b.create_block();
+        let body_block = b.create_block();
         let exit = b.create_block();
         b.append_block_param(header, types::I64);
         b.ins().jump(header, &[BlockArg::Value(start)]);
         b.switch_to_block(header);
         let at = b.block_params(header)[0];
         let more = b.ins().icmp(IntCC::UnsignedLessThan, at, end);
-        b.ins().brif(more, tile_block, &[], exit, &[]);
-        b.switch_to_block(tile_block);
-        // A tile is `TILE` elements, or all that is left; a full tile stops short when it would
-        // leave fewer than `step` elements, so that no tile is shorter than one pass of the
-        // segments (ranges hold at least 64 elements: `KernelShape::new`, `pool::run_split`).
-        let unroll = self.segment_unroll;
-        let step = i64::from(w) * unroll;
-        let left = b.ins().isub(end, at);
-        let tile = b.ins().iconst(types::I64, TILE as i64);
-        let rest = b.ins().iadd_imm_s(left, -step);
-        let rest_short = b.ins().icmp(IntCC::UnsignedLessThan, rest, tile);
-        let full = b.ins().select(rest_short, rest, tile);
-        let last = b.ins().icmp(IntCC::UnsignedLessThanOrEqual, left, tile);
-        let count = b.ins().select(last, left, full);
-        self.emit_tile_segments(b, plan, at, count, ptrs)?;
-        let next = b.ins().iadd(at, count);
+        b.ins().brif(more, body_block, &[], exit, &[]);
+        b.switch_to_block(body_block);
+        let next = body(self, b, at)?;
         b.ins().jump(header, &[BlockArg::Value(next)]);
         b.switch_to_block(exit);
         Ok(())
@@ -2111,127 +2131,116 @@ impl<'k> Gen<'_, 'k> {
         if cells.len() != reduces.len() {
             return Err(internal("tiled reduction without its reduced values"));
         }
-        let header = b.create_block();
-        let tile = b.create_block();
-        let exit = b.create_block();
-        b.append_block_param(header, types::I64);
-        b.ins().jump(header, &[BlockArg::Value(start)]);
-        b.switch_to_block(header);
-        let first = b.block_params(header)[0];
-        let more = b.ins().icmp(IntCC::UnsignedLessThan, first, end);
-        b.ins().brif(more, tile, &[], exit, &[]);
-        b.switch_to_block(tile);
-        // The tile's groups: up to `per_tile`, as many as cover what is left of the row.
-        let left = b.ins().isub(end, first);
-        let left = b.ins().iadd_imm_s(left, lanes - 1);
-        let lanes_value = b.ins().iconst(types::I64, lanes);
-        let groups = b.ins().udiv(left, lanes_value);
-        let cap = b.ins().iconst(types::I64, per_tile);
-        let groups = b.ins().umin(groups, cap);
-        let last = b.ins().iadd_imm_s(end, -lanes);
-        let position = |b: &mut FunctionBuilder<'_>, k: Value| {
-            let offset = b.ins().imul_imm_s(k, lanes);
-            let col = b.ins().iadd(first, offset);
-            b.ins().umin(col, last)
-        };
-        let zero = b.ins().iconst(types::I64, 0);
-        let points = b.ins().iconst(types::I64, row.inner as i64);
-        for segment in &plan.segments {
-            match segment {
-                Segment::Ops { insts, loads } => {
-                    self.emit_loop(b, zero, groups, 1, &[], &mut |g, b, k, _| {
-                        let col = position(b, k);
-                        let group_cell = b.ins().imul_imm_s(k, point_cells);
-                        g.emit_loop(b, zero, points, 1, &[], &mut |g, b, j, _| {
-                            let at: Vec<Value> = ptrs
-                                .iter()
-                                .zip(row.row_steps)
-                                .map(|(&p, &step)| {
-                                    if step == 0 {
-                                        p
-                                    } else {
-                                        let bytes = g.scale(b, j, step);
-                                        g.add(b, p, bytes)
-                                    }
-                                })
-                                .collect();
-                            let point = g.scale(b, j, lanes);
-                            let cell = g.add(b, group_cell, point);
-                            g.emit_segment(
-                                b,
-                                w,
-                                plan,
-                                insts,
-                                loads,
-                                SegmentAt::Lanes { pos: col, cell },
-                                &at,
-                            )?;
+        self.emit_while_below(b, start, end, &mut |g, b, first| {
+            // The tile's groups: up to `per_tile`, as many as cover what is left of the row.
+            let left = b.ins().isub(end, first);
+            let left = b.ins().iadd_imm_s(left, lanes - 1);
+            let lanes_value = b.ins().iconst(types::I64, lanes);
+            let groups = b.ins().udiv(left, lanes_value);
+            let cap = b.ins().iconst(types::I64, per_tile);
+            let groups = b.ins().umin(groups, cap);
+            let last = b.ins().iadd_imm_s(end, -lanes);
+            let position = |b: &mut FunctionBuilder<'_>, k: Value| {
+                let offset = b.ins().imul_imm_s(k, lanes);
+                let col = b.ins().iadd(first, offset);
+                b.ins().umin(col, last)
+            };
+            let zero = b.ins().iconst(types::I64, 0);
+            let points = b.ins().iconst(types::I64, row.inner as i64);
+            for segment in &plan.segments {
+                match segment {
+                    Segment::Ops { insts, loads } => {
+                        g.emit_loop(b, zero, groups, 1, &[], &mut |g, b, k, _| {
+                            let col = position(b, k);
+                            let group_cell = b.ins().imul_imm_s(k, point_cells);
+                            g.emit_loop(b, zero, points, 1, &[], &mut |g, b, j, _| {
+                                let at: Vec<Value> = ptrs
+                                    .iter()
+                                    .zip(row.row_steps)
+                                    .map(|(&p, &step)| {
+                                        if step == 0 {
+                                            p
+                                        } else {
+                                            let bytes = g.scale(b, j, step);
+                                            g.add(b, p, bytes)
+                                        }
+                                    })
+                                    .collect();
+                                let point = g.scale(b, j, lanes);
+                                let cell = g.add(b, group_cell, point);
+                                g.emit_segment(
+                                    b,
+                                    w,
+                                    plan,
+                                    insts,
+                                    loads,
+                                    SegmentAt::Lanes { pos: col, cell },
+                                    &at,
+                                )?;
+                                Ok(Vec::new())
+                            })?;
                             Ok(Vec::new())
                         })?;
-                        Ok(Vec::new())
-                    })?;
-                }
-                Segment::Call { .. } => {
-                    let count = b.ins().imul_imm_s(groups, point_cells);
-                    self.emit_routine_call(b, plan, segment, first, count, &ptrs)?;
-                }
-            }
-        }
-        // Each group folds its values in row order, one dependent add per point: `FOLD_GROUPS`
-        // groups fold side by side (independent chains hide the add's latency), then single
-        // groups fold what is left.
-        let fold = |g: &mut Self, b: &mut FunctionBuilder<'_>, k: Value, count: i64| {
-            let mut accs = Vec::with_capacity(reduces.len() * count as usize);
-            for _ in 0..count {
-                for &(op, _, dtype) in &reduces {
-                    let mut e = Emitter {
-                        b: &mut *b,
-                        w,
-                        imports: g.imports,
-                    };
-                    accs.push(e.constant(identity(op, dtype)?));
+                    }
+                    Segment::Call { .. } => {
+                        let count = b.ins().imul_imm_s(groups, point_cells);
+                        g.emit_routine_call(b, plan, segment, first, count, &ptrs)?;
+                    }
                 }
             }
-            let (_, accs) = g.emit_loop(b, zero, points, 1, &accs, &mut |g, b, j, accs| {
-                let mut accs = accs.to_vec();
-                let row_cell = b.ins().imul_imm_s(k, row.inner as i64);
-                let row_cell = b.ins().iadd(row_cell, j);
-                for (n, group_accs) in accs.chunks_mut(reduces.len()).enumerate() {
-                    let cell = b.ins().iadd_imm_s(row_cell, n as i64 * row.inner as i64);
-                    for (acc, &(op, dtype, stack, bytes)) in group_accs.iter_mut().zip(&cells) {
-                        let base = g.stack_base(b, stack);
-                        let offset = g.scale(b, cell, bytes * lanes);
-                        let addr = g.add(b, base, offset);
-                        let value = b.ins().load(cl_type(dtype, w), MemFlagsData::trusted(), addr, 0);
+            // Each group folds its values in row order, one dependent add per point: `FOLD_GROUPS`
+            // groups fold side by side (independent chains hide the add's latency), then single
+            // groups fold what is left.
+            let fold = |g: &mut Self, b: &mut FunctionBuilder<'_>, k: Value, count: i64| {
+                let mut accs = Vec::with_capacity(reduces.len() * count as usize);
+                for _ in 0..count {
+                    for &(op, _, dtype) in &reduces {
                         let mut e = Emitter {
                             b: &mut *b,
                             w,
                             imports: g.imports,
                         };
-                        *acc = e.combine(op, *acc, value, dtype)?;
+                        accs.push(e.constant(identity(op, dtype)?));
                     }
                 }
-                Ok(accs)
+                let (_, accs) = g.emit_loop(b, zero, points, 1, &accs, &mut |g, b, j, accs| {
+                    let mut accs = accs.to_vec();
+                    let row_cell = b.ins().imul_imm_s(k, row.inner as i64);
+                    let row_cell = b.ins().iadd(row_cell, j);
+                    for (n, group_accs) in accs.chunks_mut(reduces.len()).enumerate() {
+                        let cell = b.ins().iadd_imm_s(row_cell, n as i64 * row.inner as i64);
+                        for (acc, &(op, dtype, stack, bytes)) in group_accs.iter_mut().zip(&cells) {
+                            let base = g.stack_base(b, stack);
+                            let offset = g.scale(b, cell, bytes * lanes);
+                            let addr = g.add(b, base, offset);
+                            let value = b.ins().load(cl_type(dtype, w), MemFlagsData::trusted(), addr, 0);
+                            let mut e = Emitter {
+                                b: &mut *b,
+                                w,
+                                imports: g.imports,
+                            };
+                            *acc = e.combine(op, *acc, value, dtype)?;
+                        }
+                    }
+                    Ok(accs)
+                })?;
+                for (n, group_accs) in accs.chunks(reduces.len()).enumerate() {
+                    let kn = b.ins().iadd_imm_s(k, n as i64);
+                    let col = position(b, kn);
+                    g.store_reduced(b, group_accs, row_index, row.cols, col, row.reduced_numel)?;
+                }
+                Ok::<(), BackendError>(())
+            };
+            let (k, _) = g.emit_loop(b, zero, groups, FOLD_GROUPS, &[], &mut |g, b, k, _| {
+                fold(g, b, k, FOLD_GROUPS)?;
+                Ok(Vec::new())
             })?;
-            for (n, group_accs) in accs.chunks(reduces.len()).enumerate() {
-                let kn = b.ins().iadd_imm_s(k, n as i64);
-                let col = position(b, kn);
-                g.store_reduced(b, group_accs, row_index, row.cols, col, row.reduced_numel)?;
-            }
-            Ok::<(), BackendError>(())
-        };
-        let (k, _) = self.emit_loop(b, zero, groups, FOLD_GROUPS, &[], &mut |g, b, k, _| {
-            fold(g, b, k, FOLD_GROUPS)?;
-            Ok(Vec::new())
-        })?;
-        self.emit_loop(b, k, groups, 1, &[], &mut |g, b, k, _| {
-            fold(g, b, k, 1)?;
-            Ok(Vec::new())
-        })?;
-        let next = b.ins().iadd_imm_s(first, per_tile * lanes);
-        b.ins().jump(header, &[BlockArg::Value(next)]);
-        b.switch_to_block(exit);
-        Ok(())
+            g.emit_loop(b, k, groups, 1, &[], &mut |g, b, k, _| {
+                fold(g, b, k, 1)?;
+                Ok(Vec::new())
+            })?;
+            Ok(b.ins().iadd_imm_s(first, per_tile * lanes))
+        })
     }
 
     /// Runs `body` at every vector position `at` of `start..end` (at least a vector long): one

@@ -20,7 +20,7 @@ use rfx_ir::{
     Array, ArrayView, ArrayViewMut, BinaryOp, BufId, DType, DataMut, DataRef, Scalar, TensorType, UnaryOp,
 };
 use rfx_lower::{
-    Backend, BackendError, CallError, CompileOptions, Compiled, Scratch, Signature, Transcendental,
+    Backend, BackendError, CompileOptions, Compiled, Scratch, Signature, Transcendental, check_type,
     validate_call,
 };
 
@@ -291,7 +291,7 @@ impl DeviceArray {
 
     /// Overwrites the array with `array` (same dtype and shape), synchronously.
     pub fn copy_from_host(&mut self, array: ArrayView<'_>) -> Result<(), BackendError> {
-        check_same_type(
+        check_type(
             "copy_from_host",
             &self.ty,
             &view_type(array.dtype(), array.shape()),
@@ -301,7 +301,7 @@ impl DeviceArray {
 
     /// Copies the array into `out` (same dtype and shape); waits for the work queued before.
     pub fn copy_to_host(&self, mut out: ArrayViewMut<'_>) -> Result<(), BackendError> {
-        check_same_type("copy_to_host", &self.ty, &view_type(out.dtype(), out.shape()))?;
+        check_type("copy_to_host", &self.ty, &view_type(out.dtype(), out.shape()))?;
         self.buffer.download(&self.device.stream, out.data_mut())?;
         self.device
             .stream
@@ -311,7 +311,7 @@ impl DeviceArray {
 
     /// Queues a device-to-device copy of `source` (same dtype and shape) into this array.
     pub fn copy_from_device(&mut self, source: &DeviceArray) -> Result<(), BackendError> {
-        check_same_type("copy_from_device", &self.ty, &source.ty)?;
+        check_type("copy_from_device", &self.ty, &source.ty)?;
         let stream = &self.device.stream;
         let err = |e| runtime_error("copying on the device", e);
         match (&mut self.buffer, &source.buffer) {
@@ -322,24 +322,6 @@ impl DeviceArray {
             _ => Err(runtime_error("copying on the device", "dtype mismatch")),
         }
     }
-}
-
-fn check_same_type(name: &str, expected: &TensorType, got: &TensorType) -> Result<(), BackendError> {
-    if expected.dtype != got.dtype {
-        return Err(BackendError::Call(CallError::DType {
-            name: name.to_string(),
-            expected: expected.dtype,
-            found: got.dtype,
-        }));
-    }
-    if expected.shape != got.shape {
-        return Err(BackendError::Call(CallError::Shape {
-            name: name.to_string(),
-            expected: expected.shape.clone(),
-            found: got.shape.clone(),
-        }));
-    }
-    Ok(())
 }
 
 fn view_type(dtype: DType, shape: &rfx_ir::Shape) -> TensorType {
@@ -376,16 +358,9 @@ impl CudaProgram {
         outputs: &mut [&mut DeviceArray],
     ) -> Result<(), BackendError> {
         let compiled = &*self.0;
-        check_types(
-            compiled.signature.inputs(),
-            inputs.iter().map(|a| &a.ty),
-            "inputs",
-        )?;
-        check_types(
-            compiled.signature.outputs(),
-            outputs.iter().map(|a| &a.ty),
-            "outputs",
-        )?;
+        compiled
+            .signature
+            .check_types(inputs.iter().map(|a| &a.ty), outputs.iter().map(|a| &a.ty))?;
         let mut table: Vec<Option<&DeviceBuffer>> = vec![None; compiled.program.buffers().len()];
         for ((buf, _, _), array) in compiled.program.inputs().zip(inputs) {
             if let Some(slot) = table.get_mut(buf.index()) {
@@ -422,24 +397,6 @@ impl CudaProgram {
     pub fn compiled(&self) -> Arc<dyn Compiled> {
         self.0.clone()
     }
-}
-
-fn check_types<'a>(
-    expected: &[(String, TensorType)],
-    got: impl ExactSizeIterator<Item = &'a TensorType>,
-    what: &'static str,
-) -> Result<(), BackendError> {
-    if expected.len() != got.len() {
-        return Err(BackendError::Call(CallError::Arity {
-            what,
-            expected: expected.len(),
-            found: got.len(),
-        }));
-    }
-    for ((name, ty), got) in expected.iter().zip(got) {
-        check_same_type(name, ty, got)?;
-    }
-    Ok(())
 }
 
 fn compile(program: &LirProgram, options: &CompileOptions) -> Result<CudaCompiled, BackendError> {

@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use rfx_ir::lir::{LirProgram, Storage};
 use rfx_ir::{Array, ArrayView, ArrayViewMut, DType, DataMut, DataRef, Scalar, TensorType};
-use rfx_lower::{BackendError, CallError, Compiled, Scratch, Signature, Unsupported, validate_call};
+use rfx_lower::{BackendError, Compiled, Scratch, Signature, Unsupported, check_type, validate_call};
 
 use crate::BACKEND;
 use crate::codegen::{KernelLayout, Shader};
@@ -414,8 +414,8 @@ impl MetalCompiled {
         inputs: &[&DeviceArray],
         outputs: &mut [&mut DeviceArray],
     ) -> Result<(), BackendError> {
-        check_types(self.signature.inputs(), inputs.iter().map(|a| &a.ty), "inputs")?;
-        check_types(self.signature.outputs(), outputs.iter().map(|a| &a.ty), "outputs")?;
+        self.signature
+            .check_types(inputs.iter().map(|a| &a.ty), outputs.iter().map(|a| &a.ty))?;
         let _turn = self
             .lock
             .lock()
@@ -534,42 +534,6 @@ fn read_words(bytes: &[u8], out: &mut ArrayViewMut<'_>) {
     }
 }
 
-fn check_types<'a>(
-    expected: &[(String, TensorType)],
-    got: impl ExactSizeIterator<Item = &'a TensorType>,
-    what: &'static str,
-) -> Result<(), BackendError> {
-    if expected.len() != got.len() {
-        return Err(BackendError::Call(CallError::Arity {
-            what,
-            expected: expected.len(),
-            found: got.len(),
-        }));
-    }
-    for ((name, ty), got) in expected.iter().zip(got) {
-        check_same_type(name, ty, got)?;
-    }
-    Ok(())
-}
-
-fn check_same_type(name: &str, expected: &TensorType, got: &TensorType) -> Result<(), BackendError> {
-    if expected.dtype != got.dtype {
-        return Err(BackendError::Call(CallError::DType {
-            name: name.to_string(),
-            expected: expected.dtype,
-            found: got.dtype,
-        }));
-    }
-    if expected.shape != got.shape {
-        return Err(BackendError::Call(CallError::Shape {
-            name: name.to_string(),
-            expected: expected.shape.clone(),
-            found: got.shape.clone(),
-        }));
-    }
-    Ok(())
-}
-
 /// An array resident in device memory, as 32-bit words (`f32`, `i32`, bool as 0/1): made by
 /// [`crate::MetalBackend::to_device`] or [`crate::MetalBackend::zeros`], read back by
 /// [`crate::MetalBackend::from_device`].
@@ -638,7 +602,7 @@ impl DeviceArray {
     /// Overwrites the array with `array` (same dtype and shape); the copy is queued before
     /// any later launch.
     pub fn copy_from_host(&mut self, array: ArrayView<'_>) -> Result<(), BackendError> {
-        check_same_type(
+        check_type(
             "copy_from_host",
             &self.ty,
             &TensorType::new(array.dtype(), array.shape().clone()),
@@ -651,7 +615,7 @@ impl DeviceArray {
 
     /// Copies the array into `out` (same dtype and shape), after the work queued before it.
     pub fn copy_to_host(&self, mut out: ArrayViewMut<'_>) -> Result<(), BackendError> {
-        check_same_type(
+        check_type(
             "copy_to_host",
             &self.ty,
             &TensorType::new(out.dtype(), out.shape().clone()),

@@ -33,6 +33,13 @@ const STEP: &str = "kernel step {
   output total = %total
 }";
 
+/// A zeroed device array of `dtype` and `dims`.
+fn zeros(dtype: DType, dims: &[usize]) -> rfx_codegen_metal::DeviceArray {
+    MetalBackend
+        .zeros(&TensorType::new(dtype, Shape::new(dims.to_vec())))
+        .expect("zeros")
+}
+
 fn random_f32(rng: &mut TestRng, n: usize) -> Array {
     let values: Vec<f32> = (0..n).map(|_| rng.uniform(-1.5, 1.5) as f32).collect();
     Array::from_vec([n], values).expect("array")
@@ -58,15 +65,9 @@ fn a_control_loop_keeps_its_state_on_the_device() {
     let target = random_f32(&mut rng, 1000);
     let mut state = MetalBackend.to_device(x0.view()).expect("to_device");
     let goal = MetalBackend.to_device(target.view()).expect("to_device");
-    let mut next = MetalBackend
-        .zeros(&TensorType::new(DType::F32, Shape::new(vec![1000])))
-        .expect("zeros");
-    let mut saturated = MetalBackend
-        .zeros(&TensorType::new(DType::Bool, Shape::new(vec![1000])))
-        .expect("zeros");
-    let mut total = MetalBackend
-        .zeros(&TensorType::new(DType::I32, Shape::scalar()))
-        .expect("zeros");
+    let mut next = zeros(DType::F32, &[1000]);
+    let mut saturated = zeros(DType::Bool, &[1000]);
+    let mut total = zeros(DType::I32, &[]);
     // The same steps on the host: the interpreter, and the backend's host path.
     let host = program.compiled();
     let mut x = x0.clone();
@@ -164,21 +165,12 @@ fn wrong_arrays_are_typed_errors() {
     let program = MetalBackend
         .compile_program(&lir, &Default::default())
         .expect("compile");
-    let f1000 = TensorType::new(DType::F32, Shape::new(vec![1000]));
-    let x = MetalBackend.zeros(&f1000).expect("zeros");
-    let short = MetalBackend
-        .zeros(&TensorType::new(DType::F32, Shape::new(vec![999])))
-        .expect("zeros");
-    let ints = MetalBackend
-        .zeros(&TensorType::new(DType::I32, Shape::new(vec![1000])))
-        .expect("zeros");
-    let mut next = MetalBackend.zeros(&f1000).expect("zeros");
-    let mut sat = MetalBackend
-        .zeros(&TensorType::new(DType::Bool, Shape::new(vec![1000])))
-        .expect("zeros");
-    let mut total = MetalBackend
-        .zeros(&TensorType::new(DType::I32, Shape::scalar()))
-        .expect("zeros");
+    let x = zeros(DType::F32, &[1000]);
+    let short = zeros(DType::F32, &[999]);
+    let ints = zeros(DType::I32, &[1000]);
+    let mut next = zeros(DType::F32, &[1000]);
+    let mut sat = zeros(DType::Bool, &[1000]);
+    let mut total = zeros(DType::I32, &[]);
     let arity = program.launch(&[&x], &mut [&mut next, &mut sat, &mut total]);
     assert!(
         matches!(
@@ -229,7 +221,7 @@ fn wrong_arrays_are_typed_errors() {
         ),
         "{refused:?}"
     );
-    let mut device = MetalBackend.zeros(&f1000).expect("zeros");
+    let mut device = zeros(DType::F32, &[1000]);
     let wrong = Array::from_vec([10], vec![0.5f32; 10]).expect("wrong");
     assert!(matches!(
         device.copy_from_host(wrong.view()),

@@ -261,6 +261,12 @@ fn overlaps(a: std::ops::Range<usize>, b: std::ops::Range<usize>) -> bool {
     !a.is_empty() && !b.is_empty() && a.start < b.end && b.start < a.end
 }
 
+/// Checks one argument given by its type (a device-resident array's, which has no host view):
+/// dtype, then shape; the error names the argument `name`.
+pub fn check_type(name: &str, expected: &TensorType, found: &TensorType) -> Result<(), CallError> {
+    check_arg(name, expected, found.dtype, &found.shape)
+}
+
 fn check_arg(
     name: &str,
     expected: &TensorType,
@@ -345,6 +351,35 @@ impl ArgKey {
 }
 
 impl Signature {
+    /// Checks a call's arguments given by their types (device-resident arrays) against the
+    /// signature: the number of inputs, then each input's dtype and shape, then the same for
+    /// the outputs. The GPU backends' resident calls run it before they queue anything.
+    pub fn check_types<'a>(
+        &self,
+        inputs: impl ExactSizeIterator<Item = &'a TensorType>,
+        outputs: impl ExactSizeIterator<Item = &'a TensorType>,
+    ) -> Result<(), CallError> {
+        fn check<'a>(
+            declared: &[(String, TensorType)],
+            found: impl ExactSizeIterator<Item = &'a TensorType>,
+            what: &'static str,
+        ) -> Result<(), CallError> {
+            if declared.len() != found.len() {
+                return Err(CallError::Arity {
+                    what,
+                    expected: declared.len(),
+                    found: found.len(),
+                });
+            }
+            for ((name, ty), found) in declared.iter().zip(found) {
+                check_type(name, ty, found)?;
+            }
+            Ok(())
+        }
+        check(&self.inputs, inputs, "inputs")?;
+        check(&self.outputs, outputs, "outputs")
+    }
+
     /// The signature of `program`.
     pub fn of(program: &LirProgram) -> Signature {
         let own = |(_, name, ty): (_, &str, &TensorType)| (name.to_string(), ty.clone());
@@ -588,6 +623,58 @@ mod signature_tests {
                 .collect()
         };
         Signature::from_parts(named("x", inputs), named("y", outputs))
+    }
+
+    /// Arguments given by their types: arity, then dtype, then shape, inputs before outputs.
+    #[test]
+    fn types_are_checked_by_arity_dtype_and_shape() {
+        let signature = sig(&[(DType::F32, &[3]), (DType::I32, &[])], &[(DType::F32, &[3])]);
+        let ty = |d: DType, s: &[usize]| TensorType::new(d, Shape::new(s.to_vec()));
+        let (f3, i0, f2) = (ty(DType::F32, &[3]), ty(DType::I32, &[]), ty(DType::F32, &[2]));
+        assert_eq!(
+            signature.check_types([&f3, &i0].into_iter(), [&f3].into_iter()),
+            Ok(())
+        );
+        assert_eq!(
+            signature.check_types([&f3].into_iter(), [&f3].into_iter()),
+            Err(CallError::Arity {
+                what: "inputs",
+                expected: 2,
+                found: 1
+            })
+        );
+        assert_eq!(
+            signature.check_types([&f3, &f3].into_iter(), [&f3].into_iter()),
+            Err(CallError::DType {
+                name: "x1".into(),
+                expected: DType::I32,
+                found: DType::F32
+            })
+        );
+        assert_eq!(
+            signature.check_types([&f3, &i0].into_iter(), [&f2].into_iter()),
+            Err(CallError::Shape {
+                name: "y0".into(),
+                expected: Shape::new(vec![3]),
+                found: Shape::new(vec![2])
+            })
+        );
+        assert_eq!(
+            signature.check_types([&f3, &i0].into_iter(), [].into_iter()),
+            Err(CallError::Arity {
+                what: "outputs",
+                expected: 1,
+                found: 0
+            })
+        );
+        assert_eq!(
+            check_type("copy_to_host", &f3, &f2),
+            Err(CallError::Shape {
+                name: "copy_to_host".into(),
+                expected: Shape::new(vec![3]),
+                found: Shape::new(vec![2])
+            })
+        );
     }
 
     /// The fast path accepts exactly the calls the general check accepts.

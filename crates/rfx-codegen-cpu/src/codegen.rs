@@ -1984,18 +1984,7 @@ impl<'k> Gen<'_, 'k> {
                 let end = b.ins().iconst(types::I64, inner as i64);
                 let (_, accs) = g.emit_loop(b, start, end, 1, &accs, &mut |g, b, j, carried| {
                     let mut accs = carried.to_vec();
-                    let at: Vec<Value> = ptrs
-                        .iter()
-                        .zip(&row_steps)
-                        .map(|(&p, &step)| {
-                            if step == 0 {
-                                p
-                            } else {
-                                let bytes = g.scale(b, j, step);
-                                g.add(b, p, bytes)
-                            }
-                        })
-                        .collect();
+                    let at = g.point_pointers(b, ptrs, &row_steps, j);
                     point(g, b, &at, &mut accs)?;
                     Ok(accs)
                 })?;
@@ -2058,6 +2047,28 @@ impl<'k> Gen<'_, 'k> {
         };
         b.ins().return_(&[]);
         Ok(shape)
+    }
+
+    /// The addresses of point `j` of a reduced row: each access's `ptrs` entry advanced by `j`
+    /// of its `steps` (bytes per point; a step of 0 keeps the address).
+    fn point_pointers(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        ptrs: &[Value],
+        steps: &[i64],
+        j: Value,
+    ) -> Vec<Value> {
+        ptrs.iter()
+            .zip(steps)
+            .map(|(&p, &step)| {
+                if step == 0 {
+                    p
+                } else {
+                    let bytes = self.scale(b, j, step);
+                    self.add(b, p, bytes)
+                }
+            })
+            .collect()
     }
 
     /// Finishes the accumulators `accs` of the `w` outputs at column `col` of row `row` (a
@@ -2154,18 +2165,7 @@ impl<'k> Gen<'_, 'k> {
                             let col = position(b, k);
                             let group_cell = b.ins().imul_imm_s(k, point_cells);
                             g.emit_loop(b, zero, points, 1, &[], &mut |g, b, j, _| {
-                                let at: Vec<Value> = ptrs
-                                    .iter()
-                                    .zip(row.row_steps)
-                                    .map(|(&p, &step)| {
-                                        if step == 0 {
-                                            p
-                                        } else {
-                                            let bytes = g.scale(b, j, step);
-                                            g.add(b, p, bytes)
-                                        }
-                                    })
-                                    .collect();
+                                let at = g.point_pointers(b, &ptrs, row.row_steps, j);
                                 let point = g.scale(b, j, lanes);
                                 let cell = g.add(b, group_cell, point);
                                 g.emit_segment(

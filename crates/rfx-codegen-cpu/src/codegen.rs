@@ -14,8 +14,8 @@
 use cranelift_codegen::Context;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
-    AbiParam, Block, BlockArg, GlobalValue, InstBuilder, MemFlagsData, StackSlot, StackSlotData,
-    StackSlotKind, Type, UserFuncName, Value, types,
+    AbiParam, Block, BlockArg, ConstantData, GlobalValue, InstBuilder, MemFlagsData, StackSlot,
+    StackSlotData, StackSlotKind, Type, UserFuncName, Value, types,
 };
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::JITModule;
@@ -33,7 +33,7 @@ use crate::aot::{AotFn, MIN_TILED_ELEMS, TILE};
 /// (`Gen::hoist_splats`): one pass of four vectors.
 const HOIST_MIN_ELEMS: usize = 16;
 use crate::imports::ImportIds;
-use crate::ops::{Emitter, cl_type, vectorizable};
+use crate::ops::{Emitter, bitcast_flags, cl_type, vectorizable};
 
 fn internal(message: impl Into<String>) -> BackendError {
     BackendError::Compile {
@@ -397,6 +397,7 @@ fn build_into(
             row_indices: HashMap::new(),
             col_indices: HashMap::new(),
             segment_unroll: SEGMENT_UNROLL,
+            preloaded: HashMap::new(),
         };
         shape = generator.emit(&mut b, table, lo, hi)?;
         b.seal_all_blocks();
@@ -465,6 +466,9 @@ struct Gen<'i, 'k> {
     /// Vectors per pass of a tiled kernel's ops segments: `SEGMENT_UNROLL`, or 1 for rows
     /// shorter than that many vectors.
     segment_unroll: i64,
+    /// Body loads already in registers for the point being emitted, by body index: the
+    /// transposed rows of a reduction with its outputs in lanes (`Gen::transposed_rows`).
+    preloaded: HashMap<usize, Value>,
 }
 
 /// The pure operations [`Gen::memo`] shares.
@@ -1897,6 +1901,30 @@ impl<'k> Gen<'_, 'k> {
             && inner <= UNROLL_ROW
             && reduces.iter().all(|&(_, _, dtype)| dtype != DType::Bool);
 
+        // Loads of one element per output lane whose rows run contiguously along the reduced
+        // dim, in full 128-bit vectors: read `w` points of each output's row as one vector and
+        // transpose (`Gen::transposed_rows`).
+        let transposable: Vec<(usize, usize)> = if w > 1 && !points_in_vectors && reduce_dims > 0 {
+            kernel
+                .body
+                .iter()
+                .enumerate()
+                .filter_map(|(i, inst)| {
+                    let Inst::Load { dst, .. } = inst else { return None };
+                    let k = self.info.access_of.get(i).copied().flatten()?;
+                    let access = &self.info.accesses[k];
+                    let dtype = self.slot_dtype(*dst).ok()?;
+                    let bytes = access.elem_bytes();
+                    let gathered = !matches!(self.inner_stride(k), 0 | 1);
+                    let along_row = row_steps.get(k).copied() == Some(bytes as i64);
+                    (gathered && along_row && dtype != DType::Bool && bytes * usize::from(w) == 16)
+                        .then_some((i, k))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+
         // One group of `w` outputs at column `col` of the row whose offsets are `row_offs`.
         let group = |g: &mut Self,
                      b: &mut FunctionBuilder<'_>,
@@ -1969,19 +1997,70 @@ impl<'k> Gen<'_, 'k> {
                         }
                         Ok::<(), BackendError>(())
                     };
-                if inner <= UNROLL_ROW {
-                    for j in 0..inner {
-                        let at: Vec<Value> = ptrs
+                // `w` points at a time where rows can be read as vectors and transposed (the
+                // gathered loads, one element per output, become `w` vector loads and a
+                // transpose), then single points.
+                let chunked = if transposable.is_empty() {
+                    0
+                } else {
+                    inner - inner % usize::from(w)
+                };
+                let chunk = |g: &mut Self, b: &mut FunctionBuilder<'_>, at: &[Value], accs: &mut [Value]| {
+                    let points = g.transposed_rows(b, &transposable, col, at)?;
+                    for t in 0..usize::from(w) {
+                        let at_t: Vec<Value> = at
                             .iter()
                             .zip(&row_steps)
-                            .map(|(&p, &step)| g.add_imm(b, p, step * j as i64))
+                            .map(|(&p, &step)| g.add_imm(b, p, step * t as i64))
                             .collect();
+                        for (&(i, _), vectors) in transposable.iter().zip(&points) {
+                            g.preloaded.insert(i, vectors[t]);
+                        }
+                        let done = point(g, b, &at_t, accs);
+                        g.preloaded.clear();
+                        done?;
+                    }
+                    Ok::<(), BackendError>(())
+                };
+                if inner <= UNROLL_ROW {
+                    let at_j = |g: &mut Self, b: &mut FunctionBuilder<'_>, j: usize| -> Vec<Value> {
+                        ptrs.iter()
+                            .zip(&row_steps)
+                            .map(|(&p, &step)| g.add_imm(b, p, step * j as i64))
+                            .collect()
+                    };
+                    for j0 in (0..chunked).step_by(usize::from(w)) {
+                        let at = at_j(g, b, j0);
+                        chunk(g, b, &at, &mut accs)?;
+                    }
+                    for j in chunked..inner {
+                        let at = at_j(g, b, j);
                         point(g, b, &at, &mut accs)?;
                     }
                     return Ok(accs);
                 }
                 let start = b.ins().iconst(types::I64, 0);
                 let end = b.ins().iconst(types::I64, inner as i64);
+                let accs = if chunked > 0 {
+                    let chunks_end = b.ins().iconst(types::I64, chunked as i64);
+                    let (_, accs) = g.emit_loop(
+                        b,
+                        start,
+                        chunks_end,
+                        i64::from(w),
+                        &accs,
+                        &mut |g, b, j, carried| {
+                            let mut accs = carried.to_vec();
+                            let at = g.point_pointers(b, ptrs, &row_steps, j);
+                            chunk(g, b, &at, &mut accs)?;
+                            Ok(accs)
+                        },
+                    )?;
+                    accs
+                } else {
+                    accs
+                };
+                let start = b.ins().iconst(types::I64, chunked as i64);
                 let (_, accs) = g.emit_loop(b, start, end, 1, &accs, &mut |g, b, j, carried| {
                     let mut accs = carried.to_vec();
                     let at = g.point_pointers(b, ptrs, &row_steps, j);
@@ -2047,6 +2126,76 @@ impl<'k> Gen<'_, 'k> {
         };
         b.ins().return_(&[]);
         Ok(shape)
+    }
+
+    /// For each `(body index, access)` of `loads` (an access of one element per output lane,
+    /// contiguous along the reduced row, in 128-bit vectors): the `w` points from `ptrs` on of
+    /// the `w` outputs' rows at column `col`, as one vector per point (lane `l`: output
+    /// `col + l`). Each row is one vector load; the `w × w` block is transposed with
+    /// interleaving shuffles (`unpcklps`/`unpckhps`, then `unpcklpd`/`unpckhpd` for 32-bit
+    /// lanes).
+    fn transposed_rows(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        loads: &[(usize, usize)],
+        col: Value,
+        ptrs: &[Value],
+    ) -> Result<Vec<Vec<Value>>, BackendError> {
+        let w = self.width;
+        let mut out = Vec::with_capacity(loads.len());
+        for &(i, k) in loads {
+            let Some(Inst::Load { dst, buf, .. }) = self.kernel().body.get(i).cloned() else {
+                return Err(internal("transposed row of a non-load"));
+            };
+            let dtype = self.slot_dtype(dst)?;
+            let base = self.base(buf)?;
+            let ty = cl_type(dtype, w);
+            let rows: Vec<Value> = (0..w)
+                .map(|lane| {
+                    let addr = self.address(b, k, base, col, ptrs, lane);
+                    let row = b.ins().load(ty, mem(), addr, 0);
+                    b.ins().bitcast(types::I8X16, bitcast_flags(), row)
+                })
+                .collect();
+            // Byte masks of `shuffle(a, b)`: bytes 0–15 from `a`, 16–31 from `b`.
+            let interleave = |b: &mut FunctionBuilder<'_>, x: Value, y: Value, lane_bytes: u8, high: bool| {
+                let start = if high { 16 / 2 } else { 0 };
+                let mut mask = [0u8; 16];
+                for (n, byte) in mask.iter_mut().enumerate() {
+                    let n = n as u8;
+                    let (pair, within) = (n / (2 * lane_bytes), n % (2 * lane_bytes));
+                    let from_y = within >= lane_bytes;
+                    let offset = start as u8 + pair * lane_bytes + within % lane_bytes;
+                    *byte = if from_y { 16 + offset } else { offset };
+                }
+                let mask = b.func.dfg.immediates.push(ConstantData::from(&mask[..]));
+                b.ins().shuffle(x, y, mask)
+            };
+            let columns = if w == 2 {
+                vec![
+                    interleave(b, rows[0], rows[1], 8, false),
+                    interleave(b, rows[0], rows[1], 8, true),
+                ]
+            } else {
+                let low01 = interleave(b, rows[0], rows[1], 4, false);
+                let low23 = interleave(b, rows[2], rows[3], 4, false);
+                let high01 = interleave(b, rows[0], rows[1], 4, true);
+                let high23 = interleave(b, rows[2], rows[3], 4, true);
+                vec![
+                    interleave(b, low01, low23, 8, false),
+                    interleave(b, low01, low23, 8, true),
+                    interleave(b, high01, high23, 8, false),
+                    interleave(b, high01, high23, 8, true),
+                ]
+            };
+            out.push(
+                columns
+                    .into_iter()
+                    .map(|v| b.ins().bitcast(ty, bitcast_flags(), v))
+                    .collect(),
+            );
+        }
+        Ok(out)
     }
 
     /// The addresses of point `j` of a reduced row: each access's `ptrs` entry advanced by `j`
@@ -2491,9 +2640,11 @@ impl<'k> Gen<'_, 'k> {
             Inst::Load { dst, buf, .. } => {
                 let dtype = self.slot_dtype(*dst)?;
                 let base = self.base(*buf)?;
-                let v = match access {
-                    None => self.load_scalar(b, base, None, dtype),
-                    Some((k, at)) => self.load(b, w, k, base, at, offs, dtype)?,
+                let preloaded = body_index.and_then(|i| self.preloaded.get(&i).copied());
+                let v = match (preloaded, access) {
+                    (Some(v), _) => v,
+                    (None, None) => self.load_scalar(b, base, None, dtype),
+                    (None, Some((k, at))) => self.load(b, w, k, base, at, offs, dtype)?,
                 };
                 Some((*dst, v))
             }

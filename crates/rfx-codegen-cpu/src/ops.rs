@@ -49,7 +49,7 @@ fn unsupported(op: &'static str, dtype: DType) -> BackendError {
 }
 
 /// Flags for bitcasts between vector types (they need an explicit lane order).
-fn bitcast_flags() -> MemFlagsData {
+pub(crate) fn bitcast_flags() -> MemFlagsData {
     MemFlagsData::new().with_endianness(Endianness::Little)
 }
 

@@ -1698,38 +1698,27 @@ impl<'k> Gen<'_, 'k> {
         } else {
             0
         };
-        let header = b.create_block();
-        let tile_block = b.create_block();
-        let exit = b.create_block();
-        b.append_block_param(header, types::I64);
         let zero = b.ins().iconst(types::I64, 0);
-        b.ins().jump(header, &[BlockArg::Value(zero)]);
-        b.switch_to_block(header);
-        let at = b.block_params(header)[0];
-        let more = b.ins().icmp_imm_s(IntCC::UnsignedLessThan, at, n as i64);
-        b.ins().brif(more, tile_block, &[], exit, &[]);
-        b.switch_to_block(tile_block);
         let end = b.ins().iconst(types::I64, n as i64);
-        let left = b.ins().isub(end, at);
-        let full = b.ins().iconst(types::I64, size as i64);
-        let mut count = full;
-        if shift > 0 {
-            let borrows = b
+        self.emit_while_below(b, zero, end, &mut |g, b, at| {
+            let left = b.ins().isub(end, at);
+            let full = b.ins().iconst(types::I64, size as i64);
+            let mut count = full;
+            if shift > 0 {
+                let borrows = b
+                    .ins()
+                    .icmp_imm_s(IntCC::UnsignedLessThan, left, (size + step) as i64);
+                let shortened = b.ins().iconst(types::I64, (size - shift) as i64);
+                count = b.ins().select(borrows, shortened, full);
+            }
+            let last = b
                 .ins()
-                .icmp_imm_s(IntCC::UnsignedLessThan, left, (size + step) as i64);
-            let shortened = b.ins().iconst(types::I64, (size - shift) as i64);
-            count = b.ins().select(borrows, shortened, full);
-        }
-        let last = b
-            .ins()
-            .icmp_imm_s(IntCC::UnsignedLessThanOrEqual, left, size as i64);
-        let count = b.ins().select(last, left, count);
-        self.emit_tile_segments(b, plan, at, count, ptrs)?;
-        self.emit_tile_reduction(b, plan, partials, count)?;
-        let next = b.ins().iadd(at, count);
-        b.ins().jump(header, &[BlockArg::Value(next)]);
-        b.switch_to_block(exit);
-        Ok(())
+                .icmp_imm_s(IntCC::UnsignedLessThanOrEqual, left, size as i64);
+            let count = b.ins().select(last, left, count);
+            g.emit_tile_segments(b, plan, at, count, ptrs)?;
+            g.emit_tile_reduction(b, plan, partials, count)?;
+            Ok(b.ins().iadd(at, count))
+        })
     }
 
     /// Folds the `count` staged values of each reduction in a tile (whose first point's lane is

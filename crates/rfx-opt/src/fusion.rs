@@ -257,6 +257,17 @@ impl Plan<'_> {
     /// Materialises values needed by several kernels, or too expensive to recompute at every
     /// point of a larger iteration space. Returns whether anything changed.
     fn materialise_shared(&mut self) -> Result<bool, OptError> {
+        // The most elements any live consumer of each value has.
+        let mut widest_consumer = vec![0usize; self.kernel.nodes().len()];
+        for (i, node) in self.kernel.nodes().iter().enumerate() {
+            if self.live[i] {
+                for a in &node.args {
+                    if let Some(w) = widest_consumer.get_mut(a.index()) {
+                        *w = (*w).max(node.ty.shape.numel());
+                    }
+                }
+            }
+        }
         let mut users: BTreeMap<ValueId, BTreeSet<usize>> = BTreeMap::new();
         for (&root, &g) in &self.group_of {
             for v in self.walk(root).0 {
@@ -291,7 +302,10 @@ impl Plan<'_> {
                 self.kernel.node(v).ok_or(OptError::InvalidValue(v))?,
             );
             let small = node.ty.shape.numel().saturating_mul(4) <= domain.numel();
-            if small && self.recompute_cost(v) >= 4.0 {
+            let widens = widest_consumer
+                .get(v.index())
+                .is_some_and(|&n| n > node.ty.shape.numel());
+            if small && widens && self.recompute_cost(v) >= 4.0 {
                 self.roots.insert(v, Some(MissReason::Shape));
                 changed = true;
             }
@@ -299,25 +313,12 @@ impl Plan<'_> {
         Ok(changed)
     }
 
-    /// What recomputing `v` at each point of its kernel costs per point, when `v` is where a
-    /// smaller computation meets a larger shape (a consumer with more elements reads it): the
-    /// ops of `v`'s shape and smaller computed in the kernel to make it (up to roots and
-    /// leaves), each counted once. A chain of cheap ops costs as much as one dear op; a value
-    /// inside a small chain costs 0 (its chain is materialised where it widens).
+    /// What recomputing `v` at each point of its kernel costs per point: the ops of `v`'s
+    /// shape and smaller computed in the kernel to make it (up to roots and leaves), each
+    /// counted once, so a chain of cheap ops costs as much as one dear op. Asked only where a
+    /// smaller computation meets a larger shape (a consumer with more elements reads `v`), so
+    /// a small chain is materialised where it widens, not inside.
     fn recompute_cost(&self, v: ValueId) -> f64 {
-        let Some(node) = self.kernel.node(v) else {
-            return 0.0;
-        };
-        let numel = node.ty.shape.numel();
-        let widens = self
-            .kernel
-            .nodes()
-            .iter()
-            .enumerate()
-            .any(|(i, n)| self.live[i] && n.args.contains(&v) && n.ty.shape.numel() > numel);
-        if !widens {
-            return 0.0;
-        }
         let mut cost = 0.0;
         let mut seen = BTreeSet::new();
         let mut stack = vec![v];

@@ -33,14 +33,14 @@
 //! | `sigmoid` | `|x| <= 87` | `e = e^-|x|`: `1/(1+e)` for `x >= 0`, `e/(1+e)` below | 2 |
 //! | `atan` | finite | Cephes `atanf`: `-1/|x|` above tan(3π/8), `(|x|-1)/(|x|+1)` above tan(π/8); sign restored | 3 |
 //! | `asin`, `acos` | `|x| <= 1` | Cephes `asinf`: `t + t z P(z)` up to 1/2, else on `√((1-|x|)/2)` with two-part π/2, π | 2 (`asin`), 1 (`acos`): every 4099th `f32` of [-1, 1] and random |
-//! | `atan2` | finite, not both zero, ratio of magnitudes 0 or ≥ 1e-30 | `atan(min/max)` by the `atan` kernel, `π/2 - a` / `π - a` by quadrant with two-part constants, the sign of `y` | 2 (random; 3 bound) |
+//! | `atan2` | finite, not both zero | `atan(min/max)` on `[0, 1]` by one degree-17 odd polynomial (Estrin's scheme, fitted at Chebyshev nodes), `π/2 - a` / `π - a` by quadrant with two-part constants, the sign of `y` | 2 (random and edge pairs; 61 of 19.7M random pairs at 2) |
 //! | `exp` (`f64`) | `-708 <= x <= 709` | `x = n ln2 + r`, two-part ln2 with FMA; Taylor series to degree 13; `2^n` built in the exponent field | 1 against glibc (`tests::f64_exp_within_bounds`) |
 //! | `log` (`f64`) | normal, positive, finite | fdlibm `e_log.c`: `x = 2^k (1 + f)`, `s = f/(2+f)`, degree-14 polynomial in `s`, two-part ln2 | 1 against glibc (`tests::f64_log_within_bounds`) |
 //! | `atan` (`f64`) | every input | Cephes `atan.c`: `-1/|x|` above tan(3π/8), `(|x|-1)/(|x|+1)` above 0.66, rational P/Q of degrees 4/5, π/2 in two parts | 1 against glibc (`tests::f64_atan_within_bounds`) |
 //! | `asin`, `acos` (`f64`) | `|x| <= 1` (`acos`: `< 1`) | fdlibm `e_asin.c`/`e_acos.c` branch-free: `x + x R(x²)` below 1/2, `π/2 - 2 asin √((1-|x|)/2)` above with the root split so its square is exact | 1 against glibc (`tests::f64_asin_acos_within_bounds`) |
 //! | `tanh` (`f64`) | `|x| <= 350` | Cephes `tanh.c`: `x + x z P(z)/Q(z)` below 0.625, else `1 - 2/(e^{2|x|} + 1)` with the `f64` `exp` | 2 against glibc (`tests::f64_tanh_sigmoid_within_bounds`) |
 //! | `sigmoid` (`f64`) | `|x| <= 708` | `e = e^{-|x|}` by the `f64` `exp`; `1/(1+e)`, or `e/(1+e)` below 0 | 2 against the same formulas through glibc's `exp` |
-//! | `atan2` (`f64`) | finite, not both zero, ratio of magnitudes 0 or ≥ 1e-300 | `atan(min/max)` by the `atan` kernel, `π/2 - a` / `π - a` by quadrant with two-part constants, the sign of `y` | 2 against glibc (`tests::f64_atan2_within_bounds`) |
+//! | `atan2` (`f64`) | finite, not both zero, magnitudes at most 1e307, ratio of magnitudes 0 or ≥ 1e-300 | `atan(min/max)` by the `atan` kernel (the ratio reduced above 1/2, as `(mn - mx)/(mn + mx)`), `π/2 - a` / `π - a` by quadrant with two-part constants, the sign of `y` | 2 against glibc (`tests::f64_atan2_within_bounds`) |
 //! | `pow` | `x`, `y` finite, `x` not zero, `y` an integer where `x < 0` | `e^(y ln|x|)` in `f64` with the `f64` `log` and `exp` below (the exponent's error far below an `f32` ULP), the sign of `x` for odd integer `y` | 1 against `std` in `f64` (`tests::pow_f32_within_bounds`: 0 measured) |
 //! | `pow` (`f64`) | as `pow`, and a normal result (`|y log2|x|| <= 1020`) | fdlibm `e_pow.c` branch-free: `log2|x|` to about 64 bits, `y` split head/tail, `2^(p_h + p_l)` by the `P1..P5` rational form; the inline code's operations in its order | 1 against glibc (`tests::f64_pow_within_bounds`) |
 //! | `tan` (`f64`) | `|x| <= 2^29` | as `sin`/`cos` (`f64`): `sin r / cos r`, or `-cos r / sin r` in odd quadrants, both kernels with the tail | 2 against glibc (`tests::f64_tan_within_bounds`) |
@@ -592,23 +592,18 @@ fn atan_fast(x: f32) -> f32 {
     f32::from_bits(y.to_bits() | (x.to_bits() & 0x8000_0000))
 }
 
-/// `atan2(y, x)` for finite `y`, `x` not both zero with `min(|y|, |x|) / max(|y|, |x|)` not
-/// subnormal (or zero): `a = atan(min/max)` by the `atan` kernel on `[0, 1]`, then `π/2 - a`
-/// when `|y| > |x|` and `π - a` when `x < 0` (two-part constants), the sign of `y` last.
+/// `atan2(y, x)`: `a = atan(min/max)` of the magnitudes on `[0, 1]`, then `π/2 - a` when
+/// `|y| > |x|` and `π - a` when `x < 0` (two-part constants), the sign of `y` last. Right for
+/// every finite input but `(±0, ±0)`, and NaN exactly where it is not (NaN or infinite
+/// operands, both zero): the slow path recomputes those. A subnormal ratio is right too: the
+/// division rounds it once, and `atan t` rounds to `t` there.
 #[inline(always)]
 fn atan2_fast(y: f32, x: f32) -> f32 {
     let (ax, ay) = (x.abs(), y.abs());
-    let (mn, mx) = (ax.min(ay), ax.max(ay));
-    let t = mn / mx;
-    let mid = t > 0.414_213_57;
-    let u = if mid { (t - 1.0) / (t + 1.0) } else { t };
-    let core = atan_poly(u);
-    // `π/4 + core` with π/4 in two parts.
-    let a = if mid {
-        (FRAC_PI_4_HI + core) + FRAC_PI_4_LO
-    } else {
-        core
-    };
+    // One division and no reduction: LLVM computes whatever feeds a select once per arm when
+    // it can tie the select's condition to its operands, so the ratio is taken through
+    // `min`/`max` (not a select on `|y| > |x|`) and reduced by no interval test.
+    let a = atan_unit(ax.min(ay) / ax.max(ay));
     let a = if ay > ax {
         (FRAC_PI_2_HI - a) + FRAC_PI_2_LO
     } else {
@@ -619,23 +614,37 @@ fn atan2_fast(y: f32, x: f32) -> f32 {
     } else {
         a
     };
+    // NaN where either magnitude is NaN (`min`/`max` drop one NaN operand) or infinite: the
+    // slow path takes those. `(ax - ay) * 0` is ±0 otherwise, and `a` is not −0.
+    let a = a + (ax - ay) * 0.0;
     f32::from_bits(a.to_bits() | (y.to_bits() & 0x8000_0000))
 }
 
-const FRAC_PI_4_HI: f32 = std::f32::consts::FRAC_PI_4;
-const FRAC_PI_4_LO: f32 = -2.185_569_5e-8;
+/// `atan t` for `t` in `[0, 1]`: `t + t u P(u)` with `u = t²` and `P` of degree 8, fitted to
+/// `(atan(t)/t - 1)/u` at Chebyshev nodes (relative error 1.1e-8 in exact arithmetic), and
+/// evaluated by Estrin's scheme: a dependency chain of five multiply-adds instead of Horner's
+/// nine lets the CPU overlap more elements.
+#[inline(always)]
+#[allow(clippy::excessive_precision, reason = "the fitted coefficients as computed")]
+fn atan_unit(t: f32) -> f32 {
+    let u = t * t;
+    let u2 = u * u;
+    let u4 = u2 * u2;
+    let p01 = u.mul_add(1.999_973_932_983_558e-1, -3.333_333_173_306_352e-1);
+    let p23 = u.mul_add(1.103_376_411_531_345_5e-1, -1.427_856_874_821_060_2e-1);
+    let p45 = u.mul_add(6.250_169_444_749_563_2e-2, -8.656_880_430_154_521_5e-2);
+    let p67 = u.mul_add(1.350_777_142_702_053_5e-2, -3.587_153_898_204_335_8e-2);
+    let p03 = u2.mul_add(p23, p01);
+    let p47 = u2.mul_add(p67, p45);
+    let p48 = u4.mul_add(-2.386_997_316_724_113_2e-3, p47);
+    let p = u4.mul_add(p48, p03);
+    (t * u).mul_add(p, t)
+}
+
 const FRAC_PI_2_HI: f32 = std::f32::consts::FRAC_PI_2;
 const FRAC_PI_2_LO: f32 = -4.371_139e-8;
 const PI_HI: f32 = std::f32::consts::PI;
 const PI_LO: f32 = -8.742_278e-8;
-
-/// Where `atan2_fast` holds: both finite, not both zero, and the ratio of the magnitudes either
-/// zero or comfortably normal.
-fn in_atan2_range(y: f32, x: f32) -> bool {
-    let (ax, ay) = (x.abs(), y.abs());
-    let (mn, mx) = (ax.min(ay), ax.max(ay));
-    ax.is_finite() && ay.is_finite() && mx > 0.0 && (mn == 0.0 || mn >= mx * 1.0e-30)
-}
 
 /// `atan2` in `f64` through libm.
 fn atan2_slow(y: f32, x: f32) -> f32 {
@@ -1248,23 +1257,26 @@ tile_routine!(
 /// π in two parts.
 const PI_LO_F64: f64 = 1.224_646_799_147_353_2e-16;
 
-/// `atan2(y, x)` (`f64`) for finite `y`, `x` not both zero with `min/max` of the magnitudes 0 or
-/// not subnormal: `a = atan(min/max)` on `[0, 1]` (the mid reduction above 0.66), `π/2 - a`
+/// `atan2(y, x)` (`f64`) for finite `y`, `x` not both zero, at most 1e307, with `min/max` of the
+/// magnitudes 0 or not subnormal: `a = atan(min/max)` on `[0, 1]` (reduced above 1/2), `π/2 - a`
 /// when `|y| > |x|`, `π - a` when `x < 0` (two-part constants, low parts added last), the sign
 /// of `y` restored.
 #[inline(always)]
 fn atan2_fast_f64(y: f64, x: f64) -> f64 {
     let (ax, ay) = (x.abs(), y.abs());
     let (mn, mx) = (ax.min(ay), ax.max(ay));
-    let t = mn / mx;
-    let mid = t > 0.66;
-    let r = if mid { (t - 1.0) / (t + 1.0) } else { t };
-    let core = atan_poly_f64(r);
-    let a = if mid {
-        std::f64::consts::FRAC_PI_4 + (core + 0.5 * PIO2_MID_F64)
+    // `r = t = mn/mx`, or above `t = 1/2` `r = (t - 1)/(t + 1) = (mn - mx)/(mn + mx)`: one
+    // division. The numerator and the denominator are chosen by two tests that are equal
+    // (`mx - mn` is exact where it decides, by Sterbenz) but that LLVM cannot tell apart: on one
+    // condition it would divide once per branch, and copy the polynomial after a second
+    // branch on it into each.
+    let (num, base, lo) = if mn + mn > mx {
+        (mn - mx, std::f64::consts::FRAC_PI_4, 0.5 * PIO2_MID_F64)
     } else {
-        core
+        (mn, 0.0, 0.0)
     };
+    let den = if mx - mn < mn { mn + mx } else { mx };
+    let a = base + (atan_poly_f64(num / den) + lo);
     let a = if ay > ax {
         (std::f64::consts::FRAC_PI_2 - a) + PIO2_MID_F64
     } else {
@@ -1281,7 +1293,7 @@ fn atan2_fast_f64(y: f64, x: f64) -> f64 {
 fn in_atan2_range_f64(y: f64, x: f64) -> bool {
     let (ax, ay) = (x.abs(), y.abs());
     let (mn, mx) = (ax.min(ay), ax.max(ay));
-    ax.is_finite() && ay.is_finite() && mx > 0.0 && (mn == 0.0 || mn >= mx * 1.0e-300)
+    ax.is_finite() && ay.is_finite() && mx <= 1.0e307 && mx > 0.0 && (mn == 0.0 || mn >= mx * 1.0e-300)
 }
 
 tile_routine2!(
@@ -1531,7 +1543,7 @@ tile_routine!(
 
 tile_routine2!(
     /// `dst[i] = atan2(a[i], b[i])` for `i < n`.
-    rfx_aot_atan2_f32, atan2_f32_avx2, f32, atan2_fast, in_atan2_range, atan2_slow
+    rfx_aot_atan2_f32, atan2_f32_avx2, f32, nan_marked atan2_fast, atan2_slow
 );
 
 mod pow;

@@ -523,8 +523,16 @@ fn atan_edges_f64() -> Vec<f64> {
         f64::NAN,
         1e-300,
         1e300,
+        // Subnormals whose halves round (`atan2`'s reduction test must not halve them), and
+        // magnitudes around `atan2`'s overflow guard.
+        f64::from_bits(2),
+        f64::from_bits(3),
+        1e307,
+        1.000_000_000_000_1e307,
+        9e307,
     ];
-    for t in [0.66, TAN_3PI_8_F64, 1.0] {
+    // `atan2` reduces the ratio above 1/2: pairs at ratios 1/2 and 2 and next to them.
+    for t in [0.5, 0.66, TAN_3PI_8_F64, 1.0, 2.0] {
         for k in -3i64..=3 {
             v.push(f64::from_bits((t.to_bits() as i64 + k) as u64));
             v.push(-f64::from_bits((t.to_bits() as i64 + k) as u64));

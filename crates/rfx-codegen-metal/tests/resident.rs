@@ -6,8 +6,9 @@
 mod common;
 
 use common::{adapter_or_skip, lower_kernel, parse};
-use rfx_codegen_metal::MetalBackend;
+use rfx_codegen_metal::{MetalBackend, MetalProgram};
 use rfx_ir::interp::{Mode, run_lir};
+use rfx_ir::lir::LirProgram;
 use rfx_ir::testgen::TestRng;
 use rfx_ir::{Array, DType, Shape, TensorType};
 use rfx_lower::{BackendError, CallError, Scratch, Unsupported};
@@ -51,15 +52,23 @@ fn bits(a: &Array) -> Vec<u64> {
         .collect()
 }
 
-#[test]
-fn a_control_loop_keeps_its_state_on_the_device() {
+/// `STEP` lowered and compiled, or `None` (the skip printed) without an adapter.
+fn step_program() -> Option<(LirProgram, MetalProgram)> {
     if !adapter_or_skip() {
-        return;
+        return None;
     }
     let lir = lower_kernel(&parse(STEP));
     let program = MetalBackend
         .compile_program(&lir, &Default::default())
         .expect("compile");
+    Some((lir, program))
+}
+
+#[test]
+fn a_control_loop_keeps_its_state_on_the_device() {
+    let Some((lir, program)) = step_program() else {
+        return;
+    };
     let mut rng = TestRng::new(0x5eed_0001);
     let x0 = random_f32(&mut rng, 1000);
     let target = random_f32(&mut rng, 1000);
@@ -158,13 +167,9 @@ fn arrays_round_trip_in_every_device_dtype() {
 
 #[test]
 fn wrong_arrays_are_typed_errors() {
-    if !adapter_or_skip() {
+    let Some((_, program)) = step_program() else {
         return;
-    }
-    let lir = lower_kernel(&parse(STEP));
-    let program = MetalBackend
-        .compile_program(&lir, &Default::default())
-        .expect("compile");
+    };
     let x = zeros(DType::F32, &[1000]);
     let short = zeros(DType::F32, &[999]);
     let ints = zeros(DType::I32, &[1000]);

@@ -7,7 +7,7 @@
 
 #[allow(unused_imports, reason = "the routines' safety sections link it")]
 use super::available;
-use super::{ROUND_MAGIC_F64, exp_fast_f64, log_fast_f64};
+use super::{ROUND_MAGIC_F64, pow2_of_rounded_f64};
 
 /// Whether `y` is an odd integer, and whether it is an integer at all (an `f32` `y` converts
 /// exactly).
@@ -18,21 +18,68 @@ fn odd_integer(y: f64) -> (bool, bool) {
     (integer && half.floor() != half, integer)
 }
 
-/// `pow(x, y)` for `f32` as `e^(y ln|x|)` in `f64` with the `f64` `log` and `exp` fast paths:
-/// the exponent's absolute error is below `2^-45` wherever the `f32` result is finite and not
-/// zero, so the `f64` magnitude is within `2^-44` relative before its rounding to `f32` (which
-/// overflows to Inf and underflows through the subnormals as a conversion does). The sign is
-/// `x`'s for an odd integer `y`. NaN where `x` is zero, infinite or NaN, `y` is infinite or
-/// NaN, or `x < 0` with a non-integer `y`.
+/// The representation of √½ rounded to `f64`.
+const SQRT_HALF_BITS: u64 = 0x3fe6_a09e_667f_3bcd;
+
+/// `pow(x, y)` for `f32` as `2^(y log2|x|)` in `f64`, with polynomials just accurate enough for
+/// an `f32` result. `|x| = 2^k m` with `m` in `[√½, √2)` (an `f32` subnormal is a normal `f64`);
+/// `log2 m = s P(s²)` with `s = (m - 1)/(m + 1)` and `P` of degree 4 (relative error `4.3e-12`;
+/// `|y log2 m| <= |y log2|x||`, at most 150 where the result is finite and not zero, so the
+/// exponent's error stays below `7e-10`); `2^t` for `t = n + r`, `|r| <= 1/2`, by a degree-7
+/// polynomial in `r` (relative error `6e-11`) scaled by `2^n` in the exponent field. The `f64`
+/// magnitude is within `5e-10` relative (below a hundredth of an `f32` ULP) before its rounding
+/// to `f32`, which overflows to Inf and underflows through the subnormals as a conversion does.
+/// The sign is `x`'s for an odd integer `y`.
+///
+/// NaN where `x` is zero, infinite or NaN, or negative with a non-integer `y`. An infinite `y`
+/// needs no test: `y log2|x|` is ±Inf (clamped, so the result is the limit, Inf or 0) except for
+/// `|x| = 1`, where it is NaN; a NaN `y` gives NaN.
 #[inline(always)]
+#[allow(clippy::excessive_precision, reason = "the fitted coefficients as printed")]
 fn pow_fast(x: f32, y: f32) -> f32 {
     let ax = f64::from(x.abs());
-    // Clamped to the exp fast path's range: beyond it the f32 result is Inf or zero either way.
-    let t = (f64::from(y) * log_fast_f64(ax)).clamp(-708.0, 709.0);
-    let magnitude = exp_fast_f64(t) as f32;
-    let (odd, integer) = odd_integer(f64::from(y));
+    let bits = ax.to_bits();
+    // ax = 2^k m with m in [√½, √2): the exponent field of ax's representation less √½'s,
+    // biased by 256 so that it stays positive (|k| <= 150 for a finite nonzero f32).
+    let tmp = bits.wrapping_sub(SQRT_HALF_BITS - (256 << 52));
+    let k = f64::from_bits((tmp >> 52) | ROUND_MAGIC_F64.to_bits()) - (ROUND_MAGIC_F64 + 256.0);
+    let m = f64::from_bits(bits.wrapping_sub((tmp & 0xfff0_0000_0000_0000).wrapping_sub(256 << 52)));
+    // m - 1 is exact (Sterbenz); log2 m = s P(s²), P fitted at Chebyshev nodes on
+    // [0, (3 - 2√2)²] to 2 atanh(s)/(s ln 2).
+    let s = (m - 1.0) / (m + 1.0);
+    let z = s * s;
+    let z2 = z * z;
+    let p_hi = z2.mul_add(
+        3.407_120_415_619_085_982_6e-1,
+        z.mul_add(4.116_737_662_377_105_921_8e-1, 5.770_835_660_048_658_612_2e-1),
+    );
+    let p_lo = z.mul_add(9.617_966_734_515_484_749_3e-1, 2.885_390_081_789_987_049_1);
+    let p = z2.mul_add(p_hi, p_lo);
+    // Clamped where the f32 result is Inf or zero either way, so 2^n stays a normal f64.
+    let t = (f64::from(y) * s.mul_add(p, k)).clamp(-200.0, 200.0);
+    let rounded = t + ROUND_MAGIC_F64;
+    let r = t - (rounded - ROUND_MAGIC_F64);
+    // 2^r on [-1/2, 1/2], fitted at Chebyshev nodes.
+    let r2 = r * r;
+    let r4 = r2 * r2;
+    let q_hi = r2.mul_add(
+        r.mul_add(1.530_370_071_136_569_393_9e-5, 1.546_972_921_411_829_709_3e-4),
+        r.mul_add(1.333_347_847_368_541_528_1e-3, 9.618_025_613_318_034_249_4e-3),
+    );
+    let q_lo = r2.mul_add(
+        r.mul_add(5.550_410_906_325_866_611_9e-2, 2.402_265_121_349_809_266_1e-1),
+        r.mul_add(6.931_471_805_568_324_135_3e-1, 9.999_999_999_595_617_507_4e-1),
+    );
+    let q = r4.mul_add(q_hi, q_lo);
+    let magnitude = (q * pow2_of_rounded_f64(rounded)) as f32;
+    // Whether y is an integer, and an odd one, in f32 (0.5 y is exact for every integer y).
+    let integer = y.floor() == y;
+    let half = 0.5 * y;
+    let odd = integer && half.floor() != half;
     let value = if x < 0.0 && odd { -magnitude } else { magnitude };
-    let holds = x.is_finite() && x != 0.0 && y.is_finite() && (x > 0.0 || integer);
+    // A non-finite y needs no test: 2^(±Inf) is the limit, and y log2|x| is NaN for |x| = 1.
+    let finite_nonzero = x.abs().to_bits().wrapping_sub(1) < 0x7f7f_ffff;
+    let holds = finite_nonzero && (x > 0.0 || integer);
     if holds { value } else { f32::NAN }
 }
 

@@ -786,9 +786,9 @@ pub(super) fn sigmoid(v: &mut Vb<'_, '_>, x: Value) -> Value {
 // pow
 
 /// `pow(x, y)` with the C99 special values. The magnitude is `2^(y log2|x|)`:
-/// for `f32` lanes computed in `f64` lanes with the `f64` [`log2`] and [`exp2`] (relative error
-/// of the product far below `f32` precision); for `f64` lanes with fdlibm `e_pow.c`'s
-/// extra-precise `log2` and `exp` (see [`pow_magnitude_f64`]).
+/// for `f32` lanes computed in `f64` lanes with polynomials sized for an `f32` result (see
+/// [`pow_magnitude_f32`]); for `f64` lanes with fdlibm `e_pow.c`'s extra-precise `log2` and
+/// `exp` (see [`pow_magnitude_f64`]).
 pub(super) fn pow(v: &mut Vb<'_, '_>, x: Value, y: Value) -> Value {
     let ax = v.abs(x);
     let mag = match v.prec {
@@ -796,19 +796,88 @@ pub(super) fn pow(v: &mut Vb<'_, '_>, x: Value, y: Value) -> Value {
             let (ax_lo, ax_hi) = v.split_f32x4(ax);
             let (y_lo, y_hi) = v.split_f32x4(y);
             v.prec = Prec::F64;
-            let mut halves = [(ax_lo, y_lo), (ax_hi, y_hi)];
-            let mut res = [ax_lo, ax_hi];
-            for (out, (axh, yh)) in res.iter_mut().zip(&mut halves) {
-                let l = log2(v, *axh);
-                let t = v.mul(*yh, l);
-                *out = exp2(v, t);
-            }
+            let lo = pow_magnitude_f32(v, ax_lo, y_lo);
+            let hi = pow_magnitude_f32(v, ax_hi, y_hi);
             v.prec = Prec::F32;
-            v.join_f32x4(res[0], res[1])
+            v.join_f32x4(lo, hi)
         }
         Prec::F64 => pow_magnitude_f64(v, ax, y),
     };
     pow_specials(v, x, y, mag)
+}
+
+/// `|x|^y` for `f32` arguments held in `f64` lanes (the tile routine's method, see
+/// `aot::pow`): `|x| = 2^k m` with `m` in `[√½, √2)` from the representation,
+/// `log2 m = s P(s²)` with `s = (m - 1)/(m + 1)` and `P` of degree 4, then `2^t` for
+/// `t = y log2|x| = n + r` by a degree-7 polynomial in `r` scaled by `2^n`; within `5e-10`
+/// relative before the rounding to `f32`. `|x|` zero, infinite or NaN gives `log2|x|` = -Inf,
+/// Inf or NaN, so the magnitude is the limit (or NaN for `0 * Inf`, which [`pow_specials`]
+/// replaces by 1 where C99 says so).
+fn pow_magnitude_f32(v: &mut Vb<'_, '_>, ax: Value, y: Value) -> Value {
+    debug_assert_eq!(v.prec, Prec::F64);
+    const SQRT_HALF_BITS: i64 = 0x3fe6_a09e_667f_3bcd;
+    const MAGIC_BITS: i64 = 0x4338_0000_0000_0000;
+    let bits = v.bits(ax);
+    // The exponent field of |x| less √½'s, biased by 256 to stay positive.
+    let tmp = v.iadd_c(bits, (256_i64 << 52) - SQRT_HALF_BITS);
+    let top = v.ushr(tmp, 52);
+    let magic = v.ci(MAGIC_BITS);
+    let kf = v.bor(top, magic);
+    let kf = v.float(kf);
+    let k = v.add_c(kf, -(6_755_399_441_055_744.0 + 256.0));
+    let scale_bits = v.band_c(tmp, 0xfff0_0000_0000_0000_u64 as i64);
+    let scale_bits = v.iadd_c(scale_bits, -(256_i64 << 52));
+    let m = v.isub(bits, scale_bits);
+    let m = v.float(m);
+    let num = v.add_c(m, -1.0);
+    let den = v.add_c(m, 1.0);
+    let s = v.div(num, den);
+    let z = v.mul(s, s);
+    let z2 = v.mul(z, z);
+    let p_hi = v.poly(
+        z,
+        &[5.770_835_660_048_658_612_2e-1, 4.116_737_662_377_105_921_8e-1],
+    );
+    let p4 = v.c(3.407_120_415_619_085_982_6e-1);
+    let p_hi = v.mul_add(p_hi, z2, p4);
+    let p_lo = v.poly(z, &[2.885_390_081_789_987_049_1, 9.617_966_734_515_484_749_3e-1]);
+    let p = v.mul_add(p_lo, z2, p_hi);
+    let l = v.mul_add(k, s, p);
+    // log2 of zero, Inf and NaN.
+    let is_zero = v.fcmp_c(FloatCC::Equal, ax, 0.0);
+    let l = v.sel_c(is_zero, f64::NEG_INFINITY, l);
+    let is_inf = v.fcmp_c(FloatCC::Equal, ax, f64::INFINITY);
+    let l = v.sel_c(is_inf, f64::INFINITY, l);
+    let is_nan = v.is_nan(ax);
+    let l = v.sel(is_nan, ax, l);
+    // Clamped where the f32 result is Inf or zero either way, so 2^n stays a normal f64.
+    let t = v.mul(y, l);
+    let t = clamp_keep_nan(v, t, -200.0, 200.0);
+    let n = v.nearest(t);
+    let r = v.sub(t, n);
+    let r2 = v.mul(r, r);
+    let r4 = v.mul(r2, r2);
+    let q_hi_hi = v.poly(
+        r,
+        &[1.546_972_921_411_829_709_3e-4, 1.530_370_071_136_569_393_9e-5],
+    );
+    let q_hi_lo = v.poly(
+        r,
+        &[9.618_025_613_318_034_249_4e-3, 1.333_347_847_368_541_528_1e-3],
+    );
+    let q_hi = v.mul_add(q_hi_lo, r2, q_hi_hi);
+    let q_lo_hi = v.poly(
+        r,
+        &[2.402_265_121_349_809_266_1e-1, 5.550_410_906_325_866_611_9e-2],
+    );
+    let q_lo_lo = v.poly(
+        r,
+        &[9.999_999_999_595_617_507_4e-1, 6.931_471_805_568_324_135_3e-1],
+    );
+    let q_lo = v.mul_add(q_lo_lo, r2, q_lo_hi);
+    let q = v.mul_add(q_lo, r4, q_hi);
+    let scale = v.pow2(n);
+    v.mul(q, scale)
 }
 
 /// Applies the sign and the C99 special cases of `pow` to the magnitude `2^(y log2|x|)`.

@@ -444,12 +444,12 @@ const SQRT_HALF: f32 = std::f32::consts::FRAC_1_SQRT_2;
 #[inline(always)]
 fn log_parts(x: f32) -> (f32, f32, f32, f32) {
     let bits = x.to_bits();
-    // x = 2^e * m with m in [0.5, 1).
-    let m = f32::from_bits((bits & 0x007f_ffff) | 0x3f00_0000);
-    let e = ((bits >> 23) as i32) - 126;
-    let small = m < SQRT_HALF;
-    let e = if small { e - 1 } else { e };
-    let f = if small { m + m - 1.0 } else { m - 1.0 };
+    // x = 2^e m with m in [√½, √2): the exponent field of x's representation less √½'s (the
+    // split Cephes makes with its test `m < √½` on the mantissa in [1/2, 1), without the test).
+    let tmp = bits.wrapping_sub(SQRT_HALF.to_bits()) as i32;
+    let e = tmp >> 23;
+    let m = f32::from_bits(bits.wrapping_sub((tmp as u32) & 0xff80_0000));
+    let f = m - 1.0;
     let z = f * f;
     let p = f.mul_add(7.037_683_6e-2, -1.151_461e-1);
     let p = f.mul_add(p, 1.167_699_9e-1);
@@ -1133,6 +1133,9 @@ tile_routine!(
     rfx_aot_exp_f64, exp_f64_avx2, f64, exp_fast_f64, in_exp_range_f64, exp_slow_f64
 );
 
+/// The representation of √½ rounded to `f64`.
+const SQRT_HALF_BITS_F64: u64 = 0x3fe6_a09e_667f_3bcd;
+
 /// fdlibm's decomposition of a normal, positive, finite `x` for `log` and `log2`:
 /// `x = 2^k (1 + f)` with `1 + f` in `[√½, √2)`; returns `(k, f, hfsq, s (hfsq + R(s²)))` with
 /// `hfsq = f²/2`, `s = f/(2 + f)` and `R` the degree-14 polynomial, so that
@@ -1141,12 +1144,12 @@ tile_routine!(
 #[allow(clippy::excessive_precision, reason = "fdlibm's coefficients as published")]
 fn log_parts_f64(x: f64) -> (f64, f64, f64, f64) {
     let bits = x.to_bits();
-    // x = 2^k m with m in [1, 2); then m in [√½, √2).
-    let m = f64::from_bits((bits & 0x000f_ffff_ffff_ffff) | 0x3ff0_0000_0000_0000);
-    let k = ((bits >> 52) as i64) - 1023;
-    let big = m > std::f64::consts::SQRT_2;
-    let m = if big { 0.5 * m } else { m };
-    let k = if big { k + 1 } else { k } as f64;
+    // x = 2^k m with m in [√½, √2): the exponent field of x's representation less √½'s, biased
+    // by 1024 so that it stays positive (x is normal: -1022 <= k <= 1024), read out of the low
+    // bits of a float the way `ROUND_MAGIC_F64` rounds.
+    let tmp = bits.wrapping_sub(SQRT_HALF_BITS_F64.wrapping_sub(1024 << 52));
+    let k = f64::from_bits((tmp >> 52) | ROUND_MAGIC_F64.to_bits()) - (ROUND_MAGIC_F64 + 1024.0);
+    let m = f64::from_bits(bits.wrapping_sub((tmp & 0xfff0_0000_0000_0000).wrapping_sub(1024 << 52)));
     let f = m - 1.0;
     let s = f / (2.0 + f);
     let z = s * s;

@@ -1136,6 +1136,19 @@ tile_routine!(
 /// The representation of √½ rounded to `f64`.
 const SQRT_HALF_BITS_F64: u64 = 0x3fe6_a09e_667f_3bcd;
 
+/// `(k, m)` with `x = 2^k m` and `m` in `[√½, √2)`, for a normal, positive, finite `x`: the
+/// exponent field of `x`'s representation less √½'s, biased by 1024 so that it stays positive
+/// (`-1022 <= k <= 1024`), read out of the low bits of a float the way `ROUND_MAGIC_F64`
+/// rounds; no compare and blend, and no `i64 → f64` conversion (AVX2 has none).
+#[inline(always)]
+fn split_at_sqrt_half_f64(x: f64) -> (f64, f64) {
+    let bits = x.to_bits();
+    let tmp = bits.wrapping_sub(SQRT_HALF_BITS_F64.wrapping_sub(1024 << 52));
+    let k = f64::from_bits((tmp >> 52) | ROUND_MAGIC_F64.to_bits()) - (ROUND_MAGIC_F64 + 1024.0);
+    let m = f64::from_bits(bits.wrapping_sub((tmp & 0xfff0_0000_0000_0000).wrapping_sub(1024 << 52)));
+    (k, m)
+}
+
 /// fdlibm's decomposition of a normal, positive, finite `x` for `log` and `log2`:
 /// `x = 2^k (1 + f)` with `1 + f` in `[√½, √2)`; returns `(k, f, hfsq, s (hfsq + R(s²)))` with
 /// `hfsq = f²/2`, `s = f/(2 + f)` and `R` the degree-14 polynomial, so that
@@ -1143,13 +1156,7 @@ const SQRT_HALF_BITS_F64: u64 = 0x3fe6_a09e_667f_3bcd;
 #[inline(always)]
 #[allow(clippy::excessive_precision, reason = "fdlibm's coefficients as published")]
 fn log_parts_f64(x: f64) -> (f64, f64, f64, f64) {
-    let bits = x.to_bits();
-    // x = 2^k m with m in [√½, √2): the exponent field of x's representation less √½'s, biased
-    // by 1024 so that it stays positive (x is normal: -1022 <= k <= 1024), read out of the low
-    // bits of a float the way `ROUND_MAGIC_F64` rounds.
-    let tmp = bits.wrapping_sub(SQRT_HALF_BITS_F64.wrapping_sub(1024 << 52));
-    let k = f64::from_bits((tmp >> 52) | ROUND_MAGIC_F64.to_bits()) - (ROUND_MAGIC_F64 + 1024.0);
-    let m = f64::from_bits(bits.wrapping_sub((tmp & 0xfff0_0000_0000_0000).wrapping_sub(1024 << 52)));
+    let (k, m) = split_at_sqrt_half_f64(x);
     let f = m - 1.0;
     let s = f / (2.0 + f);
     let z = s * s;

@@ -7,7 +7,7 @@
 
 #[allow(unused_imports, reason = "the routines' safety sections link it")]
 use super::available;
-use super::{ROUND_MAGIC_F64, pow2_of_rounded_f64};
+use super::{ROUND_MAGIC_F64, pow2_of_rounded_f64, split_at_sqrt_half_f64};
 
 /// Whether `y` is an odd integer, and whether it is an integer at all (an `f32` `y` converts
 /// exactly).
@@ -17,9 +17,6 @@ fn odd_integer(y: f64) -> (bool, bool) {
     let half = 0.5 * y;
     (integer && half.floor() != half, integer)
 }
-
-/// The representation of √½ rounded to `f64`.
-const SQRT_HALF_BITS: u64 = 0x3fe6_a09e_667f_3bcd;
 
 /// `pow(x, y)` for `f32` as `2^(y log2|x|)` in `f64`, with polynomials just accurate enough for
 /// an `f32` result. `|x| = 2^k m` with `m` in `[√½, √2)` (an `f32` subnormal is a normal `f64`);
@@ -37,13 +34,8 @@ const SQRT_HALF_BITS: u64 = 0x3fe6_a09e_667f_3bcd;
 #[inline(always)]
 #[allow(clippy::excessive_precision, reason = "the fitted coefficients as printed")]
 fn pow_fast(x: f32, y: f32) -> f32 {
-    let ax = f64::from(x.abs());
-    let bits = ax.to_bits();
-    // ax = 2^k m with m in [√½, √2): the exponent field of ax's representation less √½'s,
-    // biased by 256 so that it stays positive (|k| <= 150 for a finite nonzero f32).
-    let tmp = bits.wrapping_sub(SQRT_HALF_BITS - (256 << 52));
-    let k = f64::from_bits((tmp >> 52) | ROUND_MAGIC_F64.to_bits()) - (ROUND_MAGIC_F64 + 256.0);
-    let m = f64::from_bits(bits.wrapping_sub((tmp & 0xfff0_0000_0000_0000).wrapping_sub(256 << 52)));
+    // A finite non-zero f32 is a normal f64 (-150 <= k <= 128); other x are marked below.
+    let (k, m) = split_at_sqrt_half_f64(f64::from(x.abs()));
     // m - 1 is exact (Sterbenz); log2 m = s P(s²), P fitted at Chebyshev nodes on
     // [0, (3 - 2√2)²] to 2 atanh(s)/(s ln 2).
     let s = (m - 1.0) / (m + 1.0);

@@ -803,30 +803,34 @@ fn pow_edges() -> Vec<f64> {
 /// Runs the binary routine `f` on `xs`, `ys` (given as `f64`, converted to the routine's dtype),
 /// asserts its worst ULP error against `reference` is within `bound`, and that every 97th
 /// element gives the same bits alone as in the long call.
-fn check_binary(f: AotFn, xs: &[f64], ys: &[f64], reference: fn(f64, f64) -> f64, bound: u64) {
-    assert!(f.arity() == 2, "{f:?}");
-    let dtype = f.dtype();
-    let run = |xs: &[f64], ys: &[f64]| -> Vec<f64> {
-        // SAFETY (both arms): the callers checked AVX2 and FMA; the three buffers hold
-        // `xs.len()` elements and are distinct allocations; `f` is a binary routine of the
-        // dtype, so its address is a `Tile2Fn` (`f32`) or a `Tile2FnF64` (`f64`).
-        if dtype == DType::F32 {
-            let (a, b): (Vec<f32>, Vec<f32>) = xs.iter().zip(ys).map(|(&x, &y)| (x as f32, y as f32)).unzip();
-            let mut out = vec![0.0f32; a.len()];
-            unsafe {
-                let routine = std::mem::transmute::<*const u8, Tile2Fn>(f.address());
-                routine(a.as_ptr(), b.as_ptr(), out.as_mut_ptr(), a.len());
-            }
-            out.into_iter().map(f64::from).collect()
-        } else {
-            let mut out = vec![0.0f64; xs.len()];
-            unsafe {
-                let routine = std::mem::transmute::<*const u8, Tile2FnF64>(f.address());
-                routine(xs.as_ptr(), ys.as_ptr(), out.as_mut_ptr(), xs.len());
-            }
-            out
+/// Runs the binary routine `f` (AVX2 and FMA checked by the caller) on `xs`, `ys`, given as
+/// `f64` and converted to the routine's dtype; its results as `f64`.
+fn run_binary(f: AotFn, xs: &[f64], ys: &[f64]) -> Vec<f64> {
+    assert!(f.arity() == 2 && xs.len() == ys.len(), "{f:?}");
+    // SAFETY (both arms): the callers checked AVX2 and FMA; the three buffers hold
+    // `xs.len()` elements and are distinct allocations; `f` is a binary routine of the
+    // dtype, so its address is a `Tile2Fn` (`f32`) or a `Tile2FnF64` (`f64`).
+    if f.dtype() == DType::F32 {
+        let (a, b): (Vec<f32>, Vec<f32>) = xs.iter().zip(ys).map(|(&x, &y)| (x as f32, y as f32)).unzip();
+        let mut out = vec![0.0f32; a.len()];
+        unsafe {
+            let routine = std::mem::transmute::<*const u8, Tile2Fn>(f.address());
+            routine(a.as_ptr(), b.as_ptr(), out.as_mut_ptr(), a.len());
         }
-    };
+        out.into_iter().map(f64::from).collect()
+    } else {
+        let mut out = vec![0.0f64; xs.len()];
+        unsafe {
+            let routine = std::mem::transmute::<*const u8, Tile2FnF64>(f.address());
+            routine(xs.as_ptr(), ys.as_ptr(), out.as_mut_ptr(), xs.len());
+        }
+        out
+    }
+}
+
+fn check_binary(f: AotFn, xs: &[f64], ys: &[f64], reference: fn(f64, f64) -> f64, bound: u64) {
+    let dtype = f.dtype();
+    let run = |xs: &[f64], ys: &[f64]| run_binary(f, xs, ys);
     // The arguments as the routine sees them, for the reference.
     let narrow = |v: f64| {
         if dtype == DType::F32 {
@@ -894,27 +898,22 @@ fn pow_f32_nearly_correctly_rounded() {
         return;
     }
     let mut rng = Rng(0x9077_0033);
+    let narrow = |v: f64| f64::from(v as f32);
     let (mut xs, mut ys) = (Vec::new(), Vec::new());
     for i in 0..200_000 {
-        xs.push(uniform_f64(&mut rng, 0.0, 10.0) as f32);
-        ys.push(uniform_f64(&mut rng, -10.0, 10.0) as f32);
+        xs.push(narrow(uniform_f64(&mut rng, 0.0, 10.0)));
+        ys.push(narrow(uniform_f64(&mut rng, -10.0, 10.0)));
         // Large exponents |y log2 x| (up to the overflow and subnormal thresholds).
         let target = [127.0, -125.0, -148.0, 60.0][i % 4];
         let x = uniform_f64(&mut rng, 0.05, 20.0);
-        xs.push(x as f32);
-        ys.push(((target + uniform_f64(&mut rng, -1.0, 1.0)) / x.log2()) as f32);
+        xs.push(narrow(x));
+        ys.push(narrow((target + uniform_f64(&mut rng, -1.0, 1.0)) / x.log2()));
     }
-    let mut out = vec![0.0f32; xs.len()];
-    // SAFETY: AVX2 and FMA checked above; the three buffers hold `xs.len()` elements and are
-    // distinct allocations; `PowF32` is a binary `f32` routine, so its address is a `Tile2Fn`.
-    unsafe {
-        let routine = std::mem::transmute::<*const u8, Tile2Fn>(AotFn::PowF32.address());
-        routine(xs.as_ptr(), ys.as_ptr(), out.as_mut_ptr(), xs.len());
-    }
+    let out = run_binary(AotFn::PowF32, &xs, &ys);
     let mut off = 0usize;
     for ((&x, &y), &o) in xs.iter().zip(&ys).zip(&out) {
-        let reference = f64::from(x).powf(f64::from(y)) as f32;
-        let d = rfx_lower::conformance::ulps(f64::from(o), f64::from(reference), DType::F32);
+        let reference = f64::from(x.powf(y) as f32);
+        let d = rfx_lower::conformance::ulps(o, reference, DType::F32);
         assert!(d <= 1, "pow({x:e}, {y:e}) = {o:e}, {reference:e} rounded");
         off += usize::from(d == 1);
     }

@@ -816,15 +816,12 @@ pub(super) fn pow(v: &mut Vb<'_, '_>, x: Value, y: Value) -> Value {
 fn pow_magnitude_f32(v: &mut Vb<'_, '_>, ax: Value, y: Value) -> Value {
     debug_assert_eq!(v.prec, Prec::F64);
     const SQRT_HALF_BITS: i64 = 0x3fe6_a09e_667f_3bcd;
-    const MAGIC_BITS: i64 = 0x4338_0000_0000_0000;
     let bits = v.bits(ax);
     // The exponent field of |x| less √½'s, biased by 256 to stay positive.
     let tmp = v.iadd_c(bits, (256_i64 << 52) - SQRT_HALF_BITS);
     let top = v.ushr(tmp, 52);
-    let magic = v.ci(MAGIC_BITS);
-    let kf = v.bor(top, magic);
-    let kf = v.float(kf);
-    let k = v.add_c(kf, -(6_755_399_441_055_744.0 + 256.0));
+    let k = v.iadd_c(top, -256);
+    let k = v.int_to_float(k);
     let scale_bits = v.band_c(tmp, 0xfff0_0000_0000_0000_u64 as i64);
     let scale_bits = v.iadd_c(scale_bits, -(256_i64 << 52));
     let m = v.isub(bits, scale_bits);

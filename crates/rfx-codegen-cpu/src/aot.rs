@@ -101,11 +101,15 @@ pub(crate) enum AotFn {
     TanF64,
     Exp2F64,
     Log2F64,
+    /// `sin` and `cos` of one argument, into two result tiles (`fn(src, sin, cos, n)`).
+    SinCosF32,
+    /// The `f64` `sin` and `cos` of one argument: one reduction, both polynomials.
+    SinCosF64,
 }
 
 impl AotFn {
     /// Every routine, in a fixed order (symbol registration and declaration iterate this).
-    pub(crate) const ALL: [AotFn; 28] = [
+    pub(crate) const ALL: [AotFn; 30] = [
         AotFn::SinF32,
         AotFn::CosF32,
         AotFn::TanF32,
@@ -134,6 +138,8 @@ impl AotFn {
         AotFn::TanF64,
         AotFn::Exp2F64,
         AotFn::Log2F64,
+        AotFn::SinCosF32,
+        AotFn::SinCosF64,
     ];
 
     /// The routine computing `op` on `dtype`, if there is one.
@@ -194,7 +200,8 @@ impl AotFn {
             | AotFn::PowF64
             | AotFn::TanF64
             | AotFn::Exp2F64
-            | AotFn::Log2F64 => DType::F64,
+            | AotFn::Log2F64
+            | AotFn::SinCosF64 => DType::F64,
             _ => DType::F32,
         }
     }
@@ -204,6 +211,26 @@ impl AotFn {
         match self {
             AotFn::Atan2F32 | AotFn::Atan2F64 | AotFn::PowF32 | AotFn::PowF64 => 2,
             _ => 1,
+        }
+    }
+
+    /// How many result tiles it writes: two for `sincos`, one for the others.
+    pub(crate) fn results(self) -> usize {
+        match self {
+            AotFn::SinCosF32 | AotFn::SinCosF64 => 2,
+            _ => 1,
+        }
+    }
+
+    /// The `sincos` routine a `sin` or `cos` routine pairs into, and the result it takes there
+    /// (0: `sin`, 1: `cos`).
+    pub(crate) fn sincos_part(self) -> Option<(AotFn, usize)> {
+        match self {
+            AotFn::SinF32 => Some((AotFn::SinCosF32, 0)),
+            AotFn::CosF32 => Some((AotFn::SinCosF32, 1)),
+            AotFn::SinF64 => Some((AotFn::SinCosF64, 0)),
+            AotFn::CosF64 => Some((AotFn::SinCosF64, 1)),
+            _ => None,
         }
     }
 
@@ -238,17 +265,22 @@ impl AotFn {
             AotFn::TanF64 => "rfx_aot_tan_f64",
             AotFn::Exp2F64 => "rfx_aot_exp2_f64",
             AotFn::Log2F64 => "rfx_aot_log2_f64",
+            AotFn::SinCosF32 => "rfx_aot_sincos_f32",
+            AotFn::SinCosF64 => "rfx_aot_sincos_f64",
         }
     }
 
-    /// The routine's address: a [`Tile2Fn`] / [`Tile2FnF64`] for `atan2` and `pow`, a [`TileFnF64`] for
-    /// the other `f64` ones, a [`TileFn`] for the others.
+    /// The routine's address: a [`Tile2Fn`] / [`Tile2FnF64`] for `atan2` and `pow`, a
+    /// [`TilePairFn`] / [`TilePairFnF64`] for `sincos`, a [`TileFnF64`] for the other `f64` ones,
+    /// a [`TileFn`] for the others.
     pub(crate) fn address(self) -> *const u8 {
         // One coercion per C ABI, so that each arm is checked against its routine's type.
         let unary = |f: TileFn| f as *const u8;
         let unary_f64 = |f: TileFnF64| f as *const u8;
         let binary = |f: Tile2Fn| f as *const u8;
         let binary_f64 = |f: Tile2FnF64| f as *const u8;
+        let pair = |f: TilePairFn| f as *const u8;
+        let pair_f64 = |f: TilePairFnF64| f as *const u8;
         match self {
             AotFn::SinF32 => unary(rfx_aot_sin_f32),
             AotFn::CosF32 => unary(rfx_aot_cos_f32),
@@ -278,6 +310,8 @@ impl AotFn {
             AotFn::TanF64 => unary_f64(rfx_aot_tan_f64),
             AotFn::Exp2F64 => unary_f64(rfx_aot_exp2_f64),
             AotFn::Log2F64 => unary_f64(rfx_aot_log2_f64),
+            AotFn::SinCosF32 => pair(rfx_aot_sincos_f32),
+            AotFn::SinCosF64 => pair_f64(rfx_aot_sincos_f64),
         }
     }
 }
@@ -293,6 +327,14 @@ pub(crate) type Tile2Fn = unsafe extern "C" fn(a: *const f32, b: *const f32, dst
 
 /// The C ABI of a binary `f64` routine.
 pub(crate) type Tile2FnF64 = unsafe extern "C" fn(a: *const f64, b: *const f64, dst: *mut f64, n: usize);
+
+/// The C ABI of a routine with two results (`first[i], second[i] = op(src[i])`).
+pub(crate) type TilePairFn =
+    unsafe extern "C" fn(src: *const f32, first: *mut f32, second: *mut f32, n: usize);
+
+/// The C ABI of an `f64` routine with two results.
+pub(crate) type TilePairFnF64 =
+    unsafe extern "C" fn(src: *const f64, first: *mut f64, second: *mut f64, n: usize);
 
 /// Whether the running CPU can execute the routines (AVX2 and FMA on x86-64). `std` caches the
 /// CPUID answer, so this is a load and a test.
@@ -774,6 +816,57 @@ macro_rules! tile_routine {
     };
 }
 
+/// `tile_routine!` for an op with two results: `$fast` and `$slow` return a pair, written to
+/// `first[i]` and `second[i]`.
+macro_rules! tile_routine_pair {
+    ($(#[$doc:meta])* $name:ident, $inner:ident, $t:ty, $fast:expr, $in_range:path, $slow:path) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// `src` must be valid for `n` reads and `first` and `second` for `n` writes of the
+        /// element type, no two of the three ranges may overlap, and the CPU must have AVX2 and
+        /// FMA ([`available`]).
+        pub(crate) unsafe extern "C" fn $name(src: *const $t, first: *mut $t, second: *mut $t, n: usize) {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: forwarded from this function's contract.
+            unsafe {
+                $inner(src, first, second, n)
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            {
+                let _ = (src, first, second, n);
+                unreachable!("ahead-of-time tiles are only linked on x86-64")
+            }
+        }
+
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn $inner(src: *const $t, first: *mut $t, second: *mut $t, n: usize) {
+            // SAFETY: the caller guarantees the three ranges are valid and disjoint.
+            let (xs, ys, zs) = unsafe {
+                (
+                    std::slice::from_raw_parts(src, n),
+                    std::slice::from_raw_parts_mut(first, n),
+                    std::slice::from_raw_parts_mut(second, n),
+                )
+            };
+            let fast = $fast;
+            let mut outside = 0u32;
+            for ((y, z), &x) in ys.iter_mut().zip(zs.iter_mut()).zip(xs) {
+                (*y, *z) = fast(x);
+                outside |= u32::from(!$in_range(x));
+            }
+            if outside != 0 {
+                for ((y, z), &x) in ys.iter_mut().zip(zs.iter_mut()).zip(xs) {
+                    if !$in_range(x) {
+                        (*y, *z) = $slow(x);
+                    }
+                }
+            }
+        }
+    };
+}
+
 /// The binary counterpart of `tile_routine!`: `dst[i] = op(a[i], b[i])`. The second form takes
 /// a fast function that returns NaN exactly where it does not hold (and never NaN where it
 /// does), for routines whose range test needs the fast path's intermediate values (`pow`: the
@@ -850,6 +943,22 @@ tile_routine!(
 tile_routine!(
     /// `dst[i] = cos(src[i])` for `i < n`.
     rfx_aot_cos_f32, cos_f32_avx2, f32, cos_fast, in_trig_range, cos_slow
+);
+/// `(sin x, cos x)` for `|x| <= TRIG_FAST_MAX`, each by its own routine's formula (their
+/// reductions differ), in one pass.
+#[inline(always)]
+fn sincos_fast(x: f32) -> (f32, f32) {
+    (sin_fast(x), cos_fast(x))
+}
+
+fn sincos_slow(x: f32) -> (f32, f32) {
+    (sin_slow(x), cos_slow(x))
+}
+
+tile_routine_pair!(
+    /// `sin_dst[i], cos_dst[i] = sin(src[i]), cos(src[i])` for `i < n`: the bits of the `sin`
+    /// and `cos` routines in one pass.
+    rfx_aot_sincos_f32, sincos_f32_avx2, f32, sincos_fast, in_trig_range, sincos_slow
 );
 tile_routine!(
     /// `dst[i] = tan(src[i])` for `i < n`.
@@ -1025,24 +1134,32 @@ fn cos_kernel_f64(x: f64, y: f64) -> f64 {
     one_minus + (((1.0 - one_minus) - hz) + (z * r - x * y))
 }
 
-/// `sin x` for `|x| <= TRIG_FAST_MAX_F64`: by quadrant `sin r`, `cos r`, `-sin r`, `-cos r`.
+/// `(sin x, cos x)` for `|x| <= TRIG_FAST_MAX_F64` from one reduction: by quadrant, `sin x` is
+/// `sin r`, `cos r`, `-sin r`, `-cos r` and `cos x` is `cos r`, `-sin r`, `-cos r`, `sin r`. The
+/// `sin` and `cos` routines take their half of it, so `sincos` gives their bits.
 #[inline(always)]
-fn sin_fast_f64(x: f64) -> f64 {
+fn sincos_fast_f64(x: f64) -> (f64, f64) {
     let (r, y, q) = reduce_pio2_f64(x);
     let s = sin_kernel_f64(r, y);
     let c = cos_kernel_f64(r, y);
-    let v = if q & 1 == 1 { c } else { s };
-    f64::from_bits(v.to_bits() ^ ((q & 2) << 62))
+    let odd = q & 1 == 1;
+    let (sin, cos) = if odd { (c, s) } else { (s, c) };
+    (
+        f64::from_bits(sin.to_bits() ^ ((q & 2) << 62)),
+        f64::from_bits(cos.to_bits() ^ (((q + 1) & 2) << 62)),
+    )
 }
 
-/// `cos x` for `|x| <= TRIG_FAST_MAX_F64`: by quadrant `cos r`, `-sin r`, `-cos r`, `sin r`.
+/// `sin x` for `|x| <= TRIG_FAST_MAX_F64`.
+#[inline(always)]
+fn sin_fast_f64(x: f64) -> f64 {
+    sincos_fast_f64(x).0
+}
+
+/// `cos x` for `|x| <= TRIG_FAST_MAX_F64`.
 #[inline(always)]
 fn cos_fast_f64(x: f64) -> f64 {
-    let (r, y, q) = reduce_pio2_f64(x);
-    let s = sin_kernel_f64(r, y);
-    let c = cos_kernel_f64(r, y);
-    let v = if q & 1 == 1 { s } else { c };
-    f64::from_bits(v.to_bits() ^ (((q + 1) & 2) << 62))
+    sincos_fast_f64(x).1
 }
 
 fn in_trig_range_f64(x: f64) -> bool {
@@ -1065,6 +1182,16 @@ tile_routine!(
 tile_routine!(
     /// `dst[i] = cos(src[i])` for `i < n`, `f64`.
     rfx_aot_cos_f64, cos_f64_avx2, f64, cos_fast_f64, in_trig_range_f64, cos_slow_f64
+);
+
+fn sincos_slow_f64(x: f64) -> (f64, f64) {
+    (sin_slow_f64(x), cos_slow_f64(x))
+}
+
+tile_routine_pair!(
+    /// `sin_dst[i], cos_dst[i] = sin(src[i]), cos(src[i])` for `i < n`, `f64`: the bits of the
+    /// `sin` and `cos` routines for the time of one.
+    rfx_aot_sincos_f64, sincos_f64_avx2, f64, sincos_fast_f64, in_trig_range_f64, sincos_slow_f64
 );
 
 /// ln 2 in two parts: rounded to `f64`, and the rounded rest.

@@ -24,7 +24,7 @@ use rfx_ir::lir::{Inst, LirKernel, LirProgram, SlotId, Storage};
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use rfx_ir::{BinaryOp, BufId, DType, ReduceOp, Scalar};
+use rfx_ir::{BinaryOp, BufId, DType, ReduceOp, Scalar, UnaryOp};
 use rfx_lower::{BackendError, Unsupported};
 
 use crate::aot::{AotFn, MIN_TILED_ELEMS, TILE};
@@ -394,6 +394,7 @@ fn build_into(
             products: HashMap::new(),
             tiles: None,
             memo: RefCell::new(HashMap::new()),
+            sincos: HashMap::new(),
             row_indices: HashMap::new(),
             col_indices: HashMap::new(),
             segment_unroll: SEGMENT_UNROLL,
@@ -455,6 +456,9 @@ struct Gen<'i, 'k> {
     /// faster. A value is only reused in the block that defines it (which dominates every
     /// later instruction of that block).
     memo: RefCell<HashMap<(Block, Pure, u32, i64), Value>>,
+    /// Scalar code's `sin` and `cos` of a value (by block and argument) from one `sincos`
+    /// routine call, for the second of the pair to reuse (only in the defining block, as `memo`).
+    sincos: HashMap<(Block, Value), (Value, Value)>,
     /// Indices that do not change along the vector loop (a row index), converted once per row
     /// before it: access index → (scalar, splat at the kernel's width). Cranelift does not hoist
     /// them out of the loop itself. Set only around an elementwise row's loop.
@@ -483,24 +487,28 @@ enum Pure {
 
 /// One step of a tiled elementwise body, run over a whole tile before the next begins.
 enum Segment {
-    /// Body instructions `insts`, vectorised over the tile. `loads` are the values (by their
-    /// defining body index) it reads from staging buffers; every value it defines that a later
-    /// segment reads is stored to its staging buffer right after its instruction.
+    /// Body instructions `insts`, vectorised over the tile. `loads` are the values it reads from
+    /// staging buffers, as `(reading instruction, defining body index, slot)`, each loaded right
+    /// before the instruction unless that slot already holds it: a value can be staged out of
+    /// the body's order (a `sin` computed by an earlier `cos`'s `sincos` call), so two staged
+    /// values may share a slot. Every value it defines that a later segment reads is stored to
+    /// its staging buffer right after its instruction.
     Ops {
         insts: Vec<usize>,
-        loads: Vec<(usize, SlotId)>,
+        loads: Vec<(usize, usize, SlotId)>,
     },
-    /// A tile routine from the values `srcs` (one per argument) into the staging buffer of `dst`
-    /// (the body index of its instruction). `src_accesses` / `dst_access`:
-    /// the routine reads an argument straight from a program input (its load is contiguous) or writes
-    /// its result straight into a program output (the only use of `dst` is a contiguous
-    /// store), saving a staging copy; caller-supplied inputs and outputs never overlap.
+    /// A tile routine from the values `srcs` (one per argument) into the staging buffers of
+    /// `dsts` (the body index of the instruction of each result: two for `sincos`, which a
+    /// `sin` and a `cos` of one value pair into). `src_accesses` / `dst_accesses`: the routine
+    /// reads an argument straight from a program input (its load is contiguous) or writes a
+    /// result straight into a program output (its only use is a contiguous store), saving a
+    /// staging copy; caller-supplied inputs and outputs never overlap.
     Call {
         routine: AotFn,
         srcs: Vec<TileSrc>,
-        dst: usize,
+        dsts: Vec<usize>,
         src_accesses: Vec<Option<usize>>,
-        dst_access: Option<usize>,
+        dst_accesses: Vec<Option<usize>>,
     },
 }
 
@@ -704,6 +712,23 @@ impl<'k> Gen<'_, 'k> {
     /// costlier body (transcendentals count 20, `pow`/`atan2` 40) splits at fewer points, a
     /// cheaper one (a memory-bound `add`) at more, because handing a chunk to a worker costs
     /// microseconds that only enough work repays.
+    /// Whether the kernel also takes the other of `sin` and `cos` (`op`) of a value in `src`
+    /// (the same slot may hold another value by then: this only decides whether scalar code
+    /// calls `sincos`, whose second result is reused only for the same value).
+    fn has_trig_partner(&self, op: UnaryOp, src: SlotId) -> bool {
+        let partner = match op {
+            UnaryOp::Sin => UnaryOp::Cos,
+            UnaryOp::Cos => UnaryOp::Sin,
+            _ => return false,
+        };
+        let kernel = self.kernel();
+        kernel
+            .preamble
+            .iter()
+            .chain(&kernel.body)
+            .any(|inst| matches!(inst, Inst::Unary { op, src: s, .. } if *op == partner && *s == src))
+    }
+
     fn min_points_per_thread(&self) -> usize {
         const REFERENCE_WORK: usize = 16;
         let work: usize = self
@@ -964,6 +989,16 @@ impl<'k> Gen<'_, 'k> {
         if routines.iter().all(Option::is_none) {
             return Ok(None);
         }
+        let routine_srcs = |i: usize| -> Vec<TileSrc> {
+            body[i]
+                .srcs()
+                .into_iter()
+                .map(|slot| match reads[i].iter().find(|&&(_, s)| s == slot) {
+                    Some(&(def, _)) => TileSrc::Body(def),
+                    None => TileSrc::Invariant(slot),
+                })
+                .collect()
+        };
         let mut segments = Vec::new();
         let mut segment_of = vec![0usize; body.len()];
         let mut ops = Vec::new();
@@ -984,6 +1019,32 @@ impl<'k> Gen<'_, 'k> {
                 continue;
             }
             if let Some(routine) = *routine {
+                let srcs = routine_srcs(i);
+                // A `sin` and a `cos` of one value share a `sincos` call, where the first of the
+                // two is: the second's value is ready there, and later segments read it staged.
+                if let Some((pair, part)) = routine.sincos_part() {
+                    let partner = segments.iter_mut().enumerate().find(|(_, segment)| {
+                        matches!(segment, Segment::Call { routine: r, srcs: s, .. }
+                            if r.sincos_part().is_some_and(|(p, other)| p == pair && other != part)
+                                && *s == srcs)
+                    });
+                    if let Some((
+                        index,
+                        Segment::Call {
+                            routine,
+                            dsts,
+                            dst_accesses,
+                            ..
+                        },
+                    )) = partner
+                    {
+                        *routine = pair;
+                        dsts.insert(part, i);
+                        dst_accesses.push(None);
+                        segment_of[i] = index;
+                        continue;
+                    }
+                }
                 if !ops.is_empty() {
                     segments.push(Segment::Ops {
                         insts: std::mem::take(&mut ops),
@@ -991,20 +1052,12 @@ impl<'k> Gen<'_, 'k> {
                     });
                 }
                 segment_of[i] = segments.len();
-                let srcs: Vec<TileSrc> = body[i]
-                    .srcs()
-                    .into_iter()
-                    .map(|slot| match reads[i].iter().find(|&&(_, s)| s == slot) {
-                        Some(&(def, _)) => TileSrc::Body(def),
-                        None => TileSrc::Invariant(slot),
-                    })
-                    .collect();
                 segments.push(Segment::Call {
                     routine,
                     src_accesses: vec![None; srcs.len()],
                     srcs,
-                    dst: i,
-                    dst_access: None,
+                    dsts: vec![i],
+                    dst_accesses: vec![None],
                 });
             } else {
                 segment_of[i] = segments.len();
@@ -1038,9 +1091,9 @@ impl<'k> Gen<'_, 'k> {
             if let Segment::Call {
                 routine,
                 srcs,
-                dst,
+                dsts,
                 src_accesses,
-                dst_access,
+                dst_accesses,
             } = segment
             {
                 let dtype = routine.dtype();
@@ -1051,15 +1104,17 @@ impl<'k> Gen<'_, 'k> {
                         *access = contiguous(def, true, dtype);
                     }
                 }
-                let users: Vec<usize> = (0..body.len())
-                    .filter(|&i| reads[i].iter().any(|&(def, _)| def == *dst))
-                    .collect();
-                if let [user] = users[..]
-                    && matches!(body[user], Inst::Store { .. })
-                {
-                    *dst_access = contiguous(user, false, dtype);
-                    if dst_access.is_some() {
-                        skipped[user] = true;
+                for (&dst, dst_access) in dsts.iter().zip(dst_accesses.iter_mut()) {
+                    let users: Vec<usize> = (0..body.len())
+                        .filter(|&i| reads[i].iter().any(|&(def, _)| def == dst))
+                        .collect();
+                    if let [user] = users[..]
+                        && matches!(body[user], Inst::Store { .. })
+                    {
+                        *dst_access = contiguous(user, false, dtype);
+                        if dst_access.is_some() {
+                            skipped[user] = true;
+                        }
                     }
                 }
             }
@@ -1072,15 +1127,18 @@ impl<'k> Gen<'_, 'k> {
             .flat_map(|segment| match segment {
                 Segment::Call {
                     srcs,
-                    dst,
+                    dsts,
                     src_accesses,
                     ..
-                } => srcs
+                } => dsts
                     .iter()
-                    .zip(src_accesses)
-                    .filter_map(|(&src, access)| match (src, access) {
-                        (TileSrc::Body(def), Some(_)) => Some((*dst, def)),
-                        _ => None,
+                    .flat_map(|&dst| {
+                        srcs.iter()
+                            .zip(src_accesses)
+                            .filter_map(move |(&src, access)| match (src, access) {
+                                (TileSrc::Body(def), Some(_)) => Some((dst, def)),
+                                _ => None,
+                            })
                     })
                     .collect::<Vec<_>>(),
                 Segment::Ops { .. } => Vec::new(),
@@ -1088,13 +1146,15 @@ impl<'k> Gen<'_, 'k> {
             .collect();
         let direct_dst: Vec<usize> = segments
             .iter()
-            .filter_map(|segment| match segment {
+            .flat_map(|segment| match segment {
                 Segment::Call {
-                    dst,
-                    dst_access: Some(_),
-                    ..
-                } => Some(*dst),
-                _ => None,
+                    dsts, dst_accesses, ..
+                } => dsts
+                    .iter()
+                    .zip(dst_accesses)
+                    .filter_map(|(&dst, access)| access.map(|_| dst))
+                    .collect(),
+                Segment::Ops { .. } => Vec::new(),
             })
             .collect();
         let mut staged_defs: Vec<usize> = Vec::new();
@@ -1109,10 +1169,8 @@ impl<'k> Gen<'_, 'k> {
                 if !staged_defs.contains(&def) {
                     staged_defs.push(def);
                 }
-                if let Some(Segment::Ops { loads, .. }) = segments.get_mut(segment_of[i])
-                    && !loads.contains(&(def, slot))
-                {
-                    loads.push((def, slot));
+                if let Some(Segment::Ops { loads, .. }) = segments.get_mut(segment_of[i]) {
+                    loads.push((i, def, slot));
                 }
             }
             if routines[i].is_some() && !direct_dst.contains(&i) && !staged_defs.contains(&i) {
@@ -1331,9 +1389,9 @@ impl<'k> Gen<'_, 'k> {
         let Segment::Call {
             routine,
             srcs,
-            dst,
+            dsts,
             src_accesses,
-            dst_access,
+            dst_accesses,
         } = segment
         else {
             return Err(internal("not a routine segment"));
@@ -1354,7 +1412,7 @@ impl<'k> Gen<'_, 'k> {
                 Ok::<_, BackendError>(g.stack_base(b, stack))
             }
         };
-        let mut args = Vec::with_capacity(srcs.len() + 2);
+        let mut args = Vec::with_capacity(srcs.len() + dsts.len() + 1);
         for (src, access) in srcs.iter().zip(src_accesses) {
             args.push(match *src {
                 TileSrc::Body(def) => place(self, b, def, *access)?,
@@ -1369,8 +1427,10 @@ impl<'k> Gen<'_, 'k> {
                 }
             });
         }
-        let dst_addr = place(self, b, *dst, *dst_access)?;
-        args.push(dst_addr);
+        for (&dst, &access) in dsts.iter().zip(dst_accesses) {
+            let dst_addr = place(self, b, dst, access)?;
+            args.push(dst_addr);
+        }
         args.push(count);
         b.ins().call(func, &args);
         Ok(())
@@ -1422,7 +1482,7 @@ impl<'k> Gen<'_, 'k> {
         w: u8,
         plan: &TilePlan,
         insts: &[usize],
-        loads: &[(usize, SlotId)],
+        loads: &[(usize, usize, SlotId)],
         at: SegmentAt,
         ptrs: &[Value],
     ) -> Result<(), BackendError> {
@@ -1440,14 +1500,8 @@ impl<'k> Gen<'_, 'k> {
             let offset = g.scale(b, j, i64::from(cell));
             Ok::<_, BackendError>(g.add(b, base, offset))
         };
-        for &(def, slot) in loads {
-            let addr = cell_addr(self, b, def)?;
-            let ty = cl_type(self.slot_dtype(slot)?, w);
-            let value = b.ins().load(ty, MemFlagsData::trusted(), addr, 0);
-            if let Some(s) = slots.get_mut(slot.index()) {
-                *s = Some(value);
-            }
-        }
+        // The staged value (its defining body index) each slot holds.
+        let mut held: HashMap<SlotId, usize> = HashMap::new();
         let pos = match at {
             SegmentAt::Tile { at, j } => self.add(b, at, j),
             SegmentAt::Lanes { pos, .. } => pos,
@@ -1457,6 +1511,17 @@ impl<'k> Gen<'_, 'k> {
             let inst = body
                 .get(i)
                 .ok_or_else(|| internal("segment instruction out of range"))?;
+            for &(_, def, slot) in loads.iter().filter(|&&(reader, _, _)| reader == i) {
+                if held.get(&slot) != Some(&def) {
+                    let addr = cell_addr(self, b, def)?;
+                    let ty = cl_type(self.slot_dtype(slot)?, w);
+                    let value = b.ins().load(ty, MemFlagsData::trusted(), addr, 0);
+                    if let Some(s) = slots.get_mut(slot.index()) {
+                        *s = Some(value);
+                    }
+                    held.insert(slot, def);
+                }
+            }
             let access = self.info.access_of.get(i).copied().flatten();
             self.emit_inst(
                 b,
@@ -1468,6 +1533,9 @@ impl<'k> Gen<'_, 'k> {
                 Some(i),
                 &mut Vec::new(),
             )?;
+            if let Some(dst) = inst.dst() {
+                held.insert(dst, i);
+            }
             if plan.staged.contains_key(&i)
                 && let Some(dst) = inst.dst()
             {
@@ -2676,7 +2744,24 @@ impl<'k> Gen<'_, 'k> {
                 // there is one: about 5 ns for one element where the inline polynomial takes
                 // 9–22.
                 let by_routine = if w == 1 && op.is_transcendental() {
-                    crate::transcendental::unary_by_routine(&mut e, *op, x, dtype)
+                    // A `sin` and a `cos` of one value: one `sincos` call computes both.
+                    let pair = AotFn::for_op(*op, dtype).and_then(AotFn::sincos_part);
+                    let block = e.b.current_block();
+                    match (pair, block) {
+                        (Some((routine, part)), Some(block))
+                            if self.sincos.contains_key(&(block, x)) || self.has_trig_partner(*op, *src) =>
+                        {
+                            let results = match self.sincos.get(&(block, x)) {
+                                Some(&pair) => Some(pair),
+                                None => crate::transcendental::pair_by_routine(&mut e, routine, x, dtype),
+                            };
+                            if let Some(pair) = results {
+                                self.sincos.insert((block, x), pair);
+                            }
+                            results.map(|(sin, cos)| if part == 0 { sin } else { cos })
+                        }
+                        _ => crate::transcendental::unary_by_routine(&mut e, *op, x, dtype),
+                    }
                 } else {
                     None
                 };

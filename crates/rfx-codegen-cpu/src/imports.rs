@@ -88,12 +88,17 @@ impl ImportIds {
             unary
                 .params
                 .extend([AbiParam::new(ptr), AbiParam::new(ptr), AbiParam::new(types::I64)]);
-            let mut binary = unary.clone();
-            binary.params.insert(0, AbiParam::new(ptr));
+            // Two sources, or one source and two results: three pointers and a count.
+            let mut three = unary.clone();
+            three.params.insert(0, AbiParam::new(ptr));
             let ids = AotFn::ALL
                 .iter()
                 .map(|routine| {
-                    let sig = if routine.arity() == 2 { &binary } else { &unary };
+                    let sig = if routine.arity() + routine.results() == 3 {
+                        &three
+                    } else {
+                        &unary
+                    };
                     module
                         .declare_function(routine.symbol(), Linkage::Import, sig)
                         .map_err(Box::new)

@@ -92,12 +92,39 @@ pub(crate) fn unary_by_routine(
     Some(routine_on_lanes(e, func, &[x], cl_type(dtype, e.w)))
 }
 
+/// `(sin x, cos x)` by the `sincos` routine `routine` on the `w` lanes of `x`, or `None` when
+/// the routines are not linked.
+pub(crate) fn pair_by_routine(
+    e: &mut Emitter<'_, '_>,
+    routine: AotFn,
+    x: Value,
+    dtype: DType,
+) -> Option<(Value, Value)> {
+    let func = e.imports.routine(routine)?;
+    match routine_on_lanes_n(e, func, &[x], cl_type(dtype, e.w), 2)[..] {
+        [sin, cos] => Some((sin, cos)),
+        _ => None,
+    }
+}
+
 /// Calls the tile routine `func` on the `w` lanes of `args` (each of type `ty`), staged
 /// through the stack: one run of `w` cells per argument and one for the result, the routine
 /// called as `func(arg cells.., result cells, w)`.
 fn routine_on_lanes(e: &mut Emitter<'_, '_>, func: FuncRef, args: &[Value], ty: Type) -> Value {
+    routine_on_lanes_n(e, func, args, ty, 1)[0]
+}
+
+/// `routine_on_lanes` for a routine with `results` results (a run of `w` cells each, after
+/// the arguments').
+fn routine_on_lanes_n(
+    e: &mut Emitter<'_, '_>,
+    func: FuncRef,
+    args: &[Value],
+    ty: Type,
+    results: usize,
+) -> Vec<Value> {
     let run = ty.bytes();
-    let cells = u32::try_from(args.len() + 1).unwrap_or(u32::MAX);
+    let cells = u32::try_from(args.len() + results).unwrap_or(u32::MAX);
     let slot = e.b.create_sized_stack_slot(StackSlotData::new(
         StackSlotKind::ExplicitSlot,
         cells.saturating_mul(run),
@@ -117,11 +144,18 @@ fn routine_on_lanes(e: &mut Emitter<'_, '_>, func: FuncRef, args: &[Value], ty: 
             e.b.ins().iadd_imm_s(base, offset)
         });
     }
-    let out = e.b.ins().iadd_imm_s(base, i64::from((cells - 1) * run));
-    call_args.push(out);
+    let outs: Vec<Value> = (args.len()..args.len() + results)
+        .map(|k| {
+            let offset = u32::try_from(k).unwrap_or(u32::MAX).saturating_mul(run);
+            e.b.ins().iadd_imm_s(base, i64::from(offset))
+        })
+        .collect();
+    call_args.extend(&outs);
     call_args.push(e.b.ins().iconst(types::I64, i64::from(e.w)));
     e.b.ins().call(func, &call_args);
-    e.b.ins().load(ty, flags, out, 0)
+    outs.into_iter()
+        .map(|out| e.b.ins().load(ty, flags, out, 0))
+        .collect()
 }
 
 /// `op(a, b)` for `pow` and `atan2`: inline vector code, except `pow` where the tile routines

@@ -328,8 +328,9 @@ fn f64_routines_run_between_ops() {
     if tile_routines_linked() {
         let clif = clif_of(bases, 4096);
         assert_eq!(tile_calls(&clif), 3, "{clif}");
+        // One `sincos` call per angle.
         let clif = clif_of(arm, 4096);
-        assert_eq!(tile_calls(&clif), 4, "{clif}");
+        assert_eq!(tile_calls(&clif), 2, "{clif}");
         let clif = clif_of(heading, 4096);
         assert_eq!(tile_calls(&clif), 2, "{clif}");
     }
@@ -557,6 +558,47 @@ fn the_tiled_code_calls_the_routines_where_the_cpu_has_them() {
 }
 
 #[test]
+fn sin_and_cos_of_one_value_share_a_sincos_call() {
+    for dt in ["f32", "f64"] {
+        // Both results written straight into outputs.
+        let direct = format!(
+            "kernel k {{\n %x = input x : {dt}[{{N}}]\n %s = sin %x : {dt}[{{N}}]\n \
+             %c = cos %x : {dt}[{{N}}]\n output s = %s\n output c = %c\n}}"
+        );
+        check(&direct, &sizes(), Some(1));
+        // `cos` first, of a computed value; both results staged and read by later ops, one also
+        // written out; ops between the two; LIR's schedule moves the `sin` after the first
+        // result's last use, so the two staged values share a slot.
+        let staged = format!(
+            "kernel k {{\n %x = input x : {dt}[{{N}}]\n %y = input y : {dt}[{{N}}]\n \
+             %a = add %x, %y : {dt}[{{N}}]\n %c = cos %a : {dt}[{{N}}]\n %k = const 0.7 : {dt}[]\n \
+             %p = mul %c, %k : {dt}[{{N}}]\n %q = add %p, %y : {dt}[{{N}}]\n %s = sin %a : {dt}[{{N}}]\n \
+             %m = mul %s, %k : {dt}[{{N}}]\n %r = sub %m, %x : {dt}[{{N}}]\n \
+             output q = %q\n output r = %r\n output s = %s\n}}"
+        );
+        check(&staged, &sizes(), Some(1));
+        check(&staged, &[300_001], Some(2));
+        // A `sin` and a `cos` of different values do not pair.
+        let apart = format!(
+            "kernel k {{\n %x = input x : {dt}[{{N}}]\n %y = input y : {dt}[{{N}}]\n \
+             %s = sin %x : {dt}[{{N}}]\n %c = cos %y : {dt}[{{N}}]\n %o = add %s, %c : {dt}[{{N}}]\n \
+             output o = %o\n}}"
+        );
+        check(&apart, &sizes(), Some(1));
+        if tile_routines_linked() {
+            // In tiles, and in the scalar code of a one-element kernel (its preamble), which
+            // calls the routines one element at a time.
+            for n in [4096, 1] {
+                for (src, calls) in [(&direct, 1), (&staged, 1), (&apart, 2)] {
+                    let clif = clif_of(src, n);
+                    assert_eq!(tile_calls(&clif), calls, "{dt}, n = {n}:\n{clif}");
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn routines_read_inputs_and_write_outputs_directly() {
     // Both direct: the routine reads `x` and writes `out` itself.
     check(
@@ -727,6 +769,21 @@ fn reductions_fold_their_tiled_points_in_order() {
             "7, {N}",
             "%a = sin %x : f32[{S}]\n %v = mul %a, %x : f32[{S}]",
             vec![("sum", "[0]", "[{N}]"), ("mean", "[0]", "[{N}]")],
+        ),
+        // A `sin` and a `cos` of one value, paired into one `sincos` call, in batches of short
+        // rows (outputs in lanes).
+        (
+            "f64",
+            "{N}, 12",
+            "%s = sin %x : f64[{S}]\n %c = cos %x : f64[{S}]\n %k = const 0.5 : f64[]\n \
+             %a = mul %c, %k : f64[{S}]\n %v = add %s, %a : f64[{S}]",
+            vec![("sum", "[1]", "[{N}]")],
+        ),
+        (
+            "f32",
+            "{N}, 40",
+            "%c = cos %x : f32[{S}]\n %s = sin %x : f32[{S}]\n %v = mul %s, %c : f32[{S}]",
+            vec![("sum", "[1]", "[{N}]"), ("max", "[1]", "[{N}]")],
         ),
         // `tanh` in f64 feeding a product of terms near one.
         (

@@ -49,7 +49,7 @@ fn reference(f: AotFn, x: f32) -> f32 {
 fn unary_routines() -> impl Iterator<Item = AotFn> {
     AotFn::ALL
         .into_iter()
-        .filter(|f| f.arity() == 1 && f.dtype() == DType::F32)
+        .filter(|f| f.arity() == 1 && f.results() == 1 && f.dtype() == DType::F32)
 }
 
 fn run(f: AotFn, xs: &[f32]) -> Vec<f32> {
@@ -1052,5 +1052,96 @@ fn f64_exp2_log2_within_bounds() {
     let out = check_f64(AotFn::Log2F64, &xs, f64::log2, 1);
     for (e, &y) in (-1074..1024).zip(&out[out.len() - powers.len()..]) {
         assert_eq!(y, f64::from(e), "log2(2^{e}) is exact");
+    }
+}
+
+/// `sincos` on `xs` by the routine `f` (an `f64` one; an `f32` one runs on `xs` rounded to
+/// `f32`), as the bits of its two results widened to `f64`.
+fn run_sincos(f: AotFn, xs: &[f64]) -> (Vec<u64>, Vec<u64>) {
+    assert!(f.results() == 2, "{f:?}");
+    // SAFETY (both arms): the callers checked AVX2 and FMA; the three buffers hold `xs.len()`
+    // elements and are distinct allocations; `f` is a `sincos` routine of the dtype, so its
+    // address is a `TilePairFn` (`f32`) or a `TilePairFnF64` (`f64`).
+    if f.dtype() == DType::F32 {
+        let a: Vec<f32> = xs.iter().map(|&x| x as f32).collect();
+        let (mut s, mut c) = (vec![0.0f32; a.len()], vec![0.0f32; a.len()]);
+        unsafe {
+            let routine = std::mem::transmute::<*const u8, TilePairFn>(f.address());
+            routine(a.as_ptr(), s.as_mut_ptr(), c.as_mut_ptr(), a.len());
+        }
+        let bits = |v: Vec<f32>| v.into_iter().map(|y| u64::from(y.to_bits())).collect();
+        (bits(s), bits(c))
+    } else {
+        let (mut s, mut c) = (vec![0.0f64; xs.len()], vec![0.0f64; xs.len()]);
+        unsafe {
+            let routine = std::mem::transmute::<*const u8, TilePairFnF64>(f.address());
+            routine(xs.as_ptr(), s.as_mut_ptr(), c.as_mut_ptr(), xs.len());
+        }
+        let bits = |v: Vec<f64>| v.into_iter().map(f64::to_bits).collect();
+        (bits(s), bits(c))
+    }
+}
+
+/// The `sin` and `cos` routines on `xs` (as `run_sincos` gives them).
+fn run_sin_and_cos(sin: AotFn, cos: AotFn, xs: &[f64]) -> (Vec<u64>, Vec<u64>) {
+    if sin.dtype() == DType::F32 {
+        let a: Vec<f32> = xs.iter().map(|&x| x as f32).collect();
+        let bits = |v: Vec<f32>| v.into_iter().map(|y| u64::from(y.to_bits())).collect();
+        (bits(run(sin, &a)), bits(run(cos, &a)))
+    } else {
+        let bits = |v: Vec<f64>| v.into_iter().map(f64::to_bits).collect();
+        (bits(run_f64(sin, xs)), bits(run_f64(cos, xs)))
+    }
+}
+
+/// A `sin` and a `cos` of one value are computed by one `sincos` call in tiles (and one element
+/// at a time in scalar code) and by the `sin` and `cos` routines where they do not pair, so the
+/// three must give the same bits: over ordinary and huge arguments, multiples of π/4, zeros of
+/// both signs, ±Inf and NaN, at every length up to a few vectors (the loop's remainder).
+#[test]
+fn sincos_gives_the_bits_of_sin_and_cos() {
+    if !available() {
+        eprintln!("skipped: this CPU has no AVX2+FMA, so the tile routines are never linked");
+        return;
+    }
+    let mut rng = Rng(0x51c0);
+    let mut xs: Vec<f64> = edge_values().into_iter().map(f64::from).collect();
+    xs.extend([
+        0.0,
+        -0.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        1e300,
+        -1e22,
+        5.4e8,
+        -5.4e8,
+    ]);
+    for k in -40..40 {
+        xs.push(f64::from(k) * std::f64::consts::FRAC_PI_4);
+    }
+    for _ in 0..50_000 {
+        xs.push(f64::from_bits(rng.next()));
+        xs.push(200.0 * f64::from(rng.unit()) - 100.0);
+        xs.push(2e9 * f64::from(rng.unit()) - 1e9);
+    }
+    for (pair, sin, cos) in [
+        (AotFn::SinCosF32, AotFn::SinF32, AotFn::CosF32),
+        (AotFn::SinCosF64, AotFn::SinF64, AotFn::CosF64),
+    ] {
+        assert_eq!(pair.dtype(), sin.dtype());
+        assert_eq!(sin.sincos_part(), Some((pair, 0)));
+        assert_eq!(cos.sincos_part(), Some((pair, 1)));
+        let (s, c) = run_sincos(pair, &xs);
+        let (want_s, want_c) = run_sin_and_cos(sin, cos, &xs);
+        for (i, &x) in xs.iter().enumerate() {
+            assert_eq!(s[i], want_s[i], "{pair:?} sin at {x:e}");
+            assert_eq!(c[i], want_c[i], "{pair:?} cos at {x:e}");
+        }
+        for n in 0..=20 {
+            let (s, c) = run_sincos(pair, &xs[3..3 + n]);
+            assert_eq!(s[..], want_s[3..3 + n], "{pair:?} over {n} elements");
+            assert_eq!(c[..], want_c[3..3 + n], "{pair:?} over {n} elements");
+        }
     }
 }

@@ -717,7 +717,7 @@ fn with_reduce_lanes(lir: &LirProgram, lanes: u32) -> LirProgram {
 /// last tiles, a last tile too short for one pass, which borrows from the one before, rows of
 /// rank-2 and rank-3 kernels, outer reduced rows), with elementwise outputs stored beside; and
 /// so does a batch of short rows with its outputs in vector lanes (row sums, column sums), at
-/// every batch size.
+/// every batch size, and a short row reduced to one accumulator.
 #[test]
 fn reductions_fold_their_tiled_points_in_order() {
     // The reduced value `%v` of a log barrier (f64) and of a Gaussian term (f32), at shape `S`.
@@ -784,6 +784,20 @@ fn reductions_fold_their_tiled_points_in_order() {
             "{N}, 40",
             "%c = cos %x : f32[{S}]\n %s = sin %x : f32[{S}]\n %v = mul %s, %c : f32[{S}]",
             vec![("sum", "[1]", "[{N}]"), ("max", "[1]", "[{N}]")],
+        ),
+        // One output over a short or long row (a short row runs in tiles too, folding into one
+        // accumulator).
+        (
+            "f32",
+            "{N}",
+            "%c = cos %x : f32[{S}]\n %s = sin %x : f32[{S}]\n %v = mul %s, %c : f32[{S}]",
+            vec![("sum", "[0]", "[]"), ("max", "[0]", "[]")],
+        ),
+        (
+            "f64",
+            "3, {N}",
+            "%k = const 0.3 : f64[]\n %a = mul %x, %k : f64[{S}]\n %t = tanh %a : f64[{S}]\n %v = add %t, %x : f64[{S}]",
+            vec![("sum", "[1]", "[3]"), ("mean", "[1]", "[3]")],
         ),
         // `tanh` in f64 feeding a product of terms near one.
         (
@@ -866,6 +880,76 @@ fn reductions_fold_their_tiled_points_in_order() {
             tiled_kernels >= 35,
             "only {tiled_kernels} reductions ran in tiles"
         );
+    }
+}
+
+/// Calls of a tile routine on a tile: its element count is not the constant 1 (scalar code
+/// calls the routines one element at a time).
+fn tile_pass_calls(clif: &str) -> usize {
+    clif.lines()
+        .map(str::trim_start)
+        .filter(|line| line.starts_with("call fn"))
+        .filter(|line| {
+            let (call, comment) = line.split_once(';').unwrap_or((line, ""));
+            let count = call
+                .trim_end()
+                .trim_end_matches(')')
+                .rsplit([',', '('])
+                .next()
+                .unwrap_or("")
+                .trim();
+            !comment.split(',').any(|c| c.trim() == format!("{count} = 1"))
+        })
+        .count()
+}
+
+/// A row reduced to one accumulator (`reduce_lanes` 1: a short row, too few outputs to fill a
+/// vector's lanes) runs in tiles too, from a vector's worth of points on (two with nothing but
+/// the routine), folding its staged values into one partial; a row shorter than a vector with
+/// ops around its routine keeps the inline code. The values are checked, bit for bit, in
+/// `reductions_fold_their_tiled_points_in_order`.
+#[test]
+fn rows_reduced_to_one_accumulator_run_in_tiles() {
+    let cases = [
+        // (dtype, shape, body, axes, output shape, row lengths that run in tiles, that don't)
+        (
+            "f64",
+            "{N}",
+            "%v = tanh %x : f64[{S}]",
+            "[0]",
+            "[]",
+            vec![2, 3, 5, 6],
+            vec![],
+        ),
+        (
+            "f32",
+            "3, {N}",
+            "%c = cos %x : f32[{S}]\n %s = sin %x : f32[{S}]\n %v = mul %s, %c : f32[{S}]",
+            "[1]",
+            "[3]",
+            vec![4, 5, 7, 12],
+            vec![2, 3],
+        ),
+    ];
+    for (dt, shape, body, axes, out, tiled, inline) in cases {
+        for (n, want_tiles) in tiled
+            .iter()
+            .map(|&n| (n, true))
+            .chain(inline.iter().map(|&n| (n, false)))
+        {
+            let shape = shape.replace("{N}", &n.to_string());
+            let text = format!(
+                "kernel k {{\n %x = input x : {dt}[{shape}]\n {}\n %r = sum %v axes {axes} : {dt}{out}\n \
+                 output r = %r\n}}",
+                body.replace("{S}", &shape)
+            );
+            let (_, lir) = lir_of(&text);
+            let lanes: Vec<u32> = lir.kernels().iter().map(|k| k.schedule.reduce_lanes).collect();
+            assert_eq!(lanes, [1], "{dt}[{shape}]: one accumulator per output");
+            let clif: String = dump(&lir).expect("dump").into_iter().map(|(_, c, _)| c).collect();
+            let want = usize::from(want_tiles && tile_routines_linked());
+            assert_eq!(tile_pass_calls(&clif), want, "{dt}[{shape}]\n{clif}");
+        }
     }
 }
 

@@ -28,9 +28,11 @@
 //!   kernel's outputs and those operands must have the bits of the HIR interpreter run with
 //!   the transcendental nodes replaced by the backend's values. So no error analysis is needed:
 //!   approximations are checked one op at a time, and everything around them exactly. Outputs
-//!   and operands a float reduction feeds are left out (lane order, as above), as are values
-//!   where the backend documents no bound (metal outside its lavapipe table's ranges, or on
-//!   another device).
+//!   and operands a float reduction feeds must have the bits of the LIR interpreter run on the
+//!   cut, lowered, when its reductions split their rows into the backend's lanes; they are left
+//!   out where they do not (rare) and behind GPU trees (as above), as are values where the
+//!   backend documents no bound (metal outside its lavapipe table's ranges, or on another
+//!   device).
 //!
 //! An error from a path whose reference succeeded is a mismatch, except a typed
 //! [`BackendError::Unsupported`] (metal has no `f64`; sizes beyond a device's limits), which is
@@ -786,7 +788,7 @@ fn check(
                 count(path, Some("transcendental: ran twice, same bits".into()));
                 continue;
             };
-            match within_bounds(backend, probed, kernel, &inputs) {
+            match within_bounds(backend, path != "cpu", probed, kernel, &inputs) {
                 Err(d) => mismatches.push((path.to_string(), d)),
                 Ok(Bounded::Unsupported(reason)) => count(path, Some(reason)),
                 Ok(Bounded::Compared { checked, reasons }) => {
@@ -858,8 +860,9 @@ struct Probed {
     cut: Kernel,
     /// Per transcendental node: the op and its dtype.
     ops: Vec<(Transcendental, DType)>,
-    /// Outputs of `cut` that a float reduction feeds: their rounding depends on the lane order
-    /// (see the module documentation), so they are not compared.
+    /// Outputs of `cut` that a float reduction feeds: their rounding depends on the lane order,
+    /// so they are compared with the LIR interpreter's, not the HIR's (see the module
+    /// documentation).
     after_float_reduction: Vec<String>,
 }
 
@@ -968,6 +971,7 @@ enum Bounded {
 /// Returns what was compared, or the first difference.
 fn within_bounds(
     backend: &dyn Backend,
+    gpu_trees: bool,
     probed: &Probed,
     kernel: &Kernel,
     inputs: &[Array],
@@ -1016,6 +1020,35 @@ fn within_bounds(
             ));
         }
     }
+    // What a float reduction feeds: the LIR interpreter's bits on the lowered cut, whose
+    // reductions run in the lanes of the backend's (GPU trees aside).
+    let mut lane_order_compared = false;
+    if !probed.after_float_reduction.is_empty() && (!gpu_trees || !uses_gpu_tree(&lir)) {
+        let (cut_lir, _) = lower_kernel(&probed.cut).map_err(|e| format!("cut kernel: {e}"))?;
+        if same_reduction_lanes(&lir, &cut_lir) {
+            let named_cut: Vec<(&str, ArrayView<'_>)> = probed
+                .cut
+                .inputs()
+                .map(|(_, name, _)| name)
+                .zip(cut_inputs.iter().cloned())
+                .collect();
+            let ordered =
+                order_inputs(&cut_lir, &named_cut).map_err(|e| format!("cut kernel's inputs: {e}"))?;
+            let expected = run_lir(&cut_lir, &ordered, Mode::Native)
+                .map_err(|e| format!("lowered cut kernel: {}", one_line(&e)))?;
+            for ((_, name, _), e) in cut_lir.outputs().zip(&expected) {
+                if !probed.after_float_reduction.iter().any(|n| n == name) {
+                    continue;
+                }
+                if let Some(d) = first_difference(e, output(name)?) {
+                    return Err(format!(
+                        "output `{name}`: {d} (LIR interpreter given the backend's transcendental values)"
+                    ));
+                }
+            }
+            lane_order_compared = true;
+        }
+    }
 
     // The transcendental values, at the backend's operands.
     let (mut bounded, mut unbounded) = (0u64, 0u64);
@@ -1058,13 +1091,33 @@ fn within_bounds(
     if unbounded > 0 {
         reasons.push("transcendental: values without a documented bound not compared".to_string());
     }
-    if !probed.after_float_reduction.is_empty() {
+    if !probed.after_float_reduction.is_empty() && !lane_order_compared {
         reasons.push("transcendental: outputs after a float reduction not compared".to_string());
     }
     Ok(Bounded::Compared {
         checked: bounded > 0,
         reasons,
     })
+}
+
+/// Whether every reduction kernel of `cut` has a kernel of `lir` with its dims and reduced
+/// dims, and all such kernels split their rows into the same lanes: then a reduction of the
+/// same values rounds the same way in both.
+fn same_reduction_lanes(lir: &LirProgram, cut: &LirProgram) -> bool {
+    let lanes_of = |p: &LirProgram| -> Option<BTreeMap<(Vec<usize>, usize), u32>> {
+        let mut lanes = BTreeMap::new();
+        for k in p.kernels().iter().filter(|k| k.reduce_dims > 0) {
+            let key = (k.dims.clone(), k.reduce_dims);
+            if *lanes.entry(key).or_insert(k.schedule.reduce_lanes) != k.schedule.reduce_lanes {
+                return None;
+            }
+        }
+        Some(lanes)
+    };
+    match (lanes_of(lir), lanes_of(cut)) {
+        (Some(ours), Some(theirs)) => theirs.iter().all(|(key, lanes)| ours.get(key) == Some(lanes)),
+        _ => false,
+    }
 }
 
 /// The kernel optimised and lowered with the default configuration, and whether a
@@ -1274,7 +1327,7 @@ mod tests {
     use std::sync::Arc;
 
     use rfx_ir::lir::LirProgram;
-    use rfx_ir::{ArrayView, ArrayViewMut, DataMut, Shape};
+    use rfx_ir::{ArrayView, ArrayViewMut, DataMut, ReduceOp, Shape};
     use rfx_lower::{CompileOptions, Compiled};
 
     use super::*;
@@ -1387,7 +1440,7 @@ mod tests {
     #[test]
     fn the_cpu_backend_is_within_its_bounds() {
         let (kernel, inputs, probed) = sine_kernel();
-        let outcome = within_bounds(&rfx_codegen_cpu::CpuBackend, &probed, &kernel, &inputs);
+        let outcome = within_bounds(&rfx_codegen_cpu::CpuBackend, false, &probed, &kernel, &inputs);
         let expected = Bounded::Compared {
             checked: true,
             reasons: Vec::new(),
@@ -1404,7 +1457,7 @@ mod tests {
             ulps: 0,
             bound: 0,
         };
-        let error = within_bounds(&strict, &probed, &kernel, &inputs).expect_err("1 ULP > 0");
+        let error = within_bounds(&strict, false, &probed, &kernel, &inputs).expect_err("1 ULP > 0");
         assert!(
             error.starts_with("sin(") && error.ends_with("1 ULP > 0"),
             "{error}"
@@ -1426,11 +1479,77 @@ mod tests {
             ulps: 5,
             bound: 4,
         };
-        let error = within_bounds(&faulty, &probed, &kernel, &inputs).expect_err("5 ULP > 4");
+        let error = within_bounds(&faulty, false, &probed, &kernel, &inputs).expect_err("5 ULP > 4");
         assert!(
             error.contains("element 0") && error.contains("ULP > 4"),
             "{error}"
         );
+    }
+
+    /// `r = sum(sin(x) * x)` over rows of `n` (`rows` of them) and `m = max(r) * 2`, with
+    /// inputs in about [-3, 3], and its probe.
+    fn reduced_sine_kernel(rows: usize, n: usize) -> (Kernel, Vec<Array>, Probed) {
+        let mut b = Builder::new("reduced");
+        let x = b
+            .input("x", TensorType::new(DType::F32, [rows, n]))
+            .expect("input");
+        let s = b.unary(UnaryOp::Sin, x).expect("sin");
+        let v = b.binary(BinaryOp::Mul, s, x).expect("mul");
+        let r = b.reduce(ReduceOp::Sum, v, &[1], false).expect("sum");
+        let top = b.reduce_all(ReduceOp::Max, r).expect("max");
+        let two = b.constant(Scalar::F32(2.0), Vec::<usize>::new());
+        let m = b.binary(BinaryOp::Mul, top, two).expect("mul");
+        b.output("r", r).expect("output");
+        b.output("m", m).expect("output");
+        let kernel = b.finish().expect("kernel");
+        let mut rng = TestRng::new(11);
+        let x: Vec<f32> = (0..rows * n).map(|_| rng.uniform(-3.0, 3.0) as f32).collect();
+        let inputs = vec![Array::new(Shape::from(vec![rows, n]), ArrayData::F32(x)).expect("array")];
+        let probed = probe(&kernel).expect("probe");
+        (kernel, inputs, probed)
+    }
+
+    #[test]
+    fn outputs_after_float_reductions_are_compared_in_lane_order() {
+        // Short rows (one accumulator) and long ones (partial lanes): the CPU gives the LIR
+        // interpreter's bits, so nothing is left out.
+        for (rows, n) in [(3, 7), (5, 4096)] {
+            let (kernel, inputs, probed) = reduced_sine_kernel(rows, n);
+            assert_eq!(probed.after_float_reduction, ["r", "m"]);
+            let outcome = within_bounds(&rfx_codegen_cpu::CpuBackend, false, &probed, &kernel, &inputs);
+            let expected = Bounded::Compared {
+                checked: true,
+                reasons: Vec::new(),
+            };
+            assert_eq!(outcome, Ok(expected), "[{rows}, {n}]");
+            // One ULP off in a row sum, or in what follows the reductions, is caught.
+            for (name, outputs) in [("r", &["r"]), ("m", &["m"])] {
+                let faulty = Faulty {
+                    outputs,
+                    ulps: 1,
+                    bound: 4,
+                };
+                let error = within_bounds(&faulty, false, &probed, &kernel, &inputs).expect_err("1 ULP off");
+                assert!(
+                    error.starts_with(&format!("output `{name}`: element 0"))
+                        && error.contains("LIR interpreter"),
+                    "{error}"
+                );
+            }
+        }
+        // A backend whose long reductions run as trees leaves them out, and says so.
+        let (kernel, inputs, probed) = reduced_sine_kernel(5, 4096);
+        let faulty = Faulty {
+            outputs: &["r"],
+            ulps: 1,
+            bound: 4,
+        };
+        let outcome = within_bounds(&faulty, true, &probed, &kernel, &inputs);
+        let expected = Bounded::Compared {
+            checked: true,
+            reasons: vec!["transcendental: outputs after a float reduction not compared".to_string()],
+        };
+        assert_eq!(outcome, Ok(expected));
     }
 
     #[test]
@@ -1441,7 +1560,7 @@ mod tests {
             ulps: 1,
             bound: 4,
         };
-        let error = within_bounds(&faulty, &probed, &kernel, &inputs).expect_err("y is 1 ULP off");
+        let error = within_bounds(&faulty, false, &probed, &kernel, &inputs).expect_err("y is 1 ULP off");
         assert!(error.starts_with("output `y`: element 0"), "{error}");
     }
 }

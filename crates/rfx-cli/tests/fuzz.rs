@@ -20,13 +20,18 @@ fn twenty_thousand_random_kernels_agree_on_every_path() {
     eprint!("{report}");
     assert!(report.mismatches.is_empty(), "{report}");
     assert_eq!(report.kernels, QUICK_KERNELS);
-    // Every kernel reached the reference and was compared on the CPU backend (some only in
-    // part: outputs after float reductions in kernels with transcendentals).
+    // Every kernel reached the reference and was compared on the CPU backend, in full but for
+    // a rare kernel with transcendentals whose probed cut lowers its reductions into other lanes
+    // (outputs after its float reductions left out).
     assert_eq!(report.path("lir-interp").compared, QUICK_KERNELS, "{report}");
     let cpu = report.path("cpu");
     assert_eq!(cpu.compared, QUICK_KERNELS, "{report}");
     let partial = "transcendental: outputs after a float reduction not compared";
-    assert_eq!(cpu.skipped.keys().collect::<Vec<_>>(), [partial], "{report}");
+    assert!(cpu.skipped.keys().all(|k| k == partial), "{report}");
+    assert!(
+        cpu.skipped.get(partial).copied().unwrap_or(0) <= QUICK_KERNELS / 1000,
+        "{report}"
+    );
     assert!(
         report.path("hir-interp").compared >= QUICK_KERNELS / 2,
         "{report}"

@@ -150,6 +150,31 @@ pub(crate) fn lower_kernel(
             strides: nest.permute(&domain_strides),
         });
     }
+    // A reduction of one point per output (every reduced axis of size 1) is that point:
+    // `combine(identity, x)` is `x` for every op and dtype (`-0 + x`, `1 * x`, `max(-inf, x)`,
+    // NaN kept) and `finish` of one point returns it (`mean` divides by 1). It is lowered as a
+    // store at the output's index, so backends run an elementwise loop, with the code (and the
+    // transcendental bits) of every other elementwise loop.
+    let single_point = !reductions.is_empty()
+        && reduced_axes
+            .iter()
+            .all(|&a| kernel.domain.dims().get(a) == Some(&1));
+    let first_single_access = accesses.len();
+    if single_point {
+        let mut output_strides = vec![0; kernel.domain.rank()];
+        let mut stride = 1;
+        for a in (0..kernel.domain.rank()).rev() {
+            if !reduced_axes.contains(&a) {
+                output_strides[a] = stride;
+                stride *= kernel.domain.dims()[a];
+            }
+        }
+        for _ in &reductions {
+            accesses.push(Access {
+                strides: nest.permute(&output_strides),
+            });
+        }
+    }
     let dims_before = nest.dims.len();
     coalesce(&mut nest, &mut accesses);
 
@@ -320,7 +345,7 @@ pub(crate) fn lower_kernel(
             src,
         });
     }
-    for reduction in &reductions {
+    for (k, reduction) in reductions.iter().enumerate() {
         let src = slot_of
             .get(reduction.value.index())
             .copied()
@@ -329,10 +354,18 @@ pub(crate) fn lower_kernel(
                 kernel: kernel.name.clone(),
                 value: reduction.value.index(),
             })?;
-        body.push(Inst::Reduce {
-            op: reduction.op,
-            buf: reduction.buf,
-            src,
+        body.push(if single_point {
+            Inst::Store {
+                buf: reduction.buf,
+                strides: accesses[first_single_access + k].strides.clone(),
+                src,
+            }
+        } else {
+            Inst::Reduce {
+                op: reduction.op,
+                buf: reduction.buf,
+                src,
+            }
         });
     }
     // A store or reduction of an invariant value still runs per point: it reads a preamble slot.

@@ -470,3 +470,76 @@ fn the_registry_names_backends() {
     }
     let _ = Scalar::F32(0.0);
 }
+
+/// A reduction over axes of size 1 reduces one point per output, which is that point
+/// (`-0 + x`, `1 * x`, `max(-inf, x)`, `x / 1`, NaN kept): it lowers to a store, so backends run
+/// it as an elementwise loop, and gives the HIR interpreter's bits for every op and dtype, on
+/// ±0, ±Inf and NaN too.
+#[test]
+fn reductions_of_one_point_per_output_are_stores_of_that_point() {
+    let specials = [0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1.5, -2.25e-3, 7.0];
+    let mut rng = TestRng::new(0x51);
+    for dtype in ["f32", "f64", "i32"] {
+        for op in ["sum", "prod", "max", "min", "mean"] {
+            if op == "mean" && dtype == "i32" {
+                continue;
+            }
+            for (shape, axes, out) in [
+                ("1, 4", "[0]", "4"),
+                ("3, 1, 2", "[1]", "3, 2"),
+                ("5, 1", "[1]", "5"),
+                ("1", "[0]", ""),
+                ("1, 1, 6", "[0, 1]", "6"),
+            ] {
+                let text = format!(
+                    "kernel k {{\n %x = input x : {dtype}[{shape}]\n %r = {op} %x axes {axes} : {dtype}[{out}]\n \
+                     output r = %r\n}}"
+                );
+                let kernel = hir::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+                let lir = lower_kernel(&kernel);
+                let reduces = lir
+                    .kernels()
+                    .iter()
+                    .flat_map(|k| &k.body)
+                    .filter(|i| matches!(i, rfx_ir::lir::Inst::Reduce { .. }))
+                    .count();
+                assert_eq!(reduces, 0, "{text}\n{lir}");
+                let dims: Vec<usize> = shape.split(", ").map(|d| d.parse().expect("dim")).collect();
+                let numel: usize = dims.iter().product();
+                let values: Vec<f64> = (0..numel)
+                    .map(|i| {
+                        if i < specials.len() && rng.uniform(0.0, 1.0) < 0.7 {
+                            specials[(i + numel) % specials.len()]
+                        } else {
+                            rng.uniform(-40.0, 40.0)
+                        }
+                    })
+                    .collect();
+                let data = match dtype {
+                    "f32" => rfx_ir::ArrayData::F32(values.iter().map(|&v| v as f32).collect()),
+                    "f64" => rfx_ir::ArrayData::F64(values),
+                    _ => rfx_ir::ArrayData::I32(
+                        values
+                            .iter()
+                            .map(|&v| if v.is_finite() { v as i32 } else { i32::MIN })
+                            .collect(),
+                    ),
+                };
+                let x = Array::new(Shape::new(dims), data).expect("input");
+                let expected = run_hir(&kernel, &[x.view()], Mode::Native).expect("interp");
+                let got = execute_lowered(&lir, &[("x", x.view())], &InterpBackend).expect("lowered");
+                let bits = |a: &Array| -> Vec<u64> {
+                    (0..a.data().len())
+                        .map(|i| {
+                            a.get(i).map_or(0, |s| {
+                                let v = s.to_f64();
+                                if v.is_nan() { u64::MAX } else { v.to_bits() }
+                            })
+                        })
+                        .collect()
+                };
+                assert_eq!(bits(&expected[0]), bits(&got[0].1), "{text}\n{lir}");
+            }
+        }
+    }
+}

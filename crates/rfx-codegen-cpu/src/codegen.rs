@@ -399,6 +399,7 @@ fn build_into(
             col_indices: HashMap::new(),
             segment_unroll: SEGMENT_UNROLL,
             preloaded: HashMap::new(),
+            rows_in_tiles: false,
         };
         shape = generator.emit(&mut b, table, lo, hi)?;
         b.seal_all_blocks();
@@ -473,6 +474,9 @@ struct Gen<'i, 'k> {
     /// Body loads already in registers for the point being emitted, by body index: the
     /// transposed rows of a reduction with its outputs in lanes (`Gen::transposed_rows`).
     preloaded: HashMap<usize, Value>,
+    /// A reduction with one accumulator per output whose rows run in tiles, one output at a
+    /// time, folded into a one-lane partial (`Gen::emit_reduction`).
+    rows_in_tiles: bool,
 }
 
 /// The pure operations [`Gen::memo`] shares.
@@ -637,13 +641,18 @@ impl<'k> Gen<'_, 'k> {
         // their accumulators in registers, rather than through a one-lane stack partial.
         self.point_width = 1;
         let inner = kernel.dims.last().copied().unwrap_or(1);
+        let routines = self.imports.aot.is_some() && self.body_has_routines()?;
+        // Outputs in lanes run their routines in tiles where a group's whole rows fit in one
+        // (one reduced dim); other rows with routines run one output at a time (below), so that
+        // every transcendental of a kernel has the routines' bits.
+        let lanes_fit = reduce_dims == 1 && inner * usize::from(self.width) <= TILE;
+        let in_lanes = has_reduce && self.outputs_in_lanes(reduce_dims);
         let one_at_a_time =
-            has_reduce && kernel.schedule.reduce_lanes <= 1 && !self.outputs_in_lanes(reduce_dims);
+            has_reduce && kernel.schedule.reduce_lanes <= 1 && (!in_lanes || (routines && !lanes_fit));
         // Unless its rows hold routines: then each row runs in tiles, its staged values folded
         // in row order into one accumulator (the routines' bits, as in the elementwise kernel;
         // `f32` sum of `sin x * cos x` over 12 points 132 → 64 ns, `f64` `tanh` over 6 103 → 64).
-        let row_tiles =
-            one_at_a_time && reduce_dims > 0 && self.imports.aot.is_some() && inner >= MIN_TILED_ELEMS;
+        let row_tiles = one_at_a_time && reduce_dims > 0 && routines && inner >= MIN_TILED_ELEMS;
         if one_at_a_time && !row_tiles {
             // A reduction to one value evaluates its points a vector at a time and adds the
             // lanes in order (see `Gen::emit_reduction_across`).
@@ -665,16 +674,17 @@ impl<'k> Gen<'_, 'k> {
             self.plan_tiles(b, inner)?;
         }
         if row_tiles && self.tiles.is_none() {
-            // No routine in the body (or a row shorter than a vector with ops around its
-            // routine): the points a vector at a time, as above.
-            self.point_width = self.width;
+            // A row shorter than a vector with ops around its routine: scalar code, which calls
+            // the routines one element at a time.
             self.width = 1;
         }
+        self.rows_in_tiles = row_tiles && self.tiles.is_some();
         // Outputs in lanes, one reduced dim: a group of `w` outputs stages its values for the
         // whole row, `w` lanes per point, and the routines run over all of them
         // (`Gen::emit_across_tiles`).
         if self.imports.aot.is_some()
             && has_reduce
+            && !one_at_a_time
             && reduce_dims == 1
             && self.outputs_in_lanes(reduce_dims)
             && inner * usize::from(self.width) <= TILE
@@ -1647,9 +1657,7 @@ impl<'k> Gen<'_, 'k> {
     ) -> Result<KernelShape, BackendError> {
         // One accumulator per output runs across the outputs (in lanes, or one at a time inline)
         // unless its rows run in tiles with a one-lane partial (see `Gen::emit`).
-        if self.kernel().schedule.reduce_lanes <= 1
-            && (self.tiles.is_none() || self.outputs_in_lanes(reduce_dims))
-        {
+        if self.kernel().schedule.reduce_lanes <= 1 && !self.rows_in_tiles {
             return self.emit_reduction_across(b, lo, hi, reduce_dims);
         }
         let kernel = self.kernel();
@@ -1899,6 +1907,21 @@ impl<'k> Gen<'_, 'k> {
             Ok(Vec::new())
         })?;
         Ok(())
+    }
+
+    /// Whether a body instruction has a tile routine (linked or not).
+    fn body_has_routines(&self) -> Result<bool, BackendError> {
+        for inst in &self.kernel().body {
+            let routine = match inst {
+                Inst::Unary { op, src, .. } => AotFn::for_op(*op, self.slot_dtype(*src)?),
+                Inst::Binary { op, lhs, .. } => AotFn::for_binary(*op, self.slot_dtype(*lhs)?),
+                _ => None,
+            };
+            if routine.is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// The body's reductions in order: op, output buffer and its dtype.

@@ -785,6 +785,20 @@ fn reductions_fold_their_tiled_points_in_order() {
             "%c = cos %x : f32[{S}]\n %s = sin %x : f32[{S}]\n %v = mul %s, %c : f32[{S}]",
             vec![("sum", "[1]", "[{N}]"), ("max", "[1]", "[{N}]")],
         ),
+        // Outputs in lanes whose rows do not fit a tile group (columns of 300 points, two
+        // reduced dims): one output at a time, in tiles.
+        (
+            "f64",
+            "300, {N}",
+            "%v = exp %x : f64[{S}]",
+            vec![("sum", "[0]", "[{N}]")],
+        ),
+        (
+            "f32",
+            "10, 8, {N}",
+            "%s = sin %x : f32[{S}]\n %v = mul %s, %x : f32[{S}]",
+            vec![("sum", "[0, 1]", "[{N}]"), ("max", "[0, 1]", "[{N}]")],
+        ),
         // One output over a short or long row (a short row runs in tiles too, folding into one
         // accumulator).
         (

@@ -142,8 +142,10 @@ pub fn sink_transposes(kernel: &Kernel) -> Result<Kernel, OptError> {
         }
     }
     // Each node is rebuilt as it is or, for a sunk value, transposed by its `sunk` perm; `args`
-    // are the operands so rebuilt. `views` holds the transposes of operands already built.
-    let mut views: std::collections::HashMap<(ValueId, Vec<usize>), ValueId> =
+    // are the operands so rebuilt. `views` holds the transposes of operands already built, by
+    // operand, perm and the shape it was broadcast to first: a transpose node and a sunk
+    // elementwise user may want the same operand by the same perm at two shapes.
+    let mut views: std::collections::HashMap<(ValueId, Vec<usize>, Shape), ValueId> =
         std::collections::HashMap::new();
     rebuild(kernel, |b, value, node, args| {
         // `transpose(a, p)` for operand `a`, rebuilt as `built` (broadcast to `shape` first when
@@ -157,7 +159,8 @@ pub fn sink_transposes(kernel: &Kernel) -> Result<Kernel, OptError> {
             if sunk[a.index()].as_deref() == Some(p) || is_identity(p) {
                 return Ok(built);
             }
-            if let Some(&done) = views.get(&(a, p.to_vec())) {
+            let key = (a, p.to_vec(), shape.clone());
+            if let Some(&done) = views.get(&key) {
                 return Ok(done);
             }
             let mut plain = built;
@@ -165,7 +168,7 @@ pub fn sink_transposes(kernel: &Kernel) -> Result<Kernel, OptError> {
                 plain = b.broadcast_to(plain, shape.clone()).map_err(OptError::Rebuild)?;
             }
             let view = b.transpose(plain, p).map_err(OptError::Rebuild)?;
-            views.insert((a, p.to_vec()), view);
+            views.insert(key, view);
             Ok(view)
         };
         match (&node.op, &sunk[value.index()], node.args.first(), args.first()) {

@@ -122,3 +122,27 @@ fn sinking_transposes_keeps_the_bits_and_moves_them() {
         "the generator moved transposes in only {moved} kernels"
     );
 }
+
+/// `rfx fuzz` seed 5644430 (after saturation): `%1` is wanted transposed by `[0,2,1]` both by a
+/// sunk `ge` (broadcast to `[2,1,2]` first) and by a transpose node (as it is). The pass cached
+/// one view per operand and perm, so the transpose got the broadcast view and the rebuilt kernel
+/// did not type-check; views are now cached by target shape too.
+#[test]
+fn one_operand_transposed_at_two_shapes_gets_two_views() {
+    let kernel = rfx_ir::hir::parse(
+        "kernel fuzz {\n %0 = input in0 : f32[1,1,2]\n %1 = transpose %0 perm [2,1,0] : f32[2,1,1]\n \
+         %2 = ge %1, %0 : bool[2,1,2]\n %3 = transpose %1 perm [0,2,1] : f32[2,1,1]\n \
+         %4 = select %2, %3, %0 : f32[2,1,2]\n %5 = transpose %4 perm [0,2,1] : f32[2,2,1]\n \
+         output out1 = %5\n}",
+    )
+    .expect("kernel");
+    let sunk = sink_transposes(&kernel).unwrap_or_else(|e| panic!("{e}"));
+    let mut rng = TestRng::new(5644430);
+    for _ in 0..20 {
+        let inputs = random_inputs(&mut rng, &kernel, 0.3);
+        let views: Vec<_> = inputs.iter().map(Array::view).collect();
+        let expected = run_hir(&kernel, &views, Mode::Native).expect("valid kernel");
+        let after = run_hir(&sunk, &views, Mode::Native).expect("valid sunk kernel");
+        assert!(same_values(&expected[0], &after[0]), "{kernel}\n{sunk}");
+    }
+}

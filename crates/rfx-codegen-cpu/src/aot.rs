@@ -56,11 +56,13 @@
 //!
 //! The results are deterministic (the same input gives the same bits at every position and
 //! every size of a tiled kernel), but may differ in the last bit from the inline polynomials
-//! that kernels use on CPUs without AVX2 and FMA, and in the vector code of the reductions that
-//! keep it (a short row reduced to one value, rows of outputs in lanes over several reduced
-//! dims). A long row reduced with partial accumulators, and a batch of short rows with its
-//! outputs in lanes, run their points in tiles too and fold the staged values in the untiled
-//! order, so `sum(f(x))` gives the bits of summing the tiled `f(x)`. `pow` is
+//! that kernels use on CPUs without AVX2 and FMA. Where the routines are linked, every
+//! transcendental of every kernel has their bits: reductions run their points in tiles too and
+//! fold the staged values in the untiled order (a long row with partial accumulators, a batch
+//! of short rows with its outputs in lanes, and since session 18 a row reduced to one
+//! accumulator, one output at a time, which also takes the rows of outputs in lanes that do
+//! not fit a tile group), and scalar code calls the routines one element at a time, so
+//! `sum(f(x))` gives the bits of summing the tiled `f(x)`. `pow` is
 //! the exception: where the routines are linked, every `pow` of a kernel calls them, in short
 //! loops and reductions on the vector's lanes (`transcendental::binary`), since the inline `pow`
 //! costs as much for one lane as for a whole vector.

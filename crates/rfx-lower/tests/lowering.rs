@@ -477,7 +477,16 @@ fn the_registry_names_backends() {
 /// ±0, ±Inf and NaN too.
 #[test]
 fn reductions_of_one_point_per_output_are_stores_of_that_point() {
-    let specials = [0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, f64::NAN, 1.5, -2.25e-3, 7.0];
+    let specials = [
+        0.0,
+        -0.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        1.5,
+        -2.25e-3,
+        7.0,
+    ];
     let mut rng = TestRng::new(0x51);
     for dtype in ["f32", "f64", "i32"] {
         for op in ["sum", "prod", "max", "min", "mean"] {

@@ -7,7 +7,8 @@
 //!
 //! - `cargo xtask perf-check --baseline baselines/NAME.json --threshold-pct 10`: runs `rfx bench`
 //!   and compares every kernel's time, normalised by a reference loop measured in the same run,
-//!   with the baseline; exits 1 when one is slower by more than the threshold.
+//!   with the baseline (best of `--repeat 3` runs; a kernel that looks slower is run again alone,
+//!   `--confirm 2` more times); exits 1 when one is slower by more than the threshold.
 //! - `cargo xtask bench-baseline --output baselines/NAME.json`: writes a new baseline.
 //! - `cargo xtask peers [--markdown FILE]`: `rfx bench` and `../shared/peers/peers.py` at sizes
 //!   1 to 1M, and rfx's speed ratio to NumPy, numexpr, JAX, numba, CasADi, tinygrad and gcc C.
@@ -79,7 +80,7 @@ fn main() -> ExitCode {
         },
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\ncommands:\n  deps             check the crate layering rules\n  perf-check       compare an rfx bench run with a baseline (--baseline FILE --threshold-pct 10)\n  bench-baseline   write a new baseline (--output FILE)\n  peers            rfx bench and the peers script side by side (--markdown FILE)\n  fuzz             the differential fuzzer for a while (--minutes N, default 10)\n  miri             Miri over rfx-ir, rfx-lower and rfx-opt (nightly; --crate NAME, --all-tests)"
+                "usage: cargo xtask <command>\n\ncommands:\n  deps             check the crate layering rules\n  perf-check       compare an rfx bench run with a baseline (--baseline FILE --threshold-pct 10 [--repeat 3] [--confirm 2])\n  bench-baseline   write a new baseline (--output FILE)\n  peers            rfx bench and the peers script side by side (--markdown FILE)\n  fuzz             the differential fuzzer for a while (--minutes N, default 10)\n  miri             Miri over rfx-ir, rfx-lower and rfx-opt (nightly; --crate NAME, --all-tests)"
             );
             ExitCode::from(2)
         }

@@ -6,7 +6,8 @@
 //! these *normalised* times, which cancel machine speed and background load to first order
 //! (older output without it falls back to `p50 / reference_p50_s`). With
 //! `--repeat N` the bench runs N times and each kernel keeps its best normalised time, so one
-//! unlucky run cannot fail the check.
+//! unlucky run cannot fail the check; a kernel that still looks slower is measured again alone
+//! (`--confirm N` more runs, default 2) and fails only if its best time over all its runs does.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -118,6 +119,25 @@ pub(crate) fn best_of(runs: &[Results]) -> Results {
         e.spread_pct = (high / e.normalised.max(1e-12) - 1.0) * 100.0;
     }
     best
+}
+
+/// `current` with each entry of `more` that is better (a smaller normalised time) in place of
+/// the current one: a flagged kernel's confirmation runs only ever add chances to be as fast as
+/// its baseline, as the best-of-N runs do.
+pub(crate) fn merge_best(current: &Results, more: &[Results]) -> Results {
+    let mut merged = current.clone();
+    for run in more {
+        for (key, entry) in run {
+            if let Some(e) = merged.get_mut(key)
+                && entry.normalised < e.normalised
+            {
+                let spread = e.spread_pct;
+                *e = entry.clone();
+                e.spread_pct = spread;
+            }
+        }
+    }
+    merged
 }
 
 /// A kernel's verdict.
@@ -245,6 +265,7 @@ pub(crate) fn print_rows(rows: &[Row], threshold_pct: f64) -> bool {
 }
 
 /// Options shared by the two commands.
+#[derive(Clone)]
 pub(crate) struct BenchRun {
     pub(crate) backend: String,
     pub(crate) size: String,
@@ -330,7 +351,7 @@ pub(crate) fn flags(args: &[String]) -> Result<BTreeMap<String, String>, String>
 }
 
 /// `cargo xtask perf-check --baseline FILE [--output FILE] [--backend cpu] [--threshold-pct 10]
-/// [--repeat 3] [--size N | N,M,...] [--iterations N] [--no-run true]`.
+/// [--repeat 3] [--confirm 2] [--size N | N,M,...] [--iterations N] [--no-run true]`.
 pub(crate) fn perf_check(root: &Path, args: &[String]) -> Result<bool, String> {
     let f = flags(args)?;
     let baseline_path = PathBuf::from(f.get("baseline").ok_or("--baseline FILE is required")?);
@@ -366,7 +387,39 @@ pub(crate) fn perf_check(root: &Path, args: &[String]) -> Result<bool, String> {
                 .unwrap_or_default(),
         };
         let (runs, _) = run_bench(root, &opts, &output)?;
-        best_of(&runs)
+        let mut current = best_of(&runs);
+        // Kernels that look slower are measured again, alone at their size: on a shared
+        // machine one kernel's three runs can all land in a busy spell.
+        let confirm: usize = f.get("confirm").and_then(|r| r.parse().ok()).unwrap_or(2);
+        let flagged: Vec<(String, u64)> = compare(&baseline, &current, threshold)
+            .into_iter()
+            .filter(|r| r.slower && r.current.is_some())
+            .map(|r| (r.kernel, r.size))
+            .collect();
+        if confirm > 0 && !flagged.is_empty() {
+            let scratch = root.join("target/perf-confirm.json");
+            for (kernel, size) in &flagged {
+                eprintln!("perf: confirming {kernel} at {size}");
+                let mut one = BenchRun {
+                    size: size.to_string(),
+                    repeat: confirm,
+                    ..opts.clone()
+                };
+                one.extra.extend(["--filter".to_string(), kernel.clone()]);
+                let (more, _) = run_bench(root, &one, &scratch)?;
+                // Only the flagged kernel's entry counts (the filter matches by substring).
+                let more: Vec<Results> = more
+                    .into_iter()
+                    .map(|r| {
+                        r.into_iter()
+                            .filter(|(k, _)| k.0 == *kernel && k.1 == *size)
+                            .collect()
+                    })
+                    .collect();
+                current = merge_best(&current, &more);
+            }
+        }
+        current
     };
     Ok(print_rows(&compare(&baseline, &current, threshold), threshold))
 }
@@ -432,6 +485,29 @@ mod tests {
             vec!["sin"]
         );
         assert!(!print_rows(&rows, 10.0));
+    }
+
+    /// A kernel flagged by one unlucky set of runs passes once a confirmation run matches its
+    /// baseline; a real regression stays slower in every run and still fails. Confirmation runs
+    /// replace only entries they beat, and add no kernel.
+    #[test]
+    fn confirmation_runs_clear_noise_but_not_a_regression() {
+        let base = parse_results(&doc(&[("add", 1024, 2e-6, 1e-6), ("sin", 1024, 8e-6, 1e-6)])).unwrap();
+        let unlucky = parse_results(&doc(&[("add", 1024, 2e-6, 1e-6), ("sin", 1024, 11e-6, 1e-6)])).unwrap();
+        assert!(compare(&base, &unlucky, 10.0).iter().any(|r| r.slower));
+        let again = parse_results(&doc(&[("sin", 1024, 8.2e-6, 1e-6), ("cos", 1024, 9e-6, 1e-6)])).unwrap();
+        let worse = parse_results(&doc(&[("sin", 1024, 12e-6, 1e-6)])).unwrap();
+        let merged = merge_best(&unlucky, &[worse.clone(), again]);
+        assert!(compare(&base, &merged, 10.0).iter().all(|r| !r.slower));
+        assert!(!merged.contains_key(&("cos".to_string(), 1024)));
+        assert_eq!(merged[&("sin".to_string(), 1024)].normalised, 8.2);
+        let still = merge_best(&unlucky, &[worse.clone(), worse]);
+        assert_eq!(still[&("sin".to_string(), 1024)].normalised, 11.0);
+        assert!(
+            compare(&base, &still, 10.0)
+                .iter()
+                .any(|r| r.slower && r.kernel == "sin")
+        );
     }
 
     /// Several kernels got much faster (work that landed after the baseline): the unchanged

@@ -1568,6 +1568,23 @@ fn emit_inst(
         Inst::Compare { op, lhs, rhs, .. } => {
             Emitter::compare(*op, dtype_of(*lhs)?, &slot(*lhs), &slot(*rhs))
         }
+        // A float select passes its operands through `rfx_exact`: Mesa turns a select between
+        // known constants into arithmetic on the condition (`select(-1, 0, c)` gave -0 for a
+        // true `c`; found by `rfx fuzz` on lavapipe).
+        Inst::Select {
+            cond,
+            on_true,
+            on_false,
+            ..
+        } if dtype_of(*on_true)? == DType::F32 => {
+            let exact = em.use_helper(Helper::Exact);
+            format!(
+                "select({exact}({}), {exact}({}), {})",
+                slot(*on_false),
+                slot(*on_true),
+                slot(*cond)
+            )
+        }
         Inst::Select {
             cond,
             on_true,

@@ -158,10 +158,12 @@ fn routine_on_lanes_n(
         .collect()
 }
 
-/// `op(a, b)` for `pow` and `atan2`: inline vector code, except `pow` where the tile routines
-/// are linked (AVX2 and FMA), which calls the routine on the `w` lanes (staged through the
-/// stack): the inline `pow` costs about as much for one lane as for a vector, several times
-/// the routine's scalar path, and a kernel then gets the same `pow` bits in every loop.
+/// `op(a, b)` for `pow` and `atan2`: inline vector code, except where the tile routines are
+/// linked (AVX2 and FMA), which calls the routine on the `w` lanes (staged through the stack):
+/// the inline `pow` costs about as much for one lane as for a vector, several times the
+/// routine's scalar path, and a kernel then gets the routines' bits in every loop (scalar code
+/// computed `atan2` inline until session 18, so a one-element kernel and a reduction's scalar
+/// rows could differ from the tiles in the last bit; found by `rfx fuzz`).
 pub(crate) fn binary(
     e: &mut Emitter<'_, '_>,
     op: BinaryOp,
@@ -170,7 +172,7 @@ pub(crate) fn binary(
     dtype: DType,
 ) -> Result<Value, BackendError> {
     let ty = cl_type(dtype, e.w);
-    if op == BinaryOp::Pow
+    if matches!(op, BinaryOp::Pow | BinaryOp::Atan2)
         && let Some(func) = AotFn::for_binary(op, dtype).and_then(|routine| e.imports.routine(routine))
     {
         return Ok(routine_on_lanes(e, func, &[a, b], ty));

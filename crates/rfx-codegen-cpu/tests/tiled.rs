@@ -446,17 +446,21 @@ fn f64_pow_tiles_equal_the_inline_code_bit_for_bit() {
 
 /// Outside tiles (short loops, reductions) `pow` calls the routine on a vector's lanes, so a
 /// short kernel gives a tiled kernel's bits, and a reduction of `pow` is right.
+/// `pow` and `atan2` call their routines outside tiles too (one-element kernels, scalar code,
+/// reductions), so every loop of every kernel gives the tiles' bits.
 #[test]
-fn pow_outside_tiles_calls_the_routine() {
-    for dt in ["f32", "f64"] {
+fn binary_routines_outside_tiles_call_the_routine() {
+    for (dt, op) in [("f32", "pow"), ("f64", "pow"), ("f32", "atan2"), ("f64", "atan2")] {
         let elementwise = "kernel k {\n %x = input x : {dt}[{N}]\n %y = input y : {dt}[{N}]\n \
-                           %o = pow %x, %y : {dt}[{N}]\n output out = %o\n}"
-            .replace("{dt}", dt);
+                           %o = {op} %x, %y : {dt}[{N}]\n output out = %o\n}"
+            .replace("{dt}", dt)
+            .replace("{op}", op);
         check(&elementwise, &[1, 2, 3, 5, 16, 63], Some(1));
         let reduction = "kernel k {\n %x = input x : {dt}[{N}]\n %p = const 2.5 : {dt}[]\n \
-                         %a = abs %x : {dt}[{N}]\n %e = pow %a, %p : {dt}[{N}]\n \
+                         %a = abs %x : {dt}[{N}]\n %e = {op} %a, %p : {dt}[{N}]\n \
                          %s = sum %e axes [0] : {dt}[]\n output out = %s\n}"
-            .replace("{dt}", dt);
+            .replace("{dt}", dt)
+            .replace("{op}", op);
         check_inputs(&reduction, &[1, 7, 100, 1000], Some(1), true);
         if !tile_routines_linked() {
             continue;
@@ -503,7 +507,12 @@ fn pow_outside_tiles_calls_the_routine() {
         let tiled = run(1024, &xs, &ys);
         for start in (0..1024).step_by(16) {
             let short = run(16, &xs[start..start + 16], &ys[start..start + 16]);
-            assert_eq!(short, tiled[start..start + 16], "{dt}, elements {start}..");
+            assert_eq!(short, tiled[start..start + 16], "{dt} {op}, elements {start}..");
+        }
+        // One-element kernels (scalar code in the preamble).
+        for i in 0..64 {
+            let one = run(1, &xs[i..=i], &ys[i..=i]);
+            assert_eq!(one, tiled[i..=i], "{dt} {op}, element {i} alone");
         }
     }
 }

@@ -29,10 +29,10 @@
 //!   the transcendental nodes replaced by the backend's values. So no error analysis is needed:
 //!   approximations are checked one op at a time, and everything around them exactly. Outputs
 //!   and operands a float reduction feeds must have the bits of the LIR interpreter run on the
-//!   cut, lowered, when its reductions split their rows into the backend's lanes; they are left
-//!   out where they do not (rare) and behind GPU trees (as above), as are values where the
-//!   backend documents no bound (metal outside its lavapipe table's ranges, or on another
-//!   device).
+//!   cut, lowered, with each reduction in the backend's lanes (those of the backend's kernel
+//!   with the same loop nest); they are left out where no such kernel exists (rare) and behind
+//!   GPU trees (as above), as are values where the backend documents no bound (metal outside
+//!   its lavapipe table's ranges, or on another device).
 //!
 //! An error from a path whose reference succeeded is a mismatch, except a typed
 //! [`BackendError::Unsupported`] (metal has no `f64`; sizes beyond a device's limits), which is
@@ -1025,7 +1025,7 @@ fn within_bounds(
     let mut lane_order_compared = false;
     if !probed.after_float_reduction.is_empty() && (!gpu_trees || !uses_gpu_tree(&lir)) {
         let (cut_lir, _) = lower_kernel(&probed.cut).map_err(|e| format!("cut kernel: {e}"))?;
-        if same_reduction_lanes(&lir, &cut_lir) {
+        if let Some(cut_lir) = with_backend_lanes(&lir, &cut_lir) {
             let named_cut: Vec<(&str, ArrayView<'_>)> = probed
                 .cut
                 .inputs()
@@ -1100,24 +1100,37 @@ fn within_bounds(
     })
 }
 
-/// Whether every reduction kernel of `cut` has a kernel of `lir` with its dims and reduced
-/// dims, and all such kernels split their rows into the same lanes: then a reduction of the
-/// same values rounds the same way in both.
-fn same_reduction_lanes(lir: &LirProgram, cut: &LirProgram) -> bool {
-    let lanes_of = |p: &LirProgram| -> Option<BTreeMap<(Vec<usize>, usize), u32>> {
-        let mut lanes = BTreeMap::new();
-        for k in p.kernels().iter().filter(|k| k.reduce_dims > 0) {
-            let key = (k.dims.clone(), k.reduce_dims);
-            if *lanes.entry(key).or_insert(k.schedule.reduce_lanes) != k.schedule.reduce_lanes {
-                return None;
-            }
+/// `cut` with each reduction kernel's lanes set to those of the kernel of `lir` with the same
+/// dims and reduced dims (the backend's), so that the LIR interpreter rounds its reductions as
+/// the backend did: the probes' extra stores can change lowering's choice between partial lanes
+/// and one accumulator. `None` when a reduction of `cut` has no such kernel, or `lir` has two
+/// with different lanes.
+fn with_backend_lanes(lir: &LirProgram, cut: &LirProgram) -> Option<LirProgram> {
+    let mut lanes = BTreeMap::new();
+    for k in lir.kernels().iter().filter(|k| k.reduce_dims > 0) {
+        let key = (k.dims.clone(), k.reduce_dims);
+        if *lanes.entry(key).or_insert(k.schedule.reduce_lanes) != k.schedule.reduce_lanes {
+            return None;
         }
-        Some(lanes)
-    };
-    match (lanes_of(lir), lanes_of(cut)) {
-        (Some(ours), Some(theirs)) => theirs.iter().all(|(key, lanes)| ours.get(key) == Some(lanes)),
-        _ => false,
     }
+    let kernels = cut
+        .kernels()
+        .iter()
+        .cloned()
+        .map(|mut k| {
+            if k.reduce_dims > 0 {
+                k.schedule.reduce_lanes = *lanes.get(&(k.dims.clone(), k.reduce_dims))?;
+            }
+            Some(k)
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(LirProgram::from_parts(
+        cut.name(),
+        cut.buffers().to_vec(),
+        cut.arena_bytes(),
+        cut.arena_align(),
+        kernels,
+    ))
 }
 
 /// The kernel optimised and lowered with the default configuration, and whether a

@@ -682,13 +682,7 @@ impl<'k> Gen<'_, 'k> {
         // Outputs in lanes, one reduced dim: a group of `w` outputs stages its values for the
         // whole row, `w` lanes per point, and the routines run over all of them
         // (`Gen::emit_across_tiles`).
-        if self.imports.aot.is_some()
-            && has_reduce
-            && !one_at_a_time
-            && reduce_dims == 1
-            && self.outputs_in_lanes(reduce_dims)
-            && inner * usize::from(self.width) <= TILE
-        {
+        if self.imports.aot.is_some() && has_reduce && in_lanes && !one_at_a_time && lanes_fit {
             self.tiles = self.tile_plan(b, false)?;
             if let Some(plan) = self.tiles.take() {
                 self.fill_invariant_buffers(b, &plan)?;
@@ -730,11 +724,6 @@ impl<'k> Gen<'_, 'k> {
         Ok(())
     }
 
-    /// Loop points per thread below which a split does not pay: the schedule's
-    /// `min_elems_per_thread` is for a body of `REFERENCE_WORK` instruction-equivalents; a
-    /// costlier body (transcendentals count 20, `pow`/`atan2` 40) splits at fewer points, a
-    /// cheaper one (a memory-bound `add`) at more, because handing a chunk to a worker costs
-    /// microseconds that only enough work repays.
     /// Whether the kernel also takes the other of `sin` and `cos` (`op`) of a value in `src`
     /// (the same slot may hold another value by then: this only decides whether scalar code
     /// calls `sincos`, whose second result is reused only for the same value).
@@ -752,6 +741,11 @@ impl<'k> Gen<'_, 'k> {
             .any(|inst| matches!(inst, Inst::Unary { op, src: s, .. } if *op == partner && *s == src))
     }
 
+    /// Loop points per thread below which a split does not pay: the schedule's
+    /// `min_elems_per_thread` is for a body of `REFERENCE_WORK` instruction-equivalents; a
+    /// costlier body (transcendentals count 20, `pow`/`atan2` 40) splits at fewer points, a
+    /// cheaper one (a memory-bound `add`) at more, because handing a chunk to a worker costs
+    /// microseconds that only enough work repays.
     fn min_points_per_thread(&self) -> usize {
         const REFERENCE_WORK: usize = 16;
         let work: usize = self
@@ -994,13 +988,8 @@ impl<'k> Gen<'_, 'k> {
                     defs.push((def, src));
                 }
             }
-            let routine = match inst {
-                Inst::Unary { op, src, .. } if defs.len() == 1 => AotFn::for_op(*op, self.slot_dtype(*src)?),
-                Inst::Binary { op, lhs, .. } if !defs.is_empty() => {
-                    AotFn::for_binary(*op, self.slot_dtype(*lhs)?)
-                }
-                _ => None,
-            };
+            // A routine of values computed per point only (an invariant one is in the preamble).
+            let routine = self.routine_of(inst)?.filter(|_| !defs.is_empty());
             reads.push(defs);
             routines.push(routine);
             if let Some(dst) = inst.dst()
@@ -1847,7 +1836,11 @@ impl<'k> Gen<'_, 'k> {
             g.add(b, base, offset)
         };
         let mut j = b.ins().iconst(types::I64, 0);
-        if w > 1 && lanes.is_multiple_of(u32::from(w)) {
+        // Vectors of `w` lanes, `lanes` points a pass; one lane folds its points one at a time
+        // with the accumulators in registers (a fold through the stack slot would put a store
+        // and a load on the chain of every point).
+        let w = if lanes == 1 { 1 } else { w };
+        if (w > 1 || lanes == 1) && lanes.is_multiple_of(u32::from(w)) {
             let chunks = (lanes / u32::from(w)) as usize;
             let carried = partials.load_vectors(b, w)?;
             let (after, accs) =
@@ -1871,29 +1864,10 @@ impl<'k> Gen<'_, 'k> {
                     Ok(accs)
                 })?;
             partials.store_vectors(b, w, &accs)?;
+            if lanes == 1 {
+                return Ok(());
+            }
             j = after;
-        }
-        if lanes == 1 {
-            // One lane: the accumulators ride in registers through the points (a fold through
-            // the stack slot would put a store and a load on the chain of every point).
-            let carried = partials.load_vectors(b, 1)?;
-            let (_, accs) = self.emit_loop(b, j, count, 1, &carried, &mut |g, b, at, accs| {
-                let mut accs = accs.to_vec();
-                for (c, &(r, stack, cell)) in cells.iter().enumerate() {
-                    let addr = cell_addr(g, b, stack, cell, at);
-                    let value = b
-                        .ins()
-                        .load(cl_type(r.dtype, 1), MemFlagsData::trusted(), addr, 0);
-                    let mut e = Emitter {
-                        b: &mut *b,
-                        w: 1,
-                        imports: g.imports,
-                    };
-                    accs[c] = e.combine(r.op, accs[c], value, r.dtype)?;
-                }
-                Ok(accs)
-            })?;
-            return partials.store_vectors(b, 1, &accs);
         }
         self.emit_loop(b, j, count, 1, &[], &mut |g, b, at, _| {
             let lane = partials.lane_of(b, at);
@@ -1909,15 +1883,19 @@ impl<'k> Gen<'_, 'k> {
         Ok(())
     }
 
+    /// The tile routine computing `inst` (linked or not), if it has one.
+    fn routine_of(&self, inst: &Inst) -> Result<Option<AotFn>, BackendError> {
+        Ok(match inst {
+            Inst::Unary { op, src, .. } => AotFn::for_op(*op, self.slot_dtype(*src)?),
+            Inst::Binary { op, lhs, .. } => AotFn::for_binary(*op, self.slot_dtype(*lhs)?),
+            _ => None,
+        })
+    }
+
     /// Whether a body instruction has a tile routine (linked or not).
     fn body_has_routines(&self) -> Result<bool, BackendError> {
         for inst in &self.kernel().body {
-            let routine = match inst {
-                Inst::Unary { op, src, .. } => AotFn::for_op(*op, self.slot_dtype(*src)?),
-                Inst::Binary { op, lhs, .. } => AotFn::for_binary(*op, self.slot_dtype(*lhs)?),
-                _ => None,
-            };
-            if routine.is_some() {
+            if self.routine_of(inst)?.is_some() {
                 return Ok(true);
             }
         }

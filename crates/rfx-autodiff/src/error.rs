@@ -1,7 +1,7 @@
 //! The one error type of the crate.
 
 use rfx_ir::hir::{BuildError, VerifyErrors};
-use rfx_ir::{DType, Shape};
+use rfx_ir::{DType, Shape, TensorType};
 
 /// Why a transform rejected its arguments. Nothing is built when an error is returned.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -84,6 +84,35 @@ pub enum AdError {
     NameClash {
         /// The generated name.
         name: String,
+    },
+    /// `vmap`'s `in_axes` does not have one entry per input.
+    #[error("`in_axes` has {found} entries; the kernel has {expected} input(s)")]
+    BatchAxesCount {
+        /// How many inputs the kernel has.
+        expected: usize,
+        /// How many entries `in_axes` has.
+        found: usize,
+    },
+    /// `vmap`'s batch axis for an input is past the input's rank.
+    #[error("input `{name}` has rank {rank}; its batch axis {axis} must be at most {rank}")]
+    BatchAxis {
+        /// The input.
+        name: String,
+        /// The axis asked for.
+        axis: usize,
+        /// The input's rank (one example's).
+        rank: usize,
+    },
+    /// Every entry of `vmap`'s `in_axes` is `None`: there is no batch to map over.
+    #[error("`in_axes` batches no input; at least one input must carry the batch")]
+    NothingBatched,
+    /// A value of the batched kernel would not fit in memory (`size` examples of `ty`).
+    #[error("a batch of {size} examples of {ty} does not fit in memory")]
+    BatchTooLarge {
+        /// The batch size.
+        size: usize,
+        /// One example's type.
+        ty: TensorType,
     },
     /// A derivative node failed to type-check: a bug in this crate, reported instead of a panic.
     #[error("internal error: a derivative node was rejected: {0}")]

@@ -4,7 +4,9 @@
 //! Jacobians ([`jacrev`], [`jacfwd`], [`jacobian`]), Hessians ([`hessian`]) and Hessian-vector
 //! products ([`hvp`]),
 //! each producing one HIR kernel that computes values and derivatives together so that
-//! `rfx-opt` can fuse them into a single loop.
+//! `rfx-opt` can fuse them into a single loop; and the batching map [`vmap`], which turns a
+//! kernel written for one example into one kernel over a batch of them (and composes with the
+//! derivatives both ways).
 //!
 //! **Depends on:** `rfx-ir` only. **May not depend on:** the optimiser, lowering, code generators or
 //! the runtime: a gradient is just another HIR kernel.
@@ -46,6 +48,7 @@
 //! | [`jacrev`], [`jacfwd`], [`jacobian`] | — | the outputs, then `jac_<output>_<input>`, shape `out ++ in` |
 //! | [`hessian`] | — | the outputs, `jac_<output>_<x>`, then `hess_<output>_<x>_<y>`, shape `out ++ x ++ y` |
 //! | [`hvp`] | `tangent_<input>` per `wrt` | `hvp_<input>` per `wrt` |
+//! | [`vmap`] | — (inputs keep their names, batched ones gain the batch axis) | the outputs, each with the batch as axis 0 |
 //!
 //! `wrt` lists inputs by name (`&["x", "y"]`) or by position (`&[0, 1]`); see [`InputRef`].
 //! Only f32 and f64 inputs can be differentiated; bool and i32 outputs get no cotangent or
@@ -110,12 +113,14 @@
 //! ```
 #![deny(missing_docs)]
 
+mod batch;
 mod error;
 mod forward;
 mod graph;
 mod reverse;
 mod rules;
 
+pub use batch::vmap;
 pub use error::AdError;
 pub use forward::{hessian, hvp, jacfwd, jacobian, jvp};
 pub use graph::{InputRef, keep_outputs};

@@ -390,3 +390,93 @@ impl<K: KernelFn> KernelFn for Transform<K> {
         Ok(result?)
     }
 }
+
+/// A [`KernelFn`] mapped over a batch ([`crate::vmap`]): `inner` written for one example, run
+/// on a batch of them as one kernel. By default every input carries the batch as its axis 0;
+/// [`Vmap::in_axes`] picks other axes or shares inputs across the batch. The batch size comes
+/// from the arguments of each call (a new size is a new signature: traced and compiled once,
+/// then cached). Every output has the batch as axis 0.
+#[derive(Clone, Debug)]
+pub struct Vmap<K> {
+    inner: K,
+    in_axes: Option<Vec<Option<usize>>>,
+}
+
+impl<K: KernelFn> Vmap<K> {
+    /// `inner` mapped with every input batched along axis 0.
+    pub fn new(inner: K) -> Vmap<K> {
+        Vmap { inner, in_axes: None }
+    }
+
+    /// One entry per input: `Some(a)`, the input's axis `a` is the batch; `None`, the input is
+    /// shared by every example (a gain, a DH table).
+    pub fn in_axes(mut self, axes: &[Option<usize>]) -> Vmap<K> {
+        self.in_axes = Some(axes.to_vec());
+        self
+    }
+}
+
+impl<K: KernelFn> KernelFn for Vmap<K> {
+    fn name(&self) -> String {
+        format!("vmap_{}", self.inner.name())
+    }
+
+    fn input_names(&self) -> Vec<String> {
+        self.inner.input_names()
+    }
+
+    fn trace(&self, types: &[TensorType]) -> Result<Kernel, JitError> {
+        let names = self.inner.input_names();
+        check_arity(names.len(), types.len())?;
+        let in_axes = self.in_axes.clone().unwrap_or_else(|| vec![Some(0); names.len()]);
+        if in_axes.len() != names.len() {
+            return Err(rfx_autodiff::AdError::BatchAxesCount {
+                expected: names.len(),
+                found: in_axes.len(),
+            }
+            .into());
+        }
+        let mut size: Option<(usize, &str)> = None;
+        let mut example_types = Vec::with_capacity(types.len());
+        for ((ty, axis), name) in types.iter().zip(&in_axes).zip(&names) {
+            let Some(axis) = *axis else {
+                example_types.push(ty.clone());
+                continue;
+            };
+            let Some(&extent) = ty.shape.dims().get(axis) else {
+                return Err(JitError::BatchAxisMissing {
+                    name: name.clone(),
+                    axis,
+                    shape: ty.shape.clone(),
+                });
+            };
+            match size {
+                Some((expected, first)) if expected != extent => {
+                    return Err(JitError::BatchSize {
+                        name: name.clone(),
+                        found: extent,
+                        first: first.to_string(),
+                        expected,
+                    });
+                }
+                _ => size = Some((extent, name)),
+            }
+            let mut dims = ty.shape.dims().to_vec();
+            dims.remove(axis);
+            example_types.push(TensorType::new(ty.dtype, dims));
+        }
+        let Some((size, _)) = size else {
+            return Err(rfx_autodiff::AdError::NothingBatched.into());
+        };
+        let kernel = self.inner.trace(&example_types)?;
+        let traced = kernel.inputs().count();
+        if traced != names.len() {
+            return Err(JitError::InputCount {
+                transform: "vmap",
+                declared: names.len(),
+                traced,
+            });
+        }
+        Ok(rfx_autodiff::vmap(&kernel, &in_axes, size)?)
+    }
+}

@@ -21,8 +21,8 @@ pub enum JitError {
     /// Tracing the function broke a typing rule (shape or dtype mismatch, ...).
     #[error("tracing failed: {0}")]
     Trace(#[from] TraceError),
-    /// A derivative transform rejected the kernel.
-    #[error("differentiation failed: {0}")]
+    /// A transform (a derivative, `vmap`) rejected the kernel or its arguments.
+    #[error("transform failed: {0}")]
     Autodiff(#[from] AdError),
     /// The arguments do not fit the function (arity, dtype, shape).
     #[error(transparent)]
@@ -30,6 +30,30 @@ pub enum JitError {
     /// Compiling or running failed.
     #[error(transparent)]
     Runtime(RuntimeError),
+    /// [`crate::vmap`]: a batched argument has no axis where its batch should be.
+    #[error("`vmap`: input `{name}` has shape {shape}, which has no axis {axis} to map over")]
+    BatchAxisMissing {
+        /// The input.
+        name: String,
+        /// Its batch axis.
+        axis: usize,
+        /// The argument's shape.
+        shape: Shape,
+    },
+    /// [`crate::vmap`]: batched arguments disagree on the batch size.
+    #[error(
+        "`vmap`: input `{name}` has {found} example(s) along its batch axis, but `{first}` has {expected}"
+    )]
+    BatchSize {
+        /// The input.
+        name: String,
+        /// Its batch size.
+        found: usize,
+        /// The first batched input.
+        first: String,
+        /// The first batched input's batch size.
+        expected: usize,
+    },
     /// A transform of a [`KernelFn`] whose traced kernel does not take exactly the inputs the
     /// function declares ([`KernelFn::input_names`]).
     #[error("`{transform}`: the function declares {declared} input(s) but its kernel takes {traced}")]

@@ -3,7 +3,8 @@
 //! **Owns:** the facade most users depend on: the tracing API ([`Tensor`], a `Copy` handle
 //! into a thread-local trace, with operators and a method per HIR op), [`jit()`] (a traceable
 //! function with a TinyJIT-style cache), the transforms [`grad`], [`value_and_grad`], [`jvp`],
-//! [`jacobian`], [`hessian`], [`hvp`] (composable, and usable under `jit`), the expression front end
+//! [`jacobian`], [`hessian`], [`hvp`] and the batching map [`vmap`] (composable, and usable under
+//! `jit`), the expression front end
 //! ([`expr`]) and a [`prelude`]. It re-exports the host array types of `rfx-ir` and the
 //! runtime's real-time handle.
 //!
@@ -46,11 +47,12 @@ mod trace;
 
 pub use func::{
     ClosureMarker, Func, IntoKernelFn, KernelFn, KernelFnMarker, KernelSource, TraceClosure, Transform,
-    TransformKind,
+    TransformKind, Vmap,
 };
 pub use jit::{Arg, IntoArgs, Jit, JitError, array};
 pub use trace::{All, Axes, Operand, Tensor, TraceError, TraceOutput, constant, where_};
 
+pub use rfx_autodiff::AdError;
 pub use rfx_ir::hir::Kernel;
 pub use rfx_ir::{Array, ArrayData, ArrayView, ArrayViewMut, DType, Element, Scalar, Shape, TensorType};
 pub use rfx_lower::CallError;
@@ -122,6 +124,29 @@ pub fn hvp<M, F: IntoKernelFn<M>>(f: F) -> Transform<F::Output> {
     Transform::new(f.into_kernel_fn(), TransformKind::Hvp)
 }
 
+/// `f` (written for one example) mapped over a batch, as one kernel: every input carries the
+/// batch as axis 0 unless [`Vmap::in_axes`] says otherwise, and every output has it as axis 0.
+/// Composes with the derivatives both ways: `vmap(grad(f))` gives per-example gradients, and a
+/// derivative of `vmap(f)` differentiates the whole batch.
+///
+/// ```
+/// use rfx::Tensor;
+/// // Per-example gradients of k · Σ x², for three 2-vectors and one shared gain k.
+/// let f = rfx::jit(
+///     rfx::vmap(rfx::grad(|x: Tensor, k: Tensor| (x * x).sum_all() * k))
+///         .in_axes(&[Some(0), None]),
+/// );
+/// let x = rfx::array([3, 2], vec![1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0])?;
+/// let k = rfx::array([], vec![0.5f64])?;
+/// let out = f.call((&x, &k))?;
+/// assert_eq!(out[0].shape().dims(), &[3, 2]);
+/// assert_eq!(out[0].as_slice::<f64>(), Some(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0][..]));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn vmap<M, F: IntoKernelFn<M>>(f: F) -> Vmap<F::Output> {
+    Vmap::new(f.into_kernel_fn())
+}
+
 /// [`jit()`] of a closure written without parameter types: `rfx::jit!(|x, y| (x * 2.0).sin() + y)`
 /// is `rfx::jit(|x: Tensor, y: Tensor| ...)`.
 ///
@@ -142,6 +167,6 @@ macro_rules! jit {
 pub mod prelude {
     pub use crate::{
         All, Array, DType, Jit, JitError, Shape, Tensor, TensorType, constant, grad, hessian, hvp, jacobian,
-        jit, jvp, value_and_grad, where_,
+        jit, jvp, value_and_grad, vmap, where_,
     };
 }

@@ -79,23 +79,31 @@ pub fn vmap(kernel: &Kernel, in_axes: &[Option<usize>], size: usize) -> Result<K
     let mut b = Builder::new(kernel.name());
     // For each old value: the new value and whether it carries the batch as axis 0.
     let mut map: Vec<Option<(ValueId, bool)>> = vec![None; kernel.nodes().len()];
-    for ((value, name, ty), axis) in kernel.inputs().zip(in_axes) {
-        map[value.index()] = Some(match *axis {
-            None => (b.input(name, ty.clone())?, false),
+    // Every input first (in order), then the transposes that bring batch axes to the front.
+    let inputs: Vec<_> = kernel.inputs().collect();
+    let mut declared = Vec::with_capacity(n_inputs);
+    for (&(_, name, ty), axis) in inputs.iter().zip(in_axes) {
+        let ty = match *axis {
+            None => ty.clone(),
             Some(axis) => {
                 let mut dims = batched_type(ty, size)?.shape.dims().to_vec();
                 dims.remove(0);
                 dims.insert(axis, size);
-                let input = b.input(name, TensorType::new(ty.dtype, dims))?;
-                if axis == 0 {
-                    (input, true)
-                } else {
-                    // Bring the batch to the front: result axis 0 is input axis `axis`.
-                    let perm: Vec<usize> = std::iter::once(axis)
-                        .chain((0..=ty.shape.rank()).filter(|&i| i != axis))
-                        .collect();
-                    (b.transpose(input, &perm)?, true)
-                }
+                TensorType::new(ty.dtype, dims)
+            }
+        };
+        declared.push(b.input(name, ty)?);
+    }
+    for ((&(value, _, ty), axis), input) in inputs.iter().zip(in_axes).zip(declared) {
+        map[value.index()] = Some(match *axis {
+            None => (input, false),
+            Some(0) => (input, true),
+            Some(axis) => {
+                // Result axis 0 is input axis `axis`; the others keep their order.
+                let perm: Vec<usize> = std::iter::once(axis)
+                    .chain((0..=ty.shape.rank()).filter(|&i| i != axis))
+                    .collect();
+                (b.transpose(input, &perm)?, true)
             }
         });
     }

@@ -4,7 +4,8 @@
 //! the batched inputs (the shared inputs whole); example `b` of every batched output must have
 //! its bits. Random kernels from `rfx_ir::testgen` cover every op, every dtype (bool and i32
 //! included), reductions, broadcasting, reshapes, transposes, `iota` and literals, with random
-//! batch axes and sizes. Derivatives are checked against closed forms.
+//! batch axes and sizes. Derivatives are checked against closed forms. The HIR of one mapped
+//! kernel is snapshot-tested (`INSTA_UPDATE=always` to update; CI runs with `INSTA_UPDATE=no`).
 
 mod common;
 
@@ -245,6 +246,7 @@ kernel k {
 ";
     let kernel = hir::parse(text).expect("kernel");
     let mapped = vmap(&kernel, &[Some(2), Some(0)], 4).expect("vmap");
+    insta::assert_snapshot!("vmap_moves_batch_axes_to_the_front", mapped.to_string());
     let types: Vec<String> = mapped.inputs().map(|(_, _, ty)| ty.to_string()).collect();
     assert_eq!(types, ["f32[2,3,4]", "f32[4,3]"]);
     let outputs: Vec<String> = mapped

@@ -42,7 +42,7 @@
 //! | `sigmoid` (`f64`) | `|x| <= 708` | `e = e^{-|x|}` by the `f64` `exp`; `1/(1+e)`, or `e/(1+e)` below 0 | 2 against the same formulas through glibc's `exp` |
 //! | `atan2` (`f64`) | finite, not both zero, magnitudes at most 1e307, ratio of magnitudes 0 or ≥ 1e-300 | `atan(min/max)` by the `atan` kernel (the ratio reduced above 1/2, as `(mn - mx)/(mn + mx)`), `π/2 - a` / `π - a` by quadrant with two-part constants, the sign of `y` | 2 against glibc (`tests::f64_atan2_within_bounds`) |
 //! | `pow` | `x` finite and not zero, `y` an integer where `x < 0` (an infinite `y` is a limit of the fast path, but NaN for `|x| = 1`) | `2^(y log2|x|)` in `f64`: `log2 m = s P(s²)`, `s = (m-1)/(m+1)`, `m` in `[√½, √2)`, `P` of degree 4; `2^r` on `[-1/2, 1/2]` of degree 7 (both fitted at Chebyshev nodes, Estrin's scheme); the magnitude within `5e-10` relative before its rounding to `f32`; the sign of `x` for odd integer `y` | 1 against `std` in `f64` (`tests::pow_f32_within_bounds`; `tests::pow_f32_nearly_correctly_rounded`: 0.04% of random pairs at 1) |
-//! | `pow` (`f64`) | as `pow`, and a normal result (`|y log2|x|| <= 1020`) | fdlibm `e_pow.c` branch-free: `log2|x|` to about 64 bits, `y` split head/tail, `2^(p_h + p_l)` by the `P1..P5` rational form; the inline code's operations in its order | 1 against glibc (`tests::f64_pow_within_bounds`) |
+//! | `pow` (`f64`) | as `pow`, `x` normal, and a normal result (`|y log|x|| <= 708`) | the table-driven method of glibc's `pow` with rfx's own tables (`pow_tables`, built from their definitions in double-double): `log|x| = k ln2 + log c + log1p(z/c - 1)` over 128 subintervals as a double-double, `log1p` by Taylor to degree 10; `y log|x|` with an FMA's error term; `2^(m/128) e^ρ` from a 128-entry table, `e^ρ` by Taylor to degree 5; staged passes with the lookups between them | 1 against glibc (`tests::f64_pow_within_bounds`; `tests::f64_pow_fast_path_nearly_correctly_rounded`: 0.07% of pairs at 1, bases near 1 with `|y log x|` up to 708 included) |
 //! | `tan` (`f64`) | `|x| <= 2^29` | as `sin`/`cos` (`f64`): `sin r / cos r`, or `-cos r / sin r` in odd quadrants, both kernels with the tail | 2 against glibc (`tests::f64_tan_within_bounds`) |
 //! | `exp2` (`f64`) | `-1021 <= x <= 1023` | `x = n + f` exactly; `f ln2 = r + r_lo` (the product's rounding error from an FMA); `e^r (1 + r_lo)` by the `exp` series; `2^n` in the exponent field | 1 against glibc, exact at integers (`tests::f64_exp2_log2_within_bounds`) |
 //! | `log2` (`f64`) | normal, positive, finite | FreeBSD `e_log2.c`: `log`'s decomposition, `ln(1 + f) = hi + lo` with a 21-bit `hi`, times `1/ln2` in two parts, `k` added with its rounding error | 1 against glibc, exact at powers of two |
@@ -65,9 +65,17 @@
 //! `sum(f(x))` gives the bits of summing the tiled `f(x)`. `pow` is
 //! the exception: where the routines are linked, every `pow` of a kernel calls them, in short
 //! loops and reductions on the vector's lanes (`transcendental::binary`), since the inline `pow`
-//! costs as much for one lane as for a whole vector.
+//! costs as much for one lane as for a whole vector. (The `f64` `pow` routine and the inline
+//! `f64` `pow`, fdlibm's, are different algorithms since session 19; both are within 1 ULP of
+//! glibc, and a CPU with the routines uses only the routine.)
 
 use rfx_ir::{BinaryOp, DType, UnaryOp};
+
+/// Builds the tables the routines read (the `f64` `pow`'s), so that no kernel call pays for
+/// building them; the JIT calls it when it registers the routines.
+pub(crate) fn prepare_tables() {
+    pow_tables::tables();
+}
 
 /// Elements per tile: four `f32` staging buffers of a tile fit in 8 KiB, far inside L1, and a
 /// tile is long enough that a call costs a few percent of the work it does.
@@ -1692,6 +1700,7 @@ tile_routine2!(
 );
 
 mod pow;
+mod pow_tables;
 
 #[cfg(test)]
 mod tests;

@@ -42,6 +42,7 @@ pub(crate) fn register_symbols(builder: &mut JITBuilder) {
     for routine in AotFn::ALL {
         builder.symbol(routine.symbol(), routine.address());
     }
+    crate::aot::prepare_tables();
 }
 
 /// The helpers declared in a module.

@@ -7,7 +7,9 @@
 
 #[allow(unused_imports, reason = "the routines' safety sections link it")]
 use super::available;
+use super::pow_tables::{self, N, OFF};
 use super::{ROUND_MAGIC_F64, pow2_of_rounded_f64, split_at_sqrt_half_f64};
+use std::mem::MaybeUninit;
 
 /// Whether `y` is an odd integer, and whether it is an integer at all (an `f32` `y` converts
 /// exactly).
@@ -86,12 +88,6 @@ tile_routine2!(
     rfx_aot_pow_f32, pow_f32_avx2, f32, nan_marked pow_fast, pow_slow
 );
 
-/// The low 32 bits of `x`'s representation cleared (fdlibm's `SET_LOW_WORD(x, 0)`).
-#[inline(always)]
-fn high_word(x: f64) -> f64 {
-    f64::from_bits(x.to_bits() & 0xffff_ffff_0000_0000)
-}
-
 /// `i` as an `f64`, for `|i| < 2^51`, through the exponent-field trick (AVX2 has no 64-bit
 /// integer conversion, so `i as f64` would not vectorise).
 #[inline(always)]
@@ -99,120 +95,235 @@ fn small_int_to_f64(i: i64) -> f64 {
     f64::from_bits((ROUND_MAGIC_F64.to_bits() as i64).wrapping_add(i) as u64) - ROUND_MAGIC_F64
 }
 
-/// `|x|^y` for `f64` by fdlibm `e_pow.c`, branch-free over the lanes, the same operations in the
-/// same order as the inline code (`math::kernels::pow_magnitude_f64`, without fused
-/// multiply-adds), so both give the same bits wherever this fast path holds:
-/// `log2|x| = t1 + t2` to about 64 bits from `s = (x - bp)/(x + bp)` (`bp` in {1, 1.5}) and the
-/// series `L1..L6`; `y = y1 + (y - y1)` with a 21-bit head, `y log2|x| = p_h + p_l`; `2^p_l`
-/// scaled by `2^round(p_h)` with the `P1..P5` rational form of `e^r`. The sign is `x`'s for an
-/// odd integer `y`. NaN where `x` is zero, infinite or NaN, `y` is infinite or NaN, `x < 0` with
-/// a non-integer `y`, or `|p_h| > 1020` (results that overflow or are subnormal or zero).
+/// The `f64` `pow` routine computes `pow(x, y)` by the table-driven method of glibc's and musl's
+/// `pow` (Szabolcs Nagy, Arm optimized routines) with rfx's own tables ([`pow_tables`], built
+/// from their definitions), branch-free over the lanes:
+///
+/// - `|x| = 2^k z` with `z` in `[0.7077, 1.4155)`, in subinterval `i` of 128; `r = z/c - 1`
+///   exactly (`z · inv_c - 1` by one FMA, `|r| < 0.0067`); `log|x| = k ln2 + log c + log1p(r)`
+///   as a double-double, `log1p(r) - r + r²/2` by its Taylor series to `r¹⁰` (error below
+///   `2^-86`, so even `|y| = 10^5` near `x = 1` keeps the result within a hundredth of an ULP);
+/// - `y log|x| = e_hi + e_lo` (the product's rounding error from an FMA);
+/// - `e^(e_hi + e_lo) = 2^(m/128) e^ρ`, `|ρ| <= ln2/256`, `2^(m/128) = h (1 + t)` from the
+///   table, `e^ρ - 1` by its Taylor series to `ρ⁵` (error below `2^-60`); the result
+///   `s + s (t + e^ρ - 1)` by one FMA, `s = h 2^⌊m/128⌋` built in the exponent field.
+///
+/// The sign is `x`'s for an odd integer `y`. NaN where `x` is zero, subnormal, infinite or NaN,
+/// `y` is infinite or NaN, `x < 0` with a non-integer `y`, or `|y log|x|| > 708` (results that
+/// overflow or are subnormal or zero): the slow path computes those. AVX2 gathers are
+/// microcoded on AMD's cores and LLVM does not vectorise the lookups, so the routine runs in
+/// stages over blocks of [`POW_BLOCK`] elements: vector passes for the arithmetic, plain loops
+/// for the two table lookups in between.
+const POW_BLOCK: usize = 64;
+
+/// Calls of fewer elements run in one pass without staging.
+const POW_STAGED_MIN: usize = 8;
+
+/// `1.5 · 2^52`: `t + ROUND_MAGIC_EXP` holds `round(t)` in its low mantissa bits (two's
+/// complement for negative `t`) for `|t| < 2^51`.
+const ROUND_MAGIC_EXP: f64 = 6_755_399_441_055_744.0;
+
+/// The log-table subinterval of `|x|`.
 #[inline(always)]
-#[allow(clippy::excessive_precision, reason = "fdlibm's coefficients as published")]
-fn pow_fast_f64(x: f64, y: f64) -> f64 {
-    let ax = x.abs();
-    // Subnormal |x|: scaled by 2^53.
-    let tiny = ax < f64::MIN_POSITIVE;
-    let axs = if tiny { ax * 9_007_199_254_740_992.0 } else { ax };
-    let bits = axs.to_bits();
-    let hx = bits >> 32; // the high word (the sign is clear)
-    let j = hx & 0x000f_ffff;
-    // Normalise to [1, 2); bp = 1.5 for j in (0x3988E, 0xBB67A); the top of the range
-    // (j >= 0xBB67A, x near 2) moves down to [√3/2, 1) with the exponent one higher.
-    let top = j >= 0xbb67a;
-    let k1 = j > 0x3988e && !top;
-    let hi_norm = (j | 0x3ff0_0000) - if top { 0x0010_0000 } else { 0 };
-    let axn = f64::from_bits((hi_norm << 32) | (bits & 0xffff_ffff));
-    let exponent = ((hx >> 20) as i64) - 0x3ff;
-    let n = small_int_to_f64(exponent) + if top { 1.0 } else { 0.0 } + if tiny { -53.0 } else { 0.0 };
-    let bp = if k1 { 1.5 } else { 1.0 };
-    let dp_h = if k1 { 5.849_624_872_207_641_601_56e-01 } else { 0.0 };
-    let dp_l = if k1 { 1.350_039_202_129_748_971_28e-08 } else { 0.0 };
+fn log_index(x: f64) -> u32 {
+    let ix = x.to_bits() & 0x7fff_ffff_ffff_ffff;
+    ((ix.wrapping_sub(OFF) >> 45) % N as u64) as u32
+}
 
-    // ss = s_h + s_l = (x - bp)/(x + bp)
-    let u = axn - bp;
-    let vv = 1.0 / (axn + bp);
-    let ss = u * vv;
-    let s_h = high_word(ss);
-    // t_h = x + bp with the low word cleared: high word ((ix>>1)|0x20000000) + 0x80000 + (k<<18).
-    let th_hi = ((hi_norm >> 1) | 0x2000_0000) + 0x0008_0000 + if k1 { 1 << 18 } else { 0 };
-    let t_h = f64::from_bits(th_hi << 32);
-    let t_l = axn - (t_h - bp);
-    let s_l = vv * ((u - s_h * t_h) - s_h * t_l);
-    // log(ax)
-    let s2 = ss * ss;
-    let l = horner(
-        s2,
-        2.069_750_178_003_384_177_84e-01,
-        &[
-            2.306_607_457_755_617_540_67e-01,
-            2.727_281_238_085_340_064_89e-01,
-            3.333_333_298_183_774_329_18e-01,
-            4.285_714_285_785_501_842_52e-01,
-            5.999_999_999_999_946_487_25e-01,
-        ],
-    );
-    let r = (s2 * s2) * l + s_l * (s_h + ss);
-    let sh2 = s_h * s_h;
-    let t_h = high_word((sh2 + 3.0) + r);
-    let t_l = r - ((t_h - 3.0) - sh2);
-    // u + v = ss (1 + ...)
-    let u = s_h * t_h;
-    let w = s_l * t_h + t_l * ss;
-    // 2/(3 log2) (ss + ...)
-    let p_h = high_word(u + w);
-    let p_l = w - (p_h - u);
-    let z_h = p_h * 9.617_967_009_544_372_558_59e-01;
-    let z_l = (p_h * -7.028_461_650_952_758_265_16e-09 + p_l * 9.617_966_939_259_755_543_29e-01) + dp_l;
-    // log2(ax) = (ss + ..) 2/(3 log2) = n + dp_h + z_h + z_l
-    let t1 = high_word(((z_h + z_l) + dp_h) + n);
-    let t2 = z_l - (((t1 - n) - dp_h) - z_h);
-    // (y1 + y2)(t1 + t2)
-    let y1 = high_word(y);
-    let p_l = (y - y1) * t1 + y * t2;
-    let p_h = y1 * t1;
+/// `(e_hi, e_lo)` with `e_hi + e_lo = y log|x|` from `|x|`'s table entry.
+#[inline(always)]
+fn pow_exponent(
+    x: f64,
+    y: f64,
+    inv_c: f64,
+    log_c: f64,
+    log_c_tail: f64,
+    ln2_hi: f64,
+    ln2_lo: f64,
+) -> (f64, f64) {
+    let ix = x.to_bits() & 0x7fff_ffff_ffff_ffff;
+    let tmp = ix.wrapping_sub(OFF);
+    let k = (tmp as i64) >> 52;
+    let z = f64::from_bits(ix.wrapping_sub(tmp & (0xfff << 52)));
+    let kd = small_int_to_f64(k);
+    let r = z.mul_add(inv_c, -1.0);
+    let t1 = kd.mul_add(ln2_hi, log_c);
+    let t2 = t1 + r;
+    let lo1 = kd.mul_add(ln2_lo, log_c_tail);
+    let lo2 = t1 - t2 + r;
+    let ar = -0.5 * r;
+    let ar2 = r * ar;
+    let ar3 = r * ar2;
+    let hi = t2 + ar2;
+    let lo3 = ar.mul_add(r, -ar2);
+    let lo4 = t2 - hi + ar2;
+    // log1p(r) - r + r²/2 = ar3 (-2/3 + r/2 + ar2 (4/5 - 2r/3 + ar2 (-8/7 + r + ar2 (16/9 - 8r/5))))
+    let inner = ar2.mul_add(r.mul_add(-1.6, 16.0 / 9.0), r - 8.0 / 7.0);
+    let inner = ar2.mul_add(inner, r.mul_add(-2.0 / 3.0, 0.8));
+    let p = ar3 * ar2.mul_add(inner, r.mul_add(0.5, -2.0 / 3.0));
+    let lo = lo1 + lo2 + lo3 + lo4 + p;
+    let log_hi = hi + lo;
+    let log_lo = hi - log_hi + lo;
+    let e_hi = y * log_hi;
+    (e_hi, y.mul_add(log_lo, y.mul_add(log_hi, -e_hi)))
+}
 
-    // 2^(p_h + p_l) = 2^nn 2^(p_h - nn + p_l), p_h - nn exact.
-    let normal = p_h.abs() <= 1020.0;
-    let p_h = p_h.clamp(-1020.0, 1020.0);
-    let rounded = p_h + ROUND_MAGIC_F64;
-    let nn = rounded - ROUND_MAGIC_F64;
-    let p_h = p_h - nn;
-    let t = high_word(p_l + p_h);
-    let u = t * 6.931_471_824_645_996_093_75e-01;
-    let w = (p_l - (t - p_h)) * std::f64::consts::LN_2 + t * -1.904_654_299_957_768_045_25e-09;
-    let z = u + w;
-    let w = w - (z - u);
-    let t = z * z;
-    let p = horner(
-        t,
-        4.138_136_797_057_238_460_39e-08,
-        &[
-            -1.653_390_220_546_525_153_90e-06,
-            6.613_756_321_437_934_361_17e-05,
-            -2.777_777_777_701_559_338_42e-03,
-            1.666_666_666_666_660_190_37e-01,
-        ],
-    );
-    let t1 = z - t * p;
-    let r = (z * t1) / (t1 - 2.0) - (w + z * w);
-    let z = 1.0 - (r - z);
-    let k = (rounded.to_bits() as i64).wrapping_sub(ROUND_MAGIC_F64.to_bits() as i64);
-    let magnitude = z * f64::from_bits((k.wrapping_add(1023) as u64) << 52);
+/// `e_hi = m ln2/N + ρ`: the bits holding `m` (low bits) and `ρ` (`e_lo` added).
+#[inline(always)]
+fn exp_reduce(e_hi: f64, e_lo: f64, neg_ln2_hi_n: f64, neg_ln2_lo_n: f64) -> (u64, f64) {
+    let shifted = e_hi.mul_add(N as f64 / std::f64::consts::LN_2, ROUND_MAGIC_EXP);
+    let md = shifted - ROUND_MAGIC_EXP;
+    let rho = md.mul_add(neg_ln2_hi_n, e_hi);
+    (shifted.to_bits(), md.mul_add(neg_ln2_lo_n, rho) + e_lo)
+}
 
+/// The result from the exp table's `t` and `h` bits of `m`'s entry, and NaN where the fast path
+/// does not hold.
+#[inline(always)]
+fn pow_result(x: f64, y: f64, e_hi: f64, m_bits: u64, rho: f64, tail: f64, head_bits: u64) -> f64 {
     let (odd, integer) = odd_integer(y);
-    let value = if x < 0.0 && odd { -magnitude } else { magnitude };
-    let holds = x.is_finite() && x != 0.0 && y.is_finite() && (x > 0.0 || integer) && normal;
+    let sign = if x < 0.0 && odd { 1u64 << 63 } else { 0 };
+    let scale = f64::from_bits(head_bits.wrapping_add(m_bits << 45).wrapping_add(sign));
+    let rho2 = rho * rho;
+    let poly = rho2.mul_add(
+        rho2.mul_add(rho.mul_add(1.0 / 120.0, 1.0 / 24.0), rho.mul_add(1.0 / 6.0, 0.5)),
+        rho,
+    );
+    let value = scale.mul_add(tail + poly, scale);
+    let ix = x.to_bits() & 0x7fff_ffff_ffff_ffff;
+    let normal = ix >= f64::MIN_POSITIVE.to_bits() && ix < f64::INFINITY.to_bits();
+    let holds = normal && y.is_finite() && (x > 0.0 || integer) && e_hi.abs() <= 708.0;
     if holds { value } else { f64::NAN }
 }
 
-tile_routine2!(
-    /// `dst[i] = pow(a[i], b[i])` for `i < n`, `f64`.
-    rfx_aot_pow_f64, pow_f64_avx2, f64, nan_marked pow_fast_f64, f64::powf
-);
+/// `dst[i] = pow(a[i], b[i])` for `i < n`, `f64` (see [`POW_BLOCK`] for the method), then `std`
+/// for the elements the fast path marked NaN.
+///
+/// # Safety
+/// `a` and `b` must be valid for `n` reads and `dst` for `n` writes of `f64`, `dst` must not
+/// overlap either source, and the CPU must have AVX2 and FMA ([`available`]).
+pub(crate) unsafe extern "C" fn rfx_aot_pow_f64(a: *const f64, b: *const f64, dst: *mut f64, n: usize) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: forwarded from this function's contract.
+    unsafe {
+        pow_f64_avx2(a, b, dst, n)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (a, b, dst, n);
+        unreachable!("ahead-of-time tiles are only linked on x86-64")
+    }
+}
 
-/// `((lead·x + c0)·x + c1)·x + …` with separate multiplies and adds (fdlibm's order, no FMA).
-#[inline(always)]
-fn horner(x: f64, lead: f64, coeffs: &[f64]) -> f64 {
-    coeffs.iter().fold(lead, |p, &c| p * x + c)
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn pow_f64_avx2(a: *const f64, b: *const f64, dst: *mut f64, n: usize) {
+    // SAFETY: the caller guarantees the three ranges are valid and `dst` overlaps neither
+    // source.
+    let (xs, ys, out) = unsafe {
+        (
+            std::slice::from_raw_parts(a, n),
+            std::slice::from_raw_parts(b, n),
+            std::slice::from_raw_parts_mut(dst, n),
+        )
+    };
+    let tables = pow_tables::tables();
+    let (ln2_hi, ln2_lo) = (tables.ln2_hi, tables.ln2_lo);
+    let (neg_hi, neg_lo) = (tables.neg_ln2_hi_n, tables.neg_ln2_lo_n);
+    let mut outside = 0u32;
+    if n < POW_STAGED_MIN {
+        // A vector's lanes or fewer (scalar code and short loops call with 1 to 4): one pass,
+        // no staging.
+        for ((o, &x), &y) in out.iter_mut().zip(xs).zip(ys) {
+            let entry = tables.log[log_index(x) as usize % N];
+            let (hi, lo) = pow_exponent(x, y, entry.inv_c, entry.log_c, entry.log_c_tail, ln2_hi, ln2_lo);
+            let (m, rho) = exp_reduce(hi, lo, neg_hi, neg_lo);
+            let idx = 2 * (m as usize % N);
+            let value = pow_result(
+                x,
+                y,
+                hi,
+                m,
+                rho,
+                f64::from_bits(tables.exp[idx]),
+                tables.exp[idx + 1],
+            );
+            *o = value;
+            outside |= u32::from(value.is_nan());
+        }
+    } else {
+        // Each stage writes elements `0..len` of its arrays before the next stage reads them,
+        // so they need no initialisation (zeroing them cost a third of a 64-element call).
+        let mut index = [MaybeUninit::<u32>::uninit(); POW_BLOCK];
+        let mut inv_c = [MaybeUninit::<f64>::uninit(); POW_BLOCK];
+        let mut log_c = [MaybeUninit::<f64>::uninit(); POW_BLOCK];
+        let mut log_c_tail = [MaybeUninit::<f64>::uninit(); POW_BLOCK];
+        let mut e_hi = [MaybeUninit::<f64>::uninit(); POW_BLOCK];
+        let mut m_bits = [MaybeUninit::<u64>::uninit(); POW_BLOCK];
+        let mut rho = [MaybeUninit::<f64>::uninit(); POW_BLOCK];
+        let mut tail = [MaybeUninit::<f64>::uninit(); POW_BLOCK];
+        let mut head = [MaybeUninit::<u64>::uninit(); POW_BLOCK];
+        for ((xs, ys), out) in xs
+            .chunks(POW_BLOCK)
+            .zip(ys.chunks(POW_BLOCK))
+            .zip(out.chunks_mut(POW_BLOCK))
+        {
+            let len = xs.len();
+            for (slot, &x) in index.iter_mut().zip(xs) {
+                slot.write(log_index(x));
+            }
+            for j in 0..len {
+                // SAFETY (every `assume_init` below): element `j < len` was written by the
+                // previous stage of this block.
+                let entry = tables.log[unsafe { index[j].assume_init() } as usize % N];
+                inv_c[j].write(entry.inv_c);
+                log_c[j].write(entry.log_c);
+                log_c_tail[j].write(entry.log_c_tail);
+            }
+            for j in 0..len {
+                let (hi, lo) = unsafe {
+                    pow_exponent(
+                        xs[j],
+                        ys[j],
+                        inv_c[j].assume_init(),
+                        log_c[j].assume_init(),
+                        log_c_tail[j].assume_init(),
+                        ln2_hi,
+                        ln2_lo,
+                    )
+                };
+                e_hi[j].write(hi);
+                let (m, r) = exp_reduce(hi, lo, neg_hi, neg_lo);
+                m_bits[j].write(m);
+                rho[j].write(r);
+            }
+            for j in 0..len {
+                let idx = 2 * (unsafe { m_bits[j].assume_init() } as usize % N);
+                tail[j].write(f64::from_bits(tables.exp[idx]));
+                head[j].write(tables.exp[idx + 1]);
+            }
+            for j in 0..len {
+                let value = unsafe {
+                    pow_result(
+                        xs[j],
+                        ys[j],
+                        e_hi[j].assume_init(),
+                        m_bits[j].assume_init(),
+                        rho[j].assume_init(),
+                        tail[j].assume_init(),
+                        head[j].assume_init(),
+                    )
+                };
+                out[j] = value;
+                outside |= u32::from(value.is_nan());
+            }
+        }
+    }
+    if outside != 0 {
+        for ((o, &x), &y) in out.iter_mut().zip(xs).zip(ys) {
+            if o.is_nan() {
+                *o = x.powf(y);
+            }
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! `rfx fuzz`: random kernels run through every execution path and compared.
 //!
 //! Each seed makes one random kernel ([`rfx_ir::testgen`], with a generator configuration and
-//! dimension sizes varied by the seed) and its inputs, `random_inputs(&mut TestRng::new(seed),
+//! dimension sizes varied by the seed; one in ten batched by `rfx_autodiff::vmap`) and its inputs, `random_inputs(&mut TestRng::new(seed),
 //! &kernel, 0.2)`, so that a kernel and its seed reproduce a case exactly. The paths:
 //!
 //! - `lir-interp`: `rfx_opt::optimize`, `rfx_lower::lower` and the LIR interpreter, the
@@ -385,7 +385,8 @@ fn fuzz_seed(config: &FuzzConfig, env: &Environment, seed: u64, report: &mut Fuz
 }
 
 /// The kernel of `seed`: a generator configuration drawn from the seed, then dimension sizes
-/// remapped (to 0, odd sizes, sizes around the vector widths, now and then a GPU-tree size).
+/// remapped (to 0, odd sizes, sizes around the vector widths, now and then a GPU-tree size),
+/// then now and then a `vmap` of it.
 fn kernel_for_seed(seed: u64) -> Kernel {
     // The generator's stream is decorrelated from the inputs' (`TestRng::new(seed)`).
     let mut rng = TestRng::new(seed ^ 0x5eed_f022_a11c_0de5);
@@ -416,18 +417,34 @@ fn kernel_for_seed(seed: u64) -> Kernel {
         });
         kernel = exact.unwrap_or(kernel);
     }
-    if rng.chance(0.4) {
-        return kernel;
+    if !rng.chance(0.4) {
+        let large = rng.chance(0.08);
+        let map: Vec<usize> = (0..=config.max_dim)
+            .map(|d| match d {
+                0 | 1 => d,
+                _ if large => *rng.pick(&LARGE_DIMS).unwrap_or(&d),
+                _ => *rng.pick(&INTERESTING_DIMS).unwrap_or(&d),
+            })
+            .collect();
+        kernel = rebuild(&kernel, &map, &mut |op: &Op, _: DType| op.clone()).unwrap_or(kernel);
     }
-    let large = rng.chance(0.08);
-    let map: Vec<usize> = (0..=config.max_dim)
-        .map(|d| match d {
-            0 | 1 => d,
-            _ if large => *rng.pick(&LARGE_DIMS).unwrap_or(&d),
-            _ => *rng.pick(&INTERESTING_DIMS).unwrap_or(&d),
-        })
-        .collect();
-    rebuild(&kernel, &map, &mut |op: &Op, _: DType| op.clone()).unwrap_or(kernel)
+    // One kernel in ten is batched by `vmap`: inputs batched on random axes (moved to the front
+    // by transposes), unit axes reshaped in, unbatched outputs broadcast; shapes the generator
+    // seldom makes.
+    if rng.chance(0.1) {
+        let mut in_axes: Vec<Option<usize>> = kernel
+            .inputs()
+            .map(|(_, _, ty)| rng.chance(0.7).then(|| rng.below(ty.shape.rank() + 1)))
+            .collect();
+        if let Some(first) = in_axes.first_mut() {
+            first.get_or_insert(0);
+        }
+        let size = *rng.pick(&[1, 2, 3, 5, 8, 17]).unwrap_or(&2);
+        if let Ok(batched) = rfx_autodiff::vmap(&kernel, &in_axes, size) {
+            kernel = batched;
+        }
+    }
+    kernel
 }
 
 /// `op` itself, or an exactly rounded op accepting `dtype` in place of a transcendental one.

@@ -4,6 +4,7 @@ use rfx_ir::hir::{Builder, Kernel, Op, ValueId, verify};
 use rfx_ir::{Shape, TensorType};
 
 use crate::error::AdError;
+use crate::graph::mapped_args;
 
 /// `kernel` mapped over a batch of `size` examples (JAX's `vmap` with `out_axes = 0`).
 ///
@@ -112,12 +113,7 @@ pub fn vmap(kernel: &Kernel, in_axes: &[Option<usize>], size: usize) -> Result<K
         if matches!(node.op, Op::Input { .. }) {
             continue;
         }
-        let args = node
-            .args
-            .iter()
-            .map(|a| map.get(a.index()).copied().flatten())
-            .collect::<Option<Vec<_>>>()
-            .ok_or(rfx_ir::hir::BuildError::UnknownValue(ValueId::new(index)))?;
+        let args = mapped_args(&map, &node.args, index)?;
         if !args.iter().any(|&(_, batched)| batched) {
             let plain: Vec<ValueId> = args.iter().map(|&(v, _)| v).collect();
             map[index] = Some((b.copy(&node.op, &plain, &node.ty)?, false));

@@ -167,14 +167,7 @@ impl Emitter {
             if matches!(node.op, Op::Input { .. }) {
                 continue;
             }
-            let args = node
-                .args
-                .iter()
-                .map(|a| map.get(a.index()).copied().flatten())
-                .collect::<Option<Vec<_>>>()
-                .ok_or(AdError::Internal(rfx_ir::hir::BuildError::UnknownValue(
-                    ValueId::new(index),
-                )))?;
+            let args = mapped_args(&map, &node.args, index)?;
             let target = match node.op {
                 Op::Const(_)
                 | Op::Literal(_)
@@ -535,6 +528,22 @@ impl Batched {
     }
 }
 
+/// The new values of node `index`'s operands `args` through `map` (old value index → new value),
+/// or an internal error when one has none (operands are defined before their users, so every
+/// one has been mapped).
+pub(crate) fn mapped_args<T: Copy>(
+    map: &[Option<T>],
+    args: &[ValueId],
+    index: usize,
+) -> Result<Vec<T>, AdError> {
+    args.iter()
+        .map(|a| map.get(a.index()).copied().flatten())
+        .collect::<Option<Vec<_>>>()
+        .ok_or(AdError::Internal(rfx_ir::hir::BuildError::UnknownValue(
+            ValueId::new(index),
+        )))
+}
+
 /// Copies `node` with rebuilt operands `args` into `b`.
 pub(crate) fn copy_node(b: &mut Builder, node: &Node, args: &[ValueId]) -> Result<ValueId, AdError> {
     Ok(b.copy(&node.op, args, &node.ty)?)
@@ -561,12 +570,7 @@ pub(crate) fn rebuild(kernel: &Kernel, outputs: &[(String, ValueId)]) -> Result<
         if !live[index] && !matches!(node.op, Op::Input { .. }) {
             continue;
         }
-        let args = node
-            .args
-            .iter()
-            .map(|a| map.get(a.index()).copied().flatten())
-            .collect::<Option<Vec<_>>>()
-            .ok_or(rfx_ir::hir::BuildError::UnknownValue(ValueId::new(index)))?;
+        let args = mapped_args(&map, &node.args, index)?;
         map[index] = Some(copy_node(&mut b, node, &args)?);
     }
     for (name, value) in outputs {

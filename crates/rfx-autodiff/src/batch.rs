@@ -133,6 +133,15 @@ pub fn vmap(kernel: &Kernel, in_axes: &[Option<usize>], size: usize) -> Result<K
                 let perm: Vec<usize> = std::iter::once(0).chain(perm.iter().map(|p| p + 1)).collect();
                 b.copy(&Op::Transpose { perm }, &[args[0].0], &ty)?
             }
+            // A window or a padding of every example: nothing moves along the batch.
+            Op::Slice { starts } => {
+                let starts = std::iter::once(0).chain(starts.iter().copied()).collect();
+                b.copy(&Op::Slice { starts }, &[args[0].0], &ty)?
+            }
+            Op::Pad { low } => {
+                let low = std::iter::once(0).chain(low.iter().copied()).collect();
+                b.copy(&Op::Pad { low }, &[args[0].0], &ty)?
+            }
             // A reshape keeps the batch in front (row-major: each example stays contiguous).
             Op::Reshape => b.copy(&Op::Reshape, &[args[0].0], &ty)?,
             // Elementwise ops and `broadcast_to`: a batched operand of lower rank than the

@@ -136,6 +136,15 @@ pub(crate) fn forward(
                 Some(t) => Some(em.reshape(t, concat(batch, &out_shape))?),
                 None => None,
             },
+            // Both are linear: the same window (or zeros) of the tangent, behind its batch axes.
+            Op::Slice { starts } => match arg_tangents[0] {
+                Some(t) => Some(em.slice(t, &behind(batch, starts), concat(batch, &out_shape))?),
+                None => None,
+            },
+            Op::Pad { low } => match arg_tangents[0] {
+                Some(t) => Some(em.pad(t, &behind(batch, low), concat(batch, &out_shape))?),
+                None => None,
+            },
             Op::Reduce { op, axes, keepdims } => match arg_tangents[0] {
                 Some(t) => Some({
                     let axes: Vec<usize> = axes.iter().map(|a| a + batch.rank()).collect();
@@ -379,4 +388,11 @@ pub fn hvp<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
         result.nodes().to_vec(),
         result.outputs().to_vec(),
     ))
+}
+
+/// Per-axis offsets `at` of an example, behind `batch`'s axes (offset 0 along each).
+pub(crate) fn behind(batch: &Shape, at: &[usize]) -> Vec<usize> {
+    std::iter::repeat_n(0, batch.rank())
+        .chain(at.iter().copied())
+        .collect()
 }

@@ -174,6 +174,8 @@ impl Emitter {
                 | Op::Cast
                 | Op::BroadcastTo
                 | Op::Reshape
+                | Op::Slice { .. }
+                | Op::Pad { .. }
                 | Op::Iota { .. } => Some(node.ty.clone()),
                 _ => None,
             };
@@ -222,6 +224,20 @@ impl Emitter {
                     .shape;
                 return self.node(Op::Const(value), &[], Some(TensorType::new(value.dtype(), shape)));
             }
+            // A window of a splat is a splat; zeros around a splat of zero are that splat.
+            (Op::Slice { .. } | Op::Pad { .. }, Some(t)) => match self.constants.get(&first()?) {
+                Some(&value)
+                    if matches!(key.0, Op::Slice { .. })
+                        || value.to_bits() == rfx_ir::Scalar::zero(value.dtype()).to_bits() =>
+                {
+                    return self.node(Op::Const(value), &[], Some(t.clone()));
+                }
+                _ => match &key.0 {
+                    Op::Slice { starts } => self.b.slice(first()?, starts, t.shape.clone())?,
+                    Op::Pad { low } => self.b.pad(first()?, low, t.shape.clone())?,
+                    _ => return Err(rfx_ir::hir::BuildError::UnknownValue(first()?).into()),
+                },
+            },
             (Op::BroadcastTo | Op::Reshape, Some(t)) => match self.constants.get(&first()?) {
                 Some(&value) => return self.node(Op::Const(value), &[], Some(t.clone())),
                 None if matches!(key.0, Op::Reshape) => self.b.reshape(first()?, t.shape.clone())?,
@@ -387,6 +403,34 @@ impl Emitter {
             return Ok(x);
         }
         self.node(Op::Transpose { perm: perm.to_vec() }, &[x], None)
+    }
+
+    /// The window of `x` at `starts` of extents `shape` (`x` itself when it is all of `x`).
+    pub(crate) fn slice(&mut self, x: ValueId, starts: &[usize], shape: Shape) -> Result<ValueId, AdError> {
+        if self.shape(x)? == shape {
+            return Ok(x);
+        }
+        let dtype = self.dtype(x)?;
+        self.node(
+            Op::Slice {
+                starts: starts.to_vec(),
+            },
+            &[x],
+            Some(TensorType::new(dtype, shape)),
+        )
+    }
+
+    /// `x` placed at `low` in zeros of `shape` (`x` itself when it fills `shape`).
+    pub(crate) fn pad(&mut self, x: ValueId, low: &[usize], shape: Shape) -> Result<ValueId, AdError> {
+        if self.shape(x)? == shape {
+            return Ok(x);
+        }
+        let dtype = self.dtype(x)?;
+        self.node(
+            Op::Pad { low: low.to_vec() },
+            &[x],
+            Some(TensorType::new(dtype, shape)),
+        )
     }
 
     pub(crate) fn broadcast_to(&mut self, x: ValueId, shape: Shape) -> Result<ValueId, AdError> {

@@ -172,6 +172,17 @@ fn dense_contributions(
             let arg_shape = em.shape(args[0])?;
             vec![Some(em.reshape(ct, concat(batch, &arg_shape))?)]
         }
+        // A window's adjoint is zeros around it; a padding's is its window.
+        Op::Slice { starts } => {
+            let arg_shape = em.shape(args[0])?;
+            let at = crate::forward::behind(batch, starts);
+            vec![Some(em.pad(ct, &at, concat(batch, &arg_shape))?)]
+        }
+        Op::Pad { low } => {
+            let arg_shape = em.shape(args[0])?;
+            let at = crate::forward::behind(batch, low);
+            vec![Some(em.slice(ct, &at, concat(batch, &arg_shape))?)]
+        }
         Op::Reduce { op, axes, keepdims } => {
             let x = args[0];
             let x_shape = em.shape(x)?;

@@ -433,3 +433,52 @@ fn value_and_grad_keeps_the_value() {
     assert_close("value", &out[0], &[1.0 + 1f64.exp()], 1e-15, 0.0);
     assert_close("grad", &out[1], &[1.0, 1f64.exp()], 1e-15, 0.0);
 }
+
+#[test]
+fn windows_and_concatenations_differentiate_to_paddings_and_windows() {
+    // f(x, y) = sum(sin(x[1:4]) * cat(x[0:1], y)) with cat(a, y) = pad(a) + pad(y) of length 3:
+    // x: [5], y: [2]. By hand, with w = x[1:4] and c = [x0, y0, y1]:
+    //   ∂f/∂x_{1+i} = cos(w_i) c_i (i < 3), ∂f/∂x_0 = sin(w_0), ∂f/∂x_4 = 0,
+    //   ∂f/∂y_j = sin(w_{1+j}).
+    let kernel = kernel_f64("windows", &[("x", &[5]), ("y", &[2])], |b, xs| {
+        let w = b.slice(xs[0], &[1], [3])?;
+        let s = b.unary(UnaryOp::Sin, w)?;
+        let head = b.slice(xs[0], &[0], [1])?;
+        let head = b.pad(head, &[0], [3])?;
+        let tail = b.pad(xs[1], &[1], [3])?;
+        let cat = b.binary(BinaryOp::Add, head, tail)?;
+        let p = b.binary(BinaryOp::Mul, s, cat)?;
+        b.reduce_all(ReduceOp::Sum, p)
+    });
+    let x = uniform(7, 5, -2.0, 2.0);
+    let y = uniform(8, 2, -2.0, 2.0);
+    let inputs = [arr(&[5], &x), arr(&[2], &y)];
+    let g = run(&grad(&kernel, &["x", "y"]).unwrap(), &inputs);
+    let c = [x[0], y[0], y[1]];
+    let mut gx = vec![0.0; 5];
+    gx[0] = x[1].sin();
+    for i in 0..3 {
+        gx[1 + i] += x[1 + i].cos() * c[i];
+    }
+    let gy = [x[2].sin(), x[3].sin()];
+    assert_close("slice/pad grad x", &g[0], &gx, 1e-12, 1e-14);
+    assert_close("slice/pad grad y", &g[1], &gy, 1e-12, 1e-14);
+    assert_close("fd x", &g[0], &fd_grad(&kernel, &inputs, 0, 0, None), 1e-6, 1e-8);
+    assert_close("fd y", &g[1], &fd_grad(&kernel, &inputs, 1, 0, None), 1e-6, 1e-8);
+
+    // Forward mode: the tangent of the value is the same sum over the tangents.
+    let t = uniform(9, 5, -1.0, 1.0);
+    let u = uniform(10, 2, -1.0, 1.0);
+    let tangent = run_named(
+        &jvp(&kernel, &["x", "y"]).unwrap(),
+        &[arr(&[5], &x), arr(&[2], &y), arr(&[5], &t), arr(&[2], &u)],
+        "tangent_out",
+    );
+    let want: f64 = gx
+        .iter()
+        .zip(&t)
+        .chain(gy.iter().zip(&u))
+        .map(|(g, d)| g * d)
+        .sum();
+    assert_close("slice/pad jvp", &tangent, &[want], 1e-12, 1e-14);
+}

@@ -407,6 +407,7 @@ fn kernel_for_seed(seed: u64) -> Kernel {
         allow_broadcast: rng.chance(0.7),
         allow_index: rng.chance(0.5),
         allow_literal: rng.chance(0.5),
+        allow_window: rng.chance(0.5),
     };
     let mut kernel = random_kernel(&mut rng, &config, "fuzz");
     // Most generated kernels hold a transcendental op, whose values are not compared: in two
@@ -525,6 +526,43 @@ fn rebuild(kernel: &Kernel, map: &[usize], replace_op: &mut dyn FnMut(&Op, DType
                     _ => to = map_dims(dims),
                 }
                 b.reshape(args[0], to).ok()?
+            }
+            // A window spanning its operand spans the resized operand; another keeps its start
+            // where it still fits.
+            Op::Slice { starts } => {
+                let old = kernel.value_type(*node.args.first()?)?.shape.dims().to_vec();
+                let new = b.value_type(args[0]).ok()?.shape.dims().to_vec();
+                let (mut at, mut window) = (Vec::new(), Vec::new());
+                for (((&s, &w), &d), &n) in starts.iter().zip(node.ty.shape.dims()).zip(&old).zip(&new) {
+                    let w = if w == d {
+                        n
+                    } else {
+                        map.get(w).copied().unwrap_or(w).min(n)
+                    };
+                    at.push(s.min(n - w));
+                    window.push(w);
+                }
+                b.slice(args[0], &at, window).ok()?
+            }
+            // Zeros as before around the resized operand, out to the resized extent when it
+            // still holds them.
+            Op::Pad { low } => {
+                let old = kernel.value_type(*node.args.first()?)?.shape.dims().to_vec();
+                let new = b.value_type(args[0]).ok()?.shape.dims().to_vec();
+                let dims: Vec<usize> = low
+                    .iter()
+                    .zip(node.ty.shape.dims())
+                    .zip(old.iter().zip(&new))
+                    .map(|((&l, &p), (&d, &n))| {
+                        let mapped = map.get(p).copied().unwrap_or(p);
+                        if mapped >= l + n {
+                            mapped
+                        } else {
+                            l + n + (p - l - d)
+                        }
+                    })
+                    .collect();
+                b.pad(args[0], low, dims).ok()?
             }
             op => {
                 let dtype = b.value_type(*args.first()?).ok()?.dtype;

@@ -117,6 +117,8 @@ impl KernelShape {
 struct Access {
     buf: Option<BufId>,
     strides: Vec<usize>,
+    /// Elements before the access's first point (a load's window).
+    offset: usize,
     dtype: DType,
 }
 
@@ -137,6 +139,8 @@ struct KernelInfo<'k> {
     /// For each body instruction, its access index (loads and stores only).
     access_of: Vec<Option<usize>>,
     buffer_dtypes: Vec<DType>,
+    /// Per buffer: its element count.
+    buffer_lens: Vec<usize>,
     /// Per buffer: `Some(true)` for a program input, `Some(false)` for an output, `None` for an
     /// arena temporary (which may share bytes with another temporary).
     buffer_is_input: Vec<Option<bool>>,
@@ -327,21 +331,27 @@ fn build_into(
                 .ok_or_else(|| internal(format!("{what} into an undeclared slot")))
         };
         let access = match inst {
-            Inst::Load { dst, buf, strides } => Some((Some(*buf), strides, slot_dtype(dst, "load")?)),
-            Inst::Index { dst, strides } => Some((None, strides, slot_dtype(dst, "index")?)),
+            Inst::Load {
+                dst,
+                buf,
+                strides,
+                offset,
+            } => Some((Some(*buf), strides, *offset, slot_dtype(dst, "load")?)),
+            Inst::Index { dst, strides } => Some((None, strides, 0, slot_dtype(dst, "index")?)),
             Inst::Store { buf, strides, .. } => {
                 let dtype = *buffer_dtypes
                     .get(buf.index())
                     .ok_or_else(|| internal("store to an unknown buffer"))?;
-                Some((Some(*buf), strides, dtype))
+                Some((Some(*buf), strides, 0, dtype))
             }
             _ => None,
         };
         access_of.push(access.as_ref().map(|_| accesses.len()));
-        if let Some((buf, strides, dtype)) = access {
+        if let Some((buf, strides, offset, dtype)) = access {
             accesses.push(Access {
                 buf,
                 strides: strides.clone(),
+                offset,
                 dtype,
             });
         }
@@ -361,6 +371,7 @@ fn build_into(
         accesses,
         access_of,
         buffer_dtypes,
+        buffer_lens: program.buffers().iter().map(|b| b.ty.shape.numel()).collect(),
         buffer_is_input,
     };
     let shape;
@@ -2734,16 +2745,24 @@ impl<'k> Gen<'_, 'k> {
                 .ok_or_else(|| internal(format!("slot {s} read before written")))
         };
         let value = match inst {
-            Inst::Load { dst, buf, .. } => {
+            Inst::Load { dst, buf, offset, .. } => {
                 let dtype = self.slot_dtype(*dst)?;
                 let base = self.base(*buf)?;
                 let preloaded = body_index.and_then(|i| self.preloaded.get(&i).copied());
                 let v = match (preloaded, access) {
                     (Some(v), _) => v,
-                    (None, None) => self.load_scalar(b, base, None, dtype),
+                    (None, None) => {
+                        let addr = self.add_imm(b, base, (offset * dtype.size_bytes()) as i64);
+                        self.load_scalar(b, addr, None, dtype)
+                    }
                     (None, Some((k, at))) => self.load(b, w, k, base, at, offs, dtype)?,
                 };
                 Some((*dst, v))
+            }
+            Inst::Gather { dst, buf, index } => {
+                let dtype = self.slot_dtype(*dst)?;
+                let index = get(slots, *index)?;
+                Some((*dst, self.gather(b, w, *buf, index, dtype)?))
             }
             Inst::Index { dst, .. } => {
                 let dtype = self.slot_dtype(*dst)?;
@@ -3034,8 +3053,10 @@ impl<'k> Gen<'_, 'k> {
             .map(|(access, &off)| match access.buf {
                 Some(buf) => {
                     let base = self.base(buf)?;
-                    let bytes = self.scale(b, off, access.dtype.size_bytes() as i64);
-                    Ok(self.add(b, base, bytes))
+                    let size = access.dtype.size_bytes();
+                    let bytes = self.scale(b, off, size as i64);
+                    let at = self.add(b, base, bytes);
+                    Ok(self.add_imm(b, at, (access.offset * size) as i64))
                 }
                 // An index's "address" is its value: the element offset itself.
                 None => Ok(off),
@@ -3086,6 +3107,56 @@ impl<'k> Gen<'_, 'k> {
             let addr = self.address(b, k, base, at, offs, lane);
             e_lanes.push(self.load_scalar(b, addr, Some(k), dtype));
         }
+        Ok(self.assemble(b, w, &e_lanes, dtype))
+    }
+
+    /// `buf[clamp(index, 0, len - 1)]` per lane of the `i32` value `index` (`w` lanes).
+    fn gather(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        w: u8,
+        buf: BufId,
+        index: Value,
+        dtype: DType,
+    ) -> Result<Value, BackendError> {
+        let base = self.base(buf)?;
+        let len = self
+            .info
+            .buffer_lens
+            .get(buf.index())
+            .copied()
+            .filter(|&n| n > 0)
+            .ok_or_else(|| internal(format!("gather from {buf}, which has no elements")))?;
+        let last = i64::try_from(len - 1).map_err(|_| internal("gather from a huge buffer"))?;
+        let last = i32::try_from(last).unwrap_or(i32::MAX);
+        let mut lanes = Vec::with_capacity(usize::from(w));
+        for lane in 0..w {
+            let i = if w == 1 {
+                index
+            } else {
+                b.ins().extractlane(index, lane)
+            };
+            let (zero, top) = (
+                b.ins().iconst(types::I32, 0),
+                b.ins().iconst(types::I32, i64::from(last)),
+            );
+            let below = b.ins().icmp_imm_s(IntCC::SignedLessThan, i, 0);
+            let i = b.ins().select(below, zero, i);
+            let above = b.ins().icmp_imm_s(IntCC::SignedGreaterThan, i, i64::from(last));
+            let i = b.ins().select(above, top, i);
+            let i = b.ins().uextend(self.ptr, i);
+            let bytes = self.scale(b, i, dtype.size_bytes() as i64);
+            let addr = b.ins().iadd(base, bytes);
+            lanes.push(self.load_scalar(b, addr, None, dtype));
+        }
+        Ok(self.assemble(b, w, &lanes, dtype))
+    }
+
+    /// A vector of `w` lanes from scalar lanes (one lane broadcast when there is one).
+    fn assemble(&self, b: &mut FunctionBuilder<'_>, w: u8, e_lanes: &[Value], dtype: DType) -> Value {
+        if w == 1 {
+            return e_lanes[0];
+        }
         let mut e = Emitter {
             b: &mut *b,
             w,
@@ -3102,7 +3173,7 @@ impl<'k> Gen<'_, 'k> {
             };
             v = b.ins().insertlane(v, x, lane as u8);
         }
-        Ok(v)
+        v
     }
 
     /// Converts the body's indices that the vector loop does not advance (see

@@ -899,8 +899,30 @@ impl Emitter<'_> {
     /// Emits one instruction; `acc` names the accumulator when it is a `Reduce`.
     fn emit_inst(&mut self, depth: usize, inst: &Inst, acc: Option<&str>) {
         let text = match inst {
-            Inst::Load { dst, buf, strides } => {
-                let load = format!("{buf}[{}]", self.offset(strides));
+            Inst::Load {
+                dst,
+                buf,
+                strides,
+                offset,
+            } => {
+                let load = match offset {
+                    0 => format!("{buf}[{}]", self.offset(strides)),
+                    at => format!("{buf}[{at} + {}]", self.offset(strides)),
+                };
+                let value = if self.buf_dtype(*buf) == DType::Bool {
+                    format!("({load} != 0)")
+                } else {
+                    load
+                };
+                format!("{dst} = {value};")
+            }
+            Inst::Gather { dst, buf, index } => {
+                // The verifier guarantees at least one element; the index is clamped into them.
+                let last = self
+                    .program
+                    .buffer(*buf)
+                    .map_or(0, |b| b.ty.shape.numel().saturating_sub(1));
+                let load = format!("{buf}[{index} < 0 ? 0 : ({index} > {last} ? {last} : {index})]");
                 let value = if self.buf_dtype(*buf) == DType::Bool {
                     format!("({load} != 0)")
                 } else {

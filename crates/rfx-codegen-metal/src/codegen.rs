@@ -1541,10 +1541,31 @@ fn emit_inst(
             .ok_or_else(|| compile_error(format!("kernel `{}`: unknown slot {s}", kernel.name)))
     };
     let expr = match inst {
-        Inst::Load { buf, strides, .. } => {
+        Inst::Load {
+            buf, strides, offset, ..
+        } => {
             bindings.insert(buf.index());
             let dtype = em.buffer_dtype(*buf)?;
-            let load = format!("buf{}[{}]", buf.index(), index_expr(strides));
+            let load = match offset {
+                0 => format!("buf{}[{}]", buf.index(), index_expr(strides)),
+                at => format!("buf{}[{at}u + {}]", buf.index(), index_expr(strides)),
+            };
+            if dtype == DType::Bool {
+                format!("{load} != 0u")
+            } else {
+                load
+            }
+        }
+        // The verifier guarantees at least one element; the index is clamped into them.
+        Inst::Gather { buf, index, .. } => {
+            bindings.insert(buf.index());
+            let dtype = em.buffer_dtype(*buf)?;
+            let last = em
+                .program
+                .buffer(*buf)
+                .map_or(0, |b| b.ty.shape.numel().saturating_sub(1))
+                .min(i32::MAX as usize);
+            let load = format!("buf{}[u32(clamp({}, 0i, {last}i))]", buf.index(), slot(*index));
             if dtype == DType::Bool {
                 format!("{load} != 0u")
             } else {

@@ -91,6 +91,26 @@ pub enum TypeError {
         /// The operand's rank.
         rank: usize,
     },
+    /// A `slice` whose window does not lie inside its operand.
+    #[error("`slice` of {to} at {starts:?} does not lie inside the operand's {from}")]
+    Slice {
+        /// The operand's shape.
+        from: Shape,
+        /// The window's first index.
+        starts: Vec<usize>,
+        /// The window's (the node's) shape.
+        to: Shape,
+    },
+    /// A `pad` whose operand, placed at `low`, does not lie inside the result.
+    #[error("`pad` of the operand's {from} at {low:?} does not lie inside the result's {to}")]
+    Pad {
+        /// The operand's shape.
+        from: Shape,
+        /// Where the operand's first element goes.
+        low: Vec<usize>,
+        /// The result's (the node's) shape.
+        to: Shape,
+    },
     /// An `iota` longer than its dtype counts exactly.
     #[error("`iota` of extent {extent} does not count exactly in {dtype}")]
     IotaExtent {

@@ -31,6 +31,15 @@ use crate::error::TypeError;
 use crate::ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 use crate::{DType, Scalar, TensorType};
 
+/// The element a `gather` reads from a buffer of `len` elements at index `i` (an `i32`):
+/// `i` clamped into `0..len`. `None` for another dtype or an empty buffer.
+pub fn clamp_index(i: Scalar, len: usize) -> Option<usize> {
+    match i {
+        Scalar::I32(v) if len > 0 => Some(usize::try_from(v).unwrap_or(0).min(len - 1)),
+        _ => None,
+    }
+}
+
 /// Converts `x` to `to` (see [`crate::hir::Op::Cast`] for the rules).
 ///
 /// Float → `i32` truncates toward zero and saturates, NaN → 0; number → bool is `x != 0`

@@ -79,6 +79,8 @@ pub struct KernelGenConfig {
     pub allow_index: bool,
     /// Allow `literal`s (random constant tensors, special values included).
     pub allow_literal: bool,
+    /// Allow `slice` and `pad`.
+    pub allow_window: bool,
 }
 
 impl Default for KernelGenConfig {
@@ -95,6 +97,7 @@ impl Default for KernelGenConfig {
             allow_broadcast: true,
             allow_index: true,
             allow_literal: true,
+            allow_window: true,
         }
     }
 }
@@ -179,10 +182,14 @@ fn random_op(
             .collect();
         rng.pick(&same).copied()
     };
-    // Without `iota`, `transpose` and `literal` the draws are the ones made before they existed.
-    let choices = 14 + 2 * usize::from(config.allow_index) + usize::from(config.allow_literal);
+    // Without `iota`, `transpose`, `literal`, `slice` and `pad` the draws are the ones made
+    // before they existed.
+    let windows = 2 * usize::from(config.allow_window);
+    let choices = 14 + 2 * usize::from(config.allow_index) + usize::from(config.allow_literal) + windows;
     let draw = rng.below(choices);
-    let draw = if config.allow_literal && draw == choices - 1 {
+    let draw = if draw + windows >= choices {
+        17 + draw + windows - choices
+    } else if config.allow_literal && draw + windows == choices - 1 {
         16
     } else {
         draw
@@ -287,6 +294,40 @@ fn random_op(
             b.transpose(x, &perm).ok()
         }
         16 => random_literal(rng, b, &xt),
+        // A window: along each axis all of it, one element (which broadcasts back), or a
+        // random run.
+        17 => {
+            let (mut starts, mut window) = (Vec::new(), Vec::new());
+            for &d in xt.shape.dims() {
+                let len = match rng.below(3) {
+                    0 => d,
+                    1 => d.min(1),
+                    _ => rng.below(d + 1),
+                };
+                starts.push(rng.below(d - len + 1));
+                window.push(len);
+            }
+            b.slice(x, &starts, window).ok()
+        }
+        // Zeros around: along each axis none, up to two on either side, or filling an axis of
+        // one out to the extent of a neighbour's.
+        18 => {
+            let (mut low, mut dims) = (Vec::new(), Vec::new());
+            for &d in xt.shape.dims() {
+                let (lo, hi) = if d == 1 && rng.chance(0.5) {
+                    let to = 1 + rng.below(config.max_dim.max(1));
+                    let lo = rng.below(to);
+                    (lo, to - 1 - lo)
+                } else if rng.chance(0.3) {
+                    (0, 0)
+                } else {
+                    (rng.below(3), rng.below(3))
+                };
+                low.push(lo);
+                dims.push(lo + d + hi);
+            }
+            b.pad(x, &low, dims).ok()
+        }
         _ => None,
     }
 }

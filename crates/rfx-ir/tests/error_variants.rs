@@ -420,6 +420,47 @@ fn builder_rejects_a_transpose_that_is_not_a_permutation() {
 }
 
 #[test]
+fn builder_rejects_a_window_outside_its_operand_and_a_pad_outside_its_result() {
+    let mut b = Builder::new("k");
+    let x = b.input("x", f32s([4, 6])).expect("input");
+    for (starts, window) in [
+        (vec![1, 3], vec![3, 4]),
+        (vec![0], vec![4]),
+        (vec![5, 0], vec![0, 6]),
+    ] {
+        assert_eq!(
+            type_error(b.slice(x, &starts, window.clone())),
+            TypeError::Slice {
+                from: Shape::new([4, 6]),
+                starts: starts.clone(),
+                to: Shape::new(window),
+            }
+        );
+    }
+    for (low, shape) in [
+        (vec![1, 0], vec![4, 8]),
+        (vec![0, 0], vec![4, 5]),
+        (vec![0], vec![9]),
+    ] {
+        assert_eq!(
+            type_error(b.pad(x, &low, shape.clone())),
+            TypeError::Pad {
+                from: Shape::new([4, 6]),
+                low: low.clone(),
+                to: Shape::new(shape),
+            }
+        );
+    }
+    // The text format reports the same error at the statement.
+    let err = hir::parse(
+        "kernel k {\n  %x = input x : f32[4]\n  %s = slice %x starts [2] : f32[3]\n  output out = %s\n}\n",
+    )
+    .expect_err("the window ends past the operand");
+    assert_eq!((err.line, err.col), (3, 3), "{err}");
+    assert!(err.to_string().contains("does not lie inside"), "{err}");
+}
+
+#[test]
 fn builder_rejects_an_iota_it_cannot_count_exactly() {
     let mut b = Builder::new("k");
     assert_eq!(

@@ -1606,3 +1606,55 @@ fn literals_hold_their_values_in_every_mode() {
         assert_eq!(out[2].to_f64_vec(), vec![3.0, -4.0], "{mode:?}");
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Windows and paddings
+
+#[test]
+fn slice_reads_a_window_and_pad_places_its_operand_in_zeros() {
+    // x = [[0, 1, 2, 3], [10, 11, 12, 13], [20, 21, 22, 23]] (i32 and f64).
+    let values: Vec<i32> = (0..3).flat_map(|r| (0..4).map(move |c| 10 * r + c)).collect();
+    for dtype in [DType::I32, DType::F64] {
+        let mut b = Builder::new("windows");
+        let x = b.input("x", TensorType::new(dtype, [3, 4])).unwrap();
+        let s = b.slice(x, &[1, 2], [2, 2]).unwrap();
+        let p = b.pad(s, &[1, 0], [4, 3]).unwrap();
+        let row = b.slice(x, &[2, 0], [1, 4]).unwrap();
+        b.output("s", s).unwrap();
+        b.output("p", p).unwrap();
+        b.output("row", row).unwrap();
+        let kernel = b.finish().unwrap();
+        let x = match dtype {
+            DType::I32 => array([3, 4], values.clone()),
+            _ => array([3, 4], values.iter().map(|&v| f64::from(v)).collect::<Vec<f64>>()),
+        };
+        let out = run(&kernel, &[x], Mode::Native);
+        let as_f64 =
+            |a: &Array| -> Vec<f64> { (0..a.data().len()).map(|i| a.get(i).unwrap().to_f64()).collect() };
+        assert_eq!(as_f64(&out[0]), [12.0, 13.0, 22.0, 23.0], "{dtype}");
+        assert_eq!(
+            as_f64(&out[1]),
+            [0.0, 0.0, 0.0, 12.0, 13.0, 0.0, 22.0, 23.0, 0.0, 0.0, 0.0, 0.0],
+            "{dtype}"
+        );
+        assert_eq!(as_f64(&out[2]), [20.0, 21.0, 22.0, 23.0], "{dtype}");
+        // The zeros are positive zeros.
+        if dtype == DType::F64 {
+            assert!(f64s(&out[1]).iter().all(|v| v.to_bits() != (-0.0f64).to_bits()));
+        }
+    }
+    // A bool pad fills with `false`; an empty window is empty.
+    let mut b = Builder::new("bools");
+    let x = b.input("x", TensorType::new(DType::Bool, [2])).unwrap();
+    let p = b.pad(x, &[2], [5]).unwrap();
+    let e = b.slice(x, &[2], [0]).unwrap();
+    b.output("p", p).unwrap();
+    b.output("e", e).unwrap();
+    let out = run(
+        &b.finish().unwrap(),
+        &[array([2], vec![true, true])],
+        Mode::Native,
+    );
+    assert_eq!(bools(&out[0]), [false, false, true, true, false]);
+    assert_eq!(out[1].data().len(), 0);
+}

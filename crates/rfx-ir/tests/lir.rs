@@ -572,6 +572,7 @@ fn verifier_arena_and_preamble_rules() {
         dst: SlotId::new(0),
         buf: BufId::new(9),
         strides: vec![1],
+        offset: 0,
     };
     let bad = LirProgram::from_parts("p", program("fused_chain").buffers().to_vec(), 0, 64, kernels);
     assert_eq!(
@@ -930,12 +931,14 @@ fn random_program(seed: u64) -> LirProgram {
                 dst: kgen.dst(&mut rng, false, dtype),
                 buf,
                 strides,
+                offset: 0,
             });
         } else {
             body.push(Inst::Load {
                 dst: kgen.dst(&mut rng, true, dtype),
                 buf,
                 strides,
+                offset: 0,
             });
         }
     }
@@ -1030,6 +1033,7 @@ fn random_program(seed: u64) -> LirProgram {
             dst: kgen.dst(&mut rng, true, dtype),
             buf: temp,
             strides: domain.strides(),
+            offset: 0,
         }];
         for _ in 0..rng.below(5) {
             if let Some(inst) = kgen.random_inst(&mut rng, true) {

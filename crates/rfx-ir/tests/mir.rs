@@ -432,6 +432,7 @@ fn verifier_load_rules() {
     kernels[0].body[0].op = MirOp::Load {
         buf: BufId::new(9),
         strides: vec![1],
+        offset: 0,
     };
     program = MirProgram::from_parts("p", program.buffers().to_vec(), kernels);
     let errors = mir::verify(&program).unwrap_err();
@@ -861,6 +862,7 @@ fn random_program(seed: u64) -> MirProgram {
             op: MirOp::Load {
                 buf: BufId::new(i),
                 strides,
+                offset: 0,
             },
             args: vec![],
             dtype,
@@ -930,6 +932,7 @@ fn random_program(seed: u64) -> MirProgram {
             op: MirOp::Load {
                 buf: temp,
                 strides: domain.strides(),
+                offset: 0,
             },
             args: vec![],
             dtype,

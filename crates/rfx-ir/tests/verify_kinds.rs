@@ -240,6 +240,7 @@ fn mir_verifier_raises_each_kind() {
                 k[1].body[1].op = MirOp::Load {
                     buf: BufId::new(9),
                     strides: vec![0, 1],
+                    offset: 0,
                 }
             })),
             mir::VerifyErrorKind::UnknownBuffer(_)
@@ -415,6 +416,7 @@ fn lir_verifier_raises_each_kind() {
                     dst: SlotId::new(0),
                     buf: BufId::new(9),
                     strides: vec![3, 1],
+                    offset: 0,
                 }
             })),
             lir::VerifyErrorKind::UnknownBuffer(_)

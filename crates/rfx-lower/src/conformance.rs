@@ -217,6 +217,7 @@ pub fn cases() -> Vec<Case> {
         push(name, k, None, None);
     }
     index_cases(&mut push);
+    window_cases(&mut push);
     literal_cases(&mut push);
     product_cases(&mut push);
     cases
@@ -424,6 +425,100 @@ fn index_cases(push: &mut dyn FnMut(String, Option<Kernel>, Option<&'static str>
             let i = b.transpose(i, &[1, 2, 0]).ok()?;
             let r = b.binary(BinaryOp::Add, t, i).ok()?;
             b.output("out", r).ok()?;
+            b.finish().ok()
+        })();
+        push(name, k, None, None);
+    }
+}
+
+/// Windows and paddings: of inputs, of computed values and of `iota`s, an element taken out
+/// (`x[2]`), a concatenation, and both at sizes around the vector widths and with empty sides.
+fn window_cases(push: &mut dyn FnMut(String, Option<Kernel>, Option<&'static str>, Option<f64>)) {
+    for dtype in DType::ALL {
+        let numeric = dtype.is_numeric();
+        // Combines two values of `dtype`: `sub` for numbers, `ne` cast back for bools.
+        let combine = |b: &mut Builder, x, y| -> Option<rfx_ir::hir::ValueId> {
+            if numeric {
+                b.binary(BinaryOp::Sub, x, y).ok()
+            } else {
+                b.binary(BinaryOp::Or, x, y).ok()
+            }
+        };
+        for (shape, starts, window) in [
+            (vec![6, 33], vec![1, 3], vec![4, 29]),
+            (vec![9], vec![4], vec![5]),
+            (vec![17], vec![0], vec![17]),
+            (vec![5, 4, 3], vec![1, 0, 2], vec![3, 4, 1]),
+            (vec![4, 6], vec![2, 6], vec![2, 0]),
+        ] {
+            let name = format!("slice_{dtype}_{}_at{}", dims_name(&shape), dims_name(&starts));
+            let mut b = Builder::new(name.clone());
+            let k = (|| {
+                let x = b.input("x", TensorType::new(dtype, shape.clone())).ok()?;
+                let s = b.slice(x, &starts, window.clone()).ok()?;
+                b.output("out", s).ok()?;
+                b.finish().ok()
+            })();
+            push(name, k, None, None);
+            let name = format!("pad_{dtype}_{}_at{}", dims_name(&window), dims_name(&starts));
+            let mut b = Builder::new(name.clone());
+            let k = (|| {
+                let x = b.input("x", TensorType::new(dtype, window.clone())).ok()?;
+                let p = b.pad(x, &starts, shape.clone()).ok()?;
+                b.output("out", p).ok()?;
+                b.finish().ok()
+            })();
+            push(name, k, None, None);
+        }
+        // Two windows of one input combined, a window of a computed value, of an `iota`, and
+        // one row taken out and broadcast back.
+        let name = format!("slice_computed_{dtype}");
+        let mut b = Builder::new(name.clone());
+        let k = (|| {
+            let x = b.input("x", TensorType::new(dtype, [6, 33])).ok()?;
+            let a = b.slice(x, &[1, 3], [4, 29]).ok()?;
+            let c = b.slice(x, &[2, 0], [4, 29]).ok()?;
+            let both = combine(&mut b, a, c)?;
+            let sq = combine(&mut b, x, x)?;
+            let sq = combine(&mut b, sq, x)?;
+            let w = b.slice(sq, &[2, 4], [4, 29]).ok()?;
+            let r = combine(&mut b, both, w)?;
+            let row = b.slice(x, &[2, 0], [1, 33]).ok()?;
+            let row = b.reshape(row, [33]).ok()?;
+            let spread = combine(&mut b, x, row)?;
+            b.output("out", r).ok()?;
+            b.output("spread", spread).ok()?;
+            if numeric {
+                let i = b.iota(dtype, [6, 33], 1).ok()?;
+                let i = b.slice(i, &[1, 3], [4, 29]).ok()?;
+                let ri = combine(&mut b, a, i)?;
+                b.output("iota", ri).ok()?;
+            }
+            b.finish().ok()
+        })();
+        push(name, k, None, None);
+        // A concatenation along the last axis (pads summed or or-ed), padding a computed value,
+        // and a pad read where it is reduced.
+        let name = format!("concat_{dtype}");
+        let mut b = Builder::new(name.clone());
+        let k = (|| {
+            let x = b.input("x", TensorType::new(dtype, [5, 3])).ok()?;
+            let y = b.input("y", TensorType::new(dtype, [5, 6])).ok()?;
+            let px = b.pad(x, &[0, 0], [5, 9]).ok()?;
+            let py = b.pad(y, &[0, 3], [5, 9]).ok()?;
+            let cat = if numeric {
+                b.binary(BinaryOp::Add, px, py).ok()?
+            } else {
+                b.binary(BinaryOp::Or, px, py).ok()?
+            };
+            let yy = combine(&mut b, y, y)?;
+            let pyy = b.pad(yy, &[1, 2], [7, 9]).ok()?;
+            b.output("cat", cat).ok()?;
+            b.output("padded", pyy).ok()?;
+            if numeric && dtype != DType::I32 {
+                let total = b.reduce(ReduceOp::Sum, pyy, &[1], false).ok()?;
+                b.output("rows", total).ok()?;
+            }
             b.finish().ok()
         })();
         push(name, k, None, None);

@@ -257,7 +257,7 @@ pub(crate) fn lower_kernel(
             }
         };
         let lir = match &inst.op {
-            MirOp::Load { buf, .. } => {
+            MirOp::Load { buf, offset, .. } => {
                 let access = load_access.get(&i).copied().ok_or(LowerError::Malformed {
                     kernel: kernel.name.clone(),
                     value: i,
@@ -266,8 +266,14 @@ pub(crate) fn lower_kernel(
                     dst,
                     buf: *buf,
                     strides: accesses[access].strides.clone(),
+                    offset: *offset,
                 }
             }
+            MirOp::Gather { buf } => Inst::Gather {
+                dst,
+                buf: *buf,
+                index: operand(0)?,
+            },
             MirOp::Index { .. } => {
                 let access = load_access.get(&i).copied().ok_or(LowerError::Malformed {
                     kernel: kernel.name.clone(),

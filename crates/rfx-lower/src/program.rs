@@ -52,7 +52,7 @@ pub fn lower(program: &MirProgram, config: &LowerConfig) -> Result<(LirProgram, 
         let buf = BufId::new(index);
         let touches = |k: &LirKernel, write: bool| {
             k.preamble.iter().chain(&k.body).any(|inst| match inst {
-                Inst::Load { buf: b, .. } => !write && *b == buf,
+                Inst::Load { buf: b, .. } | Inst::Gather { buf: b, .. } => !write && *b == buf,
                 Inst::Store { buf: b, .. } | Inst::Reduce { buf: b, .. } => write && *b == buf,
                 _ => false,
             })

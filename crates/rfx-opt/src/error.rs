@@ -18,6 +18,9 @@ pub enum OptError {
     /// Rebuilding HIR from the e-graph broke a typing rule (a rewrite-rule bug).
     #[error("internal error: rebuilt kernel is ill-typed: {0}")]
     Rebuild(#[source] BuildError),
+    /// A `pad` too large to index with `i32` (more than 2^31 elements along its reads).
+    #[error("`pad` {0} reaches an element index that `i32` does not hold")]
+    IndexRange(ValueId),
     /// A pass produced a kernel that does not verify (a pass bug).
     #[error("internal error: pass `{pass}` produced an invalid kernel:\n{errors}")]
     PassBroke {

@@ -74,10 +74,25 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
                     roots.entry(operand).or_insert(Some(MissReason::Reshape));
                 }
             }
-            Op::Transpose { .. } => {
+            Op::Transpose { .. } | Op::Slice { .. } => {
                 let base = transpose_base(kernel, ValueId::new(index));
+                let reason = match node.op {
+                    Op::Slice { .. } => MissReason::Slice,
+                    _ => MissReason::Transpose,
+                };
                 if kernel.node(base).is_some_and(|n| !is_leaf(&n.op)) {
-                    roots.entry(base).or_insert(Some(MissReason::Transpose));
+                    roots.entry(base).or_insert(Some(reason));
+                }
+            }
+            // A pad reads its operand by clamped index from a buffer: an input, a literal or a
+            // stored value (a splat needs none).
+            Op::Pad { .. } => {
+                if let Some(&operand) = node.args.first()
+                    && kernel
+                        .node(operand)
+                        .is_some_and(|n| !matches!(n.op, Op::Input { .. } | Op::Literal(_) | Op::Const(_)))
+                {
+                    roots.entry(operand).or_insert(Some(MissReason::Pad));
                 }
             }
             _ => {}
@@ -124,11 +139,11 @@ fn is_leaf(op: &Op) -> bool {
     )
 }
 
-/// The value under a chain of transposes and broadcasts starting at `value` (`value` itself
-/// when it is neither): what a transposed read loads from.
+/// The value under a chain of transposes, slices and broadcasts starting at `value` (`value`
+/// itself when it is none of them): what a transposed read loads from.
 fn transpose_base(kernel: &Kernel, mut value: ValueId) -> ValueId {
     while let Some(node) = kernel.node(value)
-        && matches!(node.op, Op::Transpose { .. } | Op::BroadcastTo)
+        && is_view(&node.op)
         && let Some(&operand) = node.args.first()
     {
         value = operand;
@@ -157,7 +172,15 @@ fn strides_in_domain(shape: &Shape, strides: &[usize], domain: &Shape) -> Option
 /// `true` for the ops that read their operand's buffer through an index map of their own
 /// (the operand must be complete before their kernel runs).
 fn reads_buffer(op: &Op) -> bool {
-    matches!(op, Op::Reshape | Op::Transpose { .. })
+    matches!(
+        op,
+        Op::Reshape | Op::Transpose { .. } | Op::Slice { .. } | Op::Pad { .. }
+    )
+}
+
+/// `true` for the links of a strided read: transposes, slices and broadcasts.
+fn is_view(op: &Op) -> bool {
+    matches!(op, Op::Transpose { .. } | Op::Slice { .. } | Op::BroadcastTo)
 }
 
 impl Plan<'_> {
@@ -480,7 +503,15 @@ impl KernelEmitter<'_, '_> {
         let strides = shape
             .broadcast_strides(self.domain)
             .ok_or(OptError::InvalidValue(at))?;
-        Ok(self.push(MirOp::Load { buf, strides }, Vec::new(), dtype))
+        Ok(self.push(
+            MirOp::Load {
+                buf,
+                strides,
+                offset: 0,
+            },
+            Vec::new(),
+            dtype,
+        ))
     }
 
     /// The buffer other kernels read `v` from: its input buffer, or the first buffer its root
@@ -513,7 +544,7 @@ impl KernelEmitter<'_, '_> {
         let mut chain = Vec::new();
         let mut base = v;
         while let Some(n) = kernel.node(base)
-            && matches!(n.op, Op::Transpose { .. } | Op::BroadcastTo)
+            && is_view(&n.op)
             && !(base != v && self.plan.roots.contains_key(&base))
         {
             chain.push(base);
@@ -535,6 +566,8 @@ impl KernelEmitter<'_, '_> {
             None => base_node.ty.shape.strides(),
         };
         let mut shape = base_node.ty.shape.clone();
+        // The element (or index) at the chain's first point.
+        let mut offset = 0usize;
         for &link in chain.iter().rev() {
             let n = kernel.node(link).ok_or(OptError::InvalidValue(link))?;
             strides = match &n.op {
@@ -542,17 +575,107 @@ impl KernelEmitter<'_, '_> {
                     .iter()
                     .map(|&a| strides.get(a).copied().ok_or(OptError::InvalidValue(link)))
                     .collect::<Result<_, _>>()?,
+                Op::Slice { starts } => {
+                    offset += starts.iter().zip(&strides).map(|(a, s)| a * s).sum::<usize>();
+                    strides
+                }
                 _ => strides_in_domain(&shape, &strides, &n.ty.shape).ok_or(OptError::InvalidValue(link))?,
             };
             shape = n.ty.shape.clone();
         }
         let strides = strides_in_domain(&ty.shape, &strides, self.domain).ok_or(OptError::InvalidValue(v))?;
         Ok(match iota {
-            Some(_) => self.push(MirOp::Index { strides }, Vec::new(), ty.dtype),
+            Some(_) => {
+                let index = self.push(MirOp::Index { strides }, Vec::new(), ty.dtype);
+                if offset == 0 {
+                    index
+                } else {
+                    // Exact: the sum is an index of the unsliced `iota`, which its dtype holds.
+                    let start =
+                        rfx_ir::semantics::index_value(offset, ty.dtype).ok_or(OptError::InvalidValue(v))?;
+                    let start = self.push(MirOp::Const(start), Vec::new(), ty.dtype);
+                    self.push(MirOp::Binary(BinaryOp::Add), vec![index, start], ty.dtype)
+                }
+            }
             None => {
                 let buf = self.stored_buf(base)?;
-                self.push(MirOp::Load { buf, strides }, Vec::new(), ty.dtype)
+                self.push(MirOp::Load { buf, strides, offset }, Vec::new(), ty.dtype)
             }
+        })
+    }
+
+    /// A `pad` at every domain point: its operand read by clamped index from its buffer where
+    /// the point lies inside the operand's window, zero elsewhere.
+    fn padded(&mut self, v: ValueId) -> Result<MirValue, OptError> {
+        let kernel = self.plan.kernel;
+        let node = kernel.node(v).ok_or(OptError::InvalidValue(v))?;
+        let (Op::Pad { low }, Some(&operand)) = (&node.op, node.args.first()) else {
+            return Err(OptError::InvalidValue(v));
+        };
+        let ty = &node.ty;
+        let inner = kernel
+            .value_type(operand)
+            .ok_or(OptError::InvalidValue(operand))?
+            .shape
+            .clone();
+        let zero = self.push(MirOp::Const(rfx_ir::Scalar::zero(ty.dtype)), Vec::new(), ty.dtype);
+        if inner.numel() == 0 {
+            return Ok(zero);
+        }
+        let i32_index =
+            |n: usize| rfx_ir::semantics::index_value(n, rfx_ir::DType::I32).ok_or(OptError::IndexRange(v));
+        // Inside the window along every axis the operand does not fill.
+        let mut inside = None;
+        for (axis, ((&lo, &n), &p)) in low.iter().zip(inner.dims()).zip(ty.shape.dims()).enumerate() {
+            if n == p {
+                continue;
+            }
+            i32_index(p - 1)?;
+            let unit: Vec<usize> = (0..ty.shape.rank()).map(|i| usize::from(i == axis)).collect();
+            let strides =
+                strides_in_domain(&ty.shape, &unit, self.domain).ok_or(OptError::InvalidValue(v))?;
+            let at = self.push(MirOp::Index { strides }, Vec::new(), rfx_ir::DType::I32);
+            let mut bounds = Vec::new();
+            if lo > 0 {
+                bounds.push((rfx_ir::CmpOp::Ge, lo));
+            }
+            if lo + n < p {
+                bounds.push((rfx_ir::CmpOp::Lt, lo + n));
+            }
+            for (cmp, bound) in bounds {
+                let bound = self.push(MirOp::Const(i32_index(bound)?), Vec::new(), rfx_ir::DType::I32);
+                let test = self.push(MirOp::Compare(cmp), vec![at, bound], rfx_ir::DType::Bool);
+                inside = Some(match inside {
+                    None => test,
+                    Some(acc) => {
+                        self.push(MirOp::Binary(BinaryOp::And), vec![acc, test], rfx_ir::DType::Bool)
+                    }
+                });
+            }
+        }
+        let value = match kernel.node(operand).map(|n| &n.op) {
+            Some(Op::Const(c)) => self.push(MirOp::Const(*c), Vec::new(), ty.dtype),
+            _ => {
+                // The operand's element at `point - low`: its row-major offset at `point`,
+                // less that of `low` (negative, and clamped, only outside the window).
+                let own = inner.strides();
+                let reach: usize = ty.shape.dims().iter().zip(&own).map(|(&p, s)| (p - 1) * s).sum();
+                i32_index(reach)?;
+                let strides =
+                    strides_in_domain(&ty.shape, &own, self.domain).ok_or(OptError::InvalidValue(v))?;
+                let mut at = self.push(MirOp::Index { strides }, Vec::new(), rfx_ir::DType::I32);
+                let start: usize = low.iter().zip(&own).map(|(l, s)| l * s).sum();
+                if start > 0 {
+                    let start = self.push(MirOp::Const(i32_index(start)?), Vec::new(), rfx_ir::DType::I32);
+                    at = self.push(MirOp::Binary(BinaryOp::Sub), vec![at, start], rfx_ir::DType::I32);
+                }
+                let buf = self.stored_buf(operand)?;
+                self.push(MirOp::Gather { buf }, vec![at], ty.dtype)
+            }
+        };
+        Ok(match inside {
+            Some(inside) => self.push(MirOp::Select, vec![inside, value, zero], ty.dtype),
+            None => value,
         })
     }
 
@@ -592,7 +715,8 @@ impl KernelEmitter<'_, '_> {
         let result = match &node.op {
             Op::Input { .. } | Op::Const(_) | Op::Literal(_) => return self.value(v),
             Op::Iota { axis } => self.iota(&node.ty, *axis, v)?,
-            Op::Transpose { .. } => self.transposed(v)?,
+            Op::Transpose { .. } | Op::Slice { .. } => self.transposed(v)?,
+            Op::Pad { .. } => self.padded(v)?,
             Op::Unary(op) => {
                 let x = self.value(operand(0)?)?;
                 self.push(MirOp::Unary(*op), vec![x], dtype)

@@ -44,6 +44,10 @@ pub(crate) enum Head {
     /// The index along an axis of a tensor of the given dtype and shape.
     Iota(usize, DType, Shape),
     Transpose(Vec<usize>),
+    /// A window at the given starts, of the given shape.
+    Slice(Vec<usize>, Shape),
+    /// The operand placed at the given offsets in zeros of the given shape.
+    Pad(Vec<usize>, Shape),
     Reduce(ReduceOp, Vec<usize>, bool),
 }
 
@@ -63,6 +67,8 @@ impl Head {
             Head::Iota(..) => "iota",
             Head::Literal(..) => "literal",
             Head::Transpose(_) => "transpose",
+            Head::Slice(..) => "slice",
+            Head::Pad(..) => "pad",
             Head::Reduce(op, ..) => op.name(),
         }
     }
@@ -98,6 +104,10 @@ impl Node {
             Head::Iota(axis, ..) => Op::Iota { axis: *axis },
             Head::Literal(values, ..) => Op::Literal(values.iter().map(|v| v.0).collect()),
             Head::Transpose(perm) => Op::Transpose { perm: perm.clone() },
+            Head::Slice(starts, _) => Op::Slice {
+                starts: starts.clone(),
+            },
+            Head::Pad(low, _) => Op::Pad { low: low.clone() },
             Head::Reduce(op, axes, keepdims) => Op::Reduce {
                 op: *op,
                 axes: axes.clone(),
@@ -193,7 +203,10 @@ impl Analysis<Node> for RfxAnalysis {
                     dtype: *dtype,
                     shape: t.shape.clone(),
                 }),
-                Head::BroadcastTo(shape) | Head::Reshape(shape) => arg_types.first().map(|t| TensorType {
+                Head::BroadcastTo(shape)
+                | Head::Reshape(shape)
+                | Head::Slice(_, shape)
+                | Head::Pad(_, shape) => arg_types.first().map(|t| TensorType {
                     dtype: t.dtype,
                     shape: shape.clone(),
                 }),
@@ -260,8 +273,14 @@ fn fold(
             Some((first, rest)) if rest.iter().all(|v| v == first) => Some(first.0),
             _ => None,
         },
-        // Permuting a splat gives the same splat.
-        Head::Transpose(_) => args.first().copied(),
+        // Permuting a splat, or taking a window of it, gives the same splat.
+        Head::Transpose(_) | Head::Slice(..) => args.first().copied(),
+        // Zeros around a splat of (positive) zero, or no zeros at all, give the same splat.
+        Head::Pad(_, shape) => {
+            let x = *args.first()?;
+            let same = child_data.first()?.ty.as_ref()?.shape == *shape;
+            (same || x.to_bits() == Scalar::zero(ty.dtype).to_bits()).then_some(x)
+        }
         Head::Unary(op) => semantics::unary(*op, *args.first()?),
         Head::Binary(op) => semantics::binary(*op, *args.first()?, *args.get(1)?),
         Head::Compare(op) => semantics::compare(*op, *args.first()?, *args.get(1)?).map(Scalar::Bool),

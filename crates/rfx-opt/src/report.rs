@@ -49,6 +49,12 @@ pub enum MissReason {
     /// A transpose reads its operand at other points than its own: the operand is stored and
     /// read back with permuted strides.
     Transpose,
+    /// A slice reads a window of its operand: the operand is stored and read back at an
+    /// offset.
+    Slice,
+    /// A pad reads its operand at other points than its own: the operand is stored and read
+    /// back by clamped index.
+    Pad,
 }
 
 impl fmt::Display for MissReason {
@@ -60,6 +66,8 @@ impl fmt::Display for MissReason {
             MissReason::Output => "kernel output",
             MissReason::Reshape => "reshape of a computed value",
             MissReason::Transpose => "transpose of a computed value",
+            MissReason::Slice => "slice of a computed value",
+            MissReason::Pad => "pad of a computed value",
         })
     }
 }

@@ -59,6 +59,8 @@ pub(crate) fn to_egraph(kernel: &Kernel, config: &OptConfig) -> Result<(RfxGraph
                 node.ty.shape.clone(),
             ),
             Op::Transpose { perm } => Head::Transpose(perm.clone()),
+            Op::Slice { starts } => Head::Slice(starts.clone(), node.ty.shape.clone()),
+            Op::Pad { low } => Head::Pad(low.clone(), node.ty.shape.clone()),
             Op::Reduce { op, axes, keepdims } => Head::Reduce(*op, axes.clone(), *keepdims),
         };
         let children = node
@@ -140,7 +142,9 @@ pub(crate) fn op_cost(head: &Head, dtype: DType) -> f64 {
         Head::Input(_) | Head::Const(..) => 0.0,
         // A load: dearer than the splat a literal of equal values folds to.
         Head::Literal(..) => 0.25,
-        Head::BroadcastTo(_) | Head::Reshape(_) | Head::Transpose(_) => 0.25,
+        Head::BroadcastTo(_) | Head::Reshape(_) | Head::Transpose(_) | Head::Slice(..) => 0.25,
+        // A masked, clamped read per point.
+        Head::Pad(..) => 3.0,
         Head::Iota(..) => 1.0,
         Head::Cast(_) | Head::Select | Head::Compare(_) => 1.0,
         Head::Clamp => 2.0,
@@ -254,6 +258,12 @@ fn build_class(
                 .map_err(OptError::Rebuild)?,
             Head::Reshape(shape) => b
                 .reshape(first(&args)?, shape.clone())
+                .map_err(OptError::Rebuild)?,
+            Head::Slice(starts, shape) => b
+                .slice(first(&args)?, starts, shape.clone())
+                .map_err(OptError::Rebuild)?,
+            Head::Pad(low, shape) => b
+                .pad(first(&args)?, low, shape.clone())
                 .map_err(OptError::Rebuild)?,
             Head::Iota(axis, dtype, shape) => {
                 b.iota(*dtype, shape.clone(), *axis).map_err(OptError::Rebuild)?

@@ -94,3 +94,17 @@ fn optimiser_bug_variants_name_the_internal_error() {
         "internal error: rebuilt kernel is ill-typed: the kernel has no outputs"
     );
 }
+
+#[test]
+fn a_pad_whose_indices_i32_does_not_hold_is_refused() {
+    // A pad reads its operand by an `i32` element index: a result of 2^31 + 2 elements has
+    // indices past what `i32` holds, and fusion says so instead of wrapping.
+    let mut b = Builder::new("wide");
+    let x = b.input("x", TensorType::new(DType::F32, [2])).expect("input");
+    let p = b.pad(x, &[1], [(1usize << 31) + 2]).expect("the type is valid");
+    b.output("out", p).expect("output");
+    let kernel = b.finish().expect("kernel");
+    let err = optimize(&kernel, &OptConfig::default()).expect_err("no i32 index reaches it");
+    assert!(matches!(err, OptError::IndexRange(_)), "{err:?}");
+    assert!(err.to_string().contains("`i32` does not hold"), "{err}");
+}

@@ -156,8 +156,8 @@ impl Builder {
     }
 
     /// Adds any node whose type follows from its operands (elementwise ops, `transpose` and
-    /// reductions); `cast`, `broadcast_to`, `reshape` and `iota` have their own methods, which
-    /// name the target.
+    /// reductions); `cast`, `broadcast_to`, `reshape`, `slice`, `pad` and `iota` have their own
+    /// methods, which name the target.
     pub fn op(&mut self, op: Op, args: &[ValueId]) -> Result<ValueId, BuildError> {
         self.op_with_target(op, args, None)
     }
@@ -219,6 +219,34 @@ impl Builder {
     /// Permutes the axes of `x`: result axis `i` is axis `perm[i]` of `x`.
     pub fn transpose(&mut self, x: ValueId, perm: &[usize]) -> Result<ValueId, BuildError> {
         self.op(Op::Transpose { perm: perm.to_vec() }, &[x])
+    }
+
+    /// The window of `x` of extents `shape` whose first element is `x[starts]` (NumPy's
+    /// `x[s0:s0+n0, ...]`).
+    pub fn slice(
+        &mut self,
+        x: ValueId,
+        starts: &[usize],
+        shape: impl Into<Shape>,
+    ) -> Result<ValueId, BuildError> {
+        let dtype = self.value_type(x)?.dtype;
+        self.op_with_target(
+            Op::Slice {
+                starts: starts.to_vec(),
+            },
+            &[x],
+            Some(TensorType::new(dtype, shape)),
+        )
+    }
+
+    /// `x` placed at `low` inside a zero tensor of `shape`.
+    pub fn pad(&mut self, x: ValueId, low: &[usize], shape: impl Into<Shape>) -> Result<ValueId, BuildError> {
+        let dtype = self.value_type(x)?.dtype;
+        self.op_with_target(
+            Op::Pad { low: low.to_vec() },
+            &[x],
+            Some(TensorType::new(dtype, shape)),
+        )
     }
 
     /// Reduces `x` over `axes` (any order; stored sorted).

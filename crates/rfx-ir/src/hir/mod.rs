@@ -100,6 +100,21 @@ pub enum Op {
         /// The operand axis each result axis comes from.
         perm: Vec<usize>,
     },
+    /// A window of the operand (NumPy's `x[s0:s0+n0, s1:s1+n1, ...]`): `out[idx] =
+    /// x[idx + starts]`, where the node's shape gives the window's extents. The operand and the
+    /// node have one rank, and `starts[d] + out[d] <= x[d]` along every axis. Any dtype.
+    Slice {
+        /// The operand index of the window's first element, per axis.
+        starts: Vec<usize>,
+    },
+    /// Places the operand inside a zero tensor of the node's shape (NumPy's `pad` with zeros
+    /// before and after): `out[idx + low] = x[idx]`, every other element `0` (`false` for
+    /// `bool`). The operand and the node have one rank, and `low[d] + x[d] <= out[d]` along every
+    /// axis. The transpose of [`Op::Slice`]; a sum of pads concatenates.
+    Pad {
+        /// Zeros before the operand, per axis.
+        low: Vec<usize>,
+    },
     /// Reduces the operand over `axes` (each `< rank`, no duplicates, any order).
     Reduce {
         /// The reduction.
@@ -128,6 +143,8 @@ impl Op {
             Op::Reshape => "reshape",
             Op::Iota { .. } => "iota",
             Op::Transpose { .. } => "transpose",
+            Op::Slice { .. } => "slice",
+            Op::Pad { .. } => "pad",
             Op::Reduce { op, .. } => op.name(),
         }
     }
@@ -141,6 +158,8 @@ impl Op {
             | Op::BroadcastTo
             | Op::Reshape
             | Op::Transpose { .. }
+            | Op::Slice { .. }
+            | Op::Pad { .. }
             | Op::Reduce { .. } => 1,
             Op::Binary(_) | Op::Compare(_) => 2,
             Op::Select | Op::Clamp => 3,
@@ -404,6 +423,36 @@ pub fn result_type(
                 shape: Shape::new(perm.iter().map(|&a| dims[a]).collect::<Vec<_>>()),
             })
         }
+        Op::Slice { starts } => {
+            let to = need_target()?.shape;
+            let from = &args[0].shape;
+            if !window_fits(to.dims(), starts, from.dims()) {
+                return Err(TypeError::Slice {
+                    from: from.clone(),
+                    starts: starts.clone(),
+                    to,
+                });
+            }
+            Ok(TensorType {
+                dtype: args[0].dtype,
+                shape: to,
+            })
+        }
+        Op::Pad { low } => {
+            let to = need_target()?.shape;
+            let from = &args[0].shape;
+            if !window_fits(from.dims(), low, to.dims()) {
+                return Err(TypeError::Pad {
+                    from: from.clone(),
+                    low: low.clone(),
+                    to,
+                });
+            }
+            Ok(TensorType {
+                dtype: args[0].dtype,
+                shape: to,
+            })
+        }
         Op::Reduce {
             op: r,
             axes,
@@ -419,6 +468,18 @@ pub fn result_type(
             })
         }
     }
+}
+
+/// `true` when a window of extents `window` placed at `at` lies inside `whole`: one rank for
+/// all three, and `at[d] + window[d] <= whole[d]` along every axis.
+pub fn window_fits(window: &[usize], at: &[usize], whole: &[usize]) -> bool {
+    window.len() == whole.len()
+        && at.len() == whole.len()
+        && window
+            .iter()
+            .zip(at)
+            .zip(whole)
+            .all(|((&n, &a), &w)| a.checked_add(n).is_some_and(|end| end <= w))
 }
 
 /// `true` when `perm` lists each of `0..rank` exactly once.

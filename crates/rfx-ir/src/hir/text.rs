@@ -98,6 +98,14 @@ fn print_op(node: &Node, f: &mut dyn fmt::Write) -> fmt::Result {
             f.write_str(" perm ")?;
             print_dims(f, perm)?;
         }
+        Op::Slice { starts } => {
+            f.write_str(" starts ")?;
+            print_dims(f, starts)?;
+        }
+        Op::Pad { low } => {
+            f.write_str(" low ")?;
+            print_dims(f, low)?;
+        }
         _ => {}
     }
     Ok(())
@@ -268,6 +276,20 @@ fn parse_statement<'a>(cur: &mut Cursor<'a>) -> Result<RawNode<'a>, ParseError> 
             cur.expect_keyword("perm")?;
             Op::Transpose {
                 perm: cur.parse_dims()?,
+            }
+        }
+        "slice" => {
+            args.push(cur.expect_value()?);
+            cur.expect_keyword("starts")?;
+            Op::Slice {
+                starts: cur.parse_dims()?,
+            }
+        }
+        "pad" => {
+            args.push(cur.expect_value()?);
+            cur.expect_keyword("low")?;
+            Op::Pad {
+                low: cur.parse_dims()?,
             }
         }
         name => {

@@ -191,6 +191,39 @@ fn eval_node(node: &Node, values: &[Array], mode: Mode) -> Option<Array> {
                 .collect::<Option<Vec<_>>>()?;
             Array::new(out_shape.clone(), ArrayData::from_scalars(out_dtype, results)?).ok()
         }
+        Op::Slice { starts } => {
+            let operand = args.first()?;
+            let strides = operand.shape().strides();
+            let base: usize = starts.iter().zip(&strides).map(|(a, s)| a * s).sum();
+            let mut index = vec![0usize; out_shape.rank()];
+            let results = (0..out_shape.numel())
+                .map(|linear| {
+                    out_shape.unravel(linear, &mut index);
+                    operand.get(base + index.iter().zip(&strides).map(|(i, s)| i * s).sum::<usize>())
+                })
+                .collect::<Option<Vec<_>>>()?;
+            Array::new(out_shape.clone(), ArrayData::from_scalars(out_dtype, results)?).ok()
+        }
+        Op::Pad { low } => {
+            let operand = args.first()?;
+            let (inner, strides) = (operand.shape().dims(), operand.shape().strides());
+            let zero = Scalar::zero(out_dtype);
+            let mut index = vec![0usize; out_shape.rank()];
+            let results = (0..out_shape.numel())
+                .map(|linear| {
+                    out_shape.unravel(linear, &mut index);
+                    let mut at = 0;
+                    for (d, &i) in index.iter().enumerate() {
+                        match i.checked_sub(*low.get(d)?) {
+                            Some(j) if j < *inner.get(d)? => at += j * strides.get(d)?,
+                            _ => return Some(zero),
+                        }
+                    }
+                    operand.get(at)
+                })
+                .collect::<Option<Vec<_>>>()?;
+            Array::new(out_shape.clone(), ArrayData::from_scalars(out_dtype, results)?).ok()
+        }
         Op::Reduce {
             op,
             axes,

@@ -59,6 +59,8 @@ struct Memory {
     /// For each buffer: `Some((byte offset, byte stride per element))` when it lives in the
     /// arena, and its compute dtype.
     places: Vec<(Option<(usize, usize)>, DType)>,
+    /// Each buffer's element count.
+    lens: Vec<usize>,
     arena: Vec<u8>,
 }
 
@@ -111,8 +113,14 @@ impl Memory {
         Memory {
             host,
             places,
+            lens: program.buffers().iter().map(|b| b.ty.shape.numel()).collect(),
             arena: vec![0; arena_len],
         }
+    }
+
+    /// The element count of buffer `buf`.
+    fn len(&self, buf: BufId) -> Option<usize> {
+        self.lens.get(buf.index()).copied()
     }
 
     fn read(&self, buf: BufId, index: usize) -> Option<Scalar> {
@@ -233,7 +241,16 @@ fn exec(
 ) -> Option<()> {
     let get = |slot: crate::lir::SlotId| slots.get(slot.index()).copied();
     let value = match inst {
-        Inst::Load { buf, strides, .. } => memory.read(*buf, offset(idx, strides))?,
+        Inst::Load {
+            buf,
+            strides,
+            offset: at,
+            ..
+        } => memory.read(*buf, at + offset(idx, strides))?,
+        Inst::Gather { buf, index, .. } => {
+            let len = memory.len(*buf)?;
+            memory.read(*buf, crate::semantics::clamp_index(get(*index)?, len)?)?
+        }
         Inst::Index { dst, strides } => index_value(
             offset(idx, strides),
             compute_dtype(mode, kernel.slot_dtype(*dst)?),

@@ -89,7 +89,15 @@ fn run_kernel(kernel: &MirKernel, memory: &mut [Vec<Scalar>], mode: Mode) -> Opt
         for inst in &kernel.body {
             let arg = |i: usize| inst.args.get(i).and_then(|a| values.get(a.index())).copied();
             let value = match &inst.op {
-                MirOp::Load { buf, strides } => *memory.get(buf.index())?.get(offset(&idx, strides))?,
+                MirOp::Load {
+                    buf,
+                    strides,
+                    offset: at,
+                } => *memory.get(buf.index())?.get(at + offset(&idx, strides))?,
+                MirOp::Gather { buf } => {
+                    let data = memory.get(buf.index())?;
+                    *data.get(crate::semantics::clamp_index(arg(0)?, data.len())?)?
+                }
                 MirOp::Index { strides } => {
                     index_value(offset(&idx, strides), compute_dtype(mode, inst.dtype))?
                 }

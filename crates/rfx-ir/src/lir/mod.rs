@@ -99,8 +99,8 @@ impl Default for Schedule {
 /// [`verify`]); the destination slot's declared dtype is the result dtype.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Inst {
-    /// `dst = buf[sum(idx[d] * strides[d])]` at loop point `idx`; one stride per loop dimension.
-    /// `dst` has the buffer's dtype. In the preamble every stride is 0.
+    /// `dst = buf[offset + sum(idx[d] * strides[d])]` at loop point `idx`; one stride per loop
+    /// dimension. `dst` has the buffer's dtype. In the preamble every stride is 0.
     Load {
         /// Destination.
         dst: SlotId,
@@ -108,6 +108,18 @@ pub enum Inst {
         buf: BufId,
         /// Elements to advance per step of each loop dimension.
         strides: Vec<usize>,
+        /// The element read at the loop nest's first point.
+        offset: usize,
+    },
+    /// `dst = buf[clamp(index, 0, len - 1)]` for a buffer of `len` (at least one) elements;
+    /// `index` is an `i32` slot, `dst` has the buffer's dtype (see [`crate::mir::MirOp::Gather`]).
+    Gather {
+        /// Destination.
+        dst: SlotId,
+        /// The buffer read.
+        buf: BufId,
+        /// The element index (clamped).
+        index: SlotId,
     },
     /// `dst = sum(idx[d] * strides[d])` at loop point `idx`, in `dst`'s (numeric) dtype, which
     /// holds every value reached exactly. In the preamble every stride is 0 (the value is 0).
@@ -202,6 +214,7 @@ impl Inst {
     pub fn name(&self) -> &'static str {
         match self {
             Inst::Load { .. } => "load",
+            Inst::Gather { .. } => "gather",
             Inst::Index { .. } => "index",
             Inst::Const { .. } => "const",
             Inst::Unary { op, .. } => op.name(),
@@ -218,6 +231,7 @@ impl Inst {
     pub fn dst(&self) -> Option<SlotId> {
         match self {
             Inst::Load { dst, .. }
+            | Inst::Gather { dst, .. }
             | Inst::Index { dst, .. }
             | Inst::Const { dst, .. }
             | Inst::Unary { dst, .. }
@@ -235,6 +249,7 @@ impl Inst {
             Inst::Load { .. } | Inst::Index { .. } | Inst::Const { .. } => Vec::new(),
             Inst::Unary { src, .. }
             | Inst::Cast { src, .. }
+            | Inst::Gather { index: src, .. }
             | Inst::Store { src, .. }
             | Inst::Reduce { src, .. } => {
                 vec![*src]
@@ -252,7 +267,10 @@ impl Inst {
     /// The buffer the instruction reads or writes, if any.
     pub fn buf(&self) -> Option<BufId> {
         match self {
-            Inst::Load { buf, .. } | Inst::Store { buf, .. } | Inst::Reduce { buf, .. } => Some(*buf),
+            Inst::Load { buf, .. }
+            | Inst::Gather { buf, .. }
+            | Inst::Store { buf, .. }
+            | Inst::Reduce { buf, .. } => Some(*buf),
             _ => None,
         }
     }

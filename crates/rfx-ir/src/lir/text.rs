@@ -105,10 +105,20 @@ pub(crate) fn print_program(
 
 fn write_inst(out: &mut String, inst: &Inst) -> fmt::Result {
     match inst {
-        Inst::Load { dst, buf, strides } => {
+        Inst::Load {
+            dst,
+            buf,
+            strides,
+            offset,
+        } => {
             write!(out, "{dst} = load {buf} ")?;
-            write_index_list(out, strides)
+            write_index_list(out, strides)?;
+            if *offset != 0 {
+                write!(out, " offset {offset}")?;
+            }
+            Ok(())
         }
+        Inst::Gather { dst, buf, index } => write!(out, "{dst} = gather {buf} {index}"),
         Inst::Index { dst, strides } => {
             write!(out, "{dst} = index ")?;
             write_index_list(out, strides)
@@ -291,10 +301,25 @@ fn parse_inst(c: &mut Cursor<'_>, labels: &BufferLabels<'_>, slots: &[DType]) ->
     let inst = match op_tok.text {
         "load" => {
             let buf = labels.lookup(c)?;
+            let strides = c.parse_dims()?;
+            let offset = if c.eat_keyword("offset") {
+                c.expect_usize("an element offset")?
+            } else {
+                0
+            };
             Inst::Load {
                 dst,
                 buf,
-                strides: c.parse_dims()?,
+                strides,
+                offset,
+            }
+        }
+        "gather" => {
+            let buf = labels.lookup(c)?;
+            Inst::Gather {
+                dst,
+                buf,
+                index: parse_slot(c, slots)?,
             }
         }
         "index" => Inst::Index {

@@ -508,6 +508,15 @@ fn check_inst(
                 *dst,
             ))
         }
+        Inst::Gather { index, .. } => {
+            if dtype(*index) != DType::I32 {
+                push(VerifyErrorKind::Type(crate::error::TypeError::UnsupportedDType {
+                    op: "gather",
+                    dtype: dtype(*index),
+                }));
+            }
+            None
+        }
         Inst::Load { .. } | Inst::Store { .. } | Inst::Reduce { .. } => None,
     };
     if let Some((op, args, dst)) = elementwise {
@@ -523,13 +532,13 @@ fn check_inst(
     };
     let buffer_dtype = buffer.ty.dtype;
     let numel = buffer.ty.shape.numel();
-    let check_strides = |strides: &[usize], push: &mut dyn FnMut(VerifyErrorKind)| {
+    let check_strides = |strides: &[usize], offset: usize, push: &mut dyn FnMut(VerifyErrorKind)| {
         if strides.len() != kernel.dims.len() {
             push(VerifyErrorKind::StrideCount {
                 found: strides.len(),
                 rank: kernel.dims.len(),
             });
-        } else if let Some(max_index) = max_index(&kernel.dims, strides)
+        } else if let Some(max_index) = max_index(&kernel.dims, strides).map(|m| m.saturating_add(offset))
             && max_index >= numel
         {
             push(VerifyErrorKind::OutOfBounds {
@@ -540,7 +549,9 @@ fn check_inst(
         }
     };
     match inst {
-        Inst::Load { dst, strides, .. } => {
+        Inst::Load {
+            dst, strides, offset, ..
+        } => {
             if dtype(*dst) != buffer_dtype {
                 push(VerifyErrorKind::LoadDType {
                     buf,
@@ -548,7 +559,29 @@ fn check_inst(
                     slot: dtype(*dst),
                 });
             }
-            check_strides(strides, push);
+            check_strides(strides, *offset, push);
+            if !matches!(buffer.storage, Storage::Input { .. } | Storage::Literal { .. })
+                && first_writer[buf.index()].is_none_or(|w| w >= k)
+            {
+                push(VerifyErrorKind::ReadBeforeWrite(buf));
+            }
+        }
+        Inst::Gather { dst, .. } => {
+            if dtype(*dst) != buffer_dtype {
+                push(VerifyErrorKind::LoadDType {
+                    buf,
+                    buffer: buffer_dtype,
+                    slot: dtype(*dst),
+                });
+            }
+            // The index is clamped into the buffer: it needs one element to read.
+            if numel == 0 {
+                push(VerifyErrorKind::OutOfBounds {
+                    buf,
+                    max_index: 0,
+                    numel,
+                });
+            }
             if !matches!(buffer.storage, Storage::Input { .. } | Storage::Literal { .. })
                 && first_writer[buf.index()].is_none_or(|w| w >= k)
             {
@@ -564,7 +597,7 @@ fn check_inst(
                     slot: dtype(*src),
                 });
             }
-            check_strides(strides, push);
+            check_strides(strides, 0, push);
         }
         Inst::Reduce { op, src, .. } => {
             check_writable(&buffer.storage, buf, push);

@@ -67,15 +67,25 @@ pub struct Buffer {
 /// rules below say which dtype that must be.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum MirOp {
-    /// Reads element `sum(idx[d] * strides[d])` (counted in elements) of the row-major buffer
-    /// `buf` at domain point `idx`. No operands; one stride per domain dimension; a stride of 0
-    /// broadcasts along that dimension. The result dtype is the buffer's dtype. The largest
-    /// index reached must lie inside the buffer.
+    /// Reads element `offset + sum(idx[d] * strides[d])` (counted in elements) of the
+    /// row-major buffer `buf` at domain point `idx`. No operands; one stride per domain
+    /// dimension; a stride of 0 broadcasts along that dimension; the offset starts a window
+    /// (a slice). The result dtype is the buffer's dtype. The largest index reached must lie
+    /// inside the buffer.
     Load {
         /// The buffer read.
         buf: BufId,
         /// Elements to advance per step of each domain dimension.
         strides: Vec<usize>,
+        /// The element read at the domain's first point.
+        offset: usize,
+    },
+    /// Reads element `clamp(i, 0, len - 1)` of buffer `buf` (of `len` elements, at least one),
+    /// where `i` is the one operand, an `i32`: an indexed read that can never leave the
+    /// buffer (JAX's clamping gather). The result dtype is the buffer's dtype.
+    Gather {
+        /// The buffer read.
+        buf: BufId,
     },
     /// The number `sum(idx[d] * strides[d])` at domain point `idx`, in the result dtype: an
     /// `iota` read through the same index maps as a load. No operands; one stride per domain
@@ -105,6 +115,7 @@ impl MirOp {
     pub fn name(&self) -> &'static str {
         match self {
             MirOp::Load { .. } => "load",
+            MirOp::Gather { .. } => "gather",
             MirOp::Index { .. } => "index",
             MirOp::Const(_) => "const",
             MirOp::Unary(op) => op.name(),
@@ -119,7 +130,7 @@ impl MirOp {
     pub fn arity(&self) -> usize {
         match self {
             MirOp::Load { .. } | MirOp::Index { .. } | MirOp::Const(_) => 0,
-            MirOp::Unary(_) | MirOp::Cast => 1,
+            MirOp::Unary(_) | MirOp::Cast | MirOp::Gather { .. } => 1,
             MirOp::Binary(_) | MirOp::Compare(_) => 2,
             MirOp::Select => 3,
         }
@@ -189,7 +200,7 @@ impl MirKernel {
     /// The buffers this kernel reads, in body order (with repeats).
     pub fn reads(&self) -> impl Iterator<Item = BufId> + '_ {
         self.body.iter().filter_map(|inst| match &inst.op {
-            MirOp::Load { buf, .. } => Some(*buf),
+            MirOp::Load { buf, .. } | MirOp::Gather { buf } => Some(*buf),
             _ => None,
         })
     }

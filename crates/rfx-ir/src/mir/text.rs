@@ -62,9 +62,16 @@ pub(crate) fn print_program(
             let value = MirValue::new(i);
             write!(out, "    {value} = {}", inst.op.name())?;
             match &inst.op {
-                MirOp::Load { buf, strides } => {
+                MirOp::Load { buf, strides, offset } => {
                     write!(out, " {buf} ")?;
                     write_index_list(out, strides)?;
+                    if *offset != 0 {
+                        write!(out, " offset {offset}")?;
+                    }
+                }
+                MirOp::Gather { buf } => {
+                    write!(out, " {buf} ")?;
+                    write_list(out, &inst.args)?;
                 }
                 MirOp::Index { strides } => {
                     out.push(' ');
@@ -204,7 +211,16 @@ fn parse_inst(
         "load" => {
             let buf = labels.lookup(c)?;
             let strides = c.parse_dims()?;
-            (MirOp::Load { buf, strides }, Vec::new())
+            let offset = if c.eat_keyword("offset") {
+                c.expect_usize("an element offset")?
+            } else {
+                0
+            };
+            (MirOp::Load { buf, strides, offset }, Vec::new())
+        }
+        "gather" => {
+            let buf = labels.lookup(c)?;
+            (MirOp::Gather { buf }, vec![values.lookup(c)?])
         }
         "index" => (
             MirOp::Index {

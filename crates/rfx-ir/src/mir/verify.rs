@@ -348,30 +348,44 @@ fn verify_kernel(
         {
             push(loc, kind);
         }
-        if let MirOp::Load { buf, strides } = &inst.op {
-            let Some(buffer) = program.buffer(*buf) else {
-                push(loc, VerifyErrorKind::UnknownBuffer(*buf));
-                continue;
-            };
-            if buffer.ty.dtype != inst.dtype {
-                push(
-                    loc,
-                    VerifyErrorKind::LoadDType {
-                        buf: *buf,
-                        buffer: buffer.ty.dtype,
-                        declared: inst.dtype,
-                    },
-                );
-            }
-            if let Err(kind) = check_strides(*buf, strides, domain.dims(), buffer.ty.shape.numel()) {
-                push(loc, kind);
-            }
-            if !matches!(buffer.kind, BufKind::Input { .. } | BufKind::Literal { .. }) {
-                if writes.contains(buf) {
-                    push(loc, VerifyErrorKind::ReadOwnWrite(*buf));
-                } else if writer[buf.index()].is_none_or(|w| w >= k) {
-                    push(loc, VerifyErrorKind::ReadBeforeWrite(*buf));
-                }
+        let (buf, window) = match &inst.op {
+            MirOp::Load { buf, strides, offset } => (*buf, Some((strides, *offset))),
+            MirOp::Gather { buf } => (*buf, None),
+            _ => continue,
+        };
+        let Some(buffer) = program.buffer(buf) else {
+            push(loc, VerifyErrorKind::UnknownBuffer(buf));
+            continue;
+        };
+        if buffer.ty.dtype != inst.dtype {
+            push(
+                loc,
+                VerifyErrorKind::LoadDType {
+                    buf,
+                    buffer: buffer.ty.dtype,
+                    declared: inst.dtype,
+                },
+            );
+        }
+        let numel = buffer.ty.shape.numel();
+        let reach = match window {
+            Some((strides, offset)) => check_strides(buf, strides, offset, domain.dims(), numel),
+            // A gather clamps its index into the buffer: it needs one element to read.
+            None if numel == 0 => Err(VerifyErrorKind::LoadOutOfBounds {
+                buf,
+                max_index: 0,
+                numel,
+            }),
+            None => Ok(()),
+        };
+        if let Err(kind) = reach {
+            push(loc, kind);
+        }
+        if !matches!(buffer.kind, BufKind::Input { .. } | BufKind::Literal { .. }) {
+            if writes.contains(&buf) {
+                push(loc, VerifyErrorKind::ReadOwnWrite(buf));
+            } else if writer[buf.index()].is_none_or(|w| w >= k) {
+                push(loc, VerifyErrorKind::ReadBeforeWrite(buf));
             }
         }
     }
@@ -461,14 +475,20 @@ fn check_write(
     }
 }
 
-fn check_strides(buf: BufId, strides: &[usize], dims: &[usize], numel: usize) -> Result<(), VerifyErrorKind> {
+fn check_strides(
+    buf: BufId,
+    strides: &[usize],
+    offset: usize,
+    dims: &[usize],
+    numel: usize,
+) -> Result<(), VerifyErrorKind> {
     if strides.len() != dims.len() {
         return Err(VerifyErrorKind::StrideCount {
             found: strides.len(),
             rank: dims.len(),
         });
     }
-    match max_index(dims, strides) {
+    match max_index(dims, strides).map(|m| m.saturating_add(offset)) {
         Some(max_index) if max_index >= numel => Err(VerifyErrorKind::LoadOutOfBounds {
             buf,
             max_index,
@@ -532,6 +552,15 @@ pub(crate) fn check_op(op: &MirOp, args: &[DType], result: DType) -> Result<(), 
     };
     let inferred = match op {
         MirOp::Load { .. } => result,
+        MirOp::Gather { .. } => {
+            if args[0] != DType::I32 {
+                return Err(TypeError::UnsupportedDType {
+                    op: name,
+                    dtype: args[0],
+                });
+            }
+            result
+        }
         MirOp::Index { .. } => {
             if !result.is_numeric() {
                 return Err(TypeError::UnsupportedDType {

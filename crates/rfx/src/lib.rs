@@ -50,7 +50,7 @@ pub use func::{
     TransformKind, Vmap,
 };
 pub use jit::{Arg, IntoArgs, Jit, JitError, array};
-pub use trace::{All, Axes, Operand, Tensor, TraceError, TraceOutput, constant, where_};
+pub use trace::{All, Axes, Operand, Tensor, TraceError, TraceOutput, concat, constant, where_};
 
 pub use rfx_autodiff::AdError;
 pub use rfx_ir::hir::Kernel;

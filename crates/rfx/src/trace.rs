@@ -8,7 +8,7 @@
 //! later operation passes through.
 
 use std::cell::RefCell;
-use std::ops;
+use std::ops::{self, Bound, RangeBounds};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use rfx_ir::hir::{BuildError, Builder, Kernel, ValueId};
@@ -492,6 +492,71 @@ impl Tensor {
         Tensor::record("transpose", &[self.into()], |b, ids| b.transpose(ids[0], &perm))
     }
 
+    /// The elements `range` along `axis`, every other axis whole (NumPy's `x[:, a:b]`,
+    /// `ndarray`'s `slice_axis`): `q.slice_axis(0, 0..3)` is the first three joints. Fused as
+    /// a read at an offset: a window of an input copies nothing. An end past the axis is a
+    /// typed error ([`rfx_ir::TypeError::Slice`]); a range that ends before it starts is empty.
+    pub fn slice_axis(self, axis: usize, range: impl RangeBounds<usize>) -> Tensor {
+        let (lo, hi) = (range.start_bound().cloned(), range.end_bound().cloned());
+        Tensor::record("slice", &[self.into()], move |b, ids| {
+            let dims = b.value_type(ids[0])?.shape.dims().to_vec();
+            let extent = axis_extent("slice", &dims, axis)?;
+            let start = match lo {
+                Bound::Included(s) => s,
+                Bound::Excluded(s) => s.saturating_add(1),
+                Bound::Unbounded => 0,
+            };
+            let end = match hi {
+                Bound::Included(e) => e.saturating_add(1),
+                Bound::Excluded(e) => e,
+                Bound::Unbounded => extent,
+            };
+            let mut starts = vec![0; dims.len()];
+            starts[axis] = start;
+            let mut window = dims;
+            window[axis] = end.saturating_sub(start);
+            b.slice(ids[0], &starts, window)
+        })
+    }
+
+    /// Element `i` along `axis`, that axis removed (NumPy's `x[i]` for axis 0, `ndarray`'s
+    /// `index_axis`): `state.index_axis(0, 2)` is the third state component as a scalar.
+    pub fn index_axis(self, axis: usize, i: usize) -> Tensor {
+        Tensor::record("index", &[self.into()], move |b, ids| {
+            let dims = b.value_type(ids[0])?.shape.dims().to_vec();
+            axis_extent("index", &dims, axis)?;
+            let mut starts = vec![0; dims.len()];
+            starts[axis] = i;
+            let mut window = dims.clone();
+            window[axis] = 1;
+            let one = b.slice(ids[0], &starts, window)?;
+            let mut kept = dims;
+            kept.remove(axis);
+            b.reshape(one, kept)
+        })
+    }
+
+    /// `self` with `widths[d] = (before, after)` zeros around it along each axis `d` (NumPy's
+    /// `pad` with zeros). The transpose of a window; a concatenation is made of pads
+    /// ([`concat`]).
+    pub fn pad(self, widths: &[(usize, usize)]) -> Tensor {
+        let widths = widths.to_vec();
+        Tensor::record("pad", &[self.into()], move |b, ids| {
+            let dims = b.value_type(ids[0])?.shape.dims().to_vec();
+            let low: Vec<usize> = widths.iter().map(|w| w.0).collect();
+            // A rank mismatch keeps the operand's dims, so the builder names it.
+            let shape: Vec<usize> = if widths.len() == dims.len() {
+                dims.iter()
+                    .zip(&widths)
+                    .map(|(&d, &(lo, hi))| lo + d + hi)
+                    .collect()
+            } else {
+                dims
+            };
+            b.pad(ids[0], &low, shape)
+        })
+    }
+
     /// The axes reversed (NumPy's `x.T`): the transpose of a matrix.
     pub fn t(self) -> Tensor {
         Tensor::record("transpose", &[self.into()], |b, ids| {
@@ -569,6 +634,65 @@ impl Tensor {
 /// equal into a splat. Outside a traced function the result is a tensor every trace rejects.
 pub fn constant(value: &Array) -> Tensor {
     Tensor::record("literal", &[], |b, _| Ok(b.literal(value)))
+}
+
+/// `parts` joined along `axis` (NumPy's `concatenate`): every part has the same rank, dtype
+/// and extents along the other axes. Each part is padded to the result's shape and the parts
+/// are chosen by position (not added, so `-0.0` and NaN payloads stay as they are); the result
+/// fuses into its consumers, and its derivative gives each part its window of the adjoint.
+pub fn concat(parts: &[Tensor], axis: usize) -> Tensor {
+    let operands: Vec<Operand> = parts.iter().map(|&t| t.into()).collect();
+    Tensor::record("concat", &operands, move |b, ids| {
+        let shapes = ids
+            .iter()
+            .map(|&id| Ok(b.value_type(id)?.shape.dims().to_vec()))
+            .collect::<Result<Vec<_>, BuildError>>()?;
+        let Some(first) = shapes.first() else {
+            return Err(BuildError::Type {
+                op: "concat",
+                source: rfx_ir::TypeError::Arity {
+                    op: "concat",
+                    expected: 1,
+                    found: 0,
+                },
+            });
+        };
+        axis_extent("concat", first, axis)?;
+        let total: usize = shapes.iter().map(|s| s.get(axis).copied().unwrap_or(0)).sum();
+        let mut out = first.clone();
+        out[axis] = total;
+        let mut result = None;
+        let mut offset = 0;
+        for (&id, shape) in ids.iter().zip(&shapes) {
+            let mut low = vec![0; out.len()];
+            if let Some(l) = low.get_mut(axis) {
+                *l = offset;
+            }
+            let placed = b.pad(id, &low, out.clone())?;
+            result = Some(match result {
+                None => placed,
+                Some(before) => {
+                    let position = b.iota(DType::I32, out.clone(), axis)?;
+                    let start = b.scalar(Scalar::I32(i32::try_from(offset).unwrap_or(i32::MAX)));
+                    let after = b.compare(CmpOp::Ge, position, start)?;
+                    b.select(after, placed, before)?
+                }
+            });
+            offset += shape.get(axis).copied().unwrap_or(0);
+        }
+        result.ok_or(BuildError::UnknownValue(ValueId::new(0)))
+    })
+}
+
+/// The extent of `axis` of `dims`, or the typed error for an axis past the rank.
+fn axis_extent(op: &'static str, dims: &[usize], axis: usize) -> Result<usize, BuildError> {
+    dims.get(axis).copied().ok_or(BuildError::Type {
+        op,
+        source: rfx_ir::TypeError::AxisOutOfRange {
+            axis,
+            rank: dims.len(),
+        },
+    })
 }
 
 /// `where_(cond, a, b)`: `a` where `cond` is true, else `b` (NumPy's `where`).

@@ -538,7 +538,7 @@ impl Tensor {
 
     /// `self` with `widths[d] = (before, after)` zeros around it along each axis `d` (NumPy's
     /// `pad` with zeros). The transpose of a window; a concatenation is made of pads
-    /// ([`concat`]).
+    /// ([`concat()`]).
     pub fn pad(self, widths: &[(usize, usize)]) -> Tensor {
         let widths = widths.to_vec();
         Tensor::record("pad", &[self.into()], move |b, ids| {

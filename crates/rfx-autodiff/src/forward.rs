@@ -9,7 +9,7 @@ use rfx_ir::{ReduceOp, Shape, TensorType};
 
 use crate::error::AdError;
 use crate::graph::{Batched, Emitter, InputRef, WrtInput, active_values, keep_outputs, rebuild, resolve_wrt};
-use crate::reverse::{batched_perm, concat, grad, jacrev};
+use crate::reverse::{batched_perm, behind, concat, grad, jacrev};
 use crate::rules::{Partial, chooser_weights, partials, prod_others};
 
 /// Runs one forward sweep: `seeds[i]` is the tangent of `wrt[i]` (`None`: zero). Returns the
@@ -388,11 +388,4 @@ pub fn hvp<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
         result.nodes().to_vec(),
         result.outputs().to_vec(),
     ))
-}
-
-/// Per-axis offsets `at` of an example, behind `batch`'s axes (offset 0 along each).
-pub(crate) fn behind(batch: &Shape, at: &[usize]) -> Vec<usize> {
-    std::iter::repeat_n(0, batch.rank())
-        .chain(at.iter().copied())
-        .collect()
 }

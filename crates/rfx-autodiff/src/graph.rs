@@ -225,18 +225,15 @@ impl Emitter {
                 return self.node(Op::Const(value), &[], Some(TensorType::new(value.dtype(), shape)));
             }
             // A window of a splat is a splat; zeros around a splat of zero are that splat.
-            (Op::Slice { .. } | Op::Pad { .. }, Some(t)) => match self.constants.get(&first()?) {
-                Some(&value)
-                    if matches!(key.0, Op::Slice { .. })
-                        || value.to_bits() == rfx_ir::Scalar::zero(value.dtype()).to_bits() =>
-                {
+            (Op::Slice { starts }, Some(t)) => match self.constants.get(&first()?) {
+                Some(&value) => return self.node(Op::Const(value), &[], Some(t.clone())),
+                None => self.b.slice(first()?, starts, t.shape.clone())?,
+            },
+            (Op::Pad { low }, Some(t)) => match self.constants.get(&first()?) {
+                Some(&value) if value.to_bits() == rfx_ir::Scalar::zero(value.dtype()).to_bits() => {
                     return self.node(Op::Const(value), &[], Some(t.clone()));
                 }
-                _ => match &key.0 {
-                    Op::Slice { starts } => self.b.slice(first()?, starts, t.shape.clone())?,
-                    Op::Pad { low } => self.b.pad(first()?, low, t.shape.clone())?,
-                    _ => return Err(rfx_ir::hir::BuildError::UnknownValue(first()?).into()),
-                },
+                _ => self.b.pad(first()?, low, t.shape.clone())?,
             },
             (Op::BroadcastTo | Op::Reshape, Some(t)) => match self.constants.get(&first()?) {
                 Some(&value) => return self.node(Op::Const(value), &[], Some(t.clone())),

@@ -175,12 +175,12 @@ fn dense_contributions(
         // A window's adjoint is zeros around it; a padding's is its window.
         Op::Slice { starts } => {
             let arg_shape = em.shape(args[0])?;
-            let at = crate::forward::behind(batch, starts);
+            let at = behind(batch, starts);
             vec![Some(em.pad(ct, &at, concat(batch, &arg_shape))?)]
         }
         Op::Pad { low } => {
             let arg_shape = em.shape(args[0])?;
-            let at = crate::forward::behind(batch, low);
+            let at = behind(batch, low);
             vec![Some(em.slice(ct, &at, concat(batch, &arg_shape))?)]
         }
         Op::Reduce { op, axes, keepdims } => {
@@ -232,6 +232,13 @@ fn spread_reduced(
 pub(crate) fn batched_perm(batch_rank: usize, perm: &[usize]) -> Vec<usize> {
     (0..batch_rank)
         .chain(perm.iter().map(|p| p + batch_rank))
+        .collect()
+}
+
+/// Per-axis offsets `at` of an example, behind `batch`'s axes (offset 0 along each).
+pub(crate) fn behind(batch: &Shape, at: &[usize]) -> Vec<usize> {
+    std::iter::repeat_n(0, batch.rank())
+        .chain(at.iter().copied())
         .collect()
 }
 

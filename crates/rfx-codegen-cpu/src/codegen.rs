@@ -3127,8 +3127,12 @@ impl<'k> Gen<'_, 'k> {
             .copied()
             .filter(|&n| n > 0)
             .ok_or_else(|| internal(format!("gather from {buf}, which has no elements")))?;
-        let last = i64::try_from(len - 1).map_err(|_| internal("gather from a huge buffer"))?;
-        let last = i32::try_from(last).unwrap_or(i32::MAX);
+        // An `i32` index never exceeds `i32::MAX`: clamping there reaches no further.
+        let last = i32::try_from(len - 1).unwrap_or(i32::MAX);
+        let (zero, top) = (
+            b.ins().iconst(types::I32, 0),
+            b.ins().iconst(types::I32, i64::from(last)),
+        );
         let mut lanes = Vec::with_capacity(usize::from(w));
         for lane in 0..w {
             let i = if w == 1 {
@@ -3136,10 +3140,6 @@ impl<'k> Gen<'_, 'k> {
             } else {
                 b.ins().extractlane(index, lane)
             };
-            let (zero, top) = (
-                b.ins().iconst(types::I32, 0),
-                b.ins().iconst(types::I32, i64::from(last)),
-            );
             let below = b.ins().icmp_imm_s(IntCC::SignedLessThan, i, 0);
             let i = b.ins().select(below, zero, i);
             let above = b.ins().icmp_imm_s(IntCC::SignedGreaterThan, i, i64::from(last));

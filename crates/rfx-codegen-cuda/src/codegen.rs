@@ -896,6 +896,16 @@ impl Emitter<'_> {
         }
     }
 
+    /// Element `element` of `buf` as a value of the buffer's dtype (bools are stored as bytes).
+    fn read(&self, buf: BufId, element: &str) -> String {
+        let load = format!("{buf}[{element}]");
+        if self.buf_dtype(buf) == DType::Bool {
+            format!("({load} != 0)")
+        } else {
+            load
+        }
+    }
+
     /// Emits one instruction; `acc` names the accumulator when it is a `Reduce`.
     fn emit_inst(&mut self, depth: usize, inst: &Inst, acc: Option<&str>) {
         let text = match inst {
@@ -905,16 +915,11 @@ impl Emitter<'_> {
                 strides,
                 offset,
             } => {
-                let load = match offset {
-                    0 => format!("{buf}[{}]", self.offset(strides)),
-                    at => format!("{buf}[{at} + {}]", self.offset(strides)),
+                let element = match offset {
+                    0 => self.offset(strides),
+                    at => format!("{at} + {}", self.offset(strides)),
                 };
-                let value = if self.buf_dtype(*buf) == DType::Bool {
-                    format!("({load} != 0)")
-                } else {
-                    load
-                };
-                format!("{dst} = {value};")
+                format!("{dst} = {};", self.read(*buf, &element))
             }
             Inst::Gather { dst, buf, index } => {
                 // The verifier guarantees at least one element; the index is clamped into them.
@@ -922,13 +927,8 @@ impl Emitter<'_> {
                     .program
                     .buffer(*buf)
                     .map_or(0, |b| b.ty.shape.numel().saturating_sub(1));
-                let load = format!("{buf}[{index} < 0 ? 0 : ({index} > {last} ? {last} : {index})]");
-                let value = if self.buf_dtype(*buf) == DType::Bool {
-                    format!("({load} != 0)")
-                } else {
-                    load
-                };
-                format!("{dst} = {value};")
+                let element = format!("{index} < 0 ? 0 : ({index} > {last} ? {last} : {index})");
+                format!("{dst} = {};", self.read(*buf, &element))
             }
             Inst::Index { dst, strides } => {
                 // Exact: the verifier bounds every value by what the dtype holds.

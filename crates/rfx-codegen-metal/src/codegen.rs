@@ -1518,6 +1518,16 @@ fn emit_body(
     Ok(())
 }
 
+/// Element `element` of buffer `buf` (of `dtype`) as a value: bools are stored as `u32`.
+fn read_buffer(dtype: DType, buf: usize, element: &str) -> String {
+    let load = format!("buf{buf}[{element}]");
+    if dtype == DType::Bool {
+        format!("{load} != 0u")
+    } else {
+        load
+    }
+}
+
 /// `value` converted to the buffer's storage type.
 fn store_value(dtype: DType, value: &str) -> String {
     if dtype == DType::Bool {
@@ -1545,32 +1555,22 @@ fn emit_inst(
             buf, strides, offset, ..
         } => {
             bindings.insert(buf.index());
-            let dtype = em.buffer_dtype(*buf)?;
-            let load = match offset {
-                0 => format!("buf{}[{}]", buf.index(), index_expr(strides)),
-                at => format!("buf{}[{at}u + {}]", buf.index(), index_expr(strides)),
+            let element = match offset {
+                0 => index_expr(strides),
+                at => format!("{at}u + {}", index_expr(strides)),
             };
-            if dtype == DType::Bool {
-                format!("{load} != 0u")
-            } else {
-                load
-            }
+            read_buffer(em.buffer_dtype(*buf)?, buf.index(), &element)
         }
         // The verifier guarantees at least one element; the index is clamped into them.
         Inst::Gather { buf, index, .. } => {
             bindings.insert(buf.index());
-            let dtype = em.buffer_dtype(*buf)?;
             let last = em
                 .program
                 .buffer(*buf)
                 .map_or(0, |b| b.ty.shape.numel().saturating_sub(1))
                 .min(i32::MAX as usize);
-            let load = format!("buf{}[u32(clamp({}, 0i, {last}i))]", buf.index(), slot(*index));
-            if dtype == DType::Bool {
-                format!("{load} != 0u")
-            } else {
-                load
-            }
+            let element = format!("u32(clamp({}, 0i, {last}i))", slot(*index));
+            read_buffer(em.buffer_dtype(*buf)?, buf.index(), &element)
         }
         // Exact: the verifier bounds every value by what the dtype holds (2^24 for `f32`).
         Inst::Index { dst, strides } => match dtype_of(*dst)? {

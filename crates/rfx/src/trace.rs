@@ -662,6 +662,8 @@ pub fn concat(parts: &[Tensor], axis: usize) -> Tensor {
         let mut out = first.clone();
         out[axis] = total;
         let mut result = None;
+        // Each point's position along `axis`, built once the second part needs it.
+        let mut position = None;
         let mut offset = 0;
         for (&id, shape) in ids.iter().zip(&shapes) {
             let mut low = vec![0; out.len()];
@@ -672,7 +674,10 @@ pub fn concat(parts: &[Tensor], axis: usize) -> Tensor {
             result = Some(match result {
                 None => placed,
                 Some(before) => {
-                    let position = b.iota(DType::I32, out.clone(), axis)?;
+                    let position = match position {
+                        Some(p) => p,
+                        None => *position.insert(b.iota(DType::I32, out.clone(), axis)?),
+                    };
                     let start = b.scalar(Scalar::I32(i32::try_from(offset).unwrap_or(i32::MAX)));
                     let after = b.compare(CmpOp::Ge, position, start)?;
                     b.select(after, placed, before)?

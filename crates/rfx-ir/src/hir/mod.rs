@@ -423,29 +423,18 @@ pub fn result_type(
                 shape: Shape::new(perm.iter().map(|&a| dims[a]).collect::<Vec<_>>()),
             })
         }
-        Op::Slice { starts } => {
+        // A slice's node is a window of its operand; a pad's operand is a window of its node.
+        Op::Slice { starts: at } | Op::Pad { low: at } => {
             let to = need_target()?.shape;
-            let from = &args[0].shape;
-            if !window_fits(to.dims(), starts, from.dims()) {
-                return Err(TypeError::Slice {
-                    from: from.clone(),
-                    starts: starts.clone(),
-                    to,
-                });
-            }
-            Ok(TensorType {
-                dtype: args[0].dtype,
-                shape: to,
-            })
-        }
-        Op::Pad { low } => {
-            let to = need_target()?.shape;
-            let from = &args[0].shape;
-            if !window_fits(from.dims(), low, to.dims()) {
-                return Err(TypeError::Pad {
-                    from: from.clone(),
-                    low: low.clone(),
-                    to,
+            let from = args[0].shape.clone();
+            let is_slice = matches!(op, Op::Slice { .. });
+            let (window, whole) = if is_slice { (&to, &from) } else { (&from, &to) };
+            if !window_fits(window.dims(), at, whole.dims()) {
+                let at = at.clone();
+                return Err(if is_slice {
+                    TypeError::Slice { from, starts: at, to }
+                } else {
+                    TypeError::Pad { from, low: at, to }
                 });
             }
             Ok(TensorType {

@@ -3,7 +3,7 @@
 //! Design (argued in ARCHITECTURE.md): fusion is a partition of the extracted HIR DAG, not an
 //! e-graph rewrite. A value is *materialised* (given a buffer) only when it must be: a kernel
 //! output, a reduction result (it is complete only after its kernel), the operand of a
-//! `reshape` or `transpose` of a computed value (both are index maps over a row-major buffer:
+//! `reshape`, `transpose` or `slice` of a computed value (both are index maps over a row-major buffer:
 //! a transpose of an input or a stored value is a load with permuted strides), a value
 //! needed by more than one kernel (materialised once, never recomputed), or a value of a
 //! quarter or less of its kernel's iteration space whose computation there (one dear op, or a
@@ -14,7 +14,10 @@
 //! copy: a value of shape `S` read in a kernel of domain `D` is loaded with the broadcast strides
 //! of `S` in `D`, and since elementwise ops commute with broadcasting, in-kernel values of a
 //! smaller shape are simply computed at every point. An `iota` is never stored: it is an `index`
-//! instruction with the broadcast (and permuted) strides of its axis.
+//! instruction with the broadcast (and permuted) strides of its axis. A `pad` is computed in
+//! its consumer's kernel under a mask: its operand is computed at the pad's point less `low`
+//! (a `Frame`), where every buffer is read by a clamping `gather`; only an operand that
+//! would cost more to compute at the pad's other points than to store is materialised.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -40,6 +43,16 @@ enum Dep {
     /// Its buffer must be complete first (a reduction, another iteration space, a reshape).
     Hard,
 }
+
+/// The most a pad's operand may cost per point of its window, computed at the pad's other
+/// points, to be computed in the pad's kernel rather than stored (in the units of the
+/// e-graph's cost model: an `f32` add is 1, an `f32` transcendental 20): storing costs a store
+/// and a clamped read per point.
+const PAD_RECOMPUTE_COST: f64 = 8.0;
+
+/// Recomputing a pad's operand at up to this much cost in all is cheaper than the second loop
+/// nest that storing it takes (one transcendental at ten points).
+const PAD_RECOMPUTE_TOTAL: f64 = 200.0;
 
 struct Plan<'k> {
     kernel: &'k Kernel,
@@ -84,17 +97,6 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
                     roots.entry(base).or_insert(Some(reason));
                 }
             }
-            // A pad reads its operand by clamped index from a buffer: an input, a literal or a
-            // stored value (a splat needs none).
-            Op::Pad { .. } => {
-                if let Some(&operand) = node.args.first()
-                    && kernel
-                        .node(operand)
-                        .is_some_and(|n| !matches!(n.op, Op::Input { .. } | Op::Literal(_) | Op::Const(_)))
-                {
-                    roots.entry(operand).or_insert(Some(MissReason::Pad));
-                }
-            }
             _ => {}
         }
     }
@@ -105,6 +107,7 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
         groups: Vec::new(),
         group_of: HashMap::new(),
     };
+    plan.store_dear_pad_operands();
     // Each round either finishes or materialises at least one more value, so this ends after
     // at most one round per node.
     for _ in 0..=kernel.nodes().len() {
@@ -240,8 +243,9 @@ impl Plan<'_> {
                 continue;
             }
             computed.push(v);
-            // A broadcast under a transpose is part of the transposed read.
-            let reshape = reads_buffer(&node.op) || (through_reshape && matches!(node.op, Op::BroadcastTo));
+            // Everything under a buffer read is read at other points than the consumer's, so
+            // a root there must be complete first.
+            let reshape = through_reshape || reads_buffer(&node.op);
             stack.extend(node.args.iter().map(|&a| (a, reshape)));
         }
         computed.sort();
@@ -363,6 +367,27 @@ impl Plan<'_> {
         cost
     }
 
+    /// Stores the operands of pads that would cost more to compute at every point of the pad
+    /// than to store once and read back. A pad's operand is otherwise computed in its
+    /// consumer's kernel at each point less `low` (and its value discarded outside the
+    /// window), so a pad of `k` times its operand's size computes it `k` times over.
+    fn store_dear_pad_operands(&mut self) {
+        for (index, node) in self.kernel.nodes().iter().enumerate() {
+            let (Op::Pad { .. }, true, Some(&operand)) = (&node.op, self.live[index], node.args.first())
+            else {
+                continue;
+            };
+            if !is_computed(self.kernel, operand) || self.roots.contains_key(&operand) {
+                continue;
+            }
+            let (outer, inner) = (node.ty.shape.numel(), self.shape(operand).numel());
+            let extra = self.recompute_cost(operand) * (outer - inner) as f64;
+            if extra > PAD_RECOMPUTE_TOTAL.max(PAD_RECOMPUTE_COST * inner as f64) {
+                self.roots.insert(operand, Some(MissReason::Pad));
+            }
+        }
+    }
+
     fn has_consumers(&self, v: ValueId) -> bool {
         self.kernel
             .nodes()
@@ -435,6 +460,8 @@ impl Plan<'_> {
                 root_bufs: &root_bufs,
                 body: Vec::new(),
                 memo: HashMap::new(),
+                numbered: HashMap::new(),
+                frames: Vec::new(),
             };
             let mut stores = Vec::new();
             let mut reductions = Vec::new();
@@ -483,13 +510,37 @@ struct KernelEmitter<'p, 'k> {
     input_buf: &'p HashMap<ValueId, BufId>,
     root_bufs: &'p BTreeMap<ValueId, Vec<BufId>>,
     body: Vec<MirInst>,
+    /// The values computed so far at the points of the innermost frame.
     memo: HashMap<ValueId, MirValue>,
+    /// Each instruction of `body`, to find equal ones.
+    numbered: HashMap<MirInst, MirValue>,
+    /// The pads whose operands are being computed, outermost first.
+    frames: Vec<Frame>,
+}
+
+/// A pad whose operand this kernel computes: the operand's element at `idx` is computed where
+/// the pad holds it, at `idx + low` (and, clamped, wherever else the pad is read).
+struct Frame {
+    /// The operand's shape.
+    inner: Shape,
+    /// The pad's shape.
+    outer: Shape,
+    low: Vec<usize>,
 }
 
 impl KernelEmitter<'_, '_> {
+    /// Appends an instruction, or returns the equal one already there: every MIR instruction
+    /// is a pure function of the domain point, so equal instructions are equal values (a
+    /// pad's frame recomputes what does not move, such as a broadcast input's element).
     fn push(&mut self, op: MirOp, args: Vec<MirValue>, dtype: rfx_ir::DType) -> MirValue {
-        self.body.push(MirInst { op, args, dtype });
-        MirValue::new(self.body.len() - 1)
+        let inst = MirInst { op, args, dtype };
+        if let Some(&value) = self.numbered.get(&inst) {
+            return value;
+        }
+        let value = MirValue::new(self.body.len());
+        self.numbered.insert(inst.clone(), value);
+        self.body.push(inst);
+        value
     }
 
     /// A load of `buf`, read as a row-major array of `shape`, at every point of the domain.
@@ -500,18 +551,119 @@ impl KernelEmitter<'_, '_> {
         dtype: rfx_ir::DType,
         at: ValueId,
     ) -> Result<MirValue, OptError> {
-        let strides = shape
-            .broadcast_strides(self.domain)
-            .ok_or(OptError::InvalidValue(at))?;
-        Ok(self.push(
-            MirOp::Load {
-                buf,
-                strides,
-                offset: 0,
-            },
-            Vec::new(),
-            dtype,
-        ))
+        self.read(buf, shape, &shape.strides(), 0, dtype, at)
+    }
+
+    /// Where the element `idx` of a value of `shape`, at `offset + sum(idx[i] * strides[i])`,
+    /// is taken at each domain point: strides over the domain and an offset. Inside a frame a
+    /// point of the operand is the pad's point less `low`, so the offset may be negative.
+    fn place(
+        &self,
+        shape: &Shape,
+        strides: &[usize],
+        offset: usize,
+        at: ValueId,
+    ) -> Result<(Vec<usize>, i64), OptError> {
+        let range = || OptError::IndexRange(at);
+        let mut offset = i64::try_from(offset).map_err(|_| range())?;
+        let mut shape = shape.clone();
+        let mut strides = strides.to_vec();
+        for frame in self.frames.iter().rev() {
+            strides = strides_in_domain(&shape, &strides, &frame.inner).ok_or(OptError::InvalidValue(at))?;
+            for (&low, &stride) in frame.low.iter().zip(&strides) {
+                let step = low.checked_mul(stride).and_then(|n| i64::try_from(n).ok());
+                offset = step.and_then(|n| offset.checked_sub(n)).ok_or_else(range)?;
+            }
+            shape = frame.outer.clone();
+        }
+        let strides = strides_in_domain(&shape, &strides, self.domain).ok_or(OptError::InvalidValue(at))?;
+        Ok((strides, offset))
+    }
+
+    /// `offset + sum(point[i] * strides[i])` at every domain point, as an `i32` (an error when
+    /// some point's value does not fit).
+    fn index_i32(&mut self, strides: Vec<usize>, offset: i64, at: ValueId) -> Result<MirValue, OptError> {
+        let range = || OptError::IndexRange(at);
+        let reach = self
+            .domain
+            .dims()
+            .iter()
+            .zip(&strides)
+            .try_fold(0usize, |acc, (&d, &s)| {
+                d.saturating_sub(1)
+                    .checked_mul(s)
+                    .and_then(|n| acc.checked_add(n))
+            })
+            .and_then(|n| i64::try_from(n).ok())
+            .ok_or_else(range)?;
+        let (i32_max, i32_min) = (i64::from(i32::MAX), i64::from(i32::MIN));
+        if reach > i32_max || offset < i32_min || reach.saturating_add(offset) > i32_max {
+            return Err(range());
+        }
+        let i32 = rfx_ir::DType::I32;
+        let index = self.push(MirOp::Index { strides }, Vec::new(), i32);
+        if offset == 0 {
+            return Ok(index);
+        }
+        let (op, magnitude) = match offset {
+            o if o < 0 => (BinaryOp::Sub, o.unsigned_abs()),
+            o => (BinaryOp::Add, o.unsigned_abs()),
+        };
+        // `|offset| <= 2^31`, and `2^31` is `i32::MIN`, which subtracts like `+2^31` wrapping.
+        let constant = i32::try_from(magnitude).unwrap_or(i32::MIN);
+        let constant = self.push(MirOp::Const(rfx_ir::Scalar::I32(constant)), Vec::new(), i32);
+        Ok(self.push(MirOp::Binary(op), vec![index, constant], i32))
+    }
+
+    /// `buf`'s element `offset + sum(idx[i] * strides[i])` for the element `idx` of a value of
+    /// `shape`, at every domain point: a strided load, or inside a frame a gather by clamped
+    /// index (the index leaves the buffer only outside the pad's window, whose values the pad
+    /// discards).
+    fn read(
+        &mut self,
+        buf: BufId,
+        shape: &Shape,
+        strides: &[usize],
+        offset: usize,
+        dtype: rfx_ir::DType,
+        at: ValueId,
+    ) -> Result<MirValue, OptError> {
+        let (strides, shifted) = self.place(shape, strides, offset, at)?;
+        if self.frames.is_empty() {
+            return Ok(self.push(MirOp::Load { buf, strides, offset }, Vec::new(), dtype));
+        }
+        let index = self.index_i32(strides, shifted, at)?;
+        Ok(self.push(MirOp::Gather { buf }, vec![index], dtype))
+    }
+
+    /// The count `offset + sum(idx[i] * strides[i])` for the element `idx` of a value of
+    /// `shape`, at every domain point, in `dtype`: what an `iota` and its views read.
+    fn count(
+        &mut self,
+        shape: &Shape,
+        strides: &[usize],
+        offset: usize,
+        dtype: rfx_ir::DType,
+        at: ValueId,
+    ) -> Result<MirValue, OptError> {
+        let (strides, shifted) = self.place(shape, strides, offset, at)?;
+        if !self.frames.is_empty() {
+            // Counted in `i32`, exact wherever the pad keeps the value (an index of the
+            // operand), and converted.
+            let index = self.index_i32(strides, shifted, at)?;
+            return Ok(match dtype {
+                rfx_ir::DType::I32 => index,
+                _ => self.push(MirOp::Cast, vec![index], dtype),
+            });
+        }
+        let index = self.push(MirOp::Index { strides }, Vec::new(), dtype);
+        if offset == 0 {
+            return Ok(index);
+        }
+        // Exact: the sum is an index of the unsliced `iota`, which its dtype holds.
+        let start = rfx_ir::semantics::index_value(offset, dtype).ok_or(OptError::InvalidValue(at))?;
+        let start = self.push(MirOp::Const(start), Vec::new(), dtype);
+        Ok(self.push(MirOp::Binary(BinaryOp::Add), vec![index, start], dtype))
     }
 
     /// The buffer other kernels read `v` from: its input buffer, or the first buffer its root
@@ -530,8 +682,7 @@ impl KernelEmitter<'_, '_> {
     /// An `iota` of type `ty` along `axis`, at every domain point.
     fn iota(&mut self, ty: &rfx_ir::TensorType, axis: usize, at: ValueId) -> Result<MirValue, OptError> {
         let unit: Vec<usize> = (0..ty.shape.rank()).map(|i| usize::from(i == axis)).collect();
-        let strides = strides_in_domain(&ty.shape, &unit, self.domain).ok_or(OptError::InvalidValue(at))?;
-        Ok(self.push(MirOp::Index { strides }, Vec::new(), ty.dtype))
+        self.count(&ty.shape, &unit, 0, ty.dtype, at)
     }
 
     /// A chain of transposes and broadcasts ending at `v`, read from what is under it: a splat
@@ -583,29 +734,18 @@ impl KernelEmitter<'_, '_> {
             };
             shape = n.ty.shape.clone();
         }
-        let strides = strides_in_domain(&ty.shape, &strides, self.domain).ok_or(OptError::InvalidValue(v))?;
-        Ok(match iota {
-            Some(_) => {
-                let index = self.push(MirOp::Index { strides }, Vec::new(), ty.dtype);
-                if offset == 0 {
-                    index
-                } else {
-                    // Exact: the sum is an index of the unsliced `iota`, which its dtype holds.
-                    let start =
-                        rfx_ir::semantics::index_value(offset, ty.dtype).ok_or(OptError::InvalidValue(v))?;
-                    let start = self.push(MirOp::Const(start), Vec::new(), ty.dtype);
-                    self.push(MirOp::Binary(BinaryOp::Add), vec![index, start], ty.dtype)
-                }
-            }
+        match iota {
+            Some(_) => self.count(&ty.shape, &strides, offset, ty.dtype, v),
             None => {
                 let buf = self.stored_buf(base)?;
-                self.push(MirOp::Load { buf, strides, offset }, Vec::new(), ty.dtype)
+                self.read(buf, &ty.shape, &strides, offset, ty.dtype, v)
             }
-        })
+        }
     }
 
-    /// A `pad` at every domain point: its operand read by clamped index from its buffer where
-    /// the point lies inside the operand's window, zero elsewhere.
+    /// A `pad` at every domain point: its operand where the point lies inside the operand's
+    /// window, zero elsewhere. The operand is computed in this kernel at the pad's point less
+    /// `low` (in a frame), or read there by clamped index from its buffer.
     fn padded(&mut self, v: ValueId) -> Result<MirValue, OptError> {
         let kernel = self.plan.kernel;
         let node = kernel.node(v).ok_or(OptError::InvalidValue(v))?;
@@ -630,11 +770,9 @@ impl KernelEmitter<'_, '_> {
             if n == p {
                 continue;
             }
-            i32_index(p - 1)?;
             let unit: Vec<usize> = (0..ty.shape.rank()).map(|i| usize::from(i == axis)).collect();
-            let strides =
-                strides_in_domain(&ty.shape, &unit, self.domain).ok_or(OptError::InvalidValue(v))?;
-            let at = self.push(MirOp::Index { strides }, Vec::new(), rfx_ir::DType::I32);
+            let (strides, offset) = self.place(&ty.shape, &unit, 0, v)?;
+            let at = self.index_i32(strides, offset, v)?;
             let mut bounds = Vec::new();
             if lo > 0 {
                 bounds.push((rfx_ir::CmpOp::Ge, lo));
@@ -653,26 +791,18 @@ impl KernelEmitter<'_, '_> {
                 });
             }
         }
-        let value = match kernel.node(operand).map(|n| &n.op) {
-            Some(Op::Const(c)) => self.push(MirOp::Const(*c), Vec::new(), ty.dtype),
-            _ => {
-                // The operand's element at `point - low`: its row-major offset at `point`,
-                // less that of `low` (negative, and clamped, only outside the window).
-                let own = inner.strides();
-                let reach: usize = ty.shape.dims().iter().zip(&own).map(|(&p, s)| (p - 1) * s).sum();
-                i32_index(reach)?;
-                let strides =
-                    strides_in_domain(&ty.shape, &own, self.domain).ok_or(OptError::InvalidValue(v))?;
-                let mut at = self.push(MirOp::Index { strides }, Vec::new(), rfx_ir::DType::I32);
-                let start: usize = low.iter().zip(&own).map(|(l, s)| l * s).sum();
-                if start > 0 {
-                    let start = self.push(MirOp::Const(i32_index(start)?), Vec::new(), rfx_ir::DType::I32);
-                    at = self.push(MirOp::Binary(BinaryOp::Sub), vec![at, start], rfx_ir::DType::I32);
-                }
-                let buf = self.stored_buf(operand)?;
-                self.push(MirOp::Gather { buf }, vec![at], ty.dtype)
-            }
-        };
+        // The operand at the pad's points less `low`; its values computed at this kernel's
+        // own points do not hold there.
+        self.frames.push(Frame {
+            inner,
+            outer: ty.shape.clone(),
+            low: low.clone(),
+        });
+        let outside = std::mem::take(&mut self.memo);
+        let value = self.value(operand);
+        self.memo = outside;
+        self.frames.pop();
+        let value = value?;
         Ok(match inside {
             Some(inside) => self.push(MirOp::Select, vec![inside, value, zero], ty.dtype),
             None => value,
@@ -693,7 +823,9 @@ impl KernelEmitter<'_, '_> {
         } else if let (Op::Iota { axis }, false) = (&node.op, self.plan.roots.contains_key(&v)) {
             self.iota(&node.ty, *axis, v)?
         } else if self.plan.roots.contains_key(&v)
-            && (self.plan.group_of.get(&v) != Some(&self.group) || self.plan.is_reduce(v))
+            && (self.plan.group_of.get(&v) != Some(&self.group)
+                || self.plan.is_reduce(v)
+                || !self.frames.is_empty())
         {
             let buf = self.stored_buf(v)?;
             self.load(buf, &node.ty.shape, node.ty.dtype, v)?

@@ -52,8 +52,9 @@ pub enum MissReason {
     /// A slice reads a window of its operand: the operand is stored and read back at an
     /// offset.
     Slice,
-    /// A pad reads its operand at other points than its own: the operand is stored and read
-    /// back by clamped index.
+    /// Computing a pad's operand at every point of the pad (its consumer's kernel computes it
+    /// at each point less `low`, discarding the values outside the window) would cost more
+    /// than storing it once and reading it back by clamped index.
     Pad,
 }
 

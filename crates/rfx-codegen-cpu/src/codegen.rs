@@ -411,6 +411,7 @@ fn build_into(
             segment_unroll: SEGMENT_UNROLL,
             preloaded: HashMap::new(),
             rows_in_tiles: false,
+            lane_steps: HashMap::new(),
         };
         shape = generator.emit(&mut b, table, lo, hi)?;
         b.seal_all_blocks();
@@ -488,6 +489,10 @@ struct Gen<'i, 'k> {
     /// A reduction with one accumulator per output whose rows run in tiles, one output at a
     /// time, folded into a one-lane partial (`Gen::emit_reduction`).
     rows_in_tiles: bool,
+    /// `i32` vectors whose lanes step evenly, by (SSA) value: lane `j` is lane 0 plus `j`
+    /// times the step, wrapping. Indices, splats and their sums and differences; a gather by
+    /// such an index reads a vector (step 1) or one element (step 0) where it can.
+    lane_steps: HashMap<Value, i64>,
 }
 
 /// The pure operations [`Gen::memo`] shares.
@@ -2644,6 +2649,14 @@ impl<'k> Gen<'_, 'k> {
         reduced: &mut Vec<(usize, Value)>,
     ) -> Result<(), BackendError> {
         let mut slots = self.preamble_slots(b, w);
+        if w > 1 {
+            // The preamble's values are splats.
+            for (s, v) in slots.iter().enumerate() {
+                if let (Some(v), Some(DType::I32)) = (v, self.kernel().slots.get(s)) {
+                    self.lane_steps.insert(*v, 0);
+                }
+            }
+        }
         let body = self.kernel().body.clone();
         for (i, inst) in body.iter().enumerate() {
             let access = self.info.access_of.get(i).copied().flatten();
@@ -2762,7 +2775,8 @@ impl<'k> Gen<'_, 'k> {
             Inst::Gather { dst, buf, index } => {
                 let dtype = self.slot_dtype(*dst)?;
                 let index = get(slots, *index)?;
-                Some((*dst, self.gather(b, w, *buf, index, dtype)?))
+                let step = self.lane_steps.get(&index).copied();
+                Some((*dst, self.gather(b, w, *buf, index, step, dtype)?))
             }
             Inst::Index { dst, .. } => {
                 let dtype = self.slot_dtype(*dst)?;
@@ -2778,7 +2792,20 @@ impl<'k> Gen<'_, 'k> {
                         }
                         .constant(zero)
                     }
-                    Some((k, at)) => self.index(b, w, k, at, offs, dtype)?,
+                    Some((k, at)) => {
+                        let v = self.index(b, w, k, at, offs, dtype)?;
+                        if w > 1 && dtype == DType::I32 {
+                            let step = if self.row_indices.contains_key(&k) {
+                                0
+                            } else {
+                                self.inner_stride(k)
+                            };
+                            if let Ok(step) = i64::try_from(step) {
+                                self.lane_steps.insert(v, step);
+                            }
+                        }
+                        v
+                    }
                 };
                 Some((*dst, v))
             }
@@ -2788,7 +2815,11 @@ impl<'k> Gen<'_, 'k> {
                     w,
                     imports: self.imports,
                 };
-                Some((*dst, e.constant(*value)))
+                let v = e.constant(*value);
+                if w > 1 && matches!(value, Scalar::I32(_)) {
+                    self.lane_steps.insert(v, 0);
+                }
+                Some((*dst, v))
             }
             Inst::Unary { dst, op, src } => {
                 let dtype = self.slot_dtype(*src)?;
@@ -2869,6 +2900,17 @@ impl<'k> Gen<'_, 'k> {
                     let v = e.binary(*op, x, y, dtype)?;
                     if self.contract && *op == BinaryOp::Mul && dtype.is_float() {
                         self.products.insert(v, (x, y));
+                    }
+                    // Wrapping sums of evenly stepping lanes step evenly.
+                    if let (Some(&sx), Some(&sy)) = (self.lane_steps.get(&x), self.lane_steps.get(&y)) {
+                        let step = match op {
+                            BinaryOp::Add => sx.checked_add(sy),
+                            BinaryOp::Sub => sx.checked_sub(sy),
+                            _ => None,
+                        };
+                        if let (Some(step), DType::I32) = (step, dtype) {
+                            self.lane_steps.insert(v, step);
+                        }
                     }
                     Some((*dst, v))
                 }
@@ -3110,13 +3152,21 @@ impl<'k> Gen<'_, 'k> {
         Ok(self.assemble(b, w, &e_lanes, dtype))
     }
 
-    /// `buf[clamp(index, 0, len - 1)]` per lane of the `i32` value `index` (`w` lanes).
+    /// `buf[clamp(index, 0, len - 1)]` per lane of the `i32` value `index` (`w` lanes), whose
+    /// lanes step by `step` when that is known (see `Gen::lane_steps`).
+    ///
+    /// Lanes that all hold one index (step 0) read one element. Consecutive lanes (step 1, the
+    /// gathers of a pad's window) read one vector when they lie inside the buffer, and one
+    /// element when they all lie on one side of it (every lane clamps to the same end);
+    /// otherwise, and for other steps, each lane reads its own element.
+    #[allow(clippy::too_many_arguments)]
     fn gather(
         &mut self,
         b: &mut FunctionBuilder<'_>,
         w: u8,
         buf: BufId,
         index: Value,
+        step: Option<i64>,
         dtype: DType,
     ) -> Result<Value, BackendError> {
         let base = self.base(buf)?;
@@ -3129,12 +3179,81 @@ impl<'k> Gen<'_, 'k> {
             .ok_or_else(|| internal(format!("gather from {buf}, which has no elements")))?;
         // An `i32` index never exceeds `i32::MAX`: clamping there reaches no further.
         let last = i32::try_from(len - 1).unwrap_or(i32::MAX);
+        let lanes = if w > 1 && step == Some(0) { 1 } else { w };
+        if w == 1 || lanes == 1 || step != Some(1) || dtype == DType::Bool {
+            let values = self.gather_lanes(b, lanes, w, base, index, last, dtype);
+            return Ok(self.assemble(b, w, &values, dtype));
+        }
+        // Lanes `lo ..= lo + w - 1` (no lane wraps when the sum fits an `i32`).
+        let lo = b.ins().extractlane(index, 0);
+        let lo = b.ins().sextend(types::I64, lo);
+        let hi = b.ins().iadd_imm_s(lo, i64::from(w) - 1);
+        let above_zero = b.ins().icmp_imm_s(IntCC::SignedGreaterThanOrEqual, lo, 0);
+        let below_end = b
+            .ins()
+            .icmp_imm_s(IntCC::SignedLessThanOrEqual, hi, i64::from(last));
+        let inside = b.ins().band(above_zero, below_end);
+        let ty = cl_type(dtype, w);
+        let (vector, not_inside, one, lanewise, join) = (
+            b.create_block(),
+            b.create_block(),
+            b.create_block(),
+            b.create_block(),
+            b.create_block(),
+        );
+        b.append_block_param(join, ty);
+        b.ins().brif(inside, vector, &[], not_inside, &[]);
+
+        b.switch_to_block(vector);
+        let bytes = self.scale(b, lo, dtype.size_bytes() as i64);
+        let addr = b.ins().iadd(base, bytes);
+        let v = b.ins().load(ty, mem(), addr, 0);
+        b.ins().jump(join, &[BlockArg::Value(v)]);
+
+        // All below the buffer, or all above it without wrapping: every lane clamps alike.
+        b.switch_to_block(not_inside);
+        let all_below = b.ins().icmp_imm_s(IntCC::SignedLessThan, hi, 0);
+        let all_above = b.ins().icmp_imm_s(IntCC::SignedGreaterThan, lo, i64::from(last));
+        let no_wrap = b
+            .ins()
+            .icmp_imm_s(IntCC::SignedLessThanOrEqual, hi, i64::from(i32::MAX));
+        let all_above = b.ins().band(all_above, no_wrap);
+        let alike = b.ins().bor(all_below, all_above);
+        b.ins().brif(alike, one, &[], lanewise, &[]);
+
+        b.switch_to_block(one);
+        let values = self.gather_lanes(b, 1, w, base, index, last, dtype);
+        let v = self.assemble(b, w, &values, dtype);
+        b.ins().jump(join, &[BlockArg::Value(v)]);
+
+        b.switch_to_block(lanewise);
+        let values = self.gather_lanes(b, w, w, base, index, last, dtype);
+        let v = self.assemble(b, w, &values, dtype);
+        b.ins().jump(join, &[BlockArg::Value(v)]);
+
+        b.switch_to_block(join);
+        Ok(b.block_params(join)[0])
+    }
+
+    /// `buf[clamp(index[lane], 0, last)]` for the first `lanes` lanes of the `w`-lane `i32`
+    /// value `index`, as scalars.
+    #[allow(clippy::too_many_arguments)]
+    fn gather_lanes(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        lanes: u8,
+        w: u8,
+        base: Value,
+        index: Value,
+        last: i32,
+        dtype: DType,
+    ) -> Vec<Value> {
         let (zero, top) = (
             b.ins().iconst(types::I32, 0),
             b.ins().iconst(types::I32, i64::from(last)),
         );
-        let mut lanes = Vec::with_capacity(usize::from(w));
-        for lane in 0..w {
+        let mut values = Vec::with_capacity(usize::from(lanes));
+        for lane in 0..lanes {
             let i = if w == 1 {
                 index
             } else {
@@ -3147,9 +3266,9 @@ impl<'k> Gen<'_, 'k> {
             let i = b.ins().uextend(self.ptr, i);
             let bytes = self.scale(b, i, dtype.size_bytes() as i64);
             let addr = b.ins().iadd(base, bytes);
-            lanes.push(self.load_scalar(b, addr, None, dtype));
+            values.push(self.load_scalar(b, addr, None, dtype));
         }
-        Ok(self.assemble(b, w, &lanes, dtype))
+        values
     }
 
     /// A vector of `w` lanes from scalar lanes (one lane broadcast when there is one).

@@ -103,3 +103,110 @@ fn gathers_clamp_and_windows_start_at_their_offset_in_every_dtype() {
         }
     }
 }
+
+/// `x[clamp(i + c)]`, `x[clamp(i - c)]` and `x[clamp(c)]` over 23 points (an unrolled pass of
+/// four vectors, single vectors and a scalar tail), the index `i + c` wrapping as `i32` does:
+/// the gathers a pad's window compiles to, whose consecutive lanes read one vector inside the
+/// buffer, one element when they all lie on one side of it, and lane by lane across an end or
+/// a wrap.
+fn stepped_program(dtype: &str, c: i32) -> String {
+    format!(
+        "\
+lir stepped arena 0 align 64 {{
+  buf0: {dtype}[9] = input x
+  buf1: {dtype}[23] = output plus
+  buf2: {dtype}[23] = output minus
+  buf3: {dtype}[23] = output fixed
+  kernel k0 dims [23] reduce 0 vector 4 thread_min 16384 tile 1024 lanes 1 {{
+    slots [i32, i32, i32, {dtype}, i32, {dtype}, i32, i32, {dtype}]
+    preamble {{
+      s1 = const {c}
+    }}
+    body {{
+      s0 = index [1]
+      s2 = add s0, s1
+      s3 = gather buf0 s2
+      store buf1 [1] = s3
+      s4 = sub s0, s1
+      s5 = gather buf0 s4
+      store buf2 [1] = s5
+      s6 = index [0]
+      s7 = add s6, s1
+      s8 = gather buf0 s7
+      store buf3 [1] = s8
+    }}
+  }}
+}}
+"
+    )
+}
+
+#[test]
+fn gathers_by_stepping_indices_read_vectors_inside_and_clamp_outside_in_every_dtype() {
+    let offsets = [
+        -40,
+        -23,
+        -22,
+        -20,
+        -9,
+        -3,
+        -1,
+        0,
+        1,
+        3,
+        6,
+        9,
+        14,
+        30,
+        i32::MAX - 5,
+        i32::MAX - 22,
+        i32::MAX,
+        i32::MIN,
+        i32::MIN + 3,
+    ];
+    for dtype in DType::ALL {
+        let values: Vec<Scalar> = (0..9)
+            .map(|i| match dtype {
+                DType::Bool => Scalar::Bool(i % 3 == 1),
+                DType::I32 => Scalar::I32(7 * i - 20),
+                _ => Scalar::from_f64(dtype, 1.25 * f64::from(i) - 4.5),
+            })
+            .collect();
+        let x = Array::new([9], ArrayData::from_scalars(dtype, values.clone()).expect("x")).expect("x");
+        for c in offsets {
+            let text = stepped_program(&dtype.to_string(), c);
+            let program = lir::parse(&text).unwrap_or_else(|e| panic!("{dtype} {c}: {e}\n{text}"));
+            lir::verify(&program).unwrap_or_else(|e| panic!("{dtype} {c}: {e}"));
+            let compiled = CpuBackend
+                .compile(&program, &Default::default())
+                .unwrap_or_else(|e| panic!("{dtype} {c}: {e}"));
+            let mut outputs: Vec<Array> = program
+                .outputs()
+                .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
+                .collect();
+            {
+                let mut views: Vec<_> = outputs.iter_mut().map(Array::view_mut).collect();
+                compiled
+                    .run(&[x.view()], &mut views, &mut Scratch::new())
+                    .unwrap_or_else(|e| panic!("{dtype} {c}: {e}"));
+            }
+            let at = |i: i32| values[i.clamp(0, 8) as usize];
+            let points = 0..23i32;
+            let plus: Vec<Scalar> = points.clone().map(|i| at(i.wrapping_add(c))).collect();
+            let minus: Vec<Scalar> = points.clone().map(|i| at(i.wrapping_sub(c))).collect();
+            let fixed: Vec<Scalar> = points.map(|_| at(c)).collect();
+            let reference = run_lir(&program, &[x.view()], Mode::Native).expect("interpreter");
+            for (k, want) in [plus, minus, fixed].iter().enumerate() {
+                let got: Vec<Scalar> = (0..want.len()).filter_map(|i| outputs[k].get(i)).collect();
+                let interp: Vec<Scalar> = (0..want.len()).filter_map(|i| reference[k].get(i)).collect();
+                let bits = |v: &[Scalar]| v.iter().map(|s| s.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(want), "{dtype} c = {c} output {k}: {got:?}");
+                assert_eq!(
+                    bits(&interp),
+                    bits(want),
+                    "{dtype} c = {c} output {k} (interpreter)"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! Kernels that assemble their result from computed parts (`rfx::concat`, `Tensor::pad`):
+//! median ns per bound call of each, and the number of loop nests (MIR kernels) each compiles
+//! to.
+//!
+//! `cargo run --release -p rfx --example concat_speed`
+
+mod timing;
+
+use rfx::{DType, Tensor, TensorType};
+
+/// Median over 200 samples of the mean time of `calls` calls, in ns.
+fn median_ns(calls: usize, f: impl FnMut()) -> f64 {
+    timing::median_ns(200, 200, calls, f)
+}
+
+/// The tip of a planar two-link arm, `[x, y]`, from its joint angles `q`.
+fn arm_tip(q: Tensor) -> Tensor {
+    let (q0, q1) = (q.slice_axis(0, 0..1), q.slice_axis(0, 1..2));
+    let (l1, l2) = (0.7, 0.4);
+    let x = l1 * q0.cos() + l2 * (q0 + q1).cos();
+    let y = l1 * q0.sin() + l2 * (q0 + q1).sin();
+    rfx::concat(&[x, y], 0)
+}
+
+/// One Euler step of a 3D point mass: `[p + v dt, v + a dt]` from `p`, `v`, `a`.
+fn euler_step(p: Tensor, v: Tensor, a: Tensor) -> Tensor {
+    let dt = 0.01;
+    rfx::concat(&[p + v * dt, v + a * dt], 0)
+}
+
+/// Two computed halves of one array.
+fn halves(x: Tensor, y: Tensor) -> Tensor {
+    rfx::concat(&[x * 2.0, y + 2.0], 0)
+}
+
+/// Two halves that each cost a transcendental per point.
+fn dear_halves(x: Tensor, y: Tensor) -> Tensor {
+    rfx::concat(&[x.sin(), y.cos()], 0)
+}
+
+fn kernels<K: rfx::KernelFn>(jit: &rfx::Jit<K>, types: &[TensorType]) -> Result<usize, rfx::JitError> {
+    Ok(jit.executable(types)?.mir().kernels().len())
+}
+
+/// Times a kernel of two `f32` halves at a few sizes, in ns per element.
+fn halves_speed<K: rfx::KernelFn>(name: &str, jit: &rfx::Jit<K>) -> Result<(), rfx::JitError> {
+    for n in [64usize, 65536] {
+        let half = n / 2;
+        let x: Vec<f32> = (0..half).map(|i| (i as f32 * 0.37).sin()).collect();
+        let y: Vec<f32> = (0..half).map(|i| (i as f32 * 0.11).cos()).collect();
+        let mut out = vec![0.0f32; n];
+        let types = [
+            TensorType::new(DType::F32, [half]),
+            TensorType::new(DType::F32, [half]),
+        ];
+        let mut bound = jit.bind(&types)?;
+        let calls = if n > 1000 { 10 } else { 1000 };
+        let ns = median_ns(calls, || {
+            bound.run_slices([&x[..], &y[..]], [&mut out[..]]).expect("run");
+        });
+        println!(
+            "{name:<11} f32[{n:>5}]:           {:8.2} ns per element, {} kernel(s)",
+            ns / n as f64,
+            kernels(jit, &types)?
+        );
+    }
+    Ok(())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let f64s = |n: usize| TensorType::new(DType::F64, [n]);
+
+    let tip = rfx::jit(arm_tip);
+    let q = [0.3f64, -1.1];
+    let mut out = [0.0f64; 2];
+    let mut bound = tip.bind(&[f64s(2)])?;
+    let ns = median_ns(1000, || bound.run_slices([&q[..]], [&mut out[..]]).expect("run"));
+    println!(
+        "arm tip, f64[2] from q:           {ns:8.1} ns per call, {} kernel(s)",
+        kernels(&tip, &[f64s(2)])?
+    );
+
+    let step = rfx::jit(euler_step);
+    let (p, v, a) = ([1.0f64, 2.0, 3.0], [0.1f64, -0.2, 0.3], [0.0f64, 0.0, -9.81]);
+    let mut state = [0.0f64; 6];
+    let mut bound = step.bind(&[f64s(3), f64s(3), f64s(3)])?;
+    let ns = median_ns(1000, || {
+        bound
+            .run_slices([&p[..], &v[..], &a[..]], [&mut state[..]])
+            .expect("run");
+    });
+    println!(
+        "Euler step, f64[6] from 3 x [3]:  {ns:8.1} ns per call, {} kernel(s)",
+        kernels(&step, &[f64s(3), f64s(3), f64s(3)])?
+    );
+
+    halves_speed("halves", &rfx::jit(halves))?;
+    halves_speed("dear halves", &rfx::jit(dear_halves))?;
+    Ok(())
+}

@@ -3,7 +3,7 @@
 //! Design (argued in ARCHITECTURE.md): fusion is a partition of the extracted HIR DAG, not an
 //! e-graph rewrite. A value is *materialised* (given a buffer) only when it must be: a kernel
 //! output, a reduction result (it is complete only after its kernel), the operand of a
-//! `reshape`, `transpose` or `slice` of a computed value (both are index maps over a row-major buffer:
+//! `reshape` or `transpose` of a computed value (both are index maps over a row-major buffer:
 //! a transpose of an input or a stored value is a load with permuted strides), a value
 //! needed by more than one kernel (materialised once, never recomputed), or a value of a
 //! quarter or less of its kernel's iteration space whose computation there (one dear op, or a
@@ -17,7 +17,9 @@
 //! instruction with the broadcast (and permuted) strides of its axis. A `pad` is computed in
 //! its consumer's kernel under a mask: its operand is computed at the pad's point less `low`
 //! (a `Frame`), where every buffer is read by a clamping `gather`; only an operand that
-//! would cost more to compute at the pad's other points than to store is materialised.
+//! would cost more to compute at the pad's other points than to store is materialised. A
+//! `slice` of a computed value is a frame without a mask: its operand is computed at the
+//! window's points, read by plain loads at an offset.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -87,6 +89,9 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
                     roots.entry(operand).or_insert(Some(MissReason::Reshape));
                 }
             }
+            // A slice of a computed value is computed in its consumer's kernel at the shifted
+            // points (a frame), unless `store_dear_window_operands` decides otherwise.
+            Op::Slice { .. } if framed_slice(kernel, ValueId::new(index)) => {}
             Op::Transpose { .. } | Op::Slice { .. } => {
                 let base = transpose_base(kernel, ValueId::new(index));
                 let reason = match node.op {
@@ -107,7 +112,7 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
         groups: Vec::new(),
         group_of: HashMap::new(),
     };
-    plan.store_dear_pad_operands();
+    plan.store_dear_window_operands();
     // Each round either finishes or materialises at least one more value, so this ends after
     // at most one round per node.
     for _ in 0..=kernel.nodes().len() {
@@ -140,6 +145,28 @@ fn is_leaf(op: &Op) -> bool {
         op,
         Op::Input { .. } | Op::Const(_) | Op::Literal(_) | Op::Iota { .. }
     )
+}
+
+/// Whether the slice `value` (after any slices under it) reads a value computed by an op other
+/// than a transpose or a broadcast: such a slice is computed in its consumer's kernel, from its
+/// operand computed at the window's points.
+fn framed_slice(kernel: &Kernel, value: ValueId) -> bool {
+    slice_base(kernel, value).is_some()
+}
+
+/// The value under the chain of slices ending at `value` when it is computed by an op other
+/// than a transpose or a broadcast (`None` otherwise, or when `value` is no slice).
+fn slice_base(kernel: &Kernel, value: ValueId) -> Option<ValueId> {
+    let mut node = kernel.node(value).filter(|n| matches!(n.op, Op::Slice { .. }))?;
+    loop {
+        let operand = node.args.first().copied()?;
+        node = kernel.node(operand)?;
+        match &node.op {
+            Op::Slice { .. } => {}
+            op if is_leaf(op) || matches!(op, Op::Transpose { .. } | Op::BroadcastTo) => return None,
+            _ => return Some(operand),
+        }
+    }
 }
 
 /// The value under a chain of transposes, slices and broadcasts starting at `value` (`value`
@@ -367,11 +394,34 @@ impl Plan<'_> {
         cost
     }
 
-    /// Stores the operands of pads that would cost more to compute at every point of the pad
-    /// than to store once and read back. A pad's operand is otherwise computed in its
+    /// Stores the operands of pads and slices that would cost more to compute where they are
+    /// read than to store once and read back. A pad's operand is otherwise computed in its
     /// consumer's kernel at each point less `low` (and its value discarded outside the
-    /// window), so a pad of `k` times its operand's size computes it `k` times over.
-    fn store_dear_pad_operands(&mut self) {
+    /// window), so a pad of `k` times its operand's size computes it `k` times over; a slice's
+    /// operand is computed at the window's points only, but once per window when it has other
+    /// consumers (two windows of one value, or a window and the value).
+    fn store_dear_window_operands(&mut self) {
+        for index in 0..self.kernel.nodes().len() {
+            if !self.live[index] {
+                continue;
+            }
+            let Some(base) = slice_base(self.kernel, ValueId::new(index)) else {
+                continue;
+            };
+            let consumers = self
+                .kernel
+                .nodes()
+                .iter()
+                .enumerate()
+                .filter(|(i, n)| self.live[*i] && n.args.contains(&base))
+                .count();
+            if !self.roots.contains_key(&base)
+                && consumers > 1
+                && self.recompute_cost(base) > PAD_RECOMPUTE_COST
+            {
+                self.roots.insert(base, Some(MissReason::Slice));
+            }
+        }
         for (index, node) in self.kernel.nodes().iter().enumerate() {
             let (Op::Pad { .. }, true, Some(&operand)) = (&node.op, self.live[index], node.args.first())
             else {
@@ -386,6 +436,22 @@ impl Plan<'_> {
                 self.roots.insert(operand, Some(MissReason::Pad));
             }
         }
+    }
+
+    /// Whether the slice `v` is computed in a frame: the values under its chain of slices are
+    /// computed, by an op other than a transpose or a broadcast, and none is stored.
+    fn slice_in_frame(&self, v: ValueId) -> bool {
+        let mut u = v;
+        while let Some(node) = self.kernel.node(u)
+            && matches!(node.op, Op::Slice { .. })
+            && let Some(&operand) = node.args.first()
+        {
+            if self.roots.contains_key(&operand) {
+                return false;
+            }
+            u = operand;
+        }
+        u != v && slice_base(self.kernel, v) == Some(u)
     }
 
     fn has_consumers(&self, v: ValueId) -> bool {
@@ -518,14 +584,19 @@ struct KernelEmitter<'p, 'k> {
     frames: Vec<Frame>,
 }
 
-/// A pad whose operand this kernel computes: the operand's element at `idx` is computed where
-/// the pad holds it, at `idx + low` (and, clamped, wherever else the pad is read).
+/// A pad or a slice whose operand this kernel computes: the operand's element at `idx` is
+/// computed where the pad or slice holds it, at `idx + shift` (a pad's `low`, a slice's
+/// negated `starts`). A pad's operand is also computed, from clamped reads, wherever else the
+/// pad is read.
 struct Frame {
     /// The operand's shape.
     inner: Shape,
-    /// The pad's shape.
+    /// The pad's or slice's shape.
     outer: Shape,
-    low: Vec<usize>,
+    shift: Vec<i64>,
+    /// Every point of the frame is a point of the operand (a slice): reads stay inside their
+    /// buffers, at offsets that are never negative.
+    exact: bool,
 }
 
 impl KernelEmitter<'_, '_> {
@@ -556,7 +627,8 @@ impl KernelEmitter<'_, '_> {
 
     /// Where the element `idx` of a value of `shape`, at `offset + sum(idx[i] * strides[i])`,
     /// is taken at each domain point: strides over the domain and an offset. Inside a frame a
-    /// point of the operand is the pad's point less `low`, so the offset may be negative.
+    /// point of the operand is the frame's point less `shift`, so inside a pad's frame the
+    /// offset may be negative.
     fn place(
         &self,
         shape: &Shape,
@@ -570,14 +642,20 @@ impl KernelEmitter<'_, '_> {
         let mut strides = strides.to_vec();
         for frame in self.frames.iter().rev() {
             strides = strides_in_domain(&shape, &strides, &frame.inner).ok_or(OptError::InvalidValue(at))?;
-            for (&low, &stride) in frame.low.iter().zip(&strides) {
-                let step = low.checked_mul(stride).and_then(|n| i64::try_from(n).ok());
+            for (&shift, &stride) in frame.shift.iter().zip(&strides) {
+                let step = i64::try_from(stride).ok().and_then(|s| s.checked_mul(shift));
                 offset = step.and_then(|n| offset.checked_sub(n)).ok_or_else(range)?;
             }
             shape = frame.outer.clone();
         }
         let strides = strides_in_domain(&shape, &strides, self.domain).ok_or(OptError::InvalidValue(at))?;
         Ok((strides, offset))
+    }
+
+    /// Whether every frame is a slice's (or there is none): every point of the domain is then a
+    /// point of every value computed in the innermost frame.
+    fn exact(&self) -> bool {
+        self.frames.iter().all(|f| f.exact)
     }
 
     /// `offset + sum(point[i] * strides[i])` at every domain point, as an `i32` (an error when
@@ -616,9 +694,9 @@ impl KernelEmitter<'_, '_> {
     }
 
     /// `buf`'s element `offset + sum(idx[i] * strides[i])` for the element `idx` of a value of
-    /// `shape`, at every domain point: a strided load, or inside a frame a gather by clamped
-    /// index (the index leaves the buffer only outside the pad's window, whose values the pad
-    /// discards).
+    /// `shape`, at every domain point: a strided load, or inside a pad's frame a gather by
+    /// clamped index (the index leaves the buffer only outside the pad's window, whose values
+    /// the pad discards).
     fn read(
         &mut self,
         buf: BufId,
@@ -629,7 +707,8 @@ impl KernelEmitter<'_, '_> {
         at: ValueId,
     ) -> Result<MirValue, OptError> {
         let (strides, shifted) = self.place(shape, strides, offset, at)?;
-        if self.frames.is_empty() {
+        if self.exact() {
+            let offset = usize::try_from(shifted).map_err(|_| OptError::InvalidValue(at))?;
             return Ok(self.push(MirOp::Load { buf, strides, offset }, Vec::new(), dtype));
         }
         let index = self.index_i32(strides, shifted, at)?;
@@ -647,7 +726,7 @@ impl KernelEmitter<'_, '_> {
         at: ValueId,
     ) -> Result<MirValue, OptError> {
         let (strides, shifted) = self.place(shape, strides, offset, at)?;
-        if !self.frames.is_empty() {
+        if !self.exact() {
             // Counted in `i32`, exact wherever the pad keeps the value (an index of the
             // operand), and converted.
             let index = self.index_i32(strides, shifted, at)?;
@@ -657,11 +736,14 @@ impl KernelEmitter<'_, '_> {
             });
         }
         let index = self.push(MirOp::Index { strides }, Vec::new(), dtype);
-        if offset == 0 {
+        if shifted == 0 {
             return Ok(index);
         }
         // Exact: the sum is an index of the unsliced `iota`, which its dtype holds.
-        let start = rfx_ir::semantics::index_value(offset, dtype).ok_or(OptError::InvalidValue(at))?;
+        let start = usize::try_from(shifted)
+            .ok()
+            .and_then(|n| rfx_ir::semantics::index_value(n, dtype))
+            .ok_or(OptError::InvalidValue(at))?;
         let start = self.push(MirOp::Const(start), Vec::new(), dtype);
         Ok(self.push(MirOp::Binary(BinaryOp::Add), vec![index, start], dtype))
     }
@@ -793,20 +875,62 @@ impl KernelEmitter<'_, '_> {
         }
         // The operand at the pad's points less `low`; its values computed at this kernel's
         // own points do not hold there.
-        self.frames.push(Frame {
-            inner,
-            outer: ty.shape.clone(),
-            low: low.clone(),
-        });
-        let outside = std::mem::take(&mut self.memo);
-        let value = self.value(operand);
-        self.memo = outside;
-        self.frames.pop();
-        let value = value?;
+        let shift = low
+            .iter()
+            .map(|&l| i64::try_from(l).map_err(|_| OptError::IndexRange(v)))
+            .collect::<Result<_, _>>()?;
+        let value = self.in_frame(
+            Frame {
+                inner,
+                outer: ty.shape.clone(),
+                shift,
+                exact: false,
+            },
+            operand,
+        )?;
         Ok(match inside {
             Some(inside) => self.push(MirOp::Select, vec![inside, value, zero], ty.dtype),
             None => value,
         })
+    }
+
+    /// A slice of a value this kernel computes: the value computed at the slice's point plus
+    /// `starts`.
+    fn sliced(&mut self, v: ValueId) -> Result<MirValue, OptError> {
+        let kernel = self.plan.kernel;
+        let node = kernel.node(v).ok_or(OptError::InvalidValue(v))?;
+        let (Op::Slice { starts }, Some(&operand)) = (&node.op, node.args.first()) else {
+            return Err(OptError::InvalidValue(v));
+        };
+        let inner = kernel
+            .value_type(operand)
+            .ok_or(OptError::InvalidValue(operand))?
+            .shape
+            .clone();
+        let shift = starts
+            .iter()
+            .map(|&s| i64::try_from(s).map(|s| -s).map_err(|_| OptError::IndexRange(v)))
+            .collect::<Result<_, _>>()?;
+        self.in_frame(
+            Frame {
+                inner,
+                outer: node.ty.shape.clone(),
+                shift,
+                exact: true,
+            },
+            operand,
+        )
+    }
+
+    /// `operand` computed at the points `frame` maps this kernel's points to. Its values
+    /// computed at the frame's own points do not hold there, so the frame has its own memo.
+    fn in_frame(&mut self, frame: Frame, operand: ValueId) -> Result<MirValue, OptError> {
+        self.frames.push(frame);
+        let outside = std::mem::take(&mut self.memo);
+        let value = self.value(operand);
+        self.memo = outside;
+        self.frames.pop();
+        value
     }
 
     /// The value of `v` at every domain point: loaded when it lives in a buffer this kernel
@@ -847,6 +971,7 @@ impl KernelEmitter<'_, '_> {
         let result = match &node.op {
             Op::Input { .. } | Op::Const(_) | Op::Literal(_) => return self.value(v),
             Op::Iota { axis } => self.iota(&node.ty, *axis, v)?,
+            Op::Slice { .. } if self.plan.slice_in_frame(v) => self.sliced(v)?,
             Op::Transpose { .. } | Op::Slice { .. } => self.transposed(v)?,
             Op::Pad { .. } => self.padded(v)?,
             Op::Unary(op) => {

@@ -49,7 +49,8 @@ pub enum MissReason {
     /// A transpose reads its operand at other points than its own: the operand is stored and
     /// read back with permuted strides.
     Transpose,
-    /// A slice reads a window of its operand: the operand is stored and read back at an
+    /// A slice reads a window of its operand, which has other consumers and would cost more
+    /// to compute once per window than to store: the operand is stored and read back at an
     /// offset.
     Slice,
     /// Computing a pad's operand at every point of the pad (its consumer's kernel computes it

@@ -1,6 +1,6 @@
-//! Kernels that assemble their result from computed parts (`rfx::concat`, `Tensor::pad`):
-//! median ns per bound call of each, and the number of loop nests (MIR kernels) each compiles
-//! to.
+//! Kernels that assemble their result from computed parts (`rfx::concat`, `Tensor::pad`) or
+//! take windows of computed values (`Tensor::slice_axis`): median ns per bound call of each,
+//! and the number of loop nests (MIR kernels) each compiles to.
 //!
 //! `cargo run --release -p rfx --example concat_speed`
 
@@ -40,6 +40,40 @@ fn dear_halves(x: Tensor, y: Tensor) -> Tensor {
 
 fn kernels<K: rfx::KernelFn>(jit: &rfx::Jit<K>, types: &[TensorType]) -> Result<usize, rfx::JitError> {
     Ok(jit.executable(types)?.mir().kernels().len())
+}
+
+/// A window of a computed value: one point in from each end.
+fn window(x: Tensor, y: Tensor) -> Tensor {
+    let n = x.shape().dims()[0];
+    (x * 2.0 + y).slice_axis(0, 1..n - 1)
+}
+
+/// A finite difference of a computed value.
+fn difference(x: Tensor, y: Tensor) -> Tensor {
+    let n = x.shape().dims()[0];
+    let f = x * x + y;
+    f.slice_axis(0, 1..n) - f.slice_axis(0, 0..n - 1)
+}
+
+/// Times a kernel of two `f32` inputs of `n` elements each, in ns per input element.
+fn window_speed<K: rfx::KernelFn>(name: &str, jit: &rfx::Jit<K>, trim: usize) -> Result<(), rfx::JitError> {
+    for n in [64usize, 65536] {
+        let x: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
+        let y: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();
+        let mut out = vec![0.0f32; n - trim];
+        let types = [TensorType::new(DType::F32, [n]), TensorType::new(DType::F32, [n])];
+        let mut bound = jit.bind(&types)?;
+        let calls = if n > 1000 { 10 } else { 1000 };
+        let ns = median_ns(calls, || {
+            bound.run_slices([&x[..], &y[..]], [&mut out[..]]).expect("run");
+        });
+        println!(
+            "{name:<11} f32[{n:>5}]:           {:8.2} ns per element, {} kernel(s)",
+            ns / n as f64,
+            kernels(jit, &types)?
+        );
+    }
+    Ok(())
 }
 
 /// Times a kernel of two `f32` halves at a few sizes, in ns per element.
@@ -96,5 +130,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     halves_speed("halves", &rfx::jit(halves))?;
     halves_speed("dear halves", &rfx::jit(dear_halves))?;
+    window_speed("window", &rfx::jit(window), 2)?;
+    window_speed("difference", &rfx::jit(difference), 1)?;
     Ok(())
 }

@@ -622,7 +622,7 @@ impl KernelEmitter<'_, '_> {
         dtype: rfx_ir::DType,
         at: ValueId,
     ) -> Result<MirValue, OptError> {
-        self.read(buf, shape, &shape.strides(), 0, dtype, at)
+        self.read(buf, shape.numel(), shape, &shape.strides(), 0, dtype, at)
     }
 
     /// Where the element `idx` of a value of `shape`, at `offset + sum(idx[i] * strides[i])`,
@@ -658,22 +658,58 @@ impl KernelEmitter<'_, '_> {
         self.frames.iter().all(|f| f.exact)
     }
 
-    /// `offset + sum(point[i] * strides[i])` at every domain point, as an `i32` (an error when
-    /// some point's value does not fit).
-    fn index_i32(&mut self, strides: Vec<usize>, offset: i64, at: ValueId) -> Result<MirValue, OptError> {
-        let range = || OptError::IndexRange(at);
-        let reach = self
-            .domain
+    /// The largest `sum(point[i] * strides[i])` over the domain (`None` past `i64`).
+    fn reach(&self, strides: &[usize]) -> Option<i64> {
+        self.domain
             .dims()
             .iter()
-            .zip(&strides)
+            .zip(strides)
             .try_fold(0usize, |acc, (&d, &s)| {
                 d.saturating_sub(1)
                     .checked_mul(s)
                     .and_then(|n| acc.checked_add(n))
             })
             .and_then(|n| i64::try_from(n).ok())
-            .ok_or_else(range)?;
+    }
+
+    /// `offset + sum(point[i] * strides[i])` at every domain point in `dtype`: in a float dtype
+    /// when every value is an integer it holds exactly (so a kernel of `f64` values needs no
+    /// `i32` lanes, which would keep it from running in vectors on the CPU), in `i32`
+    /// otherwise, converted.
+    fn index_in(
+        &mut self,
+        dtype: rfx_ir::DType,
+        strides: Vec<usize>,
+        offset: i64,
+        at: ValueId,
+    ) -> Result<MirValue, OptError> {
+        let exact = i64::try_from(rfx_ir::semantics::max_exact_index(dtype)).unwrap_or(i64::MAX);
+        let fits = self
+            .reach(&strides)
+            .and_then(|r| r.checked_add(offset.checked_abs()?))
+            .is_some_and(|n| n <= exact);
+        if !dtype.is_float() || !fits {
+            let index = self.index_i32(strides, offset, at)?;
+            return Ok(match dtype {
+                rfx_ir::DType::I32 => index,
+                _ => self.push(MirOp::Cast, vec![index], dtype),
+            });
+        }
+        let index = self.push(MirOp::Index { strides }, Vec::new(), dtype);
+        if offset == 0 {
+            return Ok(index);
+        }
+        // Exact: `|offset|` is at most the largest integer the dtype holds exactly.
+        let constant = rfx_ir::Scalar::from_f64(dtype, offset as f64);
+        let constant = self.push(MirOp::Const(constant), Vec::new(), dtype);
+        Ok(self.push(MirOp::Binary(BinaryOp::Add), vec![index, constant], dtype))
+    }
+
+    /// `offset + sum(point[i] * strides[i])` at every domain point, as an `i32` (an error when
+    /// some point's value does not fit).
+    fn index_i32(&mut self, strides: Vec<usize>, offset: i64, at: ValueId) -> Result<MirValue, OptError> {
+        let range = || OptError::IndexRange(at);
+        let reach = self.reach(&strides).ok_or_else(range)?;
         let (i32_max, i32_min) = (i64::from(i32::MAX), i64::from(i32::MIN));
         if reach > i32_max || offset < i32_min || reach.saturating_add(offset) > i32_max {
             return Err(range());
@@ -694,12 +730,14 @@ impl KernelEmitter<'_, '_> {
     }
 
     /// `buf`'s element `offset + sum(idx[i] * strides[i])` for the element `idx` of a value of
-    /// `shape`, at every domain point: a strided load, or inside a pad's frame a gather by
-    /// clamped index (the index leaves the buffer only outside the pad's window, whose values
-    /// the pad discards).
+    /// `shape`, at every domain point: a strided load, or inside a pad's frame, where some
+    /// point's element lies outside `buf` (of `len` elements), a gather by clamped index (the
+    /// index leaves the buffer only outside the pad's window, whose values the pad discards).
+    #[allow(clippy::too_many_arguments)]
     fn read(
         &mut self,
         buf: BufId,
+        len: usize,
         shape: &Shape,
         strides: &[usize],
         offset: usize,
@@ -707,7 +745,15 @@ impl KernelEmitter<'_, '_> {
         at: ValueId,
     ) -> Result<MirValue, OptError> {
         let (strides, shifted) = self.place(shape, strides, offset, at)?;
-        if self.exact() {
+        // Along an axis where the operand has one element, a pad's shift moves no read.
+        let last = i64::try_from(len).ok().and_then(|n| n.checked_sub(1));
+        let inside = shifted >= 0
+            && self
+                .reach(&strides)
+                .and_then(|r| r.checked_add(shifted))
+                .zip(last)
+                .is_some_and(|(r, last)| r <= last);
+        if self.exact() || inside {
             let offset = usize::try_from(shifted).map_err(|_| OptError::InvalidValue(at))?;
             return Ok(self.push(MirOp::Load { buf, strides, offset }, Vec::new(), dtype));
         }
@@ -727,13 +773,8 @@ impl KernelEmitter<'_, '_> {
     ) -> Result<MirValue, OptError> {
         let (strides, shifted) = self.place(shape, strides, offset, at)?;
         if !self.exact() {
-            // Counted in `i32`, exact wherever the pad keeps the value (an index of the
-            // operand), and converted.
-            let index = self.index_i32(strides, shifted, at)?;
-            return Ok(match dtype {
-                rfx_ir::DType::I32 => index,
-                _ => self.push(MirOp::Cast, vec![index], dtype),
-            });
+            // Exact wherever the pad keeps the value (an index of the operand).
+            return self.index_in(dtype, strides, shifted, at);
         }
         let index = self.push(MirOp::Index { strides }, Vec::new(), dtype);
         if shifted == 0 {
@@ -820,7 +861,8 @@ impl KernelEmitter<'_, '_> {
             Some(_) => self.count(&ty.shape, &strides, offset, ty.dtype, v),
             None => {
                 let buf = self.stored_buf(base)?;
-                self.read(buf, &ty.shape, &strides, offset, ty.dtype, v)
+                let len = base_node.ty.shape.numel();
+                self.read(buf, len, &ty.shape, &strides, offset, ty.dtype, v)
             }
         }
     }
@@ -844,8 +886,6 @@ impl KernelEmitter<'_, '_> {
         if inner.numel() == 0 {
             return Ok(zero);
         }
-        let i32_index =
-            |n: usize| rfx_ir::semantics::index_value(n, rfx_ir::DType::I32).ok_or(OptError::IndexRange(v));
         // Inside the window along every axis the operand does not fill.
         let mut inside = None;
         for (axis, ((&lo, &n), &p)) in low.iter().zip(inner.dims()).zip(ty.shape.dims()).enumerate() {
@@ -854,7 +894,20 @@ impl KernelEmitter<'_, '_> {
             }
             let unit: Vec<usize> = (0..ty.shape.rank()).map(|i| usize::from(i == axis)).collect();
             let (strides, offset) = self.place(&ty.shape, &unit, 0, v)?;
-            let at = self.index_i32(strides, offset, v)?;
+            // Counted in `f64` for an `f64` pad (exact up to 2^53): a kernel of `f64` values then
+            // needs no `i32` lanes, which would keep it from running in vectors on the CPU
+            // (four `i32` lanes against two `f64`). In `i32` otherwise.
+            let exact = i64::try_from(rfx_ir::semantics::max_exact_index(ty.dtype)).unwrap_or(i64::MAX);
+            let fits = self
+                .reach(&strides)
+                .and_then(|r| r.checked_add(offset.checked_abs()?))
+                .zip(i64::try_from(p).ok())
+                .is_some_and(|(r, p)| r.max(p) <= exact);
+            let count = match ty.dtype {
+                rfx_ir::DType::F64 if fits => rfx_ir::DType::F64,
+                _ => rfx_ir::DType::I32,
+            };
+            let at = self.index_in(count, strides, offset, v)?;
             let mut bounds = Vec::new();
             if lo > 0 {
                 bounds.push((rfx_ir::CmpOp::Ge, lo));
@@ -863,7 +916,8 @@ impl KernelEmitter<'_, '_> {
                 bounds.push((rfx_ir::CmpOp::Lt, lo + n));
             }
             for (cmp, bound) in bounds {
-                let bound = self.push(MirOp::Const(i32_index(bound)?), Vec::new(), rfx_ir::DType::I32);
+                let bound = rfx_ir::semantics::index_value(bound, count).ok_or(OptError::IndexRange(v))?;
+                let bound = self.push(MirOp::Const(bound), Vec::new(), count);
                 let test = self.push(MirOp::Compare(cmp), vec![at, bound], rfx_ir::DType::Bool);
                 inside = Some(match inside {
                     None => test,

@@ -674,11 +674,22 @@ pub fn concat(parts: &[Tensor], axis: usize) -> Tensor {
             result = Some(match result {
                 None => placed,
                 Some(before) => {
+                    // Counted in `f64` for `f64` parts, as the pads' own masks count once fused
+                    // (so each test is made once, and an `f64` kernel needs no `i32` lanes); in
+                    // `i32` otherwise.
+                    let dtype = b.value_type(id)?.dtype;
+                    let count = if dtype == DType::F64 && total <= rfx_ir::semantics::max_exact_index(dtype) {
+                        dtype
+                    } else {
+                        DType::I32
+                    };
                     let position = match position {
                         Some(p) => p,
-                        None => *position.insert(b.iota(DType::I32, out.clone(), axis)?),
+                        None => *position.insert(b.iota(count, out.clone(), axis)?),
                     };
-                    let start = b.scalar(Scalar::I32(i32::try_from(offset).unwrap_or(i32::MAX)));
+                    let start = rfx_ir::semantics::index_value(offset, count)
+                        .unwrap_or(Scalar::I32(i32::try_from(offset).unwrap_or(i32::MAX)));
+                    let start = b.scalar(start);
                     let after = b.compare(CmpOp::Ge, position, start)?;
                     b.select(after, placed, before)?
                 }

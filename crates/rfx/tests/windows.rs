@@ -137,3 +137,86 @@ fn bad_windows_are_typed_errors() {
     let empty = rfx::jit(|x: Tensor| x.slice_axis(0, 2..2));
     assert_eq!(empty.call((&x,)).expect("empty")[0].shape().numel(), 0);
 }
+
+/// The loop nests (MIR kernels) `f` compiles to for `types`.
+fn mir_kernels<K: rfx::KernelFn>(f: &rfx::Jit<K>, types: &[rfx::TensorType]) -> Vec<rfx_ir::mir::MirKernel> {
+    f.executable(types).expect("compile").mir().kernels().to_vec()
+}
+
+#[test]
+fn computed_parts_concatenate_in_the_loop_that_stores_them() {
+    use rfx::{DType, TensorType};
+    // One Euler step of a point mass, `[p + v dt, v + a dt]`: one loop nest, nothing stored
+    // between kernels.
+    let dt = 0.01;
+    let step = rfx::jit(|p: Tensor, v: Tensor, a: Tensor| rfx::concat(&[p + v * 0.01, v + a * 0.01], 0));
+    let (p, v, a) = (
+        [1.25f64, -2.5, 0.75],
+        [0.5f64, -0.125, 3.0],
+        [0.0f64, 0.25, -9.81],
+    );
+    let out = step.call((&p, &v, &a)).expect("call");
+    let want: Vec<f64> = (0..3)
+        .map(|i| p[i] + v[i] * dt)
+        .chain((0..3).map(|i| v[i] + a[i] * dt))
+        .collect();
+    assert_eq!(f64s(&out[0]), &want[..]);
+    let vec3 = TensorType::new(DType::F64, [3]);
+    assert_eq!(mir_kernels(&step, &[vec3.clone(), vec3.clone(), vec3]).len(), 1);
+
+    // A batch of two-link arm tips, rows `[x, y]` from rows `[θ1, θ2]`: every row equals the
+    // single call's, and no instruction counts in `i32` (an `f64` kernel with `i32` lanes runs
+    // one point at a time on the CPU).
+    let tip = |q: Tensor| {
+        let (t1, t2) = (q.slice_axis(0, 0..1), q.slice_axis(0, 1..2));
+        let x = t1.cos() + 0.5 * (t1 + t2).cos();
+        let y = t1.sin() + 0.5 * (t1 + t2).sin();
+        rfx::concat(&[x, y], 0)
+    };
+    let one = rfx::jit(tip);
+    let batched = rfx::jit(rfx::vmap(tip));
+    let rows = 37;
+    let q: Vec<f64> = (0..2 * rows).map(|i| (i as f64 * 0.61).sin() * 3.0).collect();
+    let out = batched
+        .call((&Array::from_vec([rows, 2], q.clone()).expect("array"),))
+        .expect("vmap");
+    for row in 0..rows {
+        let single = one.call((&q[2 * row..2 * row + 2],)).expect("one row");
+        let (t1, t2) = (q[2 * row], q[2 * row + 1]);
+        let x = t1.cos() + 0.5 * (t1 + t2).cos();
+        let y = t1.sin() + 0.5 * (t1 + t2).sin();
+        let got = &f64s(&out[0])[2 * row..2 * row + 2];
+        assert_eq!(got, f64s(&single[0]), "row {row}");
+        assert!(
+            (got[0] - x).abs() < 1e-15 && (got[1] - y).abs() < 1e-15,
+            "row {row}: {got:?}"
+        );
+    }
+    for k in mir_kernels(&batched, &[TensorType::new(DType::F64, [rows, 2])]) {
+        assert!(
+            k.body.iter().all(|inst| inst.dtype != DType::I32),
+            "an i32 lane in {k:?}"
+        );
+    }
+
+    // Halves that each cost a transcendental per point are stored once rather than computed at
+    // every point of the result.
+    let dear = rfx::jit(|x: Tensor, y: Tensor| rfx::concat(&[x.sin(), y.cos()], 0));
+    let n = 4096;
+    let x: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() * 4.0).collect();
+    let y: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos() * 4.0).collect();
+    let out = dear.call((&x, &y)).expect("call");
+    let got = out[0].as_slice::<f32>().expect("f32");
+    for i in 0..n {
+        assert!(
+            (f64::from(got[i]) - f64::from(x[i]).sin()).abs() < 1e-6,
+            "sin at {i}"
+        );
+        assert!(
+            (f64::from(got[n + i]) - f64::from(y[i]).cos()).abs() < 1e-6,
+            "cos at {i}"
+        );
+    }
+    let half = TensorType::new(DType::F32, [n]);
+    assert_eq!(mir_kernels(&dear, &[half.clone(), half]).len(), 2);
+}

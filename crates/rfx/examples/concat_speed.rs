@@ -22,6 +22,15 @@ fn arm_tip(q: Tensor) -> Tensor {
     rfx::concat(&[x, y], 0)
 }
 
+/// A cost read from parts of a two-link arm's state `[θ1, θ2, ω1, ω2]`: `½|ω|²` plus the tip's
+/// height. Its gradient places each part's adjoint in its window of the state (pads).
+fn arm_cost(state: Tensor) -> Tensor {
+    let (t1, t2) = (state.slice_axis(0, 0..1), state.slice_axis(0, 1..2));
+    let omega = state.slice_axis(0, 2..4);
+    let y = t1.sin() + 0.5 * (t1 + t2).sin();
+    0.5 * (omega * omega).sum(rfx::All) + y.sum(rfx::All)
+}
+
 /// One Euler step of a 3D point mass: `[p + v dt, v + a dt]` from `p`, `v`, `a`.
 fn euler_step(p: Tensor, v: Tensor, a: Tensor) -> Tensor {
     let dt = 0.01;
@@ -112,6 +121,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "arm tip, f64[2] from q:           {ns:8.1} ns per call, {} kernel(s)",
         kernels(&tip, &[f64s(2)])?
+    );
+
+    let grad = rfx::jit(rfx::grad(arm_cost));
+    let state = [0.3f64, -0.7, 1.5, -2.0];
+    let mut g = [0.0f64; 4];
+    let mut bound = grad.bind(&[f64s(4)])?;
+    let ns = median_ns(1000, || bound.run_slices([&state[..]], [&mut g[..]]).expect("run"));
+    println!(
+        "arm cost gradient, f64[4]:        {ns:8.1} ns per call, {} kernel(s)",
+        kernels(&grad, &[f64s(4)])?
     );
 
     let step = rfx::jit(euler_step);

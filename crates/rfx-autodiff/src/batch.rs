@@ -6,7 +6,8 @@ use rfx_ir::{Shape, TensorType};
 use crate::error::AdError;
 use crate::graph::mapped_args;
 
-/// `kernel` mapped over a batch of `size` examples (JAX's `vmap` with `out_axes = 0`).
+/// `kernel` mapped over a batch of `size` examples (JAX's `vmap` with `out_axes = 0`; see
+/// [`vmap_out`] for other output axes).
 ///
 /// `in_axes` has one entry per input of `kernel`, in order: `Some(a)` makes the input batched,
 /// its type in the new kernel being the old one with an axis of extent `size` inserted at
@@ -54,7 +55,76 @@ use crate::graph::mapped_args;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn vmap(kernel: &Kernel, in_axes: &[Option<usize>], size: usize) -> Result<Kernel, AdError> {
+    let out_axes = vec![Some(0); kernel.outputs().len()];
+    vmap_out(kernel, in_axes, &out_axes, size)
+}
+
+/// [`vmap`] with the batch placed in each output by `out_axes` (JAX's `out_axes`): one entry per
+/// output, in order. `Some(a)` puts the batch at axis `a` (`0 ..= rank` of one example's
+/// output; the batch in the middle of a result is a strided store, not a copy, once fused);
+/// `None` returns the output without a batch axis, which only an output that no batched input
+/// reaches can have (one value shared by every example, computed once).
+///
+/// # Errors
+/// Those of [`vmap`], and [`AdError::OutAxesCount`] when `out_axes` does not have one entry
+/// per output, [`AdError::OutAxis`] for an axis past an output's rank, and
+/// [`AdError::BatchedOutput`] for `None` on an output that a batched input reaches.
+///
+/// # Example
+/// ```
+/// use rfx_autodiff::vmap_out;
+/// use rfx_ir::hir::Builder;
+/// use rfx_ir::interp::{Mode, run_hir};
+/// use rfx_ir::{Array, BinaryOp, DType, TensorType};
+///
+/// // One example: a 2-vector scaled by a shared gain; the gain doubled, shared too.
+/// let mut b = Builder::new("scale");
+/// let x = b.input("x", TensorType::new(DType::F64, [2]))?;
+/// let k = b.input("k", TensorType::new(DType::F64, []))?;
+/// let y = b.binary(BinaryOp::Mul, x, k)?;
+/// let k2 = b.binary(BinaryOp::Add, k, k)?;
+/// b.output("y", y)?;
+/// b.output("k2", k2)?;
+///
+/// // Three examples as rows of `x`; `y` with the examples as its columns, `k2` unbatched.
+/// let batched = vmap_out(&b.finish()?, &[Some(0), None], &[Some(1), None], 3)?;
+/// let x = Array::from_vec(vec![3, 2], vec![1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0])?;
+/// let k = Array::from_vec(vec![], vec![10.0f64])?;
+/// let out = run_hir(&batched, &[x.view(), k.view()], Mode::Native)?;
+/// assert_eq!(out[0].shape().dims(), &[2, 3]);
+/// assert_eq!(out[0].as_slice::<f64>(), Some(&[10.0, 30.0, 50.0, 20.0, 40.0, 60.0][..]));
+/// assert_eq!(out[1].as_slice::<f64>(), Some(&[20.0][..]));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn vmap_out(
+    kernel: &Kernel,
+    in_axes: &[Option<usize>],
+    out_axes: &[Option<usize>],
+    size: usize,
+) -> Result<Kernel, AdError> {
     verify(kernel).map_err(AdError::InvalidKernel)?;
+    if out_axes.len() != kernel.outputs().len() {
+        return Err(AdError::OutAxesCount {
+            expected: kernel.outputs().len(),
+            found: out_axes.len(),
+        });
+    }
+    for (output, axis) in kernel.outputs().iter().zip(out_axes) {
+        let rank = kernel
+            .value_type(output.value)
+            .ok_or(rfx_ir::hir::BuildError::UnknownValue(output.value))?
+            .shape
+            .rank();
+        if let Some(axis) = *axis
+            && axis > rank
+        {
+            return Err(AdError::OutAxis {
+                name: output.name.clone(),
+                axis,
+                rank,
+            });
+        }
+    }
     let n_inputs = kernel.inputs().count();
     if in_axes.len() != n_inputs {
         return Err(AdError::BatchAxesCount {
@@ -159,17 +229,38 @@ pub fn vmap(kernel: &Kernel, in_axes: &[Option<usize>], size: usize) -> Result<K
         map[index] = Some((value, true));
     }
 
-    for output in kernel.outputs() {
+    for (output, axis) in kernel.outputs().iter().zip(out_axes) {
         let (value, batched) = map
             .get(output.value.index())
             .copied()
             .flatten()
             .ok_or(rfx_ir::hir::BuildError::UnknownValue(output.value))?;
-        let value = if batched {
-            value
-        } else {
-            let ty = b.value_type(value)?.clone();
-            b.broadcast_to(value, batched_type(&ty, size)?.shape)?
+        let value = match (*axis, batched) {
+            (None, false) => value,
+            (None, true) => {
+                return Err(AdError::BatchedOutput {
+                    name: output.name.clone(),
+                });
+            }
+            (Some(axis), _) => {
+                let value = if batched {
+                    value
+                } else {
+                    let ty = b.value_type(value)?.clone();
+                    b.broadcast_to(value, batched_type(&ty, size)?.shape)?
+                };
+                if axis == 0 {
+                    value
+                } else {
+                    // The batch (axis 0) moved to `axis`, the example's axes keeping their order.
+                    let rank = b.value_type(value)?.shape.rank();
+                    let perm: Vec<usize> = (1..=axis)
+                        .chain(std::iter::once(0))
+                        .chain(axis + 1..rank)
+                        .collect();
+                    b.transpose(value, &perm)?
+                }
+            }
         };
         b.output(output.name.clone(), value)?;
     }

@@ -103,6 +103,31 @@ pub enum AdError {
         /// The input's rank (one example's).
         rank: usize,
     },
+    /// `vmap`'s `out_axes` does not have one entry per output.
+    #[error("`out_axes` has {found} entries; the kernel has {expected} output(s)")]
+    OutAxesCount {
+        /// How many outputs the kernel has.
+        expected: usize,
+        /// How many entries `out_axes` has.
+        found: usize,
+    },
+    /// `vmap`'s batch axis for an output is past the output's rank.
+    #[error("output `{name}` has rank {rank}; its batch axis {axis} must be at most {rank}")]
+    OutAxis {
+        /// The output.
+        name: String,
+        /// The axis asked for.
+        axis: usize,
+        /// The output's rank (one example's).
+        rank: usize,
+    },
+    /// `vmap`'s `out_axes` leaves an output without a batch axis (`None`), but the output
+    /// differs from example to example (a batched input reaches it).
+    #[error("output `{name}` depends on a batched input, so it needs a batch axis in `out_axes`")]
+    BatchedOutput {
+        /// The output.
+        name: String,
+    },
     /// Every entry of `vmap`'s `in_axes` is `None`: there is no batch to map over.
     #[error("`in_axes` batches no input; at least one input must carry the batch")]
     NothingBatched,

@@ -120,7 +120,7 @@ mod graph;
 mod reverse;
 mod rules;
 
-pub use batch::vmap;
+pub use batch::{vmap, vmap_out};
 pub use error::AdError;
 pub use forward::{hessian, hvp, jacfwd, jacobian, jvp};
 pub use graph::{InputRef, keep_outputs};

@@ -10,7 +10,7 @@
 mod common;
 
 use common::{assert_close, uniform};
-use rfx_autodiff::{AdError, grad, value_and_grad, vjp, vmap};
+use rfx_autodiff::{AdError, grad, value_and_grad, vjp, vmap, vmap_out};
 use rfx_ir::hir::{self, Builder, Kernel};
 use rfx_ir::interp::{Mode, run_hir};
 use rfx_ir::testgen::{KernelGenConfig, TestRng, random_array, random_kernel};
@@ -54,6 +54,22 @@ fn check_against_examples(
     what: &str,
 ) {
     let batched = vmap(kernel, in_axes, size).unwrap_or_else(|e| panic!("{what}: {e}\n{kernel}"));
+    let out_axes = vec![Some(0); kernel.outputs().len()];
+    check_batched(kernel, &batched, in_axes, &out_axes, size, rng, what);
+}
+
+/// Runs `batched` (`kernel` mapped with `in_axes` and `out_axes` over `size` examples) on
+/// random inputs and compares every output with the kernel run on each example alone: example
+/// `b` is element `b` of the output's batch axis, or the whole output where it has none.
+fn check_batched(
+    kernel: &Kernel,
+    batched: &Kernel,
+    in_axes: &[Option<usize>],
+    out_axes: &[Option<usize>],
+    size: usize,
+    rng: &mut TestRng,
+    what: &str,
+) {
     let inputs: Vec<Array> = kernel
         .inputs()
         .zip(in_axes)
@@ -66,7 +82,7 @@ fn check_against_examples(
         })
         .collect();
     let views: Vec<_> = inputs.iter().map(Array::view).collect();
-    let outputs = run_hir(&batched, &views, Mode::Native)
+    let outputs = run_hir(batched, &views, Mode::Native)
         .unwrap_or_else(|e| panic!("{what}: batched run: {e}\n{batched}"));
     assert_eq!(outputs.len(), kernel.outputs().len(), "{what}");
     for example in 0..size {
@@ -80,13 +96,17 @@ fn check_against_examples(
             .collect();
         let views: Vec<_> = slices.iter().map(Array::view).collect();
         let want = run_hir(kernel, &views, Mode::Native).expect("the example runs");
-        for ((got, want), out) in outputs.iter().zip(&want).zip(kernel.outputs()) {
+        for (((got, want), out), axis) in outputs.iter().zip(&want).zip(kernel.outputs()).zip(out_axes) {
+            let got = match *axis {
+                Some(axis) => slice_axis(got, axis, example),
+                None => got.clone(),
+            };
             assert_same_bits(
                 &format!(
                     "{what}: output `{}`, example {example}\n{kernel}\n{batched}",
                     out.name
                 ),
-                &slice_axis(got, 0, example),
+                &got,
                 want,
             );
         }
@@ -115,6 +135,95 @@ fn random_kernels_map_to_their_examples_bit_for_bit() {
         mapped += 1;
     }
     assert_eq!(mapped, 2000);
+}
+
+#[test]
+fn random_kernels_put_the_batch_where_out_axes_say() {
+    let config = KernelGenConfig {
+        max_ops: 12,
+        ..KernelGenConfig::default()
+    };
+    let (mut unbatched, mut moved) = (0, 0);
+    for seed in 0..600u64 {
+        let mut rng = TestRng::new(0x0a7e_0000 + seed);
+        let kernel = random_kernel(&mut rng, &config, "random");
+        let mut in_axes: Vec<Option<usize>> = kernel
+            .inputs()
+            .map(|(_, _, ty)| rng.chance(0.6).then(|| rng.below(ty.shape.rank() + 1)))
+            .collect();
+        if in_axes.iter().all(Option::is_none) {
+            in_axes[0] = Some(0);
+        }
+        let size = 1 + rng.below(4);
+        // `None` for the outputs the batch does not reach (found by asking), an axis up to the
+        // output's rank for the others.
+        let mut out_axes = Vec::new();
+        for (k, output) in kernel.outputs().iter().enumerate() {
+            let rank = kernel.value_type(output.value).expect("typed").shape.rank();
+            let mut probe = vec![Some(0); kernel.outputs().len()];
+            probe[k] = None;
+            let shared = vmap_out(&kernel, &in_axes, &probe, size).is_ok();
+            out_axes.push(if shared && rng.chance(0.5) {
+                unbatched += 1;
+                None
+            } else {
+                let axis = rng.below(rank + 1);
+                moved += usize::from(axis > 0);
+                Some(axis)
+            });
+        }
+        let batched = vmap_out(&kernel, &in_axes, &out_axes, size)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{kernel}"));
+        check_batched(
+            &kernel,
+            &batched,
+            &in_axes,
+            &out_axes,
+            size,
+            &mut rng,
+            &format!("seed {seed}"),
+        );
+    }
+    assert!(
+        unbatched > 20 && moved > 100,
+        "{unbatched} unbatched, {moved} moved"
+    );
+}
+
+#[test]
+fn bad_out_axes_are_user_errors() {
+    let kernel = cost();
+    let err = vmap_out(&kernel, &[Some(0), None], &[], 4).expect_err("no entry for one output");
+    assert!(
+        matches!(
+            err,
+            AdError::OutAxesCount {
+                expected: 1,
+                found: 0
+            }
+        ),
+        "{err:?}"
+    );
+    let err = vmap_out(&kernel, &[Some(0), None], &[Some(1)], 4).expect_err("c is a scalar");
+    assert!(
+        matches!(&err, AdError::OutAxis { name, axis: 1, rank: 0 } if name == "c"),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "output `c` has rank 0; its batch axis 1 must be at most 0"
+    );
+    let err = vmap_out(&kernel, &[Some(0), None], &[None], 4).expect_err("c depends on x");
+    assert!(
+        matches!(&err, AdError::BatchedOutput { name } if name == "c"),
+        "{err:?}"
+    );
+    // Only `k` batched: `c` still depends on it.
+    let err = vmap_out(&kernel, &[None, Some(0)], &[None], 4).expect_err("c depends on k");
+    assert!(
+        matches!(&err, AdError::BatchedOutput { name } if name == "c"),
+        "{err:?}"
+    );
 }
 
 /// One example's cost: `c = k · Σ sin(x) · x`, `x: [3]`, `k: []`.

@@ -127,7 +127,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let state = [0.3f64, -0.7, 1.5, -2.0];
     let mut g = [0.0f64; 4];
     let mut bound = grad.bind(&[f64s(4)])?;
-    let ns = median_ns(1000, || bound.run_slices([&state[..]], [&mut g[..]]).expect("run"));
+    let ns = median_ns(1000, || {
+        bound.run_slices([&state[..]], [&mut g[..]]).expect("run")
+    });
     println!(
         "arm cost gradient, f64[4]:        {ns:8.1} ns per call, {} kernel(s)",
         kernels(&grad, &[f64s(4)])?

@@ -395,23 +395,37 @@ impl<K: KernelFn> KernelFn for Transform<K> {
 /// on a batch of them as one kernel. By default every input carries the batch as its axis 0;
 /// [`Vmap::in_axes`] picks other axes or shares inputs across the batch. The batch size comes
 /// from the arguments of each call (a new size is a new signature: traced and compiled once,
-/// then cached). Every output has the batch as axis 0.
+/// then cached). Every output has the batch as axis 0 unless [`Vmap::out_axes`] says otherwise.
 #[derive(Clone, Debug)]
 pub struct Vmap<K> {
     inner: K,
     in_axes: Option<Vec<Option<usize>>>,
+    out_axes: Option<Vec<Option<usize>>>,
 }
 
 impl<K: KernelFn> Vmap<K> {
     /// `inner` mapped with every input batched along axis 0.
     pub fn new(inner: K) -> Vmap<K> {
-        Vmap { inner, in_axes: None }
+        Vmap {
+            inner,
+            in_axes: None,
+            out_axes: None,
+        }
     }
 
     /// One entry per input: `Some(a)`, the input's axis `a` is the batch; `None`, the input is
     /// shared by every example (a gain, a DH table).
     pub fn in_axes(mut self, axes: &[Option<usize>]) -> Vmap<K> {
         self.in_axes = Some(axes.to_vec());
+        self
+    }
+
+    /// One entry per output: `Some(a)`, the batch is the output's axis `a` (`[n, batch]` rows
+    /// of examples' columns for `a = 1` and a vector output); `None`, the output has no batch
+    /// axis, which only an output that no batched input reaches can have (a value shared by
+    /// every example, computed once). The default is `Some(0)` for every output.
+    pub fn out_axes(mut self, axes: &[Option<usize>]) -> Vmap<K> {
+        self.out_axes = Some(axes.to_vec());
         self
     }
 }
@@ -477,6 +491,10 @@ impl<K: KernelFn> KernelFn for Vmap<K> {
                 traced,
             });
         }
-        Ok(rfx_autodiff::vmap(&kernel, &in_axes, size)?)
+        let out_axes = self
+            .out_axes
+            .clone()
+            .unwrap_or_else(|| vec![Some(0); kernel.outputs().len()]);
+        Ok(rfx_autodiff::vmap_out(&kernel, &in_axes, &out_axes, size)?)
     }
 }

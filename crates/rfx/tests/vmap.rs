@@ -280,3 +280,57 @@ kernel pid {
         );
     }
 }
+
+#[test]
+fn out_axes_place_the_batch_in_each_output() {
+    // A batch of 2-vectors scaled by a shared gain: `y` with the examples as its columns
+    // (`[2, batch]`), the doubled gain once (no batch axis), and the sum per example on axis 0.
+    let f = |x: Tensor, k: Tensor| (x * k, k + k, x.sum(rfx::All));
+    let mapped = rfx::jit(
+        rfx::vmap(f)
+            .in_axes(&[Some(0), None])
+            .out_axes(&[Some(1), None, Some(0)]),
+    );
+    let batch = 5;
+    let xs: Vec<f64> = (0..2 * batch).map(|i| (i as f64 * 0.77).sin() * 3.0).collect();
+    let x = Array::from_vec([batch, 2], xs.clone()).expect("x");
+    let k = 1.25f64;
+    let gain = Array::from_vec([], vec![k]).expect("scalar");
+    let out = mapped.call((&x, &gain)).expect("call");
+    assert_eq!(out[0].shape().dims(), &[2, batch]);
+    for b in 0..batch {
+        for j in 0..2 {
+            assert_eq!(f64s(&out[0])[j * batch + b], xs[2 * b + j] * k, "y[{j}, {b}]");
+        }
+        assert_eq!(f64s(&out[2])[b], xs[2 * b] + xs[2 * b + 1], "sum {b}");
+    }
+    assert_eq!(out[1].shape().dims(), &[] as &[usize]);
+    assert_eq!(f64s(&out[1]), &[k + k]);
+
+    // An output the batch reaches cannot drop its batch axis; `out_axes` needs one entry per
+    // output.
+    let bad = rfx::jit(
+        rfx::vmap(f)
+            .in_axes(&[Some(0), None])
+            .out_axes(&[None, None, None]),
+    );
+    let err = bad.call((&x, &gain)).expect_err("y depends on x");
+    assert!(
+        matches!(&err, JitError::Autodiff(AdError::BatchedOutput { name }) if name == "out0"),
+        "{err:?}"
+    );
+    let short = rfx::jit(rfx::vmap(f).out_axes(&[Some(0)]));
+    let err = short
+        .call((&x, &Array::from_vec([batch], vec![k; batch]).expect("k")))
+        .expect_err("three outputs");
+    assert!(
+        matches!(
+            err,
+            JitError::Autodiff(AdError::OutAxesCount {
+                expected: 3,
+                found: 1
+            })
+        ),
+        "{err:?}"
+    );
+}

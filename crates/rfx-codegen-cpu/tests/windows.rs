@@ -210,3 +210,102 @@ fn gathers_by_stepping_indices_read_vectors_inside_and_clamp_outside_in_every_dt
         }
     }
 }
+
+/// `x[clamp(trunc(i + c))]` and `x[clamp(trunc(2i + c))]` over 23 points with an `f64` index
+/// (NaN reads element 0): what an `f64` pad's gathers compile to, so that an `f64` kernel needs
+/// no `i32` lanes. Two lanes read one vector only when they are consecutive and inside.
+fn f64_index_program(dtype: &str, c: f64) -> String {
+    let c = rfx_ir::Scalar::F64(c);
+    format!(
+        "\
+lir f64_index arena 0 align 64 {{
+  buf0: {dtype}[9] = input x
+  buf1: {dtype}[23] = output out
+  buf2: {dtype}[23] = output doubled
+  kernel k0 dims [23] reduce 0 vector 2 thread_min 16384 tile 1024 lanes 1 {{
+    slots [f64, f64, f64, {dtype}, f64, {dtype}]
+    preamble {{
+      s1 = const {c}
+    }}
+    body {{
+      s0 = index [1]
+      s2 = add s0, s1
+      s3 = gather buf0 s2
+      store buf1 [1] = s3
+      s4 = add s2, s0
+      s5 = gather buf0 s4
+      store buf2 [1] = s5
+    }}
+  }}
+}}
+"
+    )
+}
+
+#[test]
+fn gathers_by_f64_indices_truncate_and_clamp_in_every_dtype() {
+    let offsets = [
+        -40.0,
+        -3.5,
+        -0.5,
+        0.0,
+        0.7,
+        3.25,
+        8.9,
+        30.0,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        1e300,
+        -1e300,
+        9_007_199_254_740_992.0,
+    ];
+    for dtype in DType::ALL {
+        let values: Vec<Scalar> = (0..9)
+            .map(|i| match dtype {
+                DType::Bool => Scalar::Bool(i % 3 == 1),
+                DType::I32 => Scalar::I32(7 * i - 20),
+                _ => Scalar::from_f64(dtype, 1.25 * f64::from(i) - 4.5),
+            })
+            .collect();
+        let x = Array::new([9], ArrayData::from_scalars(dtype, values.clone()).expect("x")).expect("x");
+        for c in offsets {
+            let text = f64_index_program(&dtype.to_string(), c);
+            let program = lir::parse(&text).unwrap_or_else(|e| panic!("{dtype} {c}: {e}\n{text}"));
+            lir::verify(&program).unwrap_or_else(|e| panic!("{dtype} {c}: {e}"));
+            let compiled = CpuBackend
+                .compile(&program, &Default::default())
+                .unwrap_or_else(|e| panic!("{dtype} {c}: {e}"));
+            let mut out = Array::filled(Scalar::zero(dtype), [23]);
+            let mut doubled = Array::filled(Scalar::zero(dtype), [23]);
+            {
+                let mut views = [out.view_mut(), doubled.view_mut()];
+                compiled
+                    .run(&[x.view()], &mut views, &mut Scratch::new())
+                    .unwrap_or_else(|e| panic!("{dtype} {c}: {e}"));
+            }
+            // Truncated toward zero, then clamped; NaN reads element 0.
+            let at = |v: f64| {
+                if v.is_nan() {
+                    values[0]
+                } else {
+                    values[v.trunc().clamp(0.0, 8.0) as usize]
+                }
+            };
+            let want: Vec<Scalar> = (0..23).map(|i| at(f64::from(i) + c)).collect();
+            let want_doubled: Vec<Scalar> = (0..23).map(|i| at(f64::from(i) + c + f64::from(i))).collect();
+            let reference = run_lir(&program, &[x.view()], Mode::Native).expect("interpreter");
+            let bits = |v: &[Scalar]| v.iter().map(|s| s.to_bits()).collect::<Vec<_>>();
+            for (k, (array, want)) in [(&out, want), (&doubled, want_doubled)].into_iter().enumerate() {
+                let got: Vec<Scalar> = (0..23).filter_map(|i| array.get(i)).collect();
+                let interp: Vec<Scalar> = (0..23).filter_map(|i| reference[k].get(i)).collect();
+                assert_eq!(bits(&got), bits(&want), "{dtype} c = {c} output {k}: {got:?}");
+                assert_eq!(
+                    bits(&interp),
+                    bits(&want),
+                    "{dtype} c = {c} output {k} (interpreter)"
+                );
+            }
+        }
+    }
+}

@@ -927,7 +927,15 @@ impl Emitter<'_> {
                     .program
                     .buffer(*buf)
                     .map_or(0, |b| b.ty.shape.numel().saturating_sub(1));
-                let element = format!("{index} < 0 ? 0 : ({index} > {last} ? {last} : {index})");
+                let element = match self.dtype(*index) {
+                    // Clamped as a double first (a NaN fails both tests and reads element 0;
+                    // converting an out-of-range double to an integer is undefined in C), then
+                    // truncated toward zero by the conversion.
+                    DType::F64 => format!(
+                        "(long long)({index} > 0.0 ? ({index} < {last}.0 ? {index} : {last}.0) : 0.0)"
+                    ),
+                    _ => format!("{index} < 0 ? 0 : ({index} > {last} ? {last} : {index})"),
+                };
                 format!("{dst} = {};", self.read(*buf, &element))
             }
             Inst::Index { dst, strides } => {

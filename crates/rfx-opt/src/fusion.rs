@@ -732,7 +732,8 @@ impl KernelEmitter<'_, '_> {
     /// `buf`'s element `offset + sum(idx[i] * strides[i])` for the element `idx` of a value of
     /// `shape`, at every domain point: a strided load, or inside a pad's frame, where some
     /// point's element lies outside `buf` (of `len` elements), a gather by clamped index (the
-    /// index leaves the buffer only outside the pad's window, whose values the pad discards).
+    /// index leaves the buffer only outside the pad's window, whose values the pad discards;
+    /// an `i32`, or an `f64` for an `f64` buffer).
     #[allow(clippy::too_many_arguments)]
     fn read(
         &mut self,
@@ -757,7 +758,12 @@ impl KernelEmitter<'_, '_> {
             let offset = usize::try_from(shifted).map_err(|_| OptError::InvalidValue(at))?;
             return Ok(self.push(MirOp::Load { buf, strides, offset }, Vec::new(), dtype));
         }
-        let index = self.index_i32(strides, shifted, at)?;
+        // An `f64` read counts its index in `f64` (exact, see `index_in`), so that an `f64`
+        // kernel needs no `i32` lanes.
+        let index = match dtype {
+            rfx_ir::DType::F64 => self.index_in(dtype, strides, shifted, at)?,
+            _ => self.index_i32(strides, shifted, at)?,
+        };
         Ok(self.push(MirOp::Gather { buf }, vec![index], dtype))
     }
 

@@ -85,6 +85,28 @@ fn window_speed<K: rfx::KernelFn>(name: &str, jit: &rfx::Jit<K>, trim: usize) ->
     Ok(())
 }
 
+/// Times a kernel of two `f64` halves at 65536, in ns per element.
+fn halves_speed_f64<K: rfx::KernelFn>(name: &str, jit: &rfx::Jit<K>) -> Result<(), rfx::JitError> {
+    let (n, half) = (65536usize, 32768usize);
+    let x: Vec<f64> = (0..half).map(|i| (i as f64 * 0.37).sin()).collect();
+    let y: Vec<f64> = (0..half).map(|i| (i as f64 * 0.11).cos()).collect();
+    let mut out = vec![0.0f64; n];
+    let types = [
+        TensorType::new(DType::F64, [half]),
+        TensorType::new(DType::F64, [half]),
+    ];
+    let mut bound = jit.bind(&types)?;
+    let ns = median_ns(10, || {
+        bound.run_slices([&x[..], &y[..]], [&mut out[..]]).expect("run");
+    });
+    println!(
+        "{name:<11} f64[{n:>5}]:           {:8.2} ns per element, {} kernel(s)",
+        ns / n as f64,
+        kernels(jit, &types)?
+    );
+    Ok(())
+}
+
 /// Times a kernel of two `f32` halves at a few sizes, in ns per element.
 fn halves_speed<K: rfx::KernelFn>(name: &str, jit: &rfx::Jit<K>) -> Result<(), rfx::JitError> {
     for n in [64usize, 65536] {
@@ -150,6 +172,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
 
     halves_speed("halves", &rfx::jit(halves))?;
+    halves_speed_f64("halves", &rfx::jit(halves))?;
     halves_speed("dear halves", &rfx::jit(dear_halves))?;
     window_speed("window", &rfx::jit(window), 2)?;
     window_speed("difference", &rfx::jit(difference), 1)?;

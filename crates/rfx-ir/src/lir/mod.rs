@@ -112,7 +112,8 @@ pub enum Inst {
         offset: usize,
     },
     /// `dst = buf[clamp(index, 0, len - 1)]` for a buffer of `len` (at least one) elements;
-    /// `index` is an `i32` slot, `dst` has the buffer's dtype (see [`crate::mir::MirOp::Gather`]).
+    /// `index` is an `i32` or `f64` slot, `dst` has the buffer's dtype (see
+    /// [`crate::mir::MirOp::Gather`]).
     Gather {
         /// Destination.
         dst: SlotId,

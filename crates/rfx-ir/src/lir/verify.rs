@@ -509,7 +509,7 @@ fn check_inst(
             ))
         }
         Inst::Gather { index, .. } => {
-            if dtype(*index) != DType::I32 {
+            if !matches!(dtype(*index), DType::I32 | DType::F64) {
                 push(VerifyErrorKind::Type(crate::error::TypeError::UnsupportedDType {
                     op: "gather",
                     dtype: dtype(*index),

@@ -81,8 +81,9 @@ pub enum MirOp {
         offset: usize,
     },
     /// Reads element `clamp(i, 0, len - 1)` of buffer `buf` (of `len` elements, at least one),
-    /// where `i` is the one operand, an `i32`: an indexed read that can never leave the
-    /// buffer (JAX's clamping gather). The result dtype is the buffer's dtype.
+    /// where `i` is the one operand, an `i32`, or an `f64` truncated toward zero first (NaN
+    /// reads element 0; an `f64` kernel then needs no `i32` lanes): an indexed read that can
+    /// never leave the buffer (JAX's clamping gather). The result dtype is the buffer's dtype.
     Gather {
         /// The buffer read.
         buf: BufId,

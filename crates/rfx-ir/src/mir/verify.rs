@@ -553,7 +553,7 @@ pub(crate) fn check_op(op: &MirOp, args: &[DType], result: DType) -> Result<(), 
     let inferred = match op {
         MirOp::Load { .. } => result,
         MirOp::Gather { .. } => {
-            if args[0] != DType::I32 {
+            if !matches!(args[0], DType::I32 | DType::F64) {
                 return Err(TypeError::UnsupportedDType {
                     op: name,
                     dtype: args[0],

@@ -6,7 +6,7 @@
 use rfx_codegen_cpu::CpuBackend;
 use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir;
-use rfx_ir::{Array, ArrayData, DType, Scalar};
+use rfx_ir::{Array, ArrayData, ArrayView, DType, Scalar};
 use rfx_lower::{Backend, Scratch};
 
 /// `gathered[i] = x[clamp(idx[i], 0, 4)]` over 9 points (two vectors and a tail);
@@ -50,12 +50,41 @@ lir windows arena 0 align 64 {{
 
 const INDICES: [i32; 9] = [-5, 0, 1, 4, 5, 100, i32::MIN, i32::MAX, 2];
 
+/// Parses, verifies, compiles and runs the LIR `text` on `inputs`, and checks that output `k`
+/// of the CPU backend and of the LIR interpreter both hold the bits of `want[k]`.
+fn check(what: &str, text: &str, inputs: &[ArrayView<'_>], want: &[Vec<Scalar>]) {
+    let program = lir::parse(text).unwrap_or_else(|e| panic!("{what}: {e}\n{text}"));
+    lir::verify(&program).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let compiled = CpuBackend
+        .compile(&program, &Default::default())
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let mut outputs: Vec<Array> = program
+        .outputs()
+        .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
+        .collect();
+    {
+        let mut views: Vec<_> = outputs.iter_mut().map(Array::view_mut).collect();
+        compiled
+            .run(inputs, &mut views, &mut Scratch::new())
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+    }
+    let reference = run_lir(&program, inputs, Mode::Native).expect("interpreter");
+    let bits = |v: &[Scalar]| v.iter().map(|s| s.to_bits()).collect::<Vec<_>>();
+    for (k, want) in want.iter().enumerate() {
+        let got: Vec<Scalar> = (0..want.len()).filter_map(|i| outputs[k].get(i)).collect();
+        let interp: Vec<Scalar> = (0..want.len()).filter_map(|i| reference[k].get(i)).collect();
+        assert_eq!(bits(&got), bits(want), "{what}, output {k}: {got:?}");
+        assert_eq!(
+            bits(&interp),
+            bits(want),
+            "{what}, output {k} (interpreter): {interp:?}"
+        );
+    }
+}
+
 #[test]
 fn gathers_clamp_and_windows_start_at_their_offset_in_every_dtype() {
     for dtype in DType::ALL {
-        let text = program(&dtype.to_string());
-        let program = lir::parse(&text).unwrap_or_else(|e| panic!("{dtype}: {e}\n{text}"));
-        lir::verify(&program).unwrap_or_else(|e| panic!("{dtype}: {e}"));
         let values: Vec<Scalar> = [1.5, -2.25, 3.0, -0.0, 7.75]
             .iter()
             .enumerate()
@@ -71,36 +100,16 @@ fn gathers_clamp_and_windows_start_at_their_offset_in_every_dtype() {
             ArrayData::from_scalars(DType::I32, INDICES.iter().map(|&i| Scalar::I32(i))).expect("idx"),
         )
         .expect("idx");
-        let inputs = [x.view(), idx.view()];
-        let compiled = CpuBackend
-            .compile(&program, &Default::default())
-            .unwrap_or_else(|e| panic!("{dtype}: {e}"));
-        let mut outputs: Vec<Array> = program
-            .outputs()
-            .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
-            .collect();
-        {
-            let mut views: Vec<_> = outputs.iter_mut().map(Array::view_mut).collect();
-            compiled
-                .run(&inputs, &mut views, &mut Scratch::new())
-                .unwrap_or_else(|e| panic!("{dtype}: {e}"));
-        }
         let clamp = |i: i32| values[i.clamp(0, 4) as usize];
         let gathered: Vec<Scalar> = INDICES.iter().map(|&i| clamp(i)).collect();
         let window: Vec<Scalar> = values[2..5].to_vec();
         let fixed = vec![values[4]; 9];
-        let reference = run_lir(&program, &inputs, Mode::Native).expect("interpreter");
-        for (k, want) in [gathered, window, fixed].iter().enumerate() {
-            let got: Vec<Scalar> = (0..want.len()).filter_map(|i| outputs[k].get(i)).collect();
-            let interp: Vec<Scalar> = (0..want.len()).filter_map(|i| reference[k].get(i)).collect();
-            let bits = |v: &[Scalar]| v.iter().map(|s| s.to_bits()).collect::<Vec<_>>();
-            assert_eq!(bits(&got), bits(want), "{dtype} output {k}: {got:?}");
-            assert_eq!(
-                bits(&interp),
-                bits(want),
-                "{dtype} output {k} (interpreter): {interp:?}"
-            );
-        }
+        check(
+            &dtype.to_string(),
+            &program(&dtype.to_string()),
+            &[x.view(), idx.view()],
+            &[gathered, window, fixed],
+        );
     }
 }
 
@@ -141,6 +150,19 @@ lir stepped arena 0 align 64 {{
     )
 }
 
+/// Nine distinct values of `dtype` (no two equal for numbers), and the array holding them.
+fn nine_values(dtype: DType) -> (Vec<Scalar>, Array) {
+    let values: Vec<Scalar> = (0..9)
+        .map(|i| match dtype {
+            DType::Bool => Scalar::Bool(i % 3 == 1),
+            DType::I32 => Scalar::I32(7 * i - 20),
+            _ => Scalar::from_f64(dtype, 1.25 * f64::from(i) - 4.5),
+        })
+        .collect();
+    let x = Array::new([9], ArrayData::from_scalars(dtype, values.clone()).expect("x")).expect("x");
+    (values, x)
+}
+
 #[test]
 fn gathers_by_stepping_indices_read_vectors_inside_and_clamp_outside_in_every_dtype() {
     let offsets = [
@@ -165,48 +187,19 @@ fn gathers_by_stepping_indices_read_vectors_inside_and_clamp_outside_in_every_dt
         i32::MIN + 3,
     ];
     for dtype in DType::ALL {
-        let values: Vec<Scalar> = (0..9)
-            .map(|i| match dtype {
-                DType::Bool => Scalar::Bool(i % 3 == 1),
-                DType::I32 => Scalar::I32(7 * i - 20),
-                _ => Scalar::from_f64(dtype, 1.25 * f64::from(i) - 4.5),
-            })
-            .collect();
-        let x = Array::new([9], ArrayData::from_scalars(dtype, values.clone()).expect("x")).expect("x");
+        let (values, x) = nine_values(dtype);
         for c in offsets {
-            let text = stepped_program(&dtype.to_string(), c);
-            let program = lir::parse(&text).unwrap_or_else(|e| panic!("{dtype} {c}: {e}\n{text}"));
-            lir::verify(&program).unwrap_or_else(|e| panic!("{dtype} {c}: {e}"));
-            let compiled = CpuBackend
-                .compile(&program, &Default::default())
-                .unwrap_or_else(|e| panic!("{dtype} {c}: {e}"));
-            let mut outputs: Vec<Array> = program
-                .outputs()
-                .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
-                .collect();
-            {
-                let mut views: Vec<_> = outputs.iter_mut().map(Array::view_mut).collect();
-                compiled
-                    .run(&[x.view()], &mut views, &mut Scratch::new())
-                    .unwrap_or_else(|e| panic!("{dtype} {c}: {e}"));
-            }
             let at = |i: i32| values[i.clamp(0, 8) as usize];
             let points = 0..23i32;
             let plus: Vec<Scalar> = points.clone().map(|i| at(i.wrapping_add(c))).collect();
             let minus: Vec<Scalar> = points.clone().map(|i| at(i.wrapping_sub(c))).collect();
             let fixed: Vec<Scalar> = points.map(|_| at(c)).collect();
-            let reference = run_lir(&program, &[x.view()], Mode::Native).expect("interpreter");
-            for (k, want) in [plus, minus, fixed].iter().enumerate() {
-                let got: Vec<Scalar> = (0..want.len()).filter_map(|i| outputs[k].get(i)).collect();
-                let interp: Vec<Scalar> = (0..want.len()).filter_map(|i| reference[k].get(i)).collect();
-                let bits = |v: &[Scalar]| v.iter().map(|s| s.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(&got), bits(want), "{dtype} c = {c} output {k}: {got:?}");
-                assert_eq!(
-                    bits(&interp),
-                    bits(want),
-                    "{dtype} c = {c} output {k} (interpreter)"
-                );
-            }
+            check(
+                &format!("{dtype}, c = {c}"),
+                &stepped_program(&dtype.to_string(), c),
+                &[x.view()],
+                &[plus, minus, fixed],
+            );
         }
     }
 }
@@ -261,29 +254,8 @@ fn gathers_by_f64_indices_truncate_and_clamp_in_every_dtype() {
         9_007_199_254_740_992.0,
     ];
     for dtype in DType::ALL {
-        let values: Vec<Scalar> = (0..9)
-            .map(|i| match dtype {
-                DType::Bool => Scalar::Bool(i % 3 == 1),
-                DType::I32 => Scalar::I32(7 * i - 20),
-                _ => Scalar::from_f64(dtype, 1.25 * f64::from(i) - 4.5),
-            })
-            .collect();
-        let x = Array::new([9], ArrayData::from_scalars(dtype, values.clone()).expect("x")).expect("x");
+        let (values, x) = nine_values(dtype);
         for c in offsets {
-            let text = f64_index_program(&dtype.to_string(), c);
-            let program = lir::parse(&text).unwrap_or_else(|e| panic!("{dtype} {c}: {e}\n{text}"));
-            lir::verify(&program).unwrap_or_else(|e| panic!("{dtype} {c}: {e}"));
-            let compiled = CpuBackend
-                .compile(&program, &Default::default())
-                .unwrap_or_else(|e| panic!("{dtype} {c}: {e}"));
-            let mut out = Array::filled(Scalar::zero(dtype), [23]);
-            let mut doubled = Array::filled(Scalar::zero(dtype), [23]);
-            {
-                let mut views = [out.view_mut(), doubled.view_mut()];
-                compiled
-                    .run(&[x.view()], &mut views, &mut Scratch::new())
-                    .unwrap_or_else(|e| panic!("{dtype} {c}: {e}"));
-            }
             // Truncated toward zero, then clamped; NaN reads element 0.
             let at = |v: f64| {
                 if v.is_nan() {
@@ -293,19 +265,13 @@ fn gathers_by_f64_indices_truncate_and_clamp_in_every_dtype() {
                 }
             };
             let want: Vec<Scalar> = (0..23).map(|i| at(f64::from(i) + c)).collect();
-            let want_doubled: Vec<Scalar> = (0..23).map(|i| at(f64::from(i) + c + f64::from(i))).collect();
-            let reference = run_lir(&program, &[x.view()], Mode::Native).expect("interpreter");
-            let bits = |v: &[Scalar]| v.iter().map(|s| s.to_bits()).collect::<Vec<_>>();
-            for (k, (array, want)) in [(&out, want), (&doubled, want_doubled)].into_iter().enumerate() {
-                let got: Vec<Scalar> = (0..23).filter_map(|i| array.get(i)).collect();
-                let interp: Vec<Scalar> = (0..23).filter_map(|i| reference[k].get(i)).collect();
-                assert_eq!(bits(&got), bits(&want), "{dtype} c = {c} output {k}: {got:?}");
-                assert_eq!(
-                    bits(&interp),
-                    bits(&want),
-                    "{dtype} c = {c} output {k} (interpreter)"
-                );
-            }
+            let doubled: Vec<Scalar> = (0..23).map(|i| at(f64::from(i) + c + f64::from(i))).collect();
+            check(
+                &format!("{dtype}, c = {c}"),
+                &f64_index_program(&dtype.to_string(), c),
+                &[x.view()],
+                &[want, doubled],
+            );
         }
     }
 }

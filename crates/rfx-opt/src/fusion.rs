@@ -584,6 +584,15 @@ struct KernelEmitter<'p, 'k> {
     frames: Vec<Frame>,
 }
 
+/// Where the elements of a value of `shape` lie: element `idx` at
+/// `offset + sum(idx[i] * strides[i])` of a buffer (or, for an `iota`, that count).
+#[derive(Clone, Copy)]
+struct Layout<'a> {
+    shape: &'a Shape,
+    strides: &'a [usize],
+    offset: usize,
+}
+
 /// A pad or a slice whose operand this kernel computes: the operand's element at `idx` is
 /// computed where the pad or slice holds it, at `idx + shift` (a pad's `low`, a slice's
 /// negated `starts`). A pad's operand is also computed, from clamped reads, wherever else the
@@ -622,24 +631,22 @@ impl KernelEmitter<'_, '_> {
         dtype: rfx_ir::DType,
         at: ValueId,
     ) -> Result<MirValue, OptError> {
-        self.read(buf, shape.numel(), shape, &shape.strides(), 0, dtype, at)
+        let layout = Layout {
+            shape,
+            strides: &shape.strides(),
+            offset: 0,
+        };
+        self.read(buf, shape.numel(), layout, dtype, at)
     }
 
-    /// Where the element `idx` of a value of `shape`, at `offset + sum(idx[i] * strides[i])`,
-    /// is taken at each domain point: strides over the domain and an offset. Inside a frame a
-    /// point of the operand is the frame's point less `shift`, so inside a pad's frame the
-    /// offset may be negative.
-    fn place(
-        &self,
-        shape: &Shape,
-        strides: &[usize],
-        offset: usize,
-        at: ValueId,
-    ) -> Result<(Vec<usize>, i64), OptError> {
+    /// Where the element `idx` of a value laid out by `layout` is taken at each domain point:
+    /// strides over the domain and an offset. Inside a frame a point of the operand is the
+    /// frame's point less `shift`, so inside a pad's frame the offset may be negative.
+    fn place(&self, layout: Layout<'_>, at: ValueId) -> Result<(Vec<usize>, i64), OptError> {
         let range = || OptError::IndexRange(at);
-        let mut offset = i64::try_from(offset).map_err(|_| range())?;
-        let mut shape = shape.clone();
-        let mut strides = strides.to_vec();
+        let mut offset = i64::try_from(layout.offset).map_err(|_| range())?;
+        let mut shape = layout.shape.clone();
+        let mut strides = layout.strides.to_vec();
         for frame in self.frames.iter().rev() {
             strides = strides_in_domain(&shape, &strides, &frame.inner).ok_or(OptError::InvalidValue(at))?;
             for (&shift, &stride) in frame.shift.iter().zip(&strides) {
@@ -729,23 +736,20 @@ impl KernelEmitter<'_, '_> {
         Ok(self.push(MirOp::Binary(op), vec![index, constant], i32))
     }
 
-    /// `buf`'s element `offset + sum(idx[i] * strides[i])` for the element `idx` of a value of
-    /// `shape`, at every domain point: a strided load, or inside a pad's frame, where some
+    /// `buf`'s element for the element `idx` of a value laid out in it by `layout`, at every
+    /// domain point: a strided load, or inside a pad's frame, where some
     /// point's element lies outside `buf` (of `len` elements), a gather by clamped index (the
     /// index leaves the buffer only outside the pad's window, whose values the pad discards;
     /// an `i32`, or an `f64` for an `f64` buffer).
-    #[allow(clippy::too_many_arguments)]
     fn read(
         &mut self,
         buf: BufId,
         len: usize,
-        shape: &Shape,
-        strides: &[usize],
-        offset: usize,
+        layout: Layout<'_>,
         dtype: rfx_ir::DType,
         at: ValueId,
     ) -> Result<MirValue, OptError> {
-        let (strides, shifted) = self.place(shape, strides, offset, at)?;
+        let (strides, shifted) = self.place(layout, at)?;
         // Along an axis where the operand has one element, a pad's shift moves no read.
         let last = i64::try_from(len).ok().and_then(|n| n.checked_sub(1));
         let inside = shifted >= 0
@@ -767,17 +771,10 @@ impl KernelEmitter<'_, '_> {
         Ok(self.push(MirOp::Gather { buf }, vec![index], dtype))
     }
 
-    /// The count `offset + sum(idx[i] * strides[i])` for the element `idx` of a value of
-    /// `shape`, at every domain point, in `dtype`: what an `iota` and its views read.
-    fn count(
-        &mut self,
-        shape: &Shape,
-        strides: &[usize],
-        offset: usize,
-        dtype: rfx_ir::DType,
-        at: ValueId,
-    ) -> Result<MirValue, OptError> {
-        let (strides, shifted) = self.place(shape, strides, offset, at)?;
+    /// The count `layout` gives the element `idx` of its value, at every domain point, in
+    /// `dtype`: what an `iota` and its views read.
+    fn count(&mut self, layout: Layout<'_>, dtype: rfx_ir::DType, at: ValueId) -> Result<MirValue, OptError> {
+        let (strides, shifted) = self.place(layout, at)?;
         if !self.exact() {
             // Exact wherever the pad keeps the value (an index of the operand).
             return self.index_in(dtype, strides, shifted, at);
@@ -811,7 +808,12 @@ impl KernelEmitter<'_, '_> {
     /// An `iota` of type `ty` along `axis`, at every domain point.
     fn iota(&mut self, ty: &rfx_ir::TensorType, axis: usize, at: ValueId) -> Result<MirValue, OptError> {
         let unit: Vec<usize> = (0..ty.shape.rank()).map(|i| usize::from(i == axis)).collect();
-        self.count(&ty.shape, &unit, 0, ty.dtype, at)
+        let layout = Layout {
+            shape: &ty.shape,
+            strides: &unit,
+            offset: 0,
+        };
+        self.count(layout, ty.dtype, at)
     }
 
     /// A chain of transposes and broadcasts ending at `v`, read from what is under it: a splat
@@ -863,12 +865,17 @@ impl KernelEmitter<'_, '_> {
             };
             shape = n.ty.shape.clone();
         }
+        let layout = Layout {
+            shape: &ty.shape,
+            strides: &strides,
+            offset,
+        };
         match iota {
-            Some(_) => self.count(&ty.shape, &strides, offset, ty.dtype, v),
+            Some(_) => self.count(layout, ty.dtype, v),
             None => {
                 let buf = self.stored_buf(base)?;
                 let len = base_node.ty.shape.numel();
-                self.read(buf, len, &ty.shape, &strides, offset, ty.dtype, v)
+                self.read(buf, len, layout, ty.dtype, v)
             }
         }
     }
@@ -899,7 +906,12 @@ impl KernelEmitter<'_, '_> {
                 continue;
             }
             let unit: Vec<usize> = (0..ty.shape.rank()).map(|i| usize::from(i == axis)).collect();
-            let (strides, offset) = self.place(&ty.shape, &unit, 0, v)?;
+            let layout = Layout {
+                shape: &ty.shape,
+                strides: &unit,
+                offset: 0,
+            };
+            let (strides, offset) = self.place(layout, v)?;
             // Counted in `f64` for an `f64` pad (exact up to 2^53): a kernel of `f64` values then
             // needs no `i32` lanes, which would keep it from running in vectors on the CPU
             // (four `i32` lanes against two `f64`). In `i32` otherwise.

@@ -64,71 +64,32 @@ fn difference(x: Tensor, y: Tensor) -> Tensor {
     f.slice_axis(0, 1..n) - f.slice_axis(0, 0..n - 1)
 }
 
-/// Times a kernel of two `f32` inputs of `n` elements each, in ns per input element.
-fn window_speed<K: rfx::KernelFn>(name: &str, jit: &rfx::Jit<K>, trim: usize) -> Result<(), rfx::JitError> {
-    for n in [64usize, 65536] {
-        let x: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin()).collect();
-        let y: Vec<f32> = (0..n).map(|i| (i as f32 * 0.11).cos()).collect();
-        let mut out = vec![0.0f32; n - trim];
-        let types = [TensorType::new(DType::F32, [n]), TensorType::new(DType::F32, [n])];
-        let mut bound = jit.bind(&types)?;
-        let calls = if n > 1000 { 10 } else { 1000 };
-        let ns = median_ns(calls, || {
-            bound.run_slices([&x[..], &y[..]], [&mut out[..]]).expect("run");
-        });
-        println!(
-            "{name:<11} f32[{n:>5}]:           {:8.2} ns per element, {} kernel(s)",
-            ns / n as f64,
-            kernels(jit, &types)?
-        );
-    }
-    Ok(())
-}
-
-/// Times a kernel of two `f64` halves at 65536, in ns per element.
-fn halves_speed_f64<K: rfx::KernelFn>(name: &str, jit: &rfx::Jit<K>) -> Result<(), rfx::JitError> {
-    let (n, half) = (65536usize, 32768usize);
-    let x: Vec<f64> = (0..half).map(|i| (i as f64 * 0.37).sin()).collect();
-    let y: Vec<f64> = (0..half).map(|i| (i as f64 * 0.11).cos()).collect();
-    let mut out = vec![0.0f64; n];
-    let types = [
-        TensorType::new(DType::F64, [half]),
-        TensorType::new(DType::F64, [half]),
-    ];
+/// Times `jit` on two inputs of `len` elements of `T` each (values from `value`), writing `out`
+/// elements; prints ns per element of the larger side.
+fn two_inputs<K: rfx::KernelFn, T: rfx::Element + Default>(
+    name: &str,
+    jit: &rfx::Jit<K>,
+    (len, out): (usize, usize),
+    value: fn(f64) -> T,
+) -> Result<(), rfx::JitError> {
+    let x: Vec<T> = (0..len).map(|i| value((i as f64 * 0.37).sin())).collect();
+    let y: Vec<T> = (0..len).map(|i| value((i as f64 * 0.11).cos())).collect();
+    let mut result = vec![T::default(); out];
+    let types = [TensorType::new(T::DTYPE, [len]), TensorType::new(T::DTYPE, [len])];
     let mut bound = jit.bind(&types)?;
-    let ns = median_ns(10, || {
-        bound.run_slices([&x[..], &y[..]], [&mut out[..]]).expect("run");
+    let n = len.max(out);
+    let calls = if n > 1000 { 10 } else { 1000 };
+    let ns = median_ns(calls, || {
+        bound
+            .run_slices([&x[..], &y[..]], [&mut result[..]])
+            .expect("run");
     });
     println!(
-        "{name:<11} f64[{n:>5}]:           {:8.2} ns per element, {} kernel(s)",
+        "{name:<11} {}[{n:>5}]:           {:8.2} ns per element, {} kernel(s)",
+        T::DTYPE,
         ns / n as f64,
         kernels(jit, &types)?
     );
-    Ok(())
-}
-
-/// Times a kernel of two `f32` halves at a few sizes, in ns per element.
-fn halves_speed<K: rfx::KernelFn>(name: &str, jit: &rfx::Jit<K>) -> Result<(), rfx::JitError> {
-    for n in [64usize, 65536] {
-        let half = n / 2;
-        let x: Vec<f32> = (0..half).map(|i| (i as f32 * 0.37).sin()).collect();
-        let y: Vec<f32> = (0..half).map(|i| (i as f32 * 0.11).cos()).collect();
-        let mut out = vec![0.0f32; n];
-        let types = [
-            TensorType::new(DType::F32, [half]),
-            TensorType::new(DType::F32, [half]),
-        ];
-        let mut bound = jit.bind(&types)?;
-        let calls = if n > 1000 { 10 } else { 1000 };
-        let ns = median_ns(calls, || {
-            bound.run_slices([&x[..], &y[..]], [&mut out[..]]).expect("run");
-        });
-        println!(
-            "{name:<11} f32[{n:>5}]:           {:8.2} ns per element, {} kernel(s)",
-            ns / n as f64,
-            kernels(jit, &types)?
-        );
-    }
     Ok(())
 }
 
@@ -171,10 +132,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         kernels(&step, &[f64s(3), f64s(3), f64s(3)])?
     );
 
-    halves_speed("halves", &rfx::jit(halves))?;
-    halves_speed_f64("halves", &rfx::jit(halves))?;
-    halves_speed("dear halves", &rfx::jit(dear_halves))?;
-    window_speed("window", &rfx::jit(window), 2)?;
-    window_speed("difference", &rfx::jit(difference), 1)?;
+    let (halves, dear, window, difference) = (
+        rfx::jit(halves),
+        rfx::jit(dear_halves),
+        rfx::jit(window),
+        rfx::jit(difference),
+    );
+    for n in [64, 65536] {
+        two_inputs("halves", &halves, (n / 2, n), |v| v as f32)?;
+    }
+    two_inputs("halves", &halves, (32768, 65536), |v| v)?;
+    for n in [64, 65536] {
+        two_inputs("dear halves", &dear, (n / 2, n), |v| v as f32)?;
+    }
+    for n in [64, 65536] {
+        two_inputs("window", &window, (n, n - 2), |v| v as f32)?;
+    }
+    for n in [64, 65536] {
+        two_inputs("difference", &difference, (n, n - 1), |v| v as f32)?;
+    }
     Ok(())
 }

@@ -411,7 +411,13 @@ fn build_into(
             segment_unroll: SEGMENT_UNROLL,
             preloaded: HashMap::new(),
             rows_in_tiles: false,
-            lane_steps: HashMap::new(),
+            // Tracked only where a gather can use them.
+            lane_steps: info
+                .kernel
+                .body
+                .iter()
+                .any(|inst| matches!(inst, Inst::Gather { .. }))
+                .then(HashMap::new),
         };
         shape = generator.emit(&mut b, table, lo, hi)?;
         b.seal_all_blocks();
@@ -491,8 +497,9 @@ struct Gen<'i, 'k> {
     rows_in_tiles: bool,
     /// `i32` vectors whose lanes step evenly, by (SSA) value: lane `j` is lane 0 plus `j`
     /// times the step, wrapping. Indices, splats and their sums and differences; a gather by
-    /// such an index reads a vector (step 1) or one element (step 0) where it can.
-    lane_steps: HashMap<Value, i64>,
+    /// such an index reads a vector (step 1) or one element (step 0) where it can. `None` in a
+    /// kernel without gathers.
+    lane_steps: Option<HashMap<Value, i64>>,
 }
 
 /// The pure operations [`Gen::memo`] shares.
@@ -2649,11 +2656,11 @@ impl<'k> Gen<'_, 'k> {
         reduced: &mut Vec<(usize, Value)>,
     ) -> Result<(), BackendError> {
         let mut slots = self.preamble_slots(b, w);
-        if w > 1 {
+        if w > 1 && self.lane_steps.is_some() {
             // The preamble's values are splats.
             for (s, v) in slots.iter().enumerate() {
                 if let (Some(v), Some(DType::I32)) = (v, self.kernel().slots.get(s)) {
-                    self.lane_steps.insert(*v, 0);
+                    self.note_step(*v, 0);
                 }
             }
         }
@@ -2776,7 +2783,7 @@ impl<'k> Gen<'_, 'k> {
                 let dtype = self.slot_dtype(*dst)?;
                 let index_dtype = self.slot_dtype(*index)?;
                 let index = get(slots, *index)?;
-                let step = self.lane_steps.get(&index).copied();
+                let step = self.step_of(index);
                 Some((*dst, self.gather(b, w, *buf, (index, index_dtype), step, dtype)?))
             }
             Inst::Index { dst, .. } => {
@@ -2802,7 +2809,7 @@ impl<'k> Gen<'_, 'k> {
                                 self.inner_stride(k)
                             };
                             if let Ok(step) = i64::try_from(step) {
-                                self.lane_steps.insert(v, step);
+                                self.note_step(v, step);
                             }
                         }
                         v
@@ -2818,7 +2825,7 @@ impl<'k> Gen<'_, 'k> {
                 };
                 let v = e.constant(*value);
                 if w > 1 && matches!(value, Scalar::I32(_)) {
-                    self.lane_steps.insert(v, 0);
+                    self.note_step(v, 0);
                 }
                 Some((*dst, v))
             }
@@ -2903,14 +2910,14 @@ impl<'k> Gen<'_, 'k> {
                         self.products.insert(v, (x, y));
                     }
                     // Wrapping sums of evenly stepping lanes step evenly.
-                    if let (Some(&sx), Some(&sy)) = (self.lane_steps.get(&x), self.lane_steps.get(&y)) {
+                    if let (Some(sx), Some(sy)) = (self.step_of(x), self.step_of(y)) {
                         let step = match op {
                             BinaryOp::Add => sx.checked_add(sy),
                             BinaryOp::Sub => sx.checked_sub(sy),
                             _ => None,
                         };
                         if let (Some(step), DType::I32) = (step, dtype) {
-                            self.lane_steps.insert(v, step);
+                            self.note_step(v, step);
                         }
                     }
                     Some((*dst, v))
@@ -3151,6 +3158,18 @@ impl<'k> Gen<'_, 'k> {
             e_lanes.push(self.load_scalar(b, addr, Some(k), dtype));
         }
         Ok(self.assemble(b, w, &e_lanes, dtype))
+    }
+
+    /// Records that the lanes of the `i32` vector `v` step by `step` (see `Gen::lane_steps`).
+    fn note_step(&mut self, v: Value, step: i64) {
+        if let Some(steps) = &mut self.lane_steps {
+            steps.insert(v, step);
+        }
+    }
+
+    /// How the lanes of `v` step, when known.
+    fn step_of(&self, v: Value) -> Option<i64> {
+        self.lane_steps.as_ref()?.get(&v).copied()
     }
 
     /// `buf[clamp(index, 0, len - 1)]` per lane of the value `index` (`w` lanes of an `i32`, or

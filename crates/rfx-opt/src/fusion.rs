@@ -91,7 +91,7 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
             }
             // A slice of a computed value is computed in its consumer's kernel at the shifted
             // points (a frame), unless `store_dear_window_operands` decides otherwise.
-            Op::Slice { .. } if framed_slice(kernel, ValueId::new(index)) => {}
+            Op::Slice { .. } if slice_base(kernel, ValueId::new(index)).is_some() => {}
             Op::Transpose { .. } | Op::Slice { .. } => {
                 let base = transpose_base(kernel, ValueId::new(index));
                 let reason = match node.op {
@@ -147,15 +147,9 @@ fn is_leaf(op: &Op) -> bool {
     )
 }
 
-/// Whether the slice `value` (after any slices under it) reads a value computed by an op other
-/// than a transpose or a broadcast: such a slice is computed in its consumer's kernel, from its
-/// operand computed at the window's points.
-fn framed_slice(kernel: &Kernel, value: ValueId) -> bool {
-    slice_base(kernel, value).is_some()
-}
-
 /// The value under the chain of slices ending at `value` when it is computed by an op other
-/// than a transpose or a broadcast (`None` otherwise, or when `value` is no slice).
+/// than a transpose or a broadcast (`None` otherwise, or when `value` is no slice): such a slice
+/// is computed in its consumer's kernel, from its operand computed at the window's points.
 fn slice_base(kernel: &Kernel, value: ValueId) -> Option<ValueId> {
     let mut node = kernel.node(value).filter(|n| matches!(n.op, Op::Slice { .. }))?;
     loop {
@@ -751,14 +745,16 @@ impl KernelEmitter<'_, '_> {
     ) -> Result<MirValue, OptError> {
         let (strides, shifted) = self.place(layout, at)?;
         // Along an axis where the operand has one element, a pad's shift moves no read.
-        let last = i64::try_from(len).ok().and_then(|n| n.checked_sub(1));
-        let inside = shifted >= 0
-            && self
-                .reach(&strides)
-                .and_then(|r| r.checked_add(shifted))
-                .zip(last)
-                .is_some_and(|(r, last)| r <= last);
-        if self.exact() || inside {
+        let inside = || {
+            let last = i64::try_from(len).ok().and_then(|n| n.checked_sub(1));
+            shifted >= 0
+                && self
+                    .reach(&strides)
+                    .and_then(|r| r.checked_add(shifted))
+                    .zip(last)
+                    .is_some_and(|(r, last)| r <= last)
+        };
+        if self.exact() || inside() {
             let offset = usize::try_from(shifted).map_err(|_| OptError::InvalidValue(at))?;
             return Ok(self.push(MirOp::Load { buf, strides, offset }, Vec::new(), dtype));
         }
@@ -912,17 +908,11 @@ impl KernelEmitter<'_, '_> {
                 offset: 0,
             };
             let (strides, offset) = self.place(layout, v)?;
-            // Counted in `f64` for an `f64` pad (exact up to 2^53): a kernel of `f64` values then
-            // needs no `i32` lanes, which would keep it from running in vectors on the CPU
-            // (four `i32` lanes against two `f64`). In `i32` otherwise.
-            let exact = i64::try_from(rfx_ir::semantics::max_exact_index(ty.dtype)).unwrap_or(i64::MAX);
-            let fits = self
-                .reach(&strides)
-                .and_then(|r| r.checked_add(offset.checked_abs()?))
-                .zip(i64::try_from(p).ok())
-                .is_some_and(|(r, p)| r.max(p) <= exact);
+            // Counted in `f64` for an `f64` pad (`index_in` keeps it exact): a kernel of `f64`
+            // values then needs no `i32` lanes, which would keep it from running in vectors on
+            // the CPU (four `i32` lanes against two `f64`). In `i32` otherwise.
             let count = match ty.dtype {
-                rfx_ir::DType::F64 if fits => rfx_ir::DType::F64,
+                rfx_ir::DType::F64 => rfx_ir::DType::F64,
                 _ => rfx_ir::DType::I32,
             };
             let at = self.index_in(count, strides, offset, v)?;

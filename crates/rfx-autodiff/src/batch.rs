@@ -212,6 +212,20 @@ pub fn vmap_out(
                 let low = std::iter::once(0).chain(low.iter().copied()).collect();
                 b.copy(&Op::Pad { low }, &[args[0].0], &ty)?
             }
+            // A lookup in every example's table at every example's index: an unbatched table
+            // or index is the same for each example (a broadcast, read with stride 0).
+            Op::Gather { axis } => {
+                let mut operands = Vec::with_capacity(2);
+                for &(v, batched) in &args {
+                    operands.push(if batched {
+                        v
+                    } else {
+                        let ty = b.value_type(v)?.clone();
+                        b.broadcast_to(v, batched_type(&ty, size)?.shape)?
+                    });
+                }
+                b.copy(&Op::Gather { axis: axis + 1 }, &operands, &ty)?
+            }
             // A reshape keeps the batch in front (row-major: each example stays contiguous).
             Op::Reshape => b.copy(&Op::Reshape, &[args[0].0], &ty)?,
             // Elementwise ops and `broadcast_to`: a batched operand of lower rank than the

@@ -145,6 +145,15 @@ pub(crate) fn forward(
                 Some(t) => Some(em.pad(t, &behind(batch, low), concat(batch, &out_shape))?),
                 None => None,
             },
+            // Linear in the table (the index's tangent is zero: the lookup is piecewise
+            // constant in it): the tangent's rows at the same index, behind its batch axes.
+            Op::Gather { axis } => match arg_tangents[0] {
+                Some(t) => {
+                    let index = em.broadcast_to(args[1], concat(batch, &out_shape))?;
+                    Some(em.gather(t, index, axis + batch.rank())?)
+                }
+                None => None,
+            },
             Op::Reduce { op, axes, keepdims } => match arg_tangents[0] {
                 Some(t) => Some({
                     let axes: Vec<usize> = axes.iter().map(|a| a + batch.rank()).collect();

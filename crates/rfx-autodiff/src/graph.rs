@@ -177,6 +177,20 @@ impl Emitter {
                 | Op::Slice { .. }
                 | Op::Pad { .. }
                 | Op::Iota { .. } => Some(node.ty.clone()),
+                Op::Gather { axis } => {
+                    map[index] = Some(
+                        em.gather(
+                            args.first()
+                                .copied()
+                                .ok_or(rfx_ir::hir::BuildError::UnknownValue(ValueId::new(index)))?,
+                            args.get(1)
+                                .copied()
+                                .ok_or(rfx_ir::hir::BuildError::UnknownValue(ValueId::new(index)))?,
+                            axis,
+                        )?,
+                    );
+                    continue;
+                }
                 _ => None,
             };
             map[index] = Some(em.node(node.op.clone(), &args, target)?);
@@ -428,6 +442,39 @@ impl Emitter {
             &[x],
             Some(TensorType::new(dtype, shape)),
         )
+    }
+
+    /// `table` read along `axis` at `index` (a splat table gives the splat).
+    pub(crate) fn gather(&mut self, table: ValueId, index: ValueId, axis: usize) -> Result<ValueId, AdError> {
+        if let Some(&value) = self.constants.get(&table) {
+            let shape = self.shape(index)?;
+            return self.node(Op::Const(value), &[], Some(TensorType::new(value.dtype(), shape)));
+        }
+        self.node(Op::Gather { axis }, &[table, index], None)
+    }
+
+    /// The row a `gather` of a table of `extent` rows reads at `index`, `clamp(trunc(index), 0,
+    /// extent - 1)`, in a dtype that counts to `extent` exactly: the index's own, or `i32`.
+    pub(crate) fn gather_row(&mut self, index: ValueId, extent: usize) -> Result<ValueId, AdError> {
+        let mut dtype = self.dtype(index)?;
+        let mut index = index;
+        if dtype.is_float() && extent > rfx_ir::semantics::max_exact_index(dtype) {
+            // The cast truncates toward zero, saturates and maps NaN to 0, as the clamp wants.
+            index = self.cast(index, DType::I32)?;
+            dtype = DType::I32;
+        }
+        let last = self.scalar(dtype, extent.saturating_sub(1) as f64);
+        let zero = self.scalar(dtype, 0.0);
+        if dtype.is_float() {
+            // `index >= 0` is false for NaN and the negatives; `floor` truncates the rest.
+            let floor = self.unary(UnaryOp::Floor, index)?;
+            let low = self.binary(BinaryOp::Min, floor, last)?;
+            let positive = self.compare(CmpOp::Ge, index, zero)?;
+            self.select(positive, low, zero)
+        } else {
+            let low = self.binary(BinaryOp::Min, index, last)?;
+            self.binary(BinaryOp::Max, low, zero)
+        }
     }
 
     pub(crate) fn broadcast_to(&mut self, x: ValueId, shape: Shape) -> Result<ValueId, AdError> {

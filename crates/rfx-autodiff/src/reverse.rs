@@ -8,7 +8,7 @@
 //! the structural rules (reductions, reshapes, broadcasts) name the batch.
 
 use rfx_ir::hir::{Kernel, Op, ValueId};
-use rfx_ir::{ReduceOp, Shape, TensorType};
+use rfx_ir::{CmpOp, ReduceOp, Shape, TensorType};
 
 use crate::error::AdError;
 use crate::graph::{Batched, Emitter, InputRef, WrtInput, active_values, resolve_wrt};
@@ -182,6 +182,35 @@ fn dense_contributions(
             let arg_shape = em.shape(args[0])?;
             let at = behind(batch, low);
             vec![Some(em.slice(ct, &at, concat(batch, &arg_shape))?)]
+        }
+        // The table's adjoint adds each element's adjoint into the row it read (a scatter-add),
+        // written as a sum over the index's extent along `axis` of the adjoint where the row
+        // read is the row counted: every backend runs it as a fused reduction. The index's
+        // adjoint is zero (the lookup is piecewise constant in it).
+        Op::Gather { axis } => {
+            let (table, index) = (args[0], args[1]);
+            let (table_shape, index_shape) = (em.shape(table)?, em.shape(index)?);
+            let (axis, extent) = (*axis, table_shape.dims()[*axis]);
+            // Index axis `axis` becomes two: the table's rows (1 here), then the index's.
+            let mut split = index_shape.dims().to_vec();
+            split.insert(axis, 1);
+            let row = em.gather_row(index, extent)?;
+            let row = em.reshape(row, Shape::new(split.clone()))?;
+            let mut rows = vec![1; split.len() - axis];
+            rows[0] = extent;
+            let count = em.dtype(row)?;
+            let counted = em.iota(count, Shape::new(rows), 0)?;
+            let read = em.compare(CmpOp::Eq, counted, row)?;
+            let ct = em.reshape(ct, concat(batch, &Shape::new(split)))?;
+            let mut full = concat(batch, &table_shape).dims().to_vec();
+            full.insert(batch_rank + axis + 1, index_shape.dims()[axis]);
+            let ct = em.broadcast_to(ct, Shape::new(full.clone()))?;
+            let read = em.broadcast_to(read, Shape::new(full))?;
+            let spread = em.mask(read, true, ct)?;
+            vec![
+                Some(em.reduce(ReduceOp::Sum, spread, &[batch_rank + axis + 1], false)?),
+                None,
+            ]
         }
         Op::Reduce { op, axes, keepdims } => {
             let x = args[0];

@@ -482,3 +482,146 @@ fn windows_and_concatenations_differentiate_to_paddings_and_windows() {
         .sum();
     assert_close("slice/pad jvp", &tangent, &[want], 1e-12, 1e-14);
 }
+
+#[test]
+fn a_lookup_differentiates_to_a_scatter_add_into_its_table() {
+    use rfx_ir::hir::Builder;
+    use rfx_ir::{Array, DType, TensorType};
+    // f(table, w) = sum(sin(table[clamp(trunc(at)), c]) * w) with table [5, 2], at and w [6, 2]:
+    // ∂f/∂table[r, c] = cos(table[r, c]) Σ_{i: row(i, c) = r} w[i, c] (repeats add, rows past
+    // either end clamp), ∂f/∂w = sin(table[row, c]), and the index has no gradient.
+    let at = [
+        1.7,
+        -0.2,
+        9.0,
+        f64::NAN,
+        4.99,
+        2.0,
+        1.2,
+        0.0,
+        -7.0,
+        3.5,
+        2.9,
+        f64::INFINITY,
+    ];
+    let row = |v: f64| {
+        if v.is_nan() || v < 0.0 {
+            0
+        } else {
+            (v as usize).min(4)
+        }
+    };
+    for index_dtype in [DType::F64, DType::I32] {
+        let mut b = Builder::new("lookup");
+        let table = b.input("table", TensorType::new(DType::F64, [5, 2])).unwrap();
+        let index = b.input("at", TensorType::new(index_dtype, [6, 2])).unwrap();
+        let w = b.input("w", TensorType::new(DType::F64, [6, 2])).unwrap();
+        let g = b.gather(table, index, 0).unwrap();
+        let s = b.unary(UnaryOp::Sin, g).unwrap();
+        let p = b.binary(BinaryOp::Mul, s, w).unwrap();
+        let out = b.reduce_all(ReduceOp::Sum, p).unwrap();
+        b.output("out", out).unwrap();
+        let kernel = b.finish().unwrap();
+        let t = uniform(21, 10, -2.0, 2.0);
+        let wv = uniform(22, 12, -1.0, 1.0);
+        let index = match index_dtype {
+            DType::F64 => arr(&[6, 2], &at),
+            _ => Array::from_vec(
+                vec![6, 2],
+                at.iter().map(|&v| row(v) as i32).collect::<Vec<i32>>(),
+            )
+            .unwrap(),
+        };
+        let inputs = [arr(&[5, 2], &t), index, arr(&[6, 2], &wv)];
+        let mut want_t = vec![0.0; 10];
+        let mut want_w = vec![0.0; 12];
+        for i in 0..6 {
+            for c in 0..2 {
+                let r = row(at[2 * i + c]);
+                want_t[2 * r + c] += t[2 * r + c].cos() * wv[2 * i + c];
+                want_w[2 * i + c] = t[2 * r + c].sin();
+            }
+        }
+        let what = format!("{index_dtype} index");
+        let g = run(&grad(&kernel, &["table", "w"]).unwrap(), &inputs);
+        assert_close(&format!("{what}: grad table"), &g[0], &want_t, 1e-13, 1e-15);
+        assert_close(&format!("{what}: grad w"), &g[1], &want_w, 1e-13, 1e-15);
+        if index_dtype == DType::F64 {
+            assert_close(
+                "fd table",
+                &g[0],
+                &fd_grad(&kernel, &inputs, 0, 0, None),
+                1e-6,
+                1e-8,
+            );
+            // Piecewise constant in the index: a zero gradient (all positive zeros).
+            let gi = run(&grad(&kernel, &["at"]).unwrap(), &inputs);
+            assert!(gi[0].iter().all(|v| v.to_bits() == 0), "{:?}", gi[0]);
+        }
+        // Forward mode: the table's tangent read at the same rows.
+        let dt = uniform(23, 10, -1.0, 1.0);
+        let dw = uniform(24, 12, -1.0, 1.0);
+        let mut tangent_inputs = inputs.to_vec();
+        tangent_inputs.push(arr(&[5, 2], &dt));
+        tangent_inputs.push(arr(&[6, 2], &dw));
+        let tangent = run_named(
+            &jvp(&kernel, &["table", "w"]).unwrap(),
+            &tangent_inputs,
+            "tangent_out",
+        );
+        let want: f64 = want_t
+            .iter()
+            .zip(&dt)
+            .chain(want_w.iter().zip(&dw))
+            .map(|(g, d)| g * d)
+            .sum();
+        assert_close(&format!("{what}: jvp"), &tangent, &[want], 1e-12, 1e-14);
+    }
+
+    // Gain scheduling: a gain interpolated linearly in a table at a speed v; the gradient in v
+    // is the slope of the segment it lies on, times the scale.
+    let kernel = kernel_f64("schedule", &[("v", &[8]), ("table", &[6])], |b, xs| {
+        let scale = b.scalar(Scalar::F64(2.0));
+        let pos = b.binary(BinaryOp::Mul, xs[0], scale)?;
+        let i = b.unary(UnaryOp::Floor, pos)?;
+        let t = b.binary(BinaryOp::Sub, pos, i)?;
+        let one = b.scalar(Scalar::F64(1.0));
+        let j = b.binary(BinaryOp::Add, i, one)?;
+        let lo = b.gather(xs[1], i, 0)?;
+        let hi = b.gather(xs[1], j, 0)?;
+        let d = b.binary(BinaryOp::Sub, hi, lo)?;
+        let td = b.binary(BinaryOp::Mul, t, d)?;
+        let gain = b.binary(BinaryOp::Add, lo, td)?;
+        b.reduce_all(ReduceOp::Sum, gain)
+    });
+    // Speeds inside [0, 2.5) away from the knots at multiples of 0.5.
+    let v: Vec<f64> = uniform(25, 8, 0.0, 5.0)
+        .iter()
+        .map(|u| (u.floor() + 0.1 + 0.8 * u.fract()) / 2.0)
+        .collect();
+    let table = uniform(26, 6, -3.0, 3.0);
+    let inputs = [arr(&[8], &v), arr(&[6], &table)];
+    let g = run(&grad(&kernel, &["v", "table"]).unwrap(), &inputs);
+    let slope: Vec<f64> = v
+        .iter()
+        .map(|&v| {
+            let i = (2.0 * v).floor() as usize;
+            2.0 * (table[i + 1] - table[i])
+        })
+        .collect();
+    assert_close("schedule grad v", &g[0], &slope, 1e-12, 1e-14);
+    assert_close(
+        "schedule fd v",
+        &g[0],
+        &fd_grad(&kernel, &inputs, 0, 0, None),
+        1e-6,
+        1e-8,
+    );
+    assert_close(
+        "schedule fd table",
+        &g[1],
+        &fd_grad(&kernel, &inputs, 1, 0, None),
+        1e-6,
+        1e-8,
+    );
+}

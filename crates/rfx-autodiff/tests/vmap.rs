@@ -433,3 +433,27 @@ fn bad_batch_axes_are_user_errors() {
     let err = vmap(&invalid, &[], 2).expect_err("no outputs");
     assert!(matches!(err, AdError::InvalidKernel(_)), "{err:?}");
 }
+
+#[test]
+fn lookups_map_with_the_table_the_index_or_both_batched() {
+    // rows of a [4, 3] table picked by an f64 index [2, 3], then scaled.
+    let mut b = rfx_ir::hir::Builder::new("lookup");
+    let table = b.input("table", TensorType::new(DType::F64, [4, 3])).unwrap();
+    let at = b.input("at", TensorType::new(DType::F64, [2, 3])).unwrap();
+    let g = b.gather(table, at, 0).unwrap();
+    let sq = b.binary(rfx_ir::BinaryOp::Mul, g, g).unwrap();
+    b.output("out", sq).unwrap();
+    let kernel = b.finish().unwrap();
+    let mut rng = TestRng::new(0x6a7e);
+    for in_axes in [
+        [Some(0), None],
+        [None, Some(0)],
+        [Some(0), Some(0)],
+        [Some(2), Some(1)],
+        [Some(1), None],
+    ] {
+        for size in [1, 3] {
+            check_against_examples(&kernel, &in_axes, size, &mut rng, &format!("{in_axes:?} x{size}"));
+        }
+    }
+}

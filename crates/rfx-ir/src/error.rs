@@ -111,6 +111,20 @@ pub enum TypeError {
         /// The result's (the node's) shape.
         to: Shape,
     },
+    /// A `gather` whose index differs from its table in rank or off `axis` in extent, or whose
+    /// table is empty along `axis`.
+    #[error(
+        "`gather` along axis {axis}: the index's {index} must match the table's {table} in rank \
+         and off that axis, and the table must not be empty along it"
+    )]
+    Gather {
+        /// The table's shape.
+        table: Shape,
+        /// The index's shape.
+        index: Shape,
+        /// The axis the index selects along.
+        axis: usize,
+    },
     /// An `iota` longer than its dtype counts exactly.
     #[error("`iota` of extent {extent} does not count exactly in {dtype}")]
     IotaExtent {

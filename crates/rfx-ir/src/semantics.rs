@@ -31,16 +31,17 @@ use crate::error::TypeError;
 use crate::ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
 use crate::{DType, Scalar, TensorType};
 
-/// The element a `gather` reads from a buffer of `len` elements at index `i`: an `i32`, or an
-/// `f64` truncated toward zero (NaN as 0), clamped into `0..len`. `None` for another dtype or
-/// an empty buffer.
+/// The element a `gather` reads from a buffer (or along a table axis) of `len` elements at
+/// index `i`: an `i32`, or a float truncated toward zero (NaN as 0), clamped into `0..len`.
+/// `None` for a bool or an empty buffer.
 pub fn clamp_index(i: Scalar, len: usize) -> Option<usize> {
     let last = len.checked_sub(1)?;
     match i {
         Scalar::I32(v) => Some(usize::try_from(v).unwrap_or(0).min(last)),
         // Rust's `as` truncates toward zero, saturates and maps NaN to 0.
         Scalar::F64(v) => Some(usize::try_from(v as i64).unwrap_or(0).min(last)),
-        _ => None,
+        Scalar::F32(v) => Some(usize::try_from(v as i64).unwrap_or(0).min(last)),
+        Scalar::Bool(_) => None,
     }
 }
 

@@ -81,6 +81,8 @@ pub struct KernelGenConfig {
     pub allow_literal: bool,
     /// Allow `slice` and `pad`.
     pub allow_window: bool,
+    /// Allow `gather` (tables of any dtype, `i32` and float indices, in range and out).
+    pub allow_gather: bool,
 }
 
 impl Default for KernelGenConfig {
@@ -98,6 +100,7 @@ impl Default for KernelGenConfig {
             allow_index: true,
             allow_literal: true,
             allow_window: true,
+            allow_gather: true,
         }
     }
 }
@@ -182,12 +185,15 @@ fn random_op(
             .collect();
         rng.pick(&same).copied()
     };
-    // Without `iota`, `transpose`, `literal`, `slice` and `pad` the draws are the ones made
-    // before they existed.
+    // Without `iota`, `transpose`, `literal`, `slice`, `pad` and `gather` the draws are the
+    // ones made before they existed.
     let windows = 2 * usize::from(config.allow_window);
+    let gathers = usize::from(config.allow_gather);
     let choices = 14 + 2 * usize::from(config.allow_index) + usize::from(config.allow_literal) + windows;
-    let draw = rng.below(choices);
-    let draw = if draw + windows >= choices {
+    let draw = rng.below(choices + gathers);
+    let draw = if draw >= choices {
+        19
+    } else if draw + windows >= choices {
         17 + draw + windows - choices
     } else if config.allow_literal && draw + windows == choices - 1 {
         16
@@ -327,6 +333,41 @@ fn random_op(
                 dims.push(lo + d + hi);
             }
             b.pad(x, &low, dims).ok()
+        }
+        // A lookup in `x` along a random axis, at an index of the same rank (its extent along
+        // the axis drawn afresh): a value that broadcasts to it (random inputs reach below 0,
+        // inside and past the table, and NaN), or an `iota`, or one minus it (all below 0).
+        19 => {
+            let rank = xt.shape.rank();
+            if rank == 0 {
+                return None;
+            }
+            let axis = rng.below(rank);
+            let mut dims = xt.shape.dims().to_vec();
+            dims[axis] = 1 + rng.below(config.max_dim.max(1));
+            let numeric: Vec<ValueId> = values
+                .iter()
+                .copied()
+                .filter(|&v| {
+                    b.value_type(v).is_ok_and(|t| {
+                        t.dtype != DType::Bool && t.shape.broadcasts_to(&Shape::new(dims.clone()))
+                    })
+                })
+                .collect();
+            let index = match rng.pick(&numeric) {
+                Some(&v) if rng.chance(0.7) => b.broadcast_to(v, dims.clone()).ok()?,
+                _ => {
+                    let dtype = *rng.pick(&[DType::I32, DType::F32, DType::F64])?;
+                    let count = b.iota(dtype, dims.clone(), axis).ok()?;
+                    if rng.chance(0.3) {
+                        let one = b.constant(Scalar::from_f64(dtype, 1.0), Vec::<usize>::new());
+                        b.binary(BinaryOp::Sub, one, count).ok()?
+                    } else {
+                        count
+                    }
+                }
+            };
+            b.gather(x, index, axis).ok()
         }
         _ => None,
     }

@@ -461,6 +461,70 @@ fn builder_rejects_a_window_outside_its_operand_and_a_pad_outside_its_result() {
 }
 
 #[test]
+fn builder_rejects_a_gather_whose_index_does_not_fit_its_table() {
+    let mut b = Builder::new("k");
+    let table = b.input("table", f32s([4, 3])).expect("input");
+    let rows = b
+        .input("rows", TensorType::new(DType::I32, [2, 3]))
+        .expect("input");
+    let flat = b.input("flat", TensorType::new(DType::I32, [6])).expect("input");
+    let flags = b
+        .input("flags", TensorType::new(DType::Bool, [2, 3]))
+        .expect("input");
+    let empty = b.input("empty", f32s([0, 3])).expect("input");
+    assert!(b.gather(table, rows, 0).is_ok());
+    // Along axis 1 the extents off the axis (4 against 2) differ.
+    assert_eq!(
+        type_error(b.gather(table, rows, 1)),
+        TypeError::Gather {
+            table: Shape::new([4, 3]),
+            index: Shape::new([2, 3]),
+            axis: 1,
+        }
+    );
+    assert_eq!(
+        type_error(b.gather(table, flat, 0)),
+        TypeError::Gather {
+            table: Shape::new([4, 3]),
+            index: Shape::new([6]),
+            axis: 0,
+        }
+    );
+    assert_eq!(
+        type_error(b.gather(empty, rows, 0)),
+        TypeError::Gather {
+            table: Shape::new([0, 3]),
+            index: Shape::new([2, 3]),
+            axis: 0,
+        }
+    );
+    assert_eq!(
+        type_error(b.gather(table, rows, 2)),
+        TypeError::AxisOutOfRange { axis: 2, rank: 2 }
+    );
+    assert_eq!(
+        type_error(b.gather(table, flags, 0)),
+        TypeError::UnsupportedDType {
+            op: "gather",
+            dtype: DType::Bool
+        }
+    );
+    // The text format reports the same error at the statement, and a missing `axis` at the
+    // token where it should be.
+    let err = hir::parse(
+        "kernel k {\n  %t = input t : f32[4]\n  %i = input i : i32[2, 2]\n  %g = gather %t, %i axis 0 : f32[2, 2]\n  output out = %g\n}\n",
+    )
+    .expect_err("ranks differ");
+    assert_eq!((err.line, err.col), (4, 3), "{err}");
+    assert!(err.to_string().contains("must match the table"), "{err}");
+    let err = hir::parse(
+        "kernel k {\n  %t = input t : f32[4]\n  %i = input i : i32[2]\n  %g = gather %t, %i : f32[2]\n  output out = %g\n}\n",
+    )
+    .expect_err("no axis");
+    assert_eq!((err.line, err.col), (4, 22), "{err}");
+}
+
+#[test]
 fn builder_rejects_an_iota_it_cannot_count_exactly() {
     let mut b = Builder::new("k");
     assert_eq!(

@@ -1658,3 +1658,66 @@ fn slice_reads_a_window_and_pad_places_its_operand_in_zeros() {
     assert_eq!(bools(&out[0]), [false, false, true, true, false]);
     assert_eq!(out[1].data().len(), 0);
 }
+
+#[test]
+fn gather_reads_the_table_at_the_clamped_truncated_index() {
+    // table = [[1, 2, 3], [4, 5, 6]] (f32); along axis 1, row r reads its own row.
+    let mut b = Builder::new("lookup");
+    let table = b.input("table", TensorType::new(DType::F32, [2, 3])).unwrap();
+    let index = b.input("index", TensorType::new(DType::I32, [2, 4])).unwrap();
+    let out = b.gather(table, index, 1).unwrap();
+    b.output("out", out).unwrap();
+    let kernel = b.finish().unwrap();
+    let table_values = array([2, 3], vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let index_values = array([2, 4], vec![2, -1, 7, 0, 1, i32::MIN, i32::MAX, 2]);
+    let out = run_one(&kernel, &[table_values.clone(), index_values]);
+    assert_eq!(out.shape(), &Shape::new([2, 4]));
+    assert_eq!(f32s(&out), [3.0, 1.0, 3.0, 1.0, 5.0, 4.0, 6.0, 6.0]);
+
+    // Along axis 0 by an f64 index: truncated toward zero, NaN and the negatives read row 0,
+    // infinities and large values the last row.
+    let mut b = Builder::new("rows");
+    let table = b.input("table", TensorType::new(DType::F32, [2, 3])).unwrap();
+    let index = b.input("index", TensorType::new(DType::F64, [4, 3])).unwrap();
+    let out = b.gather(table, index, 0).unwrap();
+    b.output("out", out).unwrap();
+    let kernel = b.finish().unwrap();
+    let index_values = array(
+        [4, 3],
+        vec![
+            0.99,
+            1.0,
+            -0.5,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            1e300,
+            -1e300,
+            -0.0,
+            1.5,
+            0.5,
+            2.0,
+        ],
+    );
+    let out = run_one(&kernel, &[table_values, index_values]);
+    assert_eq!(
+        f32s(&out),
+        [1.0, 5.0, 3.0, 1.0, 5.0, 3.0, 4.0, 2.0, 3.0, 4.0, 2.0, 6.0]
+    );
+
+    // A bool table by an f32 index.
+    let mut b = Builder::new("flags");
+    let table = b.input("table", TensorType::new(DType::Bool, [3])).unwrap();
+    let index = b.input("index", TensorType::new(DType::F32, [4])).unwrap();
+    let out = b.gather(table, index, 0).unwrap();
+    b.output("out", out).unwrap();
+    let kernel = b.finish().unwrap();
+    let out = run_one(
+        &kernel,
+        &[
+            array([3], vec![false, true, false]),
+            array([4], vec![1.7f32, 2.2, f32::NAN, 1.0]),
+        ],
+    );
+    assert_eq!(bools(&out), [true, false, false, true]);
+}

@@ -218,6 +218,7 @@ pub fn cases() -> Vec<Case> {
     }
     index_cases(&mut push);
     window_cases(&mut push);
+    gather_cases(&mut push);
     literal_cases(&mut push);
     product_cases(&mut push);
     cases
@@ -519,6 +520,88 @@ fn window_cases(push: &mut dyn FnMut(String, Option<Kernel>, Option<&'static str
                 let total = b.reduce(ReduceOp::Sum, pyy, &[1], false).ok()?;
                 b.output("rows", total).ok()?;
             }
+            b.finish().ok()
+        })();
+        push(name, k, None, None);
+    }
+}
+
+/// An index into `n` rows computed from a random input `at` (floats in [-4, 4], `i32` in
+/// [-20, 20]): `at * scale + n / 2`, so that indices fall inside the table, below it and past
+/// it (and NaN and the infinities, among a float's special values).
+fn spread_index(b: &mut Builder, at: rfx_ir::hir::ValueId, n: usize) -> Option<rfx_ir::hir::ValueId> {
+    let dtype = b.value_type(at).ok()?.dtype;
+    let (scale, middle) = match dtype {
+        DType::I32 => ((n / 24).max(1) as f64, (n / 2) as f64),
+        _ => ((n as f64 / 6.0).max(0.5), n as f64 / 2.0),
+    };
+    let scale = b.scalar(Scalar::from_f64(dtype, scale));
+    let middle = b.scalar(Scalar::from_f64(dtype, middle));
+    let scaled = b.binary(BinaryOp::Mul, at, scale).ok()?;
+    b.binary(BinaryOp::Add, scaled, middle).ok()
+}
+
+/// Table lookups: one-axis tables of every dtype by `i32`, `f32` and `f64` indices at sizes
+/// around the vector widths (one row, empty lookups); rows and columns of a matrix; a computed
+/// table; a lookup in a concatenation and in a reduction.
+fn gather_cases(push: &mut dyn FnMut(String, Option<Kernel>, Option<&'static str>, Option<f64>)) {
+    for table_dtype in DType::ALL {
+        for index_dtype in [DType::I32, DType::F32, DType::F64] {
+            for (n, m) in [(1, 5), (7, 17), (33, 1000), (300, 9), (7, 0)] {
+                let name = format!("gather_{table_dtype}_by_{index_dtype}_t{n}_m{m}");
+                let mut b = Builder::new(name.clone());
+                let k = (|| {
+                    let table = b.input("table", TensorType::new(table_dtype, [n])).ok()?;
+                    let at = b.input("at", TensorType::new(index_dtype, [m])).ok()?;
+                    let index = spread_index(&mut b, at, n)?;
+                    let g = b.gather(table, index, 0).ok()?;
+                    b.output("out", g).ok()?;
+                    b.finish().ok()
+                })();
+                push(name, k, None, None);
+            }
+        }
+    }
+    for dtype in [DType::F32, DType::F64, DType::I32] {
+        for index_dtype in [DType::I32, DType::F64] {
+            // Rows of a [5, 7] table and columns of it, by an index read along the other axis
+            // with a stride (a transposed input).
+            let name = format!("gather_matrix_{dtype}_by_{index_dtype}");
+            let mut b = Builder::new(name.clone());
+            let k = (|| {
+                let table = b.input("table", TensorType::new(dtype, [5, 7])).ok()?;
+                let rows_at = b.input("rows_at", TensorType::new(index_dtype, [3, 7])).ok()?;
+                let cols_at = b.input("cols_at", TensorType::new(index_dtype, [9, 5])).ok()?;
+                let rows_index = spread_index(&mut b, rows_at, 5)?;
+                let rows = b.gather(table, rows_index, 0).ok()?;
+                let cols_at = b.transpose(cols_at, &[1, 0]).ok()?;
+                let cols_index = spread_index(&mut b, cols_at, 7)?;
+                let cols = b.gather(table, cols_index, 1).ok()?;
+                b.output("rows", rows).ok()?;
+                b.output("cols", cols).ok()?;
+                b.finish().ok()
+            })();
+            push(name, k, None, None);
+        }
+        // A table computed in the kernel (stored first), a lookup placed in a concatenation,
+        // and one summed over rows.
+        let name = format!("gather_computed_{dtype}");
+        let mut b = Builder::new(name.clone());
+        let k = (|| {
+            let x = b.input("x", TensorType::new(dtype, [9])).ok()?;
+            let at = b.input("at", TensorType::new(DType::I32, [4, 6])).ok()?;
+            let y = b.input("y", TensorType::new(dtype, [4, 3])).ok()?;
+            let table = b.binary(BinaryOp::Mul, x, x).ok()?;
+            let table = b.broadcast_to(table, [6, 9]).ok()?;
+            let table = b.transpose(table, &[1, 0]).ok()?;
+            let index = spread_index(&mut b, at, 9)?;
+            let g = b.gather(table, index, 0).ok()?;
+            let pg = b.pad(g, &[0, 0], [4, 9]).ok()?;
+            let py = b.pad(y, &[0, 6], [4, 9]).ok()?;
+            let cat = b.binary(BinaryOp::Add, pg, py).ok()?;
+            let rows = b.reduce(ReduceOp::Sum, g, &[1], false).ok()?;
+            b.output("cat", cat).ok()?;
+            b.output("rows", rows).ok()?;
             b.finish().ok()
         })();
         push(name, k, None, None);

@@ -19,7 +19,9 @@
 //! (a `Frame`), where every buffer is read by a clamping `gather`; only an operand that
 //! would cost more to compute at the pad's other points than to store is materialised. A
 //! `slice` of a computed value is a frame without a mask: its operand is computed at the
-//! window's points, read by plain loads at an offset.
+//! window's points, read by plain loads at an offset. A `gather`'s table is read at the
+//! points its index computes, so a computed table is stored; its index is computed in the
+//! gather's kernel like any operand.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -92,6 +94,18 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
             // A slice of a computed value is computed in its consumer's kernel at the shifted
             // points (a frame), unless `store_dear_window_operands` decides otherwise.
             Op::Slice { .. } if slice_base(kernel, ValueId::new(index)).is_some() => {}
+            // A table is read at computed points: only a buffer (under views) can be.
+            Op::Gather { .. } => {
+                if let Some(&table) = node.args.first() {
+                    let base = transpose_base(kernel, table);
+                    if kernel
+                        .node(base)
+                        .is_some_and(|n| !matches!(n.op, Op::Input { .. } | Op::Const(_) | Op::Literal(_)))
+                    {
+                        roots.entry(base).or_insert(Some(MissReason::Gather));
+                    }
+                }
+            }
             Op::Transpose { .. } | Op::Slice { .. } => {
                 let base = transpose_base(kernel, ValueId::new(index));
                 let reason = match node.op {
@@ -193,13 +207,14 @@ fn strides_in_domain(shape: &Shape, strides: &[usize], domain: &Shape) -> Option
     )
 }
 
-/// `true` for the ops that read their operand's buffer through an index map of their own
-/// (the operand must be complete before their kernel runs).
-fn reads_buffer(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Reshape | Op::Transpose { .. } | Op::Slice { .. } | Op::Pad { .. }
-    )
+/// `true` for the ops that read their operand number `arg` through an index map of their own
+/// (the operand must be complete before their kernel runs): a `gather` its table.
+fn reads_buffer(op: &Op, arg: usize) -> bool {
+    match op {
+        Op::Reshape | Op::Transpose { .. } | Op::Slice { .. } | Op::Pad { .. } => true,
+        Op::Gather { .. } => arg == 0,
+        _ => false,
+    }
 }
 
 /// `true` for the links of a strided read: transposes, slices and broadcasts.
@@ -240,7 +255,12 @@ impl Plan<'_> {
         let start: Vec<(ValueId, bool)> = match self.kernel.node(root) {
             Some(node) if self.is_reduce(root) => node.args.iter().map(|&a| (a, false)).collect(),
             Some(node) if is_leaf(&node.op) => Vec::new(),
-            Some(node) => node.args.iter().map(|&a| (a, reads_buffer(&node.op))).collect(),
+            Some(node) => node
+                .args
+                .iter()
+                .enumerate()
+                .map(|(i, &a)| (a, reads_buffer(&node.op, i)))
+                .collect(),
             None => Vec::new(),
         };
         let mut stack = start;
@@ -266,8 +286,12 @@ impl Plan<'_> {
             computed.push(v);
             // Everything under a buffer read is read at other points than the consumer's, so
             // a root there must be complete first.
-            let reshape = through_reshape || reads_buffer(&node.op);
-            stack.extend(node.args.iter().map(|&a| (a, reshape)));
+            stack.extend(
+                node.args
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &a)| (a, through_reshape || reads_buffer(&node.op, i))),
+            );
         }
         computed.sort();
         computed.dedup();
@@ -587,6 +611,21 @@ struct Layout<'a> {
     offset: usize,
 }
 
+/// Where the elements of a chain of views come from.
+enum View {
+    /// A splat constant.
+    Splat(rfx_ir::Scalar),
+    /// An `iota`: element `idx` is `offset + sum(idx[i] * strides[i])`.
+    Count { strides: Vec<usize>, offset: usize },
+    /// Element `idx` is at `offset + sum(idx[i] * strides[i])` of `buf` (of `len` elements).
+    Buffer {
+        buf: BufId,
+        len: usize,
+        strides: Vec<usize>,
+        offset: usize,
+    },
+}
+
 /// A pad or a slice whose operand this kernel computes: the operand's element at `idx` is
 /// computed where the pad or slice holds it, at `idx + shift` (a pad's `low`, a slice's
 /// negated `starts`). A pad's operand is also computed, from clamped reads, wherever else the
@@ -812,13 +851,10 @@ impl KernelEmitter<'_, '_> {
         self.count(layout, ty.dtype, at)
     }
 
-    /// A chain of transposes and broadcasts ending at `v`, read from what is under it: a splat
-    /// constant, an `iota` (an index with the chain's strides), or a buffer (with the chain's
-    /// strides).
-    fn transposed(&mut self, v: ValueId) -> Result<MirValue, OptError> {
+    /// The chain of transposes, slices and broadcasts ending at `v`, resolved down to what is
+    /// under it (a root below `v` ends it: it is read stored).
+    fn view(&self, v: ValueId) -> Result<View, OptError> {
         let kernel = self.plan.kernel;
-        let node = kernel.node(v).ok_or(OptError::InvalidValue(v))?;
-        // The chain from `v` down to its base (a root below `v` ends it: it is read stored).
         let mut chain = Vec::new();
         let mut base = v;
         while let Some(n) = kernel.node(base)
@@ -829,11 +865,10 @@ impl KernelEmitter<'_, '_> {
             base = n.args.first().copied().ok_or(OptError::InvalidValue(base))?;
         }
         let base_node = kernel.node(base).ok_or(OptError::InvalidValue(base))?;
-        let ty = &node.ty;
         // Where element `idx` of the base sits: row-major in its buffer, or the index along an
         // `iota`'s axis.
         let iota = match &base_node.op {
-            Op::Const(value) => return Ok(self.push(MirOp::Const(*value), Vec::new(), ty.dtype)),
+            Op::Const(value) => return Ok(View::Splat(*value)),
             Op::Iota { axis } if !self.plan.roots.contains_key(&base) => Some(*axis),
             _ => None,
         };
@@ -861,19 +896,152 @@ impl KernelEmitter<'_, '_> {
             };
             shape = n.ty.shape.clone();
         }
-        let layout = Layout {
-            shape: &ty.shape,
-            strides: &strides,
-            offset,
-        };
-        match iota {
-            Some(_) => self.count(layout, ty.dtype, v),
-            None => {
-                let buf = self.stored_buf(base)?;
-                let len = base_node.ty.shape.numel();
+        Ok(match iota {
+            Some(_) => View::Count { strides, offset },
+            None => View::Buffer {
+                buf: self.stored_buf(base)?,
+                len: base_node.ty.shape.numel(),
+                strides,
+                offset,
+            },
+        })
+    }
+
+    /// A chain of transposes and broadcasts ending at `v`, read from what is under it: a splat
+    /// constant, an `iota` (an index with the chain's strides), or a buffer (with the chain's
+    /// strides).
+    fn transposed(&mut self, v: ValueId) -> Result<MirValue, OptError> {
+        let ty = &self.plan.kernel.node(v).ok_or(OptError::InvalidValue(v))?.ty;
+        match self.view(v)? {
+            View::Splat(value) => Ok(self.push(MirOp::Const(value), Vec::new(), ty.dtype)),
+            View::Count { strides, offset } => {
+                let layout = Layout {
+                    shape: &ty.shape,
+                    strides: &strides,
+                    offset,
+                };
+                self.count(layout, ty.dtype, v)
+            }
+            View::Buffer {
+                buf,
+                len,
+                strides,
+                offset,
+            } => {
+                let layout = Layout {
+                    shape: &ty.shape,
+                    strides: &strides,
+                    offset,
+                };
                 self.read(buf, len, layout, ty.dtype, v)
             }
         }
+    }
+
+    /// A `gather` at every domain point: its index computed here, clamped into the table's
+    /// extent along `axis`, and the table's element there read from its buffer by a MIR
+    /// `gather` (fusion stores a computed table). A whole one-axis table is read by the index
+    /// itself (the MIR `gather` clamps into the buffer, truncating a float).
+    fn gathered(&mut self, v: ValueId) -> Result<MirValue, OptError> {
+        use rfx_ir::DType;
+        let kernel = self.plan.kernel;
+        let node = kernel.node(v).ok_or(OptError::InvalidValue(v))?;
+        let (Op::Gather { axis }, [table, index]) = (&node.op, node.args.as_slice()) else {
+            return Err(OptError::InvalidValue(v));
+        };
+        let (axis, dtype) = (*axis, node.ty.dtype);
+        let table_shape = &kernel
+            .value_type(*table)
+            .ok_or(OptError::InvalidValue(*table))?
+            .shape;
+        let extent = table_shape
+            .dims()
+            .get(axis)
+            .copied()
+            .ok_or(OptError::InvalidValue(v))?;
+        if table_shape.numel() == 0 {
+            // Another axis is empty, and so is the gather: no point reads the table.
+            return Ok(self.push(MirOp::Const(rfx_ir::Scalar::zero(dtype)), Vec::new(), dtype));
+        }
+        let (buf, len, mut strides, offset) = match self.view(*table)? {
+            View::Splat(value) => return Ok(self.push(MirOp::Const(value), Vec::new(), dtype)),
+            View::Buffer {
+                buf,
+                len,
+                strides,
+                offset,
+            } => (buf, len, strides, offset),
+            // Fusion stores a table that is an `iota`.
+            View::Count { .. } => return Err(OptError::InvalidValue(v)),
+        };
+        let index_dtype = kernel
+            .value_type(*index)
+            .ok_or(OptError::InvalidValue(*index))?
+            .dtype;
+        let mut at = self.value(*index)?;
+        // The count's dtype: `f64` for a float index into an `f64` table (a kernel of `f64`
+        // values then needs no `i32` lanes), `i32` otherwise (a float cast to it truncates
+        // toward zero, saturates and maps NaN to 0, as the clamp below wants).
+        let count = match (index_dtype, dtype) {
+            (DType::F64, _) | (DType::F32, DType::F64) => DType::F64,
+            _ => DType::I32,
+        };
+        if index_dtype != count {
+            at = self.push(MirOp::Cast, vec![at], count);
+        }
+        let step = strides.get(axis).copied().ok_or(OptError::InvalidValue(v))?;
+        let rest_zero = strides
+            .iter()
+            .zip(table_shape.dims())
+            .enumerate()
+            .all(|(d, (&s, &n))| d == axis || s == 0 || n == 1);
+        if rest_zero && offset == 0 && (step == 1 || extent == 1) && len == extent {
+            return Ok(self.push(MirOp::Gather { buf }, vec![at], dtype));
+        }
+        let constant = |e: &mut Self, n: usize| -> Result<MirValue, OptError> {
+            let value = rfx_ir::semantics::index_value(n, count).ok_or(OptError::IndexRange(v))?;
+            Ok(e.push(MirOp::Const(value), Vec::new(), count))
+        };
+        // `clamp(trunc(at), 0, extent - 1)`: in `f64`, `at >= 0` is false for NaN and the
+        // negatives, and `floor` truncates the rest.
+        let last = constant(self, extent - 1)?;
+        let zero = constant(self, 0)?;
+        let row = if count == DType::F64 {
+            let floor = self.push(MirOp::Unary(rfx_ir::UnaryOp::Floor), vec![at], count);
+            let low = self.push(MirOp::Binary(BinaryOp::Min), vec![floor, last], count);
+            let positive = self.push(MirOp::Compare(rfx_ir::CmpOp::Ge), vec![at, zero], DType::Bool);
+            self.push(MirOp::Select, vec![positive, low, zero], count)
+        } else {
+            let low = self.push(MirOp::Binary(BinaryOp::Min), vec![at, last], count);
+            self.push(MirOp::Binary(BinaryOp::Max), vec![low, zero], count)
+        };
+        // The element at the point's other coordinates, plus the row's.
+        if let Some(s) = strides.get_mut(axis) {
+            *s = 0;
+        }
+        let layout = Layout {
+            shape: &node.ty.shape,
+            strides: &strides,
+            offset,
+        };
+        let (strides, shifted) = self.place(layout, v)?;
+        let base = match count {
+            DType::F64 => self.index_in(count, strides, shifted, v)?,
+            _ => self.index_i32(strides, shifted, v)?,
+        };
+        let row = match step {
+            0 => None,
+            1 => Some(row),
+            s => {
+                let s = constant(self, s)?;
+                Some(self.push(MirOp::Binary(BinaryOp::Mul), vec![row, s], count))
+            }
+        };
+        let flat = match row {
+            Some(row) => self.push(MirOp::Binary(BinaryOp::Add), vec![base, row], count),
+            None => base,
+        };
+        Ok(self.push(MirOp::Gather { buf }, vec![flat], dtype))
     }
 
     /// A `pad` at every domain point: its operand where the point lies inside the operand's
@@ -1036,6 +1204,7 @@ impl KernelEmitter<'_, '_> {
             Op::Slice { .. } if self.plan.slice_in_frame(v) => self.sliced(v)?,
             Op::Transpose { .. } | Op::Slice { .. } => self.transposed(v)?,
             Op::Pad { .. } => self.padded(v)?,
+            Op::Gather { .. } => self.gathered(v)?,
             Op::Unary(op) => {
                 let x = self.value(operand(0)?)?;
                 self.push(MirOp::Unary(*op), vec![x], dtype)

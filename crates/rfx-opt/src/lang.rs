@@ -48,6 +48,8 @@ pub(crate) enum Head {
     Slice(Vec<usize>, Shape),
     /// The operand placed at the given offsets in zeros of the given shape.
     Pad(Vec<usize>, Shape),
+    /// A table lookup along the given axis (operands: table, index).
+    Gather(usize),
     Reduce(ReduceOp, Vec<usize>, bool),
 }
 
@@ -69,6 +71,7 @@ impl Head {
             Head::Transpose(_) => "transpose",
             Head::Slice(..) => "slice",
             Head::Pad(..) => "pad",
+            Head::Gather(_) => "gather",
             Head::Reduce(op, ..) => op.name(),
         }
     }
@@ -108,6 +111,7 @@ impl Node {
                 starts: starts.clone(),
             },
             Head::Pad(low, _) => Op::Pad { low: low.clone() },
+            Head::Gather(axis) => Op::Gather { axis: *axis },
             Head::Reduce(op, axes, keepdims) => Op::Reduce {
                 op: *op,
                 axes: axes.clone(),
@@ -273,8 +277,9 @@ fn fold(
             Some((first, rest)) if rest.iter().all(|v| v == first) => Some(first.0),
             _ => None,
         },
-        // Permuting a splat, or taking a window of it, gives the same splat.
-        Head::Transpose(_) | Head::Slice(..) => args.first().copied(),
+        // Permuting a splat, taking a window of it, or looking up anything in it, gives the
+        // same splat.
+        Head::Transpose(_) | Head::Slice(..) | Head::Gather(_) => args.first().copied(),
         // Zeros around a splat of (positive) zero, or no zeros at all, give the same splat.
         Head::Pad(_, shape) => {
             let x = *args.first()?;

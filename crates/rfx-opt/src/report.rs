@@ -57,6 +57,9 @@ pub enum MissReason {
     /// at each point less `low`, discarding the values outside the window) would cost more
     /// than storing it once and reading it back by clamped index.
     Pad,
+    /// A `gather` reads its table at points its index computes: a computed table is stored
+    /// and read back by index.
+    Gather,
 }
 
 impl fmt::Display for MissReason {
@@ -70,6 +73,7 @@ impl fmt::Display for MissReason {
             MissReason::Transpose => "transpose of a computed value",
             MissReason::Slice => "slice of a computed value",
             MissReason::Pad => "pad of a computed value",
+            MissReason::Gather => "table of a gather",
         })
     }
 }

@@ -61,6 +61,7 @@ pub(crate) fn to_egraph(kernel: &Kernel, config: &OptConfig) -> Result<(RfxGraph
             Op::Transpose { perm } => Head::Transpose(perm.clone()),
             Op::Slice { starts } => Head::Slice(starts.clone(), node.ty.shape.clone()),
             Op::Pad { low } => Head::Pad(low.clone(), node.ty.shape.clone()),
+            Op::Gather { axis } => Head::Gather(*axis),
             Op::Reduce { op, axes, keepdims } => Head::Reduce(*op, axes.clone(), *keepdims),
         };
         let children = node
@@ -145,6 +146,8 @@ pub(crate) fn op_cost(head: &Head, dtype: DType) -> f64 {
         Head::BroadcastTo(_) | Head::Reshape(_) | Head::Transpose(_) | Head::Slice(..) => 0.25,
         // A masked, clamped read per point.
         Head::Pad(..) => 3.0,
+        // A clamped index and a read by it.
+        Head::Gather(_) => 3.0,
         Head::Iota(..) => 1.0,
         Head::Cast(_) | Head::Select | Head::Compare(_) => 1.0,
         Head::Clamp => 2.0,

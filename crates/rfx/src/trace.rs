@@ -536,6 +536,61 @@ impl Tensor {
         })
     }
 
+    /// `self` read along `axis` at `index` (NumPy's `take_along_axis(self, index, axis,
+    /// mode="clip")`): `index` has `self`'s rank and extents off `axis`, and the result its
+    /// shape. An index is an `i32` or a float, truncated toward zero and clamped into the
+    /// axis, so a lookup can never leave the table (NaN reads element 0). Gradients flow into
+    /// the table (a scatter-add) and not into the index.
+    pub fn take_along_axis(self, index: Tensor, axis: usize) -> Tensor {
+        Tensor::record("gather", &[self.into(), index.into()], move |b, ids| {
+            b.gather(ids[0], ids[1], axis)
+        })
+    }
+
+    /// The entries of `self` at `index` along `axis` (NumPy's `take(self, index, axis,
+    /// mode="clip")`): the result's shape is `self`'s with `axis` replaced by `index`'s shape,
+    /// so `table.take(i, 0)` of a `[16]` table and an `[n]` index is `[n]`, and of a `[16, 3]`
+    /// table of rows is `[n, 3]`. Indices as in [`Tensor::take_along_axis`], which this
+    /// broadcasts to (nothing is copied).
+    pub fn take(self, index: Tensor, axis: usize) -> Tensor {
+        Tensor::record("take", &[self.into(), index.into()], move |b, ids| {
+            let dims = b.value_type(ids[0])?.shape.dims().to_vec();
+            let n = axis_extent("take", &dims, axis)?;
+            let picks = b.value_type(ids[1])?.shape.dims().to_vec();
+            let (before, after) = (&dims[..axis], &dims[axis + 1..]);
+            // The result's shape, and the index's extents laid into it.
+            let out: Vec<usize> = [before, &picks, after].concat();
+            let mut placed = vec![1; axis];
+            placed.extend_from_slice(&picks);
+            placed.resize(out.len(), 1);
+            let Some(rest) = picks.get(1..) else {
+                // One entry: a lookup along an axis of one, then that axis removed.
+                let mut one = dims.clone();
+                one[axis] = 1;
+                let index = b.reshape(ids[1], vec![1; dims.len()])?;
+                let index = b.broadcast_to(index, one)?;
+                let g = b.gather(ids[0], index, axis)?;
+                return b.reshape(g, out);
+            };
+            // The table's rows repeat along the index's axes after its first.
+            let mut table: Vec<usize> = before.to_vec();
+            table.push(n);
+            table.extend(std::iter::repeat_n(1, rest.len()));
+            table.extend_from_slice(after);
+            let mut spread: Vec<usize> = before.to_vec();
+            spread.push(n);
+            spread.extend_from_slice(rest);
+            spread.extend_from_slice(after);
+            // Reshapes and broadcasts only where they change a shape: a reshape of a computed
+            // index is stored before the lookup reads it (a one-axis table needs none).
+            let t = reshaped(b, ids[0], &table)?;
+            let t = broadcast(b, t, &spread)?;
+            let index = reshaped(b, ids[1], &placed)?;
+            let index = broadcast(b, index, &out)?;
+            b.gather(t, index, axis)
+        })
+    }
+
     /// `self` with `widths[d] = (before, after)` zeros around it along each axis `d` (NumPy's
     /// `pad` with zeros). The transpose of a window; a concatenation is made of pads
     /// ([`concat()`]).
@@ -701,6 +756,22 @@ pub fn concat(parts: &[Tensor], axis: usize) -> Tensor {
 }
 
 /// The extent of `axis` of `dims`, or the typed error for an axis past the rank.
+/// `x` reshaped to `dims`, or `x` itself when it has them.
+fn reshaped(b: &mut Builder, x: ValueId, dims: &[usize]) -> Result<ValueId, BuildError> {
+    if b.value_type(x)?.shape.dims() == dims {
+        return Ok(x);
+    }
+    b.reshape(x, dims.to_vec())
+}
+
+/// `x` broadcast to `dims`, or `x` itself when it has them.
+fn broadcast(b: &mut Builder, x: ValueId, dims: &[usize]) -> Result<ValueId, BuildError> {
+    if b.value_type(x)?.shape.dims() == dims {
+        return Ok(x);
+    }
+    b.broadcast_to(x, dims.to_vec())
+}
+
 fn axis_extent(op: &'static str, dims: &[usize], axis: usize) -> Result<usize, BuildError> {
     dims.get(axis).copied().ok_or(BuildError::Type {
         op,

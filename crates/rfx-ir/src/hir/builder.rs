@@ -249,6 +249,13 @@ impl Builder {
         )
     }
 
+    /// `table` read along `axis` at `index` (NumPy's `take_along_axis(table, index, axis,
+    /// mode="clip")`): `index` has `table`'s rank and extents off `axis`, and an `i32` or float
+    /// dtype; the result has its shape and `table`'s dtype (see [`Op::Gather`]).
+    pub fn gather(&mut self, table: ValueId, index: ValueId, axis: usize) -> Result<ValueId, BuildError> {
+        self.op(Op::Gather { axis }, &[table, index])
+    }
+
     /// Reduces `x` over `axes` (any order; stored sorted).
     pub fn reduce(
         &mut self,

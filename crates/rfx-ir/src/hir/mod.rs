@@ -115,6 +115,16 @@ pub enum Op {
         /// Zeros before the operand, per axis.
         low: Vec<usize>,
     },
+    /// A table lookup (NumPy's `take_along_axis` with `mode="clip"`): operands `(table,
+    /// index)` of one rank, equal in extent off `axis`; the node has the index's shape and the
+    /// table's dtype, and `out[idx] = table[j]` where `j` is `idx` with `j[axis] =
+    /// clamp(index[idx], 0, n - 1)` for the table's extent `n >= 1` along `axis`. The index is
+    /// an `i32`, or a float truncated toward zero first (NaN reads element 0), so a lookup can
+    /// never leave the table. The table may have any dtype.
+    Gather {
+        /// The table axis the index selects along.
+        axis: usize,
+    },
     /// Reduces the operand over `axes` (each `< rank`, no duplicates, any order).
     Reduce {
         /// The reduction.
@@ -145,6 +155,7 @@ impl Op {
             Op::Transpose { .. } => "transpose",
             Op::Slice { .. } => "slice",
             Op::Pad { .. } => "pad",
+            Op::Gather { .. } => "gather",
             Op::Reduce { op, .. } => op.name(),
         }
     }
@@ -161,7 +172,7 @@ impl Op {
             | Op::Slice { .. }
             | Op::Pad { .. }
             | Op::Reduce { .. } => 1,
-            Op::Binary(_) | Op::Compare(_) => 2,
+            Op::Binary(_) | Op::Compare(_) | Op::Gather { .. } => 2,
             Op::Select | Op::Clamp => 3,
         }
     }
@@ -440,6 +451,38 @@ pub fn result_type(
             Ok(TensorType {
                 dtype: args[0].dtype,
                 shape: to,
+            })
+        }
+        Op::Gather { axis } => {
+            let (table, index) = (&args[0], &args[1]);
+            if !matches!(index.dtype, DType::I32 | DType::F32 | DType::F64) {
+                return Err(TypeError::UnsupportedDType {
+                    op: name,
+                    dtype: index.dtype,
+                });
+            }
+            let rank = table.shape.rank();
+            let extent = *table
+                .shape
+                .dims()
+                .get(*axis)
+                .ok_or(TypeError::AxisOutOfRange { axis: *axis, rank })?;
+            let (t, i) = (table.shape.dims(), index.shape.dims());
+            let agree = t.len() == i.len()
+                && t.iter()
+                    .zip(i)
+                    .enumerate()
+                    .all(|(d, (a, b))| d == *axis || a == b);
+            if !agree || extent == 0 {
+                return Err(TypeError::Gather {
+                    table: table.shape.clone(),
+                    index: index.shape.clone(),
+                    axis: *axis,
+                });
+            }
+            Ok(TensorType {
+                dtype: table.dtype,
+                shape: index.shape.clone(),
             })
         }
         Op::Reduce {

@@ -106,6 +106,7 @@ fn print_op(node: &Node, f: &mut dyn fmt::Write) -> fmt::Result {
             f.write_str(" low ")?;
             print_dims(f, low)?;
         }
+        Op::Gather { axis } => write!(f, " axis {axis}")?,
         _ => {}
     }
     Ok(())
@@ -290,6 +291,15 @@ fn parse_statement<'a>(cur: &mut Cursor<'a>) -> Result<RawNode<'a>, ParseError> 
             cur.expect_keyword("low")?;
             Op::Pad {
                 low: cur.parse_dims()?,
+            }
+        }
+        "gather" => {
+            args.push(cur.expect_value()?);
+            cur.expect_punct(",")?;
+            args.push(cur.expect_value()?);
+            cur.expect_keyword("axis")?;
+            Op::Gather {
+                axis: cur.expect_usize("an axis")?,
             }
         }
         name => {

@@ -224,6 +224,21 @@ fn eval_node(node: &Node, values: &[Array], mode: Mode) -> Option<Array> {
                 .collect::<Option<Vec<_>>>()?;
             Array::new(out_shape.clone(), ArrayData::from_scalars(out_dtype, results)?).ok()
         }
+        Op::Gather { axis } => {
+            let (table, at) = (args.first()?, args.get(1)?);
+            let strides = table.shape().strides();
+            let extent = *table.shape().dims().get(*axis)?;
+            let mut index = vec![0usize; out_shape.rank()];
+            let results = (0..out_shape.numel())
+                .map(|linear| {
+                    out_shape.unravel(linear, &mut index);
+                    let row = semantics::clamp_index(at.get(linear)?, extent)?;
+                    *index.get_mut(*axis)? = row;
+                    table.get(index.iter().zip(&strides).map(|(i, s)| i * s).sum())
+                })
+                .collect::<Option<Vec<_>>>()?;
+            Array::new(out_shape.clone(), ArrayData::from_scalars(out_dtype, results)?).ok()
+        }
         Op::Reduce {
             op,
             axes,

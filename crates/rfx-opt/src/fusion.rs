@@ -4,7 +4,9 @@
 //! e-graph rewrite. A value is *materialised* (given a buffer) only when it must be: a kernel
 //! output, a reduction result (it is complete only after its kernel), the operand of a
 //! `reshape` or `transpose` of a computed value (both are index maps over a row-major buffer:
-//! a transpose of an input or a stored value is a load with permuted strides), a value
+//! a transpose of an input or a stored value is a load with permuted strides; a reshape that
+//! only inserts or removes axes of one is a frame instead, its operand computed at the point
+//! with those coordinates dropped), a value
 //! needed by more than one kernel (materialised once, never recomputed), or a value of a
 //! quarter or less of its kernel's iteration space whose computation there (one dear op, or a
 //! chain of cheap ones) costs more per point than a load. Every other value is computed inside the kernel of the materialised values
@@ -84,9 +86,14 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
                     .entry(ValueId::new(index))
                     .or_insert(Some(MissReason::Reduction));
             }
+            // A reshape that only inserts or removes axes of one is computed in its consumer's
+            // kernel (a frame); any other needs its operand row-major in a buffer.
             Op::Reshape => {
                 if let Some(&operand) = node.args.first()
                     && is_computed(kernel, operand)
+                    && !kernel
+                        .value_type(operand)
+                        .is_some_and(|t| only_unit_axes_move(&t.shape, &node.ty.shape))
                 {
                     roots.entry(operand).or_insert(Some(MissReason::Reshape));
                 }
@@ -187,6 +194,36 @@ fn transpose_base(kernel: &Kernel, mut value: ValueId) -> ValueId {
         value = operand;
     }
     value
+}
+
+/// Whether reshaping `from` to `to` only inserts or removes axes of one: the other extents are
+/// the same, in the same order, so element `idx` of `to` is `idx` with those axes dropped.
+fn only_unit_axes_move(from: &Shape, to: &Shape) -> bool {
+    from.dims()
+        .iter()
+        .filter(|&&d| d != 1)
+        .eq(to.dims().iter().filter(|&&d| d != 1))
+}
+
+/// The strides over `outer` of a value whose strides over `inner` are `strides`, where `outer`
+/// is `inner` with axes of one inserted or removed (see [`only_unit_axes_move`]): the other
+/// axes keep their strides, an axis of one gets 0.
+fn regrouped(inner: &Shape, strides: &[usize], outer: &Shape) -> Option<Vec<usize>> {
+    let mut kept = inner
+        .dims()
+        .iter()
+        .zip(strides)
+        .filter(|(d, _)| **d != 1)
+        .map(|(d, s)| (*d, *s));
+    let out = outer
+        .dims()
+        .iter()
+        .map(|&d| match d {
+            1 => Some(0),
+            _ => kept.next().filter(|&(e, _)| e == d).map(|(_, s)| s),
+        })
+        .collect::<Option<Vec<_>>>()?;
+    kept.next().is_none().then_some(out)
 }
 
 /// Reads a value of `shape`, whose element `idx` sits at `sum(idx[i] * strides[i])`, at every
@@ -636,9 +673,12 @@ struct Frame {
     /// The pad's or slice's shape.
     outer: Shape,
     shift: Vec<i64>,
-    /// Every point of the frame is a point of the operand (a slice): reads stay inside their
-    /// buffers, at offsets that are never negative.
+    /// Every point of the frame is a point of the operand (a slice, a reshape): reads stay
+    /// inside their buffers, at offsets that are never negative.
     exact: bool,
+    /// A reshape that inserts or removes axes of one (`shift` is unused): the operand's
+    /// element is the frame's point with those axes dropped or added.
+    regroup: bool,
 }
 
 impl KernelEmitter<'_, '_> {
@@ -682,6 +722,10 @@ impl KernelEmitter<'_, '_> {
         let mut strides = layout.strides.to_vec();
         for frame in self.frames.iter().rev() {
             strides = strides_in_domain(&shape, &strides, &frame.inner).ok_or(OptError::InvalidValue(at))?;
+            if frame.regroup {
+                strides =
+                    regrouped(&frame.inner, &strides, &frame.outer).ok_or(OptError::InvalidValue(at))?;
+            }
             for (&shift, &stride) in frame.shift.iter().zip(&strides) {
                 let step = i64::try_from(stride).ok().and_then(|s| s.checked_mul(shift));
                 offset = step.and_then(|n| offset.checked_sub(n)).ok_or_else(range)?;
@@ -1115,6 +1159,7 @@ impl KernelEmitter<'_, '_> {
                 outer: ty.shape.clone(),
                 shift,
                 exact: false,
+                regroup: false,
             },
             operand,
         )?;
@@ -1147,6 +1192,7 @@ impl KernelEmitter<'_, '_> {
                 outer: node.ty.shape.clone(),
                 shift,
                 exact: true,
+                regroup: false,
             },
             operand,
         )
@@ -1243,6 +1289,18 @@ impl KernelEmitter<'_, '_> {
                     .ok_or(OptError::InvalidValue(source))?;
                 if let Op::Const(value) = src_node.op {
                     self.push(MirOp::Const(value), Vec::new(), dtype)
+                } else if !self.input_buf.contains_key(&source) && !self.plan.roots.contains_key(&source) {
+                    // Only axes of one move (fusion stores the operand of any other reshape):
+                    // the operand computed at this point with them dropped or added.
+                    let inner = src_node.ty.shape.clone();
+                    let frame = Frame {
+                        shift: Vec::new(),
+                        inner,
+                        outer: node.ty.shape.clone(),
+                        exact: true,
+                        regroup: true,
+                    };
+                    self.in_frame(frame, source)?
                 } else {
                     let buf = self.stored_buf(source)?;
                     self.load(buf, &node.ty.shape, dtype, v)?

@@ -27,22 +27,25 @@ fn schedule(v: Tensor, table: Tensor) -> Tensor {
     lo + t * (hi - lo)
 }
 
-/// The same in Rust.
-fn schedule_rust<T: Copy + Into<f64> + From<f32>>(v: &[T], table: &[T], out: &mut [T], from: fn(f64) -> T) {
+/// The same in Rust, as one would write it (`pos as usize` truncates a position that is never
+/// negative; `floor` would be a libm call for the default x86-64 target).
+fn schedule_rust<T: Copy + Into<f64>>(v: &[T], table: &[T], out: &mut [T], from: fn(f64) -> T) {
     for (o, &v) in out.iter_mut().zip(v) {
         let pos = (v.into() * 2.5).clamp(0.0, 14.999);
-        let i = pos.floor();
-        let (lo, hi) = (table[i as usize].into(), table[i as usize + 1].into());
-        *o = from(lo + (pos - i) * (hi - lo));
+        let i = pos as usize;
+        let (lo, hi) = (table[i].into(), table[i + 1].into());
+        *o = from(lo + (pos - i as f64) * (hi - lo));
     }
 }
 
-fn run<T: rfx::Element + Default + Copy + Into<f64> + From<f32>>(
+fn run<T: rfx::Element + Default + Copy + Into<f64>>(
     n: usize,
     from: fn(f64) -> T,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let f = rfx::jit(schedule);
-    let v: Vec<T> = (0..n).map(|k| from(3.0 + 3.2 * (k as f64 * 0.37).sin())).collect();
+    let v: Vec<T> = (0..n)
+        .map(|k| from(3.0 + 3.2 * (k as f64 * 0.37).sin()))
+        .collect();
     let table: Vec<T> = (0..16).map(|k| from(1.0 + (k as f64 * 0.7).sin())).collect();
     let types = [TensorType::new(T::DTYPE, [n]), TensorType::new(T::DTYPE, [16])];
     let mut bound = f.bind(&types)?;
@@ -54,7 +57,9 @@ fn run<T: rfx::Element + Default + Copy + Into<f64> + From<f32>>(
     // Alternately, so that both see the same machine.
     for _ in 0..3 {
         rfx_ns += median_ns(calls, || {
-            bound.run_slices([&v[..], &table[..]], [&mut out[..]]).expect("run");
+            bound
+                .run_slices([&v[..], &table[..]], [&mut out[..]])
+                .expect("run");
         });
         rust_ns += median_ns(calls, || {
             schedule_rust(black_box(&v), black_box(&table), black_box(&mut rust), from);
@@ -82,7 +87,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for n in [16, 4096] {
         let v: Vec<f64> = (0..n).map(|k| 3.0 + 3.2 * (k as f64 * 0.37).sin()).collect();
         let table: Vec<f64> = (0..16).map(|k| 1.0 + (k as f64 * 0.7).sin()).collect();
-        let types = [TensorType::new(DType::F64, [n]), TensorType::new(DType::F64, [16])];
+        let types = [
+            TensorType::new(DType::F64, [n]),
+            TensorType::new(DType::F64, [16]),
+        ];
         let mut bound = g.bind(&types)?;
         let mut grad = vec![0.0f64; 16];
         let mut rust = vec![0.0f64; 16];
@@ -91,16 +99,19 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (mut rfx_ns, mut rust_ns) = (0.0, 0.0);
         for _ in 0..3 {
             rfx_ns += median_ns(calls, || {
-                bound.run_slices([&v[..], &table[..]], [&mut grad[..]]).expect("run");
+                bound
+                    .run_slices([&v[..], &table[..]], [&mut grad[..]])
+                    .expect("run");
             });
             rust_ns += median_ns(calls, || {
                 let (v, rust) = (black_box(&v), black_box(&mut rust));
                 rust.fill(0.0);
                 for &v in v {
                     let pos = (v * 2.5).clamp(0.0, 14.999);
-                    let i = pos.floor();
-                    rust[i as usize] += 1.0 - (pos - i);
-                    rust[i as usize + 1] += pos - i;
+                    let i = pos as usize;
+                    let t = pos - i as f64;
+                    rust[i] += 1.0 - t;
+                    rust[i + 1] += t;
                 }
             });
         }

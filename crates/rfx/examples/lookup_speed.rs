@@ -92,8 +92,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             TensorType::new(DType::F64, [16]),
         ];
         let mut bound = g.bind(&types)?;
-        let mut grad = vec![0.0f64; 16];
-        let mut rust = vec![0.0f64; 16];
+        let mut grad = [0.0f64; 16];
+        let mut rust = [0.0f64; 16];
         let calls = if n > 1000 { 10 } else { 1000 };
         let kernels = g.executable(&types)?.mir().kernels().len();
         let (mut rfx_ns, mut rust_ns) = (0.0, 0.0);

@@ -30,6 +30,7 @@
 //! | [`low_pass`]`()` | `x, y_prev, alpha` | `y` |
 //! | [`complementary`]`()` | `angle, gyro, accel_y, accel_z, alpha, dt` | `angle` |
 //! | [`moving_average`]`()` | `window` `[N, K]` | `mean` `[N]` |
+//! | [`gain_schedule`]`(x0, dx)` | `x`, `table` `[K]` | `gain` (linear interpolation in `table`) |
 //! | [`kalman_predict`]`(dt, accel_var)` | `pos, vel, p00, p01, p11` | `pos, vel, p00, p01, p11` |
 //! | [`kalman_update`]`(meas_var)` | `pos, vel, p00, p01, p11, z` | `pos, vel, p00, p01, p11` |
 //! | [`quat_mul`]`()` | `aw, ax, ay, az, bw, bx, by, bz` | `w, x, y, z` |
@@ -78,6 +79,7 @@ mod filter;
 mod kalman;
 mod pid;
 mod quat;
+mod schedule;
 
 pub use arm::{
     DhParam, UR5, fk_dh6, fk_dh6_jacobian, fk_dh6_jacobian_outputs, fk_planar2, fk_planar2_jacobian,
@@ -91,6 +93,7 @@ pub use quat::{
     NORM_EPS, SLERP_LERP_THRESHOLD, quat_conj, quat_from_axis_angle, quat_mul, quat_normalize, quat_rotate,
     quat_slerp, quat_to_rotmat, rotmat_to_quat,
 };
+pub use schedule::gain_schedule;
 
 /// What every constructor returns: a jit of a [`ControlKernel`].
 pub type ControlJit = rfx::Jit<ControlKernel>;

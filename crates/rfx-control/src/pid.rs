@@ -6,7 +6,8 @@ use crate::build::{ControlKernel, func};
 
 /// The constants of a [`pid`] kernel. They are compiled into the kernel: changing one means
 /// building a new kernel (a compile of well under a millisecond to a few milliseconds), so they
-/// suit fixed gains, not gain scheduling.
+/// suit fixed gains. Gains that change with the operating point are inputs of a kernel of your
+/// own, computed for instance by [`crate::gain_schedule`].
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PidConfig {
     /// Proportional gain.

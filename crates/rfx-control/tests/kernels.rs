@@ -231,6 +231,41 @@ fn moving_average_over_axis_1() {
     }
 }
 
+#[test]
+fn gain_schedule_interpolates_and_holds_the_ends() {
+    let (x0, dx) = (-0.5, 0.25);
+    let jit = gain_schedule(x0, dx);
+    let mut rng = StdRng::seed_from_u64(9);
+    for k in [1, 2, 9] {
+        // Operating points from below the first knot to past the last, the knots themselves,
+        // and a NaN.
+        let mut x = uniform(&mut rng, N, x0 - 2.0 * dx, x0 + (k as f64 + 1.0) * dx);
+        for j in 0..k {
+            x[j] = x0 + j as f64 * dx;
+        }
+        x[N - 1] = f64::NAN;
+        let table = uniform(&mut rng, k, -3.0, 3.0);
+        let inputs = [vec1(x), vec1(table)];
+        each_dtype(1e-13, 1e-6, |dtype, tol| {
+            let inputs = round(&inputs, dtype);
+            let got = run(&jit, &inputs, dtype);
+            let table = &inputs[1].1;
+            let want: Vec<f64> = inputs[0]
+                .1
+                .iter()
+                .map(|&x| r::gain_schedule(x, x0, dx, table))
+                .collect();
+            assert!(got[0][N - 1].is_nan(), "k={k} {dtype}: a NaN point");
+            check(
+                &format!("gain_schedule k={k} {dtype}"),
+                &got[0][..N - 1],
+                &want[..N - 1],
+                tol,
+            );
+        });
+    }
+}
+
 fn random_covariance(rng: &mut StdRng) -> [Vec<f64>; 3] {
     let p00 = uniform(rng, N, 0.1, 2.0);
     let p11 = uniform(rng, N, 0.1, 2.0);

@@ -44,6 +44,25 @@ pub(crate) fn moving_average(window: &[f64]) -> f64 {
     window.iter().sum::<f64>() / window.len() as f64
 }
 
+/// The gain at `x` of a schedule whose knots are `x0 + j·dx`: the end values outside them, else
+/// the segment holding `x` found by walking the knots, interpolated by distance.
+pub(crate) fn gain_schedule(x: f64, x0: f64, dx: f64, table: &[f64]) -> f64 {
+    let knot = |j: usize| x0 + j as f64 * dx;
+    let last = table.len() - 1;
+    if x.is_nan() {
+        return f64::NAN;
+    }
+    if x <= x0 || last == 0 {
+        return table[0];
+    }
+    if x >= knot(last) {
+        return table[last];
+    }
+    let j = (0..last).rev().find(|&j| knot(j) <= x).unwrap_or(0);
+    let w = (x - knot(j)) / dx;
+    (1.0 - w) * table[j] + w * table[j + 1]
+}
+
 /// Kalman state: `[pos, vel]`, covariance 2×2.
 pub(crate) type Mat2 = [[f64; 2]; 2];
 

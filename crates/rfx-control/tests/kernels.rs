@@ -240,8 +240,8 @@ fn gain_schedule_interpolates_and_holds_the_ends() {
         // Operating points from below the first knot to past the last, the knots themselves,
         // and a NaN.
         let mut x = uniform(&mut rng, N, x0 - 2.0 * dx, x0 + (k as f64 + 1.0) * dx);
-        for j in 0..k {
-            x[j] = x0 + j as f64 * dx;
+        for (j, x) in x.iter_mut().take(k).enumerate() {
+            *x = x0 + j as f64 * dx;
         }
         x[N - 1] = f64::NAN;
         let table = uniform(&mut rng, k, -3.0, 3.0);

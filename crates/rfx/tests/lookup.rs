@@ -3,16 +3,14 @@
 //! hand-computed values; their gradients against closed forms and a hand-written scatter-add;
 //! a batched map; and the typed errors of bad lookups.
 
-use rfx::{All, Array, DType, JitError, Tensor, TensorType, TraceError};
+mod common;
+
+use common::{f64s, type_error};
+use rfx::{All, Array, DType, Tensor, TensorType};
 use rfx_ir::TypeError;
-use rfx_ir::hir::BuildError;
 
 fn f32s(a: &Array) -> &[f32] {
     a.as_slice::<f32>().expect("an f32 array")
-}
-
-fn f64s(a: &Array) -> &[f64] {
-    a.as_slice::<f64>().expect("an f64 array")
 }
 
 /// A gain scheduled on speed: linear interpolation in a table of 16 gains at speeds 0, 0.4,
@@ -114,16 +112,6 @@ fn take_picks_rows_and_take_along_axis_picks_per_element() {
             .call((&table, &Array::from_vec([2], pick).expect("pick")))
             .expect("single");
         assert_eq!(&f64s(&out[0])[6 * b..6 * b + 6], f64s(&single[0]), "example {b}");
-    }
-}
-
-fn type_error(e: JitError) -> TypeError {
-    match e {
-        JitError::Trace(TraceError::Build {
-            source: BuildError::Type { source, .. },
-            ..
-        }) => source,
-        other => panic!("expected a typing error, got {other:?}"),
     }
 }
 

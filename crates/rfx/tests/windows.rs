@@ -2,13 +2,11 @@
 //! state vector taken apart inside one kernel, against hand-computed values; their gradients
 //! against closed forms; a batched map over them; and the typed errors of bad windows.
 
-use rfx::{All, Array, JitError, Tensor, TraceError};
-use rfx_ir::TypeError;
-use rfx_ir::hir::BuildError;
+mod common;
 
-fn f64s(a: &Array) -> &[f64] {
-    a.as_slice::<f64>().expect("an f64 array")
-}
+use common::{f64s, type_error};
+use rfx::{All, Array, Tensor};
+use rfx_ir::TypeError;
 
 /// A two-link planar arm with state `[θ1, θ2, ω1, ω2]`: the tip position and the kinetic-like
 /// cost `½|ω|² + tip_y`, all read from the one state input.
@@ -92,17 +90,6 @@ fn concat_and_pad_keep_every_bit_of_their_parts() {
     let b = Array::from_vec([2, 2], vec![3.0f64, 4.0, 5.0, 6.0]).expect("array");
     let out = g.call((&a, &b)).expect("call");
     assert_eq!(f64s(&out[0]), &[1.0, 3.0, 4.0, 2.0, 5.0, 6.0]);
-}
-
-/// The typing rule a failed trace broke.
-fn type_error(err: JitError) -> TypeError {
-    match err {
-        JitError::Trace(TraceError::Build {
-            source: BuildError::Type { source, .. },
-            ..
-        }) => source,
-        other => panic!("expected a typing error, got {other:?}"),
-    }
 }
 
 #[test]

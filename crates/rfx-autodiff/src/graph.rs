@@ -177,20 +177,6 @@ impl Emitter {
                 | Op::Slice { .. }
                 | Op::Pad { .. }
                 | Op::Iota { .. } => Some(node.ty.clone()),
-                Op::Gather { axis } => {
-                    map[index] = Some(
-                        em.gather(
-                            args.first()
-                                .copied()
-                                .ok_or(rfx_ir::hir::BuildError::UnknownValue(ValueId::new(index)))?,
-                            args.get(1)
-                                .copied()
-                                .ok_or(rfx_ir::hir::BuildError::UnknownValue(ValueId::new(index)))?,
-                            axis,
-                        )?,
-                    );
-                    continue;
-                }
                 _ => None,
             };
             map[index] = Some(em.node(node.op.clone(), &args, target)?);
@@ -236,6 +222,16 @@ impl Emitter {
                         source,
                     })?
                     .shape;
+                return self.node(Op::Const(value), &[], Some(TensorType::new(value.dtype(), shape)));
+            }
+            // A lookup in a splat is the splat, of the index's shape.
+            (Op::Gather { .. }, _) if self.constants.contains_key(&first()?) => {
+                let value = self.constants[&first()?];
+                let index = args
+                    .get(1)
+                    .copied()
+                    .ok_or(rfx_ir::hir::BuildError::UnknownValue(ValueId::new(0)))?;
+                let shape = self.b.value_type(index)?.shape.clone();
                 return self.node(Op::Const(value), &[], Some(TensorType::new(value.dtype(), shape)));
             }
             // A window of a splat is a splat; zeros around a splat of zero are that splat.
@@ -446,10 +442,6 @@ impl Emitter {
 
     /// `table` read along `axis` at `index` (a splat table gives the splat).
     pub(crate) fn gather(&mut self, table: ValueId, index: ValueId, axis: usize) -> Result<ValueId, AdError> {
-        if let Some(&value) = self.constants.get(&table) {
-            let shape = self.shape(index)?;
-            return self.node(Op::Const(value), &[], Some(TensorType::new(value.dtype(), shape)));
-        }
         self.node(Op::Gather { axis }, &[table, index], None)
     }
 

@@ -345,13 +345,13 @@ fn random_op(
             let axis = rng.below(rank);
             let mut dims = xt.shape.dims().to_vec();
             dims[axis] = 1 + rng.below(config.max_dim.max(1));
+            let shape = Shape::new(dims.clone());
             let numeric: Vec<ValueId> = values
                 .iter()
                 .copied()
                 .filter(|&v| {
-                    b.value_type(v).is_ok_and(|t| {
-                        t.dtype != DType::Bool && t.shape.broadcasts_to(&Shape::new(dims.clone()))
-                    })
+                    b.value_type(v)
+                        .is_ok_and(|t| t.dtype != DType::Bool && t.shape.broadcasts_to(&shape))
                 })
                 .collect();
             let index = match rng.pick(&numeric) {

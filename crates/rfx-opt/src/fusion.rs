@@ -105,10 +105,7 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
             Op::Gather { .. } => {
                 if let Some(&table) = node.args.first() {
                     let base = transpose_base(kernel, table);
-                    if kernel
-                        .node(base)
-                        .is_some_and(|n| !matches!(n.op, Op::Input { .. } | Op::Const(_) | Op::Literal(_)))
-                    {
+                    if is_computed(kernel, base) {
                         roots.entry(base).or_insert(Some(MissReason::Gather));
                     }
                 }

@@ -556,23 +556,17 @@ impl Tensor {
         Tensor::record("take", &[self.into(), index.into()], move |b, ids| {
             let dims = b.value_type(ids[0])?.shape.dims().to_vec();
             let n = axis_extent("take", &dims, axis)?;
-            let picks = b.value_type(ids[1])?.shape.dims().to_vec();
+            let given = b.value_type(ids[1])?.shape.dims().to_vec();
+            // A scalar index is one entry, its axis removed from the result at the end.
+            let picks = if given.is_empty() { vec![1] } else { given.clone() };
             let (before, after) = (&dims[..axis], &dims[axis + 1..]);
             // The result's shape, and the index's extents laid into it.
             let out: Vec<usize> = [before, &picks, after].concat();
             let mut placed = vec![1; axis];
             placed.extend_from_slice(&picks);
             placed.resize(out.len(), 1);
-            let Some(rest) = picks.get(1..) else {
-                // One entry: a lookup along an axis of one, then that axis removed.
-                let mut one = dims.clone();
-                one[axis] = 1;
-                let index = b.reshape(ids[1], vec![1; dims.len()])?;
-                let index = b.broadcast_to(index, one)?;
-                let g = b.gather(ids[0], index, axis)?;
-                return b.reshape(g, out);
-            };
             // The table's rows repeat along the index's axes after its first.
+            let rest = &picks[1..];
             let mut table: Vec<usize> = before.to_vec();
             table.push(n);
             table.extend(std::iter::repeat_n(1, rest.len()));
@@ -581,13 +575,14 @@ impl Tensor {
             spread.push(n);
             spread.extend_from_slice(rest);
             spread.extend_from_slice(after);
-            // Reshapes and broadcasts only where they change a shape: a reshape of a computed
-            // index is stored before the lookup reads it (a one-axis table needs none).
+            // Reshapes and broadcasts only where they change a shape (a one-axis table by a
+            // one-axis index needs none).
             let t = reshaped(b, ids[0], &table)?;
             let t = broadcast(b, t, &spread)?;
             let index = reshaped(b, ids[1], &placed)?;
             let index = broadcast(b, index, &out)?;
-            b.gather(t, index, axis)
+            let g = b.gather(t, index, axis)?;
+            reshaped(b, g, &[before, &given, after].concat())
         })
     }
 

@@ -31,6 +31,7 @@
 //! | [`complementary`]`()` | `angle, gyro, accel_y, accel_z, alpha, dt` | `angle` |
 //! | [`moving_average`]`()` | `window` `[N, K]` | `mean` `[N]` |
 //! | [`gain_schedule`]`(x0, dx)` | `x`, `table` `[K]` | `gain` (linear interpolation in `table`) |
+//! | [`path_tracking`]`()` | `x, y, heading`, `path_x, path_y` `[M]` | `segment` (`i32`), `cross_track`, `heading_error` (to the nearest point of the path) |
 //! | [`kalman_predict`]`(dt, accel_var)` | `pos, vel, p00, p01, p11` | `pos, vel, p00, p01, p11` |
 //! | [`kalman_update`]`(meas_var)` | `pos, vel, p00, p01, p11, z` | `pos, vel, p00, p01, p11` |
 //! | [`quat_mul`]`()` | `aw, ax, ay, az, bw, bx, by, bz` | `w, x, y, z` |
@@ -77,6 +78,7 @@ mod build;
 mod cost;
 mod filter;
 mod kalman;
+mod path;
 mod pid;
 mod quat;
 mod schedule;
@@ -88,6 +90,7 @@ pub use build::ControlKernel;
 pub use cost::{tracking_cost, tracking_cost_grad};
 pub use filter::{complementary, low_pass, low_pass_alpha, moving_average};
 pub use kalman::{kalman_predict, kalman_update};
+pub use path::path_tracking;
 pub use pid::{PidConfig, pid};
 pub use quat::{
     NORM_EPS, SLERP_LERP_THRESHOLD, quat_conj, quat_from_axis_angle, quat_mul, quat_normalize, quat_rotate,

@@ -710,3 +710,105 @@ fn tracking_cost_and_gradient() {
         check(&format!("tracking_cost_grad grad_u {dtype}"), &got[2], &gu, tol);
     });
 }
+
+/// `a - b` as an angle, brought into `[-π, π]` (so `π` and `-π` are 0 apart).
+fn angle_diff(a: f64, b: f64) -> f64 {
+    use std::f64::consts::PI;
+    (a - b + PI).rem_euclid(2.0 * PI) - PI
+}
+
+#[test]
+fn path_tracking_finds_the_nearest_segment_and_its_errors() {
+    // A winding path of 10 waypoints with a repeated one (a segment of length zero), and
+    // vehicles around it, on its waypoints and on a segment's midpoint.
+    let mut rng = StdRng::seed_from_u64(23);
+    let mut path: Vec<[f64; 2]> = (0..9)
+        .map(|k| {
+            let s = k as f64 * 0.9;
+            [s + 0.3 * (1.7 * s).sin(), 1.2 * (0.8 * s).sin()]
+        })
+        .collect();
+    path.insert(4, path[4]);
+    let m = path.len();
+    let mut x = uniform(&mut rng, N, -1.5, 9.0);
+    let mut y = uniform(&mut rng, N, -2.5, 2.5);
+    let heading = uniform(&mut rng, N, -4.0, 4.0);
+    for (k, p) in path.iter().enumerate() {
+        x[k] = p[0];
+        y[k] = p[1];
+    }
+    x[m] = 0.5 * (path[1][0] + path[2][0]);
+    y[m] = 0.5 * (path[1][1] + path[2][1]);
+    let px: Vec<f64> = path.iter().map(|p| p[0]).collect();
+    let py: Vec<f64> = path.iter().map(|p| p[1]).collect();
+    let inputs = [vec1(x), vec1(y), vec1(heading), vec1(px), vec1(py)];
+    let jit = path_tracking();
+    assert_eq!(
+        jit.func().output_names(),
+        ["segment", "cross_track", "heading_error"]
+    );
+    each_dtype(1e-12, 2e-5, |dtype, tol| {
+        let inputs = round(&inputs, dtype);
+        let arrays: Vec<Array> = inputs
+            .iter()
+            .map(|(shape, v)| match dtype {
+                DType::F32 => rfx::array(shape.clone(), v.iter().map(|&x| x as f32).collect()),
+                _ => rfx::array(shape.clone(), v.clone()),
+            })
+            .collect::<Result<_, _>>()
+            .expect("arrays");
+        let out = jit.call(&arrays[..]).expect("path_tracking");
+        let segment = out[0].as_slice::<i32>().expect("an i32 segment");
+        let (cross, turn) = (out[1].to_f64_vec(), out[2].to_f64_vec());
+        let (path_x, path_y) = (&inputs[3].1, &inputs[4].1);
+        let mut agree = 0;
+        for i in 0..N {
+            let [x, y, heading] = [0, 1, 2].map(|k| inputs[k].1[i]);
+            let seen: Vec<(f64, f64, f64)> = (0..m - 1)
+                .map(|j| {
+                    let (a, b) = ([path_x[j], path_y[j]], [path_x[j + 1], path_y[j + 1]]);
+                    r::path_segment(x, y, heading, a, b)
+                })
+                .collect();
+            let best = (0..m - 1).fold(0, |b, j| if seen[j].0 < seen[b].0 { j } else { b });
+            // Segments as near as the best up to rounding (a vehicle beside a shared
+            // waypoint is as near to both its segments) may be chosen instead.
+            let j = usize::try_from(segment[i]).expect("a segment index");
+            assert!(j < m - 1, "{dtype} vehicle {i}: segment {j}");
+            let slack = 1e3 * tol * (1.0 + seen[best].0);
+            assert!(
+                seen[j].0 <= seen[best].0 + slack,
+                "{dtype} vehicle {i}: segment {j} at {} against {best} at {}",
+                seen[j].0,
+                seen[best].0
+            );
+            agree += usize::from(j == best);
+            let (_, signed, wrapped) = seen[j];
+            // On the path the sign is a rounding's choice.
+            if signed.abs() > 1e3 * tol {
+                check(&format!("cross_track {dtype}[{i}]"), &[cross[i]], &[signed], tol);
+            } else {
+                assert!(cross[i].abs() <= 2e3 * tol, "{dtype} vehicle {i}: {}", cross[i]);
+            }
+            let off = angle_diff(turn[i], wrapped);
+            assert!(
+                off.abs() <= tol * 10.0,
+                "heading_error {dtype}[{i}]: {} against {wrapped}",
+                turn[i]
+            );
+            assert!(turn[i].abs() <= std::f64::consts::PI + tol);
+        }
+        assert!(
+            agree >= N - 10,
+            "{dtype}: only {agree} of {N} vehicles on the reference's segment"
+        );
+    });
+
+    // Fewer than two waypoints: no segment to be near.
+    let one = rfx::array(vec![1], vec![0.0f64]).expect("one waypoint");
+    let pose = rfx::array(vec![2], vec![0.5f64, 1.0]).expect("pose");
+    let err = jit
+        .call(&[pose.clone(), pose.clone(), pose, one.clone(), one][..])
+        .expect_err("a path of one waypoint");
+    assert!(err.to_string().contains("empty axis"), "{err}");
+}

@@ -125,6 +125,15 @@ pub enum TypeError {
         /// The axis the index selects along.
         axis: usize,
     },
+    /// The index of an element along an axis with no elements (the tracing API's `argmin` and
+    /// `argmax`): there is none to give.
+    #[error("no element to point at along the empty axis {axis} of {shape}")]
+    EmptyAxis {
+        /// The operand's shape.
+        shape: Shape,
+        /// The empty axis.
+        axis: usize,
+    },
     /// An `iota` longer than its dtype counts exactly.
     #[error("`iota` of extent {extent} does not count exactly in {dtype}")]
     IotaExtent {

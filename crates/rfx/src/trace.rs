@@ -666,6 +666,81 @@ impl Tensor {
         self.reduce(ReduceOp::Min, axes, false)
     }
 
+    /// The index of the smallest element along `axis`, that axis removed (NumPy's `argmin`):
+    /// the first of equal minima (`-0.0` equals `0.0`), and the first NaN where there is one.
+    /// The result is `i32`, ready for [`Tensor::take`]: `path.take(d.argmin(1), 0)` is the
+    /// nearest waypoint of each row of distances. A `bool` operand counts `false` below
+    /// `true`; an empty axis is a typed error ([`rfx_ir::TypeError::EmptyAxis`]). Computed as
+    /// a reduction, a comparison with it and a reduction of the matching indices (two loop
+    /// nests); no gradient flows through an index.
+    pub fn argmin(self, axis: usize) -> Tensor {
+        self.arg_extremum("argmin", ReduceOp::Min, axis)
+    }
+
+    /// The index of the largest element along `axis`, that axis removed (NumPy's `argmax`):
+    /// the first of equal maxima and the first NaN where there is one, as [`Tensor::argmin`].
+    pub fn argmax(self, axis: usize) -> Tensor {
+        self.arg_extremum("argmax", ReduceOp::Max, axis)
+    }
+
+    fn arg_extremum(self, name: &'static str, op: ReduceOp, axis: usize) -> Tensor {
+        Tensor::record(name, &[self.into()], move |b, ids| {
+            let ty = b.value_type(ids[0])?.clone();
+            let dims = ty.shape.dims();
+            let n = axis_extent(name, dims, axis)?;
+            if n == 0 {
+                return Err(BuildError::Type {
+                    op: name,
+                    source: rfx_ir::TypeError::EmptyAxis {
+                        shape: ty.shape.clone(),
+                        axis,
+                    },
+                });
+            }
+            let x = if ty.dtype == DType::Bool {
+                b.cast(ids[0], DType::I32)?
+            } else {
+                ids[0]
+            };
+            // The extremum as `min_over`/`max_over` give it (so one the caller also takes is
+            // computed once), its axis put back as one.
+            let best = b.reduce(op, x, &[axis], false)?;
+            let mut kept = dims.to_vec();
+            kept[axis] = 1;
+            let best = b.reshape(best, kept)?;
+            let best = b.broadcast_to(best, ty.shape.clone())?;
+            // The extremum is one of the row's elements, so some element equals it, unless it
+            // is NaN (min and max propagate NaN), and then the NaNs are the hits.
+            let mut hit = b.compare(CmpOp::Eq, x, best)?;
+            if ty.dtype.is_float() {
+                let nan = b.compare(CmpOp::Ne, x, x)?;
+                hit = b.binary(BinaryOp::Or, hit, nan)?;
+            }
+            // Positions are counted in the operand's float dtype where it holds them exactly,
+            // so the loop over the rows has one lane width (on the CPU a loop that mixes `i32`
+            // with `f64` runs one element at a time); the index is made `i32` once per row.
+            let count = if ty.dtype.is_float() && n <= rfx_ir::semantics::max_exact_index(ty.dtype) {
+                ty.dtype
+            } else {
+                DType::I32
+            };
+            let at = b.iota(count, ty.shape.clone(), axis)?;
+            // `n` is never taken: every row has a hit. It only keeps misses out of the minimum.
+            let past = match count {
+                DType::I32 => Scalar::I32(i32::try_from(n).unwrap_or(i32::MAX)),
+                dtype => Scalar::from_f64(dtype, n as f64),
+            };
+            let past = b.constant(past, ty.shape.clone());
+            let picked = b.select(hit, at, past)?;
+            let index = b.reduce(ReduceOp::Min, picked, &[axis], false)?;
+            if count == DType::I32 {
+                Ok(index)
+            } else {
+                b.cast(index, DType::I32)
+            }
+        })
+    }
+
     /// Sum of every element (a scalar).
     pub fn sum_all(self) -> Tensor {
         self.sum(All)

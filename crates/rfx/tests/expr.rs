@@ -120,6 +120,76 @@ fn functions_of_every_family() {
 }
 
 #[test]
+fn indices_and_lookups() {
+    // Ties (the first wins), a NaN (it wins), negative axes, the flattened form.
+    let x = Array::from_vec(
+        vec![3, 4],
+        vec![
+            2.0f32,
+            -1.0,
+            5.0,
+            -1.0,
+            f32::NAN,
+            0.0,
+            7.0,
+            7.0,
+            3.0,
+            3.0,
+            -0.0,
+            0.0,
+        ],
+    )
+    .expect("x");
+    let cases: [(&str, &[usize], &[i32]); 7] = [
+        ("argmin(x, 1)", &[3], &[1, 0, 2]),
+        ("argmax(x, axis=-1)", &[3], &[2, 0, 0]),
+        ("argmin(x, 0)", &[4], &[1, 0, 2, 0]),
+        ("argmax(x, 0)", &[4], &[1, 2, 1, 1]),
+        ("argmax(x)", &[], &[4]),
+        ("argmin(where(x != x, 0, x))", &[], &[1]),
+        ("argmax(x > 2.5, 1)", &[3], &[2, 2, 0]),
+    ];
+    for (src, dims, want) in cases {
+        let out = run(src, "x: f32[3,4]", std::slice::from_ref(&x));
+        assert_eq!(out[0].shape().dims(), dims, "{src}");
+        assert_eq!(out[0].as_slice::<i32>(), Some(want), "{src}");
+    }
+    // A gain picked by an operating point (clamped at both ends of the table), the rows of a
+    // waypoint table by their index, and one column per row.
+    let gains = Array::from_slice(&[0.5f64, 0.75, 1.25, 2.0]);
+    let speed = Array::from_slice(&[-3.0f64, 0.2, 1.9, 2.5, 40.0]);
+    let out = run("take(g, floor(v))", "g: f64[4], v: f64[5]", &[gains, speed]);
+    assert_eq!(out[0].as_slice::<f64>(), Some(&[0.5, 0.5, 0.75, 1.25, 2.0][..]));
+    let table = Array::from_vec(vec![3, 2], vec![1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0]).expect("t");
+    let pick = Array::from_slice(&[2i32, 0]);
+    let out = run(
+        "take(t, i, 0) * 10",
+        "t: f64[3,2], i: i32[2]",
+        &[table.clone(), pick.clone()],
+    );
+    assert_eq!(out[0].shape().dims(), [2, 2]);
+    assert_eq!(out[0].as_slice::<f64>(), Some(&[50.0, 60.0, 10.0, 20.0][..]));
+    let out = run("take(t, i)", "t: f64[3,2], i: i32[2]", &[table.clone(), pick]);
+    assert_eq!(out[0].as_slice::<f64>(), Some(&[3.0, 1.0][..]));
+    let column = Array::from_vec(vec![3, 1], vec![1i32, 0, 1]).expect("column");
+    let out = run(
+        "take_along_axis(t, c, axis=1)",
+        "t: f64[3,2], c: i32[3,1]",
+        &[table, column],
+    );
+    assert_eq!(out[0].as_slice::<f64>(), Some(&[2.0, 3.0, 6.0][..]));
+    // The nearest of four waypoints to each of two points, found and read in one expression.
+    let path = Array::from_vec(vec![4, 2], vec![0.0f32, 0.0, 1.0, 0.5, 2.0, 0.0, 3.0, -1.0]).expect("path");
+    let p = Array::from_vec(vec![2, 1, 2], vec![2.2f32, 0.3, 0.8, 0.9]).expect("p");
+    let out = run(
+        "d = p - reshape(path, [1, 4, 2]); take(path, argmin(sum(d * d, 2), 1), 0)",
+        "p: f32[2,1,2], path: f32[4,2]",
+        &[p, path],
+    );
+    assert_eq!(out[0].as_slice::<f32>(), Some(&[2.0f32, 0.0, 1.0, 0.5][..]));
+}
+
+#[test]
 fn statements_and_named_outputs() {
     let sig = sig("x: f64[3], y: f64[3]");
     let kernel = compile("a = x * 2\nb = a + y; c = b * b", &sig).expect("compile");
@@ -162,6 +232,23 @@ fn errors_have_columns_and_carets() {
         ("x = 1", 1, 1, "is an input"),
         ("cast(x, 2)", 1, 9, "expected a dtype"),
         ("sin(cast(x, i32))", 1, 1, "does not accept i32"),
+        ("argmin(x, 1)", 1, 11, "axis 1 is out of range for rank 1"),
+        (
+            "argmax(x, 0, 1)",
+            1,
+            1,
+            "`argmax` takes 1 argument(s) and an optional axis",
+        ),
+        ("take(x)", 1, 1, "`take` takes 2 argument(s)"),
+        ("take(x, y, mode=1)", 1, 17, "no argument `mode`"),
+        ("take_along_axis(x, y)", 1, 1, "an index and an axis"),
+        (
+            "take_along_axis(x, reshape(y, [2, 1]), 0)",
+            1,
+            1,
+            "`gather` along axis 0",
+        ),
+        ("argmin(x, 0.5)", 1, 11, "`axis` must be an integer"),
     ];
     for (src, line, col, needle) in cases {
         let err = compile(src, &s).expect_err(src);

@@ -63,6 +63,28 @@ pub(crate) fn gain_schedule(x: f64, x0: f64, dx: f64, table: &[f64]) -> f64 {
     (1.0 - w) * table[j] + w * table[j + 1]
 }
 
+/// One segment of a path as a vehicle at `(x, y)` with `heading` sees it:
+/// `(squared distance to the segment's nearest point, signed distance, heading error)`.
+pub(crate) fn path_segment(x: f64, y: f64, heading: f64, a: [f64; 2], b: [f64; 2]) -> (f64, f64, f64) {
+    let (ex, ey) = (b[0] - a[0], b[1] - a[1]);
+    let (dx, dy) = (x - a[0], y - a[1]);
+    let len2 = ex * ex + ey * ey;
+    // The foot of the perpendicular, kept on the segment (its start for a point-like segment).
+    let t = if len2 > 0.0 {
+        ((dx * ex + dy * ey) / len2).clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let (nx, ny) = (a[0] + t * ex, a[1] + t * ey);
+    let d2 = (x - nx).powi(2) + (y - ny).powi(2);
+    let left = ex * dy - ey * dx >= 0.0;
+    let signed = if left { d2.sqrt() } else { -d2.sqrt() };
+    // The segment's direction less the heading, brought into [-π, π].
+    let turn = ey.atan2(ex) - heading;
+    let wrapped = (turn + PI).rem_euclid(2.0 * PI) - PI;
+    (d2, signed, wrapped)
+}
+
 /// Kalman state: `[pos, vel]`, covariance 2×2.
 pub(crate) type Mat2 = [[f64; 2]; 2];
 

@@ -40,7 +40,11 @@
 //! `cast(x, f64)`/`astype`; `reshape(x, [2, 3])`; `broadcast_to(x, [4, 3])`; reductions
 //! `sum prod min max mean (x[, axis][, keepdims=true])` over every axis unless `axis` (an
 //! integer or a list) is given. As in numexpr, `min` and `max` are reductions; the elementwise
-//! forms are `minimum` and `maximum`.
+//! forms are `minimum` and `maximum`. Indices and lookups: `argmin argmax (x[, axis])` (an
+//! `i32` index, the first of equal extrema or the first NaN; into the flattened `x` without an
+//! axis), `take(table, index[, axis])` (the flattened table without an axis) and
+//! `take_along_axis(table, index, axis)`, NumPy's functions with `mode="clip"`: an index is
+//! truncated and clamped into the axis, so `take(gains, i)` never reads outside `gains`.
 //!
 //! Errors ([`ExprError`]) carry the line and column, and print the line with a caret under the
 //! offending token.
@@ -547,8 +551,82 @@ impl Eval<'_> {
                 };
                 self.traced(pos, t)
             }
+            "argmin" | "argmax" => {
+                let (x, axis) = self.tensor_and_axis(name, 1, &positional, &keywords, pos)?;
+                // No axis: the index into the flattened tensor (NumPy's `axis=None`).
+                let (x, axis) = match axis {
+                    Some(axis) => (x, axis),
+                    None => (x.reshape([x.shape().numel()]), 0),
+                };
+                let t = if name == "argmin" {
+                    x.argmin(axis)
+                } else {
+                    x.argmax(axis)
+                };
+                self.traced(pos, t)
+            }
+            "take" => {
+                let (table, axis) = self.tensor_and_axis(name, 2, &positional, &keywords, pos)?;
+                let index = self.tensor(positional[1].1, &positional[1].0)?;
+                let (table, axis) = match axis {
+                    Some(axis) => (table, axis),
+                    None => (table.reshape([table.shape().numel()]), 0),
+                };
+                self.traced(pos, table.take(index, axis))
+            }
+            "take_along_axis" => {
+                let (table, axis) = self.tensor_and_axis(name, 2, &positional, &keywords, pos)?;
+                let Some(axis) = axis else {
+                    return Err(self.err(pos, "`take_along_axis` takes a table, an index and an axis"));
+                };
+                let index = self.tensor(positional[1].1, &positional[1].0)?;
+                self.traced(pos, table.take_along_axis(index, axis))
+            }
             other => Err(self.err(pos, format!("unknown function `{other}`"))),
         }
+    }
+
+    /// The first argument of a call that takes `before` positional arguments and then an
+    /// optional axis (positional or `axis=`), with the axis resolved against its rank
+    /// (negative axes count from the end).
+    fn tensor_and_axis(
+        &self,
+        name: &str,
+        before: usize,
+        positional: &[(Val, Pos)],
+        keywords: &[(String, Val, Pos)],
+        pos: Pos,
+    ) -> Result<(Tensor, Option<usize>), ExprError> {
+        let usage = || format!("`{name}` takes {before} argument(s) and an optional axis");
+        if positional.len() < before || positional.len() > before + 1 {
+            return Err(self.err(pos, usage()));
+        }
+        let mut axis = positional.get(before).map(|(v, p)| (v, *p));
+        for (kw, v, p) in keywords {
+            match kw.as_str() {
+                "axis" if axis.is_none() => axis = Some((v, *p)),
+                _ => return Err(self.err(*p, format!("`{name}` has no argument `{kw}` here"))),
+            }
+        }
+        let x = self.tensor(positional[0].1, &positional[0].0)?;
+        let rank = x.shape().rank();
+        let axis = match axis {
+            None => None,
+            Some((Val::Int(a), p)) => Some(self.axis_of(*a, rank, p)?),
+            Some((other, p)) => {
+                return Err(self.err(p, format!("`axis` must be an integer, found {}", other.kind())));
+            }
+        };
+        Ok((x, axis))
+    }
+
+    /// `axis` of a rank-`rank` operand, negative from the end.
+    fn axis_of(&self, axis: i64, rank: usize, p: Pos) -> Result<usize, ExprError> {
+        let resolved = if axis < 0 { axis + rank as i64 } else { axis };
+        usize::try_from(resolved)
+            .ok()
+            .filter(|&a| a < rank)
+            .ok_or_else(|| self.err(p, format!("axis {axis} is out of range for rank {rank}")))
     }
 
     fn shape_arg(&self, arg: &(Val, Pos)) -> Result<Shape, ExprError> {
@@ -591,13 +669,7 @@ impl Eval<'_> {
                 (kw, _) => return Err(self.err(*p, format!("`{name}` has no argument `{kw}`"))),
             }
         }
-        let normalise = |this: &Self, axis: i64, p: Pos| -> Result<usize, ExprError> {
-            let resolved = if axis < 0 { axis + rank as i64 } else { axis };
-            usize::try_from(resolved)
-                .ok()
-                .filter(|&a| a < rank)
-                .ok_or_else(|| this.err(p, format!("axis {axis} is out of range for rank {rank}")))
-        };
+        let normalise = |this: &Self, axis: i64, p: Pos| this.axis_of(axis, rank, p);
         let axes: Vec<usize> = match axis_arg {
             None => (0..rank).collect(),
             Some((Val::Int(a), p)) => vec![normalise(self, a, p)?],

@@ -136,6 +136,19 @@ fn arg_extrema_follow_numpy_on_ties_zeros_and_nans() {
     assert!(checked > 4000, "only {checked} indices checked");
 }
 
+#[test]
+fn a_batched_argmin_is_the_argmin_of_each_row() {
+    // `vmap` of one row's argmin over a batch along axis 1 (the rows are columns of the input).
+    let mut rng = StdRng::seed_from_u64(77);
+    let (n, batch) = (13, 9);
+    let values: Vec<f64> = (0..n * batch).map(|_| draw(&mut rng)).collect();
+    let x = Array::from_vec([n, batch], values.clone()).expect("x");
+    let f = rfx::jit(rfx::vmap(|x: Tensor| x.argmin(0)).in_axes(&[Some(1)]));
+    let out = f.call((&x,)).expect("vmap");
+    let want = reference_over(&values, &[n, batch], 0, false);
+    assert_eq!(out[0].as_slice::<i32>(), Some(&want[..]));
+}
+
 /// The nearest waypoint of a path to each of a batch of positions: squared distances to every
 /// waypoint, their `argmin`, and the waypoint read back by that index.
 fn nearest(p: Tensor, path: Tensor) -> Tensor {

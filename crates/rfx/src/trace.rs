@@ -460,6 +460,32 @@ compare_methods! {
 }
 
 impl Tensor {
+    /// `true` where an element is NaN (NumPy's `isnan`; `false` everywhere for `i32` and
+    /// `bool`). Under fast math the optimiser may assume there are none.
+    pub fn is_nan(self) -> Tensor {
+        self.ne(self)
+    }
+
+    /// `true` where an element is `+inf` or `-inf` (NumPy's `isinf`; `false` everywhere for
+    /// `i32` and `bool`).
+    pub fn is_inf(self) -> Tensor {
+        if self.dtype().is_float() {
+            self.abs().eq(f64::INFINITY)
+        } else {
+            self.ne(self)
+        }
+    }
+
+    /// `true` where an element is neither infinite nor NaN (NumPy's `isfinite`; `true`
+    /// everywhere for `i32` and `bool`).
+    pub fn is_finite(self) -> Tensor {
+        if self.dtype().is_float() {
+            self.abs().lt(f64::INFINITY)
+        } else {
+            self.eq(self)
+        }
+    }
+
     /// `clamp(self, lo, hi)` with NumPy's `clip` semantics.
     pub fn clamp(self, lo: impl Into<Operand>, hi: impl Into<Operand>) -> Tensor {
         Tensor::record("clamp", &[self.into(), lo.into(), hi.into()], |b, ids| {

@@ -2,7 +2,7 @@
 //! (the first of equal extrema, the first NaN where there is one), on random inputs full of
 //! ties, signed zeros, infinities and NaNs, in every dtype, along every axis, on the CPU and
 //! the interpreter; the nearest waypoint of a path found and read in one kernel, and its
-//! gradient; the typed errors.
+//! gradient; the typed errors; the NaN and infinity tests a NaN-aware argmin is built with.
 
 mod common;
 
@@ -230,4 +230,43 @@ fn arg_extrema_of_an_empty_axis_or_past_the_rank_are_typed_errors() {
         type_error(h.executable(&types).expect_err("axis past the rank")),
         TypeError::AxisOutOfRange { axis: 2, rank: 2 }
     );
+}
+
+#[test]
+fn nan_and_infinity_tests_classify_every_special_value() {
+    let values = [
+        f64::NAN,
+        -f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        0.0,
+        -0.0,
+        f64::MAX,
+        -f64::MIN_POSITIVE / 4.0,
+        -3.5,
+        1e300,
+    ];
+    fn classify(x: Tensor) -> (Tensor, Tensor, Tensor) {
+        (x.is_nan(), x.is_inf(), x.is_finite())
+    }
+    for dtype in [DType::F32, DType::F64] {
+        let x = array_of(dtype, &[values.len()], &values);
+        for backend in ["cpu", "interp"] {
+            let out = rfx::jit(classify).on_backend(backend).call((&x,)).expect("call");
+            let stored = as_stored(dtype, &values);
+            let flags = |k: usize| out[k].as_slice::<bool>().expect("bool").to_vec();
+            let want_nan: Vec<bool> = stored.iter().map(|v| v.is_nan()).collect();
+            let want_inf: Vec<bool> = stored.iter().map(|v| v.is_infinite()).collect();
+            let want_finite: Vec<bool> = stored.iter().map(|v| v.is_finite()).collect();
+            assert_eq!(flags(0), want_nan, "{backend} {dtype} isnan of {stored:?}");
+            assert_eq!(flags(1), want_inf, "{backend} {dtype} isinf of {stored:?}");
+            assert_eq!(flags(2), want_finite, "{backend} {dtype} isfinite of {stored:?}");
+        }
+    }
+    let out = rfx::jit(classify)
+        .call((&[3i32, -7, i32::MAX][..],))
+        .expect("i32");
+    assert_eq!(out[0].as_slice::<bool>(), Some(&[false; 3][..]));
+    assert_eq!(out[1].as_slice::<bool>(), Some(&[false; 3][..]));
+    assert_eq!(out[2].as_slice::<bool>(), Some(&[true; 3][..]));
 }

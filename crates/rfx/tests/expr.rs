@@ -140,7 +140,7 @@ fn indices_and_lookups() {
         ],
     )
     .expect("x");
-    let cases: [(&str, &[usize], &[i32]); 7] = [
+    let cases: [(&str, &[usize], &[i32]); 8] = [
         ("argmin(x, 1)", &[3], &[1, 0, 2]),
         ("argmax(x, axis=-1)", &[3], &[2, 0, 0]),
         ("argmin(x, 0)", &[4], &[1, 0, 2, 0]),
@@ -148,6 +148,7 @@ fn indices_and_lookups() {
         ("argmax(x)", &[], &[4]),
         ("argmin(where(x != x, 0, x))", &[], &[1]),
         ("argmax(x > 2.5, 1)", &[3], &[2, 2, 0]),
+        ("argmax(isnan(x), 1)", &[3], &[0, 0, 0]),
     ];
     for (src, dims, want) in cases {
         let out = run(src, "x: f32[3,4]", std::slice::from_ref(&x));

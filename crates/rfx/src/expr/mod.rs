@@ -36,7 +36,7 @@
 //! sign floor ceil round tanh atan asin acos sigmoid neg not`, with NumPy aliases `arctan
 //! arcsin arccos ln`); `minimum`, `maximum`, `atan2`/`arctan2`, `pow`/`power`, `fmod`, `add`,
 //! `sub`/`subtract`, `mul`/`multiply`, `div`/`divide`, `logical_and`, `logical_or`,
-//! `logical_not`, `lt le gt ge eq ne`; `where(c, a, b)`/`select`; `clip(x, lo, hi)`/`clamp`;
+//! `logical_not`, `lt le gt ge eq ne`; `isnan isinf isfinite`; `where(c, a, b)`/`select`; `clip(x, lo, hi)`/`clamp`;
 //! `cast(x, f64)`/`astype`; `reshape(x, [2, 3])`; `broadcast_to(x, [4, 3])`; reductions
 //! `sum prod min max mean (x[, axis][, keepdims=true])` over every axis unless `axis` (an
 //! integer or a list) is given. As in numexpr, `min` and `max` are reductions; the elementwise
@@ -548,6 +548,16 @@ impl Eval<'_> {
                     x.reshape(shape)
                 } else {
                     x.broadcast_to(shape)
+                };
+                self.traced(pos, t)
+            }
+            "isnan" | "isinf" | "isfinite" => {
+                arity(self, 1)?;
+                let x = self.tensor(positional[0].1, &positional[0].0)?;
+                let t = match name {
+                    "isnan" => x.is_nan(),
+                    "isinf" => x.is_inf(),
+                    _ => x.is_finite(),
                 };
                 self.traced(pos, t)
             }

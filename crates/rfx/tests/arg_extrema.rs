@@ -178,16 +178,23 @@ fn the_nearest_waypoint_is_found_and_read_in_one_call() {
     let out = f.call((&p_a, &path_a)).expect("call");
     assert_eq!(out[0].shape().dims(), [n, 2]);
     let got = f64s(&out[0]);
-    for k in 0..n {
-        let (x, y) = (p[2 * k], p[2 * k + 1]);
-        let d2: Vec<f64> = (0..m)
-            .map(|j| (x - path[2 * j]).powi(2) + (y - path[2 * j + 1]).powi(2))
-            .collect();
-        let j = reference(&d2, false) as usize;
+    // Each position's nearest waypoint, by the row reference over its squared distances.
+    let picked: Vec<usize> = p
+        .chunks(2)
+        .map(|at| {
+            let d2: Vec<f64> = path
+                .chunks(2)
+                .map(|w| (at[0] - w[0]).powi(2) + (at[1] - w[1]).powi(2))
+                .collect();
+            reference(&d2, false) as usize
+        })
+        .collect();
+    for (k, &j) in picked.iter().enumerate() {
         assert_eq!(
             &got[2 * k..2 * k + 2],
             &path[2 * j..2 * j + 2],
-            "position {k} ({x}, {y})"
+            "position {k} {:?}",
+            &p[2 * k..2 * k + 2]
         );
     }
 
@@ -197,12 +204,7 @@ fn the_nearest_waypoint_is_found_and_read_in_one_call() {
     let out = g.call((&p_a, &path_a)).expect("grad");
     assert!(f64s(&out[0]).iter().all(|&v| v == 0.0), "{:?}", f64s(&out[0]));
     let mut picks = vec![0.0; 2 * m];
-    for k in 0..n {
-        let (x, y) = (p[2 * k], p[2 * k + 1]);
-        let d2: Vec<f64> = (0..m)
-            .map(|j| (x - path[2 * j]).powi(2) + (y - path[2 * j + 1]).powi(2))
-            .collect();
-        let j = reference(&d2, false) as usize;
+    for &j in &picked {
         picks[2 * j] += 1.0;
         picks[2 * j + 1] += 1.0;
     }

@@ -47,8 +47,9 @@ fn round(inputs: &[Input], dtype: DType) -> Vec<Input> {
         .collect()
 }
 
-fn run(jit: &ControlJit, inputs: &[Input], dtype: DType) -> Vec<Vec<f64>> {
-    let arrays: Vec<Array> = inputs
+/// The inputs as arrays of `dtype` (f32 or f64).
+fn arrays(inputs: &[Input], dtype: DType) -> Vec<Array> {
+    inputs
         .iter()
         .map(|(shape, v)| match dtype {
             DType::F32 => {
@@ -56,8 +57,11 @@ fn run(jit: &ControlJit, inputs: &[Input], dtype: DType) -> Vec<Vec<f64>> {
             }
             _ => rfx::array(shape.clone(), v.clone()).expect("f64 array"),
         })
-        .collect();
-    let out = jit.call(&arrays[..]).expect("kernel call");
+        .collect()
+}
+
+fn run(jit: &ControlJit, inputs: &[Input], dtype: DType) -> Vec<Vec<f64>> {
+    let out = jit.call(&arrays(inputs, dtype)[..]).expect("kernel call");
     for a in &out {
         assert_eq!(a.dtype(), dtype);
     }
@@ -749,15 +753,7 @@ fn path_tracking_finds_the_nearest_segment_and_its_errors() {
     );
     each_dtype(1e-12, 2e-5, |dtype, tol| {
         let inputs = round(&inputs, dtype);
-        let arrays: Vec<Array> = inputs
-            .iter()
-            .map(|(shape, v)| match dtype {
-                DType::F32 => rfx::array(shape.clone(), v.iter().map(|&x| x as f32).collect()),
-                _ => rfx::array(shape.clone(), v.clone()),
-            })
-            .collect::<Result<_, _>>()
-            .expect("arrays");
-        let out = jit.call(&arrays[..]).expect("path_tracking");
+        let out = jit.call(&arrays(&inputs, dtype)[..]).expect("path_tracking");
         let segment = out[0].as_slice::<i32>().expect("an i32 segment");
         let (cross, turn) = (out[1].to_f64_vec(), out[2].to_f64_vec());
         let (path_x, path_y) = (&inputs[3].1, &inputs[4].1);

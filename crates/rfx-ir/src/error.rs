@@ -134,6 +134,34 @@ pub enum TypeError {
         /// The empty axis.
         axis: usize,
     },
+    /// A matrix product whose contracted extents differ, or with a scalar operand (the
+    /// tracing API's `matmul` and `dot`): the last axis of `lhs` against the next-to-last of
+    /// `rhs` (its only axis when it is a vector).
+    #[error(
+        "`{op}` of {lhs} and {rhs}: the last axis of the first must match the second's \
+         next-to-last (its only one for a vector), and `matmul` takes no scalar"
+    )]
+    Contraction {
+        /// The op's name in the tracing API.
+        op: &'static str,
+        /// The first operand's shape.
+        lhs: Shape,
+        /// The second operand's shape.
+        rhs: Shape,
+    },
+    /// An operand without the extent an op needs along an axis (the tracing API's `cross`:
+    /// three components).
+    #[error("`{op}` needs extent {expected} along axis {axis} of {shape}")]
+    AxisExtent {
+        /// The op's name in the tracing API.
+        op: &'static str,
+        /// The operand's shape (with leading axes of one where it broadcasts to a higher rank).
+        shape: Shape,
+        /// The axis.
+        axis: usize,
+        /// The extent the op needs.
+        expected: usize,
+    },
     /// An `iota` longer than its dtype counts exactly.
     #[error("`iota` of extent {extent} does not count exactly in {dtype}")]
     IotaExtent {

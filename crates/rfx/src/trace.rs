@@ -767,6 +767,256 @@ impl Tensor {
         })
     }
 
+    /// The matrix product (NumPy's `matmul`; `a @ b` in [`crate::expr`]): the last axis of
+    /// `self` contracted with the next-to-last of `other`. A one-axis operand is a vector (a
+    /// row on the left, a column on the right, its axis absent from the result), and the axes
+    /// before the last two are a batch that broadcasts: `rot.matmul(v)` of a `[n, 3, 3]` stack
+    /// of rotations and a `[3]` vector is `[n, 3]`, of `[3, 3]` and `[n, 3, 1]` is `[n, 3, 1]`.
+    /// Computed as a broadcast product summed over the contracted axis, so it fuses with what
+    /// produces and consumes it and differentiates both ways. Contracted extents that differ,
+    /// or a scalar operand, are a typed error ([`rfx_ir::TypeError::Contraction`]); batches
+    /// that do not broadcast, [`rfx_ir::TypeError::Broadcast`].
+    pub fn matmul(self, other: Tensor) -> Tensor {
+        Tensor::record("matmul", &[self.into(), other.into()], |b, ids| {
+            let a = b.value_type(ids[0])?.shape.clone();
+            let c = b.value_type(ids[1])?.shape.clone();
+            let (ad, cd) = (a.dims(), c.dims());
+            if ad.is_empty() || cd.is_empty() {
+                return Err(contraction("matmul", &a, &c));
+            }
+            let a2 = if ad.len() == 1 {
+                vec![1, ad[0]]
+            } else {
+                ad.to_vec()
+            };
+            let c2 = if cd.len() == 1 {
+                vec![cd[0], 1]
+            } else {
+                cd.to_vec()
+            };
+            let (batch_a, mk) = a2.split_at(a2.len() - 2);
+            let (batch_c, kn) = c2.split_at(c2.len() - 2);
+            let (m, k, n) = (mk[0], mk[1], kn[1]);
+            if kn[0] != k {
+                return Err(contraction("matmul", &a, &c));
+            }
+            let batch =
+                rfx_ir::broadcast_shapes(&Shape::new(batch_a.to_vec()), &Shape::new(batch_c.to_vec()))
+                    .ok_or_else(|| BuildError::Type {
+                        op: "matmul",
+                        source: rfx_ir::TypeError::Broadcast {
+                            op: "matmul",
+                            lhs: a.clone(),
+                            rhs: c.clone(),
+                        },
+                    })?;
+            // [batch, m, k, 1] * [batch, 1, k, n], summed over k, without the axes of a
+            // vector, so that the sum has the result's shape (a reshape after a reduction
+            // would copy it).
+            let (a_matrix, c_matrix) = (ad.len() > 1, cd.len() > 1);
+            let mut x_dims = batch_a.to_vec();
+            let mut y_dims = batch_c.to_vec();
+            if a_matrix {
+                x_dims.push(m);
+                y_dims.push(1);
+            }
+            x_dims.push(k);
+            y_dims.push(k);
+            if c_matrix {
+                x_dims.push(1);
+                y_dims.push(n);
+            }
+            let x = reshaped(b, ids[0], &x_dims)?;
+            let y = reshaped(b, ids[1], &y_dims)?;
+            let product = b.binary(BinaryOp::Mul, x, y)?;
+            let rank = batch.rank() + x_dims.len() - batch_a.len();
+            let k_axis = if c_matrix { rank - 2 } else { rank - 1 };
+            b.reduce(ReduceOp::Sum, product, &[k_axis], false)
+        })
+    }
+
+    /// NumPy's `dot`: a product with a scalar; the sum of products over the last axis of
+    /// `self` and the only axis of a vector `other`; otherwise the last axis of `self` against
+    /// the next-to-last of `other`, every other axis of both kept (`[a.., k]` and `[b.., k,
+    /// n]` give `[a.., b.., n]`: for two matrices, their product). Contracted extents that
+    /// differ are a typed error ([`rfx_ir::TypeError::Contraction`]).
+    pub fn dot(self, other: Tensor) -> Tensor {
+        Tensor::record("dot", &[self.into(), other.into()], |b, ids| {
+            let a = b.value_type(ids[0])?.shape.clone();
+            let c = b.value_type(ids[1])?.shape.clone();
+            let (ad, cd) = (a.dims(), c.dims());
+            if ad.is_empty() || cd.is_empty() {
+                return b.binary(BinaryOp::Mul, ids[0], ids[1]);
+            }
+            let k = ad[ad.len() - 1];
+            let kc = if cd.len() == 1 { cd[0] } else { cd[cd.len() - 2] };
+            if k != kc {
+                return Err(contraction("dot", &a, &c));
+            }
+            if cd.len() == 1 {
+                let product = b.binary(BinaryOp::Mul, ids[0], ids[1])?;
+                return b.reduce(ReduceOp::Sum, product, &[ad.len() - 1], false);
+            }
+            // [a.., 1.., k, 1] * [1.., b.., k, n], summed over k.
+            let (lead_a, lead_c) = (&ad[..ad.len() - 1], &cd[..cd.len() - 2]);
+            let n = cd[cd.len() - 1];
+            let ones = |count: usize| vec![1; count];
+            let x = reshaped(b, ids[0], &[lead_a, &ones(lead_c.len()), &[k, 1]].concat())?;
+            let y = reshaped(b, ids[1], &[&ones(lead_a.len()), lead_c, &[k, n]].concat())?;
+            let product = b.binary(BinaryOp::Mul, x, y)?;
+            b.reduce(ReduceOp::Sum, product, &[lead_a.len() + lead_c.len()], false)
+        })
+    }
+
+    /// The cross product of three-component vectors along `axis` (NumPy's `cross` with
+    /// `axis`): the operands broadcast against each other (NumPy's rules), `axis` counts in
+    /// their common shape, and both have three components along it (else a typed error,
+    /// [`rfx_ir::TypeError::AxisExtent`]). Each component is `a_j b_k - a_k b_j`, the three
+    /// joined by position (as [`concat()`] joins parts): one loop nest computes the components
+    /// of each vector once, a second places them.
+    pub fn cross(self, other: Tensor, axis: usize) -> Tensor {
+        Tensor::record("cross", &[self.into(), other.into()], move |b, ids| {
+            let a = b.value_type(ids[0])?.shape.clone();
+            let c = b.value_type(ids[1])?.shape.clone();
+            // Three components first (NumPy's first check), then the other axes broadcast.
+            let rank = a.rank().max(c.rank());
+            if axis >= rank {
+                return Err(BuildError::Type {
+                    op: "cross",
+                    source: rfx_ir::TypeError::AxisOutOfRange { axis, rank },
+                });
+            }
+            let aligned = |shape: &Shape| {
+                let mut dims = vec![1; rank - shape.rank()];
+                dims.extend_from_slice(shape.dims());
+                dims
+            };
+            for shape in [&a, &c] {
+                if aligned(shape)[axis] != 3 {
+                    return Err(BuildError::Type {
+                        op: "cross",
+                        source: rfx_ir::TypeError::AxisExtent {
+                            op: "cross",
+                            shape: Shape::new(aligned(shape)),
+                            axis,
+                            expected: 3,
+                        },
+                    });
+                }
+            }
+            if rfx_ir::broadcast_shapes(&a, &c).is_none() {
+                return Err(BuildError::Type {
+                    op: "cross",
+                    source: rfx_ir::TypeError::Broadcast {
+                        op: "cross",
+                        lhs: a.clone(),
+                        rhs: c.clone(),
+                    },
+                });
+            }
+            let mut components = Vec::with_capacity(2);
+            for (&id, shape) in ids.iter().zip([&a, &c]) {
+                let aligned = aligned(shape);
+                let v = reshaped(b, id, &aligned)?;
+                let mut window = aligned;
+                window[axis] = 1;
+                let mut parts = [v; 3];
+                for (i, part) in parts.iter_mut().enumerate() {
+                    let mut starts = vec![0; rank];
+                    starts[axis] = i;
+                    *part = b.slice(v, &starts, window.clone())?;
+                }
+                components.push(parts);
+            }
+            let (u, v) = (components[0], components[1]);
+            let mut out = [u[0]; 3];
+            for (i, slot) in out.iter_mut().enumerate() {
+                let (j, k) = ((i + 1) % 3, (i + 2) % 3);
+                let p = b.binary(BinaryOp::Mul, u[j], v[k])?;
+                let q = b.binary(BinaryOp::Mul, u[k], v[j])?;
+                *slot = b.binary(BinaryOp::Sub, p, q)?;
+            }
+            concat_ids(b, &out, axis)
+        })
+    }
+
+    /// The Euclidean norm over `axes` (NumPy's `linalg.norm` along an axis; over two axes the
+    /// Frobenius norm): `sqrt(sum(x * x))`, unscaled as NumPy computes it (squares past the
+    /// float range overflow). Its gradient `x / norm` is NaN at a zero vector, where the norm
+    /// has none.
+    pub fn norm(self, axes: impl Axes) -> Tensor {
+        (self * self).sum(axes).sqrt()
+    }
+
+    /// Running sums along `axis` (NumPy's `cumsum`): element `i` is the sum of elements `0`
+    /// to `i`, a `bool` operand counted as `i32`. Computed as Hillis and Steele's scan: `⌈log2
+    /// n⌉` steps, each adding the sums a power of two back (a window and a pad of the last
+    /// step), so it fuses, differentiates (the adjoint is the running sum from the end) and runs
+    /// on every backend like any elementwise work, at `O(n log n)` additions in `⌈log2 n⌉` loop
+    /// nests; the additions form a tree, so the rounding error grows with `log n` rather than
+    /// `n`. A NaN or an infinity reaches only the sums from its position on, and `-0.0` stays.
+    pub fn cumsum(self, axis: usize) -> Tensor {
+        Tensor::record("cumsum", &[self.into()], move |b, ids| {
+            let ty = b.value_type(ids[0])?.clone();
+            let dims = ty.shape.dims().to_vec();
+            let n = axis_extent("cumsum", &dims, axis)?;
+            let (x, dtype) = if ty.dtype == DType::Bool {
+                (b.cast(ids[0], DType::I32)?, DType::I32)
+            } else {
+                (ids[0], ty.dtype)
+            };
+            // Hillis and Steele's scan: after the step of `shift`, element `i` holds the sum of
+            // the `2 shift` elements up to it (fewer near the start); each step adds the sums
+            // `shift` elements back where there are any, choosing by position rather than
+            // adding the pad's zeros, so -0.0 stays and nothing flows backwards.
+            let count = if dtype.is_float() && n <= rfx_ir::semantics::max_exact_index(dtype) {
+                dtype
+            } else {
+                DType::I32
+            };
+            let mut sums = x;
+            let mut at = None;
+            let mut shift = 1;
+            while shift < n {
+                let mut window = dims.clone();
+                window[axis] = n - shift;
+                let head = b.slice(sums, &vec![0; dims.len()], window)?;
+                let mut low = vec![0; dims.len()];
+                low[axis] = shift;
+                let back = b.pad(head, &low, dims.clone())?;
+                let added = b.binary(BinaryOp::Add, sums, back)?;
+                let at = match at {
+                    Some(at) => at,
+                    None => *at.insert(b.iota(count, dims.clone(), axis)?),
+                };
+                let first = rfx_ir::semantics::index_value(shift, count)
+                    .unwrap_or(Scalar::I32(i32::try_from(shift).unwrap_or(i32::MAX)));
+                let first = b.scalar(first);
+                let reached = b.compare(CmpOp::Ge, at, first)?;
+                sums = b.select(reached, added, sums)?;
+                shift *= 2;
+            }
+            Ok(sums)
+        })
+    }
+
+    /// Differences of neighbours along `axis` (NumPy's `diff`): `x[i + 1] - x[i]`, the axis
+    /// one shorter (empty when it has at most one element). Two windows of `self`: it fuses
+    /// and reads an input in place.
+    pub fn diff(self, axis: usize) -> Tensor {
+        Tensor::record("diff", &[self.into()], move |b, ids| {
+            let dims = b.value_type(ids[0])?.shape.dims().to_vec();
+            let n = axis_extent("diff", &dims, axis)?;
+            let mut window = dims.clone();
+            window[axis] = n.saturating_sub(1);
+            let mut starts = vec![0; dims.len()];
+            let lower = b.slice(ids[0], &starts, window.clone())?;
+            starts[axis] = n.min(1);
+            let upper = b.slice(ids[0], &starts, window)?;
+            b.binary(BinaryOp::Sub, upper, lower)
+        })
+    }
+
     /// Sum of every element (a scalar).
     pub fn sum_all(self) -> Tensor {
         self.sum(All)
@@ -793,65 +1043,67 @@ pub fn constant(value: &Array) -> Tensor {
 /// fuses into its consumers, and its derivative gives each part its window of the adjoint.
 pub fn concat(parts: &[Tensor], axis: usize) -> Tensor {
     let operands: Vec<Operand> = parts.iter().map(|&t| t.into()).collect();
-    Tensor::record("concat", &operands, move |b, ids| {
-        let shapes = ids
-            .iter()
-            .map(|&id| Ok(b.value_type(id)?.shape.dims().to_vec()))
-            .collect::<Result<Vec<_>, BuildError>>()?;
-        let Some(first) = shapes.first() else {
-            return Err(BuildError::Type {
-                op: "concat",
-                source: rfx_ir::TypeError::Arity {
-                    op: "concat",
-                    expected: 1,
-                    found: 0,
-                },
-            });
-        };
-        axis_extent("concat", first, axis)?;
-        let total: usize = shapes.iter().map(|s| s.get(axis).copied().unwrap_or(0)).sum();
-        let mut out = first.clone();
-        out[axis] = total;
-        let mut result = None;
-        // Each point's position along `axis`, built once the second part needs it.
-        let mut position = None;
-        let mut offset = 0;
-        for (&id, shape) in ids.iter().zip(&shapes) {
-            let mut low = vec![0; out.len()];
-            if let Some(l) = low.get_mut(axis) {
-                *l = offset;
-            }
-            let placed = b.pad(id, &low, out.clone())?;
-            result = Some(match result {
-                None => placed,
-                Some(before) => {
-                    // Counted in `f64` for `f64` parts, as the pads' own masks count once fused
-                    // (so each test is made once, and an `f64` kernel needs no `i32` lanes); in
-                    // `i32` otherwise.
-                    let dtype = b.value_type(id)?.dtype;
-                    let count = if dtype == DType::F64 && total <= rfx_ir::semantics::max_exact_index(dtype) {
-                        dtype
-                    } else {
-                        DType::I32
-                    };
-                    let position = match position {
-                        Some(p) => p,
-                        None => *position.insert(b.iota(count, out.clone(), axis)?),
-                    };
-                    let start = rfx_ir::semantics::index_value(offset, count)
-                        .unwrap_or(Scalar::I32(i32::try_from(offset).unwrap_or(i32::MAX)));
-                    let start = b.scalar(start);
-                    let after = b.compare(CmpOp::Ge, position, start)?;
-                    b.select(after, placed, before)?
-                }
-            });
-            offset += shape.get(axis).copied().unwrap_or(0);
-        }
-        result.ok_or(BuildError::UnknownValue(ValueId::new(0)))
-    })
+    Tensor::record("concat", &operands, move |b, ids| concat_ids(b, ids, axis))
 }
 
-/// The extent of `axis` of `dims`, or the typed error for an axis past the rank.
+/// [`concat()`] of values of the builder.
+fn concat_ids(b: &mut Builder, ids: &[ValueId], axis: usize) -> Result<ValueId, BuildError> {
+    let shapes = ids
+        .iter()
+        .map(|&id| Ok(b.value_type(id)?.shape.dims().to_vec()))
+        .collect::<Result<Vec<_>, BuildError>>()?;
+    let Some(first) = shapes.first() else {
+        return Err(BuildError::Type {
+            op: "concat",
+            source: rfx_ir::TypeError::Arity {
+                op: "concat",
+                expected: 1,
+                found: 0,
+            },
+        });
+    };
+    axis_extent("concat", first, axis)?;
+    let total: usize = shapes.iter().map(|s| s.get(axis).copied().unwrap_or(0)).sum();
+    let mut out = first.clone();
+    out[axis] = total;
+    let mut result = None;
+    // Each point's position along `axis`, built once the second part needs it.
+    let mut position = None;
+    let mut offset = 0;
+    for (&id, shape) in ids.iter().zip(&shapes) {
+        let mut low = vec![0; out.len()];
+        if let Some(l) = low.get_mut(axis) {
+            *l = offset;
+        }
+        let placed = b.pad(id, &low, out.clone())?;
+        result = Some(match result {
+            None => placed,
+            Some(before) => {
+                // Counted in `f64` for `f64` parts, as the pads' own masks count once fused
+                // (so each test is made once, and an `f64` kernel needs no `i32` lanes); in
+                // `i32` otherwise.
+                let dtype = b.value_type(id)?.dtype;
+                let count = if dtype == DType::F64 && total <= rfx_ir::semantics::max_exact_index(dtype) {
+                    dtype
+                } else {
+                    DType::I32
+                };
+                let position = match position {
+                    Some(p) => p,
+                    None => *position.insert(b.iota(count, out.clone(), axis)?),
+                };
+                let start = rfx_ir::semantics::index_value(offset, count)
+                    .unwrap_or(Scalar::I32(i32::try_from(offset).unwrap_or(i32::MAX)));
+                let start = b.scalar(start);
+                let after = b.compare(CmpOp::Ge, position, start)?;
+                b.select(after, placed, before)?
+            }
+        });
+        offset += shape.get(axis).copied().unwrap_or(0);
+    }
+    result.ok_or(BuildError::UnknownValue(ValueId::new(0)))
+}
+
 /// `x` reshaped to `dims`, or `x` itself when it has them.
 fn reshaped(b: &mut Builder, x: ValueId, dims: &[usize]) -> Result<ValueId, BuildError> {
     if b.value_type(x)?.shape.dims() == dims {
@@ -868,6 +1120,19 @@ fn broadcast(b: &mut Builder, x: ValueId, dims: &[usize]) -> Result<ValueId, Bui
     b.broadcast_to(x, dims.to_vec())
 }
 
+/// The typed error of a matrix product `op` of `lhs` and `rhs` whose extents do not contract.
+fn contraction(op: &'static str, lhs: &Shape, rhs: &Shape) -> BuildError {
+    BuildError::Type {
+        op,
+        source: rfx_ir::TypeError::Contraction {
+            op,
+            lhs: lhs.clone(),
+            rhs: rhs.clone(),
+        },
+    }
+}
+
+/// The extent of `axis` of `dims`, or the typed error for an axis past the rank.
 fn axis_extent(op: &'static str, dims: &[usize], axis: usize) -> Result<usize, BuildError> {
     dims.get(axis).copied().ok_or(BuildError::Type {
         op,

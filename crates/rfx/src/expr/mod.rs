@@ -23,7 +23,7 @@
 //! | and | `a & b` (bool) |
 //! | comparison | `< <= > >= == !=` (not chained) |
 //! | additive | `+ -` |
-//! | multiplicative | `* / %` (`%` is `fmod`) |
+//! | multiplicative | `* / % @` (`%` is `fmod`, `@` NumPy's `matmul`) |
 //! | unary | `-x`, `+x`, `~x` (logical not) |
 //! | power | `x ** y` (right-associative; `-x**2 = -(x**2)`) |
 //!
@@ -45,6 +45,11 @@
 //! axis), `take(table, index[, axis])` (the flattened table without an axis) and
 //! `take_along_axis(table, index, axis)`, NumPy's functions with `mode="clip"`: an index is
 //! truncated and clamped into the axis, so `take(gains, i)` never reads outside `gains`.
+//! Linear algebra and running sums, NumPy's functions: `matmul(a, b)` (also `a @ b`),
+//! `dot(a, b)`, `cross(a, b[, axis])` (three components along the last axis unless `axis`),
+//! `norm(x[, axis])` (`linalg.norm`: the Euclidean norm, of every element without an axis),
+//! `cumsum(x[, axis])` (of the flattened `x` without an axis) and `diff(x[, axis])` (along the
+//! last axis unless `axis`).
 //!
 //! Errors ([`ExprError`]) carry the line and column, and print the line with a caret under the
 //! offending token.
@@ -58,7 +63,7 @@ use std::str::FromStr;
 use rfx_ir::hir::Kernel;
 use rfx_ir::{DType, ReduceOp, Scalar, Shape, TensorType, UnaryOp};
 
-use crate::trace::{Operand, Tensor, TraceGuard};
+use crate::trace::{All, Operand, Tensor, TraceGuard};
 use parse::{CallArg, Expr, Pos, Stmt};
 
 /// A parse, name or type error in an expression, at a line and column.
@@ -350,6 +355,11 @@ impl Eval<'_> {
     }
 
     fn binary(&mut self, op: &str, a: Val, b: Val, pos: Pos) -> Result<Val, ExprError> {
+        if op == "@" {
+            // NumPy's `matmul`; a number is a scalar, which it rejects with a typed error.
+            let (a, b) = (self.tensor(pos, &a)?, self.tensor(pos, &b)?);
+            return self.traced(pos, a.matmul(b));
+        }
         // Two number literals fold at compile time.
         let num = |v: &Val| match v {
             Val::Float(f) => Some(*f),
@@ -591,6 +601,37 @@ impl Eval<'_> {
                 };
                 let index = self.tensor(positional[1].1, &positional[1].0)?;
                 self.traced(pos, table.take_along_axis(index, axis))
+            }
+            "matmul" | "dot" => {
+                arity(self, 2)?;
+                let a = self.tensor(positional[0].1, &positional[0].0)?;
+                let b = self.tensor(positional[1].1, &positional[1].0)?;
+                let t = if name == "matmul" { a.matmul(b) } else { a.dot(b) };
+                self.traced(pos, t)
+            }
+            "cross" => {
+                // NumPy's default axis is the last one of the operands' common shape.
+                let (a, axis) = self.tensor_and_axis(name, 2, &positional, &keywords, pos)?;
+                let b = self.tensor(positional[1].1, &positional[1].0)?;
+                let rank = a.shape().rank().max(b.shape().rank());
+                let axis = match axis {
+                    // Counted in the first operand's rank: moved to the common one.
+                    Some(axis) => axis + (rank - a.shape().rank()),
+                    None => rank.saturating_sub(1),
+                };
+                self.traced(pos, a.cross(b, axis))
+            }
+            "norm" | "cumsum" | "diff" => {
+                let (x, axis) = self.tensor_and_axis(name, 1, &positional, &keywords, pos)?;
+                let t = match (name, axis) {
+                    ("norm", Some(axis)) => x.norm(axis),
+                    ("norm", None) => x.norm(All),
+                    ("cumsum", Some(axis)) => x.cumsum(axis),
+                    // No axis: the running sum of the flattened tensor, as NumPy's.
+                    ("cumsum", None) => x.reshape([x.shape().numel()]).cumsum(0),
+                    (_, axis) => x.diff(axis.unwrap_or(x.shape().rank().saturating_sub(1))),
+                };
+                self.traced(pos, t)
             }
             other => Err(self.err(pos, format!("unknown function `{other}`"))),
         }

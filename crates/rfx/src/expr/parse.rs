@@ -18,9 +18,9 @@ enum Tok {
     End,
 }
 
-const OPS: [&str; 22] = [
-    "**", "<=", ">=", "==", "!=", "+", "-", "*", "/", "%", "<", ">", "=", "&", "|", "~", "(", ")", "[", "]",
-    ",", ";",
+const OPS: [&str; 23] = [
+    "**", "<=", ">=", "==", "!=", "+", "-", "*", "/", "%", "@", "<", ">", "=", "&", "|", "~", "(", ")", "[",
+    "]", ",", ";",
 ];
 
 fn lex(src: &str) -> Result<Vec<(Tok, Pos)>, ExprError> {
@@ -311,7 +311,7 @@ impl Parser<'_> {
 
     fn multiplicative(&mut self) -> Result<Expr, ExprError> {
         let mut lhs = self.unary()?;
-        while let Tok::Op(op @ ("*" | "/" | "%")) = *self.peek() {
+        while let Tok::Op(op @ ("*" | "/" | "%" | "@")) = *self.peek() {
             let pos = self.pos();
             self.bump();
             let rhs = self.unary()?;

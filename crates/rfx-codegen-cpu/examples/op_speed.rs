@@ -7,13 +7,14 @@
 //!
 //! `cargo run --release -p rfx-codegen-cpu --example op_speed [-- --calls N] [--size N] [--filter OP]`
 
-use std::sync::Arc;
+mod compile;
+
 use std::time::Instant;
 
-use rfx_codegen_cpu::CpuBackend;
 use rfx_ir::{ArrayView, ArrayViewMut, Element, Shape};
-use rfx_lower::{Backend, CompileOptions, Compiled, LowerConfig, Scratch, lower};
-use rfx_opt::{OptConfig, optimize};
+use rfx_lower::Scratch;
+
+use compile::compile_one_thread;
 
 /// Each op, its arity, and the input range its arguments are drawn from (inside its domain).
 const OPS: [(&str, usize, f32, f32); 15] = [
@@ -83,7 +84,7 @@ fn time_op<T: Element + Copy + Default + From<f32>>(
         "kernel k {{\n %x = input x : {dtype}[{n}]\n %w = input w : {dtype}[{n}]\n \
          %o = {op} {args} : {dtype}[{n}]\n output o = %o\n}}"
     );
-    let compiled = compile_one_thread(&text)?;
+    let (_, compiled) = compile_one_thread(&text)?;
     let shape = Shape::new([n]);
     // A fixed scramble of the range, so neighbouring elements take different paths.
     let data: Vec<Vec<T>> = (0..2)
@@ -110,15 +111,4 @@ fn time_op<T: Element + Copy + Default + From<f32>>(
         best = best.min(start.elapsed().as_nanos() as f64);
     }
     Ok(best / n as f64)
-}
-
-fn compile_one_thread(text: &str) -> Result<Arc<dyn Compiled>, Box<dyn std::error::Error>> {
-    let kernel = rfx_ir::hir::parse(text)?;
-    let (mir, _) = optimize(&kernel, &OptConfig::default())?;
-    let (lir, _) = lower(&mir, &LowerConfig::default())?;
-    let options = CompileOptions {
-        max_threads: Some(1),
-        ..Default::default()
-    };
-    Ok(CpuBackend.compile(&lir, &options)?)
 }

@@ -9,14 +9,14 @@
 //! gcc kernels (`vec_K3`, `vec_K4`, `vec_K5`, `vec_K6`: `-O3 -march=native -ffast-math`,
 //! glibc's vector math) on the same arrays in the same run, and prints rfx's time over gcc's.
 
-use std::sync::Arc;
+mod compile;
+
 use std::time::Instant;
 
-use rfx_codegen_cpu::CpuBackend;
-use rfx_ir::lir::LirProgram;
 use rfx_ir::{ArrayView, ArrayViewMut, Shape};
-use rfx_lower::{Backend, CompileOptions, Compiled, LowerConfig, Scratch, lower};
-use rfx_opt::{OptConfig, optimize};
+use rfx_lower::Scratch;
+
+use compile::compile_one_thread;
 
 /// The peers' C kernels' ABI: `out, a, b, c, scratch, n`.
 type PeerKernel = unsafe extern "C" fn(*mut f32, *const f32, *const f32, *const f32, *mut f32, i64);
@@ -259,7 +259,6 @@ fn time_kernel<T: rfx_ir::Element + Copy + Default + From<f32>>(
     Ok(())
 }
 
-/// `text` optimised, lowered and compiled for one thread.
 /// `arity` input arrays of `n` values in [-5, 5), different per input.
 fn test_data<T: From<f32>>(arity: usize, n: usize) -> Vec<Vec<T>> {
     (0..arity)
@@ -269,16 +268,4 @@ fn test_data<T: From<f32>>(arity: usize, n: usize) -> Vec<Vec<T>> {
                 .collect()
         })
         .collect()
-}
-
-fn compile_one_thread(text: &str) -> Result<(LirProgram, Arc<dyn Compiled>), Box<dyn std::error::Error>> {
-    let kernel = rfx_ir::hir::parse(text)?;
-    let (mir, _) = optimize(&kernel, &OptConfig::default())?;
-    let (lir, _) = lower(&mir, &LowerConfig::default())?;
-    let options = CompileOptions {
-        max_threads: Some(1),
-        ..Default::default()
-    };
-    let compiled = CpuBackend.compile(&lir, &options)?;
-    Ok((lir, compiled))
 }

@@ -985,15 +985,13 @@ impl Tensor {
                 low[axis] = shift;
                 let back = b.pad(head, &low, dims.clone())?;
                 let added = b.binary(BinaryOp::Add, sums, back)?;
-                let at = match at {
-                    Some(at) => at,
-                    None => *at.insert(b.iota(count, dims.clone(), axis)?),
+                let place = Placement {
+                    at: &mut at,
+                    count,
+                    dims: &dims,
+                    axis,
                 };
-                let first = rfx_ir::semantics::index_value(shift, count)
-                    .unwrap_or(Scalar::I32(i32::try_from(shift).unwrap_or(i32::MAX)));
-                let first = b.scalar(first);
-                let reached = b.compare(CmpOp::Ge, at, first)?;
-                sums = b.select(reached, added, sums)?;
+                sums = place.from(b, shift, added, sums)?;
                 shift *= 2;
             }
             Ok(sums)
@@ -1088,20 +1086,48 @@ fn concat_ids(b: &mut Builder, ids: &[ValueId], axis: usize) -> Result<ValueId, 
                 } else {
                     DType::I32
                 };
-                let position = match position {
-                    Some(p) => p,
-                    None => *position.insert(b.iota(count, out.clone(), axis)?),
+                let place = Placement {
+                    at: &mut position,
+                    count,
+                    dims: &out,
+                    axis,
                 };
-                let start = rfx_ir::semantics::index_value(offset, count)
-                    .unwrap_or(Scalar::I32(i32::try_from(offset).unwrap_or(i32::MAX)));
-                let start = b.scalar(start);
-                let after = b.compare(CmpOp::Ge, position, start)?;
-                b.select(after, placed, before)?
+                place.from(b, offset, placed, before)?
             }
         });
         offset += shape.get(axis).copied().unwrap_or(0);
     }
     result.ok_or(BuildError::UnknownValue(ValueId::new(0)))
+}
+
+/// A choice between two values by position along `axis` of `dims`, the positions counted in
+/// `count` by an `iota` built once into `at` (a `concat` and a scan choose at several starts).
+struct Placement<'a> {
+    at: &'a mut Option<ValueId>,
+    count: DType,
+    dims: &'a [usize],
+    axis: usize,
+}
+
+impl Placement<'_> {
+    /// `later` where the position is `start` or past it, else `earlier`.
+    fn from(
+        self,
+        b: &mut Builder,
+        start: usize,
+        later: ValueId,
+        earlier: ValueId,
+    ) -> Result<ValueId, BuildError> {
+        let at = match *self.at {
+            Some(at) => at,
+            None => *self.at.insert(b.iota(self.count, self.dims.to_vec(), self.axis)?),
+        };
+        let start = rfx_ir::semantics::index_value(start, self.count)
+            .unwrap_or(Scalar::I32(i32::try_from(start).unwrap_or(i32::MAX)));
+        let start = b.scalar(start);
+        let reached = b.compare(CmpOp::Ge, at, start)?;
+        b.select(reached, later, earlier)
+    }
 }
 
 /// `x` reshaped to `dims`, or `x` itself when it has them.

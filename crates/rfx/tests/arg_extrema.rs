@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{f64s, type_error};
+use common::{array_of, as_stored, f64s, type_error};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rfx::{Array, DType, Tensor, TensorType};
@@ -54,30 +54,6 @@ fn draw(rng: &mut StdRng) -> f64 {
         4 => 0.0,
         _ => f64::from(rng.random_range(-4i32..5)) * 0.75,
     }
-}
-
-fn array_of(dtype: DType, dims: &[usize], values: &[f64]) -> Array {
-    let shape = dims.to_vec();
-    match dtype {
-        DType::F32 => Array::from_vec(shape, values.iter().map(|&v| v as f32).collect()),
-        DType::F64 => Array::from_vec(shape, values.to_vec()),
-        DType::I32 => Array::from_vec(shape, values.iter().map(|&v| v as i32).collect()),
-        DType::Bool => Array::from_vec(shape, values.iter().map(|&v| v > 0.0).collect()),
-    }
-    .expect("array")
-}
-
-/// The values an `i32` or `bool` array holds, as the reference sees them.
-fn as_stored(dtype: DType, values: &[f64]) -> Vec<f64> {
-    values
-        .iter()
-        .map(|&v| match dtype {
-            DType::F32 => f64::from(v as f32),
-            DType::F64 => v,
-            DType::I32 => f64::from(v as i32),
-            DType::Bool => f64::from(u8::from(v > 0.0)),
-        })
-        .collect()
 }
 
 #[test]

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{f64s, type_error};
+use common::{array_of as array, as_stored as stored, f64s, type_error};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rfx::{All, Array, DType, Tensor, TensorType};
@@ -144,30 +144,6 @@ fn dot_ref(a: &[f64], ad: &[usize], c: &[f64], cd: &[usize]) -> (Vec<usize>, Vec
 
 fn random(rng: &mut StdRng, len: usize) -> Vec<f64> {
     (0..len).map(|_| rng.random_range(-2.0..2.0)).collect()
-}
-
-fn array(dtype: DType, dims: &[usize], values: &[f64]) -> Array {
-    let shape = dims.to_vec();
-    match dtype {
-        DType::F32 => Array::from_vec(shape, values.iter().map(|&v| v as f32).collect()),
-        DType::F64 => Array::from_vec(shape, values.to_vec()),
-        DType::I32 => Array::from_vec(shape, values.iter().map(|&v| v as i32).collect()),
-        DType::Bool => Array::from_vec(shape, values.iter().map(|&v| v > 0.0).collect()),
-    }
-    .expect("array")
-}
-
-/// The values `array` stores for `values`, as `f64`s.
-fn stored(dtype: DType, values: &[f64]) -> Vec<f64> {
-    values
-        .iter()
-        .map(|&v| match dtype {
-            DType::F32 => f64::from(v as f32),
-            DType::I32 => f64::from(v as i32),
-            DType::Bool => f64::from(u8::from(v > 0.0)),
-            DType::F64 => v,
-        })
-        .collect()
 }
 
 /// An output as `f64`s.

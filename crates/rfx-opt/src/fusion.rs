@@ -7,7 +7,8 @@
 //! a transpose of an input or a stored value is a load with permuted strides; a reshape that
 //! only inserts or removes axes of one is a frame instead, its operand computed at the point
 //! with those coordinates dropped), a value
-//! needed by more than one kernel (materialised once, never recomputed), or a value of a
+//! needed by more than one kernel (materialised once, never recomputed, unless it is a few cheap
+//! ops of constants and `iota`s alone, which each kernel recomputes), or a value of a
 //! quarter or less of its kernel's iteration space whose computation there (one dear op, or a
 //! chain of cheap ones) costs more per point than a load. Every other value is computed inside the kernel of the materialised values
 //! (*roots*) that use it. Roots with the same iteration space are merged into one kernel when
@@ -158,6 +159,10 @@ fn is_computed(kernel: &Kernel, value: ValueId) -> bool {
 
 /// A value no kernel stores unless it is an output: an input, a constant, a literal or an
 /// `iota`.
+/// The most a value of constants and indices may cost per point (in `op_cost` units) to be
+/// recomputed wherever it is needed rather than stored (`Plan::index_only`).
+const INDEX_ONLY_MAX_COST: f64 = 4.0;
+
 fn is_leaf(op: &Op) -> bool {
     matches!(
         op,
@@ -396,6 +401,11 @@ impl Plan<'_> {
         let mut changed = false;
         for (v, groups) in users {
             if groups.len() > 1 {
+                // A value of constants and indices alone costs a few ops at each point, less
+                // than storing it and loading it back in each kernel.
+                if self.index_only(v) {
+                    continue;
+                }
                 if !consumed_by_shared(v) {
                     self.roots.insert(v, Some(MissReason::FanOut));
                     changed = true;
@@ -417,6 +427,33 @@ impl Plan<'_> {
             }
         }
         Ok(changed)
+    }
+
+    /// Whether `v` is computed from constants and `iota`s alone by elementwise ops costing at
+    /// most [`INDEX_ONLY_MAX_COST`] per point (a position compared with a constant, a mask of
+    /// two such tests): such a value is recomputed in every kernel that needs it, never stored.
+    fn index_only(&self, v: ValueId) -> bool {
+        let mut stack = vec![v];
+        let mut seen = BTreeSet::new();
+        while let Some(u) = stack.pop() {
+            if !seen.insert(u) {
+                continue;
+            }
+            if u != v && self.roots.contains_key(&u) {
+                return false;
+            }
+            let Some(node) = self.kernel.node(u) else {
+                return false;
+            };
+            match &node.op {
+                Op::Const(_) | Op::Iota { .. } => {}
+                Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Cast | Op::BroadcastTo => {
+                    stack.extend(node.args.iter().copied());
+                }
+                _ => return false,
+            }
+        }
+        self.recompute_cost(v) <= INDEX_ONLY_MAX_COST
     }
 
     /// What recomputing `v` at each point of its kernel costs per point: the ops of `v`'s

@@ -162,6 +162,15 @@ pub enum TypeError {
         /// The extent the op needs.
         expected: usize,
     },
+    /// A matrix function of an operand whose last two axes are not a square matrix (the
+    /// tracing API's `inv`, `det` and `solve`).
+    #[error("`{op}` needs square matrices in the last two axes, got {shape}")]
+    NotSquare {
+        /// The op's name in the tracing API.
+        op: &'static str,
+        /// The operand's shape.
+        shape: Shape,
+    },
     /// An `iota` longer than its dtype counts exactly.
     #[error("`iota` of extent {extent} does not count exactly in {dtype}")]
     IotaExtent {

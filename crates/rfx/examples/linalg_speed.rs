@@ -2,7 +2,8 @@
 //! written in Rust (compiled by rustc with this build's optimisation, measured in the same run,
 //! alternately): positions integrated over a horizon (`cumsum`: Hillis and Steele's scan,
 //! `O(n log n)` additions in `⌈log2 n⌉` passes), angular-velocity cross products, and a
-//! rotation applied to each of a batch of vectors (`matmul`), for one vehicle and for 1024.
+//! rotation applied to each of a batch of vectors (`matmul`), and 3×3 inverses (`inv`, against
+//! the same Gauss–Jordan elimination in Rust), for one vehicle and for 1024.
 //! Median time per call and its ratio to Rust's.
 //!
 //! `cargo run --release -p rfx --example linalg_speed`
@@ -43,6 +44,40 @@ fn rotate(r: &[f32], v: &[f32], out: &mut [f32]) {
     {
         for i in 0..3 {
             o[i] = r[3 * i] * v[0] + r[3 * i + 1] * v[1] + r[3 * i + 2] * v[2];
+        }
+    }
+}
+
+/// Gauss–Jordan elimination with partial pivoting of each 3×3 matrix, as `Tensor::inv` does.
+fn invert3(a: &[f32], out: &mut [f32]) {
+    for (a, out) in a.chunks_exact(9).zip(out.chunks_exact_mut(9)) {
+        let mut m = [[0.0f32; 6]; 3];
+        for i in 0..3 {
+            m[i][..3].copy_from_slice(&a[3 * i..3 * i + 3]);
+            m[i][3 + i] = 1.0;
+        }
+        for k in 0..3 {
+            let p = (k..3).fold(
+                k,
+                |best, i| if m[i][k].abs() > m[best][k].abs() { i } else { best },
+            );
+            m.swap(k, p);
+            let pivot = m[k][k];
+            for v in &mut m[k] {
+                *v /= pivot;
+            }
+            let unit = m[k];
+            for (i, row) in m.iter_mut().enumerate() {
+                if i != k {
+                    let f = row[k];
+                    for (v, u) in row.iter_mut().zip(&unit) {
+                        *v -= f * u;
+                    }
+                }
+            }
+        }
+        for i in 0..3 {
+            out[3 * i..3 * i + 3].copy_from_slice(&m[i][3..]);
         }
     }
 }
@@ -102,6 +137,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         });
         assert!(close(&out, &want), "rotation values");
         report(&format!("matmul [{n}, 3, 3] [{n}, 3, 1]"), t, r);
+        // Diagonally dominant, so both pivot alike and agree closely.
+        let m: Vec<f32> = rot
+            .iter()
+            .enumerate()
+            .map(|(i, v)| if i % 9 % 4 == 0 { v + 4.0 } else { *v })
+            .collect();
+        let mut h = rfx::jit(|a: Tensor| a.inv()).bind(&[f32s(&[n, 3, 3])])?;
+        let (mut out, mut want) = (vec![0.0; 9 * n], vec![0.0; 9 * n]);
+        let t = timing::median_ns(50, 60, 20, || {
+            h.run_slices([&m[..]], [&mut out[..]]).expect("run")
+        });
+        let r = timing::median_ns(50, 60, 20, || invert3(black_box(&m), black_box(&mut want)));
+        assert!(close(&out, &want), "inverse values");
+        report(&format!("inv [{n}, 3, 3]"), t, r);
     }
     Ok(())
 }

@@ -1015,6 +1015,139 @@ impl Tensor {
         })
     }
 
+    /// The inverse of each square matrix in the last two axes (NumPy's `linalg.inv`; the
+    /// axes before them are a batch): Gauss–Jordan elimination with partial pivoting (the
+    /// first of the largest magnitudes of each column, as LAPACK's `getrf` chooses), unrolled
+    /// at trace time, so a batch of small matrices (a Kalman gain's innovation covariance, a
+    /// damped pseudo-inverse's `JᵀJ + λI`) inverts in fused loop nests on every backend, and
+    /// differentiates. NumPy raises an error for a singular matrix; a kernel cannot, so its
+    /// inverse holds infinities or NaNs (a zero pivot divides). Float operands only; an
+    /// operand that is not square in its last two axes is a typed error
+    /// ([`rfx_ir::TypeError::NotSquare`]). Meant for the sizes control code inverts (up to
+    /// about 8: the elimination is `n` steps over the whole matrix).
+    pub fn inv(self) -> Tensor {
+        let a = self.square_matrices("inv");
+        if a.is_poisoned() {
+            return a;
+        }
+        let dims = a.shape().dims().to_vec();
+        let rank = dims.len();
+        let n = dims[rank - 1];
+        let identity = a
+            .indices(rank - 2)
+            .eq(a.indices(rank - 1))
+            .select(a.full_like(1.0), 0.0);
+        let reduced = gauss_jordan(concat(&[a, identity], rank - 1), n, false).0;
+        reduced.slice_axis(rank - 1, n..)
+    }
+
+    /// The determinant of each square matrix in the last two axes (NumPy's `linalg.det`):
+    /// the product of the pivots of the elimination [`Tensor::inv`] performs, its sign flipped
+    /// by each row exchange; exactly zero for a matrix whose column has no pivot, and one for
+    /// an empty matrix.
+    pub fn det(self) -> Tensor {
+        let a = self.square_matrices("det");
+        if a.is_poisoned() {
+            return a;
+        }
+        let dims = a.shape().dims().to_vec();
+        let rank = dims.len();
+        if dims[rank - 1] == 0 {
+            return a.sum(&[rank - 2, rank - 1][..]) + 1.0;
+        }
+        gauss_jordan(a, dims[rank - 1], true).1
+    }
+
+    /// The solution `x` of `self x = b` for each square matrix in the last two axes (NumPy's
+    /// `linalg.solve`): `b` is one vector (`[n]`, the result `[.., n]`) or matrices of
+    /// right-hand sides (`[.., n, k]`, the batches broadcasting), eliminated alongside the
+    /// matrix as [`Tensor::inv`] eliminates (no inverse is formed). A singular matrix gives
+    /// infinities or NaNs. A `b` whose rows do not match is a typed error
+    /// ([`rfx_ir::TypeError::Contraction`]).
+    pub fn solve(self, b: Tensor) -> Tensor {
+        let a = self.square_matrices("solve");
+        // `b`'s shape checked against `a`'s; the common batch is found here.
+        let checked = Tensor::record("solve", &[a.into(), b.into()], |builder, ids| {
+            let a_shape = builder.value_type(ids[0])?.shape.clone();
+            let b_shape = builder.value_type(ids[1])?.shape.clone();
+            let (ad, bd) = (a_shape.dims(), b_shape.dims());
+            let n = ad[ad.len() - 1];
+            let rows = match bd.len() {
+                0 => None,
+                1 => Some(bd[0]),
+                r => Some(bd[r - 2]),
+            };
+            if rows != Some(n) {
+                return Err(contraction("solve", &a_shape, &b_shape));
+            }
+            if bd.len() > 1 {
+                let batch_a = Shape::new(ad[..ad.len() - 2].to_vec());
+                let batch_b = Shape::new(bd[..bd.len() - 2].to_vec());
+                if rfx_ir::broadcast_shapes(&batch_a, &batch_b).is_none() {
+                    return Err(BuildError::Type {
+                        op: "solve",
+                        source: rfx_ir::TypeError::Broadcast {
+                            op: "solve",
+                            lhs: a_shape.clone(),
+                            rhs: b_shape.clone(),
+                        },
+                    });
+                }
+            }
+            Ok(ids[0])
+        });
+        if checked.is_poisoned() {
+            return checked;
+        }
+        let (ad, bd) = (a.shape().dims().to_vec(), b.shape().dims().to_vec());
+        let n = ad[ad.len() - 1];
+        let vector = bd.len() == 1;
+        let (b, bd) = if vector {
+            (b.reshape([n, 1]), vec![n, 1])
+        } else {
+            (b, bd)
+        };
+        let batch = rfx_ir::broadcast_shapes(
+            &Shape::new(ad[..ad.len() - 2].to_vec()),
+            &Shape::new(bd[..bd.len() - 2].to_vec()),
+        )
+        .unwrap_or_default();
+        let k = bd[bd.len() - 1];
+        let full = |cols: usize| -> Vec<usize> { batch.dims().iter().copied().chain([n, cols]).collect() };
+        let rank = batch.rank() + 2;
+        let augmented = concat(&[a.broadcast_to(full(n)), b.broadcast_to(full(k))], rank - 1);
+        let x = gauss_jordan(augmented, n, false).0.slice_axis(rank - 1, n..);
+        if vector {
+            x.reshape(batch.dims().iter().copied().chain([n]).collect::<Vec<_>>())
+        } else {
+            x
+        }
+    }
+
+    /// `self`, or a typed error unless it is a float tensor of square matrices.
+    fn square_matrices(self, op: &'static str) -> Tensor {
+        Tensor::record(op, &[self.into()], move |b, ids| {
+            let ty = b.value_type(ids[0])?.clone();
+            let dims = ty.shape.dims();
+            if dims.len() < 2 || dims[dims.len() - 1] != dims[dims.len() - 2] {
+                return Err(BuildError::Type {
+                    op,
+                    source: rfx_ir::TypeError::NotSquare {
+                        op,
+                        shape: ty.shape.clone(),
+                    },
+                });
+            }
+            if !ty.dtype.is_float() {
+                return Err(BuildError::Type {
+                    op,
+                    source: rfx_ir::TypeError::UnsupportedDType { op, dtype: ty.dtype },
+                });
+            }
+            Ok(ids[0])
+        })
+    }
+
     /// Sum of every element (a scalar).
     pub fn sum_all(self) -> Tensor {
         self.sum(All)
@@ -1098,6 +1231,65 @@ fn concat_ids(b: &mut Builder, ids: &[ValueId], axis: usize) -> Result<ValueId, 
         offset += shape.get(axis).copied().unwrap_or(0);
     }
     result.ok_or(BuildError::UnknownValue(ValueId::new(0)))
+}
+
+/// Gauss–Jordan elimination with partial pivoting of `[.., n, w]` matrices whose first `n`
+/// columns are square: after `n` steps the first `n` columns are the identity and the rest are
+/// the square part's inverse times what they held. Returns the reduced matrices and the
+/// square part's determinant (the signed product of the pivots). With `keep_zero_pivots`, a
+/// zero pivot (a column with nothing left to pivot on) divides by one instead, which leaves the
+/// determinant's later pivots intact (the rows below hold zeros in that column) and makes it
+/// exactly zero; the inverse then means nothing, so `inv` and `solve` divide by the zero.
+fn gauss_jordan(m: Tensor, n: usize, keep_zero_pivots: bool) -> (Tensor, Tensor) {
+    let dims = m.shape().dims().to_vec();
+    let rank = dims.len();
+    let (row_axis, col_axis) = (rank - 2, rank - 1);
+    let batch = &dims[..row_axis];
+    let rows = m.indices(row_axis);
+    let mut m = m;
+    let mut det: Option<Tensor> = None;
+    for k in 0..n {
+        // The pivot: the first of the largest magnitudes in column k at or below row k (as
+        // LAPACK's `getrf` chooses; a NaN is never larger), found by comparing the rows in turn
+        // (elementwise work that fuses, where a reduction and a lookup would each be a loop
+        // nest), and its row carried along.
+        let row_k = m.slice_axis(row_axis, k..k + 1);
+        let entry = |row: Tensor| row.slice_axis(col_axis, k..k + 1).abs();
+        let mut best = entry(row_k);
+        let mut p_at = best.full_like(k as f64);
+        let mut pivot_row = row_k;
+        for i in k + 1..n {
+            let row = m.slice_axis(row_axis, i..i + 1);
+            let size = entry(row);
+            let larger = size.gt(best);
+            best = where_(larger, size, best);
+            p_at = where_(larger, i as f64, p_at);
+            pivot_row = where_(larger, row, pivot_row);
+        }
+        let is_k = rows.eq(k as f64);
+        m = where_(is_k, pivot_row, where_(rows.eq(p_at), row_k, m));
+        // Row k scaled to a unit pivot, subtracted from every other row.
+        let pivot = m.slice_axis(row_axis, k..k + 1).slice_axis(col_axis, k..k + 1);
+        let divisor = if keep_zero_pivots {
+            where_(pivot.eq(0.0), 1.0, pivot)
+        } else {
+            pivot
+        };
+        let unit_row = m.slice_axis(row_axis, k..k + 1) / divisor;
+        let factors = m.slice_axis(col_axis, k..k + 1);
+        m = where_(is_k, unit_row, m - factors * unit_row);
+        // An exchange of two rows flips the determinant's sign.
+        let signed = where_(p_at.eq(k as f64), pivot, -pivot);
+        det = Some(match det {
+            None => signed,
+            Some(d) => d * signed,
+        });
+    }
+    let det = det.map_or_else(
+        || m.sum(&[row_axis, col_axis][..]) + 1.0,
+        |d| d.reshape(batch.to_vec()),
+    );
+    (m, det)
 }
 
 /// A choice between two values by position along `axis` of `dims`, the positions counted in

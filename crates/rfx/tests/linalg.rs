@@ -634,6 +634,25 @@ fn expressions_name_them_as_numpy_does() {
     assert_eq!(f64s(&run("diff(p)")), &diffs[..]);
     let columns: Vec<f64> = (0..3).map(|c| p[3 + c] - p[c]).collect();
     assert_eq!(f64s(&run("diff(p, 0)")), &columns[..]);
+    // `linalg`'s names: a 2×2 system by Cramer's rule.
+    let sig2: Signature = "m: f64[2,2], r: f64[2]".parse().expect("signature");
+    let (m, r) = ([4.0, -1.5, 2.0, 3.0], [1.0, -2.0]);
+    let arrays2 = (
+        &Array::from_vec([2, 2], m.to_vec()).expect("m"),
+        &Array::from_vec([2], r.to_vec()).expect("r"),
+    );
+    let run2 = |text: &str| -> Vec<f64> {
+        let kernel = compile(text, &sig2).unwrap_or_else(|e| panic!("{text}: {e}"));
+        f64s(&rfx::jit_kernel(kernel).call(arrays2).expect(text)[0]).to_vec()
+    };
+    let det = m[0] * m[3] - m[1] * m[2];
+    let cramer = [
+        (r[0] * m[3] - m[1] * r[1]) / det,
+        (m[0] * r[1] - r[0] * m[2]) / det,
+    ];
+    assert_close(DType::F64, &run2("solve(m, r)"), &cramer, 8.0, "solve");
+    assert_close(DType::F64, &run2("inv(m) @ r"), &cramer, 8.0, "inv");
+    assert_close(DType::F64, &run2("det(m)"), &[det], 8.0, "det");
     // A number is no matrix.
     let err = compile("2 @ v", &sig).expect_err("scalar matmul");
     assert!(err.to_string().contains("matmul"), "{err}");
@@ -743,4 +762,233 @@ fn a_mapped_matrix_vector_product_is_a_batched_matmul() {
     assert_eq!(shape, [n, 3, 1]);
     assert_eq!(mapped[0].shape().dims(), [n, 3]);
     assert_close(DType::F64, f64s(&mapped[0]), &want, 12.0, "vmap");
+}
+
+/// `n`×`n` row-major `a` times `b` (`n`×`k`), in `f64`.
+fn mat_mul(a: &[f64], b: &[f64], n: usize, k: usize) -> Vec<f64> {
+    (0..n * k)
+        .map(|x| (0..n).map(|j| a[(x / k) * n + j] * b[j * k + x % k]).sum())
+        .collect()
+}
+
+/// The determinant by Leibniz's formula (every permutation), in `f64`: independent of any
+/// elimination.
+fn leibniz_det(a: &[f64], n: usize) -> f64 {
+    fn permutations(n: usize) -> Vec<Vec<usize>> {
+        if n == 0 {
+            return vec![Vec::new()];
+        }
+        let mut out = Vec::new();
+        for p in permutations(n - 1) {
+            for at in 0..n {
+                let mut q = p.clone();
+                q.insert(at, n - 1);
+                out.push(q);
+            }
+        }
+        out
+    }
+    permutations(n)
+        .iter()
+        .map(|p| {
+            let inversions = (0..n)
+                .flat_map(|i| (i + 1..n).map(move |j| (i, j)))
+                .filter(|&(i, j)| p[i] > p[j])
+                .count();
+            let sign = if inversions % 2 == 0 { 1.0 } else { -1.0 };
+            sign * (0..n).map(|i| a[i * n + p[i]]).product::<f64>()
+        })
+        .sum()
+}
+
+/// Matrices that need row exchanges: a scaled reversal, and (from 2×2) a random matrix with
+/// its diagonal zeroed; plus a random one made comfortably invertible.
+fn test_matrices(rng: &mut StdRng, n: usize) -> Vec<Vec<f64>> {
+    let mut zero_diagonal = random(rng, n * n);
+    for i in 0..n {
+        zero_diagonal[i * n + i] = 0.0;
+    }
+    let mut reversal = vec![0.0; n * n];
+    for i in 0..n {
+        reversal[i * n + (n - 1 - i)] = 1.0 + i as f64;
+    }
+    let mut dominant = random(rng, n * n);
+    for i in 0..n {
+        dominant[i * n + i] += 3.0;
+    }
+    // A 1×1 matrix with a zero diagonal is singular.
+    let mut matrices = vec![reversal, dominant];
+    if n > 1 {
+        matrices.push(zero_diagonal);
+    }
+    matrices
+}
+
+#[test]
+fn inverses_determinants_and_solutions_of_small_matrices() {
+    let mut rng = StdRng::seed_from_u64(0x1a7);
+    for n in 1..=5 {
+        let matrices = test_matrices(&mut rng, n);
+        let batch = matrices.len();
+        let flat: Vec<f64> = matrices.concat();
+        let rhs = random(&mut rng, batch * n * 2);
+        let vector = random(&mut rng, n);
+        for dtype in [DType::F32, DType::F64] {
+            let a = array(dtype, &[batch, n, n], &flat);
+            let stored_a = stored(dtype, &flat);
+            let tolerance = if dtype == DType::F32 { 2e-4 } else { 1e-11 };
+            for backend in BACKENDS {
+                let out =
+                    rfx::jit(|a: Tensor, b: Tensor, v: Tensor| (a.inv(), a.det(), a.solve(b), a.solve(v)))
+                        .on_backend(backend)
+                        .call((
+                            &a,
+                            &array(dtype, &[batch, n, 2], &rhs),
+                            &array(dtype, &[n], &vector),
+                        ))
+                        .expect("linalg");
+                assert_eq!(out[0].shape().dims(), [batch, n, n]);
+                assert_eq!(out[1].shape().dims(), [batch]);
+                assert_eq!(out[2].shape().dims(), [batch, n, 2]);
+                assert_eq!(out[3].shape().dims(), [batch, n]);
+                let (inv, det, x, y) = (
+                    values_of(&out[0]),
+                    values_of(&out[1]),
+                    values_of(&out[2]),
+                    values_of(&out[3]),
+                );
+                let rhs = stored(dtype, &rhs);
+                let vector = stored(dtype, &vector);
+                for (m, a) in stored_a.chunks(n * n).enumerate() {
+                    let what = format!("{backend}: {dtype} n={n} matrix {m}");
+                    // A A⁻¹ = I, A X = B, A y = v: residuals independent of the method.
+                    let product = mat_mul(a, &inv[m * n * n..(m + 1) * n * n], n, n);
+                    for (k, p) in product.iter().enumerate() {
+                        let want = if k / n == k % n { 1.0 } else { 0.0 };
+                        assert!((p - want).abs() <= tolerance, "{what}: A A⁻¹ [{k}] = {p}");
+                    }
+                    let ax = mat_mul(a, &x[m * n * 2..(m + 1) * n * 2], n, 2);
+                    for (k, (p, w)) in ax.iter().zip(&rhs[m * n * 2..]).enumerate() {
+                        assert!(
+                            (p - w).abs() <= tolerance * 4.0,
+                            "{what}: A X [{k}] = {p}, want {w}"
+                        );
+                    }
+                    let ay = mat_mul(a, &y[m * n..(m + 1) * n], n, 1);
+                    for (p, w) in ay.iter().zip(&vector) {
+                        assert!((p - w).abs() <= tolerance * 4.0, "{what}: A y = {p}, want {w}");
+                    }
+                    let want = leibniz_det(a, n);
+                    assert!(
+                        (det[m] - want).abs() <= tolerance * (1.0 + want.abs()),
+                        "{what}: det {} want {want}",
+                        det[m]
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn singular_matrices_have_a_zero_determinant_and_no_finite_inverse() {
+    let singular = Array::from_vec(
+        [2, 3, 3],
+        vec![
+            1.0, 2.0, 3.0, 2.0, 4.0, 6.0, 1.0, 0.0, 1.0, // two proportional rows
+            0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, // a zero row
+        ],
+    )
+    .expect("singular");
+    for backend in BACKENDS {
+        let out = rfx::jit(|a: Tensor| (a.det(), a.inv()))
+            .on_backend(backend)
+            .call((&singular,))
+            .expect("singular");
+        assert_eq!(f64s(&out[0]), [0.0, 0.0], "{backend}");
+        for m in f64s(&out[1]).chunks(9) {
+            assert!(m.iter().any(|v| !v.is_finite()), "{backend}: {m:?}");
+        }
+    }
+    // An empty matrix has determinant one, as NumPy's.
+    let empty = Array::from_vec([4, 0, 0], Vec::<f64>::new()).expect("empty");
+    let out = rfx::jit(|a: Tensor| a.det()).call((&empty,)).expect("empty");
+    assert_eq!(f64s(&out[0]), [1.0; 4]);
+}
+
+#[test]
+fn inverse_and_determinant_gradients_are_the_closed_forms() {
+    // d/dA sum(W ∘ A⁻¹) = -A⁻ᵀ W A⁻ᵀ; d det(A)/dA = det(A) A⁻ᵀ (Jacobi's formula).
+    let mut rng = StdRng::seed_from_u64(0x9e7);
+    let n = 4;
+    let a = test_matrices(&mut rng, n).remove(2);
+    let w = random(&mut rng, n * n);
+    let arr = |v: &[f64]| Array::from_vec([n, n], v.to_vec()).expect("matrix");
+    let inv = rfx::jit(|a: Tensor| a.inv())
+        .call((&arr(&a),))
+        .expect("inv")
+        .remove(0);
+    let inv = f64s(&inv).to_vec();
+    let inv_t: Vec<f64> = (0..n * n).map(|k| inv[(k % n) * n + k / n]).collect();
+    let g = rfx::jit(rfx::grad(|a: Tensor, w: Tensor| (a.inv() * w).sum(All) + a.det()).wrt(&[0]));
+    let out = g.call((&arr(&a), &arr(&w))).expect("grad");
+    let det = leibniz_det(&a, n);
+    let want: Vec<f64> = mat_mul(&mat_mul(&inv_t, &w, n, n), &inv_t, n, n)
+        .iter()
+        .zip(&inv_t)
+        .map(|(p, t)| -p + det * t)
+        .collect();
+    assert_close(DType::F64, f64s(&out[0]), &want, 1e3, "gradient");
+}
+
+#[test]
+fn matrix_functions_check_their_operands() {
+    let f32s = |dims: &[usize]| TensorType::new(DType::F32, dims.to_vec());
+    let inv = rfx::jit(|a: Tensor| a.inv());
+    assert_eq!(
+        type_error(inv.executable(&[f32s(&[2, 3])]).expect_err("not square")),
+        TypeError::NotSquare {
+            op: "inv",
+            shape: Shape::new([2, 3])
+        }
+    );
+    assert_eq!(
+        type_error(inv.executable(&[f32s(&[3])]).expect_err("a vector")),
+        TypeError::NotSquare {
+            op: "inv",
+            shape: Shape::new([3])
+        }
+    );
+    let det = rfx::jit(|a: Tensor| a.det());
+    assert_eq!(
+        type_error(
+            det.executable(&[TensorType::new(DType::I32, [2, 2])])
+                .expect_err("integers")
+        ),
+        TypeError::UnsupportedDType {
+            op: "det",
+            dtype: DType::I32
+        }
+    );
+    let solve = rfx::jit(|a: Tensor, b: Tensor| a.solve(b));
+    assert_eq!(
+        type_error(solve.executable(&[f32s(&[3, 3]), f32s(&[4])]).expect_err("rows")),
+        TypeError::Contraction {
+            op: "solve",
+            lhs: Shape::new([3, 3]),
+            rhs: Shape::new([4])
+        }
+    );
+    assert_eq!(
+        type_error(
+            solve
+                .executable(&[f32s(&[2, 3, 3]), f32s(&[5, 3, 1])])
+                .expect_err("batches")
+        ),
+        TypeError::Broadcast {
+            op: "solve",
+            lhs: Shape::new([2, 3, 3]),
+            rhs: Shape::new([5, 3, 1])
+        }
+    );
 }

@@ -48,8 +48,8 @@
 //! Linear algebra and running sums, NumPy's functions: `matmul(a, b)` (also `a @ b`),
 //! `dot(a, b)`, `cross(a, b[, axis])` (three components along the last axis unless `axis`),
 //! `norm(x[, axis])` (`linalg.norm`: the Euclidean norm, of every element without an axis),
-//! `cumsum(x[, axis])` (of the flattened `x` without an axis) and `diff(x[, axis])` (along the
-//! last axis unless `axis`).
+//! `cumsum(x[, axis])` (of the flattened `x` without an axis), `diff(x[, axis])` (along the
+//! last axis unless `axis`), and `linalg`'s `inv(a)`, `det(a)` and `solve(a, b)`.
 //!
 //! Errors ([`ExprError`]) carry the line and column, and print the line with a caret under the
 //! offending token.
@@ -602,12 +602,21 @@ impl Eval<'_> {
                 let index = self.tensor(positional[1].1, &positional[1].0)?;
                 self.traced(pos, table.take_along_axis(index, axis))
             }
-            "matmul" | "dot" => {
+            "matmul" | "dot" | "solve" => {
                 arity(self, 2)?;
                 let a = self.tensor(positional[0].1, &positional[0].0)?;
                 let b = self.tensor(positional[1].1, &positional[1].0)?;
-                let t = if name == "matmul" { a.matmul(b) } else { a.dot(b) };
+                let t = match name {
+                    "matmul" => a.matmul(b),
+                    "dot" => a.dot(b),
+                    _ => a.solve(b),
+                };
                 self.traced(pos, t)
+            }
+            "inv" | "det" => {
+                arity(self, 1)?;
+                let a = self.tensor(positional[0].1, &positional[0].0)?;
+                self.traced(pos, if name == "inv" { a.inv() } else { a.det() })
             }
             "cross" => {
                 // NumPy's default axis is the last one of the operands' common shape.

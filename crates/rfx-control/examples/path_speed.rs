@@ -5,8 +5,9 @@
 //!
 //! `cargo run --release -p rfx-control --example path_speed`
 
+mod timing;
+
 use std::hint::black_box;
-use std::time::Instant;
 
 use rfx::TensorType;
 use rfx_control::path_tracking;
@@ -56,24 +57,6 @@ type Track<T> = fn(T, T, T, &[T], &[T]) -> (i32, f64, f64);
 track_rust!(track_f32, f32);
 track_rust!(track_f64, f64);
 
-/// Median over 101 samples of the mean time of `calls` calls, in ns.
-fn median_ns(calls: usize, mut f: impl FnMut()) -> f64 {
-    for _ in 0..calls.max(100) {
-        f();
-    }
-    let mut times: Vec<f64> = (0..101)
-        .map(|_| {
-            let start = Instant::now();
-            for _ in 0..calls {
-                f();
-            }
-            start.elapsed().as_secs_f64() * 1e9 / calls as f64
-        })
-        .collect();
-    times.sort_by(f64::total_cmp);
-    times[50]
-}
-
 fn run<T: rfx::Element + Copy + Into<f64>>(
     n: usize,
     from: fn(f64) -> T,
@@ -118,8 +101,8 @@ fn run<T: rfx::Element + Copy + Into<f64>>(
     let calls = if n > 100 { 20 } else { 2000 };
     let (mut rfx_ns, mut rust_ns) = (0.0, 0.0);
     for _ in 0..3 {
-        rfx_ns += median_ns(calls, || bound.run_args(black_box(&mut args)).expect("run"));
-        rust_ns += median_ns(calls, || {
+        rfx_ns += timing::median_ns(calls, || bound.run_args(black_box(&mut args)).expect("run"));
+        rust_ns += timing::median_ns(calls, || {
             let (px, py) = (black_box(&px), black_box(&py));
             for (i, o) in out.iter_mut().enumerate() {
                 *o = track_rust(x[i], y[i], heading[i], px, py);

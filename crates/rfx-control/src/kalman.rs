@@ -1,6 +1,7 @@
-//! The linear Kalman filter of a constant-velocity model.
+//! Linear Kalman filters: a constant-velocity model as elementwise arrays, and any model in
+//! matrix form.
 
-use rfx::Jit;
+use rfx::{Jit, Tensor};
 
 use crate::build::{ControlKernel, func};
 
@@ -56,5 +57,68 @@ pub fn kalman_update(meas_var: f64) -> Jit<ControlKernel> {
     });
     ControlKernel::new("kalman_update", &inputs)
         .part(step, &STATE)
+        .jit()
+}
+
+/// The last two axes of `t` swapped (a batch of matrices transposed); a typed error
+/// (`TypeError::Permutation`) for a tensor of fewer than two axes.
+fn transposed(t: Tensor) -> Tensor {
+    let rank = t.shape().rank();
+    if rank < 2 {
+        return t.transpose(&[1, 0]);
+    }
+    let mut perm: Vec<usize> = (0..rank).collect();
+    perm.swap(rank - 2, rank - 1);
+    t.transpose(&perm)
+}
+
+/// `v` (`[.., k]`) as a batch of column vectors (`[.., k, 1]`).
+fn column(v: Tensor) -> Tensor {
+    let mut dims = v.shape().dims().to_vec();
+    dims.push(1);
+    v.reshape(dims)
+}
+
+/// One predict-and-update step of a linear Kalman filter with `n` states and `m`
+/// measurements, for a batch of filters: the matrix form of [`kalman_predict`] and
+/// [`kalman_update`], for any model.
+///
+/// Inputs: the state `x` `[.., n]` and its covariance `p` `[.., n, n]`, the measurement `z`
+/// `[.., m]`, and the model: the transition `f` `[n, n]`, the measurement matrix `h` `[m, n]`,
+/// the process noise `q` `[n, n]` and the measurement noise `r` `[m, m]` (inputs, so a new
+/// `dt` or noise level needs no recompile; each may also be batched like `p`). The step:
+///
+/// - predict: `x = F x`, `P = F P Fᵀ + Q`;
+/// - innovation `y = z - H x` and its covariance `S = H P Hᵀ + R`;
+/// - gain `K = P Hᵀ S⁻¹`, by solving `S Kᵀ = H P` (no inverse is formed);
+/// - update: `x += K y`, and `P = (I - K H) P (I - K H)ᵀ + K R Kᵀ` (Joseph's form: it keeps
+///   `P` symmetric and positive semi-definite under rounding, where `(I - K H) P` may not).
+///
+/// Outputs: `x` `[.., n]`, `p` `[.., n, n]`, and `nis` `[..]`, the normalised innovation
+/// squared `yᵀ S⁻¹ y`, the usual gate for rejecting outliers (χ² with `m` degrees of freedom
+/// for a consistent filter). The step is differentiable in every input (tuning `q` and `r` by
+/// gradients of a likelihood). Mismatched shapes are typed errors at the first call.
+pub fn kalman_filter() -> Jit<ControlKernel> {
+    let inputs = ["x", "p", "z", "f", "h", "q", "r"];
+    let step = func("kalman_filter", inputs, |[x, p, z, f, h, q, r]| {
+        let x = f.matmul(column(x));
+        let p = f.matmul(p).matmul(transposed(f)) + q;
+        let y = column(z) - h.matmul(x);
+        let hp = h.matmul(p);
+        let s = hp.matmul(transposed(h)) + r;
+        let k = transposed(s.solve(hp));
+        let x = x + k.matmul(y);
+        let identity = f.indices(0).eq(f.indices(1)).select(f.full_like(1.0), 0.0);
+        let a = identity - k.matmul(h);
+        let p = a.matmul(p).matmul(transposed(a)) + k.matmul(r).matmul(transposed(k));
+        // yᵀ S⁻¹ y of each filter: the last two axes summed away.
+        let rank = y.shape().rank();
+        let nis = (y * s.solve(y)).sum(&[rank.saturating_sub(2), rank.saturating_sub(1)][..]);
+        let mut x_dims = x.shape().dims().to_vec();
+        x_dims.pop();
+        vec![x.reshape(x_dims), p, nis]
+    });
+    ControlKernel::new("kalman_filter", &inputs)
+        .part(step, &["x", "p", "nis"])
         .jit()
 }

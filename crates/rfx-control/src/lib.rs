@@ -11,7 +11,9 @@
 //! - **Struct of arrays.** Every kernel is elementwise over a batch: each scalar quantity is
 //!   its own array of N elements (a quaternion is four arrays `w, x, y, z`; a 2×2 covariance
 //!   three). All inputs of one call have one shape, except inputs documented as broadcasting
-//!   (gains, `alpha`, `dt`, `t`), which may also be `[]`. N = 1 is a single robot.
+//!   (gains, `alpha`, `dt`, `t`), which may also be `[]`. N = 1 is a single robot. The
+//!   exception is [`kalman_filter`], whose states, covariances and model are vectors and
+//!   matrices (`[N, n]`, `[N, n, n]`), as a model of any size needs.
 //! - **f32 and f64.** Each constructor returns an [`rfx::Jit`] that compiles one kernel per
 //!   input signature: call it with `f32` arrays or `f64` arrays (all inputs one dtype).
 //!   Constants of the kernel (gains, DH parameters, noise variances) are Rust `f64` values
@@ -34,6 +36,7 @@
 //! | [`path_tracking`]`()` | `x, y, heading`, `path_x, path_y` `[M]` | `segment` (`i32`), `cross_track`, `heading_error` (to the nearest point of the path) |
 //! | [`kalman_predict`]`(dt, accel_var)` | `pos, vel, p00, p01, p11` | `pos, vel, p00, p01, p11` |
 //! | [`kalman_update`]`(meas_var)` | `pos, vel, p00, p01, p11, z` | `pos, vel, p00, p01, p11` |
+//! | [`kalman_filter`]`()` | `x` `[.., n]`, `p` `[.., n, n]`, `z` `[.., m]`, `f` `[n, n]`, `h` `[m, n]`, `q` `[n, n]`, `r` `[m, m]` | `x`, `p`, `nis` `[..]` (predict and update of any linear model; matrices, not arrays per entry) |
 //! | [`quat_mul`]`()` | `aw, ax, ay, az, bw, bx, by, bz` | `w, x, y, z` |
 //! | [`quat_conj`]`()` | `w, x, y, z` | `w, x, y, z` |
 //! | [`quat_normalize`]`()` | `w, x, y, z` | `w, x, y, z` (identity where `‖q‖ < 1e-12`) |
@@ -89,7 +92,7 @@ pub use arm::{
 pub use build::ControlKernel;
 pub use cost::{tracking_cost, tracking_cost_grad};
 pub use filter::{complementary, low_pass, low_pass_alpha, moving_average};
-pub use kalman::{kalman_predict, kalman_update};
+pub use kalman::{kalman_filter, kalman_predict, kalman_update};
 pub use path::path_tracking;
 pub use pid::{PidConfig, pid};
 pub use quat::{

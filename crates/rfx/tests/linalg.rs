@@ -912,7 +912,9 @@ fn singular_matrices_have_a_zero_determinant_and_no_finite_inverse() {
     }
     // An empty matrix has determinant one and an empty inverse, as NumPy's.
     let empty = Array::from_vec([4, 0, 0], Vec::<f64>::new()).expect("empty");
-    let out = rfx::jit(|a: Tensor| (a.det(), a.inv())).call((&empty,)).expect("empty");
+    let out = rfx::jit(|a: Tensor| (a.det(), a.inv()))
+        .call((&empty,))
+        .expect("empty");
     assert_eq!(f64s(&out[0]), [1.0; 4]);
     assert_eq!(out[1].shape().dims(), [4, 0, 0]);
 }

@@ -35,6 +35,14 @@ where
     }
 }
 
+/// `v` with a last axis of one added (`[.., k]` → `[.., k, 1]`): a batch of column vectors, or
+/// values set against a row of others by broadcasting.
+pub(crate) fn column(v: Tensor) -> Tensor {
+    let mut dims = v.shape().dims().to_vec();
+    dims.push(1);
+    v.reshape(dims)
+}
+
 /// A traceable closure with named inputs, captured values being constants of the kernel.
 pub(crate) fn func<const N: usize, F>(name: &str, inputs: [&str; N], f: F) -> impl KernelFn + 'static
 where

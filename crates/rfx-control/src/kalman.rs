@@ -3,7 +3,7 @@
 
 use rfx::{Jit, Tensor};
 
-use crate::build::{ControlKernel, func};
+use crate::build::{ControlKernel, column, func};
 
 const STATE: [&str; 5] = ["pos", "vel", "p00", "p01", "p11"];
 
@@ -70,13 +70,6 @@ fn transposed(t: Tensor) -> Tensor {
     let mut perm: Vec<usize> = (0..rank).collect();
     perm.swap(rank - 2, rank - 1);
     t.transpose(&perm)
-}
-
-/// `v` (`[.., k]`) as a batch of column vectors (`[.., k, 1]`).
-fn column(v: Tensor) -> Tensor {
-    let mut dims = v.shape().dims().to_vec();
-    dims.push(1);
-    v.reshape(dims)
 }
 
 /// One predict-and-update step of a linear Kalman filter with `n` states and `m`

@@ -1,8 +1,8 @@
 //! Path tracking: where a vehicle is relative to a path of waypoints.
 
-use rfx::{Jit, Tensor};
+use rfx::Jit;
 
-use crate::build::{ControlKernel, func};
+use crate::build::{ControlKernel, column, func};
 
 /// The tracking errors of N vehicles against one path (the inputs of a Stanley or pure-pursuit
 /// steering law), elementwise over the vehicles.
@@ -40,11 +40,6 @@ pub fn path_tracking() -> Jit<ControlKernel> {
         let (ax, ay) = (path_x.slice_axis(0, ..segments), path_y.slice_axis(0, ..segments));
         let (ex, ey) = (path_x.slice_axis(0, 1..) - ax, path_y.slice_axis(0, 1..) - ay);
         // Each vehicle against each segment: its offsets along a new last axis.
-        let column = |v: Tensor| {
-            let mut dims = v.shape().dims().to_vec();
-            dims.push(1);
-            v.reshape(dims)
-        };
         let (dx, dy) = (column(x) - ax, column(y) - ay);
         let len2 = ex * ex + ey * ey;
         let along = (dx * ex + dy * ey) / len2;

@@ -742,14 +742,9 @@ impl Tensor {
                 let nan = b.compare(CmpOp::Ne, x, x)?;
                 hit = b.binary(BinaryOp::Or, hit, nan)?;
             }
-            // Positions are counted in the operand's float dtype where it holds them exactly,
-            // so the loop over the rows has one lane width (on the CPU a loop that mixes `i32`
-            // with `f64` runs one element at a time); the index is made `i32` once per row.
-            let count = if ty.dtype.is_float() && n <= rfx_ir::semantics::max_exact_index(ty.dtype) {
-                ty.dtype
-            } else {
-                DType::I32
-            };
+            // Positions are counted in the operand's float dtype where it can (one lane width
+            // for the row loop); the index is made `i32` once per row.
+            let count = position_dtype(ty.dtype, n);
             let at = b.iota(count, ty.shape.clone(), axis)?;
             // `n` is never taken: every row has a hit. It only keeps misses out of the minimum.
             let past = match count {
@@ -969,13 +964,8 @@ impl Tensor {
             // the `2 shift` elements up to it (fewer near the start); each step adds the sums
             // `shift` elements back where there are any, choosing by position rather than
             // adding the pad's zeros, so -0.0 stays and nothing flows backwards.
-            let count = if dtype.is_float() && n <= rfx_ir::semantics::max_exact_index(dtype) {
-                dtype
-            } else {
-                DType::I32
-            };
+            let mut place = Placement::new(position_dtype(dtype, n), &dims, axis);
             let mut sums = x;
-            let mut at = None;
             let mut shift = 1;
             while shift < n {
                 let mut window = dims.clone();
@@ -985,12 +975,6 @@ impl Tensor {
                 low[axis] = shift;
                 let back = b.pad(head, &low, dims.clone())?;
                 let added = b.binary(BinaryOp::Add, sums, back)?;
-                let place = Placement {
-                    at: &mut at,
-                    count,
-                    dims: &dims,
-                    axis,
-                };
                 sums = place.from(b, shift, added, sums)?;
                 shift *= 2;
             }
@@ -1051,11 +1035,7 @@ impl Tensor {
             return a;
         }
         let dims = a.shape().dims().to_vec();
-        let rank = dims.len();
-        if dims[rank - 1] == 0 {
-            return a.sum(&[rank - 2, rank - 1][..]) + 1.0;
-        }
-        gauss_jordan(a, dims[rank - 1], true).1
+        gauss_jordan(a, dims[dims.len() - 1], true).1
     }
 
     /// The solution `x` of `self x = b` for each square matrix in the last two axes (NumPy's
@@ -1198,8 +1178,8 @@ fn concat_ids(b: &mut Builder, ids: &[ValueId], axis: usize) -> Result<ValueId, 
     let mut out = first.clone();
     out[axis] = total;
     let mut result = None;
-    // Each point's position along `axis`, built once the second part needs it.
-    let mut position = None;
+    // The choice by position, made when the second part needs it.
+    let mut place: Option<Placement<'_>> = None;
     let mut offset = 0;
     for (&id, shape) in ids.iter().zip(&shapes) {
         let mut low = vec![0; out.len()];
@@ -1219,13 +1199,9 @@ fn concat_ids(b: &mut Builder, ids: &[ValueId], axis: usize) -> Result<ValueId, 
                 } else {
                     DType::I32
                 };
-                let place = Placement {
-                    at: &mut position,
-                    count,
-                    dims: &out,
-                    axis,
-                };
-                place.from(b, offset, placed, before)?
+                place
+                    .get_or_insert_with(|| Placement::new(count, &out, axis))
+                    .from(b, offset, placed, before)?
             }
         });
         offset += shape.get(axis).copied().unwrap_or(0);
@@ -1292,25 +1268,45 @@ fn gauss_jordan(m: Tensor, n: usize, keep_zero_pivots: bool) -> (Tensor, Tensor)
     (m, det)
 }
 
+/// The dtype positions along an axis of `n` elements are counted in: the operand's float dtype
+/// where it holds them exactly, so a loop over them has one lane width (on the CPU a loop that
+/// mixes `i32` with `f64` runs one element at a time), else `i32`.
+fn position_dtype(dtype: DType, n: usize) -> DType {
+    if dtype.is_float() && n <= rfx_ir::semantics::max_exact_index(dtype) {
+        dtype
+    } else {
+        DType::I32
+    }
+}
+
 /// A choice between two values by position along `axis` of `dims`, the positions counted in
-/// `count` by an `iota` built once into `at` (a `concat` and a scan choose at several starts).
+/// `count` by an `iota` built on first use (a `concat` and a scan choose at several starts).
 struct Placement<'a> {
-    at: &'a mut Option<ValueId>,
+    at: Option<ValueId>,
     count: DType,
     dims: &'a [usize],
     axis: usize,
 }
 
-impl Placement<'_> {
+impl<'a> Placement<'a> {
+    fn new(count: DType, dims: &'a [usize], axis: usize) -> Placement<'a> {
+        Placement {
+            at: None,
+            count,
+            dims,
+            axis,
+        }
+    }
+
     /// `later` where the position is `start` or past it, else `earlier`.
     fn from(
-        self,
+        &mut self,
         b: &mut Builder,
         start: usize,
         later: ValueId,
         earlier: ValueId,
     ) -> Result<ValueId, BuildError> {
-        let at = match *self.at {
+        let at = match self.at {
             Some(at) => at,
             None => *self.at.insert(b.iota(self.count, self.dims.to_vec(), self.axis)?),
         };

@@ -574,10 +574,7 @@ impl Eval<'_> {
             "argmin" | "argmax" => {
                 let (x, axis) = self.tensor_and_axis(name, 1, &positional, &keywords, pos)?;
                 // No axis: the index into the flattened tensor (NumPy's `axis=None`).
-                let (x, axis) = match axis {
-                    Some(axis) => (x, axis),
-                    None => (x.reshape([x.shape().numel()]), 0),
-                };
+                let (x, axis) = flat_unless(x, axis);
                 let t = if name == "argmin" {
                     x.argmin(axis)
                 } else {
@@ -588,10 +585,7 @@ impl Eval<'_> {
             "take" => {
                 let (table, axis) = self.tensor_and_axis(name, 2, &positional, &keywords, pos)?;
                 let index = self.tensor(positional[1].1, &positional[1].0)?;
-                let (table, axis) = match axis {
-                    Some(axis) => (table, axis),
-                    None => (table.reshape([table.shape().numel()]), 0),
-                };
+                let (table, axis) = flat_unless(table, axis);
                 self.traced(pos, table.take(index, axis))
             }
             "take_along_axis" => {
@@ -635,9 +629,11 @@ impl Eval<'_> {
                 let t = match (name, axis) {
                     ("norm", Some(axis)) => x.norm(axis),
                     ("norm", None) => x.norm(All),
-                    ("cumsum", Some(axis)) => x.cumsum(axis),
                     // No axis: the running sum of the flattened tensor, as NumPy's.
-                    ("cumsum", None) => x.reshape([x.shape().numel()]).cumsum(0),
+                    ("cumsum", axis) => {
+                        let (x, axis) = flat_unless(x, axis);
+                        x.cumsum(axis)
+                    }
                     (_, axis) => x.diff(axis.unwrap_or(x.shape().rank().saturating_sub(1))),
                 };
                 self.traced(pos, t)
@@ -826,5 +822,13 @@ impl fmt::Display for Signature {
             write!(f, "{name}: {ty}")?;
         }
         Ok(())
+    }
+}
+
+/// `x` and `axis`, or without an axis `x` flattened and its only axis (NumPy's `axis=None`).
+fn flat_unless(x: Tensor, axis: Option<usize>) -> (Tensor, usize) {
+    match axis {
+        Some(axis) => (x, axis),
+        None => (x.reshape([x.shape().numel()]), 0),
     }
 }

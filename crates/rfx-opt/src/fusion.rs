@@ -8,7 +8,8 @@
 //! only inserts or removes axes of one is a frame instead, its operand computed at the point
 //! with those coordinates dropped), a value
 //! needed by more than one kernel (materialised once, never recomputed, unless it is a few cheap
-//! ops of constants and `iota`s alone, which each kernel recomputes), or a value of a
+//! ops of constants and `iota`s alone, which each kernel recomputes, or a plain view of an
+//! input or a stored value, which each kernel reads through its strides), or a value of a
 //! quarter or less of its kernel's iteration space whose computation there (one dear op, or a
 //! chain of cheap ones) costs more per point than a load. Every other value is computed inside the kernel of the materialised values
 //! (*roots*) that use it. Roots with the same iteration space are merged into one kernel when
@@ -139,6 +140,9 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
         if !plan.materialise_shared()? {
             break;
         }
+    }
+    if plan.drop_stored_views() {
+        plan.group_roots();
     }
     let program = plan.emit()?;
     let missed = plan
@@ -403,7 +407,7 @@ impl Plan<'_> {
             if groups.len() > 1 {
                 // A value of constants and indices alone costs a few ops at each point, less
                 // than storing it and loading it back in each kernel.
-                if self.index_only(v) {
+                if self.index_only(v) || self.plain_view(v) {
                     continue;
                 }
                 if !consumed_by_shared(v) {
@@ -454,6 +458,47 @@ impl Plan<'_> {
             }
         }
         self.recompute_cost(v) <= INDEX_ONLY_MAX_COST
+    }
+
+    /// Stops storing the values stored for their consumers' sake (shared, or small and dear
+    /// when they were chosen) that turned out to be plain views of stored values
+    /// ([`Plan::plain_view`]); a later round may have stored what made them dear. Returns
+    /// whether any was dropped.
+    fn drop_stored_views(&mut self) -> bool {
+        let views: Vec<ValueId> = self
+            .roots
+            .iter()
+            .filter(|(_, reason)| matches!(reason, Some(MissReason::FanOut | MissReason::Shape)))
+            .map(|(&v, _)| v)
+            .collect();
+        let mut dropped = false;
+        for v in views {
+            if self.plain_view(v) {
+                self.roots.remove(&v);
+                dropped = true;
+            }
+        }
+        dropped
+    }
+
+    /// Whether `v` is a chain of reshapes, transposes, slices and broadcasts of an input, a
+    /// stored value, a constant or an `iota`: a strided read in each kernel that needs it,
+    /// which costs no more than loading a stored copy and saves the kernel that stores it.
+    fn plain_view(&self, v: ValueId) -> bool {
+        let mut u = v;
+        loop {
+            if u != v && self.roots.contains_key(&u) {
+                return true;
+            }
+            let Some(node) = self.kernel.node(u) else {
+                return false;
+            };
+            match (&node.op, node.args.first()) {
+                (op, _) if is_leaf(op) => return u != v,
+                (Op::Reshape | Op::Transpose { .. } | Op::Slice { .. } | Op::BroadcastTo, Some(&a)) => u = a,
+                _ => return false,
+            }
+        }
     }
 
     /// What recomputing `v` at each point of its kernel costs per point: the ops of `v`'s

@@ -2,7 +2,9 @@
 //!
 //! Design (argued in ARCHITECTURE.md): fusion is a partition of the extracted HIR DAG, not an
 //! e-graph rewrite. A value is *materialised* (given a buffer) only when it must be: a kernel
-//! output, a reduction result (it is complete only after its kernel), the operand of a
+//! output, a reduction result (it is complete only after its kernel; a reduction of at most
+//! four elements per result that is no kernel output is instead computed where it is read, a
+//! chain of binary ops over its operand's windows in the interpreter's order), the operand of a
 //! `reshape` or `transpose` of a computed value (both are index maps over a row-major buffer:
 //! a transpose of an input or a stored value is a load with permuted strides; a reshape that
 //! only inserts or removes axes of one is a frame instead, its operand computed at the point
@@ -83,7 +85,7 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
             continue;
         }
         match &node.op {
-            Op::Reduce { .. } => {
+            Op::Reduce { .. } if unrolled_reduction(kernel, ValueId::new(index)).is_none() => {
                 roots
                     .entry(ValueId::new(index))
                     .or_insert(Some(MissReason::Reduction));
@@ -174,6 +176,35 @@ fn is_leaf(op: &Op) -> bool {
     )
 }
 
+/// The most elements a reduction may combine per result element to be computed as a chain of
+/// binary ops over its operand's windows, in row-major order of the reduced elements (the
+/// reference interpreter's order, from the identity, which each first step leaves exact: the
+/// same bits). Such a reduction is elementwise work like any other, so it fuses with what
+/// reads its result instead of ending a loop nest: a product of small matrices, the squared
+/// length of a 3-vector.
+const UNROLL_MAX: usize = 4;
+
+/// For a reduction combining between one and [`UNROLL_MAX`] elements per result element, the
+/// extents of its reduced axes (`None` otherwise, or when `value` is no reduction). A kernel
+/// output stays a reduction over its operand's points: its loop nest can then also compute
+/// what else is computed there (a gradient beside its loss).
+fn unrolled_reduction(kernel: &Kernel, value: ValueId) -> Option<Vec<usize>> {
+    let node = kernel.node(value)?;
+    let Op::Reduce { axes, .. } = &node.op else {
+        return None;
+    };
+    if kernel.outputs().iter().any(|o| o.value == value) {
+        return None;
+    }
+    let operand = kernel.value_type(*node.args.first()?)?;
+    let extents: Vec<usize> = axes
+        .iter()
+        .map(|&a| operand.shape.dims().get(a).copied())
+        .collect::<Option<_>>()?;
+    let count: usize = extents.iter().product();
+    (1..=UNROLL_MAX).contains(&count).then_some(extents)
+}
+
 /// The value under the chain of slices ending at `value` when it is computed by an op other
 /// than a transpose or a broadcast (`None` otherwise, or when `value` is no slice): such a slice
 /// is computed in its consumer's kernel, from its operand computed at the window's points.
@@ -256,6 +287,10 @@ fn reads_buffer(op: &Op, arg: usize) -> bool {
     match op {
         Op::Reshape | Op::Transpose { .. } | Op::Slice { .. } | Op::Pad { .. } => true,
         Op::Gather { .. } => arg == 0,
+        // A reduction computed in its consumer's kernel (see `unrolled_reduction`) reads its
+        // operand at the points of its windows; any other reduction is a root, never walked
+        // through.
+        Op::Reduce { .. } => true,
         _ => false,
     }
 }
@@ -280,15 +315,17 @@ impl Plan<'_> {
     /// The iteration space a root's kernel runs over.
     fn domain(&self, root: ValueId) -> Shape {
         match (self.op(root), self.kernel.node(root)) {
-            (Some(Op::Reduce { .. }), Some(node)) => {
+            (Some(Op::Reduce { .. }), Some(node)) if self.is_reduce(root) => {
                 node.args.first().map(|&a| self.shape(a)).unwrap_or_default()
             }
             _ => self.shape(root),
         }
     }
 
+    /// Whether `v` is a reduction its kernel ends with (not one computed elementwise, see
+    /// [`unrolled_reduction`]).
     fn is_reduce(&self, v: ValueId) -> bool {
-        matches!(self.op(v), Some(Op::Reduce { .. }))
+        matches!(self.op(v), Some(Op::Reduce { .. })) && unrolled_reduction(self.kernel, v).is_none()
     }
 
     /// The values a root's kernel computes for it, and the roots it reads with their kind.
@@ -421,10 +458,11 @@ impl Plan<'_> {
                 &self.groups[g].0,
                 self.kernel.node(v).ok_or(OptError::InvalidValue(v))?,
             );
-            let small = node.ty.shape.numel().saturating_mul(4) <= domain.numel();
-            let widens = widest_consumer
-                .get(v.index())
-                .is_some_and(|&n| n > node.ty.shape.numel());
+            // Computed at the points of its widest consumer, which can be wider than the kernel
+            // under a reduction computed elementwise (its operand's points).
+            let widest = widest_consumer.get(v.index()).copied().unwrap_or(0);
+            let small = node.ty.shape.numel().saturating_mul(4) <= domain.numel().max(widest);
+            let widens = widest > node.ty.shape.numel();
             if small && widens && self.recompute_cost(v) >= 4.0 {
                 self.roots.insert(v, Some(MissReason::Shape));
                 changed = true;
@@ -521,6 +559,15 @@ impl Plan<'_> {
             cost += match &node.op {
                 Op::Unary(op) => op_cost(&crate::lang::Head::Unary(*op), node.ty.dtype),
                 Op::Binary(op) => op_cost(&crate::lang::Head::Binary(*op), node.ty.dtype),
+                // A reduction computed elementwise computes its operand once per element it
+                // combines (counted once below) and combines them.
+                Op::Reduce { .. } => match (unrolled_reduction(self.kernel, u), node.args.first()) {
+                    (Some(extents), Some(&operand)) => {
+                        let more = extents.iter().product::<usize>().saturating_sub(1) as f64;
+                        more * (1.0 + self.recompute_cost(operand))
+                    }
+                    _ => 1.0,
+                },
                 _ => 1.0,
             };
             stack.extend(node.args.iter().copied());
@@ -668,7 +715,7 @@ impl Plan<'_> {
             for &root in roots {
                 let bufs = root_bufs.get(&root).ok_or(OptError::InvalidValue(root))?;
                 match self.op(root) {
-                    Some(Op::Reduce { op, axes, .. }) => {
+                    Some(Op::Reduce { op, axes, .. }) if self.is_reduce(root) => {
                         let operand = kernel
                             .node(root)
                             .and_then(|n| n.args.first().copied())
@@ -765,6 +812,12 @@ impl KernelEmitter<'_, '_> {
     /// is a pure function of the domain point, so equal instructions are equal values (a
     /// pad's frame recomputes what does not move, such as a broadcast input's element).
     fn push(&mut self, op: MirOp, args: Vec<MirValue>, dtype: rfx_ir::DType) -> MirValue {
+        // A choice between equal values is that value (a frame can make both sides one load).
+        if let (MirOp::Select, [_, a, b]) = (&op, args.as_slice())
+            && a == b
+        {
+            return *a;
+        }
         let inst = MirInst { op, args, dtype };
         if let Some(&value) = self.numbered.get(&inst) {
             return value;
@@ -1277,6 +1330,112 @@ impl KernelEmitter<'_, '_> {
         )
     }
 
+    /// A reduction combining a few elements per result element (see [`unrolled_reduction`]),
+    /// at every domain point: its operand computed at each of the result element's reduced
+    /// points (a frame each, as a slice's window), combined in row-major order of those points
+    /// as the reference interpreter combines them.
+    fn unrolled(&mut self, v: ValueId, op: rfx_ir::ReduceOp, axes: &[usize]) -> Result<MirValue, OptError> {
+        use rfx_ir::ReduceOp;
+        let kernel = self.plan.kernel;
+        let node = kernel.node(v).ok_or(OptError::InvalidValue(v))?;
+        let operand = node.args.first().copied().ok_or(OptError::InvalidValue(v))?;
+        let extents = unrolled_reduction(kernel, v).ok_or(OptError::InvalidValue(v))?;
+        let inner = kernel
+            .value_type(operand)
+            .ok_or(OptError::InvalidValue(operand))?
+            .shape
+            .clone();
+        // The operand with the reduced axes kept as one: the result with `keepdims`.
+        let mut kept_dims = inner.dims().to_vec();
+        for &axis in axes {
+            *kept_dims.get_mut(axis).ok_or(OptError::InvalidValue(v))? = 1;
+        }
+        let kept = Shape::new(kept_dims);
+        let regroup = kept != node.ty.shape;
+        if regroup {
+            // Without `keepdims` the reduced axes are removed: the result's point with axes of
+            // one inserted.
+            self.frames.push(Frame {
+                inner: kept.clone(),
+                outer: node.ty.shape.clone(),
+                shift: Vec::new(),
+                exact: true,
+                regroup: true,
+            });
+        }
+        let outside = std::mem::take(&mut self.memo);
+        let combined = self.combine_windows(v, op, &extents, &kept);
+        self.memo = outside;
+        if regroup {
+            self.frames.pop();
+        }
+        let (mut acc, dtype) = (combined?, node.ty.dtype);
+        if op == ReduceOp::Mean {
+            let count = extents.iter().product::<usize>() as f64;
+            let count = self.push(
+                MirOp::Const(rfx_ir::Scalar::from_f64(dtype, count)),
+                Vec::new(),
+                dtype,
+            );
+            acc = self.push(MirOp::Binary(BinaryOp::Div), vec![acc, count], dtype);
+        }
+        Ok(acc)
+    }
+
+    /// The elements of the reduction `v`'s operand at each reduced point (of `extents`) of the
+    /// result element (of shape `kept`, the reduced axes kept as one), combined by `op` in
+    /// row-major order.
+    fn combine_windows(
+        &mut self,
+        v: ValueId,
+        op: rfx_ir::ReduceOp,
+        extents: &[usize],
+        kept: &Shape,
+    ) -> Result<MirValue, OptError> {
+        use rfx_ir::ReduceOp;
+        let kernel = self.plan.kernel;
+        let node = kernel.node(v).ok_or(OptError::InvalidValue(v))?;
+        let (Op::Reduce { axes, .. }, Some(&operand)) = (&node.op, node.args.first()) else {
+            return Err(OptError::InvalidValue(v));
+        };
+        let inner = &kernel
+            .value_type(operand)
+            .ok_or(OptError::InvalidValue(operand))?
+            .shape;
+        let combine = match op {
+            ReduceOp::Sum | ReduceOp::Mean => BinaryOp::Add,
+            ReduceOp::Prod => BinaryOp::Mul,
+            ReduceOp::Max => BinaryOp::Max,
+            ReduceOp::Min => BinaryOp::Min,
+        };
+        let dtype = node.ty.dtype;
+        let count: usize = extents.iter().product();
+        let mut acc = None;
+        for flat in 0..count {
+            // The reduced point's coordinates, row-major (the last reduced axis fastest).
+            let mut shift = vec![0i64; inner.rank()];
+            let mut rest = flat;
+            for (&axis, &extent) in axes.iter().zip(extents).rev() {
+                let at = i64::try_from(rest % extent).map_err(|_| OptError::IndexRange(v))?;
+                *shift.get_mut(axis).ok_or(OptError::InvalidValue(v))? = -at;
+                rest /= extent;
+            }
+            let frame = Frame {
+                inner: inner.clone(),
+                outer: kept.clone(),
+                shift,
+                exact: true,
+                regroup: false,
+            };
+            let x = self.in_frame(frame, operand)?;
+            acc = Some(match acc {
+                None => x,
+                Some(a) => self.push(MirOp::Binary(combine), vec![a, x], dtype),
+            });
+        }
+        acc.ok_or(OptError::InvalidValue(v))
+    }
+
     /// `operand` computed at the points `frame` maps this kernel's points to. Its values
     /// computed at the frame's own points do not hold there, so the frame has its own memo.
     fn in_frame(&mut self, frame: Frame, operand: ValueId) -> Result<MirValue, OptError> {
@@ -1385,7 +1544,7 @@ impl KernelEmitter<'_, '_> {
                     self.load(buf, &node.ty.shape, dtype, v)?
                 }
             }
-            Op::Reduce { .. } => return Err(OptError::InvalidValue(v)),
+            Op::Reduce { op, axes, .. } => self.unrolled(v, *op, axes)?,
         };
         self.memo.insert(v, result);
         Ok(result)

@@ -95,6 +95,7 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
             Op::Reshape => {
                 if let Some(&operand) = node.args.first()
                     && is_computed(kernel, operand)
+                    && !reshapes_a_buffer(kernel, operand)
                     && !kernel
                         .value_type(operand)
                         .is_some_and(|t| only_unit_axes_move(&t.shape, &node.ty.shape))
@@ -109,7 +110,7 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
             Op::Gather { .. } => {
                 if let Some(&table) = node.args.first() {
                     let base = transpose_base(kernel, table);
-                    if is_computed(kernel, base) {
+                    if is_computed(kernel, base) && !reshapes_a_buffer(kernel, base) {
                         roots.entry(base).or_insert(Some(MissReason::Gather));
                     }
                 }
@@ -203,6 +204,28 @@ fn unrolled_reduction(kernel: &Kernel, value: ValueId) -> Option<Vec<usize>> {
         .collect::<Option<_>>()?;
     let count: usize = extents.iter().product();
     (1..=UNROLL_MAX).contains(&count).then_some(extents)
+}
+
+/// The value under the chain of reshapes ending at `value` (`value` itself when it is no
+/// reshape), stopping at a value `stop` accepts.
+fn under_reshapes(kernel: &Kernel, mut value: ValueId, stop: impl Fn(ValueId) -> bool) -> ValueId {
+    while !stop(value)
+        && let Some(node) = kernel.node(value)
+        && matches!(node.op, Op::Reshape)
+        && let Some(&operand) = node.args.first()
+    {
+        value = operand;
+    }
+    value
+}
+
+/// Whether `value` is a chain of reshapes of an input or a literal: a row-major buffer, which
+/// any reshape of it reads in place.
+fn reshapes_a_buffer(kernel: &Kernel, value: ValueId) -> bool {
+    let source = under_reshapes(kernel, value, |_| false);
+    kernel
+        .node(source)
+        .is_some_and(|n| matches!(n.op, Op::Input { .. } | Op::Literal(_)))
 }
 
 /// The value under the chain of slices ending at `value` when it is computed by an op other
@@ -1016,6 +1039,14 @@ impl KernelEmitter<'_, '_> {
         }
     }
 
+    /// The value whose buffer holds `v` row-major: under `v`'s chain of reshapes, the first
+    /// input, literal or stored value (`v` itself when there is none).
+    fn buffer_under_reshapes(&self, v: ValueId) -> ValueId {
+        let stored = |u: ValueId| self.input_buf.contains_key(&u) || self.plan.roots.contains_key(&u);
+        let source = under_reshapes(self.plan.kernel, v, stored);
+        if stored(source) { source } else { v }
+    }
+
     /// An `iota` of type `ty` along `axis`, at every domain point.
     fn iota(&mut self, ty: &rfx_ir::TensorType, axis: usize, at: ValueId) -> Result<MirValue, OptError> {
         let unit: Vec<usize> = (0..ty.shape.rank()).map(|i| usize::from(i == axis)).collect();
@@ -1041,6 +1072,8 @@ impl KernelEmitter<'_, '_> {
             base = n.args.first().copied().ok_or(OptError::InvalidValue(base))?;
         }
         let base_node = kernel.node(base).ok_or(OptError::InvalidValue(base))?;
+        // A reshape of a buffer reads it in place: its elements lie row-major there.
+        let stored = self.buffer_under_reshapes(base);
         // Where element `idx` of the base sits: row-major in its buffer, or the index along an
         // `iota`'s axis.
         let iota = match &base_node.op {
@@ -1075,7 +1108,7 @@ impl KernelEmitter<'_, '_> {
         Ok(match iota {
             Some(_) => View::Count { strides, offset },
             None => View::Buffer {
-                buf: self.stored_buf(base)?,
+                buf: self.stored_buf(stored)?,
                 len: base_node.ty.shape.numel(),
                 strides,
                 offset,
@@ -1525,9 +1558,10 @@ impl KernelEmitter<'_, '_> {
                     .kernel
                     .node(source)
                     .ok_or(OptError::InvalidValue(source))?;
+                let stored = self.buffer_under_reshapes(source);
                 if let Op::Const(value) = src_node.op {
                     self.push(MirOp::Const(value), Vec::new(), dtype)
-                } else if !self.input_buf.contains_key(&source) && !self.plan.roots.contains_key(&source) {
+                } else if !self.input_buf.contains_key(&stored) && !self.plan.roots.contains_key(&stored) {
                     // Only axes of one move (fusion stores the operand of any other reshape):
                     // the operand computed at this point with them dropped or added.
                     let inner = src_node.ty.shape.clone();
@@ -1540,7 +1574,7 @@ impl KernelEmitter<'_, '_> {
                     };
                     self.in_frame(frame, source)?
                 } else {
-                    let buf = self.stored_buf(source)?;
+                    let buf = self.stored_buf(stored)?;
                     self.load(buf, &node.ty.shape, dtype, v)?
                 }
             }

@@ -1000,15 +1000,17 @@ impl Tensor {
     }
 
     /// The inverse of each square matrix in the last two axes (NumPy's `linalg.inv`; the
-    /// axes before them are a batch): Gauss–Jordan elimination with partial pivoting (the
-    /// first of the largest magnitudes of each column, as LAPACK's `getrf` chooses), unrolled
-    /// at trace time, so a batch of small matrices (a Kalman gain's innovation covariance, a
-    /// damped pseudo-inverse's `JᵀJ + λI`) inverts in fused loop nests on every backend, and
-    /// differentiates. NumPy raises an error for a singular matrix; a kernel cannot, so its
-    /// inverse holds infinities or NaNs (a zero pivot divides). Float operands only; an
-    /// operand that is not square in its last two axes is a typed error
-    /// ([`rfx_ir::TypeError::NotSquare`]). Meant for the sizes control code inverts (up to
-    /// about 8: the elimination is `n` steps over the whole matrix).
+    /// axes before them are a batch): for 2×2 and 3×3 matrices the adjugate over the
+    /// determinant (the cofactors' closed forms, as Eigen inverts fixed sizes up to 4),
+    /// elementwise work that fuses into one or two loop nests; otherwise Gauss–Jordan
+    /// elimination with partial pivoting (the first of the largest magnitudes of each column,
+    /// as LAPACK's `getrf` chooses), unrolled at trace time. Either way a batch of small
+    /// matrices (a Kalman gain's innovation covariance, a damped pseudo-inverse's `JᵀJ + λI`)
+    /// inverts on every backend, and differentiates. NumPy raises an error for a singular
+    /// matrix; a kernel cannot, so its inverse holds infinities or NaNs (a zero determinant or
+    /// pivot divides). Float operands only; an operand that is not square in its last two axes
+    /// is a typed error ([`rfx_ir::TypeError::NotSquare`]). Meant for the sizes control code
+    /// inverts (up to about 8: the elimination is `n` steps over the whole matrix).
     pub fn inv(self) -> Tensor {
         let a = self.square_matrices("inv");
         if a.is_poisoned() {
@@ -1017,6 +1019,9 @@ impl Tensor {
         let dims = a.shape().dims().to_vec();
         let rank = dims.len();
         let n = dims[rank - 1];
+        if let Some((adjugate, det)) = adjugate(a, n) {
+            return adjugate / det;
+        }
         let identity = a
             .indices(rank - 2)
             .eq(a.indices(rank - 1))
@@ -1026,16 +1031,21 @@ impl Tensor {
     }
 
     /// The determinant of each square matrix in the last two axes (NumPy's `linalg.det`):
-    /// the product of the pivots of the elimination [`Tensor::inv`] performs, its sign flipped
-    /// by each row exchange; exactly zero for a matrix whose column has no pivot, and one for
-    /// an empty matrix.
+    /// for 2×2 and 3×3 matrices the cofactor expansion along the first row; otherwise the
+    /// product of the pivots of the elimination [`Tensor::inv`] performs, its sign flipped by
+    /// each row exchange, exactly zero for a matrix whose column has no pivot. One for an
+    /// empty matrix.
     pub fn det(self) -> Tensor {
         let a = self.square_matrices("det");
         if a.is_poisoned() {
             return a;
         }
         let dims = a.shape().dims().to_vec();
-        gauss_jordan(a, dims[dims.len() - 1], true).1
+        let (rank, n) = (dims.len(), dims[dims.len() - 1]);
+        match adjugate(a, n) {
+            Some((_, det)) => det.reshape(dims[..rank - 2].to_vec()),
+            None => gauss_jordan(a, n, true).1,
+        }
     }
 
     /// The solution `x` of `self x = b` for each square matrix in the last two axes (NumPy's
@@ -1093,6 +1103,24 @@ impl Tensor {
         )
         .unwrap_or_default();
         let k = bd[bd.len() - 1];
+        if let Some((adjugate, det)) = adjugate(a, n) {
+            // `adj(a) b / det(a)`, the product written out: `n` broadcast products of a column
+            // and a row, elementwise work that fuses with the rest.
+            let mut product: Option<Tensor> = None;
+            for j in 0..n {
+                let term = adjugate.slice_axis(ad.len() - 1, j..j + 1) * b.slice_axis(bd.len() - 2, j..j + 1);
+                product = Some(match product {
+                    None => term,
+                    Some(p) => p + term,
+                });
+            }
+            let x = product.map_or(b, |p| p / det);
+            return if vector {
+                x.reshape(batch.dims().iter().copied().chain([n]).collect::<Vec<_>>())
+            } else {
+                x
+            };
+        }
         let full = |cols: usize| -> Vec<usize> { batch.dims().iter().copied().chain([n, cols]).collect() };
         let rank = batch.rank() + 2;
         let augmented = concat(&[a.broadcast_to(full(n)), b.broadcast_to(full(k))], rank - 1);
@@ -1207,6 +1235,54 @@ fn concat_ids(b: &mut Builder, ids: &[ValueId], axis: usize) -> Result<ValueId, 
         offset += shape.get(axis).copied().unwrap_or(0);
     }
     result.ok_or(BuildError::UnknownValue(ValueId::new(0)))
+}
+
+/// For `[.., n, n]` matrices with `n` of 2 or 3, their adjugates and their determinants
+/// (`[.., 1, 1]`), by closed forms; `None` for other sizes. Element `(i, j)` of the adjugate
+/// (the transposed cofactors) is, indices modulo 3, `m[j+1, i+1] m[j+2, i+2] - m[j+1, i+2]
+/// m[j+2, i+1]` (the sign falls out of the cyclic order), and for 2×2 matrices
+/// `±m[1-j, 1-i]`: each factor a lookup in the flattened matrix at a constant index, so the
+/// adjugate is one elementwise computation over the matrix's points. The determinant is the
+/// expansion along the first row, from windows of the matrix.
+fn adjugate(m: Tensor, n: usize) -> Option<(Tensor, Tensor)> {
+    if !(2..=3).contains(&n) {
+        return None;
+    }
+    let dims = m.shape().dims().to_vec();
+    let rank = dims.len();
+    let (row, col) = (rank - 2, rank - 1);
+    let dtype = m.dtype();
+    let mut flat_dims = dims[..row].to_vec();
+    flat_dims.push(n * n);
+    let flat = m.reshape(flat_dims);
+    // `m[j+a, i+b]` at each point `(i, j)`.
+    let shifted = |a: usize, b: usize| {
+        let index: Vec<f64> = (0..n * n)
+            .map(|k| (((k % n + a) % n) * n + (k / n + b) % n) as f64)
+            .collect();
+        // In the matrix's dtype (exact: at most 8), so the kernel has one lane width.
+        let index = match dtype {
+            DType::F32 => Array::from_slice(&index.iter().map(|&v| v as f32).collect::<Vec<f32>>()),
+            _ => Array::from_slice(&index),
+        };
+        flat.take(constant(&index).reshape([n, n]), row)
+    };
+    let at = |i: usize, j: usize| m.slice_axis(row, i..i + 1).slice_axis(col, j..j + 1);
+    let (adjugate, det) = if n == 2 {
+        let swapped = shifted(1, 1);
+        (
+            where_(m.indices(row).eq(m.indices(col)), swapped, -swapped),
+            at(0, 0) * at(1, 1) - at(0, 1) * at(1, 0),
+        )
+    } else {
+        let minor =
+            |j: usize| at(1, (j + 1) % 3) * at(2, (j + 2) % 3) - at(1, (j + 2) % 3) * at(2, (j + 1) % 3);
+        (
+            shifted(1, 1) * shifted(2, 2) - shifted(1, 2) * shifted(2, 1),
+            at(0, 0) * minor(0) + at(0, 1) * minor(1) + at(0, 2) * minor(2),
+        )
+    };
+    Some((adjugate, det))
 }
 
 /// Gauss–Jordan elimination with partial pivoting of `[.., n, w]` matrices whose first `n`

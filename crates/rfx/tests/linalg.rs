@@ -922,10 +922,16 @@ fn singular_matrices_have_a_zero_determinant_and_no_finite_inverse() {
 #[test]
 fn inverse_and_determinant_gradients_are_the_closed_forms() {
     // d/dA sum(W ∘ A⁻¹) = -A⁻ᵀ W A⁻ᵀ; d det(A)/dA = det(A) A⁻ᵀ (Jacobi's formula).
+    // The closed forms of 2×2 and 3×3 matrices and the elimination of larger ones.
     let mut rng = StdRng::seed_from_u64(0x9e7);
-    let n = 4;
-    let a = test_matrices(&mut rng, n).remove(2);
-    let w = random(&mut rng, n * n);
+    for n in 2..=4 {
+        gradients_of_size(&mut rng, n);
+    }
+}
+
+fn gradients_of_size(rng: &mut StdRng, n: usize) {
+    let a = test_matrices(rng, n).remove(2);
+    let w = random(rng, n * n);
     let arr = |v: &[f64]| Array::from_vec([n, n], v.to_vec()).expect("matrix");
     let inv = rfx::jit(|a: Tensor| a.inv())
         .call((&arr(&a),))
@@ -941,7 +947,7 @@ fn inverse_and_determinant_gradients_are_the_closed_forms() {
         .zip(&inv_t)
         .map(|(p, t)| -p + det * t)
         .collect();
-    assert_close(DType::F64, f64s(&out[0]), &want, 1e3, "gradient");
+    assert_close(DType::F64, f64s(&out[0]), &want, 1e3, &format!("gradient, n={n}"));
 }
 
 #[test]

@@ -70,12 +70,16 @@ struct Plan<'k> {
     roots: BTreeMap<ValueId, Option<MissReason>>,
     groups: Vec<(Shape, Vec<ValueId>)>,
     group_of: HashMap<ValueId, usize>,
+    /// The reductions computed where they are read, with the extents of their reduced axes
+    /// ([`unrolled_reductions`]).
+    unrolled: HashMap<ValueId, Vec<usize>>,
 }
 
 /// Partitions `kernel` (verified, ideally simplified) into a MIR program.
 pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
     verify(kernel).map_err(OptError::InvalidKernel)?;
     let live = crate::passes::live_values(kernel);
+    let unrolled = unrolled_reductions(kernel, &live);
     let mut roots: BTreeMap<ValueId, Option<MissReason>> = BTreeMap::new();
     for output in kernel.outputs() {
         roots.insert(output.value, None);
@@ -85,7 +89,7 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
             continue;
         }
         match &node.op {
-            Op::Reduce { .. } if unrolled_reduction(kernel, ValueId::new(index)).is_none() => {
+            Op::Reduce { .. } if !unrolled.contains_key(&ValueId::new(index)) => {
                 roots
                     .entry(ValueId::new(index))
                     .or_insert(Some(MissReason::Reduction));
@@ -134,6 +138,7 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
         roots,
         groups: Vec::new(),
         group_of: HashMap::new(),
+        unrolled,
     };
     plan.store_dear_window_operands();
     // Each round either finishes or materialises at least one more value, so this ends after
@@ -185,25 +190,31 @@ fn is_leaf(op: &Op) -> bool {
 /// length of a 3-vector.
 const UNROLL_MAX: usize = 4;
 
-/// For a reduction combining between one and [`UNROLL_MAX`] elements per result element, the
-/// extents of its reduced axes (`None` otherwise, or when `value` is no reduction). A kernel
-/// output stays a reduction over its operand's points: its loop nest can then also compute
-/// what else is computed there (a gradient beside its loss).
-fn unrolled_reduction(kernel: &Kernel, value: ValueId) -> Option<Vec<usize>> {
-    let node = kernel.node(value)?;
-    let Op::Reduce { axes, .. } = &node.op else {
-        return None;
+/// The live reductions combining between one and [`UNROLL_MAX`] elements per result element,
+/// with the extents of their reduced axes: each is computed where it is read. A kernel output
+/// stays a reduction over its operand's points: its loop nest can then also compute what else
+/// is computed there (a gradient beside its loss).
+fn unrolled_reductions(kernel: &Kernel, live: &[bool]) -> HashMap<ValueId, Vec<usize>> {
+    let outputs: BTreeSet<ValueId> = kernel.outputs().iter().map(|o| o.value).collect();
+    let extents = |node: &rfx_ir::hir::Node| -> Option<Vec<usize>> {
+        let Op::Reduce { axes, .. } = &node.op else {
+            return None;
+        };
+        let operand = kernel.value_type(*node.args.first()?)?;
+        let extents: Vec<usize> = axes
+            .iter()
+            .map(|&a| operand.shape.dims().get(a).copied())
+            .collect::<Option<_>>()?;
+        let count: usize = extents.iter().product();
+        (1..=UNROLL_MAX).contains(&count).then_some(extents)
     };
-    if kernel.outputs().iter().any(|o| o.value == value) {
-        return None;
-    }
-    let operand = kernel.value_type(*node.args.first()?)?;
-    let extents: Vec<usize> = axes
+    kernel
+        .nodes()
         .iter()
-        .map(|&a| operand.shape.dims().get(a).copied())
-        .collect::<Option<_>>()?;
-    let count: usize = extents.iter().product();
-    (1..=UNROLL_MAX).contains(&count).then_some(extents)
+        .enumerate()
+        .filter(|&(i, _)| live.get(i).copied().unwrap_or(false) && !outputs.contains(&ValueId::new(i)))
+        .filter_map(|(i, node)| Some((ValueId::new(i), extents(node)?)))
+        .collect()
 }
 
 /// The value under the chain of reshapes ending at `value` (`value` itself when it is no
@@ -310,7 +321,7 @@ fn reads_buffer(op: &Op, arg: usize) -> bool {
     match op {
         Op::Reshape | Op::Transpose { .. } | Op::Slice { .. } | Op::Pad { .. } => true,
         Op::Gather { .. } => arg == 0,
-        // A reduction computed in its consumer's kernel (see `unrolled_reduction`) reads its
+        // A reduction computed in its consumer's kernel (see `unrolled_reductions`) reads its
         // operand at the points of its windows; any other reduction is a root, never walked
         // through.
         Op::Reduce { .. } => true,
@@ -346,9 +357,9 @@ impl Plan<'_> {
     }
 
     /// Whether `v` is a reduction its kernel ends with (not one computed elementwise, see
-    /// [`unrolled_reduction`]).
+    /// [`unrolled_reductions`]).
     fn is_reduce(&self, v: ValueId) -> bool {
-        matches!(self.op(v), Some(Op::Reduce { .. })) && unrolled_reduction(self.kernel, v).is_none()
+        matches!(self.op(v), Some(Op::Reduce { .. })) && !self.unrolled.contains_key(&v)
     }
 
     /// The values a root's kernel computes for it, and the roots it reads with their kind.
@@ -584,7 +595,7 @@ impl Plan<'_> {
                 Op::Binary(op) => op_cost(&crate::lang::Head::Binary(*op), node.ty.dtype),
                 // A reduction computed elementwise computes its operand once per element it
                 // combines (counted once below) and combines them.
-                Op::Reduce { .. } => match (unrolled_reduction(self.kernel, u), node.args.first()) {
+                Op::Reduce { .. } => match (self.unrolled.get(&u), node.args.first()) {
                     (Some(extents), Some(&operand)) => {
                         let more = extents.iter().product::<usize>().saturating_sub(1) as f64;
                         more * (1.0 + self.recompute_cost(operand))
@@ -1363,78 +1374,29 @@ impl KernelEmitter<'_, '_> {
         )
     }
 
-    /// A reduction combining a few elements per result element (see [`unrolled_reduction`]),
+    /// A reduction combining a few elements per result element (see [`unrolled_reductions`]),
     /// at every domain point: its operand computed at each of the result element's reduced
     /// points (a frame each, as a slice's window), combined in row-major order of those points
     /// as the reference interpreter combines them.
-    fn unrolled(&mut self, v: ValueId, op: rfx_ir::ReduceOp, axes: &[usize]) -> Result<MirValue, OptError> {
+    fn unrolled(&mut self, v: ValueId) -> Result<MirValue, OptError> {
         use rfx_ir::ReduceOp;
         let kernel = self.plan.kernel;
         let node = kernel.node(v).ok_or(OptError::InvalidValue(v))?;
-        let operand = node.args.first().copied().ok_or(OptError::InvalidValue(v))?;
-        let extents = unrolled_reduction(kernel, v).ok_or(OptError::InvalidValue(v))?;
-        let inner = kernel
-            .value_type(operand)
-            .ok_or(OptError::InvalidValue(operand))?
-            .shape
-            .clone();
-        // The operand with the reduced axes kept as one: the result with `keepdims`.
-        let mut kept_dims = inner.dims().to_vec();
-        for &axis in axes {
-            *kept_dims.get_mut(axis).ok_or(OptError::InvalidValue(v))? = 1;
-        }
-        let kept = Shape::new(kept_dims);
-        let regroup = kept != node.ty.shape;
-        if regroup {
-            // Without `keepdims` the reduced axes are removed: the result's point with axes of
-            // one inserted.
-            self.frames.push(Frame {
-                inner: kept.clone(),
-                outer: node.ty.shape.clone(),
-                shift: Vec::new(),
-                exact: true,
-                regroup: true,
-            });
-        }
-        let outside = std::mem::take(&mut self.memo);
-        let combined = self.combine_windows(v, op, &extents, &kept);
-        self.memo = outside;
-        if regroup {
-            self.frames.pop();
-        }
-        let (mut acc, dtype) = (combined?, node.ty.dtype);
-        if op == ReduceOp::Mean {
-            let count = extents.iter().product::<usize>() as f64;
-            let count = self.push(
-                MirOp::Const(rfx_ir::Scalar::from_f64(dtype, count)),
-                Vec::new(),
-                dtype,
-            );
-            acc = self.push(MirOp::Binary(BinaryOp::Div), vec![acc, count], dtype);
-        }
-        Ok(acc)
-    }
-
-    /// The elements of the reduction `v`'s operand at each reduced point (of `extents`) of the
-    /// result element (of shape `kept`, the reduced axes kept as one), combined by `op` in
-    /// row-major order.
-    fn combine_windows(
-        &mut self,
-        v: ValueId,
-        op: rfx_ir::ReduceOp,
-        extents: &[usize],
-        kept: &Shape,
-    ) -> Result<MirValue, OptError> {
-        use rfx_ir::ReduceOp;
-        let kernel = self.plan.kernel;
-        let node = kernel.node(v).ok_or(OptError::InvalidValue(v))?;
-        let (Op::Reduce { axes, .. }, Some(&operand)) = (&node.op, node.args.first()) else {
+        let (Op::Reduce { op, axes, .. }, Some(&operand), Some(extents)) =
+            (&node.op, node.args.first(), self.plan.unrolled.get(&v))
+        else {
             return Err(OptError::InvalidValue(v));
         };
         let inner = &kernel
             .value_type(operand)
             .ok_or(OptError::InvalidValue(operand))?
             .shape;
+        // The operand with the reduced axes kept as one: the result with `keepdims`.
+        let mut kept_dims = inner.dims().to_vec();
+        for &axis in axes {
+            *kept_dims.get_mut(axis).ok_or(OptError::InvalidValue(v))? = 1;
+        }
+        let kept = Shape::new(kept_dims);
         let combine = match op {
             ReduceOp::Sum | ReduceOp::Mean => BinaryOp::Add,
             ReduceOp::Prod => BinaryOp::Mul,
@@ -1443,38 +1405,69 @@ impl KernelEmitter<'_, '_> {
         };
         let dtype = node.ty.dtype;
         let count: usize = extents.iter().product();
-        let mut acc = None;
-        for flat in 0..count {
-            // The reduced point's coordinates, row-major (the last reduced axis fastest).
-            let mut shift = vec![0i64; inner.rank()];
-            let mut rest = flat;
-            for (&axis, &extent) in axes.iter().zip(extents).rev() {
-                let at = i64::try_from(rest % extent).map_err(|_| OptError::IndexRange(v))?;
-                *shift.get_mut(axis).ok_or(OptError::InvalidValue(v))? = -at;
-                rest /= extent;
+        let windows = |e: &mut Self| -> Result<MirValue, OptError> {
+            let mut acc = None;
+            for flat in 0..count {
+                // The reduced point's coordinates, row-major (the last reduced axis fastest).
+                let mut shift = vec![0i64; inner.rank()];
+                let mut rest = flat;
+                for (&axis, &extent) in axes.iter().zip(extents).rev() {
+                    let at = i64::try_from(rest % extent).map_err(|_| OptError::IndexRange(v))?;
+                    *shift.get_mut(axis).ok_or(OptError::InvalidValue(v))? = -at;
+                    rest /= extent;
+                }
+                let frame = Frame {
+                    inner: inner.clone(),
+                    outer: kept.clone(),
+                    shift,
+                    exact: true,
+                    regroup: false,
+                };
+                let x = e.in_frame(frame, operand)?;
+                acc = Some(match acc {
+                    None => x,
+                    Some(a) => e.push(MirOp::Binary(combine), vec![a, x], dtype),
+                });
             }
-            let frame = Frame {
-                inner: inner.clone(),
-                outer: kept.clone(),
-                shift,
+            acc.ok_or(OptError::InvalidValue(v))
+        };
+        let mut acc = if kept == node.ty.shape {
+            windows(self)?
+        } else {
+            // Without `keepdims` the reduced axes are removed: the result's point with axes of
+            // one inserted.
+            let regroup = Frame {
+                inner: kept.clone(),
+                outer: node.ty.shape.clone(),
+                shift: Vec::new(),
                 exact: true,
-                regroup: false,
+                regroup: true,
             };
-            let x = self.in_frame(frame, operand)?;
-            acc = Some(match acc {
-                None => x,
-                Some(a) => self.push(MirOp::Binary(combine), vec![a, x], dtype),
-            });
+            self.within(regroup, windows)?
+        };
+        if *op == ReduceOp::Mean {
+            let count = rfx_ir::Scalar::from_f64(dtype, count as f64);
+            let count = self.push(MirOp::Const(count), Vec::new(), dtype);
+            acc = self.push(MirOp::Binary(BinaryOp::Div), vec![acc, count], dtype);
         }
-        acc.ok_or(OptError::InvalidValue(v))
+        Ok(acc)
     }
 
     /// `operand` computed at the points `frame` maps this kernel's points to. Its values
     /// computed at the frame's own points do not hold there, so the frame has its own memo.
     fn in_frame(&mut self, frame: Frame, operand: ValueId) -> Result<MirValue, OptError> {
+        self.within(frame, |e| e.value(operand))
+    }
+
+    /// What `compute` gives inside `frame`, with the frame's own memo.
+    fn within(
+        &mut self,
+        frame: Frame,
+        compute: impl FnOnce(&mut Self) -> Result<MirValue, OptError>,
+    ) -> Result<MirValue, OptError> {
         self.frames.push(frame);
         let outside = std::mem::take(&mut self.memo);
-        let value = self.value(operand);
+        let value = compute(self);
         self.memo = outside;
         self.frames.pop();
         value
@@ -1578,7 +1571,7 @@ impl KernelEmitter<'_, '_> {
                     self.load(buf, &node.ty.shape, dtype, v)?
                 }
             }
-            Op::Reduce { op, axes, .. } => self.unrolled(v, *op, axes)?,
+            Op::Reduce { .. } => self.unrolled(v)?,
         };
         self.memo.insert(v, result);
         Ok(result)

@@ -797,14 +797,7 @@ impl Tensor {
             }
             let batch =
                 rfx_ir::broadcast_shapes(&Shape::new(batch_a.to_vec()), &Shape::new(batch_c.to_vec()))
-                    .ok_or_else(|| BuildError::Type {
-                        op: "matmul",
-                        source: rfx_ir::TypeError::Broadcast {
-                            op: "matmul",
-                            lhs: a.clone(),
-                            rhs: c.clone(),
-                        },
-                    })?;
+                    .ok_or_else(|| broadcast_error("matmul", &a, &c))?;
             // [batch, m, k, 1] * [batch, 1, k, n], summed over k, without the axes of a
             // vector, so that the sum has the result's shape (a reshape after a reduction
             // would copy it).
@@ -900,14 +893,7 @@ impl Tensor {
                 }
             }
             if rfx_ir::broadcast_shapes(&a, &c).is_none() {
-                return Err(BuildError::Type {
-                    op: "cross",
-                    source: rfx_ir::TypeError::Broadcast {
-                        op: "cross",
-                        lhs: a.clone(),
-                        rhs: c.clone(),
-                    },
-                });
+                return Err(broadcast_error("cross", &a, &c));
             }
             let mut components = Vec::with_capacity(2);
             for (&id, shape) in ids.iter().zip([&a, &c]) {
@@ -1074,14 +1060,7 @@ impl Tensor {
                 let batch_a = Shape::new(ad[..ad.len() - 2].to_vec());
                 let batch_b = Shape::new(bd[..bd.len() - 2].to_vec());
                 if rfx_ir::broadcast_shapes(&batch_a, &batch_b).is_none() {
-                    return Err(BuildError::Type {
-                        op: "solve",
-                        source: rfx_ir::TypeError::Broadcast {
-                            op: "solve",
-                            lhs: a_shape.clone(),
-                            rhs: b_shape.clone(),
-                        },
-                    });
+                    return Err(broadcast_error("solve", &a_shape, &b_shape));
                 }
             }
             Ok(ids[0])
@@ -1106,15 +1085,9 @@ impl Tensor {
         if let Some((adjugate, det)) = adjugate(a, n) {
             // `adj(a) b / det(a)`, the product written out: `n` broadcast products of a column
             // and a row, elementwise work that fuses with the rest.
-            let mut product: Option<Tensor> = None;
-            for j in 0..n {
-                let term = adjugate.slice_axis(ad.len() - 1, j..j + 1) * b.slice_axis(bd.len() - 2, j..j + 1);
-                product = Some(match product {
-                    None => term,
-                    Some(p) => p + term,
-                });
-            }
-            let x = product.map_or(b, |p| p / det);
+            let term =
+                |j: usize| adjugate.slice_axis(ad.len() - 1, j..j + 1) * b.slice_axis(bd.len() - 2, j..j + 1);
+            let x = (1..n).fold(term(0), |sum, j| sum + term(j)) / det;
             return if vector {
                 x.reshape(batch.dims().iter().copied().chain([n]).collect::<Vec<_>>())
             } else {
@@ -1415,6 +1388,19 @@ fn contraction(op: &'static str, lhs: &Shape, rhs: &Shape) -> BuildError {
     BuildError::Type {
         op,
         source: rfx_ir::TypeError::Contraction {
+            op,
+            lhs: lhs.clone(),
+            rhs: rhs.clone(),
+        },
+    }
+}
+
+/// The typed error of an op `op` whose operands `lhs` and `rhs` (or their batch axes) do not
+/// broadcast.
+fn broadcast_error(op: &'static str, lhs: &Shape, rhs: &Shape) -> BuildError {
+    BuildError::Type {
+        op,
+        source: rfx_ir::TypeError::Broadcast {
             op,
             lhs: lhs.clone(),
             rhs: rhs.clone(),

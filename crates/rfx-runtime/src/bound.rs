@@ -16,6 +16,10 @@ const MAX_STACK_INPUTS: usize = 32;
 /// a call with more takes the checked path through views (which allocates).
 const MAX_STACK_ARGS: usize = 32;
 
+/// Most arguments [`BoundKernel::run_slices`] gathers in a short array (most control kernels
+/// have fewer; zeroing the long one costs a call a few nanoseconds).
+const SHORT_ARGS: usize = 8;
+
 /// A kernel bound for real-time calls: it owns its temporaries ([`Scratch`]) and the shapes of
 /// its arguments, so a call borrows the inputs, writes caller-provided outputs, and — once the
 /// first call has grown the scratch — allocates nothing and takes no lock (on the CPU backend).
@@ -33,8 +37,14 @@ pub struct BoundKernel {
     scratch: Scratch,
     input_shapes: Vec<Shape>,
     output_shapes: Vec<Shape>,
-    /// The dtypes of the caller's inputs, then the outputs (what `run_slices` compares).
+    /// The element counts of the caller's inputs, then the outputs (what `run_slices`
+    /// compares its slices' lengths with).
+    slice_lens: Vec<usize>,
+    /// The dtypes of the caller's inputs, then the outputs.
     slice_dtypes: Vec<DType>,
+    /// The dtype every caller input and output shares, if they share one (`run_slices` then
+    /// compares its element type with this alone).
+    slice_dtype: Option<DType>,
     constant_inputs: Vec<Array>,
 }
 
@@ -48,22 +58,33 @@ impl BoundKernel {
     /// as the identity a reverse-mode Jacobian is seeded with).
     pub fn with_constant_inputs(exe: Arc<Executable>, constants: Vec<Array>) -> BoundKernel {
         let n_caller = exe.inputs().len().saturating_sub(constants.len());
-        let input_shapes = exe.inputs()[..n_caller]
+        let input_shapes: Vec<Shape> = exe.inputs()[..n_caller]
             .iter()
             .map(|(_, ty)| ty.shape.clone())
             .collect();
-        let output_shapes = exe.outputs().iter().map(|(_, ty)| ty.shape.clone()).collect();
+        let output_shapes: Vec<Shape> = exe.outputs().iter().map(|(_, ty)| ty.shape.clone()).collect();
         let slice_dtypes = exe.inputs()[..n_caller]
             .iter()
             .chain(exe.outputs())
             .map(|(_, ty)| ty.dtype)
+            .collect::<Vec<_>>();
+        let slice_dtype = match slice_dtypes.split_first() {
+            Some((&first, rest)) if rest.iter().all(|&d| d == first) => Some(first),
+            _ => None,
+        };
+        let slice_lens = input_shapes
+            .iter()
+            .chain(&output_shapes)
+            .map(Shape::numel)
             .collect();
         BoundKernel {
             exe,
             scratch: Scratch::new(),
             input_shapes,
             output_shapes,
+            slice_lens,
             slice_dtypes,
+            slice_dtype,
             constant_inputs: constants,
         }
     }
@@ -155,33 +176,61 @@ impl BoundKernel {
         inputs: [&[T]; I],
         mut outputs: [&mut [T]; O],
     ) -> Result<(), RuntimeError> {
-        check_slices("inputs", &self.input_shapes, inputs.iter().map(|s| s.len()))?;
-        check_slices("outputs", &self.output_shapes, outputs.iter().map(|s| s.len()))?;
-        if let Some(k) = self.slice_dtypes.iter().position(|&d| d != T::DTYPE) {
+        let lens = &self.slice_lens;
+        let lens_match = I + O == lens.len()
+            && inputs.iter().zip(lens).all(|(s, &n)| s.len() == n)
+            && outputs.iter().zip(&lens[I..]).all(|(s, &n)| s.len() == n);
+        if !lens_match {
+            let in_lens = inputs.iter().map(|s| s.len());
+            check_slices("inputs", &self.input_shapes, in_lens)?;
+            check_slices("outputs", &self.output_shapes, outputs.iter().map(|s| s.len()))?;
+        }
+        if self.slice_dtype != Some(T::DTYPE)
+            && let Some(k) = self.slice_dtypes.iter().position(|&d| d != T::DTYPE)
+        {
             return Err(self.dtype_error(k, T::DTYPE).into());
         }
+        let total = I + self.constant_inputs.len() + O;
+        if total <= SHORT_ARGS {
+            self.run_addresses::<T, I, O, SHORT_ARGS>(&inputs, &mut outputs)
+        } else if total <= MAX_STACK_ARGS {
+            self.run_addresses::<T, I, O, MAX_STACK_ARGS>(&inputs, &mut outputs)
+        } else {
+            self.run_slice_views(inputs, outputs)
+        }
+    }
+
+    /// Runs on the slices' addresses, gathered in an array of `N` (at least the argument
+    /// count) on the stack; the slices' lengths and dtypes were checked by
+    /// [`BoundKernel::run_slices`].
+    #[inline(always)]
+    fn run_addresses<T: Element, const I: usize, const O: usize, const N: usize>(
+        &mut self,
+        inputs: &[&[T]; I],
+        outputs: &mut [&mut [T]; O],
+    ) -> Result<(), RuntimeError> {
         let n_const = self.constant_inputs.len();
         let total = I + n_const + O;
-        let mut addresses = [0usize; MAX_STACK_ARGS];
-        let Some(slots) = addresses.get_mut(..total) else {
-            return self.run_slice_views(inputs, outputs);
-        };
-        let constants = self.constant_inputs.iter().map(|c| data_address(c.view().data()));
-        let starts = inputs
-            .iter()
-            .map(|s| s.as_ptr() as usize)
-            .chain(constants)
-            .chain(outputs.iter_mut().map(|s| s.as_mut_ptr() as usize));
-        for (slot, start) in slots.iter_mut().zip(starts) {
-            *slot = start;
+        let mut addresses = [0usize; N];
+        let (input_slots, rest) = addresses.split_at_mut(I);
+        let (constant_slots, output_slots) = rest.split_at_mut(n_const);
+        for (slot, s) in input_slots.iter_mut().zip(inputs) {
+            *slot = s.as_ptr() as usize;
+        }
+        for (slot, c) in constant_slots.iter_mut().zip(&self.constant_inputs) {
+            *slot = data_address(c.view().data());
+        }
+        for (slot, s) in output_slots.iter_mut().zip(outputs) {
+            *slot = s.as_mut_ptr() as usize;
         }
         // SAFETY: one address per argument in call order (the caller's inputs, the constant
         // inputs, the outputs: the arities were checked). Each is a slice's (so non-null and
         // aligned) or an owned constant array's, holding exactly its argument's elements
-        // (lengths checked above against the bound shapes, constants made with theirs) of its
-        // dtype (checked above; constants carry theirs). The inputs are shared borrows and the
-        // constants are owned here, so nothing writes them during the call; the outputs are
-        // `&mut` borrows, held for the whole call and so overlapping nothing else passed.
+        // (lengths checked by `run_slices` against the bound shapes, constants made with
+        // theirs) of its dtype (checked there; constants carry theirs). The inputs are shared
+        // borrows and the constants are owned here, so nothing writes them during the call;
+        // the outputs are `&mut` borrows, held for the whole call and so overlapping nothing
+        // else passed.
         unsafe {
             self.exe
                 .compiled()
@@ -244,7 +293,9 @@ fn data_address(data: DataRef<'_>) -> usize {
     }
 }
 
-#[inline]
+/// The arity or shape error for slices whose lengths differ from the bound shapes' (`Ok` when
+/// they match).
+#[cold]
 fn check_slices(
     what: &'static str,
     shapes: &[Shape],

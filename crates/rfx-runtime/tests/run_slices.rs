@@ -58,11 +58,16 @@ fn run_slices_matches_run_on_the_cpu_and_the_interpreter() {
     }
 }
 
-/// 40 inputs and one output: more arguments than the address path holds, so the call takes the
-/// checked path through views, with the same result.
+/// 12 inputs and one output (more than the short address array holds) and 40 (more than the
+/// address path holds, so the call takes the checked path through views): the same sums, and
+/// the same errors for a short input or an extra output.
 #[test]
-fn a_call_with_many_arguments_takes_the_checked_path() {
-    const N: usize = 40;
+fn calls_with_many_arguments_give_the_same_results() {
+    wide_call::<12>();
+    wide_call::<40>();
+}
+
+fn wide_call<const N: usize>() {
     let mut text = String::from("kernel wide {");
     for i in 0..N {
         text.push_str(&format!(" %x{i} = input x{i} : f64[3]"));
@@ -72,7 +77,7 @@ fn a_call_with_many_arguments_takes_the_checked_path() {
         text.push_str(&format!(" %s{} = add %s{}, %x{i} : f64[3]", i - 1, i - 2));
     }
     text.push_str(&format!(" output y = %s{} }}", N - 2));
-    let mut rng = StdRng::seed_from_u64(3);
+    let mut rng = StdRng::seed_from_u64(N as u64);
     let xs: Vec<Vec<f64>> = (0..N).map(|_| random(&mut rng, 3)).collect();
     let inputs: [&[f64]; N] = std::array::from_fn(|i| &xs[i][..]);
     let mut want = [0.0f64; 3];
@@ -86,15 +91,29 @@ fn a_call_with_many_arguments_takes_the_checked_path() {
         let mut bound = BoundKernel::new(compiled(&text, backend));
         let mut y = [f64::NAN; 3];
         bound.run_slices(inputs, [&mut y[..]]).expect("runs");
-        assert_eq!(y, want, "{backend}");
-        // Its errors are the checked path's.
+        assert_eq!(y, want, "{N} inputs, {backend}");
         let short = [0.0f64; 2];
         let mut bad = inputs;
         bad[7] = &short[..];
         let err = bound.run_slices(bad, [&mut y[..]]).expect_err("a short input");
         assert!(
             matches!(&err, RuntimeError::Call(CallError::Shape { name, .. }) if name == "inputs[7]"),
-            "{err:?}"
+            "{N} inputs, {backend}: {err:?}"
+        );
+        let mut extra = [0.0f64; 3];
+        let err = bound
+            .run_slices(inputs, [&mut y[..], &mut extra[..]])
+            .expect_err("an extra output");
+        assert!(
+            matches!(
+                &err,
+                RuntimeError::Call(CallError::Arity {
+                    what: "outputs",
+                    expected: 1,
+                    found: 2
+                })
+            ),
+            "{N} inputs, {backend}: {err:?}"
         );
     }
 }

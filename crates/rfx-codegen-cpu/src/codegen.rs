@@ -832,11 +832,13 @@ impl<'k> Gen<'_, 'k> {
                 rem = quotient;
                 remainder
             };
+            // Shared within the block (`Gen::memo`): accesses with the same strides (the
+            // loads of one row at several offsets) get one offset value, so one pointer.
             for (k, access) in self.info.accesses.iter().enumerate() {
                 let stride = access.strides.get(first + d).copied().unwrap_or(0) as i64;
                 if stride != 0 {
-                    let step = b.ins().imul_imm_s(idx, stride);
-                    offs[k] = b.ins().iadd(offs[k], step);
+                    let step = self.scale(b, idx, stride);
+                    offs[k] = self.add(b, offs[k], step);
                 }
             }
         }
@@ -3047,13 +3049,13 @@ impl<'k> Gen<'_, 'k> {
         self.pure(b, Pure::AddImm, v.as_u32(), imm, |b| b.ins().iadd_imm_s(v, imm))
     }
 
-    /// `v * bytes` (a shift for powers of two), shared within the block.
-    fn scale(&self, b: &mut FunctionBuilder<'_>, v: Value, bytes: i64) -> Value {
-        self.pure(b, Pure::Scale, v.as_u32(), bytes, |b| {
-            if bytes > 0 && (bytes as u64).is_power_of_two() {
-                b.ins().ishl_imm_u(v, i64::from(bytes.trailing_zeros()))
+    /// `v * factor` (a shift for powers of two: a byte size or a stride), shared within the block.
+    fn scale(&self, b: &mut FunctionBuilder<'_>, v: Value, factor: i64) -> Value {
+        self.pure(b, Pure::Scale, v.as_u32(), factor, |b| {
+            if factor > 0 && (factor as u64).is_power_of_two() {
+                b.ins().ishl_imm_u(v, i64::from(factor.trailing_zeros()))
             } else {
-                b.ins().imul_imm_s(v, bytes)
+                b.ins().imul_imm_s(v, factor)
             }
         })
     }

@@ -480,25 +480,43 @@ impl CpuCompiled {
     /// buffer as [`CpuCompiled::launch`] requires.
     unsafe fn run_table(&self, scratch: &mut Scratch, fill: impl FnOnce(&mut [u64])) {
         let arena_bytes = self.program.arena_bytes();
-        let mut on_stack = [0u64; STACK_TABLE];
-        let table: &mut [u64] = if arena_bytes == 0 && self.table.len <= STACK_TABLE {
-            &mut on_stack[..self.table.len]
-        } else {
-            let arena_words = arena_bytes.div_ceil(8);
-            let words = scratch.words((arena_words + self.table.len) * 8);
-            let (arena, table) = words.split_at_mut(arena_words);
-            let arena_base = arena.as_mut_ptr().cast::<u8>();
-            for &(entry, offset) in &self.table.arena {
-                if let Some(slot) = table.get_mut(entry) {
-                    // The arena holds `arena_bytes`; the verifier checked every temporary fits.
-                    *slot = arena_base.wrapping_add(offset) as u64;
-                }
+        let len = self.table.len;
+        // A stack table is cleared on every call, so it is only made when it is used, and short
+        // when the program's table is.
+        if arena_bytes == 0 && len <= SHORT_TABLE {
+            let mut short = [0u64; SHORT_TABLE];
+            // SAFETY: as the caller guarantees.
+            return unsafe { self.fill_and_launch(&mut short[..len], fill) };
+        }
+        if arena_bytes == 0 && len <= STACK_TABLE {
+            let mut long = [0u64; STACK_TABLE];
+            // SAFETY: as the caller guarantees.
+            return unsafe { self.fill_and_launch(&mut long[..len], fill) };
+        }
+        let arena_words = arena_bytes.div_ceil(8);
+        let words = scratch.words((arena_words + len) * 8);
+        let (arena, table) = words.split_at_mut(arena_words);
+        let arena_base = arena.as_mut_ptr().cast::<u8>();
+        for &(entry, offset) in &self.table.arena {
+            if let Some(slot) = table.get_mut(entry) {
+                // The arena holds `arena_bytes`; the verifier checked every temporary fits.
+                *slot = arena_base.wrapping_add(offset) as u64;
             }
-            table
-        };
+        }
+        // SAFETY: `table` holds the arena's temporaries (in bounds by construction); the rest
+        // is as the caller guarantees.
+        unsafe { self.fill_and_launch(table, fill) }
+    }
+
+    /// Lets `fill` write the arguments' entries of `table` and runs every kernel on it.
+    ///
+    /// # Safety
+    /// `table` holds every arena temporary's entry, and `fill` writes the others, as
+    /// [`CpuCompiled::launch`] requires.
+    #[inline(always)]
+    unsafe fn fill_and_launch(&self, table: &mut [u64], fill: impl FnOnce(&mut [u64])) {
         fill(table);
-        // SAFETY: `table` holds the arena's temporaries (in bounds by construction) and what
-        // the caller guarantees `fill` wrote.
+        // SAFETY: guaranteed by the caller.
         unsafe { self.launch(table.as_ptr().cast()) }
     }
 }

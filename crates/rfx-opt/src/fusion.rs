@@ -115,7 +115,10 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
                 if let Some(&table) = node.args.first() {
                     let base = transpose_base(kernel, table);
                     if is_computed(kernel, base) && !reshapes_a_buffer(kernel, base) {
-                        roots.entry(base).or_insert(Some(MissReason::Gather));
+                        // A reshape's elements lie row-major in its operand's buffer, which
+                        // the gather reads in place: what is under the reshapes is stored.
+                        let stored = under_reshapes(kernel, base, |_| false);
+                        roots.entry(stored).or_insert(Some(MissReason::Gather));
                     }
                 }
             }

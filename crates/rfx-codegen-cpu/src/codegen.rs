@@ -54,6 +54,10 @@ const UNROLL: usize = 4;
 const SEGMENT_UNROLL: i64 = 4;
 /// The longest body (in LIR instructions) that is unrolled.
 const UNROLL_MAX_BODY: usize = 12;
+/// The most body instructions an elementwise kernel of a few points (a small matrix) holds
+/// once written out at every row and vector position, with no loop: each row's pointers are
+/// constant displacements and each position a constant, so no index arithmetic remains.
+const STRAIGHT_BUDGET: usize = 192;
 
 /// The body of a loop emitted by `Gen::emit_loop`: `(generator, builder, position, carried)`.
 type LoopBody<'a, G, R = Vec<Value>> =
@@ -160,6 +164,19 @@ pub(crate) fn table_entries(program: &LirProgram) -> Vec<Option<usize>> {
                 Some(next - 1)
             }
         })
+        .collect()
+}
+
+/// The positions and widths an elementwise row of `n` points written out without a loop runs
+/// at: whole vectors of `width` from 0, then the points left over one by one (each point
+/// computed and stored once).
+fn row_positions(n: usize, width: u8) -> Vec<(usize, u8)> {
+    let w = usize::from(width.max(1));
+    let whole = n / w * w;
+    (0..whole)
+        .step_by(w)
+        .map(|at| (at, width.max(1)))
+        .chain((whole..n).map(|at| (at, 1)))
         .collect()
 }
 
@@ -405,6 +422,7 @@ fn build_into(
             products: HashMap::new(),
             tiles: None,
             memo: RefCell::new(HashMap::new()),
+            known: RefCell::new(HashMap::new()),
             sincos: HashMap::new(),
             row_indices: HashMap::new(),
             col_indices: HashMap::new(),
@@ -475,6 +493,11 @@ struct Gen<'i, 'k> {
     /// faster. A value is only reused in the block that defines it (which dominates every
     /// later instruction of that block).
     memo: RefCell<HashMap<(Block, Pure, u32, i64), Value>>,
+    /// What is known of integer values built through [`Gen::const_i64`] and [`Gen::add_imm`],
+    /// so that arithmetic on constants folds here (Cranelift's mid-end, which would fold it,
+    /// is off) and address offsets collect into one displacement: a kernel written out at
+    /// constant positions addresses every element as a base plus a constant.
+    known: RefCell<HashMap<Value, Known>>,
     /// Scalar code's `sin` and `cos` of a value (by block and argument) from one `sincos`
     /// routine call, for the second of the pair to reuse (only in the defining block, as `memo`).
     sincos: HashMap<(Block, Value), (Value, Value)>,
@@ -500,6 +523,15 @@ struct Gen<'i, 'k> {
     /// such an index reads a vector (step 1) or one element (step 0) where it can. `None` in a
     /// kernel without gathers.
     lane_steps: Option<HashMap<Value, i64>>,
+}
+
+/// An integer value's known form ([`Gen::known`]).
+#[derive(Clone, Copy, Debug)]
+enum Known {
+    /// The constant.
+    Const(i64),
+    /// `base + offset`, `base` of no known form.
+    Offset(Value, i64),
 }
 
 /// The pure operations [`Gen::memo`] shares.
@@ -868,6 +900,36 @@ impl<'k> Gen<'_, 'k> {
             let rows: usize = dims[..rank - 1].iter().product();
             let outer_dims = dims[..rank - 1].to_vec();
             let inner_count = b.ins().iconst(types::I64, inner as i64);
+            let positions = row_positions(inner, self.width).len();
+            if self.tiles.is_none()
+                && rows
+                    .saturating_mul(positions)
+                    .saturating_mul(self.kernel().body.len())
+                    <= STRAIGHT_BUDGET
+            {
+                // One unit of work (so the pool never splits it; it has too few points to be
+                // split anyway), written out row by row and position by position.
+                self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, _, _| {
+                    for row in 0..rows {
+                        let ptrs = g.row_pointers(b, row, &outer_dims)?;
+                        g.hoist_row_indices(b, &ptrs)?;
+                        for (at, w) in row_positions(inner, g.width) {
+                            let at = g.const_i64(b, at as i64);
+                            g.emit_body(b, w, at, &ptrs, &mut Vec::new())?;
+                        }
+                        g.row_indices.clear();
+                    }
+                    Ok(Vec::new())
+                })?;
+                b.ins().return_(&[]);
+                let points = (rows * inner) as u64;
+                return Ok(KernelShape::new(
+                    1,
+                    points,
+                    self.width,
+                    self.min_points_per_thread(),
+                ));
+            }
             self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, row, _| {
                 let offs = g.offsets(b, row, 0, &outer_dims, &zeros);
                 let ptrs = g.pointers(b, &offs)?;
@@ -3041,16 +3103,38 @@ impl<'k> Gen<'_, 'k> {
         value
     }
 
-    /// `v + imm` (an `i64`), shared within the block.
+    /// The `i64` constant `c` (its form known to the folds below).
+    fn const_i64(&self, b: &mut FunctionBuilder<'_>, c: i64) -> Value {
+        let value = b.ins().iconst(types::I64, c);
+        self.known.borrow_mut().insert(value, Known::Const(c));
+        value
+    }
+
+    /// `v + imm` (an `i64`, wrapping), shared within the block: a constant for a constant `v`,
+    /// and one addition to the base for a `v` that is itself a base plus a constant.
     fn add_imm(&self, b: &mut FunctionBuilder<'_>, v: Value, imm: i64) -> Value {
         if imm == 0 {
             return v;
         }
-        self.pure(b, Pure::AddImm, v.as_u32(), imm, |b| b.ins().iadd_imm_s(v, imm))
+        let known = self.known.borrow().get(&v).copied();
+        match known {
+            Some(Known::Const(c)) => self.const_i64(b, c.wrapping_add(imm)),
+            Some(Known::Offset(base, c)) => self.add_imm(b, base, c.wrapping_add(imm)),
+            None => {
+                let sum = self.pure(b, Pure::AddImm, v.as_u32(), imm, |b| b.ins().iadd_imm_s(v, imm));
+                self.known.borrow_mut().insert(sum, Known::Offset(v, imm));
+                sum
+            }
+        }
     }
 
-    /// `v * factor` (a shift for powers of two: a byte size or a stride), shared within the block.
+    /// `v * factor` (a shift for powers of two: a byte size or a stride; wrapping), shared within
+    /// the block; a constant for a constant `v`.
     fn scale(&self, b: &mut FunctionBuilder<'_>, v: Value, factor: i64) -> Value {
+        let known = self.known.borrow().get(&v).copied();
+        if let Some(Known::Const(c)) = known {
+            return self.const_i64(b, c.wrapping_mul(factor));
+        }
         self.pure(b, Pure::Scale, v.as_u32(), factor, |b| {
             if factor > 0 && (factor as u64).is_power_of_two() {
                 b.ins().ishl_imm_u(v, i64::from(factor.trailing_zeros()))
@@ -3060,11 +3144,20 @@ impl<'k> Gen<'_, 'k> {
         })
     }
 
-    /// `x + y` (integers), shared within the block.
+    /// `x + y` (integers), shared within the block; an addition of a constant when either is
+    /// one (see [`Gen::add_imm`]).
     fn add(&self, b: &mut FunctionBuilder<'_>, x: Value, y: Value) -> Value {
-        self.pure(b, Pure::Add, x.as_u32(), i64::from(y.as_u32()), |b| {
-            b.ins().iadd(x, y)
-        })
+        let (kx, ky) = {
+            let known = self.known.borrow();
+            (known.get(&x).copied(), known.get(&y).copied())
+        };
+        match (kx, ky) {
+            (_, Some(Known::Const(c))) => self.add_imm(b, x, c),
+            (Some(Known::Const(c)), _) => self.add_imm(b, y, c),
+            _ => self.pure(b, Pure::Add, x.as_u32(), i64::from(y.as_u32()), |b| {
+                b.ins().iadd(x, y)
+            }),
+        }
     }
 
     /// The address of stack slot `slot`, shared within the block.
@@ -3112,6 +3205,48 @@ impl<'k> Gen<'_, 'k> {
                 }
                 // An index's "address" is its value: the element offset itself.
                 None => Ok(off),
+            })
+            .collect()
+    }
+
+    /// The pointers (as [`Gen::pointers`] makes them) of row `row` of a kernel whose rows
+    /// span the loop dims `0..outer.len()` of extents `outer`, as constants: each access's base
+    /// plus a constant byte offset, which instruction selection folds into every load and store.
+    fn row_pointers(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        row: usize,
+        outer: &[usize],
+    ) -> Result<Vec<Value>, BackendError> {
+        let mut idx = vec![0usize; outer.len()];
+        let mut rem = row;
+        for d in (0..outer.len()).rev() {
+            let n = outer[d].max(1);
+            idx[d] = rem % n;
+            rem /= n;
+        }
+        self.info
+            .accesses
+            .iter()
+            .map(|access| {
+                let elems: usize = idx
+                    .iter()
+                    .zip(&access.strides)
+                    .map(|(&i, &stride)| i * stride)
+                    .sum();
+                match access.buf {
+                    Some(buf) => {
+                        let base = self.base(buf)?;
+                        let bytes = (elems + access.offset) * access.dtype.size_bytes();
+                        let bytes = i64::try_from(bytes).map_err(|_| internal("a row offset beyond i64"))?;
+                        Ok(self.add_imm(b, base, bytes))
+                    }
+                    // An index's "address" is its value: the element offset itself.
+                    None => {
+                        let elems = i64::try_from(elems).map_err(|_| internal("an index beyond i64"))?;
+                        Ok(self.const_i64(b, elems))
+                    }
+                }
             })
             .collect()
     }

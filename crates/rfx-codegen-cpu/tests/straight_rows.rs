@@ -1,0 +1,91 @@
+//! Elementwise kernels of a few rows (a small matrix) are written out without loops, at
+//! constant row pointers and vector positions, the points past the last whole vector one by
+//! one (`STRAIGHT_BUDGET` in the emitter). Every shape around that limit, with broadcast,
+//! transposed and index reads beside the row-major ones, in every dtype, must give the LIR
+//! interpreter's bits, as must the looped kernels just past it.
+
+use rfx_codegen_cpu::CpuBackend;
+use rfx_ir::hir::parse;
+use rfx_ir::interp::{Mode, run_lir};
+use rfx_ir::testgen::{TestRng, random_inputs};
+use rfx_ir::{Array, Scalar};
+use rfx_lower::{Backend, CompileOptions, LowerConfig, Scratch, lower};
+use rfx_opt::{OptConfig, optimize};
+
+fn check(text: &str, seed: u64) {
+    let kernel = parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let (mir, _) = optimize(&kernel, &OptConfig::default()).expect("optimize");
+    let lir = lower(&mir, &LowerConfig::default()).expect("lower").0;
+    let compiled = CpuBackend
+        .compile(&lir, &CompileOptions::default())
+        .expect("compile");
+    let mut rng = TestRng::new(seed);
+    let inputs = random_inputs(&mut rng, &kernel, 0.05);
+    let views: Vec<_> = inputs.iter().map(Array::view).collect();
+    let want = run_lir(&lir, &views, Mode::Native).expect("interpreter");
+    let mut got: Vec<Array> = want
+        .iter()
+        .map(|a| Array::filled(Scalar::zero(a.dtype()), a.shape().clone()))
+        .collect();
+    {
+        let mut out: Vec<_> = got.iter_mut().map(Array::view_mut).collect();
+        compiled.run(&views, &mut out, &mut Scratch::new()).expect("run");
+    }
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        for i in 0..w.data().len() {
+            let (a, b) = (g.get(i).expect("got"), w.get(i).expect("want"));
+            let same =
+                a.to_f64().to_bits() == b.to_f64().to_bits() || (a.to_f64().is_nan() && b.to_f64().is_nan());
+            assert!(
+                same,
+                "output {k}, element {i}: cpu {a:?}, interpreter {b:?}\n{text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn small_matrices_written_out_keep_the_interpreters_bits() {
+    let mut seed = 0;
+    for dt in ["f32", "f64", "i32"] {
+        for rows in 1..=9usize {
+            for cols in 1..=9usize {
+                // `x ∘ yᵀ + c` (a column broadcast along the rows) plus the column index: a
+                // row-major, a transposed (strided), a broadcast and an index read per point,
+                // and two outputs (the second a plain row-major copy of a product).
+                let text = format!(
+                    "kernel k {{\n %x = input x : {dt}[{rows},{cols}]\n %y = input y : {dt}[{cols},{rows}]\n \
+                     %c = input c : {dt}[{rows},1]\n %yt = transpose %y perm [1,0] : {dt}[{rows},{cols}]\n \
+                     %cb = broadcast_to %c : {dt}[{rows},{cols}]\n %i = iota axis 1 : {dt}[{rows},{cols}]\n \
+                     %p = mul %x, %yt : {dt}[{rows},{cols}]\n %q = add %p, %cb : {dt}[{rows},{cols}]\n \
+                     %o = add %q, %i : {dt}[{rows},{cols}]\n %d = mul %x, %x : {dt}[{rows},{cols}]\n \
+                     output o = %o\n output d = %d\n}}"
+                );
+                seed += 1;
+                check(&text, seed);
+            }
+        }
+    }
+}
+
+#[test]
+fn small_batches_of_rows_written_out_keep_the_interpreters_bits() {
+    // Rank 3: the rows span two loop dims, so each row's pointers come from two indices.
+    for dt in ["f32", "f64"] {
+        for (a, b, cols) in [
+            (2usize, 3usize, 3usize),
+            (3, 2, 5),
+            (2, 2, 2),
+            (1, 4, 7),
+            (4, 4, 4),
+        ] {
+            let text = format!(
+                "kernel k {{\n %x = input x : {dt}[{a},{b},{cols}]\n %w = input w : {dt}[{a},{cols},{b}]\n \
+                 %wt = transpose %w perm [0,2,1] : {dt}[{a},{b},{cols}]\n %i = iota axis 0 : {dt}[{a},{b},{cols}]\n \
+                 %s = abs %x : {dt}[{a},{b},{cols}]\n %p = mul %s, %wt : {dt}[{a},{b},{cols}]\n \
+                 %o = sub %p, %i : {dt}[{a},{b},{cols}]\n output o = %o\n}}"
+            );
+            check(&text, (a * 100 + b * 10 + cols) as u64);
+        }
+    }
+}

@@ -54,9 +54,10 @@ const UNROLL: usize = 4;
 const SEGMENT_UNROLL: i64 = 4;
 /// The longest body (in LIR instructions) that is unrolled.
 const UNROLL_MAX_BODY: usize = 12;
-/// The most body instructions an elementwise kernel of a few points (a small matrix) holds
-/// once written out at every row and vector position, with no loop: each row's pointers are
-/// constant displacements and each position a constant, so no index arithmetic remains.
+/// The most body work (instruction-equivalents, `Gen::body_work`) an elementwise kernel of a
+/// few points (a small matrix, a short vector) holds once written out at every row and vector
+/// position, with no loop: each row's pointers are constant displacements and each position a
+/// constant, so no index arithmetic remains.
 const STRAIGHT_BUDGET: usize = 192;
 
 /// The body of a loop emitted by `Gen::emit_loop`: `(generator, builder, position, carried)`.
@@ -797,14 +798,10 @@ impl<'k> Gen<'_, 'k> {
     }
 
     /// Loop points per thread below which a split does not pay: the schedule's
-    /// `min_elems_per_thread` is for a body of `REFERENCE_WORK` instruction-equivalents; a
-    /// costlier body (transcendentals count 20, `pow`/`atan2` 40) splits at fewer points, a
-    /// cheaper one (a memory-bound `add`) at more, because handing a chunk to a worker costs
-    /// microseconds that only enough work repays.
-    fn min_points_per_thread(&self) -> usize {
-        const REFERENCE_WORK: usize = 16;
-        let work: usize = self
-            .kernel()
+    /// The body's work per point in instruction-equivalents (at least 1): a transcendental
+    /// counts 20, `pow` and `atan2` 40, anything else 1.
+    fn body_work(&self) -> usize {
+        self.kernel()
             .body
             .iter()
             .map(|inst| match inst {
@@ -816,7 +813,16 @@ impl<'k> Gen<'_, 'k> {
                 _ => 1,
             })
             .sum::<usize>()
-            .max(1);
+            .max(1)
+    }
+
+    /// `min_elems_per_thread` is for a body of `REFERENCE_WORK` instruction-equivalents; a
+    /// costlier body (transcendentals count 20, `pow`/`atan2` 40) splits at fewer points, a
+    /// cheaper one (a memory-bound `add`) at more, because handing a chunk to a worker costs
+    /// microseconds that only enough work repays.
+    fn min_points_per_thread(&self) -> usize {
+        const REFERENCE_WORK: usize = 16;
+        let work = self.body_work();
         (self
             .kernel()
             .schedule
@@ -890,6 +896,22 @@ impl<'k> Gen<'_, 'k> {
         let zeros = vec![zero; self.info.accesses.len()];
         let shape = if rank <= 1 {
             let n = dims.first().copied().unwrap_or(1) as u64;
+            let positions = row_positions(n as usize, self.width);
+            if self.tiles.is_none() && positions.len().saturating_mul(self.body_work()) <= STRAIGHT_BUDGET {
+                // One unit of work, written out position by position (as rows are below).
+                let ptrs = self.row_pointers(b, 0, &[])?;
+                self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, _, _| {
+                    g.hoist_row_indices(b, &ptrs)?;
+                    for &(at, w) in &positions {
+                        let at = g.const_i64(b, at as i64);
+                        g.emit_body(b, w, at, &ptrs, &mut Vec::new())?;
+                    }
+                    g.row_indices.clear();
+                    Ok(Vec::new())
+                })?;
+                b.ins().return_(&[]);
+                return Ok(KernelShape::new(1, n, self.width, self.min_points_per_thread()));
+            }
             let ptrs = self.pointers(b, &zeros)?;
             self.hoist_row_indices(b, &ptrs)?;
             self.emit_elementwise_loop(b, lo, hi, n as usize, &ptrs)?;
@@ -902,10 +924,7 @@ impl<'k> Gen<'_, 'k> {
             let inner_count = b.ins().iconst(types::I64, inner as i64);
             let positions = row_positions(inner, self.width).len();
             if self.tiles.is_none()
-                && rows
-                    .saturating_mul(positions)
-                    .saturating_mul(self.kernel().body.len())
-                    <= STRAIGHT_BUDGET
+                && rows.saturating_mul(positions).saturating_mul(self.body_work()) <= STRAIGHT_BUDGET
             {
                 // One unit of work (so the pool never splits it; it has too few points to be
                 // split anyway), written out row by row and position by position.

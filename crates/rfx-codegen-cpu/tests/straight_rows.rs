@@ -1,6 +1,6 @@
-//! Elementwise kernels of a few rows (a small matrix) are written out without loops, at
-//! constant row pointers and vector positions, the points past the last whole vector one by
-//! one (`STRAIGHT_BUDGET` in the emitter). Every shape around that limit, with broadcast,
+//! Elementwise kernels of a few points (a small matrix, a short vector) are written out
+//! without loops, at constant row pointers and vector positions, the points past the last whole
+//! vector one by one (`STRAIGHT_BUDGET` in the emitter). Every shape around that limit, with broadcast,
 //! transposed and index reads beside the row-major ones, in every dtype, must give the LIR
 //! interpreter's bits, as must the looped kernels just past it.
 
@@ -87,5 +87,26 @@ fn small_batches_of_rows_written_out_keep_the_interpreters_bits() {
             );
             check(&text, (a * 100 + b * 10 + cols) as u64);
         }
+    }
+}
+
+#[test]
+fn short_vectors_written_out_keep_the_interpreters_bits() {
+    // One row (rank 1 and scalars): up to and past the written-out limit, with a scalar
+    // broadcast and the index beside the row-major reads.
+    for dt in ["f32", "f64", "i32"] {
+        for n in (1..=20usize).chain([31, 33, 64, 65, 100, 130]) {
+            let text = format!(
+                "kernel k {{\n %x = input x : {dt}[{n}]\n %y = input y : {dt}[{n}]\n %s = input s : {dt}[]\n \
+                 %sb = broadcast_to %s : {dt}[{n}]\n %i = iota axis 0 : {dt}[{n}]\n %p = mul %x, %y : {dt}[{n}]\n \
+                 %q = sub %p, %sb : {dt}[{n}]\n %o = add %q, %i : {dt}[{n}]\n output o = %o\n}}"
+            );
+            check(&text, n as u64);
+        }
+        let text = format!(
+            "kernel k {{\n %x = input x : {dt}[]\n %y = input y : {dt}[]\n %p = mul %x, %y : {dt}[]\n \
+             %o = add %p, %x : {dt}[]\n output o = %o\n}}"
+        );
+        check(&text, 7);
     }
 }

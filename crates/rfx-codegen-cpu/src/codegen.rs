@@ -892,26 +892,17 @@ impl<'k> Gen<'_, 'k> {
     ) -> Result<KernelShape, BackendError> {
         let dims = self.kernel().dims.clone();
         let rank = dims.len();
+        let (outer, inner) = match dims.split_last() {
+            Some((&inner, outer)) => (outer, inner),
+            None => (&[][..], 1),
+        };
+        if let Some(shape) = self.emit_written_out(b, lo, hi, outer, inner)? {
+            return Ok(shape);
+        }
         let zero = b.ins().iconst(types::I64, 0);
         let zeros = vec![zero; self.info.accesses.len()];
         let shape = if rank <= 1 {
             let n = dims.first().copied().unwrap_or(1) as u64;
-            let positions = row_positions(n as usize, self.width);
-            if self.tiles.is_none() && positions.len().saturating_mul(self.body_work()) <= STRAIGHT_BUDGET {
-                // One unit of work, written out position by position (as rows are below).
-                let ptrs = self.row_pointers(b, 0, &[])?;
-                self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, _, _| {
-                    g.hoist_row_indices(b, &ptrs)?;
-                    for &(at, w) in &positions {
-                        let at = g.const_i64(b, at as i64);
-                        g.emit_body(b, w, at, &ptrs, &mut Vec::new())?;
-                    }
-                    g.row_indices.clear();
-                    Ok(Vec::new())
-                })?;
-                b.ins().return_(&[]);
-                return Ok(KernelShape::new(1, n, self.width, self.min_points_per_thread()));
-            }
             let ptrs = self.pointers(b, &zeros)?;
             self.hoist_row_indices(b, &ptrs)?;
             self.emit_elementwise_loop(b, lo, hi, n as usize, &ptrs)?;
@@ -922,33 +913,6 @@ impl<'k> Gen<'_, 'k> {
             let rows: usize = dims[..rank - 1].iter().product();
             let outer_dims = dims[..rank - 1].to_vec();
             let inner_count = b.ins().iconst(types::I64, inner as i64);
-            let positions = row_positions(inner, self.width).len();
-            if self.tiles.is_none()
-                && rows.saturating_mul(positions).saturating_mul(self.body_work()) <= STRAIGHT_BUDGET
-            {
-                // One unit of work (so the pool never splits it; it has too few points to be
-                // split anyway), written out row by row and position by position.
-                self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, _, _| {
-                    for row in 0..rows {
-                        let ptrs = g.row_pointers(b, row, &outer_dims)?;
-                        g.hoist_row_indices(b, &ptrs)?;
-                        for (at, w) in row_positions(inner, g.width) {
-                            let at = g.const_i64(b, at as i64);
-                            g.emit_body(b, w, at, &ptrs, &mut Vec::new())?;
-                        }
-                        g.row_indices.clear();
-                    }
-                    Ok(Vec::new())
-                })?;
-                b.ins().return_(&[]);
-                let points = (rows * inner) as u64;
-                return Ok(KernelShape::new(
-                    1,
-                    points,
-                    self.width,
-                    self.min_points_per_thread(),
-                ));
-            }
             self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, row, _| {
                 let offs = g.offsets(b, row, 0, &outer_dims, &zeros);
                 let ptrs = g.pointers(b, &offs)?;
@@ -967,6 +931,49 @@ impl<'k> Gen<'_, 'k> {
         };
         b.ins().return_(&[]);
         Ok(shape)
+    }
+
+    /// An elementwise kernel of rows of `inner` points, one per point of the loop dims of
+    /// extents `outer` (none: one row), written out without loops when it fits
+    /// [`STRAIGHT_BUDGET`] (`None`, and nothing emitted, otherwise): one unit of work (so the
+    /// pool never splits it; it has too few points to be split anyway), row by row at constant
+    /// pointers, position by position. Ends the function.
+    fn emit_written_out(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        lo: Value,
+        hi: Value,
+        outer: &[usize],
+        inner: usize,
+    ) -> Result<Option<KernelShape>, BackendError> {
+        let rows: usize = outer.iter().product();
+        let positions = row_positions(inner, self.width);
+        let work = rows
+            .saturating_mul(positions.len())
+            .saturating_mul(self.body_work());
+        if self.tiles.is_some() || work > STRAIGHT_BUDGET {
+            return Ok(None);
+        }
+        self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, _, _| {
+            for row in 0..rows {
+                let ptrs = g.row_pointers(b, row, outer)?;
+                g.hoist_row_indices(b, &ptrs)?;
+                for &(at, w) in &positions {
+                    let at = g.const_i64(b, at as i64);
+                    g.emit_body(b, w, at, &ptrs, &mut Vec::new())?;
+                }
+                g.row_indices.clear();
+            }
+            Ok(Vec::new())
+        })?;
+        b.ins().return_(&[]);
+        let points = (rows * inner) as u64;
+        Ok(Some(KernelShape::new(
+            1,
+            points,
+            self.width,
+            self.min_points_per_thread(),
+        )))
     }
 
     /// The innermost loop of an elementwise kernel over `start..end` (at least `n_static` long

@@ -15,6 +15,9 @@ use std::hint::black_box;
 use rfx::{DType, TensorType};
 use rfx_control::kalman_filter;
 
+/// A Rust step: `x`, `p`, `z`, `f`, `h`, `q`, `r`.
+type StepFn = fn(&mut [f64], &mut [f64], &[f64], &[f64; 16], &[f64; 8], &[f64; 16], &[f64; 4]);
+
 /// One step of each 4-state, 2-measurement filter, in place; `JOSEPH` picks the covariance
 /// update.
 fn step_rust<const JOSEPH: bool>(
@@ -170,28 +173,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     )
                     .expect("run")
             });
-            t_joseph += timing::median_ns(calls, || {
-                step_rust::<true>(
-                    black_box(&mut xs),
-                    black_box(&mut ps),
-                    black_box(&z),
-                    &f,
-                    &h,
-                    &q,
-                    &r,
-                );
-            });
-            t_textbook += timing::median_ns(calls, || {
-                step_rust::<false>(
-                    black_box(&mut xs),
-                    black_box(&mut ps),
-                    black_box(&z),
-                    &f,
-                    &h,
-                    &q,
-                    &r,
-                );
-            });
+            let steps: [(StepFn, &mut f64); 2] = [
+                (step_rust::<true>, &mut t_joseph),
+                (step_rust::<false>, &mut t_textbook),
+            ];
+            for (step, total) in steps {
+                *total += timing::median_ns(calls, || {
+                    step(
+                        black_box(&mut xs),
+                        black_box(&mut ps),
+                        black_box(&z),
+                        &f,
+                        &h,
+                        &q,
+                        &r,
+                    );
+                });
+            }
         }
         println!(
             "f64 {n:>5} filters: rfx {:10.1} ns   rust Joseph {:10.1} ns {:5.2}x   rust textbook {:10.1} ns {:5.2}x   {kernels} loop nests",

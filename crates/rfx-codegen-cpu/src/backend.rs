@@ -181,6 +181,22 @@ const STACK_TABLE: usize = 64;
 /// The table a call with at most this many entries clears.
 const SHORT_TABLE: usize = 16;
 
+/// Runs `f` on a zeroed table of `len` entries on the stack (`None` when `len` exceeds
+/// [`STACK_TABLE`]). The table is cleared on every call, so it is only made when it is used,
+/// and short for the usual few entries: a call clears no more than it needs.
+#[inline(always)]
+fn on_stack_table<T: Copy + Default, R>(len: usize, f: impl FnOnce(&mut [T]) -> R) -> Option<R> {
+    if len <= SHORT_TABLE {
+        let mut short = [T::default(); SHORT_TABLE];
+        Some(f(&mut short[..len]))
+    } else if len <= STACK_TABLE {
+        let mut long = [T::default(); STACK_TABLE];
+        Some(f(&mut long[..len]))
+    } else {
+        None
+    }
+}
+
 /// Which entry of the buffer table each argument fills (the table is in buffer order).
 #[derive(Debug)]
 struct TablePlan {
@@ -359,21 +375,17 @@ impl Compiled for CpuCompiled {
         // Every buffer's dtype and length is checked here: the code touches exactly the
         // elements the verified LIR indexes, all of which lie inside buffers of these shapes.
         if self.table.direct {
-            // The table is the arguments' addresses in call order: validation fills it (a
-            // short table for the usual few arguments, so a call clears no more than it uses).
-            let mut short = [0usize; SHORT_TABLE];
-            let mut long;
-            let all: &mut [usize] = if self.table.len <= SHORT_TABLE {
-                &mut short
-            } else {
-                long = [0usize; STACK_TABLE];
-                &mut long
-            };
-            let table = &mut all[..self.table.len];
-            self.signature.validate_into(inputs, outputs, table)?;
-            // SAFETY: as below; `table` holds one checked address per buffer.
-            unsafe { self.launch(table.as_ptr().cast()) };
-            return Ok(());
+            // The table is the arguments' addresses in call order: validation fills it.
+            let direct = on_stack_table(self.table.len, |table: &mut [usize]| {
+                self.signature.validate_into(inputs, outputs, table)?;
+                // SAFETY: as below; `table` holds one checked address per buffer.
+                unsafe { self.launch(table.as_ptr().cast()) };
+                Ok(())
+            });
+            // A direct table is never longer than a stack table.
+            if let Some(result) = direct {
+                return result;
+            }
         }
         self.signature.validate(inputs, outputs)?;
         // SAFETY: the call was checked above: one view per planned entry, each buffer with the
@@ -481,17 +493,10 @@ impl CpuCompiled {
     unsafe fn run_table(&self, scratch: &mut Scratch, fill: impl FnOnce(&mut [u64])) {
         let arena_bytes = self.program.arena_bytes();
         let len = self.table.len;
-        // A stack table is cleared on every call, so it is only made when it is used, and short
-        // when the program's table is.
-        if arena_bytes == 0 && len <= SHORT_TABLE {
-            let mut short = [0u64; SHORT_TABLE];
-            // SAFETY: as the caller guarantees.
-            return unsafe { self.fill_and_launch(&mut short[..len], fill) };
-        }
         if arena_bytes == 0 && len <= STACK_TABLE {
-            let mut long = [0u64; STACK_TABLE];
             // SAFETY: as the caller guarantees.
-            return unsafe { self.fill_and_launch(&mut long[..len], fill) };
+            on_stack_table(len, |table| unsafe { self.fill_and_launch(table, fill) });
+            return;
         }
         let arena_words = arena_bytes.div_ceil(8);
         let words = scratch.words((arena_words + len) * 8);

@@ -1,47 +1,13 @@
 //! Elementwise kernels of a few points (a small matrix, a short vector) are written out
-//! without loops, at constant row pointers and vector positions, the points past the last whole
-//! vector one by one (`STRAIGHT_BUDGET` in the emitter). Every shape around that limit, with broadcast,
-//! transposed and index reads beside the row-major ones, in every dtype, must give the LIR
-//! interpreter's bits, as must the looped kernels just past it.
+//! without loops, at constant row pointers and vector positions, the points past the last
+//! whole vector one by one (`STRAIGHT_BUDGET` in the emitter). Every shape around that limit,
+//! with broadcast, transposed and index reads beside the row-major ones, in every dtype, must
+//! give the LIR interpreter's bits, as must the looped kernels just past it.
 
-use rfx_codegen_cpu::CpuBackend;
-use rfx_ir::hir::parse;
-use rfx_ir::interp::{Mode, run_lir};
-use rfx_ir::testgen::{TestRng, random_inputs};
-use rfx_ir::{Array, Scalar};
-use rfx_lower::{Backend, CompileOptions, LowerConfig, Scratch, lower};
-use rfx_opt::{OptConfig, optimize};
+mod common;
 
 fn check(text: &str, seed: u64) {
-    let kernel = parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let (mir, _) = optimize(&kernel, &OptConfig::default()).expect("optimize");
-    let lir = lower(&mir, &LowerConfig::default()).expect("lower").0;
-    let compiled = CpuBackend
-        .compile(&lir, &CompileOptions::default())
-        .expect("compile");
-    let mut rng = TestRng::new(seed);
-    let inputs = random_inputs(&mut rng, &kernel, 0.05);
-    let views: Vec<_> = inputs.iter().map(Array::view).collect();
-    let want = run_lir(&lir, &views, Mode::Native).expect("interpreter");
-    let mut got: Vec<Array> = want
-        .iter()
-        .map(|a| Array::filled(Scalar::zero(a.dtype()), a.shape().clone()))
-        .collect();
-    {
-        let mut out: Vec<_> = got.iter_mut().map(Array::view_mut).collect();
-        compiled.run(&views, &mut out, &mut Scratch::new()).expect("run");
-    }
-    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-        for i in 0..w.data().len() {
-            let (a, b) = (g.get(i).expect("got"), w.get(i).expect("want"));
-            let same =
-                a.to_f64().to_bits() == b.to_f64().to_bits() || (a.to_f64().is_nan() && b.to_f64().is_nan());
-            assert!(
-                same,
-                "output {k}, element {i}: cpu {a:?}, interpreter {b:?}\n{text}"
-            );
-        }
-    }
+    common::assert_bits_match_interpreter(text, 1, seed);
 }
 
 #[test]

@@ -5,56 +5,15 @@
 //! interpreter's bits, with operands that are not transposed (a weight row shared by every
 //! output, a scalar) beside the transposed ones.
 
-use rfx_codegen_cpu::CpuBackend;
-use rfx_ir::hir::parse;
-use rfx_ir::interp::{Mode, run_lir};
-use rfx_ir::lir::LirProgram;
-use rfx_ir::testgen::{TestRng, random_inputs};
-use rfx_ir::{Array, Scalar};
-use rfx_lower::{Backend, CompileOptions, LowerConfig, Scratch, lower};
-use rfx_opt::{OptConfig, optimize};
+mod common;
 
-fn lir_of(text: &str) -> (rfx_ir::hir::Kernel, LirProgram) {
-    let kernel = parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let (mir, _) = optimize(&kernel, &OptConfig::default()).expect("optimize");
-    let lir = lower(&mir, &LowerConfig::default()).expect("lower").0;
-    (kernel, lir)
-}
-
+/// Checks the kernel `text` against the interpreter; returns whether it has a reduction with
+/// its outputs in lanes.
 fn check(text: &str, threads: usize, seed: u64) -> bool {
-    let (kernel, lir) = lir_of(text);
-    let across = lir
-        .kernels()
+    let lir = common::assert_bits_match_interpreter(text, threads, seed);
+    lir.kernels()
         .iter()
-        .any(|k| k.reduce_dims > 0 && k.schedule.reduce_lanes == 1 && k.schedule.vector_width > 1);
-    let options = CompileOptions {
-        max_threads: Some(threads),
-        ..CompileOptions::default()
-    };
-    let compiled = CpuBackend.compile(&lir, &options).expect("compile");
-    let mut rng = TestRng::new(seed);
-    let inputs = random_inputs(&mut rng, &kernel, 0.05);
-    let views: Vec<_> = inputs.iter().map(Array::view).collect();
-    let want = run_lir(&lir, &views, Mode::Native).expect("interpreter");
-    let mut got: Vec<Array> = want
-        .iter()
-        .map(|a| Array::filled(Scalar::zero(a.dtype()), a.shape().clone()))
-        .collect();
-    {
-        let mut out: Vec<_> = got.iter_mut().map(Array::view_mut).collect();
-        compiled.run(&views, &mut out, &mut Scratch::new()).expect("run");
-    }
-    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-        for i in 0..w.data().len() {
-            let (a, b) = (g.get(i).expect("got"), w.get(i).expect("want"));
-            let same = a == b || (a.to_f64().is_nan() && b.to_f64().is_nan());
-            assert!(
-                same && (a.to_f64().is_nan() || a.to_f64().to_bits() == b.to_f64().to_bits()),
-                "output {k}, element {i}: cpu {a:?}, interpreter {b:?}\n{text}"
-            );
-        }
-    }
-    across
+        .any(|k| k.reduce_dims > 0 && k.schedule.reduce_lanes == 1 && k.schedule.vector_width > 1)
 }
 
 #[test]

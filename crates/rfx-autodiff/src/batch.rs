@@ -199,6 +199,15 @@ pub fn vmap_out(
                 };
                 b.copy(&op, &[args[0].0], &ty)?
             }
+            // A running fold along the same axis of every example.
+            &Op::Scan { op, axis, reverse } => {
+                let op = Op::Scan {
+                    op,
+                    axis: axis + 1,
+                    reverse,
+                };
+                b.copy(&op, &[args[0].0], &ty)?
+            }
             Op::Transpose { perm } => {
                 let perm: Vec<usize> = std::iter::once(0).chain(perm.iter().map(|p| p + 1)).collect();
                 b.copy(&Op::Transpose { perm }, &[args[0].0], &ty)?

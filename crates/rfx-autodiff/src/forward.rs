@@ -5,12 +5,12 @@
 use std::collections::HashMap;
 
 use rfx_ir::hir::{Kernel, Op, ValueId};
-use rfx_ir::{ReduceOp, Shape, TensorType};
+use rfx_ir::{ReduceOp, ScanOp, Shape, TensorType};
 
 use crate::error::AdError;
 use crate::graph::{Batched, Emitter, InputRef, WrtInput, active_values, keep_outputs, rebuild, resolve_wrt};
 use crate::reverse::{batched_perm, behind, concat, grad, jacrev};
-use crate::rules::{Partial, chooser_weights, partials, prod_others};
+use crate::rules::{Partial, chooser_weights, cumprod_tangent, partials, prod_others, scan_positions};
 
 /// Runs one forward sweep: `seeds[i]` is the tangent of `wrt[i]` (`None`: zero). Returns the
 /// tangent of every primal value (`None`: zero), indexed by primal value.
@@ -152,6 +152,21 @@ pub(crate) fn forward(
                     let index = em.broadcast_to(args[1], concat(batch, &out_shape))?;
                     Some(em.gather(t, index, axis + batch.rank())?)
                 }
+                None => None,
+            },
+            &Op::Scan { op, axis, reverse } => match arg_tangents[0] {
+                Some(t) => Some(match op {
+                    ScanOp::Sum => em.scan(ScanOp::Sum, t, batch.rank() + axis, reverse)?,
+                    ScanOp::Prod => cumprod_tangent(em, args[0], t, axis, reverse, batch)?,
+                    // Each result is one element of `x`: its tangent is that element's.
+                    // (An empty operand has an empty tangent, which no lookup can read.)
+                    ScanOp::Max | ScanOp::Min if out_shape.numel() == 0 => t,
+                    ScanOp::Max | ScanOp::Min => {
+                        let taken = scan_positions(em, args[0], out, axis, reverse)?;
+                        let taken = em.broadcast_to(taken, concat(batch, &out_shape))?;
+                        em.gather(t, taken, batch.rank() + axis)?
+                    }
+                }),
                 None => None,
             },
             Op::Reduce { op, axes, keepdims } => match arg_tangents[0] {

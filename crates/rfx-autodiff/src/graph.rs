@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 
 use rfx_ir::hir::{Builder, Kernel, Node, Op, ValueId, verify};
-use rfx_ir::{BinaryOp, CmpOp, DType, ReduceOp, Scalar, Shape, TensorType, UnaryOp, broadcast_shapes};
+use rfx_ir::{
+    BinaryOp, CmpOp, DType, ReduceOp, Scalar, ScanOp, Shape, TensorType, UnaryOp, broadcast_shapes,
+};
 
 use crate::error::AdError;
 
@@ -487,6 +489,17 @@ impl Emitter {
         let mut axes = axes.to_vec();
         axes.sort_unstable();
         self.node(Op::Reduce { op, axes, keepdims }, &[x], None)
+    }
+
+    /// The running fold `op` of `x` along `axis`, from its end when `reverse`.
+    pub(crate) fn scan(
+        &mut self,
+        op: ScanOp,
+        x: ValueId,
+        axis: usize,
+        reverse: bool,
+    ) -> Result<ValueId, AdError> {
+        self.node(Op::Scan { op, axis, reverse }, &[x], None)
     }
 
     /// `select(cond, x, 0)` (or `select(cond, 0, x)` when `pass_when` is false).

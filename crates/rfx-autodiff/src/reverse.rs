@@ -8,11 +8,14 @@
 //! the structural rules (reductions, reshapes, broadcasts) name the batch.
 
 use rfx_ir::hir::{Kernel, Op, ValueId};
-use rfx_ir::{CmpOp, ReduceOp, Shape, TensorType};
+use rfx_ir::{CmpOp, ReduceOp, ScanOp, Shape, TensorType};
 
 use crate::error::AdError;
 use crate::graph::{Batched, Emitter, InputRef, WrtInput, active_values, resolve_wrt};
-use crate::rules::{Partial, chooser_weights, keepdims_shape, partials, prod_others, reduced_count};
+use crate::rules::{
+    Partial, chooser_weights, cumprod_adjoint, keepdims_shape, partials, prod_others, reduced_count,
+    scan_positions,
+};
 
 /// `slot + c`: two diagonal adjoints add their diagonals, anything else adds densely.
 fn accumulate(
@@ -183,34 +186,30 @@ fn dense_contributions(
             let at = behind(batch, low);
             vec![Some(em.slice(ct, &at, concat(batch, &arg_shape))?)]
         }
-        // The table's adjoint adds each element's adjoint into the row it read (a scatter-add),
-        // written as a sum over the index's extent along `axis` of the adjoint where the row
-        // read is the row counted: every backend runs it as a fused reduction. The index's
+        // The table's adjoint adds each element's adjoint into the row it read; the index's
         // adjoint is zero (the lookup is piecewise constant in it).
         Op::Gather { axis } => {
-            let (table, index) = (args[0], args[1]);
-            let (table_shape, index_shape) = (em.shape(table)?, em.shape(index)?);
-            let (axis, extent) = (*axis, table_shape.dims()[*axis]);
-            // Index axis `axis` becomes two: the table's rows (1 here), then the index's.
-            let mut split = index_shape.dims().to_vec();
-            split.insert(axis, 1);
-            let row = em.gather_row(index, extent)?;
-            let row = em.reshape(row, Shape::new(split.clone()))?;
-            let mut rows = vec![1; split.len() - axis];
-            rows[0] = extent;
-            let count = em.dtype(row)?;
-            let counted = em.iota(count, Shape::new(rows), 0)?;
-            let read = em.compare(CmpOp::Eq, counted, row)?;
-            let ct = em.reshape(ct, concat(batch, &Shape::new(split)))?;
-            let mut full = concat(batch, &table_shape).dims().to_vec();
-            full.insert(batch_rank + axis + 1, index_shape.dims()[axis]);
-            let ct = em.broadcast_to(ct, Shape::new(full.clone()))?;
-            let read = em.broadcast_to(read, Shape::new(full))?;
-            let spread = em.mask(read, true, ct)?;
+            let table_shape = em.shape(args[0])?;
             vec![
-                Some(em.reduce(ReduceOp::Sum, spread, &[batch_rank + axis + 1], false)?),
+                Some(scatter_rows(em, ct, args[1], &table_shape, *axis, batch)?),
                 None,
             ]
+        }
+        Op::Scan { op, axis, reverse } => {
+            let (x, axis, reverse) = (args[0], *axis, *reverse);
+            vec![Some(match op {
+                // The transpose of a running sum is the running sum from the other end.
+                ScanOp::Sum => em.scan(ScanOp::Sum, ct, batch_rank + axis, !reverse)?,
+                ScanOp::Prod => cumprod_adjoint(em, x, ct, axis, reverse, batch)?,
+                // Each result is one element of `x`: its adjoint goes back there. (An empty
+                // operand has an empty adjoint, which no lookup can read.)
+                ScanOp::Max | ScanOp::Min if em.shape(x)?.numel() == 0 => ct,
+                ScanOp::Max | ScanOp::Min => {
+                    let taken = scan_positions(em, x, out, axis, reverse)?;
+                    let shape = em.shape(x)?;
+                    scatter_rows(em, ct, taken, &shape, axis, batch)?
+                }
+            })]
         }
         Op::Reduce { op, axes, keepdims } => {
             let x = args[0];
@@ -234,6 +233,40 @@ fn dense_contributions(
             })]
         }
     })
+}
+
+/// The adjoint of a table of `table_shape` read along `axis` at `index` (a `gather`), from the
+/// lookups' adjoint `ct` (shape `batch ++ index's shape`): each lookup's adjoint added into the
+/// row it read (a scatter-add), written as a sum over the index's extent along `axis` of the
+/// adjoint where the row read is the row counted, which every backend runs as a fused
+/// reduction.
+fn scatter_rows(
+    em: &mut Emitter,
+    ct: ValueId,
+    index: ValueId,
+    table_shape: &Shape,
+    axis: usize,
+    batch: &Shape,
+) -> Result<ValueId, AdError> {
+    let index_shape = em.shape(index)?;
+    let extent = table_shape.dims()[axis];
+    // Index axis `axis` becomes two: the table's rows (1 here), then the index's.
+    let mut split = index_shape.dims().to_vec();
+    split.insert(axis, 1);
+    let row = em.gather_row(index, extent)?;
+    let row = em.reshape(row, Shape::new(split.clone()))?;
+    let mut rows = vec![1; split.len() - axis];
+    rows[0] = extent;
+    let count = em.dtype(row)?;
+    let counted = em.iota(count, Shape::new(rows), 0)?;
+    let read = em.compare(CmpOp::Eq, counted, row)?;
+    let ct = em.reshape(ct, concat(batch, &Shape::new(split)))?;
+    let mut full = concat(batch, table_shape).dims().to_vec();
+    full.insert(batch.rank() + axis + 1, index_shape.dims()[axis]);
+    let ct = em.broadcast_to(ct, Shape::new(full.clone()))?;
+    let read = em.broadcast_to(read, Shape::new(full))?;
+    let spread = em.mask(read, true, ct)?;
+    em.reduce(ReduceOp::Sum, spread, &[batch.rank() + axis + 1], false)
 }
 
 /// Spreads the adjoint of a reduction result (shape `batch ++ reduced`) back over the reduced

@@ -8,7 +8,7 @@
 
 use rfx_ir::hir::Op;
 use rfx_ir::hir::ValueId;
-use rfx_ir::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
+use rfx_ir::{BinaryOp, CmpOp, DType, ReduceOp, ScanOp, Shape, UnaryOp};
 
 use crate::error::AdError;
 use crate::graph::Emitter;
@@ -275,6 +275,117 @@ pub(crate) fn prod_others(em: &mut Emitter, x: ValueId, axes: &[usize]) -> Resul
     let at_single_zero = em.select(is_zero, prod_nonzero, zero)?;
     let with_zero = em.select(one_zero, at_single_zero, zero)?;
     em.select(no_zero, quotient, with_zero)
+}
+
+/// For a running maximum or minimum `out` of `x` along `axis` (from its end with `reverse`):
+/// the position along the axis of the element each result is (`i32`, `x`'s shape). Each step
+/// `max(acc, x_i)` gives `x_i` itself (ties included, and a NaN `x_i`) or keeps `acc`, so a
+/// result is the element of the last step, in the scan's order up to its own, that gave its
+/// element: one where `x_i == out_i` or `x_i` is NaN. That last position is itself a running
+/// maximum (a running minimum from the end) of the positions where a step gave its element.
+/// The derivative flows to that element, the one whose bits the result holds (on a tie the
+/// later one, as the value; a reduction's `max` shares a tie instead).
+pub(crate) fn scan_positions(
+    em: &mut Emitter,
+    x: ValueId,
+    out: ValueId,
+    axis: usize,
+    reverse: bool,
+) -> Result<ValueId, AdError> {
+    let shape = em.shape(x)?;
+    let extent = shape.dims().get(axis).copied().unwrap_or(1);
+    let same = em.compare(CmpOp::Eq, x, out)?;
+    let nan = em.compare(CmpOp::Ne, x, x)?;
+    let taken = em.binary(BinaryOp::Or, same, nan)?;
+    let position = em.iota(DType::I32, shape, axis)?;
+    // Never taken: below every position in the scan's order.
+    let (never, latest) = if reverse {
+        (extent as f64, ScanOp::Min)
+    } else {
+        (-1.0, ScanOp::Max)
+    };
+    let never = em.scalar(DType::I32, never);
+    let marked = em.select(taken, position, never)?;
+    em.scan(latest, marked, axis, reverse)
+}
+
+/// The positions `j` (along `axis`, of `shape`'s extent there) and `k` of the square the exact
+/// derivatives of a running product sum over, as two `i32` iotas of shape
+/// `[1; axis] ++ [n, n] ++ [1; rank - axis - 1]` (`j` at `axis`, `k` at `axis + 1`).
+fn square_positions(em: &mut Emitter, shape: &Shape, axis: usize) -> Result<(ValueId, ValueId), AdError> {
+    let extent = shape.dims().get(axis).copied().unwrap_or(1);
+    let mut dims = vec![1; shape.rank() + 1];
+    dims[axis] = extent;
+    dims[axis + 1] = extent;
+    let square = Shape::new(dims);
+    Ok((
+        em.iota(DType::I32, square.clone(), axis)?,
+        em.iota(DType::I32, square, axis + 1)?,
+    ))
+}
+
+/// `v` (shape `batch ++ shape`) with an axis of one inserted at `batch.rank() + axis`: its
+/// elements along `axis` then lie along the square's `k` axis.
+fn along_k(
+    em: &mut Emitter,
+    v: ValueId,
+    batch: &Shape,
+    shape: &Shape,
+    axis: usize,
+) -> Result<ValueId, AdError> {
+    let mut dims = shape.dims().to_vec();
+    dims.insert(axis, 1);
+    em.reshape(v, Shape::new([batch.dims(), &dims].concat()))
+}
+
+/// The tangent of a running product of `x` (shape `S`) along `axis` for the tangent `t` of
+/// `x` (shape `batch ++ S`), without a division (exact at zeros): element `i` is
+/// `Σ_{j ≤ i} Π_{k ≤ i} (k == j ? t_k : x_k)` (`j ≥ i` and `k ≥ i` from the end), each product
+/// a running product along the square's `k` axis with `t_j` in place of `x_j`. `O(n²)` per
+/// line of `n` elements.
+pub(crate) fn cumprod_tangent(
+    em: &mut Emitter,
+    x: ValueId,
+    t: ValueId,
+    axis: usize,
+    reverse: bool,
+    batch: &Shape,
+) -> Result<ValueId, AdError> {
+    let shape = em.shape(x)?;
+    let (j, k) = square_positions(em, &shape, axis)?;
+    let on_diagonal = em.compare(CmpOp::Eq, j, k)?;
+    let xk = along_k(em, x, &Shape::scalar(), &shape, axis)?;
+    let tk = along_k(em, t, batch, &shape, axis)?;
+    let factors = em.select(on_diagonal, tk, xk)?;
+    let products = em.scan(ScanOp::Prod, factors, batch.rank() + axis + 1, reverse)?;
+    let reached = em.compare(if reverse { CmpOp::Ge } else { CmpOp::Le }, j, k)?;
+    let terms = em.mask(reached, true, products)?;
+    em.reduce(ReduceOp::Sum, terms, &[batch.rank() + axis], false)
+}
+
+/// The adjoint of `x` (shape `S`) of a running product along `axis` from the result's adjoint
+/// `ct` (shape `batch ++ S`), without a division: element `j` is
+/// `Σ_{i ≥ j} ct_i Π_{k ≤ i, k ≠ j} x_k` (`i ≤ j` and `k ≥ i` from the end). `O(n²)` per line.
+pub(crate) fn cumprod_adjoint(
+    em: &mut Emitter,
+    x: ValueId,
+    ct: ValueId,
+    axis: usize,
+    reverse: bool,
+    batch: &Shape,
+) -> Result<ValueId, AdError> {
+    let shape = em.shape(x)?;
+    let (j, k) = square_positions(em, &shape, axis)?;
+    let on_diagonal = em.compare(CmpOp::Eq, j, k)?;
+    let xk = along_k(em, x, &Shape::scalar(), &shape, axis)?;
+    let one = em.scalar_like(x, 1.0)?;
+    let factors = em.select(on_diagonal, one, xk)?;
+    let others = em.scan(ScanOp::Prod, factors, axis + 1, reverse)?;
+    let ct_k = along_k(em, ct, batch, &shape, axis)?;
+    let weighted = em.mul(ct_k, others)?;
+    let reached = em.compare(if reverse { CmpOp::Le } else { CmpOp::Ge }, k, j)?;
+    let terms = em.mask(reached, true, weighted)?;
+    em.reduce(ReduceOp::Sum, terms, &[batch.rank() + axis + 1], false)
 }
 
 /// `shape` with the reduced `axes` kept as size 1.

@@ -409,6 +409,7 @@ fn kernel_for_seed(seed: u64) -> Kernel {
         allow_literal: rng.chance(0.5),
         allow_window: rng.chance(0.5),
         allow_gather: rng.chance(0.4),
+        allow_scan: rng.chance(0.4),
     };
     let mut kernel = random_kernel(&mut rng, &config, "fuzz");
     // Most generated kernels hold a transcendental op, whose values are not compared: in two

@@ -20,7 +20,7 @@ use cranelift_codegen::ir::{
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::JITModule;
 use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module};
-use rfx_ir::lir::{Inst, LirKernel, LirProgram, SlotId, Storage};
+use rfx_ir::lir::{Inst, LirKernel, LirProgram, ScanOrder, SlotId, Storage};
 use std::cell::RefCell;
 use std::collections::HashMap;
 
@@ -437,6 +437,7 @@ fn build_into(
                 .iter()
                 .any(|inst| matches!(inst, Inst::Gather { .. }))
                 .then(HashMap::new),
+            scan_accs: Vec::new(),
         };
         shape = generator.emit(&mut b, table, lo, hi)?;
         b.seal_all_blocks();
@@ -524,6 +525,9 @@ struct Gen<'i, 'k> {
     /// such an index reads a vector (step 1) or one element (step 0) where it can. `None` in a
     /// kernel without gathers.
     lane_steps: Option<HashMap<Value, i64>>,
+    /// In a kernel with scans, at the point being emitted: each scan's body index and its
+    /// running accumulator, which its instruction folds into and replaces.
+    scan_accs: Vec<(usize, Value)>,
 }
 
 /// An integer value's known form ([`Gen::known`]).
@@ -679,6 +683,9 @@ impl<'k> Gen<'_, 'k> {
             self.pre_scalar = slots;
         }
         let rank = kernel.dims.len();
+        if let Some(order) = kernel.scan {
+            return self.emit_scan(b, lo, hi, order);
+        }
         let reduce_dims = kernel.reduce_dims.min(rank);
         let sched = u8::try_from(kernel.schedule.vector_width).unwrap_or(1);
         let dtypes = kernel
@@ -881,6 +888,112 @@ impl<'k> Gen<'_, 'k> {
             }
         }
         offs
+    }
+
+    /// A kernel with scans: one unit per row of the innermost (scanned) dim, each row run point
+    /// by point in the kernel's scan order with the scans' running accumulators carried from
+    /// point to point in registers, starting at their ops' identities, so every scan folds
+    /// sequentially, as the interpreters do: the same bits. A kernel of a few points (at most
+    /// [`STRAIGHT_BUDGET`] instruction-equivalents) is written out without loops, as small
+    /// elementwise kernels are.
+    fn emit_scan(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        lo: Value,
+        hi: Value,
+        order: ScanOrder,
+    ) -> Result<KernelShape, BackendError> {
+        let dims = self.kernel().dims.clone();
+        let Some((&inner, outer)) = dims.split_last() else {
+            return Err(internal("a scan in a kernel without loop dims"));
+        };
+        let outer = outer.to_vec();
+        let rows: usize = outer.iter().product();
+        let scans = self
+            .kernel()
+            .body
+            .iter()
+            .enumerate()
+            .filter_map(|(i, inst)| match inst {
+                Inst::Scan { op, dst, .. } => Some((i, op.reduce_op(), *dst)),
+                _ => None,
+            })
+            .map(|(i, op, dst)| Ok((i, op, self.slot_dtype(dst)?)))
+            .collect::<Result<Vec<_>, BackendError>>()?;
+        self.width = 1;
+        self.point_width = 1;
+        self.inner_axis = Some(dims.len() - 1);
+        let identities = |g: &Self, b: &mut FunctionBuilder<'_>| -> Result<Vec<Value>, BackendError> {
+            scans
+                .iter()
+                .map(|&(_, op, dtype)| {
+                    let value = identity(op, dtype)?;
+                    Ok(Emitter {
+                        b: &mut *b,
+                        w: 1,
+                        imports: g.imports,
+                    }
+                    .constant(value))
+                })
+                .collect()
+        };
+        // The position of step `k` of a row in the scan's order.
+        let position = |k: usize| match order {
+            ScanOrder::Forward => k,
+            ScanOrder::Reverse => inner - 1 - k,
+        };
+        let work = rows.saturating_mul(inner).saturating_mul(self.body_work());
+        if work <= STRAIGHT_BUDGET {
+            self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, _, _| {
+                for row in 0..rows {
+                    let ptrs = g.row_pointers(b, row, &outer)?;
+                    g.hoist_row_indices(b, &ptrs)?;
+                    let accs = identities(g, b)?;
+                    g.scan_accs = scans.iter().map(|s| s.0).zip(accs).collect();
+                    for k in 0..inner {
+                        let at = g.const_i64(b, position(k) as i64);
+                        g.emit_body(b, 1, at, &ptrs, &mut Vec::new())?;
+                    }
+                    g.row_indices.clear();
+                }
+                Ok(Vec::new())
+            })?;
+            b.ins().return_(&[]);
+            let points = (rows * inner) as u64;
+            return Ok(KernelShape::new(1, points, 1, self.min_points_per_thread()));
+        }
+        let zero = b.ins().iconst(types::I64, 0);
+        let zeros = vec![zero; self.info.accesses.len()];
+        let last = i64::try_from(inner).map_err(|_| internal("a row beyond i64"))? - 1;
+        self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, row, _| {
+            let offs = g.offsets(b, row, 0, &outer, &zeros);
+            let ptrs = g.pointers(b, &offs)?;
+            g.hoist_row_indices(b, &ptrs)?;
+            let start = b.ins().iconst(types::I64, 0);
+            let end = b.ins().iconst(types::I64, last + 1);
+            let accs = identities(g, b)?;
+            g.emit_loop(b, start, end, 1, &accs, &mut |g, b, k, accs| {
+                let at = match order {
+                    ScanOrder::Forward => k,
+                    ScanOrder::Reverse => {
+                        let last = b.ins().iconst(types::I64, last);
+                        b.ins().isub(last, k)
+                    }
+                };
+                g.scan_accs = scans.iter().map(|s| s.0).zip(accs.iter().copied()).collect();
+                g.emit_body(b, 1, at, &ptrs, &mut Vec::new())?;
+                Ok(g.scan_accs.iter().map(|&(_, v)| v).collect())
+            })?;
+            g.row_indices.clear();
+            Ok(Vec::new())
+        })?;
+        b.ins().return_(&[]);
+        Ok(KernelShape::new(
+            rows as u64,
+            inner as u64,
+            1,
+            self.min_points_per_thread(),
+        ))
     }
 
     /// Elementwise kernels: a vector loop over the innermost dimension plus a scalar tail.
@@ -3058,6 +3171,24 @@ impl<'k> Gen<'_, 'k> {
             Inst::Reduce { src, .. } => {
                 reduced.push((body_index.unwrap_or(0), get(slots, *src)?));
                 None
+            }
+            Inst::Scan { dst, op, src } => {
+                let dtype = self.slot_dtype(*src)?;
+                let x = get(slots, *src)?;
+                let acc = body_index
+                    .and_then(|i| self.scan_accs.iter_mut().find(|(at, _)| *at == i))
+                    .ok_or_else(|| internal("a scan outside a scanning kernel's body"))?;
+                if w != 1 {
+                    return Err(internal("a scan emitted in vector lanes"));
+                }
+                let next = Emitter {
+                    b: &mut *b,
+                    w: 1,
+                    imports: self.imports,
+                }
+                .combine(op.reduce_op(), acc.1, x, dtype)?;
+                acc.1 = next;
+                Some((*dst, next))
             }
         };
         if let Some((dst, v)) = value

@@ -2,7 +2,9 @@
 //!
 //! Every LIR kernel becomes one `extern "C" __global__` function whose threads walk the
 //! kernel's *units* in a grid-stride loop. A unit is a point of the loop nest for elementwise
-//! kernels and a leading point for kernels with reduced dims. A reduction of fewer than
+//! kernels, a leading point for kernels with reduced dims, and a row of the scanned dim for
+//! kernels with scans (one thread folds the row in order: the interpreter's bits). A reduction
+//! of fewer than
 //! `TREE_MIN_POINTS` points per unit is done by one thread in the LIR order (see
 //! `emit_kernel`), so results are the interpreter's bits; a longer one runs as a block tree
 //! (see `emit_tree_body`) in an order fixed by the shape, within the bounds in the crate docs. Slots become local variables declared at the top of the function; the preamble runs
@@ -23,7 +25,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use rfx_ir::lir::{Inst, LirKernel, LirProgram, SlotId, Storage};
+use rfx_ir::lir::{Inst, LirKernel, LirProgram, ScanOrder, SlotId, Storage};
 use rfx_ir::{BinaryOp, BufId, CmpOp, DType, ReduceOp, Scalar, UnaryOp};
 use rfx_lower::{BackendError, CompileOptions, LowerError};
 
@@ -468,11 +470,17 @@ impl Emitter<'_> {
             param_text.push(("unsigned char* arena".to_string(), "temporaries".to_string()));
         }
         let rank = kernel.dims.len();
-        let split = rank.saturating_sub(kernel.reduce_dims);
+        // A kernel with scans has one unit per row of its innermost (scanned) dim.
+        let split = match kernel.scan {
+            Some(_) => rank.saturating_sub(1),
+            None => rank.saturating_sub(kernel.reduce_dims),
+        };
         let (leading, reduced) = kernel.dims.split_at(split);
         let units: usize = leading.iter().product();
         let reduced_points: usize = reduced.iter().product();
-        if !reduced.is_empty() && reduced_points >= TREE_MIN_POINTS && units > 0 {
+        let tree =
+            kernel.scan.is_none() && !reduced.is_empty() && reduced_points >= TREE_MIN_POINTS && units > 0;
+        if tree {
             param_text.push((
                 "unsigned char* rfx_tree".to_string(),
                 "block partials and arrival counters".to_string(),
@@ -481,11 +489,20 @@ impl Emitter<'_> {
         let idx = index_type(self.program, kernel);
         let lanes = kernel.schedule.reduce_lanes.max(1) as usize;
 
-        let _ = writeln!(
-            self.out,
-            "// kernel `{}`: dims {:?}, reduce {}, lanes {lanes}; {units} unit(s) of {reduced_points} point(s).",
-            kernel.name, kernel.dims, kernel.reduce_dims
-        );
+        let _ = match kernel.scan {
+            Some(order) => writeln!(
+                self.out,
+                "// kernel `{}`: dims {:?}, scan {}; {units} row(s) of {reduced_points} point(s).",
+                kernel.name,
+                kernel.dims,
+                order.name()
+            ),
+            None => writeln!(
+                self.out,
+                "// kernel `{}`: dims {:?}, reduce {}, lanes {lanes}; {units} unit(s) of {reduced_points} point(s).",
+                kernel.name, kernel.dims, kernel.reduce_dims
+            ),
+        };
         self.line(0, &format!("extern \"C\" __global__ void {entry}("));
         for (i, (param, what)) in param_text.iter().enumerate() {
             let comma = if i + 1 < param_text.len() { "," } else { "" };
@@ -503,7 +520,18 @@ impl Emitter<'_> {
             let zero = literal(Scalar::zero(dtype));
             self.line(1, &format!("{} s{slot} = {zero};", c_type(dtype)));
         }
-        if !reduced.is_empty() && reduced_points >= TREE_MIN_POINTS && units > 0 {
+        if let Some(order) = kernel.scan {
+            self.emit_scan_body(idx, order, leading, reduced_points);
+            self.line(0, "}");
+            return KernelLaunch {
+                entry,
+                params,
+                uses_arena,
+                units,
+                tree: None,
+            };
+        }
+        if tree {
             let tree = self.emit_tree_body(idx, split, leading, reduced);
             self.line(0, "}");
             return KernelLaunch {
@@ -615,6 +643,66 @@ impl Emitter<'_> {
             units,
             tree: None,
         }
+    }
+
+    /// Emits the body of a kernel with scans (after the slot declarations): each thread takes
+    /// rows of the innermost dim in a grid-stride loop and runs a row's points one after
+    /// another in the kernel's scan order, each scan folding into a running accumulator that
+    /// starts at its op's identity: the interpreter's sequential order, so its bits.
+    fn emit_scan_body(&mut self, idx: &str, order: ScanOrder, leading: &[usize], points: usize) {
+        let kernel = self.kernel;
+        let rows: usize = leading.iter().product();
+        if rows > 0 && points > 0 && !kernel.preamble.is_empty() {
+            self.line(1, "// preamble");
+            for inst in &kernel.preamble {
+                self.emit_inst(1, inst, None);
+            }
+        }
+        self.line(
+            1,
+            &format!(
+                "for ({idx} unit = ({idx})blockIdx.x * blockDim.x + threadIdx.x; unit < {rows}u; unit += ({idx})gridDim.x * blockDim.x) {{"
+            ),
+        );
+        self.unravel(2, idx, "unit", 0, leading);
+        let accs = self.scan_accumulators();
+        for (inst, acc) in kernel.body.iter().zip(&accs) {
+            if let (Inst::Scan { op, dst, .. }, Some(acc)) = (inst, acc) {
+                let dtype = self.dtype(*dst);
+                let init = literal(identity(op.reduce_op(), dtype));
+                self.line(2, &format!("{} {acc} = {init};", c_type(dtype)));
+            }
+        }
+        let j = format!("i{}", leading.len());
+        self.line(2, &format!("for ({idx} step = 0u; step < {points}u; ++step) {{"));
+        match order {
+            ScanOrder::Forward => self.line(3, &format!("const {idx} {j} = step;")),
+            ScanOrder::Reverse => self.line(
+                3,
+                &format!("const {idx} {j} = {}u - step;", points.saturating_sub(1)),
+            ),
+        }
+        for (inst, acc) in kernel.body.iter().zip(&accs) {
+            self.emit_inst(3, inst, acc.as_deref());
+        }
+        self.line(2, "}");
+        self.line(1, "}");
+    }
+
+    /// The running accumulator's name of each body instruction that is a `Scan`.
+    fn scan_accumulators(&self) -> Vec<Option<String>> {
+        let mut k = 0;
+        self.kernel
+            .body
+            .iter()
+            .map(|inst| match inst {
+                Inst::Scan { .. } => {
+                    k += 1;
+                    Some(format!("scan{}", k - 1))
+                }
+                _ => None,
+            })
+            .collect()
     }
 
     /// The reductions of the kernel as `(k, op, buf)`, in body order.
@@ -906,7 +994,7 @@ impl Emitter<'_> {
         }
     }
 
-    /// Emits one instruction; `acc` names the accumulator when it is a `Reduce`.
+    /// Emits one instruction; `acc` names the accumulator when it is a `Reduce` or a `Scan`.
     fn emit_inst(&mut self, depth: usize, inst: &Inst, acc: Option<&str>) {
         let text = match inst {
             Inst::Load {
@@ -988,6 +1076,11 @@ impl Emitter<'_> {
                 let Some(acc) = acc else { return };
                 let combined = self.combine(*op, self.buf_dtype(*buf), acc, &src.to_string());
                 format!("{acc} = {combined};")
+            }
+            Inst::Scan { dst, op, src } => {
+                let Some(acc) = acc else { return };
+                let combined = self.combine(op.reduce_op(), self.dtype(*src), acc, &src.to_string());
+                format!("{acc} = {combined}; {dst} = {acc};")
             }
         };
         self.line(depth, &text);

@@ -100,3 +100,15 @@ fn f64_kernel() {
          %f = cast %e : f32[3,7] output f = %f }"
     ));
 }
+
+#[test]
+fn scans_both_ways() {
+    // Positions integrated along each row and a cost-to-go down the columns: one thread per
+    // row of each scanned axis, folding in order.
+    insta::assert_snapshot!(exact(
+        "kernel scans { %v = input v : f32[8,20] %p0 = input p0 : f32[8,1] %dt = const 0.05 : f32[] \
+         %s = mul %v, %dt : f32[8,20] %t = cumsum %s axis 1 : f32[8,20] %p = add %t, %p0 : f32[8,20] \
+         %c = mul %p, %p : f32[8,20] %g = cumsum %c axis 0 reverse : f32[8,20] %m = cummax %v axis 1 : f32[8,20] \
+         output p = %p output g = %g output m = %m }"
+    ));
+}

@@ -15,7 +15,7 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use rfx_ir::lir::{Inst, LirKernel, LirProgram, SlotId, Storage};
+use rfx_ir::lir::{Inst, LirKernel, LirProgram, ScanOrder, SlotId, Storage};
 use rfx_ir::semantics::{reduce_finish, reduce_identity};
 use rfx_ir::{BinaryOp, CmpOp, DType, ReduceOp, Scalar, UnaryOp};
 use rfx_lower::{BackendError, Unsupported};
@@ -1101,7 +1101,11 @@ fn emit_kernel(
     out: &mut String,
 ) -> Result<KernelLayout, BackendError> {
     let rank = kernel.dims.len();
-    let split = rank.saturating_sub(kernel.reduce_dims);
+    // A kernel with scans has one unit per row of its innermost (scanned) dim.
+    let split = match kernel.scan {
+        Some(_) => rank.saturating_sub(1),
+        None => rank.saturating_sub(kernel.reduce_dims),
+    };
     let (leading, reduced) = kernel.dims.split_at(split);
     let units = product(leading);
     let reduced_numel = product(reduced);
@@ -1179,7 +1183,9 @@ fn emit_kernel(
     }
 
     emit_unit_prologue(em, kernel, split, &mut bindings, b)?;
-    if !has_reduce {
+    if let Some(order) = kernel.scan {
+        emit_scan_loop(em, kernel, order, &mut bindings, b)?;
+    } else if !has_reduce {
         // Elementwise: the unit is the point.
         emit_body(em, kernel, "    ", None, &mut bindings, b)?;
     } else {
@@ -1417,6 +1423,67 @@ fn emit_reduction_loops(
     Ok(())
 }
 
+/// Points per pass of a scan's loop (the copies of the body in one iteration): fewer loop
+/// iterations per invocation (see [`loop_iterations`]).
+const SCAN_UNROLL: u64 = 16;
+
+/// The row of a kernel with scans (its innermost dim) run point by point in the kernel's scan
+/// order, in blocks of [`SCAN_UNROLL`] points then the tail, each scan folding into a running
+/// accumulator `scan{inst}` that starts at its op's identity: the interpreter's sequential
+/// order, so its bits.
+fn emit_scan_loop(
+    em: &mut Emitter<'_>,
+    kernel: &LirKernel,
+    order: ScanOrder,
+    bindings: &mut BTreeSet<usize>,
+    b: &mut String,
+) -> Result<(), BackendError> {
+    for (k, inst) in kernel.body.iter().enumerate() {
+        if let Inst::Scan { op, dst, .. } = inst {
+            let dtype = kernel
+                .slot_dtype(*dst)
+                .ok_or_else(|| compile_error(format!("kernel `{}`: undeclared slot {dst}", kernel.name)))?;
+            let identity = reduce_identity(op.reduce_op(), dtype)
+                .ok_or_else(|| compile_error(format!("{op} on {dtype}")))?;
+            let _ = writeln!(
+                b,
+                "    var scan{k}: {} = {};",
+                value_type(dtype),
+                scalar_literal(identity)
+            );
+        }
+    }
+    let last = kernel.dims.len().saturating_sub(1);
+    let size = kernel.dims.get(last).copied().unwrap_or(1) as u64;
+    // The position of the row's step `step` in the scan's order.
+    let position = |step: &str| match order {
+        ScanOrder::Forward => step.to_string(),
+        ScanOrder::Reverse => format!("{}u - ({step})", size.saturating_sub(1)),
+    };
+    let blocks = size / SCAN_UNROLL;
+    if blocks > 0 {
+        let _ = writeln!(b, "    for (var blk = 0u; blk < {blocks}u; blk += 1u) {{");
+        for u in 0..SCAN_UNROLL {
+            let _ = writeln!(b, "        {{");
+            let _ = writeln!(
+                b,
+                "            let i{last} = {};",
+                position(&format!("blk * {SCAN_UNROLL}u + {u}u"))
+            );
+            emit_body(em, kernel, "            ", None, bindings, b)?;
+            let _ = writeln!(b, "        }}");
+        }
+        let _ = writeln!(b, "    }}");
+    }
+    for step in blocks * SCAN_UNROLL..size {
+        let _ = writeln!(b, "    {{");
+        let _ = writeln!(b, "        let i{last} = {};", position(&format!("{step}u")));
+        emit_body(em, kernel, "        ", None, bindings, b)?;
+        let _ = writeln!(b, "    }}");
+    }
+    Ok(())
+}
+
 /// The innermost reduced dim (blocks of `unroll` points, then the tail) inside loops over the
 /// outer reduced dims.
 fn emit_innermost(
@@ -1472,6 +1539,9 @@ fn unroll_factor(lanes: u32) -> u32 {
 /// reduction loops). llvmpipe stops an invocation's loops after 65535 iterations in total, so
 /// the runtime rejects kernels above that on llvmpipe rather than return wrong results.
 pub(crate) fn loop_iterations(kernel: &LirKernel) -> u64 {
+    if kernel.scan.is_some() {
+        return kernel.dims.last().map_or(0, |&n| n as u64 / SCAN_UNROLL);
+    }
     if kernel.reduce_dims == 0 {
         return 0;
     }
@@ -1513,6 +1583,14 @@ fn emit_body(
             let acc = format!("acc{k}_{}", lane.unwrap_or(0));
             let value = em.combine(*op, dtype, &acc, &slot(*src));
             let _ = writeln!(b, "{indent}{acc} = {value};");
+        } else if let Inst::Scan { dst, op, src } = inst {
+            let dtype = kernel
+                .slot_dtype(*src)
+                .ok_or_else(|| compile_error(format!("kernel `{}`: undeclared slot {src}", kernel.name)))?;
+            let acc = format!("scan{k}");
+            let value = em.combine(op.reduce_op(), dtype, &acc, &slot(*src));
+            let _ = writeln!(b, "{indent}{acc} = {value};");
+            let _ = writeln!(b, "{indent}{} = {acc};", slot(*dst));
         } else {
             emit_inst(em, kernel, inst, indent, bindings, b)?;
         }
@@ -1627,10 +1705,11 @@ fn emit_inst(
             );
             return Ok(());
         }
-        Inst::Reduce { .. } => {
+        Inst::Reduce { .. } | Inst::Scan { .. } => {
             return Err(compile_error(format!(
-                "kernel `{}`: reduce outside the body",
-                kernel.name
+                "kernel `{}`: `{}` outside the body",
+                kernel.name,
+                inst.name()
             )));
         }
     };

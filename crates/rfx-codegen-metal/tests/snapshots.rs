@@ -5,7 +5,7 @@ mod common;
 
 use common::{lower_kernel, parse};
 
-const KERNELS: [(&str, &str); 7] = [
+const KERNELS: [(&str, &str); 8] = [
     (
         "fused_chain",
         "kernel fused_chain {
@@ -83,6 +83,20 @@ const KERNELS: [(&str, &str); 7] = [
   %b = input b : f32[256]
   %p = pow %a, %b : f32[256]
   output p = %p
+}",
+    ),
+    (
+        // A running sum along rows (blocks of 16 steps, then the tail) and a reverse running
+        // maximum down the columns: one invocation per row of the scanned axis.
+        "scans",
+        "kernel scans {
+  %v = input v : f32[8,37]
+  %dt = const 0.05 : f32[]
+  %s = mul %v, %dt : f32[8,37]
+  %t = cumsum %s axis 1 : f32[8,37]
+  %m = cummax %v axis 0 reverse : f32[8,37]
+  output t = %t
+  output m = %m
 }",
     ),
 ];

@@ -106,6 +106,9 @@ fn describe(op: &Op) -> String {
             let axes = axes.iter().map(ToString::to_string).collect::<Vec<_>>().join(",");
             format!("{op} axes [{axes}]{}", if *keepdims { " keepdims" } else { "" })
         }
+        Op::Scan { op, axis, reverse } => {
+            format!("{op} axis {axis}{}", if *reverse { " reverse" } else { "" })
+        }
         other => other.name().to_string(),
     }
 }

@@ -2,9 +2,9 @@
 //!
 //! **Owns:** element types and shapes ([`DType`], [`Shape`], [`TensorType`]), host arrays
 //! ([`Array`] and borrowed views), the op vocabularies ([`UnaryOp`], [`BinaryOp`], [`CmpOp`],
-//! [`ReduceOp`]) with their IEEE semantics ([`semantics`]), the three IR levels with their text
-//! formats and verifiers ([`hir`]: a kernel as traced; [`mir`]: fused kernels over iteration
-//! spaces; [`lir`]: slot-based instruction lists with a memory plan), the reference
+//! [`ReduceOp`], [`ScanOp`]) with their IEEE semantics ([`semantics`]), the three IR levels with
+//! their text formats and verifiers ([`hir`]: a kernel as traced; [`mir`]: fused kernels over
+//! iteration spaces; [`lir`]: slot-based instruction lists with a memory plan), the reference
 //! interpreters ([`interp`]) that define what every pass and backend must compute, and Graphviz
 //! export ([`dot`]).
 //!
@@ -34,5 +34,5 @@ pub use array::{Array, ArrayData, ArrayLengthError, ArrayView, ArrayViewMut, Dat
 pub use dtype::{DType, Scalar, parse_scalar};
 pub use error::{ParseError, TypeError};
 pub use ids::BufId;
-pub use ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
+pub use ops::{BinaryOp, CmpOp, ReduceOp, ScanOp, UnaryOp};
 pub use shape::{Shape, TensorType, broadcast_shapes};

@@ -1,4 +1,4 @@
-//! The elementwise and reduction op vocabularies shared by HIR, MIR and LIR.
+//! The elementwise, reduction and scan op vocabularies shared by HIR, MIR and LIR.
 //!
 //! Each variant documents its typing rule and its IEEE behaviour; [`crate::semantics`] is the
 //! executable definition and the reference interpreter calls nothing else. Where NumPy decides
@@ -230,6 +230,46 @@ impl ReduceOp {
         match self {
             ReduceOp::Mean => dtype.is_float(),
             _ => dtype.is_numeric(),
+        }
+    }
+}
+
+/// Running folds along one axis (inclusive scans: NumPy's `cumsum`, `cumprod`,
+/// `maximum.accumulate`, `minimum.accumulate`; JAX's `lax.cumsum` and friends). Element `i`
+/// along the axis is the fold of elements `0..=i` (or `i..` for a reverse scan) in that order,
+/// starting from the matching [`ReduceOp`]'s identity, whose first step is exact (`-0 + x`,
+/// `1 * x`, `max(-inf, x)`, NaN kept), so element 0 is the operand's element 0 bit for bit and
+/// each later one is one more sequential step: NumPy's bits. The result has the operand's dtype
+/// and shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+pub enum ScanOp {
+    /// Running sum; numeric, i32 wraps.
+    Sum,
+    /// Running product; numeric, i32 wraps.
+    Prod,
+    /// Running maximum, NaN-propagating (once a NaN is reached every later element is NaN);
+    /// numeric. Each step is `max(acc, x)`, so on a ±0 tie the later element wins.
+    Max,
+    /// Running minimum, NaN-propagating; numeric. Each step is `min(acc, x)`.
+    Min,
+}
+
+op_names!(ScanOp { Sum => "cumsum", Prod => "cumprod", Max => "cummax", Min => "cummin" });
+
+impl ScanOp {
+    /// Whether the scan accepts operands of `dtype` (the result has the same dtype).
+    pub fn accepts(self, dtype: DType) -> bool {
+        dtype.is_numeric()
+    }
+
+    /// The reduction whose identity and combining step the scan uses: the scan's last element
+    /// is that reduction of the whole axis, bit for bit.
+    pub fn reduce_op(self) -> ReduceOp {
+        match self {
+            ScanOp::Sum => ReduceOp::Sum,
+            ScanOp::Prod => ReduceOp::Prod,
+            ScanOp::Max => ReduceOp::Max,
+            ScanOp::Min => ReduceOp::Min,
         }
     }
 }

@@ -1,4 +1,4 @@
-//! The executable definition of every elementwise op and reduction, one scalar at a time.
+//! The executable definition of every elementwise op, reduction and scan, one scalar at a time.
 //!
 //! The reference interpreters call these functions and nothing else for arithmetic, so they are
 //! the semantics of rfx. Each follows the documentation on its op's variant.
@@ -28,7 +28,7 @@
 //! (ordering comparisons reject bool).
 
 use crate::error::TypeError;
-use crate::ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
+use crate::ops::{BinaryOp, CmpOp, ReduceOp, ScanOp, UnaryOp};
 use crate::{DType, Scalar, TensorType};
 
 /// The element a `gather` reads from a buffer (or along a table axis) of `len` elements at
@@ -258,6 +258,44 @@ pub fn reduce_finish(op: ReduceOp, acc: Scalar, count: usize) -> Option<Scalar> 
         (ReduceOp::Sum, Scalar::F64(_)) if count == 0 => Some(Scalar::F64(0.0)),
         _ => Some(acc),
     }
+}
+
+/// The running fold [`ScanOp`] `op` of `values`, a row-major array of extents `dims`, along
+/// `axis`: each line along the axis starts from the op's identity
+/// ([`reduce_identity`] of [`ScanOp::reduce_op`]) and folds its elements one at a time with
+/// [`reduce_combine`], from the first (or with `reverse` the last) element on, element `i`
+/// getting the fold so far. `None` when `axis` is not below the rank, `values` does not hold
+/// one element per point of `dims`, or the op rejects the elements' dtype.
+pub fn scan(
+    op: ScanOp,
+    values: &[Scalar],
+    dims: &[usize],
+    axis: usize,
+    reverse: bool,
+) -> Option<Vec<Scalar>> {
+    let extent = *dims.get(axis)?;
+    let inner: usize = dims.get(axis + 1..)?.iter().product();
+    let outer: usize = dims.get(..axis)?.iter().product();
+    if outer.checked_mul(extent)?.checked_mul(inner)? != values.len() {
+        return None;
+    }
+    let Some(first) = values.first() else {
+        return Some(Vec::new());
+    };
+    let identity = reduce_identity(op.reduce_op(), first.dtype())?;
+    let mut out = values.to_vec();
+    for o in 0..outer {
+        for i in 0..inner {
+            let mut acc = identity;
+            for step in 0..extent {
+                let k = if reverse { extent - 1 - step } else { step };
+                let at = (o * extent + k) * inner + i;
+                acc = reduce_combine(op.reduce_op(), acc, *values.get(at)?)?;
+                *out.get_mut(at)? = acc;
+            }
+        }
+    }
+    Some(out)
 }
 
 fn compare_ordered<T: PartialOrd>(op: CmpOp, a: &T, b: &T) -> bool {

@@ -5,7 +5,7 @@
 //! kernel is built with the [`Builder`] and therefore verifies.
 
 use crate::hir::{Builder, Kernel, ValueId};
-use crate::ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
+use crate::ops::{BinaryOp, CmpOp, ReduceOp, ScanOp, UnaryOp};
 use crate::{Array, ArrayData, DType, Scalar, Shape, TensorType};
 
 /// SplitMix64: a tiny, fast, deterministic generator (not for cryptography).
@@ -83,6 +83,8 @@ pub struct KernelGenConfig {
     pub allow_window: bool,
     /// Allow `gather` (tables of any dtype, `i32` and float indices, in range and out).
     pub allow_gather: bool,
+    /// Allow scans (`cumsum`, `cumprod`, `cummax`, `cummin`, either direction).
+    pub allow_scan: bool,
 }
 
 impl Default for KernelGenConfig {
@@ -101,6 +103,7 @@ impl Default for KernelGenConfig {
             allow_literal: true,
             allow_window: true,
             allow_gather: true,
+            allow_scan: true,
         }
     }
 }
@@ -185,13 +188,16 @@ fn random_op(
             .collect();
         rng.pick(&same).copied()
     };
-    // Without `iota`, `transpose`, `literal`, `slice`, `pad` and `gather` the draws are the
-    // ones made before they existed.
+    // Without `iota`, `transpose`, `literal`, `slice`, `pad`, `gather` and the scans the draws
+    // are the ones made before they existed.
     let windows = 2 * usize::from(config.allow_window);
     let gathers = usize::from(config.allow_gather);
+    let scans = usize::from(config.allow_scan);
     let choices = 14 + 2 * usize::from(config.allow_index) + usize::from(config.allow_literal) + windows;
-    let draw = rng.below(choices + gathers);
-    let draw = if draw >= choices {
+    let draw = rng.below(choices + gathers + scans);
+    let draw = if draw >= choices + gathers {
+        20
+    } else if draw >= choices {
         19
     } else if draw + windows >= choices {
         17 + draw + windows - choices
@@ -368,6 +374,15 @@ fn random_op(
                 }
             };
             b.gather(x, index, axis).ok()
+        }
+        // A running fold along a random axis, either way.
+        20 => {
+            let rank = xt.shape.rank();
+            if rank == 0 {
+                return None;
+            }
+            let op = *rng.pick(ScanOp::ALL)?;
+            b.scan(op, x, rng.below(rank), rng.chance(0.5)).ok()
         }
         _ => None,
     }

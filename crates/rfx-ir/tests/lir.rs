@@ -4,7 +4,9 @@
 
 use proptest::prelude::*;
 use rfx_ir::interp::{InterpError, Mode, run_lir};
-use rfx_ir::lir::{self, Inst, LirBuffer, LirKernel, LirProgram, Schedule, SlotId, Storage, parse};
+use rfx_ir::lir::{
+    self, Inst, LirBuffer, LirKernel, LirProgram, ScanOrder, Schedule, SlotId, Storage, parse,
+};
 use rfx_ir::{Array, ArrayData, BinaryOp, BufId, CmpOp, DType, ReduceOp, Scalar, Shape, TensorType, UnaryOp};
 
 const FUSED_CHAIN: &str = "\
@@ -1018,6 +1020,7 @@ fn random_program(seed: u64) -> LirProgram {
         name: "k0".into(),
         dims: dims.clone(),
         reduce_dims,
+        scan: None,
         schedule: random_schedule(&mut rng),
         slots: kgen.slots,
         preamble,
@@ -1040,6 +1043,29 @@ fn random_program(seed: u64) -> LirProgram {
                 body.push(inst);
             }
         }
+        // Sometimes a running fold of a numeric value along the innermost dim, either way.
+        let numeric: Vec<SlotId> = kgen
+            .readable(true, None)
+            .into_iter()
+            .filter(|s| kgen.slots[s.index()].is_numeric())
+            .collect();
+        let scan = if !dims.is_empty() && !numeric.is_empty() && rng.chance(40) {
+            let src = rng.pick(&numeric);
+            let dtype = kgen.slots[src.index()];
+            let op = rfx_ir::ScanOp::ALL[rng.below(rfx_ir::ScanOp::ALL.len())];
+            body.push(Inst::Scan {
+                dst: kgen.dst(&mut rng, true, dtype),
+                op,
+                src,
+            });
+            Some(if rng.chance(50) {
+                ScanOrder::Forward
+            } else {
+                ScanOrder::Reverse
+            })
+        } else {
+            None
+        };
         let src = rng.pick(&kgen.readable(true, None));
         let buf = add_buffer(
             &mut buffers,
@@ -1055,6 +1081,7 @@ fn random_program(seed: u64) -> LirProgram {
             name: "k1".into(),
             dims,
             reduce_dims: 0,
+            scan,
             schedule: random_schedule(&mut rng),
             slots: kgen.slots,
             preamble: vec![],

@@ -491,7 +491,7 @@ fn verifier_reduction_rules() {
         with("    reduce sum buf1 = %0 axes [2]"),
         [
             bool_error,
-            "kernel #0, reduction #1: reduction axis 2 is out of range for a rank-2 domain"
+            "kernel #0, reduction #1: axis 2 is out of range for a rank-2 domain"
         ]
     );
     assert_eq!(

@@ -270,6 +270,30 @@ fn mir_verifier_raises_each_kind() {
             )]),
             mir::VerifyErrorKind::WriteToLiteral(_)
         ),
+        // `k0` scans its square along both axes.
+        case!(
+            Text(&[(
+                "%1 = mul %0, %0 : f32\n",
+                "%1 = cumsum %0 axis 1 : f32\n    %2 = cummax %1 axis 0 : f32\n"
+            )]),
+            mir::VerifyErrorKind::ScanMismatch { .. }
+        ),
+        case!(
+            Text(&[(
+                "%1 = mul %0, %0 : f32\n",
+                "%1 = cumsum %0 axis 1 reverse : f32\n    %2 = cumsum %1 axis 1 : f32\n"
+            )]),
+            mir::VerifyErrorKind::ScanMismatch { .. }
+        ),
+        case!(
+            Text(&[("%1 = mul %0, %0 : f32", "%1 = cumprod %0 axis 2 : f32")]),
+            mir::VerifyErrorKind::AxisOutOfRange { .. }
+        ),
+        // `k1`, which reduces, also scans.
+        case!(
+            Text(&[("%3 = add %0, %2 : f32", "%3 = cumsum %0 axis 1 : f32")]),
+            mir::VerifyErrorKind::ScanWithReduction
+        ),
         case!(
             Text(&[("buf1: i32[3] = input n", "buf1: i32[3] = literal [1, 2]")]),
             mir::VerifyErrorKind::Type(rfx_ir::TypeError::LiteralLength {
@@ -396,6 +420,22 @@ fn lir_verifier_raises_each_kind() {
             lir::VerifyErrorKind::ReduceDims { .. }
         ),
         case!(Text(&[("lanes 2", "lanes 0")]), lir::VerifyErrorKind::ReduceLanes),
+        case!(
+            Text(&[("s0 = mul s0, s1", "s0 = cumsum s0")]),
+            lir::VerifyErrorKind::ScanWithoutOrder
+        ),
+        // `k1` reduces, and names a scan order too.
+        case!(
+            Text(&[("lanes 2 {", "lanes 2 scan forward {")]),
+            lir::VerifyErrorKind::ScanLoopNest { .. }
+        ),
+        case!(
+            Text(&[(
+                "s1 = load buf1 [0,0]\n",
+                "s1 = load buf1 [0,0]\n      s1 = cummax s1\n"
+            )]),
+            lir::VerifyErrorKind::WriteInPreamble("cummax")
+        ),
         case!(
             Text(&[("buf4: f32[2]", "buf4: f32[3]")]),
             lir::VerifyErrorKind::ReduceNumel { .. }

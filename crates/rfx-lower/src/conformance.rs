@@ -2,8 +2,8 @@
 //!
 //! Enabled by the `conformance` feature. Each [`Case`] is a HIR kernel exercising one op (every
 //! unary, binary and comparison op on every dtype it accepts, `select`, `clamp`, every cast,
-//! every reduction over inner, middle, outer and all axes with and without `keepdims`,
-//! broadcasting, several outputs) at sizes around the vector widths (0, 1, 3, 4, 5, 7, 8, 9, 17,
+//! every reduction over inner, middle, outer and all axes with and without `keepdims`, every
+//! running fold along inner, middle and outer axes both ways, broadcasting, several outputs) at sizes around the vector widths (0, 1, 3, 4, 5, 7, 8, 9, 17,
 //! 33, 1000). [`check`] runs a compiled case on fresh random inputs (special values included)
 //! and compares it with the references: exactly-rounded ops must give the bits of the LIR
 //! interpreter; transcendental ops must lie within the backend's documented ULP bound of the
@@ -14,7 +14,7 @@ use rfx_ir::hir::{Builder, Kernel};
 use rfx_ir::interp::{Mode, run_hir, run_lir};
 use rfx_ir::lir::LirProgram;
 use rfx_ir::testgen::{TestRng, random_array};
-use rfx_ir::{Array, ArrayData, BinaryOp, CmpOp, DType, ReduceOp, Scalar, TensorType, UnaryOp};
+use rfx_ir::{Array, ArrayData, BinaryOp, CmpOp, DType, ReduceOp, Scalar, ScanOp, TensorType, UnaryOp};
 
 use crate::backend::{Compiled, Scratch};
 
@@ -221,7 +221,69 @@ pub fn cases() -> Vec<Case> {
     gather_cases(&mut push);
     literal_cases(&mut push);
     product_cases(&mut push);
+    scan_cases(&mut push);
     cases
+}
+
+/// Every running fold on every numeric dtype along inner, middle and outer axes, both ways, at
+/// lengths around the vector widths (0, 1, 7, 17 and 1000 points to a line); and scans fused
+/// with their operand's and their consumers' elementwise work (an integrated velocity, a
+/// running cost's value and its cost-to-go), a scan of a scan, and a reduction of a scan.
+fn scan_cases(push: &mut dyn FnMut(String, Option<Kernel>, Option<&'static str>, Option<f64>)) {
+    for dtype in [DType::F32, DType::F64, DType::I32] {
+        for &op in ScanOp::ALL {
+            for (shape, axis, reverse) in [
+                (vec![1000], 0, false),
+                (vec![0], 0, true),
+                (vec![1], 0, false),
+                (vec![7], 0, true),
+                (vec![3, 17], 1, false),
+                (vec![17, 3], 0, true),
+                (vec![4, 9, 5], 1, true),
+                (vec![2, 1, 6], 1, false),
+            ] {
+                let dims = dims_name(&shape);
+                let way = if reverse { "rev" } else { "fwd" };
+                let name = format!("scan_{op}_{dtype}_{dims}_axis{axis}_{way}");
+                let mut b = Builder::new(name.clone());
+                let k = (|| {
+                    let x = b.input("x", TensorType::new(dtype, shape.clone())).ok()?;
+                    let s = b.scan(op, x, axis, reverse).ok()?;
+                    b.output("out", s).ok()?;
+                    b.finish().ok()
+                })();
+                push(name, k, None, None);
+            }
+        }
+    }
+    for dtype in [DType::F32, DType::F64] {
+        for (steps, rows) in [(20usize, 1usize), (9, 33), (1000, 3)] {
+            // Positions from velocities (`p0 + Σ v dt` along the time axis), the final
+            // positions, and the remaining cost from each step (a reverse running sum).
+            let name = format!("scan_fused_{dtype}_{rows}x{steps}");
+            let mut b = Builder::new(name.clone());
+            let k = (|| {
+                let v = b.input("v", TensorType::new(dtype, [rows, steps])).ok()?;
+                let p0 = b.input("p0", TensorType::new(dtype, [rows, 1])).ok()?;
+                let dt = b.scalar(Scalar::from_f64(dtype, 0.05));
+                let step = b.binary(BinaryOp::Mul, v, dt).ok()?;
+                let travelled = b.scan(ScanOp::Sum, step, 1, false).ok()?;
+                let p = b.binary(BinaryOp::Add, travelled, p0).ok()?;
+                let cost = b.binary(BinaryOp::Mul, p, p).ok()?;
+                let to_go = b.scan(ScanOp::Sum, cost, 1, true).ok()?;
+                let peak = b.scan(ScanOp::Max, to_go, 1, true).ok()?;
+                let twice = b.scan(ScanOp::Sum, travelled, 1, false).ok()?;
+                let total = b.reduce(ReduceOp::Sum, p, &[1], false).ok()?;
+                b.output("p", p).ok()?;
+                b.output("to_go", to_go).ok()?;
+                b.output("peak", peak).ok()?;
+                b.output("twice", twice).ok()?;
+                b.output("total", total).ok()?;
+                b.finish().ok()
+            })();
+            push(name, k, None, None);
+        }
+    }
 }
 
 /// Small matrix products `(a[:, :, None] * b[None]).sum(1)`, also with `b` transposed, at

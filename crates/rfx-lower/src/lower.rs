@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use rfx_ir::lir::{Inst, LirKernel, Schedule, SlotId};
+use rfx_ir::lir::{Inst, LirKernel, ScanOrder, Schedule, SlotId};
 use rfx_ir::mir::{MirKernel, MirOp, MirValue};
 use rfx_ir::{BufId, DType, Scalar, Shape};
 
@@ -16,24 +16,35 @@ struct Access {
 }
 
 /// The loop nest of one LIR kernel before coalescing: MIR domain axes in loop order (kept axes
-/// first, reduced axes last, each group in its original order).
+/// first, then the reduced axes or the scanned axis, each group in its original order).
 struct LoopNest {
     order: Vec<usize>,
     dims: Vec<usize>,
     reduce_dims: usize,
+    /// The innermost dim is the scanned axis (which is never coalesced or dropped).
+    scanned: bool,
 }
 
 impl LoopNest {
-    fn new(domain: &Shape, reduced_axes: &[usize]) -> LoopNest {
+    /// The loop nest over `domain` with the axes `tail` innermost: the reduced axes, or with
+    /// `scanned` the one scanned axis.
+    fn new(domain: &Shape, tail: &[usize], scanned: bool) -> LoopNest {
         let rank = domain.rank();
-        let mut order: Vec<usize> = (0..rank).filter(|a| !reduced_axes.contains(a)).collect();
-        order.extend((0..rank).filter(|a| reduced_axes.contains(a)));
+        let mut order: Vec<usize> = (0..rank).filter(|a| !tail.contains(a)).collect();
+        order.extend((0..rank).filter(|a| tail.contains(a)));
         let dims = order.iter().map(|&a| domain.dims()[a]).collect();
         LoopNest {
             order,
             dims,
-            reduce_dims: reduced_axes.len(),
+            reduce_dims: if scanned { 0 } else { tail.len() },
+            scanned,
         }
+    }
+
+    /// The number of innermost dims after the leading group: the reduced dims, or the scanned
+    /// one.
+    fn tail_len(&self) -> usize {
+        if self.scanned { 1 } else { self.reduce_dims }
     }
 
     /// MIR strides (one per domain axis) in loop order.
@@ -48,16 +59,19 @@ impl LoopNest {
 /// Merges adjacent loop dims that every access walks contiguously, and drops size-1 dims, so
 /// that a kernel over contiguous or broadcast operands becomes a flat loop. The leading and
 /// reduced groups are coalesced separately, which keeps the row-major order of the points (and
-/// so the reduction order and the reduction output index) unchanged.
+/// so the reduction order and the reduction output index) unchanged. A scanned dim stays the
+/// innermost one, even of size 1: the rows of the scans are its rows.
 fn coalesce(nest: &mut LoopNest, accesses: &mut [Access]) {
-    let lead = nest.dims.len() - nest.reduce_dims;
+    let lead = nest.dims.len() - nest.tail_len();
     let mut groups: Vec<Vec<usize>> = vec![(0..lead).collect(), (lead..nest.dims.len()).collect()];
     let mut new_dims = Vec::new();
     let mut new_strides: Vec<Vec<usize>> = vec![Vec::new(); accesses.len()];
     let mut new_reduce = 0;
     for (g, group) in groups.iter_mut().enumerate() {
         // Dims of size 1 contribute nothing to any index.
-        group.retain(|&d| nest.dims[d] != 1);
+        if !(nest.scanned && g == 1) {
+            group.retain(|&d| nest.dims[d] != 1);
+        }
         let mut merged: Vec<(usize, Vec<usize>)> = Vec::new();
         for &d in group.iter() {
             let size = nest.dims[d];
@@ -74,7 +88,7 @@ fn coalesce(nest: &mut LoopNest, accesses: &mut [Access]) {
             }
             merged.push((size, strides));
         }
-        if g == 1 {
+        if g == 1 && !nest.scanned {
             new_reduce = merged.len();
         }
         for (size, strides) in merged {
@@ -100,7 +114,12 @@ pub(crate) fn lower_kernel(
     buf_dtype: &dyn Fn(BufId) -> Option<DType>,
     config: &LowerConfig,
 ) -> Result<(LirKernel, KernelReport), LowerError> {
-    let mut nest = LoopNest::new(&kernel.domain, reduced_axes);
+    // A kernel that scans runs its scanned axis innermost, in order.
+    let scan = kernel.scan();
+    let mut nest = match scan {
+        Some((axis, _)) => LoopNest::new(&kernel.domain, &[axis], true),
+        None => LoopNest::new(&kernel.domain, reduced_axes, false),
+    };
     let domain_strides = kernel.domain.strides();
     let reductions: Vec<_> = kernel
         .reductions
@@ -184,6 +203,8 @@ pub(crate) fn lower_kernel(
     for (i, inst) in kernel.body.iter().enumerate() {
         invariant[i] = match &inst.op {
             MirOp::Const(_) => true,
+            // A running fold changes along its axis whatever it folds.
+            MirOp::Scan { .. } => false,
             MirOp::Load { .. } | MirOp::Index { .. } => load_access
                 .get(&i)
                 .is_some_and(|&a| accesses[a].strides.iter().all(|&s| s == 0)),
@@ -315,6 +336,11 @@ pub(crate) fn lower_kernel(
                 dst,
                 src: operand(0)?,
             },
+            MirOp::Scan { op, .. } => Inst::Scan {
+                dst,
+                op: *op,
+                src: operand(0)?,
+            },
         };
         // Free the body slots whose last use is this instruction (after reading them).
         if !invariant[i] {
@@ -436,6 +462,13 @@ pub(crate) fn lower_kernel(
             name,
             dims: nest.dims,
             reduce_dims: nest.reduce_dims,
+            scan: scan.map(|(_, reverse)| {
+                if reverse {
+                    ScanOrder::Reverse
+                } else {
+                    ScanOrder::Forward
+                }
+            }),
             schedule,
             slots,
             preamble,

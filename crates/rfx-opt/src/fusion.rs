@@ -45,6 +45,28 @@ pub(crate) struct FusionOutcome {
     pub(crate) missed: Vec<(ValueId, MissReason)>,
 }
 
+/// What a root's kernel must do besides elementwise work: a kernel reduces, or runs one axis
+/// in order for its scans (all along that axis, one way), never both; elementwise roots join
+/// either.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LoopKind {
+    Elementwise,
+    Reduce,
+    Scan { axis: usize, reverse: bool },
+}
+
+impl LoopKind {
+    /// The kind of a group of this kind once a root of kind `other` joins it, or `None` when
+    /// they cannot share a loop nest.
+    fn join(self, other: LoopKind) -> Option<LoopKind> {
+        match (self, other) {
+            (LoopKind::Elementwise, k) | (k, LoopKind::Elementwise) => Some(k),
+            (a, b) if a == b => Some(a),
+            _ => None,
+        }
+    }
+}
+
 /// How a root relates to the roots it reads.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Dep {
@@ -69,6 +91,8 @@ struct Plan<'k> {
     live: Vec<bool>,
     roots: BTreeMap<ValueId, Option<MissReason>>,
     groups: Vec<(Shape, Vec<ValueId>)>,
+    /// What each group's loop nest must do besides elementwise work ([`LoopKind`]).
+    group_kinds: Vec<LoopKind>,
     group_of: HashMap<ValueId, usize>,
     /// The reductions computed where they are read, with the extents of their reduced axes
     /// ([`unrolled_reductions`]).
@@ -93,6 +117,10 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
                 roots
                     .entry(ValueId::new(index))
                     .or_insert(Some(MissReason::Reduction));
+            }
+            // A running fold is computed by a kernel that runs its axis in order.
+            Op::Scan { .. } => {
+                roots.entry(ValueId::new(index)).or_insert(Some(MissReason::Scan));
             }
             // A reshape that only inserts or removes axes of one is computed in its consumer's
             // kernel (a frame); any other needs its operand row-major in a buffer.
@@ -140,6 +168,7 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
         live,
         roots,
         groups: Vec::new(),
+        group_kinds: Vec::new(),
         group_of: HashMap::new(),
         unrolled,
     };
@@ -359,6 +388,15 @@ impl Plan<'_> {
         }
     }
 
+    /// What `root`'s kernel must do for it besides elementwise work.
+    fn loop_kind(&self, root: ValueId) -> LoopKind {
+        match self.op(root) {
+            Some(&Op::Scan { axis, reverse, .. }) => LoopKind::Scan { axis, reverse },
+            _ if self.is_reduce(root) => LoopKind::Reduce,
+            _ => LoopKind::Elementwise,
+        }
+    }
+
     /// Whether `v` is a reduction its kernel ends with (not one computed elementwise, see
     /// [`unrolled_reductions`]).
     fn is_reduce(&self, v: ValueId) -> bool {
@@ -416,13 +454,16 @@ impl Plan<'_> {
     }
 
     /// Assigns roots (in definition order) to kernels: the earliest kernel with the same
-    /// iteration space that runs after everything the root needs complete.
+    /// iteration space, whose loop nest can also do what the root needs ([`LoopKind`]), that
+    /// runs after everything the root needs complete.
     fn group_roots(&mut self) {
         self.groups.clear();
+        self.group_kinds.clear();
         self.group_of.clear();
         let roots: Vec<ValueId> = self.roots.keys().copied().collect();
         for root in roots {
             let domain = self.domain(root);
+            let kind = self.loop_kind(root);
             let (_, deps) = self.walk(root);
             let mut earliest = 0;
             for (dep, kind) in deps {
@@ -430,14 +471,19 @@ impl Plan<'_> {
                     earliest = earliest.max(if kind == Dep::Hard { g + 1 } else { g });
                 }
             }
-            let found = (earliest..self.groups.len()).find(|&g| self.groups[g].0 == domain);
+            let found = (earliest..self.groups.len())
+                .find(|&g| self.groups[g].0 == domain && self.group_kinds[g].join(kind).is_some());
             let g = match found {
                 Some(g) => g,
                 None => {
                     self.groups.push((domain, Vec::new()));
+                    self.group_kinds.push(LoopKind::Elementwise);
                     self.groups.len() - 1
                 }
             };
+            if let Some(joined) = self.group_kinds[g].join(kind) {
+                self.group_kinds[g] = joined;
+            }
             self.groups[g].1.push(root);
             self.group_of.insert(root, g);
         }
@@ -783,8 +829,49 @@ impl Plan<'_> {
                 reductions,
             });
         }
-        Ok(MirProgram::from_parts(kernel.name(), buffers, kernels))
+        Ok(drop_unread_temps(kernel.name(), buffers, kernels))
     }
+}
+
+/// The program without the temporaries no kernel reads, nor the writes into them: a value
+/// stored only because it is a root (a scan, which must be computed by its ordered kernel)
+/// whose every reader computes in that kernel at its own points needs no buffer.
+fn drop_unread_temps(name: &str, buffers: Vec<Buffer>, mut kernels: Vec<MirKernel>) -> MirProgram {
+    let read: BTreeSet<BufId> = kernels.iter().flat_map(MirKernel::reads).collect();
+    let keep: Vec<bool> = buffers
+        .iter()
+        .enumerate()
+        .map(|(i, b)| b.kind != BufKind::Temp || read.contains(&BufId::new(i)))
+        .collect();
+    if keep.iter().all(|&k| k) {
+        return MirProgram::from_parts(name, buffers, kernels);
+    }
+    let mut renumbered = vec![None; buffers.len()];
+    let mut kept = Vec::with_capacity(buffers.len());
+    for (i, buffer) in buffers.into_iter().enumerate() {
+        if keep[i] {
+            renumbered[i] = Some(BufId::new(kept.len()));
+            kept.push(buffer);
+        }
+    }
+    let new_id = |buf: BufId| renumbered.get(buf.index()).copied().flatten();
+    for kernel in &mut kernels {
+        kernel.stores.retain(|s| new_id(s.buf).is_some());
+        kernel.reductions.retain(|r| new_id(r.buf).is_some());
+        for store in &mut kernel.stores {
+            store.buf = new_id(store.buf).unwrap_or(store.buf);
+        }
+        for reduction in &mut kernel.reductions {
+            reduction.buf = new_id(reduction.buf).unwrap_or(reduction.buf);
+        }
+        for inst in &mut kernel.body {
+            if let MirOp::Load { buf, .. } | MirOp::Gather { buf } = &mut inst.op {
+                *buf = new_id(*buf).unwrap_or(*buf);
+            }
+        }
+    }
+    kernels.retain(|k| !k.stores.is_empty() || !k.reductions.is_empty());
+    MirProgram::from_parts(name, kept, kernels)
 }
 
 struct KernelEmitter<'p, 'k> {
@@ -1575,6 +1662,12 @@ impl KernelEmitter<'_, '_> {
                 }
             }
             Op::Reduce { .. } => self.unrolled(v)?,
+            // Only a scan's own kernel computes it, at its own points (fusion makes every scan a
+            // root, read stored elsewhere): its axis is one of the domain's.
+            &Op::Scan { op, axis, reverse } => {
+                let x = self.value(operand(0)?)?;
+                self.push(MirOp::Scan { op, axis, reverse }, vec![x], dtype)
+            }
         };
         self.memo.insert(v, result);
         Ok(result)

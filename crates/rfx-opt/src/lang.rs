@@ -6,7 +6,7 @@ use std::fmt;
 
 use egg::{Analysis, DidMerge, EGraph, Id, Language};
 use rfx_ir::hir::{Op, result_type};
-use rfx_ir::{BinaryOp, CmpOp, DType, ReduceOp, Scalar, Shape, TensorType, UnaryOp, semantics};
+use rfx_ir::{BinaryOp, CmpOp, DType, ReduceOp, Scalar, ScanOp, Shape, TensorType, UnaryOp, semantics};
 
 /// A scalar ordered by dtype, then bits (egg needs `Ord` on e-nodes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -51,6 +51,8 @@ pub(crate) enum Head {
     /// A table lookup along the given axis (operands: table, index).
     Gather(usize),
     Reduce(ReduceOp, Vec<usize>, bool),
+    /// A running fold along an axis, from its end when the flag is set.
+    Scan(ScanOp, usize, bool),
 }
 
 impl Head {
@@ -73,6 +75,7 @@ impl Head {
             Head::Pad(..) => "pad",
             Head::Gather(_) => "gather",
             Head::Reduce(op, ..) => op.name(),
+            Head::Scan(op, ..) => op.name(),
         }
     }
 }
@@ -116,6 +119,11 @@ impl Node {
                 op: *op,
                 axes: axes.clone(),
                 keepdims: *keepdims,
+            },
+            Head::Scan(op, axis, reverse) => Op::Scan {
+                op: *op,
+                axis: *axis,
+                reverse: *reverse,
             },
         }
     }
@@ -313,6 +321,24 @@ fn fold(
                 acc = semantics::reduce_combine(*op, acc, x)?;
             }
             semantics::reduce_finish(*op, acc, count)
+        }
+        // A running fold of a splat is that splat when every step leaves the value alone:
+        // along an axis of one element (the identity's first step is exact), for a running
+        // maximum or minimum (`max(c, c)` is `c`, bit for bit), a running sum of zeros (`-0 +
+        // z` and `z + z` are `z` for a zero `z` of either sign) and a running product of ones.
+        Head::Scan(op, axis, _) => {
+            let x = *args.first()?;
+            let extent = ty.shape.dims().get(*axis).copied()?;
+            let zero = matches!(x, Scalar::F32(v) if v == 0.0)
+                || matches!(x, Scalar::F64(v) if v == 0.0)
+                || x == Scalar::I32(0);
+            let one = x == Scalar::from_f64(x.dtype(), 1.0);
+            let steady = match op {
+                ScanOp::Max | ScanOp::Min => true,
+                ScanOp::Sum => zero,
+                ScanOp::Prod => one,
+            };
+            (extent <= 1 || steady).then_some(x)
         }
     }
 }

@@ -81,13 +81,16 @@ pub fn eliminate_dead_ops(kernel: &Kernel) -> Result<Kernel, OptError> {
 
 /// Rewrites composite ops into primitives the rest of the pipeline and MIR know:
 /// `clamp(x, lo, hi)` becomes `min(max(x, lo), hi)`, which is its definition (so the rewrite is
-/// exact). Also removes dead nodes.
+/// exact). A scan along an axis of at most one element is its operand: each result is the op's
+/// first step from its identity, which leaves the element (`-0 + x`, `1 * x`, `max(-inf, x)`;
+/// a NaN stays NaN). Also removes dead nodes.
 pub fn decompose(kernel: &Kernel) -> Result<Kernel, OptError> {
     rebuild(kernel, |b, _, node, args| match (&node.op, args) {
         (Op::Clamp, [x, lo, hi]) => {
             let lower = b.binary(BinaryOp::Max, *x, *lo).map_err(OptError::Rebuild)?;
             b.binary(BinaryOp::Min, lower, *hi).map_err(OptError::Rebuild)
         }
+        (Op::Scan { axis, .. }, [x]) if node.ty.shape.dims().get(*axis).is_some_and(|&n| n <= 1) => Ok(*x),
         _ => copy_node(b, node, args),
     })
 }

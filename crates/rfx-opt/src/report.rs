@@ -60,6 +60,9 @@ pub enum MissReason {
     /// A `gather` reads its table at points its index computes: a computed table is stored
     /// and read back by index.
     Gather,
+    /// A running fold is complete only once its kernel has run its scanned axis in order:
+    /// kernels that read it elsewhere than at its own points read it stored.
+    Scan,
 }
 
 impl fmt::Display for MissReason {
@@ -74,6 +77,7 @@ impl fmt::Display for MissReason {
             MissReason::Slice => "slice of a computed value",
             MissReason::Pad => "pad of a computed value",
             MissReason::Gather => "table of a gather",
+            MissReason::Scan => "running fold",
         })
     }
 }

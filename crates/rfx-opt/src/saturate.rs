@@ -63,6 +63,7 @@ pub(crate) fn to_egraph(kernel: &Kernel, config: &OptConfig) -> Result<(RfxGraph
             Op::Pad { low } => Head::Pad(low.clone(), node.ty.shape.clone()),
             Op::Gather { axis } => Head::Gather(*axis),
             Op::Reduce { op, axes, keepdims } => Head::Reduce(*op, axes.clone(), *keepdims),
+            Op::Scan { op, axis, reverse } => Head::Scan(*op, *axis, *reverse),
         };
         let children = node
             .args
@@ -163,7 +164,7 @@ pub(crate) fn op_cost(head: &Head, dtype: DType) -> f64 {
             op if op.is_transcendental() => 20.0 * wide,
             _ => 1.0,
         },
-        Head::Reduce(..) => 1.0,
+        Head::Reduce(..) | Head::Scan(..) => 1.0,
     }
 }
 

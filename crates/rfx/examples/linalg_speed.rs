@@ -1,9 +1,9 @@
 //! The tracing API's running sums, cross products and batched rotations against the same loops
 //! written in Rust (compiled by rustc with this build's optimisation, measured in the same run,
-//! alternately): positions integrated over a horizon (`cumsum`: Hillis and Steele's scan,
-//! `O(n log n)` additions in `⌈log2 n⌉` passes), angular-velocity cross products, and a
-//! rotation applied to each of a batch of vectors (`matmul`), and 3×3 inverses (`inv`, against
-//! the same Gauss–Jordan elimination in Rust), for one vehicle and for 1024.
+//! alternately): positions integrated over a horizon (`cumsum`, one ordered loop nest; more
+//! running folds in `scan_speed`), angular-velocity cross products, and a rotation applied to
+//! each of a batch of vectors (`matmul`), and 3×3 inverses (`inv`, against the same Gauss–Jordan
+//! elimination in Rust), for one vehicle and for 1024.
 //! Median time per call and its ratio to Rust's.
 //!
 //! `cargo run --release -p rfx --example linalg_speed`

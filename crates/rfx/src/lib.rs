@@ -54,7 +54,9 @@ pub use trace::{All, Axes, Operand, Tensor, TraceError, TraceOutput, concat, con
 
 pub use rfx_autodiff::AdError;
 pub use rfx_ir::hir::Kernel;
-pub use rfx_ir::{Array, ArrayData, ArrayView, ArrayViewMut, DType, Element, Scalar, Shape, TensorType};
+pub use rfx_ir::{
+    Array, ArrayData, ArrayView, ArrayViewMut, DType, Element, Scalar, ScanOp, Shape, TensorType,
+};
 pub use rfx_lower::CallError;
 pub use rfx_opt::OptConfig;
 pub use rfx_runtime::{

@@ -12,7 +12,7 @@ use std::ops::{self, Bound, RangeBounds};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use rfx_ir::hir::{BuildError, Builder, Kernel, ValueId};
-use rfx_ir::{Array, BinaryOp, CmpOp, DType, ReduceOp, Scalar, Shape, TensorType, UnaryOp};
+use rfx_ir::{Array, BinaryOp, CmpOp, DType, ReduceOp, Scalar, ScanOp, Shape, TensorType, UnaryOp};
 
 /// Why tracing a function failed.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -930,41 +930,53 @@ impl Tensor {
     }
 
     /// Running sums along `axis` (NumPy's `cumsum`): element `i` is the sum of elements `0`
-    /// to `i`, a `bool` operand counted as `i32`. Computed as Hillis and Steele's scan: `⌈log2
-    /// n⌉` steps, each adding the sums a power of two back (a window and a pad of the last
-    /// step), so it fuses, differentiates (the adjoint is the running sum from the end) and runs
-    /// on every backend like any elementwise work, at `O(n log n)` additions in `⌈log2 n⌉` loop
-    /// nests; the additions form a tree, so the rounding error grows with `log n` rather than
-    /// `n`. A NaN or an infinity reaches only the sums from its position on, and `-0.0` stays.
+    /// to `i`, added one at a time in order, so the results are NumPy's bits (`-0.0` stays; a
+    /// NaN or an infinity reaches only the sums from its position on). A `bool` operand is
+    /// counted as `i32`. One loop nest (a HIR `cumsum`: the backends run the axis in order with
+    /// a running total); it differentiates (the adjoint is the running sum from the end), maps
+    /// over batches and fuses with elementwise work around it. [`Tensor::scan`] runs from the
+    /// end.
     pub fn cumsum(self, axis: usize) -> Tensor {
-        Tensor::record("cumsum", &[self.into()], move |b, ids| {
+        self.scan(ScanOp::Sum, axis, false)
+    }
+
+    /// Running products along `axis` (NumPy's `cumprod`), multiplied in order; a `bool`
+    /// operand is counted as `i32`. Its derivatives are exact at zeros (no division) and cost
+    /// `O(n²)` per line of `n` elements.
+    pub fn cumprod(self, axis: usize) -> Tensor {
+        self.scan(ScanOp::Prod, axis, false)
+    }
+
+    /// The running maximum along `axis` (NumPy's `maximum.accumulate`, JAX's `lax.cummax`):
+    /// NaN-propagating, a tie going to the later element, whose derivative it takes. A `bool`
+    /// operand gives `bool` (a running `or`).
+    pub fn cummax(self, axis: usize) -> Tensor {
+        self.scan(ScanOp::Max, axis, false)
+    }
+
+    /// The running minimum along `axis` (NumPy's `minimum.accumulate`, JAX's `lax.cummin`),
+    /// as [`Tensor::cummax`]; a `bool` operand gives a running `and`.
+    pub fn cummin(self, axis: usize) -> Tensor {
+        self.scan(ScanOp::Min, axis, false)
+    }
+
+    /// The running fold `op` along `axis` ([`ScanOp`]: sum, product, maximum, minimum), from
+    /// the axis's last element toward its first when `reverse` (JAX's `reverse=True`: the
+    /// cost-to-go of per-step costs is `costs.scan(ScanOp::Sum, 0, true)`). A `bool` operand
+    /// is counted as `i32`, and the running maximum or minimum of one cast back to `bool`. An
+    /// axis past the rank is a typed error ([`rfx_ir::TypeError::AxisOutOfRange`]).
+    pub fn scan(self, op: ScanOp, axis: usize, reverse: bool) -> Tensor {
+        Tensor::record(op.name(), &[self.into()], move |b, ids| {
             let ty = b.value_type(ids[0])?.clone();
-            let dims = ty.shape.dims().to_vec();
-            let n = axis_extent("cumsum", &dims, axis)?;
-            let (x, dtype) = if ty.dtype == DType::Bool {
-                (b.cast(ids[0], DType::I32)?, DType::I32)
-            } else {
-                (ids[0], ty.dtype)
-            };
-            // Hillis and Steele's scan: after the step of `shift`, element `i` holds the sum of
-            // the `2 shift` elements up to it (fewer near the start); each step adds the sums
-            // `shift` elements back where there are any, choosing by position rather than
-            // adding the pad's zeros, so -0.0 stays and nothing flows backwards.
-            let mut place = Placement::new(position_dtype(dtype, n), &dims, axis);
-            let mut sums = x;
-            let mut shift = 1;
-            while shift < n {
-                let mut window = dims.clone();
-                window[axis] = n - shift;
-                let head = b.slice(sums, &vec![0; dims.len()], window)?;
-                let mut low = vec![0; dims.len()];
-                low[axis] = shift;
-                let back = b.pad(head, &low, dims.clone())?;
-                let added = b.binary(BinaryOp::Add, sums, back)?;
-                sums = place.from(b, shift, added, sums)?;
-                shift *= 2;
+            if ty.dtype != DType::Bool {
+                return b.scan(op, ids[0], axis, reverse);
             }
-            Ok(sums)
+            let counted = b.cast(ids[0], DType::I32)?;
+            let folded = b.scan(op, counted, axis, reverse)?;
+            match op {
+                ScanOp::Max | ScanOp::Min => b.cast(folded, DType::Bool),
+                ScanOp::Sum | ScanOp::Prod => Ok(folded),
+            }
         })
     }
 
@@ -1329,7 +1341,7 @@ fn position_dtype(dtype: DType, n: usize) -> DType {
 }
 
 /// A choice between two values by position along `axis` of `dims`, the positions counted in
-/// `count` by an `iota` built on first use (a `concat` and a scan choose at several starts).
+/// `count` by an `iota` built on first use (a `concat` chooses at several starts).
 struct Placement<'a> {
     at: Option<ValueId>,
     count: DType,

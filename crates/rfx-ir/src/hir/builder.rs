@@ -2,7 +2,7 @@
 
 use super::{Kernel, Node, Op, Output, ValueId, result_type};
 use crate::error::TypeError;
-use crate::ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
+use crate::ops::{BinaryOp, CmpOp, ReduceOp, ScanOp, UnaryOp};
 use crate::{Array, DType, Scalar, Shape, TensorType};
 
 /// Why a [`Builder`] call was rejected. Nothing is added to the kernel when a call fails.
@@ -273,6 +273,18 @@ impl Builder {
     pub fn reduce_all(&mut self, op: ReduceOp, x: ValueId) -> Result<ValueId, BuildError> {
         let rank = self.value_type(x)?.shape.rank();
         self.reduce(op, x, &(0..rank).collect::<Vec<_>>(), false)
+    }
+
+    /// The running fold of `x` along `axis`, from the axis's last element with `reverse` (see
+    /// [`Op::Scan`]).
+    pub fn scan(
+        &mut self,
+        op: ScanOp,
+        x: ValueId,
+        axis: usize,
+        reverse: bool,
+    ) -> Result<ValueId, BuildError> {
+        self.op(Op::Scan { op, axis, reverse }, &[x])
     }
 
     /// Marks `value` as the output called `name`. A value may be returned under several names.

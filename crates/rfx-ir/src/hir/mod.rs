@@ -19,7 +19,7 @@ pub use text::{parse, parse_unverified};
 pub use verify::{VerifyError, VerifyErrorKind, VerifyErrors, VerifyLocation, verify};
 
 use crate::error::TypeError;
-use crate::ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
+use crate::ops::{BinaryOp, CmpOp, ReduceOp, ScanOp, UnaryOp};
 use crate::shape::broadcast_shapes;
 use crate::{DType, Scalar, Shape, TensorType};
 
@@ -134,6 +134,19 @@ pub enum Op {
         /// Keep reduced axes as size 1.
         keepdims: bool,
     },
+    /// A running fold of the operand along `axis` (an inclusive scan: NumPy's `cumsum` and
+    /// friends, JAX's `lax.cumsum(x, axis, reverse)`): element `i` along the axis is the fold
+    /// of elements `0..=i` in order, or with `reverse` of elements `i..n` from the last one
+    /// down, starting from the op's identity (see [`ScanOp`]). Numeric; the node has the
+    /// operand's type.
+    Scan {
+        /// The running fold.
+        op: ScanOp,
+        /// The scanned axis; below the rank.
+        axis: usize,
+        /// Fold from the last element of the axis toward the first.
+        reverse: bool,
+    },
 }
 
 impl Op {
@@ -157,6 +170,7 @@ impl Op {
             Op::Pad { .. } => "pad",
             Op::Gather { .. } => "gather",
             Op::Reduce { op, .. } => op.name(),
+            Op::Scan { op, .. } => op.name(),
         }
     }
 
@@ -171,7 +185,8 @@ impl Op {
             | Op::Transpose { .. }
             | Op::Slice { .. }
             | Op::Pad { .. }
-            | Op::Reduce { .. } => 1,
+            | Op::Reduce { .. }
+            | Op::Scan { .. } => 1,
             Op::Binary(_) | Op::Compare(_) | Op::Gather { .. } => 2,
             Op::Select | Op::Clamp => 3,
         }
@@ -498,6 +513,17 @@ pub fn result_type(
                 dtype,
                 shape: reduced_shape(&args[0].shape, axes, *keepdims)?,
             })
+        }
+        Op::Scan { op: s, axis, .. } => {
+            let dtype = args[0].dtype;
+            if !s.accepts(dtype) {
+                return Err(TypeError::UnsupportedDType { op: name, dtype });
+            }
+            let rank = args[0].shape.rank();
+            if *axis >= rank {
+                return Err(TypeError::AxisOutOfRange { axis: *axis, rank });
+            }
+            Ok(args[0].clone())
         }
     }
 }

@@ -23,6 +23,7 @@
 //!            | "iota" "axis" INT
 //!            | "transpose" VALUE "perm" dims
 //!            | REDUCE VALUE "axes" dims ["keepdims"]     # REDUCE: sum prod max min mean
+//!            | SCAN VALUE "axis" INT ["reverse"]         # SCAN: cumsum cumprod cummax cummin
 //!            | OPNAME VALUE ("," VALUE)*                 # every other op
 //! type      := DTYPE dims                                # f32[2,3], bool[]
 //! dims      := "[" [INT ("," INT)*] "]"
@@ -38,7 +39,7 @@ use std::fmt;
 
 use super::{Kernel, Node, Op, Output, ValueId, VerifyLocation, verify};
 use crate::error::ParseError;
-use crate::ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
+use crate::ops::{BinaryOp, CmpOp, ReduceOp, ScanOp, UnaryOp};
 use crate::text::{Cursor, Token};
 use crate::{Scalar, TensorType, parse_scalar};
 
@@ -107,6 +108,12 @@ fn print_op(node: &Node, f: &mut dyn fmt::Write) -> fmt::Result {
             print_dims(f, low)?;
         }
         Op::Gather { axis } => write!(f, " axis {axis}")?,
+        Op::Scan { axis, reverse, .. } => {
+            write!(f, " axis {axis}")?;
+            if *reverse {
+                f.write_str(" reverse")?;
+            }
+        }
         _ => {}
     }
     Ok(())
@@ -305,7 +312,12 @@ fn parse_statement<'a>(cur: &mut Cursor<'a>) -> Result<RawNode<'a>, ParseError> 
         name => {
             args.push(cur.expect_value()?);
             let reduce = ReduceOp::from_name(name);
-            if let (Some(op), true) = (reduce, cur.at_keyword("axes")) {
+            if let Some(op) = ScanOp::from_name(name) {
+                cur.expect_keyword("axis")?;
+                let axis = cur.expect_usize("an axis")?;
+                let reverse = cur.eat_keyword("reverse");
+                Op::Scan { op, axis, reverse }
+            } else if let (Some(op), true) = (reduce, cur.at_keyword("axes")) {
                 cur.bump();
                 let axes = cur.parse_dims()?;
                 let keepdims = cur.eat_keyword("keepdims");

@@ -11,6 +11,9 @@
 //! `(n - 1) · 2^-24 · Σ|x|` over `n` elements, larger than NumPy's pairwise summation; paths
 //! that sum in another order document their own bound.
 //!
+//! **Scan order:** a scan folds each line along its axis one element at a time from the first
+//! element (the last with `reverse`), starting at the same identity ([`semantics::scan`]).
+//!
 //! **Oracle mode:** every `f32` value is held as `f64` (inputs and `f32` constants are widened
 //! exactly, a `cast` to `f32` produces the `f64` value without rounding, and every op computes in
 //! `f64`), so float outputs come back as `f64` arrays. `i32` and bool values are unchanged.
@@ -244,6 +247,14 @@ fn eval_node(node: &Node, values: &[Array], mode: Mode) -> Option<Array> {
             axes,
             keepdims: _,
         } => eval_reduce(*op, args.first()?, axes, out_shape, out_dtype),
+        Op::Scan { op, axis, reverse } => {
+            let operand = args.first()?;
+            let values = (0..operand.shape().numel())
+                .map(|i| operand.get(i))
+                .collect::<Option<Vec<_>>>()?;
+            let results = semantics::scan(*op, &values, out_shape.dims(), *axis, *reverse)?;
+            Array::new(out_shape.clone(), ArrayData::from_scalars(out_dtype, results)?).ok()
+        }
     }
 }
 

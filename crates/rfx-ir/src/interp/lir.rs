@@ -2,7 +2,7 @@
 
 use super::host::{bind_inputs, compute_dtype, offset, to_array, unravel};
 use super::{InterpError, Mode};
-use crate::lir::{self, Inst, LirKernel, LirProgram, Storage};
+use crate::lir::{self, Inst, LirKernel, LirProgram, ScanOrder, Storage};
 use crate::semantics::{
     binary, cast, compare, index_value, reduce_combine, reduce_finish, reduce_identity, select, unary,
 };
@@ -15,7 +15,10 @@ use crate::{Array, ArrayView, BufId, DType, Scalar};
 /// its buffer's dtype and shape. Kernels run in order: the preamble once, then the body at every
 /// point of the loop nest in row-major order (the schedule does not change the result). For
 /// each leading point, reductions start from the op's identity, combine the reduced points
-/// sequentially in row-major order, and are finished and written after the last one.
+/// sequentially in row-major order, and are finished and written after the last one. A kernel
+/// with a scan order runs each row of its innermost dim in that order (from its last index for
+/// `scan reverse`), each scan's accumulator starting from the op's identity at the row's first
+/// point.
 ///
 /// The arena is modelled as bytes, so the memory plan is honoured: buffers placed at overlapping
 /// offsets really share storage, and a plan that overlaps two live buffers gives wrong results
@@ -196,6 +199,23 @@ fn run_kernel(kernel: &LirKernel, memory: &mut Memory, mode: Mode) -> Option<()>
     }
     for lead in 0..leading_numel {
         unravel(leading, lead, &mut idx[..split]);
+        if let Some(order) = kernel.scan {
+            // Each row of the innermost dim is a line of the scans, met in their order from
+            // their identity.
+            let last = rank.checked_sub(1)?;
+            let step = *idx.get(last)?;
+            if step == 0 {
+                for (partials, inst) in accs.iter_mut().zip(&kernel.body) {
+                    if let Inst::Scan { op, dst, .. } = inst {
+                        let dtype = compute_dtype(mode, kernel.slot_dtype(*dst)?);
+                        partials.fill(Some(reduce_identity(op.reduce_op(), dtype)?));
+                    }
+                }
+            }
+            if order == ScanOrder::Reverse {
+                idx[last] = kernel.dims.get(last)?.checked_sub(1 + step)?;
+            }
+        }
         for (partials, inst) in accs.iter_mut().zip(&kernel.body) {
             if let Inst::Reduce { op, buf, .. } = inst {
                 let dtype = memory.places.get(buf.index())?.1;
@@ -229,7 +249,7 @@ fn run_kernel(kernel: &LirKernel, memory: &mut Memory, mode: Mode) -> Option<()>
 }
 
 /// Executes one instruction at loop point `idx`. `acc` is the accumulator of this instruction
-/// when it is a `Reduce` (a one-element slice), unused otherwise.
+/// when it is a `Reduce` or a `Scan` (a one-element slice), unused otherwise.
 fn exec(
     kernel: &LirKernel,
     inst: &Inst,
@@ -274,6 +294,12 @@ fn exec(
             let acc = acc.first_mut()?;
             *acc = Some(reduce_combine(*op, (*acc)?, get(*src)?)?);
             return Some(());
+        }
+        Inst::Scan { op, src, .. } => {
+            let acc = acc.first_mut()?;
+            let next = reduce_combine(op.reduce_op(), (*acc)?, get(*src)?)?;
+            *acc = Some(next);
+            next
         }
     };
     *slots.get_mut(inst.dst()?.index())? = value;

@@ -6,6 +6,7 @@ use crate::mir::{self, BufKind, MirKernel, MirOp, MirProgram};
 use crate::semantics::{
     binary, cast, compare, index_value, reduce_combine, reduce_finish, reduce_identity, select, unary,
 };
+use crate::shape::Shape;
 use crate::{Array, ArrayView, Scalar};
 
 /// Runs a MIR program on `inputs` (one per input buffer, in buffer order) and returns the output
@@ -15,8 +16,11 @@ use crate::{Array, ArrayView, Scalar};
 /// its buffer's dtype and shape. Kernels run in order; each evaluates its body at every domain
 /// point in row-major order. A reduction starts from the op's identity and combines the points
 /// of each reduced slice sequentially in row-major order of the reduced axes, then finishes
-/// (`mean` divides by the number of reduced points). Temps start as zeros, but the verifier
-/// guarantees none is read before it is written.
+/// (`mean` divides by the number of reduced points). A kernel with scans visits its points in
+/// row-major order with the scanned axis's coordinate counted down for a reverse scan, so each
+/// line along the axis is met in scan order, and keeps one running accumulator per scan and
+/// line, starting at the op's identity. Temps start as zeros, but the verifier guarantees none
+/// is read before it is written.
 pub fn run_mir(
     program: &MirProgram,
     inputs: &[ArrayView<'_>],
@@ -83,8 +87,39 @@ fn run_kernel(kernel: &MirKernel, memory: &mut [Vec<Scalar>], mode: Mode) -> Opt
         reductions.push((kept_strides, accs, count));
     }
 
+    // Per scan instruction: its running accumulators, one per line along the scanned axis, at
+    // the row-major index of the point's other coordinates.
+    let scan = kernel.scan();
+    let mut line_strides = vec![0usize; dims.len()];
+    let mut lines = 1usize;
+    for axis in (0..dims.len()).rev() {
+        if scan.is_none_or(|(scanned, _)| scanned != axis) {
+            line_strides[axis] = lines;
+            lines = lines.saturating_mul(dims[axis]);
+        }
+    }
+    let mut scan_accs: Vec<Vec<Scalar>> = Vec::new();
+    for inst in &kernel.body {
+        if let MirOp::Scan { op, .. } = inst.op {
+            let identity = reduce_identity(op.reduce_op(), compute_dtype(mode, inst.dtype))?;
+            scan_accs.push(vec![identity; lines]);
+        }
+    }
+    let domain_strides = Shape::new(dims.to_vec()).strides();
+
     for linear in 0..kernel.domain.numel() {
         unravel(dims, linear, &mut idx);
+        // A reverse scan meets each line from its last point.
+        let point = match scan {
+            Some((axis, true)) => {
+                let along = idx.get_mut(axis)?;
+                *along = dims.get(axis)?.checked_sub(1)?.checked_sub(*along)?;
+                offset(&idx, &domain_strides)
+            }
+            _ => linear,
+        };
+        let line = offset(&idx, &line_strides);
+        let mut next_scan = 0;
         values.clear();
         for inst in &kernel.body {
             let arg = |i: usize| inst.args.get(i).and_then(|a| values.get(a.index())).copied();
@@ -110,11 +145,17 @@ fn run_kernel(kernel: &MirKernel, memory: &mut [Vec<Scalar>], mode: Mode) -> Opt
                     _ => return None,
                 },
                 MirOp::Cast => cast(arg(0)?, compute_dtype(mode, inst.dtype)),
+                MirOp::Scan { op, .. } => {
+                    let acc = scan_accs.get_mut(next_scan)?.get_mut(line)?;
+                    next_scan += 1;
+                    *acc = reduce_combine(op.reduce_op(), *acc, arg(0)?)?;
+                    *acc
+                }
             };
             values.push(value);
         }
         for store in &kernel.stores {
-            *memory.get_mut(store.buf.index())?.get_mut(linear)? = *values.get(store.value.index())?;
+            *memory.get_mut(store.buf.index())?.get_mut(point)? = *values.get(store.value.index())?;
         }
         for (red, (kept_strides, accs, _)) in kernel.reductions.iter().zip(&mut reductions) {
             let acc = accs.get_mut(offset(&idx, kept_strides))?;

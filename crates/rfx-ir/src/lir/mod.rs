@@ -20,7 +20,7 @@ pub use verify::{VerifyError, VerifyErrorKind, VerifyErrors, VerifyLocation, ver
 use std::fmt;
 
 use crate::ids::typed_id;
-use crate::ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
+use crate::ops::{BinaryOp, CmpOp, ReduceOp, ScanOp, UnaryOp};
 use crate::{BufId, DType, Scalar, TensorType};
 
 typed_id!(
@@ -208,6 +208,19 @@ pub enum Inst {
         /// The value combined.
         src: SlotId,
     },
+    /// `dst = acc = combine(acc, src)`: combines `src` into this instruction's running
+    /// accumulator and gives the result. The accumulator starts at the op's identity at the
+    /// first point of each row of the innermost loop dim (each point of the outer dims), which
+    /// a kernel with scans runs in its [`LirKernel::scan`] order. Body only; `src` and `dst`
+    /// share a dtype the op accepts.
+    Scan {
+        /// Destination.
+        dst: SlotId,
+        /// The running fold.
+        op: ScanOp,
+        /// The value combined.
+        src: SlotId,
+    },
 }
 
 impl Inst {
@@ -225,6 +238,7 @@ impl Inst {
             Inst::Cast { .. } => "cast",
             Inst::Store { .. } => "store",
             Inst::Reduce { .. } => "reduce",
+            Inst::Scan { op, .. } => op.name(),
         }
     }
 
@@ -239,7 +253,8 @@ impl Inst {
             | Inst::Binary { dst, .. }
             | Inst::Compare { dst, .. }
             | Inst::Select { dst, .. }
-            | Inst::Cast { dst, .. } => Some(*dst),
+            | Inst::Cast { dst, .. }
+            | Inst::Scan { dst, .. } => Some(*dst),
             Inst::Store { .. } | Inst::Reduce { .. } => None,
         }
     }
@@ -252,7 +267,8 @@ impl Inst {
             | Inst::Cast { src, .. }
             | Inst::Gather { index: src, .. }
             | Inst::Store { src, .. }
-            | Inst::Reduce { src, .. } => {
+            | Inst::Reduce { src, .. }
+            | Inst::Scan { src, .. } => {
                 vec![*src]
             }
             Inst::Binary { lhs, rhs, .. } | Inst::Compare { lhs, rhs, .. } => vec![*lhs, *rhs],
@@ -277,6 +293,25 @@ impl Inst {
     }
 }
 
+/// The order in which a kernel with scans runs its innermost loop dim.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub enum ScanOrder {
+    /// From index 0 up.
+    Forward,
+    /// From the last index down.
+    Reverse,
+}
+
+impl ScanOrder {
+    /// The order's name in the text format.
+    pub fn name(self) -> &'static str {
+        match self {
+            ScanOrder::Forward => "forward",
+            ScanOrder::Reverse => "reverse",
+        }
+    }
+}
+
 /// A kernel: a loop nest over `dims` running `preamble` once and `body` at every point.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct LirKernel {
@@ -286,6 +321,10 @@ pub struct LirKernel {
     pub dims: Vec<usize>,
     /// How many trailing dims are reduced (at most `dims.len()`).
     pub reduce_dims: usize,
+    /// For a kernel with [`Inst::Scan`]s: the order its innermost loop dim runs in, each row
+    /// of it in turn with one running accumulator per scan (`None` for every other kernel). A
+    /// kernel with scans reduces nothing and has at least one loop dim.
+    pub scan: Option<ScanOrder>,
     /// How backends run the loop nest.
     pub schedule: Schedule,
     /// The dtype of each slot.

@@ -4,11 +4,12 @@
 //! program  := "lir" NAME "arena" INT "align" INT "{" buffer* kernel* "}"
 //! buffer   := LABEL ":" TYPE "=" ("input" NAME | "output" NAME | "arena" INT)
 //! kernel   := "kernel" NAME "dims" DIMS "reduce" INT "vector" INT "thread_min" INT "tile" INT "lanes" INT
+//!             ["scan" ("forward" | "reverse")]
 //!             "{" "slots" "[" (DTYPE ("," DTYPE)*)? "]" "preamble" block "body" block "}"
 //! block    := "{" inst* "}"
 //! inst     := SLOT "=" "load" LABEL DIMS | SLOT "=" "index" DIMS | SLOT "=" "const" LITERAL
 //!           | SLOT "=" OPNAME SLOT ("," SLOT)* | "store" LABEL DIMS "=" SLOT
-//!           | "reduce" REDUCEOP LABEL "=" SLOT
+//!           | "reduce" REDUCEOP LABEL "=" SLOT | SLOT "=" SCANOP SLOT
 //! ```
 //!
 //! Slots are written `sN` and refer to entry `N` of the kernel's `slots` list; a `const`
@@ -17,11 +18,11 @@
 
 use std::fmt::{self, Write as _};
 
-use super::{Inst, LirBuffer, LirKernel, LirProgram, Schedule, SlotId, Storage, VerifyLocation};
+use super::{Inst, LirBuffer, LirKernel, LirProgram, ScanOrder, Schedule, SlotId, Storage, VerifyLocation};
 use crate::error::ParseError;
 use crate::ids::{write_index_list, write_list};
 use crate::mir::text::{BufferLabels, parse_literal, parse_reduce_op};
-use crate::ops::{BinaryOp, CmpOp, UnaryOp};
+use crate::ops::{BinaryOp, CmpOp, ScanOp, UnaryOp};
 use crate::text::{Cursor, TokenKind};
 use crate::{BufId, DType};
 
@@ -70,11 +71,15 @@ pub(crate) fn print_program(
         } = kernel.schedule;
         write!(out, "  kernel {} dims ", kernel.name)?;
         write_index_list(out, &kernel.dims)?;
-        writeln!(
+        write!(
             out,
-            " reduce {} vector {vector_width} thread_min {min_elems_per_thread} tile {tile} lanes {reduce_lanes} {{",
+            " reduce {} vector {vector_width} thread_min {min_elems_per_thread} tile {tile} lanes {reduce_lanes}",
             kernel.reduce_dims
         )?;
+        if let Some(order) = kernel.scan {
+            write!(out, " scan {}", order.name())?;
+        }
+        out.push_str(" {\n");
         annotate(out, VerifyLocation::Kernel { kernel: k }, "    ")?;
         out.push_str("    slots [");
         write_list(out, &kernel.slots)?;
@@ -142,6 +147,7 @@ fn write_inst(out: &mut String, inst: &Inst) -> fmt::Result {
             write!(out, " = {src}")
         }
         Inst::Reduce { op, buf, src } => write!(out, "reduce {op} {buf} = {src}"),
+        Inst::Scan { dst, op, src } => write!(out, "{dst} = {op} {src}"),
     }
 }
 
@@ -229,6 +235,17 @@ fn parse_kernel(c: &mut Cursor<'_>, labels: &BufferLabels<'_>) -> Result<LirKern
     let lanes_tok = c.peek();
     let reduce_lanes = u32::try_from(c.expect_usize("a count of reduction lanes")?)
         .map_err(|_| Cursor::message_at(lanes_tok, "reduction lane count is too large"))?;
+    let scan = if c.eat_keyword("scan") {
+        if c.eat_keyword("forward") {
+            Some(ScanOrder::Forward)
+        } else if c.eat_keyword("reverse") {
+            Some(ScanOrder::Reverse)
+        } else {
+            return Err(c.expected("`forward` or `reverse`"));
+        }
+    } else {
+        None
+    };
     c.expect_punct("{")?;
     c.expect_keyword("slots")?;
     c.expect_punct("[")?;
@@ -257,6 +274,7 @@ fn parse_kernel(c: &mut Cursor<'_>, labels: &BufferLabels<'_>) -> Result<LirKern
         name,
         dims,
         reduce_dims,
+        scan,
         schedule,
         slots,
         preamble,
@@ -375,6 +393,12 @@ fn parse_inst(c: &mut Cursor<'_>, labels: &BufferLabels<'_>, slots: &[DType]) ->
                     op,
                     lhs,
                     rhs: parse_slot(c, slots)?,
+                }
+            } else if let Some(op) = ScanOp::from_name(name) {
+                Inst::Scan {
+                    dst,
+                    op,
+                    src: parse_slot(c, slots)?,
                 }
             } else {
                 return Err(Cursor::error_at(op_tok, "an op name"));

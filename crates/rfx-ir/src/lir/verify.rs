@@ -146,7 +146,7 @@ pub enum VerifyErrorKind {
         /// The loop nest's rank.
         rank: usize,
     },
-    /// A store or reduce in the preamble.
+    /// A store, reduce or scan in the preamble.
     #[error("`{0}` is not allowed in the preamble")]
     WriteInPreamble(&'static str),
     /// A preamble load or index with a nonzero stride (it would differ between points).
@@ -188,6 +188,20 @@ pub enum VerifyErrorKind {
     /// A reduction lane count of zero.
     #[error("reduction lane count must be at least 1")]
     ReduceLanes,
+    /// A scan instruction in a kernel that names no scan order.
+    #[error("a kernel with scans names its scan order (`scan forward` or `scan reverse`)")]
+    ScanWithoutOrder,
+    /// A scan order on a kernel that reduces or has no loop dim: its innermost loop dim is the
+    /// scanned one, run in order.
+    #[error(
+        "a kernel with a scan order has a loop dim and reduces none (rank {rank}, {reduce_dims} reduced)"
+    )]
+    ScanLoopNest {
+        /// The loop nest's rank.
+        rank: usize,
+        /// The reduced dims.
+        reduce_dims: usize,
+    },
     /// A vector width that is not a power of two.
     #[error("vector width {0} is not a power of two")]
     VectorWidth(u32),
@@ -258,8 +272,9 @@ impl fmt::Display for VerifyErrors {
 /// before they are read (preamble writes are visible in the body only if the body never
 /// overwrites the slot); every instruction follows its dtype rule (see [`Inst`]); loads and
 /// stores name existing buffers, have one stride per loop dimension and stay in bounds; a
-/// reduce's buffer has one element per leading point; the preamble has no store, no reduce and
-/// no load with a nonzero stride; inputs are never written; every output is written; arena and
+/// reduce's buffer has one element per leading point; a kernel with scans names its scan order,
+/// and a kernel with a scan order has a loop dim and reduces none; the preamble has no store, no
+/// reduce, no scan and no load with a nonzero stride; inputs are never written; every output is written; arena and
 /// output buffers are read only after an earlier kernel wrote them.
 pub fn verify(program: &LirProgram) -> Result<(), VerifyErrors> {
     let mut errors = Vec::new();
@@ -380,6 +395,19 @@ fn verify_kernel(
     if kernel.schedule.reduce_lanes == 0 {
         push(header, VerifyErrorKind::ReduceLanes);
     }
+    let has_scan = kernel.body.iter().any(|inst| matches!(inst, Inst::Scan { .. }));
+    if has_scan && kernel.scan.is_none() {
+        push(header, VerifyErrorKind::ScanWithoutOrder);
+    }
+    if kernel.scan.is_some() && (rank == 0 || kernel.reduce_dims > 0) {
+        push(
+            header,
+            VerifyErrorKind::ScanLoopNest {
+                rank,
+                reduce_dims: kernel.reduce_dims,
+            },
+        );
+    }
     if !kernel.schedule.vector_width.is_power_of_two() {
         push(header, VerifyErrorKind::VectorWidth(kernel.schedule.vector_width));
     }
@@ -428,7 +456,7 @@ fn verify_kernel(
             }
             if !in_body {
                 match inst {
-                    Inst::Store { .. } | Inst::Reduce { .. } => {
+                    Inst::Store { .. } | Inst::Reduce { .. } | Inst::Scan { .. } => {
                         push(loc, VerifyErrorKind::WriteInPreamble(inst.name()));
                     }
                     Inst::Load { strides, .. } | Inst::Index { strides, .. }
@@ -488,6 +516,15 @@ fn check_inst(
             *dst,
         )),
         Inst::Cast { dst, src } => Some((MirOp::Cast, vec![dtype(*src)], *dst)),
+        Inst::Scan { dst, op, src } => Some((
+            MirOp::Scan {
+                op: *op,
+                axis: 0,
+                reverse: false,
+            },
+            vec![dtype(*src)],
+            *dst,
+        )),
         Inst::Index { dst, strides } => {
             if strides.len() != kernel.dims.len() {
                 push(VerifyErrorKind::StrideCount {

@@ -21,7 +21,7 @@ pub use verify::{VerifyError, VerifyErrorKind, VerifyErrors, VerifyLocation, ver
 use std::fmt;
 
 use crate::ids::typed_id;
-use crate::ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
+use crate::ops::{BinaryOp, CmpOp, ReduceOp, ScanOp, UnaryOp};
 use crate::{BufId, DType, Scalar, Shape, TensorType};
 
 typed_id!(
@@ -109,6 +109,21 @@ pub enum MirOp {
     Select,
     /// One operand of any dtype converted to the result dtype with [`crate::semantics::cast`].
     Cast,
+    /// The running fold of the one operand along domain axis `axis` ([`ScanOp`]): at point
+    /// `idx`, the fold, from the op's identity, of the operand at the points that differ from
+    /// `idx` only along `axis`, from coordinate 0 up to `idx[axis]` in order (with `reverse`,
+    /// from the last coordinate down to `idx[axis]`). The op must accept the operand's dtype;
+    /// the result has it. Every scan of a kernel has the same `axis` and `reverse`, and a
+    /// kernel with a scan has no reductions: backends run the scanned axis in order, one
+    /// running accumulator per scan and line.
+    Scan {
+        /// The running fold.
+        op: ScanOp,
+        /// The scanned domain axis.
+        axis: usize,
+        /// Fold from the axis's last coordinate toward its first.
+        reverse: bool,
+    },
 }
 
 impl MirOp {
@@ -124,6 +139,7 @@ impl MirOp {
             MirOp::Compare(op) => op.name(),
             MirOp::Select => "select",
             MirOp::Cast => "cast",
+            MirOp::Scan { op, .. } => op.name(),
         }
     }
 
@@ -131,7 +147,7 @@ impl MirOp {
     pub fn arity(&self) -> usize {
         match self {
             MirOp::Load { .. } | MirOp::Index { .. } | MirOp::Const(_) => 0,
-            MirOp::Unary(_) | MirOp::Cast | MirOp::Gather { .. } => 1,
+            MirOp::Unary(_) | MirOp::Cast | MirOp::Gather { .. } | MirOp::Scan { .. } => 1,
             MirOp::Binary(_) | MirOp::Compare(_) => 2,
             MirOp::Select => 3,
         }
@@ -196,6 +212,15 @@ impl MirKernel {
     /// The instruction defining `value`, if it exists.
     pub fn inst(&self, value: MirValue) -> Option<&MirInst> {
         self.body.get(value.index())
+    }
+
+    /// The scanned axis and direction (`reverse`) of the kernel's first scan, if it has one
+    /// (the verifier checks that every scan of a kernel has the same).
+    pub fn scan(&self) -> Option<(usize, bool)> {
+        self.body.iter().find_map(|inst| match inst.op {
+            MirOp::Scan { axis, reverse, .. } => Some((axis, reverse)),
+            _ => None,
+        })
     }
 
     /// The buffers this kernel reads, in body order (with repeats).

@@ -5,7 +5,8 @@
 //! buffer   := LABEL ":" TYPE "=" ("input" NAME | "output" NAME | "temp")
 //! kernel   := "kernel" NAME DIMS "{" inst* (store | reduce)* "}"
 //! inst     := VALUE "=" op ":" DTYPE
-//! op       := "load" LABEL DIMS | "index" DIMS | "const" LITERAL | OPNAME VALUE ("," VALUE)*
+//! op       := "load" LABEL DIMS | "index" DIMS | "const" LITERAL
+//!           | SCAN VALUE "axis" INT ["reverse"] | OPNAME VALUE ("," VALUE)*
 //! store    := "store" LABEL "=" VALUE
 //! reduce   := "reduce" REDUCEOP LABEL "=" VALUE "axes" DIMS
 //! ```
@@ -21,7 +22,7 @@ use super::{
 };
 use crate::error::ParseError;
 use crate::ids::{write_index_list, write_list};
-use crate::ops::{BinaryOp, CmpOp, ReduceOp, UnaryOp};
+use crate::ops::{BinaryOp, CmpOp, ReduceOp, ScanOp, UnaryOp};
 use crate::text::{Cursor, Token, TokenKind};
 use crate::{BufId, DType, Shape, parse_scalar};
 
@@ -78,6 +79,14 @@ pub(crate) fn print_program(
                     write_index_list(out, strides)?;
                 }
                 MirOp::Const(literal) => write!(out, " {literal}")?,
+                MirOp::Scan { axis, reverse, .. } => {
+                    out.push(' ');
+                    write_list(out, &inst.args)?;
+                    write!(out, " axis {axis}")?;
+                    if *reverse {
+                        out.push_str(" reverse");
+                    }
+                }
                 _ => {
                     out.push(' ');
                     write_list(out, &inst.args)?;
@@ -238,6 +247,14 @@ fn parse_inst(
                 args: Vec::new(),
                 dtype,
             });
+        }
+        name if ScanOp::from_name(name).is_some() => {
+            let args = vec![values.lookup(c)?];
+            c.expect_keyword("axis")?;
+            let axis = c.expect_usize("an axis")?;
+            let reverse = c.eat_keyword("reverse");
+            let op = ScanOp::from_name(name).map(|op| MirOp::Scan { op, axis, reverse });
+            (op.ok_or_else(|| Cursor::error_at(op_tok, "a scan"))?, args)
         }
         name => {
             let op = op_from_name(name).ok_or_else(|| Cursor::error_at(op_tok, "an op name"))?;

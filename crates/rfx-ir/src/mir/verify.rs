@@ -132,8 +132,8 @@ pub enum VerifyErrorKind {
         /// The value's dtype.
         dtype: DType,
     },
-    /// A reduction axis at or past the domain's rank.
-    #[error("reduction axis {axis} is out of range for a rank-{rank} domain")]
+    /// A reduction's or a scan's axis at or past the domain's rank.
+    #[error("axis {axis} is out of range for a rank-{rank} domain")]
     AxisOutOfRange {
         /// The axis.
         axis: usize,
@@ -146,6 +146,27 @@ pub enum VerifyErrorKind {
         /// The axes as given.
         axes: Vec<usize>,
     },
+    /// A scan along another axis or in the other direction than the kernel's first scan:
+    /// backends run one scanned axis per kernel, in one order.
+    #[error(
+        "scan along axis {axis}{} in a kernel whose first scan runs along axis {first_axis}{}",
+        if *reverse { " (reverse)" } else { "" },
+        if *first_reverse { " (reverse)" } else { "" }
+    )]
+    ScanMismatch {
+        /// This scan's axis.
+        axis: usize,
+        /// Whether it runs in reverse.
+        reverse: bool,
+        /// The kernel's first scan's axis.
+        first_axis: usize,
+        /// Whether that one runs in reverse.
+        first_reverse: bool,
+    },
+    /// A reduction in a kernel with a scan (a scan's kernel runs its scanned axis in order,
+    /// which a reduction's partial accumulators do not follow).
+    #[error("a kernel with a scan has no reductions")]
+    ScanWithReduction,
     /// A write to a program input.
     #[error("input buffer {0} is written")]
     WriteToInput(BufId),
@@ -233,7 +254,8 @@ impl fmt::Display for VerifyErrors {
 /// and dtype rule (see [`MirOp`]); loads name existing buffers, have one stride per domain
 /// dimension and stay inside the buffer; stores and reductions write buffers of the right
 /// element count and dtype; reduction axes are in range, sorted and unique, and the reduction
-/// accepts the dtype; inputs are never written; every buffer is written at most once and
+/// accepts the dtype; scans run along an axis of the domain, all of a kernel's along one axis in
+/// one direction, in a kernel without reductions; inputs are never written; every buffer is written at most once and
 /// every output exactly once; temps and outputs are read only by kernels after the one that
 /// writes them; input names and output names are unique; names are identifiers.
 pub fn verify(program: &MirProgram) -> Result<(), VerifyErrors> {
@@ -348,6 +370,25 @@ fn verify_kernel(
         {
             push(loc, kind);
         }
+        if let MirOp::Scan { axis, reverse, .. } = inst.op {
+            let rank = domain.rank();
+            if axis >= rank {
+                push(loc, VerifyErrorKind::AxisOutOfRange { axis, rank });
+            }
+            if let Some((first_axis, first_reverse)) = kernel.scan()
+                && (first_axis, first_reverse) != (axis, reverse)
+            {
+                push(
+                    loc,
+                    VerifyErrorKind::ScanMismatch {
+                        axis,
+                        reverse,
+                        first_axis,
+                        first_reverse,
+                    },
+                );
+            }
+        }
         let (buf, window) = match &inst.op {
             MirOp::Load { buf, strides, offset } => (*buf, Some((strides, *offset))),
             MirOp::Gather { buf } => (*buf, None),
@@ -402,6 +443,9 @@ fn verify_kernel(
     }
     for (index, red) in kernel.reductions.iter().enumerate() {
         let loc = VerifyLocation::Reduction { kernel: k, index };
+        if kernel.scan().is_some() {
+            push(loc, VerifyErrorKind::ScanWithReduction);
+        }
         let rank = domain.rank();
         let mut axes_ok = true;
         if let Some(&axis) = red.axes.iter().find(|&&axis| axis >= rank) {
@@ -609,6 +653,15 @@ pub(crate) fn check_op(op: &MirOp, args: &[DType], result: DType) -> Result<(), 
             same(&args[1..])?
         }
         MirOp::Cast => result,
+        MirOp::Scan { op: s, .. } => {
+            if !s.accepts(args[0]) {
+                return Err(TypeError::UnsupportedDType {
+                    op: name,
+                    dtype: args[0],
+                });
+            }
+            args[0]
+        }
     };
     if inferred != result {
         return Err(TypeError::ResultType {

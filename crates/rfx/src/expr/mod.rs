@@ -48,8 +48,10 @@
 //! Linear algebra and running sums, NumPy's functions: `matmul(a, b)` (also `a @ b`),
 //! `dot(a, b)`, `cross(a, b[, axis])` (three components along the last axis unless `axis`),
 //! `norm(x[, axis])` (`linalg.norm`: the Euclidean norm, of every element without an axis),
-//! `cumsum(x[, axis])` (of the flattened `x` without an axis), `diff(x[, axis])` (along the
-//! last axis unless `axis`), and `linalg`'s `inv(a)`, `det(a)` and `solve(a, b)`.
+//! `diff(x[, axis])` (along the last axis unless `axis`), and `linalg`'s `inv(a)`, `det(a)` and
+//! `solve(a, b)`. Running folds: `cumsum cumprod cummax cummin (x[, axis][, reverse=true])`
+//! (NumPy's `cumsum`, `cumprod`, `maximum.accumulate` and `minimum.accumulate`, of the
+//! flattened `x` without an axis; `reverse=true` folds from the axis's end, as JAX's).
 //!
 //! Errors ([`ExprError`]) carry the line and column, and print the line with a caret under the
 //! offending token.
@@ -61,7 +63,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use rfx_ir::hir::Kernel;
-use rfx_ir::{DType, ReduceOp, Scalar, Shape, TensorType, UnaryOp};
+use rfx_ir::{DType, ReduceOp, Scalar, ScanOp, Shape, TensorType, UnaryOp};
 
 use crate::trace::{All, Operand, Tensor, TraceGuard};
 use parse::{CallArg, Expr, Pos, Stmt};
@@ -624,19 +626,32 @@ impl Eval<'_> {
                 };
                 self.traced(pos, a.cross(b, axis))
             }
-            "norm" | "cumsum" | "diff" => {
+            "norm" | "diff" => {
                 let (x, axis) = self.tensor_and_axis(name, 1, &positional, &keywords, pos)?;
                 let t = match (name, axis) {
                     ("norm", Some(axis)) => x.norm(axis),
                     ("norm", None) => x.norm(All),
-                    // No axis: the running sum of the flattened tensor, as NumPy's.
-                    ("cumsum", axis) => {
-                        let (x, axis) = flat_unless(x, axis);
-                        x.cumsum(axis)
-                    }
                     (_, axis) => x.diff(axis.unwrap_or(x.shape().rank().saturating_sub(1))),
                 };
                 self.traced(pos, t)
+            }
+            "cumsum" | "cumprod" | "cummax" | "cummin" => {
+                // `reverse=true` folds from the axis's end (JAX's `reverse`).
+                let mut reverse = false;
+                let mut rest = Vec::with_capacity(keywords.len());
+                for (kw, v, p) in &keywords {
+                    match (kw.as_str(), v) {
+                        ("reverse", Val::Bool(b)) => reverse = *b,
+                        ("reverse", _) => return Err(self.err(*p, "`reverse` must be true or false")),
+                        _ => rest.push((kw.clone(), v.clone(), *p)),
+                    }
+                }
+                let (x, axis) = self.tensor_and_axis(name, 1, &positional, &rest, pos)?;
+                // No axis: the running fold of the flattened tensor, as NumPy's.
+                let (x, axis) = flat_unless(x, axis);
+                let op = ScanOp::from_name(name)
+                    .ok_or_else(|| self.err(pos, format!("unknown function `{name}`")))?;
+                self.traced(pos, x.scan(op, axis, reverse))
             }
             other => Err(self.err(pos, format!("unknown function `{other}`"))),
         }

@@ -1,0 +1,173 @@
+//! Running folds against the same loops written in Rust (compiled by rustc with this build's
+//! optimisation, measured alternately in the same run): positions integrated over a horizon
+//! (`cumsum` along each vehicle's row, batch-major, and along the time axis of a time-major
+//! batch), a cost-to-go (the running sum of squared errors from the end), a running maximum,
+//! and the gradient of a single integrator's trajectory cost with respect to its velocities
+//! (`grad` of `Σ (p0 + cumsum(v dt) - goal)²`: a reverse running sum). Every rfx result must
+//! equal the Rust loop's bit for bit (both fold in order in `f32`). Median time per call and its
+//! ratio to Rust's.
+//!
+//! `cargo run --release -p rfx --example scan_speed`
+
+mod timing;
+
+use std::hint::black_box;
+
+use rfx::{All, DType, ScanOp, Tensor, TensorType};
+
+/// Running sums of each row of `horizon` points.
+fn rows_cumsum(v: &[f32], horizon: usize, out: &mut [f32]) {
+    for (row, o) in v.chunks_exact(horizon).zip(out.chunks_exact_mut(horizon)) {
+        let mut acc = -0.0f32;
+        for (x, y) in row.iter().zip(o) {
+            acc += x;
+            *y = acc;
+        }
+    }
+}
+
+/// Running sums down the time axis of a `[horizon, batch]` array (rustc vectorises the inner
+/// loop over the batch).
+fn columns_cumsum(v: &[f32], batch: usize, out: &mut [f32]) {
+    out[..batch].copy_from_slice(&v[..batch]);
+    for t in 1..v.len() / batch {
+        for b in 0..batch {
+            out[t * batch + b] = out[(t - 1) * batch + b] + v[t * batch + b];
+        }
+    }
+}
+
+/// The remaining cost from each step of each row: `Σ_{s ≥ t} (x_s - r)²`.
+fn cost_to_go(x: &[f32], r: f32, horizon: usize, out: &mut [f32]) {
+    for (row, o) in x.chunks_exact(horizon).zip(out.chunks_exact_mut(horizon)) {
+        let mut acc = -0.0f32;
+        for (x, y) in row.iter().zip(o.iter_mut()).rev() {
+            acc += (x - r) * (x - r);
+            *y = acc;
+        }
+    }
+}
+
+fn running_max(x: &[f32], horizon: usize, out: &mut [f32]) {
+    for (row, o) in x.chunks_exact(horizon).zip(out.chunks_exact_mut(horizon)) {
+        let mut acc = f32::NEG_INFINITY;
+        for (x, y) in row.iter().zip(o) {
+            acc = if acc > *x || acc.is_nan() { acc } else { *x };
+            *y = acc;
+        }
+    }
+}
+
+/// The gradient of `Σ_t (p0 + Σ_{s ≤ t} v_s dt - goal)²` with respect to `v`, per row:
+/// `dt Σ_{t ≥ s} 2 (p_t - goal)`.
+fn integrator_grad(v: &[f32], p0: f32, goal: f32, dt: f32, horizon: usize, out: &mut [f32]) {
+    let mut p = vec![0.0f32; horizon];
+    for (row, o) in v.chunks_exact(horizon).zip(out.chunks_exact_mut(horizon)) {
+        let mut acc = -0.0f32;
+        for (x, q) in row.iter().zip(&mut p) {
+            acc += x * dt;
+            *q = acc + p0;
+        }
+        let mut back = -0.0f32;
+        for (q, g) in p.iter().zip(o.iter_mut()).rev() {
+            back += (q - goal) * 2.0;
+            *g = back * dt;
+        }
+    }
+}
+
+fn report(name: &str, rfx_ns: f64, rust_ns: f64) {
+    println!(
+        "{name:<34} rfx {rfx_ns:10.1} ns   rust {rust_ns:10.1} ns   {:5.2}x",
+        rfx_ns / rust_ns
+    );
+}
+
+fn same_bits(u: &[f32], v: &[f32]) -> bool {
+    u.len() == v.len() && u.iter().zip(v).all(|(p, q)| p.to_bits() == q.to_bits())
+}
+
+fn close(u: &[f32], v: &[f32]) -> bool {
+    u.iter()
+        .zip(v)
+        .all(|(p, q)| (p - q).abs() <= 1e-4 * (1.0 + q.abs()))
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let f32s = |dims: &[usize]| TensorType::new(DType::F32, dims.to_vec());
+    let data =
+        |n: usize, k: f32| -> Vec<f32> { (0..n).map(|i| ((i * 37) % 101) as f32 * 0.02 * k - 1.0).collect() };
+    for (batch, horizon) in [(1, 20), (1, 100), (1024, 20), (1024, 50), (1024, 200)] {
+        let v = data(batch * horizon, 1.0);
+        let mut f = rfx::jit(|v: Tensor| v.cumsum(1)).bind(&[f32s(&[batch, horizon])])?;
+        let (mut out, mut want) = (vec![0.0; v.len()], vec![0.0; v.len()]);
+        let t = timing::median_ns(50, 60, 20, || {
+            f.run_slices([&v[..]], [&mut out[..]]).expect("run")
+        });
+        let r = timing::median_ns(50, 60, 20, || {
+            rows_cumsum(black_box(&v), horizon, black_box(&mut want))
+        });
+        assert!(same_bits(&out, &want), "cumsum values");
+        report(&format!("cumsum rows [{batch}, {horizon}]"), t, r);
+    }
+    for (horizon, batch) in [(50, 1024), (200, 64)] {
+        let v = data(batch * horizon, 0.7);
+        let mut f = rfx::jit(|v: Tensor| v.cumsum(0)).bind(&[f32s(&[horizon, batch])])?;
+        let (mut out, mut want) = (vec![0.0; v.len()], vec![0.0; v.len()]);
+        let t = timing::median_ns(20, 40, 10, || {
+            f.run_slices([&v[..]], [&mut out[..]]).expect("run")
+        });
+        let r = timing::median_ns(20, 40, 10, || {
+            columns_cumsum(black_box(&v), batch, black_box(&mut want))
+        });
+        // Rust starts each column at its first element, rfx at `-0 + x`: the same bits here.
+        assert!(same_bits(&out, &want), "time-major cumsum values");
+        report(&format!("cumsum time-major [{horizon}, {batch}]"), t, r);
+    }
+    for (batch, horizon) in [(1, 50), (1024, 50)] {
+        let x = data(batch * horizon, 1.3);
+        let mut ctg = rfx::jit(|x: Tensor| {
+            let e = x - 0.25;
+            (e * e).scan(ScanOp::Sum, 1, true)
+        })
+        .bind(&[f32s(&[batch, horizon])])?;
+        let mut mx = rfx::jit(|x: Tensor| x.cummax(1)).bind(&[f32s(&[batch, horizon])])?;
+        let (mut out, mut want) = (vec![0.0; x.len()], vec![0.0; x.len()]);
+        let t = timing::median_ns(50, 60, 20, || {
+            ctg.run_slices([&x[..]], [&mut out[..]]).expect("run")
+        });
+        let r = timing::median_ns(50, 60, 20, || {
+            cost_to_go(black_box(&x), 0.25, horizon, black_box(&mut want))
+        });
+        assert!(same_bits(&out, &want), "cost-to-go values");
+        report(&format!("cost-to-go [{batch}, {horizon}]"), t, r);
+        let t = timing::median_ns(50, 60, 20, || {
+            mx.run_slices([&x[..]], [&mut out[..]]).expect("run")
+        });
+        let r = timing::median_ns(50, 60, 20, || {
+            running_max(black_box(&x), horizon, black_box(&mut want))
+        });
+        assert!(same_bits(&out, &want), "running maximum values");
+        report(&format!("cummax [{batch}, {horizon}]"), t, r);
+    }
+    for (batch, horizon) in [(1, 30), (256, 30)] {
+        let v = data(batch * horizon, 0.9);
+        let (p0, goal, dt) = (0.5f32, 2.0f32, 0.1f32);
+        let mut g = rfx::jit(rfx::grad(|v: Tensor| {
+            let p = (v * 0.1).cumsum(1) + 0.5;
+            let e = p - 2.0;
+            (e * e).sum(All)
+        }))
+        .bind(&[f32s(&[batch, horizon])])?;
+        let (mut out, mut want) = (vec![0.0; v.len()], vec![0.0; v.len()]);
+        let t = timing::median_ns(50, 60, 20, || {
+            g.run_slices([&v[..]], [&mut out[..]]).expect("run")
+        });
+        let r = timing::median_ns(50, 60, 20, || {
+            integrator_grad(black_box(&v), p0, goal, dt, horizon, black_box(&mut want))
+        });
+        assert!(close(&out, &want), "integrator gradient values");
+        report(&format!("integrator grad [{batch}, {horizon}]"), t, r);
+    }
+    Ok(())
+}

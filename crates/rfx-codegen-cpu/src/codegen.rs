@@ -52,6 +52,10 @@ fn mem() -> MemFlagsData {
 const UNROLL: usize = 4;
 /// Vectors per iteration of a tiled kernel's ops segments.
 const SEGMENT_UNROLL: i64 = 4;
+/// Points per iteration of a scan's row loop.
+const SCAN_UNROLL: i64 = 8;
+/// Vectors of rows a scan across rows runs together.
+const SCAN_ROW_VECTORS: usize = 8;
 /// The longest body (in LIR instructions) that is unrolled.
 const UNROLL_MAX_BODY: usize = 12;
 /// The most body work (instruction-equivalents, `Gen::body_work`) an elementwise kernel of a
@@ -965,6 +969,9 @@ impl<'k> Gen<'_, 'k> {
         let zero = b.ins().iconst(types::I64, 0);
         let zeros = vec![zero; self.info.accesses.len()];
         let last = i64::try_from(inner).map_err(|_| internal("a row beyond i64"))? - 1;
+        if let Some(shape) = self.emit_scan_across_rows(b, lo, hi, order, &scans)? {
+            return Ok(shape);
+        }
         self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, row, _| {
             let offs = g.offsets(b, row, 0, &outer, &zeros);
             let ptrs = g.pointers(b, &offs)?;
@@ -972,18 +979,25 @@ impl<'k> Gen<'_, 'k> {
             let start = b.ins().iconst(types::I64, 0);
             let end = b.ins().iconst(types::I64, last + 1);
             let accs = identities(g, b)?;
-            g.emit_loop(b, start, end, 1, &accs, &mut |g, b, k, accs| {
-                let at = match order {
-                    ScanOrder::Forward => k,
-                    ScanOrder::Reverse => {
-                        let last = b.ins().iconst(types::I64, last);
-                        b.ins().isub(last, k)
-                    }
-                };
+            // `SCAN_UNROLL` points per pass, then one at a time.
+            let steps = |g: &mut Self, b: &mut FunctionBuilder<'_>, k: Value, accs: &[Value], count: i64| {
                 g.scan_accs = scans.iter().map(|s| s.0).zip(accs.iter().copied()).collect();
-                g.emit_body(b, 1, at, &ptrs, &mut Vec::new())?;
+                for j in 0..count {
+                    let at = match order {
+                        ScanOrder::Forward => g.add_imm(b, k, j),
+                        ScanOrder::Reverse => {
+                            let last = b.ins().iconst(types::I64, last - j);
+                            b.ins().isub(last, k)
+                        }
+                    };
+                    g.emit_body(b, 1, at, &ptrs, &mut Vec::new())?;
+                }
                 Ok(g.scan_accs.iter().map(|&(_, v)| v).collect())
+            };
+            let (k, accs) = g.emit_loop(b, start, end, SCAN_UNROLL, &accs, &mut |g, b, k, accs| {
+                steps(g, b, k, accs, SCAN_UNROLL)
             })?;
+            g.emit_loop(b, k, end, 1, &accs, &mut |g, b, k, accs| steps(g, b, k, accs, 1))?;
             g.row_indices.clear();
             Ok(Vec::new())
         })?;
@@ -994,6 +1008,136 @@ impl<'k> Gen<'_, 'k> {
             1,
             self.min_points_per_thread(),
         ))
+    }
+
+    /// A kernel with scans over rows `[R, N]` (at least a vector of rows): `w` rows at a time,
+    /// one vector lane per row, each scan's accumulator a vector carried from step to step
+    /// along the scanned dim, [`SCAN_ROW_VECTORS`] vectors of rows together; the rows past the
+    /// last whole vector re-run the last `w` (the same values are stored again). Where
+    /// neighbouring rows lie at neighbouring elements (a time-major batch scanned along its
+    /// time axis) each step is a vector load, the body and a vector store per access; rows
+    /// that lie apart (a batch-major one) gather their lanes, which still beats folding one
+    /// row at a time: the lanes' dependency chains run side by side (1024 rows of 200 `f32`
+    /// steps 0.6–0.8× a Rust loop's time, one row at a time about 1.05×). `None`, and nothing
+    /// emitted, for other kernels.
+    fn emit_scan_across_rows(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        lo: Value,
+        hi: Value,
+        order: ScanOrder,
+        scans: &[(usize, ReduceOp, DType)],
+    ) -> Result<Option<KernelShape>, BackendError> {
+        let kernel = self.kernel();
+        let (rows, inner) = match kernel.dims.as_slice() {
+            &[rows, inner] => (rows, inner),
+            _ => return Ok(None),
+        };
+        let w = u8::try_from(kernel.schedule.vector_width).unwrap_or(1);
+        let dtypes = kernel
+            .slots
+            .iter()
+            .copied()
+            .chain(self.info.accesses.iter().map(|a| a.dtype));
+        if !matches!(w, 2 | 4) || !vectorizable(dtypes, w) || rows < usize::from(w) {
+            return Ok(None);
+        }
+        self.width = w;
+        self.inner_axis = Some(0);
+        self.hoist_splats(b);
+        let zero = b.ins().iconst(types::I64, 0);
+        let zeros = vec![zero; self.info.accesses.len()];
+        let origin = self.pointers(b, &zeros)?;
+        // Bytes (an index: counts) each access advances per step of the scanned dim.
+        let step_bytes: Vec<i64> = self
+            .info
+            .accesses
+            .iter()
+            .map(|a| (a.strides.get(1).copied().unwrap_or(0) * a.elem_bytes()) as i64)
+            .collect();
+        let last = i64::try_from(inner).map_err(|_| internal("a row beyond i64"))? - 1;
+        let imports = self.imports;
+        // `vectors` vectors of rows from `row` on, scanned together: their accumulators
+        // interleave, so the steps of neighbouring rows overlap and each step of an access
+        // reads and writes `vectors` neighbouring vectors (a time-major batch of `f32` rows
+        // reads a cache line per step for four).
+        let block = |g: &mut Self, b: &mut FunctionBuilder<'_>, row: Value, vectors: usize| {
+            let mut accs = Vec::with_capacity(vectors * scans.len());
+            for _ in 0..vectors {
+                for &(_, op, dtype) in scans {
+                    let value = identity(op, dtype)?;
+                    accs.push(
+                        Emitter {
+                            b: &mut *b,
+                            w,
+                            imports,
+                        }
+                        .constant(value),
+                    );
+                }
+            }
+            let rows_at = (0..vectors)
+                .map(|v| g.add_imm(b, row, (v * usize::from(w)) as i64))
+                .collect::<Vec<_>>();
+            let steps = |g: &mut Self, b: &mut FunctionBuilder<'_>, k: Value, accs: &[Value], count: i64| {
+                let mut next = accs.to_vec();
+                for j in 0..count {
+                    let at = match order {
+                        ScanOrder::Forward => g.add_imm(b, k, j),
+                        ScanOrder::Reverse => {
+                            let last = b.ins().iconst(types::I64, last - j);
+                            b.ins().isub(last, k)
+                        }
+                    };
+                    let ptrs = origin
+                        .iter()
+                        .zip(&step_bytes)
+                        .map(|(&p, &step)| match step {
+                            0 => p,
+                            _ => {
+                                let moved = g.scale(b, at, step);
+                                g.add(b, p, moved)
+                            }
+                        })
+                        .collect::<Vec<_>>();
+                    g.hoist_row_indices(b, &ptrs)?;
+                    for (v, &row_at) in rows_at.iter().enumerate() {
+                        let mine = &mut next[v * scans.len()..(v + 1) * scans.len()];
+                        g.scan_accs = scans.iter().map(|s| s.0).zip(mine.iter().copied()).collect();
+                        g.emit_body(b, w, row_at, &ptrs, &mut Vec::new())?;
+                        for (slot, &(_, acc)) in mine.iter_mut().zip(&g.scan_accs) {
+                            *slot = acc;
+                        }
+                    }
+                    g.row_indices.clear();
+                }
+                Ok(next)
+            };
+            // A pass of several vectors repays its loop's overhead in fewer steps.
+            let unroll = (SCAN_UNROLL / vectors as i64).max(1);
+            let start = b.ins().iconst(types::I64, 0);
+            let end = b.ins().iconst(types::I64, last + 1);
+            let (k, accs) = g.emit_loop(b, start, end, unroll, &accs, &mut |g, b, k, accs| {
+                steps(g, b, k, accs, unroll)
+            })?;
+            if unroll > 1 {
+                g.emit_loop(b, k, end, 1, &accs, &mut |g, b, k, accs| steps(g, b, k, accs, 1))?;
+            }
+            Ok::<(), BackendError>(())
+        };
+        let group = SCAN_ROW_VECTORS * usize::from(w);
+        let (at, _) = self.emit_loop(b, lo, hi, group as i64, &[], &mut |g, b, row, _| {
+            block(g, b, row, SCAN_ROW_VECTORS)?;
+            Ok(Vec::new())
+        })?;
+        self.emit_vector_positions(b, at, hi, &mut |g, b, row| block(g, b, row, 1))?;
+        b.ins().return_(&[]);
+        Ok(Some(KernelShape::new(
+            rows as u64,
+            inner as u64,
+            w,
+            self.min_points_per_thread(),
+        )))
     }
 
     /// Elementwise kernels: a vector loop over the innermost dimension plus a scalar tail.
@@ -3178,12 +3322,9 @@ impl<'k> Gen<'_, 'k> {
                 let acc = body_index
                     .and_then(|i| self.scan_accs.iter_mut().find(|(at, _)| *at == i))
                     .ok_or_else(|| internal("a scan outside a scanning kernel's body"))?;
-                if w != 1 {
-                    return Err(internal("a scan emitted in vector lanes"));
-                }
                 let next = Emitter {
                     b: &mut *b,
-                    w: 1,
+                    w,
                     imports: self.imports,
                 }
                 .combine(op.reduce_op(), acc.1, x, dtype)?;

@@ -226,7 +226,8 @@ pub fn cases() -> Vec<Case> {
 }
 
 /// Every running fold on every numeric dtype along inner, middle and outer axes, both ways, at
-/// lengths around the vector widths (0, 1, 7, 17 and 1000 points to a line); and scans fused
+/// lengths around the vector widths (0, 1, 7, 17 and 1000 points to a line) and over enough
+/// lines for vectors of them (37 and 70); and scans fused
 /// with their operand's and their consumers' elementwise work (an integrated velocity, a
 /// running cost's value and its cost-to-go), a scan of a scan, and a reduction of a scan.
 fn scan_cases(push: &mut dyn FnMut(String, Option<Kernel>, Option<&'static str>, Option<f64>)) {
@@ -241,6 +242,11 @@ fn scan_cases(push: &mut dyn FnMut(String, Option<Kernel>, Option<&'static str>,
                 (vec![17, 3], 0, true),
                 (vec![4, 9, 5], 1, true),
                 (vec![2, 1, 6], 1, false),
+                // Rows enough for vectors of rows: groups of several vectors, single vectors
+                // and a ragged end, rows apart (batch-major) and neighbouring (time-major).
+                (vec![37, 9], 1, false),
+                (vec![9, 37], 0, true),
+                (vec![70, 5], 1, true),
             ] {
                 let dims = dims_name(&shape);
                 let way = if reverse { "rev" } else { "fwd" };

@@ -936,6 +936,20 @@ impl Tensor {
     /// a running total); it differentiates (the adjoint is the running sum from the end), maps
     /// over batches and fuses with elementwise work around it. [`Tensor::scan`] runs from the
     /// end.
+    ///
+    /// ```
+    /// use rfx::{ScanOp, Tensor};
+    ///
+    /// // Positions from velocities: one loop nest computes the steps, the sums and the offset.
+    /// let p = rfx::jit(|v: Tensor| (v * 0.5).cumsum(0) + 1.0);
+    /// let out = p.call((&[1.0f64, 2.0, 3.0],))?;
+    /// assert_eq!(out[0].as_slice::<f64>(), Some(&[1.5, 2.5, 4.0][..]));
+    /// // The cost still to come from each step: the running sum from the end.
+    /// let to_go = rfx::jit(|c: Tensor| c.scan(ScanOp::Sum, 0, true));
+    /// let out = to_go.call((&[1.0f64, 2.0, 3.0],))?;
+    /// assert_eq!(out[0].as_slice::<f64>(), Some(&[6.0, 5.0, 3.0][..]));
+    /// # Ok::<(), rfx::JitError>(())
+    /// ```
     pub fn cumsum(self, axis: usize) -> Tensor {
         self.scan(ScanOp::Sum, axis, false)
     }

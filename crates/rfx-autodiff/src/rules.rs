@@ -309,19 +309,37 @@ pub(crate) fn scan_positions(
     em.scan(latest, marked, axis, reverse)
 }
 
-/// The positions `j` (along `axis`, of `shape`'s extent there) and `k` of the square the exact
-/// derivatives of a running product sum over, as two `i32` iotas of shape
-/// `[1; axis] ++ [n, n] ++ [1; rank - axis - 1]` (`j` at `axis`, `k` at `axis + 1`).
-fn square_positions(em: &mut Emitter, shape: &Shape, axis: usize) -> Result<(ValueId, ValueId), AdError> {
+/// The square the exact derivatives of a running product of `x` along `axis` sum over: `x`
+/// with an axis `j` of `x`'s extent `n` along `axis` inserted before it (`x`'s own axis is
+/// then `k`). Its positions `j` and `k` are `i32` iotas of shape
+/// `[1; axis] ++ [n, n] ++ [1; rank - axis - 1]`; `diagonal` is `j == k`; `x_k` is `x` with an
+/// axis of one at `axis`, its elements along `k`.
+struct Square {
+    shape: Shape,
+    j: ValueId,
+    k: ValueId,
+    diagonal: ValueId,
+    x_k: ValueId,
+}
+
+fn square(em: &mut Emitter, x: ValueId, axis: usize) -> Result<Square, AdError> {
+    let shape = em.shape(x)?;
     let extent = shape.dims().get(axis).copied().unwrap_or(1);
     let mut dims = vec![1; shape.rank() + 1];
     dims[axis] = extent;
     dims[axis + 1] = extent;
-    let square = Shape::new(dims);
-    Ok((
-        em.iota(DType::I32, square.clone(), axis)?,
-        em.iota(DType::I32, square, axis + 1)?,
-    ))
+    let positions = Shape::new(dims);
+    let j = em.iota(DType::I32, positions.clone(), axis)?;
+    let k = em.iota(DType::I32, positions, axis + 1)?;
+    let diagonal = em.compare(CmpOp::Eq, j, k)?;
+    let x_k = along_k(em, x, &Shape::scalar(), &shape, axis)?;
+    Ok(Square {
+        shape,
+        j,
+        k,
+        diagonal,
+        x_k,
+    })
 }
 
 /// `v` (shape `batch ++ shape`) with an axis of one inserted at `batch.rank() + axis`: its
@@ -351,14 +369,11 @@ pub(crate) fn cumprod_tangent(
     reverse: bool,
     batch: &Shape,
 ) -> Result<ValueId, AdError> {
-    let shape = em.shape(x)?;
-    let (j, k) = square_positions(em, &shape, axis)?;
-    let on_diagonal = em.compare(CmpOp::Eq, j, k)?;
-    let xk = along_k(em, x, &Shape::scalar(), &shape, axis)?;
-    let tk = along_k(em, t, batch, &shape, axis)?;
-    let factors = em.select(on_diagonal, tk, xk)?;
+    let sq = square(em, x, axis)?;
+    let t_k = along_k(em, t, batch, &sq.shape, axis)?;
+    let factors = em.select(sq.diagonal, t_k, sq.x_k)?;
     let products = em.scan(ScanOp::Prod, factors, batch.rank() + axis + 1, reverse)?;
-    let reached = em.compare(if reverse { CmpOp::Ge } else { CmpOp::Le }, j, k)?;
+    let reached = em.compare(if reverse { CmpOp::Ge } else { CmpOp::Le }, sq.j, sq.k)?;
     let terms = em.mask(reached, true, products)?;
     em.reduce(ReduceOp::Sum, terms, &[batch.rank() + axis], false)
 }
@@ -374,16 +389,13 @@ pub(crate) fn cumprod_adjoint(
     reverse: bool,
     batch: &Shape,
 ) -> Result<ValueId, AdError> {
-    let shape = em.shape(x)?;
-    let (j, k) = square_positions(em, &shape, axis)?;
-    let on_diagonal = em.compare(CmpOp::Eq, j, k)?;
-    let xk = along_k(em, x, &Shape::scalar(), &shape, axis)?;
+    let sq = square(em, x, axis)?;
     let one = em.scalar_like(x, 1.0)?;
-    let factors = em.select(on_diagonal, one, xk)?;
+    let factors = em.select(sq.diagonal, one, sq.x_k)?;
     let others = em.scan(ScanOp::Prod, factors, axis + 1, reverse)?;
-    let ct_k = along_k(em, ct, batch, &shape, axis)?;
+    let ct_k = along_k(em, ct, batch, &sq.shape, axis)?;
     let weighted = em.mul(ct_k, others)?;
-    let reached = em.compare(if reverse { CmpOp::Le } else { CmpOp::Ge }, k, j)?;
+    let reached = em.compare(if reverse { CmpOp::Le } else { CmpOp::Ge }, sq.k, sq.j)?;
     let terms = em.mask(reached, true, weighted)?;
     em.reduce(ReduceOp::Sum, terms, &[batch.rank() + axis + 1], false)
 }

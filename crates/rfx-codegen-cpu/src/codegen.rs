@@ -976,28 +976,12 @@ impl<'k> Gen<'_, 'k> {
             let offs = g.offsets(b, row, 0, &outer, &zeros);
             let ptrs = g.pointers(b, &offs)?;
             g.hoist_row_indices(b, &ptrs)?;
-            let start = b.ins().iconst(types::I64, 0);
-            let end = b.ins().iconst(types::I64, last + 1);
             let accs = identities(g, b)?;
-            // `SCAN_UNROLL` points per pass, then one at a time.
-            let steps = |g: &mut Self, b: &mut FunctionBuilder<'_>, k: Value, accs: &[Value], count: i64| {
+            g.emit_scan_row(b, order, last, SCAN_UNROLL, &accs, &mut |g, b, at, accs| {
                 g.scan_accs = scans.iter().map(|s| s.0).zip(accs.iter().copied()).collect();
-                for j in 0..count {
-                    let at = match order {
-                        ScanOrder::Forward => g.add_imm(b, k, j),
-                        ScanOrder::Reverse => {
-                            let last = b.ins().iconst(types::I64, last - j);
-                            b.ins().isub(last, k)
-                        }
-                    };
-                    g.emit_body(b, 1, at, &ptrs, &mut Vec::new())?;
-                }
+                g.emit_body(b, 1, at, &ptrs, &mut Vec::new())?;
                 Ok(g.scan_accs.iter().map(|&(_, v)| v).collect())
-            };
-            let (k, accs) = g.emit_loop(b, start, end, SCAN_UNROLL, &accs, &mut |g, b, k, accs| {
-                steps(g, b, k, accs, SCAN_UNROLL)
             })?;
-            g.emit_loop(b, k, end, 1, &accs, &mut |g, b, k, accs| steps(g, b, k, accs, 1))?;
             g.row_indices.clear();
             Ok(Vec::new())
         })?;
@@ -1008,6 +992,43 @@ impl<'k> Gen<'_, 'k> {
             1,
             self.min_points_per_thread(),
         ))
+    }
+
+    /// The steps of one row of a kernel with scans, `last + 1` points in `order`: `step` at
+    /// each point's position along the row, `unroll` points per pass of the loop and then one
+    /// at a time, carrying the scans' accumulators `accs` from point to point.
+    fn emit_scan_row(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        order: ScanOrder,
+        last: i64,
+        unroll: i64,
+        accs: &[Value],
+        step: &mut LoopBody<'_, Self>,
+    ) -> Result<(), BackendError> {
+        let mut steps = |g: &mut Self, b: &mut FunctionBuilder<'_>, k: Value, accs: &[Value], count: i64| {
+            let mut accs = accs.to_vec();
+            for j in 0..count {
+                let at = match order {
+                    ScanOrder::Forward => g.add_imm(b, k, j),
+                    ScanOrder::Reverse => {
+                        let from = b.ins().iconst(types::I64, last - j);
+                        b.ins().isub(from, k)
+                    }
+                };
+                accs = step(g, b, at, &accs)?;
+            }
+            Ok(accs)
+        };
+        let start = b.ins().iconst(types::I64, 0);
+        let end = b.ins().iconst(types::I64, last + 1);
+        let (k, accs) = self.emit_loop(b, start, end, unroll, accs, &mut |g, b, k, accs| {
+            steps(g, b, k, accs, unroll)
+        })?;
+        if unroll > 1 {
+            self.emit_loop(b, k, end, 1, &accs, &mut |g, b, k, accs| steps(g, b, k, accs, 1))?;
+        }
+        Ok(())
     }
 
     /// A kernel with scans over rows `[R, N]` (at least a vector of rows): `w` rows at a time,
@@ -1079,51 +1100,33 @@ impl<'k> Gen<'_, 'k> {
             let rows_at = (0..vectors)
                 .map(|v| g.add_imm(b, row, (v * usize::from(w)) as i64))
                 .collect::<Vec<_>>();
-            let steps = |g: &mut Self, b: &mut FunctionBuilder<'_>, k: Value, accs: &[Value], count: i64| {
-                let mut next = accs.to_vec();
-                for j in 0..count {
-                    let at = match order {
-                        ScanOrder::Forward => g.add_imm(b, k, j),
-                        ScanOrder::Reverse => {
-                            let last = b.ins().iconst(types::I64, last - j);
-                            b.ins().isub(last, k)
-                        }
-                    };
-                    let ptrs = origin
-                        .iter()
-                        .zip(&step_bytes)
-                        .map(|(&p, &step)| match step {
-                            0 => p,
-                            _ => {
-                                let moved = g.scale(b, at, step);
-                                g.add(b, p, moved)
-                            }
-                        })
-                        .collect::<Vec<_>>();
-                    g.hoist_row_indices(b, &ptrs)?;
-                    for (v, &row_at) in rows_at.iter().enumerate() {
-                        let mine = &mut next[v * scans.len()..(v + 1) * scans.len()];
-                        g.scan_accs = scans.iter().map(|s| s.0).zip(mine.iter().copied()).collect();
-                        g.emit_body(b, w, row_at, &ptrs, &mut Vec::new())?;
-                        for (slot, &(_, acc)) in mine.iter_mut().zip(&g.scan_accs) {
-                            *slot = acc;
-                        }
-                    }
-                    g.row_indices.clear();
-                }
-                Ok(next)
-            };
             // A pass of several vectors repays its loop's overhead in fewer steps.
             let unroll = (SCAN_UNROLL / vectors as i64).max(1);
-            let start = b.ins().iconst(types::I64, 0);
-            let end = b.ins().iconst(types::I64, last + 1);
-            let (k, accs) = g.emit_loop(b, start, end, unroll, &accs, &mut |g, b, k, accs| {
-                steps(g, b, k, accs, unroll)
-            })?;
-            if unroll > 1 {
-                g.emit_loop(b, k, end, 1, &accs, &mut |g, b, k, accs| steps(g, b, k, accs, 1))?;
-            }
-            Ok::<(), BackendError>(())
+            g.emit_scan_row(b, order, last, unroll, &accs, &mut |g, b, at, accs| {
+                let mut next = accs.to_vec();
+                let ptrs = origin
+                    .iter()
+                    .zip(&step_bytes)
+                    .map(|(&p, &step)| match step {
+                        0 => p,
+                        _ => {
+                            let moved = g.scale(b, at, step);
+                            g.add(b, p, moved)
+                        }
+                    })
+                    .collect::<Vec<_>>();
+                g.hoist_row_indices(b, &ptrs)?;
+                for (v, &row_at) in rows_at.iter().enumerate() {
+                    let mine = &mut next[v * scans.len()..(v + 1) * scans.len()];
+                    g.scan_accs = scans.iter().map(|s| s.0).zip(mine.iter().copied()).collect();
+                    g.emit_body(b, w, row_at, &ptrs, &mut Vec::new())?;
+                    for (slot, &(_, acc)) in mine.iter_mut().zip(&g.scan_accs) {
+                        *slot = acc;
+                    }
+                }
+                g.row_indices.clear();
+                Ok(next)
+            })
         };
         let group = SCAN_ROW_VECTORS * usize::from(w);
         let (at, _) = self.emit_loop(b, lo, hi, group as i64, &[], &mut |g, b, row, _| {

@@ -542,22 +542,7 @@ impl Emitter<'_> {
                 tree: Some(tree),
             };
         }
-        // The preamble only feeds the body, which runs only when the loop nest has points
-        // (its loads are in bounds only then).
-        let body_runs = units > 0 && reduced_points > 0;
-        if body_runs && !kernel.preamble.is_empty() {
-            self.line(1, "// preamble");
-            for inst in &kernel.preamble {
-                self.emit_inst(1, inst, None);
-            }
-        }
-        self.line(
-            1,
-            &format!(
-                "for ({idx} unit = ({idx})blockIdx.x * blockDim.x + threadIdx.x; unit < {units}u; unit += ({idx})gridDim.x * blockDim.x) {{"
-            ),
-        );
-        self.unravel(2, idx, "unit", 0, leading);
+        self.emit_unit_loop_head(idx, leading, reduced_points);
         let reduces = self.reductions();
         for &(k, op, buf) in &reduces {
             let dtype = self.buf_dtype(buf);
@@ -651,21 +636,8 @@ impl Emitter<'_> {
     /// starts at its op's identity: the interpreter's sequential order, so its bits.
     fn emit_scan_body(&mut self, idx: &str, order: ScanOrder, leading: &[usize], points: usize) {
         let kernel = self.kernel;
-        let rows: usize = leading.iter().product();
-        if rows > 0 && points > 0 && !kernel.preamble.is_empty() {
-            self.line(1, "// preamble");
-            for inst in &kernel.preamble {
-                self.emit_inst(1, inst, None);
-            }
-        }
-        self.line(
-            1,
-            &format!(
-                "for ({idx} unit = ({idx})blockIdx.x * blockDim.x + threadIdx.x; unit < {rows}u; unit += ({idx})gridDim.x * blockDim.x) {{"
-            ),
-        );
-        self.unravel(2, idx, "unit", 0, leading);
-        let accs = self.scan_accumulators();
+        self.emit_unit_loop_head(idx, leading, points);
+        let accs = self.accumulators("scan");
         for (inst, acc) in kernel.body.iter().zip(&accs) {
             if let (Inst::Scan { op, dst, .. }, Some(acc)) = (inst, acc) {
                 let dtype = self.dtype(*dst);
@@ -689,20 +661,26 @@ impl Emitter<'_> {
         self.line(1, "}");
     }
 
-    /// The running accumulator's name of each body instruction that is a `Scan`.
-    fn scan_accumulators(&self) -> Vec<Option<String>> {
-        let mut k = 0;
-        self.kernel
-            .body
-            .iter()
-            .map(|inst| match inst {
-                Inst::Scan { .. } => {
-                    k += 1;
-                    Some(format!("scan{}", k - 1))
-                }
-                _ => None,
-            })
-            .collect()
+    /// The preamble, then the head of the grid-stride loop over the units (the points of the
+    /// `leading` dims, each of `points` points) with their indices `i0..` unravelled. The
+    /// preamble only feeds the body, which runs only when the loop nest has points (its loads
+    /// are in bounds only then).
+    fn emit_unit_loop_head(&mut self, idx: &str, leading: &[usize], points: usize) {
+        let kernel = self.kernel;
+        let units: usize = leading.iter().product();
+        if units > 0 && points > 0 && !kernel.preamble.is_empty() {
+            self.line(1, "// preamble");
+            for inst in &kernel.preamble {
+                self.emit_inst(1, inst, None);
+            }
+        }
+        self.line(
+            1,
+            &format!(
+                "for ({idx} unit = ({idx})blockIdx.x * blockDim.x + threadIdx.x; unit < {units}u; unit += ({idx})gridDim.x * blockDim.x) {{"
+            ),
+        );
+        self.unravel(2, idx, "unit", 0, leading);
     }
 
     /// The reductions of the kernel as `(k, op, buf)`, in body order.
@@ -901,14 +879,15 @@ impl Emitter<'_> {
         }
     }
 
-    /// The accumulator name of each body instruction that is a `Reduce`, by body position.
+    /// The accumulator name of each body instruction that is a `Reduce` or a `Scan` (a kernel
+    /// has one kind or the other), by body position.
     fn accumulators(&self, prefix: &str) -> Vec<Option<String>> {
         let mut k = 0;
         self.kernel
             .body
             .iter()
             .map(|inst| match inst {
-                Inst::Reduce { .. } => {
+                Inst::Reduce { .. } | Inst::Scan { .. } => {
                     k += 1;
                     Some(format!("{prefix}{}", k - 1))
                 }

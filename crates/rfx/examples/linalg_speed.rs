@@ -1,9 +1,8 @@
-//! The tracing API's running sums, cross products and batched rotations against the same loops
-//! written in Rust (compiled by rustc with this build's optimisation, measured in the same run,
-//! alternately): positions integrated over a horizon (`cumsum`, one ordered loop nest; more
-//! running folds in `scan_speed`), angular-velocity cross products, and a rotation applied to
-//! each of a batch of vectors (`matmul`), and 3×3 inverses (`inv`, against the same Gauss–Jordan
-//! elimination in Rust), for one vehicle and for 1024.
+//! The tracing API's cross products and batched rotations against the same loops written in
+//! Rust (compiled by rustc with this build's optimisation, measured in the same run,
+//! alternately): angular-velocity cross products, a rotation applied to each of a batch of
+//! vectors (`matmul`), and 3×3 inverses (`inv`, against the same Gauss–Jordan elimination in
+//! Rust), for one vehicle and for 1024. Running sums are in `scan_speed`.
 //! Median time per call and its ratio to Rust's.
 //!
 //! `cargo run --release -p rfx --example linalg_speed`
@@ -13,16 +12,6 @@ mod timing;
 use std::hint::black_box;
 
 use rfx::{DType, Tensor, TensorType};
-
-fn cumsum(v: &[f32], batch: usize, horizon: usize, out: &mut [f32]) {
-    for b in 0..batch {
-        let mut acc = 0.0f32;
-        for t in 0..horizon {
-            acc += v[b * horizon + t];
-            out[b * horizon + t] = acc;
-        }
-    }
-}
 
 fn cross(a: &[f32], w: &[f32], out: &mut [f32]) {
     for ((a, w), o) in a
@@ -99,19 +88,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let f32s = |dims: &[usize]| TensorType::new(DType::F32, dims.to_vec());
     let data =
         |n: usize, k: f32| -> Vec<f32> { (0..n).map(|i| ((i * 37) % 101) as f32 * 0.02 * k - 1.0).collect() };
-    for (batch, horizon) in [(1, 20), (1, 100), (1024, 20), (1024, 50), (1024, 200)] {
-        let v = data(batch * horizon, 1.0);
-        let mut f = rfx::jit(|v: Tensor| v.cumsum(1)).bind(&[f32s(&[batch, horizon])])?;
-        let (mut out, mut want) = (vec![0.0; v.len()], vec![0.0; v.len()]);
-        let t = timing::median_ns(50, 60, 20, || {
-            f.run_slices([&v[..]], [&mut out[..]]).expect("run")
-        });
-        let r = timing::median_ns(50, 60, 20, || {
-            cumsum(black_box(&v), batch, horizon, black_box(&mut want))
-        });
-        assert!(close(&out, &want), "cumsum values");
-        report(&format!("cumsum [{batch}, {horizon}]"), t, r);
-    }
     for n in [1, 1024] {
         let (a, w) = (data(3 * n, 1.0), data(3 * n, 0.7));
         let mut f = rfx::jit(|a: Tensor, w: Tensor| a.cross(w, 1)).bind(&[f32s(&[n, 3]), f32s(&[n, 3])])?;

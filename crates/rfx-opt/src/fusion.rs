@@ -184,12 +184,12 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
     if plan.drop_stored_views() {
         plan.group_roots();
     }
-    let program = plan.emit()?;
+    let (program, unstored) = plan.emit()?;
     let missed = plan
         .roots
         .iter()
         .filter_map(|(&v, reason)| reason.map(|r| (v, r)))
-        .filter(|(v, _)| plan.has_consumers(*v))
+        .filter(|(v, _)| plan.has_consumers(*v) && !unstored.contains(v))
         .collect();
     Ok(FusionOutcome { program, missed })
 }
@@ -727,7 +727,9 @@ impl Plan<'_> {
     }
 
     /// Writes the MIR program: buffers for inputs, outputs and temporaries, one kernel per group.
-    fn emit(&self) -> Result<MirProgram, OptError> {
+    /// Also returns the roots stored in no buffer after all: every reader computes in the
+    /// root's own kernel, at its own points (see [`drop_unread_temps`]).
+    fn emit(&self) -> Result<(MirProgram, BTreeSet<ValueId>), OptError> {
         let kernel = self.kernel;
         let mut buffers = Vec::new();
         let mut input_buf: HashMap<ValueId, BufId> = HashMap::new();
@@ -829,7 +831,20 @@ impl Plan<'_> {
                 reductions,
             });
         }
-        Ok(drop_unread_temps(kernel.name(), buffers, kernels))
+        let read: BTreeSet<BufId> = kernels.iter().flat_map(MirKernel::reads).collect();
+        let unstored = root_bufs
+            .iter()
+            .filter(|(_, bufs)| {
+                bufs.iter().all(|b| {
+                    !read.contains(b)
+                        && buffers
+                            .get(b.index())
+                            .is_some_and(|buf| buf.kind == BufKind::Temp)
+                })
+            })
+            .map(|(&v, _)| v)
+            .collect();
+        Ok((drop_unread_temps(kernel.name(), buffers, kernels), unstored))
     }
 }
 

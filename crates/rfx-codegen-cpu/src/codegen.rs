@@ -927,20 +927,6 @@ impl<'k> Gen<'_, 'k> {
         self.width = 1;
         self.point_width = 1;
         self.inner_axis = Some(dims.len() - 1);
-        let identities = |g: &Self, b: &mut FunctionBuilder<'_>| -> Result<Vec<Value>, BackendError> {
-            scans
-                .iter()
-                .map(|&(_, op, dtype)| {
-                    let value = identity(op, dtype)?;
-                    Ok(Emitter {
-                        b: &mut *b,
-                        w: 1,
-                        imports: g.imports,
-                    }
-                    .constant(value))
-                })
-                .collect()
-        };
         // The position of step `k` of a row in the scan's order.
         let position = |k: usize| match order {
             ScanOrder::Forward => k,
@@ -952,7 +938,7 @@ impl<'k> Gen<'_, 'k> {
                 for row in 0..rows {
                     let ptrs = g.row_pointers(b, row, &outer)?;
                     g.hoist_row_indices(b, &ptrs)?;
-                    let accs = identities(g, b)?;
+                    let accs = g.scan_identities(b, &scans, 1, 1)?;
                     g.scan_accs = scans.iter().map(|s| s.0).zip(accs).collect();
                     for k in 0..inner {
                         let at = g.const_i64(b, position(k) as i64);
@@ -976,7 +962,7 @@ impl<'k> Gen<'_, 'k> {
             let offs = g.offsets(b, row, 0, &outer, &zeros);
             let ptrs = g.pointers(b, &offs)?;
             g.hoist_row_indices(b, &ptrs)?;
-            let accs = identities(g, b)?;
+            let accs = g.scan_identities(b, &scans, 1, 1)?;
             g.emit_scan_row(b, order, last, SCAN_UNROLL, &accs, &mut |g, b, at, accs| {
                 g.scan_accs = scans.iter().map(|s| s.0).zip(accs.iter().copied()).collect();
                 g.emit_body(b, 1, at, &ptrs, &mut Vec::new())?;
@@ -992,6 +978,33 @@ impl<'k> Gen<'_, 'k> {
             1,
             self.min_points_per_thread(),
         ))
+    }
+
+    /// The starting accumulators of `copies` sets of the `scans` (body index, op, dtype), each
+    /// its op's identity at width `w`.
+    fn scan_identities(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        scans: &[(usize, ReduceOp, DType)],
+        w: u8,
+        copies: usize,
+    ) -> Result<Vec<Value>, BackendError> {
+        let mut accs = Vec::with_capacity(copies * scans.len());
+        for _ in 0..copies {
+            for &(_, op, dtype) in scans {
+                let value = identity(op, dtype)?;
+                let imports = self.imports;
+                accs.push(
+                    Emitter {
+                        b: &mut *b,
+                        w,
+                        imports,
+                    }
+                    .constant(value),
+                );
+            }
+        }
+        Ok(accs)
     }
 
     /// The steps of one row of a kernel with scans, `last + 1` points in `order`: `step` at
@@ -1077,26 +1090,12 @@ impl<'k> Gen<'_, 'k> {
             .map(|a| (a.strides.get(1).copied().unwrap_or(0) * a.elem_bytes()) as i64)
             .collect();
         let last = i64::try_from(inner).map_err(|_| internal("a row beyond i64"))? - 1;
-        let imports = self.imports;
         // `vectors` vectors of rows from `row` on, scanned together: their accumulators
         // interleave, so the steps of neighbouring rows overlap and each step of an access
         // reads and writes `vectors` neighbouring vectors (a time-major batch of `f32` rows
         // reads a cache line per step for four).
         let block = |g: &mut Self, b: &mut FunctionBuilder<'_>, row: Value, vectors: usize| {
-            let mut accs = Vec::with_capacity(vectors * scans.len());
-            for _ in 0..vectors {
-                for &(_, op, dtype) in scans {
-                    let value = identity(op, dtype)?;
-                    accs.push(
-                        Emitter {
-                            b: &mut *b,
-                            w,
-                            imports,
-                        }
-                        .constant(value),
-                    );
-                }
-            }
+            let accs = g.scan_identities(b, scans, w, vectors)?;
             let rows_at = (0..vectors)
                 .map(|v| g.add_imm(b, row, (v * usize::from(w)) as i64))
                 .collect::<Vec<_>>();

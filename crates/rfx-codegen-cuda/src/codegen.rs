@@ -520,26 +520,21 @@ impl Emitter<'_> {
             let zero = literal(Scalar::zero(dtype));
             self.line(1, &format!("{} s{slot} = {zero};", c_type(dtype)));
         }
-        if let Some(order) = kernel.scan {
-            self.emit_scan_body(idx, order, leading, reduced_points);
-            self.line(0, "}");
-            return KernelLaunch {
-                entry,
-                params,
-                uses_arena,
-                units,
-                tree: None,
+        if kernel.scan.is_some() || tree {
+            let tree = match kernel.scan {
+                Some(order) => {
+                    self.emit_scan_body(idx, order, leading, reduced_points);
+                    None
+                }
+                None => Some(self.emit_tree_body(idx, split, leading, reduced)),
             };
-        }
-        if tree {
-            let tree = self.emit_tree_body(idx, split, leading, reduced);
             self.line(0, "}");
             return KernelLaunch {
                 entry,
                 params,
                 uses_arena,
                 units,
-                tree: Some(tree),
+                tree,
             };
         }
         self.emit_unit_loop_head(idx, leading, reduced_points);

@@ -1440,9 +1440,7 @@ fn emit_scan_loop(
 ) -> Result<(), BackendError> {
     for (k, inst) in kernel.body.iter().enumerate() {
         if let Inst::Scan { op, dst, .. } = inst {
-            let dtype = kernel
-                .slot_dtype(*dst)
-                .ok_or_else(|| compile_error(format!("kernel `{}`: undeclared slot {dst}", kernel.name)))?;
+            let dtype = slot_dtype(kernel, *dst)?;
             let identity = reduce_identity(op.reduce_op(), dtype)
                 .ok_or_else(|| compile_error(format!("{op} on {dtype}")))?;
             let _ = writeln!(
@@ -1584,9 +1582,7 @@ fn emit_body(
             let value = em.combine(*op, dtype, &acc, &slot(*src));
             let _ = writeln!(b, "{indent}{acc} = {value};");
         } else if let Inst::Scan { dst, op, src } = inst {
-            let dtype = kernel
-                .slot_dtype(*src)
-                .ok_or_else(|| compile_error(format!("kernel `{}`: undeclared slot {src}", kernel.name)))?;
+            let dtype = slot_dtype(kernel, *src)?;
             let acc = format!("scan{k}");
             let value = em.combine(op.reduce_op(), dtype, &acc, &slot(*src));
             let _ = writeln!(b, "{indent}{acc} = {value};");
@@ -1596,6 +1592,13 @@ fn emit_body(
         }
     }
     Ok(())
+}
+
+/// The declared dtype of `slot`, or the error for a slot the kernel does not declare.
+fn slot_dtype(kernel: &LirKernel, slot: SlotId) -> Result<DType, BackendError> {
+    kernel
+        .slot_dtype(slot)
+        .ok_or_else(|| compile_error(format!("kernel `{}`: unknown slot {slot}", kernel.name)))
 }
 
 /// Element `element` of buffer `buf` (of `dtype`) as a value: bools are stored as `u32`.
@@ -1625,11 +1628,7 @@ fn emit_inst(
     bindings: &mut BTreeSet<usize>,
     b: &mut String,
 ) -> Result<(), BackendError> {
-    let dtype_of = |s: SlotId| {
-        kernel
-            .slot_dtype(s)
-            .ok_or_else(|| compile_error(format!("kernel `{}`: unknown slot {s}", kernel.name)))
-    };
+    let dtype_of = |s: SlotId| slot_dtype(kernel, s);
     let expr = match inst {
         Inst::Load {
             buf, strides, offset, ..

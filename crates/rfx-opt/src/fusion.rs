@@ -844,15 +844,23 @@ impl Plan<'_> {
             })
             .map(|(&v, _)| v)
             .collect();
-        Ok((drop_unread_temps(kernel.name(), buffers, kernels), unstored))
+        Ok((
+            drop_unread_temps(kernel.name(), buffers, kernels, &read),
+            unstored,
+        ))
     }
 }
 
 /// The program without the temporaries no kernel reads, nor the writes into them: a value
 /// stored only because it is a root (a scan, which must be computed by its ordered kernel)
 /// whose every reader computes in that kernel at its own points needs no buffer.
-fn drop_unread_temps(name: &str, buffers: Vec<Buffer>, mut kernels: Vec<MirKernel>) -> MirProgram {
-    let read: BTreeSet<BufId> = kernels.iter().flat_map(MirKernel::reads).collect();
+/// `read` holds every buffer some kernel reads.
+fn drop_unread_temps(
+    name: &str,
+    buffers: Vec<Buffer>,
+    mut kernels: Vec<MirKernel>,
+    read: &BTreeSet<BufId>,
+) -> MirProgram {
     let keep: Vec<bool> = buffers
         .iter()
         .enumerate()

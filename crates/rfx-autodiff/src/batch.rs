@@ -199,14 +199,23 @@ pub fn vmap_out(
                 };
                 b.copy(&op, &[args[0].0], &ty)?
             }
-            // A running fold along the same axis of every example.
+            // A running fold (or a linear recurrence, its coefficient broadcast along the batch
+            // when unbatched) along the same axis of every example.
             &Op::Scan { op, axis, reverse } => {
                 let op = Op::Scan {
                     op,
                     axis: axis + 1,
                     reverse,
                 };
-                b.copy(&op, &[args[0].0], &ty)?
+                let mut operands = Vec::with_capacity(args.len());
+                for &(v, batched) in &args {
+                    operands.push(if batched {
+                        v
+                    } else {
+                        b.broadcast_to(v, ty.shape.clone())?
+                    });
+                }
+                b.copy(&op, &operands, &ty)?
             }
             Op::Transpose { perm } => {
                 let perm: Vec<usize> = std::iter::once(0).chain(perm.iter().map(|p| p + 1)).collect();

@@ -10,7 +10,9 @@ use rfx_ir::{ReduceOp, ScanOp, Shape, TensorType};
 use crate::error::AdError;
 use crate::graph::{Batched, Emitter, InputRef, WrtInput, active_values, keep_outputs, rebuild, resolve_wrt};
 use crate::reverse::{batched_perm, behind, concat, grad, jacrev};
-use crate::rules::{Partial, chooser_weights, cumprod_tangent, partials, prod_others, scan_positions};
+use crate::rules::{
+    Partial, chooser_weights, cumprod_tangent, linear_as_fold, partials, prod_others, scan_positions,
+};
 
 /// Runs one forward sweep: `seeds[i]` is the tangent of `wrt[i]` (`None`: zero). Returns the
 /// tangent of every primal value (`None`: zero), indexed by primal value.
@@ -154,10 +156,34 @@ pub(crate) fn forward(
                 }
                 None => None,
             },
+            // `y[i] = a[i] y[i-1] + x[i]` gives `dy[i] = a[i] dy[i-1] + (da[i] y[i-1] + dx[i])`:
+            // the same recurrence of the tangents.
+            &Op::Scan {
+                op: ScanOp::Linear,
+                axis,
+                reverse,
+            } => {
+                let full = concat(batch, &out_shape);
+                let mut driven = arg_tangents[0];
+                if let Some(da) = arg_tangents[1] {
+                    let previous = em.shift_along(out, axis, reverse, 0.0)?;
+                    let term = em.mul(da, previous)?;
+                    driven = em.add_opt(driven, Some(term))?;
+                }
+                match driven {
+                    Some(driven) => {
+                        let driven = em.broadcast_to(driven, full.clone())?;
+                        let coef = em.broadcast_to(args[1], full)?;
+                        Some(em.linrec(driven, coef, batch.rank() + axis, reverse)?)
+                    }
+                    None => None,
+                }
+            }
             &Op::Scan { op, axis, reverse } => match arg_tangents[0] {
                 Some(t) => Some(match op {
                     ScanOp::Sum => em.scan(ScanOp::Sum, t, batch.rank() + axis, reverse)?,
-                    ScanOp::Prod => cumprod_tangent(em, args[0], t, axis, reverse, batch)?,
+                    ScanOp::Prod => cumprod_tangent(em, args[0], out, t, axis, reverse, batch)?,
+                    ScanOp::Linear => return Err(linear_as_fold()),
                     // Each result is one element of `x`: its tangent is that element's.
                     // (An empty operand has an empty tangent, which no lookup can read.)
                     ScanOp::Max | ScanOp::Min if out_shape.numel() == 0 => t,

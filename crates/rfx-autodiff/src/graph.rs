@@ -502,6 +502,58 @@ impl Emitter {
         self.node(Op::Scan { op, axis, reverse }, &[x], None)
     }
 
+    /// The linear recurrence `y[i] = coef[i] * y[i-1] + x[i]` along `axis`, from its end when
+    /// `reverse` (`coef` has `x`'s shape).
+    pub(crate) fn linrec(
+        &mut self,
+        x: ValueId,
+        coef: ValueId,
+        axis: usize,
+        reverse: bool,
+    ) -> Result<ValueId, AdError> {
+        let op = Op::Scan {
+            op: ScanOp::Linear,
+            axis,
+            reverse,
+        };
+        self.node(op, &[x, coef], None)
+    }
+
+    /// `v` moved one step along `axis` in a scan's order: element `i` holds element `i - 1`
+    /// (`i + 1` with `reverse`), and the first element in that order holds `fill`.
+    pub(crate) fn shift_along(
+        &mut self,
+        v: ValueId,
+        axis: usize,
+        reverse: bool,
+        fill: f64,
+    ) -> Result<ValueId, AdError> {
+        let shape = self.shape(v)?;
+        let extent = shape.dims().get(axis).copied().unwrap_or(0);
+        if extent == 0 {
+            return Ok(v);
+        }
+        let mut starts = vec![0; shape.rank()];
+        let mut low = vec![0; shape.rank()];
+        if reverse {
+            starts[axis] = 1;
+        } else {
+            low[axis] = 1;
+        }
+        let mut window = shape.dims().to_vec();
+        window[axis] = extent - 1;
+        let kept = self.slice(v, &starts, Shape::new(window))?;
+        let shifted = self.pad(kept, &low, shape.clone())?;
+        if fill == 0.0 {
+            return Ok(shifted);
+        }
+        let position = self.iota(DType::I32, shape, axis)?;
+        let first = self.scalar(DType::I32, if reverse { (extent - 1) as f64 } else { 0.0 });
+        let at_first = self.compare(CmpOp::Eq, position, first)?;
+        let fill = self.scalar_like(v, fill)?;
+        self.select(at_first, fill, shifted)
+    }
+
     /// `select(cond, x, 0)` (or `select(cond, 0, x)` when `pass_when` is false).
     pub(crate) fn mask(&mut self, cond: ValueId, pass_when: bool, x: ValueId) -> Result<ValueId, AdError> {
         let zero = self.scalar_like(x, 0.0)?;

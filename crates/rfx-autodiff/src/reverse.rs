@@ -13,8 +13,8 @@ use rfx_ir::{CmpOp, ReduceOp, ScanOp, Shape, TensorType};
 use crate::error::AdError;
 use crate::graph::{Batched, Emitter, InputRef, WrtInput, active_values, resolve_wrt};
 use crate::rules::{
-    Partial, chooser_weights, cumprod_adjoint, keepdims_shape, partials, prod_others, reduced_count,
-    scan_positions,
+    Partial, chooser_weights, cumprod_adjoint, keepdims_shape, linear_as_fold, partials, prod_others,
+    reduced_count, scan_positions,
 };
 
 /// `slot + c`: two diagonal adjoints add their diagonals, anything else adds densely.
@@ -195,12 +195,27 @@ fn dense_contributions(
                 None,
             ]
         }
+        // The adjoint of `y[i] = a[i] y[i-1] + x[i]` runs the recurrence backwards: `λ[i] =
+        // ct[i] + a[i+1] λ[i+1]`, the operand's adjoint `λ` and the coefficient's `λ[i] y[i-1]`.
+        &Op::Scan {
+            op: ScanOp::Linear,
+            axis,
+            reverse,
+        } => {
+            let full = concat(batch, &em.shape(out)?);
+            let next = em.shift_along(args[1], axis, !reverse, 0.0)?;
+            let next = em.broadcast_to(next, full)?;
+            let lambda = em.linrec(ct, next, batch_rank + axis, !reverse)?;
+            let previous = em.shift_along(out, axis, reverse, 0.0)?;
+            vec![Some(lambda), Some(em.mul(lambda, previous)?)]
+        }
         Op::Scan { op, axis, reverse } => {
             let (x, axis, reverse) = (args[0], *axis, *reverse);
             vec![Some(match op {
+                ScanOp::Linear => return Err(linear_as_fold()),
                 // The transpose of a running sum is the running sum from the other end.
                 ScanOp::Sum => em.scan(ScanOp::Sum, ct, batch_rank + axis, !reverse)?,
-                ScanOp::Prod => cumprod_adjoint(em, x, ct, axis, reverse, batch)?,
+                ScanOp::Prod => cumprod_adjoint(em, x, out, ct, axis, reverse, batch)?,
                 // Each result is one element of `x`: its adjoint goes back there. (An empty
                 // operand has an empty adjoint, which no lookup can read.)
                 ScanOp::Max | ScanOp::Min if em.shape(x)?.numel() == 0 => ct,

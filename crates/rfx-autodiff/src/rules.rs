@@ -309,95 +309,58 @@ pub(crate) fn scan_positions(
     em.scan(latest, marked, axis, reverse)
 }
 
-/// The square the exact derivatives of a running product of `x` along `axis` sum over: `x`
-/// with an axis `j` of `x`'s extent `n` along `axis` inserted before it (`x`'s own axis is
-/// then `k`). Its positions `j` and `k` are `i32` iotas of shape
-/// `[1; axis] ++ [n, n] ++ [1; rank - axis - 1]`; `diagonal` is `j == k`; `x_k` is `x` with an
-/// axis of one at `axis`, its elements along `k`.
-struct Square {
-    shape: Shape,
-    j: ValueId,
-    k: ValueId,
-    diagonal: ValueId,
-    x_k: ValueId,
-}
-
-fn square(em: &mut Emitter, x: ValueId, axis: usize) -> Result<Square, AdError> {
-    let shape = em.shape(x)?;
-    let extent = shape.dims().get(axis).copied().unwrap_or(1);
-    let mut dims = vec![1; shape.rank() + 1];
-    dims[axis] = extent;
-    dims[axis + 1] = extent;
-    let positions = Shape::new(dims);
-    let j = em.iota(DType::I32, positions.clone(), axis)?;
-    let k = em.iota(DType::I32, positions, axis + 1)?;
-    let diagonal = em.compare(CmpOp::Eq, j, k)?;
-    let x_k = along_k(em, x, &Shape::scalar(), &shape, axis)?;
-    Ok(Square {
-        shape,
-        j,
-        k,
-        diagonal,
-        x_k,
+/// The error for a linear recurrence met by a fold's rule, which has one operand (its own rule
+/// comes first, so this is never raised).
+pub(crate) fn linear_as_fold() -> AdError {
+    let op = ScanOp::Linear.name();
+    AdError::Internal(rfx_ir::hir::BuildError::Type {
+        op,
+        source: rfx_ir::TypeError::Arity {
+            op,
+            expected: 2,
+            found: 1,
+        },
     })
 }
 
-/// `v` (shape `batch ++ shape`) with an axis of one inserted at `batch.rank() + axis`: its
-/// elements along `axis` then lie along the square's `k` axis.
-fn along_k(
-    em: &mut Emitter,
-    v: ValueId,
-    batch: &Shape,
-    shape: &Shape,
-    axis: usize,
-) -> Result<ValueId, AdError> {
-    let mut dims = shape.dims().to_vec();
-    dims.insert(axis, 1);
-    em.reshape(v, Shape::new([batch.dims(), &dims].concat()))
-}
-
-/// The tangent of a running product of `x` (shape `S`) along `axis` for the tangent `t` of
-/// `x` (shape `batch ++ S`), without a division (exact at zeros): element `i` is
-/// `Σ_{j ≤ i} Π_{k ≤ i} (k == j ? t_k : x_k)` (`j ≥ i` and `k ≥ i` from the end), each product
-/// a running product along the square's `k` axis with `t_j` in place of `x_j`. `O(n²)` per
-/// line of `n` elements.
+/// The tangent of a running product `y` of `x` (shape `S`) along `axis` for the tangent `t`
+/// of `x` (shape `batch ++ S`): `dy[i] = x[i] dy[i-1] + t[i] y[i-1]` (with `y[-1] = 1`), a
+/// linear recurrence. No division, so exact at zeros, and `O(n)` per line.
 pub(crate) fn cumprod_tangent(
     em: &mut Emitter,
     x: ValueId,
+    y: ValueId,
     t: ValueId,
     axis: usize,
     reverse: bool,
     batch: &Shape,
 ) -> Result<ValueId, AdError> {
-    let sq = square(em, x, axis)?;
-    let t_k = along_k(em, t, batch, &sq.shape, axis)?;
-    let factors = em.select(sq.diagonal, t_k, sq.x_k)?;
-    let products = em.scan(ScanOp::Prod, factors, batch.rank() + axis + 1, reverse)?;
-    let reached = em.compare(if reverse { CmpOp::Ge } else { CmpOp::Le }, sq.j, sq.k)?;
-    let terms = em.mask(reached, true, products)?;
-    em.reduce(ReduceOp::Sum, terms, &[batch.rank() + axis], false)
+    let full = em.shape(t)?;
+    let previous = em.shift_along(y, axis, reverse, 1.0)?;
+    let driven = em.mul(t, previous)?;
+    let coef = em.broadcast_to(x, full)?;
+    em.linrec(driven, coef, batch.rank() + axis, reverse)
 }
 
-/// The adjoint of `x` (shape `S`) of a running product along `axis` from the result's adjoint
-/// `ct` (shape `batch ++ S`), without a division: element `j` is
-/// `Σ_{i ≥ j} ct_i Π_{k ≤ i, k ≠ j} x_k` (`i ≤ j` and `k ≥ i` from the end). `O(n²)` per line.
+/// The adjoint of `x` (shape `S`) of a running product `y` along `axis` from the result's
+/// adjoint `ct` (shape `batch ++ S`): `λ[i] = ct[i] + x[i+1] λ[i+1]` (the recurrence run
+/// backwards) and the adjoint `λ[i] y[i-1]` (with `y[-1] = 1`). No division, so exact at
+/// zeros, and `O(n)` per line.
 pub(crate) fn cumprod_adjoint(
     em: &mut Emitter,
     x: ValueId,
+    y: ValueId,
     ct: ValueId,
     axis: usize,
     reverse: bool,
     batch: &Shape,
 ) -> Result<ValueId, AdError> {
-    let sq = square(em, x, axis)?;
-    let one = em.scalar_like(x, 1.0)?;
-    let factors = em.select(sq.diagonal, one, sq.x_k)?;
-    let others = em.scan(ScanOp::Prod, factors, axis + 1, reverse)?;
-    let ct_k = along_k(em, ct, batch, &sq.shape, axis)?;
-    let weighted = em.mul(ct_k, others)?;
-    let reached = em.compare(if reverse { CmpOp::Le } else { CmpOp::Ge }, sq.k, sq.j)?;
-    let terms = em.mask(reached, true, weighted)?;
-    em.reduce(ReduceOp::Sum, terms, &[batch.rank() + axis + 1], false)
+    let full = em.shape(ct)?;
+    let next = em.shift_along(x, axis, !reverse, 0.0)?;
+    let next = em.broadcast_to(next, full)?;
+    let lambda = em.linrec(ct, next, batch.rank() + axis, !reverse)?;
+    let previous = em.shift_along(y, axis, reverse, 1.0)?;
+    em.mul(lambda, previous)
 }
 
 /// `shape` with the reduced `axes` kept as size 1.

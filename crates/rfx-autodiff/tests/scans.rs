@@ -1,4 +1,5 @@
-//! Running folds (`cumsum`, `cumprod`, `cummax`, `cummin`) against hand-derived closed forms
+//! Running folds (`cumsum`, `cumprod`, `cummax`, `cummin`) and the linear recurrence (`linrec`,
+//! in both operands) against hand-derived closed forms
 //! and central finite differences, in reverse mode (`grad`), forward mode (`jvp`), both
 //! directions and along every axis; the exact derivatives of a running product at zeros; the
 //! derivative of a running maximum following the element each result is; and `vmap`.
@@ -22,7 +23,7 @@ fn weighted_scan(op: ScanOp, shape: &[usize], axis: usize, reverse: bool) -> rfx
 fn every_scan_matches_finite_differences_both_ways_along_every_axis() {
     let shape = [2usize, 3, 4];
     let n: usize = shape.iter().product();
-    for (case, &op) in ScanOp::ALL.iter().enumerate() {
+    for (case, &op) in ScanOp::FOLDS.iter().enumerate() {
         for axis in 0..shape.len() {
             for reverse in [false, true] {
                 let kernel = weighted_scan(op, &shape, axis, reverse);
@@ -206,6 +207,149 @@ fn a_mapped_scan_scans_each_example() {
         for c in (0..5).rev() {
             acc += x[5 * r + c];
             want[5 * r + c] = acc;
+        }
+    }
+    assert_close("vmap", &got, &want, 0.0, 0.0);
+}
+
+/// `Σ w · linrec(x, a)` for `x`, `a` and `w` of `shape`.
+fn weighted_linrec(shape: &[usize], axis: usize, reverse: bool) -> rfx_ir::hir::Kernel {
+    kernel_f64("linrec", &[("x", shape), ("a", shape), ("w", shape)], |b, xs| {
+        let y = b.linrec(xs[0], xs[1], axis, reverse)?;
+        let weighted = b.binary(BinaryOp::Mul, y, xs[2])?;
+        b.reduce_all(ReduceOp::Sum, weighted)
+    })
+}
+
+#[test]
+fn linear_recurrence_matches_finite_differences_in_both_operands() {
+    let shape = [2usize, 3, 5];
+    let n: usize = shape.iter().product();
+    for axis in 0..shape.len() {
+        for reverse in [false, true] {
+            let kernel = weighted_linrec(&shape, axis, reverse);
+            let seed = (2 * axis + usize::from(reverse)) as u64;
+            let x = uniform(300 + seed, n, -2.0, 2.0);
+            // Coefficients of both signs, some past one in magnitude.
+            let a = uniform(400 + seed, n, -1.3, 1.3);
+            let w = uniform(500 + seed, n, -1.0, 1.0);
+            let inputs = [arr(&shape, &x), arr(&shape, &a), arr(&shape, &w)];
+            let what = format!("linrec axis {axis} reverse {reverse}");
+            let g = run(&grad(&kernel, &["x", "a"]).unwrap(), &inputs);
+            for (input, name) in [(0, "x"), (1, "a")] {
+                let fd = fd_grad(&kernel, &inputs, input, 0, None);
+                assert_close(&format!("{what}: grad {name}"), &g[input], &fd, 1e-6, 1e-8);
+            }
+            // Forward mode with tangents on both operands.
+            let (tx, ta) = (
+                uniform(600 + seed, n, -1.0, 1.0),
+                uniform(700 + seed, n, -1.0, 1.0),
+            );
+            let tangent = run_named(
+                &jvp(&kernel, &["x", "a"]).unwrap(),
+                &[
+                    arr(&shape, &x),
+                    arr(&shape, &a),
+                    arr(&shape, &w),
+                    arr(&shape, &tx),
+                    arr(&shape, &ta),
+                ],
+                "tangent_out",
+            );
+            let want: f64 = g[0]
+                .iter()
+                .zip(&tx)
+                .chain(g[1].iter().zip(&ta))
+                .map(|(g, t)| g * t)
+                .sum();
+            assert_close(&format!("{what}: jvp"), &tangent, &[want], 1e-12, 1e-14);
+        }
+    }
+}
+
+#[test]
+fn linear_recurrence_gradients_in_closed_form() {
+    // y = linrec(x, a) with a constant a: y[i] = Σ_{j ≤ i} a^(i-j) x[j], so the gradient of
+    // Σ y is Σ_{i ≥ j} a^(i-j) = (1 - a^(n-j)) / (1 - a), and of y[n-1] alone a^(n-1-j).
+    let n = 8;
+    let a = 0.5;
+    let kernel = kernel_f64("lp", &[("x", &[n]), ("a", &[n])], |b, xs| {
+        let y = b.linrec(xs[0], xs[1], 0, false)?;
+        b.reduce_all(ReduceOp::Sum, y)
+    });
+    let x = uniform(11, n, -1.0, 1.0);
+    let g = run(
+        &grad(&kernel, &["x", "a"]).unwrap(),
+        &[arr(&[n], &x), arr(&[n], &[a; 8])],
+    );
+    let want: Vec<f64> = (0..n)
+        .map(|j| (1.0 - a.powi((n - j) as i32)) / (1.0 - a))
+        .collect();
+    assert_close("d Σy / dx", &g[0], &want, 1e-15, 0.0);
+    // The coefficient's gradient is λ[i] y[i-1], and a[0] multiplies y[-1] = 0.
+    let mut y = vec![0.0; n];
+    let mut acc = 0.0;
+    for i in 0..n {
+        acc = a * acc + x[i];
+        y[i] = acc;
+    }
+    let want_a: Vec<f64> = (0..n)
+        .map(|i| if i == 0 { 0.0 } else { want[i] * y[i - 1] })
+        .collect();
+    assert_close("d Σy / da", &g[1], &want_a, 1e-14, 1e-15);
+}
+
+#[test]
+fn second_derivatives_of_a_linear_recurrence() {
+    // f = Σ linrec(x, a) is bilinear-ish in (x, a): its Hessian against central differences
+    // of the gradient.
+    let n = 5;
+    let kernel = kernel_f64("lr", &[("z", &[2 * n])], |b, xs| {
+        let x = b.slice(xs[0], &[0], [n])?;
+        let a = b.slice(xs[0], &[n], [n])?;
+        let y = b.linrec(x, a, 0, true)?;
+        let sq = b.binary(BinaryOp::Mul, y, y)?;
+        b.reduce_all(ReduceOp::Sum, sq)
+    });
+    let z = uniform(21, 2 * n, -0.9, 0.9);
+    let h = run_named(
+        &hessian(&kernel, &["z"]).unwrap(),
+        &[arr(&[2 * n], &z)],
+        "hess_out_z_z",
+    );
+    let g = grad(&kernel, &["z"]).unwrap();
+    let mut want = vec![0.0; 4 * n * n];
+    for j in 0..2 * n {
+        let step = 1e-6;
+        let mut plus = z.clone();
+        plus[j] += step;
+        let mut minus = z.clone();
+        minus[j] -= step;
+        let gp = run(&g, &[arr(&[2 * n], &plus)]).swap_remove(0);
+        let gm = run(&g, &[arr(&[2 * n], &minus)]).swap_remove(0);
+        for i in 0..2 * n {
+            want[i * 2 * n + j] = (gp[i] - gm[i]) / (2.0 * step);
+        }
+    }
+    assert_close("hessian", &h, &want, 1e-6, 1e-7);
+}
+
+#[test]
+fn a_mapped_linear_recurrence_filters_each_example() {
+    // vmap over rows of signals, with a coefficient shared by every example (unbatched).
+    let kernel = kernel_f64("f", &[("x", &[6]), ("a", &[6])], |b, xs| {
+        b.linrec(xs[0], xs[1], 0, false)
+    });
+    let mapped = vmap(&kernel, &[Some(0), None], 3).unwrap();
+    let x = uniform(8, 18, -1.0, 1.0);
+    let a = uniform(9, 6, 0.0, 1.0);
+    let got = run(&mapped, &[arr(&[3, 6], &x), arr(&[6], &a)]).swap_remove(0);
+    let mut want = vec![0.0; 18];
+    for r in 0..3 {
+        let mut acc = -0.0;
+        for c in 0..6 {
+            acc = a[c] * acc + x[6 * r + c];
+            want[6 * r + c] = acc;
         }
     }
     assert_close("vmap", &got, &want, 0.0, 0.0);

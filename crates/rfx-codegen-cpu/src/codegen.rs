@@ -3318,18 +3318,25 @@ impl<'k> Gen<'_, 'k> {
                 reduced.push((body_index.unwrap_or(0), get(slots, *src)?));
                 None
             }
-            Inst::Scan { dst, op, src } => {
+            Inst::Scan { dst, op, src, coef } => {
                 let dtype = self.slot_dtype(*src)?;
                 let x = get(slots, *src)?;
+                let coef = coef.map(|c| get(slots, c)).transpose()?;
                 let acc = body_index
                     .and_then(|i| self.scan_accs.iter_mut().find(|(at, _)| *at == i))
                     .ok_or_else(|| internal("a scan outside a scanning kernel's body"))?;
-                let next = Emitter {
+                let mut em = Emitter {
                     b: &mut *b,
                     w,
                     imports: self.imports,
-                }
-                .combine(op.reduce_op(), acc.1, x, dtype)?;
+                };
+                // A linear recurrence scales the accumulator first (`coef * acc + x`, rounded
+                // twice: never contracted, even under fast math).
+                let scaled = match coef {
+                    Some(coef) => em.binary(BinaryOp::Mul, coef, acc.1, dtype)?,
+                    None => acc.1,
+                };
+                let next = em.combine(op.reduce_op(), scaled, x, dtype)?;
                 acc.1 = next;
                 Some((*dst, next))
             }

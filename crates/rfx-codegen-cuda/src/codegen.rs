@@ -1051,9 +1051,19 @@ impl Emitter<'_> {
                 let combined = self.combine(*op, self.buf_dtype(*buf), acc, &src.to_string());
                 format!("{acc} = {combined};")
             }
-            Inst::Scan { dst, op, src } => {
+            Inst::Scan { dst, op, src, coef } => {
                 let Some(acc) = acc else { return };
-                let combined = self.combine(op.reduce_op(), self.dtype(*src), acc, &src.to_string());
+                let dtype = self.dtype(*src);
+                // A linear recurrence scales the accumulator first, `coef * acc + src`, rounded
+                // twice: `__fmul_rn` is never contracted into a multiply-add, even under
+                // `--fmad=true`.
+                let scaled = match (coef, dtype) {
+                    (Some(coef), DType::F32) => format!("__fmul_rn({coef}, {acc})"),
+                    (Some(coef), DType::F64) => format!("__dmul_rn({coef}, {acc})"),
+                    (Some(coef), _) => self.binary(BinaryOp::Mul, dtype, &coef.to_string(), acc),
+                    (None, _) => acc.to_string(),
+                };
+                let combined = self.combine(op.reduce_op(), dtype, &scaled, &src.to_string());
                 format!("{acc} = {combined}; {dst} = {acc};")
             }
         };

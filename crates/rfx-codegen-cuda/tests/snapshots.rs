@@ -112,3 +112,15 @@ fn scans_both_ways() {
          output p = %p output g = %g output m = %m }"
     ));
 }
+
+#[test]
+fn linear_recurrence() {
+    // A low-pass filter along each row and a discounted sum from the end down the columns: the
+    // accumulator scaled by `__fmul_rn` (never contracted into a multiply-add) before the add.
+    insta::assert_snapshot!(exact(
+        "kernel filters { %x = input x : f32[8,20] %a = input a : f32[8,20] %w = input w : f64[8,20] \
+         %b = input b : f64[8,20] %k = const 0.25 : f32[] %d = mul %x, %k : f32[8,20] \
+         %y = linrec %d, %a axis 1 : f32[8,20] %g = linrec %w, %b axis 0 reverse : f64[8,20] \
+         output y = %y output g = %g }"
+    ));
+}

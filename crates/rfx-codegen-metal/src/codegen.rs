@@ -1581,10 +1581,15 @@ fn emit_body(
             let acc = format!("acc{k}_{}", lane.unwrap_or(0));
             let value = em.combine(*op, dtype, &acc, &slot(*src));
             let _ = writeln!(b, "{indent}{acc} = {value};");
-        } else if let Inst::Scan { dst, op, src } = inst {
+        } else if let Inst::Scan { dst, op, src, coef } = inst {
             let dtype = slot_dtype(kernel, *src)?;
             let acc = format!("scan{k}");
-            let value = em.combine(op.reduce_op(), dtype, &acc, &slot(*src));
+            // A linear recurrence scales the accumulator first: `coef * acc + src`.
+            let scaled = match coef {
+                Some(coef) => format!("({})", em.binary(BinaryOp::Mul, dtype, &slot(*coef), &acc)),
+                None => acc.clone(),
+            };
+            let value = em.combine(op.reduce_op(), dtype, &scaled, &slot(*src));
             let _ = writeln!(b, "{indent}{acc} = {value};");
             let _ = writeln!(b, "{indent}{} = {acc};", slot(*dst));
         } else {

@@ -5,7 +5,7 @@ mod common;
 
 use common::{lower_kernel, parse};
 
-const KERNELS: [(&str, &str); 8] = [
+const KERNELS: [(&str, &str); 9] = [
     (
         "fused_chain",
         "kernel fused_chain {
@@ -97,6 +97,19 @@ const KERNELS: [(&str, &str); 8] = [
   %m = cummax %v axis 0 reverse : f32[8,37]
   output t = %t
   output m = %m
+}",
+    ),
+    (
+        // A low-pass filter along rows: each step scales the accumulator by the coefficient
+        // and adds the operand, two rounded operations.
+        "linrec",
+        "kernel linrec {
+  %x = input x : f32[8,37]
+  %a = input a : f32[8,37]
+  %k = const 0.25 : f32[]
+  %d = mul %x, %k : f32[8,37]
+  %y = linrec %d, %a axis 1 : f32[8,37]
+  output y = %y
 }",
     ),
 ];

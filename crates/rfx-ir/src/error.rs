@@ -49,6 +49,17 @@ pub enum TypeError {
         /// The operand shape that does not fit.
         rhs: Shape,
     },
+    /// Operands that must share one shape exactly (a linear recurrence's operand and
+    /// coefficient) but do not.
+    #[error("`{op}` needs operands of one shape, got {lhs} and {rhs}")]
+    ShapeMismatch {
+        /// The op's text name.
+        op: &'static str,
+        /// The first operand's shape.
+        lhs: Shape,
+        /// The mismatching operand's shape.
+        rhs: Shape,
+    },
     /// `broadcast_to` to a shape the operand does not broadcast to.
     #[error("cannot broadcast {from} to {to}")]
     BroadcastTo {

@@ -241,6 +241,8 @@ impl ReduceOp {
 /// `1 * x`, `max(-inf, x)`, NaN kept), so element 0 is the operand's element 0 bit for bit and
 /// each later one is one more sequential step: NumPy's bits. The result has the operand's dtype
 /// and shape.
+///
+/// [`ScanOp::Linear`] is the one scan of two operands: a first-order linear recurrence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub enum ScanOp {
     /// Running sum; numeric, i32 wraps.
@@ -252,21 +254,40 @@ pub enum ScanOp {
     Max,
     /// Running minimum, NaN-propagating; numeric. Each step is `min(acc, x)`.
     Min,
+    /// The first-order linear recurrence `y[i] = a[i] * y[i-1] + x[i]` of an operand `x` and a
+    /// coefficient `a` of its dtype and shape (a discrete low-pass filter run over a signal, a
+    /// discounted cost-to-go with `reverse`); numeric, i32 wraps. It starts from the running
+    /// sum's identity (`y[-1] = -0`, so `y[0] = x[0]` bit for bit whenever `a[0] >= +0`) and
+    /// each step rounds the product and then the sum (never one fused multiply-add): the bits of
+    /// the loop `y = a[i] * y + x[i]`. With every `a[i] = 1` it is the running sum, bit for bit.
+    Linear,
 }
 
-op_names!(ScanOp { Sum => "cumsum", Prod => "cumprod", Max => "cummax", Min => "cummin" });
+op_names!(ScanOp { Sum => "cumsum", Prod => "cumprod", Max => "cummax", Min => "cummin", Linear => "linrec" });
 
 impl ScanOp {
+    /// The running folds of one operand, every scan but [`ScanOp::Linear`].
+    pub const FOLDS: &'static [ScanOp] = &[ScanOp::Sum, ScanOp::Prod, ScanOp::Max, ScanOp::Min];
+
     /// Whether the scan accepts operands of `dtype` (the result has the same dtype).
     pub fn accepts(self, dtype: DType) -> bool {
         dtype.is_numeric()
     }
 
-    /// The reduction whose identity and combining step the scan uses: the scan's last element
-    /// is that reduction of the whole axis, bit for bit.
+    /// The number of operands: 2 for [`ScanOp::Linear`] (the operand, then the coefficient),
+    /// 1 for the folds.
+    pub fn arity(self) -> usize {
+        if self == ScanOp::Linear { 2 } else { 1 }
+    }
+
+    /// The reduction whose identity starts the scan and, for a fold, whose combining step it
+    /// uses: a fold's last element is that reduction of the whole axis, bit for bit.
+    /// [`ScanOp::Linear`] starts from the running sum's identity, and its step (see
+    /// [`crate::semantics::scan_step`]) adds the operand to the scaled accumulator with the
+    /// sum's step.
     pub fn reduce_op(self) -> ReduceOp {
         match self {
-            ScanOp::Sum => ReduceOp::Sum,
+            ScanOp::Sum | ScanOp::Linear => ReduceOp::Sum,
             ScanOp::Prod => ReduceOp::Prod,
             ScanOp::Max => ReduceOp::Max,
             ScanOp::Min => ReduceOp::Min,

@@ -260,15 +260,30 @@ pub fn reduce_finish(op: ReduceOp, acc: Scalar, count: usize) -> Option<Scalar> 
     }
 }
 
-/// The running fold [`ScanOp`] `op` of `values`, a row-major array of extents `dims`, along
-/// `axis`: each line along the axis starts from the op's identity
-/// ([`reduce_identity`] of [`ScanOp::reduce_op`]) and folds its elements one at a time with
-/// [`reduce_combine`], from the first (or with `reverse` the last) element on, element `i`
-/// getting the fold so far. `None` when `axis` is not below the rank, `values` does not hold
-/// one element per point of `dims`, or the op rejects the elements' dtype.
+/// One step of the scan `op`: the accumulator `acc` combined with the operand `x` (and, for
+/// [`ScanOp::Linear`], scaled by the coefficient `coef` first: `coef * acc + x`, rounded
+/// twice). `None` when the dtypes differ or the op rejects them, or when `coef` is missing for
+/// the linear recurrence.
+pub fn scan_step(op: ScanOp, acc: Scalar, x: Scalar, coef: Option<Scalar>) -> Option<Scalar> {
+    if op == ScanOp::Linear {
+        let scaled = binary(BinaryOp::Mul, coef?, acc)?;
+        return reduce_combine(ReduceOp::Sum, scaled, x);
+    }
+    reduce_combine(op.reduce_op(), acc, x)
+}
+
+/// The scan [`ScanOp`] `op` of `values`, a row-major array of extents `dims`, along `axis`:
+/// each line along the axis starts from the op's identity ([`reduce_identity`] of
+/// [`ScanOp::reduce_op`]) and takes its elements one at a time with [`scan_step`], from the
+/// first (or with `reverse` the last) element on, element `i` getting the accumulator so far.
+/// `coefs` holds [`ScanOp::Linear`]'s coefficient, one per element as `values` (`None` for the
+/// folds). `None` when `axis` is not below the rank, `values` (or `coefs`) does not hold one
+/// element per point of `dims`, the linear recurrence has no `coefs`, or the op rejects the
+/// elements' dtype.
 pub fn scan(
     op: ScanOp,
     values: &[Scalar],
+    coefs: Option<&[Scalar]>,
     dims: &[usize],
     axis: usize,
     reverse: bool,
@@ -276,7 +291,10 @@ pub fn scan(
     let extent = *dims.get(axis)?;
     let inner: usize = dims.get(axis + 1..)?.iter().product();
     let outer: usize = dims.get(..axis)?.iter().product();
-    if outer.checked_mul(extent)?.checked_mul(inner)? != values.len() {
+    if outer.checked_mul(extent)?.checked_mul(inner)? != values.len()
+        || coefs.is_some_and(|c| c.len() != values.len())
+        || coefs.is_some() != (op == ScanOp::Linear)
+    {
         return None;
     }
     let Some(first) = values.first() else {
@@ -290,7 +308,11 @@ pub fn scan(
             for step in 0..extent {
                 let k = if reverse { extent - 1 - step } else { step };
                 let at = (o * extent + k) * inner + i;
-                acc = reduce_combine(op.reduce_op(), acc, *values.get(at)?)?;
+                let coef = match coefs {
+                    Some(c) => Some(*c.get(at)?),
+                    None => None,
+                };
+                acc = scan_step(op, acc, *values.get(at)?, coef)?;
                 *out.get_mut(at)? = acc;
             }
         }

@@ -382,7 +382,24 @@ fn random_op(
                 return None;
             }
             let op = *rng.pick(ScanOp::ALL)?;
-            b.scan(op, x, rng.below(rank), rng.chance(0.5)).ok()
+            let (axis, reverse) = (rng.below(rank), rng.chance(0.5));
+            if op == ScanOp::Linear {
+                // The coefficient: another value of the operand's type (often a constant
+                // splat, a filter's decay), never a bool.
+                let coef = if rng.chance(0.5) {
+                    let c = constant_like(rng, b, xt.dtype);
+                    b.broadcast_to(c, xt.shape.dims().to_vec()).ok()?
+                } else {
+                    let same: Vec<ValueId> = values
+                        .iter()
+                        .copied()
+                        .filter(|&v| b.value_type(v).is_ok_and(|t| *t == xt))
+                        .collect();
+                    *rng.pick(&same)?
+                };
+                return b.linrec(x, coef, axis, reverse).ok();
+            }
+            b.scan(op, x, axis, reverse).ok()
         }
         _ => None,
     }

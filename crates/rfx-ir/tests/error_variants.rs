@@ -110,6 +110,23 @@ fn builder_rejects_operand_shapes_that_do_not_broadcast() {
 }
 
 #[test]
+fn builder_rejects_a_linear_recurrence_whose_coefficient_has_another_shape() {
+    let mut b = Builder::new("k");
+    let x = b.input("x", f32s([2, 3])).expect("input");
+    let a = b.input("a", f32s([3])).expect("input");
+    let err = type_error(b.linrec(x, a, 1, false));
+    assert!(
+        matches!(&err, TypeError::ShapeMismatch { op: "linrec", lhs, rhs }
+            if *lhs == Shape::new([2, 3]) && *rhs == Shape::new([3])),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "`linrec` needs operands of one shape, got [2,3] and [3]"
+    );
+}
+
+#[test]
 fn builder_rejects_broadcast_to_an_incompatible_shape() {
     let mut b = Builder::new("k");
     let x = b.input("x", f32s([3])).expect("input");

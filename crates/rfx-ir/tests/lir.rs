@@ -1053,10 +1053,20 @@ fn random_program(seed: u64) -> LirProgram {
             let src = rng.pick(&numeric);
             let dtype = kgen.slots[src.index()];
             let op = rfx_ir::ScanOp::ALL[rng.below(rfx_ir::ScanOp::ALL.len())];
+            // A linear recurrence's coefficient: a numeric slot of the operand's dtype.
+            let coef = (op == rfx_ir::ScanOp::Linear).then(|| {
+                let same: Vec<SlotId> = numeric
+                    .iter()
+                    .copied()
+                    .filter(|s| kgen.slots[s.index()] == dtype)
+                    .collect();
+                rng.pick(&same)
+            });
             body.push(Inst::Scan {
                 dst: kgen.dst(&mut rng, true, dtype),
                 op,
                 src,
+                coef,
             });
             Some(if rng.chance(50) {
                 ScanOrder::Forward

@@ -225,11 +225,13 @@ pub fn cases() -> Vec<Case> {
     cases
 }
 
-/// Every running fold on every numeric dtype along inner, middle and outer axes, both ways, at
+/// Every scan (the running folds and the linear recurrence) on every numeric dtype along
+/// inner, middle and outer axes, both ways, at
 /// lengths around the vector widths (0, 1, 7, 17 and 1000 points to a line) and over enough
 /// lines for vectors of them (37 and 70); and scans fused
 /// with their operand's and their consumers' elementwise work (an integrated velocity, a
-/// running cost's value and its cost-to-go), a scan of a scan, and a reduction of a scan.
+/// running cost's value and its cost-to-go, a low-pass filter and its discounted
+/// cost-to-go), a scan of a scan, and a reduction of a scan.
 fn scan_cases(push: &mut dyn FnMut(String, Option<Kernel>, Option<&'static str>, Option<f64>)) {
     for dtype in [DType::F32, DType::F64, DType::I32] {
         for &op in ScanOp::ALL {
@@ -254,7 +256,23 @@ fn scan_cases(push: &mut dyn FnMut(String, Option<Kernel>, Option<&'static str>,
                 let mut b = Builder::new(name.clone());
                 let k = (|| {
                     let x = b.input("x", TensorType::new(dtype, shape.clone())).ok()?;
-                    let s = b.scan(op, x, axis, reverse).ok()?;
+                    let s = if op == ScanOp::Linear {
+                        // A float coefficient `a / (|a| + 1)` lies in (-1, 1) (NaN for NaN
+                        // and infinities), so lines decay rather than overflow, and is computed
+                        // in the scan's kernel; an i32 one is drawn whole (products wrap).
+                        let a = b.input("a", TensorType::new(dtype, shape.clone())).ok()?;
+                        let coef = if dtype.is_float() {
+                            let one = b.scalar(Scalar::from_f64(dtype, 1.0));
+                            let size = b.unary(UnaryOp::Abs, a).ok()?;
+                            let size = b.binary(BinaryOp::Add, size, one).ok()?;
+                            b.binary(BinaryOp::Div, a, size).ok()?
+                        } else {
+                            a
+                        };
+                        b.linrec(x, coef, axis, reverse).ok()?
+                    } else {
+                        b.scan(op, x, axis, reverse).ok()?
+                    };
                     b.output("out", s).ok()?;
                     b.finish().ok()
                 })();
@@ -285,6 +303,25 @@ fn scan_cases(push: &mut dyn FnMut(String, Option<Kernel>, Option<&'static str>,
                 b.output("peak", peak).ok()?;
                 b.output("twice", twice).ok()?;
                 b.output("total", total).ok()?;
+                b.finish().ok()
+            })();
+            push(name, k, None, None);
+            // A low-pass filter over each row (`y = 0.9 y + 0.1 x`), the discounted
+            // cost-to-go of its squared output (`g = y² + 0.95 g` from the end), and the
+            // filter's output kept too.
+            let name = format!("scan_lowpass_{dtype}_{rows}x{steps}");
+            let mut b = Builder::new(name.clone());
+            let k = (|| {
+                let x = b.input("x", TensorType::new(dtype, [rows, steps])).ok()?;
+                let gain = b.scalar(Scalar::from_f64(dtype, 0.1));
+                let decay = b.constant(Scalar::from_f64(dtype, 0.9), vec![rows, steps]);
+                let discount = b.constant(Scalar::from_f64(dtype, 0.95), vec![rows, steps]);
+                let driven = b.binary(BinaryOp::Mul, x, gain).ok()?;
+                let y = b.linrec(driven, decay, 1, false).ok()?;
+                let cost = b.binary(BinaryOp::Mul, y, y).ok()?;
+                let to_go = b.linrec(cost, discount, 1, true).ok()?;
+                b.output("y", y).ok()?;
+                b.output("to_go", to_go).ok()?;
                 b.finish().ok()
             })();
             push(name, k, None, None);

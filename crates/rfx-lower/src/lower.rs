@@ -340,6 +340,7 @@ pub(crate) fn lower_kernel(
                 dst,
                 op: *op,
                 src: operand(0)?,
+                coef: if op.arity() > 1 { Some(operand(1)?) } else { None },
             },
         };
         // Free the body slots whose last use is this instruction (after reading them).

@@ -1688,8 +1688,11 @@ impl KernelEmitter<'_, '_> {
             // Only a scan's own kernel computes it, at its own points (fusion makes every scan a
             // root, read stored elsewhere): its axis is one of the domain's.
             &Op::Scan { op, axis, reverse } => {
-                let x = self.value(operand(0)?)?;
-                self.push(MirOp::Scan { op, axis, reverse }, vec![x], dtype)
+                let mut args = vec![self.value(operand(0)?)?];
+                if op.arity() > 1 {
+                    args.push(self.value(operand(1)?)?);
+                }
+                self.push(MirOp::Scan { op, axis, reverse }, args, dtype)
             }
         };
         self.memo.insert(v, result);

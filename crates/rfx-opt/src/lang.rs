@@ -326,6 +326,13 @@ fn fold(
         // along an axis of one element (the identity's first step is exact), for a running
         // maximum or minimum (`max(c, c)` is `c`, bit for bit), a running sum of zeros (`-0 +
         // z` and `z + z` are `z` for a zero `z` of either sign) and a running product of ones.
+        // A linear recurrence of splats along an axis of one element is its first step.
+        Head::Scan(ScanOp::Linear, axis, _) => {
+            let (&x, &coef) = (args.first()?, args.get(1)?);
+            let extent = ty.shape.dims().get(*axis).copied()?;
+            let identity = semantics::reduce_identity(ReduceOp::Sum, x.dtype())?;
+            (extent <= 1).then(|| semantics::scan_step(ScanOp::Linear, identity, x, Some(coef)))?
+        }
         Head::Scan(op, axis, _) => {
             let x = *args.first()?;
             let extent = ty.shape.dims().get(*axis).copied()?;
@@ -337,6 +344,7 @@ fn fold(
                 ScanOp::Max | ScanOp::Min => true,
                 ScanOp::Sum => zero,
                 ScanOp::Prod => one,
+                ScanOp::Linear => false,
             };
             (extent <= 1 || steady).then_some(x)
         }

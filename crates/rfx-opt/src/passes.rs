@@ -1,7 +1,7 @@
 //! The HIR → HIR passes, each usable alone.
 
 use rfx_ir::hir::{Builder, Kernel, Op, ValueId, verify};
-use rfx_ir::{BinaryOp, Shape};
+use rfx_ir::{BinaryOp, Scalar, Shape};
 
 use crate::config::OptConfig;
 use crate::error::OptError;
@@ -83,7 +83,8 @@ pub fn eliminate_dead_ops(kernel: &Kernel) -> Result<Kernel, OptError> {
 /// `clamp(x, lo, hi)` becomes `min(max(x, lo), hi)`, which is its definition (so the rewrite is
 /// exact). A scan along an axis of at most one element is its operand: each result is the op's
 /// first step from its identity, which leaves the element (`-0 + x`, `1 * x`, `max(-inf, x)`;
-/// a NaN stays NaN). Also removes dead nodes.
+/// a NaN stays NaN), and a linear recurrence along such an axis is that step, `coef * -0 + x`.
+/// Also removes dead nodes.
 pub fn decompose(kernel: &Kernel) -> Result<Kernel, OptError> {
     rebuild(kernel, |b, _, node, args| match (&node.op, args) {
         (Op::Clamp, [x, lo, hi]) => {
@@ -91,6 +92,12 @@ pub fn decompose(kernel: &Kernel) -> Result<Kernel, OptError> {
             b.binary(BinaryOp::Min, lower, *hi).map_err(OptError::Rebuild)
         }
         (Op::Scan { axis, .. }, [x]) if node.ty.shape.dims().get(*axis).is_some_and(|&n| n <= 1) => Ok(*x),
+        // A linear recurrence's one step from the identity: `coef * -0 + x`, rounded twice.
+        (Op::Scan { axis, .. }, [x, coef]) if node.ty.shape.dims().get(*axis).is_some_and(|&n| n <= 1) => {
+            let zero = b.scalar(Scalar::from_f64(node.ty.dtype, -0.0));
+            let scaled = b.binary(BinaryOp::Mul, *coef, zero).map_err(OptError::Rebuild)?;
+            b.binary(BinaryOp::Add, scaled, *x).map_err(OptError::Rebuild)
+        }
         _ => copy_node(b, node, args),
     })
 }

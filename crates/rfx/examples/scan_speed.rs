@@ -3,8 +3,10 @@
 //! (`cumsum` along each vehicle's row, batch-major, and along the time axis of a time-major
 //! batch), a cost-to-go (the running sum of squared errors from the end), a running maximum,
 //! and the gradient of a single integrator's trajectory cost with respect to its velocities
-//! (`grad` of `Σ (p0 + cumsum(v dt) - goal)²`: a reverse running sum). Every rfx result must
-//! equal the Rust loop's bit for bit (both fold in order in `f32`). Median time per call and its
+//! (`grad` of `Σ (p0 + cumsum(v dt) - goal)²`: a reverse running sum); a low-pass filter over
+//! each row of signals and down a time-major batch (`linrec`), and the gradient of a sum of
+//! running products (two linear recurrences). Every rfx value must equal the Rust loop's bit for
+//! bit (both fold in order in `f32`; gradients within rounding). Median time per call and its
 //! ratio to Rust's.
 //!
 //! `cargo run --release -p rfx --example scan_speed`
@@ -72,6 +74,48 @@ fn integrator_grad(v: &[f32], p0: f32, goal: f32, dt: f32, horizon: usize, out: 
         for (q, g) in p.iter().zip(o.iter_mut()).rev() {
             back += (q - goal) * 2.0;
             *g = back * dt;
+        }
+    }
+}
+
+/// `y = 0.9 y + 0.1 x` along each row of `horizon` points.
+fn rows_lowpass(x: &[f32], horizon: usize, out: &mut [f32]) {
+    for (row, o) in x.chunks_exact(horizon).zip(out.chunks_exact_mut(horizon)) {
+        let mut acc = -0.0f32;
+        for (x, y) in row.iter().zip(o) {
+            acc = 0.9 * acc + x * 0.1;
+            *y = acc;
+        }
+    }
+}
+
+/// `y = 0.9 y + 0.1 x` down the time axis of a `[horizon, batch]` array.
+fn columns_lowpass(x: &[f32], batch: usize, out: &mut [f32]) {
+    let mut acc = vec![-0.0f32; batch];
+    for (row, o) in x.chunks_exact(batch).zip(out.chunks_exact_mut(batch)) {
+        for ((a, x), y) in acc.iter_mut().zip(row).zip(o) {
+            *a = 0.9 * *a + x * 0.1;
+            *y = *a;
+        }
+    }
+}
+
+/// The gradient of `Σ cumprod(x)` along each row: `λ_i Π_{k < i} x_k` with
+/// `λ_i = 1 + x_{i+1} λ_{i+1}` (no division, exact at zeros).
+fn cumprod_sum_grad(x: &[f32], horizon: usize, out: &mut [f32]) {
+    let mut prefix = vec![0.0f32; horizon];
+    for (row, o) in x.chunks_exact(horizon).zip(out.chunks_exact_mut(horizon)) {
+        let mut acc = 1.0f32;
+        for (x, p) in row.iter().zip(&mut prefix) {
+            *p = acc;
+            acc *= x;
+        }
+        let mut lambda = 0.0f32;
+        let mut next = 0.0f32;
+        for ((x, p), g) in row.iter().zip(&prefix).zip(o.iter_mut()).rev() {
+            lambda = 1.0 + next * lambda;
+            *g = lambda * p;
+            next = *x;
         }
     }
 }
@@ -168,6 +212,50 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         });
         assert!(close(&out, &want), "integrator gradient values");
         report(&format!("integrator grad [{batch}, {horizon}]"), t, r);
+    }
+    for (batch, horizon) in [(1, 100), (1024, 50), (1024, 200)] {
+        let x = data(batch * horizon, 1.1);
+        let mut f = rfx::jit(|x: Tensor| (x * 0.1).linrec(0.9, 1, false)).bind(&[f32s(&[batch, horizon])])?;
+        let (mut out, mut want) = (vec![0.0; x.len()], vec![0.0; x.len()]);
+        let t = timing::median_ns(50, 60, 20, || {
+            f.run_slices([&x[..]], [&mut out[..]]).expect("run")
+        });
+        let r = timing::median_ns(50, 60, 20, || {
+            rows_lowpass(black_box(&x), horizon, black_box(&mut want))
+        });
+        assert!(same_bits(&out, &want), "low-pass values");
+        report(&format!("low-pass rows [{batch}, {horizon}]"), t, r);
+    }
+    for (horizon, batch) in [(50, 1024), (200, 64)] {
+        let x = data(batch * horizon, 0.8);
+        let mut f = rfx::jit(|x: Tensor| (x * 0.1).linrec(0.9, 0, false)).bind(&[f32s(&[horizon, batch])])?;
+        let (mut out, mut want) = (vec![0.0; x.len()], vec![0.0; x.len()]);
+        let t = timing::median_ns(20, 40, 10, || {
+            f.run_slices([&x[..]], [&mut out[..]]).expect("run")
+        });
+        let r = timing::median_ns(20, 40, 10, || {
+            columns_lowpass(black_box(&x), batch, black_box(&mut want))
+        });
+        assert!(same_bits(&out, &want), "time-major low-pass values");
+        report(&format!("low-pass time-major [{horizon}, {batch}]"), t, r);
+    }
+    for (batch, horizon) in [(1, 30), (256, 30), (64, 200)] {
+        // Factors near one keep the products in range over 200 steps.
+        let x: Vec<f32> = data(batch * horizon, 0.05)
+            .iter()
+            .map(|v| 1.0 + 0.05 * v)
+            .collect();
+        let mut g =
+            rfx::jit(rfx::grad(|x: Tensor| x.cumprod(1).sum(All))).bind(&[f32s(&[batch, horizon])])?;
+        let (mut out, mut want) = (vec![0.0; x.len()], vec![0.0; x.len()]);
+        let t = timing::median_ns(50, 60, 20, || {
+            g.run_slices([&x[..]], [&mut out[..]]).expect("run")
+        });
+        let r = timing::median_ns(50, 60, 20, || {
+            cumprod_sum_grad(black_box(&x), horizon, black_box(&mut want))
+        });
+        assert!(close(&out, &want), "cumprod gradient values");
+        report(&format!("cumprod grad [{batch}, {horizon}]"), t, r);
     }
     Ok(())
 }

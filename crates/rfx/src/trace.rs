@@ -956,7 +956,7 @@ impl Tensor {
 
     /// Running products along `axis` (NumPy's `cumprod`), multiplied in order; a `bool`
     /// operand is counted as `i32`. Its derivatives are exact at zeros (no division) and cost
-    /// `O(n²)` per line of `n` elements.
+    /// `O(n)` per line: linear recurrences ([`Tensor::linrec`]).
     pub fn cumprod(self, axis: usize) -> Tensor {
         self.scan(ScanOp::Prod, axis, false)
     }
@@ -974,7 +974,8 @@ impl Tensor {
         self.scan(ScanOp::Min, axis, false)
     }
 
-    /// The running fold `op` along `axis` ([`ScanOp`]: sum, product, maximum, minimum), from
+    /// The running fold `op` along `axis` ([`ScanOp`]: sum, product, maximum, minimum; the
+    /// linear recurrence takes a coefficient, [`Tensor::linrec`], and is an arity error here), from
     /// the axis's last element toward its first when `reverse` (JAX's `reverse=True`: the
     /// cost-to-go of per-step costs is `costs.scan(ScanOp::Sum, 0, true)`). A `bool` operand
     /// is counted as `i32`, and the running maximum or minimum of one cast back to `bool`. An
@@ -989,8 +990,55 @@ impl Tensor {
             let folded = b.scan(op, counted, axis, reverse)?;
             match op {
                 ScanOp::Max | ScanOp::Min => b.cast(folded, DType::Bool),
-                ScanOp::Sum | ScanOp::Prod => Ok(folded),
+                ScanOp::Sum | ScanOp::Prod | ScanOp::Linear => Ok(folded),
             }
+        })
+    }
+
+    /// The first-order linear recurrence `y[i] = coef[i] * y[i-1] + self[i]` along `axis`,
+    /// from `y[-1] = 0` (from the axis's last element toward its first when `reverse`, then
+    /// `y[i] = coef[i] * y[i+1] + self[i]`): a discrete low-pass filter run over a whole signal,
+    /// a scalar linear rollout, a discounted cost-to-go. `coef` is a tensor or a number
+    /// broadcast with `self` (NumPy's rules). Each step rounds the product and then the sum
+    /// (the bits of the plain loop `y = coef[i] * y + x[i]`, never a fused multiply-add), and
+    /// `y[0] = self[0]` exactly whenever `coef[0] >= 0`. One ordered loop nest (a HIR `linrec`,
+    /// [`ScanOp::Linear`]) that fuses with the work around it, as [`Tensor::cumsum`] does; it
+    /// differentiates in `O(n)` per line with respect to both operands (the adjoint is the
+    /// same recurrence run backwards) and maps over batches. Numeric operands of one dtype;
+    /// shapes that do not broadcast are a typed error.
+    ///
+    /// ```
+    /// use rfx::Tensor;
+    ///
+    /// // An exponential low-pass filter of a whole signal: y[i] = 0.75 y[i-1] + 0.25 x[i].
+    /// let lowpass = rfx::jit(|x: Tensor| (x * 0.25).linrec(0.75, 0, false));
+    /// let out = lowpass.call((&[4.0f64, 4.0, 0.0],))?;
+    /// assert_eq!(out[0].as_slice::<f64>(), Some(&[1.0, 1.75, 1.3125][..]));
+    /// // A discounted cost-to-go: g[i] = c[i] + 0.5 g[i+1].
+    /// let to_go = rfx::jit(|c: Tensor| c.linrec(0.5, 0, true));
+    /// let out = to_go.call((&[1.0f64, 2.0, 4.0],))?;
+    /// assert_eq!(out[0].as_slice::<f64>(), Some(&[3.0, 4.0, 4.0][..]));
+    /// # Ok::<(), rfx::JitError>(())
+    /// ```
+    pub fn linrec(self, coef: impl Into<Operand>, axis: usize, reverse: bool) -> Tensor {
+        Tensor::record("linrec", &[self.into(), coef.into()], move |b, ids| {
+            let x = b.value_type(ids[0])?.shape.clone();
+            let c = b.value_type(ids[1])?.shape.clone();
+            let shape = rfx_ir::broadcast_shapes(&x, &c).ok_or_else(|| BuildError::Type {
+                op: "linrec",
+                source: rfx_ir::TypeError::Broadcast {
+                    op: "linrec",
+                    lhs: x.clone(),
+                    rhs: c.clone(),
+                },
+            })?;
+            let mut operands = [ids[0], ids[1]];
+            for (id, own) in operands.iter_mut().zip([&x, &c]) {
+                if *own != shape {
+                    *id = b.broadcast_to(*id, shape.clone())?;
+                }
+            }
+            b.linrec(operands[0], operands[1], axis, reverse)
         })
     }
 

@@ -2,7 +2,10 @@
 //! either end) against loops written here from NumPy's definitions, folding one element at a
 //! time in the operand's own dtype, so every result must match bit for bit on every backend;
 //! their names in `rfx::expr`; their gradients; one loop nest for an integration and its
-//! consumers; and the typed error for a missing axis.
+//! consumers; and the typed error for a missing axis. The linear recurrence (`linrec`) against
+//! the loop `y = a[i] * y + x[i]` written here the same way, with coefficients given as tensors
+//! and as numbers, a low-pass filter and its discounted cost-to-go fused into one loop nest, and
+//! its gradient.
 
 mod common;
 
@@ -29,7 +32,33 @@ fn step(op: ScanOp, dtype: DType, acc: f64, x: f64) -> f64 {
         (ScanOp::Prod, DType::I32) => f64::from((acc as i32).wrapping_mul(x as i32)),
         (ScanOp::Sum, _) => acc + x,
         (ScanOp::Prod, _) => acc * x,
+        (ScanOp::Linear, _) => panic!("the linear recurrence takes a coefficient: see `recurrence`"),
     }
+}
+
+/// The linear recurrence `y = a[i] * y + x[i]` from `y = -0` in `dtype` (the product, then the
+/// sum, each rounded to `dtype`), on values held as `f64`s of that dtype, along `axis`.
+fn recurrence(dtype: DType, x: &[f64], a: &[f64], dims: &[usize], axis: usize, reverse: bool) -> Vec<f64> {
+    let step = |acc: f64, x: f64, a: f64| match dtype {
+        DType::F32 => f64::from((a as f32 * acc as f32) + x as f32),
+        DType::I32 => f64::from((a as i32).wrapping_mul(acc as i32).wrapping_add(x as i32)),
+        _ => a * acc + x,
+    };
+    let inner: usize = dims[axis + 1..].iter().product();
+    let (outer, n): (usize, usize) = (dims[..axis].iter().product(), dims[axis]);
+    let mut out = x.to_vec();
+    for o in 0..outer {
+        for i in 0..inner {
+            let mut acc = if dtype == DType::I32 { 0.0 } else { -0.0 };
+            for s in 0..n {
+                let k = if reverse { n - 1 - s } else { s };
+                let at = (o * n + k) * inner + i;
+                acc = step(acc, x[at], a[at]);
+                out[at] = acc;
+            }
+        }
+    }
+    out
 }
 
 /// The running fold of `values` (row-major over `dims`) along `axis`, from the end when
@@ -84,7 +113,7 @@ fn every_running_fold_in_every_dtype_both_ways_bit_for_bit() {
             }
             let input = array(dtype, dims, &x);
             let stored = values_of(&input);
-            for &op in ScanOp::ALL {
+            for &op in ScanOp::FOLDS {
                 for axis in 0..dims.len() {
                     for reverse in [false, true] {
                         // `bool` is counted as `i32`; its running maximum and minimum are cast back.
@@ -205,4 +234,185 @@ fn a_missing_axis_is_a_typed_error() {
         .executable(&[TensorType::new(DType::F32, [3, 3])])
         .expect_err("axis 2 of a matrix");
     assert_eq!(type_error(err), TypeError::AxisOutOfRange { axis: 2, rank: 2 });
+}
+
+#[test]
+fn linear_recurrences_in_every_dtype_both_ways_bit_for_bit() {
+    let mut rng = StdRng::seed_from_u64(0x11ec);
+    let shapes: [&[usize]; 6] = [&[1], &[50], &[6, 9], &[3, 4, 5], &[2, 0], &[33, 8]];
+    for dtype in [DType::F32, DType::F64, DType::I32] {
+        for dims in shapes {
+            let len: usize = dims.iter().product();
+            let draw = |rng: &mut StdRng, lo: f64, hi: f64| -> Vec<f64> {
+                (0..len)
+                    .map(|_| {
+                        let v: f64 = rng.random_range(lo..hi);
+                        if dtype == DType::I32 { v.round() } else { v }
+                    })
+                    .collect()
+            };
+            let mut x = draw(&mut rng, -3.0, 3.0);
+            let mut a = draw(&mut rng, -1.2, 1.2);
+            if dtype.is_float() && len > 8 {
+                x[1] = -0.0;
+                x[4] = f64::INFINITY;
+                a[7] = f64::NAN;
+                a[8] = 0.0;
+            }
+            let (xs, coefs) = (array(dtype, dims, &x), array(dtype, dims, &a));
+            let (x, a) = (values_of(&xs), values_of(&coefs));
+            for axis in 0..dims.len() {
+                for reverse in [false, true] {
+                    let want = recurrence(dtype, &x, &a, dims, axis, reverse);
+                    for backend in BACKENDS {
+                        let f =
+                            rfx::Func::with_constants(move |x: Tensor, a: Tensor| x.linrec(a, axis, reverse));
+                        let out = rfx::jit(f)
+                            .on_backend(backend)
+                            .call((&xs, &coefs))
+                            .expect("linrec");
+                        let what = format!("{backend}: linrec {dtype}{dims:?} axis {axis} reverse {reverse}");
+                        assert_eq!(out[0].dtype(), dtype, "{what}");
+                        let got = values_of(&out[0]);
+                        assert!(same(&got, &want), "{what}:\n got {got:?}\nwant {want:?}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_low_pass_filter_and_its_discounted_cost_to_go_are_one_loop_nest() {
+    // y[t] = 0.8 y[t-1] + 0.2 x[t] over each row of signals (a number as the coefficient,
+    // broadcast), then g[t] = (y[t] - r[t])² + 0.9 g[t+1] from the end: two scans along the
+    // same axis in opposite orders, so two loop nests, each computing its operand in place.
+    let f = rfx::jit(|x: Tensor, r: Tensor| {
+        let y = (x * 0.2).linrec(0.8, 1, false);
+        let e = y - r;
+        (y, (e * e).linrec(0.9, 1, true))
+    });
+    let (rows, steps) = (4, 64);
+    let mut rng = StdRng::seed_from_u64(0x70);
+    let x: Vec<f64> = (0..rows * steps).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let r: Vec<f64> = (0..steps).map(|_| rng.random_range(-0.5..0.5)).collect();
+    let xs = Array::from_vec([rows, steps], x.clone()).expect("x");
+    let rs = Array::from_vec([steps], r.clone()).expect("r");
+    let out = f.call((&xs, &rs)).expect("filter");
+    let driven: Vec<f64> = x.iter().map(|v| v * 0.2).collect();
+    let y = recurrence(
+        DType::F64,
+        &driven,
+        &vec![0.8; rows * steps],
+        &[rows, steps],
+        1,
+        false,
+    );
+    assert!(same(&values_of(&out[0]), &y));
+    let cost: Vec<f64> = y
+        .iter()
+        .enumerate()
+        .map(|(i, v)| (v - r[i % steps]) * (v - r[i % steps]))
+        .collect();
+    let g = recurrence(
+        DType::F64,
+        &cost,
+        &vec![0.9; rows * steps],
+        &[rows, steps],
+        1,
+        true,
+    );
+    assert!(same(&values_of(&out[1]), &g));
+    let f64s = |dims: &[usize]| TensorType::new(DType::F64, dims.to_vec());
+    let exe = f
+        .executable(&[f64s(&[rows, steps]), f64s(&[steps])])
+        .expect("compile");
+    assert_eq!(exe.lir().kernels().len(), 2, "{}", exe.lir());
+    let text = exe.lir().to_string();
+    assert!(
+        text.contains("scan forward") && text.contains("scan reverse"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_linear_recurrence_differentiates_in_its_signal_and_its_coefficient() {
+    // f(x, a) = Σ linrec(x, a): ∂f/∂x[j] = Σ_{i ≥ j} Π_{j < k ≤ i} a[k] and
+    // ∂f/∂a[i] = y[i-1] Σ_{m ≥ i} Π_{i < k ≤ m} a[k].
+    let n = 12;
+    let mut rng = StdRng::seed_from_u64(0x71);
+    let x: Vec<f64> = (0..n).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let a: Vec<f64> = (0..n).map(|_| rng.random_range(-1.0..1.0)).collect();
+    let vec = |v: &[f64]| Array::from_vec([v.len()], v.to_vec()).expect("vector");
+    let g = rfx::jit(rfx::grad(|x: Tensor, a: Tensor| x.linrec(a, 0, false).sum(All)).wrt(&[0, 1]));
+    let out = g.call((&vec(&x), &vec(&a))).expect("grad");
+    let reach = |from: usize| -> f64 {
+        // Σ_{m ≥ from} Π_{from < k ≤ m} a[k]
+        let mut total = 1.0;
+        let mut product = 1.0;
+        for factor in &a[from + 1..] {
+            product *= factor;
+            total += product;
+        }
+        total
+    };
+    let y = recurrence(DType::F64, &x, &a, &[n], 0, false);
+    let want_x: Vec<f64> = (0..n).map(reach).collect();
+    let want_a: Vec<f64> = (0..n)
+        .map(|i| if i == 0 { 0.0 } else { y[i - 1] * reach(i) })
+        .collect();
+    for (got, want) in [(values_of(&out[0]), want_x), (values_of(&out[1]), want_a)] {
+        for (g, w) in got.iter().zip(&want) {
+            assert!((g - w).abs() <= 1e-13 * w.abs().max(1.0), "{got:?}\n{want:?}");
+        }
+    }
+}
+
+#[test]
+fn expressions_name_the_linear_recurrence() {
+    let sig: Signature = "x: f64[2,3], a: f64[2,3]".parse().expect("signature");
+    let x = Array::from_vec([2, 3], vec![4.0f64, 4.0, 0.0, 1.0, 2.0, 4.0]).expect("x");
+    let a = Array::from_vec([2, 3], vec![0.5f64, 0.5, 0.5, 0.25, 0.5, 1.0]).expect("a");
+    let run = |source: &str| {
+        let kernel = compile(source, &sig).unwrap_or_else(|e| panic!("{source}: {e}"));
+        let out = rfx::jit_kernel(kernel).call((&x, &a)).expect("run");
+        values_of(&out[0])
+    };
+    // Along the last axis by default, with a number or a tensor as the coefficient.
+    assert_eq!(run("linrec(x, 0.5)"), [4.0, 6.0, 3.0, 1.0, 2.5, 5.25]);
+    assert_eq!(run("linrec(x, a, axis=0)"), [4.0, 4.0, 0.0, 2.0, 4.0, 4.0]);
+    assert_eq!(
+        run("linrec(x, a, 1, reverse=true)"),
+        [6.0, 4.0, 0.0, 2.0, 4.0, 4.0]
+    );
+    let err = compile("linrec(x)", &sig).expect_err("no coefficient");
+    assert!(err.message.contains("takes 2 argument(s)"), "{err}");
+}
+
+#[test]
+fn a_coefficient_that_does_not_broadcast_is_a_typed_error() {
+    let f = rfx::jit(|x: Tensor, a: Tensor| x.linrec(a, 0, false));
+    let err = f
+        .executable(&[
+            TensorType::new(DType::F32, [3, 4]),
+            TensorType::new(DType::F32, [5]),
+        ])
+        .expect_err("shapes [3, 4] and [5]");
+    assert!(matches!(
+        type_error(err),
+        TypeError::Broadcast { op: "linrec", .. }
+    ));
+    // The one-operand entry point reports the missing coefficient.
+    let f = rfx::jit(|x: Tensor| x.scan(ScanOp::Linear, 0, false));
+    let err = f
+        .executable(&[TensorType::new(DType::F32, [3])])
+        .expect_err("arity");
+    assert!(matches!(
+        type_error(err),
+        TypeError::Arity {
+            op: "linrec",
+            expected: 2,
+            found: 1
+        }
+    ));
 }

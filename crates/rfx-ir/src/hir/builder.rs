@@ -276,7 +276,7 @@ impl Builder {
     }
 
     /// The running fold of `x` along `axis`, from the axis's last element with `reverse` (see
-    /// [`Op::Scan`]).
+    /// [`Op::Scan`]). [`ScanOp::Linear`] takes two operands: use [`Builder::linrec`].
     pub fn scan(
         &mut self,
         op: ScanOp,
@@ -285,6 +285,23 @@ impl Builder {
         reverse: bool,
     ) -> Result<ValueId, BuildError> {
         self.op(Op::Scan { op, axis, reverse }, &[x])
+    }
+
+    /// The linear recurrence `y[i] = coef[i] * y[i-1] + x[i]` along `axis` (from the axis's
+    /// last element with `reverse`; [`ScanOp::Linear`]); `coef` has `x`'s type.
+    pub fn linrec(
+        &mut self,
+        x: ValueId,
+        coef: ValueId,
+        axis: usize,
+        reverse: bool,
+    ) -> Result<ValueId, BuildError> {
+        let op = Op::Scan {
+            op: ScanOp::Linear,
+            axis,
+            reverse,
+        };
+        self.op(op, &[x, coef])
     }
 
     /// Marks `value` as the output called `name`. A value may be returned under several names.

@@ -138,7 +138,8 @@ pub enum Op {
     /// friends, JAX's `lax.cumsum(x, axis, reverse)`): element `i` along the axis is the fold
     /// of elements `0..=i` in order, or with `reverse` of elements `i..n` from the last one
     /// down, starting from the op's identity (see [`ScanOp`]). Numeric; the node has the
-    /// operand's type.
+    /// operand's type. [`ScanOp::Linear`] takes a second operand, the coefficient, of the
+    /// first one's type.
     Scan {
         /// The running fold.
         op: ScanOp,
@@ -185,8 +186,8 @@ impl Op {
             | Op::Transpose { .. }
             | Op::Slice { .. }
             | Op::Pad { .. }
-            | Op::Reduce { .. }
-            | Op::Scan { .. } => 1,
+            | Op::Reduce { .. } => 1,
+            Op::Scan { op, .. } => op.arity(),
             Op::Binary(_) | Op::Compare(_) | Op::Gather { .. } => 2,
             Op::Select | Op::Clamp => 3,
         }
@@ -515,7 +516,14 @@ pub fn result_type(
             })
         }
         Op::Scan { op: s, axis, .. } => {
-            let dtype = args[0].dtype;
+            let dtype = same_dtype(name, args)?;
+            if let Some(other) = args.iter().find(|t| t.shape != args[0].shape) {
+                return Err(TypeError::ShapeMismatch {
+                    op: name,
+                    lhs: args[0].shape.clone(),
+                    rhs: other.shape.clone(),
+                });
+            }
             if !s.accepts(dtype) {
                 return Err(TypeError::UnsupportedDType { op: name, dtype });
             }

@@ -313,6 +313,10 @@ fn parse_statement<'a>(cur: &mut Cursor<'a>) -> Result<RawNode<'a>, ParseError> 
             args.push(cur.expect_value()?);
             let reduce = ReduceOp::from_name(name);
             if let Some(op) = ScanOp::from_name(name) {
+                for _ in 1..op.arity() {
+                    cur.expect_punct(",")?;
+                    args.push(cur.expect_value()?);
+                }
                 cur.expect_keyword("axis")?;
                 let axis = cur.expect_usize("an axis")?;
                 let reverse = cur.eat_keyword("reverse");

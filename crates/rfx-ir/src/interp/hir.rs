@@ -248,11 +248,17 @@ fn eval_node(node: &Node, values: &[Array], mode: Mode) -> Option<Array> {
             keepdims: _,
         } => eval_reduce(*op, args.first()?, axes, out_shape, out_dtype),
         Op::Scan { op, axis, reverse } => {
-            let operand = args.first()?;
-            let values = (0..operand.shape().numel())
-                .map(|i| operand.get(i))
-                .collect::<Option<Vec<_>>>()?;
-            let results = semantics::scan(*op, &values, out_shape.dims(), *axis, *reverse)?;
+            let elements = |array: &Array| {
+                (0..array.shape().numel())
+                    .map(|i| array.get(i))
+                    .collect::<Option<Vec<_>>>()
+            };
+            let values = elements(args.first()?)?;
+            let coefs = match args.get(1) {
+                Some(coef) => Some(elements(coef)?),
+                None => None,
+            };
+            let results = semantics::scan(*op, &values, coefs.as_deref(), out_shape.dims(), *axis, *reverse)?;
             Array::new(out_shape.clone(), ArrayData::from_scalars(out_dtype, results)?).ok()
         }
     }

@@ -295,9 +295,13 @@ fn exec(
             *acc = Some(reduce_combine(*op, (*acc)?, get(*src)?)?);
             return Some(());
         }
-        Inst::Scan { op, src, .. } => {
+        Inst::Scan { op, src, coef, .. } => {
             let acc = acc.first_mut()?;
-            let next = reduce_combine(op.reduce_op(), (*acc)?, get(*src)?)?;
+            let coef = match coef {
+                Some(coef) => Some(get(*coef)?),
+                None => None,
+            };
+            let next = crate::semantics::scan_step(*op, (*acc)?, get(*src)?, coef)?;
             *acc = Some(next);
             next
         }

@@ -4,7 +4,8 @@ use super::host::{bind_inputs, compute_dtype, offset, to_array, unravel};
 use super::{InterpError, Mode};
 use crate::mir::{self, BufKind, MirKernel, MirOp, MirProgram};
 use crate::semantics::{
-    binary, cast, compare, index_value, reduce_combine, reduce_finish, reduce_identity, select, unary,
+    binary, cast, compare, index_value, reduce_combine, reduce_finish, reduce_identity, scan_step, select,
+    unary,
 };
 use crate::shape::Shape;
 use crate::{Array, ArrayView, Scalar};
@@ -148,7 +149,8 @@ fn run_kernel(kernel: &MirKernel, memory: &mut [Vec<Scalar>], mode: Mode) -> Opt
                 MirOp::Scan { op, .. } => {
                     let acc = scan_accs.get_mut(next_scan)?.get_mut(line)?;
                     next_scan += 1;
-                    *acc = reduce_combine(op.reduce_op(), *acc, arg(0)?)?;
+                    let coef = if inst.args.len() > 1 { Some(arg(1)?) } else { None };
+                    *acc = scan_step(*op, *acc, arg(0)?, coef)?;
                     *acc
                 }
             };

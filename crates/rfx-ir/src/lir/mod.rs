@@ -208,7 +208,8 @@ pub enum Inst {
         /// The value combined.
         src: SlotId,
     },
-    /// `dst = acc = combine(acc, src)`: combines `src` into this instruction's running
+    /// `dst = acc = combine(acc, src)` (`acc = coef * acc + src` for [`ScanOp::Linear`],
+    /// rounded twice): combines `src` into this instruction's running
     /// accumulator and gives the result. The accumulator starts at the op's identity at the
     /// first point of each row of the innermost loop dim (each point of the outer dims), which
     /// a kernel with scans runs in its [`LirKernel::scan`] order. Body only; `src` and `dst`
@@ -220,6 +221,9 @@ pub enum Inst {
         op: ScanOp,
         /// The value combined.
         src: SlotId,
+        /// [`ScanOp::Linear`]'s coefficient, which scales the accumulator before `src` is
+        /// added (`acc = coef * acc + src`); `None` for the folds. Of `src`'s dtype.
+        coef: Option<SlotId>,
     },
 }
 
@@ -268,9 +272,14 @@ impl Inst {
             | Inst::Gather { index: src, .. }
             | Inst::Store { src, .. }
             | Inst::Reduce { src, .. }
-            | Inst::Scan { src, .. } => {
+            | Inst::Scan { src, coef: None, .. } => {
                 vec![*src]
             }
+            Inst::Scan {
+                src,
+                coef: Some(coef),
+                ..
+            } => vec![*src, *coef],
             Inst::Binary { lhs, rhs, .. } | Inst::Compare { lhs, rhs, .. } => vec![*lhs, *rhs],
             Inst::Select {
                 cond,

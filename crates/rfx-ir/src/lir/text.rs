@@ -147,7 +147,13 @@ fn write_inst(out: &mut String, inst: &Inst) -> fmt::Result {
             write!(out, " = {src}")
         }
         Inst::Reduce { op, buf, src } => write!(out, "reduce {op} {buf} = {src}"),
-        Inst::Scan { dst, op, src } => write!(out, "{dst} = {op} {src}"),
+        Inst::Scan { dst, op, src, coef } => {
+            write!(out, "{dst} = {op} {src}")?;
+            match coef {
+                Some(coef) => write!(out, ", {coef}"),
+                None => Ok(()),
+            }
+        }
     }
 }
 
@@ -395,11 +401,14 @@ fn parse_inst(c: &mut Cursor<'_>, labels: &BufferLabels<'_>, slots: &[DType]) ->
                     rhs: parse_slot(c, slots)?,
                 }
             } else if let Some(op) = ScanOp::from_name(name) {
-                Inst::Scan {
-                    dst,
-                    op,
-                    src: parse_slot(c, slots)?,
-                }
+                let src = parse_slot(c, slots)?;
+                let coef = if op.arity() > 1 {
+                    c.expect_punct(",")?;
+                    Some(parse_slot(c, slots)?)
+                } else {
+                    None
+                };
+                Inst::Scan { dst, op, src, coef }
             } else {
                 return Err(Cursor::error_at(op_tok, "an op name"));
             }

@@ -516,13 +516,13 @@ fn check_inst(
             *dst,
         )),
         Inst::Cast { dst, src } => Some((MirOp::Cast, vec![dtype(*src)], *dst)),
-        Inst::Scan { dst, op, src } => Some((
+        Inst::Scan { dst, op, src, coef } => Some((
             MirOp::Scan {
                 op: *op,
                 axis: 0,
                 reverse: false,
             },
-            vec![dtype(*src)],
+            std::iter::once(*src).chain(*coef).map(dtype).collect(),
             *dst,
         )),
         Inst::Index { dst, strides } => {

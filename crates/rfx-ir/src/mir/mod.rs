@@ -115,7 +115,8 @@ pub enum MirOp {
     /// from the last coordinate down to `idx[axis]`). The op must accept the operand's dtype;
     /// the result has it. Every scan of a kernel has the same `axis` and `reverse`, and a
     /// kernel with a scan has no reductions: backends run the scanned axis in order, one
-    /// running accumulator per scan and line.
+    /// running accumulator per scan and line. [`ScanOp::Linear`] takes a second operand, the
+    /// coefficient, of the first one's dtype.
     Scan {
         /// The running fold.
         op: ScanOp,
@@ -147,7 +148,8 @@ impl MirOp {
     pub fn arity(&self) -> usize {
         match self {
             MirOp::Load { .. } | MirOp::Index { .. } | MirOp::Const(_) => 0,
-            MirOp::Unary(_) | MirOp::Cast | MirOp::Gather { .. } | MirOp::Scan { .. } => 1,
+            MirOp::Unary(_) | MirOp::Cast | MirOp::Gather { .. } => 1,
+            MirOp::Scan { op, .. } => op.arity(),
             MirOp::Binary(_) | MirOp::Compare(_) => 2,
             MirOp::Select => 3,
         }

@@ -249,7 +249,10 @@ fn parse_inst(
             });
         }
         name if ScanOp::from_name(name).is_some() => {
-            let args = vec![values.lookup(c)?];
+            let mut args = vec![values.lookup(c)?];
+            while c.eat_punct(",") {
+                args.push(values.lookup(c)?);
+            }
             c.expect_keyword("axis")?;
             let axis = c.expect_usize("an axis")?;
             let reverse = c.eat_keyword("reverse");

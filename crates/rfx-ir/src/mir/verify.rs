@@ -654,13 +654,11 @@ pub(crate) fn check_op(op: &MirOp, args: &[DType], result: DType) -> Result<(), 
         }
         MirOp::Cast => result,
         MirOp::Scan { op: s, .. } => {
-            if !s.accepts(args[0]) {
-                return Err(TypeError::UnsupportedDType {
-                    op: name,
-                    dtype: args[0],
-                });
+            let dtype = same(args)?;
+            if !s.accepts(dtype) {
+                return Err(TypeError::UnsupportedDType { op: name, dtype });
             }
-            args[0]
+            dtype
         }
     };
     if inferred != result {

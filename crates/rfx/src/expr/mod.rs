@@ -51,7 +51,9 @@
 //! `diff(x[, axis])` (along the last axis unless `axis`), and `linalg`'s `inv(a)`, `det(a)` and
 //! `solve(a, b)`. Running folds: `cumsum cumprod cummax cummin (x[, axis][, reverse=true])`
 //! (NumPy's `cumsum`, `cumprod`, `maximum.accumulate` and `minimum.accumulate`, of the
-//! flattened `x` without an axis; `reverse=true` folds from the axis's end, as JAX's).
+//! flattened `x` without an axis; `reverse=true` folds from the axis's end, as JAX's), and
+//! the linear recurrence `linrec(x, a[, axis][, reverse=true])` (`y[i] = a[i] y[i-1] + x[i]`
+//! from `y[-1] = 0`, along the last axis unless `axis`: a low-pass filter over a signal).
 //!
 //! Errors ([`ExprError`]) carry the line and column, and print the line with a caret under the
 //! offending token.
@@ -635,7 +637,7 @@ impl Eval<'_> {
                 };
                 self.traced(pos, t)
             }
-            "cumsum" | "cumprod" | "cummax" | "cummin" => {
+            "cumsum" | "cumprod" | "cummax" | "cummin" | "linrec" => {
                 // `reverse=true` folds from the axis's end (JAX's `reverse`).
                 let mut reverse = false;
                 let mut rest = Vec::with_capacity(keywords.len());
@@ -645,6 +647,19 @@ impl Eval<'_> {
                         ("reverse", _) => return Err(self.err(*p, "`reverse` must be true or false")),
                         _ => rest.push((kw.clone(), v.clone(), *p)),
                     }
+                }
+                if name == "linrec" {
+                    // The coefficient, a tensor or a number of `x`'s dtype; along the last axis
+                    // unless `axis` (as SciPy's `lfilter`).
+                    let (x, axis) = self.tensor_and_axis(name, 2, &positional, &rest, pos)?;
+                    let (coef_val, coef_pos) = (&positional[1].0, positional[1].1);
+                    let coef = match coef_val {
+                        Val::Float(f) => Operand::Float(*f),
+                        Val::Int(i) => Operand::Int(*i),
+                        other => Operand::Tensor(self.tensor(coef_pos, other)?),
+                    };
+                    let axis = axis.unwrap_or(x.shape().rank().saturating_sub(1));
+                    return self.traced(pos, x.linrec(coef, axis, reverse));
                 }
                 let (x, axis) = self.tensor_and_axis(name, 1, &positional, &rest, pos)?;
                 // No axis: the running fold of the flattened tensor, as NumPy's.

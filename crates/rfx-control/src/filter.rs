@@ -1,8 +1,9 @@
-//! Filters: first-order low-pass, complementary, moving average.
+//! Filters: first-order low-pass (one step, or run over whole signals), complementary, moving
+//! average.
 
 use rfx::Jit;
 
-use crate::build::{ControlKernel, func};
+use crate::build::{ControlKernel, column, func};
 
 /// The first-order low-pass step `y = y_prev + alpha·(x - y_prev)`, elementwise.
 ///
@@ -21,6 +22,39 @@ pub fn low_pass() -> Jit<ControlKernel> {
 pub fn low_pass_alpha(cutoff_hz: f64, dt: f64) -> f64 {
     let rc = 1.0 / (2.0 * std::f64::consts::PI * cutoff_hz);
     dt / (dt + rc)
+}
+
+/// The [`low_pass`] filter run over whole signals: `y[t] = y[t-1] + alpha·(x[t] - y[t-1])` from
+/// `y[-1] = y_prev`, one linear recurrence (`y[t] = (1 - alpha)·y[t-1] + alpha·x[t]`, a
+/// [`rfx::Tensor::linrec`]) along each row in one ordered loop nest: smoothing a logged or
+/// buffered signal, or a horizon of predicted samples, in one call.
+///
+/// Inputs `x` `[N, T]` (N signals of T samples), `y_prev` `[N]` (each filter's state before
+/// its first sample), `alpha` (`[]` for one value, or `[N]` for one per signal; `0 < alpha <=
+/// 1`, see [`low_pass_alpha`]). Outputs `y` `[N, T]` and `y_last` `[N]` (the state after the
+/// last sample: the next block's `y_prev`). The values are [`low_pass`] iterated over the
+/// samples up to rounding (the recurrence rounds `(1 - alpha)·y` and `alpha·x` separately).
+pub fn low_pass_signal() -> Jit<ControlKernel> {
+    let inputs = ["x", "y_prev", "alpha"];
+    let run = func("low_pass_signal", inputs, |[x, y_prev, alpha]| {
+        let steps = x.shape().dims().get(1).copied().unwrap_or(0);
+        let alpha = column(alpha);
+        let keep = 1.0 - alpha;
+        // The state before the first sample enters through the first sample's drive.
+        let start = (keep * column(y_prev)).broadcast_to(x.shape().clone());
+        let first = x.indices(1).eq(0.0);
+        let driven = alpha * x + first.select(start, 0.0);
+        let y = driven.linrec(keep, 1, false);
+        // No samples leave the state as it was.
+        let y_last = match steps {
+            0 => y_prev * 1.0,
+            _ => y.index_axis(1, steps - 1),
+        };
+        vec![y, y_last]
+    });
+    ControlKernel::new("low_pass_signal", &inputs)
+        .part(run, &["y", "y_last"])
+        .jit()
 }
 
 /// The complementary filter step for one tilt angle, elementwise:

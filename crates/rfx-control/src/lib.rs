@@ -30,6 +30,7 @@
 //! |---|---|---|
 //! | [`pid`]`(PidConfig)` | `setpoint, measurement, prev_measurement, integral` | `command, integral` |
 //! | [`low_pass`]`()` | `x, y_prev, alpha` | `y` |
+//! | [`low_pass_signal`]`()` | `x` `[N, T]`, `y_prev` `[N]`, `alpha` | `y` `[N, T]`, `y_last` `[N]` (the filter run over each whole signal) |
 //! | [`complementary`]`()` | `angle, gyro, accel_y, accel_z, alpha, dt` | `angle` |
 //! | [`moving_average`]`()` | `window` `[N, K]` | `mean` `[N]` |
 //! | [`gain_schedule`]`(x0, dx)` | `x`, `table` `[K]` | `gain` (linear interpolation in `table`) |
@@ -91,7 +92,7 @@ pub use arm::{
 };
 pub use build::ControlKernel;
 pub use cost::{tracking_cost, tracking_cost_grad};
-pub use filter::{complementary, low_pass, low_pass_alpha, moving_average};
+pub use filter::{complementary, low_pass, low_pass_alpha, low_pass_signal, moving_average};
 pub use kalman::{kalman_filter, kalman_predict, kalman_update};
 pub use path::path_tracking;
 pub use pid::{PidConfig, pid};

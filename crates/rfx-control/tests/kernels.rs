@@ -198,6 +198,65 @@ fn low_pass_with_shared_and_per_element_alpha() {
 }
 
 #[test]
+fn low_pass_signal_is_the_step_iterated_over_each_row() {
+    let jit = low_pass_signal();
+    let mut rng = StdRng::seed_from_u64(12);
+    for steps in [1usize, 7, 64, 300] {
+        let rows = 37;
+        let x = (vec![rows, steps], uniform(&mut rng, rows * steps, -3.0, 3.0));
+        let y_prev = vec1(uniform(&mut rng, rows, -3.0, 3.0));
+        for alpha in [
+            scalar(low_pass_alpha(5.0, 0.001)),
+            vec1(uniform(&mut rng, rows, 0.01, 1.0)),
+        ] {
+            let inputs = [x.clone(), y_prev.clone(), alpha];
+            each_dtype(1e-12, 2e-5, |dtype, tol| {
+                let inputs = round(&inputs, dtype);
+                let got = run(&jit, &inputs, dtype);
+                let (xs, y0, alphas) = (&inputs[0].1, &inputs[1].1, &inputs[2].1);
+                let mut want = Vec::with_capacity(rows * steps);
+                let mut last = Vec::with_capacity(rows);
+                for (row, signal) in xs.chunks(steps).enumerate() {
+                    let a = alphas[if alphas.len() == 1 { 0 } else { row }];
+                    let mut y = y0[row];
+                    for &sample in signal {
+                        y = r::low_pass(sample, y, a);
+                        want.push(y);
+                    }
+                    last.push(y);
+                }
+                let what = format!("low_pass_signal T={steps} {dtype}");
+                check(&format!("{what} y"), &got[0], &want, tol);
+                check(&format!("{what} y_last"), &got[1], &last, tol);
+            });
+        }
+    }
+    // A step input approaches the input as 1 - (1 - alpha)^(t+1) from rest.
+    let (rows, steps, alpha) = (2, 50, 0.1);
+    let got = run(
+        &jit,
+        &[
+            (vec![rows, steps], vec![1.0; rows * steps]),
+            vec1(vec![0.0; rows]),
+            scalar(alpha),
+        ],
+        DType::F64,
+    );
+    for (i, y) in got[0].iter().enumerate() {
+        let t = (i % steps) as i32;
+        check("step response", &[*y], &[1.0 - (1.0 - alpha).powi(t + 1)], 1e-14);
+    }
+    // No samples: the state is unchanged.
+    let got = run(
+        &jit,
+        &[(vec![3, 0], vec![]), vec1(vec![1.0, -2.0, 0.5]), scalar(0.3)],
+        DType::F64,
+    );
+    assert!(got[0].is_empty());
+    assert_eq!(got[1], [1.0, -2.0, 0.5]);
+}
+
+#[test]
 fn complementary_filter() {
     let jit = complementary();
     let mut rng = StdRng::seed_from_u64(3);

@@ -6,8 +6,8 @@
 //! (`grad` of `Σ (p0 + cumsum(v dt) - goal)²`: a reverse running sum); a low-pass filter over
 //! each row of signals and down a time-major batch (`linrec`), and the gradient of a sum of
 //! running products (two linear recurrences). Every rfx value must equal the Rust loop's bit for
-//! bit (both fold in order in `f32`; gradients within rounding). Median time per call and its
-//! ratio to Rust's.
+//! bit (both fold in order in `f32`; gradients within rounding). rfx runs on one thread, as the
+//! Rust loops do. Median time per call and its ratio to Rust's.
 //!
 //! `cargo run --release -p rfx --example scan_speed`
 
@@ -15,7 +15,7 @@ mod timing;
 
 use std::hint::black_box;
 
-use rfx::{All, DType, ScanOp, Tensor, TensorType};
+use rfx::{All, CompileConfig, DType, ScanOp, Tensor, TensorType};
 
 /// Running sums of each row of `horizon` points.
 fn rows_cumsum(v: &[f32], horizon: usize, out: &mut [f32]) {
@@ -120,6 +120,14 @@ fn cumprod_sum_grad(x: &[f32], horizon: usize, out: &mut [f32]) {
     }
 }
 
+/// One thread, as the Rust loops run: kernels past the split threshold would otherwise use
+/// every core.
+fn one_thread() -> CompileConfig {
+    let mut config = CompileConfig::default();
+    config.compile.max_threads = Some(1);
+    config
+}
+
 fn report(name: &str, rfx_ns: f64, rust_ns: f64) {
     println!(
         "{name:<34} rfx {rfx_ns:10.1} ns   rust {rust_ns:10.1} ns   {:5.2}x",
@@ -143,7 +151,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         |n: usize, k: f32| -> Vec<f32> { (0..n).map(|i| ((i * 37) % 101) as f32 * 0.02 * k - 1.0).collect() };
     for (batch, horizon) in [(1, 20), (1, 100), (1024, 20), (1024, 50), (1024, 200)] {
         let v = data(batch * horizon, 1.0);
-        let mut f = rfx::jit(|v: Tensor| v.cumsum(1)).bind(&[f32s(&[batch, horizon])])?;
+        let mut f = rfx::jit_with(|v: Tensor| v.cumsum(1), one_thread()).bind(&[f32s(&[batch, horizon])])?;
         let (mut out, mut want) = (vec![0.0; v.len()], vec![0.0; v.len()]);
         let t = timing::median_ns(50, 60, 20, || {
             f.run_slices([&v[..]], [&mut out[..]]).expect("run")
@@ -156,7 +164,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     for (horizon, batch) in [(50, 1024), (200, 64)] {
         let v = data(batch * horizon, 0.7);
-        let mut f = rfx::jit(|v: Tensor| v.cumsum(0)).bind(&[f32s(&[horizon, batch])])?;
+        let mut f = rfx::jit_with(|v: Tensor| v.cumsum(0), one_thread()).bind(&[f32s(&[horizon, batch])])?;
         let (mut out, mut want) = (vec![0.0; v.len()], vec![0.0; v.len()]);
         let t = timing::median_ns(20, 40, 10, || {
             f.run_slices([&v[..]], [&mut out[..]]).expect("run")
@@ -170,12 +178,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     for (batch, horizon) in [(1, 50), (1024, 50)] {
         let x = data(batch * horizon, 1.3);
-        let mut ctg = rfx::jit(|x: Tensor| {
-            let e = x - 0.25;
-            (e * e).scan(ScanOp::Sum, 1, true)
-        })
+        let mut ctg = rfx::jit_with(
+            |x: Tensor| {
+                let e = x - 0.25;
+                (e * e).scan(ScanOp::Sum, 1, true)
+            },
+            one_thread(),
+        )
         .bind(&[f32s(&[batch, horizon])])?;
-        let mut mx = rfx::jit(|x: Tensor| x.cummax(1)).bind(&[f32s(&[batch, horizon])])?;
+        let mut mx = rfx::jit_with(|x: Tensor| x.cummax(1), one_thread()).bind(&[f32s(&[batch, horizon])])?;
         let (mut out, mut want) = (vec![0.0; x.len()], vec![0.0; x.len()]);
         let t = timing::median_ns(50, 60, 20, || {
             ctg.run_slices([&x[..]], [&mut out[..]]).expect("run")
@@ -197,11 +208,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (batch, horizon) in [(1, 30), (256, 30)] {
         let v = data(batch * horizon, 0.9);
         let (p0, goal, dt) = (0.5f32, 2.0f32, 0.1f32);
-        let mut g = rfx::jit(rfx::grad(|v: Tensor| {
-            let p = (v * 0.1).cumsum(1) + 0.5;
-            let e = p - 2.0;
-            (e * e).sum(All)
-        }))
+        let mut g = rfx::jit_with(
+            rfx::grad(|v: Tensor| {
+                let p = (v * 0.1).cumsum(1) + 0.5;
+                let e = p - 2.0;
+                (e * e).sum(All)
+            }),
+            one_thread(),
+        )
         .bind(&[f32s(&[batch, horizon])])?;
         let (mut out, mut want) = (vec![0.0; v.len()], vec![0.0; v.len()]);
         let t = timing::median_ns(50, 60, 20, || {
@@ -215,7 +229,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     for (batch, horizon) in [(1, 100), (1024, 50), (1024, 200)] {
         let x = data(batch * horizon, 1.1);
-        let mut f = rfx::jit(|x: Tensor| (x * 0.1).linrec(0.9, 1, false)).bind(&[f32s(&[batch, horizon])])?;
+        let mut f = rfx::jit_with(|x: Tensor| (x * 0.1).linrec(0.9, 1, false), one_thread())
+            .bind(&[f32s(&[batch, horizon])])?;
         let (mut out, mut want) = (vec![0.0; x.len()], vec![0.0; x.len()]);
         let t = timing::median_ns(50, 60, 20, || {
             f.run_slices([&x[..]], [&mut out[..]]).expect("run")
@@ -228,7 +243,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     for (horizon, batch) in [(50, 1024), (200, 64)] {
         let x = data(batch * horizon, 0.8);
-        let mut f = rfx::jit(|x: Tensor| (x * 0.1).linrec(0.9, 0, false)).bind(&[f32s(&[horizon, batch])])?;
+        let mut f = rfx::jit_with(|x: Tensor| (x * 0.1).linrec(0.9, 0, false), one_thread())
+            .bind(&[f32s(&[horizon, batch])])?;
         let (mut out, mut want) = (vec![0.0; x.len()], vec![0.0; x.len()]);
         let t = timing::median_ns(20, 40, 10, || {
             f.run_slices([&x[..]], [&mut out[..]]).expect("run")
@@ -245,8 +261,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .iter()
             .map(|v| 1.0 + 0.05 * v)
             .collect();
-        let mut g =
-            rfx::jit(rfx::grad(|x: Tensor| x.cumprod(1).sum(All))).bind(&[f32s(&[batch, horizon])])?;
+        let mut g = rfx::jit_with(rfx::grad(|x: Tensor| x.cumprod(1).sum(All)), one_thread())
+            .bind(&[f32s(&[batch, horizon])])?;
         let (mut out, mut want) = (vec![0.0; x.len()], vec![0.0; x.len()]);
         let t = timing::median_ns(50, 60, 20, || {
             g.run_slices([&x[..]], [&mut out[..]]).expect("run")

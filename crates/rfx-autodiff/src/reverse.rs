@@ -8,7 +8,7 @@
 //! the structural rules (reductions, reshapes, broadcasts) name the batch.
 
 use rfx_ir::hir::{Kernel, Op, ValueId};
-use rfx_ir::{CmpOp, ReduceOp, ScanOp, Shape, TensorType};
+use rfx_ir::{CmpOp, DType, ReduceOp, ScanOp, Shape, TensorType};
 
 use crate::error::AdError;
 use crate::graph::{Batched, Emitter, InputRef, WrtInput, active_values, resolve_wrt};
@@ -217,13 +217,9 @@ fn dense_contributions(
                 ScanOp::Sum => em.scan(ScanOp::Sum, ct, batch_rank + axis, !reverse)?,
                 ScanOp::Prod => cumprod_adjoint(em, x, out, ct, axis, reverse, batch)?,
                 // Each result is one element of `x`: its adjoint goes back there. (An empty
-                // operand has an empty adjoint, which no lookup can read.)
+                // operand has an empty adjoint.)
                 ScanOp::Max | ScanOp::Min if em.shape(x)?.numel() == 0 => ct,
-                ScanOp::Max | ScanOp::Min => {
-                    let taken = scan_positions(em, x, out, axis, reverse)?;
-                    let shape = em.shape(x)?;
-                    scatter_rows(em, ct, taken, &shape, axis, batch)?
-                }
+                ScanOp::Max | ScanOp::Min => cumextreme_adjoint(em, x, out, ct, axis, reverse, batch)?,
             })]
         }
         Op::Reduce { op, axes, keepdims } => {
@@ -248,6 +244,37 @@ fn dense_contributions(
             })]
         }
     })
+}
+
+/// The adjoint of `x` of a running maximum or minimum `out` along `axis` from the result's
+/// adjoint `ct` (shape `batch ++ S`), in `O(n)` per line. The results that are element `j`
+/// form one run of consecutive steps starting at step `j` ([`scan_positions`]), so the
+/// adjoints summed from the run's end, `s[i] = ct[i] + [result i+1 is element i's] s[i+1]` (a
+/// linear recurrence from the other end whose coefficients are ones and zeros), give element
+/// `j` its sum at `s[j]` where step `j` took its own element, and zero elsewhere.
+fn cumextreme_adjoint(
+    em: &mut Emitter,
+    x: ValueId,
+    out: ValueId,
+    ct: ValueId,
+    axis: usize,
+    reverse: bool,
+    batch: &Shape,
+) -> Result<ValueId, AdError> {
+    let shape = em.shape(x)?;
+    let full = em.shape(ct)?;
+    let taken = scan_positions(em, x, out, axis, reverse)?;
+    // The next result's element, in the scan's order (the last result's coefficient scales the
+    // recurrence's starting `-0`, so its value does not matter).
+    let next = em.shift_along(taken, axis, !reverse, 0.0)?;
+    let same = em.compare(CmpOp::Eq, next, taken)?;
+    let one = em.scalar_like(ct, 1.0)?;
+    let coef = em.mask(same, true, one)?;
+    let coef = em.broadcast_to(coef, full)?;
+    let runs = em.linrec(ct, coef, batch.rank() + axis, !reverse)?;
+    let position = em.iota(DType::I32, shape, axis)?;
+    let own = em.compare(CmpOp::Eq, taken, position)?;
+    em.mask(own, true, runs)
 }
 
 /// The adjoint of a table of `table_shape` read along `axis` at `index` (a `gather`), from the

@@ -7,7 +7,7 @@
 mod common;
 
 use common::{arr, assert_close, fd_grad, kernel_f64, run, run_named, uniform};
-use rfx_autodiff::{grad, hessian, jvp, vmap};
+use rfx_autodiff::{grad, hessian, jacrev, jvp, vmap};
 use rfx_ir::{BinaryOp, ReduceOp, ScanOp};
 
 /// `Σ w · scan(x)` for `x` and `w` of `shape`.
@@ -159,6 +159,72 @@ fn running_maximum_derivative_follows_the_element_each_result_is() {
     )
     .swap_remove(0);
     assert_close("cummax after NaN", &g, &[1.0, 110.0, 0.0], 0.0, 0.0);
+}
+
+#[test]
+fn running_extreme_jacobians_have_one_one_per_result() {
+    // Reverse mode with a batch of cotangents (`jacrev`): row `i` of the Jacobian of a running
+    // maximum or minimum holds a one at the element result `i` is (ties to the later element in
+    // the scan's order), along both axes of a [3, 5] operand with ties and a NaN, both ways.
+    let x = [
+        2.0,
+        2.0,
+        1.0,
+        4.0,
+        4.0,
+        -1.0,
+        3.0,
+        3.0,
+        0.5,
+        3.0,
+        0.0,
+        f64::NAN,
+        5.0,
+        -2.0,
+        5.0,
+    ];
+    let shape = [3usize, 5];
+    for op in [ScanOp::Max, ScanOp::Min] {
+        for axis in 0..2 {
+            for reverse in [false, true] {
+                let kernel = kernel_f64("e", &[("x", &shape)], |b, xs| b.scan(op, xs[0], axis, reverse));
+                let jac = run_named(&jacrev(&kernel, &["x"]).unwrap(), &[arr(&shape, &x)], "jac_out_x");
+                // The expected Jacobian from the definition: fold each line, tracking which
+                // element the accumulator holds.
+                let mut want = vec![0.0; 15 * 15];
+                let (lines, n) = if axis == 1 { (3, 5) } else { (5, 3) };
+                for line in 0..lines {
+                    let at = |k: usize| if axis == 1 { line * 5 + k } else { k * 5 + line };
+                    let mut held: Option<usize> = None;
+                    for step in 0..n {
+                        let k = if reverse { n - 1 - step } else { step };
+                        let take = match held {
+                            None => true,
+                            Some(h) => {
+                                let (acc, v) = (x[h], x[at(k)]);
+                                let keeps = match op {
+                                    ScanOp::Max => acc > v,
+                                    _ => acc < v,
+                                };
+                                !(keeps || acc.is_nan())
+                            }
+                        };
+                        if take {
+                            held = Some(at(k));
+                        }
+                        want[at(k) * 15 + held.unwrap()] = 1.0;
+                    }
+                }
+                assert_close(
+                    &format!("{op} axis {axis} reverse {reverse}"),
+                    &jac,
+                    &want,
+                    0.0,
+                    0.0,
+                );
+            }
+        }
+    }
 }
 
 #[test]

@@ -4,8 +4,8 @@
 //! batch), a cost-to-go (the running sum of squared errors from the end), a running maximum,
 //! and the gradient of a single integrator's trajectory cost with respect to its velocities
 //! (`grad` of `Σ (p0 + cumsum(v dt) - goal)²`: a reverse running sum); a low-pass filter over
-//! each row of signals and down a time-major batch (`linrec`), and the gradient of a sum of
-//! running products (two linear recurrences). Every rfx value must equal the Rust loop's bit for
+//! each row of signals and down a time-major batch (`linrec`), and the gradients of a sum of
+//! running products (two linear recurrences) and of running maxima (runs summed by one). Every rfx value must equal the Rust loop's bit for
 //! bit (both fold in order in `f32`; gradients within rounding). rfx runs on one thread, as the
 //! Rust loops do. Median time per call and its ratio to Rust's.
 //!
@@ -126,6 +126,21 @@ fn one_thread() -> CompileConfig {
     let mut config = CompileConfig::default();
     config.compile.max_threads = Some(1);
     config
+}
+
+/// The gradient of `Σ cummax(x)` along each row: each result's one added to the element it
+/// holds (the later element on a tie).
+fn cummax_sum_grad(x: &[f32], horizon: usize, out: &mut [f32]) {
+    for (row, o) in x.chunks_exact(horizon).zip(out.chunks_exact_mut(horizon)) {
+        o.fill(0.0);
+        let mut held = 0;
+        for (i, v) in row.iter().enumerate() {
+            if !(row[held] > *v || row[held].is_nan()) || i == 0 {
+                held = i;
+            }
+            o[held] += 1.0;
+        }
+    }
 }
 
 fn report(name: &str, rfx_ns: f64, rust_ns: f64) {
@@ -272,6 +287,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         });
         assert!(close(&out, &want), "cumprod gradient values");
         report(&format!("cumprod grad [{batch}, {horizon}]"), t, r);
+    }
+    for (batch, horizon) in [(1, 30), (256, 30), (64, 200)] {
+        let x = data(batch * horizon, 0.6);
+        let mut g = rfx::jit_with(rfx::grad(|x: Tensor| x.cummax(1).sum(All)), one_thread())
+            .bind(&[f32s(&[batch, horizon])])?;
+        let (mut out, mut want) = (vec![0.0; x.len()], vec![0.0; x.len()]);
+        let t = timing::median_ns(50, 60, 20, || {
+            g.run_slices([&x[..]], [&mut out[..]]).expect("run")
+        });
+        let r = timing::median_ns(50, 60, 20, || {
+            cummax_sum_grad(black_box(&x), horizon, black_box(&mut want))
+        });
+        assert!(same_bits(&out, &want), "cummax gradient values");
+        report(&format!("cummax grad [{batch}, {horizon}]"), t, r);
     }
     Ok(())
 }

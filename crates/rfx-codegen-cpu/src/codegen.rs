@@ -1052,8 +1052,12 @@ impl<'k> Gen<'_, 'k> {
     /// time axis) each step is a vector load, the body and a vector store per access; rows
     /// that lie apart (a batch-major one) gather their lanes, which still beats folding one
     /// row at a time: the lanes' dependency chains run side by side (1024 rows of 200 `f32`
-    /// steps 0.6–0.8× a Rust loop's time, one row at a time about 1.05×). `None`, and nothing
-    /// emitted, for other kernels.
+    /// steps 0.6–0.8× a Rust loop's time, one row at a time about 1.05×). With several
+    /// leading dims (`[L0, .., Lk, N]`, rows that do not coalesce, as a batch of trajectories
+    /// scanned along time, `[B, T, D]` lowered to `[B, D, N = T]`) the lanes run along the
+    /// first or the last of them (at least a vector long; one along which every access is
+    /// contiguous when there is one), one unit of work per point of the others. `None`, and
+    /// nothing emitted, for other kernels.
     fn emit_scan_across_rows(
         &mut self,
         b: &mut FunctionBuilder<'_>,
@@ -1063,83 +1067,127 @@ impl<'k> Gen<'_, 'k> {
         scans: &[(usize, ReduceOp, DType)],
     ) -> Result<Option<KernelShape>, BackendError> {
         let kernel = self.kernel();
-        let (rows, inner) = match kernel.dims.as_slice() {
-            &[rows, inner] => (rows, inner),
-            _ => return Ok(None),
+        let Some((&inner, leading)) = kernel.dims.split_last() else {
+            return Ok(None);
         };
+        let leading = leading.to_vec();
+        let rank = leading.len() + 1;
         let w = u8::try_from(kernel.schedule.vector_width).unwrap_or(1);
         let dtypes = kernel
             .slots
             .iter()
             .copied()
             .chain(self.info.accesses.iter().map(|a| a.dtype));
-        if !matches!(w, 2 | 4) || !vectorizable(dtypes, w) || rows < usize::from(w) {
+        if leading.is_empty() || !matches!(w, 2 | 4) || !vectorizable(dtypes, w) {
             return Ok(None);
         }
+        // The leading dim the lanes run along: the only one, or the first or the last (so the
+        // others lie side by side, one unit's offsets unravelled over them), preferring one
+        // along which every access is contiguous (or constant), then the longer.
+        let contiguous = |j: usize| {
+            self.info
+                .accesses
+                .iter()
+                .all(|a| a.strides.get(j).copied().unwrap_or(0) <= 1)
+        };
+        let lane_dim = [0, leading.len() - 1]
+            .into_iter()
+            .filter(|&j| leading[j] >= usize::from(w))
+            .max_by_key(|&j| (contiguous(j), leading[j], j == 0));
+        let Some(lane_dim) = lane_dim else {
+            return Ok(None);
+        };
+        let lanes = leading[lane_dim];
+        let others: Vec<usize> = leading
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j != lane_dim)
+            .map(|(_, &n)| n)
+            .collect();
+        let first_other = usize::from(lane_dim == 0);
         self.width = w;
-        self.inner_axis = Some(0);
+        self.inner_axis = Some(lane_dim);
         self.hoist_splats(b);
         let zero = b.ins().iconst(types::I64, 0);
         let zeros = vec![zero; self.info.accesses.len()];
-        let origin = self.pointers(b, &zeros)?;
         // Bytes (an index: counts) each access advances per step of the scanned dim.
         let step_bytes: Vec<i64> = self
             .info
             .accesses
             .iter()
-            .map(|a| (a.strides.get(1).copied().unwrap_or(0) * a.elem_bytes()) as i64)
+            .map(|a| (a.strides.get(rank - 1).copied().unwrap_or(0) * a.elem_bytes()) as i64)
             .collect();
         let last = i64::try_from(inner).map_err(|_| internal("a row beyond i64"))? - 1;
-        // `vectors` vectors of rows from `row` on, scanned together: their accumulators
-        // interleave, so the steps of neighbouring rows overlap and each step of an access
-        // reads and writes `vectors` neighbouring vectors (a time-major batch of `f32` rows
-        // reads a cache line per step for four).
-        let block = |g: &mut Self, b: &mut FunctionBuilder<'_>, row: Value, vectors: usize| {
-            let accs = g.scan_identities(b, scans, w, vectors)?;
-            let rows_at = (0..vectors)
-                .map(|v| g.add_imm(b, row, (v * usize::from(w)) as i64))
-                .collect::<Vec<_>>();
-            // A pass of several vectors repays its loop's overhead in fewer steps.
-            let unroll = (SCAN_UNROLL / vectors as i64).max(1);
-            g.emit_scan_row(b, order, last, unroll, &accs, &mut |g, b, at, accs| {
-                let mut next = accs.to_vec();
-                let ptrs = origin
-                    .iter()
-                    .zip(&step_bytes)
-                    .map(|(&p, &step)| match step {
-                        0 => p,
-                        _ => {
-                            let moved = g.scale(b, at, step);
-                            g.add(b, p, moved)
-                        }
-                    })
+        // `vectors` vectors of rows from `row` on (along the lane dim, from the pointers
+        // `origin`), scanned together: their accumulators interleave, so the steps of
+        // neighbouring rows overlap and each step of an access reads and writes `vectors`
+        // neighbouring vectors (a time-major batch of `f32` rows reads a cache line per step
+        // for four).
+        let block =
+            |g: &mut Self, b: &mut FunctionBuilder<'_>, origin: &[Value], row: Value, vectors: usize| {
+                let accs = g.scan_identities(b, scans, w, vectors)?;
+                let rows_at = (0..vectors)
+                    .map(|v| g.add_imm(b, row, (v * usize::from(w)) as i64))
                     .collect::<Vec<_>>();
-                g.hoist_row_indices(b, &ptrs)?;
-                for (v, &row_at) in rows_at.iter().enumerate() {
-                    let mine = &mut next[v * scans.len()..(v + 1) * scans.len()];
-                    g.scan_accs = scans.iter().map(|s| s.0).zip(mine.iter().copied()).collect();
-                    g.emit_body(b, w, row_at, &ptrs, &mut Vec::new())?;
-                    for (slot, &(_, acc)) in mine.iter_mut().zip(&g.scan_accs) {
-                        *slot = acc;
+                // A pass of several vectors repays its loop's overhead in fewer steps.
+                let unroll = (SCAN_UNROLL / vectors as i64).max(1);
+                g.emit_scan_row(b, order, last, unroll, &accs, &mut |g, b, at, accs| {
+                    let mut next = accs.to_vec();
+                    let ptrs = origin
+                        .iter()
+                        .zip(&step_bytes)
+                        .map(|(&p, &step)| match step {
+                            0 => p,
+                            _ => {
+                                let moved = g.scale(b, at, step);
+                                g.add(b, p, moved)
+                            }
+                        })
+                        .collect::<Vec<_>>();
+                    g.hoist_row_indices(b, &ptrs)?;
+                    for (v, &row_at) in rows_at.iter().enumerate() {
+                        let mine = &mut next[v * scans.len()..(v + 1) * scans.len()];
+                        g.scan_accs = scans.iter().map(|s| s.0).zip(mine.iter().copied()).collect();
+                        g.emit_body(b, w, row_at, &ptrs, &mut Vec::new())?;
+                        for (slot, &(_, acc)) in mine.iter_mut().zip(&g.scan_accs) {
+                            *slot = acc;
+                        }
                     }
-                }
-                g.row_indices.clear();
-                Ok(next)
-            })
+                    g.row_indices.clear();
+                    Ok(next)
+                })
+            };
+        // Rows `start..end` of the lane dim from `origin`: groups of vectors, then single
+        // vectors, the ragged end re-running the last whole one.
+        let rows = |g: &mut Self, b: &mut FunctionBuilder<'_>, origin: &[Value], start: Value, end: Value| {
+            let group = SCAN_ROW_VECTORS * usize::from(w);
+            let (at, _) = g.emit_loop(b, start, end, group as i64, &[], &mut |g, b, row, _| {
+                block(g, b, origin, row, SCAN_ROW_VECTORS)?;
+                Ok(Vec::new())
+            })?;
+            g.emit_vector_positions(b, at, end, &mut |g, b, row| block(g, b, origin, row, 1))
         };
-        let group = SCAN_ROW_VECTORS * usize::from(w);
-        let (at, _) = self.emit_loop(b, lo, hi, group as i64, &[], &mut |g, b, row, _| {
-            block(g, b, row, SCAN_ROW_VECTORS)?;
-            Ok(Vec::new())
-        })?;
-        self.emit_vector_positions(b, at, hi, &mut |g, b, row| block(g, b, row, 1))?;
+        let min_points = self.min_points_per_thread();
+        let shape = if others.is_empty() {
+            // One unit per row: a thread's range of rows is at least a vector long.
+            let origin = self.pointers(b, &zeros)?;
+            rows(self, b, &origin, lo, hi)?;
+            KernelShape::new(lanes as u64, inner as u64, w, min_points)
+        } else {
+            // One unit per point of the other leading dims, each running the whole lane dim.
+            let units: usize = others.iter().product();
+            let end = b.ins().iconst(types::I64, lanes as i64);
+            self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, unit, _| {
+                let offs = g.offsets(b, unit, first_other, &others, &zeros);
+                let origin = g.pointers(b, &offs)?;
+                let start = b.ins().iconst(types::I64, 0);
+                rows(g, b, &origin, start, end)?;
+                Ok(Vec::new())
+            })?;
+            KernelShape::new(units as u64, (lanes * inner) as u64, w, min_points)
+        };
         b.ins().return_(&[]);
-        Ok(Some(KernelShape::new(
-            rows as u64,
-            inner as u64,
-            w,
-            self.min_points_per_thread(),
-        )))
+        Ok(Some(shape))
     }
 
     /// Elementwise kernels: a vector loop over the innermost dimension plus a scalar tail.

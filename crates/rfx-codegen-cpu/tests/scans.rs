@@ -1,7 +1,8 @@
 //! Kernels with scans on the CPU: every path (a kernel of a few points written out, one row at
 //! a time, vectors of rows in groups with a ragged end), rows that lie apart and neighbouring
 //! ones, both directions, `f32`, `f64` and `i32`, fused with elementwise work, on one thread
-//! and on several: every output element has the LIR interpreter's bits.
+//! and on several, in kernels of two, three and four loop dims: every output element has the
+//! LIR interpreter's bits.
 
 mod common;
 
@@ -114,5 +115,53 @@ fn a_scan_of_a_transcendental_keeps_its_rows_consistent() {
             (g - o).abs() <= 1e-6 * (1.0 + o.abs()),
             "element {i}: {g} against {o}"
         );
+    }
+}
+
+#[test]
+fn scans_of_three_and_four_loop_dims_run_rows_in_lanes() {
+    // Batches of trajectories scanned along time, `[B, T, D]` along axis 1 (lowered to
+    // `[B, D, T]`: the lanes run along `D` when every access is contiguous there and it is a
+    // vector long, along `B`, gathered, otherwise), time-major `[T, B, D]` along axis 0, and a
+    // four-dim `[A, B, T, D]`, with a broadcast operand and a linear recurrence, both ways, on
+    // one thread and on several.
+    let mut seed = 100;
+    for dtype in ["f32", "f64", "i32"] {
+        for (b, t, d) in [(5, 7, 2), (9, 13, 3), (4, 6, 8), (33, 5, 6), (2, 40, 9)] {
+            for (op, reverse) in [
+                ("cumsum", false),
+                ("cummax", true),
+                ("linrec", false),
+                ("linrec", true),
+            ] {
+                let way = if reverse { " reverse" } else { "" };
+                let (args_x, args_y) = if op == "linrec" {
+                    ("%x, %g", "%y, %h")
+                } else {
+                    ("%x", "%y")
+                };
+                let text = format!(
+                    "kernel trajectories {{
+  %x0 = input x : {dtype}[{b},{t},{d}]
+  %y = input y : {dtype}[{t},{b},{d}]
+  %z0 = input z : {dtype}[2,{b},{t},{d}]
+  %w = input w : {dtype}[{d}]
+  %x = add %x0, %w : {dtype}[{b},{t},{d}]
+  %g = sub %x0, %w : {dtype}[{b},{t},{d}]
+  %h = mul %y, %y : {dtype}[{t},{b},{d}]
+  %s = {op} {args_x} axis 1{way} : {dtype}[{b},{t},{d}]
+  %c = {op} {args_y} axis 0{way} : {dtype}[{t},{b},{d}]
+  %e = cumsum %z0 axis 2{way} : {dtype}[2,{b},{t},{d}]
+  output s = %s
+  output c = %c
+  output e = %e
+}}"
+                );
+                for threads in [1, 2] {
+                    seed += 1;
+                    assert_bits_match_interpreter(&text, threads, seed);
+                }
+            }
+        }
     }
 }

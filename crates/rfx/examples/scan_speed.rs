@@ -1,7 +1,8 @@
 //! Running folds against the same loops written in Rust (compiled by rustc with this build's
 //! optimisation, measured alternately in the same run): positions integrated over a horizon
 //! (`cumsum` along each vehicle's row, batch-major, and along the time axis of a time-major
-//! batch), a cost-to-go (the running sum of squared errors from the end), a running maximum,
+//! batch, and of a batch of trajectories `[batch, horizon, dim]`), a cost-to-go (the running
+//! sum of squared errors from the end), a running maximum,
 //! and the gradient of a single integrator's trajectory cost with respect to its velocities
 //! (`grad` of `Σ (p0 + cumsum(v dt) - goal)²`: a reverse running sum); a low-pass filter over
 //! each row of signals and down a time-major batch (`linrec`), and the gradients of a sum of
@@ -74,6 +75,26 @@ fn integrator_grad(v: &[f32], p0: f32, goal: f32, dt: f32, horizon: usize, out: 
         for (q, g) in p.iter().zip(o.iter_mut()).rev() {
             back += (q - goal) * 2.0;
             *g = back * dt;
+        }
+    }
+}
+
+/// Running sums along the time axis of a batch of trajectories `[batch, horizon, dim]`
+/// (batch-major: each step's `dim` values side by side).
+// Indexed: 2.5-6x faster here than zipped iterators over the accumulators, which is the
+// loop rfx is held to (clippy reads the indexing as a copy).
+#[allow(clippy::manual_memcpy)]
+fn trajectories_cumsum(v: &[f32], horizon: usize, dim: usize, out: &mut [f32]) {
+    for (row, o) in v
+        .chunks_exact(horizon * dim)
+        .zip(out.chunks_exact_mut(horizon * dim))
+    {
+        let mut acc = [-0.0f32; 16];
+        for (step, os) in row.chunks_exact(dim).zip(o.chunks_exact_mut(dim)) {
+            for k in 0..dim {
+                acc[k] += step[k];
+                os[k] = acc[k];
+            }
         }
     }
 }
@@ -190,6 +211,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Rust starts each column at its first element, rfx at `-0 + x`: the same bits here.
         assert!(same_bits(&out, &want), "time-major cumsum values");
         report(&format!("cumsum time-major [{horizon}, {batch}]"), t, r);
+    }
+    for (batch, horizon, dim) in [(256, 50, 3), (256, 50, 6), (64, 200, 4)] {
+        let v = data(batch * horizon * dim, 0.8);
+        let mut f =
+            rfx::jit_with(|v: Tensor| v.cumsum(1), one_thread()).bind(&[f32s(&[batch, horizon, dim])])?;
+        let (mut out, mut want) = (vec![0.0; v.len()], vec![0.0; v.len()]);
+        let t = timing::median_ns(50, 60, 20, || {
+            f.run_slices([&v[..]], [&mut out[..]]).expect("run")
+        });
+        let r = timing::median_ns(50, 60, 20, || {
+            trajectories_cumsum(black_box(&v), horizon, dim, black_box(&mut want))
+        });
+        assert!(same_bits(&out, &want), "trajectory cumsum values");
+        report(&format!("cumsum trajectories [{batch}, {horizon}, {dim}]"), t, r);
     }
     for (batch, horizon) in [(1, 50), (1024, 50)] {
         let x = data(batch * horizon, 1.3);

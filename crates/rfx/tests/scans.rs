@@ -416,3 +416,20 @@ fn a_coefficient_that_does_not_broadcast_is_a_typed_error() {
         }
     ));
 }
+
+#[test]
+fn a_running_products_gradient_is_exact_at_a_zero() {
+    // Against the closed form Σ_{i ≥ j} Π_{k ≤ i, k ≠ j} x[k], with a zero in the row: the
+    // gradient is linear recurrences, with no division.
+    let x = [0.5f64, -2.0, 0.0, 1.5, 3.0];
+    let g = rfx::jit(rfx::grad(|x: Tensor| x.cumprod(0).sum(All)));
+    let out = g.call((&x[..],)).expect("grad");
+    let want: Vec<f64> = (0..5)
+        .map(|j| {
+            (j..5)
+                .map(|i| (0..=i).filter(|&k| k != j).map(|k| x[k]).product::<f64>())
+                .sum()
+        })
+        .collect();
+    assert_eq!(values_of(&out[0]), want);
+}

@@ -165,3 +165,31 @@ fn scans_of_three_and_four_loop_dims_run_rows_in_lanes() {
         }
     }
 }
+
+#[test]
+fn a_shifted_operand_in_a_scan_of_three_loop_dims() {
+    // A reverse linear recurrence whose coefficient is its operand shifted by one step (a
+    // running product's adjoint: a window and a padding, read by masked gathers in the scan's
+    // loop nest), over batches of trajectories whose lanes run along `D` or, gathered, `B`.
+    let mut seed = 500;
+    for dtype in ["f32", "f64"] {
+        for (b, t, d) in [(3, 9, 4), (6, 17, 3), (40, 5, 2), (2, 33, 8)] {
+            let text = format!(
+                "kernel shifted {{
+  %x = input x : {dtype}[{b},{t},{d}]
+  %s = slice %x starts [0,1,0] : {dtype}[{b},{tm},{d}]
+  %p = pad %s low [0,0,0] : {dtype}[{b},{t},{d}]
+  %l = linrec %x, %p axis 1 reverse : {dtype}[{b},{t},{d}]
+  %m = mul %l, %p : {dtype}[{b},{t},{d}]
+  output l = %l
+  output m = %m
+}}",
+                tm = t - 1
+            );
+            for threads in [1, 2] {
+                seed += 1;
+                assert_bits_match_interpreter(&text, threads, seed);
+            }
+        }
+    }
+}

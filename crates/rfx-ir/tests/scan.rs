@@ -257,6 +257,33 @@ fn random_inputs(seed: u64) -> (Array, Array) {
     )
 }
 
+/// The MIR and LIR interpreters give the HIR interpreter's bits for one program at the three
+/// levels, in native and oracle mode.
+fn assert_levels_agree(
+    kernel: &hir::Kernel,
+    program: &mir::MirProgram,
+    lowered: &lir::LirProgram,
+    inputs: &[Array],
+    seed: u64,
+) {
+    let inputs: Vec<_> = inputs.iter().map(Array::view).collect();
+    for mode in [Mode::Native, Mode::Oracle] {
+        let want = run_hir(kernel, &inputs, mode).unwrap();
+        for (level, got) in [
+            ("MIR", run_mir(program, &inputs, mode).unwrap()),
+            ("LIR", run_lir(lowered, &inputs, mode).unwrap()),
+        ] {
+            for (w, g) in want.iter().zip(&got) {
+                let (w, g) = (values(w), values(g));
+                assert!(
+                    w.iter().zip(&g).all(|(a, b)| same_bits(*a, *b)),
+                    "{level} seed {seed} {mode:?}: {g:?} against HIR's {w:?}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn mir_and_lir_interpreters_agree_with_hir() {
     let kernel = hir::parse(HIR_TEXT).unwrap();
@@ -271,22 +298,7 @@ fn mir_and_lir_interpreters_agree_with_hir() {
     assert!(lowered.to_string().contains("lanes 1 scan reverse {"));
     for seed in 0..20 {
         let (x, y) = random_inputs(seed);
-        let inputs = [x.view(), y.view()];
-        for mode in [Mode::Native, Mode::Oracle] {
-            let want = run_hir(&kernel, &inputs, mode).unwrap();
-            for (level, got) in [
-                ("MIR", run_mir(&program, &inputs, mode).unwrap()),
-                ("LIR", run_lir(&lowered, &inputs, mode).unwrap()),
-            ] {
-                for (w, g) in want.iter().zip(&got) {
-                    let (w, g) = (values(w), values(g));
-                    assert!(
-                        w.iter().zip(&g).all(|(a, b)| same_bits(*a, *b)),
-                        "{level} seed {seed} {mode:?}: {g:?} against HIR's {w:?}"
-                    );
-                }
-            }
-        }
+        assert_levels_agree(&kernel, &program, &lowered, &[x, y], seed);
     }
 }
 
@@ -549,22 +561,7 @@ fn linear_recurrences_agree_across_the_three_levels() {
     for seed in 0..20 {
         let (x, _) = random_inputs(seed);
         let (a, _) = random_inputs(seed + 100);
-        let inputs = [x.view(), a.view()];
-        for mode in [Mode::Native, Mode::Oracle] {
-            let want = run_hir(&kernel, &inputs, mode).unwrap();
-            for (level, got) in [
-                ("MIR", run_mir(&program, &inputs, mode).unwrap()),
-                ("LIR", run_lir(&lowered, &inputs, mode).unwrap()),
-            ] {
-                for (w, g) in want.iter().zip(&got) {
-                    let (w, g) = (values(w), values(g));
-                    assert!(
-                        w.iter().zip(&g).all(|(a, b)| same_bits(*a, *b)),
-                        "{level} seed {seed} {mode:?}: {g:?} against HIR's {w:?}"
-                    );
-                }
-            }
-        }
+        assert_levels_agree(&kernel, &program, &lowered, &[x, a], seed);
     }
 }
 

@@ -257,6 +257,24 @@ fn random_inputs(seed: u64) -> (Array, Array) {
     )
 }
 
+/// One program as HIR, MIR and LIR text, parsed and verified; each text prints back as it
+/// parsed.
+fn parse_levels(
+    hir_text: &str,
+    mir_text: &str,
+    lir_text: &str,
+) -> (hir::Kernel, mir::MirProgram, lir::LirProgram) {
+    let kernel = hir::parse(hir_text).unwrap();
+    let program = mir::parse(mir_text).unwrap();
+    mir::verify(&program).unwrap();
+    let lowered = lir::parse(lir_text).unwrap();
+    lir::verify(&lowered).unwrap();
+    assert_eq!(hir::parse(&kernel.to_string()).unwrap(), kernel);
+    assert_eq!(mir::parse(&program.to_string()).unwrap(), program);
+    assert_eq!(lir::parse(&lowered.to_string()).unwrap(), lowered);
+    (kernel, program, lowered)
+}
+
 /// The MIR and LIR interpreters give the HIR interpreter's bits for one program at the three
 /// levels, in native and oracle mode.
 fn assert_levels_agree(
@@ -286,15 +304,7 @@ fn assert_levels_agree(
 
 #[test]
 fn mir_and_lir_interpreters_agree_with_hir() {
-    let kernel = hir::parse(HIR_TEXT).unwrap();
-    let program = mir::parse(MIR_TEXT).unwrap();
-    mir::verify(&program).unwrap();
-    let lowered = lir::parse(LIR_TEXT).unwrap();
-    lir::verify(&lowered).unwrap();
-    // Each text prints back as it parsed.
-    assert_eq!(hir::parse(&kernel.to_string()).unwrap(), kernel);
-    assert_eq!(mir::parse(&program.to_string()).unwrap(), program);
-    assert_eq!(lir::parse(&lowered.to_string()).unwrap(), lowered);
+    let (kernel, program, lowered) = parse_levels(HIR_TEXT, MIR_TEXT, LIR_TEXT);
     assert!(lowered.to_string().contains("lanes 1 scan reverse {"));
     for seed in 0..20 {
         let (x, y) = random_inputs(seed);
@@ -549,14 +559,7 @@ lir filters arena 0 align 64 {
 
 #[test]
 fn linear_recurrences_agree_across_the_three_levels() {
-    let kernel = hir::parse(LINREC_HIR).unwrap();
-    let program = mir::parse(LINREC_MIR).unwrap();
-    mir::verify(&program).unwrap();
-    let lowered = lir::parse(LINREC_LIR).unwrap();
-    lir::verify(&lowered).unwrap();
-    assert_eq!(hir::parse(&kernel.to_string()).unwrap(), kernel);
-    assert_eq!(mir::parse(&program.to_string()).unwrap(), program);
-    assert_eq!(lir::parse(&lowered.to_string()).unwrap(), lowered);
+    let (kernel, program, lowered) = parse_levels(LINREC_HIR, LINREC_MIR, LINREC_LIR);
     assert!(lowered.to_string().contains("s3 = linrec s0, s2"));
     for seed in 0..20 {
         let (x, _) = random_inputs(seed);

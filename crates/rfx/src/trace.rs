@@ -1024,14 +1024,7 @@ impl Tensor {
         Tensor::record("linrec", &[self.into(), coef.into()], move |b, ids| {
             let x = b.value_type(ids[0])?.shape.clone();
             let c = b.value_type(ids[1])?.shape.clone();
-            let shape = rfx_ir::broadcast_shapes(&x, &c).ok_or_else(|| BuildError::Type {
-                op: "linrec",
-                source: rfx_ir::TypeError::Broadcast {
-                    op: "linrec",
-                    lhs: x.clone(),
-                    rhs: c.clone(),
-                },
-            })?;
+            let shape = rfx_ir::broadcast_shapes(&x, &c).ok_or_else(|| broadcast_error("linrec", &x, &c))?;
             let mut operands = [ids[0], ids[1]];
             for (id, own) in operands.iter_mut().zip([&x, &c]) {
                 if *own != shape {

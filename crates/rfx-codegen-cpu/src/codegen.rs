@@ -63,6 +63,12 @@ const UNROLL_MAX_BODY: usize = 12;
 /// position, with no loop: each row's pointers are constant displacements and each position a
 /// constant, so no index arithmetic remains.
 const STRAIGHT_BUDGET: usize = 192;
+/// The most body work (as [`STRAIGHT_BUDGET`]) of one unit of an elementwise kernel whose
+/// leading loop dims are many units of a small block (a batch of small matrices): the block is
+/// written out, row by row and position by position, inside one loop over the units.
+const UNIT_BUDGET: usize = 384;
+/// The most points of such a unit's block.
+const UNIT_MAX_POINTS: usize = 64;
 
 /// The body of a loop emitted by `Gen::emit_loop`: `(generator, builder, position, carried)`.
 type LoopBody<'a, G, R = Vec<Value>> =
@@ -1206,6 +1212,9 @@ impl<'k> Gen<'_, 'k> {
         if let Some(shape) = self.emit_written_out(b, lo, hi, outer, inner)? {
             return Ok(shape);
         }
+        if let Some(shape) = self.emit_units_written_out(b, lo, hi, &dims)? {
+            return Ok(shape);
+        }
         let zero = b.ins().iconst(types::I64, 0);
         let zeros = vec![zero; self.info.accesses.len()];
         let shape = if rank <= 1 {
@@ -1278,6 +1287,68 @@ impl<'k> Gen<'_, 'k> {
         Ok(Some(KernelShape::new(
             1,
             points,
+            self.width,
+            self.min_points_per_thread(),
+        )))
+    }
+
+    /// An elementwise kernel of two or more loop dims whose trailing dims make a small block
+    /// (at most [`UNIT_MAX_POINTS`] points and [`UNIT_BUDGET`] body work written out) repeated
+    /// over the leading dims (the units: a batch of small matrices), as one loop over the
+    /// units with each unit's block written out: the unit's pointers once per iteration, then
+    /// row by row at constant displacements from them, position by position (`None`, and
+    /// nothing emitted, when no split fits or the kernel runs in tiles). The leading dims are
+    /// the fewest whose block fits. A row loop of two to four points per row spends more on
+    /// its index arithmetic and loop control than on the body. Ends the function.
+    fn emit_units_written_out(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        lo: Value,
+        hi: Value,
+        dims: &[usize],
+    ) -> Result<Option<KernelShape>, BackendError> {
+        let rank = dims.len();
+        if self.tiles.is_some() || rank < 2 {
+            return Ok(None);
+        }
+        let inner = dims[rank - 1];
+        let positions = row_positions(inner, self.width);
+        let body = self.body_work();
+        let Some(lead) = (1..rank).find(|&lead| {
+            let rows: usize = dims[lead..rank - 1].iter().product();
+            rows.saturating_mul(inner) <= UNIT_MAX_POINTS
+                && rows.saturating_mul(positions.len()).saturating_mul(body) <= UNIT_BUDGET
+        }) else {
+            return Ok(None);
+        };
+        let units: usize = dims[..lead].iter().product();
+        let block = &dims[lead..rank - 1];
+        let rows: usize = block.iter().product();
+        if units < 2 || rows * inner == 0 {
+            return Ok(None);
+        }
+        let zero = b.ins().iconst(types::I64, 0);
+        let zeros = vec![zero; self.info.accesses.len()];
+        let leading = dims[..lead].to_vec();
+        let block = block.to_vec();
+        self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, unit, _| {
+            let offs = g.offsets(b, unit, 0, &leading, &zeros);
+            let unit_ptrs = g.pointers(b, &offs)?;
+            for row in 0..rows {
+                let ptrs = g.displaced_pointers(b, &unit_ptrs, row, lead, &block);
+                g.hoist_row_indices(b, &ptrs)?;
+                for &(at, w) in &positions {
+                    let at = g.const_i64(b, at as i64);
+                    g.emit_body(b, w, at, &ptrs, &mut Vec::new())?;
+                }
+                g.row_indices.clear();
+            }
+            Ok(Vec::new())
+        })?;
+        b.ins().return_(&[]);
+        Ok(Some(KernelShape::new(
+            units as u64,
+            (rows * inner) as u64,
             self.width,
             self.min_points_per_thread(),
         )))
@@ -3602,6 +3673,45 @@ impl<'k> Gen<'_, 'k> {
                         Ok(self.const_i64(b, elems))
                     }
                 }
+            })
+            .collect()
+    }
+
+    /// `ptrs` (as [`Gen::pointers`] makes them) moved to row `row` of a block that spans the
+    /// loop dims `first..first + block.len()` of extents `block`: a constant displacement per
+    /// access, in bytes for a buffer's pointer and in elements for an index's value.
+    fn displaced_pointers(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        ptrs: &[Value],
+        row: usize,
+        first: usize,
+        block: &[usize],
+    ) -> Vec<Value> {
+        let mut idx = vec![0usize; block.len()];
+        let mut rem = row;
+        for d in (0..block.len()).rev() {
+            let n = block[d].max(1);
+            idx[d] = rem % n;
+            rem /= n;
+        }
+        self.info
+            .accesses
+            .iter()
+            .zip(ptrs)
+            .map(|(access, &ptr)| {
+                let elems: usize = idx
+                    .iter()
+                    .enumerate()
+                    .map(|(d, &i)| i * access.strides.get(first + d).copied().unwrap_or(0))
+                    .sum();
+                let unit = if access.buf.is_some() {
+                    access.dtype.size_bytes()
+                } else {
+                    1
+                };
+                // Inside the buffer (or below the verified index bound): far below i64::MAX.
+                self.add_imm(b, ptr, (elems * unit) as i64)
             })
             .collect()
     }

@@ -76,3 +76,73 @@ fn short_vectors_written_out_keep_the_interpreters_bits() {
         check(&text, 7);
     }
 }
+
+/// `x ∘ wᵀ + m - i` over `[lead.., rows, cols]`: a row-major read, a transposed (strided) one,
+/// a small matrix shared by every unit (stride 0 along the leading dims), the index along the
+/// first leading dim and along the columns.
+fn batch_of_blocks(dt: &str, lead: &[usize], rows: usize, cols: usize) -> String {
+    let dims = |tail: &[usize]| {
+        let all: Vec<String> = lead.iter().chain(tail).map(usize::to_string).collect();
+        format!("{dt}[{}]", all.join(","))
+    };
+    let (t, tw) = (dims(&[rows, cols]), dims(&[cols, rows]));
+    let r = lead.len();
+    let mut perm: Vec<usize> = (0..r).collect();
+    perm.extend([r + 1, r]);
+    let perm: Vec<String> = perm.iter().map(usize::to_string).collect();
+    format!(
+        "kernel k {{\n %x = input x : {t}\n %w = input w : {tw}\n %m = input m : {dt}[{rows},{cols}]\n \
+         %wt = transpose %w perm [{}] : {t}\n %mb = broadcast_to %m : {t}\n \
+         %i = iota axis 0 : {t}\n %j = iota axis {} : {t}\n %p = mul %x, %wt : {t}\n \
+         %q = add %p, %mb : {t}\n %o1 = sub %q, %i : {t}\n %o = add %o1, %j : {t}\n \
+         %d = mul %x, %x : {t}\n output o = %o\n output d = %d\n}}",
+        perm.join(","),
+        r + 1
+    )
+}
+
+#[test]
+fn batches_of_small_blocks_written_out_per_unit_keep_the_interpreters_bits() {
+    // Many units of a small block (a batch of small matrices): one loop over the units, each
+    // block written out. Blocks around the point limit (64) with whole and partial vectors,
+    // units of one or two leading dims (the leading dims are the fewest whose block fits),
+    // and batches large enough for the pool to split them.
+    let mut seed = 1000;
+    for dt in ["f32", "f64", "i32"] {
+        for (lead, rows, cols) in [
+            (&[2usize][..], 4usize, 4usize),
+            (&[3], 2, 3),
+            (&[17], 4, 2),
+            (&[64], 1, 3),
+            (&[5], 8, 8),
+            (&[5], 9, 7),
+            (&[7], 3, 17),
+            (&[4, 3], 5, 5),
+            (&[6, 5], 13, 5),
+            (&[1000], 4, 4),
+        ] {
+            let text = batch_of_blocks(dt, lead, rows, cols);
+            seed += 1;
+            common::assert_bits_match_interpreter(&text, 1, seed);
+        }
+        // Split across threads: 20000 units of 4×4.
+        let text = batch_of_blocks(dt, &[20000], 4, 4);
+        common::assert_bits_match_interpreter(&text, 4, seed + 7);
+    }
+}
+
+#[test]
+fn a_batch_of_small_blocks_is_one_loop() {
+    // 256 units of a 4×4 `f64` block: one loop over the units (one loop test), where a loop
+    // over the 1024 rows would hold a loop over each row's positions too.
+    let text = batch_of_blocks("f64", &[256], 4, 4);
+    let kernel = rfx_ir::hir::parse(&text).expect("parse");
+    let (mir, _) = rfx_opt::optimize(&kernel, &rfx_opt::OptConfig::default()).expect("optimize");
+    let lir = rfx_lower::lower(&mir, &rfx_lower::LowerConfig::default())
+        .expect("lower")
+        .0;
+    let dumps = rfx_codegen_cpu::dump(&lir).expect("dump");
+    assert_eq!(dumps.len(), 1, "one kernel");
+    let clif = &dumps[0].1;
+    assert_eq!(clif.matches("brif").count(), 1, "one loop test:\n{clif}");
+}

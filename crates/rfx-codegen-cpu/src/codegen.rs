@@ -191,6 +191,17 @@ fn row_positions(n: usize, width: u8) -> Vec<(usize, u8)> {
         .collect()
 }
 
+/// The positions [`Gen::emit_vector_positions`] runs a body at over `0..n` in vectors of `w`
+/// (at least one vector long when `w > 1`): every whole vector, then `n - w` for a ragged end.
+fn written_out_positions(n: usize, width: u8) -> Vec<usize> {
+    let w = usize::from(width.max(1));
+    let mut positions: Vec<usize> = (0..n / w).map(|i| i * w).collect();
+    if !n.is_multiple_of(w) && n >= w {
+        positions.push(n - w);
+    }
+    positions
+}
+
 /// `(x / d, x % d)` for a constant `d`: a shift and a mask for a power of two; with `small`
 /// (the caller knows `x <= 2^32`), a multiply-high by `ceil(2^64 / d)`, exact for every such `x`
 /// and `d < 2^32` (the error `x * e / 2^64 < 2^-32` never reaches the next multiple, which is at
@@ -2693,10 +2704,27 @@ impl<'k> Gen<'_, 'k> {
         } else {
             let rows: usize = outer_leading.iter().product();
             let cols_end = b.ins().iconst(types::I64, cols as i64);
+            // A short row of outputs whose points are all unrolled (a batch of small matrix
+            // products) is written out: its vector positions (the ragged end's included, as
+            // the loop would run it) at constant columns, with no loop over them.
+            let written_out = (tiles.is_none() && rows_reduced == 1 && inner <= UNROLL_ROW)
+                .then(|| written_out_positions(cols, w))
+                .filter(|positions| {
+                    positions
+                        .len()
+                        .saturating_mul(reduced_numel)
+                        .saturating_mul(self.body_work())
+                        <= UNIT_BUDGET
+                });
             self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, row, _| {
                 let row_offs = g.offsets(b, row, 0, &outer_leading, &zeros);
                 let start = b.ins().iconst(types::I64, 0);
-                if let Some(plan) = &tiles {
+                if let Some(positions) = &written_out {
+                    for &at in positions {
+                        let col = g.const_i64(b, at as i64);
+                        group(g, b, row, &row_offs, col)?;
+                    }
+                } else if let Some(plan) = &tiles {
                     g.emit_across_tiles(b, plan, &across, row, &row_offs, start, cols_end)?;
                 } else {
                     g.emit_vector_positions(b, start, cols_end, &mut |g, b, col| {

@@ -560,6 +560,20 @@ enum Known {
     Offset(Value, i64),
 }
 
+/// What [`Gen::emit_body`] does with one body instruction at a position where some values are
+/// constants ([`Gen::fold_plan`]).
+#[derive(Clone, Copy, Debug)]
+enum Fold {
+    /// Emit it.
+    Emit,
+    /// Nothing live reads it: emit nothing.
+    Skip,
+    /// Its value is this constant.
+    Constant(Scalar),
+    /// A select whose condition is a constant: its value is this slot's.
+    Alias(SlotId),
+}
+
 /// The pure operations [`Gen::memo`] shares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Pure {
@@ -1338,7 +1352,7 @@ impl<'k> Gen<'_, 'k> {
         if units < 2 || rows * inner == 0 {
             return Ok(None);
         }
-        let zero = b.ins().iconst(types::I64, 0);
+        let zero = self.const_i64(b, 0);
         let zeros = vec![zero; self.info.accesses.len()];
         let leading = dims[..lead].to_vec();
         let block = block.to_vec();
@@ -3161,7 +3175,26 @@ impl<'k> Gen<'_, 'k> {
             }
         }
         let body = self.kernel().body.clone();
+        let plan = self.fold_plan(w, at, offs);
         for (i, inst) in body.iter().enumerate() {
+            match (plan.as_ref().map(|p| p[i]), inst.dst()) {
+                (Some(Fold::Skip), _) => continue,
+                (Some(Fold::Constant(value)), Some(dst)) => {
+                    let v = Emitter {
+                        b: &mut *b,
+                        w,
+                        imports: self.imports,
+                    }
+                    .constant(value);
+                    slots[dst.index()] = Some(v);
+                    continue;
+                }
+                (Some(Fold::Alias(src)), Some(dst)) => {
+                    slots[dst.index()] = slots.get(src.index()).copied().flatten();
+                    continue;
+                }
+                _ => {}
+            }
             let access = self.info.access_of.get(i).copied().flatten();
             self.emit_inst(
                 b,
@@ -3175,6 +3208,164 @@ impl<'k> Gen<'_, 'k> {
             )?;
         }
         Ok(())
+    }
+
+    /// What to do with each body instruction at position `at` (`w` lanes) of the row whose
+    /// offsets are `offs`, when some values there are constants: a position written out at
+    /// a constant column (a small block, a concatenation's row) knows its indices, so the
+    /// comparisons of a position with a bound and the selects they drive are decided at
+    /// compile time, and what only an unselected arm reads is not emitted at all (its loads
+    /// included, which Cranelift would keep). `None` when nothing folds (a loop's positions):
+    /// the body is emitted as it is. Folded values are computed by `rfx_ir::semantics`, the
+    /// interpreters' definitions: indices, comparisons, `and`/`or`, `i32` `add`, `sub`, `mul`,
+    /// `min`, `max` and selects, all exact.
+    fn fold_plan(&self, w: u8, at: Value, offs: &[Value]) -> Option<Vec<Fold>> {
+        let kernel = self.kernel();
+        if kernel.body.iter().any(|inst| matches!(inst, Inst::Scan { .. })) {
+            return None;
+        }
+        let known_i64 = |v: Value| match self.known.borrow().get(&v) {
+            Some(Known::Const(c)) => Some(*c),
+            _ => None,
+        };
+        let at = known_i64(at);
+        let slot_count = kernel.slots.len();
+        // The preamble's constants, by slot.
+        let mut pre_known: Vec<Option<Scalar>> = vec![None; slot_count];
+        for inst in &kernel.preamble {
+            if let Inst::Const { dst, value } = inst
+                && let Some(slot) = pre_known.get_mut(dst.index())
+            {
+                *slot = Some(*value);
+            }
+        }
+        let n = kernel.body.len();
+        // The body instruction whose value each slot holds (`None`: the preamble's).
+        let mut current: Vec<Option<usize>> = vec![None; slot_count];
+        let mut known: Vec<Option<Scalar>> = vec![None; n];
+        let mut chosen: Vec<Option<SlotId>> = vec![None; n];
+        let mut operands: Vec<Vec<Option<usize>>> = Vec::with_capacity(n);
+        let mut folds = false;
+        for (i, inst) in kernel.body.iter().enumerate() {
+            let value_of = |slot: SlotId| match current.get(slot.index()).copied().flatten() {
+                Some(j) => known[j],
+                None => pre_known.get(slot.index()).copied().flatten(),
+            };
+            operands.push(
+                inst.srcs()
+                    .iter()
+                    .map(|s| current.get(s.index()).copied().flatten())
+                    .collect(),
+            );
+            known[i] = match inst {
+                Inst::Const { value, .. } => Some(*value),
+                Inst::Index { dst, .. } => self.info.access_of.get(i).copied().flatten().and_then(|k| {
+                    let stride = self.inner_stride(k) as i64;
+                    let offset = offs.get(k).and_then(|&v| known_i64(v));
+                    let position = if stride == 0 {
+                        Some(0)
+                    } else {
+                        at.filter(|_| w == 1)
+                    };
+                    match (offset, position, kernel.slots.get(dst.index())) {
+                        (Some(o), Some(p), Some(&dtype)) => usize::try_from(o + p * stride)
+                            .ok()
+                            .and_then(|i| rfx_ir::semantics::index_value(i, dtype)),
+                        _ => None,
+                    }
+                }),
+                Inst::Compare { op, lhs, rhs, .. } => match (value_of(*lhs), value_of(*rhs)) {
+                    (Some(a), Some(b)) => rfx_ir::semantics::compare(*op, a, b).map(Scalar::Bool),
+                    _ => None,
+                },
+                Inst::Binary { op, lhs, rhs, .. } => match (op, value_of(*lhs), value_of(*rhs)) {
+                    (BinaryOp::And, Some(Scalar::Bool(false)), _)
+                    | (BinaryOp::And, _, Some(Scalar::Bool(false))) => Some(Scalar::Bool(false)),
+                    (BinaryOp::Or, Some(Scalar::Bool(true)), _)
+                    | (BinaryOp::Or, _, Some(Scalar::Bool(true))) => Some(Scalar::Bool(true)),
+                    (
+                        BinaryOp::And
+                        | BinaryOp::Or
+                        | BinaryOp::Add
+                        | BinaryOp::Sub
+                        | BinaryOp::Mul
+                        | BinaryOp::Min
+                        | BinaryOp::Max,
+                        Some(a @ (Scalar::Bool(_) | Scalar::I32(_))),
+                        Some(b),
+                    ) => rfx_ir::semantics::binary(*op, a, b),
+                    _ => None,
+                },
+                Inst::Select {
+                    cond,
+                    on_true,
+                    on_false,
+                    ..
+                } => match value_of(*cond) {
+                    Some(Scalar::Bool(c)) => {
+                        let pick = if c { *on_true } else { *on_false };
+                        chosen[i] = Some(pick);
+                        folds = true;
+                        value_of(pick)
+                    }
+                    _ => None,
+                },
+                _ => None,
+            };
+            folds |= known[i].is_some() && !matches!(inst, Inst::Const { .. });
+            if let Some(dst) = inst.dst()
+                && let Some(slot) = current.get_mut(dst.index())
+            {
+                *slot = Some(i);
+            }
+        }
+        if !folds {
+            return None;
+        }
+        // Live instructions, from the stores and reductions back.
+        let mut live = vec![false; n];
+        for (i, inst) in kernel.body.iter().enumerate().rev() {
+            let root = matches!(inst, Inst::Store { .. } | Inst::Reduce { .. });
+            if !(root || live[i]) {
+                continue;
+            }
+            live[i] = true;
+            if !root && known[i].is_some() {
+                continue;
+            }
+            let srcs = inst.srcs();
+            for (src, def) in srcs.iter().zip(&operands[i]) {
+                if chosen[i].is_some_and(|pick| pick != *src) {
+                    continue;
+                }
+                if let Some(j) = *def {
+                    live[j] = true;
+                }
+            }
+        }
+        Some(
+            kernel
+                .body
+                .iter()
+                .enumerate()
+                .map(|(i, inst)| {
+                    if !live[i] {
+                        Fold::Skip
+                    } else if matches!(
+                        inst,
+                        Inst::Const { .. } | Inst::Store { .. } | Inst::Reduce { .. }
+                    ) {
+                        Fold::Emit
+                    } else if let Some(value) = known[i] {
+                        Fold::Constant(value)
+                    } else if let Some(pick) = chosen[i] {
+                        Fold::Alias(pick)
+                    } else {
+                        Fold::Emit
+                    }
+                })
+                .collect(),
+        )
     }
 
     /// Splats the preamble slots the body reads to the kernel's vector width, once, in the

@@ -11,7 +11,10 @@ use rfx_lower::{
     Backend, BackendError, CallArgs, CallError, CompileOptions, Compiled, Scratch, Signature, Transcendental,
 };
 
-use crate::codegen::{KernelShape, ModuleItems, build_kernel, define_literals, table_entries};
+use crate::codegen::{
+    KernelShape, ModuleItems, build_kernel, build_program, define_literals, runs_as_one_function,
+    table_entries,
+};
 use crate::imports::{ImportIds, register_symbols};
 use crate::pool::{self, KernelFn};
 
@@ -76,7 +79,11 @@ fn new_module() -> Result<JITModule, BackendError> {
 
 /// The compiled code of one program, its text dumps, and the module that owns the code.
 pub(crate) struct CpuCode {
+    /// The functions to run in order: one per kernel, or one for the whole program
+    /// ([`crate::codegen::runs_as_one_function`]).
     pub(crate) kernels: Vec<(KernelFn, KernelShape)>,
+    /// Each kernel's vector width.
+    pub(crate) widths: Vec<u8>,
     pub(crate) clif: Vec<String>,
     pub(crate) asm: Vec<Option<String>>,
     module: Option<JITModule>,
@@ -119,6 +126,25 @@ pub(crate) fn compile_code(
     let mut module = new_module()?;
     let imports = ImportIds::declare(&mut module).map_err(compile_error)?;
     let literals = define_literals(&mut module, program)?;
+    if !want_disasm && runs_as_one_function(program) {
+        let items = ModuleItems {
+            imports: &imports,
+            literals: &literals,
+        };
+        let (id, widths) = build_program(&mut module, items, program, fast_math && has_fma())?;
+        module.finalize_definitions().map_err(compile_error)?;
+        let ptr = module.get_finalized_function(id);
+        // SAFETY: the program's function was declared with the signature `(ptr, i64, i64)`
+        // and the C calling convention of the host, which is `KernelFn`.
+        let func: KernelFn = unsafe { std::mem::transmute::<*const u8, KernelFn>(ptr) };
+        return Ok(CpuCode {
+            kernels: vec![(func, KernelShape::one_unit())],
+            widths,
+            clif: Vec::new(),
+            asm: Vec::new(),
+            module: Some(module),
+        });
+    }
     let mut built = Vec::new();
     let mut clif = Vec::new();
     let mut asm = Vec::new();
@@ -141,7 +167,7 @@ pub(crate) fn compile_code(
         asm.push(disasm);
     }
     module.finalize_definitions().map_err(compile_error)?;
-    let kernels = built
+    let kernels: Vec<(KernelFn, KernelShape)> = built
         .into_iter()
         .map(|(id, shape)| {
             let ptr = module.get_finalized_function(id);
@@ -151,8 +177,10 @@ pub(crate) fn compile_code(
             (func, shape)
         })
         .collect();
+    let widths = kernels.iter().map(|(_, shape)| shape.width).collect();
     Ok(CpuCode {
         kernels,
+        widths,
         clif,
         asm,
         module: Some(module),
@@ -237,9 +265,17 @@ impl CpuCompiled {
         })
     }
 
+    /// The number of JIT functions a call runs: one per kernel, or one for the whole program
+    /// when every kernel is too small to split across threads (a control loop's call; the
+    /// kernels' code is the same, each continuing into the next instead of returning). Dumps
+    /// (`dump`, [`CpuCompiled::clif`]) always show one function per kernel.
+    pub fn function_count(&self) -> usize {
+        self.code.kernels.len()
+    }
+
     /// The SIMD lanes each kernel's main loop uses (1: scalar code).
     pub fn vector_widths(&self) -> Vec<u8> {
-        self.code.kernels.iter().map(|(_, shape)| shape.width).collect()
+        self.code.widths.clone()
     }
 }
 

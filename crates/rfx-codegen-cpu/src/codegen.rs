@@ -105,6 +105,15 @@ pub(crate) struct KernelShape {
 }
 
 impl KernelShape {
+    /// One unit of work on one thread: a function that runs a whole program of small kernels.
+    pub(crate) fn one_unit() -> KernelShape {
+        KernelShape {
+            units: 1,
+            width: 1,
+            thread_limit: 0,
+        }
+    }
+
     /// A kernel shape; its thread limit is one thread per `min_points_per_thread` loop points,
     /// with every chunk keeping at least 64 units (so a vector loop can always re-run its last
     /// full vector on the ragged end of its own range).
@@ -344,6 +353,97 @@ pub(crate) fn build_kernel(
     result.map(|(clif, disasm, shape)| (id, clif, disasm, shape))
 }
 
+/// Kernels of fewer loop points than this never split across threads (a thread takes at
+/// least 1024 points), so a program of such kernels can run them all in one function.
+pub(crate) const PROGRAM_MAX_POINTS: usize = 1024;
+
+/// Whether [`build_program`] should compile `program`: two or more kernels, each of fewer
+/// than [`PROGRAM_MAX_POINTS`] loop points (a control loop's call: a Kalman step's 15 kernels
+/// of a few points each), where calling each kernel's function (a call, a prologue, its table
+/// loads) costs as much as a kernel's work.
+pub(crate) fn runs_as_one_function(program: &LirProgram) -> bool {
+    program.kernels().len() > 1
+        && program.kernels().iter().all(|k| {
+            k.dims
+                .iter()
+                .try_fold(1usize, |n, &d| n.checked_mul(d))
+                .is_some_and(|n| n < PROGRAM_MAX_POINTS)
+        })
+}
+
+/// Compiles every kernel of `program` into one function, `(table, _, _)`, that runs them in
+/// program order, each on its whole range of units: each kernel's code is what
+/// [`build_kernel`] makes of it, with its return replaced by a jump to the next kernel's code.
+/// Returns the function and each kernel's vector width.
+pub(crate) fn build_program(
+    module: &mut JITModule,
+    items: ModuleItems<'_>,
+    program: &LirProgram,
+    contract: bool,
+) -> Result<(FuncId, Vec<u8>), BackendError> {
+    let ptr = module.target_config().pointer_type();
+    let mut sig = module.make_signature();
+    sig.params.extend([
+        AbiParam::new(ptr),
+        AbiParam::new(types::I64),
+        AbiParam::new(types::I64),
+    ]);
+    let name = "rfx_program";
+    let id = module
+        .declare_function(name, Linkage::Local, &sig)
+        .map_err(|e| internal(format!("declare {name}: {e}")))?;
+    let mut ctx = module.make_context();
+    let mut fbc = FunctionBuilderContext::new();
+    ctx.func.signature = sig;
+    ctx.func.name = UserFuncName::user(0, id.as_u32());
+    let infos = program
+        .kernels()
+        .iter()
+        .map(|kernel| kernel_info(program, kernel))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut widths = Vec::with_capacity(infos.len());
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fbc);
+        let funcs = items.imports.in_func(module, b.func);
+        let literal_bases: Vec<_> = items
+            .literals
+            .iter()
+            .map(|data| data.map(|id| literal_global(id, b.func)))
+            .collect();
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let table = b.block_params(entry)[0];
+        for info in &infos {
+            // Each kernel runs units `0..units`; its unit count is known once its code is made,
+            // so its bound starts as a placeholder constant, set afterwards.
+            let lo = b.ins().iconst(types::I64, 0);
+            let hi = b.ins().iconst(types::I64, 0);
+            let exit = b.create_block();
+            let mut generator = Gen::new(info, &funcs, ptr, program, literal_bases.clone(), contract);
+            generator.exit = Some(exit);
+            let shape = generator.emit(&mut b, table, lo, hi)?;
+            let units = i64::try_from(shape.units).map_err(|_| internal("units beyond i64"))?;
+            let bound = b
+                .func
+                .dfg
+                .value_def(hi)
+                .inst()
+                .ok_or_else(|| internal("a kernel's bound is not an instruction"))?;
+            b.func.replace(bound).iconst(types::I64, units);
+            widths.push(shape.width);
+            b.switch_to_block(exit);
+        }
+        b.ins().return_(&[]);
+        b.seal_all_blocks();
+        b.finalize(module.target_config());
+    }
+    module
+        .define_function(id, &mut ctx)
+        .map_err(|e| internal(format!("define {name}: {e:?}")))?;
+    Ok((id, widths))
+}
+
 /// The body of [`build_kernel`] on borrowed (reused) Cranelift contexts.
 #[allow(clippy::too_many_arguments)]
 fn build_into(
@@ -360,6 +460,45 @@ fn build_into(
 ) -> Result<(String, Option<String>, KernelShape), BackendError> {
     let ptr = module.target_config().pointer_type();
 
+    let info = kernel_info(program, kernel)?;
+    let shape;
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, fbc);
+        let funcs = items.imports.in_func(module, b.func);
+        let literal_bases = items
+            .literals
+            .iter()
+            .map(|data| data.map(|id| literal_global(id, b.func)))
+            .collect();
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        let params = b.block_params(entry).to_vec();
+        let (table, lo, hi) = (params[0], params[1], params[2]);
+        let mut generator = Gen::new(&info, &funcs, ptr, program, literal_bases, contract);
+        shape = generator.emit(&mut b, table, lo, hi)?;
+        b.seal_all_blocks();
+        b.finalize(module.target_config());
+    }
+    // Printing CLIF costs a sizeable part of a small kernel's compile time: only for dumps.
+    let clif = if want_disasm {
+        ctx.func.display().to_string()
+    } else {
+        String::new()
+    };
+    module
+        .define_function(id, ctx)
+        .map_err(|e| internal(format!("define {name}: {e:?}")))?;
+    let disasm = if want_disasm {
+        ctx.compiled_code().and_then(|c| c.vcode.clone())
+    } else {
+        None
+    };
+    Ok((clif, disasm, shape))
+}
+
+/// What the emitter needs to know of `kernel`'s accesses and of `program`'s buffers.
+fn kernel_info<'k>(program: &LirProgram, kernel: &'k LirKernel) -> Result<KernelInfo<'k>, BackendError> {
     let buffer_dtypes: Vec<DType> = program.buffers().iter().map(|b| b.ty.dtype).collect();
     let mut accesses = Vec::new();
     let mut access_of = Vec::new();
@@ -405,31 +544,30 @@ fn build_into(
             Storage::Arena { .. } => None,
         })
         .collect();
-    let info = KernelInfo {
+    Ok(KernelInfo {
         kernel,
         accesses,
         access_of,
         buffer_dtypes,
         buffer_lens: program.buffers().iter().map(|b| b.ty.shape.numel()).collect(),
         buffer_is_input,
-    };
-    let shape;
-    {
-        let mut b = FunctionBuilder::new(&mut ctx.func, fbc);
-        let funcs = items.imports.in_func(module, b.func);
-        let literal_bases = items
-            .literals
-            .iter()
-            .map(|data| data.map(|id| literal_global(id, b.func)))
-            .collect();
-        let entry = b.create_block();
-        b.append_block_params_for_function_params(entry);
-        b.switch_to_block(entry);
-        let params = b.block_params(entry).to_vec();
-        let (table, lo, hi) = (params[0], params[1], params[2]);
-        let mut generator = Gen {
-            info: &info,
-            imports: &funcs,
+    })
+}
+
+impl<'i, 'k> Gen<'i, 'k> {
+    /// A generator for the kernel `info` describes, in a function whose imports are `imports`
+    /// and whose literal data are `literal_bases`.
+    fn new(
+        info: &'i KernelInfo<'k>,
+        imports: &'i crate::imports::Imports,
+        ptr: Type,
+        program: &LirProgram,
+        literal_bases: Vec<Option<GlobalValue>>,
+        contract: bool,
+    ) -> Self {
+        Gen {
+            info,
+            imports,
             ptr,
             bases: Vec::new(),
             table_entries: table_entries(program),
@@ -459,26 +597,23 @@ fn build_into(
                 .any(|inst| matches!(inst, Inst::Gather { .. }))
                 .then(HashMap::new),
             scan_accs: Vec::new(),
-        };
-        shape = generator.emit(&mut b, table, lo, hi)?;
-        b.seal_all_blocks();
-        b.finalize(module.target_config());
+
+            exit: None,
+        }
     }
-    // Printing CLIF costs a sizeable part of a small kernel's compile time: only for dumps.
-    let clif = if want_disasm {
-        ctx.func.display().to_string()
-    } else {
-        String::new()
-    };
-    module
-        .define_function(id, ctx)
-        .map_err(|e| internal(format!("define {name}: {e:?}")))?;
-    let disasm = if want_disasm {
-        ctx.compiled_code().and_then(|c| c.vcode.clone())
-    } else {
-        None
-    };
-    Ok((clif, disasm, shape))
+
+    /// Ends the kernel's code: a return, or in a function running several kernels, a jump to
+    /// the next kernel's code.
+    fn finish(&self, b: &mut FunctionBuilder<'_>) {
+        match self.exit {
+            Some(exit) => {
+                b.ins().jump(exit, &[]);
+            }
+            None => {
+                b.ins().return_(&[]);
+            }
+        }
+    }
 }
 
 struct Gen<'i, 'k> {
@@ -549,6 +684,9 @@ struct Gen<'i, 'k> {
     /// In a kernel with scans, at the point being emitted: each scan's body index and its
     /// running accumulator, which its instruction folds into and replaces.
     scan_accs: Vec<(usize, Value)>,
+    /// Where the kernel's code continues when it is done: `None` returns (a function per
+    /// kernel); a block of the function that runs the program's next kernel otherwise.
+    exit: Option<Block>,
 }
 
 /// An integer value's known form ([`Gen::known`]).
@@ -979,7 +1117,7 @@ impl<'k> Gen<'_, 'k> {
                 }
                 Ok(Vec::new())
             })?;
-            b.ins().return_(&[]);
+            self.finish(b);
             let points = (rows * inner) as u64;
             return Ok(KernelShape::new(1, points, 1, self.min_points_per_thread()));
         }
@@ -1002,7 +1140,7 @@ impl<'k> Gen<'_, 'k> {
             g.row_indices.clear();
             Ok(Vec::new())
         })?;
-        b.ins().return_(&[]);
+        self.finish(b);
         Ok(KernelShape::new(
             rows as u64,
             inner as u64,
@@ -1217,7 +1355,7 @@ impl<'k> Gen<'_, 'k> {
             })?;
             KernelShape::new(units as u64, (lanes * inner) as u64, w, min_points)
         };
-        b.ins().return_(&[]);
+        self.finish(b);
         Ok(Some(shape))
     }
 
@@ -1270,7 +1408,7 @@ impl<'k> Gen<'_, 'k> {
                 self.min_points_per_thread(),
             )
         };
-        b.ins().return_(&[]);
+        self.finish(b);
         Ok(shape)
     }
 
@@ -1307,7 +1445,7 @@ impl<'k> Gen<'_, 'k> {
             }
             Ok(Vec::new())
         })?;
-        b.ins().return_(&[]);
+        self.finish(b);
         let points = (rows * inner) as u64;
         Ok(Some(KernelShape::new(
             1,
@@ -1370,7 +1508,7 @@ impl<'k> Gen<'_, 'k> {
             }
             Ok(Vec::new())
         })?;
-        b.ins().return_(&[]);
+        self.finish(b);
         Ok(Some(KernelShape::new(
             units as u64,
             (rows * inner) as u64,
@@ -2261,7 +2399,7 @@ impl<'k> Gen<'_, 'k> {
             }
             Ok(Vec::new())
         })?;
-        b.ins().return_(&[]);
+        self.finish(b);
         let units: usize = leading.iter().product();
         Ok(KernelShape::new(
             units as u64,
@@ -2754,7 +2892,7 @@ impl<'k> Gen<'_, 'k> {
                 self.min_points_per_thread(),
             )
         };
-        b.ins().return_(&[]);
+        self.finish(b);
         Ok(shape)
     }
 

@@ -1,0 +1,90 @@
+//! A program whose kernels are all too small to split across threads runs as one function, each
+//! kernel's code continuing into the next's. Programs of several kinds of kernels (reductions
+//! before elementwise work, scans, gathers, literals, windows, several outputs), in every
+//! dtype, must give the LIR interpreter's bits and run as one function; a program with a large
+//! kernel keeps one function per kernel.
+
+mod common;
+
+use rfx_codegen_cpu::compile;
+use rfx_ir::hir;
+use rfx_lower::{CompileOptions, LowerConfig, lower};
+use rfx_opt::{OptConfig, optimize};
+
+/// The LIR kernels and the JIT functions of `text`'s program.
+fn counts(text: &str) -> (usize, usize) {
+    let kernel = hir::parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let (mir, _) = optimize(&kernel, &OptConfig::default()).expect("optimize");
+    let lir = lower(&mir, &LowerConfig::default()).expect("lower").0;
+    let compiled = compile(&lir, &CompileOptions::default()).expect("compile");
+    (lir.kernels().len(), compiled.function_count())
+}
+
+fn programs(dt: &str, n: usize) -> Vec<String> {
+    let float = dt != "i32";
+    let mut out = vec![
+        // Centering: a reduction read back at every point (two kernels).
+        format!(
+            "kernel center {{\n %x = input x : {dt}[{n},3]\n %s = sum %x axes [1] keepdims : {dt}[{n},1]\n \
+             %sb = broadcast_to %s : {dt}[{n},3]\n %c = sub %x, %sb : {dt}[{n},3]\n %m = max %c axes [0] : {dt}[3]\n \
+             output c = %c\n output m = %m\n}}"
+        ),
+        // A chain of small matrix products (`a b a`), each product stored before the next.
+        format!(
+            "kernel chain {{\n %a = input a : {dt}[{n},4,4]\n %b = input b : {dt}[{n},4,4]\n \
+             %ae = reshape %a : {dt}[{n},4,4,1]\n %ab = broadcast_to %ae : {dt}[{n},4,4,4]\n \
+             %bt = transpose %b perm [0,2,1] : {dt}[{n},4,4]\n %be = reshape %bt : {dt}[{n},1,4,4]\n \
+             %bb = broadcast_to %be : {dt}[{n},4,4,4]\n %p = mul %ab, %bb : {dt}[{n},4,4,4]\n \
+             %q = sum %p axes [3] : {dt}[{n},4,4]\n %qe = reshape %q : {dt}[{n},4,4,1]\n \
+             %qb = broadcast_to %qe : {dt}[{n},4,4,4]\n %at = transpose %a perm [0,2,1] : {dt}[{n},4,4]\n \
+             %ate = reshape %at : {dt}[{n},1,4,4]\n %atb = broadcast_to %ate : {dt}[{n},4,4,4]\n \
+             %r = mul %qb, %atb : {dt}[{n},4,4,4]\n %o = sum %r axes [3] : {dt}[{n},4,4]\n output o = %o\n}}"
+        ),
+        // A running sum whose total is read back, and a window of it.
+        format!(
+            "kernel scan {{\n %x = input x : {dt}[{n},6]\n %c = cumsum %x axis 1 : {dt}[{n},6]\n \
+             %t = sum %c axes [1] keepdims : {dt}[{n},1]\n %tb = broadcast_to %t : {dt}[{n},6]\n \
+             %d = sub %c, %tb : {dt}[{n},6]\n %w = slice %c starts [0,2] : {dt}[{n},3]\n \
+             output d = %d\n output w = %w\n}}"
+        ),
+    ];
+    if float {
+        // A lookup in a literal table by a computed index, then a normalisation.
+        out.push(format!(
+            "kernel lookup {{\n %x = input x : {dt}[{n},4]\n %t = literal [0.5, -1.25, 2.0, 3.5] : {dt}[4]\n \
+             %a = abs %x : {dt}[{n},4]\n %i = floor %a : {dt}[{n},4]\n %tb = broadcast_to %t : {dt}[{n},4]\n \
+             %g = gather %tb, %i axis 1 : {dt}[{n},4]\n \
+             %s = sum %g axes [1] keepdims : {dt}[{n},1]\n %sb = broadcast_to %s : {dt}[{n},4]\n \
+             %o = div %g, %sb : {dt}[{n},4]\n output o = %o\n}}"
+        ));
+    }
+    out
+}
+
+#[test]
+fn small_programs_run_as_one_function_with_the_interpreters_bits() {
+    let (mut seed, mut several) = (9000, 0);
+    for dt in ["f32", "f64", "i32"] {
+        for n in [1usize, 3, 12] {
+            for text in programs(dt, n) {
+                seed += 1;
+                common::assert_bits_match_interpreter(&text, 2, seed);
+                let (kernels, functions) = counts(&text);
+                assert_eq!(functions, 1, "{kernels} kernels, {functions} functions:\n{text}");
+                several += usize::from(kernels >= 2);
+            }
+        }
+    }
+    // (One row's centering fuses into one kernel: its sum of three points is computed inline.)
+    assert!(several >= 20, "only {several} programs of several kernels");
+}
+
+#[test]
+fn a_program_with_a_large_kernel_keeps_one_function_per_kernel() {
+    // 600 rows of 3: the elementwise kernel has 1800 points, too many for one function.
+    for text in programs("f32", 600).into_iter().take(1) {
+        common::assert_bits_match_interpreter(&text, 2, 11);
+        let (kernels, functions) = counts(&text);
+        assert_eq!(functions, kernels, "{text}");
+    }
+}

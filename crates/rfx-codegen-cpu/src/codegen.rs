@@ -168,6 +168,8 @@ struct KernelInfo<'k> {
     /// Per buffer: `Some(true)` for a program input, `Some(false)` for an output, `None` for an
     /// arena temporary (which may share bytes with another temporary).
     buffer_is_input: Vec<Option<bool>>,
+    /// Per buffer: its values when it is a literal (constant data of the program).
+    literals: Vec<Option<&'k [Scalar]>>,
 }
 
 /// The entry of each buffer in the table a kernel function receives: buffers in order, literals
@@ -498,7 +500,7 @@ fn build_into(
 }
 
 /// What the emitter needs to know of `kernel`'s accesses and of `program`'s buffers.
-fn kernel_info<'k>(program: &LirProgram, kernel: &'k LirKernel) -> Result<KernelInfo<'k>, BackendError> {
+fn kernel_info<'k>(program: &'k LirProgram, kernel: &'k LirKernel) -> Result<KernelInfo<'k>, BackendError> {
     let buffer_dtypes: Vec<DType> = program.buffers().iter().map(|b| b.ty.dtype).collect();
     let mut accesses = Vec::new();
     let mut access_of = Vec::new();
@@ -551,6 +553,14 @@ fn kernel_info<'k>(program: &LirProgram, kernel: &'k LirKernel) -> Result<Kernel
         buffer_dtypes,
         buffer_lens: program.buffers().iter().map(|b| b.ty.shape.numel()).collect(),
         buffer_is_input,
+        literals: program
+            .buffers()
+            .iter()
+            .map(|b| match &b.storage {
+                Storage::Literal { values } => Some(values.as_slice()),
+                _ => None,
+            })
+            .collect(),
     })
 }
 
@@ -700,16 +710,19 @@ enum Known {
 
 /// What [`Gen::emit_body`] does with one body instruction at a position where some values are
 /// constants ([`Gen::fold_plan`]).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 enum Fold {
     /// Emit it.
     Emit,
     /// Nothing live reads it: emit nothing.
     Skip,
-    /// Its value is this constant.
-    Constant(Scalar),
-    /// A select whose condition is a constant: its value is this slot's.
+    /// Its value is these constants, one per lane.
+    Constant(Vec<Scalar>),
+    /// A select whose condition is the same constant in every lane: its value is this slot's.
     Alias(SlotId),
+    /// A gather whose index is a constant in every lane: a load of these elements (already
+    /// clamped), one per lane.
+    GatherAt(Vec<usize>),
 }
 
 /// The pure operations [`Gen::memo`] shares.
@@ -3315,20 +3328,31 @@ impl<'k> Gen<'_, 'k> {
         let body = self.kernel().body.clone();
         let plan = self.fold_plan(w, at, offs);
         for (i, inst) in body.iter().enumerate() {
-            match (plan.as_ref().map(|p| p[i]), inst.dst()) {
+            match (plan.as_ref().map(|p| &p[i]), inst) {
                 (Some(Fold::Skip), _) => continue,
-                (Some(Fold::Constant(value)), Some(dst)) => {
-                    let v = Emitter {
-                        b: &mut *b,
-                        w,
-                        imports: self.imports,
+                (Some(Fold::Constant(lanes)), _) => {
+                    if let Some(dst) = inst.dst() {
+                        slots[dst.index()] = Some(self.lane_constants(b, w, lanes));
                     }
-                    .constant(value);
-                    slots[dst.index()] = Some(v);
                     continue;
                 }
-                (Some(Fold::Alias(src)), Some(dst)) => {
-                    slots[dst.index()] = slots.get(src.index()).copied().flatten();
+                (Some(Fold::Alias(src)), _) => {
+                    if let Some(dst) = inst.dst() {
+                        slots[dst.index()] = slots.get(src.index()).copied().flatten();
+                    }
+                    continue;
+                }
+                (Some(Fold::GatherAt(elements)), Inst::Gather { dst, buf, .. }) => {
+                    let dtype = self.slot_dtype(*dst)?;
+                    let base = self.base(*buf)?;
+                    let lanes: Vec<Value> = elements
+                        .iter()
+                        .map(|&e| {
+                            let addr = self.add_imm(b, base, (e * dtype.size_bytes()) as i64);
+                            self.load_scalar(b, addr, None, dtype)
+                        })
+                        .collect();
+                    slots[dst.index()] = Some(self.assemble(b, w, &lanes, dtype));
                     continue;
                 }
                 _ => {}
@@ -3349,108 +3373,208 @@ impl<'k> Gen<'_, 'k> {
     }
 
     /// What to do with each body instruction at position `at` (`w` lanes) of the row whose
-    /// offsets are `offs`, when some values there are constants: a position written out at
-    /// a constant column (a small block, a concatenation's row) knows its indices, so the
-    /// comparisons of a position with a bound and the selects they drive are decided at
-    /// compile time, and what only an unselected arm reads is not emitted at all (its loads
-    /// included, which Cranelift would keep). `None` when nothing folds (a loop's positions):
-    /// the body is emitted as it is. Folded values are computed by `rfx_ir::semantics`, the
-    /// interpreters' definitions: indices, comparisons, `and`/`or`, `i32` `add`, `sub`, `mul`,
-    /// `min`, `max` and selects, all exact.
+    /// pointers are `offs`, when some values there are constants: a position written out at a
+    /// constant column (a small block, a concatenation's row) knows its indices lane by lane,
+    /// and the elements of literal tables it reads, so the comparisons of a position with a
+    /// bound, the selects they drive and lookups in literal tables are decided at compile time;
+    /// a gather at a known index is a load of a known element (no clamp), and what only an
+    /// unselected arm reads is not emitted at all (its loads included, which Cranelift would
+    /// keep). `None` when nothing folds (a loop's positions): the body is emitted as it is.
+    /// Folded values are computed by `rfx_ir::semantics`, the interpreters' definitions, and
+    /// only for exactly rounded ops (whose CPU code gives those bits): indices, literals,
+    /// comparisons, `not`, `and`, `or`, `neg`, `abs`, `floor`, `ceil`, `round`, `sqrt`, `add`,
+    /// `sub`, `mul`, `div`, `min`, `max`, casts and selects.
     fn fold_plan(&self, w: u8, at: Value, offs: &[Value]) -> Option<Vec<Fold>> {
         let kernel = self.kernel();
         if kernel.body.iter().any(|inst| matches!(inst, Inst::Scan { .. })) {
             return None;
         }
-        let known_i64 = |v: Value| match self.known.borrow().get(&v) {
-            Some(Known::Const(c)) => Some(*c),
+        let lanes = usize::from(w.max(1));
+        let known = |v: Value| self.known.borrow().get(&v).copied();
+        let at = match known(at) {
+            Some(Known::Const(p)) => Some(p),
             _ => None,
         };
-        let at = known_i64(at);
+        // Element `e` of access `k` in each lane (its position's elements, or every lane's
+        // when the access does not advance along the vector).
+        let lane_elements = |k: usize, first: i64| -> Option<Vec<i64>> {
+            let stride = i64::try_from(self.inner_stride(k)).ok()?;
+            if stride == 0 {
+                return Some(vec![first; lanes]);
+            }
+            let p = at?;
+            Some((0..lanes as i64).map(|l| first + (p + l) * stride).collect())
+        };
         let slot_count = kernel.slots.len();
         // The preamble's constants, by slot.
-        let mut pre_known: Vec<Option<Scalar>> = vec![None; slot_count];
+        let mut pre_known: Vec<Option<Vec<Scalar>>> = vec![None; slot_count];
         for inst in &kernel.preamble {
             if let Inst::Const { dst, value } = inst
                 && let Some(slot) = pre_known.get_mut(dst.index())
             {
-                *slot = Some(*value);
+                *slot = Some(vec![*value; lanes]);
             }
         }
         let n = kernel.body.len();
         // The body instruction whose value each slot holds (`None`: the preamble's).
         let mut current: Vec<Option<usize>> = vec![None; slot_count];
-        let mut known: Vec<Option<Scalar>> = vec![None; n];
+        let mut values: Vec<Option<Vec<Scalar>>> = vec![None; n];
         let mut chosen: Vec<Option<SlotId>> = vec![None; n];
+        let mut gathered: Vec<Option<Vec<usize>>> = vec![None; n];
         let mut operands: Vec<Vec<Option<usize>>> = Vec::with_capacity(n);
         let mut folds = false;
         for (i, inst) in kernel.body.iter().enumerate() {
-            let value_of = |slot: SlotId| match current.get(slot.index()).copied().flatten() {
-                Some(j) => known[j],
-                None => pre_known.get(slot.index()).copied().flatten(),
+            let value_of = |slot: SlotId| -> Option<Vec<Scalar>> {
+                match current.get(slot.index()).copied().flatten() {
+                    Some(j) => values[j].clone(),
+                    None => pre_known.get(slot.index()).cloned().flatten(),
+                }
             };
+            let lanewise =
+                |f: &dyn Fn(usize) -> Option<Scalar>| -> Option<Vec<Scalar>> { (0..lanes).map(f).collect() };
             operands.push(
                 inst.srcs()
                     .iter()
                     .map(|s| current.get(s.index()).copied().flatten())
                     .collect(),
             );
-            known[i] = match inst {
-                Inst::Const { value, .. } => Some(*value),
-                Inst::Index { dst, .. } => self.info.access_of.get(i).copied().flatten().and_then(|k| {
-                    let stride = self.inner_stride(k) as i64;
-                    let offset = offs.get(k).and_then(|&v| known_i64(v));
-                    let position = if stride == 0 {
-                        Some(0)
-                    } else {
-                        at.filter(|_| w == 1)
+            let access = self.info.access_of.get(i).copied().flatten();
+            values[i] = match inst {
+                Inst::Const { value, .. } => Some(vec![*value; lanes]),
+                Inst::Index { dst, .. } => access.and_then(|k| {
+                    let Some(Known::Const(o)) = offs.get(k).and_then(|&v| known(v)) else {
+                        return None;
                     };
-                    match (offset, position, kernel.slots.get(dst.index())) {
-                        (Some(o), Some(p), Some(&dtype)) => usize::try_from(o + p * stride)
-                            .ok()
-                            .and_then(|i| rfx_ir::semantics::index_value(i, dtype)),
-                        _ => None,
-                    }
+                    let dtype = *kernel.slots.get(dst.index())?;
+                    lane_elements(k, o)?
+                        .into_iter()
+                        .map(|e| {
+                            usize::try_from(e)
+                                .ok()
+                                .and_then(|e| rfx_ir::semantics::index_value(e, dtype))
+                        })
+                        .collect()
                 }),
-                Inst::Compare { op, lhs, rhs, .. } => match (value_of(*lhs), value_of(*rhs)) {
-                    (Some(a), Some(b)) => rfx_ir::semantics::compare(*op, a, b).map(Scalar::Bool),
-                    _ => None,
-                },
-                Inst::Binary { op, lhs, rhs, .. } => match (op, value_of(*lhs), value_of(*rhs)) {
-                    (BinaryOp::And, Some(Scalar::Bool(false)), _)
-                    | (BinaryOp::And, _, Some(Scalar::Bool(false))) => Some(Scalar::Bool(false)),
-                    (BinaryOp::Or, Some(Scalar::Bool(true)), _)
-                    | (BinaryOp::Or, _, Some(Scalar::Bool(true))) => Some(Scalar::Bool(true)),
-                    (
+                Inst::Load { buf, .. } => access.and_then(|k| {
+                    let values = self.info.literals.get(buf.index()).copied().flatten()?;
+                    // The pointer is the literal's base plus a known displacement.
+                    let (literal, ptr) = (self.base(*buf).ok()?, *offs.get(k)?);
+                    let bytes = match known(ptr) {
+                        Some(Known::Offset(base, bytes)) if base == literal => bytes,
+                        None if ptr == literal => 0,
+                        _ => return None,
+                    };
+                    let size = i64::try_from(self.info.accesses.get(k)?.dtype.size_bytes()).ok()?;
+                    if bytes % size != 0 {
+                        return None;
+                    }
+                    lane_elements(k, bytes / size)?
+                        .into_iter()
+                        .map(|e| usize::try_from(e).ok().and_then(|e| values.get(e).copied()))
+                        .collect()
+                }),
+                Inst::Unary { op, src, .. } => (|| {
+                    let exact = matches!(
+                        op,
+                        UnaryOp::Not
+                            | UnaryOp::Neg
+                            | UnaryOp::Abs
+                            | UnaryOp::Floor
+                            | UnaryOp::Ceil
+                            | UnaryOp::Round
+                            | UnaryOp::Sqrt
+                    );
+                    let x = value_of(*src).filter(|_| exact)?;
+                    lanewise(&|l| rfx_ir::semantics::unary(*op, x[l]))
+                })(),
+                Inst::Cast { dst, src } => (|| {
+                    let x = value_of(*src)?;
+                    let to = *kernel.slots.get(dst.index())?;
+                    lanewise(&|l| Some(rfx_ir::semantics::cast(x[l], to)))
+                })(),
+                Inst::Compare { op, lhs, rhs, .. } => (|| {
+                    let (a, b) = (value_of(*lhs)?, value_of(*rhs)?);
+                    lanewise(&|l| rfx_ir::semantics::compare(*op, a[l], b[l]).map(Scalar::Bool))
+                })(),
+                Inst::Binary { op, lhs, rhs, .. } => (|| {
+                    let (a, b) = (value_of(*lhs), value_of(*rhs));
+                    let all = |v: &Option<Vec<Scalar>>, x: bool| {
+                        v.as_ref()
+                            .is_some_and(|v| v.iter().all(|&s| s == Scalar::Bool(x)))
+                    };
+                    match op {
+                        BinaryOp::And if all(&a, false) || all(&b, false) => {
+                            Some(vec![Scalar::Bool(false); lanes])
+                        }
+                        BinaryOp::Or if all(&a, true) || all(&b, true) => {
+                            Some(vec![Scalar::Bool(true); lanes])
+                        }
                         BinaryOp::And
                         | BinaryOp::Or
                         | BinaryOp::Add
                         | BinaryOp::Sub
                         | BinaryOp::Mul
+                        | BinaryOp::Div
                         | BinaryOp::Min
-                        | BinaryOp::Max,
-                        Some(a @ (Scalar::Bool(_) | Scalar::I32(_))),
-                        Some(b),
-                    ) => rfx_ir::semantics::binary(*op, a, b),
-                    _ => None,
-                },
+                        | BinaryOp::Max => {
+                            let (a, b) = (a?, b?);
+                            lanewise(&|l| rfx_ir::semantics::binary(*op, a[l], b[l]))
+                        }
+                        _ => None,
+                    }
+                })(),
                 Inst::Select {
                     cond,
                     on_true,
                     on_false,
                     ..
-                } => match value_of(*cond) {
-                    Some(Scalar::Bool(c)) => {
-                        let pick = if c { *on_true } else { *on_false };
-                        chosen[i] = Some(pick);
-                        folds = true;
-                        value_of(pick)
+                } => {
+                    let c = value_of(*cond);
+                    let (t, f) = (value_of(*on_true), value_of(*on_false));
+                    match c.as_deref() {
+                        Some([Scalar::Bool(first), rest @ ..])
+                            if rest.iter().all(|&x| x == Scalar::Bool(*first)) =>
+                        {
+                            let pick = if *first { *on_true } else { *on_false };
+                            chosen[i] = Some(pick);
+                            folds = true;
+                            if *first { t } else { f }
+                        }
+                        Some(c) => match (t, f) {
+                            (Some(t), Some(f)) => lanewise(&|l| {
+                                Some(rfx_ir::semantics::select(c[l] == Scalar::Bool(true), t[l], f[l]))
+                            }),
+                            _ => None,
+                        },
+                        None => None,
                     }
-                    _ => None,
-                },
+                }
+                Inst::Gather { buf, index, .. } => {
+                    let len = self.info.buffer_lens.get(buf.index()).copied();
+                    let elements: Option<Vec<usize>> = value_of(*index).zip(len).and_then(|(index, len)| {
+                        index
+                            .into_iter()
+                            .map(|i| rfx_ir::semantics::clamp_index(i, len))
+                            .collect()
+                    });
+                    match elements {
+                        None => None,
+                        Some(elements) => {
+                            folds = true;
+                            // A lookup in a literal table is its value; elsewhere a load.
+                            match self.info.literals.get(buf.index()).copied().flatten() {
+                                Some(values) => elements.iter().map(|&e| values.get(e).copied()).collect(),
+                                None => {
+                                    gathered[i] = Some(elements);
+                                    None
+                                }
+                            }
+                        }
+                    }
+                }
                 _ => None,
             };
-            folds |= known[i].is_some() && !matches!(inst, Inst::Const { .. });
+            folds |= values[i].is_some() && !matches!(inst, Inst::Const { .. });
             if let Some(dst) = inst.dst()
                 && let Some(slot) = current.get_mut(dst.index())
             {
@@ -3468,7 +3592,7 @@ impl<'k> Gen<'_, 'k> {
                 continue;
             }
             live[i] = true;
-            if !root && known[i].is_some() {
+            if !root && (values[i].is_some() || gathered[i].is_some()) {
                 continue;
             }
             let srcs = inst.srcs();
@@ -3494,16 +3618,47 @@ impl<'k> Gen<'_, 'k> {
                         Inst::Const { .. } | Inst::Store { .. } | Inst::Reduce { .. }
                     ) {
                         Fold::Emit
-                    } else if let Some(value) = known[i] {
-                        Fold::Constant(value)
+                    } else if let Some(lanes) = values[i].take() {
+                        Fold::Constant(lanes)
                     } else if let Some(pick) = chosen[i] {
                         Fold::Alias(pick)
+                    } else if let Some(elements) = gathered[i].take() {
+                        Fold::GatherAt(elements)
                     } else {
                         Fold::Emit
                     }
                 })
                 .collect(),
         )
+    }
+
+    /// A `w`-lane value of the constants `lanes` (one per lane; a scalar at width 1).
+    fn lane_constants(&self, b: &mut FunctionBuilder<'_>, w: u8, lanes: &[Scalar]) -> Value {
+        let mut e = Emitter {
+            b: &mut *b,
+            w,
+            imports: self.imports,
+        };
+        match lanes {
+            [first, rest @ ..] if rest.iter().all(|x| x == first) => e.constant(*first),
+            _ => {
+                let mut bytes = Vec::with_capacity(16);
+                for lane in lanes {
+                    match *lane {
+                        Scalar::F32(v) => bytes.extend_from_slice(&v.to_le_bytes()),
+                        Scalar::F64(v) => bytes.extend_from_slice(&v.to_le_bytes()),
+                        Scalar::I32(v) => bytes.extend_from_slice(&v.to_le_bytes()),
+                        Scalar::Bool(v) => {
+                            let width = if w == 2 { 8 } else { 4 };
+                            bytes.extend(std::iter::repeat_n(if v { 0xff } else { 0 }, width));
+                        }
+                    }
+                }
+                let dtype = lanes.first().map_or(DType::F32, |s| s.dtype());
+                let handle = b.func.dfg.constants.insert(bytes.into());
+                b.ins().vconst(cl_type(dtype, w), handle)
+            }
+        }
     }
 
     /// Splats the preamble slots the body reads to the kernel's vector width, once, in the

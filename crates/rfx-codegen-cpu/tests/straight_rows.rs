@@ -279,3 +279,95 @@ fn a_written_out_position_loads_only_what_its_selected_arm_reads() {
     );
     assert!(!clif.contains("select"), "no select left:\n{clif}");
 }
+
+/// Lookups by literal tables, as the closed-form inverses make them:
+/// `x[t1] * x[t2] - x[t3] * x[t4]` along the last axis (flattened `[.., 9]` rows, `t*` literal index tables, one
+/// index out of range on each side so the clamp shows), plus a literal scale read directly,
+/// an identity mask (`i == j` of two indices, which differs between the lanes of a vector
+/// position) and a lookup in a literal table by a literal index (a constant).
+fn lookups(dt: &str, lead: &[usize]) -> String {
+    let dims = |tail: &[usize]| {
+        let all: Vec<String> = lead.iter().chain(tail).map(usize::to_string).collect();
+        format!("{dt}[{}]", all.join(","))
+    };
+    let (t9, t33) = (dims(&[9]), dims(&[3, 3]));
+    let r = lead.len();
+    let idx = if dt == "i32" { "i32" } else { dt };
+    let table = |values: &[i32]| {
+        let v: Vec<String> = values
+            .iter()
+            .map(|v| {
+                if idx == "i32" {
+                    v.to_string()
+                } else {
+                    format!("{v}.0")
+                }
+            })
+            .collect();
+        format!("literal [{}] : {idx}[9]", v.join(", "))
+    };
+    let scale = if dt == "i32" {
+        "literal [1, -2, 3, 4, -5, 6, 7, 8, -9]".to_owned()
+    } else {
+        "literal [0.5, -1.25, 2.0, 4.0, -0.75, 1.5, 3.0, 0.25, -2.0]".to_owned()
+    };
+    format!(
+        "kernel k {{\n %x = input x : {t9}\n \
+         %t1 = {}\n %t2 = {}\n %t3 = {}\n %t4 = {}\n %s = {scale} : {dt}[9]\n \
+         %b1 = broadcast_to %t1 : {idx}{}\n %b2 = broadcast_to %t2 : {idx}{}\n \
+         %b3 = broadcast_to %t3 : {idx}{}\n %b4 = broadcast_to %t4 : {idx}{}\n %sb = broadcast_to %s : {t9}\n \
+         %g1 = gather %x, %b1 axis {r} : {t9}\n %g2 = gather %x, %b2 axis {r} : {t9}\n \
+         %g3 = gather %x, %b3 axis {r} : {t9}\n %g4 = gather %x, %b4 axis {r} : {t9}\n \
+         %p = mul %g1, %g2 : {t9}\n %q = mul %g3, %g4 : {t9}\n %d = sub %p, %q : {t9}\n \
+         %c = gather %sb, %b2 axis {r} : {t9}\n %o9 = mul %d, %c : {t9}\n %o = reshape %o9 : {t33}\n \
+         %i = iota axis {r} : {t33}\n %j = iota axis {} : {t33}\n %e = eq %i, %j : bool{}\n \
+         %xr = reshape %x : {t33}\n %one = const 1 : {dt}[]\n %zero = const 0 : {dt}[]\n \
+         %eye = select %e, %one, %zero : {t33}\n %m = sub %eye, %xr : {t33}\n \
+         output o = %o\n output m = %m\n}}",
+        table(&[4, 7, 1, 5, 8, 2, 3, 6, 0]),
+        table(&[8, 2, 5, 6, 0, 3, 7, 1, 4]),
+        table(&[5, 8, 2, 3, 6, 0, 4, 7, 1]),
+        table(&[7, 1, 4, 8, 2, 5, 6, -3, 12]),
+        &dims(&[9])[dt.len()..],
+        &dims(&[9])[dt.len()..],
+        &dims(&[9])[dt.len()..],
+        &dims(&[9])[dt.len()..],
+        r + 1,
+        &dims(&[3, 3])[dt.len()..],
+    )
+}
+
+#[test]
+fn literal_lookups_and_lane_masks_fold_and_keep_the_interpreters_bits() {
+    // One row (written out whole: every index known, the gathers become loads at known
+    // elements), a few, and many (one loop over the rows: the row's index is not known).
+    let mut seed = 8000;
+    for dt in ["f32", "f64", "i32"] {
+        for lead in [&[1usize][..], &[2], &[700], &[3, 5]] {
+            let text = lookups(dt, lead);
+            seed += 1;
+            common::assert_bits_match_interpreter(&text, 1, seed);
+        }
+    }
+}
+
+#[test]
+fn a_written_out_lookup_at_known_elements_is_a_load() {
+    // One 3×3 inverse's adjugate by literal tables: no index is computed at run time (no
+    // conversion to an integer, no clamp), every gather reads a known element.
+    let text = lookups("f32", &[1]);
+    let kernel = rfx_ir::hir::parse(&text).expect("parse");
+    let (mir, _) = rfx_opt::optimize(&kernel, &rfx_opt::OptConfig::default()).expect("optimize");
+    let lir = rfx_lower::lower(&mir, &rfx_lower::LowerConfig::default())
+        .expect("lower")
+        .0;
+    assert!(lir.to_string().contains("gather"), "the LIR gathers:\n{lir}");
+    for (_, clif, _) in rfx_codegen_cpu::dump(&lir).expect("dump") {
+        // Neither index conversions, clamps nor the identity's comparison: one `icmp`, the
+        // test of the loop that runs the written-out code once.
+        for op in ["fcvt_to_sint", "select", "fcmp", "bitselect"] {
+            assert!(!clif.contains(op), "`{op}` left:\n{clif}");
+        }
+        assert_eq!(clif.matches("icmp").count(), 1, "{clif}");
+    }
+}

@@ -14,7 +14,7 @@
 use cranelift_codegen::Context;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
-    AbiParam, Block, BlockArg, ConstantData, GlobalValue, InstBuilder, MemFlagsData, StackSlot,
+    AbiParam, Block, BlockArg, ConstantData, GlobalValue, InstBuilder, MemFlagsData, Signature, StackSlot,
     StackSlotData, StackSlotKind, Type, UserFuncName, Value, types,
 };
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
@@ -311,17 +311,8 @@ pub(crate) fn build_kernel(
     want_disasm: bool,
     contract: bool,
 ) -> Result<(FuncId, String, Option<String>, KernelShape), BackendError> {
-    let ptr = module.target_config().pointer_type();
-    let mut sig = module.make_signature();
-    sig.params.extend([
-        AbiParam::new(ptr),
-        AbiParam::new(types::I64),
-        AbiParam::new(types::I64),
-    ]);
     let name = format!("rfx_{}_{index}", kernel.name);
-    let id = module
-        .declare_function(&name, Linkage::Local, &sig)
-        .map_err(|e| internal(format!("declare {name}: {e}")))?;
+    let (id, sig) = declare_kernel_function(module, &name)?;
     // Cranelift's contexts keep their allocations across functions when reused: one pair per
     // thread (a fresh pair when re-entered, which only a panic-free nested compile could do).
     thread_local! {
@@ -355,6 +346,41 @@ pub(crate) fn build_kernel(
     result.map(|(clif, disasm, shape)| (id, clif, disasm, shape))
 }
 
+/// Declares a function `(buffer table, first unit, end unit)` named `name` in `module`.
+fn declare_kernel_function(module: &mut JITModule, name: &str) -> Result<(FuncId, Signature), BackendError> {
+    let ptr = module.target_config().pointer_type();
+    let mut sig = module.make_signature();
+    sig.params.extend([
+        AbiParam::new(ptr),
+        AbiParam::new(types::I64),
+        AbiParam::new(types::I64),
+    ]);
+    let id = module
+        .declare_function(name, Linkage::Local, &sig)
+        .map_err(|e| internal(format!("declare {name}: {e}")))?;
+    Ok((id, sig))
+}
+
+/// Starts a kernel function's code: its imports, its literal data's addresses and its entry
+/// block, whose parameters `(table, first unit, end unit)` it returns.
+fn begin_function(
+    b: &mut FunctionBuilder<'_>,
+    items: ModuleItems<'_>,
+    module: &mut JITModule,
+) -> (crate::imports::Imports, Vec<Option<GlobalValue>>, [Value; 3]) {
+    let funcs = items.imports.in_func(module, b.func);
+    let literal_bases = items
+        .literals
+        .iter()
+        .map(|data| data.map(|id| literal_global(id, b.func)))
+        .collect();
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let params = b.block_params(entry);
+    (funcs, literal_bases, [params[0], params[1], params[2]])
+}
+
 /// Kernels of fewer loop points than this never split across threads (a thread takes at
 /// least 1024 points), so a program of such kernels can run them all in one function.
 pub(crate) const PROGRAM_MAX_POINTS: usize = 1024;
@@ -384,16 +410,8 @@ pub(crate) fn build_program(
     contract: bool,
 ) -> Result<(FuncId, Vec<u8>), BackendError> {
     let ptr = module.target_config().pointer_type();
-    let mut sig = module.make_signature();
-    sig.params.extend([
-        AbiParam::new(ptr),
-        AbiParam::new(types::I64),
-        AbiParam::new(types::I64),
-    ]);
     let name = "rfx_program";
-    let id = module
-        .declare_function(name, Linkage::Local, &sig)
-        .map_err(|e| internal(format!("declare {name}: {e}")))?;
+    let (id, sig) = declare_kernel_function(module, name)?;
     let mut ctx = module.make_context();
     let mut fbc = FunctionBuilderContext::new();
     ctx.func.signature = sig;
@@ -406,16 +424,7 @@ pub(crate) fn build_program(
     let mut widths = Vec::with_capacity(infos.len());
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fbc);
-        let funcs = items.imports.in_func(module, b.func);
-        let literal_bases: Vec<_> = items
-            .literals
-            .iter()
-            .map(|data| data.map(|id| literal_global(id, b.func)))
-            .collect();
-        let entry = b.create_block();
-        b.append_block_params_for_function_params(entry);
-        b.switch_to_block(entry);
-        let table = b.block_params(entry)[0];
+        let (funcs, literal_bases, [table, _, _]) = begin_function(&mut b, items, module);
         for info in &infos {
             // Each kernel runs units `0..units`; its unit count is known once its code is made,
             // so its bound starts as a placeholder constant, set afterwards.
@@ -466,17 +475,7 @@ fn build_into(
     let shape;
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, fbc);
-        let funcs = items.imports.in_func(module, b.func);
-        let literal_bases = items
-            .literals
-            .iter()
-            .map(|data| data.map(|id| literal_global(id, b.func)))
-            .collect();
-        let entry = b.create_block();
-        b.append_block_params_for_function_params(entry);
-        b.switch_to_block(entry);
-        let params = b.block_params(entry).to_vec();
-        let (table, lo, hi) = (params[0], params[1], params[2]);
+        let (funcs, literal_bases, [table, lo, hi]) = begin_function(&mut b, items, module);
         let mut generator = Gen::new(&info, &funcs, ptr, program, literal_bases, contract);
         shape = generator.emit(&mut b, table, lo, hi)?;
         b.seal_all_blocks();
@@ -1449,12 +1448,7 @@ impl<'k> Gen<'_, 'k> {
         self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, _, _| {
             for row in 0..rows {
                 let ptrs = g.row_pointers(b, row, outer)?;
-                g.hoist_row_indices(b, &ptrs)?;
-                for &(at, w) in &positions {
-                    let at = g.const_i64(b, at as i64);
-                    g.emit_body(b, w, at, &ptrs, &mut Vec::new())?;
-                }
-                g.row_indices.clear();
+                g.emit_written_row(b, &ptrs, &positions)?;
             }
             Ok(Vec::new())
         })?;
@@ -1466,6 +1460,22 @@ impl<'k> Gen<'_, 'k> {
             self.width,
             self.min_points_per_thread(),
         )))
+    }
+
+    /// The body written out at each `(position, width)` of one row whose pointers are `ptrs`.
+    fn emit_written_row(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        ptrs: &[Value],
+        positions: &[(usize, u8)],
+    ) -> Result<(), BackendError> {
+        self.hoist_row_indices(b, ptrs)?;
+        for &(at, w) in positions {
+            let at = self.const_i64(b, at as i64);
+            self.emit_body(b, w, at, ptrs, &mut Vec::new())?;
+        }
+        self.row_indices.clear();
+        Ok(())
     }
 
     /// An elementwise kernel of two or more loop dims whose trailing dims make a small block
@@ -1512,12 +1522,7 @@ impl<'k> Gen<'_, 'k> {
             let unit_ptrs = g.pointers(b, &offs)?;
             for row in 0..rows {
                 let ptrs = g.displaced_pointers(b, &unit_ptrs, row, lead, &block);
-                g.hoist_row_indices(b, &ptrs)?;
-                for &(at, w) in &positions {
-                    let at = g.const_i64(b, at as i64);
-                    g.emit_body(b, w, at, &ptrs, &mut Vec::new())?;
-                }
-                g.row_indices.clear();
+                g.emit_written_row(b, &ptrs, &positions)?;
             }
             Ok(Vec::new())
         })?;
@@ -4156,37 +4161,9 @@ impl<'k> Gen<'_, 'k> {
         row: usize,
         outer: &[usize],
     ) -> Result<Vec<Value>, BackendError> {
-        let mut idx = vec![0usize; outer.len()];
-        let mut rem = row;
-        for d in (0..outer.len()).rev() {
-            let n = outer[d].max(1);
-            idx[d] = rem % n;
-            rem /= n;
-        }
-        self.info
-            .accesses
-            .iter()
-            .map(|access| {
-                let elems: usize = idx
-                    .iter()
-                    .zip(&access.strides)
-                    .map(|(&i, &stride)| i * stride)
-                    .sum();
-                match access.buf {
-                    Some(buf) => {
-                        let base = self.base(buf)?;
-                        let bytes = (elems + access.offset) * access.dtype.size_bytes();
-                        let bytes = i64::try_from(bytes).map_err(|_| internal("a row offset beyond i64"))?;
-                        Ok(self.add_imm(b, base, bytes))
-                    }
-                    // An index's "address" is its value: the element offset itself.
-                    None => {
-                        let elems = i64::try_from(elems).map_err(|_| internal("an index beyond i64"))?;
-                        Ok(self.const_i64(b, elems))
-                    }
-                }
-            })
-            .collect()
+        let zero = self.const_i64(b, 0);
+        let first = self.pointers(b, &vec![zero; self.info.accesses.len()])?;
+        Ok(self.displaced_pointers(b, &first, row, 0, outer))
     }
 
     /// `ptrs` (as [`Gen::pointers`] makes them) moved to row `row` of a block that spans the

@@ -10,6 +10,21 @@ fn check(text: &str, seed: u64) {
     common::assert_bits_match_interpreter(text, 1, seed);
 }
 
+/// The LIR of `text`'s kernel, and the Cranelift IR of each of its kernels.
+fn lir_and_clif(text: &str) -> (rfx_ir::lir::LirProgram, Vec<String>) {
+    let kernel = rfx_ir::hir::parse(text).expect("parse");
+    let (mir, _) = rfx_opt::optimize(&kernel, &rfx_opt::OptConfig::default()).expect("optimize");
+    let lir = rfx_lower::lower(&mir, &rfx_lower::LowerConfig::default())
+        .expect("lower")
+        .0;
+    let clif = rfx_codegen_cpu::dump(&lir)
+        .expect("dump")
+        .into_iter()
+        .map(|(_, clif, _)| clif)
+        .collect();
+    (lir, clif)
+}
+
 #[test]
 fn small_matrices_written_out_keep_the_interpreters_bits() {
     let mut seed = 0;
@@ -136,14 +151,9 @@ fn a_batch_of_small_blocks_is_one_loop() {
     // 256 units of a 4×4 `f64` block: one loop over the units (one loop test), where a loop
     // over the 1024 rows would hold a loop over each row's positions too.
     let text = batch_of_blocks("f64", &[256], 4, 4);
-    let kernel = rfx_ir::hir::parse(&text).expect("parse");
-    let (mir, _) = rfx_opt::optimize(&kernel, &rfx_opt::OptConfig::default()).expect("optimize");
-    let lir = rfx_lower::lower(&mir, &rfx_lower::LowerConfig::default())
-        .expect("lower")
-        .0;
-    let dumps = rfx_codegen_cpu::dump(&lir).expect("dump");
+    let (_, dumps) = lir_and_clif(&text);
     assert_eq!(dumps.len(), 1, "one kernel");
-    let clif = &dumps[0].1;
+    let clif = &dumps[0];
     assert_eq!(clif.matches("brif").count(), 1, "one loop test:\n{clif}");
 }
 
@@ -264,14 +274,9 @@ fn a_written_out_position_loads_only_what_its_selected_arm_reads() {
                 %i = iota axis 1 : i32[1024,3]\n %zero = const 0 : i32[]\n %c = eq %i, %zero : bool[1024,3]\n \
                 %o = select %c, %x, %y : f32[1024,3]\n output o = %o\n}";
     common::assert_bits_match_interpreter(text, 1, 77);
-    let kernel = rfx_ir::hir::parse(text).expect("parse");
-    let (mir, _) = rfx_opt::optimize(&kernel, &rfx_opt::OptConfig::default()).expect("optimize");
-    let lir = rfx_lower::lower(&mir, &rfx_lower::LowerConfig::default())
-        .expect("lower")
-        .0;
-    let dumps = rfx_codegen_cpu::dump(&lir).expect("dump");
+    let (_, dumps) = lir_and_clif(text);
     assert_eq!(dumps.len(), 1, "one kernel");
-    let clif = &dumps[0].1;
+    let clif = &dumps[0];
     assert_eq!(
         clif.matches("= load.f32").count(),
         3,
@@ -356,13 +361,9 @@ fn a_written_out_lookup_at_known_elements_is_a_load() {
     // One 3×3 inverse's adjugate by literal tables: no index is computed at run time (no
     // conversion to an integer, no clamp), every gather reads a known element.
     let text = lookups("f32", &[1]);
-    let kernel = rfx_ir::hir::parse(&text).expect("parse");
-    let (mir, _) = rfx_opt::optimize(&kernel, &rfx_opt::OptConfig::default()).expect("optimize");
-    let lir = rfx_lower::lower(&mir, &rfx_lower::LowerConfig::default())
-        .expect("lower")
-        .0;
+    let (lir, dumps) = lir_and_clif(&text);
     assert!(lir.to_string().contains("gather"), "the LIR gathers:\n{lir}");
-    for (_, clif, _) in rfx_codegen_cpu::dump(&lir).expect("dump") {
+    for clif in dumps {
         // Neither index conversions, clamps nor the identity's comparison: one `icmp`, the
         // test of the loop that runs the written-out code once.
         for op in ["fcvt_to_sint", "select", "fcmp", "bitselect"] {

@@ -608,6 +608,7 @@ impl<'i, 'k> Gen<'i, 'k> {
             scan_accs: Vec::new(),
 
             exit: None,
+            index_ranges: HashMap::new(),
         }
     }
 
@@ -696,6 +697,9 @@ struct Gen<'i, 'k> {
     /// Where the kernel's code continues when it is done: `None` returns (a function per
     /// kernel); a block of the function that runs the program's next kernel otherwise.
     exit: Option<Block>,
+    /// The largest value of each index offset that is not a constant but whose range is known
+    /// (a unit's offset along the units of [`Gen::emit_units_written_out`]; the smallest is 0).
+    index_ranges: HashMap<Value, i64>,
 }
 
 /// An integer value's known form ([`Gen::known`]).
@@ -722,6 +726,9 @@ enum Fold {
     /// A gather whose index is a constant in every lane: a load of these elements (already
     /// clamped), one per lane.
     GatherAt(Vec<usize>),
+    /// A gather whose index is a row's offset (this value, of a known range) plus a constant
+    /// per lane, inside the buffer at every row: a load of these elements past the offset.
+    GatherPast(Value, Vec<i64>),
 }
 
 /// The pure operations [`Gen::memo`] shares.
@@ -1520,6 +1527,20 @@ impl<'k> Gen<'_, 'k> {
         self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, unit, _| {
             let offs = g.offsets(b, unit, 0, &leading, &zeros);
             let unit_ptrs = g.pointers(b, &offs)?;
+            // An index's offset at a unit lies between 0 and its value at the last unit.
+            g.index_ranges.clear();
+            for (access, &offset) in g.info.accesses.iter().zip(&unit_ptrs) {
+                if access.buf.is_none() {
+                    let last: usize = leading
+                        .iter()
+                        .zip(&access.strides)
+                        .map(|(&n, &stride)| n.saturating_sub(1) * stride)
+                        .sum();
+                    if let Ok(last) = i64::try_from(last) {
+                        g.index_ranges.insert(offset, last);
+                    }
+                }
+            }
             for row in 0..rows {
                 let ptrs = g.displaced_pointers(b, &unit_ptrs, row, lead, &block);
                 g.emit_written_row(b, &ptrs, &positions)?;
@@ -3347,6 +3368,22 @@ impl<'k> Gen<'_, 'k> {
                     }
                     continue;
                 }
+                (Some(Fold::GatherPast(offset, elements)), Inst::Gather { dst, buf, .. }) => {
+                    let dtype = self.slot_dtype(*dst)?;
+                    let base = self.base(*buf)?;
+                    let size = dtype.size_bytes() as i64;
+                    let bytes = self.scale(b, *offset, size);
+                    let row = self.add(b, base, bytes);
+                    let lanes: Vec<Value> = elements
+                        .iter()
+                        .map(|&e| {
+                            let addr = self.add_imm(b, row, e * size);
+                            self.load_scalar(b, addr, None, dtype)
+                        })
+                        .collect();
+                    slots[dst.index()] = Some(self.assemble(b, w, &lanes, dtype));
+                    continue;
+                }
                 (Some(Fold::GatherAt(elements)), Inst::Gather { dst, buf, .. }) => {
                     let dtype = self.slot_dtype(*dst)?;
                     let base = self.base(*buf)?;
@@ -3426,6 +3463,9 @@ impl<'k> Gen<'_, 'k> {
         let mut values: Vec<Option<Vec<Scalar>>> = vec![None; n];
         let mut chosen: Vec<Option<SlotId>> = vec![None; n];
         let mut gathered: Vec<Option<Vec<usize>>> = vec![None; n];
+        // Values that are an index offset of known range plus a constant per lane.
+        let mut affine: Vec<Option<(Value, Vec<i64>)>> = vec![None; n];
+        let mut past: Vec<Option<(Value, Vec<i64>)>> = vec![None; n];
         let mut operands: Vec<Vec<Option<usize>>> = Vec::with_capacity(n);
         let mut folds = false;
         for (i, inst) in kernel.body.iter().enumerate() {
@@ -3444,6 +3484,51 @@ impl<'k> Gen<'_, 'k> {
                     .collect(),
             );
             let access = self.info.access_of.get(i).copied().flatten();
+            let affine_of = |slot: SlotId| match current.get(slot.index()).copied().flatten() {
+                Some(j) => affine[j].clone(),
+                None => None,
+            };
+            // An integral constant per lane, exact in the index's dtype.
+            let offsets_of = |v: Option<Vec<Scalar>>| -> Option<Vec<i64>> {
+                v?.into_iter()
+                    .map(|x| match x {
+                        Scalar::I32(k) => Some(i64::from(k)),
+                        Scalar::F64(k) if k.fract() == 0.0 && k.abs() < 9.0e15 => Some(k as i64),
+                        _ => None,
+                    })
+                    .collect()
+            };
+            let this_affine = match inst {
+                Inst::Index { dst, .. }
+                    if matches!(kernel.slots.get(dst.index()), Some(DType::I32 | DType::F64)) =>
+                {
+                    access.and_then(|k| {
+                        let offset = *offs.get(k)?;
+                        let (row, first) = match known(offset) {
+                            Some(Known::Offset(row, c)) => (row, c),
+                            None => (offset, 0),
+                            Some(Known::Const(_)) => return None,
+                        };
+                        self.index_ranges.contains_key(&row).then_some(())?;
+                        Some((row, lane_elements(k, first)?))
+                    })
+                }
+                Inst::Binary {
+                    op: op @ (BinaryOp::Add | BinaryOp::Sub),
+                    lhs,
+                    rhs,
+                    ..
+                } => match (affine_of(*lhs), affine_of(*rhs)) {
+                    (Some((row, a)), None) => offsets_of(value_of(*rhs)).map(|b| {
+                        let sign = if *op == BinaryOp::Sub { -1 } else { 1 };
+                        (row, a.iter().zip(&b).map(|(x, y)| x + sign * y).collect())
+                    }),
+                    (None, Some((row, b))) if *op == BinaryOp::Add => offsets_of(value_of(*lhs))
+                        .map(|a| (row, a.iter().zip(&b).map(|(x, y)| x + y).collect())),
+                    _ => None,
+                },
+                _ => None,
+            };
             values[i] = match inst {
                 Inst::Const { value, .. } => Some(vec![*value; lanes]),
                 Inst::Index { dst, .. } => access.and_then(|k| {
@@ -3562,6 +3647,17 @@ impl<'k> Gen<'_, 'k> {
                             .map(|i| rfx_ir::semantics::clamp_index(i, len))
                             .collect()
                     });
+                    // An offset of known range plus constants that stay inside the buffer at
+                    // every row: loads past the row's offset, no clamp.
+                    if let (Some((row, firsts)), Some(len)) = (affine_of(*index), len)
+                        && let Some(&last) = self.index_ranges.get(&row)
+                        && firsts
+                            .iter()
+                            .all(|&c| c >= 0 && i64::try_from(len).is_ok_and(|len| last + c < len))
+                    {
+                        past[i] = Some((row, firsts));
+                        folds = true;
+                    }
                     match elements {
                         None => None,
                         Some(elements) => {
@@ -3579,6 +3675,7 @@ impl<'k> Gen<'_, 'k> {
                 }
                 _ => None,
             };
+            affine[i] = this_affine;
             folds |= values[i].is_some() && !matches!(inst, Inst::Const { .. });
             if let Some(dst) = inst.dst()
                 && let Some(slot) = current.get_mut(dst.index())
@@ -3597,7 +3694,7 @@ impl<'k> Gen<'_, 'k> {
                 continue;
             }
             live[i] = true;
-            if !root && (values[i].is_some() || gathered[i].is_some()) {
+            if !root && (values[i].is_some() || gathered[i].is_some() || past[i].is_some()) {
                 continue;
             }
             let srcs = inst.srcs();
@@ -3629,6 +3726,8 @@ impl<'k> Gen<'_, 'k> {
                         Fold::Alias(pick)
                     } else if let Some(elements) = gathered[i].take() {
                         Fold::GatherAt(elements)
+                    } else if let Some((row, elements)) = past[i].take() {
+                        Fold::GatherPast(row, elements)
                     } else {
                         Fold::Emit
                     }

@@ -289,8 +289,9 @@ fn a_written_out_position_loads_only_what_its_selected_arm_reads() {
 /// `x[t1] * x[t2] - x[t3] * x[t4]` along the last axis (flattened `[.., 9]` rows, `t*` literal index tables, one
 /// index out of range on each side so the clamp shows), plus a literal scale read directly,
 /// an identity mask (`i == j` of two indices, which differs between the lanes of a vector
-/// position) and a lookup in a literal table by a literal index (a constant).
-fn lookups(dt: &str, lead: &[usize]) -> String {
+/// position) and a lookup in a literal table by a literal index (a constant). With `clamped`
+/// one table reads out of its row on each side.
+fn lookups(dt: &str, lead: &[usize], clamped: bool) -> String {
     let dims = |tail: &[usize]| {
         let all: Vec<String> = lead.iter().chain(tail).map(usize::to_string).collect();
         format!("{dt}[{}]", all.join(","))
@@ -332,7 +333,11 @@ fn lookups(dt: &str, lead: &[usize]) -> String {
         table(&[4, 7, 1, 5, 8, 2, 3, 6, 0]),
         table(&[8, 2, 5, 6, 0, 3, 7, 1, 4]),
         table(&[5, 8, 2, 3, 6, 0, 4, 7, 1]),
-        table(&[7, 1, 4, 8, 2, 5, 6, -3, 12]),
+        table(&if clamped {
+            [7, 1, 4, 8, 2, 5, 6, -3, 12]
+        } else {
+            [7, 1, 4, 8, 2, 5, 6, 0, 3]
+        }),
         &dims(&[9])[dt.len()..],
         &dims(&[9])[dt.len()..],
         &dims(&[9])[dt.len()..],
@@ -349,7 +354,7 @@ fn literal_lookups_and_lane_masks_fold_and_keep_the_interpreters_bits() {
     let mut seed = 8000;
     for dt in ["f32", "f64", "i32"] {
         for lead in [&[1usize][..], &[2], &[700], &[3, 5]] {
-            let text = lookups(dt, lead);
+            let text = lookups(dt, lead, true);
             seed += 1;
             common::assert_bits_match_interpreter(&text, 1, seed);
         }
@@ -360,7 +365,7 @@ fn literal_lookups_and_lane_masks_fold_and_keep_the_interpreters_bits() {
 fn a_written_out_lookup_at_known_elements_is_a_load() {
     // One 3×3 inverse's adjugate by literal tables: no index is computed at run time (no
     // conversion to an integer, no clamp), every gather reads a known element.
-    let text = lookups("f32", &[1]);
+    let text = lookups("f32", &[1], true);
     let (lir, dumps) = lir_and_clif(&text);
     assert!(lir.to_string().contains("gather"), "the LIR gathers:\n{lir}");
     for clif in dumps {
@@ -370,5 +375,33 @@ fn a_written_out_lookup_at_known_elements_is_a_load() {
             assert!(!clif.contains(op), "`{op}` left:\n{clif}");
         }
         assert_eq!(clif.matches("icmp").count(), 1, "{clif}");
+    }
+}
+
+#[test]
+fn a_batch_of_lookups_inside_their_rows_loads_past_each_rows_offset() {
+    // 700 rows of 9 by in-range literal tables, `i32` and `f64` indices: at each written-out
+    // position the index is the row's offset plus a known constant per lane, inside the
+    // buffer at every row, so the gathers are loads at known displacements from the row's
+    // pointer: no index conversion, no clamp, one comparison (the loop's test).
+    for (seed, dt) in [(1, "i32"), (2, "f64")] {
+        let text = lookups(dt, &[700], false);
+        common::assert_bits_match_interpreter(&text, 1, seed);
+        let (lir, dumps) = lir_and_clif(&text);
+        let program = lir.to_string();
+        let gathering: Vec<_> = program
+            .split("  kernel ")
+            .skip(1)
+            .zip(&dumps)
+            .filter(|(kernel, _)| kernel.contains("gather"))
+            .map(|(_, clif)| clif)
+            .collect();
+        assert!(!gathering.is_empty(), "the LIR gathers:\n{program}");
+        for clif in gathering {
+            for op in ["fcvt_to_sint", "select"] {
+                assert!(!clif.contains(op), "{dt}: `{op}` left:\n{clif}");
+            }
+            assert_eq!(clif.matches("icmp").count(), 1, "{dt}:\n{clif}");
+        }
     }
 }

@@ -126,12 +126,16 @@ pub(crate) fn compile_code(
     let mut module = new_module()?;
     let imports = ImportIds::declare(&mut module).map_err(compile_error)?;
     let literals = define_literals(&mut module, program)?;
-    if !want_disasm && runs_as_one_function(program) {
+    let one_function = if !want_disasm && runs_as_one_function(program) {
         let items = ModuleItems {
             imports: &imports,
             literals: &literals,
         };
-        let (id, widths) = build_program(&mut module, items, program, fast_math && has_fma())?;
+        build_program(&mut module, items, program, fast_math && has_fma())?
+    } else {
+        None
+    };
+    if let Some((id, widths)) = one_function {
         module.finalize_definitions().map_err(compile_error)?;
         let ptr = module.get_finalized_function(id);
         // SAFETY: the program's function was declared with the signature `(ptr, i64, i64)`

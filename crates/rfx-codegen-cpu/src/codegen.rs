@@ -348,17 +348,22 @@ pub(crate) fn build_kernel(
 
 /// Declares a function `(buffer table, first unit, end unit)` named `name` in `module`.
 fn declare_kernel_function(module: &mut JITModule, name: &str) -> Result<(FuncId, Signature), BackendError> {
-    let ptr = module.target_config().pointer_type();
-    let mut sig = module.make_signature();
-    sig.params.extend([
-        AbiParam::new(ptr),
-        AbiParam::new(types::I64),
-        AbiParam::new(types::I64),
-    ]);
+    let sig = kernel_signature(module);
     let id = module
         .declare_function(name, Linkage::Local, &sig)
         .map_err(|e| internal(format!("declare {name}: {e}")))?;
     Ok((id, sig))
+}
+
+/// The signature of a kernel function: `(buffer table, first unit, end unit)`.
+fn kernel_signature(module: &JITModule) -> Signature {
+    let mut sig = module.make_signature();
+    sig.params.extend([
+        AbiParam::new(module.target_config().pointer_type()),
+        AbiParam::new(types::I64),
+        AbiParam::new(types::I64),
+    ]);
+    sig
 }
 
 /// Starts a kernel function's code: its imports, its literal data's addresses and its entry
@@ -399,23 +404,28 @@ pub(crate) fn runs_as_one_function(program: &LirProgram) -> bool {
         })
 }
 
+/// The most stack a function running a whole program may reserve (its kernels' staging
+/// buffers and spills together). Cranelift emits no stack probes, so a frame must stay well
+/// inside a thread's guard-protected stack; a program of kernels that stage tiles of values
+/// keeps one function, and one frame, per kernel.
+const PROGRAM_MAX_FRAME: u32 = 16 * 1024;
+
 /// Compiles every kernel of `program` into one function, `(table, _, _)`, that runs them in
 /// program order, each on its whole range of units: each kernel's code is what
 /// [`build_kernel`] makes of it, with its return replaced by a jump to the next kernel's code.
-/// Returns the function and each kernel's vector width.
+/// Returns the function and each kernel's vector width; `None` (and nothing defined in
+/// `module`) when the function's stack slots would exceed [`PROGRAM_MAX_FRAME`].
 pub(crate) fn build_program(
     module: &mut JITModule,
     items: ModuleItems<'_>,
     program: &LirProgram,
     contract: bool,
-) -> Result<(FuncId, Vec<u8>), BackendError> {
+) -> Result<Option<(FuncId, Vec<u8>)>, BackendError> {
     let ptr = module.target_config().pointer_type();
     let name = "rfx_program";
-    let (id, sig) = declare_kernel_function(module, name)?;
     let mut ctx = module.make_context();
     let mut fbc = FunctionBuilderContext::new();
-    ctx.func.signature = sig;
-    ctx.func.name = UserFuncName::user(0, id.as_u32());
+    ctx.func.signature = kernel_signature(module);
     let infos = program
         .kernels()
         .iter()
@@ -449,10 +459,21 @@ pub(crate) fn build_program(
         b.seal_all_blocks();
         b.finalize(module.target_config());
     }
+    let frame: u64 = ctx
+        .func
+        .sized_stack_slots
+        .values()
+        .map(|slot| u64::from(slot.size))
+        .sum();
+    if frame > u64::from(PROGRAM_MAX_FRAME) {
+        return Ok(None);
+    }
+    let (id, _) = declare_kernel_function(module, name)?;
+    ctx.func.name = UserFuncName::user(0, id.as_u32());
     module
         .define_function(id, &mut ctx)
         .map_err(|e| internal(format!("define {name}: {e:?}")))?;
-    Ok((id, widths))
+    Ok(Some((id, widths)))
 }
 
 /// The body of [`build_kernel`] on borrowed (reused) Cranelift contexts.

@@ -88,3 +88,18 @@ fn a_program_with_a_large_kernel_keeps_one_function_per_kernel() {
         assert_eq!(functions, kernels, "{text}");
     }
 }
+
+#[test]
+fn a_program_whose_kernels_stage_tiles_keeps_one_frame_per_kernel() {
+    // Small kernels of `f64` transcendentals run their routines on tiles staged on the stack
+    // (4 KiB per staged value): together they would exceed the one-function frame limit, so
+    // each kernel keeps its own function (and frame).
+    let text = "kernel tiles {\n %x = input x : f64[500]\n %y = input y : f64[500]\n \
+                %a = exp %x : f64[500]\n %b = sin %y : f64[500]\n %c = mul %a, %b : f64[500]\n \
+                %d = tanh %c : f64[500]\n %e = atan %d : f64[500]\n %s = sum %e axes [0] keepdims : f64[1]\n \
+                %sb = broadcast_to %s : f64[500]\n %f = cos %sb : f64[500]\n %g = mul %f, %e : f64[500]\n \
+                %h = exp %g : f64[500]\n %k = log %h : f64[500]\n output k = %k\n output s = %s\n}";
+    let (kernels, functions) = counts(text);
+    assert!(kernels >= 2, "{kernels} kernels");
+    assert_eq!(functions, kernels, "{text}");
+}

@@ -4362,8 +4362,19 @@ impl<'k> Gen<'_, 'k> {
             let addr = self.address(b, k, base, at, offs, 0);
             return Ok(b.ins().load(cl_type(dtype, w), mem(), addr, 0));
         }
-        let mut e_lanes = Vec::new();
         let lanes = if inner == 0 { 1 } else { w };
+        if dtype == DType::F64 && lanes == 2 {
+            // Lane 0 is read into a vector at once (`movsd` from memory, which zeroes lane
+            // 1): a load can only be folded into the instruction that uses it when no other
+            // load comes between them. Lane 1 then goes in by `movlhps`.
+            let addr = self.address(b, k, base, at, offs, 0);
+            let first = self.load_scalar(b, addr, Some(k), dtype);
+            let v = b.ins().scalar_to_vector(types::F64X2, first);
+            let addr = self.address(b, k, base, at, offs, 1);
+            let second = self.load_scalar(b, addr, Some(k), dtype);
+            return Ok(b.ins().insertlane(v, second, 1));
+        }
+        let mut e_lanes = Vec::new();
         for lane in 0..lanes {
             let addr = self.address(b, k, base, at, offs, lane);
             e_lanes.push(self.load_scalar(b, addr, Some(k), dtype));

@@ -63,41 +63,83 @@ fn scan_kernel(op: ScanOp, ty: TensorType, axis: usize, reverse: bool) -> Kernel
     b.finish().unwrap()
 }
 
-#[test]
-fn hir_scans_match_numpy_bit_for_bit() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/scan_oracle.json");
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let cases = doc["cases"].as_array().unwrap();
-    assert_eq!(cases.len(), 400);
-    let mut checked = [0usize; 4];
-    for case in cases {
-        let op = ScanOp::from_name(case["op"].as_str().unwrap()).unwrap();
-        let dtype = DType::from_name(case["dtype"].as_str().unwrap()).unwrap();
-        let dims: Vec<usize> = case["shape"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d.as_u64().unwrap() as usize)
-            .collect();
-        let axis = case["axis"].as_u64().unwrap() as usize;
-        let reverse = case["reverse"].as_bool().unwrap();
-        let ty = TensorType::new(dtype, dims.clone());
-        let input = Array::new(
-            Shape::new(dims),
-            ArrayData::from_scalars(dtype, decode(&case["input"], dtype)).unwrap(),
-        )
-        .unwrap();
-        let expected = decode(&case["out"], dtype);
-        let kernel = scan_kernel(op, ty, axis, reverse);
-        let got = run_hir(&kernel, &[input.view()], Mode::Native).unwrap();
-        let got = values(&got[0]);
+/// One case of an oracle file: its op's name, dtype, shape, axis and direction.
+struct OracleCase<'a> {
+    case: &'a Value,
+    op: &'a str,
+    dtype: DType,
+    dims: Vec<usize>,
+    axis: usize,
+    reverse: bool,
+}
+
+impl<'a> OracleCase<'a> {
+    /// The `count` cases of `tests/data/<file>`.
+    fn load(file: &str, count: usize) -> Vec<Value> {
+        let path = format!("{}/tests/data/{file}", env!("CARGO_MANIFEST_DIR"));
+        let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let cases = doc["cases"].as_array().unwrap().clone();
+        assert_eq!(cases.len(), count, "{file}");
+        cases
+    }
+
+    fn parse(case: &'a Value) -> Self {
+        OracleCase {
+            case,
+            op: case["op"].as_str().unwrap(),
+            dtype: DType::from_name(case["dtype"].as_str().unwrap()).unwrap(),
+            dims: case["shape"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d.as_u64().unwrap() as usize)
+                .collect(),
+            axis: case["axis"].as_u64().unwrap() as usize,
+            reverse: case["reverse"].as_bool().unwrap(),
+        }
+    }
+
+    fn ty(&self) -> TensorType {
+        TensorType::new(self.dtype, self.dims.clone())
+    }
+
+    /// The values under `key`.
+    fn values(&self, key: &str) -> Vec<Scalar> {
+        decode(&self.case[key], self.dtype)
+    }
+
+    /// The array under `key`, of the case's shape.
+    fn array(&self, key: &str) -> Array {
+        let data = ArrayData::from_scalars(self.dtype, self.values(key)).unwrap();
+        Array::new(Shape::new(self.dims.clone()), data).unwrap()
+    }
+
+    /// Asserts that `got` is the case's `out`, bit for bit (any NaN matching any NaN).
+    fn assert_out(&self, got: &[Scalar], kernel: &Kernel) {
+        let expected = self.values("out");
         assert_eq!(got.len(), expected.len());
         for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
             assert!(
                 same_bits(*g, *e),
-                "{op} axis {axis} reverse {reverse} {dtype}: element {i} is {g:?}, NumPy gives {e:?}\n{kernel}"
+                "{} axis {} reverse {} {}: element {i} is {g:?}, NumPy gives {e:?}\n{kernel}",
+                self.op,
+                self.axis,
+                self.reverse,
+                self.dtype
             );
         }
+    }
+}
+
+#[test]
+fn hir_scans_match_numpy_bit_for_bit() {
+    let mut checked = [0usize; 4];
+    for case in &OracleCase::load("scan_oracle.json", 400) {
+        let case = OracleCase::parse(case);
+        let op = ScanOp::from_name(case.op).unwrap();
+        let kernel = scan_kernel(op, case.ty(), case.axis, case.reverse);
+        let got = run_hir(&kernel, &[case.array("input").view()], Mode::Native).unwrap();
+        case.assert_out(&values(&got[0]), &kernel);
         checked[ScanOp::FOLDS.iter().position(|&o| o == op).unwrap()] += 1;
     }
     assert!(checked.iter().all(|&n| n == 100), "{checked:?}");
@@ -369,41 +411,18 @@ fn linrec_kernel(ty: TensorType, axis: usize, reverse: bool) -> Kernel {
 
 #[test]
 fn hir_linear_recurrences_match_numpy_bit_for_bit() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/linrec_oracle.json");
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    let cases = doc["cases"].as_array().unwrap();
-    assert_eq!(cases.len(), 110);
     let mut special_outputs = 0;
-    for case in cases {
-        assert_eq!(case["op"].as_str(), Some("linrec"));
-        let dtype = DType::from_name(case["dtype"].as_str().unwrap()).unwrap();
-        let dims: Vec<usize> = case["shape"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|d| d.as_u64().unwrap() as usize)
-            .collect();
-        let axis = case["axis"].as_u64().unwrap() as usize;
-        let reverse = case["reverse"].as_bool().unwrap();
-        let array = |key: &str| {
-            Array::new(
-                Shape::new(dims.clone()),
-                ArrayData::from_scalars(dtype, decode(&case[key], dtype)).unwrap(),
-            )
-            .unwrap()
-        };
-        let (x, a) = (array("input"), array("coef"));
-        let expected = decode(&case["out"], dtype);
-        let kernel = linrec_kernel(TensorType::new(dtype, dims.clone()), axis, reverse);
+    for case in &OracleCase::load("linrec_oracle.json", 110) {
+        let case = OracleCase::parse(case);
+        assert_eq!(case.op, "linrec");
+        let (x, a) = (case.array("input"), case.array("coef"));
+        let kernel = linrec_kernel(case.ty(), case.axis, case.reverse);
         let got = values(&run_hir(&kernel, &[x.view(), a.view()], Mode::Native).unwrap()[0]);
-        assert_eq!(got.len(), expected.len());
-        for (i, (g, e)) in got.iter().zip(&expected).enumerate() {
-            assert!(
-                same_bits(*g, *e),
-                "linrec axis {axis} reverse {reverse} {dtype}: element {i} is {g:?}, NumPy gives {e:?}"
-            );
-            special_outputs += usize::from(g.to_f64().is_nan() || g.to_f64().is_infinite());
-        }
+        case.assert_out(&got, &kernel);
+        special_outputs += got
+            .iter()
+            .filter(|g| g.to_f64().is_nan() || g.to_f64().is_infinite())
+            .count();
     }
     // The special values reach some outputs, and most outputs are ordinary numbers.
     assert!(special_outputs > 20, "{special_outputs}");

@@ -40,7 +40,12 @@ def inputs(rng, shape, dtype, special_rate):
     # Products stay in range more often with factors near one.
     near_one = rng.uniform(size=n) < 0.3
     values[near_one] = rng.uniform(0.5, 1.5, size=int(near_one.sum()))
-    for i in range(n):
+    return with_specials(rng, values, shape, dtype, special_rate)
+
+
+def with_specials(rng, values, shape, dtype, special_rate):
+    """`values` with each replaced by a special value at `special_rate`, as `dtype`."""
+    for i in range(len(values)):
         if rng.uniform() < special_rate:
             values[i] = SPECIALS[rng.integers(len(SPECIALS))]
     return values.astype(np.float32 if dtype == "f32" else np.float64).reshape(shape)
@@ -98,10 +103,7 @@ def coefficients(rng, shape, dtype, special_rate):
         return rng.integers(-3, 4, size=n).astype(np.int32).reshape(shape)
     # Mostly decays and gains near one (a filter's), some past one in magnitude.
     values = rng.uniform(-1.2, 1.2, size=n)
-    for i in range(n):
-        if rng.uniform() < special_rate:
-            values[i] = SPECIALS[rng.integers(len(SPECIALS))]
-    return values.astype(np.float32 if dtype == "f32" else np.float64).reshape(shape)
+    return with_specials(rng, values, shape, dtype, special_rate)
 
 
 def main_linrec():

@@ -88,6 +88,9 @@
 //! `add` 94%, `sin(x*2)+y` 79%, the 10-op chain 89%, `sum` 88%. A cached PID kernel at n = 1:
 //! 16 µs p50 through host arrays (copy in, launch, copy out, wait), 8.7 µs resident (launch
 //! and wait), 3.3 µs per launch when launches are queued back to back.
+//!
+//! On an H200 (2026-11-28): `add` 88%, `sin(x*2)+y` 69%, the 10-op chain 78%, `sum` 83%; PID
+//! 17.5 µs p50 through host arrays, 9.1 µs resident, 4.1 µs per queued launch.
 #![deny(missing_docs)]
 
 mod backend;

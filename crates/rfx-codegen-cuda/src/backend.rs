@@ -6,14 +6,20 @@
 //! cache are process-wide and created on first use. Each compiled program owns device buffers
 //! for its inputs, outputs and arena, allocated once and reused by every call; a call copies the
 //! inputs in, launches the kernels in order on the stream, copies the outputs back and waits.
+//! A program whose inputs and outputs are small (at most [`STAGING_MAX_BYTES`] together, the
+//! control-loop case) keeps them in one device buffer mirrored by one page-locked host buffer,
+//! so a call makes one copy in and one copy out, whatever its number of arrays.
 //! Calls on one compiled program are serialised by a mutex (the buffers are shared); different
 //! programs run concurrently.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::sync::{Arc, Mutex, OnceLock};
 
+use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PinnedHostSlice,
+    PushKernelArg,
 };
 use rfx_ir::lir::{LirProgram, Storage};
 use rfx_ir::{
@@ -24,7 +30,7 @@ use rfx_lower::{
     validate_call,
 };
 
-use crate::codegen::{KernelLaunch, TREE_BLOCK, generate};
+use crate::codegen::{KernelLaunch, ONE_LAUNCH_BLOCK, TREE_BLOCK, generate};
 use crate::nvrtc::{compile_ptx, ensure_nvrtc};
 
 /// CUDA kernels compiled by NVRTC and run on the first CUDA device.
@@ -45,6 +51,13 @@ fn runtime_error(what: &str, err: impl std::fmt::Debug) -> BackendError {
 const BLOCK_THREADS: usize = 256;
 /// Most resident blocks per SM the grid-stride loop is given; more blocks only add scheduling.
 const BLOCKS_PER_SM: usize = 32;
+/// Programs whose inputs and outputs take at most this many bytes together (each rounded up
+/// to [`STAGING_ALIGN`]) copy them through one staging buffer: page-locked host memory is
+/// scarce, and past this size a call's time is the copies' bandwidth, not their number.
+pub(crate) const STAGING_MAX_BYTES: usize = 1 << 20;
+/// Alignment of each array in the staging buffers: the driver's allocation alignment, so the
+/// kernels' vector loads see the same alignment as in a buffer of their own.
+const STAGING_ALIGN: usize = 256;
 
 /// The process-wide device: context, stream, properties and compiled modules.
 struct Device {
@@ -54,9 +67,15 @@ struct Device {
     /// for the device.
     arch: String,
     sm_count: usize,
-    /// Loaded modules by CUDA source (which includes the fast-math choice).
-    modules: Mutex<HashMap<String, Arc<CudaModule>>>,
+    /// Loaded modules by CUDA source (which includes the fast-math choice). The map's lock is
+    /// held only to find a source's cell; the cell's own lock is held while its module
+    /// compiles, so different sources compile in parallel and one source compiles once.
+    modules: Mutex<HashMap<String, ModuleCell>>,
 }
+
+/// One source's module: `None` until it has compiled and loaded (a failed compile leaves it
+/// `None`, so a later call tries again and reports the error again).
+type ModuleCell = Arc<Mutex<Option<Arc<CudaModule>>>>;
 
 fn device() -> Result<Arc<Device>, BackendError> {
     static DEVICE: OnceLock<Result<Arc<Device>, String>> = OnceLock::new();
@@ -98,11 +117,16 @@ fn open_device() -> Result<Arc<Device>, String> {
 impl Device {
     /// The module for `source`, compiled and loaded once per device.
     fn module(&self, source: &str, name: &str, fast_math: bool) -> Result<Arc<CudaModule>, BackendError> {
-        let mut modules = self
+        let poisoned = || runtime_error("module cache", "poisoned lock");
+        let cell = self
             .modules
             .lock()
-            .map_err(|_| runtime_error("module cache", "poisoned lock"))?;
-        if let Some(module) = modules.get(source) {
+            .map_err(|_| poisoned())?
+            .entry(source.to_string())
+            .or_default()
+            .clone();
+        let mut slot = cell.lock().map_err(|_| poisoned())?;
+        if let Some(module) = slot.as_ref() {
             return Ok(module.clone());
         }
         let ptx = compile_ptx(source, name, &self.arch, fast_math)?;
@@ -111,7 +135,7 @@ impl Device {
             .context()
             .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
             .map_err(|e| runtime_error(&format!("loading the module on device {}", self.ordinal), e))?;
-        modules.insert(source.to_string(), module.clone());
+        *slot = Some(module.clone());
         Ok(module)
     }
 
@@ -122,6 +146,17 @@ impl Device {
             return LaunchConfig {
                 grid_dim: (u32::try_from(blocks).unwrap_or(u32::MAX), 1, 1),
                 block_dim: (TREE_BLOCK as u32, 1, 1),
+                shared_mem_bytes: 0,
+            };
+        }
+        if launch.single_block {
+            return LaunchConfig {
+                grid_dim: (1, 1, 1),
+                block_dim: (
+                    u32::try_from(units.div_ceil(32).clamp(1, ONE_LAUNCH_BLOCK / 32) * 32).unwrap_or(256),
+                    1,
+                    1,
+                ),
                 shared_mem_bytes: 0,
             };
         }
@@ -158,6 +193,17 @@ impl DeviceBuffer {
             DType::F32 => DeviceBuffer::F32(stream.alloc_zeros(len).map_err(alloc)?),
             DType::F64 => DeviceBuffer::F64(stream.alloc_zeros(len).map_err(alloc)?),
         })
+    }
+
+    /// The buffer's device address, for a kernel parameter. (The context runs one stream, so
+    /// cudarc records no events and the returned guard has nothing to do.)
+    fn device_address(&self, stream: &Arc<CudaStream>) -> CUdeviceptr {
+        match self {
+            DeviceBuffer::Bool(b) => b.device_ptr(stream).0,
+            DeviceBuffer::I32(b) => b.device_ptr(stream).0,
+            DeviceBuffer::F32(b) => b.device_ptr(stream).0,
+            DeviceBuffer::F64(b) => b.device_ptr(stream).0,
+        }
     }
 
     fn upload(&mut self, stream: &Arc<CudaStream>, data: DataRef<'_>) -> Result<(), BackendError> {
@@ -197,14 +243,136 @@ impl DeviceBuffer {
     }
 }
 
+/// The inputs and outputs of a program with small ones, in one device buffer and its
+/// page-locked host mirror: inputs first, then outputs, each at a multiple of
+/// [`STAGING_ALIGN`].
+struct Staging {
+    host: PinnedHostSlice<u8>,
+    device: CudaSlice<u8>,
+    /// Per program buffer: its bytes in both buffers, for inputs and outputs.
+    ranges: Vec<Option<Range<usize>>>,
+    /// The inputs are the bytes before this offset, the outputs those from it to
+    /// `outputs_end`.
+    outputs_start: usize,
+    outputs_end: usize,
+    /// Set while a copy from or into `host` may still be running (a call that failed before
+    /// its wait): the next call waits before writing `host`.
+    in_flight: bool,
+}
+
+impl Staging {
+    /// Lays out the program's inputs and outputs; `None` when they are too large to stage.
+    fn new(device: &Device, program: &LirProgram) -> Result<Option<Staging>, BackendError> {
+        let mut ranges = vec![None; program.buffers().len()];
+        // Each array at the next aligned offset; `None` on overflow or a bad buffer id.
+        let mut place = |end: usize, buf: BufId, ty: &TensorType| -> Option<usize> {
+            let bytes = ty.shape.numel().checked_mul(dtype_bytes(ty.dtype))?.max(1);
+            *ranges.get_mut(buf.index())? = Some(end..end.checked_add(bytes)?);
+            end.checked_add(bytes.checked_next_multiple_of(STAGING_ALIGN)?)
+        };
+        let mut end = Some(0usize);
+        for (buf, _, ty) in program.inputs() {
+            end = end.and_then(|end| place(end, buf, ty));
+        }
+        let outputs_start = end;
+        for (buf, _, ty) in program.outputs() {
+            end = end.and_then(|end| place(end, buf, ty));
+        }
+        let (Some(outputs_start), Some(end)) = (outputs_start, end) else {
+            return Ok(None);
+        };
+        if end > STAGING_MAX_BYTES {
+            return Ok(None);
+        }
+        let outputs_end = end;
+        let total = end.max(STAGING_ALIGN);
+        let context = device.stream.context();
+        // SAFETY: the allocation is `total` uninitialised bytes; they are zeroed through the raw
+        // pointer before any reference to them is made. Flags 0: ordinary cached page-locked
+        // memory (write-combined memory is slow to read back on the host).
+        let mut host = unsafe { context.alloc_pinned_with_flags::<u8>(total, 0) }
+            .map_err(|e| runtime_error("allocating page-locked staging memory", e))?;
+        let pointer = host
+            .as_mut_ptr()
+            .map_err(|e| runtime_error("allocating page-locked staging memory", e))?;
+        // SAFETY: `pointer` is the start of the `total`-byte allocation just made, which nothing
+        // else uses yet.
+        unsafe { std::ptr::write_bytes(pointer, 0, total) };
+        let device_bytes = device
+            .stream
+            .alloc_zeros::<u8>(total)
+            .map_err(|e| runtime_error("allocating device memory", e))?;
+        Ok(Some(Staging {
+            host,
+            device: device_bytes,
+            ranges,
+            outputs_start,
+            outputs_end,
+            in_flight: false,
+        }))
+    }
+}
+
+fn dtype_bytes(dtype: DType) -> usize {
+    match dtype {
+        DType::Bool => 1,
+        DType::I32 | DType::F32 => 4,
+        DType::F64 => 8,
+    }
+}
+
+/// Writes `data`'s elements into `bytes` (native byte order; bool as 0/1).
+fn write_bytes(data: DataRef<'_>, bytes: &mut [u8]) {
+    match data {
+        DataRef::Bool(v) => bytes.iter_mut().zip(v).for_each(|(b, &x)| *b = u8::from(x)),
+        DataRef::I32(v) => bytes
+            .chunks_exact_mut(4)
+            .zip(v)
+            .for_each(|(b, x)| b.copy_from_slice(&x.to_ne_bytes())),
+        DataRef::F32(v) => bytes
+            .chunks_exact_mut(4)
+            .zip(v)
+            .for_each(|(b, x)| b.copy_from_slice(&x.to_ne_bytes())),
+        DataRef::F64(v) => bytes
+            .chunks_exact_mut(8)
+            .zip(v)
+            .for_each(|(b, x)| b.copy_from_slice(&x.to_ne_bytes())),
+    }
+}
+
+/// Reads `data`'s elements from `bytes` (the layout of [`write_bytes`]).
+fn read_bytes(bytes: &[u8], data: &mut DataMut<'_>) {
+    match data {
+        DataMut::Bool(v) => v.iter_mut().zip(bytes).for_each(|(x, &b)| *x = b != 0),
+        DataMut::I32(v) => v
+            .iter_mut()
+            .zip(bytes.chunks_exact(4))
+            .for_each(|(x, b)| *x = i32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
+        DataMut::F32(v) => v
+            .iter_mut()
+            .zip(bytes.chunks_exact(4))
+            .for_each(|(x, b)| *x = f32::from_ne_bytes([b[0], b[1], b[2], b[3]])),
+        DataMut::F64(v) => v.iter_mut().zip(bytes.chunks_exact(8)).for_each(|(x, b)| {
+            *x = f64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]);
+        }),
+    }
+}
+
 /// Device memory of one compiled program, reused by every call.
 struct Buffers {
-    /// Per program buffer: its device buffer when it is an input or output.
-    caller: Vec<Option<DeviceBuffer>>,
+    /// Where host-array calls keep the inputs and outputs: one staging buffer for small ones,
+    /// else one device buffer per input and output.
+    io: CallerMemory,
     /// The arena of temporaries (bytes).
     arena: CudaSlice<u8>,
     /// Per kernel: the scratch of a tree reduction (partials and zeroed arrival counters).
     trees: Vec<Option<CudaSlice<u8>>>,
+}
+
+enum CallerMemory {
+    Staged(Staging),
+    /// Per program buffer: its device buffer when it is an input or output.
+    PerBuffer(Vec<Option<DeviceBuffer>>),
 }
 
 struct CudaCompiled {
@@ -213,6 +381,31 @@ struct CudaCompiled {
     device: Arc<Device>,
     kernels: Vec<(CudaFunction, KernelLaunch)>,
     buffers: Mutex<Buffers>,
+}
+
+/// Options of the CUDA backend beyond [`CompileOptions`], for
+/// [`CudaBackend::compile_program_with`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct CudaOptions {
+    /// Copy small inputs and outputs of host-array calls through one page-locked staging
+    /// buffer (default `true`; see [`CudaProgram::stages_host_arrays`]). `false` copies them
+    /// array by array from the caller's memory and keeps no page-locked memory.
+    pub stage_host_arrays: bool,
+    /// Run a program of two or more small kernels (none of more than 1024 units, none a
+    /// block-tree reduction) as one kernel launched as one block, with a barrier between its
+    /// kernels (default `true`; see [`CudaProgram::launches`]). `false` launches each kernel
+    /// on its own.
+    pub one_launch: bool,
+}
+
+impl Default for CudaOptions {
+    fn default() -> CudaOptions {
+        CudaOptions {
+            stage_host_arrays: true,
+            one_launch: true,
+        }
+    }
 }
 
 impl CudaBackend {
@@ -224,7 +417,17 @@ impl CudaBackend {
         program: &LirProgram,
         options: &CompileOptions,
     ) -> Result<CudaProgram, BackendError> {
-        compile(program, options).map(|compiled| CudaProgram(Arc::new(compiled)))
+        self.compile_program_with(program, options, &CudaOptions::default())
+    }
+
+    /// [`CudaBackend::compile_program`] with the CUDA backend's own options.
+    pub fn compile_program_with(
+        &self,
+        program: &LirProgram,
+        options: &CompileOptions,
+        cuda: &CudaOptions,
+    ) -> Result<CudaProgram, BackendError> {
+        compile(program, options, cuda).map(|compiled| CudaProgram(Arc::new(compiled)))
     }
 
     /// Copies `array` into new device memory (synchronously).
@@ -376,7 +579,15 @@ impl CudaProgram {
             .buffers
             .lock()
             .map_err(|_| runtime_error("device buffers", "poisoned lock"))?;
-        compiled.launch_kernels(&|buf: BufId| table.get(buf.index()).copied().flatten(), &buffers)
+        let stream = &compiled.device.stream;
+        compiled.launch_kernels(
+            &|buf: BufId| {
+                let buffer = table.get(buf.index()).copied().flatten()?;
+                Some(buffer.device_address(stream))
+            },
+            &buffers.arena,
+            &buffers.trees,
+        )
     }
 
     /// Queues the program and waits for it ([`CudaProgram::launch`], then synchronise).
@@ -397,10 +608,30 @@ impl CudaProgram {
     pub fn compiled(&self) -> Arc<dyn Compiled> {
         self.0.clone()
     }
+
+    /// The kernel launches one call makes: one for a program of small kernels, which runs as
+    /// one function (see the crate documentation), else one per LIR kernel.
+    pub fn launches(&self) -> usize {
+        self.0.kernels.len()
+    }
+
+    /// Whether host-array calls copy the inputs and outputs through one staging buffer (one
+    /// copy each way, from page-locked memory): true when they take at most 1 MiB together;
+    /// larger ones are copied array by array.
+    pub fn stages_host_arrays(&self) -> bool {
+        self.0
+            .buffers
+            .lock()
+            .is_ok_and(|buffers| matches!(buffers.io, CallerMemory::Staged(_)))
+    }
 }
 
-fn compile(program: &LirProgram, options: &CompileOptions) -> Result<CudaCompiled, BackendError> {
-    let module_source = generate(program, options)?;
+fn compile(
+    program: &LirProgram,
+    options: &CompileOptions,
+    cuda: &CudaOptions,
+) -> Result<CudaCompiled, BackendError> {
+    let module_source = generate(program, options, cuda.one_launch)?;
     ensure_nvrtc()?;
     let device = device()?;
     let module = device.module(&module_source.source, program.name(), options.fast_math)?;
@@ -414,16 +645,26 @@ fn compile(program: &LirProgram, options: &CompileOptions) -> Result<CudaCompile
             Ok((function, launch))
         })
         .collect::<Result<Vec<_>, BackendError>>()?;
-    let caller = program
-        .buffers()
-        .iter()
-        .map(|buffer| match buffer.storage {
-            Storage::Input { .. } | Storage::Output { .. } => {
-                DeviceBuffer::new(&device.stream, buffer.ty.dtype, buffer.ty.shape.numel()).map(Some)
-            }
-            Storage::Arena { .. } | Storage::Literal { .. } => Ok(None),
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let staging = if cuda.stage_host_arrays {
+        Staging::new(&device, program)?
+    } else {
+        None
+    };
+    let io = match staging {
+        Some(staging) => CallerMemory::Staged(staging),
+        None => CallerMemory::PerBuffer(
+            program
+                .buffers()
+                .iter()
+                .map(|buffer| match buffer.storage {
+                    Storage::Input { .. } | Storage::Output { .. } => {
+                        DeviceBuffer::new(&device.stream, buffer.ty.dtype, buffer.ty.shape.numel()).map(Some)
+                    }
+                    Storage::Arena { .. } | Storage::Literal { .. } => Ok(None),
+                })
+                .collect::<Result<Vec<_>, _>>()?,
+        ),
+    };
     let arena = device
         .stream
         .alloc_zeros::<u8>(program.arena_bytes().max(1))
@@ -444,7 +685,7 @@ fn compile(program: &LirProgram, options: &CompileOptions) -> Result<CudaCompile
         program: program.clone(),
         device,
         kernels,
-        buffers: Mutex::new(Buffers { caller, arena, trees }),
+        buffers: Mutex::new(Buffers { io, arena, trees }),
     })
 }
 
@@ -463,7 +704,7 @@ impl Backend for CudaBackend {
         program: &LirProgram,
         options: &CompileOptions,
     ) -> Result<Arc<dyn Compiled>, BackendError> {
-        Ok(Arc::new(compile(program, options)?))
+        Ok(Arc::new(compile(program, options, &CudaOptions::default())?))
     }
 
     /// The CUDA C++ Programming Guide's full-range bounds of the accurate device functions
@@ -492,41 +733,42 @@ impl Backend for CudaBackend {
 }
 
 impl CudaCompiled {
-    /// Queues every kernel, with the caller's buffers from `caller` and the program's own
-    /// arena and reduction scratch.
-    fn launch_kernels<'b>(
+    /// Queues every kernel, with the device addresses of the caller's buffers from `caller`
+    /// and the program's own arena and reduction scratch.
+    fn launch_kernels(
         &self,
-        caller: &dyn Fn(BufId) -> Option<&'b DeviceBuffer>,
-        buffers: &Buffers,
+        caller: &dyn Fn(BufId) -> Option<CUdeviceptr>,
+        arena: &CudaSlice<u8>,
+        trees: &[Option<CudaSlice<u8>>],
     ) -> Result<(), BackendError> {
         let stream = &self.device.stream;
+        let mut addresses = Vec::new();
         for (index, (function, launch)) in self.kernels.iter().enumerate() {
             if launch.units == 0 {
                 continue;
             }
-            let mut args = stream.launch_builder(function);
+            addresses.clear();
             for &buf in &launch.params {
-                match caller(buf) {
-                    Some(DeviceBuffer::Bool(b)) => args.arg(b),
-                    Some(DeviceBuffer::I32(b)) => args.arg(b),
-                    Some(DeviceBuffer::F32(b)) => args.arg(b),
-                    Some(DeviceBuffer::F64(b)) => args.arg(b),
-                    None => return Err(runtime_error("binding kernel arguments", buf)),
-                };
+                addresses.push(caller(buf).ok_or_else(|| runtime_error("binding kernel arguments", buf))?);
+            }
+            let mut args = stream.launch_builder(function);
+            for address in &addresses {
+                args.arg(address);
             }
             if launch.uses_arena {
-                args.arg(&buffers.arena);
+                args.arg(arena);
             }
             if launch.tree.is_some() {
-                match buffers.trees.get(index) {
+                match trees.get(index) {
                     Some(Some(scratch)) => args.arg(scratch),
                     _ => return Err(runtime_error("binding kernel arguments", "reduction scratch")),
                 };
             }
             let config = self.device.launch_config(launch);
             // SAFETY: the parameters are exactly the kernel's (same buffers, same order, as
-            // `codegen` declared them), every buffer has the element count and dtype of its LIR
-            // buffer (checked by the callers against the program's signature), the tree
+            // `codegen` declared them), every buffer address is the start of device memory of
+            // the element count and dtype of its LIR buffer (checked by the callers against the
+            // program's signature, or laid out so by `Staging::new`), the tree
             // scratch has the size `codegen` laid out, and the LIR verifier checked every
             // address the kernel computes is in bounds.
             unsafe { args.launch(config) }
@@ -557,23 +799,88 @@ impl Compiled for CudaCompiled {
             .buffers
             .lock()
             .map_err(|_| runtime_error("device buffers", "poisoned lock"))?;
-        for ((buf, _, _), input) in self.program.inputs().zip(inputs) {
-            if let Some(Some(device_buf)) = buffers.caller.get_mut(buf.index()) {
-                device_buf.upload(stream, input.data())?;
+        let Buffers { io, arena, trees } = &mut *buffers;
+        let wait = |stream: &Arc<CudaStream>| {
+            stream
+                .synchronize()
+                .map_err(|e| runtime_error("waiting for the device", e))
+        };
+        match io {
+            CallerMemory::Staged(staging) => {
+                if staging.in_flight {
+                    wait(stream)?;
+                    staging.in_flight = false;
+                }
+                let host = staging
+                    .host
+                    .as_mut_slice()
+                    .map_err(|e| runtime_error("staging the inputs", e))?;
+                for ((buf, _, _), input) in self.program.inputs().zip(inputs) {
+                    if let Some(Some(range)) = staging.ranges.get(buf.index()) {
+                        write_bytes(input.data(), &mut host[range.clone()]);
+                    }
+                }
+                let (outputs_start, outputs_end) = (staging.outputs_start, staging.outputs_end);
+                // From here until the wait the driver may be reading or writing `host`.
+                staging.in_flight = true;
+                if outputs_start > 0 {
+                    stream
+                        .memcpy_htod(
+                            &host[..outputs_start],
+                            &mut staging.device.slice_mut(..outputs_start),
+                        )
+                        .map_err(|e| runtime_error("copying the inputs to the device", e))?;
+                }
+                let (device, ranges) = (&staging.device, &staging.ranges);
+                self.launch_kernels(
+                    &|buf: BufId| {
+                        let range = ranges.get(buf.index())?.as_ref()?;
+                        Some(device.device_ptr(stream).0 + range.start as CUdeviceptr)
+                    },
+                    arena,
+                    trees,
+                )?;
+                if outputs_end > outputs_start {
+                    stream
+                        .memcpy_dtoh(
+                            &staging.device.slice(outputs_start..outputs_end),
+                            &mut host[outputs_start..outputs_end],
+                        )
+                        .map_err(|e| runtime_error("copying the outputs from the device", e))?;
+                }
+                wait(stream)?;
+                staging.in_flight = false;
+                for ((buf, _, _), output) in self.program.outputs().zip(outputs.iter_mut()) {
+                    if let Some(Some(range)) = staging.ranges.get(buf.index()) {
+                        read_bytes(&host[range.clone()], output.data_mut());
+                    }
+                }
+                Ok(())
+            }
+            CallerMemory::PerBuffer(caller) => {
+                for ((buf, _, _), input) in self.program.inputs().zip(inputs) {
+                    if let Some(Some(device_buf)) = caller.get_mut(buf.index()) {
+                        device_buf.upload(stream, input.data())?;
+                    }
+                }
+                let caller = &*caller;
+                self.launch_kernels(
+                    &|buf: BufId| {
+                        caller
+                            .get(buf.index())?
+                            .as_ref()
+                            .map(|b| b.device_address(stream))
+                    },
+                    arena,
+                    trees,
+                )?;
+                for ((buf, _, _), output) in self.program.outputs().zip(outputs.iter_mut()) {
+                    if let Some(Some(device_buf)) = caller.get(buf.index()) {
+                        device_buf.download(stream, output.data_mut())?;
+                    }
+                }
+                wait(stream)
             }
         }
-        let buffers = &*buffers;
-        self.launch_kernels(
-            &|buf: BufId| buffers.caller.get(buf.index()).and_then(Option::as_ref),
-            buffers,
-        )?;
-        for ((buf, _, _), output) in self.program.outputs().zip(outputs.iter_mut()) {
-            if let Some(Some(device_buf)) = buffers.caller.get(buf.index()) {
-                device_buf.download(stream, output.data_mut())?;
-            }
-        }
-        stream
-            .synchronize()
-            .map_err(|e| runtime_error("waiting for the device", e))
     }
 }

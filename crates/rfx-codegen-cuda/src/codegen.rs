@@ -43,6 +43,40 @@ pub(crate) struct KernelLaunch {
     pub(crate) units: usize,
     /// Set when the kernel's reductions run as block trees (see [`TreeLaunch`]).
     pub(crate) tree: Option<TreeLaunch>,
+    /// Set for a whole program in one function ([`ONE_LAUNCH_MAX_UNITS`]): one block, whose
+    /// threads run the kernels in order with a barrier between them; `units` is then the
+    /// most units of any of its kernels.
+    pub(crate) single_block: bool,
+}
+
+/// Programs of two or more kernels, none a block tree and none of more than this many units,
+/// run as one function launched as one block: a launch costs microseconds, while a kernel of
+/// at most 1024 units takes a 256-thread block at most four rounds of its loop.
+pub(crate) const ONE_LAUNCH_MAX_UNITS: usize = 1024;
+/// ... provided no kernel's extra rounds (beyond the one its own launch would take) add more
+/// than this many points to a thread's sequence: 1024 units of a 1000-point reduction would
+/// run four times as long in one block as in their own grid.
+const ONE_LAUNCH_MAX_EXTRA_POINTS: usize = 32;
+/// Threads of the block of a one-launch program (at most; fewer when every kernel has fewer
+/// units). Without `__launch_bounds__` a 256-thread block has every register it may ask for.
+pub(crate) const ONE_LAUNCH_BLOCK: usize = 256;
+
+/// A kernel's function parameters and how its loop nest splits into units.
+struct KernelPlan {
+    /// The input and output buffers it uses, in parameter order.
+    params: Vec<BufId>,
+    /// Each parameter's declaration and what it is, the arena and tree scratch included.
+    param_text: Vec<(String, String)>,
+    /// Temporaries: buffer, memory type, byte offset in the arena.
+    arena_bufs: Vec<(BufId, &'static str, usize)>,
+    literal_bufs: Vec<(BufId, &'static str)>,
+    uses_arena: bool,
+    /// Dims before this index are the units', the rest are reduced or scanned per unit.
+    split: usize,
+    units: usize,
+    reduced_points: usize,
+    /// Whether its reductions run as block trees.
+    tree: bool,
 }
 
 /// Threads per block of a tree reduction (a compile-time constant of the generated code).
@@ -222,30 +256,43 @@ fn invalid(program: &LirProgram) -> Option<BackendError> {
         .map(|e| BackendError::Lower(LowerError::InvalidLir(e)))
 }
 
-/// Generates the CUDA C module of a verified-here program.
+/// Generates the CUDA C module of a verified-here program; `one_launch` lets a program of
+/// small kernels become one function ([`emit_one_launch`]).
 pub(crate) fn generate(
     program: &LirProgram,
     options: &CompileOptions,
+    one_launch: bool,
 ) -> Result<CudaModuleSource, BackendError> {
     if let Some(err) = invalid(program) {
         return Err(err);
     }
     let mut helpers = BTreeSet::new();
     let mut kernels_text = String::new();
-    let mut kernels = Vec::with_capacity(program.kernels().len());
-    for (index, kernel) in program.kernels().iter().enumerate() {
-        let mut emitter = Emitter {
-            program,
-            kernel,
-            fast_math: options.fast_math,
-            helpers: &mut helpers,
-            out: String::new(),
-        };
-        let launch = emitter.emit_kernel(index);
-        kernels_text.push('\n');
-        kernels_text.push_str(&emitter.out);
-        kernels.push(launch);
-    }
+    let fused = if one_launch {
+        emit_one_launch(program, options, &mut helpers, &mut kernels_text)
+    } else {
+        None
+    };
+    let kernels = match fused {
+        Some(launch) => vec![launch],
+        None => {
+            let mut kernels = Vec::with_capacity(program.kernels().len());
+            for (index, kernel) in program.kernels().iter().enumerate() {
+                let mut emitter = Emitter {
+                    program,
+                    kernel,
+                    fast_math: options.fast_math,
+                    helpers: &mut helpers,
+                    out: String::new(),
+                };
+                let launch = emitter.emit_kernel(index);
+                kernels_text.push('\n');
+                kernels_text.push_str(&emitter.out);
+                kernels.push(launch);
+            }
+            kernels
+        }
+    };
     let mut source = String::new();
     let _ = writeln!(
         source,
@@ -271,6 +318,116 @@ pub(crate) fn generate(
     }
     source.push_str(&kernels_text);
     Ok(CudaModuleSource { source, kernels })
+}
+
+/// The whole program as one function run by one block ([`ONE_LAUNCH_MAX_UNITS`]), appended
+/// to `out`; `None` (and nothing appended) when the program does not qualify.
+///
+/// Each kernel's code is its own function's body in a block scope of its own, and
+/// `__syncthreads()` separates consecutive kernels: all of a block's global memory accesses
+/// before the barrier are complete and visible to the whole block after it, so a kernel reads
+/// what the kernels before it wrote, and arena space the memory plan reuses is written only
+/// after its earlier readers are done. No kernel body returns early (only tree kernels do,
+/// and they are not fused), so every thread reaches every barrier. Outputs lose
+/// `__restrict__` here (a later kernel may read what an earlier one wrote through them);
+/// inputs, never written, keep it.
+fn emit_one_launch(
+    program: &LirProgram,
+    options: &CompileOptions,
+    helpers: &mut BTreeSet<Helper>,
+    out: &mut String,
+) -> Option<KernelLaunch> {
+    if program.kernels().len() < 2 {
+        return None;
+    }
+    let mut plans = Vec::with_capacity(program.kernels().len());
+    for kernel in program.kernels() {
+        let emitter = Emitter {
+            program,
+            kernel,
+            fast_math: options.fast_math,
+            helpers: &mut *helpers,
+            out: String::new(),
+        };
+        let plan = emitter.plan();
+        let extra_rounds = plan.units.div_ceil(ONE_LAUNCH_BLOCK).saturating_sub(1);
+        if plan.tree
+            || plan.units > ONE_LAUNCH_MAX_UNITS
+            || extra_rounds.saturating_mul(plan.reduced_points.max(1)) > ONE_LAUNCH_MAX_EXTRA_POINTS
+        {
+            return None;
+        }
+        plans.push(plan);
+    }
+    let params: BTreeSet<BufId> = plans.iter().flat_map(|p| p.params.iter().copied()).collect();
+    let uses_arena = plans.iter().any(|p| p.uses_arena);
+    let units = plans.iter().map(|p| p.units).max().unwrap_or(0);
+    let entry = format!("rfx_program_{}", program.name());
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "// program `{}` in one launch: {} kernel(s) run by one block in order, a barrier between them.",
+        program.name(),
+        plans.len()
+    );
+    let _ = writeln!(text, "extern \"C\" __global__ void {entry}(");
+    let mut param_text = Vec::new();
+    for &buf in &params {
+        let Some(buffer) = program.buffer(buf) else {
+            continue;
+        };
+        let ty = memory_type(buffer.ty.dtype);
+        match &buffer.storage {
+            Storage::Input { name } => param_text.push((
+                format!("const {ty}* __restrict__ {buf}"),
+                format!("input `{name}`"),
+            )),
+            Storage::Output { name } => param_text.push((format!("{ty}* {buf}"), format!("output `{name}`"))),
+            Storage::Arena { .. } | Storage::Literal { .. } => {}
+        }
+    }
+    if uses_arena {
+        param_text.push(("unsigned char* arena".to_string(), "temporaries".to_string()));
+    }
+    for (i, (param, what)) in param_text.iter().enumerate() {
+        let comma = if i + 1 < param_text.len() { "," } else { "" };
+        let _ = writeln!(text, "  {param}{comma}  // {what}");
+    }
+    text.push_str(") {\n");
+    for (index, (kernel, plan)) in program.kernels().iter().zip(&plans).enumerate() {
+        let mut emitter = Emitter {
+            program,
+            kernel,
+            fast_math: options.fast_math,
+            helpers: &mut *helpers,
+            out: String::new(),
+        };
+        if index > 0 {
+            emitter.line(0, "__syncthreads();");
+        }
+        emitter.emit_comment(plan);
+        emitter.line(0, "{");
+        emitter.emit_body(plan);
+        emitter.line(0, "}");
+        for line in emitter.out.lines() {
+            if line.is_empty() {
+                text.push('\n');
+            } else {
+                let _ = writeln!(text, "  {line}");
+            }
+        }
+    }
+    text.push_str("}\n");
+    out.push('\n');
+    out.push_str(&text);
+    Some(KernelLaunch {
+        entry,
+        params: params.into_iter().collect(),
+        uses_arena,
+        units,
+        tree: None,
+        single_block: true,
+    })
 }
 
 /// The device array holding literal buffer `buf`'s data.
@@ -432,8 +589,30 @@ impl Emitter<'_> {
     /// after another instead of interleaved changes nothing). Lanes with no points are
     /// skipped: combining a partial still at the identity leaves the total's bits unchanged.
     fn emit_kernel(&mut self, index: usize) -> KernelLaunch {
+        let entry = format!("rfx_{index}_{}", self.kernel.name);
+        let plan = self.plan();
+        self.emit_comment(&plan);
+        self.line(0, &format!("extern \"C\" __global__ void {entry}("));
+        for (i, (param, what)) in plan.param_text.iter().enumerate() {
+            let comma = if i + 1 < plan.param_text.len() { "," } else { "" };
+            self.line(1, &format!("{param}{comma}  // {what}"));
+        }
+        self.line(0, ") {");
+        let tree = self.emit_body(&plan);
+        self.line(0, "}");
+        KernelLaunch {
+            entry,
+            params: plan.params,
+            uses_arena: plan.uses_arena,
+            units: plan.units,
+            tree,
+            single_block: false,
+        }
+    }
+
+    /// What the kernel's function takes and how its loop nest splits into units.
+    fn plan(&self) -> KernelPlan {
         let kernel = self.kernel;
-        let entry = format!("rfx_{index}_{}", kernel.name);
         let mut used: BTreeSet<BufId> = BTreeSet::new();
         for inst in kernel.preamble.iter().chain(&kernel.body) {
             if let Some(buf) = inst.buf() {
@@ -486,9 +665,24 @@ impl Emitter<'_> {
                 "block partials and arrival counters".to_string(),
             ));
         }
-        let idx = index_type(self.program, kernel);
-        let lanes = kernel.schedule.reduce_lanes.max(1) as usize;
+        KernelPlan {
+            params,
+            param_text,
+            arena_bufs,
+            literal_bufs,
+            uses_arena,
+            split,
+            units,
+            reduced_points,
+            tree,
+        }
+    }
 
+    /// The comment line above the kernel's code.
+    fn emit_comment(&mut self, plan: &KernelPlan) {
+        let kernel = self.kernel;
+        let (units, reduced_points) = (plan.units, plan.reduced_points);
+        let lanes = kernel.schedule.reduce_lanes.max(1) as usize;
         let _ = match kernel.scan {
             Some(order) => writeln!(
                 self.out,
@@ -503,16 +697,22 @@ impl Emitter<'_> {
                 kernel.name, kernel.dims, kernel.reduce_dims
             ),
         };
-        self.line(0, &format!("extern \"C\" __global__ void {entry}("));
-        for (i, (param, what)) in param_text.iter().enumerate() {
-            let comma = if i + 1 < param_text.len() { "," } else { "" };
-            self.line(1, &format!("{param}{comma}  // {what}"));
-        }
-        self.line(0, ") {");
-        for (buf, ty, offset) in &arena_bufs {
+    }
+
+    /// The kernel's code inside its function's braces: temporaries, slots and the unit loop.
+    /// Returns the tree launch when its reductions run as block trees.
+    fn emit_body(&mut self, plan: &KernelPlan) -> Option<TreeLaunch> {
+        let kernel = self.kernel;
+        let idx = index_type(self.program, kernel);
+        let lanes = kernel.schedule.reduce_lanes.max(1) as usize;
+        let rank = kernel.dims.len();
+        let split = plan.split;
+        let (leading, reduced) = kernel.dims.split_at(split);
+        let reduced_points = plan.reduced_points;
+        for (buf, ty, offset) in &plan.arena_bufs {
             self.line(1, &format!("{ty}* {buf} = ({ty}*)(arena + {offset});"));
         }
-        for (buf, ty) in &literal_bufs {
+        for (buf, ty) in &plan.literal_bufs {
             let data = literal_name(*buf);
             self.line(1, &format!("const {ty}* {buf} = (const {ty}*){data};"));
         }
@@ -520,21 +720,13 @@ impl Emitter<'_> {
             let zero = literal(Scalar::zero(dtype));
             self.line(1, &format!("{} s{slot} = {zero};", c_type(dtype)));
         }
-        if kernel.scan.is_some() || tree {
-            let tree = match kernel.scan {
+        if kernel.scan.is_some() || plan.tree {
+            return match kernel.scan {
                 Some(order) => {
                     self.emit_scan_body(idx, order, leading, reduced_points);
                     None
                 }
                 None => Some(self.emit_tree_body(idx, split, leading, reduced)),
-            };
-            self.line(0, "}");
-            return KernelLaunch {
-                entry,
-                params,
-                uses_arena,
-                units,
-                tree,
             };
         }
         self.emit_unit_loop_head(idx, leading, reduced_points);
@@ -615,14 +807,7 @@ impl Emitter<'_> {
             self.line(2, &format!("{buf}[unit] = {value};"));
         }
         self.line(1, "}");
-        self.line(0, "}");
-        KernelLaunch {
-            entry,
-            params,
-            uses_arena,
-            units,
-            tree: None,
-        }
+        None
     }
 
     /// Emits the body of a kernel with scans (after the slot declarations): each thread takes

@@ -1,7 +1,7 @@
 //! `rfx-codegen-cuda`: CUDA kernels from LIR, compiled by NVRTC and run through `cudarc`.
 //!
-//! **Owns:** LIR → CUDA C (one `extern "C" __global__` function per LIR kernel, grid-stride
-//! loops, reductions in the LIR `lanes` order), NVRTC compilation to PTX, the device context,
+//! **Owns:** LIR → CUDA C (one `extern "C" __global__` function per LIR kernel, or one for a
+//! whole program of small kernels; grid-stride loops, reductions in the LIR `lanes` order), NVRTC compilation to PTX, the device context,
 //! module cache and buffer reuse, and a typed [`BackendError::Unavailable`] where no NVRTC,
 //! driver or GPU exists (never a panic).
 //!
@@ -11,8 +11,11 @@
 //!
 //! # API
 //! - [`CudaBackend`]: the `"cuda"` [`rfx_lower::Backend`].
-//! - [`cuda_source`] and [`ptx`]: the generated CUDA C and the PTX NVRTC makes of it, for
-//!   `rfx dump --stage cuda|ptx` and for offline validation with `ptxas`.
+//! - [`CudaOptions`] and [`CudaBackend::compile_program_with`]: the backend's own switches
+//!   (staging of host arrays, one launch for small programs), both on by default.
+//! - [`cuda_source`] and [`ptx`] (and their `_with` forms): the generated CUDA C and the PTX
+//!   NVRTC makes of it, for `rfx dump --stage cuda|ptx` and for offline validation with
+//!   `ptxas`.
 //!
 //! # Finding NVRTC
 //! `RFX_NVRTC_LIB` (the path of `libnvrtc.so.12`), else the `nvidia-cuda-nvrtc-cu12` wheel
@@ -56,11 +59,25 @@
 //!
 //! # Execution
 //! The device is ordinal 0; PTX is compiled for `compute_XY` of its compute capability and
-//! JIT-compiled by the driver; modules are cached by source and device. Each compiled program
-//! allocates its device buffers once. [`Compiled::run`](rfx_lower::Compiled::run) on host
-//! arrays copies the inputs in, launches each kernel (256-thread blocks, fewer for small
-//! kernels, at most 32 blocks per SM; the grid-stride loop covers the rest), copies the
-//! outputs out and synchronises.
+//! JIT-compiled by the driver; modules are cached by source and device, and different sources
+//! compile in parallel (one source compiles once). Each compiled program allocates its device
+//! buffers once. [`Compiled::run`](rfx_lower::Compiled::run) on host arrays copies the inputs
+//! in, launches each kernel (256-thread blocks, fewer for small kernels, at most 32 blocks per
+//! SM; the grid-stride loop covers the rest), copies the outputs out and synchronises.
+//!
+//! Two things cut the fixed costs of small calls, which dominate a control loop's:
+//! - **Staging.** When a program's inputs and outputs take at most 1 MiB together, they live in
+//!   one device buffer mirrored by one page-locked host buffer (each array 256-byte aligned).
+//!   A host-array call then copies the caller's inputs into the mirror, makes one copy to the
+//!   device, launches, makes one copy back and waits, whatever the number of arrays.
+//! - **One launch.** A program of two or more kernels, none a block-tree reduction, none of
+//!   more than 1024 units, and none whose extra rounds in one 256-thread block would add more
+//!   than 32 points to a thread's work, becomes one function launched as one block: each
+//!   kernel's code runs in turn, `__syncthreads()` between them (a barrier orders and makes
+//!   visible every global memory access of the block). [`CudaProgram::launches`] says which
+//!   form a program took.
+//!
+//! Both can be turned off with [`CudaOptions`].
 //!
 //! # Device-resident data
 //! A control loop that keeps its state on the GPU uses [`CudaBackend::to_device`],
@@ -90,22 +107,38 @@
 //! and wait), 3.3 µs per launch when launches are queued back to back.
 //!
 //! On an H200 (2026-11-28): `add` 88%, `sin(x*2)+y` 69%, the 10-op chain 78%, `sum` 83%; PID
-//! 17.5 µs p50 through host arrays, 9.1 µs resident, 4.1 µs per queued launch.
+//! 17.5 µs p50 through host arrays, 9.1 µs resident, 4.1 µs per queued launch. In one later
+//! run, with the previous build alternating: PID through host arrays 16.9 µs p50 against
+//! 20.9–23.5 (staging); eight inputs and four outputs 18.2 µs staged against 54–58 array by
+//! array; a program of five small kernels 17.1–17.4 µs resident in one launch against
+//! 30.9–31.4 in five.
 #![deny(missing_docs)]
 
 mod backend;
 mod codegen;
 mod nvrtc;
 
-pub use backend::{CudaBackend, CudaProgram, DeviceArray};
+pub use backend::{CudaBackend, CudaOptions, CudaProgram, DeviceArray};
 
 use rfx_ir::lir::LirProgram;
 use rfx_lower::{BackendError, CompileOptions};
 
 /// The CUDA C source generated for `program` (verified first): helper functions, then one
-/// `extern "C" __global__ void rfx_<index>_<kernel>(...)` per LIR kernel. Needs no GPU or NVRTC.
+/// `extern "C" __global__ void rfx_<index>_<kernel>(...)` per LIR kernel, or, for a program of
+/// small kernels, one `rfx_program_<program>(...)` that runs them all (see
+/// [`CudaOptions::one_launch`]). Needs no GPU or NVRTC.
 pub fn cuda_source(program: &LirProgram, options: &CompileOptions) -> Result<String, BackendError> {
-    codegen::generate(program, options).map(|module| module.source)
+    cuda_source_with(program, options, &CudaOptions::default())
+}
+
+/// [`cuda_source`] with the CUDA backend's own options (of which only
+/// [`CudaOptions::one_launch`] changes the source).
+pub fn cuda_source_with(
+    program: &LirProgram,
+    options: &CompileOptions,
+    cuda: &CudaOptions,
+) -> Result<String, BackendError> {
+    codegen::generate(program, options, cuda.one_launch).map(|module| module.source)
 }
 
 /// The PTX that NVRTC makes of [`cuda_source`] for `arch` (`"compute_80"`, `"sm_90"`, ...), with
@@ -114,6 +147,16 @@ pub fn cuda_source(program: &LirProgram, options: &CompileOptions) -> Result<Str
 /// Needs NVRTC but no GPU; [`BackendError::Unavailable`] when NVRTC is not installed,
 /// [`BackendError::Compile`] with NVRTC's log when it rejects the source.
 pub fn ptx(program: &LirProgram, arch: &str, options: &CompileOptions) -> Result<String, BackendError> {
-    let module = codegen::generate(program, options)?;
-    nvrtc::compile_ptx(&module.source, program.name(), arch, options.fast_math)
+    ptx_with(program, arch, options, &CudaOptions::default())
+}
+
+/// [`ptx`] of [`cuda_source_with`].
+pub fn ptx_with(
+    program: &LirProgram,
+    arch: &str,
+    options: &CompileOptions,
+    cuda: &CudaOptions,
+) -> Result<String, BackendError> {
+    let source = cuda_source_with(program, options, cuda)?;
+    nvrtc::compile_ptx(&source, program.name(), arch, options.fast_math)
 }

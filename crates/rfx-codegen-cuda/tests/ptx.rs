@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use common::{Case, corpus_cases, missing, op_cases, ptxas, random_cases, suite_cases};
-use rfx_codegen_cuda::{cuda_source, ptx};
+use rfx_codegen_cuda::{CudaOptions, cuda_source, ptx, ptx_with};
 use rfx_lower::{BackendError, CompileOptions};
 
 const RANDOM_KERNELS: u64 = 240;
@@ -63,6 +63,22 @@ fn check_case(
     for &(arch, sm) in targets {
         let ptx_text = ptx(&case.lir, arch, &exact).map_err(|e| format!("NVRTC {arch}: {e}"))?;
         assemble(ptxas, dir, &case.name, &ptx_text, sm)?;
+        assembled += 1;
+    }
+    // A program of small kernels compiles as one function; its kernels one by one (as a
+    // caller may ask with `CudaOptions::one_launch = false`) must compile too.
+    if cuda_source(&case.lir, &exact).is_ok_and(|source| source.contains("rfx_program_")) {
+        let mut per_kernel = CudaOptions::default();
+        per_kernel.one_launch = false;
+        let ptx_text = ptx_with(&case.lir, "sm_90", &exact, &per_kernel)
+            .map_err(|e| format!("NVRTC sm_90, one launch per kernel: {e}"))?;
+        assemble(
+            ptxas,
+            dir,
+            &format!("{}_per_kernel", case.name),
+            &ptx_text,
+            "sm_90",
+        )?;
         assembled += 1;
     }
     if with_fast {

@@ -15,7 +15,7 @@
 mod common;
 
 use common::lower_kernel;
-use rfx_codegen_cuda::CudaBackend;
+use rfx_codegen_cuda::{CudaBackend, CudaOptions};
 use rfx_ir::hir;
 use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
@@ -535,4 +535,158 @@ fn without_a_gpu_device_arrays_are_unavailable_not_a_panic() {
         matches!(result, Err(BackendError::Unavailable { .. })),
         "{result:?}"
     );
+}
+
+/// Host-array calls with arrays of every dtype and odd sizes give the interpreter's bits,
+/// call after call with fresh inputs: through the one staging buffer (small arrays) and array
+/// by array (past the staging limit of 1 MiB, or when the option is off).
+#[test]
+fn host_calls_through_staging_and_array_by_array_give_the_interpreters_bits() {
+    // 70,000 points: 1.19 MB of inputs, past the staging limit.
+    // (points, the staging option, whether the program stages).
+    let sizes = [
+        (1usize, true, true),
+        (37, true, true),
+        (37, false, false),
+        (70_000, true, false),
+    ];
+    let kernels: Vec<_> = sizes
+        .iter()
+        .map(|&(n, _, _)| {
+            let text = format!(
+                "kernel io {{ %c = input c : bool[{n}] %i = input i : i32[{n}] %x = input x : f32[{n}] \
+             %d = input d : f64[{n}] %xi = cast %i : f32[{n}] %s = select %c, %x, %xi : f32[{n}] \
+             %dd = add %d, %d : f64[{n}] %ii = mul %i, %i : i32[{n}] %nc = not %c : bool[{n}] \
+             %df = cast %s : f64[{n}] %m = mul %df, %d : f64[{n}] \
+             output nc = %nc output s = %s output m = %m output ii = %ii output dd = %dd }}"
+            );
+            let kernel = hir::parse(&text).expect("parse");
+            let lir = lower_kernel(&kernel);
+            (kernel, lir)
+        })
+        .collect();
+    // The kernels are well formed even where there is no GPU to run them.
+    let mut rng = TestRng::new(0x57a6);
+    for (kernel, lir) in &kernels {
+        let inputs = rfx_ir::testgen::random_inputs(&mut rng, kernel, 0.2);
+        let views: Vec<_> = inputs.iter().map(Array::view).collect();
+        assert_eq!(run_lir(lir, &views, Mode::Native).expect("run_lir").len(), 5);
+    }
+    if no_gpu("host_calls_through_staging_and_array_by_array_give_the_interpreters_bits") {
+        return;
+    }
+    for (&(n, option, staged), (kernel, lir)) in sizes.iter().zip(&kernels) {
+        let mut cuda = CudaOptions::default();
+        cuda.stage_host_arrays = option;
+        let program = CudaBackend
+            .compile_program_with(lir, &Default::default(), &cuda)
+            .expect("compile");
+        assert_eq!(program.stages_host_arrays(), staged, "n = {n}");
+        let compiled = program.compiled();
+        let mut rng = TestRng::new(0x57a6 + n as u64);
+        for call in 0..3 {
+            let inputs = rfx_ir::testgen::random_inputs(&mut rng, kernel, 0.2);
+            let views: Vec<_> = inputs.iter().map(Array::view).collect();
+            let expected = run_lir(lir, &views, Mode::Native).expect("run_lir");
+            let mut outputs: Vec<Array> = lir
+                .outputs()
+                .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
+                .collect();
+            let mut out_views: Vec<_> = outputs.iter_mut().map(Array::view_mut).collect();
+            compiled
+                .run(&views, &mut out_views, &mut Scratch::new())
+                .unwrap_or_else(|e| panic!("run: {e}"));
+            drop(out_views);
+            for (k, (got, want)) in outputs.iter().zip(&expected).enumerate() {
+                for p in 0..want.data().len() {
+                    let (g, w) = (got.get(p).expect("in range"), want.get(p).expect("in range"));
+                    let same = g == w || (g.to_f64().is_nan() && w.to_f64().is_nan());
+                    assert!(
+                        same,
+                        "n = {n}, call {call}, output {k}, element {p}: got {g:?}, expected {w:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Programs of several small kernels run as one launch of one block, the kernels separated by
+/// barriers: each reads what the ones before it wrote (row means, then deviations, then their
+/// spread), and they give the interpreter's bits, call after call (but for the column sum of
+/// 1100 rows, a block tree, which is held to a relative 1e-4). Past 1024 units per kernel,
+/// or where one block's extra rounds would add more than 32 points to a thread's work (600
+/// rows of 40), the program takes one launch per kernel again.
+#[test]
+fn small_multi_kernel_programs_run_in_one_launch_with_the_interpreters_bits() {
+    // (rows, columns, one launch).
+    let sizes = [
+        (3usize, 5usize, true),
+        (37, 19, true),
+        (300, 7, true),
+        (600, 40, false),
+        (1100, 3, false),
+    ];
+    let cases: Vec<_> = sizes
+        .iter()
+        .map(|&(r, c, one)| {
+            let text = format!(
+                "kernel norm_rows {{ %x = input x : f32[{r},{c}] %m = mean %x axes [1] keepdims : f32[{r},1] \
+                 %d = sub %x, %m : f32[{r},{c}] %sq = mul %d, %d : f32[{r},{c}] \
+                 %v = mean %sq axes [1] keepdims : f32[{r},1] %eps = const 0.001 : f32[] \
+                 %ve = add %v, %eps : f32[{r},1] %sd = sqrt %ve : f32[{r},1] %y = div %d, %sd : f32[{r},{c}] \
+                 %t = sum %y axes [0] : f32[{c}] %w = input w : f64[{c}] %tw = cast %t : f64[{c}] \
+                 %u = mul %tw, %w : f64[{c}] output y = %y output u = %u }}"
+            );
+            let kernel = hir::parse(&text).expect("parse");
+            let lir = lower_kernel(&kernel);
+            assert!(lir.kernels().len() >= 2, "{lir}");
+            assert_eq!(uses_tree(&lir), r == 1100, "{lir}");
+            let source = rfx_codegen_cuda::cuda_source(&lir, &Default::default()).expect("source");
+            let functions = source.matches("__global__").count();
+            let expected = if one { 1 } else { lir.kernels().len() };
+            assert_eq!(functions, expected, "{source}");
+            (kernel, lir, one)
+        })
+        .collect();
+    if no_gpu("small_multi_kernel_programs_run_in_one_launch_with_the_interpreters_bits") {
+        return;
+    }
+    for (kernel, lir, one) in &cases {
+        let program = CudaBackend
+            .compile_program(lir, &Default::default())
+            .expect("compile");
+        let expected_launches = if *one { 1 } else { lir.kernels().len() };
+        let tree = uses_tree(lir);
+        assert_eq!(program.launches(), expected_launches);
+        let compiled = program.compiled();
+        let mut rng = TestRng::new(0x0e1a);
+        for call in 0..3 {
+            let inputs = rfx_ir::testgen::random_inputs(&mut rng, kernel, 0.0);
+            let views: Vec<_> = inputs.iter().map(Array::view).collect();
+            let expected = run_lir(lir, &views, Mode::Native).expect("run_lir");
+            let mut outputs: Vec<Array> = lir
+                .outputs()
+                .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
+                .collect();
+            let mut out_views: Vec<_> = outputs.iter_mut().map(Array::view_mut).collect();
+            compiled
+                .run(&views, &mut out_views, &mut Scratch::new())
+                .unwrap_or_else(|e| panic!("run: {e}"));
+            drop(out_views);
+            for (k, (got, want)) in outputs.iter().zip(&expected).enumerate() {
+                for p in 0..want.data().len() {
+                    let (g, w) = (got.get(p).expect("in range"), want.get(p).expect("in range"));
+                    let same = g == w || (g.to_f64().is_nan() && w.to_f64().is_nan());
+                    // With 1100 rows the column sum (output `u`) is a block tree: its own order.
+                    let close = k == 1 && tree && (g.to_f64() - w.to_f64()).abs() <= 1e-4 * w.to_f64().abs();
+                    assert!(
+                        same || close,
+                        "{}: call {call}, output {k}, element {p}: got {g:?}, expected {w:?}",
+                        lir.name()
+                    );
+                }
+            }
+        }
+    }
 }

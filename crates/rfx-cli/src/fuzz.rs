@@ -237,8 +237,12 @@ impl fmt::Display for FuzzReport {
 
 /// Runs the fuzzer: kernels from `config.first_seed` on, until `config.kernels` kernels or
 /// `config.duration` time. Fails only when a mismatch cannot be written to
-/// [`FuzzConfig::save_dir`]; mismatches are in the report.
+/// [`FuzzConfig::save_dir`]; mismatches are in the report. Turns the CUDA backend's on-disk
+/// PTX cache off for the process: every kernel is compiled once, so storing them would only
+/// fill the cache folder.
 pub fn run(config: &FuzzConfig) -> anyhow::Result<FuzzReport> {
+    #[cfg(feature = "cuda")]
+    rfx_codegen_cuda::set_ptx_disk_cache(false);
     let start = Instant::now();
     let limit = match (config.kernels, config.duration) {
         (Some(n), _) => n,

@@ -60,7 +60,8 @@
 //! # Execution
 //! The device is ordinal 0; PTX is compiled for `compute_XY` of its compute capability and
 //! JIT-compiled by the driver; modules are cached by source and device, and different sources
-//! compile in parallel (one source compiles once). Each compiled program allocates its device
+//! compile in parallel (one source compiles once). The PTX is also kept on disk across
+//! processes (see [`set_ptx_disk_cache`]), so a program that starts again skips NVRTC. Each compiled program allocates its device
 //! buffers once. [`Compiled::run`](rfx_lower::Compiled::run) on host arrays copies the inputs
 //! in, launches each kernel (256-thread blocks, fewer for small kernels, at most 32 blocks per
 //! SM; the grid-stride loop covers the rest), copies the outputs out and synchronises.
@@ -117,11 +118,25 @@
 mod backend;
 mod codegen;
 mod nvrtc;
+mod ptx_cache;
 
 pub use backend::{CudaBackend, CudaOptions, CudaProgram, DeviceArray};
 
 use rfx_ir::lir::LirProgram;
 use rfx_lower::{BackendError, CompileOptions};
+
+/// Turns the on-disk cache of PTX on or off for this process (on by default).
+///
+/// NVRTC takes tens of milliseconds per kernel, so the PTX it makes is kept in
+/// `$RFX_CACHE_DIR/ptx` (else `$XDG_CACHE_HOME/rfx/ptx`, else `~/.cache/rfx/ptx`; set
+/// `RFX_CACHE_DIR=off` to keep nothing), keyed by everything it depends on: the source, the
+/// architecture, the options, the NVRTC library and version, and the code that calls it. An
+/// entry is used only when its whole key matches, and a failure to read or write the cache
+/// is a miss, never an error. The folder keeps at most 4096 entries. A program that compiles
+/// each kernel once and never again, such as a fuzzer, turns it off.
+pub fn set_ptx_disk_cache(enabled: bool) {
+    ptx_cache::set_enabled(enabled);
+}
 
 /// The CUDA C source generated for `program` (verified first): helper functions, then one
 /// `extern "C" __global__ void rfx_<index>_<kernel>(...)` per LIR kernel, or, for a program of

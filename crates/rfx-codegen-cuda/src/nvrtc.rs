@@ -162,11 +162,45 @@ pub(crate) fn bitwise_selects(ptx: &str) -> String {
 /// Exact mode passes `--fmad=false --ftz=false --prec-div=true --prec-sqrt=true` (no
 /// contraction of `a*b+c` into FMA, IEEE division and square root, subnormals kept), so exact
 /// ops give the interpreter's bits; fast mode passes `--use_fast_math`.
+///
+/// The result is looked up in, and stored to, the on-disk cache of `ptx_cache.rs`.
 pub(crate) fn compile_ptx(
     source: &str,
     name: &str,
     arch: &str,
     fast_math: bool,
+) -> Result<String, BackendError> {
+    compile_ptx_cached(source, name, arch, fast_math, crate::ptx_cache::shared())
+}
+
+/// Everything the PTX of a compile depends on besides NVRTC's own inputs: this file (its
+/// flags and its rewrite of the output), the library loaded and its version.
+fn cache_key(source: &str, name: &str, arch: &str, fast_math: bool) -> String {
+    static FINGERPRINT: OnceLock<String> = OnceLock::new();
+    let fingerprint = FINGERPRINT.get_or_init(|| {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        include_str!("nvrtc.rs").hash(&mut hasher);
+        let (mut major, mut minor) = (0, 0);
+        // SAFETY: called only after `ensure_nvrtc` found the library, so the symbol resolves;
+        // the two pointers are to live locals.
+        let version = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+        let library = nvrtc_status().as_deref().unwrap_or("none");
+        format!(
+            "rfx-codegen-cuda {} nvrtc.rs {:016x}\nnvrtc {major}.{minor} ({version:?}) {library}",
+            env!("CARGO_PKG_VERSION"),
+            hasher.finish()
+        )
+    });
+    format!("{fingerprint}\narch {arch}\nfast_math {fast_math}\nname {name}\n--\n{source}")
+}
+
+pub(crate) fn compile_ptx_cached(
+    source: &str,
+    name: &str,
+    arch: &str,
+    fast_math: bool,
+    cache: Option<&crate::ptx_cache::PtxCache>,
 ) -> Result<String, BackendError> {
     ensure_nvrtc()?;
     if arch.is_empty() || !arch.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
@@ -174,6 +208,12 @@ pub(crate) fn compile_ptx(
             backend: "cuda",
             message: format!("invalid GPU architecture `{arch}` (expected e.g. `sm_90` or `compute_80`)"),
         });
+    }
+    let key = cache.map(|_| cache_key(source, name, arch, fast_math));
+    if let (Some(cache), Some(key)) = (cache, &key)
+        && let Some(ptx) = cache.get(key)
+    {
+        return Ok(ptx);
     }
     let mut options = vec![format!("--gpu-architecture={arch}")];
     if fast_math {
@@ -195,7 +235,13 @@ pub(crate) fn compile_ptx(
         ..Default::default()
     };
     match cudarc::nvrtc::compile_ptx_with_opts(source, opts) {
-        Ok(ptx) => Ok(bitwise_selects(&ptx.to_src())),
+        Ok(ptx) => {
+            let ptx = bitwise_selects(&ptx.to_src());
+            if let (Some(cache), Some(key)) = (cache, &key) {
+                cache.put(key, &ptx);
+            }
+            Ok(ptx)
+        }
         Err(cudarc::nvrtc::CompileError::CompileError { nvrtc, log, .. }) => Err(BackendError::Compile {
             backend: "cuda",
             message: format!("NVRTC: {nvrtc:?}\n{}", log.to_string_lossy()),
@@ -209,7 +255,46 @@ pub(crate) fn compile_ptx(
 
 #[cfg(test)]
 mod tests {
-    use super::bitwise_selects;
+    use super::{bitwise_selects, cache_key, compile_ptx_cached, ensure_nvrtc};
+    use crate::ptx_cache::PtxCache;
+
+    /// A compile stores its PTX; the next compile of the same source reads it back instead of
+    /// running NVRTC (an entry whose PTX is replaced is what it returns), and a compile with
+    /// other options is another entry.
+    #[test]
+    fn compiles_are_stored_and_read_back_from_the_disk_cache() {
+        if let Err(e) = ensure_nvrtc() {
+            assert_ne!(
+                std::env::var("RFX_REQUIRE_NVRTC").as_deref(),
+                Ok("1"),
+                "RFX_REQUIRE_NVRTC=1 but {e}"
+            );
+            println!("skipped: {e}");
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("rfx-nvrtc-cache-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cache = PtxCache::new(dir.clone(), 100);
+        let source = "extern \"C\" __global__ void rfx_0_k(float* y) { y[threadIdx.x] = 2.0f; }";
+        let first = compile_ptx_cached(source, "k", "compute_80", false, Some(&cache)).expect("compile");
+        assert!(first.contains(".entry rfx_0_k"), "{first}");
+        let key = cache_key(source, "k", "compute_80", false);
+        assert_eq!(cache.get(&key).as_deref(), Some(first.as_str()));
+        let again = compile_ptx_cached(source, "k", "compute_80", false, Some(&cache)).expect("compile");
+        assert_eq!(again, first);
+        cache.put(&key, "// from the cache\n");
+        let cached = compile_ptx_cached(source, "k", "compute_80", false, Some(&cache)).expect("compile");
+        assert_eq!(cached, "// from the cache\n");
+        // Fast math and another architecture are other keys, compiled afresh.
+        let fast = compile_ptx_cached(source, "k", "compute_80", true, Some(&cache)).expect("compile");
+        assert!(fast.contains(".entry rfx_0_k"), "{fast}");
+        let sm90 = compile_ptx_cached(source, "k", "sm_90", false, Some(&cache)).expect("compile");
+        assert!(sm90.contains(".target sm_90"), "{sm90}");
+        // Without a cache nothing is read.
+        let uncached = compile_ptx_cached(source, "k", "compute_80", false, None).expect("compile");
+        assert_eq!(uncached, first);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn float_selects_become_bitwise() {

@@ -111,7 +111,11 @@ impl PtxCache {
             let _ = std::fs::remove_file(&temporary);
             return;
         }
-        if self.writes.fetch_add(1, Ordering::Relaxed).is_multiple_of(PRUNE_EVERY) {
+        if self
+            .writes
+            .fetch_add(1, Ordering::Relaxed)
+            .is_multiple_of(PRUNE_EVERY)
+        {
             prune(&self.dir, self.max_entries);
         }
     }

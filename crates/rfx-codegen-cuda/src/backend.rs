@@ -261,7 +261,8 @@ struct Staging {
 }
 
 impl Staging {
-    /// Lays out the program's inputs and outputs; `None` when they are too large to stage.
+    /// Lays out the program's inputs and outputs; `None` when they are too large to stage or
+    /// the driver refuses page-locked memory.
     fn new(device: &Device, program: &LirProgram) -> Result<Option<Staging>, BackendError> {
         let mut ranges = vec![None; program.buffers().len()];
         // Each array at the next aligned offset; `None` on overflow or a bad buffer id.
@@ -287,14 +288,17 @@ impl Staging {
         let outputs_end = end;
         let total = end.max(STAGING_ALIGN);
         let context = device.stream.context();
+        // Page-locked memory is a system resource: where the driver refuses it, the program
+        // copies its arrays one by one instead.
         // SAFETY: the allocation is `total` uninitialised bytes; they are zeroed through the raw
         // pointer before any reference to them is made. Flags 0: ordinary cached page-locked
         // memory (write-combined memory is slow to read back on the host).
-        let mut host = unsafe { context.alloc_pinned_with_flags::<u8>(total, 0) }
-            .map_err(|e| runtime_error("allocating page-locked staging memory", e))?;
-        let pointer = host
-            .as_mut_ptr()
-            .map_err(|e| runtime_error("allocating page-locked staging memory", e))?;
+        let Ok(mut host) = (unsafe { context.alloc_pinned_with_flags::<u8>(total, 0) }) else {
+            return Ok(None);
+        };
+        let Ok(pointer) = host.as_mut_ptr() else {
+            return Ok(None);
+        };
         // SAFETY: `pointer` is the start of the `total`-byte allocation just made, which nothing
         // else uses yet.
         unsafe { std::ptr::write_bytes(pointer, 0, total) };

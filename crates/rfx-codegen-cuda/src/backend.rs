@@ -620,8 +620,9 @@ impl CudaProgram {
     }
 
     /// Whether host-array calls copy the inputs and outputs through one staging buffer (one
-    /// copy each way, from page-locked memory): true when they take at most 1 MiB together;
-    /// larger ones are copied array by array.
+    /// copy each way, from page-locked memory): true when they take at most 1 MiB together
+    /// and the driver granted the page-locked memory; otherwise they are copied array by
+    /// array.
     pub fn stages_host_arrays(&self) -> bool {
         self.0
             .buffers

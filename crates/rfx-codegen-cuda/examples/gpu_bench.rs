@@ -54,6 +54,11 @@ fn time_launches(iterations: usize, mut launch: impl FnMut()) -> f64 {
     start.elapsed().as_secs_f64() * 1e6 / iterations as f64
 }
 
+/// One row of a latency table: the label, then p50, p99 and p99.9 in µs.
+fn print_row(label: &str, p: [f64; 3]) {
+    println!("{label:<44} {:>8.2} {:>8.2} {:>8.2}", p[0], p[1], p[2]);
+}
+
 fn percentiles(mut samples: Vec<Duration>) -> [f64; 3] {
     samples.sort();
     let at = |q: f64| {
@@ -328,18 +333,9 @@ fn main() {
     let resident = percentiles(resident_samples);
     println!("\nPID with clip, n = 1, {calls} calls (µs):");
     println!("{:<44} {:>8} {:>8} {:>8}", "path", "p50", "p99", "p99.9");
-    println!(
-        "{:<44} {:>8.2} {:>8.2} {:>8.2}",
-        "host arrays (copy in, launch, copy out, wait)", host[0], host[1], host[2]
-    );
-    println!(
-        "{:<44} {:>8.2} {:>8.2} {:>8.2}",
-        "  the same, array by array (no staging)", host_unstaged[0], host_unstaged[1], host_unstaged[2]
-    );
-    println!(
-        "{:<44} {:>8.2} {:>8.2} {:>8.2}",
-        "resident (launch, wait)", resident[0], resident[1], resident[2]
-    );
+    print_row("host arrays (copy in, launch, copy out, wait)", host);
+    print_row("  the same, array by array (no staging)", host_unstaged);
+    print_row("resident (launch, wait)", resident);
     println!("{:<44} {:>8.2}", "enqueue only (back-to-back launches)", enqueue);
 
     // A wider control step: eight inputs and four outputs, host arrays.
@@ -372,14 +368,8 @@ fn main() {
     let step_host = percentiles(step_host);
     let step_host_unstaged = percentiles(step_host_unstaged);
     println!("\nEight inputs and four outputs of f32[3], host arrays, {calls} calls (µs):");
-    println!(
-        "{:<44} {:>8.2} {:>8.2} {:>8.2}",
-        "staged (one copy in, one copy out)", step_host[0], step_host[1], step_host[2]
-    );
-    println!(
-        "{:<44} {:>8.2} {:>8.2} {:>8.2}",
-        "array by array (no staging)", step_host_unstaged[0], step_host_unstaged[1], step_host_unstaged[2]
-    );
+    print_row("staged (one copy in, one copy out)", step_host);
+    print_row("array by array (no staging)", step_host_unstaged);
 
     // A program of five small kernels (row means and spreads of a 37x19 matrix, a column
     // sum): one launch of one block against one launch per kernel.

@@ -14,7 +14,8 @@
 //! alternating rounds of the same run, array by array), the resident call (`run_resident`:
 //! launch and wait) and the enqueue cost alone (launches back to back, one wait); the host
 //! round trip of a step with eight inputs and four outputs, staged and array by array; and the
-//! time to compile a new kernel (NVRTC and module load), one at a time and on every core.
+//! time to compile a new kernel (NVRTC and module load, the on-disk PTX cache off), one at a
+//! time and on every core.
 
 use std::time::{Duration, Instant};
 
@@ -422,7 +423,9 @@ fn main() {
     );
 
     // Compile latency: NVRTC and loading the module, for kernels no cache holds (a new gain
-    // each), one after another, then on every core at once.
+    // each, and the on-disk PTX cache off, so that a second run of this example measures the
+    // same), one after another, then on every core at once.
+    rfx_codegen_cuda::set_ptx_disk_cache(false);
     let fresh: Vec<LirProgram> = (0..80)
         .map(|k| {
             lir_of(&format!(

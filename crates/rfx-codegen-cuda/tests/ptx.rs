@@ -192,3 +192,48 @@ fn nvrtc_rejects_a_bad_architecture_with_a_typed_error() {
         other => panic!("expected a compile error, got {other:?}"),
     }
 }
+
+/// A program in one launch is correct only if every thread reaches every barrier and the
+/// kernels keep their order: in each such program of the corpus, the shared suite and random
+/// kernels, the one function holds every kernel in order, a `__syncthreads()` between each
+/// two, and no `return` (tree kernels, which return early, are never fused). Needs no NVRTC.
+#[test]
+fn one_launch_programs_keep_their_kernels_in_order_between_barriers() {
+    let mut cases = corpus_cases();
+    cases.extend(suite_cases());
+    cases.extend(random_cases(RANDOM_KERNELS));
+    let mut fused = 0;
+    for case in &cases {
+        let source = cuda_source(&case.lir, &CompileOptions::default()).expect("cuda source");
+        let Some(start) = source.find("__global__ void rfx_program_") else {
+            assert!(
+                case.lir.kernels().len() < 2
+                    || source.matches("__global__").count() == case.lir.kernels().len(),
+                "{}: {source}",
+                case.name
+            );
+            continue;
+        };
+        fused += 1;
+        let function = &source[start..];
+        let kernels = case.lir.kernels();
+        assert_eq!(source.matches("__global__").count(), 1, "{}: {source}", case.name);
+        assert_eq!(
+            function.matches("__syncthreads();").count(),
+            kernels.len() - 1,
+            "{}: {source}",
+            case.name
+        );
+        assert!(!function.contains("return"), "{}: {source}", case.name);
+        let mut at = 0;
+        for kernel in kernels {
+            let marker = format!("// kernel `{}`:", kernel.name);
+            let found = function[at..]
+                .find(&marker)
+                .unwrap_or_else(|| panic!("{}: {marker} missing or out of order\n{source}", case.name));
+            at += found + marker.len();
+        }
+    }
+    assert!(fused >= 10, "only {fused} programs ran in one launch");
+    println!("{fused} of {} programs run in one launch", cases.len());
+}

@@ -17,10 +17,14 @@
 //! - `cargo xtask fuzz --minutes N`: the long mode of the differential fuzzer, `rfx fuzz` (release
 //!   build) for N minutes, saving shrunk mismatches to `crates/rfx-cli/tests/regressions/`
 //!   (which the CI quick mode replays); exits 1 on a mismatch.
+//! - `cargo xtask gpu-bundle [--out DIR] [--fuzz-minutes M] [--fuzz-seed S]`: the binaries,
+//!   NVRTC and a script that run the CUDA backend's GPU checks on a machine with a GPU but no
+//!   Rust toolchain (see `gpu.rs`).
 //!
 //! xtask depends on no rfx crate, so it builds even when the compiler crates do not.
 
 mod deps;
+mod gpu;
 mod miri;
 mod peers;
 mod perf;
@@ -71,6 +75,13 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Some("gpu-bundle") => match gpu::gpu_bundle(&workspace_root(), &args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        },
         Some("peers") => match peers::peers(&workspace_root(), &args[1..]) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -80,7 +91,7 @@ fn main() -> ExitCode {
         },
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\ncommands:\n  deps             check the crate layering rules\n  perf-check       compare an rfx bench run with a baseline (--baseline FILE --threshold-pct 10 [--repeat 3] [--confirm 2])\n  bench-baseline   write a new baseline (--output FILE)\n  peers            rfx bench and the peers script side by side (--markdown FILE)\n  fuzz             the differential fuzzer for a while (--minutes N, default 10)\n  miri             Miri over rfx-ir, rfx-lower and rfx-opt (nightly; --crate NAME, --all-tests)"
+                "usage: cargo xtask <command>\n\ncommands:\n  deps             check the crate layering rules\n  perf-check       compare an rfx bench run with a baseline (--baseline FILE --threshold-pct 10 [--repeat 3] [--confirm 2])\n  bench-baseline   write a new baseline (--output FILE)\n  peers            rfx bench and the peers script side by side (--markdown FILE)\n  fuzz             the differential fuzzer for a while (--minutes N, default 10)\n  miri             Miri over rfx-ir, rfx-lower and rfx-opt (nightly; --crate NAME, --all-tests)\n  gpu-bundle       binaries, NVRTC and a script for the GPU checks on a machine without Rust (--out DIR, --fuzz-minutes M, --fuzz-seed S)"
             );
             ExitCode::from(2)
         }

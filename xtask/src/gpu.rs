@@ -233,3 +233,24 @@ grep -E "^=== |skipped|test result|kernels ran|FAILED|panicked|fuzz:" "$log"
         fuzz_limit = (minutes.parse::<f64>().unwrap_or(3.0) * 60.0) as u64 + 60,
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::run_script;
+
+    #[test]
+    fn the_run_script_links_the_build_path_and_passes_the_fuzz_options() {
+        let script = run_script(std::path::Path::new("/build/rfx"), "2.5", "15432");
+        assert!(script.contains(r#"ln -s "$repo" "/build/rfx""#), "{script}");
+        assert!(script.contains("fuzz --minutes 2.5 --seed 15432"), "{script}");
+        // The fuzz step's limit leaves a minute for shrinking.
+        assert!(script.contains("step fuzz 210 "), "{script}");
+        let path = std::env::temp_dir().join(format!("rfx-gpu-run-{}.sh", std::process::id()));
+        std::fs::write(&path, &script).expect("write");
+        let checked = std::process::Command::new("bash").arg("-n").arg(&path).status();
+        let _ = std::fs::remove_file(&path);
+        if let Ok(status) = checked {
+            assert!(status.success(), "bash -n rejects the script:\n{script}");
+        }
+    }
+}

@@ -25,12 +25,6 @@ const TESTS: [(&str, &str); 4] = [
     ("rfx-cli", "fuzz"),
 ];
 
-fn cargo(root: &Path) -> Command {
-    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    command.current_dir(root);
-    command
-}
-
 fn run(command: &mut Command, what: &str) -> Result<Vec<u8>, String> {
     let output = command.output().map_err(|e| format!("{what}: {e}"))?;
     if !output.status.success() {
@@ -46,7 +40,7 @@ fn run(command: &mut Command, what: &str) -> Result<Vec<u8>, String> {
 /// The test executables cargo reports for `TESTS`, by target name.
 fn test_executables(root: &Path) -> Result<Vec<(String, PathBuf)>, String> {
     let stdout = run(
-        cargo(root).args([
+        crate::cargo(root).args([
             "test",
             "--no-run",
             "--message-format=json",
@@ -126,7 +120,7 @@ pub(crate) fn gpu_bundle(root: &Path, args: &[String]) -> Result<(), String> {
 
     eprintln!("gpu-bundle: building rfx and gpu_bench (release) and the GPU tests");
     run(
-        cargo(root).args([
+        crate::cargo(root).args([
             "build",
             "--release",
             "-p",

@@ -109,8 +109,7 @@ fn fuzz(root: &std::path::Path, args: &[String]) -> Result<ExitCode, String> {
     if !minutes.parse::<f64>().is_ok_and(|m| m > 0.0) {
         return Err(format!("--minutes needs a positive number, got `{minutes}`"));
     }
-    let status = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-        .current_dir(root)
+    let status = cargo(root)
         .args(["run", "--release", "--quiet", "-p", "rfx-cli", "--", "fuzz"])
         .args(["--minutes", minutes])
         .args(["--save-dir", "crates/rfx-cli/tests/regressions"])
@@ -121,6 +120,13 @@ fn fuzz(root: &std::path::Path, args: &[String]) -> Result<ExitCode, String> {
         Some(code) => ExitCode::from(u8::try_from(code).unwrap_or(2)),
         None => ExitCode::from(2),
     })
+}
+
+/// `cargo` (the one running xtask, else the one on the path) in `root`.
+pub(crate) fn cargo(root: &std::path::Path) -> std::process::Command {
+    let mut command = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    command.current_dir(root);
+    command
 }
 
 /// The workspace root: the parent of this crate's manifest directory.

@@ -11,7 +11,6 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use serde_json::Value;
 
@@ -285,8 +284,7 @@ pub(crate) fn run_bench(
     let mut last = String::new();
     for i in 0..opts.repeat.max(1) {
         eprintln!("perf: bench run {} of {}", i + 1, opts.repeat.max(1));
-        let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
-            .current_dir(root)
+        let status = crate::cargo(root)
             .args([
                 "run",
                 "--release",

@@ -267,7 +267,7 @@ impl Staging {
         let mut ranges = vec![None; program.buffers().len()];
         // Each array at the next aligned offset; `None` on overflow or a bad buffer id.
         let mut place = |end: usize, buf: BufId, ty: &TensorType| -> Option<usize> {
-            let bytes = ty.shape.numel().checked_mul(dtype_bytes(ty.dtype))?.max(1);
+            let bytes = ty.shape.numel().checked_mul(ty.dtype.size_bytes())?.max(1);
             *ranges.get_mut(buf.index())? = Some(end..end.checked_add(bytes)?);
             end.checked_add(bytes.checked_next_multiple_of(STAGING_ALIGN)?)
         };
@@ -314,14 +314,6 @@ impl Staging {
             outputs_end,
             in_flight: false,
         }))
-    }
-}
-
-fn dtype_bytes(dtype: DType) -> usize {
-    match dtype {
-        DType::Bool => 1,
-        DType::I32 | DType::F32 => 4,
-        DType::F64 => 8,
     }
 }
 

@@ -1588,7 +1588,60 @@ impl KernelEmitter<'_, '_> {
 
     /// The value of `v` at every domain point: loaded when it lives in a buffer this kernel
     /// does not write, computed otherwise.
+    ///
+    /// The operands that `v`'s computation reads in this frame are made first, by an explicit
+    /// post-order walk (operands left to right, as a recursive evaluation would, so the body
+    /// is the same), so that a chain of any length costs no native stack: `compute` then finds
+    /// every operand in the memo. Only a new frame (a pad, a slice or reshape computed in
+    /// place, an unrolled reduction, a gather's index) recurses, once per nested frame.
     fn value(&mut self, v: ValueId) -> Result<MirValue, OptError> {
+        if let Some(&m) = self.memo.get(&v) {
+            return Ok(m);
+        }
+        let mut stack = vec![(v, false)];
+        while let Some((u, expanded)) = stack.pop() {
+            if self.memo.contains_key(&u) {
+                continue;
+            }
+            let node = self.plan.kernel.node(u).ok_or(OptError::InvalidValue(u))?;
+            if !expanded && self.computes_in_frame(u, &node.op) {
+                stack.push((u, true));
+                stack.extend(node.args.iter().rev().map(|&a| (a, false)));
+                continue;
+            }
+            self.value_here(u)?;
+        }
+        self.memo.get(&v).copied().ok_or(OptError::InvalidValue(v))
+    }
+
+    /// Whether `value_here(v)` computes `v` from operands read in this frame (its operands'
+    /// `value`s and nothing else), so they can be made before it.
+    fn computes_in_frame(&self, v: ValueId, op: &Op) -> bool {
+        let plain = matches!(
+            op,
+            Op::Unary(_)
+                | Op::Binary(_)
+                | Op::Compare(_)
+                | Op::Select
+                | Op::Clamp
+                | Op::Cast
+                | Op::BroadcastTo
+                | Op::Scan { .. }
+        );
+        plain && !self.input_buf.contains_key(&v) && !self.reads_stored(v)
+    }
+
+    /// Whether `v` is a root this kernel reads from its buffer.
+    fn reads_stored(&self, v: ValueId) -> bool {
+        self.plan.roots.contains_key(&v)
+            && (self.plan.group_of.get(&v) != Some(&self.group)
+                || self.plan.is_reduce(v)
+                || !self.frames.is_empty())
+    }
+
+    /// [`Self::value`] of `v` alone: its operands are either in the memo already or made here
+    /// recursively.
+    fn value_here(&mut self, v: ValueId) -> Result<MirValue, OptError> {
         if let Some(&m) = self.memo.get(&v) {
             return Ok(m);
         }
@@ -1599,11 +1652,7 @@ impl KernelEmitter<'_, '_> {
             self.push(MirOp::Const(value), Vec::new(), node.ty.dtype)
         } else if let (Op::Iota { axis }, false) = (&node.op, self.plan.roots.contains_key(&v)) {
             self.iota(&node.ty, *axis, v)?
-        } else if self.plan.roots.contains_key(&v)
-            && (self.plan.group_of.get(&v) != Some(&self.group)
-                || self.plan.is_reduce(v)
-                || !self.frames.is_empty())
-        {
+        } else if self.reads_stored(v) {
             let buf = self.stored_buf(v)?;
             self.load(buf, &node.ty.shape, node.ty.dtype, v)?
         } else {
@@ -1622,7 +1671,7 @@ impl KernelEmitter<'_, '_> {
         let dtype = node.ty.dtype;
         let operand = |i: usize| node.args.get(i).copied().ok_or(OptError::InvalidValue(v));
         let result = match &node.op {
-            Op::Input { .. } | Op::Const(_) | Op::Literal(_) => return self.value(v),
+            Op::Input { .. } | Op::Const(_) | Op::Literal(_) => return self.value_here(v),
             Op::Iota { axis } => self.iota(&node.ty, *axis, v)?,
             Op::Slice { .. } if self.plan.slice_in_frame(v) => self.sliced(v)?,
             Op::Transpose { .. } | Op::Slice { .. } => self.transposed(v)?,

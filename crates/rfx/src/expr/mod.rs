@@ -68,7 +68,8 @@ use rfx_ir::hir::Kernel;
 use rfx_ir::{DType, ReduceOp, Scalar, ScanOp, Shape, TensorType, UnaryOp};
 
 use crate::trace::{All, Operand, Tensor, TraceGuard};
-use parse::{CallArg, Expr, Pos, Stmt};
+pub use parse::MAX_NESTING;
+use parse::{Expr, NodeId, Pos, Program, Stmt};
 
 /// A parse, name or type error in an expression, at a line and column.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -301,61 +302,90 @@ impl Eval<'_> {
         Ok(self.guard.constant(scalar))
     }
 
-    fn eval(&mut self, e: &Expr) -> Result<Val, ExprError> {
-        match e {
-            Expr::Num { value, int, .. } => Ok(if *int && value.abs() < 9.0e15 {
-                Val::Int(*value as i64)
-            } else {
-                Val::Float(*value)
-            }),
-            Expr::Name { name, pos } => match self.env.get(name) {
-                Some(v) => Ok(v.clone()),
-                None => match name.as_str() {
-                    "true" => Ok(Val::Bool(true)),
-                    "false" => Ok(Val::Bool(false)),
-                    "pi" => Ok(Val::Float(std::f64::consts::PI)),
-                    other => match DType::from_name(other) {
-                        Some(dt) => Ok(Val::DType(dt)),
-                        None => Err(self.err(*pos, format!("unknown name `{other}`"))),
+    /// The value of statement `stmt`: its nodes evaluated in index order, which is post-order
+    /// (operands first, left to right), so no recursion is needed however deep the tree.
+    fn eval(&mut self, program: &Program, stmt: &Stmt) -> Result<Val, ExprError> {
+        let end = stmt.value.index() + 1;
+        let nodes = program.nodes.get(stmt.first..end).unwrap_or(&[]);
+        let mut values: Vec<Option<Val>> = Vec::with_capacity(nodes.len());
+        // Each node is the operand of one node, so its value is taken exactly once.
+        let take = |values: &mut Vec<Option<Val>>, id: NodeId| {
+            id.index()
+                .checked_sub(stmt.first)
+                .and_then(|i| values.get_mut(i))
+                .and_then(Option::take)
+        };
+        for node in nodes {
+            let pos = node.pos;
+            let missing = || self.err(pos, "internal: an operand was evaluated twice");
+            let value = match &node.expr {
+                Expr::Num { value, int } => {
+                    if *int && value.abs() < 9.0e15 {
+                        Val::Int(*value as i64)
+                    } else {
+                        Val::Float(*value)
+                    }
+                }
+                Expr::Name { name } => match self.env.get(name) {
+                    Some(v) => v.clone(),
+                    None => match name.as_str() {
+                        "true" => Val::Bool(true),
+                        "false" => Val::Bool(false),
+                        "pi" => Val::Float(std::f64::consts::PI),
+                        other => match DType::from_name(other) {
+                            Some(dt) => Val::DType(dt),
+                            None => return Err(self.err(pos, format!("unknown name `{other}`"))),
+                        },
                     },
                 },
-            },
-            Expr::List { items, pos } => {
-                let mut out = Vec::with_capacity(items.len());
-                for item in items {
-                    match self.eval(item)? {
-                        Val::Int(i) => out.push(i),
-                        other => {
-                            return Err(self.err(
-                                *pos,
-                                format!("list items must be integers, found {}", other.kind()),
-                            ));
+                Expr::List { items } => {
+                    let mut out = Vec::with_capacity(items.len());
+                    for &item in items {
+                        match take(&mut values, item).ok_or_else(missing)? {
+                            Val::Int(i) => out.push(i),
+                            other => {
+                                return Err(self.err(
+                                    pos,
+                                    format!("list items must be integers, found {}", other.kind()),
+                                ));
+                            }
+                        }
+                    }
+                    Val::List(out)
+                }
+                Expr::Unary { op, arg } => {
+                    let v = take(&mut values, *arg).ok_or_else(missing)?;
+                    match (*op, &v) {
+                        ("+", Val::Tensor(_) | Val::Float(_) | Val::Int(_)) => v,
+                        ("-", Val::Float(f)) => Val::Float(-f),
+                        ("-", Val::Int(i)) => Val::Int(-i),
+                        ("~", Val::Bool(b)) => Val::Bool(!b),
+                        ("-", Val::Tensor(t)) => self.traced(pos, -*t)?,
+                        ("~", Val::Tensor(t)) => self.traced(pos, !*t)?,
+                        (op, other) => {
+                            return Err(
+                                self.err(pos, format!("`{op}` cannot be applied to {}", other.kind()))
+                            );
                         }
                     }
                 }
-                Ok(Val::List(out))
-            }
-            Expr::Unary { op, arg, pos } => {
-                let v = self.eval(arg)?;
-                match (*op, &v) {
-                    ("+", Val::Tensor(_) | Val::Float(_) | Val::Int(_)) => Ok(v),
-                    ("-", Val::Float(f)) => Ok(Val::Float(-f)),
-                    ("-", Val::Int(i)) => Ok(Val::Int(-i)),
-                    ("~", Val::Bool(b)) => Ok(Val::Bool(!b)),
-                    ("-", Val::Tensor(t)) => self.traced(*pos, -*t),
-                    ("~", Val::Tensor(t)) => self.traced(*pos, !*t),
-                    (op, other) => {
-                        Err(self.err(*pos, format!("`{op}` cannot be applied to {}", other.kind())))
-                    }
+                Expr::Binary { op, lhs, rhs } => {
+                    let a = take(&mut values, *lhs).ok_or_else(missing)?;
+                    let b = take(&mut values, *rhs).ok_or_else(missing)?;
+                    self.binary(op, a, b, pos)?
                 }
-            }
-            Expr::Binary { op, lhs, rhs, pos } => {
-                let a = self.eval(lhs)?;
-                let b = self.eval(rhs)?;
-                self.binary(op, a, b, *pos)
-            }
-            Expr::Call { name, args, pos } => self.call(name, args, *pos),
+                Expr::Call { name, args } => {
+                    let mut evaluated = Vec::with_capacity(args.len());
+                    for arg in args {
+                        let v = take(&mut values, arg.value).ok_or_else(missing)?;
+                        evaluated.push((arg.keyword.clone(), v, program.pos(arg.value)));
+                    }
+                    self.call(name, evaluated, pos)?
+                }
+            };
+            values.push(Some(value));
         }
+        take(&mut values, stmt.value).ok_or_else(|| self.err(program.pos(stmt.value), "internal: no value"))
     }
 
     fn binary(&mut self, op: &str, a: Val, b: Val, pos: Pos) -> Result<Val, ExprError> {
@@ -449,18 +479,24 @@ impl Eval<'_> {
         self.traced(pos, t)
     }
 
-    fn call(&mut self, name: &str, args: &[CallArg], pos: Pos) -> Result<Val, ExprError> {
+    /// A call of `name` on its evaluated arguments (keyword, value, position).
+    fn call(
+        &mut self,
+        name: &str,
+        args: Vec<(Option<String>, Val, Pos)>,
+        pos: Pos,
+    ) -> Result<Val, ExprError> {
+        let n_args = args.len();
         let mut positional = Vec::new();
         let mut keywords: Vec<(String, Val, Pos)> = Vec::new();
-        for arg in args {
-            let v = self.eval(&arg.value)?;
-            match &arg.keyword {
-                Some(kw) => keywords.push((kw.clone(), v, arg.value.pos())),
+        for (keyword, v, arg_pos) in args {
+            match keyword {
+                Some(kw) => keywords.push((kw, v, arg_pos)),
                 None => {
                     if !keywords.is_empty() {
-                        return Err(self.err(arg.value.pos(), "positional argument after a keyword argument"));
+                        return Err(self.err(arg_pos, "positional argument after a keyword argument"));
                     }
-                    positional.push((v, arg.value.pos()));
+                    positional.push((v, arg_pos));
                 }
             }
         }
@@ -468,7 +504,7 @@ impl Eval<'_> {
             if positional.len() == n && keywords.is_empty() {
                 Ok(())
             } else {
-                Err(this.err(pos, format!("`{name}` takes {n} argument(s), got {}", args.len())))
+                Err(this.err(pos, format!("`{name}` takes {n} argument(s), got {n_args}")))
             }
         };
         let reduce_op = match name {
@@ -775,7 +811,7 @@ impl Eval<'_> {
 }
 
 fn compile_impl(source: &str, signature: &Signature, outputs: Option<&[&str]>) -> Result<Kernel, ExprError> {
-    let stmts: Vec<Stmt> = parse::parse(source)?;
+    let program = parse::parse(source)?;
     let guard = TraceGuard::begin("expr");
     let mut env = HashMap::new();
     for (name, ty) in signature.inputs() {
@@ -806,8 +842,8 @@ fn compile_impl(source: &str, signature: &Signature, outputs: Option<&[&str]>) -
         default_float,
     };
     let mut last: Option<(String, Val, Pos)> = None;
-    for stmt in &stmts {
-        let value = eval.eval(&stmt.value)?;
+    for stmt in &program.stmts {
+        let value = eval.eval(&program, stmt)?;
         match &stmt.target {
             Some((name, pos)) => {
                 if signature.inputs().iter().any(|(input, _)| input == name) {
@@ -816,14 +852,17 @@ fn compile_impl(source: &str, signature: &Signature, outputs: Option<&[&str]>) -
                 eval.env.insert(name.clone(), value.clone());
                 last = Some((name.clone(), value, *pos));
             }
-            None => last = Some(("out".to_string(), value, stmt.value.pos())),
+            None => last = Some(("out".to_string(), value, program.pos(stmt.value))),
         }
     }
     let mut named: Vec<(String, Val, Pos)> = Vec::new();
     match outputs {
         None => named.extend(last),
         Some(names) => {
-            let end = stmts.last().map_or(Pos { line: 1, col: 1 }, |s| s.value.pos());
+            let end = program
+                .stmts
+                .last()
+                .map_or(Pos { line: 1, col: 1 }, |s| program.pos(s.value));
             for name in names {
                 match eval.env.get(*name) {
                     Some(v) => named.push(((*name).to_string(), v.clone(), end)),

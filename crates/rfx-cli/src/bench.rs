@@ -59,6 +59,75 @@ pub struct BenchArgs {
     pub inject_delay_us: Option<String>,
 }
 
+/// A benchmark argument that cannot be honoured (an unknown backend, a size whose arrays do not
+/// fit in this machine's memory): the user's error, not a bug in rfx.
+#[derive(Debug)]
+pub struct BenchArgError(pub String);
+
+impl std::fmt::Display for BenchArgError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BenchArgError {}
+
+/// `println!` that returns the error (a closed pipe, a full disk) instead of panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        crate::output::print(|out| writeln!(out, $($arg)*))
+    };
+}
+
+/// The machine's physical memory in bytes (Linux: `MemTotal` of `/proc/meminfo`); `None`
+/// where it cannot be read.
+fn physical_memory() -> Option<u128> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kib: u128 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// The bytes of arrays the benchmark of `kernel` at `n` elements holds at once, roughly: its
+/// inputs and outputs in every rotation set, the interpreter's copy, the reference loop's three
+/// `f32` arrays and, with the baselines, every op's result materialised by the unfused path.
+fn footprint(kernel: &Kernel, n: usize, baselines: bool) -> u128 {
+    let bytes = |ty: &rfx_ir::TensorType| ty.shape.numel() as u128 * ty.dtype.size_bytes() as u128;
+    let (mut io, mut count) = (0u128, 0usize);
+    for ty in kernel
+        .inputs()
+        .map(|(_, _, ty)| ty)
+        .chain(kernel.outputs().iter().filter_map(|o| kernel.value_type(o.value)))
+    {
+        io += bytes(ty);
+        count += 1;
+    }
+    let sets = rotation_sets(n, count) as u128 + 1;
+    let unfused: u128 = if baselines {
+        kernel.nodes().iter().map(|node| 3 * bytes(&node.ty)).sum()
+    } else {
+        0
+    };
+    io * sets + unfused + 12 * n.max(4096) as u128
+}
+
+/// An error unless the benchmark of `kernel` at `n` elements fits in this machine's memory,
+/// checked before any of its arrays is allocated (a failed allocation aborts the process).
+fn check_fits(name: &str, kernel: &Kernel, n: usize, baselines: bool) -> Result<(), BenchArgError> {
+    let needed = footprint(kernel, n, baselines);
+    match physical_memory() {
+        Some(memory) if needed > memory => Err(BenchArgError(format!(
+            "size {n}: kernel `{name}` needs about {needed} bytes of arrays, more than this \
+             machine's {memory} bytes of memory"
+        ))),
+        None if needed > isize::MAX as u128 => Err(BenchArgError(format!(
+            "size {n}: kernel `{name}` needs about {needed} bytes of arrays, more than a process \
+             can address"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Statistics of per-call times.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Timing {
@@ -551,7 +620,8 @@ fn time_calls(p: &mut Prepared, iterations: usize) -> anyhow::Result<Vec<Duratio
 
 fn time_calls_delayed(p: &mut Prepared, iterations: usize, delay: Duration) -> anyhow::Result<Vec<Duration>> {
     let mut scratch = Scratch::new();
-    let mut samples = Vec::with_capacity(iterations);
+    // `--iterations` is the user's: a huge count must not become a huge allocation up front.
+    let mut samples = Vec::with_capacity(iterations.min(1 << 16));
     let (in_views, mut out_views) = rotation_views(&p.rotation_in, &mut p.rotation_out);
     let sets = in_views.len().max(1);
     for i in 0..=iterations {
@@ -604,7 +674,7 @@ fn unfused_p50(kernel: &Kernel, backend: &dyn Backend, iterations: usize) -> any
         steps.push((prepared, node.args.iter().map(|a| a.index()).collect()));
     }
     let mut scratch = Scratch::new();
-    let mut samples = Vec::with_capacity(iterations);
+    let mut samples = Vec::with_capacity(iterations.min(1 << 16));
     for iter in 0..=iterations {
         let start = Instant::now();
         for (p, _) in steps.iter_mut() {
@@ -629,18 +699,23 @@ fn bytes_per_call(kernel: &Kernel, p: &Prepared) -> usize {
 }
 
 fn backend_named(name: &str) -> anyhow::Result<std::sync::Arc<dyn Backend>> {
-    Ok(rfx_runtime::registry().get(name)?)
+    let backend = rfx_runtime::registry()
+        .get(name)
+        .map_err(|e| BenchArgError(e.to_string()))?;
+    backend
+        .check_available()
+        .map_err(|e| BenchArgError(e.to_string()))?;
+    Ok(backend)
 }
 
 /// Runs the benchmark and prints rfxJIT-style lines and a table; returns the report.
 pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
     let backend = backend_named(&args.backend)?;
-    backend.check_available()?;
     if args.backend == "metal" {
-        println!(
+        outln!(
             "note: the metal backend runs through wgpu; on Linux CI that is lavapipe, a software \
              Vulkan device on the CPU, so its timings say little about a real GPU"
-        );
+        )?;
     }
     let sizes = args.sizes.clone().unwrap_or_else(|| vec![args.size]);
     let iterations = args.iterations.max(1);
@@ -667,20 +742,27 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
         bar
     });
     let say = |text: String| match &progress {
-        Some(bar) => bar.suspend(|| println!("{text}")),
-        None => println!("{text}"),
+        Some(bar) => bar.suspend(|| outln!("{text}")),
+        None => outln!("{text}"),
     };
     for &n in &sizes {
         say(format!(
             "Benchmarking kernels (size={n}, iterations={iterations}, backend={}{})",
             args.backend,
             if args.fast_math { ", fast math" } else { "" }
-        ));
+        ))?;
         // The yardstick of perf-check: at least 4096 elements, so that it takes about a
         // microsecond and the clock's granularity does not quantise it (at n = 1 it took 2 or
         // 3 ns, which moved every normalised time by half).
+        let list = kernels(n)?;
+        // Every kernel's arrays are checked before the first one is allocated.
+        for (name, kernel) in &list {
+            if args.filter.as_ref().is_none_or(|f| name.contains(f.as_str())) {
+                check_fits(name, kernel, n, !args.no_baselines)?;
+            }
+        }
         let mut reference = Reference::new(n.max(4096));
-        for (name, kernel) in kernels(n)? {
+        for (name, kernel) in list {
             if let Some(bar) = &progress {
                 bar.inc(1);
                 bar.set_message(format!("{name} at {n}"));
@@ -742,14 +824,14 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
                 result.kernel,
                 result.timing.mean_s * 1e3,
                 result.calls_per_s
-            ));
+            ))?;
             results.push(result);
         }
     }
     if let Some(bar) = progress {
         bar.finish_and_clear();
     }
-    print_table(&results);
+    crate::output::print_str(&table(&results))?;
     let report = BenchReport {
         schema_version: 1,
         machine: machine(),
@@ -759,21 +841,30 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
         threads: args.threads,
         results,
     };
+    // Both files, or neither.
+    let mut files = crate::output::OutputSet::new();
     if let Some(path) = &args.json_out {
-        std::fs::write(path, serde_json::to_string_pretty(&report)?)
-            .with_context(|| format!("writing {}", path.display()))?;
-        println!("wrote {}", path.display());
+        let json = serde_json::to_string_pretty(&report)?;
+        files.stage(path, |out| out.write_all(json.as_bytes()))?;
     }
     if let Some(path) = &args.plot {
-        crate::plot::draw(&report.results, path)?;
-        println!("wrote {}", path.display());
+        let svg = crate::plot::draw(&report.results)?;
+        files.stage(path, |out| out.write_all(svg.as_bytes()))?;
+    }
+    files.commit()?;
+    for path in args.json_out.iter().chain(&args.plot) {
+        outln!("wrote {}", path.display())?;
     }
     Ok(report)
 }
 
-fn print_table(results: &[KernelResult]) {
-    println!();
-    println!(
+/// The results as a table and a list of what the optimiser did.
+fn table(results: &[KernelResult]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
         "{:<22} {:>9} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>11}",
         "kernel",
         "size",
@@ -793,7 +884,8 @@ fn print_table(results: &[KernelResult]) {
                 format!("{:.1}x", b / r.timing.p50_s.max(1e-12))
             })
         };
-        println!(
+        let _ = writeln!(
+            out,
             "{:<22} {:>9} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>8.2} {:>7.2}ms {:>9} {:>9} {:>5} -> {} ({})",
             r.kernel,
             r.size,
@@ -811,10 +903,14 @@ fn print_table(results: &[KernelResult]) {
         );
     }
     // Ops can grow: `clamp` becomes `max` and `min`, a gradient's shared subterms are kept.
-    println!("\nOptimization impact (HIR ops -> optimised ops, fused kernels):");
+    let _ = writeln!(
+        out,
+        "\nOptimization impact (HIR ops -> optimised ops, fused kernels):"
+    );
     let mut seen = std::collections::HashSet::new();
     for r in results.iter().filter(|r| seen.insert(r.kernel.as_str())) {
-        println!(
+        let _ = writeln!(
+            out,
             "- {}: {} -> {} ops, {} fused kernel{}",
             r.kernel,
             r.ops_before,
@@ -823,6 +919,7 @@ fn print_table(results: &[KernelResult]) {
             if r.kernels == 1 { "" } else { "s" }
         );
     }
+    out
 }
 
 /// `rfx bench`.

@@ -1392,7 +1392,7 @@ fn save(dir: &Path, mismatch: &Mismatch) -> anyhow::Result<PathBuf> {
         mismatch.description.replace('\n', " "),
         mismatch.kernel
     );
-    std::fs::write(&file, text).with_context(|| format!("writing {}", file.display()))?;
+    crate::output::write_file(&file, |out| out.write_all(text.as_bytes()))?;
     Ok(file)
 }
 

@@ -1,17 +1,21 @@
 //! `rfx-cli`: the `rfx` command (`bench`, `run`, `eval`, `dump`, `dot`, `grad`).
 //!
-//! **Owns:** argument parsing, `.npy` input and output, exit codes (0 ok, 1 user error, 2 internal)
-//! and the benchmark harness's human and JSON output.
+//! **Owns:** argument parsing, `.npy` input and output, the files and stdout the command
+//! writes ([`mod@output`]: all or nothing, atomic per file, never through a link), exit codes
+//! (0 ok, 1 user error, 2 usage error, 70 internal error) and the benchmark harness's human and
+//! JSON output.
 //!
 //! **Depends on:** the `rfx` facade and the crates below it. **May not depend on:** nothing in the
 //! workspace depends on this crate.
 //!
 //! The crate is the `rfx` binary (`src/main.rs`); this small library part holds the benchmark
 //! harness ([`mod@bench`], with its SVG plot in [`mod@plot`]), whose argument struct and entry
-//! point other tools may reuse, and the differential fuzzer ([`mod@fuzz`]) behind `rfx fuzz`.
+//! point other tools may reuse, the differential fuzzer ([`mod@fuzz`]) behind `rfx fuzz`, and the
+//! output writer ([`mod@output`]) every subcommand shares.
 #![deny(missing_docs)]
 
 pub mod bench;
 pub mod fuzz;
 pub mod npy_read;
+pub mod output;
 pub mod plot;

@@ -1,27 +1,46 @@
 //! The `rfx` command: run, evaluate, differentiate, dump and draw rfx kernels; benchmark and
 //! fuzz them.
 //!
-//! Exit codes: 0 success, 1 a user error (one line on stderr, `error: ...`), 2 an internal
-//! error (a compiler bug). Nothing is written to an output directory unless every output was
-//! computed.
+//! Exit codes (see `docs/errors.md`):
+//! - 0: success, and also a reader closing stdout early (`rfx dump … | head`): the command
+//!   stops writing and ends quietly, as Unix filters do;
+//! - 1: a user error: bad input, a limit of rfx (sizes, depths), a file that cannot be read or
+//!   written, a full disk; one line on stderr, `error: …`;
+//! - 2: a usage error found by the argument parser (an unknown flag or value, a missing
+//!   argument), clap's convention;
+//! - 70 (`EX_SOFTWARE`): an internal error, a bug in rfx: `error: internal: …`, or a panic.
+//!
+//! Every file a command writes goes through [`rfx_cli::output`]: all or nothing per run,
+//! atomic per file, safe beside other runs, never through a link.
 
 mod npy;
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use rfx::expr::{Signature, compile, compile_with_outputs};
-use rfx::{Arg, Array, CompileConfig, Jit, JitError, Kernel, KernelSource};
+use rfx::{Arg, Array, ArrayData, CompileConfig, Jit, JitError, Kernel, KernelSource};
 use rfx_cli::bench::{self, BenchArgs};
+use rfx_cli::output::{self, OutputSet, StdoutError, WriteError};
+
+/// The exit code of a user error.
+const EXIT_USER: u8 = 1;
+/// The exit code of a usage error (clap's).
+const EXIT_USAGE: u8 = 2;
+/// The exit code of an internal error (a bug in rfx): `EX_SOFTWARE` of `sysexits.h`.
+const EXIT_INTERNAL: u8 = 70;
 
 /// What went wrong, and whose fault it is.
 #[derive(Debug)]
 pub(crate) enum CliError {
-    /// Bad input: exit code 1.
+    /// Bad input or a limit: exit code 1.
     User(String),
-    /// A bug: exit code 2.
+    /// A bug: exit code 70.
     Internal(String),
+    /// Stdout's reader went away (`| head`): stop, quietly, exit code 0.
+    ClosedStdout,
 }
 
 impl From<JitError> for CliError {
@@ -30,6 +49,43 @@ impl From<JitError> for CliError {
             CliError::User(error.to_string())
         } else {
             CliError::Internal(error.to_string())
+        }
+    }
+}
+
+impl From<WriteError> for CliError {
+    fn from(error: WriteError) -> CliError {
+        CliError::User(error.to_string())
+    }
+}
+
+impl From<StdoutError> for CliError {
+    /// A closed pipe ends the command quietly; anything else (a full disk) is the user's to fix.
+    fn from(error: StdoutError) -> CliError {
+        if error.is_closed_pipe() {
+            CliError::ClosedStdout
+        } else {
+            CliError::User(error.to_string())
+        }
+    }
+}
+
+impl CliError {
+    /// An error of `rfx bench` or `rfx fuzz`: stdout failing, an argument they cannot honour
+    /// ([`bench::BenchArgError`]), an unusable output file, or else a bug.
+    fn from_anyhow(error: &anyhow::Error) -> CliError {
+        if let Some(e) = error.downcast_ref::<StdoutError>() {
+            if e.is_closed_pipe() {
+                CliError::ClosedStdout
+            } else {
+                CliError::User(e.to_string())
+            }
+        } else if let Some(e) = error.downcast_ref::<bench::BenchArgError>() {
+            CliError::User(e.to_string())
+        } else if error.chain().any(|e| e.downcast_ref::<WriteError>().is_some()) {
+            CliError::User(format!("{error:#}"))
+        } else {
+            CliError::Internal(format!("{error:#}"))
         }
     }
 }
@@ -118,7 +174,7 @@ enum Command {
     },
     /// Computes the value and gradient of a kernel or expression with one output.
     Grad {
-        /// A kernel file or an expression.
+        /// A kernel file (a name ending in `.rfx`) or else an expression.
         kernel: String,
         /// Inputs to differentiate with respect to, comma-separated.
         #[arg(long, value_delimiter = ',', required = true)]
@@ -130,13 +186,17 @@ enum Command {
         out: Option<PathBuf>,
     },
     /// Prints a compiler stage of a kernel or expression.
+    ///
+    /// KERNEL is a kernel file when it ends in `.rfx` (its inputs' types are in the file, so
+    /// --in-shapes and --in are refused with it), and an expression otherwise (whatever files
+    /// exist: `x` is the expression `x`, never a file named `x`).
     Dump {
-        /// A kernel file or an expression.
+        /// A kernel file (a name ending in `.rfx`) or else an expression.
         kernel: String,
         /// The stage to print.
         #[arg(long, value_enum)]
         stage: Stage,
-        /// Input types for an expression: x=f32[3],y=f32[3] (or give --in files).
+        /// Input types for an expression: x=f32[3],y=f32[3] (or give --in files, not both).
         #[arg(long)]
         in_shapes: Option<String>,
         /// Compile with fast math (fast-math rewrites; FMA contraction on the CPU and CUDA).
@@ -146,8 +206,11 @@ enum Command {
         inputs: Inputs,
     },
     /// Draws the HIR or MIR graph of a kernel or expression as Graphviz DOT (or SVG).
+    ///
+    /// KERNEL is a kernel file when it ends in `.rfx`, and an expression otherwise (as for
+    /// `rfx dump`).
     Dot {
-        /// A kernel file or an expression.
+        /// A kernel file (a name ending in `.rfx`) or else an expression.
         kernel: String,
         /// The stage to draw.
         #[arg(long, value_enum, default_value = "hir")]
@@ -155,7 +218,7 @@ enum Command {
         /// Write to FILE.dot, or FILE.svg (needs Graphviz's `dot`); default: print DOT.
         #[arg(short = 'o', long = "output")]
         output: Option<PathBuf>,
-        /// Input types for an expression: x=f32[3],y=f32[3] (or give --in files).
+        /// Input types for an expression: x=f32[3],y=f32[3] (or give --in files, not both).
         #[arg(long)]
         in_shapes: Option<String>,
         #[command(flatten)]
@@ -194,6 +257,17 @@ fn fuzz(args: &FuzzArgs) -> Result<(), CliError> {
         Some(m) => return Err(CliError::User(format!("--minutes must be positive, got {m}"))),
         None => None,
     };
+    if let Some(dir) = &args.save_dir {
+        // Checked (and made) before any kernel runs, not when the first mismatch is saved.
+        std::fs::create_dir_all(dir)
+            .map_err(|e| CliError::User(format!("--save-dir {}: {e}", dir.display())))?;
+        if !dir.is_dir() {
+            return Err(CliError::User(format!(
+                "--save-dir {}: not a directory",
+                dir.display()
+            )));
+        }
+    }
     let config = rfx_cli::fuzz::FuzzConfig {
         kernels: args.kernels,
         duration,
@@ -202,8 +276,8 @@ fn fuzz(args: &FuzzArgs) -> Result<(), CliError> {
         save_dir: args.save_dir.clone(),
         ..rfx_cli::fuzz::FuzzConfig::default()
     };
-    let report = rfx_cli::fuzz::run(&config).map_err(|e| CliError::Internal(format!("{e:#}")))?;
-    print!("{report}");
+    let report = rfx_cli::fuzz::run(&config).map_err(|e| CliError::from_anyhow(&e))?;
+    output::print(|out| write!(out, "{report}"))?;
     if report.mismatches.is_empty() {
         Ok(())
     } else {
@@ -215,21 +289,45 @@ fn fuzz(args: &FuzzArgs) -> Result<(), CliError> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Bench(args) => bench::run(&args).map_err(|e| CliError::Internal(format!("{e:#}"))),
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return parse_failure(&error),
+    };
+    // A panic is a bug like any internal error: the hook has printed it, the code says so.
+    let result = std::panic::catch_unwind(|| match cli.command {
+        Command::Bench(args) => bench::run(&args).map_err(|e| CliError::from_anyhow(&e)),
         Command::Fuzz(args) => fuzz(&args),
         other => run_command(other),
-    };
+    })
+    .unwrap_or_else(|_| Err(CliError::Internal("rfx panicked (see above)".into())));
+    // A closed stderr cannot be reported anywhere: the exit code still is.
+    let mut stderr = std::io::stderr();
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) | Err(CliError::ClosedStdout) => ExitCode::SUCCESS,
         Err(CliError::User(message)) => {
-            eprintln!("error: {}", one_line(&message));
-            ExitCode::from(1)
+            let _ = writeln!(stderr, "error: {}", one_line(&message));
+            ExitCode::from(EXIT_USER)
         }
         Err(CliError::Internal(message)) => {
-            eprintln!("error: internal: {}", one_line(&message));
-            ExitCode::from(2)
+            let _ = writeln!(stderr, "error: internal: {}", one_line(&message));
+            ExitCode::from(EXIT_INTERNAL)
+        }
+    }
+}
+
+/// `--help` and `--version` (exit 0, or 1 if stdout cannot be written, quietly 0 if its reader
+/// went away) and usage errors (exit 2 with clap's message, clap's convention).
+fn parse_failure(error: &clap::Error) -> ExitCode {
+    let printed = error.print();
+    if error.use_stderr() {
+        return ExitCode::from(u8::try_from(error.exit_code()).unwrap_or(EXIT_USAGE));
+    }
+    match printed {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "error: cannot write to stdout: {e}");
+            ExitCode::from(EXIT_USER)
         }
     }
 }
@@ -273,6 +371,7 @@ fn run_command(command: Command) -> Result<(), CliError> {
             let signature = signature_of(&arrays);
             let names: Vec<&str> = outputs.iter().map(String::as_str).collect();
             let kernel = compile_expr(&expr, &signature, &names)?;
+            check_all_used(&kernel, arrays.iter().map(|(n, _)| n.as_str()), "expression")?;
             let results = run_kernel(kernel, &arrays, &inputs.backend)?;
             emit(&results, out.as_deref())
         }
@@ -285,6 +384,11 @@ fn run_command(command: Command) -> Result<(), CliError> {
             let arrays = load_inputs(&inputs.inputs)?;
             let signature = signature_of(&arrays);
             let kernel_ir = load_kernel(&kernel, Some(&signature))?;
+            // A kernel file's inputs are its signature (run_kernel names any unknown one); an
+            // expression's are the --in files, each of which it must use.
+            if !is_kernel_file(&kernel) {
+                check_all_used(&kernel_ir, arrays.iter().map(|(n, _)| n.as_str()), "expression")?;
+            }
             let gradient =
                 rfx_autodiff::value_and_grad(&kernel_ir, &wrt).map_err(|e| CliError::User(e.to_string()))?;
             let mut results = run_kernel(gradient, &arrays, &inputs.backend)?;
@@ -300,10 +404,9 @@ fn run_command(command: Command) -> Result<(), CliError> {
             fast_math,
             inputs,
         } => {
-            let signature = signature_from(in_shapes.as_deref(), &inputs.inputs)?;
-            let kernel_ir = load_kernel(&kernel, signature.as_ref())?;
-            print!("{}", dump(&kernel_ir, stage, fast_math)?);
-            Ok(())
+            let kernel_ir = load_kernel_typed(&kernel, in_shapes.as_deref(), &inputs.inputs)?;
+            let text = dump(&kernel_ir, stage, fast_math)?;
+            Ok(output::print_str(&text)?)
         }
         Command::Dot {
             kernel,
@@ -312,15 +415,14 @@ fn run_command(command: Command) -> Result<(), CliError> {
             in_shapes,
             inputs,
         } => {
-            let signature = signature_from(in_shapes.as_deref(), &inputs.inputs)?;
-            let kernel_ir = load_kernel(&kernel, signature.as_ref())?;
+            let kernel_ir = load_kernel_typed(&kernel, in_shapes.as_deref(), &inputs.inputs)?;
             let dot = match stage {
                 DotStage::Hir => rfx_ir::dot::hir_to_dot(&kernel_ir),
                 DotStage::Mir => rfx_ir::dot::mir_to_dot(&optimize(&kernel_ir)?.0),
             };
             write_dot(&dot, output.as_deref())
         }
-        Command::Bench(args) => bench::run(&args).map_err(|e| CliError::Internal(format!("{e:#}"))),
+        Command::Bench(args) => bench::run(&args).map_err(|e| CliError::from_anyhow(&e)),
         Command::Fuzz(args) => fuzz(&args),
     }
 }
@@ -347,6 +449,12 @@ fn signature_of(arrays: &[(String, Array)]) -> Signature {
 
 fn signature_from(in_shapes: Option<&str>, files: &[NamedFile]) -> Result<Option<Signature>, CliError> {
     if let Some(text) = in_shapes {
+        if let Some(file) = files.first() {
+            return Err(CliError::User(format!(
+                "give the input types with --in-shapes or with --in files, not both (--in {}=…)",
+                file.name
+            )));
+        }
         return text
             .parse()
             .map(Some)
@@ -358,6 +466,28 @@ fn signature_from(in_shapes: Option<&str>, files: &[NamedFile]) -> Result<Option
     Ok(Some(signature_of(&load_inputs(files)?)))
 }
 
+/// An error naming the first of `names` that `kernel` does not use (no op reads it and no
+/// output returns it): an input given but unused is almost always a misspelt name or a wrong
+/// expression, and a kernel silently ignoring it would hide that.
+fn check_all_used<'a>(
+    kernel: &Kernel,
+    names: impl IntoIterator<Item = &'a str>,
+    what: &str,
+) -> Result<(), CliError> {
+    let used = |name: &str| {
+        let Some((id, _, _)) = kernel.inputs().find(|(_, n, _)| *n == name) else {
+            return false;
+        };
+        kernel.outputs().iter().any(|o| o.value == id) || kernel.nodes().iter().any(|n| n.args.contains(&id))
+    };
+    match names.into_iter().find(|name| !used(name)) {
+        Some(name) => Err(CliError::User(format!(
+            "input `{name}` is not used by the {what}"
+        ))),
+        None => Ok(()),
+    }
+}
+
 fn compile_expr(expr: &str, signature: &Signature, outputs: &[&str]) -> Result<Kernel, CliError> {
     let result = if outputs.is_empty() {
         compile(expr, signature)
@@ -367,21 +497,50 @@ fn compile_expr(expr: &str, signature: &Signature, outputs: &[&str]) -> Result<K
     result.map_err(|e| CliError::User(format!("in expression: {}", e.one_line())))
 }
 
-/// A kernel file (an existing path or a name ending in `.rfx`) or an expression.
+/// Whether the KERNEL argument names a kernel file: it ends in `.rfx`. Anything else is an
+/// expression, whatever files exist, so that `rfx dump x` never reads a file named `x`.
+fn is_kernel_file(arg: &str) -> bool {
+    arg.ends_with(".rfx")
+}
+
+/// A kernel file (see [`is_kernel_file`]) or an expression typed by `signature`.
 fn load_kernel(arg: &str, signature: Option<&Signature>) -> Result<Kernel, CliError> {
-    let path = Path::new(arg);
-    if path.is_file() || arg.ends_with(".rfx") {
+    if is_kernel_file(arg) {
         let text =
-            std::fs::read_to_string(path).map_err(|e| CliError::User(format!("cannot read {arg}: {e}")))?;
+            std::fs::read_to_string(arg).map_err(|e| CliError::User(format!("cannot read {arg}: {e}")))?;
         return rfx_ir::hir::parse(&text)
             .map_err(|e| CliError::User(format!("{arg}:{}:{}: {}", e.line, e.col, e.message)));
     }
     let signature = signature.ok_or_else(|| {
-        CliError::User(
-            "an expression needs input types: pass --in NAME=FILE.npy or --in-shapes x=f32[3]".into(),
-        )
+        let hint = if Path::new(arg).is_file() {
+            format!(" (`{arg}` is read as an expression; a kernel file's name ends in .rfx)")
+        } else {
+            String::new()
+        };
+        CliError::User(format!(
+            "an expression needs input types: pass --in NAME=FILE.npy or --in-shapes x=f32[3]{hint}"
+        ))
     })?;
     compile_expr(arg, signature, &[])
+}
+
+/// [`load_kernel`] for `dump` and `dot`: an expression's types come from `--in-shapes` or the
+/// `--in` files; a kernel file declares its own, so either flag with one is an error rather than
+/// ignored.
+fn load_kernel_typed(arg: &str, in_shapes: Option<&str>, files: &[NamedFile]) -> Result<Kernel, CliError> {
+    if is_kernel_file(arg) {
+        if in_shapes.is_some() || !files.is_empty() {
+            return Err(CliError::User(format!(
+                "{arg} is a kernel file, which declares its inputs' types: --in-shapes and --in \
+                 are for expressions"
+            )));
+        }
+        return load_kernel(arg, None);
+    }
+    let signature = signature_from(in_shapes, files)?;
+    let kernel = load_kernel(arg, signature.as_ref())?;
+    check_all_used(&kernel, files.iter().map(|f| f.name.as_str()), "expression")?;
+    Ok(kernel)
 }
 
 /// Runs `kernel` on the named arrays (matched to its inputs by name) with `backend`.
@@ -407,32 +566,80 @@ fn run_kernel(
             .ok_or_else(|| CliError::User(format!("missing input `{name}` (pass --in {name}=FILE.npy)")))?;
         args.push(Arg::from(array));
     }
+    check_outputs_fit(&kernel)?;
     let output_names: Vec<String> = kernel.outputs().iter().map(|o| o.name.clone()).collect();
     let jit = Jit::with_config(KernelSource::new(kernel), CompileConfig::with_backend(backend));
     let results = jit.call(args)?;
     Ok(output_names.into_iter().zip(results).collect())
 }
 
-/// Writes every output to `dir/<name>.npy`, or prints them. Called only once every output
-/// exists, so a failed command leaves nothing behind.
-fn emit(outputs: &[(String, Array)], dir: Option<&Path>) -> Result<(), CliError> {
-    let Some(dir) = dir else {
-        for (name, array) in outputs {
-            println!(
-                "{name}: {}{} = {:?}",
-                array.dtype(),
-                array.shape(),
-                array.to_f64_vec()
-            );
+/// An error naming the first output whose bytes the allocator refuses, found before anything
+/// is compiled or allocated for the kernel (the sizes come from the user's input, and a failed
+/// allocation aborts the process). The runtime's easy call checks again when it allocates.
+fn check_outputs_fit(kernel: &Kernel) -> Result<(), CliError> {
+    for output in kernel.outputs() {
+        let Some(ty) = kernel.value_type(output.value) else {
+            continue;
+        };
+        let bytes = ty.shape.numel().saturating_mul(ty.dtype.size_bytes());
+        let mut probe: Vec<u8> = Vec::new();
+        if probe.try_reserve_exact(bytes).is_err() {
+            return Err(CliError::User(format!(
+                "output `{}` ({ty}) needs {bytes} bytes, more than can be allocated",
+                output.name
+            )));
         }
-        return Ok(());
-    };
-    std::fs::create_dir_all(dir)
-        .map_err(|e| CliError::User(format!("cannot create {}: {e}", dir.display())))?;
-    for (name, array) in outputs {
-        npy::write(&dir.join(format!("{name}.npy")), array)?;
     }
     Ok(())
+}
+
+/// Writes every output to `dir/<name>.npy`, or prints them. The files are written as one
+/// [`OutputSet`]: if any of them cannot be written, every existing file in `dir` is left as it
+/// was and no new one appears.
+fn emit(outputs: &[(String, Array)], dir: Option<&Path>) -> Result<(), CliError> {
+    let Some(dir) = dir else {
+        return output::print(|out| {
+            for (name, array) in outputs {
+                write!(out, "{name}: {}{} = ", array.dtype(), array.shape())?;
+                print_values(out, array)?;
+                writeln!(out)?;
+            }
+            Ok(())
+        })
+        .map_err(CliError::from);
+    };
+    let mut set = OutputSet::new();
+    set.create_dir(dir)?;
+    for (name, array) in outputs {
+        set.stage(&dir.join(format!("{name}.npy")), |out| npy::write(out, array))?;
+    }
+    set.commit()?;
+    Ok(())
+}
+
+/// The elements as `[1.0, 2.5]` (each as an `f64`, `Debug`-formatted), one at a time rather
+/// than through a copy of the whole array.
+fn print_values(out: &mut dyn std::io::Write, array: &Array) -> std::io::Result<()> {
+    fn list<T: Copy>(
+        out: &mut dyn std::io::Write,
+        values: &[T],
+        to_f64: impl Fn(T) -> f64,
+    ) -> std::io::Result<()> {
+        out.write_all(b"[")?;
+        for (i, &v) in values.iter().enumerate() {
+            if i > 0 {
+                out.write_all(b", ")?;
+            }
+            write!(out, "{:?}", to_f64(v))?;
+        }
+        out.write_all(b"]")
+    }
+    match array.data() {
+        ArrayData::F32(v) => list(out, v, f64::from),
+        ArrayData::F64(v) => list(out, v, |x| x),
+        ArrayData::I32(v) => list(out, v, f64::from),
+        ArrayData::Bool(v) => list(out, v, |b| if b { 1.0 } else { 0.0 }),
+    }
 }
 
 fn optimize(kernel: &Kernel) -> Result<(rfx_ir::mir::MirProgram, rfx_opt::OptReport), CliError> {
@@ -447,17 +654,24 @@ fn optimize_with(
         fast_math,
         ..rfx_opt::OptConfig::default()
     };
-    rfx_opt::optimize(kernel, &config).map_err(|e| match e {
-        rfx_opt::OptError::InvalidKernel(_) => CliError::User(e.to_string()),
-        other => CliError::Internal(other.to_string()),
-    })
+    rfx_opt::optimize(kernel, &config).map_err(|e| classified(rfx_runtime::RuntimeError::Opt(e)))
+}
+
+/// A compiler error as the user's or a bug, as the runtime classifies it (a limit such as a
+/// `pad` past `i32` indices is the user's).
+fn classified(error: rfx_runtime::RuntimeError) -> CliError {
+    if error.is_user_error() {
+        CliError::User(error.to_string())
+    } else {
+        CliError::Internal(error.to_string())
+    }
 }
 
 fn lower_with(kernel: &Kernel, fast_math: bool) -> Result<rfx_ir::lir::LirProgram, CliError> {
     let (mir, _) = optimize_with(kernel, fast_math)?;
     rfx_lower::lower(&mir, &rfx_lower::LowerConfig::default())
         .map(|(lir, _)| lir)
-        .map_err(|e| CliError::Internal(e.to_string()))
+        .map_err(|e| classified(rfx_runtime::RuntimeError::Lower(e)))
 }
 
 fn not_built_in(backend: &str) -> CliError {
@@ -480,8 +694,8 @@ fn dump(kernel: &Kernel, stage: Stage, fast_math: bool) -> Result<String, CliErr
         Stage::Lir => lower_with(kernel, fast_math)?.to_string(),
         Stage::Clif | Stage::Asm => {
             let lir = lower_with(kernel, fast_math)?;
-            let kernels =
-                rfx_codegen_cpu::dump_with(&lir, &options).map_err(|e| CliError::Internal(e.to_string()))?;
+            let kernels = rfx_codegen_cpu::dump_with(&lir, &options)
+                .map_err(|e| classified(rfx_runtime::RuntimeError::from(e)))?;
             kernels
                 .into_iter()
                 .map(|(name, clif, asm)| {
@@ -538,35 +752,50 @@ fn gpu_dump(kernel: &Kernel, stage: Stage, options: &rfx_lower::CompileOptions) 
 
 fn write_dot(dot: &str, output: Option<&Path>) -> Result<(), CliError> {
     let Some(path) = output else {
-        print!("{dot}");
-        return Ok(());
+        return Ok(output::print_str(dot)?);
     };
-    if path.extension().is_some_and(|e| e == "svg") {
-        let child = std::process::Command::new("dot")
-            .arg("-Tsvg")
-            .arg("-o")
-            .arg(path)
-            .stdin(std::process::Stdio::piped())
-            .spawn();
-        let mut child = child.map_err(|_| {
-            CliError::User(format!(
-                "Graphviz `dot` is not installed, so {} cannot be drawn; write a .dot file instead (-o graph.dot)",
-                path.display()
-            ))
-        })?;
-        if let Some(mut stdin) = child.stdin.take() {
-            use std::io::Write as _;
-            stdin
-                .write_all(dot.as_bytes())
-                .map_err(|e| CliError::Internal(format!("writing to `dot`: {e}")))?;
-        }
-        let status = child
-            .wait()
-            .map_err(|e| CliError::Internal(format!("waiting for `dot`: {e}")))?;
-        if !status.success() {
-            return Err(CliError::Internal(format!("`dot -Tsvg` failed with {status}")));
-        }
-        return Ok(());
+    let bytes = if path.extension().is_some_and(|e| e == "svg") {
+        svg_of(dot, path)?
+    } else {
+        dot.as_bytes().to_vec()
+    };
+    output::write_file(path, |out| out.write_all(&bytes))?;
+    Ok(())
+}
+
+/// Graphviz's drawing of `dot` as SVG (read from `dot -Tsvg`'s stdout, so that the file is
+/// written like every other output).
+fn svg_of(dot: &str, path: &Path) -> Result<Vec<u8>, CliError> {
+    use std::process::{Command, Stdio};
+    let child = Command::new("dot")
+        .arg("-Tsvg")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let mut child = child.map_err(|_| {
+        CliError::User(format!(
+            "Graphviz `dot` is not installed, so {} cannot be drawn; write a .dot file instead (-o graph.dot)",
+            path.display()
+        ))
+    })?;
+    let writer = child.stdin.take().map(|mut stdin| {
+        let text = dot.to_string();
+        // A separate thread, so that a large graph cannot deadlock on full pipes.
+        std::thread::spawn(move || stdin.write_all(text.as_bytes()))
+    });
+    let result = child
+        .wait_with_output()
+        .map_err(|e| CliError::Internal(format!("waiting for `dot`: {e}")))?;
+    if let Some(Ok(Err(e))) = writer.map(std::thread::JoinHandle::join) {
+        return Err(CliError::Internal(format!("writing to `dot`: {e}")));
     }
-    std::fs::write(path, dot).map_err(|e| CliError::User(format!("cannot write {}: {e}", path.display())))
+    if !result.status.success() {
+        return Err(CliError::Internal(format!(
+            "`dot -Tsvg` failed with {}: {}",
+            result.status,
+            String::from_utf8_lossy(&result.stderr).trim()
+        )));
+    }
+    Ok(result.stdout)
 }

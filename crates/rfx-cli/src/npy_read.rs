@@ -21,6 +21,28 @@ pub fn read_bytes(bytes: &[u8]) -> Result<Array, String> {
 fn read_checked(bytes: &[u8]) -> Result<Array, String> {
     check_header_length(bytes)?;
     let npy = npyz::NpyFile::new(bytes).map_err(|e| format!("not a valid .npy file: {e}"))?;
+    let (shape, type_str, needed) = layout(&npy)?;
+    // The data follows the header inside `bytes`, so it can hold at most `bytes.len()` bytes:
+    // a shape that needs more is a lie, and must not become an allocation of that size.
+    if needed > bytes.len() {
+        return Err(format!(
+            "the header's shape {shape:?} needs {needed} bytes of data, the file has {} in all",
+            bytes.len()
+        ));
+    }
+    let read_err = |e: std::io::Error| format!("cannot read the data: {e}");
+    let data = match (type_str.type_char(), type_str.size_field()) {
+        (TypeChar::Float, 4) => ArrayData::F32(npy.into_vec::<f32>().map_err(read_err)?),
+        (TypeChar::Float, 8) => ArrayData::F64(npy.into_vec::<f64>().map_err(read_err)?),
+        (TypeChar::Int, 4) => ArrayData::I32(npy.into_vec::<i32>().map_err(read_err)?),
+        _ => ArrayData::Bool(npy.into_vec::<bool>().map_err(read_err)?),
+    };
+    Array::new(Shape::new(shape), data).map_err(|e| format!("inconsistent header: {e}"))
+}
+
+/// The shape, the element type and the bytes of data a parsed header declares, every field
+/// checked. A shape with a zero dimension is empty whatever its other dimensions are.
+fn layout<R: std::io::Read>(npy: &npyz::NpyFile<R>) -> Result<(Vec<usize>, npyz::TypeStr, usize), String> {
     if npy.order() == npyz::Order::Fortran {
         return Err("Fortran-order arrays are not supported; save with np.ascontiguousarray".into());
     }
@@ -42,26 +64,55 @@ fn read_checked(bytes: &[u8]) -> Result<Array, String> {
             ));
         }
     };
-    // The data follows the header inside `bytes`, so it can hold at most `bytes.len()` bytes:
-    // a shape that needs more is a lie, and must not become an allocation of that size.
-    let needed = shape
-        .iter()
-        .try_fold(item, |acc: usize, &d| acc.checked_mul(d))
-        .ok_or("the header's shape overflows")?;
-    if needed > bytes.len() {
+    let needed = if shape.contains(&0) {
+        0
+    } else {
+        shape
+            .iter()
+            .try_fold(item, |acc: usize, &d| acc.checked_mul(d))
+            .ok_or("the header's shape overflows")?
+    };
+    Ok((shape, type_str, needed))
+}
+
+/// Where the header text of a `.npy` file ends, from its first bytes (at least 12 of them, or
+/// the whole file if shorter): the offset its header-length field gives, checked against
+/// `file_len`. Reading a file this far and then to [`declared_len`] reads no more than the
+/// header declares.
+pub fn header_end(prefix: &[u8], file_len: u64) -> Result<usize, String> {
+    if prefix.len() < 10 || !prefix.starts_with(b"\x93NUMPY") {
+        return Err("not a valid .npy file: it does not start with the .npy magic bytes".into());
+    }
+    let (declared, start) = match prefix[6] {
+        1 => (usize::from(u16::from_le_bytes([prefix[8], prefix[9]])), 10),
+        2 | 3 => match prefix.get(8..12) {
+            Some(&[a, b, c, d]) => (u32::from_le_bytes([a, b, c, d]) as usize, 12),
+            _ => return Err("not a valid .npy file: truncated header".into()),
+        },
+        version => return Err(format!("not a valid .npy file: unknown format version {version}")),
+    };
+    let end = start + declared;
+    if end as u64 > file_len {
         return Err(format!(
-            "the header's shape {shape:?} needs {needed} bytes of data, the file has {} in all",
-            bytes.len()
+            "not a valid .npy file: the header claims {declared} bytes, the file has {file_len} in all"
         ));
     }
-    let read_err = |e: std::io::Error| format!("cannot read the data: {e}");
-    let data = match (type_str.type_char(), type_str.size_field()) {
-        (TypeChar::Float, 4) => ArrayData::F32(npy.into_vec::<f32>().map_err(read_err)?),
-        (TypeChar::Float, 8) => ArrayData::F64(npy.into_vec::<f64>().map_err(read_err)?),
-        (TypeChar::Int, 4) => ArrayData::I32(npy.into_vec::<i32>().map_err(read_err)?),
-        _ => ArrayData::Bool(npy.into_vec::<bool>().map_err(read_err)?),
-    };
-    Array::new(Shape::new(shape), data).map_err(|e| format!("inconsistent header: {e}"))
+    Ok(end)
+}
+
+/// The length of the whole file that a complete header (the file's first [`header_end`]
+/// bytes) declares: the header and its data.
+pub fn declared_len(header: &[u8]) -> Result<usize, String> {
+    std::panic::catch_unwind(|| {
+        check_header_length(header)?;
+        let npy = npyz::NpyFile::new(header).map_err(|e| format!("not a valid .npy file: {e}"))?;
+        let (_, _, needed) = layout(&npy)?;
+        header
+            .len()
+            .checked_add(needed)
+            .ok_or_else(|| "the header's shape overflows".to_string())
+    })
+    .unwrap_or_else(|_| Err("not a valid .npy file: its header's shape overflows".to_string()))
 }
 
 /// npyz allocates the header length a file declares before reading it (up to 4 GiB in
@@ -147,6 +198,40 @@ mod tests {
             "truncated data"
         );
         assert!(read_bytes(b"not an npy file").is_err());
+    }
+
+    #[test]
+    fn a_zero_dimension_makes_an_empty_array_whatever_the_others_are() {
+        for shape in ["(4611686018427387904, 0)", "(0, 4611686018427387904)"] {
+            let bytes = npy("<f4", shape, &[]);
+            let array = read_bytes(&bytes).unwrap_or_else(|e| panic!("{shape}: {e}"));
+            assert_eq!(array.data().len(), 0, "{shape}");
+            assert_eq!(array.shape().numel(), 0, "{shape}");
+            let end = super::header_end(&bytes, bytes.len() as u64).expect("header");
+            assert_eq!(end, bytes.len());
+            assert_eq!(super::declared_len(&bytes[..end]), Ok(bytes.len()), "{shape}");
+        }
+    }
+
+    #[test]
+    fn the_declared_length_stops_at_the_header_s_data() {
+        let data: Vec<u8> = [1.0f64, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+        let mut bytes = npy("<f8", "(2,)", &data);
+        let end = super::header_end(&bytes, bytes.len() as u64).expect("header");
+        assert_eq!(end, bytes.len() - 16);
+        assert_eq!(end % 64, 0, "the header is padded to 64 bytes");
+        assert_eq!(super::declared_len(&bytes[..end]), Ok(end + 16));
+        bytes.extend_from_slice(&[0xAA; 100]);
+        assert_eq!(
+            read_bytes(&bytes).expect("trailing bytes ignored").to_f64_vec(),
+            [1.0, 2.0]
+        );
+        let err = super::header_end(&bytes[..40], 40).expect_err("header past the end");
+        assert!(
+            err.contains(&format!("the header claims {} bytes", end - 10)),
+            "{err}"
+        );
+        assert!(super::header_end(b"PK\x03\x04 a zip file", 20).is_err());
     }
 
     #[test]

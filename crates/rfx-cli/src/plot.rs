@@ -1,9 +1,6 @@
 //! `rfx bench --plot FILE.svg`: time per element against size, log-log, for rfx and the
 //! baselines (interpreter, unfused op-by-op) measured in the same run.
 
-use std::path::Path;
-
-use anyhow::Context as _;
 use plotters::prelude::*;
 
 use crate::bench::KernelResult;
@@ -67,8 +64,9 @@ fn lines(results: &[KernelResult]) -> Vec<Line> {
     out
 }
 
-/// Draws the SVG; the sizes need not be a sweep, but one size gives single points.
-pub fn draw(results: &[KernelResult], path: &Path) -> anyhow::Result<()> {
+/// Draws the SVG and returns its text (the caller writes it, with every other output of the
+/// run); the sizes need not be a sweep, but one size gives single points.
+pub fn draw(results: &[KernelResult]) -> anyhow::Result<String> {
     let lines = lines(results);
     anyhow::ensure!(
         !lines.is_empty(),
@@ -85,8 +83,9 @@ pub fn draw(results: &[KernelResult], path: &Path) -> anyhow::Result<()> {
     }
     let pad = |lo: f64, hi: f64| (lo / 2.0, (hi * 2.0).max(lo * 4.0));
     let ((x_lo, x_hi), (y_lo, y_hi)) = (pad(x_lo.max(1.0), x_hi), pad(y_lo.max(1e-6), y_hi));
-    let drawing_error = |e: DrawingAreaErrorKind<_>| anyhow::anyhow!("drawing {}: {e}", path.display());
-    let root = SVGBackend::new(path, (960, 600)).into_drawing_area();
+    let drawing_error = |e: DrawingAreaErrorKind<_>| anyhow::anyhow!("drawing the plot: {e}");
+    let mut svg = String::new();
+    let root = SVGBackend::with_string(&mut svg, (960, 600)).into_drawing_area();
     root.fill(&WHITE).map_err(drawing_error)?;
     let mut chart = ChartBuilder::on(&root)
         .caption("rfx bench: time per element", ("sans-serif", 22))
@@ -131,6 +130,5 @@ pub fn draw(results: &[KernelResult], path: &Path) -> anyhow::Result<()> {
     root.present().map_err(drawing_error)?;
     drop(chart);
     drop(root);
-    std::fs::metadata(path).with_context(|| format!("writing {}", path.display()))?;
-    Ok(())
+    Ok(svg)
 }

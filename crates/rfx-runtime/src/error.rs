@@ -19,6 +19,15 @@ pub enum RuntimeError {
     /// The backend is unknown, unavailable, cannot compile the program, or failed while running.
     #[error(transparent)]
     Backend(BackendError),
+    /// An output of the easy call ([`crate::Executable::call`]) needs more bytes than the
+    /// allocator can give: nothing ran.
+    #[error("output `{name}` needs {bytes} bytes, more than can be allocated")]
+    OutputTooLarge {
+        /// The output.
+        name: String,
+        /// Its size in bytes (saturated at `usize::MAX`).
+        bytes: usize,
+    },
 }
 
 impl From<BackendError> for RuntimeError {
@@ -32,11 +41,12 @@ impl From<BackendError> for RuntimeError {
 
 impl RuntimeError {
     /// `true` when the error is the caller's doing (bad arguments, an unknown or unavailable
-    /// backend, an invalid kernel) rather than a compiler bug.
+    /// backend, an invalid kernel, a size past one of rfx's documented limits) rather than a
+    /// compiler bug.
     pub fn is_user_error(&self) -> bool {
         match self {
-            RuntimeError::Call(_) => true,
-            RuntimeError::Opt(e) => matches!(e, OptError::InvalidKernel(_)),
+            RuntimeError::Call(_) | RuntimeError::OutputTooLarge { .. } => true,
+            RuntimeError::Opt(e) => matches!(e, OptError::InvalidKernel(_) | OptError::IndexRange(_)),
             RuntimeError::Lower(e) => matches!(e, LowerError::InvalidMir(_)),
             RuntimeError::Backend(e) => matches!(
                 e,
@@ -44,6 +54,7 @@ impl RuntimeError {
                     | BackendError::Unavailable { .. }
                     | BackendError::Unsupported { .. }
                     | BackendError::Call(_)
+                    | BackendError::Lower(LowerError::InvalidMir(_))
             ),
         }
     }

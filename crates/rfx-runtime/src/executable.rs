@@ -161,13 +161,13 @@ impl Executable {
         Ok(())
     }
 
-    /// The easy call: runs on `inputs` and returns freshly allocated outputs.
+    /// The easy call: runs on `inputs` and returns freshly allocated outputs
+    /// ([`RuntimeError::OutputTooLarge`] when one cannot be allocated).
     pub fn call(&self, inputs: &[ArrayView<'_>]) -> Result<Vec<Array>, RuntimeError> {
-        let mut results: Vec<Array> = self
-            .outputs
-            .iter()
-            .map(|(_, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
-            .collect();
+        let mut results: Vec<Array> = Vec::with_capacity(self.outputs.len());
+        for (name, ty) in &self.outputs {
+            results.push(zeros(name, ty)?);
+        }
         let mut views: Vec<ArrayViewMut<'_>> = results.iter_mut().map(Array::view_mut).collect();
         CALL_SCRATCH.with(|cell| match cell.try_borrow_mut() {
             Ok(mut scratch) => self.run(inputs, &mut views, &mut scratch),
@@ -180,11 +180,32 @@ impl Executable {
     }
 }
 
+/// Allocations of at least this many bytes are tried first, so that one the allocator refuses is
+/// an error rather than an abort; smaller ones are made directly (the easy call on a small
+/// kernel costs what it did).
+const CHECKED_ALLOCATION_BYTES: usize = 1 << 20;
+
+/// A zero-filled array of `ty` for the output `name`, or [`RuntimeError::OutputTooLarge`] when
+/// the allocator cannot provide its bytes.
+fn zeros(name: &str, ty: &TensorType) -> Result<Array, RuntimeError> {
+    let bytes = ty.shape.numel().saturating_mul(ty.dtype.size_bytes());
+    if bytes >= CHECKED_ALLOCATION_BYTES {
+        let mut probe: Vec<u8> = Vec::new();
+        probe
+            .try_reserve_exact(bytes)
+            .map_err(|_| RuntimeError::OutputTooLarge {
+                name: name.to_string(),
+                bytes,
+            })?;
+    }
+    Ok(Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
+}
+
 /// Optimises, lowers and compiles `kernel` with `config`, taking the backend from `registry`.
 ///
-/// When the environment variable `RFX_DUMP` names a directory, every stage of the kernel
-/// (HIR, the optimisation report, MIR, LIR and, on the CPU backend, Cranelift IR) is written
-/// there as `<kernel>-<fingerprint>.<stage>.txt`, like XLA's dump flag. A failure to write the
+/// When the environment variable `RFX_DUMP` names a directory (unset or empty: no dump), every
+/// stage of the kernel (HIR, the optimisation report, MIR, LIR and, on the CPU backend,
+/// Cranelift IR) is written there as `<kernel>-<fingerprint>.<stage>.txt`, like XLA's dump flag. A failure to write the
 /// dump is reported on stderr and does not fail the compile.
 pub fn compile(
     kernel: &Kernel,
@@ -219,7 +240,7 @@ pub fn compile(
         outputs,
         compile_time,
     };
-    if let Some(dir) = std::env::var_os("RFX_DUMP")
+    if let Some(dir) = std::env::var_os("RFX_DUMP").filter(|dir| !dir.is_empty())
         && let Err(error) = write_dump(Path::new(&dir), &exe)
     {
         eprintln!(

@@ -1,5 +1,6 @@
 //! Raises `RuntimeError::Opt`, `RuntimeError::Lower` and `RuntimeError::Backend` through
-//! `compile` and the cache with a bad kernel, bad lowering settings and an unknown backend.
+//! `compile` and the cache with a bad kernel, bad lowering settings and an unknown backend, and
+//! `RuntimeError::OutputTooLarge` through the easy call.
 
 use rfx_ir::hir::{self, Kernel};
 use rfx_ir::lir;
@@ -78,4 +79,41 @@ fn compiling_for_an_unknown_backend_is_a_backend_error() {
         "{err:?}"
     );
     assert_eq!(cache.compile_count(), 0);
+}
+
+#[test]
+fn an_output_the_allocator_refuses_is_an_error_before_anything_runs_not_an_abort() {
+    // 10^18 f32 elements: 4 EB, within `isize::MAX` bytes (so the kernel is valid) but more
+    // than any machine's address space.
+    let kernel = hir::parse(
+        "kernel k {\n  %x = input x : f32[1]\n  %b = broadcast_to %x : f32[1000000000,1000000000]\n  output b = %b\n}\n",
+    )
+    .expect("the kernel verifies");
+    let exe = compile(&kernel, &CompileConfig::with_backend("interp"), registry()).expect("compiles");
+    let x = rfx_ir::Array::from_vec([1], vec![1.0f32]).expect("x");
+    let err = exe.call(&[x.view()]).expect_err("4 EB output");
+    assert!(
+        matches!(&err, RuntimeError::OutputTooLarge { name, bytes } if name == "b" && *bytes == 4_000_000_000_000_000_000),
+        "{err:?}"
+    );
+    assert!(err.is_user_error());
+    assert!(
+        err.to_string()
+            .contains("output `b` needs 4000000000000000000 bytes"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_pad_past_i32_indices_is_the_user_s_error() {
+    let kernel = hir::parse(
+        "kernel k {\n  %x = input x : f32[3]\n  %p = pad %x low [0] : f32[3000000000]\n  %s = sum %p axes [0] : f32[]\n  output s = %s\n}\n",
+    )
+    .expect("the kernel verifies");
+    let err = compile(&kernel, &CompileConfig::with_backend("interp"), registry()).expect_err("pad too long");
+    assert!(
+        matches!(err, RuntimeError::Opt(OptError::IndexRange(_))),
+        "{err:?}"
+    );
+    assert!(err.is_user_error(), "a documented limit is the user's error");
 }

@@ -58,6 +58,12 @@ fn host_isa() -> Result<cranelift_codegen::isa::OwnedTargetIsa, BackendError> {
         // by 10–18% between builds that compiled it identically).
         set(&mut flags, "log2_min_function_alignment", "6")?;
         set(&mut flags, "is_pic", "false")?;
+        // A frame larger than a page touches each page in turn as it grows (inline probes, no
+        // call): a frame can never step over a thread's guard page. Frames are bounded anyway
+        // (`codegen::MAX_FRAME`); functions with frames under 4 KiB, every small kernel's, get
+        // no probe and no other change.
+        set(&mut flags, "enable_probestack", "true")?;
+        set(&mut flags, "probestack_strategy", "inline")?;
         let isa_builder =
             cranelift_native::builder().map_err(|e| format!("Cranelift does not support this host: {e}"))?;
         isa_builder
@@ -86,6 +92,8 @@ pub(crate) struct CpuCode {
     pub(crate) widths: Vec<u8>,
     pub(crate) clif: Vec<String>,
     pub(crate) asm: Vec<Option<String>>,
+    /// The largest stack frame of its functions, in bytes.
+    pub(crate) max_frame: u32,
     module: Option<JITModule>,
 }
 
@@ -135,7 +143,7 @@ pub(crate) fn compile_code(
     } else {
         None
     };
-    if let Some((id, widths)) = one_function {
+    if let Some((id, widths, frame)) = one_function {
         module.finalize_definitions().map_err(compile_error)?;
         let ptr = module.get_finalized_function(id);
         // SAFETY: the program's function was declared with the signature `(ptr, i64, i64)`
@@ -146,18 +154,20 @@ pub(crate) fn compile_code(
             widths,
             clif: Vec::new(),
             asm: Vec::new(),
+            max_frame: frame,
             module: Some(module),
         });
     }
     let mut built = Vec::new();
     let mut clif = Vec::new();
     let mut asm = Vec::new();
+    let mut max_frame = 0;
     for (index, kernel) in program.kernels().iter().enumerate() {
         let items = ModuleItems {
             imports: &imports,
             literals: &literals,
         };
-        let (id, text, disasm, shape) = build_kernel(
+        let kernel = build_kernel(
             &mut module,
             items,
             program,
@@ -166,9 +176,10 @@ pub(crate) fn compile_code(
             want_disasm,
             fast_math && has_fma(),
         )?;
-        built.push((id, shape));
-        clif.push(text);
-        asm.push(disasm);
+        built.push((kernel.id, kernel.shape));
+        clif.push(kernel.clif);
+        asm.push(kernel.disasm);
+        max_frame = max_frame.max(kernel.frame);
     }
     module.finalize_definitions().map_err(compile_error)?;
     let kernels: Vec<(KernelFn, KernelShape)> = built
@@ -187,6 +198,7 @@ pub(crate) fn compile_code(
         widths,
         clif,
         asm,
+        max_frame,
         module: Some(module),
     })
 }
@@ -275,6 +287,14 @@ impl CpuCompiled {
     /// (`dump`, [`CpuCompiled::clif`]) always show one function per kernel.
     pub fn function_count(&self) -> usize {
         self.code.kernels.len()
+    }
+
+    /// The largest stack frame of the program's JIT functions, in bytes: at most 1 MiB, the
+    /// bound every compile checks (a program whose frame would exceed it fails to compile with
+    /// `Unsupported::Size`). A thread calling the program needs this much free stack: a few KiB
+    /// for most kernels, about 250 KiB for one of 20,000 ops.
+    pub fn max_frame_bytes(&self) -> u32 {
+        self.code.max_frame
     }
 
     /// The SIMD lanes each kernel's main loop uses (1: scalar code).

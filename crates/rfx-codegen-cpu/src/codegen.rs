@@ -20,7 +20,7 @@ use cranelift_codegen::ir::{
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::JITModule;
 use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module};
-use rfx_ir::lir::{Inst, LirKernel, LirProgram, ScanOrder, SlotId, Storage};
+use rfx_ir::lir::{Inst, LirKernel, LirProgram, ReduceLeaves, ScanOrder, SlotId, Storage};
 use std::cell::RefCell;
 use std::collections::HashMap;
 
@@ -301,7 +301,19 @@ pub(crate) struct ModuleItems<'a> {
     pub(crate) literals: &'a [Option<DataId>],
 }
 
-/// Builds the function for `kernel` into `module`. Returns its id, its CLIF text and its shape.
+/// A kernel's function, built into its module.
+pub(crate) struct BuiltKernel {
+    pub(crate) id: FuncId,
+    /// Its CLIF text (empty unless asked for).
+    pub(crate) clif: String,
+    /// Its machine code, as text (when asked for).
+    pub(crate) disasm: Option<String>,
+    pub(crate) shape: KernelShape,
+    /// Its stack frame in bytes (at most [`MAX_FRAME`]).
+    pub(crate) frame: u32,
+}
+
+/// Builds the function for `kernel` into `module`.
 pub(crate) fn build_kernel(
     module: &mut JITModule,
     items: ModuleItems<'_>,
@@ -310,7 +322,7 @@ pub(crate) fn build_kernel(
     index: usize,
     want_disasm: bool,
     contract: bool,
-) -> Result<(FuncId, String, Option<String>, KernelShape), BackendError> {
+) -> Result<BuiltKernel, BackendError> {
     let name = format!("rfx_{}_{index}", kernel.name);
     let (id, sig) = declare_kernel_function(module, &name)?;
     // Cranelift's contexts keep their allocations across functions when reused: one pair per
@@ -343,7 +355,13 @@ pub(crate) fn build_kernel(
             *slot = Some((ctx, fbc));
         }
     });
-    result.map(|(clif, disasm, shape)| (id, clif, disasm, shape))
+    result.map(|(clif, disasm, shape, frame)| BuiltKernel {
+        id,
+        clif,
+        disasm,
+        shape,
+        frame,
+    })
 }
 
 /// Declares a function `(buffer table, first unit, end unit)` named `name` in `module`.
@@ -404,23 +422,62 @@ pub(crate) fn runs_as_one_function(program: &LirProgram) -> bool {
         })
 }
 
-/// The most stack a function running a whole program may reserve (its kernels' staging
-/// buffers and spills together). Cranelift emits no stack probes, so a frame must stay well
-/// inside a thread's guard-protected stack; a program of kernels that stage tiles of values
-/// keeps one function, and one frame, per kernel.
+/// The most stack a function running a whole program may reserve for its kernels' staging
+/// buffers (a control loop's call stays small and close to the caller's stack top); a program
+/// of kernels that stage tiles of values keeps one function, and one frame, per kernel.
 const PROGRAM_MAX_FRAME: u32 = 16 * 1024;
+
+/// The most bytes a tiled kernel's staging buffers (each `TILE` cells of one value: 2 KiB in
+/// `f32`, 4 KiB in `f64`) may take: 32 `f32` or 16 `f64` values live across the routine calls
+/// of a tile at once. Buffers are reused by liveness ([`staging_buffers`]), so this bounds the
+/// values live at once, not the kernel's length; a kernel that needs more runs untiled (inline
+/// vector transcendentals, no staging).
+pub(crate) const TILE_STAGING_MAX: u32 = 64 * 1024;
+
+/// The largest stack frame a generated function may have, in bytes: staging buffers (at most
+/// [`TILE_STAGING_MAX`]), spill slots, saved registers and the partial accumulators of a
+/// reduction. Every function's frame is read from Cranelift's compiled code and checked against
+/// it; a larger one is refused with `Unsupported::Size`. Spill slots are most of a large
+/// kernel's frame: code without loops (a kernel of one to a few elements, whose ops all run
+/// once) spills about 12 bytes per op when values stay live far along it, so a kernel of
+/// 20,000 ops takes up to about 250 KiB and the bound is reached near 80,000. Kernels with
+/// loops spill less (about 6 bytes per op). The worker threads' stacks ([`crate::pool`]) hold
+/// several such frames; the caller's thread needs the program's frame free
+/// (`CpuCompiled::max_frame_bytes`). Frames above 4 KiB probe each page as they grow
+/// (Cranelift's inline stack probes), so an overflow stops at the guard page instead of
+/// stepping over it.
+pub(crate) const MAX_FRAME: u32 = 1024 * 1024;
+
+/// The stack frame of the function just compiled in `ctx`, checked against [`MAX_FRAME`].
+fn checked_frame(ctx: &Context) -> Result<u32, BackendError> {
+    let frame = ctx
+        .compiled_code()
+        .and_then(|code| code.buffer.frame_layout())
+        .map_or(0, |layout| layout.frame_to_fp_offset);
+    if frame > MAX_FRAME {
+        return Err(BackendError::Unsupported {
+            backend: "cpu",
+            what: Unsupported::Size {
+                what: "a generated function's stack frame (bytes)",
+                size: frame as usize,
+                limit: MAX_FRAME as usize,
+            },
+        });
+    }
+    Ok(frame)
+}
 
 /// Compiles every kernel of `program` into one function, `(table, _, _)`, that runs them in
 /// program order, each on its whole range of units: each kernel's code is what
 /// [`build_kernel`] makes of it, with its return replaced by a jump to the next kernel's code.
-/// Returns the function and each kernel's vector width; `None` (and nothing defined in
+/// Returns the function, each kernel's vector width and its frame; `None` (and nothing defined in
 /// `module`) when the function's stack slots would exceed [`PROGRAM_MAX_FRAME`].
 pub(crate) fn build_program(
     module: &mut JITModule,
     items: ModuleItems<'_>,
     program: &LirProgram,
     contract: bool,
-) -> Result<Option<(FuncId, Vec<u8>)>, BackendError> {
+) -> Result<Option<(FuncId, Vec<u8>, u32)>, BackendError> {
     let ptr = module.target_config().pointer_type();
     let name = "rfx_program";
     let mut ctx = module.make_context();
@@ -473,7 +530,8 @@ pub(crate) fn build_program(
     module
         .define_function(id, &mut ctx)
         .map_err(|e| internal(format!("define {name}: {e:?}")))?;
-    Ok(Some((id, widths)))
+    let frame = checked_frame(&ctx)?;
+    Ok(Some((id, widths, frame)))
 }
 
 /// The body of [`build_kernel`] on borrowed (reused) Cranelift contexts.
@@ -489,7 +547,7 @@ fn build_into(
     contract: bool,
     ctx: &mut Context,
     fbc: &mut FunctionBuilderContext,
-) -> Result<(String, Option<String>, KernelShape), BackendError> {
+) -> Result<(String, Option<String>, KernelShape, u32), BackendError> {
     let ptr = module.target_config().pointer_type();
 
     let info = kernel_info(program, kernel)?;
@@ -511,12 +569,13 @@ fn build_into(
     module
         .define_function(id, ctx)
         .map_err(|e| internal(format!("define {name}: {e:?}")))?;
+    let frame = checked_frame(ctx)?;
     let disasm = if want_disasm {
         ctx.compiled_code().and_then(|c| c.vcode.clone())
     } else {
         None
     };
-    Ok((clif, disasm, shape))
+    Ok((clif, disasm, shape, frame))
 }
 
 /// What the emitter needs to know of `kernel`'s accesses and of `program`'s buffers.
@@ -832,6 +891,99 @@ struct TilePlan {
     /// For a reduction: the staged value (its defining body index) each `Reduce` of the body
     /// folds, in body order; the reduction pass after a tile's segments reads them.
     reduced: Vec<usize>,
+}
+
+/// The staging buffers of a tile plan: each buffer's cell size in bytes (a buffer holds `TILE`
+/// cells) and the buffer of each staged value (its defining body index).
+struct StagingBuffers {
+    cells: Vec<u32>,
+    of_def: HashMap<usize, usize>,
+}
+
+/// Assigns the staged values of `segments` (with their cell sizes, `cells`) to staging buffers
+/// by liveness: a value holds its buffer from the segment that defines it to the last segment
+/// that reads it (to the end for the `reduced` values, which the reduction pass after the
+/// segments reads), and a buffer freed by the end of one segment serves a value of the same cell
+/// size defined in a later one. A segment never writes a buffer it reads (its ops segments'
+/// last pass recomputes a few elements from their inputs), so a buffer is reused only by a value
+/// defined strictly after the last read of its previous value. A chain of routines stages two
+/// buffers, not one per value; the number of buffers is the most values live across a segment
+/// boundary.
+fn staging_buffers(segments: &[Segment], cells: &HashMap<usize, u32>, reduced: &[usize]) -> StagingBuffers {
+    let end = segments.len();
+    let mut last_read: HashMap<usize, usize> = HashMap::with_capacity(cells.len());
+    for (k, segment) in segments.iter().enumerate() {
+        let reads: Vec<usize> = match segment {
+            Segment::Ops { loads, .. } => loads.iter().map(|&(_, def, _)| def).collect(),
+            Segment::Call {
+                srcs, src_accesses, ..
+            } => srcs
+                .iter()
+                .zip(src_accesses)
+                .filter_map(|(src, access)| match (src, access) {
+                    (TileSrc::Body(def), None) => Some(*def),
+                    _ => None,
+                })
+                .collect(),
+        };
+        for def in reads {
+            last_read.insert(def, k);
+        }
+    }
+    for &def in reduced {
+        last_read.insert(def, end);
+    }
+    let mut buffers = StagingBuffers {
+        cells: Vec::new(),
+        of_def: HashMap::with_capacity(cells.len()),
+    };
+    // Free buffers, and the buffers each segment frees when it ends.
+    let mut free: Vec<usize> = Vec::new();
+    let mut freed_after: Vec<Vec<usize>> = vec![Vec::new(); end + 1];
+    let take = |buffers: &mut StagingBuffers, free: &mut Vec<usize>, cell: u32| {
+        let reused = free
+            .iter()
+            .enumerate()
+            .filter(|&(_, &buffer)| buffers.cells[buffer] == cell)
+            .min_by_key(|&(_, &buffer)| buffer)
+            .map(|(at, _)| at);
+        match reused {
+            Some(at) => free.swap_remove(at),
+            None => {
+                buffers.cells.push(cell);
+                buffers.cells.len() - 1
+            }
+        }
+    };
+    for (k, segment) in segments.iter().enumerate() {
+        let defs: &[usize] = match segment {
+            Segment::Ops { insts, .. } => insts,
+            Segment::Call { dsts, .. } => dsts,
+        };
+        for &def in defs {
+            let Some(&cell) = cells.get(&def) else { continue };
+            if buffers.of_def.contains_key(&def) {
+                continue;
+            }
+            let buffer = take(&mut buffers, &mut free, cell);
+            buffers.of_def.insert(def, buffer);
+            let last = last_read.get(&def).copied().unwrap_or(k).max(k);
+            freed_after[last].push(buffer);
+        }
+        free.append(&mut freed_after[k]);
+    }
+    // A staged value no segment defines (none should be) keeps a buffer of its own.
+    let mut orphans: Vec<usize> = cells
+        .keys()
+        .copied()
+        .filter(|def| !buffers.of_def.contains_key(def))
+        .collect();
+    orphans.sort_unstable();
+    for def in orphans {
+        buffers.cells.push(cells[&def]);
+        buffers.of_def.insert(def, buffers.cells.len() - 1);
+    }
+    buffers
 }
 
 impl<'k> Gen<'_, 'k> {
@@ -1925,36 +2077,71 @@ impl<'k> Gen<'_, 'k> {
             }
         }
         segments.retain(|segment| !matches!(segment, Segment::Ops { insts, .. } if insts.is_empty()));
-        let mut staged = HashMap::new();
-        for def in staged_defs {
+        let mut cells = HashMap::with_capacity(staged_defs.len());
+        for &def in &staged_defs {
             let slot = body[def]
                 .dst()
                 .ok_or_else(|| internal("staged value without a slot"))?;
-            let cell = cl_type(self.slot_dtype(slot)?, self.width).lane_type().bytes();
-            let bytes = u32::try_from(TILE).unwrap_or(u32::MAX).saturating_mul(cell);
-            // 32-byte alignment: the tile routines read and write whole AVX2 vectors.
-            let stack = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, bytes, 5));
-            staged.insert(def, (stack, cell));
+            cells.insert(
+                def,
+                cl_type(self.slot_dtype(slot)?, self.width).lane_type().bytes(),
+            );
         }
-        let mut invariant: Vec<(SlotId, StackSlot, u32)> = Vec::new();
+        let mut invariant_cells: Vec<(SlotId, u32)> = Vec::new();
         for segment in &segments {
             if let Segment::Call { srcs, .. } = segment {
                 for src in srcs {
                     if let TileSrc::Invariant(slot) = *src
-                        && !invariant.iter().any(|&(s, _, _)| s == slot)
+                        && !invariant_cells.iter().any(|&(s, _)| s == slot)
                     {
-                        let cell = cl_type(self.slot_dtype(slot)?, self.width).lane_type().bytes();
-                        let bytes = u32::try_from(TILE).unwrap_or(u32::MAX).saturating_mul(cell);
-                        let stack = b.create_sized_stack_slot(StackSlotData::new(
-                            StackSlotKind::ExplicitSlot,
-                            bytes,
-                            5,
+                        invariant_cells.push((
+                            slot,
+                            cl_type(self.slot_dtype(slot)?, self.width).lane_type().bytes(),
                         ));
-                        invariant.push((slot, stack, cell));
                     }
                 }
             }
         }
+        let buffers = staging_buffers(&segments, &cells, &reduced);
+        let tile_bytes = |cell: u32| u64::from(cell) * TILE as u64;
+        let staging_bytes: u64 = buffers.cells.iter().map(|&cell| tile_bytes(cell)).sum::<u64>()
+            + invariant_cells
+                .iter()
+                .map(|&(_, cell)| tile_bytes(cell))
+                .sum::<u64>();
+        if staging_bytes > u64::from(TILE_STAGING_MAX) {
+            // More values live across the segments than the staging budget holds: the untiled
+            // code, whose frame holds only its spills, runs the kernel instead.
+            return Ok(None);
+        }
+        // 32-byte alignment: the tile routines read and write whole AVX2 vectors.
+        let stacks: Vec<StackSlot> = buffers
+            .cells
+            .iter()
+            .map(|&cell| {
+                b.create_sized_stack_slot(StackSlotData::new(
+                    StackSlotKind::ExplicitSlot,
+                    cell * TILE as u32,
+                    5,
+                ))
+            })
+            .collect();
+        let staged = buffers
+            .of_def
+            .iter()
+            .map(|(&def, &buffer)| (def, (stacks[buffer], buffers.cells[buffer])))
+            .collect();
+        let invariant = invariant_cells
+            .into_iter()
+            .map(|(slot, cell)| {
+                let stack = b.create_sized_stack_slot(StackSlotData::new(
+                    StackSlotKind::ExplicitSlot,
+                    cell * TILE as u32,
+                    5,
+                ));
+                (slot, stack, cell)
+            })
+            .collect();
         Ok(Some(TilePlan {
             segments,
             staged,
@@ -2216,7 +2403,7 @@ impl<'k> Gen<'_, 'k> {
             SegmentAt::Tile { j, .. } => j,
             SegmentAt::Lanes { cell, .. } => cell,
         };
-        let mut slots = self.preamble_slots(b, w);
+        let mut slots = self.preamble_slots_read(b, w, insts);
         let cell_addr = |g: &Self, b: &mut FunctionBuilder<'_>, def: usize| {
             let (stack, cell) = *plan
                 .staged
@@ -2333,7 +2520,20 @@ impl<'k> Gen<'_, 'k> {
             j = after;
         }
         // Scalar tail (or the whole loop when not vectorised).
-        self.emit_loop(b, j, end, 1, &[], &mut |g, b, at, _| {
+        self.emit_scalar_points(b, j, end, offs, partials)
+    }
+
+    /// The points `start..end` of the innermost loop one at a time (scalar code); with
+    /// `partials`, reductions fold into partial `j % lanes` through the slot.
+    fn emit_scalar_points(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        start: Value,
+        end: Value,
+        offs: &[Value],
+        partials: Option<&Partials>,
+    ) -> Result<(), BackendError> {
+        self.emit_loop(b, start, end, 1, &[], &mut |g, b, at, _| {
             let mut reduced = Vec::new();
             g.emit_body(b, 1, at, offs, &mut reduced)?;
             if let Some(p) = partials {
@@ -2389,6 +2589,26 @@ impl<'k> Gen<'_, 'k> {
         let size = u32::try_from(offset.max(16)).map_err(|_| internal("partials too large"))?;
         let slot = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, size, 4));
         let partials = Partials { slot, lanes, reduces };
+        // A long float sum is blocked into leaves whose partials a binary counter combines
+        // pairwise (`ReduceLeaves`): the interpreter's order, whatever the vector width.
+        let rows: usize = outer_reduced.iter().product();
+        let leaves = if partials.reduces.iter().any(|r| partials.blocked(r)) {
+            ReduceLeaves::of(lanes, rows, inner)
+        } else {
+            ReduceLeaves::One
+        };
+        let tree = match leaves {
+            ReduceLeaves::One => None,
+            _ => Some(LeafTree::new(b, leaves.count(rows, inner), size as usize)?),
+        };
+        // Bytes each access advances per point of the innermost reduced dim (a row's pieces
+        // start at these multiples).
+        let row_steps: Vec<i64> = self
+            .info
+            .accesses
+            .iter()
+            .map(|a| (a.strides.get(rank - 1).copied().unwrap_or(0) * a.elem_bytes()) as i64)
+            .collect();
 
         let zero = b.ins().iconst(types::I64, 0);
         let zeros = vec![zero; self.info.accesses.len()];
@@ -2410,22 +2630,97 @@ impl<'k> Gen<'_, 'k> {
                     b.ins().stack_store(types::I64, value, partials.slot, off);
                 }
             }
-            let rows: usize = outer_reduced.iter().product();
-            let row_lo = b.ins().iconst(types::I64, 0);
-            let row_hi = b.ins().iconst(types::I64, rows as i64);
+            if let Some(tree) = &tree {
+                let zero = b.ins().iconst(types::I64, 0);
+                b.ins().stack_store(types::I64, zero, tree.counter, 0);
+            }
             let outer_reduced = outer_reduced.clone();
-            g.emit_loop(b, row_lo, row_hi, 1, &[], &mut |g, b, row, _| {
-                let offs = g.offsets(b, row, split, &outer_reduced, &lead_offs);
-                let offs = g.pointers(b, &offs)?;
-                if let Some(plan) = &tiles {
-                    g.emit_tiled_row(b, inner, &offs, &partials, plan)?;
-                } else {
+            // The rows `row_lo..row_hi`, whole.
+            let emit_rows = |g: &mut Self, b: &mut FunctionBuilder<'_>, row_lo: Value, row_hi: Value| {
+                g.emit_loop(b, row_lo, row_hi, 1, &[], &mut |g, b, row, _| {
+                    let offs = g.offsets(b, row, split, &outer_reduced, &lead_offs);
+                    let offs = g.pointers(b, &offs)?;
+                    if let Some(plan) = &tiles {
+                        g.emit_tiled_row(b, inner, &offs, &partials, plan)?;
+                    } else {
+                        let start = b.ins().iconst(types::I64, 0);
+                        let end = b.ins().iconst(types::I64, inner as i64);
+                        g.emit_inner(b, start, end, &offs, Some(&partials))?;
+                    }
+                    Ok(Vec::new())
+                })
+            };
+            match (leaves, &tree) {
+                (ReduceLeaves::RowGroups { rows_per_leaf }, Some(tree)) => {
+                    // Groups of `rows_per_leaf` rows, a leaf each, then the rows left.
+                    let full = rows - rows % rows_per_leaf;
                     let start = b.ins().iconst(types::I64, 0);
-                    let end = b.ins().iconst(types::I64, inner as i64);
-                    g.emit_inner(b, start, end, &offs, Some(&partials))?;
+                    let end = b.ins().iconst(types::I64, full as i64);
+                    g.emit_loop(b, start, end, rows_per_leaf as i64, &[], &mut |g, b, first, _| {
+                        let last = b.ins().iadd_imm_s(first, rows_per_leaf as i64);
+                        emit_rows(g, b, first, last)?;
+                        g.push_leaf(b, &partials, tree)?;
+                        Ok(Vec::new())
+                    })?;
+                    if full < rows {
+                        let start = b.ins().iconst(types::I64, full as i64);
+                        let end = b.ins().iconst(types::I64, rows as i64);
+                        emit_rows(g, b, start, end)?;
+                        g.push_leaf(b, &partials, tree)?;
+                    }
                 }
-                Ok(Vec::new())
-            })?;
+                (ReduceLeaves::RowPieces { points }, Some(tree)) => {
+                    // Each row in pieces of `points`, a leaf each, then the piece left.
+                    let full = inner - inner % points;
+                    let row_lo = b.ins().iconst(types::I64, 0);
+                    let row_hi = b.ins().iconst(types::I64, rows as i64);
+                    let outer_reduced = outer_reduced.clone();
+                    g.emit_loop(b, row_lo, row_hi, 1, &[], &mut |g, b, row, _| {
+                        let offs = g.offsets(b, row, split, &outer_reduced, &lead_offs);
+                        let ptrs = g.pointers(b, &offs)?;
+                        let piece = |g: &mut Self, b: &mut FunctionBuilder<'_>, start: Value, len: usize| {
+                            // A tile holds at least one pass of the segments; a shorter last
+                            // piece runs as scalar code, which calls the same routines one
+                            // point at a time (the same bits).
+                            let pass = usize::from(g.width) * g.segment_unroll.max(1) as usize;
+                            match &tiles {
+                                Some(plan) if len >= pass => {
+                                    let at = g.point_pointers(b, &ptrs, &row_steps, start);
+                                    g.emit_tiled_row(b, len, &at, &partials, plan)?;
+                                }
+                                Some(_) => {
+                                    let end = b.ins().iadd_imm_s(start, len as i64);
+                                    g.emit_scalar_points(b, start, end, &ptrs, Some(&partials))?;
+                                }
+                                None => {
+                                    let end = b.ins().iadd_imm_s(start, len as i64);
+                                    g.emit_inner(b, start, end, &ptrs, Some(&partials))?;
+                                }
+                            }
+                            g.push_leaf(b, &partials, tree)
+                        };
+                        let start = b.ins().iconst(types::I64, 0);
+                        let end = b.ins().iconst(types::I64, full as i64);
+                        g.emit_loop(b, start, end, points as i64, &[], &mut |g, b, at, _| {
+                            piece(g, b, at, points)?;
+                            Ok(Vec::new())
+                        })?;
+                        if full < inner {
+                            let start = b.ins().iconst(types::I64, full as i64);
+                            piece(g, b, start, inner - full)?;
+                        }
+                        Ok(Vec::new())
+                    })?;
+                }
+                _ => {
+                    let row_lo = b.ins().iconst(types::I64, 0);
+                    let row_hi = b.ins().iconst(types::I64, rows as i64);
+                    emit_rows(g, b, row_lo, row_hi)?;
+                }
+            }
+            if let Some(tree) = &tree {
+                g.fold_leaves(b, &partials, tree)?;
+            }
             // Combine the partials in lane order, finish, store at the leading index.
             for r in &partials.reduces {
                 let ty = cl_type(r.dtype, 1);
@@ -2467,6 +2762,95 @@ impl<'k> Gen<'_, 'k> {
             self.width,
             self.min_points_per_thread(),
         ))
+    }
+
+    /// Pushes the leaf the partials hold onto the binary counter of `tree` (see
+    /// [`ReduceLeaves`]): merged `trailing_zeros(count)` times with the top of the stack, the
+    /// older partials on the left, then stored at the new top; the blocked partials restart at
+    /// the identity. Once per leaf (a thousand points or more), so the merges run lane by lane
+    /// in whole vectors without care for speed.
+    fn push_leaf(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        partials: &Partials,
+        tree: &LeafTree,
+    ) -> Result<(), BackendError> {
+        let count = b.ins().stack_load(types::I64, types::I64, tree.counter, 0);
+        let next = b.ins().iadd_imm_s(count, 1);
+        b.ins().stack_store(types::I64, next, tree.counter, 0);
+        let merges = b.ins().ctz(next);
+        let depth = b.ins().popcnt(count);
+        let base = b.ins().stack_addr(self.ptr, tree.stack, 0);
+        let level_bytes = tree.level_bytes as i64;
+        let zero = b.ins().iconst(types::I64, 0);
+        self.emit_loop(b, zero, merges, 1, &[], &mut |g, b, i, _| {
+            // The entry `i` below the top: level `depth - 1 - i`.
+            let level = b.ins().isub(depth, i);
+            let level = b.ins().iadd_imm_s(level, -1);
+            let bytes = b.ins().imul_imm_s(level, level_bytes);
+            let entry = b.ins().iadd(base, bytes);
+            for (r, ty, off) in partials.blocked_chunks()? {
+                let older = b.ins().load(ty, MemFlagsData::trusted(), entry, off);
+                let leaf = b.ins().stack_load(types::I64, ty, partials.slot, off);
+                let mut e = Emitter {
+                    b: &mut *b,
+                    w: partials.unit(r),
+                    imports: g.imports,
+                };
+                let merged = e.combine(r.op, older, leaf, r.dtype)?;
+                b.ins().stack_store(types::I64, merged, partials.slot, off);
+            }
+            Ok(Vec::new())
+        })?;
+        let level = b.ins().isub(depth, merges);
+        let bytes = b.ins().imul_imm_s(level, level_bytes);
+        let entry = b.ins().iadd(base, bytes);
+        for (r, ty, off) in partials.blocked_chunks()? {
+            let leaf = b.ins().stack_load(types::I64, ty, partials.slot, off);
+            b.ins().store(MemFlagsData::trusted(), leaf, entry, off);
+            let mut e = Emitter {
+                b: &mut *b,
+                w: partials.unit(r),
+                imports: self.imports,
+            };
+            let restart = e.constant(identity(r.op, r.dtype)?);
+            b.ins().stack_store(types::I64, restart, partials.slot, off);
+        }
+        Ok(())
+    }
+
+    /// Folds the stack of `tree` from the top (`s0 ∘ (s1 ∘ (… ∘ s_top))`) into the blocked
+    /// partials, once every leaf is pushed: the entries are those of the set bits of the leaf
+    /// count, known at compile time.
+    fn fold_leaves(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        partials: &Partials,
+        tree: &LeafTree,
+    ) -> Result<(), BackendError> {
+        for (r, ty, off) in partials.blocked_chunks()? {
+            let mut total = None;
+            for level in (0..tree.entries_at_end).rev() {
+                let at = i32::try_from(level * tree.level_bytes)
+                    .ok()
+                    .and_then(|l| l.checked_add(off))
+                    .ok_or_else(|| internal("leaf stack too large"))?;
+                let entry = b.ins().stack_load(types::I64, ty, tree.stack, at);
+                total = Some(match total {
+                    None => entry,
+                    Some(newer) => Emitter {
+                        b: &mut *b,
+                        w: partials.unit(r),
+                        imports: self.imports,
+                    }
+                    .combine(r.op, entry, newer, r.dtype)?,
+                });
+            }
+            if let Some(total) = total {
+                b.ins().stack_store(types::I64, total, partials.slot, off);
+            }
+        }
+        Ok(())
     }
 
     /// One innermost reduced row of `n` elements (`ptrs`: its addresses at position 0) in tiles:
@@ -3824,26 +4208,47 @@ impl<'k> Gen<'_, 'k> {
 
     /// The slot values at the start of a body of width `w`: the preamble's, splatted.
     fn preamble_slots(&self, b: &mut FunctionBuilder<'_>, w: u8) -> Vec<Option<Value>> {
-        let mut slots: Vec<Option<Value>> = Vec::with_capacity(self.pre_scalar.len());
-        for (s, v) in self.pre_scalar.iter().enumerate() {
-            let hoisted = self
-                .pre_splat
-                .get(s)
-                .copied()
-                .flatten()
-                .filter(|_| w == self.width);
-            slots.push(match (v, w) {
-                _ if hoisted.is_some() => hoisted,
-                (Some(v), 1) => Some(*v),
-                (Some(v), _) => {
-                    let dtype = self.kernel().slots[s];
-                    let imports = self.imports;
-                    Some(self.pure(b, Pure::Splat, v.as_u32(), i64::from(w), |b| {
-                        Emitter { b, w, imports }.splat(*v, dtype)
-                    }))
+        (0..self.pre_scalar.len())
+            .map(|s| self.preamble_slot(b, w, s))
+            .collect()
+    }
+
+    /// The preamble value of slot `s` at `w` lanes ([`Gen::preamble_slots`]).
+    fn preamble_slot(&self, b: &mut FunctionBuilder<'_>, w: u8, s: usize) -> Option<Value> {
+        let v = self.pre_scalar.get(s).copied().flatten();
+        let hoisted = self
+            .pre_splat
+            .get(s)
+            .copied()
+            .flatten()
+            .filter(|_| w == self.width);
+        match (v, w) {
+            _ if hoisted.is_some() => hoisted,
+            (Some(v), 1) => Some(v),
+            (Some(v), _) => {
+                let dtype = self.kernel().slots[s];
+                let imports = self.imports;
+                Some(self.pure(b, Pure::Splat, v.as_u32(), i64::from(w), |b| {
+                    Emitter { b, w, imports }.splat(v, dtype)
+                }))
+            }
+            (None, _) => None,
+        }
+    }
+
+    /// [`Gen::preamble_slots`] for only the slots that the body instructions `insts` read (the
+    /// others `None`): a tiled kernel has an ops segment between every two routine calls, and
+    /// building every preamble value in each would make its compile time quadratic in its
+    /// length.
+    fn preamble_slots_read(&self, b: &mut FunctionBuilder<'_>, w: u8, insts: &[usize]) -> Vec<Option<Value>> {
+        let body = &self.kernel().body;
+        let mut slots = vec![None; self.pre_scalar.len()];
+        for inst in insts.iter().filter_map(|&i| body.get(i)) {
+            for src in inst.srcs() {
+                if slots.get(src.index()).is_some_and(Option::is_none) {
+                    slots[src.index()] = self.preamble_slot(b, w, src.index());
                 }
-                (None, _) => None,
-            });
+            }
         }
         slots
     }
@@ -4694,6 +5099,34 @@ struct Partials {
     reduces: Vec<ReduceInfo>,
 }
 
+/// The binary counter of a blocked reduction's leaves ([`ReduceLeaves`]): a stack of entries
+/// laid out as the partials' slot, and the count of leaves pushed for the current output.
+struct LeafTree {
+    stack: StackSlot,
+    counter: StackSlot,
+    /// Bytes per stack entry: the partials' slot size, a multiple of 16.
+    level_bytes: usize,
+    /// Entries on the stack once every leaf is pushed: the set bits of the leaf count.
+    entries_at_end: usize,
+}
+
+impl LeafTree {
+    /// The stack and counter for `leaves` leaves of partials laid out in `level_bytes`.
+    fn new(b: &mut FunctionBuilder<'_>, leaves: usize, level_bytes: usize) -> Result<LeafTree, BackendError> {
+        let depth = rfx_ir::lir::reduce_stack_depth(leaves);
+        let bytes =
+            u32::try_from(depth.saturating_mul(level_bytes)).map_err(|_| internal("leaf stack too large"))?;
+        let stack = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, bytes, 4));
+        let counter = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 8, 3));
+        Ok(LeafTree {
+            stack,
+            counter,
+            level_bytes,
+            entries_at_end: leaves.count_ones() as usize,
+        })
+    }
+}
+
 impl Partials {
     /// Every reduction's partials as vectors of `w` lanes (`lanes / w` each, 16 bytes apart),
     /// in reduction order: the accumulators a vector loop carries.
@@ -4729,6 +5162,37 @@ impl Partials {
             }
         }
         Ok(())
+    }
+
+    /// Whether reduction `r` is blocked into leaves (`rfx_ir::lir::reduce_is_blocked`).
+    fn blocked(&self, r: &ReduceInfo) -> bool {
+        rfx_ir::lir::reduce_is_blocked(r.op, r.dtype, self.lanes)
+    }
+
+    /// The lanes a leaf merge of reduction `r` handles at once: a 128-bit vector where the
+    /// lanes fill whole ones, else one. Merges are lane by lane, so the width changes no bit.
+    fn unit(&self, r: &ReduceInfo) -> u8 {
+        let vector = 16 / r.dtype.size_bytes().max(1);
+        if vector > 1 && (self.lanes as usize).is_multiple_of(vector) {
+            u8::try_from(vector).unwrap_or(1)
+        } else {
+            1
+        }
+    }
+
+    /// The blocked reductions' partials in merge units: the reduction, the unit's type and its
+    /// byte offset in the slot (and in each entry of a leaf stack, laid out alike).
+    fn blocked_chunks(&self) -> Result<Vec<(&ReduceInfo, Type, i32)>, BackendError> {
+        let mut chunks = Vec::new();
+        for r in self.reduces.iter().filter(|r| self.blocked(r)) {
+            let unit = self.unit(r);
+            let bytes = usize::from(unit) * r.dtype.size_bytes();
+            for k in 0..(self.lanes as usize / usize::from(unit)) {
+                let off = i32::try_from(r.offset + k * bytes).map_err(|_| internal("partials too large"))?;
+                chunks.push((r, cl_type(r.dtype, unit), off));
+            }
+        }
+        Ok(chunks)
     }
 
     /// The partial lane of row point `at` (`at % lanes`; `None` for a single lane).

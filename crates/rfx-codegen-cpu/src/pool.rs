@@ -16,12 +16,15 @@
 //! time, not that plus a wake-up. Only one parallel kernel runs at a time; a concurrent caller
 //! finding the pool busy runs its kernel on its own thread instead of waiting. Results do not
 //! depend on the split: units are independent (a reduction's unit is a whole output element).
+//!
+//! Workers have 4 MiB stacks (`WORKER_STACK`), four times the largest frame a kernel function
+//! may have (`codegen::MAX_FRAME`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::codegen::KernelShape;
+use crate::codegen::{KernelShape, MAX_FRAME};
 
 /// A compiled kernel: `(buffer table, first unit, end unit)`.
 pub(crate) type KernelFn = unsafe extern "C" fn(*const *mut u8, u64, u64);
@@ -32,6 +35,12 @@ pub(crate) fn default_threads() -> usize {
     static THREADS: OnceLock<usize> = OnceLock::new();
     *THREADS.get_or_init(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
 }
+
+/// Each worker's stack: one kernel function's frame (at most [`MAX_FRAME`], 1 MiB), the tile
+/// routines and libm calls it makes (a few KiB), and the pool's own few frames, with a wide
+/// margin (only the pages touched are ever committed). Set explicitly, so that `RUST_MIN_STACK`
+/// cannot shrink it below what a kernel needs.
+const WORKER_STACK: usize = 4 * MAX_FRAME as usize;
 
 /// Chunks per thread: enough that a late worker leaves little for the caller to wait on, few
 /// enough that claiming (one atomic add per chunk) stays negligible.
@@ -148,6 +157,7 @@ fn pool() -> &'static Pool {
                 let (mine, shared) = (worker.clone(), shared.clone());
                 std::thread::Builder::new()
                     .name(format!("rfx-cpu-{i}"))
+                    .stack_size(WORKER_STACK)
                     .spawn(move || worker_loop(&mine, &shared))
                     .ok()
                     .map(|_| worker)

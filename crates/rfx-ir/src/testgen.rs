@@ -481,3 +481,113 @@ pub fn random_array(rng: &mut TestRng, ty: &TensorType, special_rate: f64) -> Ar
     Array::new(ty.shape.clone(), data)
         .unwrap_or_else(|_| Array::filled(Scalar::zero(ty.dtype), Shape::scalar()))
 }
+
+/// A large elementwise kernel of at least `ops` nodes (constants included; inputs not), heavy in
+/// transcendentals, over 1 to 3 inputs of `dtype` and shape `[len]`, with 1 to 3 outputs.
+///
+/// Every step maps values of magnitude at most 2 to values of magnitude at most 2 with a slope
+/// of at most about 1 (`sin`, `cos`, `tanh`, `atan`, `sigmoid`, `exp(a/2)/2`, `log(2.5 + a)/2`,
+/// `pow(1.5 + a/4, c)` for a constant `c` in `[-1, 1]`, `atan2(a, 1.5 + b/4)`, `(a ± b)/2`,
+/// `a·b/2`), so rounding errors do not grow along the kernel: a backend's result stays within
+/// a few thousand ULP of the interpreter's at any length, while a value read from the wrong
+/// place is off by far more. Each step reads the latest value, and a binary one also a recent
+/// value or, now and then, any earlier one, so that many values stay live across the
+/// transcendentals at once. Inputs are first mapped through `sin` or `tanh`, so any finite
+/// input works.
+pub fn transcendental_kernel(rng: &mut TestRng, ops: usize, dtype: DType, len: usize, name: &str) -> Kernel {
+    let mut b = Builder::new(name);
+    let mut values: Vec<ValueId> = Vec::new();
+    let n_inputs = 1 + rng.below(3);
+    for i in 0..n_inputs {
+        if let Ok(x) = b.input(format!("in{i}"), TensorType::new(dtype, vec![len])) {
+            values.push(x);
+        }
+    }
+    let constant = |b: &mut Builder, v: f64| b.scalar(Scalar::from_f64(dtype, v));
+    let half = constant(&mut b, 0.5);
+    let quarter = constant(&mut b, 0.25);
+    let one_and_half = constant(&mut b, 1.5);
+    let two_and_half = constant(&mut b, 2.5);
+    let n_inputs = values.len();
+    let mut nodes = 4;
+    let first: Vec<ValueId> = values.clone();
+    values.clear();
+    for x in first {
+        let op = if rng.chance(0.5) {
+            UnaryOp::Sin
+        } else {
+            UnaryOp::Tanh
+        };
+        if let Ok(v) = b.unary(op, x) {
+            values.push(v);
+            nodes += 1;
+        }
+    }
+    // A second operand: a recent value mostly, any one now and then.
+    let operand = |rng: &mut TestRng, values: &[ValueId]| -> ValueId {
+        let n = values.len();
+        let back = if rng.chance(0.9) {
+            rng.below(16.min(n))
+        } else {
+            rng.below(n)
+        };
+        values[n - 1 - back]
+    };
+    // Each step extends the chain from the latest value, so that nearly every op reaches the
+    // first output (none is dead code).
+    while nodes < ops && !values.is_empty() {
+        let a = values[values.len() - 1];
+        let c = operand(rng, &values);
+        let made = match rng.below(12) {
+            0 => b.unary(UnaryOp::Sin, a),
+            1 => b.unary(UnaryOp::Cos, a),
+            2 => b.unary(UnaryOp::Tanh, a),
+            3 => b.unary(UnaryOp::Atan, a),
+            4 => b.unary(UnaryOp::Sigmoid, a),
+            5 => b
+                .binary(BinaryOp::Mul, a, half)
+                .and_then(|t| b.unary(UnaryOp::Exp, t))
+                .and_then(|t| b.binary(BinaryOp::Mul, t, half)),
+            6 => b
+                .binary(BinaryOp::Add, a, two_and_half)
+                .and_then(|t| b.unary(UnaryOp::Log, t))
+                .and_then(|t| b.binary(BinaryOp::Mul, t, half)),
+            7 => {
+                let exponent = constant(&mut b, (rng.uniform(-1.0, 1.0) * 8.0).round() / 8.0);
+                b.binary(BinaryOp::Mul, a, quarter)
+                    .and_then(|t| b.binary(BinaryOp::Add, t, one_and_half))
+                    .and_then(|t| b.binary(BinaryOp::Pow, t, exponent))
+            }
+            8 => b
+                .binary(BinaryOp::Mul, c, quarter)
+                .and_then(|t| b.binary(BinaryOp::Add, t, one_and_half))
+                .and_then(|t| b.binary(BinaryOp::Atan2, a, t)),
+            9 => b
+                .binary(BinaryOp::Add, a, c)
+                .and_then(|t| b.binary(BinaryOp::Mul, t, half)),
+            10 => b
+                .binary(BinaryOp::Sub, a, c)
+                .and_then(|t| b.binary(BinaryOp::Mul, t, half)),
+            _ => b
+                .binary(BinaryOp::Mul, a, c)
+                .and_then(|t| b.binary(BinaryOp::Mul, t, half)),
+        };
+        match made {
+            Ok(v) => {
+                nodes = v.index() + 1 - n_inputs;
+                values.push(v);
+            }
+            Err(_) => break,
+        }
+    }
+    let n_outputs = (1 + rng.below(3)).min(values.len());
+    for i in 0..n_outputs {
+        let v = if i == 0 {
+            values[values.len() - 1]
+        } else {
+            operand(rng, &values)
+        };
+        let _ = b.output(format!("out{i}"), v);
+    }
+    b.finish().unwrap_or_else(|_| fallback_kernel(name))
+}

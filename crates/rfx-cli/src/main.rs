@@ -161,7 +161,8 @@ enum Command {
     },
     /// Evaluates an expression on .npy inputs (the output is `out` unless named).
     Eval {
-        /// The expression, e.g. 'sin(x*2.0)+y'.
+        /// The expression, e.g. 'sin(x*2.0)+y' (after `--` if it starts with `-`:
+        /// `rfx eval --in x=x.npy -- '-x'`).
         expr: String,
         #[command(flatten)]
         inputs: Inputs,

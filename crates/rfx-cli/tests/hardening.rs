@@ -597,6 +597,17 @@ fn exit_codes_are_0_1_2_and_limits_are_user_errors() {
     let res = rfx(&["dump", kernel.to_str().expect("utf-8"), "--stage", "mir"]);
     assert_eq!(res.status.code(), Some(1), "{}", stderr(&res));
     assert!(!stderr(&res).contains("internal"), "{}", stderr(&res));
+    // An expression starting with `-` goes after `--`.
+    let res = rfx(&["eval", "--in", &arg("x", &x), "--", "-x"]);
+    assert!(res.status.success(), "{}", stderr(&res));
+    assert_eq!(
+        String::from_utf8_lossy(&res.stdout),
+        "out: f32[3] = [-1.0, -2.0, -3.0]\n"
+    );
+    // A backend `rfx bench` does not know is the user's error.
+    let res = rfx(&["bench", "--backend", "tpu", "--size", "16", "--iterations", "2"]);
+    assert_eq!(res.status.code(), Some(1), "{}", stderr(&res));
+    assert!(stderr(&res).contains("unknown backend `tpu`"), "{}", stderr(&res));
     // Success: 0.
     let res = rfx(&["eval", "x + 1.0", "--in", &arg("x", &x)]);
     assert_eq!(res.status.code(), Some(0), "{}", stderr(&res));

@@ -731,6 +731,14 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
         }
         None => None,
     };
+    // Every kernel's arrays at every size are checked before the first one is allocated.
+    for &n in &sizes {
+        for (name, kernel) in kernels(n)? {
+            if args.filter.as_ref().is_none_or(|f| name.contains(f.as_str())) {
+                check_fits(&name, &kernel, n, !args.no_baselines)?;
+            }
+        }
+    }
     let mut results = Vec::new();
     let total = sizes.len() * kernels(1)?.len();
     // A progress bar only on a terminal: piped output and CI logs stay plain lines.
@@ -754,15 +762,8 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
         // The yardstick of perf-check: at least 4096 elements, so that it takes about a
         // microsecond and the clock's granularity does not quantise it (at n = 1 it took 2 or
         // 3 ns, which moved every normalised time by half).
-        let list = kernels(n)?;
-        // Every kernel's arrays are checked before the first one is allocated.
-        for (name, kernel) in &list {
-            if args.filter.as_ref().is_none_or(|f| name.contains(f.as_str())) {
-                check_fits(name, kernel, n, !args.no_baselines)?;
-            }
-        }
         let mut reference = Reference::new(n.max(4096));
-        for (name, kernel) in list {
+        for (name, kernel) in kernels(n)? {
             if let Some(bar) = &progress {
                 bar.inc(1);
                 bar.set_message(format!("{name} at {n}"));

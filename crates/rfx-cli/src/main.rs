@@ -254,7 +254,10 @@ struct FuzzArgs {
 
 fn fuzz(args: &FuzzArgs) -> Result<(), CliError> {
     let duration = match args.minutes {
-        Some(m) if m.is_finite() && m > 0.0 => Some(std::time::Duration::from_secs_f64(m * 60.0)),
+        Some(m) if m > 0.0 => Some(
+            std::time::Duration::try_from_secs_f64(m * 60.0)
+                .map_err(|_| CliError::User(format!("--minutes {m} is too long")))?,
+        ),
         Some(m) => return Err(CliError::User(format!("--minutes must be positive, got {m}"))),
         None => None,
     };

@@ -110,12 +110,16 @@ impl OutputSet {
             missing.push(d.to_path_buf());
             at = d.parent();
         }
+        let not_a_directory = || WriteError {
+            path: dir.to_path_buf(),
+            source: io::Error::new(io::ErrorKind::NotADirectory, "it is not a directory"),
+        };
+        if std::fs::metadata(dir).is_ok_and(|meta| !meta.is_dir()) {
+            return Err(not_a_directory());
+        }
         std::fs::create_dir_all(dir).map_err(write_error(dir))?;
         if !std::fs::metadata(dir).map_err(write_error(dir))?.is_dir() {
-            return Err(WriteError {
-                path: dir.to_path_buf(),
-                source: io::Error::new(io::ErrorKind::NotADirectory, "it is not a directory"),
-            });
+            return Err(not_a_directory());
         }
         // Innermost first, so that removal can go in order.
         self.created_dirs.extend(missing);

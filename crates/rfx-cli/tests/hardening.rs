@@ -290,6 +290,43 @@ fn a_command_failing_on_a_later_output_leaves_every_earlier_output_as_it_was() {
     assert_eq!(snapshot(&e), before);
     assert_eq!(read_whole_npy(&e.join("a.npy")).expect("a").2, [2.0, 3.0, 4.0]);
 
+    // `run` of a kernel file with two outputs: the same.
+    let kernel = dir.join("two.rfx");
+    std::fs::write(
+        &kernel,
+        "kernel two {\n  %x = input x : f64[3]\n  %a = neg %x : f64[3]\n  %b = mul %x, %x : f64[3]\n  output a = %a\n  output b = %b\n}\n",
+    )
+    .expect("write");
+    let r = dir.join("run");
+    let r_str = r.to_str().expect("utf-8");
+    let run = |x: &Path| {
+        rfx(&[
+            "run",
+            kernel.to_str().expect("utf-8"),
+            "--in",
+            &arg("x", x),
+            "--out",
+            r_str,
+        ])
+    };
+    let first = run(&x1);
+    assert!(first.status.success(), "{}", stderr(&first));
+    std::fs::remove_file(r.join("b.npy")).expect("remove");
+    std::fs::create_dir(r.join("b.npy")).expect("dir");
+    let before = snapshot(&r);
+    let res = run(&x2);
+    assert_eq!(res.status.code(), Some(1), "{}", stderr(&res));
+    assert_eq!(snapshot(&r), before);
+    assert_eq!(read_whole_npy(&r.join("a.npy")).expect("a").2, [-1.0, -2.0, -3.0]);
+
+    // An --out that is a file is refused, and the file is left alone.
+    let file = dir.join("a-file");
+    std::fs::write(&file, "keep").expect("write");
+    let res = run_to(&x1, &file);
+    assert_eq!(res.status.code(), Some(1), "{}", stderr(&res));
+    assert!(stderr(&res).contains("not a directory"), "{}", stderr(&res));
+    assert_eq!(std::fs::read_to_string(&file).expect("file"), "keep");
+
     // A missing output directory is made, parents included.
     let fresh = dir.join("fresh").join("deeper");
     std::fs::create_dir_all(dir.join("fresh")).expect("fresh");
@@ -306,6 +343,18 @@ fn a_command_failing_on_a_later_output_leaves_every_earlier_output_as_it_was() {
     assert!(res.status.success(), "{}", stderr(&res));
     assert_eq!(entries(&fresh), ["a.npy", "b.npy"]);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// `rfx eval 'x * 2.0'` on `x` into `out`.
+fn run_to(x: &Path, out: &Path) -> Output {
+    rfx(&[
+        "eval",
+        "x * 2.0",
+        "--in",
+        &arg("x", x),
+        "--out",
+        out.to_str().expect("utf-8"),
+    ])
 }
 
 /// Runs rfx with stdout a pipe whose read end is closed before rfx writes: it must end quietly
@@ -555,6 +604,18 @@ fn sizes_past_memory_are_errors_before_anything_is_allocated() {
         "{err}"
     );
     assert!(!err.contains("memory allocation"), "{err}");
+    // Every size is checked before the first runs.
+    let res = rfx(&[
+        "bench",
+        "--sizes",
+        "16,99999999999",
+        "--iterations",
+        "2",
+        "--filter",
+        "add",
+    ]);
+    assert_eq!(res.status.code(), Some(1), "{}", stderr(&res));
+    assert!(res.stdout.is_empty(), "{}", String::from_utf8_lossy(&res.stdout));
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -604,6 +665,10 @@ fn exit_codes_are_0_1_2_and_limits_are_user_errors() {
         String::from_utf8_lossy(&res.stdout),
         "out: f32[3] = [-1.0, -2.0, -3.0]\n"
     );
+    // A duration past what a clock holds is the user's error, not a panic.
+    let res = rfx(&["fuzz", "--minutes", "1e307", "--kernels", "1"]);
+    assert_eq!(res.status.code(), Some(1), "{}", stderr(&res));
+    assert!(stderr(&res).contains("too long"), "{}", stderr(&res));
     // A backend `rfx bench` does not know is the user's error.
     let res = rfx(&["bench", "--backend", "tpu", "--size", "16", "--iterations", "2"]);
     assert_eq!(res.status.code(), Some(1), "{}", stderr(&res));

@@ -240,6 +240,9 @@ pub(crate) fn lower_kernel(
     let mut slot_of: Vec<Option<SlotId>> = vec![None; n];
     let mut const_pool: HashMap<Scalar, SlotId> = HashMap::new();
     let mut free: Vec<SlotId> = Vec::new();
+    // Whether a slot is in `free`, by slot index: a kernel of many live values has a long free
+    // list, and searching it for every freed slot made lowering quadratic.
+    let mut is_free: Vec<bool> = Vec::new();
     let mut preamble = Vec::new();
     let mut body = Vec::new();
     let mut values_needed = 0;
@@ -273,7 +276,13 @@ pub(crate) fn lower_kernel(
                 .iter()
                 .position(|s| slots.get(s.index()) == Some(&inst.dtype))
             {
-                Some(k) => free.swap_remove(k),
+                Some(k) => {
+                    let slot = free.swap_remove(k);
+                    if let Some(flag) = is_free.get_mut(slot.index()) {
+                        *flag = false;
+                    }
+                    slot
+                }
                 None => new_slot(&mut slots, inst.dtype),
             }
         };
@@ -350,8 +359,12 @@ pub(crate) fn lower_kernel(
                 if last_use.get(k) == Some(&i)
                     && !invariant.get(k).copied().unwrap_or(true)
                     && let Some(slot) = slot_of[k]
-                    && !free.contains(&slot)
+                    && !is_free.get(slot.index()).copied().unwrap_or(false)
                 {
+                    if is_free.len() <= slot.index() {
+                        is_free.resize(slot.index() + 1, false);
+                    }
+                    is_free[slot.index()] = true;
                     free.push(slot);
                 }
             }

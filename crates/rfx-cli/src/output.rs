@@ -136,11 +136,13 @@ impl OutputSet {
         check_replaceable(dest)?;
         let dir = parent_of(dest);
         let prefix = format!(".{}.", file_name_of(dest));
-        let file = Builder::new()
-            .prefix(&prefix)
-            .suffix(".tmp")
-            .tempfile_in(dir)
-            .map_err(write_error(dest))?;
+        let mut builder = Builder::new();
+        builder.prefix(&prefix).suffix(".tmp");
+        // The final file gets the permissions `File::create` would give it (0o666 less the
+        // umask), not the temporary file's default of owner-only.
+        #[cfg(unix)]
+        builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+        let file = builder.tempfile_in(dir).map_err(write_error(dest))?;
         let result = (|| {
             let mut out = BufWriter::new(file.as_file());
             write(&mut out)?;
@@ -315,6 +317,20 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&a).expect("a"), "new a");
         assert_eq!(std::fs::read_to_string(&b).expect("b"), "new b");
         assert_eq!(entries(&dir), ["a.txt", "b.txt"]);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_file_gets_the_permissions_file_create_gives() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = temp_dir("mode");
+        let plain = dir.join("plain.txt");
+        std::fs::write(&plain, "x").expect("write");
+        let written = dir.join("written.txt");
+        write_file(&written, |w| w.write_all(b"x")).expect("write_file");
+        let mode = |p: &Path| std::fs::metadata(p).expect("metadata").permissions().mode() & 0o777;
+        assert_eq!(mode(&written), mode(&plain));
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -20,6 +20,9 @@
 //! - `cargo xtask gpu-bundle [--out DIR] [--fuzz-minutes M] [--fuzz-seed S]`: the binaries,
 //!   NVRTC and a script that run the CUDA backend's GPU checks on a machine with a GPU but no
 //!   Rust toolchain (see `gpu.rs`).
+//! - `cargo xtask long-sums [--profile release] [--backend cpu]`: `sum`/`mean` of 10⁸ values and
+//!   a broadcast sum of 10¹⁰ ones through `rfx eval`, each within the documented bound of the
+//!   blocked pairwise reduction order of its closed form (see `sums.rs`).
 //!
 //! xtask depends on no rfx crate, so it builds even when the compiler crates do not.
 
@@ -28,6 +31,7 @@ mod gpu;
 mod miri;
 mod peers;
 mod perf;
+mod sums;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -82,6 +86,14 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Some("long-sums") => match sums::long_sums(&workspace_root(), &args[1..]) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::FAILURE,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        },
         Some("peers") => match peers::peers(&workspace_root(), &args[1..]) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -91,7 +103,7 @@ fn main() -> ExitCode {
         },
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\ncommands:\n  deps             check the crate layering rules\n  perf-check       compare an rfx bench run with a baseline (--baseline FILE --threshold-pct 10 [--repeat 3] [--confirm 2])\n  bench-baseline   write a new baseline (--output FILE)\n  peers            rfx bench and the peers script side by side (--markdown FILE)\n  fuzz             the differential fuzzer for a while (--minutes N, default 10)\n  miri             Miri over rfx-ir, rfx-lower and rfx-opt (nightly; --crate NAME, --all-tests)\n  gpu-bundle       binaries, NVRTC and a script for the GPU checks on a machine without Rust (--out DIR, --fuzz-minutes M, --fuzz-seed S)"
+                "usage: cargo xtask <command>\n\ncommands:\n  deps             check the crate layering rules\n  perf-check       compare an rfx bench run with a baseline (--baseline FILE --threshold-pct 10 [--repeat 3] [--confirm 2])\n  bench-baseline   write a new baseline (--output FILE)\n  peers            rfx bench and the peers script side by side (--markdown FILE)\n  fuzz             the differential fuzzer for a while (--minutes N, default 10)\n  miri             Miri over rfx-ir, rfx-lower and rfx-opt (nightly; --crate NAME, --all-tests)\n  gpu-bundle       binaries, NVRTC and a script for the GPU checks on a machine without Rust (--out DIR, --fuzz-minutes M, --fuzz-seed S)\n  long-sums        long float sums (1e8 values, 1e10 broadcast ones) against their closed forms (--profile release, --backend cpu)"
             );
             ExitCode::from(2)
         }

@@ -448,7 +448,12 @@ pub(crate) fn lower_kernel(
             && (row <= 16 * vector_width as usize
                 || (accesses.iter().all(|a| stride(a, split - 1) <= 1)
                     && accesses.iter().any(|a| stride(a, dims.len() - 1) > 1)));
-        let default = if 2 * row <= 3 * lanes as usize || across {
+        // A reduction longer than a leaf always keeps partials: with them a float sum is
+        // blocked into leaves combined pairwise (`rfx_ir::lir::ReduceLeaves`), whose error grows
+        // with the logarithm of its length, where one accumulator's grows linearly.
+        let points: usize = dims[split..].iter().product();
+        let long = points > rfx_ir::lir::REDUCE_LEAF_POINTS;
+        let default = if !long && (2 * row <= 3 * lanes as usize || across) {
             1
         } else {
             lanes

@@ -2,7 +2,7 @@
 
 use super::host::{bind_inputs, compute_dtype, offset, to_array, unravel};
 use super::{InterpError, Mode};
-use crate::lir::{self, Inst, LirKernel, LirProgram, ScanOrder, Storage};
+use crate::lir::{self, Inst, LirKernel, LirProgram, ReduceLeaves, ScanOrder, Storage};
 use crate::semantics::{
     binary, cast, compare, index_value, reduce_combine, reduce_finish, reduce_identity, select, unary,
 };
@@ -13,9 +13,10 @@ use crate::{Array, ArrayView, BufId, DType, Scalar};
 ///
 /// The program is verified first ([`InterpError::InvalidLir`]) and every input checked against
 /// its buffer's dtype and shape. Kernels run in order: the preamble once, then the body at every
-/// point of the loop nest in row-major order (the schedule does not change the result). For
-/// each leading point, reductions start from the op's identity, combine the reduced points
-/// sequentially in row-major order, and are finished and written after the last one. A kernel
+/// point of the loop nest in row-major order. For each leading point, reductions start from the
+/// op's identity, combine the reduced points in row-major order into the partials that
+/// [`lir::Schedule::reduce_lanes`] fixes (a blocked reduction leaf by leaf, the leaves combined by
+/// the tree of [`lir::ReduceLeaves`]), and are finished and written after the last one. A kernel
 /// with a scan order runs each row of its innermost dim in that order (from its last index for
 /// `scan reverse`), each scan's accumulator starting from the op's identity at the row's first
 /// point.
@@ -190,6 +191,25 @@ fn run_kernel(kernel: &LirKernel, memory: &mut Memory, mode: Mode) -> Option<()>
     let mut accs: Vec<Vec<Option<Scalar>>> = vec![vec![None; lanes]; kernel.body.len()];
     let leading_numel = leading.iter().fold(1usize, |acc, &d| acc.saturating_mul(d));
     let reduced_numel = reduced.iter().fold(1usize, |acc, &d| acc.saturating_mul(d));
+    // Blocked reductions: the leaves of one output, and per body instruction the binary
+    // counter's stack of leaf partials (`None` for instructions that are not blocked).
+    let row_len = if kernel.reduce_dims > 0 {
+        reduced.last().copied().unwrap_or(1)
+    } else {
+        1
+    };
+    let rows = reduced_numel.checked_div(row_len).unwrap_or(0);
+    let leaves = ReduceLeaves::of(kernel.schedule.reduce_lanes, rows, row_len);
+    let mut stacks: Vec<Option<LeafStack>> = Vec::with_capacity(kernel.body.len());
+    for inst in &kernel.body {
+        stacks.push(match inst {
+            Inst::Reduce { op, buf, .. } => {
+                let dtype = memory.places.get(buf.index())?.1;
+                lir::reduce_is_blocked(*op, dtype, kernel.schedule.reduce_lanes).then(LeafStack::default)
+            }
+            _ => None,
+        });
+    }
     // The preamble only feeds the body, so it runs only when the body does (its loads are
     // bounds-checked by the verifier only for non-empty loop nests).
     if leading_numel > 0 && reduced_numel > 0 {
@@ -216,10 +236,13 @@ fn run_kernel(kernel: &LirKernel, memory: &mut Memory, mode: Mode) -> Option<()>
                 idx[last] = kernel.dims.get(last)?.checked_sub(1 + step)?;
             }
         }
-        for (partials, inst) in accs.iter_mut().zip(&kernel.body) {
+        for ((partials, stack), inst) in accs.iter_mut().zip(&mut stacks).zip(&kernel.body) {
             if let Inst::Reduce { op, buf, .. } = inst {
                 let dtype = memory.places.get(buf.index())?.1;
                 partials.fill(Some(reduce_identity(*op, dtype)?));
+                if let Some(stack) = stack {
+                    *stack = LeafStack::default();
+                }
             }
         }
         for point in 0..reduced_numel {
@@ -234,6 +257,23 @@ fn run_kernel(kernel: &LirKernel, memory: &mut Memory, mode: Mode) -> Option<()>
                 let partial = accs.get_mut(i)?.get_mut(lane..=lane)?;
                 exec(kernel, inst, &idx, &mut slots, memory, partial, mode)?;
             }
+            if leaves.ends_leaf(point / row_len, point % row_len, rows, row_len) {
+                for ((partials, stack), inst) in accs.iter_mut().zip(&mut stacks).zip(&kernel.body) {
+                    if let (Inst::Reduce { op, buf, .. }, Some(stack)) = (inst, stack) {
+                        let dtype = memory.places.get(buf.index())?.1;
+                        let identity = reduce_identity(*op, dtype)?;
+                        let leaf = std::mem::replace(partials, vec![Some(identity); lanes]);
+                        stack.push(*op, leaf)?;
+                    }
+                }
+            }
+        }
+        for ((partials, stack), inst) in accs.iter_mut().zip(&stacks).zip(&kernel.body) {
+            if let (Inst::Reduce { op, .. }, Some(stack)) = (inst, stack)
+                && let Some(total) = stack.fold(*op)?
+            {
+                *partials = total;
+            }
         }
         for (partials, inst) in accs.iter().zip(&kernel.body) {
             if let Inst::Reduce { op, buf, .. } = inst {
@@ -246,6 +286,56 @@ fn run_kernel(kernel: &LirKernel, memory: &mut Memory, mode: Mode) -> Option<()>
         }
     }
     Some(())
+}
+
+/// The binary counter of a blocked reduction (see [`ReduceLeaves`]): the partials of the
+/// leaves pushed so far, merged pairwise as the count of leaves carries.
+#[derive(Default)]
+struct LeafStack {
+    /// Leaves pushed since the output's first point.
+    count: usize,
+    /// Merged partials, the oldest (earliest points) first.
+    entries: Vec<Vec<Option<Scalar>>>,
+}
+
+impl LeafStack {
+    /// Pushes one leaf's partials: merged `trailing_zeros(count)` times with the top of the
+    /// stack, the older partials on the left, lane by lane.
+    fn push(&mut self, op: crate::ReduceOp, mut leaf: Vec<Option<Scalar>>) -> Option<()> {
+        self.count += 1;
+        for _ in 0..self.count.trailing_zeros() {
+            let top = self.entries.pop()?;
+            leaf = merge(op, &top, &leaf)?;
+        }
+        self.entries.push(leaf);
+        Some(())
+    }
+
+    /// The stack folded from the top, `s0 ∘ (s1 ∘ (… ∘ s_top))` (`s0` the oldest and largest),
+    /// so that no point passes through more merges than the bit length of the leaf count;
+    /// `Some(None)` when no leaf was pushed.
+    fn fold(&self, op: crate::ReduceOp) -> Option<Option<Vec<Option<Scalar>>>> {
+        let Some((last, rest)) = self.entries.split_last() else {
+            return Some(None);
+        };
+        let mut total = last.clone();
+        for entry in rest.iter().rev() {
+            total = merge(op, entry, &total)?;
+        }
+        Some(Some(total))
+    }
+}
+
+/// `left ∘ right` lane by lane.
+fn merge(
+    op: crate::ReduceOp,
+    left: &[Option<Scalar>],
+    right: &[Option<Scalar>],
+) -> Option<Vec<Option<Scalar>>> {
+    left.iter()
+        .zip(right)
+        .map(|(l, r)| Some(Some(reduce_combine(op, (*l)?, (*r)?)?)))
+        .collect()
 }
 
 /// Executes one instruction at loop point `idx`. `acc` is the accumulator of this instruction

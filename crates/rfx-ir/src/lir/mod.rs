@@ -81,7 +81,105 @@ pub struct Schedule {
     /// op's identity; after the reduced points of a leading point are done, the partials are
     /// combined in lane order (`((p0 ∘ p1) ∘ p2) ∘ ...`) and finished (mean divides by the
     /// count). `1` is a plain sequential reduction. At least 1.
+    ///
+    /// With more than one lane, a float `sum`, `mean` or `prod` of more than
+    /// [`REDUCE_LEAF_POINTS`] points per output is blocked: its points are cut into leaves
+    /// ([`ReduceLeaves`]), each leaf reduced into its own `reduce_lanes` partials from the
+    /// identity as above, and the leaves' partials combined lane by lane in a binary tree
+    /// ([`ReduceLeaves`] gives the tree) before the lane-order combination. The rounding error
+    /// then grows with the logarithm of the point count, not linearly.
     pub reduce_lanes: u32,
+}
+
+/// Reduced points per leaf of a blocked reduction (see [`Schedule::reduce_lanes`]), rounded up
+/// to a multiple of the lanes. A reduction of at most this many points per output is one leaf,
+/// the plain `reduce_lanes` order, which the GPU backends' one-thread folds (below 1024
+/// points) also follow.
+pub const REDUCE_LEAF_POINTS: usize = 1024;
+
+/// Whether a reduction is blocked into leaves combined by a tree
+/// ([`Schedule::reduce_lanes`]): a float `sum`, `mean` or `prod` with more than one lane. The
+/// other reductions are exact in any order (`i32` sums wrap; `max` and `min` round nothing), so
+/// they keep the plain lane order.
+pub fn reduce_is_blocked(op: ReduceOp, dtype: DType, reduce_lanes: u32) -> bool {
+    reduce_lanes > 1 && dtype.is_float() && matches!(op, ReduceOp::Sum | ReduceOp::Mean | ReduceOp::Prod)
+}
+
+/// How the reduced points of one output of a blocked reduction are cut into leaves, from the
+/// reduced dims after the innermost (`row_len` points per row, the innermost loop dim) and the
+/// product of the others (`rows`). The points run in row-major order; a leaf is a run of them
+/// that starts at the beginning of a row (so at lane 0) and holds at most
+/// `leaf = REDUCE_LEAF_POINTS` rounded up to a multiple of the lanes.
+///
+/// The leaves' partials are combined by a binary counter: leaf `c` (counting from 1) is pushed
+/// on a stack after merging it `trailing_zeros(c)` times with the top of the stack
+/// (`top ∘ leaf`, the earlier points on the left), and at the end the stack is folded from the
+/// top (`s0 ∘ (s1 ∘ (… ∘ s_top))`, `s0` the oldest and largest). Every merge is lane by lane.
+/// This is a pairwise tree of the leaves in order, built without recursion: no leaf passes
+/// through more merges than the bit length of the leaf count ([`reduce_stack_depth`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceLeaves {
+    /// All points in one leaf (at most `leaf` points, or a reduction that is not blocked): the
+    /// plain lane order.
+    One,
+    /// Rows of at most `leaf` points, `rows_per_leaf` consecutive rows to a leaf (the last leaf
+    /// may hold fewer).
+    RowGroups {
+        /// Rows per leaf, at least 1.
+        rows_per_leaf: usize,
+    },
+    /// Rows longer than `leaf`, each cut into pieces of `points` points (its last piece
+    /// shorter).
+    RowPieces {
+        /// Points per piece: `leaf`, a multiple of the lanes.
+        points: usize,
+    },
+}
+
+impl ReduceLeaves {
+    /// The leaves of a blocked reduction over `rows` rows of `row_len` points with
+    /// `reduce_lanes` lanes (`One` with a single lane).
+    pub fn of(reduce_lanes: u32, rows: usize, row_len: usize) -> ReduceLeaves {
+        let lanes = reduce_lanes.max(1) as usize;
+        let leaf = REDUCE_LEAF_POINTS.next_multiple_of(lanes);
+        if lanes == 1 || row_len == 0 || rows.saturating_mul(row_len) <= leaf {
+            ReduceLeaves::One
+        } else if row_len <= leaf {
+            ReduceLeaves::RowGroups {
+                rows_per_leaf: leaf / row_len,
+            }
+        } else {
+            ReduceLeaves::RowPieces { points: leaf }
+        }
+    }
+
+    /// How many leaves `rows` rows of `row_len` points make.
+    pub fn count(self, rows: usize, row_len: usize) -> usize {
+        match self {
+            ReduceLeaves::One => 1,
+            ReduceLeaves::RowGroups { rows_per_leaf } => rows.div_ceil(rows_per_leaf.max(1)),
+            ReduceLeaves::RowPieces { points } => rows.saturating_mul(row_len.div_ceil(points.max(1))),
+        }
+    }
+
+    /// Whether point `j` of row `row` (of `rows` rows of `row_len` points) is the last of its
+    /// leaf.
+    pub fn ends_leaf(self, row: usize, j: usize, rows: usize, row_len: usize) -> bool {
+        let row_end = j + 1 == row_len;
+        match self {
+            ReduceLeaves::One => row_end && row + 1 == rows,
+            ReduceLeaves::RowGroups { rows_per_leaf } => {
+                row_end && ((row + 1).is_multiple_of(rows_per_leaf.max(1)) || row + 1 == rows)
+            }
+            ReduceLeaves::RowPieces { points } => row_end || (j + 1).is_multiple_of(points.max(1)),
+        }
+    }
+}
+
+/// The stack depth the binary counter of [`ReduceLeaves`] reaches over `leaves` leaves (the
+/// bit length of `leaves`); the stack holds `leaves.count_ones()` entries at the end.
+pub fn reduce_stack_depth(leaves: usize) -> usize {
+    (usize::BITS - leaves.leading_zeros()) as usize
 }
 
 impl Default for Schedule {

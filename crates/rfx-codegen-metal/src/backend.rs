@@ -151,9 +151,9 @@ impl Backend for MetalBackend {
 }
 
 /// The bound of `op` at `args` on lavapipe (the crate documentation's table), `None` outside
-/// the table's ranges. rfx's own functions hold over every argument (`sin`, `cos`, `tan` up to
-/// 32768); `tanh`, which is the built-in above 0.625, only for normal arguments and results in
-/// its range.
+/// the table's ranges. rfx's own functions hold over every argument (`sin`, `cos`, `tan` too,
+/// by Payne and Hanek's reduction beyond 32768); `tanh`, which is the built-in above 0.625, only
+/// for normal arguments and results in its range.
 pub(crate) fn lavapipe_ulp_bound(op: Transcendental, args: &[f64]) -> Option<u64> {
     let within = |x: f64, lo: f64, hi: f64| (lo..=hi).contains(&x);
     match (op, args) {
@@ -161,8 +161,8 @@ pub(crate) fn lavapipe_ulp_bound(op: Transcendental, args: &[f64]) -> Option<u64
             UnaryOp::Exp | UnaryOp::Exp2 | UnaryOp::Log | UnaryOp::Log2 => Some(2),
             UnaryOp::Atan | UnaryOp::Asin | UnaryOp::Acos => Some(3),
             UnaryOp::Sigmoid => Some(4),
-            UnaryOp::Sin | UnaryOp::Cos => within(x, -32768.0, 32768.0).then_some(3),
-            UnaryOp::Tan => within(x, -32768.0, 32768.0).then_some(6),
+            UnaryOp::Sin | UnaryOp::Cos => Some(3),
+            UnaryOp::Tan => Some(6),
             UnaryOp::Tanh => {
                 let subnormal = |v: f64| v != 0.0 && v.abs() < f64::from(f32::MIN_POSITIVE);
                 let normal = !subnormal(x) && !subnormal(op.oracle(args));

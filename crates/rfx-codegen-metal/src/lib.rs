@@ -74,24 +74,26 @@
 //! relative), since rounding `y log2|x|` to one `f32` cost up to 93 ULP on large and tiny
 //! results; `sin`, `cos`, `tan` for
 //! `|x| <= 32768` use a Cody–Waite reduction by π/2 in six parts, the first five of 9 bits, so
-//! that every product is exact without a fused multiply-add (lavapipe splits `fma`), before
-//! Cephes' polynomials, and the built-ins beyond; `tanh` is Cephes' polynomial below 0.625 and
-//! the built-in above. Every operand of a rounding op (`sqrt`, the transcendentals) and each
+//! that every product is exact without a fused multiply-add (lavapipe splits `fma`), and beyond
+//! it Payne and Hanek's reduction on the bits (the significand times 192 bits of 2/π in 32-bit
+//! integer words, as CUDA's slow path; the built-ins gave ±1 at 1e30 and FLT_MAX on lavapipe),
+//! before Cephes' polynomials; `tanh` is Cephes' polynomial below 0.625 and the built-in above. Every operand of a rounding op (`sqrt`, the transcendentals) and each
 //! reduction step passes through `rfx_exact`, so the driver cannot rewrite across ops: NIR
 //! turns `sqrt(exp2(a))` into `exp2(0.5 * a)`. The odd functions return `x` below `2^-12`
 //! (keeps `-0` and subnormals). Max error measured on lavapipe (llvmpipe, Mesa 22.3.6, LLVM
 //! 15) against the f64 oracle rounded to f32, 20,000 inputs per op (a quarter special values,
 //! a quarter random bit patterns, half uniform in the range shown), plus, for `sin`, `cos`,
-//! `tan`, the arguments next to every zero below 32768; `tests/conformance.rs`
-//! (`transcendentals_within_documented_ulp_bounds`,
-//! `trigonometric_functions_meet_their_bound_near_every_zero`) asserts the bound column, which
+//! `tan`, the arguments next to every zero below 32768 and 40,000 beyond it up to FLT_MAX;
+//! `tests/conformance.rs` (`transcendentals_within_documented_ulp_bounds`,
+//! `trigonometric_functions_meet_their_bound_near_every_zero`) and `tests/huge_arguments.rs`
+//! assert the bound column, which
 //! [`MetalBackend`]'s `ulp_bound` states on lavapipe:
 //!
 //! | op | where the bound holds | measured max ULP | bound |
 //! |---|---|---|---|
 //! | exp, exp2, log, log2 | every input | 1 | 2 |
-//! | sin, cos | \|x\| ≤ 32768 (the built-in beyond) | 1 random, 2 next to the zeros | 3 |
-//! | tan | \|x\| ≤ 32768 | 3 random, 4 next to the zeros | 6 |
+//! | sin, cos | every input | 1 random, 2 next to the zeros, 1 beyond 32768 | 3 |
+//! | tan | every input | 3 random, 4 next to the zeros, 3 beyond 32768 | 6 |
 //! | tanh | [-10, 10], normal arguments and results | 2 | 2 |
 //! | atan, asin, acos | every input | 2, 2, 1 | 3 |
 //! | sigmoid | every input | 2 | 4 |

@@ -92,7 +92,14 @@ impl CliError {
 
 /// rfx: a JIT compiler for robotics control kernels.
 #[derive(Debug, Parser)]
-#[command(name = "rfx", version, about)]
+#[command(
+    name = "rfx",
+    version,
+    about,
+    after_help = "Exit codes: 0 success (also when stdout's reader closes early, as with `| head`), \
+                  1 user error, 2 usage error, 70 internal error (a bug in rfx). Output files are \
+                  written all or nothing; see docs/errors.md."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,

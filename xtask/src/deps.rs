@@ -50,6 +50,10 @@ pub(crate) const ALLOWED_WORKSPACE_DEPS: &[(&str, &[&str])] = &[
             "rfx-control",
         ],
     ),
+    (
+        "rfx-python",
+        &["rfx", "rfx-ir", "rfx-runtime", "rfx-lower", "rfx-autodiff"],
+    ),
     ("xtask", &[]),
 ];
 

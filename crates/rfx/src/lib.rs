@@ -40,11 +40,13 @@
 //! closures that capture anything at compile time; see [`Func`] for the opt-in.
 #![deny(missing_docs)]
 
+mod dynamic;
 pub mod expr;
 mod func;
 mod jit;
 mod trace;
 
+pub use dynamic::Trace;
 pub use func::{
     ClosureMarker, Func, IntoKernelFn, KernelFn, KernelFnMarker, KernelSource, TraceClosure, Transform,
     TransformKind, Vmap,

@@ -1,0 +1,80 @@
+"""rfxjit: `@jit`, `grad`, `vmap` and friends over plain NumPy code, compiled by rfx.
+
+```python
+import numpy as np
+import rfxjit as rj
+
+@rj.jit
+def compute(x, y):
+    return np.sin(x * 2.0) + y
+```
+
+The function body is ordinary NumPy: while it is traced, its parameters are `Tracer`s that
+record every NumPy call into rfx's HIR (see `docs/python.md` for what is supported).
+"""
+
+from . import _rfx
+from ._api import (
+    Bound,
+    CacheInfo,
+    Function,
+    config,
+    eval,
+    grad,
+    hessian,
+    jacfwd,
+    jacobian,
+    jacrev,
+    jit,
+    jvp,
+    value_and_grad,
+    vmap,
+)
+from ._errors import (
+    AutodiffError,
+    BackendUnavailable,
+    CallError,
+    CompileError,
+    ExprError,
+    RfxError,
+    TraceError,
+)
+from ._tracer import Tracer
+from . import numpy  # noqa: E402 - the namespace imports the tracer
+
+Kernel = _rfx.Kernel
+__version__ = _rfx.__version__
+
+
+def backends():
+    """The backends built into this installation (`cpu` and `interp` always)."""
+    return list(_rfx.backends())
+
+
+__all__ = [
+    "AutodiffError",
+    "BackendUnavailable",
+    "Bound",
+    "CacheInfo",
+    "CallError",
+    "CompileError",
+    "ExprError",
+    "Function",
+    "Kernel",
+    "RfxError",
+    "TraceError",
+    "Tracer",
+    "backends",
+    "config",
+    "eval",
+    "grad",
+    "hessian",
+    "jacfwd",
+    "jacobian",
+    "jacrev",
+    "jit",
+    "jvp",
+    "numpy",
+    "value_and_grad",
+    "vmap",
+]

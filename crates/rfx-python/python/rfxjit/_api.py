@@ -1,0 +1,593 @@
+"""`jit`, the transforms and `eval`: Python functions traced into rfx kernels, compiled once
+per signature (argument shapes and dtypes, static arguments, backend) and cached."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import numbers
+import sys
+import threading
+from collections import namedtuple
+
+import numpy as np
+
+from . import _rfx
+from ._errors import AutodiffError, TraceError, at_user_line
+from ._tracer import Tracer, as_rfx_array
+
+BACKENDS = ("cpu", "interp", "cuda", "metal")
+
+CacheInfo = namedtuple("CacheInfo", ["hits", "misses", "currsize"])
+
+
+class _Config:
+    """Process-wide settings: `explain_cache_misses` prints why each compile happened."""
+
+    explain_cache_misses = False
+
+
+config = _Config()
+
+
+# -- argument signatures --------------------------------------------------------------------------
+
+# One entry per traced argument: (dtype name, shape, weak). `weak` marks a Python scalar, which
+# takes the dtype of the arrays it meets (NEP 50), as in JAX.
+
+
+def _scalar_dtype(value) -> str:
+    if isinstance(value, (bool, np.bool_)):
+        return "bool"
+    if isinstance(value, numbers.Integral):
+        return "int32"
+    return "float64"
+
+
+def _prepare(value, position: int):
+    """The array passed to the kernel for argument `value`, and its signature entry."""
+    if isinstance(value, (bool, int, float)) and not isinstance(value, np.generic):
+        if isinstance(value, int) and not isinstance(value, bool) and not -(2**31) <= value < 2**31:
+            raise TraceError(f"argument {position}: the integer {value} does not fit int32, the integer dtype of rfx")
+        dtype = _scalar_dtype(value)
+        return np.asarray(value, dtype=dtype), (dtype, (), True)
+    if isinstance(value, Tracer):
+        raise TraceError("internal: a traced value reached the call path")
+    try:
+        array = as_rfx_array(value, f"argument {position}")
+    except TraceError:
+        raise
+    except Exception as error:  # noqa: BLE001 - any failure to make an array is the caller's
+        raise TypeError(f"argument {position}: expected an array or a scalar, got {type(value).__name__} ({error})") from None
+    return array, (array.dtype.name, array.shape, False)
+
+
+def _input_names(fun, count: int) -> list[str]:
+    try:
+        params = [
+            p.name
+            for p in inspect.signature(fun).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError):
+        params = []
+    names = []
+    for i in range(count):
+        name = params[i] if i < len(params) else f"arg{i}"
+        if not name.isidentifier() or name in names or name.startswith(("grad_", "tangent_")):
+            name = f"arg{i}"
+        names.append(name)
+    return names
+
+
+# -- kernel sources: what turns a signature into a HIR kernel ------------------------------------
+
+
+def _flatten_outputs(result, what: str):
+    """The output tracers of a traced function and how to rebuild its structure."""
+    if isinstance(result, (tuple, list)):
+        items = list(result)
+        kind = type(result)
+    else:
+        items = [result]
+        kind = None
+    tracers = []
+    for item in items:
+        if isinstance(item, Tracer):
+            tracers.append(item)
+        elif isinstance(item, (np.ndarray, np.generic, numbers.Number)):
+            from ._tracer import lift
+
+            tracers.append(lift(item))
+        else:
+            raise TraceError(f"{what} returned a {type(item).__name__}; return arrays, or a tuple or list of arrays")
+    if not tracers:
+        raise TraceError(f"{what} returned no arrays")
+
+    def rebuild(outputs):
+        if kind is None:
+            return outputs[0]
+        return kind(outputs)
+
+    return tracers, rebuild
+
+
+class _PySource:
+    """A Python function, traced with tracers for its non-static arguments."""
+
+    def __init__(self, fun, static_argnums=()):
+        self.fun = fun
+        self.static_argnums = tuple(sorted(static_argnums))
+        self.name = getattr(fun, "__name__", "fn")
+        if not self.name.isidentifier():
+            self.name = "fn"
+
+    def kernel(self, spec, statics):
+        n = len(spec) + len(statics)
+        names = _input_names(self.fun, n)
+        traced_names = [names[i] for i in range(n) if i not in self.static_argnums]
+        inputs = [(name, dtype, list(shape)) for name, (dtype, shape, _) in zip(traced_names, spec)]
+        rebuild = [None]
+
+        def body(tensors):
+            tracers = iter([Tracer(t, weak=weak) for t, (_, _, weak) in zip(tensors, spec)])
+            static_values = dict(statics)
+            args = [static_values[i] if i in static_values else next(tracers) for i in range(n)]
+            try:
+                result = self.fun(*args)
+            except TraceError as error:
+                raise at_user_line(error, sys.exc_info()[2]) from None
+            outputs, rebuild[0] = _flatten_outputs(result, f"`{self.name}`")
+            return [o._t for o in outputs]
+
+        kernel = _rfx.trace(self.name, inputs, body)
+        return kernel, rebuild[0]
+
+    def inline(self, *args):
+        return self.fun(*args)
+
+
+def _argnums_list(argnums, n: int) -> list[int]:
+    items = [argnums] if isinstance(argnums, int) else list(argnums)
+    out = []
+    for a in items:
+        if not -n <= a < n:
+            raise AutodiffError(f"argnums {a} is out of range for a function of {n} argument(s)")
+        out.append(a % n)
+    return out
+
+
+def _types(spec):
+    return [(dtype, list(shape)) for dtype, shape, _ in spec]
+
+
+def _float_outputs(kernel):
+    return [name for name, dtype, _ in kernel.outputs() if dtype.startswith("float")]
+
+
+class _TransformSource:
+    """A derivative of another source, computed by rfx's autodiff on the kernel."""
+
+    def __init__(self, inner, kind: str, argnums, has_aux: bool = False):
+        self.inner = inner
+        self.kind = kind
+        self.argnums = argnums
+        self.name = f"{kind}_{inner.name}"
+        self.static_argnums = ()
+
+    def kernel(self, spec, statics):
+        n = len(spec)
+        if self.kind in ("jvp",):
+            n = len(spec) // 2
+        primal_spec = spec[:n]
+        inner_kernel, inner_rebuild = self.inner.kernel(primal_spec, statics)
+        wrt = _argnums_list(self.argnums, n) if self.argnums is not None else list(range(n))
+        kernel = inner_kernel.transform(self.kind, wrt, _types(spec))
+        single = isinstance(self.argnums, int)
+        in_names = [name for name, _, _ in inner_kernel.inputs()]
+        out_names = [name for name, _, _ in inner_kernel.outputs()]
+        names = [name for name, _, _ in kernel.outputs()]
+        index = {name: i for i, name in enumerate(names)}
+        n_inner_out = len(out_names)
+        kind = self.kind
+
+        def pick(outputs, name):
+            return outputs[index[name]]
+
+        if kind == "grad":
+
+            def rebuild(outputs):
+                grads = [pick(outputs, f"grad_{in_names[w]}") for w in wrt]
+                return grads[0] if single else tuple(grads)
+
+        elif kind == "value_and_grad":
+
+            def rebuild(outputs):
+                grads = [pick(outputs, f"grad_{in_names[w]}") for w in wrt]
+                value = inner_rebuild(list(outputs[:n_inner_out]))
+                return value, (grads[0] if single else tuple(grads))
+
+        elif kind == "jvp":
+            float_outs = _float_outputs(inner_kernel)
+
+            def rebuild(outputs):
+                primal = inner_rebuild(list(outputs[:n_inner_out]))
+                tangents = [
+                    pick(outputs, f"tangent_{o}") if o in float_outs else np.zeros_like(outputs[i])
+                    for i, o in enumerate(out_names)
+                ]
+                return primal, inner_rebuild(tangents)
+
+        elif kind == "jacobian":
+
+            def rebuild(outputs):
+                per_output = []
+                for o in out_names:
+                    jacs = [pick(outputs, f"jac_{o}_{in_names[w]}") for w in wrt]
+                    per_output.append(jacs[0] if single else tuple(jacs))
+                return inner_rebuild(per_output)
+
+        elif kind == "hessian":
+
+            def rebuild(outputs):
+                per_output = []
+                for o in out_names:
+                    rows = []
+                    for x in wrt:
+                        row = [pick(outputs, f"hess_{o}_{in_names[x]}_{in_names[y]}") for y in wrt]
+                        rows.append(row[0] if single else tuple(row))
+                    per_output.append(rows[0] if single else tuple(rows))
+                return inner_rebuild(per_output)
+
+        else:  # pragma: no cover - every kind above
+            raise AutodiffError(f"unknown transform {kind}")
+        return kernel, rebuild
+
+    def inline(self, *args):
+        raise TraceError(
+            f"calling {self.kind}(f) inside a traced function is not supported yet; "
+            f"apply jit to the transform instead: rfxjit.jit(rfxjit.{self.kind}(f))"
+        )
+
+
+class _VmapSource:
+    """Another source mapped over a batch axis, as one kernel."""
+
+    def __init__(self, inner, in_axes, out_axes):
+        self.inner = inner
+        self.in_axes = in_axes
+        self.out_axes = out_axes
+        self.name = f"vmap_{inner.name}"
+        self.static_argnums = ()
+
+    def kernel(self, spec, statics):
+        n = len(spec)
+        in_axes = [self.in_axes] * n if not isinstance(self.in_axes, (tuple, list)) else list(self.in_axes)
+        if len(in_axes) != n:
+            raise AutodiffError(f"vmap: in_axes has {len(in_axes)} entries for {n} argument(s)")
+        example = []
+        axes = []
+        for (dtype, shape, weak), axis in zip(spec, in_axes):
+            if axis is None:
+                example.append((dtype, shape, weak))
+                axes.append(None)
+                continue
+            if not -len(shape) <= axis < len(shape):
+                raise AutodiffError(f"vmap: in_axes {axis} is out of range for an argument of shape {shape}")
+            axis %= len(shape)
+            axes.append(axis)
+            example.append((dtype, tuple(d for i, d in enumerate(shape) if i != axis), weak))
+        inner_kernel, inner_rebuild = self.inner.kernel(example, statics)
+        n_out = len(inner_kernel.outputs())
+        out_axes = [self.out_axes] * n_out if not isinstance(self.out_axes, (tuple, list)) else list(self.out_axes)
+        if len(out_axes) != n_out:
+            raise AutodiffError(f"vmap: out_axes has {len(out_axes)} entries for {n_out} output(s)")
+        kernel = inner_kernel.vmap(axes, out_axes, _types(spec))
+        return kernel, lambda outputs: inner_rebuild(list(outputs))
+
+    def inline(self, *args):
+        raise TraceError("calling vmap(f) inside a traced function is not supported yet; apply jit to it instead")
+
+
+# -- the callable -----------------------------------------------------------------------------
+
+
+class _Entry:
+    __slots__ = ("compiled", "rebuild", "single")
+
+    def __init__(self, compiled, rebuild, n_out):
+        self.compiled = compiled
+        self.rebuild = rebuild
+        self.single = n_out == 1
+
+
+class Function:
+    """A traced, compiled and cached function: what `jit` and the transforms return.
+
+    Calling it with NumPy arrays (or Python scalars) traces the function for that signature
+    (argument dtypes and shapes, static argument values, backend) the first time, compiles it
+    with rfx, and replays the compiled kernel on every later call with the same signature.
+    """
+
+    def __init__(self, source, backend="cpu", fast_math=False):
+        if backend not in BACKENDS:
+            raise ValueError(f"unknown backend {backend!r} (one of {', '.join(BACKENDS)})")
+        self._source = source
+        self._backend = backend
+        self._fast_math = bool(fast_math)
+        self._cache: dict = {}
+        self._lock = threading.Lock()
+        self._hits = 0
+        self._misses = 0
+        self._last_key = None
+        self._last_miss: str | None = None
+        self.__name__ = source.name
+        self.__wrapped__ = getattr(source, "fun", None)
+
+    # -- the signature of a call --------------------------------------------------------------
+    def _split(self, args):
+        statics = []
+        arrays = []
+        spec = []
+        static_argnums = self._source.static_argnums
+        for i, value in enumerate(args):
+            if i in static_argnums:
+                try:
+                    hash(value)
+                except TypeError:
+                    raise TypeError(f"static argument {i} must be hashable, got {type(value).__name__}") from None
+                statics.append((i, value))
+                continue
+            array, entry = _prepare(value, i)
+            arrays.append(array)
+            spec.append(entry)
+        return tuple(spec), tuple(statics), arrays
+
+    def _entry(self, spec, statics):
+        key = (spec, statics)
+        entry = self._cache.get(key)
+        if entry is not None:
+            self._hits += 1
+            return entry
+        with self._lock:
+            entry = self._cache.get(key)
+            if entry is not None:
+                self._hits += 1
+                return entry
+            self._last_miss = self._explain(key)
+            if config.explain_cache_misses:
+                print(f"rfxjit: compiling `{self.__name__}`: {self._last_miss}", file=sys.stderr)
+            kernel, rebuild = self._source.kernel(list(spec), statics)
+            compiled = _rfx.compile(kernel, self._backend, self._fast_math)
+            entry = _Entry(compiled, rebuild, len(compiled.outputs()))
+            self._cache[key] = entry
+            self._misses += 1
+            self._last_key = key
+            return entry
+
+    def _explain(self, key) -> str:
+        old = self._last_key
+        if old is None:
+            return "first call"
+        (spec, statics), (old_spec, old_statics) = key, old
+        reasons = []
+        if len(spec) != len(old_spec):
+            reasons.append(f"{len(old_spec)} traced argument(s) -> {len(spec)}")
+        for i, (new, prev) in enumerate(zip(spec, old_spec)):
+            if new[0] != prev[0]:
+                reasons.append(f"dtype of argument {i}: {prev[0]} -> {new[0]}")
+            if new[1] != prev[1]:
+                reasons.append(f"shape of argument {i}: {list(prev[1])} -> {list(new[1])}")
+            if new[2] != prev[2]:
+                reasons.append(f"argument {i}: {'Python scalar' if prev[2] else 'array'} -> {'Python scalar' if new[2] else 'array'}")
+        if statics != old_statics:
+            reasons.append(f"static arguments: {dict(old_statics)} -> {dict(statics)}")
+        return "; ".join(reasons) or "a signature seen before was dropped from the cache"
+
+    def __call__(self, *args):
+        if any(isinstance(a, Tracer) for a in args):
+            return self._source.inline(*args)
+        spec, statics, arrays = self._split(args)
+        entry = self._entry(spec, statics)
+        result = entry.compiled(*arrays)
+        return entry.rebuild([result] if entry.single else list(result))
+
+    # -- inspection -----------------------------------------------------------------------------
+    def cache_info(self) -> CacheInfo:
+        """Hits, misses (compiles) and the number of cached signatures."""
+        return CacheInfo(self._hits, self._misses, len(self._cache))
+
+    def cache_clear(self) -> None:
+        """Drops every compiled kernel."""
+        with self._lock:
+            self._cache.clear()
+            self._hits = self._misses = 0
+            self._last_key = None
+
+    @property
+    def last_miss(self) -> str | None:
+        """Why the last compile happened (what changed in the signature)."""
+        return self._last_miss
+
+    def lower(self, *args):
+        """The compiled kernel for these example arguments (`.hir()`, `.mir()`, `.lir()`,
+        `.report()`, and callable on arrays)."""
+        spec, statics, _ = self._split(args)
+        return self._entry(spec, statics).compiled
+
+    def hir(self, *args) -> str:
+        return self.lower(*args).hir()
+
+    def mir(self, *args) -> str:
+        return self.lower(*args).mir()
+
+    def lir(self, *args) -> str:
+        return self.lower(*args).lir()
+
+    def report(self, *args) -> str:
+        return self.lower(*args).report()
+
+    def bind(self, *example_args):
+        """A kernel bound to the signature of `example_args`, for control loops: call it with
+        arrays of exactly those dtypes and shapes (0-d arrays for scalars; static arguments are
+        fixed at bind time and not passed again), optionally with `out=` arrays written in
+        place. Inputs are read without copying; every call checks each array's dtype, shape,
+        layout and address."""
+        spec, statics, _ = self._split(example_args)
+        entry = self._entry(spec, statics)
+        return Bound(entry, self.__name__)
+
+    def __repr__(self) -> str:
+        return f"<rfxjit.Function {self.__name__} backend={self._backend}>"
+
+
+class Bound:
+    """A compiled kernel bound to one signature (see `Function.bind`)."""
+
+    __slots__ = ("_compiled", "_rebuild", "_single", "name")
+
+    def __init__(self, entry: _Entry, name: str):
+        self._compiled = entry.compiled
+        self._rebuild = entry.rebuild
+        self._single = entry.single
+        self.name = name
+
+    def __call__(self, *arrays, out=None):
+        result = self._compiled(*arrays, out=out)
+        return self._rebuild([result] if self._single else list(result))
+
+    @property
+    def compiled(self):
+        """The native kernel: callable as `compiled(*arrays, out=...)`, the fastest path (it
+        returns one array for one output, else a tuple)."""
+        return self._compiled
+
+    def inputs(self):
+        return self._compiled.inputs()
+
+    def outputs(self):
+        return self._compiled.outputs()
+
+    def hir(self) -> str:
+        return self._compiled.hir()
+
+    def mir(self) -> str:
+        return self._compiled.mir()
+
+    def lir(self) -> str:
+        return self._compiled.lir()
+
+    def report(self) -> str:
+        return self._compiled.report()
+
+    def __repr__(self) -> str:
+        return f"<rfxjit.Bound {self.name} {self._compiled.inputs()}>"
+
+
+def _source_of(fun, static_argnums=()):
+    if isinstance(fun, Function):
+        if static_argnums:
+            raise TypeError("static_argnums can only be given for a plain Python function")
+        return fun._source
+    if not callable(fun):
+        raise TypeError(f"expected a function, got {type(fun).__name__}")
+    return _PySource(fun, static_argnums)
+
+
+def jit(fun=None, *, static_argnums=(), backend="cpu", fast_math=False):
+    """Compiles `fun` (plain NumPy code) with rfx: traced once per signature, then cached.
+
+    Usable as `@jit`, `@jit(backend="interp")` or `jit(f, static_argnums=(1,))`.
+    """
+    if isinstance(static_argnums, int):
+        static_argnums = (static_argnums,)
+    if fun is None:
+        return functools.partial(jit, static_argnums=static_argnums, backend=backend, fast_math=fast_math)
+    function = Function(_source_of(fun, static_argnums), backend=backend, fast_math=fast_math)
+    functools.update_wrapper(function, fun if not isinstance(fun, Function) else fun.__wrapped__ or fun, updated=())
+    return function
+
+
+def _transform(kind, fun, argnums, has_aux=False):
+    if has_aux:
+        raise AutodiffError("has_aux=True is not supported yet")
+    source = _source_of(fun)
+    backend = fun._backend if isinstance(fun, Function) else "cpu"
+    return Function(_TransformSource(source, kind, argnums), backend=backend)
+
+
+def grad(fun, argnums=0, has_aux=False):
+    """The gradient of `fun` (a scalar float output) with respect to argument `argnums` (an int,
+    or a tuple for a tuple of gradients)."""
+    return _transform("grad", fun, argnums, has_aux)
+
+
+def value_and_grad(fun, argnums=0, has_aux=False):
+    """`(fun(*args), grad(fun)(*args))` from one kernel."""
+    return _transform("value_and_grad", fun, argnums, has_aux)
+
+
+def jacobian(fun, argnums=0):
+    """The Jacobian of every float output: shape `output.shape + input.shape` (forward or
+    reverse mode chosen by shape)."""
+    return _transform("jacobian", fun, argnums)
+
+
+jacfwd = jacobian
+jacrev = jacobian
+
+
+def hessian(fun, argnums=0):
+    """The Hessian of a scalar function: shape `x.shape + x.shape` (nested tuples for a tuple
+    of argnums)."""
+    return _transform("hessian", fun, argnums)
+
+
+_jvp_cache: dict = {}
+
+
+def jvp(fun, primals, tangents):
+    """Forward mode: `(fun(*primals), the directional derivative along tangents)`."""
+    primals, tangents = tuple(primals), tuple(tangents)
+    if len(primals) != len(tangents):
+        raise AutodiffError(f"jvp: {len(primals)} primal(s) but {len(tangents)} tangent(s)")
+    key = fun
+    try:
+        function = _jvp_cache.get(key)
+    except TypeError:
+        function = None
+    if function is None:
+        function = _transform("jvp", fun, None)
+        try:
+            _jvp_cache[key] = function
+        except TypeError:
+            pass
+    return function(*primals, *tangents)
+
+
+def vmap(fun, in_axes=0, out_axes=0):
+    """`fun` (written for one example) mapped over a batch axis of its arguments, as one
+    kernel. `in_axes`: an int, None (shared) or one per argument; `out_axes` likewise per
+    output."""
+    source = _source_of(fun)
+    backend = fun._backend if isinstance(fun, Function) else "cpu"
+    return Function(_VmapSource(source, in_axes, out_axes), backend=backend)
+
+
+# -- expressions ----------------------------------------------------------------------------------
+
+_expr_cache: dict = {}
+
+
+def eval(expression: str, backend: str = "cpu", **inputs):  # noqa: A001 - JAX-style name
+    """Evaluates an rfx expression string (`"sin(x*2)+y"`) on the named NumPy arrays."""
+    arrays = {name: as_rfx_array(value, f"input `{name}`") for name, value in inputs.items()}
+    signature = tuple((name, a.dtype.name, a.shape) for name, a in arrays.items())
+    key = (expression, signature, backend)
+    compiled = _expr_cache.get(key)
+    if compiled is None:
+        kernel = _rfx.Kernel.from_expr(expression, [(n, d, list(s)) for n, d, s in signature])
+        compiled = _rfx.compile(kernel, backend)
+        _expr_cache[key] = compiled
+    order = [name for name, _, _ in compiled.inputs()]
+    return compiled(*[arrays[name] for name in order])

@@ -14,7 +14,7 @@
 //! If a rename fails after others succeeded (the destination became a directory in between),
 //! the renamed files are put back from hard-linked copies of the files they replaced.
 //!
-//! **Stdout.** [`print`] writes and flushes, and returns a [`StdoutError`] instead of
+//! **Stdout.** [`print()`] writes and flushes, and returns a [`StdoutError`] instead of
 //! panicking as `println!` does: a reader that closed the pipe (`rfx … | head`) ends the command
 //! quietly; a full disk is an error like any other.
 
@@ -278,7 +278,7 @@ pub fn print(write: impl FnOnce(&mut dyn Write) -> io::Result<()>) -> Result<(),
     write(&mut out).and_then(|()| out.flush()).map_err(StdoutError)
 }
 
-/// Prints `text` on stdout (see [`print`]).
+/// Prints `text` on stdout (see [`print()`]).
 pub fn print_str(text: &str) -> Result<(), StdoutError> {
     print(|out| out.write_all(text.as_bytes()))
 }

@@ -1,0 +1,61 @@
+//! The metal backend writes nothing on stderr when it succeeds, even where `XDG_RUNTIME_DIR` is
+//! unset or invalid (a service, a container, an SSH session). Mesa's Vulkan device-selection
+//! layer used to connect to the Wayland display there, and `libwayland` printed
+//! `error: XDG_RUNTIME_DIR is invalid or not set in the environment.` twice
+//! (`rfx_codegen_metal`'s `gpu::quiet_device_select`).
+//!
+//! Without a wgpu adapter the test prints `skipped: …` and passes, unless
+//! `RFX_REQUIRE_GPU_ADAPTER=1` (set by CI, which installs lavapipe).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use npyz::WriterBuilder;
+
+fn input_file() -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rfx-cli-metal-quiet-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join("x.npy");
+    let file = std::io::BufWriter::new(std::fs::File::create(&path).expect("create"));
+    let mut writer = npyz::WriteOptions::new()
+        .default_dtype()
+        .shape(&[3])
+        .writer(file)
+        .begin_nd()
+        .expect("begin");
+    writer.extend([0.0f32, 1.0, 2.0]).expect("extend");
+    writer.finish().expect("finish");
+    path
+}
+
+#[test]
+fn metal_eval_is_quiet_without_a_runtime_dir() {
+    let input = input_file();
+    let required = std::env::var("RFX_REQUIRE_GPU_ADAPTER").is_ok_and(|v| v == "1");
+    // Unset, empty, and pointing nowhere.
+    for runtime_dir in [None, Some(""), Some("/nonexistent/rfx-runtime-dir")] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_rfx"));
+        command
+            .args(["eval", "x*2.0+1.0", "--backend", "metal", "--in"])
+            .arg(format!("x={}", input.display()))
+            .env_remove("NODEVICE_SELECT")
+            .env_remove("MESA_VK_DEVICE_SELECT");
+        match runtime_dir {
+            None => command.env_remove("XDG_RUNTIME_DIR"),
+            Some(dir) => command.env("XDG_RUNTIME_DIR", dir),
+        };
+        let out = command.output().expect("run rfx");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if !out.status.success() && stderr.contains("no wgpu adapter") && !required {
+            eprintln!("skipped: no wgpu adapter ({})", stderr.trim());
+            return;
+        }
+        assert!(out.status.success(), "XDG_RUNTIME_DIR {runtime_dir:?}: {stderr}");
+        assert_eq!(stderr, "", "XDG_RUNTIME_DIR {runtime_dir:?}: stderr not empty");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "out: f32[3] = [1.0, 3.0, 5.0]\n",
+            "XDG_RUNTIME_DIR {runtime_dir:?}"
+        );
+    }
+}

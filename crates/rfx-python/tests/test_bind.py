@@ -1,0 +1,137 @@
+"""The control-loop path: bound kernels, zero-copy inputs, out= in place, threads, eval, IR."""
+
+import threading
+
+import numpy as np
+import pytest
+
+import rfxjit as rj
+
+
+def pid_clip(e, i, d):
+    return np.clip(1.2 * e + 0.3 * i + 0.05 * d, -1.0, 1.0)
+
+
+def test_bind_validates_once_and_checks_every_call():
+    f = rj.jit(pid_clip)
+    e, i, d = (np.array([0.5], np.float32) for _ in range(3))
+    k = f.bind(e, i, d)
+    out = np.empty(1, np.float32)
+    result = k(e, i, d, out=out)
+    assert result is out
+    np.testing.assert_allclose(out, pid_clip(e, i, d), rtol=1e-6)
+    with pytest.raises(rj.CallError, match="input `e`: expected dtype float32, got float64"):
+        k(e.astype(np.float64), i, d)
+    with pytest.raises(rj.CallError, match=r"expected shape \[1\], got \[2\]"):
+        k(np.ones(2, np.float32), i, d)
+    with pytest.raises(rj.CallError, match="takes 3 input"):
+        k(e, i)
+    with pytest.raises(rj.CallError, match="expected a numpy.ndarray"):
+        k([0.5], i, d)
+    with pytest.raises(rj.CallError, match="read-only"):
+        ro = np.empty(1, np.float32)
+        ro.flags.writeable = False
+        k(e, i, d, out=ro)
+
+
+def test_out_shares_memory_and_inputs_are_read_in_place():
+    f = rj.jit(lambda x, y: (x * 2.0 + y, x - y))
+    x = np.arange(6.0).reshape(2, 3)
+    y = np.ones((2, 3))
+    k = f.bind(x, y)
+    a, b = np.empty((2, 3)), np.empty((2, 3))
+    ra, rb = k(x, y, out=(a, b))
+    assert np.shares_memory(ra, a) and np.shares_memory(rb, b)
+    np.testing.assert_array_equal(a, x * 2.0 + y)
+    # Writing the input in place is seen by the next call (nothing was copied at bind time).
+    x[0, 0] = 100.0
+    k(x, y, out=(a, b))
+    assert a[0, 0] == 201.0
+    # The native kernel is the fastest path and shares memory the same way.
+    c = np.empty((2, 3))
+    k.compiled(x, y, out=(c, b))
+    assert c[0, 0] == 201.0
+
+
+def test_bound_calls_reject_non_contiguous_and_aliased_arrays():
+    f = rj.jit(lambda x: x * 2.0)
+    x = np.arange(8.0)
+    k = f.bind(x[:4])
+    with pytest.raises(rj.CallError, match="C-contiguous"):
+        k(x[::2])
+    with pytest.raises(rj.CallError, match="overlaps input"):
+        k(x[:4], out=x[2:6])
+    y = x[:4].copy()
+    # An output may not alias its own input either.
+    with pytest.raises(rj.CallError, match="overlaps"):
+        k(y, out=y)
+
+
+def test_bound_kernels_are_thread_safe_and_release_the_gil():
+    f = rj.jit(lambda x, y: np.sqrt(x * x + y * y))
+    n = 1 << 16  # above the GIL-release threshold
+    assert n > rj._rfx.GIL_RELEASE_ELEMS
+    rng = np.random.default_rng(3)
+    xs = [rng.normal(size=n) for _ in range(4)]
+    ys = [rng.normal(size=n) for _ in range(4)]
+    k = f.bind(xs[0], ys[0])
+    outs = [np.empty(n) for _ in range(4)]
+    errors = []
+
+    def worker(j):
+        try:
+            for _ in range(20):
+                k(xs[j], ys[j], out=outs[j])
+        except Exception as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(j,)) for j in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for j in range(4):
+        np.testing.assert_allclose(outs[j], np.hypot(xs[j], ys[j]), rtol=1e-15)
+
+
+def test_small_kernels_from_threads():
+    f = rj.jit(lambda x: x + 1.0)
+    results = {}
+
+    def worker(j):
+        x = np.full(3, float(j))
+        results[j] = [f(x)[0] for _ in range(50)][-1]
+
+    threads = [threading.Thread(target=worker, args=(j,)) for j in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == {j: j + 1.0 for j in range(8)}
+    assert f.cache_info().misses == 1
+
+
+def test_eval_expressions():
+    x = np.array([0.0, 1.0, 2.0], dtype=np.float32)
+    y = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+    out = rj.eval("sin(x*2)+y", x=x, y=y)
+    np.testing.assert_array_equal(out, np.sin(x * np.float32(2)) + y)
+    assert out[2] == np.float32(2.2431974)
+    with pytest.raises(rj.ExprError):
+        rj.eval("sin(x*", x=x)
+
+
+def test_ir_dumps_and_kernel_from_hir():
+    f = rj.jit(lambda x, y: np.sin(x * 2.0) + y)
+    x = np.ones(3, np.float32)
+    hir = f.hir(x, x)
+    assert "sin" in hir and "input x : f32[3]" in hir
+    assert "kernel" in f.mir(x, x)
+    assert f.lir(x, x)
+    assert f.report(x, x)
+    kernel = rj.Kernel.from_hir(hir)
+    compiled = rj._rfx.compile(kernel, "cpu")
+    np.testing.assert_array_equal(compiled(x, x), f(x, x))
+    with pytest.raises(rj.ExprError):
+        rj.Kernel.from_hir("kernel broken {")

@@ -1,0 +1,129 @@
+"""The jit cache (hits, misses, static arguments, explanations), backends and error classes."""
+
+import inspect
+
+import numpy as np
+import pytest
+
+import rfxjit as rj
+
+
+def test_cache_hits_and_misses():
+    @rj.jit
+    def f(x, y):
+        return np.sin(x * 2.0) + y
+
+    x = np.array([0.0, 1.0, 2.0], dtype=np.float32)
+    y = np.array([1.0, 2.0, 3.0], dtype=np.float32)
+    np.testing.assert_allclose(f(x, y), [1.0, 2.9092975, 2.2431974], rtol=1e-6)
+    assert f.cache_info() == rj.CacheInfo(hits=0, misses=1, currsize=1)
+    f(x + 1, y)
+    assert f.cache_info() == rj.CacheInfo(hits=1, misses=1, currsize=1)
+    f(np.ones(4, np.float32), np.ones(4, np.float32))
+    assert f.cache_info().misses == 2
+    assert "shape of argument 0: [3] -> [4]" in f.last_miss
+    f(x.astype(np.float64), y)
+    assert f.cache_info().misses == 3
+    assert "dtype of argument 0: float32 -> float64" in f.last_miss
+    f.cache_clear()
+    assert f.cache_info() == rj.CacheInfo(0, 0, 0)
+
+
+def test_static_argnums():
+    calls = []
+
+    def power_sum(x, n):
+        calls.append(n)
+        out = x
+        for _ in range(n - 1):  # Python control flow on a static value
+            out = out * x
+        return np.sum(out)
+
+    f = rj.jit(power_sum, static_argnums=1)
+    x = np.array([1.0, 2.0])
+    assert f(x, 2) == 5.0
+    assert f(x, 3) == 9.0
+    assert f(x, 2) == 5.0
+    assert calls == [2, 3]
+    assert f.cache_info().misses == 2
+    with pytest.raises(TypeError, match="hashable"):
+        f(x, [1])
+
+
+def test_explain_cache_misses(capsys):
+    rj.config.explain_cache_misses = True
+    try:
+        f = rj.jit(lambda a: a + 1.0)
+        f(np.ones(2))
+        f(np.ones(3))
+    finally:
+        rj.config.explain_cache_misses = False
+    err = capsys.readouterr().err
+    assert "first call" in err and "shape of argument 0: [2] -> [3]" in err
+
+
+def test_backends():
+    assert {"cpu", "interp"} <= set(rj.backends())
+    x = np.linspace(-1, 1, 7)
+    f = rj.jit(lambda a: np.tanh(a) * 3.0, backend="interp")
+    np.testing.assert_allclose(f(x), np.tanh(x) * 3.0, rtol=1e-13)
+    assert f.lower(x).backend == "interp"
+    with pytest.raises(ValueError, match="unknown backend"):
+        rj.jit(lambda a: a, backend="tpu")
+
+
+@pytest.mark.parametrize("backend", ["cuda", "metal"])
+def test_missing_backend_raises_backend_unavailable(backend):
+    if backend in rj.backends():
+        pytest.skip(f"{backend} is built in")
+    f = rj.jit(lambda a: a + 1.0, backend=backend)
+    with pytest.raises(rj.BackendUnavailable, match=backend):
+        f(np.ones(2))
+    assert issubclass(rj.BackendUnavailable, rj.CompileError)
+    assert issubclass(rj.CompileError, rj.RfxError)
+
+
+def test_unsupported_function_names_the_function_and_the_line():
+    def uses_fft(x):
+        return np.fft.fft(x) * 2
+
+    line = inspect.getsourcelines(uses_fft)[1] + 1
+    with pytest.raises(rj.TraceError) as info:
+        rj.jit(uses_fft)(np.ones(4))
+    message = str(info.value)
+    assert "numpy.fft.fft is not supported" in message
+    assert f"{__file__}:{line}" in message
+    assert "np.fft.fft(x)" in message
+    assert info.value.lineno == line
+
+
+def test_typing_errors_carry_the_line():
+    def bad(x, y):
+        z = x * 2.0
+        return z @ y
+
+    line = inspect.getsourcelines(bad)[1] + 2
+    with pytest.raises(rj.TraceError, match="matmul") as info:
+        rj.jit(bad)(np.ones(3), np.ones((2, 2)))
+    assert f"{__file__}:{line}" in str(info.value)
+
+
+def test_python_control_flow_on_traced_values_is_a_trace_error():
+    def branchy(x):
+        if x[0] > 0:
+            return x
+        return -x
+
+    with pytest.raises(rj.TraceError, match="np.where"):
+        rj.jit(branchy)(np.ones(2))
+    with pytest.raises(rj.TraceError, match="float()"):
+        rj.jit(lambda x: float(x) * 2)(np.ones(()))
+    with pytest.raises(rj.TraceError, match="step 2"):
+        rj.jit(lambda x: x[::2])(np.ones(4))
+    with pytest.raises(rj.TraceError, match="boolean-mask"):
+        rj.jit(lambda x: x[x > 0])(np.ones(4))
+
+
+def test_unsupported_keyword_arguments():
+    with pytest.raises(rj.TraceError, match="out="):
+        rj.jit(lambda x: np.sin(x, out=x))(np.ones(2))

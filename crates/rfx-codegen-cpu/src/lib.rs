@@ -15,6 +15,13 @@
 //! accurate). Nothing else changes; exact mode never contracts. `dump_with` shows the code for
 //! either mode (`rfx dump --stage clif --fast-math`).
 //!
+//! **Stack frames** are bounded: values staged across a tile's routine calls share buffers by
+//! liveness (at most 64 KiB of them; a kernel that needs more runs untiled), every generated
+//! function's frame is read from Cranelift's compiled code and refused above 1 MiB
+//! (`Unsupported::Size`; about 250 KiB at 20,000 ops), frames above 4 KiB probe each page as
+//! they grow (inline stack probes, none in smaller frames), and the pool's workers have 4 MiB
+//! stacks. `docs/errors.md` (Limits) states the bounds.
+//!
 //! **Depends on:** `rfx-ir`, `rfx-lower`, `cranelift-*`. **May not depend on:** other code
 //! generators, `rfx-opt` or `rfx-runtime`. Cranelift types never appear in the public API.
 

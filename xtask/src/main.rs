@@ -24,6 +24,10 @@
 //!   a broadcast sum of 10¹⁰ ones through `rfx eval`, each within the documented bound of the
 //!   blocked pairwise reduction order of its closed form (see `sums.rs`).
 //!
+//! - `cargo xtask test [--python-only] [-- PYTEST_ARGS]`: every test, Rust and Python: `cargo
+//!   test --workspace`, then the `rfxjit` extension built into `target/pyenv` with maturin and
+//!   its pytest suite (see `pytest.rs`).
+//!
 //! xtask depends on no rfx crate, so it builds even when the compiler crates do not.
 
 mod deps;
@@ -31,6 +35,7 @@ mod gpu;
 mod miri;
 mod peers;
 mod perf;
+mod pytest;
 mod sums;
 
 use std::path::PathBuf;
@@ -101,9 +106,16 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Some("test") => match pytest::test(&workspace_root(), &args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\ncommands:\n  deps             check the crate layering rules\n  perf-check       compare an rfx bench run with a baseline (--baseline FILE --threshold-pct 10 [--repeat 3] [--confirm 2])\n  bench-baseline   write a new baseline (--output FILE)\n  peers            rfx bench and the peers script side by side (--markdown FILE)\n  fuzz             the differential fuzzer for a while (--minutes N, default 10)\n  miri             Miri over rfx-ir, rfx-lower and rfx-opt (nightly; --crate NAME, --all-tests)\n  gpu-bundle       binaries, NVRTC and a script for the GPU checks on a machine without Rust (--out DIR, --fuzz-minutes M, --fuzz-seed S)\n  long-sums        long float sums (1e8 values, 1e10 broadcast ones) against their closed forms (--profile release, --backend cpu)"
+                "usage: cargo xtask <command>\n\ncommands:\n  deps             check the crate layering rules\n  perf-check       compare an rfx bench run with a baseline (--baseline FILE --threshold-pct 10 [--repeat 3] [--confirm 2])\n  bench-baseline   write a new baseline (--output FILE)\n  peers            rfx bench and the peers script side by side (--markdown FILE)\n  fuzz             the differential fuzzer for a while (--minutes N, default 10)\n  miri             Miri over rfx-ir, rfx-lower and rfx-opt (nightly; --crate NAME, --all-tests)\n  gpu-bundle       binaries, NVRTC and a script for the GPU checks on a machine without Rust (--out DIR, --fuzz-minutes M, --fuzz-seed S)\n  long-sums        long float sums (1e8 values, 1e10 broadcast ones) against their closed forms (--profile release, --backend cpu)\n  test             every test: cargo test --workspace, then the rfxjit Python tests (--python-only, -- PYTEST_ARGS)"
             );
             ExitCode::from(2)
         }

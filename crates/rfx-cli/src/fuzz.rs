@@ -96,7 +96,21 @@ pub struct FuzzConfig {
     pub max_shrink_attempts: usize,
     /// A test hook: see [`InjectedMismatch`].
     pub inject: Option<InjectedMismatch>,
+    /// Large-kernel mode: each seed makes an elementwise kernel of 1,000 to 20,000 ops, heavy in
+    /// transcendentals ([`rfx_ir::testgen::transcendental_kernel`]), and every backend's values
+    /// are compared with the LIR interpreter's within [`LARGE_TOLERANCE_F32`] /
+    /// [`LARGE_TOLERANCE_F64`] (the kernel's ops do not amplify rounding errors); nothing is
+    /// shrunk. Metal runs on every `metal_every`-th seed, as in the normal mode.
+    pub large: bool,
 }
+
+/// Large-kernel mode's bound on the absolute difference of an `f32` output from the
+/// interpreter's (values of magnitude at most 2; a value read from the wrong place is off by
+/// 0.1 or more).
+pub const LARGE_TOLERANCE_F32: f64 = 1e-3;
+
+/// Large-kernel mode's bound for `f64` outputs.
+pub const LARGE_TOLERANCE_F64: f64 = 1e-10;
 
 impl Default for FuzzConfig {
     fn default() -> FuzzConfig {
@@ -109,6 +123,7 @@ impl Default for FuzzConfig {
             threads: std::thread::available_parallelism().map_or(1, usize::from),
             max_shrink_attempts: 400,
             inject: None,
+            large: false,
         }
     }
 }
@@ -382,10 +397,117 @@ fn cuda_backend() -> Result<&'static dyn Backend, String> {
 }
 
 fn fuzz_seed(config: &FuzzConfig, env: &Environment, seed: u64, report: &mut FuzzReport) {
-    let kernel = kernel_for_seed(seed);
     report.kernels += 1;
     let with_metal = config.metal_every > 0 && seed.is_multiple_of(config.metal_every);
+    if config.large {
+        check_large(env, seed, with_metal, report);
+        return;
+    }
+    let kernel = kernel_for_seed(seed);
     check_and_shrink(config, env, &kernel, seed, with_metal, report);
+}
+
+/// Large-kernel mode's kernel of `seed`: 1,000 to 20,000 ops in `f32` or `f64`, 1 to 70
+/// elements (a kernel's frame and staging depend on its length in ops, not elements; lengths
+/// from 2 run the CPU's tiled code, 1 its straight-line code).
+pub fn large_kernel_for_seed(seed: u64) -> Kernel {
+    let mut rng = TestRng::new(seed ^ 0x1a7e_6e4e_11a1_c0de);
+    let ops = 1_000 + rng.below(19_001);
+    let dtype = if rng.chance(0.5) { DType::F32 } else { DType::F64 };
+    let len = 1 + rng.below(70);
+    rfx_ir::testgen::transcendental_kernel(&mut rng, ops, dtype, len, "large")
+}
+
+/// Large-kernel mode ([`FuzzConfig::large`]): the kernel of `seed` on every backend against the
+/// LIR interpreter, within the mode's tolerances. A mismatch is recorded whole (not shrunk).
+fn check_large(env: &Environment, seed: u64, with_metal: bool, report: &mut FuzzReport) {
+    let kernel = large_kernel_for_seed(seed);
+    let ops = kernel.op_count();
+    let mismatch = |report: &mut FuzzReport, path: &str, description: String| {
+        report.mismatches.push(Mismatch {
+            seed,
+            path: path.to_string(),
+            description,
+            kernel: kernel.to_string(),
+            ops_before_after: (ops, ops),
+            saved: None,
+        });
+    };
+    let inputs = random_inputs(&mut TestRng::new(seed), &kernel, SPECIAL_RATE);
+    let views: Vec<ArrayView<'_>> = inputs.iter().map(Array::view).collect();
+    let reference = lower_kernel(&kernel).and_then(|(lir, _)| {
+        run_lir(&lir, &views, Mode::Native)
+            .map(|outputs| (lir, outputs))
+            .map_err(|e| format!("interpreter: {}", one_line(&e)))
+    });
+    let (lir, expected) = match reference {
+        Ok(found) => found,
+        Err(description) => return mismatch(report, "lir-interp", description),
+    };
+    report.compared("lir-interp");
+    let backends: [(&str, Result<&'static dyn Backend, String>); 3] = [
+        ("cpu", Ok(&rfx_codegen_cpu::CpuBackend as &'static dyn Backend)),
+        (
+            "metal",
+            if with_metal {
+                env.metal.clone()
+            } else {
+                Err("not this seed (--metal-every)".to_string())
+            },
+        ),
+        ("cuda", env.cuda.clone()),
+    ];
+    for (path, backend) in backends {
+        let backend = match backend {
+            Ok(backend) => backend,
+            Err(reason) => {
+                report.skip(path, reason);
+                continue;
+            }
+        };
+        match run_backend(backend, &lir, &views, false) {
+            Ok((got, _)) => match large_difference(&expected, &got) {
+                None => report.compared(path),
+                Some(description) => mismatch(report, path, description),
+            },
+            Err(BackendError::Unsupported { what, .. }) => report.skip(path, format!("unsupported: {what}")),
+            Err(e) => mismatch(report, path, one_line(&e)),
+        }
+    }
+}
+
+/// The first element where `got` differs from `expected` by more than large-kernel mode's
+/// tolerance (any NaN equals any NaN; infinities must match exactly).
+fn large_difference(expected: &[Array], got: &[Array]) -> Option<String> {
+    for (k, (want, have)) in expected.iter().zip(got).enumerate() {
+        if want.shape() != have.shape() || want.dtype() != have.dtype() {
+            return Some(format!(
+                "output {k}: {} {} instead of {} {}",
+                have.dtype(),
+                have.shape(),
+                want.dtype(),
+                want.shape()
+            ));
+        }
+        let tolerance = if want.dtype() == DType::F64 {
+            LARGE_TOLERANCE_F64
+        } else {
+            LARGE_TOLERANCE_F32
+        };
+        for i in 0..want.data().len() {
+            let (a, b) = (
+                have.get(i).map_or(f64::NAN, |v| v.to_f64()),
+                want.get(i).map_or(f64::NAN, |v| v.to_f64()),
+            );
+            let close = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= tolerance;
+            if !close {
+                return Some(format!(
+                    "output {k}, element {i}: {a} instead of {b} (tolerance {tolerance})"
+                ));
+            }
+        }
+    }
+    None
 }
 
 /// The kernel of `seed`: a generator configuration drawn from the seed, then dimension sizes

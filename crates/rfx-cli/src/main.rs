@@ -257,6 +257,9 @@ struct FuzzArgs {
     /// Write each shrunk mismatching kernel to DIR/<path>_<seed>.rfx.
     #[arg(long)]
     save_dir: Option<PathBuf>,
+    /// Large kernels: 1,000 to 20,000 ops heavy in transcendentals, compared within a tolerance.
+    #[arg(long)]
+    large: bool,
 }
 
 fn fuzz(args: &FuzzArgs) -> Result<(), CliError> {
@@ -285,6 +288,7 @@ fn fuzz(args: &FuzzArgs) -> Result<(), CliError> {
         first_seed: args.seed,
         metal_every: args.metal_every,
         save_dir: args.save_dir.clone(),
+        large: args.large,
         ..rfx_cli::fuzz::FuzzConfig::default()
     };
     let report = rfx_cli::fuzz::run(&config).map_err(|e| CliError::from_anyhow(&e))?;

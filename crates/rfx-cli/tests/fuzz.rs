@@ -147,3 +147,24 @@ fn the_shrinker_keeps_an_injected_mismatch_in_a_smaller_kernel() {
     assert_eq!(smallest, Some(1), "some kernel shrinks to a lone `sin`: {report}");
     let _ = std::fs::remove_dir_all(&save_dir);
 }
+
+/// `rfx fuzz --large`: generated kernels of 1,000 to 20,000 ops, heavy in transcendentals, run
+/// on the CPU backend with the interpreter's values (within the mode's tolerance).
+#[test]
+fn large_kernels_agree_with_the_interpreter() {
+    let config = FuzzConfig {
+        kernels: Some(2),
+        first_seed: 1,
+        metal_every: 0,
+        large: true,
+        ..FuzzConfig::default()
+    };
+    let report = fuzz::run(&config).expect("fuzz run");
+    assert!(report.mismatches.is_empty(), "{report}");
+    assert_eq!(report.kernels, 2);
+    assert_eq!(report.path("cpu").compared, 2, "{report}");
+    for seed in 1..=2 {
+        let ops = fuzz::large_kernel_for_seed(seed).op_count();
+        assert!((1_000..=20_100).contains(&ops), "seed {seed}: {ops} ops");
+    }
+}

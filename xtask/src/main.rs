@@ -115,27 +115,36 @@ fn main() -> ExitCode {
         },
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\ncommands:\n  deps             check the crate layering rules\n  perf-check       compare an rfx bench run with a baseline (--baseline FILE --threshold-pct 10 [--repeat 3] [--confirm 2])\n  bench-baseline   write a new baseline (--output FILE)\n  peers            rfx bench and the peers script side by side (--markdown FILE)\n  fuzz             the differential fuzzer for a while (--minutes N, default 10)\n  miri             Miri over rfx-ir, rfx-lower and rfx-opt (nightly; --crate NAME, --all-tests)\n  gpu-bundle       binaries, NVRTC and a script for the GPU checks on a machine without Rust (--out DIR, --fuzz-minutes M, --fuzz-seed S)\n  long-sums        long float sums (1e8 values, 1e10 broadcast ones) against their closed forms (--profile release, --backend cpu)\n  test             every test: cargo test --workspace, then the rfxjit Python tests (--python-only, -- PYTEST_ARGS)"
+                "usage: cargo xtask <command>\n\ncommands:\n  deps             check the crate layering rules\n  perf-check       compare an rfx bench run with a baseline (--baseline FILE --threshold-pct 10 [--repeat 3] [--confirm 2])\n  bench-baseline   write a new baseline (--output FILE)\n  peers            rfx bench and the peers script side by side (--markdown FILE)\n  fuzz             the differential fuzzer for a while (--minutes N, default 10; --large true: kernels of 1,000 to 20,000 ops)\n  miri             Miri over rfx-ir, rfx-lower and rfx-opt (nightly; --crate NAME, --all-tests)\n  gpu-bundle       binaries, NVRTC and a script for the GPU checks on a machine without Rust (--out DIR, --fuzz-minutes M, --fuzz-seed S)\n  long-sums        long float sums (1e8 values, 1e10 broadcast ones) against their closed forms (--profile release, --backend cpu)\n  test             every test: cargo test --workspace, then the rfxjit Python tests (--python-only, -- PYTEST_ARGS)"
             );
             ExitCode::from(2)
         }
     }
 }
 
-/// `cargo xtask fuzz [--minutes N]`: `rfx fuzz` in a release build, shrunk mismatches saved to
-/// the regression directory; passes `rfx fuzz`'s exit code on (1: a mismatch).
+/// `cargo xtask fuzz [--minutes N] [--large true]`: `rfx fuzz` in a release build (with
+/// `--large true`, its large-kernel mode: 1,000 to 20,000 ops per kernel), shrunk mismatches
+/// saved to the regression directory; passes `rfx fuzz`'s exit code on (1: a mismatch).
 fn fuzz(root: &std::path::Path, args: &[String]) -> Result<ExitCode, String> {
     let flags = perf::flags(args)?;
-    if let Some(unknown) = flags.keys().find(|k| k.as_str() != "minutes") {
-        return Err(format!("unknown flag `--{unknown}` (fuzz takes --minutes N)"));
+    if let Some(unknown) = flags.keys().find(|k| !["minutes", "large"].contains(&k.as_str())) {
+        return Err(format!(
+            "unknown flag `--{unknown}` (fuzz takes --minutes N, --large true)"
+        ));
     }
     let minutes = flags.get("minutes").map_or("10", String::as_str);
     if !minutes.parse::<f64>().is_ok_and(|m| m > 0.0) {
         return Err(format!("--minutes needs a positive number, got `{minutes}`"));
     }
+    let large = match flags.get("large").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(other) => return Err(format!("--large takes true or false, got `{other}`")),
+    };
     let status = cargo(root)
         .args(["run", "--release", "--quiet", "-p", "rfx-cli", "--", "fuzz"])
         .args(["--minutes", minutes])
+        .args(large.then_some("--large"))
         .args(["--save-dir", "crates/rfx-cli/tests/regressions"])
         .status()
         .map_err(|e| format!("running rfx fuzz: {e}"))?;

@@ -3,9 +3,12 @@
 //! 1. `cargo test --workspace` (skipped with `--python-only`).
 //! 2. A virtual environment at `target/pyenv` (made with `$PYTHON`, default `python3`, when
 //!    missing) with maturin, NumPy and pytest (installed by pip when missing).
-//! 3. `maturin develop --profile test`: the `rfxjit` extension built into that environment in the
-//!    workspace's `target/` (the test profile the Rust tests use, so the third-party crates are
-//!    not compiled again).
+//! 3. `maturin develop`: the `rfxjit` extension built into that environment in the workspace's
+//!    `target/`, dev profile. The third-party crates (Cranelift, egg, wgpu, ...) have the same
+//!    settings in the dev and test profiles, so cargo can reuse the ones `cargo test` built; the rfx
+//!    crates are compiled once more, without the test-only features their dev-dependencies
+//!    turn on. (`maturin develop --profile test` cannot be used: maturin then builds the test
+//!    harness, an executable, instead of the extension.)
 //! 4. `pytest crates/rfx-python/tests` in that environment; arguments after `--` go to pytest.
 //!
 //! Each stage prints its wall time.
@@ -92,9 +95,9 @@ pub(crate) fn test(root: &Path, args: &[String]) -> Result<(), String> {
     paths.extend(std::env::split_paths(&path));
     let path = std::env::join_paths(paths).map_err(|e| format!("PATH: {e}"))?;
     stage(
-        "maturin develop --profile test (crates/rfx-python)",
+        "maturin develop (crates/rfx-python)",
         Command::new(venv_bin.join("maturin"))
-            .args(["develop", "--profile", "test", "--manifest-path"])
+            .args(["develop", "--manifest-path"])
             .arg(root.join("crates").join("rfx-python").join("Cargo.toml"))
             .env(
                 "VIRTUAL_ENV",

@@ -109,7 +109,9 @@ impl PyCompiled {
                 value.get_type().name()?
             )));
         };
-        if array.dtype().num() != self.typenums[k] {
+        let descr = array.dtype();
+        // A byte-swapped array has the same type number as a native one.
+        if descr.num() != self.typenums[k] || descr.is_native_byteorder() == Some(false) {
             return Err(CallError::new_err(format!(
                 "{role} `{name}`: expected dtype {}, got {}",
                 numpy_name(ty.dtype),

@@ -80,3 +80,11 @@ def test_astype(rng=None):
     x = np.array([1.7, -2.2, 0.0])
     assert_matches(rj.jit(lambda a: (a.astype(np.int32), a.astype(np.float32), a.astype(bool)))(x),
                    (x.astype(np.int32), x.astype(np.float32), x.astype(bool)))
+
+
+def test_byte_swapped_arrays():
+    x = np.arange(4.0).astype(">f8")
+    assert_matches(rj.jit(lambda a: a * 2.0)(x), (x * 2.0).astype(np.float64))
+    k = rj.jit(lambda a: a * 2.0).bind(np.zeros(4))
+    with pytest.raises(rj.CallError, match="expected dtype float64"):
+        k(x)

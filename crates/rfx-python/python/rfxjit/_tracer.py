@@ -28,6 +28,8 @@ def rfx_dtype(dtype, what: str = "value") -> np.dtype:
     """NumPy's dtype mapped onto rfx's: int64 (and smaller ints) become int32, others must be
     one of rfx's four."""
     dtype = np.dtype(dtype)
+    if dtype.byteorder not in "=|":
+        dtype = dtype.newbyteorder("=")  # byte-swapped input is converted to native order
     if dtype in SUPPORTED:
         return dtype
     if dtype.kind in "iu" and dtype != np.dtype(np.uint64):

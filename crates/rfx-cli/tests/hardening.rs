@@ -163,6 +163,60 @@ fn fifty_pairs_of_concurrent_runs_into_one_out_leave_whole_files_each_from_one_r
 }
 
 #[test]
+fn concurrent_runs_of_several_outputs_each_leave_whole_files() {
+    let dir = temp_dir("concurrent-set");
+    let (a, b) = (dir.join("a.npy"), dir.join("b.npy"));
+    write_npy(&a, &[64], &(0..64).map(|i| i as f32).collect::<Vec<_>>());
+    write_npy(&b, &[4, 4], &(0..16).map(|i| -(i as f64)).collect::<Vec<_>>());
+    let out = dir.join("out");
+    let out_str = out.to_str().expect("utf-8");
+    for pair in 0..20 {
+        let spawn = |input: &Path| {
+            Command::new(RFX)
+                .args([
+                    "eval",
+                    "p = x + 1.0; q = x * x",
+                    "--outputs",
+                    "p,q",
+                    "--backend",
+                    "interp",
+                ])
+                .args(["--in", &arg("x", input), "--out", out_str])
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn rfx")
+        };
+        let (first, second) = (spawn(&a), spawn(&b));
+        for child in [first, second] {
+            let (status, err) = wait_at_most(child, Duration::from_secs(60), "a concurrent eval");
+            assert!(status.success(), "pair {pair}: {err}");
+        }
+        // Each file is whole and from one run; the two files may come from different runs.
+        for (file, op) in [("p.npy", 0), ("q.npy", 1)] {
+            let (shape, _, values) =
+                read_whole_npy(&out.join(file)).unwrap_or_else(|e| panic!("pair {pair} {file}: {e}"));
+            let source: Vec<f64> = if shape == [64] {
+                (0..64).map(f64::from).collect()
+            } else {
+                assert_eq!(shape, [4, 4], "pair {pair} {file}");
+                (0..16).map(|i| -f64::from(i)).collect()
+            };
+            let expected: Vec<f64> = source
+                .iter()
+                .map(|v| if op == 0 { v + 1.0 } else { v * v })
+                .collect();
+            assert_eq!(values, expected, "pair {pair} {file}");
+        }
+        assert_eq!(
+            entries(&out),
+            ["p.npy", "q.npy"],
+            "pair {pair}: temporary files left behind"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn planted_links_are_never_followed_and_nothing_outside_the_output_directory_changes() {
     let dir = temp_dir("links");
     let x = dir.join("x.npy");

@@ -1,6 +1,7 @@
-//! Traced tensors for Python: [`trace`] runs a Python callback inside an [`rfx::Trace`], handing
-//! it one [`PyTensor`] per input; the callback (the `rfxjit` tracer running the user's NumPy
-//! code) records ops by calling the tensors' methods and returns the output tensors.
+//! Traced tensors for Python: `trace` (the Python function `rfxjit._rfx.trace`) runs a Python
+//! callback inside an [`rfx::Trace`], handing it one [`PyTensor`] per input; the callback (the
+//! `rfxjit` tracer running the user's NumPy code) records ops by calling the tensors' methods
+//! and returns the output tensors.
 //!
 //! Each op records one or a few HIR nodes through the `rfx` facade. An op that breaks a typing
 //! rule raises [`TraceError`] at once, with rfx's message, so the Python side can point at the

@@ -120,3 +120,21 @@ def test_transform_inside_jit_is_a_clear_error():
 
     with pytest.raises(rj.TraceError, match=r"jit\(rfxjit.grad\(f\)\)"):
         outer(np.array([1.0]))
+
+
+def test_vjp_against_the_jacobian(rng):
+    def f(x, w):
+        return np.tanh(w @ x) * 2.0
+
+    x = rng.normal(size=(3,))
+    w = rng.normal(size=(4, 3))
+    ct = rng.normal(size=(4,))
+    out, pullback = rj.vjp(f, x, w)
+    np.testing.assert_allclose(out, f(x, w), rtol=1e-13)
+    gx, gw = pullback(ct)
+    jx = rj.jacobian(f, argnums=0)(x, w)
+    jw = rj.jacobian(f, argnums=1)(x, w)
+    np.testing.assert_allclose(gx, ct @ jx, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(gw, np.tensordot(ct, jw, axes=1), rtol=1e-12, atol=1e-14)
+    with pytest.raises(rj.AutodiffError, match="cotangent"):
+        pullback(np.ones(3))

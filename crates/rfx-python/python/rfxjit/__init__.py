@@ -28,6 +28,7 @@ from ._api import (
     jit,
     jvp,
     value_and_grad,
+    vjp,
     vmap,
 )
 from ._errors import (
@@ -76,5 +77,6 @@ __all__ = [
     "jvp",
     "numpy",
     "value_and_grad",
+    "vjp",
     "vmap",
 ]

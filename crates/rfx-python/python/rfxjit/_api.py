@@ -588,6 +588,45 @@ def jvp(fun, primals, tangents):
     return function(*primals, *tangents)
 
 
+_vjp_cache: dict = {}
+
+
+def vjp(fun, *primals):
+    """Reverse mode: `(fun(*primals), pullback)`, where `pullback(cotangent)` returns the
+    tuple of `cotangent`-weighted gradients with respect to each primal (`fun` returns one
+    float array; `cotangent` has its shape and dtype). The pullback is the gradient of
+    `sum(fun(*args) * cotangent)`, traced and compiled once per signature."""
+    n = len(primals)
+    primal_out = (fun if isinstance(fun, Function) else jit(fun))(*primals)
+    key = (fun, n)
+    try:
+        pull = _vjp_cache.get(key)
+    except TypeError:
+        pull = None
+    if pull is None:
+
+        def weighted(*args):
+            out = fun(*args[:n])
+            return (out * args[n]).sum()
+
+        weighted.__name__ = f"vjp_{getattr(fun, '__name__', 'fn')}"
+        if not weighted.__name__.isidentifier():
+            weighted.__name__ = "vjp_fn"
+        pull = _transform("grad", weighted, tuple(range(n)))
+        try:
+            _vjp_cache[key] = pull
+        except TypeError:
+            pass
+
+    def pullback(cotangent):
+        cotangent = np.asarray(cotangent, dtype=np.asarray(primal_out).dtype)
+        if cotangent.shape != np.shape(primal_out):
+            raise AutodiffError(f"vjp: the cotangent has shape {cotangent.shape}, the output {np.shape(primal_out)}")
+        return pull(*primals, cotangent)
+
+    return primal_out, pullback
+
+
 def vmap(fun, in_axes=0, out_axes=0):
     """`fun` (written for one example) mapped over a batch axis of its arguments, as one
     kernel. `in_axes`: an int, None (shared) or one per argument; `out_axes` likewise per

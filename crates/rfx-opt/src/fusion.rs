@@ -82,6 +82,17 @@ enum Dep {
 /// and a clamped read per point.
 const PAD_RECOMPUTE_COST: f64 = 8.0;
 
+/// The most windows (pads, slices and reshapes computed in place, reductions computed
+/// elementwise, each one frame and an elementwise reduction two) one value is computed inside
+/// of in a fused kernel. Deeper, fusion stores the operand of the window that would exceed it
+/// ([`MissReason::Nesting`]) and reads it back; the emitter recurses once per frame, so this
+/// bounds its stack on any kernel. Chains of other ops, however long, need no bound.
+pub const MAX_FRAME_NESTING: usize = 64;
+
+/// The most frames one value is computed in, in a fused kernel (see [`MAX_FRAME_NESTING`]):
+/// past it the value is stored once instead.
+const MAX_FRAME_COPIES: f64 = 256.0;
+
 /// Recomputing a pad's operand at up to this much cost in all is cheaper than the second loop
 /// nest that storing it takes (one transcendental at ten points).
 const PAD_RECOMPUTE_TOTAL: f64 = 200.0;
@@ -172,6 +183,7 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
         group_of: HashMap::new(),
         unrolled,
     };
+    plan.bound_frame_nesting();
     plan.store_dear_window_operands();
     // Each round either finishes or materialises at least one more value, so this ends after
     // at most one round per node.
@@ -185,11 +197,12 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
         plan.group_roots();
     }
     let (program, unstored) = plan.emit()?;
+    let consumers = plan.consumer_counts();
     let missed = plan
         .roots
         .iter()
         .filter_map(|(&v, reason)| reason.map(|r| (v, r)))
-        .filter(|(v, _)| plan.has_consumers(*v) && !unstored.contains(v))
+        .filter(|(v, _)| consumers.get(v.index()).is_some_and(|&c| c > 0) && !unstored.contains(v))
         .collect();
     Ok(FusionOutcome { program, missed })
 }
@@ -665,6 +678,7 @@ impl Plan<'_> {
     /// operand is computed at the window's points only, but once per window when it has other
     /// consumers (two windows of one value, or a window and the value).
     fn store_dear_window_operands(&mut self) {
+        let consumers = self.consumer_counts();
         for index in 0..self.kernel.nodes().len() {
             if !self.live[index] {
                 continue;
@@ -672,15 +686,8 @@ impl Plan<'_> {
             let Some(base) = slice_base(self.kernel, ValueId::new(index)) else {
                 continue;
             };
-            let consumers = self
-                .kernel
-                .nodes()
-                .iter()
-                .enumerate()
-                .filter(|(i, n)| self.live[*i] && n.args.contains(&base))
-                .count();
             if !self.roots.contains_key(&base)
-                && consumers > 1
+                && consumers.get(base.index()).copied().unwrap_or(0) > 1
                 && self.recompute_cost(base) > PAD_RECOMPUTE_COST
             {
                 self.roots.insert(base, Some(MissReason::Slice));
@@ -718,12 +725,79 @@ impl Plan<'_> {
         u != v && slice_base(self.kernel, v) == Some(u)
     }
 
-    fn has_consumers(&self, v: ValueId) -> bool {
-        self.kernel
-            .nodes()
-            .iter()
-            .enumerate()
-            .any(|(i, n)| self.live[i] && n.args.contains(&v))
+    /// How many live nodes read each value (a node reading it twice counts once).
+    fn consumer_counts(&self) -> Vec<usize> {
+        let mut counts = vec![0usize; self.kernel.nodes().len()];
+        for (i, node) in self.kernel.nodes().iter().enumerate() {
+            if !self.live[i] {
+                continue;
+            }
+            for (k, a) in node.args.iter().enumerate() {
+                if !node.args[..k].contains(a)
+                    && let Some(count) = counts.get_mut(a.index())
+                {
+                    *count += 1;
+                }
+            }
+        }
+        counts
+    }
+
+    /// Stores the values whose computation in place would nest more than
+    /// [`MAX_FRAME_NESTING`] frames (pads, slices and reshapes computed in place, reductions
+    /// computed elementwise), or would be repeated in more than [`MAX_FRAME_COPIES`] frames
+    /// (each frame recomputes its operand with a memo of its own, so nested windows multiply:
+    /// a chain of two-element reductions would double its work per link). The emitter recurses
+    /// once per nested frame, so the first bound bounds its stack on any kernel, and the second
+    /// keeps the work per stored value linear. Every other chain of ops is emitted iteratively
+    /// and needs neither.
+    ///
+    /// Consumers come after their operands, so one pass from the last node down sees every
+    /// consumer of a value before the value: its frame depth is the deepest of its consumers'
+    /// plus their frames, its copies the most of its plain consumers' plus those its windows
+    /// make. A stored value starts again from one copy at depth zero (frames load it).
+    fn bound_frame_nesting(&mut self) {
+        let n_nodes = self.kernel.nodes().len();
+        let mut depth = vec![0usize; n_nodes];
+        let mut copies = vec![0.0f64; n_nodes];
+        for (index, node) in self.kernel.nodes().iter().enumerate().rev() {
+            let v = ValueId::new(index);
+            if !self.live[index] || is_leaf(&node.op) {
+                continue;
+            }
+            if !self.roots.contains_key(&v)
+                && is_computed(self.kernel, v)
+                && (depth[index] > MAX_FRAME_NESTING || copies[index] > MAX_FRAME_COPIES)
+            {
+                self.roots.insert(v, Some(MissReason::Nesting));
+            }
+            if self.roots.contains_key(&v) {
+                depth[index] = 0;
+                copies[index] = 1.0;
+            }
+            let (own_depth, own_copies) = (depth[index], copies[index].max(1.0));
+            let (frames, windows) = match &node.op {
+                Op::Pad { .. } | Op::Slice { .. } | Op::Reshape => (1, 1.0),
+                // A frame per reduced point inside one that drops the reduced axes.
+                Op::Reduce { .. } => match self.unrolled.get(&v) {
+                    Some(extents) => (2, extents.iter().product::<usize>() as f64),
+                    None => (0, 1.0),
+                },
+                _ => (0, 1.0),
+            };
+            for (k, operand) in node.args.iter().enumerate() {
+                let Some(i) = Some(operand.index()).filter(|&i| i < n_nodes) else {
+                    continue;
+                };
+                if k == 0 && frames > 0 {
+                    depth[i] = depth[i].max(own_depth + frames);
+                    copies[i] += own_copies * windows;
+                } else {
+                    depth[i] = depth[i].max(own_depth);
+                    copies[i] = copies[i].max(own_copies);
+                }
+            }
+        }
     }
 
     /// Writes the MIR program: buffers for inputs, outputs and temporaries, one kernel per group.
@@ -1609,6 +1683,11 @@ impl KernelEmitter<'_, '_> {
                 stack.extend(node.args.iter().rev().map(|&a| (a, false)));
                 continue;
             }
+            if !expanded && let Some(index) = self.gather_index_first(u, node) {
+                stack.push((u, true));
+                stack.push((index, false));
+                continue;
+            }
             self.value_here(u)?;
         }
         self.memo.get(&v).copied().ok_or(OptError::InvalidValue(v))
@@ -1629,6 +1708,22 @@ impl KernelEmitter<'_, '_> {
                 | Op::Scan { .. }
         );
         plain && !self.input_buf.contains_key(&v) && !self.reads_stored(v)
+    }
+
+    /// The index operand of the gather `v` when `gathered` computes it (a chain of lookups,
+    /// each indexed by the one before, is then made iteratively too).
+    fn gather_index_first(&self, v: ValueId, node: &rfx_ir::hir::Node) -> Option<ValueId> {
+        let (Op::Gather { .. }, [table, index]) = (&node.op, node.args.as_slice()) else {
+            return None;
+        };
+        if self.input_buf.contains_key(&v) || self.reads_stored(v) {
+            return None;
+        }
+        let table_elems = self.plan.kernel.value_type(*table)?.shape.numel();
+        match self.view(*table) {
+            Ok(View::Buffer { .. }) if table_elems > 0 => Some(*index),
+            _ => None,
+        }
     }
 
     /// Whether `v` is a root this kernel reads from its buffer.

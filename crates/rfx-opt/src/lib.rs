@@ -25,6 +25,7 @@ mod saturate;
 
 pub use config::OptConfig;
 pub use error::OptError;
+pub use fusion::MAX_FRAME_NESTING;
 pub use passes::{
     constant_fold, decompose, eliminate_dead_ops, fuse_chains, optimize, simplify, sink_transposes,
 };

@@ -63,6 +63,10 @@ pub enum MissReason {
     /// A running fold is complete only once its kernel has run its scanned axis in order:
     /// kernels that read it elsewhere than at its own points read it stored.
     Scan,
+    /// Computing the value where it is read would nest more than
+    /// `rfx_opt::MAX_FRAME_NESTING` windows (pads, slices, reshapes, reductions computed
+    /// elementwise) inside one another: it is stored, and the windows above it read it back.
+    Nesting,
 }
 
 impl fmt::Display for MissReason {
@@ -76,6 +80,7 @@ impl fmt::Display for MissReason {
             MissReason::Transpose => "transpose of a computed value",
             MissReason::Slice => "slice of a computed value",
             MissReason::Pad => "pad of a computed value",
+            MissReason::Nesting => "windows nested too deep",
             MissReason::Gather => "table of a gather",
             MissReason::Scan => "running fold",
         })

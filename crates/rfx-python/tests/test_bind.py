@@ -135,3 +135,24 @@ def test_ir_dumps_and_kernel_from_hir():
     np.testing.assert_array_equal(compiled(x, x), f(x, x))
     with pytest.raises(rj.ExprError):
         rj.Kernel.from_hir("kernel broken {")
+
+
+def test_bound_calls_with_out_do_not_grow_memory():
+    import tracemalloc
+
+    f = rj.jit(pid_clip)
+    e, i, d = (np.array([0.25], np.float32) for _ in range(3))
+    out = np.empty(1, np.float32)
+    k = f.bind(e, i, d).compiled
+    for _ in range(1000):  # warm up: scratch space grown, caches filled
+        k(e, i, d, out=out)
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        for _ in range(100_000):
+            k(e, i, d, out=out)
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert after - before < 4096, f"{after - before} bytes kept after 100,000 calls"
+    np.testing.assert_allclose(out, pid_clip(e, i, d), rtol=1e-6)

@@ -361,8 +361,7 @@ fn one_line(message: &str) -> String {
 fn run_command(command: Command) -> Result<(), CliError> {
     match command {
         Command::Run { kernel, inputs, out } => {
-            let text = std::fs::read_to_string(&kernel)
-                .map_err(|e| CliError::User(format!("cannot read {}: {e}", kernel.display())))?;
+            let text = npy::read_text(&kernel)?;
             let kernel_ir = rfx_ir::hir::parse(&text).map_err(|e| {
                 CliError::User(format!(
                     "{}:{}:{}: {}",
@@ -521,8 +520,7 @@ fn is_kernel_file(arg: &str) -> bool {
 /// A kernel file (see [`is_kernel_file`]) or an expression typed by `signature`.
 fn load_kernel(arg: &str, signature: Option<&Signature>) -> Result<Kernel, CliError> {
     if is_kernel_file(arg) {
-        let text =
-            std::fs::read_to_string(arg).map_err(|e| CliError::User(format!("cannot read {arg}: {e}")))?;
+        let text = npy::read_text(Path::new(arg))?;
         return rfx_ir::hir::parse(&text)
             .map_err(|e| CliError::User(format!("{arg}:{}:{}: {}", e.line, e.col, e.message)));
     }

@@ -13,24 +13,56 @@ use crate::CliError;
 /// no further than its header declares, then [`rfx_cli::npy_read::read_bytes`].
 pub(crate) fn read(path: &Path) -> Result<Array, CliError> {
     let user = |message: String| CliError::User(format!("{}: {message}", path.display()));
-    let (file, file_len) = open_regular(path).map_err(user)?;
+    let (file, file_len) = open_regular(path).map_err(|e| match e {
+        NotOpened::Io(e) => user(format!("cannot open: {e}")),
+        not_regular => user(not_regular.to_string()),
+    })?;
     let bytes = read_declared(&file, file_len).map_err(user)?;
     rfx_cli::npy_read::read_bytes(&bytes).map_err(user)
 }
 
+/// Reads a kernel file: a regular file only, as for `.npy` inputs (a FIFO or device must not
+/// hang the command or fill its memory), as UTF-8 text.
+pub(crate) fn read_text(path: &Path) -> Result<String, CliError> {
+    let user = |message: String| CliError::User(format!("cannot read {}: {message}", path.display()));
+    let (file, file_len) = open_regular(path).map_err(|e| user(e.to_string()))?;
+    let mut text = String::new();
+    let len = usize::try_from(file_len).unwrap_or(usize::MAX);
+    text.try_reserve_exact(len)
+        .map_err(|_| user(format!("its {file_len} bytes do not fit in memory")))?;
+    (&file)
+        .take(file_len)
+        .read_to_string(&mut text)
+        .map_err(|e| user(e.to_string()))?;
+    Ok(text)
+}
+
+/// Why [`open_regular`] refused a path.
+enum NotOpened {
+    Io(std::io::Error),
+    NotRegular,
+}
+
+impl std::fmt::Display for NotOpened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotOpened::Io(e) => write!(f, "{e}"),
+            NotOpened::NotRegular => f.write_str("not a regular file (a directory, device or FIFO)"),
+        }
+    }
+}
+
 /// Opens `path` without blocking (a FIFO with no writer would block a plain open) and checks
 /// that it is a regular file; returns it and its length.
-fn open_regular(path: &Path) -> Result<(File, u64), String> {
+fn open_regular(path: &Path) -> Result<(File, u64), NotOpened> {
     let mut options = OpenOptions::new();
     options.read(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NONBLOCK);
-    let file = options.open(path).map_err(|e| format!("cannot open: {e}"))?;
-    let meta = file.metadata().map_err(|e| format!("cannot open: {e}"))?;
+    let file = options.open(path).map_err(NotOpened::Io)?;
+    let meta = file.metadata().map_err(NotOpened::Io)?;
     if !meta.is_file() {
-        return Err(
-            "not a regular file (an input must be a .npy file, not a directory, device or FIFO)".into(),
-        );
+        return Err(NotOpened::NotRegular);
     }
     Ok((file, meta.len()))
 }

@@ -522,6 +522,27 @@ fn inputs_are_regular_files_only_and_a_fifo_does_not_hang() {
         let (status, err) = wait_at_most(child, Duration::from_secs(20), "rfx reading a FIFO");
         assert_eq!(status.code(), Some(1), "{err}");
         assert!(err.contains("not a regular file"), "{err}");
+        // A kernel file is read the same way.
+        let kernel_fifo = dir.join("fifo.rfx");
+        assert!(
+            Command::new("mkfifo")
+                .arg(&kernel_fifo)
+                .status()
+                .is_ok_and(|s| s.success())
+        );
+        let k = kernel_fifo.to_str().expect("utf-8");
+        for args in [vec!["run", k], vec!["dump", k, "--stage", "hir"]] {
+            let cmd = args[0];
+            let child = Command::new(RFX)
+                .args(&args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("spawn rfx");
+            let (status, err) = wait_at_most(child, Duration::from_secs(20), "rfx reading a FIFO kernel");
+            assert_eq!(status.code(), Some(1), "{cmd}: {err}");
+            assert!(err.contains("not a regular file"), "{cmd}: {err}");
+        }
     } else {
         eprintln!("skipped the FIFO case: `mkfifo` is not available");
     }
@@ -538,6 +559,16 @@ fn inputs_are_regular_files_only_and_a_fifo_does_not_hang() {
         let (status, err) = wait_at_most(child, Duration::from_secs(20), special);
         assert_eq!(status.code(), Some(1), "{special}: {err}");
         assert!(err.contains("not a regular file"), "{special}: {err}");
+        // As a kernel file: /dev/zero would otherwise be read until memory runs out.
+        let child = Command::new(RFX)
+            .args(["run", special])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn rfx");
+        let (status, err) = wait_at_most(child, Duration::from_secs(20), special);
+        assert_eq!(status.code(), Some(1), "run {special}: {err}");
+        assert!(err.contains("not a regular file"), "run {special}: {err}");
     }
     let res = rfx(&["eval", "x * 2.0", "--in", &arg("x", &dir)]);
     assert_eq!(res.status.code(), Some(1), "{}", stderr(&res));

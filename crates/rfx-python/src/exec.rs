@@ -417,6 +417,19 @@ impl PyCompiled {
         self.exe.lir().to_string()
     }
 
+    /// The HIR as a Graphviz DOT graph (`stage="hir"`) or the MIR's fused kernels
+    /// (`stage="mir"`).
+    #[pyo3(signature = (stage = "hir"))]
+    fn dot(&self, stage: &str) -> PyResult<String> {
+        match stage {
+            "hir" => Ok(rfx_ir::dot::hir_to_dot(self.exe.hir())),
+            "mir" => Ok(rfx_ir::dot::mir_to_dot(self.exe.mir())),
+            other => Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "dot: unknown stage `{other}` (hir or mir)"
+            ))),
+        }
+    }
+
     /// The optimisation report (rewrites, fusion decisions and missed fusions).
     fn report(&self) -> String {
         format!("{}\n{}", self.exe.opt_report(), self.exe.lower_report())

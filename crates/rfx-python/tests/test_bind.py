@@ -156,3 +156,14 @@ def test_bound_calls_with_out_do_not_grow_memory():
         tracemalloc.stop()
     assert after - before < 4096, f"{after - before} bytes kept after 100,000 calls"
     np.testing.assert_allclose(out, pid_clip(e, i, d), rtol=1e-6)
+
+
+def test_dot_graphs():
+    f = rj.jit(lambda x, y: np.sin(x * 2.0) + y)
+    x = np.ones(3)
+    hir = f.dot(x, x)
+    assert hir.startswith("digraph") and "sin" in hir
+    assert f.dot(x, x, stage="mir").startswith("digraph")
+    assert f.bind(x, x).dot() == hir
+    with pytest.raises(ValueError, match="unknown stage"):
+        f.dot(x, x, stage="lir")

@@ -450,6 +450,10 @@ class Function:
     def report(self, *args) -> str:
         return self.lower(*args).report()
 
+    def dot(self, *args, stage: str = "hir") -> str:
+        """The kernel for these arguments as a Graphviz DOT graph (`stage="hir"` or `"mir"`)."""
+        return self.lower(*args).dot(stage)
+
     def bind(self, *example_args):
         """A kernel bound to the signature of `example_args`, for control loops: call it with
         arrays of exactly those dtypes and shapes (0-d arrays for scalars; static arguments are
@@ -502,6 +506,9 @@ class Bound:
 
     def report(self) -> str:
         return self._compiled.report()
+
+    def dot(self, stage: str = "hir") -> str:
+        return self._compiled.dot(stage)
 
     def __repr__(self) -> str:
         return f"<rfxjit.Bound {self.name} {self._compiled.inputs()}>"

@@ -132,3 +132,25 @@ def test_python_control_flow_on_traced_values_is_a_trace_error():
 def test_unsupported_keyword_arguments():
     with pytest.raises(rj.TraceError, match="out="):
         rj.jit(lambda x: np.sin(x, out=x))(np.ones(2))
+
+
+def test_unsupported_operators_are_trace_errors():
+    with pytest.raises(rj.TraceError, match="floor_divide"):
+        rj.jit(lambda x: x // 2.0)(np.ones(2))
+    with pytest.raises(rj.TraceError, match="remainder"):
+        rj.jit(lambda x: x % 2.0)(np.ones(2))
+    with pytest.raises(rj.TraceError, match="np.stack"):
+        rj.jit(lambda x: np.array([x[0], x[1]]))(np.ones(2))
+
+
+def test_constant_outputs_and_weak_where():
+    f = rj.jit(lambda x: (x + 1.0, np.where(x > 0, 1.0, 0.0)))
+    x = np.array([-1.0, 2.0], np.float32)
+    a, b = f(x)
+    np.testing.assert_array_equal(a, [0.0, 3.0])
+    assert b.dtype == np.where(x > 0, 1.0, 0.0).dtype
+    np.testing.assert_array_equal(b, [0.0, 1.0])
+    g = rj.jit(lambda x: [x * 2.0, x.shape[0] * x])
+    out = g(x)
+    assert isinstance(out, list) and len(out) == 2
+    np.testing.assert_array_equal(out[1], 2 * x)

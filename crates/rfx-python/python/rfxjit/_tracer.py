@@ -184,7 +184,7 @@ class Tracer:
         self._concrete("using a traced array as an index or size")
 
     def __array__(self, dtype=None, copy=None):
-        self._concrete("converting to a NumPy array (np.asarray, np.array)")
+        self._concrete("converting to a NumPy array (np.asarray, np.array; build arrays of traced values with np.stack)")
 
     def __iter__(self):
         if not self._shape:
@@ -255,6 +255,16 @@ class Tracer:
 
     def __rpow__(self, other):
         return power(other, self)
+
+    def __floordiv__(self, other):
+        raise TraceError("numpy.floor_divide (//) is not supported by rfx's tracer")
+
+    __rfloordiv__ = __floordiv__
+
+    def __mod__(self, other):
+        raise TraceError("numpy.remainder (%) is not supported by rfx's tracer (numpy.fmod is)")
+
+    __rmod__ = __mod__
 
     def __matmul__(self, other):
         return matmul_impl(self, other)

@@ -48,6 +48,8 @@ pub struct PyCompiled {
     /// calling one kernel at once never share one.
     scratch: Mutex<Vec<Scratch>>,
     elems: usize,
+    /// Compiled with fast math (kept for pickling).
+    fast_math: bool,
 }
 
 /// NumPy's type number for a dtype.
@@ -73,7 +75,7 @@ fn data_addr(array: &Bound<'_, PyUntypedArray>) -> usize {
 }
 
 impl PyCompiled {
-    fn new(py: Python<'_>, exe: Arc<Executable>) -> PyCompiled {
+    fn new(py: Python<'_>, exe: Arc<Executable>, fast_math: bool) -> PyCompiled {
         let inputs = exe.inputs().to_vec();
         let outputs = exe.outputs().to_vec();
         let typenums = inputs
@@ -93,6 +95,7 @@ impl PyCompiled {
             typenums,
             scratch: Mutex::new(Vec::new()),
             elems,
+            fast_math,
         }
     }
 
@@ -435,6 +438,27 @@ impl PyCompiled {
         format!("{}\n{}", self.exe.opt_report(), self.exe.lower_report())
     }
 
+    /// Pickles as the HIR text and the options: unpickling compiles again (native code is
+    /// specific to the process that made it).
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyTuple>)> {
+        let compile = py.import("rfxjit._rfx")?.getattr("compile")?;
+        let kernel = Bound::new(
+            py,
+            PyKernel {
+                kernel: self.exe.hir().clone(),
+            },
+        )?;
+        let args = PyTuple::new(
+            py,
+            [
+                kernel.into_any(),
+                self.exe.backend().into_pyobject(py)?.into_any(),
+                pyo3::types::PyBool::new(py, self.fast_math).to_owned().into_any(),
+            ],
+        )?;
+        Ok((compile, args))
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "Compiled({}, backend={}, inputs={:?})",
@@ -460,7 +484,7 @@ fn compile(py: Python<'_>, kernel: &PyKernel, backend: &str, fast_math: bool) ->
     let exe = py
         .detach(|| rfx_runtime::compile(&kernel, &config, rfx_runtime::registry()))
         .map_err(runtime_error)?;
-    Ok(PyCompiled::new(py, Arc::new(exe)))
+    Ok(PyCompiled::new(py, Arc::new(exe), fast_math))
 }
 
 /// The names of the backends built into this module.

@@ -468,6 +468,12 @@ impl PyKernel {
         self.kernel.to_string()
     }
 
+    /// Pickles as the HIR text.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (String,))> {
+        let from_hir = py.get_type::<PyKernel>().getattr("from_hir")?;
+        Ok((from_hir, (self.kernel.to_string(),)))
+    }
+
     fn __repr__(&self) -> String {
         format!("Kernel({})", self.kernel.name())
     }

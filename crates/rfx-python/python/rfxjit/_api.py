@@ -464,6 +464,20 @@ class Function:
         entry = self._entry(spec, statics)
         return Bound(entry, self.__name__)
 
+    def __getstate__(self):
+        # Pickled as the function (by reference, as pickle does for functions), the transforms
+        # around it and the options; compiled kernels are made again where it is unpickled.
+        state = self.__dict__.copy()
+        state["_cache"] = {}
+        state["_lock"] = None
+        state["_hits"] = state["_misses"] = 0
+        state["_last_key"] = state["_last_miss"] = None
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def __repr__(self) -> str:
         return f"<rfxjit.Function {self.__name__} backend={self._backend}>"
 
@@ -510,8 +524,19 @@ class Bound:
     def dot(self, stage: str = "hir") -> str:
         return self._compiled.dot(stage)
 
+    def __reduce__(self):
+        # The kernel pickles as its HIR text and options (compiled again when unpickled); the
+        # outputs come back as one array for one output, else a tuple.
+        return (_bound_from_compiled, (self._compiled, self.name))
+
     def __repr__(self) -> str:
         return f"<rfxjit.Bound {self.name} {self._compiled.inputs()}>"
+
+
+def _bound_from_compiled(compiled, name):
+    n_out = len(compiled.outputs())
+    rebuild = (lambda outputs: outputs[0]) if n_out == 1 else tuple
+    return Bound(_Entry(compiled, rebuild, n_out), name)
 
 
 def _source_of(fun, static_argnums=()):

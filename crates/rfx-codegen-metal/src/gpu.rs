@@ -219,6 +219,30 @@ fn too_large(what: &'static str, size: u64, limit: u64) -> BackendError {
     }
 }
 
+/// The most weighted instructions (a transcendental counts 20, `pow` and `atan2` 40, any
+/// other instruction 1) a program's kernels may hold together on llvmpipe. Its LLVM compile of
+/// the shader grows about quadratically with the inlined code (measured on 2 cores: 50 `sin`s,
+/// weight about 1,100, 9 s; 100, weight about 2,200, 43 s; 400 more than 5 minutes), so a larger
+/// program is refused with `Unsupported::Size` instead (at this bound, about 35 s).
+pub(crate) const LLVMPIPE_MAX_WEIGHTED_INSTS: usize = 2_000;
+
+/// A program's weighted instruction count ([`LLVMPIPE_MAX_WEIGHTED_INSTS`]).
+fn weighted_insts(program: &LirProgram) -> usize {
+    program
+        .kernels()
+        .iter()
+        .flat_map(|kernel| kernel.preamble.iter().chain(&kernel.body))
+        .map(|inst| match inst {
+            rfx_ir::lir::Inst::Unary { op, .. } if op.is_transcendental() => 20,
+            rfx_ir::lir::Inst::Binary {
+                op: rfx_ir::BinaryOp::Pow | rfx_ir::BinaryOp::Atan2,
+                ..
+            } => 40,
+            _ => 1,
+        })
+        .sum()
+}
+
 /// Creates the pipelines, buffers and bind groups of `program` from its generated `shader`.
 pub(crate) fn compile(
     gpu: &'static Gpu,
@@ -226,6 +250,14 @@ pub(crate) fn compile(
     shader: &Shader,
 ) -> Result<MetalCompiled, BackendError> {
     let limits = &gpu.limits;
+    let weight = weighted_insts(program);
+    if gpu.is_llvmpipe() && weight > LLVMPIPE_MAX_WEIGHTED_INSTS {
+        return Err(too_large(
+            "weighted instructions of a program on llvmpipe (transcendentals count 20, pow and atan2 40)",
+            weight as u64,
+            LLVMPIPE_MAX_WEIGHTED_INSTS as u64,
+        ));
+    }
     for layout in &shader.kernels {
         let n = layout.bindings.len() as u64;
         if n > u64::from(limits.max_storage_buffers_per_shader_stage) {

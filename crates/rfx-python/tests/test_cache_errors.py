@@ -154,3 +154,19 @@ def test_constant_outputs_and_weak_where():
     out = g(x)
     assert isinstance(out, list) and len(out) == 2
     np.testing.assert_array_equal(out[1], 2 * x)
+
+
+def test_keyword_arguments_and_defaults():
+    def scaled(x, k=2.0, *, unused=None):
+        return x * k
+
+    f = rj.jit(lambda x, k=2.0: x * k)
+    x = np.array([1.0, 2.0], np.float32)
+    np.testing.assert_array_equal(f(x), [2.0, 4.0])
+    np.testing.assert_array_equal(f(x, k=3.0), [3.0, 6.0])
+    np.testing.assert_array_equal(f(k=0.5, x=x), [0.5, 1.0])
+    assert f.cache_info().misses == 1
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        f(x, gain=1.0)
+    with pytest.raises(TypeError, match="keyword-only"):
+        rj.jit(scaled)(x, unused=1)

@@ -148,6 +148,17 @@ class _PySource:
     def inline(self, *args):
         return self.fun(*args)
 
+    def positional(self, args, kwargs):
+        """`args` and `kwargs` as positional arguments (defaults filled in)."""
+        try:
+            bound = inspect.signature(self.fun).bind(*args, **kwargs)
+        except (TypeError, ValueError) as error:
+            raise TypeError(f"`{self.name}`: {error}") from None
+        bound.apply_defaults()
+        if bound.kwargs:
+            raise TypeError(f"`{self.name}`: keyword-only arguments are not supported ({', '.join(bound.kwargs)})")
+        return bound.args
+
 
 def _argnums_list(argnums, n: int) -> list[int]:
     items = [argnums] if isinstance(argnums, int) else list(argnums)
@@ -245,6 +256,9 @@ class _TransformSource:
             raise AutodiffError(f"unknown transform {kind}")
         return kernel, rebuild
 
+    def positional(self, args, kwargs):
+        return self.inner.positional(args, kwargs)
+
     def inline(self, *args):
         raise TraceError(
             f"calling {self.kind}(f) inside a traced function is not supported yet; "
@@ -286,6 +300,9 @@ class _VmapSource:
             raise AutodiffError(f"vmap: out_axes has {len(out_axes)} entries for {n_out} output(s)")
         kernel = inner_kernel.vmap(axes, out_axes, _types(spec))
         return kernel, lambda outputs: inner_rebuild(list(outputs))
+
+    def positional(self, args, kwargs):
+        return self.inner.positional(args, kwargs)
 
     def inline(self, *args):
         raise TraceError("calling vmap(f) inside a traced function is not supported yet; apply jit to it instead")
@@ -386,7 +403,9 @@ class Function:
             reasons.append(f"static arguments: {dict(old_statics)} -> {dict(statics)}")
         return "; ".join(reasons) or "a signature seen before was dropped from the cache"
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            args = self._source.positional(args, kwargs)
         # The fast path: every argument an ndarray of an rfx dtype, a signature seen before.
         # (The kernel checks layout; a non-contiguous array takes the slow path, which copies.)
         if not self._source.static_argnums:
@@ -432,9 +451,11 @@ class Function:
         """Why the last compile happened (what changed in the signature)."""
         return self._last_miss
 
-    def lower(self, *args):
+    def lower(self, *args, **kwargs):
         """The compiled kernel for these example arguments (`.hir()`, `.mir()`, `.lir()`,
         `.report()`, and callable on arrays)."""
+        if kwargs:
+            args = self._source.positional(args, kwargs)
         spec, statics, _ = self._split(args)
         return self._entry(spec, statics).compiled
 
@@ -454,12 +475,14 @@ class Function:
         """The kernel for these arguments as a Graphviz DOT graph (`stage="hir"` or `"mir"`)."""
         return self.lower(*args).dot(stage)
 
-    def bind(self, *example_args):
+    def bind(self, *example_args, **kwargs):
         """A kernel bound to the signature of `example_args`, for control loops: call it with
         arrays of exactly those dtypes and shapes (0-d arrays for scalars; static arguments are
         fixed at bind time and not passed again), optionally with `out=` arrays written in
         place. Inputs are read without copying; every call checks each array's dtype, shape,
         layout and address."""
+        if kwargs:
+            example_args = self._source.positional(example_args, kwargs)
         spec, statics, _ = self._split(example_args)
         entry = self._entry(spec, statics)
         return Bound(entry, self.__name__)

@@ -123,6 +123,12 @@ class _PySource:
         self.name = getattr(fun, "__name__", "fn")
         if not self.name.isidentifier():
             self.name = "fn"
+        # Positional parameters, so that omitted ones with defaults are filled in.
+        try:
+            params = inspect.signature(fun).parameters.values()
+            self.n_params = sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD))
+        except (TypeError, ValueError):
+            self.n_params = 0
 
     def kernel(self, spec, statics):
         n = len(spec) + len(statics)
@@ -259,6 +265,10 @@ class _TransformSource:
     def positional(self, args, kwargs):
         return self.inner.positional(args, kwargs)
 
+    @property
+    def n_params(self):
+        return 0 if self.kind == "jvp" else self.inner.n_params
+
     def inline(self, *args):
         raise TraceError(
             f"calling {self.kind}(f) inside a traced function is not supported yet; "
@@ -303,6 +313,10 @@ class _VmapSource:
 
     def positional(self, args, kwargs):
         return self.inner.positional(args, kwargs)
+
+    @property
+    def n_params(self):
+        return self.inner.n_params
 
     def inline(self, *args):
         raise TraceError("calling vmap(f) inside a traced function is not supported yet; apply jit to it instead")
@@ -404,7 +418,7 @@ class Function:
         return "; ".join(reasons) or "a signature seen before was dropped from the cache"
 
     def __call__(self, *args, **kwargs):
-        if kwargs:
+        if kwargs or len(args) < self._source.n_params:
             args = self._source.positional(args, kwargs)
         # The fast path: every argument an ndarray of an rfx dtype, a signature seen before.
         # (The kernel checks layout; a non-contiguous array takes the slow path, which copies.)
@@ -454,7 +468,7 @@ class Function:
     def lower(self, *args, **kwargs):
         """The compiled kernel for these example arguments (`.hir()`, `.mir()`, `.lir()`,
         `.report()`, and callable on arrays)."""
-        if kwargs:
+        if kwargs or len(args) < self._source.n_params:
             args = self._source.positional(args, kwargs)
         spec, statics, _ = self._split(args)
         return self._entry(spec, statics).compiled
@@ -481,7 +495,7 @@ class Function:
         fixed at bind time and not passed again), optionally with `out=` arrays written in
         place. Inputs are read without copying; every call checks each array's dtype, shape,
         layout and address."""
-        if kwargs:
+        if kwargs or len(example_args) < self._source.n_params:
             example_args = self._source.positional(example_args, kwargs)
         spec, statics, _ = self._split(example_args)
         entry = self._entry(spec, statics)

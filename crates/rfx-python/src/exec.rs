@@ -141,11 +141,23 @@ impl PyCompiled {
             };
             return Err(CallError::new_err(format!("{role} `{name}` {what}")));
         }
-        Ok(RawArg {
+        let arg = RawArg {
             addr: data_addr(array),
             len: ty.shape.numel(),
             dtype: ty.dtype,
-        })
+        };
+        if ty.dtype == DType::Bool && arg.len > 0 {
+            // A NumPy bool array made as a view of other bytes may hold values other than 0
+            // and 1, which a Rust `bool` must never hold: look at the bytes first.
+            // SAFETY: `addr` is the C-contiguous data of `len` one-byte elements (checked above).
+            let bytes = unsafe { std::slice::from_raw_parts(arg.addr as *const u8, arg.len) };
+            if bytes.iter().any(|&b| b > 1) {
+                return Err(CallError::new_err(format!(
+                    "{role} `{name}`: a bool array holds bytes other than 0 and 1 (a view of other data?)"
+                )));
+            }
+        }
+        Ok(arg)
     }
 
     /// Runs the kernel on checked arguments (inputs, then outputs).

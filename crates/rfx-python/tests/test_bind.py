@@ -167,3 +167,14 @@ def test_dot_graphs():
     assert f.bind(x, x).dot() == hir
     with pytest.raises(ValueError, match="unknown stage"):
         f.dot(x, x, stage="lir")
+
+
+def test_bool_views_of_other_bytes_are_rejected():
+    f = rj.jit(lambda m, x: np.where(m, x, 0.0))
+    m = np.array([True, False, True])
+    x = np.ones(3)
+    k = f.bind(m, x)
+    np.testing.assert_array_equal(k(m, x), [1.0, 0.0, 1.0])
+    bad = np.array([1, 0, 2], dtype=np.uint8).view(np.bool_)
+    with pytest.raises(rj.CallError, match="bytes other than 0 and 1"):
+        k(bad, x)

@@ -138,3 +138,17 @@ def test_vjp_against_the_jacobian(rng):
     np.testing.assert_allclose(gw, np.tensordot(ct, jw, axes=1), rtol=1e-12, atol=1e-14)
     with pytest.raises(rj.AutodiffError, match="cotangent"):
         pullback(np.ones(3))
+
+
+def test_repeated_jvp_and_vjp_compile_once():
+    def f(x):
+        return np.sin(x) * 3.0
+
+    x = np.linspace(0, 1, 4)
+    for _ in range(3):
+        rj.jvp(f, (x,), (x,))
+        _, pullback = rj.vjp(f, x)
+        pullback(np.ones(4))
+    primal, pull = rj._api._cached_vjp(f, 1)
+    assert primal.cache_info().misses == 1 and pull.cache_info().misses == 1
+    assert rj._api._cached_jvp(f).cache_info().misses == 1

@@ -187,7 +187,7 @@ def _float_outputs(kernel):
 class _TransformSource:
     """A derivative of another source, computed by rfx's autodiff on the kernel."""
 
-    def __init__(self, inner, kind: str, argnums, has_aux: bool = False):
+    def __init__(self, inner, kind: str, argnums):
         self.inner = inner
         self.kind = kind
         self.argnums = argnums
@@ -635,7 +635,27 @@ def hessian(fun, argnums=0):
     return _transform("hessian", fun, argnums)
 
 
-_jvp_cache: dict = {}
+# The compiled functions made for `jvp` and `vjp`, kept for the last 128 functions passed.
+_TRANSFORM_CACHE_SIZE = 128
+
+
+def _uncached_jvp(fun):
+    return _transform("jvp", fun, None)
+
+
+def _uncached_vjp(fun, n):
+    def weighted(*args):
+        out = fun(*args[:n])
+        return (out * args[n]).sum()
+
+    name = f"vjp_{getattr(fun, '__name__', 'fn')}"
+    weighted.__name__ = name if name.isidentifier() else "vjp_fn"
+    primal = fun if isinstance(fun, Function) else jit(fun)
+    return primal, _transform("grad", weighted, tuple(range(n)))
+
+
+_cached_jvp = functools.lru_cache(maxsize=_TRANSFORM_CACHE_SIZE)(_uncached_jvp)
+_cached_vjp = functools.lru_cache(maxsize=_TRANSFORM_CACHE_SIZE)(_uncached_vjp)
 
 
 def jvp(fun, primals, tangents):
@@ -643,21 +663,11 @@ def jvp(fun, primals, tangents):
     primals, tangents = tuple(primals), tuple(tangents)
     if len(primals) != len(tangents):
         raise AutodiffError(f"jvp: {len(primals)} primal(s) but {len(tangents)} tangent(s)")
-    key = fun
     try:
-        function = _jvp_cache.get(key)
-    except TypeError:
-        function = None
-    if function is None:
-        function = _transform("jvp", fun, None)
-        try:
-            _jvp_cache[key] = function
-        except TypeError:
-            pass
+        function = _cached_jvp(fun)
+    except TypeError:  # an unhashable callable
+        function = _uncached_jvp(fun)
     return function(*primals, *tangents)
-
-
-_vjp_cache: dict = {}
 
 
 def vjp(fun, *primals):
@@ -666,26 +676,11 @@ def vjp(fun, *primals):
     float array; `cotangent` has its shape and dtype). The pullback is the gradient of
     `sum(fun(*args) * cotangent)`, traced and compiled once per signature."""
     n = len(primals)
-    primal_out = (fun if isinstance(fun, Function) else jit(fun))(*primals)
-    key = (fun, n)
     try:
-        pull = _vjp_cache.get(key)
-    except TypeError:
-        pull = None
-    if pull is None:
-
-        def weighted(*args):
-            out = fun(*args[:n])
-            return (out * args[n]).sum()
-
-        weighted.__name__ = f"vjp_{getattr(fun, '__name__', 'fn')}"
-        if not weighted.__name__.isidentifier():
-            weighted.__name__ = "vjp_fn"
-        pull = _transform("grad", weighted, tuple(range(n)))
-        try:
-            _vjp_cache[key] = pull
-        except TypeError:
-            pass
+        primal, pull = _cached_vjp(fun, n)
+    except TypeError:  # an unhashable callable
+        primal, pull = _uncached_vjp(fun, n)
+    primal_out = primal(*primals)
 
     def pullback(cotangent):
         cotangent = np.asarray(cotangent, dtype=np.asarray(primal_out).dtype)

@@ -34,6 +34,12 @@
 //!   GPU trees (as above), as are values where the backend documents no bound (metal outside
 //!   its lavapipe table's ranges, or on another device).
 //!
+//! Large-kernel mode ([`FuzzConfig::large`], `rfx fuzz --large`) generates elementwise
+//! kernels of 1,000 to 20,000 ops heavy in transcendentals instead, and compares each backend
+//! with `lir-interp` within a tolerance (the kernels' ops do not amplify rounding errors), with
+//! no shrinking: it checks that kernel size alone (stack frames, staging, compile time) breaks
+//! nothing.
+//!
 //! An error from a path whose reference succeeded is a mismatch, except a typed
 //! [`BackendError::Unsupported`] (metal has no `f64`; sizes beyond a device's limits), which is
 //! counted as a skip. A mismatching kernel is shrunk (see [`shrink`]) and, with

@@ -19,7 +19,7 @@ use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
 use rfx_ir::testgen::{TestRng, transcendental_kernel};
 use rfx_ir::{Array, ArrayData, DType, Scalar};
-use rfx_lower::{CompileOptions, Compiled, LowerConfig, Scratch, lower};
+use rfx_lower::{BackendError, CompileOptions, Compiled, LowerConfig, Scratch, Unsupported, lower};
 use rfx_opt::{OptConfig, optimize};
 
 /// The bound every generated function's frame is checked against (`codegen::MAX_FRAME`).
@@ -232,10 +232,28 @@ fn twenty_thousand_ops_of_distinct_constants() {
     }
 }
 
+/// Past the frame bound: a generated kernel of 100,000 ops on one element, whose values stay
+/// live far along it (straight-line code spills about 12 bytes per op), is refused with
+/// `Unsupported::Size` naming the frame and its 1 MiB limit, not run into the guard page.
+#[test]
+fn a_frame_past_the_bound_is_a_typed_error() {
+    let kernel = transcendental_kernel(&mut TestRng::new(0xf4a3e), 100_000, DType::F32, 1, "huge");
+    let lir = lir_of(&kernel);
+    let err = rfx_codegen_cpu::compile(&lir, &CompileOptions::default())
+        .map(|_| ())
+        .expect_err("past the bound");
+    assert!(
+        matches!(&err, BackendError::Unsupported { backend: "cpu", what: Unsupported::Size { what, size, limit } }
+            if what.contains("stack frame") && *size > *limit && *limit == MAX_FRAME as usize),
+        "{err:?}"
+    );
+}
+
 /// Generated kernels of 1,000 to 20,000 ops, heavy in transcendentals (`testgen::
 /// transcendental_kernel`), in `f32` and `f64`, against the interpreter. `RFX_LARGE_KERNEL_CASES`
-/// sets the number of cases (3 by default; `cargo xtask fuzz` runs more through `rfx fuzz
-/// --large`); case `k` is reproduced from its seed alone.
+/// sets the number of cases (3 by default; `rfx fuzz --large` and `cargo xtask fuzz --large
+/// true` run more of the same generator, on every backend); case `k` is reproduced from its
+/// seed alone.
 #[test]
 fn generated_large_kernels_match_interpreter() {
     let cases: u64 = std::env::var("RFX_LARGE_KERNEL_CASES")

@@ -5261,3 +5261,72 @@ fn finish(
         _ => total,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(src: usize, dst: usize) -> Segment {
+        Segment::Call {
+            routine: AotFn::SinF32,
+            srcs: vec![TileSrc::Body(src)],
+            dsts: vec![dst],
+            src_accesses: vec![None],
+            dst_accesses: vec![None],
+        }
+    }
+
+    /// A load, a chain of three routine calls and an ops segment reading the last result: each
+    /// value is live from its segment to the next, so two buffers serve all five; a value never
+    /// shares a buffer with one its own segment reads.
+    #[test]
+    fn a_chain_of_routines_stages_two_buffers() {
+        let segments = vec![
+            Segment::Ops {
+                insts: vec![0],
+                loads: Vec::new(),
+            },
+            call(0, 1),
+            call(1, 2),
+            call(2, 3),
+            Segment::Ops {
+                insts: vec![4],
+                loads: vec![(4, 3, SlotId::new(0))],
+            },
+        ];
+        let cells: HashMap<usize, u32> = (0..4).map(|def| (def, 4)).collect();
+        let buffers = staging_buffers(&segments, &cells, &[]);
+        assert_eq!(buffers.cells, vec![4, 4]);
+        for (reader, def) in [(1, 0), (2, 1), (3, 2)] {
+            assert_ne!(
+                buffers.of_def[&reader], buffers.of_def[&def],
+                "{reader} reads {def}"
+            );
+        }
+        assert_eq!(buffers.of_def[&0], buffers.of_def[&2]);
+        assert_eq!(buffers.of_def[&1], buffers.of_def[&3]);
+    }
+
+    /// A reduced value stays staged to the end of the tile (the reduction pass reads it after
+    /// the segments), and buffers of different cell sizes are never shared.
+    #[test]
+    fn reduced_values_and_cell_sizes_keep_their_buffers() {
+        let segments = vec![
+            Segment::Ops {
+                insts: vec![0],
+                loads: Vec::new(),
+            },
+            call(0, 1),
+            call(1, 2),
+            call(2, 3),
+        ];
+        let cells: HashMap<usize, u32> = [(0, 4), (1, 4), (2, 8), (3, 4)].into_iter().collect();
+        let buffers = staging_buffers(&segments, &cells, &[0]);
+        // 0 is reduced (live to the end); 1 is dead after segment 2, so 3 takes its buffer; 2
+        // has 8-byte cells, a buffer of its own.
+        assert_eq!(buffers.cells, vec![4, 4, 8]);
+        assert_eq!(buffers.of_def[&3], buffers.of_def[&1]);
+        assert_ne!(buffers.of_def[&3], buffers.of_def[&0]);
+        assert_eq!(buffers.cells[buffers.of_def[&2]], 8);
+    }
+}

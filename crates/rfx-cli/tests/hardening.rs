@@ -673,6 +673,21 @@ fn sizes_past_memory_are_errors_before_anything_is_allocated() {
             "{err}"
         );
     }
+    // Compiling such a kernel (no run, nothing allocated for data) plans its loops by the
+    // shape's extents, never by a list as long as a row.
+    for stage in ["clif", "asm"] {
+        let res = rfx(&[
+            "dump",
+            "broadcast_to(x, [1000000000000, 1000000])",
+            "--stage",
+            stage,
+            "--in-shapes",
+            "x=f32[1]",
+        ]);
+        let err = stderr(&res);
+        assert_eq!(res.status.code(), Some(0), "{stage}: {err}");
+        assert!(!res.stdout.is_empty(), "{stage}");
+    }
     let res = rfx(&[
         "bench",
         "--size",

@@ -189,6 +189,13 @@ pub(crate) fn table_entries(program: &LirProgram) -> Vec<Option<usize>> {
         .collect()
 }
 
+/// How many positions [`row_positions`] returns for `n` and `width`, without building them: a
+/// row's length comes from the user's shapes, so a plan checks it against its budget first.
+fn row_position_count(n: usize, width: u8) -> usize {
+    let w = usize::from(width.max(1));
+    n / w + n % w
+}
+
 /// The positions and widths an elementwise row of `n` points written out without a loop runs
 /// at: whole vectors of `width` from 0, then the points left over one by one (each point
 /// computed and stored once).
@@ -200,6 +207,12 @@ fn row_positions(n: usize, width: u8) -> Vec<(usize, u8)> {
         .map(|at| (at, width.max(1)))
         .chain((whole..n).map(|at| (at, 1)))
         .collect()
+}
+
+/// How many positions [`written_out_positions`] returns, without building them.
+fn written_out_position_count(n: usize, width: u8) -> usize {
+    let w = usize::from(width.max(1));
+    n / w + usize::from(!n.is_multiple_of(w) && n >= w)
 }
 
 /// The positions [`Gen::emit_vector_positions`] runs a body at over `0..n` in vectors of `w`
@@ -1618,13 +1631,13 @@ impl<'k> Gen<'_, 'k> {
         inner: usize,
     ) -> Result<Option<KernelShape>, BackendError> {
         let rows: usize = outer.iter().product();
-        let positions = row_positions(inner, self.width);
         let work = rows
-            .saturating_mul(positions.len())
+            .saturating_mul(row_position_count(inner, self.width))
             .saturating_mul(self.body_work());
         if self.tiles.is_some() || work > STRAIGHT_BUDGET {
             return Ok(None);
         }
+        let positions = row_positions(inner, self.width);
         self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, _, _| {
             for row in 0..rows {
                 let ptrs = g.row_pointers(b, row, outer)?;
@@ -1678,15 +1691,16 @@ impl<'k> Gen<'_, 'k> {
             return Ok(None);
         }
         let inner = dims[rank - 1];
-        let positions = row_positions(inner, self.width);
+        let n_positions = row_position_count(inner, self.width);
         let body = self.body_work();
         let Some(lead) = (1..rank).find(|&lead| {
             let rows: usize = dims[lead..rank - 1].iter().product();
             rows.saturating_mul(inner) <= UNIT_MAX_POINTS
-                && rows.saturating_mul(positions.len()).saturating_mul(body) <= UNIT_BUDGET
+                && rows.saturating_mul(n_positions).saturating_mul(body) <= UNIT_BUDGET
         }) else {
             return Ok(None);
         };
+        let positions = row_positions(inner, self.width);
         let units: usize = dims[..lead].iter().product();
         let block = &dims[lead..rank - 1];
         let rows: usize = block.iter().product();
@@ -3303,15 +3317,14 @@ impl<'k> Gen<'_, 'k> {
             // A short row of outputs whose points are all unrolled (a batch of small matrix
             // products) is written out: its vector positions (the ragged end's included, as
             // the loop would run it) at constant columns, with no loop over them.
-            let written_out = (tiles.is_none() && rows_reduced == 1 && inner <= UNROLL_ROW)
-                .then(|| written_out_positions(cols, w))
-                .filter(|positions| {
-                    positions
-                        .len()
-                        .saturating_mul(reduced_numel)
-                        .saturating_mul(self.body_work())
-                        <= UNIT_BUDGET
-                });
+            let written_out = (tiles.is_none()
+                && rows_reduced == 1
+                && inner <= UNROLL_ROW
+                && written_out_position_count(cols, w)
+                    .saturating_mul(reduced_numel)
+                    .saturating_mul(self.body_work())
+                    <= UNIT_BUDGET)
+                .then(|| written_out_positions(cols, w));
             self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, row, _| {
                 let row_offs = g.offsets(b, row, 0, &outer_leading, &zeros);
                 let start = b.ins().iconst(types::I64, 0);
@@ -5265,6 +5278,22 @@ fn finish(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The counts a plan checks against its budget are the lengths of the lists it then builds.
+    #[test]
+    fn position_counts_are_the_lengths_of_the_position_lists() {
+        for width in [0u8, 1, 2, 4, 8, 16] {
+            for n in 0..70 {
+                assert_eq!(row_position_count(n, width), row_positions(n, width).len());
+                assert_eq!(
+                    written_out_position_count(n, width),
+                    written_out_positions(n, width).len()
+                );
+            }
+        }
+        assert_eq!(row_position_count(usize::MAX, 8), usize::MAX / 8 + 7);
+        assert_eq!(written_out_position_count(usize::MAX, 8), usize::MAX / 8 + 1);
+    }
 
     fn call(src: usize, dst: usize) -> Segment {
         Segment::Call {

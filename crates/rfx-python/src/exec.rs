@@ -405,6 +405,12 @@ impl PyCompiled {
             .collect()
     }
 
+    /// The kernel itself (what `Bound.compiled` gives, so both kinds of bound kernel have it).
+    #[getter]
+    fn compiled(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
     /// The backend that compiled the kernel.
     #[getter]
     fn backend(&self) -> &'static str {

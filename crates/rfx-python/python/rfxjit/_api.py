@@ -111,6 +111,8 @@ def _flatten_outputs(result, what: str):
             return outputs[0]
         return kind(outputs)
 
+    # One array, or a tuple: what the native kernel returns by itself.
+    rebuild.plain = kind in (None, tuple)
     return tracers, rebuild
 
 
@@ -494,11 +496,16 @@ class Function:
         arrays of exactly those dtypes and shapes (0-d arrays for scalars; static arguments are
         fixed at bind time and not passed again), optionally with `out=` arrays written in
         place. Inputs are read without copying; every call checks each array's dtype, shape,
-        layout and address."""
+        layout and address. For a function returning one array or a tuple this is the native
+        kernel (`rfxjit._rfx.Compiled`); otherwise a `Bound` that rebuilds the outputs."""
         if kwargs or len(example_args) < self._source.n_params:
             example_args = self._source.positional(example_args, kwargs)
         spec, statics, _ = self._split(example_args)
         entry = self._entry(spec, statics)
+        if getattr(entry.rebuild, "plain", False):
+            # The function returns one array or a tuple, as the native kernel does: hand out
+            # the native kernel itself (no Python frame per call).
+            return entry.compiled
         return Bound(entry, self.__name__)
 
     def __getstate__(self):

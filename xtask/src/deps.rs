@@ -68,6 +68,8 @@ pub(crate) const EXCLUSIVE_DEPS: &[(&str, &str)] = &[
     ("cudarc", "rfx-codegen-cuda"),
     ("naga", "rfx-codegen-metal"),
     ("wgpu", "rfx-codegen-metal"),
+    ("pyo3", "rfx-python"),
+    ("numpy", "rfx-python"),
 ];
 
 /// The dependencies of one manifest, by table.

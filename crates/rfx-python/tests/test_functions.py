@@ -135,3 +135,14 @@ def test_rfxjit_numpy_namespace(rng):
     assert rnp.sin is np.sin and rnp.where is np.where
     for name in ("sum", "mean", "where", "clip", "matmul", "concatenate", "stack", "arctan2", "argmax", "cumsum"):
         assert hasattr(rnp, name), name
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.int32, np.float64])
+@pytest.mark.parametrize("axis", [None, 0, 1, (0, 1)])
+def test_any_all_and_bool_extrema(dtype, axis, rng):
+    x = random_array(rng, (3, 4), dtype, -1, 1)
+    if np.dtype(dtype) != np.bool_:
+        x[0] = 0
+    check(lambda a: (np.any(a, axis=axis), np.all(a, axis=axis), a.any(axis=axis, keepdims=True), a.all()), x)
+    if np.dtype(dtype) == np.bool_:
+        check(lambda a: (np.max(a, axis=axis), np.min(a, axis=axis)), x)

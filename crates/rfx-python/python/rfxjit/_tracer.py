@@ -364,6 +364,12 @@ class Tracer:
     def min(self, axis=None, out=None, keepdims=False):
         return reduce_impl("min", self, axis, keepdims, None, out)
 
+    def any(self, axis=None, out=None, keepdims=False):
+        return any_all_impl("any", self, axis, out, keepdims)
+
+    def all(self, axis=None, out=None, keepdims=False):
+        return any_all_impl("all", self, axis, out, keepdims)
+
     def argmax(self, axis=None, out=None, keepdims=False):
         return arg_impl("argmax", self, axis, out, keepdims)
 
@@ -786,7 +792,18 @@ def reduce_impl(op, a, axis=None, keepdims=False, dtype=None, out=None, **kwargs
     axes = _norm_axes(axis, a.ndim)
     if not axes:
         return a
+    if a.dtype == np.bool_ and op in ("max", "min"):
+        # rfx reduces numbers: a bool maximum is an int32 one, converted back.
+        counted = Tracer(a._t.cast("int32"))
+        return Tracer(Tracer(counted._t.reduce(op, axes, bool(keepdims)))._t.cast("bool"))
     return Tracer(a._t.reduce(op, axes, bool(keepdims)))
+
+
+def any_all_impl(op, a, axis=None, out=None, keepdims=False, **kwargs):
+    """`np.any` (a maximum of truth values) and `np.all` (a minimum)."""
+    if out is not None:
+        raise TraceError(f"numpy.{op}: out= is not supported inside a traced function")
+    return reduce_impl("max" if op == "any" else "min", _truth(lift(a)), axis, keepdims, **kwargs)
 
 
 def arg_impl(op, a, axis=None, out=None, keepdims=False):
@@ -948,6 +965,8 @@ FUNCTIONS = {
     np.min: _extremum("min"),
     np.amax: _extremum("max"),
     np.amin: _extremum("min"),
+    np.any: lambda a, axis=None, out=None, keepdims=False, **kw: any_all_impl("any", a, axis, out, keepdims, **kw),
+    np.all: lambda a, axis=None, out=None, keepdims=False, **kw: any_all_impl("all", a, axis, out, keepdims, **kw),
     np.argmax: lambda a, axis=None, out=None, keepdims=False: arg_impl("argmax", a, axis, out, keepdims),
     np.argmin: lambda a, axis=None, out=None, keepdims=False: arg_impl("argmin", a, axis, out, keepdims),
     np.cumsum: lambda a, axis=None, dtype=None, out=None: cum_impl("cumsum", a, axis, dtype, out),

@@ -132,3 +132,25 @@ def test_reduce_method(rng):
     x = random_array(rng, (3, 4), np.float64, special=False)
     check(lambda a: np.add.reduce(a, axis=1), x)
     check(lambda a: np.maximum.reduce(a), x)
+
+
+@pytest.mark.parametrize("name", ["add", "multiply", "maximum", "minimum"] + COMPARE)
+def test_bool_binary(name, rng):
+    x = random_array(rng, (10,), np.bool_)
+    y = random_array(rng, (10,), np.bool_)
+    ufunc = getattr(np, name)
+    check(lambda a, b: ufunc(a, b), x, y)
+
+
+@pytest.mark.parametrize("name", ["absolute", "floor", "ceil"])
+def test_bool_unary(name, rng):
+    x = random_array(rng, (10,), np.bool_)
+    ufunc = getattr(np, name)
+    check(lambda a: ufunc(a), x)
+
+
+@pytest.mark.parametrize("name", ["square", "positive", "negative", "sign"])
+def test_bool_unary_without_an_rfx_result(name):
+    ufunc = getattr(np, name)
+    with pytest.raises(rj.TraceError, match=name):
+        rj.jit(lambda a: ufunc(a))(np.array([True, False]))

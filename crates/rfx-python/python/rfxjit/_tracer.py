@@ -410,7 +410,10 @@ def binary(op: str, a, b):
 
 
 def compare(op: str, a, b):
-    return Tracer(lift(a, result_dtype(a, b))._t.binary(op, lift(b, result_dtype(a, b))._t))
+    dtype = result_dtype(a, b)
+    if dtype == np.bool_ and op not in ("equal", "not_equal"):
+        dtype = np.dtype(np.int32)  # rfx orders numbers: False < True as 0 < 1
+    return Tracer(lift(a, dtype)._t.binary(op, lift(b, dtype)._t))
 
 
 def divide(a, b):
@@ -500,6 +503,9 @@ def _const_like(x: Tracer, value: bool) -> Tracer:
 
 
 def _square(x):
+    x = lift(x)
+    if x.dtype == np.bool_:
+        raise TraceError("numpy.square of a bool array is int8 in NumPy, a dtype rfx does not have")
     return binary("multiply", x, x)
 
 
@@ -515,7 +521,10 @@ def _rint(x):
 
 
 def _positive(x):
-    return lift(x)
+    x = lift(x)
+    if x.dtype == np.bool_:
+        raise TraceError("numpy.positive is not defined for bool arrays")
+    return x
 
 
 def _reciprocal(x):
@@ -534,8 +543,8 @@ UFUNCS = {
     "float_power": lambda a, b: _pair("power", a, b, np.dtype(np.float64)),
     "arctan2": float_binary("arctan2"),
     "fmod": lambda a, b: binary("fmod", a, b),
-    "minimum": lambda a, b: binary("minimum", a, b),
-    "maximum": lambda a, b: binary("maximum", a, b),
+    "minimum": lambda a, b: binary("minimum", a, b) if result_dtype(a, b) != np.bool_ else logical("logical_and", a, b),
+    "maximum": lambda a, b: binary("maximum", a, b) if result_dtype(a, b) != np.bool_ else logical("logical_or", a, b),
     "less": lambda a, b: compare("less", a, b),
     "less_equal": lambda a, b: compare("less_equal", a, b),
     "greater": lambda a, b: compare("greater", a, b),

@@ -170,3 +170,12 @@ def test_keyword_arguments_and_defaults():
         f(x, gain=1.0)
     with pytest.raises(TypeError, match="keyword-only"):
         rj.jit(scaled)(x, unused=1)
+
+
+def test_negative_static_argnums():
+    f = rj.jit(lambda x, n: x * n, static_argnums=-1)
+    x = np.ones(2)
+    np.testing.assert_array_equal(f(x, 3), [3.0, 3.0])
+    np.testing.assert_array_equal(f(x, 4), [4.0, 4.0])
+    assert f.cache_info().misses == 2
+    assert "input n" not in f.hir(x, 3)

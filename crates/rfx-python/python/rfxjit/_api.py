@@ -135,7 +135,8 @@ class _PySource:
     def kernel(self, spec, statics):
         n = len(spec) + len(statics)
         names = _input_names(self.fun, n)
-        traced_names = [names[i] for i in range(n) if i not in self.static_argnums]
+        static = dict(statics)
+        traced_names = [names[i] for i in range(n) if i not in static]
         inputs = [(name, dtype, list(shape)) for name, (dtype, shape, _) in zip(traced_names, spec)]
         rebuild = [None]
 
@@ -364,7 +365,7 @@ class Function:
         statics = []
         arrays = []
         spec = []
-        static_argnums = self._source.static_argnums
+        static_argnums = {a % len(args) if a < 0 else a for a in self._source.static_argnums} if args else set()
         for i, value in enumerate(args):
             if i in static_argnums:
                 try:

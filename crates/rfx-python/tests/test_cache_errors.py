@@ -1,6 +1,7 @@
 """The jit cache (hits, misses, static arguments, explanations), backends and error classes."""
 
 import inspect
+import os
 
 import numpy as np
 import pytest
@@ -179,3 +180,35 @@ def test_negative_static_argnums():
     np.testing.assert_array_equal(f(x, 4), [4.0, 4.0])
     assert f.cache_info().misses == 2
     assert "input n" not in f.hir(x, 3)
+
+
+def test_the_cache_keeps_the_most_recently_used_signatures():
+    f = rj.jit(lambda x: x + 1.0, cache_size=2)
+    a, b, c = np.ones(1), np.ones(2), np.ones(3)
+    f(a)
+    f(b)
+    f(a)  # a is now the most recently used
+    f(c)  # b goes
+    assert f.cache_info() == rj.CacheInfo(hits=1, misses=3, currsize=2)
+    f(a)
+    assert f.cache_info().misses == 3
+    f(b)
+    assert f.cache_info().misses == 4 and f.cache_info().currsize == 2
+    with pytest.raises(ValueError, match="cache_size"):
+        rj.jit(lambda x: x, cache_size=0)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads Linux's /proc")
+def test_many_compilations_keep_memory_flat():
+    def rss_mib():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+    f = rj.jit(lambda x: np.sin(x * 2.0) + 1.0, cache_size=8)
+    for n in range(1, 101):  # warm up allocator pools
+        f(np.ones(n))
+    before = rss_mib()
+    for n in range(101, 501):
+        f(np.ones(n))
+    assert f.cache_info().misses == 500 and f.cache_info().currsize == 8
+    assert rss_mib() - before < 16, f"RSS grew from {before:.1f} to {rss_mib():.1f} MiB over 400 compiles"

@@ -20,6 +20,9 @@ BACKENDS = ("cpu", "interp", "cuda", "metal")
 
 _FAST_DTYPES = {np.dtype(t): np.dtype(t).name for t in (np.float32, np.float64, np.int32, np.bool_)}
 
+#: How many signatures a jitted function keeps compiled by default (least recently used out).
+DEFAULT_CACHE_SIZE = 256
+
 CacheInfo = namedtuple("CacheInfo", ["hits", "misses", "currsize"])
 
 
@@ -345,7 +348,10 @@ class Function:
     with rfx, and replays the compiled kernel on every later call with the same signature.
     """
 
-    def __init__(self, source, backend="cpu", fast_math=False):
+    def __init__(self, source, backend="cpu", fast_math=False, cache_size=DEFAULT_CACHE_SIZE):
+        if cache_size is not None and cache_size < 1:
+            raise ValueError(f"cache_size must be at least 1 (or None, unbounded), got {cache_size}")
+        self._cache_size = cache_size
         if backend not in BACKENDS:
             raise ValueError(f"unknown backend {backend!r} (one of {', '.join(BACKENDS)})")
         self._source = source
@@ -379,11 +385,20 @@ class Function:
             spec.append(entry)
         return tuple(spec), tuple(statics), arrays
 
+    def _touch(self, key):
+        """Marks `key` most recently used (the cache dict is kept in order of use)."""
+        try:
+            self._cache[key] = self._cache.pop(key)
+        except KeyError:  # dropped meanwhile by another thread
+            pass
+
     def _entry(self, spec, statics):
         key = (spec, statics)
         entry = self._cache.get(key)
         if entry is not None:
             self._hits += 1
+            if len(self._cache) > 1:
+                self._touch(key)
             return entry
         with self._lock:
             entry = self._cache.get(key)
@@ -397,6 +412,10 @@ class Function:
             compiled = _rfx.compile(kernel, self._backend, self._fast_math)
             entry = _Entry(compiled, rebuild, len(compiled.outputs()))
             self._cache[key] = entry
+            if self._cache_size is not None:
+                while len(self._cache) > self._cache_size:
+                    # The least recently used signature goes (the first in the dict's order).
+                    self._cache.pop(next(iter(self._cache)), None)
             self._misses += 1
             self._last_key = key
             return entry
@@ -435,8 +454,11 @@ class Function:
                     break
                 spec.append((name, a.shape, False))
             else:
-                entry = self._cache.get((tuple(spec), ()))
+                key = (tuple(spec), ())
+                entry = self._cache.get(key)
                 if entry is not None:
+                    if len(self._cache) > 1:
+                        self._touch(key)
                     try:
                         result = entry.compiled(*args)
                     except CallError:
@@ -594,16 +616,21 @@ def _source_of(fun, static_argnums=()):
     return _PySource(fun, static_argnums)
 
 
-def jit(fun=None, *, static_argnums=(), backend="cpu", fast_math=False):
-    """Compiles `fun` (plain NumPy code) with rfx: traced once per signature, then cached.
+def jit(fun=None, *, static_argnums=(), backend="cpu", fast_math=False, cache_size=DEFAULT_CACHE_SIZE):
+    """Compiles `fun` (plain NumPy code) with rfx: traced once per signature, then cached
+    (`cache_size` signatures, least recently used out; None: unbounded).
 
     Usable as `@jit`, `@jit(backend="interp")` or `jit(f, static_argnums=(1,))`.
     """
     if isinstance(static_argnums, int):
         static_argnums = (static_argnums,)
     if fun is None:
-        return functools.partial(jit, static_argnums=static_argnums, backend=backend, fast_math=fast_math)
-    function = Function(_source_of(fun, static_argnums), backend=backend, fast_math=fast_math)
+        return functools.partial(
+            jit, static_argnums=static_argnums, backend=backend, fast_math=fast_math, cache_size=cache_size
+        )
+    function = Function(
+        _source_of(fun, static_argnums), backend=backend, fast_math=fast_math, cache_size=cache_size
+    )
     functools.update_wrapper(function, fun if not isinstance(fun, Function) else fun.__wrapped__ or fun, updated=())
     return function
 

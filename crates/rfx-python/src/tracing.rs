@@ -321,6 +321,15 @@ fn concat(parts: Vec<PyTensor>, axis: usize) -> PyResult<PyTensor> {
     checked("concatenate", rfx::concat(&tensors, axis))
 }
 
+/// Records `kernel` into the running trace with its inputs bound to `args` (a transform's
+/// kernel used inside a traced function); returns its outputs.
+#[pyfunction]
+fn inline(kernel: &PyKernel, args: Vec<PyTensor>) -> PyResult<Vec<PyTensor>> {
+    let tensors: Vec<Tensor> = args.iter().map(|a| a.t).collect();
+    let outputs = rfx::inline(&kernel.kernel, &tensors).map_err(|e| TraceError::new_err(e.to_string()))?;
+    outputs.into_iter().map(|t| checked("inline", t)).collect()
+}
+
 /// Traces `callback` into a HIR kernel called `name` with `inputs` (`(name, dtype, shape)`):
 /// the callback receives the input tensors as a list and returns the output tensors (a list).
 #[pyfunction]
@@ -486,5 +495,6 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(trace, m)?)?;
     m.add_function(wrap_pyfunction!(constant, m)?)?;
     m.add_function(wrap_pyfunction!(concat, m)?)?;
+    m.add_function(wrap_pyfunction!(inline, m)?)?;
     Ok(())
 }

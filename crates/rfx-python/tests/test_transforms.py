@@ -111,15 +111,27 @@ def test_grad_of_a_non_scalar_is_an_autodiff_error():
         rj.grad(lambda x: x * 2.0)(np.array([1.0, 2.0]))
 
 
-def test_transform_inside_jit_is_a_clear_error():
-    g = rj.grad(lambda x: np.sum(x * x))
+def test_transforms_inside_jit_are_inlined(rng):
+    g = rj.grad(lambda x: np.sum(x * x * x))
 
     @rj.jit
-    def outer(x):
-        return g(x) * 2.0
+    def outer(x, y):
+        return g(x) * 2.0 + rj.vmap(lambda r: np.sum(r * r))(y)
 
-    with pytest.raises(rj.TraceError, match=r"jit\(rfxjit.grad\(f\)\)"):
-        outer(np.array([1.0]))
+    x = rng.normal(size=(3,))
+    y = rng.normal(size=(3, 2))
+    np.testing.assert_allclose(outer(x, y), 6 * x**2 + np.sum(y * y, axis=1), rtol=1e-13)
+    # One kernel: the gradient's and vmap's ops were recorded into outer's trace.
+    assert outer.cache_info().misses == 1 and "input x" in outer.hir(x, y)
+    # grad of a function that itself calls grad: the second derivative.
+    second = rj.jit(rj.grad(lambda x: np.sum(rj.grad(lambda z: np.sum(np.sin(z)))(x))))
+    np.testing.assert_allclose(second(x), -np.sin(x), rtol=1e-13)
+    # jvp inside jit.
+    @rj.jit
+    def bad(x):
+        return rj.jvp(lambda a: a, (x,), (x,))[0]
+
+    np.testing.assert_allclose(bad(x), x)
 
 
 def test_vjp_against_the_jacobian(rng):

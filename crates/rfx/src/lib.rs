@@ -46,7 +46,7 @@ mod func;
 mod jit;
 mod trace;
 
-pub use dynamic::Trace;
+pub use dynamic::{Trace, inline};
 pub use func::{
     ClosureMarker, Func, IntoKernelFn, KernelFn, KernelFnMarker, KernelSource, TraceClosure, Transform,
     TransformKind, Vmap,

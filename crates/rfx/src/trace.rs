@@ -1548,6 +1548,45 @@ impl ops::Not for Tensor {
     }
 }
 
+/// Copies the nodes of `kernel` into the innermost trace, its inputs bound to `args` (already
+/// checked against the kernel's input types), and returns its outputs in order. A node that
+/// does not fit records the error and poisons the outputs.
+pub(crate) fn inline_kernel(kernel: &Kernel, args: &[Tensor]) -> Vec<Tensor> {
+    let n_out = kernel.outputs().len();
+    let trace_of = args.first().map_or(0, |t| t.trace);
+    with_trace(|state| {
+        let Some(ids) = resolve(state, "inline", args) else {
+            return vec![Tensor::poisoned(state.id); n_out];
+        };
+        let mut map: Vec<ValueId> = Vec::with_capacity(kernel.nodes().len());
+        let mut next_input = ids.iter();
+        for node in kernel.nodes() {
+            let value = if matches!(node.op, rfx_ir::hir::Op::Input { .. }) {
+                next_input.next().copied()
+            } else {
+                let operands: Vec<ValueId> = node.args.iter().map(|a| map[a.index()]).collect();
+                match state.builder.copy(&node.op, &operands, &node.ty) {
+                    Ok(value) => Some(value),
+                    Err(source) => {
+                        record_error(state, TraceError::Build { op: "inline", source });
+                        None
+                    }
+                }
+            };
+            let Some(value) = value else {
+                return vec![Tensor::poisoned(state.id); n_out];
+            };
+            map.push(value);
+        }
+        kernel
+            .outputs()
+            .iter()
+            .map(|o| Tensor::from_value(state.id, map[o.value.index()]))
+            .collect()
+    })
+    .unwrap_or_else(|| vec![Tensor::poisoned(trace_of); n_out])
+}
+
 /// Ends the trace when dropped, also when the traced function panics.
 pub(crate) struct TraceGuard {
     id: u32,

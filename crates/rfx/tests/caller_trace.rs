@@ -53,3 +53,36 @@ fn an_unfinished_trace_is_discarded_and_the_outer_one_continues() {
         .expect("the outer trace is intact");
     assert_eq!(kernel.inputs().count(), 1);
 }
+
+#[test]
+fn a_kernel_inlined_into_a_trace_checks_its_arguments() {
+    let inner = Trace::begin("twice");
+    let x = inner.input("x", TensorType::new(DType::F32, [2]));
+    let kernel = inner.finish(&[("out".to_string(), x * 2.0)]).expect("valid");
+
+    let outer = Trace::begin("outer");
+    let y = outer.input("y", TensorType::new(DType::F32, [2]));
+    let z = outer.input("z", TensorType::new(DType::F64, [2]));
+    let w = outer.input("w", TensorType::new(DType::F32, [3]));
+    assert!(matches!(
+        rfx::inline(&kernel, &[y, y]),
+        Err(rfx::CallError::Arity { .. })
+    ));
+    assert!(matches!(
+        rfx::inline(&kernel, &[z]),
+        Err(rfx::CallError::DType { .. })
+    ));
+    assert!(matches!(
+        rfx::inline(&kernel, &[w]),
+        Err(rfx::CallError::Shape { .. })
+    ));
+    let twice = rfx::inline(&kernel, &[y]).expect("fits");
+    let again = rfx::inline(&kernel, &[twice[0]]).expect("fits");
+    let kernel = outer
+        .finish(&[("out".to_string(), again[0] + z.cast(DType::F32) + w.sum_all())])
+        .expect("valid");
+    let out = rfx::jit_kernel(kernel)
+        .call((&[1.0f32, 2.0], &[0.5f64, 0.25], &[1.0f32, 1.0, 1.0]))
+        .expect("runs");
+    assert_eq!(out[0].as_slice::<f32>(), Some(&[7.5f32, 11.25][..]));
+}

@@ -172,6 +172,18 @@ class _PySource:
         return bound.args
 
 
+def _inline_source(source, args):
+    """A transform or vmap called inside a traced function: its kernel, made for the traced
+    arguments' types, is recorded into the running trace."""
+    from ._tracer import lift
+
+    tracers = [a if isinstance(a, Tracer) else lift(a) for a in args]
+    spec = [(t.dtype.name, t.shape, t._weak) for t in tracers]
+    kernel, rebuild = source.kernel(spec, ())
+    outputs = _rfx.inline(kernel, [t._t for t in tracers])
+    return rebuild([Tracer(o) for o in outputs])
+
+
 def _argnums_list(argnums, n: int) -> list[int]:
     items = [argnums] if isinstance(argnums, int) else list(argnums)
     out = []
@@ -276,10 +288,7 @@ class _TransformSource:
         return 0 if self.kind == "jvp" else self.inner.n_params
 
     def inline(self, *args):
-        raise TraceError(
-            f"calling {self.kind}(f) inside a traced function is not supported yet; "
-            f"apply jit to the transform instead: rfxjit.jit(rfxjit.{self.kind}(f))"
-        )
+        return _inline_source(self, args)
 
 
 class _VmapSource:
@@ -325,7 +334,7 @@ class _VmapSource:
         return self.inner.n_params
 
     def inline(self, *args):
-        raise TraceError("calling vmap(f) inside a traced function is not supported yet; apply jit to it instead")
+        return _inline_source(self, args)
 
 
 # -- the callable -----------------------------------------------------------------------------

@@ -164,3 +164,22 @@ def test_repeated_jvp_and_vjp_compile_once():
     primal, pull = rj._api._cached_vjp(f, 1)
     assert primal.cache_info().misses == 1 and pull.cache_info().misses == 1
     assert rj._api._cached_jvp(f).cache_info().misses == 1
+
+
+def test_has_aux(rng):
+    def loss(w, x):
+        prediction = np.tanh(x @ w)
+        return np.sum(prediction**2), prediction
+
+    w = rng.normal(size=(3,))
+    x = rng.normal(size=(4, 3))
+    g, aux = rj.grad(loss, has_aux=True)(w, x)
+    np.testing.assert_allclose(aux, np.tanh(x @ w), rtol=1e-13)
+    np.testing.assert_allclose(g, finite_difference(lambda w_: loss(w_, x)[0], w), rtol=1e-6, atol=1e-8)
+    (value, aux2), (gw, gx) = rj.value_and_grad(loss, argnums=(0, 1), has_aux=True)(w, x)
+    np.testing.assert_allclose(value, loss(w, x)[0], rtol=1e-13)
+    np.testing.assert_allclose(aux2, aux, rtol=1e-13)
+    np.testing.assert_allclose(gw, g, rtol=1e-13)
+    assert gx.shape == x.shape
+    with pytest.raises(rj.AutodiffError, match="has_aux"):
+        rj.grad(lambda w: np.sum(w), has_aux=True)(w)

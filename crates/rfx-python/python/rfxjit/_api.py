@@ -205,14 +205,17 @@ def _float_outputs(kernel):
 class _TransformSource:
     """A derivative of another source, computed by rfx's autodiff on the kernel."""
 
-    def __init__(self, inner, kind: str, argnums):
+    def __init__(self, inner, kind: str, argnums, has_aux: bool = False):
         self.inner = inner
         self.kind = kind
         self.argnums = argnums
+        self.has_aux = has_aux
         self.name = f"{kind}_{inner.name}"
         self.static_argnums = ()
 
     def kernel(self, spec, statics):
+        if self.has_aux:
+            return self._kernel_with_aux(spec, statics)
         n = len(spec)
         if self.kind in ("jvp",):
             n = len(spec) // 2
@@ -278,6 +281,41 @@ class _TransformSource:
 
         else:  # pragma: no cover - every kind above
             raise AutodiffError(f"unknown transform {kind}")
+        return kernel, rebuild
+
+    def _kernel_with_aux(self, spec, statics):
+        """`grad`/`value_and_grad` of a function returning `(value, aux)`: the derivative of
+        the value, and the aux array, from one kernel (the shared forward work merged by the
+        optimiser)."""
+        n = len(spec)
+        inner_kernel, _ = self.inner.kernel(spec, statics)
+        outputs = inner_kernel.outputs()
+        if len(outputs) != 2:
+            raise AutodiffError(
+                f"{self.kind}(has_aux=True): the function must return (value, aux) with aux one array; "
+                f"it returned {len(outputs)} array(s)"
+            )
+        inputs = [(name, dtype, list(shape)) for name, dtype, shape in inner_kernel.inputs()]
+        value_kernel = _rfx.trace(f"{self.inner.name}_value", inputs, lambda ts: _rfx.inline(inner_kernel, ts)[:1])
+        wrt = _argnums_list(self.argnums, n)
+        derivative = value_kernel.transform(self.kind, wrt, _types(spec))
+        kernel = _rfx.trace(
+            self.name,
+            inputs,
+            lambda ts: _rfx.inline(derivative, ts) + _rfx.inline(inner_kernel, ts)[1:],
+        )
+        n_derivative = len(derivative.outputs())
+        single = isinstance(self.argnums, int)
+        kind = self.kind
+
+        def rebuild(outs):
+            aux = outs[n_derivative]
+            if kind == "grad":
+                grads = list(outs[:n_derivative])
+                return (grads[0] if single else tuple(grads)), aux
+            value, grads = outs[0], list(outs[1:n_derivative])
+            return (value, aux), (grads[0] if single else tuple(grads))
+
         return kernel, rebuild
 
     def positional(self, args, kwargs):
@@ -645,11 +683,9 @@ def jit(fun=None, *, static_argnums=(), backend="cpu", fast_math=False, cache_si
 
 
 def _transform(kind, fun, argnums, has_aux=False):
-    if has_aux:
-        raise AutodiffError("has_aux=True is not supported yet")
     source = _source_of(fun)
     backend = fun._backend if isinstance(fun, Function) else "cpu"
-    return Function(_TransformSource(source, kind, argnums), backend=backend)
+    return Function(_TransformSource(source, kind, argnums, has_aux), backend=backend)
 
 
 def grad(fun, argnums=0, has_aux=False):

@@ -178,3 +178,25 @@ def test_bool_views_of_other_bytes_are_rejected():
     bad = np.array([1, 0, 2], dtype=np.uint8).view(np.bool_)
     with pytest.raises(rj.CallError, match="bytes other than 0 and 1"):
         k(bad, x)
+
+
+def test_many_threads_over_many_signatures_with_a_small_cache():
+    f = rj.jit(lambda x: x * 2.0, cache_size=3)
+    errors = []
+
+    def worker(j):
+        try:
+            for k in range(200):
+                n = 1 + (j + k) % 6
+                out = f(np.full(n, float(k)))
+                assert out.shape == (n,) and out[0] == 2.0 * k
+        except Exception as error:  # noqa: BLE001 - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=worker, args=(j,)) for j in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[:3]
+    assert f.cache_info().currsize <= 3

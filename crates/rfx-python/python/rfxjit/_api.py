@@ -462,7 +462,10 @@ class Function:
             if self._cache_size is not None:
                 while len(self._cache) > self._cache_size:
                     # The least recently used signature goes (the first in the dict's order).
-                    self._cache.pop(next(iter(self._cache)), None)
+                    try:
+                        self._cache.pop(next(iter(self._cache)), None)
+                    except RuntimeError:  # another thread's hit reordered the dict meanwhile
+                        continue
             self._misses += 1
             self._last_key = key
             return entry

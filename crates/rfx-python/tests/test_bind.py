@@ -131,7 +131,7 @@ def test_ir_dumps_and_kernel_from_hir():
     assert f.lir(x, x)
     assert f.report(x, x)
     kernel = rj.Kernel.from_hir(hir)
-    compiled = rj._rfx.compile(kernel, "cpu")
+    compiled = rj.compile(kernel, "cpu")
     np.testing.assert_array_equal(compiled(x, x), f(x, x))
     with pytest.raises(rj.ExprError):
         rj.Kernel.from_hir("kernel broken {")

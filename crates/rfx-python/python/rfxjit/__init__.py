@@ -44,6 +44,9 @@ from ._tracer import Tracer
 from . import numpy  # noqa: E402 - the namespace imports the tracer
 
 Kernel = _rfx.Kernel
+#: Optimises, lowers and compiles a `Kernel`: `compile(kernel, backend="cpu", fast_math=False)`
+#: returns the native kernel, callable on NumPy arrays (as a bound kernel).
+compile = _rfx.compile  # noqa: A001 - the name rfx uses
 __version__ = _rfx.__version__
 
 
@@ -66,6 +69,7 @@ __all__ = [
     "TraceError",
     "Tracer",
     "backends",
+    "compile",
     "config",
     "eval",
     "grad",

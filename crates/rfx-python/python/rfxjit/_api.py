@@ -53,15 +53,15 @@ def _prepare(value, position: int):
     """The array passed to the kernel for argument `value`, and its signature entry."""
     if isinstance(value, (bool, int, float)) and not isinstance(value, np.generic):
         if isinstance(value, int) and not isinstance(value, bool) and not -(2**31) <= value < 2**31:
-            raise TraceError(f"argument {position}: the integer {value} does not fit int32, the integer dtype of rfx")
+            raise CallError(f"argument {position}: the integer {value} does not fit int32, the integer dtype of rfx")
         dtype = _scalar_dtype(value)
         return np.asarray(value, dtype=dtype), (dtype, (), True)
     if isinstance(value, Tracer):
         raise TraceError("internal: a traced value reached the call path")
     try:
         array = as_rfx_array(value, f"argument {position}")
-    except TraceError:
-        raise
+    except TraceError as error:  # an argument rfx cannot take: the caller's arguments are wrong
+        raise CallError(str(error)) from None
     except Exception as error:  # noqa: BLE001 - any failure to make an array is the caller's
         raise TypeError(f"argument {position}: expected an array or a scalar, got {type(value).__name__} ({error})") from None
     return array, (array.dtype.name, array.shape, False)

@@ -411,6 +411,12 @@ impl PyCompiled {
         slf
     }
 
+    /// The kernel itself: `f.lower(*args).compile()` reads as JAX's ahead-of-time API (the
+    /// kernel was compiled when it was lowered).
+    fn compile(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
     /// The backend that compiled the kernel.
     #[getter]
     fn backend(&self) -> &'static str {

@@ -200,3 +200,12 @@ def test_many_threads_over_many_signatures_with_a_small_cache():
         t.join()
     assert not errors, errors[:3]
     assert f.cache_info().currsize <= 3
+
+
+def test_lower_compile_reads_as_jax():
+    f = rj.jit(lambda x: np.cos(x) * 2.0)
+    x = np.linspace(0, 1, 5)
+    k = f.lower(x).compile()
+    out = np.empty(5)
+    assert k(x, out=out) is out
+    np.testing.assert_allclose(out, np.cos(x) * 2.0, rtol=1e-15)

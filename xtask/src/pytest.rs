@@ -2,7 +2,8 @@
 //!
 //! 1. `cargo test --workspace` (skipped with `--python-only`).
 //! 2. A virtual environment at `target/pyenv` (made with `$PYTHON`, default `python3`, when
-//!    missing) with maturin, NumPy and pytest (installed by pip when missing).
+//!    missing) with maturin, NumPy, pytest and `dask[distributed]` (installed by pip when
+//!    missing).
 //! 3. `maturin develop`: the `rfxjit` extension built into that environment in the workspace's
 //!    `target/`, dev profile. The third-party crates (Cranelift, egg, wgpu, ...) have the same
 //!    settings in the dev and test profiles, so cargo can reuse the ones `cargo test` built; the rfx
@@ -17,8 +18,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-/// The Python packages the tests need.
-const PIP_PACKAGES: [&str; 3] = ["maturin", "numpy", "pytest"];
+/// The Python packages the tests need (`dask[distributed]` for the test that ships a bound
+/// kernel to worker processes).
+const PIP_PACKAGES: [&str; 4] = ["maturin", "numpy", "pytest", "dask[distributed]"];
 
 /// Runs one stage, printing its command and wall time; fails when it exits non-zero.
 fn stage(name: &str, command: &mut Command) -> Result<(), String> {
@@ -47,12 +49,12 @@ fn venv_python(root: &Path) -> Result<PathBuf, String> {
         )?;
     }
     let have_all = Command::new(&python)
-        .args(["-c", "import maturin, numpy, pytest"])
+        .args(["-c", "import maturin, numpy, pytest, dask.distributed"])
         .status()
         .is_ok_and(|s| s.success());
     if !have_all {
         stage(
-            "pip install maturin numpy pytest",
+            "pip install maturin numpy pytest dask[distributed]",
             Command::new(&python)
                 .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check"])
                 .args(PIP_PACKAGES),

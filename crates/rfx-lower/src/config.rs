@@ -16,8 +16,9 @@ pub struct LowerConfig {
     /// independent accumulators in flight, except along rows of the innermost reduced dimension
     /// of at most one and a half times that many points, which reduce sequentially (`1`), and
     /// except where neighbouring outputs fill a vector (`1`, one output per lane); a reduction
-    /// of more than `rfx_ir::lir::REDUCE_LEAF_POINTS` points per output always gets the two
-    /// vectors, so that a float sum is blocked and combined pairwise. `Some(1)` reduces
+    /// of more than `rfx_ir::lir::REDUCE_LEAF_POINTS` points per output gets four vectors' worth
+    /// (unless its outputs fill vector lanes), so that a float sum is blocked and combined
+    /// pairwise. `Some(1)` reduces
     /// sequentially, exactly like the HIR interpreter, at any length.
     pub reduce_lanes: Option<u32>,
 }

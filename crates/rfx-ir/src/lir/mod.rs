@@ -95,7 +95,7 @@ pub struct Schedule {
 /// to a multiple of the lanes. A reduction of at most this many points per output is one leaf,
 /// the plain `reduce_lanes` order, which the GPU backends' one-thread folds (below 1024
 /// points) also follow.
-pub const REDUCE_LEAF_POINTS: usize = 1024;
+pub const REDUCE_LEAF_POINTS: usize = 2048;
 
 /// Whether a reduction is blocked into leaves combined by a tree
 /// ([`Schedule::reduce_lanes`]): a float `sum`, `mean` or `prod` with more than one lane. The

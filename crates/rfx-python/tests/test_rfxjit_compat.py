@@ -389,3 +389,18 @@ def test_benchmark_cli_prints_rfxjit_lines_and_writes_json(tmp_path):
     assert set(report["kernels"]) == {"add", "mul", "sin", "fused_chain"}
     assert all(k["avg_ms"] > 0 and k["ops_per_s"] > 0 for k in report["kernels"].values())
     assert report["optimization"] == {"ops_before": 12, "ops_after": 1, "reduction_pct": pytest.approx(91.666, abs=0.01), "fused_chains": 1}
+
+
+def test_fuse_chains_fuses_dead_chains_whatever_the_op_order():
+    from rfxJIT.kernels.ir import Add, Const, Cos, Exp, Fused, Input, Kernel, Mul
+    from rfxJIT.kernels.optimize import eliminate_dead_ops, fuse_chains
+
+    x, y = Input("x"), Input("y")
+    a = Mul(x, Const(3.0))
+    b = Exp(Cos(a))  # dead: a chain of three ops listed member-first
+    out = Add(x, y)
+    kernel = Kernel(inputs=[Input("x", dtype="float32"), Input("y", dtype="float32")], ops=[a, Cos(a), b, out])
+    fused = fuse_chains(kernel)
+    assert fused.ops == (Fused(b, 3, (x,)), out)
+    # Fusion keeps dead ops (as one op); elimination removes them.
+    assert eliminate_dead_ops(fused).ops == (out,)

@@ -116,7 +116,7 @@ def fuse_chains(kernel: Kernel) -> Kernel:
             body = _substitute(n, new_leaves, set(ops))
             computed = [o for o in ops if not isinstance(o, Const)]
             if len(computed) >= 2:
-                absorbed.update(o for o in ops if o is not n and o != n)
+                absorbed.update(o for o in ops if o != n)
                 out = Fused(body, len(computed), tuple(new_leaves.values()))
             else:
                 out = body
@@ -124,12 +124,12 @@ def fuse_chains(kernel: Kernel) -> Kernel:
         return out
 
     output = rewrite(kernel.output)
+    # Every op first (a chain may end at a dead op listed after its members), then the ops
+    # that are not inside another op's chain.
+    rewritten = [rewrite(op) for op in kernel.ops]
     new_ops = []
-    for op in kernel.ops:
-        if op in absorbed:
-            continue
-        new = rewrite(op)
-        if new not in new_ops:
+    for op, new in zip(kernel.ops, rewritten):
+        if op not in absorbed and new not in new_ops:
             new_ops.append(new)
     return kernel.replace(ops=new_ops, output=output)
 

@@ -274,6 +274,7 @@ def test_tinyjit_example():
 
 
 def test_trace_captures_a_python_function_as_the_guide_kernel():
+    from rfxJIT.kernels.ir import Const, Input, Mul, Sub
     from rfxJIT.kernels.lowering import lower_kernel
     from rfxJIT.kernels.optimize import optimize
     from rfxJIT.kernels.trace import trace
@@ -292,6 +293,16 @@ def test_trace_captures_a_python_function_as_the_guide_kernel():
     assert k64.ops[0].dtype == "float64"
     with pytest.raises(rfxjit.TraceError, match="numpy.sum"):
         trace(lambda x: np.sum(x), X)
+    with pytest.raises(rfxjit.TraceError, match="numpy.greater"):
+        trace(lambda x: np.greater(x, 0.0), X)
+    with pytest.raises(rfxjit.TraceError, match="comparisons"):
+        trace(lambda x: x > 0.0, X)
+    # Scalars on either side, NEP 50 promotion: int32 * 2.5 computes in float64.
+    k = trace(lambda i: 1 - 2.5 * i, np.int32)
+    assert k.ops == (Const(2.5, "float64"), Mul(Const(2.5, "float64"), Input("i")), Const(1.0, "float64"),
+                     Sub(Const(1.0, "float64"), Mul(Const(2.5, "float64"), Input("i"))))
+    i = np.array([1, -2, 7], dtype=np.int32)
+    np.testing.assert_array_equal(execute_lowered(lower_kernel(k), inputs={"i": i}), 1 - 2.5 * i)
 
 
 def test_grad_and_value_and_grad_example(capsys):

@@ -106,6 +106,11 @@ class KernelTracer:
     def __abs__(self):
         return self._apply("absolute", self)
 
+    def _no_comparison(self, other):
+        raise TraceError("comparisons have no op in rfxJIT's kernel IR (use np.maximum/np.minimum)")
+
+    __lt__ = __le__ = __gt__ = __ge__ = _no_comparison
+
     def __bool__(self):
         raise TraceError("a traced value has no truth value while rfxJIT traces (use np.maximum/np.minimum)")
 

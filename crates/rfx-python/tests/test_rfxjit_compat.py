@@ -415,3 +415,19 @@ def test_fuse_chains_fuses_dead_chains_whatever_the_op_order():
     assert fused.ops == (Fused(b, 3, (x,)), out)
     # Fusion keeps dead ops (as one op); elimination removes them.
     assert eliminate_dead_ops(fused).ops == (out,)
+
+
+def test_kernels_and_lowered_kernels_pickle():
+    import pickle
+
+    from rfxJIT.kernels.lowering import lower_kernel
+    from rfxJIT.kernels.optimize import optimize
+    from rfxJIT.runtime.executor import execute_lowered
+
+    kernel = optimize(guide_kernel())
+    assert pickle.loads(pickle.dumps(kernel)) == kernel
+    lowered = lower_kernel(kernel)
+    execute_lowered(lowered, inputs={"x": X, "y": Y})  # compiled in this process
+    again = pickle.loads(pickle.dumps(lowered))
+    assert again._compiled == {} and str(again) == str(lowered)
+    assert_f32(execute_lowered(again, inputs={"x": X, "y": Y}), expected_guide())

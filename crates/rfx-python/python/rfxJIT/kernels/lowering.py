@@ -42,6 +42,14 @@ class LoweredKernel:
         # Compiled rfx functions, one per backend, made by the executor on first use.
         object.__setattr__(self, "_compiled", {})
 
+    def __getstate__(self):
+        # Compiled code belongs to the process that made it; an unpickled kernel compiles again.
+        return {k: v for k, v in self.__dict__.items() if k != "_compiled"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        object.__setattr__(self, "_compiled", {})
+
     @property
     def input_names(self) -> list[str]:
         return list(self.input_slots)

@@ -303,7 +303,31 @@ fn fuzz(args: &FuzzArgs) -> Result<(), CliError> {
     }
 }
 
+/// Turns off Mesa's Vulkan device-selection layer (`VK_LAYER_MESA_device_select`, an implicit
+/// layer every Mesa install registers) for this process, unless the user asked for device
+/// selection.
+///
+/// `wgpu` enables the Wayland and XCB surface extensions on every Linux instance, and with them
+/// enabled the layer connects to the Wayland and X displays to find the default GPU. Without a
+/// valid `XDG_RUNTIME_DIR` (a service, a container, an SSH session) `libwayland` then prints
+/// `error: XDG_RUNTIME_DIR is invalid or not set in the environment.` twice on stderr, although
+/// the metal backend runs. rfx draws nothing and picks its adapter itself, so it needs neither
+/// the display connections nor the layer's ordering. `NODEVICE_SELECT=1` is the layer's
+/// documented switch; a user who sets `NODEVICE_SELECT` or `MESA_VK_DEVICE_SELECT` keeps the
+/// layer as they set it. The libraries never write the environment (a write races with any
+/// other thread's `getenv`); the command does it here, before it starts a thread.
+fn quiet_device_select() {
+    #[cfg(all(unix, not(target_os = "macos"), not(target_os = "android")))]
+    if std::env::var_os("NODEVICE_SELECT").is_none() && std::env::var_os("MESA_VK_DEVICE_SELECT").is_none() {
+        // SAFETY: the first statement of `main`: the process has one thread (nothing in rfx or
+        // its dependencies starts a thread before `main`), so no other reader of the
+        // environment can run concurrently.
+        unsafe { std::env::set_var("NODEVICE_SELECT", "1") };
+    }
+}
+
 fn main() -> ExitCode {
+    quiet_device_select();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => return parse_failure(&error),

@@ -2,7 +2,8 @@
 //! unset or invalid (a service, a container, an SSH session). Mesa's Vulkan device-selection
 //! layer used to connect to the Wayland display there, and `libwayland` printed
 //! `error: XDG_RUNTIME_DIR is invalid or not set in the environment.` twice
-//! (`rfx_codegen_metal`'s `gpu::quiet_device_select`).
+//! (the `rfx` command turns the layer off with `NODEVICE_SELECT=1` at its start; the libraries
+//! never write the environment).
 //!
 //! Without a wgpu adapter the test prints `skipped: …` and passes, unless
 //! `RFX_REQUIRE_GPU_ADAPTER=1` (set by CI, which installs lavapipe).

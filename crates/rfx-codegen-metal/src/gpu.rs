@@ -50,7 +50,6 @@ fn runtime_error(message: impl std::fmt::Display) -> BackendError {
 /// Finds an adapter among `backends` and opens a device with the adapter's own limits (more
 /// storage buffers per kernel than WebGPU's default of 8).
 pub(crate) fn init(backends: wgpu::Backends) -> Result<Gpu, String> {
-    quiet_device_select();
     let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
         backends,
         flags: wgpu::InstanceFlags::empty().with_env(),
@@ -86,28 +85,6 @@ pub(crate) fn init(backends: wgpu::Backends) -> Result<Gpu, String> {
         info: adapter.get_info(),
         limits,
     })
-}
-
-/// Turns off Mesa's Vulkan device-selection layer (`VK_LAYER_MESA_device_select`, an implicit
-/// layer every Mesa install registers) unless the user asked for device selection.
-///
-/// `wgpu` enables the Wayland and XCB surface extensions on every Linux instance, and with them
-/// enabled the layer connects to the Wayland and X displays to find the default GPU, on every
-/// instance creation and device enumeration. Without a valid `XDG_RUNTIME_DIR` (a service, a
-/// container, an SSH session) `libwayland` then prints `error: XDG_RUNTIME_DIR is invalid or not
-/// set in the environment.` on stderr, twice, even though the run succeeds. rfx draws nothing
-/// and picks its adapter itself (`PowerPreference::HighPerformance`), so it needs neither the
-/// display connections nor the layer's ordering. `NODEVICE_SELECT=1` is the layer's documented
-/// switch (its `disable_environment`); a user who sets `NODEVICE_SELECT` or
-/// `MESA_VK_DEVICE_SELECT` keeps the layer as they set it.
-fn quiet_device_select() {
-    #[cfg(all(unix, not(target_os = "macos"), not(target_os = "android")))]
-    if std::env::var_os("NODEVICE_SELECT").is_none() && std::env::var_os("MESA_VK_DEVICE_SELECT").is_none() {
-        // SAFETY: called once, from the `OnceLock` that creates the process's device, before
-        // `wgpu` loads Vulkan; rfx's own threads (the CPU backend's pool) run generated code
-        // that never reads the environment, and Rust's own readers take the environment lock.
-        unsafe { std::env::set_var("NODEVICE_SELECT", "1") };
-    }
 }
 
 /// llvmpipe's budget of loop iterations per invocation (`LP_MAX_TGSI_LOOP_ITERATIONS`).

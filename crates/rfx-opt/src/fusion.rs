@@ -530,11 +530,14 @@ impl Plan<'_> {
             .filter(|(_, g)| g.len() > 1)
             .map(|(&v, _)| v)
             .collect();
-        let consumed_by_shared = |v: ValueId| {
-            shared
-                .iter()
-                .any(|&s| self.kernel.node(s).is_some_and(|n| n.args.contains(&v)))
-        };
+        // The operands of shared values, gathered once (asking each shared value for each
+        // candidate made this quadratic in the number of shared values).
+        let shared_operands: BTreeSet<ValueId> = shared
+            .iter()
+            .filter_map(|&s| self.kernel.node(s))
+            .flat_map(|n| n.args.iter().copied())
+            .collect();
+        let consumed_by_shared = |v: ValueId| shared_operands.contains(&v);
         let mut changed = false;
         for (v, groups) in users {
             if groups.len() > 1 {

@@ -9,7 +9,9 @@
 //!    settings in the dev and test profiles, so cargo can reuse the ones `cargo test` built; the rfx
 //!    crates are compiled once more, without the test-only features their dev-dependencies
 //!    turn on. (`maturin develop --profile test` cannot be used: maturin then builds the test
-//!    harness, an executable, instead of the extension.)
+//!    harness, an executable, instead of the extension.) The `alloc-count` feature is on: it
+//!    counts the extension's Rust allocations, for the test that a bound call with `out=`
+//!    allocates nothing.
 //! 4. `pytest crates/rfx-python/tests` in that environment; arguments after `--` go to pytest.
 //!
 //! Each stage prints its wall time.
@@ -101,6 +103,8 @@ pub(crate) fn test(root: &Path, args: &[String]) -> Result<(), String> {
         Command::new(venv_bin.join("maturin"))
             .args(["develop", "--manifest-path"])
             .arg(root.join("crates").join("rfx-python").join("Cargo.toml"))
+            // `--features` replaces pyproject.toml's list, so the GPU backends are named again.
+            .args(["--features", "cuda,metal,alloc-count"])
             .env(
                 "VIRTUAL_ENV",
                 python.parent().and_then(Path::parent).unwrap_or(root),

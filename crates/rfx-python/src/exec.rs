@@ -322,7 +322,12 @@ impl PyCompiled {
         }
         let outputs: Bound<'py, PyAny> = match out {
             Some(out) if out.is_instance_of::<PyTuple>() || out.is_instance_of::<PyList>() => {
-                let tuple = PyTuple::new(py, out.try_iter()?.collect::<PyResult<Vec<_>>>()?)?;
+                // A tuple is used as it is and a list through Python's own copy: a call with
+                // `out=` allocates nothing in Rust.
+                let tuple = match out.cast::<PyList>() {
+                    Ok(list) => list.to_tuple(),
+                    Err(_) => out.cast::<PyTuple>()?.clone(),
+                };
                 if tuple.len() != n_out {
                     return Err(CallError::new_err(format!(
                         "out=: the kernel has {n_out} output(s), got {}",

@@ -14,6 +14,8 @@
 
 use pyo3::prelude::*;
 
+#[cfg(feature = "alloc-count")]
+mod alloc_count;
 pub mod errors;
 pub mod exec;
 pub mod tracing;
@@ -24,6 +26,8 @@ fn _rfx(m: &Bound<'_, PyModule>) -> PyResult<()> {
     errors::register(m)?;
     tracing::register(m)?;
     exec::register(m)?;
+    #[cfg(feature = "alloc-count")]
+    alloc_count::register(m)?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

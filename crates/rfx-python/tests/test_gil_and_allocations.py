@@ -144,3 +144,23 @@ def test_a_million_bound_calls_keep_memory_flat():
     for _ in range(200_000):
         k(e, i, d)
     assert rss_mib() - before < 4, f"RSS grew from {before:.1f} to {rss_mib():.1f} MiB over 2*10^5 calls"
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads Linux's /proc")
+def test_thousands_of_compilations_keep_memory_flat():
+    def rss_mib():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+    f = rj.jit(lambda x: np.sin(x * 2.0) + 1.0, cache_size=8)
+    for n in range(1, 201):  # warm up allocator pools
+        f(np.ones(n))
+    before = rss_mib()
+    for n in range(201, 2701):
+        f(np.ones(n))
+    info = f.cache_info()
+    assert info.misses == 2700 and info.currsize == 8
+    # Each compilation makes machine code, IR and a Python entry: a leak of even one page of
+    # code per compilation would be 10 MiB here.
+    assert rss_mib() - before < 4, f"RSS grew from {before:.1f} to {rss_mib():.1f} MiB over 2,500 compiles"
+    np.testing.assert_allclose(f(np.full(2700, 0.25)), np.sin(0.5) + 1.0, rtol=1e-15)

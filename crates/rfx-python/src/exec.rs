@@ -162,21 +162,31 @@ impl PyCompiled {
 
     /// Runs the kernel on checked arguments (inputs, then outputs).
     fn run_raw(&self, py: Python<'_>, args: &[RawArg]) -> PyResult<()> {
-        let mut scratch = self
-            .scratch
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop()
-            .unwrap_or_default();
         let result = if self.elems >= GIL_RELEASE_ELEMS {
-            py.detach(|| self.run_views(args, &mut scratch))
+            let mut scratch = self
+                .scratch
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .pop()
+                .unwrap_or_default();
+            let result = py.detach(|| self.run_views(args, &mut scratch));
+            self.scratch
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(scratch);
+            result
         } else {
-            self.run_views(args, &mut scratch)
+            // A small call keeps the GIL throughout, and every other use of the pool happens
+            // with the GIL held too (a large call takes its scratch and puts it back before
+            // and after releasing it), so this lock is never contended: it is held for the
+            // whole call and the scratch space stays in the pool.
+            let mut pool = self.scratch.lock().unwrap_or_else(PoisonError::into_inner);
+            if pool.is_empty() {
+                pool.push(Scratch::default());
+            }
+            let last = pool.len() - 1;
+            self.run_views(args, &mut pool[last])
         };
-        self.scratch
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(scratch);
         result.map_err(|error| match error {
             RunError::Runtime(error) => runtime_error(error),
             RunError::Length(error) => CallError::new_err(error.to_string()),
@@ -321,6 +331,8 @@ impl PyCompiled {
             )));
         }
         let outputs: Bound<'py, PyAny> = match out {
+            // One output array: checked as it is, with no tuple around it.
+            Some(out) if n_out == 1 && out.is_instance_of::<PyUntypedArray>() => out.clone(),
             Some(out) if out.is_instance_of::<PyTuple>() || out.is_instance_of::<PyList>() => {
                 // A tuple is used as it is and a list through Python's own copy: a call with
                 // `out=` allocates nothing in Rust.
@@ -350,7 +362,7 @@ impl PyCompiled {
                 PyTuple::new(py, fresh)?.into_any()
             }
         };
-        let outputs = outputs.cast_into::<PyTuple>().map_err(PyErr::from)?;
+        let single = n_out == 1 && !outputs.is_instance_of::<PyTuple>();
         let placeholder = RawArg {
             addr: 0,
             len: 0,
@@ -368,8 +380,13 @@ impl PyCompiled {
         for (k, value) in inputs.iter_borrowed().enumerate() {
             args[k] = self.check_arg(k, &value, false)?;
         }
-        for (j, value) in outputs.iter_borrowed().enumerate() {
-            args[n_in + j] = self.check_arg(n_in + j, &value, true)?;
+        if single {
+            args[n_in] = self.check_arg(n_in, &outputs, true)?;
+        } else {
+            let tuple = outputs.cast::<PyTuple>()?;
+            for (j, value) in tuple.iter_borrowed().enumerate() {
+                args[n_in + j] = self.check_arg(n_in + j, &value, true)?;
+            }
         }
         for j in n_in..total {
             for k in 0..total {
@@ -387,10 +404,12 @@ impl PyCompiled {
             }
         }
         self.run_raw(py, args)?;
-        if n_out == 1 {
-            outputs.get_item(0)
+        if single {
+            Ok(outputs)
+        } else if n_out == 1 {
+            outputs.cast::<PyTuple>()?.get_item(0)
         } else {
-            Ok(outputs.into_any())
+            Ok(outputs)
         }
     }
 

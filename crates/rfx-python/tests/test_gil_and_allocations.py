@@ -164,3 +164,19 @@ def test_thousands_of_compilations_keep_memory_flat():
     # code per compilation would be 10 MiB here.
     assert rss_mib() - before < 4, f"RSS grew from {before:.1f} to {rss_mib():.1f} MiB over 2,500 compiles"
     np.testing.assert_allclose(f(np.full(2700, 0.25)), np.sin(0.5) + 1.0, rtol=1e-15)
+
+
+def test_one_output_given_bare_or_in_a_tuple_or_list():
+    e, i, d = (np.array([v], np.float32) for v in (0.5, 0.25, -0.125))
+    k = rj.jit(pid_clip).bind(e, i, d)
+    want = pid_clip(e, i, d)
+    for wrap in (lambda a: a, lambda a: (a,), lambda a: [a]):
+        out = np.full(1, np.nan, np.float32)
+        assert k(e, i, d, out=wrap(out)) is out
+        np.testing.assert_allclose(out, want, rtol=1e-6)
+    with pytest.raises(rj.CallError, match="output `.*`: expected a numpy.ndarray, got str"):
+        k(e, i, d, out="u")
+    with pytest.raises(rj.CallError, match="output `out`: expected dtype float32, got float64"):
+        k(e, i, d, out=np.empty(1))
+    with pytest.raises(rj.CallError, match="overlaps input"):
+        k(e, i, d, out=e)

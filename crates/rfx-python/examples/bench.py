@@ -2,7 +2,9 @@
 kernel at n = 1, the jit cache path, a first call (trace, optimise, compile) of a 10-op chain,
 and sin(x*2)+y at 65,536 elements. Medians of `time.perf_counter_ns` over many calls (the best
 of several rounds). Run with a release build: `pip install ./crates/rfx-python` then
-`python crates/rfx-python/examples/bench.py`.
+`python crates/rfx-python/examples/bench.py`. `peers.py` beside it measures the same paths
+beside numba and JAX, and against the Rust call of the same kernels (docs/performance.md,
+"From Python").
 """
 
 import statistics

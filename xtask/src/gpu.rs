@@ -8,8 +8,9 @@
 //!   builtins from the wheel `.ci/run` installs under `target/cuda-wheels`;
 //! - `run.sh`: unpacks the bundle, points `RFX_NVRTC_LIB` at the library, links this checkout's
 //!   path to the repository it runs in (the test binaries read files under the path they were
-//!   built at), then runs `gpu_bench` alone and the tests, the regressions and `rfx fuzz` side by
-//!   side, each under a time limit, logging to `$OUT/all.log` (or `target/gpu-logs/` without `OUT`).
+//!   built at), then runs `gpu_bench` alone and the tests, the regressions, `rfx fuzz` and
+//!   `rfx fuzz --large` side by side, each under a time limit, logging to `$OUT/all.log` (or
+//!   `target/gpu-logs/` without `OUT`).
 //!
 //! Run `bash target/gpu-bundle/run.sh` from the repository root on the GPU machine, carrying
 //! `target/gpu-bundle` there. The bundle is about 40 MB, most of it NVRTC.
@@ -218,8 +219,10 @@ step tree 200 "$bin/tree" --nocapture &
 step error_variants 60 "$bin/error_variants" --nocapture &
 step regressions 120 "$bin/fuzz" saved_regressions_replay_clean --nocapture &
 step fuzz {fuzz_limit} "$bin/rfx" fuzz --minutes {minutes} --seed {seed} --metal-every 0 --save-dir "$logs/saved" &
+# Kernels of 1,000-20,000 ops: CUDA runs them within its size limit or refuses them, never crashes.
+step large_fuzz {fuzz_limit} "$bin/rfx" fuzz --large --minutes {minutes} --seed {seed} --metal-every 0 --save-dir "$logs/saved-large" &
 wait
-for n in gpu_bench execute tree error_variants regressions fuzz; do
+for n in gpu_bench execute tree error_variants regressions fuzz large_fuzz; do
   echo "===== log of $n" >> "$log"; cat "$logs/$n.log" >> "$log"; rm -f "$logs/$n.log"
 done
 grep -E "^=== |skipped|test result|kernels ran|FAILED|panicked|fuzz:" "$log"
@@ -239,6 +242,10 @@ mod tests {
         assert!(script.contains("fuzz --minutes 2.5 --seed 15432"), "{script}");
         // The fuzz step's limit leaves a minute for shrinking.
         assert!(script.contains("step fuzz 210 "), "{script}");
+        assert!(
+            script.contains("step large_fuzz 210 \"$bin/rfx\" fuzz --large --minutes 2.5 --seed 15432"),
+            "{script}"
+        );
         let path = std::env::temp_dir().join(format!("rfx-gpu-run-{}.sh", std::process::id()));
         std::fs::write(&path, &script).expect("write");
         let checked = std::process::Command::new("bash").arg("-n").arg(&path).status();

@@ -1182,23 +1182,10 @@ impl<'k> Gen<'_, 'k> {
             .any(|inst| matches!(inst, Inst::Unary { op, src: s, .. } if *op == partner && *s == src))
     }
 
-    /// Loop points per thread below which a split does not pay: the schedule's
     /// The body's work per point in instruction-equivalents (at least 1): a transcendental
     /// counts 20, `pow` and `atan2` 40, anything else 1.
     fn body_work(&self) -> usize {
-        self.kernel()
-            .body
-            .iter()
-            .map(|inst| match inst {
-                Inst::Unary { op, .. } if op.is_transcendental() => 20,
-                Inst::Binary {
-                    op: BinaryOp::Pow | BinaryOp::Atan2,
-                    ..
-                } => 40,
-                _ => 1,
-            })
-            .sum::<usize>()
-            .max(1)
+        self.kernel().body.iter().map(Inst::work).sum::<usize>().max(1)
     }
 
     /// `min_elems_per_thread` is for a body of `REFERENCE_WORK` instruction-equivalents; a

@@ -270,14 +270,7 @@ fn weighted_insts(program: &LirProgram) -> usize {
         .kernels()
         .iter()
         .flat_map(|kernel| kernel.preamble.iter().chain(&kernel.body))
-        .map(|inst| match inst {
-            Inst::Unary { op, .. } if op.is_transcendental() => 20,
-            Inst::Binary {
-                op: BinaryOp::Pow | BinaryOp::Atan2,
-                ..
-            } => 40,
-            _ => 1,
-        })
+        .map(rfx_ir::lir::Inst::work)
         .sum()
 }
 

@@ -209,14 +209,7 @@ fn weighted_insts(program: &LirProgram) -> usize {
         .kernels()
         .iter()
         .flat_map(|kernel| kernel.preamble.iter().chain(&kernel.body))
-        .map(|inst| match inst {
-            rfx_ir::lir::Inst::Unary { op, .. } if op.is_transcendental() => 20,
-            rfx_ir::lir::Inst::Binary {
-                op: rfx_ir::BinaryOp::Pow | rfx_ir::BinaryOp::Atan2,
-                ..
-            } => 40,
-            _ => 1,
-        })
+        .map(rfx_ir::lir::Inst::work)
         .sum()
 }
 

@@ -326,6 +326,21 @@ pub enum Inst {
 }
 
 impl Inst {
+    /// The instruction's work in instruction-equivalents, the backends' one cost model: a
+    /// transcendental counts 20, `pow` and `atan2` 40 (each an inlined approximation of tens of
+    /// instructions), anything else 1. The CPU backend sizes its thread split and written-out
+    /// code by it; the GPU backends bound their compilers' input by it.
+    pub fn work(&self) -> usize {
+        match self {
+            Inst::Unary { op, .. } if op.is_transcendental() => 20,
+            Inst::Binary {
+                op: BinaryOp::Pow | BinaryOp::Atan2,
+                ..
+            } => 40,
+            _ => 1,
+        }
+    }
+
     /// The op's name in the text format.
     pub fn name(&self) -> &'static str {
         match self {

@@ -1,38 +1,14 @@
 //! The `rfx` binary end to end: `.npy` files in and out, every subcommand, and the one-line
 //! error with exit code 1 (and nothing written) for every bad input.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 
-use npyz::WriterBuilder;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-fn rfx(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_rfx"))
-        .args(args)
-        .output()
-        .expect("run rfx")
-}
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rfx-cli-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
-
-fn write_npy<T: npyz::AutoSerialize + Copy>(path: &Path, shape: &[u64], values: &[T]) {
-    let file = std::io::BufWriter::new(std::fs::File::create(path).expect("create"));
-    let mut writer = npyz::WriteOptions::new()
-        .default_dtype()
-        .shape(shape)
-        .writer(file)
-        .begin_nd()
-        .expect("begin");
-    writer.extend(values.iter().copied()).expect("extend");
-    writer.finish().expect("finish");
-}
+mod common;
+use common::{rfx, temp_dir, write_npy};
 
 fn read_npy<T: npyz::Deserialize>(path: &Path) -> (Vec<u64>, Vec<T>) {
     let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));

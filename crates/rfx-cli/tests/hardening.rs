@@ -5,36 +5,12 @@
 //! on the element count.
 
 use std::io::Read as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use npyz::WriterBuilder;
-
-const RFX: &str = env!("CARGO_BIN_EXE_rfx");
-
-fn rfx(args: &[&str]) -> Output {
-    Command::new(RFX).args(args).output().expect("run rfx")
-}
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rfx-hardening-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
-
-fn write_npy<T: npyz::AutoSerialize + Copy>(path: &Path, shape: &[u64], values: &[T]) {
-    let file = std::io::BufWriter::new(std::fs::File::create(path).expect("create"));
-    let mut writer = npyz::WriteOptions::new()
-        .default_dtype()
-        .shape(shape)
-        .writer(file)
-        .begin_nd()
-        .expect("begin");
-    writer.extend(values.iter().copied()).expect("extend");
-    writer.finish().expect("finish");
-}
+mod common;
+use common::{RFX, rfx, temp_dir, write_npy};
 
 /// The file's shape, dtype descriptor and every element as `f64`, or why it is not one whole
 /// `.npy` file (the data must end exactly where the header says).
@@ -275,6 +251,26 @@ fn snapshot(dir: &Path) -> Vec<(String, Option<Vec<u8>>)> {
         .collect()
 }
 
+/// Runs `command` on the first input into `out` (writing `a.npy` and `b.npy`), puts a directory
+/// where `b.npy` goes, runs it on the second input, and checks that the second run fails with
+/// exit 1 and leaves `out` exactly as the first left it, `a.npy` holding `a_after_first`.
+fn second_run_failing_on_b_changes_nothing(
+    out: &Path,
+    command: impl Fn(&Path) -> Output,
+    (x1, x2): (&Path, &Path),
+    a_after_first: [f64; 3],
+) {
+    let first = command(x1);
+    assert!(first.status.success(), "{}", stderr(&first));
+    std::fs::remove_file(out.join("b.npy")).expect("remove");
+    std::fs::create_dir(out.join("b.npy")).expect("dir");
+    let before = snapshot(out);
+    let res = command(x2);
+    assert_eq!(res.status.code(), Some(1), "{}", stderr(&res));
+    assert_eq!(snapshot(out), before);
+    assert_eq!(read_whole_npy(&out.join("a.npy")).expect("a").2, a_after_first);
+}
+
 #[test]
 fn a_command_failing_on_a_later_output_leaves_every_earlier_output_as_it_was() {
     let dir = temp_dir("all-or-nothing");
@@ -334,15 +330,7 @@ fn a_command_failing_on_a_later_output_leaves_every_earlier_output_as_it_was() {
             e_str,
         ])
     };
-    let first = eval(&x1);
-    assert!(first.status.success(), "{}", stderr(&first));
-    std::fs::remove_file(e.join("b.npy")).expect("remove");
-    std::fs::create_dir(e.join("b.npy")).expect("dir");
-    let before = snapshot(&e);
-    let res = eval(&x2);
-    assert_eq!(res.status.code(), Some(1), "{}", stderr(&res));
-    assert_eq!(snapshot(&e), before);
-    assert_eq!(read_whole_npy(&e.join("a.npy")).expect("a").2, [2.0, 3.0, 4.0]);
+    second_run_failing_on_b_changes_nothing(&e, eval, (&x1, &x2), [2.0, 3.0, 4.0]);
 
     // `run` of a kernel file with two outputs: the same.
     let kernel = dir.join("two.rfx");
@@ -363,15 +351,7 @@ fn a_command_failing_on_a_later_output_leaves_every_earlier_output_as_it_was() {
             r_str,
         ])
     };
-    let first = run(&x1);
-    assert!(first.status.success(), "{}", stderr(&first));
-    std::fs::remove_file(r.join("b.npy")).expect("remove");
-    std::fs::create_dir(r.join("b.npy")).expect("dir");
-    let before = snapshot(&r);
-    let res = run(&x2);
-    assert_eq!(res.status.code(), Some(1), "{}", stderr(&res));
-    assert_eq!(snapshot(&r), before);
-    assert_eq!(read_whole_npy(&r.join("a.npy")).expect("a").2, [-1.0, -2.0, -3.0]);
+    second_run_failing_on_b_changes_nothing(&r, run, (&x1, &x2), [-1.0, -2.0, -3.0]);
 
     // An --out that is a file is refused, and the file is left alone.
     let file = dir.join("a-file");

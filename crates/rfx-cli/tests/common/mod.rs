@@ -1,0 +1,37 @@
+//! What the `rfx` command's test files share: running the binary, scratch directories and
+//! `.npy` inputs.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use npyz::WriterBuilder;
+
+/// The `rfx` binary cargo built for these tests.
+pub(crate) const RFX: &str = env!("CARGO_BIN_EXE_rfx");
+
+/// Runs `rfx` with `args` and waits for it.
+pub(crate) fn rfx(args: &[&str]) -> Output {
+    Command::new(RFX).args(args).output().expect("run rfx")
+}
+
+/// An empty scratch directory named by `tag` and this process (test binaries run as separate
+/// processes, so two files never share one).
+pub(crate) fn temp_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("rfx-cli-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+/// Writes `values` of `shape` to `path` as NumPy would.
+pub(crate) fn write_npy<T: npyz::AutoSerialize + Copy>(path: &Path, shape: &[u64], values: &[T]) {
+    let file = std::io::BufWriter::new(std::fs::File::create(path).expect("create"));
+    let mut writer = npyz::WriteOptions::new()
+        .default_dtype()
+        .shape(shape)
+        .writer(file)
+        .begin_nd()
+        .expect("begin");
+    writer.extend(values.iter().copied()).expect("extend");
+    writer.finish().expect("finish");
+}

@@ -8,30 +8,15 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use npyz::WriterBuilder;
+mod common;
+use common::{RFX, temp_dir, write_npy};
 
-const RFX: &str = env!("CARGO_BIN_EXE_rfx");
 const DEPTH: usize = 20_000;
-
-fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rfx-deep-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
-}
 
 /// `x = [0.5, 1, 2]` in `f64`, written to `dir/x.npy`.
 fn write_x(dir: &Path) -> String {
     let path = dir.join("x.npy");
-    let file = std::io::BufWriter::new(std::fs::File::create(&path).expect("create"));
-    let mut writer = npyz::WriteOptions::new()
-        .default_dtype()
-        .shape(&[3])
-        .writer(file)
-        .begin_nd()
-        .expect("begin");
-    writer.extend([0.5f64, 1.0, 2.0]).expect("extend");
-    writer.finish().expect("finish");
+    write_npy(&path, &[3], &[0.5f64, 1.0, 2.0]);
     format!("x={}", path.display())
 }
 

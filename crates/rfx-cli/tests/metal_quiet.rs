@@ -11,21 +11,12 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use npyz::WriterBuilder;
+mod common;
+use common::{RFX, temp_dir, write_npy};
 
 fn input_file() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("rfx-cli-metal-quiet-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let path = dir.join("x.npy");
-    let file = std::io::BufWriter::new(std::fs::File::create(&path).expect("create"));
-    let mut writer = npyz::WriteOptions::new()
-        .default_dtype()
-        .shape(&[3])
-        .writer(file)
-        .begin_nd()
-        .expect("begin");
-    writer.extend([0.0f32, 1.0, 2.0]).expect("extend");
-    writer.finish().expect("finish");
+    let path = temp_dir("metal-quiet").join("x.npy");
+    write_npy(&path, &[3], &[0.0f32, 1.0, 2.0]);
     path
 }
 
@@ -35,7 +26,7 @@ fn metal_eval_is_quiet_without_a_runtime_dir() {
     let required = std::env::var("RFX_REQUIRE_GPU_ADAPTER").is_ok_and(|v| v == "1");
     // Unset, empty, and pointing nowhere.
     for runtime_dir in [None, Some(""), Some("/nonexistent/rfx-runtime-dir")] {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_rfx"));
+        let mut command = Command::new(RFX);
         command
             .args(["eval", "x*2.0+1.0", "--backend", "metal", "--in"])
             .arg(format!("x={}", input.display()))

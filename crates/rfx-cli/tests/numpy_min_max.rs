@@ -9,26 +9,14 @@
 //! GPU, no driver) prints `skipped: …`, unless `RFX_REQUIRE_GPU_ADAPTER=1` names metal as
 //! required.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
-use npyz::WriterBuilder;
-
-fn write_npy(path: &Path, values: &[f32]) {
-    let file = std::io::BufWriter::new(std::fs::File::create(path).expect("create"));
-    let mut writer = npyz::WriteOptions::new()
-        .default_dtype()
-        .shape(&[values.len() as u64])
-        .writer(file)
-        .begin_nd()
-        .expect("begin");
-    writer.extend(values.iter().copied()).expect("extend");
-    writer.finish().expect("finish");
-}
+mod common;
+use common::{RFX, temp_dir, write_npy};
 
 fn inputs() -> (PathBuf, Vec<(&'static str, PathBuf)>) {
-    let dir = std::env::temp_dir().join(format!("rfx-cli-min-max-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
+    let dir = temp_dir("min-max");
     let nan = f32::NAN;
     let files = [
         (
@@ -46,7 +34,7 @@ fn inputs() -> (PathBuf, Vec<(&'static str, PathBuf)>) {
     let mut paths = Vec::new();
     for (name, values) in files {
         let path = dir.join(format!("{name}.npy"));
-        write_npy(&path, &values);
+        write_npy(&path, &[values.len() as u64], &values);
         paths.push((name, path));
     }
     (dir, paths)
@@ -94,7 +82,7 @@ fn min_and_max_match_numpy_on_every_backend() {
     let required = std::env::var("RFX_REQUIRE_GPU_ADAPTER").is_ok_and(|v| v == "1");
     for backend in ["interp", "cpu", "metal", "cuda"] {
         for (expr, names, want) in &cases {
-            let mut command = Command::new(env!("CARGO_BIN_EXE_rfx"));
+            let mut command = Command::new(RFX);
             command.args(["eval", expr, "--backend", backend]);
             for name in names {
                 command.arg("--in").arg(path(name));

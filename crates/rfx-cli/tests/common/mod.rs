@@ -1,6 +1,9 @@
 //! What the `rfx` command's test files share: running the binary, scratch directories and
 //! `.npy` inputs.
 
+// Each test file is its own crate and uses part of this module.
+#![allow(dead_code, reason = "each test file uses part of the shared module")]
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -5,7 +5,7 @@
 use rfx_codegen_cpu::CpuBackend;
 use rfx_ir::interp::{Mode, run_hir};
 use rfx_ir::{Array, Scalar, Shape};
-use rfx_lower::conformance::ulps;
+use rfx_lower::ulps;
 use rfx_lower::{Backend, LowerConfig, Scratch, lower};
 use rfx_opt::{OptConfig, optimize};
 

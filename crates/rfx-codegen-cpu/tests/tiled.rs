@@ -16,7 +16,7 @@ use rfx_ir::interp::run_lir;
 use rfx_ir::lir::LirProgram;
 use rfx_ir::testgen::{TestRng, random_inputs};
 use rfx_ir::{Array, ArrayViewMut, DType, DataMut, Scalar, Shape};
-use rfx_lower::conformance::ulps;
+use rfx_lower::ulps;
 use rfx_lower::{Backend, CompileOptions, LowerConfig, Scratch, lower};
 use rfx_opt::{OptConfig, optimize};
 

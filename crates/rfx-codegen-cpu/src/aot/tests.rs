@@ -8,7 +8,7 @@ use super::*;
 /// Distance in ULP between two `f32`, as the conformance suite measures it (0 when both are
 /// NaN; `u64::MAX` when only one is, and for zeros of opposite signs: `sin(-0)` must be `-0`).
 fn ulps(got: f32, want: f32) -> u64 {
-    rfx_lower::conformance::ulps(f64::from(got), f64::from(want), DType::F32)
+    rfx_lower::ulps(f64::from(got), f64::from(want), DType::F32)
 }
 
 /// The documented bound of each routine (the module's table; 4 ULP is the backend's).
@@ -348,7 +348,7 @@ fn check_f64(f: AotFn, xs: &[f64], reference: fn(f64) -> f64, bound: u64) -> Vec
     let ys = run_f64(f, xs);
     let mut worst = (0u64, 0.0f64);
     for (&x, &y) in xs.iter().zip(&ys) {
-        let d = rfx_lower::conformance::ulps(y, reference(x), DType::F64);
+        let d = rfx_lower::ulps(y, reference(x), DType::F64);
         if d > worst.0 {
             worst = (d, x);
         }
@@ -613,7 +613,7 @@ fn f64_atan2_within_bounds() {
     }
     let mut worst = (0u64, 0.0f64, 0.0f64);
     for ((&y, &x), &o) in ys.iter().zip(&xs).zip(&out) {
-        let d = rfx_lower::conformance::ulps(o, y.atan2(x), DType::F64);
+        let d = rfx_lower::ulps(o, y.atan2(x), DType::F64);
         if d > worst.0 {
             worst = (d, y, x);
         }
@@ -843,7 +843,7 @@ fn check_binary(f: AotFn, xs: &[f64], ys: &[f64], reference: fn(f64, f64) -> f64
     let mut worst = (0u64, 0.0f64, 0.0f64);
     for ((&x, &y), &o) in xs.iter().zip(ys).zip(&out) {
         let (x, y) = (narrow(x), narrow(y));
-        let d = rfx_lower::conformance::ulps(o, reference(x, y), dtype);
+        let d = rfx_lower::ulps(o, reference(x, y), dtype);
         if d > worst.0 {
             worst = (d, x, y);
         }
@@ -913,7 +913,7 @@ fn pow_f32_nearly_correctly_rounded() {
     let mut off = 0usize;
     for ((&x, &y), &o) in xs.iter().zip(&ys).zip(&out) {
         let reference = f64::from(x.powf(y) as f32);
-        let d = rfx_lower::conformance::ulps(o, reference, DType::F32);
+        let d = rfx_lower::ulps(o, reference, DType::F32);
         assert!(d <= 1, "pow({x:e}, {y:e}) = {o:e}, {reference:e} rounded");
         off += usize::from(d == 1);
     }
@@ -1028,7 +1028,7 @@ fn f64_pow_fast_path_nearly_correctly_rounded() {
     let out = run_binary(AotFn::PowF64, &xs, &ys);
     let mut off = 0;
     for ((&x, &y), &o) in xs.iter().zip(&ys).zip(&out) {
-        let d = rfx_lower::conformance::ulps(o, x.powf(y), DType::F64);
+        let d = rfx_lower::ulps(o, x.powf(y), DType::F64);
         assert!(
             d <= 1,
             "pow({x:e}, {y:e}) = {o:e}, glibc {:e}: {d} ULP",

@@ -1,7 +1,9 @@
-"""docs/python.md names every NumPy function the tracer supports."""
+"""docs/python.md names every NumPy function the tracer supports, in the table generated from
+the tracer's own tables."""
 
 import os
 
+import rfxjit._doctable as doctable
 import rfxjit._tracer as tracer
 
 DOC = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs", "python.md")
@@ -21,3 +23,12 @@ def test_every_supported_function_is_documented():
         if f"`{name}`" not in text and f"`{name}`/" not in text and f"/`{name}`" not in text:
             missing.append(name)
     assert not missing, f"docs/python.md does not name: {missing}"
+
+
+def test_the_supported_functions_table_is_the_generated_one():
+    with open(DOC, encoding="utf-8") as f:
+        text = f.read()
+    assert doctable.splice(text) == text, (
+        "docs/python.md's table of supported functions is stale: run "
+        "`python -m rfxjit._doctable docs/python.md` in the test environment"
+    )

@@ -15,7 +15,7 @@ import numbers
 
 import numpy as np
 
-from . import _rfx
+from . import _compose, _rfx
 from ._errors import TraceError
 
 #: The dtypes rfx computes in.
@@ -257,14 +257,22 @@ class Tracer:
         return power(other, self)
 
     def __floordiv__(self, other):
-        raise TraceError("numpy.floor_divide (//) is not supported by rfx's tracer")
+        return _compose.floor_divide(self, other)
 
-    __rfloordiv__ = __floordiv__
+    def __rfloordiv__(self, other):
+        return _compose.floor_divide(other, self)
 
     def __mod__(self, other):
-        raise TraceError("numpy.remainder (%) is not supported by rfx's tracer (numpy.fmod is)")
+        return _compose.remainder(self, other)
 
-    __rmod__ = __mod__
+    def __rmod__(self, other):
+        return _compose.remainder(other, self)
+
+    def __divmod__(self, other):
+        return _compose.divmod_pair(self, other)
+
+    def __rdivmod__(self, other):
+        return _compose.divmod_pair(other, self)
 
     def __matmul__(self, other):
         return matmul_impl(self, other)
@@ -585,6 +593,8 @@ UFUNCS = {
     "isfinite": _predicate("isfinite"),
     "matmul": lambda a, b: matmul_impl(a, b),
 }
+
+UFUNCS.update(_compose.UFUNCS)
 
 _UFUNC_REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min"}
 

@@ -24,7 +24,7 @@ _names = []
 for _name in sorted(_UFUNCS):
     globals()[_name] = getattr(_np, _name)
     _names.append(_name)
-for _alias, _target in {"abs": "absolute", "true_divide": "divide", "pow": "power"}.items():
+for _alias, _target in {"abs": "absolute", "true_divide": "divide", "pow": "power", "mod": "remainder"}.items():
     globals()[_alias] = getattr(_np, _target)
     _names.append(_alias)
 for _func in _FUNCTIONS:

@@ -7,8 +7,9 @@
 //! Runs `cargo +nightly miri test` on `rfx-ir` (unit and integration tests), `rfx-lower` (unit
 //! tests), `rfx-opt` (unit tests: the rewrite rules against the interpreter, with Miri's float
 //! noise off) and the CPU backend's worker pool (`rfx-codegen-cpu`'s `pool` unit tests, with a Rust
-//! kernel instead of JIT code, two CPUs and the pool's threads left running at exit allowed; the
-//! pool before session 7 fails it with a data race against a deallocation), or on the `--crate`s
+//! kernel instead of JIT code, two CPUs and the pool's threads left running at exit allowed; a
+//! pool that keeps its completion latch on the caller's stack fails it with a data race against
+//! a deallocation), or on the `--crate`s
 //! given (unit tests only unless `--all-tests`), with
 //! property tests cut to `--cases` cases (default 4: Miri runs code about a thousand times
 //! slower than a release build; the long random loops take a sample under `cfg(miri)`) and host

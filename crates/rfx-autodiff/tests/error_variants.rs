@@ -39,7 +39,7 @@ fn keeping_no_output_is_a_user_error() {
 fn an_internal_error_names_the_rejected_node() {
     // Internal invariant: unreachable from the public API because every derivative rule builds
     // nodes of the types the verifier derives (checked on random kernels by the autodiff tests);
-    // `keep_outputs` now rejects the caller mistakes that used to reach the builder.
+    // `keep_outputs` rejects the caller mistakes that could otherwise reach the builder.
     let err = AdError::Internal(BuildError::NoOutputs);
     assert_eq!(
         err.to_string(),

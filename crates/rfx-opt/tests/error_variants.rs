@@ -35,8 +35,8 @@ fn every_pass_rejects_a_kernel_that_does_not_verify() {
 fn a_kernel_too_large_for_memory_never_reaches_fusion() {
     // `2^(bits/2) x 2^(bits/2)` elements, one more than `usize::MAX`: the builder refuses the
     // input, and a kernel that declares such a type anyway fails verification, so every pass
-    // reports `InvalidKernel` rather than miscounting elements (fusion used to hand the MIR
-    // verifier a program it rejected).
+    // reports `InvalidKernel` rather than miscounting elements or handing the MIR verifier a
+    // program it rejects.
     let side = 1usize << (usize::BITS / 2);
     let huge = TensorType::new(DType::F32, [side, side]);
     let mut b = Builder::new("huge");

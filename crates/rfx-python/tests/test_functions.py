@@ -101,6 +101,23 @@ def test_indexing(rng):
     check(lambda a: (a[2:2], a[3:1], a[-2:]), x)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.bool_])
+def test_slices_with_a_step(dtype, rng):
+    x = random_array(rng, (9, 5, 3), dtype)
+    check(lambda a: (a[::2], a[::-1], a[1:7:3], a[-1::-3], a[7:1:-2], a[::-2, 1::2], a[..., ::-1]), x)
+    check(lambda a: (a[::3, -1, ::2], a[None, ::-4], a[8:0:-1, ::-1, 0], a[1:1:2], a[5:1:3], a[::-1][::-1]), x)
+
+
+def test_gradient_through_a_strided_slice():
+    x = np.arange(1.0, 8.0)
+    w = np.array([1.0, 10.0, 100.0])
+    # x[5:0:-2] is x[5], x[3], x[1]: d/dx sum(x[5:0:-2]**2 * w) puts 2·x·w there.
+    grad = rj.grad(lambda v: np.sum(v[5:0:-2] ** 2 * w))(x)
+    expected = np.zeros(7)
+    expected[[5, 3, 1]] = 2 * x[[5, 3, 1]] * w
+    np.testing.assert_allclose(grad, expected, rtol=1e-15)
+
+
 def test_indexing_by_traced_integers(rng):
     table = random_array(rng, (6, 2), np.float64, special=False)
     idx = np.array([5, 0, 3], dtype=np.int32)

@@ -703,7 +703,7 @@ def stack_impl(arrays, axis=0, out=None, dtype=None, casting=None):
 
 
 def getitem_impl(x: Tracer, index):
-    """Indexing by constants: integers, slices with step 1, None, Ellipsis, and constant
+    """Indexing by constants: integers, slices (any step), None, Ellipsis, and constant
     integer arrays (NumPy's `take` along one axis)."""
     if not isinstance(index, tuple):
         index = (index,)
@@ -735,12 +735,7 @@ def getitem_impl(x: Tracer, index):
             continue
         extent = out.shape[axis]
         if isinstance(item, slice):
-            start, stop, step = item.indices(extent)
-            if step != 1:
-                raise TraceError(f"slicing with step {step} is not supported (only step 1)")
-            stop = builtins.max(start, stop)
-            if (start, stop) != (0, extent):
-                out = Tracer(out._t.slice_axis(axis, start, stop))
+            out = _slice_axis(out, axis, item)
             axis += 1
             position += 1
         elif isinstance(item, (int, np.integer)) and not isinstance(item, bool):
@@ -768,6 +763,22 @@ def getitem_impl(x: Tracer, index):
             shape.insert(p, 1)
         out = reshape_impl(out, shape)
     return out
+
+
+def _slice_axis(x: Tracer, axis: int, item: slice) -> Tracer:
+    """`x[..., item, ...]` along `axis`: a contiguous slice for step 1, else a gather of the
+    constant indices the slice selects (`x[::-1]`, `x[1:7:3]`)."""
+    extent = x.shape[axis]
+    start, stop, step = item.indices(extent)
+    if step == 1:
+        stop = builtins.max(start, stop)
+        if (start, stop) == (0, extent):
+            return x
+        return Tracer(x._t.slice_axis(axis, start, stop), weak=x._weak)
+    positions = np.arange(start, stop, step, dtype=np.int32)
+    if positions.size == 0:
+        return Tracer(x._t.slice_axis(axis, 0, 0), weak=x._weak)
+    return Tracer(x._t.take(lift(positions)._t, axis), weak=x._weak)
 
 
 def take_impl(a, indices, axis=None, out=None, mode=None):

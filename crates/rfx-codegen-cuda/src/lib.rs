@@ -101,18 +101,11 @@
 //! order; i32 reductions and `max`/`min` give the interpreter's bits, except that a tie
 //! between +0 and −0 may keep either zero.
 //!
-//! # Measured (H100, 2026-11-23, `examples/gpu_bench.rs`)
-//! At 16M f32 elements, as a fraction of a device-to-device copy measured in the same run:
-//! `add` 94%, `sin(x*2)+y` 79%, the 10-op chain 89%, `sum` 88%. A cached PID kernel at n = 1:
-//! 16 µs p50 through host arrays (copy in, launch, copy out, wait), 8.7 µs resident (launch
-//! and wait), 3.3 µs per launch when launches are queued back to back.
-//!
-//! On an H200 (2026-11-28): `add` 88%, `sin(x*2)+y` 69%, the 10-op chain 78%, `sum` 83%; PID
-//! 17.5 µs p50 through host arrays, 9.1 µs resident, 4.1 µs per queued launch. In one later
-//! run, with the previous build alternating: PID through host arrays 16.9 µs p50 against
-//! 20.9–23.5 (staging); eight inputs and four outputs 18.2 µs staged against 54–58 array by
-//! array; a program of five small kernels 17.1–17.4 µs resident in one launch against
-//! 30.9–31.4 in five.
+//! # Measured
+//! `examples/gpu_bench.rs` measures bandwidth at 16M elements as a fraction of a
+//! device-to-device copy in the same run, and the latency of a cached PID kernel at n = 1
+//! through host arrays, resident, and queued back to back. The figures, with their GPU and
+//! date, are in `docs/performance.md` (one section per GPU model).
 #![deny(missing_docs)]
 
 mod backend;

@@ -15,7 +15,7 @@ const STAGGER_FROM_BYTES: usize = 1024;
 /// after another tend to lie one after another, so arrays of a whole number of pages start at
 /// the same offset within a page; a loop that stores to one while loading another at the same
 /// offset then stalls on 4 KiB aliasing (the store and a later load look alike to the CPU's
-/// memory disambiguation), which made a 1024-element PID 1.5–2× slower. Spare capacity of a
+/// memory disambiguation), which slows loops such as a 1024-element PID's. Spare capacity of a
 /// page plus a different number of cache lines per array spreads the starts.
 fn staggered_zeros(ty: &rfx_ir::TensorType, index: usize) -> Array {
     let n = ty.shape.numel();

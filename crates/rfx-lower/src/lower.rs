@@ -437,7 +437,7 @@ pub(crate) fn lower_kernel(
         // apart (a matrix product's `b` read down a column), where partials along the row would
         // gather every vector; and for rows of up to 16 vectors (a matrix-vector product),
         // where each output's partials cost more to set up and combine than gathering the
-        // outputs' rows does (measured: `f64` 24×24 313 against 435 ns, even at 48).
+        // outputs' rows does (measured up to 48×48 `f64`: docs/measurements/, 2026-11-24).
         let lanes = 2 * vector_width;
         let dims = &nest.dims;
         let row = dims.last().copied().unwrap_or(1);

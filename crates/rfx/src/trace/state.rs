@@ -1,0 +1,251 @@
+//! The thread-local stack of traces, the guard that begins and ends one, inlining of an
+//! existing kernel, and the [`TraceOutput`] trait of traced functions' results.
+
+use std::cell::RefCell;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use rfx_ir::hir::{Builder, Kernel, ValueId};
+use rfx_ir::{DType, Scalar, TensorType};
+
+use super::TraceError;
+use super::tensor::{Operand, Tensor};
+
+pub(super) const POISON: u32 = u32::MAX;
+
+pub(super) struct TraceState {
+    pub(super) id: u32,
+    pub(super) builder: Builder,
+    pub(super) error: Option<TraceError>,
+}
+
+thread_local! {
+    static TRACES: RefCell<Vec<TraceState>> = const { RefCell::new(Vec::new()) };
+}
+
+pub(super) static NEXT_TRACE: AtomicU32 = AtomicU32::new(1);
+
+/// Runs `body` on the active trace (the innermost one on this thread). Returns `None` without
+/// an active trace.
+pub(super) fn with_trace<R>(body: impl FnOnce(&mut TraceState) -> R) -> Option<R> {
+    TRACES.with(|traces| traces.borrow_mut().last_mut().map(body))
+}
+
+pub(super) fn record_error(state: &mut TraceState, error: TraceError) {
+    if state.error.is_none() {
+        state.error = Some(error);
+    }
+}
+
+/// Resolves tensor handles to value ids of `state`: `None` when any is poisoned (the error is
+/// already recorded) or foreign (recorded now).
+pub(super) fn resolve(state: &mut TraceState, op: &'static str, tensors: &[Tensor]) -> Option<Vec<ValueId>> {
+    let mut ids = Vec::with_capacity(tensors.len());
+    for t in tensors {
+        if t.trace != state.id {
+            record_error(state, TraceError::ForeignTensor { op });
+            return None;
+        }
+        if t.value == POISON {
+            return None;
+        }
+        ids.push(ValueId::new(t.value as usize));
+    }
+    Some(ids)
+}
+
+pub(super) fn literal_scalar(op: &'static str, operand: Operand, dtype: DType) -> Result<Scalar, TraceError> {
+    let bad = |literal: String| TraceError::Literal { op, literal, dtype };
+    match (operand, dtype) {
+        (Operand::Bool(b), DType::Bool) => Ok(Scalar::Bool(b)),
+        (Operand::Bool(b), _) => Err(bad(b.to_string())),
+        (Operand::Float(v), DType::F32 | DType::F64) => Ok(Scalar::from_f64(dtype, v)),
+        (Operand::Float(v), _) => Err(bad(v.to_string())),
+        (Operand::Int(v), DType::I32) => i32::try_from(v).map(Scalar::I32).map_err(|_| bad(v.to_string())),
+        (Operand::Int(v), DType::F32 | DType::F64) => Ok(Scalar::from_f64(dtype, v as f64)),
+        (Operand::Int(v), DType::Bool) => Err(bad(v.to_string())),
+        (Operand::Tensor(_), _) => Err(bad("tensor".to_string())),
+    }
+}
+
+/// Copies the nodes of `kernel` into the innermost trace, its inputs bound to `args` (already
+/// checked against the kernel's input types), and returns its outputs in order. A node that
+/// does not fit records the error and poisons the outputs.
+pub(crate) fn inline_kernel(kernel: &Kernel, args: &[Tensor]) -> Vec<Tensor> {
+    let n_out = kernel.outputs().len();
+    let trace_of = args.first().map_or(0, |t| t.trace);
+    with_trace(|state| {
+        let Some(ids) = resolve(state, "inline", args) else {
+            return vec![Tensor::poisoned(state.id); n_out];
+        };
+        let mut map: Vec<ValueId> = Vec::with_capacity(kernel.nodes().len());
+        let mut next_input = ids.iter();
+        for node in kernel.nodes() {
+            let value = if matches!(node.op, rfx_ir::hir::Op::Input { .. }) {
+                next_input.next().copied()
+            } else {
+                let operands: Vec<ValueId> = node.args.iter().map(|a| map[a.index()]).collect();
+                match state.builder.copy(&node.op, &operands, &node.ty) {
+                    Ok(value) => Some(value),
+                    Err(source) => {
+                        record_error(state, TraceError::Build { op: "inline", source });
+                        None
+                    }
+                }
+            };
+            let Some(value) = value else {
+                return vec![Tensor::poisoned(state.id); n_out];
+            };
+            map.push(value);
+        }
+        kernel
+            .outputs()
+            .iter()
+            .map(|o| Tensor::from_value(state.id, map[o.value.index()]))
+            .collect()
+    })
+    .unwrap_or_else(|| vec![Tensor::poisoned(trace_of); n_out])
+}
+
+/// Ends the trace when dropped, also when the traced function panics.
+pub(crate) struct TraceGuard {
+    id: u32,
+    finished: bool,
+}
+
+impl TraceGuard {
+    /// Starts a trace of a kernel called `name` on this thread.
+    pub(crate) fn begin(name: &str) -> TraceGuard {
+        let id = NEXT_TRACE.fetch_add(1, Ordering::Relaxed);
+        TRACES.with(|traces| {
+            traces.borrow_mut().push(TraceState {
+                id,
+                builder: Builder::new(name),
+                error: None,
+            });
+        });
+        TraceGuard { id, finished: false }
+    }
+
+    /// Adds an input and returns its tensor.
+    pub(crate) fn input(&self, name: &str, ty: TensorType) -> Tensor {
+        with_trace(|state| match state.builder.input(name, ty) {
+            Ok(value) => Tensor::from_value(state.id, value),
+            Err(source) => {
+                record_error(state, TraceError::Build { op: "input", source });
+                Tensor::poisoned(state.id)
+            }
+        })
+        .unwrap_or_else(|| Tensor::poisoned(self.id))
+    }
+
+    /// A scalar constant.
+    pub(crate) fn constant(&self, value: Scalar) -> Tensor {
+        with_trace(|state| Tensor::from_value(state.id, state.builder.scalar(value)))
+            .unwrap_or_else(|| Tensor::poisoned(self.id))
+    }
+
+    /// The first error recorded so far.
+    pub(crate) fn error(&self) -> Option<TraceError> {
+        with_trace(|state| state.error.clone()).flatten()
+    }
+
+    /// Ends the trace with `outputs` (named) and returns the kernel or the first error.
+    pub(crate) fn finish(mut self, outputs: &[(String, Tensor)]) -> Result<Kernel, TraceError> {
+        self.finished = true;
+        let state = TRACES
+            .with(|traces| traces.borrow_mut().pop())
+            .filter(|state| state.id == self.id);
+        let Some(mut state) = state else {
+            return Err(TraceError::ForeignTensor { op: "output" });
+        };
+        for (name, tensor) in outputs {
+            let Some(ids) = resolve(&mut state, "output", &[*tensor]) else {
+                continue;
+            };
+            if let Err(source) = state.builder.output(name.clone(), ids[0]) {
+                record_error(&mut state, TraceError::Build { op: "output", source });
+            }
+        }
+        if let Some(error) = state.error {
+            return Err(error);
+        }
+        if outputs.is_empty() {
+            return Err(TraceError::NoOutputs);
+        }
+        state
+            .builder
+            .finish()
+            .map_err(|source| TraceError::Build { op: "output", source })
+    }
+}
+
+impl Drop for TraceGuard {
+    fn drop(&mut self) {
+        if !self.finished {
+            TRACES.with(|traces| {
+                let mut traces = traces.borrow_mut();
+                if traces.last().is_some_and(|s| s.id == self.id) {
+                    traces.pop();
+                }
+            });
+        }
+    }
+}
+
+/// What a traced function returns: one tensor, a tuple of up to six, an array or a `Vec`.
+/// One output is called `out`; several are `out0`, `out1`, ...
+pub trait TraceOutput {
+    /// The output tensors, in order.
+    fn into_tensors(self) -> Vec<Tensor>;
+}
+
+impl TraceOutput for Tensor {
+    fn into_tensors(self) -> Vec<Tensor> {
+        vec![self]
+    }
+}
+
+impl TraceOutput for Vec<Tensor> {
+    fn into_tensors(self) -> Vec<Tensor> {
+        self
+    }
+}
+
+impl<const N: usize> TraceOutput for [Tensor; N] {
+    fn into_tensors(self) -> Vec<Tensor> {
+        self.to_vec()
+    }
+}
+
+macro_rules! tensor_ty {
+    ($t:ident) => {
+        Tensor
+    };
+}
+
+macro_rules! tuple_output {
+    ($($t:ident),+) => {
+        impl TraceOutput for ($(tensor_ty!($t),)+) {
+            fn into_tensors(self) -> Vec<Tensor> {
+                let ($($t,)+) = self;
+                vec![$($t),+]
+            }
+        }
+    };
+}
+
+tuple_output!(a);
+tuple_output!(a, b);
+tuple_output!(a, b, c);
+tuple_output!(a, b, c, d);
+tuple_output!(a, b, c, d, e);
+tuple_output!(a, b, c, d, e, f);
+
+/// The default output names for `n` outputs: `out` for one, `out0, out1, ...` otherwise.
+pub(crate) fn output_names(n: usize) -> Vec<String> {
+    if n == 1 {
+        vec!["out".to_string()]
+    } else {
+        (0..n).map(|i| format!("out{i}")).collect()
+    }
+}

@@ -453,7 +453,7 @@ pub(crate) fn lower_kernel(
         // grows with the logarithm of its length where one accumulator's grows linearly, and
         // four independent accumulators hide the latency of the adds. Not where its outputs
         // fill vector lanes (a column sum): partials along a strided row would gather every
-        // vector (measured 1.8 to 2.5 times slower), so those keep one sequential accumulator.
+        // vector (slower in every measured case), so those keep one sequential accumulator.
         let points: usize = dims[split..].iter().product();
         let default = if points > rfx_ir::lir::REDUCE_LEAF_POINTS && !across {
             2 * lanes

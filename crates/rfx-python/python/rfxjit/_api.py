@@ -13,8 +13,10 @@ from collections import namedtuple
 import numpy as np
 
 from . import _rfx
+from . import _tree
 from ._errors import AutodiffError, CallError, TraceError, at_user_line
 from ._tracer import Tracer, as_rfx_array
+from ._tree import LEAF, children, describe, flatten, is_container, num_leaves, unflatten
 
 BACKENDS = ("cpu", "interp", "cuda", "metal")
 
@@ -85,37 +87,77 @@ def _input_names(fun, count: int) -> list[str]:
     return names
 
 
+def _leaf_names(arg_names: list[str], in_tree) -> list[str]:
+    """Input names for the leaves of tree arguments: the parameter's name and the path
+    (`params_w`, `state_0`), or `argN` where that is not an identifier or not unique."""
+    names: list[str] = []
+    taken = set(arg_names)
+    for base, tree in zip(arg_names, children(in_tree)):
+        for path in _tree.leaf_paths(tree):
+            name = "_".join([base, *map(str, path)])
+            if not name.isidentifier() or name in names or (path and name in taken):
+                name = f"arg{len(names)}"
+                while name in names or name in taken:
+                    name += "_"
+            names.append(name)
+    return names
+
+
+def _split_trees(arg_trees: list, spec) -> list[range]:
+    """The range of leaves (indices into `spec`) of each argument."""
+    ranges, start = [], 0
+    for tree in arg_trees:
+        count = num_leaves(tree)
+        ranges.append(range(start, start + count))
+        start += count
+    if start != len(spec):
+        raise TraceError(f"internal: {len(spec)} leaves for argument structures holding {start}")
+    return ranges
+
+
+def _arg_trees(in_tree, spec) -> list:
+    """The structure of each traced argument (all leaves without a tree)."""
+    return [LEAF] * len(spec) if in_tree is None else list(children(in_tree))
+
+
+def _index_structure(rebuild, n_out: int):
+    """The output structure of a kernel with each leaf replaced by its output index."""
+    return rebuild(list(range(n_out)))
+
+
+def _has_tracer(args) -> bool:
+    if any(isinstance(a, Tracer) for a in args):
+        return True
+    return any(is_container(a) and any(isinstance(leaf, Tracer) for leaf in flatten(a)[0]) for a in args)
+
+
 # -- kernel sources: what turns a signature into a HIR kernel ------------------------------------
 
 
 def _flatten_outputs(result, what: str):
-    """The output tracers of a traced function and how to rebuild its structure."""
-    if isinstance(result, (tuple, list)):
-        items = list(result)
-        kind = type(result)
-    else:
-        items = [result]
-        kind = None
+    """The output tracers of a traced function (the leaves of what it returned: an array, or
+    nested tuples, lists, dicts of arrays) and how to rebuild its structure."""
+    from ._tracer import lift
+
+    items, out_tree = flatten(result)
     tracers = []
     for item in items:
         if isinstance(item, Tracer):
             tracers.append(item)
         elif isinstance(item, (np.ndarray, np.generic, numbers.Number)):
-            from ._tracer import lift
-
             tracers.append(lift(item))
         else:
-            raise TraceError(f"{what} returned a {type(item).__name__}; return arrays, or a tuple or list of arrays")
+            raise TraceError(
+                f"{what} returned a {type(item).__name__}; return arrays, or tuples, lists and dicts of arrays"
+            )
     if not tracers:
         raise TraceError(f"{what} returned no arrays")
 
     def rebuild(outputs):
-        if kind is None:
-            return outputs[0]
-        return kind(outputs)
+        return unflatten(out_tree, outputs)
 
-    # One array, or a tuple: what the native kernel returns by itself.
-    rebuild.plain = kind in (None, tuple)
+    # One array, or a flat tuple: what the native kernel returns by itself.
+    rebuild.plain = out_tree == LEAF or (out_tree[0] == "tuple" and all(c == LEAF for c in out_tree[1]))
     return tracers, rebuild
 
 
@@ -135,18 +177,21 @@ class _PySource:
         except (TypeError, ValueError):
             self.n_params = 0
 
-    def kernel(self, spec, statics):
-        n = len(spec) + len(statics)
+    def kernel(self, spec, statics, in_tree=None):
+        n_traced = len(spec) if in_tree is None else len(children(in_tree))
+        n = n_traced + len(statics)
         names = _input_names(self.fun, n)
         static = dict(statics)
         traced_names = [names[i] for i in range(n) if i not in static]
+        if in_tree is not None:
+            traced_names = _leaf_names(traced_names, in_tree)
         inputs = [(name, dtype, list(shape)) for name, (dtype, shape, _) in zip(traced_names, spec)]
         rebuild = [None]
 
         def body(tensors):
-            tracers = iter([Tracer(t, weak=weak) for t, (_, _, weak) in zip(tensors, spec)])
-            static_values = dict(statics)
-            args = [static_values[i] if i in static_values else next(tracers) for i in range(n)]
+            leaves = [Tracer(t, weak=weak) for t, (_, _, weak) in zip(tensors, spec)]
+            tracers = iter(leaves if in_tree is None else unflatten(in_tree, leaves))
+            args = [static[i] if i in static else next(tracers) for i in range(n)]
             try:
                 result = self.fun(*args)
             except TraceError as error:
@@ -177,9 +222,12 @@ def _inline_source(source, args):
     arguments' types, is recorded into the running trace."""
     from ._tracer import lift
 
-    tracers = [a if isinstance(a, Tracer) else lift(a) for a in args]
+    leaves, in_tree = flatten(tuple(args))
+    if not any(is_container(a) for a in args):
+        in_tree = None
+    tracers = [a if isinstance(a, Tracer) else lift(a) for a in leaves]
     spec = [(t.dtype.name, t.shape, t._weak) for t in tracers]
-    kernel, rebuild = source.kernel(spec, ())
+    kernel, rebuild = source.kernel(spec, (), in_tree)
     outputs = _rfx.inline(kernel, [t._t for t in tracers])
     return rebuild([Tracer(o) for o in outputs])
 
@@ -213,16 +261,25 @@ class _TransformSource:
         self.name = f"{kind}_{inner.name}"
         self.static_argnums = ()
 
-    def kernel(self, spec, statics):
-        if self.has_aux:
-            return self._kernel_with_aux(spec, statics)
-        n = len(spec)
-        if self.kind in ("jvp",):
-            n = len(spec) // 2
-        primal_spec = spec[:n]
-        inner_kernel, inner_rebuild = self.inner.kernel(primal_spec, statics)
+    def kernel(self, spec, statics, in_tree=None):
+        arg_trees = _arg_trees(in_tree, spec)
+        ranges = _split_trees(arg_trees, spec)
+        n = len(arg_trees)
+        if self.kind == "jvp":
+            n = len(arg_trees) // 2
+            if arg_trees[:n] != arg_trees[n:]:
+                raise AutodiffError(
+                    f"jvp: the tangents' structure {describe(('tuple', tuple(arg_trees[n:])))} is not the "
+                    f"primals' {describe(('tuple', tuple(arg_trees[:n])))}"
+                )
+        primal_tree = None if in_tree is None else ("tuple", tuple(arg_trees[:n]))
+        n_primal_leaves = sum(len(r) for r in ranges[:n])
         wrt = _argnums_list(self.argnums, n) if self.argnums is not None else list(range(n))
-        kernel = inner_kernel.transform(self.kind, wrt, _types(spec))
+        wrt_leaves = [leaf for w in wrt for leaf in ranges[w]]
+        if self.has_aux:
+            return self._kernel_with_aux(spec, statics, primal_tree, wrt, wrt_leaves, arg_trees, ranges)
+        inner_kernel, inner_rebuild = self.inner.kernel(spec[:n_primal_leaves], statics, primal_tree)
+        kernel = inner_kernel.transform(self.kind, wrt_leaves, _types(spec))
         single = isinstance(self.argnums, int)
         in_names = [name for name, _, _ in inner_kernel.inputs()]
         out_names = [name for name, _, _ in inner_kernel.outputs()]
@@ -234,18 +291,21 @@ class _TransformSource:
         def pick(outputs, name):
             return outputs[index[name]]
 
+        def per_argument(outputs, pattern):
+            """One tree per argument in `wrt`, of the outputs named `pattern` of each leaf."""
+            trees = [unflatten(arg_trees[w], [pick(outputs, pattern.format(in_names[leaf])) for leaf in ranges[w]]) for w in wrt]
+            return trees[0] if single else tuple(trees)
+
         if kind == "grad":
 
             def rebuild(outputs):
-                grads = [pick(outputs, f"grad_{in_names[w]}") for w in wrt]
-                return grads[0] if single else tuple(grads)
+                return per_argument(outputs, "grad_{}")
 
         elif kind == "value_and_grad":
 
             def rebuild(outputs):
-                grads = [pick(outputs, f"grad_{in_names[w]}") for w in wrt]
                 value = inner_rebuild(list(outputs[:n_inner_out]))
-                return value, (grads[0] if single else tuple(grads))
+                return value, per_argument(outputs, "grad_{}")
 
         elif kind == "jvp":
             float_outs = _float_outputs(inner_kernel)
@@ -261,13 +321,11 @@ class _TransformSource:
         elif kind == "jacobian":
 
             def rebuild(outputs):
-                per_output = []
-                for o in out_names:
-                    jacs = [pick(outputs, f"jac_{o}_{in_names[w]}") for w in wrt]
-                    per_output.append(jacs[0] if single else tuple(jacs))
-                return inner_rebuild(per_output)
+                return inner_rebuild([per_argument(outputs, f"jac_{o}_{{}}") for o in out_names])
 
         elif kind == "hessian":
+            if any(arg_trees[w] != LEAF for w in wrt):
+                raise AutodiffError("hessian: the arguments it differentiates must be arrays, not tuples, lists or dicts")
 
             def rebuild(outputs):
                 per_output = []
@@ -283,38 +341,40 @@ class _TransformSource:
             raise AutodiffError(f"unknown transform {kind}")
         return kernel, rebuild
 
-    def _kernel_with_aux(self, spec, statics):
-        """`grad`/`value_and_grad` of a function returning `(value, aux)`: the derivative of
-        the value, and the aux array, from one kernel (the shared forward work merged by the
-        optimiser)."""
-        n = len(spec)
-        inner_kernel, _ = self.inner.kernel(spec, statics)
-        outputs = inner_kernel.outputs()
-        if len(outputs) != 2:
+    def _kernel_with_aux(self, spec, statics, in_tree, wrt, wrt_leaves, arg_trees, ranges):
+        """`grad`/`value_and_grad` of a function returning `(value, aux)` (aux any tree of
+        arrays): the derivative of the value, and aux, from one kernel (the shared forward work
+        merged by the optimiser)."""
+        inner_kernel, inner_rebuild = self.inner.kernel(spec, statics, in_tree)
+        n_inner = len(inner_kernel.outputs())
+        structure = _index_structure(inner_rebuild, n_inner)
+        if not (isinstance(structure, tuple) and len(structure) == 2 and structure[0] == 0):
             raise AutodiffError(
-                f"{self.kind}(has_aux=True): the function must return (value, aux) with aux one array; "
-                f"it returned {len(outputs)} array(s)"
+                f"{self.kind}(has_aux=True): the function must return (value, aux) with value one array"
             )
         inputs = [(name, dtype, list(shape)) for name, dtype, shape in inner_kernel.inputs()]
         value_kernel = _rfx.trace(f"{self.inner.name}_value", inputs, lambda ts: _rfx.inline(inner_kernel, ts)[:1])
-        wrt = _argnums_list(self.argnums, n)
-        derivative = value_kernel.transform(self.kind, wrt, _types(spec))
+        derivative = value_kernel.transform(self.kind, wrt_leaves, _types(spec))
         kernel = _rfx.trace(
             self.name,
             inputs,
             lambda ts: _rfx.inline(derivative, ts) + _rfx.inline(inner_kernel, ts)[1:],
         )
-        n_derivative = len(derivative.outputs())
+        names = [name for name, _, _ in derivative.outputs()]
+        index = {name: i for i, name in enumerate(names)}
+        in_names = [name for name, _, _ in inner_kernel.inputs()]
+        n_derivative = len(names)
         single = isinstance(self.argnums, int)
         kind = self.kind
 
         def rebuild(outs):
-            aux = outs[n_derivative]
+            # Inner output i (i >= 1, the leaves of aux) follows the derivative's outputs.
+            aux = _tree.tree_map(lambda i: outs[n_derivative + i - 1], structure[1])
+            trees = [unflatten(arg_trees[w], [outs[index[f"grad_{in_names[leaf]}"]] for leaf in ranges[w]]) for w in wrt]
+            grads = trees[0] if single else tuple(trees)
             if kind == "grad":
-                grads = list(outs[:n_derivative])
-                return (grads[0] if single else tuple(grads)), aux
-            value, grads = outs[0], list(outs[1:n_derivative])
-            return (value, aux), (grads[0] if single else tuple(grads))
+                return grads, aux
+            return (outs[0], aux), grads
 
         return kernel, rebuild
 
@@ -339,11 +399,17 @@ class _VmapSource:
         self.name = f"vmap_{inner.name}"
         self.static_argnums = ()
 
-    def kernel(self, spec, statics):
-        n = len(spec)
-        in_axes = [self.in_axes] * n if not isinstance(self.in_axes, (tuple, list)) else list(self.in_axes)
-        if len(in_axes) != n:
-            raise AutodiffError(f"vmap: in_axes has {len(in_axes)} entries for {n} argument(s)")
+    def kernel(self, spec, statics, in_tree=None):
+        arg_trees = _arg_trees(in_tree, spec)
+        n = len(arg_trees)
+        prefix = tuple(self.in_axes) if isinstance(self.in_axes, list) else self.in_axes
+        if isinstance(prefix, tuple) and len(prefix) != n:
+            raise AutodiffError(f"vmap: in_axes has {len(prefix)} entries for {n} argument(s)")
+        args = unflatten(("tuple", tuple(arg_trees)), range(len(spec)))
+        try:
+            in_axes = _tree.broadcast_prefix(prefix, args, "vmap in_axes")
+        except ValueError as error:
+            raise AutodiffError(str(error)) from None
         example = []
         axes = []
         for (dtype, shape, weak), axis in zip(spec, in_axes):
@@ -356,11 +422,20 @@ class _VmapSource:
             axis %= len(shape)
             axes.append(axis)
             example.append((dtype, tuple(d for i, d in enumerate(shape) if i != axis), weak))
-        inner_kernel, inner_rebuild = self.inner.kernel(example, statics)
+        inner_kernel, inner_rebuild = self.inner.kernel(example, statics, in_tree)
         n_out = len(inner_kernel.outputs())
-        out_axes = [self.out_axes] * n_out if not isinstance(self.out_axes, (tuple, list)) else list(self.out_axes)
-        if len(out_axes) != n_out:
-            raise AutodiffError(f"vmap: out_axes has {len(out_axes)} entries for {n_out} output(s)")
+        structure = _index_structure(inner_rebuild, n_out)
+        prefix = tuple(self.out_axes) if isinstance(self.out_axes, list) else self.out_axes
+        if isinstance(prefix, tuple) and len(prefix) == 1 and not isinstance(structure, (tuple, list)):
+            prefix = prefix[0]  # one output: out_axes=(0,) as well as 0
+        if isinstance(prefix, tuple) and isinstance(structure, (tuple, list)) and len(prefix) != len(structure):
+            raise AutodiffError(f"vmap: out_axes has {len(prefix)} entries for {len(structure)} output(s)")
+        try:
+            per_leaf = _tree.broadcast_prefix(prefix, structure, "vmap out_axes")
+        except ValueError as error:
+            raise AutodiffError(str(error)) from None
+        by_index = dict(zip(flatten(structure)[0], per_leaf))
+        out_axes = [by_index[i] for i in range(n_out)]
         kernel = inner_kernel.vmap(axes, out_axes, _types(spec))
         return kernel, lambda outputs: inner_rebuild(list(outputs))
 
@@ -415,9 +490,12 @@ class Function:
 
     # -- the signature of a call --------------------------------------------------------------
     def _split(self, args):
+        """The signature of a call: one `(dtype, shape, weak)` per array (the leaves of tree
+        arguments), the static arguments, the arrays, and the traced arguments' structure
+        (None when every one is an array or scalar)."""
         statics = []
-        arrays = []
-        spec = []
+        traced = []
+        positions = []
         static_argnums = {a % len(args) if a < 0 else a for a in self._source.static_argnums} if args else set()
         for i, value in enumerate(args):
             if i in static_argnums:
@@ -427,10 +505,24 @@ class Function:
                     raise TypeError(f"static argument {i} must be hashable, got {type(value).__name__}") from None
                 statics.append((i, value))
                 continue
-            array, entry = _prepare(value, i)
+            traced.append(value)
+            positions.append(i)
+        in_tree = None
+        if any(is_container(v) for v in traced):
+            leaves, in_tree = flatten(tuple(traced))
+            labels = [
+                f"{positions[path[0]]} at {list(path[1:])}" if len(path) > 1 else str(positions[path[0]])
+                for path in _tree.leaf_paths(in_tree)
+            ]
+        else:
+            leaves, labels = traced, positions
+        arrays = []
+        spec = []
+        for value, label in zip(leaves, labels):
+            array, entry = _prepare(value, label)
             arrays.append(array)
             spec.append(entry)
-        return tuple(spec), tuple(statics), arrays
+        return tuple(spec), tuple(statics), arrays, in_tree
 
     def _touch(self, key):
         """Marks `key` most recently used (the cache dict is kept in order of use)."""
@@ -439,8 +531,8 @@ class Function:
         except KeyError:  # dropped meanwhile by another thread
             pass
 
-    def _entry(self, spec, statics):
-        key = (spec, statics)
+    def _entry(self, spec, statics, in_tree=None):
+        key = (spec, statics, in_tree)
         entry = self._cache.get(key)
         if entry is not None:
             self._hits += 1
@@ -455,7 +547,7 @@ class Function:
             self._last_miss = self._explain(key)
             if config.explain_cache_misses:
                 print(f"rfxjit: compiling `{self.__name__}`: {self._last_miss}", file=sys.stderr)
-            kernel, rebuild = self._source.kernel(list(spec), statics)
+            kernel, rebuild = self._source.kernel(list(spec), statics, in_tree)
             compiled = _rfx.compile(kernel, self._backend, self._fast_math)
             entry = _Entry(compiled, rebuild, len(compiled.outputs()))
             self._cache[key] = entry
@@ -474,7 +566,7 @@ class Function:
         old = self._last_key
         if old is None:
             return "first call"
-        (spec, statics), (old_spec, old_statics) = key, old
+        (spec, statics, tree), (old_spec, old_statics, old_tree) = key, old
         reasons = []
         if len(spec) != len(old_spec):
             reasons.append(f"{len(old_spec)} traced argument(s) -> {len(spec)}")
@@ -485,6 +577,11 @@ class Function:
                 reasons.append(f"shape of argument {i}: {list(prev[1])} -> {list(new[1])}")
             if new[2] != prev[2]:
                 reasons.append(f"argument {i}: {'Python scalar' if prev[2] else 'array'} -> {'Python scalar' if new[2] else 'array'}")
+        if tree != old_tree:
+            flat = "arrays and scalars"
+            reasons.append(
+                f"argument structure: {describe(old_tree) if old_tree else flat} -> {describe(tree) if tree else flat}"
+            )
         if statics != old_statics:
             reasons.append(f"static arguments: {dict(old_statics)} -> {dict(statics)}")
         return "; ".join(reasons) or "a signature seen before was dropped from the cache"
@@ -504,7 +601,7 @@ class Function:
                     break
                 spec.append((name, a.shape, False))
             else:
-                key = (tuple(spec), ())
+                key = (tuple(spec), (), None)
                 entry = self._cache.get(key)
                 if entry is not None:
                     if len(self._cache) > 1:
@@ -516,10 +613,10 @@ class Function:
                     else:
                         self._hits += 1
                         return entry.rebuild([result] if entry.single else list(result))
-        if any(isinstance(a, Tracer) for a in args):
+        if _has_tracer(args):
             return self._source.inline(*args)
-        spec, statics, arrays = self._split(args)
-        entry = self._entry(spec, statics)
+        spec, statics, arrays, in_tree = self._split(args)
+        entry = self._entry(spec, statics, in_tree)
         result = entry.compiled(*arrays)
         return entry.rebuild([result] if entry.single else list(result))
 
@@ -545,8 +642,8 @@ class Function:
         `.report()`, and callable on arrays)."""
         if kwargs or len(args) < self._source.n_params:
             args = self._source.positional(args, kwargs)
-        spec, statics, _ = self._split(args)
-        return self._entry(spec, statics).compiled
+        spec, statics, _, in_tree = self._split(args)
+        return self._entry(spec, statics, in_tree).compiled
 
     def hir(self, *args) -> str:
         return self.lower(*args).hir()
@@ -573,13 +670,13 @@ class Function:
         kernel (`rfxjit._rfx.Compiled`); otherwise a `Bound` that rebuilds the outputs."""
         if kwargs or len(example_args) < self._source.n_params:
             example_args = self._source.positional(example_args, kwargs)
-        spec, statics, _ = self._split(example_args)
-        entry = self._entry(spec, statics)
-        if getattr(entry.rebuild, "plain", False):
+        spec, statics, _, in_tree = self._split(example_args)
+        entry = self._entry(spec, statics, in_tree)
+        if in_tree is None and getattr(entry.rebuild, "plain", False):
             # The function returns one array or a tuple, as the native kernel does: hand out
             # the native kernel itself (no Python frame per call).
             return entry.compiled
-        return Bound(entry, self.__name__)
+        return Bound(entry, self.__name__, in_tree)
 
     def __getstate__(self):
         # Pickled as the function (by reference, as pickle does for functions), the transforms
@@ -602,15 +699,25 @@ class Function:
 class Bound:
     """A compiled kernel bound to one signature (see `Function.bind`)."""
 
-    __slots__ = ("_compiled", "_rebuild", "_single", "name")
+    __slots__ = ("_compiled", "_rebuild", "_single", "_in_tree", "name")
 
-    def __init__(self, entry: _Entry, name: str):
+    def __init__(self, entry: _Entry, name: str, in_tree=None):
         self._compiled = entry.compiled
         self._rebuild = entry.rebuild
         self._single = entry.single
+        self._in_tree = in_tree
         self.name = name
 
     def __call__(self, *arrays, out=None):
+        if self._in_tree is not None:
+            leaves, tree = flatten(arrays)
+            if tree != self._in_tree:
+                raise CallError(
+                    f"`{self.name}`: arguments of structure {describe(tree)}, bound to {describe(self._in_tree)}"
+                )
+            arrays = leaves
+        if isinstance(out, dict) or (isinstance(out, (tuple, list)) and any(is_container(o) for o in out)):
+            out = tuple(flatten(out)[0])  # out= arrays in the outputs' structure
         result = self._compiled(*arrays, out=out)
         return self._rebuild([result] if self._single else list(result))
 
@@ -642,18 +749,25 @@ class Bound:
         return self._compiled.dot(stage)
 
     def __reduce__(self):
-        # The kernel pickles as its HIR text and options (compiled again when unpickled); the
-        # outputs come back as one array for one output, else a tuple.
-        return (_bound_from_compiled, (self._compiled, self.name))
+        # The kernel pickles as its HIR text and options (compiled again when unpickled), with
+        # the structures of the arguments and the outputs.
+        structure = _index_structure(self._rebuild, len(self._compiled.outputs()))
+        return (_bound_from_compiled, (self._compiled, self.name, self._in_tree, structure))
 
     def __repr__(self) -> str:
         return f"<rfxjit.Bound {self.name} {self._compiled.inputs()}>"
 
 
-def _bound_from_compiled(compiled, name):
+def _bound_from_compiled(compiled, name, in_tree=None, structure=None):
     n_out = len(compiled.outputs())
-    rebuild = (lambda outputs: outputs[0]) if n_out == 1 else tuple
-    return Bound(_Entry(compiled, rebuild, n_out), name)
+    if structure is None:
+        rebuild = (lambda outputs: outputs[0]) if n_out == 1 else tuple
+    else:
+
+        def rebuild(outputs):
+            return _tree.tree_map(lambda i: outputs[i], structure)
+
+    return Bound(_Entry(compiled, rebuild, n_out), name, in_tree)
 
 
 def _source_of(fun, static_argnums=()):
@@ -728,8 +842,15 @@ def _uncached_jvp(fun):
 
 def _uncached_vjp(fun, n):
     def weighted(*args):
-        out = fun(*args[:n])
-        return (out * args[n]).sum()
+        outs, out_tree = flatten(fun(*args[:n]))
+        cotangents, cot_tree = flatten(args[n])
+        if cot_tree != out_tree:
+            raise AutodiffError(f"vjp: the cotangent's structure {describe(cot_tree)} is not the output's {describe(out_tree)}")
+        total = None
+        for out, cotangent in zip(outs, cotangents):
+            term = (out * cotangent).sum()
+            total = term if total is None else total + term
+        return total
 
     name = f"vjp_{getattr(fun, '__name__', 'fn')}"
     weighted.__name__ = name if name.isidentifier() else "vjp_fn"
@@ -755,9 +876,10 @@ def jvp(fun, primals, tangents):
 
 def vjp(fun, *primals):
     """Reverse mode: `(fun(*primals), pullback)`, where `pullback(cotangent)` returns the
-    tuple of `cotangent`-weighted gradients with respect to each primal (`fun` returns one
-    float array; `cotangent` has its shape and dtype). The pullback is the gradient of
-    `sum(fun(*args) * cotangent)`, traced and compiled once per signature."""
+    tuple of `cotangent`-weighted gradients with respect to each primal, each of that
+    primal's structure (`fun` returns float arrays, or a tree of them; `cotangent` has the
+    output's structure, shapes and dtypes). The pullback is the gradient of the sum over the
+    output's leaves of `sum(out * cotangent)`, traced and compiled once per signature."""
     n = len(primals)
     try:
         primal, pull = _cached_vjp(fun, n)
@@ -765,11 +887,19 @@ def vjp(fun, *primals):
         primal, pull = _uncached_vjp(fun, n)
     primal_out = primal(*primals)
 
+    outs, out_tree = flatten(primal_out)
+
     def pullback(cotangent):
-        cotangent = np.asarray(cotangent, dtype=np.asarray(primal_out).dtype)
-        if cotangent.shape != np.shape(primal_out):
-            raise AutodiffError(f"vjp: the cotangent has shape {cotangent.shape}, the output {np.shape(primal_out)}")
-        return pull(*primals, cotangent)
+        cotangents, cot_tree = flatten(cotangent)
+        if cot_tree != out_tree:
+            raise AutodiffError(f"vjp: the cotangent's structure {describe(cot_tree)} is not the output's {describe(out_tree)}")
+        converted = []
+        for out, cot in zip(outs, cotangents):
+            cot = np.asarray(cot, dtype=np.asarray(out).dtype)
+            if cot.shape != np.shape(out):
+                raise AutodiffError(f"vjp: the cotangent has shape {cot.shape}, the output {np.shape(out)}")
+            converted.append(cot)
+        return pull(*primals, unflatten(out_tree, converted))
 
     return primal_out, pullback
 

@@ -128,9 +128,44 @@ def test_python_control_flow_on_traced_values_is_a_trace_error():
         rj.jit(lambda x: x[x > 0])(np.ones(4))
 
 
-def test_unsupported_keyword_arguments():
-    with pytest.raises(rj.TraceError, match="out="):
-        rj.jit(lambda x: np.sin(x, out=x))(np.ones(2))
+OUT_FORMS = {
+    "numpy.sin": lambda x, buf: np.sin(x, out=buf),
+    "numpy.add": lambda x, buf: np.add(x, 1.0, buf),
+    "numpy.add.reduce": lambda x, buf: np.add.reduce(x, out=buf[0]),
+    "numpy.sum": lambda x, buf: np.sum(x, out=buf[0]),
+    "numpy.max": lambda x, buf: x.max(out=buf[0]),
+    "numpy.cumsum": lambda x, buf: np.cumsum(x, out=buf),
+    "numpy.clip": lambda x, buf: np.clip(x, 0, 1, out=buf),
+    "numpy.dot": lambda x, buf: np.dot(x, x, out=buf[0]),
+    "numpy.concatenate": lambda x, buf: np.concatenate([x], out=buf),
+    "numpy.argmax": lambda x, buf: np.argmax(x, out=buf[0]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OUT_FORMS))
+@pytest.mark.parametrize("buffer", ["numpy", "traced"])
+def test_out_inside_a_traced_function_is_a_trace_error_at_the_users_line(name, buffer):
+    form = OUT_FORMS[name]
+
+    def f(x, y):
+        return form(x, np.zeros(2) if buffer == "numpy" else y)
+
+    with pytest.raises(rj.TraceError, match=r"out= cannot be used inside a traced function") as info:
+        rj.jit(f)(np.ones(2), np.ones(2))
+    assert name in str(info.value)
+    # The line is the user's call with out=, inside OUT_FORMS.
+    assert info.value.filename == __file__
+    assert "out=" in str(info.value).splitlines()[-1] or ", buf)" in str(info.value).splitlines()[-1]
+
+
+def test_item_assignment_is_a_trace_error():
+    def f(x):
+        x[0] = 1.0
+        return x
+
+    with pytest.raises(rj.TraceError, match="assigning to an element") as info:
+        rj.jit(f)(np.ones(2))
+    assert "x[0] = 1.0" in str(info.value)
 
 
 def test_building_an_array_of_traced_values_is_a_trace_error():

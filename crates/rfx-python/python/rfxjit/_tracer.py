@@ -55,6 +55,16 @@ def as_rfx_array(value, what: str = "argument") -> np.ndarray:
     return np.asarray(array, dtype=dtype, order="C")
 
 
+def out_error(name: str) -> TraceError:
+    """The error for `out=` inside a traced function. A traced array is a value of the kernel,
+    not memory the function can write into (JAX raises too); the jitted function's or the bound
+    kernel's own `out=` writes results into the caller's arrays."""
+    return TraceError(
+        f"{name}: out= cannot be used inside a traced function: traced arrays are values, not buffers "
+        "(return the result; pass out= to the jitted function or bound kernel instead)"
+    )
+
+
 def _is_scalar(value) -> bool:
     return isinstance(value, (bool, int, float, numbers.Integral, numbers.Real)) and not isinstance(
         value, (np.ndarray, np.generic)
@@ -200,6 +210,8 @@ class Tracer:
     # -- NumPy protocols ------------------------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         name = f"numpy.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+        if kwargs.get("out") is not None:
+            raise out_error(name)
         if method == "reduce" and ufunc.__name__ in _UFUNC_REDUCE and not kwargs.keys() - {"axis", "keepdims"}:
             return reduce_impl(_UFUNC_REDUCE[ufunc.__name__], inputs[0], kwargs.get("axis", 0), kwargs.get("keepdims", False))
         if method != "__call__":
@@ -209,7 +221,7 @@ class Tracer:
             raise TraceError(f"{name} is not supported by rfx's tracer")
         extra = {k: v for k, v in kwargs.items() if v is not None and k != "casting"}
         if "out" in extra:
-            raise TraceError(f"{name}: out= is not supported inside a traced function (return the result)")
+            raise out_error(name)
         if "dtype" in extra:
             result = handler(*inputs)
             return astype_impl(result, extra.pop("dtype"))
@@ -334,6 +346,12 @@ class Tracer:
 
     def __getitem__(self, index):
         return getitem_impl(self, index)
+
+    def __setitem__(self, index, value):
+        raise TraceError(
+            "assigning to an element or slice of a traced array is not supported: traced arrays are "
+            "values (build the result with np.where or np.concatenate and return it)"
+        )
 
     # -- methods --------------------------------------------------------------------------------
     def astype(self, dtype):
@@ -673,7 +691,7 @@ def expand_dims_impl(x, axis):
 
 def concatenate_impl(arrays, axis=0, out=None, dtype=None, casting=None):
     if out is not None:
-        raise TraceError("numpy.concatenate: out= is not supported inside a traced function")
+        raise out_error("numpy.concatenate")
     arrays = list(arrays)
     if not arrays:
         raise TraceError("numpy.concatenate: need at least one array to concatenate")
@@ -690,7 +708,7 @@ def concatenate_impl(arrays, axis=0, out=None, dtype=None, casting=None):
 
 def stack_impl(arrays, axis=0, out=None, dtype=None, casting=None):
     if out is not None:
-        raise TraceError("numpy.stack: out= is not supported inside a traced function")
+        raise out_error("numpy.stack")
     arrays = list(arrays)
     if not arrays:
         raise TraceError("numpy.stack: need at least one array to stack")
@@ -783,7 +801,7 @@ def _slice_axis(x: Tracer, axis: int, item: slice) -> Tracer:
 
 def take_impl(a, indices, axis=None, out=None, mode=None):
     if out is not None:
-        raise TraceError("numpy.take: out= is not supported inside a traced function")
+        raise out_error("numpy.take")
     a = lift(a)
     if axis is None:
         a = reshape_impl(a, (-1,))
@@ -808,7 +826,7 @@ def take_impl(a, indices, axis=None, out=None, mode=None):
 
 def reduce_impl(op, a, axis=None, keepdims=False, dtype=None, out=None, **kwargs):
     if out is not None:
-        raise TraceError(f"numpy.{op}: out= is not supported inside a traced function")
+        raise out_error(f"numpy.{op}")
     extra = {k for k, v in kwargs.items() if v is not None and v is not np._NoValue}
     if extra:
         raise TraceError(f"numpy.{op}: the argument(s) {', '.join(sorted(extra))} are not supported")
@@ -832,13 +850,13 @@ def reduce_impl(op, a, axis=None, keepdims=False, dtype=None, out=None, **kwargs
 def any_all_impl(op, a, axis=None, out=None, keepdims=False, **kwargs):
     """`np.any` (a maximum of truth values) and `np.all` (a minimum)."""
     if out is not None:
-        raise TraceError(f"numpy.{op}: out= is not supported inside a traced function")
+        raise out_error(f"numpy.{op}")
     return reduce_impl("max" if op == "any" else "min", _truth(lift(a)), axis, keepdims, **kwargs)
 
 
 def arg_impl(op, a, axis=None, out=None, keepdims=False):
     if out is not None:
-        raise TraceError(f"numpy.{op}: out= is not supported inside a traced function")
+        raise out_error(f"numpy.{op}")
     a = lift(a)
     if axis is None:
         flat = reshape_impl(a, (-1,))
@@ -851,7 +869,7 @@ def arg_impl(op, a, axis=None, out=None, keepdims=False):
 
 def cum_impl(op, a, axis=None, dtype=None, out=None):
     if out is not None:
-        raise TraceError(f"numpy.{op}: out= is not supported inside a traced function")
+        raise out_error(f"numpy.{op}")
     a = lift(a)
     if dtype is not None:
         a = astype_impl(a, dtype)
@@ -876,7 +894,7 @@ def where_impl(condition, x=None, y=None):
 
 def clip_impl(a, a_min=np._NoValue, a_max=np._NoValue, out=None, min=np._NoValue, max=np._NoValue, **kwargs):
     if out is not None:
-        raise TraceError("numpy.clip: out= is not supported inside a traced function")
+        raise out_error("numpy.clip")
     lo = min if a_min is np._NoValue else a_min
     hi = max if a_max is np._NoValue else a_max
     lo = None if lo is np._NoValue else lo
@@ -903,7 +921,7 @@ def matmul_impl(a, b):
 
 def dot_impl(a, b, out=None):
     if out is not None:
-        raise TraceError("numpy.dot: out= is not supported inside a traced function")
+        raise out_error("numpy.dot")
     dtype = result_dtype(a, b)
     ta, tb = lift(a, dtype), lift(b, dtype)
     if ta.ndim == 0 or tb.ndim == 0:

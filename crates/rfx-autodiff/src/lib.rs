@@ -37,6 +37,27 @@
 //! gets its adjoint summed over the broadcast axes and reshaped back to its shape. Reductions
 //! spread their adjoint back over the reduced axes.
 //!
+//! # Batching
+//!
+//! [`vmap`] rewrites each op one axis up: reductions, scans and transposes shift their axes, a
+//! batch axis given elsewhere is moved to the front by a `transpose` (which `rfx-opt` turns into
+//! strided loads), and values no batched input reaches stay unbatched, so example `b` gets the
+//! bits of the kernel run on example `b` alone. [`vmap_out`] moves each output's batch axis where
+//! `out_axes` says (a `transpose`), or leaves an output that no batched input reaches without one.
+//!
+//! # Windows, lookups and scans
+//!
+//! `slice` and `pad` are each other's transpose. A `gather`'s table adjoint is a scatter-add
+//! written as a masked sum over the index's extent (`iota == row`): an ordinary fused reduction
+//! on every backend (no atomics), `O(table rows × lookups)`; the index gets no derivative. A
+//! running sum's adjoint is the running sum from the other end. A running maximum's or
+//! minimum's derivatives follow the element each result is (its position is a running maximum
+//! of the positions where a step took its element): a lookup forward; back, each run of results
+//! holding one element is summed from its end by a linear recurrence with coefficients of one
+//! and zero, `O(n)`. A running product's derivatives are linear recurrences too, exact at zeros
+//! and `O(n)`. A `linrec`'s tangent is the same recurrence of the tangents; its adjoint is the
+//! recurrence run from the other end with the coefficient shifted by one.
+//!
 //! # Names
 //!
 //! | transform | extra inputs | outputs |

@@ -124,9 +124,9 @@ fn sinking_transposes_keeps_the_bits_and_moves_them() {
 }
 
 /// `rfx fuzz` seed 5644430 (after saturation): `%1` is wanted transposed by `[0,2,1]` both by a
-/// sunk `ge` (broadcast to `[2,1,2]` first) and by a transpose node (as it is). The pass cached
-/// one view per operand and perm, so the transpose got the broadcast view and the rebuilt kernel
-/// did not type-check; views are now cached by target shape too.
+/// sunk `ge` (broadcast to `[2,1,2]` first) and by a transpose node (as it is). A cache of one
+/// view per operand and perm would hand the transpose the broadcast view, and the rebuilt kernel
+/// would not type-check; views are cached by target shape too.
 #[test]
 fn one_operand_transposed_at_two_shapes_gets_two_views() {
     let kernel = rfx_ir::hir::parse(

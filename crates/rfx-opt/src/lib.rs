@@ -5,7 +5,7 @@
 //! explicit switches, CSE by hash-consing), dead-code elimination, and partitioning into fused
 //! MIR kernels, with an [`OptReport`] of what happened and why some fusions were missed.
 //!
-//! **Depends on:** `rfx-ir`, `egg`, `petgraph`. `egg` never appears in this crate's public API.
+//! **Depends on:** `rfx-ir`, `egg`. `egg` never appears in this crate's public API.
 //! **May not depend on:** `rfx-lower`, any code generator, `rfx-runtime`.
 //!
 //! The passes are plain functions usable alone ([`constant_fold`], [`eliminate_dead_ops`],

@@ -5,10 +5,8 @@
 //! and the routines recompute those elements through `std` (`tile_routine2!`'s `nan_marked`
 //! form), which carries C99's special values.
 
-#[allow(unused_imports, reason = "the routines' safety sections link it")]
-use super::available;
+use super::f64::{ROUND_MAGIC_F64, pow2_of_rounded_f64, split_at_sqrt_half_f64};
 use super::pow_tables::{self, N, OFF};
-use super::{ROUND_MAGIC_F64, pow2_of_rounded_f64, split_at_sqrt_half_f64};
 use std::mem::MaybeUninit;
 
 /// Whether `y` is an odd integer, and whether it is an integer at all (an `f32` `y` converts

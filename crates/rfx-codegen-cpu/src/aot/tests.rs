@@ -3,7 +3,10 @@
 //! `RFX_EXHAUSTIVE=1` it takes every one (minutes per function: `RFX_EXHAUSTIVE=1 cargo test
 //! --release -p rfx-codegen-cpu --lib fast_ranges -- --nocapture`).
 
+use super::f32::*;
+use super::f64::*;
 use super::*;
+use rfx_ir::{BinaryOp, DType, UnaryOp};
 
 /// Distance in ULP between two `f32`, as the conformance suite measures it (0 when both are
 /// NaN; `u64::MAX` when only one is, and for zeros of opposite signs: `sin(-0)` must be `-0`).
@@ -1247,4 +1250,94 @@ fn sincos_gives_the_bits_of_sin_and_cos() {
             assert_eq!(c[..], want_c[3..3 + n], "{pair:?} over {n} elements");
         }
     }
+}
+
+/// The table's order is the JIT module's import order (and so the numbering of the routines'
+/// function references in every tiled kernel's CLIF); each symbol names its op and dtype.
+#[test]
+fn the_table_keeps_the_import_order_and_names() {
+    let symbols: Vec<&str> = AotFn::ALL.iter().map(|r| r.symbol()).collect();
+    let expected = [
+        "sin_f32",
+        "cos_f32",
+        "tan_f32",
+        "exp_f32",
+        "exp2_f32",
+        "log_f32",
+        "log2_f32",
+        "tanh_f32",
+        "sigmoid_f32",
+        "atan_f32",
+        "atan2_f32",
+        "asin_f32",
+        "acos_f32",
+        "sin_f64",
+        "cos_f64",
+        "exp_f64",
+        "log_f64",
+        "atan_f64",
+        "atan2_f64",
+        "asin_f64",
+        "acos_f64",
+        "tanh_f64",
+        "sigmoid_f64",
+        "pow_f32",
+        "pow_f64",
+        "tan_f64",
+        "exp2_f64",
+        "log2_f64",
+        "sincos_f32",
+        "sincos_f64",
+    ]
+    .map(|s| format!("rfx_aot_{s}"));
+    assert_eq!(symbols, expected);
+    for routine in AotFn::ALL {
+        let (name, dtype) = match routine.computes() {
+            table::Computes::Unary(op) => (op.name(), routine.dtype()),
+            table::Computes::Binary(op) => (op.name(), routine.dtype()),
+            table::Computes::SinCos => ("sincos", routine.dtype()),
+        };
+        assert_eq!(routine.symbol(), format!("rfx_aot_{name}_{dtype}"));
+        assert!(!routine.address().is_null());
+    }
+}
+
+/// Every transcendental has a routine in both float dtypes, found by `for_op`, and only
+/// transcendentals do; `atan2` and `pow` are the binary ones; `sin` and `cos` pair.
+#[test]
+fn for_op_finds_the_routine_of_every_transcendental() {
+    for &op in UnaryOp::ALL {
+        for dtype in [DType::F32, DType::F64] {
+            let routine = AotFn::for_op(op, dtype);
+            assert_eq!(routine.is_some(), op.is_transcendental(), "{op} {dtype}");
+            if let Some(routine) = routine {
+                assert_eq!(routine.computes(), table::Computes::Unary(op));
+                assert_eq!(
+                    (routine.dtype(), routine.arity(), routine.results()),
+                    (dtype, 1, 1)
+                );
+            }
+        }
+        assert_eq!(AotFn::for_op(op, DType::I32), None);
+    }
+    for &op in BinaryOp::ALL {
+        let routine = AotFn::for_binary(op, DType::F64);
+        assert_eq!(
+            routine.is_some(),
+            matches!(op, BinaryOp::Pow | BinaryOp::Atan2),
+            "{op}"
+        );
+        assert!(routine.is_none_or(|r| r.arity() == 2 && r.dtype() == DType::F64));
+    }
+    for (op, part) in [(UnaryOp::Sin, 0), (UnaryOp::Cos, 1)] {
+        for dtype in [DType::F32, DType::F64] {
+            let pair = AotFn::for_op(op, dtype).and_then(AotFn::sincos_part);
+            let (routine, got) = pair.expect("sin and cos pair into sincos");
+            assert_eq!(
+                (routine.computes(), routine.dtype(), routine.results(), got),
+                (table::Computes::SinCos, dtype, 2, part)
+            );
+        }
+    }
+    assert_eq!(AotFn::ExpF32.sincos_part(), None);
 }

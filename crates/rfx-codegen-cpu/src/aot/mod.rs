@@ -1,0 +1,302 @@
+//! Transcendentals compiled ahead of time for the host's widest vectors, applied to tiles.
+//!
+//! Cranelift's vectors are 128 bits wide on x86-64, so the inline polynomials of [`crate::math`]
+//! run four `f32` lanes per instruction where an AVX2 CPU has eight. For kernels whose
+//! transcendental ops dominate, the code generator instead runs the elementwise loop in tiles
+//! of [`TILE`] elements (see `codegen`), stages each transcendental's argument in a stack
+//! buffer and calls one of the routines here on the whole tile. The routines are plain Rust
+//! written branch-free over `f32` (and `f64` for `sin`, `cos`, `exp`, `log`, `atan`, `atan2`,
+//! `asin`, `acos`, `tanh`, `sigmoid`, `pow`, `tan`, `exp2`, `log2`: every transcendental),
+//! compiled by rustc with `avx2`
+//! and `fma` enabled for that function alone (`#[target_feature]`), so LLVM turns each loop
+//! into 8-lane (4-lane `f64`) AVX2 code; the JIT links them only when the running CPU has both
+//! features ([`available`]).
+//!
+//! # Methods and accuracy
+//!
+//! Each routine computes a fast path for the arguments where its range reduction is accurate
+//! and recomputes every other element (huge, non-finite, subnormal results, …) afterwards in
+//! `f64` through Rust's `std` (correctly rounded to `f32` up to a double rounding), so the whole
+//! domain is covered. Max error measured against `std` in `f64` rounded to `f32`, over every
+//! `f32` of the fast range (`tests::fast_ranges_swept` with `RFX_EXHAUSTIVE=1`; CI sweeps every 4099th) and over random bit
+//! patterns and edge values across the whole domain (`tests::accuracy_within_bounds`):
+//!
+//! | op | fast path | method | max ULP |
+//! |---|---|---|---|
+//! | `sin`, `cos` | `|x| <= 2^15` | `x = n π + r` (`cos`: `(n - 1/2) π + r`), three-part Cody–Waite π with FMA; `(-1)^n sin r` by an odd degree-9 polynomial fitted for relative error on `[0, π/2]` | 2 (every `f32` of the fast range) |
+//! | `tan` | `|x| <= 2^15` | as `sin`: `sin r / cos r`, or `-cos r / sin r` in odd quadrants | 4 |
+//! | `exp` | `-87 <= x <= 88` | `x = n ln2 + r`, two-part ln2 with FMA; Cephes `expf` degree-5 polynomial; `2^n` built in the exponent field | 1 |
+//! | `exp2` | `-125 <= x <= 127` | `x = n + f` exactly; `e^(f ln2)` with the `exp` polynomial, `f ln2` in two parts | 1 |
+//! | `log` | normal, positive, finite | `x = 2^e m`, `m` in `[√½, √2)`; Cephes `logf` degree-8 polynomial, two-part ln2 | 1 |
+//! | `log2` | normal, positive, finite | as `log`; `ln m · log2 e` in two parts, the exponent added last (exact at powers of two) | 2 |
+//! | `tanh` | finite | Cephes `tanhf`: odd polynomial below 0.625, else `1 - 2/(e^(2|x|) + 1)`; ±1 from 9 | 1 |
+//! | `sigmoid` | `|x| <= 87` | `e = e^-|x|`: `1/(1+e)` for `x >= 0`, `e/(1+e)` below | 2 |
+//! | `atan` | finite | Cephes `atanf`: `-1/|x|` above tan(3π/8), `(|x|-1)/(|x|+1)` above tan(π/8); sign restored | 3 |
+//! | `asin`, `acos` | `|x| <= 1` | Cephes `asinf`: `t + t z P(z)` up to 1/2, else on `√((1-|x|)/2)` with two-part π/2, π | 2 (`asin`), 1 (`acos`): every 4099th `f32` of [-1, 1] and random |
+//! | `atan2` | finite, not both zero | `atan(min/max)` on `[0, 1]` by one degree-17 odd polynomial (Estrin's scheme, fitted at Chebyshev nodes), `π/2 - a` / `π - a` by quadrant with two-part constants, the sign of `y` | 2 (random and edge pairs; 61 of 19.7M random pairs at 2) |
+//! | `exp` (`f64`) | `-708 <= x <= 709` | `x = n ln2 + r`, two-part ln2 with FMA; Taylor series to degree 13; `2^n` built in the exponent field | 1 against glibc (`tests::f64_exp_within_bounds`) |
+//! | `log` (`f64`) | normal, positive, finite | fdlibm `e_log.c`: `x = 2^k (1 + f)`, `s = f/(2+f)`, degree-14 polynomial in `s`, two-part ln2 | 1 against glibc (`tests::f64_log_within_bounds`) |
+//! | `atan` (`f64`) | every input | Cephes `atan.c`: `-1/|x|` above tan(3π/8), `(|x|-1)/(|x|+1)` above 0.66, rational P/Q of degrees 4/5, π/2 in two parts | 1 against glibc (`tests::f64_atan_within_bounds`) |
+//! | `asin`, `acos` (`f64`) | `|x| <= 1` (`acos`: `< 1`) | fdlibm `e_asin.c`/`e_acos.c` branch-free: `x + x R(x²)` below 1/2, `π/2 - 2 asin √((1-|x|)/2)` above with the root split so its square is exact | 1 against glibc (`tests::f64_asin_acos_within_bounds`) |
+//! | `tanh` (`f64`) | `|x| <= 350` | Cephes `tanh.c`: `x + x z P(z)/Q(z)` below 0.625, else `1 - 2/(e^{2|x|} + 1)` with the `f64` `exp` | 2 against glibc (`tests::f64_tanh_sigmoid_within_bounds`) |
+//! | `sigmoid` (`f64`) | `|x| <= 708` | `e = e^{-|x|}` by the `f64` `exp`; `1/(1+e)`, or `e/(1+e)` below 0 | 2 against the same formulas through glibc's `exp` |
+//! | `atan2` (`f64`) | finite, not both zero, magnitudes at most 1e307, ratio of magnitudes 0 or ≥ 1e-300 | `atan(min/max)` by the `atan` kernel (the ratio reduced above 1/2, as `(mn - mx)/(mn + mx)`), `π/2 - a` / `π - a` by quadrant with two-part constants, the sign of `y` | 2 against glibc (`tests::f64_atan2_within_bounds`) |
+//! | `pow` | `x` finite and not zero, `y` an integer where `x < 0` (an infinite `y` is a limit of the fast path, but NaN for `|x| = 1`) | `2^(y log2|x|)` in `f64`: `log2 m = s P(s²)`, `s = (m-1)/(m+1)`, `m` in `[√½, √2)`, `P` of degree 4; `2^r` on `[-1/2, 1/2]` of degree 7 (both fitted at Chebyshev nodes, Estrin's scheme); the magnitude within `5e-10` relative before its rounding to `f32`; the sign of `x` for odd integer `y` | 1 against `std` in `f64` (`tests::pow_f32_within_bounds`; `tests::pow_f32_nearly_correctly_rounded`: 0.04% of random pairs at 1) |
+//! | `pow` (`f64`) | as `pow`, `x` normal, and a normal result (`|y log|x|| <= 708`) | the table-driven method of glibc's `pow` with rfx's own tables (`pow_tables`, built from their definitions in double-double): `log|x| = k ln2 + log c + log1p(z/c - 1)` over 128 subintervals as a double-double, `log1p` by Taylor to degree 10; `y log|x|` with an FMA's error term; `2^(m/128) e^ρ` from a 128-entry table, `e^ρ` by Taylor to degree 5; staged passes with the lookups between them | 1 against glibc (`tests::f64_pow_within_bounds`; `tests::f64_pow_fast_path_nearly_correctly_rounded`: 0.07% of pairs at 1, bases near 1 with `|y log x|` up to 708 included) |
+//! | `tan` (`f64`) | `|x| <= 2^29` | as `sin`/`cos` (`f64`): `sin r / cos r`, or `-cos r / sin r` in odd quadrants, both kernels with the tail | 2 against glibc (`tests::f64_tan_within_bounds`) |
+//! | `exp2` (`f64`) | `-1021 <= x <= 1023` | `x = n + f` exactly; `f ln2 = r + r_lo` (the product's rounding error from an FMA); `e^r (1 + r_lo)` by the `exp` series; `2^n` in the exponent field | 1 against glibc, exact at integers (`tests::f64_exp2_log2_within_bounds`) |
+//! | `log2` (`f64`) | normal, positive, finite | FreeBSD `e_log2.c`: `log`'s decomposition, `ln(1 + f) = hi + lo` with a 21-bit `hi`, times `1/ln2` in two parts, `k` added with its rounding error | 1 against glibc, exact at powers of two |
+//! | `sin`, `cos` (`f64`) | `|x| <= 2^29` | `x = n π/2 + (r + y)`, three-part π/2 with FMA (`x - n HI` exact, the other products' rounding errors kept in the tail `y`); fdlibm `__kernel_sin`/`__cos` with the tail, by quadrant | 1 against glibc (`tests::f64_trig_within_bounds`: random bit patterns, uniform to `2^29`, next to 25,000 multiples of π/2) |
+//!
+//! A `sin` and a `cos` of one value pair into one `sincos` call (`codegen`'s tile plan, and scalar
+//! code one element at a time), which writes the bits of both routines: the `f64` one from one
+//! reduction and both kernels (the `sin` and `cos` routines compute both and keep one, so the
+//! pair costs what one of them does: two-link arm kinematics 12.1 → 6.8 ns per element), the
+//! `f32` one by both routines' formulas in one pass (their reductions differ; no faster).
+//!
+//! The results are deterministic (the same input gives the same bits at every position and
+//! every size of a tiled kernel), but may differ in the last bit from the inline polynomials
+//! that kernels use on CPUs without AVX2 and FMA. Where the routines are linked, every
+//! transcendental of every kernel has their bits: reductions run their points in tiles too and
+//! fold the staged values in the untiled order (a long row with partial accumulators, a batch
+//! of short rows with its outputs in lanes, and a row reduced to one
+//! accumulator, one output at a time, which also takes the rows of outputs in lanes that do
+//! not fit a tile group), and scalar code calls the routines one element at a time, so
+//! `sum(f(x))` gives the bits of summing the tiled `f(x)`. `pow` is
+//! the exception: where the routines are linked, every `pow` of a kernel calls them, in short
+//! loops and reductions on the vector's lanes (`transcendental::binary`), since the inline `pow`
+//! costs as much for one lane as for a whole vector. (The `f64` `pow` routine and the inline
+//! `f64` `pow`, fdlibm's, are different algorithms; both are within 1 ULP of
+//! glibc, and a CPU with the routines uses only the routine.)
+
+/// Builds the tables the routines read (the `f64` `pow`'s), so that no kernel call pays for
+/// building them; the JIT calls it when it registers the routines.
+pub(crate) fn prepare_tables() {
+    pow_tables::tables();
+}
+
+/// Elements per tile: four `f32` staging buffers of a tile fit in 8 KiB, far inside L1, and a
+/// tile is long enough that a call costs a few percent of the work it does.
+pub(crate) const TILE: usize = 512;
+
+/// The smallest innermost loop that runs in tiles. From two elements on the routines beat the
+/// inline polynomials, staging and call included (`examples/short_transcendentals`: `f64`
+/// `tanh` of 2 elements 52 → 26 ns, of 16 206 → 73); one element keeps the inline code.
+pub(crate) const MIN_TILED_ELEMS: usize = 2;
+
+/// The C ABI of a unary routine.
+pub(crate) type TileFn = unsafe extern "C" fn(src: *const f32, dst: *mut f32, n: usize);
+
+/// The C ABI of a unary `f64` routine.
+pub(crate) type TileFnF64 = unsafe extern "C" fn(src: *const f64, dst: *mut f64, n: usize);
+
+/// The C ABI of a binary routine (`dst[i] = op(a[i], b[i])`).
+pub(crate) type Tile2Fn = unsafe extern "C" fn(a: *const f32, b: *const f32, dst: *mut f32, n: usize);
+
+/// The C ABI of a binary `f64` routine.
+pub(crate) type Tile2FnF64 = unsafe extern "C" fn(a: *const f64, b: *const f64, dst: *mut f64, n: usize);
+
+/// The C ABI of a routine with two results (`first[i], second[i] = op(src[i])`).
+pub(crate) type TilePairFn =
+    unsafe extern "C" fn(src: *const f32, first: *mut f32, second: *mut f32, n: usize);
+
+/// The C ABI of an `f64` routine with two results.
+pub(crate) type TilePairFnF64 =
+    unsafe extern "C" fn(src: *const f64, first: *mut f64, second: *mut f64, n: usize);
+
+/// Whether the running CPU can execute the routines (AVX2 and FMA on x86-64). `std` caches the
+/// CPUID answer, so this is a load and a test.
+pub(crate) fn available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+// ---- the scalar formulas (inlined into the AVX2 loops below) ----
+
+/// Defines one routine: the branch-free fast formula over the whole tile (vectorised by LLVM
+/// under `avx2,fma`), then a scalar pass over the elements outside the fast range, taken only
+/// when the first pass saw one.
+macro_rules! tile_routine {
+    ($(#[$doc:meta])* $name:ident, $inner:ident, $t:ty, $fast:expr, $in_range:path, $slow:path) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// `src` must be valid for `n` reads and `dst` for `n` writes of the element type, the
+        /// two ranges must not overlap, and the CPU must have AVX2 and FMA
+        /// ([`available`](super::available)).
+        pub(crate) unsafe extern "C" fn $name(src: *const $t, dst: *mut $t, n: usize) {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: forwarded from this function's contract.
+            unsafe {
+                $inner(src, dst, n)
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            {
+                let _ = (src, dst, n);
+                unreachable!("ahead-of-time tiles are only linked on x86-64")
+            }
+        }
+
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn $inner(src: *const $t, dst: *mut $t, n: usize) {
+            // SAFETY: the caller guarantees both ranges are valid and disjoint.
+            let (xs, ys) = unsafe {
+                (
+                    std::slice::from_raw_parts(src, n),
+                    std::slice::from_raw_parts_mut(dst, n),
+                )
+            };
+            let fast = $fast;
+            let mut outside = 0u32;
+            for (y, &x) in ys.iter_mut().zip(xs) {
+                *y = fast(x);
+                outside |= u32::from(!$in_range(x));
+            }
+            if outside != 0 {
+                for (y, &x) in ys.iter_mut().zip(xs) {
+                    if !$in_range(x) {
+                        *y = $slow(x);
+                    }
+                }
+            }
+        }
+    };
+}
+
+/// `tile_routine!` for an op with two results: `$fast` and `$slow` return a pair, written to
+/// `first[i]` and `second[i]`.
+macro_rules! tile_routine_pair {
+    ($(#[$doc:meta])* $name:ident, $inner:ident, $t:ty, $fast:expr, $in_range:path, $slow:path) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// `src` must be valid for `n` reads and `first` and `second` for `n` writes of the
+        /// element type, no two of the three ranges may overlap, and the CPU must have AVX2 and
+        /// FMA ([`available`](super::available)).
+        pub(crate) unsafe extern "C" fn $name(src: *const $t, first: *mut $t, second: *mut $t, n: usize) {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: forwarded from this function's contract.
+            unsafe {
+                $inner(src, first, second, n)
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            {
+                let _ = (src, first, second, n);
+                unreachable!("ahead-of-time tiles are only linked on x86-64")
+            }
+        }
+
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn $inner(src: *const $t, first: *mut $t, second: *mut $t, n: usize) {
+            // SAFETY: the caller guarantees the three ranges are valid and disjoint.
+            let (xs, ys, zs) = unsafe {
+                (
+                    std::slice::from_raw_parts(src, n),
+                    std::slice::from_raw_parts_mut(first, n),
+                    std::slice::from_raw_parts_mut(second, n),
+                )
+            };
+            let fast = $fast;
+            let mut outside = 0u32;
+            for ((y, z), &x) in ys.iter_mut().zip(zs.iter_mut()).zip(xs) {
+                (*y, *z) = fast(x);
+                outside |= u32::from(!$in_range(x));
+            }
+            if outside != 0 {
+                for ((y, z), &x) in ys.iter_mut().zip(zs.iter_mut()).zip(xs) {
+                    if !$in_range(x) {
+                        (*y, *z) = $slow(x);
+                    }
+                }
+            }
+        }
+    };
+}
+
+/// The binary counterpart of `tile_routine!`: `dst[i] = op(a[i], b[i])`. The second form takes
+/// a fast function that returns NaN exactly where it does not hold (and never NaN where it
+/// does), for routines whose range test needs the fast path's intermediate values (`pow`: the
+/// exponent of the result); the slow pass recomputes the NaN elements.
+macro_rules! tile_routine2 {
+    ($(#[$doc:meta])* $name:ident, $inner:ident, $t:ty, nan_marked $fast:path, $slow:path) => {
+        tile_routine2!(
+            @fns $(#[$doc])* $name, $inner, $t,
+            |a: $t, b: $t| { let v = $fast(a, b); (v, !v.is_nan()) }, |_: $t, _: $t, v: $t| v.is_nan(),
+            $slow
+        );
+    };
+    ($(#[$doc:meta])* $name:ident, $inner:ident, $t:ty, $fast:path, $in_range:path, $slow:path) => {
+        tile_routine2!(
+            @fns $(#[$doc])* $name, $inner, $t,
+            |a: $t, b: $t| ($fast(a, b), $in_range(a, b)), |a: $t, b: $t, _: $t| !$in_range(a, b),
+            $slow
+        );
+    };
+    (@fns $(#[$doc:meta])* $name:ident, $inner:ident, $t:ty, $fast:expr, $redo:expr, $slow:path) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// `a` and `b` must be valid for `n` reads and `dst` for `n` writes of the element type,
+        /// `dst` must not overlap either source, and the CPU must have AVX2 and FMA
+        /// ([`available`](super::available)).
+        pub(crate) unsafe extern "C" fn $name(a: *const $t, b: *const $t, dst: *mut $t, n: usize) {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: forwarded from this function's contract.
+            unsafe {
+                $inner(a, b, dst, n)
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            {
+                let _ = (a, b, dst, n);
+                unreachable!("ahead-of-time tiles are only linked on x86-64")
+            }
+        }
+
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn $inner(a: *const $t, b: *const $t, dst: *mut $t, n: usize) {
+            // SAFETY: the caller guarantees the three ranges are valid and `dst` overlaps
+            // neither source.
+            let (ys, xs, out) = unsafe {
+                (
+                    std::slice::from_raw_parts(a, n),
+                    std::slice::from_raw_parts(b, n),
+                    std::slice::from_raw_parts_mut(dst, n),
+                )
+            };
+            let (fast, redo) = ($fast, $redo);
+            let mut outside = 0u32;
+            for ((o, &y), &x) in out.iter_mut().zip(ys).zip(xs) {
+                let (value, in_range) = fast(y, x);
+                *o = value;
+                outside |= u32::from(!in_range);
+            }
+            if outside != 0 {
+                for ((o, &y), &x) in out.iter_mut().zip(ys).zip(xs) {
+                    if redo(y, x, *o) {
+                        *o = $slow(y, x);
+                    }
+                }
+            }
+        }
+    };
+}
+
+mod f32;
+mod f64;
+mod pow;
+mod pow_tables;
+mod table;
+
+pub(crate) use table::AotFn;
+
+#[cfg(test)]
+mod tests;

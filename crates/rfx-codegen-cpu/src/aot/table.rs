@@ -1,0 +1,195 @@
+//! The one table of routines: `aot_routines!` lists each routine once (its variant, what it
+//! computes, its element type, its C ABI and its function) and generates [`AotFn`], its `ALL`
+//! order, its symbol, dtype, arity and address. A new routine is one line of the table; a new
+//! [`UnaryOp`] or [`BinaryOp`] does not compile until [`AotFn::for_op`] or
+//! [`AotFn::for_binary`] says whether it has routines.
+
+use rfx_ir::{BinaryOp, DType, UnaryOp};
+
+use super::{Tile2Fn, Tile2FnF64, TileFn, TileFnF64, TilePairFn, TilePairFnF64};
+
+/// What a routine computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Computes {
+    /// One unary op, one result tile.
+    Unary(UnaryOp),
+    /// One binary op of two source tiles.
+    Binary(BinaryOp),
+    /// `sin` and `cos` of one argument, into two result tiles.
+    SinCos,
+}
+
+/// Generates [`AotFn`] from the table: one line per routine,
+/// `Variant: computes, dtype, abi, module::function;`. The order of the lines is
+/// [`AotFn::ALL`]'s (symbol registration and declaration iterate it, so it fixes the order
+/// of the JIT module's imports). The symbol is the function's name, and the address is the
+/// function coerced to `abi`, which checks it against the routine's C ABI.
+macro_rules! aot_routines {
+    ($(
+        $(#[$doc:meta])*
+        $variant:ident: $computes:expr, $dtype:ident, $abi:ty, $module:ident::$routine:ident;
+    )*) => {
+        /// A routine the JIT code may call on tiles (`fn(src, dst, n)` and its binary and
+        /// pair forms, [`TileFn`] and the other ABI types).
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub(crate) enum AotFn {
+            $($(#[$doc])* $variant,)*
+        }
+
+        impl AotFn {
+            /// Every routine, in the table's order (symbol registration and declaration
+            /// iterate this).
+            pub(crate) const ALL: [AotFn; <[&str]>::len(&[$(stringify!($variant)),*])] =
+                [$(AotFn::$variant),*];
+
+            /// What it computes.
+            pub(crate) fn computes(self) -> Computes {
+                match self {
+                    $(AotFn::$variant => $computes,)*
+                }
+            }
+
+            /// The element type of its arguments and results.
+            pub(crate) fn dtype(self) -> DType {
+                match self {
+                    $(AotFn::$variant => DType::$dtype,)*
+                }
+            }
+
+            /// The symbol the JIT module imports it as.
+            pub(crate) fn symbol(self) -> &'static str {
+                match self {
+                    $(AotFn::$variant => stringify!($routine),)*
+                }
+            }
+
+            /// The routine's address, a function of its C ABI type.
+            pub(crate) fn address(self) -> *const u8 {
+                match self {
+                    $(AotFn::$variant => (super::$module::$routine as $abi) as *const u8,)*
+                }
+            }
+        }
+    };
+}
+
+use Computes::{Binary, SinCos, Unary};
+
+aot_routines! {
+    SinF32: Unary(UnaryOp::Sin), F32, TileFn, f32::rfx_aot_sin_f32;
+    CosF32: Unary(UnaryOp::Cos), F32, TileFn, f32::rfx_aot_cos_f32;
+    TanF32: Unary(UnaryOp::Tan), F32, TileFn, f32::rfx_aot_tan_f32;
+    ExpF32: Unary(UnaryOp::Exp), F32, TileFn, f32::rfx_aot_exp_f32;
+    Exp2F32: Unary(UnaryOp::Exp2), F32, TileFn, f32::rfx_aot_exp2_f32;
+    LogF32: Unary(UnaryOp::Log), F32, TileFn, f32::rfx_aot_log_f32;
+    Log2F32: Unary(UnaryOp::Log2), F32, TileFn, f32::rfx_aot_log2_f32;
+    TanhF32: Unary(UnaryOp::Tanh), F32, TileFn, f32::rfx_aot_tanh_f32;
+    SigmoidF32: Unary(UnaryOp::Sigmoid), F32, TileFn, f32::rfx_aot_sigmoid_f32;
+    AtanF32: Unary(UnaryOp::Atan), F32, TileFn, f32::rfx_aot_atan_f32;
+    Atan2F32: Binary(BinaryOp::Atan2), F32, Tile2Fn, f32::rfx_aot_atan2_f32;
+    AsinF32: Unary(UnaryOp::Asin), F32, TileFn, f32::rfx_aot_asin_f32;
+    AcosF32: Unary(UnaryOp::Acos), F32, TileFn, f32::rfx_aot_acos_f32;
+    SinF64: Unary(UnaryOp::Sin), F64, TileFnF64, f64::rfx_aot_sin_f64;
+    CosF64: Unary(UnaryOp::Cos), F64, TileFnF64, f64::rfx_aot_cos_f64;
+    ExpF64: Unary(UnaryOp::Exp), F64, TileFnF64, f64::rfx_aot_exp_f64;
+    LogF64: Unary(UnaryOp::Log), F64, TileFnF64, f64::rfx_aot_log_f64;
+    AtanF64: Unary(UnaryOp::Atan), F64, TileFnF64, f64::rfx_aot_atan_f64;
+    Atan2F64: Binary(BinaryOp::Atan2), F64, Tile2FnF64, f64::rfx_aot_atan2_f64;
+    AsinF64: Unary(UnaryOp::Asin), F64, TileFnF64, f64::rfx_aot_asin_f64;
+    AcosF64: Unary(UnaryOp::Acos), F64, TileFnF64, f64::rfx_aot_acos_f64;
+    TanhF64: Unary(UnaryOp::Tanh), F64, TileFnF64, f64::rfx_aot_tanh_f64;
+    SigmoidF64: Unary(UnaryOp::Sigmoid), F64, TileFnF64, f64::rfx_aot_sigmoid_f64;
+    PowF32: Binary(BinaryOp::Pow), F32, Tile2Fn, pow::rfx_aot_pow_f32;
+    PowF64: Binary(BinaryOp::Pow), F64, Tile2FnF64, pow::rfx_aot_pow_f64;
+    TanF64: Unary(UnaryOp::Tan), F64, TileFnF64, f64::rfx_aot_tan_f64;
+    Exp2F64: Unary(UnaryOp::Exp2), F64, TileFnF64, f64::rfx_aot_exp2_f64;
+    Log2F64: Unary(UnaryOp::Log2), F64, TileFnF64, f64::rfx_aot_log2_f64;
+    /// `sin` and `cos` of one argument, into two result tiles (`fn(src, sin, cos, n)`).
+    SinCosF32: SinCos, F32, TilePairFn, f32::rfx_aot_sincos_f32;
+    /// The `f64` `sin` and `cos` of one argument: one reduction, both polynomials.
+    SinCosF64: SinCos, F64, TilePairFnF64, f64::rfx_aot_sincos_f64;
+}
+
+impl AotFn {
+    /// The routine in the table computing `computes` on `dtype`, if there is one.
+    fn find(computes: Computes, dtype: DType) -> Option<AotFn> {
+        AotFn::ALL
+            .iter()
+            .copied()
+            .find(|r| r.computes() == computes && r.dtype() == dtype)
+    }
+
+    /// The routine computing `op` on `dtype`, if there is one. Every op is named here: a new
+    /// transcendental must say whether it has routines.
+    pub(crate) fn for_op(op: UnaryOp, dtype: DType) -> Option<AotFn> {
+        match op {
+            UnaryOp::Exp
+            | UnaryOp::Exp2
+            | UnaryOp::Log
+            | UnaryOp::Log2
+            | UnaryOp::Sin
+            | UnaryOp::Cos
+            | UnaryOp::Tan
+            | UnaryOp::Tanh
+            | UnaryOp::Atan
+            | UnaryOp::Asin
+            | UnaryOp::Acos
+            | UnaryOp::Sigmoid => AotFn::find(Computes::Unary(op), dtype),
+            // Exact or cheap ops the inline code computes as fast as a call would.
+            UnaryOp::Neg
+            | UnaryOp::Abs
+            | UnaryOp::Sign
+            | UnaryOp::Floor
+            | UnaryOp::Ceil
+            | UnaryOp::Round
+            | UnaryOp::Sqrt
+            | UnaryOp::Rsqrt
+            | UnaryOp::Recip
+            | UnaryOp::Not => None,
+        }
+    }
+
+    /// The routine computing the binary `op` on `dtype`, if there is one. Every op is named
+    /// here, as in [`AotFn::for_op`].
+    pub(crate) fn for_binary(op: BinaryOp, dtype: DType) -> Option<AotFn> {
+        match op {
+            BinaryOp::Pow | BinaryOp::Atan2 => AotFn::find(Computes::Binary(op), dtype),
+            BinaryOp::Add
+            | BinaryOp::Sub
+            | BinaryOp::Mul
+            | BinaryOp::Div
+            | BinaryOp::Min
+            | BinaryOp::Max
+            | BinaryOp::Fmod
+            | BinaryOp::And
+            | BinaryOp::Or => None,
+        }
+    }
+
+    /// How many source tiles it reads.
+    pub(crate) fn arity(self) -> usize {
+        match self.computes() {
+            Computes::Binary(_) => 2,
+            Computes::Unary(_) | Computes::SinCos => 1,
+        }
+    }
+
+    /// How many result tiles it writes: two for `sincos`, one for the others.
+    pub(crate) fn results(self) -> usize {
+        match self.computes() {
+            Computes::SinCos => 2,
+            Computes::Unary(_) | Computes::Binary(_) => 1,
+        }
+    }
+
+    /// The `sincos` routine a `sin` or `cos` routine pairs into, and the result it takes there
+    /// (0: `sin`, 1: `cos`).
+    pub(crate) fn sincos_part(self) -> Option<(AotFn, usize)> {
+        let part = match self.computes() {
+            Computes::Unary(UnaryOp::Sin) => 0,
+            Computes::Unary(UnaryOp::Cos) => 1,
+            _ => return None,
+        };
+        Some((AotFn::find(Computes::SinCos, self.dtype())?, part))
+    }
+}

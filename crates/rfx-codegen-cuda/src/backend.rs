@@ -711,21 +711,56 @@ impl Backend for CudaBackend {
         if args.len() != op.arity() {
             return None;
         }
-        match dtype {
-            DType::F32 => Some(match op {
-                Transcendental::Unary(UnaryOp::Tan | UnaryOp::Sigmoid)
-                | Transcendental::Binary(BinaryOp::Pow) => 4,
-                Transcendental::Binary(_) => 3,
-                Transcendental::Unary(UnaryOp::Log | UnaryOp::Log2) => 1,
-                Transcendental::Unary(_) => 2,
-            }),
-            DType::F64 => Some(match op {
-                Transcendental::Unary(UnaryOp::Exp | UnaryOp::Exp2 | UnaryOp::Log | UnaryOp::Log2) => 1,
-                Transcendental::Unary(UnaryOp::Sigmoid) => 3,
-                _ => 2,
-            }),
-            _ => None,
+        match (op, dtype) {
+            (Transcendental::Unary(op), DType::F32 | DType::F64) => unary_ulp_bound(op, dtype),
+            (Transcendental::Binary(op), DType::F32 | DType::F64) => binary_ulp_bound(op, dtype),
+            (_, DType::I32 | DType::Bool) => None,
         }
+    }
+}
+
+/// The bound of the device function computing `op` on `dtype` (`f32` or `f64`); every op is
+/// named, so a new transcendental does not compile without its bound.
+fn unary_ulp_bound(op: UnaryOp, dtype: DType) -> Option<u64> {
+    let f64 = dtype == DType::F64;
+    match op {
+        UnaryOp::Exp | UnaryOp::Exp2 => Some(if f64 { 1 } else { 2 }),
+        UnaryOp::Log | UnaryOp::Log2 => Some(1),
+        UnaryOp::Tan => Some(if f64 { 2 } else { 4 }),
+        UnaryOp::Sigmoid => Some(if f64 { 3 } else { 4 }),
+        UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Tanh | UnaryOp::Atan | UnaryOp::Asin | UnaryOp::Acos => {
+            Some(2)
+        }
+        // Exact or correctly rounded: no approximation to bound.
+        UnaryOp::Neg
+        | UnaryOp::Abs
+        | UnaryOp::Sign
+        | UnaryOp::Floor
+        | UnaryOp::Ceil
+        | UnaryOp::Round
+        | UnaryOp::Sqrt
+        | UnaryOp::Rsqrt
+        | UnaryOp::Recip
+        | UnaryOp::Not => None,
+    }
+}
+
+/// The bound of the device function computing the binary `op` on `dtype`, as
+/// [`unary_ulp_bound`].
+fn binary_ulp_bound(op: BinaryOp, dtype: DType) -> Option<u64> {
+    let f64 = dtype == DType::F64;
+    match op {
+        BinaryOp::Pow => Some(if f64 { 2 } else { 4 }),
+        BinaryOp::Atan2 => Some(if f64 { 2 } else { 3 }),
+        BinaryOp::Add
+        | BinaryOp::Sub
+        | BinaryOp::Mul
+        | BinaryOp::Div
+        | BinaryOp::Min
+        | BinaryOp::Max
+        | BinaryOp::Fmod
+        | BinaryOp::And
+        | BinaryOp::Or => None,
     }
 }
 

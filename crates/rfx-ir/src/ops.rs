@@ -101,22 +101,32 @@ impl UnaryOp {
     }
 
     /// `true` for the transcendental functions (computed by approximations on most backends).
+    /// Every op is named: a new op does not compile until it is classified here.
     pub fn is_transcendental(self) -> bool {
-        matches!(
-            self,
+        match self {
             UnaryOp::Exp
-                | UnaryOp::Exp2
-                | UnaryOp::Log
-                | UnaryOp::Log2
-                | UnaryOp::Sin
-                | UnaryOp::Cos
-                | UnaryOp::Tan
-                | UnaryOp::Tanh
-                | UnaryOp::Atan
-                | UnaryOp::Asin
-                | UnaryOp::Acos
-                | UnaryOp::Sigmoid
-        )
+            | UnaryOp::Exp2
+            | UnaryOp::Log
+            | UnaryOp::Log2
+            | UnaryOp::Sin
+            | UnaryOp::Cos
+            | UnaryOp::Tan
+            | UnaryOp::Tanh
+            | UnaryOp::Atan
+            | UnaryOp::Asin
+            | UnaryOp::Acos
+            | UnaryOp::Sigmoid => true,
+            UnaryOp::Neg
+            | UnaryOp::Abs
+            | UnaryOp::Sign
+            | UnaryOp::Floor
+            | UnaryOp::Ceil
+            | UnaryOp::Round
+            | UnaryOp::Sqrt
+            | UnaryOp::Rsqrt
+            | UnaryOp::Recip
+            | UnaryOp::Not => false,
+        }
     }
 }
 

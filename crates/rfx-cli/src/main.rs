@@ -14,6 +14,7 @@
 //! atomic per file, safe beside other runs, never through a link.
 
 mod npy;
+mod print;
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -21,7 +22,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 use rfx::expr::{Signature, compile, compile_with_outputs};
-use rfx::{Arg, Array, ArrayData, CompileConfig, Jit, JitError, Kernel, KernelSource};
+use rfx::{Arg, Array, CompileConfig, Jit, JitError, Kernel, KernelSource};
 use rfx_cli::bench::{self, BenchArgs};
 use rfx_cli::output::{self, OutputSet, StdoutError, WriteError};
 
@@ -37,6 +38,14 @@ const EXIT_INTERNAL: u8 = 70;
 pub(crate) enum CliError {
     /// Bad input or a limit: exit code 1.
     User(String),
+    /// Bad input at a place in a source text (an expression, a kernel file): exit code 1; the
+    /// message, then the source line with a caret under the place.
+    UserAt {
+        /// The one-line message.
+        message: String,
+        /// The source line and the caret line ([`excerpt`]).
+        excerpt: String,
+    },
     /// A bug: exit code 70.
     Internal(String),
     /// Stdout's reader went away (`| head`): stop, quietly, exit code 0.
@@ -105,35 +114,61 @@ struct Cli {
     command: Command,
 }
 
-/// One `--in name=FILE.npy` argument.
+/// One `--in NAME=FILE.npy` or `--in NAME=FILE.npz[:ARRAY]` argument.
 #[derive(Clone, Debug)]
 struct NamedFile {
     name: String,
     path: PathBuf,
+    /// The array of a `.npz` archive given after `.npz:`.
+    member: Option<String>,
 }
 
 fn parse_named_file(text: &str) -> Result<NamedFile, String> {
-    let (name, path) = text
-        .split_once('=')
-        .ok_or_else(|| format!("expected NAME=FILE.npy, got `{text}`"))?;
+    let bad = || format!("expected NAME=FILE.npy or NAME=FILE.npz[:ARRAY], got `{text}`");
+    let (name, path) = text.split_once('=').ok_or_else(bad)?;
     if name.is_empty() || path.is_empty() {
-        return Err(format!("expected NAME=FILE.npy, got `{text}`"));
+        return Err(bad());
     }
+    // `f.npz:x` names the array `x` of the archive `f.npz`; any other `:` is part of the path.
+    let (path, member) = match path.rfind(".npz:") {
+        Some(at) => {
+            let member = &path[at + ".npz:".len()..];
+            if member.is_empty() {
+                return Err(bad());
+            }
+            (&path[..at + ".npz".len()], Some(member.to_string()))
+        }
+        None => (path, None),
+    };
     Ok(NamedFile {
         name: name.to_string(),
         path: PathBuf::from(path),
+        member,
     })
 }
 
 #[derive(Clone, Debug, clap::Args)]
 struct Inputs {
-    /// An input: NAME=FILE.npy (repeat for each input).
+    /// An input: NAME=FILE.npy, or NAME=FILE.npz[:ARRAY] for an array of a NumPy archive (by
+    /// default the one called NAME, or its only one); repeat for each input. Integer arrays of
+    /// any NumPy dtype but uint64 become int32 (an error if a value does not fit); Fortran-order
+    /// arrays are read in C order.
     #[arg(long = "in", value_name = "NAME=FILE", value_parser = parse_named_file)]
     inputs: Vec<NamedFile>,
     /// Backend: interp, cpu, cuda, metal.
     #[arg(long, default_value = "cpu")]
     backend: String,
 }
+
+/// The form of one `--in-shapes` entry, in its help and its error.
+const IN_SHAPES_FORM: &str = "NAME=DTYPE[DIMS] (DTYPE: f32, f64, i32 or bool; DIMS: comma-separated \
+                              sizes, none for a scalar), e.g. x=f32[3],m=f64[2,3],k=i32[]";
+
+/// The help of `--in-shapes`.
+const IN_SHAPES_HELP: &str = "Input types for an expression, comma-separated: NAME=DTYPE[DIMS] (DTYPE: \
+                              f32, f64, i32 or bool; DIMS: comma-separated sizes, none for a \
+                              scalar), e.g. x=f32[3],m=f64[2,3],k=i32[] (or give --in files, not \
+                              both)";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 enum Stage {
@@ -204,8 +239,7 @@ enum Command {
         /// The stage to print.
         #[arg(long, value_enum)]
         stage: Stage,
-        /// Input types for an expression: x=f32[3],y=f32[3] (or give --in files, not both).
-        #[arg(long)]
+        #[arg(long, value_name = "NAME=DTYPE[DIMS],...", help = IN_SHAPES_HELP)]
         in_shapes: Option<String>,
         /// Compile with fast math (fast-math rewrites; FMA contraction on the CPU and CUDA).
         #[arg(long)]
@@ -226,8 +260,7 @@ enum Command {
         /// Write to FILE.dot, or FILE.svg (needs Graphviz's `dot`); default: print DOT.
         #[arg(short = 'o', long = "output")]
         output: Option<PathBuf>,
-        /// Input types for an expression: x=f32[3],y=f32[3] (or give --in files, not both).
-        #[arg(long)]
+        #[arg(long, value_name = "NAME=DTYPE[DIMS],...", help = IN_SHAPES_HELP)]
         in_shapes: Option<String>,
         #[command(flatten)]
         inputs: Inputs,
@@ -347,6 +380,10 @@ fn main() -> ExitCode {
             let _ = writeln!(stderr, "error: {}", one_line(&message));
             ExitCode::from(EXIT_USER)
         }
+        Err(CliError::UserAt { message, excerpt }) => {
+            let _ = writeln!(stderr, "error: {}\n{excerpt}", one_line(&message));
+            ExitCode::from(EXIT_USER)
+        }
         Err(CliError::Internal(message)) => {
             let _ = writeln!(stderr, "error: internal: {}", one_line(&message));
             ExitCode::from(EXIT_INTERNAL)
@@ -371,6 +408,33 @@ fn parse_failure(error: &clap::Error) -> ExitCode {
     }
 }
 
+/// The longest source line an error prints whole; a longer one is cut to a window around the
+/// error's column.
+const EXCERPT_WIDTH: usize = 100;
+
+/// `source_line` and under it a caret at 1-based character column `col`, both indented by two
+/// spaces (a tab before the column stays a tab under it, so the caret lines up). A line longer
+/// than [`EXCERPT_WIDTH`] characters is cut to a window around the column, `...` marking the
+/// cuts.
+fn excerpt(source_line: &str, col: usize) -> String {
+    let chars: Vec<char> = source_line.chars().collect();
+    let at = col.saturating_sub(1).min(chars.len());
+    let (start, end) = if chars.len() <= EXCERPT_WIDTH {
+        (0, chars.len())
+    } else {
+        let start = at.saturating_sub(EXCERPT_WIDTH * 2 / 3);
+        (start, (start + EXCERPT_WIDTH).min(chars.len()))
+    };
+    let lead = if start > 0 { "..." } else { "" };
+    let tail = if end < chars.len() { "..." } else { "" };
+    let shown: String = chars[start..end].iter().collect();
+    let pad: String = chars[start..at.max(start)]
+        .iter()
+        .map(|&c| if c == '\t' { '\t' } else { ' ' })
+        .collect();
+    format!("  {lead}{shown}{tail}\n  {}{pad}^", " ".repeat(lead.len()))
+}
+
 /// The message on one line: a multi-line message (an IR printed with errors) keeps its first
 /// line and its first `# error:` line.
 fn one_line(message: &str) -> String {
@@ -386,15 +450,7 @@ fn run_command(command: Command) -> Result<(), CliError> {
     match command {
         Command::Run { kernel, inputs, out } => {
             let text = npy::read_text(&kernel)?;
-            let kernel_ir = rfx_ir::hir::parse(&text).map_err(|e| {
-                CliError::User(format!(
-                    "{}:{}:{}: {}",
-                    kernel.display(),
-                    e.line,
-                    e.col,
-                    e.message
-                ))
-            })?;
+            let kernel_ir = parse_kernel_file(&kernel.display().to_string(), &text)?;
             let arrays = load_inputs(&inputs.inputs)?;
             let outputs = run_kernel(kernel_ir, &arrays, &inputs.backend)?;
             emit(&outputs, out.as_deref())
@@ -471,7 +527,8 @@ fn load_inputs(files: &[NamedFile]) -> Result<Vec<(String, Array)>, CliError> {
         if arrays.iter().any(|(name, _)| *name == file.name) {
             return Err(CliError::User(format!("input `{}` is given twice", file.name)));
         }
-        arrays.push((file.name.clone(), npy::read(&file.path)?));
+        let array = npy::read(&file.path, file.member.as_deref(), &file.name)?;
+        arrays.push((file.name.clone(), array));
     }
     Ok(arrays)
 }
@@ -493,10 +550,12 @@ fn signature_from(in_shapes: Option<&str>, files: &[NamedFile]) -> Result<Option
                 file.name
             )));
         }
-        return text
-            .parse()
-            .map(Some)
-            .map_err(|e: rfx::expr::SignatureError| CliError::User(e.to_string()));
+        return text.parse().map(Some).map_err(|e: rfx::expr::SignatureError| {
+            CliError::User(format!(
+                "--in-shapes: invalid entry `{}`: expected {IN_SHAPES_FORM}",
+                e.entry
+            ))
+        });
     }
     if files.is_empty() {
         return Ok(None);
@@ -532,7 +591,22 @@ fn compile_expr(expr: &str, signature: &Signature, outputs: &[&str]) -> Result<K
     } else {
         compile_with_outputs(expr, signature, outputs)
     };
-    result.map_err(|e| CliError::User(format!("in expression: {}", e.one_line())))
+    result.map_err(|e| CliError::UserAt {
+        message: format!("in expression: {}", e.one_line()),
+        excerpt: excerpt(&e.source_line, e.col),
+    })
+}
+
+/// The kernel in `text`, read from the file `path`; a parse error names the file, line and
+/// column and shows the line.
+fn parse_kernel_file(path: &str, text: &str) -> Result<Kernel, CliError> {
+    rfx_ir::hir::parse(text).map_err(|e| {
+        let line = text.lines().nth(e.line.saturating_sub(1)).unwrap_or("");
+        CliError::UserAt {
+            message: format!("{path}:{}:{}: {}", e.line, e.col, e.message),
+            excerpt: excerpt(line, e.col),
+        }
+    })
 }
 
 /// Whether the KERNEL argument names a kernel file: it ends in `.rfx`. Anything else is an
@@ -545,8 +619,7 @@ fn is_kernel_file(arg: &str) -> bool {
 fn load_kernel(arg: &str, signature: Option<&Signature>) -> Result<Kernel, CliError> {
     if is_kernel_file(arg) {
         let text = npy::read_text(Path::new(arg))?;
-        return rfx_ir::hir::parse(&text)
-            .map_err(|e| CliError::User(format!("{arg}:{}:{}: {}", e.line, e.col, e.message)));
+        return parse_kernel_file(arg, &text);
     }
     let signature = signature.ok_or_else(|| {
         let hint = if Path::new(arg).is_file() {
@@ -555,7 +628,8 @@ fn load_kernel(arg: &str, signature: Option<&Signature>) -> Result<Kernel, CliEr
             String::new()
         };
         CliError::User(format!(
-            "an expression needs input types: pass --in NAME=FILE.npy or --in-shapes x=f32[3]{hint}"
+            "an expression needs input types: pass --in NAME=FILE.npy or --in-shapes NAME=DTYPE[DIMS], \
+             e.g. --in-shapes x=f32[3]{hint}"
         ))
     })?;
     compile_expr(arg, signature, &[])
@@ -638,7 +712,7 @@ fn emit(outputs: &[(String, Array)], dir: Option<&Path>) -> Result<(), CliError>
         return output::print(|out| {
             for (name, array) in outputs {
                 write!(out, "{name}: {}{} = ", array.dtype(), array.shape())?;
-                print_values(out, array)?;
+                print::write_array(out, array)?;
                 writeln!(out)?;
             }
             Ok(())
@@ -652,31 +726,6 @@ fn emit(outputs: &[(String, Array)], dir: Option<&Path>) -> Result<(), CliError>
     }
     set.commit()?;
     Ok(())
-}
-
-/// The elements as `[1.0, 2.5]` (each as an `f64`, `Debug`-formatted), one at a time rather
-/// than through a copy of the whole array.
-fn print_values(out: &mut dyn std::io::Write, array: &Array) -> std::io::Result<()> {
-    fn list<T: Copy>(
-        out: &mut dyn std::io::Write,
-        values: &[T],
-        to_f64: impl Fn(T) -> f64,
-    ) -> std::io::Result<()> {
-        out.write_all(b"[")?;
-        for (i, &v) in values.iter().enumerate() {
-            if i > 0 {
-                out.write_all(b", ")?;
-            }
-            write!(out, "{:?}", to_f64(v))?;
-        }
-        out.write_all(b"]")
-    }
-    match array.data() {
-        ArrayData::F32(v) => list(out, v, f64::from),
-        ArrayData::F64(v) => list(out, v, |x| x),
-        ArrayData::I32(v) => list(out, v, f64::from),
-        ArrayData::Bool(v) => list(out, v, |b| if b { 1.0 } else { 0.0 }),
-    }
 }
 
 fn optimize(kernel: &Kernel) -> Result<(rfx_ir::mir::MirProgram, rfx_opt::OptReport), CliError> {

@@ -1,7 +1,8 @@
-//! `.npy` files: f32, f64, i32 and bool arrays, C order.
+//! `.npy` files and `.npz` archives of them: reading (every dtype and order
+//! [`rfx_cli::npy_read`] accepts) and writing (f32, f64, i32 and bool, C order).
 
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::Path;
 
 use npyz::WriterBuilder;
@@ -9,16 +10,88 @@ use rfx::{Array, ArrayData};
 
 use crate::CliError;
 
+/// The first bytes of a zip archive (`np.savez` writes one).
+const ZIP_MAGIC: &[u8; 4] = b"PK\x03\x04";
+
 /// Reads `path` as an rfx array: a regular file only (not a device, FIFO or directory), read
 /// no further than its header declares, then [`rfx_cli::npy_read::read_bytes`].
-pub(crate) fn read(path: &Path) -> Result<Array, CliError> {
+///
+/// A `.npz` archive (recognised by its contents, whatever its name) gives its array `member`
+/// (`x` or `x.npy`); without `member`, the one named `input` (the input's name, as
+/// `np.savez(f, x=…)` stores `x`), else its only array.
+pub(crate) fn read(path: &Path, member: Option<&str>, input: &str) -> Result<Array, CliError> {
     let user = |message: String| CliError::User(format!("{}: {message}", path.display()));
-    let (file, file_len) = open_regular(path).map_err(|e| match e {
+    let (mut file, file_len) = open_regular(path).map_err(|e| match e {
         NotOpened::Io(e) => user(format!("cannot open: {e}")),
         not_regular => user(not_regular.to_string()),
     })?;
+    let mut magic = Vec::with_capacity(4);
+    (&file)
+        .take(4)
+        .read_to_end(&mut magic)
+        .and_then(|_| file.seek(SeekFrom::Start(0)))
+        .map_err(|e| user(format!("cannot read: {e}")))?;
+    if magic == ZIP_MAGIC {
+        let (name, bytes) = read_npz_member(file, member, input).map_err(user)?;
+        return rfx_cli::npy_read::read_bytes(&bytes)
+            .map_err(|e| CliError::User(format!("{}:{name}: {e}", path.display())));
+    }
+    if let Some(member) = member {
+        return Err(user(format!(
+            "not a .npz archive, so it has no array `{member}` (a .npy file is given as NAME=FILE.npy)"
+        )));
+    }
     let bytes = read_declared(&file, file_len).map_err(user)?;
     rfx_cli::npy_read::read_bytes(&bytes).map_err(user)
+}
+
+/// The name and bytes (no further than its header declares) of one array of a `.npz` archive:
+/// see [`read`].
+fn read_npz_member(file: File, member: Option<&str>, input: &str) -> Result<(String, Vec<u8>), String> {
+    let mut archive = zip::ZipArchive::new(file).map_err(|e| format!("not a valid .npz archive: {e}"))?;
+    let names: Vec<String> = archive
+        .file_names()
+        .map(|name| name.map(|n| n.into_owned()))
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("not a valid .npz archive: {e}"))?;
+    let find = |wanted: &str| {
+        names
+            .iter()
+            .find(|n| *n == wanted || n.strip_suffix(".npy") == Some(wanted))
+            .cloned()
+    };
+    let listed = || {
+        let arrays: Vec<&str> = names
+            .iter()
+            .map(|n| n.strip_suffix(".npy").unwrap_or(n))
+            .collect();
+        if arrays.is_empty() {
+            "it holds no arrays".to_string()
+        } else {
+            format!("it holds {}", arrays.join(", "))
+        }
+    };
+    let name = match member {
+        Some(member) => {
+            find(member).ok_or_else(|| format!("no array `{member}` in the archive ({})", listed()))?
+        }
+        None => match (find(input), names.as_slice()) {
+            (Some(name), _) => name,
+            (None, [only]) => only.clone(),
+            (None, _) => {
+                return Err(format!(
+                    "no array `{input}` in the archive ({}); name one: --in {input}=FILE.npz:ARRAY",
+                    listed()
+                ));
+            }
+        },
+    };
+    let entry = archive
+        .by_name(&name)
+        .map_err(|e| format!("cannot read `{name}` in the archive: {e}"))?;
+    let size = entry.size();
+    let bytes = read_declared(entry, size).map_err(|e| format!("{name}: {e}"))?;
+    Ok((name.strip_suffix(".npy").unwrap_or(&name).to_string(), bytes))
 }
 
 /// Reads a kernel file: a regular file only, as for `.npy` inputs (a FIFO or device must not
@@ -67,27 +140,29 @@ fn open_regular(path: &Path) -> Result<(File, u64), NotOpened> {
     Ok((file, meta.len()))
 }
 
-/// The file's bytes up to the end of the data its header declares (fewer if the file is
-/// shorter, which [`rfx_cli::npy_read::read_bytes`] then reports).
-fn read_declared(file: &File, file_len: u64) -> Result<Vec<u8>, String> {
+/// The bytes of a `.npy` file of `file_len` bytes read from `file`, up to the end of the data
+/// its header declares (fewer if the file is shorter, which
+/// [`rfx_cli::npy_read::read_bytes`] then reports).
+fn read_declared(mut file: impl Read, file_len: u64) -> Result<Vec<u8>, String> {
     let read_err = |e: std::io::Error| format!("cannot read: {e}");
     let mut bytes = Vec::new();
-    file.take(12).read_to_end(&mut bytes).map_err(read_err)?;
+    (&mut file).take(12).read_to_end(&mut bytes).map_err(read_err)?;
     let header_end = rfx_cli::npy_read::header_end(&bytes, file_len)?;
-    read_to(file, &mut bytes, header_end)?;
+    read_to(&mut file, &mut bytes, header_end)?;
     let declared = rfx_cli::npy_read::declared_len(&bytes)?;
     let want = declared.min(usize::try_from(file_len).unwrap_or(usize::MAX));
     bytes
         .try_reserve_exact(want.saturating_sub(bytes.len()))
         .map_err(|_| format!("its {want} bytes do not fit in memory"))?;
-    read_to(file, &mut bytes, want)?;
+    read_to(&mut file, &mut bytes, want)?;
     Ok(bytes)
 }
 
 /// Reads from `file` until `bytes` holds `len` bytes or the file ends.
-fn read_to(file: &File, bytes: &mut Vec<u8>, len: usize) -> Result<(), String> {
+fn read_to(file: &mut impl Read, bytes: &mut Vec<u8>, len: usize) -> Result<(), String> {
     let more = len.saturating_sub(bytes.len()) as u64;
-    file.take(more)
+    file.by_ref()
+        .take(more)
         .read_to_end(bytes)
         .map(|_| ())
         .map_err(|e| format!("cannot read: {e}"))

@@ -1,6 +1,12 @@
-//! Reading `.npy` data (f32, f64, i32 and bool, C order) from bytes, with every header field
-//! checked before anything is allocated: a header that claims more elements than the bytes
-//! hold is an error, not a huge allocation.
+//! Reading `.npy` data from bytes, with every header field checked before anything is
+//! allocated: a header that claims more elements than the bytes hold is an error, not a huge
+//! allocation.
+//!
+//! rfx computes in `float32`, `float64`, `int32` and `bool`. Other integer dtypes (NumPy's
+//! default `int64`, as `np.arange` makes, and `int8`, `int16`, `uint8`, `uint16`, `uint32`)
+//! are converted to `int32` after a range check, as the Python package converts them: a value
+//! outside `int32` is an error naming the range found. `uint64` is refused, as there. An array
+//! saved in Fortran order is transposed on reading into rfx's row-major (C) order.
 //!
 //! Self-contained (npyz, rfx-ir and std only) so that the cargo-fuzz target in `fuzz/` can
 //! include this file directly.
@@ -30,22 +36,88 @@ fn read_checked(bytes: &[u8]) -> Result<Array, String> {
             bytes.len()
         ));
     }
+    let fortran = npy.order() == npyz::Order::Fortran;
     let read_err = |e: std::io::Error| format!("cannot read the data: {e}");
     let data = match (type_str.type_char(), type_str.size_field()) {
         (TypeChar::Float, 4) => ArrayData::F32(npy.into_vec::<f32>().map_err(read_err)?),
         (TypeChar::Float, 8) => ArrayData::F64(npy.into_vec::<f64>().map_err(read_err)?),
         (TypeChar::Int, 4) => ArrayData::I32(npy.into_vec::<i32>().map_err(read_err)?),
+        (TypeChar::Int, 1) => ArrayData::I32(to_i32(&npy.into_vec::<i8>().map_err(read_err)?, &type_str)?),
+        (TypeChar::Int, 2) => ArrayData::I32(to_i32(&npy.into_vec::<i16>().map_err(read_err)?, &type_str)?),
+        (TypeChar::Int, 8) => ArrayData::I32(to_i32(&npy.into_vec::<i64>().map_err(read_err)?, &type_str)?),
+        (TypeChar::Uint, 1) => ArrayData::I32(to_i32(&npy.into_vec::<u8>().map_err(read_err)?, &type_str)?),
+        (TypeChar::Uint, 2) => ArrayData::I32(to_i32(&npy.into_vec::<u16>().map_err(read_err)?, &type_str)?),
+        (TypeChar::Uint, 4) => ArrayData::I32(to_i32(&npy.into_vec::<u32>().map_err(read_err)?, &type_str)?),
         _ => ArrayData::Bool(npy.into_vec::<bool>().map_err(read_err)?),
     };
+    let data = if fortran { fortran_to_c(data, &shape) } else { data };
     Array::new(Shape::new(shape), data).map_err(|e| format!("inconsistent header: {e}"))
+}
+
+/// Integers of another dtype as `int32`, or an error naming the range found when one does not
+/// fit (the Python package's rule and wording).
+fn to_i32<T: Copy + Into<i64>>(values: &[T], type_str: &npyz::TypeStr) -> Result<Vec<i32>, String> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(values.len())
+        .map_err(|_| format!("its {} elements do not fit in memory", values.len()))?;
+    for &v in values {
+        match i32::try_from(v.into()) {
+            Ok(v) => out.push(v),
+            Err(_) => {
+                let wide = || values.iter().map(|&v| v.into());
+                let (lo, hi) = (wide().min().unwrap_or(0), wide().max().unwrap_or(0));
+                return Err(format!(
+                    "integer values from {lo} to {hi} (dtype `{type_str}`) do not fit int32, the \
+                     integer dtype of rfx (convert to float64 first)"
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Data in Fortran (column-major) order of `shape` rearranged into C (row-major) order.
+fn fortran_to_c(data: ArrayData, shape: &[usize]) -> ArrayData {
+    fn reorder<T: Copy>(values: Vec<T>, shape: &[usize]) -> Vec<T> {
+        if shape.len() < 2 || values.is_empty() {
+            return values;
+        }
+        // Fortran strides: the first axis varies fastest.
+        let mut strides = Vec::with_capacity(shape.len());
+        let mut stride = 1usize;
+        for &d in shape {
+            strides.push(stride);
+            stride = stride.saturating_mul(d);
+        }
+        let mut index = vec![0usize; shape.len()];
+        let mut out = Vec::with_capacity(values.len());
+        let mut offset = 0usize;
+        for _ in 0..values.len() {
+            out.push(values[offset]);
+            // Step the C-order odometer (last axis fastest), moving the Fortran offset along.
+            for axis in (0..shape.len()).rev() {
+                index[axis] += 1;
+                offset += strides[axis];
+                if index[axis] < shape[axis] {
+                    break;
+                }
+                offset -= strides[axis] * shape[axis];
+                index[axis] = 0;
+            }
+        }
+        out
+    }
+    match data {
+        ArrayData::F32(v) => ArrayData::F32(reorder(v, shape)),
+        ArrayData::F64(v) => ArrayData::F64(reorder(v, shape)),
+        ArrayData::I32(v) => ArrayData::I32(reorder(v, shape)),
+        ArrayData::Bool(v) => ArrayData::Bool(reorder(v, shape)),
+    }
 }
 
 /// The shape, the element type and the bytes of data a parsed header declares, every field
 /// checked. A shape with a zero dimension is empty whatever its other dimensions are.
 fn layout<R: std::io::Read>(npy: &npyz::NpyFile<R>) -> Result<(Vec<usize>, npyz::TypeStr, usize), String> {
-    if npy.order() == npyz::Order::Fortran {
-        return Err("Fortran-order arrays are not supported; save with np.ascontiguousarray".into());
-    }
     let shape: Vec<usize> = npy
         .shape()
         .iter()
@@ -54,13 +126,15 @@ fn layout<R: std::io::Read>(npy: &npyz::NpyFile<R>) -> Result<(Vec<usize>, npyz:
     let npyz::DType::Plain(type_str) = npy.dtype() else {
         return Err("structured arrays are not supported".into());
     };
-    let item = match (type_str.type_char(), type_str.size_field()) {
-        (TypeChar::Float, 4) | (TypeChar::Int, 4) => 4,
-        (TypeChar::Float, 8) => 8,
-        (TypeChar::Bool, 1) => 1,
+    let item: usize = match (type_str.type_char(), type_str.size_field()) {
+        (TypeChar::Float, 4) | (TypeChar::Int, 4) | (TypeChar::Uint, 4) => 4,
+        (TypeChar::Float, 8) | (TypeChar::Int, 8) => 8,
+        (TypeChar::Int, 2) | (TypeChar::Uint, 2) => 2,
+        (TypeChar::Int, 1) | (TypeChar::Uint, 1) | (TypeChar::Bool, 1) => 1,
         _ => {
             return Err(format!(
-                "dtype `{type_str}` is not supported (use float32, float64, int32 or bool)"
+                "dtype `{type_str}` is not supported (use float32, float64, bool or an integer \
+                 dtype that fits int32)"
             ));
         }
     };

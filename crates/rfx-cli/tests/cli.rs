@@ -1,5 +1,6 @@
-//! The `rfx` binary end to end: `.npy` files in and out, every subcommand, and the one-line
-//! error with exit code 1 (and nothing written) for every bad input.
+//! The `rfx` binary end to end: `.npy` files in and out, every subcommand, and the error (one
+//! line, or with the source line and a caret for an expression or kernel file) with exit code
+//! 1 (and nothing written) for every bad input.
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -110,7 +111,7 @@ fn eval_random_inputs_named_outputs_and_backends() {
 }
 
 #[test]
-fn bad_inputs_give_one_line_and_exit_1_and_write_nothing() {
+fn bad_inputs_give_one_error_and_exit_1_and_write_nothing() {
     let dir = temp_dir("errors");
     let (x, y2, xi, x64) = (
         dir.join("x.npy"),
@@ -121,7 +122,7 @@ fn bad_inputs_give_one_line_and_exit_1_and_write_nothing() {
     write_npy(&x, &[3], &[0.5f32, 1.0, 2.0]);
     write_npy(&y2, &[2], &[1.0f32, 2.0]);
     write_npy(&xi, &[3], &[1i32, 2, 3]);
-    write_npy(&x64, &[3], &[1i64, 2, 3]);
+    write_npy(&x64, &[3], &[1u64, 2, 3]);
     let missing = dir.join("nope.npy");
     let cases: Vec<(Vec<String>, &str)> = vec![
         (
@@ -170,7 +171,10 @@ fn bad_inputs_give_one_line_and_exit_1_and_write_nothing() {
         let out = rfx(&refs);
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(1), "{full:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{full:?}: more than one line:\n{err}");
+        // An error in the expression shows its line and a caret under the place; any other
+        // is one line.
+        let lines = if err.contains("in expression: ") { 3 } else { 1 };
+        assert_eq!(err.lines().count(), lines, "{full:?}:\n{err}");
         assert!(err.starts_with("error: "), "{err}");
         assert!(err.contains(needle), "{full:?}: {err}");
         assert!(!o.exists(), "{full:?}: output directory was created");
@@ -256,7 +260,9 @@ fn bad_inputs_give_one_line_and_exit_1_and_write_nothing() {
         let out = rfx(&refs);
         let err = stderr(&out);
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
-        assert_eq!(err.lines().count(), 1, "{args:?}:\n{err}");
+        // A parse error in the kernel file shows its line and a caret; any other is one line.
+        let lines = if args[1].ends_with("bad.rfx") { 3 } else { 1 };
+        assert_eq!(err.lines().count(), lines, "{args:?}:\n{err}");
         assert!(err.contains(needle), "{args:?}: {err}");
         assert!(!o.exists());
     }

@@ -38,3 +38,28 @@ pub(crate) fn write_npy<T: npyz::AutoSerialize + Copy>(path: &Path, shape: &[u64
     writer.extend(values.iter().copied()).expect("extend");
     writer.finish().expect("finish");
 }
+
+/// The shape and elements of the `.npy` file at `path`.
+pub(crate) fn read_npy<T: npyz::Deserialize>(path: &Path) -> (Vec<u64>, Vec<T>) {
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let npy = npyz::NpyFile::new(std::io::BufReader::new(file)).expect("npy");
+    let shape = npy.shape().to_vec();
+    (shape, npy.into_vec::<T>().expect("data"))
+}
+
+/// A file committed under `tests/data`.
+pub(crate) fn data_file(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+/// `rfx`'s stderr as text.
+pub(crate) fn stderr_of(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `rfx`'s stdout as text.
+pub(crate) fn stdout_of(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

@@ -820,12 +820,14 @@ fn compile_impl(source: &str, signature: &Signature, outputs: Option<&[&str]>) -
             let message = guard
                 .error()
                 .map_or_else(|| "invalid input".to_string(), |e| e.to_string());
-            return Err(ExprError {
-                line: 0,
-                col: 0,
-                message: format!("input `{name}`: {message}"),
-                source_line: String::new(),
-            });
+            // The signature is not part of the source: the error points at the input's first
+            // use, or at the start of an expression that does not use it.
+            let pos = program
+                .nodes
+                .iter()
+                .find(|node| matches!(&node.expr, Expr::Name { name: used } if used == name))
+                .map_or(Pos { line: 1, col: 1 }, |node| node.pos);
+            return Err(ExprError::at(source, pos, format!("input `{name}`: {message}")));
         }
         env.insert(name.clone(), Val::Tensor(t));
     }

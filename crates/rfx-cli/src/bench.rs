@@ -409,6 +409,7 @@ fn prepare(
     let options = rfx_lower::CompileOptions {
         fast_math: config.fast_math,
         max_threads: threads,
+        ..rfx_lower::CompileOptions::default()
     };
     let compiled = backend.compile(&lir, &options)?;
     let compile = start.elapsed();

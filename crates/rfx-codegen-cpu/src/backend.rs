@@ -2,13 +2,13 @@
 
 use std::sync::Arc;
 
-use cranelift_codegen::settings::{self, Configurable};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::default_libcall_names;
 use rfx_ir::lir::{LirProgram, Storage};
 use rfx_ir::{ArrayView, ArrayViewMut, DType, DataMut, DataRef};
 use rfx_lower::{
-    Backend, BackendError, CallArgs, CallError, CompileOptions, Compiled, Scratch, Signature, Transcendental,
+    Backend, BackendError, CallArgs, CallError, CompileOptions, Compiled, CpuTarget, Scratch, Signature,
+    Transcendental,
 };
 
 use crate::codegen::{
@@ -17,6 +17,7 @@ use crate::codegen::{
 };
 use crate::imports::{ImportIds, register_symbols};
 use crate::pool::{self, KernelFn};
+use crate::target::{self, Target};
 
 /// Native code through Cranelift: vector loops, inline vector transcendentals, threads for
 /// large kernels.
@@ -30,57 +31,10 @@ fn compile_error(message: impl std::fmt::Display) -> BackendError {
     }
 }
 
-/// The host ISA with rfx's flags, built once per process: probing the CPU and building the
-/// ISA costs a sizeable part of a small kernel's compile time. A failure is kept as the error's
-/// text (`BackendError` is not `Clone`) and reported as `Unavailable` on every compile.
-fn host_isa() -> Result<cranelift_codegen::isa::OwnedTargetIsa, BackendError> {
-    static ISA: std::sync::OnceLock<Result<cranelift_codegen::isa::OwnedTargetIsa, String>> =
-        std::sync::OnceLock::new();
-    ISA.get_or_init(|| {
-        let mut flags = settings::builder();
-        let set =
-            |flags: &mut settings::Builder, k: &str, v: &str| flags.set(k, v).map_err(|e| e.to_string());
-        // Cranelift's mid-end (e-graph GVN, LICM, folding) is off: rfx-opt has already simplified
-        // and de-duplicated the kernel, and the emitter shares address arithmetic within each
-        // block (`Gen::memo`). On the benchmark kernels at 1, 4096 and 65536 elements the code
-        // executes within ±8% of the same instructions with it on (fewer at 4096), and
-        // compiling takes 16% fewer instructions (the 20-op criterion kernel). Instruction
-        // selection still folds addressing modes and immediates.
-        set(&mut flags, "opt_level", "none")?;
-        set(
-            &mut flags,
-            "enable_verifier",
-            if cfg!(debug_assertions) { "true" } else { "false" },
-        )?;
-        set(&mut flags, "use_colocated_libcalls", "false")?;
-        // Every kernel starts on a cache line, so where its loops fall does not depend on the
-        // size of the kernels compiled before it (which moved a Jacobian's loop and its time
-        // by 10–18% between builds that compiled it identically).
-        set(&mut flags, "log2_min_function_alignment", "6")?;
-        set(&mut flags, "is_pic", "false")?;
-        // A frame larger than a page touches each page in turn as it grows (inline probes, no
-        // call): a frame can never step over a thread's guard page. Frames are bounded anyway
-        // (`codegen::MAX_FRAME`); functions with frames under 4 KiB, every small kernel's, get
-        // no probe and no other change.
-        set(&mut flags, "enable_probestack", "true")?;
-        set(&mut flags, "probestack_strategy", "inline")?;
-        let isa_builder =
-            cranelift_native::builder().map_err(|e| format!("Cranelift does not support this host: {e}"))?;
-        isa_builder
-            .finish(settings::Flags::new(flags))
-            .map_err(|e| e.to_string())
-    })
-    .clone()
-    .map_err(|reason| BackendError::Unavailable {
-        backend: "cpu",
-        reason,
-    })
-}
-
-fn new_module() -> Result<JITModule, BackendError> {
-    let mut builder = JITBuilder::with_isa(host_isa()?, default_libcall_names());
+fn new_module(target: &Target) -> JITModule {
+    let mut builder = JITBuilder::with_isa(target.isa.clone(), default_libcall_names());
     register_symbols(&mut builder);
-    Ok(JITModule::new(builder))
+    JITModule::new(builder)
 }
 
 /// The compiled code of one program, its text dumps, and the module that owns the code.
@@ -107,39 +61,26 @@ impl Drop for CpuCode {
     }
 }
 
-/// Whether this CPU has fused multiply-add (what `cranelift_native` enables for the JIT).
-fn has_fma() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::is_x86_feature_detected!("fma")
-    }
-    #[cfg(target_arch = "aarch64")]
-    {
-        true
-    }
-    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-    {
-        false
-    }
-}
-
-/// Compiles every kernel of `program` into one JIT module; with `fast_math`, float
-/// multiply-adds are contracted into FMA instructions where the CPU has them.
+/// Compiles every kernel of `program` into one JIT module for `options.cpu_target`; with
+/// `options.fast_math`, float multiply-adds are contracted into FMA instructions where the
+/// target has them.
 pub(crate) fn compile_code(
     program: &LirProgram,
     want_disasm: bool,
-    fast_math: bool,
+    options: &CompileOptions,
 ) -> Result<CpuCode, BackendError> {
     rfx_ir::lir::verify(program).map_err(|e| BackendError::Lower(rfx_lower::LowerError::InvalidLir(e)))?;
-    let mut module = new_module()?;
-    let imports = ImportIds::declare(&mut module).map_err(compile_error)?;
+    let target = target::target(options.cpu_target)?;
+    let fast_math = options.fast_math && target.features.fma;
+    let mut module = new_module(&target);
+    let imports = ImportIds::declare(&mut module, target.features.routines).map_err(compile_error)?;
     let literals = define_literals(&mut module, program)?;
     let one_function = if !want_disasm && runs_as_one_function(program) {
         let items = ModuleItems {
             imports: &imports,
             literals: &literals,
         };
-        build_program(&mut module, items, program, fast_math && has_fma())?
+        build_program(&mut module, items, program, fast_math)?
     } else {
         None
     };
@@ -167,15 +108,7 @@ pub(crate) fn compile_code(
             imports: &imports,
             literals: &literals,
         };
-        let kernel = build_kernel(
-            &mut module,
-            items,
-            program,
-            kernel,
-            index,
-            want_disasm,
-            fast_math && has_fma(),
-        )?;
+        let kernel = build_kernel(&mut module, items, program, kernel, index, want_disasm, fast_math)?;
         built.push((kernel.id, kernel.shape));
         clif.push(kernel.clif);
         asm.push(kernel.disasm);
@@ -207,7 +140,8 @@ pub(crate) fn compile_code(
 pub struct CpuCompiled {
     program: LirProgram,
     code: CpuCode,
-    fast_math: bool,
+    /// The options it was compiled with (the CLIF dump compiles it again with them).
+    options: CompileOptions,
     clif: std::sync::OnceLock<Vec<String>>,
     max_threads: usize,
     signature: Signature,
@@ -275,7 +209,7 @@ impl CpuCompiled {
     /// costs a sizeable part of a small kernel's compile time); empty if that fails.
     pub fn clif(&self) -> &[String] {
         self.clif.get_or_init(|| {
-            compile_code(&self.program, true, self.fast_math)
+            compile_code(&self.program, true, &self.options)
                 .map(|code| code.clif.clone())
                 .unwrap_or_default()
         })
@@ -309,7 +243,7 @@ impl Backend for CpuBackend {
     }
 
     fn check_available(&self) -> Result<(), BackendError> {
-        host_isa().map(|_| ())
+        target::target(CpuTarget::Host).map(|_| ())
     }
 
     fn compile(
@@ -332,10 +266,10 @@ impl Backend for CpuBackend {
 /// conformance suite and the `math` and `aot` tests.
 const ULP_BOUND: u64 = 4;
 
-/// Compiles `program` for this CPU (the concrete type behind [`CpuBackend::compile`], with the
-/// CLIF dumps).
+/// Compiles `program` for `options.cpu_target` (the concrete type behind
+/// [`CpuBackend::compile`], with the CLIF dumps).
 pub fn compile(program: &LirProgram, options: &CompileOptions) -> Result<CpuCompiled, BackendError> {
-    let code = compile_code(program, false, options.fast_math)?;
+    let code = compile_code(program, false, options)?;
     let max_threads = options.max_threads.unwrap_or_else(pool::default_threads).max(1);
     let entries = table_entries(program);
     let mut table = TablePlan {
@@ -366,7 +300,7 @@ pub fn compile(program: &LirProgram, options: &CompileOptions) -> Result<CpuComp
     Ok(CpuCompiled {
         program: program.clone(),
         code,
-        fast_math: options.fast_math,
+        options: options.clone(),
         clif: std::sync::OnceLock::new(),
         max_threads,
         signature: Signature::of(program),
@@ -381,12 +315,13 @@ pub fn dump(program: &LirProgram) -> Result<Vec<(String, String, String)>, Backe
     dump_with(program, &CompileOptions::default())
 }
 
-/// [`dump`] with `options` (fast math changes the code: multiply-adds become FMAs).
+/// [`dump`] with `options`: fast math changes the code (multiply-adds become FMAs), and so
+/// does the target (`options.cpu_target`).
 pub fn dump_with(
     program: &LirProgram,
     options: &CompileOptions,
 ) -> Result<Vec<(String, String, String)>, BackendError> {
-    let code = compile_code(program, true, options.fast_math)?;
+    let code = compile_code(program, true, options)?;
     Ok(program
         .kernels()
         .iter()

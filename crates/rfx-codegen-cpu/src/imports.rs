@@ -1,12 +1,12 @@
 //! Host functions JIT code may call: exact helpers (`fmod`, and the trigonometric functions of
-//! huge arguments, which need a full argument reduction) and, on CPUs with AVX2 and FMA, the
-//! ahead-of-time tile routines of [`crate::aot`]. Every other transcendental is inline code.
+//! huge arguments, which need a full argument reduction) and, on targets with AVX2 and FMA,
+//! the ahead-of-time tile routines of [`crate::aot`]. Every other transcendental is inline code.
 
 use cranelift_codegen::ir::{AbiParam, FuncRef, Function, types};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, ModuleError};
 
-use crate::aot::{self, AotFn};
+use crate::aot::AotFn;
 
 /// Exact float remainder with the dividend's sign (C `fmodf`).
 extern "C" fn rfx_fmodf(a: f32, b: f32) -> f32 {
@@ -51,12 +51,14 @@ pub(crate) struct ImportIds {
     fmod: FuncId,
     trig_f32: FuncId,
     trig_f64: FuncId,
-    /// The tile routines, in [`AotFn::ALL`] order; `None` when this CPU cannot run them.
+    /// The tile routines, in [`AotFn::ALL`] order; `None` when the target has none.
     aot: Option<Vec<FuncId>>,
 }
 
 impl ImportIds {
-    pub(crate) fn declare(module: &mut JITModule) -> Result<ImportIds, Box<ModuleError>> {
+    /// Declares the helpers in `module`, the tile routines only with `routines` (the target's
+    /// [`crate::target::Features::routines`]).
+    pub(crate) fn declare(module: &mut JITModule, routines: bool) -> Result<ImportIds, Box<ModuleError>> {
         let mut sig32 = module.make_signature();
         sig32
             .params
@@ -83,7 +85,7 @@ impl ImportIds {
         let trig_f64 = module
             .declare_function("rfx_trig_f64", Linkage::Import, &trig64)
             .map_err(Box::new)?;
-        let aot = if aot::available() {
+        let aot = if routines {
             let ptr = module.target_config().pointer_type();
             let mut unary = module.make_signature();
             unary
@@ -144,7 +146,7 @@ pub(crate) struct Imports {
     pub(crate) fmod: FuncRef,
     pub(crate) trig_f32: FuncRef,
     pub(crate) trig_f64: FuncRef,
-    /// The tile routines, in [`AotFn::ALL`] order, where the CPU can run them.
+    /// The tile routines, in [`AotFn::ALL`] order, where the target has them.
     pub(crate) aot: Option<Vec<FuncRef>>,
 }
 

@@ -1,16 +1,22 @@
 //! `rfx-codegen-cpu`: native CPU kernels from LIR through Cranelift.
 //!
-//! **Owns:** LIR → Cranelift IR (a vector main loop and a scalar tail per kernel, f32/f64/i32/
-//! bool, reductions with lane-parallel partial accumulators in the LIR's documented order, so
-//! results are bit-identical to the LIR interpreter for every exactly-rounded op), vectorised
-//! polynomial transcendentals with documented ULP bounds (inline Cranelift SIMD everywhere;
-//! on CPUs with AVX2 and FMA, elementwise loops call 8-lane routines compiled ahead of time on
-//! tiles of 512 elements instead), the persistent thread pool for large
-//! kernels, and the safe wrapper ([`CpuCompiled`]) that checks every buffer before JIT code sees
-//! a pointer.
+//! **Owns:** LIR → Cranelift IR (per kernel, a loop shape chosen from its size and
+//! dimensions: straight-line code for small kernels, vector loops over the innermost dimension,
+//! reductions with lane-parallel partial accumulators in the LIR's documented order or with
+//! outputs in lanes, scans; f32/f64/i32/bool), so results are bit-identical to the LIR
+//! interpreter for every exactly-rounded op; vectorised polynomial transcendentals with
+//! documented ULP bounds (inline Cranelift SIMD everywhere; on targets with AVX2 and FMA,
+//! long elementwise loops call 8-lane routines compiled ahead of time on tiles of 512
+//! elements instead); the persistent thread pool for large kernels; and the safe wrapper
+//! ([`CpuCompiled`]) that checks every buffer before JIT code sees a pointer.
+//!
+//! **Targets** (`CompileOptions::cpu_target`): `host` probes this CPU once per process;
+//! `baseline` (x86-64: SSE2) uses no fused multiply-add and no AVX2 routine; `avx2`
+//! (x86-64-v3) uses both and is `Unavailable` on a CPU without them. The emitter reads the
+//! target's features (`target::Features`) and never probes the CPU itself.
 //!
 //! **Fast math** (`CompileOptions::fast_math`): float `a * b ± c` whose product was computed in
-//! the same kernel becomes one fused multiply-add (Cranelift `fma`) where the CPU has FMA; the
+//! the same kernel becomes one fused multiply-add (Cranelift `fma`) where the target has FMA; the
 //! result is rounded once, so it can differ from the exact mode's two roundings (never less
 //! accurate). Nothing else changes; exact mode never contracts. `dump_with` shows the code for
 //! either mode (`rfx dump --stage clif --fast-math`).
@@ -34,6 +40,7 @@ mod imports;
 mod math;
 mod ops;
 mod pool;
+mod target;
 mod transcendental;
 
 pub use backend::{CpuBackend, CpuCompiled, compile, dump, dump_with};

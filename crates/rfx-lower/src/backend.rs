@@ -17,6 +17,52 @@ pub struct CompileOptions {
     pub fast_math: bool,
     /// Most worker threads a kernel may use (`None`: the backend decides).
     pub max_threads: Option<usize>,
+    /// The CPU features the `"cpu"` backend compiles for (other backends ignore it).
+    pub cpu_target: CpuTarget,
+}
+
+/// The instruction-set features the `"cpu"` backend may use. Pinning a target other than
+/// [`CpuTarget::Host`] makes the generated code the same on every machine that can run it
+/// (tests, snapshots and instruction counts then do not depend on the build machine).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum CpuTarget {
+    /// Whatever this machine has, probed once per process: fused multiply-add where the CPU has
+    /// it, and on x86-64 with AVX2 and FMA the ahead-of-time 8-lane routines for long
+    /// elementwise loops.
+    #[default]
+    Host,
+    /// The architecture's base instruction set (x86-64: SSE2): no fused multiply-add (fast
+    /// math contracts nothing) and no AVX2 routines. Runs on every CPU of the architecture.
+    Baseline,
+    /// x86-64-v3 (AVX2, FMA, BMI1/2, LZCNT) with the AVX2 routines. Compiling for it on a CPU
+    /// without AVX2 and FMA, or on another architecture, fails with
+    /// [`BackendError::Unavailable`].
+    Avx2,
+}
+
+impl CpuTarget {
+    /// Every target, in order of their names.
+    pub const ALL: [CpuTarget; 3] = [CpuTarget::Host, CpuTarget::Baseline, CpuTarget::Avx2];
+
+    /// The target's name: `host`, `baseline` or `avx2`.
+    pub fn name(self) -> &'static str {
+        match self {
+            CpuTarget::Host => "host",
+            CpuTarget::Baseline => "baseline",
+            CpuTarget::Avx2 => "avx2",
+        }
+    }
+
+    /// The target named `name` ([`CpuTarget::name`]), if there is one.
+    pub fn from_name(name: &str) -> Option<CpuTarget> {
+        CpuTarget::ALL.into_iter().find(|t| t.name() == name)
+    }
+}
+
+impl std::fmt::Display for CpuTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// A code generator: compiles LIR programs into runnable objects.
@@ -873,5 +919,21 @@ mir m {
             ),
             "{err:?}"
         );
+    }
+}
+
+#[cfg(test)]
+mod cpu_target_tests {
+    use super::CpuTarget;
+
+    #[test]
+    fn cpu_target_names_round_trip() {
+        for target in CpuTarget::ALL {
+            assert_eq!(CpuTarget::from_name(target.name()), Some(target));
+            assert_eq!(target.to_string(), target.name());
+        }
+        assert_eq!(CpuTarget::default(), CpuTarget::Host);
+        assert_eq!(CpuTarget::from_name("x86-64-v3"), None);
+        assert_eq!(CpuTarget::from_name("AVX2"), None);
     }
 }

@@ -30,7 +30,9 @@ mod report;
 
 pub use accuracy::{Transcendental, ulps};
 pub use args::{CallArgs, new_compiled_id};
-pub use backend::{Backend, CompileOptions, Compiled, Scratch, Signature, check_type, validate_call};
+pub use backend::{
+    Backend, CompileOptions, Compiled, CpuTarget, Scratch, Signature, check_type, validate_call,
+};
 pub use config::LowerConfig;
 pub use error::{BackendError, CallError, LowerError, Unsupported};
 pub use executor::{execute_lowered, order_inputs};

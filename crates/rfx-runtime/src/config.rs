@@ -1,6 +1,6 @@
 //! What a kernel is compiled with: the backend and every stage's options.
 
-use rfx_lower::{CompileOptions, LowerConfig};
+use rfx_lower::{CompileOptions, CpuTarget, LowerConfig};
 use rfx_opt::OptConfig;
 
 /// The backend and the options of every compiler stage. Part of every cache key: changing any
@@ -44,6 +44,14 @@ impl CompileConfig {
     pub fn fast_math(mut self) -> CompileConfig {
         self.opt.fast_math = true;
         self.compile.fast_math = true;
+        self
+    }
+
+    /// The same configuration compiling for `target` on the `"cpu"` backend
+    /// (`CompileOptions::cpu_target`; other backends ignore it): `CpuTarget::Baseline` or
+    /// `CpuTarget::Avx2` make the generated code independent of the machine it is compiled on.
+    pub fn cpu_target(mut self, target: CpuTarget) -> CompileConfig {
+        self.compile.cpu_target = target;
         self
     }
 

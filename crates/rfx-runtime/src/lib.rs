@@ -45,4 +45,4 @@ pub use config::CompileConfig;
 pub use error::RuntimeError;
 pub use executable::{Executable, Fingerprint, compile, stage_dumps};
 pub use queue::{DispatchQueue, JobError, JobHandle, SubmitError};
-pub use rfx_lower::CallArgs;
+pub use rfx_lower::{CallArgs, CompileOptions, CpuTarget};

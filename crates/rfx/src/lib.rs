@@ -62,7 +62,8 @@ pub use rfx_ir::{
 pub use rfx_lower::CallError;
 pub use rfx_opt::OptConfig;
 pub use rfx_runtime::{
-    BoundKernel, CacheMiss, CallArgs, CompileConfig, DispatchQueue, Executable, MissReason,
+    BoundKernel, CacheMiss, CallArgs, CompileConfig, CompileOptions, CpuTarget, DispatchQueue, Executable,
+    MissReason,
 };
 
 /// Compiles `f` (a closure of [`Tensor`]s, or any [`KernelFn`] such as a transform) with a

@@ -10,6 +10,10 @@
 //!   with the baseline (best of `--repeat 3` runs; a kernel that looks slower is run again alone,
 //!   `--confirm 2` more times); exits 1 when one is slower by more than the threshold.
 //! - `cargo xtask bench-baseline --output baselines/NAME.json`: writes a new baseline.
+//! - `cargo xtask icount [--bless]`: the instruction-count gate (CI runs it): the measured
+//!   paths of `rfx-cli`'s example `icount` under callgrind, instructions per call against
+//!   `baselines/icount-x86_64.json`; exits 1 when one executes more than 10% more (see
+//!   `icount.rs`); `--bless` re-records the baseline.
 //! - `cargo xtask peers [--markdown FILE]`: `rfx bench` and `../shared/peers/peers.py` at sizes
 //!   1 to 1M, and rfx's speed ratio to NumPy, numexpr, JAX, numba, CasADi, tinygrad and gcc C.
 //! - `cargo xtask miri [--crate NAME] [--all-tests]`: Miri over rfx-ir, rfx-lower and rfx-opt
@@ -32,6 +36,7 @@
 
 mod deps;
 mod gpu;
+mod icount;
 mod miri;
 mod peers;
 mod perf;
@@ -64,6 +69,14 @@ fn main() -> ExitCode {
         },
         Some("bench-baseline") => match perf::bench_baseline(&workspace_root(), &args[1..]) {
             Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        },
+        Some("icount") => match icount::icount(&workspace_root(), &args[1..]) {
+            Ok(true) => ExitCode::SUCCESS,
+            Ok(false) => ExitCode::FAILURE,
             Err(e) => {
                 eprintln!("error: {e}");
                 ExitCode::from(2)
@@ -115,7 +128,7 @@ fn main() -> ExitCode {
         },
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\ncommands:\n  deps             check the crate layering rules\n  perf-check       compare an rfx bench run with a baseline (--baseline FILE --threshold-pct 10 [--repeat 3] [--confirm 2])\n  bench-baseline   write a new baseline (--output FILE)\n  peers            rfx bench and the peers script side by side (--markdown FILE)\n  fuzz             the differential fuzzer for a while (--minutes N, default 10; --large true: kernels of 1,000 to 20,000 ops)\n  miri             Miri over rfx-ir, rfx-lower and rfx-opt (nightly; --crate NAME, --all-tests)\n  gpu-bundle       binaries, NVRTC and a script for the GPU checks on a machine without Rust (--out DIR, --fuzz-minutes M, --fuzz-seed S)\n  long-sums        long float sums (1e8 values, 1e10 broadcast ones) against their closed forms (--profile release, --backend cpu)\n  test             every test: cargo test --workspace, then the rfxjit Python tests (--python-only, -- PYTEST_ARGS)"
+                "usage: cargo xtask <command>\n\ncommands:\n  deps             check the crate layering rules\n  perf-check       compare an rfx bench run with a baseline (--baseline FILE --threshold-pct 10 [--repeat 3] [--confirm 2])\n  bench-baseline   write a new baseline (--output FILE)\n  icount           the instruction-count gate under callgrind (--bless re-records baselines/icount-x86_64.json)\n  peers            rfx bench and the peers script side by side (--markdown FILE)\n  fuzz             the differential fuzzer for a while (--minutes N, default 10; --large true: kernels of 1,000 to 20,000 ops)\n  miri             Miri over rfx-ir, rfx-lower and rfx-opt (nightly; --crate NAME, --all-tests)\n  gpu-bundle       binaries, NVRTC and a script for the GPU checks on a machine without Rust (--out DIR, --fuzz-minutes M, --fuzz-seed S)\n  long-sums        long float sums (1e8 values, 1e10 broadcast ones) against their closed forms (--profile release, --backend cpu)\n  test             every test: cargo test --workspace, then the rfxjit Python tests (--python-only, -- PYTEST_ARGS)"
             );
             ExitCode::from(2)
         }

@@ -180,3 +180,12 @@ def test_gradient_of_a_composition():
 if __name__ == "__main__":
     for name in sorted(ACCURACY):
         print(name, [measure(name, dtype) for dtype in FLOATS])
+
+
+def test_jit_of_a_numpy_ufunc_itself():
+    # A ufunc's signature has out= and keyword-only parameters; they keep their defaults.
+    x = np.array([1e-10, 0.5, -0.3])
+    np.testing.assert_array_equal(rj.jit(np.log1p)(x), rj.jit(lambda v: np.log1p(v))(x))
+    np.testing.assert_allclose(rj.jit(np.hypot)(x, x), np.hypot(x, x), rtol=4e-16)
+    with pytest.raises(TypeError, match="keyword-only"):
+        rj.jit(np.log1p)(x, where=x > 0)

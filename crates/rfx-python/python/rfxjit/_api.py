@@ -212,8 +212,11 @@ class _PySource:
         except (TypeError, ValueError) as error:
             raise TypeError(f"`{self.name}`: {error}") from None
         bound.apply_defaults()
-        if bound.kwargs:
-            raise TypeError(f"`{self.name}`: keyword-only arguments are not supported ({', '.join(bound.kwargs)})")
+        # Keyword-only parameters keep their defaults (the function applies them itself);
+        # values passed for them cannot be traced.
+        passed = [name for name in bound.kwargs if name in kwargs]
+        if passed:
+            raise TypeError(f"`{self.name}`: keyword-only arguments are not supported ({', '.join(passed)})")
         return bound.args
 
 

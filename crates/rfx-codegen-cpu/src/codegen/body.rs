@@ -1,0 +1,471 @@
+//! The body of a kernel at one position: the preamble's values, and one LIR instruction as Cranelift code.
+
+use super::*;
+
+impl<'k> Gen<'_, 'k> {
+    /// The body at position `at` of the innermost dimension, `w` lanes at once. Reduction
+    /// sources are returned in `reduced` (in `Reduce` order) for the caller to combine.
+    pub(super) fn emit_body(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        w: u8,
+        at: Value,
+        offs: &[Value],
+        reduced: &mut Vec<(usize, Value)>,
+    ) -> Result<(), BackendError> {
+        let mut slots = self.preamble_slots(b, w);
+        if w > 1 && self.lane_steps.is_some() {
+            // The preamble's values are splats.
+            for (s, v) in slots.iter().enumerate() {
+                if let (Some(v), Some(DType::I32)) = (v, self.kernel().slots.get(s)) {
+                    self.note_step(*v, 0);
+                }
+            }
+        }
+        let body = self.kernel().body.clone();
+        let plan = self.fold_plan(w, at, offs);
+        for (i, inst) in body.iter().enumerate() {
+            match (plan.as_ref().map(|p| &p[i]), inst) {
+                (Some(Fold::Skip), _) => continue,
+                (Some(Fold::Constant(lanes)), _) => {
+                    if let Some(dst) = inst.dst() {
+                        slots[dst.index()] = Some(self.lane_constants(b, w, lanes));
+                    }
+                    continue;
+                }
+                (Some(Fold::Alias(src)), _) => {
+                    if let Some(dst) = inst.dst() {
+                        slots[dst.index()] = slots.get(src.index()).copied().flatten();
+                    }
+                    continue;
+                }
+                (Some(Fold::GatherPast(offset, elements)), Inst::Gather { dst, buf, .. }) => {
+                    let dtype = self.slot_dtype(*dst)?;
+                    let base = self.base(*buf)?;
+                    let size = dtype.size_bytes() as i64;
+                    let bytes = self.scale(b, *offset, size);
+                    let row = self.add(b, base, bytes);
+                    let lanes: Vec<Value> = elements
+                        .iter()
+                        .map(|&e| {
+                            let addr = self.add_imm(b, row, e * size);
+                            self.load_scalar(b, addr, None, dtype)
+                        })
+                        .collect();
+                    slots[dst.index()] = Some(self.assemble(b, w, &lanes, dtype));
+                    continue;
+                }
+                (Some(Fold::GatherAt(elements)), Inst::Gather { dst, buf, .. }) => {
+                    let dtype = self.slot_dtype(*dst)?;
+                    let base = self.base(*buf)?;
+                    let lanes: Vec<Value> = elements
+                        .iter()
+                        .map(|&e| {
+                            let addr = self.add_imm(b, base, (e * dtype.size_bytes()) as i64);
+                            self.load_scalar(b, addr, None, dtype)
+                        })
+                        .collect();
+                    slots[dst.index()] = Some(self.assemble(b, w, &lanes, dtype));
+                    continue;
+                }
+                _ => {}
+            }
+            let access = self.info.access_of.get(i).copied().flatten();
+            self.emit_inst(
+                b,
+                w,
+                inst,
+                access.map(|a| (a, at)),
+                &mut slots,
+                offs,
+                Some(i),
+                reduced,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Splats the preamble slots the body reads to the kernel's vector width, once, in the
+    /// current (entry) block, when the innermost loop has at least `HOIST_MIN_ELEMS` elements.
+    /// Without Cranelift's mid-end (no LICM) a splat made in a loop body is rebuilt on every
+    /// pass: five broadcasts per pass of PID's clamp. Short kernels (a control loop's n = 1
+    /// call) keep building them where they are used, and pay nothing when no pass runs.
+    pub(super) fn hoist_splats(&mut self, b: &mut FunctionBuilder<'_>) {
+        let kernel = self.kernel();
+        let w = self.width;
+        self.pre_splat = vec![None; self.pre_scalar.len()];
+        if w == 1 || kernel.dims.last().copied().unwrap_or(1) < HOIST_MIN_ELEMS {
+            return;
+        }
+        let mut read = vec![false; self.pre_scalar.len()];
+        for inst in &kernel.body {
+            for src in inst.srcs() {
+                if let Some(r) = read.get_mut(src.index()) {
+                    *r = true;
+                }
+            }
+        }
+        let imports = self.imports;
+        for (s, v) in self.pre_scalar.iter().enumerate() {
+            if let (Some(v), true) = (v, read[s]) {
+                let dtype = kernel.slots[s];
+                self.pre_splat[s] = Some(
+                    Emitter {
+                        b: &mut *b,
+                        w,
+                        imports,
+                    }
+                    .splat(*v, dtype),
+                );
+            }
+        }
+    }
+
+    /// The slot values at the start of a body of width `w`: the preamble's, splatted.
+    pub(super) fn preamble_slots(&self, b: &mut FunctionBuilder<'_>, w: u8) -> Vec<Option<Value>> {
+        (0..self.pre_scalar.len())
+            .map(|s| self.preamble_slot(b, w, s))
+            .collect()
+    }
+
+    /// The preamble value of slot `s` at `w` lanes ([`Gen::preamble_slots`]).
+    pub(super) fn preamble_slot(&self, b: &mut FunctionBuilder<'_>, w: u8, s: usize) -> Option<Value> {
+        let v = self.pre_scalar.get(s).copied().flatten();
+        let hoisted = self
+            .pre_splat
+            .get(s)
+            .copied()
+            .flatten()
+            .filter(|_| w == self.width);
+        match (v, w) {
+            _ if hoisted.is_some() => hoisted,
+            (Some(v), 1) => Some(v),
+            (Some(v), _) => {
+                let dtype = self.kernel().slots[s];
+                let imports = self.imports;
+                Some(self.pure(b, Pure::Splat, v.as_u32(), i64::from(w), |b| {
+                    Emitter { b, w, imports }.splat(v, dtype)
+                }))
+            }
+            (None, _) => None,
+        }
+    }
+
+    /// [`Gen::preamble_slots`] for only the slots that the body instructions `insts` read (the
+    /// others `None`): a tiled kernel has an ops segment between every two routine calls, and
+    /// building every preamble value in each would make its compile time quadratic in its
+    /// length.
+    pub(super) fn preamble_slots_read(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        w: u8,
+        insts: &[usize],
+    ) -> Vec<Option<Value>> {
+        let body = &self.kernel().body;
+        let mut slots = vec![None; self.pre_scalar.len()];
+        for inst in insts.iter().filter_map(|&i| body.get(i)) {
+            for src in inst.srcs() {
+                if slots.get(src.index()).is_some_and(Option::is_none) {
+                    slots[src.index()] = self.preamble_slot(b, w, src.index());
+                }
+            }
+        }
+        slots
+    }
+
+    /// Emits one instruction at width `w`. `access` is `(access index, position)` for loads and
+    /// stores of the body; preamble loads read element 0.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn emit_inst(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        w: u8,
+        inst: &Inst,
+        access: Option<(usize, Value)>,
+        slots: &mut [Option<Value>],
+        offs: &[Value],
+        body_index: Option<usize>,
+        reduced: &mut Vec<(usize, Value)>,
+    ) -> Result<(), BackendError> {
+        let get = |slots: &[Option<Value>], s: SlotId| {
+            slots
+                .get(s.index())
+                .copied()
+                .flatten()
+                .ok_or_else(|| internal(format!("slot {s} read before written")))
+        };
+        let value = match inst {
+            Inst::Load { dst, buf, offset, .. } => {
+                let dtype = self.slot_dtype(*dst)?;
+                let base = self.base(*buf)?;
+                let preloaded = body_index.and_then(|i| self.preloaded.get(&i).copied());
+                let v = match (preloaded, access) {
+                    (Some(v), _) => v,
+                    (None, None) => {
+                        let addr = self.add_imm(b, base, (offset * dtype.size_bytes()) as i64);
+                        self.load_scalar(b, addr, None, dtype)
+                    }
+                    (None, Some((k, at))) => self.load(b, w, k, base, at, offs, dtype)?,
+                };
+                Some((*dst, v))
+            }
+            Inst::Gather { dst, buf, index } => {
+                let dtype = self.slot_dtype(*dst)?;
+                let index_dtype = self.slot_dtype(*index)?;
+                let index = get(slots, *index)?;
+                let step = self.step_of(index);
+                Some((*dst, self.gather(b, w, *buf, (index, index_dtype), step, dtype)?))
+            }
+            Inst::Index { dst, .. } => {
+                let dtype = self.slot_dtype(*dst)?;
+                let v = match access {
+                    // In the preamble every stride is 0.
+                    None => {
+                        let zero = rfx_ir::semantics::index_value(0, dtype)
+                            .ok_or_else(|| internal(format!("index of dtype {dtype}")))?;
+                        Emitter {
+                            b: &mut *b,
+                            w: 1,
+                            imports: self.imports,
+                        }
+                        .constant(zero)
+                    }
+                    Some((k, at)) => {
+                        let v = self.index(b, w, k, at, offs, dtype)?;
+                        if w > 1 && dtype == DType::I32 {
+                            let step = if self.row_indices.contains_key(&k) {
+                                0
+                            } else {
+                                self.inner_stride(k)
+                            };
+                            if let Ok(step) = i64::try_from(step) {
+                                self.note_step(v, step);
+                            }
+                        }
+                        v
+                    }
+                };
+                Some((*dst, v))
+            }
+            Inst::Const { dst, value } => {
+                let mut e = Emitter {
+                    b: &mut *b,
+                    w,
+                    imports: self.imports,
+                };
+                let v = e.constant(*value);
+                if w > 1 && matches!(value, Scalar::I32(_)) {
+                    self.note_step(v, 0);
+                }
+                Some((*dst, v))
+            }
+            Inst::Unary { dst, op, src } => {
+                let dtype = self.slot_dtype(*src)?;
+                let x = get(slots, *src)?;
+                let mut e = Emitter {
+                    b: &mut *b,
+                    w,
+                    imports: self.imports,
+                };
+                // Scalar code (the preamble: loop invariants and all of a one-element kernel;
+                // reductions one output at a time; scalar tails) calls the tile routine where
+                // there is one: about 5 ns for one element where the inline polynomial takes
+                // 9–22.
+                let by_routine = if w == 1 && op.is_transcendental() {
+                    // A `sin` and a `cos` of one value: one `sincos` call computes both.
+                    let pair = AotFn::for_op(*op, dtype).and_then(AotFn::sincos_part);
+                    let block = e.b.current_block();
+                    match (pair, block) {
+                        (Some((routine, part)), Some(block))
+                            if self.sincos.contains_key(&(block, x)) || self.has_trig_partner(*op, *src) =>
+                        {
+                            let results = match self.sincos.get(&(block, x)) {
+                                Some(&pair) => Some(pair),
+                                None => crate::transcendental::pair_by_routine(&mut e, routine, x, dtype),
+                            };
+                            if let Some(pair) = results {
+                                self.sincos.insert((block, x), pair);
+                            }
+                            results.map(|(sin, cos)| if part == 0 { sin } else { cos })
+                        }
+                        _ => crate::transcendental::unary_by_routine(&mut e, *op, x, dtype),
+                    }
+                } else {
+                    None
+                };
+                match by_routine {
+                    Some(v) => Some((*dst, v)),
+                    None => Some((*dst, e.unary(*op, x, dtype)?)),
+                }
+            }
+            Inst::Binary { dst, op, lhs, rhs } => {
+                let dtype = self.slot_dtype(*lhs)?;
+                let (x, y) = (get(slots, *lhs)?, get(slots, *rhs)?);
+                // A clamp's bounds are usually constants: one `minps`/`maxps` each instead of
+                // the five-op NaN-propagating select (see `Emitter::min_max_by_const`).
+                let constant = |s: SlotId| {
+                    self.pre_const
+                        .get(s.index())
+                        .copied()
+                        .flatten()
+                        .filter(|c| !c.is_nan())
+                };
+                let by_const = match op {
+                    BinaryOp::Min | BinaryOp::Max if dtype.is_float() && body_index.is_some() => {
+                        match (constant(*lhs), constant(*rhs)) {
+                            (_, Some(c)) if c != 0.0 => Some((x, y)),
+                            (Some(_), _) => Some((y, x)),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                };
+                if let Some((a, c)) = by_const {
+                    let mut e = Emitter {
+                        b: &mut *b,
+                        w,
+                        imports: self.imports,
+                    };
+                    Some((*dst, e.min_max_by_const(*op, a, c, cl_type(dtype, w))))
+                } else if let Some(v) = self.contracted(b, *op, x, y, dtype) {
+                    Some((*dst, v))
+                } else {
+                    let mut e = Emitter {
+                        b: &mut *b,
+                        w,
+                        imports: self.imports,
+                    };
+                    let v = e.binary(*op, x, y, dtype)?;
+                    if self.contract && *op == BinaryOp::Mul && dtype.is_float() {
+                        self.products.insert(v, (x, y));
+                    }
+                    // Wrapping sums of evenly stepping lanes step evenly.
+                    if let (Some(sx), Some(sy)) = (self.step_of(x), self.step_of(y)) {
+                        let step = match op {
+                            BinaryOp::Add => sx.checked_add(sy),
+                            BinaryOp::Sub => sx.checked_sub(sy),
+                            _ => None,
+                        };
+                        if let (Some(step), DType::I32) = (step, dtype) {
+                            self.note_step(v, step);
+                        }
+                    }
+                    Some((*dst, v))
+                }
+            }
+            Inst::Compare { dst, op, lhs, rhs } => {
+                let dtype = self.slot_dtype(*lhs)?;
+                let (x, y) = (get(slots, *lhs)?, get(slots, *rhs)?);
+                let mut e = Emitter {
+                    b: &mut *b,
+                    w,
+                    imports: self.imports,
+                };
+                Some((*dst, e.compare(*op, x, y, dtype)))
+            }
+            Inst::Select {
+                dst,
+                cond,
+                on_true,
+                on_false,
+            } => {
+                let dtype = self.slot_dtype(*dst)?;
+                let (c, x, y) = (get(slots, *cond)?, get(slots, *on_true)?, get(slots, *on_false)?);
+                let mut e = Emitter {
+                    b: &mut *b,
+                    w,
+                    imports: self.imports,
+                };
+                Some((*dst, e.select(c, x, y, cl_type(dtype, w))))
+            }
+            Inst::Cast { dst, src } => {
+                let (from, to) = (self.slot_dtype(*src)?, self.slot_dtype(*dst)?);
+                let x = get(slots, *src)?;
+                let mut e = Emitter {
+                    b: &mut *b,
+                    w,
+                    imports: self.imports,
+                };
+                Some((*dst, e.cast(x, from, to)?))
+            }
+            Inst::Store { buf, src, .. } => {
+                let (k, at) = access.ok_or_else(|| internal("store outside the body"))?;
+                let v = get(slots, *src)?;
+                let base = self.base(*buf)?;
+                self.store(b, w, k, base, at, offs, v)?;
+                None
+            }
+            Inst::Reduce { src, .. } => {
+                reduced.push((body_index.unwrap_or(0), get(slots, *src)?));
+                None
+            }
+            Inst::Scan { dst, op, src, coef } => {
+                let dtype = self.slot_dtype(*src)?;
+                let x = get(slots, *src)?;
+                let coef = coef.map(|c| get(slots, c)).transpose()?;
+                let acc = body_index
+                    .and_then(|i| self.scan_accs.iter_mut().find(|(at, _)| *at == i))
+                    .ok_or_else(|| internal("a scan outside a scanning kernel's body"))?;
+                let mut em = Emitter {
+                    b: &mut *b,
+                    w,
+                    imports: self.imports,
+                };
+                // A linear recurrence scales the accumulator first (`coef * acc + x`, rounded
+                // twice: never contracted, even under fast math).
+                let scaled = match coef {
+                    Some(coef) => em.binary(BinaryOp::Mul, coef, acc.1, dtype)?,
+                    None => acc.1,
+                };
+                let next = em.combine(op.reduce_op(), scaled, x, dtype)?;
+                acc.1 = next;
+                Some((*dst, next))
+            }
+        };
+        if let Some((dst, v)) = value
+            && let Some(slot) = slots.get_mut(dst.index())
+        {
+            *slot = Some(v);
+        }
+        Ok(())
+    }
+
+    /// Fast-math contraction: `a * b + c`, `c + a * b`, `a * b - c` and `c - a * b` (float,
+    /// any width) as one fused multiply-add when the first operand pair is a product emitted
+    /// earlier in this function. The product itself stays for its other uses (Cranelift
+    /// removes it when it has none). Only with fast math: the fused result is rounded once, so
+    /// it can differ from the two-step result (it is never less accurate).
+    pub(super) fn contracted(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        op: BinaryOp,
+        x: Value,
+        y: Value,
+        dtype: DType,
+    ) -> Option<Value> {
+        if !self.contract || !dtype.is_float() {
+            return None;
+        }
+        match op {
+            BinaryOp::Add => {
+                if let Some(&(a, c)) = self.products.get(&x) {
+                    Some(b.ins().fma(a, c, y))
+                } else {
+                    let &(a, c) = self.products.get(&y)?;
+                    Some(b.ins().fma(a, c, x))
+                }
+            }
+            BinaryOp::Sub => {
+                if let Some(&(a, c)) = self.products.get(&x) {
+                    let neg = b.ins().fneg(y);
+                    Some(b.ins().fma(a, c, neg))
+                } else {
+                    let &(a, c) = self.products.get(&y)?;
+                    let neg = b.ins().fneg(a);
+                    Some(b.ins().fma(neg, c, x))
+                }
+            }
+            _ => None,
+        }
+    }
+}

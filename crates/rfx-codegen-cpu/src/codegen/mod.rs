@@ -1,0 +1,890 @@
+//! LIR kernel → one native function `fn(table: *const *mut u8, lo: u64, hi: u64)`.
+//!
+//! `table[i]` is the base address of buffer `i` (inputs, outputs and arena temporaries alike).
+//! The function computes the *units* `lo..hi` of its kernel: for an elementwise kernel of rank
+//! at most 1 a unit is one element; for a higher-rank elementwise kernel it is one row of the
+//! innermost dimension; for a reduction it is one leading point (one output element), or, with
+//! one accumulator per output, one row of outputs (one output when a single kept dim is left). Threads split a kernel by units. Within a unit range the innermost dimension runs
+//! as a vector loop of `w` lanes followed by a scalar tail; reductions keep `reduce_lanes`
+//! partial accumulators (two vectors for the default schedule) and combine them exactly as the
+//! LIR interpreter does, or, with one accumulator per output, accumulate `w` neighbouring
+//! outputs in one vector lane by lane (one output at a time, in registers, when a row of
+//! outputs is narrower than a vector); either way results are bit-identical to it.
+
+use cranelift_codegen::Context;
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::{
+    AbiParam, Block, BlockArg, ConstantData, GlobalValue, InstBuilder, MemFlagsData, Signature, StackSlot,
+    StackSlotData, StackSlotKind, Type, UserFuncName, Value, types,
+};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::JITModule;
+use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module};
+use rfx_ir::lir::{Inst, LirKernel, LirProgram, ReduceLeaves, ScanOrder, SlotId, Storage};
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use rfx_ir::{BinaryOp, BufId, DType, ReduceOp, Scalar, UnaryOp};
+use rfx_lower::{BackendError, Unsupported};
+
+use crate::aot::{AotFn, MIN_TILED_ELEMS, TILE};
+
+mod access;
+mod addr;
+mod body;
+mod elementwise;
+mod fold;
+mod lanes;
+mod loops;
+mod plan;
+mod reduce;
+mod scan;
+mod tiles;
+
+use self::elementwise::*;
+use self::fold::*;
+use self::reduce::*;
+use self::tiles::*;
+
+/// Innermost loop length from which the body's constant splats are built once, before the loop
+/// (`Gen::hoist_splats`): one pass of four vectors.
+const HOIST_MIN_ELEMS: usize = 16;
+use crate::imports::ImportIds;
+use crate::ops::{Emitter, bitcast_flags, cl_type, vectorizable};
+
+fn internal(message: impl Into<String>) -> BackendError {
+    BackendError::Compile {
+        backend: "cpu",
+        message: message.into(),
+    }
+}
+
+/// Memory flags for buffer accesses: unaligned, never trapping (bounds are checked before the
+/// call; the verifier proved every index in range).
+fn mem() -> MemFlagsData {
+    MemFlagsData::new().with_notrap()
+}
+
+/// Vectors per iteration of the unrolled elementwise loop.
+const UNROLL: usize = 4;
+/// Vectors per iteration of a tiled kernel's ops segments.
+const SEGMENT_UNROLL: i64 = 4;
+/// Points per iteration of a scan's row loop.
+const SCAN_UNROLL: i64 = 8;
+/// Vectors of rows a scan across rows runs together.
+const SCAN_ROW_VECTORS: usize = 8;
+/// The longest body (in LIR instructions) that is unrolled.
+const UNROLL_MAX_BODY: usize = 12;
+/// The most body work (instruction-equivalents, `Gen::body_work`) an elementwise kernel of a
+/// few points (a small matrix, a short vector) holds once written out at every row and vector
+/// position, with no loop: each row's pointers are constant displacements and each position a
+/// constant, so no index arithmetic remains.
+const STRAIGHT_BUDGET: usize = 192;
+/// The most body work (as [`STRAIGHT_BUDGET`]) of one unit of an elementwise kernel whose
+/// leading loop dims are many units of a small block (a batch of small matrices): the block is
+/// written out, row by row and position by position, inside one loop over the units.
+const UNIT_BUDGET: usize = 384;
+/// The most points of such a unit's block.
+const UNIT_MAX_POINTS: usize = 64;
+
+/// The body of a loop emitted by `Gen::emit_loop`: `(generator, builder, position, carried)`.
+type LoopBody<'a, G, R = Vec<Value>> =
+    dyn FnMut(&mut G, &mut FunctionBuilder<'_>, Value, &[Value]) -> Result<R, BackendError> + 'a;
+
+/// The body at one vector position of [`Gen::emit_vector_positions`]:
+/// `(generator, builder, position)`.
+type PositionBody<'a, G> =
+    dyn FnMut(&mut G, &mut FunctionBuilder<'_>, Value) -> Result<(), BackendError> + 'a;
+
+/// Values carried from one vector position to the next by
+/// [`Gen::emit_vector_positions_carrying`]: `(generator, builder, values)` → the next values.
+type CarryAdvance<'a, G> =
+    dyn FnMut(&mut G, &mut FunctionBuilder<'_>, &[Value]) -> Result<Vec<Value>, BackendError> + 'a;
+
+/// The carried values at a position: `(generator, builder, position)` → the values.
+type CarryFresh<'a, G> =
+    dyn FnMut(&mut G, &mut FunctionBuilder<'_>, Value) -> Result<Vec<Value>, BackendError> + 'a;
+
+/// The body of a loop emitted by `Gen::emit_while_below`: `(generator, builder, position)` →
+/// the next position.
+type WhileBody<'a, G> =
+    dyn FnMut(&mut G, &mut FunctionBuilder<'_>, Value) -> Result<Value, BackendError> + 'a;
+
+/// What the runtime needs to call a compiled kernel.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct KernelShape {
+    pub(crate) units: u64,
+    /// Lanes the vector loop uses (1: scalar code).
+    pub(crate) width: u8,
+    /// The most threads the kernel can use ([`KernelShape::new`]), computed once so that a call
+    /// does not divide.
+    pub(crate) thread_limit: usize,
+}
+
+impl KernelShape {
+    /// One unit of work on one thread: a function that runs a whole program of small kernels.
+    pub(crate) fn one_unit() -> KernelShape {
+        KernelShape {
+            units: 1,
+            width: 1,
+            thread_limit: 0,
+        }
+    }
+
+    /// A kernel shape; its thread limit is one thread per `min_points_per_thread` loop points,
+    /// with every chunk keeping at least 64 units (so a vector loop can always re-run its last
+    /// full vector on the ragged end of its own range).
+    pub(crate) fn new(
+        units: u64,
+        points_per_unit: u64,
+        width: u8,
+        min_points_per_thread: usize,
+    ) -> KernelShape {
+        let points = units.saturating_mul(points_per_unit.max(1));
+        let min_points = min_points_per_thread.max(1) as u64;
+        let wanted = usize::try_from(points / min_points).unwrap_or(usize::MAX);
+        let thread_limit = wanted.min(usize::try_from(units / 64).unwrap_or(usize::MAX));
+        KernelShape {
+            units,
+            width,
+            thread_limit,
+        }
+    }
+}
+
+/// One memory access of the body (a load or a store): its buffer and strides per loop dim.
+/// A load, a store or an index of the body. An index (`buf: None`) is addressed like a load of
+/// one-byte elements at address 0: its "address" is its value.
+struct Access {
+    buf: Option<BufId>,
+    strides: Vec<usize>,
+    /// Elements before the access's first point (a load's window).
+    offset: usize,
+    dtype: DType,
+}
+
+impl Access {
+    /// Bytes per element step of the access's address.
+    fn elem_bytes(&self) -> usize {
+        if self.buf.is_some() {
+            self.dtype.size_bytes()
+        } else {
+            1
+        }
+    }
+}
+
+struct KernelInfo<'k> {
+    kernel: &'k LirKernel,
+    accesses: Vec<Access>,
+    /// For each body instruction, its access index (loads and stores only).
+    access_of: Vec<Option<usize>>,
+    buffer_dtypes: Vec<DType>,
+    /// Per buffer: its element count.
+    buffer_lens: Vec<usize>,
+    /// Per buffer: `Some(true)` for a program input, `Some(false)` for an output, `None` for an
+    /// arena temporary (which may share bytes with another temporary).
+    buffer_is_input: Vec<Option<bool>>,
+    /// Per buffer: its values when it is a literal (constant data of the program).
+    literals: Vec<Option<&'k [Scalar]>>,
+}
+
+/// The entry of each buffer in the table a kernel function receives: buffers in order, literals
+/// skipped (their data lives in the module; `None`).
+pub(crate) fn table_entries(program: &LirProgram) -> Vec<Option<usize>> {
+    let mut next = 0;
+    program
+        .buffers()
+        .iter()
+        .map(|b| match b.storage {
+            Storage::Literal { .. } => None,
+            _ => {
+                next += 1;
+                Some(next - 1)
+            }
+        })
+        .collect()
+}
+
+/// The address of literal data `data` in `func`: what `Module::declare_data_in_func` gives, but
+/// not colocated, so the address is a 64-bit absolute relocation (the JIT's data and code
+/// segments are separate allocations, which a 32-bit PC-relative offset may not reach).
+fn literal_global(data: DataId, func: &mut cranelift_codegen::ir::Function) -> GlobalValue {
+    let name = func.declare_imported_user_function(cranelift_codegen::ir::UserExternalName {
+        namespace: 1,
+        index: data.as_u32(),
+    });
+    func.create_global_value(cranelift_codegen::ir::GlobalValueData::Symbol {
+        name: cranelift_codegen::ir::ExternalName::user(name),
+        offset: cranelift_codegen::ir::immediates::Imm64::new(0),
+        colocated: false,
+        tls: false,
+    })
+}
+
+/// Writes the literal buffers of `program` into `module` as read-only data, aligned for their
+/// dtype; returns each buffer's data (`None` for the others).
+pub(crate) fn define_literals(
+    module: &mut JITModule,
+    program: &LirProgram,
+) -> Result<Vec<Option<DataId>>, BackendError> {
+    program
+        .buffers()
+        .iter()
+        .map(|buffer| {
+            let Storage::Literal { values } = &buffer.storage else {
+                return Ok(None);
+            };
+            let size = buffer.ty.dtype.size_bytes();
+            // Each value's bits, zero-extended to 64 (`Scalar::to_bits`), keep their low `size`
+            // bytes: the element in memory, little-endian.
+            let mut bytes: Vec<u8> = values
+                .iter()
+                .flat_map(|v| v.to_bits().to_le_bytes().into_iter().take(size))
+                .collect();
+            // An empty literal is never read; its data still needs an address.
+            bytes.resize(bytes.len().max(size), 0);
+            let id = module
+                .declare_anonymous_data(false, false)
+                .map_err(|e| internal(format!("declare literal data: {e}")))?;
+            let mut data = DataDescription::new();
+            data.define(bytes.into_boxed_slice());
+            data.set_align(size as u64);
+            module
+                .define_data(id, &data)
+                .map_err(|e| internal(format!("define literal data: {e}")))?;
+            Ok(Some(id))
+        })
+        .collect()
+}
+
+/// What the kernels of one program reference in their module: the imported helpers and the
+/// literal data (per buffer, `None` for the others).
+#[derive(Clone, Copy)]
+pub(crate) struct ModuleItems<'a> {
+    pub(crate) imports: &'a ImportIds,
+    pub(crate) literals: &'a [Option<DataId>],
+}
+
+/// A kernel's function, built into its module.
+pub(crate) struct BuiltKernel {
+    pub(crate) id: FuncId,
+    /// Its CLIF text (empty unless asked for).
+    pub(crate) clif: String,
+    /// Its machine code, as text (when asked for).
+    pub(crate) disasm: Option<String>,
+    pub(crate) shape: KernelShape,
+    /// Its stack frame in bytes (at most [`MAX_FRAME`]).
+    pub(crate) frame: u32,
+}
+
+/// Builds the function for `kernel` into `module`.
+pub(crate) fn build_kernel(
+    module: &mut JITModule,
+    items: ModuleItems<'_>,
+    program: &LirProgram,
+    kernel: &LirKernel,
+    index: usize,
+    want_disasm: bool,
+    contract: bool,
+) -> Result<BuiltKernel, BackendError> {
+    let name = format!("rfx_{}_{index}", kernel.name);
+    let (id, sig) = declare_kernel_function(module, &name)?;
+    // Cranelift's contexts keep their allocations across functions when reused: one pair per
+    // thread (a fresh pair when re-entered, which only a panic-free nested compile could do).
+    thread_local! {
+        static CONTEXTS: RefCell<Option<(Context, FunctionBuilderContext)>> = const { RefCell::new(None) };
+    }
+    let (mut ctx, mut fbc) = CONTEXTS
+        .with(|cell| cell.try_borrow_mut().ok().and_then(|mut slot| slot.take()))
+        .unwrap_or_else(|| (module.make_context(), FunctionBuilderContext::new()));
+    module.clear_context(&mut ctx);
+    ctx.func.signature = sig;
+    ctx.func.name = UserFuncName::user(0, id.as_u32());
+    ctx.set_disasm(want_disasm);
+    let result = build_into(
+        module,
+        items,
+        program,
+        kernel,
+        id,
+        &name,
+        want_disasm,
+        contract,
+        &mut ctx,
+        &mut fbc,
+    );
+    module.clear_context(&mut ctx);
+    CONTEXTS.with(|cell| {
+        if let Ok(mut slot) = cell.try_borrow_mut() {
+            *slot = Some((ctx, fbc));
+        }
+    });
+    result.map(|(clif, disasm, shape, frame)| BuiltKernel {
+        id,
+        clif,
+        disasm,
+        shape,
+        frame,
+    })
+}
+
+/// Declares a function `(buffer table, first unit, end unit)` named `name` in `module`.
+fn declare_kernel_function(module: &mut JITModule, name: &str) -> Result<(FuncId, Signature), BackendError> {
+    let sig = kernel_signature(module);
+    let id = module
+        .declare_function(name, Linkage::Local, &sig)
+        .map_err(|e| internal(format!("declare {name}: {e}")))?;
+    Ok((id, sig))
+}
+
+/// The signature of a kernel function: `(buffer table, first unit, end unit)`.
+fn kernel_signature(module: &JITModule) -> Signature {
+    let mut sig = module.make_signature();
+    sig.params.extend([
+        AbiParam::new(module.target_config().pointer_type()),
+        AbiParam::new(types::I64),
+        AbiParam::new(types::I64),
+    ]);
+    sig
+}
+
+/// Starts a kernel function's code: its imports, its literal data's addresses and its entry
+/// block, whose parameters `(table, first unit, end unit)` it returns.
+fn begin_function(
+    b: &mut FunctionBuilder<'_>,
+    items: ModuleItems<'_>,
+    module: &mut JITModule,
+) -> (crate::imports::Imports, Vec<Option<GlobalValue>>, [Value; 3]) {
+    let funcs = items.imports.in_func(module, b.func);
+    let literal_bases = items
+        .literals
+        .iter()
+        .map(|data| data.map(|id| literal_global(id, b.func)))
+        .collect();
+    let entry = b.create_block();
+    b.append_block_params_for_function_params(entry);
+    b.switch_to_block(entry);
+    let params = b.block_params(entry);
+    (funcs, literal_bases, [params[0], params[1], params[2]])
+}
+
+/// Kernels of fewer loop points than this never split across threads (a thread takes at
+/// least 1024 points), so a program of such kernels can run them all in one function.
+pub(crate) const PROGRAM_MAX_POINTS: usize = 1024;
+
+/// Whether [`build_program`] should compile `program`: two or more kernels, each of fewer
+/// than [`PROGRAM_MAX_POINTS`] loop points (a control loop's call: a Kalman step's 15 kernels
+/// of a few points each), where calling each kernel's function (a call, a prologue, its table
+/// loads) costs as much as a kernel's work.
+pub(crate) fn runs_as_one_function(program: &LirProgram) -> bool {
+    program.kernels().len() > 1
+        && program.kernels().iter().all(|k| {
+            k.dims
+                .iter()
+                .try_fold(1usize, |n, &d| n.checked_mul(d))
+                .is_some_and(|n| n < PROGRAM_MAX_POINTS)
+        })
+}
+
+/// The most stack a function running a whole program may reserve for its kernels' staging
+/// buffers (a control loop's call stays small and close to the caller's stack top); a program
+/// of kernels that stage tiles of values keeps one function, and one frame, per kernel.
+const PROGRAM_MAX_FRAME: u32 = 16 * 1024;
+
+/// The most bytes a tiled kernel's staging buffers (each `TILE` cells of one value: 2 KiB in
+/// `f32`, 4 KiB in `f64`) may take: 32 `f32` or 16 `f64` values live across the routine calls
+/// of a tile at once. Buffers are reused by liveness ([`staging_buffers`]), so this bounds the
+/// values live at once, not the kernel's length; a kernel that needs more runs untiled (inline
+/// vector transcendentals, no staging).
+pub(crate) const TILE_STAGING_MAX: u32 = 64 * 1024;
+
+/// The largest stack frame a generated function may have, in bytes: staging buffers (at most
+/// [`TILE_STAGING_MAX`]), spill slots, saved registers and the partial accumulators of a
+/// reduction. Every function's frame is read from Cranelift's compiled code and checked against
+/// it; a larger one is refused with `Unsupported::Size`. Spill slots are most of a large
+/// kernel's frame: code without loops (a kernel of one to a few elements, whose ops all run
+/// once) spills about 12 bytes per op when values stay live far along it, so a kernel of
+/// 20,000 ops takes up to about 250 KiB and the bound is reached near 80,000. Kernels with
+/// loops spill less (about 6 bytes per op). The worker threads' stacks ([`crate::pool`]) hold
+/// several such frames; the caller's thread needs the program's frame free
+/// (`CpuCompiled::max_frame_bytes`). Frames above 4 KiB probe each page as they grow
+/// (Cranelift's inline stack probes), so an overflow stops at the guard page instead of
+/// stepping over it.
+pub(crate) const MAX_FRAME: u32 = 1024 * 1024;
+
+/// The stack frame of the function just compiled in `ctx`, checked against [`MAX_FRAME`].
+fn checked_frame(ctx: &Context) -> Result<u32, BackendError> {
+    let frame = ctx
+        .compiled_code()
+        .and_then(|code| code.buffer.frame_layout())
+        .map_or(0, |layout| layout.frame_to_fp_offset);
+    if frame > MAX_FRAME {
+        return Err(BackendError::Unsupported {
+            backend: "cpu",
+            what: Unsupported::Size {
+                what: "a generated function's stack frame (bytes)",
+                size: frame as usize,
+                limit: MAX_FRAME as usize,
+            },
+        });
+    }
+    Ok(frame)
+}
+
+/// Compiles every kernel of `program` into one function, `(table, _, _)`, that runs them in
+/// program order, each on its whole range of units: each kernel's code is what
+/// [`build_kernel`] makes of it, with its return replaced by a jump to the next kernel's code.
+/// Returns the function, each kernel's vector width and its frame; `None` (and nothing defined in
+/// `module`) when the function's stack slots would exceed [`PROGRAM_MAX_FRAME`].
+pub(crate) fn build_program(
+    module: &mut JITModule,
+    items: ModuleItems<'_>,
+    program: &LirProgram,
+    contract: bool,
+) -> Result<Option<(FuncId, Vec<u8>, u32)>, BackendError> {
+    let ptr = module.target_config().pointer_type();
+    let name = "rfx_program";
+    let mut ctx = module.make_context();
+    let mut fbc = FunctionBuilderContext::new();
+    ctx.func.signature = kernel_signature(module);
+    let infos = program
+        .kernels()
+        .iter()
+        .map(|kernel| kernel_info(program, kernel))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut widths = Vec::with_capacity(infos.len());
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, &mut fbc);
+        let (funcs, literal_bases, [table, _, _]) = begin_function(&mut b, items, module);
+        for info in &infos {
+            // Each kernel runs units `0..units`; its unit count is known once its code is made,
+            // so its bound starts as a placeholder constant, set afterwards.
+            let lo = b.ins().iconst(types::I64, 0);
+            let hi = b.ins().iconst(types::I64, 0);
+            let exit = b.create_block();
+            let mut generator = Gen::new(info, &funcs, ptr, program, literal_bases.clone(), contract);
+            generator.exit = Some(exit);
+            let shape = generator.emit(&mut b, table, lo, hi)?;
+            let units = i64::try_from(shape.units).map_err(|_| internal("units beyond i64"))?;
+            let bound = b
+                .func
+                .dfg
+                .value_def(hi)
+                .inst()
+                .ok_or_else(|| internal("a kernel's bound is not an instruction"))?;
+            b.func.replace(bound).iconst(types::I64, units);
+            widths.push(shape.width);
+            b.switch_to_block(exit);
+        }
+        b.ins().return_(&[]);
+        b.seal_all_blocks();
+        b.finalize(module.target_config());
+    }
+    let frame: u64 = ctx
+        .func
+        .sized_stack_slots
+        .values()
+        .map(|slot| u64::from(slot.size))
+        .sum();
+    if frame > u64::from(PROGRAM_MAX_FRAME) {
+        return Ok(None);
+    }
+    let (id, _) = declare_kernel_function(module, name)?;
+    ctx.func.name = UserFuncName::user(0, id.as_u32());
+    module
+        .define_function(id, &mut ctx)
+        .map_err(|e| internal(format!("define {name}: {e:?}")))?;
+    let frame = checked_frame(&ctx)?;
+    Ok(Some((id, widths, frame)))
+}
+
+/// The body of [`build_kernel`] on borrowed (reused) Cranelift contexts.
+#[allow(clippy::too_many_arguments)]
+fn build_into(
+    module: &mut JITModule,
+    items: ModuleItems<'_>,
+    program: &LirProgram,
+    kernel: &LirKernel,
+    id: FuncId,
+    name: &str,
+    want_disasm: bool,
+    contract: bool,
+    ctx: &mut Context,
+    fbc: &mut FunctionBuilderContext,
+) -> Result<(String, Option<String>, KernelShape, u32), BackendError> {
+    let ptr = module.target_config().pointer_type();
+
+    let info = kernel_info(program, kernel)?;
+    let shape;
+    {
+        let mut b = FunctionBuilder::new(&mut ctx.func, fbc);
+        let (funcs, literal_bases, [table, lo, hi]) = begin_function(&mut b, items, module);
+        let mut generator = Gen::new(&info, &funcs, ptr, program, literal_bases, contract);
+        shape = generator.emit(&mut b, table, lo, hi)?;
+        b.seal_all_blocks();
+        b.finalize(module.target_config());
+    }
+    // Printing CLIF costs a sizeable part of a small kernel's compile time: only for dumps.
+    let clif = if want_disasm {
+        ctx.func.display().to_string()
+    } else {
+        String::new()
+    };
+    module
+        .define_function(id, ctx)
+        .map_err(|e| internal(format!("define {name}: {e:?}")))?;
+    let frame = checked_frame(ctx)?;
+    let disasm = if want_disasm {
+        ctx.compiled_code().and_then(|c| c.vcode.clone())
+    } else {
+        None
+    };
+    Ok((clif, disasm, shape, frame))
+}
+
+/// What the emitter needs to know of `kernel`'s accesses and of `program`'s buffers.
+fn kernel_info<'k>(program: &'k LirProgram, kernel: &'k LirKernel) -> Result<KernelInfo<'k>, BackendError> {
+    let buffer_dtypes: Vec<DType> = program.buffers().iter().map(|b| b.ty.dtype).collect();
+    let mut accesses = Vec::new();
+    let mut access_of = Vec::new();
+    for inst in &kernel.body {
+        let slot_dtype = |dst: &SlotId, what: &str| {
+            kernel
+                .slot_dtype(*dst)
+                .ok_or_else(|| internal(format!("{what} into an undeclared slot")))
+        };
+        let access = match inst {
+            Inst::Load {
+                dst,
+                buf,
+                strides,
+                offset,
+            } => Some((Some(*buf), strides, *offset, slot_dtype(dst, "load")?)),
+            Inst::Index { dst, strides } => Some((None, strides, 0, slot_dtype(dst, "index")?)),
+            Inst::Store { buf, strides, .. } => {
+                let dtype = *buffer_dtypes
+                    .get(buf.index())
+                    .ok_or_else(|| internal("store to an unknown buffer"))?;
+                Some((Some(*buf), strides, 0, dtype))
+            }
+            _ => None,
+        };
+        access_of.push(access.as_ref().map(|_| accesses.len()));
+        if let Some((buf, strides, offset, dtype)) = access {
+            accesses.push(Access {
+                buf,
+                strides: strides.clone(),
+                offset,
+                dtype,
+            });
+        }
+    }
+    let buffer_is_input = program
+        .buffers()
+        .iter()
+        .map(|b| match b.storage {
+            // Literal data is read-only memory of the module, read like an input.
+            Storage::Input { .. } | Storage::Literal { .. } => Some(true),
+            Storage::Output { .. } => Some(false),
+            Storage::Arena { .. } => None,
+        })
+        .collect();
+    Ok(KernelInfo {
+        kernel,
+        accesses,
+        access_of,
+        buffer_dtypes,
+        buffer_lens: program.buffers().iter().map(|b| b.ty.shape.numel()).collect(),
+        buffer_is_input,
+        literals: program
+            .buffers()
+            .iter()
+            .map(|b| match &b.storage {
+                Storage::Literal { values } => Some(values.as_slice()),
+                _ => None,
+            })
+            .collect(),
+    })
+}
+
+impl<'i, 'k> Gen<'i, 'k> {
+    /// A generator for the kernel `info` describes, in a function whose imports are `imports`
+    /// and whose literal data are `literal_bases`.
+    fn new(
+        info: &'i KernelInfo<'k>,
+        imports: &'i crate::imports::Imports,
+        ptr: Type,
+        program: &LirProgram,
+        literal_bases: Vec<Option<GlobalValue>>,
+        contract: bool,
+    ) -> Self {
+        Gen {
+            info,
+            imports,
+            ptr,
+            bases: Vec::new(),
+            table_entries: table_entries(program),
+            literal_bases,
+            pre_scalar: Vec::new(),
+            pre_splat: Vec::new(),
+            pre_const: Vec::new(),
+            width: 1,
+            point_width: 1,
+            inner_axis: None,
+            contract,
+            products: HashMap::new(),
+            tiles: None,
+            memo: RefCell::new(HashMap::new()),
+            known: RefCell::new(HashMap::new()),
+            sincos: HashMap::new(),
+            row_indices: HashMap::new(),
+            col_indices: HashMap::new(),
+            segment_unroll: SEGMENT_UNROLL,
+            preloaded: HashMap::new(),
+            rows_in_tiles: false,
+            // Tracked only where a gather can use them.
+            lane_steps: info
+                .kernel
+                .body
+                .iter()
+                .any(|inst| matches!(inst, Inst::Gather { .. }))
+                .then(HashMap::new),
+            scan_accs: Vec::new(),
+
+            exit: None,
+            index_ranges: HashMap::new(),
+        }
+    }
+}
+
+struct Gen<'i, 'k> {
+    info: &'i KernelInfo<'k>,
+    imports: &'i crate::imports::Imports,
+    ptr: Type,
+    /// Base address of each buffer (loaded lazily from the table in the entry block).
+    bases: Vec<Option<Value>>,
+    /// The table entry of each buffer ([`table_entries`]).
+    table_entries: Vec<Option<usize>>,
+    /// The module data of each literal buffer, as a global value of this function.
+    literal_bases: Vec<Option<GlobalValue>>,
+    /// Scalar values of the slots the preamble defines.
+    pre_scalar: Vec<Option<Value>>,
+    /// Splats at the kernel's vector width of the preamble slots the body reads, built once in
+    /// the entry block when the loop runs enough passes to repay them (see `hoist_splats`).
+    pre_splat: Vec<Option<Value>>,
+    /// The value of each preamble slot last defined by a float `Const`.
+    pre_const: Vec<Option<f64>>,
+    width: u8,
+    /// For a reduction whose outputs run one at a time (width 1): the vector width its points
+    /// may be evaluated at, lanes added in order.
+    point_width: u8,
+    /// The loop dim the vector loop runs along (`None`: a single point per row, as for a
+    /// reduction with no reduced dims left after coalescing).
+    inner_axis: Option<usize>,
+    /// Fast math on a target with fused multiply-add: float `a * b ± c` becomes one `fma`.
+    contract: bool,
+    /// The operands of every float product emitted so far, by its (SSA) result.
+    products: HashMap<Value, (Value, Value)>,
+    /// For elementwise kernels with transcendentals the tile routines compute: the tiled plan.
+    tiles: Option<TilePlan>,
+    /// Pure integer values (addresses, offsets, splats) already built, by block: a repeat in the
+    /// same block reuses the value, so the CLIF handed to Cranelift is smaller and compiles
+    /// faster. A value is only reused in the block that defines it (which dominates every
+    /// later instruction of that block).
+    memo: RefCell<HashMap<(Block, Pure, u32, i64), Value>>,
+    /// What is known of integer values built through [`Gen::const_i64`] and [`Gen::add_imm`],
+    /// so that arithmetic on constants folds here (Cranelift's mid-end, which would fold it,
+    /// is off) and address offsets collect into one displacement: a kernel written out at
+    /// constant positions addresses every element as a base plus a constant.
+    known: RefCell<HashMap<Value, Known>>,
+    /// Scalar code's `sin` and `cos` of a value (by block and argument) from one `sincos`
+    /// routine call, for the second of the pair to reuse (only in the defining block, as `memo`).
+    sincos: HashMap<(Block, Value), (Value, Value)>,
+    /// Indices that do not change along the vector loop (a row index), converted once per row
+    /// before it: access index → (scalar, splat at the kernel's width). Cranelift does not hoist
+    /// them out of the loop itself. Set only around an elementwise row's loop.
+    row_indices: HashMap<usize, (Value, Value)>,
+    /// Indices the vector loop advances (a column index), carried through an elementwise row's
+    /// vector loops as vectors, one add per step instead of a conversion and a splat: access
+    /// index → the vector at the current position. Set only inside those loops.
+    col_indices: HashMap<usize, Value>,
+    /// Vectors per pass of a tiled kernel's ops segments: `SEGMENT_UNROLL`, or 1 for rows
+    /// shorter than that many vectors.
+    segment_unroll: i64,
+    /// Body loads already in registers for the point being emitted, by body index: the
+    /// transposed rows of a reduction with its outputs in lanes (`Gen::transposed_rows`).
+    preloaded: HashMap<usize, Value>,
+    /// A reduction with one accumulator per output whose rows run in tiles, one output at a
+    /// time, folded into a one-lane partial (`Gen::emit_reduction`).
+    rows_in_tiles: bool,
+    /// `i32` vectors whose lanes step evenly, by (SSA) value: lane `j` is lane 0 plus `j`
+    /// times the step, wrapping. Indices, splats and their sums and differences; a gather by
+    /// such an index reads a vector (step 1) or one element (step 0) where it can. `None` in a
+    /// kernel without gathers.
+    lane_steps: Option<HashMap<Value, i64>>,
+    /// In a kernel with scans, at the point being emitted: each scan's body index and its
+    /// running accumulator, which its instruction folds into and replaces.
+    scan_accs: Vec<(usize, Value)>,
+    /// Where the kernel's code continues when it is done: `None` returns (a function per
+    /// kernel); a block of the function that runs the program's next kernel otherwise.
+    exit: Option<Block>,
+    /// The largest value of each index offset that is not a constant but whose range is known
+    /// (a unit's offset along the units of [`Gen::emit_units_written_out`]; the smallest is 0).
+    index_ranges: HashMap<Value, i64>,
+}
+
+/// An integer value's known form ([`Gen::known`]).
+#[derive(Clone, Copy, Debug)]
+enum Known {
+    /// The constant.
+    Const(i64),
+    /// `base + offset`, `base` of no known form.
+    Offset(Value, i64),
+}
+
+/// The pure operations [`Gen::memo`] shares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Pure {
+    AddImm,
+    Scale,
+    Add,
+    StackAddr,
+    Splat,
+}
+
+impl<'k> Gen<'_, 'k> {
+    fn kernel(&self) -> &'k LirKernel {
+        self.info.kernel
+    }
+
+    fn slot_dtype(&self, slot: SlotId) -> Result<DType, BackendError> {
+        self.kernel()
+            .slot_dtype(slot)
+            .ok_or_else(|| internal(format!("undeclared slot {slot}")))
+    }
+
+    /// Whether the kernel also takes the other of `sin` and `cos` (`op`) of a value in `src`
+    /// (the same slot may hold another value by then: this only decides whether scalar code
+    /// calls `sincos`, whose second result is reused only for the same value).
+    fn has_trig_partner(&self, op: UnaryOp, src: SlotId) -> bool {
+        let partner = match op {
+            UnaryOp::Sin => UnaryOp::Cos,
+            UnaryOp::Cos => UnaryOp::Sin,
+            _ => return false,
+        };
+        let kernel = self.kernel();
+        kernel
+            .preamble
+            .iter()
+            .chain(&kernel.body)
+            .any(|inst| matches!(inst, Inst::Unary { op, src: s, .. } if *op == partner && *s == src))
+    }
+
+    /// The body's work per point in instruction-equivalents (at least 1): a transcendental
+    /// counts 20, `pow` and `atan2` 40, anything else 1.
+    fn body_work(&self) -> usize {
+        self.kernel().body.iter().map(Inst::work).sum::<usize>().max(1)
+    }
+
+    /// `min_elems_per_thread` is for a body of `REFERENCE_WORK` instruction-equivalents; a
+    /// costlier body (transcendentals count 20, `pow`/`atan2` 40) splits at fewer points, a
+    /// cheaper one (a memory-bound `add`) at more, because handing a chunk to a worker costs
+    /// microseconds that only enough work repays.
+    fn min_points_per_thread(&self) -> usize {
+        const REFERENCE_WORK: usize = 16;
+        let work = self.body_work();
+        (self
+            .kernel()
+            .schedule
+            .min_elems_per_thread
+            .saturating_mul(REFERENCE_WORK)
+            / work)
+            .max(1024)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The counts a plan checks against its budget are the lengths of the lists it then builds.
+    #[test]
+    fn position_counts_are_the_lengths_of_the_position_lists() {
+        for width in [0u8, 1, 2, 4, 8, 16] {
+            for n in 0..70 {
+                assert_eq!(row_position_count(n, width), row_positions(n, width).len());
+                assert_eq!(
+                    written_out_position_count(n, width),
+                    written_out_positions(n, width).len()
+                );
+            }
+        }
+        assert_eq!(row_position_count(usize::MAX, 8), usize::MAX / 8 + 7);
+        assert_eq!(written_out_position_count(usize::MAX, 8), usize::MAX / 8 + 1);
+    }
+
+    fn call(src: usize, dst: usize) -> Segment {
+        Segment::Call {
+            routine: AotFn::SinF32,
+            srcs: vec![TileSrc::Body(src)],
+            dsts: vec![dst],
+            src_accesses: vec![None],
+            dst_accesses: vec![None],
+        }
+    }
+
+    /// A load, a chain of three routine calls and an ops segment reading the last result: each
+    /// value is live from its segment to the next, so two buffers serve all five; a value never
+    /// shares a buffer with one its own segment reads.
+    #[test]
+    fn a_chain_of_routines_stages_two_buffers() {
+        let segments = vec![
+            Segment::Ops {
+                insts: vec![0],
+                loads: Vec::new(),
+            },
+            call(0, 1),
+            call(1, 2),
+            call(2, 3),
+            Segment::Ops {
+                insts: vec![4],
+                loads: vec![(4, 3, SlotId::new(0))],
+            },
+        ];
+        let cells: HashMap<usize, u32> = (0..4).map(|def| (def, 4)).collect();
+        let buffers = staging_buffers(&segments, &cells, &[]);
+        assert_eq!(buffers.cells, vec![4, 4]);
+        for (reader, def) in [(1, 0), (2, 1), (3, 2)] {
+            assert_ne!(
+                buffers.of_def[&reader], buffers.of_def[&def],
+                "{reader} reads {def}"
+            );
+        }
+        assert_eq!(buffers.of_def[&0], buffers.of_def[&2]);
+        assert_eq!(buffers.of_def[&1], buffers.of_def[&3]);
+    }
+
+    /// A reduced value stays staged to the end of the tile (the reduction pass reads it after
+    /// the segments), and buffers of different cell sizes are never shared.
+    #[test]
+    fn reduced_values_and_cell_sizes_keep_their_buffers() {
+        let segments = vec![
+            Segment::Ops {
+                insts: vec![0],
+                loads: Vec::new(),
+            },
+            call(0, 1),
+            call(1, 2),
+            call(2, 3),
+        ];
+        let cells: HashMap<usize, u32> = [(0, 4), (1, 4), (2, 8), (3, 4)].into_iter().collect();
+        let buffers = staging_buffers(&segments, &cells, &[0]);
+        // 0 is reduced (live to the end); 1 is dead after segment 2, so 3 takes its buffer; 2
+        // has 8-byte cells, a buffer of its own.
+        assert_eq!(buffers.cells, vec![4, 4, 8]);
+        assert_eq!(buffers.of_def[&3], buffers.of_def[&1]);
+        assert_ne!(buffers.of_def[&3], buffers.of_def[&0]);
+        assert_eq!(buffers.cells[buffers.of_def[&2]], 8);
+    }
+}

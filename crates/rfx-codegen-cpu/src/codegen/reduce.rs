@@ -1,0 +1,585 @@
+//! Reductions: partial accumulators in the LIR's documented order, pairwise leaf trees for long sums, and one output at a time.
+
+use super::*;
+
+pub(super) struct ReduceInfo {
+    pub(super) index: usize,
+    pub(super) op: ReduceOp,
+    pub(super) buf: BufId,
+    pub(super) dtype: DType,
+    pub(super) offset: usize,
+}
+
+/// The partial accumulators of a reduction kernel.
+pub(super) struct Partials {
+    pub(super) slot: cranelift_codegen::ir::StackSlot,
+    pub(super) lanes: u32,
+    pub(super) reduces: Vec<ReduceInfo>,
+}
+
+/// The binary counter of a blocked reduction's leaves ([`ReduceLeaves`]): a stack of entries
+/// laid out as the partials' slot, and the count of leaves pushed for the current output.
+pub(super) struct LeafTree {
+    pub(super) stack: StackSlot,
+    pub(super) counter: StackSlot,
+    /// Bytes per stack entry: the partials' slot size, a multiple of 16.
+    pub(super) level_bytes: usize,
+    /// Entries on the stack once every leaf is pushed: the set bits of the leaf count.
+    pub(super) entries_at_end: usize,
+}
+
+impl LeafTree {
+    /// The stack and counter for `leaves` leaves of partials laid out in `level_bytes`.
+    pub(super) fn new(
+        b: &mut FunctionBuilder<'_>,
+        leaves: usize,
+        level_bytes: usize,
+    ) -> Result<LeafTree, BackendError> {
+        let depth = rfx_ir::lir::reduce_stack_depth(leaves);
+        let bytes =
+            u32::try_from(depth.saturating_mul(level_bytes)).map_err(|_| internal("leaf stack too large"))?;
+        let stack = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, bytes, 4));
+        let counter = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, 8, 3));
+        Ok(LeafTree {
+            stack,
+            counter,
+            level_bytes,
+            entries_at_end: leaves.count_ones() as usize,
+        })
+    }
+}
+
+impl Partials {
+    /// Every reduction's partials as vectors of `w` lanes (`lanes / w` each, 16 bytes apart),
+    /// in reduction order: the accumulators a vector loop carries.
+    pub(super) fn load_vectors(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        w: u8,
+    ) -> Result<Vec<Value>, BackendError> {
+        let mut vectors = Vec::new();
+        for r in &self.reduces {
+            for k in 0..(self.lanes / u32::from(w)) as usize {
+                let off = i32::try_from(r.offset + k * 16).map_err(|_| internal("partials too large"))?;
+                vectors.push(
+                    b.ins()
+                        .stack_load(types::I64, cl_type(r.dtype, w), self.slot, off),
+                );
+            }
+        }
+        Ok(vectors)
+    }
+
+    /// Stores the vectors [`Partials::load_vectors`] loaded (as the loop left them) back.
+    pub(super) fn store_vectors(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        w: u8,
+        vectors: &[Value],
+    ) -> Result<(), BackendError> {
+        let chunks = (self.lanes / u32::from(w)) as usize;
+        for r in &self.reduces {
+            for k in 0..chunks {
+                let off = i32::try_from(r.offset + k * 16).map_err(|_| internal("partials too large"))?;
+                let vector = *vectors
+                    .get(r.index * chunks + k)
+                    .ok_or_else(|| internal("missing partial vector"))?;
+                b.ins().stack_store(types::I64, vector, self.slot, off);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether reduction `r` is blocked into leaves (`rfx_ir::lir::reduce_is_blocked`).
+    pub(super) fn blocked(&self, r: &ReduceInfo) -> bool {
+        rfx_ir::lir::reduce_is_blocked(r.op, r.dtype, self.lanes)
+    }
+
+    /// The lanes a leaf merge of reduction `r` handles at once: a 128-bit vector where the
+    /// lanes fill whole ones, else one. Merges are lane by lane, so the width changes no bit.
+    pub(super) fn unit(&self, r: &ReduceInfo) -> u8 {
+        let vector = 16 / r.dtype.size_bytes().max(1);
+        if vector > 1 && (self.lanes as usize).is_multiple_of(vector) {
+            u8::try_from(vector).unwrap_or(1)
+        } else {
+            1
+        }
+    }
+
+    /// The blocked reductions' partials in merge units: the reduction, the unit's type and its
+    /// byte offset in the slot (and in each entry of a leaf stack, laid out alike).
+    pub(super) fn blocked_chunks(&self) -> Result<Vec<(&ReduceInfo, Type, i32)>, BackendError> {
+        let mut chunks = Vec::new();
+        for r in self.reduces.iter().filter(|r| self.blocked(r)) {
+            let unit = self.unit(r);
+            let bytes = usize::from(unit) * r.dtype.size_bytes();
+            for k in 0..(self.lanes as usize / usize::from(unit)) {
+                let off = i32::try_from(r.offset + k * bytes).map_err(|_| internal("partials too large"))?;
+                chunks.push((r, cl_type(r.dtype, unit), off));
+            }
+        }
+        Ok(chunks)
+    }
+
+    /// The partial lane of row point `at` (`at % lanes`; `None` for a single lane).
+    pub(super) fn lane_of(&self, b: &mut FunctionBuilder<'_>, at: Value) -> Option<Value> {
+        (self.lanes > 1).then(|| b.ins().urem_imm_s(at, i64::from(self.lanes)))
+    }
+
+    /// Folds one point's `value` of reduction `r` into its partial `lane`, through the slot.
+    pub(super) fn fold_scalar(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        ptr: Type,
+        imports: &crate::imports::Imports,
+        r: &ReduceInfo,
+        lane: Option<Value>,
+        value: Value,
+    ) -> Result<(), BackendError> {
+        let base = b
+            .ins()
+            .stack_addr(ptr, self.slot, i32::try_from(r.offset).unwrap_or(0));
+        let addr = match lane {
+            Some(lane) => {
+                let byte = b.ins().imul_imm_s(lane, r.dtype.size_bytes() as i64);
+                b.ins().iadd(base, byte)
+            }
+            None => base,
+        };
+        let ty = cl_type(r.dtype, 1);
+        let acc = b.ins().load(ty, MemFlagsData::trusted(), addr, 0);
+        let acc = Emitter {
+            b: &mut *b,
+            w: 1,
+            imports,
+        }
+        .combine(r.op, acc, value, r.dtype)?;
+        b.ins().store(MemFlagsData::trusted(), acc, addr, 0);
+        Ok(())
+    }
+}
+
+pub(super) fn identity(op: ReduceOp, dtype: DType) -> Result<Scalar, BackendError> {
+    rfx_ir::semantics::reduce_identity(op, dtype).ok_or(BackendError::Unsupported {
+        backend: "cpu",
+        what: Unsupported::OpDType(op.name(), dtype),
+    })
+}
+
+/// The finished reduction value, as `rfx_ir::semantics::reduce_finish` gives it.
+pub(super) fn finish(
+    e: &mut Emitter<'_, '_>,
+    op: ReduceOp,
+    total: Value,
+    dtype: DType,
+    count: usize,
+) -> Result<Value, BackendError> {
+    Ok(match (op, dtype) {
+        (ReduceOp::Mean, DType::F32) => {
+            let n = e.constant(Scalar::F32(count as f32));
+            e.b.ins().fdiv(total, n)
+        }
+        (ReduceOp::Mean, DType::F64) => {
+            let n = e.constant(Scalar::F64(count as f64));
+            e.b.ins().fdiv(total, n)
+        }
+        (ReduceOp::Sum, DType::F32 | DType::F64) if count == 0 => e.constant(Scalar::zero(dtype)),
+        _ => total,
+    })
+}
+
+impl<'k> Gen<'_, 'k> {
+    /// Ends the kernel's code: a return, or in a function running several kernels, a jump to
+    /// the next kernel's code.
+    pub(super) fn finish(&self, b: &mut FunctionBuilder<'_>) {
+        match self.exit {
+            Some(exit) => {
+                b.ins().jump(exit, &[]);
+            }
+            None => {
+                b.ins().return_(&[]);
+            }
+        }
+    }
+
+    /// The innermost loop over `start..end` at element offsets `offs` (per access, at index 0).
+    /// With `partials`, reductions combine into the accumulators of that stack slot.
+    pub(super) fn emit_inner(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        start: Value,
+        end: Value,
+        offs: &[Value],
+        partials: Option<&Partials>,
+    ) -> Result<(), BackendError> {
+        let w = self.width;
+        let lanes = partials.map_or(1, |p| p.lanes);
+        let vector_reduce = partials.is_some_and(|p| w > 1 && p.lanes % u32::from(w) == 0);
+        let mut j = start;
+        if w > 1 && (partials.is_none() || vector_reduce) {
+            let step = if vector_reduce {
+                i64::from(lanes)
+            } else {
+                i64::from(w)
+            };
+            // Accumulator vectors are carried through the loop as block parameters.
+            let carried = match partials {
+                Some(p) => p.load_vectors(b, w)?,
+                None => Vec::new(),
+            };
+            let (after, accs) = self.emit_loop(b, j, end, step, &carried, &mut |g, b, at, accs| {
+                let mut accs = accs.to_vec();
+                let chunks = if vector_reduce { lanes / u32::from(w) } else { 1 };
+                for k in 0..chunks {
+                    let pos = if k == 0 {
+                        at
+                    } else {
+                        b.ins().iadd_imm_s(at, i64::from(k) * i64::from(w))
+                    };
+                    let mut reduced = Vec::new();
+                    g.emit_body(b, w, pos, offs, &mut reduced)?;
+                    if let Some(p) = partials {
+                        for (r, (_, value)) in p.reduces.iter().zip(reduced) {
+                            let idx = r.index * (lanes / u32::from(w)) as usize + k as usize;
+                            let mut e = Emitter {
+                                b: &mut *b,
+                                w,
+                                imports: g.imports,
+                            };
+                            accs[idx] = e.combine(r.op, accs[idx], value, r.dtype)?;
+                        }
+                    }
+                }
+                Ok(accs)
+            })?;
+            if let Some(p) = partials {
+                p.store_vectors(b, w, &accs)?;
+            }
+            j = after;
+        }
+        // Scalar tail (or the whole loop when not vectorised).
+        self.emit_scalar_points(b, j, end, offs, partials)
+    }
+
+    /// Reduction kernels: with one accumulator per output, [`Gen::emit_reduction_across`];
+    /// otherwise per leading point, partial accumulators in a stack slot, the reduced
+    /// dimensions looped (the innermost vectorised), then the lane-order combination and the
+    /// store of the finished value.
+    pub(super) fn emit_reduction(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        lo: Value,
+        hi: Value,
+        reduce_dims: usize,
+    ) -> Result<KernelShape, BackendError> {
+        // One accumulator per output runs across the outputs (in lanes, or one at a time inline)
+        // unless its rows run in tiles with a one-lane partial (see `Gen::emit`).
+        if self.kernel().schedule.reduce_lanes <= 1 && !self.rows_in_tiles {
+            return self.emit_reduction_across(b, lo, hi, reduce_dims);
+        }
+        let kernel = self.kernel();
+        let dims = kernel.dims.clone();
+        let rank = dims.len();
+        let split = rank - reduce_dims;
+        let leading = dims[..split].to_vec();
+        let reduced = dims[split..].to_vec();
+        let inner = *reduced.last().unwrap_or(&1);
+        let outer_reduced = reduced[..reduce_dims.saturating_sub(1)].to_vec();
+        let reduced_numel: usize = reduced.iter().product();
+        let lanes = kernel.schedule.reduce_lanes.max(1);
+        // Lay out the partials: each reduction gets `lanes` elements, 16-byte aligned.
+        let mut reduces = Vec::new();
+        let mut offset = 0usize;
+        for (index, (op, buf, dtype)) in self.reductions()?.into_iter().enumerate() {
+            reduces.push(ReduceInfo {
+                index,
+                op,
+                buf,
+                dtype,
+                offset,
+            });
+            offset += (lanes as usize * dtype.size_bytes()).div_ceil(16) * 16;
+        }
+        let size = u32::try_from(offset.max(16)).map_err(|_| internal("partials too large"))?;
+        let slot = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, size, 4));
+        let partials = Partials { slot, lanes, reduces };
+        // A long float sum is blocked into leaves whose partials a binary counter combines
+        // pairwise (`ReduceLeaves`): the interpreter's order, whatever the vector width.
+        let rows: usize = outer_reduced.iter().product();
+        let leaves = if partials.reduces.iter().any(|r| partials.blocked(r)) {
+            ReduceLeaves::of(lanes, rows, inner)
+        } else {
+            ReduceLeaves::One
+        };
+        let tree = match leaves {
+            ReduceLeaves::One => None,
+            _ => Some(LeafTree::new(b, leaves.count(rows, inner), size as usize)?),
+        };
+        // Bytes each access advances per point of the innermost reduced dim (a row's pieces
+        // start at these multiples).
+        let row_steps: Vec<i64> = self
+            .info
+            .accesses
+            .iter()
+            .map(|a| (a.strides.get(rank - 1).copied().unwrap_or(0) * a.elem_bytes()) as i64)
+            .collect();
+
+        let zero = b.ins().iconst(types::I64, 0);
+        let zeros = vec![zero; self.info.accesses.len()];
+        let tiles = self.tiles.take();
+        self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, lead, _| {
+            let lead_offs = g.offsets(b, lead, 0, &leading, &zeros);
+            // Every partial starts at the identity.
+            for r in &partials.reduces {
+                let identity = identity(r.op, r.dtype)?;
+                let mut e = Emitter {
+                    b: &mut *b,
+                    w: 1,
+                    imports: g.imports,
+                };
+                let value = e.constant(identity);
+                for lane in 0..partials.lanes as usize {
+                    let off = i32::try_from(r.offset + lane * r.dtype.size_bytes())
+                        .map_err(|_| internal("partials"))?;
+                    b.ins().stack_store(types::I64, value, partials.slot, off);
+                }
+            }
+            if let Some(tree) = &tree {
+                let zero = b.ins().iconst(types::I64, 0);
+                b.ins().stack_store(types::I64, zero, tree.counter, 0);
+            }
+            let outer_reduced = outer_reduced.clone();
+            // The rows `row_lo..row_hi`, whole.
+            let emit_rows = |g: &mut Self, b: &mut FunctionBuilder<'_>, row_lo: Value, row_hi: Value| {
+                g.emit_loop(b, row_lo, row_hi, 1, &[], &mut |g, b, row, _| {
+                    let offs = g.offsets(b, row, split, &outer_reduced, &lead_offs);
+                    let offs = g.pointers(b, &offs)?;
+                    if let Some(plan) = &tiles {
+                        g.emit_tiled_row(b, inner, &offs, &partials, plan)?;
+                    } else {
+                        let start = b.ins().iconst(types::I64, 0);
+                        let end = b.ins().iconst(types::I64, inner as i64);
+                        g.emit_inner(b, start, end, &offs, Some(&partials))?;
+                    }
+                    Ok(Vec::new())
+                })
+            };
+            match (leaves, &tree) {
+                (ReduceLeaves::RowGroups { rows_per_leaf }, Some(tree)) => {
+                    // Groups of `rows_per_leaf` rows, a leaf each, then the rows left.
+                    let full = rows - rows % rows_per_leaf;
+                    let start = b.ins().iconst(types::I64, 0);
+                    let end = b.ins().iconst(types::I64, full as i64);
+                    g.emit_loop(b, start, end, rows_per_leaf as i64, &[], &mut |g, b, first, _| {
+                        let last = b.ins().iadd_imm_s(first, rows_per_leaf as i64);
+                        emit_rows(g, b, first, last)?;
+                        g.push_leaf(b, &partials, tree)?;
+                        Ok(Vec::new())
+                    })?;
+                    if full < rows {
+                        let start = b.ins().iconst(types::I64, full as i64);
+                        let end = b.ins().iconst(types::I64, rows as i64);
+                        emit_rows(g, b, start, end)?;
+                        g.push_leaf(b, &partials, tree)?;
+                    }
+                }
+                (ReduceLeaves::RowPieces { points }, Some(tree)) => {
+                    // Each row in pieces of `points`, a leaf each, then the piece left.
+                    let full = inner - inner % points;
+                    let row_lo = b.ins().iconst(types::I64, 0);
+                    let row_hi = b.ins().iconst(types::I64, rows as i64);
+                    let outer_reduced = outer_reduced.clone();
+                    g.emit_loop(b, row_lo, row_hi, 1, &[], &mut |g, b, row, _| {
+                        let offs = g.offsets(b, row, split, &outer_reduced, &lead_offs);
+                        let ptrs = g.pointers(b, &offs)?;
+                        let piece = |g: &mut Self, b: &mut FunctionBuilder<'_>, start: Value, len: usize| {
+                            // A tile holds at least one pass of the segments; a shorter last
+                            // piece runs as scalar code, which calls the same routines one
+                            // point at a time (the same bits).
+                            let pass = usize::from(g.width) * g.segment_unroll.max(1) as usize;
+                            match &tiles {
+                                Some(plan) if len >= pass => {
+                                    let at = g.point_pointers(b, &ptrs, &row_steps, start);
+                                    g.emit_tiled_row(b, len, &at, &partials, plan)?;
+                                }
+                                Some(_) => {
+                                    let end = b.ins().iadd_imm_s(start, len as i64);
+                                    g.emit_scalar_points(b, start, end, &ptrs, Some(&partials))?;
+                                }
+                                None => {
+                                    let end = b.ins().iadd_imm_s(start, len as i64);
+                                    g.emit_inner(b, start, end, &ptrs, Some(&partials))?;
+                                }
+                            }
+                            g.push_leaf(b, &partials, tree)
+                        };
+                        let start = b.ins().iconst(types::I64, 0);
+                        let end = b.ins().iconst(types::I64, full as i64);
+                        g.emit_loop(b, start, end, points as i64, &[], &mut |g, b, at, _| {
+                            piece(g, b, at, points)?;
+                            Ok(Vec::new())
+                        })?;
+                        if full < inner {
+                            let start = b.ins().iconst(types::I64, full as i64);
+                            piece(g, b, start, inner - full)?;
+                        }
+                        Ok(Vec::new())
+                    })?;
+                }
+                _ => {
+                    let row_lo = b.ins().iconst(types::I64, 0);
+                    let row_hi = b.ins().iconst(types::I64, rows as i64);
+                    emit_rows(g, b, row_lo, row_hi)?;
+                }
+            }
+            if let Some(tree) = &tree {
+                g.fold_leaves(b, &partials, tree)?;
+            }
+            // Combine the partials in lane order, finish, store at the leading index.
+            for r in &partials.reduces {
+                let ty = cl_type(r.dtype, 1);
+                let mut total = b.ins().stack_load(
+                    types::I64,
+                    ty,
+                    partials.slot,
+                    i32::try_from(r.offset).unwrap_or(0),
+                );
+                for lane in 1..partials.lanes as usize {
+                    let off = i32::try_from(r.offset + lane * r.dtype.size_bytes())
+                        .map_err(|_| internal("partials"))?;
+                    let part = b.ins().stack_load(types::I64, ty, partials.slot, off);
+                    let mut e = Emitter {
+                        b: &mut *b,
+                        w: 1,
+                        imports: g.imports,
+                    };
+                    total = e.combine(r.op, total, part, r.dtype)?;
+                }
+                let mut e = Emitter {
+                    b: &mut *b,
+                    w: 1,
+                    imports: g.imports,
+                };
+                let finished = finish(&mut e, r.op, total, r.dtype, reduced_numel)?;
+                let base = g.base(r.buf)?;
+                let byte = b.ins().imul_imm_s(lead, r.dtype.size_bytes() as i64);
+                let addr = b.ins().iadd(base, byte);
+                b.ins().store(mem(), finished, addr, 0);
+            }
+            Ok(Vec::new())
+        })?;
+        self.finish(b);
+        let units: usize = leading.iter().product();
+        Ok(KernelShape::new(
+            units as u64,
+            reduced_numel as u64,
+            self.width,
+            self.min_points_per_thread(),
+        ))
+    }
+
+    /// Pushes the leaf the partials hold onto the binary counter of `tree` (see
+    /// [`ReduceLeaves`]): merged `trailing_zeros(count)` times with the top of the stack, the
+    /// older partials on the left, then stored at the new top; the blocked partials restart at
+    /// the identity. Once per leaf (a thousand points or more), so the merges run lane by lane
+    /// in whole vectors without care for speed.
+    pub(super) fn push_leaf(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        partials: &Partials,
+        tree: &LeafTree,
+    ) -> Result<(), BackendError> {
+        let count = b.ins().stack_load(types::I64, types::I64, tree.counter, 0);
+        let next = b.ins().iadd_imm_s(count, 1);
+        b.ins().stack_store(types::I64, next, tree.counter, 0);
+        let merges = b.ins().ctz(next);
+        let depth = b.ins().popcnt(count);
+        let base = b.ins().stack_addr(self.ptr, tree.stack, 0);
+        let level_bytes = tree.level_bytes as i64;
+        let zero = b.ins().iconst(types::I64, 0);
+        self.emit_loop(b, zero, merges, 1, &[], &mut |g, b, i, _| {
+            // The entry `i` below the top: level `depth - 1 - i`.
+            let level = b.ins().isub(depth, i);
+            let level = b.ins().iadd_imm_s(level, -1);
+            let bytes = b.ins().imul_imm_s(level, level_bytes);
+            let entry = b.ins().iadd(base, bytes);
+            for (r, ty, off) in partials.blocked_chunks()? {
+                let older = b.ins().load(ty, MemFlagsData::trusted(), entry, off);
+                let leaf = b.ins().stack_load(types::I64, ty, partials.slot, off);
+                let mut e = Emitter {
+                    b: &mut *b,
+                    w: partials.unit(r),
+                    imports: g.imports,
+                };
+                let merged = e.combine(r.op, older, leaf, r.dtype)?;
+                b.ins().stack_store(types::I64, merged, partials.slot, off);
+            }
+            Ok(Vec::new())
+        })?;
+        let level = b.ins().isub(depth, merges);
+        let bytes = b.ins().imul_imm_s(level, level_bytes);
+        let entry = b.ins().iadd(base, bytes);
+        for (r, ty, off) in partials.blocked_chunks()? {
+            let leaf = b.ins().stack_load(types::I64, ty, partials.slot, off);
+            b.ins().store(MemFlagsData::trusted(), leaf, entry, off);
+            let mut e = Emitter {
+                b: &mut *b,
+                w: partials.unit(r),
+                imports: self.imports,
+            };
+            let restart = e.constant(identity(r.op, r.dtype)?);
+            b.ins().stack_store(types::I64, restart, partials.slot, off);
+        }
+        Ok(())
+    }
+
+    /// Folds the stack of `tree` from the top (`s0 ∘ (s1 ∘ (… ∘ s_top))`) into the blocked
+    /// partials, once every leaf is pushed: the entries are those of the set bits of the leaf
+    /// count, known at compile time.
+    pub(super) fn fold_leaves(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        partials: &Partials,
+        tree: &LeafTree,
+    ) -> Result<(), BackendError> {
+        for (r, ty, off) in partials.blocked_chunks()? {
+            let mut total = None;
+            for level in (0..tree.entries_at_end).rev() {
+                let at = i32::try_from(level * tree.level_bytes)
+                    .ok()
+                    .and_then(|l| l.checked_add(off))
+                    .ok_or_else(|| internal("leaf stack too large"))?;
+                let entry = b.ins().stack_load(types::I64, ty, tree.stack, at);
+                total = Some(match total {
+                    None => entry,
+                    Some(newer) => Emitter {
+                        b: &mut *b,
+                        w: partials.unit(r),
+                        imports: self.imports,
+                    }
+                    .combine(r.op, entry, newer, r.dtype)?,
+                });
+            }
+            if let Some(total) = total {
+                b.ins().stack_store(types::I64, total, partials.slot, off);
+            }
+        }
+        Ok(())
+    }
+
+    /// The body's reductions in order: op, output buffer and its dtype.
+    pub(super) fn reductions(&self) -> Result<Vec<(ReduceOp, BufId, DType)>, BackendError> {
+        let mut reduces = Vec::new();
+        for inst in &self.kernel().body {
+            if let Inst::Reduce { op, buf, .. } = inst {
+                let dtype = *self
+                    .info
+                    .buffer_dtypes
+                    .get(buf.index())
+                    .ok_or_else(|| internal("unknown buffer"))?;
+                reduces.push((*op, *buf, dtype));
+            }
+        }
+        Ok(reduces)
+    }
+}

@@ -10,9 +10,11 @@
 use std::sync::{Arc, Mutex, PoisonError};
 
 use numpy::npyffi::{NPY_ARRAY_ALIGNED, NPY_ARRAY_C_CONTIGUOUS, NPY_ARRAY_WRITEABLE};
-use numpy::{PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use numpy::{PyArrayDescr, PyArrayDescrMethods, PyUntypedArray, PyUntypedArrayMethods};
+use pyo3::exceptions::PyTypeError;
+use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
+use pyo3::types::{PyDict, PyList, PyTuple, PyType};
 
 use rfx::{ArrayView, ArrayViewMut, CompileConfig, DType, Executable, Shape, TensorType};
 use rfx_ir::{DataMut, DataRef};
@@ -44,6 +46,13 @@ pub struct PyCompiled {
     outputs: Vec<(String, TensorType)>,
     /// NumPy's type numbers of the inputs, then the outputs.
     typenums: Vec<i32>,
+    /// NumPy's own descriptors of those dtypes (native byte order), held so that their
+    /// addresses stay valid: an array whose descriptor is that very object has the right dtype
+    /// without a closer look (most arrays share these singletons).
+    descrs: Vec<Py<PyArrayDescr>>,
+    /// `numpy.ndarray`: an argument of exactly this type is an array without a subclass check
+    /// (which goes through NumPy's API table).
+    ndarray: Py<PyType>,
     /// Spare scratch buffers: a call takes one (or makes one) and puts it back, so threads
     /// calling one kernel at once never share one.
     scratch: Mutex<Vec<Scratch>>,
@@ -52,16 +61,19 @@ pub struct PyCompiled {
     fast_math: bool,
 }
 
-/// NumPy's type number for a dtype.
-fn typenum(py: Python<'_>, dtype: DType) -> i32 {
-    use numpy::PyArrayDescr;
-    let descr = match dtype {
+/// NumPy's descriptor of a dtype (its singleton, in native byte order).
+fn descr_of(py: Python<'_>, dtype: DType) -> Bound<'_, PyArrayDescr> {
+    match dtype {
         DType::F32 => PyArrayDescr::of::<f32>(py),
         DType::F64 => PyArrayDescr::of::<f64>(py),
         DType::I32 => PyArrayDescr::of::<i32>(py),
         DType::Bool => PyArrayDescr::of::<bool>(py),
-    };
-    descr.num()
+    }
+}
+
+fn descr_addr(array: &Bound<'_, PyUntypedArray>) -> usize {
+    // SAFETY: as in `layout_flags`.
+    unsafe { (*array.as_array_ptr()).fields.descr as usize }
 }
 
 fn layout_flags(array: &Bound<'_, PyUntypedArray>) -> i32 {
@@ -78,11 +90,12 @@ impl PyCompiled {
     fn new(py: Python<'_>, exe: Arc<Executable>, fast_math: bool) -> PyCompiled {
         let inputs = exe.inputs().to_vec();
         let outputs = exe.outputs().to_vec();
-        let typenums = inputs
+        let descrs: Vec<Py<PyArrayDescr>> = inputs
             .iter()
             .chain(&outputs)
-            .map(|(_, ty)| typenum(py, ty.dtype))
+            .map(|(_, ty)| descr_of(py, ty.dtype).unbind())
             .collect();
+        let typenums = descrs.iter().map(|d| d.bind(py).num()).collect();
         let elems = inputs
             .iter()
             .chain(&outputs)
@@ -93,6 +106,8 @@ impl PyCompiled {
             inputs,
             outputs,
             typenums,
+            descrs,
+            ndarray: py.get_type::<PyUntypedArray>().unbind(),
             scratch: Mutex::new(Vec::new()),
             elems,
             fast_math,
@@ -106,20 +121,28 @@ impl PyCompiled {
         } else {
             ("output", &self.outputs[k - self.inputs.len()])
         };
-        let Ok(array) = value.cast::<PyUntypedArray>() else {
-            return Err(CallError::new_err(format!(
-                "{role} `{name}`: expected a numpy.ndarray, got {}",
-                value.get_type().name()?
-            )));
+        let array = if value.get_type_ptr() == self.ndarray.as_ptr().cast() {
+            // SAFETY: the object's type is exactly `numpy.ndarray`.
+            unsafe { value.cast_unchecked::<PyUntypedArray>() }
+        } else {
+            let Ok(array) = value.cast::<PyUntypedArray>() else {
+                return Err(CallError::new_err(format!(
+                    "{role} `{name}`: expected a numpy.ndarray, got {}",
+                    value.get_type().name()?
+                )));
+            };
+            array
         };
-        let descr = array.dtype();
-        // A byte-swapped array has the same type number as a native one.
-        if descr.num() != self.typenums[k] || descr.is_native_byteorder() == Some(false) {
-            return Err(CallError::new_err(format!(
-                "{role} `{name}`: expected dtype {}, got {}",
-                numpy_name(ty.dtype),
-                array.dtype().str()?
-            )));
+        if descr_addr(array) != self.descrs[k].as_ptr() as usize {
+            let descr = array.dtype();
+            // A byte-swapped array has the same type number as a native one.
+            if descr.num() != self.typenums[k] || descr.is_native_byteorder() == Some(false) {
+                return Err(CallError::new_err(format!(
+                    "{role} `{name}`: expected dtype {}, got {}",
+                    numpy_name(ty.dtype),
+                    array.dtype().str()?
+                )));
+            }
         }
         if array.shape() != ty.shape.dims() {
             return Err(CallError::new_err(format!(
@@ -195,7 +218,16 @@ impl PyCompiled {
 
     fn run_views(&self, args: &[RawArg], scratch: &mut Scratch) -> Result<(), RunError> {
         let (n_in, n_out) = (self.inputs.len(), self.outputs.len());
-        if n_in <= STACK_ARGS && n_out <= STACK_ARGS {
+        if n_in <= STACK_ARGS && n_out == 1 {
+            // The common case, kept apart so that a call builds one output view, not a full
+            // stack of placeholders.
+            let mut inputs: [ArrayView<'_>; STACK_ARGS] = [empty_view()?; STACK_ARGS];
+            for (k, slot) in inputs.iter_mut().enumerate().take(n_in) {
+                *slot = in_view(&self.inputs[k].1.shape, args[k])?;
+            }
+            let mut outputs = [out_view(&self.outputs[0].1.shape, args[n_in])?];
+            Ok(self.exe.run(&inputs[..n_in], &mut outputs, scratch)?)
+        } else if n_in <= STACK_ARGS && n_out <= STACK_ARGS {
             let mut inputs: [ArrayView<'_>; STACK_ARGS] = [empty_view()?; STACK_ARGS];
             for (k, slot) in inputs.iter_mut().enumerate().take(n_in) {
                 *slot = in_view(&self.inputs[k].1.shape, args[k])?;
@@ -298,6 +330,23 @@ fn overlaps(a: &RawArg, b: &RawArg) -> bool {
     a0 < b1 && b0 < a1
 }
 
+/// The `out=` keyword of a call, read from the keyword arguments as Python passed them (PyO3
+/// hands `**kwargs` through without matching names, which costs more than the call itself at
+/// n = 1: the lookup of the interned name is a hash-table probe). `out=None` is no `out`.
+fn out_keyword<'py>(kwargs: &Bound<'py, PyDict>) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let out = kwargs.get_item(intern!(kwargs.py(), "out"))?;
+    if kwargs.len() > usize::from(out.is_some()) {
+        for (key, _) in kwargs.iter() {
+            if !key.eq("out")? {
+                return Err(PyTypeError::new_err(format!(
+                    "a compiled kernel takes the keyword argument out= only, got {key}="
+                )));
+            }
+        }
+    }
+    Ok(out.filter(|value| !value.is_none()))
+}
+
 /// A fresh C-ordered NumPy array for output `ty`.
 fn new_output<'py>(py: Python<'py>, ty: &TensorType) -> PyResult<Bound<'py, PyAny>> {
     use numpy::{PyArray, PyArrayDyn};
@@ -316,13 +365,19 @@ impl PyCompiled {
     /// (C-contiguous, read in place). Without `out`, returns fresh arrays (one array for one
     /// output, else a tuple); with `out` (an array, or a tuple/list of one per output), writes
     /// into those arrays in place and returns them.
-    #[pyo3(signature = (*inputs, out = None))]
+    // Exactly `(*inputs, **kwargs)`, with no `py` argument: PyO3 then passes Python's tuple
+    // and dict through as they are instead of matching keyword names.
+    #[pyo3(signature = (*inputs, **kwargs))]
     fn __call__<'py>(
         &self,
-        py: Python<'py>,
         inputs: &Bound<'py, PyTuple>,
-        out: Option<&Bound<'py, PyAny>>,
+        kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let py = inputs.py();
+        let out = match kwargs {
+            Some(kwargs) => out_keyword(kwargs)?,
+            None => None,
+        };
         let (n_in, n_out) = (self.inputs.len(), self.outputs.len());
         if inputs.len() != n_in {
             return Err(CallError::new_err(format!(
@@ -332,7 +387,7 @@ impl PyCompiled {
         }
         let outputs: Bound<'py, PyAny> = match out {
             // One output array: checked as it is, with no tuple around it.
-            Some(out) if n_out == 1 && out.is_instance_of::<PyUntypedArray>() => out.clone(),
+            Some(out) if n_out == 1 && out.is_instance_of::<PyUntypedArray>() => out,
             Some(out) if out.is_instance_of::<PyTuple>() || out.is_instance_of::<PyList>() => {
                 // A tuple is used as it is and a list through Python's own copy: a call with
                 // `out=` allocates nothing in Rust.

@@ -34,6 +34,31 @@ def test_bind_validates_once_and_checks_every_call():
         k(e, i, d, out=ro)
 
 
+class Tagged(np.ndarray):
+    """An ndarray subclass: not `numpy.ndarray` itself, so the call checks it the long way."""
+
+
+def test_the_quick_checks_fall_back_to_full_ones():
+    k = rj.jit(pid_clip).bind(*(np.zeros(2, np.float32) for _ in range(3)))
+    e = np.array([0.5, -2.0], np.float32)
+    want = pid_clip(e, e, e)
+    # A subclass, and a float32 descriptor that is not NumPy's singleton, are accepted.
+    np.testing.assert_allclose(k(e.view(Tagged), e, e), want, rtol=1e-6)
+    other = np.dtype(np.float32, metadata={"unit": "rad"})
+    assert other is not np.dtype(np.float32)
+    np.testing.assert_allclose(k(e.astype(other), e, e), want, rtol=1e-6)
+    # A byte-swapped one is not (same type number, other byte order).
+    with pytest.raises(rj.CallError, match="expected dtype float32"):
+        k(e.astype(">f4"), e, e)
+    # out= is the only keyword; out=None is no out.
+    with pytest.raises(TypeError, match="out= only, got where="):
+        k(e, e, e, where=e)
+    with pytest.raises(TypeError, match="got where="):
+        k(e, e, e, out=np.empty(2, np.float32), where=e)
+    fresh = k(e, e, e, out=None)
+    np.testing.assert_allclose(fresh, want, rtol=1e-6)
+
+
 def test_out_shares_memory_and_inputs_are_read_in_place():
     f = rj.jit(lambda x, y: (x * 2.0 + y, x - y))
     x = np.arange(6.0).reshape(2, 3)

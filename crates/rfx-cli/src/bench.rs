@@ -1,21 +1,29 @@
 //! `rfx bench`: rfxJIT's benchmark, made trustworthy.
 //!
-//! Every kernel is compiled once (compile time measured separately), then called `iterations`
-//! times on fresh random inputs with preallocated outputs; each call is timed on its own, so
-//! the report has the mean, p50, p99, p99.9 and max per call, calls and elements per second and
-//! the useful memory traffic in GB/s. Two baselines run in the same process on the same
-//! inputs: the reference interpreter (`interp`) and an unfused op-by-op path (every HIR op its
-//! own compiled kernel with a materialised result, the way rfxJIT runs one NumPy call per op),
-//! so the speed-ups printed are ratios measured in one run.
+//! Every kernel is compiled once (compile time measured separately), then called on random
+//! inputs with preallocated outputs, each call timed on its own: the table has the mean, the
+//! median, the p99 and p99.9 (only from enough samples: [`TAIL_MIN_SAMPLES`]) and the slowest
+//! call, with the sample count in the JSON. Short calls are sampled up to 10,000 times
+//! ([`tail_samples`]). Two baselines run in the same process on the same inputs: the
+//! reference interpreter (`interp`) and an unfused op-by-op path (every HIR op its own compiled
+//! kernel with a materialised result, the way rfxJIT runs one NumPy call per op; see
+//! [`unfused`]). Each baseline's calls alternate with the kernel's, one sample each, so a
+//! "vs" ratio divides two medians of equally many calls taken in the same seconds
+//! ([`Comparison`]). A plain Rust loop over the same arrays is timed beside each kernel as the
+//! reader's reference.
 
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use rfx_ir::hir::{self, Builder, Kernel, Op};
+use rfx_ir::hir::{self, Builder, Kernel};
 use rfx_ir::testgen::{TestRng, random_inputs};
 use rfx_ir::{Array, ArrayView, ArrayViewMut, Scalar};
 use rfx_lower::{Backend, CallArgs, Compiled, InterpBackend, LowerConfig, Scratch, lower};
 use rfx_opt::{OptConfig, OptReport, optimize};
+
+mod unfused;
+
+use unfused::Unfused;
 
 /// Arguments of `rfx bench`.
 #[derive(Clone, Debug, clap::Args)]
@@ -26,10 +34,12 @@ pub struct BenchArgs {
     /// A comma-separated sweep of sizes, e.g. `1,16,1024,65536,1048576`.
     #[arg(long, value_delimiter = ',')]
     pub sizes: Option<Vec<usize>>,
-    /// Timed calls per kernel.
+    /// Single calls timed per kernel, at least: calls short enough get up to 10,000 samples
+    /// (within about a second) so that p99 and p99.9 rest on enough of them.
     #[arg(long, default_value_t = 200)]
     pub iterations: usize,
-    /// The backend to measure (`cpu`, `interp`).
+    /// The backend to measure: `cpu`, `interp`, `cuda` or `metal` (the last two where the
+    /// binary was built with their feature and their device is present; else a user error).
     #[arg(long, default_value = "cpu")]
     pub backend: String,
     /// Also write the results as JSON to this file.
@@ -89,26 +99,29 @@ fn physical_memory() -> Option<u128> {
 }
 
 /// The bytes of arrays the benchmark of `kernel` at `n` elements holds at once, roughly: its
-/// inputs and outputs in every rotation set, the interpreter's copy, the reference loop's three
-/// `f32` arrays and, with the baselines, every op's result materialised by the unfused path.
+/// inputs and outputs in every rotation set, the reference loops' `f32` arrays and, with the
+/// baselines, the unfused path's buffer pool ([`unfused::plan`]) and the interpreter's copies of
+/// the inputs and outputs (one [`Scalar`] per element) and its temporaries (about the pool).
 fn footprint(kernel: &Kernel, n: usize, baselines: bool) -> u128 {
     let bytes = |ty: &rfx_ir::TensorType| ty.shape.numel() as u128 * ty.dtype.size_bytes() as u128;
-    let (mut io, mut count) = (0u128, 0usize);
+    let (mut io, mut io_elements, mut count) = (0u128, 0u128, 0usize);
     for ty in kernel
         .inputs()
         .map(|(_, _, ty)| ty)
         .chain(kernel.outputs().iter().filter_map(|o| kernel.value_type(o.value)))
     {
         io += bytes(ty);
+        io_elements += ty.shape.numel() as u128;
         count += 1;
     }
-    let sets = rotation_sets(n, count) as u128 + 1;
-    let unfused: u128 = if baselines {
-        kernel.nodes().iter().map(|node| 3 * bytes(&node.ty)).sum()
+    let sets = rotation_sets(n, count) as u128;
+    let baseline = if baselines {
+        let pool = unfused::plan(kernel).bytes();
+        2 * pool + io_elements * std::mem::size_of::<Scalar>() as u128
     } else {
         0
     };
-    io * sets + unfused + 12 * n.max(4096) as u128
+    io * sets + baseline + 24 * n.max(4096) as u128
 }
 
 /// An error unless the benchmark of `kernel` at `n` elements fits in this machine's memory,
@@ -128,37 +141,86 @@ fn check_fits(name: &str, kernel: &Kernel, n: usize, baselines: bool) -> Result<
     }
 }
 
-/// Statistics of per-call times.
+/// The fewest single-call samples a tail is reported from: ten samples beyond the quantile, so
+/// that p99 is not the third-slowest of 200 calls nor p99.9 the slowest.
+pub const TAIL_MIN_SAMPLES: [(f64, usize); 2] = [(0.99, 1_000), (0.999, 10_000)];
+
+/// The most single-call samples [`tail_samples`] asks for, and the time it may spend on them.
+const TAIL_SAMPLES: usize = 10_000;
+const TAIL_BUDGET: Duration = Duration::from_secs(1);
+
+/// How many single calls to time when `iterations` calls took `mean` each: `iterations`, raised
+/// to 10,000 (p99.9) or else 1,000 (p99) when that many calls fit in about a second.
+pub fn tail_samples(iterations: usize, mean: Duration) -> usize {
+    let fits = |count: usize| mean.as_secs_f64() * count as f64 <= TAIL_BUDGET.as_secs_f64();
+    let wanted = TAIL_MIN_SAMPLES
+        .iter()
+        .rev()
+        .map(|&(_, count)| count)
+        .find(|&count| fits(count))
+        .unwrap_or(0);
+    iterations.max(wanted.min(TAIL_SAMPLES))
+}
+
+/// Statistics of single-call times.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct Timing {
+    /// Single calls timed.
+    pub samples: usize,
     /// Mean seconds per call.
     pub mean_s: f64,
     /// Median.
     pub p50_s: f64,
-    /// 99th percentile.
-    pub p99_s: f64,
-    /// 99.9th percentile.
-    pub p999_s: f64,
+    /// 99th percentile; `None` from fewer than 1,000 samples.
+    pub p99_s: Option<f64>,
+    /// 99.9th percentile; `None` from fewer than 10,000 samples.
+    pub p999_s: Option<f64>,
     /// Slowest call.
     pub max_s: f64,
 }
 
 impl Timing {
-    fn from_samples(mut samples: Vec<Duration>) -> Timing {
+    /// The statistics of `samples`; a tail only where [`TAIL_MIN_SAMPLES`] allows it.
+    pub fn from_samples(mut samples: Vec<Duration>) -> Timing {
         samples.sort_unstable();
         let secs = |d: Duration| d.as_secs_f64();
         let at = |q: f64| {
             let i = ((samples.len() as f64 - 1.0) * q).round() as usize;
             samples.get(i).copied().map_or(0.0, secs)
         };
+        let tail = |q: f64| {
+            let (_, needed) = TAIL_MIN_SAMPLES.iter().find(|(tq, _)| *tq == q)?;
+            (samples.len() >= *needed).then(|| at(q))
+        };
         let mean = samples.iter().map(|&d| secs(d)).sum::<f64>() / samples.len().max(1) as f64;
         Timing {
+            samples: samples.len(),
             mean_s: mean,
             p50_s: at(0.5),
-            p99_s: at(0.99),
-            p999_s: at(0.999),
+            p99_s: tail(0.99),
+            p999_s: tail(0.999),
             max_s: at(1.0),
         }
+    }
+}
+
+/// A baseline measured against the kernel like with like: their single calls alternate (kernel,
+/// baseline, kernel, …) on the same inputs, so both medians come from `samples` calls each,
+/// taken in the same seconds.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Comparison {
+    /// Calls of each side.
+    pub samples: usize,
+    /// The baseline's median single call, seconds.
+    pub p50_s: f64,
+    /// The kernel's median single call over its alternating calls, seconds.
+    pub rfx_p50_s: f64,
+}
+
+impl Comparison {
+    /// How many times slower the baseline is.
+    pub fn ratio(&self) -> f64 {
+        self.p50_s / self.rfx_p50_s.max(1e-12)
     }
 }
 
@@ -181,10 +243,17 @@ pub struct KernelResult {
     pub elements_per_s: f64,
     /// Bytes of inputs and outputs per call divided by the median time.
     pub gb_per_s: f64,
-    /// Median of the interpreter baseline, seconds (when run).
+    /// The interpreter baseline against the kernel (when run).
+    pub interp: Option<Comparison>,
+    /// The unfused op-by-op baseline against the kernel (when run).
+    pub unfused: Option<Comparison>,
+    /// `interp.p50_s`, kept for readers of the first layout.
     pub interp_p50_s: Option<f64>,
-    /// Median of the unfused op-by-op baseline, seconds (when run).
+    /// `unfused.p50_s`, kept for readers of the first layout.
     pub unfused_p50_s: Option<f64>,
+    /// The batched median (as `batch_p50_s`) of a plain Rust loop `out[i] = x[i] + y[i]` over
+    /// `f32` arrays of this size: the reference a reader can rebuild.
+    pub rust_loop_p50_s: f64,
     /// Median over 31 batches of the mean time per call, each batch at least 50 µs long: a
     /// throughput figure that timer resolution does not blur, for `cargo xtask perf-check`.
     pub batch_p50_s: f64,
@@ -218,7 +287,9 @@ pub struct BenchReport {
     pub machine: Machine,
     /// `git rev-parse HEAD` when run inside the repository.
     pub git_revision: Option<String>,
-    /// Timed calls per kernel.
+    /// When the run started, UTC (`YYYY-MM-DD HH:MM`).
+    pub date_utc: String,
+    /// `--iterations`: the fewest single calls timed per kernel.
     pub iterations: usize,
     /// Whether the kernels were compiled with fast math (`--fast-math`).
     pub fast_math: bool,
@@ -254,6 +325,27 @@ fn machine() -> Machine {
         cores,
         os: std::env::consts::OS.to_string(),
     }
+}
+
+/// The UTC date and time of `t` as `YYYY-MM-DD HH:MM`.
+fn utc(t: std::time::SystemTime) -> String {
+    let secs = t.duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let (days, rest) = ((secs / 86_400) as i64, secs % 86_400);
+    // Howard Hinnant's `civil_from_days`.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}",
+        rest / 3_600,
+        rest % 3_600 / 60
+    )
 }
 
 fn git_revision() -> Option<String> {
@@ -374,9 +466,8 @@ pub fn kernels(n: usize) -> anyhow::Result<Vec<(String, Kernel)>> {
 /// A kernel compiled for timing, with its inputs and preallocated outputs.
 struct Prepared {
     compiled: std::sync::Arc<dyn Compiled>,
-    inputs: Vec<Array>,
-    outputs: Vec<Array>,
-    /// Input sets the timed calls cycle through ([`rotation_sets`]); the first is `inputs`.
+    /// Input sets the timed calls cycle through ([`rotation_sets`]); the baselines run on the
+    /// first.
     rotation_in: Vec<Vec<Array>>,
     /// Output sets, one per input set.
     rotation_out: Vec<Vec<Array>>,
@@ -397,49 +488,55 @@ fn rotation_sets(n: usize, arrays: usize) -> usize {
     }
 }
 
-fn prepare(
+/// `kernel` optimised, lowered and compiled on `backend`, with the time it took.
+fn compile(
     kernel: &Kernel,
     backend: &dyn Backend,
     config: &OptConfig,
     threads: Option<usize>,
-) -> anyhow::Result<(Prepared, OptReport, Duration)> {
+) -> anyhow::Result<(std::sync::Arc<dyn Compiled>, OptReport, Duration)> {
     let start = Instant::now();
     let (mir, report) = optimize(kernel, config)?;
     let (lir, _) = lower(&mir, &LowerConfig::default())?;
     let options = rfx_lower::CompileOptions {
         fast_math: config.fast_math,
         max_threads: threads,
-        ..rfx_lower::CompileOptions::default()
+        ..Default::default()
     };
     let compiled = backend.compile(&lir, &options)?;
-    let compile = start.elapsed();
-    let inputs = random_inputs(&mut TestRng::new(7), kernel, 0.0);
-    let outputs: Vec<Array> = lir
+    Ok((compiled, report, start.elapsed()))
+}
+
+fn prepare(
+    kernel: &Kernel,
+    backend: &dyn Backend,
+    config: &OptConfig,
+    threads: Option<usize>,
+) -> anyhow::Result<(Prepared, OptReport, Duration)> {
+    let (compiled, report, compile_time) = compile(kernel, backend, config, threads)?;
+    let outputs: Vec<Array> = compiled
+        .program()
         .outputs()
         .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
         .collect();
-    let n = inputs.iter().map(|a| a.data().len()).max().unwrap_or(1);
-    let sets = rotation_sets(n, inputs.len() + outputs.len());
+    let n = kernel
+        .inputs()
+        .map(|(_, _, ty)| ty.shape.numel())
+        .max()
+        .unwrap_or(1);
+    let sets = rotation_sets(n, kernel.inputs().count() + outputs.len());
     let rotation_in = (0..sets as u64)
-        .map(|s| {
-            if s == 0 {
-                inputs.clone()
-            } else {
-                random_inputs(&mut TestRng::new(7 + s), kernel, 0.0)
-            }
-        })
+        .map(|s| random_inputs(&mut TestRng::new(7 + s), kernel, 0.0))
         .collect();
-    let rotation_out = vec![outputs.clone(); sets];
+    let rotation_out = vec![outputs; sets];
     Ok((
         Prepared {
             compiled,
-            inputs,
-            outputs,
             rotation_in,
             rotation_out,
         },
         report,
-        compile,
+        compile_time,
     ))
 }
 
@@ -614,87 +711,150 @@ fn busy_wait(d: Duration) {
     }
 }
 
-/// Times `iterations` calls (after one warm-up call), each call timed on its own.
-fn time_calls(p: &mut Prepared, iterations: usize) -> anyhow::Result<Vec<Duration>> {
-    time_calls_delayed(p, iterations, Duration::ZERO)
-}
-
-fn time_calls_delayed(p: &mut Prepared, iterations: usize, delay: Duration) -> anyhow::Result<Vec<Duration>> {
+/// Single calls of `p` (after one warm-up call), each timed on its own: `iterations` of them,
+/// then more up to [`tail_samples`].
+fn time_calls(p: &mut Prepared, iterations: usize, delay: Duration) -> anyhow::Result<Vec<Duration>> {
     let mut scratch = Scratch::new();
-    // `--iterations` is the user's: a huge count must not become a huge allocation up front.
-    let mut samples = Vec::with_capacity(iterations.min(1 << 16));
     let (in_views, mut out_views) = rotation_views(&p.rotation_in, &mut p.rotation_out);
+    let compiled = &p.compiled;
     let sets = in_views.len().max(1);
-    for i in 0..=iterations {
+    let mut timed = |i: usize| -> anyhow::Result<Duration> {
+        let k = i % sets;
         let start = Instant::now();
-        p.compiled
-            .run(&in_views[i % sets], &mut out_views[i % sets], &mut scratch)?;
+        compiled.run(&in_views[k], &mut out_views[k], &mut scratch)?;
         if !delay.is_zero() {
             busy_wait(delay);
         }
-        let elapsed = start.elapsed();
-        if i > 0 {
-            samples.push(elapsed);
-        }
+        Ok(start.elapsed())
+    };
+    timed(0)?;
+    // `--iterations` is the user's: a huge count must not become a huge allocation up front.
+    let mut samples = Vec::with_capacity(iterations.min(1 << 16));
+    for i in 1..=iterations {
+        samples.push(timed(i)?);
+    }
+    let mean = samples.iter().map(Duration::as_secs_f64).sum::<f64>() / samples.len().max(1) as f64;
+    let total = tail_samples(iterations, Duration::from_secs_f64(mean));
+    for i in iterations + 1..=total {
+        samples.push(timed(i)?);
     }
     Ok(samples)
 }
 
-/// The unfused path: every HIR op of `kernel` compiled as its own one-op kernel, run in order
-/// with every intermediate materialised (rfxJIT's one-NumPy-call-per-op execution).
-fn unfused_p50(kernel: &Kernel, backend: &dyn Backend, iterations: usize) -> anyhow::Result<f64> {
-    let config = OptConfig {
-        saturate: false,
-        ..OptConfig::default()
-    };
-    let mut steps: Vec<(Prepared, Vec<usize>)> = Vec::new();
-    let inputs = random_inputs(&mut TestRng::new(7), kernel, 0.0);
-    let mut values: Vec<Option<Array>> = vec![None; kernel.nodes().len()];
-    let mut next_input = inputs.into_iter();
-    for (i, node) in kernel.nodes().iter().enumerate() {
-        if let Op::Input { .. } = node.op {
-            values[i] = next_input.next();
-            continue;
-        }
-        let mut b = Builder::new(format!("op{i}"));
-        let mut args = Vec::new();
-        for (k, a) in node.args.iter().enumerate() {
-            let ty = kernel.value_type(*a).context("operand type")?.clone();
-            args.push(b.input(format!("a{k}"), ty)?);
-        }
-        let v = b.copy(&node.op, &args, &node.ty)?;
-        b.output("out", v)?;
-        let single = b.finish()?;
-        let (mut prepared, _, _) = prepare(&single, backend, &config, None)?;
-        prepared.inputs = node
-            .args
-            .iter()
-            .map(|a| values[a.index()].clone().context("operand value"))
-            .collect::<anyhow::Result<_>>()?;
-        values[i] = prepared.outputs.first().cloned();
-        steps.push((prepared, node.args.iter().map(|a| a.index()).collect()));
-    }
-    let mut scratch = Scratch::new();
-    let mut samples = Vec::with_capacity(iterations.min(1 << 16));
-    for iter in 0..=iterations {
-        let start = Instant::now();
-        for (p, _) in steps.iter_mut() {
-            let views: Vec<_> = p.inputs.iter().map(Array::view).collect();
-            let mut outs: Vec<_> = p.outputs.iter_mut().map(Array::view_mut).collect();
-            p.compiled.run(&views, &mut outs, &mut scratch)?;
-        }
-        if iter > 0 {
-            samples.push(start.elapsed());
-        }
-    }
-    Ok(Timing::from_samples(samples).p50_s)
+/// Which side of a [`Comparison`] a call runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Side {
+    Rfx,
+    Baseline,
 }
 
-fn bytes_per_call(kernel: &Kernel, p: &Prepared) -> usize {
-    let _ = kernel;
-    p.inputs
+/// The time one comparison may take, and its fewest and most pairs of calls.
+struct PairBudget {
+    time: Duration,
+    min: usize,
+    max: usize,
+}
+
+/// The interpreter is slow: a few calls at the largest sizes.
+const INTERP_PAIRS: PairBudget = PairBudget {
+    time: Duration::from_millis(500),
+    min: 3,
+    max: 201,
+};
+
+const UNFUSED_PAIRS: PairBudget = PairBudget {
+    time: Duration::from_millis(500),
+    min: 5,
+    max: 1_001,
+};
+
+/// Single calls of the kernel and of a baseline, alternating (after one warm-up call of each):
+/// as many pairs as fit in the budget's time, within its bounds.
+fn alternate(
+    mut call: impl FnMut(Side) -> anyhow::Result<()>,
+    budget: &PairBudget,
+) -> anyhow::Result<Comparison> {
+    let mut timed = |side: Side| -> anyhow::Result<Duration> {
+        let start = Instant::now();
+        call(side)?;
+        Ok(start.elapsed())
+    };
+    let pair = timed(Side::Rfx)? + timed(Side::Baseline)?;
+    let fit = budget.time.as_secs_f64() / pair.as_secs_f64().max(1e-9);
+    let pairs = (fit as usize).clamp(budget.min, budget.max);
+    let (mut rfx, mut base) = (Vec::with_capacity(pairs), Vec::with_capacity(pairs));
+    for _ in 0..pairs {
+        rfx.push(timed(Side::Rfx)?);
+        base.push(timed(Side::Baseline)?);
+    }
+    Ok(Comparison {
+        samples: pairs,
+        p50_s: Timing::from_samples(base).p50_s,
+        rfx_p50_s: Timing::from_samples(rfx).p50_s,
+    })
+}
+
+/// The kernel against the reference interpreter, on the first input set.
+fn interp_comparison(p: &mut Prepared, kernel: &Kernel, delay: Duration) -> anyhow::Result<Comparison> {
+    let (interp, _, _) = compile(kernel, &InterpBackend, &OptConfig::default(), None)?;
+    let (in_views, mut out_views) = rotation_views(&p.rotation_in[..1], &mut p.rotation_out[..1]);
+    let compiled = &p.compiled;
+    let mut scratch = Scratch::new();
+    alternate(
+        |side| {
+            match side {
+                Side::Rfx => {
+                    compiled.run(&in_views[0], &mut out_views[0], &mut scratch)?;
+                    if !delay.is_zero() {
+                        busy_wait(delay);
+                    }
+                }
+                Side::Baseline => interp.run(&in_views[0], &mut out_views[0], &mut scratch)?,
+            }
+            Ok(())
+        },
+        &INTERP_PAIRS,
+    )
+}
+
+/// The kernel against its unfused op-by-op path on the same backend, with the same options,
+/// on the first input set.
+fn unfused_comparison(
+    p: &mut Prepared,
+    kernel: &Kernel,
+    backend: &dyn Backend,
+    options: (&OptConfig, Option<usize>, Duration),
+) -> anyhow::Result<Comparison> {
+    let (config, threads, delay) = options;
+    let mut unfused = Unfused::new(kernel, backend, config.fast_math, threads)?;
+    let (in_views, mut out_views) = rotation_views(&p.rotation_in[..1], &mut p.rotation_out[..1]);
+    let inputs = &p.rotation_in[0];
+    let compiled = &p.compiled;
+    let mut scratch = Scratch::new();
+    alternate(
+        |side| {
+            match side {
+                Side::Rfx => {
+                    compiled.run(&in_views[0], &mut out_views[0], &mut scratch)?;
+                    if !delay.is_zero() {
+                        busy_wait(delay);
+                    }
+                }
+                Side::Baseline => unfused.run(inputs, &mut scratch)?,
+            }
+            Ok(())
+        },
+        &UNFUSED_PAIRS,
+    )
+}
+
+/// Bytes of inputs and outputs one call reads and writes.
+fn bytes_per_call(p: &Prepared) -> usize {
+    p.rotation_in
         .iter()
-        .chain(&p.outputs)
+        .take(1)
+        .chain(p.rotation_out.iter().take(1))
+        .flatten()
         .map(|a| a.data().len() * a.dtype().size_bytes())
         .sum()
 }
@@ -709,9 +869,118 @@ fn backend_named(name: &str) -> anyhow::Result<std::sync::Arc<dyn Backend>> {
     Ok(backend)
 }
 
-/// Runs the benchmark and prints rfxJIT-style lines and a table; returns the report.
+/// What every kernel of one run shares.
+struct Run<'a> {
+    args: &'a BenchArgs,
+    backend: &'a dyn Backend,
+    iterations: usize,
+    /// `--inject-delay-us`: a kernel and the delay added to each of its timed calls.
+    injected: Option<(String, Duration)>,
+}
+
+/// The plain Rust loops of one size: perf-check's yardstick (at least 4096 elements) and, below
+/// 4096, one of exactly the size for the table.
+struct Loops {
+    yardstick: Reference,
+    exact: Option<Reference>,
+}
+
+impl Loops {
+    fn new(n: usize) -> Loops {
+        // perf-check's yardstick has at least 4096 elements, so that it takes about a
+        // microsecond and the clock's granularity does not quantise it (at n = 1 it took 2 or
+        // 3 ns, which moved every normalised time by half).
+        Loops {
+            yardstick: Reference::new(n.max(4096)),
+            exact: (n < 4096).then(|| Reference::new(n)),
+        }
+    }
+}
+
+/// Measures `kernel` (named `name`) at `n` elements.
+fn bench_kernel(
+    run: &Run<'_>,
+    name: &str,
+    kernel: &Kernel,
+    n: usize,
+    loops: &mut Loops,
+) -> anyhow::Result<KernelResult> {
+    let args = run.args;
+    let config = OptConfig {
+        fast_math: args.fast_math,
+        ..OptConfig::default()
+    };
+    let (mut prepared, report, compile) = prepare(kernel, run.backend, &config, args.threads)?;
+    let delay = run
+        .injected
+        .as_ref()
+        .filter(|(k, _)| *k == name)
+        .map_or(Duration::ZERO, |(_, d)| *d);
+    let timing = Timing::from_samples(time_calls(&mut prepared, run.iterations, delay)?);
+    let (batch, reference_p50, normalised) = batch_p50(&mut prepared, delay, &mut loops.yardstick)?;
+    let args_batch = args_batch_p50(&mut prepared, delay)?;
+    let rust_loop = match &mut loops.exact {
+        Some(exact) => batched_p50(|| {
+            exact.run();
+            Ok(())
+        })?,
+        None => reference_p50,
+    };
+    let bytes = bytes_per_call(&prepared);
+    let (interp, unfused) = if args.no_baselines {
+        (None, None)
+    } else {
+        let interp = interp_comparison(&mut prepared, kernel, delay)?;
+        let unfused = unfused_comparison(&mut prepared, kernel, run.backend, (&config, args.threads, delay))?;
+        (Some(interp), Some(unfused))
+    };
+    Ok(KernelResult {
+        kernel: name.to_string(),
+        size: n,
+        backend: args.backend.clone(),
+        compile_s: compile.as_secs_f64(),
+        calls_per_s: 1.0 / timing.mean_s.max(1e-12),
+        elements_per_s: n as f64 / timing.p50_s.max(1e-12),
+        gb_per_s: bytes as f64 / timing.p50_s.max(1e-12) / 1e9,
+        timing,
+        interp_p50_s: interp.as_ref().map(|c| c.p50_s),
+        unfused_p50_s: unfused.as_ref().map(|c| c.p50_s),
+        interp,
+        unfused,
+        rust_loop_p50_s: rust_loop,
+        batch_p50_s: batch,
+        args_batch_p50_s: args_batch,
+        reference_p50_s: reference_p50,
+        normalised_p50: normalised,
+        ops_before: report.ops_before,
+        ops_after: report.ops_after,
+        kernels: report.kernels,
+    })
+}
+
+/// `--inject-delay-us KERNEL=MICROSECONDS`, parsed.
+fn injected_delay(spec: Option<&str>) -> anyhow::Result<Option<(String, Duration)>> {
+    let Some(spec) = spec else {
+        return Ok(None);
+    };
+    let (name, us) = spec
+        .split_once('=')
+        .context("--inject-delay-us takes KERNEL=MICROSECONDS")?;
+    Ok(Some((
+        name.to_string(),
+        Duration::from_micros(us.parse().context("microseconds")?),
+    )))
+}
+
+/// What the rfxJIT-format lines are, printed before them.
+const RFXJIT_LINES: &str = "Lines `[backend] kernel: X.XXXXms avg, N ops/s` keep rfxJIT's \
+    format (its users parse them): the mean of the kernel's single timed calls in milliseconds, \
+    and calls per second (rfxJIT's \"ops/s\"). The table after them is the one to read.";
+
+/// Runs the benchmark and prints rfxJIT-format lines and the table; returns the report.
 pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
     let backend = backend_named(&args.backend)?;
+    let date_utc = utc(std::time::SystemTime::now());
     if args.backend == "metal" {
         outln!(
             "note: the metal backend runs through wgpu; on Linux CI that is lavapipe, a software \
@@ -719,18 +988,11 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
         )?;
     }
     let sizes = args.sizes.clone().unwrap_or_else(|| vec![args.size]);
-    let iterations = args.iterations.max(1);
-    let injected = match &args.inject_delay_us {
-        Some(spec) => {
-            let (name, us) = spec
-                .split_once('=')
-                .context("--inject-delay-us takes KERNEL=MICROSECONDS")?;
-            Some((
-                name.to_string(),
-                Duration::from_micros(us.parse().context("microseconds")?),
-            ))
-        }
-        None => None,
+    let run = Run {
+        args,
+        backend: backend.as_ref(),
+        iterations: args.iterations.max(1),
+        injected: injected_delay(args.inject_delay_us.as_deref())?,
     };
     // Every kernel's arrays at every size are checked before the first one is allocated.
     for &n in &sizes {
@@ -754,16 +1016,15 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
         Some(bar) => bar.suspend(|| outln!("{text}")),
         None => outln!("{text}"),
     };
+    say(RFXJIT_LINES.to_string())?;
     for &n in &sizes {
         say(format!(
-            "Benchmarking kernels (size={n}, iterations={iterations}, backend={}{})",
+            "Benchmarking kernels (size={n}, iterations={}, backend={}{})",
+            run.iterations,
             args.backend,
             if args.fast_math { ", fast math" } else { "" }
         ))?;
-        // The yardstick of perf-check: at least 4096 elements, so that it takes about a
-        // microsecond and the clock's granularity does not quantise it (at n = 1 it took 2 or
-        // 3 ns, which moved every normalised time by half).
-        let mut reference = Reference::new(n.max(4096));
+        let mut loops = Loops::new(n);
         for (name, kernel) in kernels(n)? {
             if let Some(bar) = &progress {
                 bar.inc(1);
@@ -772,54 +1033,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
             if args.filter.as_ref().is_some_and(|f| !name.contains(f.as_str())) {
                 continue;
             }
-            let config = OptConfig {
-                fast_math: args.fast_math,
-                ..OptConfig::default()
-            };
-            let (mut prepared, report, compile) = prepare(&kernel, backend.as_ref(), &config, args.threads)?;
-            let delay = injected
-                .as_ref()
-                .filter(|(k, _)| *k == name)
-                .map_or(Duration::ZERO, |(_, d)| *d);
-            let timing = Timing::from_samples(time_calls_delayed(&mut prepared, iterations, delay)?);
-            let (batch, reference_p50, normalised) = batch_p50(&mut prepared, delay, &mut reference)?;
-            let args_batch = args_batch_p50(&mut prepared, delay)?;
-            let bytes = bytes_per_call(&kernel, &prepared);
-            // The baselines are slow; fewer calls keep the run short and the medians stable.
-            let baseline_iters = (iterations / 10).clamp(3, 50);
-            let (interp, unfused) = if args.no_baselines {
-                (None, None)
-            } else {
-                let (mut ip, _, _) = prepare(&kernel, &InterpBackend, &OptConfig::default(), None)?;
-                let interp = Timing::from_samples(time_calls(
-                    &mut ip,
-                    baseline_iters.min(if n > 100_000 { 3 } else { 20 }),
-                )?)
-                .p50_s;
-                (
-                    Some(interp),
-                    Some(unfused_p50(&kernel, backend.as_ref(), baseline_iters)?),
-                )
-            };
-            let result = KernelResult {
-                kernel: name.clone(),
-                size: n,
-                backend: args.backend.clone(),
-                compile_s: compile.as_secs_f64(),
-                calls_per_s: 1.0 / timing.mean_s.max(1e-12),
-                elements_per_s: n as f64 / timing.p50_s.max(1e-12),
-                gb_per_s: bytes as f64 / timing.p50_s.max(1e-12) / 1e9,
-                timing,
-                interp_p50_s: interp,
-                unfused_p50_s: unfused,
-                batch_p50_s: batch,
-                args_batch_p50_s: args_batch,
-                reference_p50_s: reference_p50,
-                normalised_p50: normalised,
-                ops_before: report.ops_before,
-                ops_after: report.ops_after,
-                kernels: report.kernels,
-            };
+            let result = bench_kernel(&run, &name, &kernel, n, &mut loops)?;
             say(format!(
                 "[{}] {}: {:.4}ms avg, {:.0} ops/s",
                 result.backend,
@@ -838,7 +1052,8 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
         schema_version: 1,
         machine: machine(),
         git_revision: git_revision(),
-        iterations,
+        date_utc,
+        iterations: run.iterations,
         fast_math: args.fast_math,
         threads: args.threads,
         results,
@@ -850,7 +1065,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
         files.stage(path, |out| out.write_all(json.as_bytes()))?;
     }
     if let Some(path) = &args.plot {
-        let svg = crate::plot::draw(&report.results)?;
+        let svg = crate::plot::draw(&report)?;
         files.stage(path, |out| out.write_all(svg.as_bytes()))?;
     }
     files.commit()?;
@@ -860,20 +1075,29 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
     Ok(report)
 }
 
-/// The results as a table and a list of what the optimiser did.
+/// A time in µs with three decimals, or "–" when there is none.
+fn micros(seconds: Option<f64>) -> String {
+    seconds.map_or_else(|| "–".to_string(), |s| format!("{:.3}", s * 1e6))
+}
+
+/// The results as a table, what its columns mean, and a list of what the optimiser did.
 fn table(results: &[KernelResult]) -> String {
     use std::fmt::Write as _;
     let mut out = String::new();
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "{:<22} {:>9} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9} {:>9} {:>11}",
+        "{:<22} {:>9} {:>7} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9} {:>10} {:>11}",
         "kernel",
         "size",
+        "calls",
+        "mean µs",
         "p50 µs",
         "p99 µs",
         "p99.9 µs",
         "max µs",
+        "batch µs",
+        "Rust µs",
         "GB/s",
         "compile",
         "vs interp",
@@ -881,33 +1105,37 @@ fn table(results: &[KernelResult]) -> String {
         "ops (kernels)"
     );
     for r in results {
-        let ratio = |base: Option<f64>| {
-            base.map_or("-".to_string(), |b| {
-                format!("{:.1}x", b / r.timing.p50_s.max(1e-12))
-            })
+        let ratio = |c: &Option<Comparison>| {
+            c.as_ref()
+                .map_or("-".to_string(), |c| format!("{:.1}x", c.ratio()))
         };
         let _ = writeln!(
             out,
-            "{:<22} {:>9} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>8.2} {:>7.2}ms {:>9} {:>9} {:>5} -> {} ({})",
+            "{:<22} {:>9} {:>7} {:>10.3} {:>10.3} {:>10} {:>10} {:>10.3} {:>10.3} {:>10.3} {:>8.2} {:>7.2}ms {:>9} {:>10} {:>5} -> {} ({})",
             r.kernel,
             r.size,
+            r.timing.samples,
+            r.timing.mean_s * 1e6,
             r.timing.p50_s * 1e6,
-            r.timing.p99_s * 1e6,
-            r.timing.p999_s * 1e6,
+            micros(r.timing.p99_s),
+            micros(r.timing.p999_s),
             r.timing.max_s * 1e6,
+            r.batch_p50_s * 1e6,
+            r.rust_loop_p50_s * 1e6,
             r.gb_per_s,
             r.compile_s * 1e3,
-            ratio(r.interp_p50_s),
-            ratio(r.unfused_p50_s),
+            ratio(&r.interp),
+            ratio(&r.unfused),
             r.ops_before,
             r.ops_after,
             r.kernels
         );
     }
+    let _ = writeln!(out, "\n{}\n", footnotes(results));
     // Ops can grow: `clamp` becomes `max` and `min`, a gradient's shared subterms are kept.
     let _ = writeln!(
         out,
-        "\nOptimization impact (HIR ops -> optimised ops, fused kernels):"
+        "Optimization impact (HIR ops -> optimised ops, fused kernels):"
     );
     let mut seen = std::collections::HashSet::new();
     for r in results.iter().filter(|r| seen.insert(r.kernel.as_str())) {
@@ -924,7 +1152,112 @@ fn table(results: &[KernelResult]) -> String {
     out
 }
 
+/// What the table's columns are; the "–" rule only when a tail is missing.
+fn footnotes(results: &[KernelResult]) -> String {
+    let mut notes = vec![
+        "calls: single calls timed, each on its own; mean, p50, p99, p99.9 and max are over them."
+            .to_string(),
+    ];
+    if results
+        .iter()
+        .any(|r| r.timing.p99_s.is_none() || r.timing.p999_s.is_none())
+    {
+        notes.push(
+            "–: too few calls for that tail: p99 needs 1,000 and p99.9 10,000 (ten calls beyond \
+             it). Calls are timed up to 10,000 times only where that many fit in about a second; \
+             --iterations asks for more."
+                .to_string(),
+        );
+    }
+    notes.push(
+        "batch µs: the median over 31 batches of back-to-back calls (each batch ≥ 50 µs) of the \
+         mean call. Rust µs: the same for a plain Rust loop out[i] = x[i] + y[i] over f32 arrays \
+         of the same size."
+            .to_string(),
+    );
+    notes.push(
+        "vs interp, vs unfused: the baseline's median call over the kernel's, from equally many \
+         single calls of each, alternating on the same inputs (`samples` of `interp` and \
+         `unfused` in the JSON)."
+            .to_string(),
+    );
+    notes.join("\n")
+}
+
 /// `rfx bench`.
 pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     run_bench(args).map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn micros_1_to(n: u64) -> Vec<Duration> {
+        (1..=n).map(Duration::from_micros).collect()
+    }
+
+    #[test]
+    fn a_tail_needs_ten_samples_beyond_it() {
+        let t = Timing::from_samples(micros_1_to(999));
+        assert_eq!(t.samples, 999);
+        assert_eq!((t.p99_s, t.p999_s), (None, None));
+        assert_eq!((t.p50_s, t.max_s), (500e-6, 999e-6));
+        let t = Timing::from_samples(micros_1_to(1_000));
+        assert_eq!(t.p99_s, Some(990e-6));
+        assert_eq!(t.p999_s, None);
+        let t = Timing::from_samples(micros_1_to(10_000));
+        assert_eq!((t.p99_s, t.p999_s), (Some(9_900e-6), Some(9_990e-6)));
+        assert_eq!(t.samples, 10_000);
+    }
+
+    #[test]
+    fn short_calls_are_sampled_enough_for_their_tails() {
+        let us = Duration::from_micros;
+        assert_eq!(tail_samples(200, us(1)), 10_000);
+        assert_eq!(tail_samples(200, us(100)), 10_000);
+        assert_eq!(tail_samples(200, us(101)), 1_000);
+        assert_eq!(tail_samples(200, us(1_000)), 1_000);
+        assert_eq!(tail_samples(200, us(1_001)), 200);
+        assert_eq!(tail_samples(5, us(2_000)), 5);
+        // --iterations above the tails' counts is honoured.
+        assert_eq!(tail_samples(20_000, us(1)), 20_000);
+    }
+
+    #[test]
+    fn a_comparison_alternates_equally_many_calls_of_each_side() {
+        let mut order = Vec::new();
+        let budget = PairBudget {
+            time: Duration::from_millis(10),
+            min: 5,
+            max: 51,
+        };
+        let c = alternate(
+            |side| {
+                order.push(side);
+                busy_wait(Duration::from_micros(match side {
+                    Side::Rfx => 20,
+                    Side::Baseline => 60,
+                }));
+                Ok(())
+            },
+            &budget,
+        )
+        .expect("comparison");
+        assert!((5..=51).contains(&c.samples), "{c:?}");
+        // One warm-up pair, then the timed pairs, always kernel then baseline.
+        assert_eq!(order.len(), 2 * (c.samples + 1));
+        assert!(order.chunks(2).all(|p| p == [Side::Rfx, Side::Baseline]));
+        assert!(c.rfx_p50_s >= 20e-6 && c.p50_s >= 60e-6, "{c:?}");
+        assert!((2.0..4.5).contains(&c.ratio()), "{c:?}");
+    }
+
+    #[test]
+    fn dates_are_utc_calendar_dates() {
+        let at = |s: u64| utc(std::time::UNIX_EPOCH + Duration::from_secs(s));
+        assert_eq!(at(0), "1970-01-01 00:00");
+        assert_eq!(at(951_868_800), "2000-03-01 00:00");
+        assert_eq!(at(1_709_210_040), "2024-02-29 12:34");
+        assert_eq!(at(4_102_444_799), "2099-12-31 23:59");
+    }
 }

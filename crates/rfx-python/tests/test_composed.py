@@ -189,3 +189,15 @@ def test_jit_of_a_numpy_ufunc_itself():
     np.testing.assert_allclose(rj.jit(np.hypot)(x, x), np.hypot(x, x), rtol=4e-16)
     with pytest.raises(TypeError, match="keyword-only"):
         rj.jit(np.log1p)(x, where=x > 0)
+
+
+def test_the_rfxjit_numpy_namespace_has_the_composed_functions():
+    import rfxjit.numpy as rnp
+
+    a = np.array([7.5, -7.5, 0.25], dtype=np.float32)
+    b = np.array([2.0, 2.0, -0.5], dtype=np.float32)
+    got = rj.jit(lambda u, v: (rnp.mod(u, v), rnp.floor_divide(u, v), rnp.log1p(u * u), rnp.hypot(u, v)))(a, b)
+    want = (np.mod(a, b), np.floor_divide(a, b), np.log1p(a * a), np.hypot(a, b))
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == np.float32
+        np.testing.assert_allclose(g, w, rtol=3e-7)

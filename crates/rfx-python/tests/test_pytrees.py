@@ -149,3 +149,19 @@ def test_bind_with_trees_and_pickling(rng):
         bound((params["w"], params["b"]), x)
     again = pickle.loads(pickle.dumps(bound))
     np.testing.assert_allclose(again(params, x)["extra"][0], want["extra"][0], rtol=1e-13)
+
+
+def test_a_transform_of_trees_inside_a_traced_function(rng):
+    params = {"w": rng.standard_normal((3, 2)), "b": rng.standard_normal(2)}
+    x, target = rng.standard_normal((5, 3)), rng.standard_normal((5, 2))
+
+    @rj.jit
+    def step(p):
+        g = rj.grad(loss)(p, x, target)  # recorded into this trace, a dict of tracers
+        return {k: p[k] - 0.1 * g[k] for k in p}
+
+    new = step(params)
+    residual = x @ params["w"] + params["b"] - target
+    np.testing.assert_allclose(new["w"], params["w"] - 0.1 * 2 * x.T @ residual, rtol=1e-12)
+    np.testing.assert_allclose(new["b"], params["b"] - 0.1 * 2 * residual.sum(axis=0), rtol=1e-12)
+    assert step.cache_info().misses == 1

@@ -241,3 +241,25 @@ def test_many_compilations_keep_memory_flat():
         f(np.ones(n))
     assert f.cache_info().misses == 500 and f.cache_info().currsize == 8
     assert rss_mib() - before < 16, f"RSS grew from {before:.1f} to {rss_mib():.1f} MiB over 400 compiles"
+
+
+def test_calls_through_the_cache_by_dtypes_and_shapes():
+    f = rj.jit(lambda x: x * 2 + 1, cache_size=1)
+    a = np.arange(4.0)
+    np.testing.assert_array_equal(f(a), a * 2 + 1)
+    np.testing.assert_array_equal(f(a + 1), (a + 1) * 2 + 1)
+    assert f.cache_info() == (1, 1, 1)
+    # The same dtype and shape, not C-contiguous: copied once, same kernel.
+    strided = np.arange(8.0)[::2]
+    np.testing.assert_array_equal(f(strided), strided * 2 + 1)
+    # int64 (converted to int32) and byte-swapped float64 are other keys of the quick path.
+    wide = np.arange(4, dtype=np.int64)
+    np.testing.assert_array_equal(f(wide), wide * 2 + 1)
+    np.testing.assert_array_equal(f(wide), wide * 2 + 1)
+    assert f.cache_info().misses == 2  # cache_size=1: the float64 kernel is gone
+    swapped = a.astype(">f8")
+    np.testing.assert_array_equal(f(swapped), a * 2 + 1)  # compiled again, int32 out
+    np.testing.assert_array_equal(f(a), a * 2 + 1)
+    assert f.cache_info().misses == 3
+    np.testing.assert_array_equal(f(wide), wide * 2 + 1)  # the quick path forgot int64
+    assert f.cache_info().misses == 4 and f.cache_info().currsize == 1

@@ -20,7 +20,6 @@ from ._tree import LEAF, children, describe, flatten, is_container, num_leaves, 
 
 BACKENDS = ("cpu", "interp", "cuda", "metal")
 
-_FAST_DTYPES = {np.dtype(t): np.dtype(t).name for t in (np.float32, np.float64, np.int32, np.bool_)}
 
 #: How many signatures a jitted function keeps compiled by default (least recently used out).
 DEFAULT_CACHE_SIZE = 256
@@ -153,11 +152,26 @@ def _flatten_outputs(result, what: str):
     if not tracers:
         raise TraceError(f"{what} returned no arrays")
 
-    def rebuild(outputs):
-        return unflatten(out_tree, outputs)
+    flat_tuple = out_tree[0] == "tuple" and all(c == LEAF for c in out_tree[1])
+    # One array and a flat tuple, the common cases, are rebuilt without walking the structure
+    # (this runs on every call through the cache).
+    if out_tree == LEAF:
+
+        def rebuild(outputs):
+            return outputs[0]
+
+    elif flat_tuple:
+
+        def rebuild(outputs):
+            return tuple(outputs)
+
+    else:
+
+        def rebuild(outputs):
+            return unflatten(out_tree, outputs)
 
     # One array, or a flat tuple: what the native kernel returns by itself.
-    rebuild.plain = out_tree == LEAF or (out_tree[0] == "tuple" and all(c == LEAF for c in out_tree[1]))
+    rebuild.plain = out_tree == LEAF or flat_tuple
     return tracers, rebuild
 
 
@@ -483,6 +497,10 @@ class Function:
         self._backend = backend
         self._fast_math = bool(fast_math)
         self._cache: dict = {}
+        # The entries of calls whose arguments were all arrays used as they are, by the
+        # arguments' dtypes and shapes (a key cheaper to build than the signature): the path
+        # of a call through the cache. Emptied whenever an entry leaves `_cache`.
+        self._fast: dict = {}
         self._lock = threading.Lock()
         self._hits = 0
         self._misses = 0
@@ -561,6 +579,7 @@ class Function:
                         self._cache.pop(next(iter(self._cache)), None)
                     except RuntimeError:  # another thread's hit reordered the dict meanwhile
                         continue
+                    self._fast.clear()
             self._misses += 1
             self._last_key = key
             return entry
@@ -592,21 +611,21 @@ class Function:
     def __call__(self, *args, **kwargs):
         if kwargs or len(args) < self._source.n_params:
             args = self._source.positional(args, kwargs)
-        # The fast path: every argument an ndarray of an rfx dtype, a signature seen before.
-        # (The kernel checks layout; a non-contiguous array takes the slow path, which copies.)
+        # The fast path: every argument an ndarray, dtypes and shapes seen before. (The kernel
+        # checks layout; a non-contiguous array takes the slow path, which copies.)
+        fast_key = None
         if not self._source.static_argnums:
-            spec = []
+            parts = []
             for a in args:
                 if type(a) is not np.ndarray:
                     break
-                name = _FAST_DTYPES.get(a.dtype)
-                if name is None:
-                    break
-                spec.append((name, a.shape, False))
+                parts.append(a.dtype)
+                parts.append(a.shape)
             else:
-                key = (tuple(spec), (), None)
-                entry = self._cache.get(key)
-                if entry is not None:
+                fast_key = tuple(parts)
+                hit = self._fast.get(fast_key)
+                if hit is not None:
+                    entry, key = hit
                     if len(self._cache) > 1:
                         self._touch(key)
                     try:
@@ -620,6 +639,8 @@ class Function:
             return self._source.inline(*args)
         spec, statics, arrays, in_tree = self._split(args)
         entry = self._entry(spec, statics, in_tree)
+        if fast_key is not None and all(array is arg for array, arg in zip(arrays, args)):
+            self._fast[fast_key] = (entry, (spec, statics, in_tree))
         result = entry.compiled(*arrays)
         return entry.rebuild([result] if entry.single else list(result))
 
@@ -632,6 +653,7 @@ class Function:
         """Drops every compiled kernel."""
         with self._lock:
             self._cache.clear()
+            self._fast.clear()
             self._hits = self._misses = 0
             self._last_key = None
 
@@ -686,6 +708,7 @@ class Function:
         # around it and the options; compiled kernels are made again where it is unpickled.
         state = self.__dict__.copy()
         state["_cache"] = {}
+        state["_fast"] = {}
         state["_lock"] = None
         state["_hits"] = state["_misses"] = 0
         state["_last_key"] = state["_last_miss"] = None

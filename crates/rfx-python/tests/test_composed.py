@@ -70,9 +70,10 @@ def ulp_distance(actual, expected, dtype):
         return np.where(same_sign, np.abs(a - e), np.iinfo(np.int64).max)
 
 
-def check_specials_and_ulps(actual, expected, dtype):
+def check_specials_and_ulps(actual, expected, dtype, scale=None):
     """NaN where NumPy has NaN, the same sign on zeros and infinities, and the largest ULP
-    difference elsewhere (returned)."""
+    difference elsewhere (returned). With `scale` (per element), the difference is counted in
+    ULP of `scale` instead of ULP of the result."""
     actual = np.asarray(actual)
     assert actual.dtype == expected.dtype, f"dtype {actual.dtype}, NumPy gives {expected.dtype}"
     assert actual.shape == expected.shape
@@ -86,10 +87,16 @@ def check_specials_and_ulps(actual, expected, dtype):
     rest = ~nan & ~exact
     if not rest.any():
         return 0
+    if scale is not None:
+        magnitude = np.maximum(np.abs(scale[rest]), np.abs(expected[rest])).astype(dtype)
+        error = np.abs(actual[rest].astype(np.float64) - expected[rest].astype(np.float64))
+        with np.errstate(over="ignore"):  # the spacing at the largest float is inf
+            spacing = np.spacing(magnitude).astype(np.float64)
+        return int(np.ceil((error / spacing).max()))
     return int(ulp_distance(actual[rest], expected[rest], dtype).max())
 
 
-def measure(name, dtype, seed=7):
+def measure(name, dtype, seed):
     ufunc = getattr(np, name)
     x, rng = inputs(seed, dtype)
     if name in BINARY:
@@ -98,7 +105,8 @@ def measure(name, dtype, seed=7):
         sa, sb = np.meshgrid(specials, specials)
         y = x[rng.permutation(x.size)]
         if name in ("logaddexp", "logaddexp2", "hypot"):
-            y = (y * rng.uniform(0.5, 2.0, y.size)).astype(dtype)  # close to x, and not
+            with np.errstate(over="ignore"):
+                y = (y * rng.uniform(0.5, 2.0, y.size)).astype(dtype)  # close to x, and not
         args = (np.concatenate([sa.ravel(), x]), np.concatenate([sb.ravel(), y]))
     else:
         args = (x,)
@@ -107,14 +115,23 @@ def measure(name, dtype, seed=7):
     if name == "divmod":
         assert isinstance(actual, tuple) and len(actual) == 2
         return max(check_specials_and_ulps(a, e, dtype) for a, e in zip(actual, expected))
-    return check_specials_and_ulps(actual, expected, dtype)
+    # logaddexp cancels where x ≈ -y: its error is counted in ULP of the larger operand.
+    scale = None
+    if name.startswith("logaddexp"):
+        finite = [np.where(np.isfinite(a), np.abs(a), 0) for a in args]
+        scale = np.maximum(*finite)
+    return check_specials_and_ulps(actual, expected, dtype, scale)
+
+
+#: The random inputs of the measurement: 8 draws of about 12,000 values each.
+SEEDS = range(1, 9)
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("name", sorted(ACCURACY))
 def test_composed_ufunc_against_numpy(name, dtype):
     bound = ACCURACY[name][1 if np.dtype(dtype) == np.float32 else 2]
-    ulps = measure(name, dtype)
+    ulps = max(measure(name, dtype, seed) for seed in SEEDS)
     assert ulps <= bound, f"{name} ({np.dtype(dtype).name}): {ulps} ULP from NumPy, documented {bound}"
 
 
@@ -179,7 +196,7 @@ def test_gradient_of_a_composition():
 
 if __name__ == "__main__":
     for name in sorted(ACCURACY):
-        print(name, [measure(name, dtype) for dtype in FLOATS])
+        print(name, [max(measure(name, dtype, seed) for seed in SEEDS) for dtype in FLOATS])
 
 
 def test_jit_of_a_numpy_ufunc_itself():

@@ -47,8 +47,9 @@ def generate() -> str:
         "`abs` (`absolute`). Reductions: `add.reduce`, `multiply.reduce`, `maximum.reduce`, `minimum.reduce`.",
         "",
         "**Ufuncs composed of rfx ops** (graph building only; the accuracy is the largest difference "
-        "from NumPy measured by `tests/test_composed.py` on about 12,000 random values over the whole "
-        "range and every pair of special values, ±0, ±inf, NaN included, which match NumPy exactly):",
+        "from NumPy measured by `tests/test_composed.py` on 8 draws of about 12,000 random values over "
+        "the whole range, and every pair of special values, ±0, ±inf, NaN included, which match NumPy "
+        "exactly):",
         "",
         "| ufunc | computed as | max ULP from NumPy, float32 | float64 |",
         "|---|---|---|---|",

@@ -2,6 +2,15 @@
 
 use super::*;
 
+/// Where body code runs: `w` lanes at loop position `pos`, with each access's element offset
+/// (or pointer) `offs` there.
+#[derive(Clone, Copy)]
+pub(super) struct Place<'p> {
+    pub(super) w: u8,
+    pub(super) pos: Value,
+    pub(super) offs: &'p [Value],
+}
+
 /// An element offset as an index value of `dtype` (exact: the verifier bounds every value).
 pub(super) fn index_scalar(
     b: &mut FunctionBuilder<'_>,
@@ -27,17 +36,16 @@ impl<'k> Gen<'_, 'k> {
         b.ins().load(cl_type(dtype, 1), mem(), addr, 0)
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Access `k` of buffer `base` loaded at `place`: `place.w` lanes of `dtype`.
     pub(super) fn load(
         &mut self,
         b: &mut FunctionBuilder<'_>,
-        w: u8,
+        place: Place<'_>,
         k: usize,
         base: Value,
-        at: Value,
-        offs: &[Value],
         dtype: DType,
     ) -> Result<Value, BackendError> {
+        let Place { w, pos: at, offs } = place;
         let inner = self.inner_stride(k);
         if w == 1 {
             let addr = self.address(b, k, base, at, offs, 0);
@@ -75,7 +83,6 @@ impl<'k> Gen<'_, 'k> {
     /// gathers of a pad's window) read one vector when they lie inside the buffer, and one
     /// element when they all lie on one side of it (every lane clamps to the same end);
     /// otherwise, and for other steps, each lane reads its own element.
-    #[allow(clippy::too_many_arguments)]
     pub(super) fn gather(
         &mut self,
         b: &mut FunctionBuilder<'_>,
@@ -100,7 +107,7 @@ impl<'k> Gen<'_, 'k> {
         // branch per gather and the saturating conversions, cost more than it saved (tried:
         // `f64` halves at 65536 1.66 → 2.37 ns per element, a 6-element Euler step 42 → 56 ns).
         if index_dtype != DType::I32 || w == 1 || lanes == 1 || step != Some(1) || dtype == DType::Bool {
-            let values = self.gather_lanes(b, lanes, w, base, (index, index_dtype), last, dtype);
+            let values = self.gather_lanes(b, (lanes, w), (base, last), (index, index_dtype), dtype);
             return Ok(self.assemble(b, w, &values, dtype));
         }
         // Lanes `lo ..= lo + w - 1` (no lane wraps when the sum fits an `i32`).
@@ -141,12 +148,12 @@ impl<'k> Gen<'_, 'k> {
         b.ins().brif(alike, one, &[], lanewise, &[]);
 
         b.switch_to_block(one);
-        let values = self.gather_lanes(b, 1, w, base, (index, index_dtype), last, dtype);
+        let values = self.gather_lanes(b, (1, w), (base, last), (index, index_dtype), dtype);
         let v = self.assemble(b, w, &values, dtype);
         b.ins().jump(join, &[BlockArg::Value(v)]);
 
         b.switch_to_block(lanewise);
-        let values = self.gather_lanes(b, w, w, base, (index, index_dtype), last, dtype);
+        let values = self.gather_lanes(b, (w, w), (base, last), (index, index_dtype), dtype);
         let v = self.assemble(b, w, &values, dtype);
         b.ins().jump(join, &[BlockArg::Value(v)]);
 
@@ -155,16 +162,14 @@ impl<'k> Gen<'_, 'k> {
     }
 
     /// `buf[clamp(index[lane], 0, last)]` for the first `lanes` lanes of the `w`-lane value
-    /// `index` (`i32`, or `f64` truncated toward zero with NaN as 0), as scalars.
-    #[allow(clippy::too_many_arguments)]
+    /// `index` (`i32`, or `f64` truncated toward zero with NaN as 0), as scalars; `buf`
+    /// starts at `base`.
     pub(super) fn gather_lanes(
         &mut self,
         b: &mut FunctionBuilder<'_>,
-        lanes: u8,
-        w: u8,
-        base: Value,
+        (lanes, w): (u8, u8),
+        (base, last): (Value, i32),
         (index, index_dtype): (Value, DType),
-        last: i32,
         dtype: DType,
     ) -> Vec<Value> {
         // Clamped as `i32`, or as `i64` after a saturating conversion (NaN gives 0).
@@ -307,17 +312,16 @@ impl<'k> Gen<'_, 'k> {
         })
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// `v` (`place.w` lanes) stored through access `k` of buffer `base` at `place`.
     pub(super) fn store(
         &mut self,
         b: &mut FunctionBuilder<'_>,
-        w: u8,
+        place: Place<'_>,
         k: usize,
         base: Value,
-        at: Value,
-        offs: &[Value],
         v: Value,
     ) -> Result<(), BackendError> {
+        let Place { w, pos: at, offs } = place;
         let access = &self.info.accesses[k];
         let (dtype, inner) = (access.dtype, self.inner_stride(k));
         if w == 1 {

@@ -2,6 +2,16 @@
 
 use super::*;
 
+/// Where [`Gen::emit_inst`] emits an instruction: `w` lanes, at `access` (the instruction's
+/// access and the loop position; `None` in the preamble) with each access's offset `offs`, as
+/// body instruction `body_index` (`None` in the preamble).
+pub(super) struct InstAt<'p> {
+    pub(super) w: u8,
+    pub(super) access: Option<(usize, Value)>,
+    pub(super) offs: &'p [Value],
+    pub(super) body_index: Option<usize>,
+}
+
 impl<'k> Gen<'_, 'k> {
     /// The body at position `at` of the innermost dimension, `w` lanes at once. Reduction
     /// sources are returned in `reduced` (in `Reduce` order) for the caller to combine.
@@ -71,16 +81,13 @@ impl<'k> Gen<'_, 'k> {
                 _ => {}
             }
             let access = self.info.access_of.get(i).copied().flatten();
-            self.emit_inst(
-                b,
+            let place = InstAt {
                 w,
-                inst,
-                access.map(|a| (a, at)),
-                &mut slots,
+                access: access.map(|a| (a, at)),
                 offs,
-                Some(i),
-                reduced,
-            )?;
+                body_index: Some(i),
+            };
+            self.emit_inst(b, inst, place, &mut slots, reduced)?;
         }
         Ok(())
     }
@@ -173,20 +180,22 @@ impl<'k> Gen<'_, 'k> {
         slots
     }
 
-    /// Emits one instruction at width `w`. `access` is `(access index, position)` for loads and
-    /// stores of the body; preamble loads read element 0.
-    #[allow(clippy::too_many_arguments)]
+    /// Emits one instruction at `place` (its width `w`; `access` is `(access index, position)`
+    /// for loads and stores of the body; preamble loads read element 0).
     pub(super) fn emit_inst(
         &mut self,
         b: &mut FunctionBuilder<'_>,
-        w: u8,
         inst: &Inst,
-        access: Option<(usize, Value)>,
+        place: InstAt<'_>,
         slots: &mut [Option<Value>],
-        offs: &[Value],
-        body_index: Option<usize>,
         reduced: &mut Vec<(usize, Value)>,
     ) -> Result<(), BackendError> {
+        let InstAt {
+            w,
+            access,
+            offs,
+            body_index,
+        } = place;
         let get = |slots: &[Option<Value>], s: SlotId| {
             slots
                 .get(s.index())
@@ -205,7 +214,7 @@ impl<'k> Gen<'_, 'k> {
                         let addr = self.add_imm(b, base, (offset * dtype.size_bytes()) as i64);
                         self.load_scalar(b, addr, None, dtype)
                     }
-                    (None, Some((k, at))) => self.load(b, w, k, base, at, offs, dtype)?,
+                    (None, Some((k, at))) => self.load(b, Place { w, pos: at, offs }, k, base, dtype)?,
                 };
                 Some((*dst, v))
             }
@@ -392,7 +401,7 @@ impl<'k> Gen<'_, 'k> {
                 let (k, at) = access.ok_or_else(|| internal("store outside the body"))?;
                 let v = get(slots, *src)?;
                 let base = self.base(*buf)?;
-                self.store(b, w, k, base, at, offs, v)?;
+                self.store(b, Place { w, pos: at, offs }, k, base, v)?;
                 None
             }
             Inst::Reduce { src, .. } => {

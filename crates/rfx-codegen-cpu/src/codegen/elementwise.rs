@@ -307,11 +307,12 @@ impl<'k> Gen<'_, 'k> {
         }
         self.emit_vector_positions_carrying(
             b,
-            start,
-            end,
-            &carried,
-            &mut |g, b, values: &[Value]| advance(g, b, values, usize::from(w)),
-            &mut fresh,
+            (start, end),
+            Carried {
+                init: &carried,
+                advance: &mut |g, b, values: &[Value]| advance(g, b, values, usize::from(w)),
+                fresh: &mut fresh,
+            },
             &mut |g, b, at, values| {
                 set(g, values);
                 g.emit_body(b, w, at, ptrs, &mut Vec::new())

@@ -291,7 +291,7 @@ impl<'k> Gen<'_, 'k> {
         let shape = if vec_axis == Some(0) {
             // The units are the outputs themselves: a thread's chunk is a range of columns.
             if let Some(plan) = &tiles {
-                self.emit_across_tiles(b, plan, &across, zero, &zeros, lo, hi)?;
+                self.emit_across_tiles(b, (plan, &across), (zero, &zeros), (lo, hi))?;
             } else {
                 self.emit_vector_positions(b, lo, hi, &mut |g, b, col| group(g, b, zero, &zeros, col))?;
             }
@@ -319,7 +319,7 @@ impl<'k> Gen<'_, 'k> {
                         group(g, b, row, &row_offs, col)?;
                     }
                 } else if let Some(plan) = &tiles {
-                    g.emit_across_tiles(b, plan, &across, row, &row_offs, start, cols_end)?;
+                    g.emit_across_tiles(b, (plan, &across), (row, &row_offs), (start, cols_end))?;
                 } else {
                     g.emit_vector_positions(b, start, cols_end, &mut |g, b, col| {
                         group(g, b, row, &row_offs, col)
@@ -467,17 +467,14 @@ impl<'k> Gen<'_, 'k> {
     /// vector loops), then each group folds its own values in row order into one accumulator
     /// per lane, as the untiled loop folds them, and stores its outputs. The last group of a
     /// ragged end starts at `end - w`, as [`Gen::emit_vector_positions`] does, and stores a few
-    /// outputs again with the same values.
-    #[allow(clippy::too_many_arguments)]
+    /// outputs again with the same values. `(row_index, row_offs)`: the row of outputs and
+    /// each access's offset at it; `(start, end)`: the outputs of the row.
     pub(super) fn emit_across_tiles(
         &mut self,
         b: &mut FunctionBuilder<'_>,
-        plan: &TilePlan,
-        row: &AcrossRow<'_>,
-        row_index: Value,
-        row_offs: &[Value],
-        start: Value,
-        end: Value,
+        (plan, row): (&TilePlan, &AcrossRow<'_>),
+        (row_index, row_offs): (Value, &[Value]),
+        (start, end): (Value, Value),
     ) -> Result<(), BackendError> {
         /// Groups whose rows fold side by side.
         const FOLD_GROUPS: i64 = 4;
@@ -529,10 +526,8 @@ impl<'k> Gen<'_, 'k> {
                                 let cell = g.add(b, group_cell, point);
                                 g.emit_segment(
                                     b,
-                                    w,
-                                    plan,
-                                    insts,
-                                    loads,
+                                    (w, plan),
+                                    (insts, loads),
                                     SegmentAt::Lanes { pos: col, cell },
                                     &at,
                                 )?;

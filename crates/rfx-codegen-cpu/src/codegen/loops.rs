@@ -2,6 +2,15 @@
 
 use super::*;
 
+/// Values a loop carries from one position to the next: `init` at the start, `advance` gives
+/// the next position's from the current ones, `fresh` the ones at a position (the ragged
+/// end's).
+pub(super) struct Carried<'v, 'f, G> {
+    pub(super) init: &'v [Value],
+    pub(super) advance: &'f mut CarryAdvance<'f, G>,
+    pub(super) fresh: &'f mut CarryFresh<'f, G>,
+}
+
 /// A loop block's arguments: the position, then the carried values.
 pub(super) fn position_args(at: Value, vals: &[Value]) -> Vec<BlockArg> {
     std::iter::once(at)
@@ -48,29 +57,26 @@ impl<'k> Gen<'_, 'k> {
     ) -> Result<(), BackendError> {
         self.emit_vector_positions_carrying(
             b,
-            start,
-            end,
-            &[],
-            &mut |_, _, _: &[Value]| Ok(Vec::new()),
-            &mut |_, _, _: Value| Ok(Vec::new()),
+            (start, end),
+            Carried {
+                init: &[],
+                advance: &mut |_, _, _: &[Value]| Ok(Vec::new()),
+                fresh: &mut |_, _, _: Value| Ok(Vec::new()),
+            },
             &mut |g, b, at, _| body(g, b, at),
         )
     }
 
-    /// [`Gen::emit_vector_positions`] carrying values (`init` at `start`) from one position to
-    /// the next: `advance` gives the next position's from the current ones, `fresh` the ones at
-    /// a position (the ragged end's).
-    #[allow(clippy::too_many_arguments)]
+    /// [`Gen::emit_vector_positions`] over `start..end` carrying values from one position to
+    /// the next ([`Carried`]).
     pub(super) fn emit_vector_positions_carrying(
         &mut self,
         b: &mut FunctionBuilder<'_>,
-        start: Value,
-        end: Value,
-        init: &[Value],
-        advance: &mut CarryAdvance<'_, Self>,
-        fresh: &mut CarryFresh<'_, Self>,
+        (start, end): (Value, Value),
+        carried: Carried<'_, '_, Self>,
         body: &mut LoopBody<'_, Self, ()>,
     ) -> Result<(), BackendError> {
+        let Carried { init, advance, fresh } = carried;
         let w = i64::from(self.width);
         let header = b.create_block();
         let body_block = b.create_block();

@@ -41,8 +41,11 @@ mod reduce;
 mod scan;
 mod tiles;
 
+use self::access::*;
+use self::body::*;
 use self::elementwise::*;
 use self::fold::*;
+use self::loops::*;
 use self::reduce::*;
 use self::tiles::*;
 
@@ -302,18 +305,15 @@ pub(crate) fn build_kernel(
     ctx.func.signature = sig;
     ctx.func.name = UserFuncName::user(0, id.as_u32());
     ctx.set_disasm(want_disasm);
-    let result = build_into(
-        module,
-        items,
+    let function = KernelFunction {
         program,
         kernel,
         id,
-        &name,
+        name: &name,
         want_disasm,
         contract,
-        &mut ctx,
-        &mut fbc,
-    );
+    };
+    let result = build_into(module, items, &function, &mut ctx, &mut fbc);
     module.clear_context(&mut ctx);
     CONTEXTS.with(|cell| {
         if let Ok(mut slot) = cell.try_borrow_mut() {
@@ -499,20 +499,35 @@ pub(crate) fn build_program(
     Ok(Some((id, widths, frame)))
 }
 
+/// One kernel's function for [`build_into`]: the kernel, the function declared for it, and
+/// how to build it.
+struct KernelFunction<'a> {
+    program: &'a LirProgram,
+    kernel: &'a LirKernel,
+    id: FuncId,
+    name: &'a str,
+    /// Keep the CLIF text and the disassembly.
+    want_disasm: bool,
+    /// Contract float multiply-adds into `fma` (fast math on a target with FMA).
+    contract: bool,
+}
+
 /// The body of [`build_kernel`] on borrowed (reused) Cranelift contexts.
-#[allow(clippy::too_many_arguments)]
 fn build_into(
     module: &mut JITModule,
     items: ModuleItems<'_>,
-    program: &LirProgram,
-    kernel: &LirKernel,
-    id: FuncId,
-    name: &str,
-    want_disasm: bool,
-    contract: bool,
+    function: &KernelFunction<'_>,
     ctx: &mut Context,
     fbc: &mut FunctionBuilderContext,
 ) -> Result<(String, Option<String>, KernelShape, u32), BackendError> {
+    let KernelFunction {
+        program,
+        kernel,
+        id,
+        name,
+        want_disasm,
+        contract,
+    } = *function;
     let ptr = module.target_config().pointer_type();
 
     let info = kernel_info(program, kernel)?;

@@ -50,7 +50,13 @@ impl<'k> Gen<'_, 'k> {
                 };
             }
             let mut slots = self.pre_scalar.clone();
-            self.emit_inst(b, 1, inst, None, &mut slots, &[], None, &mut Vec::new())?;
+            let place = InstAt {
+                w: 1,
+                access: None,
+                offs: &[],
+                body_index: None,
+            };
+            self.emit_inst(b, inst, place, &mut slots, &mut Vec::new())?;
             self.pre_scalar = slots;
         }
         let rank = kernel.dims.len();

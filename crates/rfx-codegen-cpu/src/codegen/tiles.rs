@@ -596,7 +596,7 @@ impl<'k> Gen<'_, 'k> {
                         } else {
                             b.ins().iadd_imm_s(j, k * i64::from(w))
                         };
-                        self.emit_segment(b, w, plan, insts, loads, SegmentAt::Tile { at, j: jk }, ptrs)?;
+                        self.emit_segment(b, (w, plan), (insts, loads), SegmentAt::Tile { at, j: jk }, ptrs)?;
                     }
                     let next = b.ins().iadd_imm_s(j, step);
                     let after = b.ins().iadd_imm_s(next, step);
@@ -719,16 +719,13 @@ impl<'k> Gen<'_, 'k> {
         Ok(())
     }
 
-    /// One ops segment `at` a point of the loop (`ptrs`: the addresses at position 0), `w`
-    /// lanes at once.
-    #[allow(clippy::too_many_arguments)]
+    /// One ops segment (`Segment::Ops`'s instructions and staged loads) `at` a point of the
+    /// loop (`ptrs`: the addresses at position 0), `w` lanes at once.
     pub(super) fn emit_segment(
         &mut self,
         b: &mut FunctionBuilder<'_>,
-        w: u8,
-        plan: &TilePlan,
-        insts: &[usize],
-        loads: &[(usize, usize, SlotId)],
+        (w, plan): (u8, &TilePlan),
+        (insts, loads): (&[usize], &[(usize, usize, SlotId)]),
         at: SegmentAt,
         ptrs: &[Value],
     ) -> Result<(), BackendError> {
@@ -769,16 +766,13 @@ impl<'k> Gen<'_, 'k> {
                 }
             }
             let access = self.info.access_of.get(i).copied().flatten();
-            self.emit_inst(
-                b,
+            let place = InstAt {
                 w,
-                inst,
-                access.map(|a| (a, pos)),
-                &mut slots,
-                ptrs,
-                Some(i),
-                &mut Vec::new(),
-            )?;
+                access: access.map(|a| (a, pos)),
+                offs: ptrs,
+                body_index: Some(i),
+            };
+            self.emit_inst(b, inst, place, &mut slots, &mut Vec::new())?;
             if let Some(dst) = inst.dst() {
                 held.insert(dst, i);
             }

@@ -20,7 +20,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use rfx::expr::{Signature, compile, compile_with_outputs};
 use rfx::{Arg, Array, CompileConfig, Jit, JitError, Kernel, KernelSource};
 use rfx_cli::bench::{self, BenchArgs};
@@ -103,7 +103,6 @@ impl CliError {
 #[derive(Debug, Parser)]
 #[command(
     name = "rfx",
-    version,
     about,
     after_help = "Exit codes: 0 success (also when stdout's reader closes early, as with `| head`), \
                   1 user error, 2 usage error, 70 internal error (a bug in rfx). Output files are \
@@ -155,7 +154,8 @@ struct Inputs {
     /// arrays are read in C order.
     #[arg(long = "in", value_name = "NAME=FILE", value_parser = parse_named_file)]
     inputs: Vec<NamedFile>,
-    /// Backend: interp, cpu, cuda, metal.
+    /// The backend (every backend rfx knows, and which this build includes, are listed at run
+    /// time by `cli_command`).
     #[arg(long, default_value = "cpu")]
     backend: String,
 }
@@ -205,7 +205,11 @@ enum Command {
     Eval {
         /// The expression, e.g. 'sin(x*2.0)+y' (after `--` if it starts with `-`:
         /// `rfx eval --in x=x.npy -- '-x'`).
-        expr: String,
+        #[arg(required_unless_present = "list_functions")]
+        expr: Option<String>,
+        /// Print the functions an expression may call, with their arguments, and exit.
+        #[arg(long, exclusive = true)]
+        list_functions: bool,
         #[command(flatten)]
         inputs: Inputs,
         /// Output names (assigned in the expression), comma-separated.
@@ -267,6 +271,13 @@ enum Command {
     },
     /// Benchmarks kernels end to end.
     Bench(BenchArgs),
+    /// Prints a completion script for SHELL (e.g. `rfx completions bash > /etc/bash_completion.d/rfx`,
+    /// `rfx completions fish > ~/.config/fish/completions/rfx.fish`).
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
     /// Runs random kernels through every execution path and compares them (exit 1 on a
     /// mismatch).
     Fuzz(FuzzArgs),
@@ -361,7 +372,10 @@ fn quiet_device_select() {
 
 fn main() -> ExitCode {
     quiet_device_select();
-    let cli = match Cli::try_parse() {
+    let cli = match cli_command()
+        .try_get_matches()
+        .and_then(|matches| Cli::from_arg_matches(&matches))
+    {
         Ok(cli) => cli,
         Err(error) => return parse_failure(&error),
     };
@@ -391,6 +405,51 @@ fn main() -> ExitCode {
     }
 }
 
+/// The backends of `--backend`'s help and `--version`: every backend rfx knows, each one this
+/// build leaves out marked so.
+fn backends_line() -> String {
+    let built = rfx_runtime::registry().names();
+    rfx_lower::KNOWN_BACKENDS
+        .iter()
+        .map(|name| {
+            if built.contains(name) {
+                (*name).to_string()
+            } else {
+                format!("{name} (not in this build)")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `rfx --version`: the version, the git commit built from (`unknown` outside a git
+/// checkout) and the backends.
+fn version_line() -> String {
+    format!(
+        "{} (commit {}; backends: {})",
+        env!("CARGO_PKG_VERSION"),
+        env!("RFX_GIT_COMMIT"),
+        backends_line()
+    )
+}
+
+/// The argument parser: the derived one, with the version and each `--backend`'s help listing
+/// the backends of this build (known only at run time).
+fn cli_command() -> clap::Command {
+    let backend_help = format!("The backend: {}", backends_line());
+    let mut command = Cli::command().version(version_line());
+    let with_backend: Vec<String> = command
+        .get_subcommands()
+        .filter(|sub| sub.get_arguments().any(|arg| arg.get_id() == "backend"))
+        .map(|sub| sub.get_name().to_string())
+        .collect();
+    for name in with_backend {
+        let help = backend_help.clone();
+        command = command.mut_subcommand(name, |sub| sub.mut_arg("backend", |arg| arg.help(help)));
+    }
+    command
+}
+
 /// `--help` and `--version` (exit 0, or 1 if stdout cannot be written, quietly 0 if its reader
 /// went away) and usage errors (exit 2 with clap's message, clap's convention).
 fn parse_failure(error: &clap::Error) -> ExitCode {
@@ -406,6 +465,27 @@ fn parse_failure(error: &clap::Error) -> ExitCode {
             ExitCode::from(EXIT_USER)
         }
     }
+}
+
+/// `rfx eval --list-functions`: the expression language's table of functions
+/// ([`rfx::expr::functions`]), one a line: `name(args)`, aliases, what it computes.
+fn function_list() -> String {
+    let functions = rfx::expr::functions();
+    let signature = |f: &rfx::expr::Function| format!("{}({})", f.name, f.args);
+    let width = functions.iter().map(|f| signature(f).len()).max().unwrap_or(0);
+    let mut text = String::from(
+        "Functions of rfx expressions (operators: + - * / % ** @ < <= > >= == != & | ~; \
+         constants: pi, true, false):\n",
+    );
+    for f in &functions {
+        let aliases = if f.aliases.is_empty() {
+            String::new()
+        } else {
+            format!(" (also {})", f.aliases.join(", "))
+        };
+        text.push_str(&format!("  {:width$}  {}{aliases}\n", signature(f), f.summary));
+    }
+    text
 }
 
 /// The longest source line an error prints whole; a longer one is cut to a window around the
@@ -457,10 +537,14 @@ fn run_command(command: Command) -> Result<(), CliError> {
         }
         Command::Eval {
             expr,
+            list_functions,
             inputs,
             outputs,
             out,
         } => {
+            let Some(expr) = expr.filter(|_| !list_functions) else {
+                return Ok(output::print_str(&function_list())?);
+            };
             let arrays = load_inputs(&inputs.inputs)?;
             let signature = signature_of(&arrays);
             let names: Vec<&str> = outputs.iter().map(String::as_str).collect();
@@ -517,6 +601,11 @@ fn run_command(command: Command) -> Result<(), CliError> {
             write_dot(&dot, output.as_deref())
         }
         Command::Bench(args) => bench::run(&args).map_err(|e| CliError::from_anyhow(&e)),
+        Command::Completions { shell } => {
+            let mut script = Vec::new();
+            clap_complete::generate(shell, &mut cli_command(), "rfx", &mut script);
+            Ok(output::print(|out| out.write_all(&script))?)
+        }
         Command::Fuzz(args) => fuzz(&args),
     }
 }

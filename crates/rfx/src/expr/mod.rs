@@ -58,6 +58,7 @@
 //! Errors ([`ExprError`]) carry the line and column, and print the line with a caret under the
 //! offending token.
 
+mod functions;
 mod parse;
 
 use std::collections::HashMap;
@@ -68,6 +69,7 @@ use rfx_ir::hir::Kernel;
 use rfx_ir::{DType, ReduceOp, Scalar, ScanOp, Shape, TensorType, UnaryOp};
 
 use crate::trace::{All, Operand, Tensor, TraceGuard};
+pub use functions::{Function, functions};
 pub use parse::MAX_NESTING;
 use parse::{Expr, NodeId, Pos, Program, Stmt};
 
@@ -236,20 +238,6 @@ struct Eval<'s> {
     env: HashMap<String, Val>,
     /// The dtype bare literals take when no tensor decides: the first float input's, else f64.
     default_float: DType,
-}
-
-fn unary_by_name(name: &str) -> Option<UnaryOp> {
-    let canonical = match name {
-        "arctan" => "atan",
-        "arcsin" => "asin",
-        "arccos" => "acos",
-        "ln" => "log",
-        "negative" => "neg",
-        "logical_not" => "not",
-        "absolute" => "abs",
-        other => other,
-    };
-    UnaryOp::from_name(canonical)
 }
 
 impl Eval<'_> {
@@ -507,42 +495,47 @@ impl Eval<'_> {
                 Err(this.err(pos, format!("`{name}` takes {n} argument(s), got {n_args}")))
             }
         };
-        let reduce_op = match name {
+        // Every call goes through the one table of functions (`functions.rs`).
+        let function = match functions::resolve(name) {
+            Some(functions::Resolved::Named(function)) => function,
+            Some(functions::Resolved::Unary(op)) => {
+                arity(self, 1)?;
+                let t = self.tensor(positional[0].1, &positional[0].0)?;
+                let t = match op {
+                    UnaryOp::Not => !t,
+                    UnaryOp::Neg => -t,
+                    _ => Tensor::unary_by_op(t, op),
+                };
+                return self.traced(pos, t);
+            }
+            None => return Err(self.err(pos, format!("unknown function `{name}`"))),
+        };
+        let reduce_op = match function {
             "sum" => Some(ReduceOp::Sum),
             "prod" => Some(ReduceOp::Prod),
-            "min" | "amin" => Some(ReduceOp::Min),
-            "max" | "amax" => Some(ReduceOp::Max),
+            "min" => Some(ReduceOp::Min),
+            "max" => Some(ReduceOp::Max),
             "mean" => Some(ReduceOp::Mean),
             _ => None,
         };
         if let Some(op) = reduce_op {
             return self.reduction(name, op, &positional, &keywords, pos);
         }
-        if let Some(op) = unary_by_name(name) {
-            arity(self, 1)?;
-            let t = self.tensor(positional[0].1, &positional[0].0)?;
-            let t = match op {
-                UnaryOp::Not => !t,
-                UnaryOp::Neg => -t,
-                _ => Tensor::unary_by_op(t, op),
-            };
-            return self.traced(pos, t);
-        }
-        let binary_op = match name {
+        let binary_op = match function {
             "add" => Some("+"),
-            "sub" | "subtract" => Some("-"),
-            "mul" | "multiply" => Some("*"),
-            "div" | "divide" | "true_divide" => Some("/"),
-            "pow" | "power" => Some("**"),
+            "sub" => Some("-"),
+            "mul" => Some("*"),
+            "div" => Some("/"),
+            "pow" => Some("**"),
             "fmod" => Some("%"),
-            "logical_and" | "and" => Some("&"),
-            "logical_or" | "or" => Some("|"),
-            "lt" | "less" => Some("<"),
-            "le" | "less_equal" => Some("<="),
-            "gt" | "greater" => Some(">"),
-            "ge" | "greater_equal" => Some(">="),
-            "eq" | "equal" => Some("=="),
-            "ne" | "not_equal" => Some("!="),
+            "logical_and" => Some("&"),
+            "logical_or" => Some("|"),
+            "lt" => Some("<"),
+            "le" => Some("<="),
+            "gt" => Some(">"),
+            "ge" => Some(">="),
+            "eq" => Some("=="),
+            "ne" => Some("!="),
             _ => None,
         };
         if let Some(op) = binary_op {
@@ -550,19 +543,19 @@ impl Eval<'_> {
             let (a, b) = (positional[0].0.clone(), positional[1].0.clone());
             return self.binary(op, a, b, pos);
         }
-        match name {
-            "minimum" | "maximum" | "atan2" | "arctan2" => {
+        match function {
+            "minimum" | "maximum" | "atan2" => {
                 arity(self, 2)?;
                 let a = self.tensor(positional[0].1, &positional[0].0)?;
                 let b = self.operand(positional[1].1, &positional[1].0)?;
-                let t = match name {
+                let t = match function {
                     "minimum" => a.min(b),
                     "maximum" => a.max(b),
                     _ => a.atan2(b),
                 };
                 self.traced(pos, t)
             }
-            "where" | "select" => {
+            "where" => {
                 arity(self, 3)?;
                 let c = self.tensor(positional[0].1, &positional[0].0)?;
                 let a = self.operand(positional[1].1, &positional[1].0)?;
@@ -575,14 +568,14 @@ impl Eval<'_> {
                 };
                 self.traced(pos, c.select(a, b))
             }
-            "clip" | "clamp" => {
+            "clip" => {
                 arity(self, 3)?;
                 let x = self.tensor(positional[0].1, &positional[0].0)?;
                 let lo = self.operand(positional[1].1, &positional[1].0)?;
                 let hi = self.operand(positional[2].1, &positional[2].0)?;
                 self.traced(pos, x.clamp(lo, hi))
             }
-            "cast" | "astype" => {
+            "cast" => {
                 arity(self, 2)?;
                 let x = self.tensor(positional[0].1, &positional[0].0)?;
                 let Val::DType(dtype) = positional[1].0 else {
@@ -594,7 +587,7 @@ impl Eval<'_> {
                 arity(self, 2)?;
                 let x = self.tensor(positional[0].1, &positional[0].0)?;
                 let shape = self.shape_arg(&positional[1])?;
-                let t = if name == "reshape" {
+                let t = if function == "reshape" {
                     x.reshape(shape)
                 } else {
                     x.broadcast_to(shape)
@@ -604,7 +597,7 @@ impl Eval<'_> {
             "isnan" | "isinf" | "isfinite" => {
                 arity(self, 1)?;
                 let x = self.tensor(positional[0].1, &positional[0].0)?;
-                let t = match name {
+                let t = match function {
                     "isnan" => x.is_nan(),
                     "isinf" => x.is_inf(),
                     _ => x.is_finite(),
@@ -615,7 +608,7 @@ impl Eval<'_> {
                 let (x, axis) = self.tensor_and_axis(name, 1, &positional, &keywords, pos)?;
                 // No axis: the index into the flattened tensor (NumPy's `axis=None`).
                 let (x, axis) = flat_unless(x, axis);
-                let t = if name == "argmin" {
+                let t = if function == "argmin" {
                     x.argmin(axis)
                 } else {
                     x.argmax(axis)
@@ -640,7 +633,7 @@ impl Eval<'_> {
                 arity(self, 2)?;
                 let a = self.tensor(positional[0].1, &positional[0].0)?;
                 let b = self.tensor(positional[1].1, &positional[1].0)?;
-                let t = match name {
+                let t = match function {
                     "matmul" => a.matmul(b),
                     "dot" => a.dot(b),
                     _ => a.solve(b),
@@ -650,7 +643,7 @@ impl Eval<'_> {
             "inv" | "det" => {
                 arity(self, 1)?;
                 let a = self.tensor(positional[0].1, &positional[0].0)?;
-                self.traced(pos, if name == "inv" { a.inv() } else { a.det() })
+                self.traced(pos, if function == "inv" { a.inv() } else { a.det() })
             }
             "cross" => {
                 // NumPy's default axis is the last one of the operands' common shape.
@@ -666,7 +659,7 @@ impl Eval<'_> {
             }
             "norm" | "diff" => {
                 let (x, axis) = self.tensor_and_axis(name, 1, &positional, &keywords, pos)?;
-                let t = match (name, axis) {
+                let t = match (function, axis) {
                     ("norm", Some(axis)) => x.norm(axis),
                     ("norm", None) => x.norm(All),
                     (_, axis) => x.diff(axis.unwrap_or(x.shape().rank().saturating_sub(1))),
@@ -684,7 +677,7 @@ impl Eval<'_> {
                         _ => rest.push((kw.clone(), v.clone(), *p)),
                     }
                 }
-                if name == "linrec" {
+                if function == "linrec" {
                     // The coefficient, a tensor or a number of `x`'s dtype; along the last axis
                     // unless `axis` (as SciPy's `lfilter`).
                     let (x, axis) = self.tensor_and_axis(name, 2, &positional, &rest, pos)?;
@@ -700,11 +693,11 @@ impl Eval<'_> {
                 let (x, axis) = self.tensor_and_axis(name, 1, &positional, &rest, pos)?;
                 // No axis: the running fold of the flattened tensor, as NumPy's.
                 let (x, axis) = flat_unless(x, axis);
-                let op = ScanOp::from_name(name)
+                let op = ScanOp::from_name(function)
                     .ok_or_else(|| self.err(pos, format!("unknown function `{name}`")))?;
                 self.traced(pos, x.scan(op, axis, reverse))
             }
-            other => Err(self.err(pos, format!("unknown function `{other}`"))),
+            _ => Err(self.err(pos, format!("unknown function `{name}`"))),
         }
     }
 
@@ -901,5 +894,53 @@ fn flat_unless(x: Tensor, axis: Option<usize>) -> (Tensor, usize) {
     match axis {
         Some(axis) => (x, axis),
         None => (x.reshape([x.shape().numel()]), 0),
+    }
+}
+
+#[cfg(test)]
+mod function_table_tests {
+    use super::*;
+
+    /// Every name and alias of the table is a function the evaluator calls: with the wrong
+    /// number of arguments it says so, never "unknown function".
+    #[test]
+    fn every_listed_name_is_callable_and_nothing_else_is() {
+        let sig: Signature = "x: f32[3]".parse().expect("signature");
+        let listed = functions();
+        for function in &listed {
+            for name in std::iter::once(&function.name).chain(function.aliases) {
+                let err = compile(&format!("{name}()"), &sig).expect_err("no arguments");
+                assert!(!err.message.contains("unknown function"), "{name}: {err}");
+            }
+        }
+        let err = compile("sinn(x)", &sig).expect_err("not listed");
+        assert_eq!(err.message, "unknown function `sinn`");
+        // Each name once.
+        let mut names: Vec<&str> = listed
+            .iter()
+            .flat_map(|f| std::iter::once(f.name).chain(f.aliases.iter().copied()))
+            .collect();
+        let count = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), count, "a name is listed twice");
+        assert!(listed.iter().any(|f| f.name == "sin" && f.args == "x"));
+        assert!(listed.iter().any(|f| f.name == "atan" && f.aliases == ["arctan"]));
+        assert!(listed.iter().any(|f| f.name == "max" && f.aliases == ["amax"]));
+    }
+
+    /// An alias computes what its function does.
+    #[test]
+    fn aliases_compile_to_their_function() {
+        let sig: Signature = "x: f32[3], y: f32[3]".parse().expect("signature");
+        for (alias, name) in [
+            ("arctan2(x, y)", "atan2(x, y)"),
+            ("amax(x)", "max(x)"),
+            ("ln(x)", "log(x)"),
+        ] {
+            let a = compile(alias, &sig).expect(alias).to_string();
+            let b = compile(name, &sig).expect(name).to_string();
+            assert_eq!(a, b, "{alias}");
+        }
     }
 }

@@ -1,0 +1,187 @@
+//! The command line itself: `--version` (the version, the git commit, the backends),
+//! `--backend`'s help listing every backend, an unavailable backend as a user error in `bench`
+//! as in `eval`, shell completions, and `rfx eval --list-functions`.
+
+use std::process::Command;
+
+mod common;
+use common::{RFX, rfx, stderr_of, stdout_of};
+
+const BACKENDS: [&str; 4] = ["interp", "cpu", "cuda", "metal"];
+
+#[test]
+fn version_names_the_commit_and_the_backends() {
+    let out = rfx(&["--version"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let text = stdout_of(&out);
+    let prefix = format!("rfx {} (commit ", env!("CARGO_PKG_VERSION"));
+    let rest = text.strip_prefix(&prefix).unwrap_or_else(|| panic!("{text}"));
+    let (commit, rest) = rest
+        .split_once("; backends: ")
+        .unwrap_or_else(|| panic!("{text}"));
+    // Built in a git checkout: an abbreviated hash of a commit this repository has (HEAD may
+    // have moved on since the build); outside one, `unknown`.
+    let in_checkout = Command::new("git")
+        .args(["rev-parse", "--git-dir"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if in_checkout {
+        assert!(
+            commit.len() == 12 && commit.chars().all(|c| c.is_ascii_hexdigit()),
+            "{text}"
+        );
+        let known = Command::new("git")
+            .args(["cat-file", "-e", &format!("{commit}^{{commit}}")])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("git");
+        assert!(known.success(), "{commit} is not a commit of this repository");
+    } else {
+        assert_eq!(commit, "unknown");
+    }
+    let listed = rest
+        .trim_end()
+        .strip_suffix(')')
+        .unwrap_or_else(|| panic!("{text}"));
+    let names: Vec<&str> = listed
+        .split(", ")
+        .map(|b| b.trim_end_matches(" (not in this build)"))
+        .collect();
+    assert_eq!(names, BACKENDS, "{text}");
+    assert!(
+        !listed.contains("interp (not") && !listed.contains("cpu (not"),
+        "{text}"
+    );
+}
+
+#[test]
+fn backend_help_lists_every_backend() {
+    for sub in ["bench", "eval", "run", "grad"] {
+        let help = stdout_of(&rfx(&[sub, "--help"]));
+        let line = help
+            .lines()
+            .find(|l| l.trim_start().starts_with("--backend"))
+            .unwrap_or_else(|| panic!("{sub}: {help}"));
+        for backend in BACKENDS {
+            assert!(line.contains(backend), "{sub}: {line}");
+        }
+    }
+}
+
+#[test]
+fn an_unavailable_backend_is_a_user_error_in_bench_as_in_eval() {
+    // A library path that does not exist makes CUDA unavailable on any machine (and a build
+    // without the `cuda` feature has no CUDA at all): both are the user's to fix, exit 1.
+    let dir = common::temp_dir("unavailable");
+    let x = dir.join("x.npy");
+    common::write_npy(&x, &[2], &[1.0f32, 2.0]);
+    let run = |args: &[&str]| {
+        Command::new(RFX)
+            .args(args)
+            .env("RFX_NVRTC_LIB", "/nonexistent/libnvrtc.so.12")
+            .output()
+            .expect("run rfx")
+    };
+    let x_arg = format!("x={}", x.display());
+    let eval = run(&["eval", "x + 1.0", "--in", &x_arg, "--backend", "cuda"]);
+    let bench = run(&[
+        "bench",
+        "--backend",
+        "cuda",
+        "--size",
+        "4",
+        "--iterations",
+        "1",
+        "--no-baselines",
+    ]);
+    for (what, out) in [("eval", &eval), ("bench", &bench)] {
+        let err = stderr_of(out);
+        assert_eq!(out.status.code(), Some(1), "{what}: {err}");
+        assert!(
+            err.starts_with("error: ") && !err.contains("internal"),
+            "{what}: {err}"
+        );
+        assert!(err.contains("cuda"), "{what}: {err}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn completions_are_generated_for_each_shell() {
+    let bash = rfx(&["completions", "bash"]);
+    assert!(bash.status.success(), "{}", stderr_of(&bash));
+    let script = stdout_of(&bash);
+    for word in [
+        "bench",
+        "eval",
+        "dump",
+        "completions",
+        "--list-functions",
+        "--in-shapes",
+    ] {
+        assert!(script.contains(word), "bash completion lacks {word}");
+    }
+    // The script is valid bash, where bash is installed.
+    if let Ok(mut child) = Command::new("bash")
+        .arg("-n")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+    {
+        use std::io::Write as _;
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(script.as_bytes())
+            .expect("write");
+        assert!(
+            child.wait().expect("bash").success(),
+            "bash -n rejects the script"
+        );
+    }
+    assert!(stdout_of(&rfx(&["completions", "zsh"])).starts_with("#compdef rfx"));
+    assert!(stdout_of(&rfx(&["completions", "fish"])).contains("complete -c rfx"));
+    for shell in ["elvish", "powershell"] {
+        assert!(rfx(&["completions", shell]).status.success(), "{shell}");
+    }
+    assert_eq!(
+        rfx(&["completions", "tcsh"]).status.code(),
+        Some(2),
+        "an unknown shell is a usage error"
+    );
+}
+
+#[test]
+fn eval_lists_the_expression_functions() {
+    let out = rfx(&["eval", "--list-functions"]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let text = stdout_of(&out);
+    let line = |name: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{name}(")))
+            .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+            .to_string()
+    };
+    assert!(line("sin").contains("sin(x)"));
+    assert!(line("atan2").contains("(also arctan2)"));
+    assert!(line("sum").contains("sum(x[, axis][, keepdims=true])"));
+    assert!(line("linrec").contains("linrec(x, a[, axis][, reverse=true])"));
+    assert!(line("where").contains("(also select)"));
+    // What the list names, an expression can call.
+    for call in [
+        "sin(x)",
+        "arctan2(x, x)",
+        "cumsum(x, reverse=true)",
+        "where(x > 0, x, 0.0)",
+    ] {
+        assert!(text.contains(call.split('(').next().expect("name")));
+        let out = rfx(&["dump", call, "--stage", "hir", "--in-shapes", "x=f32[3]"]);
+        assert!(out.status.success(), "{call}: {}", stderr_of(&out));
+    }
+    // Listing takes nothing else.
+    assert_eq!(
+        rfx(&["eval", "--list-functions", "sin(x)"]).status.code(),
+        Some(2)
+    );
+}

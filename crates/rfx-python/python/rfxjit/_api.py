@@ -341,15 +341,24 @@ class _TransformSource:
                 return inner_rebuild([per_argument(outputs, f"jac_{o}_{{}}") for o in out_names])
 
         elif kind == "hessian":
-            if any(arg_trees[w] != LEAF for w in wrt):
-                raise AutodiffError("hessian: the arguments it differentiates must be arrays, not tuples, lists or dicts")
+
+            def block(outputs, o, x, y):
+                """The second derivatives of output `o` by arguments `x` and `y`: a tree of
+                `x`'s structure whose leaves are trees of `y`'s (JAX's nesting)."""
+                return unflatten(
+                    arg_trees[x],
+                    [
+                        unflatten(arg_trees[y], [pick(outputs, f"hess_{o}_{in_names[lx]}_{in_names[ly]}") for ly in ranges[y]])
+                        for lx in ranges[x]
+                    ],
+                )
 
             def rebuild(outputs):
                 per_output = []
                 for o in out_names:
                     rows = []
                     for x in wrt:
-                        row = [pick(outputs, f"hess_{o}_{in_names[x]}_{in_names[y]}") for y in wrt]
+                        row = [block(outputs, o, x, y) for y in wrt]
                         rows.append(row[0] if single else tuple(row))
                     per_output.append(rows[0] if single else tuple(rows))
                 return inner_rebuild(per_output)

@@ -227,34 +227,7 @@ impl<'k> Gen<'_, 'k> {
             }
             Inst::Index { dst, .. } => {
                 let dtype = self.slot_dtype(*dst)?;
-                let v = match access {
-                    // In the preamble every stride is 0.
-                    None => {
-                        let zero = rfx_ir::semantics::index_value(0, dtype)
-                            .ok_or_else(|| internal(format!("index of dtype {dtype}")))?;
-                        Emitter {
-                            b: &mut *b,
-                            w: 1,
-                            imports: self.imports,
-                        }
-                        .constant(zero)
-                    }
-                    Some((k, at)) => {
-                        let v = self.index(b, w, k, at, offs, dtype)?;
-                        if w > 1 && dtype == DType::I32 {
-                            let step = if self.row_indices.contains_key(&k) {
-                                0
-                            } else {
-                                self.inner_stride(k)
-                            };
-                            if let Ok(step) = i64::try_from(step) {
-                                self.note_step(v, step);
-                            }
-                        }
-                        v
-                    }
-                };
-                Some((*dst, v))
+                Some((*dst, self.emit_index(b, (w, access), offs, dtype)?))
             }
             Inst::Const { dst, value } => {
                 let mut e = Emitter {
@@ -269,98 +242,15 @@ impl<'k> Gen<'_, 'k> {
                 Some((*dst, v))
             }
             Inst::Unary { dst, op, src } => {
-                let dtype = self.slot_dtype(*src)?;
                 let x = get(slots, *src)?;
-                let mut e = Emitter {
-                    b: &mut *b,
-                    w,
-                    imports: self.imports,
-                };
-                // Scalar code (the preamble: loop invariants and all of a one-element kernel;
-                // reductions one output at a time; scalar tails) calls the tile routine where
-                // there is one: about 5 ns for one element where the inline polynomial takes
-                // 9–22.
-                let by_routine = if w == 1 && op.is_transcendental() {
-                    // A `sin` and a `cos` of one value: one `sincos` call computes both.
-                    let pair = AotFn::for_op(*op, dtype).and_then(AotFn::sincos_part);
-                    let block = e.b.current_block();
-                    match (pair, block) {
-                        (Some((routine, part)), Some(block))
-                            if self.sincos.contains_key(&(block, x)) || self.has_trig_partner(*op, *src) =>
-                        {
-                            let results = match self.sincos.get(&(block, x)) {
-                                Some(&pair) => Some(pair),
-                                None => crate::transcendental::pair_by_routine(&mut e, routine, x, dtype),
-                            };
-                            if let Some(pair) = results {
-                                self.sincos.insert((block, x), pair);
-                            }
-                            results.map(|(sin, cos)| if part == 0 { sin } else { cos })
-                        }
-                        _ => crate::transcendental::unary_by_routine(&mut e, *op, x, dtype),
-                    }
-                } else {
-                    None
-                };
-                match by_routine {
-                    Some(v) => Some((*dst, v)),
-                    None => Some((*dst, e.unary(*op, x, dtype)?)),
-                }
+                Some((*dst, self.emit_unary(b, w, *op, (*src, x))?))
             }
             Inst::Binary { dst, op, lhs, rhs } => {
-                let dtype = self.slot_dtype(*lhs)?;
                 let (x, y) = (get(slots, *lhs)?, get(slots, *rhs)?);
-                // A clamp's bounds are usually constants: one `minps`/`maxps` each instead of
-                // the five-op NaN-propagating select (see `Emitter::min_max_by_const`).
-                let constant = |s: SlotId| {
-                    self.pre_const
-                        .get(s.index())
-                        .copied()
-                        .flatten()
-                        .filter(|c| !c.is_nan())
-                };
-                let by_const = match op {
-                    BinaryOp::Min | BinaryOp::Max if dtype.is_float() && body_index.is_some() => {
-                        match (constant(*lhs), constant(*rhs)) {
-                            (_, Some(c)) if c != 0.0 => Some((x, y)),
-                            (Some(_), _) => Some((y, x)),
-                            _ => None,
-                        }
-                    }
-                    _ => None,
-                };
-                if let Some((a, c)) = by_const {
-                    let mut e = Emitter {
-                        b: &mut *b,
-                        w,
-                        imports: self.imports,
-                    };
-                    Some((*dst, e.min_max_by_const(*op, a, c, cl_type(dtype, w))))
-                } else if let Some(v) = self.contracted(b, *op, x, y, dtype) {
-                    Some((*dst, v))
-                } else {
-                    let mut e = Emitter {
-                        b: &mut *b,
-                        w,
-                        imports: self.imports,
-                    };
-                    let v = e.binary(*op, x, y, dtype)?;
-                    if self.contract && *op == BinaryOp::Mul && dtype.is_float() {
-                        self.products.insert(v, (x, y));
-                    }
-                    // Wrapping sums of evenly stepping lanes step evenly.
-                    if let (Some(sx), Some(sy)) = (self.step_of(x), self.step_of(y)) {
-                        let step = match op {
-                            BinaryOp::Add => sx.checked_add(sy),
-                            BinaryOp::Sub => sx.checked_sub(sy),
-                            _ => None,
-                        };
-                        if let (Some(step), DType::I32) = (step, dtype) {
-                            self.note_step(v, step);
-                        }
-                    }
-                    Some((*dst, v))
-                }
+                Some((
+                    *dst,
+                    self.emit_binary(b, (w, body_index), *op, (*lhs, x), (*rhs, y))?,
+                ))
             }
             Inst::Compare { dst, op, lhs, rhs } => {
                 let dtype = self.slot_dtype(*lhs)?;
@@ -409,26 +299,12 @@ impl<'k> Gen<'_, 'k> {
                 None
             }
             Inst::Scan { dst, op, src, coef } => {
-                let dtype = self.slot_dtype(*src)?;
                 let x = get(slots, *src)?;
                 let coef = coef.map(|c| get(slots, c)).transpose()?;
-                let acc = body_index
-                    .and_then(|i| self.scan_accs.iter_mut().find(|(at, _)| *at == i))
-                    .ok_or_else(|| internal("a scan outside a scanning kernel's body"))?;
-                let mut em = Emitter {
-                    b: &mut *b,
-                    w,
-                    imports: self.imports,
-                };
-                // A linear recurrence scales the accumulator first (`coef * acc + x`, rounded
-                // twice: never contracted, even under fast math).
-                let scaled = match coef {
-                    Some(coef) => em.binary(BinaryOp::Mul, coef, acc.1, dtype)?,
-                    None => acc.1,
-                };
-                let next = em.combine(op.reduce_op(), scaled, x, dtype)?;
-                acc.1 = next;
-                Some((*dst, next))
+                Some((
+                    *dst,
+                    self.emit_scan_step(b, (w, body_index), *op, (*src, x), coef)?,
+                ))
             }
         };
         if let Some((dst, v)) = value
@@ -437,6 +313,187 @@ impl<'k> Gen<'_, 'k> {
             *slot = Some(v);
         }
         Ok(())
+    }
+
+    /// An index value of `dtype` at width `w` and `access` (`None` in the preamble, where every
+    /// stride is 0), each access's offset `offs`; `i32` vector indices note their lane step.
+    fn emit_index(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        (w, access): (u8, Option<(usize, Value)>),
+        offs: &[Value],
+        dtype: DType,
+    ) -> Result<Value, BackendError> {
+        Ok(match access {
+            // In the preamble every stride is 0.
+            None => {
+                let zero = rfx_ir::semantics::index_value(0, dtype)
+                    .ok_or_else(|| internal(format!("index of dtype {dtype}")))?;
+                Emitter {
+                    b: &mut *b,
+                    w: 1,
+                    imports: self.imports,
+                }
+                .constant(zero)
+            }
+            Some((k, at)) => {
+                let v = self.index(b, w, k, at, offs, dtype)?;
+                if w > 1 && dtype == DType::I32 {
+                    let step = if self.row_indices.contains_key(&k) {
+                        0
+                    } else {
+                        self.inner_stride(k)
+                    };
+                    if let Ok(step) = i64::try_from(step) {
+                        self.note_step(v, step);
+                    }
+                }
+                v
+            }
+        })
+    }
+
+    /// One step of the scan of body instruction `body_index` at width `w`: its running
+    /// accumulator (scaled by `coef` first, for a linear recurrence) combined with `x`, the
+    /// value of slot `src`.
+    fn emit_scan_step(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        (w, body_index): (u8, Option<usize>),
+        op: ScanOp,
+        (src, x): (SlotId, Value),
+        coef: Option<Value>,
+    ) -> Result<Value, BackendError> {
+        let dtype = self.slot_dtype(src)?;
+        let acc = body_index
+            .and_then(|i| self.scan_accs.iter_mut().find(|(at, _)| *at == i))
+            .ok_or_else(|| internal("a scan outside a scanning kernel's body"))?;
+        let mut em = Emitter {
+            b: &mut *b,
+            w,
+            imports: self.imports,
+        };
+        // A linear recurrence scales the accumulator first (`coef * acc + x`, rounded
+        // twice: never contracted, even under fast math).
+        let scaled = match coef {
+            Some(coef) => em.binary(BinaryOp::Mul, coef, acc.1, dtype)?,
+            None => acc.1,
+        };
+        let next = em.combine(op.reduce_op(), scaled, x, dtype)?;
+        acc.1 = next;
+        Ok(next)
+    }
+
+    /// A unary op of `x` (the value of slot `src`) at width `w`: scalar transcendentals by
+    /// routine where there is one, a `sin` and a `cos` of one value from one `sincos` call.
+    fn emit_unary(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        w: u8,
+        op: UnaryOp,
+        (src, x): (SlotId, Value),
+    ) -> Result<Value, BackendError> {
+        let dtype = self.slot_dtype(src)?;
+        let mut e = Emitter {
+            b: &mut *b,
+            w,
+            imports: self.imports,
+        };
+        // Scalar code (the preamble: loop invariants and all of a one-element kernel;
+        // reductions one output at a time; scalar tails) calls the tile routine where
+        // there is one: about 5 ns for one element where the inline polynomial takes
+        // 9–22.
+        let by_routine = if w == 1 && op.is_transcendental() {
+            // A `sin` and a `cos` of one value: one `sincos` call computes both.
+            let pair = AotFn::for_op(op, dtype).and_then(AotFn::sincos_part);
+            let block = e.b.current_block();
+            match (pair, block) {
+                (Some((routine, part)), Some(block))
+                    if self.sincos.contains_key(&(block, x)) || self.has_trig_partner(op, src) =>
+                {
+                    let results = match self.sincos.get(&(block, x)) {
+                        Some(&pair) => Some(pair),
+                        None => crate::transcendental::pair_by_routine(&mut e, routine, x, dtype),
+                    };
+                    if let Some(pair) = results {
+                        self.sincos.insert((block, x), pair);
+                    }
+                    results.map(|(sin, cos)| if part == 0 { sin } else { cos })
+                }
+                _ => crate::transcendental::unary_by_routine(&mut e, op, x, dtype),
+            }
+        } else {
+            None
+        };
+        match by_routine {
+            Some(v) => Ok(v),
+            None => e.unary(op, x, dtype),
+        }
+    }
+
+    /// A binary op of `x` (slot `lhs`) and `y` (slot `rhs`) at width `w`: a float min or max
+    /// with a constant bound as one instruction in the body (`body_index` set), a contracted
+    /// multiply-add under fast math, else the exact op.
+    fn emit_binary(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        (w, body_index): (u8, Option<usize>),
+        op: BinaryOp,
+        (lhs, x): (SlotId, Value),
+        (rhs, y): (SlotId, Value),
+    ) -> Result<Value, BackendError> {
+        let dtype = self.slot_dtype(lhs)?;
+        // A clamp's bounds are usually constants: one `minps`/`maxps` each instead of
+        // the five-op NaN-propagating select (see `Emitter::min_max_by_const`).
+        let constant = |s: SlotId| {
+            self.pre_const
+                .get(s.index())
+                .copied()
+                .flatten()
+                .filter(|c| !c.is_nan())
+        };
+        let by_const = match op {
+            BinaryOp::Min | BinaryOp::Max if dtype.is_float() && body_index.is_some() => {
+                match (constant(lhs), constant(rhs)) {
+                    (_, Some(c)) if c != 0.0 => Some((x, y)),
+                    (Some(_), _) => Some((y, x)),
+                    _ => None,
+                }
+            }
+            _ => None,
+        };
+        if let Some((a, c)) = by_const {
+            let mut e = Emitter {
+                b: &mut *b,
+                w,
+                imports: self.imports,
+            };
+            Ok(e.min_max_by_const(op, a, c, cl_type(dtype, w)))
+        } else if let Some(v) = self.contracted(b, op, x, y, dtype) {
+            Ok(v)
+        } else {
+            let mut e = Emitter {
+                b: &mut *b,
+                w,
+                imports: self.imports,
+            };
+            let v = e.binary(op, x, y, dtype)?;
+            if self.contract && op == BinaryOp::Mul && dtype.is_float() {
+                self.products.insert(v, (x, y));
+            }
+            // Wrapping sums of evenly stepping lanes step evenly.
+            if let (Some(sx), Some(sy)) = (self.step_of(x), self.step_of(y)) {
+                let step = match op {
+                    BinaryOp::Add => sx.checked_add(sy),
+                    BinaryOp::Sub => sx.checked_sub(sy),
+                    _ => None,
+                };
+                if let (Some(step), DType::I32) = (step, dtype) {
+                    self.note_step(v, step);
+                }
+            }
+            Ok(v)
+        }
     }
 
     /// Fast-math contraction: `a * b + c`, `c + a * b`, `a * b - c` and `c - a * b` (float,

@@ -24,7 +24,7 @@ use rfx_ir::lir::{Inst, LirKernel, LirProgram, ReduceLeaves, ScanOrder, SlotId, 
 use std::cell::RefCell;
 use std::collections::HashMap;
 
-use rfx_ir::{BinaryOp, BufId, DType, ReduceOp, Scalar, UnaryOp};
+use rfx_ir::{BinaryOp, BufId, DType, ReduceOp, Scalar, ScanOp, UnaryOp};
 use rfx_lower::{BackendError, Unsupported};
 
 use crate::aot::{AotFn, MIN_TILED_ELEMS, TILE};

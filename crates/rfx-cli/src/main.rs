@@ -5,7 +5,8 @@
 //! - 0: success, and also a reader closing stdout early (`rfx dump … | head`): the command
 //!   stops writing and ends quietly, as Unix filters do;
 //! - 1: a user error: bad input, a limit of rfx (sizes, depths), a file that cannot be read or
-//!   written, a full disk; one line on stderr, `error: …`;
+//!   written, a full disk; one line on stderr, `error: …` (for an error in an expression or a
+//!   kernel file, followed by the source line and a caret under the place);
 //! - 2: a usage error found by the argument parser (an unknown flag or value, a missing
 //!   argument), clap's convention;
 //! - 70 (`EX_SOFTWARE`): an internal error, a bug in rfx: `error: internal: …`, or a panic.

@@ -185,3 +185,62 @@ fn eval_lists_the_expression_functions() {
         Some(2)
     );
 }
+
+#[test]
+fn the_build_script_records_the_commit_or_unknown_without_git() {
+    // build.rs compiled and run as cargo runs it: in this checkout, in a directory outside any
+    // (an unpacked release tarball), and with no `git` on the PATH.
+    let dir = common::temp_dir("build-script");
+    let exe = dir.join("build-script");
+    let built = Command::new("rustc")
+        .args(["--edition", "2024", "--crate-type", "bin", "-o"])
+        .arg(&exe)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/build.rs"))
+        .status()
+        .expect("rustc");
+    assert!(built.success());
+    let tarball = dir.join("rfx-cli-0.1.0");
+    std::fs::create_dir_all(&tarball).expect("dir");
+    let run = |manifest_dir: &std::path::Path, path: Option<&str>| {
+        let mut command = Command::new(&exe);
+        command
+            .env("CARGO_MANIFEST_DIR", manifest_dir)
+            .env("GIT_CEILING_DIRECTORIES", &dir)
+            .env_remove("RFX_GIT_COMMIT")
+            .env_remove("GIT_DIR");
+        if let Some(path) = path {
+            command.env("PATH", path);
+        }
+        let out = command.output().expect("build script");
+        assert!(out.status.success());
+        stdout_of(&out)
+    };
+    let commit_of = |text: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix("cargo:rustc-env=RFX_GIT_COMMIT="))
+            .unwrap_or_else(|| panic!("{text}"))
+            .to_string()
+    };
+    assert_eq!(commit_of(&run(&tarball, None)), "unknown");
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    assert_eq!(commit_of(&run(manifest, Some(""))), "unknown", "no git installed");
+    let in_checkout = Command::new("git")
+        .args(["rev-parse", "--git-dir"])
+        .current_dir(manifest)
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if in_checkout {
+        let text = run(manifest, None);
+        let commit = commit_of(&text);
+        assert!(
+            commit.len() == 12 && commit.chars().all(|c| c.is_ascii_hexdigit()),
+            "{text}"
+        );
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("cargo:rerun-if-changed=") && l.ends_with("HEAD")),
+            "{text}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -55,6 +55,9 @@
 //! the linear recurrence `linrec(x, a[, axis][, reverse=true])` (`y[i] = a[i] y[i-1] + x[i]`
 //! from `y[-1] = 0`, along the last axis unless `axis`: a low-pass filter over a signal).
 //!
+//! Every function, with its arguments and aliases, is in one table, [`functions()`], through
+//! which the evaluator resolves each call (`rfx eval --list-functions` prints it).
+//!
 //! Errors ([`ExprError`]) carry the line and column, and print the line with a caret under the
 //! offending token.
 

@@ -126,7 +126,7 @@ fn build_isa(target: CpuTarget) -> Result<OwnedTargetIsa, String> {
     let set = |flags: &mut settings::Builder, k: &str, v: &str| flags.set(k, v).map_err(|e| e.to_string());
     // Cranelift's mid-end (e-graph GVN, LICM, folding) is off: rfx-opt has already simplified
     // and de-duplicated the kernel, and the emitter shares address arithmetic within each
-    // block (`Gen::memo`). On the benchmark kernels the code executes about the same
+    // block (`Caches::memo`). On the benchmark kernels the code executes about the same
     // instructions with it on, and compiling takes fewer. Instruction selection still folds
     // addressing modes and immediates.
     set(&mut flags, "opt_level", "none")?;

@@ -77,7 +77,7 @@ impl<'k> Gen<'_, 'k> {
 
     /// `buf[clamp(index, 0, len - 1)]` per lane of the value `index` (`w` lanes of an `i32`, or
     /// of an `f64` truncated toward zero), whose lanes step by `step` when that is known (see
-    /// `Gen::lane_steps`, which tracks `i32` values only).
+    /// `Caches::lane_steps`, which tracks `i32` values only).
     ///
     /// Lanes that all hold one index (step 0) read one element. Consecutive lanes (step 1, the
     /// gathers of a pad's window) read one vector when they lie inside the buffer, and one
@@ -94,6 +94,7 @@ impl<'k> Gen<'_, 'k> {
     ) -> Result<Value, BackendError> {
         let base = self.base(buf)?;
         let len = self
+            .fx
             .info
             .buffer_lens
             .get(buf.index())
@@ -195,10 +196,10 @@ impl<'k> Gen<'_, 'k> {
             let i = b.ins().select(below, zero, i);
             let above = b.ins().icmp_imm_s(IntCC::SignedGreaterThan, i, i64::from(last));
             let i = b.ins().select(above, top, i);
-            let i = if int == self.ptr {
+            let i = if int == self.fx.ptr {
                 i
             } else {
-                b.ins().uextend(self.ptr, i)
+                b.ins().uextend(self.fx.ptr, i)
             };
             let bytes = self.scale(b, i, dtype.size_bytes() as i64);
             let addr = b.ins().iadd(base, bytes);
@@ -221,7 +222,7 @@ impl<'k> Gen<'_, 'k> {
         let mut e = Emitter {
             b: &mut *b,
             w,
-            imports: self.imports,
+            imports: self.fx.imports,
         };
         let mut v = e.splat(e_lanes[0], dtype);
         for (lane, &x) in e_lanes.iter().enumerate().skip(1) {
@@ -238,23 +239,23 @@ impl<'k> Gen<'_, 'k> {
     }
 
     /// Converts the body's indices that the vector loop does not advance (see
-    /// [`Gen::row_indices`]) from the row's offsets `ptrs`, in the current block.
+    /// [`Cursor::row_indices`]) from the row's offsets `ptrs`, in the current block.
     pub(super) fn hoist_row_indices(
         &mut self,
         b: &mut FunctionBuilder<'_>,
         ptrs: &[Value],
     ) -> Result<(), BackendError> {
-        self.row_indices.clear();
-        for (k, access) in self.info.accesses.iter().enumerate() {
-            if access.buf.is_none() && self.inner_stride(k) == 0 && self.inner_axis.is_some() {
+        self.cur.row_indices.clear();
+        for (k, access) in self.fx.info.accesses.iter().enumerate() {
+            if access.buf.is_none() && self.inner_stride(k) == 0 && self.cur.inner_axis.is_some() {
                 let scalar = index_scalar(b, ptrs[k], access.dtype)?;
                 let splat = Emitter {
                     b: &mut *b,
-                    w: self.width,
-                    imports: self.imports,
+                    w: self.cur.width,
+                    imports: self.fx.imports,
                 }
                 .splat(scalar, access.dtype);
-                self.row_indices.insert(k, (scalar, splat));
+                self.cur.row_indices.insert(k, (scalar, splat));
             }
         }
         Ok(())
@@ -272,12 +273,12 @@ impl<'k> Gen<'_, 'k> {
         offs: &[Value],
         dtype: DType,
     ) -> Result<Value, BackendError> {
-        if let Some(&(scalar, splat)) = self.row_indices.get(&k) {
+        if let Some(&(scalar, splat)) = self.cur.row_indices.get(&k) {
             return Ok(if w == 1 { scalar } else { splat });
         }
         if w > 1
-            && w == self.width
-            && let Some(&vector) = self.col_indices.get(&k)
+            && w == self.cur.width
+            && let Some(&vector) = self.cur.col_indices.get(&k)
         {
             return Ok(vector);
         }
@@ -287,7 +288,7 @@ impl<'k> Gen<'_, 'k> {
         let mut e = Emitter {
             b: &mut *b,
             w,
-            imports: self.imports,
+            imports: self.fx.imports,
         };
         let splat = e.splat(scalar, dtype);
         if w == 1 || inner == 0 {
@@ -322,7 +323,7 @@ impl<'k> Gen<'_, 'k> {
         v: Value,
     ) -> Result<(), BackendError> {
         let Place { w, pos: at, offs } = place;
-        let access = &self.info.accesses[k];
+        let access = &self.fx.info.accesses[k];
         let (dtype, inner) = (access.dtype, self.inner_stride(k));
         if w == 1 {
             let addr = self.address(b, k, base, at, offs, 0);
@@ -339,7 +340,7 @@ impl<'k> Gen<'_, 'k> {
             let mut e = Emitter {
                 b: &mut *b,
                 w,
-                imports: self.imports,
+                imports: self.fx.imports,
             };
             let x = e.lane(v, dtype, lane);
             b.ins().store(mem(), x, addr, 0);

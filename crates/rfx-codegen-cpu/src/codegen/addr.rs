@@ -32,7 +32,8 @@ pub(super) fn div_rem_const(b: &mut FunctionBuilder<'_>, x: Value, d: u64, small
 
 impl<'k> Gen<'_, 'k> {
     pub(super) fn base(&self, buf: BufId) -> Result<Value, BackendError> {
-        self.bases
+        self.fx
+            .bases
             .get(buf.index())
             .copied()
             .flatten()
@@ -69,9 +70,9 @@ impl<'k> Gen<'_, 'k> {
                 rem = quotient;
                 remainder
             };
-            // Shared within the block (`Gen::memo`): accesses with the same strides (the
+            // Shared within the block (`Caches::memo`): accesses with the same strides (the
             // loads of one row at several offsets) get one offset value, so one pointer.
-            for (k, access) in self.info.accesses.iter().enumerate() {
+            for (k, access) in self.fx.info.accesses.iter().enumerate() {
                 let stride = access.strides.get(first + d).copied().unwrap_or(0) as i64;
                 if stride != 0 {
                     let step = self.scale(b, idx, stride);
@@ -96,18 +97,18 @@ impl<'k> Gen<'_, 'k> {
             return make(b);
         };
         let key = (block, op, a, imm);
-        if let Some(&value) = self.memo.borrow().get(&key) {
+        if let Some(&value) = self.caches.memo.borrow().get(&key) {
             return value;
         }
         let value = make(b);
-        self.memo.borrow_mut().insert(key, value);
+        self.caches.memo.borrow_mut().insert(key, value);
         value
     }
 
     /// The `i64` constant `c` (its form known to the folds below).
     pub(super) fn const_i64(&self, b: &mut FunctionBuilder<'_>, c: i64) -> Value {
         let value = b.ins().iconst(types::I64, c);
-        self.known.borrow_mut().insert(value, Known::Const(c));
+        self.caches.known.borrow_mut().insert(value, Known::Const(c));
         value
     }
 
@@ -117,13 +118,13 @@ impl<'k> Gen<'_, 'k> {
         if imm == 0 {
             return v;
         }
-        let known = self.known.borrow().get(&v).copied();
+        let known = self.caches.known.borrow().get(&v).copied();
         match known {
             Some(Known::Const(c)) => self.const_i64(b, c.wrapping_add(imm)),
             Some(Known::Offset(base, c)) => self.add_imm(b, base, c.wrapping_add(imm)),
             None => {
                 let sum = self.pure(b, Pure::AddImm, v.as_u32(), imm, |b| b.ins().iadd_imm_s(v, imm));
-                self.known.borrow_mut().insert(sum, Known::Offset(v, imm));
+                self.caches.known.borrow_mut().insert(sum, Known::Offset(v, imm));
                 sum
             }
         }
@@ -132,7 +133,7 @@ impl<'k> Gen<'_, 'k> {
     /// `v * factor` (a shift for powers of two: a byte size or a stride; wrapping), shared within
     /// the block; a constant for a constant `v`.
     pub(super) fn scale(&self, b: &mut FunctionBuilder<'_>, v: Value, factor: i64) -> Value {
-        let known = self.known.borrow().get(&v).copied();
+        let known = self.caches.known.borrow().get(&v).copied();
         if let Some(Known::Const(c)) = known {
             return self.const_i64(b, c.wrapping_mul(factor));
         }
@@ -149,7 +150,7 @@ impl<'k> Gen<'_, 'k> {
     /// one (see [`Gen::add_imm`]).
     pub(super) fn add(&self, b: &mut FunctionBuilder<'_>, x: Value, y: Value) -> Value {
         let (kx, ky) = {
-            let known = self.known.borrow();
+            let known = self.caches.known.borrow();
             (known.get(&x).copied(), known.get(&y).copied())
         };
         match (kx, ky) {
@@ -163,7 +164,7 @@ impl<'k> Gen<'_, 'k> {
 
     /// The address of stack slot `slot`, shared within the block.
     pub(super) fn stack_base(&self, b: &mut FunctionBuilder<'_>, slot: StackSlot) -> Value {
-        let ptr = self.ptr;
+        let ptr = self.fx.ptr;
         self.pure(b, Pure::StackAddr, slot.as_u32(), 0, |b| {
             b.ins().stack_addr(ptr, slot, 0)
         })
@@ -180,7 +181,7 @@ impl<'k> Gen<'_, 'k> {
         lane: u8,
     ) -> Value {
         // `ptrs[k]` is the byte address of access `k` at position 0 of the innermost loop.
-        let access = &self.info.accesses[k];
+        let access = &self.fx.info.accesses[k];
         let step_bytes = (self.inner_stride(k) * access.elem_bytes()) as i64;
         if step_bytes == 0 {
             return ptrs[k];
@@ -196,7 +197,8 @@ impl<'k> Gen<'_, 'k> {
         b: &mut FunctionBuilder<'_>,
         offs: &[Value],
     ) -> Result<Vec<Value>, BackendError> {
-        self.info
+        self.fx
+            .info
             .accesses
             .iter()
             .zip(offs)
@@ -224,7 +226,7 @@ impl<'k> Gen<'_, 'k> {
         outer: &[usize],
     ) -> Result<Vec<Value>, BackendError> {
         let zero = self.const_i64(b, 0);
-        let first = self.pointers(b, &vec![zero; self.info.accesses.len()])?;
+        let first = self.pointers(b, &vec![zero; self.fx.info.accesses.len()])?;
         Ok(self.displaced_pointers(b, &first, row, 0, outer))
     }
 
@@ -246,7 +248,8 @@ impl<'k> Gen<'_, 'k> {
             idx[d] = rem % n;
             rem /= n;
         }
-        self.info
+        self.fx
+            .info
             .accesses
             .iter()
             .zip(ptrs)
@@ -269,20 +272,21 @@ impl<'k> Gen<'_, 'k> {
 
     /// Elements access `k` advances per step of the vector loop.
     pub(super) fn inner_stride(&self, k: usize) -> usize {
-        self.inner_axis
-            .and_then(|a| self.info.accesses[k].strides.get(a).copied())
+        self.cur
+            .inner_axis
+            .and_then(|a| self.fx.info.accesses[k].strides.get(a).copied())
             .unwrap_or(0)
     }
 
-    /// Records that the lanes of the `i32` vector `v` step by `step` (see `Gen::lane_steps`).
+    /// Records that the lanes of the `i32` vector `v` step by `step` (see `Caches::lane_steps`).
     pub(super) fn note_step(&mut self, v: Value, step: i64) {
-        if let Some(steps) = &mut self.lane_steps {
+        if let Some(steps) = &mut self.caches.lane_steps {
             steps.insert(v, step);
         }
     }
 
     /// How the lanes of `v` step, when known.
     pub(super) fn step_of(&self, v: Value) -> Option<i64> {
-        self.lane_steps.as_ref()?.get(&v).copied()
+        self.caches.lane_steps.as_ref()?.get(&v).copied()
     }
 }

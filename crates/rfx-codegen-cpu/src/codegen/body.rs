@@ -24,7 +24,7 @@ impl<'k> Gen<'_, 'k> {
         reduced: &mut Vec<(usize, Value)>,
     ) -> Result<(), BackendError> {
         let mut slots = self.preamble_slots(b, w);
-        if w > 1 && self.lane_steps.is_some() {
+        if w > 1 && self.caches.lane_steps.is_some() {
             // The preamble's values are splats.
             for (s, v) in slots.iter().enumerate() {
                 if let (Some(v), Some(DType::I32)) = (v, self.kernel().slots.get(s)) {
@@ -80,7 +80,7 @@ impl<'k> Gen<'_, 'k> {
                 }
                 _ => {}
             }
-            let access = self.info.access_of.get(i).copied().flatten();
+            let access = self.fx.info.access_of.get(i).copied().flatten();
             let place = InstAt {
                 w,
                 access: access.map(|a| (a, at)),
@@ -99,12 +99,12 @@ impl<'k> Gen<'_, 'k> {
     /// call) keep building them where they are used, and pay nothing when no pass runs.
     pub(super) fn hoist_splats(&mut self, b: &mut FunctionBuilder<'_>) {
         let kernel = self.kernel();
-        let w = self.width;
-        self.pre_splat = vec![None; self.pre_scalar.len()];
+        let w = self.cur.width;
+        self.fx.pre_splat = vec![None; self.fx.pre_scalar.len()];
         if w == 1 || kernel.dims.last().copied().unwrap_or(1) < HOIST_MIN_ELEMS {
             return;
         }
-        let mut read = vec![false; self.pre_scalar.len()];
+        let mut read = vec![false; self.fx.pre_scalar.len()];
         for inst in &kernel.body {
             for src in inst.srcs() {
                 if let Some(r) = read.get_mut(src.index()) {
@@ -112,11 +112,11 @@ impl<'k> Gen<'_, 'k> {
                 }
             }
         }
-        let imports = self.imports;
-        for (s, v) in self.pre_scalar.iter().enumerate() {
+        let imports = self.fx.imports;
+        for (s, v) in self.fx.pre_scalar.iter().enumerate() {
             if let (Some(v), true) = (v, read[s]) {
                 let dtype = kernel.slots[s];
-                self.pre_splat[s] = Some(
+                self.fx.pre_splat[s] = Some(
                     Emitter {
                         b: &mut *b,
                         w,
@@ -130,26 +130,27 @@ impl<'k> Gen<'_, 'k> {
 
     /// The slot values at the start of a body of width `w`: the preamble's, splatted.
     pub(super) fn preamble_slots(&self, b: &mut FunctionBuilder<'_>, w: u8) -> Vec<Option<Value>> {
-        (0..self.pre_scalar.len())
+        (0..self.fx.pre_scalar.len())
             .map(|s| self.preamble_slot(b, w, s))
             .collect()
     }
 
     /// The preamble value of slot `s` at `w` lanes ([`Gen::preamble_slots`]).
     pub(super) fn preamble_slot(&self, b: &mut FunctionBuilder<'_>, w: u8, s: usize) -> Option<Value> {
-        let v = self.pre_scalar.get(s).copied().flatten();
+        let v = self.fx.pre_scalar.get(s).copied().flatten();
         let hoisted = self
+            .fx
             .pre_splat
             .get(s)
             .copied()
             .flatten()
-            .filter(|_| w == self.width);
+            .filter(|_| w == self.cur.width);
         match (v, w) {
             _ if hoisted.is_some() => hoisted,
             (Some(v), 1) => Some(v),
             (Some(v), _) => {
                 let dtype = self.kernel().slots[s];
-                let imports = self.imports;
+                let imports = self.fx.imports;
                 Some(self.pure(b, Pure::Splat, v.as_u32(), i64::from(w), |b| {
                     Emitter { b, w, imports }.splat(v, dtype)
                 }))
@@ -169,7 +170,7 @@ impl<'k> Gen<'_, 'k> {
         insts: &[usize],
     ) -> Vec<Option<Value>> {
         let body = &self.kernel().body;
-        let mut slots = vec![None; self.pre_scalar.len()];
+        let mut slots = vec![None; self.fx.pre_scalar.len()];
         for inst in insts.iter().filter_map(|&i| body.get(i)) {
             for src in inst.srcs() {
                 if slots.get(src.index()).is_some_and(Option::is_none) {
@@ -207,7 +208,7 @@ impl<'k> Gen<'_, 'k> {
             Inst::Load { dst, buf, offset, .. } => {
                 let dtype = self.slot_dtype(*dst)?;
                 let base = self.base(*buf)?;
-                let preloaded = body_index.and_then(|i| self.preloaded.get(&i).copied());
+                let preloaded = body_index.and_then(|i| self.cur.preloaded.get(&i).copied());
                 let v = match (preloaded, access) {
                     (Some(v), _) => v,
                     (None, None) => {
@@ -233,7 +234,7 @@ impl<'k> Gen<'_, 'k> {
                 let mut e = Emitter {
                     b: &mut *b,
                     w,
-                    imports: self.imports,
+                    imports: self.fx.imports,
                 };
                 let v = e.constant(*value);
                 if w > 1 && matches!(value, Scalar::I32(_)) {
@@ -258,7 +259,7 @@ impl<'k> Gen<'_, 'k> {
                 let mut e = Emitter {
                     b: &mut *b,
                     w,
-                    imports: self.imports,
+                    imports: self.fx.imports,
                 };
                 Some((*dst, e.compare(*op, x, y, dtype)))
             }
@@ -273,7 +274,7 @@ impl<'k> Gen<'_, 'k> {
                 let mut e = Emitter {
                     b: &mut *b,
                     w,
-                    imports: self.imports,
+                    imports: self.fx.imports,
                 };
                 Some((*dst, e.select(c, x, y, cl_type(dtype, w))))
             }
@@ -283,7 +284,7 @@ impl<'k> Gen<'_, 'k> {
                 let mut e = Emitter {
                     b: &mut *b,
                     w,
-                    imports: self.imports,
+                    imports: self.fx.imports,
                 };
                 Some((*dst, e.cast(x, from, to)?))
             }
@@ -332,14 +333,14 @@ impl<'k> Gen<'_, 'k> {
                 Emitter {
                     b: &mut *b,
                     w: 1,
-                    imports: self.imports,
+                    imports: self.fx.imports,
                 }
                 .constant(zero)
             }
             Some((k, at)) => {
                 let v = self.index(b, w, k, at, offs, dtype)?;
                 if w > 1 && dtype == DType::I32 {
-                    let step = if self.row_indices.contains_key(&k) {
+                    let step = if self.cur.row_indices.contains_key(&k) {
                         0
                     } else {
                         self.inner_stride(k)
@@ -366,12 +367,12 @@ impl<'k> Gen<'_, 'k> {
     ) -> Result<Value, BackendError> {
         let dtype = self.slot_dtype(src)?;
         let acc = body_index
-            .and_then(|i| self.scan_accs.iter_mut().find(|(at, _)| *at == i))
+            .and_then(|i| self.cur.scan_accs.iter_mut().find(|(at, _)| *at == i))
             .ok_or_else(|| internal("a scan outside a scanning kernel's body"))?;
         let mut em = Emitter {
             b: &mut *b,
             w,
-            imports: self.imports,
+            imports: self.fx.imports,
         };
         // A linear recurrence scales the accumulator first (`coef * acc + x`, rounded
         // twice: never contracted, even under fast math).
@@ -397,7 +398,7 @@ impl<'k> Gen<'_, 'k> {
         let mut e = Emitter {
             b: &mut *b,
             w,
-            imports: self.imports,
+            imports: self.fx.imports,
         };
         // Scalar code (the preamble: loop invariants and all of a one-element kernel;
         // reductions one output at a time; scalar tails) calls the tile routine where
@@ -409,14 +410,14 @@ impl<'k> Gen<'_, 'k> {
             let block = e.b.current_block();
             match (pair, block) {
                 (Some((routine, part)), Some(block))
-                    if self.sincos.contains_key(&(block, x)) || self.has_trig_partner(op, src) =>
+                    if self.caches.sincos.contains_key(&(block, x)) || self.has_trig_partner(op, src) =>
                 {
-                    let results = match self.sincos.get(&(block, x)) {
+                    let results = match self.caches.sincos.get(&(block, x)) {
                         Some(&pair) => Some(pair),
                         None => crate::transcendental::pair_by_routine(&mut e, routine, x, dtype),
                     };
                     if let Some(pair) = results {
-                        self.sincos.insert((block, x), pair);
+                        self.caches.sincos.insert((block, x), pair);
                     }
                     results.map(|(sin, cos)| if part == 0 { sin } else { cos })
                 }
@@ -446,7 +447,8 @@ impl<'k> Gen<'_, 'k> {
         // A clamp's bounds are usually constants: one `minps`/`maxps` each instead of
         // the five-op NaN-propagating select (see `Emitter::min_max_by_const`).
         let constant = |s: SlotId| {
-            self.pre_const
+            self.fx
+                .pre_const
                 .get(s.index())
                 .copied()
                 .flatten()
@@ -466,7 +468,7 @@ impl<'k> Gen<'_, 'k> {
             let mut e = Emitter {
                 b: &mut *b,
                 w,
-                imports: self.imports,
+                imports: self.fx.imports,
             };
             Ok(e.min_max_by_const(op, a, c, cl_type(dtype, w)))
         } else if let Some(v) = self.contracted(b, op, x, y, dtype) {
@@ -475,11 +477,11 @@ impl<'k> Gen<'_, 'k> {
             let mut e = Emitter {
                 b: &mut *b,
                 w,
-                imports: self.imports,
+                imports: self.fx.imports,
             };
             let v = e.binary(op, x, y, dtype)?;
-            if self.contract && op == BinaryOp::Mul && dtype.is_float() {
-                self.products.insert(v, (x, y));
+            if self.fx.contract && op == BinaryOp::Mul && dtype.is_float() {
+                self.caches.products.insert(v, (x, y));
             }
             // Wrapping sums of evenly stepping lanes step evenly.
             if let (Some(sx), Some(sy)) = (self.step_of(x), self.step_of(y)) {
@@ -509,24 +511,24 @@ impl<'k> Gen<'_, 'k> {
         y: Value,
         dtype: DType,
     ) -> Option<Value> {
-        if !self.contract || !dtype.is_float() {
+        if !self.fx.contract || !dtype.is_float() {
             return None;
         }
         match op {
             BinaryOp::Add => {
-                if let Some(&(a, c)) = self.products.get(&x) {
+                if let Some(&(a, c)) = self.caches.products.get(&x) {
                     Some(b.ins().fma(a, c, y))
                 } else {
-                    let &(a, c) = self.products.get(&y)?;
+                    let &(a, c) = self.caches.products.get(&y)?;
                     Some(b.ins().fma(a, c, x))
                 }
             }
             BinaryOp::Sub => {
-                if let Some(&(a, c)) = self.products.get(&x) {
+                if let Some(&(a, c)) = self.caches.products.get(&x) {
                     let neg = b.ins().fneg(y);
                     Some(b.ins().fma(a, c, neg))
                 } else {
-                    let &(a, c) = self.products.get(&y)?;
+                    let &(a, c) = self.caches.products.get(&y)?;
                     let neg = b.ins().fneg(a);
                     Some(b.ins().fma(neg, c, x))
                 }

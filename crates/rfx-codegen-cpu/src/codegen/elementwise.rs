@@ -60,14 +60,14 @@ impl<'k> Gen<'_, 'k> {
             return Ok(shape);
         }
         let zero = b.ins().iconst(types::I64, 0);
-        let zeros = vec![zero; self.info.accesses.len()];
+        let zeros = vec![zero; self.fx.info.accesses.len()];
         let shape = if rank <= 1 {
             let n = dims.first().copied().unwrap_or(1) as u64;
             let ptrs = self.pointers(b, &zeros)?;
             self.hoist_row_indices(b, &ptrs)?;
             self.emit_elementwise_loop(b, lo, hi, n as usize, &ptrs)?;
-            self.row_indices.clear();
-            KernelShape::new(n, 1, self.width, self.min_points_per_thread())
+            self.cur.row_indices.clear();
+            KernelShape::new(n, 1, self.cur.width, self.min_points_per_thread())
         } else {
             let inner = dims[rank - 1];
             let rows: usize = dims[..rank - 1].iter().product();
@@ -79,13 +79,13 @@ impl<'k> Gen<'_, 'k> {
                 let zero = b.ins().iconst(types::I64, 0);
                 g.hoist_row_indices(b, &ptrs)?;
                 g.emit_elementwise_loop(b, zero, inner_count, inner, &ptrs)?;
-                g.row_indices.clear();
+                g.cur.row_indices.clear();
                 Ok(Vec::new())
             })?;
             KernelShape::new(
                 rows as u64,
                 inner as u64,
-                self.width,
+                self.cur.width,
                 self.min_points_per_thread(),
             )
         };
@@ -108,12 +108,12 @@ impl<'k> Gen<'_, 'k> {
     ) -> Result<Option<KernelShape>, BackendError> {
         let rows: usize = outer.iter().product();
         let work = rows
-            .saturating_mul(row_position_count(inner, self.width))
+            .saturating_mul(row_position_count(inner, self.cur.width))
             .saturating_mul(self.body_work());
-        if self.tiles.is_some() || work > STRAIGHT_BUDGET {
+        if self.cur.tiles.is_some() || work > STRAIGHT_BUDGET {
             return Ok(None);
         }
-        let positions = row_positions(inner, self.width);
+        let positions = row_positions(inner, self.cur.width);
         self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, _, _| {
             for row in 0..rows {
                 let ptrs = g.row_pointers(b, row, outer)?;
@@ -126,7 +126,7 @@ impl<'k> Gen<'_, 'k> {
         Ok(Some(KernelShape::new(
             1,
             points,
-            self.width,
+            self.cur.width,
             self.min_points_per_thread(),
         )))
     }
@@ -143,7 +143,7 @@ impl<'k> Gen<'_, 'k> {
             let at = self.const_i64(b, at as i64);
             self.emit_body(b, w, at, ptrs, &mut Vec::new())?;
         }
-        self.row_indices.clear();
+        self.cur.row_indices.clear();
         Ok(())
     }
 
@@ -163,11 +163,11 @@ impl<'k> Gen<'_, 'k> {
         dims: &[usize],
     ) -> Result<Option<KernelShape>, BackendError> {
         let rank = dims.len();
-        if self.tiles.is_some() || rank < 2 {
+        if self.cur.tiles.is_some() || rank < 2 {
             return Ok(None);
         }
         let inner = dims[rank - 1];
-        let n_positions = row_position_count(inner, self.width);
+        let n_positions = row_position_count(inner, self.cur.width);
         let body = self.body_work();
         let Some(lead) = (1..rank).find(|&lead| {
             let rows: usize = dims[lead..rank - 1].iter().product();
@@ -176,7 +176,7 @@ impl<'k> Gen<'_, 'k> {
         }) else {
             return Ok(None);
         };
-        let positions = row_positions(inner, self.width);
+        let positions = row_positions(inner, self.cur.width);
         let units: usize = dims[..lead].iter().product();
         let block = &dims[lead..rank - 1];
         let rows: usize = block.iter().product();
@@ -184,15 +184,15 @@ impl<'k> Gen<'_, 'k> {
             return Ok(None);
         }
         let zero = self.const_i64(b, 0);
-        let zeros = vec![zero; self.info.accesses.len()];
+        let zeros = vec![zero; self.fx.info.accesses.len()];
         let leading = dims[..lead].to_vec();
         let block = block.to_vec();
         self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, unit, _| {
             let offs = g.offsets(b, unit, 0, &leading, &zeros);
             let unit_ptrs = g.pointers(b, &offs)?;
             // An index's offset at a unit lies between 0 and its value at the last unit.
-            g.index_ranges.clear();
-            for (access, &offset) in g.info.accesses.iter().zip(&unit_ptrs) {
+            g.cur.index_ranges.clear();
+            for (access, &offset) in g.fx.info.accesses.iter().zip(&unit_ptrs) {
                 if access.buf.is_none() {
                     let last: usize = leading
                         .iter()
@@ -200,7 +200,7 @@ impl<'k> Gen<'_, 'k> {
                         .map(|(&n, &stride)| n.saturating_sub(1) * stride)
                         .sum();
                     if let Ok(last) = i64::try_from(last) {
-                        g.index_ranges.insert(offset, last);
+                        g.cur.index_ranges.insert(offset, last);
                     }
                 }
             }
@@ -214,7 +214,7 @@ impl<'k> Gen<'_, 'k> {
         Ok(Some(KernelShape::new(
             units as u64,
             (rows * inner) as u64,
-            self.width,
+            self.cur.width,
             self.min_points_per_thread(),
         )))
     }
@@ -230,8 +230,8 @@ impl<'k> Gen<'_, 'k> {
         n_static: usize,
         ptrs: &[Value],
     ) -> Result<(), BackendError> {
-        let w = self.width;
-        if self.tiles.is_some() && n_static >= MIN_TILED_ELEMS {
+        let w = self.cur.width;
+        if self.cur.tiles.is_some() && n_static >= MIN_TILED_ELEMS {
             return self.emit_tiled_loop(b, start, end, ptrs);
         }
         if w == 1 || n_static < usize::from(w) {
@@ -241,17 +241,17 @@ impl<'k> Gen<'_, 'k> {
             })?;
             return Ok(());
         }
-        // Column indices advance by a vector add per step (see `Gen::col_indices`).
-        let columns: Vec<(usize, DType, usize)> = (0..self.info.accesses.len())
+        // Column indices advance by a vector add per step (see `Cursor::col_indices`).
+        let columns: Vec<(usize, DType, usize)> = (0..self.fx.info.accesses.len())
             .filter(|&k| {
-                self.info.accesses[k].buf.is_none()
+                self.fx.info.accesses[k].buf.is_none()
                     && self.inner_stride(k) != 0
-                    && !self.row_indices.contains_key(&k)
+                    && !self.cur.row_indices.contains_key(&k)
             })
-            .map(|k| (k, self.info.accesses[k].dtype, self.inner_stride(k)))
+            .map(|k| (k, self.fx.info.accesses[k].dtype, self.inner_stride(k)))
             .collect();
         let mut fresh = |g: &mut Self, b: &mut FunctionBuilder<'_>, at: Value| {
-            g.col_indices.clear();
+            g.cur.col_indices.clear();
             columns
                 .iter()
                 .map(|&(k, dtype, _)| g.index(b, w, k, at, ptrs, dtype))
@@ -268,7 +268,7 @@ impl<'k> Gen<'_, 'k> {
                     let mut e = Emitter {
                         b: &mut *b,
                         w,
-                        imports: g.imports,
+                        imports: g.fx.imports,
                     };
                     let step = e.constant(step);
                     Ok(if dtype == DType::I32 {
@@ -280,7 +280,7 @@ impl<'k> Gen<'_, 'k> {
                 .collect::<Result<Vec<_>, BackendError>>()
         };
         let set = |g: &mut Self, values: &[Value]| {
-            g.col_indices = columns.iter().zip(values).map(|(&(k, ..), &v)| (k, v)).collect();
+            g.cur.col_indices = columns.iter().zip(values).map(|(&(k, ..), &v)| (k, v)).collect();
         };
         let mut start = start;
         let mut carried = fresh(self, b, start)?;
@@ -318,7 +318,7 @@ impl<'k> Gen<'_, 'k> {
                 g.emit_body(b, w, at, ptrs, &mut Vec::new())
             },
         )?;
-        self.col_indices.clear();
+        self.cur.col_indices.clear();
         Ok(())
     }
 }

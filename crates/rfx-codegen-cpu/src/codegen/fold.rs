@@ -41,7 +41,7 @@ impl<'k> Gen<'_, 'k> {
             return None;
         }
         let lanes = usize::from(w.max(1));
-        let known = |v: Value| self.known.borrow().get(&v).copied();
+        let known = |v: Value| self.caches.known.borrow().get(&v).copied();
         let at = match known(at) {
             Some(Known::Const(p)) => Some(p),
             _ => None,
@@ -92,7 +92,7 @@ impl<'k> Gen<'_, 'k> {
                     .map(|s| current.get(s.index()).copied().flatten())
                     .collect(),
             );
-            let access = self.info.access_of.get(i).copied().flatten();
+            let access = self.fx.info.access_of.get(i).copied().flatten();
             let affine_of = |slot: SlotId| match current.get(slot.index()).copied().flatten() {
                 Some(j) => affine[j].clone(),
                 None => None,
@@ -118,7 +118,7 @@ impl<'k> Gen<'_, 'k> {
                             None => (offset, 0),
                             Some(Known::Const(_)) => return None,
                         };
-                        self.index_ranges.contains_key(&row).then_some(())?;
+                        self.cur.index_ranges.contains_key(&row).then_some(())?;
                         Some((row, lane_elements(k, first)?))
                     })
                 }
@@ -155,7 +155,7 @@ impl<'k> Gen<'_, 'k> {
                         .collect()
                 }),
                 Inst::Load { buf, .. } => access.and_then(|k| {
-                    let values = self.info.literals.get(buf.index()).copied().flatten()?;
+                    let values = self.fx.info.literals.get(buf.index()).copied().flatten()?;
                     // The pointer is the literal's base plus a known displacement.
                     let (literal, ptr) = (self.base(*buf).ok()?, *offs.get(k)?);
                     let bytes = match known(ptr) {
@@ -163,7 +163,7 @@ impl<'k> Gen<'_, 'k> {
                         None if ptr == literal => 0,
                         _ => return None,
                     };
-                    let size = i64::try_from(self.info.accesses.get(k)?.dtype.size_bytes()).ok()?;
+                    let size = i64::try_from(self.fx.info.accesses.get(k)?.dtype.size_bytes()).ok()?;
                     if bytes % size != 0 {
                         return None;
                     }
@@ -249,7 +249,7 @@ impl<'k> Gen<'_, 'k> {
                     }
                 }
                 Inst::Gather { buf, index, .. } => {
-                    let len = self.info.buffer_lens.get(buf.index()).copied();
+                    let len = self.fx.info.buffer_lens.get(buf.index()).copied();
                     let elements: Option<Vec<usize>> = value_of(*index).zip(len).and_then(|(index, len)| {
                         index
                             .into_iter()
@@ -259,7 +259,7 @@ impl<'k> Gen<'_, 'k> {
                     // An offset of known range plus constants that stay inside the buffer at
                     // every row: loads past the row's offset, no clamp.
                     if let (Some((row, firsts)), Some(len)) = (affine_of(*index), len)
-                        && let Some(&last) = self.index_ranges.get(&row)
+                        && let Some(&last) = self.cur.index_ranges.get(&row)
                         && firsts
                             .iter()
                             .all(|&c| c >= 0 && i64::try_from(len).is_ok_and(|len| last + c < len))
@@ -272,7 +272,7 @@ impl<'k> Gen<'_, 'k> {
                         Some(elements) => {
                             folds = true;
                             // A lookup in a literal table is its value; elsewhere a load.
-                            match self.info.literals.get(buf.index()).copied().flatten() {
+                            match self.fx.info.literals.get(buf.index()).copied().flatten() {
                                 Some(values) => elements.iter().map(|&e| values.get(e).copied()).collect(),
                                 None => {
                                     gathered[i] = Some(elements);
@@ -350,7 +350,7 @@ impl<'k> Gen<'_, 'k> {
         let mut e = Emitter {
             b: &mut *b,
             w,
-            imports: self.imports,
+            imports: self.fx.imports,
         };
         match lanes {
             [first, rest @ ..] if rest.iter().all(|x| x == first) => e.constant(*first),

@@ -21,7 +21,7 @@ impl<'k> Gen<'_, 'k> {
     /// innermost kept dim holds at least a vector of outputs.
     pub(super) fn outputs_in_lanes(&self, reduce_dims: usize) -> bool {
         let kernel = self.kernel();
-        let w = usize::from(self.width);
+        let w = usize::from(self.cur.width);
         let split = kernel.dims.len() - reduce_dims;
         let reduces_vectorise = self
             .reductions()
@@ -53,7 +53,7 @@ impl<'k> Gen<'_, 'k> {
         /// Innermost reduced rows up to this long are unrolled.
         const UNROLL_ROW: usize = 16;
         let kernel = self.kernel();
-        let w = self.width;
+        let w = self.cur.width;
         let dims = kernel.dims.clone();
         let rank = dims.len();
         let split = rank - reduce_dims;
@@ -66,9 +66,10 @@ impl<'k> Gen<'_, 'k> {
         let inner = if reduce_dims > 0 { dims[rank - 1] } else { 1 };
         let outer_reduced = reduced[..reduce_dims.saturating_sub(1)].to_vec();
         let rows_reduced: usize = outer_reduced.iter().product();
-        self.inner_axis = vec_axis;
+        self.cur.inner_axis = vec_axis;
         // Bytes each access advances per point of the innermost reduced dim.
         let row_steps: Vec<i64> = self
+            .fx
             .info
             .accesses
             .iter()
@@ -82,11 +83,11 @@ impl<'k> Gen<'_, 'k> {
             })
             .collect();
         let reduces = self.reductions()?;
-        let tiles = self.tiles.take().filter(|_| rows_reduced == 1);
+        let tiles = self.cur.tiles.take().filter(|_| rows_reduced == 1);
         // A single output (no kept dim) with a short row: its points are evaluated `pw` at a
         // time, as the body's vector code, and their lanes added to the scalar accumulator in
         // order, which is the order of one accumulator, so the bits are the same.
-        let pw = usize::from(self.point_width);
+        let pw = usize::from(self.cur.point_width);
         let points_in_vectors = w == 1
             && vec_axis.is_none()
             && reduce_dims > 0
@@ -105,8 +106,8 @@ impl<'k> Gen<'_, 'k> {
                 .enumerate()
                 .filter_map(|(i, inst)| {
                     let Inst::Load { dst, .. } = inst else { return None };
-                    let k = self.info.access_of.get(i).copied().flatten()?;
-                    let access = &self.info.accesses[k];
+                    let k = self.fx.info.access_of.get(i).copied().flatten()?;
+                    let access = &self.fx.info.accesses[k];
                     let dtype = self.slot_dtype(*dst).ok()?;
                     let bytes = access.elem_bytes();
                     let gathered = !matches!(self.inner_stride(k), 0 | 1);
@@ -130,7 +131,7 @@ impl<'k> Gen<'_, 'k> {
                 let mut e = Emitter {
                     b: &mut *b,
                     w,
-                    imports: g.imports,
+                    imports: g.fx.imports,
                 };
                 accs.push(e.constant(identity(op, dtype)?));
             }
@@ -140,8 +141,8 @@ impl<'k> Gen<'_, 'k> {
                 if points_in_vectors {
                     // Positions along the row's own axis: vectors of `pw` points, then single
                     // points for what is left.
-                    let outer = g.inner_axis;
-                    g.inner_axis = Some(rank - 1);
+                    let outer = g.cur.inner_axis;
+                    g.cur.inner_axis = Some(rank - 1);
                     let chunks = inner / pw;
                     let width = u8::try_from(pw).unwrap_or(1);
                     for (start, count) in (0..chunks)
@@ -157,7 +158,7 @@ impl<'k> Gen<'_, 'k> {
                                 let mut e = Emitter {
                                     b: &mut *b,
                                     w: count,
-                                    imports: g.imports,
+                                    imports: g.fx.imports,
                                 };
                                 let x = if count == 1 {
                                     value
@@ -167,13 +168,13 @@ impl<'k> Gen<'_, 'k> {
                                 let mut e = Emitter {
                                     b: &mut *b,
                                     w: 1,
-                                    imports: g.imports,
+                                    imports: g.fx.imports,
                                 };
                                 *acc = e.combine(op, *acc, x, dtype)?;
                             }
                         }
                     }
-                    g.inner_axis = outer;
+                    g.cur.inner_axis = outer;
                     return Ok(accs);
                 }
                 let point =
@@ -185,7 +186,7 @@ impl<'k> Gen<'_, 'k> {
                             let mut e = Emitter {
                                 b: &mut *b,
                                 w,
-                                imports: g.imports,
+                                imports: g.fx.imports,
                             };
                             *acc = e.combine(op, *acc, value, dtype)?;
                         }
@@ -208,10 +209,10 @@ impl<'k> Gen<'_, 'k> {
                             .map(|(&p, &step)| g.add_imm(b, p, step * t as i64))
                             .collect();
                         for (&(i, _), vectors) in transposable.iter().zip(&points) {
-                            g.preloaded.insert(i, vectors[t]);
+                            g.cur.preloaded.insert(i, vectors[t]);
                         }
                         let done = point(g, b, &at_t, accs);
-                        g.preloaded.clear();
+                        g.cur.preloaded.clear();
                         done?;
                     }
                     Ok::<(), BackendError>(())
@@ -287,7 +288,7 @@ impl<'k> Gen<'_, 'k> {
         };
 
         let zero = b.ins().iconst(types::I64, 0);
-        let zeros = vec![zero; self.info.accesses.len()];
+        let zeros = vec![zero; self.fx.info.accesses.len()];
         let shape = if vec_axis == Some(0) {
             // The units are the outputs themselves: a thread's chunk is a range of columns.
             if let Some(plan) = &tiles {
@@ -351,7 +352,7 @@ impl<'k> Gen<'_, 'k> {
         col: Value,
         ptrs: &[Value],
     ) -> Result<Vec<Vec<Value>>, BackendError> {
-        let w = self.width;
+        let w = self.cur.width;
         let mut out = Vec::with_capacity(loads.len());
         for &(i, k) in loads {
             let Some(Inst::Load { dst, buf, .. }) = self.kernel().body.get(i).cloned() else {
@@ -441,14 +442,14 @@ impl<'k> Gen<'_, 'k> {
         col: Value,
         reduced_numel: usize,
     ) -> Result<(), BackendError> {
-        let w = self.width;
+        let w = self.cur.width;
         let first = b.ins().imul_imm_s(row, cols as i64);
         let first = b.ins().iadd(first, col);
         for (&acc, (op, buf, dtype)) in accs.iter().zip(self.reductions()?) {
             let mut e = Emitter {
                 b: &mut *b,
                 w,
-                imports: self.imports,
+                imports: self.fx.imports,
             };
             let finished = finish(&mut e, op, acc, dtype, reduced_numel)?;
             let base = self.base(buf)?;
@@ -478,7 +479,7 @@ impl<'k> Gen<'_, 'k> {
     ) -> Result<(), BackendError> {
         /// Groups whose rows fold side by side.
         const FOLD_GROUPS: i64 = 4;
-        let w = self.width;
+        let w = self.cur.width;
         let lanes = i64::from(w);
         let point_cells = (row.inner as i64) * lanes;
         // An empty reduced row (no points) stages nothing: one group per tile then.
@@ -552,7 +553,7 @@ impl<'k> Gen<'_, 'k> {
                         let mut e = Emitter {
                             b: &mut *b,
                             w,
-                            imports: g.imports,
+                            imports: g.fx.imports,
                         };
                         accs.push(e.constant(identity(op, dtype)?));
                     }
@@ -571,7 +572,7 @@ impl<'k> Gen<'_, 'k> {
                             let mut e = Emitter {
                                 b: &mut *b,
                                 w,
-                                imports: g.imports,
+                                imports: g.fx.imports,
                             };
                             *acc = e.combine(op, *acc, value, dtype)?;
                         }

@@ -36,7 +36,7 @@ impl<'k> Gen<'_, 'k> {
             if let Some(p) = partials {
                 let lane = p.lane_of(b, at);
                 for (r, (_, value)) in p.reduces.iter().zip(reduced) {
-                    p.fold_scalar(b, g.ptr, g.imports, r, lane, value)?;
+                    p.fold_scalar(b, g.fx.ptr, g.fx.imports, r, lane, value)?;
                 }
             }
             Ok(Vec::new())
@@ -77,7 +77,7 @@ impl<'k> Gen<'_, 'k> {
         body: &mut LoopBody<'_, Self, ()>,
     ) -> Result<(), BackendError> {
         let Carried { init, advance, fresh } = carried;
-        let w = i64::from(self.width);
+        let w = i64::from(self.cur.width);
         let header = b.create_block();
         let body_block = b.create_block();
         let ragged = b.create_block();

@@ -464,7 +464,7 @@ pub(crate) fn build_program(
             let hi = b.ins().iconst(types::I64, 0);
             let exit = b.create_block();
             let mut generator = Gen::new(info, &funcs, ptr, program, literal_bases.clone(), contract);
-            generator.exit = Some(exit);
+            generator.fx.exit = Some(exit);
             let shape = generator.emit(&mut b, table, lo, hi)?;
             let units = i64::try_from(shape.units).map_err(|_| internal("units beyond i64"))?;
             let bound = b
@@ -635,45 +635,60 @@ impl<'i, 'k> Gen<'i, 'k> {
         contract: bool,
     ) -> Self {
         Gen {
-            info,
-            imports,
-            ptr,
-            bases: Vec::new(),
-            table_entries: table_entries(program),
-            literal_bases,
-            pre_scalar: Vec::new(),
-            pre_splat: Vec::new(),
-            pre_const: Vec::new(),
-            width: 1,
-            point_width: 1,
-            inner_axis: None,
-            contract,
-            products: HashMap::new(),
-            tiles: None,
-            memo: RefCell::new(HashMap::new()),
-            known: RefCell::new(HashMap::new()),
-            sincos: HashMap::new(),
-            row_indices: HashMap::new(),
-            col_indices: HashMap::new(),
-            segment_unroll: SEGMENT_UNROLL,
-            preloaded: HashMap::new(),
-            rows_in_tiles: false,
-            // Tracked only where a gather can use them.
-            lane_steps: info
-                .kernel
-                .body
-                .iter()
-                .any(|inst| matches!(inst, Inst::Gather { .. }))
-                .then(HashMap::new),
-            scan_accs: Vec::new(),
-
-            exit: None,
-            index_ranges: HashMap::new(),
+            fx: FnContext {
+                info,
+                imports,
+                ptr,
+                bases: Vec::new(),
+                table_entries: table_entries(program),
+                literal_bases,
+                pre_scalar: Vec::new(),
+                pre_splat: Vec::new(),
+                pre_const: Vec::new(),
+                contract,
+                exit: None,
+            },
+            caches: Caches {
+                products: HashMap::new(),
+                memo: RefCell::new(HashMap::new()),
+                known: RefCell::new(HashMap::new()),
+                sincos: HashMap::new(),
+                // Tracked only where a gather can use them.
+                lane_steps: info
+                    .kernel
+                    .body
+                    .iter()
+                    .any(|inst| matches!(inst, Inst::Gather { .. }))
+                    .then(HashMap::new),
+            },
+            cur: Cursor {
+                width: 1,
+                point_width: 1,
+                inner_axis: None,
+                tiles: None,
+                row_indices: HashMap::new(),
+                col_indices: HashMap::new(),
+                segment_unroll: SEGMENT_UNROLL,
+                preloaded: HashMap::new(),
+                rows_in_tiles: false,
+                scan_accs: Vec::new(),
+                index_ranges: HashMap::new(),
+            },
         }
     }
 }
 
+/// The emitter of one kernel's code: the function's context, the caches of values already
+/// built, and the cursor (the loop shape and the loop state at the point being emitted).
 struct Gen<'i, 'k> {
+    fx: FnContext<'i, 'k>,
+    caches: Caches,
+    cur: Cursor,
+}
+
+/// What the emitter knows of the function it writes into: the kernel, the helpers, the buffers'
+/// addresses and the preamble's values (set at the function's entry, then only read).
+struct FnContext<'i, 'k> {
     info: &'i KernelInfo<'k>,
     imports: &'i crate::imports::Imports,
     ptr: Type,
@@ -690,19 +705,15 @@ struct Gen<'i, 'k> {
     pre_splat: Vec<Option<Value>>,
     /// The value of each preamble slot last defined by a float `Const`.
     pre_const: Vec<Option<f64>>,
-    width: u8,
-    /// For a reduction whose outputs run one at a time (width 1): the vector width its points
-    /// may be evaluated at, lanes added in order.
-    point_width: u8,
-    /// The loop dim the vector loop runs along (`None`: a single point per row, as for a
-    /// reduction with no reduced dims left after coalescing).
-    inner_axis: Option<usize>,
     /// Fast math on a target with fused multiply-add: float `a * b ± c` becomes one `fma`.
     contract: bool,
-    /// The operands of every float product emitted so far, by its (SSA) result.
-    products: HashMap<Value, (Value, Value)>,
-    /// For elementwise kernels with transcendentals the tile routines compute: the tiled plan.
-    tiles: Option<TilePlan>,
+    /// Where the kernel's code continues when it is done: `None` returns (a function per
+    /// kernel); a block of the function that runs the program's next kernel otherwise.
+    exit: Option<Block>,
+}
+
+/// Values already built, for repeats to reuse, and facts about values.
+struct Caches {
     /// Pure integer values (addresses, offsets, splats) already built, by block: a repeat in the
     /// same block reuses the value, so the CLIF handed to Cranelift is smaller and compiles
     /// faster. A value is only reused in the block that defines it (which dominates every
@@ -716,6 +727,26 @@ struct Gen<'i, 'k> {
     /// Scalar code's `sin` and `cos` of a value (by block and argument) from one `sincos`
     /// routine call, for the second of the pair to reuse (only in the defining block, as `memo`).
     sincos: HashMap<(Block, Value), (Value, Value)>,
+    /// The operands of every float product emitted so far, by its (SSA) result.
+    products: HashMap<Value, (Value, Value)>,
+    /// `i32` vectors whose lanes step evenly, by (SSA) value: lane `j` is lane 0 plus `j`
+    /// times the step, wrapping. Indices, splats and their sums and differences; a gather by
+    /// such an index reads a vector (step 1) or one element (step 0) where it can. `None` in a
+    /// kernel without gathers.
+    lane_steps: Option<HashMap<Value, i64>>,
+}
+
+/// The loop shape being emitted and the state at the point being emitted.
+struct Cursor {
+    width: u8,
+    /// For a reduction whose outputs run one at a time (width 1): the vector width its points
+    /// may be evaluated at, lanes added in order.
+    point_width: u8,
+    /// The loop dim the vector loop runs along (`None`: a single point per row, as for a
+    /// reduction with no reduced dims left after coalescing).
+    inner_axis: Option<usize>,
+    /// For elementwise kernels with transcendentals the tile routines compute: the tiled plan.
+    tiles: Option<TilePlan>,
     /// Indices that do not change along the vector loop (a row index), converted once per row
     /// before it: access index → (scalar, splat at the kernel's width). Cranelift does not hoist
     /// them out of the loop itself. Set only around an elementwise row's loop.
@@ -733,23 +764,15 @@ struct Gen<'i, 'k> {
     /// A reduction with one accumulator per output whose rows run in tiles, one output at a
     /// time, folded into a one-lane partial (`Gen::emit_reduction`).
     rows_in_tiles: bool,
-    /// `i32` vectors whose lanes step evenly, by (SSA) value: lane `j` is lane 0 plus `j`
-    /// times the step, wrapping. Indices, splats and their sums and differences; a gather by
-    /// such an index reads a vector (step 1) or one element (step 0) where it can. `None` in a
-    /// kernel without gathers.
-    lane_steps: Option<HashMap<Value, i64>>,
     /// In a kernel with scans, at the point being emitted: each scan's body index and its
     /// running accumulator, which its instruction folds into and replaces.
     scan_accs: Vec<(usize, Value)>,
-    /// Where the kernel's code continues when it is done: `None` returns (a function per
-    /// kernel); a block of the function that runs the program's next kernel otherwise.
-    exit: Option<Block>,
     /// The largest value of each index offset that is not a constant but whose range is known
     /// (a unit's offset along the units of [`Gen::emit_units_written_out`]; the smallest is 0).
     index_ranges: HashMap<Value, i64>,
 }
 
-/// An integer value's known form ([`Gen::known`]).
+/// An integer value's known form ([`Caches::known`]).
 #[derive(Clone, Copy, Debug)]
 enum Known {
     /// The constant.
@@ -758,7 +781,7 @@ enum Known {
     Offset(Value, i64),
 }
 
-/// The pure operations [`Gen::memo`] shares.
+/// The pure operations [`Caches::memo`] shares.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Pure {
     AddImm,
@@ -770,7 +793,7 @@ enum Pure {
 
 impl<'k> Gen<'_, 'k> {
     fn kernel(&self) -> &'k LirKernel {
-        self.info.kernel
+        self.fx.info.kernel
     }
 
     fn slot_dtype(&self, slot: SlotId) -> Result<DType, BackendError> {

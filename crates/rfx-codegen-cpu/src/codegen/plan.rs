@@ -12,7 +12,7 @@ impl<'k> Gen<'_, 'k> {
     ) -> Result<KernelShape, BackendError> {
         let kernel = self.kernel();
         // Buffer bases, loaded once.
-        self.bases = vec![None; self.info.buffer_dtypes.len()];
+        self.fx.bases = vec![None; self.fx.info.buffer_dtypes.len()];
         let mut used: Vec<BufId> = Vec::new();
         for inst in kernel.preamble.iter().chain(&kernel.body) {
             if let Some(buf) = inst.buf()
@@ -23,33 +23,33 @@ impl<'k> Gen<'_, 'k> {
         }
         for buf in used {
             let base = match (
-                self.literal_bases.get(buf.index()).copied().flatten(),
-                self.table_entries.get(buf.index()).copied().flatten(),
+                self.fx.literal_bases.get(buf.index()).copied().flatten(),
+                self.fx.table_entries.get(buf.index()).copied().flatten(),
             ) {
-                (Some(data), _) => b.ins().symbol_value(self.ptr, data),
+                (Some(data), _) => b.ins().symbol_value(self.fx.ptr, data),
                 (None, Some(entry)) => {
                     let offset = i32::try_from(entry * 8).map_err(|_| internal("too many buffers"))?;
-                    b.ins().load(self.ptr, mem().with_readonly(), table, offset)
+                    b.ins().load(self.fx.ptr, mem().with_readonly(), table, offset)
                 }
                 (None, None) => return Err(internal(format!("no table entry for {buf}"))),
             };
-            if let Some(slot) = self.bases.get_mut(buf.index()) {
+            if let Some(slot) = self.fx.bases.get_mut(buf.index()) {
                 *slot = Some(base);
             }
         }
         // The preamble, once, in scalar form.
-        self.pre_scalar = vec![None; kernel.slots.len()];
-        self.pre_const = vec![None; kernel.slots.len()];
+        self.fx.pre_scalar = vec![None; kernel.slots.len()];
+        self.fx.pre_const = vec![None; kernel.slots.len()];
         for inst in &kernel.preamble {
             if let Some(dst) = inst.dst()
-                && let Some(c) = self.pre_const.get_mut(dst.index())
+                && let Some(c) = self.fx.pre_const.get_mut(dst.index())
             {
                 *c = match inst {
                     Inst::Const { value, .. } if value.dtype().is_float() => Some(value.to_f64()),
                     _ => None,
                 };
             }
-            let mut slots = self.pre_scalar.clone();
+            let mut slots = self.fx.pre_scalar.clone();
             let place = InstAt {
                 w: 1,
                 access: None,
@@ -57,7 +57,7 @@ impl<'k> Gen<'_, 'k> {
                 body_index: None,
             };
             self.emit_inst(b, inst, place, &mut slots, &mut Vec::new())?;
-            self.pre_scalar = slots;
+            self.fx.pre_scalar = slots;
         }
         let rank = kernel.dims.len();
         if let Some(order) = kernel.scan {
@@ -69,8 +69,8 @@ impl<'k> Gen<'_, 'k> {
             .slots
             .iter()
             .copied()
-            .chain(self.info.accesses.iter().map(|a| a.dtype));
-        self.width = if matches!(sched, 2 | 4) && vectorizable(dtypes, sched) {
+            .chain(self.fx.info.accesses.iter().map(|a| a.dtype));
+        self.cur.width = if matches!(sched, 2 | 4) && vectorizable(dtypes, sched) {
             sched
         } else {
             1
@@ -79,13 +79,13 @@ impl<'k> Gen<'_, 'k> {
         // One accumulator per output and too few outputs along the innermost kept dim to fill a
         // vector (a 3×3 `f32` product, a 3-vector's norm): the outputs run one at a time, with
         // their accumulators in registers, rather than through a one-lane stack partial.
-        self.point_width = 1;
+        self.cur.point_width = 1;
         let inner = kernel.dims.last().copied().unwrap_or(1);
-        let routines = self.imports.aot.is_some() && self.body_has_routines()?;
+        let routines = self.fx.imports.aot.is_some() && self.body_has_routines()?;
         // Outputs in lanes run their routines in tiles where a group's whole rows fit in one
         // (one reduced dim); other rows with routines run one output at a time (below), so that
         // every transcendental of a kernel has the routines' bits.
-        let lanes_fit = reduce_dims == 1 && inner * usize::from(self.width) <= TILE;
+        let lanes_fit = reduce_dims == 1 && inner * usize::from(self.cur.width) <= TILE;
         let in_lanes = has_reduce && self.outputs_in_lanes(reduce_dims);
         let one_at_a_time =
             has_reduce && kernel.schedule.reduce_lanes <= 1 && (!in_lanes || (routines && !lanes_fit));
@@ -96,11 +96,11 @@ impl<'k> Gen<'_, 'k> {
         if one_at_a_time && !row_tiles {
             // A reduction to one value evaluates its points a vector at a time and adds the
             // lanes in order (see `Gen::emit_reduction_across`).
-            self.point_width = self.width;
-            self.width = 1;
+            self.cur.point_width = self.cur.width;
+            self.cur.width = 1;
         }
         self.hoist_splats(b);
-        self.inner_axis = if rank == 0 || (has_reduce && reduce_dims == 0) {
+        self.cur.inner_axis = if rank == 0 || (has_reduce && reduce_dims == 0) {
             None
         } else {
             Some(rank - 1)
@@ -110,23 +110,23 @@ impl<'k> Gen<'_, 'k> {
         // partial accumulators (`reduce_lanes` > 1, long rows) or runs its outputs one at a time
         // (above); outputs in lanes have their own plan (below).
         let tiled_reduction = (kernel.schedule.reduce_lanes > 1 && reduce_dims > 0) || row_tiles;
-        if self.imports.aot.is_some() && inner >= MIN_TILED_ELEMS && (!has_reduce || tiled_reduction) {
+        if self.fx.imports.aot.is_some() && inner >= MIN_TILED_ELEMS && (!has_reduce || tiled_reduction) {
             self.plan_tiles(b, inner)?;
         }
-        if row_tiles && self.tiles.is_none() {
+        if row_tiles && self.cur.tiles.is_none() {
             // A row shorter than a vector with ops around its routine: scalar code, which calls
             // the routines one element at a time.
-            self.width = 1;
+            self.cur.width = 1;
         }
-        self.rows_in_tiles = row_tiles && self.tiles.is_some();
+        self.cur.rows_in_tiles = row_tiles && self.cur.tiles.is_some();
         // Outputs in lanes, one reduced dim: a group of `w` outputs stages its values for the
         // whole row, `w` lanes per point, and the routines run over all of them
         // (`Gen::emit_across_tiles`).
-        if self.imports.aot.is_some() && has_reduce && in_lanes && !one_at_a_time && lanes_fit {
-            self.tiles = self.tile_plan(b, false)?;
-            if let Some(plan) = self.tiles.take() {
+        if self.fx.imports.aot.is_some() && has_reduce && in_lanes && !one_at_a_time && lanes_fit {
+            self.cur.tiles = self.tile_plan(b, false)?;
+            if let Some(plan) = self.cur.tiles.take() {
                 self.fill_invariant_buffers(b, &plan)?;
-                self.tiles = Some(plan);
+                self.cur.tiles = Some(plan);
             }
         }
         if has_reduce {
@@ -143,27 +143,28 @@ impl<'k> Gen<'_, 'k> {
         b: &mut FunctionBuilder<'_>,
         inner: usize,
     ) -> Result<(), BackendError> {
-        self.tiles = self.tile_plan(b, true)?;
+        self.cur.tiles = self.tile_plan(b, true)?;
         // An ops segment runs whole passes of `segment_unroll` vectors and a tile must hold one:
         // rows shorter than `SEGMENT_UNROLL` vectors pass one vector at a time, and rows shorter
         // than a vector keep the inline code.
-        let w = usize::from(self.width);
-        self.segment_unroll = if inner >= w * SEGMENT_UNROLL as usize {
+        let w = usize::from(self.cur.width);
+        self.cur.segment_unroll = if inner >= w * SEGMENT_UNROLL as usize {
             SEGMENT_UNROLL
         } else {
             1
         };
         if inner < w
             && self
+                .cur
                 .tiles
                 .as_ref()
                 .is_some_and(|plan| plan.segments.iter().any(|s| matches!(s, Segment::Ops { .. })))
         {
-            self.tiles = None;
+            self.cur.tiles = None;
         }
-        if let Some(plan) = self.tiles.take() {
+        if let Some(plan) = self.cur.tiles.take() {
             self.fill_invariant_buffers(b, &plan)?;
-            self.tiles = Some(plan);
+            self.cur.tiles = Some(plan);
         }
         Ok(())
     }

@@ -192,7 +192,7 @@ impl<'k> Gen<'_, 'k> {
     /// Ends the kernel's code: a return, or in a function running several kernels, a jump to
     /// the next kernel's code.
     pub(super) fn finish(&self, b: &mut FunctionBuilder<'_>) {
-        match self.exit {
+        match self.fx.exit {
             Some(exit) => {
                 b.ins().jump(exit, &[]);
             }
@@ -212,7 +212,7 @@ impl<'k> Gen<'_, 'k> {
         offs: &[Value],
         partials: Option<&Partials>,
     ) -> Result<(), BackendError> {
-        let w = self.width;
+        let w = self.cur.width;
         let lanes = partials.map_or(1, |p| p.lanes);
         let vector_reduce = partials.is_some_and(|p| w > 1 && p.lanes % u32::from(w) == 0);
         let mut j = start;
@@ -244,7 +244,7 @@ impl<'k> Gen<'_, 'k> {
                             let mut e = Emitter {
                                 b: &mut *b,
                                 w,
-                                imports: g.imports,
+                                imports: g.fx.imports,
                             };
                             accs[idx] = e.combine(r.op, accs[idx], value, r.dtype)?;
                         }
@@ -274,7 +274,7 @@ impl<'k> Gen<'_, 'k> {
     ) -> Result<KernelShape, BackendError> {
         // One accumulator per output runs across the outputs (in lanes, or one at a time inline)
         // unless its rows run in tiles with a one-lane partial (see `Gen::emit`).
-        if self.kernel().schedule.reduce_lanes <= 1 && !self.rows_in_tiles {
+        if self.kernel().schedule.reduce_lanes <= 1 && !self.cur.rows_in_tiles {
             return self.emit_reduction_across(b, lo, hi, reduce_dims);
         }
         let kernel = self.kernel();
@@ -318,6 +318,7 @@ impl<'k> Gen<'_, 'k> {
         // Bytes each access advances per point of the innermost reduced dim (a row's pieces
         // start at these multiples).
         let row_steps: Vec<i64> = self
+            .fx
             .info
             .accesses
             .iter()
@@ -325,8 +326,8 @@ impl<'k> Gen<'_, 'k> {
             .collect();
 
         let zero = b.ins().iconst(types::I64, 0);
-        let zeros = vec![zero; self.info.accesses.len()];
-        let tiles = self.tiles.take();
+        let zeros = vec![zero; self.fx.info.accesses.len()];
+        let tiles = self.cur.tiles.take();
         self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, lead, _| {
             let lead_offs = g.offsets(b, lead, 0, &leading, &zeros);
             // Every partial starts at the identity.
@@ -335,7 +336,7 @@ impl<'k> Gen<'_, 'k> {
                 let mut e = Emitter {
                     b: &mut *b,
                     w: 1,
-                    imports: g.imports,
+                    imports: g.fx.imports,
                 };
                 let value = e.constant(identity);
                 for lane in 0..partials.lanes as usize {
@@ -396,7 +397,7 @@ impl<'k> Gen<'_, 'k> {
                             // A tile holds at least one pass of the segments; a shorter last
                             // piece runs as scalar code, which calls the same routines one
                             // point at a time (the same bits).
-                            let pass = usize::from(g.width) * g.segment_unroll.max(1) as usize;
+                            let pass = usize::from(g.cur.width) * g.cur.segment_unroll.max(1) as usize;
                             match &tiles {
                                 Some(plan) if len >= pass => {
                                     let at = g.point_pointers(b, &ptrs, &row_steps, start);
@@ -451,14 +452,14 @@ impl<'k> Gen<'_, 'k> {
                     let mut e = Emitter {
                         b: &mut *b,
                         w: 1,
-                        imports: g.imports,
+                        imports: g.fx.imports,
                     };
                     total = e.combine(r.op, total, part, r.dtype)?;
                 }
                 let mut e = Emitter {
                     b: &mut *b,
                     w: 1,
-                    imports: g.imports,
+                    imports: g.fx.imports,
                 };
                 let finished = finish(&mut e, r.op, total, r.dtype, reduced_numel)?;
                 let base = g.base(r.buf)?;
@@ -473,7 +474,7 @@ impl<'k> Gen<'_, 'k> {
         Ok(KernelShape::new(
             units as u64,
             reduced_numel as u64,
-            self.width,
+            self.cur.width,
             self.min_points_per_thread(),
         ))
     }
@@ -494,7 +495,7 @@ impl<'k> Gen<'_, 'k> {
         b.ins().stack_store(types::I64, next, tree.counter, 0);
         let merges = b.ins().ctz(next);
         let depth = b.ins().popcnt(count);
-        let base = b.ins().stack_addr(self.ptr, tree.stack, 0);
+        let base = b.ins().stack_addr(self.fx.ptr, tree.stack, 0);
         let level_bytes = tree.level_bytes as i64;
         let zero = b.ins().iconst(types::I64, 0);
         self.emit_loop(b, zero, merges, 1, &[], &mut |g, b, i, _| {
@@ -509,7 +510,7 @@ impl<'k> Gen<'_, 'k> {
                 let mut e = Emitter {
                     b: &mut *b,
                     w: partials.unit(r),
-                    imports: g.imports,
+                    imports: g.fx.imports,
                 };
                 let merged = e.combine(r.op, older, leaf, r.dtype)?;
                 b.ins().stack_store(types::I64, merged, partials.slot, off);
@@ -525,7 +526,7 @@ impl<'k> Gen<'_, 'k> {
             let mut e = Emitter {
                 b: &mut *b,
                 w: partials.unit(r),
-                imports: self.imports,
+                imports: self.fx.imports,
             };
             let restart = e.constant(identity(r.op, r.dtype)?);
             b.ins().stack_store(types::I64, restart, partials.slot, off);
@@ -555,7 +556,7 @@ impl<'k> Gen<'_, 'k> {
                     Some(newer) => Emitter {
                         b: &mut *b,
                         w: partials.unit(r),
-                        imports: self.imports,
+                        imports: self.fx.imports,
                     }
                     .combine(r.op, entry, newer, r.dtype)?,
                 });
@@ -573,6 +574,7 @@ impl<'k> Gen<'_, 'k> {
         for inst in &self.kernel().body {
             if let Inst::Reduce { op, buf, .. } = inst {
                 let dtype = *self
+                    .fx
                     .info
                     .buffer_dtypes
                     .get(buf.index())

@@ -33,9 +33,9 @@ impl<'k> Gen<'_, 'k> {
             })
             .map(|(i, op, dst)| Ok((i, op, self.slot_dtype(dst)?)))
             .collect::<Result<Vec<_>, BackendError>>()?;
-        self.width = 1;
-        self.point_width = 1;
-        self.inner_axis = Some(dims.len() - 1);
+        self.cur.width = 1;
+        self.cur.point_width = 1;
+        self.cur.inner_axis = Some(dims.len() - 1);
         // The position of step `k` of a row in the scan's order.
         let position = |k: usize| match order {
             ScanOrder::Forward => k,
@@ -48,12 +48,12 @@ impl<'k> Gen<'_, 'k> {
                     let ptrs = g.row_pointers(b, row, &outer)?;
                     g.hoist_row_indices(b, &ptrs)?;
                     let accs = g.scan_identities(b, &scans, 1, 1)?;
-                    g.scan_accs = scans.iter().map(|s| s.0).zip(accs).collect();
+                    g.cur.scan_accs = scans.iter().map(|s| s.0).zip(accs).collect();
                     for k in 0..inner {
                         let at = g.const_i64(b, position(k) as i64);
                         g.emit_body(b, 1, at, &ptrs, &mut Vec::new())?;
                     }
-                    g.row_indices.clear();
+                    g.cur.row_indices.clear();
                 }
                 Ok(Vec::new())
             })?;
@@ -62,7 +62,7 @@ impl<'k> Gen<'_, 'k> {
             return Ok(KernelShape::new(1, points, 1, self.min_points_per_thread()));
         }
         let zero = b.ins().iconst(types::I64, 0);
-        let zeros = vec![zero; self.info.accesses.len()];
+        let zeros = vec![zero; self.fx.info.accesses.len()];
         let last = i64::try_from(inner).map_err(|_| internal("a row beyond i64"))? - 1;
         if let Some(shape) = self.emit_scan_across_rows(b, lo, hi, order, &scans)? {
             return Ok(shape);
@@ -73,11 +73,11 @@ impl<'k> Gen<'_, 'k> {
             g.hoist_row_indices(b, &ptrs)?;
             let accs = g.scan_identities(b, &scans, 1, 1)?;
             g.emit_scan_row(b, order, last, SCAN_UNROLL, &accs, &mut |g, b, at, accs| {
-                g.scan_accs = scans.iter().map(|s| s.0).zip(accs.iter().copied()).collect();
+                g.cur.scan_accs = scans.iter().map(|s| s.0).zip(accs.iter().copied()).collect();
                 g.emit_body(b, 1, at, &ptrs, &mut Vec::new())?;
-                Ok(g.scan_accs.iter().map(|&(_, v)| v).collect())
+                Ok(g.cur.scan_accs.iter().map(|&(_, v)| v).collect())
             })?;
-            g.row_indices.clear();
+            g.cur.row_indices.clear();
             Ok(Vec::new())
         })?;
         self.finish(b);
@@ -102,7 +102,7 @@ impl<'k> Gen<'_, 'k> {
         for _ in 0..copies {
             for &(_, op, dtype) in scans {
                 let value = identity(op, dtype)?;
-                let imports = self.imports;
+                let imports = self.fx.imports;
                 accs.push(
                     Emitter {
                         b: &mut *b,
@@ -186,7 +186,7 @@ impl<'k> Gen<'_, 'k> {
             .slots
             .iter()
             .copied()
-            .chain(self.info.accesses.iter().map(|a| a.dtype));
+            .chain(self.fx.info.accesses.iter().map(|a| a.dtype));
         if leading.is_empty() || !matches!(w, 2 | 4) || !vectorizable(dtypes, w) {
             return Ok(None);
         }
@@ -194,7 +194,8 @@ impl<'k> Gen<'_, 'k> {
         // others lie side by side, one unit's offsets unravelled over them), preferring one
         // along which every access is contiguous (or constant), then the longer.
         let contiguous = |j: usize| {
-            self.info
+            self.fx
+                .info
                 .accesses
                 .iter()
                 .all(|a| a.strides.get(j).copied().unwrap_or(0) <= 1)
@@ -214,13 +215,14 @@ impl<'k> Gen<'_, 'k> {
             .map(|(_, &n)| n)
             .collect();
         let first_other = usize::from(lane_dim == 0);
-        self.width = w;
-        self.inner_axis = Some(lane_dim);
+        self.cur.width = w;
+        self.cur.inner_axis = Some(lane_dim);
         self.hoist_splats(b);
         let zero = b.ins().iconst(types::I64, 0);
-        let zeros = vec![zero; self.info.accesses.len()];
+        let zeros = vec![zero; self.fx.info.accesses.len()];
         // Bytes (an index: counts) each access advances per step of the scanned dim.
         let step_bytes: Vec<i64> = self
+            .fx
             .info
             .accesses
             .iter()
@@ -256,13 +258,13 @@ impl<'k> Gen<'_, 'k> {
                     g.hoist_row_indices(b, &ptrs)?;
                     for (v, &row_at) in rows_at.iter().enumerate() {
                         let mine = &mut next[v * scans.len()..(v + 1) * scans.len()];
-                        g.scan_accs = scans.iter().map(|s| s.0).zip(mine.iter().copied()).collect();
+                        g.cur.scan_accs = scans.iter().map(|s| s.0).zip(mine.iter().copied()).collect();
                         g.emit_body(b, w, row_at, &ptrs, &mut Vec::new())?;
-                        for (slot, &(_, acc)) in mine.iter_mut().zip(&g.scan_accs) {
+                        for (slot, &(_, acc)) in mine.iter_mut().zip(&g.cur.scan_accs) {
                             *slot = acc;
                         }
                     }
-                    g.row_indices.clear();
+                    g.cur.row_indices.clear();
                     Ok(next)
                 })
             };

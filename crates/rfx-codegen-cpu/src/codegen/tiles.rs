@@ -285,14 +285,14 @@ impl<'k> Gen<'_, 'k> {
         // only use is a contiguous store into a program output (of the routine's dtype: a load
         // gives and a store takes its buffer's dtype).
         let contiguous = |i: usize, input: bool, dtype: DType| {
-            self.info.access_of.get(i).copied().flatten().filter(|&k| {
+            self.fx.info.access_of.get(i).copied().flatten().filter(|&k| {
                 direct && {
-                    let access = &self.info.accesses[k];
+                    let access = &self.fx.info.accesses[k];
                     access.dtype == dtype
                         && self.inner_stride(k) == 1
                         && access
                             .buf
-                            .and_then(|buf| self.info.buffer_is_input.get(buf.index()).copied().flatten())
+                            .and_then(|buf| self.fx.info.buffer_is_input.get(buf.index()).copied().flatten())
                             == Some(input)
                 }
             })
@@ -417,7 +417,9 @@ impl<'k> Gen<'_, 'k> {
                 .ok_or_else(|| internal("staged value without a slot"))?;
             cells.insert(
                 def,
-                cl_type(self.slot_dtype(slot)?, self.width).lane_type().bytes(),
+                cl_type(self.slot_dtype(slot)?, self.cur.width)
+                    .lane_type()
+                    .bytes(),
             );
         }
         let mut invariant_cells: Vec<(SlotId, u32)> = Vec::new();
@@ -429,7 +431,9 @@ impl<'k> Gen<'_, 'k> {
                     {
                         invariant_cells.push((
                             slot,
-                            cl_type(self.slot_dtype(slot)?, self.width).lane_type().bytes(),
+                            cl_type(self.slot_dtype(slot)?, self.cur.width)
+                                .lane_type()
+                                .bytes(),
                         ));
                     }
                 }
@@ -494,11 +498,12 @@ impl<'k> Gen<'_, 'k> {
         ptrs: &[Value],
     ) -> Result<(), BackendError> {
         let plan = self
+            .cur
             .tiles
             .take()
             .ok_or_else(|| internal("tiled loop without a plan"))?;
         let result = self.emit_tiles(b, start, end, ptrs, &plan);
-        self.tiles = Some(plan);
+        self.cur.tiles = Some(plan);
         result
     }
 
@@ -510,13 +515,13 @@ impl<'k> Gen<'_, 'k> {
         ptrs: &[Value],
         plan: &TilePlan,
     ) -> Result<(), BackendError> {
-        let w = self.width;
+        let w = self.cur.width;
         self.emit_while_below(b, start, end, &mut |g, b, at| {
             // A tile is `TILE` elements, or all that is left; a full tile stops short when it
             // would leave fewer than `step` elements, so that no tile is shorter than one pass
             // of the segments (ranges hold at least 64 elements: `KernelShape::new`,
             // `pool::run_split`).
-            let unroll = g.segment_unroll;
+            let unroll = g.cur.segment_unroll;
             let step = i64::from(w) * unroll;
             let left = b.ins().isub(end, at);
             let tile = b.ins().iconst(types::I64, TILE as i64);
@@ -565,8 +570,8 @@ impl<'k> Gen<'_, 'k> {
         count: Value,
         ptrs: &[Value],
     ) -> Result<(), BackendError> {
-        let w = self.width;
-        let unroll = self.segment_unroll;
+        let w = self.cur.width;
+        let unroll = self.cur.segment_unroll;
         let step = i64::from(w) * unroll;
         for segment in &plan.segments {
             match segment {
@@ -643,6 +648,7 @@ impl<'k> Gen<'_, 'k> {
             return Err(internal("not a routine segment"));
         };
         let func = self
+            .fx
             .imports
             .routine(*routine)
             .ok_or_else(|| internal("tile routine not linked"))?;
@@ -692,7 +698,7 @@ impl<'k> Gen<'_, 'k> {
         if plan.invariant.is_empty() {
             return Ok(());
         }
-        let w = self.width;
+        let w = self.cur.width;
         let values = self.preamble_slots(b, w);
         for &(slot, stack, cell) in &plan.invariant {
             let value =
@@ -765,7 +771,7 @@ impl<'k> Gen<'_, 'k> {
                     held.insert(slot, def);
                 }
             }
-            let access = self.info.access_of.get(i).copied().flatten();
+            let access = self.fx.info.access_of.get(i).copied().flatten();
             let place = InstAt {
                 w,
                 access: access.map(|a| (a, pos)),
@@ -806,7 +812,7 @@ impl<'k> Gen<'_, 'k> {
         plan: &TilePlan,
     ) -> Result<(), BackendError> {
         let lanes = partials.lanes.max(1) as usize;
-        let step = usize::from(self.width) * self.segment_unroll.max(1) as usize;
+        let step = usize::from(self.cur.width) * self.cur.segment_unroll.max(1) as usize;
         // Tiles of `size` elements and the rest; a rest shorter than one pass of the segments
         // borrows `shift` elements (a multiple of `lanes`) from the tile before it.
         let size = (TILE / lanes * lanes).max(lanes);
@@ -850,7 +856,7 @@ impl<'k> Gen<'_, 'k> {
         partials: &Partials,
         count: Value,
     ) -> Result<(), BackendError> {
-        let w = self.width;
+        let w = self.cur.width;
         let lanes = partials.lanes.max(1);
         let cells = partials
             .reduces
@@ -892,7 +898,7 @@ impl<'k> Gen<'_, 'k> {
                             let mut e = Emitter {
                                 b: &mut *b,
                                 w,
-                                imports: g.imports,
+                                imports: g.fx.imports,
                             };
                             accs[c * chunks + k] = e.combine(r.op, accs[c * chunks + k], value, r.dtype)?;
                         }
@@ -912,7 +918,7 @@ impl<'k> Gen<'_, 'k> {
                 let value = b
                     .ins()
                     .load(cl_type(r.dtype, 1), MemFlagsData::trusted(), addr, 0);
-                partials.fold_scalar(b, g.ptr, g.imports, r, lane, value)?;
+                partials.fold_scalar(b, g.fx.ptr, g.fx.imports, r, lane, value)?;
             }
             Ok(Vec::new())
         })?;

@@ -326,4 +326,43 @@ mod tests {
         let err = read_bytes(bytes).expect_err("nested header");
         assert!(err.contains("nests brackets too deeply"), "{err}");
     }
+
+    #[test]
+    fn fortran_order_is_read_in_c_order() {
+        // A 2x3x4 array whose element (i, j, k) is 100i + 10j + k, written column-major: the
+        // file's n-th value is the element at i = n % 2, j = n / 2 % 3, k = n / 6.
+        let values: Vec<i32> = (0..24)
+            .map(|n| 100 * (n % 2) + 10 * (n / 2 % 3) + n / 6)
+            .collect();
+        let data: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let mut bytes = npy("<i4", "(2, 3, 4)", &data);
+        let at = bytes.windows(5).position(|w| w == b"False").expect("flag");
+        bytes.splice(at..at + 5, *b"True ");
+        let array = read_bytes(&bytes).expect("fortran");
+        let want: Vec<f64> = (0..2)
+            .flat_map(|i| (0..3).flat_map(move |j| (0..4).map(move |k| f64::from(100 * i + 10 * j + k))))
+            .collect();
+        assert_eq!(array.shape().dims(), [2, 3, 4]);
+        assert_eq!(array.to_f64_vec(), want);
+    }
+
+    #[test]
+    fn other_integer_dtypes_become_int32_within_its_range() {
+        let big_endian: Vec<u8> = [-7i64, 2_147_483_647]
+            .iter()
+            .flat_map(|v| v.to_be_bytes())
+            .collect();
+        let array = read_bytes(&npy(">i8", "(2,)", &big_endian)).expect("int64");
+        assert_eq!(array.data(), &rfx_ir::ArrayData::I32(vec![-7, 2_147_483_647]));
+        let array = read_bytes(&npy("<u2", "(2,)", &[0xff, 0xff, 1, 0])).expect("uint16");
+        assert_eq!(array.data(), &rfx_ir::ArrayData::I32(vec![65_535, 1]));
+        let too_small: Vec<u8> = [0i64, -2_147_483_649]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let err = read_bytes(&npy("<i8", "(2,)", &too_small)).expect_err("below int32");
+        assert!(err.contains("from -2147483649 to 0"), "{err}");
+        let err = read_bytes(&npy("<u8", "(1,)", &[0; 8])).expect_err("uint64");
+        assert!(err.contains("not supported"), "{err}");
+    }
 }

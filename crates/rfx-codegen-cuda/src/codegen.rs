@@ -4,12 +4,13 @@
 //! kernel's *units* in a grid-stride loop. A unit is a point of the loop nest for elementwise
 //! kernels, a leading point for kernels with reduced dims, and a row of the scanned dim for
 //! kernels with scans (one thread folds the row in order: the interpreter's bits). A reduction
-//! of fewer than
-//! `TREE_MIN_POINTS` points per unit is done by one thread in the LIR order (see
-//! `emit_kernel`), so results are the interpreter's bits; a longer one runs as a block tree
-//! (see `emit_tree_body`) in an order fixed by the shape, within the bounds in the crate docs. Slots become local variables declared at the top of the function; the preamble runs
-//! once per thread before the loop. Addresses are `sum(idx[d] * stride[d])` with the LIR's
-//! strides; zero strides and size-1 dims drop out of the expression.
+//! without the schedule's `gpu_tree` (fewer than 1024 points per unit; lowering decides) is
+//! done by one thread in the LIR order (see `emit_kernel`), so results are the interpreter's
+//! bits; one with it runs as a block tree (see `emit_tree_body`) in an order fixed by the
+//! shape, within the bounds in the crate docs. Slots become local variables declared at the
+//! top of the function; the preamble runs once per thread before the loop. Addresses are
+//! `sum(idx[d] * stride[d])` with the LIR's strides; zero strides and size-1 dims drop out of
+//! the expression.
 //!
 //! Memory: `bool` is `unsigned char` 0/1 in memory and `bool` in registers; `i32` is `int`;
 //! `f32`/`f64` are `float`/`double`. Inputs and outputs are kernel parameters
@@ -81,10 +82,6 @@ struct KernelPlan {
 
 /// Threads per block of a tree reduction (a compile-time constant of the generated code).
 pub(crate) const TREE_BLOCK: usize = 256;
-/// Reductions of at least this many points per leading point run as block trees; smaller
-/// ones are folded by one thread each in the LIR `lanes` order (bit-exact with the
-/// interpreter).
-pub(crate) const TREE_MIN_POINTS: usize = 1024;
 /// Blocks a tree reduction aims for in all (units × chunks), enough to fill every SM of
 /// current GPUs several times over.
 const TREE_TARGET_BLOCKS: usize = 2048;
@@ -686,8 +683,8 @@ impl Emitter<'_> {
         let (leading, reduced) = kernel.dims.split_at(split);
         let units: usize = leading.iter().product();
         let reduced_points: usize = reduced.iter().product();
-        let tree =
-            kernel.scan.is_none() && !reduced.is_empty() && reduced_points >= TREE_MIN_POINTS && units > 0;
+        // Lowering decides which reductions run as block trees (`Schedule::gpu_tree`).
+        let tree = kernel.scan.is_none() && !reduced.is_empty() && kernel.schedule.gpu_tree && units > 0;
         if tree {
             param_text.push((
                 "unsigned char* rfx_tree".to_string(),

@@ -24,9 +24,6 @@ use crate::BACKEND;
 
 /// Invocations per workgroup (the `@workgroup_size`).
 pub(crate) const WORKGROUP_SIZE: u32 = 64;
-/// Reductions of at least this many points per output run as workgroup trees
-/// ([`emit_tree_kernel`]); smaller ones are folded by one invocation in the LIR `lanes` order.
-pub(crate) const TREE_MIN_POINTS: u64 = 1024;
 /// Most workgroups along one grid dimension: WebGPU's guaranteed minimum of
 /// `max_compute_workgroups_per_dimension`, so the generated code does not depend on the device.
 pub(crate) const MAX_GROUPS_PER_DIM: u64 = 65535;
@@ -1213,7 +1210,9 @@ fn emit_kernel(
     };
     let grid_row = groups_x * u64::from(WORKGROUP_SIZE);
     let has_reduce = kernel.body.iter().any(|i| matches!(i, Inst::Reduce { .. }));
-    if has_reduce && units > 0 && reduced_numel >= TREE_MIN_POINTS && split < rank {
+    // Lowering decides which reductions run as workgroup trees (`Schedule::gpu_tree`); smaller
+    // ones are folded by one invocation in the LIR `lanes` order.
+    if has_reduce && units > 0 && kernel.schedule.gpu_tree && split < rank {
         return emit_tree_kernel(em, kernel, entry, out);
     }
     let mut bindings = BTreeSet::new();
@@ -1632,7 +1631,7 @@ pub(crate) fn loop_iterations(kernel: &LirKernel) -> u64 {
     let rank = kernel.dims.len();
     let split = rank - kernel.reduce_dims.min(rank);
     let points = product(&kernel.dims[split..]);
-    if points >= TREE_MIN_POINTS && product(&kernel.dims[..split]) > 0 && split < rank {
+    if kernel.schedule.gpu_tree && product(&kernel.dims[..split]) > 0 && split < rank {
         // A workgroup tree: each invocation's one loop steps by the workgroup size.
         return points.div_ceil(u64::from(WORKGROUP_SIZE));
     }

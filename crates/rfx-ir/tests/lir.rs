@@ -895,6 +895,7 @@ fn random_schedule(rng: &mut Rng) -> Schedule {
         min_elems_per_thread: rng.pick(&[1, 1024, 16384]),
         tile: rng.pick(&[1, 64, 1024]),
         reduce_lanes: rng.pick(&[1, 2, 4, 8]),
+        gpu_tree: rng.pick(&[false, true]),
     }
 }
 

@@ -10,6 +10,11 @@ use crate::config::LowerConfig;
 use crate::error::LowerError;
 use crate::report::KernelReport;
 
+/// Reductions of at least this many points per output run as GPU block trees
+/// ([`Schedule::gpu_tree`]); smaller ones are folded by one thread each in the LIR `lanes`
+/// order, bit for bit the interpreter's.
+const GPU_TREE_MIN_POINTS: usize = 1024;
+
 /// One memory access of a kernel, as strides over the (permuted) loop dims.
 struct Access {
     strides: Vec<usize>,
@@ -464,11 +469,18 @@ pub(crate) fn lower_kernel(
         };
         config.reduce_lanes.unwrap_or(default).max(1)
     };
+    // Reductions of many points per output run as GPU block trees; one thread folds the rest in
+    // the lanes' order, bit for bit the interpreter's. A scan's kernel runs its rows in order.
+    let reduced_points: usize = nest.dims[nest.dims.len().saturating_sub(nest.reduce_dims)..]
+        .iter()
+        .product();
+    let gpu_tree = scan.is_none() && nest.reduce_dims > 0 && reduced_points >= GPU_TREE_MIN_POINTS;
     let schedule = Schedule {
         vector_width,
         min_elems_per_thread: config.min_elems_per_thread,
         tile: config.tile,
         reduce_lanes,
+        gpu_tree,
     };
     let report = KernelReport {
         name: name.clone(),

@@ -526,3 +526,37 @@ fn reductions_of_one_point_per_output_are_stores_of_that_point() {
         }
     }
 }
+
+/// Lowering decides which reductions run as GPU block trees (`Schedule::gpu_tree`): those of
+/// at least 1024 points per output, over one reduced axis or several; never a scan, whatever
+/// its length.
+#[test]
+fn reductions_of_1024_points_or_more_per_output_are_gpu_trees() {
+    let tree_of = |text: &str| {
+        let kernel = hir::parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let lir = lower_kernel(&kernel);
+        lir.kernels()
+            .iter()
+            .map(|k| k.schedule.gpu_tree)
+            .collect::<Vec<_>>()
+    };
+    let sum = |shape: &str, axes: &str, out: &str| {
+        format!(
+            "kernel k {{\n %x = input x : f32[{shape}]\n %r = sum %x axes {axes} : f32[{out}]\n \
+             output r = %r\n}}"
+        )
+    };
+    assert_eq!(tree_of(&sum("3, 1023", "[1]", "3")), [false]);
+    assert_eq!(tree_of(&sum("3, 1024", "[1]", "3")), [true]);
+    assert_eq!(tree_of(&sum("32, 32, 2", "[0, 1]", "2")), [true]);
+    assert_eq!(tree_of(&sum("31, 33, 2", "[0, 1]", "2")), [false]);
+    assert_eq!(tree_of(&sum("33, 32, 2", "[0, 1]", "2")), [true]);
+    let scan = "kernel k {\n %x = input x : f32[2, 4096]\n %c = cumsum %x axis 1 : f32[2, 4096]\n \
+                output c = %c\n}";
+    assert_eq!(tree_of(scan), [false]);
+    // The decision is printed after the lanes and read back.
+    let lir = lower_kernel(&hir::parse(&sum("3, 1024", "[1]", "3")).expect("parse"));
+    let text = lir.to_string();
+    assert!(text.contains(" tree {"), "{text}");
+    assert_eq!(rfx_ir::lir::parse(&text).as_ref(), Ok(&lir));
+}

@@ -89,12 +89,20 @@ pub struct Schedule {
     /// ([`ReduceLeaves`] gives the tree) before the lane-order combination. The rounding error
     /// then grows with the logarithm of the point count, not linearly.
     pub reduce_lanes: u32,
+    /// The GPU backends run each output's reduction as a block tree (the reduced points shared
+    /// out among a block's threads, their partials combined in shared memory) instead of one
+    /// thread's fold in the `reduce_lanes` order. Lowering sets it on kernels without scans
+    /// that reduce at least 1024 points per output; a tree's float rounding differs from the
+    /// interpreter's order, so differential tests read it too. The CPU backend and the
+    /// interpreters ignore it. Printed as `tree` after the lanes.
+    #[serde(default)]
+    pub gpu_tree: bool,
 }
 
 /// Reduced points per leaf of a blocked reduction (see [`Schedule::reduce_lanes`]), rounded up
 /// to a multiple of the lanes. A reduction of at most this many points per output is one leaf,
-/// the plain `reduce_lanes` order, which the GPU backends' one-thread folds (below 1024
-/// points) also follow.
+/// the plain `reduce_lanes` order, which the GPU backends' one-thread folds (kernels without
+/// [`Schedule::gpu_tree`]) also follow.
 pub const REDUCE_LEAF_POINTS: usize = 2048;
 
 /// Whether a reduction is blocked into leaves combined by a tree
@@ -189,6 +197,7 @@ impl Default for Schedule {
             min_elems_per_thread: 16384,
             tile: 1024,
             reduce_lanes: 1,
+            gpu_tree: false,
         }
     }
 }

@@ -4,7 +4,7 @@
 //! program  := "lir" NAME "arena" INT "align" INT "{" buffer* kernel* "}"
 //! buffer   := LABEL ":" TYPE "=" ("input" NAME | "output" NAME | "arena" INT)
 //! kernel   := "kernel" NAME "dims" DIMS "reduce" INT "vector" INT "thread_min" INT "tile" INT "lanes" INT
-//!             ["scan" ("forward" | "reverse")]
+//!             ["tree"] ["scan" ("forward" | "reverse")]
 //!             "{" "slots" "[" (DTYPE ("," DTYPE)*)? "]" "preamble" block "body" block "}"
 //! block    := "{" inst* "}"
 //! inst     := SLOT "=" "load" LABEL DIMS | SLOT "=" "index" DIMS | SLOT "=" "const" LITERAL
@@ -68,6 +68,7 @@ pub(crate) fn print_program(
             min_elems_per_thread,
             tile,
             reduce_lanes,
+            gpu_tree,
         } = kernel.schedule;
         write!(out, "  kernel {} dims ", kernel.name)?;
         write_index_list(out, &kernel.dims)?;
@@ -76,6 +77,9 @@ pub(crate) fn print_program(
             " reduce {} vector {vector_width} thread_min {min_elems_per_thread} tile {tile} lanes {reduce_lanes}",
             kernel.reduce_dims
         )?;
+        if gpu_tree {
+            out.push_str(" tree");
+        }
         if let Some(order) = kernel.scan {
             write!(out, " scan {}", order.name())?;
         }
@@ -241,6 +245,7 @@ fn parse_kernel(c: &mut Cursor<'_>, labels: &BufferLabels<'_>) -> Result<LirKern
     let lanes_tok = c.peek();
     let reduce_lanes = u32::try_from(c.expect_usize("a count of reduction lanes")?)
         .map_err(|_| Cursor::message_at(lanes_tok, "reduction lane count is too large"))?;
+    let gpu_tree = c.eat_keyword("tree");
     let scan = if c.eat_keyword("scan") {
         if c.eat_keyword("forward") {
             Some(ScanOrder::Forward)
@@ -275,6 +280,7 @@ fn parse_kernel(c: &mut Cursor<'_>, labels: &BufferLabels<'_>) -> Result<LirKern
         min_elems_per_thread,
         tile,
         reduce_lanes,
+        gpu_tree,
     };
     Ok(LirKernel {
         name,

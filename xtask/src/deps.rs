@@ -35,6 +35,12 @@ pub(crate) const ALLOWED_WORKSPACE_DEPS: &[(&str, &[&str])] = &[
         &["rfx-ir", "rfx-opt", "rfx-autodiff", "rfx-lower", "rfx-runtime"],
     ),
     ("rfx-control", &["rfx", "rfx-ir"]),
+    // The checking crate drives backends through the `Backend` trait only; code generators
+    // dev-depend on it for the conformance suite.
+    (
+        "rfx-check",
+        &["rfx-ir", "rfx-opt", "rfx-autodiff", "rfx-lower"],
+    ),
     (
         "rfx-cli",
         &[
@@ -48,6 +54,7 @@ pub(crate) const ALLOWED_WORKSPACE_DEPS: &[(&str, &[&str])] = &[
             "rfx-codegen-cuda",
             "rfx-codegen-metal",
             "rfx-control",
+            "rfx-check",
         ],
     ),
     (

@@ -1,6 +1,6 @@
 //! The backend conformance suite: one set of kernels every backend must run correctly.
 //!
-//! Enabled by the `conformance` feature. Each [`Case`] is a HIR kernel exercising one op (every
+//! Each [`Case`] is a HIR kernel exercising one op (every
 //! unary, binary and comparison op on every dtype it accepts, `select`, `clamp`, every cast,
 //! every reduction over inner, middle, outer and all axes with and without `keepdims`, every
 //! running fold along inner, middle and outer axes both ways, broadcasting, several outputs) at sizes around the vector widths (0, 1, 3, 4, 5, 7, 8, 9, 17,
@@ -16,7 +16,7 @@ use rfx_ir::lir::LirProgram;
 use rfx_ir::testgen::{TestRng, random_array};
 use rfx_ir::{Array, ArrayData, BinaryOp, CmpOp, DType, ReduceOp, Scalar, ScanOp, TensorType, UnaryOp};
 
-use crate::backend::{Compiled, Scratch};
+use rfx_lower::{Compiled, Scratch, ulps};
 
 /// One conformance kernel.
 #[derive(Clone, Debug)]
@@ -761,8 +761,6 @@ pub fn inputs(case: &Case, seed: u64) -> Vec<Array> {
         })
         .collect()
 }
-
-pub use crate::accuracy::ulps;
 
 /// What one case gave.
 #[derive(Clone, Debug)]

@@ -10,11 +10,13 @@
 //!
 //! The crate is the `rfx` binary (`src/main.rs`); this small library part holds the benchmark
 //! harness ([`mod@bench`], with its SVG plot in [`mod@plot`]), whose argument struct and entry
-//! point other tools may reuse, the differential fuzzer ([`mod@fuzz`]) behind `rfx fuzz`, and the
-//! output writer ([`mod@output`]) every subcommand shares.
+//! point other tools may reuse, `rfx fuzz` over the checking crate `rfx-check` ([`mod@fuzz`],
+//! with the feature of that name), and the output writer ([`mod@output`]) every subcommand
+//! shares.
 #![deny(missing_docs)]
 
 pub mod bench;
+#[cfg(feature = "fuzz")]
 pub mod fuzz;
 pub mod npy_read;
 pub mod output;

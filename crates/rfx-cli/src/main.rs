@@ -281,10 +281,12 @@ enum Command {
     },
     /// Runs random kernels through every execution path and compares them (exit 1 on a
     /// mismatch).
+    #[cfg(feature = "fuzz")]
     Fuzz(FuzzArgs),
 }
 
 /// `rfx fuzz` arguments.
+#[cfg(feature = "fuzz")]
 #[derive(Debug, clap::Args)]
 struct FuzzArgs {
     /// Kernels to try (default 10000 unless --minutes is given).
@@ -307,6 +309,7 @@ struct FuzzArgs {
     large: bool,
 }
 
+#[cfg(feature = "fuzz")]
 fn fuzz(args: &FuzzArgs) -> Result<(), CliError> {
     let duration = match args.minutes {
         Some(m) if m > 0.0 => Some(
@@ -383,6 +386,7 @@ fn main() -> ExitCode {
     // A panic is a bug like any internal error: the hook has printed it, the code says so.
     let result = std::panic::catch_unwind(|| match cli.command {
         Command::Bench(args) => bench::run(&args).map_err(|e| CliError::from_anyhow(&e)),
+        #[cfg(feature = "fuzz")]
         Command::Fuzz(args) => fuzz(&args),
         other => run_command(other),
     })
@@ -607,6 +611,7 @@ fn run_command(command: Command) -> Result<(), CliError> {
             clap_complete::generate(shell, &mut cli_command(), "rfx", &mut script);
             Ok(output::print(|out| out.write_all(&script))?)
         }
+        #[cfg(feature = "fuzz")]
         Command::Fuzz(args) => fuzz(&args),
     }
 }

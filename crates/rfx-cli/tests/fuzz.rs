@@ -164,7 +164,7 @@ fn large_kernels_agree_with_the_interpreter() {
     assert_eq!(report.kernels, 2);
     assert_eq!(report.path("cpu").compared, 2, "{report}");
     for seed in 1..=2 {
-        let ops = fuzz::large_kernel_for_seed(seed).op_count();
+        let ops = rfx_check::generator::large_kernel(seed).op_count();
         assert!((1_000..=20_100).contains(&ops), "seed {seed}: {ops} ops");
     }
 }

@@ -1,4 +1,4 @@
-//! The backend conformance suite (`rfx_lower::conformance`) on the CPU backend: every op, dtype,
+//! The backend conformance suite (`rfx_check::conformance`) on the CPU backend: every op, dtype,
 //! broadcast, reduction and multi-output case; exact ops bit for bit against the LIR
 //! interpreter, transcendentals within 4 ULP of the f64 oracle (the documented bound; the
 //! measured maxima are printed).
@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use rfx_codegen_cpu::CpuBackend;
 use rfx_ir::{BinaryOp, DType, UnaryOp};
-use rfx_lower::conformance::{cases, check};
+use rfx_check::conformance::{cases, check};
 use rfx_lower::{Backend, LowerConfig, Transcendental, lower};
 use rfx_opt::{OptConfig, optimize};
 

@@ -1,11 +1,12 @@
 //! The CPU backend against the LIR interpreter on random kernels: bit-identical for every
 //! exactly-rounded op (the LIR fixes the reduction order, and the backend follows it).
 
+use rfx_check::generator::{KernelGenConfig, random_kernel};
 use rfx_codegen_cpu::CpuBackend;
 use rfx_ir::hir::{Kernel, Op};
 use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
-use rfx_ir::testgen::{KernelGenConfig, TestRng, random_inputs, random_kernel};
+use rfx_ir::testgen::{TestRng, random_inputs};
 use rfx_ir::{Array, Scalar};
 use rfx_lower::{Backend, LowerConfig, Scratch, lower};
 use rfx_opt::{OptConfig, optimize};

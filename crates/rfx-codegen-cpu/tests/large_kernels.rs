@@ -14,10 +14,11 @@
 //! do not grow along the kernel; the absolute bounds below are far under the error of a value
 //! read from the wrong staging cell (order 0.1 and more for these random inputs).
 
+use rfx_check::generator::transcendental_kernel;
 use rfx_ir::hir::Kernel;
 use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
-use rfx_ir::testgen::{TestRng, transcendental_kernel};
+use rfx_ir::testgen::TestRng;
 use rfx_ir::{Array, ArrayData, DType, Scalar};
 use rfx_lower::{BackendError, CompileOptions, Compiled, LowerConfig, Scratch, Unsupported, lower};
 use rfx_opt::{OptConfig, optimize};
@@ -249,7 +250,7 @@ fn a_frame_past_the_bound_is_a_typed_error() {
     );
 }
 
-/// Generated kernels of 1,000 to 20,000 ops, heavy in transcendentals (`testgen::
+/// Generated kernels of 1,000 to 20,000 ops, heavy in transcendentals (`rfx_check::generator::
 /// transcendental_kernel`), in `f32` and `f64`, against the interpreter. `RFX_LARGE_KERNEL_CASES`
 /// sets the number of cases (3 by default; `rfx fuzz --large` and `cargo xtask fuzz --large
 /// true` run more of the same generator, on every backend); case `k` is reproduced from its

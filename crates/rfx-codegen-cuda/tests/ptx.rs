@@ -3,7 +3,7 @@
 //! is compiled by NVRTC for `compute_80` and `sm_90`, and the PTX is assembled by `ptxas` for
 //! `sm_80` and `sm_90`; the op cases and corpus kernels whose source `fast_math` changes are
 //! also compiled with it for `sm_90`. The backend conformance suite every backend runs
-//! (`rfx_lower::conformance`) is compiled and assembled for `sm_90`. Any error fails the test. Without NVRTC or ptxas the test prints
+//! (`rfx_check::conformance`) is compiled and assembled for `sm_90`. Any error fails the test. Without NVRTC or ptxas the test prints
 //! `skipped: ...`, unless `RFX_REQUIRE_NVRTC=1` (CI), where it fails.
 
 mod common;

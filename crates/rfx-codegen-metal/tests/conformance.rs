@@ -9,10 +9,11 @@
 mod common;
 
 use common::{adapter_or_skip, lower_kernel, parse, run_metal, same_values};
+use rfx_check::generator::{KernelGenConfig, random_kernel};
 use rfx_codegen_metal::MetalBackend;
 use rfx_ir::hir::{Kernel, Op};
 use rfx_ir::interp::{Mode, run_hir, run_lir};
-use rfx_ir::testgen::{KernelGenConfig, TestRng, random_inputs, random_kernel};
+use rfx_ir::testgen::{TestRng, random_inputs};
 use rfx_ir::{Array, BinaryOp, DType, Scalar, Shape, UnaryOp};
 use rfx_lower::{Backend, BackendError, Scratch, Transcendental, Unsupported};
 
@@ -799,6 +800,7 @@ fn transcendentals_within_documented_ulp_bounds() {
         ("asin", -1.0, 1.0),
         ("acos", -1.0, 1.0),
         ("sigmoid", -100.0, 100.0),
+        ("erf", -7.0, 7.0),
     ];
     let n = 20000;
     let mut report = Vec::new();
@@ -1036,7 +1038,7 @@ fn trigonometric_functions_meet_their_bound_near_every_zero() {
     }
 }
 
-/// The backend conformance suite every backend runs (`rfx_lower::conformance`), on metal: each
+/// The backend conformance suite every backend runs (`rfx_check::conformance`), on metal: each
 /// exact case bit for bit against the LIR interpreter. Cases in `f64` (which this backend
 /// rejects with `Unsupported`, checked here) and transcendental cases (held to per-argument
 /// bounds by `transcendentals_within_documented_ulp_bounds`) are counted, not compared.
@@ -1045,7 +1047,7 @@ fn the_shared_conformance_suite_passes_on_metal() {
     if !adapter_or_skip() {
         return;
     }
-    let cases = rfx_lower::conformance::cases();
+    let cases = rfx_check::conformance::cases();
     let (mut compared, mut f64_cases, mut transcendental_cases) = (0, 0, 0);
     let mut failures = Vec::new();
     for case in &cases {
@@ -1073,7 +1075,7 @@ fn the_shared_conformance_suite_passes_on_metal() {
         }
         let compiled = compiled.unwrap_or_else(|e| panic!("{}: {e}\n{lir}", case.name));
         for seed in 0..2 {
-            let result = rfx_lower::conformance::check(case, &lir, compiled.as_ref(), 0, seed);
+            let result = rfx_check::conformance::check(case, &lir, compiled.as_ref(), 0, seed);
             if let Some(f) = result.failure {
                 failures.push(format!("{} (seed {seed}): {f}", case.name));
                 break;

@@ -7,9 +7,10 @@
 mod common;
 
 use common::{adapter_or_skip, lower_kernel, parse, run_metal};
+use rfx_check::generator::transcendental_kernel;
 use rfx_codegen_metal::MetalBackend;
 use rfx_ir::interp::{Mode, run_lir};
-use rfx_ir::testgen::{TestRng, transcendental_kernel};
+use rfx_ir::testgen::TestRng;
 use rfx_ir::{Array, DType};
 use rfx_lower::{Backend, BackendError, Unsupported};
 

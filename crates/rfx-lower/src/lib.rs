@@ -17,8 +17,6 @@ mod accuracy;
 mod args;
 mod backend;
 mod config;
-#[cfg(feature = "conformance")]
-pub mod conformance;
 mod error;
 mod executor;
 mod interp_backend;

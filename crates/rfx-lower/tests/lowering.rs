@@ -1,5 +1,6 @@
-//! Lowering tests: the random-kernel differential test against the HIR interpreter, LIR
-//! snapshots of the optimiser's corpus, memory-plan invariants, and call validation.
+//! Lowering tests: LIR snapshots of the optimiser's corpus, memory-plan invariants, and call
+//! validation. The same on random kernels is `rfx-check`'s `tests/lowering.rs`, beside the
+//! generator.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -7,25 +8,14 @@ use std::time::Duration;
 use proptest::prelude::*;
 use rfx_ir::hir::{self, Kernel};
 use rfx_ir::interp::{Mode, run_hir};
-use rfx_ir::lir::{LirProgram, Storage};
-use rfx_ir::testgen::{KernelGenConfig, TestRng, random_inputs, random_kernel};
+use rfx_ir::lir::LirProgram;
+use rfx_ir::testgen::TestRng;
 use rfx_ir::{Array, ArrayView, ArrayViewMut, Scalar, Shape};
 use rfx_lower::{
     BackendError, CallError, InterpBackend, Interval, LowerConfig, Registry, Scratch, execute_lowered, lower,
     plan_memory,
 };
 use rfx_opt::{OptConfig, optimize};
-
-fn same_values(a: &Array, b: &Array) -> bool {
-    a.shape() == b.shape()
-        && a.dtype() == b.dtype()
-        && (0..a.data().len()).all(|i| {
-            let (x, y) = (a.get(i), b.get(i));
-            x == y
-                || x.zip(y)
-                    .is_some_and(|(x, y)| x.to_f64().is_nan() && y.to_f64().is_nan())
-        })
-}
 
 fn lower_kernel(kernel: &Kernel) -> LirProgram {
     lower_with(kernel, &LowerConfig::default())
@@ -41,88 +31,6 @@ fn lower_with(kernel: &Kernel, config: &LowerConfig) -> LirProgram {
     )
     .expect("optimize");
     lower(&mir, config).expect("lower").0
-}
-
-/// Whether the kernel has a float reduction, whose bits depend on the combination order.
-fn has_float_reduction(kernel: &Kernel) -> bool {
-    kernel
-        .nodes()
-        .iter()
-        .any(|n| matches!(n.op, hir::Op::Reduce { .. }) && n.ty.dtype.is_float())
-}
-
-/// With sequential reductions (`reduce_lanes = 1`) lowering changes no bit; with the default
-/// lane-parallel reductions only float reductions may differ (in rounding order), so those
-/// kernels are compared on the sequential configuration only.
-#[test]
-fn lowered_programs_match_the_hir_interpreter_on_10000_random_kernels() {
-    let config = KernelGenConfig {
-        max_ops: 14,
-        ..KernelGenConfig::default()
-    };
-    let sequential = LowerConfig {
-        reduce_lanes: Some(1),
-        ..LowerConfig::default()
-    };
-    let mut multi_kernel = 0;
-    let (mut with_iota, mut with_transpose, mut with_literal) = (0, 0, 0);
-    // Miri (`cargo xtask miri`) runs about a thousand times slower: a sample there.
-    for seed in 0..if cfg!(miri) { 5 } else { 10_000u64 } {
-        let mut rng = TestRng::new(seed);
-        let kernel = random_kernel(&mut rng, &config, "random");
-        let lanes_matter = has_float_reduction(&kernel) || seed % 2 == 0;
-        let lir = if lanes_matter {
-            lower_with(&kernel, &sequential)
-        } else {
-            lower_kernel(&kernel)
-        };
-        multi_kernel += usize::from(lir.kernels().len() > 1);
-        let has = |f: fn(&hir::Op) -> bool| kernel.nodes().iter().any(|n| f(&n.op));
-        with_iota += usize::from(has(|op| matches!(op, hir::Op::Iota { .. })));
-        with_transpose += usize::from(has(|op| matches!(op, hir::Op::Transpose { .. })));
-        // Literal data survives to the LIR (unless folded to a splat or dead), and its text
-        // reads back to the same program.
-        if lir
-            .buffers()
-            .iter()
-            .any(|b| matches!(b.storage, rfx_ir::lir::Storage::Literal { .. }))
-        {
-            with_literal += 1;
-            let text = lir.to_string();
-            assert_eq!(
-                rfx_ir::lir::parse(&text).as_ref(),
-                Ok(&lir),
-                "seed {seed}:\n{text}"
-            );
-        }
-        let inputs = random_inputs(&mut rng, &kernel, 0.2);
-        let named: Vec<(String, ArrayView<'_>)> = kernel
-            .inputs()
-            .map(|(_, n, _)| n.to_string())
-            .zip(inputs.iter().map(Array::view))
-            .collect();
-        let named: Vec<(&str, ArrayView<'_>)> = named.iter().map(|(n, v)| (n.as_str(), *v)).collect();
-        let views: Vec<_> = inputs.iter().map(Array::view).collect();
-        let expected = run_hir(&kernel, &views, Mode::Native).expect("interp");
-        let got = execute_lowered(&lir, &named, &InterpBackend)
-            .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{lir}"));
-        assert_eq!(expected.len(), got.len());
-        for ((e, (name, g)), output) in expected.iter().zip(&got).zip(kernel.outputs()) {
-            assert_eq!(name, &output.name);
-            assert!(
-                same_values(e, g),
-                "seed {seed}, output {name}:\n{kernel}\n{lir}\nexpected {e:?}\ngot {g:?}"
-            );
-        }
-    }
-    assert!(multi_kernel > 100, "only {multi_kernel} multi-kernel programs");
-    if !cfg!(miri) {
-        assert!(
-            with_iota > 500 && with_transpose > 500 && with_literal > 500,
-            "{with_iota} kernels with an iota, {with_transpose} with a transpose, {with_literal} \
-             with literal data"
-        );
-    }
 }
 
 fn corpus() -> Vec<(String, Kernel)> {
@@ -208,72 +116,6 @@ fn slots_are_reused_once_dead() {
     let (lir, report) = lower(&mir, &LowerConfig::default()).unwrap();
     assert_eq!(report.kernels[0].values, 6);
     assert!(report.kernels[0].slots < 6, "{lir}\n{report}");
-}
-
-fn temps_of(lir: &LirProgram) -> Vec<(usize, usize, usize, usize)> {
-    // (offset, bytes, first kernel, last kernel) for every arena buffer.
-    let mut out = Vec::new();
-    for (i, buf) in lir.buffers().iter().enumerate() {
-        if let Storage::Arena { offset } = buf.storage {
-            let id = rfx_ir::BufId::new(i);
-            let uses: Vec<usize> = lir
-                .kernels()
-                .iter()
-                .enumerate()
-                .filter(|(_, k)| {
-                    k.preamble
-                        .iter()
-                        .chain(&k.body)
-                        .any(|inst| inst.buf() == Some(id))
-                })
-                .map(|(k, _)| k)
-                .collect();
-            out.push((
-                offset,
-                buf.ty.size_bytes(),
-                uses[0],
-                *uses.last().expect("a used temporary"),
-            ));
-        }
-    }
-    out
-}
-
-#[test]
-fn memory_plans_of_random_programs_never_overlap_live_buffers() {
-    let config = KernelGenConfig {
-        max_ops: 24,
-        max_outputs: 3,
-        ..KernelGenConfig::default()
-    };
-    let mut with_temps = 0;
-    for seed in 0..if cfg!(miri) { 5 } else { 3_000u64 } {
-        let kernel = random_kernel(&mut TestRng::new(seed), &config, "random");
-        let lir = lower_kernel(&kernel);
-        let temps = temps_of(&lir);
-        with_temps += usize::from(temps.len() > 1);
-        let total: usize = temps.iter().map(|t| t.1.max(1).div_ceil(64) * 64).sum();
-        assert!(
-            lir.arena_bytes() <= total,
-            "seed {seed}: arena larger than no reuse"
-        );
-        for (i, a) in temps.iter().enumerate() {
-            assert_eq!(a.0 % 64, 0, "seed {seed}: misaligned");
-            assert!(a.0 + a.1 <= lir.arena_bytes(), "seed {seed}: outside the arena");
-            for b in &temps[i + 1..] {
-                let live_together = a.2 <= b.3 && b.2 <= a.3;
-                let bytes_overlap = a.0 < b.0 + b.1 && b.0 < a.0 + a.1 && a.1 > 0 && b.1 > 0;
-                assert!(
-                    !(live_together && bytes_overlap),
-                    "seed {seed}: live buffers overlap\n{lir}"
-                );
-            }
-        }
-    }
-    assert!(
-        with_temps > 20,
-        "only {with_temps} programs with several temporaries"
-    );
 }
 
 proptest! {

@@ -4,9 +4,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use rfx_check::generator::{KernelGenConfig, random_kernel};
 use rfx_ir::hir::{self, Kernel};
 use rfx_ir::lir::LirProgram;
-use rfx_ir::testgen::{KernelGenConfig, TestRng, random_kernel};
+use rfx_ir::testgen::TestRng;
 use rfx_ir::{BinaryOp, CmpOp, DType, UnaryOp};
 use rfx_lower::{LowerConfig, lower};
 use rfx_opt::{OptConfig, optimize};
@@ -152,10 +153,10 @@ pub(crate) fn corpus_cases() -> Vec<Case> {
         .collect()
 }
 
-/// The backend conformance suite every backend runs (`rfx_lower::conformance::cases`), lowered,
+/// The backend conformance suite every backend runs (`rfx_check::conformance::cases`), lowered,
 /// each case's name prefixed with `suite_`.
 pub(crate) fn suite_cases() -> Vec<Case> {
-    rfx_lower::conformance::cases()
+    rfx_check::conformance::cases()
         .into_iter()
         .map(|c| Case {
             name: format!("suite_{}", c.name),

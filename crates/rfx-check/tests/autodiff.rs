@@ -1,4 +1,4 @@
-//! Reverse mode on random kernels from `rfx_ir::testgen` (f64 only, every op including
+//! Reverse mode on random kernels from the generator (f64 only, every op including
 //! reductions, broadcasting, reshapes, select and clamp) against central finite differences of
 //! the primal kernel at random points.
 //!
@@ -18,13 +18,23 @@
 //! derivative). Skipping is conservative; a separate test checks
 //! that most elements are actually compared, so the filter cannot hide a broken transform.
 
-mod common;
-
-use common::run;
 use proptest::prelude::*;
 use rfx_autodiff::vjp;
-use rfx_ir::testgen::{KernelGenConfig, TestRng, random_inputs, random_kernel};
+use rfx_check::generator::{KernelGenConfig, random_kernel};
+use rfx_ir::hir::Kernel;
+use rfx_ir::interp::{Mode, run_hir};
+use rfx_ir::testgen::{TestRng, random_inputs};
 use rfx_ir::{Array, DType};
+
+/// Runs `kernel` in native mode and returns every output as f64 values.
+fn run(kernel: &Kernel, inputs: &[Array]) -> Vec<Vec<f64>> {
+    let views: Vec<_> = inputs.iter().map(Array::view).collect();
+    run_hir(kernel, &views, Mode::Native)
+        .unwrap_or_else(|e| panic!("run failed: {e}\n{kernel}"))
+        .iter()
+        .map(Array::to_f64_vec)
+        .collect()
+}
 
 fn config() -> KernelGenConfig {
     KernelGenConfig {

@@ -1,0 +1,1111 @@
+//! The differential oracle: one kernel run on every path and compared.
+//!
+//! The paths: `lir-interp` (`rfx_opt::optimize`, `rfx_lower::lower` and the LIR interpreter,
+//! the reference of every backend); `hir-interp` (the HIR interpreter, [`Mode::Native`],
+//! compared with `lir-interp`); `cpu`, `metal`, `cuda` (the [`Backends`] a caller hands in,
+//! run on the same LIR and compared with `lir-interp`).
+//!
+//! The comparison rules are exact, so a reported mismatch is a bug, never noise:
+//! - a backend must give the LIR interpreter's bits (any NaN equals any NaN) on kernels without
+//!   transcendental ops ([`UnaryOp::is_transcendental`], `pow`, `atan2`);
+//! - GPU kernels whose schedule says `gpu_tree` (lowering sets it where 1024 or more points per
+//!   output are reduced) run as trees, whose float rounding differs from the interpreter's order: there only outputs computed without any float
+//!   reduction are compared (an i32 or bool output computed from a float sum may differ too);
+//! - `hir-interp` must give `lir-interp`'s bits on kernels without float reductions where no
+//!   refining rewrite fired: lowering splits reductions into lanes (`Schedule::reduce_lanes`),
+//!   which changes float sums and, through ±0 ties, `max` and `min`; a refining rewrite
+//!   replaces `pow(x, 2)` by the more accurate `x * x`. Both interpreters compute
+//!   transcendentals with the same `rfx_ir::semantics`.
+//! - kernels with transcendentals ([`Transcendental`]) are compared in two parts on each
+//!   backend, which must also give the same bits on a second call. The backend runs the kernel
+//!   with every transcendental node's value and operands as extra outputs (`Probed` in the
+//!   source). Every transcendental value must lie within the backend's documented bound
+//!   ([`Backend::ulp_bound`]) of the `f64` oracle at the backend's own operands; and the
+//!   kernel's outputs and those operands must have the bits of the HIR interpreter run with
+//!   the transcendental nodes replaced by the backend's values. So no error analysis is needed:
+//!   approximations are checked one op at a time, and everything around them exactly. Outputs
+//!   and operands a float reduction feeds must have the bits of the LIR interpreter run on the
+//!   cut, lowered, with each reduction in the backend's lanes (those of the backend's kernel
+//!   with the same loop nest); they are left out where no such kernel exists (rare) and behind
+//!   GPU trees (as above), as are values where the backend documents no bound (metal outside
+//!   its lavapipe table's ranges, or on another device).
+//!
+//! Large-kernel mode ([`FuzzConfig::large`], `rfx fuzz --large`) generates elementwise
+//! kernels of 1,000 to 20,000 ops heavy in transcendentals instead, and compares each backend
+//! with `lir-interp` within a tolerance (the kernels' ops do not amplify rounding errors), with
+//! no shrinking: it checks that kernel size alone (stack frames, staging, compile time) breaks
+//! nothing.
+//!
+//! An error from a path whose reference succeeded is a mismatch, except a typed
+//! [`BackendError::Unsupported`] (metal has no `f64`; sizes beyond a device's limits), which is
+//! counted as a skip. A mismatching kernel is shrunk (see [`shrink`]) and, with
+//! [`FuzzConfig::save_dir`], written as `<path>_<seed>.rfx`: a `#` comment header followed by
+//! the HIR text, which `rfx run` and the regression test read back.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use rfx_ir::hir::{self, Kernel, Node, Op, Output, ValueId};
+use rfx_ir::interp::{Mode, run_hir, run_lir};
+use rfx_ir::lir::LirProgram;
+use rfx_ir::testgen::{TestRng, random_inputs};
+use rfx_ir::{Array, ArrayData, ArrayView, BinaryOp, DType, Scalar, TensorType};
+use rfx_lower::{Backend, BackendError, LowerConfig, Scratch, Transcendental, order_inputs, ulps};
+use rfx_opt::{Exactness, OptConfig};
+
+use crate::corpus::FuzzConfig;
+use crate::generator::large_kernel;
+use crate::report::{FuzzReport, Mismatch};
+
+/// The rate of special float values (NaN, ±Inf, −0, subnormals, huge) among the inputs.
+pub const SPECIAL_RATE: f64 = 0.2;
+
+/// Large-kernel mode's bound on the absolute difference of an `f32` output from the
+/// interpreter's (values of magnitude at most 2; a value read from the wrong place is off by
+/// 0.1 or more).
+pub const LARGE_TOLERANCE_F32: f64 = 1e-3;
+
+/// Large-kernel mode's bound for `f64` outputs.
+pub const LARGE_TOLERANCE_F64: f64 = 1e-10;
+
+/// The backends a run drives, by path name: each one, or why it is missing (not built, no
+/// device). The checking crate depends on no backend; its caller hands them in.
+#[derive(Clone)]
+pub struct Backends {
+    /// The `cpu` path.
+    pub cpu: Result<&'static dyn Backend, String>,
+    /// The `metal` path (run on every `metal_every`-th seed only).
+    pub metal: Result<&'static dyn Backend, String>,
+    /// The `cuda` path.
+    pub cuda: Result<&'static dyn Backend, String>,
+}
+
+impl Backends {
+    /// No backend: only the interpreters run.
+    pub fn none() -> Backends {
+        let missing = || Err("not given".to_string());
+        Backends {
+            cpu: missing(),
+            metal: missing(),
+            cuda: missing(),
+        }
+    }
+
+    /// The same backends with those whose [`Backend::check_available`] fails replaced by the
+    /// reason (`no adapter`, `no GPU`).
+    pub fn available(&self) -> Backends {
+        let probe = |backend: &Result<&'static dyn Backend, String>, reason: &str| match backend {
+            Ok(b) => match b.check_available() {
+                Ok(()) => Ok(*b),
+                Err(_) => Err(reason.to_string()),
+            },
+            Err(e) => Err(e.clone()),
+        };
+        Backends {
+            cpu: probe(&self.cpu, "unavailable"),
+            metal: probe(&self.metal, "no adapter"),
+            cuda: probe(&self.cuda, "no GPU"),
+        }
+    }
+}
+
+impl fmt::Debug for Backends {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let show = |b: &Result<&'static dyn Backend, String>| match b {
+            Ok(backend) => backend.name().to_string(),
+            Err(reason) => format!("({reason})"),
+        };
+        f.debug_struct("Backends")
+            .field("cpu", &show(&self.cpu))
+            .field("metal", &show(&self.metal))
+            .field("cuda", &show(&self.cuda))
+            .finish()
+    }
+}
+
+/// Large-kernel mode ([`FuzzConfig::large`]): the kernel of `seed` on every backend against the
+/// LIR interpreter, within the mode's tolerances. A mismatch is recorded whole (not shrunk).
+pub(crate) fn check_large(env: &Backends, seed: u64, with_metal: bool, report: &mut FuzzReport) {
+    let kernel = large_kernel(seed);
+    let ops = kernel.op_count();
+    let mismatch = |report: &mut FuzzReport, path: &str, description: String| {
+        report.mismatches.push(Mismatch {
+            seed,
+            path: path.to_string(),
+            description,
+            kernel: kernel.to_string(),
+            ops_before_after: (ops, ops),
+            saved: None,
+        });
+    };
+    let inputs = random_inputs(&mut TestRng::new(seed), &kernel, SPECIAL_RATE);
+    let views: Vec<ArrayView<'_>> = inputs.iter().map(Array::view).collect();
+    let reference = lower_kernel(&kernel).and_then(|(lir, _)| {
+        run_lir(&lir, &views, Mode::Native)
+            .map(|outputs| (lir, outputs))
+            .map_err(|e| format!("interpreter: {}", one_line(&e)))
+    });
+    let (lir, expected) = match reference {
+        Ok(found) => found,
+        Err(description) => return mismatch(report, "lir-interp", description),
+    };
+    report.compared("lir-interp");
+    let backends: [(&str, Result<&'static dyn Backend, String>); 3] = [
+        ("cpu", env.cpu.clone()),
+        (
+            "metal",
+            if with_metal {
+                env.metal.clone()
+            } else {
+                Err("not this seed (--metal-every)".to_string())
+            },
+        ),
+        ("cuda", env.cuda.clone()),
+    ];
+    for (path, backend) in backends {
+        let backend = match backend {
+            Ok(backend) => backend,
+            Err(reason) => {
+                report.skip(path, reason);
+                continue;
+            }
+        };
+        match run_backend(backend, &lir, &views, false) {
+            Ok((got, _)) => match large_difference(&expected, &got) {
+                None => report.compared(path),
+                Some(description) => mismatch(report, path, description),
+            },
+            Err(BackendError::Unsupported { what, .. }) => report.skip(path, format!("unsupported: {what}")),
+            Err(e) => mismatch(report, path, one_line(&e)),
+        }
+    }
+}
+
+/// The first element where `got` differs from `expected` by more than large-kernel mode's
+/// tolerance (any NaN equals any NaN; infinities must match exactly).
+fn large_difference(expected: &[Array], got: &[Array]) -> Option<String> {
+    for (k, (want, have)) in expected.iter().zip(got).enumerate() {
+        if want.shape() != have.shape() || want.dtype() != have.dtype() {
+            return Some(format!(
+                "output {k}: {} {} instead of {} {}",
+                have.dtype(),
+                have.shape(),
+                want.dtype(),
+                want.shape()
+            ));
+        }
+        let tolerance = if want.dtype() == DType::F64 {
+            LARGE_TOLERANCE_F64
+        } else {
+            LARGE_TOLERANCE_F32
+        };
+        for i in 0..want.data().len() {
+            let (a, b) = (
+                have.get(i).map_or(f64::NAN, |v| v.to_f64()),
+                want.get(i).map_or(f64::NAN, |v| v.to_f64()),
+            );
+            let close = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= tolerance;
+            if !close {
+                return Some(format!(
+                    "output {k}, element {i}: {a} instead of {b} (tolerance {tolerance})"
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// Which paths to run; the reference (`lir-interp`) always runs.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct PathSet {
+    pub(crate) hir: bool,
+    pub(crate) cpu: bool,
+    pub(crate) metal: bool,
+    pub(crate) cuda: bool,
+}
+
+impl PathSet {
+    /// Only the path named `path` (and the reference).
+    pub(crate) fn only(path: &str) -> PathSet {
+        PathSet {
+            hir: path == "hir-interp",
+            cpu: path == "cpu",
+            metal: path == "metal",
+            cuda: path == "cuda",
+        }
+    }
+}
+
+/// What a kernel contains that limits comparisons.
+struct Traits {
+    transcendental: bool,
+    float_reduction: bool,
+    /// Per output (in kernel order): whether a float reduction feeds it.
+    output_after_float_reduction: Vec<bool>,
+}
+
+fn traits_of(kernel: &Kernel) -> Traits {
+    let nodes = kernel.nodes();
+    let is_float_reduction = |n: &Node| matches!(n.op, Op::Reduce { .. }) && n.ty.dtype.is_float();
+    // after[i]: a float reduction is node i or one of its ancestors.
+    let mut after = vec![false; nodes.len()];
+    for (i, node) in nodes.iter().enumerate() {
+        let fed = is_float_reduction(node) || node.args.iter().any(|a| after[a.index()]);
+        after[i] = fed;
+    }
+    Traits {
+        transcendental: nodes.iter().any(|n| match &n.op {
+            Op::Unary(u) => u.is_transcendental(),
+            Op::Binary(b) => matches!(b, BinaryOp::Pow | BinaryOp::Atan2),
+            _ => false,
+        }),
+        float_reduction: nodes.iter().any(is_float_reduction),
+        output_after_float_reduction: kernel
+            .outputs()
+            .iter()
+            .map(|o| after.get(o.value.index()).copied().unwrap_or(true))
+            .collect(),
+    }
+}
+
+/// Whether a kernel of `lir` runs its reductions as GPU trees ([`Schedule::gpu_tree`], which
+/// lowering sets and the GPU backends follow).
+///
+/// [`Schedule::gpu_tree`]: rfx_ir::lir::Schedule::gpu_tree
+fn uses_gpu_tree(lir: &LirProgram) -> bool {
+    lir.kernels().iter().any(|k| k.schedule.gpu_tree)
+}
+
+/// Runs `kernel` on the paths of `paths` with the inputs of `seed`; returns the mismatches as
+/// `(path, description)`, and counts comparisons and skips into `report` when given.
+pub(crate) fn check(
+    config: &FuzzConfig,
+    env: &Backends,
+    kernel: &Kernel,
+    seed: u64,
+    paths: PathSet,
+    mut report: Option<&mut FuzzReport>,
+) -> Vec<(String, String)> {
+    let mut mismatches = Vec::new();
+    let mut count = |path: &str, what: Option<String>| {
+        if let Some(report) = report.as_deref_mut() {
+            match what {
+                None => report.compared(path),
+                Some(reason) => report.skip(path, reason),
+            }
+        }
+    };
+    if let Some(describe) = config.inject
+        && let Some(description) = describe(kernel)
+    {
+        mismatches.push(("injected".to_string(), description));
+    }
+    let inputs = random_inputs(&mut TestRng::new(seed), kernel, SPECIAL_RATE);
+    let views: Vec<ArrayView<'_>> = inputs.iter().map(Array::view).collect();
+    let traits = traits_of(kernel);
+    let probed = if traits.transcendental {
+        probe(kernel)
+    } else {
+        None
+    };
+    let mut within_bounds_paths = Vec::new();
+
+    let (lir, refined) = match lower_kernel(kernel) {
+        Ok(lowered) => lowered,
+        Err(e) => {
+            mismatches.push(("lower".to_string(), one_line(&e)));
+            return mismatches;
+        }
+    };
+    let named: Vec<(&str, ArrayView<'_>)> = kernel
+        .inputs()
+        .map(|(_, name, _)| name)
+        .zip(views.iter().copied())
+        .collect();
+    let lir_inputs = match order_inputs(&lir, &named) {
+        Ok(ordered) => ordered,
+        Err(e) => {
+            mismatches.push(("lower".to_string(), format!("the LIR's inputs: {e}")));
+            return mismatches;
+        }
+    };
+    let reference = match run_lir(&lir, &lir_inputs, Mode::Native) {
+        Ok(outputs) => outputs,
+        Err(e) => {
+            mismatches.push(("lir-interp".to_string(), one_line(&e)));
+            return mismatches;
+        }
+    };
+    let output_names: Vec<&str> = lir.outputs().map(|(_, name, _)| name).collect();
+    count("lir-interp", None);
+
+    if paths.hir {
+        match run_hir(kernel, &views, Mode::Native) {
+            Err(e) => mismatches.push(("hir-interp".to_string(), one_line(&e))),
+            Ok(_) if refined => count(
+                "hir-interp",
+                Some("refined by the optimiser (pow(x, 2) -> x * x): ran only".into()),
+            ),
+            Ok(_) if traits.float_reduction => count(
+                "hir-interp",
+                Some("float reduction (lane order): ran only".into()),
+            ),
+            Ok(got) => {
+                // Match the HIR's outputs to the LIR's by name.
+                let by_name: Vec<(&str, &Array)> = kernel
+                    .outputs()
+                    .iter()
+                    .map(|o| o.name.as_str())
+                    .zip(&got)
+                    .collect();
+                let mut differs = None;
+                for (name, expected) in output_names.iter().zip(&reference) {
+                    match by_name.iter().find(|(n, _)| n == name) {
+                        None => differs = Some(format!("output `{name}` missing from the HIR")),
+                        Some((_, g)) => {
+                            if let Some(d) = first_difference(expected, g) {
+                                differs = Some(format!("output `{name}`: {d} (LIR interpreter vs HIR)"));
+                            }
+                        }
+                    }
+                    if differs.is_some() {
+                        break;
+                    }
+                }
+                match differs {
+                    Some(d) => mismatches.push(("hir-interp".to_string(), d)),
+                    None => count("hir-interp", None),
+                }
+            }
+        }
+    }
+
+    let backends: [(&str, bool, Result<&'static dyn Backend, String>); 3] = [
+        (
+            "cpu",
+            paths.cpu,
+            env.cpu.as_ref().map(|b| *b).map_err(Clone::clone),
+        ),
+        (
+            "metal",
+            paths.metal,
+            env.metal.as_ref().map(|b| *b).map_err(Clone::clone),
+        ),
+        (
+            "cuda",
+            paths.cuda,
+            env.cuda.as_ref().map(|b| *b).map_err(Clone::clone),
+        ),
+    ];
+    for (path, wanted, backend) in backends {
+        if !wanted {
+            if path == "metal" {
+                count(path, Some("not sampled (--metal-every)".into()));
+            }
+            continue;
+        }
+        let backend = match backend {
+            Ok(backend) => backend,
+            Err(reason) => {
+                count(path, Some(reason));
+                continue;
+            }
+        };
+        let tree = path != "cpu" && uses_gpu_tree(&lir);
+        let repeat = traits.transcendental || tree;
+        let (got, again) = match run_backend(backend, &lir, &lir_inputs, repeat) {
+            Ok(results) => results,
+            Err(BackendError::Unsupported { what, .. }) => {
+                count(path, Some(format!("unsupported: {what}")));
+                continue;
+            }
+            Err(e) => {
+                mismatches.push((path.to_string(), one_line(&e)));
+                continue;
+            }
+        };
+        if let Some(again) = &again {
+            let nondeterministic = output_names
+                .iter()
+                .zip(got.iter().zip(again))
+                .find_map(|(name, (a, b))| first_difference(a, b).map(|d| format!("output `{name}`: {d}")));
+            if let Some(d) = nondeterministic {
+                mismatches.push((path.to_string(), format!("two calls differ: {d}")));
+                continue;
+            }
+        }
+        if traits.transcendental {
+            let Some(probed) = &probed else {
+                count(path, Some("transcendental: ran twice, same bits".into()));
+                continue;
+            };
+            match within_bounds(backend, path != "cpu", probed, kernel, &inputs) {
+                Err(d) => mismatches.push((path.to_string(), d)),
+                Ok(Bounded::Unsupported(reason)) => count(path, Some(reason)),
+                Ok(Bounded::Compared { checked, reasons }) => {
+                    if checked {
+                        within_bounds_paths.push(path);
+                    }
+                    for reason in reasons {
+                        count(path, Some(reason));
+                    }
+                    count(path, None);
+                }
+            }
+            continue;
+        }
+        let mut differs = None;
+        let (mut partial, mut compared_any) = (false, false);
+        for (i, (name, (expected, g))) in output_names.iter().zip(reference.iter().zip(&got)).enumerate() {
+            // The LIR's outputs follow the kernel's (by name; see `traits_of`).
+            let index = kernel.outputs().iter().position(|o| o.name == *name).unwrap_or(i);
+            if tree
+                && traits
+                    .output_after_float_reduction
+                    .get(index)
+                    .copied()
+                    .unwrap_or(true)
+            {
+                partial = true;
+                continue;
+            }
+            compared_any = true;
+            if let Some(d) = first_difference(expected, g) {
+                differs = Some(format!("output `{name}`: {d} (LIR interpreter vs {path})"));
+                break;
+            }
+        }
+        match differs {
+            Some(d) => mismatches.push((path.to_string(), d)),
+            None => {
+                if partial {
+                    count(
+                        path,
+                        Some("GPU tree: float-reduction outputs not compared".into()),
+                    );
+                }
+                if compared_any || output_names.is_empty() {
+                    count(path, None);
+                }
+            }
+        }
+    }
+    if let Some(report) = report {
+        for path in within_bounds_paths {
+            report.within_bounds(path);
+        }
+    }
+    mismatches
+}
+
+/// A kernel with transcendental ops prepared for the bound-aware comparison: the backend runs
+/// `instrumented`, which also outputs each transcendental node's value and operands; the HIR
+/// interpreter runs `cut`, where those values are inputs, so that everything but the
+/// transcendental ops themselves is compared bit for bit.
+struct Probed {
+    /// The kernel plus the outputs `__t{k}` (transcendental node `k`) and `__a{k}_{j}` (its
+    /// operand `j`, broadcast to the node's shape).
+    instrumented: Kernel,
+    /// The kernel with transcendental node `k` replaced by an input `__t{k}`; its outputs are
+    /// the kernel's, then the `__a{k}_{j}`.
+    cut: Kernel,
+    /// Per transcendental node: the op and its dtype.
+    ops: Vec<(Transcendental, DType)>,
+    /// Outputs of `cut` that a float reduction feeds: their rounding depends on the lane order,
+    /// so they are compared with the LIR interpreter's, not the HIR's (see the module
+    /// documentation).
+    after_float_reduction: Vec<String>,
+}
+
+fn transcendental_of(op: &Op) -> Option<Transcendental> {
+    match op {
+        Op::Unary(u) => Transcendental::unary(*u),
+        Op::Binary(b) => Transcendental::binary(*b),
+        _ => None,
+    }
+}
+
+/// `kernel` prepared for [`within_bounds`]; `None` when the extra names clash or a kernel does
+/// not verify.
+fn probe(kernel: &Kernel) -> Option<Probed> {
+    let nodes = kernel.nodes();
+    let mut after = vec![false; nodes.len()];
+    for (i, node) in nodes.iter().enumerate() {
+        let reduces = matches!(node.op, Op::Reduce { .. }) && node.ty.dtype.is_float();
+        after[i] = reduces || node.args.iter().any(|a| after[a.index()]);
+    }
+    let mut instrumented_nodes = nodes.to_vec();
+    let mut cut_nodes = nodes.to_vec();
+    let mut instrumented_outputs = kernel.outputs().to_vec();
+    let mut cut_outputs = kernel.outputs().to_vec();
+    let mut after_float_reduction: Vec<String> = kernel
+        .outputs()
+        .iter()
+        .filter(|o| after[o.value.index()])
+        .map(|o| o.name.clone())
+        .collect();
+    let mut ops = Vec::new();
+    for (index, node) in nodes.iter().enumerate() {
+        let Some(op) = transcendental_of(&node.op) else {
+            continue;
+        };
+        let k = ops.len();
+        ops.push((op, node.ty.dtype));
+        let t_name = format!("__t{k}");
+        instrumented_outputs.push(Output {
+            name: t_name.clone(),
+            value: ValueId::new(index),
+        });
+        cut_nodes[index] = Node {
+            op: Op::Input { name: t_name },
+            args: Vec::new(),
+            ty: node.ty.clone(),
+        };
+        for (j, arg) in node.args.iter().enumerate() {
+            let arg_ty = &nodes[arg.index()].ty;
+            let name = format!("__a{k}_{j}");
+            let mut value = *arg;
+            if arg_ty.shape != node.ty.shape {
+                let broadcast = Node {
+                    op: Op::BroadcastTo,
+                    args: vec![*arg],
+                    ty: TensorType::new(arg_ty.dtype, node.ty.shape.dims().to_vec()),
+                };
+                value = ValueId::new(instrumented_nodes.len());
+                instrumented_nodes.push(broadcast.clone());
+                cut_nodes.push(broadcast);
+            }
+            instrumented_outputs.push(Output {
+                name: name.clone(),
+                value,
+            });
+            cut_outputs.push(Output {
+                name: name.clone(),
+                value,
+            });
+            if after[arg.index()] {
+                after_float_reduction.push(name);
+            }
+        }
+    }
+    let instrumented = Kernel::from_parts(kernel.name(), instrumented_nodes, instrumented_outputs);
+    let cut = Kernel::from_parts(kernel.name(), cut_nodes, cut_outputs);
+    hir::verify(&instrumented).ok()?;
+    hir::verify(&cut).ok()?;
+    Some(Probed {
+        instrumented,
+        cut,
+        ops,
+        after_float_reduction,
+    })
+}
+
+/// What [`within_bounds`] compared.
+#[derive(Debug, PartialEq, Eq)]
+enum Bounded {
+    /// The backend does not run the kernel with its probes (more outputs than it binds).
+    Unsupported(String),
+    /// Compared, except for what `reasons` says (values without a documented bound, outputs
+    /// after float reductions); `checked`: some transcendental value was checked against a
+    /// bound.
+    Compared { checked: bool, reasons: Vec<String> },
+}
+
+/// The bound-aware comparison of a kernel with transcendental ops on `backend`: runs
+/// `probed.instrumented` there and requires
+/// - every output and every transcendental operand to have the bits of the HIR interpreter
+///   run on `probed.cut` with the backend's transcendental values (outputs a float reduction
+///   feeds aside), and
+/// - every transcendental value to lie within [`Backend::ulp_bound`] of the `f64` oracle at
+///   the backend's own operands.
+///
+/// Returns what was compared, or the first difference.
+fn within_bounds(
+    backend: &dyn Backend,
+    gpu_trees: bool,
+    probed: &Probed,
+    kernel: &Kernel,
+    inputs: &[Array],
+) -> Result<Bounded, String> {
+    let by_input: Vec<(&str, &Array)> = kernel.inputs().map(|(_, name, _)| name).zip(inputs).collect();
+    let named: Vec<(&str, ArrayView<'_>)> = by_input.iter().map(|(n, a)| (*n, a.view())).collect();
+    let (lir, _) = lower_kernel(&probed.instrumented).map_err(|e| format!("instrumented kernel: {e}"))?;
+    let ordered = order_inputs(&lir, &named).map_err(|e| format!("instrumented kernel's inputs: {e}"))?;
+    let (got, _) = match run_backend(backend, &lir, &ordered, false) {
+        Ok(results) => results,
+        // The instrumented kernel has more outputs than the original: a size limit may only
+        // apply to it.
+        Err(BackendError::Unsupported { what, .. }) => {
+            return Ok(Bounded::Unsupported(format!(
+                "unsupported: {what} (with the probes)"
+            )));
+        }
+        Err(e) => return Err(format!("instrumented kernel: {}", one_line(&e))),
+    };
+    let got: BTreeMap<&str, &Array> = lir.outputs().map(|(_, name, _)| name).zip(&got).collect();
+    let output = |name: &str| {
+        got.get(name)
+            .copied()
+            .ok_or_else(|| format!("output `{name}` missing"))
+    };
+
+    // The exact parts, given the backend's transcendental values.
+    let mut cut_inputs = Vec::new();
+    for (_, name, _) in probed.cut.inputs() {
+        let array = match by_input.iter().find(|(n, _)| *n == name) {
+            Some((_, a)) => *a,
+            None => output(name)?,
+        };
+        cut_inputs.push(array.view());
+    }
+    let expected = run_hir(&probed.cut, &cut_inputs, Mode::Native)
+        .map_err(|e| format!("cut kernel: {}", one_line(&e)))?;
+    for (o, e) in probed.cut.outputs().iter().zip(&expected) {
+        if probed.after_float_reduction.contains(&o.name) {
+            continue;
+        }
+        if let Some(d) = first_difference(e, output(&o.name)?) {
+            return Err(format!(
+                "output `{}`: {d} (HIR interpreter given the backend's transcendental values)",
+                o.name
+            ));
+        }
+    }
+    // What a float reduction feeds: the LIR interpreter's bits on the lowered cut, whose
+    // reductions run in the lanes of the backend's (GPU trees aside).
+    let mut lane_order_compared = false;
+    if !probed.after_float_reduction.is_empty() && (!gpu_trees || !uses_gpu_tree(&lir)) {
+        let (cut_lir, _) = lower_kernel(&probed.cut).map_err(|e| format!("cut kernel: {e}"))?;
+        if let Some(cut_lir) = with_backend_lanes(&lir, &cut_lir) {
+            let named_cut: Vec<(&str, ArrayView<'_>)> = probed
+                .cut
+                .inputs()
+                .map(|(_, name, _)| name)
+                .zip(cut_inputs.iter().cloned())
+                .collect();
+            let ordered =
+                order_inputs(&cut_lir, &named_cut).map_err(|e| format!("cut kernel's inputs: {e}"))?;
+            let expected = run_lir(&cut_lir, &ordered, Mode::Native)
+                .map_err(|e| format!("lowered cut kernel: {}", one_line(&e)))?;
+            for ((_, name, _), e) in cut_lir.outputs().zip(&expected) {
+                if !probed.after_float_reduction.iter().any(|n| n == name) {
+                    continue;
+                }
+                if let Some(d) = first_difference(e, output(name)?) {
+                    return Err(format!(
+                        "output `{name}`: {d} (LIR interpreter given the backend's transcendental values)"
+                    ));
+                }
+            }
+            lane_order_compared = true;
+        }
+    }
+
+    // The transcendental values, at the backend's operands.
+    let (mut bounded, mut unbounded) = (0u64, 0u64);
+    for (k, &(op, dtype)) in probed.ops.iter().enumerate() {
+        let values = output(&format!("__t{k}"))?;
+        let operands = (0..op.arity())
+            .map(|j| output(&format!("__a{k}_{j}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        for i in 0..values.data().len() {
+            let args: Vec<f64> = operands
+                .iter()
+                .map(|a| a.get(i).map_or(f64::NAN, Scalar::to_f64))
+                .collect();
+            let Some(bound) = backend.ulp_bound(op, dtype, &args) else {
+                unbounded += 1;
+                continue;
+            };
+            bounded += 1;
+            let value = values.get(i).map_or(f64::NAN, Scalar::to_f64);
+            let want = op.oracle(&args);
+            let d = ulps(value, want, dtype);
+            if d > bound {
+                let d = if d == u64::MAX {
+                    "∞".to_string()
+                } else {
+                    d.to_string()
+                };
+                return Err(format!(
+                    "{}({}) ({dtype}, node __t{k}, element {i}) = {value:e}, oracle {want:e}: {d} ULP > {bound}",
+                    op.name(),
+                    args.iter()
+                        .map(|a| format!("{a:e}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+    }
+    let mut reasons = Vec::new();
+    if unbounded > 0 {
+        reasons.push("transcendental: values without a documented bound not compared".to_string());
+    }
+    if !probed.after_float_reduction.is_empty() && !lane_order_compared {
+        reasons.push("transcendental: outputs after a float reduction not compared".to_string());
+    }
+    Ok(Bounded::Compared {
+        checked: bounded > 0,
+        reasons,
+    })
+}
+
+/// `cut` with each reduction kernel's lanes set to those of the kernel of `lir` with the same
+/// dims and reduced dims (the backend's), so that the LIR interpreter rounds its reductions as
+/// the backend did: the probes' extra stores can change lowering's choice between partial lanes
+/// and one accumulator. `None` when a reduction of `cut` has no such kernel, or `lir` has two
+/// with different lanes.
+fn with_backend_lanes(lir: &LirProgram, cut: &LirProgram) -> Option<LirProgram> {
+    let mut lanes = BTreeMap::new();
+    for k in lir.kernels().iter().filter(|k| k.reduce_dims > 0) {
+        let key = (k.dims.clone(), k.reduce_dims);
+        if *lanes.entry(key).or_insert(k.schedule.reduce_lanes) != k.schedule.reduce_lanes {
+            return None;
+        }
+    }
+    let kernels = cut
+        .kernels()
+        .iter()
+        .cloned()
+        .map(|mut k| {
+            if k.reduce_dims > 0 {
+                k.schedule.reduce_lanes = *lanes.get(&(k.dims.clone(), k.reduce_dims))?;
+            }
+            Some(k)
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(LirProgram::from_parts(
+        cut.name(),
+        cut.buffers().to_vec(),
+        cut.arena_bytes(),
+        cut.arena_align(),
+        kernels,
+    ))
+}
+
+/// The kernel optimised and lowered with the default configuration, and whether a
+/// [`Exactness::Refining`] rule fired (`pow(x, 2)` → `x * x`: more accurate than `pow`, so the
+/// result may differ from the HIR's within `pow`'s bound).
+fn lower_kernel(kernel: &Kernel) -> Result<(LirProgram, bool), String> {
+    let (mir, report) = rfx_opt::optimize(kernel, &OptConfig::default())
+        .map_err(|e| format!("optimize: {}", one_line(&e)))?;
+    let refining: Vec<&str> = rfx_opt::rule_table()
+        .into_iter()
+        .filter(|r| r.exactness == Exactness::Refining)
+        .map(|r| r.name)
+        .collect();
+    let refined = report
+        .rules_fired
+        .keys()
+        .any(|name| refining.contains(&name.as_str()));
+    rfx_lower::lower(&mir, &LowerConfig::default())
+        .map(|(lir, _)| (lir, refined))
+        .map_err(|e| format!("lower: {}", one_line(&e)))
+}
+
+/// Compiles and runs `lir` once (twice with `repeat`, on the same compiled program).
+fn run_backend(
+    backend: &dyn Backend,
+    lir: &LirProgram,
+    inputs: &[ArrayView<'_>],
+    repeat: bool,
+) -> Result<(Vec<Array>, Option<Vec<Array>>), BackendError> {
+    let compiled = backend.compile(lir, &Default::default())?;
+    let mut scratch = Scratch::new();
+    let mut call = || -> Result<Vec<Array>, BackendError> {
+        let mut outputs: Vec<Array> = lir
+            .outputs()
+            .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
+            .collect();
+        let mut views: Vec<_> = outputs.iter_mut().map(Array::view_mut).collect();
+        compiled.run(inputs, &mut views, &mut scratch)?;
+        drop(views);
+        Ok(outputs)
+    };
+    let first = call()?;
+    let second = if repeat { Some(call()?) } else { None };
+    Ok((first, second))
+}
+
+/// The first element where `got` differs from `expected` in bits (any NaN equals any NaN), or
+/// a shape or dtype difference; `None` when they agree.
+fn first_difference(expected: &Array, got: &Array) -> Option<String> {
+    if expected.shape() != got.shape() || expected.dtype() != got.dtype() {
+        return Some(format!(
+            "type {}{} vs {}{}",
+            expected.dtype(),
+            expected.shape(),
+            got.dtype(),
+            got.shape()
+        ));
+    }
+    let index = match (expected.data(), got.data()) {
+        (ArrayData::F32(a), ArrayData::F32(b)) => a
+            .iter()
+            .zip(b)
+            .position(|(x, y)| x.to_bits() != y.to_bits() && !(x.is_nan() && y.is_nan())),
+        (ArrayData::F64(a), ArrayData::F64(b)) => a
+            .iter()
+            .zip(b)
+            .position(|(x, y)| x.to_bits() != y.to_bits() && !(x.is_nan() && y.is_nan())),
+        (ArrayData::I32(a), ArrayData::I32(b)) => a.iter().zip(b).position(|(x, y)| x != y),
+        (ArrayData::Bool(a), ArrayData::Bool(b)) => a.iter().zip(b).position(|(x, y)| x != y),
+        _ => Some(0),
+    }?;
+    let show = |a: &Array| a.get(index).map_or("?".to_string(), |s| format!("{s:?}"));
+    Some(format!(
+        "element {index} of {}: expected {}, got {}",
+        expected.shape(),
+        show(expected),
+        show(got)
+    ))
+}
+
+fn one_line(error: &dyn fmt::Display) -> String {
+    error.to_string().lines().next().unwrap_or("").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use rfx_ir::hir::Builder;
+    use rfx_ir::lir::LirProgram;
+    use rfx_ir::{ArrayView, ArrayViewMut, DataMut, ReduceOp, Shape, UnaryOp};
+    use rfx_lower::{CompileOptions, Compiled};
+
+    use super::*;
+
+    /// The CPU backend with the first element of the named outputs moved by `ulps` ULP after
+    /// each call, and a bound of `bound` ULP for every transcendental: a backend with a known
+    /// defect.
+    struct Faulty {
+        outputs: &'static [&'static str],
+        ulps: u32,
+        bound: u64,
+    }
+
+    struct FaultyCompiled {
+        inner: Arc<dyn Compiled>,
+        outputs: Vec<usize>,
+        ulps: u32,
+    }
+
+    impl Backend for Faulty {
+        fn name(&self) -> &'static str {
+            "faulty"
+        }
+
+        fn check_available(&self) -> Result<(), BackendError> {
+            Ok(())
+        }
+
+        fn compile(
+            &self,
+            program: &LirProgram,
+            options: &CompileOptions,
+        ) -> Result<Arc<dyn Compiled>, BackendError> {
+            Ok(Arc::new(FaultyCompiled {
+                inner: rfx_codegen_cpu::CpuBackend.compile(program, options)?,
+                outputs: program
+                    .outputs()
+                    .enumerate()
+                    .filter(|(_, (_, name, _))| self.outputs.contains(name))
+                    .map(|(i, _)| i)
+                    .collect(),
+                ulps: self.ulps,
+            }))
+        }
+
+        fn ulp_bound(&self, _: Transcendental, _: DType, _: &[f64]) -> Option<u64> {
+            Some(self.bound)
+        }
+    }
+
+    impl Compiled for FaultyCompiled {
+        fn backend(&self) -> &'static str {
+            "faulty"
+        }
+
+        fn program(&self) -> &LirProgram {
+            self.inner.program()
+        }
+
+        fn run(
+            &self,
+            inputs: &[ArrayView<'_>],
+            outputs: &mut [ArrayViewMut<'_>],
+            scratch: &mut Scratch,
+        ) -> Result<(), BackendError> {
+            self.inner.run(inputs, outputs, scratch)?;
+            for &i in &self.outputs {
+                if let Some(DataMut::F32(values)) = outputs.get_mut(i).map(ArrayViewMut::data_mut)
+                    && let Some(first) = values.first_mut()
+                {
+                    *first = f32::from_bits(first.to_bits() + self.ulps);
+                }
+            }
+            Ok(())
+        }
+    }
+
+    /// `y = sin(x) * 3 + x` on 4096 values in about [-10, 10], and its probe.
+    fn sine_kernel() -> (Kernel, Vec<Array>, Probed) {
+        let mut b = Builder::new("sine");
+        let x = b.input("x", TensorType::new(DType::F32, [4096])).expect("input");
+        let s = b.unary(UnaryOp::Sin, x).expect("sin");
+        let three = b.constant(Scalar::F32(3.0), [4096]);
+        let m = b.binary(BinaryOp::Mul, s, three).expect("mul");
+        let y = b.binary(BinaryOp::Add, m, x).expect("add");
+        b.output("y", y).expect("output");
+        let kernel = b.finish().expect("kernel");
+        let mut rng = TestRng::new(7);
+        let x: Vec<f32> = (0..4096).map(|_| rng.uniform(-10.0, 10.0) as f32).collect();
+        let inputs = vec![Array::new(Shape::from(vec![4096]), ArrayData::F32(x)).expect("array")];
+        let probed = probe(&kernel).expect("probe");
+        (kernel, inputs, probed)
+    }
+
+    #[test]
+    fn the_probe_cuts_at_each_transcendental() {
+        let (_, _, probed) = sine_kernel();
+        assert_eq!(
+            probed.ops,
+            vec![(Transcendental::Unary(UnaryOp::Sin), DType::F32)]
+        );
+        let names = |k: &Kernel| k.outputs().iter().map(|o| o.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&probed.instrumented), ["y", "__t0", "__a0_0"]);
+        assert_eq!(names(&probed.cut), ["y", "__a0_0"]);
+        let inputs: Vec<&str> = probed.cut.inputs().map(|(_, name, _)| name).collect();
+        assert_eq!(inputs, ["x", "__t0"]);
+        assert!(probed.after_float_reduction.is_empty());
+    }
+
+    #[test]
+    fn the_cpu_backend_is_within_its_bounds() {
+        let (kernel, inputs, probed) = sine_kernel();
+        let outcome = within_bounds(&rfx_codegen_cpu::CpuBackend, false, &probed, &kernel, &inputs);
+        let expected = Bounded::Compared {
+            checked: true,
+            reasons: Vec::new(),
+        };
+        assert_eq!(outcome, Ok(expected));
+    }
+
+    #[test]
+    fn a_bound_tighter_than_the_routines_is_caught() {
+        // The CPU's `sin` is not correctly rounded everywhere (1 ULP measured): 0 ULP fails.
+        let (kernel, inputs, probed) = sine_kernel();
+        let strict = Faulty {
+            outputs: &[],
+            ulps: 0,
+            bound: 0,
+        };
+        let error = within_bounds(&strict, false, &probed, &kernel, &inputs).expect_err("1 ULP > 0");
+        assert!(
+            error.starts_with("sin(") && error.ends_with("1 ULP > 0"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_wrong_transcendental_value_is_caught() {
+        // `y = sin(x)`: the output and the probe are the same value, moved together.
+        let mut b = Builder::new("sine");
+        let x = b.input("x", TensorType::new(DType::F32, [64])).expect("input");
+        let y = b.unary(UnaryOp::Sin, x).expect("sin");
+        b.output("y", y).expect("output");
+        let kernel = b.finish().expect("kernel");
+        let inputs = vec![Array::new(Shape::from(vec![64]), ArrayData::F32(vec![0.75; 64])).expect("array")];
+        let probed = probe(&kernel).expect("probe");
+        let faulty = Faulty {
+            outputs: &["y", "__t0"],
+            ulps: 5,
+            bound: 4,
+        };
+        let error = within_bounds(&faulty, false, &probed, &kernel, &inputs).expect_err("5 ULP > 4");
+        assert!(
+            error.contains("element 0") && error.contains("ULP > 4"),
+            "{error}"
+        );
+    }
+
+    /// `r = sum(sin(x) * x)` over rows of `n` (`rows` of them) and `m = max(r) * 2`, with
+    /// inputs in about [-3, 3], and its probe.
+    fn reduced_sine_kernel(rows: usize, n: usize) -> (Kernel, Vec<Array>, Probed) {
+        let mut b = Builder::new("reduced");
+        let x = b
+            .input("x", TensorType::new(DType::F32, [rows, n]))
+            .expect("input");
+        let s = b.unary(UnaryOp::Sin, x).expect("sin");
+        let v = b.binary(BinaryOp::Mul, s, x).expect("mul");
+        let r = b.reduce(ReduceOp::Sum, v, &[1], false).expect("sum");
+        let top = b.reduce_all(ReduceOp::Max, r).expect("max");
+        let two = b.constant(Scalar::F32(2.0), Vec::<usize>::new());
+        let m = b.binary(BinaryOp::Mul, top, two).expect("mul");
+        b.output("r", r).expect("output");
+        b.output("m", m).expect("output");
+        let kernel = b.finish().expect("kernel");
+        let mut rng = TestRng::new(11);
+        let x: Vec<f32> = (0..rows * n).map(|_| rng.uniform(-3.0, 3.0) as f32).collect();
+        let inputs = vec![Array::new(Shape::from(vec![rows, n]), ArrayData::F32(x)).expect("array")];
+        let probed = probe(&kernel).expect("probe");
+        (kernel, inputs, probed)
+    }
+
+    #[test]
+    fn outputs_after_float_reductions_are_compared_in_lane_order() {
+        // Short rows (one accumulator) and long ones (partial lanes): the CPU gives the LIR
+        // interpreter's bits, so nothing is left out.
+        for (rows, n) in [(3, 7), (5, 4096)] {
+            let (kernel, inputs, probed) = reduced_sine_kernel(rows, n);
+            assert_eq!(probed.after_float_reduction, ["r", "m"]);
+            let outcome = within_bounds(&rfx_codegen_cpu::CpuBackend, false, &probed, &kernel, &inputs);
+            let expected = Bounded::Compared {
+                checked: true,
+                reasons: Vec::new(),
+            };
+            assert_eq!(outcome, Ok(expected), "[{rows}, {n}]");
+            // One ULP off in a row sum, or in what follows the reductions, is caught.
+            for (name, outputs) in [("r", &["r"]), ("m", &["m"])] {
+                let faulty = Faulty {
+                    outputs,
+                    ulps: 1,
+                    bound: 4,
+                };
+                let error = within_bounds(&faulty, false, &probed, &kernel, &inputs).expect_err("1 ULP off");
+                assert!(
+                    error.starts_with(&format!("output `{name}`: element 0"))
+                        && error.contains("LIR interpreter"),
+                    "{error}"
+                );
+            }
+        }
+        // A backend whose long reductions run as trees leaves them out, and says so.
+        let (kernel, inputs, probed) = reduced_sine_kernel(5, 4096);
+        let faulty = Faulty {
+            outputs: &["r"],
+            ulps: 1,
+            bound: 4,
+        };
+        let outcome = within_bounds(&faulty, true, &probed, &kernel, &inputs);
+        let expected = Bounded::Compared {
+            checked: true,
+            reasons: vec!["transcendental: outputs after a float reduction not compared".to_string()],
+        };
+        assert_eq!(outcome, Ok(expected));
+    }
+
+    #[test]
+    fn a_wrong_exact_value_downstream_is_caught() {
+        let (kernel, inputs, probed) = sine_kernel();
+        let faulty = Faulty {
+            outputs: &["y"],
+            ulps: 1,
+            bound: 4,
+        };
+        let error = within_bounds(&faulty, false, &probed, &kernel, &inputs).expect_err("y is 1 ULP off");
+        assert!(error.starts_with("output `y`: element 0"), "{error}");
+    }
+}

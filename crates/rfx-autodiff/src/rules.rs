@@ -163,6 +163,14 @@ fn unary_partial(em: &mut Emitter, op: UnaryOp, x: ValueId, y: ValueId) -> Resul
             let rest = em.sub(one, y)?;
             Partial::Mul(em.mul(y, rest)?)
         }
+        UnaryOp::Erf => {
+            // 2/√π e^(−x²).
+            let square = em.mul(x, x)?;
+            let minus_square = em.neg(square)?;
+            let gauss = em.unary(UnaryOp::Exp, minus_square)?;
+            let c = em.scalar_like(x, std::f64::consts::FRAC_2_SQRT_PI)?;
+            Partial::Mul(em.mul(c, gauss)?)
+        }
     })
 }
 

@@ -728,9 +728,13 @@ fn unary_ulp_bound(op: UnaryOp, dtype: DType) -> Option<u64> {
         UnaryOp::Log | UnaryOp::Log2 => Some(1),
         UnaryOp::Tan => Some(if f64 { 2 } else { 4 }),
         UnaryOp::Sigmoid => Some(if f64 { 3 } else { 4 }),
-        UnaryOp::Sin | UnaryOp::Cos | UnaryOp::Tanh | UnaryOp::Atan | UnaryOp::Asin | UnaryOp::Acos => {
-            Some(2)
-        }
+        UnaryOp::Sin
+        | UnaryOp::Cos
+        | UnaryOp::Tanh
+        | UnaryOp::Atan
+        | UnaryOp::Asin
+        | UnaryOp::Acos
+        | UnaryOp::Erf => Some(2),
         // Exact or correctly rounded: no approximation to bound.
         UnaryOp::Neg
         | UnaryOp::Abs

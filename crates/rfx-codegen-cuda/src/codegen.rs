@@ -1337,6 +1337,7 @@ impl Emitter<'_> {
             (UnaryOp::Atan, _) => f("atanf", "atan"),
             (UnaryOp::Asin, _) => f("asinf", "asin"),
             (UnaryOp::Acos, _) => f("acosf", "acos"),
+            (UnaryOp::Erf, _) => f("erff", "erf"),
             (UnaryOp::Sigmoid, DType::F64) => self.use_helper(Helper::SigmoidF64, "rfx_sigmoid_f64", &[x]),
             (UnaryOp::Sigmoid, _) if fast => {
                 self.use_helper(Helper::SigmoidFastF32, "rfx_sigmoid_fast_f32", &[x])

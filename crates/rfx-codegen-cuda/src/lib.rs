@@ -43,6 +43,7 @@
 //! | `tanh` | 2 | 2 |
 //! | `atan` | 2 | 2 |
 //! | `asin`, `acos` | 2 | 2 |
+//! | `erf` | 2 | 2 |
 //! | `atan2` | 3 | 2 |
 //! | `pow` | 4 | 2 |
 //! | `sigmoid` | exp's bound plus three rounding steps (≤ 4) | ≤ 3 |

@@ -163,6 +163,7 @@ pub(crate) fn lavapipe_ulp_bound(op: Transcendental, args: &[f64]) -> Option<u64
             UnaryOp::Sigmoid => Some(4),
             UnaryOp::Sin | UnaryOp::Cos => Some(3),
             UnaryOp::Tan => Some(6),
+            UnaryOp::Erf => Some(2),
             UnaryOp::Tanh => {
                 let subnormal = |v: f64| v != 0.0 && v.abs() < f64::from(f32::MIN_POSITIVE);
                 let normal = !subnormal(x) && !subnormal(op.oracle(args));

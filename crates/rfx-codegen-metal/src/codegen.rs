@@ -98,6 +98,7 @@ enum Helper {
     LogParts,
     LogF32,
     Log2F32,
+    ErfF32,
     F32ToI32,
     DivI32,
     FmodI32,
@@ -126,6 +127,7 @@ impl Helper {
             Helper::Exp2F32 => &[Helper::Scale2, Helper::Exp2Poly, Helper::Exact],
             Helper::LogF32 | Helper::Log2F32 => &[Helper::LogParts],
             Helper::SinF32 | Helper::CosF32 | Helper::TanF32 => &[Helper::Trig, Helper::Exact],
+            Helper::ErfF32 => &[Helper::IsNan, Helper::Scale2, Helper::ExpF32, Helper::Exact],
             _ => &[],
         }
     }
@@ -711,6 +713,60 @@ fn rfx_log2_f32(x: f32) -> f32 {
 }
 "
             }
+            Helper::ErfF32 => {
+                "// erf: musl's erff (FreeBSD's s_erff.c), its four intervals by |x|, rfx's exp from 1.25 on.
+fn rfx_erf_f32(x: f32) -> f32 {
+    if (rfx_isnan(x)) {
+        return x;
+    }
+    let ax = abs(x);
+    if (ax < 0.84375f) {
+        if (ax < 0x1p-28f) {
+            return 0.125f * (8.0f * x + 1.0270333290e+00f * x);
+        }
+        let z = x * x;
+        let r = 1.2837916613e-01f + z * (-3.2504209876e-01f + z * (-2.8481749818e-02f
+            + z * (-5.7702702470e-03f + z * -2.3763017452e-05f)));
+        let s = 1.0f + z * (3.9791721106e-01f + z * (6.5022252500e-02f + z * (5.0813062117e-03f
+            + z * (1.3249473704e-04f + z * -3.9602282413e-06f))));
+        return x + x * (r / s);
+    }
+    var y = 1.0f;
+    if (ax < 1.25f) {
+        let s = ax - 1.0f;
+        let p = -2.3621185683e-03f + s * (4.1485610604e-01f + s * (-3.7220788002e-01f
+            + s * (3.1834661961e-01f + s * (-1.1089469492e-01f + s * (3.5478305072e-02f
+            + s * -2.1663755178e-03f)))));
+        let q = 1.0f + s * (1.0642088205e-01f + s * (5.4039794207e-01f + s * (7.1828655899e-02f
+            + s * (1.2617121637e-01f + s * (1.3637083583e-02f + s * 1.1984500103e-02f)))));
+        y = 8.4506291151e-01f + p / q;
+    } else if (ax < 6.0f) {
+        let s = 1.0f / (ax * ax);
+        var r = 0.0f;
+        var q = 0.0f;
+        if (ax < bitcast<f32>(0x4036db6du)) {
+            r = -9.8649440333e-03f + s * (-6.9385856390e-01f + s * (-1.0558626175e+01f
+                + s * (-6.2375331879e+01f + s * (-1.6239666748e+02f + s * (-1.8460508728e+02f
+                + s * (-8.1287437439e+01f + s * -9.8143291473e+00f))))));
+            q = 1.0f + s * (1.9651271820e+01f + s * (1.3765776062e+02f + s * (4.3456588745e+02f
+                + s * (6.4538726807e+02f + s * (4.2900814819e+02f + s * (1.0863500214e+02f
+                + s * (6.5702495575e+00f + s * -6.0424413532e-02f)))))));
+        } else {
+            r = -9.8649431020e-03f + s * (-7.9928326607e-01f + s * (-1.7757955551e+01f
+                + s * (-1.6063638306e+02f + s * (-6.3756646729e+02f + s * (-1.0250950928e+03f
+                + s * -4.8351919556e+02f)))));
+            q = 1.0f + s * (3.0338060379e+01f + s * (3.2579251099e+02f + s * (1.5367296143e+03f
+                + s * (3.1998581543e+03f + s * (2.5530502930e+03f + s * (4.7452853394e+02f
+                + s * -2.2440952301e+01f))))));
+        }
+        // z: |x| cut to 11 significant bits, so that z * z is exact.
+        let z = bitcast<f32>(bitcast<u32>(ax) & 0xffffe000u);
+        y = 1.0f - rfx_exp_f32(-z * z - 0.5625f) * rfx_exp_f32((z - ax) * (z + ax) + r / q) / ax;
+    }
+    return bitcast<f32>(bitcast<u32>(y) | (bitcast<u32>(x) & 0x80000000u));
+}
+"
+            }
             Helper::F32ToI32 => {
                 "// Truncation toward zero, saturating, NaN -> 0 (Rust's `as`).
 fn rfx_f32_to_i32(x: f32) -> i32 {
@@ -924,6 +980,7 @@ impl Emitter<'_> {
             Helper::LogParts => "rfx_log_parts",
             Helper::LogF32 => "rfx_log_f32",
             Helper::Log2F32 => "rfx_log2_f32",
+            Helper::ErfF32 => "rfx_erf_f32",
             Helper::F32ToI32 => "rfx_f32_to_i32",
             Helper::DivI32 => "rfx_div_i32",
             Helper::FmodI32 => "rfx_fmod_i32",
@@ -991,6 +1048,7 @@ impl Emitter<'_> {
             UnaryOp::Asin => small_odd(self.use_helper(Helper::AsinF32), x),
             UnaryOp::Acos => format!("{}({x})", self.use_helper(Helper::AcosF32)),
             UnaryOp::Sigmoid => format!("{}({x})", self.use_helper(Helper::SigmoidF32)),
+            UnaryOp::Erf => format!("{}({x})", self.use_helper(Helper::ErfF32)),
             UnaryOp::Not => format!("!{x}"),
         }
     }

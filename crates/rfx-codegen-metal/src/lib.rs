@@ -106,6 +106,7 @@
 //! | tanh | [-10, 10], normal arguments and results | 2 | 2 |
 //! | atan, asin, acos | every input | 2, 2, 1 | 3 |
 //! | sigmoid | every input | 2 | 4 |
+//! | erf | every input (musl's `erff` on rfx's `exp`) | 1 | 2 |
 //! | pow | every input (results from subnormal to overflow) | 1 | 2 |
 //! | atan2 | every input | 3 | 4 |
 //!

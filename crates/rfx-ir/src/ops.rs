@@ -79,6 +79,12 @@ pub enum UnaryOp {
     Acos,
     /// Logistic function `1/(1+exp(-x))`. Float. `sigmoid(-Inf) = 0`, `sigmoid(+Inf) = 1`.
     Sigmoid,
+    /// The error function `erf x = 2/√π ∫₀ˣ e^(−t²) dt` (the Gaussian CDF is
+    /// `(1 + erf(x/√2))/2`). Float. Odd: `erf(±0) = ±0`; `erf(±Inf) = ±1` (and every `|x| >= 6`
+    /// rounds to `±1` in both float dtypes); NaN gives NaN. Reference: the `libm` crate's `erf`
+    /// (FreeBSD's `s_erf.c`, under 1 ULP), for `f32` computed in `f64` and rounded.
+    /// Derivative `2/√π e^(−x²)`.
+    Erf,
     /// Logical not. Bool only.
     Not,
 }
@@ -87,7 +93,7 @@ op_names!(UnaryOp {
     Neg => "neg", Abs => "abs", Sign => "sign", Floor => "floor", Ceil => "ceil", Round => "round",
     Sqrt => "sqrt", Rsqrt => "rsqrt", Recip => "recip", Exp => "exp", Exp2 => "exp2", Log => "log",
     Log2 => "log2", Sin => "sin", Cos => "cos", Tan => "tan", Tanh => "tanh", Atan => "atan",
-    Asin => "asin", Acos => "acos", Sigmoid => "sigmoid", Not => "not",
+    Asin => "asin", Acos => "acos", Sigmoid => "sigmoid", Erf => "erf", Not => "not",
 });
 
 impl UnaryOp {
@@ -115,7 +121,8 @@ impl UnaryOp {
             | UnaryOp::Atan
             | UnaryOp::Asin
             | UnaryOp::Acos
-            | UnaryOp::Sigmoid => true,
+            | UnaryOp::Sigmoid
+            | UnaryOp::Erf => true,
             UnaryOp::Neg
             | UnaryOp::Abs
             | UnaryOp::Sign

@@ -369,7 +369,7 @@ fn floor_div_i32(a: i32, b: i32) -> i32 {
 }
 
 macro_rules! float_ops {
-    ($unary:ident, $binary:ident, $t:ty) => {
+    ($unary:ident, $binary:ident, $t:ty, $erf:path) => {
         fn $unary(op: UnaryOp, x: $t) -> Option<$t> {
             let one: $t = 1.0;
             Some(match op {
@@ -414,6 +414,7 @@ macro_rules! float_ops {
                         one / (one + (-x).exp())
                     }
                 }
+                UnaryOp::Erf => $erf(x),
                 UnaryOp::Not => return None,
             })
         }
@@ -449,5 +450,11 @@ macro_rules! float_ops {
     };
 }
 
-float_ops!(unary_f32, binary_f32, f32);
-float_ops!(unary_f64, binary_f64, f64);
+/// `erf` of an `f32`: `libm`'s `f64` `erf` (under 1 ULP of `f64`) rounded, so the reference
+/// is correctly rounded but for the rare double rounding.
+fn erf_f32(x: f32) -> f32 {
+    libm::erf(f64::from(x)) as f32
+}
+
+float_ops!(unary_f32, binary_f32, f32, erf_f32);
+float_ops!(unary_f64, binary_f64, f64, libm::erf);

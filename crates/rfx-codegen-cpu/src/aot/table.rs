@@ -135,6 +135,9 @@ impl AotFn {
             | UnaryOp::Asin
             | UnaryOp::Acos
             | UnaryOp::Sigmoid => AotFn::find(Computes::Unary(op), dtype),
+            // No routine: the inline polynomials compute it on every path, so its bits are the
+            // same in tiles and scalar code.
+            UnaryOp::Erf => None,
             // Exact or cheap ops the inline code computes as fast as a call would.
             UnaryOp::Neg
             | UnaryOp::Abs

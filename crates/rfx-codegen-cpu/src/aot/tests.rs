@@ -1302,14 +1302,16 @@ fn the_table_keeps_the_import_order_and_names() {
     }
 }
 
-/// Every transcendental has a routine in both float dtypes, found by `for_op`, and only
-/// transcendentals do; `atan2` and `pow` are the binary ones; `sin` and `cos` pair.
+/// Every transcendental but `erf` has a routine in both float dtypes, found by `for_op`, and
+/// only transcendentals do; `atan2` and `pow` are the binary ones; `sin` and `cos` pair.
 #[test]
 fn for_op_finds_the_routine_of_every_transcendental() {
     for &op in UnaryOp::ALL {
         for dtype in [DType::F32, DType::F64] {
             let routine = AotFn::for_op(op, dtype);
-            assert_eq!(routine.is_some(), op.is_transcendental(), "{op} {dtype}");
+            // `erf` has no routine: the inline code computes it everywhere.
+            let has = op.is_transcendental() && op != UnaryOp::Erf;
+            assert_eq!(routine.is_some(), has, "{op} {dtype}");
             if let Some(routine) = routine {
                 assert_eq!(routine.computes(), table::Computes::Unary(op));
                 assert_eq!(

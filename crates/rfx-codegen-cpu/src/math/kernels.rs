@@ -1101,3 +1101,166 @@ fn pow_magnitude_f64(v: &mut Vb<'_, '_>, ax: Value, y: Value) -> Value {
     let simple = exp2(v, yl);
     v.sel(special, simple, res)
 }
+
+// ---------------------------------------------------------------------------------------------
+// erf
+
+/// FreeBSD `s_erf.c` (as ported by the `libm` crate): `erf(1)` rounded to 24 bits, then the
+/// numerators and denominators (without their leading 1) of its four rational approximations.
+const ERF_ERX: f64 = 8.45062911510467529297e-01;
+/// `2/√π - 1`, times 8: the slope of `erf` at 0 for arguments below `2^-28`.
+const ERF_EFX8: f64 = 1.02703333676410069053e+00;
+/// `erf x = x + x P/Q(x²)` on `[0, 0.84375)`.
+const ERF_PP: [f64; 5] = [
+    1.28379167095512558561e-01,
+    -3.25042107247001499370e-01,
+    -2.84817495755985104766e-02,
+    -5.77027029648944159157e-03,
+    -2.37630166566501626084e-05,
+];
+const ERF_QQ: [f64; 6] = [
+    1.0,
+    3.97917223959155352819e-01,
+    6.50222499887672944485e-02,
+    5.08130628187576562776e-03,
+    1.32494738004321644526e-04,
+    -3.96022827877536812320e-06,
+];
+/// `erf x = erx + P/Q(|x| - 1)` on `[0.84375, 1.25)`.
+const ERF_PA: [f64; 7] = [
+    -2.36211856075265944077e-03,
+    4.14856118683748331666e-01,
+    -3.72207876035701323847e-01,
+    3.18346619901161753674e-01,
+    -1.10894694282396677476e-01,
+    3.54783043256182359371e-02,
+    -2.16637559486879084300e-03,
+];
+const ERF_QA: [f64; 7] = [
+    1.0,
+    1.06420880400844228286e-01,
+    5.40397917702171048937e-01,
+    7.18286544141962662868e-02,
+    1.26171219808761642112e-01,
+    1.36370839120290507362e-02,
+    1.19844998467991074170e-02,
+];
+/// `erfc x = e^(−x² − 0.5625 + R/S(1/x²)) / x` on `[1.25, 1/0.35)`.
+const ERF_RA: [f64; 8] = [
+    -9.86494403484714822705e-03,
+    -6.93858572707181764372e-01,
+    -1.05586262253232909814e+01,
+    -6.23753324503260060396e+01,
+    -1.62396669462573470355e+02,
+    -1.84605092906711035994e+02,
+    -8.12874355063065934246e+01,
+    -9.81432934416914548592e+00,
+];
+const ERF_SA: [f64; 9] = [
+    1.0,
+    1.96512716674392571292e+01,
+    1.37657754143519042600e+02,
+    4.34565877475229228821e+02,
+    6.45387271733267880336e+02,
+    4.29008140027567833386e+02,
+    1.08635005541779435134e+02,
+    6.57024977031928170135e+00,
+    -6.04244152148580987438e-02,
+];
+/// The same on `[1/0.35, 6)` (`erf` is ±1 in `f64` from 6 on).
+const ERF_RB: [f64; 7] = [
+    -9.86494292470009928597e-03,
+    -7.99283237680523006574e-01,
+    -1.77579549177547519889e+01,
+    -1.60636384855821916062e+02,
+    -6.37566443368389627722e+02,
+    -1.02509513161107724954e+03,
+    -4.83519191608651397019e+02,
+];
+const ERF_SB: [f64; 8] = [
+    1.0,
+    3.03380607434824582924e+01,
+    3.25792512996573918826e+02,
+    1.53672958608443695994e+03,
+    3.19985821950859553908e+03,
+    2.55305040643316442583e+03,
+    4.74528541206955367215e+02,
+    -2.24409524465858183362e+01,
+];
+
+/// `erf(x)`: FreeBSD `s_erf.c`'s four intervals, each computed on every lane and chosen by
+/// `|x|` (no branches). `f32` lanes run the `f64` method in `f64` lanes and are rounded once,
+/// so both precisions keep its accuracy (`erf(±0) = ±0`, `±1` from `|x| = 6`, NaN kept).
+pub(super) fn erf(v: &mut Vb<'_, '_>, x: Value) -> Value {
+    match v.prec {
+        Prec::F64 => erf_f64(v, x),
+        Prec::F32 => {
+            let (lo, hi) = v.split_f32x4(x);
+            v.prec = Prec::F64;
+            let lo = erf_f64(v, lo);
+            let hi = erf_f64(v, hi);
+            v.prec = Prec::F32;
+            v.join_f32x4(lo, hi)
+        }
+    }
+}
+
+/// [`erf`] on `f64` lanes.
+fn erf_f64(v: &mut Vb<'_, '_>, x: Value) -> Value {
+    let ax = v.abs(x);
+    // [0, 0.84375): x + x R(x²); below 2^-28, (8x + 8(2/√π - 1)x)/8 keeps subnormal results.
+    let z = v.mul(x, x);
+    let p = v.poly(z, &ERF_PP);
+    let q = v.poly(z, &ERF_QQ);
+    let r = v.div(p, q);
+    let small = v.mul_add(x, x, r);
+    let x8 = v.mul_c(x, 8.0);
+    let tiny = v.mul_c(x, ERF_EFX8);
+    let tiny = v.add(x8, tiny);
+    let tiny = v.mul_c(tiny, 0.125);
+    let is_tiny = v.fcmp_c(FloatCC::LessThan, ax, f64::from_bits(0x3e30_0000_0000_0000));
+    let small = v.sel(is_tiny, tiny, small);
+    // [0.84375, 1.25): erx + P/Q(|x| - 1).
+    let s = v.add_c(ax, -1.0);
+    let p = v.poly(s, &ERF_PA);
+    let q = v.poly(s, &ERF_QA);
+    let r = v.div(p, q);
+    let middle = v.add_c(r, ERF_ERX);
+    // [1.25, 6): 1 - e^(−z² − 0.5625) e^((z − |x|)(z + |x|) + R/S) / |x|, with z = |x| cut to
+    // its high 21 significant bits so that z² is exact.
+    let square = v.mul(ax, ax);
+    let one = v.c(1.0);
+    let t = v.div(one, square);
+    let ra = v.poly(t, &ERF_RA);
+    let sa = v.poly(t, &ERF_SA);
+    let rb = v.poly(t, &ERF_RB);
+    let sb = v.poly(t, &ERF_SB);
+    let near = v.fcmp_c(FloatCC::LessThan, ax, f64::from_bits(0x4006_db6d_0000_0000));
+    let rr = v.sel(near, ra, rb);
+    let ss = v.sel(near, sa, sb);
+    let head = v.trunc_low_bits(ax, 32);
+    let head_sq = v.mul(head, head);
+    let a = v.neg(head_sq);
+    let a = v.add_c(a, -0.5625);
+    let ea = exp(v, a);
+    let d1 = v.sub(head, ax);
+    let d2 = v.add(head, ax);
+    let d = v.mul(d1, d2);
+    let rs = v.div(rr, ss);
+    let d = v.add(d, rs);
+    let eb = exp(v, d);
+    let e = v.mul(ea, eb);
+    let e = v.div(e, ax);
+    let one = v.c(1.0);
+    let far = v.sub(one, e);
+    let below_125 = v.fcmp_c(FloatCC::LessThan, ax, 1.25);
+    let big = v.sel(below_125, middle, far);
+    let below_6 = v.fcmp_c(FloatCC::LessThan, ax, 6.0);
+    let big = v.sel(below_6, big, one);
+    let big = v.copysign(big, x);
+    let below_084 = v.fcmp_c(FloatCC::LessThan, ax, 0.84375);
+    let res = v.sel(below_084, small, big);
+    // NaN fails every comparison above: keep it.
+    let nan = v.is_nan(x);
+    v.sel(nan, x, res)
+}

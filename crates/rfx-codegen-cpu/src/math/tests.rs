@@ -31,7 +31,7 @@ impl Op {
     }
 }
 
-const OPS: [Op; 14] = [
+const OPS: [Op; 15] = [
     Op::Un(UnaryOp::Sin),
     Op::Un(UnaryOp::Cos),
     Op::Un(UnaryOp::Tan),
@@ -44,6 +44,7 @@ const OPS: [Op; 14] = [
     Op::Un(UnaryOp::Asin),
     Op::Un(UnaryOp::Acos),
     Op::Un(UnaryOp::Sigmoid),
+    Op::Un(UnaryOp::Erf),
     Op::Bin(BinaryOp::Atan2),
     Op::Bin(BinaryOp::Pow),
 ];
@@ -183,6 +184,9 @@ fn reference(op: Op, x: f64, y: f64) -> f64 {
                 1.0 / (1.0 + (-x).exp())
             }
         }
+        // `libm`'s `erf` (std has none), the IR's reference.
+        Op::Un(UnaryOp::Erf) => rfx_ir::semantics::unary(UnaryOp::Erf, rfx_ir::Scalar::F64(x))
+            .map_or(f64::NAN, rfx_ir::Scalar::to_f64),
         Op::Bin(BinaryOp::Atan2) => x.atan2(y),
         Op::Bin(BinaryOp::Pow) => x.powf(y),
         Op::Un(_) | Op::Bin(_) => unreachable!("not a transcendental op"),
@@ -275,6 +279,7 @@ fn interesting_range(op: Op, f64_lanes: bool) -> (f64, f64) {
         Op::Un(UnaryOp::Tanh) => (-12.0, 12.0),
         Op::Un(UnaryOp::Atan) => (-30.0, 30.0),
         Op::Un(UnaryOp::Asin | UnaryOp::Acos) => (-1.0, 1.0),
+        Op::Un(UnaryOp::Erf) => (-7.0, 7.0),
         Op::Un(UnaryOp::Sigmoid) => {
             if f64_lanes {
                 (-750.0, 60.0)
@@ -588,6 +593,7 @@ fn special_cases() -> Vec<(Op, f64, f64, f64)> {
         UnaryOp::Tanh,
         UnaryOp::Atan,
         UnaryOp::Asin,
+        UnaryOp::Erf,
     ] {
         cases.push(un(op, 0.0, 0.0));
         cases.push(un(op, -0.0, -0.0));
@@ -643,6 +649,10 @@ fn special_cases() -> Vec<(Op, f64, f64, f64)> {
         un(UnaryOp::Sigmoid, inf, 1.0),
         un(UnaryOp::Sigmoid, 0.0, 0.5),
         un(UnaryOp::Sigmoid, -0.0, 0.5),
+        un(UnaryOp::Erf, inf, 1.0),
+        un(UnaryOp::Erf, -inf, -1.0),
+        un(UnaryOp::Erf, 6.0, 1.0),
+        un(UnaryOp::Erf, -30.0, -1.0),
         // atan2 (C99 F.9.1.4).
         bin(BinaryOp::Atan2, 0.0, 0.0, 0.0),
         bin(BinaryOp::Atan2, -0.0, 0.0, -0.0),

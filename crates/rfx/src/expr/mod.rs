@@ -33,7 +33,7 @@
 //! shapes), dtype names (`f32`, `f64`, `i32`, `bool`, for `cast`) and function calls.
 //!
 //! Functions: every unary HIR op by name (`sin cos tan exp exp2 log log2 sqrt rsqrt recip abs
-//! sign floor ceil round tanh atan asin acos sigmoid neg not`, with NumPy aliases `arctan
+//! sign floor ceil round tanh atan asin acos sigmoid erf neg not`, with NumPy aliases `arctan
 //! arcsin arccos ln`); `minimum`, `maximum`, `atan2`/`arctan2`, `pow`/`power`, `fmod`, `add`,
 //! `sub`/`subtract`, `mul`/`multiply`, `div`/`divide`, `logical_and`, `logical_or`,
 //! `logical_not`, `lt le gt ge eq ne`; `isnan isinf isfinite`; `where(c, a, b)`/`select`; `clip(x, lo, hi)`/`clamp`;

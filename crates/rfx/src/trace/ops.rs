@@ -59,6 +59,8 @@ unary_methods! {
     acos => Acos,
     /// Logistic function.
     sigmoid => Sigmoid,
+    /// The error function (`scipy.special.erf`); the Gaussian CDF is `(1 + erf(x/√2))/2`.
+    erf => Erf,
     /// Logical not (bool).
     logical_not => Not,
 }

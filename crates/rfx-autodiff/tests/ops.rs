@@ -33,6 +33,9 @@ fn unary_cases() -> Vec<(UnaryOp, (f64, f64), Deriv)> {
             let s = 1.0 / (1.0 + (-x).exp());
             s * (1.0 - s)
         }),
+        (UnaryOp::Erf, (-2.5, 2.5), |x| {
+            std::f64::consts::FRAC_2_SQRT_PI * (-x * x).exp()
+        }),
         // Piecewise constant: zero derivative away from the jumps (sampled off integers).
         (UnaryOp::Sign, (0.1, 0.9), |_| 0.0),
         (UnaryOp::Floor, (0.1, 0.9), |_| 0.0),

@@ -9,8 +9,9 @@
 //! - a backend must give the LIR interpreter's bits (any NaN equals any NaN) on kernels without
 //!   transcendental ops ([`UnaryOp::is_transcendental`], `pow`, `atan2`);
 //! - GPU kernels whose schedule says `gpu_tree` (lowering sets it where 1024 or more points per
-//!   output are reduced) run as trees, whose float rounding differs from the interpreter's order: there only outputs computed without any float
-//!   reduction are compared (an i32 or bool output computed from a float sum may differ too);
+//!   output are reduced) run as trees, whose float rounding differs from the interpreter's
+//!   order: there only outputs computed without any float reduction are compared (an i32 or
+//!   bool output computed from a float sum may differ too);
 //! - `hir-interp` must give `lir-interp`'s bits on kernels without float reductions where no
 //!   refining rewrite fired: lowering splits reductions into lanes (`Schedule::reduce_lanes`),
 //!   which changes float sums and, through ±0 ties, `max` and `min`; a refining rewrite
@@ -30,17 +31,10 @@
 //!   GPU trees (as above), as are values where the backend documents no bound (metal outside
 //!   its lavapipe table's ranges, or on another device).
 //!
-//! Large-kernel mode ([`FuzzConfig::large`], `rfx fuzz --large`) generates elementwise
-//! kernels of 1,000 to 20,000 ops heavy in transcendentals instead, and compares each backend
-//! with `lir-interp` within a tolerance (the kernels' ops do not amplify rounding errors), with
-//! no shrinking: it checks that kernel size alone (stack frames, staging, compile time) breaks
-//! nothing.
+//! Large-kernel mode ([`FuzzConfig::large`]) compares each backend with `lir-interp` within
+//! [`LARGE_TOLERANCE_F32`] / [`LARGE_TOLERANCE_F64`] instead.
 //!
-//! An error from a path whose reference succeeded is a mismatch, except a typed
-//! [`BackendError::Unsupported`] (metal has no `f64`; sizes beyond a device's limits), which is
-//! counted as a skip. A mismatching kernel is shrunk (see [`shrink`]) and, with
-//! [`FuzzConfig::save_dir`], written as `<path>_<seed>.rfx`: a `#` comment header followed by
-//! the HIR text, which `rfx run` and the regression test read back.
+//! [`UnaryOp::is_transcendental`]: rfx_ir::UnaryOp::is_transcendental
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -32,7 +32,7 @@ pub struct Mismatch {
     pub kernel: String,
     /// Non-input nodes before and after shrinking.
     pub ops_before_after: (usize, usize),
-    /// The file written, with [`FuzzConfig::save_dir`].
+    /// The file written, with [`FuzzConfig::save_dir`](crate::FuzzConfig::save_dir).
     pub saved: Option<PathBuf>,
 }
 

@@ -1,6 +1,9 @@
 //! Lowering on random kernels: lowered programs run by the LIR interpreter against the HIR
 //! interpreter, and the memory plans of random programs.
 
+mod common;
+
+use common::same_values;
 use std::time::Duration;
 
 use rfx_check::generator::{KernelGenConfig, random_kernel};
@@ -11,17 +14,6 @@ use rfx_ir::testgen::{TestRng, random_inputs};
 use rfx_ir::{Array, ArrayView};
 use rfx_lower::{InterpBackend, LowerConfig, execute_lowered, lower};
 use rfx_opt::{OptConfig, optimize};
-
-fn same_values(a: &Array, b: &Array) -> bool {
-    a.shape() == b.shape()
-        && a.dtype() == b.dtype()
-        && (0..a.data().len()).all(|i| {
-            let (x, y) = (a.get(i), b.get(i));
-            x == y
-                || x.zip(y)
-                    .is_some_and(|(x, y)| x.to_f64().is_nan() && y.to_f64().is_nan())
-        })
-}
 
 fn lower_kernel(kernel: &Kernel) -> LirProgram {
     lower_with(kernel, &LowerConfig::default())

@@ -3,23 +3,15 @@
 //! every op, broadcasting, reductions, several outputs, and NaN/±Inf/−0/subnormals among the
 //! inputs. 10,000 kernels per run.
 
+mod common;
+
+use common::same_values;
 use rfx_check::generator::{KernelGenConfig, random_kernel};
 use rfx_ir::Array;
 use rfx_ir::hir::{Kernel, Op};
 use rfx_ir::interp::{Mode, run_hir, run_mir};
 use rfx_ir::testgen::{TestRng, random_inputs};
 use rfx_opt::{OptConfig, fuse_chains, optimize, sink_transposes};
-
-fn same_values(a: &Array, b: &Array) -> bool {
-    a.shape() == b.shape()
-        && a.dtype() == b.dtype()
-        && (0..a.data().len()).all(|i| {
-            let (x, y) = (a.get(i), b.get(i));
-            x == y
-                || x.zip(y)
-                    .is_some_and(|(x, y)| x.to_f64().is_nan() && y.to_f64().is_nan())
-        })
-}
 
 fn check(seed: u64, config: &OptConfig, kernel_gen: &KernelGenConfig) -> bool {
     let mut rng = TestRng::new(seed);

@@ -14,6 +14,39 @@ pub(super) struct AcrossRow<'a> {
     pub(super) reduced_numel: usize,
 }
 
+/// Innermost reduced rows up to this long are unrolled (reductions with outputs in lanes).
+const UNROLL_ROW: usize = 16;
+
+/// What [`Gen::emit_output_group`] needs to reduce a group of outputs in lanes.
+#[derive(Clone, Copy)]
+pub(super) struct GroupPlan<'a> {
+    /// Lanes: outputs per group.
+    pub(super) w: u8,
+    /// The body's reductions, in order.
+    pub(super) reduces: &'a [(ReduceOp, BufId, DType)],
+    /// Bytes each access advances per point of the innermost reduced dim.
+    pub(super) row_steps: &'a [i64],
+    /// Loads read as rows and transposed ([`Gen::transposed_rows`]).
+    pub(super) transposable: &'a [(usize, usize)],
+    /// Points in the innermost reduced dim.
+    pub(super) inner: usize,
+    /// Outer reduced rows per output.
+    pub(super) rows_reduced: usize,
+    /// The first reduced loop dim.
+    pub(super) split: usize,
+    /// The reduced dims before the innermost.
+    pub(super) outer_reduced: &'a [usize],
+    /// Outputs in a row of outputs.
+    pub(super) cols: usize,
+    /// Points each output reduces.
+    pub(super) reduced_numel: usize,
+    /// A single output whose short row is evaluated `pw` points at a time.
+    pub(super) points_in_vectors: bool,
+    pub(super) pw: usize,
+    /// Loop dims of the kernel.
+    pub(super) rank: usize,
+}
+
 impl<'k> Gen<'_, 'k> {
     /// Whether a reduction kernel runs with its outputs in the vector lanes
     /// ([`Gen::emit_reduction_across`]): when each output accumulates in one sequential
@@ -50,8 +83,6 @@ impl<'k> Gen<'_, 'k> {
         hi: Value,
         reduce_dims: usize,
     ) -> Result<KernelShape, BackendError> {
-        /// Innermost reduced rows up to this long are unrolled.
-        const UNROLL_ROW: usize = 16;
         let kernel = self.kernel();
         let w = self.cur.width;
         let dims = kernel.dims.clone();
@@ -99,187 +130,31 @@ impl<'k> Gen<'_, 'k> {
         // Loads of one element per output lane whose rows run contiguously along the reduced
         // dim, in full 128-bit vectors: read `w` points of each output's row as one vector and
         // transpose (`Gen::transposed_rows`).
-        let transposable: Vec<(usize, usize)> = if w > 1 && !points_in_vectors && reduce_dims > 0 {
-            kernel
-                .body
-                .iter()
-                .enumerate()
-                .filter_map(|(i, inst)| {
-                    let Inst::Load { dst, .. } = inst else { return None };
-                    let k = self.fx.info.access_of.get(i).copied().flatten()?;
-                    let access = &self.fx.info.accesses[k];
-                    let dtype = self.slot_dtype(*dst).ok()?;
-                    let bytes = access.elem_bytes();
-                    let gathered = !matches!(self.inner_stride(k), 0 | 1);
-                    let along_row = row_steps.get(k).copied() == Some(bytes as i64);
-                    (gathered && along_row && dtype != DType::Bool && bytes * usize::from(w) == 16)
-                        .then_some((i, k))
-                })
-                .collect()
+        let transposable = if w > 1 && !points_in_vectors && reduce_dims > 0 {
+            self.transposable_loads(&row_steps)
         } else {
             Vec::new()
         };
 
-        // One group of `w` outputs at column `col` of the row whose offsets are `row_offs`.
-        let group = |g: &mut Self,
-                     b: &mut FunctionBuilder<'_>,
-                     row: Value,
-                     row_offs: &[Value],
-                     col: Value| {
-            let mut accs = Vec::with_capacity(reduces.len());
-            for &(op, _, dtype) in &reduces {
-                let mut e = Emitter {
-                    b: &mut *b,
-                    w,
-                    imports: g.fx.imports,
-                };
-                accs.push(e.constant(identity(op, dtype)?));
-            }
-            // The points of one outer reduced row: the innermost reduced dim, unrolled when short.
-            let reduced_row = |g: &mut Self, b: &mut FunctionBuilder<'_>, ptrs: &[Value], accs: &[Value]| {
-                let mut accs = accs.to_vec();
-                if points_in_vectors {
-                    // Positions along the row's own axis: vectors of `pw` points, then single
-                    // points for what is left.
-                    let outer = g.cur.inner_axis;
-                    g.cur.inner_axis = Some(rank - 1);
-                    let chunks = inner / pw;
-                    let width = u8::try_from(pw).unwrap_or(1);
-                    for (start, count) in (0..chunks)
-                        .map(|c| (c * pw, width))
-                        .chain((chunks * pw..inner).map(|j| (j, 1)))
-                    {
-                        let at = b.ins().iconst(types::I64, start as i64);
-                        let mut values = Vec::new();
-                        g.emit_body(b, count, at, ptrs, &mut values)?;
-                        for ((acc, (_, value)), &(op, _, dtype)) in accs.iter_mut().zip(values).zip(&reduces)
-                        {
-                            for lane in 0..count {
-                                let mut e = Emitter {
-                                    b: &mut *b,
-                                    w: count,
-                                    imports: g.fx.imports,
-                                };
-                                let x = if count == 1 {
-                                    value
-                                } else {
-                                    e.lane(value, dtype, lane)
-                                };
-                                let mut e = Emitter {
-                                    b: &mut *b,
-                                    w: 1,
-                                    imports: g.fx.imports,
-                                };
-                                *acc = e.combine(op, *acc, x, dtype)?;
-                            }
-                        }
-                    }
-                    g.cur.inner_axis = outer;
-                    return Ok(accs);
-                }
-                let point =
-                    |g: &mut Self, b: &mut FunctionBuilder<'_>, ptrs: &[Value], accs: &mut [Value]| {
-                        let mut values = Vec::new();
-                        g.emit_body(b, w, col, ptrs, &mut values)?;
-                        for ((acc, (_, value)), &(op, _, dtype)) in accs.iter_mut().zip(values).zip(&reduces)
-                        {
-                            let mut e = Emitter {
-                                b: &mut *b,
-                                w,
-                                imports: g.fx.imports,
-                            };
-                            *acc = e.combine(op, *acc, value, dtype)?;
-                        }
-                        Ok::<(), BackendError>(())
-                    };
-                // `w` points at a time where rows can be read as vectors and transposed (the
-                // gathered loads, one element per output, become `w` vector loads and a
-                // transpose), then single points.
-                let chunked = if transposable.is_empty() {
-                    0
-                } else {
-                    inner - inner % usize::from(w)
-                };
-                let chunk = |g: &mut Self, b: &mut FunctionBuilder<'_>, at: &[Value], accs: &mut [Value]| {
-                    let points = g.transposed_rows(b, &transposable, col, at)?;
-                    for t in 0..usize::from(w) {
-                        let at_t: Vec<Value> = at
-                            .iter()
-                            .zip(&row_steps)
-                            .map(|(&p, &step)| g.add_imm(b, p, step * t as i64))
-                            .collect();
-                        for (&(i, _), vectors) in transposable.iter().zip(&points) {
-                            g.cur.preloaded.insert(i, vectors[t]);
-                        }
-                        let done = point(g, b, &at_t, accs);
-                        g.cur.preloaded.clear();
-                        done?;
-                    }
-                    Ok::<(), BackendError>(())
-                };
-                if inner <= UNROLL_ROW {
-                    let at_j = |g: &mut Self, b: &mut FunctionBuilder<'_>, j: usize| -> Vec<Value> {
-                        ptrs.iter()
-                            .zip(&row_steps)
-                            .map(|(&p, &step)| g.add_imm(b, p, step * j as i64))
-                            .collect()
-                    };
-                    for j0 in (0..chunked).step_by(usize::from(w)) {
-                        let at = at_j(g, b, j0);
-                        chunk(g, b, &at, &mut accs)?;
-                    }
-                    for j in chunked..inner {
-                        let at = at_j(g, b, j);
-                        point(g, b, &at, &mut accs)?;
-                    }
-                    return Ok(accs);
-                }
-                let start = b.ins().iconst(types::I64, 0);
-                let end = b.ins().iconst(types::I64, inner as i64);
-                let accs = if chunked > 0 {
-                    let chunks_end = b.ins().iconst(types::I64, chunked as i64);
-                    let (_, accs) = g.emit_loop(
-                        b,
-                        start,
-                        chunks_end,
-                        i64::from(w),
-                        &accs,
-                        &mut |g, b, j, carried| {
-                            let mut accs = carried.to_vec();
-                            let at = g.point_pointers(b, ptrs, &row_steps, j);
-                            chunk(g, b, &at, &mut accs)?;
-                            Ok(accs)
-                        },
-                    )?;
-                    accs
-                } else {
-                    accs
-                };
-                let start = b.ins().iconst(types::I64, chunked as i64);
-                let (_, accs) = g.emit_loop(b, start, end, 1, &accs, &mut |g, b, j, carried| {
-                    let mut accs = carried.to_vec();
-                    let at = g.point_pointers(b, ptrs, &row_steps, j);
-                    point(g, b, &at, &mut accs)?;
-                    Ok(accs)
-                })?;
-                Ok::<Vec<Value>, BackendError>(accs)
-            };
-            if rows_reduced == 1 {
-                let ptrs = g.pointers(b, row_offs)?;
-                accs = reduced_row(g, b, &ptrs, &accs)?;
-            } else {
-                let start = b.ins().iconst(types::I64, 0);
-                let end = b.ins().iconst(types::I64, rows_reduced as i64);
-                let outer_reduced = outer_reduced.clone();
-                let (_, carried) = g.emit_loop(b, start, end, 1, &accs, &mut |g, b, rr, carried| {
-                    let offs = g.offsets(b, rr, split, &outer_reduced, row_offs);
-                    let ptrs = g.pointers(b, &offs)?;
-                    reduced_row(g, b, &ptrs, carried)
-                })?;
-                accs = carried;
-            }
-            g.store_reduced(b, &accs, row, cols, col, reduced_numel)
+        let plan = GroupPlan {
+            w,
+            reduces: &reduces,
+            row_steps: &row_steps,
+            transposable: &transposable,
+            inner,
+            rows_reduced,
+            split,
+            outer_reduced: &outer_reduced,
+            cols,
+            reduced_numel,
+            points_in_vectors,
+            pw,
+            rank,
         };
+        let group =
+            |g: &mut Self, b: &mut FunctionBuilder<'_>, row: Value, row_offs: &[Value], col: Value| {
+                g.emit_output_group(b, &plan, (row, row_offs), col)
+            };
         let across = AcrossRow {
             row_steps: &row_steps,
             inner,
@@ -337,6 +212,239 @@ impl<'k> Gen<'_, 'k> {
         };
         self.finish(b);
         Ok(shape)
+    }
+
+    /// The loads of one element per output lane whose rows run contiguously along the reduced
+    /// dim (`row_steps`), in full 128-bit vectors: `(body index, access)` of each.
+    fn transposable_loads(&self, row_steps: &[i64]) -> Vec<(usize, usize)> {
+        let w = self.cur.width;
+        let kernel = self.kernel();
+        kernel
+            .body
+            .iter()
+            .enumerate()
+            .filter_map(|(i, inst)| {
+                let Inst::Load { dst, .. } = inst else { return None };
+                let k = self.fx.info.access_of.get(i).copied().flatten()?;
+                let access = &self.fx.info.accesses[k];
+                let dtype = self.slot_dtype(*dst).ok()?;
+                let bytes = access.elem_bytes();
+                let gathered = !matches!(self.inner_stride(k), 0 | 1);
+                let along_row = row_steps.get(k).copied() == Some(bytes as i64);
+                (gathered && along_row && dtype != DType::Bool && bytes * usize::from(w) == 16)
+                    .then_some((i, k))
+            })
+            .collect()
+    }
+
+    /// One group of `w` outputs at column `col` of row `row`, whose offsets are `row_offs`:
+    /// its accumulators over every reduced row, finished and stored.
+    fn emit_output_group(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        plan: &GroupPlan<'_>,
+        (row, row_offs): (Value, &[Value]),
+        col: Value,
+    ) -> Result<(), BackendError> {
+        let g = self;
+        let GroupPlan {
+            w,
+            reduces,
+            rows_reduced,
+            split,
+            outer_reduced,
+            cols,
+            reduced_numel,
+            ..
+        } = *plan;
+        let mut accs = Vec::with_capacity(reduces.len());
+        for &(op, _, dtype) in reduces {
+            let mut e = Emitter {
+                b: &mut *b,
+                w,
+                imports: g.fx.imports,
+            };
+            accs.push(e.constant(identity(op, dtype)?));
+        }
+        if rows_reduced == 1 {
+            let ptrs = g.pointers(b, row_offs)?;
+            accs = g.emit_reduced_row(b, plan, &ptrs, &accs, col)?;
+        } else {
+            let start = b.ins().iconst(types::I64, 0);
+            let end = b.ins().iconst(types::I64, rows_reduced as i64);
+            let (_, carried) = g.emit_loop(b, start, end, 1, &accs, &mut |g, b, rr, carried| {
+                let offs = g.offsets(b, rr, split, outer_reduced, row_offs);
+                let ptrs = g.pointers(b, &offs)?;
+                g.emit_reduced_row(b, plan, &ptrs, carried, col)
+            })?;
+            accs = carried;
+        }
+        g.store_reduced(b, &accs, row, cols, col, reduced_numel)
+    }
+
+    /// The points of one outer reduced row (from `ptrs`) folded into the accumulators `accs`
+    /// of the group at column `col`: the innermost reduced dim, unrolled when short.
+    fn emit_reduced_row(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        plan: &GroupPlan<'_>,
+        ptrs: &[Value],
+        accs: &[Value],
+        col: Value,
+    ) -> Result<Vec<Value>, BackendError> {
+        let g = self;
+        let GroupPlan {
+            w,
+            reduces,
+            row_steps,
+            transposable,
+            inner,
+            points_in_vectors,
+            ..
+        } = *plan;
+        let mut accs = accs.to_vec();
+        if points_in_vectors {
+            return g.reduce_points_in_vectors(b, plan, ptrs, accs);
+        }
+        let point = |g: &mut Self, b: &mut FunctionBuilder<'_>, ptrs: &[Value], accs: &mut [Value]| {
+            let mut values = Vec::new();
+            g.emit_body(b, w, col, ptrs, &mut values)?;
+            for ((acc, (_, value)), &(op, _, dtype)) in accs.iter_mut().zip(values).zip(reduces) {
+                let mut e = Emitter {
+                    b: &mut *b,
+                    w,
+                    imports: g.fx.imports,
+                };
+                *acc = e.combine(op, *acc, value, dtype)?;
+            }
+            Ok::<(), BackendError>(())
+        };
+        // `w` points at a time where rows can be read as vectors and transposed (the
+        // gathered loads, one element per output, become `w` vector loads and a
+        // transpose), then single points.
+        let chunked = if transposable.is_empty() {
+            0
+        } else {
+            inner - inner % usize::from(w)
+        };
+        let chunk = |g: &mut Self, b: &mut FunctionBuilder<'_>, at: &[Value], accs: &mut [Value]| {
+            let points = g.transposed_rows(b, transposable, col, at)?;
+            for t in 0..usize::from(w) {
+                let at_t: Vec<Value> = at
+                    .iter()
+                    .zip(row_steps)
+                    .map(|(&p, &step)| g.add_imm(b, p, step * t as i64))
+                    .collect();
+                for (&(i, _), vectors) in transposable.iter().zip(&points) {
+                    g.cur.preloaded.insert(i, vectors[t]);
+                }
+                let done = point(g, b, &at_t, accs);
+                g.cur.preloaded.clear();
+                done?;
+            }
+            Ok::<(), BackendError>(())
+        };
+        if inner <= UNROLL_ROW {
+            let at_j = |g: &mut Self, b: &mut FunctionBuilder<'_>, j: usize| -> Vec<Value> {
+                ptrs.iter()
+                    .zip(row_steps)
+                    .map(|(&p, &step)| g.add_imm(b, p, step * j as i64))
+                    .collect()
+            };
+            for j0 in (0..chunked).step_by(usize::from(w)) {
+                let at = at_j(g, b, j0);
+                chunk(g, b, &at, &mut accs)?;
+            }
+            for j in chunked..inner {
+                let at = at_j(g, b, j);
+                point(g, b, &at, &mut accs)?;
+            }
+            return Ok(accs);
+        }
+        let start = b.ins().iconst(types::I64, 0);
+        let end = b.ins().iconst(types::I64, inner as i64);
+        let accs = if chunked > 0 {
+            let chunks_end = b.ins().iconst(types::I64, chunked as i64);
+            let (_, accs) = g.emit_loop(
+                b,
+                start,
+                chunks_end,
+                i64::from(w),
+                &accs,
+                &mut |g, b, j, carried| {
+                    let mut accs = carried.to_vec();
+                    let at = g.point_pointers(b, ptrs, row_steps, j);
+                    chunk(g, b, &at, &mut accs)?;
+                    Ok(accs)
+                },
+            )?;
+            accs
+        } else {
+            accs
+        };
+        let start = b.ins().iconst(types::I64, chunked as i64);
+        let (_, accs) = g.emit_loop(b, start, end, 1, &accs, &mut |g, b, j, carried| {
+            let mut accs = carried.to_vec();
+            let at = g.point_pointers(b, ptrs, row_steps, j);
+            point(g, b, &at, &mut accs)?;
+            Ok(accs)
+        })?;
+        Ok(accs)
+    }
+
+    /// A single output's short row evaluated `pw` points at a time along the row's own axis,
+    /// then single points, each lane folded into `accs` in order.
+    fn reduce_points_in_vectors(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        plan: &GroupPlan<'_>,
+        ptrs: &[Value],
+        mut accs: Vec<Value>,
+    ) -> Result<Vec<Value>, BackendError> {
+        let g = self;
+        let GroupPlan {
+            reduces,
+            inner,
+            pw,
+            rank,
+            ..
+        } = *plan;
+        // Positions along the row's own axis: vectors of `pw` points, then single
+        // points for what is left.
+        let outer = g.cur.inner_axis;
+        g.cur.inner_axis = Some(rank - 1);
+        let chunks = inner / pw;
+        let width = u8::try_from(pw).unwrap_or(1);
+        for (start, count) in (0..chunks)
+            .map(|c| (c * pw, width))
+            .chain((chunks * pw..inner).map(|j| (j, 1)))
+        {
+            let at = b.ins().iconst(types::I64, start as i64);
+            let mut values = Vec::new();
+            g.emit_body(b, count, at, ptrs, &mut values)?;
+            for ((acc, (_, value)), &(op, _, dtype)) in accs.iter_mut().zip(values).zip(reduces) {
+                for lane in 0..count {
+                    let mut e = Emitter {
+                        b: &mut *b,
+                        w: count,
+                        imports: g.fx.imports,
+                    };
+                    let x = if count == 1 {
+                        value
+                    } else {
+                        e.lane(value, dtype, lane)
+                    };
+                    let mut e = Emitter {
+                        b: &mut *b,
+                        w: 1,
+                        imports: g.fx.imports,
+                    };
+                    *acc = e.combine(op, *acc, x, dtype)?;
+                }
+            }
+        }
+        g.cur.inner_axis = outer;
+        Ok(accs)
     }
 
     /// For each `(body index, access)` of `loads` (an access of one element per output lane,

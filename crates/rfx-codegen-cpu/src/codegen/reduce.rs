@@ -287,22 +287,7 @@ impl<'k> Gen<'_, 'k> {
         let outer_reduced = reduced[..reduce_dims.saturating_sub(1)].to_vec();
         let reduced_numel: usize = reduced.iter().product();
         let lanes = kernel.schedule.reduce_lanes.max(1);
-        // Lay out the partials: each reduction gets `lanes` elements, 16-byte aligned.
-        let mut reduces = Vec::new();
-        let mut offset = 0usize;
-        for (index, (op, buf, dtype)) in self.reductions()?.into_iter().enumerate() {
-            reduces.push(ReduceInfo {
-                index,
-                op,
-                buf,
-                dtype,
-                offset,
-            });
-            offset += (lanes as usize * dtype.size_bytes()).div_ceil(16) * 16;
-        }
-        let size = u32::try_from(offset.max(16)).map_err(|_| internal("partials too large"))?;
-        let slot = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, size, 4));
-        let partials = Partials { slot, lanes, reduces };
+        let (partials, size) = self.partials(b, lanes)?;
         // A long float sum is blocked into leaves whose partials a binary counter combines
         // pairwise (`ReduceLeaves`): the interpreter's order, whatever the vector width.
         let rows: usize = outer_reduced.iter().product();
@@ -330,25 +315,7 @@ impl<'k> Gen<'_, 'k> {
         let tiles = self.cur.tiles.take();
         self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, lead, _| {
             let lead_offs = g.offsets(b, lead, 0, &leading, &zeros);
-            // Every partial starts at the identity.
-            for r in &partials.reduces {
-                let identity = identity(r.op, r.dtype)?;
-                let mut e = Emitter {
-                    b: &mut *b,
-                    w: 1,
-                    imports: g.fx.imports,
-                };
-                let value = e.constant(identity);
-                for lane in 0..partials.lanes as usize {
-                    let off = i32::try_from(r.offset + lane * r.dtype.size_bytes())
-                        .map_err(|_| internal("partials"))?;
-                    b.ins().stack_store(types::I64, value, partials.slot, off);
-                }
-            }
-            if let Some(tree) = &tree {
-                let zero = b.ins().iconst(types::I64, 0);
-                b.ins().stack_store(types::I64, zero, tree.counter, 0);
-            }
+            g.reset_partials(b, &partials, tree.as_ref())?;
             let outer_reduced = outer_reduced.clone();
             // The rows `row_lo..row_hi`, whole.
             let emit_rows = |g: &mut Self, b: &mut FunctionBuilder<'_>, row_lo: Value, row_hi: Value| {
@@ -436,37 +403,7 @@ impl<'k> Gen<'_, 'k> {
             if let Some(tree) = &tree {
                 g.fold_leaves(b, &partials, tree)?;
             }
-            // Combine the partials in lane order, finish, store at the leading index.
-            for r in &partials.reduces {
-                let ty = cl_type(r.dtype, 1);
-                let mut total = b.ins().stack_load(
-                    types::I64,
-                    ty,
-                    partials.slot,
-                    i32::try_from(r.offset).unwrap_or(0),
-                );
-                for lane in 1..partials.lanes as usize {
-                    let off = i32::try_from(r.offset + lane * r.dtype.size_bytes())
-                        .map_err(|_| internal("partials"))?;
-                    let part = b.ins().stack_load(types::I64, ty, partials.slot, off);
-                    let mut e = Emitter {
-                        b: &mut *b,
-                        w: 1,
-                        imports: g.fx.imports,
-                    };
-                    total = e.combine(r.op, total, part, r.dtype)?;
-                }
-                let mut e = Emitter {
-                    b: &mut *b,
-                    w: 1,
-                    imports: g.fx.imports,
-                };
-                let finished = finish(&mut e, r.op, total, r.dtype, reduced_numel)?;
-                let base = g.base(r.buf)?;
-                let byte = b.ins().imul_imm_s(lead, r.dtype.size_bytes() as i64);
-                let addr = b.ins().iadd(base, byte);
-                b.ins().store(mem(), finished, addr, 0);
-            }
+            g.store_partials(b, &partials, lead, reduced_numel)?;
             Ok(Vec::new())
         })?;
         self.finish(b);
@@ -477,6 +414,96 @@ impl<'k> Gen<'_, 'k> {
             self.cur.width,
             self.min_points_per_thread(),
         ))
+    }
+
+    /// The partials of the kernel's reductions: each gets `lanes` elements, 16-byte aligned,
+    /// in one stack slot; with the slot's size in bytes.
+    fn partials(&mut self, b: &mut FunctionBuilder<'_>, lanes: u32) -> Result<(Partials, u32), BackendError> {
+        let mut reduces = Vec::new();
+        let mut offset = 0usize;
+        for (index, (op, buf, dtype)) in self.reductions()?.into_iter().enumerate() {
+            reduces.push(ReduceInfo {
+                index,
+                op,
+                buf,
+                dtype,
+                offset,
+            });
+            offset += (lanes as usize * dtype.size_bytes()).div_ceil(16) * 16;
+        }
+        let size = u32::try_from(offset.max(16)).map_err(|_| internal("partials too large"))?;
+        let slot = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, size, 4));
+        Ok((Partials { slot, lanes, reduces }, size))
+    }
+
+    /// Every partial set to its reduction's identity, and the leaf counter of `tree` to 0.
+    fn reset_partials(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        partials: &Partials,
+        tree: Option<&LeafTree>,
+    ) -> Result<(), BackendError> {
+        for r in &partials.reduces {
+            let identity = identity(r.op, r.dtype)?;
+            let mut e = Emitter {
+                b: &mut *b,
+                w: 1,
+                imports: self.fx.imports,
+            };
+            let value = e.constant(identity);
+            for lane in 0..partials.lanes as usize {
+                let off = i32::try_from(r.offset + lane * r.dtype.size_bytes())
+                    .map_err(|_| internal("partials"))?;
+                b.ins().stack_store(types::I64, value, partials.slot, off);
+            }
+        }
+        if let Some(tree) = tree {
+            let zero = b.ins().iconst(types::I64, 0);
+            b.ins().stack_store(types::I64, zero, tree.counter, 0);
+        }
+        Ok(())
+    }
+
+    /// The partials combined in lane order, finished (a mean divides by `reduced_numel`) and
+    /// stored at output element `lead`.
+    fn store_partials(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        partials: &Partials,
+        lead: Value,
+        reduced_numel: usize,
+    ) -> Result<(), BackendError> {
+        for r in &partials.reduces {
+            let ty = cl_type(r.dtype, 1);
+            let mut total = b.ins().stack_load(
+                types::I64,
+                ty,
+                partials.slot,
+                i32::try_from(r.offset).unwrap_or(0),
+            );
+            for lane in 1..partials.lanes as usize {
+                let off = i32::try_from(r.offset + lane * r.dtype.size_bytes())
+                    .map_err(|_| internal("partials"))?;
+                let part = b.ins().stack_load(types::I64, ty, partials.slot, off);
+                let mut e = Emitter {
+                    b: &mut *b,
+                    w: 1,
+                    imports: self.fx.imports,
+                };
+                total = e.combine(r.op, total, part, r.dtype)?;
+            }
+            let mut e = Emitter {
+                b: &mut *b,
+                w: 1,
+                imports: self.fx.imports,
+            };
+            let finished = finish(&mut e, r.op, total, r.dtype, reduced_numel)?;
+            let base = self.base(r.buf)?;
+            let byte = b.ins().imul_imm_s(lead, r.dtype.size_bytes() as i64);
+            let addr = b.ins().iadd(base, byte);
+            b.ins().store(mem(), finished, addr, 0);
+        }
+        Ok(())
     }
 
     /// Pushes the leaf the partials hold onto the binary counter of `tree` (see

@@ -150,6 +150,7 @@
 mod backend;
 mod codegen;
 mod gpu;
+mod helpers;
 mod shader;
 
 pub use backend::{MetalBackend, MetalProgram, msl, wgsl};

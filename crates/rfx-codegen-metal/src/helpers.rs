@@ -1,0 +1,114 @@
+//! The WGSL helper functions generated code calls where WGSL's operators differ from rfx's
+//! semantics, and rfx's own transcendentals. Each helper is a `.wgsl` file under `src/wgsl/`
+//! (named after the function it defines), included at compile time; [`Helper`]'s table names
+//! each once with the helpers it calls, transitively, as naga keeps its polyfills. A module
+//! emits the helpers it uses once each, in the table's order.
+
+/// Generates [`Helper`] from the table: `Variant => "file and function name", [helpers it
+/// calls, transitively];`.
+macro_rules! helpers {
+    ($($variant:ident => $name:literal, [$($dep:ident),*];)*) => {
+        /// A helper function the generated code may call; the order is the emission order.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+        pub(crate) enum Helper {
+            $($variant,)*
+        }
+
+        impl Helper {
+            /// Every helper, in the table's order.
+            #[cfg(test)]
+            pub(crate) const ALL: &'static [Helper] = &[$(Helper::$variant),*];
+
+            /// The WGSL function the generated code calls.
+            pub(crate) fn name(self) -> &'static str {
+                match self {
+                    $(Helper::$variant => $name,)*
+                }
+            }
+
+            /// Its WGSL source, `src/wgsl/<name>.wgsl`.
+            pub(crate) fn source(self) -> &'static str {
+                match self {
+                    $(Helper::$variant => include_str!(concat!("wgsl/", $name, ".wgsl")),)*
+                }
+            }
+
+            /// Every helper it calls, transitively.
+            pub(crate) fn deps(self) -> &'static [Helper] {
+                match self {
+                    $(Helper::$variant => &[$(Helper::$dep),*],)*
+                }
+            }
+        }
+    };
+}
+
+// `rfx_fmod_f32` is C's fmod, exact and loop-free (llvmpipe budgets loop iterations per
+// invocation): with `|x| = mx 2^(ex-150)` and `|y| = my 2^(ey-150)`, the result is
+// `((mx 2^(ex-ey)) mod my) 2^(ey-150)`, computed by integer remainders 8 bits at a time
+// (`r < my <= 2^24`, so `r << 8` fits a u32), then rebuilt exactly (fmod's result is always
+// representable). `rfx_exact.wgsl` also defines `rfx_exact2`; `rfx_two_prod.wgsl` also
+// `rfx_two_sum` and `rfx_split`.
+helpers! {
+    Exact => "rfx_exact", [];
+    IsNan => "rfx_isnan", [];
+    MinF32 => "rfx_min_f32", [IsNan];
+    MaxF32 => "rfx_max_f32", [IsNan];
+    SignF32 => "rfx_sign_f32", [];
+    FmodF32 => "rfx_fmod_f32", [];
+    PowF32 => "rfx_pow_f32", [IsNan, Log2Dd, DoubleF32, Scale2, Exp2Poly, Exact];
+    SigmoidF32 => "rfx_sigmoid_f32", [Scale2, ExpF32, Exact];
+    TanhF32 => "rfx_tanh_f32", [];
+    Atan2F32 => "rfx_atan2_f32", [IsNan, AtanF32, Exact];
+    AtanF32 => "rfx_atan_f32", [Exact];
+    AsinPoly => "rfx_asin_poly", [];
+    AsinF32 => "rfx_asin_f32", [AsinPoly, Exact];
+    AcosF32 => "rfx_acos_f32", [AsinPoly, Exact];
+    Scale2 => "rfx_scale2", [];
+    ExpF32 => "rfx_exp_f32", [Scale2, Exact];
+    Exp2F32 => "rfx_exp2_f32", [Scale2, Exp2Poly, Exact];
+    Exp2Poly => "rfx_exp2_poly", [];
+    DoubleF32 => "rfx_two_prod", [Exact];
+    Log2Dd => "rfx_log2_dd", [DoubleF32, Exact];
+    Trig => "rfx_trig", [Exact];
+    SinF32 => "rfx_sin_f32", [Trig, Exact];
+    CosF32 => "rfx_cos_f32", [Trig, Exact];
+    TanF32 => "rfx_tan_f32", [Trig, Exact];
+    LogParts => "rfx_log_parts", [];
+    LogF32 => "rfx_log_f32", [LogParts];
+    Log2F32 => "rfx_log2_f32", [LogParts];
+    ErfF32 => "rfx_erf_f32", [IsNan, Scale2, ExpF32, Exact];
+    F32ToI32 => "rfx_f32_to_i32", [IsNan];
+    DivI32 => "rfx_div_i32", [];
+    FmodI32 => "rfx_fmod_i32", [];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Helper;
+
+    /// Each file defines its function, and the table lists every helper a helper calls, with
+    /// what those call in turn (the list is closed under its own entries).
+    #[test]
+    fn every_helper_defines_its_function_and_lists_what_it_calls() {
+        for &helper in Helper::ALL {
+            let source = helper.source();
+            assert!(source.contains(&format!("fn {}(", helper.name())), "{helper:?}");
+            for &other in Helper::ALL {
+                let calls = source.contains(&format!("{}(", other.name()))
+                    && !source.contains(&format!("fn {}(", other.name()));
+                if calls {
+                    assert!(helper.deps().contains(&other), "{helper:?} calls {other:?}");
+                }
+            }
+            for dep in helper.deps() {
+                for inner in dep.deps() {
+                    assert!(
+                        helper.deps().contains(inner),
+                        "{helper:?} needs {inner:?} through {dep:?}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -37,10 +37,7 @@ pub(crate) const ALLOWED_WORKSPACE_DEPS: &[(&str, &[&str])] = &[
     ("rfx-control", &["rfx", "rfx-ir"]),
     // The checking crate drives backends through the `Backend` trait only; code generators
     // dev-depend on it for the conformance suite.
-    (
-        "rfx-check",
-        &["rfx-ir", "rfx-opt", "rfx-autodiff", "rfx-lower"],
-    ),
+    ("rfx-check", &["rfx-ir", "rfx-opt", "rfx-autodiff", "rfx-lower"]),
     (
         "rfx-cli",
         &[
@@ -243,6 +240,29 @@ mod tests {
         let deps =
             read_manifest("[package]\nname = \"rfx-ir\"\n[dependencies]\nrfx-lower = \"0.1\"\n").unwrap();
         assert_eq!(check_manifest(&deps).len(), 1);
+    }
+
+    #[test]
+    fn the_checking_crate_reaches_backends_only_through_the_trait() {
+        let deps = read_manifest(
+            "[package]\nname = \"rfx-check\"\n[dependencies]\nrfx-lower.workspace = true\nrfx-codegen-cpu.workspace = true\n[dev-dependencies]\nrfx-codegen-cuda = { path = \"../rfx-codegen-cuda\" }\n",
+        )
+        .unwrap();
+        let problems = check_manifest(&deps);
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("may not depend on `rfx-codegen-cpu`"));
+        // A code generator's tests may use it (it does not depend on them); the optimiser's
+        // may not (it depends on the optimiser).
+        let backend = read_manifest(
+            "[package]\nname = \"rfx-codegen-metal\"\n[dev-dependencies]\nrfx-check = { path = \"../rfx-check\" }\n",
+        )
+        .unwrap();
+        assert!(check_manifest(&backend).is_empty());
+        let optimiser = read_manifest(
+            "[package]\nname = \"rfx-opt\"\n[dev-dependencies]\nrfx-check = { path = \"../rfx-check\" }\n",
+        )
+        .unwrap();
+        assert_eq!(check_manifest(&optimiser).len(), 1);
     }
 
     #[test]

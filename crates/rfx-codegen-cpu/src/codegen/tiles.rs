@@ -2,6 +2,9 @@
 
 use super::*;
 
+/// The values one body instruction reads that the body defines: `(defining body index, slot)`.
+type Reads = Vec<(usize, SlotId)>;
+
 /// One step of a tiled elementwise body, run over a whole tile before the next begins.
 pub(super) enum Segment {
     /// Body instructions `insts`, vectorised over the tile. `loads` are the values it reads from
@@ -173,12 +176,27 @@ impl<'k> Gen<'_, 'k> {
         b: &mut FunctionBuilder<'_>,
         direct: bool,
     ) -> Result<Option<TilePlan>, BackendError> {
+        let body = &self.kernel().body;
+        let (reads, routines) = self.body_reads()?;
+        if routines.iter().all(Option::is_none) {
+            return Ok(None);
+        }
+        let Some((mut segments, segment_of, reduced)) = self.segments(&reads, &routines)? else {
+            return Ok(None);
+        };
+        let skipped = self.direct_accesses(&mut segments, &reads, direct);
+        let staged_defs = staged_values(body, &mut segments, (&reads, &routines), (&segment_of, &skipped));
+        self.allocate_staging(b, segments, &staged_defs, reduced)
+    }
+
+    /// For each body instruction, the defining body index of each value it reads (the
+    /// preamble's are left out) and the routine computing it (only for values computed per
+    /// point: an invariant one is in the preamble).
+    fn body_reads(&self) -> Result<(Vec<Reads>, Vec<Option<AotFn>>), BackendError> {
         let kernel = self.kernel();
         let body = &kernel.body;
-        // For each instruction, the defining body index of each value it reads (`None`: the
-        // preamble's), and the routine computing it.
         let mut current: Vec<Option<usize>> = vec![None; kernel.slots.len()];
-        let mut reads: Vec<Vec<(usize, SlotId)>> = Vec::with_capacity(body.len());
+        let mut reads: Vec<Reads> = Vec::with_capacity(body.len());
         let mut routines: Vec<Option<AotFn>> = Vec::with_capacity(body.len());
         for (i, inst) in body.iter().enumerate() {
             let mut defs = Vec::new();
@@ -197,9 +215,22 @@ impl<'k> Gen<'_, 'k> {
                 *def = Some(i);
             }
         }
-        if routines.iter().all(Option::is_none) {
-            return Ok(None);
-        }
+        Ok((reads, routines))
+    }
+
+    /// The body cut into segments: runs of inline instructions between routine calls (a `sin`
+    /// and a `cos` of one value share one `sincos` call), with each instruction's segment and
+    /// the values the reductions fold (`None`: the body does not tile).
+    #[expect(
+        clippy::type_complexity,
+        reason = "the segments and two per-instruction facts"
+    )]
+    fn segments(
+        &self,
+        reads: &[Reads],
+        routines: &[Option<AotFn>],
+    ) -> Result<Option<(Vec<Segment>, Vec<usize>, Vec<usize>)>, BackendError> {
+        let body = &self.kernel().body;
         let routine_srcs = |i: usize| -> Vec<TileSrc> {
             body[i]
                 .srcs()
@@ -281,6 +312,14 @@ impl<'k> Gen<'_, 'k> {
                 loads: Vec::new(),
             });
         }
+        Ok(Some((segments, segment_of, reduced)))
+    }
+
+    /// Marks the routine arguments read straight from a contiguous program input and the
+    /// results written straight into a contiguous program output (with `direct`); returns the
+    /// stores a routine now does itself.
+    fn direct_accesses(&self, segments: &mut [Segment], reads: &[Reads], direct: bool) -> Vec<bool> {
+        let body = &self.kernel().body;
         // Direct routine arguments: a contiguous load of a program input, and a result whose
         // only use is a contiguous store into a program output (of the routine's dtype: a load
         // gives and a store takes its buffer's dtype).
@@ -298,7 +337,7 @@ impl<'k> Gen<'_, 'k> {
             })
         };
         let mut skipped = vec![false; body.len()];
-        for segment in &mut segments {
+        for segment in segments.iter_mut() {
             if let Segment::Call {
                 routine,
                 srcs,
@@ -330,88 +369,21 @@ impl<'k> Gen<'_, 'k> {
                 }
             }
         }
-        // Values read in a later segment than their own are staged, except a direct routine
-        // argument; so are routine results that are not written directly.
-        // `(routine instruction, argument definition)` for every argument read directly.
-        let direct_src: Vec<(usize, usize)> = segments
-            .iter()
-            .flat_map(|segment| match segment {
-                Segment::Call {
-                    srcs,
-                    dsts,
-                    src_accesses,
-                    ..
-                } => dsts
-                    .iter()
-                    .flat_map(|&dst| {
-                        srcs.iter()
-                            .zip(src_accesses)
-                            .filter_map(move |(&src, access)| match (src, access) {
-                                (TileSrc::Body(def), Some(_)) => Some((dst, def)),
-                                _ => None,
-                            })
-                    })
-                    .collect::<Vec<_>>(),
-                Segment::Ops { .. } => Vec::new(),
-            })
-            .collect();
-        let direct_dst: Vec<usize> = segments
-            .iter()
-            .flat_map(|segment| match segment {
-                Segment::Call {
-                    dsts, dst_accesses, ..
-                } => dsts
-                    .iter()
-                    .zip(dst_accesses)
-                    .filter_map(|(&dst, access)| access.map(|_| dst))
-                    .collect(),
-                Segment::Ops { .. } => Vec::new(),
-            })
-            .collect();
-        let mut staged_defs: Vec<usize> = Vec::new();
-        for (i, defs) in reads.iter().enumerate() {
-            if skipped[i] {
-                continue;
-            }
-            for &(def, slot) in defs {
-                if segment_of[def] == segment_of[i] || direct_src.contains(&(i, def)) {
-                    continue;
-                }
-                if !staged_defs.contains(&def) {
-                    staged_defs.push(def);
-                }
-                if let Some(Segment::Ops { loads, .. }) = segments.get_mut(segment_of[i]) {
-                    loads.push((i, def, slot));
-                }
-            }
-            if routines[i].is_some() && !direct_dst.contains(&i) && !staged_defs.contains(&i) {
-                staged_defs.push(i);
-            }
-        }
-        // Drop the stores a routine now does itself, and loads nothing reads any more.
-        let read_in_segment = |i: usize, insts: &[usize]| {
-            insts
-                .iter()
-                .any(|&j| reads[j].iter().any(|&(def, _)| def == i) && !skipped[j])
-        };
-        for segment in &mut segments {
-            if let Segment::Ops { insts, .. } = segment {
-                let keep: Vec<usize> = insts
-                    .iter()
-                    .copied()
-                    .filter(|&i| {
-                        let dead_load = matches!(body[i], Inst::Load { .. })
-                            && !staged_defs.contains(&i)
-                            && !read_in_segment(i, insts);
-                        !skipped[i] && !dead_load
-                    })
-                    .collect();
-                *insts = keep;
-            }
-        }
-        segments.retain(|segment| !matches!(segment, Segment::Ops { insts, .. } if insts.is_empty()));
+        skipped
+    }
+
+    /// The staging buffers of the plan's staged values and invariant arguments, shared by
+    /// liveness and 32-byte aligned (`None` when they exceed [`TILE_STAGING_MAX`]).
+    fn allocate_staging(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        segments: Vec<Segment>,
+        staged_defs: &[usize],
+        reduced: Vec<usize>,
+    ) -> Result<Option<TilePlan>, BackendError> {
+        let body = &self.kernel().body;
         let mut cells = HashMap::with_capacity(staged_defs.len());
-        for &def in &staged_defs {
+        for &def in staged_defs {
             let slot = body[def]
                 .dst()
                 .ok_or_else(|| internal("staged value without a slot"))?;
@@ -943,4 +915,95 @@ impl<'k> Gen<'_, 'k> {
         }
         Ok(false)
     }
+}
+
+/// The values staged across segments (their defining body indices): those read in a later
+/// segment than their own, except a direct routine argument, and routine results not written
+/// directly. Adds each staged read to its ops segment's loads, drops the stores a routine now
+/// does itself and loads nothing reads any more, and empty ops segments.
+fn staged_values(
+    body: &[Inst],
+    segments: &mut Vec<Segment>,
+    (reads, routines): (&[Reads], &[Option<AotFn>]),
+    (segment_of, skipped): (&[usize], &[bool]),
+) -> Vec<usize> {
+    // `(routine instruction, argument definition)` for every argument read directly.
+    let direct_src: Vec<(usize, usize)> = segments
+        .iter()
+        .flat_map(|segment| match segment {
+            Segment::Call {
+                srcs,
+                dsts,
+                src_accesses,
+                ..
+            } => dsts
+                .iter()
+                .flat_map(|&dst| {
+                    srcs.iter()
+                        .zip(src_accesses)
+                        .filter_map(move |(&src, access)| match (src, access) {
+                            (TileSrc::Body(def), Some(_)) => Some((dst, def)),
+                            _ => None,
+                        })
+                })
+                .collect::<Vec<_>>(),
+            Segment::Ops { .. } => Vec::new(),
+        })
+        .collect();
+    let direct_dst: Vec<usize> = segments
+        .iter()
+        .flat_map(|segment| match segment {
+            Segment::Call {
+                dsts, dst_accesses, ..
+            } => dsts
+                .iter()
+                .zip(dst_accesses)
+                .filter_map(|(&dst, access)| access.map(|_| dst))
+                .collect(),
+            Segment::Ops { .. } => Vec::new(),
+        })
+        .collect();
+    let mut staged_defs: Vec<usize> = Vec::new();
+    for (i, defs) in reads.iter().enumerate() {
+        if skipped[i] {
+            continue;
+        }
+        for &(def, slot) in defs {
+            if segment_of[def] == segment_of[i] || direct_src.contains(&(i, def)) {
+                continue;
+            }
+            if !staged_defs.contains(&def) {
+                staged_defs.push(def);
+            }
+            if let Some(Segment::Ops { loads, .. }) = segments.get_mut(segment_of[i]) {
+                loads.push((i, def, slot));
+            }
+        }
+        if routines[i].is_some() && !direct_dst.contains(&i) && !staged_defs.contains(&i) {
+            staged_defs.push(i);
+        }
+    }
+    // Drop the stores a routine now does itself, and loads nothing reads any more.
+    let read_in_segment = |i: usize, insts: &[usize]| {
+        insts
+            .iter()
+            .any(|&j| reads[j].iter().any(|&(def, _)| def == i) && !skipped[j])
+    };
+    for segment in segments.iter_mut() {
+        if let Segment::Ops { insts, .. } = segment {
+            let keep: Vec<usize> = insts
+                .iter()
+                .copied()
+                .filter(|&i| {
+                    let dead_load = matches!(body[i], Inst::Load { .. })
+                        && !staged_defs.contains(&i)
+                        && !read_in_segment(i, insts);
+                    !skipped[i] && !dead_load
+                })
+                .collect();
+            *insts = keep;
+        }
+    }
+    segments.retain(|segment| !matches!(segment, Segment::Ops { insts, .. } if insts.is_empty()));
+    staged_defs
 }

@@ -149,10 +149,11 @@ pub const TAIL_MIN_SAMPLES: [(f64, usize); 2] = [(0.99, 1_000), (0.999, 10_000)]
 const TAIL_SAMPLES: usize = 10_000;
 const TAIL_BUDGET: Duration = Duration::from_secs(1);
 
-/// How many single calls to time when `iterations` calls took `mean` each: `iterations`, raised
-/// to 10,000 (p99.9) or else 1,000 (p99) when that many calls fit in about a second.
-pub fn tail_samples(iterations: usize, mean: Duration) -> usize {
-    let fits = |count: usize| mean.as_secs_f64() * count as f64 <= TAIL_BUDGET.as_secs_f64();
+/// How many single calls to time when the first `iterations` calls took `typical` each (their
+/// median: one preempted call must not decide): `iterations`, raised to 10,000 (p99.9) or else
+/// 1,000 (p99) when that many calls fit in about a second.
+pub fn tail_samples(iterations: usize, typical: Duration) -> usize {
+    let fits = |count: usize| typical.as_secs_f64() * count as f64 <= TAIL_BUDGET.as_secs_f64();
     let wanted = TAIL_MIN_SAMPLES
         .iter()
         .rev()
@@ -733,8 +734,10 @@ fn time_calls(p: &mut Prepared, iterations: usize, delay: Duration) -> anyhow::R
     for i in 1..=iterations {
         samples.push(timed(i)?);
     }
-    let mean = samples.iter().map(Duration::as_secs_f64).sum::<f64>() / samples.len().max(1) as f64;
-    let total = tail_samples(iterations, Duration::from_secs_f64(mean));
+    let mut first = samples.clone();
+    first.sort_unstable();
+    let typical = first.get(first.len() / 2).copied().unwrap_or_default();
+    let total = tail_samples(iterations, typical);
     for i in iterations + 1..=total {
         samples.push(timed(i)?);
     }

@@ -270,6 +270,57 @@ fn uses_gpu_tree(lir: &LirProgram) -> bool {
     lir.kernels().iter().any(|k| k.schedule.gpu_tree)
 }
 
+/// What checking one kernel found: the mismatches as `(path, description)`, and comparisons
+/// and skips counted into a report when one is given.
+struct Tally<'r> {
+    mismatches: Vec<(String, String)>,
+    report: Option<&'r mut FuzzReport>,
+}
+
+impl Tally<'_> {
+    /// Counts a comparison on `path` (`None`) or a skip with its reason.
+    fn count(&mut self, path: &str, what: Option<String>) {
+        if let Some(report) = self.report.as_deref_mut() {
+            match what {
+                None => report.compared(path),
+                Some(reason) => report.skip(path, reason),
+            }
+        }
+    }
+
+    /// Counts a kernel whose transcendental values on `path` were checked against bounds.
+    fn within_bounds(&mut self, path: &str) {
+        if let Some(report) = self.report.as_deref_mut() {
+            report.within_bounds(path);
+        }
+    }
+
+    fn mismatch(&mut self, path: &str, description: String) {
+        self.mismatches.push((path.to_string(), description));
+    }
+}
+
+/// A kernel with its inputs, lowered and run on the reference path (`lir-interp`), for the
+/// other paths to be compared with.
+struct Reference<'a> {
+    kernel: &'a Kernel,
+    inputs: &'a [Array],
+    traits: Traits,
+    /// The kernel prepared for the bound-aware comparison (kernels with transcendentals).
+    probed: Option<Probed>,
+    lir: LirProgram,
+    /// The inputs in the LIR's order.
+    lir_inputs: Vec<ArrayView<'a>>,
+    /// The LIR interpreter's outputs, in the LIR's order.
+    outputs: Vec<Array>,
+}
+
+impl Reference<'_> {
+    fn output_names(&self) -> Vec<&str> {
+        self.lir.outputs().map(|(_, name, _)| name).collect()
+    }
+}
+
 /// Runs `kernel` on the paths of `paths` with the inputs of `seed`; returns the mismatches as
 /// `(path, description)`, and counts comparisons and skips into `report` when given.
 pub(crate) fn check(
@@ -278,218 +329,189 @@ pub(crate) fn check(
     kernel: &Kernel,
     seed: u64,
     paths: PathSet,
-    mut report: Option<&mut FuzzReport>,
+    report: Option<&mut FuzzReport>,
 ) -> Vec<(String, String)> {
-    let mut mismatches = Vec::new();
-    let mut count = |path: &str, what: Option<String>| {
-        if let Some(report) = report.as_deref_mut() {
-            match what {
-                None => report.compared(path),
-                Some(reason) => report.skip(path, reason),
-            }
-        }
+    let mut tally = Tally {
+        mismatches: Vec::new(),
+        report,
     };
     if let Some(describe) = config.inject
         && let Some(description) = describe(kernel)
     {
-        mismatches.push(("injected".to_string(), description));
+        tally.mismatch("injected", description);
     }
     let inputs = random_inputs(&mut TestRng::new(seed), kernel, SPECIAL_RATE);
-    let views: Vec<ArrayView<'_>> = inputs.iter().map(Array::view).collect();
+    let (reference, refined) = match run_reference(kernel, &inputs) {
+        Ok(found) => found,
+        Err((path, description)) => {
+            tally.mismatch(path, description);
+            return tally.mismatches;
+        }
+    };
+    tally.count("lir-interp", None);
+    if paths.hir {
+        check_hir(&reference, refined, &mut tally);
+    }
+    let backends = [
+        ("cpu", paths.cpu, &env.cpu),
+        ("metal", paths.metal, &env.metal),
+        ("cuda", paths.cuda, &env.cuda),
+    ];
+    for (path, wanted, backend) in backends {
+        if !wanted {
+            if path == "metal" {
+                tally.count(path, Some("not sampled (--metal-every)".into()));
+            }
+            continue;
+        }
+        match backend {
+            Ok(backend) => check_backend(&reference, path, *backend, &mut tally),
+            Err(reason) => tally.count(path, Some(reason.clone())),
+        }
+    }
+    tally.mismatches
+}
+
+/// `kernel` lowered and run by the LIR interpreter on `inputs`, and whether a refining rewrite
+/// fired; or the path that failed (`lower`, `lir-interp`) and why.
+fn run_reference<'a>(
+    kernel: &'a Kernel,
+    inputs: &'a [Array],
+) -> Result<(Reference<'a>, bool), (&'static str, String)> {
     let traits = traits_of(kernel);
     let probed = if traits.transcendental {
         probe(kernel)
     } else {
         None
     };
-    let mut within_bounds_paths = Vec::new();
-
-    let (lir, refined) = match lower_kernel(kernel) {
-        Ok(lowered) => lowered,
-        Err(e) => {
-            mismatches.push(("lower".to_string(), one_line(&e)));
-            return mismatches;
-        }
-    };
-    let named: Vec<(&str, ArrayView<'_>)> = kernel
+    let (lir, refined) = lower_kernel(kernel).map_err(|e| ("lower", one_line(&e)))?;
+    let named: Vec<(&str, ArrayView<'a>)> = kernel
         .inputs()
         .map(|(_, name, _)| name)
-        .zip(views.iter().copied())
+        .zip(inputs.iter().map(Array::view))
         .collect();
-    let lir_inputs = match order_inputs(&lir, &named) {
-        Ok(ordered) => ordered,
-        Err(e) => {
-            mismatches.push(("lower".to_string(), format!("the LIR's inputs: {e}")));
-            return mismatches;
-        }
+    let lir_inputs = order_inputs(&lir, &named).map_err(|e| ("lower", format!("the LIR's inputs: {e}")))?;
+    let outputs = run_lir(&lir, &lir_inputs, Mode::Native).map_err(|e| ("lir-interp", one_line(&e)))?;
+    let reference = Reference {
+        kernel,
+        inputs,
+        traits,
+        probed,
+        lir,
+        lir_inputs,
+        outputs,
     };
-    let reference = match run_lir(&lir, &lir_inputs, Mode::Native) {
-        Ok(outputs) => outputs,
-        Err(e) => {
-            mismatches.push(("lir-interp".to_string(), one_line(&e)));
-            return mismatches;
-        }
-    };
-    let output_names: Vec<&str> = lir.outputs().map(|(_, name, _)| name).collect();
-    count("lir-interp", None);
+    Ok((reference, refined))
+}
 
-    if paths.hir {
-        match run_hir(kernel, &views, Mode::Native) {
-            Err(e) => mismatches.push(("hir-interp".to_string(), one_line(&e))),
-            Ok(_) if refined => count(
-                "hir-interp",
-                Some("refined by the optimiser (pow(x, 2) -> x * x): ran only".into()),
-            ),
-            Ok(_) if traits.float_reduction => count(
-                "hir-interp",
-                Some("float reduction (lane order): ran only".into()),
-            ),
-            Ok(got) => {
-                // Match the HIR's outputs to the LIR's by name.
-                let by_name: Vec<(&str, &Array)> = kernel
-                    .outputs()
-                    .iter()
-                    .map(|o| o.name.as_str())
-                    .zip(&got)
-                    .collect();
-                let mut differs = None;
-                for (name, expected) in output_names.iter().zip(&reference) {
-                    match by_name.iter().find(|(n, _)| n == name) {
-                        None => differs = Some(format!("output `{name}` missing from the HIR")),
-                        Some((_, g)) => {
-                            if let Some(d) = first_difference(expected, g) {
-                                differs = Some(format!("output `{name}`: {d} (LIR interpreter vs HIR)"));
-                            }
-                        }
-                    }
-                    if differs.is_some() {
-                        break;
-                    }
-                }
-                match differs {
-                    Some(d) => mismatches.push(("hir-interp".to_string(), d)),
-                    None => count("hir-interp", None),
-                }
-            }
+/// The `hir-interp` path: the HIR interpreter's outputs must have the reference's bits, unless
+/// a refining rewrite fired or the kernel reduces floats (lanes change the order).
+fn check_hir(reference: &Reference<'_>, refined: bool, tally: &mut Tally<'_>) {
+    let kernel = reference.kernel;
+    let views: Vec<ArrayView<'_>> = reference.inputs.iter().map(Array::view).collect();
+    let got = match run_hir(kernel, &views, Mode::Native) {
+        Err(e) => return tally.mismatch("hir-interp", one_line(&e)),
+        Ok(_) if refined => {
+            let reason = "refined by the optimiser (pow(x, 2) -> x * x): ran only";
+            return tally.count("hir-interp", Some(reason.into()));
+        }
+        Ok(_) if reference.traits.float_reduction => {
+            let reason = "float reduction (lane order): ran only";
+            return tally.count("hir-interp", Some(reason.into()));
+        }
+        Ok(got) => got,
+    };
+    // Match the HIR's outputs to the LIR's by name.
+    let by_name: Vec<(&str, &Array)> = kernel
+        .outputs()
+        .iter()
+        .map(|o| o.name.as_str())
+        .zip(&got)
+        .collect();
+    for (name, expected) in reference.output_names().iter().zip(&reference.outputs) {
+        let differs = match by_name.iter().find(|(n, _)| n == name) {
+            None => Some(format!("output `{name}` missing from the HIR")),
+            Some((_, g)) => first_difference(expected, g)
+                .map(|d| format!("output `{name}`: {d} (LIR interpreter vs HIR)")),
+        };
+        if let Some(d) = differs {
+            return tally.mismatch("hir-interp", d);
         }
     }
+    tally.count("hir-interp", None);
+}
 
-    let backends: [(&str, bool, Result<&'static dyn Backend, String>); 3] = [
-        (
-            "cpu",
-            paths.cpu,
-            env.cpu.as_ref().map(|b| *b).map_err(Clone::clone),
-        ),
-        (
-            "metal",
-            paths.metal,
-            env.metal.as_ref().map(|b| *b).map_err(Clone::clone),
-        ),
-        (
-            "cuda",
-            paths.cuda,
-            env.cuda.as_ref().map(|b| *b).map_err(Clone::clone),
-        ),
-    ];
-    for (path, wanted, backend) in backends {
-        if !wanted {
-            if path == "metal" {
-                count(path, Some("not sampled (--metal-every)".into()));
+/// The path of `backend`: its outputs must have the reference's bits (behind GPU trees, those
+/// no float reduction feeds), the same on a second call where rounding could hide a race, and
+/// kernels with transcendentals are compared by [`within_bounds`].
+fn check_backend(reference: &Reference<'_>, path: &str, backend: &dyn Backend, tally: &mut Tally<'_>) {
+    let (kernel, traits) = (reference.kernel, &reference.traits);
+    let output_names = reference.output_names();
+    let tree = path != "cpu" && uses_gpu_tree(&reference.lir);
+    let repeat = traits.transcendental || tree;
+    let (got, again) = match run_backend(backend, &reference.lir, &reference.lir_inputs, repeat) {
+        Ok(results) => results,
+        Err(BackendError::Unsupported { what, .. }) => {
+            return tally.count(path, Some(format!("unsupported: {what}")));
+        }
+        Err(e) => return tally.mismatch(path, one_line(&e)),
+    };
+    if let Some(again) = &again {
+        let nondeterministic = output_names
+            .iter()
+            .zip(got.iter().zip(again))
+            .find_map(|(name, (a, b))| first_difference(a, b).map(|d| format!("output `{name}`: {d}")));
+        if let Some(d) = nondeterministic {
+            return tally.mismatch(path, format!("two calls differ: {d}"));
+        }
+    }
+    if traits.transcendental {
+        let Some(probed) = &reference.probed else {
+            return tally.count(path, Some("transcendental: ran twice, same bits".into()));
+        };
+        match within_bounds(backend, path != "cpu", probed, kernel, reference.inputs) {
+            Err(d) => tally.mismatch(path, d),
+            Ok(Bounded::Unsupported(reason)) => tally.count(path, Some(reason)),
+            Ok(Bounded::Compared { checked, reasons }) => {
+                if checked {
+                    tally.within_bounds(path);
+                }
+                for reason in reasons {
+                    tally.count(path, Some(reason));
+                }
+                tally.count(path, None);
             }
+        }
+        return;
+    }
+    let (mut partial, mut compared_any) = (false, false);
+    let outputs = output_names.iter().zip(reference.outputs.iter().zip(&got));
+    for (i, (name, (expected, g))) in outputs.enumerate() {
+        // The LIR's outputs follow the kernel's (by name; see `traits_of`).
+        let index = kernel.outputs().iter().position(|o| o.name == *name).unwrap_or(i);
+        let after_float_reduction = traits
+            .output_after_float_reduction
+            .get(index)
+            .copied()
+            .unwrap_or(true);
+        if tree && after_float_reduction {
+            partial = true;
             continue;
         }
-        let backend = match backend {
-            Ok(backend) => backend,
-            Err(reason) => {
-                count(path, Some(reason));
-                continue;
-            }
-        };
-        let tree = path != "cpu" && uses_gpu_tree(&lir);
-        let repeat = traits.transcendental || tree;
-        let (got, again) = match run_backend(backend, &lir, &lir_inputs, repeat) {
-            Ok(results) => results,
-            Err(BackendError::Unsupported { what, .. }) => {
-                count(path, Some(format!("unsupported: {what}")));
-                continue;
-            }
-            Err(e) => {
-                mismatches.push((path.to_string(), one_line(&e)));
-                continue;
-            }
-        };
-        if let Some(again) = &again {
-            let nondeterministic = output_names
-                .iter()
-                .zip(got.iter().zip(again))
-                .find_map(|(name, (a, b))| first_difference(a, b).map(|d| format!("output `{name}`: {d}")));
-            if let Some(d) = nondeterministic {
-                mismatches.push((path.to_string(), format!("two calls differ: {d}")));
-                continue;
-            }
-        }
-        if traits.transcendental {
-            let Some(probed) = &probed else {
-                count(path, Some("transcendental: ran twice, same bits".into()));
-                continue;
-            };
-            match within_bounds(backend, path != "cpu", probed, kernel, &inputs) {
-                Err(d) => mismatches.push((path.to_string(), d)),
-                Ok(Bounded::Unsupported(reason)) => count(path, Some(reason)),
-                Ok(Bounded::Compared { checked, reasons }) => {
-                    if checked {
-                        within_bounds_paths.push(path);
-                    }
-                    for reason in reasons {
-                        count(path, Some(reason));
-                    }
-                    count(path, None);
-                }
-            }
-            continue;
-        }
-        let mut differs = None;
-        let (mut partial, mut compared_any) = (false, false);
-        for (i, (name, (expected, g))) in output_names.iter().zip(reference.iter().zip(&got)).enumerate() {
-            // The LIR's outputs follow the kernel's (by name; see `traits_of`).
-            let index = kernel.outputs().iter().position(|o| o.name == *name).unwrap_or(i);
-            if tree
-                && traits
-                    .output_after_float_reduction
-                    .get(index)
-                    .copied()
-                    .unwrap_or(true)
-            {
-                partial = true;
-                continue;
-            }
-            compared_any = true;
-            if let Some(d) = first_difference(expected, g) {
-                differs = Some(format!("output `{name}`: {d} (LIR interpreter vs {path})"));
-                break;
-            }
-        }
-        match differs {
-            Some(d) => mismatches.push((path.to_string(), d)),
-            None => {
-                if partial {
-                    count(
-                        path,
-                        Some("GPU tree: float-reduction outputs not compared".into()),
-                    );
-                }
-                if compared_any || output_names.is_empty() {
-                    count(path, None);
-                }
-            }
+        compared_any = true;
+        if let Some(d) = first_difference(expected, g) {
+            return tally.mismatch(path, format!("output `{name}`: {d} (LIR interpreter vs {path})"));
         }
     }
-    if let Some(report) = report {
-        for path in within_bounds_paths {
-            report.within_bounds(path);
-        }
+    if partial {
+        tally.count(
+            path,
+            Some("GPU tree: float-reduction outputs not compared".into()),
+        );
     }
-    mismatches
+    if compared_any || output_names.is_empty() {
+        tally.count(path, None);
+    }
 }
 
 /// A kernel with transcendental ops prepared for the bound-aware comparison: the backend runs

@@ -4,6 +4,10 @@
 //! each once with the helpers it calls, transitively, as naga keeps its polyfills. A module
 //! emits the helpers it uses once each, in the table's order.
 
+use std::sync::OnceLock;
+
+use rfx_lower::coefficients;
+
 /// Generates [`Helper`] from the table: `Variant => "file and function name", [helpers it
 /// calls, transitively];`.
 macro_rules! helpers {
@@ -16,7 +20,6 @@ macro_rules! helpers {
 
         impl Helper {
             /// Every helper, in the table's order.
-            #[cfg(test)]
             pub(crate) const ALL: &'static [Helper] = &[$(Helper::$variant),*];
 
             /// The WGSL function the generated code calls.
@@ -26,8 +29,8 @@ macro_rules! helpers {
                 }
             }
 
-            /// Its WGSL source, `src/wgsl/<name>.wgsl`.
-            pub(crate) fn source(self) -> &'static str {
+            /// The text of `src/wgsl/<name>.wgsl`, coefficients still as `$NAME[i]`.
+            fn template(self) -> &'static str {
                 match self {
                     $(Helper::$variant => include_str!(concat!("wgsl/", $name, ".wgsl")),)*
                 }
@@ -41,6 +44,53 @@ macro_rules! helpers {
             }
         }
     };
+}
+
+impl Helper {
+    /// Its WGSL source: the file with each `$NAME[i]` (`$-NAME[i]`: negated) replaced by
+    /// coefficient `i` of the table `NAME` of [`rfx_lower::coefficients`] as a WGSL `f32`
+    /// literal, so that an approximation's coefficients are written once for every backend.
+    pub(crate) fn source(self) -> &'static str {
+        static FILLED: OnceLock<Vec<String>> = OnceLock::new();
+        let filled = FILLED.get_or_init(|| Helper::ALL.iter().map(|h| fill(h.template())).collect());
+        filled.get(self as usize).map_or("", String::as_str)
+    }
+}
+
+/// `template` with its coefficient references replaced. A reference to no table (a typo in a
+/// `.wgsl` file) is left as it is, and naga rejects the `$`.
+fn fill(template: &str) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(at) = rest.find('$') {
+        out.push_str(&rest[..at]);
+        let tail = &rest[at + 1..];
+        let (negate, tail) = tail.strip_prefix('-').map_or((false, tail), |t| (true, t));
+        match coefficient(tail) {
+            Some((value, len)) => {
+                let value = if negate { -value } else { value };
+                out.push_str(&format!("{value:e}f"));
+                rest = &tail[len..];
+            }
+            None => {
+                out.push('$');
+                rest = &rest[at + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The coefficient `NAME[i]` that `text` starts with, and the length of that reference.
+fn coefficient(text: &str) -> Option<(f64, usize)> {
+    let open = text.find('[')?;
+    let close = open + text[open..].find(']')?;
+    let (_, table) = coefficients::TABLES
+        .iter()
+        .find(|(name, _)| *name == &text[..open])?;
+    let index: usize = text[open + 1..close].parse().ok()?;
+    Some((*table.get(index)?, close + 1))
 }
 
 // `rfx_fmod_f32` is C's fmod, exact and loop-free (llvmpipe budgets loop iterations per
@@ -89,6 +139,23 @@ mod tests {
 
     /// Each file defines its function, and the table lists every helper a helper calls, with
     /// what those call in turn (the list is closed under its own entries).
+    /// The coefficients filled in from the shared table give the text the file held before it
+    /// had references, and no reference is left unfilled.
+    #[test]
+    fn coefficients_are_filled_in_from_the_shared_table() {
+        let tanh = Helper::TanhF32.source();
+        let expected = "let p = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z
+            + 1.33314422036e-1f) * z - 3.33332819422e-1f) * z;";
+        assert!(tanh.contains(expected), "{tanh}");
+        for &helper in Helper::ALL {
+            assert!(!helper.source().contains('$'), "{helper:?}");
+        }
+        assert_eq!(
+            super::fill("a $TANH_F32[9] $NONE[0] $-TANH_F32[0]"),
+            "a $TANH_F32[9] $NONE[0] 3.33332819422e-1f"
+        );
+    }
+
     #[test]
     fn every_helper_defines_its_function_and_lists_what_it_calls() {
         for &helper in Helper::ALL {

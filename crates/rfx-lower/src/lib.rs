@@ -16,6 +16,7 @@
 mod accuracy;
 mod args;
 mod backend;
+pub mod coefficients;
 mod config;
 mod error;
 mod executor;

@@ -1,6 +1,8 @@
 //! The `f32` routines: the scalar formulas (inlined into the AVX2 loops) and one
 //! `tile_routine!` per op.
 
+use rfx_lower::coefficients::TANH_F32;
+
 /// `1.5 * 2^23`: adding it rounds a float of magnitude below `2^22` to an integer, which then
 /// sits in the low mantissa bits.
 pub(super) const ROUND_MAGIC: f32 = 12_582_912.0;
@@ -211,16 +213,26 @@ pub(super) fn log2_fast(x: f32) -> f32 {
 /// `log2(e) - f32(log2(e))`.
 pub(super) const LOG2E_TAIL: f32 = 1.925_963e-8;
 
+/// Cephes `tanhf`'s polynomial, the shared table's coefficients rounded to `f32`.
+const TANH_POLY: [f32; 5] = [
+    TANH_F32[0] as f32,
+    TANH_F32[1] as f32,
+    TANH_F32[2] as f32,
+    TANH_F32[3] as f32,
+    TANH_F32[4] as f32,
+];
+
 /// `tanh x` for finite `x` (Cephes `tanhf`): an odd polynomial below `|x| = 0.625`, else
 /// `1 - 2 / (e^(2|x|) + 1)` with the sign of `x`; `±1` from `|x| = 9` on.
 #[inline(always)]
 pub(super) fn tanh_fast(x: f32) -> f32 {
     let a = x.abs();
     let z = x * x;
-    let p = z.mul_add(-5.704_988_7e-3, 2.063_909e-2);
-    let p = z.mul_add(p, -5.373_971_6e-2);
-    let p = z.mul_add(p, 1.333_144_2e-1);
-    let p = z.mul_add(p, -3.333_328e-1);
+    let c = TANH_POLY;
+    let p = z.mul_add(c[4], c[3]);
+    let p = z.mul_add(p, c[2]);
+    let p = z.mul_add(p, c[1]);
+    let p = z.mul_add(p, c[0]);
     // The sign restored so that `tanh(-0) = -0`.
     let small = (x * z).mul_add(p, x);
     let small = f32::from_bits(small.to_bits() | (x.to_bits() & 0x8000_0000));

@@ -9,6 +9,8 @@
 use cranelift_codegen::ir::Value;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 
+use rfx_lower::coefficients::TANH_F32;
+
 use super::vb::{Prec, Vb};
 
 const LOG2E: f64 = std::f64::consts::LOG2_E;
@@ -720,16 +722,7 @@ pub(super) fn tanh(v: &mut Vb<'_, '_>, x: Value) -> Value {
     let z = v.mul(x, x);
     let zp = match v.prec {
         Prec::F32 => {
-            let p = v.poly(
-                z,
-                &[
-                    -3.333_328_194_22e-1,
-                    1.333_144_220_36e-1,
-                    -5.373_971_555_31e-2,
-                    2.063_908_879_54e-2,
-                    -5.704_988_727_45e-3,
-                ],
-            );
+            let p = v.poly(z, &TANH_F32);
             v.mul(z, p)
         }
         Prec::F64 => {

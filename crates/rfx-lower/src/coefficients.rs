@@ -1,0 +1,16 @@
+//! Coefficients of the approximations that more than one code generator evaluates, one table
+//! per approximation, lowest degree first, as their sources publish them. The CPU backend's
+//! inline polynomials and tile routines and the WGSL helpers read these tables (the WGSL text
+//! is filled in from them), so an approximation's coefficients are written once.
+
+/// Cephes `tanhf.c`: `tanh x = x + x z P(z)` with `z = x²`, for `|x| < 0.625` (`f32`).
+pub const TANH_F32: [f64; 5] = [
+    -3.333_328_194_22e-1,
+    1.333_144_220_36e-1,
+    -5.373_971_555_31e-2,
+    2.063_908_879_54e-2,
+    -5.704_988_727_45e-3,
+];
+
+/// The tables by name, for text templates: `$NAME[i]` is coefficient `i` of `NAME`.
+pub const TABLES: &[(&str, &[f64])] = &[("TANH_F32", &TANH_F32)];

@@ -266,103 +266,130 @@ fn random_op(
             b.transpose(x, &perm).ok()
         }
         16 => random_literal(rng, b, &xt),
-        // A window: along each axis all of it, one element (which broadcasts back), or a
-        // random run.
-        17 => {
-            let (mut starts, mut window) = (Vec::new(), Vec::new());
-            for &d in xt.shape.dims() {
-                let len = match rng.below(3) {
-                    0 => d,
-                    1 => d.min(1),
-                    _ => rng.below(d + 1),
-                };
-                starts.push(rng.below(d - len + 1));
-                window.push(len);
-            }
-            b.slice(x, &starts, window).ok()
-        }
-        // Zeros around: along each axis none, up to two on either side, or filling an axis of
-        // one out to the extent of a neighbour's.
-        18 => {
-            let (mut low, mut dims) = (Vec::new(), Vec::new());
-            for &d in xt.shape.dims() {
-                let (lo, hi) = if d == 1 && rng.chance(0.5) {
-                    let to = 1 + rng.below(config.max_dim.max(1));
-                    let lo = rng.below(to);
-                    (lo, to - 1 - lo)
-                } else if rng.chance(0.3) {
-                    (0, 0)
-                } else {
-                    (rng.below(3), rng.below(3))
-                };
-                low.push(lo);
-                dims.push(lo + d + hi);
-            }
-            b.pad(x, &low, dims).ok()
-        }
-        // A lookup in `x` along a random axis, at an index of the same rank (its extent along
-        // the axis drawn afresh): a value that broadcasts to it (random inputs reach below 0,
-        // inside and past the table, and NaN), or an `iota`, or one minus it (all below 0).
-        19 => {
-            let rank = xt.shape.rank();
-            if rank == 0 {
-                return None;
-            }
-            let axis = rng.below(rank);
-            let mut dims = xt.shape.dims().to_vec();
-            dims[axis] = 1 + rng.below(config.max_dim.max(1));
-            let shape = Shape::new(dims.clone());
-            let numeric: Vec<ValueId> = values
-                .iter()
-                .copied()
-                .filter(|&v| {
-                    b.value_type(v)
-                        .is_ok_and(|t| t.dtype != DType::Bool && t.shape.broadcasts_to(&shape))
-                })
-                .collect();
-            let index = match rng.pick(&numeric) {
-                Some(&v) if rng.chance(0.7) => b.broadcast_to(v, dims.clone()).ok()?,
-                _ => {
-                    let dtype = *rng.pick(&[DType::I32, DType::F32, DType::F64])?;
-                    let count = b.iota(dtype, dims.clone(), axis).ok()?;
-                    if rng.chance(0.3) {
-                        let one = b.constant(Scalar::from_f64(dtype, 1.0), Vec::<usize>::new());
-                        b.binary(BinaryOp::Sub, one, count).ok()?
-                    } else {
-                        count
-                    }
-                }
-            };
-            b.gather(x, index, axis).ok()
-        }
-        // A running fold along a random axis, either way.
-        20 => {
-            let rank = xt.shape.rank();
-            if rank == 0 {
-                return None;
-            }
-            let op = *rng.pick(ScanOp::ALL)?;
-            let (axis, reverse) = (rng.below(rank), rng.chance(0.5));
-            if op == ScanOp::Linear {
-                // The coefficient: another value of the operand's type (often a constant
-                // splat, a filter's decay), never a bool.
-                let coef = if rng.chance(0.5) {
-                    let c = constant_like(rng, b, xt.dtype);
-                    b.broadcast_to(c, xt.shape.dims().to_vec()).ok()?
-                } else {
-                    let same: Vec<ValueId> = values
-                        .iter()
-                        .copied()
-                        .filter(|&v| b.value_type(v).is_ok_and(|t| *t == xt))
-                        .collect();
-                    *rng.pick(&same)?
-                };
-                return b.linrec(x, coef, axis, reverse).ok();
-            }
-            b.scan(op, x, axis, reverse).ok()
-        }
+        17 => random_slice(rng, b, x, &xt),
+        18 => random_pad(rng, config, b, x, &xt),
+        19 => random_gather(rng, config, b, values, x, &xt),
+        20 => random_scan(rng, b, values, x, &xt),
         _ => None,
     }
+}
+
+/// A window: along each axis all of it, one element (which broadcasts back), or a
+/// random run.
+fn random_slice(rng: &mut TestRng, b: &mut Builder, x: ValueId, xt: &TensorType) -> Option<ValueId> {
+    let (mut starts, mut window) = (Vec::new(), Vec::new());
+    for &d in xt.shape.dims() {
+        let len = match rng.below(3) {
+            0 => d,
+            1 => d.min(1),
+            _ => rng.below(d + 1),
+        };
+        starts.push(rng.below(d - len + 1));
+        window.push(len);
+    }
+    b.slice(x, &starts, window).ok()
+}
+
+/// Zeros around: along each axis none, up to two on either side, or filling an axis of
+/// one out to the extent of a neighbour's.
+fn random_pad(
+    rng: &mut TestRng,
+    config: &KernelGenConfig,
+    b: &mut Builder,
+    x: ValueId,
+    xt: &TensorType,
+) -> Option<ValueId> {
+    let (mut low, mut dims) = (Vec::new(), Vec::new());
+    for &d in xt.shape.dims() {
+        let (lo, hi) = if d == 1 && rng.chance(0.5) {
+            let to = 1 + rng.below(config.max_dim.max(1));
+            let lo = rng.below(to);
+            (lo, to - 1 - lo)
+        } else if rng.chance(0.3) {
+            (0, 0)
+        } else {
+            (rng.below(3), rng.below(3))
+        };
+        low.push(lo);
+        dims.push(lo + d + hi);
+    }
+    b.pad(x, &low, dims).ok()
+}
+
+/// A lookup in `x` along a random axis, at an index of the same rank (its extent along
+/// the axis drawn afresh): a value that broadcasts to it (random inputs reach below 0,
+/// inside and past the table, and NaN), or an `iota`, or one minus it (all below 0).
+fn random_gather(
+    rng: &mut TestRng,
+    config: &KernelGenConfig,
+    b: &mut Builder,
+    values: &[ValueId],
+    x: ValueId,
+    xt: &TensorType,
+) -> Option<ValueId> {
+    let rank = xt.shape.rank();
+    if rank == 0 {
+        return None;
+    }
+    let axis = rng.below(rank);
+    let mut dims = xt.shape.dims().to_vec();
+    dims[axis] = 1 + rng.below(config.max_dim.max(1));
+    let shape = Shape::new(dims.clone());
+    let numeric: Vec<ValueId> = values
+        .iter()
+        .copied()
+        .filter(|&v| {
+            b.value_type(v)
+                .is_ok_and(|t| t.dtype != DType::Bool && t.shape.broadcasts_to(&shape))
+        })
+        .collect();
+    let index = match rng.pick(&numeric) {
+        Some(&v) if rng.chance(0.7) => b.broadcast_to(v, dims.clone()).ok()?,
+        _ => {
+            let dtype = *rng.pick(&[DType::I32, DType::F32, DType::F64])?;
+            let count = b.iota(dtype, dims.clone(), axis).ok()?;
+            if rng.chance(0.3) {
+                let one = b.constant(Scalar::from_f64(dtype, 1.0), Vec::<usize>::new());
+                b.binary(BinaryOp::Sub, one, count).ok()?
+            } else {
+                count
+            }
+        }
+    };
+    b.gather(x, index, axis).ok()
+}
+
+/// A running fold along a random axis, either way.
+fn random_scan(
+    rng: &mut TestRng,
+    b: &mut Builder,
+    values: &[ValueId],
+    x: ValueId,
+    xt: &TensorType,
+) -> Option<ValueId> {
+    let rank = xt.shape.rank();
+    if rank == 0 {
+        return None;
+    }
+    let op = *rng.pick(ScanOp::ALL)?;
+    let (axis, reverse) = (rng.below(rank), rng.chance(0.5));
+    if op == ScanOp::Linear {
+        // The coefficient: another value of the operand's type (often a constant
+        // splat, a filter's decay), never a bool.
+        let coef = if rng.chance(0.5) {
+            let c = constant_like(rng, b, xt.dtype);
+            b.broadcast_to(c, xt.shape.dims().to_vec()).ok()?
+        } else {
+            let same: Vec<ValueId> = values
+                .iter()
+                .copied()
+                .filter(|&v| b.value_type(v).is_ok_and(|t| *t == *xt))
+                .collect();
+            *rng.pick(&same)?
+        };
+        return b.linrec(x, coef, axis, reverse).ok();
+    }
+    b.scan(op, x, axis, reverse).ok()
 }
 
 /// A literal of type `ty`: what [`random_array`] draws, with one float value in five one of

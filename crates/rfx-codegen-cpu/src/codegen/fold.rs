@@ -41,20 +41,13 @@ impl<'k> Gen<'_, 'k> {
             return None;
         }
         let lanes = usize::from(w.max(1));
-        let known = |v: Value| self.caches.known.borrow().get(&v).copied();
-        let at = match known(at) {
-            Some(Known::Const(p)) => Some(p),
-            _ => None,
-        };
-        // Element `e` of access `k` in each lane (its position's elements, or every lane's
-        // when the access does not advance along the vector).
-        let lane_elements = |k: usize, first: i64| -> Option<Vec<i64>> {
-            let stride = i64::try_from(self.inner_stride(k)).ok()?;
-            if stride == 0 {
-                return Some(vec![first; lanes]);
-            }
-            let p = at?;
-            Some((0..lanes as i64).map(|l| first + (p + l) * stride).collect())
+        let pos = FoldAt {
+            lanes,
+            at: match self.known_of(at) {
+                Some(Known::Const(p)) => Some(p),
+                _ => None,
+            },
+            offs,
         };
         let slot_count = kernel.slots.len();
         // The preamble's constants, by slot.
@@ -97,30 +90,11 @@ impl<'k> Gen<'_, 'k> {
                 Some(j) => affine[j].clone(),
                 None => None,
             };
-            // An integral constant per lane, exact in the index's dtype.
-            let offsets_of = |v: Option<Vec<Scalar>>| -> Option<Vec<i64>> {
-                v?.into_iter()
-                    .map(|x| match x {
-                        Scalar::I32(k) => Some(i64::from(k)),
-                        Scalar::F64(k) if k.fract() == 0.0 && k.abs() < 9.0e15 => Some(k as i64),
-                        _ => None,
-                    })
-                    .collect()
-            };
             let this_affine = match inst {
                 Inst::Index { dst, .. }
                     if matches!(kernel.slots.get(dst.index()), Some(DType::I32 | DType::F64)) =>
                 {
-                    access.and_then(|k| {
-                        let offset = *offs.get(k)?;
-                        let (row, first) = match known(offset) {
-                            Some(Known::Offset(row, c)) => (row, c),
-                            None => (offset, 0),
-                            Some(Known::Const(_)) => return None,
-                        };
-                        self.cur.index_ranges.contains_key(&row).then_some(())?;
-                        Some((row, lane_elements(k, first)?))
-                    })
+                    access.and_then(|k| self.affine_index(&pos, k))
                 }
                 Inst::Binary {
                     op: op @ (BinaryOp::Add | BinaryOp::Sub),
@@ -128,11 +102,11 @@ impl<'k> Gen<'_, 'k> {
                     rhs,
                     ..
                 } => match (affine_of(*lhs), affine_of(*rhs)) {
-                    (Some((row, a)), None) => offsets_of(value_of(*rhs)).map(|b| {
+                    (Some((row, a)), None) => integral_offsets(value_of(*rhs)).map(|b| {
                         let sign = if *op == BinaryOp::Sub { -1 } else { 1 };
                         (row, a.iter().zip(&b).map(|(x, y)| x + sign * y).collect())
                     }),
-                    (None, Some((row, b))) if *op == BinaryOp::Add => offsets_of(value_of(*lhs))
+                    (None, Some((row, b))) if *op == BinaryOp::Add => integral_offsets(value_of(*lhs))
                         .map(|a| (row, a.iter().zip(&b).map(|(x, y)| x + y).collect())),
                     _ => None,
                 },
@@ -140,88 +114,13 @@ impl<'k> Gen<'_, 'k> {
             };
             values[i] = match inst {
                 Inst::Const { value, .. } => Some(vec![*value; lanes]),
-                Inst::Index { dst, .. } => access.and_then(|k| {
-                    let Some(Known::Const(o)) = offs.get(k).and_then(|&v| known(v)) else {
-                        return None;
-                    };
-                    let dtype = *kernel.slots.get(dst.index())?;
-                    lane_elements(k, o)?
-                        .into_iter()
-                        .map(|e| {
-                            usize::try_from(e)
-                                .ok()
-                                .and_then(|e| rfx_ir::semantics::index_value(e, dtype))
-                        })
-                        .collect()
-                }),
-                Inst::Load { buf, .. } => access.and_then(|k| {
-                    let values = self.fx.info.literals.get(buf.index()).copied().flatten()?;
-                    // The pointer is the literal's base plus a known displacement.
-                    let (literal, ptr) = (self.base(*buf).ok()?, *offs.get(k)?);
-                    let bytes = match known(ptr) {
-                        Some(Known::Offset(base, bytes)) if base == literal => bytes,
-                        None if ptr == literal => 0,
-                        _ => return None,
-                    };
-                    let size = i64::try_from(self.fx.info.accesses.get(k)?.dtype.size_bytes()).ok()?;
-                    if bytes % size != 0 {
-                        return None;
-                    }
-                    lane_elements(k, bytes / size)?
-                        .into_iter()
-                        .map(|e| usize::try_from(e).ok().and_then(|e| values.get(e).copied()))
-                        .collect()
-                }),
-                Inst::Unary { op, src, .. } => (|| {
-                    let exact = matches!(
-                        op,
-                        UnaryOp::Not
-                            | UnaryOp::Neg
-                            | UnaryOp::Abs
-                            | UnaryOp::Floor
-                            | UnaryOp::Ceil
-                            | UnaryOp::Round
-                            | UnaryOp::Sqrt
-                    );
-                    let x = value_of(*src).filter(|_| exact)?;
-                    lanewise(&|l| rfx_ir::semantics::unary(*op, x[l]))
-                })(),
-                Inst::Cast { dst, src } => (|| {
-                    let x = value_of(*src)?;
-                    let to = *kernel.slots.get(dst.index())?;
-                    lanewise(&|l| Some(rfx_ir::semantics::cast(x[l], to)))
-                })(),
-                Inst::Compare { op, lhs, rhs, .. } => (|| {
-                    let (a, b) = (value_of(*lhs)?, value_of(*rhs)?);
-                    lanewise(&|l| rfx_ir::semantics::compare(*op, a[l], b[l]).map(Scalar::Bool))
-                })(),
-                Inst::Binary { op, lhs, rhs, .. } => (|| {
-                    let (a, b) = (value_of(*lhs), value_of(*rhs));
-                    let all = |v: &Option<Vec<Scalar>>, x: bool| {
-                        v.as_ref()
-                            .is_some_and(|v| v.iter().all(|&s| s == Scalar::Bool(x)))
-                    };
-                    match op {
-                        BinaryOp::And if all(&a, false) || all(&b, false) => {
-                            Some(vec![Scalar::Bool(false); lanes])
-                        }
-                        BinaryOp::Or if all(&a, true) || all(&b, true) => {
-                            Some(vec![Scalar::Bool(true); lanes])
-                        }
-                        BinaryOp::And
-                        | BinaryOp::Or
-                        | BinaryOp::Add
-                        | BinaryOp::Sub
-                        | BinaryOp::Mul
-                        | BinaryOp::Div
-                        | BinaryOp::Min
-                        | BinaryOp::Max => {
-                            let (a, b) = (a?, b?);
-                            lanewise(&|l| rfx_ir::semantics::binary(*op, a[l], b[l]))
-                        }
-                        _ => None,
-                    }
-                })(),
+                Inst::Index { dst, .. } => {
+                    access.and_then(|k| self.index_lanes(&pos, k, *kernel.slots.get(dst.index())?))
+                }
+                Inst::Load { buf, .. } => access.and_then(|k| self.literal_lanes(&pos, k, *buf)),
+                Inst::Unary { .. } | Inst::Cast { .. } | Inst::Compare { .. } | Inst::Binary { .. } => {
+                    fold_exact(inst, &kernel.slots, lanes, &value_of)
+                }
                 Inst::Select {
                     cond,
                     on_true,
@@ -249,37 +148,16 @@ impl<'k> Gen<'_, 'k> {
                     }
                 }
                 Inst::Gather { buf, index, .. } => {
-                    let len = self.fx.info.buffer_lens.get(buf.index()).copied();
-                    let elements: Option<Vec<usize>> = value_of(*index).zip(len).and_then(|(index, len)| {
-                        index
-                            .into_iter()
-                            .map(|i| rfx_ir::semantics::clamp_index(i, len))
-                            .collect()
-                    });
-                    // An offset of known range plus constants that stay inside the buffer at
-                    // every row: loads past the row's offset, no clamp.
-                    if let (Some((row, firsts)), Some(len)) = (affine_of(*index), len)
-                        && let Some(&last) = self.cur.index_ranges.get(&row)
-                        && firsts
-                            .iter()
-                            .all(|&c| c >= 0 && i64::try_from(len).is_ok_and(|len| last + c < len))
-                    {
-                        past[i] = Some((row, firsts));
-                        folds = true;
-                    }
-                    match elements {
-                        None => None,
-                        Some(elements) => {
-                            folds = true;
-                            // A lookup in a literal table is its value; elsewhere a load.
-                            match self.fx.info.literals.get(buf.index()).copied().flatten() {
-                                Some(values) => elements.iter().map(|&e| values.get(e).copied()).collect(),
-                                None => {
-                                    gathered[i] = Some(elements);
-                                    None
-                                }
-                            }
+                    let fold = self.gather_fold(*buf, value_of(*index), affine_of(*index));
+                    folds |= fold.past.is_some() || fold.elements.is_some();
+                    past[i] = fold.past;
+                    match (fold.elements, fold.literal) {
+                        (Some(elements), None) => {
+                            gathered[i] = Some(elements);
+                            None
                         }
+                        (_, Some(values)) => values,
+                        (None, None) => None,
                     }
                 }
                 _ => None,
@@ -295,54 +173,118 @@ impl<'k> Gen<'_, 'k> {
         if !folds {
             return None;
         }
-        // Live instructions, from the stores and reductions back.
-        let mut live = vec![false; n];
-        for (i, inst) in kernel.body.iter().enumerate().rev() {
-            let root = matches!(inst, Inst::Store { .. } | Inst::Reduce { .. });
-            if !(root || live[i]) {
-                continue;
-            }
-            live[i] = true;
-            if !root && (values[i].is_some() || gathered[i].is_some() || past[i].is_some()) {
-                continue;
-            }
-            let srcs = inst.srcs();
-            for (src, def) in srcs.iter().zip(&operands[i]) {
-                if chosen[i].is_some_and(|pick| pick != *src) {
-                    continue;
-                }
-                if let Some(j) = *def {
-                    live[j] = true;
-                }
-            }
+        Some(live_folds(
+            &kernel.body,
+            &operands,
+            FoldFacts {
+                values,
+                chosen,
+                gathered,
+                past,
+            },
+        ))
+    }
+
+    fn known_of(&self, v: Value) -> Option<Known> {
+        self.caches.known.borrow().get(&v).copied()
+    }
+
+    /// Element `first` of access `k` in each lane at `pos` (its position's elements, or every
+    /// lane's when the access does not advance along the vector).
+    fn lane_elements(&self, pos: &FoldAt<'_>, k: usize, first: i64) -> Option<Vec<i64>> {
+        let stride = i64::try_from(self.inner_stride(k)).ok()?;
+        if stride == 0 {
+            return Some(vec![first; pos.lanes]);
         }
-        Some(
-            kernel
-                .body
+        let p = pos.at?;
+        Some((0..pos.lanes as i64).map(|l| first + (p + l) * stride).collect())
+    }
+
+    /// Index access `k` at `pos` as an offset of known range plus a constant per lane.
+    fn affine_index(&self, pos: &FoldAt<'_>, k: usize) -> Option<(Value, Vec<i64>)> {
+        let offset = *pos.offs.get(k)?;
+        let (row, first) = match self.known_of(offset) {
+            Some(Known::Offset(row, c)) => (row, c),
+            None => (offset, 0),
+            Some(Known::Const(_)) => return None,
+        };
+        self.cur.index_ranges.contains_key(&row).then_some(())?;
+        Some((row, self.lane_elements(pos, k, first)?))
+    }
+
+    /// Index access `k` at `pos` as constants of `dtype`, where its offset is a constant.
+    fn index_lanes(&self, pos: &FoldAt<'_>, k: usize, dtype: DType) -> Option<Vec<Scalar>> {
+        let Some(Known::Const(o)) = pos.offs.get(k).and_then(|&v| self.known_of(v)) else {
+            return None;
+        };
+        self.lane_elements(pos, k, o)?
+            .into_iter()
+            .map(|e| {
+                usize::try_from(e)
+                    .ok()
+                    .and_then(|e| rfx_ir::semantics::index_value(e, dtype))
+            })
+            .collect()
+    }
+
+    /// Load access `k` of literal buffer `buf` at `pos`, where its pointer is the literal's
+    /// base plus a known displacement: the literal's elements there.
+    fn literal_lanes(&self, pos: &FoldAt<'_>, k: usize, buf: BufId) -> Option<Vec<Scalar>> {
+        let values = self.fx.info.literals.get(buf.index()).copied().flatten()?;
+        let (literal, ptr) = (self.base(buf).ok()?, *pos.offs.get(k)?);
+        let bytes = match self.known_of(ptr) {
+            Some(Known::Offset(base, bytes)) if base == literal => bytes,
+            None if ptr == literal => 0,
+            _ => return None,
+        };
+        let size = i64::try_from(self.fx.info.accesses.get(k)?.dtype.size_bytes()).ok()?;
+        if bytes % size != 0 {
+            return None;
+        }
+        self.lane_elements(pos, k, bytes / size)?
+            .into_iter()
+            .map(|e| usize::try_from(e).ok().and_then(|e| values.get(e).copied()))
+            .collect()
+    }
+
+    /// A gather from `buf` at `index` (its constants, or its offset of known range plus
+    /// constants) at a position: the elements it reads where the index is constant (and their
+    /// values in a literal table), or the constants past the row's offset where they stay
+    /// inside the buffer at every row (a load with no clamp).
+    fn gather_fold(
+        &self,
+        buf: BufId,
+        index: Option<Vec<Scalar>>,
+        affine: Option<(Value, Vec<i64>)>,
+    ) -> GatherFold {
+        let len = self.fx.info.buffer_lens.get(buf.index()).copied();
+        let elements: Option<Vec<usize>> = index.zip(len).and_then(|(index, len)| {
+            index
+                .into_iter()
+                .map(|i| rfx_ir::semantics::clamp_index(i, len))
+                .collect()
+        });
+        let mut past = None;
+        if let (Some((row, firsts)), Some(len)) = (affine, len)
+            && let Some(&last) = self.cur.index_ranges.get(&row)
+            && firsts
                 .iter()
-                .enumerate()
-                .map(|(i, inst)| {
-                    if !live[i] {
-                        Fold::Skip
-                    } else if matches!(
-                        inst,
-                        Inst::Const { .. } | Inst::Store { .. } | Inst::Reduce { .. }
-                    ) {
-                        Fold::Emit
-                    } else if let Some(lanes) = values[i].take() {
-                        Fold::Constant(lanes)
-                    } else if let Some(pick) = chosen[i] {
-                        Fold::Alias(pick)
-                    } else if let Some(elements) = gathered[i].take() {
-                        Fold::GatherAt(elements)
-                    } else if let Some((row, elements)) = past[i].take() {
-                        Fold::GatherPast(row, elements)
-                    } else {
-                        Fold::Emit
-                    }
-                })
-                .collect(),
-        )
+                .all(|&c| c >= 0 && i64::try_from(len).is_ok_and(|len| last + c < len))
+        {
+            past = Some((row, firsts));
+        }
+        let table = self.fx.info.literals.get(buf.index()).copied().flatten();
+        let literal = match (&elements, table) {
+            (Some(elements), Some(values)) => {
+                Some(elements.iter().map(|&e| values.get(e).copied()).collect())
+            }
+            _ => None,
+        };
+        GatherFold {
+            elements,
+            literal,
+            past,
+        }
     }
 
     /// A `w`-lane value of the constants `lanes` (one per lane; a scalar at width 1).
@@ -373,4 +315,165 @@ impl<'k> Gen<'_, 'k> {
             }
         }
     }
+}
+
+/// What [`Gen::fold_plan`] found of each body instruction at a position.
+struct FoldFacts {
+    /// Its value, lane by lane, where it is a constant.
+    values: Vec<Option<Vec<Scalar>>>,
+    /// For a select whose condition is one constant: the slot it picks.
+    chosen: Vec<Option<SlotId>>,
+    /// For a gather at constant indices: the (clamped) elements it loads.
+    gathered: Vec<Option<Vec<usize>>>,
+    /// For a gather at a row offset plus constants inside the buffer: the offset and constants.
+    past: Vec<Option<(Value, Vec<i64>)>>,
+}
+
+/// The value of `inst`, one of the exactly rounded ops folding covers (`not`, `neg`, `abs`,
+/// `floor`, `ceil`, `round`, `sqrt`, casts, comparisons, `and`, `or`, `add`, `sub`, `mul`,
+/// `div`, `min`, `max`), in each of `lanes` lanes, when its operands are constants there
+/// (`value_of`); `slots` are the kernel's slot dtypes.
+fn fold_exact(
+    inst: &Inst,
+    slots: &[DType],
+    lanes: usize,
+    value_of: &dyn Fn(SlotId) -> Option<Vec<Scalar>>,
+) -> Option<Vec<Scalar>> {
+    let lanewise =
+        |f: &dyn Fn(usize) -> Option<Scalar>| -> Option<Vec<Scalar>> { (0..lanes).map(f).collect() };
+    match inst {
+        Inst::Unary { op, src, .. } => {
+            let exact = matches!(
+                op,
+                UnaryOp::Not
+                    | UnaryOp::Neg
+                    | UnaryOp::Abs
+                    | UnaryOp::Floor
+                    | UnaryOp::Ceil
+                    | UnaryOp::Round
+                    | UnaryOp::Sqrt
+            );
+            let x = value_of(*src).filter(|_| exact)?;
+            lanewise(&|l| rfx_ir::semantics::unary(*op, x[l]))
+        }
+        Inst::Cast { dst, src } => {
+            let x = value_of(*src)?;
+            let to = *slots.get(dst.index())?;
+            lanewise(&|l| Some(rfx_ir::semantics::cast(x[l], to)))
+        }
+        Inst::Compare { op, lhs, rhs, .. } => {
+            let (a, b) = (value_of(*lhs)?, value_of(*rhs)?);
+            lanewise(&|l| rfx_ir::semantics::compare(*op, a[l], b[l]).map(Scalar::Bool))
+        }
+        Inst::Binary { op, lhs, rhs, .. } => {
+            let (a, b) = (value_of(*lhs), value_of(*rhs));
+            let all = |v: &Option<Vec<Scalar>>, x: bool| {
+                v.as_ref()
+                    .is_some_and(|v| v.iter().all(|&s| s == Scalar::Bool(x)))
+            };
+            match op {
+                BinaryOp::And if all(&a, false) || all(&b, false) => Some(vec![Scalar::Bool(false); lanes]),
+                BinaryOp::Or if all(&a, true) || all(&b, true) => Some(vec![Scalar::Bool(true); lanes]),
+                BinaryOp::And
+                | BinaryOp::Or
+                | BinaryOp::Add
+                | BinaryOp::Sub
+                | BinaryOp::Mul
+                | BinaryOp::Div
+                | BinaryOp::Min
+                | BinaryOp::Max => {
+                    let (a, b) = (a?, b?);
+                    lanewise(&|l| rfx_ir::semantics::binary(*op, a[l], b[l]))
+                }
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// What each instruction becomes: skipped where nothing live reads it (liveness runs from
+/// the stores and reductions back, through the chosen arm of each decided select), a constant,
+/// an alias, a load at known elements, or emitted as it is.
+fn live_folds(body: &[Inst], operands: &[Vec<Option<usize>>], facts: FoldFacts) -> Vec<Fold> {
+    // Live instructions, from the stores and reductions back.
+    let FoldFacts {
+        mut values,
+        chosen,
+        mut gathered,
+        mut past,
+    } = facts;
+    let mut live = vec![false; body.len()];
+    for (i, inst) in body.iter().enumerate().rev() {
+        let root = matches!(inst, Inst::Store { .. } | Inst::Reduce { .. });
+        if !(root || live[i]) {
+            continue;
+        }
+        live[i] = true;
+        if !root && (values[i].is_some() || gathered[i].is_some() || past[i].is_some()) {
+            continue;
+        }
+        let srcs = inst.srcs();
+        for (src, def) in srcs.iter().zip(&operands[i]) {
+            if chosen[i].is_some_and(|pick| pick != *src) {
+                continue;
+            }
+            if let Some(j) = *def {
+                live[j] = true;
+            }
+        }
+    }
+    body.iter()
+        .enumerate()
+        .map(|(i, inst)| {
+            if !live[i] {
+                Fold::Skip
+            } else if matches!(
+                inst,
+                Inst::Const { .. } | Inst::Store { .. } | Inst::Reduce { .. }
+            ) {
+                Fold::Emit
+            } else if let Some(lanes) = values[i].take() {
+                Fold::Constant(lanes)
+            } else if let Some(pick) = chosen[i] {
+                Fold::Alias(pick)
+            } else if let Some(elements) = gathered[i].take() {
+                Fold::GatherAt(elements)
+            } else if let Some((row, elements)) = past[i].take() {
+                Fold::GatherPast(row, elements)
+            } else {
+                Fold::Emit
+            }
+        })
+        .collect()
+}
+
+/// A position [`Gen::fold_plan`] folds at: `lanes` lanes at loop position `at` (when it is a
+/// constant), with each access's offset `offs`.
+struct FoldAt<'a> {
+    lanes: usize,
+    at: Option<i64>,
+    offs: &'a [Value],
+}
+
+/// An integral constant per lane, exact in an index's dtype.
+fn integral_offsets(v: Option<Vec<Scalar>>) -> Option<Vec<i64>> {
+    v?.into_iter()
+        .map(|x| match x {
+            Scalar::I32(k) => Some(i64::from(k)),
+            Scalar::F64(k) if k.fract() == 0.0 && k.abs() < 9.0e15 => Some(k as i64),
+            _ => None,
+        })
+        .collect()
+}
+
+/// What a gather folds to at a position ([`Gen::gather_fold`]).
+struct GatherFold {
+    /// The elements it reads, where its index is constant in every lane.
+    elements: Option<Vec<usize>>,
+    /// Where it reads a literal table at constant elements: their values (`None` when one
+    /// lies outside the table).
+    literal: Option<Option<Vec<Scalar>>>,
+    /// The row offset and the constants past it, where every row stays inside the buffer.
+    past: Option<(Value, Vec<i64>)>,
 }

@@ -147,6 +147,14 @@ mod tests {
         let expected = "let p = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z
             + 1.33314422036e-1f) * z - 3.33332819422e-1f) * z;";
         assert!(tanh.contains(expected), "{tanh}");
+        let asin = Helper::AsinPoly.source();
+        let expected = "return ((((4.2163199048e-2f * z + 2.4181311049e-2f) * z + 4.5470025998e-2f) * z
+        + 7.4953002686e-2f) * z + 1.6666752422e-1f) * z * t + t;";
+        assert!(asin.contains(expected), "{asin}");
+        let atan = Helper::AtanF32.source();
+        let expected = "let p = (((8.05374449538e-2f * z - 1.38776856032e-1f) * z + 1.99777106478e-1f) * z
+        - 3.33329491539e-1f) * z * t + t;";
+        assert!(atan.contains(expected), "{atan}");
         for &helper in Helper::ALL {
             assert!(!helper.source().contains('$'), "{helper:?}");
         }

@@ -12,5 +12,26 @@ pub const TANH_F32: [f64; 5] = [
     -5.704_988_727_45e-3,
 ];
 
+/// Cephes `asinf.c`: `asin t = t + t z P(z)` with `z = t²`, for `|t| <= 1/2` (`f32`).
+pub const ASIN_F32: [f64; 5] = [
+    1.666_675_242_2e-1,
+    7.495_300_268_6e-2,
+    4.547_002_599_8e-2,
+    2.418_131_104_9e-2,
+    4.216_319_904_8e-2,
+];
+
+/// Cephes `atanf.c`: `atan t = t + t z P(z)` with `z = t²`, for `|t| <= tan(π/8)` (`f32`).
+pub const ATAN_F32: [f64; 4] = [
+    -3.333_294_915_39e-1,
+    1.997_771_064_78e-1,
+    -1.387_768_560_32e-1,
+    8.053_744_495_38e-2,
+];
+
 /// The tables by name, for text templates: `$NAME[i]` is coefficient `i` of `NAME`.
-pub const TABLES: &[(&str, &[f64])] = &[("TANH_F32", &TANH_F32)];
+pub const TABLES: &[(&str, &[f64])] = &[
+    ("TANH_F32", &TANH_F32),
+    ("ASIN_F32", &ASIN_F32),
+    ("ATAN_F32", &ATAN_F32),
+];

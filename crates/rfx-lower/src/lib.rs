@@ -5,8 +5,9 @@
 //! invariants hoisted to the preamble), slot allocation with reuse and constant pooling, the
 //! memory plan for temporaries ([`plan_memory`]: liveness-based reuse, alignment, peak bytes),
 //! schedules (vector width, thread split, tile), the [`Backend`]/[`Compiled`] contract, the
-//! backend [`Registry`] with the `"interp"` backend, call validation ([`validate_call`]) and the
-//! lowered executor ([`execute_lowered`]).
+//! backend [`Registry`] with the `"interp"` backend, call validation ([`validate_call`]), the
+//! lowered executor ([`execute_lowered`]) and the coefficient tables of the approximations
+//! several code generators evaluate ([`coefficients`]).
 //!
 //! **Depends on:** `rfx-ir` only. **May not depend on:** `rfx-opt`, any code generator or the
 //! runtime; code generators depend on this crate, never the other way round.

@@ -1,7 +1,7 @@
 //! The `f32` routines: the scalar formulas (inlined into the AVX2 loops) and one
 //! `tile_routine!` per op.
 
-use rfx_lower::coefficients::TANH_F32;
+use rfx_lower::coefficients::{ASIN_F32, ATAN_F32, TANH_F32};
 
 /// `1.5 * 2^23`: adding it rounds a float of magnitude below `2^22` to an integer, which then
 /// sits in the low mantissa bits.
@@ -254,9 +254,15 @@ pub(super) fn sigmoid_fast(x: f32) -> f32 {
 /// `atan t` for `|t| <= tan(π/8)` (Cephes `atanf` polynomial).
 #[inline(always)]
 pub(super) fn atan_poly(t: f32) -> f32 {
+    // `odd_poly` takes the highest degree first.
     odd_poly(
         t,
-        [8.053_744_5e-2, -1.387_768_6e-1, 1.997_771_1e-1, -3.333_295e-1],
+        [
+            ATAN_F32[3] as f32,
+            ATAN_F32[2] as f32,
+            ATAN_F32[1] as f32,
+            ATAN_F32[0] as f32,
+        ],
     )
 }
 
@@ -485,14 +491,23 @@ tile_routine!(
     rfx_aot_log_f32, log_f32_avx2, f32, log_fast, in_log_range, log_slow
 );
 
+/// Cephes `asinf.c`'s polynomial, the shared table's coefficients rounded to `f32`.
+const ASIN_POLY: [f32; 5] = [
+    ASIN_F32[0] as f32,
+    ASIN_F32[1] as f32,
+    ASIN_F32[2] as f32,
+    ASIN_F32[3] as f32,
+    ASIN_F32[4] as f32,
+];
+
 /// Cephes `asinf.c`: `asin t = t + t z P(z)` for `|t| <= 1/2`, given `z = t²`.
 #[inline(always)]
-#[allow(clippy::excessive_precision, reason = "Cephes' coefficients as published")]
 pub(super) fn asin_core(t: f32, z: f32) -> f32 {
-    let p = z.mul_add(4.216_319_904_8e-2, 2.418_131_104_9e-2);
-    let p = z.mul_add(p, 4.547_002_599_8e-2);
-    let p = z.mul_add(p, 7.495_300_268_6e-2);
-    let p = z.mul_add(p, 1.666_675_242_2e-1);
+    let c = ASIN_POLY;
+    let p = z.mul_add(c[4], c[3]);
+    let p = z.mul_add(p, c[2]);
+    let p = z.mul_add(p, c[1]);
+    let p = z.mul_add(p, c[0]);
     t.mul_add(z * p, t)
 }
 

@@ -9,7 +9,7 @@
 use cranelift_codegen::ir::Value;
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 
-use rfx_lower::coefficients::TANH_F32;
+use rfx_lower::coefficients::{ASIN_F32, ATAN_F32, TANH_F32};
 
 use super::vb::{Prec, Vb};
 
@@ -537,15 +537,7 @@ fn atan_nonneg(v: &mut Vb<'_, '_>, ax: Value) -> Value {
     let z = v.mul(t, t);
     let zp = match v.prec {
         Prec::F32 => {
-            let p = v.poly(
-                z,
-                &[
-                    -3.333_294_915_39e-1,
-                    1.997_771_064_78e-1,
-                    -1.387_768_560_32e-1,
-                    8.053_744_495_38e-2,
-                ],
-            );
+            let p = v.poly(z, &ATAN_F32);
             v.mul(z, p)
         }
         Prec::F64 => {
@@ -628,16 +620,7 @@ pub(super) fn atan2(v: &mut Vb<'_, '_>, y: Value, x: Value) -> Value {
 fn asin_core(v: &mut Vb<'_, '_>, t: Value, z: Value) -> Value {
     let zr = match v.prec {
         Prec::F32 => {
-            let p = v.poly(
-                z,
-                &[
-                    1.666_675_242_2e-1,
-                    7.495_300_268_6e-2,
-                    4.547_002_599_8e-2,
-                    2.418_131_104_9e-2,
-                    4.216_319_904_8e-2,
-                ],
-            );
+            let p = v.poly(z, &ASIN_F32);
             v.mul(z, p)
         }
         Prec::F64 => {

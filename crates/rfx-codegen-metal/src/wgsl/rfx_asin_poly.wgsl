@@ -1,5 +1,5 @@
 // asin t for |t| <= 1/2 (z = t * t): Cephes asinf's polynomial.
 fn rfx_asin_poly(t: f32, z: f32) -> f32 {
-    return ((((4.2163199048e-2f * z + 2.4181311049e-2f) * z + 4.5470025998e-2f) * z
-        + 7.4953002686e-2f) * z + 1.6666752422e-1f) * z * t + t;
+    return (((($ASIN_F32[4] * z + $ASIN_F32[3]) * z + $ASIN_F32[2]) * z
+        + $ASIN_F32[1]) * z + $ASIN_F32[0]) * z * t + t;
 }

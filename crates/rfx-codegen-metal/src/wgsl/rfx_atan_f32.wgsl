@@ -12,8 +12,8 @@ fn rfx_atan_f32(x: f32) -> f32 {
         t = (a - 1.0f) / (a + 1.0f);
     }
     let z = t * t;
-    let p = (((8.05374449538e-2f * z - 1.38776856032e-1f) * z + 1.99777106478e-1f) * z
-        - 3.33329491539e-1f) * z * t + t;
+    let p = ((($ATAN_F32[3] * z - $-ATAN_F32[2]) * z + $ATAN_F32[1]) * z
+        - $-ATAN_F32[0]) * z * t + t;
     let r = base + rfx_exact(p);
     return bitcast<f32>(bitcast<u32>(r) | (bitcast<u32>(x) & 0x80000000u));
 }

@@ -542,7 +542,7 @@ fn build_into(
     }
     // Printing CLIF costs a sizeable part of a small kernel's compile time: only for dumps.
     let clif = if want_disasm {
-        ctx.func.display().to_string()
+        without_unused_declarations(&ctx.func.display().to_string())
     } else {
         String::new()
     };
@@ -556,6 +556,43 @@ fn build_into(
         None
     };
     Ok((clif, disasm, shape, frame))
+}
+
+/// The CLIF text of one function without the declarations of the functions it never calls
+/// and of the signatures no kept declaration or indirect call uses: every kernel function
+/// declares every helper (Cranelift compiles the unused ones to nothing), which would
+/// otherwise fill most of a small kernel's dump.
+fn without_unused_declarations(text: &str) -> String {
+    fn declared(line: &str) -> Option<(&str, &str)> {
+        let (name, rest) = line.trim_start().split_once(" = ")?;
+        let digits = name.strip_prefix("sig").or_else(|| name.strip_prefix("fn"))?;
+        (!digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit())).then_some((name, rest))
+    }
+    fn words(text: &str) -> impl Iterator<Item = &str> {
+        text.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+    }
+    let mut used: std::collections::HashSet<&str> = text
+        .lines()
+        .filter(|line| declared(line).is_none())
+        .flat_map(words)
+        .collect();
+    for line in text.lines() {
+        if let Some((name, rest)) = declared(line)
+            && name.starts_with("fn")
+            && used.contains(name)
+        {
+            let sigs: Vec<&str> = words(rest).filter(|w| w.starts_with("sig")).collect();
+            used.extend(sigs);
+        }
+    }
+    let mut kept = String::with_capacity(text.len());
+    for line in text.lines() {
+        if declared(line).is_none_or(|(name, _)| used.contains(name)) {
+            kept.push_str(line);
+            kept.push('\n');
+        }
+    }
+    kept
 }
 
 /// What the emitter needs to know of `kernel`'s accesses and of `program`'s buffers.
@@ -845,6 +882,16 @@ impl<'k> Gen<'_, 'k> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unused_declarations_leave_the_dump() {
+        let text = "function u0:1(i64, i64, i64) system_v {\n    sig0 = (f32, f32) -> f32 system_v\n    sig1 = (i64, i64, i64) system_v\n    sig2 = (f64) -> f64 system_v\n    fn0 = u0:2 sig0\n    fn1 = u0:3 sig1\n    fn10 = u0:4 sig2\n\nblock0(v0: i64, v1: i64, v2: i64):\n    call fn1(v0, v1, v2)\n    v3 = call_indirect sig2, v0(v1)\n    return\n}\n";
+        let kept = without_unused_declarations(text);
+        assert_eq!(
+            kept,
+            "function u0:1(i64, i64, i64) system_v {\n    sig1 = (i64, i64, i64) system_v\n    sig2 = (f64) -> f64 system_v\n    fn1 = u0:3 sig1\n\nblock0(v0: i64, v1: i64, v2: i64):\n    call fn1(v0, v1, v2)\n    v3 = call_indirect sig2, v0(v1)\n    return\n}\n"
+        );
+    }
 
     /// The counts a plan checks against its budget are the lengths of the lists it then builds.
     #[test]

@@ -373,7 +373,7 @@ impl Compiled for CpuCompiled {
             // The table is the arguments' addresses in call order: validation fills it (a
             // short table for the usual few arguments, so a call clears no more than it uses;
             // written out here rather than through `on_stack_table`, whose closure returning
-            // the validation's `Result` made this call 6 ns slower).
+            // the validation's `Result` made this call measurably slower).
             let mut short = [0usize; SHORT_TABLE];
             let mut long;
             let all: &mut [usize] = if self.table.len <= SHORT_TABLE {

@@ -402,8 +402,7 @@ impl<'k> Gen<'_, 'k> {
         };
         // Scalar code (the preamble: loop invariants and all of a one-element kernel;
         // reductions one output at a time; scalar tails) calls the tile routine where
-        // there is one: about 5 ns for one element where the inline polynomial takes
-        // 9–22.
+        // there is one: cheaper for one element than the inline polynomial.
         let by_routine = if w == 1 && op.is_transcendental() {
             // A `sin` and a `cos` of one value: one `sincos` call computes both.
             let pair = AotFn::for_op(op, dtype).and_then(AotFn::sincos_part);

@@ -40,7 +40,8 @@ pub(super) fn written_out_positions(n: usize, width: u8) -> Vec<usize> {
 }
 
 impl<'k> Gen<'_, 'k> {
-    /// Elementwise kernels: a vector loop over the innermost dimension plus a scalar tail.
+    /// Elementwise kernels: written out when small, units of small blocks, else a vector loop
+    /// over the innermost dimension of each row.
     pub(super) fn emit_elementwise(
         &mut self,
         b: &mut FunctionBuilder<'_>,

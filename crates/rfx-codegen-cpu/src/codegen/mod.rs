@@ -55,6 +55,7 @@ use self::body::*;
 use self::elementwise::*;
 use self::fold::*;
 use self::loops::*;
+use self::plan::*;
 use self::reduce::*;
 use self::tiles::*;
 
@@ -541,17 +542,20 @@ fn build_into(
 
     let info = kernel_info(program, kernel)?;
     let shape;
+    let chosen;
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, fbc);
         let (funcs, literal_bases, [table, lo, hi]) = begin_function(&mut b, items, module);
         let mut generator = Gen::new(&info, &funcs, ptr, program, literal_bases, contract);
         shape = generator.emit(&mut b, table, lo, hi)?;
+        chosen = generator.cur.plan;
         b.seal_all_blocks();
         b.finalize(module.target_config());
     }
     // Printing CLIF costs a sizeable part of a small kernel's compile time: only for dumps.
     let clif = if want_disasm {
-        without_unused_declarations(&ctx.func.display().to_string())
+        let plan = chosen.map(|p| format!("; plan: {p}\n")).unwrap_or_default();
+        plan + &without_unused_declarations(&ctx.func.display().to_string())
     } else {
         String::new()
     };
@@ -716,7 +720,7 @@ impl<'i, 'k> Gen<'i, 'k> {
                 col_indices: HashMap::new(),
                 segment_unroll: SEGMENT_UNROLL,
                 preloaded: HashMap::new(),
-                rows_in_tiles: false,
+                plan: None,
                 scan_accs: Vec::new(),
                 index_ranges: HashMap::new(),
             },
@@ -807,9 +811,8 @@ struct Cursor {
     /// Body loads already in registers for the point being emitted, by body index: the
     /// transposed rows of a reduction with its outputs in lanes (`Gen::transposed_rows`).
     preloaded: HashMap<usize, Value>,
-    /// A reduction with one accumulator per output whose rows run in tiles, one output at a
-    /// time, folded into a one-lane partial (`Gen::emit_reduction`).
-    rows_in_tiles: bool,
+    /// The loop shape chosen for the kernel, once chosen.
+    plan: Option<KernelPlan>,
     /// In a kernel with scans, at the point being emitted: each scan's body index and its
     /// running accumulator, which its instruction folds into and replaces.
     scan_accs: Vec<(usize, Value)>,

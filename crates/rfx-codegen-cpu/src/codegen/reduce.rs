@@ -273,8 +273,9 @@ impl<'k> Gen<'_, 'k> {
         reduce_dims: usize,
     ) -> Result<KernelShape, BackendError> {
         // One accumulator per output runs across the outputs (in lanes, or one at a time inline)
-        // unless its rows run in tiles with a one-lane partial (see `Gen::emit`).
-        if self.kernel().schedule.reduce_lanes <= 1 && !self.cur.rows_in_tiles {
+        // unless its rows run in tiles with a one-lane partial (the plan: `Strategy::RowTiles`).
+        let strategy = self.cur.plan.map(|p| p.strategy);
+        if !matches!(strategy, Some(Strategy::PartialSums | Strategy::RowTiles)) {
             return self.emit_reduction_across(b, lo, hi, reduce_dims);
         }
         let kernel = self.kernel();

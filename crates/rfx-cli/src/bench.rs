@@ -6,11 +6,11 @@
 //! call, with the sample count in the JSON. Short calls are sampled up to 10,000 times
 //! ([`tail_samples`]). Two baselines run in the same process on the same inputs: the
 //! reference interpreter (`interp`) and an unfused op-by-op path (every HIR op its own compiled
-//! kernel with a materialised result, the way rfxJIT runs one NumPy call per op; see
-//! [`unfused`]). Each baseline's calls alternate with the kernel's, one sample each, so a
-//! "vs" ratio divides two medians of equally many calls taken in the same seconds
-//! ([`Comparison`]). A plain Rust loop over the same arrays is timed beside each kernel as the
-//! reader's reference.
+//! kernel with a materialised result, the way rfxJIT runs one NumPy call per op, from a pool
+//! of buffers reused by liveness). Each baseline's calls alternate with the kernel's, one
+//! sample each, so a "vs" ratio divides two medians of equally many calls taken in the same
+//! seconds ([`Comparison`]). A plain Rust loop over the same arrays is timed beside each kernel
+//! as the reader's reference.
 
 use std::time::{Duration, Instant};
 

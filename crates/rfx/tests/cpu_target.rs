@@ -16,10 +16,7 @@ fn every_runnable_target_computes_the_kernel() {
     for target in CpuTarget::ALL {
         let config = CompileConfig::default().cpu_target(target);
         assert_eq!(config.compile.cpu_target, target);
-        let f = rfx::jit_with(
-            |x: Tensor| (x.clone() * 2.0).sin() * (x.clone() / 8.0).exp() + x,
-            config,
-        );
+        let f = rfx::jit_with(|x: Tensor| (x * 2.0).sin() * (x / 8.0).exp() + x, config);
         let out = match f.call((&xs[..],)) {
             Ok(out) => out,
             Err(JitError::Runtime(e))

@@ -524,42 +524,10 @@ fn tile_calls(clif: &str) -> usize {
         .count()
 }
 
-#[test]
-fn the_tiled_code_calls_the_routines_where_the_cpu_has_them() {
-    let (_, lir) = lir_of(include_str!("../../rfx-ir/tests/corpus/hir/chain10.rfx"));
-    let clif: String = dump(&lir).expect("dump").into_iter().map(|(_, c, _)| c).collect();
-    if !tile_routines_linked() {
-        eprintln!("skipped: this CPU has no AVX2+FMA, so kernels keep the inline polynomials");
-        assert_eq!(tile_calls(&clif), 0, "{clif}");
-        return;
-    }
-    // sin, cos and exp: one call each per tile (the tile routines return nothing; the only
-    // other calls, the exact helpers for huge trigonometric arguments, return a value).
-    assert_eq!(tile_calls(&clif), 3, "{clif}");
-    // Short rows run in tiles from two elements on; a lone element is computed once, in the
-    // preamble, and a row shorter than a vector with ops around its routine runs scalar code
-    // (written out point by point, a call site per point): both call the routine, on one
-    // element at a time.
-    let calls = |src: &str| {
-        let (_, lir) = lir_of(src);
-        let clif: String = dump(&lir).expect("dump").into_iter().map(|(_, c, _)| c).collect();
-        tile_calls(&clif)
-    };
-    let sin = |n: usize| {
-        format!("kernel k {{\n %x = input x : f32[{n}]\n %s = sin %x : f32[{n}]\n output out = %s\n}}")
-    };
-    assert_eq!(calls(&sin(8)), 1);
-    assert_eq!(calls(&sin(2)), 1);
-    assert_eq!(calls(&sin(1)), 1);
-    let around = |n: usize| {
-        format!(
-            "kernel k {{\n %x = input x : f32[{n}]\n %y = input y : f32[{n}]\n %a = add %x, %y : f32[{n}]\n \
-             %s = sin %a : f32[{n}]\n %o = mul %s, %y : f32[{n}]\n output out = %o\n}}"
-        )
-    };
-    assert_eq!(calls(&around(5)), 1);
-    assert_eq!(calls(&around(3)), 3);
-}
+// Which kernels call the routines, and how often (chain10's three; short rows from two elements
+// on; a lone element in the preamble; a row shorter than a vector with ops around its routine
+// as scalar code, a call per point) is pinned by the file tests (`tests/filetests/chain10.lir`,
+// `tiny_*.lir`); that the baseline target calls none, by `tests/cpu_target.rs`.
 
 #[test]
 fn sin_and_cos_of_one_value_share_a_sincos_call() {

@@ -6,11 +6,11 @@
 //! of [`TILE`] elements (see `codegen`), stages each transcendental's argument in a stack
 //! buffer and calls one of the routines here on the whole tile. The routines are plain Rust
 //! written branch-free over `f32` (and `f64` for `sin`, `cos`, `exp`, `log`, `atan`, `atan2`,
-//! `asin`, `acos`, `tanh`, `sigmoid`, `pow`, `tan`, `exp2`, `log2`: every transcendental),
-//! compiled by rustc with `avx2`
-//! and `fma` enabled for that function alone (`#[target_feature]`), so LLVM turns each loop
-//! into 8-lane (4-lane `f64`) AVX2 code; the JIT links them only when the running CPU has both
-//! features ([`available`]).
+//! `asin`, `acos`, `tanh`, `sigmoid`, `pow`, `tan`, `exp2`, `log2`: every transcendental but
+//! `erf`, which the inline code of [`crate::math`] computes on every path), compiled by rustc
+//! with `avx2` and `fma` enabled for that function alone (`#[target_feature]`), so LLVM turns
+//! each loop into 8-lane (4-lane `f64`) AVX2 code; the JIT links them only when the running CPU
+//! has both features ([`available`]).
 //!
 //! # Methods and accuracy
 //!

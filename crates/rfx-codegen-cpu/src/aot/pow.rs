@@ -195,7 +195,7 @@ fn pow_result(x: f64, y: f64, e_hi: f64, m_bits: u64, rho: f64, tail: f64, head_
 ///
 /// # Safety
 /// `a` and `b` must be valid for `n` reads and `dst` for `n` writes of `f64`, `dst` must not
-/// overlap either source, and the CPU must have AVX2 and FMA ([`available`]).
+/// overlap either source, and the CPU must have AVX2 and FMA ([`available`](super::available)).
 pub(crate) unsafe extern "C" fn rfx_aot_pow_f64(a: *const f64, b: *const f64, dst: *mut f64, n: usize) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: forwarded from this function's contract.

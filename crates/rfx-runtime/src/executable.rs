@@ -59,6 +59,8 @@ pub struct Executable {
     inputs: Vec<(String, TensorType)>,
     outputs: Vec<(String, TensorType)>,
     compile_time: Duration,
+    /// The backend options it was compiled with (the CLIF dump shows the code they give).
+    compile_options: rfx_lower::CompileOptions,
 }
 
 impl fmt::Debug for Executable {
@@ -239,6 +241,7 @@ pub fn compile(
         inputs,
         outputs,
         compile_time,
+        compile_options: config.compile.clone(),
     };
     if let Some(dir) = std::env::var_os("RFX_DUMP").filter(|dir| !dir.is_empty())
         && let Err(error) = write_dump(Path::new(&dir), &exe)
@@ -262,7 +265,7 @@ pub fn stage_dumps(exe: &Executable) -> Vec<(&'static str, String)> {
         ("lir", exe.lir.to_string()),
     ];
     if exe.backend() == "cpu" {
-        match rfx_codegen_cpu::dump(&exe.lir) {
+        match rfx_codegen_cpu::dump_with(&exe.lir, &exe.compile_options) {
             Ok(kernels) => {
                 let text = kernels
                     .iter()

@@ -45,3 +45,22 @@ fn the_target_is_part_of_the_configuration() {
     assert_ne!(host, baseline);
     assert_eq!(baseline, CompileConfig::default().cpu_target(CpuTarget::Baseline));
 }
+
+/// The CLIF an executable dumps is the code of its own options: the baseline target's plan has
+/// no AOT routines even where this CPU has them.
+#[test]
+fn the_clif_dump_follows_the_configured_target() {
+    let config = CompileConfig::default().cpu_target(CpuTarget::Baseline);
+    let f = rfx::jit_with(|x: Tensor| x.sin(), config);
+    let exe = f
+        .executable(&[rfx::TensorType::new(rfx::DType::F32, [4096])])
+        .expect("compile");
+    let stages = rfx_runtime::stage_dumps(&exe);
+    let clif = &stages
+        .iter()
+        .find(|(stage, _)| *stage == "clif")
+        .expect("a clif stage")
+        .1;
+    let plans: Vec<&str> = clif.lines().filter(|l| l.starts_with("; plan: ")).collect();
+    assert_eq!(plans, ["; plan: elementwise, 4 lanes"], "{clif}");
+}

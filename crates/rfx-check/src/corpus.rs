@@ -94,8 +94,9 @@ impl Default for FuzzConfig {
 ///
 /// # Errors
 ///
-/// [`CheckError::Io`] when a mismatch cannot be saved, [`CheckError::WorkerPanicked`] when a
-/// worker thread panicked.
+/// [`CheckError::Io`] when a mismatch cannot be saved. Backends and the oracle return errors
+/// rather than panic; a panic in a worker is a bug and propagates out of this function (as
+/// from `std::thread::scope`).
 pub fn run(config: &FuzzConfig) -> Result<FuzzReport, CheckError> {
     let start = Instant::now();
     let limit = match (config.kernels, config.duration) {
@@ -127,7 +128,9 @@ pub fn run(config: &FuzzConfig) -> Result<FuzzReport, CheckError> {
             });
         }
     });
-    let mut report = merged.into_inner().map_err(|_| CheckError::WorkerPanicked)?;
+    // A worker that panicked has already re-panicked out of the scope above, so the lock
+    // cannot be poisoned here; take the data either way.
+    let mut report = merged.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
     report
         .mismatches
         .sort_by(|a, b| (a.seed, &a.path).cmp(&(b.seed, &b.path)));

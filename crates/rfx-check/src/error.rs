@@ -27,7 +27,4 @@ pub enum CheckError {
         /// What the parser expected.
         message: String,
     },
-    /// A worker thread panicked; the run's report is lost.
-    #[error("a fuzz worker panicked")]
-    WorkerPanicked,
 }

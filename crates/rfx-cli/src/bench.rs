@@ -282,7 +282,8 @@ pub struct KernelResult {
 /// The JSON document `--json-out` writes.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct BenchReport {
-    /// Version of this layout.
+    /// Version of this layout (2: each row carries its sample counts, and a tail without
+    /// enough samples is `null`).
     pub schema_version: u32,
     /// The machine: CPU model and logical cores.
     pub machine: Machine,
@@ -1052,7 +1053,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
     }
     crate::output::print_str(&table(&results))?;
     let report = BenchReport {
-        schema_version: 1,
+        schema_version: 2,
         machine: machine(),
         git_revision: git_revision(),
         date_utc,

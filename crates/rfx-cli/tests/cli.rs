@@ -440,7 +440,7 @@ fn run_grad_dump_dot_and_bench() {
     assert!(stdout.contains("[cpu] add: "), "{stdout}");
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("bench json")).expect("json");
-    assert_eq!(report["schema_version"], 1);
+    assert_eq!(report["schema_version"], 2);
     let results = report["results"].as_array().expect("results");
     assert_eq!(results.len(), 2, "add at two sizes");
     for r in results {

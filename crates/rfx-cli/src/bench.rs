@@ -63,6 +63,11 @@ pub struct BenchArgs {
     /// as the single-threaded peers run).
     #[arg(long)]
     pub threads: Option<usize>,
+    /// The instruction set the `cpu` backend compiles for: `host` (what this CPU has),
+    /// `baseline` (the architecture's base set, e.g. SSE2: the same code on every machine) or
+    /// `avx2` (x86-64-v3).
+    #[arg(long, default_value = "host", value_parser = parse_cpu_target)]
+    pub cpu_target: rfx_lower::CpuTarget,
     /// Bench-only fault injection for testing `cargo xtask perf-check`: `KERNEL=MICROSECONDS`
     /// busy-waits that long inside every timed call of that kernel.
     #[arg(long, hide = true)]
@@ -297,6 +302,8 @@ pub struct BenchReport {
     pub fast_math: bool,
     /// The most threads a call could use (`--threads`; `None`: every core).
     pub threads: Option<usize>,
+    /// The CPU backend's target (`--cpu-target`: `host`, `baseline` or `avx2`).
+    pub cpu_target: &'static str,
     /// Every kernel at every size.
     pub results: Vec<KernelResult>,
 }
@@ -490,20 +497,36 @@ fn rotation_sets(n: usize, arrays: usize) -> usize {
     }
 }
 
+/// `--cpu-target`'s value.
+pub fn parse_cpu_target(name: &str) -> Result<rfx_lower::CpuTarget, String> {
+    rfx_lower::CpuTarget::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = rfx_lower::CpuTarget::ALL.iter().map(|t| t.name()).collect();
+        format!("unknown CPU target `{name}` (one of: {})", names.join(", "))
+    })
+}
+
+/// How a benchmark kernel is compiled beyond the optimiser's settings: the thread limit
+/// (`--threads`) and the CPU target (`--cpu-target`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Exec {
+    pub(crate) threads: Option<usize>,
+    pub(crate) cpu_target: rfx_lower::CpuTarget,
+}
+
 /// `kernel` optimised, lowered and compiled on `backend`, with the time it took.
 fn compile(
     kernel: &Kernel,
     backend: &dyn Backend,
     config: &OptConfig,
-    threads: Option<usize>,
+    exec: Exec,
 ) -> anyhow::Result<(std::sync::Arc<dyn Compiled>, OptReport, Duration)> {
     let start = Instant::now();
     let (mir, report) = optimize(kernel, config)?;
     let (lir, _) = lower(&mir, &LowerConfig::default())?;
     let options = rfx_lower::CompileOptions {
         fast_math: config.fast_math,
-        max_threads: threads,
-        ..Default::default()
+        max_threads: exec.threads,
+        cpu_target: exec.cpu_target,
     };
     let compiled = backend.compile(&lir, &options)?;
     Ok((compiled, report, start.elapsed()))
@@ -513,9 +536,9 @@ fn prepare(
     kernel: &Kernel,
     backend: &dyn Backend,
     config: &OptConfig,
-    threads: Option<usize>,
+    exec: Exec,
 ) -> anyhow::Result<(Prepared, OptReport, Duration)> {
-    let (compiled, report, compile_time) = compile(kernel, backend, config, threads)?;
+    let (compiled, report, compile_time) = compile(kernel, backend, config, exec)?;
     let outputs: Vec<Array> = compiled
         .program()
         .outputs()
@@ -800,7 +823,7 @@ fn alternate(
 
 /// The kernel against the reference interpreter, on the first input set.
 fn interp_comparison(p: &mut Prepared, kernel: &Kernel, delay: Duration) -> anyhow::Result<Comparison> {
-    let (interp, _, _) = compile(kernel, &InterpBackend, &OptConfig::default(), None)?;
+    let (interp, _, _) = compile(kernel, &InterpBackend, &OptConfig::default(), Exec::default())?;
     let (in_views, mut out_views) = rotation_views(&p.rotation_in[..1], &mut p.rotation_out[..1]);
     let compiled = &p.compiled;
     let mut scratch = Scratch::new();
@@ -827,10 +850,10 @@ fn unfused_comparison(
     p: &mut Prepared,
     kernel: &Kernel,
     backend: &dyn Backend,
-    options: (&OptConfig, Option<usize>, Duration),
+    options: (&OptConfig, Exec, Duration),
 ) -> anyhow::Result<Comparison> {
-    let (config, threads, delay) = options;
-    let mut unfused = Unfused::new(kernel, backend, config.fast_math, threads)?;
+    let (config, exec, delay) = options;
+    let mut unfused = Unfused::new(kernel, backend, config.fast_math, exec)?;
     let (in_views, mut out_views) = rotation_views(&p.rotation_in[..1], &mut p.rotation_out[..1]);
     let inputs = &p.rotation_in[0];
     let compiled = &p.compiled;
@@ -914,7 +937,11 @@ fn bench_kernel(
         fast_math: args.fast_math,
         ..OptConfig::default()
     };
-    let (mut prepared, report, compile) = prepare(kernel, run.backend, &config, args.threads)?;
+    let exec = Exec {
+        threads: args.threads,
+        cpu_target: args.cpu_target,
+    };
+    let (mut prepared, report, compile) = prepare(kernel, run.backend, &config, exec)?;
     let delay = run
         .injected
         .as_ref()
@@ -935,7 +962,7 @@ fn bench_kernel(
         (None, None)
     } else {
         let interp = interp_comparison(&mut prepared, kernel, delay)?;
-        let unfused = unfused_comparison(&mut prepared, kernel, run.backend, (&config, args.threads, delay))?;
+        let unfused = unfused_comparison(&mut prepared, kernel, run.backend, (&config, exec, delay))?;
         (Some(interp), Some(unfused))
     };
     Ok(KernelResult {
@@ -1060,6 +1087,7 @@ pub fn run_bench(args: &BenchArgs) -> anyhow::Result<BenchReport> {
         iterations: run.iterations,
         fast_math: args.fast_math,
         threads: args.threads,
+        cpu_target: args.cpu_target.name(),
         results,
     };
     // Both files, or neither.

@@ -249,6 +249,10 @@ enum Command {
         /// Compile with fast math (fast-math rewrites; FMA contraction on the CPU and CUDA).
         #[arg(long)]
         fast_math: bool,
+        /// The instruction set `--stage clif` and `--stage asm` compile for: `host` (what this
+        /// CPU has), `baseline` (the architecture's base set) or `avx2` (x86-64-v3).
+        #[arg(long, default_value = "host", value_parser = rfx_cli::bench::parse_cpu_target)]
+        cpu_target: rfx_lower::CpuTarget,
         #[command(flatten)]
         inputs: Inputs,
     },
@@ -585,10 +589,16 @@ fn run_command(command: Command) -> Result<(), CliError> {
             stage,
             in_shapes,
             fast_math,
+            cpu_target,
             inputs,
         } => {
             let kernel_ir = load_kernel_typed(&kernel, in_shapes.as_deref(), &inputs.inputs)?;
-            let text = dump(&kernel_ir, stage, fast_math)?;
+            let options = rfx_lower::CompileOptions {
+                fast_math,
+                cpu_target,
+                ..rfx_lower::CompileOptions::default()
+            };
+            let text = dump(&kernel_ir, stage, &options)?;
             Ok(output::print_str(&text)?)
         }
         Command::Dot {
@@ -861,11 +871,8 @@ fn not_built_in(backend: &str) -> CliError {
     ))
 }
 
-fn dump(kernel: &Kernel, stage: Stage, fast_math: bool) -> Result<String, CliError> {
-    let options = rfx_lower::CompileOptions {
-        fast_math,
-        ..rfx_lower::CompileOptions::default()
-    };
+fn dump(kernel: &Kernel, stage: Stage, options: &rfx_lower::CompileOptions) -> Result<String, CliError> {
+    let fast_math = options.fast_math;
     Ok(match stage {
         Stage::Hir => kernel.to_string(),
         Stage::Mir => {
@@ -875,7 +882,7 @@ fn dump(kernel: &Kernel, stage: Stage, fast_math: bool) -> Result<String, CliErr
         Stage::Lir => lower_with(kernel, fast_math)?.to_string(),
         Stage::Clif | Stage::Asm => {
             let lir = lower_with(kernel, fast_math)?;
-            let kernels = rfx_codegen_cpu::dump_with(&lir, &options)
+            let kernels = rfx_codegen_cpu::dump_with(&lir, options)
                 .map_err(|e| classified(rfx_runtime::RuntimeError::from(e)))?;
             kernels
                 .into_iter()
@@ -885,7 +892,7 @@ fn dump(kernel: &Kernel, stage: Stage, fast_math: bool) -> Result<String, CliErr
                 })
                 .collect()
         }
-        Stage::Cuda | Stage::Ptx | Stage::Msl | Stage::Wgsl => gpu_dump(kernel, stage, &options)?,
+        Stage::Cuda | Stage::Ptx | Stage::Msl | Stage::Wgsl => gpu_dump(kernel, stage, options)?,
     })
 }
 

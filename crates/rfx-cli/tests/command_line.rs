@@ -244,3 +244,36 @@ fn the_build_script_records_the_commit_or_unknown_without_git() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn cpu_target_pins_the_instruction_set_of_dumps() {
+    let asm = |target: &str| {
+        let out = rfx(&[
+            "dump",
+            "x*y+z",
+            "--stage",
+            "asm",
+            "--fast-math",
+            "--cpu-target",
+            target,
+            "--in-shapes",
+            "x=f64[64],y=f64[64],z=f64[64]",
+        ]);
+        assert!(out.status.success(), "{}", stderr_of(&out));
+        stdout_of(&out)
+    };
+    let baseline = asm("baseline");
+    assert!(baseline.contains("mul"), "{baseline}");
+    // The base x86-64 set: no fused multiply-add, no VEX-encoded or 256-bit instruction, even
+    // with fast math on an FMA machine.
+    for forbidden in ["fmadd", "ymm", "vmul", "vadd"] {
+        assert!(!baseline.contains(forbidden), "{forbidden} in\n{baseline}");
+    }
+    let bad = rfx(&["dump", "x", "--stage", "clif", "--cpu-target", "pentium"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        stderr_of(&bad).contains("unknown CPU target `pentium` (one of: host, baseline, avx2)"),
+        "{}",
+        stderr_of(&bad)
+    );
+}

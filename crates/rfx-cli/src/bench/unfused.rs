@@ -155,12 +155,12 @@ pub(crate) struct Unfused {
 
 impl Unfused {
     /// Compiles every op of `kernel` (not an input) on `backend` as its own kernel, with the
-    /// fused kernel's fast-math setting and thread limit.
+    /// fused kernel's fast-math setting, thread limit and CPU target.
     pub(crate) fn new(
         kernel: &Kernel,
         backend: &dyn Backend,
         fast_math: bool,
-        threads: Option<usize>,
+        exec: super::Exec,
     ) -> anyhow::Result<Unfused> {
         let config = OptConfig {
             saturate: false,
@@ -182,7 +182,7 @@ impl Unfused {
             let v = b.copy(&node.op, &params, &node.ty)?;
             b.output("out", v)?;
             let single = b.finish()?;
-            let (compiled, _, _) = super::compile(&single, backend, &config, threads)?;
+            let (compiled, _, _) = super::compile(&single, backend, &config, exec)?;
             let args = node
                 .args
                 .iter()
@@ -277,7 +277,8 @@ mod tests {
             let inputs = random_inputs(&mut TestRng::new(3), &k, 0.0);
             let views: Vec<_> = inputs.iter().map(Array::view).collect();
             let expected = run_hir(&k, &views, Mode::Native).expect("interpreter");
-            let mut unfused = Unfused::new(&k, &InterpBackend, false, None).expect("unfused");
+            let mut unfused =
+                Unfused::new(&k, &InterpBackend, false, super::super::Exec::default()).expect("unfused");
             let p = plan(&k);
             let mut scratch = Scratch::new();
             // Twice: a reused buffer's old contents must not leak into the second run.

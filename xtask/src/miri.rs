@@ -6,7 +6,8 @@
 //!
 //! Runs `cargo +nightly miri test` on `rfx-ir` (unit and integration tests), `rfx-lower` (unit
 //! tests), `rfx-opt` (unit tests: the rewrite rules against the interpreter, with Miri's float
-//! noise off) and the CPU backend's worker pool (`rfx-codegen-cpu`'s `pool` unit tests, with a Rust
+//! noise off), `rfx-check`'s `generator` and `lowering` tests (random kernels through the HIR text
+//! format and the interpreters) and the CPU backend's worker pool (`rfx-codegen-cpu`'s `pool` unit tests, with a Rust
 //! kernel instead of JIT code, two CPUs and the pool's threads left running at exit allowed; a
 //! pool that keeps its completion latch on the caller's stack fails it with a data race against
 //! a deallocation), or on the `--crate`s
@@ -27,39 +28,56 @@
 use std::path::Path;
 use std::process::Command;
 
-/// One default Miri run: a crate, whether with its integration tests, a test-name filter and
-/// extra `MIRIFLAGS`.
+/// Which test targets of a crate a run takes.
+#[derive(Clone, Copy)]
+enum Targets {
+    /// The unit tests (`--lib`).
+    Lib,
+    /// Unit and integration tests.
+    All,
+    /// These integration test files only (`--test NAME` each).
+    Tests(&'static [&'static str]),
+}
+
+/// One default Miri run: a crate, its test targets, a test-name filter and extra `MIRIFLAGS`.
 struct Run {
     name: &'static str,
-    all_tests: bool,
+    targets: Targets,
     filter: Option<&'static str>,
     flags: &'static str,
 }
 
 /// The runs Miri makes by default: the unit tests below the code generators (and `rfx-ir`'s
-/// integration tests), and the CPU backend's pool.
-const DEFAULT_RUNS: [Run; 4] = [
+/// integration tests), the checking crate's random-kernel tests that run only interpreters
+/// (the HIR text round trip, lowering against the HIR interpreter), and the CPU backend's pool.
+const DEFAULT_RUNS: [Run; 5] = [
     Run {
         name: "rfx-ir",
-        all_tests: true,
+        targets: Targets::All,
         filter: None,
         flags: "",
     },
     Run {
         name: "rfx-lower",
-        all_tests: false,
+        targets: Targets::Lib,
         filter: None,
         flags: "",
     },
     Run {
         name: "rfx-opt",
-        all_tests: false,
+        targets: Targets::Lib,
         filter: None,
         flags: " -Zmiri-deterministic-floats",
     },
     Run {
+        name: "rfx-check",
+        targets: Targets::Tests(&["generator", "lowering"]),
+        filter: None,
+        flags: "",
+    },
+    Run {
         name: "rfx-codegen-cpu",
-        all_tests: false,
+        targets: Targets::Lib,
         filter: Some("pool::"),
         // Miri reports one CPU unless told (the pool would have no workers); the workers are
         // daemon threads; the job's table pointer is stored as an integer to be `Send`.
@@ -80,19 +98,17 @@ pub(crate) fn miri(root: &Path, args: &[String]) -> Result<bool, String> {
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
-    let runs: Vec<(String, bool, Option<&str>, &str)> = if crates.is_empty() {
+    let targets = if all_tests { Targets::All } else { Targets::Lib };
+    let runs: Vec<(String, Targets, Option<&str>, &str)> = if crates.is_empty() {
         DEFAULT_RUNS
             .iter()
-            .map(|r| (r.name.to_string(), r.all_tests, r.filter, r.flags))
+            .map(|r| (r.name.to_string(), r.targets, r.filter, r.flags))
             .collect()
     } else {
-        crates
-            .into_iter()
-            .map(|name| (name, all_tests, None, ""))
-            .collect()
+        crates.into_iter().map(|name| (name, targets, None, "")).collect()
     };
     let mut ok = true;
-    for (name, all_tests, filter, flags) in &runs {
+    for (name, targets, filter, flags) in &runs {
         let start = std::time::Instant::now();
         let mut command = Command::new("cargo");
         command
@@ -103,8 +119,16 @@ pub(crate) fn miri(root: &Path, args: &[String]) -> Result<bool, String> {
             // insta finds the workspace through `cargo metadata` unless told; Miri cannot spawn.
             .env("INSTA_WORKSPACE_ROOT", root)
             .env("RFX_MIRI", "1");
-        if !*all_tests {
-            command.arg("--lib");
+        match targets {
+            Targets::Lib => {
+                command.arg("--lib");
+            }
+            Targets::All => {}
+            Targets::Tests(files) => {
+                for file in *files {
+                    command.args(["--test", file]);
+                }
+            }
         }
         if let Some(filter) = filter {
             command.arg(filter);

@@ -1,35 +1,18 @@
 //! Lowering on random kernels: lowered programs run by the LIR interpreter against the HIR
 //! interpreter, and the memory plans of random programs.
 
+#[path = "../../rfx-lower/tests/common/mod.rs"]
 mod common;
 
-use common::same_values;
-use std::time::Duration;
+use common::{lower_kernel, lower_with};
 
 use rfx_check::generator::{KernelGenConfig, random_kernel};
 use rfx_ir::hir::{self, Kernel};
 use rfx_ir::interp::{Mode, run_hir};
 use rfx_ir::lir::{LirProgram, Storage};
-use rfx_ir::testgen::{TestRng, random_inputs};
+use rfx_ir::testgen::{TestRng, random_inputs, same_values};
 use rfx_ir::{Array, ArrayView};
-use rfx_lower::{InterpBackend, LowerConfig, execute_lowered, lower};
-use rfx_opt::{OptConfig, optimize};
-
-fn lower_kernel(kernel: &Kernel) -> LirProgram {
-    lower_with(kernel, &LowerConfig::default())
-}
-
-fn lower_with(kernel: &Kernel, config: &LowerConfig) -> LirProgram {
-    let (mir, _) = optimize(
-        kernel,
-        &OptConfig {
-            time_limit: Duration::from_secs(60),
-            ..OptConfig::exact()
-        },
-    )
-    .expect("optimize");
-    lower(&mir, config).expect("lower").0
-}
+use rfx_lower::{InterpBackend, LowerConfig, execute_lowered};
 
 fn temps_of(lir: &LirProgram) -> Vec<(usize, usize, usize, usize)> {
     // (offset, bytes, first kernel, last kernel) for every arena buffer.

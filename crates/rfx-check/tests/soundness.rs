@@ -3,14 +3,11 @@
 //! every op, broadcasting, reductions, several outputs, and NaN/±Inf/−0/subnormals among the
 //! inputs. 10,000 kernels per run.
 
-mod common;
-
-use common::same_values;
 use rfx_check::generator::{KernelGenConfig, random_kernel};
 use rfx_ir::Array;
 use rfx_ir::hir::{Kernel, Op};
 use rfx_ir::interp::{Mode, run_hir, run_mir};
-use rfx_ir::testgen::{TestRng, random_inputs};
+use rfx_ir::testgen::{TestRng, random_inputs, same_values};
 use rfx_opt::{OptConfig, fuse_chains, optimize, sink_transposes};
 
 fn check(seed: u64, config: &OptConfig, kernel_gen: &KernelGenConfig) -> bool {

@@ -6,21 +6,10 @@ use rfx_codegen_cpu::CpuBackend;
 use rfx_ir::hir::{Kernel, Op};
 use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
-use rfx_ir::testgen::{TestRng, random_inputs};
+use rfx_ir::testgen::{TestRng, random_inputs, same_values};
 use rfx_ir::{Array, Scalar};
 use rfx_lower::{Backend, LowerConfig, Scratch, lower};
 use rfx_opt::{OptConfig, optimize};
-
-fn same_values(a: &Array, b: &Array) -> bool {
-    a.shape() == b.shape()
-        && a.dtype() == b.dtype()
-        && (0..a.data().len()).all(|i| {
-            let (x, y) = (a.get(i), b.get(i));
-            x == y
-                || x.zip(y)
-                    .is_some_and(|(x, y)| x.to_f64().is_nan() && y.to_f64().is_nan())
-        })
-}
 
 fn transcendental(kernel: &Kernel) -> bool {
     kernel.nodes().iter().any(|n| match &n.op {

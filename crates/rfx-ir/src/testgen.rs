@@ -1,5 +1,6 @@
 //! Random inputs for tests and benchmarks: a small deterministic RNG ([`TestRng`]) and arrays
-//! of any type with special values mixed in ([`random_inputs`], [`random_array`]).
+//! of any type with special values mixed in ([`random_inputs`], [`random_array`]), and the
+//! comparison of results with their reference ([`same_values`]).
 //!
 //! Enabled by the `testgen` cargo feature. Generation is driven by the RNG seeded by the
 //! caller, so a failing case is reproduced from its seed alone. Random kernels are made by the
@@ -51,6 +52,19 @@ impl TestRng {
     pub fn pick<'a, T>(&mut self, items: &'a [T]) -> Option<&'a T> {
         items.get(self.below(items.len()))
     }
+}
+
+/// Whether `a` and `b` have the same shape, dtype and value bits (`Scalar` compares bits), any
+/// NaN matching any NaN: how tests compare a result with its reference.
+pub fn same_values(a: &Array, b: &Array) -> bool {
+    a.shape() == b.shape()
+        && a.dtype() == b.dtype()
+        && (0..a.data().len()).all(|i| {
+            let (x, y) = (a.get(i), b.get(i));
+            x == y
+                || x.zip(y)
+                    .is_some_and(|(x, y)| x.to_f64().is_nan() && y.to_f64().is_nan())
+        })
 }
 
 /// Random inputs for `kernel`: floats mostly uniform in [-4, 4] with special values (±0, ±Inf,

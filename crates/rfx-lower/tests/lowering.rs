@@ -2,6 +2,9 @@
 //! validation. The same on random kernels is `rfx-check`'s `tests/lowering.rs`, beside the
 //! generator.
 
+mod common;
+
+use common::lower_kernel;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -16,22 +19,6 @@ use rfx_lower::{
     plan_memory,
 };
 use rfx_opt::{OptConfig, optimize};
-
-fn lower_kernel(kernel: &Kernel) -> LirProgram {
-    lower_with(kernel, &LowerConfig::default())
-}
-
-fn lower_with(kernel: &Kernel, config: &LowerConfig) -> LirProgram {
-    let (mir, _) = optimize(
-        kernel,
-        &OptConfig {
-            time_limit: Duration::from_secs(60),
-            ..OptConfig::exact()
-        },
-    )
-    .expect("optimize");
-    lower(&mir, config).expect("lower").0
-}
 
 fn corpus() -> Vec<(String, Kernel)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../rfx-opt/tests/corpus");

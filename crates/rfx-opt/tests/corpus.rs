@@ -9,7 +9,7 @@ use std::time::Duration;
 use rfx_ir::Array;
 use rfx_ir::hir::{self, Kernel};
 use rfx_ir::interp::{Mode, run_hir, run_mir};
-use rfx_ir::testgen::{TestRng, random_inputs};
+use rfx_ir::testgen::{TestRng, random_inputs, same_values};
 use rfx_opt::{OptConfig, OptReport, optimize};
 
 fn corpus() -> Vec<(String, Kernel)> {
@@ -54,18 +54,6 @@ fn summary(report: &OptReport) -> String {
         let _ = writeln!(s, "not fused {value}: {reason}");
     }
     s
-}
-
-/// Equal bits, except that any NaN matches any NaN.
-fn same_values(a: &Array, b: &Array) -> bool {
-    a.shape() == b.shape()
-        && a.dtype() == b.dtype()
-        && (0..a.data().len()).all(|i| {
-            let (x, y) = (a.get(i), b.get(i));
-            x == y
-                || x.zip(y)
-                    .is_some_and(|(x, y)| x.to_f64().is_nan() && y.to_f64().is_nan())
-        })
 }
 
 #[test]

@@ -4,19 +4,8 @@
 
 use rfx_ir::Array;
 use rfx_ir::interp::{Mode, run_hir, run_mir};
-use rfx_ir::testgen::{TestRng, random_inputs};
+use rfx_ir::testgen::{TestRng, random_inputs, same_values};
 use rfx_opt::{OptConfig, optimize, sink_transposes};
-
-fn same_values(a: &Array, b: &Array) -> bool {
-    a.shape() == b.shape()
-        && a.dtype() == b.dtype()
-        && (0..a.data().len()).all(|i| {
-            let (x, y) = (a.get(i), b.get(i));
-            x == y
-                || x.zip(y)
-                    .is_some_and(|(x, y)| x.to_f64().is_nan() && y.to_f64().is_nan())
-        })
-}
 
 /// `rfx fuzz` seed 5644430 (after saturation): `%1` is wanted transposed by `[0,2,1]` both by a
 /// sunk `ge` (broadcast to `[2,1,2]` first) and by a transpose node (as it is). A cache of one

@@ -4,12 +4,12 @@
 //! interpreter's results (bit for bit for exactly rounded ops, within the documented bound for
 //! transcendentals).
 
+mod common;
+
 use rfx_codegen_cpu::{compile, dump_with};
-use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
 use rfx_ir::testgen::{TestRng, random_inputs};
-use rfx_ir::{Array, Scalar};
-use rfx_lower::{BackendError, CompileOptions, Compiled, CpuTarget, LowerConfig, Scratch, lower, ulps};
+use rfx_lower::{BackendError, CompileOptions, CpuTarget, LowerConfig, lower, ulps};
 use rfx_opt::{OptConfig, optimize};
 
 /// The CPU backend's documented bound for transcendental ops.
@@ -182,16 +182,7 @@ fn check_against_interpreter(text: &str, target: CpuTarget, exact: bool) {
     for seed in 0..2u64 {
         let mut rng = TestRng::new(seed);
         let inputs = random_inputs(&mut rng, &kernel, 0.05);
-        let views: Vec<_> = inputs.iter().map(Array::view).collect();
-        let want = run_lir(&lir, &views, Mode::Native).expect("interpreter");
-        let mut got: Vec<Array> = want
-            .iter()
-            .map(|a| Array::filled(Scalar::zero(a.dtype()), a.shape().clone()))
-            .collect();
-        {
-            let mut out: Vec<_> = got.iter_mut().map(Array::view_mut).collect();
-            compiled.run(&views, &mut out, &mut Scratch::new()).expect("run");
-        }
+        let (got, want) = common::run_with_interpreter(&compiled, &lir, &inputs);
         for (k, (g, w)) in got.iter().zip(&want).enumerate() {
             for i in 0..w.data().len() {
                 let (a, b) = (g.get(i).expect("got").to_f64(), w.get(i).expect("want").to_f64());

@@ -14,13 +14,14 @@
 //! do not grow along the kernel; the absolute bounds below are far under the error of a value
 //! read from the wrong staging cell (order 0.1 and more for these random inputs).
 
+mod common;
+
 use rfx_check::generator::transcendental_kernel;
 use rfx_ir::hir::Kernel;
-use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
 use rfx_ir::testgen::TestRng;
-use rfx_ir::{Array, ArrayData, DType, Scalar};
-use rfx_lower::{BackendError, CompileOptions, Compiled, LowerConfig, Scratch, Unsupported, lower};
+use rfx_ir::{Array, ArrayData, DType};
+use rfx_lower::{BackendError, CompileOptions, LowerConfig, Unsupported, lower};
 use rfx_opt::{OptConfig, optimize};
 
 /// The bound every generated function's frame is checked against (`codegen::MAX_FRAME`).
@@ -76,16 +77,7 @@ fn check(lir: &LirProgram, inputs: &[Array], tolerance: f64, what: &str) -> u32 
         ..CompileOptions::default()
     };
     let compiled = rfx_codegen_cpu::compile(lir, &options).unwrap_or_else(|e| panic!("{what}: compile: {e}"));
-    let views: Vec<_> = inputs.iter().map(Array::view).collect();
-    let want = run_lir(lir, &views, Mode::Native).expect("interpreter");
-    let mut got: Vec<Array> = want
-        .iter()
-        .map(|a| Array::filled(Scalar::zero(a.dtype()), a.shape().clone()))
-        .collect();
-    {
-        let mut out: Vec<_> = got.iter_mut().map(Array::view_mut).collect();
-        compiled.run(&views, &mut out, &mut Scratch::new()).expect("run");
-    }
+    let (got, want) = common::run_with_interpreter(&compiled, lir, inputs);
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
         for i in 0..w.data().len() {
             let (a, b) = (g.get(i).expect("got").to_f64(), w.get(i).expect("want").to_f64());

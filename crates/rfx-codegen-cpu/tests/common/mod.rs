@@ -1,5 +1,8 @@
 //! What several test files share: a kernel's text optimised, lowered, compiled for the CPU and
-//! run on fresh random inputs, every output element compared with the LIR interpreter's bits.
+//! run on fresh random inputs, every output element compared with the LIR interpreter's bits; and
+//! a compiled program run beside the interpreter. Each test file uses part of it.
+
+#![allow(dead_code)]
 
 use rfx_codegen_cpu::CpuBackend;
 use rfx_ir::hir::parse;
@@ -7,7 +10,7 @@ use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
 use rfx_ir::testgen::{TestRng, random_inputs};
 use rfx_ir::{Array, Scalar};
-use rfx_lower::{Backend, CompileOptions, LowerConfig, Scratch, lower};
+use rfx_lower::{Backend, CompileOptions, Compiled, LowerConfig, Scratch, lower};
 use rfx_opt::{OptConfig, optimize};
 
 /// Runs the kernel `text` on the CPU backend (at most `threads` threads) and the LIR interpreter
@@ -24,16 +27,7 @@ pub(crate) fn assert_bits_match_interpreter(text: &str, threads: usize, seed: u6
     let compiled = CpuBackend.compile(&lir, &options).expect("compile");
     let mut rng = TestRng::new(seed);
     let inputs = random_inputs(&mut rng, &kernel, 0.05);
-    let views: Vec<_> = inputs.iter().map(Array::view).collect();
-    let want = run_lir(&lir, &views, Mode::Native).expect("interpreter");
-    let mut got: Vec<Array> = want
-        .iter()
-        .map(|a| Array::filled(Scalar::zero(a.dtype()), a.shape().clone()))
-        .collect();
-    {
-        let mut out: Vec<_> = got.iter_mut().map(Array::view_mut).collect();
-        compiled.run(&views, &mut out, &mut Scratch::new()).expect("run");
-    }
+    let (got, want) = run_with_interpreter(&*compiled, &lir, &inputs);
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
         for i in 0..w.data().len() {
             let (a, b) = (g.get(i).expect("got"), w.get(i).expect("want"));
@@ -45,4 +39,24 @@ pub(crate) fn assert_bits_match_interpreter(text: &str, threads: usize, seed: u6
         }
     }
     lir
+}
+
+/// Runs `compiled` (compiled from `lir`) and the native-precision LIR interpreter on `inputs`:
+/// the backend's outputs, then the interpreter's.
+pub(crate) fn run_with_interpreter(
+    compiled: &dyn Compiled,
+    lir: &LirProgram,
+    inputs: &[Array],
+) -> (Vec<Array>, Vec<Array>) {
+    let views: Vec<_> = inputs.iter().map(Array::view).collect();
+    let want = run_lir(lir, &views, Mode::Native).expect("interpreter");
+    let mut got: Vec<Array> = want
+        .iter()
+        .map(|a| Array::filled(Scalar::zero(a.dtype()), a.shape().clone()))
+        .collect();
+    {
+        let mut out: Vec<_> = got.iter_mut().map(Array::view_mut).collect();
+        compiled.run(&views, &mut out, &mut Scratch::new()).expect("run");
+    }
+    (got, want)
 }

@@ -736,16 +736,7 @@ fn unary_ulp_bound(op: UnaryOp, dtype: DType) -> Option<u64> {
         | UnaryOp::Acos
         | UnaryOp::Erf => Some(2),
         // Exact or correctly rounded: no approximation to bound.
-        UnaryOp::Neg
-        | UnaryOp::Abs
-        | UnaryOp::Sign
-        | UnaryOp::Floor
-        | UnaryOp::Ceil
-        | UnaryOp::Round
-        | UnaryOp::Sqrt
-        | UnaryOp::Rsqrt
-        | UnaryOp::Recip
-        | UnaryOp::Not => None,
+        rfx_ir::exact_unary_ops!() => None,
     }
 }
 

@@ -170,16 +170,7 @@ pub(crate) fn lavapipe_ulp_bound(op: Transcendental, args: &[f64]) -> Option<u64
                 (within(x, -10.0, 10.0) && normal).then_some(2)
             }
             // Exact or correctly rounded: no approximation to bound.
-            UnaryOp::Neg
-            | UnaryOp::Abs
-            | UnaryOp::Sign
-            | UnaryOp::Floor
-            | UnaryOp::Ceil
-            | UnaryOp::Round
-            | UnaryOp::Sqrt
-            | UnaryOp::Rsqrt
-            | UnaryOp::Recip
-            | UnaryOp::Not => None,
+            rfx_ir::exact_unary_ops!() => None,
         },
         (Transcendental::Binary(BinaryOp::Pow), [_, _]) => Some(2),
         (Transcendental::Binary(BinaryOp::Atan2), [_, _]) => Some(4),

@@ -123,18 +123,31 @@ impl UnaryOp {
             | UnaryOp::Acos
             | UnaryOp::Sigmoid
             | UnaryOp::Erf => true,
-            UnaryOp::Neg
-            | UnaryOp::Abs
-            | UnaryOp::Sign
-            | UnaryOp::Floor
-            | UnaryOp::Ceil
-            | UnaryOp::Round
-            | UnaryOp::Sqrt
-            | UnaryOp::Rsqrt
-            | UnaryOp::Recip
-            | UnaryOp::Not => false,
+            crate::exact_unary_ops!() => false,
         }
     }
+}
+
+/// The pattern of the unary ops that are exact or correctly rounded on every backend (no
+/// approximation: no routine, no ULP bound), written once for every `match` that treats them
+/// alike, as in `match op { UnaryOp::Exp => …, …, rfx_ir::exact_unary_ops!() => None }`. Such a
+/// match names each transcendental ([`UnaryOp::is_transcendental`]) on its own, so a new
+/// transcendental does not compile until every one of them handles it; a new exact op is added
+/// here.
+#[macro_export]
+macro_rules! exact_unary_ops {
+    () => {
+        $crate::UnaryOp::Neg
+            | $crate::UnaryOp::Abs
+            | $crate::UnaryOp::Sign
+            | $crate::UnaryOp::Floor
+            | $crate::UnaryOp::Ceil
+            | $crate::UnaryOp::Round
+            | $crate::UnaryOp::Sqrt
+            | $crate::UnaryOp::Rsqrt
+            | $crate::UnaryOp::Recip
+            | $crate::UnaryOp::Not
+    };
 }
 
 /// Two-operand elementwise ops. Operands have the same dtype and broadcast (NumPy rules) to

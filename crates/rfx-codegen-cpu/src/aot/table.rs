@@ -139,16 +139,7 @@ impl AotFn {
             // same in tiles and scalar code.
             UnaryOp::Erf => None,
             // Exact or cheap ops the inline code computes as fast as a call would.
-            UnaryOp::Neg
-            | UnaryOp::Abs
-            | UnaryOp::Sign
-            | UnaryOp::Floor
-            | UnaryOp::Ceil
-            | UnaryOp::Round
-            | UnaryOp::Sqrt
-            | UnaryOp::Rsqrt
-            | UnaryOp::Recip
-            | UnaryOp::Not => None,
+            rfx_ir::exact_unary_ops!() => None,
         }
     }
 

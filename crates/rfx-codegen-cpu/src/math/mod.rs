@@ -142,16 +142,7 @@ pub(crate) fn emit_unary(b: &mut FunctionBuilder<'_>, op: UnaryOp, x: Value, ty:
         UnaryOp::Acos => kernels::acos,
         UnaryOp::Sigmoid => kernels::sigmoid,
         UnaryOp::Erf => kernels::erf,
-        UnaryOp::Neg
-        | UnaryOp::Abs
-        | UnaryOp::Sign
-        | UnaryOp::Floor
-        | UnaryOp::Ceil
-        | UnaryOp::Round
-        | UnaryOp::Sqrt
-        | UnaryOp::Rsqrt
-        | UnaryOp::Recip
-        | UnaryOp::Not => return None,
+        rfx_ir::exact_unary_ops!() => return None,
     };
     emit_lanes(b, ty, &[x], |v, args| kernel(v, args[0]))
 }

@@ -1,7 +1,10 @@
 //! `cargo xtask icount`: the instruction-count gate.
 //!
 //! Time on a shared 2-core machine is noise; the number of instructions a path executes is
-//! not. The gate builds `rfx-cli`'s example `icount` (release, no GPU backends), runs each
+//! not. The gate builds `rfx-cli`'s example `icount` (no GPU backends) in the `test` profile,
+//! which `cargo test` has already built nearly all of (a release build would add minutes to
+//! CI; the JIT's generated code is the same in both, and the Rust paths around it are counted
+//! at the test profile's optimisation, with debug assertions and Cranelift's verifier on), runs each
 //! measured path under `valgrind --tool=callgrind` with collection switched on only inside the
 //! example's `icount_measured_region`, and divides callgrind's instruction total by the
 //! path's iterations. The paths are compiled for a pinned CPU target (the example's
@@ -345,7 +348,8 @@ fn measure(root: &Path, paths: &[(&str, u64)]) -> Result<Report, String> {
     let status = crate::cargo(root)
         .args([
             "build",
-            "--release",
+            "--profile",
+            "test",
             "--quiet",
             "-p",
             "rfx-cli",
@@ -357,7 +361,7 @@ fn measure(root: &Path, paths: &[(&str, u64)]) -> Result<Report, String> {
     if !status.success() {
         return Err(format!("building the icount example failed: {status}"));
     }
-    let binary = target_dir(root).join("release/examples/icount");
+    let binary = target_dir(root).join("debug/examples/icount");
     let target = output_of(Command::new(&binary).arg("--target"), "icount --target")?;
     let dir = target_dir(root).join("icount");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;

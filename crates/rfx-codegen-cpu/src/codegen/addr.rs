@@ -270,6 +270,17 @@ impl<'k> Gen<'_, 'k> {
             .collect()
     }
 
+    /// Bytes (an index: counts) each access advances per step of dim `rank - 1`, the last of a
+    /// rank-`rank` loop nest.
+    pub(super) fn last_dim_step_bytes(&self, rank: usize) -> Vec<i64> {
+        self.fx
+            .info
+            .accesses
+            .iter()
+            .map(|a| (a.strides.get(rank - 1).copied().unwrap_or(0) * a.elem_bytes()) as i64)
+            .collect()
+    }
+
     /// Elements access `k` advances per step of the vector loop.
     pub(super) fn inner_stride(&self, k: usize) -> usize {
         self.cur

@@ -553,17 +553,8 @@ impl<'k> Gen<'_, 'k> {
         let w = self.cur.width;
         let first = b.ins().imul_imm_s(row, cols as i64);
         let first = b.ins().iadd(first, col);
-        for (&acc, (op, buf, dtype)) in accs.iter().zip(self.reductions()?) {
-            let mut e = Emitter {
-                b: &mut *b,
-                w,
-                imports: self.fx.imports,
-            };
-            let finished = finish(&mut e, op, acc, dtype, reduced_numel)?;
-            let base = self.base(buf)?;
-            let byte = b.ins().imul_imm_s(first, dtype.size_bytes() as i64);
-            let addr = b.ins().iadd(base, byte);
-            b.ins().store(mem(), finished, addr, 0);
+        for (&acc, reduction) in accs.iter().zip(self.reductions()?) {
+            self.store_finished(b, w, reduction, (acc, reduced_numel), first)?;
         }
         Ok(())
     }

@@ -303,13 +303,7 @@ impl<'k> Gen<'_, 'k> {
         };
         // Bytes each access advances per point of the innermost reduced dim (a row's pieces
         // start at these multiples).
-        let row_steps: Vec<i64> = self
-            .fx
-            .info
-            .accesses
-            .iter()
-            .map(|a| (a.strides.get(rank - 1).copied().unwrap_or(0) * a.elem_bytes()) as i64)
-            .collect();
+        let row_steps = self.last_dim_step_bytes(rank);
 
         let zero = b.ins().iconst(types::I64, 0);
         let zeros = vec![zero; self.fx.info.accesses.len()];
@@ -493,16 +487,7 @@ impl<'k> Gen<'_, 'k> {
                 };
                 total = e.combine(r.op, total, part, r.dtype)?;
             }
-            let mut e = Emitter {
-                b: &mut *b,
-                w: 1,
-                imports: self.fx.imports,
-            };
-            let finished = finish(&mut e, r.op, total, r.dtype, reduced_numel)?;
-            let base = self.base(r.buf)?;
-            let byte = b.ins().imul_imm_s(lead, r.dtype.size_bytes() as i64);
-            let addr = b.ins().iadd(base, byte);
-            b.ins().store(mem(), finished, addr, 0);
+            self.store_finished(b, 1, (r.op, r.buf, r.dtype), (total, reduced_numel), lead)?;
         }
         Ok(())
     }
@@ -593,6 +578,29 @@ impl<'k> Gen<'_, 'k> {
                 b.ins().stack_store(types::I64, total, partials.slot, off);
             }
         }
+        Ok(())
+    }
+
+    /// Finishes the accumulator `acc` (`w` lanes) of the reduction `(op, buf, dtype)` (a mean
+    /// divides by `reduced_numel`) and stores it at element `index` of `buf`.
+    pub(super) fn store_finished(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        w: u8,
+        (op, buf, dtype): (ReduceOp, BufId, DType),
+        (acc, reduced_numel): (Value, usize),
+        index: Value,
+    ) -> Result<(), BackendError> {
+        let mut e = Emitter {
+            b: &mut *b,
+            w,
+            imports: self.fx.imports,
+        };
+        let finished = finish(&mut e, op, acc, dtype, reduced_numel)?;
+        let base = self.base(buf)?;
+        let byte = b.ins().imul_imm_s(index, dtype.size_bytes() as i64);
+        let addr = b.ins().iadd(base, byte);
+        b.ins().store(mem(), finished, addr, 0);
         Ok(())
     }
 

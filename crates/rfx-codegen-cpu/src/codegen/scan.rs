@@ -221,13 +221,7 @@ impl<'k> Gen<'_, 'k> {
         let zero = b.ins().iconst(types::I64, 0);
         let zeros = vec![zero; self.fx.info.accesses.len()];
         // Bytes (an index: counts) each access advances per step of the scanned dim.
-        let step_bytes: Vec<i64> = self
-            .fx
-            .info
-            .accesses
-            .iter()
-            .map(|a| (a.strides.get(rank - 1).copied().unwrap_or(0) * a.elem_bytes()) as i64)
-            .collect();
+        let step_bytes = self.last_dim_step_bytes(rank);
         let last = i64::try_from(inner).map_err(|_| internal("a row beyond i64"))? - 1;
         // `vectors` vectors of rows from `row` on (along the lane dim, from the pointers
         // `origin`), scanned together: their accumulators interleave, so the steps of

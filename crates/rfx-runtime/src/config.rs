@@ -55,8 +55,10 @@ impl CompileConfig {
         self
     }
 
-    /// The options as a deterministic text key, one line per stage (the backend excluded).
-    pub(crate) fn options_key(&self) -> [String; 3] {
+    /// The options as a deterministic text key, one line per stage, the backend excluded (what
+    /// [`CacheKey::options`](crate::CacheKey::options) holds). Formatting it costs more
+    /// than a cached call's lookup, so a caller that keeps one configuration computes it once.
+    pub fn options_key(&self) -> [String; 3] {
         [
             format!("{:?}", self.opt),
             format!("{:?}", self.lower),

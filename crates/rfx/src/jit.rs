@@ -214,6 +214,8 @@ tuple_args!(A, B, C, D, E, G);
 pub struct Jit<K> {
     func: K,
     config: CompileConfig,
+    /// `config.options_key()`, computed once: the configuration never changes.
+    options_key: [String; 3],
     cache: Cache,
     input_names: Vec<String>,
 }
@@ -238,9 +240,11 @@ impl<K: KernelFn> Jit<K> {
     pub fn with_config(func: K, config: CompileConfig) -> Jit<K> {
         let cache = Cache::new(func.name());
         let input_names = func.input_names();
+        let options_key = config.options_key();
         Jit {
             func,
             config,
+            options_key,
             cache,
             input_names,
         }
@@ -312,7 +316,12 @@ impl<K: KernelFn> Jit<K> {
             .cloned()
             .zip(types.iter().cloned())
             .collect();
-        let key = CacheKey::new(self.func.fingerprint(), inputs, &self.config);
+        let key = CacheKey {
+            kernel: self.func.fingerprint(),
+            inputs,
+            backend: self.config.backend.clone(),
+            options: self.options_key.clone(),
+        };
         self.cache
             .get_or_compile(key, &self.config, registry(), || self.func.trace(types))
     }

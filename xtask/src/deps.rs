@@ -18,6 +18,7 @@ pub(crate) const ALLOWED_WORKSPACE_DEPS: &[(&str, &[&str])] = &[
     ("rfx-codegen-cpu", &["rfx-ir", "rfx-lower"]),
     ("rfx-codegen-cuda", &["rfx-ir", "rfx-lower"]),
     ("rfx-codegen-metal", &["rfx-ir", "rfx-lower"]),
+    ("rfx-codegen-c", &["rfx-ir", "rfx-lower"]),
     (
         "rfx-runtime",
         &[

@@ -1,0 +1,207 @@
+//! `static inline` C helpers, emitted once each when the program uses them. `P_` in a template
+//! is replaced by the function's name and `_`, so that several exported programs can share one
+//! translation unit.
+
+/// A helper function of the generated source.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Helper {
+    F32Bits,
+    F64Bits,
+    AddI32,
+    SubI32,
+    MulI32,
+    NegI32,
+    AbsI32,
+    DivI32,
+    FmodI32,
+    MinI32,
+    MaxI32,
+    SignI32,
+    AbsF32,
+    AbsF64,
+    MinF32,
+    MaxF32,
+    MinF64,
+    MaxF64,
+    SignF32,
+    SignF64,
+    FloorF32,
+    CeilF32,
+    RoundF32,
+    FloorF64,
+    CeilF64,
+    RoundF64,
+    F32ToI32,
+    F64ToI32,
+}
+
+impl Helper {
+    /// Helpers this one calls (emitted before it).
+    pub(crate) fn needs(self) -> &'static [Helper] {
+        match self {
+            Helper::AbsF32 => &[Helper::F32Bits],
+            Helper::AbsF64 => &[Helper::F64Bits],
+            Helper::FloorF32 | Helper::CeilF32 | Helper::RoundF32 => &[Helper::AbsF32, Helper::F32Bits],
+            Helper::FloorF64 | Helper::CeilF64 | Helper::RoundF64 => &[Helper::AbsF64, Helper::F64Bits],
+            _ => &[],
+        }
+    }
+
+    pub(crate) fn template(self) -> &'static str {
+        match self {
+            Helper::F32Bits => concat!(
+                "/* Bit casts through a union (defined behaviour in C99). */\n",
+                "static inline float P_f32_from_bits(uint32_t u) { union { uint32_t u; float f; } v; v.u = u; return v.f; }\n",
+                "static inline uint32_t P_f32_to_bits(float f) { union { uint32_t u; float f; } v; v.f = f; return v.u; }"
+            ),
+            Helper::F64Bits => concat!(
+                "static inline double P_f64_from_bits(uint64_t u) { union { uint64_t u; double f; } v; v.u = u; return v.f; }\n",
+                "static inline uint64_t P_f64_to_bits(double f) { union { uint64_t u; double f; } v; v.f = f; return v.u; }"
+            ),
+            Helper::AddI32 => {
+                "static inline int32_t P_add_i32(int32_t a, int32_t b) { return (int32_t)((uint32_t)a + (uint32_t)b); }"
+            }
+            Helper::SubI32 => {
+                "static inline int32_t P_sub_i32(int32_t a, int32_t b) { return (int32_t)((uint32_t)a - (uint32_t)b); }"
+            }
+            Helper::MulI32 => {
+                "static inline int32_t P_mul_i32(int32_t a, int32_t b) { return (int32_t)((uint32_t)a * (uint32_t)b); }"
+            }
+            Helper::NegI32 => {
+                "static inline int32_t P_neg_i32(int32_t a) { return (int32_t)(0u - (uint32_t)a); }"
+            }
+            Helper::AbsI32 => {
+                "static inline int32_t P_abs_i32(int32_t a) { return a < 0 ? (int32_t)(0u - (uint32_t)a) : a; }"
+            }
+            Helper::DivI32 => concat!(
+                "/* Floor division: x / 0 = 0, INT32_MIN / -1 wraps to INT32_MIN. */\n",
+                "static inline int32_t P_div_i32(int32_t a, int32_t b) {\n",
+                "  int32_t q, r;\n",
+                "  if (b == 0) return 0;\n",
+                "  if (b == -1) return (int32_t)(0u - (uint32_t)a);\n",
+                "  q = a / b;\n",
+                "  r = a % b;\n",
+                "  return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;\n",
+                "}"
+            ),
+            Helper::FmodI32 => concat!(
+                "/* Truncated remainder with the dividend's sign: x fmod 0 = 0, INT32_MIN fmod -1 = 0. */\n",
+                "static inline int32_t P_fmod_i32(int32_t a, int32_t b) { return (b == 0 || b == -1) ? 0 : a % b; }"
+            ),
+            Helper::MinI32 => {
+                "static inline int32_t P_min_i32(int32_t a, int32_t b) { return a < b ? a : b; }"
+            }
+            Helper::MaxI32 => {
+                "static inline int32_t P_max_i32(int32_t a, int32_t b) { return a > b ? a : b; }"
+            }
+            Helper::SignI32 => {
+                "static inline int32_t P_sign_i32(int32_t a) { return (int32_t)((a > 0) - (a < 0)); }"
+            }
+            Helper::AbsF32 => {
+                "static inline float P_abs_f32(float x) { return P_f32_from_bits(P_f32_to_bits(x) & 0x7fffffffu); }"
+            }
+            Helper::AbsF64 => {
+                "static inline double P_abs_f64(double x) { return P_f64_from_bits(P_f64_to_bits(x) & UINT64_C(0x7fffffffffffffff)); }"
+            }
+            Helper::MinF32 => concat!(
+                "/* NumPy minimum/maximum: the first operand when it wins or is NaN, else the second. */\n",
+                "static inline float P_min_f32(float a, float b) { return (a < b || a != a) ? a : b; }"
+            ),
+            Helper::MaxF32 => {
+                "static inline float P_max_f32(float a, float b) { return (a > b || a != a) ? a : b; }"
+            }
+            Helper::MinF64 => {
+                "static inline double P_min_f64(double a, double b) { return (a < b || a != a) ? a : b; }"
+            }
+            Helper::MaxF64 => {
+                "static inline double P_max_f64(double a, double b) { return (a > b || a != a) ? a : b; }"
+            }
+            Helper::SignF32 => concat!(
+                "/* sign(+-0) = +0, sign(NaN) = NaN. */\n",
+                "static inline float P_sign_f32(float a) { return a > 0.0f ? 1.0f : (a < 0.0f ? -1.0f : (a == 0.0f ? 0.0f : a)); }"
+            ),
+            Helper::SignF64 => {
+                "static inline double P_sign_f64(double a) { return a > 0.0 ? 1.0 : (a < 0.0 ? -1.0 : (a == 0.0 ? 0.0 : a)); }"
+            }
+            Helper::FloorF32 => concat!(
+                "/* floor, ceil and round (ties to even) without libm: exact. |x| >= 2^23, zeros, Inf and\n",
+                "   NaN are returned as they are; otherwise the truncation through int32_t is exact. */\n",
+                "static inline float P_floor_f32(float x) {\n",
+                "  float t;\n",
+                "  if (!(P_abs_f32(x) < 8388608.0f) || x == 0.0f) return x;\n",
+                "  t = (float)(int32_t)x;\n",
+                "  return t > x ? t - 1.0f : t;\n",
+                "}"
+            ),
+            Helper::CeilF32 => concat!(
+                "static inline float P_ceil_f32(float x) {\n",
+                "  float t;\n",
+                "  if (!(P_abs_f32(x) < 8388608.0f) || x == 0.0f) return x;\n",
+                "  t = (float)(int32_t)x;\n",
+                "  if (t < x) t = t + 1.0f;\n",
+                "  return (t == 0.0f && x < 0.0f) ? P_f32_from_bits(0x80000000u) : t;\n",
+                "}"
+            ),
+            Helper::RoundF32 => concat!(
+                "static inline float P_round_f32(float x) {\n",
+                "  int32_t i;\n",
+                "  float d, t;\n",
+                "  if (!(P_abs_f32(x) < 8388608.0f) || x == 0.0f) return x;\n",
+                "  i = (int32_t)x;\n",
+                "  d = x - (float)i;\n",
+                "  if (d > 0.5f || (d == 0.5f && (i & 1))) i = i + 1;\n",
+                "  else if (d < -0.5f || (d == -0.5f && (i & 1))) i = i - 1;\n",
+                "  t = (float)i;\n",
+                "  return (t == 0.0f && x < 0.0f) ? P_f32_from_bits(0x80000000u) : t;\n",
+                "}"
+            ),
+            Helper::FloorF64 => concat!(
+                "static inline double P_floor_f64(double x) {\n",
+                "  double t;\n",
+                "  if (!(P_abs_f64(x) < 4503599627370496.0) || x == 0.0) return x;\n",
+                "  t = (double)(int64_t)x;\n",
+                "  return t > x ? t - 1.0 : t;\n",
+                "}"
+            ),
+            Helper::CeilF64 => concat!(
+                "static inline double P_ceil_f64(double x) {\n",
+                "  double t;\n",
+                "  if (!(P_abs_f64(x) < 4503599627370496.0) || x == 0.0) return x;\n",
+                "  t = (double)(int64_t)x;\n",
+                "  if (t < x) t = t + 1.0;\n",
+                "  return (t == 0.0 && x < 0.0) ? P_f64_from_bits(UINT64_C(0x8000000000000000)) : t;\n",
+                "}"
+            ),
+            Helper::RoundF64 => concat!(
+                "static inline double P_round_f64(double x) {\n",
+                "  int64_t i;\n",
+                "  double d, t;\n",
+                "  if (!(P_abs_f64(x) < 4503599627370496.0) || x == 0.0) return x;\n",
+                "  i = (int64_t)x;\n",
+                "  d = x - (double)i;\n",
+                "  if (d > 0.5 || (d == 0.5 && (i & 1))) i = i + 1;\n",
+                "  else if (d < -0.5 || (d == -0.5 && (i & 1))) i = i - 1;\n",
+                "  t = (double)i;\n",
+                "  return (t == 0.0 && x < 0.0) ? P_f64_from_bits(UINT64_C(0x8000000000000000)) : t;\n",
+                "}"
+            ),
+            Helper::F32ToI32 => concat!(
+                "/* Truncates toward zero and saturates; NaN gives 0. */\n",
+                "static inline int32_t P_f32_to_i32(float x) {\n",
+                "  if (x != x) return 0;\n",
+                "  if (x >= 2147483648.0f) return INT32_MAX;\n",
+                "  if (x <= -2147483648.0f) return INT32_MIN;\n",
+                "  return (int32_t)x;\n",
+                "}"
+            ),
+            Helper::F64ToI32 => concat!(
+                "static inline int32_t P_f64_to_i32(double x) {\n",
+                "  if (x != x) return 0;\n",
+                "  if (x >= 2147483648.0) return INT32_MAX;\n",
+                "  if (x <= -2147483648.0) return INT32_MIN;\n",
+                "  return (int32_t)x;\n",
+                "}"
+            ),
+        }
+    }
+}

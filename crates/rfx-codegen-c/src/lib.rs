@@ -1,0 +1,205 @@
+//! Export of rfx kernels as portable C99.
+//!
+//! [`c_source`] turns a lowered program ([`LirProgram`]) into a header and a source file with
+//! one function of a fixed ABI:
+//!
+//! ```c
+//! int NAME(const T *in_0, ..., T *out_0, ..., void *work);
+//! ```
+//!
+//! inputs in the program's order, then outputs, then a work buffer of `NAME_WORK_BYTES` bytes
+//! (a macro in the header, `NAME` upper-cased; `0` when the program has no temporaries, and
+//! then `work` may be `NULL`). `T` is `float` for f32, `double` for f64, `int32_t` for i32 and
+//! `uint8_t` (0 or 1; any non-zero input reads as true) for bool. The function returns 0, `1`
+//! when a pointer it needs is null, and `2` when `work` is not aligned to `NAME_WORK_ALIGN`
+//! bytes. It allocates nothing, has no mutable globals (literal data is `static const`), and is
+//! re-entrant; the source needs C99 and `<stdint.h>` only.
+//!
+//! The code is a sequential walk of each kernel's loop nest in the order the LIR interpreter
+//! ([`rfx_ir::interp::run_lir`]) defines, reductions included (the schedule's lanes and the
+//! leaf tree of blocked reductions), so every op it emits gives the interpreter's bits when
+//! compiled with IEEE-754 single and double arithmetic evaluated in its own type
+//! (`FLT_EVAL_METHOD == 0`, checked at compile time with GCC and Clang) and without
+//! floating-point contraction (`-ffp-contract=off`; ISO C modes such as `-std=c99` have it off
+//! by default in GCC). Square root is `__builtin_sqrtf` / `__builtin_sqrt`, which GCC and Clang
+//! compile to the hardware instruction with `-fno-math-errno` (without it they may call libm's
+//! `sqrt` for negative arguments); `floor`, `ceil` and `round` are exact integer-conversion
+//! code, `abs` clears the sign bit. Nothing needs libm.
+//!
+//! Ops without a libm-free implementation of their documented accuracy here yet are refused
+//! with [`ExportError::Unsupported`]: the transcendentals (`exp`, `sin`, ...), `pow`, `atan2`
+//! and float `fmod`.
+
+mod emit;
+mod helpers;
+
+use std::fmt::Write as _;
+
+use rfx_ir::lir::LirProgram;
+use rfx_ir::{DType, TensorType};
+
+/// The generated files.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CExport {
+    /// `NAME.h`: the ABI, the work-buffer macros and the prototype.
+    pub header: String,
+    /// `NAME.c`: the implementation; it includes `"NAME.h"`.
+    pub source: String,
+}
+
+/// Why a program cannot be exported.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ExportError {
+    /// The function name is not a C identifier (ASCII letters, digits and `_`, not starting
+    /// with a digit) or is a C keyword.
+    #[error(
+        "`{0}` is not a valid C function name (letters, digits and `_`, not starting with a digit, no keyword)"
+    )]
+    InvalidName(String),
+    /// The program uses an op the C export cannot emit within its documented accuracy.
+    #[error("the C export does not support `{0}` yet")]
+    Unsupported(String),
+    /// The program fails LIR verification.
+    #[error("invalid LIR program: {0}")]
+    InvalidProgram(String),
+}
+
+const C_KEYWORDS: &[&str] = &[
+    "auto",
+    "break",
+    "case",
+    "char",
+    "const",
+    "continue",
+    "default",
+    "do",
+    "double",
+    "else",
+    "enum",
+    "extern",
+    "float",
+    "for",
+    "goto",
+    "if",
+    "inline",
+    "int",
+    "long",
+    "register",
+    "restrict",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "struct",
+    "switch",
+    "typedef",
+    "union",
+    "unsigned",
+    "void",
+    "volatile",
+    "while",
+    "_Bool",
+    "_Complex",
+    "_Imaginary",
+    "main",
+];
+
+/// Checks that `name` can be the exported C function's name.
+pub fn validate_name(name: &str) -> Result<(), ExportError> {
+    let mut chars = name.chars();
+    let first_ok = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    let rest_ok = name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !first_ok || !rest_ok || C_KEYWORDS.contains(&name) || name.len() > 63 {
+        return Err(ExportError::InvalidName(name.to_string()));
+    }
+    Ok(())
+}
+
+/// The C type of a buffer element of `dtype`.
+pub fn c_type(dtype: DType) -> &'static str {
+    match dtype {
+        DType::Bool => "uint8_t",
+        DType::I32 => "int32_t",
+        DType::F32 => "float",
+        DType::F64 => "double",
+    }
+}
+
+/// Exports `program` as C99: a function called `name` with the ABI in the crate docs.
+pub fn c_source(program: &LirProgram, name: &str) -> Result<CExport, ExportError> {
+    validate_name(name)?;
+    rfx_ir::lir::verify(program).map_err(|e| ExportError::InvalidProgram(e.to_string()))?;
+    let body = emit::emit_program(program, name)?;
+    Ok(CExport {
+        header: header(program, name),
+        source: body,
+    })
+}
+
+fn describe(ty: &TensorType) -> String {
+    let dims: Vec<String> = ty.shape.dims().iter().map(ToString::to_string).collect();
+    format!(
+        "{}[{}] ({} elements)",
+        ty.dtype,
+        dims.join(", "),
+        ty.shape.numel()
+    )
+}
+
+/// The work buffer's alignment: the arena's, at least 8 so that every dtype is aligned.
+fn work_align(program: &LirProgram) -> usize {
+    program.arena_align().max(8)
+}
+
+fn header(program: &LirProgram, name: &str) -> String {
+    let upper = name.to_ascii_uppercase();
+    let mut h = String::new();
+    let _ = writeln!(
+        h,
+        "/* {name}.h: rfx program `{}` exported as C99. */",
+        program.name()
+    );
+    let _ = writeln!(h, "#ifndef RFX_EXPORT_{upper}_H");
+    let _ = writeln!(h, "#define RFX_EXPORT_{upper}_H\n");
+    h.push_str("#include <stdint.h>\n\n");
+    h.push_str("#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n");
+    let _ = writeln!(
+        h,
+        "/* Bytes of the work buffer `work` (0: none is needed and `work` may be NULL). */"
+    );
+    let _ = writeln!(h, "#define {upper}_WORK_BYTES {}u", program.arena_bytes());
+    let _ = writeln!(h, "/* Alignment in bytes `work` must have. */");
+    let _ = writeln!(h, "#define {upper}_WORK_ALIGN {}u\n", work_align(program));
+    h.push_str("/*\n");
+    let _ = writeln!(h, " * int {name}(inputs..., outputs..., void *work);");
+    h.push_str(" *\n * Arrays are dense and row-major; element types: float (f32), double (f64),\n");
+    h.push_str(" * int32_t (i32), uint8_t 0/1 (bool; a non-zero input reads as true).\n *\n");
+    for (i, (_, input, ty)) in program.inputs().enumerate() {
+        let _ = writeln!(h, " * in_{i}:  input `{input}`, {}", describe(ty));
+    }
+    for (i, (_, output, ty)) in program.outputs().enumerate() {
+        let _ = writeln!(h, " * out_{i}: output `{output}`, {}", describe(ty));
+    }
+    let _ = writeln!(
+        h,
+        " * work:  {upper}_WORK_BYTES bytes of scratch aligned to {upper}_WORK_ALIGN (contents on\n *        entry do not matter; overwritten)."
+    );
+    h.push_str(" *\n * Aliasing: no output may overlap an input, another output or `work`; inputs\n");
+    h.push_str(" * may overlap each other (they are only read).\n");
+    h.push_str(" * Returns 0; 1 when an array pointer (or `work` while WORK_BYTES > 0) is NULL,\n");
+    h.push_str(" * 2 when `work` is misaligned. Nothing is written when it returns non-zero.\n");
+    h.push_str(" * No allocation, no mutable globals: re-entrant and thread-safe.\n */\n");
+    let mut params = Vec::new();
+    for (i, (_, _, ty)) in program.inputs().enumerate() {
+        params.push(format!("const {} *in_{i}", c_type(ty.dtype)));
+    }
+    for (i, (_, _, ty)) in program.outputs().enumerate() {
+        params.push(format!("{} *out_{i}", c_type(ty.dtype)));
+    }
+    params.push("void *work".to_string());
+    let _ = writeln!(h, "int {name}({});\n", params.join(", "));
+    h.push_str("#ifdef __cplusplus\n}\n#endif\n\n");
+    let _ = writeln!(h, "#endif /* RFX_EXPORT_{upper}_H */");
+    h
+}

@@ -1,0 +1,232 @@
+//! The C export's API: name validation, refused ops and programs, the header's ABI text, the
+//! null-pointer and work-buffer checks of the generated function (compiled and run), blocked
+//! reductions (more than one leaf, so the leaf tree of `ReduceLeaves`) against the
+//! interpreter, and snapshots of the generated C of a few corpus kernels.
+
+mod common;
+
+use std::process::Command;
+
+use common::{FLAGS, Job, check_batch, compilers};
+use rfx_codegen_c::{ExportError, c_source, validate_name};
+use rfx_ir::lir::{Inst, LirKernel, LirProgram, Schedule, SlotId};
+use rfx_ir::testgen::{TestRng, random_inputs};
+use rfx_ir::{BufId, DType};
+use rfx_lower::{LowerConfig, lower};
+use rfx_opt::{OptConfig, optimize};
+
+fn program(text: &str) -> LirProgram {
+    let kernel = rfx_ir::hir::parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let (mir, _) = optimize(&kernel, &OptConfig::default()).expect("optimize");
+    lower(&mir, &LowerConfig::default()).expect("lower").0
+}
+
+fn corpus(name: &str) -> LirProgram {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../rfx-opt/tests/corpus")
+        .join(format!("{name}.rfx"));
+    program(&std::fs::read_to_string(path).expect("corpus file"))
+}
+
+#[test]
+fn names_must_be_c_identifiers() {
+    for good in ["pid", "_x1", "Kernel_2", "a"] {
+        assert_eq!(validate_name(good), Ok(()), "{good}");
+    }
+    for bad in [
+        "",
+        "1x",
+        "a-b",
+        "int",
+        "return",
+        "main",
+        "é",
+        "a b",
+        &"x".repeat(64),
+    ] {
+        assert_eq!(
+            validate_name(bad),
+            Err(ExportError::InvalidName(bad.to_string())),
+            "{bad}"
+        );
+    }
+    let p = corpus("add");
+    assert!(matches!(c_source(&p, "float"), Err(ExportError::InvalidName(_))));
+}
+
+#[test]
+fn transcendentals_are_refused_by_name() {
+    let p = program("kernel s {\n  %x = input x : f32[4]\n  %y = sin %x : f32[4]\n  output out = %y\n}\n");
+    assert_eq!(
+        c_source(&p, "s"),
+        Err(ExportError::Unsupported("sin".to_string()))
+    );
+    let p = program(
+        "kernel f {\n  %x = input x : f64[4]\n  %y = input y : f64[4]\n  %z = fmod %x, %y : f64[4]\n  output out = %z\n}\n",
+    );
+    assert_eq!(
+        c_source(&p, "f"),
+        Err(ExportError::Unsupported("fmod (float)".to_string()))
+    );
+}
+
+#[test]
+fn programs_that_do_not_verify_are_refused() {
+    let kernel = LirKernel {
+        name: "k".to_string(),
+        dims: vec![1],
+        reduce_dims: 0,
+        scan: None,
+        schedule: Schedule::default(),
+        slots: vec![DType::F32],
+        preamble: Vec::new(),
+        body: vec![Inst::Load {
+            dst: SlotId::new(0),
+            buf: BufId::new(5),
+            strides: vec![0],
+            offset: 0,
+        }],
+    };
+    let p = LirProgram::from_parts("bad", Vec::new(), 0, 1, vec![kernel]);
+    assert!(matches!(c_source(&p, "bad"), Err(ExportError::InvalidProgram(_))));
+}
+
+#[test]
+fn the_header_states_the_abi() {
+    let p = corpus("mean_var");
+    let export = c_source(&p, "mean_var").expect("export");
+    let h = &export.header;
+    assert!(
+        h.contains("int mean_var(const float *in_0, float *out_0, float *out_1, void *work);"),
+        "{h}"
+    );
+    assert!(h.contains("#define MEAN_VAR_WORK_BYTES "), "{h}");
+    assert!(h.contains("in_0:  input `x`, f32[256] (256 elements)"), "{h}");
+    assert!(h.contains("out_0: output `mean`, f32[1] (1 elements)"), "{h}");
+    assert!(h.contains("out_1: output `var`, f32[] (1 elements)"), "{h}");
+    assert!(h.contains("#include <stdint.h>"));
+    // The source needs no header but stdint.h and its own.
+    let includes: Vec<&str> = export
+        .source
+        .lines()
+        .filter(|l| l.starts_with("#include"))
+        .collect();
+    assert_eq!(includes, ["#include <stdint.h>", "#include \"mean_var.h\""]);
+}
+
+/// A program with temporaries in the work buffer (several kernels).
+fn with_work() -> LirProgram {
+    let p = corpus("kalman_literal");
+    assert!(
+        p.kernels().len() > 1 && p.arena_bytes() > 0,
+        "kalman_literal has no temporaries"
+    );
+    p
+}
+
+#[test]
+fn null_pointers_and_misaligned_work_return_codes_and_write_nothing() {
+    let Some(cc) = compilers().first().copied() else {
+        eprintln!("skipped: no C compiler (gcc or clang) found");
+        return;
+    };
+    let p = with_work();
+    let export = c_source(&p, "kf").expect("export");
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("kf.h"), &export.header).expect("write");
+    std::fs::write(dir.path().join("kf.c"), &export.source).expect("write");
+    let driver = r#"#include <stdio.h>
+#include <stdint.h>
+#include "kf.c"
+static unsigned char raw[KF_WORK_BYTES + KF_WORK_ALIGN + 8];
+int main(void) {
+  static double x[4] = {1.0, 2.0, 3.0, 4.0}, p[16], xn[4], pn[16];
+  unsigned char *work = (unsigned char *)(((uintptr_t)raw + KF_WORK_ALIGN - 1u) & ~(uintptr_t)(KF_WORK_ALIGN - 1u));
+  int i, a, b, c, d, e;
+  for (i = 0; i < 16; ++i) { p[i] = (i % 5 == 0) ? 1.0 : 0.0; pn[i] = -7.0; }
+  for (i = 0; i < 4; ++i) xn[i] = -7.0;
+  a = kf(0, p, xn, pn, work);
+  b = kf(x, p, xn, 0, work);
+  c = kf(x, p, xn, pn, 0);
+  d = kf(x, p, xn, pn, work + 8);
+  printf("%d %d %d %d %g %g\n", a, b, c, d, xn[0], pn[15]);
+  e = kf(x, p, xn, pn, work);
+  printf("%d %g %g %g %g %g %g\n", e, xn[0], xn[1], xn[2], xn[3], pn[0], pn[15]);
+  return 0;
+}
+"#;
+    std::fs::write(dir.path().join("driver.c"), driver).expect("write");
+    let exe = dir.path().join("driver");
+    let out = Command::new(cc)
+        .args(FLAGS)
+        .arg(dir.path().join("driver.c"))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("compile");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run = Command::new(&exe).output().expect("run");
+    let text = String::from_utf8_lossy(&run.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "1 1 1 2 -7 -7", "{text}");
+    // x' = F x with dt = 0.01; P' = F I F^T + Q: P'[0][0] = 1 + dt^2 + 1e-4, P'[3][3] = 1 + 0.01.
+    assert_eq!(lines[1], "0 1.03 2.04 3 4 1.0002 1.01", "{text}");
+}
+
+#[test]
+fn blocked_reductions_follow_the_leaf_tree() {
+    let ccs = compilers();
+    if ccs.is_empty() {
+        eprintln!("skipped: no C compiler (gcc or clang) found");
+        return;
+    }
+    let texts = [
+        // One long row: leaves are pieces of a row.
+        "kernel long_row {\n  %x = input x : f32[3,5000]\n  %s = sum %x axes [1] : f32[3]\n  output out = %s\n}\n",
+        // Short rows: leaves are groups of rows.
+        "kernel row_groups {\n  %x = input x : f32[700,9]\n  %s = sum %x axes [0, 1] : f32[]\n  output out = %s\n}\n",
+        "kernel mean64 {\n  %x = input x : f64[2,4100]\n  %s = mean %x axes [1] : f64[2]\n  output out = %s\n}\n",
+        "kernel prod32 {\n  %x = input x : f32[6000]\n  %s = prod %x axes [0] : f32[]\n  output out = %s\n}\n",
+    ];
+    let mut rng = TestRng::new(11);
+    let mut jobs = Vec::new();
+    for text in texts {
+        let kernel = rfx_ir::hir::parse(text).expect("parse");
+        let (mir, _) = optimize(&kernel, &OptConfig::default()).expect("optimize");
+        let p = lower(&mir, &LowerConfig::default()).expect("lower").0;
+        let source = c_source(&p, "probe").expect("export").source;
+        assert!(
+            source.contains("cnt") && source.contains("top"),
+            "no leaf stack in {text}"
+        );
+        jobs.push(Job {
+            name: text.lines().next().unwrap_or_default().to_string(),
+            program: p,
+            inputs: random_inputs(&mut rng, &kernel, 0.0),
+        });
+    }
+    assert!(
+        jobs.iter()
+            .all(|j| j.program.kernels().iter().any(|k| k.schedule.reduce_lanes > 1)),
+        "lowering gave single-lane reductions: the leaf tree is not exercised"
+    );
+    let dir = tempfile::tempdir().expect("temp dir");
+    for cc in ccs {
+        let failures = check_batch(cc, dir.path(), 0, &jobs);
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+}
+
+#[test]
+fn generated_c_snapshots() {
+    for name in ["add", "mean_var", "casts", "kalman_literal", "pid_step"] {
+        let p = corpus(name);
+        match c_source(&p, name) {
+            Ok(export) => {
+                insta::assert_snapshot!(format!("{name}_h"), export.header);
+                insta::assert_snapshot!(format!("{name}_c"), export.source);
+            }
+            Err(e) => panic!("{name}: {e}"),
+        }
+    }
+}

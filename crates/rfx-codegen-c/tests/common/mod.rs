@@ -1,0 +1,217 @@
+//! Compiles exported programs with the host C compiler in batches (many programs per
+//! translation unit, one generated `main` that calls each on embedded inputs and prints the
+//! outputs' bit patterns) and compares the outputs with the LIR interpreter bit for bit (any
+//! NaN matching any NaN).
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+
+use rfx_codegen_c::{CExport, c_source};
+use rfx_ir::interp::{Mode, run_lir};
+use rfx_ir::lir::LirProgram;
+use rfx_ir::{Array, ArrayData};
+
+/// A program to check: its name in reports, the program and its inputs.
+pub(crate) struct Job {
+    pub(crate) name: String,
+    pub(crate) program: LirProgram,
+    pub(crate) inputs: Vec<Array>,
+}
+
+/// The C compilers present on this machine among `gcc`, `clang` and `cc`.
+pub(crate) fn compilers() -> Vec<&'static str> {
+    ["gcc", "clang"]
+        .into_iter()
+        .filter(|cc| {
+            Command::new(cc)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
+        .collect()
+}
+
+/// The flags every generated file must compile cleanly with.
+pub(crate) const FLAGS: &[&str] = &[
+    "-std=c99",
+    "-O2",
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+    "-ffp-contract=off",
+    "-fno-math-errno",
+];
+
+fn bits(data: &ArrayData) -> Vec<String> {
+    match data {
+        ArrayData::Bool(v) => v.iter().map(|&b| format!("{:x}", u8::from(b))).collect(),
+        ArrayData::I32(v) => v.iter().map(|&x| format!("{:08x}", x as u32)).collect(),
+        ArrayData::F32(v) => v
+            .iter()
+            .map(|&x| {
+                if x.is_nan() {
+                    "nan".to_string()
+                } else {
+                    format!("{:08x}", x.to_bits())
+                }
+            })
+            .collect(),
+        ArrayData::F64(v) => v
+            .iter()
+            .map(|&x| {
+                if x.is_nan() {
+                    "nan".to_string()
+                } else {
+                    format!("{:016x}", x.to_bits())
+                }
+            })
+            .collect(),
+    }
+}
+
+fn c_elem(data: &ArrayData) -> (&'static str, &'static str, usize) {
+    match data {
+        ArrayData::Bool(_) => ("uint8_t", "uint8_t", 1),
+        ArrayData::I32(_) => ("int32_t", "uint32_t", 4),
+        ArrayData::F32(_) => ("float", "uint32_t", 4),
+        ArrayData::F64(_) => ("double", "uint64_t", 8),
+    }
+}
+
+fn words(data: &ArrayData) -> Vec<String> {
+    match data {
+        ArrayData::Bool(v) => v.iter().map(|&b| u8::from(b).to_string()).collect(),
+        ArrayData::I32(v) => v.iter().map(|&x| format!("0x{:08x}u", x as u32)).collect(),
+        ArrayData::F32(v) => v.iter().map(|&x| format!("0x{:08x}u", x.to_bits())).collect(),
+        ArrayData::F64(v) => v
+            .iter()
+            .map(|&x| format!("UINT64_C(0x{:016x})", x.to_bits()))
+            .collect(),
+    }
+}
+
+/// One call of program `k` in the driver's `main`.
+fn driver_call(k: usize, job: &Job, outputs: &[Array]) -> String {
+    let mut c = String::new();
+    let name = format!("k{k}");
+    let _ = writeln!(c, "  {{");
+    let mut args = Vec::new();
+    for (i, input) in job.inputs.iter().enumerate() {
+        let (ty, word, size) = c_elem(input.data());
+        let w = words(input.data());
+        let n = w.len().max(1);
+        let init = if w.is_empty() {
+            "0".to_string()
+        } else {
+            w.join(",")
+        };
+        let _ = writeln!(c, "    static const {word} raw{i}[{n}] = {{{init}}};");
+        let _ = writeln!(c, "    static {ty} in{i}[{n}];");
+        let _ = writeln!(c, "    memcpy(in{i}, raw{i}, {}u);", n * size);
+        args.push(format!("in{i}"));
+    }
+    for (i, output) in outputs.iter().enumerate() {
+        let (ty, _, _) = c_elem(output.data());
+        let n = output.shape().numel().max(1);
+        let _ = writeln!(c, "    static {ty} out{i}[{n}];");
+        args.push(format!("out{i}"));
+    }
+    let upper = name.to_ascii_uppercase();
+    let _ = writeln!(
+        c,
+        "    unsigned char *w = (unsigned char *)malloc({upper}_WORK_BYTES + {upper}_WORK_ALIGN);"
+    );
+    let _ = writeln!(
+        c,
+        "    void *aligned = (void *)(((uintptr_t)w + {upper}_WORK_ALIGN - 1u) & ~(uintptr_t)({upper}_WORK_ALIGN - 1u));"
+    );
+    args.push("aligned".to_string());
+    let _ = writeln!(c, "    int rc = {name}({});", args.join(", "));
+    let _ = writeln!(c, "    printf(\"{name} %d\", rc);");
+    for (i, output) in outputs.iter().enumerate() {
+        let n = output.shape().numel();
+        let _ = writeln!(c, "    printf(\" |\");");
+        let fmt = match output.data() {
+            ArrayData::Bool(_) => format!("printf(\" %x\", (unsigned)out{i}[j]);"),
+            ArrayData::I32(_) => format!("printf(\" %08x\", (unsigned)(uint32_t)out{i}[j]);"),
+            ArrayData::F32(_) => format!(
+                "{{ uint32_t b; memcpy(&b, &out{i}[j], 4); if (out{i}[j] != out{i}[j]) printf(\" nan\"); else printf(\" %08x\", (unsigned)b); }}"
+            ),
+            ArrayData::F64(_) => format!(
+                "{{ uint64_t b; memcpy(&b, &out{i}[j], 8); if (out{i}[j] != out{i}[j]) printf(\" nan\"); else printf(\" %016llx\", (unsigned long long)b); }}"
+            ),
+        };
+        if n > 0 {
+            let _ = writeln!(c, "    {{ unsigned j; for (j = 0; j < {n}u; ++j) {fmt} }}");
+        }
+    }
+    let _ = writeln!(c, "    printf(\"\\n\");\n    free(w);\n  }}");
+    c
+}
+
+/// Exports, compiles (with `cc` and [`FLAGS`]) and runs `jobs` in one translation unit, and
+/// returns one message per mismatch.
+pub(crate) fn check_batch(cc: &str, dir: &Path, batch: usize, jobs: &[Job]) -> Vec<String> {
+    let mut driver =
+        String::from("#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n");
+    let mut expected = Vec::new();
+    let mut main = String::from("int main(void) {\n");
+    for (k, job) in jobs.iter().enumerate() {
+        let name = format!("k{k}");
+        let CExport { header, source } =
+            c_source(&job.program, &name).unwrap_or_else(|e| panic!("{}: {e}", job.name));
+        std::fs::write(dir.join(format!("{name}.h")), header).expect("write header");
+        std::fs::write(dir.join(format!("{name}.c")), source).expect("write source");
+        let _ = writeln!(driver, "#include \"{name}.c\"");
+        let views: Vec<_> = job.inputs.iter().map(Array::view).collect();
+        let outputs =
+            run_lir(&job.program, &views, Mode::Native).unwrap_or_else(|e| panic!("{}: {e}", job.name));
+        main.push_str(&driver_call(k, job, &outputs));
+        let mut line = format!("{name} 0");
+        for out in &outputs {
+            line.push_str(" |");
+            for b in bits(out.data()) {
+                line.push(' ');
+                line.push_str(&b);
+            }
+        }
+        expected.push(line);
+    }
+    main.push_str("  return 0;\n}\n");
+    driver.push_str(&main);
+    let driver_path = dir.join(format!("driver{batch}.c"));
+    std::fs::write(&driver_path, driver).expect("write driver");
+    let exe = dir.join(format!("driver{batch}"));
+    let out = Command::new(cc)
+        .args(FLAGS)
+        .arg("-I")
+        .arg(dir)
+        .arg(&driver_path)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("run the C compiler");
+    assert!(
+        out.status.success(),
+        "{cc} failed on batch {batch}:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = Command::new(&exe).output().expect("run the driver");
+    assert!(run.status.success(), "driver {batch} failed: {:?}", run.status);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    let got: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        got.len(),
+        jobs.len(),
+        "driver {batch} printed {} lines",
+        got.len()
+    );
+    let mut failures = Vec::new();
+    for ((job, want), got) in jobs.iter().zip(&expected).zip(got) {
+        if want.trim_end() != got.trim_end() {
+            failures.push(format!("{} ({cc}):\n  want {want}\n  got  {got}", job.name));
+        }
+    }
+    failures
+}

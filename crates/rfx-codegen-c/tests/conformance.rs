@@ -1,0 +1,111 @@
+//! The conformance suite (`rfx_check::conformance`) and the saved corpus
+//! (crates/rfx-opt/tests/corpus) exported as C, compiled with every C compiler present (gcc,
+//! clang) at `-O2 -Wall -Wextra -Werror -ffp-contract=off`, and run: every exported op is exact,
+//! so every output must be the LIR interpreter's bits. Cases using ops the export refuses
+//! (`ExportError::Unsupported`) are counted and must be refused for that reason only.
+
+mod common;
+
+use common::{Job, check_batch, compilers};
+use rfx_check::conformance::{cases, inputs};
+use rfx_codegen_c::{ExportError, c_source};
+use rfx_ir::testgen::{TestRng, random_inputs};
+use rfx_lower::{LowerConfig, lower};
+use rfx_opt::{OptConfig, optimize};
+
+const BATCH: usize = 120;
+
+fn lower_kernel(kernel: &rfx_ir::hir::Kernel) -> rfx_ir::lir::LirProgram {
+    let (mir, _) = optimize(kernel, &OptConfig::default()).expect("optimize");
+    lower(&mir, &LowerConfig::default()).expect("lower").0
+}
+
+/// Keeps the exportable jobs; returns how many were refused as unsupported.
+fn exportable(all: Vec<Job>) -> (Vec<Job>, usize) {
+    let mut jobs = Vec::new();
+    let mut refused = 0;
+    for job in all {
+        match c_source(&job.program, "probe") {
+            Ok(_) => jobs.push(job),
+            Err(ExportError::Unsupported(_)) => refused += 1,
+            Err(e) => panic!("{}: {e}", job.name),
+        }
+    }
+    (jobs, refused)
+}
+
+fn run_all(label: &str, jobs: &[Job]) {
+    let ccs = compilers();
+    if ccs.is_empty() {
+        eprintln!("skipped: no C compiler (gcc or clang) found");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut failures = Vec::new();
+    for cc in &ccs {
+        for (b, chunk) in jobs.chunks(BATCH).enumerate() {
+            failures.extend(check_batch(cc, dir.path(), b, chunk));
+        }
+    }
+    eprintln!("{label}: {} programs checked with {ccs:?}", jobs.len());
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn every_exportable_conformance_case_matches_the_interpreter() {
+    let all: Vec<Job> = cases()
+        .iter()
+        .map(|case| Job {
+            name: case.name.clone(),
+            program: lower_kernel(&case.kernel),
+            inputs: inputs(case, 1),
+        })
+        .collect();
+    let total = all.len();
+    let (jobs, refused) = exportable(all);
+    eprintln!(
+        "conformance: {} exportable, {refused} refused (transcendental, pow, atan2, float fmod)",
+        jobs.len()
+    );
+    assert!(
+        jobs.len() > 400,
+        "only {} of {total} cases exportable",
+        jobs.len()
+    );
+    run_all("conformance", &jobs);
+}
+
+#[test]
+fn every_exportable_corpus_kernel_matches_the_interpreter() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../rfx-opt/tests/corpus");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("corpus dir")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "rfx"))
+        .collect();
+    files.sort();
+    let mut rng = TestRng::new(7);
+    let all: Vec<Job> = files
+        .iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(path).expect("read corpus file");
+            let kernel = rfx_ir::hir::parse(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            Job {
+                name: path.display().to_string(),
+                program: lower_kernel(&kernel),
+                inputs: random_inputs(&mut rng, &kernel, 0.1),
+            }
+        })
+        .collect();
+    let total = all.len();
+    let (jobs, refused) = exportable(all);
+    eprintln!("corpus: {} of {total} exportable, {refused} refused", jobs.len());
+    assert!(jobs.len() >= 30, "only {} corpus kernels exportable", jobs.len());
+    run_all("corpus", &jobs);
+}

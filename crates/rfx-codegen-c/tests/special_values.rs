@@ -1,0 +1,179 @@
+//! The libm-free exact ops of the C export (floor, ceil, round, sign, abs, sqrt, rsqrt, recip,
+//! min, max, float → i32 casts) on the values where such code goes wrong: ties to even, ±0,
+//! ±0.5, the edges of the integer range and of exactly representable integers, subnormals,
+//! ±Inf and NaN. Compiled with every C compiler present and compared with the LIR
+//! interpreter bit for bit.
+
+mod common;
+
+use common::{Job, check_batch, compilers};
+use rfx_ir::{Array, ArrayData, Shape};
+use rfx_lower::{LowerConfig, lower};
+use rfx_opt::{OptConfig, optimize};
+
+fn f64_specials() -> Vec<f64> {
+    let mut v = vec![
+        0.0,
+        -0.0,
+        0.5,
+        -0.5,
+        1.5,
+        -1.5,
+        2.5,
+        -2.5,
+        3.5,
+        -3.5,
+        0.49999999999999994,
+        -0.49999999999999994,
+        1.0,
+        -1.0,
+        2.0,
+        0.25,
+        0.75,
+        -0.75,
+        1e-300,
+        -1e-300,
+        5e-324,
+        -5e-324,
+        2147483647.5,
+        -2147483648.5,
+        2147483648.0,
+        -2147483649.0,
+        4503599627370495.5,
+        -4503599627370495.5,
+        4503599627370496.0,
+        9007199254740993.0,
+        8388607.5,
+        -8388607.5,
+        8388608.0,
+        8388609.0,
+        16777215.0,
+        1e30,
+        -1e30,
+        f64::MAX,
+        f64::MIN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        123.456,
+        -123.456,
+        7.0,
+        -7.0,
+    ];
+    for k in 0..20 {
+        v.push(f64::from(k) - 9.5);
+    }
+    v
+}
+
+fn f32_specials() -> Vec<f32> {
+    let mut v: Vec<f32> = f64_specials().iter().map(|&x| x as f32).collect();
+    v.extend([
+        8388607.5f32,
+        -8388607.5,
+        4194303.5,
+        -4194304.5,
+        1e-45,
+        -1e-45,
+        1.1754942e-38,
+        f32::MAX,
+        f32::MIN,
+        0.49999997,
+        -0.49999997,
+    ]);
+    v
+}
+
+fn program(text: &str) -> rfx_ir::lir::LirProgram {
+    let kernel = rfx_ir::hir::parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let (mir, _) = optimize(&kernel, &OptConfig::default()).expect("optimize");
+    lower(&mir, &LowerConfig::default()).expect("lower").0
+}
+
+fn jobs() -> Vec<Job> {
+    let mut jobs = Vec::new();
+    for dtype in ["f32", "f64"] {
+        let data = if dtype == "f32" {
+            ArrayData::F32(f32_specials())
+        } else {
+            ArrayData::F64(f64_specials())
+        };
+        let n = match &data {
+            ArrayData::F32(v) => v.len(),
+            ArrayData::F64(v) => v.len(),
+            _ => 0,
+        };
+        let x = Array::new(Shape::new([n]), data).expect("array");
+        for op in [
+            "floor", "ceil", "round", "sign", "abs", "neg", "sqrt", "rsqrt", "recip",
+        ] {
+            let text = format!(
+                "kernel {op}_{dtype} {{\n  %x = input x : {dtype}[{n}]\n  %y = {op} %x : {dtype}[{n}]\n  output out = %y\n}}\n"
+            );
+            jobs.push(Job {
+                name: format!("{op} {dtype}"),
+                program: program(&text),
+                inputs: vec![x.clone()],
+            });
+        }
+        let text = format!(
+            "kernel cast_{dtype} {{\n  %x = input x : {dtype}[{n}]\n  %i = cast %x : i32[{n}]\n  %b = cast %x : bool[{n}]\n  output i = %i\n  output b = %b\n}}\n"
+        );
+        jobs.push(Job {
+            name: format!("cast {dtype}"),
+            program: program(&text),
+            inputs: vec![x.clone()],
+        });
+        // Every pair of specials through min and max (NaN in either place).
+        let values = match x.data() {
+            ArrayData::F32(v) => v.iter().map(|&a| f64::from(a)).collect::<Vec<_>>(),
+            ArrayData::F64(v) => v.clone(),
+            _ => Vec::new(),
+        };
+        let (a, b): (Vec<f64>, Vec<f64>) = values
+            .iter()
+            .flat_map(|&a| values.iter().map(move |&b| (a, b)))
+            .unzip();
+        let m = a.len();
+        let wrap = |v: Vec<f64>| {
+            let data = if dtype == "f32" {
+                ArrayData::F32(v.iter().map(|&x| x as f32).collect())
+            } else {
+                ArrayData::F64(v)
+            };
+            Array::new(Shape::new([m]), data).expect("array")
+        };
+        for op in ["min", "max"] {
+            let text = format!(
+                "kernel {op}_{dtype} {{\n  %a = input a : {dtype}[{m}]\n  %b = input b : {dtype}[{m}]\n  %y = {op} %a, %b : {dtype}[{m}]\n  output out = %y\n}}\n"
+            );
+            jobs.push(Job {
+                name: format!("{op} {dtype}"),
+                program: program(&text),
+                inputs: vec![wrap(a.clone()), wrap(b.clone())],
+            });
+        }
+    }
+    jobs
+}
+
+#[test]
+fn exact_helpers_match_the_interpreter_on_special_values() {
+    let ccs = compilers();
+    if ccs.is_empty() {
+        eprintln!("skipped: no C compiler (gcc or clang) found");
+        return;
+    }
+    let jobs = jobs();
+    assert_eq!(jobs.len(), 24);
+    let dir = tempfile::tempdir().expect("temp dir");
+    for cc in ccs {
+        let failures = check_batch(cc, dir.path(), 0, &jobs);
+        assert!(
+            failures.is_empty(),
+            "{} failures:\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
+    }
+}

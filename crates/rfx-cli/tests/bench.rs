@@ -140,13 +140,11 @@ fn short_calls_give_tails_samples_and_like_with_like_ratios() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn long_calls_print_a_dash_for_a_tail_without_its_samples() {
-    let dir = temp_dir("bench-tails");
-    let json = dir.join("bench.json");
-    let json_arg = json.to_string_lossy().into_owned();
-    // 200 µs a call: 1,000 calls fit in a second (p99), 10,000 do not (p99.9).
-    let out = rfx(&[
+/// `rfx bench` of `add` at 16 points, 5 iterations, with `delay_us` microseconds injected into
+/// each call, its JSON written to `json_arg`.
+fn bench_add_with_delay(delay_us: u32, json_arg: &str) -> Output {
+    let delay = format!("add={delay_us}");
+    rfx(&[
         "bench",
         "--size",
         "16",
@@ -156,10 +154,19 @@ fn long_calls_print_a_dash_for_a_tail_without_its_samples() {
         "add",
         "--no-baselines",
         "--inject-delay-us",
-        "add=200",
+        &delay,
         "--json-out",
-        &json_arg,
-    ]);
+        json_arg,
+    ])
+}
+
+#[test]
+fn long_calls_print_a_dash_for_a_tail_without_its_samples() {
+    let dir = temp_dir("bench-tails");
+    let json = dir.join("bench.json");
+    let json_arg = json.to_string_lossy().into_owned();
+    // 200 µs a call: 1,000 calls fit in a second (p99), 10,000 do not (p99.9).
+    let out = bench_add_with_delay(200, &json_arg);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     let r = &read_json(&json)["results"][0];
@@ -173,20 +180,7 @@ fn long_calls_print_a_dash_for_a_tail_without_its_samples() {
     assert!(text.contains("–: too few calls for that tail"), "{text}");
 
     // 2 ms a call: not even 1,000 fit, the tails stay empty and the count is --iterations.
-    let out = rfx(&[
-        "bench",
-        "--size",
-        "16",
-        "--iterations",
-        "5",
-        "--filter",
-        "add",
-        "--no-baselines",
-        "--inject-delay-us",
-        "add=2000",
-        "--json-out",
-        &json_arg,
-    ]);
+    let out = bench_add_with_delay(2000, &json_arg);
     assert!(out.status.success(), "{}", stderr(&out));
     let r = &read_json(&json)["results"][0];
     assert_eq!(r["timing"]["samples"], 5, "{r}");

@@ -747,15 +747,7 @@ fn binary_ulp_bound(op: BinaryOp, dtype: DType) -> Option<u64> {
     match op {
         BinaryOp::Pow => Some(if f64 { 2 } else { 4 }),
         BinaryOp::Atan2 => Some(if f64 { 2 } else { 3 }),
-        BinaryOp::Add
-        | BinaryOp::Sub
-        | BinaryOp::Mul
-        | BinaryOp::Div
-        | BinaryOp::Min
-        | BinaryOp::Max
-        | BinaryOp::Fmod
-        | BinaryOp::And
-        | BinaryOp::Or => None,
+        rfx_ir::exact_binary_ops!() => None,
     }
 }
 

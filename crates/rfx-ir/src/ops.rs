@@ -202,6 +202,33 @@ impl BinaryOp {
     pub fn is_commutative(self) -> bool {
         matches!(self, BinaryOp::Add | BinaryOp::Mul | BinaryOp::And | BinaryOp::Or)
     }
+
+    /// `true` for the transcendental functions `pow` and `atan2` (computed by approximations on
+    /// most backends). Every op is named: a new op does not compile until it is classified here.
+    pub fn is_transcendental(self) -> bool {
+        match self {
+            BinaryOp::Pow | BinaryOp::Atan2 => true,
+            crate::exact_binary_ops!() => false,
+        }
+    }
+}
+
+/// The pattern of the binary ops that are exact or correctly rounded on every backend, as
+/// [`exact_unary_ops!`] for unary ops: a `match` names each transcendental
+/// ([`BinaryOp::is_transcendental`]) on its own and ends with `rfx_ir::exact_binary_ops!()`.
+#[macro_export]
+macro_rules! exact_binary_ops {
+    () => {
+        $crate::BinaryOp::Add
+            | $crate::BinaryOp::Sub
+            | $crate::BinaryOp::Mul
+            | $crate::BinaryOp::Div
+            | $crate::BinaryOp::Min
+            | $crate::BinaryOp::Max
+            | $crate::BinaryOp::Fmod
+            | $crate::BinaryOp::And
+            | $crate::BinaryOp::Or
+    };
 }
 
 /// Comparisons. Operands have the same dtype (numeric, or bool for `eq`/`ne`) and broadcast to

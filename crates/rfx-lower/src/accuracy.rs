@@ -28,7 +28,7 @@ impl Transcendental {
 
     /// `Some` for `pow` and `atan2`.
     pub fn binary(op: BinaryOp) -> Option<Transcendental> {
-        matches!(op, BinaryOp::Pow | BinaryOp::Atan2).then_some(Transcendental::Binary(op))
+        op.is_transcendental().then_some(Transcendental::Binary(op))
     }
 
     /// Operands taken: 1 or 2.

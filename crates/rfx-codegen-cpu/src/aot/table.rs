@@ -148,15 +148,7 @@ impl AotFn {
     pub(crate) fn for_binary(op: BinaryOp, dtype: DType) -> Option<AotFn> {
         match op {
             BinaryOp::Pow | BinaryOp::Atan2 => AotFn::find(Computes::Binary(op), dtype),
-            BinaryOp::Add
-            | BinaryOp::Sub
-            | BinaryOp::Mul
-            | BinaryOp::Div
-            | BinaryOp::Min
-            | BinaryOp::Max
-            | BinaryOp::Fmod
-            | BinaryOp::And
-            | BinaryOp::Or => None,
+            rfx_ir::exact_binary_ops!() => None,
         }
     }
 

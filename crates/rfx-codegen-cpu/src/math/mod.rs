@@ -161,15 +161,7 @@ pub(crate) fn emit_binary(
     let kernel: fn(&mut Vb<'_, '_>, Value, Value) -> Value = match op {
         BinaryOp::Pow => kernels::pow,
         BinaryOp::Atan2 => kernels::atan2,
-        BinaryOp::Add
-        | BinaryOp::Sub
-        | BinaryOp::Mul
-        | BinaryOp::Div
-        | BinaryOp::Min
-        | BinaryOp::Max
-        | BinaryOp::Fmod
-        | BinaryOp::And
-        | BinaryOp::Or => return None,
+        rfx_ir::exact_binary_ops!() => return None,
     };
     emit_lanes(b, ty, &[lhs, rhs], |v, args| kernel(v, args[0], args[1]))
 }

@@ -51,6 +51,7 @@ pub(crate) const ALLOWED_WORKSPACE_DEPS: &[(&str, &[&str])] = &[
             "rfx-codegen-cpu",
             "rfx-codegen-cuda",
             "rfx-codegen-metal",
+            "rfx-codegen-c",
             "rfx-control",
             "rfx-check",
         ],

@@ -14,6 +14,7 @@
 //! Every file a command writes goes through [`rfx_cli::output`]: all or nothing per run,
 //! atomic per file, safe beside other runs, never through a link.
 
+mod export;
 mod npy;
 mod print;
 
@@ -253,6 +254,35 @@ enum Command {
         /// CPU has), `baseline` (the architecture's base set) or `avx2` (x86-64-v3).
         #[arg(long, default_value = "host", value_parser = rfx_cli::bench::parse_cpu_target)]
         cpu_target: rfx_lower::CpuTarget,
+        #[command(flatten)]
+        inputs: Inputs,
+    },
+    /// Exports a kernel or expression as portable C99: DIR/NAME.c and DIR/NAME.h (see
+    /// docs/export.md), written all or nothing.
+    ///
+    /// KERNEL is a kernel file when it ends in `.rfx`, and an expression otherwise (as for
+    /// `rfx dump`).
+    Export {
+        /// A kernel file (a name ending in `.rfx`) or else an expression.
+        kernel: String,
+        /// The language.
+        #[arg(long, value_enum)]
+        lang: export::Lang,
+        /// The exported function's name (a C identifier); also the files' names.
+        #[arg(long)]
+        name: String,
+        #[arg(long, value_name = "NAME=DTYPE[DIMS],...", help = IN_SHAPES_HELP)]
+        in_shapes: Option<String>,
+        /// Export the value and the gradients with respect to these inputs (comma-separated;
+        /// the kernel must have one output): outputs value, then one gradient per name.
+        #[arg(long, value_delimiter = ',')]
+        grad: Vec<String>,
+        /// Apply the optimizer's fast-math rewrites before exporting.
+        #[arg(long)]
+        fast_math: bool,
+        /// The directory to write into (created if missing).
+        #[arg(long)]
+        out: PathBuf,
         #[command(flatten)]
         inputs: Inputs,
     },
@@ -600,6 +630,19 @@ fn run_command(command: Command) -> Result<(), CliError> {
             };
             let text = dump(&kernel_ir, stage, &options)?;
             Ok(output::print_str(&text)?)
+        }
+        Command::Export {
+            kernel,
+            lang,
+            name,
+            in_shapes,
+            grad,
+            fast_math,
+            out,
+            inputs,
+        } => {
+            let kernel_ir = load_kernel_typed(&kernel, in_shapes.as_deref(), &inputs.inputs)?;
+            export::export(&kernel_ir, lang, &name, &grad, fast_math, &out)
         }
         Command::Dot {
             kernel,

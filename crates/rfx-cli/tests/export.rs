@@ -1,0 +1,164 @@
+//! `rfx export --lang c`: the files it writes, that they compile (with the host C compiler,
+//! when there is one) and compute the kernel, `--grad`, and that refused names and ops write
+//! nothing.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{rfx, stderr_of, temp_dir};
+
+/// Compiles `driver` (a C `main` including NAME.c from `dir`) and returns its stdout, or
+/// `None` when no C compiler is present.
+fn compile_and_run(dir: &Path, driver: &str) -> Option<String> {
+    let cc = ["gcc", "clang", "cc"].into_iter().find(|cc| {
+        Command::new(cc)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    })?;
+    std::fs::write(dir.join("driver.c"), driver).expect("write driver");
+    let exe = dir.join("driver");
+    let out = Command::new(cc)
+        .args([
+            "-std=c99",
+            "-O2",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-ffp-contract=off",
+            "-fno-math-errno",
+        ])
+        .arg(dir.join("driver.c"))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("run the C compiler");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let run = Command::new(&exe).output().expect("run the driver");
+    assert!(run.status.success());
+    Some(String::from_utf8_lossy(&run.stdout).into_owned())
+}
+
+#[test]
+fn export_writes_a_header_and_source_that_compute_the_expression() {
+    let dir = temp_dir("export_c");
+    let out_dir = dir.join("gen");
+    let out = rfx(&[
+        "export",
+        "x * 2.0 + y",
+        "--lang",
+        "c",
+        "--name",
+        "axpy",
+        "--in-shapes",
+        "x=f32[3],y=f32[3]",
+        "--out",
+        out_dir.to_str().expect("utf-8 path"),
+    ]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let header = std::fs::read_to_string(out_dir.join("axpy.h")).expect("header");
+    assert!(
+        header.contains("int axpy(const float *in_0, const float *in_1, float *out_0, void *work);"),
+        "{header}"
+    );
+    assert!(header.contains("#define AXPY_WORK_BYTES 0u"), "{header}");
+    let driver = r#"#include <stdio.h>
+#include "axpy.c"
+int main(void) {
+  float x[3] = {1.0f, -2.5f, 0.125f}, y[3] = {0.5f, 1.0f, -4.0f}, out[3];
+  int rc = axpy(x, y, out, 0);
+  printf("%d %.9g %.9g %.9g\n", rc, (double)out[0], (double)out[1], (double)out[2]);
+  return 0;
+}
+"#;
+    match compile_and_run(&out_dir, driver) {
+        Some(text) => assert_eq!(text.trim(), "0 2.5 -4 -3.75"),
+        None => eprintln!("skipped the compile step: no C compiler found"),
+    }
+}
+
+#[test]
+fn export_with_grad_writes_the_value_then_the_gradients() {
+    let dir = temp_dir("export_c_grad");
+    let out_dir = dir.join("gen");
+    let out = rfx(&[
+        "export",
+        "sum(x * x * y)",
+        "--lang",
+        "c",
+        "--name",
+        "energy",
+        "--in-shapes",
+        "x=f64[2],y=f64[2]",
+        "--grad",
+        "x,y",
+        "--out",
+        out_dir.to_str().expect("utf-8 path"),
+    ]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let header = std::fs::read_to_string(out_dir.join("energy.h")).expect("header");
+    assert!(header.contains("out_0: output `out`, f64[]"), "{header}");
+    assert!(header.contains("out_1: output `grad_x`, f64[2]"), "{header}");
+    assert!(header.contains("out_2: output `grad_y`, f64[2]"), "{header}");
+    let driver = r#"#include <stdio.h>
+#include "energy.c"
+static double work[ENERGY_WORK_BYTES / 8 + 8];
+int main(void) {
+  double x[2] = {3.0, -1.5}, y[2] = {2.0, 4.0}, v[1], gx[2], gy[2];
+  int rc = energy(x, y, v, gx, gy, work);
+  printf("%d %g %g %g %g %g\n", rc, v[0], gx[0], gx[1], gy[0], gy[1]);
+  return 0;
+}
+"#;
+    // value = 9*2 + 2.25*4 = 27; d/dx = 2 x y = (12, -12); d/dy = x^2 = (9, 2.25).
+    match compile_and_run(&out_dir, driver) {
+        Some(text) => assert_eq!(text.trim(), "0 27 12 -12 9 2.25"),
+        None => eprintln!("skipped the compile step: no C compiler found"),
+    }
+}
+
+#[test]
+fn refused_names_and_ops_write_nothing() {
+    let dir = temp_dir("export_c_refused");
+    let out_dir = dir.join("gen");
+    let path = out_dir.to_str().expect("utf-8 path");
+    let bad_name = rfx(&[
+        "export",
+        "x + 1.0",
+        "--lang",
+        "c",
+        "--name",
+        "2fast",
+        "--in-shapes",
+        "x=f32[2]",
+        "--out",
+        path,
+    ]);
+    assert_eq!(bad_name.status.code(), Some(1));
+    assert!(stderr_of(&bad_name).contains("`2fast` is not a valid C function name"));
+    let sin = rfx(&[
+        "export",
+        "sin(x)",
+        "--lang",
+        "c",
+        "--name",
+        "s",
+        "--in-shapes",
+        "x=f32[2]",
+        "--out",
+        path,
+    ]);
+    assert_eq!(sin.status.code(), Some(1));
+    assert!(
+        stderr_of(&sin).contains("does not support `sin`"),
+        "{}",
+        stderr_of(&sin)
+    );
+    assert!(
+        !out_dir.exists(),
+        "a refused export created {}",
+        out_dir.display()
+    );
+}

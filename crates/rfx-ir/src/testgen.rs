@@ -1,10 +1,13 @@
 //! Random inputs for tests and benchmarks: a small deterministic RNG ([`TestRng`]) and arrays
 //! of any type with special values mixed in ([`random_inputs`], [`random_array`]), and the
-//! comparison of results with their reference ([`same_values`]).
+//! comparison of results with their reference ([`same_values`]) and the reading of a corpus of
+//! kernels ([`read_corpus`]).
 //!
 //! Enabled by the `testgen` cargo feature. Generation is driven by the RNG seeded by the
 //! caller, so a failing case is reproduced from its seed alone. Random kernels are made by the
 //! checking crate (`rfx-check`'s `generator`).
+
+use std::path::Path;
 
 use crate::hir::Kernel;
 use crate::{Array, ArrayData, DType, Scalar, Shape, TensorType};
@@ -52,6 +55,29 @@ impl TestRng {
     pub fn pick<'a, T>(&mut self, items: &'a [T]) -> Option<&'a T> {
         items.get(self.below(items.len()))
     }
+}
+
+/// The `.rfx` files of `dir` (kernels in the HIR text format), in name order, each as its file
+/// stem and its text: how tests read a corpus.
+pub fn read_corpus(dir: &Path) -> std::io::Result<Vec<(String, String)>> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "rfx") {
+            files.push(path);
+        }
+    }
+    files.sort();
+    files
+        .into_iter()
+        .map(|path| {
+            let name = path
+                .file_stem()
+                .map(|stem| stem.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            Ok((name, std::fs::read_to_string(&path)?))
+        })
+        .collect()
 }
 
 /// Whether `a` and `b` have the same shape, dtype and value bits (`Scalar` compares bits), any

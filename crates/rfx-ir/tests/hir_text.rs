@@ -5,22 +5,11 @@ use std::path::PathBuf;
 
 use proptest::prelude::*;
 use rfx_ir::hir::{self, Kernel};
+use rfx_ir::testgen::read_corpus;
 
 fn corpus() -> Vec<(String, String)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus/hir");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .expect("corpus directory")
-        .map(|e| e.expect("dir entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "rfx"))
-        .collect();
-    files.sort();
-    files
-        .into_iter()
-        .map(|p| {
-            let name = p.file_stem().expect("stem").to_string_lossy().into_owned();
-            (name, std::fs::read_to_string(&p).expect("read corpus file"))
-        })
-        .collect()
+    read_corpus(&dir).expect("corpus directory")
 }
 
 #[test]

@@ -12,7 +12,7 @@ use proptest::prelude::*;
 use rfx_ir::hir::{self, Kernel};
 use rfx_ir::interp::{Mode, run_hir};
 use rfx_ir::lir::LirProgram;
-use rfx_ir::testgen::TestRng;
+use rfx_ir::testgen::{TestRng, read_corpus};
 use rfx_ir::{Array, ArrayView, ArrayViewMut, Scalar, Shape};
 use rfx_lower::{
     BackendError, CallError, InterpBackend, Interval, LowerConfig, Registry, Scratch, execute_lowered, lower,
@@ -22,20 +22,12 @@ use rfx_opt::{OptConfig, optimize};
 
 fn corpus() -> Vec<(String, Kernel)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../rfx-opt/tests/corpus");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
+    read_corpus(&dir)
         .expect("corpus dir")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "rfx"))
-        .collect();
-    files.sort();
-    files
         .into_iter()
-        .map(|p| {
-            let name = p.file_stem().expect("stem").to_string_lossy().into_owned();
-            (
-                name,
-                hir::parse(&std::fs::read_to_string(&p).expect("read")).expect("parse"),
-            )
+        .map(|(name, text)| {
+            let kernel = hir::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            (name, kernel)
         })
         .collect()
 }

@@ -9,22 +9,15 @@ use std::time::Duration;
 use rfx_ir::Array;
 use rfx_ir::hir::{self, Kernel};
 use rfx_ir::interp::{Mode, run_hir, run_mir};
-use rfx_ir::testgen::{TestRng, random_inputs, same_values};
+use rfx_ir::testgen::{TestRng, random_inputs, read_corpus, same_values};
 use rfx_opt::{OptConfig, OptReport, optimize};
 
 fn corpus() -> Vec<(String, Kernel)> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
+    read_corpus(&dir)
         .expect("corpus dir")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "rfx"))
-        .collect();
-    files.sort();
-    files
         .into_iter()
-        .map(|p| {
-            let name = p.file_stem().expect("stem").to_string_lossy().into_owned();
-            let text = std::fs::read_to_string(&p).expect("read");
+        .map(|(name, text)| {
             let kernel = hir::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
             (name, kernel)
         })

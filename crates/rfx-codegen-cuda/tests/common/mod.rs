@@ -7,7 +7,7 @@ use std::time::Duration;
 use rfx_check::generator::{KernelGenConfig, random_kernel};
 use rfx_ir::hir::{self, Kernel};
 use rfx_ir::lir::LirProgram;
-use rfx_ir::testgen::TestRng;
+use rfx_ir::testgen::{TestRng, read_corpus};
 use rfx_ir::{BinaryOp, CmpOp, DType, UnaryOp};
 use rfx_lower::{LowerConfig, lower};
 use rfx_opt::{OptConfig, optimize};
@@ -137,19 +137,10 @@ pub(crate) fn op_cases() -> Vec<Case> {
 /// The optimiser's corpus (`crates/rfx-opt/tests/corpus/*.rfx`).
 pub(crate) fn corpus_cases() -> Vec<Case> {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../rfx-opt/tests/corpus");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
+    read_corpus(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.expect("corpus entry").path())
-        .filter(|p| p.extension().is_some_and(|e| e == "rfx"))
-        .collect();
-    files.sort();
-    files
         .into_iter()
-        .map(|path| {
-            let name = path.file_stem().expect("stem").to_string_lossy().into_owned();
-            let text = std::fs::read_to_string(&path).expect("read corpus file");
-            case(format!("corpus_{name}"), &text)
-        })
+        .map(|(name, text)| case(format!("corpus_{name}"), &text))
         .collect()
 }
 

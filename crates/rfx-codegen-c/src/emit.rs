@@ -40,19 +40,7 @@ pub(crate) fn emit_program(program: &LirProgram, name: &str) -> Result<String, E
         "#error \"rfx exports need float and double evaluated in their own types (FLT_EVAL_METHOD 0)\"\n",
     );
     src.push_str("#endif\n");
-    // Helpers in dependency order: each one's needs first.
-    let mut all: BTreeSet<Helper> = BTreeSet::new();
-    for &h in &e.helpers {
-        for &n in h.needs() {
-            for &nn in n.needs() {
-                all.insert(nn);
-            }
-            all.insert(n);
-        }
-        all.insert(h);
-    }
-    let mut emitted: BTreeSet<Helper> = BTreeSet::new();
-    let mut order: Vec<Helper> = Vec::new();
+    // Helpers in dependency order: each one's needs (recursively) first.
     fn visit(h: Helper, emitted: &mut BTreeSet<Helper>, order: &mut Vec<Helper>) {
         if emitted.insert(h) {
             for &n in h.needs() {
@@ -61,7 +49,9 @@ pub(crate) fn emit_program(program: &LirProgram, name: &str) -> Result<String, E
             order.push(h);
         }
     }
-    for &h in &all {
+    let mut emitted: BTreeSet<Helper> = BTreeSet::new();
+    let mut order: Vec<Helper> = Vec::new();
+    for &h in &e.helpers {
         visit(h, &mut emitted, &mut order);
     }
     let prefix = format!("{name}_");
@@ -711,6 +701,19 @@ impl Emitter<'_> {
             (UnaryOp::Rsqrt, _) => format!("1.0 / __builtin_sqrt({x})"),
             (UnaryOp::Recip, DType::F32) => format!("1.0f / {x}"),
             (UnaryOp::Recip, _) => format!("1.0 / {x}"),
+            (UnaryOp::Exp, _) => {
+                self.helper(pick(Helper::ExpF32, Helper::ExpF64), &format!("exp_{sfx}"), &[x])
+            }
+            (UnaryOp::Exp2, _) => self.helper(
+                pick(Helper::Exp2F32, Helper::Exp2F64),
+                &format!("exp2_{sfx}"),
+                &[x],
+            ),
+            (UnaryOp::Sigmoid, _) => self.helper(
+                pick(Helper::SigmoidF32, Helper::SigmoidF64),
+                &format!("sigmoid_{sfx}"),
+                &[x],
+            ),
             (other, _) => return Err(ExportError::Unsupported(other.name().to_string())),
         })
     }
@@ -754,10 +757,13 @@ impl Emitter<'_> {
     }
 }
 
+/// The transcendentals emitted (ports of the CPU backend's approximations, within its bound).
+pub(crate) const EMITTED_TRANSCENDENTALS: &[UnaryOp] = &[UnaryOp::Exp, UnaryOp::Exp2, UnaryOp::Sigmoid];
+
 /// Refuses the ops without a libm-free implementation within their bound.
 fn check_supported(kernel: &LirKernel, inst: &Inst) -> Result<(), ExportError> {
     match inst {
-        Inst::Unary { op, .. } if op.is_transcendental() => {
+        Inst::Unary { op, .. } if op.is_transcendental() && !EMITTED_TRANSCENDENTALS.contains(op) => {
             Err(ExportError::Unsupported(op.name().to_string()))
         }
         Inst::Binary {

@@ -26,9 +26,11 @@
 //! `sqrt` for negative arguments); `floor`, `ceil` and `round` are exact integer-conversion
 //! code, `abs` clears the sign bit. Nothing needs libm.
 //!
-//! Ops without a libm-free implementation of their documented accuracy here yet are refused
-//! with [`ExportError::Unsupported`]: the transcendentals (`exp`, `sin`, ...), `pow`, `atan2`
-//! and float `fmod`.
+//! `exp`, `exp2` and `sigmoid` are the CPU backend's approximations ported to scalar C (the
+//! same algorithms, coefficients and unfused operation order), within its documented bound of
+//! 4 ULP of the `f64` oracle for f32 and f64. Ops without a libm-free implementation of their
+//! documented accuracy here yet are refused with [`ExportError::Unsupported`]: the other
+//! transcendentals (`log`, `sin`, `tanh`, ...), `pow`, `atan2` and float `fmod`.
 
 mod emit;
 mod helpers;
@@ -56,7 +58,8 @@ pub enum ExportError {
         "`{0}` is not a valid C function name (letters, digits and `_`, not starting with a digit, no keyword)"
     )]
     InvalidName(String),
-    /// The program uses an op the C export cannot emit within its documented accuracy.
+    /// The program uses an op the C export cannot emit within its documented accuracy yet (a
+    /// transcendental other than `exp`, `exp2` and `sigmoid`, `pow`, `atan2`, float `fmod`).
     #[error("the C export does not support `{0}` yet")]
     Unsupported(String),
     /// The program fails LIR verification.

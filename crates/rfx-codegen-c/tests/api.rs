@@ -203,6 +203,7 @@ fn blocked_reductions_follow_the_leaf_tree() {
             name: text.lines().next().unwrap_or_default().to_string(),
             program: p,
             inputs: random_inputs(&mut rng, &kernel, 0.0),
+            ulp_bound: None,
         });
     }
     assert!(

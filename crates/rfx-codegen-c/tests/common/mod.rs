@@ -10,13 +10,17 @@ use std::process::Command;
 use rfx_codegen_c::{CExport, c_source};
 use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
-use rfx_ir::{Array, ArrayData};
+use rfx_ir::{Array, ArrayData, DType};
+use rfx_lower::ulps;
 
 /// A program to check: its name in reports, the program and its inputs.
 pub(crate) struct Job {
     pub(crate) name: String,
     pub(crate) program: LirProgram,
     pub(crate) inputs: Vec<Array>,
+    /// `None`: every output must be the interpreter's bits. `Some(bound)`: every float output
+    /// within `bound` ULP of the interpreter's `f64` oracle (a program of one transcendental).
+    pub(crate) ulp_bound: Option<u64>,
 }
 
 /// The C compilers present on this machine among `gcc`, `clang` and `cc`.
@@ -209,9 +213,52 @@ pub(crate) fn check_batch(cc: &str, dir: &Path, batch: usize, jobs: &[Job]) -> V
     );
     let mut failures = Vec::new();
     for ((job, want), got) in jobs.iter().zip(&expected).zip(got) {
-        if want.trim_end() != got.trim_end() {
+        if let Some(bound) = job.ulp_bound {
+            if let Err(message) = within_bound(job, got, bound) {
+                failures.push(format!("{} ({cc}): {message}", job.name));
+            }
+        } else if want.trim_end() != got.trim_end() {
             failures.push(format!("{} ({cc}):\n  want {want}\n  got  {got}", job.name));
         }
     }
     failures
+}
+
+/// Checks the driver's line `got` for `job` against the interpreter's `f64` oracle.
+fn within_bound(job: &Job, got: &str, bound: u64) -> Result<(), String> {
+    let views: Vec<_> = job.inputs.iter().map(Array::view).collect();
+    let oracle = run_lir(&job.program, &views, Mode::Oracle).map_err(|e| e.to_string())?;
+    let dtypes: Vec<DType> = job.program.outputs().map(|(_, _, ty)| ty.dtype).collect();
+    let mut parts = got.split(" |");
+    if parts.next().map(str::trim) != got.split(" |").next().map(str::trim) || !got.contains(" 0") {
+        return Err(format!("bad line {got}"));
+    }
+    for ((part, want), dtype) in parts.zip(&oracle).zip(dtypes) {
+        let ArrayData::F64(want) = want.data() else {
+            return Err("oracle output is not f64".to_string());
+        };
+        let tokens: Vec<&str> = part.split_whitespace().collect();
+        if tokens.len() != want.len() {
+            return Err(format!("{} values, want {}", tokens.len(), want.len()));
+        }
+        for (i, (token, &w)) in tokens.iter().zip(want).enumerate() {
+            let value = if *token == "nan" {
+                f64::NAN
+            } else {
+                let bits = u64::from_str_radix(token, 16).map_err(|e| e.to_string())?;
+                match dtype {
+                    DType::F32 => f64::from(f32::from_bits(bits as u32)),
+                    _ => f64::from_bits(bits),
+                }
+            };
+            let d = ulps(value, w, dtype);
+            if d > bound {
+                let input: Vec<_> = job.inputs.iter().map(|a| a.get(i)).collect();
+                return Err(format!(
+                    "element {i}: oracle {w:e}, got {value:e} ({d} ULP > {bound}), inputs {input:?}"
+                ));
+            }
+        }
+    }
+    Ok(())
 }

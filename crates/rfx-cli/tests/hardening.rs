@@ -1,8 +1,8 @@
 //! The `rfx` command at its process edge, each probe of a hostile or broken environment kept as
 //! a test: concurrent runs into one `--out`, planted links, commands that fail half way, closed
 //! and full stdout, FIFOs and devices as inputs, sizes past memory, the exit-code scheme, and
-//! inputs or flags that used to be accepted silently. Arrays are small: none of these depends
-//! on the element count.
+//! inputs or flags that must be refused, not accepted silently. Arrays are small: none of
+//! these depends on the element count.
 
 use std::io::Read as _;
 use std::path::Path;
@@ -202,7 +202,7 @@ fn planted_links_are_never_followed_and_nothing_outside_the_output_directory_cha
     let (victim, victim2) = (dir.join("victim.txt"), dir.join("victim2.txt"));
     std::fs::write(&victim, "precious").expect("victim");
     std::fs::write(&victim2, "also precious").expect("victim2");
-    // The temporary name the command used to use, and the destination itself, both links out.
+    // A predictable temporary name (`out.npy.tmp`) and the destination itself, both links out.
     std::os::unix::fs::symlink("../victim.txt", out.join("out.npy.tmp")).expect("link");
     std::os::unix::fs::symlink("../victim2.txt", out.join("out.npy")).expect("link");
     let before = entries(&dir);
@@ -785,7 +785,7 @@ fn nothing_the_user_gave_is_silently_ignored() {
         );
     }
 
-    // RFX_DUMP set but empty: no dump anywhere (it used to write into the current directory).
+    // RFX_DUMP set but empty: no dump anywhere, the current directory included.
     let cwd = dir.join("cwd");
     std::fs::create_dir(&cwd).expect("cwd");
     let res = Command::new(RFX)

@@ -160,9 +160,9 @@ fn routine_on_lanes_n(
 /// `op(a, b)` for `pow` and `atan2`: inline vector code, except where the tile routines are
 /// linked (AVX2 and FMA), which calls the routine on the `w` lanes (staged through the stack):
 /// the inline `pow` costs about as much for one lane as for a vector, several times the
-/// routine's scalar path, and a kernel then gets the routines' bits in every loop (scalar code
-/// computed `atan2` inline until session 18, so a one-element kernel and a reduction's scalar
-/// rows could differ from the tiles in the last bit; found by `rfx fuzz`).
+/// routine's scalar path, and a kernel then gets the routines' bits in every loop (were scalar
+/// code to compute `atan2` inline, a one-element kernel and a reduction's scalar rows could
+/// differ from the tiles in the last bit, as `rfx fuzz` finds).
 pub(crate) fn binary(
     e: &mut Emitter<'_, '_>,
     op: BinaryOp,

@@ -4,13 +4,13 @@
 //! one-thread result bit for bit, and the calls must finish (a deadlock fails the test after
 //! 120 s instead of hanging CI).
 //!
-//! The pool before session 7 kept its completion latch on the caller's stack; a worker that
-//! locked it after the caller had returned corrupted the next call's latch and deadlocked.
-//! `cargo run --release -p rfx-codegen-cpu --example split_latency -- --period-us 0 --calls
-//! 20000` hung in 6 runs of 6 on that pool and finishes in 8 of 8 on this one, but this test
-//! (built at the test profile's opt-level 1) passed on the old pool too: the race needs a worker
-//! descheduled in a window of a few instructions. It guards the split results and the
-//! hand-over protocol, not that race specifically.
+//! A pool that keeps its completion latch on the caller's stack lets a worker that locks it
+//! after the caller has returned corrupt the next call's latch and deadlock. `cargo run
+//! --release -p rfx-codegen-cpu --example split_latency -- --period-us 0 --calls 20000` hangs
+//! on such a pool (`cargo xtask miri` reports the race too), but this test, built at the test
+//! profile's opt-level 1, need not: the race needs a worker descheduled in a window of a few
+//! instructions. It guards the split results and the hand-over protocol, not that race
+//! specifically.
 
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};

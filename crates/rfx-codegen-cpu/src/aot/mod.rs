@@ -51,7 +51,7 @@
 //! A `sin` and a `cos` of one value pair into one `sincos` call (`codegen`'s tile plan, and scalar
 //! code one element at a time), which writes the bits of both routines: the `f64` one from one
 //! reduction and both kernels (the `sin` and `cos` routines compute both and keep one, so the
-//! pair costs what one of them does: two-link arm kinematics 12.1 → 6.8 ns per element), the
+//! pair costs what one of them does), the
 //! `f32` one by both routines' formulas in one pass (their reductions differ; no faster).
 //!
 //! The results are deterministic (the same input gives the same bits at every position and
@@ -80,8 +80,8 @@ pub(crate) fn prepare_tables() {
 pub(crate) const TILE: usize = 512;
 
 /// The smallest innermost loop that runs in tiles. From two elements on the routines beat the
-/// inline polynomials, staging and call included (`examples/short_transcendentals`: `f64`
-/// `tanh` of 2 elements 52 → 26 ns, of 16 206 → 73); one element keeps the inline code.
+/// inline polynomials, staging and call included (`examples/short_transcendentals` measures
+/// it); one element keeps the inline code.
 pub(crate) const MIN_TILED_ELEMS: usize = 2;
 
 /// The C ABI of a unary routine.

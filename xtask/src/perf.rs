@@ -169,8 +169,9 @@ pub(crate) struct Row {
 ///
 /// Only a *slower* run is compensated: when the median kernel got faster, that is as likely
 /// improvements landed since the baseline as a faster machine, and dividing by it would make
-/// every unchanged kernel look slower (after several kernels sped up by 30–55%, `add` showed
-/// +35% against a baseline it beat by 18%). So the drift is `max(median, 1)`.
+/// every unchanged kernel look slower (once several kernels speed up by a third or more, an
+/// unchanged one shows a regression against a baseline it beats). So the drift is
+/// `max(median, 1)`.
 pub(crate) fn compare(baseline: &Results, current: &Results, threshold_pct: f64) -> Vec<Row> {
     let ratio = |key: &(String, u64), base: &Entry| {
         current

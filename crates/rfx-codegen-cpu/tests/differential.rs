@@ -7,8 +7,8 @@ use rfx_ir::hir::{Kernel, Op};
 use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
 use rfx_ir::testgen::{TestRng, random_inputs, same_values};
-use rfx_ir::{Array, Scalar};
-use rfx_lower::{Backend, LowerConfig, Scratch, lower};
+use rfx_ir::Array;
+use rfx_lower::{Backend, LowerConfig, lower};
 use rfx_opt::{OptConfig, optimize};
 
 fn transcendental(kernel: &Kernel) -> bool {
@@ -31,16 +31,7 @@ fn check(seed: u64, kernel: &Kernel, lir: &LirProgram, inputs: &[Array]) {
     let compiled = CpuBackend
         .compile(lir, &Default::default())
         .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{lir}"));
-    let mut outputs: Vec<Array> = lir
-        .outputs()
-        .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
-        .collect();
-    {
-        let mut out_views: Vec<_> = outputs.iter_mut().map(Array::view_mut).collect();
-        compiled
-            .run(&views, &mut out_views, &mut Scratch::new())
-            .expect("run");
-    }
+    let outputs = compiled.run_to_new(&views).expect("run");
     for (e, g) in expected.iter().zip(&outputs) {
         assert!(
             same_values(e, g),

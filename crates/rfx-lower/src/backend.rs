@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use rfx_ir::lir::LirProgram;
-use rfx_ir::{ArrayView, ArrayViewMut, DType, DataMut, DataRef, TensorType};
+use rfx_ir::{Array, ArrayView, ArrayViewMut, DType, DataMut, DataRef, Scalar, TensorType};
 
 use crate::accuracy::Transcendental;
 use crate::args::CallArgs;
@@ -118,6 +118,22 @@ pub trait Compiled: Send + Sync {
         outputs: &mut [ArrayViewMut<'_>],
         scratch: &mut Scratch,
     ) -> Result<(), BackendError>;
+
+    /// Runs once on `inputs` into new outputs (one zeroed array of each output's type, in
+    /// output order, returned) with a scratch of its own: for callers that run a program once,
+    /// such as [`crate::execute_lowered`] and tests. Goes through [`Compiled::run`]'s checks.
+    fn run_to_new(&self, inputs: &[ArrayView<'_>]) -> Result<Vec<Array>, BackendError> {
+        let mut outputs: Vec<Array> = self
+            .program()
+            .outputs()
+            .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
+            .collect();
+        {
+            let mut views: Vec<_> = outputs.iter_mut().map(Array::view_mut).collect();
+            self.run(inputs, &mut views, &mut Scratch::new())?;
+        }
+        Ok(outputs)
+    }
 
     /// The identity [`CallArgs`] made for this program record ([`crate::new_compiled_id`]), for
     /// backends whose [`Compiled::run_args`] skips the checks; `None` (the default) otherwise.

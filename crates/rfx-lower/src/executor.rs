@@ -1,9 +1,9 @@
 //! The lowered executor: named inputs in, owned outputs out.
 
 use rfx_ir::lir::LirProgram;
-use rfx_ir::{Array, ArrayView, Scalar};
+use rfx_ir::{Array, ArrayView};
 
-use crate::backend::{Backend, CompileOptions, Scratch};
+use crate::backend::{Backend, CompileOptions};
 use crate::error::{BackendError, CallError};
 
 /// Compiles `program` with `backend` and runs it once on named inputs (any order), returning
@@ -16,15 +16,9 @@ pub fn execute_lowered(
 ) -> Result<Vec<(String, Array)>, BackendError> {
     let ordered = order_inputs(program, inputs)?;
     backend.check_available()?;
-    let compiled = backend.compile(program, &CompileOptions::default())?;
-    let mut results: Vec<Array> = program
-        .outputs()
-        .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
-        .collect();
-    {
-        let mut views: Vec<_> = results.iter_mut().map(Array::view_mut).collect();
-        compiled.run(&ordered, &mut views, &mut Scratch::new())?;
-    }
+    let results = backend
+        .compile(program, &CompileOptions::default())?
+        .run_to_new(&ordered)?;
     Ok(program
         .outputs()
         .map(|(_, name, _)| name.to_string())

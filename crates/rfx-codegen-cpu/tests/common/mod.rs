@@ -9,8 +9,8 @@ use rfx_ir::hir::parse;
 use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
 use rfx_ir::testgen::{TestRng, random_inputs};
-use rfx_ir::{Array, Scalar};
-use rfx_lower::{Backend, CompileOptions, Compiled, LowerConfig, Scratch, lower};
+use rfx_ir::Array;
+use rfx_lower::{Backend, CompileOptions, Compiled, LowerConfig, lower};
 use rfx_opt::{OptConfig, optimize};
 
 /// Runs the kernel `text` on the CPU backend (at most `threads` threads) and the LIR interpreter
@@ -50,13 +50,6 @@ pub(crate) fn run_with_interpreter(
 ) -> (Vec<Array>, Vec<Array>) {
     let views: Vec<_> = inputs.iter().map(Array::view).collect();
     let want = run_lir(lir, &views, Mode::Native).expect("interpreter");
-    let mut got: Vec<Array> = want
-        .iter()
-        .map(|a| Array::filled(Scalar::zero(a.dtype()), a.shape().clone()))
-        .collect();
-    {
-        let mut out: Vec<_> = got.iter_mut().map(Array::view_mut).collect();
-        compiled.run(&views, &mut out, &mut Scratch::new()).expect("run");
-    }
+    let got = compiled.run_to_new(&views).expect("run");
     (got, want)
 }

@@ -8,7 +8,7 @@ use rfx_codegen_metal::MetalBackend;
 use rfx_ir::hir::Kernel;
 use rfx_ir::lir::LirProgram;
 use rfx_ir::{Array, Scalar};
-use rfx_lower::{Backend, LowerConfig, Scratch, lower};
+use rfx_lower::{Backend, LowerConfig, lower};
 use rfx_opt::{OptConfig, optimize};
 
 /// `true` when a wgpu adapter exists (printing it once); otherwise prints why the calling test
@@ -47,17 +47,9 @@ pub(crate) fn run_metal(lir: &LirProgram, inputs: &[Array]) -> Vec<Array> {
         .compile(lir, &Default::default())
         .unwrap_or_else(|e| panic!("compile: {e}\n{lir}"));
     let views: Vec<_> = inputs.iter().map(Array::view).collect();
-    let mut outputs: Vec<Array> = lir
-        .outputs()
-        .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
-        .collect();
-    {
-        let mut out_views: Vec<_> = outputs.iter_mut().map(Array::view_mut).collect();
-        compiled
-            .run(&views, &mut out_views, &mut Scratch::new())
-            .unwrap_or_else(|e| panic!("run: {e}\n{lir}"));
-    }
-    outputs
+    compiled
+        .run_to_new(&views)
+        .unwrap_or_else(|e| panic!("run: {e}\n{lir}"))
 }
 
 /// Bit-for-bit equality, any NaN equal to any NaN.

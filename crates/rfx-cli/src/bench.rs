@@ -915,8 +915,8 @@ struct Loops {
 impl Loops {
     fn new(n: usize) -> Loops {
         // perf-check's yardstick has at least 4096 elements, so that it takes about a
-        // microsecond and the clock's granularity does not quantise it (at n = 1 it took 2 or
-        // 3 ns, which moved every normalised time by half).
+        // microsecond and the clock's granularity does not quantise it (at n = 1 one step of
+        // the clock is a large fraction of the loop, and of every time normalised by it).
         Loops {
             yardstick: Reference::new(n.max(4096)),
             exact: (n < 4096).then(|| Reference::new(n)),

@@ -8,15 +8,9 @@ use rfx_ir::lir::{self, LirProgram};
 use rfx_ir::mir::{self, MirProgram};
 use rfx_ir::{BinaryOp, CmpOp, DType, ReduceOp, Shape, TensorType, TypeError, UnaryOp};
 
-/// `add` of an f32 and an i32 operand: a dtype mismatch the verifier rejects.
-const DTYPE_MISMATCH: &str = "\
-kernel k {
-  %x = input x : f32[3]
-  %y = input y : i32[3]
-  %s = add %x, %y : f32[3]
-  output out = %s
-}
-";
+/// `add` of an f32 and an i32 operand: a dtype mismatch the verifier rejects (one file, read
+/// by the error-variant tests of rfx-ir, rfx-opt and rfx-runtime).
+const DTYPE_MISMATCH: &str = include_str!("data/dtype_mismatch.rfx");
 
 fn f32s(shape: impl Into<Shape>) -> TensorType {
     TensorType::new(DType::F32, shape)

@@ -5,15 +5,9 @@ use rfx_ir::hir::{self, BuildError, Builder, ValueId};
 use rfx_ir::{DType, TensorType};
 use rfx_opt::{OptConfig, OptError, constant_fold, fuse_chains, optimize, simplify};
 
-/// `add` of an f32 and an i32 operand: a dtype mismatch the verifier rejects.
-const DTYPE_MISMATCH: &str = "\
-kernel k {
-  %x = input x : f32[3]
-  %y = input y : i32[3]
-  %s = add %x, %y : f32[3]
-  output out = %s
-}
-";
+/// `add` of an f32 and an i32 operand: a dtype mismatch the verifier rejects (one file, read
+/// by the error-variant tests of rfx-ir, rfx-opt and rfx-runtime).
+const DTYPE_MISMATCH: &str = include_str!("../../rfx-ir/tests/data/dtype_mismatch.rfx");
 
 #[test]
 fn every_pass_rejects_a_kernel_that_does_not_verify() {

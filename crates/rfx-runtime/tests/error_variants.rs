@@ -8,15 +8,9 @@ use rfx_lower::{BackendError, LowerConfig, LowerError};
 use rfx_opt::OptError;
 use rfx_runtime::{Cache, CacheKey, CompileConfig, RuntimeError, compile, registry};
 
-/// `add` of an f32 and an i32 operand: a dtype mismatch the verifier rejects.
-const DTYPE_MISMATCH: &str = "\
-kernel k {
-  %x = input x : f32[3]
-  %y = input y : i32[3]
-  %s = add %x, %y : f32[3]
-  output out = %s
-}
-";
+/// `add` of an f32 and an i32 operand: a dtype mismatch the verifier rejects (one file, read
+/// by the error-variant tests of rfx-ir, rfx-opt and rfx-runtime).
+const DTYPE_MISMATCH: &str = include_str!("../../rfx-ir/tests/data/dtype_mismatch.rfx");
 
 fn valid_kernel() -> Kernel {
     hir::parse("kernel k {\n  %x = input x : f32[3]\n  %y = mul %x, %x : f32[3]\n  output y = %y\n}\n")

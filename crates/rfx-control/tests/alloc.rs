@@ -1,8 +1,7 @@
 //! The real-time control loop step allocates nothing after warm-up: a counting global
 //! allocator (rfx's `tests/counting_alloc`, installed in this test binary only, so no other test
-//! is affected) around a loop that filters the
-//! measurement, runs the PID through pre-bound kernels with preallocated outputs, and
-//! integrates a pendulum.
+//! is affected) around a loop that filters the measurement, runs the PID through pre-bound
+//! kernels with preallocated outputs, and integrates a pendulum.
 
 use std::sync::atomic::Ordering;
 

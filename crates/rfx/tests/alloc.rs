@@ -1,5 +1,6 @@
 //! Zero allocations per real-time call: a counting global allocator (`tests/counting_alloc`,
-//! installed in this test binary only, so it does not affect other tests) around `BoundKernel` calls on the CPU backend.
+//! installed in this test binary only, so it does not affect other tests) around `BoundKernel`
+//! calls on the CPU backend.
 
 use std::sync::atomic::Ordering;
 

@@ -586,7 +586,12 @@ impl Emitter<'_> {
                     .buffer(*buf)
                     .map_or(0, |b| b.ty.shape.numel().saturating_sub(1));
                 let element = match dtype(*index) {
-                    DType::F32 | DType::F64 => format!(
+                    // Compared in single precision so that an f32 kernel needs no double
+                    // arithmetic (soft-float helpers on single-precision FPUs).
+                    DType::F32 => format!(
+                        "({index} > 0.0f ? ({index} < 2147483648.0f ? ((int64_t)(int32_t){index} < {last} ? (int64_t)(int32_t){index} : {last}) : {last}) : 0)"
+                    ),
+                    DType::F64 => format!(
                         "((double){index} > 0.0 ? ((double){index} < {last}.0 ? (int64_t){index} : {last}) : 0)"
                     ),
                     _ => format!("({index} < 0 ? 0 : ({index} > {last} ? {last} : {index}))"),
@@ -695,10 +700,19 @@ impl Emitter<'_> {
                 &format!("round_{sfx}"),
                 &[x],
             ),
-            (UnaryOp::Sqrt, DType::F32) => format!("__builtin_sqrtf({x})"),
-            (UnaryOp::Sqrt, _) => format!("__builtin_sqrt({x})"),
-            (UnaryOp::Rsqrt, DType::F32) => format!("1.0f / __builtin_sqrtf({x})"),
-            (UnaryOp::Rsqrt, _) => format!("1.0 / __builtin_sqrt({x})"),
+            (UnaryOp::Sqrt, _) => self.helper(
+                pick(Helper::SqrtF32, Helper::SqrtF64),
+                &format!("sqrt_{sfx}"),
+                &[x],
+            ),
+            (UnaryOp::Rsqrt, DType::F32) => {
+                let root = self.helper(Helper::SqrtF32, "sqrt_f32", &[x]);
+                format!("1.0f / {root}")
+            }
+            (UnaryOp::Rsqrt, _) => {
+                let root = self.helper(Helper::SqrtF64, "sqrt_f64", &[x]);
+                format!("1.0 / {root}")
+            }
             (UnaryOp::Recip, DType::F32) => format!("1.0f / {x}"),
             (UnaryOp::Recip, _) => format!("1.0 / {x}"),
             (UnaryOp::Exp, _) => {

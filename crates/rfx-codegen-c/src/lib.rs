@@ -23,8 +23,10 @@
 //! floating-point contraction (`-ffp-contract=off`; ISO C modes such as `-std=c99` have it off
 //! by default in GCC). Square root is `__builtin_sqrtf` / `__builtin_sqrt`, which GCC and Clang
 //! compile to the hardware instruction with `-fno-math-errno` (without it they may call libm's
-//! `sqrt` for negative arguments); `floor`, `ceil` and `round` are exact integer-conversion
-//! code, `abs` clears the sign bit. Nothing needs libm.
+//! `sqrt` for negative arguments), or, on Arm targets without a double (single) precision FPU
+//! or with `RFX_SOFT_SQRT` defined, an exact digit-by-digit integer square root; `floor`,
+//! `ceil` and `round` are exact integer-conversion code, `abs` clears the sign bit. Nothing
+//! needs libm.
 //!
 //! `exp`, `exp2` and `sigmoid` are the CPU backend's approximations ported to scalar C (the
 //! same algorithms, coefficients and unfused operation order), within its documented bound of

@@ -6,7 +6,8 @@
 
 mod common;
 
-use common::{Job, check_batch, compilers};
+use common::{Job, check_batch, check_batch_with, compilers};
+use rfx_ir::testgen::TestRng;
 use rfx_ir::{Array, ArrayData, Shape};
 use rfx_lower::{LowerConfig, lower};
 use rfx_opt::{OptConfig, optimize};
@@ -172,6 +173,62 @@ fn exact_helpers_match_the_interpreter_on_special_values() {
     let dir = tempfile::tempdir().expect("temp dir");
     for cc in ccs {
         let failures = check_batch(cc, dir.path(), 0, &jobs);
+        assert!(
+            failures.is_empty(),
+            "{} failures:\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
+    }
+}
+
+/// Random bit patterns over the whole positive range (subnormals, every exponent) and the
+/// specials: `sqrt` and `rsqrt` of f64 and f32.
+fn sqrt_jobs() -> Vec<Job> {
+    let mut rng = TestRng::new(5);
+    let mut f64s = f64_specials();
+    let mut f32s = f32_specials();
+    for _ in 0..4000 {
+        let bits = rng.next_u64();
+        f64s.push(f64::from_bits(bits >> 1));
+        f32s.push(f32::from_bits((bits >> 33) as u32));
+    }
+    let mut jobs = Vec::new();
+    for (dtype, data) in [("f64", ArrayData::F64(f64s)), ("f32", ArrayData::F32(f32s))] {
+        let n = match &data {
+            ArrayData::F64(v) => v.len(),
+            ArrayData::F32(v) => v.len(),
+            _ => 0,
+        };
+        let x = Array::new(Shape::new([n]), data).expect("array");
+        for op in ["sqrt", "rsqrt"] {
+            let text = format!(
+                "kernel {op}_{dtype} {{\n  %x = input x : {dtype}[{n}]\n  %y = {op} %x : {dtype}[{n}]\n  output out = %y\n}}\n"
+            );
+            jobs.push(Job {
+                name: format!("{op} {dtype}"),
+                program: program(&text),
+                inputs: vec![x.clone()],
+                ulp_bound: None,
+            });
+        }
+    }
+    jobs
+}
+
+#[test]
+fn the_software_square_root_is_correctly_rounded() {
+    let ccs = compilers();
+    if ccs.is_empty() {
+        eprintln!("skipped: no C compiler (gcc or clang) found");
+        return;
+    }
+    let jobs = sqrt_jobs();
+    let dir = tempfile::tempdir().expect("temp dir");
+    for cc in ccs {
+        // The hardware path and the digit-by-digit path (forced), each against the interpreter.
+        let mut failures = check_batch(cc, dir.path(), 0, &jobs);
+        failures.extend(check_batch_with(cc, &["-DRFX_SOFT_SQRT"], dir.path(), 1, &jobs));
         assert!(
             failures.is_empty(),
             "{} failures:\n{}",

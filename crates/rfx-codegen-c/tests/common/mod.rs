@@ -157,6 +157,17 @@ fn driver_call(k: usize, job: &Job, outputs: &[Array]) -> String {
 /// Exports, compiles (with `cc` and [`FLAGS`]) and runs `jobs` in one translation unit, and
 /// returns one message per mismatch.
 pub(crate) fn check_batch(cc: &str, dir: &Path, batch: usize, jobs: &[Job]) -> Vec<String> {
+    check_batch_with(cc, &[], dir, batch, jobs)
+}
+
+/// [`check_batch`] with `extra` compiler flags after [`FLAGS`].
+pub(crate) fn check_batch_with(
+    cc: &str,
+    extra: &[&str],
+    dir: &Path,
+    batch: usize,
+    jobs: &[Job],
+) -> Vec<String> {
     let mut driver =
         String::from("#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n");
     let mut expected = Vec::new();
@@ -189,6 +200,7 @@ pub(crate) fn check_batch(cc: &str, dir: &Path, batch: usize, jobs: &[Job]) -> V
     let exe = dir.join(format!("driver{batch}"));
     let out = Command::new(cc)
         .args(FLAGS)
+        .args(extra)
         .arg("-I")
         .arg(dir)
         .arg(&driver_path)

@@ -1,0 +1,141 @@
+//! Every exportable conformance kernel and corpus kernel compiled for a Cortex-M4F
+//! (`arm-none-eabi-gcc -std=c99 -O2 -mcpu=cortex-m4 -mthumb -mfloat-abi=hard
+//! -mfpu=fpv4-sp-d16 -Wall -Wextra -Werror -ffp-contract=off -fno-math-errno`), many kernels per
+//! translation unit: no warnings, and the objects' undefined symbols (`arm-none-eabi-nm -u`)
+//! include no allocator and no libm function; objects of f32-only programs need no
+//! double-precision soft-float helper (`__aeabi_d*`). Skipped, with a message, where
+//! `arm-none-eabi-gcc` is not installed (Debian: `gcc-arm-none-eabi`).
+
+use std::fmt::Write as _;
+use std::process::Command;
+
+use rfx_check::conformance::cases;
+use rfx_codegen_c::c_source;
+use rfx_ir::DType;
+use rfx_ir::lir::LirProgram;
+use rfx_lower::{LowerConfig, lower};
+use rfx_opt::{OptConfig, optimize};
+
+const FLAGS: &[&str] = &[
+    "-std=c99",
+    "-O2",
+    "-mcpu=cortex-m4",
+    "-mthumb",
+    "-mfloat-abi=hard",
+    "-mfpu=fpv4-sp-d16",
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+    "-ffp-contract=off",
+    "-fno-math-errno",
+];
+
+/// Symbols that would mean an allocator or libm is needed.
+const FORBIDDEN: &[&str] = &[
+    "malloc", "calloc", "realloc", "free", "sqrt", "sqrtf", "exp", "expf", "exp2", "exp2f", "log", "logf",
+    "floor", "floorf", "ceil", "ceilf", "rint", "rintf", "round", "roundf", "fabs", "fabsf", "fmod", "fmodf",
+    "pow", "powf", "__errno", "errno",
+];
+// `memset` and `memcpy` may appear: GCC emits them for loops that fill or copy arrays, and
+// requires every freestanding environment to provide them (with `memmove` and `memcmp`).
+
+fn lower_kernel(kernel: &rfx_ir::hir::Kernel) -> Option<LirProgram> {
+    let (mir, _) = optimize(kernel, &OptConfig::default()).ok()?;
+    Some(lower(&mir, &LowerConfig::default()).ok()?.0)
+}
+
+fn f32_only(program: &LirProgram) -> bool {
+    program.buffers().iter().all(|b| b.ty.dtype != DType::F64)
+        && program
+            .kernels()
+            .iter()
+            .all(|k| k.slots.iter().all(|&d| d != DType::F64))
+}
+
+#[test]
+fn exported_kernels_compile_for_cortex_m4f_without_libm_or_allocator() {
+    let found = Command::new("arm-none-eabi-gcc")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        eprintln!("skipped: arm-none-eabi-gcc not found (Debian package gcc-arm-none-eabi)");
+        return;
+    }
+    let mut programs: Vec<(String, LirProgram)> = cases()
+        .iter()
+        .filter_map(|case| lower_kernel(&case.kernel).map(|p| (case.name.clone(), p)))
+        .collect();
+    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../rfx-opt/tests/corpus");
+    let mut files: Vec<_> = std::fs::read_dir(&corpus)
+        .expect("corpus dir")
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "rfx"))
+        .collect();
+    files.sort();
+    for path in files {
+        let text = std::fs::read_to_string(&path).expect("read");
+        let kernel = rfx_ir::hir::parse(&text).expect("parse");
+        if let Some(p) = lower_kernel(&kernel) {
+            programs.push((path.display().to_string(), p));
+        }
+    }
+    // f32-only and other programs go to separate objects so the soft-double check is exact.
+    let exportable: Vec<(bool, String, LirProgram)> = programs
+        .into_iter()
+        .filter(|(_, p)| c_source(p, "probe").is_ok())
+        .map(|(name, p)| (f32_only(&p), name, p))
+        .collect();
+    assert!(exportable.len() > 1000, "only {} exportable", exportable.len());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut objects = 0;
+    for single in [true, false] {
+        let group: Vec<&(bool, String, LirProgram)> =
+            exportable.iter().filter(|(s, _, _)| *s == single).collect();
+        for (b, chunk) in group.chunks(200).enumerate() {
+            let mut tu = String::new();
+            for (k, (_, _, program)) in chunk.iter().enumerate() {
+                let name = format!("k{k}");
+                let export = c_source(program, &name).expect("export");
+                std::fs::write(dir.path().join(format!("{name}.h")), export.header).expect("write");
+                std::fs::write(dir.path().join(format!("{name}_{single}_{b}.c")), export.source)
+                    .expect("write");
+                let _ = writeln!(tu, "#include \"{name}_{single}_{b}.c\"");
+            }
+            let src = dir.path().join(format!("tu_{single}_{b}.c"));
+            let obj = dir.path().join(format!("tu_{single}_{b}.o"));
+            std::fs::write(&src, tu).expect("write");
+            let out = Command::new("arm-none-eabi-gcc")
+                .args(FLAGS)
+                .arg("-c")
+                .arg(&src)
+                .arg("-o")
+                .arg(&obj)
+                .output()
+                .expect("run arm-none-eabi-gcc");
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            let nm = Command::new("arm-none-eabi-nm")
+                .arg("-u")
+                .arg(&obj)
+                .output()
+                .expect("run nm");
+            let symbols = String::from_utf8_lossy(&nm.stdout);
+            for line in symbols.lines() {
+                let symbol = line.split_whitespace().last().unwrap_or_default();
+                assert!(
+                    !FORBIDDEN.contains(&symbol),
+                    "object {b} (f32 only: {single}) needs `{symbol}`:\n{symbols}"
+                );
+                if single {
+                    assert!(
+                        !symbol.starts_with("__aeabi_d"),
+                        "f32-only object {b} needs the soft-double helper `{symbol}`:\n{symbols}"
+                    );
+                }
+            }
+            objects += 1;
+        }
+    }
+    eprintln!("{} programs in {objects} Cortex-M4F objects", exportable.len());
+}

@@ -10,8 +10,8 @@ use rfx_ir::hir::parse;
 use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::{LirProgram, REDUCE_LEAF_POINTS, ReduceLeaves};
 use rfx_ir::testgen::TestRng;
-use rfx_ir::{Array, ArrayData, Scalar, Shape};
-use rfx_lower::{Backend, LowerConfig, Scratch, lower};
+use rfx_ir::{Array, ArrayData, Shape};
+use rfx_lower::{Backend, LowerConfig, lower};
 use rfx_opt::{OptConfig, optimize};
 
 fn lir_of(text: &str, config: &LowerConfig) -> LirProgram {
@@ -22,16 +22,8 @@ fn lir_of(text: &str, config: &LowerConfig) -> LirProgram {
 
 fn run_cpu(lir: &LirProgram, inputs: &[Array]) -> Vec<Array> {
     let compiled = CpuBackend.compile(lir, &Default::default()).expect("compile");
-    let mut outputs: Vec<Array> = lir
-        .outputs()
-        .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
-        .collect();
     let views: Vec<_> = inputs.iter().map(Array::view).collect();
-    let mut out_views: Vec<_> = outputs.iter_mut().map(Array::view_mut).collect();
-    compiled
-        .run(&views, &mut out_views, &mut Scratch::new())
-        .expect("run");
-    outputs
+    compiled.run_to_new(&views).expect("run")
 }
 
 fn bits(a: &Array) -> Vec<u64> {

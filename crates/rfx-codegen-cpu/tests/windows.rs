@@ -7,7 +7,7 @@ use rfx_codegen_cpu::CpuBackend;
 use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir;
 use rfx_ir::{Array, ArrayData, ArrayView, DType, Scalar};
-use rfx_lower::{Backend, Scratch};
+use rfx_lower::Backend;
 
 /// `gathered[i] = x[clamp(idx[i], 0, 4)]` over 9 points (two vectors and a tail);
 /// `window[i] = x[2 + i]` over 3 points; `fixed = x[clamp(7)]` read in the preamble and
@@ -58,16 +58,9 @@ fn check(what: &str, text: &str, inputs: &[ArrayView<'_>], want: &[Vec<Scalar>])
     let compiled = CpuBackend
         .compile(&program, &Default::default())
         .unwrap_or_else(|e| panic!("{what}: {e}"));
-    let mut outputs: Vec<Array> = program
-        .outputs()
-        .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
-        .collect();
-    {
-        let mut views: Vec<_> = outputs.iter_mut().map(Array::view_mut).collect();
-        compiled
-            .run(inputs, &mut views, &mut Scratch::new())
-            .unwrap_or_else(|e| panic!("{what}: {e}"));
-    }
+    let outputs = compiled
+        .run_to_new(inputs)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
     let reference = run_lir(&program, inputs, Mode::Native).expect("interpreter");
     let bits = |v: &[Scalar]| v.iter().map(|s| s.to_bits()).collect::<Vec<_>>();
     for (k, want) in want.iter().enumerate() {

@@ -16,7 +16,7 @@ use rfx_ir::lir::LirProgram;
 use rfx_ir::testgen::{TestRng, random_array};
 use rfx_ir::{Array, ArrayData, BinaryOp, CmpOp, DType, ReduceOp, Scalar, ScanOp, TensorType, UnaryOp};
 
-use rfx_lower::{Compiled, Scratch, ulps};
+use rfx_lower::{Compiled, ulps};
 
 /// One conformance kernel.
 #[derive(Clone, Debug)]
@@ -779,21 +779,15 @@ pub struct CaseResult {
 pub fn check(case: &Case, lir: &LirProgram, compiled: &dyn Compiled, bound: u64, seed: u64) -> CaseResult {
     let inputs = inputs(case, seed);
     let views: Vec<_> = inputs.iter().map(Array::view).collect();
-    let mut outputs: Vec<Array> = lir
-        .outputs()
-        .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
-        .collect();
     let fail = |msg: String| CaseResult {
         name: case.name.clone(),
         max_ulps: 0,
         failure: Some(msg),
     };
-    {
-        let mut out_views: Vec<_> = outputs.iter_mut().map(Array::view_mut).collect();
-        if let Err(e) = compiled.run(&views, &mut out_views, &mut Scratch::new()) {
-            return fail(format!("run failed: {e}"));
-        }
-    }
+    let outputs = match compiled.run_to_new(&views) {
+        Ok(outputs) => outputs,
+        Err(e) => return fail(format!("run failed: {e}")),
+    };
     let mut max_ulps = 0;
     if case.transcendental.is_none() {
         let expected = match run_lir(lir, &views, Mode::Native) {

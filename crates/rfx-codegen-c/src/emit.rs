@@ -12,7 +12,7 @@ use rfx_ir::lir::{Inst, LirKernel, LirProgram, ReduceLeaves, ScanOrder, SlotId, 
 use rfx_ir::{BinaryOp, BufId, CmpOp, DType, ReduceOp, Scalar, UnaryOp};
 
 use crate::helpers::Helper;
-use crate::{ExportError, c_type, work_align};
+use crate::{ExportError, c_type, work_align, work_layout};
 
 /// Emits the source file of `program` as function `name`.
 pub(crate) fn emit_program(program: &LirProgram, name: &str) -> Result<String, ExportError> {
@@ -69,6 +69,7 @@ pub(crate) fn emit_program(program: &LirProgram, name: &str) -> Result<String, E
     src.push('\n');
     src.push_str(&signature(program, name));
     src.push_str(" {\n");
+    let layout = work_layout(program);
     let mut checks = Vec::new();
     for (i, _) in program.inputs().enumerate() {
         checks.push(format!("in_{i} == 0"));
@@ -76,13 +77,13 @@ pub(crate) fn emit_program(program: &LirProgram, name: &str) -> Result<String, E
     for (i, _) in program.outputs().enumerate() {
         checks.push(format!("out_{i} == 0"));
     }
-    if program.arena_bytes() > 0 {
+    if layout.bytes > 0 {
         checks.push("work == 0".to_string());
     }
     if !checks.is_empty() {
         let _ = writeln!(src, "  if ({}) return 1;", checks.join(" || "));
     }
-    if program.arena_bytes() > 0 {
+    if layout.bytes > 0 {
         let _ = writeln!(
             src,
             "  if (((uintptr_t)work % {}u) != 0u) return 2;",
@@ -103,7 +104,8 @@ pub(crate) fn emit_program(program: &LirProgram, name: &str) -> Result<String, E
                 let pos = program.outputs().position(|(b, _, _)| b == buf).unwrap_or(0);
                 format!("{ty} *{buf} = out_{pos};")
             }
-            Storage::Arena { offset } => {
+            Storage::Arena { .. } => {
+                let offset = layout.offsets.get(index).copied().flatten().unwrap_or(0);
                 format!("{ty} *{buf} = ({ty} *)((unsigned char *)work + {offset}u);")
             }
             Storage::Literal { .. } => continue,

@@ -152,6 +152,57 @@ fn describe(ty: &TensorType) -> String {
     )
 }
 
+/// Where each arena buffer lives in the work buffer, and the work buffer's size.
+///
+/// The program's memory plan is kept when every two arena buffers whose bytes overlap have the
+/// same dtype (or one of them is bool, a character type in C). Otherwise each arena buffer gets
+/// bytes of its own: C's effective-type rules would let a compiler reorder a `float` access
+/// and an `int32_t` access to the same bytes, so reused bytes must keep one type.
+pub(crate) struct WorkLayout {
+    /// Byte offset per buffer (`None` for buffers not in the arena).
+    pub(crate) offsets: Vec<Option<usize>>,
+    pub(crate) bytes: usize,
+}
+
+pub(crate) fn work_layout(program: &LirProgram) -> WorkLayout {
+    use rfx_ir::lir::Storage;
+    let arena: Vec<(usize, usize, usize, DType)> = program
+        .buffers()
+        .iter()
+        .enumerate()
+        .filter_map(|(i, b)| match b.storage {
+            Storage::Arena { offset } => Some((
+                i,
+                offset,
+                b.ty.shape.numel() * b.ty.dtype.size_bytes(),
+                b.ty.dtype,
+            )),
+            _ => None,
+        })
+        .collect();
+    let conflict = arena.iter().enumerate().any(|(n, &(_, a0, alen, at))| {
+        arena[n + 1..].iter().any(|&(_, b0, blen, bt)| {
+            at != bt && at != DType::Bool && bt != DType::Bool && a0 < b0 + blen && b0 < a0 + alen
+        })
+    });
+    let mut offsets = vec![None; program.buffers().len()];
+    if !conflict {
+        for &(i, offset, _, _) in &arena {
+            offsets[i] = Some(offset);
+        }
+        return WorkLayout {
+            offsets,
+            bytes: program.arena_bytes(),
+        };
+    }
+    let mut end = 0usize;
+    for &(i, _, len, _) in &arena {
+        offsets[i] = Some(end);
+        end = (end + len).next_multiple_of(8);
+    }
+    WorkLayout { offsets, bytes: end }
+}
+
 /// The work buffer's alignment: the arena's, at least 8 so that every dtype is aligned.
 fn work_align(program: &LirProgram) -> usize {
     program.arena_align().max(8)
@@ -173,7 +224,7 @@ fn header(program: &LirProgram, name: &str) -> String {
         h,
         "/* Bytes of the work buffer `work` (0: none is needed and `work` may be NULL). */"
     );
-    let _ = writeln!(h, "#define {upper}_WORK_BYTES {}u", program.arena_bytes());
+    let _ = writeln!(h, "#define {upper}_WORK_BYTES {}u", work_layout(program).bytes);
     let _ = writeln!(h, "/* Alignment in bytes `work` must have. */");
     let _ = writeln!(h, "#define {upper}_WORK_ALIGN {}u\n", work_align(program));
     h.push_str("/*\n");

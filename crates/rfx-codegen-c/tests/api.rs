@@ -231,3 +231,80 @@ fn generated_c_snapshots() {
         }
     }
 }
+
+/// Two temporaries of different dtypes at the same arena bytes (one dead before the other is
+/// written): the export gives them bytes of their own, since C may reorder a `float` and an
+/// `int32_t` access to the same memory, and still computes the interpreter's bits.
+#[test]
+fn arena_bytes_shared_across_dtypes_get_their_own_work_bytes() {
+    let text = "lir shared arena 16 align 64 {
+  buf0: f32[4] = input x
+  buf1: f32[4] = output y
+  buf2: i32[4] = output z
+  buf3: f32[4] = arena 0
+  buf4: i32[4] = arena 0
+  kernel k0 dims [4] reduce 0 vector 1 thread_min 32768 tile 1024 lanes 1 {
+    slots [f32, f32]
+    preamble {}
+    body {
+      s0 = load buf0 [1]
+      s1 = add s0, s0
+      store buf3 [1] = s1
+    }
+  }
+  kernel k1 dims [4] reduce 0 vector 1 thread_min 32768 tile 1024 lanes 1 {
+    slots [f32, f32]
+    preamble {}
+    body {
+      s0 = load buf3 [1]
+      s1 = mul s0, s0
+      store buf1 [1] = s1
+    }
+  }
+  kernel k2 dims [4] reduce 0 vector 1 thread_min 32768 tile 1024 lanes 1 {
+    slots [f32, i32]
+    preamble {}
+    body {
+      s0 = load buf0 [1]
+      s1 = cast s0
+      store buf4 [1] = s1
+    }
+  }
+  kernel k3 dims [4] reduce 0 vector 1 thread_min 32768 tile 1024 lanes 1 {
+    slots [i32, i32]
+    preamble {}
+    body {
+      s0 = load buf4 [1]
+      s1 = add s0, s0
+      store buf2 [1] = s1
+    }
+  }
+}
+";
+    let p = rfx_ir::lir::parse(text).expect("parse");
+    let export = c_source(&p, "shared").expect("export");
+    assert!(export.header.contains("#define SHARED_WORK_BYTES 32u"), "{}", export.header);
+    assert!(export.source.contains("float *buf3 = (float *)((unsigned char *)work + 0u);"));
+    assert!(export.source.contains("int32_t *buf4 = (int32_t *)((unsigned char *)work + 16u);"));
+    let ccs = compilers();
+    if ccs.is_empty() {
+        eprintln!("skipped the compile step: no C compiler found");
+        return;
+    }
+    let x = rfx_ir::Array::new(
+        rfx_ir::Shape::new([4]),
+        rfx_ir::ArrayData::F32(vec![1.5, -2.25, 1e9, f32::NAN]),
+    )
+    .expect("array");
+    let jobs = vec![Job {
+        name: "shared".to_string(),
+        program: p,
+        inputs: vec![x],
+        ulp_bound: None,
+    }];
+    let dir = tempfile::tempdir().expect("temp dir");
+    for cc in ccs {
+        let failures = check_batch(cc, dir.path(), 0, &jobs);
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+    }
+}

@@ -722,27 +722,7 @@ fn transcendental(kernel: &Kernel) -> bool {
 /// ULP distance between an f32 result and the f64 oracle rounded to f32; `u64::MAX` when one
 /// is NaN and the other not, or zeros of different signs.
 fn ulp_error(got: f32, want: f64) -> u64 {
-    let want = want as f32;
-    if got.is_nan() || want.is_nan() {
-        return if got.is_nan() && want.is_nan() {
-            0
-        } else {
-            u64::MAX
-        };
-    }
-    if got == 0.0 && want == 0.0 {
-        return if got.to_bits() == want.to_bits() {
-            0
-        } else {
-            u64::MAX
-        };
-    }
-    let order = |v: f32| -> i64 {
-        let b = v.to_bits();
-        let mag = i64::from(b & 0x7fff_ffff);
-        if b >> 31 == 1 { -mag } else { mag }
-    };
-    order(got).abs_diff(order(want))
+    rfx_lower::ulps(f64::from(got), f64::from(want as f32), DType::F32)
 }
 
 /// Kernels that mix transcendentals with other ops have no per-op bound (a cancellation after

@@ -19,7 +19,7 @@ use rfx_codegen_cuda::{CudaBackend, CudaOptions};
 use rfx_ir::hir;
 use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
-use rfx_ir::testgen::{TestRng, same_values};
+use rfx_ir::testgen::{TestRng, accurate_sum, same_values};
 use rfx_ir::{Array, DType, Scalar, Shape, TensorType};
 use rfx_lower::{Backend, BackendError, CallError, Scratch};
 
@@ -66,21 +66,6 @@ fn uses_tree(lir: &LirProgram) -> bool {
         let split = k.dims.len() - k.reduce_dims;
         k.reduce_dims > 0 && k.dims[split..].iter().product::<usize>() >= 1024
     })
-}
-
-/// Neumaier's compensated sum: accurate to about one f64 rounding of the result.
-fn accurate_sum(values: impl Iterator<Item = f64>) -> f64 {
-    let (mut sum, mut comp) = (0.0f64, 0.0f64);
-    for x in values {
-        let t = sum + x;
-        if sum.abs() >= x.abs() {
-            comp += (sum - t) + x;
-        } else {
-            comp += (x - t) + sum;
-        }
-        sum = t;
-    }
-    sum + comp
 }
 
 fn array(dtype: DType, shape: &[usize], values: Vec<f64>) -> Array {

@@ -13,7 +13,7 @@ use rfx_check::generator::{KernelGenConfig, random_kernel};
 use rfx_codegen_metal::MetalBackend;
 use rfx_ir::hir::{Kernel, Op};
 use rfx_ir::interp::{Mode, run_hir, run_lir};
-use rfx_ir::testgen::{TestRng, random_inputs};
+use rfx_ir::testgen::{TestRng, accurate_sum, random_inputs};
 use rfx_ir::{Array, BinaryOp, DType, Scalar, Shape, UnaryOp};
 use rfx_lower::{Backend, BackendError, Scratch, Transcendental, Unsupported};
 
@@ -583,21 +583,6 @@ fn bad_calls_are_rejected_before_running() {
         .run(&[x.view()], &mut [y.view_mut()], &mut Scratch::new())
         .expect_err("shape");
     assert!(matches!(err, BackendError::Call(_)), "{err}");
-}
-
-/// Neumaier's compensated sum: accurate to about one f64 rounding of the result.
-fn accurate_sum(values: impl Iterator<Item = f64>) -> f64 {
-    let (mut sum, mut comp) = (0.0f64, 0.0f64);
-    for x in values {
-        let t = sum + x;
-        if sum.abs() >= x.abs() {
-            comp += (sum - t) + x;
-        } else {
-            comp += (x - t) + sum;
-        }
-        sum = t;
-    }
-    sum + comp
 }
 
 /// A workgroup-tree f32 sum of `points` (as f32 values) is within

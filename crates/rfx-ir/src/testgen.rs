@@ -1,7 +1,8 @@
 //! Random inputs for tests and benchmarks: a small deterministic RNG ([`TestRng`]) and arrays
-//! of any type with special values mixed in ([`random_inputs`], [`random_array`]), and the
-//! comparison of results with their reference ([`same_values`]) and the reading of a corpus of
-//! kernels ([`read_corpus`]).
+//! of any type with special values mixed in ([`random_inputs`], [`random_array`]); and what
+//! tests share beside them: the comparison of results with their reference ([`same_values`]),
+//! an accurate reference sum ([`accurate_sum`]) and the reading of a corpus of kernels
+//! ([`read_corpus`]).
 //!
 //! Enabled by the `testgen` cargo feature. Generation is driven by the RNG seeded by the
 //! caller, so a failing case is reproduced from its seed alone. Random kernels are made by the
@@ -78,6 +79,22 @@ pub fn read_corpus(dir: &Path) -> std::io::Result<Vec<(String, String)>> {
             Ok((name, std::fs::read_to_string(&path)?))
         })
         .collect()
+}
+
+/// Neumaier's compensated sum of `values`: accurate to about one `f64` rounding of the result,
+/// the reference tests hold a backend's reductions to.
+pub fn accurate_sum(values: impl Iterator<Item = f64>) -> f64 {
+    let (mut sum, mut comp) = (0.0f64, 0.0f64);
+    for x in values {
+        let t = sum + x;
+        if sum.abs() >= x.abs() {
+            comp += (sum - t) + x;
+        } else {
+            comp += (x - t) + sum;
+        }
+        sum = t;
+    }
+    sum + comp
 }
 
 /// Whether `a` and `b` have the same shape, dtype and value bits (`Scalar` compares bits), any

@@ -717,6 +717,9 @@ impl Emitter<'_> {
             }
             (UnaryOp::Recip, DType::F32) => format!("1.0f / {x}"),
             (UnaryOp::Recip, _) => format!("1.0 / {x}"),
+            (UnaryOp::Log, _) => {
+                self.helper(pick(Helper::LogF32, Helper::LogF64), &format!("log_{sfx}"), &[x])
+            }
             (UnaryOp::Exp, _) => {
                 self.helper(pick(Helper::ExpF32, Helper::ExpF64), &format!("exp_{sfx}"), &[x])
             }
@@ -774,7 +777,8 @@ impl Emitter<'_> {
 }
 
 /// The transcendentals emitted (ports of the CPU backend's approximations, within its bound).
-pub(crate) const EMITTED_TRANSCENDENTALS: &[UnaryOp] = &[UnaryOp::Exp, UnaryOp::Exp2, UnaryOp::Sigmoid];
+pub(crate) const EMITTED_TRANSCENDENTALS: &[UnaryOp] =
+    &[UnaryOp::Exp, UnaryOp::Exp2, UnaryOp::Log, UnaryOp::Sigmoid];
 
 /// Refuses the ops without a libm-free implementation within their bound.
 fn check_supported(kernel: &LirKernel, inst: &Inst) -> Result<(), ExportError> {

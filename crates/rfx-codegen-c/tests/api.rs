@@ -283,9 +283,21 @@ fn arena_bytes_shared_across_dtypes_get_their_own_work_bytes() {
 ";
     let p = rfx_ir::lir::parse(text).expect("parse");
     let export = c_source(&p, "shared").expect("export");
-    assert!(export.header.contains("#define SHARED_WORK_BYTES 32u"), "{}", export.header);
-    assert!(export.source.contains("float *buf3 = (float *)((unsigned char *)work + 0u);"));
-    assert!(export.source.contains("int32_t *buf4 = (int32_t *)((unsigned char *)work + 16u);"));
+    assert!(
+        export.header.contains("#define SHARED_WORK_BYTES 32u"),
+        "{}",
+        export.header
+    );
+    assert!(
+        export
+            .source
+            .contains("float *buf3 = (float *)((unsigned char *)work + 0u);")
+    );
+    assert!(
+        export
+            .source
+            .contains("int32_t *buf4 = (int32_t *)((unsigned char *)work + 16u);")
+    );
     let ccs = compilers();
     if ccs.is_empty() {
         eprintln!("skipped the compile step: no C compiler found");

@@ -3,34 +3,24 @@
 //! generator.
 
 mod common;
+#[path = "../../rfx-opt/tests/common/mod.rs"]
+mod opt_corpus;
 
 use common::lower_kernel;
-use std::path::PathBuf;
+use opt_corpus::corpus;
 use std::time::Duration;
 
 use proptest::prelude::*;
 use rfx_ir::hir::{self, Kernel};
 use rfx_ir::interp::{Mode, run_hir};
 use rfx_ir::lir::LirProgram;
-use rfx_ir::testgen::{TestRng, read_corpus};
+use rfx_ir::testgen::TestRng;
 use rfx_ir::{Array, ArrayView, ArrayViewMut, Scalar, Shape};
 use rfx_lower::{
     BackendError, CallError, InterpBackend, Interval, LowerConfig, Registry, Scratch, execute_lowered, lower,
     plan_memory,
 };
 use rfx_opt::{OptConfig, optimize};
-
-fn corpus() -> Vec<(String, Kernel)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../rfx-opt/tests/corpus");
-    read_corpus(&dir)
-        .expect("corpus dir")
-        .into_iter()
-        .map(|(name, text)| {
-            let kernel = hir::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
-            (name, kernel)
-        })
-        .collect()
-}
 
 #[test]
 fn lir_snapshots_of_the_optimiser_corpus() {

@@ -2,27 +2,17 @@
 //! deterministic summary of the report are snapshot-tested, and the optimised program must agree
 //! with the HIR interpreter on fresh random inputs.
 
+mod common;
+
+use common::corpus;
 use std::fmt::Write as _;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use rfx_ir::Array;
-use rfx_ir::hir::{self, Kernel};
+use rfx_ir::hir::Kernel;
 use rfx_ir::interp::{Mode, run_hir, run_mir};
-use rfx_ir::testgen::{TestRng, random_inputs, read_corpus, same_values};
+use rfx_ir::testgen::{TestRng, random_inputs, same_values};
 use rfx_opt::{OptConfig, OptReport, optimize};
-
-fn corpus() -> Vec<(String, Kernel)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/corpus");
-    read_corpus(&dir)
-        .expect("corpus dir")
-        .into_iter()
-        .map(|(name, text)| {
-            let kernel = hir::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
-            (name, kernel)
-        })
-        .collect()
-}
 
 /// A configuration whose limits do not depend on the machine's speed, so snapshots are stable.
 fn deterministic() -> OptConfig {

@@ -1,5 +1,5 @@
-//! The `rfx` command: run, evaluate, differentiate, dump and draw rfx kernels; benchmark and
-//! fuzz them.
+//! The `rfx` command: run, evaluate, differentiate, dump, draw and export rfx kernels;
+//! benchmark and fuzz them.
 //!
 //! Exit codes (see `docs/errors.md`):
 //! - 0: success, and also a reader closing stdout early (`rfx dump … | head`): the command
@@ -283,8 +283,10 @@ enum Command {
         /// The directory to write into (created if missing).
         #[arg(long)]
         out: PathBuf,
-        #[command(flatten)]
-        inputs: Inputs,
+        /// An input whose dtype and shape the exported function takes: NAME=FILE.npy (or
+        /// NAME=FILE.npz[:ARRAY]); only its type is read from the file, as with --in-shapes.
+        #[arg(long = "in", value_name = "NAME=FILE", value_parser = parse_named_file)]
+        inputs: Vec<NamedFile>,
     },
     /// Draws the HIR or MIR graph of a kernel or expression as Graphviz DOT (or SVG).
     ///
@@ -641,7 +643,7 @@ fn run_command(command: Command) -> Result<(), CliError> {
             out,
             inputs,
         } => {
-            let kernel_ir = load_kernel_typed(&kernel, in_shapes.as_deref(), &inputs.inputs)?;
+            let kernel_ir = load_kernel_typed(&kernel, in_shapes.as_deref(), &inputs)?;
             export::export(&kernel_ir, lang, &name, &grad, fast_math, &out)
         }
         Command::Dot {

@@ -162,3 +162,44 @@ fn refused_names_and_ops_write_nothing() {
         out_dir.display()
     );
 }
+
+#[test]
+fn export_reads_a_kernel_file_and_replaces_earlier_files() {
+    let dir = temp_dir("export_c_file");
+    let out_dir = dir.join("gen");
+    std::fs::create_dir_all(&out_dir).expect("dir");
+    std::fs::write(out_dir.join("mv.c"), "stale").expect("write");
+    let kernel = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rfx-opt/tests/corpus/mean_var.rfx");
+    let out = rfx(&[
+        "export",
+        kernel.to_str().expect("utf-8 path"),
+        "--lang",
+        "c",
+        "--name",
+        "mv",
+        "--out",
+        out_dir.to_str().expect("utf-8 path"),
+    ]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    let header = std::fs::read_to_string(out_dir.join("mv.h")).expect("header");
+    assert!(
+        header.contains("int mv(const float *in_0, float *out_0, float *out_1, void *work);"),
+        "{header}"
+    );
+    let source = std::fs::read_to_string(out_dir.join("mv.c")).expect("source");
+    assert!(source.starts_with("/* mv.c: rfx program `mean_var`"), "{source}");
+    // --in-shapes is refused with a kernel file, as for `rfx dump`.
+    let both = rfx(&[
+        "export",
+        kernel.to_str().expect("utf-8 path"),
+        "--lang",
+        "c",
+        "--name",
+        "mv",
+        "--in-shapes",
+        "x=f32[256]",
+        "--out",
+        out_dir.to_str().expect("utf-8 path"),
+    ]);
+    assert_eq!(both.status.code(), Some(1), "{}", stderr_of(&both));
+}

@@ -11,8 +11,22 @@ mod vmap_examples;
 
 use rfx_autodiff::vmap_out;
 use rfx_check::generator::{KernelGenConfig, random_kernel};
+use rfx_ir::hir::Kernel;
 use rfx_ir::testgen::TestRng;
 use vmap_examples::{check_against_examples, check_batched};
+
+/// A batch axis for each input of `kernel` with probability `batched` (any position up to the
+/// input's rank), `None` for the others; the first input is batched when no other is.
+fn random_in_axes(rng: &mut TestRng, kernel: &Kernel, batched: f64) -> Vec<Option<usize>> {
+    let mut in_axes: Vec<Option<usize>> = kernel
+        .inputs()
+        .map(|(_, _, ty)| rng.chance(batched).then(|| rng.below(ty.shape.rank() + 1)))
+        .collect();
+    if in_axes.iter().all(Option::is_none) {
+        in_axes[0] = Some(0);
+    }
+    in_axes
+}
 
 #[test]
 fn random_kernels_map_to_their_examples_bit_for_bit() {
@@ -24,13 +38,7 @@ fn random_kernels_map_to_their_examples_bit_for_bit() {
     for seed in 0..2000u64 {
         let mut rng = TestRng::new(0x7a6d_0000 + seed);
         let kernel = random_kernel(&mut rng, &config, "random");
-        let mut in_axes: Vec<Option<usize>> = kernel
-            .inputs()
-            .map(|(_, _, ty)| rng.chance(0.7).then(|| rng.below(ty.shape.rank() + 1)))
-            .collect();
-        if in_axes.iter().all(Option::is_none) {
-            in_axes[0] = Some(0);
-        }
+        let in_axes = random_in_axes(&mut rng, &kernel, 0.7);
         let size = 1 + rng.below(4);
         check_against_examples(&kernel, &in_axes, size, &mut rng, &format!("seed {seed}"));
         mapped += 1;
@@ -48,13 +56,7 @@ fn random_kernels_put_the_batch_where_out_axes_say() {
     for seed in 0..600u64 {
         let mut rng = TestRng::new(0x0a7e_0000 + seed);
         let kernel = random_kernel(&mut rng, &config, "random");
-        let mut in_axes: Vec<Option<usize>> = kernel
-            .inputs()
-            .map(|(_, _, ty)| rng.chance(0.6).then(|| rng.below(ty.shape.rank() + 1)))
-            .collect();
-        if in_axes.iter().all(Option::is_none) {
-            in_axes[0] = Some(0);
-        }
+        let in_axes = random_in_axes(&mut rng, &kernel, 0.6);
         let size = 1 + rng.below(4);
         // `None` for the outputs the batch does not reach (found by asking), an axis up to the
         // output's rank for the others.

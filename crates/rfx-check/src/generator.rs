@@ -68,6 +68,16 @@ impl Default for KernelGenConfig {
     }
 }
 
+impl KernelGenConfig {
+    /// The default configuration with kernels of up to `max_ops` ops.
+    pub fn with_max_ops(max_ops: usize) -> KernelGenConfig {
+        KernelGenConfig {
+            max_ops,
+            ..KernelGenConfig::default()
+        }
+    }
+}
+
 /// A random kernel named `name`.
 pub fn random_kernel(rng: &mut TestRng, config: &KernelGenConfig, name: &str) -> Kernel {
     let mut b = Builder::new(name);

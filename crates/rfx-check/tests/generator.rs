@@ -7,10 +7,7 @@ use rfx_ir::testgen::TestRng;
 
 #[test]
 fn random_kernels_round_trip() {
-    let config = KernelGenConfig {
-        max_ops: 16,
-        ..KernelGenConfig::default()
-    };
+    let config = KernelGenConfig::with_max_ops(16);
     // Miri (`cargo xtask miri`) runs about a thousand times slower: a sample there.
     for seed in 0..if cfg!(miri) { 5 } else { 1000u64 } {
         let kernel = random_kernel(&mut TestRng::new(seed), &config, "random");

@@ -56,10 +56,7 @@ fn has_float_reduction(kernel: &Kernel) -> bool {
 /// kernels are compared on the sequential configuration only.
 #[test]
 fn lowered_programs_match_the_hir_interpreter_on_10000_random_kernels() {
-    let config = KernelGenConfig {
-        max_ops: 14,
-        ..KernelGenConfig::default()
-    };
+    let config = KernelGenConfig::with_max_ops(14);
     let sequential = LowerConfig {
         reduce_lanes: Some(1),
         ..LowerConfig::default()

@@ -39,10 +39,7 @@ fn check(seed: u64, config: &OptConfig, kernel_gen: &KernelGenConfig) -> bool {
 
 #[test]
 fn exact_mode_is_bit_identical_on_10000_random_kernels() {
-    let kernel_gen = KernelGenConfig {
-        max_ops: 14,
-        ..KernelGenConfig::default()
-    };
+    let kernel_gen = KernelGenConfig::with_max_ops(14);
     let mut fused_multi = 0;
     for seed in 0..10_000u64 {
         check(seed, &OptConfig::exact(), &kernel_gen);
@@ -86,10 +83,7 @@ fn transposes_of_elementwise(kernel: &Kernel) -> usize {
 fn sinking_transposes_keeps_the_bits_and_moves_them() {
     // The pass alone (interpreted before and after) and unoptimised fusion of its result
     // against the original kernel, with special values among the inputs.
-    let kernel_gen = KernelGenConfig {
-        max_ops: 14,
-        ..KernelGenConfig::default()
-    };
+    let kernel_gen = KernelGenConfig::with_max_ops(14);
     let mut moved = 0;
     for seed in 0..3_000u64 {
         let mut rng = TestRng::new(seed + 7_000_000);

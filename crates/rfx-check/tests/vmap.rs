@@ -30,10 +30,7 @@ fn random_in_axes(rng: &mut TestRng, kernel: &Kernel, batched: f64) -> Vec<Optio
 
 #[test]
 fn random_kernels_map_to_their_examples_bit_for_bit() {
-    let config = KernelGenConfig {
-        max_ops: 14,
-        ..KernelGenConfig::default()
-    };
+    let config = KernelGenConfig::with_max_ops(14);
     let mut mapped = 0;
     for seed in 0..2000u64 {
         let mut rng = TestRng::new(0x7a6d_0000 + seed);
@@ -48,10 +45,7 @@ fn random_kernels_map_to_their_examples_bit_for_bit() {
 
 #[test]
 fn random_kernels_put_the_batch_where_out_axes_say() {
-    let config = KernelGenConfig {
-        max_ops: 12,
-        ..KernelGenConfig::default()
-    };
+    let config = KernelGenConfig::with_max_ops(12);
     let (mut unbatched, mut moved) = (0, 0);
     for seed in 0..600u64 {
         let mut rng = TestRng::new(0x0a7e_0000 + seed);

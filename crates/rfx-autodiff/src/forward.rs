@@ -243,10 +243,7 @@ pub fn jvp<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
         .map(|t| Some(Batched::Dense(t)))
         .collect();
     let tangents = forward(&mut em, kernel, &active, &wrt, &seeds, &Shape::scalar())?;
-    for output in kernel.outputs() {
-        let value = em.primal(output.value);
-        em.output(&output.name, value)?;
-    }
+    em.primal_outputs(kernel)?;
     for output in kernel.outputs() {
         let Some(ty) = kernel.value_type(output.value).filter(|t| t.dtype.is_float()) else {
             continue;
@@ -314,10 +311,7 @@ fn jacfwd_named(
             batch,
         ));
     }
-    for output in kernel.outputs() {
-        let value = em.primal(output.value);
-        em.output(&output.name, value)?;
-    }
+    em.primal_outputs(kernel)?;
     for output in kernel.outputs() {
         let Some(ty) = kernel.value_type(output.value).filter(|t| t.dtype.is_float()) else {
             continue;

@@ -611,6 +611,15 @@ impl Emitter {
         self.reshape(summed, want)
     }
 
+    /// Marks the copy of each of `primal`'s outputs as an output of the same name, in order.
+    pub(crate) fn primal_outputs(&mut self, primal: &Kernel) -> Result<(), AdError> {
+        for output in primal.outputs() {
+            let value = self.primal(output.value);
+            self.output(&output.name, value)?;
+        }
+        Ok(())
+    }
+
     /// Marks `value` as the output `name`.
     pub(crate) fn output(&mut self, name: &str, value: ValueId) -> Result<(), AdError> {
         if self.output_names.iter().any(|n| n == name) {

@@ -355,6 +355,20 @@ pub(crate) fn zeros_for(em: &mut Emitter, batch: &Shape, input: &WrtInput) -> Va
     em.constant(input.ty.dtype, 0.0, concat(batch, &input.ty.shape))
 }
 
+/// The float outputs of `kernel` (those with a cotangent): name, value and type, in order.
+fn float_outputs(kernel: &Kernel) -> Vec<(String, ValueId, TensorType)> {
+    kernel
+        .outputs()
+        .iter()
+        .filter_map(|o| {
+            kernel
+                .value_type(o.value)
+                .filter(|t| t.dtype.is_float())
+                .map(|t| (o.name.clone(), o.value, t.clone()))
+        })
+        .collect()
+}
+
 /// The vector-Jacobian product of `kernel` with respect to the inputs `wrt`.
 ///
 /// The result computes everything `kernel` does and, in the same kernel, the gradients:
@@ -366,16 +380,7 @@ pub(crate) fn zeros_for(em: &mut Emitter, batch: &Shape, input: &WrtInput) -> Va
 /// Bool and i32 outputs have no cotangent. An input no output depends on gets a zero gradient.
 pub fn vjp<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
     let wrt = resolve_wrt(kernel, wrt)?;
-    let float_outputs: Vec<(String, ValueId, TensorType)> = kernel
-        .outputs()
-        .iter()
-        .filter_map(|o| {
-            kernel
-                .value_type(o.value)
-                .filter(|t| t.dtype.is_float())
-                .map(|t| (o.name.clone(), o.value, t.clone()))
-        })
-        .collect();
+    let float_outputs = float_outputs(kernel);
     let extra: Vec<(String, TensorType)> = float_outputs
         .iter()
         .map(|(name, _, ty)| (format!("ct_{name}"), ty.clone()))
@@ -388,10 +393,7 @@ pub fn vjp<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
         .map(|((_, value, _), &ct)| (*value, Batched::Dense(ct)))
         .collect();
     let grads = backward(&mut em, kernel, &active, &wrt, &Shape::scalar(), &seeds)?;
-    for output in kernel.outputs() {
-        let value = em.primal(output.value);
-        em.output(&output.name, value)?;
-    }
+    em.primal_outputs(kernel)?;
     emit_grads(&mut em, &wrt, &grads, "grad_", &Shape::scalar())?;
     em.finish()
 }
@@ -488,16 +490,7 @@ pub fn value_and_grad<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel,
 /// constant 1), so the seed fuses into the sweep and nothing extra is passed or stored.
 pub fn jacrev<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError> {
     let wrt = resolve_wrt(kernel, wrt)?;
-    let float_outputs: Vec<(String, ValueId, TensorType)> = kernel
-        .outputs()
-        .iter()
-        .filter_map(|o| {
-            kernel
-                .value_type(o.value)
-                .filter(|t| t.dtype.is_float())
-                .map(|t| (o.name.clone(), o.value, t.clone()))
-        })
-        .collect();
+    let float_outputs = float_outputs(kernel);
     let (mut em, _) = Emitter::new(&format!("{}_jacrev", kernel.name()), kernel, &[])?;
     let active = active_values(kernel, &wrt);
     let mut jacobians = Vec::new();
@@ -511,10 +504,7 @@ pub fn jacrev<W: InputRef>(kernel: &Kernel, wrt: &[W]) -> Result<Kernel, AdError
         let grads = backward(&mut em, kernel, &active, &wrt, &ty.shape, &[(*value, seed)])?;
         jacobians.push((name.clone(), ty.shape.clone(), grads));
     }
-    for output in kernel.outputs() {
-        let value = em.primal(output.value);
-        em.output(&output.name, value)?;
-    }
+    em.primal_outputs(kernel)?;
     for (name, shape, grads) in jacobians {
         emit_grads(&mut em, &wrt, &grads, &format!("jac_{name}_"), &shape)?;
     }

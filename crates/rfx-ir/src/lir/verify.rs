@@ -626,25 +626,11 @@ fn check_inst(
             }
         }
         Inst::Store { strides, src, .. } => {
-            check_writable(&buffer.storage, buf, push);
-            if dtype(*src) != buffer_dtype {
-                push(VerifyErrorKind::WriteDType {
-                    buf,
-                    buffer: buffer_dtype,
-                    slot: dtype(*src),
-                });
-            }
+            check_write(&buffer.storage, (buf, buffer_dtype), dtype(*src), push);
             check_strides(strides, 0, push);
         }
         Inst::Reduce { op, src, .. } => {
-            check_writable(&buffer.storage, buf, push);
-            if dtype(*src) != buffer_dtype {
-                push(VerifyErrorKind::WriteDType {
-                    buf,
-                    buffer: buffer_dtype,
-                    slot: dtype(*src),
-                });
-            }
+            check_write(&buffer.storage, (buf, buffer_dtype), dtype(*src), push);
             if !op.accepts(dtype(*src)) {
                 push(VerifyErrorKind::ReduceDType {
                     op: *op,
@@ -664,6 +650,20 @@ fn check_inst(
 }
 
 /// A store or reduction may write an output or an arena temporary, never an input or a literal.
+/// A write of a value of dtype `slot` into `buf` (of dtype `buffer`): the buffer must be
+/// writable and of the value's dtype.
+fn check_write(
+    storage: &Storage,
+    (buf, buffer): (BufId, DType),
+    slot: DType,
+    push: &mut impl FnMut(VerifyErrorKind),
+) {
+    check_writable(storage, buf, push);
+    if slot != buffer {
+        push(VerifyErrorKind::WriteDType { buf, buffer, slot });
+    }
+}
+
 fn check_writable(storage: &Storage, buf: BufId, push: &mut impl FnMut(VerifyErrorKind)) {
     match storage {
         Storage::Input { .. } => push(VerifyErrorKind::WriteToInput(buf)),

@@ -57,7 +57,7 @@ pub(crate) fn emit_program(program: &LirProgram, name: &str) -> Result<String, E
     let prefix = format!("{name}_");
     for h in order {
         src.push('\n');
-        src.push_str(&h.template().replace("P_", &prefix));
+        src.push_str(&h.source().replace("P_", &prefix));
         src.push('\n');
     }
     for (index, buffer) in program.buffers().iter().enumerate() {
@@ -720,6 +720,11 @@ impl Emitter<'_> {
             (UnaryOp::Log, _) => {
                 self.helper(pick(Helper::LogF32, Helper::LogF64), &format!("log_{sfx}"), &[x])
             }
+            (UnaryOp::Tanh, _) => self.helper(
+                pick(Helper::TanhF32, Helper::TanhF64),
+                &format!("tanh_{sfx}"),
+                &[x],
+            ),
             (UnaryOp::Exp, _) => {
                 self.helper(pick(Helper::ExpF32, Helper::ExpF64), &format!("exp_{sfx}"), &[x])
             }
@@ -777,8 +782,13 @@ impl Emitter<'_> {
 }
 
 /// The transcendentals emitted (ports of the CPU backend's approximations, within its bound).
-pub(crate) const EMITTED_TRANSCENDENTALS: &[UnaryOp] =
-    &[UnaryOp::Exp, UnaryOp::Exp2, UnaryOp::Log, UnaryOp::Sigmoid];
+pub(crate) const EMITTED_TRANSCENDENTALS: &[UnaryOp] = &[
+    UnaryOp::Exp,
+    UnaryOp::Exp2,
+    UnaryOp::Log,
+    UnaryOp::Sigmoid,
+    UnaryOp::Tanh,
+];
 
 /// Refuses the ops without a libm-free implementation within their bound.
 fn check_supported(kernel: &LirKernel, inst: &Inst) -> Result<(), ExportError> {

@@ -39,6 +39,8 @@ pub(crate) enum Helper {
     ExpF64,
     LogF32,
     LogF64,
+    TanhF32,
+    TanhF64,
     Exp2F32,
     Exp2F64,
     SigmoidF32,
@@ -55,6 +57,8 @@ impl Helper {
             Helper::FloorF64 | Helper::CeilF64 | Helper::RoundF64 => &[Helper::AbsF64, Helper::F64Bits],
             Helper::SqrtF64 => &[Helper::F64Bits],
             Helper::LogF32 => &[Helper::F32Bits],
+            Helper::TanhF32 => &[Helper::ExpF32, Helper::AbsF32],
+            Helper::TanhF64 => &[Helper::ExpF64, Helper::AbsF64],
             Helper::LogF64 => &[Helper::F64Bits],
             Helper::SqrtF32 => &[Helper::SqrtF64],
             Helper::ExpF32 => &[Helper::RoundF32, Helper::F32Bits],
@@ -68,8 +72,71 @@ impl Helper {
         }
     }
 
-    pub(crate) fn template(self) -> &'static str {
+    /// The helper's C text (`P_` still to be replaced).
+    pub(crate) fn source(self) -> String {
         match self {
+            Helper::TanhF32 => {
+                // Cephes tanhf.c's polynomial, from the table the other code generators read,
+                // each coefficient rounded to f32 as the CPU backend's constants are.
+                let mut text = String::from(concat!(
+                    "/* tanh: x + x z P(z), z = x^2, for |x| < 0.625 (Cephes tanhf.c); above,\n",
+                    "   1 - 2 / (e^(2|x|) + 1) with the sign of x. */\n",
+                    "static inline float P_tanh_f32(float x) {\n",
+                    "  float ax = P_abs_f32(x), z, p, e, big;\n",
+                    "  if (x == 0.0f) return x;\n",
+                    "  if (ax < 0.625f) {\n",
+                    "    z = x * x;\n",
+                ));
+                let coeffs = rfx_lower::coefficients::TANH_F32;
+                let mut first = true;
+                for &c in coeffs.iter().rev() {
+                    let c = c as f32;
+                    if first {
+                        text.push_str(&format!("    p = {c:?}f;\n"));
+                        first = false;
+                    } else {
+                        text.push_str(&format!("    p = {c:?}f + p * z;\n"));
+                    }
+                }
+                text.push_str(concat!(
+                    "    return x + x * (z * p);\n",
+                    "  }\n",
+                    "  e = P_exp_f32(ax + ax);\n",
+                    "  big = 1.0f - 2.0f / (e + 1.0f);\n",
+                    "  return x < 0.0f ? -big : big;\n",
+                    "}"
+                ));
+                text
+            }
+            other => other.template().to_string(),
+        }
+    }
+
+    fn template(self) -> &'static str {
+        match self {
+            Helper::TanhF32 => "",
+            Helper::TanhF64 => concat!(
+                "/* tanh: x + x z P(z) / Q(z), z = x^2, for |x| < 0.625 (Cephes tanh.c); above,\n",
+                "   1 - 2 / (e^(2|x|) + 1) with the sign of x. */\n",
+                "static inline double P_tanh_f64(double x) {\n",
+                "  double ax = P_abs_f64(x), z, p, q, e, big;\n",
+                "  if (x == 0.0) return x;\n",
+                "  if (ax < 0.625) {\n",
+                "    z = x * x;\n",
+                "    p = -9.64399179425052238628e-1;\n",
+                "    p = -9.92877231001918586564e1 + p * z;\n",
+                "    p = -1.61468768441708447952e3 + p * z;\n",
+                "    q = 1.0;\n",
+                "    q = 1.12811678491632931402e2 + q * z;\n",
+                "    q = 2.23548839060100583483e3 + q * z;\n",
+                "    q = 4.84406305325125486048e3 + q * z;\n",
+                "    return x + x * ((z * p) / q);\n",
+                "  }\n",
+                "  e = P_exp_f64(ax + ax);\n",
+                "  big = 1.0 - 2.0 / (e + 1.0);\n",
+                "  return x < 0.0 ? -big : big;\n",
+                "}"
+            ),
             Helper::F32Bits => concat!(
                 "/* Bit casts through a union (defined behaviour in C99). */\n",
                 "static inline float P_f32_from_bits(uint32_t u) { union { uint32_t u; float f; } v; v.u = u; return v.f; }\n",

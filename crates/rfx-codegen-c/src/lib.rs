@@ -28,11 +28,11 @@
 //! `ceil` and `round` are exact integer-conversion code, `abs` clears the sign bit. Nothing
 //! needs libm.
 //!
-//! `exp`, `exp2`, `log` and `sigmoid` are the CPU backend's approximations ported to scalar C (the
+//! `exp`, `exp2`, `log`, `tanh` and `sigmoid` are the CPU backend's approximations ported to scalar C (the
 //! same algorithms, coefficients and unfused operation order), within its documented bound of
 //! 4 ULP of the `f64` oracle for f32 and f64. Ops without a libm-free implementation of their
 //! documented accuracy here yet are refused with [`ExportError::Unsupported`]: the other
-//! transcendentals (`log2`, `sin`, `tanh`, ...), `pow`, `atan2` and float `fmod`.
+//! transcendentals (`log2`, `sin`, `cos`, ...), `pow`, `atan2` and float `fmod`.
 
 mod emit;
 mod helpers;
@@ -61,7 +61,8 @@ pub enum ExportError {
     )]
     InvalidName(String),
     /// The program uses an op the C export cannot emit within its documented accuracy yet (a
-    /// transcendental other than `exp`, `exp2`, `log` and `sigmoid`, `pow`, `atan2`, float `fmod`).
+    /// transcendental other than `exp`, `exp2`, `log`, `tanh` and `sigmoid`, `pow`, `atan2`, float
+    /// `fmod`).
     #[error("the C export does not support `{0}` yet")]
     Unsupported(String),
     /// The program fails LIR verification.

@@ -41,6 +41,8 @@ mod math;
 mod ops;
 mod pool;
 mod target;
+#[cfg(test)]
+mod test_rng;
 mod transcendental;
 
 pub use backend::{CpuBackend, CpuCompiled, compile, dump, dump_with};

@@ -6,6 +6,7 @@
 use super::f32::*;
 use super::f64::*;
 use super::*;
+use crate::test_rng::Rng;
 use rfx_ir::{BinaryOp, DType, UnaryOp};
 
 /// Distance in ULP between two `f32`, as the conformance suite measures it (0 when both are
@@ -66,21 +67,6 @@ fn run(f: AotFn, xs: &[f32]) -> Vec<f32> {
     ys
 }
 
-/// A small deterministic generator (xorshift64*), so failures reproduce.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn unit(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 24) as f32
-    }
-}
-
 fn edge_values() -> Vec<f32> {
     let mut v = vec![
         0.0,
@@ -127,7 +113,7 @@ fn inputs(f: AotFn, seed: u64) -> Vec<f32> {
     let mut rng = Rng(seed | 1);
     let mut xs = edge_values();
     for _ in 0..200_000 {
-        xs.push(f32::from_bits(rng.next() as u32));
+        xs.push(f32::from_bits(rng.next_u64() as u32));
     }
     let (lo, hi) = match f {
         AotFn::SinF32 | AotFn::CosF32 | AotFn::TanF32 => (-100.0f32, 100.0f32),
@@ -221,8 +207,8 @@ fn atan2_within_bounds() {
     }
     // Random bit patterns, and ordinary magnitudes in every quadrant.
     for _ in 0..200_000 {
-        ys.push(f32::from_bits(rng.next() as u32));
-        xs.push(f32::from_bits(rng.next() as u32));
+        ys.push(f32::from_bits(rng.next_u64() as u32));
+        xs.push(f32::from_bits(rng.next_u64() as u32));
         ys.push(20.0 * rng.unit() - 10.0);
         xs.push(20.0 * rng.unit() - 10.0);
     }
@@ -389,18 +375,18 @@ fn f64_trig_within_bounds() {
         1e300,
     ];
     for _ in 0..100_000 {
-        xs.push(f64::from_bits(rng.next()));
+        xs.push(f64::from_bits(rng.next_u64()));
     }
     for scale in [1.0, 100.0, 1e6, TRIG_FAST_MAX_F64] {
         for _ in 0..100_000 {
-            let u = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+            let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
             xs.push(scale * (2.0 * u - 1.0));
         }
     }
     // Next to multiples of π/2: small ones all, larger ones sampled up to the range's end.
     let mut ks: Vec<f64> = (1..5000).map(f64::from).collect();
     for _ in 0..20_000 {
-        ks.push(((rng.next() >> 35) % (TRIG_FAST_MAX_F64 as u64 / 2)) as f64);
+        ks.push(((rng.next_u64() >> 35) % (TRIG_FAST_MAX_F64 as u64 / 2)) as f64);
     }
     for k in ks {
         let near = k * std::f64::consts::FRAC_PI_2;
@@ -448,11 +434,11 @@ fn f64_exp_within_bounds() {
         0.5 * std::f64::consts::LN_2,
     ];
     for _ in 0..100_000 {
-        xs.push(f64::from_bits(rng.next()));
+        xs.push(f64::from_bits(rng.next_u64()));
     }
     for (lo, hi) in [(-1.0, 1.0), (-30.0, 30.0), (-750.0, 712.0)] {
         for _ in 0..100_000 {
-            let u = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+            let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
             xs.push(lo + (hi - lo) * u);
         }
     }
@@ -487,11 +473,11 @@ fn f64_log_within_bounds() {
     ];
     xs.extend((-1074..1024).map(pow2_f64));
     for _ in 0..100_000 {
-        xs.push(f64::from_bits(rng.next()));
+        xs.push(f64::from_bits(rng.next_u64()));
     }
     for (lo, hi) in [(0.5, 2.0), (0.999, 1.001), (0.0, 1e6)] {
         for _ in 0..100_000 {
-            let u = (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+            let u = (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
             xs.push(lo + (hi - lo) * u);
         }
     }
@@ -546,7 +532,7 @@ fn atan_edges_f64() -> Vec<f64> {
 
 /// Uniform in `[lo, hi)`.
 fn uniform_f64(rng: &mut Rng, lo: f64, hi: f64) -> f64 {
-    lo + (hi - lo) * ((rng.next() >> 11) as f64 / (1u64 << 53) as f64)
+    lo + (hi - lo) * ((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
 }
 
 /// The `f64` `atan` routine against `std` (glibc, < 1 ULP): within 2 ULP on random bit patterns,
@@ -561,7 +547,7 @@ fn f64_atan_within_bounds() {
     let mut rng = Rng(0xa7a_0064);
     let mut xs = atan_edges_f64();
     for _ in 0..100_000 {
-        xs.push(f64::from_bits(rng.next()));
+        xs.push(f64::from_bits(rng.next_u64()));
     }
     for (lo, hi) in [(-1.0, 1.0), (0.5, 0.8), (2.2, 2.6), (-10.0, 10.0), (-1e6, 1e6)] {
         for _ in 0..100_000 {
@@ -591,15 +577,15 @@ fn f64_atan2_within_bounds() {
         }
     }
     for _ in 0..100_000 {
-        ys.push(f64::from_bits(rng.next()));
-        xs.push(f64::from_bits(rng.next()));
+        ys.push(f64::from_bits(rng.next_u64()));
+        xs.push(f64::from_bits(rng.next_u64()));
         ys.push(uniform_f64(&mut rng, -10.0, 10.0));
         xs.push(uniform_f64(&mut rng, -10.0, 10.0));
         // |y/x| near 0.66 and near 1, either way round.
         let x = uniform_f64(&mut rng, -10.0, 10.0);
-        let t = if rng.next() & 1 == 0 { 0.66 } else { 1.0 };
+        let t = if rng.next_u64() & 1 == 0 { 0.66 } else { 1.0 };
         let y = x * (t + uniform_f64(&mut rng, -0.01, 0.01));
-        if rng.next() & 1 == 0 {
+        if rng.next_u64() & 1 == 0 {
             ys.push(y);
             xs.push(x);
         } else {
@@ -671,7 +657,7 @@ fn f64_asin_acos_within_bounds() {
         }
     }
     for _ in 0..50_000 {
-        xs.push(f64::from_bits(rng.next()));
+        xs.push(f64::from_bits(rng.next_u64()));
     }
     for (lo, hi) in [
         (-1.0, 1.0),
@@ -722,7 +708,7 @@ fn f64_tanh_sigmoid_within_bounds() {
         f64::NAN,
     ]);
     for _ in 0..50_000 {
-        xs.push(f64::from_bits(rng.next()));
+        xs.push(f64::from_bits(rng.next_u64()));
     }
     for (lo, hi) in [
         (-1.0, 1.0),
@@ -885,7 +871,7 @@ fn pow_f32_within_bounds() {
     }
     let mut rng = Rng(0x9077_0032);
     let (xs, ys) = pow_pairs(&mut rng, &pow_edges(), |rng| {
-        f64::from(f32::from_bits(rng.next() as u32))
+        f64::from(f32::from_bits(rng.next_u64() as u32))
     });
     check_binary(AotFn::PowF32, &xs, &ys, |x, y| f64::from(x.powf(y) as f32), 1);
 }
@@ -937,7 +923,7 @@ fn f64_pow_within_bounds() {
         return;
     }
     let mut rng = Rng(0x9077_0064);
-    let (xs, ys) = pow_pairs(&mut rng, &pow_edges(), |rng| f64::from_bits(rng.next()));
+    let (xs, ys) = pow_pairs(&mut rng, &pow_edges(), |rng| f64::from_bits(rng.next_u64()));
     check_binary(AotFn::PowF64, &xs, &ys, f64::powf, 1);
 }
 
@@ -1070,7 +1056,7 @@ fn f64_tan_within_bounds() {
         -std::f64::consts::FRAC_PI_4,
     ];
     for _ in 0..100_000 {
-        xs.push(f64::from_bits(rng.next()));
+        xs.push(f64::from_bits(rng.next_u64()));
     }
     for scale in [1.0, 100.0, 1e6, TRIG_FAST_MAX_F64] {
         for _ in 0..100_000 {
@@ -1079,7 +1065,7 @@ fn f64_tan_within_bounds() {
     }
     let mut ks: Vec<f64> = (1..3000).map(f64::from).collect();
     for _ in 0..10_000 {
-        ks.push(((rng.next() >> 35) % (TRIG_FAST_MAX_F64 as u64 / 2)) as f64);
+        ks.push(((rng.next_u64() >> 35) % (TRIG_FAST_MAX_F64 as u64 / 2)) as f64);
     }
     for k in ks {
         let near = k * std::f64::consts::FRAC_PI_2;
@@ -1130,7 +1116,7 @@ fn f64_exp2_log2_within_bounds() {
     ];
     let mut xs: Vec<f64> = specials.to_vec();
     for _ in 0..100_000 {
-        xs.push(f64::from_bits(rng.next()));
+        xs.push(f64::from_bits(rng.next_u64()));
     }
     for (lo, hi) in [(-1.0, 1.0), (-60.0, 60.0), (-1080.0, 1030.0)] {
         for _ in 0..100_000 {
@@ -1146,7 +1132,7 @@ fn f64_exp2_log2_within_bounds() {
 
     let mut xs: Vec<f64> = specials.to_vec();
     for _ in 0..100_000 {
-        xs.push(f64::from_bits(rng.next()));
+        xs.push(f64::from_bits(rng.next_u64()));
     }
     for (lo, hi) in [(0.5, 2.0), (0.999, 1.001), (0.0, 1e6), (-1.0, 1.0)] {
         for _ in 0..100_000 {
@@ -1227,7 +1213,7 @@ fn sincos_gives_the_bits_of_sin_and_cos() {
         xs.push(f64::from(k) * std::f64::consts::FRAC_PI_4);
     }
     for _ in 0..50_000 {
-        xs.push(f64::from_bits(rng.next()));
+        xs.push(f64::from_bits(rng.next_u64()));
         xs.push(200.0 * f64::from(rng.unit()) - 100.0);
         xs.push(2e9 * f64::from(rng.unit()) - 1e9);
     }

@@ -15,6 +15,7 @@ use cranelift_module::{Linkage, Module, default_libcall_names};
 use rfx_ir::{BinaryOp, UnaryOp};
 
 use super::{emit_binary, emit_unary};
+use crate::test_rng::Rng;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Op {
@@ -202,23 +203,6 @@ fn ulp_f32(got: f32, want: f32) -> u64 {
 /// The same for two `f64`.
 fn ulp_f64(got: f64, want: f64) -> u64 {
     rfx_lower::ulps(got, want, rfx_ir::DType::F64)
-}
-
-/// A small deterministic generator (xorshift64*), so the tests need no `rand`.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    /// Uniform in `[lo, hi)`.
-    fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
-        let u = (self.next_u64() >> 11) as f64 / (1_u64 << 53) as f64;
-        lo + (hi - lo) * u
-    }
 }
 
 /// The interesting range of each unary function for the uniform half of the inputs.

@@ -6,8 +6,10 @@
 //!
 //! `cargo run --release -p rfx --example lookup_speed`
 
+mod gain_schedule;
 mod timing;
 
+use gain_schedule::schedule;
 use std::hint::black_box;
 
 use rfx::{DType, Tensor, TensorType};
@@ -17,17 +19,7 @@ fn median_ns(calls: usize, f: impl FnMut()) -> f64 {
     timing::median_ns(200, 200, calls, f)
 }
 
-/// Linear interpolation in a 16-entry table at speeds `v` (knots 0.4 apart, clamped).
-fn schedule(v: Tensor, table: Tensor) -> Tensor {
-    let pos = (v * 2.5).clamp(0.0, 14.999);
-    let i = pos.floor();
-    let t = pos - i;
-    let lo = table.take(i, 0);
-    let hi = table.take(i + 1.0, 0);
-    lo + t * (hi - lo)
-}
-
-/// The same in Rust, as one would write it (`pos as usize` truncates a position that is never
+/// [`schedule`] in Rust, as one would write it (`pos as usize` truncates a position that is never
 /// negative; `floor` would be a libm call for the default x86-64 target).
 fn schedule_rust<T: Copy + Into<f64>>(v: &[T], table: &[T], out: &mut [T], from: fn(f64) -> T) {
     for (o, &v) in out.iter_mut().zip(v) {

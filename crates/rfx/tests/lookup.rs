@@ -4,24 +4,16 @@
 //! a batched map; and the typed errors of bad lookups.
 
 mod common;
+#[path = "../examples/gain_schedule/mod.rs"]
+mod gain_schedule;
 
 use common::{f64s, type_error};
+use gain_schedule::schedule;
 use rfx::{All, Array, DType, Tensor, TensorType};
 use rfx_ir::TypeError;
 
 fn f32s(a: &Array) -> &[f32] {
     a.as_slice::<f32>().expect("an f32 array")
-}
-
-/// A gain scheduled on speed: linear interpolation in a table of 16 gains at speeds 0, 0.4,
-/// ..., 6.0, clamped at both ends.
-fn schedule(v: Tensor, table: Tensor) -> Tensor {
-    let pos = (v * 2.5).clamp(0.0, 14.999);
-    let i = pos.floor();
-    let t = pos - i;
-    let lo = table.take(i, 0);
-    let hi = table.take(i + 1.0, 0);
-    lo + t * (hi - lo)
 }
 
 #[test]

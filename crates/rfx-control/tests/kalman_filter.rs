@@ -85,18 +85,6 @@ fn array(dtype: DType, dims: &[usize], values: &[f64]) -> Array {
     .expect("array")
 }
 
-fn values(a: &Array) -> Vec<f64> {
-    match a.dtype() {
-        DType::F32 => a
-            .as_slice::<f32>()
-            .expect("f32")
-            .iter()
-            .map(|&v| f64::from(v))
-            .collect(),
-        _ => a.as_slice::<f64>().expect("f64").to_vec(),
-    }
-}
-
 /// A constant-velocity model in the plane: state `(px, py, vx, vy)`, positions measured.
 fn plane_model(rng: &mut StdRng) -> [Mat; 4] {
     let dt = 0.1;
@@ -153,7 +141,7 @@ fn a_batch_of_filters_matches_the_textbook_step() {
         assert_eq!(out[0].shape().dims(), [batch, 4]);
         assert_eq!(out[1].shape().dims(), [batch, 4, 4]);
         assert_eq!(out[2].shape().dims(), [batch]);
-        let (x_got, p_got, nis_got) = (values(&out[0]), values(&out[1]), values(&out[2]));
+        let (x_got, p_got, nis_got) = (out[0].to_f64_vec(), out[1].to_f64_vec(), out[2].to_f64_vec());
         for b in 0..batch {
             let x: Vec<f64> = xs[b].iter().map(|&v| round(v)).collect();
             let z: Vec<f64> = zs[b].iter().map(|&v| round(v)).collect();
@@ -209,7 +197,7 @@ fn the_matrix_filter_agrees_with_the_constant_velocity_kernels() {
             &entry(1, 1)[..],
         ])
         .expect("predict");
-    let predicted: Vec<Vec<f64>> = predicted.iter().map(values).collect();
+    let predicted: Vec<Vec<f64>> = predicted.iter().map(Array::to_f64_vec).collect();
     let updated = kalman_update(meas_var)
         .call([
             &predicted[0][..],
@@ -220,7 +208,7 @@ fn the_matrix_filter_agrees_with_the_constant_velocity_kernels() {
             &z[..],
         ])
         .expect("update");
-    let want: Vec<Vec<f64>> = updated.iter().map(values).collect();
+    let want: Vec<Vec<f64>> = updated.iter().map(Array::to_f64_vec).collect();
     let f = [1.0, dt, 0.0, 1.0];
     let q = [
         accel_var * dt.powi(3) / 3.0,
@@ -241,7 +229,7 @@ fn the_matrix_filter_agrees_with_the_constant_velocity_kernels() {
             &array(DType::F64, &[1, 1], &[meas_var]),
         ])
         .expect("kalman_filter");
-    let (x_got, p_got) = (values(&out[0]), values(&out[1]));
+    let (x_got, p_got) = (out[0].to_f64_vec(), out[1].to_f64_vec());
     let close = |got: f64, want: f64| (got - want).abs() <= 1e-12 * (1.0 + want.abs());
     for i in 0..n {
         assert!(
@@ -287,7 +275,7 @@ fn the_innovation_test_differentiates_in_the_measurement_noise() {
     args.push(array(DType::F64, &[2, 2], &direction));
     let out = tangent.call(&args[..]).expect("jvp");
     // Outputs: x, p, nis, then the tangents of x, p and nis.
-    let d_nis = values(&out[5]);
+    let d_nis = out[5].to_f64_vec();
     let eps = 1e-6;
     let shifted = |sign: f64| -> Vec<f64> {
         let r_shift: Vec<f64> = flat(&r)
@@ -295,7 +283,7 @@ fn the_innovation_test_differentiates_in_the_measurement_noise() {
             .zip(direction)
             .map(|(v, d)| v + sign * eps * d)
             .collect();
-        values(&jit.call(&inputs(&r_shift)[..]).expect("nis")[2])
+        jit.call(&inputs(&r_shift)[..]).expect("nis")[2].to_f64_vec()
     };
     let (up, down) = (shifted(1.0), shifted(-1.0));
     for b in 0..batch {

@@ -146,31 +146,6 @@ fn random(rng: &mut StdRng, len: usize) -> Vec<f64> {
     (0..len).map(|_| rng.random_range(-2.0..2.0)).collect()
 }
 
-/// An output as `f64`s.
-fn values_of(a: &Array) -> Vec<f64> {
-    match a.dtype() {
-        DType::F32 => a
-            .as_slice::<f32>()
-            .expect("f32")
-            .iter()
-            .map(|&v| f64::from(v))
-            .collect(),
-        DType::F64 => f64s(a).to_vec(),
-        DType::I32 => a
-            .as_slice::<i32>()
-            .expect("i32")
-            .iter()
-            .map(|&v| f64::from(v))
-            .collect(),
-        DType::Bool => a
-            .as_slice::<bool>()
-            .expect("bool")
-            .iter()
-            .map(|&v| f64::from(u8::from(v)))
-            .collect(),
-    }
-}
-
 /// `got` against `want`: exact for `i32`; for floats within a few roundings of each term of a
 /// sum whose magnitudes add to at most `scale`.
 fn assert_close(dtype: DType, got: &[f64], want: &[f64], scale: f64, what: &str) {
@@ -222,7 +197,7 @@ fn matmul_follows_numpy_for_vectors_matrices_and_batches() {
                 assert_eq!(out[0].shape().dims(), &shape[..], "{dtype}{ad:?} @ {cd:?}");
                 assert_eq!(out[0].dtype(), dtype);
                 let what = format!("{backend}: {dtype}{ad:?} @ {cd:?}");
-                assert_close(dtype, &values_of(&out[0]), &want, 4.0 * k as f64, &what);
+                assert_close(dtype, &out[0].to_f64_vec(), &want, 4.0 * k as f64, &what);
             }
         }
     }
@@ -254,7 +229,7 @@ fn dot_follows_numpy_including_its_outer_axes() {
                 let what = format!("{backend}: dot {dtype}{ad:?} {cd:?}");
                 assert_close(
                     dtype,
-                    &values_of(&out[0]),
+                    &out[0].to_f64_vec(),
                     &want,
                     4.0 * ad[ad.len() - 1] as f64,
                     &what,
@@ -305,7 +280,7 @@ fn cross_products_of_rows_columns_and_broadcast_vectors() {
             assert_eq!(by_rows[0].shape().dims(), [n, 3]);
             assert_close(
                 dtype,
-                &values_of(&by_rows[0]),
+                &by_rows[0].to_f64_vec(),
                 &want,
                 8.0,
                 &format!("{backend} {dtype} rows"),
@@ -317,13 +292,19 @@ fn cross_products_of_rows_columns_and_broadcast_vectors() {
                     &array(dtype, &[3, n], &columns(&b)),
                 ))
                 .expect("columns");
-            assert_close(dtype, &values_of(&by_columns[0]), &columns(&want), 8.0, "columns");
+            assert_close(
+                dtype,
+                &by_columns[0].to_f64_vec(),
+                &columns(&want),
+                8.0,
+                "columns",
+            );
             // One vector against each row: it broadcasts.
             let broadcast = rfx::jit(|w: Tensor, b: Tensor| w.cross(b, 1))
                 .on_backend(backend)
                 .call((&array(dtype, &[3], &w), &array(dtype, &[n, 3], &b)))
                 .expect("broadcast");
-            assert_close(dtype, &values_of(&broadcast[0]), &want_w, 8.0, "broadcast");
+            assert_close(dtype, &broadcast[0].to_f64_vec(), &want_w, 8.0, "broadcast");
         }
     }
 }
@@ -396,9 +377,9 @@ fn norms_and_their_gradients() {
                 .expect("norm");
             assert_eq!(out[0].shape().dims(), [n]);
             assert_eq!(out[1].shape().dims(), [0usize; 0]);
-            assert_close(dtype, &values_of(&out[0]), &rows, 4.0, "row norms");
+            assert_close(dtype, &out[0].to_f64_vec(), &rows, 4.0, "row norms");
             let whole = xs.iter().map(|v| v * v).sum::<f64>().sqrt();
-            assert_close(dtype, &values_of(&out[1]), &[whole], 8.0, "norm");
+            assert_close(dtype, &out[1].to_f64_vec(), &[whole], 8.0, "norm");
         }
     }
     // d/dx sum(w ∘ |x|_rows) = w x / |x|, row by row; the whole norm's gradient is x / |x|.
@@ -449,7 +430,7 @@ fn running_sums_along_every_axis_in_every_dtype() {
                     let what = format!("{backend}: cumsum {dtype}{dims:?} along {axis}");
                     assert_close(
                         want_dtype,
-                        &values_of(&out[0]),
+                        &out[0].to_f64_vec(),
                         &want,
                         9.0 * dims[axis] as f64,
                         &what,
@@ -550,7 +531,7 @@ fn differences_along_every_axis_are_exact() {
                         .expect("diff");
                     assert_eq!(out[0].shape().dims(), &out_dims[..]);
                     assert_eq!(
-                        values_of(&out[0]),
+                        out[0].to_f64_vec(),
                         want,
                         "{backend}: diff {dtype}{dims:?} along {axis}"
                     );
@@ -852,10 +833,10 @@ fn inverses_determinants_and_solutions_of_small_matrices() {
                 assert_eq!(out[2].shape().dims(), [batch, n, 2]);
                 assert_eq!(out[3].shape().dims(), [batch, n]);
                 let (inv, det, x, y) = (
-                    values_of(&out[0]),
-                    values_of(&out[1]),
-                    values_of(&out[2]),
-                    values_of(&out[3]),
+                    out[0].to_f64_vec(),
+                    out[1].to_f64_vec(),
+                    out[2].to_f64_vec(),
+                    out[3].to_f64_vec(),
                 );
                 let rhs = stored(dtype, &rhs);
                 let vector = stored(dtype, &vector);

@@ -222,6 +222,17 @@ pub enum TypeError {
     },
 }
 
+impl TypeError {
+    /// `Ok` when the op `op` that takes `expected` operands got `found`, else [`TypeError::Arity`].
+    pub(crate) fn check_arity(op: &'static str, expected: usize, found: usize) -> Result<(), TypeError> {
+        if found == expected {
+            Ok(())
+        } else {
+            Err(TypeError::Arity { op, expected, found })
+        }
+    }
+}
+
 /// A text-format error with its 1-based line and column.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{line}:{col}: {message}")]

@@ -304,13 +304,7 @@ pub fn result_type(
     target: Option<&TensorType>,
 ) -> Result<TensorType, TypeError> {
     let name = op.name();
-    if args.len() != op.arity() {
-        return Err(TypeError::Arity {
-            op: name,
-            expected: op.arity(),
-            found: args.len(),
-        });
-    }
+    TypeError::check_arity(name, op.arity(), args.len())?;
     let need_target = || {
         target.cloned().ok_or(TypeError::Arity {
             op: name,

@@ -577,13 +577,7 @@ pub(crate) fn max_index(dims: &[usize], strides: &[usize]) -> Option<usize> {
 /// result dtype. Shared with the LIR verifier.
 pub(crate) fn check_op(op: &MirOp, args: &[DType], result: DType) -> Result<(), TypeError> {
     let name = op.name();
-    if args.len() != op.arity() {
-        return Err(TypeError::Arity {
-            op: name,
-            expected: op.arity(),
-            found: args.len(),
-        });
-    }
+    TypeError::check_arity(name, op.arity(), args.len())?;
     let same = |args: &[DType]| -> Result<DType, TypeError> {
         match args.iter().find(|&&d| d != args[0]) {
             Some(&other) => Err(TypeError::DTypeMismatch {

@@ -198,15 +198,8 @@ fn build_kernel(case: &Case) -> Kernel {
     let op = case.op.as_str();
     let result = if let Some(reduce_name) = op.strip_prefix("reduce_") {
         let reduce = ReduceOp::from_name(reduce_name).unwrap();
-        let axes = case.attrs["axes"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|a| a.as_u64().unwrap() as usize);
-        let keepdims = case.attrs["keepdims"].as_bool().unwrap();
-        builder
-            .reduce(reduce, inputs[0], &axes.collect::<Vec<_>>(), keepdims)
-            .unwrap()
+        let (axes, keepdims) = reduce_attrs(case);
+        builder.reduce(reduce, inputs[0], &axes, keepdims).unwrap()
     } else if op == "select" {
         builder.select(inputs[0], inputs[1], inputs[2]).unwrap()
     } else if op == "clamp" {
@@ -248,19 +241,23 @@ fn abs_scale(case: &Case) -> Vec<f64> {
         )
         .unwrap();
     let abs = builder.unary(UnaryOp::Abs, x).unwrap();
+    let (axes, keepdims) = reduce_attrs(case);
+    let reduce = ReduceOp::from_name(reduce_name).unwrap();
+    let scale = builder.reduce(reduce, abs, &axes, keepdims).unwrap();
+    builder.output("scale", scale).unwrap();
+    let kernel = builder.finish().unwrap();
+    run_kernel(&kernel, &case.inputs, Mode::Oracle).to_f64_vec()
+}
+
+/// A reduction case's reduced axes and whether it keeps them.
+fn reduce_attrs(case: &Case) -> (Vec<usize>, bool) {
     let axes = case.attrs["axes"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|a| a.as_u64().unwrap() as usize);
-    let keepdims = case.attrs["keepdims"].as_bool().unwrap();
-    let reduce = ReduceOp::from_name(reduce_name).unwrap();
-    let scale = builder
-        .reduce(reduce, abs, &axes.collect::<Vec<_>>(), keepdims)
-        .unwrap();
-    builder.output("scale", scale).unwrap();
-    let kernel = builder.finish().unwrap();
-    run_kernel(&kernel, &case.inputs, Mode::Oracle).to_f64_vec()
+        .map(|a| a.as_u64().unwrap() as usize)
+        .collect();
+    (axes, case.attrs["keepdims"].as_bool().unwrap())
 }
 
 /// The number of reduced elements per output of a reduction case.

@@ -4,7 +4,8 @@
 //! translation unit: no warnings, and the objects' undefined symbols (`arm-none-eabi-nm -u`)
 //! include no allocator and no libm function; objects of f32-only programs need no
 //! double-precision soft-float helper (`__aeabi_d*`). Skipped, with a message, where
-//! `arm-none-eabi-gcc` is not installed (Debian: `gcc-arm-none-eabi`).
+//! `arm-none-eabi-gcc` is not installed (Debian: `gcc-arm-none-eabi`), unless
+//! `RFX_REQUIRE_ARM_GCC` is set (as CI sets it): then that is a failure.
 
 use std::fmt::Write as _;
 use std::process::Command;
@@ -59,6 +60,11 @@ fn exported_kernels_compile_for_cortex_m4f_without_libm_or_allocator() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !found {
+        assert!(
+            std::env::var_os("RFX_REQUIRE_ARM_GCC").is_none(),
+            "arm-none-eabi-gcc not found and RFX_REQUIRE_ARM_GCC is set (Debian packages \
+             gcc-arm-none-eabi and libnewlib-arm-none-eabi)"
+        );
         eprintln!("skipped: arm-none-eabi-gcc not found (Debian package gcc-arm-none-eabi)");
         return;
     }

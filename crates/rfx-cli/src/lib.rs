@@ -1,4 +1,4 @@
-//! `rfx-cli`: the `rfx` command (`bench`, `run`, `eval`, `dump`, `dot`, `grad`).
+//! `rfx-cli`: the `rfx` command (`bench`, `run`, `eval`, `dump`, `dot`, `grad`, `fuzz`, `export`, `completions`).
 //!
 //! **Owns:** argument parsing, `.npy` input and output, the files and stdout the command
 //! writes ([`mod@output`]: all or nothing, atomic per file, never through a link), exit codes

@@ -8,47 +8,45 @@
 
 mod common;
 
+use std::sync::LazyLock;
+
 use common::{adapter_or_skip, lower_kernel, parse, run_metal, same_values};
 use rfx_check::generator::{KernelGenConfig, random_kernel};
 use rfx_codegen_metal::MetalBackend;
 use rfx_ir::hir::{Kernel, Op};
 use rfx_ir::interp::{Mode, run_hir, run_lir};
-use rfx_ir::testgen::{TestRng, accurate_sum, random_inputs};
+use rfx_ir::testgen::{SPECIAL_VALUES, TestRng, accurate_sum, random_inputs};
 use rfx_ir::{Array, BinaryOp, DType, Scalar, Shape, UnaryOp};
 use rfx_lower::{Backend, BackendError, Scratch, Transcendental, Unsupported};
 
 const SIZES: [usize; 10] = [0, 1, 3, 4, 5, 7, 17, 64, 1000, 70000];
 
-/// Float values that exercise IEEE corner cases and rfx's rules (ties, saturation, ±0).
-const SPECIAL_F32: [f32; 27] = [
-    0.0,
-    -0.0,
-    f32::INFINITY,
-    f32::NEG_INFINITY,
-    f32::NAN,
-    1e-40,
-    -3e-39,
-    1e30,
-    -1e30,
-    1.0,
-    -1.0,
-    0.5,
-    -0.5,
-    1.5,
-    2.5,
-    -2.5,
-    3.0,
-    7.0,
-    2147483648.0,
-    -2147483648.0,
-    2147483520.0,
-    -2147483904.0,
-    1e10,
-    f32::MAX,
-    f32::MIN_POSITIVE,
-    f32::EPSILON,
-    -7.0,
-];
+/// Float values that exercise IEEE corner cases and rfx's rules (ties, saturation, ±0): the
+/// special values of random inputs ([`SPECIAL_VALUES`], exact in `f32`), then more.
+static SPECIAL_F32: LazyLock<Vec<f32>> = LazyLock::new(|| {
+    SPECIAL_VALUES
+        .iter()
+        .map(|&v| v as f32)
+        .chain([
+            0.5,
+            -0.5,
+            1.5,
+            2.5,
+            -2.5,
+            3.0,
+            7.0,
+            2147483648.0,
+            -2147483648.0,
+            2147483520.0,
+            -2147483904.0,
+            1e10,
+            f32::MAX,
+            f32::MIN_POSITIVE,
+            f32::EPSILON,
+            -7.0,
+        ])
+        .collect()
+});
 
 const SPECIAL_I32: [i32; 9] = [0, 1, -1, 2, -2, i32::MIN, i32::MAX, 7, -7];
 

@@ -110,6 +110,22 @@ pub fn same_values(a: &Array, b: &Array) -> bool {
         })
 }
 
+/// The special float values random inputs mix in: signed zeros, infinities, NaN, subnormals
+/// (as `f32` too), huge values and ±1.
+pub const SPECIAL_VALUES: [f64; 11] = [
+    0.0,
+    -0.0,
+    f64::INFINITY,
+    f64::NEG_INFINITY,
+    f64::NAN,
+    1e-40,
+    -3e-39,
+    1e30,
+    -1e30,
+    1.0,
+    -1.0,
+];
+
 /// Random inputs for `kernel`: floats mostly uniform in [-4, 4] with special values (±0, ±Inf,
 /// NaN, subnormals, huge) mixed in with probability `special_rate`; i32 in [-20, 20]; bools
 /// uniform.
@@ -123,22 +139,9 @@ pub fn random_inputs(rng: &mut TestRng, kernel: &Kernel, special_rate: f64) -> V
 /// A random array of type `ty` (see [`random_inputs`]).
 pub fn random_array(rng: &mut TestRng, ty: &TensorType, special_rate: f64) -> Array {
     let n = ty.shape.numel();
-    let specials = [
-        0.0,
-        -0.0,
-        f64::INFINITY,
-        f64::NEG_INFINITY,
-        f64::NAN,
-        1e-40,
-        -3e-39,
-        1e30,
-        -1e30,
-        1.0,
-        -1.0,
-    ];
     let float = |rng: &mut TestRng| {
         if rng.chance(special_rate) {
-            *rng.pick(&specials).unwrap_or(&0.0)
+            *rng.pick(&SPECIAL_VALUES).unwrap_or(&0.0)
         } else {
             rng.uniform(-4.0, 4.0)
         }

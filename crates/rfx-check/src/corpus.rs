@@ -130,7 +130,9 @@ pub fn run(config: &FuzzConfig) -> Result<FuzzReport, CheckError> {
     });
     // A worker that panicked has already re-panicked out of the scope above, so the lock
     // cannot be poisoned here; take the data either way.
-    let mut report = merged.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut report = merged
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     report
         .mismatches
         .sort_by(|a, b| (a.seed, &a.path).cmp(&(b.seed, &b.path)));

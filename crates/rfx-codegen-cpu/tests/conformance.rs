@@ -5,9 +5,9 @@
 
 use std::collections::BTreeMap;
 
+use rfx_check::conformance::{cases, check};
 use rfx_codegen_cpu::CpuBackend;
 use rfx_ir::{BinaryOp, DType, UnaryOp};
-use rfx_check::conformance::{cases, check};
 use rfx_lower::{Backend, LowerConfig, Transcendental, lower};
 use rfx_opt::{OptConfig, optimize};
 

@@ -3,11 +3,11 @@
 
 use rfx_check::generator::{KernelGenConfig, random_kernel};
 use rfx_codegen_cpu::CpuBackend;
+use rfx_ir::Array;
 use rfx_ir::hir::{Kernel, Op};
 use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
 use rfx_ir::testgen::{TestRng, random_inputs, same_values};
-use rfx_ir::Array;
 use rfx_lower::{Backend, LowerConfig, lower};
 use rfx_opt::{OptConfig, optimize};
 

@@ -5,11 +5,11 @@
 #![allow(dead_code)]
 
 use rfx_codegen_cpu::CpuBackend;
+use rfx_ir::Array;
 use rfx_ir::hir::parse;
 use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
 use rfx_ir::testgen::{TestRng, random_inputs};
-use rfx_ir::Array;
 use rfx_lower::{Backend, CompileOptions, Compiled, LowerConfig, lower};
 use rfx_opt::{OptConfig, optimize};
 

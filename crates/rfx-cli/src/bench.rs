@@ -824,24 +824,9 @@ fn alternate(
 /// The kernel against the reference interpreter, on the first input set.
 fn interp_comparison(p: &mut Prepared, kernel: &Kernel, delay: Duration) -> anyhow::Result<Comparison> {
     let (interp, _, _) = compile(kernel, &InterpBackend, &OptConfig::default(), Exec::default())?;
-    let (in_views, mut out_views) = rotation_views(&p.rotation_in[..1], &mut p.rotation_out[..1]);
-    let compiled = &p.compiled;
-    let mut scratch = Scratch::new();
-    alternate(
-        |side| {
-            match side {
-                Side::Rfx => {
-                    compiled.run(&in_views[0], &mut out_views[0], &mut scratch)?;
-                    if !delay.is_zero() {
-                        busy_wait(delay);
-                    }
-                }
-                Side::Baseline => interp.run(&in_views[0], &mut out_views[0], &mut scratch)?,
-            }
-            Ok(())
-        },
-        &INTERP_PAIRS,
-    )
+    against_baseline(p, delay, &INTERP_PAIRS, |_, inputs, outputs, scratch| {
+        Ok(interp.run(inputs, outputs, scratch)?)
+    })
 }
 
 /// The kernel against its unfused op-by-op path on the same backend, with the same options,
@@ -854,24 +839,41 @@ fn unfused_comparison(
 ) -> anyhow::Result<Comparison> {
     let (config, exec, delay) = options;
     let mut unfused = Unfused::new(kernel, backend, config.fast_math, exec)?;
+    against_baseline(p, delay, &UNFUSED_PAIRS, |arrays, _, _, scratch| {
+        unfused.run(arrays, scratch)
+    })
+}
+
+/// The kernel (with the injected `delay` after each call) alternating with `baseline`, both
+/// on the first input set; `baseline` gets that set as arrays and as views, the output views
+/// and a scratch buffer.
+fn against_baseline(
+    p: &mut Prepared,
+    delay: Duration,
+    budget: &PairBudget,
+    mut baseline: impl FnMut(
+        &[Array],
+        &[ArrayView<'_>],
+        &mut [ArrayViewMut<'_>],
+        &mut Scratch,
+    ) -> anyhow::Result<()>,
+) -> anyhow::Result<Comparison> {
     let (in_views, mut out_views) = rotation_views(&p.rotation_in[..1], &mut p.rotation_out[..1]);
-    let inputs = &p.rotation_in[0];
+    let arrays = &p.rotation_in[0];
     let compiled = &p.compiled;
     let mut scratch = Scratch::new();
     alternate(
-        |side| {
-            match side {
-                Side::Rfx => {
-                    compiled.run(&in_views[0], &mut out_views[0], &mut scratch)?;
-                    if !delay.is_zero() {
-                        busy_wait(delay);
-                    }
+        |side| match side {
+            Side::Rfx => {
+                compiled.run(&in_views[0], &mut out_views[0], &mut scratch)?;
+                if !delay.is_zero() {
+                    busy_wait(delay);
                 }
-                Side::Baseline => unfused.run(inputs, &mut scratch)?,
+                Ok(())
             }
-            Ok(())
+            Side::Baseline => baseline(arrays, &in_views[0], &mut out_views[0], &mut scratch),
         },
-        &UNFUSED_PAIRS,
+        budget,
     )
 }
 

@@ -41,24 +41,32 @@ fn compile_and_run(dir: &Path, driver: &str) -> Option<String> {
     Some(String::from_utf8_lossy(&run.stdout).into_owned())
 }
 
-#[test]
-fn export_writes_a_header_and_source_that_compute_the_expression() {
-    let dir = temp_dir("export_c");
-    let out_dir = dir.join("gen");
-    let out = rfx(&[
+/// Exports `expr` as C function `name` (inputs `in_shapes`, then `extra` arguments) into a
+/// fresh directory; returns that directory and the header's text.
+fn export_c(expr: &str, name: &str, in_shapes: &str, extra: &[&str]) -> (std::path::PathBuf, String) {
+    let out_dir = temp_dir(&format!("export_c_{name}")).join("gen");
+    let path = out_dir.to_str().expect("utf-8 path");
+    let mut args = vec![
         "export",
-        "x * 2.0 + y",
+        expr,
         "--lang",
         "c",
         "--name",
-        "axpy",
+        name,
         "--in-shapes",
-        "x=f32[3],y=f32[3]",
-        "--out",
-        out_dir.to_str().expect("utf-8 path"),
-    ]);
+        in_shapes,
+    ];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--out", path]);
+    let out = rfx(&args);
     assert!(out.status.success(), "{}", stderr_of(&out));
-    let header = std::fs::read_to_string(out_dir.join("axpy.h")).expect("header");
+    let header = std::fs::read_to_string(out_dir.join(format!("{name}.h"))).expect("header");
+    (out_dir, header)
+}
+
+#[test]
+fn export_writes_a_header_and_source_that_compute_the_expression() {
+    let (out_dir, header) = export_c("x * 2.0 + y", "axpy", "x=f32[3],y=f32[3]", &[]);
     assert!(
         header.contains("int axpy(const float *in_0, const float *in_1, float *out_0, void *work);"),
         "{header}"
@@ -81,24 +89,12 @@ int main(void) {
 
 #[test]
 fn export_with_grad_writes_the_value_then_the_gradients() {
-    let dir = temp_dir("export_c_grad");
-    let out_dir = dir.join("gen");
-    let out = rfx(&[
-        "export",
+    let (out_dir, header) = export_c(
         "sum(x * x * y)",
-        "--lang",
-        "c",
-        "--name",
         "energy",
-        "--in-shapes",
         "x=f64[2],y=f64[2]",
-        "--grad",
-        "x,y",
-        "--out",
-        out_dir.to_str().expect("utf-8 path"),
-    ]);
-    assert!(out.status.success(), "{}", stderr_of(&out));
-    let header = std::fs::read_to_string(out_dir.join("energy.h")).expect("header");
+        &["--grad", "x,y"],
+    );
     assert!(header.contains("out_0: output `out`, f64[]"), "{header}");
     assert!(header.contains("out_1: output `grad_x`, f64[2]"), "{header}");
     assert!(header.contains("out_2: output `grad_y`, f64[2]"), "{header}");

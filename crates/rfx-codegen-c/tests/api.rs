@@ -7,7 +7,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{FLAGS, Job, check_batch, compilers};
+use common::{FLAGS, Job, check_with_every_compiler, compilers};
 use rfx_codegen_c::{ExportError, c_source, validate_name};
 use rfx_ir::lir::{Inst, LirKernel, LirProgram, Schedule, SlotId};
 use rfx_ir::testgen::{TestRng, random_inputs};
@@ -175,11 +175,6 @@ int main(void) {
 
 #[test]
 fn blocked_reductions_follow_the_leaf_tree() {
-    let ccs = compilers();
-    if ccs.is_empty() {
-        eprintln!("skipped: no C compiler (gcc or clang) found");
-        return;
-    }
     let texts = [
         // One long row: leaves are pieces of a row.
         "kernel long_row {\n  %x = input x : f32[3,5000]\n  %s = sum %x axes [1] : f32[3]\n  output out = %s\n}\n",
@@ -211,11 +206,7 @@ fn blocked_reductions_follow_the_leaf_tree() {
             .all(|j| j.program.kernels().iter().any(|k| k.schedule.reduce_lanes > 1)),
         "lowering gave single-lane reductions: the leaf tree is not exercised"
     );
-    let dir = tempfile::tempdir().expect("temp dir");
-    for cc in ccs {
-        let failures = check_batch(cc, dir.path(), 0, &jobs);
-        assert!(failures.is_empty(), "{}", failures.join("\n"));
-    }
+    check_with_every_compiler(&jobs, &[&[]]);
 }
 
 #[test]
@@ -237,51 +228,26 @@ fn generated_c_snapshots() {
 /// `int32_t` access to the same memory, and still computes the interpreter's bits.
 #[test]
 fn arena_bytes_shared_across_dtypes_get_their_own_work_bytes() {
-    let text = "lir shared arena 16 align 64 {
-  buf0: f32[4] = input x
-  buf1: f32[4] = output y
-  buf2: i32[4] = output z
-  buf3: f32[4] = arena 0
-  buf4: i32[4] = arena 0
-  kernel k0 dims [4] reduce 0 vector 1 thread_min 32768 tile 1024 lanes 1 {
-    slots [f32, f32]
-    preamble {}
-    body {
-      s0 = load buf0 [1]
-      s1 = add s0, s0
-      store buf3 [1] = s1
-    }
-  }
-  kernel k1 dims [4] reduce 0 vector 1 thread_min 32768 tile 1024 lanes 1 {
-    slots [f32, f32]
-    preamble {}
-    body {
-      s0 = load buf3 [1]
-      s1 = mul s0, s0
-      store buf1 [1] = s1
-    }
-  }
-  kernel k2 dims [4] reduce 0 vector 1 thread_min 32768 tile 1024 lanes 1 {
-    slots [f32, i32]
-    preamble {}
-    body {
-      s0 = load buf0 [1]
-      s1 = cast s0
-      store buf4 [1] = s1
-    }
-  }
-  kernel k3 dims [4] reduce 0 vector 1 thread_min 32768 tile 1024 lanes 1 {
-    slots [i32, i32]
-    preamble {}
-    body {
-      s0 = load buf4 [1]
-      s1 = add s0, s0
-      store buf2 [1] = s1
-    }
-  }
-}
-";
-    let p = rfx_ir::lir::parse(text).expect("parse");
+    // Each kernel loads `src`, applies `op` to `s0` and stores `s1` to `dst`.
+    let kernel = |name: &str, slots: &str, src: &str, op: &str, dst: &str| {
+        format!(
+            "  kernel {name} dims [4] reduce 0 vector 1 thread_min 32768 tile 1024 lanes 1 {{\n    \
+             slots [{slots}]\n    preamble {{}}\n    body {{\n      s0 = load {src} [1]\n      \
+             s1 = {op}\n      store {dst} [1] = s1\n    }}\n  }}\n"
+        )
+    };
+    let text = [
+        "lir shared arena 16 align 64 {\n  buf0: f32[4] = input x\n  buf1: f32[4] = output y\n  \
+         buf2: i32[4] = output z\n  buf3: f32[4] = arena 0\n  buf4: i32[4] = arena 0\n"
+            .to_string(),
+        kernel("k0", "f32, f32", "buf0", "add s0, s0", "buf3"),
+        kernel("k1", "f32, f32", "buf3", "mul s0, s0", "buf1"),
+        kernel("k2", "f32, i32", "buf0", "cast s0", "buf4"),
+        kernel("k3", "i32, i32", "buf4", "add s0, s0", "buf2"),
+        "}\n".to_string(),
+    ]
+    .concat();
+    let p = rfx_ir::lir::parse(&text).expect("parse");
     let export = c_source(&p, "shared").expect("export");
     assert!(
         export.header.contains("#define SHARED_WORK_BYTES 32u"),
@@ -298,11 +264,6 @@ fn arena_bytes_shared_across_dtypes_get_their_own_work_bytes() {
             .source
             .contains("int32_t *buf4 = (int32_t *)((unsigned char *)work + 16u);")
     );
-    let ccs = compilers();
-    if ccs.is_empty() {
-        eprintln!("skipped the compile step: no C compiler found");
-        return;
-    }
     let x = rfx_ir::Array::new(
         rfx_ir::Shape::new([4]),
         rfx_ir::ArrayData::F32(vec![1.5, -2.25, 1e9, f32::NAN]),
@@ -314,9 +275,5 @@ fn arena_bytes_shared_across_dtypes_get_their_own_work_bytes() {
         inputs: vec![x],
         ulp_bound: None,
     }];
-    let dir = tempfile::tempdir().expect("temp dir");
-    for cc in ccs {
-        let failures = check_batch(cc, dir.path(), 0, &jobs);
-        assert!(failures.is_empty(), "{}", failures.join("\n"));
-    }
+    check_with_every_compiler(&jobs, &[&[]]);
 }

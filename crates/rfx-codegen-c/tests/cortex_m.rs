@@ -14,6 +14,7 @@ use rfx_check::conformance::cases;
 use rfx_codegen_c::c_source;
 use rfx_ir::DType;
 use rfx_ir::lir::LirProgram;
+use rfx_ir::testgen::read_corpus;
 use rfx_lower::{LowerConfig, lower};
 use rfx_opt::{OptConfig, optimize};
 
@@ -73,18 +74,10 @@ fn exported_kernels_compile_for_cortex_m4f_without_libm_or_allocator() {
         .filter_map(|case| lower_kernel(&case.kernel).map(|p| (case.name.clone(), p)))
         .collect();
     let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../rfx-opt/tests/corpus");
-    let mut files: Vec<_> = std::fs::read_dir(&corpus)
-        .expect("corpus dir")
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "rfx"))
-        .collect();
-    files.sort();
-    for path in files {
-        let text = std::fs::read_to_string(&path).expect("read");
+    for (name, text) in read_corpus(&corpus).expect("read the corpus") {
         let kernel = rfx_ir::hir::parse(&text).expect("parse");
         if let Some(p) = lower_kernel(&kernel) {
-            programs.push((path.display().to_string(), p));
+            programs.push((name, p));
         }
     }
     // f32-only and other programs go to separate objects so the soft-double check is exact.

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{Job, check_batch, check_batch_with, compilers};
+use common::{Job, check_with_every_compiler};
 use rfx_ir::testgen::TestRng;
 use rfx_ir::{Array, ArrayData, Shape};
 use rfx_lower::{LowerConfig, lower};
@@ -163,23 +163,9 @@ fn jobs() -> Vec<Job> {
 
 #[test]
 fn exact_helpers_match_the_interpreter_on_special_values() {
-    let ccs = compilers();
-    if ccs.is_empty() {
-        eprintln!("skipped: no C compiler (gcc or clang) found");
-        return;
-    }
     let jobs = jobs();
     assert_eq!(jobs.len(), 24);
-    let dir = tempfile::tempdir().expect("temp dir");
-    for cc in ccs {
-        let failures = check_batch(cc, dir.path(), 0, &jobs);
-        assert!(
-            failures.is_empty(),
-            "{} failures:\n{}",
-            failures.len(),
-            failures.join("\n")
-        );
-    }
+    check_with_every_compiler(&jobs, &[&[]]);
 }
 
 /// Random bit patterns over the whole positive range (subnormals, every exponent) and the
@@ -218,22 +204,6 @@ fn sqrt_jobs() -> Vec<Job> {
 
 #[test]
 fn the_software_square_root_is_correctly_rounded() {
-    let ccs = compilers();
-    if ccs.is_empty() {
-        eprintln!("skipped: no C compiler (gcc or clang) found");
-        return;
-    }
-    let jobs = sqrt_jobs();
-    let dir = tempfile::tempdir().expect("temp dir");
-    for cc in ccs {
-        // The hardware path and the digit-by-digit path (forced), each against the interpreter.
-        let mut failures = check_batch(cc, dir.path(), 0, &jobs);
-        failures.extend(check_batch_with(cc, &["-DRFX_SOFT_SQRT"], dir.path(), 1, &jobs));
-        assert!(
-            failures.is_empty(),
-            "{} failures:\n{}",
-            failures.len(),
-            failures.join("\n")
-        );
-    }
+    // The hardware path and the digit-by-digit path (forced), each against the interpreter.
+    check_with_every_compiler(&sqrt_jobs(), &[&[], &["-DRFX_SOFT_SQRT"]]);
 }

@@ -154,14 +154,40 @@ fn driver_call(k: usize, job: &Job, outputs: &[Array]) -> String {
     c
 }
 
-/// Exports, compiles (with `cc` and [`FLAGS`]) and runs `jobs` in one translation unit, and
-/// returns one message per mismatch.
-pub(crate) fn check_batch(cc: &str, dir: &Path, batch: usize, jobs: &[Job]) -> Vec<String> {
-    check_batch_with(cc, &[], dir, batch, jobs)
+/// How many programs one translation unit holds.
+const BATCH: usize = 120;
+
+/// Checks `jobs` with every C compiler present, once per flag set of `flag_sets` (each after
+/// [`FLAGS`]), in translation units of at most [`BATCH`] programs, and fails with every
+/// mismatch; skips (with a note) where no C compiler is found.
+pub(crate) fn check_with_every_compiler(jobs: &[Job], flag_sets: &[&[&str]]) {
+    let ccs = compilers();
+    if ccs.is_empty() {
+        eprintln!("skipped: no C compiler (gcc or clang) found");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    for cc in ccs {
+        let mut failures = Vec::new();
+        let mut batch = 0;
+        for extra in flag_sets {
+            for chunk in jobs.chunks(BATCH) {
+                failures.extend(check_batch_with(cc, extra, dir.path(), batch, chunk));
+                batch += 1;
+            }
+        }
+        assert!(
+            failures.is_empty(),
+            "{} failures:\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
+    }
 }
 
-/// [`check_batch`] with `extra` compiler flags after [`FLAGS`].
-pub(crate) fn check_batch_with(
+/// Exports, compiles (with `cc`, [`FLAGS`] and then `extra`) and runs `jobs` in one
+/// translation unit, and returns one message per mismatch.
+fn check_batch_with(
     cc: &str,
     extra: &[&str],
     dir: &Path,

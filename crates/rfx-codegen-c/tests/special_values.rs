@@ -91,6 +91,25 @@ fn program(text: &str) -> rfx_ir::lir::LirProgram {
     lower(&mir, &LowerConfig::default()).expect("lower").0
 }
 
+/// A job of `text`'s kernel on `inputs`, checked bit for bit.
+fn job(name: String, text: &str, inputs: Vec<Array>) -> Job {
+    Job {
+        name,
+        program: program(text),
+        inputs,
+        ulp_bound: None,
+    }
+}
+
+/// `op` applied to `x`, a vector of `dtype`.
+fn unary_job(op: &str, dtype: &str, x: &Array) -> Job {
+    let n = x.data().len();
+    let text = format!(
+        "kernel {op}_{dtype} {{\n  %x = input x : {dtype}[{n}]\n  %y = {op} %x : {dtype}[{n}]\n  output out = %y\n}}\n"
+    );
+    job(format!("{op} {dtype}"), &text, vec![x.clone()])
+}
+
 fn jobs() -> Vec<Job> {
     let mut jobs = Vec::new();
     for dtype in ["f32", "f64"] {
@@ -99,34 +118,17 @@ fn jobs() -> Vec<Job> {
         } else {
             ArrayData::F64(f64_specials())
         };
-        let n = match &data {
-            ArrayData::F32(v) => v.len(),
-            ArrayData::F64(v) => v.len(),
-            _ => 0,
-        };
+        let n = data.len();
         let x = Array::new(Shape::new([n]), data).expect("array");
         for op in [
             "floor", "ceil", "round", "sign", "abs", "neg", "sqrt", "rsqrt", "recip",
         ] {
-            let text = format!(
-                "kernel {op}_{dtype} {{\n  %x = input x : {dtype}[{n}]\n  %y = {op} %x : {dtype}[{n}]\n  output out = %y\n}}\n"
-            );
-            jobs.push(Job {
-                name: format!("{op} {dtype}"),
-                program: program(&text),
-                inputs: vec![x.clone()],
-                ulp_bound: None,
-            });
+            jobs.push(unary_job(op, dtype, &x));
         }
         let text = format!(
             "kernel cast_{dtype} {{\n  %x = input x : {dtype}[{n}]\n  %i = cast %x : i32[{n}]\n  %b = cast %x : bool[{n}]\n  output i = %i\n  output b = %b\n}}\n"
         );
-        jobs.push(Job {
-            name: format!("cast {dtype}"),
-            program: program(&text),
-            inputs: vec![x.clone()],
-            ulp_bound: None,
-        });
+        jobs.push(job(format!("cast {dtype}"), &text, vec![x.clone()]));
         // Every pair of specials through min and max (NaN in either place).
         let values = match x.data() {
             ArrayData::F32(v) => v.iter().map(|&a| f64::from(a)).collect::<Vec<_>>(),
@@ -150,12 +152,11 @@ fn jobs() -> Vec<Job> {
             let text = format!(
                 "kernel {op}_{dtype} {{\n  %a = input a : {dtype}[{m}]\n  %b = input b : {dtype}[{m}]\n  %y = {op} %a, %b : {dtype}[{m}]\n  output out = %y\n}}\n"
             );
-            jobs.push(Job {
-                name: format!("{op} {dtype}"),
-                program: program(&text),
-                inputs: vec![wrap(a.clone()), wrap(b.clone())],
-                ulp_bound: None,
-            });
+            jobs.push(job(
+                format!("{op} {dtype}"),
+                &text,
+                vec![wrap(a.clone()), wrap(b.clone())],
+            ));
         }
     }
     jobs
@@ -181,22 +182,9 @@ fn sqrt_jobs() -> Vec<Job> {
     }
     let mut jobs = Vec::new();
     for (dtype, data) in [("f64", ArrayData::F64(f64s)), ("f32", ArrayData::F32(f32s))] {
-        let n = match &data {
-            ArrayData::F64(v) => v.len(),
-            ArrayData::F32(v) => v.len(),
-            _ => 0,
-        };
-        let x = Array::new(Shape::new([n]), data).expect("array");
+        let x = Array::new(Shape::new([data.len()]), data).expect("array");
         for op in ["sqrt", "rsqrt"] {
-            let text = format!(
-                "kernel {op}_{dtype} {{\n  %x = input x : {dtype}[{n}]\n  %y = {op} %x : {dtype}[{n}]\n  output out = %y\n}}\n"
-            );
-            jobs.push(Job {
-                name: format!("{op} {dtype}"),
-                program: program(&text),
-                inputs: vec![x.clone()],
-                ulp_bound: None,
-            });
+            jobs.push(unary_job(op, dtype, &x));
         }
     }
     jobs

@@ -118,7 +118,8 @@ pub(crate) fn emit_program(program: &LirProgram, name: &str) -> Result<String, E
     Ok(src)
 }
 
-fn signature(program: &LirProgram, name: &str) -> String {
+/// The exported function's prototype (without the `;`): inputs, outputs, then `work`.
+pub(crate) fn signature(program: &LirProgram, name: &str) -> String {
     let mut params = Vec::new();
     for (i, (_, _, ty)) in program.inputs().enumerate() {
         params.push(format!("const {} *in_{i}", c_type(ty.dtype)));

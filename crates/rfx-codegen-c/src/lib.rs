@@ -247,15 +247,7 @@ fn header(program: &LirProgram, name: &str) -> String {
     h.push_str(" * Returns 0; 1 when an array pointer (or `work` while WORK_BYTES > 0) is NULL,\n");
     h.push_str(" * 2 when `work` is misaligned. Nothing is written when it returns non-zero.\n");
     h.push_str(" * No allocation, no mutable globals: re-entrant and thread-safe.\n */\n");
-    let mut params = Vec::new();
-    for (i, (_, _, ty)) in program.inputs().enumerate() {
-        params.push(format!("const {} *in_{i}", c_type(ty.dtype)));
-    }
-    for (i, (_, _, ty)) in program.outputs().enumerate() {
-        params.push(format!("{} *out_{i}", c_type(ty.dtype)));
-    }
-    params.push("void *work".to_string());
-    let _ = writeln!(h, "int {name}({});\n", params.join(", "));
+    let _ = writeln!(h, "{};\n", emit::signature(program, name));
     h.push_str("#ifdef __cplusplus\n}\n#endif\n\n");
     let _ = writeln!(h, "#endif /* RFX_EXPORT_{upper}_H */");
     h

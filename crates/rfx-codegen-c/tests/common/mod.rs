@@ -187,13 +187,7 @@ pub(crate) fn check_with_every_compiler(jobs: &[Job], flag_sets: &[&[&str]]) {
 
 /// Exports, compiles (with `cc`, [`FLAGS`] and then `extra`) and runs `jobs` in one
 /// translation unit, and returns one message per mismatch.
-fn check_batch_with(
-    cc: &str,
-    extra: &[&str],
-    dir: &Path,
-    batch: usize,
-    jobs: &[Job],
-) -> Vec<String> {
+fn check_batch_with(cc: &str, extra: &[&str], dir: &Path, batch: usize, jobs: &[Job]) -> Vec<String> {
     let mut driver =
         String::from("#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n");
     let mut expected = Vec::new();

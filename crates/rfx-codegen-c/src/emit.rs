@@ -679,35 +679,7 @@ impl Emitter<'_> {
             (UnaryOp::Neg, DType::I32) => self.helper(Helper::NegI32, "neg_i32", &[x]),
             (UnaryOp::Neg, _) => format!("-{x}"),
             (UnaryOp::Abs, DType::I32) => self.helper(Helper::AbsI32, "abs_i32", &[x]),
-            (UnaryOp::Abs, _) => {
-                self.helper(pick(Helper::AbsF32, Helper::AbsF64), &format!("abs_{sfx}"), &[x])
-            }
             (UnaryOp::Sign, DType::I32) => self.helper(Helper::SignI32, "sign_i32", &[x]),
-            (UnaryOp::Sign, _) => self.helper(
-                pick(Helper::SignF32, Helper::SignF64),
-                &format!("sign_{sfx}"),
-                &[x],
-            ),
-            (UnaryOp::Floor, _) => self.helper(
-                pick(Helper::FloorF32, Helper::FloorF64),
-                &format!("floor_{sfx}"),
-                &[x],
-            ),
-            (UnaryOp::Ceil, _) => self.helper(
-                pick(Helper::CeilF32, Helper::CeilF64),
-                &format!("ceil_{sfx}"),
-                &[x],
-            ),
-            (UnaryOp::Round, _) => self.helper(
-                pick(Helper::RoundF32, Helper::RoundF64),
-                &format!("round_{sfx}"),
-                &[x],
-            ),
-            (UnaryOp::Sqrt, _) => self.helper(
-                pick(Helper::SqrtF32, Helper::SqrtF64),
-                &format!("sqrt_{sfx}"),
-                &[x],
-            ),
             (UnaryOp::Rsqrt, DType::F32) => {
                 let root = self.helper(Helper::SqrtF32, "sqrt_f32", &[x]);
                 format!("1.0f / {root}")
@@ -718,28 +690,24 @@ impl Emitter<'_> {
             }
             (UnaryOp::Recip, DType::F32) => format!("1.0f / {x}"),
             (UnaryOp::Recip, _) => format!("1.0 / {x}"),
-            (UnaryOp::Log, _) => {
-                self.helper(pick(Helper::LogF32, Helper::LogF64), &format!("log_{sfx}"), &[x])
+            _ => {
+                // A float op with a helper of each width, named after the op.
+                let (h32, h64) = match op {
+                    UnaryOp::Abs => (Helper::AbsF32, Helper::AbsF64),
+                    UnaryOp::Sign => (Helper::SignF32, Helper::SignF64),
+                    UnaryOp::Floor => (Helper::FloorF32, Helper::FloorF64),
+                    UnaryOp::Ceil => (Helper::CeilF32, Helper::CeilF64),
+                    UnaryOp::Round => (Helper::RoundF32, Helper::RoundF64),
+                    UnaryOp::Sqrt => (Helper::SqrtF32, Helper::SqrtF64),
+                    UnaryOp::Log => (Helper::LogF32, Helper::LogF64),
+                    UnaryOp::Tanh => (Helper::TanhF32, Helper::TanhF64),
+                    UnaryOp::Exp => (Helper::ExpF32, Helper::ExpF64),
+                    UnaryOp::Exp2 => (Helper::Exp2F32, Helper::Exp2F64),
+                    UnaryOp::Sigmoid => (Helper::SigmoidF32, Helper::SigmoidF64),
+                    other => return Err(ExportError::Unsupported(other.name().to_string())),
+                };
+                self.helper(pick(h32, h64), &format!("{}_{sfx}", op.name()), &[x])
             }
-            (UnaryOp::Tanh, _) => self.helper(
-                pick(Helper::TanhF32, Helper::TanhF64),
-                &format!("tanh_{sfx}"),
-                &[x],
-            ),
-            (UnaryOp::Exp, _) => {
-                self.helper(pick(Helper::ExpF32, Helper::ExpF64), &format!("exp_{sfx}"), &[x])
-            }
-            (UnaryOp::Exp2, _) => self.helper(
-                pick(Helper::Exp2F32, Helper::Exp2F64),
-                &format!("exp2_{sfx}"),
-                &[x],
-            ),
-            (UnaryOp::Sigmoid, _) => self.helper(
-                pick(Helper::SigmoidF32, Helper::SigmoidF64),
-                &format!("sigmoid_{sfx}"),
-                &[x],
-            ),
-            (other, _) => return Err(ExportError::Unsupported(other.name().to_string())),
         })
     }
 

@@ -21,3 +21,9 @@ pub mod fuzz;
 pub mod npy_read;
 pub mod output;
 pub mod plot;
+
+/// Directory listings and hand-made `.npy` files for the unit tests (shared with the
+/// integration tests).
+#[cfg(test)]
+#[path = "../tests/common/fixtures.rs"]
+mod fixtures;

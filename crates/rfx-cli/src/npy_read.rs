@@ -235,20 +235,7 @@ const MAX_HEADER_NESTING: usize = 3;
 #[cfg(test)]
 mod tests {
     use super::read_bytes;
-
-    /// A version-1 `.npy` file: magic, header padded to a multiple of 64 bytes, then `data`.
-    fn npy(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
-        let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-        while (10 + header.len() + 1) % 64 != 0 {
-            header.push(' ');
-        }
-        header.push('\n');
-        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-        bytes.extend_from_slice(&u16::try_from(header.len()).expect("short header").to_le_bytes());
-        bytes.extend_from_slice(header.as_bytes());
-        bytes.extend_from_slice(data);
-        bytes
-    }
+    use crate::fixtures::raw_npy;
 
     #[test]
     fn a_well_formed_file_reads_back() {
@@ -256,19 +243,20 @@ mod tests {
             .iter()
             .flat_map(|v| v.to_le_bytes())
             .collect();
-        let array = read_bytes(&npy("<f4", "(3,)", &data)).expect("valid");
+        let array = read_bytes(&raw_npy("<f4", "(3,)", &data)).expect("valid");
         assert_eq!(array.to_f64_vec(), vec![1.5, -2.0, 0.25]);
     }
 
     #[test]
     fn a_header_claiming_more_data_than_the_file_holds_is_an_error_not_an_allocation() {
         // 2^40 f32 elements would be 4 TiB.
-        let err = read_bytes(&npy("<f4", "(1099511627776,)", &[0; 8])).expect_err("lying header");
+        let err = read_bytes(&raw_npy("<f4", "(1099511627776,)", &[0; 8])).expect_err("lying header");
         assert!(err.contains("needs 4398046511104 bytes"), "{err}");
-        let err = read_bytes(&npy("<f8", "(4294967296, 4294967296, 4294967296)", &[])).expect_err("overflow");
+        let err =
+            read_bytes(&raw_npy("<f8", "(4294967296, 4294967296, 4294967296)", &[])).expect_err("overflow");
         assert!(err.contains("overflows"), "{err}");
         assert!(
-            read_bytes(&npy("<f4", "(4,)", &[0; 8])).is_err(),
+            read_bytes(&raw_npy("<f4", "(4,)", &[0; 8])).is_err(),
             "truncated data"
         );
         assert!(read_bytes(b"not an npy file").is_err());
@@ -277,7 +265,7 @@ mod tests {
     #[test]
     fn a_zero_dimension_makes_an_empty_array_whatever_the_others_are() {
         for shape in ["(4611686018427387904, 0)", "(0, 4611686018427387904)"] {
-            let bytes = npy("<f4", shape, &[]);
+            let bytes = raw_npy("<f4", shape, &[]);
             let array = read_bytes(&bytes).unwrap_or_else(|e| panic!("{shape}: {e}"));
             assert_eq!(array.data().len(), 0, "{shape}");
             assert_eq!(array.shape().numel(), 0, "{shape}");
@@ -290,7 +278,7 @@ mod tests {
     #[test]
     fn the_declared_length_stops_at_the_header_s_data() {
         let data: Vec<u8> = [1.0f64, 2.0].iter().flat_map(|v| v.to_le_bytes()).collect();
-        let mut bytes = npy("<f8", "(2,)", &data);
+        let mut bytes = raw_npy("<f8", "(2,)", &data);
         let end = super::header_end(&bytes, bytes.len() as u64).expect("header");
         assert_eq!(end, bytes.len() - 16);
         assert_eq!(end % 64, 0, "the header is padded to 64 bytes");
@@ -335,7 +323,7 @@ mod tests {
             .map(|n| 100 * (n % 2) + 10 * (n / 2 % 3) + n / 6)
             .collect();
         let data: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
-        let mut bytes = npy("<i4", "(2, 3, 4)", &data);
+        let mut bytes = raw_npy("<i4", "(2, 3, 4)", &data);
         let at = bytes.windows(5).position(|w| w == b"False").expect("flag");
         bytes.splice(at..at + 5, *b"True ");
         let array = read_bytes(&bytes).expect("fortran");
@@ -352,17 +340,17 @@ mod tests {
             .iter()
             .flat_map(|v| v.to_be_bytes())
             .collect();
-        let array = read_bytes(&npy(">i8", "(2,)", &big_endian)).expect("int64");
+        let array = read_bytes(&raw_npy(">i8", "(2,)", &big_endian)).expect("int64");
         assert_eq!(array.data(), &rfx_ir::ArrayData::I32(vec![-7, 2_147_483_647]));
-        let array = read_bytes(&npy("<u2", "(2,)", &[0xff, 0xff, 1, 0])).expect("uint16");
+        let array = read_bytes(&raw_npy("<u2", "(2,)", &[0xff, 0xff, 1, 0])).expect("uint16");
         assert_eq!(array.data(), &rfx_ir::ArrayData::I32(vec![65_535, 1]));
         let too_small: Vec<u8> = [0i64, -2_147_483_649]
             .iter()
             .flat_map(|v| v.to_le_bytes())
             .collect();
-        let err = read_bytes(&npy("<i8", "(2,)", &too_small)).expect_err("below int32");
+        let err = read_bytes(&raw_npy("<i8", "(2,)", &too_small)).expect_err("below int32");
         assert!(err.contains("from -2147483649 to 0"), "{err}");
-        let err = read_bytes(&npy("<u8", "(1,)", &[0; 8])).expect_err("uint64");
+        let err = read_bytes(&raw_npy("<u8", "(1,)", &[0; 8])).expect_err("uint64");
         assert!(err.contains("not supported"), "{err}");
     }
 }

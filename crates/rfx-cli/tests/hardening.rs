@@ -10,7 +10,10 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 mod common;
+#[path = "common/fixtures.rs"]
+mod fixtures;
 use common::{RFX, rfx, temp_dir, write_npy};
+use fixtures::{entries, raw_npy};
 
 /// The file's shape, dtype descriptor and every element as `f64`, or why it is not one whole
 /// `.npy` file (the data must end exactly where the header says).
@@ -50,15 +53,6 @@ fn arg(name: &str, path: &Path) -> String {
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn entries(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .expect("read dir")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 /// Waits for `child` at most `limit`; a child still running then is killed and the test fails
@@ -554,20 +548,6 @@ fn inputs_are_regular_files_only_and_a_fifo_does_not_hang() {
     assert_eq!(res.status.code(), Some(1), "{}", stderr(&res));
     assert!(stderr(&res).contains("not a regular file"), "{}", stderr(&res));
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// A version-1 `.npy` file of `descr` and `shape` (Python tuple syntax) followed by `data`.
-fn raw_npy(descr: &str, shape: &str, data: &[u8]) -> Vec<u8> {
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
-    bytes.extend_from_slice(&u16::try_from(header.len()).expect("short header").to_le_bytes());
-    bytes.extend_from_slice(header.as_bytes());
-    bytes.extend_from_slice(data);
-    bytes
 }
 
 #[test]

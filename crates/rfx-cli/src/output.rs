@@ -295,14 +295,21 @@ mod tests {
         dir
     }
 
-    #[test]
-    fn a_set_is_written_only_on_commit_and_leaves_no_temporary_files() {
-        let dir = temp_dir("commit");
+    /// A scratch directory with `a.txt` holding "old a", and a set that stages "new a" to it
+    /// and "new b" to `b.txt`.
+    fn staged_pair(tag: &str) -> (PathBuf, PathBuf, PathBuf, OutputSet) {
+        let dir = temp_dir(tag);
         let (a, b) = (dir.join("a.txt"), dir.join("b.txt"));
         std::fs::write(&a, "old a").expect("write");
         let mut set = OutputSet::new();
         set.stage(&a, |w| w.write_all(b"new a")).expect("stage a");
         set.stage(&b, |w| w.write_all(b"new b")).expect("stage b");
+        (dir, a, b, set)
+    }
+
+    #[test]
+    fn a_set_is_written_only_on_commit_and_leaves_no_temporary_files() {
+        let (dir, a, b, set) = staged_pair("commit");
         assert_eq!(std::fs::read_to_string(&a).expect("a"), "old a");
         assert!(!b.exists());
         set.commit().expect("commit");
@@ -345,12 +352,7 @@ mod tests {
 
     #[test]
     fn a_destination_that_is_a_directory_fails_the_commit_before_any_rename() {
-        let dir = temp_dir("isdir");
-        let (a, b) = (dir.join("a.txt"), dir.join("b.txt"));
-        std::fs::write(&a, "old a").expect("write");
-        let mut set = OutputSet::new();
-        set.stage(&a, |w| w.write_all(b"new a")).expect("stage a");
-        set.stage(&b, |w| w.write_all(b"new b")).expect("stage b");
+        let (dir, a, b, set) = staged_pair("isdir");
         std::fs::create_dir(&b).expect("dir");
         assert!(set.commit().is_err());
         assert_eq!(std::fs::read_to_string(&a).expect("a"), "old a");
@@ -360,12 +362,7 @@ mod tests {
 
     #[test]
     fn a_rename_failing_after_another_succeeded_puts_the_first_back() {
-        let dir = temp_dir("rollback");
-        let (a, b) = (dir.join("a.txt"), dir.join("b.txt"));
-        std::fs::write(&a, "old a").expect("write");
-        let mut set = OutputSet::new();
-        set.stage(&a, |w| w.write_all(b"new a")).expect("stage a");
-        set.stage(&b, |w| w.write_all(b"new b")).expect("stage b");
+        let (dir, a, b, mut set) = staged_pair("rollback");
         // The destination becomes a directory after the up-front check: the second rename
         // fails, and the first is undone.
         std::fs::create_dir(&b).expect("dir");

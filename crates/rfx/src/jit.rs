@@ -164,23 +164,21 @@ impl<'a, A: Into<Arg<'a>>, const N: usize> IntoArgs<'a> for [A; N] {
     }
 }
 
+/// `IntoArgs` for the tuple of the named type parameters and for each shorter tuple of its tail.
 macro_rules! tuple_args {
-    ($($a:ident),+) => {
-        impl<'a, $($a: Into<Arg<'a>>),+> IntoArgs<'a> for ($($a,)+) {
+    () => {};
+    ($a:ident $(, $rest:ident)*) => {
+        impl<'a, $a: Into<Arg<'a>>, $($rest: Into<Arg<'a>>),*> IntoArgs<'a> for ($a, $($rest,)*) {
             #[expect(non_snake_case, reason = "the tuple's fields are named after their type parameter")]
             fn into_args(self) -> Vec<Arg<'a>> {
-                let ($($a,)+) = self;
-                vec![$($a.into()),+]
+                let ($a, $($rest,)*) = self;
+                vec![$a.into(), $($rest.into()),*]
             }
         }
+        tuple_args!($($rest),*);
     };
 }
 
-tuple_args!(A);
-tuple_args!(A, B);
-tuple_args!(A, B, C);
-tuple_args!(A, B, C, D);
-tuple_args!(A, B, C, D, E);
 tuple_args!(A, B, C, D, E, G);
 
 /// A traceable function with its own cache of compiled kernels (rfxJIT's `@jit`).

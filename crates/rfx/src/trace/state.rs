@@ -223,22 +223,20 @@ macro_rules! tensor_ty {
     };
 }
 
+/// `TraceOutput` for the tuple of as many tensors as names and for each shorter tuple.
 macro_rules! tuple_output {
-    ($($t:ident),+) => {
-        impl TraceOutput for ($(tensor_ty!($t),)+) {
+    () => {};
+    ($t:ident $(, $rest:ident)*) => {
+        impl TraceOutput for (Tensor, $(tensor_ty!($rest),)*) {
             fn into_tensors(self) -> Vec<Tensor> {
-                let ($($t,)+) = self;
-                vec![$($t),+]
+                let ($t, $($rest,)*) = self;
+                vec![$t, $($rest),*]
             }
         }
+        tuple_output!($($rest),*);
     };
 }
 
-tuple_output!(a);
-tuple_output!(a, b);
-tuple_output!(a, b, c);
-tuple_output!(a, b, c, d);
-tuple_output!(a, b, c, d, e);
 tuple_output!(a, b, c, d, e, f);
 
 /// The default output names for `n` outputs: `out` for one, `out0, out1, ...` otherwise.

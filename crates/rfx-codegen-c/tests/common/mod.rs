@@ -53,25 +53,18 @@ fn bits(data: &ArrayData) -> Vec<String> {
         ArrayData::I32(v) => v.iter().map(|&x| format!("{:08x}", x as u32)).collect(),
         ArrayData::F32(v) => v
             .iter()
-            .map(|&x| {
-                if x.is_nan() {
-                    "nan".to_string()
-                } else {
-                    format!("{:08x}", x.to_bits())
-                }
-            })
+            .map(|&x| nan_or(x.is_nan(), || format!("{:08x}", x.to_bits())))
             .collect(),
         ArrayData::F64(v) => v
             .iter()
-            .map(|&x| {
-                if x.is_nan() {
-                    "nan".to_string()
-                } else {
-                    format!("{:016x}", x.to_bits())
-                }
-            })
+            .map(|&x| nan_or(x.is_nan(), || format!("{:016x}", x.to_bits())))
             .collect(),
     }
+}
+
+/// `nan` for any NaN (its payload and sign are not compared), else the value's `hex` bits.
+fn nan_or(nan: bool, hex: impl FnOnce() -> String) -> String {
+    if nan { "nan".to_string() } else { hex() }
 }
 
 fn c_elem(data: &ArrayData) -> (&'static str, &'static str, usize) {

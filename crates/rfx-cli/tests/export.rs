@@ -5,19 +5,22 @@
 mod common;
 
 use std::path::Path;
-use std::process::Command;
+use std::process::{Command, Output};
 
 use common::{rfx, stderr_of, temp_dir};
 
-/// Compiles `driver` (a C `main` including NAME.c from `dir`) and returns its stdout, or
-/// `None` when no C compiler is present.
-fn compile_and_run(dir: &Path, driver: &str) -> Option<String> {
-    let cc = ["gcc", "clang", "cc"].into_iter().find(|cc| {
+/// Compiles `driver` (a C `main` including NAME.c from `dir`), runs it and checks that it
+/// prints `want`; skips (with a note) when no C compiler is present.
+fn check_driver(dir: &Path, driver: &str, want: &str) {
+    let Some(cc) = ["gcc", "clang", "cc"].into_iter().find(|cc| {
         Command::new(cc)
             .arg("--version")
             .output()
             .is_ok_and(|o| o.status.success())
-    })?;
+    }) else {
+        eprintln!("skipped the compile step: no C compiler found");
+        return;
+    };
     std::fs::write(dir.join("driver.c"), driver).expect("write driver");
     let exe = dir.join("driver");
     let out = Command::new(cc)
@@ -38,7 +41,14 @@ fn compile_and_run(dir: &Path, driver: &str) -> Option<String> {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let run = Command::new(&exe).output().expect("run the driver");
     assert!(run.status.success());
-    Some(String::from_utf8_lossy(&run.stdout).into_owned())
+    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), want);
+}
+
+/// Runs `rfx export SOURCE --lang c --name NAME` followed by `options`.
+fn export(source: &str, name: &str, options: &[&str]) -> Output {
+    let mut args = vec!["export", source, "--lang", "c", "--name", name];
+    args.extend_from_slice(options);
+    rfx(&args)
 }
 
 /// Exports `expr` as C function `name` (inputs `in_shapes`, then `extra` arguments) into a
@@ -46,19 +56,10 @@ fn compile_and_run(dir: &Path, driver: &str) -> Option<String> {
 fn export_c(expr: &str, name: &str, in_shapes: &str, extra: &[&str]) -> (std::path::PathBuf, String) {
     let out_dir = temp_dir(&format!("export_c_{name}")).join("gen");
     let path = out_dir.to_str().expect("utf-8 path");
-    let mut args = vec![
-        "export",
-        expr,
-        "--lang",
-        "c",
-        "--name",
-        name,
-        "--in-shapes",
-        in_shapes,
-    ];
-    args.extend_from_slice(extra);
-    args.extend_from_slice(&["--out", path]);
-    let out = rfx(&args);
+    let mut options = vec!["--in-shapes", in_shapes];
+    options.extend_from_slice(extra);
+    options.extend_from_slice(&["--out", path]);
+    let out = export(expr, name, &options);
     assert!(out.status.success(), "{}", stderr_of(&out));
     let header = std::fs::read_to_string(out_dir.join(format!("{name}.h"))).expect("header");
     (out_dir, header)
@@ -81,10 +82,7 @@ int main(void) {
   return 0;
 }
 "#;
-    match compile_and_run(&out_dir, driver) {
-        Some(text) => assert_eq!(text.trim(), "0 2.5 -4 -3.75"),
-        None => eprintln!("skipped the compile step: no C compiler found"),
-    }
+    check_driver(&out_dir, driver, "0 2.5 -4 -3.75");
 }
 
 #[test]
@@ -109,10 +107,7 @@ int main(void) {
 }
 "#;
     // value = 9*2 + 2.25*4 = 27; d/dx = 2 x y = (12, -12); d/dy = x^2 = (9, 2.25).
-    match compile_and_run(&out_dir, driver) {
-        Some(text) => assert_eq!(text.trim(), "0 27 12 -12 9 2.25"),
-        None => eprintln!("skipped the compile step: no C compiler found"),
-    }
+    check_driver(&out_dir, driver, "0 27 12 -12 9 2.25");
 }
 
 #[test]
@@ -120,32 +115,10 @@ fn refused_names_and_ops_write_nothing() {
     let dir = temp_dir("export_c_refused");
     let out_dir = dir.join("gen");
     let path = out_dir.to_str().expect("utf-8 path");
-    let bad_name = rfx(&[
-        "export",
-        "x + 1.0",
-        "--lang",
-        "c",
-        "--name",
-        "2fast",
-        "--in-shapes",
-        "x=f32[2]",
-        "--out",
-        path,
-    ]);
+    let bad_name = export("x + 1.0", "2fast", &["--in-shapes", "x=f32[2]", "--out", path]);
     assert_eq!(bad_name.status.code(), Some(1));
     assert!(stderr_of(&bad_name).contains("`2fast` is not a valid C function name"));
-    let sin = rfx(&[
-        "export",
-        "sin(x)",
-        "--lang",
-        "c",
-        "--name",
-        "s",
-        "--in-shapes",
-        "x=f32[2]",
-        "--out",
-        path,
-    ]);
+    let sin = export("sin(x)", "s", &["--in-shapes", "x=f32[2]", "--out", path]);
     assert_eq!(sin.status.code(), Some(1));
     assert!(
         stderr_of(&sin).contains("does not support `sin`"),
@@ -166,16 +139,9 @@ fn export_reads_a_kernel_file_and_replaces_earlier_files() {
     std::fs::create_dir_all(&out_dir).expect("dir");
     std::fs::write(out_dir.join("mv.c"), "stale").expect("write");
     let kernel = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rfx-opt/tests/corpus/mean_var.rfx");
-    let out = rfx(&[
-        "export",
-        kernel.to_str().expect("utf-8 path"),
-        "--lang",
-        "c",
-        "--name",
-        "mv",
-        "--out",
-        out_dir.to_str().expect("utf-8 path"),
-    ]);
+    let kernel = kernel.to_str().expect("utf-8 path");
+    let out_path = out_dir.to_str().expect("utf-8 path");
+    let out = export(kernel, "mv", &["--out", out_path]);
     assert!(out.status.success(), "{}", stderr_of(&out));
     let header = std::fs::read_to_string(out_dir.join("mv.h")).expect("header");
     assert!(
@@ -185,17 +151,6 @@ fn export_reads_a_kernel_file_and_replaces_earlier_files() {
     let source = std::fs::read_to_string(out_dir.join("mv.c")).expect("source");
     assert!(source.starts_with("/* mv.c: rfx program `mean_var`"), "{source}");
     // --in-shapes is refused with a kernel file, as for `rfx dump`.
-    let both = rfx(&[
-        "export",
-        kernel.to_str().expect("utf-8 path"),
-        "--lang",
-        "c",
-        "--name",
-        "mv",
-        "--in-shapes",
-        "x=f32[256]",
-        "--out",
-        out_dir.to_str().expect("utf-8 path"),
-    ]);
+    let both = export(kernel, "mv", &["--in-shapes", "x=f32[256]", "--out", out_path]);
     assert_eq!(both.status.code(), Some(1), "{}", stderr_of(&both));
 }

@@ -68,6 +68,7 @@ fn short_calls_give_tails_samples_and_like_with_like_ratios() {
     assert!(!text.contains("–: too few calls"), "{text}");
 
     let report = read_json(&json);
+    assert_eq!(report["schema_version"], 2);
     let date = report["date_utc"].as_str().expect("date_utc");
     assert_eq!(date.len(), "2026-01-01 00:00".len(), "{date}");
     assert!(date.starts_with("20"), "{date}");
@@ -85,6 +86,10 @@ fn short_calls_give_tails_samples_and_like_with_like_ratios() {
             f64_at(r, "/timing/max_s"),
         );
         assert!(0.0 < p50 && p50 <= p99 && p99 <= p999 && p999 <= max, "{r}");
+        assert!(
+            f64_at(r, "/interp_p50_s") > p50,
+            "the interpreter beat the kernel: {r}"
+        );
         assert!(f64_at(r, "/rust_loop_p50_s") > 0.0, "{r}");
         // Both baselines: equally many calls of each side, the flat fields equal to them.
         for (base, fewest) in [("interp", 3), ("unfused", 5)] {

@@ -5,9 +5,7 @@
 
 mod common;
 
-use std::process::Command;
-
-use common::{FLAGS, Job, check_with_every_compiler, compilers};
+use common::{Job, check_with_every_compiler, compile_and_run, compilers};
 use rfx_codegen_c::{ExportError, c_source, validate_name};
 use rfx_ir::lir::{Inst, LirKernel, LirProgram, Schedule, SlotId};
 use rfx_ir::testgen::{TestRng, random_inputs};
@@ -155,18 +153,7 @@ int main(void) {
   return 0;
 }
 "#;
-    std::fs::write(dir.path().join("driver.c"), driver).expect("write");
-    let exe = dir.path().join("driver");
-    let out = Command::new(cc)
-        .args(FLAGS)
-        .arg(dir.path().join("driver.c"))
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .expect("compile");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let run = Command::new(&exe).output().expect("run");
-    let text = String::from_utf8_lossy(&run.stdout);
+    let text = compile_and_run(cc, &[], dir.path(), "driver", driver);
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], "1 1 1 2 -7 -7", "{text}");
     // x' = F x with dt = 0.01; P' = F I F^T + Q: P'[0][0] = 1 + dt^2 + 1e-4, P'[3][3] = 1 + 0.01.

@@ -178,6 +178,33 @@ pub(crate) fn check_with_every_compiler(jobs: &[Job], flag_sets: &[&[&str]]) {
     }
 }
 
+/// Writes `driver` (a C file with a `main`) to `dir` as NAME.c, compiles it with `cc`,
+/// [`FLAGS`] and then `extra` (the headers of `dir` on the include path), runs it and returns
+/// its stdout; fails the test where it does not compile or does not exit 0.
+pub(crate) fn compile_and_run(cc: &str, extra: &[&str], dir: &Path, name: &str, driver: &str) -> String {
+    let driver_path = dir.join(format!("{name}.c"));
+    std::fs::write(&driver_path, driver).expect("write driver");
+    let exe = dir.join(name);
+    let out = Command::new(cc)
+        .args(FLAGS)
+        .args(extra)
+        .arg("-I")
+        .arg(dir)
+        .arg(&driver_path)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("run the C compiler");
+    assert!(
+        out.status.success(),
+        "{cc} failed on {name}:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = Command::new(&exe).output().expect("run the driver");
+    assert!(run.status.success(), "{name} failed: {:?}", run.status);
+    String::from_utf8_lossy(&run.stdout).into_owned()
+}
+
 /// Exports, compiles (with `cc`, [`FLAGS`] and then `extra`) and runs `jobs` in one
 /// translation unit, and returns one message per mismatch.
 fn check_batch_with(cc: &str, extra: &[&str], dir: &Path, batch: usize, jobs: &[Job]) -> Vec<String> {
@@ -208,27 +235,7 @@ fn check_batch_with(cc: &str, extra: &[&str], dir: &Path, batch: usize, jobs: &[
     }
     main.push_str("  return 0;\n}\n");
     driver.push_str(&main);
-    let driver_path = dir.join(format!("driver{batch}.c"));
-    std::fs::write(&driver_path, driver).expect("write driver");
-    let exe = dir.join(format!("driver{batch}"));
-    let out = Command::new(cc)
-        .args(FLAGS)
-        .args(extra)
-        .arg("-I")
-        .arg(dir)
-        .arg(&driver_path)
-        .arg("-o")
-        .arg(&exe)
-        .output()
-        .expect("run the C compiler");
-    assert!(
-        out.status.success(),
-        "{cc} failed on batch {batch}:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let run = Command::new(&exe).output().expect("run the driver");
-    assert!(run.status.success(), "driver {batch} failed: {:?}", run.status);
-    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stdout = compile_and_run(cc, extra, dir, &format!("driver{batch}"), &driver);
     let got: Vec<&str> = stdout.lines().collect();
     assert_eq!(
         got.len(),

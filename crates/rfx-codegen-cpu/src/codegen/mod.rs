@@ -931,12 +931,9 @@ mod tests {
         }
     }
 
-    /// A load, a chain of three routine calls and an ops segment reading the last result: each
-    /// value is live from its segment to the next, so two buffers serve all five; a value never
-    /// shares a buffer with one its own segment reads.
-    #[test]
-    fn a_chain_of_routines_stages_two_buffers() {
-        let segments = vec![
+    /// An ops segment defining value 0, then calls making 1 from 0, 2 from 1 and 3 from 2.
+    fn load_and_three_calls() -> Vec<Segment> {
+        vec![
             Segment::Ops {
                 insts: vec![0],
                 loads: Vec::new(),
@@ -944,11 +941,19 @@ mod tests {
             call(0, 1),
             call(1, 2),
             call(2, 3),
-            Segment::Ops {
-                insts: vec![4],
-                loads: vec![(4, 3, SlotId::new(0))],
-            },
-        ];
+        ]
+    }
+
+    /// A load, a chain of three routine calls and an ops segment reading the last result: each
+    /// value is live from its segment to the next, so two buffers serve all five; a value never
+    /// shares a buffer with one its own segment reads.
+    #[test]
+    fn a_chain_of_routines_stages_two_buffers() {
+        let mut segments = load_and_three_calls();
+        segments.push(Segment::Ops {
+            insts: vec![4],
+            loads: vec![(4, 3, SlotId::new(0))],
+        });
         let cells: HashMap<usize, u32> = (0..4).map(|def| (def, 4)).collect();
         let buffers = staging_buffers(&segments, &cells, &[]);
         assert_eq!(buffers.cells, vec![4, 4]);
@@ -966,15 +971,7 @@ mod tests {
     /// the segments), and buffers of different cell sizes are never shared.
     #[test]
     fn reduced_values_and_cell_sizes_keep_their_buffers() {
-        let segments = vec![
-            Segment::Ops {
-                insts: vec![0],
-                loads: Vec::new(),
-            },
-            call(0, 1),
-            call(1, 2),
-            call(2, 3),
-        ];
+        let segments = load_and_three_calls();
         let cells: HashMap<usize, u32> = [(0, 4), (1, 4), (2, 8), (3, 4)].into_iter().collect();
         let buffers = staging_buffers(&segments, &cells, &[0]);
         // 0 is reduced (live to the end); 1 is dead after segment 2, so 3 takes its buffer; 2

@@ -101,10 +101,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let shape = Shape::new([n]);
             let data: Vec<Vec<f32>> = test_data(arity, n);
             let mut out = vec![0.0f32; n];
-            let inputs: Vec<ArrayView<'_>> = data
-                .iter()
-                .map(|d| ArrayView::new(&shape, d))
-                .collect::<Result<_, _>>()?;
+            let inputs = views(&shape, &data)?;
             let mut scratch = Scratch::new();
             let mut times = Vec::with_capacity(calls);
             let mut peer_times = Vec::with_capacity(calls);
@@ -235,10 +232,7 @@ fn time_kernel<T: rfx_ir::Element + Copy + Default + From<f32>>(
     let data: Vec<Vec<T>> = test_data(2, n);
     let n_out = lir.outputs().count();
     let mut outs = vec![vec![T::default(); n]; n_out];
-    let inputs: Vec<ArrayView<'_>> = data
-        .iter()
-        .map(|d| ArrayView::new(&shape, d))
-        .collect::<Result<_, _>>()?;
+    let inputs = views(&shape, &data)?;
     let mut scratch = Scratch::new();
     let mut times = Vec::with_capacity(calls);
     for _ in 0..calls + 20 {
@@ -268,4 +262,12 @@ fn test_data<T: From<f32>>(arity: usize, n: usize) -> Vec<Vec<T>> {
                 .collect()
         })
         .collect()
+}
+
+/// One view of `shape` over each of `data`.
+fn views<'a, T: rfx_ir::Element>(
+    shape: &'a Shape,
+    data: &'a [Vec<T>],
+) -> Result<Vec<ArrayView<'a>>, rfx_ir::ArrayLengthError> {
+    data.iter().map(|d| ArrayView::new(shape, d)).collect()
 }

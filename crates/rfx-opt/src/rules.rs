@@ -179,40 +179,37 @@ fn identity(name: &'static str, lhs: &str, pred: fn(Scalar) -> bool) -> Rule {
 }
 
 fn identity_var(name: &'static str, lhs: &str, result: &str, pred: fn(Scalar) -> bool) -> Rule {
-    let (c, x) = (var("?c"), var(result));
-    let condition = move |g: &mut RfxGraph, id: Id, s: &Subst| {
-        constant(g, s[c]).is_some_and(pred) && same_type(g, s[x], id)
-    };
-    rewrite(
-        name,
-        lhs,
-        ConditionalApplier {
-            condition,
-            applier: pattern(result),
-        },
-    )
+    const_typed(name, lhs, result, result, pred)
 }
 
 fn same_type_rule(name: &'static str, lhs: &str, result: &str) -> Rule {
     let x = var(result);
-    let condition = move |g: &mut RfxGraph, id: Id, s: &Subst| same_type(g, s[x], id);
-    rewrite(
-        name,
-        lhs,
-        ConditionalApplier {
-            condition,
-            applier: pattern(result),
-        },
-    )
+    rewrite_if(name, lhs, result, move |g: &mut RfxGraph, id: Id, s: &Subst| {
+        same_type(g, s[x], id)
+    })
 }
 
 /// `lhs → rhs` when `?c` satisfies `pred` and `?x` has the matched value's type (the rhs is an
 /// elementwise op of `?x` alone, so it then has that type too).
 fn when_const(name: &'static str, lhs: &str, rhs: &str, pred: fn(Scalar) -> bool) -> Rule {
-    let (c, x) = (var("?c"), var("?x"));
-    let condition = move |g: &mut RfxGraph, id: Id, s: &Subst| {
+    const_typed(name, lhs, "?x", rhs, pred)
+}
+
+/// `lhs → rhs` when `?c` satisfies `pred` and `typed` has the matched value's type.
+fn const_typed(name: &'static str, lhs: &str, typed: &str, rhs: &str, pred: fn(Scalar) -> bool) -> Rule {
+    let (c, x) = (var("?c"), var(typed));
+    rewrite_if(name, lhs, rhs, move |g: &mut RfxGraph, id: Id, s: &Subst| {
         constant(g, s[c]).is_some_and(pred) && same_type(g, s[x], id)
-    };
+    })
+}
+
+/// `lhs → rhs` where `condition` holds for the match.
+fn rewrite_if(
+    name: &'static str,
+    lhs: &str,
+    rhs: &str,
+    condition: impl Fn(&mut RfxGraph, Id, &Subst) -> bool + Send + Sync + 'static,
+) -> Rule {
     rewrite(
         name,
         lhs,

@@ -192,31 +192,35 @@ fn check_good(got_y: &[f32], got_s: f32, x: &[f32]) {
     assert_eq!(got_s.to_bits(), want_s.to_bits(), "wrong `s` for x = {x:?}");
 }
 
-/// A call through `Executable::run` or `BoundKernel::run_slices` that must succeed.
-fn good_call(
-    shared: &Shared,
-    rng: &mut StdRng,
+/// What one call of the stress loop uses: the shared state, the shape's index, its executable,
+/// its bound kernel and the thread's scratch.
+struct CallSite<'a> {
+    shared: &'a Shared,
     index: usize,
-    exe: &Executable,
-    bound: &mut BoundKernel,
-    scratch: &mut Scratch,
-) {
-    let n = SIZES[index];
+    exe: &'a Executable,
+    bound: &'a mut BoundKernel,
+    scratch: &'a mut Scratch,
+}
+
+/// A call through `Executable::run` or `BoundKernel::run_slices` that must succeed.
+fn good_call(site: CallSite<'_>, rng: &mut StdRng) {
+    let n = SIZES[site.index];
     let x = random_input(rng, n);
     let mut y = vec![SENTINEL; n];
     let mut s = [SENTINEL];
     if rng.random_bool(0.5) {
-        let shape = &shared.shapes[index];
+        let shape = &site.shared.shapes[site.index];
         let scalar = Shape::scalar();
         let inputs = [ArrayView::new(shape, &x).expect("input view")];
         let mut outputs = [
             ArrayViewMut::new(shape, &mut y).expect("output view"),
             ArrayViewMut::new(&scalar, &mut s).expect("output view"),
         ];
-        exe.run(&inputs, &mut outputs, scratch)
+        site.exe
+            .run(&inputs, &mut outputs, site.scratch)
             .expect("a valid call runs");
     } else {
-        bound
+        site.bound
             .run_slices([&x[..]], [&mut y[..], &mut s[..]])
             .expect("a valid call runs");
     }
@@ -225,17 +229,10 @@ fn good_call(
 
 /// A call with one thing wrong: it must fail with the matching `CallError` and leave both
 /// outputs holding the sentinel.
-fn bad_call(
-    shared: &Shared,
-    rng: &mut StdRng,
-    index: usize,
-    exe: &Executable,
-    bound: &mut BoundKernel,
-    scratch: &mut Scratch,
-) {
-    let n = SIZES[index];
-    let shape = &shared.shapes[index];
-    let long = &shared.long_shapes[index];
+fn bad_call(site: CallSite<'_>, rng: &mut StdRng) {
+    let n = SIZES[site.index];
+    let shape = &site.shared.shapes[site.index];
+    let long = &site.shared.long_shapes[site.index];
     let scalar = Shape::scalar();
     let x = random_input(rng, n + 1);
     let x64: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
@@ -246,7 +243,8 @@ fn bad_call(
     let err = {
         let good_x = ArrayView::new(shape, &x[..n]).expect("input view");
         let mut run = |inputs: &[ArrayView<'_>], outputs: &mut [ArrayViewMut<'_>]| {
-            exe.run(inputs, outputs, scratch)
+            site.exe
+                .run(inputs, outputs, site.scratch)
                 .expect_err("a bad call must be rejected")
         };
         match kind {
@@ -296,7 +294,8 @@ fn bad_call(
                 ];
                 run(&[good_x], &mut outputs)
             }
-            _ => bound
+            _ => site
+                .bound
                 .run_slices([&x[..]], [&mut y[..n], &mut s[..]])
                 .expect_err("a bad call must be rejected"),
         }
@@ -457,13 +456,20 @@ fn worker(shared: &Shared, thread: usize, budget: Budget) -> WorkerReport {
         report.lookups += 1;
         let exe = lookup(shared, index);
         let bound = bound[index].get_or_insert_with(|| BoundKernel::new(exe.clone()));
+        let site = CallSite {
+            shared,
+            index,
+            exe: &exe,
+            bound,
+            scratch: &mut scratch,
+        };
         match rng.random_range(0..100u8) {
             0..=39 => {
-                good_call(shared, &mut rng, index, &exe, bound, &mut scratch);
+                good_call(site, &mut rng);
                 report.good_calls += 1;
             }
             40..=64 => {
-                bad_call(shared, &mut rng, index, &exe, bound, &mut scratch);
+                bad_call(site, &mut rng);
                 report.bad_calls += 1;
             }
             65..=69 => {

@@ -13,13 +13,48 @@ pub(super) fn compute_dtype(mode: Mode, dtype: DType) -> DType {
     }
 }
 
+/// Runs `kernels` (each with its name) in order with `run`, which returns `None` when a kernel
+/// finds the program inconsistent; the error names that kernel.
+pub(super) fn run_in_order<'a, K: 'a>(
+    kernels: impl IntoIterator<Item = (&'a str, &'a K)>,
+    mut run: impl FnMut(&'a K) -> Option<()>,
+) -> Result<(), InterpError> {
+    for (name, kernel) in kernels {
+        run(kernel).ok_or_else(|| InterpError::Inconsistent {
+            location: format!("kernel {name}"),
+        })?;
+    }
+    Ok(())
+}
+
+/// The program's outputs, `(buffer, its index, its type)` in order, moved out of `memory` (one
+/// value vector per buffer) into arrays of their compute dtype.
+pub(super) fn take_outputs<'a, B: std::fmt::Display>(
+    outputs: impl IntoIterator<Item = (B, usize, &'a TensorType)>,
+    memory: &mut [Vec<Scalar>],
+    mode: Mode,
+) -> Result<Vec<Array>, InterpError> {
+    outputs
+        .into_iter()
+        .map(|(buf, index, ty)| {
+            let values = memory.get_mut(index).map(std::mem::take).unwrap_or_default();
+            to_array(&ty.shape, compute_dtype(mode, ty.dtype), values).ok_or_else(|| {
+                InterpError::Inconsistent {
+                    location: buf.to_string(),
+                }
+            })
+        })
+        .collect()
+}
+
 /// Checks the inputs against the declared `(name, type)` list and converts each to scalars of
 /// its compute dtype.
 pub(super) fn bind_inputs<'a>(
-    declared: impl ExactSizeIterator<Item = (&'a str, &'a TensorType)>,
+    declared: impl IntoIterator<Item = (&'a str, &'a TensorType)>,
     inputs: &[ArrayView<'_>],
     mode: Mode,
 ) -> Result<Vec<Vec<Scalar>>, InterpError> {
+    let declared: Vec<_> = declared.into_iter().collect();
     if declared.len() != inputs.len() {
         return Err(InterpError::Arity {
             expected: declared.len(),
@@ -27,7 +62,7 @@ pub(super) fn bind_inputs<'a>(
         });
     }
     let mut bound = Vec::with_capacity(inputs.len());
-    for ((name, ty), input) in declared.zip(inputs) {
+    for ((name, ty), input) in declared.into_iter().zip(inputs) {
         if input.dtype() != ty.dtype {
             return Err(InterpError::InputDType {
                 name: name.to_string(),

@@ -1,6 +1,6 @@
 //! The LIR reference interpreter.
 
-use super::host::{bind_inputs, compute_dtype, offset, to_array, unravel};
+use super::host::{bind_inputs, compute_dtype, offset, run_in_order, take_outputs, unravel};
 use super::{InterpError, Mode};
 use crate::lir::{self, Inst, LirKernel, LirProgram, ReduceLeaves, ScanOrder, Storage};
 use crate::semantics::{
@@ -31,29 +31,16 @@ pub fn run_lir(
     mode: Mode,
 ) -> Result<Vec<Array>, InterpError> {
     lir::verify(program).map_err(InterpError::InvalidLir)?;
-    let declared = program
-        .inputs()
-        .map(|(_, name, ty)| (name, ty))
-        .collect::<Vec<_>>();
-    let bound = bind_inputs(declared.into_iter(), inputs, mode)?;
+    let bound = bind_inputs(program.inputs().map(|(_, name, ty)| (name, ty)), inputs, mode)?;
     let mut memory = Memory::new(program, bound, mode);
-    for kernel in program.kernels() {
-        run_kernel(kernel, &mut memory, mode).ok_or_else(|| InterpError::Inconsistent {
-            location: format!("kernel {}", kernel.name),
-        })?;
-    }
-    let outputs = program
-        .outputs()
-        .map(|(buf, _, ty)| {
-            let values = std::mem::take(&mut memory.host[buf.index()]);
-            to_array(&ty.shape, compute_dtype(mode, ty.dtype), values).ok_or_else(|| {
-                InterpError::Inconsistent {
-                    location: buf.to_string(),
-                }
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(outputs)
+    run_in_order(program.kernels().iter().map(|k| (k.name.as_str(), k)), |kernel| {
+        run_kernel(kernel, &mut memory, mode)
+    })?;
+    take_outputs(
+        program.outputs().map(|(buf, _, ty)| (buf, buf.index(), ty)),
+        &mut memory.host,
+        mode,
+    )
 }
 
 /// Buffer storage: caller buffers as scalars, arena buffers as bytes of one shared arena.

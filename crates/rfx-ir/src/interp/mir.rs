@@ -1,6 +1,6 @@
 //! The MIR reference interpreter.
 
-use super::host::{bind_inputs, compute_dtype, offset, to_array, unravel};
+use super::host::{bind_inputs, compute_dtype, offset, run_in_order, take_outputs, unravel};
 use super::{InterpError, Mode};
 use crate::mir::{self, BufKind, MirKernel, MirOp, MirProgram};
 use crate::semantics::{
@@ -28,11 +28,7 @@ pub fn run_mir(
     mode: Mode,
 ) -> Result<Vec<Array>, InterpError> {
     mir::verify(program).map_err(InterpError::InvalidMir)?;
-    let declared = program
-        .inputs()
-        .map(|(_, name, ty)| (name, ty))
-        .collect::<Vec<_>>();
-    let mut bound = bind_inputs(declared.into_iter(), inputs, mode)?.into_iter();
+    let mut bound = bind_inputs(program.inputs().map(|(_, name, ty)| (name, ty)), inputs, mode)?.into_iter();
     let mut memory = Vec::with_capacity(program.buffers().len());
     for buffer in program.buffers() {
         memory.push(match &buffer.kind {
@@ -44,23 +40,14 @@ pub fn run_mir(
             _ => vec![Scalar::zero(compute_dtype(mode, buffer.ty.dtype)); buffer.ty.shape.numel()],
         });
     }
-    for kernel in program.kernels() {
-        run_kernel(kernel, &mut memory, mode).ok_or_else(|| InterpError::Inconsistent {
-            location: format!("kernel {}", kernel.name),
-        })?;
-    }
-    let outputs = program
-        .outputs()
-        .map(|(buf, _, ty)| {
-            let values = std::mem::take(&mut memory[buf.index()]);
-            to_array(&ty.shape, compute_dtype(mode, ty.dtype), values).ok_or_else(|| {
-                InterpError::Inconsistent {
-                    location: buf.to_string(),
-                }
-            })
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(outputs)
+    run_in_order(program.kernels().iter().map(|k| (k.name.as_str(), k)), |kernel| {
+        run_kernel(kernel, &mut memory, mode)
+    })?;
+    take_outputs(
+        program.outputs().map(|(buf, _, ty)| (buf, buf.index(), ty)),
+        &mut memory,
+        mode,
+    )
 }
 
 /// Evaluates one kernel; `None` only if the kernel breaks a rule the verifier checks.

@@ -24,15 +24,7 @@ fn check_driver(dir: &Path, driver: &str, want: &str) {
     std::fs::write(dir.join("driver.c"), driver).expect("write driver");
     let exe = dir.join("driver");
     let out = Command::new(cc)
-        .args([
-            "-std=c99",
-            "-O2",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-ffp-contract=off",
-            "-fno-math-errno",
-        ])
+        .args(rfx_codegen_c::TESTED_FLAGS)
         .arg(dir.join("driver.c"))
         .arg("-o")
         .arg(&exe)

@@ -111,6 +111,19 @@ const C_KEYWORDS: &[&str] = &[
     "main",
 ];
 
+/// The GCC and Clang flags the generated source is tested with on the host: it compiles
+/// without a warning under them, and `-ffp-contract=off` and `-fno-math-errno` are the ones the
+/// numeric guarantees need (docs/export.md).
+pub const TESTED_FLAGS: &[&str] = &[
+    "-std=c99",
+    "-O2",
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+    "-ffp-contract=off",
+    "-fno-math-errno",
+];
+
 /// Checks that `name` can be the exported C function's name.
 pub fn validate_name(name: &str) -> Result<(), ExportError> {
     let mut chars = name.chars();

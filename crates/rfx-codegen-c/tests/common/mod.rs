@@ -37,15 +37,7 @@ pub(crate) fn compilers() -> Vec<&'static str> {
 }
 
 /// The flags every generated file must compile cleanly with.
-pub(crate) const FLAGS: &[&str] = &[
-    "-std=c99",
-    "-O2",
-    "-Wall",
-    "-Wextra",
-    "-Werror",
-    "-ffp-contract=off",
-    "-fno-math-errno",
-];
+pub(crate) const FLAGS: &[&str] = rfx_codegen_c::TESTED_FLAGS;
 
 fn bits(data: &ArrayData) -> Vec<String> {
     match data {

@@ -152,33 +152,56 @@ impl fmt::Display for Scalar {
         match *self {
             Scalar::Bool(b) => write!(f, "{b}"),
             Scalar::I32(v) => write!(f, "{v}"),
-            Scalar::F32(v) => {
-                if v.is_nan() {
-                    if v.to_bits() == f32::NAN.to_bits() {
-                        f.write_str("nan")
-                    } else {
-                        write!(f, "nan:{:#x}", v.to_bits())
-                    }
-                } else if v.is_infinite() {
-                    f.write_str(if v > 0.0 { "inf" } else { "-inf" })
-                } else {
-                    write!(f, "{v:?}")
-                }
-            }
-            Scalar::F64(v) => {
-                if v.is_nan() {
-                    if v.to_bits() == f64::NAN.to_bits() {
-                        f.write_str("nan")
-                    } else {
-                        write!(f, "nan:{:#x}", v.to_bits())
-                    }
-                } else if v.is_infinite() {
-                    f.write_str(if v > 0.0 { "inf" } else { "-inf" })
-                } else {
-                    write!(f, "{v:?}")
-                }
-            }
+            Scalar::F32(v) => write_float(
+                f,
+                v,
+                FloatClass::of(v.is_nan(), v.is_infinite(), v > 0.0),
+                (v.to_bits() != f32::NAN.to_bits()).then_some(u64::from(v.to_bits())),
+            ),
+            Scalar::F64(v) => write_float(
+                f,
+                v,
+                FloatClass::of(v.is_nan(), v.is_infinite(), v > 0.0),
+                (v.to_bits() != f64::NAN.to_bits()).then_some(v.to_bits()),
+            ),
         }
+    }
+}
+
+/// What a float's text depends on besides its digits.
+#[derive(Clone, Copy)]
+enum FloatClass {
+    Nan,
+    PosInf,
+    NegInf,
+    Finite,
+}
+
+impl FloatClass {
+    fn of(nan: bool, infinite: bool, positive: bool) -> FloatClass {
+        match (nan, infinite, positive) {
+            (true, _, _) => FloatClass::Nan,
+            (false, true, true) => FloatClass::PosInf,
+            (false, true, false) => FloatClass::NegInf,
+            (false, false, _) => FloatClass::Finite,
+        }
+    }
+}
+
+/// One float as [`Scalar`]'s `Display` writes it: `nan` (or `nan:0x…` with the bits of a
+/// non-canonical NaN, `payload`), `inf`, `-inf`, or the shortest round-trip digits.
+fn write_float(
+    f: &mut fmt::Formatter<'_>,
+    v: impl fmt::Debug,
+    class: FloatClass,
+    payload: Option<u64>,
+) -> fmt::Result {
+    match (class, payload) {
+        (FloatClass::Nan, None) => f.write_str("nan"),
+        (FloatClass::Nan, Some(bits)) => write!(f, "nan:{bits:#x}"),
+        (FloatClass::PosInf, _) => f.write_str("inf"),
+        (FloatClass::NegInf, _) => f.write_str("-inf"),
+        (FloatClass::Finite, _) => write!(f, "{v:?}"),
     }
 }
 

@@ -393,7 +393,7 @@ fn fuzz(args: &FuzzArgs) -> Result<(), CliError> {
 ///
 /// `wgpu` enables the Wayland and XCB surface extensions on every Linux instance, and with them
 /// enabled the layer connects to the Wayland and X displays to find the default GPU. Without a
-/// valid `XDG_RUNTIME_DIR` (a service, a container, an SSH session) `libwayland` then prints
+/// valid `XDG_RUNTIME_DIR` (a service, a container, a remote login over SSH) `libwayland` then prints
 /// `error: XDG_RUNTIME_DIR is invalid or not set in the environment.` twice on stderr, although
 /// the metal backend runs. rfx draws nothing and picks its adapter itself, so it needs neither
 /// the display connections nor the layer's ordering. `NODEVICE_SELECT=1` is the layer's

@@ -1,5 +1,5 @@
 //! The metal backend writes nothing on stderr when it succeeds, even where `XDG_RUNTIME_DIR` is
-//! unset or invalid (a service, a container, an SSH session). Left on, Mesa's Vulkan
+//! unset or invalid (a service, a container, a remote login over SSH). Left on, Mesa's Vulkan
 //! device-selection layer connects to the Wayland display there, and `libwayland` prints
 //! `error: XDG_RUNTIME_DIR is invalid or not set in the environment.` twice
 //! (the `rfx` command turns the layer off with `NODEVICE_SELECT=1` at its start; the libraries

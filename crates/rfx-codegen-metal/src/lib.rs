@@ -21,8 +21,8 @@
 //! # Quiet on Linux
 //!
 //! On Linux, Mesa's Vulkan device-selection layer connects to the Wayland display when `wgpu`
-//! creates its instance, and without a valid `XDG_RUNTIME_DIR` (a service, a container, an SSH
-//! session) `libwayland` prints `error: XDG_RUNTIME_DIR is invalid or not set in the
+//! creates its instance, and without a valid `XDG_RUNTIME_DIR` (a service, a container, a
+//! remote login over SSH) `libwayland` prints `error: XDG_RUNTIME_DIR is invalid or not set in the
 //! environment.` twice on stderr although the backend runs. Set `NODEVICE_SELECT=1` in the
 //! environment to turn the layer off; the `rfx` command does so at its start. This crate never
 //! writes the environment itself: a write races with any other thread's `getenv`.

@@ -16,6 +16,8 @@
 //!   `icount.rs`); `--bless` re-records the baseline.
 //! - `cargo xtask peers [--markdown FILE]`: `rfx bench` and `../shared/peers/peers.py` at sizes
 //!   1 to 1M, and rfx's speed ratio to NumPy, numexpr, JAX, numba, CasADi, tinygrad and gcc C.
+//! - `cargo xtask export-bench [--rounds N] [--markdown FILE]`: rfx's exported C against CasADi's
+//!   generated C and hand-written gcc C, timed from one C process (see `export_bench.rs`).
 //! - `cargo xtask miri [--crate NAME] [--all-tests]`: Miri over rfx-ir, rfx-lower and rfx-opt
 //!   (nightly; not in CI).
 //! - `cargo xtask fuzz --minutes N`: the long mode of the differential fuzzer, `rfx fuzz` (release
@@ -35,6 +37,7 @@
 //! xtask depends on no rfx crate, so it builds even when the compiler crates do not.
 
 mod deps;
+mod export_bench;
 mod gpu;
 mod icount;
 mod miri;
@@ -119,6 +122,13 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Some("export-bench") => match export_bench::export_bench(&workspace_root(), &args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        },
         Some("test") => match pytest::test(&workspace_root(), &args[1..]) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -128,7 +138,7 @@ fn main() -> ExitCode {
         },
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\ncommands:\n  deps             check the crate layering rules\n  perf-check       compare an rfx bench run with a baseline (--baseline FILE --threshold-pct 10 [--repeat 3] [--confirm 2])\n  bench-baseline   write a new baseline (--output FILE)\n  icount           the instruction-count gate under callgrind (--bless re-records baselines/icount-x86_64.json)\n  peers            rfx bench and the peers script side by side (--markdown FILE)\n  fuzz             the differential fuzzer for a while (--minutes N, default 10; --large true: kernels of 1,000 to 20,000 ops)\n  miri             Miri over rfx-ir, rfx-lower and rfx-opt (nightly; --crate NAME, --all-tests)\n  gpu-bundle       binaries, NVRTC and a script for the GPU checks on a machine without Rust (--out DIR, --fuzz-minutes M, --fuzz-seed S)\n  long-sums        long float sums (1e8 values, 1e10 broadcast ones) against their closed forms (--profile release, --backend cpu)\n  test             every test: cargo test --workspace, then the rfxjit Python tests (--python-only, -- PYTEST_ARGS)"
+                "usage: cargo xtask <command>\n\ncommands:\n  deps             check the crate layering rules\n  perf-check       compare an rfx bench run with a baseline (--baseline FILE --threshold-pct 10 [--repeat 3] [--confirm 2])\n  bench-baseline   write a new baseline (--output FILE)\n  icount           the instruction-count gate under callgrind (--bless re-records baselines/icount-x86_64.json)\n  peers            rfx bench and the peers script side by side (--markdown FILE)\n  export-bench     rfx's exported C against CasADi's C and gcc C, timed from C (--rounds N, --markdown FILE, --rfx PATH)\n  fuzz             the differential fuzzer for a while (--minutes N, default 10; --large true: kernels of 1,000 to 20,000 ops)\n  miri             Miri over rfx-ir, rfx-lower and rfx-opt (nightly; --crate NAME, --all-tests)\n  gpu-bundle       binaries, NVRTC and a script for the GPU checks on a machine without Rust (--out DIR, --fuzz-minutes M, --fuzz-seed S)\n  long-sums        long float sums (1e8 values, 1e10 broadcast ones) against their closed forms (--profile release, --backend cpu)\n  test             every test: cargo test --workspace, then the rfxjit Python tests (--python-only, -- PYTEST_ARGS)"
             );
             ExitCode::from(2)
         }

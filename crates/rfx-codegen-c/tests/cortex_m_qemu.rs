@@ -1,0 +1,231 @@
+//! The Cortex-M4F worked example (crates/rfx-codegen-c/firmware/cortex-m4f) run as a test: its
+//! two kernels (`tilt_filter.rfx`, a complementary filter, and `pid.rfx`, a PID step) exported
+//! through the API `rfx export` uses, compiled with the firmware (vector table, reset handler,
+//! semihosting, no C library) by `arm-none-eabi-gcc -std=c99 -O2 -mcpu=cortex-m4 -mthumb
+//! -mfloat-abi=hard -mfpu=fpv4-sp-d16 -Wall -Wextra -Werror`, linked for QEMU's `mps2-an386`
+//! and run there (`qemu-system-arm -semihosting-config enable=on,target=native`). Every step's
+//! printed bits must be those of the LIR interpreter running the same loop: both kernels hold
+//! exact ops only.
+//!
+//! Skipped, with a message, where `arm-none-eabi-gcc` or `qemu-system-arm` is missing, unless
+//! `RFX_REQUIRE_ARM_GCC=1` (for the compiler) or `RFX_REQUIRE_QEMU=1` (for QEMU) is set, as CI
+//! sets them: then that is a failure.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use rfx_codegen_c::c_source;
+use rfx_ir::interp::{Mode, run_lir};
+use rfx_ir::lir::LirProgram;
+use rfx_ir::{Array, ArrayData, ArrayView};
+use rfx_lower::{LowerConfig, lower, order_inputs};
+use rfx_opt::{OptConfig, optimize};
+
+/// The flags of the example's Makefile: the Cortex-M4F flags and the two the export's
+/// documentation asks for (`-std=c99` already implies the first).
+const CFLAGS: &[&str] = &[
+    "-std=c99",
+    "-O2",
+    "-mcpu=cortex-m4",
+    "-mthumb",
+    "-mfloat-abi=hard",
+    "-mfpu=fpv4-sp-d16",
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+    "-ffp-contract=off",
+    "-fno-math-errno",
+];
+
+/// The control loop's length in the firmware (`STEPS` in main.c).
+const STEPS: u32 = 64;
+
+/// Seconds QEMU may run (the firmware takes well under one).
+const QEMU_TIMEOUT: &str = "30";
+
+fn firmware_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("firmware/cortex-m4f")
+}
+
+fn tool_found(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Whether `tool` is present; when it is not, fails if `require_var` is `1` and otherwise
+/// prints why the test is skipped.
+fn present_or_required(tool: &str, require_var: &str, package: &str) -> bool {
+    if tool_found(tool) {
+        return true;
+    }
+    assert!(
+        std::env::var(require_var).as_deref() != Ok("1"),
+        "{tool} not found and {require_var}=1 (Debian package {package})"
+    );
+    eprintln!("skipped: {tool} not found (Debian package {package})");
+    false
+}
+
+/// The example's kernel `name` (`NAME.rfx`), optimized and lowered as `rfx export` does.
+fn lowered(name: &str) -> LirProgram {
+    let text = std::fs::read_to_string(firmware_dir().join(format!("{name}.rfx"))).expect("read the kernel");
+    let kernel = rfx_ir::hir::parse(&text).unwrap_or_else(|e| panic!("{name}.rfx: {e}"));
+    let (mir, _) = optimize(&kernel, &OptConfig::default()).expect("optimize");
+    lower(&mir, &LowerConfig::default()).expect("lower").0
+}
+
+/// The firmware's sensor model (main.c): small integers over powers of two, exact in `f32`.
+fn gyro_rate(t: u32) -> f32 {
+    ((t * 37 % 61) as i32 - 30) as f32 / 64.0
+}
+fn accel_y(t: u32) -> f32 {
+    ((t * 13 % 29) as i32 - 14) as f32 / 256.0
+}
+fn accel_z(t: u32) -> f32 {
+    1.0 - (t % 5) as f32 / 512.0
+}
+fn setpoint(t: u32) -> f32 {
+    if t < STEPS / 2 { 0.0 } else { 0.0625 }
+}
+
+/// Runs `program` on scalar-like `f32[1]` inputs given by name; returns its outputs by name.
+fn run_named(program: &LirProgram, inputs: &[(&str, f32)]) -> Vec<(String, f32)> {
+    let arrays: Vec<(&str, Array)> = inputs
+        .iter()
+        .map(|&(name, v)| (name, Array::new(vec![1], ArrayData::F32(vec![v])).expect("array")))
+        .collect();
+    let views: Vec<(&str, ArrayView<'_>)> = arrays.iter().map(|(n, a)| (*n, a.view())).collect();
+    let ordered = order_inputs(program, &views).expect("bind the inputs");
+    let outputs = run_lir(program, &ordered, Mode::Native).expect("interpret");
+    program
+        .outputs()
+        .zip(outputs)
+        .map(|((_, name, _), array)| match array.data() {
+            ArrayData::F32(v) if v.len() == 1 => (name.to_string(), v[0]),
+            other => panic!("output `{name}` is not f32[1]: {other:?}"),
+        })
+        .collect()
+}
+
+fn output(outputs: &[(String, f32)], name: &str) -> f32 {
+    outputs
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|&(_, v)| v)
+        .unwrap_or_else(|| panic!("no output `{name}`"))
+}
+
+/// The lines the firmware must print: its loop run by the LIR interpreter.
+fn interpreter_lines(filter: &LirProgram, pid: &LirProgram) -> Vec<String> {
+    let (mut angle, mut integral) = (0.0f32, 0.0f32);
+    let mut lines = Vec::new();
+    for t in 0..STEPS {
+        let angle_prev = angle;
+        let filtered = run_named(
+            filter,
+            &[
+                ("angle_prev", angle_prev),
+                ("gyro", gyro_rate(t)),
+                ("accel_y", accel_y(t)),
+                ("accel_z", accel_z(t)),
+            ],
+        );
+        angle = output(&filtered, "angle");
+        let controlled = run_named(
+            pid,
+            &[
+                ("setpoint", setpoint(t)),
+                ("measurement", angle),
+                ("prev_measurement", angle_prev),
+                ("integral", integral),
+            ],
+        );
+        let command = output(&controlled, "command");
+        integral = output(&controlled, "integral");
+        lines.push(format!(
+            "t={t} angle={:08x} command={:08x} integral={:08x}",
+            angle.to_bits(),
+            command.to_bits(),
+            integral.to_bits()
+        ));
+    }
+    lines.push("done".to_string());
+    lines
+}
+
+/// Exports both kernels into `dir`, builds the firmware there and returns the ELF's path.
+fn build_firmware(dir: &Path, filter: &LirProgram, pid: &LirProgram) -> PathBuf {
+    for (name, program) in [("tilt_filter", filter), ("pid", pid)] {
+        let export = c_source(program, name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        std::fs::write(dir.join(format!("{name}.h")), export.header).expect("write the header");
+        std::fs::write(dir.join(format!("{name}.c")), export.source).expect("write the source");
+    }
+    let fw = firmware_dir();
+    let elf = dir.join("fw.elf");
+    let out = Command::new("arm-none-eabi-gcc")
+        .args(CFLAGS)
+        .arg("-I")
+        .arg(dir)
+        .arg("-I")
+        .arg(&fw)
+        .args(["main.c", "startup.c", "semihost.c"].map(|f| fw.join(f)))
+        .args(["tilt_filter.c", "pid.c"].map(|f| dir.join(f)))
+        .args(["-nostdlib", "-T"])
+        .arg(fw.join("mps2_an386.ld"))
+        .arg("-lgcc")
+        .arg("-o")
+        .arg(&elf)
+        .output()
+        .expect("run arm-none-eabi-gcc");
+    assert!(
+        out.status.success(),
+        "the firmware does not build:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    elf
+}
+
+#[test]
+fn cortex_m4f_firmware_matches_the_interpreter_under_qemu() {
+    let gcc = present_or_required("arm-none-eabi-gcc", "RFX_REQUIRE_ARM_GCC", "gcc-arm-none-eabi");
+    let qemu = present_or_required("qemu-system-arm", "RFX_REQUIRE_QEMU", "qemu-system-arm");
+    if !gcc || !qemu {
+        return;
+    }
+    let filter = lowered("tilt_filter");
+    let pid = lowered("pid");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let elf = build_firmware(dir.path(), &filter, &pid);
+    // The semihosting console goes to a file: without a chardev QEMU writes it to stdout or
+    // stderr depending on whether stdin is a terminal.
+    let console = dir.path().join("console.txt");
+    let mut chardev = std::ffi::OsString::from("file,id=semihost,path=");
+    chardev.push(&console);
+    let run = Command::new("timeout")
+        .arg(QEMU_TIMEOUT)
+        .args(["qemu-system-arm", "-M", "mps2-an386", "-nographic", "-chardev"])
+        .arg(chardev)
+        .args([
+            "-semihosting-config",
+            "enable=on,target=native,chardev=semihost",
+            "-kernel",
+        ])
+        .arg(&elf)
+        .output()
+        .expect("run qemu-system-arm");
+    let stdout = std::fs::read_to_string(&console).unwrap_or_default();
+    assert!(
+        run.status.success(),
+        "the firmware failed ({:?}):\n{stdout}\n{}",
+        run.status,
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let got: Vec<&str> = stdout.lines().collect();
+    let want = interpreter_lines(&filter, &pid);
+    assert_eq!(got.len(), want.len(), "the firmware printed:\n{stdout}");
+    for (t, (got, want)) in got.iter().zip(&want).enumerate() {
+        assert_eq!(got.trim_end(), want, "step {t}");
+    }
+}

@@ -36,6 +36,7 @@
 
 mod emit;
 mod helpers;
+mod walk;
 
 use std::fmt::Write as _;
 

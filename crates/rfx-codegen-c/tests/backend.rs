@@ -1,0 +1,374 @@
+//! The `"c"` backend (`CBackend`, the `backend` feature): the conformance suite
+//! (`rfx_check::conformance`) and the saved corpus run through the exported C as compiled by gcc
+//! and by clang into shared objects (many programs per object, `compile_many`), exact ops bit for
+//! bit with the LIR interpreter and transcendentals within 4 ULP of its `f64` oracle; programs
+//! the export refuses are refused as `Unsupported` only. Then its errors: a missing compiler,
+//! calls of the wrong shape or dtype, aliasing outputs (nothing written), and its scratch reuse.
+
+use std::sync::Arc;
+
+use rfx_check::conformance::{Case, cases, check};
+use rfx_codegen_c::CBackend;
+use rfx_ir::interp::{Mode, run_lir};
+use rfx_ir::lir::LirProgram;
+use rfx_ir::testgen::{TestRng, random_inputs, read_corpus, same_values};
+use rfx_ir::{Array, ArrayView, ArrayViewMut, DType, Shape};
+use rfx_lower::{Backend, BackendError, CallError, CompileOptions, Compiled, LowerConfig, Scratch, lower};
+use rfx_opt::{OptConfig, optimize};
+
+/// The bound the backend documents for every transcendental it compiles.
+const BOUND_ULPS: u64 = 4;
+
+/// Programs per shared object: one compiler run each.
+const CHUNK: usize = 160;
+
+fn lower_kernel(kernel: &rfx_ir::hir::Kernel) -> LirProgram {
+    let (mir, _) = optimize(kernel, &OptConfig::default()).expect("optimize");
+    lower(&mir, &LowerConfig::default()).expect("lower").0
+}
+
+/// The backends of `gcc` and `clang` that can build shared objects here; each one missing is
+/// reported on stderr.
+fn backends() -> Vec<CBackend> {
+    ["gcc", "clang"]
+        .into_iter()
+        .filter_map(|cc| {
+            let backend = CBackend::with_compiler(cc);
+            match backend.check_available() {
+                Ok(()) => Some(backend),
+                Err(e) => {
+                    eprintln!("skipped {cc}: {e}");
+                    None
+                }
+            }
+        })
+        .collect()
+}
+
+/// Whether the export has no code for `case`'s op yet (a transcendental it does not emit,
+/// `pow`, `atan2`, float `fmod`): the only cases the backend may refuse.
+fn may_be_refused(case: &Case) -> bool {
+    case.transcendental.is_some() || case.name.starts_with("fmod_f")
+}
+
+/// Runs every conformance case through `backend`; returns (passed, refused).
+fn conformance_on(backend: &CBackend, all: &[Case], lirs: &[LirProgram]) -> (usize, usize) {
+    let (mut passed, mut refused) = (0, 0);
+    let mut failures = Vec::new();
+    for (case_chunk, lir_chunk) in all.chunks(CHUNK).zip(lirs.chunks(CHUNK)) {
+        let compiled = backend.compile_many(lir_chunk, &CompileOptions::default());
+        assert_eq!(compiled.len(), lir_chunk.len());
+        for ((case, lir), result) in case_chunk.iter().zip(lir_chunk).zip(compiled) {
+            match result {
+                Ok(compiled) => match check(case, lir, compiled.as_ref(), BOUND_ULPS, 1).failure {
+                    None => passed += 1,
+                    Some(f) => failures.push(format!("{}: {f}", case.name)),
+                },
+                Err(BackendError::Unsupported { backend: "c", .. }) if may_be_refused(case) => refused += 1,
+                Err(e) => failures.push(format!("{}: {e}", case.name)),
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} ({}): {} failures:\n{}",
+        backend.compiler(),
+        backend.name(),
+        failures.len(),
+        failures.join("\n")
+    );
+    (passed, refused)
+}
+
+#[test]
+fn the_conformance_suite_passes_with_gcc_and_clang() {
+    let backends = backends();
+    if backends.is_empty() {
+        eprintln!("skipped: neither gcc nor clang builds shared objects here");
+        return;
+    }
+    let all = cases();
+    let lirs: Vec<LirProgram> = all.iter().map(|case| lower_kernel(&case.kernel)).collect();
+    for backend in &backends {
+        let (passed, refused) = conformance_on(backend, &all, &lirs);
+        eprintln!(
+            "{}: {passed} of {} cases pass, {refused} refused as unsupported",
+            backend.compiler(),
+            all.len()
+        );
+        assert_eq!(passed + refused, all.len());
+        assert!(passed > 1000, "only {passed} cases compiled");
+    }
+}
+
+#[test]
+fn the_corpus_matches_the_interpreter() {
+    let Some(backend) = backends().into_iter().next() else {
+        eprintln!("skipped: no C compiler builds shared objects here");
+        return;
+    };
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../rfx-opt/tests/corpus");
+    let mut rng = TestRng::new(11);
+    let corpus = read_corpus(&dir).expect("read the corpus");
+    let kernels: Vec<(String, rfx_ir::hir::Kernel)> = corpus
+        .into_iter()
+        .map(|(name, text)| {
+            let kernel = rfx_ir::hir::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            (name, kernel)
+        })
+        .collect();
+    let lirs: Vec<LirProgram> = kernels.iter().map(|(_, k)| lower_kernel(k)).collect();
+    let compiled = backend.compile_many(&lirs, &CompileOptions::default());
+    let (mut exact, mut approximate, mut refused) = (0, 0, 0);
+    for (((name, kernel), lir), result) in kernels.iter().zip(&lirs).zip(compiled) {
+        let compiled = match result {
+            Ok(compiled) => compiled,
+            Err(BackendError::Unsupported { .. }) => {
+                refused += 1;
+                continue;
+            }
+            Err(e) => panic!("{name}: {e}"),
+        };
+        let inputs = random_inputs(&mut rng, kernel, 0.1);
+        let views: Vec<ArrayView<'_>> = inputs.iter().map(Array::view).collect();
+        let got = compiled
+            .run_to_new(&views)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let want = run_lir(lir, &views, Mode::Native).unwrap_or_else(|e| panic!("{name}: {e}"));
+        if uses_transcendental(lir) {
+            // A transcendental among other ops has no per-element bound; the conformance test
+            // checks each one alone. Here: the same shapes, finite where the interpreter is.
+            approximate += 1;
+            for (g, w) in got.iter().zip(&want) {
+                assert_eq!(g.shape(), w.shape(), "{name}");
+            }
+            continue;
+        }
+        exact += 1;
+        for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert!(
+                same_values(g, w),
+                "{name}: output {k}:\n  want {w:?}\n  got  {g:?}"
+            );
+        }
+    }
+    eprintln!(
+        "corpus: {exact} exact kernels bit for bit, {approximate} with transcendentals run, {refused} refused"
+    );
+    assert!(exact >= 30, "only {exact} exact corpus kernels compiled");
+}
+
+fn uses_transcendental(program: &LirProgram) -> bool {
+    program
+        .kernels()
+        .iter()
+        .flat_map(|k| k.preamble.iter().chain(&k.body))
+        .any(|inst| match inst {
+            rfx_ir::lir::Inst::Unary { op, .. } => op.is_transcendental(),
+            rfx_ir::lir::Inst::Binary { op, .. } => {
+                matches!(op, rfx_ir::BinaryOp::Pow | rfx_ir::BinaryOp::Atan2)
+            }
+            _ => false,
+        })
+}
+
+fn program(text: &str) -> LirProgram {
+    lower_kernel(&rfx_ir::hir::parse(text).expect("parses"))
+}
+
+/// `y = x * 2 + 1` on `f32[3]`.
+const AXPB: &str = "kernel axpb {\n  %x = input x : f32[3]\n  %two = const 2.0 : f32[]\n  %one = const 1.0 : f32[]\n  %y = mul %x, %two : f32[3]\n  %z = add %y, %one : f32[3]\n  output y = %z\n}\n";
+
+fn compiled_axpb() -> Option<Arc<dyn Compiled>> {
+    let backend = backends().into_iter().next()?;
+    Some(
+        backend
+            .compile(&program(AXPB), &CompileOptions::default())
+            .expect("compiles"),
+    )
+}
+
+#[test]
+fn a_missing_compiler_is_unavailable() {
+    let backend = CBackend::with_compiler("/nonexistent/cc");
+    let err = backend.check_available().expect_err("no such compiler");
+    assert!(
+        matches!(&err, BackendError::Unavailable { backend: "c", reason } if reason.contains("/nonexistent/cc")),
+        "{err}"
+    );
+    let err = backend
+        .compile(&program(AXPB), &CompileOptions::default())
+        .err()
+        .expect("no such compiler");
+    assert!(
+        matches!(err, BackendError::Unavailable { backend: "c", .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn wrong_shapes_and_dtypes_are_typed_errors_and_write_nothing() {
+    let Some(compiled) = compiled_axpb() else {
+        eprintln!("skipped: no C compiler builds shared objects here");
+        return;
+    };
+    let x = Array::from_slice(&[1.0f32, -2.0, 0.5]);
+    let mut y = [7.0f32; 3];
+    let shape = Shape::new([3]);
+    compiled
+        .run(
+            &[x.view()],
+            &mut [ArrayViewMut::new(&shape, &mut y[..]).expect("view")],
+            &mut Scratch::new(),
+        )
+        .expect("runs");
+    assert_eq!(y, [3.0, -3.0, 2.0]);
+
+    let mut y = [7.0f32; 3];
+    let short = Array::from_slice(&[1.0f32, 2.0]);
+    let err = compiled
+        .run(
+            &[short.view()],
+            &mut [ArrayViewMut::new(&shape, &mut y[..]).expect("view")],
+            &mut Scratch::new(),
+        )
+        .expect_err("x has two elements");
+    assert!(
+        matches!(&err, BackendError::Call(CallError::Shape { name, .. }) if name == "x"),
+        "{err}"
+    );
+    let doubles = Array::from_slice(&[1.0f64, 2.0, 3.0]);
+    let err = compiled
+        .run(
+            &[doubles.view()],
+            &mut [ArrayViewMut::new(&shape, &mut y[..]).expect("view")],
+            &mut Scratch::new(),
+        )
+        .expect_err("x is f64");
+    assert!(
+        matches!(
+            &err,
+            BackendError::Call(CallError::DType {
+                expected: DType::F32,
+                found: DType::F64,
+                ..
+            })
+        ),
+        "{err}"
+    );
+    let mut long = [7.0f32; 4];
+    let long_shape = Shape::new([4]);
+    let err = compiled
+        .run(
+            &[x.view()],
+            &mut [ArrayViewMut::new(&long_shape, &mut long[..]).expect("view")],
+            &mut Scratch::new(),
+        )
+        .expect_err("y has four elements");
+    assert!(
+        matches!(&err, BackendError::Call(CallError::Shape { name, .. }) if name == "y"),
+        "{err}"
+    );
+    let err = compiled
+        .run(&[], &mut [], &mut Scratch::new())
+        .expect_err("no arguments");
+    assert!(
+        matches!(err, BackendError::Call(CallError::Arity { .. })),
+        "{err}"
+    );
+    assert_eq!(y, [7.0; 3]);
+    assert_eq!(long, [7.0; 4]);
+}
+
+#[test]
+fn an_output_aliasing_an_input_is_rejected() {
+    let Some(compiled) = compiled_axpb() else {
+        eprintln!("skipped: no C compiler builds shared objects here");
+        return;
+    };
+    let shape = Shape::new([3]);
+    let mut shared = vec![1.0f32, 2.0, 3.0];
+    let ptr = shared.as_mut_ptr();
+    // SAFETY: the aliasing views are only inspected by validation, which rejects the call before
+    // anything reads or writes through them (as an FFI caller could pass them).
+    let (input, output) = unsafe {
+        (
+            std::slice::from_raw_parts(ptr, 3),
+            std::slice::from_raw_parts_mut(ptr, 3),
+        )
+    };
+    let inputs = [ArrayView::new(&shape, input).expect("view")];
+    let mut outputs = [ArrayViewMut::new(&shape, output).expect("view")];
+    let err = compiled
+        .run(&inputs, &mut outputs, &mut Scratch::new())
+        .expect_err("y overlaps x");
+    assert!(
+        matches!(err, BackendError::Call(CallError::Alias { .. })),
+        "{err}"
+    );
+    assert_eq!(shared, vec![1.0, 2.0, 3.0]);
+}
+
+/// The exact corpus kernels whose programs keep temporaries in the work buffer, each run many
+/// times with one `Scratch` per thread from several threads at once, always give the
+/// interpreter's bits.
+#[test]
+fn the_work_buffer_comes_from_the_callers_scratch() {
+    let Some(backend) = backends().into_iter().next() else {
+        eprintln!("skipped: no C compiler builds shared objects here");
+        return;
+    };
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../rfx-opt/tests/corpus");
+    let with_work: Vec<(String, rfx_ir::hir::Kernel, LirProgram)> = read_corpus(&dir)
+        .expect("read the corpus")
+        .into_iter()
+        .filter_map(|(name, text)| {
+            let kernel = rfx_ir::hir::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let lir = lower_kernel(&kernel);
+            (lir.arena_bytes() > 0 && !uses_transcendental(&lir)).then_some((name, kernel, lir))
+        })
+        .collect();
+    let lirs: Vec<LirProgram> = with_work.iter().map(|(_, _, lir)| lir.clone()).collect();
+    let compiled: Vec<Arc<dyn Compiled>> = backend
+        .compile_many(&lirs, &CompileOptions::default())
+        .into_iter()
+        .filter_map(Result::ok)
+        .collect();
+    assert!(
+        compiled.len() >= 3,
+        "only {} corpus programs with temporaries compiled",
+        compiled.len()
+    );
+    std::thread::scope(|scope| {
+        for thread in 0..3u64 {
+            let (compiled, with_work) = (&compiled, &with_work);
+            scope.spawn(move || {
+                let mut scratch = Scratch::new();
+                let mut rng = TestRng::new(thread);
+                for _ in 0..10 {
+                    for ((name, kernel, lir), compiled) in with_work.iter().zip(compiled) {
+                        let inputs = random_inputs(&mut rng, kernel, 0.1);
+                        let views: Vec<ArrayView<'_>> = inputs.iter().map(Array::view).collect();
+                        let mut outputs: Vec<Array> = lir
+                            .outputs()
+                            .map(|(_, _, ty)| Array::filled(rfx_ir::Scalar::zero(ty.dtype), ty.shape.clone()))
+                            .collect();
+                        let mut out_views: Vec<ArrayViewMut<'_>> =
+                            outputs.iter_mut().map(Array::view_mut).collect();
+                        compiled
+                            .run(&views, &mut out_views, &mut scratch)
+                            .unwrap_or_else(|e| panic!("{name}: {e}"));
+                        let want = run_lir(lir, &views, Mode::Native).expect("interprets");
+                        for (g, w) in outputs.iter().zip(&want) {
+                            assert!(same_values(g, w), "{name}: want {w:?}\ngot  {g:?}");
+                        }
+                    }
+                }
+                assert!(
+                    scratch.capacity_bytes() > 0,
+                    "the temporaries live in the scratch"
+                );
+            });
+        }
+    });
+}

@@ -388,6 +388,9 @@ impl Dialect for CDialect<'_> {
                     UnaryOp::Exp => (Helper::ExpF32, Helper::ExpF64),
                     UnaryOp::Exp2 => (Helper::Exp2F32, Helper::Exp2F64),
                     UnaryOp::Sigmoid => (Helper::SigmoidF32, Helper::SigmoidF64),
+                    UnaryOp::Sin => (Helper::SinF32, Helper::SinF64),
+                    UnaryOp::Cos => (Helper::CosF32, Helper::CosF64),
+                    UnaryOp::Tan => (Helper::TanF32, Helper::TanF64),
                     other => return Err(ExportError::Unsupported(other.name().to_string())),
                 };
                 self.helper(pick(h32, h64), &format!("{}_{sfx}", op.name()), &[x])
@@ -441,6 +444,9 @@ pub(crate) const EMITTED_TRANSCENDENTALS: &[UnaryOp] = &[
     UnaryOp::Log,
     UnaryOp::Sigmoid,
     UnaryOp::Tanh,
+    UnaryOp::Sin,
+    UnaryOp::Cos,
+    UnaryOp::Tan,
 ];
 
 /// Refuses the ops without a libm-free implementation within their bound.

@@ -2,6 +2,8 @@
 //! is replaced by the function's name and `_`, so that several exported programs can share one
 //! translation unit.
 
+mod trig;
+
 /// A helper function of the generated source.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Helper {
@@ -45,6 +47,15 @@ pub(crate) enum Helper {
     Exp2F64,
     SigmoidF32,
     SigmoidF64,
+    TwoOverPi,
+    RemPio2F32,
+    SinF32,
+    CosF32,
+    TanF32,
+    RemPio2F64,
+    SinF64,
+    CosF64,
+    TanF64,
 }
 
 impl Helper {
@@ -68,6 +79,10 @@ impl Helper {
             Helper::Exp2F64 => &[Helper::ExpF64],
             Helper::SigmoidF32 => &[Helper::ExpF32, Helper::AbsF32],
             Helper::SigmoidF64 => &[Helper::ExpF64, Helper::AbsF64],
+            Helper::RemPio2F32 => &[Helper::TwoOverPi, Helper::AbsF32],
+            Helper::RemPio2F64 => &[Helper::TwoOverPi, Helper::AbsF64],
+            Helper::SinF32 | Helper::CosF32 | Helper::TanF32 => &[Helper::RemPio2F32],
+            Helper::SinF64 | Helper::CosF64 | Helper::TanF64 => &[Helper::RemPio2F64],
             _ => &[],
         }
     }
@@ -473,6 +488,15 @@ impl Helper {
                 "  return (x < 0.0 ? e : 1.0) / (e + 1.0);\n",
                 "}"
             ),
+            Helper::TwoOverPi => trig::TWO_OVER_PI,
+            Helper::RemPio2F32 => trig::REM_PIO2_F32,
+            Helper::SinF32 => trig::SIN_F32,
+            Helper::CosF32 => trig::COS_F32,
+            Helper::TanF32 => trig::TAN_F32,
+            Helper::RemPio2F64 => trig::REM_PIO2_F64,
+            Helper::SinF64 => trig::SIN_F64,
+            Helper::CosF64 => trig::COS_F64,
+            Helper::TanF64 => trig::TAN_F64,
             Helper::F64ToI32 => concat!(
                 "static inline int32_t P_f64_to_i32(double x) {\n",
                 "  if (x != x) return 0;\n",

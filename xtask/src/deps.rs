@@ -29,6 +29,7 @@ pub(crate) const ALLOWED_WORKSPACE_DEPS: &[(&str, &[&str])] = &[
             "rfx-codegen-cpu",
             "rfx-codegen-cuda",
             "rfx-codegen-metal",
+            "rfx-codegen-c",
         ],
     ),
     (

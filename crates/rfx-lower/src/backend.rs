@@ -69,7 +69,7 @@ impl std::fmt::Display for CpuTarget {
 ///
 /// Implementations must be thread-safe: one backend compiles for many callers.
 pub trait Backend: Send + Sync {
-    /// The backend's registry name (`"interp"`, `"cpu"`, `"cuda"`, `"metal"`).
+    /// The backend's registry name (`"interp"`, `"cpu"`, `"cuda"`, `"metal"`, `"c"`).
     fn name(&self) -> &'static str;
 
     /// `Ok` when the backend can compile and run here; otherwise

@@ -7,7 +7,7 @@ use crate::error::BackendError;
 use crate::interp_backend::InterpBackend;
 
 /// The backend names rfx knows, whether or not this build includes them.
-pub const KNOWN_BACKENDS: [&str; 4] = ["interp", "cpu", "cuda", "metal"];
+pub const KNOWN_BACKENDS: [&str; 5] = ["interp", "cpu", "cuda", "metal", "c"];
 
 /// A set of backends, looked up by name.
 #[derive(Clone)]

@@ -32,9 +32,18 @@ pub(crate) const ALLOWED_WORKSPACE_DEPS: &[(&str, &[&str])] = &[
             "rfx-codegen-c",
         ],
     ),
+    // The facade reaches the JIT backends through the runtime only; source export
+    // (`rfx::export`) is an API of its own, so the facade calls `rfx-codegen-c` for it.
     (
         "rfx",
-        &["rfx-ir", "rfx-opt", "rfx-autodiff", "rfx-lower", "rfx-runtime"],
+        &[
+            "rfx-ir",
+            "rfx-opt",
+            "rfx-autodiff",
+            "rfx-lower",
+            "rfx-runtime",
+            "rfx-codegen-c",
+        ],
     ),
     ("rfx-control", &["rfx", "rfx-ir"]),
     // The checking crate drives backends through the `Backend` trait only; code generators

@@ -1,10 +1,11 @@
-//! `rfx export`: a kernel (or its value and gradient) as portable C99, `DIR/NAME.c` and
-//! `DIR/NAME.h` written all or nothing through [`rfx_cli::output`].
+//! `rfx export`: a kernel (or its value and gradients, or its value and Jacobian) as portable
+//! source through [`rfx::export`], written all or nothing through [`rfx_cli::output`].
 
 use std::path::Path;
 
 use clap::ValueEnum;
 use rfx::Kernel;
+use rfx::export::{Derivative, ExportOptions, KernelExportError};
 use rfx_cli::output::OutputSet;
 
 use crate::CliError;
@@ -16,37 +17,55 @@ pub(crate) enum Lang {
     C,
 }
 
-/// Exports `kernel` (its value and the gradients of `grad`, in that order, when `grad` is not
-/// empty) as function `name` into `dir`.
-pub(crate) fn export(
-    kernel: &Kernel,
-    lang: Lang,
-    name: &str,
-    grad: &[String],
-    fast_math: bool,
-    dir: &Path,
-) -> Result<(), CliError> {
-    let Lang::C = lang;
-    rfx_codegen_c::validate_name(name).map_err(|e| CliError::User(e.to_string()))?;
-    let program = if grad.is_empty() {
-        kernel.clone()
-    } else {
-        let wrt: Vec<&str> = grad.iter().map(String::as_str).collect();
-        rfx_autodiff::value_and_grad(kernel, &wrt).map_err(|e| CliError::User(e.to_string()))?
+impl Lang {
+    fn facade(self) -> rfx::export::Lang {
+        match self {
+            Lang::C => rfx::export::Lang::C,
+        }
+    }
+}
+
+/// What `rfx export` writes, from its flags.
+pub(crate) struct ExportArgs<'a> {
+    pub(crate) lang: Lang,
+    pub(crate) name: &'a str,
+    /// `--grad`: empty when not given.
+    pub(crate) grad: &'a [String],
+    /// `--jacobian` (clap refuses it together with `--grad`).
+    pub(crate) jacobian: Option<&'a str>,
+    pub(crate) fast_math: bool,
+    pub(crate) dir: &'a Path,
+}
+
+impl From<KernelExportError> for CliError {
+    fn from(error: KernelExportError) -> CliError {
+        if error.is_user_error() {
+            CliError::User(error.to_string())
+        } else {
+            CliError::Internal(error.to_string())
+        }
+    }
+}
+
+/// Exports `kernel` as `args` say into `args.dir`: every file or none.
+pub(crate) fn export(kernel: &Kernel, args: &ExportArgs<'_>) -> Result<(), CliError> {
+    let derivative = match (args.jacobian, args.grad) {
+        (Some(wrt), _) => Derivative::Jacobian(wrt.to_string()),
+        (None, []) => Derivative::None,
+        (None, grad) => Derivative::Grad(grad.to_vec()),
     };
-    let lir = crate::lower_with(&program, fast_math)?;
-    let files = rfx_codegen_c::c_source(&lir, name).map_err(|e| match e {
-        rfx_codegen_c::ExportError::InvalidProgram(_) => CliError::Internal(e.to_string()),
-        _ => CliError::User(e.to_string()),
-    })?;
+    let options = ExportOptions {
+        derivative,
+        fast_math: args.fast_math,
+    };
+    let files = rfx::export::files(kernel, args.name, args.lang.facade(), &options)?;
     let mut set = OutputSet::new();
-    set.create_dir(dir)?;
-    set.stage(&dir.join(format!("{name}.h")), |out| {
-        out.write_all(files.header.as_bytes())
-    })?;
-    set.stage(&dir.join(format!("{name}.c")), |out| {
-        out.write_all(files.source.as_bytes())
-    })?;
+    set.create_dir(args.dir)?;
+    for file in &files {
+        set.stage(&args.dir.join(&file.file_name), |out| {
+            out.write_all(file.text.as_bytes())
+        })?;
+    }
     set.commit()?;
     Ok(())
 }

@@ -257,8 +257,8 @@ enum Command {
         #[command(flatten)]
         inputs: Inputs,
     },
-    /// Exports a kernel or expression as portable C99: DIR/NAME.c and DIR/NAME.h (see
-    /// docs/export.md), written all or nothing.
+    /// Exports a kernel or expression (or its value and gradients, or its value and Jacobian)
+    /// as portable C99: DIR/NAME.c and DIR/NAME.h (see docs/export.md), written all or nothing.
     ///
     /// KERNEL is a kernel file when it ends in `.rfx`, and an expression otherwise (as for
     /// `rfx dump`).
@@ -275,8 +275,12 @@ enum Command {
         in_shapes: Option<String>,
         /// Export the value and the gradients with respect to these inputs (comma-separated;
         /// the kernel must have one output): outputs value, then one gradient per name.
-        #[arg(long, value_delimiter = ',')]
+        #[arg(long, value_delimiter = ',', value_name = "INPUT,...")]
         grad: Vec<String>,
+        /// Export the value and the Jacobian with respect to this input: outputs the kernel's
+        /// outputs, then one Jacobian of shape output ++ input per float output.
+        #[arg(long, value_name = "INPUT", conflicts_with = "grad")]
+        jacobian: Option<String>,
         /// Apply the optimizer's fast-math rewrites before exporting.
         #[arg(long)]
         fast_math: bool,
@@ -639,12 +643,21 @@ fn run_command(command: Command) -> Result<(), CliError> {
             name,
             in_shapes,
             grad,
+            jacobian,
             fast_math,
             out,
             inputs,
         } => {
             let kernel_ir = load_kernel_typed(&kernel, in_shapes.as_deref(), &inputs)?;
-            export::export(&kernel_ir, lang, &name, &grad, fast_math, &out)
+            let args = export::ExportArgs {
+                lang,
+                name: &name,
+                grad: &grad,
+                jacobian: jacobian.as_deref(),
+                fast_math,
+                dir: &out,
+            };
+            export::export(&kernel_ir, &args)
         }
         Command::Dot {
             kernel,

@@ -1,6 +1,7 @@
 //! `rfx export --lang c`: the files it writes, that they compile (with the host C compiler,
-//! when there is one) and compute the kernel, `--grad`, and that refused names and ops write
-//! nothing.
+//! when there is one) and compute the kernel, `--grad` and `--jacobian` (against the
+//! interpreter and finite differences), and that refused names, ops, derivatives and flags
+//! write nothing and leave earlier files as they were.
 
 mod common;
 
@@ -12,6 +13,14 @@ use common::{rfx, stderr_of, temp_dir};
 /// Compiles `driver` (a C `main` including NAME.c from `dir`), runs it and checks that it
 /// prints `want`; skips (with a note) when no C compiler is present.
 fn check_driver(dir: &Path, driver: &str, want: &str) {
+    if let Some(printed) = driver_output(dir, driver) {
+        assert_eq!(printed.trim(), want);
+    }
+}
+
+/// Compiles `driver` (a C `main` including NAME.c from `dir`) with the tested flags, runs it
+/// and returns what it printed; `None` (with a note) when no C compiler is present.
+fn driver_output(dir: &Path, driver: &str) -> Option<String> {
     let Some(cc) = ["gcc", "clang", "cc"].into_iter().find(|cc| {
         Command::new(cc)
             .arg("--version")
@@ -19,7 +28,7 @@ fn check_driver(dir: &Path, driver: &str, want: &str) {
             .is_ok_and(|o| o.status.success())
     }) else {
         eprintln!("skipped the compile step: no C compiler found");
-        return;
+        return None;
     };
     std::fs::write(dir.join("driver.c"), driver).expect("write driver");
     let exe = dir.join("driver");
@@ -33,7 +42,7 @@ fn check_driver(dir: &Path, driver: &str, want: &str) {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let run = Command::new(&exe).output().expect("run the driver");
     assert!(run.status.success());
-    assert_eq!(String::from_utf8_lossy(&run.stdout).trim(), want);
+    Some(String::from_utf8_lossy(&run.stdout).into_owned())
 }
 
 /// Runs `rfx export SOURCE --lang c --name NAME` followed by `options`.
@@ -102,20 +111,33 @@ int main(void) {
     check_driver(&out_dir, driver, "0 27 12 -12 9 2.25");
 }
 
+/// A kernel file in `dir` that the optimiser refuses after parsing: a `pad` whose element
+/// indices pass `i32`.
+fn pad_past_i32(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("pad.rfx");
+    std::fs::write(
+        &path,
+        "kernel k {\n  %x = input x : f32[3]\n  %p = pad %x low [0] : f32[3000000000]\n  %s = sum %p axes [0] : f32[]\n  output s = %s\n}\n",
+    )
+    .expect("write the kernel");
+    path
+}
+
 #[test]
-fn refused_names_and_ops_write_nothing() {
+fn refused_names_and_kernels_write_nothing() {
     let dir = temp_dir("export_c_refused");
     let out_dir = dir.join("gen");
     let path = out_dir.to_str().expect("utf-8 path");
     let bad_name = export("x + 1.0", "2fast", &["--in-shapes", "x=f32[2]", "--out", path]);
     assert_eq!(bad_name.status.code(), Some(1));
     assert!(stderr_of(&bad_name).contains("`2fast` is not a valid C function name"));
-    let sin = export("sin(x)", "s", &["--in-shapes", "x=f32[2]", "--out", path]);
-    assert_eq!(sin.status.code(), Some(1));
+    let pad = pad_past_i32(&dir);
+    let too_long = export(pad.to_str().expect("utf-8 path"), "p", &["--out", path]);
+    assert_eq!(too_long.status.code(), Some(1));
     assert!(
-        stderr_of(&sin).contains("does not support `sin`"),
+        stderr_of(&too_long).contains("that `i32` does not hold"),
         "{}",
-        stderr_of(&sin)
+        stderr_of(&too_long)
     );
     assert!(
         !out_dir.exists(),
@@ -145,4 +167,222 @@ fn export_reads_a_kernel_file_and_replaces_earlier_files() {
     // --in-shapes is refused with a kernel file, as for `rfx dump`.
     let both = export(kernel, "mv", &["--in-shapes", "x=f32[256]", "--out", out_path]);
     assert_eq!(both.status.code(), Some(1), "{}", stderr_of(&both));
+}
+
+/// The expression of the Jacobian tests and its input types: a map from R² to R³ whose
+/// Jacobian with respect to `x` is dense, `sech²(a x) a + 2 x`.
+const JAC_EXPR: &str = "tanh(a @ x) + sum(x * x)";
+const JAC_A: [f64; 6] = [0.5, -1.25, 2.0, 0.75, -0.3, 1.5];
+const JAC_X: [f64; 2] = [0.4, -0.7];
+
+fn jac_kernel() -> rfx::Kernel {
+    use rfx::{DType, TensorType};
+    let signature = rfx::expr::Signature::new()
+        .input("a", TensorType::new(DType::F64, [3, 2]))
+        .input("x", TensorType::new(DType::F64, [2]));
+    rfx::expr::compile(JAC_EXPR, &signature).expect("the expression compiles")
+}
+
+/// The outputs of the interpreter (in f64) on `kernel` at `a`, `x`.
+fn interpret(kernel: &rfx::Kernel, a: &[f64], x: &[f64]) -> Vec<Vec<f64>> {
+    use rfx::{ArrayView, Shape};
+    let (a_shape, x_shape) = (Shape::new([3, 2]), Shape::new([2]));
+    let a = ArrayView::new(&a_shape, a).expect("a");
+    let x = ArrayView::new(&x_shape, x).expect("x");
+    rfx_ir::interp::run_hir(kernel, &[a, x], rfx_ir::interp::Mode::Oracle)
+        .expect("the interpreter runs the kernel")
+        .iter()
+        .map(|out| out.as_slice::<f64>().expect("f64 output").to_vec())
+        .collect()
+}
+
+fn assert_close(what: &str, got: &[f64], want: &[f64], tol: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: {got:?} vs {want:?}");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= tol * w.abs().max(1.0),
+            "{what}[{i}]: {g} vs {w} (all: {got:?} vs {want:?})"
+        );
+    }
+}
+
+#[test]
+fn export_with_jacobian_matches_the_interpreter_and_finite_differences() {
+    let (out_dir, header) = export_c(JAC_EXPR, "jac", "a=f64[3,2],x=f64[2]", &["--jacobian", "x"]);
+    assert!(
+        header.contains(
+            "int jac(const double *in_0, const double *in_1, double *out_0, double *out_1, void *work);"
+        ),
+        "{header}"
+    );
+    assert!(header.contains("out_0: output `out`, f64[3]"), "{header}");
+    assert!(
+        header.contains("out_1: output `jac_out_x`, f64[3, 2]"),
+        "{header}"
+    );
+    let driver = r#"#include <stdio.h>
+#include "jac.c"
+static double work[JAC_WORK_BYTES / 8 + 1] __attribute__((aligned(64)));
+int main(void) {
+  const double a[6] = {0.5, -1.25, 2.0, 0.75, -0.3, 1.5}, x[2] = {0.4, -0.7};
+  double v[3], j[6];
+  int rc = jac(a, x, v, j, work), i;
+  printf("%d", rc);
+  for (i = 0; i < 3; i++) printf(" %.17g", v[i]);
+  for (i = 0; i < 6; i++) printf(" %.17g", j[i]);
+  printf("\n");
+  return 0;
+}
+"#;
+    let Some(printed) = driver_output(&out_dir, driver) else {
+        return;
+    };
+    let numbers: Vec<f64> = printed
+        .split_whitespace()
+        .map(|n| n.parse().expect("a number"))
+        .collect();
+    assert_eq!(numbers.first(), Some(&0.0), "return code: {printed}");
+    let (value, jacobian) = (&numbers[1..4], &numbers[4..]);
+
+    let kernel = jac_kernel();
+    let want_value = interpret(&kernel, &JAC_A, &JAC_X);
+    // The export's tanh is within 4 ULP of the f64 oracle.
+    assert_close("value", value, &want_value[0], 1e-14);
+    let derivative = rfx_autodiff::jacobian(&kernel, &["x"]).expect("the Jacobian kernel");
+    let want = interpret(&derivative, &JAC_A, &JAC_X);
+    assert_close("jacobian vs the interpreter", jacobian, &want[1], 1e-13);
+
+    // Central differences: column k is (f(x + h e_k) - f(x - h e_k)) / 2h, row-major [3, 2].
+    let h = 1e-6;
+    let mut by_differences = vec![0.0; 6];
+    for k in 0..2 {
+        let (mut up, mut down) = (JAC_X, JAC_X);
+        up[k] += h;
+        down[k] -= h;
+        let (f_up, f_down) = (interpret(&kernel, &JAC_A, &up), interpret(&kernel, &JAC_A, &down));
+        for row in 0..3 {
+            by_differences[row * 2 + k] = (f_up[0][row] - f_down[0][row]) / (2.0 * h);
+        }
+    }
+    assert_close("jacobian vs finite differences", jacobian, &by_differences, 1e-7);
+}
+
+/// A directory holding an earlier export's `keep.c` and `keep.h`.
+fn earlier_export(tag: &str) -> std::path::PathBuf {
+    let dir = temp_dir(tag).join("gen");
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::write(dir.join("keep.c"), "/* earlier source */\n").expect("write");
+    std::fs::write(dir.join("keep.h"), "/* earlier header */\n").expect("write");
+    dir
+}
+
+/// The names in `dir`, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("read dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_failing_export_leaves_the_earlier_files_untouched() {
+    let dir = earlier_export("export_c_keep");
+    let path = dir.to_str().expect("utf-8 path");
+    let pad = pad_past_i32(dir.parent().expect("parent"));
+    let pad = pad.to_str().expect("utf-8 path");
+    let shapes = ["--in-shapes", "x=f64[2],k=i32[2]"];
+    // (kernel, function name, flags, what stderr says)
+    let cases: [(&str, &str, &[&str], &str); 5] = [
+        ("x * 2.0", "keep", &["--jacobian", "y"], "no input named `y`"),
+        (
+            "x * cast(k, f64)",
+            "keep",
+            &["--jacobian", "k"],
+            "input `k` has dtype i32",
+        ),
+        (
+            "x * 2.0",
+            "keep",
+            &["--grad", "x"],
+            "needs a single-element output",
+        ),
+        ("x * 2.0", "do", &["--fast-math"], "not a valid C function name"),
+        // Refused by the optimiser, after the derivative was built.
+        (pad, "keep", &["--grad", "x"], "that `i32` does not hold"),
+    ];
+    for (kernel, name, flags, needle) in cases {
+        let mut options = flags.to_vec();
+        if kernel != pad {
+            options.extend_from_slice(&shapes);
+        }
+        options.extend_from_slice(&["--out", path]);
+        let out = export(kernel, name, &options);
+        let stderr = stderr_of(&out);
+        assert_eq!(out.status.code(), Some(1), "{kernel} {flags:?}: {stderr}");
+        assert!(
+            stderr.starts_with("error: ") && stderr.contains(needle),
+            "{kernel} {flags:?}: {stderr}"
+        );
+        assert_eq!(listing(&dir), ["keep.c", "keep.h"], "{kernel} {flags:?}");
+        assert_eq!(
+            std::fs::read_to_string(dir.join("keep.c")).expect("source"),
+            "/* earlier source */\n"
+        );
+        assert_eq!(
+            std::fs::read_to_string(dir.join("keep.h")).expect("header"),
+            "/* earlier header */\n"
+        );
+    }
+}
+
+#[test]
+fn a_file_that_cannot_be_replaced_leaves_the_other_untouched() {
+    // `keep.c` is a directory: the header is staged first, then the source is refused, and
+    // the earlier header stays as it was with no temporary file left beside it.
+    let dir = earlier_export("export_c_half");
+    std::fs::remove_file(dir.join("keep.c")).expect("remove");
+    std::fs::create_dir(dir.join("keep.c")).expect("a directory in the way");
+    let path = dir.to_str().expect("utf-8 path");
+    let out = export(
+        "x * 2.0",
+        "keep",
+        &["--in-shapes", "x=f32[2]", "--jacobian", "x", "--out", path],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
+    assert!(stderr_of(&out).contains("keep.c"), "{}", stderr_of(&out));
+    assert_eq!(listing(&dir), ["keep.c", "keep.h"]);
+    assert!(dir.join("keep.c").is_dir());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("keep.h")).expect("header"),
+        "/* earlier header */\n"
+    );
+}
+
+#[test]
+fn grad_and_jacobian_together_are_a_usage_error() {
+    let dir = earlier_export("export_c_conflict");
+    let path = dir.to_str().expect("utf-8 path");
+    let out = export(
+        "sum(x * x)",
+        "keep",
+        &[
+            "--in-shapes",
+            "x=f64[2]",
+            "--grad",
+            "x",
+            "--jacobian",
+            "x",
+            "--out",
+            path,
+        ],
+    );
+    let stderr = stderr_of(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--jacobian") && stderr.contains("--grad") && stderr.contains("cannot be used with"),
+        "{stderr}"
+    );
+    assert_eq!(listing(&dir), ["keep.c", "keep.h"]);
 }

@@ -5,11 +5,12 @@
 //! function with a TinyJIT-style cache), the transforms [`grad`], [`value_and_grad`], [`jvp`],
 //! [`jacobian`], [`hessian`], [`hvp`] and the batching map [`vmap`] (composable, and usable under
 //! `jit`), the expression front end
-//! ([`expr`]) and a [`prelude`]. It re-exports the host array types of `rfx-ir` and the
-//! runtime's real-time handle.
+//! ([`expr`]), export as portable source ([`mod@export`]) and a [`prelude`]. It re-exports the host
+//! array types of `rfx-ir` and the runtime's real-time handle.
 //!
-//! **Depends on:** `rfx-ir`, `rfx-opt`, `rfx-autodiff`, `rfx-lower`, `rfx-runtime`. **May not
-//! depend on:** code generators directly; it reaches them through the runtime.
+//! **Depends on:** `rfx-ir`, `rfx-opt`, `rfx-autodiff`, `rfx-lower`, `rfx-runtime`, and
+//! `rfx-codegen-c` for [`mod@export`]. **May not depend on:** the JIT code generators directly; it
+//! reaches them through the runtime.
 //!
 //! # Example
 //!
@@ -41,6 +42,7 @@
 #![deny(missing_docs)]
 
 mod dynamic;
+pub mod export;
 pub mod expr;
 mod func;
 mod jit;

@@ -46,6 +46,7 @@ pub mod export;
 pub mod expr;
 mod func;
 mod jit;
+pub mod lie;
 mod trace;
 
 pub use dynamic::{Trace, inline};

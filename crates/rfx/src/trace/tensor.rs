@@ -210,6 +210,28 @@ impl Tensor {
         })
     }
 
+    /// `self` unchanged when its last axis has `expected` elements; otherwise the trace fails
+    /// with [`rfx_ir::TypeError::AxisExtent`] naming `op` (a Lie group element or tangent of
+    /// the wrong size).
+    pub(crate) fn expect_last_extent(self, op: &'static str, expected: usize) -> Tensor {
+        Tensor::record(op, &[self.into()], move |b, ids| {
+            let shape = b.value_type(ids[0])?.shape.clone();
+            let axis = shape.rank().saturating_sub(1);
+            if shape.dims().last() == Some(&expected) {
+                return Ok(ids[0]);
+            }
+            Err(BuildError::Type {
+                op,
+                source: rfx_ir::TypeError::AxisExtent {
+                    op,
+                    shape,
+                    axis,
+                    expected,
+                },
+            })
+        })
+    }
+
     /// `true` for the result of a failed operation.
     pub(crate) fn is_poisoned(self) -> bool {
         self.value == POISON

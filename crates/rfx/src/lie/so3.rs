@@ -1,0 +1,233 @@
+//! SO(3): rotations stored as unit quaternions `[w, x, y, z]` (Hamilton, scalar first),
+//! tangents `ω = θ · axis` (rad).
+
+use crate::trace::{Tensor, where_};
+
+use super::Side;
+use super::parts::{
+    M3, Quat, V3, cross, dot, identity, mat_mul, mat_neg, matrix, skew, split, stack, transpose,
+};
+use super::series::{ATAN, HALF_COS, HALF_SINC, INV_COT, ONE_MINUS_COS, THETA_MINUS_SIN};
+
+/// `Exp(ω)` of components.
+pub(crate) fn exp_parts(omega: V3) -> Quat {
+    let theta2 = dot(omega, omega);
+    let w = HALF_COS.eval(theta2);
+    let k = HALF_SINC.eval(theta2);
+    [w, k * omega[0], k * omega[1], k * omega[2]]
+}
+
+/// `Log(q)` of components: the sign of `q` is chosen so that `w >= 0` (the same rotation),
+/// then `θ = 2 atan2(‖v‖, w)` and `ω = θ v / ‖v‖`; below the threshold on `‖v‖² / w²` the
+/// factor `θ / ‖v‖ = (2 / w) atan(y) / y` comes from its series in `y² = ‖v‖² / w²`.
+/// Invariant to the scale of `q` (a non-unit `q` gives the log of its direction).
+pub(crate) fn log_parts(q: Quat) -> V3 {
+    let flip = q[0].lt(0.0);
+    let [w, x, y, z] = q.map(|c| where_(flip, -c, c));
+    let v = [x, y, z];
+    let n2 = dot(v, v);
+    let small = n2.lt(w * w * ATAN.threshold(w.dtype()));
+    let w_safe = where_(small, w, 1.0);
+    let y2 = where_(small, n2 / (w_safe * w_safe), 0.0);
+    let near = ATAN.horner(y2) * 2.0 / w_safe;
+    let n = where_(small, 1.0, n2).sqrt();
+    let far = n.atan2(w) * 2.0 / n;
+    let factor = where_(small, near, far);
+    v.map(|c| c * factor)
+}
+
+/// The Hamilton product `a ⊗ b`.
+pub(crate) fn mul(a: Quat, b: Quat) -> Quat {
+    let [aw, ax, ay, az] = a;
+    let [bw, bx, by, bz] = b;
+    [
+        aw * bw - ax * bx - ay * by - az * bz,
+        aw * bx + ax * bw + ay * bz - az * by,
+        aw * by - ax * bz + ay * bw + az * bx,
+        aw * bz + ax * by - ay * bx + az * bw,
+    ]
+}
+
+/// The conjugate (the inverse of a unit quaternion).
+pub(crate) fn conj(q: Quat) -> Quat {
+    [q[0], -q[1], -q[2], -q[3]]
+}
+
+/// `R(q) p`, as `p + w t + u × t` with `u = (x, y, z)` and `t = 2 u × p`.
+pub(crate) fn rotate(q: Quat, p: V3) -> V3 {
+    let u = [q[1], q[2], q[3]];
+    let t = cross(u, p).map(|c| c * 2.0);
+    let ut = cross(u, t);
+    std::array::from_fn(|i| p[i] + q[0] * t[i] + ut[i])
+}
+
+/// The rotation matrix of a unit quaternion.
+pub(crate) fn rotation(q: Quat) -> M3 {
+    let [w, x, y, z] = q;
+    let two = |a: Tensor, b: Tensor| a * b * 2.0;
+    [
+        [
+            1.0 - two(y, y) - two(z, z),
+            two(x, y) - two(w, z),
+            two(x, z) + two(w, y),
+        ],
+        [
+            two(x, y) + two(w, z),
+            1.0 - two(x, x) - two(z, z),
+            two(y, z) - two(w, x),
+        ],
+        [
+            two(x, z) - two(w, y),
+            two(y, z) + two(w, x),
+            1.0 - two(x, x) - two(y, y),
+        ],
+    ]
+}
+
+/// `I + a [ω]× + b [ω]×²`, with `[ω]×² = ω ωᵀ - θ² I`.
+fn jacobian_form(omega: V3, a: Tensor, b: Tensor) -> M3 {
+    let theta2 = dot(omega, omega);
+    let diagonal = 1.0 - b * theta2;
+    let s = skew(omega);
+    std::array::from_fn(|i| {
+        std::array::from_fn(|j| {
+            let outer = b * omega[i] * omega[j];
+            if i == j {
+                diagonal + outer
+            } else {
+                a * s[i][j] + outer
+            }
+        })
+    })
+}
+
+/// The right (`Side::Right`) or left Jacobian of `Exp` at `ω`:
+/// `I ∓ (1 - cos θ)/θ² [ω]× + (θ - sin θ)/θ³ [ω]×²`.
+pub(crate) fn jacobian_parts(omega: V3, side: Side) -> M3 {
+    let theta2 = dot(omega, omega);
+    let a = ONE_MINUS_COS.eval(theta2);
+    let b = THETA_MINUS_SIN.eval(theta2);
+    let a = match side {
+        Side::Right => -a,
+        Side::Left => a,
+    };
+    jacobian_form(omega, a, b)
+}
+
+/// The inverse of [`jacobian_parts`]: `I ± ½ [ω]× + (1/θ² - cot(θ/2)/(2θ)) [ω]×²` (`θ < 2π`).
+pub(crate) fn jacobian_inv_parts(omega: V3, side: Side) -> M3 {
+    let theta2 = dot(omega, omega);
+    let half = theta2.full_like(match side {
+        Side::Right => 0.5,
+        Side::Left => -0.5,
+    });
+    jacobian_form(omega, half, INV_COT.eval(theta2))
+}
+
+fn quat(op: &'static str, q: Tensor) -> Quat {
+    split(op, q)
+}
+
+fn vec3(op: &'static str, v: Tensor) -> V3 {
+    split(op, v)
+}
+
+/// `Exp(ω)`: the unit quaternion `[cos(θ/2), sin(θ/2) ω/θ]` of the rotation by `θ = ‖ω‖`
+/// about `ω` (shape `[.., 3]` to `[.., 4]`). Exact at and near `θ = 0` (series below the
+/// dtype's threshold); any `θ`.
+pub fn so3_exp(omega: Tensor) -> Tensor {
+    stack(&exp_parts(vec3("so3_exp", omega)))
+}
+
+/// `Log(q)`: the rotation vector `ω` with `‖ω‖ <= π` (shape `[.., 4]` to `[.., 3]`). `q` and
+/// `-q` give the same `ω` (the sign is normalised to `w >= 0`); `q` need not be exactly unit
+/// (its direction is used) but must not be zero. Exact near `θ = 0` and at `θ = π`.
+pub fn so3_log(q: Tensor) -> Tensor {
+    stack(&log_parts(quat("so3_log", q)))
+}
+
+/// `a ∘ b` (apply `b`, then `a`): the Hamilton product.
+pub fn so3_compose(a: Tensor, b: Tensor) -> Tensor {
+    stack(&mul(quat("so3_compose", a), quat("so3_compose", b)))
+}
+
+/// `q⁻¹`: the conjugate of a unit quaternion.
+pub fn so3_inverse(q: Tensor) -> Tensor {
+    stack(&conj(quat("so3_inverse", q)))
+}
+
+/// `q · p = R(q) p`: the point (or vector) `p` (`[.., 3]`) rotated by `q`.
+pub fn so3_act(q: Tensor, p: Tensor) -> Tensor {
+    stack(&rotate(quat("so3_act", q), vec3("so3_act", p)))
+}
+
+/// `a⁻¹ ∘ b`: the rotation from `a` to `b` in `a`'s frame (`Log` of it is `b ⊖ a`).
+pub fn so3_between(a: Tensor, b: Tensor) -> Tensor {
+    stack(&mul(conj(quat("so3_between", a)), quat("so3_between", b)))
+}
+
+/// The geodesic `a ∘ Exp(t Log(a⁻¹ ∘ b))` (slerp along the shorter arc), `t` of the batch
+/// shape (or a scalar): `a` at `t = 0`, `b` (up to sign) at `t = 1`.
+pub fn so3_interp(a: Tensor, b: Tensor, t: Tensor) -> Tensor {
+    let qa = quat("so3_interp", a);
+    let delta = log_parts(mul(conj(qa), quat("so3_interp", b)));
+    stack(&mul(qa, exp_parts(delta.map(|c| c * t))))
+}
+
+/// The rotation matrix `R(q)` (`[.., 3, 3]`), which is also SO(3)'s adjoint.
+pub fn so3_to_matrix(q: Tensor) -> Tensor {
+    matrix(&rotation(quat("so3_to_matrix", q)))
+}
+
+/// The right Jacobian of `Exp` at `ω` (`[.., 3, 3]`): `Exp(ω + δ) ≈ Exp(ω) ∘ Exp(Jr(ω) δ)`.
+pub fn so3_jr(omega: Tensor) -> Tensor {
+    matrix(&jacobian_parts(vec3("so3_jr", omega), Side::Right))
+}
+
+/// The left Jacobian of `Exp` at `ω`: `Exp(ω + δ) ≈ Exp(Jl(ω) δ) ∘ Exp(ω)`; `Jl(ω) = Jr(-ω)`.
+pub fn so3_jl(omega: Tensor) -> Tensor {
+    matrix(&jacobian_parts(vec3("so3_jl", omega), Side::Left))
+}
+
+/// `Jr(ω)⁻¹` in closed form (`‖ω‖ < 2π`): the right Jacobian of `Log` at `q = Exp(ω)`,
+/// `Log(q ∘ Exp(δ)) ≈ Log(q) + Jr⁻¹(Log q) δ`.
+pub fn so3_jr_inv(omega: Tensor) -> Tensor {
+    matrix(&jacobian_inv_parts(vec3("so3_jr_inv", omega), Side::Right))
+}
+
+/// `Jl(ω)⁻¹` in closed form: the left Jacobian of `Log`, `Log(Exp(δ) ∘ q) ≈ Log(q) + Jl⁻¹(Log q) δ`.
+pub fn so3_jl_inv(omega: Tensor) -> Tensor {
+    matrix(&jacobian_inv_parts(vec3("so3_jl_inv", omega), Side::Left))
+}
+
+/// The Jacobians of `a ∘ b` with respect to `a` and `b` on `side`: right `(R(b)ᵀ, I)`,
+/// left `(I, R(a))`.
+pub fn so3_compose_jacobians(a: Tensor, b: Tensor, side: Side) -> (Tensor, Tensor) {
+    let (qa, qb) = (quat("so3_compose_jacobians", a), quat("so3_compose_jacobians", b));
+    let (ja, jb) = match side {
+        Side::Right => (transpose(&rotation(qb)), identity(qa[0] * qb[0])),
+        Side::Left => (identity(qa[0] * qb[0]), rotation(qa)),
+    };
+    (matrix(&ja), matrix(&jb))
+}
+
+/// The Jacobians of `q · p` with respect to `q` (on `side`) and `p`: right `(-R [p]×, R)`,
+/// left `(-[R p]×, R)`.
+pub fn so3_act_jacobians(q: Tensor, p: Tensor, side: Side) -> (Tensor, Tensor) {
+    let (q, p) = (quat("so3_act_jacobians", q), vec3("so3_act_jacobians", p));
+    let r = rotation(q);
+    let jq = match side {
+        Side::Right => mat_neg(&mat_mul(&r, &skew(p))),
+        Side::Left => mat_neg(&skew(rotate(q, p))),
+    };
+    (matrix(&jq), matrix(&r))
+}
+
+/// The Jacobian of `q⁻¹` with respect to `q` on `side`: right `-R(q)`, left `-R(q)ᵀ`.
+pub fn so3_inverse_jacobian(q: Tensor, side: Side) -> Tensor {
+    let r = rotation(quat("so3_inverse_jacobian", q));
+    matrix(&mat_neg(&match side {
+        Side::Right => r,
+        Side::Left => transpose(&r),
+    }))
+}

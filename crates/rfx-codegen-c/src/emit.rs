@@ -413,11 +413,13 @@ impl Dialect for CDialect<'_> {
             (BinaryOp::Max, DType::F64) => self.helper(Helper::MaxF64, "max_f64", &[a, b]),
             (BinaryOp::Min, _) => self.helper(Helper::MinF32, "min_f32", &[a, b]),
             (BinaryOp::Max, _) => self.helper(Helper::MaxF32, "max_f32", &[a, b]),
+            (BinaryOp::Fmod, DType::F64) => self.helper(Helper::FmodF64, "fmod_f64", &[a, b]),
+            (BinaryOp::Fmod, _) => self.helper(Helper::FmodF32, "fmod_f32", &[a, b]),
             (BinaryOp::Add, _) => format!("{a} + {b}"),
             (BinaryOp::Sub, _) => format!("{a} - {b}"),
             (BinaryOp::Mul, _) => format!("{a} * {b}"),
-            // Pow, atan2 and float fmod are refused before emission (`check_supported`).
-            (BinaryOp::Div | BinaryOp::Pow | BinaryOp::Atan2 | BinaryOp::Fmod, _) => format!("{a} / {b}"),
+            // Pow and atan2 are refused before emission (`check_supported`).
+            (BinaryOp::Div | BinaryOp::Pow | BinaryOp::Atan2, _) => format!("{a} / {b}"),
         }
     }
 
@@ -450,7 +452,7 @@ pub(crate) const EMITTED_TRANSCENDENTALS: &[UnaryOp] = &[
 ];
 
 /// Refuses the ops without a libm-free implementation within their bound.
-fn check_supported(kernel: &LirKernel, inst: &Inst) -> Result<(), ExportError> {
+fn check_supported(_kernel: &LirKernel, inst: &Inst) -> Result<(), ExportError> {
     match inst {
         Inst::Unary { op, .. } if op.is_transcendental() && !EMITTED_TRANSCENDENTALS.contains(op) => {
             Err(ExportError::Unsupported(op.name().to_string()))
@@ -459,13 +461,6 @@ fn check_supported(kernel: &LirKernel, inst: &Inst) -> Result<(), ExportError> {
             op: op @ (BinaryOp::Pow | BinaryOp::Atan2),
             ..
         } => Err(ExportError::Unsupported(op.name().to_string())),
-        Inst::Binary {
-            op: BinaryOp::Fmod,
-            lhs,
-            ..
-        } if kernel.slot_dtype(*lhs).is_some_and(DType::is_float) => {
-            Err(ExportError::Unsupported("fmod (float)".to_string()))
-        }
         _ => Ok(()),
     }
 }

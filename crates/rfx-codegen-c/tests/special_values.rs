@@ -195,3 +195,78 @@ fn the_software_square_root_is_correctly_rounded() {
     // The hardware path and the digit-by-digit path (forced), each against the interpreter.
     check_with_every_compiler(&sqrt_jobs(), &[&[], &["-DRFX_SOFT_SQRT"]]);
 }
+
+/// The unary transcendentals with a C helper, by IR name.
+const UNARY_TRANSCENDENTALS: &[&str] = &["sin", "cos", "tan"];
+
+/// Multiples of π/2 (as rounded to the dtype) and their neighbours: the reductions' hard
+/// cases among small arguments.
+fn near_pio2(dtype: &str) -> Vec<f64> {
+    let mut v = Vec::new();
+    for k in [
+        1.0,
+        2.0,
+        3.0,
+        4.0,
+        5.0,
+        100.0,
+        1000.0,
+        65536.0,
+        1e6,
+        1647099.0 / std::f64::consts::FRAC_PI_2,
+    ] {
+        let x = k * std::f64::consts::FRAC_PI_2;
+        for nudge in -2i64..=2 {
+            v.push(if dtype == "f32" {
+                f64::from(f32::from_bits(((x as f32).to_bits() as i64 + nudge) as u32))
+            } else {
+                f64::from_bits((x.to_bits() as i64 + nudge) as u64)
+            });
+        }
+    }
+    v
+}
+
+/// Each transcendental on the specials (±0 keep their sign, ±Inf and NaN give NaN,
+/// subnormals, the largest finite values), within 4 ULP of the interpreter's `f64` oracle;
+/// float `fmod` on every pair of specials, bit for bit.
+fn transcendental_jobs() -> Vec<Job> {
+    let mut jobs = Vec::new();
+    for dtype in ["f32", "f64"] {
+        let mut values: Vec<f64> = if dtype == "f32" {
+            f32_specials().iter().map(|&x| f64::from(x)).collect()
+        } else {
+            f64_specials()
+        };
+        values.extend(near_pio2(dtype));
+        let wrap = |v: &[f64]| {
+            let data = if dtype == "f32" {
+                ArrayData::F32(v.iter().map(|&x| x as f32).collect())
+            } else {
+                ArrayData::F64(v.to_vec())
+            };
+            Array::new(Shape::new([v.len()]), data).expect("array")
+        };
+        let x = wrap(&values);
+        for op in UNARY_TRANSCENDENTALS {
+            let mut job = unary_job(op, dtype, &x);
+            job.ulp_bound = Some(4);
+            jobs.push(job);
+        }
+        let (a, b): (Vec<f64>, Vec<f64>) = values
+            .iter()
+            .flat_map(|&a| values.iter().map(move |&b| (a, b)))
+            .unzip();
+        let m = a.len();
+        let text = format!(
+            "kernel fmod_{dtype} {{\n  %a = input a : {dtype}[{m}]\n  %b = input b : {dtype}[{m}]\n  %y = fmod %a, %b : {dtype}[{m}]\n  output out = %y\n}}\n"
+        );
+        jobs.push(job(format!("fmod {dtype}"), &text, vec![wrap(&a), wrap(&b)]));
+    }
+    jobs
+}
+
+#[test]
+fn transcendentals_match_the_oracle_on_special_values() {
+    check_with_every_compiler(&transcendental_jobs(), &[&[]]);
+}

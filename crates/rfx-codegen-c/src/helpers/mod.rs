@@ -2,6 +2,7 @@
 //! is replaced by the function's name and `_`, so that several exported programs can share one
 //! translation unit.
 
+mod fmod;
 mod trig;
 
 /// A helper function of the generated source.
@@ -56,6 +57,8 @@ pub(crate) enum Helper {
     SinF64,
     CosF64,
     TanF64,
+    FmodF32,
+    FmodF64,
 }
 
 impl Helper {
@@ -83,6 +86,8 @@ impl Helper {
             Helper::RemPio2F64 => &[Helper::TwoOverPi, Helper::AbsF64],
             Helper::SinF32 | Helper::CosF32 | Helper::TanF32 => &[Helper::RemPio2F32],
             Helper::SinF64 | Helper::CosF64 | Helper::TanF64 => &[Helper::RemPio2F64],
+            Helper::FmodF32 => &[Helper::F32Bits],
+            Helper::FmodF64 => &[Helper::F64Bits],
             _ => &[],
         }
     }
@@ -497,6 +502,8 @@ impl Helper {
             Helper::SinF64 => trig::SIN_F64,
             Helper::CosF64 => trig::COS_F64,
             Helper::TanF64 => trig::TAN_F64,
+            Helper::FmodF32 => fmod::FMOD_F32,
+            Helper::FmodF64 => fmod::FMOD_F64,
             Helper::F64ToI32 => concat!(
                 "static inline int32_t P_f64_to_i32(double x) {\n",
                 "  if (x != x) return 0;\n",

@@ -1,0 +1,158 @@
+//! Sweeps of the exported transcendentals: each function on a few thousand points of its
+//! domain (random magnitudes over every exponent, points near multiples of π/2 and near 0,
+//! the domain's edges, huge arguments), all functions in one translation unit per compiler,
+//! every result within 4 ULP of the interpreter's `f64` oracle (the CPU backend's documented
+//! bound); float `fmod` bit for bit with the interpreter.
+
+mod common;
+
+use common::{Job, check_with_every_compiler};
+use rfx_ir::testgen::TestRng;
+use rfx_ir::{Array, ArrayData, Shape};
+use rfx_lower::{LowerConfig, lower};
+use rfx_opt::{OptConfig, optimize};
+
+/// Points per function and dtype.
+const POINTS: usize = 3000;
+
+fn program(text: &str) -> rfx_ir::lir::LirProgram {
+    let kernel = rfx_ir::hir::parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    let (mir, _) = optimize(&kernel, &OptConfig::default()).expect("optimize");
+    lower(&mir, &LowerConfig::default()).expect("lower").0
+}
+
+fn array(dtype: &str, values: &[f64]) -> Array {
+    let data = if dtype == "f32" {
+        ArrayData::F32(values.iter().map(|&x| x as f32).collect())
+    } else {
+        ArrayData::F64(values.to_vec())
+    };
+    Array::new(Shape::new([values.len()]), data).expect("array")
+}
+
+/// A random finite value of magnitude `2^e` with `e` uniform in `[lo, hi)`, either sign.
+fn magnitude(rng: &mut TestRng, lo: f64, hi: f64) -> f64 {
+    let x = rng.uniform(lo, hi).exp2() * rng.uniform(1.0, 2.0);
+    if rng.chance(0.5) { -x } else { x }
+}
+
+/// Arguments of sin, cos and tan: every magnitude up to the largest finite value of the dtype,
+/// with a third of the points within a few ULP of a multiple of π/2 (exact multiples of a
+/// double's π/2 rounded to the dtype, then nudged by a few ULP).
+fn trig_points(rng: &mut TestRng, dtype: &str) -> Vec<f64> {
+    let max_exp = if dtype == "f32" { 127.0 } else { 1023.0 };
+    (0..POINTS)
+        .map(|i| match i % 3 {
+            0 => magnitude(rng, -30.0, max_exp),
+            1 => magnitude(rng, -3.0, 24.0),
+            _ => {
+                let k = rng.below(1 << 20) as f64;
+                let x = k * std::f64::consts::FRAC_PI_2;
+                let nudge = rng.below(9) as i64 - 4;
+                if dtype == "f32" {
+                    f64::from(f32::from_bits(((x as f32).to_bits() as i64 + nudge) as u32))
+                } else {
+                    f64::from_bits((x.to_bits() as i64 + nudge) as u64)
+                }
+            }
+        })
+        .collect()
+}
+
+/// `op` of `dtype` on `points`, checked against the oracle within 4 ULP.
+fn unary_sweep(op: &str, dtype: &str, points: &[f64]) -> Job {
+    let n = points.len();
+    let text = format!(
+        "kernel {op}_{dtype} {{\n  %x = input x : {dtype}[{n}]\n  %y = {op} %x : {dtype}[{n}]\n  output out = %y\n}}\n"
+    );
+    Job {
+        name: format!("{op} {dtype}"),
+        program: program(&text),
+        inputs: vec![array(dtype, points)],
+        ulp_bound: Some(4),
+    }
+}
+
+/// `op` of `dtype` on the pairs `(a[i], b[i])`; `ulp_bound` as in [`Job`].
+fn binary_sweep(op: &str, dtype: &str, a: &[f64], b: &[f64], ulp_bound: Option<u64>) -> Job {
+    let n = a.len();
+    let text = format!(
+        "kernel {op}_{dtype} {{\n  %a = input a : {dtype}[{n}]\n  %b = input b : {dtype}[{n}]\n  %y = {op} %a, %b : {dtype}[{n}]\n  output out = %y\n}}\n"
+    );
+    Job {
+        name: format!("{op} {dtype}"),
+        program: program(&text),
+        inputs: vec![array(dtype, a), array(dtype, b)],
+        ulp_bound,
+    }
+}
+
+/// Pairs for `fmod`: dividends over every magnitude, divisors from far smaller (long
+/// divisions) to larger than the dividend, and quotients near integers.
+fn fmod_points(rng: &mut TestRng, dtype: &str) -> (Vec<f64>, Vec<f64>) {
+    let max_exp = if dtype == "f32" { 127.0 } else { 1023.0 };
+    let min_exp = if dtype == "f32" { -149.0 } else { -1074.0 };
+    (0..POINTS)
+        .map(|i| {
+            let a = magnitude(rng, min_exp, max_exp);
+            let b = match i % 3 {
+                0 => magnitude(rng, min_exp, max_exp),
+                1 => magnitude(rng, -4.0, 4.0),
+                _ => a / (rng.below(1000) as f64 + 1.0),
+            };
+            (a, b)
+        })
+        .unzip()
+}
+
+fn jobs() -> Vec<Job> {
+    let mut rng = TestRng::new(47);
+    let mut jobs = Vec::new();
+    for dtype in ["f32", "f64"] {
+        let trig = trig_points(&mut rng, dtype);
+        for op in ["sin", "cos", "tan"] {
+            jobs.push(unary_sweep(op, dtype, &trig));
+        }
+        let (a, b) = fmod_points(&mut rng, dtype);
+        jobs.push(binary_sweep("fmod", dtype, &a, &b, None));
+    }
+    jobs
+}
+
+#[test]
+fn exported_transcendentals_are_within_their_bound_on_sweeps() {
+    check_with_every_compiler(&jobs(), &[&[]]);
+}
+
+/// `x = 6381956970095103 * 2^797` is the double nearest a multiple of π/2 (Muller's worst
+/// case for argument reduction: `x - qπ/2 ≈ 2^-60.9`). With π to 2,400 bits, `q ≡ 1 (mod 4)`
+/// and `x - qπ/2 = 0x1.14ae72e6ba22fp-61` rounded, so `cos x = -sin r` rounds to its negation
+/// and `sin x = cos r` to 1. (The platform libm's f64 `cos`, the interpreter's oracle, is 8 ULP
+/// off here, so this point is checked against the exact value.)
+#[test]
+fn the_hardest_f64_reduction_gives_the_correctly_rounded_result() {
+    let ccs = common::compilers();
+    if ccs.is_empty() {
+        eprintln!("skipped: no C compiler (gcc or clang) found");
+        return;
+    }
+    let x = 6381956970095103.0 * 2f64.powi(797);
+    let text = "kernel sincos {\n  %x = input x : f64[1]\n  %s = sin %x : f64[1]\n  %c = cos %x : f64[1]\n  output s = %s\n  output c = %c\n}\n";
+    let export = rfx_codegen_c::c_source(&program(text), "sincos").expect("export");
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("sincos.h"), export.header).expect("write");
+    std::fs::write(dir.path().join("sincos.c"), export.source).expect("write");
+    let driver = format!(
+        "#include <stdio.h>\n#include <string.h>\n#include \"sincos.c\"\nint main(void) {{\n  uint64_t b = UINT64_C(0x{:016x}), sb, cb;\n  double x, s, c;\n  memcpy(&x, &b, 8);\n  if (sincos(&x, &s, &c, 0) != 0) return 1;\n  memcpy(&sb, &s, 8);\n  memcpy(&cb, &c, 8);\n  printf(\"%016llx %016llx\\n\", (unsigned long long)sb, (unsigned long long)cb);\n  return 0;\n}}\n",
+        x.to_bits()
+    );
+    let want = format!(
+        "{:016x} {:016x}",
+        1f64.to_bits(),
+        (-f64::from_bits(0x3c214ae72e6ba22f)).to_bits()
+    );
+    for cc in ccs {
+        let got = common::compile_and_run(cc, &[], dir.path(), "driver", &driver);
+        assert_eq!(got.trim(), want, "{cc}");
+    }
+}

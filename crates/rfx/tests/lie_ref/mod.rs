@@ -364,3 +364,83 @@ pub fn run<'a, K: rfx::KernelFn>(
         Err(error) => panic!("{what} on `{backend}`: {error:?}"),
     }
 }
+
+/// An SE(3) pose: rotation and translation.
+pub type Pose = (Q, V3);
+
+/// SE(3)'s `Log` as `[ρ, ω]`: `ω = Log(q)`, `ρ = Jl(ω)⁻¹ t` (a numerical inverse).
+pub fn se3_log((q, t): Pose) -> [f64; 6] {
+    let w = so3_log(q);
+    let rho = mat_vec(&inv3(&so3_jr(w, true)), t);
+    [rho[0], rho[1], rho[2], w[0], w[1], w[2]]
+}
+
+pub fn se3_compose((qa, ta): Pose, (qb, tb): Pose) -> Pose {
+    (quat_mul(qa, qb), add(ta, mat_vec(&quat_matrix(qa), tb)))
+}
+
+pub fn se3_inverse((q, t): Pose) -> Pose {
+    let qi = conj(q);
+    (qi, scale(mat_vec(&quat_matrix(qi), t), -1.0))
+}
+
+/// A pose as its 7 stored numbers.
+pub fn pose_flat((q, t): Pose) -> [f64; 7] {
+    [q[0], q[1], q[2], q[3], t[0], t[1], t[2]]
+}
+
+pub fn pose_of(x: [f64; 7]) -> Pose {
+    ([x[0], x[1], x[2], x[3]], [x[4], x[5], x[6]])
+}
+
+/// SE(2)'s `Exp([ρx, ρy, θ])` as `[cos, sin, x, y]`.
+pub fn se2_exp(xi: [f64; 3]) -> [f64; 4] {
+    let theta = xi[2];
+    let sinc = if theta.abs() < 1e-4 {
+        1.0 - theta * theta / 6.0
+    } else {
+        theta.sin() / theta
+    };
+    let b = theta * coef_a(theta.abs());
+    [
+        theta.cos(),
+        theta.sin(),
+        sinc * xi[0] - b * xi[1],
+        b * xi[0] + sinc * xi[1],
+    ]
+}
+
+/// SE(2)'s `Log`: `θ = atan2(sin, cos)`, `ρ = V(θ)⁻¹ t` (a numerical inverse).
+pub fn se2_log(x: [f64; 4]) -> [f64; 3] {
+    let theta = x[1].atan2(x[0]);
+    let sinc = if theta.abs() < 1e-4 {
+        1.0 - theta * theta / 6.0
+    } else {
+        theta.sin() / theta
+    };
+    let b = theta * coef_a(theta.abs());
+    let det = sinc * sinc + b * b;
+    [
+        (sinc * x[2] + b * x[3]) / det,
+        (-b * x[2] + sinc * x[3]) / det,
+        theta,
+    ]
+}
+
+pub fn se2_compose(a: [f64; 4], b: [f64; 4]) -> [f64; 4] {
+    [
+        a[0] * b[0] - a[1] * b[1],
+        a[1] * b[0] + a[0] * b[1],
+        a[2] + a[0] * b[2] - a[1] * b[3],
+        a[3] + a[1] * b[2] + a[0] * b[3],
+    ]
+}
+
+pub fn se2_inverse(a: [f64; 4]) -> [f64; 4] {
+    [
+        a[0],
+        -a[1],
+        -(a[0] * a[2] + a[1] * a[3]),
+        a[1] * a[2] - a[0] * a[3],
+    ]
+}

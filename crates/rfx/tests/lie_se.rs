@@ -1,0 +1,490 @@
+//! `rfx::lie` SE(3) and SE(2) against the plain-Rust `f64` reference (`lie_ref`): `exp`,
+//! `log`, the homogeneous matrix, composition, inverse, action, `between` and `interp`; the
+//! right and left Jacobians of `Exp` and `Log` against reverse-mode derivatives through
+//! `exp`/`log`, against Barfoot's block form evaluated in `f64`, and against central
+//! differences; the compose, act and inverse Jacobians against derivatives; at the angles of
+//! `lie_ref::angles` (0, 1e-12, 1e-7, generic, π - 1e-9, π, seeded random ones near 0 and π),
+//! in `f64` and `f32`, on every backend of the build.
+
+mod lie_ref;
+
+use lie_ref::*;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use rfx::lie::{self, Side};
+use rfx::{DType, Tensor};
+
+const PI: f64 = std::f64::consts::PI;
+
+fn flat<const N: usize>(rows: &[[f64; N]]) -> Vec<f64> {
+    rows.iter().flatten().copied().collect()
+}
+
+/// SE(3) tangents `[ρ, ω]` with `‖ω‖` at every test angle and seeded random `ρ`.
+fn se3_tangents(seed: u64) -> Vec<[f64; 6]> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    angles(5, seed)
+        .into_iter()
+        .map(|theta| {
+            let w = scale(axis(&mut rng), theta);
+            let rho: V3 = std::array::from_fn(|_| rng.random_range(-2.0..2.0));
+            [rho[0], rho[1], rho[2], w[0], w[1], w[2]]
+        })
+        .collect()
+}
+
+fn tol(dtype: DType, units: f64) -> f64 {
+    units * roundoff(dtype)
+}
+
+fn six(v: &[f64]) -> [f64; 6] {
+    std::array::from_fn(|i| v[i])
+}
+
+fn se3_values(dtype: DType) {
+    let xis = se3_tangents(11);
+    let n = xis.len();
+    let held: Vec<[f64; 6]> = stored(dtype, &flat(&xis)).chunks(6).map(six).collect();
+    let input = array(dtype, &[n, 6], &flat(&held));
+    let want: Vec<[f64; 7]> = held.iter().map(|&xi| pose_flat(se3_exp(xi))).collect();
+    let want_m: Vec<f64> = want
+        .iter()
+        .flat_map(|&x| {
+            let (q, t) = pose_of(x);
+            let r = quat_matrix(q);
+            [
+                r[0][0], r[0][1], r[0][2], t[0], r[1][0], r[1][1], r[1][2], t[1], r[2][0], r[2][1], r[2][2],
+                t[2], 0.0, 0.0, 0.0, 1.0,
+            ]
+        })
+        .collect();
+    for backend in backends(dtype) {
+        let f = rfx::jit(|xi: Tensor| {
+            let x = lie::se3_exp(xi);
+            (x, lie::se3_log(x), lie::se3_to_matrix(x))
+        })
+        .on_backend(backend);
+        let Some(out) = run("se3 values", backend, &f, (&input,)) else {
+            continue;
+        };
+        let what = |name: &str| format!("{backend} {dtype}: {name}");
+        // Translations reach |ρ| ≈ 3.5: errors relative to that.
+        assert_close(&what("exp"), &out[0], &flat(&want), tol(dtype, 64.0));
+        assert_close(&what("matrix"), &out[2], &want_m, tol(dtype, 64.0));
+        for (i, xi) in held.iter().enumerate() {
+            // At θ = π (w within rounding of 0) either axis sign is the same pose.
+            if want[i][0].abs() < 1e3 * roundoff(dtype) {
+                continue;
+            }
+            assert_close(
+                &format!("{}[{i}]", what("log(exp)")),
+                &out[1][6 * i..6 * i + 6],
+                xi,
+                tol(dtype, 256.0),
+            );
+        }
+    }
+}
+
+#[test]
+fn se3_exp_log_and_matrix_match_closed_forms_f64() {
+    se3_values(DType::F64);
+}
+
+#[test]
+fn se3_exp_log_and_matrix_match_closed_forms_f32() {
+    se3_values(DType::F32);
+}
+
+/// As `lie.rs`'s `tangent_jacobians`, for SE(3).
+fn se3_tangent_jacobians(xi: Tensor, d: Tensor) -> (Tensor, Tensor, Tensor, Tensor) {
+    let x = lie::se3_exp(xi);
+    let moved = lie::se3_exp(xi + d);
+    let step = lie::se3_exp(d);
+    (
+        lie::se3_log(lie::se3_between(x, moved)),
+        lie::se3_log(lie::se3_compose(moved, lie::se3_inverse(x))),
+        lie::se3_log(lie::se3_compose(x, step)),
+        lie::se3_log(lie::se3_compose(step, x)),
+    )
+}
+
+fn mat6_mul(a: &[f64], b: &[f64]) -> Vec<f64> {
+    (0..36)
+        .map(|k| {
+            let (i, j) = (k / 6, k % 6);
+            (0..6).map(|l| a[6 * i + l] * b[6 * l + j]).sum()
+        })
+        .collect()
+}
+
+fn se3_derivatives(dtype: DType) {
+    let xis = se3_tangents(12);
+    let n = xis.len();
+    let held: Vec<[f64; 6]> = stored(dtype, &flat(&xis)).chunks(6).map(six).collect();
+    let input = array(dtype, &[n, 6], &flat(&held));
+    let zeros = array(dtype, &[n, 6], &vec![0.0; 6 * n]);
+    let jr: Vec<f64> = held.iter().flat_map(|&xi| flat(&se3_jr(xi, false))).collect();
+    let jl: Vec<f64> = held.iter().flat_map(|&xi| flat(&se3_jr(xi, true))).collect();
+    let identity: Vec<f64> = (0..36).map(|k| f64::from(u8::from(k / 6 == k % 6))).collect();
+    for backend in backends(dtype) {
+        let what = |name: &str| format!("{backend} {dtype}: {name}");
+        // The Jacobians of `Log` at `x = Exp(ξ)` are those at `Log(x)`, which is ξ except
+        // at θ = π, where rounding may pick the other axis sign.
+        let analytic = rfx::jit(|xi: Tensor| {
+            let back = lie::se3_log(lie::se3_exp(xi));
+            vec![
+                lie::se3_jr(xi),
+                lie::se3_jl(xi),
+                lie::se3_jr_inv(xi),
+                lie::se3_jl_inv(xi),
+                lie::se3_jr_inv(back),
+                lie::se3_jl_inv(back),
+            ]
+        })
+        .on_backend(backend);
+        let Some(a) = run("analytic", backend, &analytic, (&input,)) else {
+            continue;
+        };
+        assert_close(&what("jr"), &a[0], &jr, tol(dtype, 64.0));
+        assert_close(&what("jl"), &a[1], &jl, tol(dtype, 64.0));
+        for i in 0..n {
+            let block = |k: usize| &a[k][36 * i..36 * i + 36];
+            assert_close(
+                &format!("{}[{i}]", what("jr jr_inv")),
+                &mat6_mul(block(0), block(2)),
+                &identity,
+                tol(dtype, 512.0),
+            );
+            assert_close(
+                &format!("{}[{i}]", what("jl jl_inv")),
+                &mat6_mul(block(1), block(3)),
+                &identity,
+                tol(dtype, 512.0),
+            );
+        }
+        let ad = rfx::jit(rfx::vmap(rfx::jacobian(se3_tangent_jacobians).wrt(&[1]))).on_backend(backend);
+        let Some(out) = run("ad", backend, &ad, (&input, &zeros)) else {
+            continue;
+        };
+        for (k, name) in ["AD jr", "AD jl", "AD jr_inv", "AD jl_inv"].iter().enumerate() {
+            let at = if k < 2 { k } else { k + 2 };
+            for i in 0..n {
+                let (got, want) = (&out[4 + k][36 * i..36 * i + 36], &a[at][36 * i..36 * i + 36]);
+                assert_close(&format!("{}[{i}]", what(name)), got, want, tol(dtype, 1024.0));
+            }
+        }
+    }
+}
+
+#[test]
+fn se3_derivatives_through_exp_and_log_match_analytic_jacobians_f64() {
+    se3_derivatives(DType::F64);
+}
+
+#[test]
+fn se3_derivatives_through_exp_and_log_match_analytic_jacobians_f32() {
+    se3_derivatives(DType::F32);
+}
+
+/// The right Jacobian by reverse mode against central differences of the reference, and the
+/// derivative of `Log ∘ Exp` against the identity.
+#[test]
+fn se3_derivatives_match_finite_differences() {
+    let xis = se3_tangents(13);
+    let n = xis.len();
+    let input = array(DType::F64, &[n, 6], &flat(&xis));
+    let zeros = array(DType::F64, &[n, 6], &vec![0.0; 6 * n]);
+    let identity: Vec<f64> = (0..36).map(|k| f64::from(u8::from(k / 6 == k % 6))).collect();
+    for backend in backends(DType::F64) {
+        let f = rfx::jit(rfx::vmap(
+            rfx::jacobian(|xi: Tensor, d: Tensor| {
+                (
+                    lie::se3_log(lie::se3_between(lie::se3_exp(xi), lie::se3_exp(xi + d))),
+                    lie::se3_log(lie::se3_exp(xi + d)),
+                )
+            })
+            .wrt(&[1]),
+        ))
+        .on_backend(backend);
+        let Some(out) = run("se3 fd", backend, &f, (&input, &zeros)) else {
+            continue;
+        };
+        for (i, &xi) in xis.iter().enumerate() {
+            let fd = central(
+                |d: [f64; 6]| {
+                    let moved = se3_exp(std::array::from_fn(|k| xi[k] + d[k]));
+                    se3_log(se3_compose(se3_inverse(se3_exp(xi)), moved))
+                },
+                [0.0; 6],
+                1e-6,
+            );
+            assert_close(
+                &format!("{backend}: jr[{i}]"),
+                &out[2][36 * i..36 * i + 36],
+                &flat(&fd),
+                1e-7,
+            );
+            assert_close(
+                &format!("{backend}: d log(exp)[{i}]"),
+                &out[3][36 * i..36 * i + 36],
+                &identity,
+                1e-12,
+            );
+        }
+    }
+}
+
+fn random_poses(rng: &mut StdRng, n: usize) -> Vec<[f64; 7]> {
+    (0..n)
+        .map(|_| {
+            let w = scale(axis(rng), rng.random_range(0.1..3.0));
+            let t: V3 = std::array::from_fn(|_| rng.random_range(-2.0..2.0));
+            pose_flat((so3_exp(w), t))
+        })
+        .collect()
+}
+
+#[test]
+fn se3_group_operations_match_the_reference() {
+    let mut rng = StdRng::seed_from_u64(14);
+    let n = 10;
+    let (a, b) = (random_poses(&mut rng, n), random_poses(&mut rng, n));
+    let p: Vec<V3> = (0..n)
+        .map(|_| std::array::from_fn(|_| rng.random_range(-2.0..2.0)))
+        .collect();
+    let want_compose: Vec<[f64; 7]> = (0..n)
+        .map(|i| pose_flat(se3_compose(pose_of(a[i]), pose_of(b[i]))))
+        .collect();
+    let want_inverse: Vec<[f64; 7]> = a.iter().map(|&x| pose_flat(se3_inverse(pose_of(x)))).collect();
+    let want_between: Vec<[f64; 7]> = (0..n)
+        .map(|i| pose_flat(se3_compose(se3_inverse(pose_of(a[i])), pose_of(b[i]))))
+        .collect();
+    let want_act: Vec<V3> = (0..n)
+        .map(|i| {
+            let (q, t) = pose_of(a[i]);
+            add(mat_vec(&quat_matrix(q), p[i]), t)
+        })
+        .collect();
+    // Halfway along the geodesic: a ∘ Exp(½ Log(a⁻¹ b)).
+    let want_half: Vec<[f64; 7]> = (0..n)
+        .map(|i| {
+            let half = se3_log(pose_of(want_between[i])).map(|c| c * 0.5);
+            pose_flat(se3_compose(pose_of(a[i]), se3_exp(half)))
+        })
+        .collect();
+    let (xa, xb) = (
+        array(DType::F64, &[n, 7], &flat(&a)),
+        array(DType::F64, &[n, 7], &flat(&b)),
+    );
+    let pts = array(DType::F64, &[n, 3], &flat(&p));
+    let half = array(DType::F64, &[], &[0.5]);
+    for backend in backends(DType::F64) {
+        let f = rfx::jit(|a: Tensor, b: Tensor, p: Tensor, t: Tensor| {
+            vec![
+                lie::se3_compose(a, b),
+                lie::se3_inverse(a),
+                lie::se3_between(a, b),
+                lie::se3_act(a, p),
+                lie::se3_interp(a, b, t),
+            ]
+        })
+        .on_backend(backend);
+        let Some(out) = run("se3 ops", backend, &f, (&xa, &xb, &pts, &half)) else {
+            continue;
+        };
+        let tol = 256.0 * roundoff(DType::F64);
+        assert_close(&format!("{backend}: compose"), &out[0], &flat(&want_compose), tol);
+        assert_close(&format!("{backend}: inverse"), &out[1], &flat(&want_inverse), tol);
+        assert_close(&format!("{backend}: between"), &out[2], &flat(&want_between), tol);
+        assert_close(&format!("{backend}: act"), &out[3], &flat(&want_act), tol);
+        assert_close(
+            &format!("{backend}: interp"),
+            &out[4],
+            &flat(&want_half),
+            4.0 * tol,
+        );
+    }
+}
+
+#[test]
+fn se3_operation_jacobians_match_derivatives() {
+    let mut rng = StdRng::seed_from_u64(15);
+    let n = 6;
+    let (a, b) = (random_poses(&mut rng, n), random_poses(&mut rng, n));
+    let p: Vec<V3> = (0..n)
+        .map(|_| std::array::from_fn(|_| rng.random_range(-2.0..2.0)))
+        .collect();
+    let (xa, xb) = (
+        array(DType::F64, &[n, 7], &flat(&a)),
+        array(DType::F64, &[n, 7], &flat(&b)),
+    );
+    let pts = array(DType::F64, &[n, 3], &flat(&p));
+    let zeros = array(DType::F64, &[n, 6], &vec![0.0; 6 * n]);
+    let tol = 1024.0 * roundoff(DType::F64);
+    for backend in backends(DType::F64) {
+        let analytic = rfx::jit(|a: Tensor, b: Tensor, p: Tensor| {
+            let (right_a, right_b) = lie::se3_compose_jacobians(a, b, Side::Right);
+            let (left_a, left_b) = lie::se3_compose_jacobians(a, b, Side::Left);
+            let (act_right, act_p) = lie::se3_act_jacobians(a, p, Side::Right);
+            let (act_left, _) = lie::se3_act_jacobians(a, p, Side::Left);
+            let inverse_right = lie::se3_inverse_jacobian(a, Side::Right);
+            let inverse_left = lie::se3_inverse_jacobian(a, Side::Left);
+            vec![
+                right_a,
+                right_b,
+                left_a,
+                left_b,
+                act_right,
+                act_p,
+                act_left,
+                inverse_right,
+                inverse_left,
+            ]
+        })
+        .on_backend(backend);
+        let Some(want) = run("se3 analytic", backend, &analytic, (&xa, &xb, &pts)) else {
+            continue;
+        };
+        let ad = rfx::jit(rfx::vmap(
+            rfx::jacobian(|a: Tensor, b: Tensor, p: Tensor, d: Tensor| {
+                let e = lie::se3_exp(d);
+                let ab = lie::se3_compose(a, b);
+                let ai = lie::se3_inverse(a);
+                let dp = d.slice_axis(0, 0..3);
+                vec![
+                    lie::se3_log(lie::se3_between(ab, lie::se3_compose(lie::se3_compose(a, e), b))),
+                    lie::se3_log(lie::se3_between(ab, lie::se3_compose(a, lie::se3_compose(b, e)))),
+                    lie::se3_log(lie::se3_compose(
+                        lie::se3_compose(lie::se3_compose(e, a), b),
+                        lie::se3_inverse(ab),
+                    )),
+                    lie::se3_log(lie::se3_compose(
+                        lie::se3_compose(a, lie::se3_compose(e, b)),
+                        lie::se3_inverse(ab),
+                    )),
+                    lie::se3_act(lie::se3_compose(a, e), p),
+                    lie::se3_act(a, p + dp),
+                    lie::se3_act(lie::se3_compose(e, a), p),
+                    lie::se3_log(lie::se3_between(ai, lie::se3_inverse(lie::se3_compose(a, e)))),
+                    lie::se3_log(lie::se3_compose(
+                        lie::se3_inverse(lie::se3_compose(e, a)),
+                        lie::se3_inverse(ai),
+                    )),
+                ]
+            })
+            .wrt(&[3]),
+        ))
+        .on_backend(backend);
+        let Some(got) = run("se3 ad", backend, &ad, (&xa, &xb, &pts, &zeros)) else {
+            continue;
+        };
+        let names = [
+            "compose right a",
+            "compose right b",
+            "compose left a",
+            "compose left b",
+            "act right x",
+            "act p",
+            "act left x",
+            "inverse right",
+            "inverse left",
+        ];
+        for (k, name) in names.iter().enumerate() {
+            // The derivative of `act(a, p + dp)` has the shape [3, 6]: its first three columns
+            // are the Jacobian with respect to p.
+            let got_k: Vec<f64> = if k == 5 {
+                got[9 + k].chunks(6).flat_map(|row| row[..3].to_vec()).collect()
+            } else {
+                got[9 + k].clone()
+            };
+            assert_close(&format!("{backend}: {name}"), &got_k, &want[k], tol);
+        }
+    }
+}
+
+/// SE(2): values against the reference and the Jacobians of `Exp` against reverse mode and
+/// central differences, at 0, 1e-12, 1e-7, generic angles, ±(π - 1e-9) and π.
+#[test]
+fn se2_matches_the_reference() {
+    let mut rng = StdRng::seed_from_u64(16);
+    let thetas = [0.0, 1e-12, -1e-7, 0.3, -1.5, 2.5, PI - 1e-9, -(PI - 1e-9), PI];
+    let n = thetas.len();
+    let xis: Vec<[f64; 3]> = thetas
+        .iter()
+        .map(|&t| [rng.random_range(-2.0..2.0), rng.random_range(-2.0..2.0), t])
+        .collect();
+    let others: Vec<[f64; 4]> = (0..n)
+        .map(|_| {
+            se2_exp([
+                rng.random_range(-2.0..2.0),
+                rng.random_range(-2.0..2.0),
+                rng.random_range(-3.0..3.0),
+            ])
+        })
+        .collect();
+    let want_exp: Vec<[f64; 4]> = xis.iter().map(|&xi| se2_exp(xi)).collect();
+    let want_between: Vec<[f64; 4]> = (0..n)
+        .map(|i| se2_compose(se2_inverse(want_exp[i]), others[i]))
+        .collect();
+    let input = array(DType::F64, &[n, 3], &flat(&xis));
+    let other = array(DType::F64, &[n, 4], &flat(&others));
+    let zeros = array(DType::F64, &[n, 3], &vec![0.0; 3 * n]);
+    let tol = 256.0 * roundoff(DType::F64);
+    for backend in backends(DType::F64) {
+        let f = rfx::jit(|xi: Tensor, b: Tensor| {
+            let x = lie::se2_exp(xi);
+            (
+                x,
+                lie::se2_log(x),
+                lie::se2_between(x, b),
+                lie::se2_jr(xi),
+                lie::se2_jl(xi),
+            )
+        })
+        .on_backend(backend);
+        let Some(out) = run("se2 values", backend, &f, (&input, &other)) else {
+            continue;
+        };
+        assert_close(&format!("{backend}: exp"), &out[0], &flat(&want_exp), tol);
+        let want_log: Vec<[f64; 3]> = want_exp.iter().map(|&x| se2_log(x)).collect();
+        assert_close(&format!("{backend}: log"), &out[1], &flat(&want_log), tol);
+        assert_close(&format!("{backend}: between"), &out[2], &flat(&want_between), tol);
+        let ad = rfx::jit(rfx::vmap(
+            rfx::jacobian(|xi: Tensor, d: Tensor| {
+                (
+                    lie::se2_log(lie::se2_between(lie::se2_exp(xi), lie::se2_exp(xi + d))),
+                    lie::se2_log(lie::se2_compose(
+                        lie::se2_exp(xi + d),
+                        lie::se2_inverse(lie::se2_exp(xi)),
+                    )),
+                )
+            })
+            .wrt(&[1]),
+        ))
+        .on_backend(backend);
+        let Some(jac) = run("se2 ad", backend, &ad, (&input, &zeros)) else {
+            continue;
+        };
+        assert_close(&format!("{backend}: AD jr"), &jac[2], &out[3], tol);
+        assert_close(&format!("{backend}: AD jl"), &jac[3], &out[4], tol);
+        for (i, &xi) in xis.iter().enumerate() {
+            let fd = central(
+                |d: [f64; 3]| {
+                    se2_log(se2_compose(
+                        se2_inverse(se2_exp(xi)),
+                        se2_exp(std::array::from_fn(|k| xi[k] + d[k])),
+                    ))
+                },
+                [0.0; 3],
+                1e-6,
+            );
+            assert_close(
+                &format!("{backend}: jr[{i}] vs differences"),
+                &out[3][9 * i..9 * i + 9],
+                &flat(&fd),
+                1e-7,
+            );
+        }
+    }
+}

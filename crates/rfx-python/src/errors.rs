@@ -50,6 +50,12 @@ create_exception!(
 );
 create_exception!(
     rfxjit,
+    ExportError,
+    RfxError,
+    "A kernel could not be exported as source: a name that is not a C identifier, or an op the export cannot emit."
+);
+create_exception!(
+    rfxjit,
     ExprError,
     RfxError,
     "An expression string (rfxjit.eval) or HIR text did not parse or type-check."
@@ -65,6 +71,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("CompileError", py.get_type::<CompileError>())?;
     m.add("BackendUnavailable", py.get_type::<BackendUnavailable>())?;
     m.add("ExprError", py.get_type::<ExprError>())?;
+    m.add("ExportError", py.get_type::<ExportError>())?;
     Ok(())
 }
 

@@ -36,10 +36,12 @@ from ._errors import (
     BackendUnavailable,
     CallError,
     CompileError,
+    ExportError,
     ExprError,
     RfxError,
     TraceError,
 )
+from ._export import export
 from ._tracer import Tracer
 from . import numpy  # noqa: E402 - the namespace imports the tracer
 
@@ -62,6 +64,7 @@ __all__ = [
     "CacheInfo",
     "CallError",
     "CompileError",
+    "ExportError",
     "ExprError",
     "Function",
     "Kernel",
@@ -72,6 +75,7 @@ __all__ = [
     "compile",
     "config",
     "eval",
+    "export",
     "grad",
     "hessian",
     "jacfwd",

@@ -15,6 +15,7 @@ AutodiffError = _rfx.AutodiffError
 CompileError = _rfx.CompileError
 BackendUnavailable = _rfx.BackendUnavailable
 ExprError = _rfx.ExprError
+ExportError = _rfx.ExportError
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 

@@ -19,7 +19,10 @@
  * by its calls. The variants alternate batch by batch (round r starts with variant r mod V),
  * so load on the machine hits all of them alike; each variant's figure is the median of its
  * samples, and each ratio is given both as the ratio of two medians and as the median of the
- * per-round ratios. Before timing, every variant's output on every set is compared with a
+ * per-round ratios. Each batch is also timed in thread CPU time (CLOCK_THREAD_CPUTIME_ID),
+ * which leaves out the time the process waited for a core: on a loaded machine long batches
+ * are preempted more often than short ones, and the CPU-time medians show how much that moved
+ * the wall-clock ones. Before timing, every variant's output on every set is compared with a
  * double-precision reference; an error above 1e-4 stops the run (exit 1). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -101,13 +104,18 @@ struct sets {
 };
 
 struct stats {
-  double med_ns, p10_ns, p90_ns, min_ns, max_abs_err;
+  double med_ns, p10_ns, p90_ns, min_ns, med_cpu_ns, max_abs_err;
   long batch;
 };
 
-static double now_ns(void) {
+/* One batch's elapsed wall-clock and thread CPU time. */
+struct elapsed {
+  double wall_ns, cpu_ns;
+};
+
+static double clock_ns(clockid_t clock) {
   struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(clock, &t);
   return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
 }
 
@@ -195,12 +203,12 @@ static void free_sets(const struct bench_case *c, struct sets *s) {
   free(s);
 }
 
-/* `calls` back-to-back calls of one variant, rotating over the sets; returns the elapsed ns and
- * the first non-zero return code in *status. The loop is the same for every ABI but the call. */
-static double run_batch(const struct variant *v, struct sets *s, void *work, long n, long calls,
-                        int *status) {
+/* `calls` back-to-back calls of one variant, rotating over the sets; returns the elapsed times
+ * and the return codes or-ed in *status. The loop is the same for every ABI but the call. */
+static struct elapsed run_batch(const struct variant *v, struct sets *s, void *work, long n,
+                                long calls, int *status) {
   int k = 0, rc = 0;
-  double t0 = now_ns();
+  double c0 = clock_ns(CLOCK_THREAD_CPUTIME_ID), t0 = clock_ns(CLOCK_MONOTONIC);
   switch (v->abi) {
   case ABI_RFX2:
     for (long j = 0; j < calls; j++) {
@@ -227,9 +235,11 @@ static double run_batch(const struct variant *v, struct sets *s, void *work, lon
     }
     break;
   }
-  double elapsed = now_ns() - t0;
+  struct elapsed e;
+  e.wall_ns = clock_ns(CLOCK_MONOTONIC) - t0;
+  e.cpu_ns = clock_ns(CLOCK_THREAD_CPUTIME_ID) - c0;
   *status = rc;
-  return elapsed;
+  return e;
 }
 
 /* The largest absolute error of one variant over all sets, against the f64 reference. */
@@ -288,7 +298,7 @@ static void time_case(const struct bench_case *c, int rounds, struct stats *st, 
     double el = 0.0;
     while (el < 2e6) {
       calls *= 2;
-      el = run_batch(&c->variants[v], s, s->work[v], c->n, calls, &status);
+      el = run_batch(&c->variants[v], s, s->work[v], c->n, calls, &status).wall_ns;
     }
     double per_call = el / (double)calls;
     long b = per_call >= TARGET_BATCH_NS ? 1 : (long)ceil(TARGET_BATCH_NS / per_call);
@@ -296,11 +306,13 @@ static void time_case(const struct bench_case *c, int rounds, struct stats *st, 
     st[v].batch = batch[v];
   }
   double *samples = alloc_or_die(64, sizeof(double) * (size_t)(nv * rounds));
+  double *cpu_samples = alloc_or_die(64, sizeof(double) * (size_t)(nv * rounds));
   for (int r = 0; r < rounds; r++)
     for (int i = 0; i < nv; i++) {
       int v = (r + i) % nv;
-      double el = run_batch(&c->variants[v], s, s->work[v], c->n, batch[v], &status);
-      samples[v * rounds + r] = el / (double)batch[v];
+      struct elapsed el = run_batch(&c->variants[v], s, s->work[v], c->n, batch[v], &status);
+      samples[v * rounds + r] = el.wall_ns / (double)batch[v];
+      cpu_samples[v * rounds + r] = el.cpu_ns / (double)batch[v];
     }
   double *tmp = alloc_or_die(64, sizeof(double) * (size_t)rounds);
   for (int v = 0; v < nv; v++) {
@@ -311,8 +323,10 @@ static void time_case(const struct bench_case *c, int rounds, struct stats *st, 
     st[v].p10_ns = tmp[rounds / 10];
     st[v].p90_ns = tmp[(rounds * 9) / 10];
     st[v].min_ns = tmp[0];
+    st[v].med_cpu_ns = median_of(&cpu_samples[v * rounds], rounds);
   }
   free(tmp);
+  free(cpu_samples);
   free(samples);
   free_sets(c, s);
 }
@@ -387,9 +401,10 @@ static void write_case_json(FILE *f, const struct bench_case *c, const struct st
   for (int v = 0; v < c->n_variants; v++)
     fprintf(f,
             "%s\n      {\"name\": \"%s\", \"med_ns\": %.4f, \"p10_ns\": %.4f, \"p90_ns\": %.4f, "
-            "\"min_ns\": %.4f, \"batch\": %ld, \"max_abs_err\": %.3g, \"paired_ratio_to_rfx\": %.4f}",
+            "\"min_ns\": %.4f, \"med_cpu_ns\": %.4f, \"batch\": %ld, \"max_abs_err\": %.3g, "
+            "\"paired_ratio_to_rfx\": %.4f}",
             v ? "," : "", c->variants[v].name, st[v].med_ns, st[v].p10_ns, st[v].p90_ns,
-            st[v].min_ns, st[v].batch, st[v].max_abs_err, paired[v]);
+            st[v].min_ns, st[v].med_cpu_ns, st[v].batch, st[v].max_abs_err, paired[v]);
   fprintf(f, "\n    ]}");
 }
 
@@ -411,16 +426,16 @@ int main(int argc, char **argv) {
   struct bench_case cases[8];
   int count = make_cases(cases);
   fprintf(json, "{\"rounds\": %d, \"cases\": [", rounds);
-  printf("%-4s %-12s %6s %-7s %12s %12s %12s %10s %10s\n", "", "kernel", "n", "variant",
-         "median ns", "p10 ns", "p90 ns", "/ rfx", "paired");
+  printf("%-4s %-12s %6s %-7s %12s %12s %12s %10s %10s %12s\n", "", "kernel", "n", "variant",
+         "median ns", "p10 ns", "p90 ns", "/ rfx", "paired", "CPU ns");
   for (int i = 0; i < count; i++) {
     struct stats st[MAX_VARIANTS];
     double paired[MAX_VARIANTS];
     time_case(&cases[i], rounds, st, paired);
     for (int v = 0; v < cases[i].n_variants; v++)
-      printf("%-4s %-12s %6ld %-7s %12.3f %12.3f %12.3f %10.3f %10.3f\n", cases[i].kernel,
+      printf("%-4s %-12s %6ld %-7s %12.3f %12.3f %12.3f %10.3f %10.3f %12.3f\n", cases[i].kernel,
              cases[i].title, cases[i].n, cases[i].variants[v].name, st[v].med_ns, st[v].p10_ns,
-             st[v].p90_ns, st[v].med_ns / st[0].med_ns, paired[v]);
+             st[v].p90_ns, st[v].med_ns / st[0].med_ns, paired[v], st[v].med_cpu_ns);
     fflush(stdout);
     write_case_json(json, &cases[i], st, paired, n_sets_for(cases[i].n), i == 0);
   }

@@ -510,8 +510,9 @@ fn loop_report(source: &str, info: &str, file: &str) -> Vec<LoopInfo> {
     loops
 }
 
-/// Each goal with rfx's time over the peer's (ratio of medians and the median per-round
-/// ratio) and whether it is met; `null` figures where a variant was not measured.
+/// Each goal with rfx's time over the peer's (ratio of medians, the median per-round ratio and
+/// the ratio of thread-CPU-time medians) and whether it is met (by the ratio of medians);
+/// `null` figures where a variant was not measured.
 fn goals(results: &Value) -> Vec<Value> {
     GOALS
         .iter()
@@ -521,15 +522,17 @@ fn goals(results: &Value) -> Vec<Value> {
                 case.and_then(|c| c.get("variants")?.as_array()?.iter().find(|v| v["name"] == name))
             };
             let (rfx, peer) = (variant("rfx"), variant(goal.peer));
-            let ratio = rfx
-                .zip(peer)
-                .and_then(|(r, p)| Some(r["med_ns"].as_f64()? / p["med_ns"].as_f64()?));
+            let ratio_of = |key: &str| {
+                rfx.zip(peer)
+                    .and_then(|(r, p)| Some(r[key].as_f64()? / p[key].as_f64()?))
+            };
+            let (ratio, cpu_ratio) = (ratio_of("med_ns"), ratio_of("med_cpu_ns"));
             let paired = peer
                 .and_then(|p| p["paired_ratio_to_rfx"].as_f64())
                 .map(|x| 1.0 / x);
             json!({
                 "goal": goal.text, "kernel": goal.kernel, "n": goal.n, "peer": goal.peer, "bound": goal.bound,
-                "ratio": ratio, "paired_ratio": paired, "met": ratio.map(|r| r <= goal.bound),
+                "ratio": ratio, "paired_ratio": paired, "cpu_ratio": cpu_ratio, "met": ratio.map(|r| r <= goal.bound),
             })
         })
         .collect()
@@ -592,9 +595,13 @@ fn markdown(report: &Value) -> String {
             Some(false) => "missed",
             None => "not measured",
         };
-        let figures = match (goal["ratio"].as_f64(), goal["paired_ratio"].as_f64()) {
-            (Some(r), Some(p)) => format!(
-                ": rfx / {} = {r:.2} (per-round median {p:.2})",
+        let figures = match (
+            goal["ratio"].as_f64(),
+            goal["paired_ratio"].as_f64(),
+            goal["cpu_ratio"].as_f64(),
+        ) {
+            (Some(r), Some(p), Some(c)) => format!(
+                ": rfx / {} = {r:.2} (per-round median {p:.2}; in thread CPU time {c:.2})",
                 goal["peer"].as_str().unwrap_or("?")
             ),
             _ => String::new(),
@@ -708,12 +715,12 @@ mod tests {
     fn results() -> Value {
         json!({"rounds": 5, "cases": [
             {"kernel": "K6", "title": "PID clip", "n": 1, "sets": 1, "variants": [
-                {"name": "rfx", "med_ns": 2.5, "paired_ratio_to_rfx": 1.0},
-                {"name": "casadi", "med_ns": 5.0, "paired_ratio_to_rfx": 1.6},
-                {"name": "gcc", "med_ns": 2.0, "paired_ratio_to_rfx": 0.8}]},
+                {"name": "rfx", "med_ns": 2.5, "med_cpu_ns": 2.5, "paired_ratio_to_rfx": 1.0},
+                {"name": "casadi", "med_ns": 5.0, "med_cpu_ns": 4.0, "paired_ratio_to_rfx": 1.6},
+                {"name": "gcc", "med_ns": 2.0, "med_cpu_ns": 2.0, "paired_ratio_to_rfx": 0.8}]},
             {"kernel": "K4", "title": "sin(x*2)+y", "n": 65536, "sets": 4, "variants": [
-                {"name": "rfx", "med_ns": 30000.0, "paired_ratio_to_rfx": 1.0},
-                {"name": "gcc", "med_ns": 20000.0, "paired_ratio_to_rfx": 0.625}]},
+                {"name": "rfx", "med_ns": 30000.0, "med_cpu_ns": 25000.0, "paired_ratio_to_rfx": 1.0},
+                {"name": "gcc", "med_ns": 20000.0, "med_cpu_ns": 20000.0, "paired_ratio_to_rfx": 0.625}]},
         ]})
     }
 
@@ -723,9 +730,11 @@ mod tests {
         assert_eq!(goals.len(), 3);
         assert_eq!(goals[0]["ratio"].as_f64(), Some(0.5));
         assert_eq!(goals[0]["paired_ratio"].as_f64(), Some(0.625));
+        assert_eq!(goals[0]["cpu_ratio"].as_f64(), Some(0.625));
         assert_eq!(goals[0]["met"], true);
         assert_eq!(goals[1]["ratio"].as_f64(), Some(1.5));
         assert_eq!(goals[1]["paired_ratio"].as_f64(), Some(1.6));
+        assert_eq!(goals[1]["cpu_ratio"].as_f64(), Some(1.25));
         assert_eq!(goals[1]["met"], false);
         assert_eq!(goals[2]["met"], Value::Null, "K5 was not measured");
     }
@@ -749,7 +758,7 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("at most CasADi's C: **met**: rfx / casadi = 0.50 (per-round median 0.62)"),
+            text.contains("at most CasADi's C: **met**: rfx / casadi = 0.50 (per-round median 0.62; in thread CPU time 0.62)"),
             "{text}"
         );
         assert!(

@@ -205,6 +205,7 @@ fn check_and_shrink(
         cpu: true,
         metal: with_metal,
         cuda: true,
+        c: true,
     };
     let found = check(config, env, kernel, seed, paths, Some(&mut *report));
     for (path, description) in found {

@@ -72,6 +72,9 @@ pub struct Backends {
     pub metal: Result<&'static dyn Backend, String>,
     /// The `cuda` path.
     pub cuda: Result<&'static dyn Backend, String>,
+    /// The `c` path: the exported C compiled by the system C compiler (one compiler run per
+    /// kernel, so callers hand it in only when asked for it).
+    pub c: Result<&'static dyn Backend, String>,
 }
 
 impl Backends {
@@ -82,6 +85,7 @@ impl Backends {
             cpu: missing(),
             metal: missing(),
             cuda: missing(),
+            c: missing(),
         }
     }
 
@@ -99,6 +103,7 @@ impl Backends {
             cpu: probe(&self.cpu, "unavailable"),
             metal: probe(&self.metal, "no adapter"),
             cuda: probe(&self.cuda, "no GPU"),
+            c: probe(&self.c, "no C compiler"),
         }
     }
 }
@@ -113,6 +118,7 @@ impl fmt::Debug for Backends {
             .field("cpu", &show(&self.cpu))
             .field("metal", &show(&self.metal))
             .field("cuda", &show(&self.cuda))
+            .field("c", &show(&self.c))
             .finish()
     }
 }
@@ -144,7 +150,7 @@ pub(crate) fn check_large(env: &Backends, seed: u64, with_metal: bool, report: &
         Err(description) => return mismatch(report, "lir-interp", description),
     };
     report.compared("lir-interp");
-    let backends: [(&str, Result<&'static dyn Backend, String>); 3] = [
+    let backends: [(&str, Result<&'static dyn Backend, String>); 4] = [
         ("cpu", env.cpu.clone()),
         (
             "metal",
@@ -155,6 +161,7 @@ pub(crate) fn check_large(env: &Backends, seed: u64, with_metal: bool, report: &
             },
         ),
         ("cuda", env.cuda.clone()),
+        ("c", env.c.clone()),
     ];
     for (path, backend) in backends {
         let backend = match backend {
@@ -216,6 +223,7 @@ pub(crate) struct PathSet {
     pub(crate) cpu: bool,
     pub(crate) metal: bool,
     pub(crate) cuda: bool,
+    pub(crate) c: bool,
 }
 
 impl PathSet {
@@ -226,6 +234,7 @@ impl PathSet {
             cpu: path == "cpu",
             metal: path == "metal",
             cuda: path == "cuda",
+            c: path == "c",
         }
     }
 }
@@ -356,6 +365,7 @@ pub(crate) fn check(
         ("cpu", paths.cpu, &env.cpu),
         ("metal", paths.metal, &env.metal),
         ("cuda", paths.cuda, &env.cuda),
+        ("c", paths.c, &env.c),
     ];
     for (path, wanted, backend) in backends {
         if !wanted {
@@ -441,13 +451,20 @@ fn check_hir(reference: &Reference<'_>, refined: bool, tally: &mut Tally<'_>) {
     tally.count("hir-interp", None);
 }
 
+/// Whether the backend of `path` runs reductions in the LIR interpreter's order even where the
+/// schedule marks GPU trees: the CPU and the exported C (a sequential walk of the interpreter's
+/// loops).
+fn in_interpreter_order(path: &str) -> bool {
+    matches!(path, "cpu" | "c")
+}
+
 /// The path of `backend`: its outputs must have the reference's bits (behind GPU trees, those
 /// no float reduction feeds), the same on a second call where rounding could hide a race, and
 /// kernels with transcendentals are compared by [`within_bounds`].
 fn check_backend(reference: &Reference<'_>, path: &str, backend: &dyn Backend, tally: &mut Tally<'_>) {
     let (kernel, traits) = (reference.kernel, &reference.traits);
     let output_names = reference.output_names();
-    let tree = path != "cpu" && uses_gpu_tree(&reference.lir);
+    let tree = !in_interpreter_order(path) && uses_gpu_tree(&reference.lir);
     let repeat = traits.transcendental || tree;
     let (got, again) = match run_backend(backend, &reference.lir, &reference.lir_inputs, repeat) {
         Ok(results) => results,
@@ -469,7 +486,13 @@ fn check_backend(reference: &Reference<'_>, path: &str, backend: &dyn Backend, t
         let Some(probed) = &reference.probed else {
             return tally.count(path, Some("transcendental: ran twice, same bits".into()));
         };
-        match within_bounds(backend, path != "cpu", probed, kernel, reference.inputs) {
+        match within_bounds(
+            backend,
+            !in_interpreter_order(path),
+            probed,
+            kernel,
+            reference.inputs,
+        ) {
             Err(d) => tally.mismatch(path, d),
             Ok(Bounded::Unsupported(reason)) => tally.count(path, Some(reason)),
             Ok(Bounded::Compared { checked, reasons }) => {

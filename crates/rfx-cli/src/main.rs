@@ -347,6 +347,11 @@ struct FuzzArgs {
     /// Large kernels: 1,000 to 20,000 ops heavy in transcendentals, compared within a tolerance.
     #[arg(long)]
     large: bool,
+    /// Compare only these backends (comma-separated or repeated: cpu, metal, cuda, c) with the
+    /// interpreters; default: cpu, metal and cuda. `c` (the exported C, compiled by `$CC` or
+    /// `cc` for every kernel) runs only when named.
+    #[arg(long = "backend", value_name = "NAME", value_delimiter = ',')]
+    backends: Vec<String>,
 }
 
 #[cfg(feature = "fuzz")]
@@ -379,7 +384,12 @@ fn fuzz(args: &FuzzArgs) -> Result<(), CliError> {
         large: args.large,
         ..rfx_cli::fuzz::FuzzConfig::default()
     };
-    let report = rfx_cli::fuzz::run(&config).map_err(|e| CliError::from_anyhow(&e))?;
+    let backends = if args.backends.is_empty() {
+        rfx_cli::fuzz::backends()
+    } else {
+        rfx_cli::fuzz::select(&args.backends).map_err(CliError::User)?
+    };
+    let report = rfx_cli::fuzz::run_with(&config, backends).map_err(|e| CliError::from_anyhow(&e))?;
     output::print(|out| write!(out, "{report}"))?;
     if report.mismatches.is_empty() {
         Ok(())

@@ -7,7 +7,7 @@ use std::process::Command;
 mod common;
 use common::{RFX, rfx, stderr_of, stdout_of};
 
-const BACKENDS: [&str; 4] = ["interp", "cpu", "cuda", "metal"];
+const BACKENDS: [&str; 5] = ["interp", "cpu", "cuda", "metal", "c"];
 
 #[test]
 fn version_names_the_commit_and_the_backends() {

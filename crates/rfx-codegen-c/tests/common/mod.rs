@@ -1,17 +1,26 @@
-//! Compiles exported programs with the host C compiler in batches (many programs per
-//! translation unit, one generated `main` that calls each on embedded inputs and prints the
-//! outputs' bit patterns) and compares the outputs with the LIR interpreter bit for bit (any
-//! NaN matching any NaN).
+//! Compiles exported programs in batches (many programs per translation unit, one generated
+//! `main` that calls each on embedded inputs and prints the outputs' bit patterns) and compares
+//! the outputs with the LIR interpreter bit for bit (any NaN matching any NaN). The host C
+//! compilers run what they build directly; a [`Toolchain`] names a cross compiler and the
+//! emulator that runs its executables (`aarch64-linux-gnu-gcc` and `qemu-aarch64`).
+#![allow(
+    dead_code,
+    reason = "each test binary uses a different part of the shared module"
+)]
 
 use std::fmt::Write as _;
 use std::path::Path;
 use std::process::Command;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rfx_codegen_c::{CExport, c_source};
 use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
 use rfx_ir::{Array, ArrayData, DType};
 use rfx_lower::ulps;
+
+pub(crate) mod probe;
 
 /// A program to check: its name in reports, the program and its inputs.
 pub(crate) struct Job {
@@ -38,6 +47,29 @@ pub(crate) fn compilers() -> Vec<&'static str> {
 
 /// The flags every generated file must compile cleanly with.
 pub(crate) const FLAGS: &[&str] = rfx_codegen_c::TESTED_FLAGS;
+
+/// A C compiler and how to run the executables it builds.
+pub(crate) struct Toolchain {
+    /// The compiler's command: `gcc`, `clang`, `aarch64-linux-gnu-gcc`.
+    pub(crate) cc: &'static str,
+    /// Flags after [`FLAGS`] and before a check's own (`-static` for a cross compiler whose
+    /// executables run without the target's shared libraries).
+    pub(crate) flags: &'static [&'static str],
+    /// The command that runs an executable (an emulator such as `qemu-aarch64`), or `None` to
+    /// run it directly.
+    pub(crate) runner: Option<&'static str>,
+}
+
+impl Toolchain {
+    /// The host compiler `cc`, running what it builds directly.
+    pub(crate) fn host(cc: &'static str) -> Toolchain {
+        Toolchain {
+            cc,
+            flags: &[],
+            runner: None,
+        }
+    }
+}
 
 fn bits(data: &ArrayData) -> Vec<String> {
     match data {
@@ -151,34 +183,102 @@ pub(crate) fn check_with_every_compiler(jobs: &[Job], flag_sets: &[&[&str]]) {
         eprintln!("skipped: no C compiler (gcc or clang) found");
         return;
     }
-    let dir = tempfile::tempdir().expect("temp dir");
     for cc in ccs {
-        let mut failures = Vec::new();
-        let mut batch = 0;
-        for extra in flag_sets {
-            for chunk in jobs.chunks(BATCH) {
-                failures.extend(check_batch_with(cc, extra, dir.path(), batch, chunk));
-                batch += 1;
-            }
-        }
-        assert!(
-            failures.is_empty(),
-            "{} failures:\n{}",
-            failures.len(),
-            failures.join("\n")
-        );
+        check_on(&Toolchain::host(cc), jobs, flag_sets);
     }
+}
+
+/// Checks `jobs` built by `toolchain`, once per flag set of `flag_sets`, in translation units
+/// of at most [`BATCH`] programs, and fails with every mismatch.
+pub(crate) fn check_on(toolchain: &Toolchain, jobs: &[Job], flag_sets: &[&[&str]]) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut failures = Vec::new();
+    for (set, extra) in flag_sets.iter().enumerate() {
+        let set_dir = dir.path().join(format!("flags{set}"));
+        let per_batch = for_each_batch(jobs, &set_dir, |batch, batch_dir, chunk| {
+            check_batch_with(toolchain, extra, batch_dir, batch, chunk)
+        });
+        failures.extend(per_batch.into_iter().flatten());
+    }
+    assert!(
+        failures.is_empty(),
+        "{} failures (the first {SHOWN}):\n{}",
+        failures.len(),
+        failures[..failures.len().min(SHOWN)].join("\n")
+    );
+}
+
+/// How many failures a failing check prints.
+pub(crate) const SHOWN: usize = 20;
+
+/// Runs `each` on every translation unit's worth of `jobs` (at most [`BATCH`]), given the
+/// batch's index and a directory of its own under `dir`, on up to four threads (compiling is
+/// most of a check's time), and returns the results in batch order.
+pub(crate) fn for_each_batch<T: Send>(
+    jobs: &[Job],
+    dir: &Path,
+    each: impl Fn(usize, &Path, &[Job]) -> T + Sync,
+) -> Vec<T> {
+    let chunks: Vec<&[Job]> = jobs.chunks(BATCH).collect();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .clamp(1, 4)
+        .min(chunks.len().max(1));
+    let next = AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<T>>> = Mutex::new((0..chunks.len()).map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                loop {
+                    let batch = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(chunk) = chunks.get(batch) else {
+                        break;
+                    };
+                    let batch_dir = dir.join(format!("batch{batch}"));
+                    std::fs::create_dir_all(&batch_dir).expect("make the batch directory");
+                    let result = each(batch, &batch_dir, chunk);
+                    results.lock().expect("a batch panicked")[batch] = Some(result);
+                }
+            });
+        }
+    });
+    results
+        .into_inner()
+        .expect("a batch panicked")
+        .into_iter()
+        .map(|r| r.expect("every batch ran"))
+        .collect()
 }
 
 /// Writes `driver` (a C file with a `main`) to `dir` as NAME.c, compiles it with `cc`,
 /// [`FLAGS`] and then `extra` (the headers of `dir` on the include path), runs it and returns
 /// its stdout; fails the test where it does not compile or does not exit 0.
-pub(crate) fn compile_and_run(cc: &str, extra: &[&str], dir: &Path, name: &str, driver: &str) -> String {
+pub(crate) fn compile_and_run(
+    cc: &'static str,
+    extra: &[&str],
+    dir: &Path,
+    name: &str,
+    driver: &str,
+) -> String {
+    compile_and_run_on(&Toolchain::host(cc), extra, dir, name, driver)
+}
+
+/// [`compile_and_run`] with `toolchain`: its compiler, [`FLAGS`], its flags, then `extra`;
+/// the executable run by its runner.
+pub(crate) fn compile_and_run_on(
+    toolchain: &Toolchain,
+    extra: &[&str],
+    dir: &Path,
+    name: &str,
+    driver: &str,
+) -> String {
+    let cc = toolchain.cc;
     let driver_path = dir.join(format!("{name}.c"));
     std::fs::write(&driver_path, driver).expect("write driver");
     let exe = dir.join(name);
     let out = Command::new(cc)
         .args(FLAGS)
+        .args(toolchain.flags)
         .args(extra)
         .arg("-I")
         .arg(dir)
@@ -192,17 +292,39 @@ pub(crate) fn compile_and_run(cc: &str, extra: &[&str], dir: &Path, name: &str, 
         "{cc} failed on {name}:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let run = Command::new(&exe).output().expect("run the driver");
-    assert!(run.status.success(), "{name} failed: {:?}", run.status);
+    let run = match toolchain.runner {
+        Some(runner) => Command::new(runner).arg(&exe).output(),
+        None => Command::new(&exe).output(),
+    }
+    .expect("run the driver");
+    assert!(
+        run.status.success(),
+        "{name} failed: {:?}\n{}",
+        run.status,
+        String::from_utf8_lossy(&run.stderr)
+    );
     String::from_utf8_lossy(&run.stdout).into_owned()
 }
 
-/// Exports, compiles (with `cc`, [`FLAGS`] and then `extra`) and runs `jobs` in one
-/// translation unit, and returns one message per mismatch.
-fn check_batch_with(cc: &str, extra: &[&str], dir: &Path, batch: usize, jobs: &[Job]) -> Vec<String> {
+/// One driver's output: per job, the line the LIR interpreter's outputs make and the line the
+/// driver printed (`kK RC | bits ... | bits ...`, one `|` part per output).
+pub(crate) struct BatchLines {
+    pub(crate) want: Vec<String>,
+    pub(crate) got: Vec<String>,
+}
+
+/// Exports `jobs` into `dir`, compiles them in one translation unit with `toolchain` (then
+/// `extra`), runs the driver and returns its lines beside the interpreter's.
+pub(crate) fn run_batch(
+    toolchain: &Toolchain,
+    extra: &[&str],
+    dir: &Path,
+    batch: usize,
+    jobs: &[Job],
+) -> BatchLines {
     let mut driver =
         String::from("#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n");
-    let mut expected = Vec::new();
+    let mut want = Vec::new();
     let mut main = String::from("int main(void) {\n");
     for (k, job) in jobs.iter().enumerate() {
         let name = format!("k{k}");
@@ -223,59 +345,111 @@ fn check_batch_with(cc: &str, extra: &[&str], dir: &Path, batch: usize, jobs: &[
                 line.push_str(&b);
             }
         }
-        expected.push(line);
+        want.push(line);
     }
     main.push_str("  return 0;\n}\n");
     driver.push_str(&main);
-    let stdout = compile_and_run(cc, extra, dir, &format!("driver{batch}"), &driver);
-    let got: Vec<&str> = stdout.lines().collect();
+    let stdout = compile_and_run_on(toolchain, extra, dir, &format!("driver{batch}"), &driver);
+    let got: Vec<String> = stdout.lines().map(|l| l.trim_end().to_string()).collect();
     assert_eq!(
         got.len(),
         jobs.len(),
         "driver {batch} printed {} lines",
         got.len()
     );
+    BatchLines { want, got }
+}
+
+/// Exports, compiles (with `toolchain`, then `extra`) and runs `jobs` in one translation unit,
+/// and returns one message per mismatch.
+fn check_batch_with(
+    toolchain: &Toolchain,
+    extra: &[&str],
+    dir: &Path,
+    batch: usize,
+    jobs: &[Job],
+) -> Vec<String> {
+    let cc = toolchain.cc;
+    let lines = run_batch(toolchain, extra, dir, batch, jobs);
     let mut failures = Vec::new();
-    for ((job, want), got) in jobs.iter().zip(&expected).zip(got) {
+    for ((job, want), got) in jobs.iter().zip(&lines.want).zip(&lines.got) {
         if let Some(bound) = job.ulp_bound {
             if let Err(message) = within_bound(job, got, bound) {
                 failures.push(format!("{} ({cc}): {message}", job.name));
             }
-        } else if want.trim_end() != got.trim_end() {
+        } else if want.trim_end() != got {
             failures.push(format!("{} ({cc}):\n  want {want}\n  got  {got}", job.name));
         }
     }
     failures
 }
 
+/// The outputs of `program` a driver printed in `line` (return code 0 required), in the
+/// program's output order.
+pub(crate) fn parse_line(program: &LirProgram, line: &str) -> Result<Vec<Array>, String> {
+    let mut parts = line.split(" |");
+    let head: Vec<&str> = parts.next().unwrap_or_default().split_whitespace().collect();
+    if head.get(1) != Some(&"0") {
+        return Err(format!("return code not 0: {line}"));
+    }
+    let mut outputs = Vec::new();
+    for ((_, name, ty), part) in program.outputs().zip(parts.by_ref()) {
+        let tokens: Vec<&str> = part.split_whitespace().collect();
+        if tokens.len() != ty.shape.numel() {
+            return Err(format!(
+                "output `{name}`: {} values, want {}",
+                tokens.len(),
+                ty.shape.numel()
+            ));
+        }
+        let hex = |t: &str| u64::from_str_radix(t, 16).map_err(|e| format!("output `{name}`: `{t}`: {e}"));
+        let float = |t: &str| if t == "nan" { Ok(None) } else { hex(t).map(Some) };
+        let data = match ty.dtype {
+            DType::Bool => ArrayData::Bool(
+                tokens
+                    .iter()
+                    .map(|t| hex(t).map(|b| b != 0))
+                    .collect::<Result<_, _>>()?,
+            ),
+            DType::I32 => ArrayData::I32(
+                tokens
+                    .iter()
+                    .map(|t| hex(t).map(|b| b as u32 as i32))
+                    .collect::<Result<_, _>>()?,
+            ),
+            DType::F32 => ArrayData::F32(
+                tokens
+                    .iter()
+                    .map(|t| float(t).map(|b| b.map_or(f32::NAN, |b| f32::from_bits(b as u32))))
+                    .collect::<Result<_, _>>()?,
+            ),
+            DType::F64 => ArrayData::F64(
+                tokens
+                    .iter()
+                    .map(|t| float(t).map(|b| b.map_or(f64::NAN, f64::from_bits)))
+                    .collect::<Result<_, _>>()?,
+            ),
+        };
+        outputs.push(Array::new(ty.shape.clone(), data).map_err(|e| format!("output `{name}`: {e}"))?);
+    }
+    if outputs.len() != program.outputs().count() || parts.next().is_some() {
+        return Err(format!("not {} outputs: {line}", program.outputs().count()));
+    }
+    Ok(outputs)
+}
+
 /// Checks the driver's line `got` for `job` against the interpreter's `f64` oracle.
 fn within_bound(job: &Job, got: &str, bound: u64) -> Result<(), String> {
     let views: Vec<_> = job.inputs.iter().map(Array::view).collect();
     let oracle = run_lir(&job.program, &views, Mode::Oracle).map_err(|e| e.to_string())?;
-    let dtypes: Vec<DType> = job.program.outputs().map(|(_, _, ty)| ty.dtype).collect();
-    let mut parts = got.split(" |");
-    if parts.next().map(str::trim) != got.split(" |").next().map(str::trim) || !got.contains(" 0") {
-        return Err(format!("bad line {got}"));
-    }
-    for ((part, want), dtype) in parts.zip(&oracle).zip(dtypes) {
+    let outputs = parse_line(&job.program, got)?;
+    for (got, want) in outputs.iter().zip(&oracle) {
         let ArrayData::F64(want) = want.data() else {
             return Err("oracle output is not f64".to_string());
         };
-        let tokens: Vec<&str> = part.split_whitespace().collect();
-        if tokens.len() != want.len() {
-            return Err(format!("{} values, want {}", tokens.len(), want.len()));
-        }
-        for (i, (token, &w)) in tokens.iter().zip(want).enumerate() {
-            let value = if *token == "nan" {
-                f64::NAN
-            } else {
-                let bits = u64::from_str_radix(token, 16).map_err(|e| e.to_string())?;
-                match dtype {
-                    DType::F32 => f64::from(f32::from_bits(bits as u32)),
-                    _ => f64::from_bits(bits),
-                }
-            };
-            let d = ulps(value, w, dtype);
+        for (i, &w) in want.iter().enumerate() {
+            let value = got.get(i).map_or(f64::NAN, |v| v.to_f64());
+            let d = ulps(value, w, got.dtype());
             if d > bound {
                 let input: Vec<_> = job.inputs.iter().map(|a| a.get(i)).collect();
                 return Err(format!(

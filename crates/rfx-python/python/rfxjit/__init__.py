@@ -44,6 +44,7 @@ from ._errors import (
 from ._export import export
 from ._tracer import Tracer
 from . import numpy  # noqa: E402 - the namespace imports the tracer
+from . import lie  # noqa: E402 - Lie groups written with the traced NumPy functions
 
 Kernel = _rfx.Kernel
 #: Optimises, lowers and compiles a `Kernel`: `compile(kernel, backend="cpu", fast_math=False)`

@@ -4,10 +4,12 @@
 //! bit with the LIR interpreter and transcendentals within 4 ULP of its `f64` oracle; programs
 //! the export refuses are refused as `Unsupported` only. Then its errors: a missing compiler,
 //! calls of the wrong shape or dtype, aliasing outputs (nothing written), and its scratch reuse.
+//! Last, the fuzzer's saved regressions and a short fuzz run on the `c` path.
 
 use std::sync::Arc;
 
 use rfx_check::conformance::{Case, cases, check};
+use rfx_check::{Backends, FuzzConfig, FuzzReport, replay_file};
 use rfx_codegen_c::CBackend;
 use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
@@ -371,4 +373,57 @@ fn the_work_buffer_comes_from_the_callers_scratch() {
             });
         }
     });
+}
+
+/// `backend` for the checking crate, which takes backends by `'static` reference.
+fn leaked(backend: CBackend) -> &'static dyn Backend {
+    Box::leak(Box::new(backend))
+}
+
+/// The fuzzer's saved regressions (crates/rfx-cli/tests/regressions) and 120 random kernels
+/// through the fuzzer's `c` path: exact outputs bit for bit with the LIR interpreter,
+/// transcendental values within the backend's bound, and the same bits on a second call.
+#[test]
+fn the_fuzzer_finds_no_mismatch_on_the_c_path() {
+    let Some(backend) = backends().into_iter().next() else {
+        eprintln!("skipped: no C compiler builds shared objects here");
+        return;
+    };
+    let config = FuzzConfig {
+        kernels: Some(120),
+        first_seed: 1,
+        metal_every: 0,
+        backends: Backends {
+            c: Ok(leaked(backend)),
+            ..Backends::none()
+        },
+        ..FuzzConfig::default()
+    };
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../rfx-cli/tests/regressions");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("the saved regressions")
+        .map(|entry| entry.expect("directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "rfx"))
+        .collect();
+    files.sort();
+    let mut replayed = FuzzReport::default();
+    for file in &files {
+        replay_file(&config, file, &mut replayed).expect("a saved regression parses");
+    }
+    eprint!("{} regressions:\n{replayed}", files.len());
+    assert!(replayed.mismatches.is_empty(), "{replayed}");
+    assert!(replayed.path("c").compared >= 5, "{replayed}");
+
+    let report = rfx_check::run(&config).expect("fuzz run");
+    eprint!("{report}");
+    assert!(report.mismatches.is_empty(), "{report}");
+    let c = report.path("c");
+    assert!(c.compared >= 80, "{report}");
+    assert!(c.within_bounds > 0, "{report}");
+    assert!(
+        c.skipped
+            .keys()
+            .all(|reason| reason.starts_with("unsupported: op")),
+        "{report}"
+    );
 }

@@ -594,6 +594,9 @@ fn compile(py: Python<'_>, kernel: &PyKernel, backend: &str, fast_math: bool) ->
 #[pyfunction]
 fn backends() -> Vec<&'static str> {
     let mut names = vec!["cpu", "interp"];
+    if rfx_runtime::registry().names().contains(&"c") {
+        names.push("c");
+    }
     if cfg!(feature = "cuda") {
         names.push("cuda");
     }

@@ -18,7 +18,7 @@ from ._errors import AutodiffError, CallError, TraceError, at_user_line
 from ._tracer import Tracer, as_rfx_array
 from ._tree import LEAF, children, describe, flatten, is_container, num_leaves, unflatten
 
-BACKENDS = ("cpu", "interp", "cuda", "metal")
+BACKENDS = ("cpu", "interp", "cuda", "metal", "c")
 
 
 #: How many signatures a jitted function keeps compiled by default (least recently used out).

@@ -17,7 +17,7 @@ import rfxjit
 from ..kernels.ir import evaluate
 from ..kernels.lowering import LoweredKernel
 
-BACKENDS = ("cpu", "cuda", "metal", "interp")
+BACKENDS = ("cpu", "cuda", "metal", "interp", "c")
 
 _lock = threading.Lock()
 
@@ -57,7 +57,8 @@ def _function(lowered: LoweredKernel, backend: str):
 
 def execute_lowered(lowered: LoweredKernel, inputs: dict, backend: str = "cpu"):
     """Runs `lowered` on `inputs` (input name -> array or scalar) on `backend` (`cpu`, `cuda`,
-    `metal`, or `interp`, rfx's reference interpreter) and returns the output array. Inputs are
+    `metal`, `c`, the exported C compiled by the system C compiler, or `interp`, rfx's reference
+    interpreter) and returns the output array. Inputs are
     converted to their declared dtypes. A backend without a device raises
     `rfxjit.BackendUnavailable`."""
     if not isinstance(lowered, LoweredKernel):

@@ -293,12 +293,13 @@ static void time_case(const struct bench_case *c, int rounds, struct stats *st, 
       exit(1);
     }
     run_batch(&c->variants[v], s, s->work[v], c->n, 2L * s->n_sets, &status);
-    /* Calibration: calls for 2 ms, then batches of at least TARGET_BATCH_NS. */
+    /* Calibration: calls for 2 ms of CPU time (time spent waiting for a core would shorten
+       the batches), then batches of at least TARGET_BATCH_NS. */
     long calls = s->n_sets;
     double el = 0.0;
     while (el < 2e6) {
       calls *= 2;
-      el = run_batch(&c->variants[v], s, s->work[v], c->n, calls, &status).wall_ns;
+      el = run_batch(&c->variants[v], s, s->work[v], c->n, calls, &status).cpu_ns;
     }
     double per_call = el / (double)calls;
     long b = per_call >= TARGET_BATCH_NS ? 1 : (long)ceil(TARGET_BATCH_NS / per_call);

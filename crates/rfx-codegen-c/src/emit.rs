@@ -391,6 +391,11 @@ impl Dialect for CDialect<'_> {
                     UnaryOp::Sin => (Helper::SinF32, Helper::SinF64),
                     UnaryOp::Cos => (Helper::CosF32, Helper::CosF64),
                     UnaryOp::Tan => (Helper::TanF32, Helper::TanF64),
+                    UnaryOp::Log2 => (Helper::Log2F32, Helper::Log2F64),
+                    UnaryOp::Atan => (Helper::AtanF32, Helper::AtanF64),
+                    UnaryOp::Asin => (Helper::AsinF32, Helper::AsinF64),
+                    UnaryOp::Acos => (Helper::AcosF32, Helper::AcosF64),
+                    UnaryOp::Erf => (Helper::ErfF32, Helper::ErfF64),
                     other => return Err(ExportError::Unsupported(other.name().to_string())),
                 };
                 self.helper(pick(h32, h64), &format!("{}_{sfx}", op.name()), &[x])
@@ -415,11 +420,13 @@ impl Dialect for CDialect<'_> {
             (BinaryOp::Max, _) => self.helper(Helper::MaxF32, "max_f32", &[a, b]),
             (BinaryOp::Fmod, DType::F64) => self.helper(Helper::FmodF64, "fmod_f64", &[a, b]),
             (BinaryOp::Fmod, _) => self.helper(Helper::FmodF32, "fmod_f32", &[a, b]),
+            (BinaryOp::Atan2, DType::F64) => self.helper(Helper::Atan2F64, "atan2_f64", &[a, b]),
+            (BinaryOp::Atan2, _) => self.helper(Helper::Atan2F32, "atan2_f32", &[a, b]),
             (BinaryOp::Add, _) => format!("{a} + {b}"),
             (BinaryOp::Sub, _) => format!("{a} - {b}"),
             (BinaryOp::Mul, _) => format!("{a} * {b}"),
-            // Pow and atan2 are refused before emission (`check_supported`).
-            (BinaryOp::Div | BinaryOp::Pow | BinaryOp::Atan2, _) => format!("{a} / {b}"),
+            // Pow is refused before emission (`check_supported`).
+            (BinaryOp::Div | BinaryOp::Pow, _) => format!("{a} / {b}"),
         }
     }
 
@@ -449,6 +456,11 @@ pub(crate) const EMITTED_TRANSCENDENTALS: &[UnaryOp] = &[
     UnaryOp::Sin,
     UnaryOp::Cos,
     UnaryOp::Tan,
+    UnaryOp::Log2,
+    UnaryOp::Atan,
+    UnaryOp::Asin,
+    UnaryOp::Acos,
+    UnaryOp::Erf,
 ];
 
 /// Refuses the ops without a libm-free implementation within their bound.
@@ -458,7 +470,7 @@ fn check_supported(_kernel: &LirKernel, inst: &Inst) -> Result<(), ExportError> 
             Err(ExportError::Unsupported(op.name().to_string()))
         }
         Inst::Binary {
-            op: op @ (BinaryOp::Pow | BinaryOp::Atan2),
+            op: op @ BinaryOp::Pow,
             ..
         } => Err(ExportError::Unsupported(op.name().to_string())),
         _ => Ok(()),

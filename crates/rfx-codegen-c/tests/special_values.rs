@@ -197,7 +197,7 @@ fn the_software_square_root_is_correctly_rounded() {
 }
 
 /// The unary transcendentals with a C helper, by IR name.
-const UNARY_TRANSCENDENTALS: &[&str] = &["sin", "cos", "tan"];
+const UNARY_TRANSCENDENTALS: &[&str] = &["sin", "cos", "tan", "log2", "atan", "asin", "acos", "erf"];
 
 /// Multiples of π/2 (as rounded to the dtype) and their neighbours: the reductions' hard
 /// cases among small arguments.
@@ -227,9 +227,10 @@ fn near_pio2(dtype: &str) -> Vec<f64> {
     v
 }
 
-/// Each transcendental on the specials (±0 keep their sign, ±Inf and NaN give NaN,
-/// subnormals, the largest finite values), within 4 ULP of the interpreter's `f64` oracle;
-/// float `fmod` on every pair of specials, bit for bit.
+/// Each unary transcendental on the specials (±0 keep their sign, ±Inf and NaN, subnormals,
+/// the largest finite values, ±1 and ±1/2 at the edges of `asin`'s ranges), within 4 ULP of
+/// the interpreter's `f64` oracle; `atan2` on every pair of specials within 4 ULP, float
+/// `fmod` on every pair bit for bit.
 fn transcendental_jobs() -> Vec<Job> {
     let mut jobs = Vec::new();
     for dtype in ["f32", "f64"] {
@@ -262,6 +263,12 @@ fn transcendental_jobs() -> Vec<Job> {
             "kernel fmod_{dtype} {{\n  %a = input a : {dtype}[{m}]\n  %b = input b : {dtype}[{m}]\n  %y = fmod %a, %b : {dtype}[{m}]\n  output out = %y\n}}\n"
         );
         jobs.push(job(format!("fmod {dtype}"), &text, vec![wrap(&a), wrap(&b)]));
+        let text = format!(
+            "kernel atan2_{dtype} {{\n  %a = input a : {dtype}[{m}]\n  %b = input b : {dtype}[{m}]\n  %y = atan2 %a, %b : {dtype}[{m}]\n  output out = %y\n}}\n"
+        );
+        let mut atan2 = job(format!("atan2 {dtype}"), &text, vec![wrap(&a), wrap(&b)]);
+        atan2.ulp_bound = Some(4);
+        jobs.push(atan2);
     }
     jobs
 }

@@ -105,6 +105,68 @@ fn fmod_points(rng: &mut TestRng, dtype: &str) -> (Vec<f64>, Vec<f64>) {
         .unzip()
 }
 
+/// Arguments of `log2`: every positive magnitude (subnormals included), points just around
+/// 1, and a few negative ones (NaN).
+fn log2_points(rng: &mut TestRng, dtype: &str) -> Vec<f64> {
+    let min_exp = if dtype == "f32" { -149.0 } else { -1074.0 };
+    let max_exp = if dtype == "f32" { 127.0 } else { 1023.0 };
+    (0..POINTS)
+        .map(|i| match i % 4 {
+            0 | 1 => magnitude(rng, min_exp, max_exp).abs(),
+            2 => 1.0 + rng.uniform(-1e-3, 1e-3) * rng.uniform(0.0, 1.0).powi(8),
+            _ => magnitude(rng, -10.0, 10.0),
+        })
+        .collect()
+}
+
+/// Arguments of `asin` and `acos`: `[-1, 1]` uniformly, near ±1, ±1/2 and 0, a few outside.
+fn asin_points(rng: &mut TestRng) -> Vec<f64> {
+    (0..POINTS)
+        .map(|i| {
+            let sign = if rng.chance(0.5) { -1.0 } else { 1.0 };
+            match i % 5 {
+                0 | 1 => rng.uniform(-1.0, 1.0),
+                2 => sign * (1.0 - rng.uniform(0.0, 1.0).powi(12)),
+                3 => sign * (0.5 + rng.uniform(-1e-3, 1e-3)),
+                _ => magnitude(rng, -40.0, 1.0),
+            }
+        })
+        .collect()
+}
+
+/// Arguments of `erf`: every magnitude below 8 and each interval's edges (0.84375, 1.25,
+/// 1/0.35, 6).
+fn erf_points(rng: &mut TestRng) -> Vec<f64> {
+    (0..POINTS)
+        .map(|i| match i % 3 {
+            0 => magnitude(rng, -40.0, 3.0),
+            1 => rng.uniform(-7.0, 7.0),
+            _ => {
+                let edge = *rng.pick(&[0.84375, 1.25, 1.0 / 0.35, 6.0]).unwrap_or(&1.0);
+                let x = edge + rng.uniform(-1e-6, 1e-6);
+                if rng.chance(0.5) { -x } else { x }
+            }
+        })
+        .collect()
+}
+
+/// Pairs for `atan2`: magnitudes of both operands over a wide range, with zeros, infinities
+/// and ratios near 1 mixed in.
+fn atan2_points(rng: &mut TestRng) -> (Vec<f64>, Vec<f64>) {
+    let specials = [0.0, -0.0, f64::INFINITY, f64::NEG_INFINITY, 1.0, -1.0];
+    (0..POINTS)
+        .map(|i| {
+            let y = magnitude(rng, -60.0, 60.0);
+            match i % 4 {
+                0 => (y, magnitude(rng, -60.0, 60.0)),
+                1 => (y, y * rng.uniform(-1.01, 1.01)),
+                2 => (y, *rng.pick(&specials).unwrap_or(&0.0)),
+                _ => (*rng.pick(&specials).unwrap_or(&0.0), y),
+            }
+        })
+        .unzip()
+}
+
 fn jobs() -> Vec<Job> {
     let mut rng = TestRng::new(47);
     let mut jobs = Vec::new();
@@ -115,6 +177,15 @@ fn jobs() -> Vec<Job> {
         }
         let (a, b) = fmod_points(&mut rng, dtype);
         jobs.push(binary_sweep("fmod", dtype, &a, &b, None));
+        jobs.push(unary_sweep("log2", dtype, &log2_points(&mut rng, dtype)));
+        let wide: Vec<f64> = (0..POINTS).map(|_| magnitude(&mut rng, -40.0, 40.0)).collect();
+        jobs.push(unary_sweep("atan", dtype, &wide));
+        let unit = asin_points(&mut rng);
+        jobs.push(unary_sweep("asin", dtype, &unit));
+        jobs.push(unary_sweep("acos", dtype, &unit));
+        jobs.push(unary_sweep("erf", dtype, &erf_points(&mut rng)));
+        let (y, x) = atan2_points(&mut rng);
+        jobs.push(binary_sweep("atan2", dtype, &y, &x, Some(4)));
     }
     jobs
 }

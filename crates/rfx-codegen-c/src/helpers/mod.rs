@@ -3,6 +3,8 @@
 //! translation unit.
 
 mod fmod;
+mod inverse_trig;
+mod log2_erf;
 mod trig;
 
 /// A helper function of the generated source.
@@ -59,6 +61,22 @@ pub(crate) enum Helper {
     TanF64,
     FmodF32,
     FmodF64,
+    Log2F32,
+    Log2F64,
+    AtanNonnegF32,
+    AtanF32,
+    AtanNonnegF64,
+    AtanF64,
+    Atan2F32,
+    Atan2F64,
+    AsinCoreF32,
+    AsinF32,
+    AcosF32,
+    AsinCoreF64,
+    AsinF64,
+    AcosF64,
+    ErfF32,
+    ErfF64,
 }
 
 impl Helper {
@@ -88,6 +106,18 @@ impl Helper {
             Helper::SinF64 | Helper::CosF64 | Helper::TanF64 => &[Helper::RemPio2F64],
             Helper::FmodF32 => &[Helper::F32Bits],
             Helper::FmodF64 => &[Helper::F64Bits],
+            Helper::Log2F32 => &[Helper::F32Bits],
+            Helper::Log2F64 => &[Helper::F64Bits],
+            Helper::AtanNonnegF32 => &[],
+            Helper::AtanNonnegF64 => &[],
+            Helper::AtanF32 | Helper::Atan2F32 => &[Helper::AtanNonnegF32, Helper::AbsF32],
+            Helper::AtanF64 | Helper::Atan2F64 => &[Helper::AtanNonnegF64, Helper::AbsF64],
+            Helper::AsinCoreF32 => &[Helper::SqrtF32, Helper::AbsF32],
+            Helper::AsinCoreF64 => &[Helper::SqrtF64, Helper::AbsF64],
+            Helper::AsinF32 | Helper::AcosF32 => &[Helper::AsinCoreF32],
+            Helper::AsinF64 | Helper::AcosF64 => &[Helper::AsinCoreF64],
+            Helper::ErfF32 => &[Helper::ExpF32, Helper::AbsF32],
+            Helper::ErfF64 => &[Helper::ExpF64, Helper::AbsF64],
             _ => &[],
         }
     }
@@ -504,6 +534,22 @@ impl Helper {
             Helper::TanF64 => trig::TAN_F64,
             Helper::FmodF32 => fmod::FMOD_F32,
             Helper::FmodF64 => fmod::FMOD_F64,
+            Helper::Log2F32 => log2_erf::LOG2_F32,
+            Helper::Log2F64 => log2_erf::LOG2_F64,
+            Helper::AtanNonnegF32 => inverse_trig::ATAN_NONNEG_F32,
+            Helper::AtanF32 => inverse_trig::ATAN_F32,
+            Helper::AtanNonnegF64 => inverse_trig::ATAN_NONNEG_F64,
+            Helper::AtanF64 => inverse_trig::ATAN_F64,
+            Helper::Atan2F32 => inverse_trig::ATAN2_F32,
+            Helper::Atan2F64 => inverse_trig::ATAN2_F64,
+            Helper::AsinCoreF32 => inverse_trig::ASIN_CORE_F32,
+            Helper::AsinF32 => inverse_trig::ASIN_F32,
+            Helper::AcosF32 => inverse_trig::ACOS_F32,
+            Helper::AsinCoreF64 => inverse_trig::ASIN_CORE_F64,
+            Helper::AsinF64 => inverse_trig::ASIN_F64,
+            Helper::AcosF64 => inverse_trig::ACOS_F64,
+            Helper::ErfF32 => log2_erf::ERF_F32,
+            Helper::ErfF64 => log2_erf::ERF_F64,
             Helper::F64ToI32 => concat!(
                 "static inline int32_t P_f64_to_i32(double x) {\n",
                 "  if (x != x) return 0;\n",

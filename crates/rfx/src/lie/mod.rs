@@ -5,6 +5,34 @@
 //! with [`crate::vmap`], and compiles for every backend. The guide, with the derivations and
 //! examples, is `docs/lie.md`.
 //!
+//! # Example
+//!
+//! A batch of rotation vectors to quaternions, and the right Jacobian of `Exp` checked by
+//! reverse-mode differentiation through `exp` and `log`:
+//!
+//! ```
+//! use rfx::{Tensor, lie};
+//!
+//! let omega = rfx::array([2, 3], vec![0.0f64, 0.0, 0.0, 0.0, 0.0, std::f64::consts::PI])?;
+//! let q = rfx::jit(lie::so3_exp).call((&omega,))?;
+//! assert_eq!(q[0].shape().dims(), &[2, 4]);
+//!
+//! // d/dδ Log(Exp(ω)⁻¹ ∘ Exp(ω + δ)) at δ = 0 is Jr(ω), per example.
+//! let by_ad = rfx::jit(rfx::vmap(
+//!     rfx::jacobian(|w: Tensor, d: Tensor| {
+//!         lie::so3_log(lie::so3_between(lie::so3_exp(w), lie::so3_exp(w + d)))
+//!     })
+//!     .wrt(&[1]),
+//! ));
+//! let zeros = rfx::array([2, 3], vec![0.0f64; 6])?;
+//! let ad = by_ad.call((&omega, &zeros))?;
+//! let jr = rfx::jit(lie::so3_jr).call((&omega,))?;
+//! for (a, b) in ad[1].to_f64_vec().iter().zip(jr[0].to_f64_vec()) {
+//!     assert!((a - b).abs() < 1e-14);
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! # Storage and shapes
 //!
 //! The group parameters are the **last axis** of a tensor; every axis before it is a batch,

@@ -7,7 +7,7 @@ use rfx_opt::OptConfig;
 /// field compiles anew, and the cache's miss explanation names the field group that changed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CompileConfig {
-    /// The backend's registry name: `"cpu"` (default), `"interp"`, `"cuda"`, `"metal"`.
+    /// The backend's registry name: `"cpu"` (default), `"interp"`, `"cuda"`, `"metal"`, `"c"`.
     pub backend: String,
     /// Optimiser settings.
     pub opt: OptConfig,

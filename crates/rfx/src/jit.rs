@@ -248,8 +248,8 @@ impl<K: KernelFn> Jit<K> {
         }
     }
 
-    /// The same function on backend `name` (`"cpu"`, `"interp"`, `"cuda"`, `"metal"`), with
-    /// a fresh cache.
+    /// The same function on backend `name` (`"cpu"`, `"interp"`, `"cuda"`, `"metal"`, `"c"`),
+    /// with a fresh cache.
     pub fn on_backend(self, name: &str) -> Jit<K> {
         let config = CompileConfig {
             backend: name.to_string(),

@@ -392,7 +392,8 @@ fn compile(root: &Path, out: &Path, exports: &[Export], casadi: &Casadi) -> Resu
         let undefined = output_of(Command::new("nm").arg("-u").arg(&object)).unwrap_or_default();
         for l in loop_report(&text, &info, &file) {
             loops.push(json!({
-                "export": export.name, "line": l.line, "vectorised": l.vectorised, "missed": l.missed,
+                "export": export.name, "line": l.line, "vectorised": l.vectorised,
+                "versioned_for_aliasing": l.versioned_for_aliasing, "missed": l.missed,
                 "undefined_symbols": undefined.lines().filter_map(|s| s.split_whitespace().last()).collect::<Vec<_>>(),
             }));
         }
@@ -462,6 +463,9 @@ fn compile(root: &Path, out: &Path, exports: &[Export], casadi: &Casadi) -> Resu
 struct LoopInfo {
     line: usize,
     vectorised: bool,
+    /// Vectorised behind a run-time check that the arrays do not overlap (gcc could not prove
+    /// it: the parameters are not `restrict`).
+    versioned_for_aliasing: bool,
     /// gcc's reasons for not vectorising it (`not vectorized: ...`), deduplicated.
     missed: Vec<String>,
 }
@@ -476,6 +480,7 @@ fn loop_report(source: &str, info: &str, file: &str) -> Vec<LoopInfo> {
         .map(|(i, _)| LoopInfo {
             line: i + 1,
             vectorised: false,
+            versioned_for_aliasing: false,
             missed: Vec::new(),
         })
         .collect();
@@ -500,6 +505,8 @@ fn loop_report(source: &str, info: &str, file: &str) -> Vec<LoopInfo> {
         let text = text.trim();
         if text.starts_with("optimized: loop vectorized") {
             l.vectorised = true;
+        } else if text.contains("loop versioned for vectorization because of possible aliasing") {
+            l.versioned_for_aliasing = true;
         } else if let Some(reason) = text.strip_prefix("missed: not vectorized: ") {
             let reason = reason.trim_end_matches('.').to_string();
             if !l.missed.contains(&reason) {
@@ -631,6 +638,13 @@ fn markdown(report: &Value) -> String {
                     missed.join("; ")
                 }
             );
+        } else if l["versioned_for_aliasing"] == true {
+            let _ = writeln!(
+                out,
+                "- vectorised behind a run-time overlap check: the loop at {}.c:{}",
+                l["export"].as_str().unwrap_or("?"),
+                l["line"],
+            );
         }
     }
     for e in report["exports"].as_array().into_iter().flatten() {
@@ -701,11 +715,13 @@ mod tests {
                 LoopInfo {
                     line: 3,
                     vectorised: true,
+                    versioned_for_aliasing: true,
                     missed: vec![]
                 },
                 LoopInfo {
                     line: 5,
                     vectorised: false,
+                    versioned_for_aliasing: false,
                     missed: vec!["control flow in loop".to_string()]
                 },
             ]
@@ -745,7 +761,10 @@ mod tests {
         let report = json!({
             "date": "2026-11-28 14:00 UTC", "commit": "abc1234", "cpu": "Some CPU", "gcc": "gcc 12",
             "casadi": {"skipped": "no casadi"}, "results": results, "goals": goals(&results),
-            "loops": [{"export": "rfx_k4_65536", "line": 80, "vectorised": false, "missed": ["control flow in loop"]}],
+            "loops": [
+                {"export": "rfx_k4_65536", "line": 80, "vectorised": false, "missed": ["control flow in loop"]},
+                {"export": "rfx_k6_65536", "line": 50, "vectorised": true, "versioned_for_aliasing": true, "missed": []},
+            ],
             "exports": [{"kernel": "K5", "n": 1, "name": "rfx_k5_1", "error": "no sin"}],
         });
         let text = markdown(&report);
@@ -766,6 +785,10 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("**not measured**"), "{text}");
+        assert!(
+            text.contains("run-time overlap check: the loop at rfx_k6_65536.c:50"),
+            "{text}"
+        );
         assert!(
             text.contains("the loop at rfx_k4_65536.c:80 (control flow in loop)"),
             "{text}"

@@ -40,15 +40,29 @@
 //! code; [`CBackend::compile_many`] compiles many programs with one compiler run. The feature
 //! adds `libloading` and `tempfile`; the export alone depends on `rfx-ir`, `rfx-lower` and
 //! `thiserror` only.
+//!
+//! [`rust_source`] prints the same walk of the program as a Rust module for a `#![no_std]`
+//! crate ([`RustExport`]): `pub fn NAME(in_0: &[T], ..., out_0: &mut [T], ..., work: &mut Work)
+//! -> Result<(), Error>` with `T` one of `f32`, `f64`, `i32`, `bool`, an `Error` enum for slices
+//! of the wrong length (checked before anything is written) and a `Work` struct of one
+//! fixed-size array per element type, so the work space can be neither too small nor
+//! misaligned. The module has no `unsafe`, allocates nothing and needs `core` only, plus the
+//! `libm` crate ([`LIBM_VERSION`] or later) where it calls a function `core` lacks on stable
+//! Rust: `sqrt`, `floor`, `ceil`, `roundeven`, the transcendentals, `pow`, `atan2`, float
+//! `fmod` (so the Rust export supports every op; its transcendentals are `libm`'s, within a
+//! few ULP but not the CPU backend's bits). Exact ops give the interpreter's bits, as in C.
 
 #[cfg(feature = "backend")]
 mod backend;
 mod emit;
 mod helpers;
+mod rust;
 mod walk;
 
 #[cfg(feature = "backend")]
 pub use backend::{CBackend, CCompiled, JIT_FLAGS};
+
+pub use rust::{LIBM_VERSION, RustExport, rust_source, validate_rust_name};
 
 use std::fmt::Write as _;
 
@@ -73,6 +87,13 @@ pub enum ExportError {
         "`{0}` is not a valid C function name (letters, digits and `_`, not starting with a digit, no keyword)"
     )]
     InvalidName(String),
+    /// The function name is not a Rust identifier for the Rust export (ASCII letters, digits
+    /// and `_`, not starting with a digit, at most 63 characters), is a Rust keyword, or starts
+    /// with `rfx_` (the module's own items use that prefix).
+    #[error(
+        "`{0}` is not a valid Rust function name (letters, digits and `_`, not starting with a digit, no keyword, no `rfx_` prefix)"
+    )]
+    InvalidRustName(String),
     /// The program uses an op the C export cannot emit within its documented accuracy yet (a
     /// transcendental other than `exp`, `exp2`, `log`, `tanh` and `sigmoid`, `pow`, `atan2`, float
     /// `fmod`).

@@ -1,4 +1,5 @@
-//! The saved corpus (crates/rfx-opt/tests/corpus) and 1,000 random kernels (`rfx fuzz`'s
+//! The conformance suite (`rfx_check::conformance`), the saved corpus
+//! (crates/rfx-opt/tests/corpus) and 1,000 random kernels (`rfx fuzz`'s
 //! kernels of seeds 1 to 1,000, `rfx_check::generator::fuzz_kernel`, with its inputs) exported
 //! as C, cross-compiled for aarch64 Linux (`aarch64-linux-gnu-gcc -std=c99 -O2 -static` and the
 //! export's tested flags, many kernels per translation unit) and run under `qemu-aarch64`.
@@ -20,6 +21,7 @@ use std::process::Command;
 
 use common::probe::{Probed, ProbedCount, check_probed, has_transcendental, probe};
 use common::{Job, SHOWN, Toolchain, check_on, for_each_batch, parse_line, run_batch};
+use rfx_check::conformance::{cases, inputs};
 use rfx_check::generator::fuzz_kernel;
 use rfx_check::oracle::SPECIAL_RATE;
 use rfx_codegen_c::{ExportError, c_source};
@@ -288,4 +290,34 @@ fn corpus_and_random_kernels_match_the_interpreter_on_aarch64() {
         count.left_out,
         start.elapsed().as_secs_f64()
     );
+}
+
+/// Every exportable conformance case on aarch64: exact ops bit for bit, each transcendental
+/// case within the bound of the interpreter's `f64` oracle.
+#[test]
+fn every_exportable_conformance_case_matches_the_interpreter_on_aarch64() {
+    if !cross_tools_present() {
+        return;
+    }
+    let mut refused = 0;
+    let mut jobs = Vec::new();
+    for case in cases() {
+        let program = lower_kernel(&case.kernel).unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        match c_source(&program, "probe") {
+            Ok(_) => jobs.push(Job {
+                name: case.name.clone(),
+                program,
+                inputs: inputs(&case, 1),
+                ulp_bound: case.transcendental.map(|_| ULP_BOUND),
+            }),
+            Err(ExportError::Unsupported(_)) => refused += 1,
+            Err(e) => panic!("{}: {e}", case.name),
+        }
+    }
+    eprintln!(
+        "aarch64: {} conformance cases exported, {refused} refused",
+        jobs.len()
+    );
+    assert!(jobs.len() > 400, "only {} conformance cases exported", jobs.len());
+    check_on(&AARCH64, &jobs, &[&[]]);
 }

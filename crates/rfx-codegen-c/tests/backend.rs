@@ -427,3 +427,52 @@ fn the_fuzzer_finds_no_mismatch_on_the_c_path() {
         "{report}"
     );
 }
+
+/// A compiler that builds the availability probe but fails on the backend's units: a batch
+/// of a refused program (while the export refuses some op) and a good one gives one result
+/// each, the refusal as `Unsupported` and the failure as `BackendError::Compile` carrying the
+/// compiler's stderr.
+#[cfg(unix)]
+#[test]
+fn a_failed_compile_is_a_typed_error_with_the_compilers_message() {
+    let Some(real) = backends().into_iter().next() else {
+        eprintln!("skipped: no C compiler builds shared objects here");
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let script = dir.path().join("failing-cc.sh");
+    let text = format!(
+        "for a in \"$@\"; do case \"$a\" in *rfx_jit.c) echo 'rfx-test: refusing the unit' >&2; exit 3;; esac; done\nexec {} \"$@\"\n",
+        real.compiler()
+    );
+    std::fs::write(&script, text).expect("write the script");
+    let backend = CBackend::with_compiler(&format!("sh {}", script.display()));
+    backend.check_available().expect("the probe compiles");
+    // A program the export refuses, if any op is still refused; the batch is then two programs.
+    let refused = cases().iter().map(|case| lower_kernel(&case.kernel)).find(|lir| {
+        matches!(
+            rfx_codegen_c::c_source(lir, "probe"),
+            Err(rfx_codegen_c::ExportError::Unsupported(_))
+        )
+    });
+    let mut batch: Vec<LirProgram> = refused.into_iter().collect();
+    batch.push(program(AXPB));
+    let results = backend.compile_many(&batch, &CompileOptions::default());
+    assert_eq!(results.len(), batch.len());
+    if batch.len() == 2 {
+        assert!(
+            matches!(&results[0], Err(BackendError::Unsupported { backend: "c", .. })),
+            "{:?}",
+            results[0].as_ref().err()
+        );
+    }
+    match &results[batch.len() - 1] {
+        Err(BackendError::Compile {
+            backend: "c",
+            message,
+        }) => {
+            assert!(message.contains("rfx-test: refusing the unit"), "{message}");
+        }
+        other => panic!("{:?}", other.as_ref().err()),
+    }
+}

@@ -117,12 +117,12 @@ impl CBackend {
             .enumerate()
             .filter_map(|(index, part)| part.as_ref().ok().map(|p| (index, p)))
             .collect();
-        let library = if good.is_empty() {
-            None
-        } else {
-            let built = self.build(&good.iter().map(|&(_, p)| p).collect::<Vec<_>>());
-            match built {
-                Ok(library) => Some(library),
+        // The unit's library, or why it failed (given to its one program).
+        let mut built = None;
+        let mut failure = None;
+        if !good.is_empty() {
+            match self.build(&good.iter().map(|&(_, p)| p).collect::<Vec<_>>()) {
+                Ok(library) => built = Some(library),
                 Err(_) if good.len() > 1 => {
                     return programs
                         .iter()
@@ -134,16 +134,19 @@ impl CBackend {
                         })
                         .collect();
                 }
-                Err(e) => return vec![Err(e)],
+                Err(e) => failure = Some(e),
             }
-        };
+        }
         programs
             .iter()
             .zip(parts)
             .enumerate()
             .map(|(index, (program, part))| {
                 part?;
-                let library = library.clone().ok_or_else(|| BackendError::Compile {
+                if let Some(e) = failure.take() {
+                    return Err(e);
+                }
+                let library = built.clone().ok_or_else(|| BackendError::Compile {
                     backend: BACKEND,
                     message: "no shared object was built".to_string(),
                 })?;

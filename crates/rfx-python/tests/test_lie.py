@@ -241,6 +241,38 @@ def test_planar_groups(backend):
     np.testing.assert_allclose(jr_ad, lie.se2_jr(xi), rtol=0, atol=1e-13)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_se2_operation_jacobians_match_derivatives(backend):
+    rng = np.random.default_rng(9)
+    a = lie.se2_exp(np.array([0.4, -1.0, 2.0]))
+    b = lie.se2_exp(np.array([-0.3, 0.8, -2.5]))
+    p = rng.normal(size=2)
+
+    def perturbed(d):
+        e = lie.se2_exp(d)
+        ab = lie.se2_compose(a, b)
+        return (
+            lie.se2_log(lie.se2_between(ab, lie.se2_compose(lie.se2_compose(a, e), b))),
+            lie.se2_log(lie.se2_compose(lie.se2_compose(e, a), lie.se2_compose(b, lie.se2_inverse(ab)))),
+            lie.se2_act(lie.se2_compose(a, e), p),
+            lie.se2_act(lie.se2_compose(e, a), p),
+            lie.se2_log(lie.se2_between(lie.se2_inverse(a), lie.se2_inverse(lie.se2_compose(a, e)))),
+            lie.se2_log(lie.se2_compose(a, e)),
+        )
+
+    got = rj.jit(rj.jacobian(perturbed), backend=backend)(np.zeros(3))
+    want = (
+        lie.se2_compose_jacobians(a, b, "right")[0],
+        lie.se2_compose_jacobians(a, b, "left")[0],
+        lie.se2_act_jacobians(a, p, "right")[0],
+        lie.se2_act_jacobians(a, p, "left")[0],
+        lie.se2_inverse_jacobian(a, "right"),
+        lie.se2_jr_inv(lie.se2_log(a)),
+    )
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=0, atol=1e-13)
+
+
 def test_wrong_component_count_is_an_error():
     with pytest.raises(ValueError, match="so3_exp"):
         lie.so3_exp(np.zeros(4))

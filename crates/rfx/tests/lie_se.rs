@@ -488,3 +488,112 @@ fn se2_matches_the_reference() {
         }
     }
 }
+
+/// SE(2)'s Jacobians of `Log` and of compose, act and inverse against reverse-mode
+/// derivatives of the perturbed operations.
+#[test]
+fn se2_operation_jacobians_match_derivatives() {
+    let mut rng = StdRng::seed_from_u64(17);
+    let n = 8;
+    let pose = |rng: &mut StdRng| {
+        se2_exp([
+            rng.random_range(-2.0..2.0),
+            rng.random_range(-2.0..2.0),
+            rng.random_range(-3.1..3.1),
+        ])
+    };
+    let a: Vec<[f64; 4]> = (0..n).map(|_| pose(&mut rng)).collect();
+    let b: Vec<[f64; 4]> = (0..n).map(|_| pose(&mut rng)).collect();
+    let p: Vec<[f64; 2]> = (0..n)
+        .map(|_| [rng.random_range(-2.0..2.0), rng.random_range(-2.0..2.0)])
+        .collect();
+    let (xa, xb) = (
+        array(DType::F64, &[n, 4], &flat(&a)),
+        array(DType::F64, &[n, 4], &flat(&b)),
+    );
+    let pts = array(DType::F64, &[n, 2], &flat(&p));
+    let zeros = array(DType::F64, &[n, 3], &vec![0.0; 3 * n]);
+    let tol = 256.0 * roundoff(DType::F64);
+    for backend in backends(DType::F64) {
+        let analytic = rfx::jit(|a: Tensor, b: Tensor, p: Tensor| {
+            let (right_a, right_b) = lie::se2_compose_jacobians(a, b, Side::Right);
+            let (left_a, left_b) = lie::se2_compose_jacobians(a, b, Side::Left);
+            let (act_right, act_p) = lie::se2_act_jacobians(a, p, Side::Right);
+            let (act_left, _) = lie::se2_act_jacobians(a, p, Side::Left);
+            let log = lie::se2_log(a);
+            vec![
+                right_a,
+                right_b,
+                left_a,
+                left_b,
+                act_right,
+                act_p,
+                act_left,
+                lie::se2_inverse_jacobian(a, Side::Right),
+                lie::se2_inverse_jacobian(a, Side::Left),
+                lie::se2_jr_inv(log),
+                lie::se2_jl_inv(log),
+            ]
+        })
+        .on_backend(backend);
+        let Some(want) = run("se2 analytic", backend, &analytic, (&xa, &xb, &pts)) else {
+            continue;
+        };
+        let ad = rfx::jit(rfx::vmap(
+            rfx::jacobian(|a: Tensor, b: Tensor, p: Tensor, d: Tensor| {
+                let e = lie::se2_exp(d);
+                let ab = lie::se2_compose(a, b);
+                let ai = lie::se2_inverse(a);
+                vec![
+                    lie::se2_log(lie::se2_between(ab, lie::se2_compose(lie::se2_compose(a, e), b))),
+                    lie::se2_log(lie::se2_between(ab, lie::se2_compose(a, lie::se2_compose(b, e)))),
+                    lie::se2_log(lie::se2_compose(
+                        lie::se2_compose(lie::se2_compose(e, a), b),
+                        lie::se2_inverse(ab),
+                    )),
+                    lie::se2_log(lie::se2_compose(
+                        lie::se2_compose(a, lie::se2_compose(e, b)),
+                        lie::se2_inverse(ab),
+                    )),
+                    lie::se2_act(lie::se2_compose(a, e), p),
+                    lie::se2_act(a, p + d.slice_axis(0, 0..2)),
+                    lie::se2_act(lie::se2_compose(e, a), p),
+                    lie::se2_log(lie::se2_between(ai, lie::se2_inverse(lie::se2_compose(a, e)))),
+                    lie::se2_log(lie::se2_compose(
+                        lie::se2_inverse(lie::se2_compose(e, a)),
+                        lie::se2_inverse(ai),
+                    )),
+                    lie::se2_log(lie::se2_compose(a, e)),
+                    lie::se2_log(lie::se2_compose(e, a)),
+                ]
+            })
+            .wrt(&[3]),
+        ))
+        .on_backend(backend);
+        let Some(got) = run("se2 ad", backend, &ad, (&xa, &xb, &pts, &zeros)) else {
+            continue;
+        };
+        let names = [
+            "compose right a",
+            "compose right b",
+            "compose left a",
+            "compose left b",
+            "act right x",
+            "act p",
+            "act left x",
+            "inverse right",
+            "inverse left",
+            "jr_inv",
+            "jl_inv",
+        ];
+        for (k, name) in names.iter().enumerate() {
+            // `act(a, p + dp)` has the shape [2, 3]: its first two columns are the Jacobian in p.
+            let got_k: Vec<f64> = if k == 5 {
+                got[11 + k].chunks(3).flat_map(|row| row[..2].to_vec()).collect()
+            } else {
+                got[11 + k].clone()
+            };
+            assert_close(&format!("{backend}: {name}"), &got_k, &want[k], tol);
+        }
+    }
+}

@@ -25,8 +25,9 @@ import numpy as np
 from . import numpy as _rnp
 
 __all__ = [
-    "se2_act", "se2_between", "se2_compose", "se2_exp", "se2_interp", "se2_inverse", "se2_jl",
-    "se2_jr", "se2_log",
+    "se2_act", "se2_act_jacobians", "se2_adjoint", "se2_between", "se2_compose",
+    "se2_compose_jacobians", "se2_exp", "se2_interp", "se2_inverse", "se2_inverse_jacobian",
+    "se2_jl", "se2_jl_inv", "se2_jr", "se2_jr_inv", "se2_log",
     "se3_act", "se3_act_jacobians", "se3_adjoint", "se3_between", "se3_compose",
     "se3_compose_jacobians", "se3_exp", "se3_interp", "se3_inverse", "se3_inverse_jacobian",
     "se3_jl", "se3_jl_inv", "se3_jr", "se3_jr_inv", "se3_log", "se3_to_matrix",
@@ -707,3 +708,57 @@ def se2_jr(xi):
 def se2_jl(xi):
     """The left Jacobian of `Exp` at `[ρx, ρy, θ]`."""
     return _se2_jacobian(xi, "left", "se2_jl")
+
+
+def _se2_adjoint(x):
+    r, t = x
+    z, o = np.zeros_like(r[0]), np.ones_like(r[0])
+    return [[r[0], -r[1], t[1]], [r[1], r[0], -t[0]], [z, z, o]]
+
+
+def se2_adjoint(x):
+    """`Ad(x) = [[R, (ty, -tx)ᵀ], [0, 1]]` (`[..., 3, 3]`)."""
+    return _matrix(_se2_adjoint(_pose2(x, "se2_adjoint")))
+
+
+def se2_jr_inv(xi):
+    """`Jr(ξ)⁻¹`: the right Jacobian of `Log` at `Exp(ξ)` (`|θ| < 2π`)."""
+    return np.linalg.inv(_se2_jacobian(xi, "right", "se2_jr_inv"))
+
+
+def se2_jl_inv(xi):
+    """`Jl(ξ)⁻¹`: the left Jacobian of `Log` at `Exp(ξ)`."""
+    return np.linalg.inv(_se2_jacobian(xi, "left", "se2_jl_inv"))
+
+
+def se2_compose_jacobians(a, b, side="right"):
+    """The Jacobians of `a ∘ b` in `a` and `b`: right `(Ad(b⁻¹), I)`, left `(I, Ad(a))`."""
+    pa, pb = _pose2(a, "se2_compose_jacobians"), _pose2(b, "se2_compose_jacobians")
+    eye = _identity(pa[0][0] * pb[0][0])
+    if _side(side) == "right":
+        return _matrix(_se2_adjoint(_se2_inverse(pb))), _matrix(eye)
+    return _matrix(eye), _matrix(_se2_adjoint(pa))
+
+
+def se2_act_jacobians(x, p, side="right"):
+    """The Jacobians of `x · p` in `x` (`[..., 2, 3]`) and `p`: right `([R, R (-py, px)ᵀ], R)`,
+    left `([I, (-y₂, y₁)ᵀ], R)` with `y = x · p`."""
+    r, t = _pose2(x, "se2_act_jacobians")
+    p = _split(p, 2, "se2_act_jacobians")
+    rot = [[r[0], -r[1]], [r[1], r[0]]]
+    if _side(side) == "right":
+        turn = _rot2_mul(r, [-p[1], p[0]])
+        jx = [[r[0], -r[1], turn[0]], [r[1], r[0], turn[1]]]
+    else:
+        moved = _rot2_mul(r, p)
+        y = [moved[0] + t[0], moved[1] + t[1]]
+        z, o = np.zeros_like(r[0]), np.ones_like(r[0])
+        jx = [[o, z, -y[1]], [z, o, y[0]]]
+    return _matrix(jx), _matrix(rot)
+
+
+def se2_inverse_jacobian(x, side="right"):
+    """The Jacobian of `x⁻¹` in `x`: right `-Ad(x)`, left `-Ad(x⁻¹)`."""
+    p = _pose2(x, "se2_inverse_jacobian")
+    ad = _se2_adjoint(p if _side(side) == "right" else _se2_inverse(p))
+    return _matrix([[-c for c in row] for row in ad])

@@ -78,7 +78,10 @@ mod series;
 mod so2;
 mod so3;
 
-pub use se2::{se2_act, se2_between, se2_compose, se2_exp, se2_interp, se2_inverse, se2_jl, se2_jr, se2_log};
+pub use se2::{
+    se2_act, se2_act_jacobians, se2_adjoint, se2_between, se2_compose, se2_compose_jacobians, se2_exp,
+    se2_interp, se2_inverse, se2_inverse_jacobian, se2_jl, se2_jl_inv, se2_jr, se2_jr_inv, se2_log,
+};
 pub use se3::{
     se3_act, se3_act_jacobians, se3_adjoint, se3_between, se3_compose, se3_compose_jacobians, se3_exp,
     se3_interp, se3_inverse, se3_inverse_jacobian, se3_jl, se3_jl_inv, se3_jr, se3_jr_inv, se3_log,

@@ -107,8 +107,8 @@ pub fn se2_interp(a: Tensor, b: Tensor, t: Tensor) -> Tensor {
     pose_tensor(compose_parts(pa, exp_parts(rho.map(|c| c * t), theta * t)))
 }
 
-/// The right Jacobian of `Exp` at `ξ = [ρx, ρy, θ]` (`[.., 3, 3]`). Its inverse (the right
-/// Jacobian of `Log`) is `se2_jr(ξ).inv()`, invertible for `|θ| < 2π`.
+/// The right Jacobian of `Exp` at `ξ = [ρx, ρy, θ]` (`[.., 3, 3]`); its inverse is
+/// [`se2_jr_inv`].
 pub fn se2_jr(xi: Tensor) -> Tensor {
     jacobian("se2_jr", xi, Side::Right)
 }
@@ -116,4 +116,70 @@ pub fn se2_jr(xi: Tensor) -> Tensor {
 /// The left Jacobian of `Exp` at `ξ`; `Jl(ξ) = Jr(-ξ)`.
 pub fn se2_jl(xi: Tensor) -> Tensor {
     jacobian("se2_jl", xi, Side::Left)
+}
+
+/// `Ad(x) = [[R, (ty, -tx)ᵀ], [0, 1]]`: `x ∘ Exp(δ) = Exp(Ad(x) δ) ∘ x`.
+fn adjoint_parts((r, t): Pose2) -> [[Tensor; 3]; 3] {
+    let (z, o) = (zero(r[0]), one(r[0]));
+    [[r[0], -r[1], t[1]], [r[1], r[0], -t[0]], [z, z, o]]
+}
+
+/// The adjoint `Ad(x) = [[R, (ty, -tx)ᵀ], [0, 1]]` (`[.., 3, 3]`).
+pub fn se2_adjoint(x: Tensor) -> Tensor {
+    matrix(&adjoint_parts(pose("se2_adjoint", x)))
+}
+
+/// `Jr(ξ)⁻¹`, the right Jacobian of `Log` at `Exp(ξ)` (the inverse of [`se2_jr`], `|θ| < 2π`).
+pub fn se2_jr_inv(xi: Tensor) -> Tensor {
+    jacobian("se2_jr_inv", xi, Side::Right).inv()
+}
+
+/// `Jl(ξ)⁻¹`, the left Jacobian of `Log` at `Exp(ξ)`.
+pub fn se2_jl_inv(xi: Tensor) -> Tensor {
+    jacobian("se2_jl_inv", xi, Side::Left).inv()
+}
+
+/// The Jacobians of `a ∘ b` with respect to `a` and `b` on `side`: right `(Ad(b⁻¹), I)`,
+/// left `(I, Ad(a))`.
+pub fn se2_compose_jacobians(a: Tensor, b: Tensor, side: Side) -> (Tensor, Tensor) {
+    let (pa, pb) = (pose("se2_compose_jacobians", a), pose("se2_compose_jacobians", b));
+    let like = pa.0[0] * pb.0[0];
+    let (z, o) = (zero(like), one(like));
+    let eye = [[o, z, z], [z, o, z], [z, z, o]];
+    let (ja, jb) = match side {
+        Side::Right => (adjoint_parts(inverse_parts(pb)), eye),
+        Side::Left => (eye, adjoint_parts(pa)),
+    };
+    (matrix(&ja), matrix(&jb))
+}
+
+/// The Jacobians of `x · p` with respect to `x` (on `side`, `[.., 2, 3]`) and `p` (`[.., 2, 2]`):
+/// right `([R, R (-py, px)ᵀ], R)`, left `([I, (-y₂, y₁)ᵀ], R)` with `y = x · p`.
+pub fn se2_act_jacobians(x: Tensor, p: Tensor, side: Side) -> (Tensor, Tensor) {
+    let (r, t) = pose("se2_act_jacobians", x);
+    let p: [Tensor; 2] = split("se2_act_jacobians", p);
+    let rot = [[r[0], -r[1]], [r[1], r[0]]];
+    let jx = match side {
+        Side::Right => {
+            let turn = so2::rotate(r, [-p[1], p[0]]);
+            [[r[0], -r[1], turn[0]], [r[1], r[0], turn[1]]]
+        }
+        Side::Left => {
+            let moved = so2::rotate(r, p);
+            let y = [moved[0] + t[0], moved[1] + t[1]];
+            let (z, o) = (zero(r[0]), one(r[0]));
+            [[o, z, -y[1]], [z, o, y[0]]]
+        }
+    };
+    (matrix(&jx), matrix(&rot))
+}
+
+/// The Jacobian of `x⁻¹` with respect to `x` on `side`: right `-Ad(x)`, left `-Ad(x⁻¹)`.
+pub fn se2_inverse_jacobian(x: Tensor, side: Side) -> Tensor {
+    let p = pose("se2_inverse_jacobian", x);
+    let ad = match side {
+        Side::Right => adjoint_parts(p),
+        Side::Left => adjoint_parts(inverse_parts(p)),
+    };
+    matrix(&ad.map(|row| row.map(|c| -c)))
 }

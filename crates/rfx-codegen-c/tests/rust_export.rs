@@ -1,5 +1,5 @@
-//! The Rust export compiled and run: the saved corpus (crates/rfx-opt/tests/corpus) and the
-//! conformance suite (`rfx_check::conformance`) exported as modules of one `#![no_std]`,
+//! The Rust export compiled and run: the saved corpus (crates/rfx-opt/tests/corpus), the
+//! conformance suite (`rfx_check::conformance`) and `rfx fuzz`'s random kernels exported as modules of one `#![no_std]`,
 //! `#![forbid(unsafe_code)]`, `#![deny(warnings, missing_docs)]` library crate (with the `libm`
 //! crate), called by a std binary that prints the outputs' bits, and compared with the LIR
 //! interpreter: exact ops bit for bit, a conformance case of one transcendental within 4 ULP of
@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use rfx_check::conformance::{cases, inputs};
+use rfx_check::generator::fuzz_kernel;
 use rfx_codegen_c::{LIBM_VERSION, rust_source};
 use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
@@ -101,6 +102,32 @@ fn conformance_jobs() -> Vec<Job> {
         })
         .collect()
 }
+
+/// `rfx fuzz`'s kernels of seeds 1 to [`FUZZ_SEEDS`] with their inputs: bit for bit without a
+/// transcendental, compiled and run only with one. A kernel the optimiser or lowering refuses
+/// is left out (the fuzz tests cover those paths).
+fn fuzz_jobs() -> Vec<Job> {
+    (1..=FUZZ_SEEDS)
+        .filter_map(|seed| {
+            let kernel = fuzz_kernel(seed);
+            let (mir, _) = optimize(&kernel, &OptConfig::default()).ok()?;
+            let program = lower(&mir, &LowerConfig::default()).ok()?.0;
+            let check = if uses_transcendental(&program) {
+                Check::Runs
+            } else {
+                Check::Bits
+            };
+            Some(Job {
+                name: format!("fuzz/seed {seed}"),
+                inputs: random_inputs(&mut TestRng::new(seed), &kernel, 0.1),
+                program,
+                check,
+            })
+        })
+        .collect()
+}
+
+const FUZZ_SEEDS: u64 = 150;
 
 /// One exact conformance case in this many is exported (the suite has about 1,700; the C
 /// export's tests run all of them through the same walk).
@@ -365,15 +392,22 @@ fn corpus_and_conformance_modules_build_no_std_and_match_the_interpreter() {
     let mut jobs = corpus_jobs();
     let corpus = jobs.len();
     jobs.extend(conformance_jobs());
+    let fuzz = fuzz_jobs();
+    let fuzz_count = fuzz.len();
+    jobs.extend(fuzz);
     let count = |check: fn(&Check) -> bool| jobs.iter().filter(|j| check(&j.check)).count();
     eprintln!(
-        "{} programs ({corpus} corpus): {} bit for bit, {} within 4 ULP, {} compiled and run only",
+        "{} programs ({corpus} corpus, {fuzz_count} fuzz): {} bit for bit, {} within 4 ULP, {} compiled and run only",
         jobs.len(),
         count(|c| *c == Check::Bits),
         count(|c| matches!(c, Check::Ulps(_))),
         count(|c| *c == Check::Runs),
     );
-    assert!(corpus >= 60 && jobs.len() > 400, "{} programs", jobs.len());
+    assert!(
+        corpus >= 60 && fuzz_count >= 120 && jobs.len() > 500,
+        "{} programs",
+        jobs.len()
+    );
     let dir = tempfile::tempdir().expect("temp dir");
     let expected = write_project(dir.path(), &jobs);
     let started = std::time::Instant::now();

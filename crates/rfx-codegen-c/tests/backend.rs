@@ -476,3 +476,88 @@ fn a_failed_compile_is_a_typed_error_with_the_compilers_message() {
         other => panic!("{:?}", other.as_ref().err()),
     }
 }
+
+/// The real-time paths: `CallArgs` made for the program run without a check, on their own
+/// arrays; made for another program they are checked like any call; `run_addresses` checks the
+/// count only. All give the values of `run`.
+#[test]
+fn call_args_and_addresses_run_the_same_code() {
+    let Some(backend) = backends().into_iter().next() else {
+        eprintln!("skipped: no C compiler builds shared objects here");
+        return;
+    };
+    let compiled = backend
+        .compile(&program(AXPB), &CompileOptions::default())
+        .expect("compiles");
+    let mut scratch = Scratch::new();
+    let mut args = rfx_lower::CallArgs::new(compiled.as_ref());
+    assert_eq!(Some(args.id()), compiled.args_id());
+    for step in 0..3 {
+        let x = [step as f32, -0.5, 1e30];
+        args.input_mut::<f32>(0).expect("x is f32").copy_from_slice(&x);
+        compiled.run_args(&mut args, &mut scratch).expect("runs");
+        assert_eq!(
+            args.output::<f32>(0),
+            Some(&[2.0 * step as f32 + 1.0, 0.0, 2e30][..])
+        );
+    }
+    // Arguments made for another program of the same signature take the checked path.
+    let other = backend
+        .compile(&program(AXPB), &CompileOptions::default())
+        .expect("compiles");
+    let mut foreign = rfx_lower::CallArgs::new(other.as_ref());
+    foreign
+        .input_mut::<f32>(0)
+        .expect("x is f32")
+        .copy_from_slice(&[4.0, 5.0, 6.0]);
+    compiled.run_args(&mut foreign, &mut scratch).expect("runs");
+    assert_eq!(foreign.output::<f32>(0), Some(&[9.0f32, 11.0, 13.0][..]));
+
+    let x = [0.25f32, 8.0, -3.0];
+    let mut y = [0.0f32; 3];
+    let addresses = [x.as_ptr() as usize, y.as_mut_ptr() as usize];
+    // SAFETY: one address per argument in call order, each of exactly three f32, the output
+    // distinct from the input and written by nothing else during the call.
+    unsafe { compiled.run_addresses(&addresses, &mut scratch) }.expect("runs");
+    assert_eq!(y, [1.5, 17.0, -5.0]);
+    // SAFETY: the count is wrong, which the backend checks before using any address.
+    let err = unsafe { compiled.run_addresses(&addresses[..1], &mut scratch) }.expect_err("one address");
+    assert!(
+        matches!(
+            err,
+            BackendError::Call(CallError::Arity {
+                expected: 2,
+                found: 1,
+                ..
+            })
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_backend_states_the_bound_the_suite_asserts() {
+    use rfx_ir::{BinaryOp, UnaryOp};
+    use rfx_lower::Transcendental;
+    let backend = CBackend::with_compiler("cc");
+    let ops = UnaryOp::ALL
+        .iter()
+        .filter_map(|&u| Transcendental::unary(u))
+        .chain(BinaryOp::ALL.iter().filter_map(|&b| Transcendental::binary(b)));
+    for op in ops {
+        for dtype in [DType::F32, DType::F64] {
+            let args = vec![0.5; op.arity()];
+            assert_eq!(
+                backend.ulp_bound(op, dtype, &args),
+                Some(BOUND_ULPS),
+                "{op:?} {dtype}"
+            );
+        }
+        assert_eq!(backend.ulp_bound(op, DType::F32, &[]), None, "wrong arity");
+        assert_eq!(
+            backend.ulp_bound(op, DType::I32, &vec![0.5; op.arity()]),
+            None,
+            "i32"
+        );
+    }
+}

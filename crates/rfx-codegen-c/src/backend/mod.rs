@@ -19,8 +19,8 @@ use std::sync::{Arc, OnceLock};
 use rfx_ir::lir::LirProgram;
 use rfx_ir::{ArrayView, ArrayViewMut, BinaryOp, DType, UnaryOp};
 use rfx_lower::{
-    Backend, BackendError, CompileOptions, Compiled, LowerError, Scratch, Signature, Transcendental,
-    Unsupported,
+    Backend, BackendError, CallArgs, CallError, CompileOptions, Compiled, LowerError, Scratch, Signature,
+    Transcendental, Unsupported,
 };
 
 pub use toolchain::JIT_FLAGS;
@@ -36,10 +36,11 @@ pub(crate) const BACKEND: &str = "c";
 /// oracle in f32 and f64 (the CPU backend's bound, whose approximations the export ports).
 const ULP_BOUND: u64 = 4;
 
-/// Argument tables (arguments plus `work`) up to this length are short ones on the stack.
+/// Calls of fewer arguments than this keep their tables (the arguments, then `work`) in short
+/// arrays on the stack.
 const SHORT_ARGS: usize = 16;
 
-/// Argument tables up to this length live on the stack; longer ones in a vector.
+/// Calls of fewer arguments than this keep their tables on the stack; others in vectors.
 const STACK_ARGS: usize = 64;
 
 /// The packed entry: the argument table (inputs' and outputs' first elements in call order,
@@ -241,6 +242,7 @@ fn load(
         entry,
         work_bytes: layout.bytes,
         work_align: work_align(program),
+        id: rfx_lower::new_compiled_id(),
         _library: library,
     }))
 }
@@ -286,6 +288,8 @@ pub struct CCompiled {
     /// The header's `NAME_WORK_BYTES` and `NAME_WORK_ALIGN`.
     work_bytes: usize,
     work_align: usize,
+    /// This program's [`Compiled::args_id`].
+    id: u64,
     /// Keeps the code `entry` points into mapped.
     _library: Arc<libloading::Library>,
 }
@@ -375,51 +379,90 @@ impl Compiled for CCompiled {
         scratch: &mut Scratch,
     ) -> Result<(), BackendError> {
         let count = inputs.len() + outputs.len();
-        // Tables one longer than the arguments: the last slot is `work`. A short table for the
-        // usual few arguments, so that a call clears no more than it uses.
+        // A short table for the usual few arguments, so that a call clears no more than it uses.
         if count < SHORT_ARGS {
-            let (mut addresses, mut slots) = ([0usize; SHORT_ARGS], [std::ptr::null_mut(); SHORT_ARGS]);
-            self.run_with(
-                inputs,
-                outputs,
-                &mut addresses[..=count],
-                &mut slots[..=count],
-                scratch,
-            )
+            self.checked(inputs, outputs, &mut [0usize; SHORT_ARGS][..count], scratch)
         } else if count < STACK_ARGS {
-            let (mut addresses, mut slots) = ([0usize; STACK_ARGS], [std::ptr::null_mut(); STACK_ARGS]);
-            self.run_with(
-                inputs,
-                outputs,
-                &mut addresses[..=count],
-                &mut slots[..=count],
-                scratch,
-            )
+            self.checked(inputs, outputs, &mut [0usize; STACK_ARGS][..count], scratch)
         } else {
-            let (mut addresses, mut slots) = (vec![0usize; count + 1], vec![std::ptr::null_mut(); count + 1]);
-            self.run_with(inputs, outputs, &mut addresses, &mut slots, scratch)
+            self.checked(inputs, outputs, &mut vec![0usize; count], scratch)
         }
+    }
+
+    fn args_id(&self) -> Option<u64> {
+        Some(self.id)
+    }
+
+    /// The real-time path: arguments made for this program ([`CallArgs::new`]) are run on their
+    /// recorded addresses without a check; any others are checked like [`Compiled::run`].
+    fn run_args(&self, args: &mut CallArgs, scratch: &mut Scratch) -> Result<(), BackendError> {
+        if args.id() != self.id {
+            let (inputs, mut outputs) = args.views();
+            return self.run(&inputs, &mut outputs, scratch);
+        }
+        // SAFETY: `args` was made for this program (its id is ours, and ids are never reused):
+        // one array per input and output with exactly the declared dtype and shape, owned by
+        // `args`, borrowed mutably for this call, distinct, listed in call order.
+        unsafe { self.call_on(args.addresses(), scratch) }
+    }
+
+    /// Calls the entry on `addresses` as they are, after checking only their count.
+    unsafe fn run_addresses(&self, addresses: &[usize], scratch: &mut Scratch) -> Result<(), BackendError> {
+        let expected = self.signature.inputs().len() + self.signature.outputs().len();
+        if addresses.len() != expected {
+            return Err(CallError::Arity {
+                what: "argument addresses",
+                expected,
+                found: addresses.len(),
+            }
+            .into());
+        }
+        // SAFETY: guaranteed by the caller; the count is checked.
+        unsafe { self.call_on(addresses, scratch) }
     }
 }
 
 impl CCompiled {
-    /// Validates the call into `addresses`, copies them into `slots` and calls the entry (both
-    /// tables one longer than the arguments).
-    fn run_with(
+    /// Validates the call, writing the arguments' addresses into `addresses` (one per
+    /// argument), and calls the entry on them.
+    fn checked(
         &self,
         inputs: &[ArrayView<'_>],
         outputs: &[ArrayViewMut<'_>],
         addresses: &mut [usize],
-        slots: &mut [*mut c_void],
         scratch: &mut Scratch,
     ) -> Result<(), BackendError> {
         self.signature.validate_into(inputs, outputs, addresses)?;
-        for (slot, &address) in slots.iter_mut().zip(addresses.iter()) {
-            *slot = address as *mut c_void;
-        }
         // SAFETY: `validate_into` accepted the call and wrote one address per argument, of the
         // declared dtype and length, no output overlapping another argument; the views are
         // borrowed (inputs shared, outputs exclusively) for the whole call.
-        unsafe { self.call(slots, scratch) }
+        unsafe { self.call_on(addresses, scratch) }
+    }
+
+    /// Builds the entry's table (`addresses`, then `work`) and calls it.
+    ///
+    /// # Safety
+    /// As [`Compiled::run_addresses`] requires, with one address per input and output.
+    unsafe fn call_on(&self, addresses: &[usize], scratch: &mut Scratch) -> Result<(), BackendError> {
+        let n = addresses.len();
+        let fill = |slots: &mut [*mut c_void]| {
+            for (slot, &address) in slots.iter_mut().zip(addresses) {
+                *slot = address as *mut c_void;
+            }
+        };
+        // SAFETY (each branch): the table holds the caller's addresses, then room for `work`.
+        if n < SHORT_ARGS {
+            let mut slots = [std::ptr::null_mut(); SHORT_ARGS];
+            fill(&mut slots[..n]);
+            unsafe { self.call(&mut slots[..=n], scratch) }
+        } else if n < STACK_ARGS {
+            let mut slots = [std::ptr::null_mut(); STACK_ARGS];
+            fill(&mut slots[..n]);
+            unsafe { self.call(&mut slots[..=n], scratch) }
+        } else {
+            let mut slots = vec![std::ptr::null_mut(); n + 1];
+            fill(&mut slots[..n]);
+            unsafe { self.call(&mut slots, scratch) }
+        }
     }
 }

@@ -92,7 +92,7 @@ impl CBackend {
     /// per program in order. A program the export refuses gets its
     /// [`BackendError::Unsupported`] and is left out of the unit; the others share it. Should
     /// the unit fail to compile, each program is compiled alone, so that an error names the
-    /// program it comes from.
+    /// program it comes from. `options` changes nothing (see [`Backend::compile`]).
     pub fn compile_many(
         &self,
         programs: &[LirProgram],
@@ -113,16 +113,12 @@ impl CBackend {
                 part(program, index).map_err(|e| export_error(program, e))
             })
             .collect();
-        let good: Vec<(usize, &UnitPart)> = parts
-            .iter()
-            .enumerate()
-            .filter_map(|(index, part)| part.as_ref().ok().map(|p| (index, p)))
-            .collect();
+        let good: Vec<&UnitPart> = parts.iter().filter_map(|part| part.as_ref().ok()).collect();
         // The unit's library, or why it failed (given to its one program).
         let mut built = None;
         let mut failure = None;
         if !good.is_empty() {
-            match self.build(&good.iter().map(|&(_, p)| p).collect::<Vec<_>>()) {
+            match self.build(&good) {
                 Ok(library) => built = Some(library),
                 Err(_) if good.len() > 1 => {
                     return programs
@@ -464,5 +460,36 @@ impl CCompiled {
             fill(&mut slots[..n]);
             unsafe { self.call(&mut slots, scratch) }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lowered(mir: &str) -> LirProgram {
+        let program = rfx_ir::mir::parse(mir).expect("parses");
+        rfx_lower::lower(&program, &rfx_lower::LowerConfig::default())
+            .expect("lowers")
+            .0
+    }
+
+    /// The export's op names become the ops' static names, with the dtype the program uses.
+    #[test]
+    fn a_refused_op_is_named_with_its_dtype() {
+        let lir = lowered(
+            "mir m {\n  buf0: f64[2] = input x\n  buf1: f64[2] = output y\n  kernel k0 [2] {\n    %0 = load buf0 [1] : f64\n    %1 = fmod %0, %0 : f64\n    store buf1 = %1\n  }\n}\n",
+        );
+        assert_eq!(
+            unsupported_op(&lir, "fmod (float)"),
+            Unsupported::OpDType("fmod", DType::F64)
+        );
+        assert_eq!(unsupported_op(&lir, "sin"), Unsupported::Op("sin"));
+        assert_eq!(
+            unsupported_op(&lir, "frobnicate"),
+            Unsupported::Op("an op the C export does not emit")
+        );
+        let err = export_error(&lir, ExportError::Unsupported("fmod (float)".into()));
+        assert_eq!(err.to_string(), "backend `c` does not support op `fmod` on f64");
     }
 }

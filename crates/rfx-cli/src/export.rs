@@ -15,12 +15,15 @@ use crate::CliError;
 pub(crate) enum Lang {
     /// C99 with `<stdint.h>` only: `NAME.c` and `NAME.h`.
     C,
+    /// A module usable from a `#![no_std]` Rust crate: `NAME.rs`.
+    Rust,
 }
 
 impl Lang {
     fn facade(self) -> rfx::export::Lang {
         match self {
             Lang::C => rfx::export::Lang::C,
+            Lang::Rust => rfx::export::Lang::Rust,
         }
     }
 }

@@ -258,7 +258,8 @@ enum Command {
         inputs: Inputs,
     },
     /// Exports a kernel or expression (or its value and gradients, or its value and Jacobian)
-    /// as portable C99: DIR/NAME.c and DIR/NAME.h (see docs/export.md), written all or nothing.
+    /// as portable C99 (DIR/NAME.c and DIR/NAME.h) or a no_std Rust module (DIR/NAME.rs), see
+    /// docs/export.md; written all or nothing.
     ///
     /// KERNEL is a kernel file when it ends in `.rfx`, and an expression otherwise (as for
     /// `rfx dump`).
@@ -268,7 +269,7 @@ enum Command {
         /// The language.
         #[arg(long, value_enum)]
         lang: export::Lang,
-        /// The exported function's name (a C identifier); also the files' names.
+        /// The exported function's name (an identifier of the language); also the files' names.
         #[arg(long)]
         name: String,
         #[arg(long, value_name = "NAME=DTYPE[DIMS],...", help = IN_SHAPES_HELP)]

@@ -386,3 +386,85 @@ fn grad_and_jacobian_together_are_a_usage_error() {
     );
     assert_eq!(listing(&dir), ["keep.c", "keep.h"]);
 }
+
+#[test]
+fn export_as_rust_writes_a_module_whose_jacobian_matches_the_closed_form() {
+    // f(x) = a (x ∘ x) + Σ x, so ∂f_i/∂x_j = 2 a_ij x_j + 1; no function of `libm` is needed.
+    let dir = temp_dir("export_rust");
+    let out_dir = dir.join("gen");
+    let path = out_dir.to_str().expect("utf-8 path");
+    let out = rfx(&[
+        "export",
+        "a @ (x * x) + sum(x)",
+        "--lang",
+        "rust",
+        "--name",
+        "poly",
+        "--in-shapes",
+        "a=f64[3,2],x=f64[2]",
+        "--jacobian",
+        "x",
+        "--out",
+        path,
+    ]);
+    assert!(out.status.success(), "{}", stderr_of(&out));
+    assert_eq!(listing(&out_dir), ["poly.rs"]);
+    let module = std::fs::read_to_string(out_dir.join("poly.rs")).expect("module");
+    assert!(module.contains("pub fn poly("), "{module}");
+    let main = r#"#[path = "gen/poly.rs"]
+mod poly;
+fn main() {
+    let a = [0.5f64, -1.25, 2.0, 0.75, -0.3, 1.5];
+    let x = [0.4f64, -0.7];
+    let (mut v, mut j) = ([0.0f64; 3], [0.0f64; 6]);
+    poly::poly(&a, &x, &mut v, &mut j, &mut poly::Work::new()).expect("lengths match");
+    let short = poly::poly(&a, &x[..1], &mut v, &mut j, &mut poly::Work::new());
+    println!("{v:?} {j:?} {}", short.is_err());
+}
+"#;
+    std::fs::write(dir.join("main.rs"), main).expect("write main");
+    let exe = dir.join("poly_main");
+    let built = Command::new("rustc")
+        .args(["--edition", "2024", "-O"])
+        .arg(dir.join("main.rs"))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("run rustc");
+    assert!(
+        built.status.success(),
+        "{}",
+        String::from_utf8_lossy(&built.stderr)
+    );
+    let run = Command::new(&exe).output().expect("run");
+    assert!(run.status.success());
+    let (a, x) = ([0.5f64, -1.25, 2.0, 0.75, -0.3, 1.5], [0.4f64, -0.7]);
+    let value: Vec<f64> = (0..3)
+        .map(|i| a[2 * i] * x[0] * x[0] + a[2 * i + 1] * x[1] * x[1] + (x[0] + x[1]))
+        .collect();
+    let jacobian: Vec<f64> = (0..6).map(|k| 2.0 * a[k] * x[k % 2] + 1.0).collect();
+    assert_eq!(
+        String::from_utf8_lossy(&run.stdout).trim(),
+        format!("{value:?} {jacobian:?} true")
+    );
+
+    let keyword = rfx(&[
+        "export",
+        "x",
+        "--lang",
+        "rust",
+        "--name",
+        "fn",
+        "--in-shapes",
+        "x=f64[2]",
+        "--out",
+        path,
+    ]);
+    assert_eq!(keyword.status.code(), Some(1));
+    assert!(
+        stderr_of(&keyword).contains("`fn` is not a valid Rust function name"),
+        "{}",
+        stderr_of(&keyword)
+    );
+    assert_eq!(listing(&out_dir), ["poly.rs"]);
+}

@@ -26,14 +26,15 @@ pub fn export_error(error: KernelExportError) -> PyErr {
 fn lang_of(name: &str) -> PyResult<Lang> {
     match name {
         "c" => Ok(Lang::C),
+        "rust" => Ok(Lang::Rust),
         other => Err(PyValueError::new_err(format!(
-            "unknown export language {other:?} (one of: \"c\")"
+            "unknown export language {other:?} (one of: \"c\", \"rust\")"
         ))),
     }
 }
 
-/// `kernel` exported as function `name` in `lang` (`"c"`): `[(file name, text), ...]`, the
-/// header first. `grad` names the inputs of a value-and-gradient export, `jacobian` the
+/// `kernel` exported as function `name` in `lang` (`"c"` or `"rust"`): `[(file name, text),
+/// ...]`, the C header first. `grad` names the inputs of a value-and-gradient export, `jacobian` the
 /// input of a value-and-Jacobian export (at most one of them).
 #[pyfunction]
 #[pyo3(signature = (kernel, name, lang = "c", grad = None, jacobian = None, fast_math = false))]

@@ -132,6 +132,21 @@ def test_jacobian_exports_the_value_then_the_jacobian(tmp_path, rng):
     np.testing.assert_allclose(jac, (1.0 - np.tanh(a @ x) ** 2)[:, None] * a, rtol=1e-13, atol=1e-15)
 
 
+def test_rust_exports_one_module(tmp_path):
+    x = np.ones(3)
+    files = rj.export(energy, x, x, lang="rust", name="energy", grad=0, out_dir=tmp_path)
+    assert list(files) == ["energy.rs"]
+    assert "pub fn energy(" in files["energy.rs"]
+    assert "output `grad_x`, f64[3]" in files["energy.rs"]
+    assert (tmp_path / "energy.rs").read_text() == files["energy.rs"]
+    # `main` is refused as a C name only; `rfx_` is the Rust module's own prefix.
+    assert list(rj.export(energy, x, x, lang="rust", name="main")) == ["main.rs"]
+    with pytest.raises(rj.ExportError, match="`main` is not a valid C function name"):
+        rj.export(energy, x, x, name="main")
+    with pytest.raises(rj.ExportError, match="`rfx_energy` is not a valid Rust function name"):
+        rj.export(energy, x, x, lang="rust", name="rfx_energy")
+
+
 def test_a_bad_name_is_an_export_error_and_writes_nothing(tmp_path):
     x = np.ones(2, np.float32)
     out_dir = tmp_path / "gen"

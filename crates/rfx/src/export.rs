@@ -1,10 +1,12 @@
 //! Export of kernels as portable source code: a kernel, its value and gradients, or its value
-//! and Jacobian, as C99 (`NAME.c` and `NAME.h`, see `docs/export.md` for the ABI).
+//! and Jacobian, as C99 (`NAME.c` and `NAME.h`) or as a `no_std` Rust module (`NAME.rs`); see
+//! `docs/export.md` for the ABI and the Rust API.
 //!
-//! [`c`] returns the C files of a kernel, [`files`] the files of any [`Lang`] by name (what
-//! `rfx export` writes), and [`program`] the lowered program they are printed from (run it with
-//! [`rfx_ir::interp::run_lir`] to get the exported code's reference outputs). A [`Jit`] exports
-//! what it traces for given input types with [`Jit::export_c`] and [`Jit::export_files`].
+//! [`c`] returns the C files of a kernel, [`rust`] the Rust module, [`files`] the files of any
+//! [`Lang`] by name (what `rfx export` writes), and [`program`] the lowered program they are
+//! printed from (run it with [`rfx_ir::interp::run_lir`] to get the exported code's reference
+//! outputs). A [`Jit`] exports what it traces for given input types with [`Jit::export_c`] and
+//! [`Jit::export_files`].
 //!
 //! ```
 //! use rfx::export::{Derivative, ExportOptions};
@@ -26,7 +28,7 @@ use rfx_ir::lir::LirProgram;
 use rfx_opt::OptConfig;
 use rfx_runtime::RuntimeError;
 
-pub use rfx_codegen_c::{CExport, ExportError};
+pub use rfx_codegen_c::{CExport, ExportError, RustExport};
 
 use crate::AdError;
 use crate::func::KernelFn;
@@ -67,6 +69,10 @@ pub enum Lang {
     /// C99 with `<stdint.h>` only: `NAME.c` and `NAME.h`.
     #[default]
     C,
+    /// A Rust module usable from a `#![no_std]` crate (slices in and out, a `Result` for
+    /// length mismatches, no `unsafe`; the `libm` crate where it needs a function `core`
+    /// lacks): `NAME.rs`.
+    Rust,
 }
 
 /// One generated file.
@@ -153,6 +159,21 @@ pub fn c(kernel: &Kernel, name: &str, options: &ExportOptions) -> Result<CExport
     Ok(rfx_codegen_c::c_source(&program(kernel, options)?, name)?)
 }
 
+/// `kernel` exported as a `no_std` Rust module with the function `name` (a Rust identifier,
+/// not a keyword and not starting with `rfx_`, checked before any work is done).
+pub fn rust(kernel: &Kernel, name: &str, options: &ExportOptions) -> Result<RustExport, KernelExportError> {
+    rfx_codegen_c::validate_rust_name(name)?;
+    Ok(rfx_codegen_c::rust_source(&program(kernel, options)?, name)?)
+}
+
+/// Checks that `name` can name the function and the files in `lang`.
+fn validate_name(name: &str, lang: Lang) -> Result<(), ExportError> {
+    match lang {
+        Lang::C => rfx_codegen_c::validate_name(name),
+        Lang::Rust => rfx_codegen_c::validate_rust_name(name),
+    }
+}
+
 /// `kernel` exported as function `name` in `lang`: the files, by name, in the order a writer
 /// may create them.
 pub fn files(
@@ -175,6 +196,10 @@ pub fn files(
                 },
             ])
         }
+        Lang::Rust => Ok(vec![ExportFile {
+            file_name: format!("{name}.rs"),
+            text: rust(kernel, name, options)?.source,
+        }]),
     }
 }
 
@@ -201,7 +226,7 @@ impl<K: KernelFn> Jit<K> {
         lang: Lang,
         options: &ExportOptions,
     ) -> Result<Vec<ExportFile>, KernelExportError> {
-        rfx_codegen_c::validate_name(name)?;
+        validate_name(name, lang)?;
         files(&self.trace(types)?, name, lang, options)
     }
 }

@@ -110,18 +110,22 @@ fn a_jit_exports_what_it_traces_with_gradients() {
 
 #[test]
 fn fast_math_changes_the_program_not_the_abi() {
-    let kernel = dense_map();
+    // `x + 0.0` is not `x` for x = -0.0, so exact mode keeps the add; fast math drops it.
+    let signature = rfx::expr::Signature::new().input("x", TensorType::new(DType::F32, [4]));
+    let kernel = rfx::expr::compile("x * 2.0 + 0.0", &signature).expect("compiles");
+    let fast_options = ExportOptions {
+        fast_math: true,
+        ..ExportOptions::default()
+    };
+    let adds = |program: &rfx_ir::lir::LirProgram| program.to_string().matches(" = add ").count();
+    let exact_program = rfx::export::program(&kernel, &ExportOptions::default()).expect("exports");
+    let fast_program = rfx::export::program(&kernel, &fast_options).expect("exports");
+    assert_eq!(adds(&exact_program), 2, "{exact_program}");
+    assert_eq!(adds(&fast_program), 1, "{fast_program}");
     let exact = rfx::export::c(&kernel, "m", &ExportOptions::default()).expect("exports");
-    let fast = rfx::export::c(
-        &kernel,
-        "m",
-        &ExportOptions {
-            fast_math: true,
-            ..ExportOptions::default()
-        },
-    )
-    .expect("exports");
+    let fast = rfx::export::c(&kernel, "m", &fast_options).expect("exports");
     assert_eq!(exact.header, fast.header);
+    assert_ne!(exact.source, fast.source);
 }
 
 #[test]
@@ -181,4 +185,43 @@ fn each_error_variant_names_its_cause() {
         .export_files(&[], "int", Lang::C, &plain)
         .expect_err("a keyword");
     assert!(matches!(&err, KernelExportError::Codegen(_)), "{err:?}");
+}
+
+#[test]
+fn rust_exports_one_module_and_checks_rust_names() {
+    let kernel = dense_map();
+    let options = ExportOptions {
+        derivative: Derivative::Jacobian("x".to_string()),
+        ..ExportOptions::default()
+    };
+    let module = rfx::export::rust(&kernel, "dense", &options).expect("exports");
+    assert!(module.source.contains("pub fn dense("), "{}", module.source);
+    assert!(
+        module.source.contains("output `jac_out_x`, f64[3, 2]"),
+        "{}",
+        module.source
+    );
+    let files = rfx::export::files(&kernel, "dense", Lang::Rust, &options).expect("exports");
+    assert_eq!(files.len(), 1);
+    assert_eq!(files[0].file_name, "dense.rs");
+    assert_eq!(files[0].text, module.source);
+
+    // `main` is a C name the export refuses and a fine Rust one; `rfx_` is the module's prefix.
+    let f = rfx::jit(|x: Tensor| x * 2.0);
+    let types = [TensorType::new(DType::F32, [2])];
+    let plain = ExportOptions::default();
+    assert!(f.export_files(&types, "main", Lang::Rust, &plain).is_ok());
+    let err = f
+        .export_files(&types, "main", Lang::C, &plain)
+        .expect_err("C's main");
+    assert!(matches!(
+        &err,
+        KernelExportError::Codegen(rfx_codegen_c::ExportError::InvalidName(_))
+    ));
+    let err = rfx::export::rust(&kernel, "rfx_dense", &plain).expect_err("reserved prefix");
+    assert!(matches!(
+        &err,
+        KernelExportError::Codegen(rfx_codegen_c::ExportError::InvalidRustName(_))
+    ));
+    assert!(err.is_user_error());
 }

@@ -1,5 +1,5 @@
-"""`export`: a function traced at example arguments and exported as portable C99 source (the
-`rfx export` command's code path, `rfx::export`), returned as text and optionally written to
+"""`export`: a function traced at example arguments and exported as portable C99 or Rust source
+(the `rfx export` command's code path, `rfx::export`), returned as text and optionally written to
 a directory, every file or none."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from . import _rfx
 from ._api import Function, _arg_trees, _source_of, _split_trees
 from ._errors import AutodiffError
 
-LANGS = ("c",)
+LANGS = ("c", "rust")
 
 
 def _argnum_leaves(argnums, statics, in_tree, spec, n_args: int, what: str) -> list[int]:
@@ -93,10 +93,11 @@ def _write_all(out_dir: str, files: dict) -> None:
 def export(fun, *example_args, lang="c", name=None, grad=None, jacobian=None, fast_math=None, out_dir=None):
     """`fun` (a jitted function, a transform of one, or plain NumPy code) traced at the dtypes
     and shapes of `example_args` and exported as portable C99 (see docs/export.md for the ABI):
-    returns `{"NAME.h": text, "NAME.c": text}`.
+    returns `{"NAME.h": text, "NAME.c": text}`, or with `lang="rust"` a `no_std` Rust module,
+    `{"NAME.rs": text}`.
 
-    - `name`: the C function's name and the files' names (default: the function's name); a C
-      identifier, else `rfxjit.ExportError`.
+    - `name`: the function's name and the files' names (default: the function's name); an
+      identifier of the language, else `rfxjit.ExportError`.
     - `grad`: an argument index or a tuple of them: export the value (one single-element float
       output) and its gradients with respect to every array of those arguments, in order.
     - `jacobian`: an argument index: export the outputs, then the Jacobian of each float output

@@ -422,11 +422,12 @@ impl Dialect for CDialect<'_> {
             (BinaryOp::Fmod, _) => self.helper(Helper::FmodF32, "fmod_f32", &[a, b]),
             (BinaryOp::Atan2, DType::F64) => self.helper(Helper::Atan2F64, "atan2_f64", &[a, b]),
             (BinaryOp::Atan2, _) => self.helper(Helper::Atan2F32, "atan2_f32", &[a, b]),
+            (BinaryOp::Pow, DType::F64) => self.helper(Helper::PowF64, "pow_f64", &[a, b]),
+            (BinaryOp::Pow, _) => self.helper(Helper::PowF32, "pow_f32", &[a, b]),
             (BinaryOp::Add, _) => format!("{a} + {b}"),
             (BinaryOp::Sub, _) => format!("{a} - {b}"),
             (BinaryOp::Mul, _) => format!("{a} * {b}"),
-            // Pow is refused before emission (`check_supported`).
-            (BinaryOp::Div | BinaryOp::Pow, _) => format!("{a} / {b}"),
+            (BinaryOp::Div, _) => format!("{a} / {b}"),
         }
     }
 
@@ -469,10 +470,6 @@ fn check_supported(_kernel: &LirKernel, inst: &Inst) -> Result<(), ExportError> 
         Inst::Unary { op, .. } if op.is_transcendental() && !EMITTED_TRANSCENDENTALS.contains(op) => {
             Err(ExportError::Unsupported(op.name().to_string()))
         }
-        Inst::Binary {
-            op: op @ BinaryOp::Pow,
-            ..
-        } => Err(ExportError::Unsupported(op.name().to_string())),
         _ => Ok(()),
     }
 }

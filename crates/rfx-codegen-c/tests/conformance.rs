@@ -34,7 +34,7 @@ fn lower_kernel(kernel: &rfx_ir::hir::Kernel) -> rfx_ir::lir::LirProgram {
 
 /// The ops the export still refuses (`ExportError::Unsupported`); a case using any other op
 /// must export.
-const REFUSED: &[&str] = &["pow"];
+const REFUSED: &[&str] = &[];
 
 /// Keeps the exportable jobs; returns the ops of the refused ones, each of [`REFUSED`].
 fn exportable(all: Vec<Job>) -> (Vec<Job>, Vec<String>) {

@@ -229,7 +229,7 @@ fn near_pio2(dtype: &str) -> Vec<f64> {
 
 /// Each unary transcendental on the specials (±0 keep their sign, ±Inf and NaN, subnormals,
 /// the largest finite values, ±1 and ±1/2 at the edges of `asin`'s ranges), within 4 ULP of
-/// the interpreter's `f64` oracle; `atan2` on every pair of specials within 4 ULP, float
+/// the interpreter's `f64` oracle; `atan2` and `pow` on every pair of specials within 4 ULP, float
 /// `fmod` on every pair bit for bit.
 fn transcendental_jobs() -> Vec<Job> {
     let mut jobs = Vec::new();
@@ -263,12 +263,14 @@ fn transcendental_jobs() -> Vec<Job> {
             "kernel fmod_{dtype} {{\n  %a = input a : {dtype}[{m}]\n  %b = input b : {dtype}[{m}]\n  %y = fmod %a, %b : {dtype}[{m}]\n  output out = %y\n}}\n"
         );
         jobs.push(job(format!("fmod {dtype}"), &text, vec![wrap(&a), wrap(&b)]));
-        let text = format!(
-            "kernel atan2_{dtype} {{\n  %a = input a : {dtype}[{m}]\n  %b = input b : {dtype}[{m}]\n  %y = atan2 %a, %b : {dtype}[{m}]\n  output out = %y\n}}\n"
-        );
-        let mut atan2 = job(format!("atan2 {dtype}"), &text, vec![wrap(&a), wrap(&b)]);
-        atan2.ulp_bound = Some(4);
-        jobs.push(atan2);
+        for op in ["atan2", "pow"] {
+            let text = format!(
+                "kernel {op}_{dtype} {{\n  %a = input a : {dtype}[{m}]\n  %b = input b : {dtype}[{m}]\n  %y = {op} %a, %b : {dtype}[{m}]\n  output out = %y\n}}\n"
+            );
+            let mut pair = job(format!("{op} {dtype}"), &text, vec![wrap(&a), wrap(&b)]);
+            pair.ulp_bound = Some(4);
+            jobs.push(pair);
+        }
     }
     jobs
 }

@@ -167,6 +167,29 @@ fn atan2_points(rng: &mut TestRng) -> (Vec<f64>, Vec<f64>) {
         .unzip()
 }
 
+/// Pairs for `pow`: bases over every magnitude with exponents that keep the result near the
+/// dtype's range (large and small results, subnormal ones included), bases near 1 with large
+/// exponents, negative bases with integer exponents, and small integer exponents.
+fn pow_points(rng: &mut TestRng, dtype: &str) -> (Vec<f64>, Vec<f64>) {
+    let max_log2 = if dtype == "f32" { 128.0 } else { 1024.0 };
+    (0..POINTS)
+        .map(|i| {
+            let x = magnitude(rng, -60.0, 60.0).abs();
+            match i % 5 {
+                0 => {
+                    // A target result 2^t with t over the whole range, subnormals included.
+                    let t = rng.uniform(-max_log2 - 20.0, max_log2 + 2.0);
+                    (x, t / x.log2())
+                }
+                1 => (1.0 + rng.uniform(-1e-4, 1e-4), rng.uniform(-1e5, 1e5)),
+                2 => (-x, (rng.below(41) as f64) - 20.0),
+                3 => (x, rng.uniform(-8.0, 8.0)),
+                _ => (rng.uniform(0.0, 4.0), rng.uniform(-30.0, 30.0)),
+            }
+        })
+        .unzip()
+}
+
 fn jobs() -> Vec<Job> {
     let mut rng = TestRng::new(47);
     let mut jobs = Vec::new();
@@ -186,6 +209,8 @@ fn jobs() -> Vec<Job> {
         jobs.push(unary_sweep("erf", dtype, &erf_points(&mut rng)));
         let (y, x) = atan2_points(&mut rng);
         jobs.push(binary_sweep("atan2", dtype, &y, &x, Some(4)));
+        let (x, y) = pow_points(&mut rng, dtype);
+        jobs.push(binary_sweep("pow", dtype, &x, &y, Some(4)));
     }
     jobs
 }

@@ -5,6 +5,7 @@
 mod fmod;
 mod inverse_trig;
 mod log2_erf;
+mod pow;
 mod trig;
 
 /// A helper function of the generated source.
@@ -77,6 +78,8 @@ pub(crate) enum Helper {
     AcosF64,
     ErfF32,
     ErfF64,
+    PowF32,
+    PowF64,
 }
 
 impl Helper {
@@ -118,6 +121,8 @@ impl Helper {
             Helper::AsinF64 | Helper::AcosF64 => &[Helper::AsinCoreF64],
             Helper::ErfF32 => &[Helper::ExpF32, Helper::AbsF32],
             Helper::ErfF64 => &[Helper::ExpF64, Helper::AbsF64],
+            Helper::PowF32 => &[Helper::Exp2F32, Helper::Log2F32, Helper::FloorF32],
+            Helper::PowF64 => &[Helper::Exp2F64, Helper::Log2F64, Helper::FloorF64],
             _ => &[],
         }
     }
@@ -550,6 +555,8 @@ impl Helper {
             Helper::AcosF64 => inverse_trig::ACOS_F64,
             Helper::ErfF32 => log2_erf::ERF_F32,
             Helper::ErfF64 => log2_erf::ERF_F64,
+            Helper::PowF32 => pow::POW_F32,
+            Helper::PowF64 => pow::POW_F64,
             Helper::F64ToI32 => concat!(
                 "static inline int32_t P_f64_to_i32(double x) {\n",
                 "  if (x != x) return 0;\n",

@@ -597,3 +597,52 @@ fn se2_operation_jacobians_match_derivatives() {
         }
     }
 }
+
+/// The single-output functions in `rfx::expr` compute what the Rust functions compute, and a
+/// wrong argument count is a typed error with a position.
+#[test]
+fn expression_language_calls_the_lie_functions() {
+    let mut rng = StdRng::seed_from_u64(18);
+    let n = 5;
+    let xis: Vec<[f64; 6]> = (0..n)
+        .map(|_| std::array::from_fn(|_| rng.random_range(-2.0..2.0)))
+        .collect();
+    let p: Vec<V3> = (0..n)
+        .map(|_| std::array::from_fn(|_| rng.random_range(-2.0..2.0)))
+        .collect();
+    let input = array(DType::F64, &[n, 6], &flat(&xis));
+    let pts = array(DType::F64, &[n, 3], &flat(&p));
+    let source =
+        "x = se3_exp(xi); y = se3_act(x, p); w = so3_log(so3_exp(omega)); j = se3_jr_inv(se3_log(x))";
+    let signature = "xi: f64[5,6], p: f64[5,3], omega: f64[5,3]"
+        .parse()
+        .expect("signature");
+    let kernel =
+        rfx::expr::compile_with_outputs(source, &signature, &["x", "y", "w", "j"]).expect("compiles");
+    let omega = array(DType::F64, &[n, 3], &flat(&p));
+    let got = rfx::jit_kernel(kernel)
+        .call((&input, &pts, &omega))
+        .expect("runs");
+    let want = rfx::jit(|xi: Tensor, p: Tensor, omega: Tensor| {
+        let x = lie::se3_exp(xi);
+        vec![
+            x,
+            lie::se3_act(x, p),
+            lie::so3_log(lie::so3_exp(omega)),
+            lie::se3_jr_inv(lie::se3_log(x)),
+        ]
+    })
+    .call((&input, &pts, &omega))
+    .expect("runs");
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g.shape(), w.shape());
+        assert_eq!(g.to_f64_vec(), w.to_f64_vec());
+    }
+    let err = rfx::expr::compile("so3_exp(omega, omega)", &signature).expect_err("two arguments");
+    assert!(
+        err.to_string().contains("`so3_exp` takes 1 argument(s), got 2"),
+        "{err}"
+    );
+    let names: Vec<&str> = rfx::expr::functions().iter().map(|f| f.name).collect();
+    assert!(names.contains(&"se3_jl_inv") && names.contains(&"so2_interp"));
+}

@@ -194,7 +194,7 @@ const fn f(
 }
 
 /// Every function of the expression language: one per unary HIR op (by the op's name, with
-/// NumPy's aliases), then the rest, each once.
+/// NumPy's aliases), then the rest, each once, then the Lie group functions of [`crate::lie`].
 pub fn functions() -> Vec<Function> {
     let unary = UnaryOp::ALL.iter().map(|op| {
         let name = op.name();
@@ -209,7 +209,13 @@ pub fn functions() -> Vec<Function> {
             summary: unary_summary(*op),
         }
     });
-    unary.chain(FUNCTIONS.iter().copied()).collect()
+    let lie = crate::lie::EXPR_FUNCTIONS.iter().map(|f| Function {
+        name: f.name,
+        aliases: &[],
+        args: f.args,
+        summary: f.summary,
+    });
+    unary.chain(FUNCTIONS.iter().copied()).chain(lie).collect()
 }
 
 /// What the unary op computes, elementwise.
@@ -252,6 +258,7 @@ pub(crate) fn resolve(name: &str) -> Option<Resolved> {
         .iter()
         .find(|f| f.name == name || f.aliases.contains(&name))
         .map(|f| Resolved::Named(f.name))
+        .or_else(|| crate::lie::expr_function(name).map(|f| Resolved::Named(f.name)))
 }
 
 /// What a call resolves to.

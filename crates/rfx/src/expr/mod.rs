@@ -700,8 +700,35 @@ impl Eval<'_> {
                     .ok_or_else(|| self.err(pos, format!("unknown function `{name}`")))?;
                 self.traced(pos, x.scan(op, axis, reverse))
             }
-            _ => Err(self.err(pos, format!("unknown function `{name}`"))),
+            _ => self.lie_call(name, function, &positional, &keywords, pos),
         }
+    }
+
+    /// A call of a Lie group function of `rfx::lie` (`function`, spelled `name`): its
+    /// positional arguments are tensors or numbers.
+    fn lie_call(
+        &mut self,
+        name: &str,
+        function: &str,
+        positional: &[(Val, Pos)],
+        keywords: &[(String, Val, Pos)],
+        pos: Pos,
+    ) -> Result<Val, ExprError> {
+        let Some(lie) = crate::lie::expr_function(function) else {
+            return Err(self.err(pos, format!("unknown function `{name}`")));
+        };
+        if let Some((keyword, _, at)) = keywords.first() {
+            return Err(self.err(*at, format!("`{name}` takes no keyword argument `{keyword}`")));
+        }
+        let args = positional
+            .iter()
+            .map(|(v, p)| self.tensor(*p, v))
+            .collect::<Result<Vec<_>, _>>()?;
+        let Some(t) = lie.call.apply(&args) else {
+            let n = lie.call.arity();
+            return Err(self.err(pos, format!("`{name}` takes {n} argument(s), got {}", args.len())));
+        };
+        self.traced(pos, t)
     }
 
     /// The first argument of a call that takes `before` positional arguments and then an

@@ -71,6 +71,8 @@
 //! quaternion (`atan2(‖v‖, w)` with `w`'s sign normalised), which has no singularity at `π`.
 //! Thresholds and error bounds: `series.rs` and `docs/lie.md`.
 
+use crate::trace::Tensor;
+
 mod parts;
 mod se2;
 mod se3;
@@ -100,4 +102,208 @@ pub enum Side {
     Right,
     /// `Exp(δ) ∘ x`: the perturbation is in the reference (world) frame.
     Left,
+}
+
+/// A single-output function of this module, by arity, as the expression language calls it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum ExprCall {
+    One(fn(Tensor) -> Tensor),
+    Two(fn(Tensor, Tensor) -> Tensor),
+    Three(fn(Tensor, Tensor, Tensor) -> Tensor),
+}
+
+impl ExprCall {
+    /// The number of arguments.
+    pub(crate) fn arity(self) -> usize {
+        match self {
+            ExprCall::One(_) => 1,
+            ExprCall::Two(_) => 2,
+            ExprCall::Three(_) => 3,
+        }
+    }
+
+    /// The function applied to `args` (exactly [`ExprCall::arity`] of them).
+    pub(crate) fn apply(self, args: &[Tensor]) -> Option<Tensor> {
+        match (self, args) {
+            (ExprCall::One(f), &[a]) => Some(f(a)),
+            (ExprCall::Two(f), &[a, b]) => Some(f(a, b)),
+            (ExprCall::Three(f), &[a, b, c]) => Some(f(a, b, c)),
+            _ => None,
+        }
+    }
+}
+
+/// One function of this module in the expression language (`rfx::expr`): its name (as in
+/// Rust and Python), arguments, one-line summary and the function.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ExprFunction {
+    pub(crate) name: &'static str,
+    pub(crate) args: &'static str,
+    pub(crate) summary: &'static str,
+    pub(crate) call: ExprCall,
+}
+
+const fn entry(
+    name: &'static str,
+    args: &'static str,
+    summary: &'static str,
+    call: ExprCall,
+) -> ExprFunction {
+    ExprFunction {
+        name,
+        args,
+        summary,
+        call,
+    }
+}
+
+use ExprCall::{One, Three, Two};
+
+/// The functions of this module with one output, which the expression language can hold (the
+/// operation Jacobians return pairs and take a [`Side`]: Rust and Python only).
+pub(crate) const EXPR_FUNCTIONS: &[ExprFunction] = &[
+    entry(
+        "so2_exp",
+        "theta",
+        "SO(2) Exp: [theta] to [cos, sin]",
+        One(so2_exp),
+    ),
+    entry("so2_log", "r", "SO(2) Log: [cos, sin] to [theta]", One(so2_log)),
+    entry("so2_compose", "a, b", "SO(2) a ∘ b", Two(so2_compose)),
+    entry("so2_inverse", "r", "SO(2) inverse", One(so2_inverse)),
+    entry("so2_act", "r, p", "SO(2) rotation of 2-vectors p", Two(so2_act)),
+    entry("so2_between", "a, b", "SO(2) a⁻¹ ∘ b", Two(so2_between)),
+    entry(
+        "so2_interp",
+        "a, b, t",
+        "SO(2) geodesic a ∘ Exp(t Log(a⁻¹ ∘ b))",
+        Three(so2_interp),
+    ),
+    entry(
+        "so3_exp",
+        "omega",
+        "SO(3) Exp: rotation vector to unit quaternion [w, x, y, z]",
+        One(so3_exp),
+    ),
+    entry(
+        "so3_log",
+        "q",
+        "SO(3) Log: quaternion to rotation vector (|omega| <= pi)",
+        One(so3_log),
+    ),
+    entry(
+        "so3_compose",
+        "a, b",
+        "SO(3) a ∘ b (Hamilton product)",
+        Two(so3_compose),
+    ),
+    entry("so3_inverse", "q", "SO(3) inverse (conjugate)", One(so3_inverse)),
+    entry("so3_act", "q, p", "SO(3) rotation of 3-vectors p", Two(so3_act)),
+    entry("so3_between", "a, b", "SO(3) a⁻¹ ∘ b", Two(so3_between)),
+    entry(
+        "so3_interp",
+        "a, b, t",
+        "SO(3) slerp a ∘ Exp(t Log(a⁻¹ ∘ b))",
+        Three(so3_interp),
+    ),
+    entry(
+        "so3_to_matrix",
+        "q",
+        "SO(3) rotation matrix [.., 3, 3]",
+        One(so3_to_matrix),
+    ),
+    entry("so3_jr", "omega", "SO(3) right Jacobian of Exp", One(so3_jr)),
+    entry("so3_jl", "omega", "SO(3) left Jacobian of Exp", One(so3_jl)),
+    entry(
+        "so3_jr_inv",
+        "omega",
+        "SO(3) inverse right Jacobian (of Log)",
+        One(so3_jr_inv),
+    ),
+    entry(
+        "so3_jl_inv",
+        "omega",
+        "SO(3) inverse left Jacobian (of Log)",
+        One(so3_jl_inv),
+    ),
+    entry(
+        "se2_exp",
+        "xi",
+        "SE(2) Exp: [rho_x, rho_y, theta] to [cos, sin, x, y]",
+        One(se2_exp),
+    ),
+    entry(
+        "se2_log",
+        "x",
+        "SE(2) Log: [cos, sin, x, y] to [rho_x, rho_y, theta]",
+        One(se2_log),
+    ),
+    entry("se2_compose", "a, b", "SE(2) a ∘ b", Two(se2_compose)),
+    entry("se2_inverse", "x", "SE(2) inverse", One(se2_inverse)),
+    entry("se2_act", "x, p", "SE(2) transform of 2-points p", Two(se2_act)),
+    entry("se2_between", "a, b", "SE(2) a⁻¹ ∘ b", Two(se2_between)),
+    entry(
+        "se2_interp",
+        "a, b, t",
+        "SE(2) geodesic a ∘ Exp(t Log(a⁻¹ ∘ b))",
+        Three(se2_interp),
+    ),
+    entry("se2_adjoint", "x", "SE(2) adjoint [.., 3, 3]", One(se2_adjoint)),
+    entry("se2_jr", "xi", "SE(2) right Jacobian of Exp", One(se2_jr)),
+    entry("se2_jl", "xi", "SE(2) left Jacobian of Exp", One(se2_jl)),
+    entry(
+        "se2_jr_inv",
+        "xi",
+        "SE(2) inverse right Jacobian (of Log)",
+        One(se2_jr_inv),
+    ),
+    entry(
+        "se2_jl_inv",
+        "xi",
+        "SE(2) inverse left Jacobian (of Log)",
+        One(se2_jl_inv),
+    ),
+    entry(
+        "se3_exp",
+        "xi",
+        "SE(3) Exp: [rho, omega] to [w, x, y, z, tx, ty, tz]",
+        One(se3_exp),
+    ),
+    entry("se3_log", "x", "SE(3) Log: pose to [rho, omega]", One(se3_log)),
+    entry("se3_compose", "a, b", "SE(3) a ∘ b", Two(se3_compose)),
+    entry("se3_inverse", "x", "SE(3) inverse", One(se3_inverse)),
+    entry("se3_act", "x, p", "SE(3) transform of 3-points p", Two(se3_act)),
+    entry("se3_between", "a, b", "SE(3) a⁻¹ ∘ b", Two(se3_between)),
+    entry(
+        "se3_interp",
+        "a, b, t",
+        "SE(3) screw motion a ∘ Exp(t Log(a⁻¹ ∘ b))",
+        Three(se3_interp),
+    ),
+    entry(
+        "se3_to_matrix",
+        "x",
+        "SE(3) homogeneous matrix [.., 4, 4]",
+        One(se3_to_matrix),
+    ),
+    entry("se3_adjoint", "x", "SE(3) adjoint [.., 6, 6]", One(se3_adjoint)),
+    entry("se3_jr", "xi", "SE(3) right Jacobian of Exp", One(se3_jr)),
+    entry("se3_jl", "xi", "SE(3) left Jacobian of Exp", One(se3_jl)),
+    entry(
+        "se3_jr_inv",
+        "xi",
+        "SE(3) inverse right Jacobian (of Log)",
+        One(se3_jr_inv),
+    ),
+    entry(
+        "se3_jl_inv",
+        "xi",
+        "SE(3) inverse left Jacobian (of Log)",
+        One(se3_jl_inv),
+    ),
+];
+
+/// The expression-language entry called `name`.
+pub(crate) fn expr_function(name: &str) -> Option<&'static ExprFunction> {
+    EXPR_FUNCTIONS.iter().find(|f| f.name == name)
 }

@@ -76,6 +76,7 @@ def test_an_exported_pid_compiled_with_cc_matches_numpy(tmp_path, rng):
     inputs = pid_inputs(rng)
     files = rj.export(rj.jit(pid), *inputs, name="pid", out_dir=tmp_path / "gen")
     assert list(files) == ["pid.h", "pid.c"]
+    assert rj.jit(pid).export(*inputs, name="pid") == files
     assert "int pid(const float *in_0, const float *in_1, const float *in_2, const float *in_3, " in files["pid.h"]
     assert "float *out_0, float *out_1, void *work);" in files["pid.h"]
     for file_name, text in files.items():

@@ -712,6 +712,13 @@ class Function:
             return entry.compiled
         return Bound(entry, self.__name__, in_tree)
 
+    def export(self, *example_args, **options):
+        """This function exported as C (or Rust) at the example arguments' dtypes and shapes:
+        `rfxjit.export(self, *example_args, **options)`, which see."""
+        from ._export import export
+
+        return export(self, *example_args, **options)
+
     def __getstate__(self):
         # Pickled as the function (by reference, as pickle does for functions), the transforms
         # around it and the options; compiled kernels are made again where it is unpickled.

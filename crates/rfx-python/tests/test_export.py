@@ -201,3 +201,30 @@ def test_files_are_written_all_or_nothing(tmp_path):
     assert sorted(os.listdir(out_dir)) == ["half.c", "half.h"]
     assert (out_dir / "half.h").read_text() == files["half.h"]
     assert (out_dir / "half.c").read_text() == files["half.c"]
+
+
+def test_a_failed_rename_puts_the_earlier_files_back(tmp_path, monkeypatch):
+    import rfxjit._export as export_module
+
+    x = np.ones(2, np.float32)
+    (tmp_path / "two.h").write_text("/* earlier header */\n")
+    (tmp_path / "two.c").write_text("/* earlier source */\n")
+    real_replace = os.replace
+
+    def replace_failing_on_the_source(src, dst):
+        # Renaming the new source into place fails, after the header was replaced.
+        if str(dst).endswith("two.c") and str(src).endswith(".tmp"):
+            raise OSError("disk full")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(export_module.os, "replace", replace_failing_on_the_source)
+    with pytest.raises(OSError, match="disk full"):
+        rj.export(lambda x: x + 1.0, x, name="two", out_dir=tmp_path)
+    assert (tmp_path / "two.h").read_text() == "/* earlier header */\n"
+    assert (tmp_path / "two.c").read_text() == "/* earlier source */\n"
+    assert sorted(os.listdir(tmp_path)) == ["two.c", "two.h"]
+    # A new file (no earlier one) is removed again.
+    (tmp_path / "two.h").unlink()
+    with pytest.raises(OSError, match="disk full"):
+        rj.export(lambda x: x + 1.0, x, name="two", out_dir=tmp_path)
+    assert sorted(os.listdir(tmp_path)) == ["two.c"]

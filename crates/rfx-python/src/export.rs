@@ -1,6 +1,6 @@
 //! Export of a traced kernel as portable source through [`rfx::export`]: `rfxjit.export`
-//! (python/rfxjit/_export.py) traces the function at its example arguments and calls
-//! [`export`] on the kernel, then writes the files it returns.
+//! (python/rfxjit/_export.py) traces the function at its example arguments, calls
+//! `rfxjit._rfx.export` on the kernel, then writes the files it returns.
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;

@@ -677,7 +677,7 @@ fn argument_docs_and_checks(program: &LirProgram, name: &str) -> (String, String
         };
         let _ = writeln!(
             checks,
-            "    if {var}.len() != {n} {{\n        return Err(Error::{variant} {{ index: {i}, expected: {n}, actual: {var}.len() }});\n    }}"
+            "    if {var}.len() != {n} {{\n        return core::result::Result::Err(Error::{variant} {{ index: {i}, expected: {n}, actual: {var}.len() }});\n    }}"
         );
     };
     for (i, (_, label, ty)) in program.inputs().enumerate() {
@@ -740,7 +740,8 @@ fn module(program: &LirProgram, name: &str, dialect: &RustDialect<'_>, body: &st
         let levels = (line.len() - trimmed.len()) / 2;
         let _ = writeln!(src, "{}{trimmed}", "    ".repeat(levels));
     }
-    src.push_str("    Ok(())\n}\n");
+    // `Ok` and `Err` are spelled out so that a function named `Ok` or `Err` cannot shadow them.
+    src.push_str("    core::result::Result::Ok(())\n}\n");
     for h in &dialect.helpers {
         src.push('\n');
         src.push_str("#[allow(dead_code)]\n#[inline]\n");

@@ -120,7 +120,7 @@ fn the_function_takes_slices_checks_their_lengths_and_has_no_unsafe() {
         "{source}"
     );
     assert!(
-        source.contains("return Err(Error::InputLength { index: 0, expected: 256, actual: in_0.len() });")
+        source.contains("return core::result::Result::Err(Error::InputLength { index: 0, expected: 256, actual: in_0.len() });")
     );
     assert!(!source.contains("unsafe {") && !source.contains("unsafe fn"));
 }

@@ -32,14 +32,20 @@ use rfx_ir::{Array, ArrayView};
 use rfx_lower::{LowerConfig, lower, order_inputs};
 use rfx_opt::{OptConfig, optimize};
 
-// `-Wno-tautological-compare`: the export writes a comparison of an integer value with itself
-// (`s0 < s0`, which random kernels make) as it is, and GCC's `-Wall` rejects that under
-// `-Werror`; the comparison's value is still checked here.
-const AARCH64: Toolchain = Toolchain {
-    cc: "aarch64-linux-gnu-gcc",
-    flags: &["-static", "-Wno-tautological-compare"],
-    runner: Some("qemu-aarch64"),
-};
+const AARCH64_CC: &str = "aarch64-linux-gnu-gcc";
+
+/// The cross compiler and qemu-user. `-Wno-tautological-compare`: the export writes a
+/// comparison of an integer value with itself (`s0 < s0`, which random kernels make) as it is,
+/// and GCC's `-Wall` rejects that under `-Werror`; the comparison's value is still checked.
+fn aarch64() -> Toolchain {
+    Toolchain {
+        cc: AARCH64_CC,
+        flags: ["-static", "-Wno-tautological-compare"]
+            .map(String::from)
+            .to_vec(),
+        runner: vec!["qemu-aarch64".to_string()],
+    }
+}
 
 /// The random kernels: seeds 1 to this.
 const SEEDS: u64 = 1000;
@@ -53,7 +59,7 @@ const ULP_BOUND: u64 = 4;
 /// Whether the cross toolchain is present; when it is not, fails under `RFX_REQUIRE_CROSS=1`
 /// and otherwise prints why the test is skipped.
 fn cross_tools_present() -> bool {
-    let missing: Vec<&str> = [AARCH64.cc, "qemu-aarch64"]
+    let missing: Vec<&str> = [AARCH64_CC, "qemu-aarch64"]
         .into_iter()
         .filter(|tool| {
             !Command::new(tool)
@@ -189,7 +195,7 @@ fn prepare(cases: Vec<Case>, jobs: &mut Jobs, tally: &mut Tally) {
 fn check_probed_jobs(jobs: &[Job], probes: &[ProbeOf]) -> ProbedCount {
     let dir = tempfile::tempdir().expect("temp dir");
     let lines = for_each_batch(jobs, dir.path(), |batch, batch_dir, chunk| {
-        run_batch(&AARCH64, &[], batch_dir, batch, chunk).got
+        run_batch(&aarch64(), &[], batch_dir, batch, chunk).got
     });
     let mut total = ProbedCount::default();
     let mut failures = Vec::new();
@@ -278,7 +284,7 @@ fn corpus_and_random_kernels_match_the_interpreter_on_aarch64() {
         random_exported >= 500,
         "only {random_exported} random kernels exported"
     );
-    check_on(&AARCH64, &jobs.exact, &[&[]]);
+    check_on(&aarch64(), &jobs.exact, &[&[]]);
     let count = check_probed_jobs(&jobs.probed, &jobs.probes);
     eprintln!(
         "aarch64: {} exact programs matched; {} with transcendentals: {} transcendental values within \
@@ -319,5 +325,5 @@ fn every_exportable_conformance_case_matches_the_interpreter_on_aarch64() {
         jobs.len()
     );
     assert!(jobs.len() > 400, "only {} conformance cases exported", jobs.len());
-    check_on(&AARCH64, &jobs, &[&[]]);
+    check_on(&aarch64(), &jobs, &[&[]]);
 }

@@ -10,13 +10,25 @@
 //! Skipped, with a message, where `arm-none-eabi-gcc` or `qemu-system-arm` is missing, unless
 //! `RFX_REQUIRE_ARM_GCC=1` (for the compiler) or `RFX_REQUIRE_QEMU=1` (for QEMU) is set, as CI
 //! sets them: then that is a failure.
+//!
+//! The same firmware's startup then runs the exportable conformance cases and the saved
+//! corpus on the Cortex-M4F: the shared batch harness's drivers, linked with newlib's
+//! semihosting C library (`--specs=rdimon.specs`) for `printf` and `malloc`, each under QEMU.
+//! Exact ops must give the interpreter's bits there too (`f32` on the FPU, `f64` through
+//! libgcc's soft-float routines, `sqrt` of `f64` through the export's integer square root), and
+//! each transcendental case must lie within 4 ULP of the interpreter's `f64` oracle.
+
+mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use rfx_codegen_c::c_source;
+use common::{Job, Toolchain, check_on};
+use rfx_check::conformance::{cases, inputs};
+use rfx_codegen_c::{ExportError, c_source};
 use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
+use rfx_ir::testgen::{TestRng, random_inputs, read_corpus};
 use rfx_ir::{Array, ArrayData, ArrayView};
 use rfx_lower::{LowerConfig, lower, order_inputs};
 use rfx_opt::{OptConfig, optimize};
@@ -228,4 +240,141 @@ fn cortex_m4f_firmware_matches_the_interpreter_under_qemu() {
     for (t, (got, want)) in got.iter().zip(&want).enumerate() {
         assert_eq!(got.trim_end(), want, "step {t}");
     }
+}
+
+/// The Cortex-M4F flags beyond the harness's own (`rfx_codegen_c::TESTED_FLAGS`).
+const TARGET_FLAGS: &[&str] = &[
+    "-mcpu=cortex-m4",
+    "-mthumb",
+    "-mfloat-abi=hard",
+    "-mfpu=fpv4-sp-d16",
+];
+
+/// The harness's toolchain for the Cortex-M4F under QEMU: the firmware's startup and the
+/// driver entry (`tests/support/cortex_m_driver_main.c`) compiled into `dir` once, the driver's
+/// `main` renamed for it, newlib's semihosting C library, the firmware's linker script.
+fn cortex_m4f(dir: &Path) -> Toolchain {
+    let fw = firmware_dir();
+    let support = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/support/cortex_m_driver_main.c");
+    let mut flags: Vec<String> = TARGET_FLAGS.iter().map(|f| f.to_string()).collect();
+    for source in [fw.join("startup.c"), fw.join("semihost.c"), support] {
+        let stem = source.file_stem().and_then(|s| s.to_str()).unwrap_or("object");
+        let object = dir.join(format!("{stem}.o"));
+        let out = Command::new("arm-none-eabi-gcc")
+            .args(CFLAGS)
+            .arg("-c")
+            .arg(&source)
+            .arg("-o")
+            .arg(&object)
+            .output()
+            .expect("run arm-none-eabi-gcc");
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            source.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        flags.push(object.display().to_string());
+    }
+    flags.extend(
+        [
+            "-Dmain=driver_main",
+            "--specs=rdimon.specs",
+            "-nostartfiles",
+            "-T",
+        ]
+        .map(String::from),
+    );
+    flags.push(fw.join("mps2_an386.ld").display().to_string());
+    let runner = [
+        "timeout",
+        "300",
+        "qemu-system-arm",
+        "-M",
+        "mps2-an386",
+        "-display",
+        "none",
+        "-serial",
+        "none",
+        "-monitor",
+        "none",
+        "-chardev",
+        "stdio,id=semihost",
+        "-semihosting-config",
+        "enable=on,target=native,chardev=semihost",
+        "-kernel",
+    ];
+    Toolchain {
+        cc: "arm-none-eabi-gcc",
+        flags,
+        runner: runner.map(String::from).to_vec(),
+    }
+}
+
+fn lower_kernel(kernel: &rfx_ir::hir::Kernel) -> LirProgram {
+    let (mir, _) = optimize(kernel, &OptConfig::default()).expect("optimize");
+    lower(&mir, &LowerConfig::default()).expect("lower").0
+}
+
+/// `job` when its program exports; `None` (counted in `refused`) when refused as unsupported.
+fn exportable(job: Job, refused: &mut usize) -> Option<Job> {
+    match c_source(&job.program, "probe") {
+        Ok(_) => Some(job),
+        Err(ExportError::Unsupported(_)) => {
+            *refused += 1;
+            None
+        }
+        Err(e) => panic!("{}: {e}", job.name),
+    }
+}
+
+#[test]
+fn conformance_and_corpus_match_the_interpreter_on_cortex_m4f_under_qemu() {
+    let gcc = present_or_required("arm-none-eabi-gcc", "RFX_REQUIRE_ARM_GCC", "gcc-arm-none-eabi");
+    let qemu = present_or_required("qemu-system-arm", "RFX_REQUIRE_QEMU", "qemu-system-arm");
+    if !gcc || !qemu {
+        return;
+    }
+    let mut refused = 0;
+    let mut jobs: Vec<Job> = cases()
+        .iter()
+        .filter_map(|case| {
+            let job = Job {
+                name: case.name.clone(),
+                program: lower_kernel(&case.kernel),
+                inputs: inputs(case, 1),
+                ulp_bound: case.transcendental.map(|_| 4),
+            };
+            exportable(job, &mut refused)
+        })
+        .collect();
+    let conformance = jobs.len();
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rfx-opt/tests/corpus");
+    let mut rng = TestRng::new(7);
+    let mut with_transcendentals = 0;
+    for (name, text) in read_corpus(&corpus).expect("read the corpus") {
+        let kernel = rfx_ir::hir::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let inputs = random_inputs(&mut rng, &kernel, 0.1);
+        // Kernels with a transcendental among other ops have no per-element bound; the aarch64
+        // test checks those one op at a time.
+        if common::probe::has_transcendental(&kernel) {
+            with_transcendentals += 1;
+            continue;
+        }
+        let job = Job {
+            name,
+            program: lower_kernel(&kernel),
+            inputs,
+            ulp_bound: None,
+        };
+        jobs.extend(exportable(job, &mut refused));
+    }
+    eprintln!(
+        "Cortex-M4F: {conformance} conformance cases and {} corpus kernels, {refused} refused, \
+         {with_transcendentals} corpus kernels with transcendentals left out",
+        jobs.len() - conformance
+    );
+    assert!(conformance > 400, "only {conformance} conformance cases exported");
+    let dir = tempfile::tempdir().expect("temp dir");
+    check_on(&cortex_m4f(dir.path()), &jobs, &[&[]]);
 }

@@ -52,12 +52,13 @@ pub(crate) const FLAGS: &[&str] = rfx_codegen_c::TESTED_FLAGS;
 pub(crate) struct Toolchain {
     /// The compiler's command: `gcc`, `clang`, `aarch64-linux-gnu-gcc`.
     pub(crate) cc: &'static str,
-    /// Flags after [`FLAGS`] and before a check's own (`-static` for a cross compiler whose
-    /// executables run without the target's shared libraries).
-    pub(crate) flags: &'static [&'static str],
-    /// The command that runs an executable (an emulator such as `qemu-aarch64`), or `None` to
-    /// run it directly.
-    pub(crate) runner: Option<&'static str>,
+    /// Arguments after [`FLAGS`] and before a check's own: target flags, `-static` for a cross
+    /// compiler whose executables run without the target's shared libraries, a linker script
+    /// and startup objects for bare metal.
+    pub(crate) flags: Vec<String>,
+    /// The command that runs an executable, given as its last argument (an emulator:
+    /// `qemu-aarch64`, or `qemu-system-arm` with its machine options); empty to run it directly.
+    pub(crate) runner: Vec<String>,
 }
 
 impl Toolchain {
@@ -65,8 +66,8 @@ impl Toolchain {
     pub(crate) fn host(cc: &'static str) -> Toolchain {
         Toolchain {
             cc,
-            flags: &[],
-            runner: None,
+            flags: Vec::new(),
+            runner: Vec::new(),
         }
     }
 }
@@ -278,7 +279,7 @@ pub(crate) fn compile_and_run_on(
     let exe = dir.join(name);
     let out = Command::new(cc)
         .args(FLAGS)
-        .args(toolchain.flags)
+        .args(&toolchain.flags)
         .args(extra)
         .arg("-I")
         .arg(dir)
@@ -292,8 +293,8 @@ pub(crate) fn compile_and_run_on(
         "{cc} failed on {name}:\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let run = match toolchain.runner {
-        Some(runner) => Command::new(runner).arg(&exe).output(),
+    let run = match toolchain.runner.split_first() {
+        Some((runner, args)) => Command::new(runner).args(args).arg(&exe).output(),
         None => Command::new(&exe).output(),
     }
     .expect("run the driver");

@@ -294,8 +294,14 @@ fn a_failing_export_leaves_the_earlier_files_untouched() {
     let pad = pad.to_str().expect("utf-8 path");
     let shapes = ["--in-shapes", "x=f64[2],k=i32[2]"];
     // (kernel, function name, flags, what stderr says)
-    let cases: [(&str, &str, &[&str], &str); 5] = [
+    let cases: [(&str, &str, &[&str], &str); 6] = [
         ("x * 2.0", "keep", &["--jacobian", "y"], "no input named `y`"),
+        (
+            "x > 0.0",
+            "keep",
+            &["--jacobian", "x"],
+            "has no f32 or f64 output",
+        ),
         (
             "x * cast(k, f64)",
             "keep",

@@ -17,7 +17,9 @@ pub fn export_error(error: KernelExportError) -> PyErr {
     match error {
         KernelExportError::Codegen(ExportError::InvalidProgram(_)) => CompileError::new_err(message),
         KernelExportError::Codegen(_) => errors::ExportError::new_err(message),
-        KernelExportError::Autodiff(_) => AutodiffError::new_err(message),
+        KernelExportError::Autodiff(_) | KernelExportError::NoFloatOutput { .. } => {
+            AutodiffError::new_err(message)
+        }
         KernelExportError::Compile(runtime) => errors::runtime_error(runtime),
         KernelExportError::Trace(jit) => errors::jit_error(*jit),
     }

@@ -177,6 +177,8 @@ def test_refused_arguments_raise_clear_errors():
         rj.export(lambda p: p[0] * p[1], (x, x), name="s", jacobian=0)
     with pytest.raises(rj.AutodiffError, match="only f32 and f64 inputs"):
         rj.export(lambda k, x: x * k, np.ones(2, np.int32), x, name="s", jacobian=0)
+    with pytest.raises(rj.AutodiffError, match="has no f32 or f64 output"):
+        rj.export(lambda x: x > 0.0, x, name="s", jacobian=0)
     static = rj.jit(lambda x, n: x * n, static_argnums=1)
     with pytest.raises(rj.AutodiffError, match="argument 1 is static"):
         rj.export(static, x, 3.0, name="s", grad=1)

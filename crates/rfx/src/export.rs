@@ -95,6 +95,13 @@ pub enum KernelExportError {
     /// kernel without one single-element float output).
     #[error("export: {0}")]
     Autodiff(#[from] AdError),
+    /// [`Derivative::Jacobian`] of a kernel without a float output: there is no Jacobian to
+    /// export.
+    #[error("export: the kernel has no f32 or f64 output, so it has no Jacobian with respect to `{wrt}`")]
+    NoFloatOutput {
+        /// The input the Jacobian was asked for.
+        wrt: String,
+    },
     /// Optimising or lowering the kernel failed: [`RuntimeError::Opt`] (a documented limit
     /// such as a `pad` past `i32` indices, or an optimiser bug) or [`RuntimeError::Lower`].
     #[error("export: {0}")]
@@ -117,7 +124,7 @@ impl KernelExportError {
     pub fn is_user_error(&self) -> bool {
         match self {
             KernelExportError::Codegen(e) => !matches!(e, ExportError::InvalidProgram(_)),
-            KernelExportError::Autodiff(_) => true,
+            KernelExportError::Autodiff(_) | KernelExportError::NoFloatOutput { .. } => true,
             KernelExportError::Compile(e) => e.is_user_error(),
             KernelExportError::Trace(e) => e.is_user_error(),
         }
@@ -126,14 +133,21 @@ impl KernelExportError {
 
 /// The kernel an export computes: `kernel` itself, or its value with the derivatives
 /// `options` asks for.
-fn with_derivative(kernel: &Kernel, derivative: &Derivative) -> Result<Kernel, AdError> {
+fn with_derivative(kernel: &Kernel, derivative: &Derivative) -> Result<Kernel, KernelExportError> {
     match derivative {
         Derivative::None => Ok(kernel.clone()),
         Derivative::Grad(wrt) => {
             let wrt: Vec<&str> = wrt.iter().map(String::as_str).collect();
-            rfx_autodiff::value_and_grad(kernel, &wrt)
+            Ok(rfx_autodiff::value_and_grad(kernel, &wrt)?)
         }
-        Derivative::Jacobian(wrt) => rfx_autodiff::jacobian(kernel, &[wrt.as_str()]),
+        Derivative::Jacobian(wrt) => {
+            let jacobian = rfx_autodiff::jacobian(kernel, &[wrt.as_str()])?;
+            // The Jacobian kernel keeps the outputs and adds one per float output.
+            if jacobian.outputs().len() == kernel.outputs().len() {
+                return Err(KernelExportError::NoFloatOutput { wrt: wrt.clone() });
+            }
+            Ok(jacobian)
+        }
     }
 }
 

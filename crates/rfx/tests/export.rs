@@ -148,6 +148,18 @@ fn each_error_variant_names_its_cause() {
     assert!(matches!(&err, KernelExportError::Autodiff(_)), "{err:?}");
     assert!(err.is_user_error());
     assert!(err.to_string().contains("no input named `y`"), "{err}");
+    let signature = rfx::expr::Signature::new().input("x", TensorType::new(DType::F32, [2]));
+    let positive = rfx::expr::compile("x > 0.0", &signature).expect("compiles");
+    let jacobian_x = ExportOptions {
+        derivative: Derivative::Jacobian("x".to_string()),
+        ..ExportOptions::default()
+    };
+    let err = rfx::export::c(&positive, "p", &jacobian_x).expect_err("a bool output");
+    assert!(
+        matches!(&err, KernelExportError::NoFloatOutput { wrt } if wrt == "x"),
+        "{err:?}"
+    );
+    assert!(err.is_user_error());
     // `grad` needs one single-element output; the dense map has three elements.
     let grad = ExportOptions {
         derivative: Derivative::Grad(vec!["x".to_string()]),

@@ -34,10 +34,10 @@
 //! documented accuracy here yet are refused with [`ExportError::Unsupported`]: the other
 //! transcendentals (`log2`, `sin`, `cos`, ...), `pow`, `atan2` and float `fmod`.
 //!
-//! With the `backend` feature, [`CBackend`] is the JIT backend `"c"` (`rfx_lower::Backend`): the
-//! exported C compiled by the system C compiler (`$CC`, else `cc`, with [`JIT_FLAGS`]) into a
+//! With the `backend` feature, `CBackend` is the JIT backend `"c"` (`rfx_lower::Backend`): the
+//! exported C compiled by the system C compiler (`$CC`, else `cc`, with `JIT_FLAGS`) into a
 //! shared object and loaded, so that the conformance suite and `rfx fuzz` run the generated
-//! code; [`CBackend::compile_many`] compiles many programs with one compiler run. The feature
+//! code; `CBackend::compile_many` compiles many programs with one compiler run. The feature
 //! adds `libloading` and `tempfile`; the export alone depends on `rfx-ir`, `rfx-lower` and
 //! `thiserror` only.
 //!

@@ -2,7 +2,10 @@
 `cc`) and loaded; exact kernels give the `cpu` backend's bits, a missing compiler raises
 `BackendUnavailable`."""
 
+import os
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -31,3 +34,19 @@ def test_the_c_backend_gives_the_cpu_backends_bits():
             np.testing.assert_array_equal(g, w)
     f = rj.jit(lambda a: a * 2.0, backend="c")
     assert f.lower(np.ones(3, np.float32)).backend == "c"
+
+
+def test_a_missing_compiler_raises_backend_unavailable():
+    # `$CC` is read once per process, when the backend registry is first used: a fresh one.
+    script = (
+        "import numpy as np, rfxjit as rj\n"
+        "f = rj.jit(lambda a: a + 1.0, backend='c')\n"
+        "try:\n"
+        "    f(np.ones(3, np.float32))\n"
+        "except rj.BackendUnavailable as e:\n"
+        "    print('unavailable:', e)\n"
+    )
+    env = dict(os.environ, CC="/nonexistent/rfx-cc", PYTHONPATH=os.pathsep.join(sys.path))
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("unavailable:") and "/nonexistent/rfx-cc" in out.stdout, out.stdout

@@ -33,8 +33,9 @@ use rfx_ir::{Array, ArrayData, ArrayView};
 use rfx_lower::{LowerConfig, lower, order_inputs};
 use rfx_opt::{OptConfig, optimize};
 
-/// The flags of the example's Makefile: the Cortex-M4F flags and the two the export's
-/// documentation asks for (`-std=c99` already implies the first).
+/// The flags of the example's Makefile: C99, the Cortex-M4F's target flags, every warning an
+/// error, and the two the export's documentation asks for (`-std=c99` already implies the
+/// first).
 const CFLAGS: &[&str] = &[
     "-std=c99",
     "-O2",

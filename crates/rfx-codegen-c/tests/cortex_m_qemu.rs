@@ -241,6 +241,39 @@ fn cortex_m4f_firmware_matches_the_interpreter_under_qemu() {
     for (t, (got, want)) in got.iter().zip(&want).enumerate() {
         assert_eq!(got.trim_end(), want, "step {t}");
     }
+    documented_output_is_real(&want);
+}
+
+/// The output docs/export.md and the example's README show is the firmware's own, and the
+/// Makefile builds with the flags tested here.
+fn documented_output_is_real(lines: &[String]) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    for doc in [root.join("docs/export.md"), firmware_dir().join("README.md")] {
+        let text = std::fs::read_to_string(&doc).expect("read the document");
+        let shown: Vec<&str> = text
+            .split(|c: char| c == '\n' || c == '`')
+            .map(str::trim)
+            .filter(|l| l.starts_with("t=") && l.contains(" angle="))
+            .collect();
+        assert!(!shown.is_empty(), "{} shows no output line", doc.display());
+        for line in shown {
+            let line = line.split_whitespace().collect::<Vec<_>>().join(" ");
+            assert!(
+                lines.contains(&line),
+                "{} shows `{line}`, which the firmware does not print",
+                doc.display()
+            );
+        }
+    }
+    let makefile = std::fs::read_to_string(firmware_dir().join("Makefile")).expect("read the Makefile");
+    let joined = makefile.replace("\\\n", " ");
+    let cflags: Vec<&str> = joined
+        .lines()
+        .find_map(|l| l.strip_prefix("CFLAGS ="))
+        .expect("the Makefile's CFLAGS")
+        .split_whitespace()
+        .collect();
+    assert_eq!(cflags, CFLAGS, "the Makefile's CFLAGS");
 }
 
 /// The Cortex-M4F flags beyond the harness's own (`rfx_codegen_c::TESTED_FLAGS`).

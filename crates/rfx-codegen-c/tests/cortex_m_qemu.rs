@@ -251,7 +251,7 @@ fn documented_output_is_real(lines: &[String]) {
     for doc in [root.join("docs/export.md"), firmware_dir().join("README.md")] {
         let text = std::fs::read_to_string(&doc).expect("read the document");
         let shown: Vec<&str> = text
-            .split(|c: char| c == '\n' || c == '`')
+            .split(['\n', '`'])
             .map(str::trim)
             .filter(|l| l.starts_with("t=") && l.contains(" angle="))
             .collect();

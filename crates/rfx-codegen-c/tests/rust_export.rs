@@ -1,5 +1,6 @@
 //! The Rust export compiled and run: the saved corpus (crates/rfx-opt/tests/corpus), the
-//! conformance suite (`rfx_check::conformance`) and `rfx fuzz`'s random kernels exported as modules of one `#![no_std]`,
+//! conformance suite (`rfx_check::conformance`), long blocked reductions and `rfx fuzz`'s
+//! random kernels exported as modules of one `#![no_std]`,
 //! `#![forbid(unsafe_code)]`, `#![deny(warnings, missing_docs)]` library crate (with the `libm`
 //! crate), called by a std binary that prints the outputs' bits, and compared with the LIR
 //! interpreter: exact ops bit for bit, a conformance case of one transcendental within 4 ULP of
@@ -128,6 +129,37 @@ fn fuzz_jobs() -> Vec<Job> {
 }
 
 const FUZZ_SEEDS: u64 = 120;
+
+/// Long float reductions, whose leaves the binary counter of `ReduceLeaves` combines (the
+/// `leaf_stack` code of the walk): pieces of one long row, groups of short rows, `mean` in f64
+/// and `prod`.
+fn blocked_reduction_jobs() -> Vec<Job> {
+    let texts = [
+        "kernel long_row {\n  %x = input x : f32[3,5000]\n  %s = sum %x axes [1] : f32[3]\n  output out = %s\n}\n",
+        "kernel row_groups {\n  %x = input x : f32[700,9]\n  %s = sum %x axes [0, 1] : f32[]\n  output out = %s\n}\n",
+        "kernel mean64 {\n  %x = input x : f64[2,4100]\n  %s = mean %x axes [1] : f64[2]\n  output out = %s\n}\n",
+        "kernel prod32 {\n  %x = input x : f32[6000]\n  %s = prod %x axes [0] : f32[]\n  output out = %s\n}\n",
+    ];
+    let mut rng = TestRng::new(11);
+    texts
+        .iter()
+        .map(|text| {
+            let kernel = rfx_ir::hir::parse(text).expect("parse");
+            let program = lower_kernel(&kernel);
+            let source = rust_source(&program, "probe").expect("export").source;
+            assert!(
+                source.contains("let mut cnt") && source.contains("let mut top"),
+                "no leaf stack in {text}"
+            );
+            Job {
+                name: format!("blocked/{}", kernel.name()),
+                inputs: random_inputs(&mut rng, &kernel, 0.0),
+                program,
+                check: Check::Bits,
+            }
+        })
+        .collect()
+}
 
 /// One exact conformance case in this many is exported (the suite has about 1,700; the C
 /// export's tests run all of them through the same walk).
@@ -410,6 +442,7 @@ fn corpus_and_conformance_modules_build_no_std_and_match_the_interpreter() {
     let mut jobs = corpus_jobs();
     let corpus = jobs.len();
     jobs.extend(conformance_jobs());
+    jobs.extend(blocked_reduction_jobs());
     let fuzz = fuzz_jobs();
     let fuzz_count = fuzz.len();
     jobs.extend(fuzz);

@@ -1,4 +1,4 @@
-//! Export of rfx kernels as portable C99.
+//! Export of rfx kernels as portable C99 ([`c_source`]) and as `no_std` Rust ([`rust_source`]).
 //!
 //! [`c_source`] turns a lowered program ([`LirProgram`]) into a header and a source file with
 //! one function of a fixed ABI:

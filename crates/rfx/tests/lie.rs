@@ -548,3 +548,27 @@ fn so2_operations_match_closed_forms() {
         assert_close(&format!("{backend}: act"), &out[4], &act, tol);
     }
 }
+
+/// Second derivatives stay finite and exact through the series branches: the Hessian of
+/// `‖Log(Exp(τ))‖²` is `2 I` at 0, near 0 and at a generic tangent, for SO(3) and SE(3).
+#[test]
+fn hessians_through_exp_and_log_are_exact_at_the_identity() {
+    let so3 = rfx::jit(rfx::hessian(|w: Tensor| {
+        let l = lie::so3_log(lie::so3_exp(w));
+        (l * l).sum_all()
+    }));
+    let se3 = rfx::jit(rfx::hessian(|x: Tensor| {
+        let l = lie::se3_log(lie::se3_exp(x));
+        (l * l).sum_all()
+    }));
+    let tol = 64.0 * roundoff(DType::F64);
+    for w in [[0.0f64, 0.0, 0.0], [1e-9, 0.0, 0.0], [0.3, -0.2, 0.1]] {
+        let out = so3.call((&w,)).expect("so3 hessian");
+        let want: Vec<f64> = flat(&eye()).iter().map(|v| 2.0 * v).collect();
+        assert_close(&format!("so3 hessian at {w:?}"), &out[2].to_f64_vec(), &want, tol);
+        let x = [0.1, 0.2, 0.3, w[0], w[1], w[2]];
+        let out = se3.call((&x,)).expect("se3 hessian");
+        let want: Vec<f64> = (0..36).map(|k| if k / 6 == k % 6 { 2.0 } else { 0.0 }).collect();
+        assert_close(&format!("se3 hessian at {x:?}"), &out[2].to_f64_vec(), &want, tol);
+    }
+}

@@ -87,8 +87,8 @@ fn corpus_jobs() -> Vec<Job> {
         .collect()
 }
 
-/// Every transcendental conformance case (within the CPU backend's documented bound of 4 ULP;
-/// `libm`'s functions are within 1 or 2) and every [`CONFORMANCE_STRIDE`]th other case (bit
+/// Every transcendental conformance case (within the CPU backend's documented bound of 4 ULP
+/// of the `f64` oracle) and every [`CONFORMANCE_STRIDE`]th other case (bit
 /// for bit), so that the generated crate compiles in seconds.
 fn conformance_jobs() -> Vec<Job> {
     cases()

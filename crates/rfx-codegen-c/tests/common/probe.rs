@@ -4,14 +4,21 @@
 //! extra outputs (`instrumented`); each value must lie within the bound of the `f64` oracle at
 //! the exported code's own operands, and every other output must have the bits of the HIR
 //! interpreter running the kernel with the transcendental nodes replaced by the exported code's
-//! values (`cut`). Outputs a float reduction feeds are left out (their rounding follows the
-//! lowered program's lanes, which the HIR interpreter does not know) and counted.
+//! values (`cut`). Outputs a float reduction feeds (whose rounding follows the lowered
+//! program's reduction lanes, which the HIR interpreter does not know) must have the bits of
+//! the LIR interpreter running the lowered `cut` with the exported program's lanes; where no
+//! kernel of the exported program has the same loop nest to take them from, they are left out
+//! and counted.
+
+use std::collections::BTreeMap;
 
 use rfx_ir::hir::{self, Kernel, Node, Op, Output, ValueId};
-use rfx_ir::interp::{Mode, run_hir};
+use rfx_ir::interp::{Mode, run_hir, run_lir};
+use rfx_ir::lir::LirProgram;
 use rfx_ir::testgen::same_values;
-use rfx_ir::{Array, DType, Scalar, TensorType};
-use rfx_lower::{Transcendental, ulps};
+use rfx_ir::{Array, ArrayView, DType, Scalar, TensorType};
+use rfx_lower::{LowerConfig, Transcendental, lower, order_inputs, ulps};
+use rfx_opt::{OptConfig, optimize};
 
 /// A kernel prepared for [`check_probed`].
 pub(crate) struct Probed {
@@ -34,7 +41,11 @@ pub(crate) struct ProbedCount {
     pub(crate) values: usize,
     /// Outputs and operands compared bit for bit.
     pub(crate) exact: usize,
-    /// Outputs and operands left out because a float reduction feeds them.
+    /// Of those, outputs and operands a float reduction feeds (compared with the LIR
+    /// interpreter in the exported program's lanes).
+    pub(crate) after_reduction: usize,
+    /// Outputs and operands a float reduction feeds, left out because no kernel of the
+    /// exported program had the loop nest to take the lanes from.
     pub(crate) left_out: usize,
 }
 
@@ -129,11 +140,12 @@ pub(crate) fn probe(kernel: &Kernel) -> Option<Probed> {
     })
 }
 
-/// Checks the exported program's outputs `got` (by name) for `probed`, given the kernel's
-/// `inputs` (by name): every transcendental value within `bound` ULP of the `f64` oracle at
-/// the program's own operands, everything else the HIR interpreter's bits.
+/// Checks the outputs `got` (by name) of `program`, the exported `probed.instrumented`, given
+/// the kernel's `inputs` (by name): every transcendental value within `bound` ULP of the `f64`
+/// oracle at the program's own operands, everything else the interpreters' bits.
 pub(crate) fn check_probed(
     probed: &Probed,
+    program: &LirProgram,
     inputs: &[(&str, &Array)],
     got: &[(&str, &Array)],
     bound: u64,
@@ -145,30 +157,46 @@ pub(crate) fn check_probed(
             .ok_or_else(|| format!("output `{name}` missing"))
     };
     let mut count = ProbedCount::default();
-    let mut cut_inputs = Vec::new();
+    let mut cut_inputs: Vec<(&str, ArrayView<'_>)> = Vec::new();
     for (_, name, _) in probed.cut.inputs() {
         let array = match inputs.iter().find(|(n, _)| *n == name) {
             Some((_, a)) => *a,
             None => output(name)?,
         };
-        cut_inputs.push(array.view());
+        cut_inputs.push((name, array.view()));
     }
-    let expected = run_hir(&probed.cut, &cut_inputs, Mode::Native).map_err(|e| format!("cut kernel: {e}"))?;
+    let views: Vec<ArrayView<'_>> = cut_inputs.iter().map(|(_, v)| *v).collect();
+    let expected = run_hir(&probed.cut, &views, Mode::Native).map_err(|e| format!("cut kernel: {e}"))?;
+    let mut reduced = Vec::new();
     for (o, want) in probed.cut.outputs().iter().zip(&expected) {
         if probed.after_float_reduction.contains(&o.name) {
-            count.left_out += 1;
+            reduced.push(o.name.as_str());
             continue;
         }
-        let got = output(&o.name)?;
-        if !same_values(want, got) {
-            return Err(format!(
-                "output `{}`: {:?} instead of {:?} (the HIR interpreter given the exported transcendental values)",
-                o.name,
-                got.data(),
-                want.data()
-            ));
-        }
+        compare(&o.name, want, output(&o.name)?, "the HIR interpreter")?;
         count.exact += 1;
+    }
+    if !reduced.is_empty() {
+        match lowered_cut_in_lanes(probed, program) {
+            Some(cut_lir) => {
+                let ordered = order_inputs(&cut_lir, &cut_inputs).map_err(|e| format!("cut inputs: {e}"))?;
+                let expected = run_lir(&cut_lir, &ordered, Mode::Native)
+                    .map_err(|e| format!("lowered cut kernel: {e}"))?;
+                for ((_, name, _), want) in cut_lir.outputs().zip(&expected) {
+                    if reduced.contains(&name) {
+                        compare(
+                            name,
+                            want,
+                            output(name)?,
+                            "the LIR interpreter in the program's lanes",
+                        )?;
+                        count.exact += 1;
+                        count.after_reduction += 1;
+                    }
+                }
+            }
+            None => count.left_out += reduced.len(),
+        }
     }
     for (k, &(op, dtype)) in probed.ops.iter().enumerate() {
         let values = output(&format!("__t{k}"))?;
@@ -193,4 +221,49 @@ pub(crate) fn check_probed(
         }
     }
     Ok(count)
+}
+
+fn compare(name: &str, want: &Array, got: &Array, reference: &str) -> Result<(), String> {
+    if same_values(want, got) {
+        return Ok(());
+    }
+    Err(format!(
+        "output `{name}`: {:?} instead of {:?} ({reference} given the exported transcendental values)",
+        got.data(),
+        want.data()
+    ))
+}
+
+/// `probed.cut` optimized and lowered, with each reduction kernel in the reduction lanes of
+/// `program`'s kernel of the same loop nest (the lanes fix a float reduction's rounding);
+/// `None` where the cut does not lower or a loop nest has no such kernel, or two of them
+/// differ in lanes.
+fn lowered_cut_in_lanes(probed: &Probed, program: &LirProgram) -> Option<LirProgram> {
+    let (mir, _) = optimize(&probed.cut, &OptConfig::default()).ok()?;
+    let (cut, _) = lower(&mir, &LowerConfig::default()).ok()?;
+    let mut lanes = BTreeMap::new();
+    for k in program.kernels().iter().filter(|k| k.reduce_dims > 0) {
+        let key = (k.dims.clone(), k.reduce_dims);
+        if *lanes.entry(key).or_insert(k.schedule.reduce_lanes) != k.schedule.reduce_lanes {
+            return None;
+        }
+    }
+    let kernels = cut
+        .kernels()
+        .iter()
+        .cloned()
+        .map(|mut k| {
+            if k.reduce_dims > 0 {
+                k.schedule.reduce_lanes = *lanes.get(&(k.dims.clone(), k.reduce_dims))?;
+            }
+            Some(k)
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(LirProgram::from_parts(
+        cut.name(),
+        cut.buffers().to_vec(),
+        cut.arena_bytes(),
+        cut.arena_align(),
+        kernels,
+    ))
 }

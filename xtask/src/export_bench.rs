@@ -15,7 +15,10 @@
 //! 3. compiles each part with its own flags (below), records which of the exported loops gcc
 //!    vectorised (`-fopt-info-vec`) and why not, links `benches/export/harness.c` with them
 //!    and runs it (its header describes the timing method);
-//! 4. prints the table and the goals of the export (the PID clip at n = 1 at most CasADi's C;
+//! 4. exports each op of [`SURVEY`] alone over 1,024 elements into `DIR/survey/` and records
+//!    whether gcc vectorises its loop (an op whose helper branches keeps every loop it is in
+//!    scalar);
+//! 5. prints the table and the goals of the export (the PID clip at n = 1 at most CasADi's C;
 //!    K4 and K5 at 65,536 within 1.2× of the gcc peer), and writes `DIR/export-bench.json`.
 
 use std::fmt::Write as _;
@@ -141,7 +144,8 @@ pub(crate) fn export_bench(root: &Path, args: &[String]) -> Result<(), String> {
     let options = parse(root, args)?;
     let rfx_dir = options.out.join("rfx");
     let casadi_dir = options.out.join("casadi");
-    for dir in [&rfx_dir, &casadi_dir] {
+    let survey_dir = options.out.join("survey");
+    for dir in [&rfx_dir, &casadi_dir, &survey_dir] {
         if dir.exists() {
             std::fs::remove_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
@@ -154,6 +158,8 @@ pub(crate) fn export_bench(root: &Path, args: &[String]) -> Result<(), String> {
     let exports = export_kernels(&rfx, &rfx_dir)?;
     let casadi = generate_casadi(root, &casadi_dir);
     let build = compile(root, &options.out, &exports, &casadi)?;
+    eprintln!("export-bench: which ops' loops gcc vectorises");
+    let survey = survey(&rfx, &survey_dir)?;
     let harness_json = options.out.join("harness.json");
     eprintln!("export-bench: running the harness ({} rounds)", options.rounds);
     let status = Command::new(&build.harness)
@@ -178,6 +184,7 @@ pub(crate) fn export_bench(root: &Path, args: &[String]) -> Result<(), String> {
         "casadi": casadi.report(),
         "exports": exports.iter().map(Export::report).collect::<Vec<_>>(),
         "loops": build.loops,
+        "survey": survey,
         "results": results,
         "goals": goals(&results),
     });
@@ -365,32 +372,9 @@ fn compile(root: &Path, out: &Path, exports: &[Export], casadi: &Casadi) -> Resu
     for export in exports.iter().filter(|e| e.error.is_none()) {
         let source = out.join("rfx").join(format!("{}.c", export.name));
         let object = source.with_extension("o");
-        let text = std::fs::read_to_string(&source).map_err(|e| format!("{}: {e}", source.display()))?;
-        let mut info = gcc(
-            EXPORT_FLAGS,
-            &[
-                "-fopt-info-vec-optimized".as_ref(),
-                "-c".as_ref(),
-                source.as_os_str(),
-                "-o".as_ref(),
-                object.as_os_str(),
-            ],
-            &export.name,
-        )?;
-        info += &gcc(
-            EXPORT_FLAGS,
-            &[
-                "-fopt-info-vec-missed".as_ref(),
-                "-c".as_ref(),
-                source.as_os_str(),
-                "-o".as_ref(),
-                "/dev/null".as_ref(),
-            ],
-            &export.name,
-        )?;
-        let file = format!("{}.c", export.name);
+        let export_loops = compile_export(&source, &object)?;
         let undefined = output_of(Command::new("nm").arg("-u").arg(&object)).unwrap_or_default();
-        for l in loop_report(&text, &info, &file) {
+        for l in export_loops {
             loops.push(json!({
                 "export": export.name, "line": l.line, "vectorised": l.vectorised,
                 "versioned_for_aliasing": l.versioned_for_aliasing, "missed": l.missed,
@@ -458,6 +442,104 @@ fn compile(root: &Path, out: &Path, exports: &[Export], casadi: &Casadi) -> Resu
     Ok(Build { harness, loops })
 }
 
+/// Compiles one exported source with [`EXPORT_FLAGS`] into `object` and returns its loops with
+/// what gcc's `-fopt-info-vec-optimized` and `-fopt-info-vec-missed` said about them.
+fn compile_export(source: &Path, object: &Path) -> Result<Vec<LoopInfo>, String> {
+    let what = source.display().to_string();
+    let text = std::fs::read_to_string(source).map_err(|e| format!("{what}: {e}"))?;
+    let mut info = String::new();
+    for (flag, target) in [
+        ("-fopt-info-vec-optimized", object),
+        ("-fopt-info-vec-missed", Path::new("/dev/null")),
+    ] {
+        info += &gcc(
+            EXPORT_FLAGS,
+            &[
+                flag.as_ref(),
+                "-c".as_ref(),
+                source.as_os_str(),
+                "-o".as_ref(),
+                target.as_os_str(),
+            ],
+            &what,
+        )?;
+    }
+    let file = source
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok(loop_report(&text, &info, &file))
+}
+
+/// One op of the vectorisation survey: a label and the expression, exported over `f32[1024]`
+/// inputs `x` and `y` (or `i32[1024]` where the label says so).
+const SURVEY: [(&str, &str); 20] = [
+    ("abs", "abs(x)"),
+    ("sqrt", "sqrt(x)"),
+    ("floor", "floor(x)"),
+    ("ceil", "ceil(x)"),
+    ("round", "round(x)"),
+    ("exp", "exp(x)"),
+    ("exp2", "exp2(x)"),
+    ("log", "log(x)"),
+    ("log2", "log2(x)"),
+    ("tanh", "tanh(x)"),
+    ("sigmoid", "sigmoid(x)"),
+    ("erf", "erf(x)"),
+    ("sin", "sin(x)"),
+    ("cos", "cos(x)"),
+    ("tan", "tan(x)"),
+    ("atan", "atan(x)"),
+    ("asin", "asin(x)"),
+    ("pow", "pow(x,y)"),
+    ("atan2", "atan2(x,y)"),
+    ("i32 x / y", "x / y"),
+];
+
+/// Exports each [`SURVEY`] op alone into `dir` and records whether gcc vectorised its loop, or
+/// why not, or why the op did not export.
+fn survey(rfx: &Path, dir: &Path) -> Result<Vec<Value>, String> {
+    let mut rows = Vec::new();
+    for (index, (label, expr)) in SURVEY.iter().enumerate() {
+        let name = format!("op_{index}");
+        let dtype = if label.starts_with("i32") { "i32" } else { "f32" };
+        let uses_y = expr.contains('y');
+        let shapes = if uses_y {
+            format!("x={dtype}[1024],y={dtype}[1024]")
+        } else {
+            format!("x={dtype}[1024]")
+        };
+        let out = Command::new(rfx)
+            .args([
+                "export",
+                expr,
+                "--lang",
+                "c",
+                "--name",
+                &name,
+                "--in-shapes",
+                &shapes,
+            ])
+            .arg("--out")
+            .arg(dir)
+            .output()
+            .map_err(|e| format!("{}: {e}", rfx.display()))?;
+        if !out.status.success() {
+            let error = String::from_utf8_lossy(&out.stderr).trim().to_string();
+            rows.push(json!({"op": label, "error": error}));
+            continue;
+        }
+        let source = dir.join(format!("{name}.c"));
+        let loops = compile_export(&source, &source.with_extension("o"))?;
+        rows.push(json!({
+            "op": label,
+            "vectorised": !loops.is_empty() && loops.iter().all(|l| l.vectorised),
+            "missed": loops.iter().flat_map(|l| l.missed.clone()).collect::<Vec<_>>(),
+        }));
+    }
+    Ok(rows)
+}
+
 /// A `for` loop of an exported source and what gcc's `-fopt-info-vec` said about it.
 #[derive(Debug, PartialEq)]
 struct LoopInfo {
@@ -470,12 +552,16 @@ struct LoopInfo {
     missed: Vec<String>,
 }
 
-/// The `for` loops of `source` (1-based lines) with gcc's `-fopt-info-vec-optimized` and
-/// `-vec-missed` messages about them, read from `info` (lines `FILE:LINE:COL: KIND: TEXT`).
+/// The `for` loops of `source`'s exported function (1-based lines; the loops of the `static
+/// inline` helpers above it, such as the software square root's, are not the kernel's) with
+/// gcc's `-fopt-info-vec-optimized` and `-vec-missed` messages about them, read from `info`
+/// (lines `FILE:LINE:COL: KIND: TEXT`).
 fn loop_report(source: &str, info: &str, file: &str) -> Vec<LoopInfo> {
+    let function_start = source.lines().position(|l| l.starts_with("int ")).unwrap_or(0);
     let mut loops: Vec<LoopInfo> = source
         .lines()
         .enumerate()
+        .skip(function_start)
         .filter(|(_, l)| l.trim_start().starts_with("for ("))
         .map(|(i, _)| LoopInfo {
             line: i + 1,
@@ -647,6 +733,51 @@ fn markdown(report: &Value) -> String {
             );
         }
     }
+    let survey: Vec<&Value> = report["survey"].as_array().into_iter().flatten().collect();
+    if !survey.is_empty() {
+        let label = |row: &Value| row["op"].as_str().unwrap_or("?").to_string();
+        let vectorised: Vec<String> = survey
+            .iter()
+            .filter(|r| r["vectorised"] == true)
+            .map(|r| label(r))
+            .collect();
+        let scalar: Vec<String> = survey
+            .iter()
+            .filter(|r| r["vectorised"] == false)
+            .map(|r| {
+                let missed: Vec<&str> = r["missed"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                format!(
+                    "{} ({})",
+                    label(r),
+                    missed.first().copied().unwrap_or("no reason given")
+                )
+            })
+            .collect();
+        let refused: Vec<String> = survey
+            .iter()
+            .filter(|r| r["error"].is_string())
+            .map(|r| label(r))
+            .collect();
+        let list = |items: &[String]| {
+            if items.is_empty() {
+                "none".to_string()
+            } else {
+                items.join(", ")
+            }
+        };
+        let _ = writeln!(
+            out,
+            "- one op over 1,024 elements: gcc vectorises the loop of {}; not of {}; not exported: {}",
+            list(&vectorised),
+            list(&scalar),
+            list(&refused)
+        );
+    }
     for e in report["exports"].as_array().into_iter().flatten() {
         if let Some(error) = e["error"].as_str() {
             let _ = writeln!(
@@ -695,31 +826,32 @@ fn output_of(command: &mut Command) -> Result<String, String> {
 mod tests {
     use super::*;
 
-    const SOURCE: &str = "int f(void) {\n  uint32_t i0;\n  for (i0 = 0; i0 < 8u; ++i0) {\n  }\n    for (i0 = 0; i0 < 4u; ++i0) {\n  }\n}\n";
+    const SOURCE: &str = "static inline int h(void) { int k; for (k = 0; k < 3; ++k) {} return k; }\nint f(void) {\n  uint32_t i0;\n  for (i0 = 0; i0 < 8u; ++i0) {\n  }\n    for (i0 = 0; i0 < 4u; ++i0) {\n  }\n}\n";
 
     #[test]
     fn loops_are_matched_to_gccs_messages_by_file_and_line() {
         let info = "\
-/tmp/x/rfx_k4_1.c:3:21: optimized: loop vectorized using 32 byte vectors
-/tmp/x/rfx_k4_1.c:3:21: optimized:  loop versioned for vectorization because of possible aliasing
-/tmp/x/rfx_k4_1.c:5:5: missed: couldn't vectorize loop
-/tmp/x/rfx_k4_1.c:5:5: missed: not vectorized: control flow in loop.
-/tmp/x/rfx_k4_1.c:5:5: missed: not vectorized: control flow in loop.
-/tmp/x/other_rfx_k4_1.c:5:5: optimized: loop vectorized using 32 byte vectors
-/tmp/x/rfx_k4_1.c:2:3: missed: not vectorized: unsupported data-type
+/tmp/x/rfx_k4_1.c:1:40: missed: not vectorized: number of iterations cannot be computed.
+/tmp/x/rfx_k4_1.c:4:21: optimized: loop vectorized using 32 byte vectors
+/tmp/x/rfx_k4_1.c:4:21: optimized:  loop versioned for vectorization because of possible aliasing
+/tmp/x/rfx_k4_1.c:6:5: missed: couldn't vectorize loop
+/tmp/x/rfx_k4_1.c:6:5: missed: not vectorized: control flow in loop.
+/tmp/x/rfx_k4_1.c:6:5: missed: not vectorized: control flow in loop.
+/tmp/x/other_rfx_k4_1.c:6:5: optimized: loop vectorized using 32 byte vectors
+/tmp/x/rfx_k4_1.c:3:3: missed: not vectorized: unsupported data-type
 ";
         let loops = loop_report(SOURCE, info, "rfx_k4_1.c");
         assert_eq!(
             loops,
             [
                 LoopInfo {
-                    line: 3,
+                    line: 4,
                     vectorised: true,
                     versioned_for_aliasing: true,
                     missed: vec![]
                 },
                 LoopInfo {
-                    line: 5,
+                    line: 6,
                     vectorised: false,
                     versioned_for_aliasing: false,
                     missed: vec!["control flow in loop".to_string()]
@@ -766,6 +898,12 @@ mod tests {
                 {"export": "rfx_k6_65536", "line": 50, "vectorised": true, "versioned_for_aliasing": true, "missed": []},
             ],
             "exports": [{"kernel": "K5", "n": 1, "name": "rfx_k5_1", "error": "no sin"}],
+            "survey": [
+                {"op": "abs", "vectorised": true, "missed": []},
+                {"op": "exp", "vectorised": false, "missed": ["control flow in loop"]},
+                {"op": "sqrt", "vectorised": true, "missed": []},
+                {"op": "pow", "error": "error: the C export does not support `pow` yet"},
+            ],
         });
         let text = markdown(&report);
         assert!(
@@ -785,6 +923,12 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("**not measured**"), "{text}");
+        assert!(
+            text.contains(
+                "gcc vectorises the loop of abs, sqrt; not of exp (control flow in loop); not exported: pow"
+            ),
+            "{text}"
+        );
         assert!(
             text.contains("run-time overlap check: the loop at rfx_k6_65536.c:50"),
             "{text}"

@@ -20,6 +20,9 @@
 //!    scalar);
 //! 5. prints the table and the goals of the export (the PID clip at n = 1 at most CasADi's C;
 //!    K4 and K5 at 65,536 within 1.2× of the gcc peer), and writes `DIR/export-bench.json`.
+//!
+//! `DIR/rfx/`, `DIR/casadi/` and `DIR/survey/` are emptied first: they hold only this
+//! command's files.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

@@ -1,8 +1,8 @@
 """`rfxjit.lie` against NumPy closed forms (half-angle quaternions, Rodrigues' formula, the
 SO(3) Jacobians summed as series where the closed forms cancel), rfxjit's derivatives through
 `exp`/`log` against the analytic Jacobians and central differences, at 0, 1e-12, 1e-7,
-generic angles, π - 1e-9 and π and at seeded random angles near 0 and π, jitted on the `cpu`
-and `interp` backends and run eagerly on NumPy arrays."""
+generic angles, π - 1e-9 and π and at seeded random angles near 0 and π, jitted on the `cpu`,
+`interp` and (where built) `c` backends and run eagerly on NumPy arrays."""
 
 import math
 
@@ -12,7 +12,21 @@ import pytest
 import rfxjit as rj
 from rfxjit import lie
 
-BACKENDS = ["cpu", "interp"]
+
+
+def _runs(backend):
+    """Whether `backend` is built in and can run here (the C backend needs a C compiler)."""
+    if backend not in rj.backends():
+        return False
+    try:
+        rj.jit(lambda x: x + 1.0, backend=backend)(np.zeros(1))
+    except rj.BackendUnavailable:
+        return False
+    return True
+
+
+# The reference backends, and the C backend where it runs.
+BACKENDS = ["cpu", "interp"] + [b for b in ("c",) if _runs(b)]
 EPS = {np.float64: 2.0 ** -53, np.float32: 2.0 ** -24}
 
 

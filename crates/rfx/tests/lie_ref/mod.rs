@@ -345,8 +345,9 @@ pub fn assert_close(what: &str, got: &[f64], want: &[f64], tol: f64) {
 }
 
 /// `f` called on `args` on `backend`, its outputs as `f64`s; `None`, with a line on stderr,
-/// where a backend other than the reference ones (`interp`, `cpu`) does not implement an op
-/// the kernel needs (a typed `Unsupported`). Any other error fails the test.
+/// where a backend other than the reference ones (`interp`, `cpu`) cannot run here (a typed
+/// `Unavailable`: no device, no C compiler) or does not implement an op the kernel needs (a
+/// typed `Unsupported`). Any other error fails the test.
 pub fn run<'a, K: rfx::KernelFn>(
     what: &str,
     backend: &str,
@@ -356,7 +357,8 @@ pub fn run<'a, K: rfx::KernelFn>(
     match f.call(args) {
         Ok(out) => Some(out.iter().map(Array::to_f64_vec).collect()),
         Err(rfx::JitError::Runtime(rfx_runtime::RuntimeError::Backend(
-            error @ rfx_lower::BackendError::Unsupported { .. },
+            error @ (rfx_lower::BackendError::Unsupported { .. }
+            | rfx_lower::BackendError::Unavailable { .. }),
         ))) if !matches!(backend, "interp" | "cpu") => {
             eprintln!("{what}: skipped on `{backend}`: {error}");
             None

@@ -460,8 +460,16 @@ class _VmapSource:
             per_leaf = _tree.broadcast_prefix(prefix, structure, "vmap out_axes")
         except ValueError as error:
             raise AutodiffError(str(error)) from None
-        by_index = dict(zip(flatten(structure)[0], per_leaf))
-        out_axes = [by_index[i] for i in range(n_out)]
+        # A transform's rebuild may leave kernel outputs out of what it returns (a `jacobian`
+        # returns the Jacobians, not the values computed beside them) or put arrays of its own
+        # in (`jvp`'s zero tangents of integer outputs): only the leaves that are output
+        # indices carry an axis, and the outputs nobody returns are batched on axis 0.
+        by_index = {
+            leaf: axis
+            for leaf, axis in zip(flatten(structure)[0], per_leaf)
+            if isinstance(leaf, int) and not isinstance(leaf, bool)
+        }
+        out_axes = [by_index.get(i, 0) for i in range(n_out)]
         kernel = inner_kernel.vmap(axes, out_axes, _types(spec))
         return kernel, lambda outputs: inner_rebuild(list(outputs))
 

@@ -23,6 +23,7 @@ import math
 import numpy as np
 
 from . import numpy as _rnp
+from ._errors import TraceError
 
 __all__ = [
     "se2_act", "se2_act_jacobians", "se2_adjoint", "se2_between", "se2_compose",
@@ -144,7 +145,7 @@ def _float(x):
 def _split(x, n, name):
     x = _float(x)
     if x.ndim == 0 or x.shape[-1] != n:
-        raise ValueError(f"{name}: the last axis must have {n} elements, got shape {tuple(x.shape)}")
+        raise TraceError(f"{name}: the last axis must have {n} elements, got shape {tuple(x.shape)}")
     return [x[..., i] for i in range(n)]
 
 
@@ -203,7 +204,7 @@ def _zeros(like):
 
 def _side(side):
     if side not in ("right", "left"):
-        raise ValueError(f"side must be 'right' or 'left', got {side!r}")
+        raise TraceError(f"side must be 'right' or 'left', got {side!r}")
     return side
 
 

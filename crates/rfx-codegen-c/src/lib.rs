@@ -28,11 +28,18 @@
 //! `ceil` and `round` are exact integer-conversion code, `abs` clears the sign bit. Nothing
 //! needs libm.
 //!
-//! `exp`, `exp2`, `log`, `tanh` and `sigmoid` are the CPU backend's approximations ported to scalar C (the
-//! same algorithms, coefficients and unfused operation order), within its documented bound of
-//! 4 ULP of the `f64` oracle for f32 and f64. Ops without a libm-free implementation of their
-//! documented accuracy here yet are refused with [`ExportError::Unsupported`]: the other
-//! transcendentals (`log2`, `sin`, `cos`, ...), `pow`, `atan2` and float `fmod`.
+//! Every transcendental (`exp`, `exp2`, `log`, `log2`, `sin`, `cos`, `tan`, `tanh`, `atan`,
+//! `asin`, `acos`, `sigmoid`, `erf`, `pow`, `atan2`) is `static inline` C within the CPU
+//! backend's documented bound of 4 ULP of the `f64` oracle, in f32 and f64, over the whole
+//! domain with C99's special values: the CPU backend's approximations ported to scalar C (the
+//! same algorithms, coefficients and unfused operation order) where they need no `double` in
+//! f32 code, fdlibm's float versions (`e_powf.c`, FreeBSD's `erf` in float) where the CPU
+//! backend computes f32 in f64 lanes, and for `sin`, `cos` and `tan` an exact Payne–Hanek
+//! argument reduction in integer arithmetic at every finite argument. f32 code uses no
+//! `double` (but in the software `sqrt` for targets without a single-precision FPU), so it
+//! needs no soft-float double helpers on a single-precision FPU. Float `fmod`
+//! is exact (musl's integer long division). [`ExportError::Unsupported`] is kept for ops
+//! added to the IR before the export learns them; no op of the IR is refused today.
 //!
 //! With the `backend` feature, `CBackend` is the JIT backend `"c"` (`rfx_lower::Backend`): the
 //! exported C compiled by the system C compiler (`$CC`, else `cc`, with `JIT_FLAGS`) into a
@@ -94,9 +101,9 @@ pub enum ExportError {
         "`{0}` is not a valid Rust function name (letters, digits and `_`, not starting with a digit, no keyword, no `rfx_` prefix)"
     )]
     InvalidRustName(String),
-    /// The program uses an op the C export cannot emit within its documented accuracy yet (a
-    /// transcendental other than `exp`, `exp2`, `log`, `tanh` and `sigmoid`, `pow`, `atan2`, float
-    /// `fmod`).
+    /// The program uses an op the C export cannot emit within its documented accuracy. Every op
+    /// of the IR is exported today; the variant stays for ops added to the IR before the
+    /// export supports them.
     #[error("the C export does not support `{0}` yet")]
     Unsupported(String),
     /// The program fails LIR verification.

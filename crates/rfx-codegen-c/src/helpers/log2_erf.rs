@@ -5,10 +5,10 @@ pub(super) const LOG2_F32: &str = r#"/* log2(x) = k + (hi + lo) / ln2 with x = 2
    straight-line code with the special values selected last. */
 static inline float P_log2_f32(float x) {
   int tiny = x < 1.17549435e-38f;
-  float xs = tiny ? x * 33554432.0f : x, k, f, hfsq, s, z, p, hi, lo, val_hi, val_lo, w, res;
+  float xs = P_sel_f32(tiny, x * 33554432.0f, x), k, f, hfsq, s, z, p, hi, lo, val_hi, val_lo, w, res;
   uint32_t ix = P_f32_to_bits(xs) + (0x3f800000u - 0x3f3504f3u);
   /* the exponent as a float through its bit pattern (exact, no conversion instruction) */
-  k = (P_f32_from_bits(0x4b000000u | (ix >> 23)) - 8388735.0f) + (tiny ? -25.0f : 0.0f);
+  k = (P_f32_from_bits(0x4b000000u | (ix >> 23)) - 8388735.0f) + P_sel_f32(tiny, -25.0f, 0.0f);
   f = P_f32_from_bits((ix & 0x007fffffu) + 0x3f3504f3u) - 1.0f;
   hfsq = (f * f) * 0.5f;
   s = f / (f + 2.0f);
@@ -24,19 +24,19 @@ static inline float P_log2_f32(float x) {
   w = k + val_hi;
   val_lo = val_lo + ((k - w) + val_hi);
   res = val_lo + w;
-  res = x == 0.0f ? P_f32_from_bits(0xff800000u) : res;
-  res = x < 0.0f ? (x - x) / (x - x) : res;
-  res = x > 3.40282347e38f ? x : res;
-  return x != x ? x : res;
+  res = P_sel_f32(x == 0.0f, P_f32_from_bits(0xff800000u), res);
+  res = P_sel_f32(x < 0.0f, (x - x) / (x - x), res);
+  res = P_sel_f32(x > 3.40282347e38f, x, res);
+  return P_sel_f32(x != x, x, res);
 }"#;
 
 pub(super) const LOG2_F64: &str = r#"/* log2 as for f32 with fdlibm's Lg1..Lg7 and hi cut to its top 20 bits (musl log2.c);
    subnormals scaled by 2^54. */
 static inline double P_log2_f64(double x) {
   int tiny = x < 2.2250738585072014e-308;
-  double xs = tiny ? x * 18014398509481984.0 : x, k, f, hfsq, s, z, p, hi, lo, val_hi, val_lo, w, res;
+  double xs = P_sel_f64(tiny, x * 18014398509481984.0, x), k, f, hfsq, s, z, p, hi, lo, val_hi, val_lo, w, res;
   uint64_t ix = P_f64_to_bits(xs) + ((UINT64_C(0x3ff00000) - UINT64_C(0x3fe6a09e)) << 32);
-  k = (P_f64_from_bits(UINT64_C(0x4330000000000000) | (ix >> 52)) - 4503599627371519.0) + (tiny ? -54.0 : 0.0);
+  k = (P_f64_from_bits(UINT64_C(0x4330000000000000) | (ix >> 52)) - 4503599627371519.0) + P_sel_f64(tiny, -54.0, 0.0);
   f = P_f64_from_bits((ix & UINT64_C(0x000fffffffffffff)) + (UINT64_C(0x3fe6a09e) << 32)) - 1.0;
   hfsq = (f * f) * 0.5;
   s = f / (f + 2.0);
@@ -55,10 +55,10 @@ static inline double P_log2_f64(double x) {
   w = k + val_hi;
   val_lo = val_lo + ((k - w) + val_hi);
   res = val_lo + w;
-  res = x == 0.0 ? P_f64_from_bits(UINT64_C(0xfff0000000000000)) : res;
-  res = x < 0.0 ? (x - x) / (x - x) : res;
-  res = x > 1.7976931348623157e308 ? x : res;
-  return x != x ? x : res;
+  res = P_sel_f64(x == 0.0, P_f64_from_bits(UINT64_C(0xfff0000000000000)), res);
+  res = P_sel_f64(x < 0.0, (x - x) / (x - x), res);
+  res = P_sel_f64(x > 1.7976931348623157e308, x, res);
+  return P_sel_f64(x != x, x, res);
 }"#;
 
 pub(super) const ERF_F32: &str = r#"/* erf: FreeBSD s_erf.c's four intervals, each computed and one selected by |x| (straight-line
@@ -80,7 +80,7 @@ static inline float P_erf_f32(float x) {
   q = 0.3979172110557556f + q * z;
   q = 1.0f + q * z;
   small = x + x * (p / q);
-  small = ax < 3.7252903e-09f ? (x * 8.0f + x * 1.0270333290100098f) * 0.125f : small;
+  small = P_sel_f32(ax < 3.7252903e-09f, (x * 8.0f + x * 1.0270333290100098f) * 0.125f, small);
   s = ax - 1.0f;
   p = -0.002166375517845154f;
   p = 0.03547830507159233f + p * s;
@@ -131,13 +131,13 @@ static inline float P_erf_f32(float x) {
   sb = 30.33806037902832f + sb * t;
   sb = 1.0f + sb * t;
   head = P_f32_from_bits(P_f32_to_bits(ax) & 0xfffff000u);
-  e = P_exp_f32(-(head * head) - 0.5625f) * P_exp_f32((head - ax) * (head + ax) + (ax < 2.8571427f ? ra / sa : rb / sb));
+  e = P_exp_f32(-(head * head) - 0.5625f) * P_exp_f32((head - ax) * (head + ax) + P_sel_f32(ax < 2.8571427f, ra / sa, rb / sb));
   far = 1.0f - e / ax;
-  big = ax < 1.25f ? middle : far;
-  big = ax < 6.0f ? big : 1.0f;
+  big = P_sel_f32(ax < 1.25f, middle, far);
+  big = P_sel_f32(ax < 6.0f, big, 1.0f);
   big = P_f32_from_bits((P_f32_to_bits(big) & 0x7fffffffu) | (P_f32_to_bits(x) & 0x80000000u));
-  res = ax < 0.84375f ? small : big;
-  return x != x ? x : res;
+  res = P_sel_f32(ax < 0.84375f, small, big);
+  return P_sel_f32(x != x, x, res);
 }"#;
 
 pub(super) const ERF_F64: &str = r#"static inline double P_erf_f64(double x) {
@@ -154,7 +154,7 @@ pub(super) const ERF_F64: &str = r#"static inline double P_erf_f64(double x) {
   q = 0.39791722395915535 + q * z;
   q = 1.0 + q * z;
   small = x + x * (p / q);
-  small = ax < 3.725290298461914e-09 ? (x * 8.0 + x * 1.0270333367641007) * 0.125 : small;
+  small = P_sel_f64(ax < 3.725290298461914e-09, (x * 8.0 + x * 1.0270333367641007) * 0.125, small);
   s = ax - 1.0;
   p = -0.002166375594868791;
   p = 0.035478304325618236 + p * s;
@@ -205,11 +205,11 @@ pub(super) const ERF_F64: &str = r#"static inline double P_erf_f64(double x) {
   sb = 30.33806074348246 + sb * t;
   sb = 1.0 + sb * t;
   head = P_f64_from_bits(P_f64_to_bits(ax) & UINT64_C(0xffffffff00000000));
-  e = P_exp_f64(-(head * head) - 0.5625) * P_exp_f64((head - ax) * (head + ax) + (ax < 2.8571414947509766 ? ra / sa : rb / sb));
+  e = P_exp_f64(-(head * head) - 0.5625) * P_exp_f64((head - ax) * (head + ax) + P_sel_f64(ax < 2.8571414947509766, ra / sa, rb / sb));
   far = 1.0 - e / ax;
-  big = ax < 1.25 ? middle : far;
-  big = ax < 6.0 ? big : 1.0;
+  big = P_sel_f64(ax < 1.25, middle, far);
+  big = P_sel_f64(ax < 6.0, big, 1.0);
   big = P_f64_from_bits((P_f64_to_bits(big) & UINT64_C(0x7fffffffffffffff)) | (P_f64_to_bits(x) & (UINT64_C(1) << 63)));
-  res = ax < 0.84375 ? small : big;
-  return x != x ? x : res;
+  res = P_sel_f64(ax < 0.84375, small, big);
+  return P_sel_f64(x != x, x, res);
 }"#;

@@ -9,16 +9,16 @@ pub(super) const POW_F32: &str = r#"/* |x|^y for finite positive |x| (fdlibm e_p
    scaling. Straight-line code; pow's special values are selected around it. */
 static inline float P_pow_core_f32(float ax, float y) {
   int tiny = ax < 1.17549435e-38f;
-  float axs = tiny ? ax * 16777216.0f : ax;
+  float axs = P_sel_f32(tiny, ax * 16777216.0f, ax);
   uint32_t ix = P_f32_to_bits(axs), j = ix & 0x007fffffu, ixn;
   int mid = j > 0x1cc471u && j < 0x5db3d7u, top = j >= 0x5db3d7u;
   float n, axn, bp, dp_h, dp_l, u, v, ss, s_h, s_l, t_h, t_l, s2, r, p_h, p_l, z_h, z_l, t1, t2, y1, nn, t, z, w;
   ixn = (j | 0x3f800000u) - (top ? 0x00800000u : 0u);
-  n = (P_f32_from_bits(0x4b000000u | (ix >> 23)) - 8388735.0f) + (top ? 1.0f : 0.0f) + (tiny ? -24.0f : 0.0f);
+  n = (P_f32_from_bits(0x4b000000u | (ix >> 23)) - 8388735.0f) + P_sel_f32(top, 1.0f, 0.0f) + P_sel_f32(tiny, -24.0f, 0.0f);
   axn = P_f32_from_bits(ixn);
-  bp = mid ? 1.5f : 1.0f;
-  dp_h = mid ? 0.5849609375f : 0.0f;
-  dp_l = mid ? 1.56322085e-06f : 0.0f;
+  bp = P_sel_f32(mid, 1.5f, 1.0f);
+  dp_h = P_sel_f32(mid, 0.5849609375f, 0.0f);
+  dp_l = P_sel_f32(mid, 1.56322085e-06f, 0.0f);
   u = axn - bp;
   v = 1.0f / (axn + bp);
   ss = u * v;
@@ -50,9 +50,9 @@ static inline float P_pow_core_f32(float ax, float y) {
   p_h = y1 * t1;
   /* Far outside the range the result is 0 or Inf either way: clamp, so that 2^nn is two
      normal powers of two. */
-  p_l = P_abs_f32(p_h) > 250.0f ? 0.0f : p_l;
-  p_h = p_h > 250.0f ? 250.0f : p_h;
-  p_h = p_h < -250.0f ? -250.0f : p_h;
+  p_l = P_sel_f32(P_abs_f32(p_h) > 250.0f, 0.0f, p_l);
+  p_h = P_sel_f32(p_h > 250.0f, 250.0f, p_h);
+  p_h = P_sel_f32(p_h < -250.0f, -250.0f, p_h);
   nn = (p_h + 12582912.0f) - 12582912.0f;
   p_h = p_h - nn;
   t = P_f32_from_bits(P_f32_to_bits(p_l + p_h) & 0xffff8000u);
@@ -76,16 +76,20 @@ static inline float P_pow_core_f32(float ax, float y) {
    (NaN operands included); zero, infinite or NaN operands through 2^(y log2|x|), whose
    limits are the C99 results. */
 static inline float P_pow_f32(float x, float y) {
-  float ax = P_abs_f32(x), ay = P_abs_f32(y), hy = y * 0.5f, mag, res;
+  float ax = P_abs_f32(x), ay = P_abs_f32(y), hy = ay * 0.5f, mag, res;
   int y_finite = ay < P_f32_from_bits(0x7f800000u);
-  int y_int = P_floor_f32(y) == y && y_finite;
-  int y_odd = P_floor_f32(hy) != hy && y_int;
+  /* |y| and |y|/2 rounded to integers by adding and subtracting 2^23 (exact below 2^23; every
+     float from 2^23 up is an integer). */
+  float ry = P_sel_f32(ay < 8388608.0f, (ay + 8388608.0f) - 8388608.0f, ay);
+  float rhy = P_sel_f32(hy < 8388608.0f, (hy + 8388608.0f) - 8388608.0f, hy);
+  int y_int = ry == ay && y_finite;
+  int y_odd = rhy != hy && y_int;
   int special = ax == 0.0f || !(ax < P_f32_from_bits(0x7f800000u)) || !y_finite;
   /* The core runs on 1 where the limit form is taken, so that it converts no NaN to an integer. */
-  mag = special ? P_exp2_f32(y * P_log2_f32(ax)) : P_pow_core_f32(special ? 1.0f : ax, special ? 1.0f : y);
-  res = ((P_f32_to_bits(x) >> 31) != 0u && y_odd) ? -mag : mag;
-  res = (x < 0.0f && x > -P_f32_from_bits(0x7f800000u) && !y_int && y_finite) ? (x - x) / (x - x) : res;
-  return (y == 0.0f || x == 1.0f || (x == -1.0f && !y_finite && y == y)) ? 1.0f : res;
+  mag = P_sel_f32(special, P_exp2_f32(y * P_log2_f32(ax)), P_pow_core_f32(P_sel_f32(special, 1.0f, ax), P_sel_f32(special, 1.0f, y)));
+  res = P_f32_from_bits(P_f32_to_bits(mag) ^ ((uint32_t)((P_f32_to_bits(x) >> 31) != 0u && y_odd) << 31));
+  res = P_sel_f32(x < 0.0f && x > -P_f32_from_bits(0x7f800000u) && !y_int && y_finite, (x - x) / (x - x), res);
+  return P_sel_f32(y == 0.0f || x == 1.0f || (x == -1.0f && !y_finite && y == y), 1.0f, res);
 }"#;
 
 pub(super) const POW_F64: &str = r#"/* |x|^y for finite positive |x| (fdlibm e_pow.c): log2|x| = t1 + t2 (about 64 bits) from
@@ -94,16 +98,16 @@ pub(super) const POW_F64: &str = r#"/* |x|^y for finite positive |x| (fdlibm e_p
    rational form of e^r and an exact two-step scaling. Straight-line code. */
 static inline double P_pow_core_f64(double ax, double y) {
   int tiny = ax < 2.2250738585072014e-308;
-  double axs = tiny ? ax * 9007199254740992.0 : ax;
+  double axs = P_sel_f64(tiny, ax * 9007199254740992.0, ax);
   uint64_t ix = P_f64_to_bits(axs), hx = ix >> 32, j = hx & 0x000fffffu, hn;
   int mid = j > 0x3988eu && j < 0xbb67au, top = j >= 0xbb67au;
   double n, axn, bp, dp_h, dp_l, u, v, ss, s_h, s_l, t_h, t_l, s2, s4, r, l, p_h, p_l, z_h, z_l, t1, t2, y1, nn, t, z, w;
   hn = (j | 0x3ff00000u) - (top ? 0x00100000u : 0u);
-  n = (P_f64_from_bits(UINT64_C(0x4330000000000000) | (hx >> 20)) - 4503599627371519.0) + (top ? 1.0 : 0.0) + (tiny ? -53.0 : 0.0);
+  n = (P_f64_from_bits(UINT64_C(0x4330000000000000) | (hx >> 20)) - 4503599627371519.0) + P_sel_f64(top, 1.0, 0.0) + P_sel_f64(tiny, -53.0, 0.0);
   axn = P_f64_from_bits((hn << 32) | (ix & 0xffffffffu));
-  bp = mid ? 1.5 : 1.0;
-  dp_h = mid ? 5.84962487220764160156e-01 : 0.0;
-  dp_l = mid ? 1.35003920212974897128e-08 : 0.0;
+  bp = P_sel_f64(mid, 1.5, 1.0);
+  dp_h = P_sel_f64(mid, 5.84962487220764160156e-01, 0.0);
+  dp_l = P_sel_f64(mid, 1.35003920212974897128e-08, 0.0);
   u = axn - bp;
   v = 1.0 / (axn + bp);
   ss = u * v;
@@ -134,9 +138,9 @@ static inline double P_pow_core_f64(double ax, double y) {
   y1 = P_f64_from_bits(P_f64_to_bits(y) & UINT64_C(0xffffffff00000000));
   p_l = (y - y1) * t1 + y * t2;
   p_h = y1 * t1;
-  p_l = P_abs_f64(p_h) > 1100.0 ? 0.0 : p_l;
-  p_h = p_h > 1100.0 ? 1100.0 : p_h;
-  p_h = p_h < -1100.0 ? -1100.0 : p_h;
+  p_l = P_sel_f64(P_abs_f64(p_h) > 1100.0, 0.0, p_l);
+  p_h = P_sel_f64(p_h > 1100.0, 1100.0, p_h);
+  p_h = P_sel_f64(p_h < -1100.0, -1100.0, p_h);
   nn = (p_h + 6755399441055744.0) - 6755399441055744.0;
   p_h = p_h - nn;
   t = P_f64_from_bits(P_f64_to_bits(p_l + p_h) & UINT64_C(0xffffffff00000000));
@@ -156,13 +160,15 @@ static inline double P_pow_core_f64(double ax, double y) {
   return P_ldexp_f64(z, nn);
 }
 static inline double P_pow_f64(double x, double y) {
-  double ax = P_abs_f64(x), ay = P_abs_f64(y), hy = y * 0.5, mag, res;
+  double ax = P_abs_f64(x), ay = P_abs_f64(y), hy = ay * 0.5, mag, res;
   int y_finite = ay < P_f64_from_bits(UINT64_C(0x7ff0000000000000));
-  int y_int = P_floor_f64(y) == y && y_finite;
-  int y_odd = P_floor_f64(hy) != hy && y_int;
+  double ry = P_sel_f64(ay < 4503599627370496.0, (ay + 4503599627370496.0) - 4503599627370496.0, ay);
+  double rhy = P_sel_f64(hy < 4503599627370496.0, (hy + 4503599627370496.0) - 4503599627370496.0, hy);
+  int y_int = ry == ay && y_finite;
+  int y_odd = rhy != hy && y_int;
   int special = ax == 0.0 || !(ax < P_f64_from_bits(UINT64_C(0x7ff0000000000000))) || !y_finite;
-  mag = special ? P_exp2_f64(y * P_log2_f64(ax)) : P_pow_core_f64(special ? 1.0 : ax, special ? 1.0 : y);
-  res = ((P_f64_to_bits(x) >> 63) != 0u && y_odd) ? -mag : mag;
-  res = (x < 0.0 && x > -P_f64_from_bits(UINT64_C(0x7ff0000000000000)) && !y_int && y_finite) ? (x - x) / (x - x) : res;
-  return (y == 0.0 || x == 1.0 || (x == -1.0 && !y_finite && y == y)) ? 1.0 : res;
+  mag = P_sel_f64(special, P_exp2_f64(y * P_log2_f64(ax)), P_pow_core_f64(P_sel_f64(special, 1.0, ax), P_sel_f64(special, 1.0, y)));
+  res = P_f64_from_bits(P_f64_to_bits(mag) ^ ((uint64_t)((P_f64_to_bits(x) >> 63) != 0u && y_odd) << 63));
+  res = P_sel_f64(x < 0.0 && x > -P_f64_from_bits(UINT64_C(0x7ff0000000000000)) && !y_int && y_finite, (x - x) / (x - x), res);
+  return P_sel_f64(y == 0.0 || x == 1.0 || (x == -1.0 && !y_finite && y == y), 1.0, res);
 }"#;

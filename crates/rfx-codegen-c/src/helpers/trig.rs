@@ -3,7 +3,9 @@
 //! (f32) and fdlibm (f64) kernels. The f32 code uses no `double`.
 
 pub(super) const TWO_OVER_PI: &str = r#"/* 2/pi for Payne-Hanek reduction: word k + 2 holds bits [32k, 32k + 32) of its binary fraction
-   (most significant first), after two zero words that let a window start before the point. */
+   (most significant first), after two zero words that let a window start before the point.
+   Windows start at bit t of the table with 0 <= t <= 1034 (f64) or 167 (f32, both at Inf and
+   NaN), and read at most seven words from word t / 32. */
 static const uint32_t P_two_over_pi[44] = {
   0x00000000u, 0x00000000u, 0xa2f9836eu, 0x4e441529u,
   0xfc2757d1u, 0xf534ddc0u, 0xdb629599u, 0x3c439041u,
@@ -16,13 +18,7 @@ static const uint32_t P_two_over_pi[44] = {
   0x7527bac7u, 0xebe5f17bu, 0x3d0739f7u, 0x8a5292eau,
   0x6bfb5fb1u, 0x1f8d5d08u, 0x56033046u, 0xfc7b6babu,
   0xf0cfbc20u, 0x9af4361du, 0xa9e39161u, 0x5ee61b08u
-};
-/* Bits [t, t + 32) of the table, 0 <= t < 1376. */
-static inline uint32_t P_two_over_pi_bits(int32_t t) {
-  int32_t k = t >> 5;
-  uint32_t s = (uint32_t)t & 31u;
-  return (P_two_over_pi[k] << s) | ((P_two_over_pi[k + 1] >> 1) >> (31u - s));
-}"#;
+};"#;
 
 pub(super) const REM_PIO2_F32: &str = r#"/* Payne-Hanek in integers, f32: |x| = n pi/2 + r with |r| <= pi/4, for finite |x| >= 2^-10.
    With x = m 2^E (m < 2^24), the 96 bits of 2/pi from weight 2^(2-E) down make m times them
@@ -35,16 +31,22 @@ static inline float P_rem_pio2_f32(float x, uint32_t *quadrant) {
   uint32_t ix = P_f32_to_bits(x) & 0x7fffffffu;
   uint32_t m = (ix & 0x007fffffu) | 0x00800000u;
   int32_t t = (int32_t)(ix >> 23) - 127 - 23 - 2 + 64;
-  uint32_t w0, w1, w2;
+  uint32_t sh, a0, a1, a2, a3, w0, w1, w2;
   uint64_t hi, n;
   int64_t f;
   uint64_t uf;
   int sf;
   float fh, fl, c2, c1, c0;
   t = t < 0 ? 0 : t;
-  w0 = P_two_over_pi_bits(t);
-  w1 = P_two_over_pi_bits(t + 32);
-  w2 = P_two_over_pi_bits(t + 64);
+  /* The 96-bit window at bit t from four table words. */
+  sh = (uint32_t)t & 31u;
+  a0 = P_two_over_pi[t >> 5];
+  a1 = P_two_over_pi[(t >> 5) + 1];
+  a2 = P_two_over_pi[(t >> 5) + 2];
+  a3 = P_two_over_pi[(t >> 5) + 3];
+  w0 = (a0 << sh) | ((a1 >> 1) >> (31u - sh));
+  w1 = (a1 << sh) | ((a2 >> 1) >> (31u - sh));
+  w2 = (a2 << sh) | ((a3 >> 1) >> (31u - sh));
   hi = ((uint64_t)(m * w0) << 32) + (uint64_t)m * w1 + (((uint64_t)m * w2) >> 32);
   n = (hi + (UINT64_C(1) << 61)) >> 62;
   f = (int64_t)(hi - (n << 62));
@@ -56,8 +58,8 @@ static inline float P_rem_pio2_f32(float x, uint32_t *quadrant) {
   c0 = P_f32_from_bits(0x4b000000u | ((uint32_t)uf & 0x7fffffu)) - 8388608.0f;
   fh = c2 * 70368744177664.0f;
   fl = c1 * 8388608.0f + c0;
-  fh = sf ? -fh : fh;
-  fl = sf ? -fl : fl;
+  fh = P_f32_from_bits(P_f32_to_bits(fh) ^ ((uint32_t)sf << 31));
+  fl = P_f32_from_bits(P_f32_to_bits(fl) ^ ((uint32_t)sf << 31));
   *quadrant = (uint32_t)n;
   return fh * 3.40612167e-19f + (fl * 3.40612167e-19f + (fh + fl) * -9.47839643e-27f);
 }
@@ -86,35 +88,35 @@ static inline float P_reduce_f32(float x, uint32_t *q) {
   float ax = P_abs_f32(x), r;
   int small = ax < 0.785398163f;
   r = P_rem_pio2_f32(x, &n);
-  r = small ? ax : r;
+  r = P_sel_f32(small, ax, r);
   n = small ? 0u : n;
   *q = sign ? 0u - n : n;
-  return sign ? -r : r;
+  return P_f32_from_bits(P_f32_to_bits(r) ^ (sign << 31));
 }"#;
 
 pub(super) const SIN_F32: &str = r#"static inline float P_sin_f32(float x) {
   uint32_t q;
   float r = P_reduce_f32(x, &q), s = P_sin_kernel_f32(r), c = P_cos_kernel_f32(r), res;
-  res = (q & 1u) ? c : s;
-  res = (q & 2u) ? -res : res;
-  res = x == 0.0f ? x : res;
-  return P_abs_f32(x) <= 3.40282347e38f ? res : x - x;
+  res = P_sel_f32(q & 1u, c, s);
+  res = P_f32_from_bits(P_f32_to_bits(res) ^ ((q & 2u) << 30));
+  res = P_sel_f32(x == 0.0f, x, res);
+  return P_sel_f32(P_abs_f32(x) <= 3.40282347e38f, res, x - x);
 }"#;
 
 pub(super) const COS_F32: &str = r#"static inline float P_cos_f32(float x) {
   uint32_t q;
   float r = P_reduce_f32(x, &q), s = P_sin_kernel_f32(r), c = P_cos_kernel_f32(r), res;
-  res = (q & 1u) ? s : c;
-  res = ((q + 1u) & 2u) ? -res : res;
-  return P_abs_f32(x) <= 3.40282347e38f ? res : x - x;
+  res = P_sel_f32(q & 1u, s, c);
+  res = P_f32_from_bits(P_f32_to_bits(res) ^ (((q + 1u) & 2u) << 30));
+  return P_sel_f32(P_abs_f32(x) <= 3.40282347e38f, res, x - x);
 }"#;
 
 pub(super) const TAN_F32: &str = r#"static inline float P_tan_f32(float x) {
   uint32_t q;
   float r = P_reduce_f32(x, &q), s = P_sin_kernel_f32(r), c = P_cos_kernel_f32(r), res;
-  res = (q & 1u) ? -c / s : s / c;
-  res = x == 0.0f ? x : res;
-  return P_abs_f32(x) <= 3.40282347e38f ? res : x - x;
+  res = P_sel_f32(q & 1u, -c, s) / P_sel_f32(q & 1u, s, c);
+  res = P_sel_f32(x == 0.0f, x, res);
+  return P_sel_f32(P_abs_f32(x) <= 3.40282347e38f, res, x - x);
 }"#;
 
 pub(super) const REM_PIO2_F64: &str = r#"/* Payne-Hanek in integers, f64, for finite |x| >= 2^-10: x = m 2^E (m < 2^53) times the 192
@@ -126,20 +128,36 @@ static inline double P_rem_pio2_big_f64(double x, double *tail, uint32_t *quadra
   uint64_t ix = P_f64_to_bits(x) & UINT64_C(0x7fffffffffffffff);
   uint64_t m = (ix & UINT64_C(0x000fffffffffffff)) | (UINT64_C(1) << 52);
   uint64_t ml = m & 0xffffffffu, mh = m >> 32, acc, hi, lo, n, pl0, pl1, pl2, pl3, pl4, pl5, ph0, ph1, ph2, ph3, ph4;
-  int32_t t = (int32_t)(ix >> 52) - 1023 - 52 - 2 + 64;
+  int32_t t = (int32_t)(ix >> 52) - 1023 - 52 - 2 + 64, k;
+  uint32_t sb, a0, a1, a2, a3, a4, a5, a6, w0, w1, w2, w3, w4, w5;
   int64_t h;
   uint64_t uh;
   int sh;
   uint32_t l2, l3, l4;
   double a, b, vh, vl, s, c, vhh, vhl, p, err, y0, y1;
   t = t < 0 ? 0 : t;
-  /* a0 (least significant) .. a5 of the 192-bit window */
-  pl0 = ml * P_two_over_pi_bits(t + 160); ph0 = mh * P_two_over_pi_bits(t + 160);
-  pl1 = ml * P_two_over_pi_bits(t + 128); ph1 = mh * P_two_over_pi_bits(t + 128);
-  pl2 = ml * P_two_over_pi_bits(t + 96);  ph2 = mh * P_two_over_pi_bits(t + 96);
-  pl3 = ml * P_two_over_pi_bits(t + 64);  ph3 = mh * P_two_over_pi_bits(t + 64);
-  pl4 = ml * P_two_over_pi_bits(t + 32);  ph4 = mh * P_two_over_pi_bits(t + 32);
-  pl5 = ml * P_two_over_pi_bits(t);
+  /* The 192-bit window at bit t, w0 (most significant) .. w5, from seven table words. */
+  sb = (uint32_t)t & 31u;
+  k = t >> 5;
+  a0 = P_two_over_pi[k];
+  a1 = P_two_over_pi[k + 1];
+  a2 = P_two_over_pi[k + 2];
+  a3 = P_two_over_pi[k + 3];
+  a4 = P_two_over_pi[k + 4];
+  a5 = P_two_over_pi[k + 5];
+  a6 = P_two_over_pi[k + 6];
+  w0 = (a0 << sb) | ((a1 >> 1) >> (31u - sb));
+  w1 = (a1 << sb) | ((a2 >> 1) >> (31u - sb));
+  w2 = (a2 << sb) | ((a3 >> 1) >> (31u - sb));
+  w3 = (a3 << sb) | ((a4 >> 1) >> (31u - sb));
+  w4 = (a4 << sb) | ((a5 >> 1) >> (31u - sb));
+  w5 = (a5 << sb) | ((a6 >> 1) >> (31u - sb));
+  pl0 = ml * w5; ph0 = mh * w5;
+  pl1 = ml * w4; ph1 = mh * w4;
+  pl2 = ml * w3; ph2 = mh * w3;
+  pl3 = ml * w2; ph3 = mh * w2;
+  pl4 = ml * w1; ph4 = mh * w1;
+  pl5 = ml * w0;
   /* limbs 0..5 of m * window; limb i gathers lo(pl_i), hi(pl_{i-1}), lo(ph_{i-1}), hi(ph_{i-2}) */
   acc = (pl0 >> 32) + (pl1 & 0xffffffffu) + (ph0 & 0xffffffffu);
   acc = (acc >> 32) + (pl1 >> 32) + (pl2 & 0xffffffffu) + (ph1 & 0xffffffffu) + (ph0 >> 32);
@@ -161,8 +179,8 @@ static inline double P_rem_pio2_big_f64(double x, double *tail, uint32_t *quadra
   b = P_f64_from_bits(UINT64_C(0x4330000000000000) | (uh & 0xffffffffu)) - 4503599627370496.0;
   vh = a + b;
   vl = b - (vh - a);
-  vh = sh ? -vh : vh;
-  vl = sh ? -vl : vl;
+  vh = P_f64_from_bits(P_f64_to_bits(vh) ^ ((uint64_t)sh << 63));
+  vl = P_f64_from_bits(P_f64_to_bits(vl) ^ ((uint64_t)sh << 63));
   vl = vl + ((P_f64_from_bits(UINT64_C(0x4330000000000000) | (lo >> 32)) - 4503599627370496.0) * 2.3283064365386963e-10
              + (P_f64_from_bits(UINT64_C(0x4330000000000000) | (lo & 0xffffffffu)) - 4503599627370496.0) * 5.421010862427522e-20);
   s = vh + vl;
@@ -228,33 +246,35 @@ static inline double P_reduce_f64(double x, double *tail, uint32_t *q) {
   uint32_t mq, bq, n;
   int big = !(ax < 1647099.0);
   uint64_t sign = P_f64_to_bits(x) >> 63;
-  my = P_rem_pio2_medium_f64(big ? 0.0 : ax, &mt, &mq);
+  my = P_rem_pio2_medium_f64(P_sel_f64(big, 0.0, ax), &mt, &mq);
   by = P_rem_pio2_big_f64(ax, &bt, &bq);
-  y0 = big ? by : my; y1 = big ? bt : mt; n = big ? bq : mq;
+  y0 = P_sel_f64(big, by, my);
+  y1 = P_sel_f64(big, bt, mt);
+  n = big ? bq : mq;
   *q = sign ? 0u - n : n;
-  *tail = sign ? -y1 : y1;
-  return sign ? -y0 : y0;
+  *tail = P_f64_from_bits(P_f64_to_bits(y1) ^ (sign << 63));
+  return P_f64_from_bits(P_f64_to_bits(y0) ^ (sign << 63));
 }"#;
 
 pub(super) const SIN_F64: &str = r#"static inline double P_sin_f64(double x) {
   uint32_t q; double y1, y0 = P_reduce_f64(x, &y1, &q), res;
-  res = (q & 1u) ? P_cos_kernel_f64(y0, y1) : P_sin_kernel_f64(y0, y1);
-  res = (q & 2u) ? -res : res;
-  res = x == 0.0 ? x : res;
-  return P_abs_f64(x) <= 1.7976931348623157e308 ? res : x - x;
+  res = P_sel_f64(q & 1u, P_cos_kernel_f64(y0, y1), P_sin_kernel_f64(y0, y1));
+  res = P_f64_from_bits(P_f64_to_bits(res) ^ ((uint64_t)(q & 2u) << 62));
+  res = P_sel_f64(x == 0.0, x, res);
+  return P_sel_f64(P_abs_f64(x) <= 1.7976931348623157e308, res, x - x);
 }"#;
 
 pub(super) const COS_F64: &str = r#"static inline double P_cos_f64(double x) {
   uint32_t q; double y1, y0 = P_reduce_f64(x, &y1, &q), res;
-  res = (q & 1u) ? P_sin_kernel_f64(y0, y1) : P_cos_kernel_f64(y0, y1);
-  res = ((q + 1u) & 2u) ? -res : res;
-  return P_abs_f64(x) <= 1.7976931348623157e308 ? res : x - x;
+  res = P_sel_f64(q & 1u, P_sin_kernel_f64(y0, y1), P_cos_kernel_f64(y0, y1));
+  res = P_f64_from_bits(P_f64_to_bits(res) ^ ((uint64_t)((q + 1u) & 2u) << 62));
+  return P_sel_f64(P_abs_f64(x) <= 1.7976931348623157e308, res, x - x);
 }"#;
 
 pub(super) const TAN_F64: &str = r#"static inline double P_tan_f64(double x) {
   uint32_t q; double y1, y0 = P_reduce_f64(x, &y1, &q), s, c, res;
   s = P_sin_kernel_f64(y0, y1); c = P_cos_kernel_f64(y0, y1);
-  res = (q & 1u) ? -c / s : s / c;
-  res = x == 0.0 ? x : res;
-  return P_abs_f64(x) <= 1.7976931348623157e308 ? res : x - x;
+  res = P_sel_f64(q & 1u, -c, s) / P_sel_f64(q & 1u, s, c);
+  res = P_sel_f64(x == 0.0, x, res);
+  return P_sel_f64(P_abs_f64(x) <= 1.7976931348623157e308, res, x - x);
 }"#;

@@ -1,9 +1,10 @@
 //! Filters: first-order low-pass (one step, or run over whole signals), complementary, moving
-//! average.
+//! average, and the second-order section (biquad) with run-time coefficients.
 
 use rfx::Jit;
 
 use crate::build::{ControlKernel, column, func};
+use crate::state::{batch_dims, components, stack_last};
 
 /// The first-order low-pass step `y = y_prev + alpha·(x - y_prev)`, elementwise.
 ///
@@ -85,4 +86,76 @@ pub fn moving_average() -> Jit<ControlKernel> {
     ControlKernel::new("moving_average", &inputs)
         .part(step, &["mean"])
         .jit()
+}
+
+/// The number of entries of [`biquad`]'s `coefficients`: `[b0, b1, b2, a1, a2]`.
+pub const BIQUAD_COEFFICIENTS: usize = 5;
+
+/// The number of entries of [`biquad`]'s `state` (the two delays of the transposed direct
+/// form II).
+pub const BIQUAD_STATE: usize = 2;
+
+/// The second-order IIR section (biquad) step, elementwise over a batch of signals, with its
+/// coefficients as a run-time input; it follows the crate's state convention (`state` in,
+/// `state_next` out, one shape).
+///
+/// The transfer function is `(b0 + b1·z⁻¹ + b2·z⁻²) / (1 + a1·z⁻¹ + a2·z⁻²)`, computed in the
+/// transposed direct form II (two delays, the form with the best rounding of the direct
+/// forms):
+///
+/// ```text
+/// y  = b0·x + s1
+/// s1 = b1·x - a1·y + s2
+/// s2 = b2·x - a2·y
+/// ```
+///
+/// Inputs `x` `[..]`, `coefficients` `[BIQUAD_COEFFICIENTS]` (one filter for the batch) or
+/// `[.., BIQUAD_COEFFICIENTS]` (one per signal), `state` `[.., BIQUAD_STATE]` (zeros to start
+/// from rest; [`biquad_rest_state`] to start settled at a constant input). Outputs `y` `[..]`
+/// and `state_next` `[.., BIQUAD_STATE]`. [`butterworth_low_pass`] gives the coefficients of
+/// a second-order Butterworth low-pass.
+pub fn biquad() -> Jit<ControlKernel> {
+    let inputs = ["x", "coefficients", "state"];
+    let step = func("biquad", inputs, |[x, coefficients, state]| {
+        let [b0, b1, b2, a1, a2] = components::<BIQUAD_COEFFICIENTS>(coefficients);
+        let [s1, s2] = components::<BIQUAD_STATE>(state);
+        let batch = batch_dims(state);
+        let y = b0 * x + s1;
+        let s1 = b1 * x - a1 * y + s2;
+        let s2 = b2 * x - a2 * y;
+        vec![y.broadcast_to(batch.clone()), stack_last(&[s1, s2], &batch)]
+    });
+    ControlKernel::new("biquad", &inputs)
+        .part(step, &["y", "state_next"])
+        .jit()
+}
+
+/// The coefficients `[b0, b1, b2, a1, a2]` of a second-order Butterworth low-pass with
+/// cut-off `cutoff_hz` (its -3 dB point) sampled every `dt` seconds, by the bilinear transform
+/// with the cut-off pre-warped (`K = tan(π·cutoff_hz·dt)`; `0 < cutoff_hz < 1/(2·dt)`). The
+/// gain at DC is 1.
+pub fn butterworth_low_pass(cutoff_hz: f64, dt: f64) -> [f64; BIQUAD_COEFFICIENTS] {
+    let k = (std::f64::consts::PI * cutoff_hz * dt).tan();
+    let k2 = k * k;
+    let sqrt2 = std::f64::consts::SQRT_2;
+    let norm = 1.0 / (1.0 + sqrt2 * k + k2);
+    let b0 = k2 * norm;
+    [
+        b0,
+        2.0 * b0,
+        b0,
+        2.0 * (k2 - 1.0) * norm,
+        (1.0 - sqrt2 * k + k2) * norm,
+    ]
+}
+
+/// The [`biquad`] state of a filter that has seen the constant input `x` forever (its output
+/// the DC gain times `x`), so a filter started at a measurement does not ramp up from zero.
+/// The state of an unstable filter (`1 + a1 + a2 = 0`) is not finite.
+pub fn biquad_rest_state(coefficients: [f64; BIQUAD_COEFFICIENTS], x: f64) -> [f64; BIQUAD_STATE] {
+    let [b0, b1, b2, a1, a2] = coefficients;
+    let y = x * (b0 + b1 + b2) / (1.0 + a1 + a2);
+    let s2 = b2 * x - a2 * y;
+    let s1 = y - b0 * x;
+    [s1, s2]
 }

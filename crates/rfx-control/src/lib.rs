@@ -17,7 +17,19 @@
 //! - **f32 and f64.** Each constructor returns an [`rfx::Jit`] that compiles one kernel per
 //!   input signature: call it with `f32` arrays or `f64` arrays (all inputs one dtype).
 //!   Constants of the kernel (gains, DH parameters, noise variances) are Rust `f64` values
-//!   captured when the kernel is traced; to change one, build a new kernel.
+//!   captured when the kernel is traced; to change one, build a new kernel. The kernels that
+//!   take their parameters as an input instead ([`pid_tunable`], [`biquad`], [`kalman_filter`])
+//!   are retuned by writing new numbers into that input: no new compile.
+//! - **State in, state out.** A kernel that carries state from one call to the next (a
+//!   controller's integral, a filter's delays) takes it as an input named `state` `[.., S]`
+//!   (the batch shape, then the `S` components along the last axis) and returns the updated
+//!   state as an output named `state_next` of the same shape and dtype. The caller keeps two
+//!   buffers and swaps them after each call (`std::mem::swap(&mut state, &mut state_next)`,
+//!   no copy), so a bound call ([`rfx::BoundKernel::run_slices`]) allocates nothing. The
+//!   meaning of each component is the kernel's (`PID_STATE`, `BIQUAD_STATE`), and each has a
+//!   helper for a starting state ([`PidGains::initial_state`], [`biquad_rest_state`]). The
+//!   older kernels ([`pid`], [`low_pass`], the Kalman steps) name their state inputs and
+//!   outputs one by one instead.
 //! - **Calls.** [`rfx::Jit::call`] for convenience (`[&[f64]; K]` arrays of slices work for
 //!   any K), or [`rfx::Jit::bind`] for the real-time handle ([`rfx::BoundKernel::run_slices`]
 //!   allocates nothing once warmed up). Outputs come in the order listed, with the names
@@ -29,10 +41,12 @@
 //! | constructor | inputs | outputs |
 //! |---|---|---|
 //! | [`pid`]`(PidConfig)` | `setpoint, measurement, prev_measurement, integral` | `command, integral` |
+//! | [`pid_tunable`]`()` | `setpoint, measurement`, `params` `[.., 10]`, `state` `[.., 3]` | `command`, `state_next` `[.., 3]` (gains as an input, filtered derivative, back-calculation anti-windup) |
 //! | [`low_pass`]`()` | `x, y_prev, alpha` | `y` |
 //! | [`low_pass_signal`]`()` | `x` `[N, T]`, `y_prev` `[N]`, `alpha` | `y` `[N, T]`, `y_last` `[N]` (the filter run over each whole signal) |
 //! | [`complementary`]`()` | `angle, gyro, accel_y, accel_z, alpha, dt` | `angle` |
 //! | [`moving_average`]`()` | `window` `[N, K]` | `mean` `[N]` |
+//! | [`biquad`]`()` | `x`, `coefficients` `[.., 5]`, `state` `[.., 2]` | `y`, `state_next` `[.., 2]` (a second-order IIR section; [`butterworth_low_pass`]) |
 //! | [`gain_schedule`]`(x0, dx)` | `x`, `table` `[K]` | `gain` (linear interpolation in `table`) |
 //! | [`path_tracking`]`()` | `x, y, heading`, `path_x, path_y` `[M]` | `segment` (`i32`), `cross_track`, `heading_error` (to the nearest point of the path) |
 //! | [`kalman_predict`]`(dt, accel_var)` | `pos, vel, p00, p01, p11` | `pos, vel, p00, p01, p11` |
@@ -86,16 +100,20 @@ mod path;
 mod pid;
 mod quat;
 mod schedule;
+mod state;
 
 pub use arm::{
     DhParam, UR5, fk_dh6, fk_dh6_jacobian, fk_dh6_jacobian_outputs, fk_planar2, fk_planar2_jacobian,
 };
 pub use build::ControlKernel;
 pub use cost::{tracking_cost, tracking_cost_grad};
-pub use filter::{complementary, low_pass, low_pass_alpha, low_pass_signal, moving_average};
+pub use filter::{
+    BIQUAD_COEFFICIENTS, BIQUAD_STATE, biquad, biquad_rest_state, butterworth_low_pass, complementary,
+    low_pass, low_pass_alpha, low_pass_signal, moving_average,
+};
 pub use kalman::{kalman_filter, kalman_predict, kalman_update};
 pub use path::path_tracking;
-pub use pid::{PidConfig, pid};
+pub use pid::{PID_PARAMS, PID_STATE, PidConfig, PidGains, pid, pid_tunable};
 pub use quat::{
     NORM_EPS, SLERP_LERP_THRESHOLD, quat_conj, quat_from_axis_angle, quat_mul, quat_normalize, quat_rotate,
     quat_slerp, quat_to_rotmat, rotmat_to_quat,

@@ -64,6 +64,7 @@
 //! | [`fk_planar2_jacobian`]`(l1, l2)` | `q1, q2` | `x, y, jac_x_q1, jac_x_q2, jac_y_q1, jac_y_q2` |
 //! | [`fk_dh6`]`([DhParam; 6])` | `q1` … `q6` | `x, y, z` |
 //! | [`fk_dh6_jacobian`]`([DhParam; 6])` | `q1` … `q6` | `x, y, z, jac_x_q1` … `jac_z_q6` (21) |
+//! | [`Chain::kernel`]`(link, outputs)` (a [`Chain`] read from URDF) | `q` `[.., n]` | `transform` `[.., 4, 4]`, `pose` `[.., 7]`, `jacobian` `[.., 6, n]` (any of them; see [`Chain`]) |
 //! | [`tracking_cost`]`()` | `x, x_ref, u, q, r` | `cost` (scalar) |
 //! | [`tracking_cost_grad`]`()` | `x, x_ref, u, q, r` | `cost, grad_x, grad_u` |
 //!
@@ -93,6 +94,7 @@
 
 mod arm;
 mod build;
+mod chain;
 mod cost;
 mod filter;
 mod kalman;
@@ -106,6 +108,7 @@ pub use arm::{
     DhParam, UR5, fk_dh6, fk_dh6_jacobian, fk_dh6_jacobian_outputs, fk_planar2, fk_planar2_jacobian,
 };
 pub use build::ControlKernel;
+pub use chain::{Chain, ChainError, ChainJoint, ChainKernel, ChainOutput, JointKind};
 pub use cost::{tracking_cost, tracking_cost_grad};
 pub use filter::{
     BIQUAD_COEFFICIENTS, BIQUAD_STATE, biquad, biquad_rest_state, butterworth_low_pass, complementary,

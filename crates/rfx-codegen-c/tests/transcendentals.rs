@@ -285,8 +285,7 @@ fn gcc_vectorizer_report(text: &str, name: &str) -> Option<String> {
 
 /// The export benchmark's `sin(x*2)+y` at 65,536 elements: GCC vectorises its loop for AVX2 in
 /// f32 and f64 (the helpers are straight-line code with bit-pattern selects), and the loops of
-/// the other transcendentals but `pow` (whose special-value select GCC turns back into a
-/// branch around its core) and `fmod` (a loop per element).
+/// the other transcendentals but `log`, `tanh` (early returns) and `fmod` (a loop per element).
 #[test]
 fn gcc_vectorises_elementwise_loops_of_the_straight_line_helpers() {
     let n = 65536;
@@ -307,12 +306,14 @@ fn gcc_vectorises_elementwise_loops_of_the_straight_line_helpers() {
                 ),
             ));
         }
-        kernels.push((
-            "atan2".to_string(),
-            format!(
-                "kernel atan2 {{\n  %a = input a : {dtype}[{n}]\n  %b = input b : {dtype}[{n}]\n  %y = atan2 %a, %b : {dtype}[{n}]\n  output out = %y\n}}\n"
-            ),
-        ));
+        for op in ["atan2", "pow"] {
+            kernels.push((
+                op.to_string(),
+                format!(
+                    "kernel {op} {{\n  %a = input a : {dtype}[{n}]\n  %b = input b : {dtype}[{n}]\n  %y = {op} %a, %b : {dtype}[{n}]\n  output out = %y\n}}\n"
+                ),
+            ));
+        }
         for (op, text) in kernels {
             let Some(report) = gcc_vectorizer_report(&text, &format!("{op}_{dtype}")) else {
                 eprintln!("skipped: needs gcc on x86-64");

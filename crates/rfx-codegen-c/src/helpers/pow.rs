@@ -2,16 +2,26 @@
 //! and tail, and `exp` of a head and tail), with C99's special values. The f32 code uses
 //! float arithmetic only.
 
-pub(super) const POW_F32: &str = r#"/* |x|^y for finite positive |x| (fdlibm e_powf.c, in float): log2|x| = t1 + t2 to about 40
+pub(super) const POW_F32: &str = r#"/* pow's helpers are larger than GCC's inlining limit for one call: without inlining, a loop
+   that calls pow keeps the call and is not vectorised. Conditions combine with & and |, not
+   && and ||, so that no branch is left for GCC to thread the selects through. */
+#ifndef P_POW_INLINE
+#if defined(__GNUC__)
+#define P_POW_INLINE static inline __attribute__((always_inline))
+#else
+#define P_POW_INLINE static inline
+#endif
+#endif
+/* |x|^y for finite positive |x| (fdlibm e_powf.c, in float): log2|x| = t1 + t2 to about 40
    bits from s = (x - bp)/(x + bp), bp in {1, 1.5}, and the L1..L6 series, with heads cut to
    12 significant bits so that their products are exact; y split the same way, y log2|x| =
    p_h + p_l, then 2^(p_h + p_l) by the P1..P5 rational form of e^r and an exact two-step
    scaling. Straight-line code; pow's special values are selected around it. */
-static inline float P_pow_core_f32(float ax, float y) {
+P_POW_INLINE float P_pow_core_f32(float ax, float y) {
   int tiny = ax < 1.17549435e-38f;
   float axs = P_sel_f32(tiny, ax * 16777216.0f, ax);
   uint32_t ix = P_f32_to_bits(axs), j = ix & 0x007fffffu, ixn;
-  int mid = j > 0x1cc471u && j < 0x5db3d7u, top = j >= 0x5db3d7u;
+  int mid = (j > 0x1cc471u) & (j < 0x5db3d7u), top = j >= 0x5db3d7u;
   float n, axn, bp, dp_h, dp_l, u, v, ss, s_h, s_l, t_h, t_l, s2, r, p_h, p_l, z_h, z_l, t1, t2, y1, nn, t, z, w;
   ixn = (j | 0x3f800000u) - (top ? 0x00800000u : 0u);
   n = (P_f32_from_bits(0x4b000000u | (ix >> 23)) - 8388735.0f) + P_sel_f32(top, 1.0f, 0.0f) + P_sel_f32(tiny, -24.0f, 0.0f);
@@ -75,32 +85,39 @@ static inline float P_pow_core_f32(float ax, float y) {
    finite negative x and a finite non-integer y, 1 for y = +-0, x = 1 and (x, y) = (-1, +-Inf)
    (NaN operands included); zero, infinite or NaN operands through 2^(y log2|x|), whose
    limits are the C99 results. */
-static inline float P_pow_f32(float x, float y) {
+P_POW_INLINE float P_pow_f32(float x, float y) {
   float ax = P_abs_f32(x), ay = P_abs_f32(y), hy = ay * 0.5f, mag, res;
   int y_finite = ay < P_f32_from_bits(0x7f800000u);
   /* |y| and |y|/2 rounded to integers by adding and subtracting 2^23 (exact below 2^23; every
      float from 2^23 up is an integer). */
   float ry = P_sel_f32(ay < 8388608.0f, (ay + 8388608.0f) - 8388608.0f, ay);
   float rhy = P_sel_f32(hy < 8388608.0f, (hy + 8388608.0f) - 8388608.0f, hy);
-  int y_int = ry == ay && y_finite;
-  int y_odd = rhy != hy && y_int;
-  int special = ax == 0.0f || !(ax < P_f32_from_bits(0x7f800000u)) || !y_finite;
+  int y_int = (ry == ay) & y_finite;
+  int y_odd = (rhy != hy) & y_int;
+  int special = (ax == 0.0f) | !(ax < P_f32_from_bits(0x7f800000u)) | !y_finite;
   /* The core runs on 1 where the limit form is taken, so that it converts no NaN to an integer. */
   mag = P_sel_f32(special, P_exp2_f32(y * P_log2_f32(ax)), P_pow_core_f32(P_sel_f32(special, 1.0f, ax), P_sel_f32(special, 1.0f, y)));
-  res = P_f32_from_bits(P_f32_to_bits(mag) ^ ((uint32_t)((P_f32_to_bits(x) >> 31) != 0u && y_odd) << 31));
-  res = P_sel_f32(x < 0.0f && x > -P_f32_from_bits(0x7f800000u) && !y_int && y_finite, (x - x) / (x - x), res);
-  return P_sel_f32(y == 0.0f || x == 1.0f || (x == -1.0f && !y_finite && y == y), 1.0f, res);
+  res = P_f32_from_bits(P_f32_to_bits(mag) ^ (((P_f32_to_bits(x) >> 31) & (uint32_t)y_odd) << 31));
+  res = P_sel_f32((x < 0.0f) & (x > -P_f32_from_bits(0x7f800000u)) & !y_int & y_finite, (x - x) / (x - x), res);
+  return P_sel_f32((y == 0.0f) | (x == 1.0f) | ((x == -1.0f) & !y_finite & (y == y)), 1.0f, res);
 }"#;
 
-pub(super) const POW_F64: &str = r#"/* |x|^y for finite positive |x| (fdlibm e_pow.c): log2|x| = t1 + t2 (about 64 bits) from
+pub(super) const POW_F64: &str = r#"#ifndef P_POW_INLINE
+#if defined(__GNUC__)
+#define P_POW_INLINE static inline __attribute__((always_inline))
+#else
+#define P_POW_INLINE static inline
+#endif
+#endif
+/* |x|^y for finite positive |x| (fdlibm e_pow.c): log2|x| = t1 + t2 (about 64 bits) from
    s = (x - bp)/(x + bp), bp in {1, 1.5}, and the L1..L6 series, heads cut to their high
    word; y split the same way, y log2|x| = p_h + p_l, then 2^(p_h + p_l) by the P1..P5
    rational form of e^r and an exact two-step scaling. Straight-line code. */
-static inline double P_pow_core_f64(double ax, double y) {
+P_POW_INLINE double P_pow_core_f64(double ax, double y) {
   int tiny = ax < 2.2250738585072014e-308;
   double axs = P_sel_f64(tiny, ax * 9007199254740992.0, ax);
   uint64_t ix = P_f64_to_bits(axs), hx = ix >> 32, j = hx & 0x000fffffu, hn;
-  int mid = j > 0x3988eu && j < 0xbb67au, top = j >= 0xbb67au;
+  int mid = (j > 0x3988eu) & (j < 0xbb67au), top = j >= 0xbb67au;
   double n, axn, bp, dp_h, dp_l, u, v, ss, s_h, s_l, t_h, t_l, s2, s4, r, l, p_h, p_l, z_h, z_l, t1, t2, y1, nn, t, z, w;
   hn = (j | 0x3ff00000u) - (top ? 0x00100000u : 0u);
   n = (P_f64_from_bits(UINT64_C(0x4330000000000000) | (hx >> 20)) - 4503599627371519.0) + P_sel_f64(top, 1.0, 0.0) + P_sel_f64(tiny, -53.0, 0.0);
@@ -159,16 +176,16 @@ static inline double P_pow_core_f64(double ax, double y) {
   z = 1.0 - (r - z);
   return P_ldexp_f64(z, nn);
 }
-static inline double P_pow_f64(double x, double y) {
+P_POW_INLINE double P_pow_f64(double x, double y) {
   double ax = P_abs_f64(x), ay = P_abs_f64(y), hy = ay * 0.5, mag, res;
   int y_finite = ay < P_f64_from_bits(UINT64_C(0x7ff0000000000000));
   double ry = P_sel_f64(ay < 4503599627370496.0, (ay + 4503599627370496.0) - 4503599627370496.0, ay);
   double rhy = P_sel_f64(hy < 4503599627370496.0, (hy + 4503599627370496.0) - 4503599627370496.0, hy);
-  int y_int = ry == ay && y_finite;
-  int y_odd = rhy != hy && y_int;
-  int special = ax == 0.0 || !(ax < P_f64_from_bits(UINT64_C(0x7ff0000000000000))) || !y_finite;
+  int y_int = (ry == ay) & y_finite;
+  int y_odd = (rhy != hy) & y_int;
+  int special = (ax == 0.0) | !(ax < P_f64_from_bits(UINT64_C(0x7ff0000000000000))) | !y_finite;
   mag = P_sel_f64(special, P_exp2_f64(y * P_log2_f64(ax)), P_pow_core_f64(P_sel_f64(special, 1.0, ax), P_sel_f64(special, 1.0, y)));
-  res = P_f64_from_bits(P_f64_to_bits(mag) ^ ((uint64_t)((P_f64_to_bits(x) >> 63) != 0u && y_odd) << 63));
-  res = P_sel_f64(x < 0.0 && x > -P_f64_from_bits(UINT64_C(0x7ff0000000000000)) && !y_int && y_finite, (x - x) / (x - x), res);
-  return P_sel_f64(y == 0.0 || x == 1.0 || (x == -1.0 && !y_finite && y == y), 1.0, res);
+  res = P_f64_from_bits(P_f64_to_bits(mag) ^ (((P_f64_to_bits(x) >> 63) & (uint64_t)y_odd) << 63));
+  res = P_sel_f64((x < 0.0) & (x > -P_f64_from_bits(UINT64_C(0x7ff0000000000000))) & !y_int & y_finite, (x - x) / (x - x), res);
+  return P_sel_f64((y == 0.0) | (x == 1.0) | ((x == -1.0) & !y_finite & (y == y)), 1.0, res);
 }"#;

@@ -45,6 +45,7 @@ from ._export import export
 from ._tracer import Tracer
 from . import numpy  # noqa: E402 - the namespace imports the tracer
 from . import lie  # noqa: E402 - Lie groups written with the traced NumPy functions
+from . import control  # noqa: E402 - URDF kinematic chains written with the traced NumPy functions
 
 Kernel = _rfx.Kernel
 #: Optimises, lowers and compiles a `Kernel`: `compile(kernel, backend="cpu", fast_math=False)`

@@ -39,6 +39,15 @@
 //! A traced closure runs once per input signature; the Rust values it reads become constants
 //! of the kernel. Gains that change at run time must be inputs. [`jit()`] therefore rejects
 //! closures that capture anything at compile time; see [`Func`] for the opt-in.
+//!
+//! # Cargo features
+//!
+//! - `cuda`, `metal`: the GPU backends, through the runtime.
+//! - `nalgebra`: the module `rfx::nalgebra`, conversions between nalgebra's `SVector`,
+//!   `SMatrix`, `UnitQuaternion` and `Isometry3` and rfx arrays. rfx arrays are row-major
+//!   where nalgebra stores column-major (so `m.as_slice()` handed over as a `[R, C]` array is
+//!   the transpose), and rfx quaternions are `[w, x, y, z]` where nalgebra stores
+//!   `[x, y, z, w]`: the conversions go through indices and named components, never storage.
 #![deny(missing_docs)]
 
 mod dynamic;
@@ -47,6 +56,8 @@ pub mod expr;
 mod func;
 mod jit;
 pub mod lie;
+#[cfg(feature = "nalgebra")]
+pub mod nalgebra;
 mod trace;
 
 pub use dynamic::{Trace, inline};

@@ -522,3 +522,36 @@ fn a_chain_of_fixed_joints_takes_an_empty_q() {
         1e-16,
     );
 }
+
+#[test]
+fn the_kinematics_page_example_runs() {
+    // docs/kinematics.md's Rust example, with its results checked.
+    let ur5 = ur5();
+    let kernel = ur5
+        .kernel("tool0", &[ChainOutput::Transform, ChainOutput::Jacobian])
+        .expect("kernel");
+    let q = rfx::array(
+        [2, 6],
+        vec![0.0f64, -1.2, 1.1, 0.3, 1.5, 0.0, 0.4, -0.5, 0.9, -1.0, 0.2, 0.3],
+    )
+    .expect("q");
+    let out = kernel.call((&q,)).expect("call");
+    assert_eq!(out[0].shape().dims(), &[2, 4, 4]);
+    assert_eq!(out[1].shape().dims(), &[2, 6, 6]);
+    let chain = ur5.clone();
+    let dp_dq = rfx::jit(rfx::vmap(rfx::jacobian(rfx::Func::with_constants(
+        move |q: Tensor| {
+            chain
+                .fk(q, "tool0")
+                .expect("a link of the chain")
+                .slice_axis(1, 3..4)
+                .slice_axis(0, 0..3)
+        },
+    ))));
+    let d = dp_dq.call((&q,)).expect("dp_dq");
+    assert_eq!(d[1].shape().dims(), &[2, 3, 1, 6]);
+    // Its entries are the Jacobian's linear rows.
+    let jac = out[1].to_f64_vec();
+    let linear: Vec<f64> = (0..2).flat_map(|k| jac[36 * k..36 * k + 18].to_vec()).collect();
+    assert_close("dp/dq", &d[1].to_f64_vec(), &linear, 1e-13);
+}

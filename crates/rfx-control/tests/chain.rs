@@ -555,3 +555,25 @@ fn the_kinematics_page_example_runs() {
     let linear: Vec<f64> = (0..2).flat_map(|k| jac[36 * k..36 * k + 18].to_vec()).collect();
     assert_close("dp/dq", &d[1].to_f64_vec(), &linear, 1e-13);
 }
+
+#[test]
+fn names_that_are_not_identifiers_still_make_kernels() {
+    let urdf = r#"<robot name="my robot"><link name="base-0"/><link name="wrist 3.link"/>
+      <joint name="j-1" type="revolute"><parent link="base-0"/><child link="wrist 3.link"/>
+        <origin xyz="0 0 0.5"/><axis xyz="1 0 0"/><limit lower="-1" upper="1" effort="1" velocity="1"/></joint>
+    </robot>"#;
+    let chain = Chain::from_urdf(urdf).expect("chain");
+    let out = chain
+        .fk_jit("wrist 3.link")
+        .expect("kernel")
+        .call((&[0.5f64][..],))
+        .expect("call");
+    let m = out[0].to_f64_vec();
+    let (s, c) = 0.5f64.sin_cos();
+    assert_close(
+        "rotation about x",
+        &[m[5], m[6], m[9], m[10], m[11]],
+        &[c, -s, s, c, 0.5],
+        1e-16,
+    );
+}

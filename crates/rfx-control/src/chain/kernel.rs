@@ -97,7 +97,7 @@ impl Chain {
                 })
                 .collect()
         });
-        let kernel_name = format!("{}_{link}", self.name());
+        let kernel_name = identifier(&format!("chain_{}_{link}", self.name()));
         let inner = ControlKernel::new(&kernel_name, &["q"]).part(part, &names);
         Ok(rfx::jit(ChainKernel { dof, inner }))
     }
@@ -111,4 +111,12 @@ impl Chain {
     pub fn jacobian_jit(&self, link: &str) -> Result<Jit<ChainKernel>, ChainError> {
         self.kernel(link, &[ChainOutput::Transform, ChainOutput::Jacobian])
     }
+}
+
+/// `name` with every character outside `[A-Za-z0-9_]` replaced by `_`: URDF names may hold
+/// any character, kernel names are identifiers.
+fn identifier(name: &str) -> String {
+    name.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect()
 }

@@ -88,12 +88,13 @@ impl Chain {
         let dof = self.dof();
         let part = func("chain", ["q"], move |[q]: [Tensor; 1]| {
             let inputs = JointInputs::new(q, dof);
+            let walk = kinematics::walk(&chain, &path, &inputs);
             outputs
                 .iter()
                 .map(|output| match output {
-                    ChainOutput::Transform => kinematics::fk_matrix(&chain, &path, &inputs),
-                    ChainOutput::Pose => kinematics::fk_pose(&chain, &path, &inputs),
-                    ChainOutput::Jacobian => kinematics::jacobian(&chain, &path, &inputs),
+                    ChainOutput::Transform => kinematics::fk_matrix(&walk, &inputs),
+                    ChainOutput::Pose => kinematics::fk_pose(&walk, &inputs),
+                    ChainOutput::Jacobian => kinematics::jacobian(&walk, &inputs),
                 })
                 .collect()
         });

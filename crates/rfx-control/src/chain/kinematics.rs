@@ -168,8 +168,15 @@ struct JointInRoot {
     origin: V3,
 }
 
+/// The link's frame and the movable joints on its path: what every output is made of, traced
+/// once per kernel.
+pub(super) struct Walk {
+    frame: Frame,
+    moving: Vec<JointInRoot>,
+}
+
 /// Walks the path (root first) and returns the link's frame and the movable joints met.
-fn walk(chain: &Chain, path: &[usize], q: &JointInputs) -> (Frame, Vec<JointInRoot>) {
+pub(super) fn walk(chain: &Chain, path: &[usize], q: &JointInputs) -> Walk {
     let mut frame = Frame::identity();
     let mut moving = Vec::new();
     for &j in path {
@@ -186,7 +193,7 @@ fn walk(chain: &Chain, path: &[usize], q: &JointInputs) -> (Frame, Vec<JointInRo
         }
         frame = frame.then(&motion_frame(joint, position));
     }
-    (frame, moving)
+    Walk { frame, moving }
 }
 
 /// `entries` (constants broadcast to the batch) stacked along a new last axis, then that axis
@@ -204,8 +211,8 @@ fn stack(entries: &[S], q: &JointInputs, tail: &[usize]) -> Tensor {
     stacked.reshape(dims)
 }
 
-pub(super) fn fk_matrix(chain: &Chain, path: &[usize], q: &JointInputs) -> Tensor {
-    let (frame, _) = walk(chain, path, q);
+pub(super) fn fk_matrix(walk: &Walk, q: &JointInputs) -> Tensor {
+    let frame = &walk.frame;
     let (z, o) = (S::C(0.0), S::C(1.0));
     let r = frame.rotation;
     let t = frame.translation;
@@ -216,14 +223,14 @@ pub(super) fn fk_matrix(chain: &Chain, path: &[usize], q: &JointInputs) -> Tenso
     stack(&entries, q, &[4, 4])
 }
 
-pub(super) fn fk_pose(chain: &Chain, path: &[usize], q: &JointInputs) -> Tensor {
-    let (frame, _) = walk(chain, path, q);
+pub(super) fn fk_pose(walk: &Walk, q: &JointInputs) -> Tensor {
+    let frame = &walk.frame;
     let [w, x, y, z] = frame.quat;
     let [px, py, pz] = frame.translation;
     stack(&[w, x, y, z, px, py, pz], q, &[7])
 }
 
-pub(super) fn jacobian(chain: &Chain, path: &[usize], q: &JointInputs) -> Tensor {
+pub(super) fn jacobian(walk: &Walk, q: &JointInputs) -> Tensor {
     let n = q.positions.len();
     let mut dims = q.batch.clone();
     if n == 0 {
@@ -236,9 +243,9 @@ pub(super) fn jacobian(chain: &Chain, path: &[usize], q: &JointInputs) -> Tensor
         dims.extend([6, 0]);
         return like.slice_axis(q.batch.len() + 1, 0..0).broadcast_to(dims);
     }
-    let (frame, moving) = walk(chain, path, q);
+    let frame = &walk.frame;
     let mut columns = vec![[S::C(0.0); 6]; n];
-    for joint in moving {
+    for joint in &walk.moving {
         let column = match joint.kind {
             JointKind::Revolute => {
                 let lever: V3 = std::array::from_fn(|i| frame.translation[i] - joint.origin[i]);

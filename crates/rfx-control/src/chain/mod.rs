@@ -269,7 +269,7 @@ impl Chain {
     pub fn fk(&self, q: Tensor, link: &str) -> Result<Tensor, ChainError> {
         let path = self.path_to(link)?;
         let q = self.joint_inputs(q)?;
-        Ok(kinematics::fk_matrix(self, &path, &q))
+        Ok(kinematics::fk_matrix(&kinematics::walk(self, &path, &q), &q))
     }
 
     /// The pose of `link` in the root frame as an SE(3) element of [`rfx::lie`]'s storage,
@@ -279,7 +279,7 @@ impl Chain {
     pub fn fk_pose(&self, q: Tensor, link: &str) -> Result<Tensor, ChainError> {
         let path = self.path_to(link)?;
         let q = self.joint_inputs(q)?;
-        Ok(kinematics::fk_pose(self, &path, &q))
+        Ok(kinematics::fk_pose(&kinematics::walk(self, &path, &q), &q))
     }
 
     /// The geometric Jacobian of `link`'s frame, `[.., 6, n]`, traced from `q` `[.., n]`: rows
@@ -291,7 +291,7 @@ impl Chain {
     pub fn jacobian(&self, q: Tensor, link: &str) -> Result<Tensor, ChainError> {
         let path = self.path_to(link)?;
         let q = self.joint_inputs(q)?;
-        Ok(kinematics::jacobian(self, &path, &q))
+        Ok(kinematics::jacobian(&kinematics::walk(self, &path, &q), &q))
     }
 
     /// Checks `q`'s last axis and splits it into the joints' positions.

@@ -1,5 +1,6 @@
 """`rfxjit.control`: kinematic chains and trees read from URDF, with forward kinematics and
-geometric Jacobians written with the NumPy functions rfx traces, so they run inside
+geometric Jacobians, and the stateful PID and biquad steps (`pid_step`, `biquad_step`, from
+`_controllers.py`; docs/control.md), written with the NumPy functions rfx traces, so they run inside
 `rfxjit.jit`, differentiate with `rfxjit.grad`/`rfxjit.jacobian`, map with `rfxjit.vmap`, and
 also run eagerly on NumPy arrays.
 
@@ -28,9 +29,23 @@ import xml.etree.ElementTree as ET
 import numpy as np
 
 from . import numpy as _rnp
+from ._controllers import (
+    BIQUAD_COEFFICIENTS,
+    BIQUAD_STATE,
+    PID_PARAMS,
+    PID_STATE,
+    biquad_step,
+    butterworth_low_pass,
+    pid_initial_state,
+    pid_params,
+    pid_step,
+)
 from ._errors import RfxError
 
-__all__ = ["Chain", "ChainError", "ChainJoint"]
+__all__ = [
+    "BIQUAD_COEFFICIENTS", "BIQUAD_STATE", "Chain", "ChainError", "ChainJoint", "PID_PARAMS", "PID_STATE",
+    "biquad_step", "butterworth_low_pass", "pid_initial_state", "pid_params", "pid_step",
+]
 
 
 class ChainError(RfxError, ValueError):

@@ -8,7 +8,7 @@ use rfx_ir::lir::{Inst, LirKernel, LirProgram, Storage};
 use rfx_ir::{BinaryOp, BufId, DType, Scalar, UnaryOp};
 
 use crate::helpers::Helper;
-use crate::walk::{Dialect, walk};
+use crate::walk::{Dialect, Variant, walk};
 use crate::{ExportError, c_type, work_align, work_layout};
 
 /// Emits the source file of `program` as function `name`.
@@ -17,6 +17,7 @@ pub(crate) fn emit_program(program: &LirProgram, name: &str) -> Result<String, E
         program,
         prefix: name.to_string(),
         helpers: BTreeSet::new(),
+        variant: Variant::Exact,
     };
     let body = walk(program, &mut e)?;
     let mut src = String::new();
@@ -61,7 +62,7 @@ pub(crate) fn emit_program(program: &LirProgram, name: &str) -> Result<String, E
         }
     }
     src.push('\n');
-    src.push_str(&signature(program, name));
+    src.push_str(&definition(program, name));
     src.push_str(" {\n");
     let layout = work_layout(program);
     let mut checks = Vec::new();
@@ -114,14 +115,28 @@ pub(crate) fn emit_program(program: &LirProgram, name: &str) -> Result<String, E
 
 /// The exported function's prototype (without the `;`): inputs, outputs, then `work`.
 pub(crate) fn signature(program: &LirProgram, name: &str) -> String {
+    parameters(program, name, "")
+}
+
+/// The definition's head: the prototype with `restrict` pointers. The ABI forbids an output to
+/// overlap anything else, and inputs are only read (two may overlap: `restrict` allows that for
+/// objects nobody modifies), so the qualifier states what the caller already promises and lets
+/// the compiler vectorise without a run-time overlap check. It is on the definition only:
+/// top-level qualifiers of parameters are not part of the function's type, and the header
+/// stays valid C++.
+fn definition(program: &LirProgram, name: &str) -> String {
+    parameters(program, name, "restrict ")
+}
+
+fn parameters(program: &LirProgram, name: &str, qualifier: &str) -> String {
     let mut params = Vec::new();
     for (i, (_, _, ty)) in program.inputs().enumerate() {
-        params.push(format!("const {} *in_{i}", c_type(ty.dtype)));
+        params.push(format!("const {} *{qualifier}in_{i}", c_type(ty.dtype)));
     }
     for (i, (_, _, ty)) in program.outputs().enumerate() {
-        params.push(format!("{} *out_{i}", c_type(ty.dtype)));
+        params.push(format!("{} *{qualifier}out_{i}", c_type(ty.dtype)));
     }
-    params.push("void *work".to_string());
+    params.push(format!("void *{qualifier}work"));
     format!("int {name}({})", params.join(", "))
 }
 
@@ -167,12 +182,24 @@ fn reg_type(dtype: DType) -> &'static str {
     }
 }
 
+/// The C dialect of `program`, for the walk's tests.
+#[cfg(test)]
+pub(crate) fn test_dialect(program: &LirProgram) -> impl Dialect + '_ {
+    CDialect {
+        program,
+        prefix: "t".to_string(),
+        helpers: BTreeSet::new(),
+        variant: Variant::Exact,
+    }
+}
+
 /// The C spelling of the walk's statements and expressions; it collects the helpers the
 /// expressions call.
 struct CDialect<'a> {
     program: &'a LirProgram,
     prefix: String,
     helpers: BTreeSet<Helper>,
+    variant: Variant,
 }
 
 impl CDialect<'_> {
@@ -189,6 +216,24 @@ impl CDialect<'_> {
 impl Dialect for CDialect<'_> {
     fn check(&self, kernel: &LirKernel, inst: &Inst) -> Result<(), ExportError> {
         check_supported(kernel, inst)
+    }
+
+    /// f32 `sin` and `cos`: a float reduction for |x| <= 4096 (see the helpers).
+    fn has_fast_variant(&self, kernel: &LirKernel, inst: &Inst) -> bool {
+        matches!(inst, Inst::Unary { op: UnaryOp::Sin | UnaryOp::Cos, src, .. }
+            if kernel.slot_dtype(*src) == Some(DType::F32))
+    }
+
+    fn set_variant(&mut self, variant: Variant) {
+        self.variant = variant;
+    }
+
+    fn flag(&self, name: &str) -> String {
+        format!("uint32_t {name} = 0u;")
+    }
+
+    fn or_flag(&self, acc: &str, flag: &str) -> String {
+        format!("{acc} |= {flag};")
     }
 
     fn index_type(&self, program: &LirProgram, kernel: &LirKernel) -> &'static str {
@@ -371,6 +416,19 @@ impl Dialect for CDialect<'_> {
             (UnaryOp::Rsqrt, _) => {
                 let root = self.helper(Helper::SqrtF64, "sqrt_f64", &[x]);
                 format!("1.0 / {root}")
+            }
+            (UnaryOp::Sin | UnaryOp::Cos, DType::F32) if self.variant != Variant::Exact => {
+                let (h, name) = match (op, self.variant) {
+                    (UnaryOp::Sin, Variant::Fast) => (Helper::SinFastF32, "sin_fast_f32"),
+                    (UnaryOp::Sin, _) => (Helper::SinFastF32, "sin_full_f32"),
+                    (_, Variant::Fast) => (Helper::CosFastF32, "cos_fast_f32"),
+                    _ => (Helper::CosFastF32, "cos_full_f32"),
+                };
+                if self.variant == Variant::Fast {
+                    self.helper(h, name, &[x, "&slow"])
+                } else {
+                    self.helper(h, name, &[x])
+                }
             }
             (UnaryOp::Recip, DType::F32) => format!("1.0f / {x}"),
             (UnaryOp::Recip, _) => format!("1.0 / {x}"),

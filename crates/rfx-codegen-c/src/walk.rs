@@ -7,8 +7,13 @@
 //!
 //! The walk decides the loops, their order and the reduction state; a [`Dialect`] spells each
 //! statement and expression in its language (C in `emit.rs`, Rust in `rust.rs`).
+//!
+//! Before any code is written, [`loop_shapes`] decides each kernel's [`LoopShape`]: an
+//! elementwise kernel that calls an op with a fast variant (one that flags the elements it
+//! cannot compute exactly, such as `sin` of a huge argument) runs a first loop with the fast
+//! variants and, only when some element was flagged, the same loop again with the exact code.
 
-use rfx_ir::lir::{Inst, LirKernel, LirProgram, ReduceLeaves, ScanOrder, SlotId};
+use rfx_ir::lir::{Inst, LirKernel, LirProgram, ReduceLeaves, ScanOrder, SlotId, Storage};
 use rfx_ir::{BinaryOp, BufId, CmpOp, DType, ReduceOp, Scalar, UnaryOp};
 
 use crate::ExportError;
@@ -74,18 +79,115 @@ pub(crate) trait Dialect {
     fn read(&mut self, buf: BufId, element: &str) -> String;
     /// The statement storing register `value` into element `element` of `buf`.
     fn store(&mut self, buf: BufId, element: &str, value: &str) -> String;
+    /// Whether the language has a fast variant of `inst`: one that computes the exact result
+    /// on the common path and flags the elements that need the exact code.
+    fn has_fast_variant(&self, _kernel: &LirKernel, _inst: &Inst) -> bool {
+        false
+    }
+    /// Which variant of the ops with a fast variant the expressions call from now on.
+    fn set_variant(&mut self, _variant: Variant) {}
+    /// Declares the slow-path flag `name`, clear.
+    fn flag(&self, name: &str) -> String {
+        format!("let mut {name}: u32 = 0;")
+    }
+    /// `acc |= flag;`.
+    fn or_flag(&self, acc: &str, flag: &str) -> String {
+        format!("{acc} |= {flag};")
+    }
+}
+
+/// The code an op with a fast variant is spelled as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Variant {
+    /// The exact code (every loop of [`LoopShape::Exact`]).
+    Exact,
+    /// The fast variant, which sets the flag `slow` on the elements it cannot compute.
+    Fast,
+    /// The fast variant's result where it applies and the exact code's elsewhere (a branch), so
+    /// that every element's result is the same whichever loop computed it. Also the preamble's
+    /// code, which runs once per call.
+    Full,
+}
+
+/// How a kernel's loop nest is emitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LoopShape {
+    /// One loop nest with the exact code.
+    Exact,
+    /// A loop nest with the fast variants that flags the elements that need the exact code
+    /// (`any_slow`), then, when one was flagged, the same loop nest with [`Variant::Full`]. Only
+    /// for kernels whose second run recomputes the first's results from unchanged inputs: no
+    /// reduction or scan state, and no buffer both read and written (or sharing arena bytes
+    /// with one written) by the kernel.
+    FastThenExact,
+}
+
+/// Each kernel's loop shape, decided from the ops it calls and the buffers it reads and writes.
+pub(crate) fn loop_shapes<D: Dialect>(program: &LirProgram, dialect: &D) -> Vec<LoopShape> {
+    program
+        .kernels()
+        .iter()
+        .map(|kernel| {
+            let fast = kernel
+                .body
+                .iter()
+                .any(|inst| dialect.has_fast_variant(kernel, inst));
+            if fast && reruns_cleanly(program, kernel) {
+                LoopShape::FastThenExact
+            } else {
+                LoopShape::Exact
+            }
+        })
+        .collect()
+}
+
+/// Whether running `kernel`'s loop nest twice computes the same results as once: it carries no
+/// state from one point to the next (reduction, scan), and writes no buffer it reads, nor one
+/// whose arena bytes overlap those of a buffer it reads (the memory plan reuses bytes).
+fn reruns_cleanly(program: &LirProgram, kernel: &LirKernel) -> bool {
+    if kernel.reduce_dims > 0 || kernel.scan.is_some() {
+        return false;
+    }
+    let mut reads = Vec::new();
+    let mut writes = Vec::new();
+    for inst in kernel.preamble.iter().chain(&kernel.body) {
+        match inst {
+            Inst::Load { buf, .. } | Inst::Gather { buf, .. } => reads.push(*buf),
+            Inst::Store { buf, .. } => writes.push(*buf),
+            Inst::Reduce { .. } | Inst::Scan { .. } => return false,
+            _ => {}
+        }
+    }
+    let bytes = |buf: BufId| {
+        program.buffer(buf).and_then(|b| match b.storage {
+            Storage::Arena { offset } => {
+                Some((offset, offset + b.ty.shape.numel() * b.ty.dtype.size_bytes()))
+            }
+            _ => None,
+        })
+    };
+    writes.iter().all(|&w| {
+        reads.iter().all(|&r| {
+            r != w
+                && match (bytes(r), bytes(w)) {
+                    (Some((r0, r1)), Some((w0, w1))) => r1 <= w0 || w1 <= r0,
+                    _ => true,
+                }
+        })
+    })
 }
 
 /// Walks `program`, printing every kernel's block through `dialect`; returns the function body
 /// lines (indented for a function body).
 pub(crate) fn walk<D: Dialect>(program: &LirProgram, dialect: &mut D) -> Result<String, ExportError> {
+    let shapes = loop_shapes(program, dialect);
     let mut w = Walk {
         program,
         d: dialect,
         out: String::new(),
     };
-    for (k, kernel) in program.kernels().iter().enumerate() {
-        w.kernel(k, kernel)?;
+    for ((k, kernel), &shape) in program.kernels().iter().enumerate().zip(&shapes) {
+        w.kernel(k, kernel, shape)?;
     }
     Ok(w.out)
 }
@@ -124,7 +226,7 @@ impl<D: Dialect> Walk<'_, D> {
         self.program.buffer(buf).map_or(DType::F32, |b| b.ty.dtype)
     }
 
-    fn kernel(&mut self, k: usize, kernel: &LirKernel) -> Result<(), ExportError> {
+    fn kernel(&mut self, k: usize, kernel: &LirKernel, shape: LoopShape) -> Result<(), ExportError> {
         for inst in kernel.preamble.iter().chain(&kernel.body) {
             self.d.check(kernel, inst)?;
         }
@@ -147,11 +249,21 @@ impl<D: Dialect> Walk<'_, D> {
         let leading_numel: usize = leading.iter().product();
         let reduced_numel: usize = reduced.iter().product();
         if leading_numel > 0 && reduced_numel > 0 {
-            for inst in &kernel.preamble {
-                self.inst(2, kernel, inst, None)?;
-            }
+            // The preamble runs once: the fast variants with a branch to the exact code.
+            self.d.set_variant(Variant::Full);
+            let done = kernel
+                .preamble
+                .iter()
+                .try_for_each(|inst| self.inst(2, kernel, inst, None));
+            self.d.set_variant(Variant::Exact);
+            done?;
         }
         if leading_numel == 0 {
+            self.line(1, "}");
+            return Ok(());
+        }
+        if shape == LoopShape::FastThenExact && reduced.is_empty() {
+            self.fast_then_exact(kernel, leading, index_ty)?;
             self.line(1, "}");
             return Ok(());
         }
@@ -213,6 +325,56 @@ impl<D: Dialect> Walk<'_, D> {
             self.line(depth, "}");
         }
         self.line(1, "}");
+        Ok(())
+    }
+
+    /// [`LoopShape::FastThenExact`]: the elementwise loop nest over `leading` with the fast
+    /// variants, each point's flags gathered into `any_slow`, then the loop nest with
+    /// [`Variant::Full`] when a flag was set.
+    fn fast_then_exact(
+        &mut self,
+        kernel: &LirKernel,
+        leading: &[usize],
+        index_ty: &str,
+    ) -> Result<(), ExportError> {
+        let any = self.d.flag("any_slow");
+        self.line(2, &any);
+        for fast in [true, false] {
+            let mut depth = 2;
+            if !fast {
+                let open = self.d.if_open("any_slow != 0");
+                self.line(depth, &open);
+                depth += 1;
+            }
+            for (d, &n) in leading.iter().enumerate() {
+                let open = self.d.for_open(&format!("i{d}"), n, index_ty);
+                self.lines(depth, open);
+                depth += 1;
+            }
+            if fast {
+                let slow = self.d.flag("slow");
+                self.line(depth, &slow);
+            }
+            self.d
+                .set_variant(if fast { Variant::Fast } else { Variant::Full });
+            let done = kernel
+                .body
+                .iter()
+                .try_for_each(|inst| self.inst(depth, kernel, inst, None));
+            self.d.set_variant(Variant::Exact);
+            done?;
+            if fast {
+                let or = self.d.or_flag("any_slow", "slow");
+                self.line(depth, &or);
+            }
+            for _ in leading {
+                depth -= 1;
+                self.line(depth, "}");
+            }
+            if !fast {
+                self.line(2, "}");
+            }
+        }
         Ok(())
     }
 
@@ -567,4 +729,99 @@ fn join(dims: &[usize]) -> String {
         .map(ToString::to_string)
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{LoopShape, loop_shapes};
+
+    /// A kernel `name` over `dims` (`reduce` of them reduced) with `slots` and `body` lines.
+    fn kernel(name: &str, dims: &str, reduce: usize, slots: &str, body: &[&str]) -> String {
+        format!(
+            "  kernel {name} dims [{dims}] reduce {reduce} vector 1 thread_min 32768 tile 1024 lanes 1 {{\n    \
+             slots [{slots}]\n    preamble {{}}\n    body {{\n      {}\n    }}\n  }}\n",
+            body.join("\n      ")
+        )
+    }
+
+    fn shapes(buffers: &str, kernels: &[String]) -> Vec<LoopShape> {
+        let text = format!("lir p arena 64 align 64 {{\n{buffers}{}}}\n", kernels.concat());
+        let program = rfx_ir::lir::parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let dialect = crate::emit::test_dialect(&program);
+        loop_shapes(&program, &dialect)
+    }
+
+    fn unary(name: &str, dtype: &str, op: &str, src: &str, dst: &str) -> String {
+        let load = format!("s0 = load {src} [1]");
+        let apply = format!("s1 = {op} s0");
+        let store = format!("store {dst} [1] = s1");
+        kernel(
+            name,
+            "4",
+            0,
+            &format!("{dtype}, {dtype}"),
+            &[&load, &apply, &store],
+        )
+    }
+
+    #[test]
+    fn elementwise_f32_sin_and_cos_get_the_fast_loop_then_the_exact_one() {
+        let io = "  buf0: f32[4] = input x\n  buf1: f32[4] = output y\n";
+        for op in ["sin", "cos"] {
+            let k = unary("k0", "f32", op, "buf0", "buf1");
+            assert_eq!(shapes(io, &[k]), [LoopShape::FastThenExact], "{op}");
+        }
+        for op in ["exp", "tan", "neg"] {
+            let k = unary("k0", "f32", op, "buf0", "buf1");
+            assert_eq!(shapes(io, &[k]), [LoopShape::Exact], "{op}");
+        }
+        let io64 = "  buf0: f64[4] = input x\n  buf1: f64[4] = output y\n";
+        let k = unary("k0", "f64", "sin", "buf0", "buf1");
+        assert_eq!(shapes(io64, &[k]), [LoopShape::Exact], "f64 sin");
+    }
+
+    #[test]
+    fn a_reduction_keeps_one_loop() {
+        let io = "  buf0: f32[4] = input x\n  buf1: f32[] = output s\n";
+        let k = kernel(
+            "k0",
+            "4",
+            1,
+            "f32, f32",
+            &["s0 = load buf0 [1]", "s1 = sin s0", "reduce sum buf1 = s1"],
+        );
+        assert_eq!(shapes(io, &[k]), [LoopShape::Exact]);
+    }
+
+    /// A kernel whose output shares arena bytes with its input (the memory plan reuses them)
+    /// keeps one loop: a second run would read what the first wrote.
+    #[test]
+    fn an_output_sharing_bytes_with_an_input_keeps_one_loop() {
+        let chain = |sin_dst_offset: usize| {
+            let buffers = format!(
+                "  buf0: f32[4] = input x\n  buf1: f32[4] = output y\n  buf2: f32[4] = arena 0\n  \
+                 buf3: f32[4] = arena {sin_dst_offset}\n"
+            );
+            let kernels = [
+                unary("k0", "f32", "neg", "buf0", "buf2"),
+                unary("k1", "f32", "sin", "buf2", "buf3"),
+                unary("k2", "f32", "neg", "buf3", "buf1"),
+            ];
+            shapes(&buffers, &kernels)
+        };
+        use LoopShape::{Exact, FastThenExact};
+        assert_eq!(chain(0), [Exact, Exact, Exact]);
+        assert_eq!(chain(8), [Exact, Exact, Exact]);
+        assert_eq!(chain(16), [Exact, FastThenExact, Exact]);
+        // In place: the same buffer read and written.
+        let io = "  buf0: f32[4] = input x\n  buf1: f32[4] = output y\n";
+        let k = kernel(
+            "k0",
+            "4",
+            0,
+            "f32, f32",
+            &["s0 = load buf1 [1]", "s1 = sin s0", "store buf1 [1] = s1"],
+        );
+        assert_eq!(shapes(io, &[k]), [Exact]);
+    }
 }

@@ -18,18 +18,18 @@
 //!   input signature: call it with `f32` arrays or `f64` arrays (all inputs one dtype).
 //!   Constants of the kernel (gains, DH parameters, noise variances) are Rust `f64` values
 //!   captured when the kernel is traced; to change one, build a new kernel. The kernels that
-//!   take their parameters as an input instead ([`pid_tunable`], [`biquad`], [`kalman_filter`])
-//!   are retuned by writing new numbers into that input: no new compile.
+//!   take their parameters as an input instead ([`pid_tunable`], [`biquad`], [`alpha_beta`],
+//!   [`kalman_filter`]) are retuned by writing new numbers into that input: no new compile.
 //! - **State in, state out.** A kernel that carries state from one call to the next (a
 //!   controller's integral, a filter's delays) takes it as an input named `state` `[.., S]`
 //!   (the batch shape, then the `S` components along the last axis) and returns the updated
 //!   state as an output named `state_next` of the same shape and dtype. The caller keeps two
 //!   buffers and swaps them after each call (`std::mem::swap(&mut state, &mut state_next)`,
 //!   no copy), so a bound call ([`rfx::BoundKernel::run_slices`]) allocates nothing. The
-//!   meaning of each component is the kernel's (`PID_STATE`, `BIQUAD_STATE`), and each has a
-//!   helper for a starting state ([`PidGains::initial_state`], [`biquad_rest_state`]). The
-//!   older kernels ([`pid`], [`low_pass`], the Kalman steps) name their state inputs and
-//!   outputs one by one instead.
+//!   meaning of each component is the kernel's ([`PID_STATE`], [`BIQUAD_STATE`],
+//!   [`ALPHA_BETA_STATE`]), with helpers for a starting state ([`PidGains::initial_state`],
+//!   [`biquad_rest_state`]). The older kernels ([`pid`], [`low_pass`], the Kalman steps) name
+//!   their state inputs and outputs one by one instead.
 //! - **Calls.** [`rfx::Jit::call`] for convenience (`[&[f64]; K]` arrays of slices work for
 //!   any K), or [`rfx::Jit::bind`] for the real-time handle ([`rfx::BoundKernel::run_slices`]
 //!   allocates nothing once warmed up). Outputs come in the order listed, with the names
@@ -51,6 +51,7 @@
 //! | [`path_tracking`]`()` | `x, y, heading`, `path_x, path_y` `[M]` | `segment` (`i32`), `cross_track`, `heading_error` (to the nearest point of the path) |
 //! | [`kalman_predict`]`(dt, accel_var)` | `pos, vel, p00, p01, p11` | `pos, vel, p00, p01, p11` |
 //! | [`kalman_update`]`(meas_var)` | `pos, vel, p00, p01, p11, z` | `pos, vel, p00, p01, p11` |
+//! | [`alpha_beta`]`()` | `measurement`, `params` `[.., 3]`, `state` `[.., 2]` | `residual`, `state_next` `[.., 2]` (the α-β tracker of position and velocity) |
 //! | [`kalman_filter`]`()` | `x` `[.., n]`, `p` `[.., n, n]`, `z` `[.., m]`, `f` `[n, n]`, `h` `[m, n]`, `q` `[n, n]`, `r` `[m, m]` | `x`, `p`, `nis` `[..]` (predict and update of any linear model; matrices, not arrays per entry) |
 //! | [`quat_mul`]`()` | `aw, ax, ay, az, bw, bx, by, bz` | `w, x, y, z` |
 //! | [`quat_conj`]`()` | `w, x, y, z` | `w, x, y, z` |
@@ -98,6 +99,7 @@ mod chain;
 mod cost;
 mod filter;
 mod kalman;
+mod observer;
 mod path;
 mod pid;
 mod quat;
@@ -115,6 +117,7 @@ pub use filter::{
     low_pass, low_pass_alpha, low_pass_signal, moving_average,
 };
 pub use kalman::{kalman_filter, kalman_predict, kalman_update};
+pub use observer::{ALPHA_BETA_PARAMS, ALPHA_BETA_STATE, alpha_beta};
 pub use path::path_tracking;
 pub use pid::{PID_PARAMS, PID_STATE, PidConfig, PidGains, pid, pid_tunable};
 pub use quat::{

@@ -149,6 +149,33 @@ impl PidGains {
 /// before it). The step is the discretisation in Åström and Hägglund's *Advanced PID Control*
 /// with set-point weights `b = 1`, `c = 0`. The kernel compiles once per input
 /// signature: new gains, limits, `dt` or filter constants are new numbers in `params`.
+///
+/// ```
+/// use rfx::{DType, TensorType};
+/// use rfx_control::{PID_PARAMS, PID_STATE, PidGains, pid_tunable};
+///
+/// let gains = PidGains {
+///     kp: 2.0, ki: 1.0, kd: 0.0, dt: 0.01, derivative_tf: 0.0, kt: 0.0,
+///     command_min: -10.0, command_max: 10.0, integral_min: -1.0, integral_max: 1.0,
+/// };
+/// let jit = pid_tunable();
+/// let ty = |dims: &[usize]| TensorType::new(DType::F64, dims.to_vec());
+/// let mut pid = jit.bind(&[ty(&[]), ty(&[]), ty(&[PID_PARAMS]), ty(&[PID_STATE])])?;
+/// let (mut state, mut state_next) = (PidGains::initial_state(0.0), [0.0; PID_STATE]);
+/// let mut command = [0.0];
+/// let mut params = gains.to_params();
+/// for _ in 0..2 {
+///     pid.run_slices([&[1.0][..], &[0.0], &params, &state], [&mut command[..], &mut state_next])?;
+///     std::mem::swap(&mut state, &mut state_next); // state_next becomes the next call's state
+/// }
+/// // Second step: kp·e + the integral of the first step, ki·dt·e.
+/// assert!((command[0] - (2.0 + 0.01)).abs() < 1e-12);
+/// params[0] = 4.0; // retuned kp: the next call uses it, nothing is compiled
+/// pid.run_slices([&[1.0][..], &[0.0], &params, &state], [&mut command[..], &mut state_next])?;
+/// assert!((command[0] - (4.0 + 0.02)).abs() < 1e-12);
+/// assert_eq!(jit.compile_count(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn pid_tunable() -> Jit<ControlKernel> {
     let inputs = ["setpoint", "measurement", "params", "state"];
     let step = func("pid_tunable", inputs, |[r, y, params, state]| {

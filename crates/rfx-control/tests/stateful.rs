@@ -7,8 +7,8 @@
 
 use rfx::{BoundKernel, DType, TensorType};
 use rfx_control::{
-    BIQUAD_COEFFICIENTS, BIQUAD_STATE, PID_PARAMS, PID_STATE, PidGains, biquad, biquad_rest_state,
-    butterworth_low_pass, pid_tunable,
+    ALPHA_BETA_PARAMS, ALPHA_BETA_STATE, BIQUAD_COEFFICIENTS, BIQUAD_STATE, PID_PARAMS, PID_STATE, PidGains,
+    alpha_beta, biquad, biquad_rest_state, butterworth_low_pass, pid_tunable,
 };
 
 const DT: f64 = 0.01;
@@ -490,4 +490,64 @@ fn butterworth_low_pass_gain_at_dc_and_at_the_cut_off() {
     for (n, &y) in got[1].iter().enumerate() {
         assert!(close(y, 3.0, 1e-12), "sample {n}: {y}");
     }
+}
+
+/// The α-β tracker in plain f64, from its equations; returns the residual.
+fn reference_alpha_beta(params: [f64; 3], z: f64, state: &mut [f64; 2]) -> f64 {
+    let [alpha, beta, dt] = params;
+    let predicted = state[0] + dt * state[1];
+    let residual = z - predicted;
+    *state = [predicted + alpha * residual, state[1] + beta / dt * residual];
+    residual
+}
+
+#[test]
+fn alpha_beta_tracks_a_constant_velocity_target_and_matches_the_reference() {
+    // Two trackers with their own gains, a target at 3 units/s from 1.0 with a bounded
+    // wobble for the first 100 samples, then exactly on its line.
+    let params = [[0.5, 0.2, DT], [0.85, 0.5, DT]];
+    let jit = alpha_beta();
+    let mut kernel = jit
+        .bind(&[
+            f64s(&[2]),
+            f64s(&[2, ALPHA_BETA_PARAMS]),
+            f64s(&[2, ALPHA_BETA_STATE]),
+        ])
+        .expect("bind alpha_beta");
+    let flat_params: Vec<f64> = params.iter().flatten().copied().collect();
+    let (mut state, mut state_next) = (vec![0.0; 4], vec![0.0; 4]);
+    let mut reference = [[0.0; 2]; 2];
+    let mut residual = [0.0; 2];
+    for n in 0..600 {
+        let t = n as f64 * DT;
+        let wobble = if n < 100 { 0.05 * (7.0 * t).sin() } else { 0.0 };
+        let z = [1.0 + 3.0 * t + wobble, 1.0 + 3.0 * t - wobble];
+        kernel
+            .run_slices(
+                [&z[..], &flat_params[..], &state[..]],
+                [&mut residual[..], &mut state_next[..]],
+            )
+            .expect("alpha_beta step");
+        std::mem::swap(&mut state, &mut state_next);
+        for b in 0..2 {
+            let want = reference_alpha_beta(params[b], z[b], &mut reference[b]);
+            assert!(close(residual[b], want, 1e-12), "tracker {b} step {n}");
+        }
+    }
+    for b in 0..2 {
+        // No steady-state error on a ramp: position 1 + 3·t at the last sample, velocity 3.
+        let t = 599.0 * DT;
+        assert!(
+            (state[2 * b] - (1.0 + 3.0 * t)).abs() < 1e-6,
+            "tracker {b} position {}",
+            state[2 * b]
+        );
+        assert!(
+            (state[2 * b + 1] - 3.0).abs() < 1e-5,
+            "tracker {b} velocity {}",
+            state[2 * b + 1]
+        );
+        assert!(close(state[2 * b], reference[b][0], 1e-12));
+    }
+    assert_eq!(jit.compile_count(), 1);
 }

@@ -135,3 +135,24 @@ def test_biquad_step_matches_direct_form_one_and_the_butterworth_gain():
     assert (b0 + b1 + b2) / (1 + a1 + a2) == pytest.approx(1.0, rel=1e-14)
     assert abs((b0 + b1 * z + b2 * z * z) / (1 + a1 * z + a2 * z * z)) == pytest.approx(1 / math.sqrt(2), rel=1e-12)
     assert step.cache_info().misses == 1
+
+
+def test_alpha_beta_step_tracks_a_ramp_and_matches_the_reference():
+    params = np.array([[0.5, 0.2, DT], [0.85, 0.5, DT]])
+    step = rj.jit(control.alpha_beta_step)
+    state = np.zeros((2, 2))
+    reference = [[0.0, 0.0], [0.0, 0.0]]
+    for n in range(600):
+        t = n * DT
+        z = np.full(2, 1.0 + 3.0 * t)
+        residual, state = step(z, params, state)
+        for b in range(2):
+            alpha, beta, dt = params[b]
+            predicted = reference[b][0] + dt * reference[b][1]
+            want = z[b] - predicted
+            reference[b] = [predicted + alpha * want, reference[b][1] + beta / dt * want]
+            assert residual[b] == pytest.approx(want, rel=1e-12, abs=1e-12)
+    np.testing.assert_allclose(state, np.array(reference), rtol=1e-12)
+    np.testing.assert_allclose(state[:, 0], 1.0 + 3.0 * 599 * DT, atol=1e-6)
+    np.testing.assert_allclose(state[:, 1], 3.0, atol=1e-5)
+    assert step.cache_info().misses == 1

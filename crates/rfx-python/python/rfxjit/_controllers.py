@@ -1,6 +1,7 @@
-"""The controllers and filters of `rfxjit.control` that carry state across calls: the PID step
-with run-time gains (`pid_step`) and the biquad (`biquad_step`), the same equations and state
-convention as Rust's `rfx_control::pid_tunable` and `rfx_control::biquad` (docs/control.md).
+"""The controllers, filters and observers of `rfxjit.control` that carry state across calls:
+the PID step with run-time gains (`pid_step`), the biquad (`biquad_step`) and the α-β tracker
+(`alpha_beta_step`), the same equations and state convention as Rust's
+`rfx_control::pid_tunable`, `biquad` and `alpha_beta` (docs/control.md).
 
 State convention: a step takes `state` of shape `[..., S]` (the batch, then the `S` components)
 and returns `state_next` of the same shape, which the caller passes as `state` next time. The
@@ -32,6 +33,8 @@ PID_PARAMS = 10
 PID_STATE = 3
 BIQUAD_COEFFICIENTS = 5
 BIQUAD_STATE = 2
+ALPHA_BETA_PARAMS = 3
+ALPHA_BETA_STATE = 2
 
 
 def _float(x):
@@ -112,3 +115,19 @@ def biquad_step(x, coefficients, state):
     s1 = b1 * x - a1 * y + s2
     s2 = b2 * x - a2 * y
     return np.broadcast_to(y, batch), _stack([s1, s2], batch)
+
+
+def alpha_beta_step(measurement, params, state):
+    """One α-β tracker step (position and velocity from position measurements); returns
+    `(residual, state_next)`. `params` is `[3]` or `[..., 3]` (`[alpha, beta, dt]`), `state`
+    is `[..., 2]` (`[position, velocity]`): `predicted = position + dt·velocity`,
+    `residual = measurement - predicted`, `position = predicted + alpha·residual`,
+    `velocity = velocity + (beta/dt)·residual`."""
+    alpha, beta, dt = _components(params, ALPHA_BETA_PARAMS, "alpha_beta_step", "params")
+    position, velocity = _components(state, ALPHA_BETA_STATE, "alpha_beta_step", "state")
+    batch = tuple(np.shape(state))[:-1]
+    predicted = position + dt * velocity
+    residual = measurement - predicted
+    return np.broadcast_to(residual, batch), _stack(
+        [predicted + alpha * residual, velocity + beta / dt * residual], batch
+    )

@@ -1,5 +1,5 @@
 """`rfxjit.control`: kinematic chains and trees read from URDF, with forward kinematics and
-geometric Jacobians, and the stateful PID and biquad steps (`pid_step`, `biquad_step`, from
+geometric Jacobians, and the stateful steps (`pid_step`, `biquad_step`, `alpha_beta_step`, from
 `_controllers.py`; docs/control.md), written with the NumPy functions rfx traces, so they run inside
 `rfxjit.jit`, differentiate with `rfxjit.grad`/`rfxjit.jacobian`, map with `rfxjit.vmap`, and
 also run eagerly on NumPy arrays.
@@ -30,10 +30,13 @@ import numpy as np
 
 from . import numpy as _rnp
 from ._controllers import (
+    ALPHA_BETA_PARAMS,
+    ALPHA_BETA_STATE,
     BIQUAD_COEFFICIENTS,
     BIQUAD_STATE,
     PID_PARAMS,
     PID_STATE,
+    alpha_beta_step,
     biquad_step,
     butterworth_low_pass,
     pid_initial_state,
@@ -43,8 +46,8 @@ from ._controllers import (
 from ._errors import RfxError
 
 __all__ = [
-    "BIQUAD_COEFFICIENTS", "BIQUAD_STATE", "Chain", "ChainError", "ChainJoint", "PID_PARAMS", "PID_STATE",
-    "biquad_step", "butterworth_low_pass", "pid_initial_state", "pid_params", "pid_step",
+    "ALPHA_BETA_PARAMS", "ALPHA_BETA_STATE", "BIQUAD_COEFFICIENTS", "BIQUAD_STATE", "Chain", "ChainError",
+    "ChainJoint", "PID_PARAMS", "PID_STATE", "alpha_beta_step", "biquad_step", "butterworth_low_pass", "pid_initial_state", "pid_params", "pid_step",
 ]
 
 

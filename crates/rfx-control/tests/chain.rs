@@ -473,30 +473,43 @@ fn pose_is_the_lie_groups_se3_element() {
 
 #[test]
 fn f32_configurations_run_at_f32_accuracy() {
+    // One kernel per output: metal (wgpu) binds at most 32 storage buffers per kernel, which
+    // the transform and the Jacobian together exceed.
     let chain = ur5();
     let configs = random_configs(6, 16, 8);
-    let q32: Vec<f32> = configs.iter().flatten().map(|&v| v as f32).collect();
+    let held: Vec<f64> = configs.iter().flatten().map(|&v| f64::from(v as f32)).collect();
+    let q32: Vec<f32> = held.iter().map(|&v| v as f32).collect();
     let q = rfx::array([16, 6], q32).expect("q");
-    let kernel = chain.jacobian_jit("tool0").expect("kernel");
+    let jac64 = chain.kernel("tool0", &[ChainOutput::Jacobian]).expect("kernel");
+    let jac64 = jac64
+        .call((&rfx::array([16, 6], held.clone()).expect("q"),))
+        .expect("f64")[0]
+        .to_f64_vec();
+    let fk = chain.fk_jit("tool0").expect("kernel");
+    let jac = chain.kernel("tool0", &[ChainOutput::Jacobian]).expect("kernel");
     let mut names = backends();
     if rfx_runtime::registry().names().contains(&"metal") {
         names.push("metal");
     }
     for backend in names {
-        let f = rfx::jit(kernel.func().clone()).on_backend(backend);
-        let Some(out) = run("f32", backend, &f, (&q,)) else {
+        let f = rfx::jit(fk.func().clone()).on_backend(backend);
+        let j = rfx::jit(jac.func().clone()).on_backend(backend);
+        let (Some(m), Some(j)) = (
+            run("f32 fk", backend, &f, (&q,)),
+            run("f32 jacobian", backend, &j, (&q,)),
+        ) else {
             continue;
         };
-        for (k, config) in configs.iter().enumerate() {
-            let held: Vec<f64> = config.iter().map(|&v| f64::from(v as f32)).collect();
-            let want = chain_product(&[&UR5_ARM[..], &[UR5_TOOL0]].concat(), &held);
+        for k in 0..configs.len() {
+            let want = chain_product(&[&UR5_ARM[..], &[UR5_TOOL0]].concat(), &held[6 * k..6 * (k + 1)]);
             assert_close(
                 &format!("{backend} f32 q#{k}"),
-                &out[0][16 * k..16 * (k + 1)],
+                &m[0][16 * k..16 * (k + 1)],
                 &flat(&want),
                 2e-6,
             );
         }
+        assert_close(&format!("{backend} f32 jacobian"), &j[0], &jac64, 4e-6);
     }
 }
 

@@ -3,8 +3,9 @@
 //!
 //! **Owns:** the kernel library below and the glue it needs on top of the
 //! facade ([`ControlKernel`]: named outputs, more than six inputs, a value and its gradients
-//! stitched into one kernel). **Depends on:** `rfx` (the facade) and `rfx-ir` (HIR, to stitch
-//! kernels). **May not depend on:** the compiler crates directly.
+//! stitched into one kernel), and kinematic chains read from URDF ([`Chain`]). **Depends on:**
+//! `rfx` (the facade), `rfx-ir` (HIR, to stitch kernels) and `urdf-rs` (to parse URDF).
+//! **May not depend on:** the compiler crates directly.
 //!
 //! # Conventions
 //!

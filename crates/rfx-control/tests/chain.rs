@@ -590,3 +590,42 @@ fn names_that_are_not_identifiers_still_make_kernels() {
         1e-16,
     );
 }
+
+#[test]
+fn forward_mode_through_fk_is_the_geometric_jacobian() {
+    // jvp with the tangent eᵢ in row i of a batch of copies of one configuration: row i of the
+    // output tangent is ∂T/∂qᵢ.
+    let chain = ur5();
+    let n = chain.dof();
+    let config = random_configs(n, 1, 9).remove(0);
+    let copies: Vec<f64> = (0..n).flat_map(|_| config.clone()).collect();
+    let tangents: Vec<f64> = (0..n * n)
+        .map(|e| if e / n == e % n { 1.0 } else { 0.0 })
+        .collect();
+    let fk_chain = chain.clone();
+    let jvp = rfx::jit(rfx::jvp(rfx::Func::with_constants(move |q: Tensor| {
+        fk_chain.fk(q, "ee_link").expect("fk")
+    })));
+    let q = rfx::array([n, n], copies).expect("q");
+    let out = jvp
+        .call((&q, &rfx::array([n, n], tangents).expect("tangent")))
+        .expect("jvp");
+    let (m, dm) = (out[0].to_f64_vec(), out[1].to_f64_vec());
+    let jac = chain.kernel("ee_link", &[ChainOutput::Jacobian]).expect("kernel");
+    let jac = jac
+        .call((&rfx::array([n], config).expect("q"),))
+        .expect("jacobian")[0]
+        .to_f64_vec();
+    for i in 0..n {
+        let d = |r: usize, c: usize| dm[16 * i + 4 * r + c];
+        let w = |r: usize, c: usize| (0..3).map(|j| d(r, j) * m[4 * c + j]).sum::<f64>();
+        let column = [d(0, 3), d(1, 3), d(2, 3), w(2, 1), w(0, 2), w(1, 0)];
+        for (row, value) in column.iter().enumerate() {
+            let want = jac[row * n + i];
+            assert!(
+                (value - want).abs() < 1e-13,
+                "J[{row}][{i}]: jvp {value}, geometric {want}"
+            );
+        }
+    }
+}

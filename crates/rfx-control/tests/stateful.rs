@@ -551,3 +551,67 @@ fn alpha_beta_tracks_a_constant_velocity_target_and_matches_the_reference() {
     }
     assert_eq!(jit.compile_count(), 1);
 }
+
+#[test]
+fn the_control_page_example_runs() -> Result<(), Box<dyn std::error::Error>> {
+    // docs/control.md's Rust example, as the page writes it.
+    let gains = PidGains {
+        kp: 8.0,
+        ki: 4.0,
+        kd: 0.5,
+        dt: 0.001,
+        derivative_tf: 0.01,
+        kt: 20.0,
+        command_min: -5.0,
+        command_max: 5.0,
+        integral_min: f64::NEG_INFINITY,
+        integral_max: f64::INFINITY,
+    };
+    let ty = |dims: &[usize]| TensorType::new(DType::F64, dims.to_vec());
+    let jit = pid_tunable();
+    // Two loops sharing one tuning: params [10], state [2, 3].
+    let mut pid = jit.bind(&[ty(&[2]), ty(&[2]), ty(&[PID_PARAMS]), ty(&[2, PID_STATE])])?;
+
+    let mut params = gains.to_params();
+    let mut state: Vec<f64> = [0.0, 0.0]
+        .iter()
+        .flat_map(|&y| PidGains::initial_state(y))
+        .collect();
+    let mut state_next = vec![0.0; state.len()];
+    let mut command = [0.0; 2];
+    for step in 0..1000 {
+        let measurement = [0.0, 0.1]; // read the sensors here
+        pid.run_slices(
+            [&[1.0, 1.0][..], &measurement[..], &params[..], &state[..]],
+            [&mut command[..], &mut state_next[..]],
+        )?;
+        std::mem::swap(&mut state, &mut state_next);
+        if step == 500 {
+            // Retune: new numbers in the same buffer, the same compiled kernel.
+            params = PidGains { kp: 6.0, ..gains }.to_params();
+        }
+    }
+    assert_eq!(jit.compile_count(), 1);
+    // Beyond the page: run on until the integral settles.
+    for _ in 0..2500 {
+        pid.run_slices(
+            [&[1.0, 1.0][..], &[0.0, 0.1][..], &params[..], &state[..]],
+            [&mut command[..], &mut state_next[..]],
+        )?;
+        std::mem::swap(&mut state, &mut state_next);
+    }
+    assert_eq!(jit.compile_count(), 1);
+    // The measurements never move, so both loops saturate at the upper limit, and
+    // back-calculation holds the (unclamped) integral where ki·e + kt·(u - v) = 0 with
+    // v = kp·e + integral: integral = command_max + ki·e/kt - kp·e (kp = 6 after the retune).
+    assert_eq!(command, [5.0, 5.0]);
+    for (b, e) in [1.0, 0.9].into_iter().enumerate() {
+        let want = 5.0 + 4.0 * e / 20.0 - 6.0 * e;
+        let got = state[b * PID_STATE];
+        assert!(
+            (got - want).abs() < 1e-3,
+            "loop {b}: integral {got}, steady state {want}"
+        );
+    }
+    Ok(())
+}

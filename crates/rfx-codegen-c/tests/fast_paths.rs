@@ -125,3 +125,206 @@ int main(void) {{
         eprintln!("{cc}: {checked:?} points, largest errors {worst:?} ULP");
     }
 }
+
+/// The `exp` and `exp2` helpers as they were before their straight-line form took `k / 2` by a
+/// shift and clamped NaN in the first select: the reference of the bit-for-bit test.
+const REFERENCE_EXP: &str = r#"
+static float rf(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static uint32_t rb(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static double rdf(uint64_t u) { double f; memcpy(&f, &u, 8); return f; }
+static uint64_t rdb(double f) { uint64_t u; memcpy(&u, &f, 8); return u; }
+static float rsel(int c, float a, float b) { return c ? a : b; }
+static double rseld(int c, double a, double b) { return c ? a : b; }
+static float rpow2(int32_t n) { return rf((uint32_t)(n + 127) << 23); }
+static float rldexp(float p, float n) {
+  int32_t k = (int32_t)n;
+  int32_t k1 = (k >= 0) ? k / 2 : -((1 - k) / 2);
+  return (p * rpow2(k1)) * rpow2(k - k1);
+}
+static float rpoly(float r) {
+  float p = 1.9875691500e-4f;
+  p = 1.3981999507e-3f + p * r;
+  p = 8.3334519073e-3f + p * r;
+  p = 4.1665795894e-2f + p * r;
+  p = 1.6666665459e-1f + p * r;
+  p = 5.0000001201e-1f + p * r;
+  return (r + (r * r) * p) + 1.0f;
+}
+static float rexp(float x) {
+  float xc = rsel(x != x, 0.0f, x), n, r;
+  xc = rsel(xc > 89.0f, 89.0f, xc);
+  xc = rsel(xc < -104.0f, -104.0f, xc);
+  n = (xc * 1.44269502f + 12582912.0f) - 12582912.0f;
+  r = (xc - n * 0.693359375f) - n * (-2.12194442e-4f);
+  return rsel(x != x, x + x, rldexp(rpoly(r), n));
+}
+static float rexp2(float x) {
+  float xc = rsel(x != x, 0.0f, x), n, r;
+  xc = rsel(xc > 129.0f, 129.0f, xc);
+  xc = rsel(xc < -152.0f, -152.0f, xc);
+  n = (xc + 12582912.0f) - 12582912.0f;
+  r = xc - n;
+  return rsel(x != x, x + x, rldexp(rpoly(r * 0.693147182f), n));
+}
+static double rpow2d(int32_t n) { return rdf((uint64_t)(n + 1023) << 52); }
+static double rldexpd(double p, double n) {
+  int32_t k = (int32_t)n;
+  int32_t k1 = (k >= 0) ? k / 2 : -((1 - k) / 2);
+  return (p * rpow2d(k1)) * rpow2d(k - k1);
+}
+static double rpolyd(double r) {
+  static const double c[12] = {
+    0.5, 0.16666666666666666, 0.041666666666666664, 0.008333333333333333,
+    0.001388888888888889, 0.0001984126984126984, 2.48015873015873e-5, 2.7557319223985893e-6,
+    2.755731922398589e-7, 2.505210838544172e-8, 2.08767569878681e-9, 1.6059043836821613e-10 };
+  double p = c[11];
+  int i;
+  for (i = 10; i >= 0; --i) p = c[i] + p * r;
+  return (r + (r * r) * p) + 1.0;
+}
+static double rexpd(double x) {
+  double xc = rseld(x != x, 0.0, x), n, r;
+  xc = rseld(xc > 710.0, 710.0, xc);
+  xc = rseld(xc < -746.0, -746.0, xc);
+  n = (xc * 1.4426950408889634 + 6755399441055744.0) - 6755399441055744.0;
+  r = (xc - n * 0.6931471803691238) - n * 1.9082149292705877e-10;
+  return rseld(x != x, x + x, rldexpd(rpolyd(r), n));
+}
+static double rexp2d(double x) {
+  double xc = rseld(x != x, 0.0, x), n, r;
+  xc = rseld(xc > 1025.0, 1025.0, xc);
+  xc = rseld(xc < -1080.0, -1080.0, xc);
+  n = (xc + 6755399441055744.0) - 6755399441055744.0;
+  r = xc - n;
+  return rseld(x != x, x + x, rldexpd(rpolyd(r * 0.6931471805599453), n));
+}
+"#;
+
+/// The exported `exp` and `exp2` compute their previous helpers' bits: in f32 at every 251st
+/// bit pattern (about 17 million, every exponent, both signs, NaNs and infinities), in f64 at
+/// a million scattered bit patterns and a million points spread over [-1100, 1100]. (Every
+/// f32 input was also compared once, outside the test suite: no difference.)
+#[test]
+fn exp_and_exp2_keep_their_bits() {
+    let compilers = common::compilers();
+    if compilers.is_empty() {
+        eprintln!("skipped: no C compiler (gcc or clang) found");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (op, dtype, name) in [
+        ("exp", "f32", "e32"),
+        ("exp2", "f32", "t32"),
+        ("exp", "f64", "e64"),
+        ("exp2", "f64", "t64"),
+    ] {
+        export_unary(dir.path(), op, dtype, name);
+    }
+    let driver = format!(
+        r#"#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include "e32.c"
+#include "t32.c"
+#include "e64.c"
+#include "t64.c"
+#define N {N}
+{REFERENCE_EXP}
+static float x[N], y[N];
+static double xd[N], yd[N];
+int main(void) {{
+  uint64_t u = 0, checked = 0, differ = 0, i, j;
+  for (u = 0; u <= 0xffffffffu;) {{
+    for (i = 0; i < N; ++i, u += 251u) x[i] = rf((uint32_t)u);
+    if (e32(x, y, 0) != 0) return 1;
+    for (i = 0; i < N; ++i) differ += rb(y[i]) != rb(rexp(x[i]));
+    if (t32(x, y, 0) != 0) return 1;
+    for (i = 0; i < N; ++i) differ += rb(y[i]) != rb(rexp2(x[i]));
+    checked += 2 * N;
+  }}
+  for (j = 0; j < 512; ++j) {{
+    for (i = 0; i < N; ++i) {{
+      uint64_t k = j * N + i;
+      xd[i] = (j & 1) ? rdf(k * UINT64_C(0x9e3779b97f4a7c15)) : -1100.0 + (double)k * (2200.0 / 1048576.0);
+    }}
+    if (e64(xd, yd, 0) != 0) return 1;
+    for (i = 0; i < N; ++i) differ += rdb(yd[i]) != rdb(rexpd(xd[i]));
+    if (t64(xd, yd, 0) != 0) return 1;
+    for (i = 0; i < N; ++i) differ += rdb(yd[i]) != rdb(rexp2d(xd[i]));
+    checked += 2 * N;
+  }}
+  printf("%llu %llu\n", (unsigned long long)checked, (unsigned long long)differ);
+  return 0;
+}}
+"#
+    );
+    for cc in compilers {
+        let out = common::compile_and_run(cc, &[], dir.path(), "exp_bits", &driver);
+        let counts: Vec<u64> = out
+            .split_whitespace()
+            .map(|w| w.parse().expect("a count"))
+            .collect();
+        assert_eq!(counts.len(), 2, "{cc}: {out}");
+        assert!(counts[0] > 36_000_000, "{cc}: checked {}", counts[0]);
+        assert_eq!(counts[1], 0, "{cc}: {} results differ", counts[1]);
+    }
+}
+
+/// The export benchmark's 10-op chain `((x*1.5+y)*0.5-sin(x))*cos(y)+exp(-x*x)` at 65,536
+/// f32: GCC vectorises its first loop for AVX2 without a run-time check that the arrays do not
+/// overlap (the definition's pointers are `restrict`), and its exact rerun is behind
+/// `if (any_slow != 0)`.
+#[test]
+fn gcc_vectorises_the_chains_fast_loop_without_an_overlap_check() {
+    if !cfg!(target_arch = "x86_64") || !common::compilers().contains(&"gcc") {
+        eprintln!("skipped: needs gcc on x86-64");
+        return;
+    }
+    let n = 65536;
+    let text = format!(
+        "kernel chain {{\n  %x = input x : f32[{n}]\n  %y = input y : f32[{n}]\n  \
+         %a = const 1.5 : f32[]\n  %h = const 0.5 : f32[]\n  %xa = mul %x, %a : f32[{n}]\n  \
+         %s1 = add %xa, %y : f32[{n}]\n  %s2 = mul %s1, %h : f32[{n}]\n  %sx = sin %x : f32[{n}]\n  \
+         %s3 = sub %s2, %sx : f32[{n}]\n  %cy = cos %y : f32[{n}]\n  %s4 = mul %s3, %cy : f32[{n}]\n  \
+         %nx = neg %x : f32[{n}]\n  %xx = mul %nx, %x : f32[{n}]\n  %e = exp %xx : f32[{n}]\n  \
+         %r = add %s4, %e : f32[{n}]\n  output out = %r\n}}\n"
+    );
+    let export = rfx_codegen_c::c_source(&program(&text), "chain").expect("export");
+    assert!(
+        export.source.contains("if (any_slow != 0) {"),
+        "{}",
+        export.source
+    );
+    assert!(export.source.contains("chain_sin_fast_f32(") && export.source.contains("chain_cos_full_f32("));
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join("chain.h"), export.header).expect("write");
+    std::fs::write(dir.path().join("chain.c"), &export.source).expect("write");
+    let out = std::process::Command::new("gcc")
+        .args([
+            "-std=c99",
+            "-O3",
+            "-march=x86-64-v3",
+            "-ffp-contract=off",
+            "-fno-math-errno",
+        ])
+        .arg("-fopt-info-vec-optimized")
+        .arg("-c")
+        .arg(dir.path().join("chain.c"))
+        .arg("-o")
+        .arg(dir.path().join("chain.o"))
+        .output()
+        .expect("run gcc");
+    let report = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{report}");
+    let first_loop = export
+        .source
+        .lines()
+        .position(|l| l.contains("for (i0 = 0;"))
+        .map(|i| i + 1)
+        .expect("a loop");
+    assert!(
+        report.contains(&format!("chain.c:{first_loop}:")) && report.contains("loop vectorized"),
+        "line {first_loop}:\n{report}"
+    );
+    assert!(!report.contains("versioned"), "{report}");
+}

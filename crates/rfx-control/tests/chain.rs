@@ -629,3 +629,49 @@ fn forward_mode_through_fk_is_the_geometric_jacobian() {
         }
     }
 }
+
+#[test]
+fn damped_least_squares_ik_reaches_a_reachable_target() {
+    // Position IK on the Panda with the chain's kernel: dq = Jvᵀ (Jv Jvᵀ + λ²I)⁻¹ (target - p),
+    // the target being the reference FK of another configuration.
+    let chain = panda();
+    let kernel = chain.jacobian_jit("panda_hand_tcp").expect("kernel");
+    let goal = [0.3, -0.4, 0.2, -1.9, 0.1, 1.6, 0.5];
+    let want = chain_product(&[&PANDA_ARM[..], &PANDA_TAIL].concat(), &goal);
+    let target = [want[0][3], want[1][3], want[2][3]];
+    let mut q = vec![0.0, -0.3, 0.0, -2.2, 0.0, 2.0, 0.8];
+    let mut error = f64::INFINITY;
+    for _ in 0..50 {
+        let out = kernel
+            .call((&rfx::array([7], q.clone()).expect("q"),))
+            .expect("call");
+        let (m, jac) = (out[0].to_f64_vec(), out[1].to_f64_vec());
+        let e = [target[0] - m[3], target[1] - m[7], target[2] - m[11]];
+        error = (e[0] * e[0] + e[1] * e[1] + e[2] * e[2]).sqrt();
+        if error < 1e-12 {
+            break;
+        }
+        let jv = |r: usize, c: usize| jac[r * 7 + c];
+        let a: [[f64; 3]; 3] = std::array::from_fn(|r| {
+            std::array::from_fn(|c| {
+                (0..7).map(|k| jv(r, k) * jv(c, k)).sum::<f64>() + if r == c { 1e-6 } else { 0.0 }
+            })
+        });
+        let y = solve3(&a, e);
+        for (k, qk) in q.iter_mut().enumerate() {
+            *qk += (0..3).map(|r| jv(r, k) * y[r]).sum::<f64>();
+        }
+    }
+    assert!(error < 1e-10, "IK error {error} after 50 steps");
+}
+
+/// `a⁻¹ b` for a 3×3 `a`, by cofactors.
+fn solve3(a: &[[f64; 3]; 3], b: [f64; 3]) -> [f64; 3] {
+    let cof = |r: usize, c: usize| {
+        let (r1, r2) = ((r + 1) % 3, (r + 2) % 3);
+        let (c1, c2) = ((c + 1) % 3, (c + 2) % 3);
+        a[r1][c1] * a[r2][c2] - a[r1][c2] * a[r2][c1]
+    };
+    let det: f64 = (0..3).map(|c| a[0][c] * cof(0, c)).sum();
+    std::array::from_fn(|i| (0..3).map(|j| cof(j, i) * b[j]).sum::<f64>() / det)
+}

@@ -10,6 +10,8 @@
 //! |---|---|---|
 //! | `SVector<T, N>` | `[N]` | [`from_vector`], [`to_vector`] |
 //! | `SMatrix<T, R, C>` | `[R, C]`, row-major | [`from_matrix`], [`to_matrix`], [`write_row_major`], [`read_row_major`] |
+//! | `[SVector<T, N>]` | `[B, N]`, one vector per row | [`from_vectors`], [`to_vectors`] |
+//! | `[SMatrix<T, R, C>]` | `[B, R, C]`, each row-major | [`from_matrices`], [`to_matrices`] |
 //! | `UnitQuaternion<T>` | `[4]` = `[w, x, y, z]` (nalgebra stores `[x, y, z, w]`) | [`from_unit_quaternion`], [`to_unit_quaternion`] |
 //! | `Isometry3<T>` | `[7]` = `[w, x, y, z, tx, ty, tz]`, [`crate::lie`]'s SE(3) | [`from_isometry3`], [`to_isometry3`] |
 //! | `Isometry3<T>` | `[4, 4]`, the homogeneous matrix | [`from_isometry3_matrix`] |
@@ -182,6 +184,67 @@ fn unit_quaternion<T: Element + RealField + Copy>(
         let f = |v: T| v.to_scalar().to_f64();
         Err(NalgebraError::Quaternion([f(w), f(x), f(y), f(z)]))
     }
+}
+
+/// A `[B, N]` array of `B` vectors, one per row (a batch for a kernel mapped over axis 0).
+pub fn from_vectors<T: Element + Scalar, const N: usize>(vectors: &[SVector<T, N>]) -> Array {
+    let values: Vec<T> = vectors.iter().flat_map(|v| v.iter().cloned()).collect();
+    // `values` has the B·N elements of `[B, N]`, so the length check cannot fail.
+    Array::from_vec([vectors.len(), N], values).unwrap_or_else(|_| Array::from_slice::<T>(&[]))
+}
+
+/// The rows of a `[B, N]` array as `B` vectors (the inverse of [`from_vectors`]).
+pub fn to_vectors<T: Element + Scalar, const N: usize>(
+    array: &Array,
+) -> Result<Vec<SVector<T, N>>, NalgebraError> {
+    let batch = match array.shape().dims() {
+        &[b, n] if n == N => b,
+        _ => {
+            return Err(shape_error(
+                array,
+                &[array.shape().dims().first().copied().unwrap_or(0), N],
+            ));
+        }
+    };
+    let values = elements::<T>(array, &[batch, N])?;
+    Ok(values.chunks_exact(N).map(SVector::from_column_slice).collect())
+}
+
+/// A `[B, R, C]` array of `B` matrices, each row-major (`array[b, i, j] = matrices[b][(i, j)]`).
+pub fn from_matrices<T: Element + Scalar, const R: usize, const C: usize>(
+    matrices: &[SMatrix<T, R, C>],
+) -> Array {
+    let mut values = Vec::with_capacity(matrices.len() * R * C);
+    for m in matrices {
+        for i in 0..R {
+            for j in 0..C {
+                values.push(m[(i, j)]);
+            }
+        }
+    }
+    // `values` has the B·R·C elements of `[B, R, C]`, so the length check cannot fail.
+    Array::from_vec([matrices.len(), R, C], values).unwrap_or_else(|_| Array::from_slice::<T>(&[]))
+}
+
+/// The `B` matrices of a `[B, R, C]` array of row-major matrices (the inverse of
+/// [`from_matrices`]).
+pub fn to_matrices<T: Element + Scalar, const R: usize, const C: usize>(
+    array: &Array,
+) -> Result<Vec<SMatrix<T, R, C>>, NalgebraError> {
+    let batch = match array.shape().dims() {
+        &[b, r, c] if (r, c) == (R, C) => b,
+        _ => {
+            return Err(shape_error(
+                array,
+                &[array.shape().dims().first().copied().unwrap_or(0), R, C],
+            ));
+        }
+    };
+    let values = elements::<T>(array, &[batch, R, C])?;
+    Ok(values
+        .chunks_exact(R * C)
+        .map(|m| SMatrix::from_fn(|i, j| m[i * C + j]))
+        .collect())
 }
 
 /// The `[7]` array `[w, x, y, z, tx, ty, tz]` of `pose` (the rotation, then the translation:

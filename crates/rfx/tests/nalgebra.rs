@@ -8,8 +8,9 @@ use nalgebra::{
     Isometry3, Matrix2x3, Matrix3, Point3, SMatrix, Translation3, UnitQuaternion, Vector3, Vector4,
 };
 use rfx::nalgebra::{
-    NalgebraError, from_isometry3, from_isometry3_matrix, from_matrix, from_unit_quaternion, from_vector,
-    read_row_major, to_isometry3, to_matrix, to_unit_quaternion, to_vector, write_row_major,
+    NalgebraError, from_isometry3, from_isometry3_matrix, from_matrices, from_matrix, from_unit_quaternion,
+    from_vector, from_vectors, read_row_major, to_isometry3, to_matrices, to_matrix, to_unit_quaternion,
+    to_vector, to_vectors, write_row_major,
 };
 use rfx::{Array, DType, Tensor, TensorType};
 
@@ -186,4 +187,42 @@ fn wrong_shapes_dtypes_and_quaternions_are_typed_errors() {
         to_isometry3::<f64>(&zero),
         Err(NalgebraError::Shape { .. })
     ));
+}
+
+#[test]
+fn batches_of_vectors_and_matrices_through_a_mapped_kernel() {
+    // Per-example A_b x_b with vmap over axis 0, checked against nalgebra's products.
+    let a = [
+        Matrix3::new(2.0, -1.0, 0.5, 3.0, 4.0, -2.0, 0.25, 7.0, 1.0),
+        Matrix3::new(1.0, 0.0, 2.0, -3.0, 1.5, 0.0, 0.5, -1.0, 4.0),
+    ];
+    let x = [Vector3::new(1.0, -2.0, 3.0), Vector3::new(0.5, 0.25, -1.0)];
+    let batch_a = from_matrices(&a);
+    assert_eq!(batch_a.shape().dims(), &[2, 3, 3]);
+    assert_eq!(
+        &f64s(&batch_a)[9..12],
+        &[1.0, 0.0, 2.0],
+        "the second matrix's first row"
+    );
+    let f = rfx::jit(rfx::vmap(|a: Tensor, x: Tensor| {
+        a.matmul(x.reshape(vec![3, 1])).reshape(vec![3])
+    }));
+    let out = f.call((&batch_a, &from_vectors(&x))).expect("call");
+    let y = to_vectors::<f64, 3>(&out[0]).expect("vectors");
+    assert_eq!(y, vec![a[0] * x[0], a[1] * x[1]]);
+    assert_eq!(to_matrices::<f64, 3, 3>(&batch_a), Ok(a.to_vec()));
+    assert_eq!(
+        to_vectors::<f64, 2>(&out[0]),
+        Err(NalgebraError::Shape {
+            expected: vec![2, 2],
+            found: vec![2, 3]
+        })
+    );
+    assert_eq!(
+        to_matrices::<f64, 3, 3>(&out[0]),
+        Err(NalgebraError::Shape {
+            expected: vec![2, 3, 3],
+            found: vec![2, 3]
+        })
+    );
 }

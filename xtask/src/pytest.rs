@@ -1,6 +1,7 @@
 //! `cargo xtask test`: every test, Rust and Python.
 //!
-//! 1. `cargo test --workspace` (skipped with `--python-only`).
+//! 1. `cargo test --workspace --features rfx/nalgebra` (skipped with `--python-only`): every
+//!    crate's tests, the facade's optional nalgebra conversions included.
 //! 2. A virtual environment at `target/pyenv` (made with `$PYTHON`, default `python3`, when
 //!    missing) with maturin, NumPy, pytest and `dask[distributed]` (installed by pip when
 //!    missing).
@@ -85,8 +86,8 @@ pub(crate) fn test(root: &Path, args: &[String]) -> Result<(), String> {
     let start = Instant::now();
     if !python_only {
         stage(
-            "cargo test --workspace",
-            crate::cargo(root).args(["test", "--workspace"]),
+            "cargo test --workspace --features rfx/nalgebra",
+            crate::cargo(root).args(["test", "--workspace", "--features", "rfx/nalgebra"]),
         )?;
     }
     let python = venv_python(root)?;

@@ -86,6 +86,8 @@ pub(crate) const EXCLUSIVE_DEPS: &[(&str, &str)] = &[
     ("wgpu", "rfx-codegen-metal"),
     ("pyo3", "rfx-python"),
     ("numpy", "rfx-python"),
+    ("urdf-rs", "rfx-control"),
+    ("nalgebra", "rfx"),
 ];
 
 /// The dependencies of one manifest, by table.

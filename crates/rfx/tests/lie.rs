@@ -5,12 +5,14 @@
 //! 1e-7, generic angles, π - 1e-9 and π, and at seeded random angles near 0 and near π, in
 //! `f64` and in `f32`, on every backend of the build. Each check is one kernel over a batch.
 
+mod lie_common;
 mod lie_ref;
 
+use lie_common::{So3, exp_log_jacobians, operation_jacobians, zeros};
 use lie_ref::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use rfx::lie::{self, Side};
+use rfx::lie;
 use rfx::{Array, DType, JitError, Tensor, TraceError};
 
 const PI: f64 = std::f64::consts::PI;
@@ -29,21 +31,11 @@ fn rotation_vectors(seed: u64) -> Vec<V3> {
     out
 }
 
-fn flat<const N: usize>(rows: &[[f64; N]]) -> Vec<f64> {
-    rows.iter().flatten().copied().collect()
-}
-
 /// The `[n, 3]` array of `omegas` in `dtype` and the values it holds.
 fn omega_input(dtype: DType, omegas: &[V3]) -> (Array, Vec<V3>) {
     let values = stored(dtype, &flat(omegas));
     let held = values.chunks(3).map(|c| [c[0], c[1], c[2]]).collect();
     (array(dtype, &[omegas.len(), 3], &values), held)
-}
-
-/// Tolerances: values within a few units of roundoff; the `f32` backends' transcendentals
-/// are within a few ULP of their own.
-fn tol(dtype: DType, units: f64) -> f64 {
-    units * roundoff(dtype)
 }
 
 fn so3_values(dtype: DType) {
@@ -130,68 +122,21 @@ fn so3_log_matches_reference_for_any_sign_and_scale() {
     }
 }
 
-/// The tangent Jacobians by reverse mode through `exp`, `log` and the group operations:
-/// `Log(Exp(ω)⁻¹ Exp(ω + δ))` (right Jacobian of `Exp`), `Log(Exp(ω + δ) Exp(ω)⁻¹)` (left),
-/// `Log(Exp(ω) Exp(δ))` (right Jacobian of `Log`, `Jr⁻¹`) and `Log(Exp(δ) Exp(ω))` (left), all
-/// at `δ = 0`.
-fn tangent_jacobians(w: Tensor, d: Tensor) -> (Tensor, Tensor, Tensor, Tensor) {
-    let q = lie::so3_exp(w);
-    let moved = lie::so3_exp(w + d);
-    let step = lie::so3_exp(d);
-    (
-        lie::so3_log(lie::so3_between(q, moved)),
-        lie::so3_log(lie::so3_compose(moved, lie::so3_inverse(q))),
-        lie::so3_log(lie::so3_compose(q, step)),
-        lie::so3_log(lie::so3_compose(step, q)),
-    )
-}
-
 fn so3_derivatives(dtype: DType) {
     let omegas = rotation_vectors(3);
-    let n = omegas.len();
     let (input, held) = omega_input(dtype, &omegas);
-    let zeros = array(dtype, &[n, 3], &vec![0.0; 3 * n]);
     // The reference: the closed forms, and the inverses of the Jacobians of `Exp`.
     let jr: Vec<M3> = held.iter().map(|&w| so3_jr(w, false)).collect();
     let jl: Vec<M3> = held.iter().map(|&w| so3_jr(w, true)).collect();
     let jr_inv: Vec<M3> = jr.iter().map(inv3).collect();
     let jl_inv: Vec<M3> = jl.iter().map(inv3).collect();
-    let m = |ms: &[M3]| flat(&ms.iter().flat_map(|m| m.iter().copied()).collect::<Vec<_>>());
-    for backend in backends(dtype) {
+    let ad_tol = [tol(dtype, 64.0), tol(dtype, 256.0)];
+    for (backend, a) in exp_log_jacobians::<So3>(dtype, &input, ad_tol) {
         let what = |name: &str| format!("{backend} {dtype}: {name}");
-        let analytic = rfx::jit(|w: Tensor| {
-            // The Jacobians of `Log` at `q = Exp(ω)` are those at `Log(q)`, which is ω except
-            // at θ = π, where rounding may pick the other axis sign.
-            let back = lie::so3_log(lie::so3_exp(w));
-            vec![
-                lie::so3_jr(w),
-                lie::so3_jl(w),
-                lie::so3_jr_inv(w),
-                lie::so3_jl_inv(w),
-                lie::so3_jr_inv(back),
-                lie::so3_jl_inv(back),
-            ]
-        })
-        .on_backend(backend);
-        let Some(a) = run("analytic", backend, &analytic, (&input,)) else {
-            continue;
-        };
-        assert_close(&what("jr"), &a[0], &m(&jr), tol(dtype, 16.0));
-        assert_close(&what("jl"), &a[1], &m(&jl), tol(dtype, 16.0));
-        assert_close(&what("jr_inv"), &a[2], &m(&jr_inv), tol(dtype, 64.0));
-        assert_close(&what("jl_inv"), &a[3], &m(&jl_inv), tol(dtype, 64.0));
-
-        let ad = rfx::jit(rfx::vmap(rfx::jacobian(tangent_jacobians).wrt(&[1]))).on_backend(backend);
-        let Some(out) = run("ad", backend, &ad, (&input, &zeros)) else {
-            continue;
-        };
-        // Outputs: the four values, then their Jacobians with respect to δ.
-        for (k, name) in ["AD jr", "AD jl"].iter().enumerate() {
-            assert_close(&what(name), &out[4 + k], &a[k], tol(dtype, 64.0));
-        }
-        for (k, name) in [(2, "AD jr_inv"), (3, "AD jl_inv")] {
-            assert_close(&what(name), &out[4 + k], &a[k + 2], tol(dtype, 256.0));
-        }
+        assert_close(&what("jr"), &a[0], &m3s(jr.clone()), tol(dtype, 16.0));
+        assert_close(&what("jl"), &a[1], &m3s(jl.clone()), tol(dtype, 16.0));
+        assert_close(&what("jr_inv"), &a[2], &m3s(jr_inv.clone()), tol(dtype, 64.0));
+        assert_close(&what("jl_inv"), &a[3], &m3s(jl_inv.clone()), tol(dtype, 64.0));
     }
 }
 
@@ -267,7 +212,7 @@ fn so3_right_jacobian_by_reverse_mode_matches_finite_differences() {
     let omegas = rotation_vectors(6);
     let n = omegas.len();
     let (input, _) = omega_input(DType::F64, &omegas);
-    let zeros = array(DType::F64, &[n, 3], &vec![0.0; 3 * n]);
+    let zeros = zeros(DType::F64, n, 3);
     for backend in backends(DType::F64) {
         let f = rfx::jit(rfx::vmap(
             rfx::jacobian(|w: Tensor, d: Tensor| {
@@ -387,66 +332,7 @@ fn so3_operation_jacobians_match_derivatives() {
     let qa = array(DType::F64, &[n, 4], &flat(&a));
     let qb = array(DType::F64, &[n, 4], &flat(&b));
     let pts = array(DType::F64, &[n, 3], &flat(&p));
-    let zeros = array(DType::F64, &[n, 3], &vec![0.0; 3 * n]);
-    let tol = 256.0 * roundoff(DType::F64);
-    for backend in backends(DType::F64) {
-        let analytic = rfx::jit(|a: Tensor, b: Tensor, p: Tensor| {
-            let (right_a, right_b) = lie::so3_compose_jacobians(a, b, Side::Right);
-            let (left_a, left_b) = lie::so3_compose_jacobians(a, b, Side::Left);
-            let (act_right, act_p) = lie::so3_act_jacobians(a, p, Side::Right);
-            let (act_left, _) = lie::so3_act_jacobians(a, p, Side::Left);
-            let inverse = lie::so3_inverse_jacobian(a, Side::Right);
-            vec![
-                right_a, right_b, left_a, left_b, act_right, act_p, act_left, inverse,
-            ]
-        })
-        .on_backend(backend);
-        let Some(want) = run("analytic", backend, &analytic, (&qa, &qb, &pts)) else {
-            continue;
-        };
-        let ad = rfx::jit(rfx::vmap(
-            rfx::jacobian(|a: Tensor, b: Tensor, p: Tensor, d: Tensor| {
-                let e = lie::so3_exp(d);
-                let ab = lie::so3_compose(a, b);
-                vec![
-                    lie::so3_log(lie::so3_between(ab, lie::so3_compose(lie::so3_compose(a, e), b))),
-                    lie::so3_log(lie::so3_between(ab, lie::so3_compose(a, lie::so3_compose(b, e)))),
-                    lie::so3_log(lie::so3_compose(
-                        lie::so3_compose(lie::so3_compose(e, a), b),
-                        lie::so3_inverse(ab),
-                    )),
-                    lie::so3_log(lie::so3_compose(
-                        lie::so3_compose(a, lie::so3_compose(e, b)),
-                        lie::so3_inverse(ab),
-                    )),
-                    lie::so3_act(lie::so3_compose(a, e), p),
-                    lie::so3_act(a, p + d),
-                    lie::so3_act(lie::so3_compose(e, a), p),
-                    lie::so3_log(lie::so3_between(
-                        lie::so3_inverse(a),
-                        lie::so3_inverse(lie::so3_compose(a, e)),
-                    )),
-                ]
-            })
-            .wrt(&[3]),
-        ))
-        .on_backend(backend);
-        let Some(got) = run("ad", backend, &ad, (&qa, &qb, &pts, &zeros)) else {
-            continue;
-        };
-        let names = [
-            "compose right a",
-            "compose right b",
-            "compose left a",
-            "compose left b",
-            "act right q",
-            "act p",
-            "act left q",
-            "inverse right",
-        ];
-        for (k, name) in names.iter().enumerate() {
-            assert_close(&format!("{backend}: {name}"), &got[8 + k], &want[k], tol);
-        }
+    for (backend, want) in operation_jacobians::<So3>(&qa, &qb, &pts, 256.0 * roundoff(DType::F64)) {
         // And the matrices themselves: R(b)ᵀ for the right Jacobian of compose in a.
         let rbt: Vec<M3> = b.iter().map(|&q| transpose(&quat_matrix(q))).collect();
         assert_close(

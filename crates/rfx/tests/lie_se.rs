@@ -6,19 +6,17 @@
 //! `lie_ref::angles` (0, 1e-12, 1e-7, generic, π - 1e-9, π, seeded random ones near 0 and π),
 //! in `f64` and `f32`, on every backend of the build.
 
+mod lie_common;
 mod lie_ref;
 
+use lie_common::{Se2, Se3, exp_log_jacobians, operation_jacobians, zeros};
 use lie_ref::*;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use rfx::lie::{self, Side};
+use rfx::lie;
 use rfx::{DType, Tensor};
 
 const PI: f64 = std::f64::consts::PI;
-
-fn flat<const N: usize>(rows: &[[f64; N]]) -> Vec<f64> {
-    rows.iter().flatten().copied().collect()
-}
 
 /// SE(3) tangents `[ρ, ω]` with `‖ω‖` at every test angle and seeded random `ρ`.
 fn se3_tangents(seed: u64) -> Vec<[f64; 6]> {
@@ -31,10 +29,6 @@ fn se3_tangents(seed: u64) -> Vec<[f64; 6]> {
             [rho[0], rho[1], rho[2], w[0], w[1], w[2]]
         })
         .collect()
-}
-
-fn tol(dtype: DType, units: f64) -> f64 {
-    units * roundoff(dtype)
 }
 
 fn six(v: &[f64]) -> [f64; 6] {
@@ -96,19 +90,6 @@ fn se3_exp_log_and_matrix_match_closed_forms_f32() {
     se3_values(DType::F32);
 }
 
-/// As `lie.rs`'s `tangent_jacobians`, for SE(3).
-fn se3_tangent_jacobians(xi: Tensor, d: Tensor) -> (Tensor, Tensor, Tensor, Tensor) {
-    let x = lie::se3_exp(xi);
-    let moved = lie::se3_exp(xi + d);
-    let step = lie::se3_exp(d);
-    (
-        lie::se3_log(lie::se3_between(x, moved)),
-        lie::se3_log(lie::se3_compose(moved, lie::se3_inverse(x))),
-        lie::se3_log(lie::se3_compose(x, step)),
-        lie::se3_log(lie::se3_compose(step, x)),
-    )
-}
-
 fn mat6_mul(a: &[f64], b: &[f64]) -> Vec<f64> {
     (0..36)
         .map(|k| {
@@ -123,29 +104,12 @@ fn se3_derivatives(dtype: DType) {
     let n = xis.len();
     let held: Vec<[f64; 6]> = stored(dtype, &flat(&xis)).chunks(6).map(six).collect();
     let input = array(dtype, &[n, 6], &flat(&held));
-    let zeros = array(dtype, &[n, 6], &vec![0.0; 6 * n]);
     let jr: Vec<f64> = held.iter().flat_map(|&xi| flat(&se3_jr(xi, false))).collect();
     let jl: Vec<f64> = held.iter().flat_map(|&xi| flat(&se3_jr(xi, true))).collect();
     let identity: Vec<f64> = (0..36).map(|k| f64::from(u8::from(k / 6 == k % 6))).collect();
-    for backend in backends(dtype) {
+    let ad_tol = [tol(dtype, 1024.0); 2];
+    for (backend, a) in exp_log_jacobians::<Se3>(dtype, &input, ad_tol) {
         let what = |name: &str| format!("{backend} {dtype}: {name}");
-        // The Jacobians of `Log` at `x = Exp(ξ)` are those at `Log(x)`, which is ξ except
-        // at θ = π, where rounding may pick the other axis sign.
-        let analytic = rfx::jit(|xi: Tensor| {
-            let back = lie::se3_log(lie::se3_exp(xi));
-            vec![
-                lie::se3_jr(xi),
-                lie::se3_jl(xi),
-                lie::se3_jr_inv(xi),
-                lie::se3_jl_inv(xi),
-                lie::se3_jr_inv(back),
-                lie::se3_jl_inv(back),
-            ]
-        })
-        .on_backend(backend);
-        let Some(a) = run("analytic", backend, &analytic, (&input,)) else {
-            continue;
-        };
         assert_close(&what("jr"), &a[0], &jr, tol(dtype, 64.0));
         assert_close(&what("jl"), &a[1], &jl, tol(dtype, 64.0));
         for i in 0..n {
@@ -162,17 +126,6 @@ fn se3_derivatives(dtype: DType) {
                 &identity,
                 tol(dtype, 512.0),
             );
-        }
-        let ad = rfx::jit(rfx::vmap(rfx::jacobian(se3_tangent_jacobians).wrt(&[1]))).on_backend(backend);
-        let Some(out) = run("ad", backend, &ad, (&input, &zeros)) else {
-            continue;
-        };
-        for (k, name) in ["AD jr", "AD jl", "AD jr_inv", "AD jl_inv"].iter().enumerate() {
-            let at = if k < 2 { k } else { k + 2 };
-            for i in 0..n {
-                let (got, want) = (&out[4 + k][36 * i..36 * i + 36], &a[at][36 * i..36 * i + 36]);
-                assert_close(&format!("{}[{i}]", what(name)), got, want, tol(dtype, 1024.0));
-            }
         }
     }
 }
@@ -194,7 +147,7 @@ fn se3_derivatives_match_finite_differences() {
     let xis = se3_tangents(13);
     let n = xis.len();
     let input = array(DType::F64, &[n, 6], &flat(&xis));
-    let zeros = array(DType::F64, &[n, 6], &vec![0.0; 6 * n]);
+    let zeros = zeros(DType::F64, n, 6);
     let identity: Vec<f64> = (0..36).map(|k| f64::from(u8::from(k / 6 == k % 6))).collect();
     for backend in backends(DType::F64) {
         let f = rfx::jit(rfx::vmap(
@@ -320,91 +273,11 @@ fn se3_operation_jacobians_match_derivatives() {
         array(DType::F64, &[n, 7], &flat(&b)),
     );
     let pts = array(DType::F64, &[n, 3], &flat(&p));
-    let zeros = array(DType::F64, &[n, 6], &vec![0.0; 6 * n]);
-    let tol = 1024.0 * roundoff(DType::F64);
-    for backend in backends(DType::F64) {
-        let analytic = rfx::jit(|a: Tensor, b: Tensor, p: Tensor| {
-            let (right_a, right_b) = lie::se3_compose_jacobians(a, b, Side::Right);
-            let (left_a, left_b) = lie::se3_compose_jacobians(a, b, Side::Left);
-            let (act_right, act_p) = lie::se3_act_jacobians(a, p, Side::Right);
-            let (act_left, _) = lie::se3_act_jacobians(a, p, Side::Left);
-            let inverse_right = lie::se3_inverse_jacobian(a, Side::Right);
-            let inverse_left = lie::se3_inverse_jacobian(a, Side::Left);
-            vec![
-                right_a,
-                right_b,
-                left_a,
-                left_b,
-                act_right,
-                act_p,
-                act_left,
-                inverse_right,
-                inverse_left,
-            ]
-        })
-        .on_backend(backend);
-        let Some(want) = run("se3 analytic", backend, &analytic, (&xa, &xb, &pts)) else {
-            continue;
-        };
-        let ad = rfx::jit(rfx::vmap(
-            rfx::jacobian(|a: Tensor, b: Tensor, p: Tensor, d: Tensor| {
-                let e = lie::se3_exp(d);
-                let ab = lie::se3_compose(a, b);
-                let ai = lie::se3_inverse(a);
-                let dp = d.slice_axis(0, 0..3);
-                vec![
-                    lie::se3_log(lie::se3_between(ab, lie::se3_compose(lie::se3_compose(a, e), b))),
-                    lie::se3_log(lie::se3_between(ab, lie::se3_compose(a, lie::se3_compose(b, e)))),
-                    lie::se3_log(lie::se3_compose(
-                        lie::se3_compose(lie::se3_compose(e, a), b),
-                        lie::se3_inverse(ab),
-                    )),
-                    lie::se3_log(lie::se3_compose(
-                        lie::se3_compose(a, lie::se3_compose(e, b)),
-                        lie::se3_inverse(ab),
-                    )),
-                    lie::se3_act(lie::se3_compose(a, e), p),
-                    lie::se3_act(a, p + dp),
-                    lie::se3_act(lie::se3_compose(e, a), p),
-                    lie::se3_log(lie::se3_between(ai, lie::se3_inverse(lie::se3_compose(a, e)))),
-                    lie::se3_log(lie::se3_compose(
-                        lie::se3_inverse(lie::se3_compose(e, a)),
-                        lie::se3_inverse(ai),
-                    )),
-                ]
-            })
-            .wrt(&[3]),
-        ))
-        .on_backend(backend);
-        let Some(got) = run("se3 ad", backend, &ad, (&xa, &xb, &pts, &zeros)) else {
-            continue;
-        };
-        let names = [
-            "compose right a",
-            "compose right b",
-            "compose left a",
-            "compose left b",
-            "act right x",
-            "act p",
-            "act left x",
-            "inverse right",
-            "inverse left",
-        ];
-        for (k, name) in names.iter().enumerate() {
-            // The derivative of `act(a, p + dp)` has the shape [3, 6]: its first three columns
-            // are the Jacobian with respect to p.
-            let got_k: Vec<f64> = if k == 5 {
-                got[9 + k].chunks(6).flat_map(|row| row[..3].to_vec()).collect()
-            } else {
-                got[9 + k].clone()
-            };
-            assert_close(&format!("{backend}: {name}"), &got_k, &want[k], tol);
-        }
-    }
+    operation_jacobians::<Se3>(&xa, &xb, &pts, 1024.0 * roundoff(DType::F64));
 }
 
-/// SE(2): values against the reference and the Jacobians of `Exp` against reverse mode and
-/// (in `f64`) central differences, at 0, 1e-12, 1e-7, generic angles, ±(π - 1e-9) and π.
+/// SE(2): values against the reference, the Jacobians of `Exp` and `Log` against reverse mode
+/// and (in `f64`) that of `Exp` against central differences, at 0, 1e-12, 1e-7, generic angles, ±(π - 1e-9) and π.
 fn se2_reference(dtype: DType) {
     let mut rng = StdRng::seed_from_u64(16);
     let thetas = [0.0, 1e-12, -1e-7, 0.3, -1.5, 2.5, PI - 1e-9, -(PI - 1e-9), PI];
@@ -437,18 +310,11 @@ fn se2_reference(dtype: DType) {
         .collect();
     let input = array(dtype, &[n, 3], &flat(&xis));
     let other = array(dtype, &[n, 4], &flat(&others));
-    let zeros = array(dtype, &[n, 3], &vec![0.0; 3 * n]);
     let tol = 256.0 * roundoff(dtype);
     for backend in backends(dtype) {
         let f = rfx::jit(|xi: Tensor, b: Tensor| {
             let x = lie::se2_exp(xi);
-            (
-                x,
-                lie::se2_log(x),
-                lie::se2_between(x, b),
-                lie::se2_jr(xi),
-                lie::se2_jl(xi),
-            )
+            (x, lie::se2_log(x), lie::se2_between(x, b))
         })
         .on_backend(backend);
         let Some(out) = run("se2 values", backend, &f, (&input, &other)) else {
@@ -458,24 +324,8 @@ fn se2_reference(dtype: DType) {
         let want_log: Vec<[f64; 3]> = want_exp.iter().map(|&x| se2_log(x)).collect();
         assert_close(&format!("{backend}: log"), &out[1], &flat(&want_log), tol);
         assert_close(&format!("{backend}: between"), &out[2], &flat(&want_between), tol);
-        let ad = rfx::jit(rfx::vmap(
-            rfx::jacobian(|xi: Tensor, d: Tensor| {
-                (
-                    lie::se2_log(lie::se2_between(lie::se2_exp(xi), lie::se2_exp(xi + d))),
-                    lie::se2_log(lie::se2_compose(
-                        lie::se2_exp(xi + d),
-                        lie::se2_inverse(lie::se2_exp(xi)),
-                    )),
-                )
-            })
-            .wrt(&[1]),
-        ))
-        .on_backend(backend);
-        let Some(jac) = run("se2 ad", backend, &ad, (&input, &zeros)) else {
-            continue;
-        };
-        assert_close(&format!("{backend}: AD jr"), &jac[2], &out[3], tol);
-        assert_close(&format!("{backend}: AD jl"), &jac[3], &out[4], tol);
+    }
+    for (backend, a) in exp_log_jacobians::<Se2>(dtype, &input, [tol, 4.0 * tol]) {
         if dtype != DType::F64 {
             continue;
         }
@@ -492,7 +342,7 @@ fn se2_reference(dtype: DType) {
             );
             assert_close(
                 &format!("{backend}: jr[{i}] vs differences"),
-                &out[3][9 * i..9 * i + 9],
+                &a[0][9 * i..9 * i + 9],
                 &flat(&fd),
                 1e-7,
             );
@@ -533,90 +383,7 @@ fn se2_operation_jacobians_match_derivatives() {
         array(DType::F64, &[n, 4], &flat(&b)),
     );
     let pts = array(DType::F64, &[n, 2], &flat(&p));
-    let zeros = array(DType::F64, &[n, 3], &vec![0.0; 3 * n]);
-    let tol = 256.0 * roundoff(DType::F64);
-    for backend in backends(DType::F64) {
-        let analytic = rfx::jit(|a: Tensor, b: Tensor, p: Tensor| {
-            let (right_a, right_b) = lie::se2_compose_jacobians(a, b, Side::Right);
-            let (left_a, left_b) = lie::se2_compose_jacobians(a, b, Side::Left);
-            let (act_right, act_p) = lie::se2_act_jacobians(a, p, Side::Right);
-            let (act_left, _) = lie::se2_act_jacobians(a, p, Side::Left);
-            let log = lie::se2_log(a);
-            vec![
-                right_a,
-                right_b,
-                left_a,
-                left_b,
-                act_right,
-                act_p,
-                act_left,
-                lie::se2_inverse_jacobian(a, Side::Right),
-                lie::se2_inverse_jacobian(a, Side::Left),
-                lie::se2_jr_inv(log),
-                lie::se2_jl_inv(log),
-            ]
-        })
-        .on_backend(backend);
-        let Some(want) = run("se2 analytic", backend, &analytic, (&xa, &xb, &pts)) else {
-            continue;
-        };
-        let ad = rfx::jit(rfx::vmap(
-            rfx::jacobian(|a: Tensor, b: Tensor, p: Tensor, d: Tensor| {
-                let e = lie::se2_exp(d);
-                let ab = lie::se2_compose(a, b);
-                let ai = lie::se2_inverse(a);
-                vec![
-                    lie::se2_log(lie::se2_between(ab, lie::se2_compose(lie::se2_compose(a, e), b))),
-                    lie::se2_log(lie::se2_between(ab, lie::se2_compose(a, lie::se2_compose(b, e)))),
-                    lie::se2_log(lie::se2_compose(
-                        lie::se2_compose(lie::se2_compose(e, a), b),
-                        lie::se2_inverse(ab),
-                    )),
-                    lie::se2_log(lie::se2_compose(
-                        lie::se2_compose(a, lie::se2_compose(e, b)),
-                        lie::se2_inverse(ab),
-                    )),
-                    lie::se2_act(lie::se2_compose(a, e), p),
-                    lie::se2_act(a, p + d.slice_axis(0, 0..2)),
-                    lie::se2_act(lie::se2_compose(e, a), p),
-                    lie::se2_log(lie::se2_between(ai, lie::se2_inverse(lie::se2_compose(a, e)))),
-                    lie::se2_log(lie::se2_compose(
-                        lie::se2_inverse(lie::se2_compose(e, a)),
-                        lie::se2_inverse(ai),
-                    )),
-                    lie::se2_log(lie::se2_compose(a, e)),
-                    lie::se2_log(lie::se2_compose(e, a)),
-                ]
-            })
-            .wrt(&[3]),
-        ))
-        .on_backend(backend);
-        let Some(got) = run("se2 ad", backend, &ad, (&xa, &xb, &pts, &zeros)) else {
-            continue;
-        };
-        let names = [
-            "compose right a",
-            "compose right b",
-            "compose left a",
-            "compose left b",
-            "act right x",
-            "act p",
-            "act left x",
-            "inverse right",
-            "inverse left",
-            "jr_inv",
-            "jl_inv",
-        ];
-        for (k, name) in names.iter().enumerate() {
-            // `act(a, p + dp)` has the shape [2, 3]: its first two columns are the Jacobian in p.
-            let got_k: Vec<f64> = if k == 5 {
-                got[11 + k].chunks(3).flat_map(|row| row[..2].to_vec()).collect()
-            } else {
-                got[11 + k].clone()
-            };
-            assert_close(&format!("{backend}: {name}"), &got_k, &want[k], tol);
-        }
-    }
+    operation_jacobians::<Se2>(&xa, &xb, &pts, 256.0 * roundoff(DType::F64));
 }
 
 /// The single-output functions in `rfx::expr` compute what the Rust functions compute, and a

@@ -49,6 +49,17 @@ pub fn roundoff(dtype: DType) -> f64 {
     }
 }
 
+/// Tolerances: values within a few units of roundoff; the `f32` backends' transcendentals
+/// are within a few ULP of their own.
+pub fn tol(dtype: DType, units: f64) -> f64 {
+    units * roundoff(dtype)
+}
+
+/// `rows` one after another, as the row-major values of an `[n, N]` array.
+pub fn flat<const N: usize>(rows: &[[f64; N]]) -> Vec<f64> {
+    rows.iter().flatten().copied().collect()
+}
+
 /// The angles every SO(3)/SE(3) test covers: 0, 1e-12, 1e-7, generic angles, π - 1e-9, π,
 /// then `random` angles drawn (seeded) near 0 and near π, on log scales.
 pub fn angles(random: usize, seed: u64) -> Vec<f64> {

@@ -1,10 +1,32 @@
-"""Shared helpers: random inputs of each dtype (with special values) and NumPy comparisons."""
+"""Shared helpers: random inputs of each dtype (with special values), NumPy comparisons and
+the backends the jitted tests run on."""
+
+import functools
 
 import numpy as np
 import pytest
 
 DTYPES = [np.float32, np.float64, np.int32, np.bool_]
 FLOATS = [np.float32, np.float64]
+
+
+@functools.cache
+def jit_backends():
+    """The reference backends (`cpu`, `interp`), and the C backend where it is built in and can
+    run here (it needs a C compiler)."""
+
+    def runs(backend):
+        import rfxjit as rj
+
+        if backend not in rj.backends():
+            return False
+        try:
+            rj.jit(lambda x: x + 1.0, backend=backend)(np.zeros(1))
+        except rj.BackendUnavailable:
+            return False
+        return True
+
+    return ["cpu", "interp"] + [b for b in ("c",) if runs(b)]
 
 
 def random_array(rng, shape, dtype, low=-3.0, high=3.0, special=True):

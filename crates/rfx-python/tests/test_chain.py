@@ -11,23 +11,14 @@ import numpy as np
 import pytest
 
 import rfxjit as rj
+from conftest import jit_backends
 from rfxjit.control import Chain, ChainError
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "..", "rfx-control", "tests", "data")
 HALF_PI = math.pi / 2
 
 
-def _runs(backend):
-    if backend not in rj.backends():
-        return False
-    try:
-        rj.jit(lambda x: x + 1.0, backend=backend)(np.zeros(1))
-    except rj.BackendUnavailable:
-        return False
-    return True
-
-
-BACKENDS = ["cpu", "interp"] + [b for b in ("c",) if _runs(b)]
+BACKENDS = jit_backends()
 
 
 def trans(x, y, z):

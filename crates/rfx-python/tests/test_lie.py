@@ -10,23 +10,10 @@ import numpy as np
 import pytest
 
 import rfxjit as rj
+from conftest import jit_backends
 from rfxjit import lie
 
-
-
-def _runs(backend):
-    """Whether `backend` is built in and can run here (the C backend needs a C compiler)."""
-    if backend not in rj.backends():
-        return False
-    try:
-        rj.jit(lambda x: x + 1.0, backend=backend)(np.zeros(1))
-    except rj.BackendUnavailable:
-        return False
-    return True
-
-
-# The reference backends, and the C backend where it runs.
-BACKENDS = ["cpu", "interp"] + [b for b in ("c",) if _runs(b)]
+BACKENDS = jit_backends()
 EPS = {np.float64: 2.0 ** -53, np.float32: 2.0 ** -24}
 
 

@@ -19,6 +19,7 @@ pub mod corpus;
 mod error;
 pub mod generator;
 pub mod oracle;
+pub mod probe;
 mod report;
 pub mod shrink;
 

@@ -19,8 +19,8 @@
 //!   transcendentals with the same `rfx_ir::semantics`.
 //! - kernels with transcendentals ([`Transcendental`]) are compared in two parts on each
 //!   backend, which must also give the same bits on a second call. The backend runs the kernel
-//!   with every transcendental node's value and operands as extra outputs (`Probed` in the
-//!   source). Every transcendental value must lie within the backend's documented bound
+//!   with every transcendental node's value and operands as extra outputs ([`Probed`]).
+//!   Every transcendental value must lie within the backend's documented bound
 //!   ([`Backend::ulp_bound`]) of the `f64` oracle at the backend's own operands; and the
 //!   kernel's outputs and those operands must have the bits of the HIR interpreter run with
 //!   the transcendental nodes replaced by the backend's values. So no error analysis is needed:
@@ -35,20 +35,23 @@
 //! [`LARGE_TOLERANCE_F32`] / [`LARGE_TOLERANCE_F64`] instead.
 //!
 //! [`UnaryOp::is_transcendental`]: rfx_ir::UnaryOp::is_transcendental
+//! [`Transcendental`]: rfx_lower::Transcendental
+//! [`Probed`]: crate::probe::Probed
 
 use std::collections::BTreeMap;
 use std::fmt;
 
-use rfx_ir::hir::{self, Kernel, Node, Op, Output, ValueId};
+use rfx_ir::hir::{Kernel, Node, Op};
 use rfx_ir::interp::{Mode, run_hir, run_lir};
 use rfx_ir::lir::LirProgram;
 use rfx_ir::testgen::{TestRng, random_inputs};
-use rfx_ir::{Array, ArrayData, ArrayView, BinaryOp, DType, Scalar, TensorType};
-use rfx_lower::{Backend, BackendError, LowerConfig, Scratch, Transcendental, order_inputs, ulps};
+use rfx_ir::{Array, ArrayData, ArrayView, BinaryOp, DType, Scalar};
+use rfx_lower::{Backend, BackendError, LowerConfig, Scratch, order_inputs, ulps};
 use rfx_opt::{Exactness, OptConfig};
 
 use crate::corpus::FuzzConfig;
 use crate::generator::large_kernel;
+use crate::probe::{Probed, probe, with_lanes_of};
 use crate::report::{FuzzReport, Mismatch};
 
 /// The rate of special float values (NaN, ±Inf, −0, subnormals, huge) among the inputs.
@@ -537,108 +540,6 @@ fn check_backend(reference: &Reference<'_>, path: &str, backend: &dyn Backend, t
     }
 }
 
-/// A kernel with transcendental ops prepared for the bound-aware comparison: the backend runs
-/// `instrumented`, which also outputs each transcendental node's value and operands; the HIR
-/// interpreter runs `cut`, where those values are inputs, so that everything but the
-/// transcendental ops themselves is compared bit for bit.
-struct Probed {
-    /// The kernel plus the outputs `__t{k}` (transcendental node `k`) and `__a{k}_{j}` (its
-    /// operand `j`, broadcast to the node's shape).
-    instrumented: Kernel,
-    /// The kernel with transcendental node `k` replaced by an input `__t{k}`; its outputs are
-    /// the kernel's, then the `__a{k}_{j}`.
-    cut: Kernel,
-    /// Per transcendental node: the op and its dtype.
-    ops: Vec<(Transcendental, DType)>,
-    /// Outputs of `cut` that a float reduction feeds: their rounding depends on the lane order,
-    /// so they are compared with the LIR interpreter's, not the HIR's (see the module
-    /// documentation).
-    after_float_reduction: Vec<String>,
-}
-
-fn transcendental_of(op: &Op) -> Option<Transcendental> {
-    match op {
-        Op::Unary(u) => Transcendental::unary(*u),
-        Op::Binary(b) => Transcendental::binary(*b),
-        _ => None,
-    }
-}
-
-/// `kernel` prepared for [`within_bounds`]; `None` when the extra names clash or a kernel does
-/// not verify.
-fn probe(kernel: &Kernel) -> Option<Probed> {
-    let nodes = kernel.nodes();
-    let mut after = vec![false; nodes.len()];
-    for (i, node) in nodes.iter().enumerate() {
-        let reduces = matches!(node.op, Op::Reduce { .. }) && node.ty.dtype.is_float();
-        after[i] = reduces || node.args.iter().any(|a| after[a.index()]);
-    }
-    let mut instrumented_nodes = nodes.to_vec();
-    let mut cut_nodes = nodes.to_vec();
-    let mut instrumented_outputs = kernel.outputs().to_vec();
-    let mut cut_outputs = kernel.outputs().to_vec();
-    let mut after_float_reduction: Vec<String> = kernel
-        .outputs()
-        .iter()
-        .filter(|o| after[o.value.index()])
-        .map(|o| o.name.clone())
-        .collect();
-    let mut ops = Vec::new();
-    for (index, node) in nodes.iter().enumerate() {
-        let Some(op) = transcendental_of(&node.op) else {
-            continue;
-        };
-        let k = ops.len();
-        ops.push((op, node.ty.dtype));
-        let t_name = format!("__t{k}");
-        instrumented_outputs.push(Output {
-            name: t_name.clone(),
-            value: ValueId::new(index),
-        });
-        cut_nodes[index] = Node {
-            op: Op::Input { name: t_name },
-            args: Vec::new(),
-            ty: node.ty.clone(),
-        };
-        for (j, arg) in node.args.iter().enumerate() {
-            let arg_ty = &nodes[arg.index()].ty;
-            let name = format!("__a{k}_{j}");
-            let mut value = *arg;
-            if arg_ty.shape != node.ty.shape {
-                let broadcast = Node {
-                    op: Op::BroadcastTo,
-                    args: vec![*arg],
-                    ty: TensorType::new(arg_ty.dtype, node.ty.shape.dims().to_vec()),
-                };
-                value = ValueId::new(instrumented_nodes.len());
-                instrumented_nodes.push(broadcast.clone());
-                cut_nodes.push(broadcast);
-            }
-            instrumented_outputs.push(Output {
-                name: name.clone(),
-                value,
-            });
-            cut_outputs.push(Output {
-                name: name.clone(),
-                value,
-            });
-            if after[arg.index()] {
-                after_float_reduction.push(name);
-            }
-        }
-    }
-    let instrumented = Kernel::from_parts(kernel.name(), instrumented_nodes, instrumented_outputs);
-    let cut = Kernel::from_parts(kernel.name(), cut_nodes, cut_outputs);
-    hir::verify(&instrumented).ok()?;
-    hir::verify(&cut).ok()?;
-    Some(Probed {
-        instrumented,
-        cut,
-        ops,
-        after_float_reduction,
-    })
-}
-
 /// What [`within_bounds`] compared.
 #[derive(Debug, PartialEq, Eq)]
 enum Bounded {
@@ -715,7 +616,7 @@ fn within_bounds(
     let mut lane_order_compared = false;
     if !probed.after_float_reduction.is_empty() && (!gpu_trees || !uses_gpu_tree(&lir)) {
         let (cut_lir, _) = lower_kernel(&probed.cut).map_err(|e| format!("cut kernel: {e}"))?;
-        if let Some(cut_lir) = with_backend_lanes(&lir, &cut_lir) {
+        if let Some(cut_lir) = with_lanes_of(&lir, &cut_lir) {
             let named_cut: Vec<(&str, ArrayView<'_>)> = probed
                 .cut
                 .inputs()
@@ -788,39 +689,6 @@ fn within_bounds(
         checked: bounded > 0,
         reasons,
     })
-}
-
-/// `cut` with each reduction kernel's lanes set to those of the kernel of `lir` with the same
-/// dims and reduced dims (the backend's), so that the LIR interpreter rounds its reductions as
-/// the backend did: the probes' extra stores can change lowering's choice between partial lanes
-/// and one accumulator. `None` when a reduction of `cut` has no such kernel, or `lir` has two
-/// with different lanes.
-fn with_backend_lanes(lir: &LirProgram, cut: &LirProgram) -> Option<LirProgram> {
-    let mut lanes = BTreeMap::new();
-    for k in lir.kernels().iter().filter(|k| k.reduce_dims > 0) {
-        let key = (k.dims.clone(), k.reduce_dims);
-        if *lanes.entry(key).or_insert(k.schedule.reduce_lanes) != k.schedule.reduce_lanes {
-            return None;
-        }
-    }
-    let kernels = cut
-        .kernels()
-        .iter()
-        .cloned()
-        .map(|mut k| {
-            if k.reduce_dims > 0 {
-                k.schedule.reduce_lanes = *lanes.get(&(k.dims.clone(), k.reduce_dims))?;
-            }
-            Some(k)
-        })
-        .collect::<Option<Vec<_>>>()?;
-    Some(LirProgram::from_parts(
-        cut.name(),
-        cut.buffers().to_vec(),
-        cut.arena_bytes(),
-        cut.arena_align(),
-        kernels,
-    ))
 }
 
 /// The kernel optimised and lowered with the default configuration, and whether a
@@ -911,8 +779,8 @@ mod tests {
 
     use rfx_ir::hir::Builder;
     use rfx_ir::lir::LirProgram;
-    use rfx_ir::{ArrayView, ArrayViewMut, DataMut, ReduceOp, Shape, UnaryOp};
-    use rfx_lower::{CompileOptions, Compiled};
+    use rfx_ir::{ArrayView, ArrayViewMut, DataMut, ReduceOp, Shape, TensorType, UnaryOp};
+    use rfx_lower::{CompileOptions, Compiled, Transcendental};
 
     use super::*;
 

@@ -278,6 +278,53 @@ int main(void) {{
     }
 }
 
+/// GCC's `-O3 -march=x86-64-v3` (AVX2) vectoriser report on `export` written as `name`.c.
+fn gcc_vectorizer_report(export: &rfx_codegen_c::CExport, name: &str) -> String {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join(format!("{name}.h")), &export.header).expect("write");
+    let source = dir.path().join(format!("{name}.c"));
+    std::fs::write(&source, &export.source).expect("write");
+    let out = std::process::Command::new("gcc")
+        .args([
+            "-std=c99",
+            "-O3",
+            "-march=x86-64-v3",
+            "-ffp-contract=off",
+            "-fno-math-errno",
+        ])
+        .arg("-fopt-info-vec-optimized")
+        .arg("-c")
+        .arg(&source)
+        .arg("-o")
+        .arg(dir.path().join(format!("{name}.o")))
+        .output()
+        .expect("run gcc");
+    let report = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{report}");
+    report
+}
+
+/// Elementwise loops of `floor`, `ceil` and `round` vectorise for AVX2 in f32 and f64 (their
+/// helpers are straight-line code).
+#[test]
+fn gcc_vectorises_rounding_loops() {
+    if !cfg!(target_arch = "x86_64") || !common::compilers().contains(&"gcc") {
+        eprintln!("skipped: needs gcc on x86-64");
+        return;
+    }
+    for dtype in ["f32", "f64"] {
+        for op in ["floor", "ceil", "round"] {
+            let text = format!(
+                "kernel {op} {{\n  %x = input x : {dtype}[1024]\n  %y = {op} %x : {dtype}[1024]\n  output out = %y\n}}\n"
+            );
+            let name = format!("{op}_{dtype}");
+            let export = rfx_codegen_c::c_source(&program(&text), &name).expect("export");
+            let report = gcc_vectorizer_report(&export, &name);
+            assert!(report.contains("loop vectorized"), "{name}:\n{report}");
+        }
+    }
+}
+
 /// The export benchmark's 10-op chain `((x*1.5+y)*0.5-sin(x))*cos(y)+exp(-x*x)` at 65,536
 /// f32: GCC vectorises its first loop for AVX2 without a run-time check that the arrays do not
 /// overlap (the definition's pointers are `restrict`), and its exact rerun is behind
@@ -304,26 +351,7 @@ fn gcc_vectorises_the_chains_fast_loop_without_an_overlap_check() {
         export.source
     );
     assert!(export.source.contains("chain_sin_fast_f32(") && export.source.contains("chain_cos_full_f32("));
-    let dir = tempfile::tempdir().expect("temp dir");
-    std::fs::write(dir.path().join("chain.h"), export.header).expect("write");
-    std::fs::write(dir.path().join("chain.c"), &export.source).expect("write");
-    let out = std::process::Command::new("gcc")
-        .args([
-            "-std=c99",
-            "-O3",
-            "-march=x86-64-v3",
-            "-ffp-contract=off",
-            "-fno-math-errno",
-        ])
-        .arg("-fopt-info-vec-optimized")
-        .arg("-c")
-        .arg(dir.path().join("chain.c"))
-        .arg("-o")
-        .arg(dir.path().join("chain.o"))
-        .output()
-        .expect("run gcc");
-    let report = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{report}");
+    let report = gcc_vectorizer_report(&export, "chain");
     let first_loop = export
         .source
         .lines()
@@ -335,4 +363,139 @@ fn gcc_vectorises_the_chains_fast_loop_without_an_overlap_check() {
         "line {first_loop}:\n{report}"
     );
     assert!(!report.contains("versioned"), "{report}");
+}
+
+/// `floor`, `ceil` and `round` as they were before their straight-line form: the reference of
+/// the bit-for-bit test.
+const REFERENCE_ROUNDING: &str = r#"
+static float rf(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static uint32_t rb(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static double rdf(uint64_t u) { double f; memcpy(&f, &u, 8); return f; }
+static uint64_t rdb(double f) { uint64_t u; memcpy(&u, &f, 8); return u; }
+static float rabs(float x) { return rf(rb(x) & 0x7fffffffu); }
+static double rabsd(double x) { return rdf(rdb(x) & UINT64_C(0x7fffffffffffffff)); }
+static float rfloor(float x) {
+  float t;
+  if (!(rabs(x) < 8388608.0f) || x == 0.0f) return x;
+  t = (float)(int32_t)x;
+  return t > x ? t - 1.0f : t;
+}
+static float rceil(float x) {
+  float t;
+  if (!(rabs(x) < 8388608.0f) || x == 0.0f) return x;
+  t = (float)(int32_t)x;
+  if (t < x) t = t + 1.0f;
+  return (t == 0.0f && x < 0.0f) ? rf(0x80000000u) : t;
+}
+static float rround(float x) {
+  int32_t i;
+  float d, t;
+  if (!(rabs(x) < 8388608.0f) || x == 0.0f) return x;
+  i = (int32_t)x;
+  d = x - (float)i;
+  if (d > 0.5f || (d == 0.5f && (i & 1))) i = i + 1;
+  else if (d < -0.5f || (d == -0.5f && (i & 1))) i = i - 1;
+  t = (float)i;
+  return (t == 0.0f && x < 0.0f) ? rf(0x80000000u) : t;
+}
+static double rfloord(double x) {
+  double t;
+  if (!(rabsd(x) < 4503599627370496.0) || x == 0.0) return x;
+  t = (double)(int64_t)x;
+  return t > x ? t - 1.0 : t;
+}
+static double rceild(double x) {
+  double t;
+  if (!(rabsd(x) < 4503599627370496.0) || x == 0.0) return x;
+  t = (double)(int64_t)x;
+  if (t < x) t = t + 1.0;
+  return (t == 0.0 && x < 0.0) ? rdf(UINT64_C(0x8000000000000000)) : t;
+}
+static double rroundd(double x) {
+  int64_t i;
+  double d, t;
+  if (!(rabsd(x) < 4503599627370496.0) || x == 0.0) return x;
+  i = (int64_t)x;
+  d = x - (double)i;
+  if (d > 0.5 || (d == 0.5 && (i & 1))) i = i + 1;
+  else if (d < -0.5 || (d == -0.5 && (i & 1))) i = i - 1;
+  t = (double)i;
+  return (t == 0.0 && x < 0.0) ? rdf(UINT64_C(0x8000000000000000)) : t;
+}
+"#;
+
+/// The exported `floor`, `ceil` and `round` compute their previous (branching) helpers' bits:
+/// in f32 at every 251st bit pattern (about 17 million: every exponent, both signs, halves,
+/// NaNs and infinities), in f64 at half a million scattered bit patterns and half a million
+/// quarter-integers and nudged halves around 0. (Every f32 input was also compared once,
+/// outside the test suite: no difference.)
+#[test]
+fn floor_ceil_and_round_keep_their_bits() {
+    let compilers = common::compilers();
+    if compilers.is_empty() {
+        eprintln!("skipped: no C compiler (gcc or clang) found");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ops = ["floor", "ceil", "round"];
+    for op in ops {
+        export_unary(dir.path(), op, "f32", &format!("{op}32"));
+        export_unary(dir.path(), op, "f64", &format!("{op}64"));
+    }
+    let includes: String = ops
+        .iter()
+        .map(|op| format!("#include \"{op}32.c\"\n#include \"{op}64.c\"\n"))
+        .collect();
+    let driver = format!(
+        r#"#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+{includes}#define N {N}
+{REFERENCE_ROUNDING}
+static float x[N], y[N];
+static double xd[N], yd[N];
+typedef int (*f32_fn)(const float *, float *, void *);
+typedef int (*f64_fn)(const double *, double *, void *);
+int main(void) {{
+  f32_fn f32s[3] = {{ floor32, ceil32, round32 }};
+  float (*r32s[3])(float) = {{ rfloor, rceil, rround }};
+  f64_fn f64s[3] = {{ floor64, ceil64, round64 }};
+  double (*r64s[3])(double) = {{ rfloord, rceild, rroundd }};
+  uint64_t u, checked = 0, differ = 0, i, j;
+  int k;
+  for (u = 0; u <= 0xffffffffu;) {{
+    for (i = 0; i < N; ++i, u += 251u) x[i] = rf((uint32_t)u);
+    for (k = 0; k < 3; ++k) {{
+      if (f32s[k](x, y, 0) != 0) return 1;
+      for (i = 0; i < N; ++i) differ += rb(y[i]) != rb(r32s[k](x[i]));
+      checked += N;
+    }}
+  }}
+  for (j = 0; j < 256; ++j) {{
+    for (i = 0; i < N; ++i) {{
+      uint64_t n = j * N + i;
+      xd[i] = (j & 1) ? rdf(n * UINT64_C(0x9e3779b97f4a7c15))
+                      : rdf(rdb((double)((int64_t)n - 524288) * 0.25) + (n % 3) - 1);
+    }}
+    for (k = 0; k < 3; ++k) {{
+      if (f64s[k](xd, yd, 0) != 0) return 1;
+      for (i = 0; i < N; ++i) differ += rdb(yd[i]) != rdb(r64s[k](xd[i]));
+      checked += N;
+    }}
+  }}
+  printf("%llu %llu\n", (unsigned long long)checked, (unsigned long long)differ);
+  return 0;
+}}
+"#
+    );
+    for cc in compilers {
+        let out = common::compile_and_run(cc, &[], dir.path(), "rounding_bits", &driver);
+        let counts: Vec<u64> = out
+            .split_whitespace()
+            .map(|w| w.parse().expect("a count"))
+            .collect();
+        assert_eq!(counts.len(), 2, "{cc}: {out}");
+        assert!(counts[0] > 50_000_000, "{cc}: checked {}", counts[0]);
+        assert_eq!(counts[1], 0, "{cc}: {} results differ", counts[1]);
+    }
 }

@@ -93,8 +93,10 @@ impl Helper {
         match self {
             Helper::AbsF32 => &[Helper::F32Bits],
             Helper::AbsF64 => &[Helper::F64Bits],
-            Helper::FloorF32 | Helper::CeilF32 | Helper::RoundF32 => &[Helper::AbsF32, Helper::F32Bits],
-            Helper::FloorF64 | Helper::CeilF64 | Helper::RoundF64 => &[Helper::AbsF64, Helper::F64Bits],
+            Helper::RoundF32 => &[Helper::AbsF32, Helper::F32Bits, Helper::SelF32],
+            Helper::FloorF32 | Helper::CeilF32 => &[Helper::RoundF32],
+            Helper::RoundF64 => &[Helper::AbsF64, Helper::F64Bits, Helper::SelF64],
+            Helper::FloorF64 | Helper::CeilF64 => &[Helper::RoundF64],
             Helper::SqrtF64 => &[Helper::F64Bits],
             Helper::LogF32 => &[Helper::F32Bits],
             Helper::TanhF32 => &[Helper::ExpF32, Helper::AbsF32],
@@ -279,66 +281,52 @@ impl Helper {
             Helper::SignF64 => {
                 "static inline double P_sign_f64(double a) { return a > 0.0 ? 1.0 : (a < 0.0 ? -1.0 : (a == 0.0 ? 0.0 : a)); }"
             }
+            Helper::RoundF32 => concat!(
+                "/* round (ties to even), floor and ceil without libm, exact, straight-line: below 2^23,\n",
+                "   (|x| + 2^23) - 2^23 is |x| rounded to an integer, ties to even, and the sign goes back\n",
+                "   on by its bit (-0.3 gives -0); larger magnitudes, Inf and NaN are their own rounding.\n",
+                "   floor and ceil step the rounded value by one where it lies on the wrong side of x;\n",
+                "   ceil puts x's sign bit on (ceil(-0.5) is -0, and a negative x has a result <= 0). */\n",
+                "static inline float P_round_f32(float x) {\n",
+                "  float a = P_abs_f32(x);\n",
+                "  uint32_t sign = P_f32_to_bits(x) & 0x80000000u;\n",
+                "  float t = P_f32_from_bits(P_f32_to_bits((a + 8388608.0f) - 8388608.0f) | sign);\n",
+                "  return P_sel_f32(a < 8388608.0f, t, x);\n",
+                "}"
+            ),
             Helper::FloorF32 => concat!(
-                "/* floor, ceil and round (ties to even) without libm: exact. |x| >= 2^23, zeros, Inf and\n",
-                "   NaN are returned as they are; otherwise the truncation through int32_t is exact. */\n",
                 "static inline float P_floor_f32(float x) {\n",
-                "  float t;\n",
-                "  if (!(P_abs_f32(x) < 8388608.0f) || x == 0.0f) return x;\n",
-                "  t = (float)(int32_t)x;\n",
-                "  return t > x ? t - 1.0f : t;\n",
+                "  float r = P_round_f32(x);\n",
+                "  return P_sel_f32(r > x, r - 1.0f, r);\n",
                 "}"
             ),
             Helper::CeilF32 => concat!(
                 "static inline float P_ceil_f32(float x) {\n",
-                "  float t;\n",
-                "  if (!(P_abs_f32(x) < 8388608.0f) || x == 0.0f) return x;\n",
-                "  t = (float)(int32_t)x;\n",
-                "  if (t < x) t = t + 1.0f;\n",
-                "  return (t == 0.0f && x < 0.0f) ? P_f32_from_bits(0x80000000u) : t;\n",
+                "  float r = P_round_f32(x);\n",
+                "  r = P_sel_f32(r < x, r + 1.0f, r);\n",
+                "  return P_f32_from_bits(P_f32_to_bits(r) | (P_f32_to_bits(x) & 0x80000000u));\n",
                 "}"
             ),
-            Helper::RoundF32 => concat!(
-                "static inline float P_round_f32(float x) {\n",
-                "  int32_t i;\n",
-                "  float d, t;\n",
-                "  if (!(P_abs_f32(x) < 8388608.0f) || x == 0.0f) return x;\n",
-                "  i = (int32_t)x;\n",
-                "  d = x - (float)i;\n",
-                "  if (d > 0.5f || (d == 0.5f && (i & 1))) i = i + 1;\n",
-                "  else if (d < -0.5f || (d == -0.5f && (i & 1))) i = i - 1;\n",
-                "  t = (float)i;\n",
-                "  return (t == 0.0f && x < 0.0f) ? P_f32_from_bits(0x80000000u) : t;\n",
+            Helper::RoundF64 => concat!(
+                "/* As in f32, with 2^52. */\n",
+                "static inline double P_round_f64(double x) {\n",
+                "  double a = P_abs_f64(x);\n",
+                "  uint64_t sign = P_f64_to_bits(x) & UINT64_C(0x8000000000000000);\n",
+                "  double t = P_f64_from_bits(P_f64_to_bits((a + 4503599627370496.0) - 4503599627370496.0) | sign);\n",
+                "  return P_sel_f64(a < 4503599627370496.0, t, x);\n",
                 "}"
             ),
             Helper::FloorF64 => concat!(
                 "static inline double P_floor_f64(double x) {\n",
-                "  double t;\n",
-                "  if (!(P_abs_f64(x) < 4503599627370496.0) || x == 0.0) return x;\n",
-                "  t = (double)(int64_t)x;\n",
-                "  return t > x ? t - 1.0 : t;\n",
+                "  double r = P_round_f64(x);\n",
+                "  return P_sel_f64(r > x, r - 1.0, r);\n",
                 "}"
             ),
             Helper::CeilF64 => concat!(
                 "static inline double P_ceil_f64(double x) {\n",
-                "  double t;\n",
-                "  if (!(P_abs_f64(x) < 4503599627370496.0) || x == 0.0) return x;\n",
-                "  t = (double)(int64_t)x;\n",
-                "  if (t < x) t = t + 1.0;\n",
-                "  return (t == 0.0 && x < 0.0) ? P_f64_from_bits(UINT64_C(0x8000000000000000)) : t;\n",
-                "}"
-            ),
-            Helper::RoundF64 => concat!(
-                "static inline double P_round_f64(double x) {\n",
-                "  int64_t i;\n",
-                "  double d, t;\n",
-                "  if (!(P_abs_f64(x) < 4503599627370496.0) || x == 0.0) return x;\n",
-                "  i = (int64_t)x;\n",
-                "  d = x - (double)i;\n",
-                "  if (d > 0.5 || (d == 0.5 && (i & 1))) i = i + 1;\n",
-                "  else if (d < -0.5 || (d == -0.5 && (i & 1))) i = i - 1;\n",
-                "  t = (double)i;\n",
-                "  return (t == 0.0 && x < 0.0) ? P_f64_from_bits(UINT64_C(0x8000000000000000)) : t;\n",
+                "  double r = P_round_f64(x);\n",
+                "  r = P_sel_f64(r < x, r + 1.0, r);\n",
+                "  return P_f64_from_bits(P_f64_to_bits(r) | (P_f64_to_bits(x) & UINT64_C(0x8000000000000000)));\n",
                 "}"
             ),
             Helper::F32ToI32 => concat!(

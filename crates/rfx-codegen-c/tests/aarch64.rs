@@ -20,17 +20,18 @@ mod common;
 use std::process::Command;
 
 use common::probe::{Probed, ProbedCount, check_probed, has_transcendental, probe};
-use common::{Job, SHOWN, Toolchain, check_on, for_each_batch, parse_line, run_batch};
+use common::{
+    Job, SHOWN, Toolchain, check_on, corpus_kernels, for_each_batch, lower_kernel, parse_line, run_batch,
+};
 use rfx_check::conformance::{cases, inputs};
 use rfx_check::generator::fuzz_kernel;
 use rfx_check::oracle::SPECIAL_RATE;
 use rfx_codegen_c::{ExportError, c_source};
 use rfx_ir::hir::Kernel;
 use rfx_ir::lir::LirProgram;
-use rfx_ir::testgen::{TestRng, random_inputs, read_corpus};
+use rfx_ir::testgen::{TestRng, random_inputs};
 use rfx_ir::{Array, ArrayView};
-use rfx_lower::{LowerConfig, lower, order_inputs};
-use rfx_opt::{OptConfig, optimize};
+use rfx_lower::order_inputs;
 
 const AARCH64_CC: &str = "aarch64-linux-gnu-gcc";
 
@@ -114,13 +115,6 @@ struct Jobs {
     exact: Vec<Job>,
     probed: Vec<Job>,
     probes: Vec<ProbeOf>,
-}
-
-fn lower_kernel(kernel: &Kernel) -> Result<LirProgram, String> {
-    let (mir, _) = optimize(kernel, &OptConfig::default()).map_err(|e| e.to_string())?;
-    lower(&mir, &LowerConfig::default())
-        .map(|(lir, _)| lir)
-        .map_err(|e| e.to_string())
 }
 
 /// `program`'s job on `case`'s inputs, bound by name; `None` (counted) when it is too large
@@ -234,13 +228,10 @@ fn check_probed_jobs(jobs: &[Job], probes: &[ProbeOf]) -> ProbedCount {
 }
 
 fn corpus_cases() -> Vec<Case> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../rfx-opt/tests/corpus");
     let mut rng = TestRng::new(7);
-    read_corpus(&dir)
-        .expect("read the corpus")
+    corpus_kernels()
         .into_iter()
-        .map(|(name, text)| {
-            let kernel = rfx_ir::hir::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        .map(|(name, kernel)| {
             let inputs = random_inputs(&mut rng, &kernel, SPECIAL_RATE);
             Case { name, kernel, inputs }
         })

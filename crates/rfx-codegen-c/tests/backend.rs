@@ -6,28 +6,25 @@
 //! calls of the wrong shape or dtype, aliasing outputs (nothing written), and its scratch reuse.
 //! Last, the fuzzer's saved regressions and a short fuzz run on the `c` path.
 
+mod common;
+
 use std::sync::Arc;
 
+use common::{corpus_kernels, lower_kernel, uses_transcendental};
 use rfx_check::conformance::{Case, cases, check};
 use rfx_check::{Backends, FuzzConfig, FuzzReport, replay_file};
 use rfx_codegen_c::CBackend;
 use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
-use rfx_ir::testgen::{TestRng, random_inputs, read_corpus, same_values};
+use rfx_ir::testgen::{TestRng, random_inputs, same_values};
 use rfx_ir::{Array, ArrayView, ArrayViewMut, DType, Shape};
-use rfx_lower::{Backend, BackendError, CallError, CompileOptions, Compiled, LowerConfig, Scratch, lower};
-use rfx_opt::{OptConfig, optimize};
+use rfx_lower::{Backend, BackendError, CallError, CompileOptions, Compiled, Scratch};
 
 /// The bound the backend documents for every transcendental it compiles.
 const BOUND_ULPS: u64 = 4;
 
 /// Programs per shared object: one compiler run each.
 const CHUNK: usize = 160;
-
-fn lower_kernel(kernel: &rfx_ir::hir::Kernel) -> LirProgram {
-    let (mir, _) = optimize(kernel, &OptConfig::default()).expect("optimize");
-    lower(&mir, &LowerConfig::default()).expect("lower").0
-}
 
 /// The backends of `gcc` and `clang` that can build shared objects here; each one missing is
 /// reported on stderr.
@@ -98,7 +95,10 @@ fn the_conformance_suite_passes_with_gcc_and_clang() {
         return;
     }
     let all = cases();
-    let lirs: Vec<LirProgram> = all.iter().map(|case| lower_kernel(&case.kernel)).collect();
+    let lirs: Vec<LirProgram> = all
+        .iter()
+        .map(|case| lower_kernel(&case.kernel).expect("lowers"))
+        .collect();
     for backend in &backends {
         let (passed, refused) = conformance_on(backend, &all, &lirs);
         eprintln!(
@@ -117,17 +117,12 @@ fn the_corpus_matches_the_interpreter() {
         eprintln!("skipped: no C compiler builds shared objects here");
         return;
     };
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../rfx-opt/tests/corpus");
     let mut rng = TestRng::new(11);
-    let corpus = read_corpus(&dir).expect("read the corpus");
-    let kernels: Vec<(String, rfx_ir::hir::Kernel)> = corpus
-        .into_iter()
-        .map(|(name, text)| {
-            let kernel = rfx_ir::hir::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
-            (name, kernel)
-        })
+    let kernels = corpus_kernels();
+    let lirs: Vec<LirProgram> = kernels
+        .iter()
+        .map(|(_, k)| lower_kernel(k).expect("lowers"))
         .collect();
-    let lirs: Vec<LirProgram> = kernels.iter().map(|(_, k)| lower_kernel(k)).collect();
     let compiled = backend.compile_many(&lirs, &CompileOptions::default());
     let (mut exact, mut refused) = (0, 0);
     let mut approximate = Vec::new();
@@ -183,22 +178,8 @@ fn the_corpus_matches_the_interpreter() {
     assert!(report.path("c").within_bounds >= 5, "{report}");
 }
 
-fn uses_transcendental(program: &LirProgram) -> bool {
-    program
-        .kernels()
-        .iter()
-        .flat_map(|k| k.preamble.iter().chain(&k.body))
-        .any(|inst| match inst {
-            rfx_ir::lir::Inst::Unary { op, .. } => op.is_transcendental(),
-            rfx_ir::lir::Inst::Binary { op, .. } => {
-                matches!(op, rfx_ir::BinaryOp::Pow | rfx_ir::BinaryOp::Atan2)
-            }
-            _ => false,
-        })
-}
-
 fn program(text: &str) -> LirProgram {
-    lower_kernel(&rfx_ir::hir::parse(text).expect("parses"))
+    lower_kernel(&rfx_ir::hir::parse(text).expect("parses")).expect("lowers")
 }
 
 /// `y = x * 2 + 1` on `f32[3]`.
@@ -343,13 +324,10 @@ fn the_work_buffer_comes_from_the_callers_scratch() {
         eprintln!("skipped: no C compiler builds shared objects here");
         return;
     };
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../rfx-opt/tests/corpus");
-    let with_work: Vec<(String, rfx_ir::hir::Kernel, LirProgram)> = read_corpus(&dir)
-        .expect("read the corpus")
+    let with_work: Vec<(String, rfx_ir::hir::Kernel, LirProgram)> = corpus_kernels()
         .into_iter()
-        .filter_map(|(name, text)| {
-            let kernel = rfx_ir::hir::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
-            let lir = lower_kernel(&kernel);
+        .filter_map(|(name, kernel)| {
+            let lir = lower_kernel(&kernel).expect("lowers");
             (lir.arena_bytes() > 0 && !uses_transcendental(&lir)).then_some((name, kernel, lir))
         })
         .collect();
@@ -472,12 +450,15 @@ fn a_failed_compile_is_a_typed_error_with_the_compilers_message() {
     let backend = CBackend::with_compiler(&format!("sh {}", script.display()));
     backend.check_available().expect("the probe compiles");
     // A program the export refuses, if any op is still refused; the batch is then two programs.
-    let refused = cases().iter().map(|case| lower_kernel(&case.kernel)).find(|lir| {
-        matches!(
-            rfx_codegen_c::c_source(lir, "probe"),
-            Err(rfx_codegen_c::ExportError::Unsupported(_))
-        )
-    });
+    let refused = cases()
+        .iter()
+        .map(|case| lower_kernel(&case.kernel).expect("lowers"))
+        .find(|lir| {
+            matches!(
+                rfx_codegen_c::c_source(lir, "probe"),
+                Err(rfx_codegen_c::ExportError::Unsupported(_))
+            )
+        });
     let mut batch: Vec<LirProgram> = refused.into_iter().collect();
     batch.push(program(AXPB));
     let results = backend.compile_many(&batch, &CompileOptions::default());

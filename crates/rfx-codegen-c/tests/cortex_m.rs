@@ -7,30 +7,16 @@
 //! `arm-none-eabi-gcc` is not installed (Debian: `gcc-arm-none-eabi`), unless
 //! `RFX_REQUIRE_ARM_GCC` is set (as CI sets it): then that is a failure.
 
+mod common;
+
 use std::fmt::Write as _;
 use std::process::Command;
 
+use common::{CORTEX_M4F_CFLAGS, corpus_kernels, lower_kernel};
 use rfx_check::conformance::cases;
 use rfx_codegen_c::c_source;
 use rfx_ir::DType;
 use rfx_ir::lir::LirProgram;
-use rfx_ir::testgen::read_corpus;
-use rfx_lower::{LowerConfig, lower};
-use rfx_opt::{OptConfig, optimize};
-
-const FLAGS: &[&str] = &[
-    "-std=c99",
-    "-O2",
-    "-mcpu=cortex-m4",
-    "-mthumb",
-    "-mfloat-abi=hard",
-    "-mfpu=fpv4-sp-d16",
-    "-Wall",
-    "-Wextra",
-    "-Werror",
-    "-ffp-contract=off",
-    "-fno-math-errno",
-];
 
 /// Symbols that would mean an allocator or libm is needed, separated by spaces: the allocator,
 /// `errno`, and the libm function (`f64` and `f32`) of every op and of the helpers an
@@ -43,11 +29,6 @@ const FORBIDDEN: &str = "malloc calloc realloc free __errno errno sqrt sqrtf exp
      frexpf";
 // `memset` and `memcpy` may appear: GCC emits them for loops that fill or copy arrays, and
 // requires every freestanding environment to provide them (with `memmove` and `memcmp`).
-
-fn lower_kernel(kernel: &rfx_ir::hir::Kernel) -> Option<LirProgram> {
-    let (mir, _) = optimize(kernel, &OptConfig::default()).ok()?;
-    Some(lower(&mir, &LowerConfig::default()).ok()?.0)
-}
 
 fn f32_only(program: &LirProgram) -> bool {
     program.buffers().iter().all(|b| b.ty.dtype != DType::F64)
@@ -74,12 +55,10 @@ fn exported_kernels_compile_for_cortex_m4f_without_libm_or_allocator() {
     }
     let mut programs: Vec<(String, LirProgram)> = cases()
         .iter()
-        .filter_map(|case| lower_kernel(&case.kernel).map(|p| (case.name.clone(), p)))
+        .filter_map(|case| lower_kernel(&case.kernel).ok().map(|p| (case.name.clone(), p)))
         .collect();
-    let corpus = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../rfx-opt/tests/corpus");
-    for (name, text) in read_corpus(&corpus).expect("read the corpus") {
-        let kernel = rfx_ir::hir::parse(&text).expect("parse");
-        if let Some(p) = lower_kernel(&kernel) {
+    for (name, kernel) in corpus_kernels() {
+        if let Ok(p) = lower_kernel(&kernel) {
             programs.push((name, p));
         }
     }
@@ -109,7 +88,7 @@ fn exported_kernels_compile_for_cortex_m4f_without_libm_or_allocator() {
             let obj = dir.path().join(format!("tu_{single}_{b}.o"));
             std::fs::write(&src, tu).expect("write");
             let out = Command::new("arm-none-eabi-gcc")
-                .args(FLAGS)
+                .args(CORTEX_M4F_CFLAGS)
                 .arg("-c")
                 .arg(&src)
                 .arg("-o")

@@ -23,32 +23,14 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{Job, Toolchain, check_on};
+use common::{CORTEX_M4F_CFLAGS, Job, Toolchain, check_on, corpus_kernels, lower_kernel};
 use rfx_check::conformance::{cases, inputs};
 use rfx_codegen_c::{ExportError, c_source};
 use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
-use rfx_ir::testgen::{TestRng, random_inputs, read_corpus};
+use rfx_ir::testgen::{TestRng, random_inputs};
 use rfx_ir::{Array, ArrayData, ArrayView};
-use rfx_lower::{LowerConfig, lower, order_inputs};
-use rfx_opt::{OptConfig, optimize};
-
-/// The flags of the example's Makefile: C99, the Cortex-M4F's target flags, every warning an
-/// error, and the two the export's documentation asks for (`-std=c99` already implies the
-/// first).
-const CFLAGS: &[&str] = &[
-    "-std=c99",
-    "-O2",
-    "-mcpu=cortex-m4",
-    "-mthumb",
-    "-mfloat-abi=hard",
-    "-mfpu=fpv4-sp-d16",
-    "-Wall",
-    "-Wextra",
-    "-Werror",
-    "-ffp-contract=off",
-    "-fno-math-errno",
-];
+use rfx_lower::order_inputs;
 
 /// The control loop's length in the firmware (`STEPS` in main.c).
 const STEPS: u32 = 64;
@@ -85,8 +67,7 @@ fn present_or_required(tool: &str, require_var: &str, package: &str) -> bool {
 fn lowered(name: &str) -> LirProgram {
     let text = std::fs::read_to_string(firmware_dir().join(format!("{name}.rfx"))).expect("read the kernel");
     let kernel = rfx_ir::hir::parse(&text).unwrap_or_else(|e| panic!("{name}.rfx: {e}"));
-    let (mir, _) = optimize(&kernel, &OptConfig::default()).expect("optimize");
-    lower(&mir, &LowerConfig::default()).expect("lower").0
+    lower_kernel(&kernel).expect("lowers")
 }
 
 /// The firmware's sensor model (main.c): small integers over powers of two, exact in `f32`.
@@ -178,7 +159,7 @@ fn build_firmware(dir: &Path, filter: &LirProgram, pid: &LirProgram) -> PathBuf 
     let fw = firmware_dir();
     let elf = dir.join("fw.elf");
     let out = Command::new("arm-none-eabi-gcc")
-        .args(CFLAGS)
+        .args(CORTEX_M4F_CFLAGS)
         .arg("-I")
         .arg(dir)
         .arg("-I")
@@ -273,7 +254,7 @@ fn documented_output_is_real(lines: &[String]) {
         .expect("the Makefile's CFLAGS")
         .split_whitespace()
         .collect();
-    assert_eq!(cflags, CFLAGS, "the Makefile's CFLAGS");
+    assert_eq!(cflags, CORTEX_M4F_CFLAGS, "the Makefile's CFLAGS");
 }
 
 /// The Cortex-M4F flags beyond the harness's own (`rfx_codegen_c::TESTED_FLAGS`).
@@ -295,7 +276,7 @@ fn cortex_m4f(dir: &Path) -> Toolchain {
         let stem = source.file_stem().and_then(|s| s.to_str()).unwrap_or("object");
         let object = dir.join(format!("{stem}.o"));
         let out = Command::new("arm-none-eabi-gcc")
-            .args(CFLAGS)
+            .args(CORTEX_M4F_CFLAGS)
             .arg("-c")
             .arg(&source)
             .arg("-o")
@@ -345,11 +326,6 @@ fn cortex_m4f(dir: &Path) -> Toolchain {
     }
 }
 
-fn lower_kernel(kernel: &rfx_ir::hir::Kernel) -> LirProgram {
-    let (mir, _) = optimize(kernel, &OptConfig::default()).expect("optimize");
-    lower(&mir, &LowerConfig::default()).expect("lower").0
-}
-
 /// `job` when its program exports; `None` (counted in `refused`) when refused as unsupported.
 fn exportable(job: Job, refused: &mut usize) -> Option<Job> {
     match c_source(&job.program, "probe") {
@@ -375,7 +351,7 @@ fn conformance_and_corpus_match_the_interpreter_on_cortex_m4f_under_qemu() {
         .filter_map(|case| {
             let job = Job {
                 name: case.name.clone(),
-                program: lower_kernel(&case.kernel),
+                program: lower_kernel(&case.kernel).expect("lowers"),
                 inputs: inputs(case, 1),
                 ulp_bound: case.transcendental.map(|_| 4),
             };
@@ -383,11 +359,9 @@ fn conformance_and_corpus_match_the_interpreter_on_cortex_m4f_under_qemu() {
         })
         .collect();
     let conformance = jobs.len();
-    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rfx-opt/tests/corpus");
     let mut rng = TestRng::new(7);
     let mut with_transcendentals = 0;
-    for (name, text) in read_corpus(&corpus).expect("read the corpus") {
-        let kernel = rfx_ir::hir::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+    for (name, kernel) in corpus_kernels() {
         let inputs = random_inputs(&mut rng, &kernel, 0.1);
         // Kernels with a transcendental among other ops have no per-element bound; the aarch64
         // test checks those one op at a time.
@@ -397,7 +371,7 @@ fn conformance_and_corpus_match_the_interpreter_on_cortex_m4f_under_qemu() {
         }
         let job = Job {
             name,
-            program: lower_kernel(&kernel),
+            program: lower_kernel(&kernel).expect("lowers"),
             inputs,
             ulp_bound: None,
         };

@@ -11,19 +11,21 @@
 //! One cargo project is generated in a temporary directory and built with `cargo build
 //! --offline` into `target/rust-export-check` under the workspace, so `libm` is built once.
 
+mod common;
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::{corpus_kernels, lower_kernel, uses_transcendental};
 use rfx_check::conformance::{cases, inputs};
 use rfx_check::generator::fuzz_kernel;
 use rfx_codegen_c::{LIBM_VERSION, rust_source};
 use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
-use rfx_ir::testgen::{TestRng, random_inputs, read_corpus};
+use rfx_ir::testgen::{TestRng, random_inputs};
 use rfx_ir::{Array, ArrayData, DType};
-use rfx_lower::{LowerConfig, lower, ulps};
-use rfx_opt::{OptConfig, optimize};
+use rfx_lower::ulps;
 
 /// How a job's outputs are checked.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -44,34 +46,12 @@ struct Job {
     check: Check,
 }
 
-fn lower_kernel(kernel: &rfx_ir::hir::Kernel) -> LirProgram {
-    let (mir, _) = optimize(kernel, &OptConfig::default()).expect("optimize");
-    lower(&mir, &LowerConfig::default()).expect("lower").0
-}
-
-fn uses_transcendental(program: &LirProgram) -> bool {
-    program
-        .kernels()
-        .iter()
-        .flat_map(|k| k.preamble.iter().chain(&k.body))
-        .any(|inst| match inst {
-            rfx_ir::lir::Inst::Unary { op, .. } => op.is_transcendental(),
-            rfx_ir::lir::Inst::Binary { op, .. } => {
-                matches!(op, rfx_ir::BinaryOp::Pow | rfx_ir::BinaryOp::Atan2)
-            }
-            _ => false,
-        })
-}
-
 fn corpus_jobs() -> Vec<Job> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rfx-opt/tests/corpus");
     let mut rng = TestRng::new(7);
-    read_corpus(&dir)
-        .expect("read the corpus")
+    corpus_kernels()
         .into_iter()
-        .map(|(name, text)| {
-            let kernel = rfx_ir::hir::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
-            let program = lower_kernel(&kernel);
+        .map(|(name, kernel)| {
+            let program = lower_kernel(&kernel).expect("lowers");
             let check = if uses_transcendental(&program) {
                 Check::Runs
             } else {
@@ -97,7 +77,7 @@ fn conformance_jobs() -> Vec<Job> {
         .filter(|(i, case)| case.transcendental.is_some() || i % CONFORMANCE_STRIDE == 0)
         .map(|(_, case)| Job {
             name: format!("conformance/{}", case.name),
-            program: lower_kernel(&case.kernel),
+            program: lower_kernel(&case.kernel).expect("lowers"),
             inputs: inputs(case, 1),
             check: case.transcendental.map_or(Check::Bits, |_| Check::Ulps(4)),
         })
@@ -111,8 +91,7 @@ fn fuzz_jobs() -> Vec<Job> {
     (1..=FUZZ_SEEDS)
         .filter_map(|seed| {
             let kernel = fuzz_kernel(seed);
-            let (mir, _) = optimize(&kernel, &OptConfig::default()).ok()?;
-            let program = lower(&mir, &LowerConfig::default()).ok()?.0;
+            let program = lower_kernel(&kernel).ok()?;
             let check = if uses_transcendental(&program) {
                 Check::Runs
             } else {
@@ -145,7 +124,7 @@ fn blocked_reduction_jobs() -> Vec<Job> {
         .iter()
         .map(|text| {
             let kernel = rfx_ir::hir::parse(text).expect("parse");
-            let program = lower_kernel(&kernel);
+            let program = lower_kernel(&kernel).expect("lowers");
             let source = rust_source(&program, "probe").expect("export").source;
             assert!(
                 source.contains("let mut cnt") && source.contains("let mut top"),
@@ -354,7 +333,7 @@ fn write_project(dir: &Path, jobs: &[Job]) -> Vec<Option<String>> {
         expected.push((job.check == Check::Bits).then(|| expected_line(&name, &outputs)));
     }
     let lengths = rust_source(
-        &lower_kernel(&rfx_ir::hir::parse(LENGTHS_KERNEL).expect("parse")),
+        &lower_kernel(&rfx_ir::hir::parse(LENGTHS_KERNEL).expect("parse")).expect("lowers"),
         "lengths",
     )
     .expect("export lengths");
@@ -364,7 +343,7 @@ fn write_project(dir: &Path, jobs: &[Job]) -> Vec<Option<String>> {
     // types, its parameters): each module must still compile without a warning.
     for (n, name) in EDGE_NAMES.iter().enumerate() {
         let module = rust_source(
-            &lower_kernel(&rfx_ir::hir::parse(LENGTHS_KERNEL).expect("parse")),
+            &lower_kernel(&rfx_ir::hir::parse(LENGTHS_KERNEL).expect("parse")).expect("lowers"),
             name,
         )
         .unwrap_or_else(|e| panic!("{name}: {e}"));

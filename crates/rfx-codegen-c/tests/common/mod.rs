@@ -15,12 +15,67 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rfx_codegen_c::{CExport, c_source};
+use rfx_ir::hir::Kernel;
 use rfx_ir::interp::{Mode, run_lir};
-use rfx_ir::lir::LirProgram;
-use rfx_ir::{Array, ArrayData, DType};
-use rfx_lower::ulps;
+use rfx_ir::lir::{Inst, LirProgram};
+use rfx_ir::testgen::read_corpus;
+use rfx_ir::{Array, ArrayData, BinaryOp, DType};
+use rfx_lower::{LowerConfig, lower, ulps};
+use rfx_opt::{OptConfig, optimize};
 
 pub(crate) mod probe;
+
+/// `kernel` optimised and lowered with the default configurations.
+pub(crate) fn lower_kernel(kernel: &Kernel) -> Result<LirProgram, String> {
+    let (mir, _) = optimize(kernel, &OptConfig::default()).map_err(|e| format!("optimize: {e}"))?;
+    lower(&mir, &LowerConfig::default())
+        .map(|(lir, _)| lir)
+        .map_err(|e| format!("lower: {e}"))
+}
+
+/// The saved corpus (crates/rfx-opt/tests/corpus), parsed: each kernel with its name.
+pub(crate) fn corpus_kernels() -> Vec<(String, Kernel)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rfx-opt/tests/corpus");
+    read_corpus(&dir)
+        .expect("read the corpus")
+        .into_iter()
+        .map(|(name, text)| {
+            let kernel = rfx_ir::hir::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+            (name, kernel)
+        })
+        .collect()
+}
+
+/// Whether `program` computes a transcendental op (its results are within a bound of the
+/// interpreter's, not its bits).
+pub(crate) fn uses_transcendental(program: &LirProgram) -> bool {
+    program
+        .kernels()
+        .iter()
+        .flat_map(|k| k.preamble.iter().chain(&k.body))
+        .any(|inst| match inst {
+            Inst::Unary { op, .. } => op.is_transcendental(),
+            Inst::Binary { op, .. } => matches!(op, BinaryOp::Pow | BinaryOp::Atan2),
+            _ => false,
+        })
+}
+
+/// The C flags of the Cortex-M4F firmware example's Makefile: C99, the Cortex-M4F's target
+/// flags, every warning an error, and the two the export's documentation asks for
+/// (`-std=c99` already implies the first).
+pub(crate) const CORTEX_M4F_CFLAGS: &[&str] = &[
+    "-std=c99",
+    "-O2",
+    "-mcpu=cortex-m4",
+    "-mthumb",
+    "-mfloat-abi=hard",
+    "-mfpu=fpv4-sp-d16",
+    "-Wall",
+    "-Wextra",
+    "-Werror",
+    "-ffp-contract=off",
+    "-fno-math-errno",
+];
 
 /// A program to check: its name in reports, the program and its inputs.
 pub(crate) struct Job {

@@ -16,7 +16,7 @@ use rfx_ir::lir::LirProgram;
 use rfx_ir::testgen::{TestRng, random_array};
 use rfx_ir::{Array, ArrayData, BinaryOp, CmpOp, DType, ReduceOp, Scalar, ScanOp, TensorType, UnaryOp};
 
-use rfx_lower::{Compiled, ulps};
+use rfx_lower::{Backend, Compiled, Transcendental, ulps};
 
 /// One conformance kernel.
 #[derive(Clone, Debug)]
@@ -760,6 +760,35 @@ pub fn inputs(case: &Case, seed: u64) -> Vec<Array> {
             }
         })
         .collect()
+}
+
+/// Where `backend` does not document `bound` ([`Backend::ulp_bound`]) for every
+/// transcendental op in `f32` and `f64`, or documents one for a call of the wrong arity or of
+/// `i32`: one line each, empty when its stated bound is the one its conformance run asserts.
+pub fn stated_bound_differences(backend: &dyn Backend, bound: u64) -> Vec<String> {
+    let ops = UnaryOp::ALL
+        .iter()
+        .filter_map(|&u| Transcendental::unary(u))
+        .chain(BinaryOp::ALL.iter().filter_map(|&b| Transcendental::binary(b)));
+    let mut differences = Vec::new();
+    for op in ops {
+        let args = vec![0.5; op.arity()];
+        for dtype in [DType::F32, DType::F64] {
+            let stated = backend.ulp_bound(op, dtype, &args);
+            if stated != Some(bound) {
+                differences.push(format!("{} {dtype}: {stated:?}, not Some({bound})", op.name()));
+            }
+        }
+        for (dtype, args, what) in [
+            (DType::F32, &[][..], "no operands"),
+            (DType::I32, &args[..], "i32"),
+        ] {
+            if let Some(stated) = backend.ulp_bound(op, dtype, args) {
+                differences.push(format!("{} with {what}: Some({stated}), not None", op.name()));
+            }
+        }
+    }
+    differences
 }
 
 /// What one case gave.

@@ -1,7 +1,8 @@
-//! The exported loops' fast paths: f32 `sin` and `cos` through the float reduction (within
-//! 4 ULP of `f64` on a dense grid of [-4096, 4096], and an element's bits independent of the
-//! other elements of its call), `exp` and `exp2` bit for bit with their previous branching
-//! helpers, and the loops vectorised by GCC without a run-time overlap check.
+//! The exported loops' fast and straight-line forms: f32 `sin` and `cos` through the float
+//! reduction (within 4 ULP of `f64` on a dense grid of [-4096, 4096], and an element's bits
+//! independent of the other elements of its call); `exp`, `exp2`, `floor`, `ceil`, `round`,
+//! `log` and `tanh` bit for bit with their previous branching helpers; and the loops
+//! vectorised by GCC, without a run-time overlap check.
 
 mod common;
 
@@ -304,16 +305,16 @@ fn gcc_vectorizer_report(export: &rfx_codegen_c::CExport, name: &str) -> String 
     report
 }
 
-/// Elementwise loops of `floor`, `ceil` and `round` vectorise for AVX2 in f32 and f64 (their
-/// helpers are straight-line code).
+/// Elementwise loops of `floor`, `ceil`, `round`, `log` and `tanh` vectorise for AVX2 in f32
+/// and f64 (their helpers are straight-line code).
 #[test]
-fn gcc_vectorises_rounding_loops() {
+fn gcc_vectorises_rounding_log_and_tanh_loops() {
     if !cfg!(target_arch = "x86_64") || !common::compilers().contains(&"gcc") {
         eprintln!("skipped: needs gcc on x86-64");
         return;
     }
     for dtype in ["f32", "f64"] {
-        for op in ["floor", "ceil", "round"] {
+        for op in ["floor", "ceil", "round", "log", "tanh"] {
             let text = format!(
                 "kernel {op} {{\n  %x = input x : {dtype}[1024]\n  %y = {op} %x : {dtype}[1024]\n  output out = %y\n}}\n"
             );
@@ -496,6 +497,158 @@ int main(void) {{
             .collect();
         assert_eq!(counts.len(), 2, "{cc}: {out}");
         assert!(counts[0] > 50_000_000, "{cc}: checked {}", counts[0]);
+        assert_eq!(counts[1], 0, "{cc}: {} results differ", counts[1]);
+    }
+}
+
+/// `log` and `tanh` as they were before their straight-line form (with early returns), calling
+/// the export's own `exp` helpers (unchanged): the reference of the bit-for-bit test.
+const REFERENCE_LOG_TANH: &str = r#"
+static float rf(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static uint32_t rb(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static double rdf(uint64_t u) { double f; memcpy(&f, &u, 8); return f; }
+static uint64_t rdb(double f) { uint64_t u; memcpy(&u, &f, 8); return u; }
+static float rlog(float x) {
+  float xs = x, kadj = 0.0f, k, f, hfsq, s, z, p;
+  uint32_t ix;
+  if (x != x) return x;
+  if (x == 0.0f) return rf(0xff800000u);
+  if (x < 0.0f) return (x - x) / (x - x);
+  if (x > 3.40282347e38f) return x;
+  if (x < 1.17549435e-38f) { xs = x * 33554432.0f; kadj = -25.0f; }
+  ix = rb(xs) + (0x3f800000u - 0x3f3504f3u);
+  k = (float)((int32_t)(ix >> 23) - 127) + kadj;
+  f = rf((ix & 0x007fffffu) + 0x3f3504f3u) - 1.0f;
+  hfsq = (f * f) * 0.5f;
+  s = f / (f + 2.0f);
+  z = s * s;
+  p = 0.24279078841209412f;
+  p = 0.2849878668785095f + p * z;
+  p = 0.40000972151756287f + p * z;
+  p = 0.6666666269302368f + p * z;
+  return k * 0.6931381225585938f - ((hfsq - (s * (hfsq + z * p) + k * 9.05800061445916e-06f)) - f);
+}
+static float rtanh(float x) {
+  float ax = rf(rb(x) & 0x7fffffffu), z, p, e, big;
+  if (x == 0.0f) return x;
+  if (ax < 0.625f) {
+    z = x * x;
+    p = -0.0057049887f;
+    p = 0.020639088f + p * z;
+    p = -0.053739715f + p * z;
+    p = 0.13331442f + p * z;
+    p = -0.3333328f + p * z;
+    return x + x * (z * p);
+  }
+  e = tanh32_exp_f32(ax + ax);
+  big = 1.0f - 2.0f / (e + 1.0f);
+  return x < 0.0f ? -big : big;
+}
+static double rlogd(double x) {
+  double xs = x, kadj = 0.0, k, f, hfsq, s, z, p;
+  uint64_t ix;
+  if (x != x) return x;
+  if (x == 0.0) return rdf(UINT64_C(0xfff0000000000000));
+  if (x < 0.0) return (x - x) / (x - x);
+  if (x > 1.7976931348623157e308) return x;
+  if (x < 2.2250738585072014e-308) { xs = x * 18014398509481984.0; kadj = -54.0; }
+  ix = rdb(xs) + ((UINT64_C(0x3ff00000) - UINT64_C(0x3fe6a09e)) << 32);
+  k = (double)((int32_t)(ix >> 52) - 1023) + kadj;
+  f = rdf((ix & UINT64_C(0x000fffffffffffff)) + (UINT64_C(0x3fe6a09e) << 32)) - 1.0;
+  hfsq = (f * f) * 0.5;
+  s = f / (f + 2.0);
+  z = s * s;
+  p = 1.479819860511658591e-01;
+  p = 1.531383769920937332e-01 + p * z;
+  p = 1.818357216161805012e-01 + p * z;
+  p = 2.222219843214978396e-01 + p * z;
+  p = 2.857142874366239149e-01 + p * z;
+  p = 3.999999999940941908e-01 + p * z;
+  p = 6.666666666666735130e-01 + p * z;
+  return k * 6.931471803691238165e-01 - ((hfsq - (s * (hfsq + z * p) + k * 1.908214929270587700e-10)) - f);
+}
+static double rtanhd(double x) {
+  double ax = rdf(rdb(x) & UINT64_C(0x7fffffffffffffff)), z, p, q, e, big;
+  if (x == 0.0) return x;
+  if (ax < 0.625) {
+    z = x * x;
+    p = -9.64399179425052238628e-1;
+    p = -9.92877231001918586564e1 + p * z;
+    p = -1.61468768441708447952e3 + p * z;
+    q = 1.0;
+    q = 1.12811678491632931402e2 + q * z;
+    q = 2.23548839060100583483e3 + q * z;
+    q = 4.84406305325125486048e3 + q * z;
+    return x + x * ((z * p) / q);
+  }
+  e = tanh64_exp_f64(ax + ax);
+  big = 1.0 - 2.0 / (e + 1.0);
+  return x < 0.0 ? -big : big;
+}
+"#;
+
+/// The exported `log` and `tanh` compute their previous (branching) helpers' bits, NaNs
+/// included: in f32 at every 251st bit pattern, in f64 at half a million scattered bit patterns
+/// and half a million points of [-256, 256]. (Every f32 input was also compared once, outside
+/// the test suite: no difference.)
+#[test]
+fn log_and_tanh_keep_their_bits() {
+    let compilers = common::compilers();
+    if compilers.is_empty() {
+        eprintln!("skipped: no C compiler (gcc or clang) found");
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    for op in ["log", "tanh"] {
+        export_unary(dir.path(), op, "f32", &format!("{op}32"));
+        export_unary(dir.path(), op, "f64", &format!("{op}64"));
+    }
+    let driver = format!(
+        r#"#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include "log32.c"
+#include "log64.c"
+#include "tanh32.c"
+#include "tanh64.c"
+#define N {N}
+{REFERENCE_LOG_TANH}
+static float x[N], y[N];
+static double xd[N], yd[N];
+int main(void) {{
+  uint64_t u, checked = 0, differ = 0, i, j;
+  for (u = 0; u <= 0xffffffffu;) {{
+    for (i = 0; i < N; ++i, u += 251u) x[i] = rf((uint32_t)u);
+    if (log32(x, y, 0) != 0) return 1;
+    for (i = 0; i < N; ++i) differ += rb(y[i]) != rb(rlog(x[i]));
+    if (tanh32(x, y, 0) != 0) return 1;
+    for (i = 0; i < N; ++i) differ += rb(y[i]) != rb(rtanh(x[i]));
+    checked += 2 * N;
+  }}
+  for (j = 0; j < 256; ++j) {{
+    for (i = 0; i < N; ++i) {{
+      uint64_t n = j * N + i;
+      xd[i] = (j & 1) ? rdf(n * UINT64_C(0x9e3779b97f4a7c15)) : ((double)n - 524288.0) / 2048.0;
+    }}
+    if (log64(xd, yd, 0) != 0) return 1;
+    for (i = 0; i < N; ++i) differ += rdb(yd[i]) != rdb(rlogd(xd[i]));
+    if (tanh64(xd, yd, 0) != 0) return 1;
+    for (i = 0; i < N; ++i) differ += rdb(yd[i]) != rdb(rtanhd(xd[i]));
+    checked += 2 * N;
+  }}
+  printf("%llu %llu\n", (unsigned long long)checked, (unsigned long long)differ);
+  return 0;
+}}
+"#
+    );
+    for cc in compilers {
+        let out = common::compile_and_run(cc, &[], dir.path(), "log_tanh_bits", &driver);
+        let counts: Vec<u64> = out
+            .split_whitespace()
+            .map(|w| w.parse().expect("a count"))
+            .collect();
+        assert_eq!(counts.len(), 2, "{cc}: {out}");
+        assert!(counts[0] > 35_000_000, "{cc}: checked {}", counts[0]);
         assert_eq!(counts[1], 0, "{cc}: {} results differ", counts[1]);
     }
 }

@@ -98,10 +98,10 @@ impl Helper {
             Helper::RoundF64 => &[Helper::AbsF64, Helper::F64Bits, Helper::SelF64],
             Helper::FloorF64 | Helper::CeilF64 => &[Helper::RoundF64],
             Helper::SqrtF64 => &[Helper::F64Bits],
-            Helper::LogF32 => &[Helper::F32Bits],
-            Helper::TanhF32 => &[Helper::ExpF32, Helper::AbsF32],
-            Helper::TanhF64 => &[Helper::ExpF64, Helper::AbsF64],
-            Helper::LogF64 => &[Helper::F64Bits],
+            Helper::LogF32 => &[Helper::F32Bits, Helper::SelF32],
+            Helper::TanhF32 => &[Helper::ExpF32, Helper::AbsF32, Helper::SelF32],
+            Helper::TanhF64 => &[Helper::ExpF64, Helper::AbsF64, Helper::SelF64],
+            Helper::LogF64 => &[Helper::F64Bits, Helper::SelF64],
             Helper::SqrtF32 => &[Helper::SqrtF64],
             Helper::ExpF32 => &[Helper::SelF32],
             Helper::ExpF64 => &[Helper::SelF64],
@@ -150,30 +150,28 @@ impl Helper {
                 // each coefficient rounded to f32 as the CPU backend's constants are.
                 let mut text = String::from(concat!(
                     "/* tanh: x + x z P(z), z = x^2, for |x| < 0.625 (Cephes tanhf.c); above,\n",
-                    "   1 - 2 / (e^(2|x|) + 1) with the sign of x. */\n",
+                    "   1 - 2 / (e^(2|x|) + 1) with the sign of x. Straight-line: both are computed and\n",
+                    "   selected on bit patterns (x == 0 last, keeping its sign). */\n",
                     "static inline float P_tanh_f32(float x) {\n",
-                    "  float ax = P_abs_f32(x), z, p, e, big;\n",
-                    "  if (x == 0.0f) return x;\n",
-                    "  if (ax < 0.625f) {\n",
-                    "    z = x * x;\n",
+                    "  float ax = P_abs_f32(x), z = x * x, p, e, big, small;\n",
                 ));
                 let coeffs = rfx_lower::coefficients::TANH_F32;
                 let mut first = true;
                 for &c in coeffs.iter().rev() {
                     let c = c as f32;
                     if first {
-                        text.push_str(&format!("    p = {c:?}f;\n"));
+                        text.push_str(&format!("  p = {c:?}f;\n"));
                         first = false;
                     } else {
-                        text.push_str(&format!("    p = {c:?}f + p * z;\n"));
+                        text.push_str(&format!("  p = {c:?}f + p * z;\n"));
                     }
                 }
                 text.push_str(concat!(
-                    "    return x + x * (z * p);\n",
-                    "  }\n",
+                    "  small = x + x * (z * p);\n",
                     "  e = P_exp_f32(ax + ax);\n",
                     "  big = 1.0f - 2.0f / (e + 1.0f);\n",
-                    "  return x < 0.0f ? -big : big;\n",
+                    "  big = P_sel_f32(x < 0.0f, -big, big);\n",
+                    "  return P_sel_f32(x == 0.0f, x, P_sel_f32(ax < 0.625f, small, big));\n",
                     "}"
                 ));
                 text
@@ -187,24 +185,21 @@ impl Helper {
             Helper::TanhF32 => "",
             Helper::TanhF64 => concat!(
                 "/* tanh: x + x z P(z) / Q(z), z = x^2, for |x| < 0.625 (Cephes tanh.c); above,\n",
-                "   1 - 2 / (e^(2|x|) + 1) with the sign of x. */\n",
+                "   1 - 2 / (e^(2|x|) + 1) with the sign of x; straight-line as in f32. */\n",
                 "static inline double P_tanh_f64(double x) {\n",
-                "  double ax = P_abs_f64(x), z, p, q, e, big;\n",
-                "  if (x == 0.0) return x;\n",
-                "  if (ax < 0.625) {\n",
-                "    z = x * x;\n",
-                "    p = -9.64399179425052238628e-1;\n",
-                "    p = -9.92877231001918586564e1 + p * z;\n",
-                "    p = -1.61468768441708447952e3 + p * z;\n",
-                "    q = 1.0;\n",
-                "    q = 1.12811678491632931402e2 + q * z;\n",
-                "    q = 2.23548839060100583483e3 + q * z;\n",
-                "    q = 4.84406305325125486048e3 + q * z;\n",
-                "    return x + x * ((z * p) / q);\n",
-                "  }\n",
+                "  double ax = P_abs_f64(x), z = x * x, p, q, e, big, small;\n",
+                "  p = -9.64399179425052238628e-1;\n",
+                "  p = -9.92877231001918586564e1 + p * z;\n",
+                "  p = -1.61468768441708447952e3 + p * z;\n",
+                "  q = 1.0;\n",
+                "  q = 1.12811678491632931402e2 + q * z;\n",
+                "  q = 2.23548839060100583483e3 + q * z;\n",
+                "  q = 4.84406305325125486048e3 + q * z;\n",
+                "  small = x + x * ((z * p) / q);\n",
                 "  e = P_exp_f64(ax + ax);\n",
                 "  big = 1.0 - 2.0 / (e + 1.0);\n",
-                "  return x < 0.0 ? -big : big;\n",
+                "  big = P_sel_f64(x < 0.0, -big, big);\n",
+                "  return P_sel_f64(x == 0.0, x, P_sel_f64(ax < 0.625, small, big));\n",
                 "}"
             ),
             Helper::F32Bits => concat!(
@@ -386,15 +381,13 @@ impl Helper {
             Helper::LogF32 => concat!(
                 "/* log(x) = k ln2_hi - ((hfsq - (s (hfsq + R(s^2)) + k ln2_lo)) - f) with x = 2^k (1 + f),\n",
                 "   1 + f in [sqrt(1/2), sqrt(2)), s = f / (2 + f) (musl logf.c: Lg1..Lg4, two-part ln2);\n",
-                "   subnormals are scaled by 2^25 first. */\n",
+                "   subnormals are scaled by 2^25 first. Straight-line: the core runs on every x (integer\n",
+                "   steps only on bit patterns, no UB), then NaN, 0, negatives and +Inf are selected. */\n",
                 "static inline float P_log_f32(float x) {\n",
-                "  float xs = x, kadj = 0.0f, k, f, hfsq, s, z, p;\n",
+                "  int sub = x < 1.17549435e-38f;\n",
+                "  float xs = P_sel_f32(sub, x * 33554432.0f, x), kadj = P_sel_f32(sub, -25.0f, 0.0f);\n",
+                "  float k, f, hfsq, s, z, p, y;\n",
                 "  uint32_t ix;\n",
-                "  if (x != x) return x;\n",
-                "  if (x == 0.0f) return P_f32_from_bits(0xff800000u);\n",
-                "  if (x < 0.0f) return (x - x) / (x - x);\n",
-                "  if (x > 3.40282347e38f) return x;\n",
-                "  if (x < 1.17549435e-38f) { xs = x * 33554432.0f; kadj = -25.0f; }\n",
                 "  ix = P_f32_to_bits(xs) + (0x3f800000u - 0x3f3504f3u);\n",
                 "  k = (float)((int32_t)(ix >> 23) - 127) + kadj;\n",
                 "  f = P_f32_from_bits((ix & 0x007fffffu) + 0x3f3504f3u) - 1.0f;\n",
@@ -405,19 +398,21 @@ impl Helper {
                 "  p = 0.2849878668785095f + p * z;\n",
                 "  p = 0.40000972151756287f + p * z;\n",
                 "  p = 0.6666666269302368f + p * z;\n",
-                "  return k * 0.6931381225585938f - ((hfsq - (s * (hfsq + z * p) + k * 9.05800061445916e-06f)) - f);\n",
+                "  y = k * 0.6931381225585938f - ((hfsq - (s * (hfsq + z * p) + k * 9.05800061445916e-06f)) - f);\n",
+                "  y = P_sel_f32(x > 3.40282347e38f, x, y);\n",
+                "  y = P_sel_f32(x < 0.0f, (x - x) / (x - x), y);\n",
+                "  y = P_sel_f32(x == 0.0f, P_f32_from_bits(0xff800000u), y);\n",
+                "  return P_sel_f32(x != x, x, y);\n",
                 "}"
             ),
             Helper::LogF64 => concat!(
-                "/* log as for f32 with fdlibm e_log.c's Lg1..Lg7 and two-part ln2; subnormals scaled by 2^54. */\n",
+                "/* log as for f32 with fdlibm e_log.c's Lg1..Lg7 and two-part ln2; subnormals scaled by 2^54;\n",
+                "   straight-line as in f32. */\n",
                 "static inline double P_log_f64(double x) {\n",
-                "  double xs = x, kadj = 0.0, k, f, hfsq, s, z, p;\n",
+                "  int sub = x < 2.2250738585072014e-308;\n",
+                "  double xs = P_sel_f64(sub, x * 18014398509481984.0, x), kadj = P_sel_f64(sub, -54.0, 0.0);\n",
+                "  double k, f, hfsq, s, z, p, y;\n",
                 "  uint64_t ix;\n",
-                "  if (x != x) return x;\n",
-                "  if (x == 0.0) return P_f64_from_bits(UINT64_C(0xfff0000000000000));\n",
-                "  if (x < 0.0) return (x - x) / (x - x);\n",
-                "  if (x > 1.7976931348623157e308) return x;\n",
-                "  if (x < 2.2250738585072014e-308) { xs = x * 18014398509481984.0; kadj = -54.0; }\n",
                 "  ix = P_f64_to_bits(xs) + ((UINT64_C(0x3ff00000) - UINT64_C(0x3fe6a09e)) << 32);\n",
                 "  k = (double)((int32_t)(ix >> 52) - 1023) + kadj;\n",
                 "  f = P_f64_from_bits((ix & UINT64_C(0x000fffffffffffff)) + (UINT64_C(0x3fe6a09e) << 32)) - 1.0;\n",
@@ -431,7 +426,11 @@ impl Helper {
                 "  p = 2.857142874366239149e-01 + p * z;\n",
                 "  p = 3.999999999940941908e-01 + p * z;\n",
                 "  p = 6.666666666666735130e-01 + p * z;\n",
-                "  return k * 6.931471803691238165e-01 - ((hfsq - (s * (hfsq + z * p) + k * 1.908214929270587700e-10)) - f);\n",
+                "  y = k * 6.931471803691238165e-01 - ((hfsq - (s * (hfsq + z * p) + k * 1.908214929270587700e-10)) - f);\n",
+                "  y = P_sel_f64(x > 1.7976931348623157e308, x, y);\n",
+                "  y = P_sel_f64(x < 0.0, (x - x) / (x - x), y);\n",
+                "  y = P_sel_f64(x == 0.0, P_f64_from_bits(UINT64_C(0xfff0000000000000)), y);\n",
+                "  return P_sel_f64(x != x, x, y);\n",
                 "}"
             ),
             Helper::ExpF32 => concat!(

@@ -1,6 +1,7 @@
 //! Quaternions: `(w, x, y, z)`, scalar first, Hamilton convention (`i·j = k`), each component
 //! its own array (struct of arrays).
 
+use rfx::lie::{cross_parts, quat_mul_parts};
 use rfx::{Jit, Tensor, where_};
 
 use crate::build::{ControlKernel, func};
@@ -14,25 +15,6 @@ pub const SLERP_LERP_THRESHOLD: f64 = 0.9995;
 const Q: [&str; 4] = ["w", "x", "y", "z"];
 
 type Quat = [Tensor; 4];
-
-fn mul(a: Quat, b: Quat) -> Quat {
-    let [aw, ax, ay, az] = a;
-    let [bw, bx, by, bz] = b;
-    [
-        aw * bw - ax * bx - ay * by - az * bz,
-        aw * bx + ax * bw + ay * bz - az * by,
-        aw * by - ax * bz + ay * bw + az * bx,
-        aw * bz + ax * by - ay * bx + az * bw,
-    ]
-}
-
-fn cross(a: [Tensor; 3], b: [Tensor; 3]) -> [Tensor; 3] {
-    [
-        a[1] * b[2] - a[2] * b[1],
-        a[2] * b[0] - a[0] * b[2],
-        a[0] * b[1] - a[1] * b[0],
-    ]
-}
 
 /// `q / |q|`, or the identity where `|q| < NORM_EPS`.
 fn normalize(q: Quat) -> Quat {
@@ -54,7 +36,7 @@ fn normalize(q: Quat) -> Quat {
 pub fn quat_mul() -> Jit<ControlKernel> {
     let inputs = ["aw", "ax", "ay", "az", "bw", "bx", "by", "bz"];
     let f = func("quat_mul", inputs, |[aw, ax, ay, az, bw, bx, by, bz]| {
-        mul([aw, ax, ay, az], [bw, bx, by, bz]).to_vec()
+        quat_mul_parts([aw, ax, ay, az], [bw, bx, by, bz]).to_vec()
     });
     ControlKernel::new("quat_mul", &inputs).part(f, &Q).jit()
 }
@@ -86,8 +68,8 @@ pub fn quat_rotate() -> Jit<ControlKernel> {
     let f = func("quat_rotate", inputs, |[w, x, y, z, vx, vy, vz]| {
         let u = [x, y, z];
         let v = [vx, vy, vz];
-        let t = cross(u, v).map(|c| c * 2.0);
-        let ut = cross(u, t);
+        let t = cross_parts(u, v).map(|c| c * 2.0);
+        let ut = cross_parts(u, t);
         (0..3).map(|i| v[i] + w * t[i] + ut[i]).collect()
     });
     ControlKernel::new("quat_rotate", &inputs)

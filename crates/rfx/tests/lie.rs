@@ -251,6 +251,26 @@ fn m3s(rows: Vec<M3>) -> Vec<f64> {
     rows.iter().flat_map(|m| m.iter().flatten().copied()).collect()
 }
 
+/// The component products on `f64`: the Hamilton product against the reference's and
+/// `i ⊗ j = k`, the cross product against the reference's and `x × y = z`.
+#[test]
+fn component_products_match_the_reference() {
+    let mut rng = StdRng::seed_from_u64(10);
+    let (a, b) = (random_quats(&mut rng, 6), random_quats(&mut rng, 6));
+    for (&a, &b) in a.iter().zip(&b) {
+        let tol = 4.0 * roundoff(DType::F64);
+        assert_close("quat_mul_parts", &lie::quat_mul_parts(a, b), &quat_mul(a, b), tol);
+        let (u, v) = ([a[1], a[2], a[3]], [b[1], b[2], b[3]]);
+        assert_close("cross_parts", &lie::cross_parts(u, v), &cross(u, v), tol);
+    }
+    let (i, j) = ([0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]);
+    assert_eq!(lie::quat_mul_parts(i, j), [0.0, 0.0, 0.0, 1.0]);
+    assert_eq!(
+        lie::cross_parts([1.0, 0.0, 0.0], [0.0, 1.0, 0.0]),
+        [0.0, 0.0, 1.0]
+    );
+}
+
 #[test]
 fn so3_group_operations_match_quaternion_products() {
     let mut rng = StdRng::seed_from_u64(7);

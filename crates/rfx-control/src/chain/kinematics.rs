@@ -3,6 +3,7 @@
 //! axes along a coordinate axis, identity orientations) folds away while tracing.
 
 use rfx::Tensor;
+use rfx::lie::{cross_parts, quat_mul_parts};
 
 use super::{Chain, ChainJoint, JointKind};
 use crate::build::S;
@@ -68,33 +69,13 @@ impl Frame {
         Frame {
             rotation,
             translation: std::array::from_fn(|i| moved[i] + self.translation[i]),
-            quat: quat_mul(self.quat, other.quat),
+            quat: quat_mul_parts(self.quat, other.quat),
         }
     }
 }
 
 fn mat_vec(m: &M3, v: V3) -> V3 {
     std::array::from_fn(|i| m[i][0] * v[0] + m[i][1] * v[1] + m[i][2] * v[2])
-}
-
-fn cross(a: V3, b: V3) -> V3 {
-    [
-        a[1] * b[2] - a[2] * b[1],
-        a[2] * b[0] - a[0] * b[2],
-        a[0] * b[1] - a[1] * b[0],
-    ]
-}
-
-/// The Hamilton product `a ⊗ b`.
-fn quat_mul(a: Quat, b: Quat) -> Quat {
-    let [aw, ax, ay, az] = a;
-    let [bw, bx, by, bz] = b;
-    [
-        aw * bw - ax * bx - ay * by - az * bz,
-        aw * bx + ax * bw + ay * bz - az * by,
-        aw * by - ax * bz + ay * bw + az * bx,
-        aw * bz + ax * by - ay * bx + az * bw,
-    ]
 }
 
 /// The constant frame of a joint's `origin`: `R = Rz(yaw) Ry(pitch) Rx(roll)`.
@@ -249,7 +230,7 @@ pub(super) fn jacobian(walk: &Walk, q: &JointInputs) -> Tensor {
         let column = match joint.kind {
             JointKind::Revolute => {
                 let lever: V3 = std::array::from_fn(|i| frame.translation[i] - joint.origin[i]);
-                let linear = cross(joint.axis, lever);
+                let linear = cross_parts(joint.axis, lever);
                 [
                     linear[0],
                     linear[1],

@@ -47,6 +47,10 @@
 //!
 //! Matrices (rotation matrices, adjoints, Jacobians) are `[.., r, c]`, rows first.
 //!
+//! For code that holds quaternions and vectors as separate components (one tensor, or one
+//! constant, per component), [`quat_mul_parts`] and [`cross_parts`] are the Hamilton and cross
+//! products on arrays of any type with `+`, `-` and `*`.
+//!
 //! # Conventions
 //!
 //! - `compose(a, b)` is `a ∘ b` (apply `b` first); `act(x, p)` is `R p + t`;
@@ -80,6 +84,7 @@ mod series;
 mod so2;
 mod so3;
 
+pub use parts::{cross_parts, quat_mul_parts};
 pub use se2::{
     se2_act, se2_act_jacobians, se2_adjoint, se2_between, se2_compose, se2_compose_jacobians, se2_exp,
     se2_interp, se2_inverse, se2_inverse_jacobian, se2_jl, se2_jl_inv, se2_jr, se2_jr_inv, se2_log,

@@ -2,6 +2,8 @@
 //! shape), and small matrices as arrays of rows: the Lie group code is written on these and
 //! only the public functions split and stack tensors.
 
+use std::ops::{Add, Mul, Sub};
+
 use rfx_ir::Shape;
 
 use crate::trace::{Tensor, concat};
@@ -66,11 +68,35 @@ pub(crate) fn one(like: Tensor) -> Tensor {
 }
 
 /// `a × b`.
-pub(crate) fn cross(a: V3, b: V3) -> V3 {
+pub(crate) use cross_parts as cross;
+
+/// The cross product `a × b` of 3-vectors given as components, of any type with `+`, `-` and
+/// `*` (traced tensors of one batch shape, `f64`, a type that folds constants while tracing).
+pub fn cross_parts<T>(a: [T; 3], b: [T; 3]) -> [T; 3]
+where
+    T: Copy + Add<Output = T> + Sub<Output = T> + Mul<Output = T>,
+{
     [
         a[1] * b[2] - a[2] * b[1],
         a[2] * b[0] - a[0] * b[2],
         a[0] * b[1] - a[1] * b[0],
+    ]
+}
+
+/// The Hamilton product `a ⊗ b` (apply `b`, then `a`) of quaternions given as components
+/// `[w, x, y, z]`, of any type with `+`, `-` and `*`, as [`cross_parts`]; on unit quaternions
+/// of `[.., 4]` tensors, [`so3_compose`](super::so3_compose).
+pub fn quat_mul_parts<T>(a: [T; 4], b: [T; 4]) -> [T; 4]
+where
+    T: Copy + Add<Output = T> + Sub<Output = T> + Mul<Output = T>,
+{
+    let [aw, ax, ay, az] = a;
+    let [bw, bx, by, bz] = b;
+    [
+        aw * bw - ax * bx - ay * by - az * bz,
+        aw * bx + ax * bw + ay * bz - az * by,
+        aw * by - ax * bz + ay * bw + az * bx,
+        aw * bz + ax * by - ay * bx + az * bw,
     ]
 }
 

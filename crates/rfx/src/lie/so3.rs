@@ -37,16 +37,7 @@ pub(crate) fn log_parts(q: Quat) -> V3 {
 }
 
 /// The Hamilton product `a ⊗ b`.
-pub(crate) fn mul(a: Quat, b: Quat) -> Quat {
-    let [aw, ax, ay, az] = a;
-    let [bw, bx, by, bz] = b;
-    [
-        aw * bw - ax * bx - ay * by - az * bz,
-        aw * bx + ax * bw + ay * bz - az * by,
-        aw * by - ax * bz + ay * bw + az * bx,
-        aw * bz + ax * by - ay * bx + az * bw,
-    ]
-}
+pub(crate) use super::parts::quat_mul_parts as mul;
 
 /// The conjugate (the inverse of a unit quaternion).
 pub(crate) fn conj(q: Quat) -> Quat {

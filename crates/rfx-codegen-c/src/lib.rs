@@ -25,7 +25,7 @@
 //! compile to the hardware instruction with `-fno-math-errno` (without it they may call libm's
 //! `sqrt` for negative arguments), or, on Arm targets without a double (single) precision FPU
 //! or with `RFX_SOFT_SQRT` defined, an exact digit-by-digit integer square root; `floor`,
-//! `ceil` and `round` are exact integer-conversion code, `abs` clears the sign bit. Nothing
+//! `ceil` and `round` are exact straight-line code, `abs` clears the sign bit. Nothing
 //! needs libm.
 //!
 //! Every transcendental (`exp`, `exp2`, `log`, `log2`, `sin`, `cos`, `tan`, `tanh`, `atan`,

@@ -46,12 +46,12 @@ use rfx_ir::interp::{Mode, run_hir, run_lir};
 use rfx_ir::lir::LirProgram;
 use rfx_ir::testgen::{TestRng, random_inputs};
 use rfx_ir::{Array, ArrayData, ArrayView, BinaryOp, DType, Scalar};
-use rfx_lower::{Backend, BackendError, LowerConfig, Scratch, order_inputs, ulps};
+use rfx_lower::{Backend, BackendError, LowerConfig, Scratch, order_inputs};
 use rfx_opt::{Exactness, OptConfig};
 
 use crate::corpus::FuzzConfig;
 use crate::generator::large_kernel;
-use crate::probe::{Probed, probe, with_lanes_of};
+use crate::probe::{Probed, check_values, probe, with_lanes_of};
 use crate::report::{FuzzReport, Mismatch};
 
 /// The rate of special float values (NaN, ±Inf, −0, subnormals, huge) among the inputs.
@@ -642,51 +642,18 @@ fn within_bounds(
     }
 
     // The transcendental values, at the backend's operands.
-    let (mut bounded, mut unbounded) = (0u64, 0u64);
-    for (k, &(op, dtype)) in probed.ops.iter().enumerate() {
-        let values = output(&format!("__t{k}"))?;
-        let operands = (0..op.arity())
-            .map(|j| output(&format!("__a{k}_{j}")))
-            .collect::<Result<Vec<_>, _>>()?;
-        for i in 0..values.data().len() {
-            let args: Vec<f64> = operands
-                .iter()
-                .map(|a| a.get(i).map_or(f64::NAN, Scalar::to_f64))
-                .collect();
-            let Some(bound) = backend.ulp_bound(op, dtype, &args) else {
-                unbounded += 1;
-                continue;
-            };
-            bounded += 1;
-            let value = values.get(i).map_or(f64::NAN, Scalar::to_f64);
-            let want = op.oracle(&args);
-            let d = ulps(value, want, dtype);
-            if d > bound {
-                let d = if d == u64::MAX {
-                    "∞".to_string()
-                } else {
-                    d.to_string()
-                };
-                return Err(format!(
-                    "{}({}) ({dtype}, node __t{k}, element {i}) = {value:e}, oracle {want:e}: {d} ULP > {bound}",
-                    op.name(),
-                    args.iter()
-                        .map(|a| format!("{a:e}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ));
-            }
-        }
-    }
+    let values = check_values(probed, output, |op, dtype, args| {
+        backend.ulp_bound(op, dtype, args)
+    })?;
     let mut reasons = Vec::new();
-    if unbounded > 0 {
+    if values.unbounded > 0 {
         reasons.push("transcendental: values without a documented bound not compared".to_string());
     }
     if !probed.after_float_reduction.is_empty() && !lane_order_compared {
         reasons.push("transcendental: outputs after a float reduction not compared".to_string());
     }
     Ok(Bounded::Compared {
-        checked: bounded > 0,
+        checked: values.bounded > 0,
         reasons,
     })
 }

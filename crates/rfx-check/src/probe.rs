@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 
 use rfx_ir::hir::{self, Kernel, Node, Op, Output, ValueId};
 use rfx_ir::lir::LirProgram;
-use rfx_ir::{DType, TensorType};
-use rfx_lower::Transcendental;
+use rfx_ir::{Array, DType, Scalar, TensorType};
+use rfx_lower::{Transcendental, ulps};
 
 /// A kernel with transcendental ops prepared for the bound-aware comparison: the backend runs
 /// `instrumented`, which also outputs each transcendental node's value and operands; the HIR
@@ -156,4 +156,60 @@ pub fn with_lanes_of(lir: &LirProgram, cut: &LirProgram) -> Option<LirProgram> {
         cut.arena_align(),
         kernels,
     ))
+}
+
+/// What [`check_values`] compared.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ValueCount {
+    /// Transcendental values within their bound.
+    pub bounded: usize,
+    /// Values without a documented bound (not compared).
+    pub unbounded: usize,
+}
+
+/// Every transcendental value of `probed` (the output `__t{k}` of [`Probed::instrumented`],
+/// read by name through `output`) against the `f64` oracle at its own operands (the outputs
+/// `__a{k}_{j}`): within the ULP bound `bound_of` gives for the op, dtype and operands, not
+/// compared where it gives `None`. Returns the counts, or the first value beyond its bound or
+/// output missing.
+pub fn check_values<'a>(
+    probed: &Probed,
+    output: impl Fn(&str) -> Result<&'a Array, String>,
+    bound_of: impl Fn(Transcendental, DType, &[f64]) -> Option<u64>,
+) -> Result<ValueCount, String> {
+    let mut count = ValueCount::default();
+    for (k, &(op, dtype)) in probed.ops.iter().enumerate() {
+        let values = output(&format!("__t{k}"))?;
+        let operands = (0..op.arity())
+            .map(|j| output(&format!("__a{k}_{j}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        for i in 0..values.data().len() {
+            let args: Vec<f64> = operands
+                .iter()
+                .map(|a| a.get(i).map_or(f64::NAN, Scalar::to_f64))
+                .collect();
+            let Some(bound) = bound_of(op, dtype, &args) else {
+                count.unbounded += 1;
+                continue;
+            };
+            count.bounded += 1;
+            let value = values.get(i).map_or(f64::NAN, Scalar::to_f64);
+            let want = op.oracle(&args);
+            let d = ulps(value, want, dtype);
+            if d > bound {
+                let d = if d == u64::MAX {
+                    "∞".to_string()
+                } else {
+                    d.to_string()
+                };
+                let args: Vec<String> = args.iter().map(|a| format!("{a:e}")).collect();
+                return Err(format!(
+                    "{}({}) ({dtype}, node __t{k}, element {i}) = {value:e}, oracle {want:e}: {d} ULP > {bound}",
+                    op.name(),
+                    args.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(count)
 }

@@ -10,7 +10,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{corpus_kernels, lower_kernel, uses_transcendental};
+use common::{corpus_kernels, lower_kernel, program, uses_transcendental};
 use rfx_check::conformance::{Case, cases, check, stated_bound_differences};
 use rfx_check::{Backends, FuzzConfig, FuzzReport, replay_file};
 use rfx_codegen_c::CBackend;
@@ -176,10 +176,6 @@ fn the_corpus_matches_the_interpreter() {
     assert!(report.mismatches.is_empty(), "{report}");
     assert!(exact >= 30, "only {exact} exact corpus kernels compiled");
     assert!(report.path("c").within_bounds >= 5, "{report}");
-}
-
-fn program(text: &str) -> LirProgram {
-    lower_kernel(&rfx_ir::hir::parse(text).expect("parses")).expect("lowers")
 }
 
 /// `y = x * 2 + 1` on `f32[3]`.

@@ -2,24 +2,12 @@
 //! function's signature and length checks in the text, and snapshots of the generated module
 //! for a few corpus kernels. `rust_export.rs` compiles and runs the modules.
 
+mod common;
+
+use common::{corpus_program, program};
 use rfx_codegen_c::{ExportError, RustExport, rust_source, validate_rust_name};
 use rfx_ir::lir::{LirKernel, LirProgram, Schedule};
 use rfx_ir::{BufId, DType};
-use rfx_lower::{LowerConfig, lower};
-use rfx_opt::{OptConfig, optimize};
-
-fn program(text: &str) -> LirProgram {
-    let kernel = rfx_ir::hir::parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let (mir, _) = optimize(&kernel, &OptConfig::default()).expect("optimize");
-    lower(&mir, &LowerConfig::default()).expect("lower").0
-}
-
-fn corpus(name: &str) -> LirProgram {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../rfx-opt/tests/corpus")
-        .join(format!("{name}.rfx"));
-    program(&std::fs::read_to_string(path).expect("corpus file"))
-}
 
 #[test]
 fn names_must_be_rust_identifiers_without_the_reserved_prefix() {
@@ -52,7 +40,7 @@ fn names_must_be_rust_identifiers_without_the_reserved_prefix() {
             "{bad}"
         );
     }
-    let p = corpus("add");
+    let p = corpus_program("add");
     assert_eq!(
         rust_source(&p, "loop"),
         Err(ExportError::InvalidRustName("loop".to_string()))
@@ -79,7 +67,7 @@ fn every_op_is_exported_transcendentals_through_libm() {
         source.contains("// Needs the `libm` crate (0.2.16 or later) for: atan2f, fmodf, roundevenf, sinf."),
         "{source}"
     );
-    let add = rust_source(&corpus("add"), "add").expect("export").source;
+    let add = rust_source(&corpus_program("add"), "add").expect("export").source;
     assert!(add.contains("// Needs no crate but `core`."), "{add}");
     assert!(!add.contains("libm"), "{add}");
 }
@@ -110,7 +98,7 @@ fn programs_that_do_not_verify_are_refused() {
 
 #[test]
 fn the_function_takes_slices_checks_their_lengths_and_has_no_unsafe() {
-    let source = rust_source(&corpus("mean_var"), "mean_var")
+    let source = rust_source(&corpus_program("mean_var"), "mean_var")
         .expect("export")
         .source;
     assert!(
@@ -135,7 +123,7 @@ fn generated_rust_snapshots() {
         "scan_directions",
         "gather_rows",
     ] {
-        let export = rust_source(&corpus(name), name).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let export = rust_source(&corpus_program(name), name).unwrap_or_else(|e| panic!("{name}: {e}"));
         insta::assert_snapshot!(format!("rust_{name}"), export.source);
     }
 }

@@ -33,9 +33,26 @@ pub(crate) fn lower_kernel(kernel: &Kernel) -> Result<LirProgram, String> {
         .map_err(|e| format!("lower: {e}"))
 }
 
+/// The kernel of HIR `text`, optimised and lowered; panics (naming the text) where it does not
+/// parse or lower.
+pub(crate) fn program(text: &str) -> LirProgram {
+    let kernel = rfx_ir::hir::parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    lower_kernel(&kernel).unwrap_or_else(|e| panic!("{e}\n{text}"))
+}
+
+/// The saved corpus's kernel `name` (crates/rfx-opt/tests/corpus/NAME.rfx), as [`program`].
+pub(crate) fn corpus_program(name: &str) -> LirProgram {
+    let path = corpus_dir().join(format!("{name}.rfx"));
+    program(&std::fs::read_to_string(path).expect("corpus file"))
+}
+
+fn corpus_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../rfx-opt/tests/corpus")
+}
+
 /// The saved corpus (crates/rfx-opt/tests/corpus), parsed: each kernel with its name.
 pub(crate) fn corpus_kernels() -> Vec<(String, Kernel)> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rfx-opt/tests/corpus");
+    let dir = corpus_dir();
     read_corpus(&dir)
         .expect("read the corpus")
         .into_iter()

@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::{corpus_kernels, lower_kernel, uses_transcendental};
+use common::{BLOCKED_REDUCTIONS, corpus_kernels, lower_kernel, uses_transcendental};
 use rfx_check::conformance::{cases, inputs};
 use rfx_check::generator::fuzz_kernel;
 use rfx_codegen_c::{LIBM_VERSION, rust_source};
@@ -109,18 +109,10 @@ fn fuzz_jobs() -> Vec<Job> {
 
 const FUZZ_SEEDS: u64 = 120;
 
-/// Long float reductions, whose leaves the binary counter of `ReduceLeaves` combines (the
-/// `leaf_stack` code of the walk): pieces of one long row, groups of short rows, `mean` in f64
-/// and `prod`.
+/// The [`BLOCKED_REDUCTIONS`], checked bit for bit.
 fn blocked_reduction_jobs() -> Vec<Job> {
-    let texts = [
-        "kernel long_row {\n  %x = input x : f32[3,5000]\n  %s = sum %x axes [1] : f32[3]\n  output out = %s\n}\n",
-        "kernel row_groups {\n  %x = input x : f32[700,9]\n  %s = sum %x axes [0, 1] : f32[]\n  output out = %s\n}\n",
-        "kernel mean64 {\n  %x = input x : f64[2,4100]\n  %s = mean %x axes [1] : f64[2]\n  output out = %s\n}\n",
-        "kernel prod32 {\n  %x = input x : f32[6000]\n  %s = prod %x axes [0] : f32[]\n  output out = %s\n}\n",
-    ];
     let mut rng = TestRng::new(11);
-    texts
+    BLOCKED_REDUCTIONS
         .iter()
         .map(|text| {
             let kernel = rfx_ir::hir::parse(text).expect("parse");

@@ -77,6 +77,16 @@ pub(crate) fn uses_transcendental(program: &LirProgram) -> bool {
         })
 }
 
+/// Long float reductions, whose leaves the binary counter of `ReduceLeaves` combines (the
+/// `leaf_stack` code of the walk): pieces of one long row (`long_row`), groups of short rows
+/// (`row_groups`), `mean` in f64 and `prod`.
+pub(crate) const BLOCKED_REDUCTIONS: [&str; 4] = [
+    "kernel long_row {\n  %x = input x : f32[3,5000]\n  %s = sum %x axes [1] : f32[3]\n  output out = %s\n}\n",
+    "kernel row_groups {\n  %x = input x : f32[700,9]\n  %s = sum %x axes [0, 1] : f32[]\n  output out = %s\n}\n",
+    "kernel mean64 {\n  %x = input x : f64[2,4100]\n  %s = mean %x axes [1] : f64[2]\n  output out = %s\n}\n",
+    "kernel prod32 {\n  %x = input x : f32[6000]\n  %s = prod %x axes [0] : f32[]\n  output out = %s\n}\n",
+];
+
 /// The C flags of the Cortex-M4F firmware example's Makefile: C99, the Cortex-M4F's target
 /// flags, every warning an error, and the two the export's documentation asks for
 /// (`-std=c99` already implies the first).

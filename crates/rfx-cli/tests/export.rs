@@ -4,11 +4,15 @@
 //! write nothing and leave earlier files as they were.
 
 mod common;
+#[path = "common/fixtures.rs"]
+#[allow(dead_code, reason = "the export tests use the listing only")]
+mod fixtures;
 
 use std::path::Path;
 use std::process::{Command, Output};
 
 use common::{rfx, stderr_of, temp_dir};
+use fixtures::entries;
 
 /// Compiles `driver` (a C `main` including NAME.c from `dir`), runs it and checks that it
 /// prints `want`; skips (with a note) when no C compiler is present.
@@ -276,16 +280,6 @@ fn earlier_export(tag: &str) -> std::path::PathBuf {
     dir
 }
 
-/// The names in `dir`, sorted.
-fn listing(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .expect("read dir")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
 #[test]
 fn a_failing_export_leaves_the_earlier_files_untouched() {
     let dir = earlier_export("export_c_keep");
@@ -331,7 +325,7 @@ fn a_failing_export_leaves_the_earlier_files_untouched() {
             stderr.starts_with("error: ") && stderr.contains(needle),
             "{kernel} {flags:?}: {stderr}"
         );
-        assert_eq!(listing(&dir), ["keep.c", "keep.h"], "{kernel} {flags:?}");
+        assert_eq!(entries(&dir), ["keep.c", "keep.h"], "{kernel} {flags:?}");
         assert_eq!(
             std::fs::read_to_string(dir.join("keep.c")).expect("source"),
             "/* earlier source */\n"
@@ -358,7 +352,7 @@ fn a_file_that_cannot_be_replaced_leaves_the_other_untouched() {
     );
     assert_eq!(out.status.code(), Some(1), "{}", stderr_of(&out));
     assert!(stderr_of(&out).contains("keep.c"), "{}", stderr_of(&out));
-    assert_eq!(listing(&dir), ["keep.c", "keep.h"]);
+    assert_eq!(entries(&dir), ["keep.c", "keep.h"]);
     assert!(dir.join("keep.c").is_dir());
     assert_eq!(
         std::fs::read_to_string(dir.join("keep.h")).expect("header"),
@@ -390,7 +384,7 @@ fn grad_and_jacobian_together_are_a_usage_error() {
         stderr.contains("--jacobian") && stderr.contains("--grad") && stderr.contains("cannot be used with"),
         "{stderr}"
     );
-    assert_eq!(listing(&dir), ["keep.c", "keep.h"]);
+    assert_eq!(entries(&dir), ["keep.c", "keep.h"]);
 }
 
 #[test]
@@ -414,7 +408,7 @@ fn export_as_rust_writes_a_module_whose_jacobian_matches_the_closed_form() {
         path,
     ]);
     assert!(out.status.success(), "{}", stderr_of(&out));
-    assert_eq!(listing(&out_dir), ["poly.rs"]);
+    assert_eq!(entries(&out_dir), ["poly.rs"]);
     let module = std::fs::read_to_string(out_dir.join("poly.rs")).expect("module");
     assert!(module.contains("pub fn poly("), "{module}");
     let main = r#"#[path = "gen/poly.rs"]
@@ -472,5 +466,5 @@ fn main() {
         "{}",
         stderr_of(&keyword)
     );
-    assert_eq!(listing(&out_dir), ["poly.rs"]);
+    assert_eq!(entries(&out_dir), ["poly.rs"]);
 }

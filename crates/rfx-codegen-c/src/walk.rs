@@ -671,7 +671,15 @@ impl<D: Dialect> Walk<'_, D> {
                     CmpOp::Eq => "==",
                     CmpOp::Ne => "!=",
                 };
-                format!("{dst} = {lhs} {symbol} {rhs};")
+                // An integer or boolean compared with itself has a known result; printed as
+                // `x >= x`, GCC's -Wtautological-compare would reject the file under -Werror.
+                // (A float compared with itself is false for NaN and stays a comparison.)
+                if lhs == rhs && !dtype(*lhs).is_float() {
+                    let reflexive = matches!(op, CmpOp::Le | CmpOp::Ge | CmpOp::Eq);
+                    format!("{dst} = {};", self.d.literal(Scalar::Bool(reflexive)))
+                } else {
+                    format!("{dst} = {lhs} {symbol} {rhs};")
+                }
             }
             Inst::Select {
                 dst,

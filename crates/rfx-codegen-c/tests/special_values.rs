@@ -169,6 +169,45 @@ fn exact_helpers_match_the_interpreter_on_special_values() {
     check_with_every_compiler(&jobs, &[&[]]);
 }
 
+/// Every comparison of a value with itself, in every dtype: an integer or boolean one has a
+/// known result (printed as `x >= x` it would fail GCC's `-Werror=tautological-compare`), a float
+/// one stays a comparison (false for NaN).
+#[test]
+fn comparisons_of_a_value_with_itself_compile_and_match_the_interpreter() {
+    let inputs = [
+        ("i32", ArrayData::I32(vec![i32::MIN, -1, 0, 7, i32::MAX])),
+        ("bool", ArrayData::Bool(vec![false, true, true, false, true])),
+        (
+            "f32",
+            ArrayData::F32(vec![f32::NAN, -0.0, 1.5, f32::INFINITY, f32::MIN_POSITIVE]),
+        ),
+        (
+            "f64",
+            ArrayData::F64(vec![f64::NAN, 0.0, -2.5, f64::NEG_INFINITY, f64::MAX]),
+        ),
+    ];
+    let mut jobs = Vec::new();
+    for (dtype, data) in inputs {
+        let x = Array::new(Shape::new([5]), data).expect("array");
+        // Booleans are compared for equality only.
+        let ops: &[&str] = if dtype == "bool" {
+            &["eq", "ne"]
+        } else {
+            &["lt", "le", "gt", "ge", "eq", "ne"]
+        };
+        let mut text = format!("kernel selfcmp_{dtype} {{\n  %x = input x : {dtype}[5]\n");
+        for op in ops {
+            text.push_str(&format!("  %{op} = {op} %x, %x : bool[5]\n"));
+        }
+        for op in ops {
+            text.push_str(&format!("  output {op} = %{op}\n"));
+        }
+        text.push_str("}\n");
+        jobs.push(job(format!("self-compare {dtype}"), &text, vec![x]));
+    }
+    check_with_every_compiler(&jobs, &[&[]]);
+}
+
 /// Random bit patterns over the whole positive range (subnormals, every exponent) and the
 /// specials: `sqrt` and `rsqrt` of f64 and f32.
 fn sqrt_jobs() -> Vec<Job> {

@@ -5,26 +5,11 @@
 
 mod common;
 
-use common::{Job, check_with_every_compiler, compile_and_run, compilers};
+use common::{Job, check_with_every_compiler, compile_and_run, compilers, corpus_program as corpus, program};
 use rfx_codegen_c::{ExportError, c_source, validate_name};
 use rfx_ir::lir::{Inst, LirKernel, LirProgram, Schedule, SlotId};
 use rfx_ir::testgen::{TestRng, random_inputs};
 use rfx_ir::{BufId, DType};
-use rfx_lower::{LowerConfig, lower};
-use rfx_opt::{OptConfig, optimize};
-
-fn program(text: &str) -> LirProgram {
-    let kernel = rfx_ir::hir::parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let (mir, _) = optimize(&kernel, &OptConfig::default()).expect("optimize");
-    lower(&mir, &LowerConfig::default()).expect("lower").0
-}
-
-fn corpus(name: &str) -> LirProgram {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../rfx-opt/tests/corpus")
-        .join(format!("{name}.rfx"));
-    program(&std::fs::read_to_string(path).expect("corpus file"))
-}
 
 #[test]
 fn names_must_be_c_identifiers() {
@@ -172,20 +157,13 @@ int main(void) {
 
 #[test]
 fn blocked_reductions_follow_the_leaf_tree() {
-    let texts = [
-        // One long row: leaves are pieces of a row.
-        "kernel long_row {\n  %x = input x : f32[3,5000]\n  %s = sum %x axes [1] : f32[3]\n  output out = %s\n}\n",
-        // Short rows: leaves are groups of rows.
-        "kernel row_groups {\n  %x = input x : f32[700,9]\n  %s = sum %x axes [0, 1] : f32[]\n  output out = %s\n}\n",
-        "kernel mean64 {\n  %x = input x : f64[2,4100]\n  %s = mean %x axes [1] : f64[2]\n  output out = %s\n}\n",
-        "kernel prod32 {\n  %x = input x : f32[6000]\n  %s = prod %x axes [0] : f32[]\n  output out = %s\n}\n",
-    ];
     let mut rng = TestRng::new(11);
     let mut jobs = Vec::new();
-    for text in texts {
+    // Long rows (leaves are pieces of a row), short rows (leaves are groups of rows), a mean in
+    // f64 and a product.
+    for text in common::BLOCKED_REDUCTIONS {
         let kernel = rfx_ir::hir::parse(text).expect("parse");
-        let (mir, _) = optimize(&kernel, &OptConfig::default()).expect("optimize");
-        let p = lower(&mir, &LowerConfig::default()).expect("lower").0;
+        let p = common::lower_kernel(&kernel).expect("lowers");
         let source = c_source(&p, "probe").expect("export").source;
         assert!(
             source.contains("cnt") && source.contains("top"),

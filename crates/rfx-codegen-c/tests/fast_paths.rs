@@ -6,15 +6,10 @@
 
 mod common;
 
-use rfx_ir::DType;
-use rfx_lower::{LowerConfig, lower, ulps};
-use rfx_opt::{OptConfig, optimize};
+use common::program;
 
-fn program(text: &str) -> rfx_ir::lir::LirProgram {
-    let kernel = rfx_ir::hir::parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let (mir, _) = optimize(&kernel, &OptConfig::default()).expect("optimize");
-    lower(&mir, &LowerConfig::default()).expect("lower").0
-}
+use rfx_ir::DType;
+use rfx_lower::ulps;
 
 /// Elements per exported call.
 const N: usize = 4096;
@@ -279,32 +274,6 @@ int main(void) {{
     }
 }
 
-/// GCC's `-O3 -march=x86-64-v3` (AVX2) vectoriser report on `export` written as `name`.c.
-fn gcc_vectorizer_report(export: &rfx_codegen_c::CExport, name: &str) -> String {
-    let dir = tempfile::tempdir().expect("temp dir");
-    std::fs::write(dir.path().join(format!("{name}.h")), &export.header).expect("write");
-    let source = dir.path().join(format!("{name}.c"));
-    std::fs::write(&source, &export.source).expect("write");
-    let out = std::process::Command::new("gcc")
-        .args([
-            "-std=c99",
-            "-O3",
-            "-march=x86-64-v3",
-            "-ffp-contract=off",
-            "-fno-math-errno",
-        ])
-        .arg("-fopt-info-vec-optimized")
-        .arg("-c")
-        .arg(&source)
-        .arg("-o")
-        .arg(dir.path().join(format!("{name}.o")))
-        .output()
-        .expect("run gcc");
-    let report = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{report}");
-    report
-}
-
 /// Elementwise loops of `floor`, `ceil`, `round`, `log` and `tanh` vectorise for AVX2 in f32
 /// and f64 (their helpers are straight-line code).
 #[test]
@@ -320,7 +289,7 @@ fn gcc_vectorises_rounding_log_and_tanh_loops() {
             );
             let name = format!("{op}_{dtype}");
             let export = rfx_codegen_c::c_source(&program(&text), &name).expect("export");
-            let report = gcc_vectorizer_report(&export, &name);
+            let report = common::gcc_vectorizer_report(&export, &name);
             assert!(report.contains("loop vectorized"), "{name}:\n{report}");
         }
     }
@@ -352,7 +321,7 @@ fn gcc_vectorises_the_chains_fast_loop_without_an_overlap_check() {
         export.source
     );
     assert!(export.source.contains("chain_sin_fast_f32(") && export.source.contains("chain_cos_full_f32("));
-    let report = gcc_vectorizer_report(&export, "chain");
+    let report = common::gcc_vectorizer_report(&export, "chain");
     let first_loop = export
         .source
         .lines()

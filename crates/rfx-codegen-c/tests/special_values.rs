@@ -6,11 +6,9 @@
 
 mod common;
 
-use common::{Job, check_with_every_compiler};
+use common::{Job, check_with_every_compiler, program};
 use rfx_ir::testgen::TestRng;
 use rfx_ir::{Array, ArrayData, Shape};
-use rfx_lower::{LowerConfig, lower};
-use rfx_opt::{OptConfig, optimize};
 
 fn f64_specials() -> Vec<f64> {
     let mut v = vec![
@@ -83,12 +81,6 @@ fn f32_specials() -> Vec<f32> {
         -0.49999997,
     ]);
     v
-}
-
-fn program(text: &str) -> rfx_ir::lir::LirProgram {
-    let kernel = rfx_ir::hir::parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let (mir, _) = optimize(&kernel, &OptConfig::default()).expect("optimize");
-    lower(&mir, &LowerConfig::default()).expect("lower").0
 }
 
 /// A job of `text`'s kernel on `inputs`, checked bit for bit.

@@ -6,20 +6,12 @@
 
 mod common;
 
-use common::{Job, check_with_every_compiler};
+use common::{Job, check_with_every_compiler, program};
 use rfx_ir::testgen::TestRng;
 use rfx_ir::{Array, ArrayData, Shape};
-use rfx_lower::{LowerConfig, lower};
-use rfx_opt::{OptConfig, optimize};
 
 /// Points per function and dtype.
 const POINTS: usize = 3000;
-
-fn program(text: &str) -> rfx_ir::lir::LirProgram {
-    let kernel = rfx_ir::hir::parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    let (mir, _) = optimize(&kernel, &OptConfig::default()).expect("optimize");
-    lower(&mir, &LowerConfig::default()).expect("lower").0
-}
 
 fn array(dtype: &str, values: &[f64]) -> Array {
     let data = if dtype == "f32" {
@@ -260,27 +252,7 @@ fn gcc_vectorizer_report(text: &str, name: &str) -> Option<String> {
         return None;
     }
     let export = rfx_codegen_c::c_source(&program(text), name).expect("export");
-    let dir = tempfile::tempdir().expect("temp dir");
-    std::fs::write(dir.path().join(format!("{name}.h")), export.header).expect("write");
-    let source = dir.path().join(format!("{name}.c"));
-    std::fs::write(&source, export.source).expect("write");
-    let out = std::process::Command::new("gcc")
-        .args([
-            "-std=c99",
-            "-O3",
-            "-march=x86-64-v3",
-            "-ffp-contract=off",
-            "-fno-math-errno",
-        ])
-        .arg("-fopt-info-vec-optimized")
-        .arg("-c")
-        .arg(&source)
-        .arg("-o")
-        .arg(dir.path().join(format!("{name}.o")))
-        .output()
-        .expect("run gcc");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    Some(String::from_utf8_lossy(&out.stderr).into_owned())
+    Some(common::gcc_vectorizer_report(&export, name))
 }
 
 /// The export benchmark's `sin(x*2)+y` at 65,536 elements: GCC vectorises its loop for AVX2 in

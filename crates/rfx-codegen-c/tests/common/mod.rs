@@ -543,3 +543,29 @@ fn within_bound(job: &Job, got: &str, bound: u64) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// GCC's `-O3 -march=x86-64-v3` (AVX2) vectoriser report on `export` written as `name`.c.
+pub(crate) fn gcc_vectorizer_report(export: &CExport, name: &str) -> String {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join(format!("{name}.h")), &export.header).expect("write");
+    let source = dir.path().join(format!("{name}.c"));
+    std::fs::write(&source, &export.source).expect("write");
+    let out = std::process::Command::new("gcc")
+        .args([
+            "-std=c99",
+            "-O3",
+            "-march=x86-64-v3",
+            "-ffp-contract=off",
+            "-fno-math-errno",
+        ])
+        .arg("-fopt-info-vec-optimized")
+        .arg("-c")
+        .arg(&source)
+        .arg("-o")
+        .arg(dir.path().join(format!("{name}.o")))
+        .output()
+        .expect("run gcc");
+    let report = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{report}");
+    report
+}

@@ -237,7 +237,11 @@ impl Dialect for CDialect<'_> {
     }
 
     fn index_type(&self, program: &LirProgram, kernel: &LirKernel) -> &'static str {
-        index_type(program, kernel)
+        if rfx_lower::indices_fit_i32(program, kernel) {
+            "uint32_t"
+        } else {
+            "uint64_t"
+        }
     }
 
     fn uint(&self, n: usize) -> String {
@@ -537,28 +541,4 @@ fn is_slot(value: &str) -> bool {
     value
         .strip_prefix('s')
         .is_some_and(|digits| !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
-}
-
-/// 32-bit indices when every loop count, buffer length and `index` value fits in an `int32_t`,
-/// else 64-bit.
-fn index_type(program: &LirProgram, kernel: &LirKernel) -> &'static str {
-    let limit = i32::MAX as usize;
-    let points = kernel.dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
-    let index_max = kernel
-        .body
-        .iter()
-        .filter_map(|inst| match inst {
-            Inst::Index { strides, .. } => {
-                Some(kernel.dims.iter().zip(strides).fold(0usize, |acc, (&d, &s)| {
-                    acc.saturating_add(d.saturating_sub(1).saturating_mul(s))
-                }))
-            }
-            _ => None,
-        })
-        .max()
-        .unwrap_or(0);
-    let fits = points.is_some_and(|p| p <= limit)
-        && index_max <= limit
-        && program.buffers().iter().all(|b| b.ty.shape.numel() <= limit);
-    if fits { "uint32_t" } else { "uint64_t" }
 }

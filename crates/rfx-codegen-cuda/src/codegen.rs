@@ -561,26 +561,7 @@ struct Emitter<'a> {
 
 /// The kernel's index type: 32-bit when every count and offset fits, else 64-bit.
 fn index_type(program: &LirProgram, kernel: &LirKernel) -> &'static str {
-    let limit = i32::MAX as usize;
-    let points = kernel.dims.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
-    // The largest value an `index` computes in the index type.
-    let index_max = kernel
-        .body
-        .iter()
-        .filter_map(|inst| match inst {
-            Inst::Index { strides, .. } => {
-                Some(kernel.dims.iter().zip(strides).fold(0usize, |acc, (&d, &s)| {
-                    acc.saturating_add(d.saturating_sub(1).saturating_mul(s))
-                }))
-            }
-            _ => None,
-        })
-        .max()
-        .unwrap_or(0);
-    let fits = points.is_some_and(|p| p <= limit)
-        && index_max <= limit
-        && program.arena_bytes() <= limit
-        && program.buffers().iter().all(|b| b.ty.shape.numel() <= limit);
+    let fits = rfx_lower::indices_fit_i32(program, kernel) && program.arena_bytes() <= i32::MAX as usize;
     if fits {
         "unsigned int"
     } else {

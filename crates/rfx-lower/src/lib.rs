@@ -21,6 +21,7 @@ pub mod coefficients;
 mod config;
 mod error;
 mod executor;
+mod indices;
 mod interp_backend;
 mod lower;
 mod memplan;
@@ -36,6 +37,7 @@ pub use backend::{
 pub use config::LowerConfig;
 pub use error::{BackendError, CallError, LowerError, Unsupported};
 pub use executor::{execute_lowered, order_inputs};
+pub use indices::indices_fit_i32;
 pub use interp_backend::InterpBackend;
 pub use memplan::{Interval, MemoryPlan, plan_memory};
 pub use program::lower;

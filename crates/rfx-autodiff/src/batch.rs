@@ -246,6 +246,12 @@ pub fn vmap_out(
             }
             // A reshape keeps the batch in front (row-major: each example stays contiguous).
             Op::Reshape => b.copy(&Op::Reshape, &[args[0].0], &ty)?,
+            Op::Loop(_) | Op::LoopOutput { .. } => {
+                return Err(AdError::Loop {
+                    value: ValueId::new(index),
+                    reason: "vmap through loops is not implemented".to_string(),
+                });
+            }
             // Elementwise ops and `broadcast_to`: a batched operand of lower rank than the
             // result gets unit axes after the batch, so that NumPy's right alignment lines its
             // axes up with the example's and the batch with the batch.

@@ -1,6 +1,6 @@
 //! The one error type of the crate.
 
-use rfx_ir::hir::{BuildError, VerifyErrors};
+use rfx_ir::hir::{BuildError, ValueId, VerifyErrors};
 use rfx_ir::{DType, Shape, TensorType};
 
 /// Why a transform rejected its arguments. Nothing is built when an error is returned.
@@ -138,6 +138,15 @@ pub enum AdError {
         size: usize,
         /// One example's type.
         ty: TensorType,
+    },
+    /// A loop the transform cannot carry through, with the reason (for example its stored
+    /// carries would not fit in memory).
+    #[error("cannot transform the loop at {value}: {reason}")]
+    Loop {
+        /// The loop's value in the kernel being transformed.
+        value: ValueId,
+        /// Why.
+        reason: String,
     },
     /// A derivative node failed to type-check: a bug in this crate, reported instead of a panic.
     #[error("internal error: a derivative node was rejected: {0}")]

@@ -102,6 +102,12 @@ pub(crate) fn forward(
         let arg_tangents = arg_tangents_dense;
         let t = match &node.op {
             Op::Input { .. } | Op::Const(_) | Op::Literal(_) | Op::Iota { .. } | Op::Compare(_) => None,
+            Op::Loop(_) | Op::LoopOutput { .. } => {
+                return Err(AdError::Loop {
+                    value: out,
+                    reason: "forward mode through loops is not implemented".to_string(),
+                });
+            }
             Op::Transpose { perm } => match arg_tangents[0] {
                 Some(t) => Some(em.transpose(t, &batched_perm(batch.rank(), perm))?),
                 None => None,

@@ -178,7 +178,8 @@ impl Emitter {
                 | Op::Reshape
                 | Op::Slice { .. }
                 | Op::Pad { .. }
-                | Op::Iota { .. } => Some(node.ty.clone()),
+                | Op::Iota { .. }
+                | Op::LoopOutput { .. } => Some(node.ty.clone()),
                 _ => None,
             };
             map[index] = Some(em.node(node.op.clone(), &args, target)?);

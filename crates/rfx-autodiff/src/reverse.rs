@@ -149,6 +149,12 @@ fn dense_contributions(
 ) -> Result<Vec<Option<ValueId>>, AdError> {
     let batch_rank = batch.rank();
     Ok(match &node.op {
+        Op::Loop(_) | Op::LoopOutput { .. } => {
+            return Err(AdError::Loop {
+                value: out,
+                reason: "reverse mode through loops is not implemented".to_string(),
+            });
+        }
         Op::Input { .. }
         | Op::Const(_)
         | Op::Literal(_)

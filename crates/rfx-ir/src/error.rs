@@ -190,6 +190,12 @@ pub enum TypeError {
         /// The extent along the counted axis.
         extent: usize,
     },
+    /// A loop whose body, test or operands do not agree (see `hir::Loop`).
+    #[error("malformed loop: {reason}")]
+    Loop {
+        /// What disagrees.
+        reason: String,
+    },
     /// A constant whose literal dtype differs from its declared type.
     #[error("constant of dtype {literal} declared as {declared}")]
     ConstantDType {

@@ -26,6 +26,7 @@ pub mod hir;
 pub mod interp;
 pub mod lir;
 pub mod mir;
+pub mod repeat;
 pub mod semantics;
 #[cfg(feature = "testgen")]
 pub mod testgen;

@@ -1,6 +1,6 @@
 //! The checked way to make HIR kernels.
 
-use super::{Kernel, Node, Op, Output, ValueId, result_type};
+use super::{Kernel, Loop, Node, Op, Output, ValueId, result_type};
 use crate::error::TypeError;
 use crate::ops::{BinaryOp, CmpOp, ReduceOp, ScanOp, UnaryOp};
 use crate::{Array, DType, Scalar, Shape, TensorType};
@@ -137,6 +137,22 @@ impl Builder {
         if let Op::Input { name } = op {
             return self.input(name.clone(), ty.clone());
         }
+        if let (Op::LoopOutput { index }, [of]) = (op, args) {
+            let carry = self.loop_output(*of, *index)?;
+            let found = self.value_type(carry)?;
+            if found != ty {
+                let inferred = found.to_string();
+                self.nodes.pop();
+                return Err(BuildError::Type {
+                    op: op.name(),
+                    source: TypeError::ResultType {
+                        declared: ty.to_string(),
+                        inferred,
+                    },
+                });
+            }
+            return Ok(carry);
+        }
         let arg_types = args
             .iter()
             .map(|&a| self.value_type(a))
@@ -153,6 +169,51 @@ impl Builder {
             }));
         }
         Ok(self.push(op.clone(), args.to_vec(), inferred))
+    }
+
+    /// Adds a bounded loop (see [`Loop`]) over `operands`, the initial carries then the
+    /// invariants, and returns the final carries in order: carry 0 is the loop node itself,
+    /// each other one a `loop_output` node. The body and test must already verify.
+    pub fn loop_(&mut self, spec: Loop, operands: &[ValueId]) -> Result<Vec<ValueId>, BuildError> {
+        for kernel in std::iter::once(&spec.body).chain(&spec.cond) {
+            if let Err(errors) = super::verify(kernel) {
+                return Err(BuildError::Type {
+                    op: "loop",
+                    source: TypeError::Loop {
+                        reason: format!("its kernel `{}` does not verify: {errors}", kernel.name()),
+                    },
+                });
+            }
+        }
+        let carries = spec.carries;
+        let first = self.op(Op::Loop(Box::new(spec)), operands)?;
+        let mut finals = vec![first];
+        for index in 1..carries {
+            finals.push(self.loop_output(first, index)?);
+        }
+        Ok(finals)
+    }
+
+    /// Adds a node reading final carry `index` of the loop node `of`.
+    pub fn loop_output(&mut self, of: ValueId, index: usize) -> Result<ValueId, BuildError> {
+        let node = self.nodes.get(of.index()).ok_or(BuildError::UnknownValue(of))?;
+        let ty = match &node.op {
+            Op::Loop(spec) => spec.carry_type(index).cloned().ok_or_else(|| BuildError::Type {
+                op: "loop_output",
+                source: TypeError::Loop {
+                    reason: format!("{of} has {} carries, not {}", spec.carries, index + 1),
+                },
+            })?,
+            _ => {
+                return Err(BuildError::Type {
+                    op: "loop_output",
+                    source: TypeError::Loop {
+                        reason: format!("{of} is not a loop"),
+                    },
+                });
+            }
+        };
+        Ok(self.push(Op::LoopOutput { index }, vec![of], ty))
     }
 
     /// Adds any node whose type follows from its operands (elementwise ops, `transpose` and

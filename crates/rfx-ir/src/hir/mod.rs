@@ -148,6 +148,52 @@ pub enum Op {
         /// Fold from the last element of the axis toward the first.
         reverse: bool,
     },
+    /// A bounded loop (see [`Loop`]): operands are the initial carries, then the invariants, in
+    /// the order of the body's inputs and of their types exactly (no broadcasting). The node's
+    /// value is the final carry 0; [`Op::LoopOutput`] reads the others.
+    Loop(Box<Loop>),
+    /// Final carry `index` of the [`Op::Loop`] node that is the one operand; the node's type is
+    /// that carry's type.
+    LoopOutput {
+        /// The carry, below the loop's `carries`.
+        index: usize,
+    },
+}
+
+/// A bounded loop: `fori_loop` (a fixed trip count) or `while_loop` (a test and a maximum).
+///
+/// Semantics: `c = operands[..carries]`; repeat at most `trips` times: if `cond` exists and
+/// `cond(c, invariants)` is false, stop; else `c = body(c, invariants)`. The loop's results are
+/// the final `c`. Without `cond` the body runs exactly `trips` times (`trips` may be 0).
+///
+/// The body and the test are kernels of their own, whose inputs in definition order are the
+/// carries then the invariants, with the operands' types. The body has one output per carry,
+/// of that carry's type, in carry order; the test has one output, a `bool` scalar.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Loop {
+    /// The number of carries: the first `carries` operands and body inputs; at least 1.
+    pub carries: usize,
+    /// The trip count, or with `cond` the most iterations.
+    pub trips: u64,
+    /// One iteration: carries and invariants in, the next carries out.
+    pub body: Kernel,
+    /// `while_loop`'s test, run before each iteration.
+    pub cond: Option<Kernel>,
+}
+
+impl Loop {
+    /// The operand types the loop takes: the body's input types in order.
+    pub fn operand_types(&self) -> Vec<&TensorType> {
+        self.body.inputs().map(|(_, _, ty)| ty).collect()
+    }
+
+    /// The type of final carry `index`, if the loop has it.
+    pub fn carry_type(&self, index: usize) -> Option<&TensorType> {
+        if index >= self.carries {
+            return None;
+        }
+        self.body.inputs().nth(index).map(|(_, _, ty)| ty)
+    }
 }
 
 impl Op {
@@ -172,6 +218,9 @@ impl Op {
             Op::Gather { .. } => "gather",
             Op::Reduce { op, .. } => op.name(),
             Op::Scan { op, .. } => op.name(),
+            Op::Loop(l) if l.cond.is_some() => "while_loop",
+            Op::Loop(_) => "loop",
+            Op::LoopOutput { .. } => "loop_output",
         }
     }
 
@@ -186,8 +235,10 @@ impl Op {
             | Op::Transpose { .. }
             | Op::Slice { .. }
             | Op::Pad { .. }
-            | Op::Reduce { .. } => 1,
+            | Op::Reduce { .. }
+            | Op::LoopOutput { .. } => 1,
             Op::Scan { op, .. } => op.arity(),
+            Op::Loop(l) => l.body.inputs().count(),
             Op::Binary(_) | Op::Compare(_) | Op::Gather { .. } => 2,
             Op::Select | Op::Clamp => 3,
         }
@@ -527,7 +578,63 @@ pub fn result_type(
             }
             Ok(args[0].clone())
         }
+        Op::Loop(l) => loop_type(l, args),
+        // The carry's type comes from the operand's loop, which only the kernel knows: the
+        // verifier checks it against that loop.
+        Op::LoopOutput { .. } => need_target(),
     }
+}
+
+/// Checks a loop against its operand types and gives the type of its value, final carry 0.
+fn loop_type(l: &Loop, args: &[&TensorType]) -> Result<TensorType, TypeError> {
+    let inputs = l.operand_types();
+    if l.carries == 0 || l.carries > inputs.len() {
+        return Err(TypeError::Loop {
+            reason: format!("{} carries for a body of {} inputs", l.carries, inputs.len()),
+        });
+    }
+    if let Some((i, (want, found))) = inputs.iter().zip(args).enumerate().find(|(_, (w, f))| w != f) {
+        return Err(TypeError::Loop {
+            reason: format!("operand {i} is {found}, the body's input {i} is {want}"),
+        });
+    }
+    let outputs: Vec<&TensorType> = l
+        .body
+        .outputs()
+        .iter()
+        .filter_map(|o| l.body.value_type(o.value))
+        .collect();
+    if outputs.len() != l.carries || l.body.outputs().len() != l.carries {
+        return Err(TypeError::Loop {
+            reason: format!(
+                "the body has {} outputs for {} carries",
+                l.body.outputs().len(),
+                l.carries
+            ),
+        });
+    }
+    if let Some((i, (out, carry))) = outputs.iter().zip(&inputs).enumerate().find(|(_, (o, c))| o != c) {
+        return Err(TypeError::Loop {
+            reason: format!("the body's output {i} is {out}, carry {i} is {carry}"),
+        });
+    }
+    if let Some(cond) = &l.cond {
+        let cond_inputs: Vec<&TensorType> = cond.inputs().map(|(_, _, ty)| ty).collect();
+        let test = match cond.outputs() {
+            [only] => cond.value_type(only.value),
+            _ => None,
+        };
+        let scalar_bool = TensorType {
+            dtype: DType::Bool,
+            shape: Shape::scalar(),
+        };
+        if cond_inputs != inputs || test != Some(&scalar_bool) {
+            return Err(TypeError::Loop {
+                reason: "the test must take the body's inputs and give one bool scalar".to_string(),
+            });
+        }
+    }
+    Ok(inputs[0].clone())
 }
 
 /// `true` when a window of extents `window` placed at `at` lies inside `whole`: one rank for

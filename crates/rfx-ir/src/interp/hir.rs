@@ -33,29 +33,69 @@ use crate::{Array, ArrayData, ArrayView, DType, Scalar, Shape};
 /// everywhere. In [`Mode::Oracle`] float outputs are `f64` arrays (see the module documentation).
 pub fn run_hir(kernel: &Kernel, inputs: &[ArrayView<'_>], mode: Mode) -> Result<Vec<Array>, InterpError> {
     crate::hir::verify(kernel).map_err(InterpError::InvalidHir)?;
-    let mut input_values = check_inputs(kernel, inputs, mode)?.into_iter();
+    let inputs = check_inputs(kernel, inputs, mode)?;
+    eval_kernel(kernel, inputs, mode).map_err(|value| unverified(kernel, value))
+}
 
+/// Evaluates a verified kernel on inputs already in their storage dtype. `Err` names the
+/// first value whose operands break the typing rules (impossible for a verified kernel).
+fn eval_kernel(kernel: &Kernel, inputs: Vec<Array>, mode: Mode) -> Result<Vec<Array>, ValueId> {
+    let mut input_values = inputs.into_iter();
     let mut values: Vec<Array> = Vec::with_capacity(kernel.nodes().len());
+    // The final carries of each loop node, by node index, for its `loop_output` nodes.
+    let mut carries: std::collections::BTreeMap<usize, Vec<Array>> = std::collections::BTreeMap::new();
     for (index, node) in kernel.nodes().iter().enumerate() {
         let value_id = ValueId::new(index);
-        let value = match node.op {
+        let value = match &node.op {
             Op::Input { .. } => input_values.next(),
+            Op::Loop(spec) => {
+                let operands = node
+                    .args
+                    .iter()
+                    .map(|arg| values.get(arg.index()).cloned())
+                    .collect::<Option<Vec<Array>>>()
+                    .ok_or(value_id)?;
+                let finals = eval_loop(spec, operands, mode)?;
+                let first = finals.first().cloned();
+                carries.insert(index, finals);
+                first
+            }
+            Op::LoopOutput { index: carry } => node
+                .args
+                .first()
+                .and_then(|l| carries.get(&l.index()))
+                .and_then(|finals| finals.get(*carry))
+                .cloned(),
             _ => eval_node(node, &values, mode),
         };
-        let value = value.ok_or_else(|| unverified(kernel, value_id))?;
-        values.push(value);
+        values.push(value.ok_or(value_id)?);
     }
-
     kernel
         .outputs()
         .iter()
-        .map(|output| {
-            values
-                .get(output.value.index())
-                .cloned()
-                .ok_or_else(|| unverified(kernel, output.value))
-        })
+        .map(|output| values.get(output.value.index()).cloned().ok_or(output.value))
         .collect()
+}
+
+/// Runs a loop (see [`crate::hir::Loop`]) from its operands and gives the final carries. An
+/// error inside the body or the test is reported at the loop's own value by the caller's
+/// `unverified`, so the `ValueId` returned here is the inner kernel's.
+fn eval_loop(spec: &crate::hir::Loop, operands: Vec<Array>, mode: Mode) -> Result<Vec<Array>, ValueId> {
+    let invariants = operands.get(spec.carries..).ok_or(ValueId::new(0))?.to_vec();
+    let mut carry: Vec<Array> = operands.into_iter().take(spec.carries).collect();
+    for _ in 0..spec.trips {
+        let args: Vec<Array> = carry.iter().chain(&invariants).cloned().collect();
+        if let Some(cond) = &spec.cond {
+            let test = eval_kernel(cond, args.clone(), mode)?;
+            match test.first().map(|t| t.get(0)) {
+                Some(Some(Scalar::Bool(true))) => {}
+                Some(Some(Scalar::Bool(false))) => break,
+                _ => return Err(ValueId::new(0)),
+            }
+        }
+        carry = eval_kernel(&spec.body, args, mode)?;
+    }
+    Ok(carry)
 }
 
 /// The error for a kernel the verifier should have rejected: evaluating `value` found operands
@@ -133,7 +173,8 @@ fn eval_node(node: &Node, values: &[Array], mode: Mode) -> Option<Array> {
     let out_shape = &node.ty.shape;
     let out_dtype = storage_dtype(node.ty.dtype, mode);
     match &node.op {
-        Op::Input { .. } => None,
+        // Inputs and loops are evaluated by `eval_kernel`, which holds their inputs and carries.
+        Op::Input { .. } | Op::Loop(_) | Op::LoopOutput { .. } => None,
         Op::Const(value) => {
             let value = semantics::cast(*value, out_dtype);
             Some(Array::filled(value, out_shape.clone()))

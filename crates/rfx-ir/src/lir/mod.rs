@@ -491,6 +491,7 @@ pub struct LirProgram {
     arena_bytes: usize,
     arena_align: usize,
     kernels: Vec<LirKernel>,
+    loops: Vec<crate::repeat::KernelLoop>,
 }
 
 impl LirProgram {
@@ -508,6 +509,7 @@ impl LirProgram {
             arena_bytes,
             arena_align,
             kernels,
+            loops: Vec::new(),
         }
     }
 
@@ -539,6 +541,19 @@ impl LirProgram {
     /// The kernels, in execution order.
     pub fn kernels(&self) -> &[LirKernel] {
         &self.kernels
+    }
+
+    /// The program with `loops` over ranges of its kernels (see [`crate::repeat`]); run
+    /// `verify` before trusting it.
+    pub fn with_loops(mut self, loops: Vec<crate::repeat::KernelLoop>) -> LirProgram {
+        self.loops = loops;
+        self
+    }
+
+    /// The loops over ranges of the kernels, outer before inner (see [`crate::repeat`]); empty
+    /// for a program that runs each kernel once.
+    pub fn loops(&self) -> &[crate::repeat::KernelLoop] {
+        &self.loops
     }
 
     /// The inputs in order: `(buffer, name, type)`.

@@ -251,6 +251,7 @@ pub struct MirProgram {
     name: String,
     buffers: Vec<Buffer>,
     kernels: Vec<MirKernel>,
+    loops: Vec<crate::repeat::KernelLoop>,
 }
 
 impl MirProgram {
@@ -260,6 +261,7 @@ impl MirProgram {
             name: name.into(),
             buffers,
             kernels,
+            loops: Vec::new(),
         }
     }
 
@@ -281,6 +283,19 @@ impl MirProgram {
     /// The kernels, in execution order.
     pub fn kernels(&self) -> &[MirKernel] {
         &self.kernels
+    }
+
+    /// The program with `loops` over ranges of its kernels (see [`crate::repeat`]); run
+    /// `verify` before trusting it.
+    pub fn with_loops(mut self, loops: Vec<crate::repeat::KernelLoop>) -> MirProgram {
+        self.loops = loops;
+        self
+    }
+
+    /// The loops over ranges of the kernels, outer before inner (see [`crate::repeat`]); empty
+    /// for a program that runs each kernel once.
+    pub fn loops(&self) -> &[crate::repeat::KernelLoop] {
+        &self.loops
     }
 
     /// The inputs in order: `(buffer, name, type)`.

@@ -979,6 +979,8 @@ impl KernelEmitter<'_, '_> {
         let operand = |i: usize| node.args.get(i).copied().ok_or(OptError::InvalidValue(v));
         let result = match &node.op {
             Op::Input { .. } | Op::Const(_) | Op::Literal(_) => return self.value_here(v),
+            // `optimize` splits a kernel at its loops first: a stage holds none.
+            Op::Loop(_) | Op::LoopOutput { .. } => return Err(OptError::InvalidValue(v)),
             Op::Iota { axis } => self.iota(&node.ty, *axis, v)?,
             Op::Slice { .. } if self.plan.slice_in_frame(v) => self.sliced(v)?,
             Op::Transpose { .. } | Op::Slice { .. } => self.transposed(v)?,

@@ -27,3 +27,160 @@ pub struct KernelLoop {
     /// iteration that leaves it `false`.
     pub exit: Option<BufId>,
 }
+
+/// One step of running a program: a kernel, or a loop over steps.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// Run kernel `index` once.
+    Kernel(usize),
+    /// Run `body` up to `spec.trips` times (see [`KernelLoop`]).
+    Loop {
+        /// The loop.
+        spec: KernelLoop,
+        /// Its kernels and inner loops, in order.
+        body: Vec<Step>,
+    },
+}
+
+/// Loops that do not describe a nest of kernel ranges.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LoopNestError {
+    /// A range that is empty or reaches past the last kernel.
+    #[error("loop {index} over kernels {first}..{end} is empty or past the program's {kernels} kernels")]
+    Range {
+        /// The loop's position in the program's list.
+        index: usize,
+        /// Its first kernel.
+        first: usize,
+        /// One past its last kernel.
+        end: usize,
+        /// How many kernels the program has.
+        kernels: usize,
+    },
+    /// Two ranges that overlap without one containing the other, or listed inner before outer.
+    #[error("loop {index} overlaps an earlier loop without nesting inside it")]
+    Overlap {
+        /// The loop's position in the program's list.
+        index: usize,
+    },
+}
+
+/// The steps that run a program of `kernels` kernels with `loops` (outer before inner, in
+/// order of their first kernel): the plan every backend's runner follows.
+pub fn steps(kernels: usize, loops: &[KernelLoop]) -> Result<Vec<Step>, LoopNestError> {
+    for (index, l) in loops.iter().enumerate() {
+        if l.first >= l.end || l.end > kernels {
+            return Err(LoopNestError::Range {
+                index,
+                first: l.first,
+                end: l.end,
+                kernels,
+            });
+        }
+        // Each earlier loop must either contain this one or lie wholly before it.
+        let nests = loops[..index]
+            .iter()
+            .all(|e| (e.first <= l.first && l.end <= e.end) || e.end <= l.first);
+        if !nests {
+            return Err(LoopNestError::Overlap { index });
+        }
+    }
+    let mut next = 0;
+    Ok(nest(0, kernels, loops, &mut next))
+}
+
+/// The steps of kernels `first..end`, taking loops from `loops[*next..]` while they start inside.
+fn nest(first: usize, end: usize, loops: &[KernelLoop], next: &mut usize) -> Vec<Step> {
+    let mut out = Vec::new();
+    let mut k = first;
+    while k < end {
+        match loops.get(*next) {
+            Some(l) if l.first == k && l.end <= end => {
+                let spec = *l;
+                *next += 1;
+                let body = nest(spec.first, spec.end, loops, next);
+                out.push(Step::Loop { spec, body });
+                k = spec.end;
+            }
+            _ => {
+                out.push(Step::Kernel(k));
+                k += 1;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn range(first: usize, end: usize, trips: u64) -> KernelLoop {
+        KernelLoop {
+            first,
+            end,
+            trips,
+            exit: None,
+        }
+    }
+
+    #[test]
+    fn nested_loops_become_a_tree_of_steps() {
+        let loops = [range(1, 4, 10), range(2, 3, 5)];
+        let plan = steps(5, &loops).expect("a nest");
+        assert_eq!(
+            plan,
+            vec![
+                Step::Kernel(0),
+                Step::Loop {
+                    spec: loops[0],
+                    body: vec![
+                        Step::Kernel(1),
+                        Step::Loop {
+                            spec: loops[1],
+                            body: vec![Step::Kernel(2)]
+                        },
+                        Step::Kernel(3)
+                    ]
+                },
+                Step::Kernel(4)
+            ]
+        );
+    }
+
+    #[test]
+    fn two_loops_over_one_range_nest() {
+        let loops = [range(0, 2, 3), range(0, 2, 4)];
+        let plan = steps(2, &loops).expect("a nest");
+        assert_eq!(
+            plan,
+            vec![Step::Loop {
+                spec: loops[0],
+                body: vec![Step::Loop {
+                    spec: loops[1],
+                    body: vec![Step::Kernel(0), Step::Kernel(1)]
+                }]
+            }]
+        );
+    }
+
+    #[test]
+    fn bad_ranges_are_errors() {
+        assert!(matches!(
+            steps(3, &[range(2, 2, 1)]),
+            Err(LoopNestError::Range { .. })
+        ));
+        assert!(matches!(
+            steps(3, &[range(1, 4, 1)]),
+            Err(LoopNestError::Range { .. })
+        ));
+        assert_eq!(
+            steps(4, &[range(0, 2, 1), range(1, 3, 1)]),
+            Err(LoopNestError::Overlap { index: 1 })
+        );
+        assert_eq!(
+            steps(4, &[range(1, 2, 1), range(0, 3, 1)]),
+            Err(LoopNestError::Overlap { index: 1 })
+        );
+    }
+}

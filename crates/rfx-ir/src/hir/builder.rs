@@ -194,6 +194,69 @@ impl Builder {
         Ok(finals)
     }
 
+    /// Copies the nodes of `kernel` into this builder with its inputs bound to `args` (one per
+    /// input, in order, of the input's type) and returns the values of its outputs in order. The
+    /// kernel's input names are not added; its nodes are type-checked again as they are copied.
+    pub fn inline(&mut self, kernel: &Kernel, args: &[ValueId]) -> Result<Vec<ValueId>, BuildError> {
+        let inputs: Vec<&TensorType> = kernel.inputs().map(|(_, _, ty)| ty).collect();
+        if inputs.len() != args.len() {
+            return Err(BuildError::Type {
+                op: "inline",
+                source: TypeError::Arity {
+                    op: "inline",
+                    expected: inputs.len(),
+                    found: args.len(),
+                },
+            });
+        }
+        for (&arg, want) in args.iter().zip(&inputs) {
+            let found = self.value_type(arg)?;
+            if found != *want {
+                return Err(BuildError::Type {
+                    op: "inline",
+                    source: TypeError::ResultType {
+                        declared: want.to_string(),
+                        inferred: found.to_string(),
+                    },
+                });
+            }
+        }
+        let start = self.nodes.len();
+        let mut map: Vec<ValueId> = Vec::with_capacity(kernel.nodes().len());
+        let mut next_input = args.iter();
+        for node in kernel.nodes() {
+            let value = match &node.op {
+                Op::Input { .. } => next_input
+                    .next()
+                    .copied()
+                    .ok_or(BuildError::UnknownValue(ValueId::new(map.len()))),
+                op => node
+                    .args
+                    .iter()
+                    .map(|a| map.get(a.index()).copied().ok_or(BuildError::UnknownValue(*a)))
+                    .collect::<Result<Vec<_>, _>>()
+                    .and_then(|operands| self.copy(op, &operands, &node.ty)),
+            };
+            match value {
+                Ok(value) => map.push(value),
+                Err(e) => {
+                    // Nothing is added when a call fails.
+                    self.nodes.truncate(start);
+                    return Err(e);
+                }
+            }
+        }
+        kernel
+            .outputs()
+            .iter()
+            .map(|o| {
+                map.get(o.value.index())
+                    .copied()
+                    .ok_or(BuildError::UnknownValue(o.value))
+            })
+            .collect()
+    }
+
     /// Adds a node reading final carry `index` of the loop node `of`.
     pub fn loop_output(&mut self, of: ValueId, index: usize) -> Result<ValueId, BuildError> {
         let node = self.nodes.get(of.index()).ok_or(BuildError::UnknownValue(of))?;

@@ -6,12 +6,18 @@
 //!
 //! Enabled by the `testgen` cargo feature. Generation is driven by the RNG seeded by the
 //! caller, so a failing case is reproduced from its seed alone. Random kernels are made by the
-//! checking crate (`rfx-check`'s `generator`).
+//! checking crate (`rfx-check`'s `generator`), except random kernels with bounded loops
+//! ([`random_loop_kernel`]), which every stage that compiles loops tests against the HIR
+//! interpreter.
+
+mod loops;
 
 use std::path::Path;
 
 use crate::hir::Kernel;
 use crate::{Array, ArrayData, DType, Scalar, Shape, TensorType};
+
+pub use loops::{LoopGenConfig, random_loop_kernel};
 
 /// SplitMix64: a tiny, fast, deterministic generator (not for cryptography).
 #[derive(Clone, Debug)]

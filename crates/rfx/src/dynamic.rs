@@ -8,7 +8,7 @@ use rfx_ir::hir::Kernel;
 
 use rfx_lower::CallError;
 
-use crate::trace::{Tensor, TraceError, TraceGuard, inline_kernel};
+use crate::trace::{Tensor, TraceError, TraceGuard, inline_kernel, innermost_error};
 
 /// A trace the caller drives: [`Trace::begin`] makes it the innermost trace of this thread,
 /// [`Trace::input`] adds inputs, every [`Tensor`] operation on this thread records into it, and
@@ -62,6 +62,12 @@ impl Trace {
     /// Ends the trace with the named `outputs` and returns the kernel, or the first error.
     pub fn finish(self, outputs: &[(String, Tensor)]) -> Result<Kernel, TraceError> {
         self.guard.finish(outputs)
+    }
+
+    /// The first error recorded so far by the innermost trace of this thread: this one, or the
+    /// body of a [`crate::lax`] loop being traced inside it.
+    pub fn innermost_error() -> Option<TraceError> {
+        innermost_error()
     }
 }
 

@@ -55,6 +55,7 @@ pub mod export;
 pub mod expr;
 mod func;
 mod jit;
+pub mod lax;
 pub mod lie;
 #[cfg(feature = "nalgebra")]
 pub mod nalgebra;

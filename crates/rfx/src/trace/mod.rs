@@ -8,6 +8,7 @@
 //! later operation passes through.
 
 mod linalg;
+mod loops;
 mod ops;
 mod scan;
 mod state;
@@ -16,9 +17,10 @@ mod tensor;
 use rfx_ir::DType;
 use rfx_ir::hir::BuildError;
 
+pub(crate) use loops::{fori_loop, while_loop};
 pub use ops::{concat, constant, where_};
 pub use state::TraceOutput;
-pub(crate) use state::{TraceGuard, inline_kernel, output_names};
+pub(crate) use state::{TraceGuard, inline_kernel, innermost_error, output_names};
 pub use tensor::{All, Axes, Operand, Tensor};
 
 /// Why tracing a function failed.
@@ -52,6 +54,15 @@ pub enum TraceError {
     /// The traced function returned no tensor.
     #[error("the traced function returned no outputs")]
     NoOutputs,
+    /// A loop that cannot be built: a body that returns other carries than it takes (in
+    /// number, dtype or shape), a test that is not a `bool` scalar, or a bad trip count.
+    #[error("`{op}`: {reason}")]
+    Loop {
+        /// `fori_loop` or `while_loop`.
+        op: &'static str,
+        /// What does not fit.
+        reason: String,
+    },
 }
 
 /// The message of a failed build: the typing rule when one was broken (it names the op).

@@ -2,6 +2,7 @@
 //! existing kernel, and the [`TraceOutput`] trait of traced functions' results.
 
 use std::cell::RefCell;
+use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use rfx_ir::hir::{Builder, Kernel, ValueId};
@@ -16,6 +17,54 @@ pub(super) struct TraceState {
     pub(super) id: u32,
     pub(super) builder: Builder,
     pub(super) error: Option<TraceError>,
+    /// A loop's body or test: a tensor of the enclosing trace used here becomes an input of
+    /// this trace (an invariant of the loop), listed in `captures`.
+    pub(super) lifts: bool,
+    pub(super) captures: Vec<Capture>,
+}
+
+/// A tensor of the enclosing trace that a loop's body or test uses.
+#[derive(Clone, Debug)]
+pub(crate) struct Capture {
+    /// The tensor as the user holds it (its own trace and value).
+    pub(crate) key: (u32, u32),
+    /// The value in the enclosing trace (the tensor itself, or the enclosing trace's own
+    /// capture of it when that trace is a loop body too).
+    pub(crate) outer: ValueId,
+    /// The input of this trace that stands for it.
+    pub(crate) local: ValueId,
+    /// Its type.
+    pub(crate) ty: TensorType,
+}
+
+/// The innermost trace, with the traces that enclose it (outermost first), so that a loop
+/// body can capture their tensors. Dereferences to the innermost trace.
+pub(super) struct Active<'a> {
+    inner: &'a mut TraceState,
+    enclosing: &'a mut [TraceState],
+}
+
+impl Deref for Active<'_> {
+    type Target = TraceState;
+    fn deref(&self) -> &TraceState {
+        self.inner
+    }
+}
+
+impl DerefMut for Active<'_> {
+    fn deref_mut(&mut self) -> &mut TraceState {
+        self.inner
+    }
+}
+
+impl<'a> Active<'a> {
+    /// A trace with no enclosing ones.
+    fn alone(state: &'a mut TraceState) -> Active<'a> {
+        Active {
+            inner: state,
+            enclosing: &mut [],
+        }
+    }
 }
 
 thread_local! {
@@ -26,8 +75,12 @@ pub(super) static NEXT_TRACE: AtomicU32 = AtomicU32::new(1);
 
 /// Runs `body` on the active trace (the innermost one on this thread). Returns `None` without
 /// an active trace.
-pub(super) fn with_trace<R>(body: impl FnOnce(&mut TraceState) -> R) -> Option<R> {
-    TRACES.with(|traces| traces.borrow_mut().last_mut().map(body))
+pub(super) fn with_trace<R>(body: impl FnOnce(&mut Active<'_>) -> R) -> Option<R> {
+    TRACES.with(|traces| {
+        let mut traces = traces.borrow_mut();
+        let (inner, enclosing) = traces.split_last_mut()?;
+        Some(body(&mut Active { inner, enclosing }))
+    })
 }
 
 pub(super) fn record_error(state: &mut TraceState, error: TraceError) {
@@ -37,20 +90,104 @@ pub(super) fn record_error(state: &mut TraceState, error: TraceError) {
 }
 
 /// Resolves tensor handles to value ids of `state`: `None` when any is poisoned (the error is
-/// already recorded) or foreign (recorded now).
-pub(super) fn resolve(state: &mut TraceState, op: &'static str, tensors: &[Tensor]) -> Option<Vec<ValueId>> {
+/// already recorded) or foreign (recorded now). In a loop's body or test, a tensor of an
+/// enclosing trace is captured (see [`lift`]).
+pub(super) fn resolve(state: &mut Active<'_>, op: &'static str, tensors: &[Tensor]) -> Option<Vec<ValueId>> {
     let mut ids = Vec::with_capacity(tensors.len());
     for t in tensors {
-        if t.trace != state.id {
-            record_error(state, TraceError::ForeignTensor { op });
-            return None;
-        }
         if t.value == POISON {
             return None;
         }
-        ids.push(ValueId::new(t.value as usize));
+        if t.trace == state.id {
+            ids.push(ValueId::new(t.value as usize));
+            continue;
+        }
+        match lift(state.enclosing, state.inner, *t) {
+            Ok(Some(id)) => ids.push(id),
+            Ok(None) => return None,
+            Err(()) => {
+                record_error(state, TraceError::ForeignTensor { op });
+                return None;
+            }
+        }
     }
     Some(ids)
+}
+
+/// The value of `t` in `inner`: its own value, or, when `inner` is a loop's body or test and
+/// `t` belongs to an enclosing trace, an input of `inner` standing for it (added on first use,
+/// through every loop body in between). `Ok(None)` for a poisoned tensor; `Err` when `t`
+/// belongs to no trace `inner` may capture from.
+fn lift(enclosing: &mut [TraceState], inner: &mut TraceState, t: Tensor) -> Result<Option<ValueId>, ()> {
+    if t.value == POISON {
+        return Ok(None);
+    }
+    if t.trace == inner.id {
+        return Ok(Some(ValueId::new(t.value as usize)));
+    }
+    if !inner.lifts {
+        return Err(());
+    }
+    let key = (t.trace, t.value);
+    if let Some(capture) = inner.captures.iter().find(|c| c.key == key) {
+        return Ok(Some(capture.local));
+    }
+    let Some((parent, rest)) = enclosing.split_last_mut() else {
+        return Err(());
+    };
+    let Some(outer) = lift(rest, parent, t)? else {
+        return Ok(None);
+    };
+    let Ok(ty) = parent.builder.value_type(outer).cloned() else {
+        return Err(());
+    };
+    let name = format!("inv{}", inner.captures.len());
+    match inner.builder.input(name, ty.clone()) {
+        Ok(local) => {
+            inner.captures.push(Capture {
+                key,
+                outer,
+                local,
+                ty,
+            });
+            Ok(Some(local))
+        }
+        Err(source) => {
+            record_error(
+                inner,
+                TraceError::Build {
+                    op: "capture",
+                    source,
+                },
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// The type of `t` in the innermost trace or, for a tensor a loop body may capture, in the
+/// enclosing trace it belongs to (without capturing it). `None` for a poisoned or foreign
+/// tensor.
+pub(super) fn type_of(t: Tensor) -> Option<TensorType> {
+    if t.value == POISON {
+        return None;
+    }
+    TRACES.with(|traces| {
+        let traces = traces.borrow();
+        for state in traces.iter().rev() {
+            if state.id == t.trace {
+                return state
+                    .builder
+                    .value_type(ValueId::new(t.value as usize))
+                    .ok()
+                    .cloned();
+            }
+            if !state.lifts {
+                return None;
+            }
+        }
+        None
+    })
 }
 
 pub(super) fn literal_scalar(op: &'static str, operand: Operand, dtype: DType) -> Result<Scalar, TraceError> {
@@ -106,6 +243,11 @@ pub(crate) fn inline_kernel(kernel: &Kernel, args: &[Tensor]) -> Vec<Tensor> {
     .unwrap_or_else(|| vec![Tensor::poisoned(trace_of); n_out])
 }
 
+/// The first error recorded so far by the innermost trace of this thread.
+pub(crate) fn innermost_error() -> Option<TraceError> {
+    with_trace(|state| state.error.clone()).flatten()
+}
+
 /// Ends the trace when dropped, also when the traced function panics.
 pub(crate) struct TraceGuard {
     id: u32,
@@ -121,9 +263,23 @@ impl TraceGuard {
                 id,
                 builder: Builder::new(name),
                 error: None,
+                lifts: false,
+                captures: Vec::new(),
             });
         });
         TraceGuard { id, finished: false }
+    }
+
+    /// Starts the trace of a loop's body or test called `name`, innermost on this thread: the
+    /// tensors of the enclosing traces it uses become its inputs (see [`TraceGuard::finish_body`]).
+    pub(crate) fn begin_body(name: &str) -> TraceGuard {
+        let guard = TraceGuard::begin(name);
+        TRACES.with(|traces| {
+            if let Some(state) = traces.borrow_mut().last_mut() {
+                state.lifts = true;
+            }
+        });
+        guard
     }
 
     /// Adds an input and returns its tensor.
@@ -159,7 +315,7 @@ impl TraceGuard {
             return Err(TraceError::ForeignTensor { op: "output" });
         };
         for (name, tensor) in outputs {
-            let Some(ids) = resolve(&mut state, "output", &[*tensor]) else {
+            let Some(ids) = resolve(&mut Active::alone(&mut state), "output", &[*tensor]) else {
                 continue;
             };
             if let Err(source) = state.builder.output(name.clone(), ids[0]) {
@@ -176,6 +332,52 @@ impl TraceGuard {
             .builder
             .finish()
             .map_err(|source| TraceError::Build { op: "output", source })
+    }
+}
+
+impl TraceGuard {
+    /// Ends the trace of a loop's body or test (begun by [`TraceGuard::begin_body`]) with
+    /// `outputs` (named) and returns the kernel and the tensors of enclosing traces it
+    /// captured, in the order of its inputs after its own. The outputs may be captured tensors.
+    pub(crate) fn finish_body(
+        mut self,
+        outputs: &[(String, Tensor)],
+    ) -> Result<(Kernel, Vec<Capture>), TraceError> {
+        let tensors: Vec<Tensor> = outputs.iter().map(|(_, t)| *t).collect();
+        // Resolved before the trace ends: an output that is a tensor of an enclosing trace is
+        // captured like any other use.
+        let ids = with_trace(|state| {
+            if state.id == self.id {
+                resolve(state, "output", &tensors)
+            } else {
+                None
+            }
+        })
+        .flatten();
+        self.finished = true;
+        let state = TRACES
+            .with(|traces| traces.borrow_mut().pop())
+            .filter(|state| state.id == self.id);
+        let Some(mut state) = state else {
+            return Err(TraceError::ForeignTensor { op: "output" });
+        };
+        if let Some(error) = state.error {
+            return Err(error);
+        }
+        let Some(ids) = ids else {
+            return Err(TraceError::ForeignTensor { op: "output" });
+        };
+        for ((name, _), id) in outputs.iter().zip(ids) {
+            state
+                .builder
+                .output(name.clone(), id)
+                .map_err(|source| TraceError::Build { op: "output", source })?;
+        }
+        let kernel = state
+            .builder
+            .finish()
+            .map_err(|source| TraceError::Build { op: "output", source })?;
+        Ok((kernel, state.captures))
     }
 }
 

@@ -5,7 +5,7 @@ use rfx_ir::hir::{BuildError, Builder, ValueId};
 use rfx_ir::{BinaryOp, CmpOp, DType, Shape, TensorType, UnaryOp};
 
 use super::TraceError;
-use super::state::{POISON, literal_scalar, record_error, resolve, with_trace};
+use super::state::{POISON, literal_scalar, record_error, resolve, type_of, with_trace};
 
 /// A traced tensor: a cheap `Copy` handle to a value of the trace being recorded.
 ///
@@ -240,6 +240,9 @@ impl Tensor {
     /// The tensor's type, or `None` for a poisoned tensor (after a trace error) or outside its
     /// trace.
     pub fn ty(self) -> Option<TensorType> {
+        if let Some(ty) = type_of(self) {
+            return Some(ty);
+        }
         with_trace(|state| {
             let ids = resolve(state, "ty", &[self])?;
             state.builder.value_type(ids[0]).ok().cloned()

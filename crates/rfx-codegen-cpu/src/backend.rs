@@ -17,6 +17,7 @@ use crate::codegen::{
 };
 use crate::imports::{ImportIds, register_symbols};
 use crate::pool::{self, KernelFn};
+use crate::steps::{RunStep, run_steps};
 use crate::target::{self, Target};
 
 /// Native code through Cranelift: vector loops, inline vector transcendentals, threads for
@@ -48,6 +49,10 @@ pub(crate) struct CpuCode {
     pub(crate) asm: Vec<Option<String>>,
     /// The largest stack frame of its functions, in bytes.
     pub(crate) max_frame: u32,
+    /// The order `kernels` run in when it is not each once in turn: the program's loops over
+    /// the per-kernel functions (`None` for a program without loops, and for one function,
+    /// whose code runs the loops itself).
+    pub(crate) plan: Option<Vec<RunStep>>,
     module: Option<JITModule>,
 }
 
@@ -75,12 +80,13 @@ pub(crate) fn compile_code(
     let mut module = new_module(&target);
     let imports = ImportIds::declare(&mut module, target.features.routines).map_err(compile_error)?;
     let literals = define_literals(&mut module, program)?;
+    let plan = run_steps(program, &table_entries(program))?;
     let one_function = if !want_disasm && runs_as_one_function(program) {
         let items = ModuleItems {
             imports: &imports,
             literals: &literals,
         };
-        build_program(&mut module, items, program, fast_math)?
+        build_program(&mut module, items, program, &plan, fast_math)?
     } else {
         None
     };
@@ -96,6 +102,7 @@ pub(crate) fn compile_code(
             clif: Vec::new(),
             asm: Vec::new(),
             max_frame: frame,
+            plan: None,
             module: Some(module),
         });
     }
@@ -132,6 +139,7 @@ pub(crate) fn compile_code(
         clif,
         asm,
         max_frame,
+        plan: (!program.loops().is_empty()).then_some(plan),
         module: Some(module),
     })
 }
@@ -445,7 +453,7 @@ impl Compiled for CpuCompiled {
 }
 
 impl CpuCompiled {
-    /// Runs every kernel on `table`.
+    /// Runs every kernel on `table`: each once in turn, or as the program's loops say.
     ///
     /// # Safety
     /// `table` points at one valid base address per buffer of the program, each buffer with
@@ -454,9 +462,50 @@ impl CpuCompiled {
     /// range.
     #[inline(always)]
     unsafe fn launch(&self, table: *const *mut u8) {
-        for (func, shape) in &self.code.kernels {
+        match &self.code.plan {
+            None => {
+                for (func, shape) in &self.code.kernels {
+                    // SAFETY: guaranteed by the caller.
+                    unsafe { pool::run_kernel(*func, table, shape, self.max_threads) };
+                }
+            }
             // SAFETY: guaranteed by the caller.
-            unsafe { pool::run_kernel(*func, table, shape, self.max_threads) };
+            Some(plan) => unsafe { self.run_plan(plan, table) },
+        }
+    }
+
+    /// Runs `plan`'s kernels on `table`, each loop's body up to its trip count, leaving a loop
+    /// with an exit flag after the first iteration that leaves the flag false. A split kernel
+    /// has finished on every thread when `run_kernel` returns, so the flag read after it is
+    /// the iteration's.
+    ///
+    /// # Safety
+    /// As [`CpuCompiled::launch`]; `plan` is this program's, so every kernel index is one of
+    /// its functions and every exit entry a `bool` buffer's entry of `table`.
+    unsafe fn run_plan(&self, plan: &[RunStep], table: *const *mut u8) {
+        for step in plan {
+            match step {
+                RunStep::Kernel(index) => {
+                    if let Some((func, shape)) = self.code.kernels.get(*index) {
+                        // SAFETY: guaranteed by the caller.
+                        unsafe { pool::run_kernel(*func, table, shape, self.max_threads) };
+                    }
+                }
+                RunStep::Loop { trips, exit, body } => {
+                    for _ in 0..*trips {
+                        // SAFETY: guaranteed by the caller.
+                        unsafe { self.run_plan(body, table) };
+                        if let Some(entry) = exit {
+                            // SAFETY: the entry is a `bool` buffer's (checked when the plan was
+                            // made), whose first element the table's address points at.
+                            let going = unsafe { table.add(*entry).read().read() } != 0;
+                            if !going {
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
         }
     }
 

@@ -40,6 +40,7 @@ mod imports;
 mod math;
 mod ops;
 mod pool;
+mod steps;
 mod target;
 #[cfg(test)]
 mod test_rng;

@@ -1,5 +1,6 @@
-//! The real-time path: once compiled and warmed up, a call allocates nothing (counted by a
-//! global allocator that counts every allocation of this test binary).
+//! The real-time path: once compiled and warmed up, a call allocates nothing, with or without
+//! program loops (counted by a global allocator that counts every allocation of this test
+//! binary).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -110,4 +111,66 @@ fn a_warm_call_allocates_nothing() {
     let expected = rfx_ir::interp::run_lir(&lir, &inputs, rfx_ir::interp::Mode::Native).expect("interp");
     assert_eq!(expected[0], Array::from_slice(&u));
     assert_eq!(expected[1], Array::from_slice(&r));
+    // A program with a loop, as one function (4 elements) and from its plan of steps over one
+    // function per kernel (1500): no allocation either, however many trips.
+    for n in [4usize, 1500] {
+        let compiled = CpuBackend
+            .compile(&halving_loop(n), &Default::default())
+            .expect("compile");
+        let shape = Shape::new([n]);
+        let x: Vec<f64> = (0..n).map(|k| k as f64 - 2.0).collect();
+        let mut y = vec![0.0f64; n];
+        let inputs = [ArrayView::new(&shape, &x).unwrap()];
+        let mut call = |scratch: &mut Scratch| {
+            let mut outputs = [ArrayViewMut::new(&shape, &mut y).unwrap()];
+            compiled.run(&inputs, &mut outputs, scratch).unwrap();
+        };
+        call(&mut scratch);
+        let before = ALLOCATIONS.load(Ordering::SeqCst);
+        for _ in 0..100 {
+            call(&mut scratch);
+        }
+        let after = ALLOCATIONS.load(Ordering::SeqCst);
+        assert_eq!(
+            after - before,
+            0,
+            "allocations in 100 warm calls of a loop of {n} elements"
+        );
+        let want: Vec<f64> = x.iter().map(|&c| (0..50).fold(c, |c, _| c * 0.5 + 1.0)).collect();
+        assert_eq!(y, want);
+    }
+}
+
+/// `y = f^50(x)`, `f(c) = c * 0.5 + 1`, on `n` f64 elements: kernels `x -> C`, `C * 0.5 + 1 -> T`,
+/// `T -> C`, `C -> y`, the middle two looping 50 times.
+fn halving_loop(n: usize) -> rfx_ir::lir::LirProgram {
+    let head = |name: &str| {
+        format!("  kernel {name} dims [{n}] reduce 0 vector 2 thread_min 32768 tile 1024 lanes 1 {{\n")
+    };
+    let copy = |name: &str, from: usize, to: usize| {
+        format!(
+            "{}    slots [f64]\n    preamble {{ }}\n    body {{\n      s0 = load buf{from} [1]\n      \
+             store buf{to} [1] = s0\n    }}\n  }}\n",
+            head(name)
+        )
+    };
+    let text = format!(
+        "lir halving arena {} align 64 {{\n  buf0: f64[{n}] = input x\n  buf1: f64[{n}] = output y\n  \
+         buf2: f64[{n}] = arena 0\n  buf3: f64[{n}] = arena {}\n{}{}    slots [f64, f64, f64, f64, f64]\n    \
+         preamble {{\n      s1 = const 0.5\n      s3 = const 1.0\n    }}\n    body {{\n      s0 = load buf2 [1]\n      \
+         s2 = mul s0, s1\n      s4 = add s2, s3\n      store buf3 [1] = s4\n    }}\n  }}\n{}{}}}\n",
+        16 * n,
+        8 * n,
+        copy("enter", 0, 2),
+        head("step"),
+        copy("carry", 3, 2),
+        copy("leave", 2, 1),
+    );
+    let loops = vec![rfx_ir::repeat::KernelLoop {
+        first: 1,
+        end: 3,
+        trips: 50,
+        exit: None,
+    }];
+    rfx_ir::lir::parse(&text).expect("LIR text").with_loops(loops)
 }

@@ -64,6 +64,7 @@ use self::tiles::*;
 const HOIST_MIN_ELEMS: usize = 16;
 use crate::imports::ImportIds;
 use crate::ops::{Emitter, bitcast_flags, cl_type, vectorizable};
+use crate::steps::RunStep;
 
 fn internal(message: impl Into<String>) -> BackendError {
     BackendError::Compile {
@@ -442,15 +443,19 @@ fn checked_frame(ctx: &Context) -> Result<u32, BackendError> {
     Ok(frame)
 }
 
-/// Compiles every kernel of `program` into one function, `(table, _, _)`, that runs them in
-/// program order, each on its whole range of units: each kernel's code is what
-/// [`build_kernel`] makes of it, with its return replaced by a jump to the next kernel's code.
-/// Returns the function, each kernel's vector width and its frame; `None` (and nothing defined in
-/// `module`) when the function's stack slots would exceed [`PROGRAM_MAX_FRAME`].
+/// Compiles every kernel of `program` into one function, `(table, _, _)`, that runs them as
+/// `plan` says ([`crate::steps::run_steps`]), each on its whole range of units: each kernel's
+/// code is what [`build_kernel`] makes of it, with its return replaced by a jump to the code
+/// that follows it. A loop of the plan is a counted loop around its body's code that, with an
+/// exit flag, also leaves after an iteration that leaves the flag false; the code's size does not
+/// depend on the trip count. Returns the function, each kernel's vector width and its frame;
+/// `None` (and nothing defined in `module`) when the function's stack slots would exceed
+/// [`PROGRAM_MAX_FRAME`].
 pub(crate) fn build_program(
     module: &mut JITModule,
     items: ModuleItems<'_>,
     program: &LirProgram,
+    plan: &[RunStep],
     contract: bool,
 ) -> Result<Option<(FuncId, Vec<u8>, u32)>, BackendError> {
     let ptr = module.target_config().pointer_type();
@@ -463,30 +468,20 @@ pub(crate) fn build_program(
         .iter()
         .map(|kernel| kernel_info(program, kernel))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut widths = Vec::with_capacity(infos.len());
+    let mut widths = vec![1; infos.len()];
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fbc);
         let (funcs, literal_bases, [table, _, _]) = begin_function(&mut b, items, module);
-        for info in &infos {
-            // Each kernel runs units `0..units`; its unit count is known once its code is made,
-            // so its bound starts as a placeholder constant, set afterwards.
-            let lo = b.ins().iconst(types::I64, 0);
-            let hi = b.ins().iconst(types::I64, 0);
-            let exit = b.create_block();
-            let mut generator = Gen::new(info, &funcs, ptr, program, literal_bases.clone(), contract);
-            generator.fx.exit = Some(exit);
-            let shape = generator.emit(&mut b, table, lo, hi)?;
-            let units = i64::try_from(shape.units).map_err(|_| internal("units beyond i64"))?;
-            let bound = b
-                .func
-                .dfg
-                .value_def(hi)
-                .inst()
-                .ok_or_else(|| internal("a kernel's bound is not an instruction"))?;
-            b.func.replace(bound).iconst(types::I64, units);
-            widths.push(shape.width);
-            b.switch_to_block(exit);
-        }
+        let cx = ProgramCode {
+            program,
+            infos: &infos,
+            funcs: &funcs,
+            literal_bases: &literal_bases,
+            ptr,
+            table,
+            contract,
+        };
+        cx.emit_steps(&mut b, plan, &mut widths)?;
         b.ins().return_(&[]);
         b.seal_all_blocks();
         b.finalize(module.target_config());
@@ -507,6 +502,112 @@ pub(crate) fn build_program(
         .map_err(|e| internal(format!("define {name}: {e:?}")))?;
     let frame = checked_frame(&ctx)?;
     Ok(Some((id, widths, frame)))
+}
+
+/// What [`build_program`]'s function shares among its kernels' code.
+struct ProgramCode<'a, 'k> {
+    program: &'a LirProgram,
+    infos: &'a [KernelInfo<'k>],
+    funcs: &'a crate::imports::Imports,
+    literal_bases: &'a [Option<GlobalValue>],
+    ptr: Type,
+    /// The function's buffer table.
+    table: Value,
+    contract: bool,
+}
+
+impl ProgramCode<'_, '_> {
+    /// Emits the code of `plan` at the builder's block, which it leaves at the block where the
+    /// code after the plan goes; records each kernel's vector width in `widths`.
+    fn emit_steps(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        plan: &[RunStep],
+        widths: &mut [u8],
+    ) -> Result<(), BackendError> {
+        for step in plan {
+            match step {
+                RunStep::Kernel(index) => {
+                    let info = self.infos.get(*index).ok_or_else(|| {
+                        internal(format!("the plan runs kernel {index}, which does not exist"))
+                    })?;
+                    let width = self.emit_kernel(b, info)?;
+                    if let Some(slot) = widths.get_mut(*index) {
+                        *slot = width;
+                    }
+                }
+                RunStep::Loop { trips, exit, body } => self.emit_loop(b, *trips, *exit, body, widths)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// One kernel's code on its whole range of units; returns its vector width.
+    fn emit_kernel(&self, b: &mut FunctionBuilder<'_>, info: &KernelInfo<'_>) -> Result<u8, BackendError> {
+        // Each kernel runs units `0..units`; its unit count is known once its code is made,
+        // so its bound starts as a placeholder constant, set afterwards.
+        let lo = b.ins().iconst(types::I64, 0);
+        let hi = b.ins().iconst(types::I64, 0);
+        let exit = b.create_block();
+        let mut generator = Gen::new(
+            info,
+            self.funcs,
+            self.ptr,
+            self.program,
+            self.literal_bases.to_vec(),
+            self.contract,
+        );
+        generator.fx.exit = Some(exit);
+        let shape = generator.emit(b, self.table, lo, hi)?;
+        let units = i64::try_from(shape.units).map_err(|_| internal("units beyond i64"))?;
+        let bound = b
+            .func
+            .dfg
+            .value_def(hi)
+            .inst()
+            .ok_or_else(|| internal("a kernel's bound is not an instruction"))?;
+        b.func.replace(bound).iconst(types::I64, units);
+        b.switch_to_block(exit);
+        Ok(shape.width)
+    }
+
+    /// A loop of the plan: `for t in 0..trips { body; if exit flag is false { break } }`, with
+    /// the counter compared unsigned so that every `u64` trip count is exact.
+    fn emit_loop(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        trips: u64,
+        exit: Option<usize>,
+        body: &[RunStep],
+        widths: &mut [u8],
+    ) -> Result<(), BackendError> {
+        let header = b.create_block();
+        let counter = b.append_block_param(header, types::I64);
+        let iteration = b.create_block();
+        let after = b.create_block();
+        let zero = b.ins().iconst(types::I64, 0);
+        b.ins().jump(header, &[BlockArg::Value(zero)]);
+        b.switch_to_block(header);
+        // The immediate is the trip count's bits; the comparison is unsigned.
+        let more = b
+            .ins()
+            .icmp_imm_u(IntCC::UnsignedLessThan, counter, trips.cast_signed());
+        b.ins().brif(more, iteration, &[], after, &[]);
+        b.switch_to_block(iteration);
+        self.emit_steps(b, body, widths)?;
+        if let Some(entry) = exit {
+            let offset = i32::try_from(entry * 8).map_err(|_| internal("too many buffers"))?;
+            let flag_base = b.ins().load(self.ptr, mem().with_readonly(), self.table, offset);
+            let flag = b.ins().uload8(types::I32, mem(), flag_base, 0);
+            let next = b.create_block();
+            b.ins().brif(flag, next, &[], after, &[]);
+            b.switch_to_block(next);
+        }
+        let next_counter = b.ins().iadd_imm_u(counter, 1);
+        b.ins().jump(header, &[BlockArg::Value(next_counter)]);
+        b.switch_to_block(after);
+        Ok(())
+    }
 }
 
 /// One kernel's function for [`build_into`]: the kernel, the function declared for it, and

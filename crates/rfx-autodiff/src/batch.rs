@@ -1,10 +1,13 @@
 //! Vectorising map: a kernel written for one example, rewritten to run a batch of them.
 
+use std::collections::HashMap;
+
 use rfx_ir::hir::{Builder, Kernel, Op, ValueId, verify};
 use rfx_ir::{Shape, TensorType};
 
 use crate::error::AdError;
 use crate::graph::mapped_args;
+use crate::loops::vmap_loop;
 
 /// `kernel` mapped over a batch of `size` examples (JAX's `vmap` with `out_axes = 0`; see
 /// [`vmap_out`] for other output axes).
@@ -179,11 +182,28 @@ pub fn vmap_out(
         });
     }
 
+    // The final carries of each batched loop (each with whether it is batched), by the loop's
+    // index.
+    let mut loop_finals: HashMap<usize, Vec<(ValueId, bool)>> = HashMap::new();
     for (index, node) in kernel.nodes().iter().enumerate() {
         if matches!(node.op, Op::Input { .. }) {
             continue;
         }
         let args = mapped_args(&map, &node.args, index)?;
+        if let &Op::LoopOutput { index: carry } = &node.op
+            && let Some(finals) = node.args.first().and_then(|of| loop_finals.get(&of.index()))
+        {
+            map[index] = finals.get(carry).copied();
+            continue;
+        }
+        if let Op::Loop(spec) = &node.op
+            && args.iter().any(|&(_, batched)| batched)
+        {
+            let finals = vmap_loop(&mut b, spec, &args, size)?;
+            map[index] = finals.first().copied();
+            loop_finals.insert(index, finals);
+            continue;
+        }
         if !args.iter().any(|&(_, batched)| batched) {
             let plain: Vec<ValueId> = args.iter().map(|&(v, _)| v).collect();
             map[index] = Some((b.copy(&node.op, &plain, &node.ty)?, false));
@@ -247,10 +267,9 @@ pub fn vmap_out(
             // A reshape keeps the batch in front (row-major: each example stays contiguous).
             Op::Reshape => b.copy(&Op::Reshape, &[args[0].0], &ty)?,
             Op::Loop(_) | Op::LoopOutput { .. } => {
-                return Err(AdError::Loop {
-                    value: ValueId::new(index),
-                    reason: "vmap through loops is not implemented".to_string(),
-                });
+                return Err(AdError::Internal(rfx_ir::hir::BuildError::UnknownValue(
+                    ValueId::new(index),
+                )));
             }
             // Elementwise ops and `broadcast_to`: a batched operand of lower rank than the
             // result gets unit axes after the batch, so that NumPy's right alignment lines its

@@ -9,6 +9,7 @@ use rfx_ir::{ReduceOp, ScanOp, Shape, TensorType};
 
 use crate::error::AdError;
 use crate::graph::{Batched, Emitter, InputRef, WrtInput, active_values, keep_outputs, rebuild, resolve_wrt};
+use crate::loops::forward_loop;
 use crate::reverse::{batched_perm, behind, concat, grad, jacrev};
 use crate::rules::{
     Partial, chooser_weights, cumprod_tangent, linear_as_fold, partials, prod_others, scan_positions,
@@ -44,11 +45,32 @@ pub(crate) fn forward(
     for (input, seed) in wrt.iter().zip(seeds) {
         tangent[input.value.index()] = *seed;
     }
+    // The tangent of every final carry of each loop, by the loop's index.
+    let mut loop_tangents: HashMap<usize, Vec<Option<ValueId>>> = HashMap::new();
     for (index, node) in primal.nodes().iter().enumerate() {
         if matches!(node.op, Op::Input { .. }) || !active.get(index).copied().unwrap_or(false) {
             continue;
         }
         let arg_tangents: Vec<Option<Batched>> = node.args.iter().map(|a| tangent[a.index()]).collect();
+        match &node.op {
+            Op::Loop(spec) => {
+                let args: Vec<ValueId> = node.args.iter().map(|&a| em.primal(a)).collect();
+                let finals = forward_loop(em, spec, &args, &arg_tangents, batch)?;
+                tangent[index] = finals.first().copied().flatten().map(Batched::Dense);
+                loop_tangents.insert(index, finals);
+                continue;
+            }
+            &Op::LoopOutput { index: carry } => {
+                tangent[index] = node
+                    .args
+                    .first()
+                    .and_then(|of| loop_tangents.get(&of.index()))
+                    .and_then(|finals| finals.get(carry).copied().flatten())
+                    .map(Batched::Dense);
+                continue;
+            }
+            _ => {}
+        }
         if arg_tangents.iter().all(Option::is_none) {
             continue;
         }
@@ -102,12 +124,8 @@ pub(crate) fn forward(
         let arg_tangents = arg_tangents_dense;
         let t = match &node.op {
             Op::Input { .. } | Op::Const(_) | Op::Literal(_) | Op::Iota { .. } | Op::Compare(_) => None,
-            Op::Loop(_) | Op::LoopOutput { .. } => {
-                return Err(AdError::Loop {
-                    value: out,
-                    reason: "forward mode through loops is not implemented".to_string(),
-                });
-            }
+            // Handled above, before the operands' tangents are made dense.
+            Op::Loop(_) | Op::LoopOutput { .. } => None,
             Op::Transpose { perm } => match arg_tangents[0] {
                 Some(t) => Some(em.transpose(t, &batched_perm(batch.rank(), perm))?),
                 None => None,

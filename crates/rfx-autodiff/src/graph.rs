@@ -98,8 +98,16 @@ pub(crate) fn active_values(kernel: &Kernel, wrt: &[WrtInput]) -> Vec<bool> {
     let mut active = vec![false; kernel.nodes().len()];
     for (index, node) in kernel.nodes().iter().enumerate() {
         let is_float = node.ty.dtype.is_float();
+        let any_active = |args: &[ValueId]| {
+            args.iter()
+                .any(|a| active.get(a.index()).copied().unwrap_or(false))
+        };
         active[index] = match node.op {
             Op::Input { .. } => wrt.iter().any(|w| w.value.index() == index),
+            // A loop stands for all its carries, whatever carry 0's dtype: its float results
+            // (`loop_output`s included) are active when any operand is.
+            Op::Loop(_) => any_active(&node.args),
+            Op::LoopOutput { .. } => is_float && any_active(&node.args),
             _ => {
                 is_float
                     && node
@@ -215,6 +223,7 @@ impl Emitter {
                 v
             }
             (Op::Cast, Some(t)) => self.b.cast(first()?, t.dtype)?,
+            (Op::LoopOutput { index }, _) => self.b.loop_output(first()?, *index)?,
             (Op::Iota { axis }, Some(t)) => self.b.iota(t.dtype, t.shape.clone(), *axis)?,
             (Op::Literal(values), Some(t)) => self.b.literal_values(t.clone(), values.clone())?,
             (Op::Transpose { .. }, _) if self.constants.contains_key(&first()?) => {
@@ -257,6 +266,21 @@ impl Emitter {
         };
         self.nodes.insert(key, v);
         Ok(v)
+    }
+
+    /// Adds (or reuses) the loop `spec` over `operands` and returns its final carries in order.
+    pub(crate) fn loop_(
+        &mut self,
+        spec: rfx_ir::hir::Loop,
+        operands: &[ValueId],
+    ) -> Result<Vec<ValueId>, AdError> {
+        let carries = spec.carries;
+        let first = self.node(Op::Loop(Box::new(spec)), operands, None)?;
+        let mut finals = vec![first];
+        for index in 1..carries {
+            finals.push(self.node(Op::LoopOutput { index }, &[first], None)?);
+        }
+        Ok(finals)
     }
 
     /// `true` when `v` is a constant equal to `value`.

@@ -138,6 +138,7 @@ mod batch;
 mod error;
 mod forward;
 mod graph;
+mod loops;
 mod reverse;
 mod rules;
 

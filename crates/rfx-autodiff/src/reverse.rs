@@ -7,11 +7,14 @@
 //! VJP). NumPy's right-aligned broadcasting makes the elementwise rules batch-agnostic; only
 //! the structural rules (reductions, reshapes, broadcasts) name the batch.
 
+use std::collections::HashMap;
+
 use rfx_ir::hir::{Kernel, Op, ValueId};
 use rfx_ir::{CmpOp, DType, ReduceOp, ScanOp, Shape, TensorType};
 
 use crate::error::AdError;
 use crate::graph::{Batched, Emitter, InputRef, WrtInput, active_values, resolve_wrt};
+use crate::loops::reverse_loop;
 use crate::rules::{
     Partial, chooser_weights, cumprod_adjoint, keepdims_shape, linear_as_fold, partials, prod_others,
     reduced_count, scan_positions,
@@ -60,13 +63,48 @@ pub(crate) fn backward(
         let slot = adjoint[value.index()];
         adjoint[value.index()] = Some(accumulate(em, slot, seed, batch, &shape)?);
     }
+    // The adjoints of the final carries past carry 0 of each loop (its `loop_output`s), by
+    // the loop's index: every user of a loop's results comes after it, so they are complete
+    // when the sweep reaches the loop.
+    let mut loop_adjoints: HashMap<usize, Vec<Option<Batched>>> = HashMap::new();
     for (index, node) in primal.nodes().iter().enumerate().rev() {
-        let Some(ct) = adjoint[index] else { continue };
         if matches!(node.op, Op::Input { .. }) {
             continue;
         }
-        let out = em.primal(ValueId::new(index));
+        if let &Op::LoopOutput { index: carry } = &node.op {
+            if let (Some(ct), Some(&of)) = (adjoint[index], node.args.first())
+                && let Some(Op::Loop(spec)) = primal.node(of).map(|n| &n.op)
+            {
+                let shape = node.ty.shape.clone();
+                let slots = loop_adjoints
+                    .entry(of.index())
+                    .or_insert_with(|| vec![None; spec.carries]);
+                if let Some(slot) = slots.get_mut(carry) {
+                    *slot = Some(accumulate(em, *slot, ct, batch, &shape)?);
+                }
+            }
+            continue;
+        }
         let args: Vec<ValueId> = node.args.iter().map(|&a| em.primal(a)).collect();
+        if let Op::Loop(spec) = &node.op {
+            let mut cts = loop_adjoints
+                .remove(&index)
+                .unwrap_or_else(|| vec![None; spec.carries]);
+            if let Some(first) = cts.first_mut() {
+                *first = adjoint[index];
+            }
+            let arg_active: Vec<bool> = node
+                .args
+                .iter()
+                .map(|a| active.get(a.index()).copied().unwrap_or(false))
+                .collect();
+            let value = ValueId::new(index);
+            let contributions = reverse_loop(em, value, spec, &args, &arg_active, &cts, batch)?;
+            add_contributions(em, &mut adjoint, active, &node.args, &args, contributions, batch)?;
+            continue;
+        }
+        let Some(ct) = adjoint[index] else { continue };
+        let out = em.primal(ValueId::new(index));
         // Elementwise ops and casts keep a diagonal adjoint diagonal (into operands of the op's
         // own shape); every other rule reads it densely.
         let elementwise = matches!(
@@ -124,17 +162,32 @@ pub(crate) fn backward(
                     .collect()
             }
         };
-        for ((&arg, &primal_arg), contribution) in node.args.iter().zip(&args).zip(contributions) {
-            if let Some(c) = contribution
-                && active.get(arg.index()).copied().unwrap_or(false)
-            {
-                let shape = em.shape(primal_arg)?;
-                let slot = adjoint[arg.index()];
-                adjoint[arg.index()] = Some(accumulate(em, slot, c, batch, &shape)?);
-            }
-        }
+        add_contributions(em, &mut adjoint, active, &node.args, &args, contributions, batch)?;
     }
     Ok(wrt.iter().map(|w| adjoint[w.value.index()]).collect())
+}
+
+/// Adds each operand's adjoint contribution (operand `arg` of the primal, `primal_arg` its
+/// copy) into the adjoints of the active operands.
+fn add_contributions(
+    em: &mut Emitter,
+    adjoint: &mut [Option<Batched>],
+    active: &[bool],
+    operands: &[ValueId],
+    primal_args: &[ValueId],
+    contributions: Vec<Option<Batched>>,
+    batch: &Shape,
+) -> Result<(), AdError> {
+    for ((&arg, &primal_arg), contribution) in operands.iter().zip(primal_args).zip(contributions) {
+        if let Some(c) = contribution
+            && active.get(arg.index()).copied().unwrap_or(false)
+        {
+            let shape = em.shape(primal_arg)?;
+            let slot = adjoint[arg.index()];
+            adjoint[arg.index()] = Some(accumulate(em, slot, c, batch, &shape)?);
+        }
+    }
+    Ok(())
 }
 
 /// The adjoint contributions of a structural node (`transpose`, `broadcast_to`, `reshape`,
@@ -149,13 +202,10 @@ fn dense_contributions(
 ) -> Result<Vec<Option<ValueId>>, AdError> {
     let batch_rank = batch.rank();
     Ok(match &node.op {
-        Op::Loop(_) | Op::LoopOutput { .. } => {
-            return Err(AdError::Loop {
-                value: out,
-                reason: "reverse mode through loops is not implemented".to_string(),
-            });
-        }
-        Op::Input { .. }
+        // Handled by the sweep itself, which gathers a loop's adjoints first.
+        Op::Loop(_)
+        | Op::LoopOutput { .. }
+        | Op::Input { .. }
         | Op::Const(_)
         | Op::Literal(_)
         | Op::Iota { .. }

@@ -28,6 +28,31 @@ pub struct KernelLoop {
     pub exit: Option<BufId>,
 }
 
+impl KernelLoop {
+    /// Whether kernel `kernel` lies in the range `first..end`.
+    pub fn contains(&self, kernel: usize) -> bool {
+        self.first <= kernel && kernel < self.end
+    }
+}
+
+/// Whether kernel `kernel` runs inside some loop of `loops`.
+pub fn in_loop(loops: &[KernelLoop], kernel: usize) -> bool {
+    loops.iter().any(|l| l.contains(kernel))
+}
+
+/// Whether a write by kernel `writer` has surely happened whenever kernel `reader` runs: the
+/// writer comes first in program order and no loop of zero trips holds the writer without the
+/// reader (a loop of at least one trip runs its range at least once, an exit flag only stops
+/// it after an iteration; inside a loop holding both, the writer runs earlier in every
+/// iteration). A write later in the same loop range does not count: the first iteration would
+/// read before it.
+pub fn write_reaches(loops: &[KernelLoop], writer: usize, reader: usize) -> bool {
+    writer < reader
+        && !loops
+            .iter()
+            .any(|l| l.trips == 0 && l.contains(writer) && !l.contains(reader))
+}
+
 /// One step of running a program: a kernel, or a loop over steps.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Step {
@@ -63,6 +88,15 @@ pub enum LoopNestError {
         /// The loop's position in the program's list.
         index: usize,
     },
+}
+
+impl LoopNestError {
+    /// The offending loop's position in the program's list.
+    pub fn index(&self) -> usize {
+        match self {
+            LoopNestError::Range { index, .. } | LoopNestError::Overlap { index } => *index,
+        }
+    }
 }
 
 /// The steps that run a program of `kernels` kernels with `loops` (outer before inner, in
@@ -165,6 +199,30 @@ mod tests {
     }
 
     #[test]
+    fn writes_reach_later_kernels_unless_a_zero_trip_loop_skips_them() {
+        let loops = [range(1, 3, 0), range(4, 6, 2)];
+        assert!(write_reaches(&loops, 0, 1));
+        assert!(
+            !write_reaches(&loops, 1, 1),
+            "a kernel does not read its own write"
+        );
+        assert!(
+            write_reaches(&loops, 1, 2),
+            "inside one zero-trip loop, both are skipped"
+        );
+        assert!(
+            !write_reaches(&loops, 2, 3),
+            "a zero-trip loop may skip the write"
+        );
+        assert!(write_reaches(&loops, 4, 6), "a loop of two trips runs its range");
+        assert!(
+            !write_reaches(&loops, 5, 4),
+            "a later write in the range misses trip one"
+        );
+        assert!(in_loop(&loops, 5) && !in_loop(&loops, 3) && !in_loop(&loops, 6));
+    }
+
+    #[test]
     fn bad_ranges_are_errors() {
         assert!(matches!(
             steps(3, &[range(2, 2, 1)]),
@@ -181,6 +239,14 @@ mod tests {
         assert_eq!(
             steps(4, &[range(1, 2, 1), range(0, 3, 1)]),
             Err(LoopNestError::Overlap { index: 1 })
+        );
+        let err = steps(3, &[range(0, 1, 1), range(2, 5, 1)]).expect_err("past the end");
+        assert_eq!(
+            (err.index(), err.to_string()),
+            (
+                1,
+                "loop 1 over kernels 2..5 is empty or past the program's 3 kernels".to_string()
+            )
         );
     }
 }

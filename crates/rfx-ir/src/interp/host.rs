@@ -1,8 +1,9 @@
 //! Helpers the MIR and LIR interpreters share: input binding, compute dtypes, output arrays.
 
 use super::{InterpError, Mode};
+use crate::repeat::{self, KernelLoop, Step};
 use crate::semantics::cast;
-use crate::{Array, ArrayData, ArrayView, DType, Scalar, Shape, TensorType};
+use crate::{Array, ArrayData, ArrayView, BufId, DType, Scalar, Shape, TensorType};
 
 /// The dtype values of declared dtype `dtype` are held in under `mode`: `Oracle` widens `f32`
 /// to `f64`.
@@ -13,18 +14,56 @@ pub(super) fn compute_dtype(mode: Mode, dtype: DType) -> DType {
     }
 }
 
-/// Runs `kernels` (each with its name) in order with `run`, which returns `None` when a kernel
-/// finds the program inconsistent; the error names that kernel.
-pub(super) fn run_in_order<'a, K: 'a>(
-    kernels: impl IntoIterator<Item = (&'a str, &'a K)>,
-    mut run: impl FnMut(&'a K) -> Option<()>,
-) -> Result<(), InterpError> {
-    for (name, kernel) in kernels {
-        run(kernel).ok_or_else(|| InterpError::Inconsistent {
-            location: format!("kernel {name}"),
+/// How a program's kernels are run over some state (its memory).
+pub(super) struct Runner<'a, K, S> {
+    /// The kernels, with their names.
+    pub(super) kernels: Vec<(&'a str, &'a K)>,
+    /// Runs one kernel; `None` when it finds the program inconsistent.
+    pub(super) run: &'a dyn Fn(&'a K, &mut S) -> Option<()>,
+    /// Reads a loop's one-element `bool` exit flag.
+    pub(super) flag: &'a dyn Fn(&S, BufId) -> Option<bool>,
+}
+
+impl<'a, K, S> Runner<'a, K, S> {
+    /// Runs the kernels in order, repeating the ranges of `loops` ([`repeat::steps`]): a loop
+    /// runs its range up to `trips` times and, with an exit flag, stops after an iteration
+    /// that leaves the flag `false`. Errors name the kernel or flag where evaluation failed.
+    pub(super) fn run(&self, loops: &[KernelLoop], state: &mut S) -> Result<(), InterpError> {
+        let plan = repeat::steps(self.kernels.len(), loops).map_err(|e| InterpError::Inconsistent {
+            location: format!("loop #{}", e.index()),
         })?;
+        self.run_steps(&plan, state)
     }
-    Ok(())
+
+    fn run_steps(&self, steps: &[Step], state: &mut S) -> Result<(), InterpError> {
+        for step in steps {
+            match step {
+                Step::Kernel(index) => {
+                    let done = self.kernels.get(*index).and_then(|&(_, k)| (self.run)(k, state));
+                    done.ok_or_else(|| InterpError::Inconsistent {
+                        location: match self.kernels.get(*index) {
+                            Some((name, _)) => format!("kernel {name}"),
+                            None => format!("kernel #{index}"),
+                        },
+                    })?;
+                }
+                Step::Loop { spec, body } => {
+                    for _ in 0..spec.trips {
+                        self.run_steps(body, state)?;
+                        if let Some(exit) = spec.exit {
+                            let keep = (self.flag)(state, exit).ok_or_else(|| InterpError::Inconsistent {
+                                location: format!("exit flag {exit}"),
+                            })?;
+                            if !keep {
+                                break;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The program's outputs, `(buffer, its index, its type)` in order, moved out of `memory` (one

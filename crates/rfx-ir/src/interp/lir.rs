@@ -1,6 +1,6 @@
 //! The LIR reference interpreter.
 
-use super::host::{bind_inputs, compute_dtype, offset, run_in_order, take_outputs, unravel};
+use super::host::{Runner, bind_inputs, compute_dtype, offset, take_outputs, unravel};
 use super::{InterpError, Mode};
 use crate::lir::{self, Inst, LirKernel, LirProgram, ReduceLeaves, ScanOrder, Storage};
 use crate::semantics::{
@@ -19,7 +19,8 @@ use crate::{Array, ArrayView, BufId, DType, Scalar};
 /// the tree of [`lir::ReduceLeaves`]), and are finished and written after the last one. A kernel
 /// with a scan order runs each row of its innermost dim in that order (from its last index for
 /// `scan reverse`), each scan's accumulator starting from the op's identity at the row's first
-/// point.
+/// point. A program loop ([`LirProgram::loops`]) runs its range of kernels up to `trips` times
+/// and, with an exit flag, stops after the first iteration that leaves the flag `false`.
 ///
 /// The arena is modelled as bytes, so the memory plan is honoured: buffers placed at overlapping
 /// offsets really share storage, and a plan that overlaps two live buffers gives wrong results
@@ -33,9 +34,15 @@ pub fn run_lir(
     lir::verify(program).map_err(InterpError::InvalidLir)?;
     let bound = bind_inputs(program.inputs().map(|(_, name, ty)| (name, ty)), inputs, mode)?;
     let mut memory = Memory::new(program, bound, mode);
-    run_in_order(program.kernels().iter().map(|k| (k.name.as_str(), k)), |kernel| {
-        run_kernel(kernel, &mut memory, mode)
-    })?;
+    let runner = Runner {
+        kernels: program.kernels().iter().map(|k| (k.name.as_str(), k)).collect(),
+        run: &|kernel, memory: &mut Memory| run_kernel(kernel, memory, mode),
+        flag: &|memory: &Memory, buf| match memory.read(buf, 0)? {
+            Scalar::Bool(keep) => Some(keep),
+            _ => None,
+        },
+    };
+    runner.run(program.loops(), &mut memory)?;
     take_outputs(
         program.outputs().map(|(buf, _, ty)| (buf, buf.index(), ty)),
         &mut memory.host,

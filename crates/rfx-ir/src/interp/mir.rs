@@ -1,6 +1,6 @@
 //! The MIR reference interpreter.
 
-use super::host::{bind_inputs, compute_dtype, offset, run_in_order, take_outputs, unravel};
+use super::host::{Runner, bind_inputs, compute_dtype, offset, take_outputs, unravel};
 use super::{InterpError, Mode};
 use crate::mir::{self, BufKind, MirKernel, MirOp, MirProgram};
 use crate::semantics::{
@@ -20,8 +20,10 @@ use crate::{Array, ArrayView, Scalar};
 /// (`mean` divides by the number of reduced points). A kernel with scans visits its points in
 /// row-major order with the scanned axis's coordinate counted down for a reverse scan, so each
 /// line along the axis is met in scan order, and keeps one running accumulator per scan and
-/// line, starting at the op's identity. Temps start as zeros, but the verifier guarantees none
-/// is read before it is written.
+/// line, starting at the op's identity. A program loop ([`MirProgram::loops`]) runs its range
+/// of kernels up to `trips` times and, with an exit flag, stops after the first iteration that
+/// leaves the flag `false`. Temps start as zeros, but the verifier guarantees none is read
+/// before it is written.
 pub fn run_mir(
     program: &MirProgram,
     inputs: &[ArrayView<'_>],
@@ -40,9 +42,15 @@ pub fn run_mir(
             _ => vec![Scalar::zero(compute_dtype(mode, buffer.ty.dtype)); buffer.ty.shape.numel()],
         });
     }
-    run_in_order(program.kernels().iter().map(|k| (k.name.as_str(), k)), |kernel| {
-        run_kernel(kernel, &mut memory, mode)
-    })?;
+    let runner = Runner {
+        kernels: program.kernels().iter().map(|k| (k.name.as_str(), k)).collect(),
+        run: &|kernel, memory: &mut Vec<Vec<Scalar>>| run_kernel(kernel, memory, mode),
+        flag: &|memory: &Vec<Vec<Scalar>>, buf| match memory.get(buf.index())?.first()? {
+            Scalar::Bool(keep) => Some(*keep),
+            _ => None,
+        },
+    };
+    runner.run(program.loops(), &mut memory)?;
     take_outputs(
         program.outputs().map(|(buf, _, ty)| (buf, buf.index(), ty)),
         &mut memory,

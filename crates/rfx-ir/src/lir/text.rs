@@ -1,7 +1,7 @@
 //! The LIR text format: printing and parsing.
 //!
 //! ```text
-//! program  := "lir" NAME "arena" INT "align" INT "{" buffer* kernel* "}"
+//! program  := "lir" NAME "arena" INT "align" INT "{" buffer* kernel* loop* "}"
 //! buffer   := LABEL ":" TYPE "=" ("input" NAME | "output" NAME | "arena" INT)
 //! kernel   := "kernel" NAME "dims" DIMS "reduce" INT "vector" INT "thread_min" INT "tile" INT "lanes" INT
 //!             ["tree"] ["scan" ("forward" | "reverse")]
@@ -10,7 +10,10 @@
 //! inst     := SLOT "=" "load" LABEL DIMS | SLOT "=" "index" DIMS | SLOT "=" "const" LITERAL
 //!           | SLOT "=" OPNAME SLOT ("," SLOT)* | "store" LABEL DIMS "=" SLOT
 //!           | "reduce" REDUCEOP LABEL "=" SLOT | SLOT "=" SCANOP SLOT
+//! loop     := "loop" "kernels" FIRST ".." END "trips" INT ["exit" LABEL]
 //! ```
+//!
+//! The `loop` lines come after the kernels, as in the MIR format.
 //!
 //! Slots are written `sN` and refer to entry `N` of the kernel's `slots` list; a `const`
 //! literal is read in its destination slot's dtype, and `cast` converts to its destination
@@ -21,7 +24,7 @@ use std::fmt::{self, Write as _};
 use super::{Inst, LirBuffer, LirKernel, LirProgram, ScanOrder, Schedule, SlotId, Storage, VerifyLocation};
 use crate::error::ParseError;
 use crate::ids::{write_index_list, write_list};
-use crate::mir::text::{BufferLabels, parse_literal, parse_reduce_op};
+use crate::mir::text::{BufferLabels, parse_literal, parse_loop, parse_reduce_op, write_loop};
 use crate::ops::{BinaryOp, CmpOp, ScanOp, UnaryOp};
 use crate::text::{Cursor, TokenKind};
 use crate::{BufId, DType};
@@ -108,6 +111,12 @@ pub(crate) fn print_program(
             writeln!(out, "    }}")?;
         }
         writeln!(out, "  }}")?;
+    }
+    for (index, spec) in program.loops().iter().enumerate() {
+        out.push_str("  ");
+        write_loop(out, spec)?;
+        out.push('\n');
+        annotate(out, VerifyLocation::Loop(index), "  ")?;
     }
     writeln!(out, "}}")
 }
@@ -204,26 +213,25 @@ pub fn parse(src: &str) -> Result<LirProgram, ParseError> {
         };
         buffers.push(LirBuffer { ty, storage });
     }
-    let mut kernels = Vec::new();
+    let (mut kernels, mut loops) = (Vec::new(), Vec::new());
     while !c.eat_punct("}") {
-        if !c.at_keyword("kernel") {
-            let what = if kernels.is_empty() {
-                "a buffer declaration, `kernel` or `}`"
+        if c.at_keyword("loop") {
+            loops.push(parse_loop(&mut c, &labels)?);
+        } else if c.at_keyword("kernel") && loops.is_empty() {
+            kernels.push(parse_kernel(&mut c, &labels)?);
+        } else {
+            let what = if !loops.is_empty() {
+                "`loop` or `}`"
+            } else if kernels.is_empty() {
+                "a buffer declaration, `kernel`, `loop` or `}`"
             } else {
-                "`kernel` or `}`"
+                "`kernel`, `loop` or `}`"
             };
             return Err(c.expected(what));
         }
-        kernels.push(parse_kernel(&mut c, &labels)?);
     }
     c.expect_eof()?;
-    Ok(LirProgram::from_parts(
-        name,
-        buffers,
-        arena_bytes,
-        arena_align,
-        kernels,
-    ))
+    Ok(LirProgram::from_parts(name, buffers, arena_bytes, arena_align, kernels).with_loops(loops))
 }
 
 fn parse_kernel(c: &mut Cursor<'_>, labels: &BufferLabels<'_>) -> Result<LirKernel, ParseError> {

@@ -8,6 +8,7 @@ use crate::error::TypeError;
 use crate::ids::is_identifier;
 use crate::mir::MirOp;
 use crate::mir::verify::{check_op, inexact_index, max_index};
+use crate::repeat::{self, LoopNestError};
 use crate::{BufId, DType, ReduceOp};
 
 /// Where a verifier error is.
@@ -36,6 +37,8 @@ pub enum VerifyLocation {
         /// The instruction's index in the body.
         index: usize,
     },
+    /// A `loop` line: the loop's position in [`LirProgram::loops`].
+    Loop(usize),
 }
 
 impl fmt::Display for VerifyLocation {
@@ -46,6 +49,7 @@ impl fmt::Display for VerifyLocation {
             VerifyLocation::Kernel { kernel } => write!(f, "kernel #{kernel}"),
             VerifyLocation::Preamble { kernel, index } => write!(f, "kernel #{kernel}, preamble #{index}"),
             VerifyLocation::Body { kernel, index } => write!(f, "kernel #{kernel}, body #{index}"),
+            VerifyLocation::Loop(index) => write!(f, "loop #{index}"),
         }
     }
 }
@@ -135,9 +139,22 @@ pub enum VerifyErrorKind {
     /// An output no kernel writes.
     #[error("output buffer {0} is never written")]
     OutputNotWritten(BufId),
-    /// An arena or output buffer read before an earlier kernel wrote it.
+    /// An arena or output buffer read before an earlier kernel wrote it (a write inside a loop
+    /// of zero trips that does not hold the reader does not count).
     #[error("{0} is read before an earlier kernel writes it")]
     ReadBeforeWrite(BufId),
+    /// Program loops whose kernel ranges do not nest.
+    #[error(transparent)]
+    LoopNest(#[from] LoopNestError),
+    /// A loop's exit flag that is not a one-element `bool` arena buffer.
+    #[error("exit flag {0} is not a one-element bool arena buffer")]
+    ExitFlagType(BufId),
+    /// A loop's exit flag that no kernel of the loop's range writes.
+    #[error("exit flag {0} is not written by a kernel of the loop")]
+    ExitFlagNotWritten(BufId),
+    /// An output written by a kernel inside a loop (outputs are written outside loops).
+    #[error("output buffer {0} is written inside a loop")]
+    OutputWrittenInLoop(BufId),
     /// More reduced dims than loop dims.
     #[error("{reduce_dims} reduced dims in a {rank}-dimensional loop nest")]
     ReduceDims {
@@ -274,8 +291,11 @@ impl fmt::Display for VerifyErrors {
 /// stores name existing buffers, have one stride per loop dimension and stay in bounds; a
 /// reduce's buffer has one element per leading point; a kernel with scans names its scan order,
 /// and a kernel with a scan order has a loop dim and reduces none; the preamble has no store, no
-/// reduce, no scan and no load with a nonzero stride; inputs are never written; every output is written; arena and
-/// output buffers are read only after an earlier kernel wrote them.
+/// reduce, no scan and no load with a nonzero stride; inputs are never written; every output is
+/// written, by kernels outside every loop; arena and output buffers are read only after an
+/// earlier kernel wrote them (a write inside a loop of zero trips counts only for readers in
+/// the same loop). Loops nest ([`repeat::steps`]); a loop's exit flag is a one-element `bool`
+/// arena buffer that a kernel of its range writes.
 pub fn verify(program: &LirProgram) -> Result<(), VerifyErrors> {
     let mut errors = Vec::new();
     let mut push = |location, kind| errors.push(VerifyError { location, kind });
@@ -339,22 +359,24 @@ pub fn verify(program: &LirProgram) -> Result<(), VerifyErrors> {
         }
     }
 
-    // The first kernel that writes each buffer.
-    let mut first_writer = vec![None; program.buffers().len()];
+    // The kernels that write each buffer, in order (without repeats).
+    let mut writers: Vec<Vec<usize>> = vec![Vec::new(); program.buffers().len()];
     for (k, kernel) in program.kernels().iter().enumerate() {
         for inst in kernel.preamble.iter().chain(&kernel.body) {
             if let Inst::Store { buf, .. } | Inst::Reduce { buf, .. } = inst
-                && let Some(writer) = first_writer.get_mut(buf.index())
+                && let Some(list) = writers.get_mut(buf.index())
+                && list.last() != Some(&k)
             {
-                writer.get_or_insert(k);
+                list.push(k);
             }
         }
     }
     for (k, kernel) in program.kernels().iter().enumerate() {
-        verify_kernel(program, k, kernel, &first_writer, &mut push);
+        verify_kernel(program, k, kernel, &writers, &mut push);
     }
+    verify_loops(program, &writers, &mut push);
     for (i, buffer) in program.buffers().iter().enumerate() {
-        if matches!(buffer.storage, Storage::Output { .. }) && first_writer[i].is_none() {
+        if matches!(buffer.storage, Storage::Output { .. }) && writers[i].is_empty() {
             push(
                 VerifyLocation::Buffer(BufId::new(i)),
                 VerifyErrorKind::OutputNotWritten(BufId::new(i)),
@@ -371,11 +393,39 @@ pub fn verify(program: &LirProgram) -> Result<(), VerifyErrors> {
     }
 }
 
+/// The loops nest, and each exit flag is a one-element `bool` arena buffer written inside its
+/// range.
+fn verify_loops(
+    program: &LirProgram,
+    writers: &[Vec<usize>],
+    push: &mut impl FnMut(VerifyLocation, VerifyErrorKind),
+) {
+    let loops = program.loops();
+    if let Err(e) = repeat::steps(program.kernels().len(), loops) {
+        push(VerifyLocation::Loop(e.index()), VerifyErrorKind::LoopNest(e));
+    }
+    for (index, spec) in loops.iter().enumerate() {
+        let Some(flag) = spec.exit else { continue };
+        let loc = VerifyLocation::Loop(index);
+        let Some(buffer) = program.buffer(flag) else {
+            push(loc, VerifyErrorKind::UnknownBuffer(flag));
+            continue;
+        };
+        let arena = matches!(buffer.storage, Storage::Arena { .. });
+        if !arena || buffer.ty.dtype != DType::Bool || buffer.ty.shape.numel() != 1 {
+            push(loc, VerifyErrorKind::ExitFlagType(flag));
+        }
+        if !writers[flag.index()].iter().any(|&k| spec.contains(k)) {
+            push(loc, VerifyErrorKind::ExitFlagNotWritten(flag));
+        }
+    }
+}
+
 fn verify_kernel(
     program: &LirProgram,
     k: usize,
     kernel: &LirKernel,
-    first_writer: &[Option<usize>],
+    writers: &[Vec<usize>],
     push: &mut impl FnMut(VerifyLocation, VerifyErrorKind),
 ) {
     let header = VerifyLocation::Kernel { kernel: k };
@@ -468,15 +518,9 @@ fn verify_kernel(
                 }
             }
             if slots_ok {
-                check_inst(
-                    program,
-                    k,
-                    kernel,
-                    inst,
-                    leading_numel,
-                    first_writer,
-                    &mut |kind| push(loc, kind),
-                );
+                check_inst(program, k, kernel, inst, leading_numel, writers, &mut |kind| {
+                    push(loc, kind)
+                });
             }
         }
         if !in_body {
@@ -492,9 +536,15 @@ fn check_inst(
     kernel: &LirKernel,
     inst: &Inst,
     leading_numel: usize,
-    first_writer: &[Option<usize>],
+    writers: &[Vec<usize>],
     push: &mut impl FnMut(VerifyErrorKind),
 ) {
+    let loops = program.loops();
+    let unwritten = |buf: BufId| {
+        !writers[buf.index()]
+            .iter()
+            .any(|&w| repeat::write_reaches(loops, w, k))
+    };
     let dtype = |slot: SlotId| kernel.slots.get(slot.index()).copied().unwrap_or(DType::Bool);
     let elementwise = match inst {
         Inst::Const { dst, value } => Some((MirOp::Const(*value), vec![], *dst)),
@@ -597,9 +647,7 @@ fn check_inst(
                 });
             }
             check_strides(strides, *offset, push);
-            if !matches!(buffer.storage, Storage::Input { .. } | Storage::Literal { .. })
-                && first_writer[buf.index()].is_none_or(|w| w >= k)
-            {
+            if !matches!(buffer.storage, Storage::Input { .. } | Storage::Literal { .. }) && unwritten(buf) {
                 push(VerifyErrorKind::ReadBeforeWrite(buf));
             }
         }
@@ -619,18 +667,18 @@ fn check_inst(
                     numel,
                 });
             }
-            if !matches!(buffer.storage, Storage::Input { .. } | Storage::Literal { .. })
-                && first_writer[buf.index()].is_none_or(|w| w >= k)
-            {
+            if !matches!(buffer.storage, Storage::Input { .. } | Storage::Literal { .. }) && unwritten(buf) {
                 push(VerifyErrorKind::ReadBeforeWrite(buf));
             }
         }
         Inst::Store { strides, src, .. } => {
             check_write(&buffer.storage, (buf, buffer_dtype), dtype(*src), push);
             check_strides(strides, 0, push);
+            check_loop_write(&buffer.storage, buf, repeat::in_loop(loops, k), push);
         }
         Inst::Reduce { op, src, .. } => {
             check_write(&buffer.storage, (buf, buffer_dtype), dtype(*src), push);
+            check_loop_write(&buffer.storage, buf, repeat::in_loop(loops, k), push);
             if !op.accepts(dtype(*src)) {
                 push(VerifyErrorKind::ReduceDType {
                     op: *op,
@@ -669,5 +717,12 @@ fn check_writable(storage: &Storage, buf: BufId, push: &mut impl FnMut(VerifyErr
         Storage::Input { .. } => push(VerifyErrorKind::WriteToInput(buf)),
         Storage::Literal { .. } => push(VerifyErrorKind::WriteToLiteral(buf)),
         Storage::Output { .. } | Storage::Arena { .. } => {}
+    }
+}
+
+/// Outputs are written outside loops only.
+fn check_loop_write(storage: &Storage, buf: BufId, in_loop: bool, push: &mut impl FnMut(VerifyErrorKind)) {
+    if in_loop && matches!(storage, Storage::Output { .. }) {
+        push(VerifyErrorKind::OutputWrittenInLoop(buf));
     }
 }

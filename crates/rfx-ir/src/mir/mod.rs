@@ -10,7 +10,8 @@
 //!
 //! Composite ops (clamp and friends) do not exist here: rfx-opt decomposes them. Programs are
 //! made with [`MirProgram::from_parts`] or parsed with [`parse`]; [`verify`] states the typing
-//! rules, and [`crate::interp::run_mir`] defines what a program computes.
+//! rules, and [`crate::interp::run_mir`] defines what a program computes. A program may repeat
+//! ranges of its kernels ([`MirProgram::with_loops`], [`crate::repeat`]).
 
 pub(crate) mod text;
 pub(crate) mod verify;
@@ -39,7 +40,8 @@ pub enum BufKind {
         /// The input's name, unique among inputs.
         name: String,
     },
-    /// A program output, returned to the caller; written exactly once.
+    /// A program output, returned to the caller; written exactly once, by a kernel outside
+    /// every loop.
     Output {
         /// The output's name, unique among outputs.
         name: String,

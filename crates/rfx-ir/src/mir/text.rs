@@ -1,7 +1,7 @@
 //! The MIR text format: printing and parsing.
 //!
 //! ```text
-//! program  := "mir" NAME "{" buffer* kernel* "}"
+//! program  := "mir" NAME "{" buffer* kernel* loop* "}"
 //! buffer   := LABEL ":" TYPE "=" ("input" NAME | "output" NAME | "temp")
 //! kernel   := "kernel" NAME DIMS "{" inst* (store | reduce)* "}"
 //! inst     := VALUE "=" op ":" DTYPE
@@ -9,7 +9,11 @@
 //!           | SCAN VALUE "axis" INT ["reverse"] | OPNAME VALUE ("," VALUE)*
 //! store    := "store" LABEL "=" VALUE
 //! reduce   := "reduce" REDUCEOP LABEL "=" VALUE "axes" DIMS
+//! loop     := "loop" "kernels" FIRST ".." END "trips" INT ["exit" LABEL]
 //! ```
+//!
+//! The `loop` lines come after the kernels, one per [`crate::repeat::KernelLoop`] in the
+//! program's order; `FIRST..END` counts kernels from 0 and is written without spaces.
 //!
 //! Buffer labels and value names are renamed densely in order of definition, so any labels
 //! parse, and printing always writes `bufN` and `%N`.
@@ -23,6 +27,7 @@ use super::{
 use crate::error::ParseError;
 use crate::ids::{write_index_list, write_list};
 use crate::ops::{BinaryOp, CmpOp, ReduceOp, ScanOp, UnaryOp};
+use crate::repeat::KernelLoop;
 use crate::text::{Cursor, Token, TokenKind};
 use crate::{BufId, DType, Shape, parse_scalar};
 
@@ -107,7 +112,66 @@ pub(crate) fn print_program(
         }
         writeln!(out, "  }}")?;
     }
+    for (index, spec) in program.loops().iter().enumerate() {
+        out.push_str("  ");
+        write_loop(out, spec)?;
+        out.push('\n');
+        annotate(out, VerifyLocation::Loop(index), "  ")?;
+    }
     writeln!(out, "}}")
+}
+
+/// Writes `loop kernels FIRST..END trips N [exit bufK]` (shared with the LIR format).
+pub(crate) fn write_loop(out: &mut String, spec: &KernelLoop) -> fmt::Result {
+    write!(
+        out,
+        "loop kernels {}..{} trips {}",
+        spec.first, spec.end, spec.trips
+    )?;
+    if let Some(exit) = spec.exit {
+        write!(out, " exit {exit}")?;
+    }
+    Ok(())
+}
+
+/// Parses a `loop` line (shared with the LIR format).
+pub(crate) fn parse_loop(c: &mut Cursor<'_>, labels: &BufferLabels<'_>) -> Result<KernelLoop, ParseError> {
+    c.expect_keyword("loop")?;
+    c.expect_keyword("kernels")?;
+    let tok = c.peek();
+    let bounds = tok
+        .text
+        .split_once("..")
+        .filter(|(a, b)| {
+            let digits = |t: &str| !t.is_empty() && t.bytes().all(|d| d.is_ascii_digit());
+            tok.kind == TokenKind::Number && digits(a) && digits(b)
+        })
+        .ok_or_else(|| c.expected("a kernel range `FIRST..END`"))?;
+    let (first, end) = match (bounds.0.parse::<usize>(), bounds.1.parse::<usize>()) {
+        (Ok(first), Ok(end)) => (first, end),
+        _ => {
+            return Err(Cursor::message_at(
+                tok,
+                format!("kernel range `{}` is too large", tok.text),
+            ));
+        }
+    };
+    c.bump();
+    c.expect_keyword("trips")?;
+    let trips_tok = c.peek();
+    let trips = u64::try_from(c.expect_usize("a trip count")?)
+        .map_err(|_| Cursor::message_at(trips_tok, "trip count is too large"))?;
+    let exit = if c.eat_keyword("exit") {
+        Some(labels.lookup(c)?)
+    } else {
+        None
+    };
+    Ok(KernelLoop {
+        first,
+        end,
+        trips,
+        exit,
+    })
 }
 
 /// Parses a program in the MIR text format (see the module docs for the grammar).
@@ -147,20 +211,25 @@ pub fn parse(src: &str) -> Result<MirProgram, ParseError> {
         };
         buffers.push(Buffer { ty, kind });
     }
-    let mut kernels = Vec::new();
+    let (mut kernels, mut loops) = (Vec::new(), Vec::new());
     while !c.eat_punct("}") {
-        if !c.at_keyword("kernel") {
-            let what = if kernels.is_empty() {
-                "a buffer declaration, `kernel` or `}`"
+        if c.at_keyword("loop") {
+            loops.push(parse_loop(&mut c, &labels)?);
+        } else if c.at_keyword("kernel") && loops.is_empty() {
+            kernels.push(parse_kernel(&mut c, &labels)?);
+        } else {
+            let what = if !loops.is_empty() {
+                "`loop` or `}`"
+            } else if kernels.is_empty() {
+                "a buffer declaration, `kernel`, `loop` or `}`"
             } else {
-                "`kernel` or `}`"
+                "`kernel`, `loop` or `}`"
             };
             return Err(c.expected(what));
         }
-        kernels.push(parse_kernel(&mut c, &labels)?);
     }
     c.expect_eof()?;
-    Ok(MirProgram::from_parts(name, buffers, kernels))
+    Ok(MirProgram::from_parts(name, buffers, kernels).with_loops(loops))
 }
 
 fn parse_kernel(c: &mut Cursor<'_>, labels: &BufferLabels<'_>) -> Result<MirKernel, ParseError> {

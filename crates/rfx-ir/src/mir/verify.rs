@@ -6,6 +6,7 @@ use std::fmt;
 use super::{BufKind, MirKernel, MirOp, MirProgram, MirValue};
 use crate::error::TypeError;
 use crate::ids::is_identifier;
+use crate::repeat::{self, LoopNestError};
 use crate::{BufId, DType, ReduceOp, Shape};
 
 /// Where a verifier error is.
@@ -41,6 +42,8 @@ pub enum VerifyLocation {
         /// The reduction's index in the kernel's reduction list.
         index: usize,
     },
+    /// A `loop` line: the loop's position in [`MirProgram::loops`].
+    Loop(usize),
 }
 
 impl fmt::Display for VerifyLocation {
@@ -52,6 +55,7 @@ impl fmt::Display for VerifyLocation {
             VerifyLocation::Value { kernel, value } => write!(f, "kernel #{kernel}, {value}"),
             VerifyLocation::Store { kernel, index } => write!(f, "kernel #{kernel}, store #{index}"),
             VerifyLocation::Reduction { kernel, index } => write!(f, "kernel #{kernel}, reduction #{index}"),
+            VerifyLocation::Loop(index) => write!(f, "loop #{index}"),
         }
     }
 }
@@ -176,7 +180,8 @@ pub enum VerifyErrorKind {
     /// An output no kernel writes.
     #[error("output buffer {0} is never written")]
     OutputNotWritten(BufId),
-    /// A buffer written by more than one store or reduction in the program.
+    /// A buffer written by more than one store or reduction in the program (only a temp
+    /// written by some kernel inside a loop may be written by several kernels, one write each).
     #[error("{buf} is written {count} times (each buffer at most once)")]
     MultipleWrites {
         /// The buffer.
@@ -184,9 +189,22 @@ pub enum VerifyErrorKind {
         /// How many stores and reductions write it.
         count: usize,
     },
-    /// A temp or output read by a kernel before any earlier kernel wrote it.
+    /// A temp or output read by a kernel before any earlier kernel wrote it (a write inside a
+    /// loop of zero trips that does not hold the reader does not count).
     #[error("{0} is read before an earlier kernel writes it")]
     ReadBeforeWrite(BufId),
+    /// Program loops whose kernel ranges do not nest.
+    #[error(transparent)]
+    LoopNest(#[from] LoopNestError),
+    /// A loop's exit flag that is not a one-element `bool` temporary.
+    #[error("exit flag {0} is not a one-element bool temp")]
+    ExitFlagType(BufId),
+    /// A loop's exit flag that no kernel of the loop's range writes.
+    #[error("exit flag {0} is not written by a kernel of the loop")]
+    ExitFlagNotWritten(BufId),
+    /// An output written by a kernel inside a loop (outputs are written once, outside loops).
+    #[error("output buffer {0} is written inside a loop")]
+    OutputWrittenInLoop(BufId),
     /// A kernel that reads a buffer it also writes.
     #[error("{0} is read by the kernel that writes it")]
     ReadOwnWrite(BufId),
@@ -255,9 +273,13 @@ impl fmt::Display for VerifyErrors {
 /// dimension and stay inside the buffer; stores and reductions write buffers of the right
 /// element count and dtype; reduction axes are in range, sorted and unique, and the reduction
 /// accepts the dtype; scans run along an axis of the domain, all of a kernel's along one axis in
-/// one direction, in a kernel without reductions; inputs are never written; every buffer is written at most once and
-/// every output exactly once; temps and outputs are read only by kernels after the one that
-/// writes them; input names and output names are unique; names are identifiers.
+/// one direction, in a kernel without reductions; inputs are never written; every buffer is
+/// written at most once (a temp written inside a loop may be written by several kernels, once
+/// each) and every output exactly once, by a kernel outside every loop; temps and outputs are
+/// read only by kernels after one that writes them (a write inside a loop of zero trips counts
+/// only for readers in the same loop); input names and output names are unique; names are
+/// identifiers. Loops nest ([`repeat::steps`]); a loop's exit flag is a one-element `bool`
+/// temp that a kernel of its range writes.
 pub fn verify(program: &MirProgram) -> Result<(), VerifyErrors> {
     let mut errors = Vec::new();
     let mut push = |location, kind| errors.push(VerifyError { location, kind });
@@ -296,32 +318,38 @@ pub fn verify(program: &MirProgram) -> Result<(), VerifyErrors> {
         }
     }
 
-    // Which kernel writes each buffer first, and how often each buffer is written.
-    let n_buffers = program.buffers().len();
-    let mut writer = vec![None; n_buffers];
-    let mut write_count = vec![0usize; n_buffers];
+    // The kernels that write each buffer, one entry per store or reduction, in order.
+    let mut writers = vec![Vec::new(); program.buffers().len()];
     for (k, kernel) in program.kernels().iter().enumerate() {
         for buf in kernel.writes() {
-            if let Some(slot) = writer.get_mut(buf.index()) {
-                slot.get_or_insert(k);
-                write_count[buf.index()] += 1;
+            if let Some(list) = writers.get_mut(buf.index()) {
+                list.push(k);
             }
         }
     }
     for (k, kernel) in program.kernels().iter().enumerate() {
-        verify_kernel(program, k, kernel, &writer, &mut push);
+        verify_kernel(program, k, kernel, &writers, &mut push);
     }
+    let loops = program.loops();
     for (i, buffer) in program.buffers().iter().enumerate() {
         let buf = BufId::new(i);
         let loc = VerifyLocation::Buffer(buf);
-        let count = write_count[i];
+        let count = writers[i].len();
         if matches!(buffer.kind, BufKind::Output { .. }) && count == 0 {
             push(loc, VerifyErrorKind::OutputNotWritten(buf));
         }
-        if count > 1 && !matches!(buffer.kind, BufKind::Input { .. } | BufKind::Literal { .. }) {
+        // A temp may be rewritten by the kernels of a loop: once per kernel.
+        let rewritten_in_loop = buffer.kind == BufKind::Temp
+            && writers[i].windows(2).all(|w| w[0] != w[1])
+            && writers[i].iter().any(|&k| repeat::in_loop(loops, k));
+        if count > 1
+            && !rewritten_in_loop
+            && !matches!(buffer.kind, BufKind::Input { .. } | BufKind::Literal { .. })
+        {
             push(loc, VerifyErrorKind::MultipleWrites { buf, count });
         }
     }
+    verify_loops(program, &writers, &mut push);
     if errors.is_empty() {
         Ok(())
     } else {
@@ -332,13 +360,41 @@ pub fn verify(program: &MirProgram) -> Result<(), VerifyErrors> {
     }
 }
 
+/// The loops nest, and each exit flag is a one-element `bool` temp written inside its range.
+fn verify_loops(
+    program: &MirProgram,
+    writers: &[Vec<usize>],
+    push: &mut impl FnMut(VerifyLocation, VerifyErrorKind),
+) {
+    let loops = program.loops();
+    if let Err(e) = repeat::steps(program.kernels().len(), loops) {
+        push(VerifyLocation::Loop(e.index()), VerifyErrorKind::LoopNest(e));
+    }
+    for (index, spec) in loops.iter().enumerate() {
+        let Some(flag) = spec.exit else { continue };
+        let loc = VerifyLocation::Loop(index);
+        let Some(buffer) = program.buffer(flag) else {
+            push(loc, VerifyErrorKind::UnknownBuffer(flag));
+            continue;
+        };
+        if buffer.kind != BufKind::Temp || buffer.ty.dtype != DType::Bool || buffer.ty.shape.numel() != 1 {
+            push(loc, VerifyErrorKind::ExitFlagType(flag));
+        }
+        if !writers[flag.index()].iter().any(|&k| spec.contains(k)) {
+            push(loc, VerifyErrorKind::ExitFlagNotWritten(flag));
+        }
+    }
+}
+
 fn verify_kernel(
     program: &MirProgram,
     k: usize,
     kernel: &MirKernel,
-    writer: &[Option<usize>],
+    writers: &[Vec<usize>],
     push: &mut impl FnMut(VerifyLocation, VerifyErrorKind),
 ) {
+    let loops = program.loops();
+    let in_loop = repeat::in_loop(loops, k);
     if !is_identifier(&kernel.name) {
         push(
             VerifyLocation::Kernel { kernel: k },
@@ -425,7 +481,10 @@ fn verify_kernel(
         if !matches!(buffer.kind, BufKind::Input { .. } | BufKind::Literal { .. }) {
             if writes.contains(&buf) {
                 push(loc, VerifyErrorKind::ReadOwnWrite(buf));
-            } else if writer[buf.index()].is_none_or(|w| w >= k) {
+            } else if !writers[buf.index()]
+                .iter()
+                .any(|&w| repeat::write_reaches(loops, w, k))
+            {
                 push(loc, VerifyErrorKind::ReadBeforeWrite(buf));
             }
         }
@@ -437,7 +496,7 @@ fn verify_kernel(
             push(loc, VerifyErrorKind::UseBeforeDef(store.value));
             continue;
         };
-        check_write(program, store.buf, dtype, domain.numel(), &mut |kind| {
+        check_write(program, store.buf, dtype, domain.numel(), in_loop, &mut |kind| {
             push(loc, kind)
         });
     }
@@ -470,7 +529,9 @@ fn verify_kernel(
         }
         if axes_ok {
             let kept = kept_numel(domain, &red.axes);
-            check_write(program, red.buf, dtype, kept, &mut |kind| push(loc, kind));
+            check_write(program, red.buf, dtype, kept, in_loop, &mut |kind| {
+                push(loc, kind)
+            });
         } else if program.buffer(red.buf).is_none() {
             push(loc, VerifyErrorKind::UnknownBuffer(red.buf));
         }
@@ -487,11 +548,14 @@ pub(crate) fn kept_numel(domain: &Shape, axes: &[usize]) -> usize {
         .fold(1usize, |acc, (_, &d)| acc.saturating_mul(d))
 }
 
+/// A write of `numel` elements of `dtype` into `buf` by a kernel, `in_loop` when the kernel
+/// lies inside a loop.
 fn check_write(
     program: &MirProgram,
     buf: BufId,
     dtype: DType,
     numel: usize,
+    in_loop: bool,
     push: &mut impl FnMut(VerifyErrorKind),
 ) {
     let Some(buffer) = program.buffer(buf) else {
@@ -501,6 +565,7 @@ fn check_write(
     match buffer.kind {
         BufKind::Input { .. } => push(VerifyErrorKind::WriteToInput(buf)),
         BufKind::Literal { .. } => push(VerifyErrorKind::WriteToLiteral(buf)),
+        BufKind::Output { .. } if in_loop => push(VerifyErrorKind::OutputWrittenInLoop(buf)),
         _ => {}
     }
     if buffer.ty.shape.numel() != numel {

@@ -22,6 +22,7 @@ mod passes;
 mod report;
 mod rules;
 mod saturate;
+mod staged;
 
 pub use config::OptConfig;
 pub use error::OptError;

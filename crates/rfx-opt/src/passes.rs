@@ -299,7 +299,22 @@ pub fn fuse_chains(kernel: &Kernel) -> Result<rfx_ir::mir::MirProgram, OptError>
 /// The whole pipeline: decomposition, equality saturation (constant folding, simplification,
 /// CSE), DCE and fusion into MIR, verifying between passes. The report says what each pass did
 /// and which values could not be fused, and why.
+///
+/// A kernel with loops is split at them: the loop-free stages between loops and each loop's
+/// body (recursively) go through the pipeline, and the program repeats each body's kernels
+/// with a [`rfx_ir::repeat::KernelLoop`] (see `staged.rs`). Its report sums the stages'.
 pub fn optimize(
+    kernel: &Kernel,
+    config: &OptConfig,
+) -> Result<(rfx_ir::mir::MirProgram, OptReport), OptError> {
+    if crate::staged::has_loops(kernel) {
+        return crate::staged::optimize_staged(kernel, config);
+    }
+    optimize_loop_free(kernel, config)
+}
+
+/// [`optimize`] for a kernel without loop nodes.
+pub(crate) fn optimize_loop_free(
     kernel: &Kernel,
     config: &OptConfig,
 ) -> Result<(rfx_ir::mir::MirProgram, OptReport), OptError> {

@@ -1,0 +1,738 @@
+//! Kernels with loops: [`crate::optimize`] for a HIR kernel that holds `loop` nodes.
+//!
+//! The kernel is split into *stages*, loop-free HIR kernels that each go through the ordinary
+//! pipeline, and its loops, each compiled to a range of kernels that a
+//! [`KernelLoop`] repeats. Stage `s` holds the nodes whose operands are all available after the
+//! first `s` loops (in node order): a loop's results are available to the stages after its
+//! own. Constants, literals and `iota`s are computed again in every stage that reads them, so
+//! folding and fusion see them; every other value a later stage or a loop reads is stored in a
+//! temporary buffer.
+//!
+//! A loop with `n` carries gets one temporary `C_k` per carry. Copy kernels write the initial
+//! values into them before the loop; the loop's range is its body, compiled the same way (it may
+//! hold loops), reading `C_k` and the invariants' buffers and writing fresh temporaries `N_k`,
+//! then copy kernels `N_k -> C_k`; the loop's results are the `C_k`. A carry the body returns
+//! unchanged has neither `N_k` nor a copy. A `while_loop` body is *masked*: it computes
+//! `keep = cond(c)`, `next = body(c)` and `c' = select(keep, next, c)`, and writes `keep` to the
+//! loop's exit flag, so that an iteration after the test failed changes nothing and the loop may
+//! stop as soon as the flag is false. A loop that runs no iteration, or whose body returns every
+//! carry unchanged, is its initial values; a loop without test that runs once is its body.
+//!
+//! Stages and bodies are *linked* into one program: every stage program's buffers are
+//! renumbered into the program's, its inputs bound to the buffers holding their values and its
+//! outputs to the buffers their readers expect (a kernel output's buffer, a carry's `N_k`, a
+//! temporary, the exit flag). A kernel output that is a loop's result or a value of an earlier
+//! stage is copied into its output buffer by the stage where it is available.
+
+use std::collections::HashMap;
+
+use rfx_ir::hir::{Builder, Kernel, Loop, Op, ValueId, verify};
+use rfx_ir::mir::{BufKind, Buffer, MirInst, MirKernel, MirOp, MirProgram, MirValue, Store};
+use rfx_ir::repeat::KernelLoop;
+use rfx_ir::{BufId, DType, TensorType};
+
+use crate::config::OptConfig;
+use crate::error::OptError;
+use crate::report::{OptReport, StopReason};
+
+/// `true` when `kernel` has a loop node (bodies are only reached through one).
+pub(crate) fn has_loops(kernel: &Kernel) -> bool {
+    kernel.nodes().iter().any(|n| matches!(n.op, Op::Loop(_)))
+}
+
+/// [`crate::optimize`] for a kernel with loops: stages optimised by the ordinary pipeline,
+/// loops as [`KernelLoop`]s over their bodies' kernels, linked into one verified program.
+pub(crate) fn optimize_staged(
+    kernel: &Kernel,
+    config: &OptConfig,
+) -> Result<(MirProgram, OptReport), OptError> {
+    verify(kernel).map_err(OptError::InvalidKernel)?;
+    let start = std::time::Instant::now();
+    let mut linker = Linker {
+        config,
+        buffers: Vec::new(),
+        kernels: Vec::new(),
+        loops: Vec::new(),
+        report: OptReport {
+            ops_before: deep_op_count(kernel),
+            ..OptReport::default()
+        },
+    };
+    let inputs: Vec<BufId> = kernel
+        .inputs()
+        .map(|(_, name, ty)| {
+            linker.push_buffer(
+                ty.clone(),
+                BufKind::Input {
+                    name: name.to_string(),
+                },
+            )
+        })
+        .collect();
+    let mut targets = Vec::with_capacity(kernel.outputs().len());
+    for output in kernel.outputs() {
+        let ty = kernel
+            .value_type(output.value)
+            .ok_or(OptError::InvalidValue(output.value))?;
+        targets.push(Some(linker.push_buffer(
+            ty.clone(),
+            BufKind::Output {
+                name: output.name.clone(),
+            },
+        )));
+    }
+    linker.level(kernel, &inputs, &targets, "")?;
+    let Linker {
+        buffers,
+        kernels,
+        loops,
+        mut report,
+        ..
+    } = linker;
+    let program = MirProgram::from_parts(kernel.name(), buffers, kernels).with_loops(loops);
+    rfx_ir::mir::verify(&program).map_err(|e| OptError::PassBroke {
+        pass: "link",
+        errors: e.to_string(),
+    })?;
+    report.kernels = program.kernels().len();
+    report.time_per_pass.push(("stages".to_string(), start.elapsed()));
+    Ok((program, report))
+}
+
+/// Non-input ops of `kernel` and of every loop body and test in it.
+fn deep_op_count(kernel: &Kernel) -> usize {
+    let inner: usize = kernel
+        .nodes()
+        .iter()
+        .filter_map(|n| match &n.op {
+            Op::Loop(spec) => Some(deep_op_count(&spec.body) + spec.cond.as_ref().map_or(0, deep_op_count)),
+            _ => None,
+        })
+        .sum();
+    kernel.op_count() + inner
+}
+
+/// The program being linked: buffers, kernels and loops so far, and the merged report.
+struct Linker<'c> {
+    config: &'c OptConfig,
+    buffers: Vec<Buffer>,
+    kernels: Vec<MirKernel>,
+    loops: Vec<KernelLoop>,
+    report: OptReport,
+}
+
+/// What a value of a stage kernel is, for splitting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Class {
+    /// Not needed by the level's outputs.
+    Dead,
+    /// A kernel input: in its bound buffer.
+    Input,
+    /// A constant, literal or `iota`: computed again by each stage that reads it.
+    Leaf,
+    /// Computed by the stage of this index.
+    Stage(usize),
+    /// Final carry `carry` of the loop of this index (in node order).
+    LoopResult { index: usize, carry: usize },
+}
+
+/// How one level (the kernel, or a loop body) splits into stages and loops.
+struct Split {
+    class: Vec<Class>,
+    /// The loop nodes, in node order.
+    loops: Vec<ValueId>,
+    /// Values some later stage or loop reads from a buffer (not leaves).
+    stored: Vec<bool>,
+}
+
+impl Split {
+    fn new(kernel: &Kernel) -> Split {
+        let live = crate::passes::live_values(kernel);
+        let nodes = kernel.nodes();
+        let mut class = vec![Class::Dead; nodes.len()];
+        let mut loops = Vec::new();
+        for (index, node) in nodes.iter().enumerate() {
+            if !live[index] && !matches!(node.op, Op::Input { .. }) {
+                continue;
+            }
+            let arg_class = |a: &ValueId| class.get(a.index()).copied().unwrap_or(Class::Dead);
+            class[index] = match &node.op {
+                Op::Input { .. } => Class::Input,
+                Op::Loop(_) => {
+                    loops.push(ValueId::new(index));
+                    Class::LoopResult {
+                        index: loops.len() - 1,
+                        carry: 0,
+                    }
+                }
+                Op::LoopOutput { index: carry } => match node.args.first().map(arg_class) {
+                    Some(Class::LoopResult { index, .. }) => Class::LoopResult { index, carry: *carry },
+                    _ => Class::Dead,
+                },
+                _ if node.args.is_empty() => Class::Leaf,
+                _ => Class::Stage(
+                    node.args
+                        .iter()
+                        .map(|a| available(arg_class(a)))
+                        .max()
+                        .unwrap_or(0),
+                ),
+            };
+        }
+        let mut stored = vec![false; nodes.len()];
+        for (index, node) in nodes.iter().enumerate() {
+            let user = class[index];
+            for a in &node.args {
+                if let Some(Class::Stage(s)) = class.get(a.index()).copied() {
+                    let later = match user {
+                        Class::Stage(t) => t != s,
+                        Class::LoopResult { .. } => matches!(node.op, Op::Loop(_)),
+                        _ => false,
+                    };
+                    stored[a.index()] |= later;
+                }
+            }
+        }
+        Split { class, loops, stored }
+    }
+
+    /// The first stage after which a value of this class can be read.
+    fn available_at(&self, value: ValueId) -> usize {
+        self.class.get(value.index()).copied().map_or(0, available)
+    }
+}
+
+/// The first stage that can read a value of class `class`.
+fn available(class: Class) -> usize {
+    match class {
+        Class::Stage(s) => s,
+        Class::LoopResult { index, .. } => index + 1,
+        Class::Dead | Class::Input | Class::Leaf => 0,
+    }
+}
+
+/// Where the values of one level live once computed.
+struct Level<'k> {
+    kernel: &'k Kernel,
+    split: Split,
+    /// The buffer holding each value, once it is in one.
+    loc: HashMap<ValueId, BufId>,
+    /// The carries' buffers `C_k` of each loop compiled so far.
+    results: Vec<Vec<BufId>>,
+    /// Where each level output goes; `None`: nowhere (a carry the body returns unchanged).
+    targets: &'k [Option<BufId>],
+    prefix: &'k str,
+}
+
+impl Level<'_> {
+    fn buffer_of(&self, value: ValueId) -> Result<BufId, OptError> {
+        match self.split.class.get(value.index()) {
+            Some(Class::LoopResult { index, carry }) => self
+                .results
+                .get(*index)
+                .and_then(|r| r.get(*carry))
+                .copied()
+                .ok_or(OptError::InvalidValue(value)),
+            _ => self.loc.get(&value).copied().ok_or(OptError::InvalidValue(value)),
+        }
+    }
+}
+
+/// One stage as a kernel of its own: its values and where its inputs and outputs live.
+struct StageKernel {
+    kernel: Kernel,
+    /// The buffer bound to each input, by input name.
+    inputs: HashMap<String, BufId>,
+    /// The buffer each output writes, by output name.
+    outputs: HashMap<String, BufId>,
+}
+
+impl Linker<'_> {
+    fn push_buffer(&mut self, ty: TensorType, kind: BufKind) -> BufId {
+        self.buffers.push(Buffer { ty, kind });
+        BufId::new(self.buffers.len() - 1)
+    }
+
+    fn temp(&mut self, ty: &TensorType) -> BufId {
+        self.push_buffer(ty.clone(), BufKind::Temp)
+    }
+
+    /// Compiles `kernel` (a program's kernel or a loop body) with its inputs in `inputs` and
+    /// output `j` written to `targets[j]` (or not at all), appending kernels and loops.
+    fn level(
+        &mut self,
+        kernel: &Kernel,
+        inputs: &[BufId],
+        targets: &[Option<BufId>],
+        prefix: &str,
+    ) -> Result<(), OptError> {
+        let kernel = prepare(kernel)?;
+        let split = Split::new(&kernel);
+        let mut level = Level {
+            kernel: &kernel,
+            split,
+            loc: kernel
+                .inputs()
+                .map(|(v, _, _)| v)
+                .zip(inputs.iter().copied())
+                .collect(),
+            results: Vec::new(),
+            targets,
+            prefix,
+        };
+        // A literal a loop reads is a literal buffer of the program.
+        for (index, node) in kernel.nodes().iter().enumerate() {
+            if let (Op::Literal(values), Class::Leaf) = (&node.op, level.split.class[index]) {
+                let read_by_loop = level.split.loops.iter().any(|&l| {
+                    kernel
+                        .node(l)
+                        .is_some_and(|n| n.args.contains(&ValueId::new(index)))
+                });
+                if read_by_loop {
+                    let buf = self.push_buffer(
+                        node.ty.clone(),
+                        BufKind::Literal {
+                            values: values.clone(),
+                        },
+                    );
+                    level.loc.insert(ValueId::new(index), buf);
+                }
+            }
+        }
+        let loops = level.split.loops.clone();
+        for stage in 0..=loops.len() {
+            self.stage(&mut level, stage)?;
+            if let Some(&node) = loops.get(stage) {
+                let carries = self.compile_loop(&level, node, stage)?;
+                level.results.push(carries);
+            }
+        }
+        Ok(())
+    }
+
+    /// Builds, optimises and links stage `stage` of `level`.
+    fn stage(&mut self, level: &mut Level<'_>, stage: usize) -> Result<(), OptError> {
+        let Some(stage_kernel) = self.stage_kernel(level, stage)? else {
+            return Ok(());
+        };
+        let (program, report) = crate::passes::optimize_loop_free(&stage_kernel.kernel, self.config)?;
+        merge_report(&mut self.report, report);
+        let prefix = format!("{}s{stage}_", level.prefix);
+        self.link(&program, &stage_kernel, &prefix)
+    }
+
+    /// The loop-free kernel of stage `stage`, or `None` when it has nothing to write. Records
+    /// where the values it stores will be.
+    fn stage_kernel(&mut self, level: &mut Level<'_>, stage: usize) -> Result<Option<StageKernel>, OptError> {
+        let kernel = level.kernel;
+        let split = &level.split;
+        // (value, buffer) pairs the stage writes: the level outputs available now, then the
+        // values later stages and loops read.
+        let mut writes: Vec<(ValueId, BufId)> = Vec::new();
+        for (output, target) in kernel.outputs().iter().zip(level.targets) {
+            if let Some(target) = target
+                && split.available_at(output.value) == stage
+            {
+                writes.push((output.value, *target));
+            }
+        }
+        for (index, node) in kernel.nodes().iter().enumerate() {
+            let value = ValueId::new(index);
+            let needed = match split.class[index] {
+                Class::Stage(s) => s == stage && split.stored[index],
+                // A constant or `iota` a loop reads is stored by the stage before that loop.
+                Class::Leaf => {
+                    !level.loc.contains_key(&value)
+                        && split
+                            .loops
+                            .get(stage)
+                            .and_then(|&l| kernel.node(l))
+                            .is_some_and(|l| l.args.contains(&value))
+                }
+                _ => false,
+            };
+            if !needed {
+                continue;
+            }
+            let buf = match writes.iter().find(|(v, _)| *v == value) {
+                Some(&(_, buf)) => buf,
+                None => {
+                    let buf = self.temp(&node.ty);
+                    writes.push((value, buf));
+                    buf
+                }
+            };
+            level.loc.insert(value, buf);
+        }
+        if writes.is_empty() {
+            return Ok(None);
+        }
+        let stage_kernel = build_stage(level, stage, &writes)?;
+        Ok(Some(stage_kernel))
+    }
+
+    /// Appends the kernels of `program`, a compiled stage, with its buffers renumbered: its
+    /// inputs and outputs to the buffers `stage` binds, its literals and temporaries fresh.
+    fn link(&mut self, program: &MirProgram, stage: &StageKernel, prefix: &str) -> Result<(), OptError> {
+        let mut map = Vec::with_capacity(program.buffers().len());
+        for buffer in program.buffers() {
+            let bound = match &buffer.kind {
+                BufKind::Input { name } => stage.inputs.get(name).copied(),
+                BufKind::Output { name } => stage.outputs.get(name).copied(),
+                BufKind::Literal { .. } | BufKind::Temp => {
+                    Some(self.push_buffer(buffer.ty.clone(), buffer.kind.clone()))
+                }
+            };
+            map.push(bound.ok_or_else(|| OptError::PassBroke {
+                pass: "link",
+                errors: format!("stage buffer of kind {:?} is bound to nothing", buffer.kind),
+            })?);
+        }
+        let renumber = |buf: &mut BufId| {
+            if let Some(&to) = map.get(buf.index()) {
+                *buf = to;
+            }
+        };
+        for kernel in program.kernels() {
+            let mut kernel = kernel.clone();
+            kernel.name = format!("{prefix}{}", kernel.name);
+            for inst in &mut kernel.body {
+                if let MirOp::Load { buf, .. } | MirOp::Gather { buf } = &mut inst.op {
+                    renumber(buf);
+                }
+            }
+            kernel.stores.iter_mut().for_each(|s| renumber(&mut s.buf));
+            kernel.reductions.iter_mut().for_each(|r| renumber(&mut r.buf));
+            self.kernels.push(kernel);
+        }
+        Ok(())
+    }
+
+    /// Compiles loop `index` of `level` (the node `node`): copies into the carries' buffers,
+    /// then the range (the body and the copies back) as a [`KernelLoop`]. Returns the carries'
+    /// buffers, which hold the loop's results.
+    fn compile_loop(
+        &mut self,
+        level: &Level<'_>,
+        node: ValueId,
+        index: usize,
+    ) -> Result<Vec<BufId>, OptError> {
+        let (spec, operands) = match level.kernel.node(node) {
+            Some(rfx_ir::hir::Node {
+                op: Op::Loop(spec),
+                args,
+                ..
+            }) => (spec, args),
+            _ => return Err(OptError::InvalidValue(node)),
+        };
+        let operand_bufs = operands
+            .iter()
+            .map(|&a| level.buffer_of(a))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut carries = Vec::with_capacity(spec.carries);
+        for k in 0..spec.carries {
+            let ty = spec.carry_type(k).ok_or(OptError::InvalidValue(node))?;
+            carries.push(self.temp(ty));
+        }
+        let prefix = format!("{}l{index}_", level.prefix);
+        let init: Vec<(BufId, BufId)> = operand_bufs
+            .iter()
+            .copied()
+            .zip(carries.iter().copied())
+            .collect();
+        self.copies(&format!("{prefix}init"), &init)?;
+
+        let body = match &spec.cond {
+            Some(cond) => masked_body(spec, cond)?,
+            None => spec.body.clone(),
+        };
+        let body_inputs: Vec<ValueId> = body.inputs().map(|(v, _, _)| v).collect();
+        let mut targets = Vec::with_capacity(body.outputs().len());
+        let mut back = Vec::new();
+        for (k, output) in body.outputs().iter().enumerate() {
+            let target = match carries.get(k) {
+                // A carry the body returns unchanged stays in its buffer.
+                Some(_) if body_inputs.get(k) == Some(&output.value) => None,
+                Some(&carry) => {
+                    let next = self.temp(&self.buffer_type(carry)?);
+                    back.push((next, carry));
+                    Some(next)
+                }
+                // The masked body's last output: the test's result.
+                None => Some(self.temp(&TensorType::scalar(DType::Bool))),
+            };
+            targets.push(target);
+        }
+        let exit = match spec.cond {
+            Some(_) => targets.last().copied().flatten(),
+            None => None,
+        };
+        let mut range_inputs = carries.clone();
+        range_inputs.extend(operand_bufs.get(spec.carries..).unwrap_or_default());
+
+        let first_loop = self.loops.len();
+        let first = self.kernels.len();
+        self.level(&body, &range_inputs, &targets, &prefix)?;
+        self.copies(&format!("{prefix}next"), &back)?;
+        let end = self.kernels.len();
+        if first < end {
+            self.loops.insert(
+                first_loop,
+                KernelLoop {
+                    first,
+                    end,
+                    trips: spec.trips,
+                    exit,
+                },
+            );
+        }
+        Ok(carries)
+    }
+
+    fn buffer_type(&self, buf: BufId) -> Result<TensorType, OptError> {
+        self.buffers
+            .get(buf.index())
+            .map(|b| b.ty.clone())
+            .ok_or_else(|| OptError::PassBroke {
+                pass: "link",
+                errors: format!("{buf} does not exist"),
+            })
+    }
+
+    /// Appends kernels copying each `(from, to)` pair: one kernel per shape, each element read
+    /// and written at its own row-major position.
+    fn copies(&mut self, name: &str, pairs: &[(BufId, BufId)]) -> Result<(), OptError> {
+        let mut kernels: Vec<MirKernel> = Vec::new();
+        for &(from, to) in pairs {
+            let ty = self.buffer_type(from)?;
+            let position = match kernels.iter().position(|k| k.domain == ty.shape) {
+                Some(position) => position,
+                None => {
+                    kernels.push(MirKernel {
+                        name: name.to_string(),
+                        domain: ty.shape.clone(),
+                        body: Vec::new(),
+                        stores: Vec::new(),
+                        reductions: Vec::new(),
+                    });
+                    kernels.len() - 1
+                }
+            };
+            let kernel = &mut kernels[position];
+            kernel.body.push(MirInst {
+                op: MirOp::Load {
+                    buf: from,
+                    strides: ty.shape.strides(),
+                    offset: 0,
+                },
+                args: Vec::new(),
+                dtype: ty.dtype,
+            });
+            kernel.stores.push(Store {
+                buf: to,
+                value: MirValue::new(kernel.body.len() - 1),
+            });
+        }
+        self.kernels.extend(kernels);
+        Ok(())
+    }
+}
+
+/// The kernel of stage `stage`: its nodes, the leaves they read, an input per value it reads
+/// from an earlier stage, a loop or the level's inputs, and an output per `(value, buffer)` of
+/// `writes`.
+fn build_stage(
+    level: &Level<'_>,
+    stage: usize,
+    writes: &[(ValueId, BufId)],
+) -> Result<StageKernel, OptError> {
+    let kernel = level.kernel;
+    let class = &level.split.class;
+    let member = |v: ValueId| class.get(v.index()) == Some(&Class::Stage(stage));
+    // The values the stage computes or reads: members, then what they and the writes need.
+    let mut used = vec![false; kernel.nodes().len()];
+    for (index, node) in kernel.nodes().iter().enumerate() {
+        if member(ValueId::new(index)) {
+            used[index] = true;
+            for a in &node.args {
+                used[a.index()] = true;
+            }
+        }
+    }
+    for (value, _) in writes {
+        used[value.index()] = true;
+    }
+    let mut b = Builder::new(format!("{}_s{stage}", kernel.name()));
+    let mut map: HashMap<ValueId, ValueId> = HashMap::new();
+    let mut inputs = HashMap::new();
+    // Values from outside the stage become its inputs, in node order.
+    for index in 0..kernel.nodes().len() {
+        let value = ValueId::new(index);
+        let outside = matches!(class[index], Class::Input | Class::LoopResult { .. })
+            || matches!(class[index], Class::Stage(s) if s != stage);
+        if used[index] && outside {
+            let ty = kernel.value_type(value).ok_or(OptError::InvalidValue(value))?;
+            let name = format!("in{}", inputs.len());
+            map.insert(
+                value,
+                b.input(name.clone(), ty.clone()).map_err(OptError::Rebuild)?,
+            );
+            inputs.insert(name, level.buffer_of(value)?);
+        }
+    }
+    for (index, node) in kernel.nodes().iter().enumerate() {
+        let value = ValueId::new(index);
+        if !used[index] || !(member(value) || class[index] == Class::Leaf) {
+            continue;
+        }
+        let args = node
+            .args
+            .iter()
+            .map(|a| map.get(a).copied().ok_or(OptError::InvalidValue(*a)))
+            .collect::<Result<Vec<_>, _>>()?;
+        map.insert(
+            value,
+            b.copy(&node.op, &args, &node.ty).map_err(OptError::Rebuild)?,
+        );
+    }
+    let mut outputs = HashMap::new();
+    for (j, (value, buf)) in writes.iter().enumerate() {
+        let name = format!("out{j}");
+        let built = map.get(value).copied().ok_or(OptError::InvalidValue(*value))?;
+        b.output(name.clone(), built).map_err(OptError::Rebuild)?;
+        outputs.insert(name, *buf);
+    }
+    Ok(StageKernel {
+        kernel: b.finish().map_err(OptError::Rebuild)?,
+        inputs,
+        outputs,
+    })
+}
+
+/// `kernel` without dead nodes, with each loop that changes nothing (no iteration, or a body
+/// that returns every carry unchanged) replaced by its initial carries and each loop without
+/// test that runs once by its body.
+fn prepare(kernel: &Kernel) -> Result<Kernel, OptError> {
+    verify(kernel).map_err(OptError::InvalidKernel)?;
+    let live = crate::passes::live_values(kernel);
+    let mut b = Builder::new(kernel.name());
+    let mut map: Vec<Option<ValueId>> = vec![None; kernel.nodes().len()];
+    // The results of the loops replaced by values, by loop node.
+    let mut replaced: HashMap<ValueId, Vec<ValueId>> = HashMap::new();
+    for (index, node) in kernel.nodes().iter().enumerate() {
+        let value = ValueId::new(index);
+        if !live[index] && !matches!(node.op, Op::Input { .. }) {
+            continue;
+        }
+        let args = node
+            .args
+            .iter()
+            .map(|a| {
+                map.get(a.index())
+                    .copied()
+                    .flatten()
+                    .ok_or(OptError::InvalidValue(*a))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let built = match (&node.op, node.args.first()) {
+            (Op::Loop(spec), _) if changes_nothing(spec) => {
+                let carries = args.get(..spec.carries).ok_or(OptError::InvalidValue(value))?;
+                replaced.insert(value, carries.to_vec());
+                carries.first().copied().ok_or(OptError::InvalidValue(value))?
+            }
+            (Op::Loop(spec), _) if spec.cond.is_none() && spec.trips == 1 => {
+                let results = b.inline(&spec.body, &args).map_err(OptError::Rebuild)?;
+                replaced.insert(value, results.clone());
+                results.first().copied().ok_or(OptError::InvalidValue(value))?
+            }
+            (Op::LoopOutput { index }, Some(of)) if replaced.contains_key(of) => replaced
+                .get(of)
+                .and_then(|r| r.get(*index))
+                .copied()
+                .ok_or(OptError::InvalidValue(value))?,
+            _ => b.copy(&node.op, &args, &node.ty).map_err(OptError::Rebuild)?,
+        };
+        map[index] = Some(built);
+    }
+    for output in kernel.outputs() {
+        let value = map
+            .get(output.value.index())
+            .copied()
+            .flatten()
+            .ok_or(OptError::InvalidValue(output.value))?;
+        b.output(output.name.clone(), value).map_err(OptError::Rebuild)?;
+    }
+    b.finish().map_err(OptError::Rebuild)
+}
+
+/// `true` for a loop whose results are its initial carries: it runs no iteration, or its body
+/// returns every carry unchanged.
+fn changes_nothing(spec: &Loop) -> bool {
+    let inputs: Vec<ValueId> = spec.body.inputs().map(|(v, _, _)| v).collect();
+    spec.trips == 0
+        || spec
+            .body
+            .outputs()
+            .iter()
+            .enumerate()
+            .all(|(k, o)| inputs.get(k) == Some(&o.value))
+}
+
+/// A `while_loop`'s body that may run past the test's failure: with the body's inputs, it
+/// returns `select(keep, body(c), c)` for each carry `c` (or `c` itself where the body returns
+/// it unchanged), where `keep = cond(c)`, then `keep`.
+fn masked_body(spec: &Loop, cond: &Kernel) -> Result<Kernel, OptError> {
+    let mut b = Builder::new(spec.body.name());
+    let inputs = spec
+        .body
+        .inputs()
+        .map(|(_, name, ty)| b.input(name, ty.clone()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(OptError::Rebuild)?;
+    let keep = b
+        .inline(cond, &inputs)
+        .map_err(OptError::Rebuild)?
+        .first()
+        .copied()
+        .ok_or(OptError::Cycle)?;
+    let next = b.inline(&spec.body, &inputs).map_err(OptError::Rebuild)?;
+    for (k, (&carry, &new)) in inputs.iter().zip(&next).enumerate() {
+        let out = if carry == new {
+            carry
+        } else {
+            b.select(keep, new, carry).map_err(OptError::Rebuild)?
+        };
+        b.output(format!("c{k}"), out).map_err(OptError::Rebuild)?;
+    }
+    b.output("keep", keep).map_err(OptError::Rebuild)?;
+    b.finish().map_err(OptError::Rebuild)
+}
+
+/// Adds a stage's report to the program's: op counts, rules and e-graph sizes summed, the
+/// first limit that stopped a stage's rewriting (else the first stop reason), missed fusions
+/// (numbered by their stage's kernel) appended, pass times summed by pass.
+fn merge_report(total: &mut OptReport, part: OptReport) {
+    total.ops_after += part.ops_after;
+    for (rule, count) in part.rules_fired {
+        *total.rules_fired.entry(rule).or_default() += count;
+    }
+    total.egraph_nodes += part.egraph_nodes;
+    total.egraph_classes += part.egraph_classes;
+    total.iterations += part.iterations;
+    let limited = |s: Option<StopReason>| {
+        matches!(
+            s,
+            Some(StopReason::IterationLimit(_) | StopReason::NodeLimit(_) | StopReason::TimeLimit)
+        )
+    };
+    if total.stop_reason.is_none() || (!limited(total.stop_reason) && limited(part.stop_reason)) {
+        total.stop_reason = part.stop_reason;
+    }
+    total.missed_fusions.extend(part.missed_fusions);
+    for (pass, time) in part.time_per_pass {
+        match total.time_per_pass.iter_mut().find(|(p, _)| *p == pass) {
+            Some((_, sum)) => *sum += time,
+            None => total.time_per_pass.push((pass, time)),
+        }
+    }
+}

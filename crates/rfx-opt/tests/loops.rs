@@ -1,0 +1,129 @@
+//! Kernels with loops through `optimize`: the MIR program (stages, bodies and copies linked,
+//! loops as kernel ranges) must give the HIR interpreter's bits, on hand-written cases for each
+//! edge case of splitting and linking and on random loop kernels.
+
+mod loop_cases;
+
+use rfx_ir::hir::Kernel;
+use rfx_ir::interp::{Mode, run_hir, run_mir};
+use rfx_ir::mir::MirProgram;
+use rfx_ir::repeat::KernelLoop;
+use rfx_ir::testgen::{LoopGenConfig, TestRng, random_inputs, random_loop_kernel, same_values};
+use rfx_opt::{OptConfig, optimize};
+
+fn compile(kernel: &Kernel, config: &OptConfig) -> MirProgram {
+    optimize(kernel, config)
+        .unwrap_or_else(|e| panic!("{}: {e}\n{kernel}", kernel.name()))
+        .0
+}
+
+/// Runs `kernel` and `program` on `rounds` random input sets (with special values) in `mode`
+/// and asserts every output has the same bits.
+fn assert_same_results(kernel: &Kernel, program: &MirProgram, mode: Mode, rng: &mut TestRng, rounds: usize) {
+    for _ in 0..rounds {
+        let inputs = random_inputs(rng, kernel, 0.1);
+        let views: Vec<_> = inputs.iter().map(rfx_ir::Array::view).collect();
+        let expected = run_hir(kernel, &views, mode).unwrap_or_else(|e| panic!("{}: {e}", kernel.name()));
+        let found =
+            run_mir(program, &views, mode).unwrap_or_else(|e| panic!("{}: {e}\n{program}", kernel.name()));
+        assert_eq!(expected.len(), found.len(), "{}", kernel.name());
+        for (i, (e, f)) in expected.iter().zip(&found).enumerate() {
+            assert!(
+                same_values(e, f),
+                "{} output {i}: HIR {e:?}, MIR {f:?}\n{kernel}\n{program}",
+                kernel.name()
+            );
+        }
+    }
+}
+
+fn loops_of(name: &str) -> Vec<KernelLoop> {
+    let (_, kernel) = loop_cases::cases()
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .unwrap_or_else(|| panic!("no case {name}"));
+    compile(&kernel, &OptConfig::exact()).loops().to_vec()
+}
+
+#[test]
+fn hand_written_loops_give_the_interpreters_bits() {
+    let no_saturation = OptConfig {
+        saturate: false,
+        ..OptConfig::exact()
+    };
+    let mut rng = TestRng::new(0x100b_5eed);
+    for (_, kernel) in loop_cases::cases() {
+        for config in [OptConfig::exact(), no_saturation.clone()] {
+            let program = compile(&kernel, &config);
+            assert_same_results(&kernel, &program, Mode::Native, &mut rng, 4);
+            assert_same_results(&kernel, &program, Mode::Oracle, &mut rng, 2);
+        }
+    }
+}
+
+#[test]
+fn loops_whose_results_nothing_reads_or_that_change_nothing_are_dropped() {
+    for name in ["unused_loop", "zero_trips", "one_trip", "while_zero_trips"] {
+        assert_eq!(loops_of(name), [], "{name}");
+    }
+    // Only carry 1 is read: the loop stays.
+    assert_eq!(loops_of("only_second_carry_used").len(), 1);
+}
+
+#[test]
+fn loops_keep_their_order_nesting_and_exit_flags() {
+    let sequence = loops_of("two_loops_in_sequence");
+    assert_eq!(sequence.len(), 2);
+    assert!(sequence[0].end <= sequence[1].first, "{sequence:?}");
+    assert_eq!((sequence[0].trips, sequence[1].trips), (6, 9));
+
+    let nested = loops_of("nested_loops");
+    assert_eq!(nested.len(), 2);
+    let (outer, inner) = (nested[0], nested[1]);
+    assert!(outer.first <= inner.first && inner.end < outer.end, "{nested:?}");
+    assert_eq!((outer.trips, inner.trips), (3, 4));
+
+    let mixed = loops_of("while_in_fori");
+    assert_eq!(mixed.len(), 2);
+    assert!(mixed[0].exit.is_none() && mixed[1].exit.is_some(), "{mixed:?}");
+    assert_eq!((mixed[0].trips, mixed[1].trips), (5, 6));
+}
+
+/// A loop's kernels are written once whatever its trip count.
+#[test]
+fn the_program_does_not_grow_with_the_trip_count() {
+    let with_trips = |trips: u64| {
+        let kernel = loop_cases::reduction_in_body_trips(trips).expect("case");
+        compile(&kernel, &OptConfig::exact())
+    };
+    let (short, long) = (with_trips(100), with_trips(10_000));
+    assert_eq!(short.kernels(), long.kernels());
+    assert_eq!(short.buffers(), long.buffers());
+    assert_eq!(short.loops().len(), 1);
+    assert_eq!((short.loops()[0].trips, long.loops()[0].trips), (100, 10_000));
+}
+
+#[test]
+fn the_report_sums_the_stages() {
+    let (_, kernel) = loop_cases::cases()
+        .into_iter()
+        .find(|(n, _)| *n == "nested_loops")
+        .expect("case");
+    let (program, report) = optimize(&kernel, &OptConfig::exact()).expect("optimises");
+    assert_eq!(report.kernels, program.kernels().len());
+    // The outer body: its loop, `x * 1 + 0.125` (constants count) and `i + 1`; the inner
+    // body: `sin((x + inv) * 0.5 + 0)`.
+    assert_eq!(report.ops_before, kernel.op_count() + 7 + 6);
+    assert!(report.ops_after > 0 && report.stop_reason.is_some(), "{report}");
+}
+
+#[test]
+fn random_loop_kernels_give_the_interpreters_bits() {
+    let config = LoopGenConfig::default();
+    let mut rng = TestRng::new(0x1005_0001);
+    for i in 0..300 {
+        let kernel = random_loop_kernel(&mut rng, &config, &format!("loops{i}"));
+        let program = compile(&kernel, &OptConfig::exact());
+        assert_same_results(&kernel, &program, Mode::Native, &mut rng, 2);
+    }
+}

@@ -139,8 +139,9 @@ pub enum AdError {
         /// One example's type.
         ty: TensorType,
     },
-    /// A loop the transform cannot carry through, with the reason (for example its stored
-    /// carries would not fit in memory).
+    /// A loop the transform cannot carry through, with the reason: reverse mode stores the
+    /// carries of every iteration (`trips · |carry|` elements), and those would not fit in
+    /// memory.
     #[error("cannot transform the loop at {value}: {reason}")]
     Loop {
         /// The loop's value in the kernel being transformed.

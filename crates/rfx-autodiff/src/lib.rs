@@ -58,6 +58,40 @@
 //! and `O(n)`. A `linrec`'s tangent is the same recurrence of the tangents; its adjoint is the
 //! recurrence run from the other end with the coefficient shifted by one.
 //!
+//! # Loops
+//!
+//! A loop (`fori_loop`, `while_loop`; see `rfx_ir::hir::Loop`) is transformed as a loop: the
+//! generated code does not grow with its trip count. Each transform builds new body (and
+//! test) kernels with the same transforms, so nested loops and higher derivatives (`grad` of
+//! `grad`, [`hessian`], `vmap` of `grad`) compose.
+//!
+//! - **Forward mode** runs one loop carrying the carries and the tangent of each float carry
+//!   that depends on a tangent (found by iterating the body's activity to a fixed point),
+//!   with the invariants' tangents as extra invariants; its body is the body's JVP. A batched
+//!   tangent carry (`jacfwd`, [`hessian`]) has the batch shape in front; an identity seed
+//!   enters the loop densely (`|batch| · |carry|` per carry).
+//! - **Reverse mode** stores the carries. A recording loop runs the body again with a counter
+//!   `t` and, for each carry the body's VJP reads, a history of shape `[trips, ...carry]`
+//!   whose row `t` receives the carry entering iteration `t`, written as `select(iota == t,
+//!   carry, history)`: `O(trips · |carry|)` work per iteration and `trips · |carry|` elements
+//!   of memory per stored carry. A second loop then runs `t` from the number of iterations
+//!   that ran minus one down to 0 (a while loop of at most `trips` iterations): it reads row
+//!   `t` of each history with a `gather`, applies the body's VJP to the carries' cotangents,
+//!   and sums the invariants' cotangents in extra carries. Histories that could not exist in
+//!   memory (more than `isize::MAX` bytes) are an [`AdError::Loop`].
+//! - **While loops**: the iterations that actually ran are differentiated; the test's
+//!   decision is not (as JAX's `while_loop`): a loop that stops at once passes its initial
+//!   carries through, with derivative one.
+//! - **vmap** batches a carry when its initial value is batched or the body makes it depend
+//!   on a batched value (an unbatched initial value is then broadcast at entry); the body is
+//!   the body's `vmap`. A test that depends on a batched value gives one decision per example:
+//!   every carry is batched, the loop runs while any example continues, and the body keeps an
+//!   example's carries unchanged once its test fails (`select(keep, body(c), c)`), so each
+//!   example gets the bits of its own run.
+//!
+//! Only float carries and invariants carry derivatives; an `i32` counter or a `bool` flag is
+//! still stored when the body's derivative reads it.
+//!
 //! # Names
 //!
 //! | transform | extra inputs | outputs |

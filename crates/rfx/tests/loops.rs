@@ -338,3 +338,390 @@ fn a_tensor_of_an_unrelated_trace_is_a_foreign_tensor() {
         .finish(&[("out".to_string(), a)])
         .expect("the outer trace is intact");
 }
+
+// -- a 2-link planar arm: inverse kinematics by damped Gauss-Newton steps ---------------------
+
+const L1: f64 = 0.7;
+const L2: f64 = 0.45;
+const DAMPING: f64 = 1e-4;
+const IK_STEPS: i32 = 40;
+
+/// One damped Gauss-Newton step `dq = Jᵀ (J Jᵀ + λ I)⁻¹ e` toward `(tx, ty)`, on any type with
+/// the arithmetic of `f64` (traced tensors or plain numbers).
+fn ik_step<T>(q1: T, q2: T, tx: T, ty: T, sin: impl Fn(T) -> T, cos: impl Fn(T) -> T) -> (T, T)
+where
+    T: Copy
+        + std::ops::Add<Output = T>
+        + std::ops::Sub<Output = T>
+        + std::ops::Mul<Output = T>
+        + std::ops::Div<Output = T>
+        + std::ops::Mul<f64, Output = T>
+        + std::ops::Add<f64, Output = T>,
+{
+    let q12 = q1 + q2;
+    let (s1, c1, s12, c12) = (sin(q1), cos(q1), sin(q12), cos(q12));
+    let (x, y) = (c1 * L1 + c12 * L2, s1 * L1 + s12 * L2);
+    let (ex, ey) = (tx - x, ty - y);
+    // J = [[a, b], [c, d]].
+    let (a, b) = (s1 * -L1 - s12 * L2, s12 * -L2);
+    let (c, d) = (c1 * L1 + c12 * L2, c12 * L2);
+    // M = J Jᵀ + λ I, solved for e.
+    let (m11, m12, m22) = (a * a + b * b + DAMPING, a * c + b * d, c * c + d * d + DAMPING);
+    let det = m11 * m22 - m12 * m12;
+    let (u, v) = ((m22 * ex - m12 * ey) / det, (m11 * ey - m12 * ex) / det);
+    (q1 + (a * u + c * v), q2 + (b * u + d * v))
+}
+
+fn ik_traced(q1: Tensor, q2: Tensor, tx: Tensor, ty: Tensor) -> (Tensor, Tensor) {
+    let q = fori_loop(
+        0,
+        IK_STEPS,
+        |_, q| {
+            let (n1, n2) = ik_step(q[0], q[1], tx, ty, Tensor::sin, Tensor::cos);
+            vec![n1, n2]
+        },
+        &[q1, q2],
+    );
+    (q[0], q[1])
+}
+
+fn ik_plain(q1: f64, q2: f64, tx: f64, ty: f64) -> (f64, f64) {
+    let mut q = (q1, q2);
+    for _ in 0..IK_STEPS {
+        q = ik_step(q.0, q.1, tx, ty, f64::sin, f64::cos);
+    }
+    q
+}
+
+/// Targets from joint angles with the elbow bent one way, and the start `(0.2, 1.4)`.
+fn ik_problem(n: usize) -> Vec<Array> {
+    let (mut tx, mut ty) = (Vec::new(), Vec::new());
+    for k in 0..n {
+        let s = k as f64 / n as f64;
+        let (a1, a2) = (-1.0 + 2.0 * s, 0.6 + 1.4 * ((7.0 * s) % 1.0));
+        tx.push(a1.cos() * L1 + (a1 + a2).cos() * L2);
+        ty.push(a1.sin() * L1 + (a1 + a2).sin() * L2);
+    }
+    vec![
+        vector(&vec![0.2; n]),
+        vector(&vec![1.4; n]),
+        vector(&tx),
+        vector(&ty),
+    ]
+}
+
+fn check_ik(what: &str, problem: &[Array], q1: &[f64], q2: &[f64], exact: bool) {
+    let (tx, ty) = (f64s(&problem[2]), f64s(&problem[3]));
+    for k in 0..q1.len() {
+        let (x, y) = (
+            q1[k].cos() * L1 + (q1[k] + q2[k]).cos() * L2,
+            q1[k].sin() * L1 + (q1[k] + q2[k]).sin() * L2,
+        );
+        assert!(
+            (x - tx[k]).hypot(y - ty[k]) < 1e-9,
+            "{what}: target {k} missed by {}",
+            (x - tx[k]).hypot(y - ty[k])
+        );
+        let want = ik_plain(0.2, 1.4, tx[k], ty[k]);
+        if exact {
+            assert_eq!((q1[k], q2[k]), want, "{what}: target {k}");
+        } else {
+            assert_close(what, &[q1[k], q2[k]], &[want.0, want.1], 1e-9);
+        }
+    }
+}
+
+#[test]
+fn arm_inverse_kinematics_reaches_its_targets() {
+    let problem = ik_problem(16);
+    let types: Vec<TensorType> = problem.iter().map(ty_of).collect();
+    let kernel = rfx::jit(ik_traced).trace(&types).expect("traces");
+    let out = interp(&kernel, &problem);
+    check_ik("interpreter", &problem, &f64s(&out[0]), &f64s(&out[1]), true);
+}
+
+// -- a pendulum under PD control: a 100-step Euler rollout and its gradient --------------------
+
+const DT: f64 = 0.01;
+const G_OVER_L: f64 = 9.81;
+const STEPS: i32 = 100;
+
+/// One Euler step of `θ'' = -g/l sin θ - kp θ - kd ω`.
+fn pendulum_step(theta: Tensor, omega: Tensor, kp: Tensor, kd: Tensor) -> (Tensor, Tensor) {
+    let accel = theta.sin() * -G_OVER_L - kp * theta - kd * omega;
+    (theta + omega * DT, omega + accel * DT)
+}
+
+/// The cost of the final state: `θ² + ω²/10`.
+fn final_cost(theta: Tensor, omega: Tensor) -> Tensor {
+    (theta * theta + omega * omega * 0.1).sum_all()
+}
+
+fn rollout(theta: Tensor, omega: Tensor, kp: Tensor, kd: Tensor) -> Tensor {
+    let s = fori_loop(
+        0,
+        STEPS,
+        |_, s| {
+            let (t, w) = pendulum_step(s[0], s[1], kp, kd);
+            vec![t, w]
+        },
+        &[theta, omega],
+    );
+    final_cost(s[0], s[1])
+}
+
+/// The same rollout, unrolled by the Rust loop while tracing.
+fn rollout_unrolled(theta: Tensor, omega: Tensor, kp: Tensor, kd: Tensor) -> Tensor {
+    let (mut t, mut w) = (theta, omega);
+    for _ in 0..STEPS {
+        (t, w) = pendulum_step(t, w, kp, kd);
+    }
+    final_cost(t, w)
+}
+
+fn rollout_plain(theta: f64, omega: f64, kp: f64, kd: f64) -> f64 {
+    let (mut t, mut w) = (theta, omega);
+    for _ in 0..STEPS {
+        let accel = t.sin() * -G_OVER_L - kp * t - kd * w;
+        (t, w) = (t + w * DT, w + accel * DT);
+    }
+    t * t + w * w * 0.1
+}
+
+const PENDULUM: [f64; 4] = [0.8, -0.3, 2.0, 0.5];
+
+fn pendulum_args() -> Vec<Array> {
+    PENDULUM.iter().map(|&v| scalar(v)).collect()
+}
+
+fn scalar_types(n: usize) -> Vec<TensorType> {
+    vec![TensorType::scalar(DType::F64); n]
+}
+
+#[test]
+fn pendulum_rollout_in_the_interpreter_is_the_plain_loop() {
+    let kernel = rfx::jit(rollout).trace(&scalar_types(4)).expect("traces");
+    let out = interp(&kernel, &pendulum_args());
+    let [t, w, kp, kd] = PENDULUM;
+    assert_eq!(f64s(&out[0]), vec![rollout_plain(t, w, kp, kd)]);
+    let unrolled = rfx::jit(rollout_unrolled)
+        .trace(&scalar_types(4))
+        .expect("traces");
+    assert!(
+        kernel.nodes().len() * 20 < unrolled.nodes().len(),
+        "the loop is one node, not 100 copies"
+    );
+}
+
+/// Central finite differences of the plain rollout at [`PENDULUM`].
+fn rollout_fd() -> Vec<f64> {
+    let h = 1e-6;
+    (0..4)
+        .map(|k| {
+            let (mut up, mut down) = (PENDULUM, PENDULUM);
+            up[k] += h;
+            down[k] -= h;
+            (rollout_plain(up[0], up[1], up[2], up[3]) - rollout_plain(down[0], down[1], down[2], down[3]))
+                / (2.0 * h)
+        })
+        .collect()
+}
+
+#[test]
+fn pendulum_gradient_matches_finite_differences_and_the_unrolled_rollout() {
+    let grad = rfx::jit(rfx::value_and_grad(rollout).wrt(&[0, 1, 2, 3]));
+    let kernel = grad
+        .trace(&scalar_types(4))
+        .expect("differentiates through the loop");
+    let out = interp(&kernel, &pendulum_args());
+    let got: Vec<f64> = out[1..].iter().flat_map(f64s).collect();
+    assert_close("gradient against finite differences", &got, &rollout_fd(), 1e-6);
+    let unrolled = rfx::jit(rfx::value_and_grad(rollout_unrolled).wrt(&[0, 1, 2, 3]));
+    let reference = interp(
+        &unrolled.trace(&scalar_types(4)).expect("traces"),
+        &pendulum_args(),
+    );
+    let want: Vec<f64> = reference[1..].iter().flat_map(f64s).collect();
+    assert_close("gradient against the unrolled rollout", &got, &want, 1e-12);
+    assert_eq!(f64s(&out[0]), f64s(&reference[0]));
+}
+
+#[test]
+fn while_loop_newton_sqrt_differentiates_to_half_the_reciprocal() {
+    let f = |a: Tensor| sqrt_while(a).0;
+    let kernel = rfx::jit(rfx::grad(f))
+        .trace(&scalar_types(1))
+        .expect("differentiates");
+    for root in [2.0, 9.0, 0.25] {
+        let out = interp(&kernel, &[scalar(root)]);
+        assert_close("d sqrt(a) / da", &f64s(&out[0]), &[0.5 / root.sqrt()], 1e-9);
+    }
+}
+
+/// 1,024 initial states of the pendulum, one shared pair of gains.
+fn batch_of_states(n: usize) -> (Vec<f64>, Vec<f64>) {
+    let theta = (0..n).map(|k| -1.5 + 3.0 * k as f64 / n as f64).collect();
+    let omega = (0..n).map(|k| ((k * 37) % 101) as f64 / 50.0 - 1.0).collect();
+    (theta, omega)
+}
+
+fn batched_rollout() -> rfx::Vmap<impl rfx::KernelFn> {
+    rfx::vmap(rollout).in_axes(&[Some(0), Some(0), None, None])
+}
+
+#[test]
+fn vmap_of_the_rollout_over_1024_initial_states_is_each_rollout() {
+    let n = 1024;
+    let (theta, omega) = batch_of_states(n);
+    let args = vec![
+        vector(&theta),
+        vector(&omega),
+        scalar(PENDULUM[2]),
+        scalar(PENDULUM[3]),
+    ];
+    let types: Vec<TensorType> = args.iter().map(ty_of).collect();
+    let kernel = rfx::jit(batched_rollout())
+        .trace(&types)
+        .expect("maps over the batch");
+    let out = interp(&kernel, &args);
+    let want: Vec<f64> = (0..n)
+        .map(|k| rollout_plain(theta[k], omega[k], PENDULUM[2], PENDULUM[3]))
+        .collect();
+    assert_eq!(f64s(&out[0]), want);
+}
+
+// -- the compiled path -------------------------------------------------------------------------
+
+/// The backends every compiled test runs on: the CPU backend and the LIR interpreter, plus the
+/// `c` backend where a C compiler is available.
+fn backends() -> Vec<&'static str> {
+    let mut names = vec!["cpu", "interp"];
+    let probe = rfx::jit_with(|x: Tensor| x + 1.0, rfx::CompileConfig::with_backend("c"));
+    if probe.call((&[1.0f64],)).is_ok() {
+        names.push("c");
+    }
+    names
+}
+
+fn call_on<M, F: rfx::IntoKernelFn<M>>(f: F, backend: &str, args: &[Array]) -> Vec<Array> {
+    let jit = rfx::jit_with(f, rfx::CompileConfig::with_backend(backend));
+    jit.call(args).unwrap_or_else(|e| panic!("{backend}: {e}"))
+}
+
+#[test]
+fn compiled_newton_sqrt_fori_and_while() {
+    let a = vector(&ROOTS);
+    let want: Vec<f64> = ROOTS.iter().map(|&a| newton_sqrt(a, 8)).collect();
+    for backend in backends() {
+        let out = call_on(sqrt_fori, backend, std::slice::from_ref(&a));
+        assert_close(backend, &f64s(&out[0]), &want, 1e-15);
+        for &root in &ROOTS {
+            let out = call_on(sqrt_while, backend, &[scalar(root)]);
+            let (x, count) = newton_sqrt_while(root);
+            assert_close(backend, &f64s(&out[0]), &[x], 1e-15);
+            assert_eq!(
+                out[1].as_slice::<i32>(),
+                Some(&[count][..]),
+                "{backend}: steps for {root}"
+            );
+        }
+    }
+}
+
+#[test]
+fn compiled_arm_inverse_kinematics_reaches_its_targets() {
+    let problem = ik_problem(64);
+    for backend in backends() {
+        let out = call_on(ik_traced, backend, &problem);
+        check_ik(backend, &problem, &f64s(&out[0]), &f64s(&out[1]), false);
+    }
+}
+
+#[test]
+fn compiled_pendulum_gradient_and_vmap() {
+    let fd = rollout_fd();
+    for backend in backends() {
+        let out = call_on(
+            rfx::value_and_grad(rollout).wrt(&[0, 1, 2, 3]),
+            backend,
+            &pendulum_args(),
+        );
+        let got: Vec<f64> = out[1..].iter().flat_map(f64s).collect();
+        assert_close(backend, &got, &fd, 1e-6);
+        let [t, w, kp, kd] = PENDULUM;
+        assert_close(backend, &f64s(&out[0]), &[rollout_plain(t, w, kp, kd)], 1e-12);
+    }
+    let n = 1024;
+    let (theta, omega) = batch_of_states(n);
+    let args = vec![
+        vector(&theta),
+        vector(&omega),
+        scalar(PENDULUM[2]),
+        scalar(PENDULUM[3]),
+    ];
+    let out = call_on(batched_rollout(), "cpu", &args);
+    let want: Vec<f64> = (0..n)
+        .map(|k| rollout_plain(theta[k], omega[k], PENDULUM[2], PENDULUM[3]))
+        .collect();
+    assert_close("vmap on cpu", &f64s(&out[0]), &want, 1e-12);
+}
+
+fn decay<const TRIPS: i32>(x: Tensor) -> Tensor {
+    fori_loop(0, TRIPS, |_, c| vec![(c[0] * 0.999).sin() + 0.001], &[x])[0]
+}
+
+/// Every run of ASCII digits replaced by one `#`: the text of a program without its numbers.
+fn without_numbers(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut in_digits = false;
+    for ch in text.chars() {
+        if ch.is_ascii_digit() {
+            if !in_digits {
+                out.push('#');
+            }
+            in_digits = true;
+        } else {
+            out.push(ch);
+            in_digits = false;
+        }
+    }
+    out
+}
+
+#[test]
+fn the_code_of_a_10000_trip_loop_is_the_code_of_a_100_trip_loop() {
+    let types = [TensorType::new(DType::F32, [8])];
+    let short = rfx::jit(decay::<100>).executable(&types).expect("compiles");
+    let long = rfx::jit(decay::<10_000>).executable(&types).expect("compiles");
+    assert_eq!(short.lir().kernels().len(), long.lir().kernels().len());
+    assert_eq!(short.lir().loops().len(), 1);
+    assert_eq!(short.lir().loops()[0].trips, 100);
+    assert_eq!(long.lir().loops()[0].trips, 10_000);
+    let dumps = |exe: &rfx::Executable| rfx_runtime::stage_dumps(exe);
+    for ((stage, a), (_, b)) in dumps(&short).into_iter().zip(dumps(&long)) {
+        if stage == "opt" {
+            continue;
+        }
+        assert_eq!(
+            without_numbers(&a),
+            without_numbers(&b),
+            "{stage}: only the trip count differs"
+        );
+        assert!(
+            b.len() <= a.len() + 2,
+            "{stage}: {} bytes for 10,000 trips, {} for 100",
+            b.len(),
+            a.len()
+        );
+    }
+    let x = Array::from_slice(&[0.5f32; 8]);
+    let out = rfx::jit(decay::<10_000>)
+        .call(std::slice::from_ref(&x))
+        .expect("runs");
+    let mut want = 0.5f32;
+    for _ in 0..10_000 {
+        want = (want * 0.999).sin() + 0.001;
+    }
+    let got = out[0].as_slice::<f32>().expect("f32")[0];
+    assert!((got - want).abs() <= 1e-4, "{got} against {want}");
+}

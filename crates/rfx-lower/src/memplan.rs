@@ -1,6 +1,8 @@
-//! The memory plan: temporaries placed in one arena, reusing space once a buffer is dead.
+//! The memory plan: temporaries placed in one arena, reusing space once a buffer is dead (a
+//! buffer touched inside a program loop is live over the loop's whole range).
 
 use rfx_ir::BufId;
+use rfx_ir::repeat::KernelLoop;
 
 /// A temporary buffer's size and lifetime in kernel indices (`first_write..=last_read`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,6 +22,22 @@ impl Interval {
     pub fn overlaps_in_time(&self, other: &Interval) -> bool {
         self.start <= other.end && other.start <= self.end
     }
+}
+
+/// `interval` widened over every loop whose range holds a kernel in `touched` (the kernels
+/// that read or write the buffer): such a buffer stays live over the loop's whole range, since
+/// a carry written at the range's end is read at its start on the next iteration, an invariant
+/// is read on every iteration, and an exit flag is read after the range's last kernel. Another
+/// buffer live inside the range then never shares its bytes.
+pub fn live_across_loops(interval: Interval, touched: &[usize], loops: &[KernelLoop]) -> Interval {
+    loops
+        .iter()
+        .filter(|l| touched.iter().any(|&k| l.contains(k)))
+        .fold(interval, |acc, l| Interval {
+            start: acc.start.min(l.first),
+            end: acc.end.max(l.end.saturating_sub(1)),
+            ..acc
+        })
 }
 
 /// Where each temporary lives and how big the arena is.

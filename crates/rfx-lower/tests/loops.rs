@@ -1,0 +1,313 @@
+//! Lowering MIR programs with loops: the loops carry over to the LIR kernels (mapped where a
+//! MIR kernel becomes several), the memory plan keeps every buffer touched inside a loop live
+//! over the whole range, and the LIR interpreter gives the MIR interpreter's bits.
+
+#![allow(clippy::unwrap_used)]
+
+use rfx_ir::interp::{Mode, run_lir, run_mir};
+use rfx_ir::lir::{LirBuffer, LirProgram, Storage};
+use rfx_ir::mir::{self, MirProgram};
+use rfx_ir::repeat::KernelLoop;
+use rfx_ir::{Array, ArrayView, BufId};
+use rfx_lower::{
+    InterpBackend, Interval, LowerConfig, execute_lowered, live_across_loops, lower, plan_memory,
+};
+
+/// Two carries updated by separate kernels: `c = c + 1` (dead after the loop) and `d = 2d`.
+/// Without the loop rule, `c` (written before the loop, last read by `step_c`) would share
+/// bytes with `nd` (written by `step_d`, read by `back_d`), and `back_c` would overwrite `nd`
+/// between its write and its read.
+const TWO_CARRIES: &str = "\
+mir two_carries {
+  buf0: f64[3] = input x
+  buf1: f64[3] = output y
+  buf2: f64[3] = temp
+  buf3: f64[3] = temp
+  buf4: f64[3] = temp
+  buf5: f64[3] = temp
+  kernel init [3] {
+    %0 = load buf0 [1] : f64
+    store buf2 = %0
+    store buf3 = %0
+  }
+  kernel step_c [3] {
+    %0 = load buf2 [1] : f64
+    %1 = const 1.0 : f64
+    %2 = add %0, %1 : f64
+    store buf4 = %2
+  }
+  kernel step_d [3] {
+    %0 = load buf3 [1] : f64
+    %1 = const 2.0 : f64
+    %2 = mul %0, %1 : f64
+    store buf5 = %2
+  }
+  kernel back_c [3] {
+    %0 = load buf4 [1] : f64
+    store buf2 = %0
+  }
+  kernel back_d [3] {
+    %0 = load buf5 [1] : f64
+    store buf3 = %0
+  }
+  kernel finish [3] {
+    %0 = load buf3 [1] : f64
+    store buf1 = %0
+  }
+  loop kernels 1..5 trips 5
+}
+";
+
+/// MIR kernels with reductions over two axis sets, each lowered to two LIR kernels, before
+/// and inside an outer loop holding an inner while loop with an exit flag.
+const SPLIT: &str = "\
+mir split {
+  buf0: f64[2,3] = input m
+  buf1: f64[2] = output y
+  buf2: f64[3] = output z
+  buf3: f64[2] = temp
+  buf4: f64[3] = temp
+  buf5: f64[2] = temp
+  buf6: f64[3] = temp
+  buf7: f64[2] = temp
+  buf8: f64[3] = temp
+  buf9: f64[] = temp
+  buf10: f64[] = temp
+  buf11: bool[] = temp
+  kernel stats [2,3] {
+    %0 = load buf0 [3,1] : f64
+    reduce sum buf3 = %0 axes [1]
+    reduce max buf4 = %0 axes [0]
+  }
+  kernel init_a [2] {
+    %0 = load buf3 [1] : f64
+    store buf5 = %0
+  }
+  kernel init_b [3] {
+    %0 = load buf4 [1] : f64
+    store buf6 = %0
+  }
+  kernel outer [2,3] {
+    %0 = load buf5 [1,0] : f64
+    %1 = load buf6 [0,1] : f64
+    %2 = mul %0, %1 : f64
+    %3 = const 0.25 : f64
+    %4 = mul %2, %3 : f64
+    reduce sum buf7 = %4 axes [1]
+    reduce max buf8 = %4 axes [0]
+  }
+  kernel back_a [2] {
+    %0 = load buf7 [1] : f64
+    store buf5 = %0
+  }
+  kernel back_b [3] {
+    %0 = load buf8 [1] : f64
+    store buf6 = %0
+  }
+  kernel halve_init [] {
+    %0 = load buf5 [] : f64
+    store buf9 = %0
+  }
+  kernel halve [] {
+    %0 = load buf9 [] : f64
+    %1 = const 0.5 : f64
+    %2 = mul %0, %1 : f64
+    %3 = const 3.0 : f64
+    %4 = gt %2, %3 : bool
+    store buf10 = %2
+    store buf11 = %4
+  }
+  kernel halve_back [] {
+    %0 = load buf10 [] : f64
+    store buf9 = %0
+  }
+  kernel scale_a [2] {
+    %0 = load buf5 [1] : f64
+    %1 = load buf9 [0] : f64
+    %2 = div %0, %1 : f64
+    store buf7 = %2
+  }
+  kernel rescale_back [2] {
+    %0 = load buf7 [1] : f64
+    store buf5 = %0
+  }
+  kernel fin_y [2] {
+    %0 = load buf5 [1] : f64
+    store buf1 = %0
+  }
+  kernel fin_z [3] {
+    %0 = load buf6 [1] : f64
+    store buf2 = %0
+  }
+  loop kernels 3..11 trips 3
+  loop kernels 7..9 trips 20 exit buf11
+}
+";
+
+fn mir_program(text: &str) -> MirProgram {
+    let program = mir::parse(text).unwrap();
+    mir::verify(&program).unwrap_or_else(|e| panic!("{e}"));
+    program
+}
+
+fn lowered(program: &MirProgram) -> LirProgram {
+    let (lir, _) = lower(program, &LowerConfig::default()).unwrap();
+    assert_eq!(
+        rfx_ir::lir::parse(&lir.to_string()).unwrap(),
+        lir,
+        "LIR text round-trips"
+    );
+    lir
+}
+
+fn bits(arrays: &[Array]) -> Vec<Vec<u64>> {
+    arrays
+        .iter()
+        .map(|a| a.to_f64_vec().iter().map(|v| v.to_bits()).collect())
+        .collect()
+}
+
+/// The MIR and LIR interpreters' results, which must agree bit for bit in both modes.
+fn both(program: &MirProgram, inputs: &[ArrayView<'_>]) -> Vec<Array> {
+    let lir = lowered(program);
+    for mode in [Mode::Native, Mode::Oracle] {
+        let expected = run_mir(program, inputs, mode).unwrap();
+        let found = run_lir(&lir, inputs, mode).unwrap();
+        assert_eq!(bits(&found), bits(&expected), "{mode:?}");
+    }
+    run_lir(&lir, inputs, Mode::Native).unwrap()
+}
+
+#[test]
+fn a_carry_is_live_over_the_whole_loop() {
+    let program = mir_program(TWO_CARRIES);
+    let lir = lowered(&program);
+    assert_eq!(
+        lir.loops(),
+        [KernelLoop {
+            first: 1,
+            end: 5,
+            trips: 5,
+            exit: None
+        }]
+    );
+    let offset = |b: usize| match lir.buffer(BufId::new(b)).unwrap().storage {
+        Storage::Arena { offset } => offset,
+        ref other => panic!("{other:?}"),
+    };
+    // Each temp is live across the loop, so all four get their own bytes.
+    let mut offsets: Vec<usize> = (2..6).map(offset).collect();
+    offsets.sort_unstable();
+    offsets.dedup();
+    assert_eq!(offsets.len(), 4, "{lir}");
+
+    let x = Array::from_slice(&[1.0f64, -0.5, 3.0]);
+    let y = both(&program, &[x.view()]);
+    assert_eq!(y[0].as_slice::<f64>().unwrap(), [32.0, -16.0, 96.0]);
+
+    // The plan without the loop rule puts `c` (buf2) and `nd` (buf5) at one offset, and that
+    // program computes something else: `back_c` overwrites `nd` before `back_d` reads it.
+    let intervals = [(2, 0, 1), (3, 0, 5), (4, 1, 3), (5, 2, 4)].map(|(b, start, end)| Interval {
+        buf: BufId::new(b),
+        bytes: 24,
+        start,
+        end,
+    });
+    let plan = plan_memory(&intervals, 64);
+    assert_eq!(
+        plan.offsets[0], plan.offsets[3],
+        "without the rule, c and nd share bytes"
+    );
+    let widened = live_across_loops(intervals[0], &[0, 1, 3], lir.loops());
+    assert_eq!((widened.start, widened.end), (0, 4));
+    let mut buffers: Vec<LirBuffer> = lir.buffers().to_vec();
+    for (interval, offset) in intervals.iter().zip(&plan.offsets) {
+        buffers[interval.buf.index()].storage = Storage::Arena { offset: *offset };
+    }
+    let shared = LirProgram::from_parts("shared", buffers, plan.arena_bytes, 64, lir.kernels().to_vec())
+        .with_loops(lir.loops().to_vec());
+    let wrong = run_lir(&shared, &[x.view()], Mode::Native).unwrap();
+    assert_ne!(
+        wrong[0].as_slice::<f64>().unwrap(),
+        y[0].as_slice::<f64>().unwrap()
+    );
+}
+
+#[test]
+fn loops_are_mapped_onto_the_kernels_lowering_splits() {
+    let program = mir_program(SPLIT);
+    let lir = lowered(&program);
+    // `stats` and `outer` each become two LIR kernels.
+    let names: Vec<&str> = lir.kernels().iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "stats",
+            "stats_1",
+            "init_a",
+            "init_b",
+            "outer",
+            "outer_1",
+            "back_a",
+            "back_b",
+            "halve_init",
+            "halve",
+            "halve_back",
+            "scale_a",
+            "rescale_back",
+            "fin_y",
+            "fin_z"
+        ]
+    );
+    assert_eq!(
+        lir.loops(),
+        [
+            KernelLoop {
+                first: 4,
+                end: 13,
+                trips: 3,
+                exit: None
+            },
+            KernelLoop {
+                first: 9,
+                end: 11,
+                trips: 20,
+                exit: Some(BufId::new(11))
+            }
+        ]
+    );
+    let m = Array::from_vec([2, 3], vec![1.0f64, 2.0, 3.0, 4.0, 5.0, 6.0]).unwrap();
+    let out = both(&program, &[m.view()]);
+    // The closed form, iteration by iteration: a' = a (sum b) / 4 and b' = b max(a) / 4 (a and
+    // b are positive), then a is divided by h, the first halving of a[0] that is at most 3.
+    let (mut a, mut b) = ([6.0f64, 15.0], [4.0f64, 5.0, 6.0]);
+    for _ in 0..3 {
+        let (sum_b, max_a) = (b.iter().sum::<f64>(), a[0].max(a[1]));
+        a = a.map(|v| v * sum_b * 0.25);
+        b = b.map(|v| v * max_a * 0.25);
+        let mut h = a[0];
+        loop {
+            h *= 0.5;
+            if h <= 3.0 {
+                break;
+            }
+        }
+        a = a.map(|v| v / h);
+    }
+    assert_eq!(out[0].as_slice::<f64>().unwrap(), a);
+    assert_eq!(out[1].as_slice::<f64>().unwrap(), b);
+}
+
+#[test]
+fn the_interp_backend_runs_loops() {
+    let program = mir_program(TWO_CARRIES);
+    let lir = lowered(&program);
+    let x = Array::from_slice(&[0.25f64, 2.0, -1.0]);
+    let out = execute_lowered(&lir, &[("x", x.view())], &InterpBackend).unwrap();
+    assert_eq!(out[0].0, "y");
+    assert_eq!(out[0].1.as_slice::<f64>().unwrap(), [8.0, 64.0, -32.0]);
+    // Zero trips: the initial carry comes out.
+    let zero = mir_program(&TWO_CARRIES.replace("trips 5", "trips 0"));
+    let out = execute_lowered(&lowered(&zero), &[("x", x.view())], &InterpBackend).unwrap();
+    assert_eq!(out[0].1.as_slice::<f64>().unwrap(), [0.25, 2.0, -1.0]);
+}

@@ -70,6 +70,8 @@ pub(crate) const ALLOWED_WORKSPACE_DEPS: &[(&str, &[&str])] = &[
         "rfx-python",
         &["rfx", "rfx-ir", "rfx-runtime", "rfx-lower", "rfx-autodiff"],
     ),
+    // wrenfold's benchmark kernels (`benches/wrenfold`), written on the facade.
+    ("wrenfold-bench", &["rfx"]),
     ("xtask", &[]),
 ];
 
@@ -179,7 +181,7 @@ pub(crate) fn check_manifest(deps: &ManifestDeps) -> Vec<String> {
     problems
 }
 
-/// Checks every crate under `root/crates` and `root/xtask`.
+/// Checks every crate under `root/crates`, `root/benches` and `root/xtask`.
 pub(crate) fn check_workspace(root: &Path) -> Result<String, String> {
     let mut manifests = Vec::new();
     let crates_dir = root.join("crates");
@@ -188,6 +190,15 @@ pub(crate) fn check_workspace(root: &Path) -> Result<String, String> {
         let path = entry.map_err(|e| e.to_string())?.path().join("Cargo.toml");
         if path.exists() {
             manifests.push(path);
+        }
+    }
+    // Benchmark crates (`benches/*/Cargo.toml`) are workspace members too.
+    if let Ok(entries) = std::fs::read_dir(root.join("benches")) {
+        for entry in entries {
+            let path = entry.map_err(|e| e.to_string())?.path().join("Cargo.toml");
+            if path.exists() {
+                manifests.push(path);
+            }
         }
     }
     manifests.push(root.join("xtask/Cargo.toml"));

@@ -18,6 +18,9 @@
 //!   1 to 1M, and rfx's speed ratio to NumPy, numexpr, JAX, numba, CasADi, tinygrad and gcc C.
 //! - `cargo xtask export-bench [--rounds N] [--markdown FILE]`: rfx's exported C against CasADi's
 //!   generated C and hand-written gcc C, timed from one C process (see `export_bench.rs`).
+//! - `cargo xtask wrenfold-bench [--rounds N] [--markdown FILE]`: wrenfold's four robotics
+//!   kernels with their Jacobians, rfx (`vmap` batches and one bound call) against hand-written
+//!   Rust, timed in one run (see `wrenfold_bench.rs` and `benches/wrenfold`).
 //! - `cargo xtask miri [--crate NAME] [--all-tests]`: Miri over rfx-ir, rfx-lower and rfx-opt
 //!   (nightly; not in CI).
 //! - `cargo xtask fuzz --minutes N`: the long mode of the differential fuzzer, `rfx fuzz` (release
@@ -45,6 +48,7 @@ mod peers;
 mod perf;
 mod pytest;
 mod sums;
+mod wrenfold_bench;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -129,6 +133,13 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        Some("wrenfold-bench") => match wrenfold_bench::wrenfold_bench(&workspace_root(), &args[1..]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        },
         Some("test") => match pytest::test(&workspace_root(), &args[1..]) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -138,7 +149,7 @@ fn main() -> ExitCode {
         },
         _ => {
             eprintln!(
-                "usage: cargo xtask <command>\n\ncommands:\n  deps             check the crate layering rules\n  perf-check       compare an rfx bench run with a baseline (--baseline FILE --threshold-pct 10 [--repeat 3] [--confirm 2])\n  bench-baseline   write a new baseline (--output FILE)\n  icount           the instruction-count gate under callgrind (--bless re-records baselines/icount-x86_64.json)\n  peers            rfx bench and the peers script side by side (--markdown FILE)\n  export-bench     rfx's exported C against CasADi's C and gcc C, timed from C (--rounds N, --markdown FILE, --rfx PATH)\n  fuzz             the differential fuzzer for a while (--minutes N, default 10; --large true: kernels of 1,000 to 20,000 ops)\n  miri             Miri over rfx-ir, rfx-lower and rfx-opt (nightly; --crate NAME, --all-tests)\n  gpu-bundle       binaries, NVRTC and a script for the GPU checks on a machine without Rust (--out DIR, --fuzz-minutes M, --fuzz-seed S)\n  long-sums        long float sums (1e8 values, 1e10 broadcast ones) against their closed forms (--profile release, --backend cpu)\n  test             every test: cargo test --workspace, then the rfxjit Python tests (--python-only, -- PYTEST_ARGS)"
+                "usage: cargo xtask <command>\n\ncommands:\n  deps             check the crate layering rules\n  perf-check       compare an rfx bench run with a baseline (--baseline FILE --threshold-pct 10 [--repeat 3] [--confirm 2])\n  bench-baseline   write a new baseline (--output FILE)\n  icount           the instruction-count gate under callgrind (--bless re-records baselines/icount-x86_64.json)\n  peers            rfx bench and the peers script side by side (--markdown FILE)\n  export-bench     rfx's exported C against CasADi's C and gcc C, timed from C (--rounds N, --markdown FILE, --rfx PATH)\n  wrenfold-bench   wrenfold's robotics kernels, rfx against hand-written Rust (--rounds N, --batch N, --calls N, --out DIR, --markdown FILE)\n  fuzz             the differential fuzzer for a while (--minutes N, default 10; --large true: kernels of 1,000 to 20,000 ops)\n  miri             Miri over rfx-ir, rfx-lower and rfx-opt (nightly; --crate NAME, --all-tests)\n  gpu-bundle       binaries, NVRTC and a script for the GPU checks on a machine without Rust (--out DIR, --fuzz-minutes M, --fuzz-seed S)\n  long-sums        long float sums (1e8 values, 1e10 broadcast ones) against their closed forms (--profile release, --backend cpu)\n  test             every test: cargo test --workspace, then the rfxjit Python tests (--python-only, -- PYTEST_ARGS)"
             );
             ExitCode::from(2)
         }

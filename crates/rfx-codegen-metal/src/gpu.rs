@@ -3,6 +3,7 @@
 use std::sync::{Arc, Mutex, OnceLock};
 
 use rfx_ir::lir::{LirProgram, Storage};
+use rfx_ir::repeat::Step;
 use rfx_ir::{Array, ArrayView, ArrayViewMut, DType, DataMut, DataRef, Scalar, TensorType};
 use rfx_lower::{BackendError, Compiled, Scratch, Signature, Unsupported, check_type, validate_call};
 
@@ -160,7 +161,11 @@ struct Readback {
 pub(crate) struct MetalCompiled {
     program: LirProgram,
     gpu: &'static Gpu,
-    kernels: Vec<KernelRun>,
+    /// One per LIR kernel; `None` for a kernel without units (never dispatched).
+    kernels: Vec<Option<KernelRun>>,
+    /// The dispatches of one call: `Step::Kernel(i)` dispatches `kernels[i]`; a loop repeats
+    /// its steps `trips` times (see [`Recorder`]).
+    steps: Vec<Step>,
     /// One device buffer per LIR buffer (at least 4 bytes; temporaries each get their own).
     buffers: Vec<wgpu::Buffer>,
     readback: Option<wgpu::Buffer>,
@@ -220,6 +225,8 @@ pub(crate) fn compile(
     shader: &Shader,
 ) -> Result<MetalCompiled, BackendError> {
     let limits = &gpu.limits;
+    let steps = rfx_ir::repeat::steps(program.kernels().len(), program.loops())
+        .map_err(|e| compile_error(format!("the program's loops: {e}")))?;
     let weight = weighted_insts(program);
     if gpu.is_llvmpipe() && weight > LLVMPIPE_MAX_WEIGHTED_INSTS {
         return Err(too_large(
@@ -318,14 +325,14 @@ pub(crate) fn compile(
         shader
             .kernels
             .iter()
-            .filter(|layout| layout.units > 0)
-            .map(|layout| kernel_run(device, &module, layout, &buffers))
+            .map(|layout| (layout.units > 0).then(|| kernel_run(device, &module, layout, &buffers)))
             .collect::<Vec<_>>()
     })?;
     Ok(MetalCompiled {
         program: program.clone(),
         gpu,
         kernels,
+        steps,
         buffers,
         readback,
         outputs,
@@ -381,29 +388,26 @@ impl MetalCompiled {
         }
     }
 
-    /// Records every kernel in one compute pass.
-    fn encode_kernels(&self, encoder: &mut wgpu::CommandEncoder) {
-        if !self.kernels.is_empty() {
-            // One pass: wgpu orders dispatches in a pass and makes each one's writes visible to
-            // the next.
-            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
-                label: Some(self.program.name()),
-                timestamp_writes: None,
-            });
-            for kernel in &self.kernels {
-                pass.set_pipeline(&kernel.pipeline);
-                pass.set_bind_group(0, &kernel.bind_group, &[]);
-                pass.dispatch_workgroups(kernel.groups.0, kernel.groups.1, 1);
-            }
-        }
+    /// Records every kernel in the order of the program's steps after what `encoder` holds,
+    /// and returns the encoder holding the last dispatches (see [`Recorder`]).
+    fn encode_kernels(&self, encoder: wgpu::CommandEncoder) -> wgpu::CommandEncoder {
+        let mut recorder = Recorder {
+            compiled: self,
+            encoder,
+            pass: None,
+            dispatches: 0,
+        };
+        recorder.steps(&self.steps);
+        recorder.pass = None;
+        recorder.encoder
     }
 
     fn dispatch(&self) {
         let device = &self.gpu.device;
-        let mut encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
+        let encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some(self.program.name()),
         });
-        self.encode_kernels(&mut encoder);
+        let mut encoder = self.encode_kernels(encoder);
         if let Some(readback) = &self.readback {
             for output in &self.outputs {
                 if let (Some(src), true) = (self.buffers.get(output.buffer), output.bytes > 0) {
@@ -457,7 +461,7 @@ impl MetalCompiled {
                     copy_words(&mut encoder, &array.buffer, buffer, array.bytes());
                 }
             }
-            self.encode_kernels(&mut encoder);
+            let mut encoder = self.encode_kernels(encoder);
             for ((buf, _, _), array) in self.program.outputs().zip(outputs.iter()) {
                 if let Some(buffer) = self.buffers.get(buf.index()) {
                     copy_words(&mut encoder, buffer, &array.buffer, array.bytes());
@@ -470,6 +474,78 @@ impl MetalCompiled {
     /// Waits until every command submitted to the device has finished.
     pub(crate) fn wait(&self) -> Result<(), BackendError> {
         wait(self.gpu)
+    }
+}
+
+/// Dispatches recorded into one command buffer before it is submitted and recording goes on
+/// in a new one: a loop of many trips would otherwise hold every dispatch of the call in
+/// memory at once. Submissions to the queue run in order, so the split changes nothing else.
+const DISPATCHES_PER_SUBMIT: usize = 4096;
+
+/// Records a call's dispatches: every kernel in the order of the program's steps, in compute
+/// passes (wgpu orders the dispatches of a pass and makes each one's writes visible to the
+/// next), a loop's steps once per trip. An exit flag is not read back: a loop with one has a
+/// masked body (once the flag is false its carries stop changing), so the remaining trips
+/// leave the results as they are, while reading the flag would wait for the device (a full
+/// synchronisation) on every check.
+struct Recorder<'a> {
+    compiled: &'a MetalCompiled,
+    encoder: wgpu::CommandEncoder,
+    /// The open compute pass of `encoder`; ended before `encoder` is finished or used for
+    /// anything else.
+    pass: Option<wgpu::ComputePass<'static>>,
+    /// Dispatches recorded into `encoder`.
+    dispatches: usize,
+}
+
+impl Recorder<'_> {
+    fn steps(&mut self, steps: &[Step]) {
+        for step in steps {
+            match step {
+                Step::Kernel(index) => self.dispatch(*index),
+                Step::Loop { spec, body } => {
+                    for _ in 0..spec.trips {
+                        self.steps(body);
+                    }
+                }
+            }
+        }
+    }
+
+    fn dispatch(&mut self, index: usize) {
+        let Some(Some(kernel)) = self.compiled.kernels.get(index) else {
+            return;
+        };
+        if self.dispatches >= DISPATCHES_PER_SUBMIT {
+            self.submit();
+        }
+        let label = self.compiled.program.name();
+        let pass = self.pass.get_or_insert_with(|| {
+            self.encoder
+                .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                    label: Some(label),
+                    timestamp_writes: None,
+                })
+                .forget_lifetime()
+        });
+        pass.set_pipeline(&kernel.pipeline);
+        pass.set_bind_group(0, &kernel.bind_group, &[]);
+        pass.dispatch_workgroups(kernel.groups.0, kernel.groups.1, 1);
+        self.dispatches += 1;
+    }
+
+    /// Ends the pass, submits what `encoder` holds and goes on in a new encoder.
+    fn submit(&mut self) {
+        self.pass = None;
+        let gpu = self.compiled.gpu;
+        let next = gpu
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some(self.compiled.program.name()),
+            });
+        let full = std::mem::replace(&mut self.encoder, next);
+        gpu.queue.submit([full.finish()]);
+        self.dispatches = 0;
     }
 }
 

@@ -47,6 +47,14 @@
 //! pipelines, bind groups and device buffers (one per LIR buffer; temporaries are not packed
 //! into one arena) are made once per compiled program and reused by every call, which copies
 //! the inputs up, submits every kernel in one compute pass, copies the outputs back and waits.
+//! A program's loops (`LirProgram::loops`, ranges of kernels run up to `trips` times; see
+//! `rfx_ir::repeat`) are run by the host: each kernel of a loop is dispatched once per trip,
+//! in the order of `rfx_ir::repeat::steps`, so the shader does not depend on the trip count; a
+//! call's dispatches are submitted in command buffers of at most 4096. A loop's exit flag (a
+//! `while_loop`) is not read back, since that would wait for the device: every trip runs, which
+//! gives the same results because the optimiser masks such a loop's body (once the flag is
+//! false its carries stop changing). A `while_loop` that usually stops early therefore costs
+//! its `max_iter` trips here.
 //! Calls on one compiled program take turns on a mutex. For a control loop whose state should
 //! stay on the device, [`MetalBackend::compile_program`] gives a [`MetalProgram`] whose
 //! `launch`/`run_resident` take [`DeviceArray`]s (made by `to_device` or `zeros`, read by

@@ -1,0 +1,198 @@
+//! Programs with loops over ranges of their kernels (`rfx_ir::repeat`): the runner dispatches
+//! each kernel of a loop once per trip, so results equal the LIR interpreter's (on the program
+//! unrolled) and the same arithmetic in Rust, bit for bit, for a counted loop, a while loop
+//! (stopping early and running out of trips), two nested loops, zero trips and a loop of more
+//! dispatches than one submission holds; host and device-resident calls alike. The generated
+//! WGSL and MSL do not depend on the trip count. Without a wgpu adapter the run tests print
+//! why they are skipped.
+
+mod common;
+
+#[path = "../../rfx-codegen-cuda/tests/loop_programs/mod.rs"]
+mod loop_programs;
+
+use common::{adapter_or_skip, run_metal};
+use loop_programs::{
+    f32s, fori, fori_expected, fori_inputs, nested, nested_expected, same_bits, unrolled, while_expected,
+    while_inputs, while_program,
+};
+use rfx_codegen_metal::{MetalBackend, msl, wgsl};
+use rfx_ir::interp::{Mode, run_lir};
+use rfx_ir::lir::LirProgram;
+use rfx_ir::repeat::KernelLoop;
+use rfx_ir::{Array, ArrayData, DType, Shape, TensorType};
+use rfx_lower::{Backend, BackendError};
+
+/// The interpreter's outputs for the loop-free form of `program`.
+fn interpreted(program: &LirProgram, inputs: &[Array]) -> Vec<Array> {
+    let views: Vec<_> = inputs.iter().map(Array::view).collect();
+    run_lir(&unrolled(program), &views, Mode::Native).unwrap_or_else(|e| panic!("run_lir: {e}\n{program}"))
+}
+
+/// Runs `program` on the device and checks its first output against the interpreter's and
+/// `want`, bit for bit; returns the device's outputs.
+fn check(program: &LirProgram, inputs: &[Array], want: &[f32], what: &str) -> Vec<Array> {
+    let got = run_metal(program, inputs);
+    let reference = interpreted(program, inputs);
+    assert!(
+        same_bits(&f32s(&reference[0]), want),
+        "{what}: the interpreter gives {:?}, Rust {want:?}",
+        f32s(&reference[0])
+    );
+    assert!(
+        same_bits(&f32s(&got[0]), want),
+        "{what}: metal gives {:?}, expected {want:?}",
+        f32s(&got[0])
+    );
+    for (g, r) in got.iter().zip(&reference).skip(1) {
+        assert_eq!(g, r, "{what}: a later output differs from the interpreter's");
+    }
+    got
+}
+
+#[test]
+fn a_counted_loop_runs_every_trip() {
+    if !adapter_or_skip() {
+        return;
+    }
+    let inputs = fori_inputs();
+    for trips in [0, 1, 2, 37] {
+        check(
+            &fori(trips),
+            &inputs,
+            &fori_expected(trips, &inputs),
+            &format!("fori, {trips} trips"),
+        );
+    }
+}
+
+#[test]
+fn a_while_loop_gives_the_result_of_stopping_when_its_condition_fails() {
+    if !adapter_or_skip() {
+        return;
+    }
+    // Sums of the carry: 4.75, 14.5, 34, 73, 151, ... With a limit of 60 the condition fails
+    // on the fourth iteration (3 bodies ran); with 1e9 the 12 trips run out first; with -1 no
+    // body runs.
+    for (limit, trips, ran) in [(60.0, 50, 3), (1e9, 12, 12), (-1.0, 5, 0)] {
+        let inputs = while_inputs(limit);
+        let (want, count) = while_expected(trips, &inputs);
+        assert_eq!(count, ran, "the Rust reference");
+        let got = check(
+            &while_program(trips),
+            &inputs,
+            &want,
+            &format!("while, limit {limit}, {trips} trips"),
+        );
+        assert_eq!(got[1].data(), &ArrayData::I32(vec![ran]), "limit {limit}");
+    }
+}
+
+#[test]
+fn nested_loops_run_the_inner_loop_on_every_outer_trip() {
+    if !adapter_or_skip() {
+        return;
+    }
+    let inputs = fori_inputs();
+    for (outer, inner) in [(3, 4), (1, 0), (0, 3), (5, 1)] {
+        check(
+            &nested(outer, inner),
+            &inputs,
+            &nested_expected(outer, inner, &inputs),
+            &format!("nested, {outer} x {inner} trips"),
+        );
+    }
+}
+
+#[test]
+fn a_loop_of_more_dispatches_than_one_submission_runs_every_trip() {
+    if !adapter_or_skip() {
+        return;
+    }
+    // Two dispatches per trip: 4,600 in all, past the 4,096 recorded per command buffer.
+    let trips = 2_300;
+    let inputs = fori_inputs();
+    let got = run_metal(&fori(trips), &inputs);
+    let want = fori_expected(trips, &inputs);
+    assert!(
+        same_bits(&f32s(&got[0]), &want),
+        "{:?} != {want:?}",
+        f32s(&got[0])
+    );
+}
+
+#[test]
+fn device_resident_calls_run_the_loops() {
+    if !adapter_or_skip() {
+        return;
+    }
+    let inputs = fori_inputs();
+    let (outer, inner) = (4, 3);
+    let program = MetalBackend
+        .compile_program(&nested(outer, inner), &Default::default())
+        .expect("compile");
+    let x = MetalBackend.to_device(inputs[0].view()).expect("to_device");
+    let a = MetalBackend.to_device(inputs[1].view()).expect("to_device");
+    let mut y = MetalBackend
+        .zeros(&TensorType::new(DType::F32, Shape::new(vec![loop_programs::N])))
+        .expect("zeros");
+    // Twice: the second call starts again from `x` (the carries are the program's own).
+    for call in 0..2 {
+        program
+            .run_resident(&[&x, &a], &mut [&mut y])
+            .expect("run_resident");
+        let got = MetalBackend.from_device(&y).expect("from_device");
+        let want = nested_expected(outer, inner, &inputs);
+        assert!(
+            same_bits(&f32s(&got), &want),
+            "call {call}: {:?} != {want:?}",
+            f32s(&got)
+        );
+    }
+}
+
+#[test]
+fn the_shader_text_does_not_grow_with_the_trip_count() {
+    for (few, many) in [
+        (fori(100), fori(10_000)),
+        (while_program(100), while_program(10_000)),
+        (nested(10, 10), nested(100, 1_000)),
+    ] {
+        let (wgsl_few, wgsl_many) = (wgsl(&few).expect("wgsl"), wgsl(&many).expect("wgsl"));
+        assert_eq!(wgsl_few, wgsl_many, "{}", few.name());
+        let (msl_few, msl_many) = (msl(&few).expect("msl"), msl(&many).expect("msl"));
+        assert_eq!(msl_few, msl_many, "{}", few.name());
+    }
+}
+
+#[test]
+fn loops_that_do_not_nest_are_an_error_not_a_panic() {
+    if !adapter_or_skip() {
+        return;
+    }
+    let range = |first, end| KernelLoop {
+        first,
+        end,
+        trips: 3,
+        exit: None,
+    };
+    for loops in [
+        vec![range(1, 9)],
+        vec![range(0, 3), range(1, 4)],
+        vec![range(2, 2)],
+    ] {
+        let program = fori(1).with_loops(loops.clone());
+        match MetalBackend.compile(&program, &Default::default()) {
+            Err(BackendError::Compile {
+                backend: "metal",
+                message,
+            }) => {
+                assert!(message.contains("loop"), "{loops:?}: {message}");
+            }
+            // A verifier that checks the loops reports them as invalid LIR.
+            Err(BackendError::Lower(_)) => {}
+            Err(other) => panic!("{loops:?}: unexpected error {other}"),
+            Ok(_) => panic!("{loops:?}: compiled"),
+        }
+    }
+}

@@ -53,9 +53,10 @@ pub fn tensor_type(dtype: &str, shape: Vec<usize>) -> PyResult<TensorType> {
     Ok(TensorType::new(dtype_of(dtype)?, shape))
 }
 
-/// The first error of the innermost active trace, as a Python [`TraceError`].
+/// The first error of the innermost active trace (a loop body's while one is traced), as a
+/// Python [`TraceError`].
 fn trace_failure(op: &str) -> PyErr {
-    let message = ACTIVE.with(|active| active.borrow().last().and_then(Trace::error));
+    let message = Trace::innermost_error();
     match message {
         Some(error) => TraceError::new_err(error.to_string()),
         None => TraceError::new_err(format!(
@@ -330,6 +331,105 @@ fn inline(kernel: &PyKernel, args: Vec<PyTensor>) -> PyResult<Vec<PyTensor>> {
     outputs.into_iter().map(|t| checked("inline", t)).collect()
 }
 
+/// Whether a function is being traced on this thread.
+#[pyfunction]
+fn tracing() -> bool {
+    ACTIVE.with(|active| !active.borrow().is_empty())
+}
+
+/// Calls a loop's Python `callback` on `args` (tensors, then the carries as a list) and returns
+/// the tensors it gives (a list, or one tensor for a test). A Python exception is kept in
+/// `failure` (the first one) and the loop is given no tensors, which fails the loop.
+fn call_loop_callback(
+    py: Python<'_>,
+    callback: &Bound<'_, PyAny>,
+    counter: Option<Tensor>,
+    carries: &[Tensor],
+    failure: &mut Option<PyErr>,
+) -> Vec<Tensor> {
+    let result = PyList::new(py, carries.iter().map(|&t| PyTensor { t })).and_then(|list| match counter {
+        Some(i) => callback.call1((PyTensor { t: i }, list)),
+        None => callback.call1((list,)),
+    });
+    let tensors = result.and_then(|out| match out.extract::<PyTensor>() {
+        Ok(one) => Ok(vec![one.t]),
+        Err(_) => out
+            .extract::<Vec<PyTensor>>()
+            .map(|v| v.into_iter().map(|p| p.t).collect()),
+    });
+    tensors.unwrap_or_else(|error| {
+        failure.get_or_insert(error);
+        Vec::new()
+    })
+}
+
+/// The final carries of a loop, or the first Python exception of its callbacks, or the
+/// trace's error.
+fn loop_results(op: &str, finals: Vec<Tensor>, failure: Option<PyErr>) -> PyResult<Vec<PyTensor>> {
+    if let Some(error) = failure {
+        return Err(error);
+    }
+    finals.into_iter().map(|t| checked(op, t)).collect()
+}
+
+/// `rfx::lax::fori_loop` in the running trace: `body(i, carries)` returns the next carries (a
+/// list of tensors).
+#[pyfunction]
+fn fori_loop(
+    py: Python<'_>,
+    lower: i32,
+    upper: i32,
+    body: &Bound<'_, PyAny>,
+    init: Vec<PyTensor>,
+) -> PyResult<Vec<PyTensor>> {
+    let init: Vec<Tensor> = init.iter().map(|p| p.t).collect();
+    let mut failure = None;
+    let finals = rfx::lax::fori_loop(
+        lower,
+        upper,
+        |i, carries| call_loop_callback(py, body, Some(i), carries, &mut failure),
+        &init,
+    );
+    loop_results("fori_loop", finals, failure)
+}
+
+/// `rfx::lax::while_loop` in the running trace: `cond(carries)` returns a bool scalar tensor,
+/// `body(carries)` the next carries (a list of tensors).
+#[pyfunction]
+fn while_loop(
+    py: Python<'_>,
+    cond: &Bound<'_, PyAny>,
+    body: &Bound<'_, PyAny>,
+    init: Vec<PyTensor>,
+    max_iter: u64,
+) -> PyResult<Vec<PyTensor>> {
+    let init: Vec<Tensor> = init.iter().map(|p| p.t).collect();
+    let failure = RefCell::new(None);
+    let finals = rfx::lax::while_loop(
+        |carries| {
+            let mut slot = failure.borrow_mut();
+            let keep = call_loop_callback(py, cond, None, carries, &mut slot);
+            match keep.as_slice() {
+                [one] => *one,
+                _ => {
+                    slot.get_or_insert_with(|| {
+                        TraceError::new_err("while_loop: cond_fun must return one array")
+                    });
+                    // A tensor that fails the loop: the test is not a bool scalar.
+                    carries
+                        .first()
+                        .copied()
+                        .unwrap_or_else(|| rfx::constant(&Array::scalar(rfx::Scalar::F32(0.0))))
+                }
+            }
+        },
+        |carries| call_loop_callback(py, body, None, carries, &mut failure.borrow_mut()),
+        &init,
+        max_iter,
+    );
+    loop_results("while_loop", finals, failure.into_inner())
+}
+
 /// Traces `callback` into a HIR kernel called `name` with `inputs` (`(name, dtype, shape)`):
 /// the callback receives the input tensors as a list and returns the output tensors (a list).
 #[pyfunction]
@@ -496,5 +596,8 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(constant, m)?)?;
     m.add_function(wrap_pyfunction!(concat, m)?)?;
     m.add_function(wrap_pyfunction!(inline, m)?)?;
+    m.add_function(wrap_pyfunction!(tracing, m)?)?;
+    m.add_function(wrap_pyfunction!(fori_loop, m)?)?;
+    m.add_function(wrap_pyfunction!(while_loop, m)?)?;
     Ok(())
 }

@@ -46,6 +46,7 @@ from ._tracer import Tracer
 from . import numpy  # noqa: E402 - the namespace imports the tracer
 from . import lie  # noqa: E402 - Lie groups written with the traced NumPy functions
 from . import control  # noqa: E402 - URDF kinematic chains written with the traced NumPy functions
+from . import lax  # noqa: E402 - bounded loops over the tracer
 
 Kernel = _rfx.Kernel
 #: Optimises, lowers and compiles a `Kernel`: `compile(kernel, backend="cpu", fast_math=False)`
@@ -85,6 +86,7 @@ __all__ = [
     "jacrev",
     "jit",
     "jvp",
+    "lax",
     "numpy",
     "value_and_grad",
     "vjp",

@@ -217,8 +217,11 @@ struct Level<'k> {
     split: Split,
     /// The buffer holding each value, once it is in one.
     loc: HashMap<ValueId, BufId>,
-    /// The carries' buffers `C_k` of each loop compiled so far.
-    results: Vec<Vec<BufId>>,
+    /// The carries' buffers `C_k` of each loop, which hold its results once it has run.
+    carries: Vec<Vec<BufId>>,
+    /// The values written straight into a carry's buffer: each is read only as that carry's
+    /// initial value.
+    direct: HashMap<ValueId, BufId>,
     /// Where each level output goes; `None`: nowhere (a carry the body returns unchanged).
     targets: &'k [Option<BufId>],
     prefix: &'k str,
@@ -228,7 +231,7 @@ impl Level<'_> {
     fn buffer_of(&self, value: ValueId) -> Result<BufId, OptError> {
         match self.split.class.get(value.index()) {
             Some(Class::LoopResult { index, carry }) => self
-                .results
+                .carries
                 .get(*index)
                 .and_then(|r| r.get(*carry))
                 .copied()
@@ -268,6 +271,27 @@ impl Linker<'_> {
     ) -> Result<(), OptError> {
         let kernel = prepare(kernel)?;
         let split = Split::new(&kernel);
+        // Each loop's carry buffers, made first: a value only a loop's carry starts from is
+        // written straight into that carry's buffer.
+        let mut carries = Vec::with_capacity(split.loops.len());
+        let mut direct = HashMap::new();
+        let uses = use_counts(&kernel, &split);
+        for &node in &split.loops {
+            let (spec, operands) = loop_node(&kernel, node)?;
+            let mut bufs = Vec::with_capacity(spec.carries);
+            for (k, &operand) in operands.iter().take(spec.carries).enumerate() {
+                let ty = spec.carry_type(k).ok_or(OptError::InvalidValue(node))?;
+                let buf = self.temp(ty);
+                let class = split.class.get(operand.index()).copied();
+                if uses.get(operand.index()) == Some(&1)
+                    && matches!(class, Some(Class::Stage(_) | Class::Leaf))
+                {
+                    direct.insert(operand, buf);
+                }
+                bufs.push(buf);
+            }
+            carries.push(bufs);
+        }
         let mut level = Level {
             kernel: &kernel,
             split,
@@ -276,35 +300,16 @@ impl Linker<'_> {
                 .map(|(v, _, _)| v)
                 .zip(inputs.iter().copied())
                 .collect(),
-            results: Vec::new(),
+            carries,
+            direct,
             targets,
             prefix,
         };
-        // A literal a loop reads is a literal buffer of the program.
-        for (index, node) in kernel.nodes().iter().enumerate() {
-            if let (Op::Literal(values), Class::Leaf) = (&node.op, level.split.class[index]) {
-                let read_by_loop = level.split.loops.iter().any(|&l| {
-                    kernel
-                        .node(l)
-                        .is_some_and(|n| n.args.contains(&ValueId::new(index)))
-                });
-                if read_by_loop {
-                    let buf = self.push_buffer(
-                        node.ty.clone(),
-                        BufKind::Literal {
-                            values: values.clone(),
-                        },
-                    );
-                    level.loc.insert(ValueId::new(index), buf);
-                }
-            }
-        }
         let loops = level.split.loops.clone();
         for stage in 0..=loops.len() {
             self.stage(&mut level, stage)?;
             if let Some(&node) = loops.get(stage) {
-                let carries = self.compile_loop(&level, node, stage)?;
-                level.results.push(carries);
+                self.compile_loop(&level, node, stage)?;
             }
         }
         Ok(())
@@ -357,7 +362,10 @@ impl Linker<'_> {
             let buf = match writes.iter().find(|(v, _)| *v == value) {
                 Some(&(_, buf)) => buf,
                 None => {
-                    let buf = self.temp(&node.ty);
+                    let buf = match level.direct.get(&value) {
+                        Some(&carry) => carry,
+                        None => self.temp(&node.ty),
+                    };
                     writes.push((value, buf));
                     buf
                 }
@@ -408,37 +416,22 @@ impl Linker<'_> {
         Ok(())
     }
 
-    /// Compiles loop `index` of `level` (the node `node`): copies into the carries' buffers,
-    /// then the range (the body and the copies back) as a [`KernelLoop`]. Returns the carries'
-    /// buffers, which hold the loop's results.
-    fn compile_loop(
-        &mut self,
-        level: &Level<'_>,
-        node: ValueId,
-        index: usize,
-    ) -> Result<Vec<BufId>, OptError> {
-        let (spec, operands) = match level.kernel.node(node) {
-            Some(rfx_ir::hir::Node {
-                op: Op::Loop(spec),
-                args,
-                ..
-            }) => (spec, args),
-            _ => return Err(OptError::InvalidValue(node)),
-        };
+    /// Compiles loop `index` of `level` (the node `node`): copies into the carries' buffers
+    /// (of the initial values not written there already), then the range (the body and the
+    /// copies back) as a [`KernelLoop`].
+    fn compile_loop(&mut self, level: &Level<'_>, node: ValueId, index: usize) -> Result<(), OptError> {
+        let (spec, operands) = loop_node(level.kernel, node)?;
         let operand_bufs = operands
             .iter()
             .map(|&a| level.buffer_of(a))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut carries = Vec::with_capacity(spec.carries);
-        for k in 0..spec.carries {
-            let ty = spec.carry_type(k).ok_or(OptError::InvalidValue(node))?;
-            carries.push(self.temp(ty));
-        }
+        let carries = level.carries.get(index).ok_or(OptError::InvalidValue(node))?;
         let prefix = format!("{}l{index}_", level.prefix);
         let init: Vec<(BufId, BufId)> = operand_bufs
             .iter()
             .copied()
             .zip(carries.iter().copied())
+            .filter(|(from, to)| from != to)
             .collect();
         self.copies(&format!("{prefix}init"), &init)?;
 
@@ -467,7 +460,7 @@ impl Linker<'_> {
             Some(_) => targets.last().copied().flatten(),
             None => None,
         };
-        let mut range_inputs = carries.clone();
+        let mut range_inputs = carries.to_vec();
         range_inputs.extend(operand_bufs.get(spec.carries..).unwrap_or_default());
 
         let first_loop = self.loops.len();
@@ -486,7 +479,7 @@ impl Linker<'_> {
                 },
             );
         }
-        Ok(carries)
+        Ok(())
     }
 
     fn buffer_type(&self, buf: BufId) -> Result<TensorType, OptError> {
@@ -536,6 +529,35 @@ impl Linker<'_> {
         self.kernels.extend(kernels);
         Ok(())
     }
+}
+
+/// The spec and operands of the loop node `node`.
+fn loop_node(kernel: &Kernel, node: ValueId) -> Result<(&Loop, &[ValueId]), OptError> {
+    match kernel.node(node) {
+        Some(rfx_ir::hir::Node {
+            op: Op::Loop(spec),
+            args,
+            ..
+        }) => Ok((spec, args)),
+        _ => Err(OptError::InvalidValue(node)),
+    }
+}
+
+/// How many times each value is read: as an operand of a live node or as an output.
+fn use_counts(kernel: &Kernel, split: &Split) -> Vec<usize> {
+    let mut uses = vec![0; kernel.nodes().len()];
+    let live_args = kernel
+        .nodes()
+        .iter()
+        .zip(&split.class)
+        .filter(|(_, class)| **class != Class::Dead)
+        .flat_map(|(node, _)| node.args.iter());
+    for value in live_args.chain(kernel.outputs().iter().map(|o| &o.value)) {
+        if let Some(count) = uses.get_mut(value.index()) {
+            *count += 1;
+        }
+    }
+    uses
 }
 
 /// The kernel of stage `stage`: its nodes, the leaves they read, an input per value it reads
@@ -645,6 +667,11 @@ fn prepare(kernel: &Kernel) -> Result<Kernel, OptError> {
                 replaced.insert(value, results.clone());
                 results.first().copied().ok_or(OptError::InvalidValue(value))?
             }
+            (Op::Loop(spec), _) => {
+                let (spec, args) = bind_leaf_invariants(kernel, spec, &node.args, &args)?;
+                b.copy(&Op::Loop(Box::new(spec)), &args, &node.ty)
+                    .map_err(OptError::Rebuild)?
+            }
             (Op::LoopOutput { index }, Some(of)) if replaced.contains_key(of) => replaced
                 .get(of)
                 .and_then(|r| r.get(*index))
@@ -663,6 +690,70 @@ fn prepare(kernel: &Kernel) -> Result<Kernel, OptError> {
         b.output(output.name.clone(), value).map_err(OptError::Rebuild)?;
     }
     b.finish().map_err(OptError::Rebuild)
+}
+
+/// `spec` with each invariant whose operand (of `operands`, in `kernel`) is a constant, a
+/// literal or an `iota` computed in the body and the test instead of read from a buffer, so
+/// that they fold it; and the operands (of `built`, the operands rebuilt) that are left.
+fn bind_leaf_invariants(
+    kernel: &Kernel,
+    spec: &Loop,
+    operands: &[ValueId],
+    built: &[ValueId],
+) -> Result<(Loop, Vec<ValueId>), OptError> {
+    let leaves: HashMap<usize, &rfx_ir::hir::Node> = operands
+        .iter()
+        .enumerate()
+        .skip(spec.carries)
+        .filter_map(|(position, &a)| kernel.node(a).map(|n| (position, n)))
+        .filter(|(_, n)| n.args.is_empty() && !matches!(n.op, Op::Input { .. }))
+        .collect();
+    if leaves.is_empty() {
+        return Ok((spec.clone(), built.to_vec()));
+    }
+    let bind = |inner: &Kernel| -> Result<Kernel, OptError> {
+        let mut b = Builder::new(inner.name());
+        let mut map = Vec::with_capacity(inner.nodes().len());
+        let mut position = 0;
+        for node in inner.nodes() {
+            let value = match (&node.op, leaves.get(&position)) {
+                (Op::Input { .. }, Some(leaf)) => b.copy(&leaf.op, &[], &leaf.ty),
+                (Op::Input { name }, None) => b.input(name.clone(), node.ty.clone()),
+                (op, _) => {
+                    let args = node
+                        .args
+                        .iter()
+                        .map(|a| map.get(a.index()).copied().ok_or(OptError::InvalidValue(*a)))
+                        .collect::<Result<Vec<ValueId>, _>>()?;
+                    b.copy(op, &args, &node.ty)
+                }
+            }
+            .map_err(OptError::Rebuild)?;
+            position += usize::from(matches!(node.op, Op::Input { .. }));
+            map.push(value);
+        }
+        for output in inner.outputs() {
+            let value = map
+                .get(output.value.index())
+                .copied()
+                .ok_or(OptError::InvalidValue(output.value))?;
+            b.output(output.name.clone(), value).map_err(OptError::Rebuild)?;
+        }
+        b.finish().map_err(OptError::Rebuild)
+    };
+    let bound = Loop {
+        carries: spec.carries,
+        trips: spec.trips,
+        body: bind(&spec.body)?,
+        cond: spec.cond.as_ref().map(bind).transpose()?,
+    };
+    let left = built
+        .iter()
+        .enumerate()
+        .filter(|(position, _)| !leaves.contains_key(position))
+        .map(|(_, &v)| v)
+        .collect();
+    Ok((bound, left))
 }
 
 /// `true` for a loop whose results are its initial carries: it runs no iteration, or its body

@@ -121,9 +121,26 @@ fn the_report_sums_the_stages() {
 fn random_loop_kernels_give_the_interpreters_bits() {
     let config = LoopGenConfig::default();
     let mut rng = TestRng::new(0x1005_0001);
+    // Programs with a loop, with nested loops, with a `while` loop's exit flag.
+    let (mut looping, mut nested, mut exits) = (0, 0, 0);
     for i in 0..300 {
         let kernel = random_loop_kernel(&mut rng, &config, &format!("loops{i}"));
         let program = compile(&kernel, &OptConfig::exact());
         assert_same_results(&kernel, &program, Mode::Native, &mut rng, 2);
+        let loops = program.loops();
+        looping += usize::from(!loops.is_empty());
+        nested += usize::from(loops.iter().enumerate().any(|(i, outer)| {
+            loops[i + 1..]
+                .iter()
+                .any(|inner| outer.first <= inner.first && inner.end <= outer.end)
+        }));
+        exits += usize::from(loops.iter().any(|l| l.exit.is_some()));
     }
+    // The generator draws `trips` from 0..=20, nesting and `while` tests at random: the cases
+    // that matter come up often.
+    eprintln!("{looping} with loops, {nested} nested, {exits} with exit flags");
+    assert!(
+        looping >= 250 && nested >= 40 && exits >= 100,
+        "{looping} {nested} {exits}"
+    );
 }

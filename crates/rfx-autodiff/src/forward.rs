@@ -15,6 +15,10 @@ use crate::rules::{
     Partial, chooser_weights, cumprod_tangent, linear_as_fold, partials, prod_others, scan_positions,
 };
 
+/// A loop's tangent loop: its final carries (the primal ones first; none when no tangent
+/// loop was needed) and the tangent of each of the primal loop's final carries.
+type LoopTangents = (Vec<ValueId>, Vec<Option<ValueId>>);
+
 /// Runs one forward sweep: `seeds[i]` is the tangent of `wrt[i]` (`None`: zero). Returns the
 /// tangent of every primal value (`None`: zero), indexed by primal value.
 ///
@@ -46,30 +50,34 @@ pub(crate) fn forward(
         tangent[input.value.index()] = *seed;
     }
     // The tangent of every final carry of each loop, by the loop's index.
-    let mut loop_tangents: HashMap<usize, Vec<Option<ValueId>>> = HashMap::new();
+    let mut loop_tangents: HashMap<usize, LoopTangents> = HashMap::new();
     for (index, node) in primal.nodes().iter().enumerate() {
+        // Every final carry of a loop that got a tangent loop reads that loop, active or not.
+        if let &Op::LoopOutput { index: carry } = &node.op {
+            if let Some((finals, tangents)) = node.args.first().and_then(|of| loop_tangents.get(&of.index()))
+            {
+                if let Some(&primal) = finals.get(carry) {
+                    em.substitute(em.primal(ValueId::new(index)), primal);
+                }
+                tangent[index] = tangents.get(carry).copied().flatten().map(Batched::Dense);
+            }
+            continue;
+        }
         if matches!(node.op, Op::Input { .. }) || !active.get(index).copied().unwrap_or(false) {
             continue;
         }
         let arg_tangents: Vec<Option<Batched>> = node.args.iter().map(|a| tangent[a.index()]).collect();
-        match &node.op {
-            Op::Loop(spec) => {
-                let args: Vec<ValueId> = node.args.iter().map(|&a| em.primal(a)).collect();
-                let finals = forward_loop(em, spec, &args, &arg_tangents, batch)?;
-                tangent[index] = finals.first().copied().flatten().map(Batched::Dense);
-                loop_tangents.insert(index, finals);
-                continue;
+        if let Op::Loop(spec) = &node.op {
+            let args: Vec<ValueId> = node.args.iter().map(|&a| em.primal(a)).collect();
+            let (finals, tangents) = forward_loop(em, spec, &args, &arg_tangents, batch)?;
+            // The tangent loop computes the primal carries too: they replace the primal
+            // loop's, which then need not run.
+            if let Some(&first) = finals.first() {
+                em.substitute(em.primal(ValueId::new(index)), first);
             }
-            &Op::LoopOutput { index: carry } => {
-                tangent[index] = node
-                    .args
-                    .first()
-                    .and_then(|of| loop_tangents.get(&of.index()))
-                    .and_then(|finals| finals.get(carry).copied().flatten())
-                    .map(Batched::Dense);
-                continue;
-            }
-            _ => {}
+            tangent[index] = tangents.first().copied().flatten().map(Batched::Dense);
+            loop_tangents.insert(index, (finals, tangents));
+            continue;
         }
         if arg_tangents.iter().all(Option::is_none) {
             continue;

@@ -139,6 +139,9 @@ pub(crate) struct Emitter {
     output_names: Vec<String>,
     nodes: HashMap<NodeKey, ValueId>,
     constants: HashMap<ValueId, Scalar>,
+    /// Values to read in place of others when the kernel is finished (see
+    /// [`Emitter::substitute`]).
+    substitutions: HashMap<ValueId, ValueId>,
 }
 
 impl Emitter {
@@ -172,6 +175,7 @@ impl Emitter {
             output_names: Vec::new(),
             nodes: HashMap::new(),
             constants: HashMap::new(),
+            substitutions: HashMap::new(),
         };
         for (index, node) in primal.nodes().iter().enumerate() {
             if matches!(node.op, Op::Input { .. }) {
@@ -660,7 +664,22 @@ impl Emitter {
     /// Finishes the kernel, dropping nodes that no output needs (inputs stay: they are the
     /// signature).
     pub(crate) fn finish(self) -> Result<Kernel, AdError> {
-        prune(&self.b.finish()?)
+        let kernel = self.b.finish()?;
+        if !self.substitutions.is_empty()
+            && let Some(substituted) = substituted(&kernel, &self.substitutions)?
+        {
+            return prune(&substituted);
+        }
+        prune(&kernel)
+    }
+
+    /// Makes every reader of `old` read `new` instead once the kernel is finished: `new`
+    /// computes the same value (a derivative loop also computes the primal loop's carries, so
+    /// the primal loop need not run twice). The first substitution of a value wins.
+    pub(crate) fn substitute(&mut self, old: ValueId, new: ValueId) {
+        if old != new {
+            self.substitutions.entry(old).or_insert(new);
+        }
     }
 }
 
@@ -761,6 +780,71 @@ pub(crate) fn rebuild(kernel: &Kernel, outputs: &[(String, ValueId)]) -> Result<
         b.output(name.clone(), v)?;
     }
     Ok(b.finish()?)
+}
+
+/// `kernel` with the values `substitutions` maps read in place of the old ones, its nodes put
+/// back in an order where each follows its operands (a substitute may be defined after the
+/// readers of the value it replaces). `None` when a substitution would make a value depend
+/// on itself (then the kernel stays as it is).
+fn substituted(
+    kernel: &Kernel,
+    substitutions: &HashMap<ValueId, ValueId>,
+) -> Result<Option<Kernel>, AdError> {
+    let resolve = |mut v: ValueId| {
+        // A chain is at most as long as the table.
+        for _ in 0..=substitutions.len() {
+            match substitutions.get(&v) {
+                Some(&next) => v = next,
+                None => break,
+            }
+        }
+        v
+    };
+    #[derive(Clone, Copy, PartialEq)]
+    enum State {
+        Unseen,
+        Open,
+        Done,
+    }
+    let mut state = vec![State::Unseen; kernel.nodes().len()];
+    let mut b = Builder::new(kernel.name());
+    let mut map: Vec<Option<ValueId>> = vec![None; kernel.nodes().len()];
+    for (value, name, ty) in kernel.inputs() {
+        map[value.index()] = Some(b.input(name, ty.clone())?);
+        state[value.index()] = State::Done;
+    }
+    let mut stack: Vec<(ValueId, bool)> = kernel
+        .outputs()
+        .iter()
+        .rev()
+        .map(|o| (resolve(o.value), false))
+        .collect();
+    while let Some((v, operands_done)) = stack.pop() {
+        let Some(node) = kernel.node(v) else {
+            return Err(AdError::Internal(rfx_ir::hir::BuildError::UnknownValue(v)));
+        };
+        let args: Vec<ValueId> = node.args.iter().map(|&a| resolve(a)).collect();
+        match (state[v.index()], operands_done) {
+            (State::Done, _) => {}
+            (State::Open, false) => return Ok(None),
+            (State::Open, true) => {
+                let operands = mapped_args(&map, &args, v.index())?;
+                map[v.index()] = Some(copy_node(&mut b, node, &operands)?);
+                state[v.index()] = State::Done;
+            }
+            (State::Unseen, _) => {
+                state[v.index()] = State::Open;
+                stack.push((v, true));
+                stack.extend(args.iter().rev().map(|&a| (a, false)));
+            }
+        }
+    }
+    for output in kernel.outputs() {
+        let v = resolve(output.value);
+        let value = map[v.index()].ok_or(rfx_ir::hir::BuildError::UnknownValue(v))?;
+        b.output(output.name.clone(), value)?;
+    }
+    Ok(Some(b.finish()?))
 }
 
 fn prune(kernel: &Kernel) -> Result<Kernel, AdError> {

@@ -148,15 +148,16 @@ fn extended_cond(cond: &Kernel, extended: &[TensorType], old_positions: &[usize]
 /// Forward mode through the loop `spec` applied to `args` (values of `em`) whose operands have
 /// the tangents `arg_tangents`: one new loop carrying, besides the carries, the tangent of
 /// every carry that depends on a tangent (batch axes in front), with the invariants' tangents
-/// as extra invariants, and the body's JVP as its body. Returns the tangent of each final
-/// carry (`None`: zero).
+/// as extra invariants, and the body's JVP as its body. Returns the new loop's final carries
+/// (the primal ones first: they equal the old loop's) and the tangent of each final carry
+/// (`None`: zero); no loop and no tangents when no carry depends on a tangent.
 pub(crate) fn forward_loop(
     em: &mut Emitter,
     spec: &Loop,
     args: &[ValueId],
     arg_tangents: &[Option<Batched>],
     batch: &Shape,
-) -> Result<Vec<Option<ValueId>>, AdError> {
+) -> Result<(Vec<ValueId>, Vec<Option<ValueId>>), AdError> {
     let n = spec.carries;
     let inputs = input_list(&spec.body);
     let seeded: Vec<bool> = inputs
@@ -167,7 +168,7 @@ pub(crate) fn forward_loop(
     let flags = active_fixpoint(spec, seeded);
     let with_tangent: Vec<usize> = (0..inputs.len()).filter(|&p| flags[p]).collect();
     if !with_tangent.iter().any(|&p| p < n) {
-        return Ok(vec![None; n]);
+        return Ok((Vec::new(), vec![None; n]));
     }
     let jvp_body = body_jvp(&spec.body, n, &with_tangent, batch)?;
 
@@ -235,7 +236,7 @@ pub(crate) fn forward_loop(
     for (i, &p) in carry_tangents.iter().enumerate() {
         tangents[p] = Some(finals[n + i]);
     }
-    Ok(tangents)
+    Ok((finals, tangents))
 }
 
 /// The JVP of a loop body: inputs the body's, then one tangent (`batch ++ shape`) per input
@@ -326,7 +327,8 @@ fn body_vjp(body: &Kernel, carries: usize, flags: &[bool], batch: &Shape) -> Res
 /// A while loop from `t = iterations - 1` down to 0 then reads row `t` of each history
 /// (`gather`), applies the body's VJP to the carries' cotangents and sums the invariants'
 /// cotangents in extra carries. A while loop's test is not differentiated: the iterations
-/// that ran are.
+/// that ran are. The recording loop's final carries (returned second; none when no loop was
+/// needed) start with the primal loop's.
 pub(crate) fn reverse_loop(
     em: &mut Emitter,
     value: ValueId,
@@ -335,7 +337,7 @@ pub(crate) fn reverse_loop(
     arg_active: &[bool],
     cts: &[Option<Batched>],
     batch: &Shape,
-) -> Result<Vec<Option<Batched>>, AdError> {
+) -> Result<(Vec<Option<Batched>>, Vec<ValueId>), AdError> {
     let n = spec.carries;
     let inputs = input_list(&spec.body);
     let seeded: Vec<bool> = inputs
@@ -347,13 +349,13 @@ pub(crate) fn reverse_loop(
     let carried: Vec<usize> = (0..n).filter(|&k| flags[k]).collect();
     let summed: Vec<usize> = (n..inputs.len()).filter(|&p| flags[p]).collect();
     if carried.is_empty() || cts.iter().all(Option::is_none) {
-        return Ok(vec![None; inputs.len()]);
+        return Ok((vec![None; inputs.len()], Vec::new()));
     }
     if spec.trips == 0 {
         // No iteration: the final carries are the initial ones.
         let mut contributions = cts.to_vec();
         contributions.resize(inputs.len(), None);
-        return Ok(contributions);
+        return Ok((contributions, Vec::new()));
     }
     let loop_error = |reason: String| AdError::Loop { value, reason };
     let trips = i32::try_from(spec.trips).map_err(|_| {
@@ -405,7 +407,7 @@ pub(crate) fn reverse_loop(
         operands.push(em.constant(ty.dtype, 0.0, ty.shape));
     }
     operands.extend_from_slice(&args[n..]);
-    let recorded = em.loop_(
+    let mut recorded = em.loop_(
         Loop {
             carries: n + 1 + stored.len(),
             trips: spec.trips,
@@ -415,7 +417,7 @@ pub(crate) fn reverse_loop(
         &operands,
     )?;
     let ran = recorded[n];
-    let histories = &recorded[n + 1..];
+    let histories = recorded[n + 1..].to_vec();
 
     // The reverse loop: carries `t, λ (carried), acc (summed)`, invariants `H, v`.
     let back = reverse_body(spec, &vjp, &carried, &summed, &stored, &history_type, batch)?;
@@ -432,7 +434,7 @@ pub(crate) fn reverse_loop(
         let ty = &inputs[p].1;
         operands.push(em.constant(ty.dtype, 0.0, concat(batch, &ty.shape)));
     }
-    operands.extend_from_slice(histories);
+    operands.extend_from_slice(&histories);
     operands.extend_from_slice(&args[n..]);
     let finals = em.loop_(
         Loop {
@@ -447,7 +449,8 @@ pub(crate) fn reverse_loop(
     for (i, &p) in carried.iter().chain(&summed).enumerate() {
         contributions[p] = Some(Batched::Dense(finals[1 + i]));
     }
-    Ok(contributions)
+    recorded.truncate(n);
+    Ok((contributions, recorded))
 }
 
 /// The body of the recording loop: inputs `c, t, H (stored carries), v`; outputs the next

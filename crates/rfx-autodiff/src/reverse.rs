@@ -99,7 +99,20 @@ pub(crate) fn backward(
                 .map(|a| active.get(a.index()).copied().unwrap_or(false))
                 .collect();
             let value = ValueId::new(index);
-            let contributions = reverse_loop(em, value, spec, &args, &arg_active, &cts, batch)?;
+            let (contributions, recorded) = reverse_loop(em, value, spec, &args, &arg_active, &cts, batch)?;
+            // The recording loop computes the primal carries too: they replace the primal
+            // loop's, which then need not run.
+            if let Some(&first) = recorded.first() {
+                em.substitute(em.primal(value), first);
+                for (later, reader) in primal.nodes().iter().enumerate().skip(index + 1) {
+                    if let &Op::LoopOutput { index: carry } = &reader.op
+                        && reader.args.first() == Some(&value)
+                        && let Some(&carried) = recorded.get(carry)
+                    {
+                        em.substitute(em.primal(ValueId::new(later)), carried);
+                    }
+                }
+            }
             add_contributions(em, &mut adjoint, active, &node.args, &args, contributions, batch)?;
             continue;
         }

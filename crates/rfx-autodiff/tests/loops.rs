@@ -514,3 +514,51 @@ fn stored_carries_too_large_for_memory_are_a_loop_error() {
         assert!(jvp(&kernel, &["x0"]).is_ok());
     }
 }
+
+/// The number of top-level loop nodes of `kernel`.
+fn loops_in(kernel: &Kernel) -> usize {
+    kernel
+        .nodes()
+        .iter()
+        .filter(|n| matches!(n.op, rfx_ir::hir::Op::Loop(_)))
+        .count()
+}
+
+#[test]
+fn derivative_kernels_run_each_loop_once_and_do_not_grow_with_the_trip_count() {
+    // Reverse mode: the recording loop (which also gives the primal carries) and the reverse
+    // loop; forward mode: one loop carrying the primal and the tangents.
+    let short = pendulum(10, false);
+    let long = pendulum(1000, false);
+    for (what, make) in [
+        (
+            "value_and_grad",
+            (|k: &Kernel| value_and_grad(k, &["x0", "k"])) as fn(&Kernel) -> _,
+        ),
+        ("jvp", |k: &Kernel| jvp(k, &["x0", "k"])),
+    ] {
+        let (a, b) = (make(&short).expect("builds"), make(&long).expect("builds"));
+        let want = if what == "jvp" { 1 } else { 2 };
+        assert_eq!(loops_in(&a), want, "{what}:\n{a}");
+        assert_eq!(a.nodes().len(), b.nodes().len(), "{what}");
+    }
+    // The primal output of `value_and_grad` comes from the recording loop, bit for bit.
+    let kernel = value_and_grad(&long, &["x0"]).expect("builds");
+    let inputs = pendulum_inputs();
+    let got = run(&kernel, &inputs);
+    assert_eq!(got[0][0].to_bits(), run(&long, &inputs)[0][0].to_bits());
+}
+
+#[test]
+fn loop_derivatives_agree_under_the_f64_oracle() {
+    use rfx_ir::interp::{Mode, run_hir};
+    let kernel = value_and_grad(&pendulum(40, false), &["x0", "k"]).expect("builds");
+    let unrolled = value_and_grad(&pendulum(40, true), &["x0", "k"]).expect("builds");
+    let inputs = pendulum_inputs();
+    let views: Vec<_> = inputs.iter().map(Array::view).collect();
+    let got = run_hir(&kernel, &views, Mode::Oracle).expect("runs");
+    let want = run_hir(&unrolled, &views, Mode::Oracle).expect("runs");
+    for (g, w) in got.iter().zip(&want) {
+        assert_close("oracle", &g.to_f64_vec(), &w.to_f64_vec(), 1e-12, 1e-14);
+    }
+}

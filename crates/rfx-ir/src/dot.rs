@@ -8,13 +8,29 @@ use std::fmt::Write as _;
 
 use petgraph::graph::{DiGraph, NodeIndex};
 
-use crate::hir::{Kernel, Op};
+use crate::hir::{Kernel, MAX_LOOP_DEPTH, Op};
 use crate::mir::{BufKind, MirProgram};
 
 /// The DOT text of a HIR kernel: one graph node per HIR node (inputs as boxes, constants as
-/// plain text, outputs as double octagons), edges from operands to users labelled with the
-/// operand position when an op has more than one operand.
+/// plain text, loops as hexagons labelled `loop ×trips` or `while_loop ≤trips`, outputs as
+/// double octagons), edges from operands to users labelled with the operand position when an
+/// op has more than one operand. Each loop's body and test are drawn beside it as dashed
+/// clusters (nested loops as clusters inside, down to [`MAX_LOOP_DEPTH`] levels).
 pub fn hir_to_dot(kernel: &Kernel) -> String {
+    let graph = hir_graph(kernel);
+    let mut out = render(&graph, kernel.name());
+    let mut clusters = String::new();
+    write_loop_clusters(&mut clusters, kernel, "n", 1);
+    if !clusters.is_empty() {
+        out.truncate(out.len() - "}\n".len());
+        out.push_str(&clusters);
+        out.push_str("}\n");
+    }
+    out
+}
+
+/// The graph of one HIR kernel (see [`hir_to_dot`]).
+fn hir_graph(kernel: &Kernel) -> DiGraph<(String, &'static str), String> {
     let mut graph: DiGraph<(String, &'static str), String> = DiGraph::new();
     let ids: Vec<NodeIndex> = kernel
         .nodes()
@@ -25,6 +41,7 @@ pub fn hir_to_dot(kernel: &Kernel) -> String {
                 Op::Input { name } => (format!("{name}\\n{}", node.ty), "box"),
                 Op::Const(value) => (format!("{value}\\n{}", node.ty), "plaintext"),
                 Op::Literal(_) => (format!("literal\\n{}", node.ty), "box3d"),
+                Op::Loop(_) => (format!("%{i} {}\\n{}", describe(&node.op), node.ty), "hexagon"),
                 op => (format!("%{i} {}\\n{}", describe(op), node.ty), "ellipse"),
             };
             graph.add_node((label, shape))
@@ -48,7 +65,32 @@ pub fn hir_to_dot(kernel: &Kernel) -> String {
             graph.add_edge(from, out, String::new());
         }
     }
-    render(&graph, kernel.name())
+    graph
+}
+
+/// Writes a dashed cluster for the body and the test of each loop of `kernel`, whose graph
+/// nodes are named with `prefix`; the clusters' own nodes get longer prefixes, so that every
+/// name is unique.
+fn write_loop_clusters(out: &mut String, kernel: &Kernel, prefix: &str, depth: usize) {
+    if depth > MAX_LOOP_DEPTH {
+        return;
+    }
+    for (i, node) in kernel.nodes().iter().enumerate() {
+        let Op::Loop(spec) = &node.op else { continue };
+        let parts = std::iter::once(("body", &spec.body)).chain(spec.cond.iter().map(|c| ("test", c)));
+        for (part, inner) in parts {
+            let inner_prefix = format!("{prefix}{i}_{part}_n");
+            let _ = writeln!(out, "  subgraph \"cluster_{prefix}{i}_{part}\" {{");
+            let _ = writeln!(
+                out,
+                "  label=\"%{i} {part} ({})\"; style=dashed;",
+                escape(&describe(&node.op))
+            );
+            write_items(out, &hir_graph(inner), &inner_prefix);
+            write_loop_clusters(out, inner, &inner_prefix, depth + 1);
+            let _ = writeln!(out, "  }}");
+        }
+    }
 }
 
 /// The DOT text of a MIR program: buffers as boxes (inputs and outputs named, temporaries as
@@ -109,6 +151,15 @@ fn describe(op: &Op) -> String {
         Op::Scan { op, axis, reverse } => {
             format!("{op} axis {axis}{}", if *reverse { " reverse" } else { "" })
         }
+        Op::Loop(spec) => {
+            let bound = if spec.cond.is_some() { '≤' } else { '×' };
+            let carries = match spec.carries {
+                1 => "1 carry".to_string(),
+                n => format!("{n} carries"),
+            };
+            format!("{} {bound}{}, {carries}", op.name(), spec.trips)
+        }
+        Op::LoopOutput { index } => format!("loop_output {index}"),
         other => other.name().to_string(),
     }
 }
@@ -119,33 +170,37 @@ pub(crate) fn render(graph: &DiGraph<(String, &'static str), String>, name: &str
     let _ = writeln!(out, "digraph \"{}\" {{", escape(name));
     let _ = writeln!(out, "  rankdir=TB;");
     let _ = writeln!(out, "  node [fontname=\"monospace\"];");
+    write_items(&mut out, graph, "n");
+    out.push_str("}\n");
+    out
+}
+
+/// Writes the nodes and edges of `graph`, naming each node `prefix` followed by its index.
+fn write_items(out: &mut String, graph: &DiGraph<(String, &'static str), String>, prefix: &str) {
     for index in graph.node_indices() {
         let (label, shape) = &graph[index];
         let _ = writeln!(
             out,
-            "  n{} [label=\"{}\", shape={shape}];",
+            "  {prefix}{} [label=\"{}\", shape={shape}];",
             index.index(),
             escape_label(label)
         );
     }
     for edge in graph.edge_indices() {
         if let Some((from, to)) = graph.edge_endpoints(edge) {
+            let (from, to) = (from.index(), to.index());
             let label = &graph[edge];
             if label.is_empty() {
-                let _ = writeln!(out, "  n{} -> n{};", from.index(), to.index());
+                let _ = writeln!(out, "  {prefix}{from} -> {prefix}{to};");
             } else {
                 let _ = writeln!(
                     out,
-                    "  n{} -> n{} [label=\"{}\"];",
-                    from.index(),
-                    to.index(),
+                    "  {prefix}{from} -> {prefix}{to} [label=\"{}\"];",
                     escape(label)
                 );
             }
         }
     }
-    out.push_str("}\n");
-    out
 }
 
 fn escape(text: &str) -> String {

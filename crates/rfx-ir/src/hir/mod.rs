@@ -16,7 +16,7 @@ use std::fmt;
 
 pub use builder::{BuildError, Builder};
 pub use text::{parse, parse_unverified};
-pub use verify::{VerifyError, VerifyErrorKind, VerifyErrors, VerifyLocation, verify};
+pub use verify::{MAX_LOOP_DEPTH, VerifyError, VerifyErrorKind, VerifyErrors, VerifyLocation, verify};
 
 use crate::error::TypeError;
 use crate::ops::{BinaryOp, CmpOp, ReduceOp, ScanOp, UnaryOp};

@@ -37,7 +37,10 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use super::{Kernel, Node, Op, Output, ValueId, VerifyLocation, verify};
+use super::{
+    Kernel, Loop, MAX_LOOP_DEPTH, Node, Op, Output, ValueId, VerifyError, VerifyErrorKind, VerifyLocation,
+    verify,
+};
 use crate::error::ParseError;
 use crate::ops::{BinaryOp, CmpOp, ReduceOp, ScanOp, UnaryOp};
 use crate::text::{Cursor, Token};
@@ -56,23 +59,40 @@ pub(super) fn print_kernel(
     f: &mut dyn fmt::Write,
     annotate: &mut dyn FnMut(&mut dyn fmt::Write, VerifyLocation) -> fmt::Result,
 ) -> fmt::Result {
-    writeln!(f, "kernel {} {{", kernel.name())?;
+    print_kernel_at(kernel, f, 0, annotate)
+}
+
+/// Prints `kernel` with its lines indented by `indent` spaces (a loop's body and test are
+/// kernels printed inside the loop's statement).
+fn print_kernel_at(
+    kernel: &Kernel,
+    f: &mut dyn fmt::Write,
+    indent: usize,
+    annotate: &mut dyn FnMut(&mut dyn fmt::Write, VerifyLocation) -> fmt::Result,
+) -> fmt::Result {
+    let pad = indent + 2;
+    writeln!(f, "{:indent$}kernel {} {{", "", kernel.name())?;
     annotate(f, VerifyLocation::Kernel)?;
     for (index, node) in kernel.nodes().iter().enumerate() {
         let value = ValueId::new(index);
-        write!(f, "  {value} = ")?;
-        print_op(node, f)?;
+        write!(f, "{:pad$}{value} = ", "")?;
+        print_op(node, f, pad)?;
         writeln!(f, " : {}", node.ty)?;
         annotate(f, VerifyLocation::Value(value))?;
     }
     for (index, output) in kernel.outputs().iter().enumerate() {
-        writeln!(f, "  output {} = {}", output.name, output.value)?;
+        writeln!(f, "{:pad$}output {} = {}", "", output.name, output.value)?;
         annotate(f, VerifyLocation::Output(index))?;
     }
-    writeln!(f, "}}")
+    write!(f, "{:indent$}}}", "")?;
+    if indent == 0 {
+        f.write_str("\n")?;
+    }
+    Ok(())
 }
 
-fn print_op(node: &Node, f: &mut dyn fmt::Write) -> fmt::Result {
+/// Prints the op of a node whose statement is indented by `indent` spaces.
+fn print_op(node: &Node, f: &mut dyn fmt::Write, indent: usize) -> fmt::Result {
     match &node.op {
         Op::Input { name } => return write!(f, "input {name}"),
         Op::Const(value) => return write!(f, "const {value}"),
@@ -114,7 +134,25 @@ fn print_op(node: &Node, f: &mut dyn fmt::Write) -> fmt::Result {
                 f.write_str(" reverse")?;
             }
         }
+        Op::Loop(spec) => print_loop(spec, f, indent)?,
+        Op::LoopOutput { index } => write!(f, " index {index}")?,
         _ => {}
+    }
+    Ok(())
+}
+
+/// The part of a loop's statement after its operands: counts, then the body and the test as
+/// kernels in braces.
+fn print_loop(spec: &Loop, f: &mut dyn fmt::Write, indent: usize) -> fmt::Result {
+    let no_annotation = &mut |_: &mut dyn fmt::Write, _| Ok(());
+    write!(f, " carries {} trips {} {{", spec.carries, spec.trips)?;
+    writeln!(f)?;
+    print_kernel_at(&spec.body, f, indent + 2, no_annotation)?;
+    write!(f, "\n{:indent$}}}", "")?;
+    if let Some(cond) = &spec.cond {
+        writeln!(f, " cond {{")?;
+        print_kernel_at(cond, f, indent + 2, no_annotation)?;
+        write!(f, "\n{:indent$}}}", "")?;
     }
     Ok(())
 }
@@ -138,16 +176,7 @@ pub fn parse(src: &str) -> Result<Kernel, ParseError> {
             let first = errors
                 .errors()
                 .iter()
-                .map(|e| {
-                    let span = match e.location {
-                        VerifyLocation::Kernel => spans.kernel,
-                        VerifyLocation::Value(v) => {
-                            spans.values.get(v.index()).copied().unwrap_or(spans.kernel)
-                        }
-                        VerifyLocation::Output(i) => spans.outputs.get(i).copied().unwrap_or(spans.kernel),
-                    };
-                    (span, e)
-                })
+                .map(|e| (error_span(&spans, e), e))
                 .min_by_key(|(span, _)| *span);
             match first {
                 Some(((line, col), error)) => Err(ParseError {
@@ -158,6 +187,26 @@ pub fn parse(src: &str) -> Result<Kernel, ParseError> {
                 None => Ok(kernel),
             }
         }
+    }
+}
+
+/// The line and column of the statement a verifier error concerns: inside a loop's body or
+/// test for errors found there.
+fn error_span(spans: &Spans, error: &VerifyError) -> (usize, usize) {
+    match error.location {
+        VerifyLocation::Kernel => spans.kernel,
+        VerifyLocation::Value(v) => {
+            let inner = match (&error.kind, spans.loops.get(&v.index())) {
+                (VerifyErrorKind::InLoopBody(inner), Some(l)) => Some((&l.body, inner)),
+                (VerifyErrorKind::InLoopTest(inner), Some(l)) => l.cond.as_ref().map(|c| (c, inner)),
+                _ => None,
+            };
+            match inner {
+                Some((inner_spans, inner)) => error_span(inner_spans, inner),
+                None => spans.values.get(v.index()).copied().unwrap_or(spans.kernel),
+            }
+        }
+        VerifyLocation::Output(i) => spans.outputs.get(i).copied().unwrap_or(spans.kernel),
     }
 }
 
@@ -172,6 +221,14 @@ struct Spans {
     kernel: (usize, usize),
     values: Vec<(usize, usize)>,
     outputs: Vec<(usize, usize)>,
+    /// The spans of the body and test of each loop node, by node index.
+    loops: HashMap<usize, LoopSpans>,
+}
+
+/// The spans of a loop's body and test.
+struct LoopSpans {
+    body: Spans,
+    cond: Option<Spans>,
 }
 
 /// A statement before value names are resolved.
@@ -179,10 +236,18 @@ struct RawNode<'a> {
     op: Op,
     args: Vec<Token<'a>>,
     ty: TensorType,
+    loop_spans: Option<LoopSpans>,
 }
 
 fn parse_with_spans(src: &str) -> Result<(Kernel, Spans), ParseError> {
     let mut cur = Cursor::new(src)?;
+    let parsed = parse_kernel(&mut cur, 0)?;
+    cur.expect_eof()?;
+    Ok(parsed)
+}
+
+/// Parses one kernel, the whole text or a loop's body or test at loop depth `depth`.
+fn parse_kernel(cur: &mut Cursor<'_>, depth: usize) -> Result<(Kernel, Spans), ParseError> {
     let kernel_tok = cur.expect_keyword("kernel")?;
     let name = cur.expect_ident("a kernel name")?.text.to_string();
     cur.expect_punct("{")?;
@@ -194,6 +259,7 @@ fn parse_with_spans(src: &str) -> Result<(Kernel, Spans), ParseError> {
         kernel: (kernel_tok.line, kernel_tok.col),
         values: Vec::new(),
         outputs: Vec::new(),
+        loops: HashMap::new(),
     };
     loop {
         let tok = cur.peek();
@@ -220,10 +286,13 @@ fn parse_with_spans(src: &str) -> Result<(Kernel, Spans), ParseError> {
             ));
         }
         cur.expect_punct("=")?;
-        raw_nodes.push(parse_statement(&mut cur)?);
+        let mut raw = parse_statement(cur, depth)?;
+        if let Some(loop_spans) = raw.loop_spans.take() {
+            spans.loops.insert(raw_nodes.len(), loop_spans);
+        }
+        raw_nodes.push(raw);
         spans.values.push((def.line, def.col));
     }
-    cur.expect_eof()?;
 
     let resolve = |tok: Token<'_>| {
         names
@@ -254,12 +323,80 @@ fn parse_with_spans(src: &str) -> Result<(Kernel, Spans), ParseError> {
     Ok((Kernel::from_parts(name, nodes, outputs), spans))
 }
 
-fn parse_statement<'a>(cur: &mut Cursor<'a>) -> Result<RawNode<'a>, ParseError> {
+/// The rest of a `loop` or `while_loop` statement after its name (`op_tok`) and operands: the
+/// counts, the body and, for `while_loop`, the test. `depth` is the depth of the kernel holding
+/// the statement.
+fn parse_loop(
+    cur: &mut Cursor<'_>,
+    op_tok: Token<'_>,
+    depth: usize,
+) -> Result<(Loop, LoopSpans), ParseError> {
+    cur.expect_keyword("carries")?;
+    let carries = cur.expect_usize("a carry count")?;
+    cur.expect_keyword("trips")?;
+    let trips_tok = cur.peek();
+    let trips = cur.expect_usize("a trip count")?;
+    let trips = u64::try_from(trips).map_err(|_| {
+        Cursor::message_at(trips_tok, format!("trip count `{}` is too large", trips_tok.text))
+    })?;
+    if depth + 1 > MAX_LOOP_DEPTH {
+        return Err(Cursor::message_at(
+            op_tok,
+            format!("loops nested more than {MAX_LOOP_DEPTH} deep"),
+        ));
+    }
+    let block = |cur: &mut Cursor<'_>| {
+        cur.expect_punct("{")?;
+        let parsed = parse_kernel(cur, depth + 1)?;
+        cur.expect_punct("}")?;
+        Ok::<_, ParseError>(parsed)
+    };
+    let (body, body_spans) = block(cur)?;
+    let (cond, cond_spans) = if op_tok.text == "while_loop" {
+        cur.expect_keyword("cond")?;
+        let (cond, spans) = block(cur)?;
+        (Some(cond), Some(spans))
+    } else {
+        (None, None)
+    };
+    let spec = Loop {
+        carries,
+        trips,
+        body,
+        cond,
+    };
+    let spans = LoopSpans {
+        body: body_spans,
+        cond: cond_spans,
+    };
+    Ok((spec, spans))
+}
+
+fn parse_statement<'a>(cur: &mut Cursor<'a>, depth: usize) -> Result<RawNode<'a>, ParseError> {
     let op_tok = cur.expect_ident("an op name")?;
     let mut args = Vec::new();
     let mut literal = None;
     let mut literals = None;
+    let mut loop_spans = None;
     let op = match op_tok.text {
+        "loop" | "while_loop" => {
+            if cur.peek().kind == crate::text::TokenKind::Value {
+                args.push(cur.bump());
+                while cur.eat_punct(",") {
+                    args.push(cur.expect_value()?);
+                }
+            }
+            let (spec, spans) = parse_loop(cur, op_tok, depth)?;
+            loop_spans = Some(spans);
+            Op::Loop(Box::new(spec))
+        }
+        "loop_output" => {
+            args.push(cur.expect_value()?);
+            cur.expect_keyword("index")?;
+            Op::LoopOutput {
+                index: cur.expect_usize("a carry index")?,
+            }
+        }
         "input" => Op::Input {
             name: cur.expect_ident("an input name")?.text.to_string(),
         },
@@ -355,7 +492,12 @@ fn parse_statement<'a>(cur: &mut Cursor<'a>) -> Result<RawNode<'a>, ParseError> 
         (Op::Literal(_), Some(tokens)) => Op::Literal(crate::text::typed_literals(&tokens, ty.dtype)?),
         (op, _) => op,
     };
-    Ok(RawNode { op, args, ty })
+    Ok(RawNode {
+        op,
+        args,
+        ty,
+        loop_spans,
+    })
 }
 
 fn elementwise_op(name: &str) -> Option<Op> {

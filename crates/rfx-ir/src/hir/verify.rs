@@ -5,7 +5,7 @@ use std::fmt;
 
 use super::builder::is_identifier;
 use super::text::print_kernel;
-use super::{Kernel, Op, ValueId, result_type};
+use super::{Kernel, Loop, Node, Op, ValueId, result_type};
 use crate::error::TypeError;
 
 /// Where in a kernel a verification error was found.
@@ -52,7 +52,40 @@ pub enum VerifyErrorKind {
     /// Reduction axes not in ascending order.
     #[error("reduction axes must be listed in ascending order")]
     UnsortedAxes,
+    /// An error inside the body of the loop at this location; the inner error's location is
+    /// in the body.
+    #[error("in the loop's body: {0}")]
+    InLoopBody(Box<VerifyError>),
+    /// An error inside the test of the `while_loop` at this location; the inner error's
+    /// location is in the test.
+    #[error("in the loop's test: {0}")]
+    InLoopTest(Box<VerifyError>),
+    /// A loop whose trip count does not fit the `i32` iteration counter of the loop APIs.
+    #[error("the loop runs at most {trips} trips, more than the limit of {limit} (an i32 counter)", limit = i32::MAX)]
+    LoopTrips {
+        /// The loop's trip count.
+        trips: u64,
+    },
+    /// Loops nested inside one another more than [`MAX_LOOP_DEPTH`] deep.
+    #[error("loops nested more than {max} deep", max = MAX_LOOP_DEPTH)]
+    LoopDepth,
+    /// A `loop_output` whose operand is not a loop node.
+    #[error("the operand of loop_output, {0}, is not a loop")]
+    NotALoop(ValueId),
+    /// A `loop_output` reading a carry the loop does not have.
+    #[error("loop_output reads carry {index} of a loop with {carries} carries")]
+    LoopOutputIndex {
+        /// The carry read.
+        index: usize,
+        /// The loop's carries.
+        carries: usize,
+    },
 }
+
+/// The most loops a kernel may hold nested inside one another (a loop in a loop's body is
+/// nested one deeper). Deeper kernels are rejected by the verifier and the parser rather than
+/// risking the stack of the recursive passes.
+pub const MAX_LOOP_DEPTH: usize = 16;
 
 /// One verification error and where it was found.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -103,7 +136,29 @@ impl std::error::Error for VerifyErrors {}
 /// in memory (at most `isize::MAX` bytes). A node with an
 /// invalid operand is reported once as [`VerifyErrorKind::InvalidOperand`] rather than with a
 /// cascade of type errors.
+///
+/// Loops: a loop's body and test verify on their own (their errors come back wrapped in
+/// [`VerifyErrorKind::InLoopBody`] and [`VerifyErrorKind::InLoopTest`] at the loop), its trip
+/// count is at most `i32::MAX`, loops nest at most [`MAX_LOOP_DEPTH`] deep, and a
+/// `loop_output`'s one operand is a loop with the carry it reads, of the node's type.
 pub fn verify(kernel: &Kernel) -> Result<(), VerifyErrors> {
+    let errors = kernel_errors(kernel, MAX_LOOP_DEPTH);
+    if errors.is_empty() {
+        return Ok(());
+    }
+    let mut annotated = String::new();
+    let _ = print_kernel(kernel, &mut annotated, &mut |f, location| {
+        for error in errors.iter().filter(|e| e.location == location) {
+            writeln!(f, "  # error: {}", error.kind)?;
+        }
+        Ok(())
+    });
+    Err(VerifyErrors { errors, annotated })
+}
+
+/// Every error of `kernel`, sorted by location, for a kernel whose loops may nest at most
+/// `depth_left` deep.
+fn kernel_errors(kernel: &Kernel, depth_left: usize) -> Vec<VerifyError> {
     let mut errors = Vec::new();
     if !is_identifier(kernel.name()) {
         errors.push(VerifyError {
@@ -157,6 +212,15 @@ pub fn verify(kernel: &Kernel) -> Result<(), VerifyErrors> {
             push(kind);
             continue;
         }
+        let loop_errors = match &node.op {
+            Op::Loop(spec) => loop_errors(spec, depth_left),
+            Op::LoopOutput { index } => loop_output_errors(kernel, node, *index),
+            _ => Vec::new(),
+        };
+        if !loop_errors.is_empty() {
+            loop_errors.into_iter().for_each(&mut push);
+            continue;
+        }
         let arg_types = node
             .args
             .iter()
@@ -194,16 +258,68 @@ pub fn verify(kernel: &Kernel) -> Result<(), VerifyErrors> {
             push(VerifyErrorKind::OutputUndefined(output.value));
         }
     }
-    if errors.is_empty() {
-        return Ok(());
-    }
     errors.sort_by_key(|e| e.location);
-    let mut annotated = String::new();
-    let _ = print_kernel(kernel, &mut annotated, &mut |f, location| {
-        for error in errors.iter().filter(|e| e.location == location) {
-            writeln!(f, "  # error: {}", error.kind)?;
-        }
-        Ok(())
-    });
-    Err(VerifyErrors { errors, annotated })
+    errors
+}
+
+/// The errors of a loop node of its own: too deep, too many trips, and its body's and test's
+/// errors. Its typing against the operands is [`result_type`]'s.
+fn loop_errors(spec: &Loop, depth_left: usize) -> Vec<VerifyErrorKind> {
+    if loop_nesting(spec, depth_left + 1) > depth_left {
+        return vec![VerifyErrorKind::LoopDepth];
+    }
+    let mut errors = Vec::new();
+    if spec.trips > i32::MAX as u64 {
+        errors.push(VerifyErrorKind::LoopTrips { trips: spec.trips });
+    }
+    let inner = depth_left.saturating_sub(1);
+    for error in kernel_errors(&spec.body, inner) {
+        errors.push(VerifyErrorKind::InLoopBody(Box::new(error)));
+    }
+    for error in spec.cond.iter().flat_map(|cond| kernel_errors(cond, inner)) {
+        errors.push(VerifyErrorKind::InLoopTest(Box::new(error)));
+    }
+    errors
+}
+
+/// How deep loops nest in `spec` (1 for a loop without loops inside), or `cap` if deeper: the
+/// walk never goes more than `cap` levels down.
+fn loop_nesting(spec: &Loop, cap: usize) -> usize {
+    if cap <= 1 {
+        return cap;
+    }
+    let inside = std::iter::once(&spec.body)
+        .chain(&spec.cond)
+        .flat_map(Kernel::nodes)
+        .filter_map(|node| match &node.op {
+            Op::Loop(inner) => Some(loop_nesting(inner, cap - 1)),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
+    1 + inside
+}
+
+/// The errors of a `loop_output` node whose operands are defined and valid: the operand is a
+/// loop, the index one of its carries, and the node's type that carry's.
+fn loop_output_errors(kernel: &Kernel, node: &Node, index: usize) -> Vec<VerifyErrorKind> {
+    let [of] = node.args[..] else {
+        // The wrong number of operands is result_type's arity error.
+        return Vec::new();
+    };
+    let spec = match kernel.node(of).map(|n| &n.op) {
+        Some(Op::Loop(spec)) => spec,
+        _ => return vec![VerifyErrorKind::NotALoop(of)],
+    };
+    match spec.carry_type(index) {
+        None => vec![VerifyErrorKind::LoopOutputIndex {
+            index,
+            carries: spec.carries,
+        }],
+        Some(carry) if *carry != node.ty => vec![VerifyErrorKind::Type(TypeError::ResultType {
+            declared: node.ty.to_string(),
+            inferred: carry.to_string(),
+        })],
+        Some(_) => Vec::new(),
+    }
 }

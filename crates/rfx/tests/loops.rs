@@ -725,3 +725,47 @@ fn the_code_of_a_10000_trip_loop_is_the_code_of_a_100_trip_loop() {
     let got = out[0].as_slice::<f32>().expect("f32")[0];
     assert!((got - want).abs() <= 1e-4, "{got} against {want}");
 }
+
+/// The rollout of docs/loops.md's worked example, as written there.
+fn docs_rollout(theta: Tensor, omega: Tensor, kp: Tensor, kd: Tensor) -> Tensor {
+    let s = fori_loop(
+        0,
+        100,
+        |_, s| {
+            let accel = s[0].sin() * -9.81 - kp * s[0] - kd * s[1];
+            vec![s[0] + s[1] * 0.01, s[1] + accel * 0.01]
+        },
+        &[theta, omega],
+    );
+    s[0] * s[0] + s[1] * s[1] * 0.1
+}
+
+#[test]
+fn the_worked_example_of_the_loops_guide() {
+    let f = rfx::jit(rfx::value_and_grad(docs_rollout).wrt(&[0, 1, 2, 3]));
+    let out = f
+        .call((&[0.8f64], &[-0.3f64], &[2.0f64], &[0.5f64]))
+        .expect("runs");
+    let got: Vec<f64> = out.iter().flat_map(f64s).collect();
+    // The values docs/loops.md prints (from the Python example).
+    let want = [
+        0.45177902914226126,
+        1.07085478,
+        -0.04457491,
+        0.02038963,
+        -0.43269821,
+    ];
+    assert_close("cost", &got[..1], &want[..1], 1e-13);
+    assert_close("gradient", &got[1..], &want[1..], 1e-7);
+    let batch = rfx::jit(rfx::vmap(docs_rollout).in_axes(&[Some(0), Some(0), None, None]));
+    let theta: Vec<f64> = (0..1024).map(|k| -1.0 + 2.0 * k as f64 / 1023.0).collect();
+    let out = batch
+        .call((&theta, &vec![0.0f64; 1024], &scalar(2.0), &scalar(0.5)))
+        .expect("runs");
+    assert_close(
+        "vmap",
+        &f64s(&out[0])[..3],
+        &[0.68135723, 0.67882869, 0.67630416],
+        1e-7,
+    );
+}

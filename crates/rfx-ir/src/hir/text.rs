@@ -24,10 +24,32 @@
 //!            | "transpose" VALUE "perm" dims
 //!            | REDUCE VALUE "axes" dims ["keepdims"]     # REDUCE: sum prod max min mean
 //!            | SCAN VALUE "axis" INT ["reverse"]         # SCAN: cumsum cumprod cummax cummin
+//!            | "loop" [VALUE ("," VALUE)*] counts "{" kernel "}"
+//!            | "while_loop" [VALUE ("," VALUE)*] counts "{" kernel "}" "cond" "{" kernel "}"
+//!            | "loop_output" VALUE "index" INT
 //!            | OPNAME VALUE ("," VALUE)*                 # every other op
+//! counts    := "carries" INT "trips" INT
 //! type      := DTYPE dims                                # f32[2,3], bool[]
 //! dims      := "[" [INT ("," INT)*] "]"
 //! ```
+//!
+//! A loop's operands are its initial carries then its invariants; its body (and a
+//! `while_loop`'s test) is a whole kernel with its own value names, printed indented inside the
+//! loop's statement:
+//!
+//! ```text
+//!   %2 = loop %0, %1 carries 1 trips 100 {
+//!     kernel body {
+//!       %0 = input c : f32[3]
+//!       %1 = input v : f32[3]
+//!       %2 = add %0, %1 : f32[3]
+//!       output c = %2
+//!     }
+//!   } : f32[3]
+//!   %3 = loop_output %2 index 0 : f32[3]
+//! ```
+//!
+//! Loops nest at most [`super::MAX_LOOP_DEPTH`] deep; deeper text is a parse error.
 //!
 //! `max`/`min` followed by `axes` are reductions, otherwise the elementwise ops. Value names are
 //! any `%identifier`; the parser numbers values densely in order of definition, so printing a

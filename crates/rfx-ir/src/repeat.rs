@@ -11,6 +11,13 @@
 //! run all `trips`).
 //!
 //! HIR's [`crate::hir::Loop`] is compiled to this form by the optimiser.
+//!
+//! The MIR and LIR verifiers check that loops nest ([`steps`] fails with a [`LoopNestError`]
+//! otherwise), that an exit flag is a one-element `bool` temporary written by a kernel of its
+//! range, that outputs are written outside loops, and that every read of a temporary follows a
+//! write that surely ran ([`write_reaches`]: a loop of zero trips may skip its range). The MIR
+//! and LIR interpreters walk [`steps`]; rfx-lower keeps a buffer touched inside a loop live over
+//! the loop's whole range.
 
 use crate::BufId;
 

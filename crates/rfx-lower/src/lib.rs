@@ -3,7 +3,8 @@
 //! **Owns:** iteration-space canonicalisation (reduced axes last, adjacent dims coalesced so
 //! contiguous kernels become flat loops, broadcast and scalar operands as zero strides, loop
 //! invariants hoisted to the preamble), slot allocation with reuse and constant pooling, the
-//! memory plan for temporaries ([`plan_memory`]: liveness-based reuse, alignment, peak bytes),
+//! memory plan for temporaries ([`plan_memory`]: liveness-based reuse, alignment, peak bytes;
+//! [`live_across_loops`]: a buffer touched inside a program loop is live over its range),
 //! schedules (vector width, thread split, tile), the [`Backend`]/[`Compiled`] contract, the
 //! backend [`Registry`] with the `"interp"` backend, call validation ([`validate_call`]), the
 //! lowered executor ([`execute_lowered`]) and the coefficient tables of the approximations

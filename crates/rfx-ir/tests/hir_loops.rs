@@ -643,8 +643,12 @@ fn verifier_limits_loop_depth_without_overflowing_the_stack() {
     // Far deeper kernels are rejected the same way, by a walk that stops past the limit.
     let deep = nested_deep(300);
     assert_eq!(verify_errors(&deep), errors);
-    let views: Vec<rfx_ir::ArrayView<'_>> = Vec::new();
-    assert!(run_hir(&deep, &views, Mode::Native).is_err());
+    let input = f64_array(&[1.0, 2.0, 3.0]);
+    let result = run_hir(&deep, &[input.view()], Mode::Native);
+    assert!(
+        matches!(result, Err(rfx_ir::interp::InterpError::InvalidHir(_))),
+        "{result:?}"
+    );
 }
 
 #[test]
@@ -1031,6 +1035,30 @@ fn generated_loop_kernels_verify_and_run() {
         ("chained", chained),
     ] {
         assert!(count >= 20, "only {count} of 200 kernels have a {feature} loop");
+    }
+}
+
+#[test]
+fn fori_only_kernels_hold_one_plain_loop() {
+    for seed in 0..50u64 {
+        let kernel = random_loop_kernel(&mut TestRng::new(seed), &LoopGenConfig::fori_only(), "plain");
+        let loops: Vec<&hir::Loop> = kernel
+            .nodes()
+            .iter()
+            .filter_map(|n| match &n.op {
+                hir::Op::Loop(l) => Some(&**l),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(loops.len(), 1, "seed {seed}");
+        let spec = loops[0];
+        assert!(spec.cond.is_none() && spec.trips <= 20, "seed {seed}");
+        assert!((1..=3).contains(&spec.carries), "seed {seed}");
+        assert!(
+            spec.operand_types().iter().all(|t| t.dtype.is_float()),
+            "seed {seed}"
+        );
+        assert!(!spec.body.nodes().iter().any(|n| matches!(n.op, hir::Op::Loop(_))));
     }
 }
 

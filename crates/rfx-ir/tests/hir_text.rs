@@ -200,7 +200,8 @@ proptest! {
             Just("kernel"), Just("k"), Just("{"), Just("}"), Just("%0"), Just("%1"), Just("="), Just(":"),
             Just(","), Just("["), Just("]"), Just("f32"), Just("bool"), Just("input"), Just("const"),
             Just("add"), Just("sum"), Just("axes"), Just("keepdims"), Just("output"), Just("nan:0x7fc00001"),
-            Just("-inf"), Just("1e400"), Just("3"), Just("\n"),
+            Just("-inf"), Just("1e400"), Just("3"), Just("\n"), Just("loop"), Just("while_loop"),
+            Just("cond"), Just("carries"), Just("trips"), Just("loop_output"), Just("index"),
         ], 0..60)) {
         check_no_panic(&tokens.join(" "));
     }

@@ -562,3 +562,50 @@ fn loop_derivatives_agree_under_the_f64_oracle() {
         assert_close("oracle", &g.to_f64_vec(), &w.to_f64_vec(), 1e-12, 1e-14);
     }
 }
+
+#[test]
+fn vmap_over_a_batched_invariant_broadcasts_the_shared_initial_carry() {
+    // One initial state, four gains: the carries become batched through the body.
+    let kernel = pendulum_state(15);
+    let gains = [0.0, 0.4, 1.0, 2.5];
+    let x0 = arr(&[2], &[0.9, 0.1]);
+    let batched = vmap(&kernel, &[None, Some(0)], 4).expect("builds");
+    let out = run(&batched, &[x0.clone(), arr(&[4], &gains)]);
+    for (example, &k) in gains.iter().enumerate() {
+        let one = run(&kernel, &[x0.clone(), arr(&[], &[k])]);
+        assert_eq!(&out[0][2 * example..2 * example + 2], &one[0][..], "k = {k}");
+    }
+    // And per-example gradients with respect to the shared state.
+    let g = grad(&pendulum(15, false), &["x0", "k"]).expect("builds");
+    let out = run(
+        &vmap(&g, &[None, Some(0)], 4).expect("builds"),
+        &[x0.clone(), arr(&[4], &gains)],
+    );
+    for (example, &k) in gains.iter().enumerate() {
+        let one = run(&g, &[x0.clone(), arr(&[], &[k])]);
+        assert_close(
+            "grad_x0",
+            &out[0][2 * example..2 * example + 2],
+            &one[0],
+            1e-14,
+            0.0,
+        );
+        assert_close("grad_k", &out[1][example..=example], &one[1], 1e-14, 0.0);
+    }
+}
+
+#[test]
+fn a_loop_of_zero_trips_passes_its_derivatives_through() {
+    let looped = pendulum(0, false);
+    let unrolled = pendulum(0, true);
+    let inputs = pendulum_inputs();
+    let got = run(&grad(&looped, &["x0", "k"]).expect("builds"), &inputs);
+    let want = run(&grad(&unrolled, &["x0", "k"]).expect("builds"), &inputs);
+    assert_eq!(got, want);
+    assert_close("grad_x0", &got[0], &[1.4, -0.3], 1e-15, 0.0);
+    let mut with_tangents = inputs.clone();
+    with_tangents.push(arr(&[2], &[1.0, 1.0]));
+    with_tangents.push(arr(&[], &[1.0]));
+    let got = run(&jvp(&looped, &["x0", "k"]).expect("builds"), &with_tangents);
+    assert_close("jvp", &got[1], &[1.4 - 0.3], 1e-15, 0.0);
+}

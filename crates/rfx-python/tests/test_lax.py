@@ -257,3 +257,13 @@ def test_an_error_inside_the_body_names_the_op_and_the_users_line():
     message = trace_error(lambda x: lax.fori_loop(0, 2, lambda i, c: c + np.ones(3), x), np.ones(2))
     assert "`add`: shapes [2] and [3] do not broadcast" in message
     assert "test_lax.py" in message
+
+
+def test_vmap_of_a_while_loop_whose_trip_count_differs_per_example():
+    roots = np.array([2.0, 9.0, 0.25, 100.0, 1e-3, 1.0])
+    out = rj.vmap(sqrt_while)(roots)
+    for k, root in enumerate(roots):
+        one = rj.jit(sqrt_while)(np.float64(root))
+        assert out["x"][k] == one["x"]
+        assert out["steps"][k] == one["steps"]
+    assert len(set(out["steps"].tolist())) > 2

@@ -769,3 +769,33 @@ fn the_worked_example_of_the_loops_guide() {
         1e-7,
     );
 }
+
+#[test]
+fn a_test_and_a_body_that_capture_different_tensors_share_the_invariants() {
+    // The test reads `limit`, the body reads `step`: both kernels take both invariants.
+    let f = |x: Tensor, limit: Tensor, step: Tensor| {
+        while_loop(|c| c[0].lt(limit), |c| vec![c[0] + step], &[x], 100)[0]
+    };
+    let kernel = rfx::jit(f).trace(&scalar_types(3)).expect("traces");
+    let out = interp(&kernel, &[scalar(0.0), scalar(10.0), scalar(3.0)]);
+    assert_eq!(f64s(&out[0]), vec![12.0]);
+    let spec = kernel
+        .nodes()
+        .iter()
+        .find_map(|n| match &n.op {
+            Op::Loop(l) => Some(l.clone()),
+            _ => None,
+        })
+        .expect("a loop node");
+    let inputs = |k: &Kernel| {
+        k.inputs()
+            .map(|(_, name, _)| name.to_string())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(inputs(&spec.body), ["c0", "inv0", "inv1"]);
+    assert_eq!(spec.cond.as_ref().map(inputs), Some(inputs(&spec.body)));
+    for backend in backends() {
+        let out = call_on(f, backend, &[scalar(0.0), scalar(10.0), scalar(3.0)]);
+        assert_eq!(f64s(&out[0]), vec![12.0], "{backend}");
+    }
+}

@@ -311,3 +311,154 @@ fn the_interp_backend_runs_loops() {
     let out = execute_lowered(&lowered(&zero), &[("x", x.view())], &InterpBackend).unwrap();
     assert_eq!(out[0].1.as_slice::<f64>().unwrap(), [0.25, 2.0, -1.0]);
 }
+
+/// Random MIR programs with loops, nested up to two deep, built the way the optimiser builds
+/// them: copy kernels into carry temps before a loop, a body of elementwise kernels reading the
+/// carries and earlier values, fresh temps for the new carries, sometimes an exit flag, and
+/// copy kernels back into the carries ending the range.
+struct RandomProgram {
+    rng: rfx_ir::testgen::TestRng,
+    n: usize,
+    buffers: Vec<String>,
+    kernels: Vec<String>,
+    loops: Vec<String>,
+}
+
+impl RandomProgram {
+    fn temp(&mut self, ty: &str) -> usize {
+        self.buffers.push(format!("{ty} = temp"));
+        self.buffers.len() - 1
+    }
+
+    fn copy(&mut self, dst: usize, src: usize) {
+        let n = self.n;
+        self.kernels.push(format!(
+            "kernel copy [{n}] {{\n    %0 = load buf{src} [1] : f64\n    store buf{dst} = %0\n  }}"
+        ));
+    }
+
+    /// A kernel `t = c * a + b` (or `sin` of it) of two available values; returns `t`.
+    fn compute(&mut self, available: &[usize]) -> usize {
+        let a = *self.rng.pick(available).unwrap();
+        let b = *self.rng.pick(available).unwrap();
+        let c = *self.rng.pick(&["0.5", "-0.75", "1.25", "0.125"]).unwrap();
+        let t = self.temp(&format!("f64[{}]", self.n));
+        let (result, sin) = if self.rng.chance(0.3) {
+            ("%5", "\n    %5 = sin %4 : f64")
+        } else {
+            ("%4", "")
+        };
+        self.kernels.push(format!(
+            "kernel step [{}] {{\n    %0 = load buf{a} [1] : f64\n    %1 = load buf{b} [1] : f64\n    %2 = const {c} : f64\n    %3 = mul %0, %2 : f64\n    %4 = add %3, %1 : f64{sin}\n    store buf{t} = {result}\n  }}",
+            self.n
+        ));
+        t
+    }
+
+    fn block(&mut self, depth: usize, available: &mut Vec<usize>) {
+        for _ in 0..1 + self.rng.below(3) {
+            if depth < 2 && self.rng.chance(0.45) {
+                self.repeat(depth, available);
+            } else {
+                let t = self.compute(available);
+                available.push(t);
+            }
+        }
+    }
+
+    fn repeat(&mut self, depth: usize, available: &mut Vec<usize>) {
+        let carries: Vec<usize> = (0..1 + self.rng.below(2))
+            .map(|_| {
+                let src = *self.rng.pick(available).unwrap();
+                let c = self.temp(&format!("f64[{}]", self.n));
+                self.copy(c, src);
+                c
+            })
+            .collect();
+        let index = self.loops.len();
+        self.loops.push(String::new());
+        let first = self.kernels.len();
+        let mut inner = available.clone();
+        inner.extend(&carries);
+        self.block(depth + 1, &mut inner);
+        let news: Vec<usize> = carries.iter().map(|_| self.compute(&inner)).collect();
+        let exit = if self.rng.chance(0.4) {
+            let flag = self.temp("bool[]");
+            let limit = self.rng.uniform(-2.0, 2.0);
+            self.kernels.push(format!(
+                "kernel flag [] {{\n    %0 = load buf{} [] : f64\n    %1 = const {limit:?} : f64\n    %2 = lt %0, %1 : bool\n    store buf{flag} = %2\n  }}",
+                news[0]
+            ));
+            format!(" exit buf{flag}")
+        } else {
+            String::new()
+        };
+        for (&c, &new) in carries.iter().zip(&news) {
+            self.copy(c, new);
+        }
+        let (end, trips) = (self.kernels.len(), self.rng.below(4));
+        self.loops[index] = format!("loop kernels {first}..{end} trips {trips}{exit}");
+        available.extend(carries);
+    }
+
+    fn generate(seed: u64) -> String {
+        let mut rng = rfx_ir::testgen::TestRng::new(seed);
+        let n = 1 + rng.below(4);
+        let mut p = RandomProgram {
+            rng,
+            n,
+            buffers: vec![format!("f64[{n}] = input x0"), format!("f64[{n}] = input x1")],
+            kernels: Vec::new(),
+            loops: Vec::new(),
+        };
+        let mut available = vec![0, 1];
+        p.block(0, &mut available);
+        for k in 0..1 + p.rng.below(2) {
+            let src = *p.rng.pick(&available).unwrap();
+            p.buffers.push(format!("f64[{n}] = output y{k}"));
+            let dst = p.buffers.len() - 1;
+            p.copy(dst, src);
+        }
+        let mut text = format!("mir random{seed} {{\n");
+        for (i, decl) in p.buffers.iter().enumerate() {
+            text += &format!("  buf{i}: {decl}\n");
+        }
+        for kernel in &p.kernels {
+            text += &format!("  {kernel}\n");
+        }
+        for line in &p.loops {
+            text += &format!("  {line}\n");
+        }
+        text + "}\n"
+    }
+}
+
+#[test]
+fn random_programs_with_loops_lower_to_the_same_bits() {
+    let mut looped = 0;
+    for seed in 0..300 {
+        let text = RandomProgram::generate(seed);
+        let program = mir::parse(&text).unwrap();
+        mir::verify(&program).unwrap_or_else(|e| panic!("seed {seed}:\n{e}"));
+        looped += usize::from(!program.loops().is_empty());
+        let mut rng = rfx_ir::testgen::TestRng::new(seed + 1000);
+        let n = program.inputs().next().unwrap().2.shape.numel();
+        let inputs: Vec<Array> = (0..2)
+            .map(|_| Array::from_slice(&(0..n).map(|_| rng.uniform(-2.0, 2.0)).collect::<Vec<f64>>()))
+            .collect();
+        let views: Vec<ArrayView<'_>> = inputs.iter().map(Array::view).collect();
+        let (lir, _) =
+            lower(&program, &LowerConfig::default()).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        assert_eq!(lir.loops().len(), program.loops().len());
+        for mode in [Mode::Native, Mode::Oracle] {
+            let expected = run_mir(&program, &views, mode).unwrap();
+            let found = run_lir(&lir, &views, mode).unwrap();
+            assert_eq!(
+                bits(&found),
+                bits(&expected),
+                "seed {seed}, {mode:?}:\n{text}\n{lir}"
+            );
+        }
+    }
+    assert!(looped > 150, "only {looped} of 300 programs have loops");
+}

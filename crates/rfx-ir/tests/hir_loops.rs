@@ -507,12 +507,24 @@ fn builder_rejects_a_bad_test_and_bad_counts() {
         reason.starts_with("its kernel `broken` does not verify"),
         "{reason}"
     );
+    // Past the verifier's limits: trips beyond the i32 counter, loops nested too deep.
+    let spec = Loop {
+        trips: 1 << 31,
+        ..fori(sin_body(), 1)
+    };
+    let reason = loop_reason(b.loop_(spec, &[x]).unwrap_err());
+    assert!(reason.contains("more than the limit of 2147483647"), "{reason}");
+    let body = nested_deep(hir::MAX_LOOP_DEPTH - 1);
+    b.loop_(fori(body, 1), &[x]).unwrap();
+    let body = nested_deep(hir::MAX_LOOP_DEPTH);
+    let reason = loop_reason(b.loop_(fori(body, 1), &[x]).unwrap_err());
+    assert_eq!(reason, "loops nested more than 16 deep");
     // loop_output of something else than a loop, or of a carry the loop lacks.
     let reason = loop_reason(b.loop_output(x, 0).unwrap_err());
     assert_eq!(reason, "%0 is not a loop");
     let l = b.loop_(fori(sin_body(), 1), &[x]).unwrap()[0];
     let reason = loop_reason(b.loop_output(l, 1).unwrap_err());
-    assert_eq!(reason, "%1 has 1 carries, not 2");
+    assert_eq!(reason, format!("{l} has 1 carries, not 2"));
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -173,8 +173,17 @@ impl Builder {
 
     /// Adds a bounded loop (see [`Loop`]) over `operands`, the initial carries then the
     /// invariants, and returns the final carries in order: carry 0 is the loop node itself,
-    /// each other one a `loop_output` node. The body and test must already verify.
+    /// each other one a `loop_output` node. The body and test must already verify, the trip
+    /// count fit an `i32` and the loops nest at most [`super::MAX_LOOP_DEPTH`] deep.
     pub fn loop_(&mut self, spec: Loop, operands: &[ValueId]) -> Result<Vec<ValueId>, BuildError> {
+        if let Some(limit) = super::verify::loop_limit_error(&spec) {
+            return Err(BuildError::Type {
+                op: "loop",
+                source: TypeError::Loop {
+                    reason: limit.to_string(),
+                },
+            });
+        }
         for kernel in std::iter::once(&spec.body).chain(&spec.cond) {
             if let Err(errors) = super::verify(kernel) {
                 return Err(BuildError::Type {

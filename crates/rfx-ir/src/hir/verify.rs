@@ -282,6 +282,19 @@ fn loop_errors(spec: &Loop, depth_left: usize) -> Vec<VerifyErrorKind> {
     errors
 }
 
+/// The loop's breach of the verifier's limits, if any: more than `i32::MAX` trips, or loops
+/// nested more than [`MAX_LOOP_DEPTH`] deep counting this one. The builder checks these before
+/// adding a loop, so that it never builds a kernel the verifier rejects.
+pub(super) fn loop_limit_error(spec: &Loop) -> Option<VerifyErrorKind> {
+    if loop_nesting(spec, MAX_LOOP_DEPTH + 1) > MAX_LOOP_DEPTH {
+        Some(VerifyErrorKind::LoopDepth)
+    } else if spec.trips > i32::MAX as u64 {
+        Some(VerifyErrorKind::LoopTrips { trips: spec.trips })
+    } else {
+        None
+    }
+}
+
 /// How deep loops nest in `spec` (1 for a loop without loops inside), or `cap` if deeper: the
 /// walk never goes more than `cap` levels down.
 fn loop_nesting(spec: &Loop, cap: usize) -> usize {

@@ -462,3 +462,32 @@ fn random_programs_with_loops_lower_to_the_same_bits() {
     }
     assert!(looped > 150, "only {looped} of 300 programs have loops");
 }
+
+#[test]
+fn random_loop_kernels_optimised_and_lowered_give_the_hir_interpreters_bits() {
+    use rfx_ir::interp::run_hir;
+    use rfx_ir::testgen::{LoopGenConfig, TestRng, random_inputs, random_loop_kernel, same_values};
+    use rfx_opt::{OptConfig, optimize};
+
+    // One lane per reduction: the HIR interpreter's order, so the bits must agree.
+    let config = LowerConfig {
+        reduce_lanes: Some(1),
+        ..LowerConfig::default()
+    };
+    let mut rng = TestRng::new(0x1005_b001);
+    let mut looped = 0;
+    for i in 0..120 {
+        let kernel = random_loop_kernel(&mut rng, &LoopGenConfig::default(), &format!("loops{i}"));
+        let (mir, _) = optimize(&kernel, &OptConfig::exact()).unwrap_or_else(|e| panic!("{e}\n{kernel}"));
+        let (lir, _) = lower(&mir, &config).unwrap_or_else(|e| panic!("{e}\n{mir}"));
+        looped += usize::from(!lir.loops().is_empty());
+        let inputs = random_inputs(&mut rng, &kernel, 0.1);
+        let views: Vec<ArrayView<'_>> = inputs.iter().map(Array::view).collect();
+        let expected = run_hir(&kernel, &views, Mode::Native).unwrap();
+        let found = run_lir(&lir, &views, Mode::Native).unwrap();
+        for (e, f) in expected.iter().zip(&found) {
+            assert!(same_values(e, f), "HIR {e:?}, LIR {f:?}\n{kernel}\n{mir}\n{lir}");
+        }
+    }
+    assert!(looped >= 90, "only {looped} of 120 lowered programs loop");
+}

@@ -282,6 +282,14 @@ impl Dialect for CDialect<'_> {
         format!("while ({cond}) {{")
     }
 
+    fn trips_open(&self, var: &str, trips: u64) -> String {
+        format!("for (uint64_t {var} = 0; {var} < {trips}u; ++{var}) {{")
+    }
+
+    fn break_unless(&self, cond: &str) -> String {
+        format!("if (!{cond}) break;")
+    }
+
     fn lane_var(&self, index_ty: &str) -> Vec<String> {
         vec![format!("{index_ty} l;"), "(void)l;".to_string()]
     }

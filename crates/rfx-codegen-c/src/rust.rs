@@ -337,6 +337,14 @@ impl Dialect for RustDialect<'_> {
         format!("while {cond} {{")
     }
 
+    fn trips_open(&self, _var: &str, trips: u64) -> String {
+        format!("for _ in 0..{trips}u64 {{")
+    }
+
+    fn break_unless(&self, cond: &str) -> String {
+        format!("if !{cond} {{ break; }}")
+    }
+
     fn lane_var(&self, _index_ty: &str) -> Vec<String> {
         Vec::new()
     }

@@ -14,6 +14,7 @@
 //! variants and, only when some element was flagged, the same loop again with the exact code.
 
 use rfx_ir::lir::{Inst, LirKernel, LirProgram, ReduceLeaves, ScanOrder, SlotId, Storage};
+use rfx_ir::repeat::{KernelLoop, Step, steps};
 use rfx_ir::{BinaryOp, BufId, CmpOp, DType, ReduceOp, Scalar, UnaryOp};
 
 use crate::ExportError;
@@ -43,6 +44,11 @@ pub(crate) trait Dialect {
     fn if_open(&self, cond: &str) -> String;
     /// Opens `while cond` (closed by a `}` line).
     fn while_open(&self, cond: &str) -> String;
+    /// Opens a loop of `trips` iterations (at least one) with the counter `var` (closed by a
+    /// `}` line); the trip count is the only place the count appears.
+    fn trips_open(&self, var: &str, trips: u64) -> String;
+    /// Leaves the innermost trips loop when `cond` (a `bool` expression) is false.
+    fn break_unless(&self, cond: &str) -> String;
     /// Declares the lane counter `l` of a reduction block.
     fn lane_var(&self, index_ty: &str) -> Vec<String>;
     /// An array of `lanes` partials, each set to `init`.
@@ -177,18 +183,23 @@ fn reruns_cleanly(program: &LirProgram, kernel: &LirKernel) -> bool {
     })
 }
 
-/// Walks `program`, printing every kernel's block through `dialect`; returns the function body
-/// lines (indented for a function body).
+/// Walks `program`, printing every kernel's block through `dialect` in the order of its steps
+/// ([`rfx_ir::repeat::steps`]): a loop over a range of kernels is a loop of the language around
+/// their blocks, whose trip count appears once, as a literal, so that the code's size does not
+/// depend on it; with an exit flag, the loop breaks after an iteration that leaves the flag
+/// false. A loop of no trips is a comment. Returns the function body lines (indented for a
+/// function body).
 pub(crate) fn walk<D: Dialect>(program: &LirProgram, dialect: &mut D) -> Result<String, ExportError> {
     let shapes = loop_shapes(program, dialect);
+    let plan = steps(program.kernels().len(), program.loops())
+        .map_err(|e| ExportError::InvalidProgram(e.to_string()))?;
     let mut w = Walk {
         program,
         d: dialect,
         out: String::new(),
+        indent: 0,
     };
-    for ((k, kernel), &shape) in program.kernels().iter().enumerate().zip(&shapes) {
-        w.kernel(k, kernel, shape)?;
-    }
+    w.steps(&plan, &shapes, 0)?;
     Ok(w.out)
 }
 
@@ -196,6 +207,8 @@ struct Walk<'a, D> {
     program: &'a LirProgram,
     d: &'a mut D,
     out: String,
+    /// Levels of indentation added to every line: one per enclosing program loop.
+    indent: usize,
 }
 
 /// Where each reduction keeps its state, by body instruction index.
@@ -208,8 +221,82 @@ struct ReduceState {
 }
 
 impl<D: Dialect> Walk<'_, D> {
+    /// The blocks of `plan`'s kernels, inside `level` program loops.
+    fn steps(&mut self, plan: &[Step], shapes: &[LoopShape], level: usize) -> Result<(), ExportError> {
+        for step in plan {
+            match step {
+                Step::Kernel(k) => {
+                    let kernel = self
+                        .program
+                        .kernels()
+                        .get(*k)
+                        .ok_or_else(|| ExportError::InvalidProgram(format!("no kernel {k}")))?;
+                    let shape = shapes.get(*k).copied().unwrap_or(LoopShape::Exact);
+                    self.kernel(*k, kernel, shape)?;
+                }
+                Step::Loop { spec, body } => self.repeat(spec, body, shapes, level)?,
+            }
+        }
+        Ok(())
+    }
+
+    /// A program loop: its body's blocks inside a loop of `spec.trips` iterations, left early
+    /// when the exit flag is false after one.
+    fn repeat(
+        &mut self,
+        spec: &KernelLoop,
+        body: &[Step],
+        shapes: &[LoopShape],
+        level: usize,
+    ) -> Result<(), ExportError> {
+        let exit = match spec.exit {
+            None => None,
+            Some(flag) => {
+                let is_flag = self
+                    .program
+                    .buffer(flag)
+                    .is_some_and(|b| b.ty.dtype == DType::Bool && b.ty.shape.numel() == 1);
+                if !is_flag {
+                    return Err(ExportError::InvalidProgram(format!(
+                        "the exit flag {flag} of the loop over kernels {}..{} is not a bool scalar",
+                        spec.first, spec.end
+                    )));
+                }
+                Some(flag)
+            }
+        };
+        let last = spec.end - 1;
+        if spec.trips == 0 {
+            let comment = self
+                .d
+                .comment(&format!("kernels {}..={last} repeat no times", spec.first));
+            self.line(1, &comment);
+            return Ok(());
+        }
+        let comment = self.d.comment(&match exit {
+            Some(flag) => format!("kernels {}..={last} repeat while {flag} holds", spec.first),
+            None => format!("kernels {}..={last} repeat", spec.first),
+        });
+        self.line(1, &comment);
+        let open = self.d.trips_open(&format!("t{level}"), spec.trips);
+        self.line(1, &open);
+        self.indent += 1;
+        let done = self.steps(body, shapes, level + 1);
+        if done.is_ok()
+            && let Some(flag) = exit
+        {
+            let cond = self.d.read(flag, "0");
+            let stop = self.d.break_unless(&cond);
+            self.line(1, &stop);
+        }
+        self.indent -= 1;
+        done?;
+        self.line(1, "}");
+        Ok(())
+    }
+
     fn line(&mut self, depth: usize, text: &str) {
-        for _ in 0..depth {
+        for _ in 0..depth + self.indent {
             self.out.push_str("  ");
         }
         self.out.push_str(text);

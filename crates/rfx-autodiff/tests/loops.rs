@@ -609,3 +609,49 @@ fn a_loop_of_zero_trips_passes_its_derivatives_through() {
     let got = run(&jvp(&looped, &["x0", "k"]).expect("builds"), &with_tangents);
     assert_close("jvp", &got[1], &[1.4 - 0.3], 1e-15, 0.0);
 }
+
+#[test]
+fn loop_derivative_kernels_optimise_to_mir_programs_with_loops_that_agree() {
+    use rfx_ir::interp::{Mode, run_hir, run_mir};
+    use rfx_opt::{OptConfig, optimize};
+    let inputs = pendulum_inputs();
+    let mut with_tangents = inputs.clone();
+    with_tangents.push(arr(&[2], &[1.0, 0.5]));
+    with_tangents.push(arr(&[], &[0.3]));
+    let cases = [
+        (
+            "value_and_grad",
+            value_and_grad(&pendulum(30, false), &["x0", "k"]).expect("builds"),
+            inputs.clone(),
+            2,
+        ),
+        (
+            "jvp",
+            jvp(&pendulum(30, false), &["x0", "k"]).expect("builds"),
+            with_tangents,
+            1,
+        ),
+        (
+            "grad of a while loop",
+            grad(&newton_sqrt(), &["a"]).expect("builds"),
+            vec![arr(&[], &[7.0])],
+            2,
+        ),
+        (
+            "vmap of a while loop",
+            vmap(&newton_sqrt(), &[Some(0)], 3).expect("builds"),
+            vec![arr(&[3], &[7.0, 1.0, 1e6])],
+            1,
+        ),
+    ];
+    for (what, kernel, inputs, loops) in cases {
+        let views: Vec<_> = inputs.iter().map(Array::view).collect();
+        let (program, _) = optimize(&kernel, &OptConfig::default()).expect("optimises");
+        assert_eq!(program.loops().len(), loops, "{what}:\n{program}");
+        let hir = run_hir(&kernel, &views, Mode::Native).expect("runs");
+        let mir = run_mir(&program, &views, Mode::Native).expect("runs");
+        for (h, m) in hir.iter().zip(&mir) {
+            assert_close(what, &m.to_f64_vec(), &h.to_f64_vec(), 1e-12, 1e-14);
+        }
+    }
+}

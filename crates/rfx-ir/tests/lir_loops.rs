@@ -305,3 +305,21 @@ fn loop_rules_are_verifier_errors() {
     );
     verified(&skipped.with_loops(vec![range(1, 3, 1, None)]).to_string());
 }
+
+#[test]
+fn printed_errors_follow_the_loop_line_they_concern() {
+    let program = parse(&doubling(4, 24).replace("trips 4", "trips 4 exit buf3")).unwrap();
+    let errors = lir::verify(&program).unwrap_err();
+    assert_eq!(
+        errors.errors()[0].to_string(),
+        "loop #0: exit flag buf3 is not a one-element bool arena buffer"
+    );
+    assert!(
+        errors.to_string().ends_with(
+            "  loop kernels 1..3 trips 4 exit buf3\n  # error: exit flag buf3 is not a one-element bool arena buffer\n}\n"
+        ),
+        "{errors}"
+    );
+    let interp = run_lir(errors.program(), &[], Mode::Native).unwrap_err();
+    assert!(matches!(interp, rfx_ir::interp::InterpError::InvalidLir(_)));
+}

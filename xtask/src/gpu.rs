@@ -3,7 +3,7 @@
 //! folder (default `target/gpu-bundle`, ignored by git):
 //!
 //! - `bundle.tar.xz`: the release `rfx` and `gpu_bench`, the test binaries that run kernels on
-//!   the GPU (`rfx-codegen-cuda`'s `execute`, `tree` and `error_variants`, `rfx-cli`'s `fuzz`,
+//!   the GPU (`rfx-codegen-cuda`'s `execute`, `tree`, `loops` and `error_variants`, `rfx-cli`'s `fuzz`,
 //!   which replays the saved regressions), all stripped, and `libnvrtc.so.12` with its
 //!   builtins from the wheel `.ci/run` installs under `target/cuda-wheels`;
 //! - `run.sh`: unpacks the bundle, points `RFX_NVRTC_LIB` at the library, links this checkout's
@@ -19,9 +19,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The GPU test binaries: (package, test target).
-const TESTS: [(&str, &str); 4] = [
+const TESTS: [(&str, &str); 5] = [
     ("rfx-codegen-cuda", "execute"),
     ("rfx-codegen-cuda", "tree"),
+    ("rfx-codegen-cuda", "loops"),
     ("rfx-codegen-cuda", "error_variants"),
     ("rfx-cli", "fuzz"),
 ];
@@ -216,13 +217,14 @@ step gpu_bench 120 "$bin/gpu_bench" --json "$logs/gpu_bench.json"
 # The rest side by side.
 step execute 330 "$bin/execute" --nocapture &
 step tree 200 "$bin/tree" --nocapture &
+step loops 120 "$bin/loops" --nocapture &
 step error_variants 60 "$bin/error_variants" --nocapture &
 step regressions 120 "$bin/fuzz" saved_regressions_replay_clean --nocapture &
 step fuzz {fuzz_limit} "$bin/rfx" fuzz --minutes {minutes} --seed {seed} --metal-every 0 --save-dir "$logs/saved" &
 # Kernels of 1,000-20,000 ops: CUDA runs them within its size limit or refuses them, never crashes.
 step large_fuzz {fuzz_limit} "$bin/rfx" fuzz --large --minutes {minutes} --seed {seed} --metal-every 0 --save-dir "$logs/saved-large" &
 wait
-for n in gpu_bench execute tree error_variants regressions fuzz large_fuzz; do
+for n in gpu_bench execute tree loops error_variants regressions fuzz large_fuzz; do
   echo "===== log of $n" >> "$log"; cat "$logs/$n.log" >> "$log"; rm -f "$logs/$n.log"
 done
 grep -E "^=== |skipped|test result|kernels ran|FAILED|panicked|fuzz:" "$log"

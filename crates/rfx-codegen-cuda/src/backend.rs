@@ -22,6 +22,7 @@ use cudarc::driver::{
     PushKernelArg,
 };
 use rfx_ir::lir::{LirProgram, Storage};
+use rfx_ir::repeat::Step;
 use rfx_ir::{
     Array, ArrayView, ArrayViewMut, BinaryOp, BufId, DType, DataMut, DataRef, Scalar, TensorType, UnaryOp,
 };
@@ -376,6 +377,9 @@ struct CudaCompiled {
     signature: Signature,
     device: Arc<Device>,
     kernels: Vec<(CudaFunction, KernelLaunch)>,
+    /// The launches of one call: `Step::Kernel(i)` launches `kernels[i]`; a loop repeats its
+    /// steps `trips` times (see [`CudaCompiled::launch_steps`]).
+    steps: Vec<Step>,
     buffers: Mutex<Buffers>,
 }
 
@@ -389,9 +393,10 @@ pub struct CudaOptions {
     /// array by array from the caller's memory and keeps no page-locked memory.
     pub stage_host_arrays: bool,
     /// Run a program of two or more small kernels (none of more than 1024 units, none a
-    /// block-tree reduction) as one kernel launched as one block, with a barrier between its
-    /// kernels (default `true`; see [`CudaProgram::launches`]). `false` launches each kernel
-    /// on its own.
+    /// block-tree reduction), or of one such kernel in a loop, as one kernel launched as one
+    /// block, with a barrier between its kernels and the program's loops as loops of the
+    /// function (default `true`; see [`CudaProgram::launches`]). `false` launches each kernel
+    /// on its own, repeating a loop's launches on the host.
     pub one_launch: bool,
 }
 
@@ -606,9 +611,10 @@ impl CudaProgram {
     }
 
     /// The kernel launches one call makes: one for a program of small kernels, which runs as
-    /// one function (see the crate documentation), else one per LIR kernel.
+    /// one function, loops included (see the crate documentation), else one per LIR kernel,
+    /// each kernel in a loop counted once per trip (saturating at `usize::MAX`).
     pub fn launches(&self) -> usize {
-        self.0.kernels.len()
+        count_launches(&self.0.steps)
     }
 
     /// Whether host-array calls copy the inputs and outputs through one staging buffer (one
@@ -629,6 +635,7 @@ fn compile(
     cuda: &CudaOptions,
 ) -> Result<CudaCompiled, BackendError> {
     let module_source = generate(program, options, cuda.one_launch)?;
+    let steps = module_source.steps;
     ensure_nvrtc()?;
     let device = device()?;
     let module = device.module(&module_source.source, program.name(), options.fast_math)?;
@@ -682,6 +689,7 @@ fn compile(
         program: program.clone(),
         device,
         kernels,
+        steps,
         buffers: Mutex::new(Buffers { io, arena, trees }),
     })
 }
@@ -751,48 +759,101 @@ fn binary_ulp_bound(op: BinaryOp, dtype: DType) -> Option<u64> {
     }
 }
 
+/// The launches `steps` make: each kernel once per trip of the loops around it.
+fn count_launches(steps: &[Step]) -> usize {
+    steps.iter().fold(0usize, |total, step| {
+        let launches = match step {
+            Step::Kernel(_) => 1,
+            Step::Loop { spec, body } => {
+                count_launches(body).saturating_mul(usize::try_from(spec.trips).unwrap_or(usize::MAX))
+            }
+        };
+        total.saturating_add(launches)
+    })
+}
+
+/// What every launch of one call shares: the device addresses of the caller's buffers, the
+/// program's arena and reduction scratch, and the argument list reused between launches.
+struct LaunchContext<'a> {
+    caller: &'a dyn Fn(BufId) -> Option<CUdeviceptr>,
+    arena: &'a CudaSlice<u8>,
+    trees: &'a [Option<CudaSlice<u8>>],
+    addresses: Vec<CUdeviceptr>,
+}
+
 impl CudaCompiled {
-    /// Queues every kernel, with the device addresses of the caller's buffers from `caller`
-    /// and the program's own arena and reduction scratch.
+    /// Queues every kernel in the order of the program's steps, with the device addresses of
+    /// the caller's buffers from `caller` and the program's own arena and reduction scratch.
     fn launch_kernels(
         &self,
         caller: &dyn Fn(BufId) -> Option<CUdeviceptr>,
         arena: &CudaSlice<u8>,
         trees: &[Option<CudaSlice<u8>>],
     ) -> Result<(), BackendError> {
-        let stream = &self.device.stream;
-        let mut addresses = Vec::new();
-        for (index, (function, launch)) in self.kernels.iter().enumerate() {
-            if launch.units == 0 {
-                continue;
+        let mut context = LaunchContext {
+            caller,
+            arena,
+            trees,
+            addresses: Vec::new(),
+        };
+        self.launch_steps(&self.steps, &mut context)
+    }
+
+    /// Queues `steps`: a kernel once, a loop's steps `trips` times. An exit flag is not read:
+    /// a loop with one has a masked body (once the flag is false its carries stop changing),
+    /// so the remaining trips leave the results as they are, and reading the flag would wait
+    /// for the device on every check.
+    fn launch_steps(&self, steps: &[Step], context: &mut LaunchContext<'_>) -> Result<(), BackendError> {
+        for step in steps {
+            match step {
+                Step::Kernel(index) => self.launch_kernel(*index, context)?,
+                Step::Loop { spec, body } => {
+                    for _ in 0..spec.trips {
+                        self.launch_steps(body, context)?;
+                    }
+                }
             }
-            addresses.clear();
-            for &buf in &launch.params {
-                addresses.push(caller(buf).ok_or_else(|| runtime_error("binding kernel arguments", buf))?);
-            }
-            let mut args = stream.launch_builder(function);
-            for address in &addresses {
-                args.arg(address);
-            }
-            if launch.uses_arena {
-                args.arg(arena);
-            }
-            if launch.tree.is_some() {
-                match trees.get(index) {
-                    Some(Some(scratch)) => args.arg(scratch),
-                    _ => return Err(runtime_error("binding kernel arguments", "reduction scratch")),
-                };
-            }
-            let config = self.device.launch_config(launch);
-            // SAFETY: the parameters are exactly the kernel's (same buffers, same order, as
-            // `codegen` declared them), every buffer address is the start of device memory of
-            // the element count and dtype of its LIR buffer (checked by the callers against the
-            // program's signature, or laid out so by `Staging::new`), the tree
-            // scratch has the size `codegen` laid out, and the LIR verifier checked every
-            // address the kernel computes is in bounds.
-            unsafe { args.launch(config) }
-                .map_err(|e| runtime_error(&format!("launching `{}`", launch.entry), e))?;
         }
+        Ok(())
+    }
+
+    /// Queues kernel `index` (nothing for a kernel without units).
+    fn launch_kernel(&self, index: usize, context: &mut LaunchContext<'_>) -> Result<(), BackendError> {
+        let stream = &self.device.stream;
+        let Some((function, launch)) = self.kernels.get(index) else {
+            return Err(runtime_error("launching kernels", format!("no kernel {index}")));
+        };
+        if launch.units == 0 {
+            return Ok(());
+        }
+        context.addresses.clear();
+        for &buf in &launch.params {
+            let address =
+                (context.caller)(buf).ok_or_else(|| runtime_error("binding kernel arguments", buf))?;
+            context.addresses.push(address);
+        }
+        let mut args = stream.launch_builder(function);
+        for address in &context.addresses {
+            args.arg(address);
+        }
+        if launch.uses_arena {
+            args.arg(context.arena);
+        }
+        if launch.tree.is_some() {
+            match context.trees.get(index) {
+                Some(Some(scratch)) => args.arg(scratch),
+                _ => return Err(runtime_error("binding kernel arguments", "reduction scratch")),
+            };
+        }
+        let config = self.device.launch_config(launch);
+        // SAFETY: the parameters are exactly the kernel's (same buffers, same order, as
+        // `codegen` declared them), every buffer address is the start of device memory of
+        // the element count and dtype of its LIR buffer (checked by the callers against the
+        // program's signature, or laid out so by `Staging::new`), the tree
+        // scratch has the size `codegen` laid out, and the LIR verifier checked every
+        // address the kernel computes is in bounds.
+        unsafe { args.launch(config) }
+            .map_err(|e| runtime_error(&format!("launching `{}`", launch.entry), e))?;
         Ok(())
     }
 }

@@ -27,8 +27,13 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use rfx_ir::lir::{Inst, LirKernel, LirProgram, ScanOrder, SlotId, Storage};
+use rfx_ir::repeat::Step;
 use rfx_ir::{BinaryOp, BufId, CmpOp, DType, ReduceOp, Scalar, UnaryOp};
 use rfx_lower::{BackendError, CompileOptions, LowerError};
+
+mod one_launch;
+
+use one_launch::emit_one_launch;
 
 /// What the host needs to launch one generated kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,11 +112,16 @@ fn tree_chunks(units: usize, points: usize) -> usize {
     by_work.min(by_grid).clamp(1, 1024)
 }
 
-/// The generated module: its source and one launch description per LIR kernel.
+/// The generated module: its source, one launch description per LIR kernel (or one for a
+/// program in one launch), and the steps that run them.
 #[derive(Clone, Debug)]
 pub(crate) struct CudaModuleSource {
     pub(crate) source: String,
     pub(crate) kernels: Vec<KernelLaunch>,
+    /// What the host launches, in order: `Step::Kernel(i)` launches `kernels[i]`, a loop
+    /// repeats its steps (the program's loops; one step for a program in one launch, whose
+    /// loops run inside the function).
+    pub(crate) steps: Vec<Step>,
 }
 
 /// Device helper functions, emitted once each (in this order) when some kernel uses them.
@@ -272,7 +282,7 @@ fn weighted_insts(program: &LirProgram) -> usize {
 }
 
 /// Generates the CUDA C module of a verified-here program; `one_launch` lets a program of
-/// small kernels become one function ([`emit_one_launch`]).
+/// small kernels become one function ([`emit_one_launch`]), its loops included.
 pub(crate) fn generate(
     program: &LirProgram,
     options: &CompileOptions,
@@ -292,15 +302,21 @@ pub(crate) fn generate(
             },
         });
     }
+    let steps = rfx_ir::repeat::steps(program.kernels().len(), program.loops()).map_err(|e| {
+        BackendError::Compile {
+            backend: "cuda",
+            message: format!("the program's loops: {e}"),
+        }
+    })?;
     let mut helpers = BTreeSet::new();
     let mut kernels_text = String::new();
     let fused = if one_launch {
-        emit_one_launch(program, options, &mut helpers, &mut kernels_text)
+        emit_one_launch(program, options, &steps, &mut helpers, &mut kernels_text)
     } else {
         None
     };
-    let kernels = match fused {
-        Some(launch) => vec![launch],
+    let (kernels, steps) = match fused {
+        Some(launch) => (vec![launch], vec![Step::Kernel(0)]),
         None => {
             let mut kernels = Vec::with_capacity(program.kernels().len());
             for (index, kernel) in program.kernels().iter().enumerate() {
@@ -316,7 +332,7 @@ pub(crate) fn generate(
                 kernels_text.push_str(&emitter.out);
                 kernels.push(launch);
             }
-            kernels
+            (kernels, steps)
         }
     };
     let mut source = String::new();
@@ -343,116 +359,10 @@ pub(crate) fn generate(
         }
     }
     source.push_str(&kernels_text);
-    Ok(CudaModuleSource { source, kernels })
-}
-
-/// The whole program as one function run by one block ([`ONE_LAUNCH_MAX_UNITS`]), appended
-/// to `out`; `None` (and nothing appended) when the program does not qualify.
-///
-/// Each kernel's code is its own function's body in a block scope of its own, and
-/// `__syncthreads()` separates consecutive kernels: all of a block's global memory accesses
-/// before the barrier are complete and visible to the whole block after it, so a kernel reads
-/// what the kernels before it wrote, and arena space the memory plan reuses is written only
-/// after its earlier readers are done. No kernel body returns early (only tree kernels do,
-/// and they are not fused), so every thread reaches every barrier. Outputs lose
-/// `__restrict__` here (a later kernel may read what an earlier one wrote through them);
-/// inputs, never written, keep it.
-fn emit_one_launch(
-    program: &LirProgram,
-    options: &CompileOptions,
-    helpers: &mut BTreeSet<Helper>,
-    out: &mut String,
-) -> Option<KernelLaunch> {
-    if program.kernels().len() < 2 {
-        return None;
-    }
-    let mut plans = Vec::with_capacity(program.kernels().len());
-    for kernel in program.kernels() {
-        let emitter = Emitter {
-            program,
-            kernel,
-            fast_math: options.fast_math,
-            helpers: &mut *helpers,
-            out: String::new(),
-        };
-        let plan = emitter.plan();
-        let extra_rounds = plan.units.div_ceil(ONE_LAUNCH_BLOCK).saturating_sub(1);
-        if plan.tree
-            || plan.units > ONE_LAUNCH_MAX_UNITS
-            || extra_rounds.saturating_mul(plan.reduced_points.max(1)) > ONE_LAUNCH_MAX_EXTRA_POINTS
-        {
-            return None;
-        }
-        plans.push(plan);
-    }
-    let params: BTreeSet<BufId> = plans.iter().flat_map(|p| p.params.iter().copied()).collect();
-    let uses_arena = plans.iter().any(|p| p.uses_arena);
-    let units = plans.iter().map(|p| p.units).max().unwrap_or(0);
-    let entry = format!("rfx_program_{}", program.name());
-    let mut text = String::new();
-    let _ = writeln!(
-        text,
-        "// program `{}` in one launch: {} kernel(s) run by one block in order, a barrier between them.",
-        program.name(),
-        plans.len()
-    );
-    let _ = writeln!(text, "extern \"C\" __global__ void {entry}(");
-    let mut param_text = Vec::new();
-    for &buf in &params {
-        let Some(buffer) = program.buffer(buf) else {
-            continue;
-        };
-        let ty = memory_type(buffer.ty.dtype);
-        match &buffer.storage {
-            Storage::Input { name } => param_text.push((
-                format!("const {ty}* __restrict__ {buf}"),
-                format!("input `{name}`"),
-            )),
-            Storage::Output { name } => param_text.push((format!("{ty}* {buf}"), format!("output `{name}`"))),
-            Storage::Arena { .. } | Storage::Literal { .. } => {}
-        }
-    }
-    if uses_arena {
-        param_text.push(("unsigned char* arena".to_string(), "temporaries".to_string()));
-    }
-    for (i, (param, what)) in param_text.iter().enumerate() {
-        let comma = if i + 1 < param_text.len() { "," } else { "" };
-        let _ = writeln!(text, "  {param}{comma}  // {what}");
-    }
-    text.push_str(") {\n");
-    for (index, (kernel, plan)) in program.kernels().iter().zip(&plans).enumerate() {
-        let mut emitter = Emitter {
-            program,
-            kernel,
-            fast_math: options.fast_math,
-            helpers: &mut *helpers,
-            out: String::new(),
-        };
-        if index > 0 {
-            emitter.line(0, "__syncthreads();");
-        }
-        emitter.emit_comment(plan);
-        emitter.line(0, "{");
-        emitter.emit_body(plan);
-        emitter.line(0, "}");
-        for line in emitter.out.lines() {
-            if line.is_empty() {
-                text.push('\n');
-            } else {
-                let _ = writeln!(text, "  {line}");
-            }
-        }
-    }
-    text.push_str("}\n");
-    out.push('\n');
-    out.push_str(&text);
-    Some(KernelLaunch {
-        entry,
-        params: params.into_iter().collect(),
-        uses_arena,
-        units,
-        tree: None,
-        single_block: true,
+    Ok(CudaModuleSource {
+        source,
+        kernels,
+        steps,
     })
 }
 

@@ -72,7 +72,8 @@
 //!   one device buffer mirrored by one page-locked host buffer (each array 256-byte aligned).
 //!   A host-array call then copies the caller's inputs into the mirror, makes one copy to the
 //!   device, launches, makes one copy back and waits, whatever the number of arrays.
-//! - **One launch.** A program of two or more kernels, none a block-tree reduction, none of
+//! - **One launch.** A program of two or more kernels (or of one kernel in a loop), none a
+//!   block-tree reduction, none of
 //!   more than 1024 units, and none whose extra rounds in one 256-thread block would add more
 //!   than 32 points to a thread's work, becomes one function launched as one block: each
 //!   kernel's code runs in turn, `__syncthreads()` between them (a barrier orders and makes
@@ -80,6 +81,19 @@
 //!   form a program took.
 //!
 //! Both can be turned off with [`CudaOptions`].
+//!
+//! # Program loops
+//! A program's loops (`LirProgram::loops`: ranges of kernels run up to `trips` times, see
+//! `rfx_ir::repeat`) never make the generated source depend on the trip count. In a program
+//! in one launch they are `for` loops of its function around their kernels' code, with a
+//! barrier before every kernel inside; a loop with an exit flag (a `while_loop`) reads it after
+//! each iteration (`__syncthreads()`, then `__syncthreads_or(flag)`, so the whole block leaves
+//! together) and stops as soon as it is false, so the whole loop costs one launch and no host
+//! round trip. Otherwise the host launches each kernel of a loop once per trip, in the order of
+//! `rfx_ir::repeat::steps`, and does not read the exit flag (that would wait for the device on
+//! every check): every trip runs, which gives the same results because the optimiser masks
+//! such a loop's body (once the flag is false its carries stop changing), at the cost of the
+//! remaining trips' launches.
 //!
 //! # Device-resident data
 //! A control loop that keeps its state on the GPU uses [`CudaBackend::to_device`],

@@ -70,6 +70,28 @@ fn loops_whose_results_nothing_reads_or_that_change_nothing_are_dropped() {
     assert_eq!(loops_of("only_second_carry_used").len(), 1);
 }
 
+/// The `i32` temporaries of a program: the counter carry's buffers, where a loop has one.
+fn i32_temps(name: &str) -> usize {
+    let (_, kernel) = loop_cases::cases()
+        .into_iter()
+        .find(|(n, _)| *n == name)
+        .unwrap_or_else(|| panic!("no case {name}"));
+    let program = compile(&kernel, &OptConfig::exact());
+    program
+        .buffers()
+        .iter()
+        .filter(|b| b.kind == rfx_ir::mir::BufKind::Temp && b.ty.dtype == rfx_ir::DType::I32)
+        .count()
+}
+
+#[test]
+fn carries_nothing_reads_are_dropped_and_carries_the_test_reads_are_kept() {
+    assert_eq!(i32_temps("dead_carries"), 0);
+    assert_eq!(loops_of("dead_carries").len(), 1);
+    // The counter's `C_k` and `N_k`.
+    assert_eq!(i32_temps("while_counter_read_only_by_its_test"), 2);
+}
+
 #[test]
 fn loops_keep_their_order_nesting_and_exit_flags() {
     let sequence = loops_of("two_loops_in_sequence");

@@ -24,6 +24,8 @@
 //! temporary, the exit flag). A kernel output that is a loop's result or a value of an earlier
 //! stage is copied into its output buffer by the stage where it is available.
 
+mod prepare;
+
 use std::collections::HashMap;
 
 use rfx_ir::hir::{Builder, Kernel, Loop, Op, ValueId, verify};
@@ -34,6 +36,7 @@ use rfx_ir::{BufId, DType, TensorType};
 use crate::config::OptConfig;
 use crate::error::OptError;
 use crate::report::{OptReport, StopReason};
+use prepare::{masked_body, prepare};
 
 /// `true` when `kernel` has a loop node (bodies are only reached through one).
 pub(crate) fn has_loops(kernel: &Kernel) -> bool {
@@ -629,174 +632,6 @@ fn build_stage(
         inputs,
         outputs,
     })
-}
-
-/// `kernel` without dead nodes, with each loop that changes nothing (no iteration, or a body
-/// that returns every carry unchanged) replaced by its initial carries and each loop without
-/// test that runs once by its body.
-fn prepare(kernel: &Kernel) -> Result<Kernel, OptError> {
-    verify(kernel).map_err(OptError::InvalidKernel)?;
-    let live = crate::passes::live_values(kernel);
-    let mut b = Builder::new(kernel.name());
-    let mut map: Vec<Option<ValueId>> = vec![None; kernel.nodes().len()];
-    // The results of the loops replaced by values, by loop node.
-    let mut replaced: HashMap<ValueId, Vec<ValueId>> = HashMap::new();
-    for (index, node) in kernel.nodes().iter().enumerate() {
-        let value = ValueId::new(index);
-        if !live[index] && !matches!(node.op, Op::Input { .. }) {
-            continue;
-        }
-        let args = node
-            .args
-            .iter()
-            .map(|a| {
-                map.get(a.index())
-                    .copied()
-                    .flatten()
-                    .ok_or(OptError::InvalidValue(*a))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let built = match (&node.op, node.args.first()) {
-            (Op::Loop(spec), _) if changes_nothing(spec) => {
-                let carries = args.get(..spec.carries).ok_or(OptError::InvalidValue(value))?;
-                replaced.insert(value, carries.to_vec());
-                carries.first().copied().ok_or(OptError::InvalidValue(value))?
-            }
-            (Op::Loop(spec), _) if spec.cond.is_none() && spec.trips == 1 => {
-                let results = b.inline(&spec.body, &args).map_err(OptError::Rebuild)?;
-                replaced.insert(value, results.clone());
-                results.first().copied().ok_or(OptError::InvalidValue(value))?
-            }
-            (Op::Loop(spec), _) => {
-                let (spec, args) = bind_leaf_invariants(kernel, spec, &node.args, &args)?;
-                b.copy(&Op::Loop(Box::new(spec)), &args, &node.ty)
-                    .map_err(OptError::Rebuild)?
-            }
-            (Op::LoopOutput { index }, Some(of)) if replaced.contains_key(of) => replaced
-                .get(of)
-                .and_then(|r| r.get(*index))
-                .copied()
-                .ok_or(OptError::InvalidValue(value))?,
-            _ => b.copy(&node.op, &args, &node.ty).map_err(OptError::Rebuild)?,
-        };
-        map[index] = Some(built);
-    }
-    for output in kernel.outputs() {
-        let value = map
-            .get(output.value.index())
-            .copied()
-            .flatten()
-            .ok_or(OptError::InvalidValue(output.value))?;
-        b.output(output.name.clone(), value).map_err(OptError::Rebuild)?;
-    }
-    b.finish().map_err(OptError::Rebuild)
-}
-
-/// `spec` with each invariant whose operand (of `operands`, in `kernel`) is a constant, a
-/// literal or an `iota` computed in the body and the test instead of read from a buffer, so
-/// that they fold it; and the operands (of `built`, the operands rebuilt) that are left.
-fn bind_leaf_invariants(
-    kernel: &Kernel,
-    spec: &Loop,
-    operands: &[ValueId],
-    built: &[ValueId],
-) -> Result<(Loop, Vec<ValueId>), OptError> {
-    let leaves: HashMap<usize, &rfx_ir::hir::Node> = operands
-        .iter()
-        .enumerate()
-        .skip(spec.carries)
-        .filter_map(|(position, &a)| kernel.node(a).map(|n| (position, n)))
-        .filter(|(_, n)| n.args.is_empty() && !matches!(n.op, Op::Input { .. }))
-        .collect();
-    if leaves.is_empty() {
-        return Ok((spec.clone(), built.to_vec()));
-    }
-    let bind = |inner: &Kernel| -> Result<Kernel, OptError> {
-        let mut b = Builder::new(inner.name());
-        let mut map = Vec::with_capacity(inner.nodes().len());
-        let mut position = 0;
-        for node in inner.nodes() {
-            let value = match (&node.op, leaves.get(&position)) {
-                (Op::Input { .. }, Some(leaf)) => b.copy(&leaf.op, &[], &leaf.ty),
-                (Op::Input { name }, None) => b.input(name.clone(), node.ty.clone()),
-                (op, _) => {
-                    let args = node
-                        .args
-                        .iter()
-                        .map(|a| map.get(a.index()).copied().ok_or(OptError::InvalidValue(*a)))
-                        .collect::<Result<Vec<ValueId>, _>>()?;
-                    b.copy(op, &args, &node.ty)
-                }
-            }
-            .map_err(OptError::Rebuild)?;
-            position += usize::from(matches!(node.op, Op::Input { .. }));
-            map.push(value);
-        }
-        for output in inner.outputs() {
-            let value = map
-                .get(output.value.index())
-                .copied()
-                .ok_or(OptError::InvalidValue(output.value))?;
-            b.output(output.name.clone(), value).map_err(OptError::Rebuild)?;
-        }
-        b.finish().map_err(OptError::Rebuild)
-    };
-    let bound = Loop {
-        carries: spec.carries,
-        trips: spec.trips,
-        body: bind(&spec.body)?,
-        cond: spec.cond.as_ref().map(bind).transpose()?,
-    };
-    let left = built
-        .iter()
-        .enumerate()
-        .filter(|(position, _)| !leaves.contains_key(position))
-        .map(|(_, &v)| v)
-        .collect();
-    Ok((bound, left))
-}
-
-/// `true` for a loop whose results are its initial carries: it runs no iteration, or its body
-/// returns every carry unchanged.
-fn changes_nothing(spec: &Loop) -> bool {
-    let inputs: Vec<ValueId> = spec.body.inputs().map(|(v, _, _)| v).collect();
-    spec.trips == 0
-        || spec
-            .body
-            .outputs()
-            .iter()
-            .enumerate()
-            .all(|(k, o)| inputs.get(k) == Some(&o.value))
-}
-
-/// A `while_loop`'s body that may run past the test's failure: with the body's inputs, it
-/// returns `select(keep, body(c), c)` for each carry `c` (or `c` itself where the body returns
-/// it unchanged), where `keep = cond(c)`, then `keep`.
-fn masked_body(spec: &Loop, cond: &Kernel) -> Result<Kernel, OptError> {
-    let mut b = Builder::new(spec.body.name());
-    let inputs = spec
-        .body
-        .inputs()
-        .map(|(_, name, ty)| b.input(name, ty.clone()))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(OptError::Rebuild)?;
-    let keep = b
-        .inline(cond, &inputs)
-        .map_err(OptError::Rebuild)?
-        .first()
-        .copied()
-        .ok_or(OptError::Cycle)?;
-    let next = b.inline(&spec.body, &inputs).map_err(OptError::Rebuild)?;
-    for (k, (&carry, &new)) in inputs.iter().zip(&next).enumerate() {
-        let out = if carry == new {
-            carry
-        } else {
-            b.select(keep, new, carry).map_err(OptError::Rebuild)?
-        };
-        b.output(format!("c{k}"), out).map_err(OptError::Rebuild)?;
-    }
-    b.output("keep", keep).map_err(OptError::Rebuild)?;
-    b.finish().map_err(OptError::Rebuild)
 }
 
 /// Adds a stage's report to the program's: op counts, rules and e-graph sizes summed, the

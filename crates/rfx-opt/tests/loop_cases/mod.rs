@@ -103,6 +103,11 @@ pub(crate) fn cases() -> Vec<(&'static str, Kernel)> {
         ("unchanged_and_swapped_carries", unchanged_and_swapped_carries),
         ("values_across_stages", values_across_stages),
         ("scalar_carry_broadcast", scalar_carry_broadcast),
+        ("dead_carries", dead_carries),
+        (
+            "while_counter_read_only_by_its_test",
+            while_counter_read_only_by_its_test,
+        ),
     ];
     cases
         .into_iter()
@@ -370,5 +375,39 @@ fn scalar_carry_broadcast() -> Built {
         let r = b.loop_(fori(4, 1, body.clone()), &[one, v[0]])?;
         let out = b.binary(BinaryOp::Mul, v[0], r[0])?;
         Ok(vec![out])
+    })
+}
+
+/// Carries nothing after the loop reads: carry 1 feeds carry 0, which is read, so it stays;
+/// the counter (carry 2) and carry 3, which only feeds itself, go.
+fn dead_carries() -> Built {
+    let body = kernel(
+        "body",
+        &[f32s(&[3]), f32s(&[3]), i32_scalar(), f32s(&[3]), f32s(&[3])],
+        |b, v| {
+            let a = b.binary(BinaryOp::Add, v[0], v[1])?;
+            let a = b.unary(UnaryOp::Tanh, a)?;
+            let half = affine(b, v[1], 0.5, 0.0)?;
+            let next_b = b.binary(BinaryOp::Add, half, v[4])?;
+            let next_b = b.unary(UnaryOp::Cos, next_b)?;
+            let one = b.scalar(Scalar::I32(1));
+            let i = b.binary(BinaryOp::Add, v[2], one)?;
+            let d = b.unary(UnaryOp::Sin, v[3])?;
+            Ok(vec![a, next_b, i, d])
+        },
+    )?;
+    kernel("dead_carries", &[f32s(&[3]), f32s(&[3])], |b, v| {
+        let zero = b_zero_i32(b);
+        let r = b.loop_(fori(6, 4, body.clone()), &[v[0], v[1], zero, v[0], v[1]])?;
+        Ok(vec![r[0]])
+    })
+}
+
+/// A `while_loop` whose counter only its test reads after the loop: the counter stays.
+fn while_counter_read_only_by_its_test() -> Built {
+    kernel("while_counter_read_only_by_its_test", &[f32s(&[3])], |b, v| {
+        let zero = b_zero_i32(b);
+        let r = b.loop_(while_loop(50, 3, 9)?, &[v[0], zero])?;
+        Ok(vec![r[0]])
     })
 }

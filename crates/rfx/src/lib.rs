@@ -4,7 +4,7 @@
 //! into a thread-local trace, with operators and a method per HIR op), [`jit()`] (a traceable
 //! function with a TinyJIT-style cache), the transforms [`grad`], [`value_and_grad`], [`jvp`],
 //! [`jacobian`], [`hessian`], [`hvp`] and the batching map [`vmap`] (composable, and usable under
-//! `jit`), the expression front end
+//! `jit`), bounded loops ([`lax`]), the expression front end
 //! ([`expr`]), export as portable source ([`mod@export`]) and a [`prelude`]. It re-exports the host
 //! array types of `rfx-ir` and the runtime's real-time handle.
 //!

@@ -425,3 +425,15 @@ fn reads_need_a_write_that_surely_ran_before() {
     // With one trip the same read is fine.
     verified(&skipped.replace("trips 0", "trips 1"));
 }
+
+#[test]
+fn serialized_programs_without_loops_still_read() {
+    let program = verified(DOUBLING);
+    let mut value = serde_json::to_value(&program).unwrap();
+    let back: MirProgram = serde_json::from_value(value.clone()).unwrap();
+    assert_eq!(back, program);
+    value.as_object_mut().unwrap().remove("loops");
+    let without: MirProgram = serde_json::from_value(value).unwrap();
+    assert!(without.loops().is_empty());
+    assert_eq!(without.kernels(), program.kernels());
+}

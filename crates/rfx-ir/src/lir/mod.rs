@@ -491,6 +491,7 @@ pub struct LirProgram {
     arena_bytes: usize,
     arena_align: usize,
     kernels: Vec<LirKernel>,
+    #[serde(default)]
     loops: Vec<crate::repeat::KernelLoop>,
 }
 

@@ -253,6 +253,7 @@ pub struct MirProgram {
     name: String,
     buffers: Vec<Buffer>,
     kernels: Vec<MirKernel>,
+    #[serde(default)]
     loops: Vec<crate::repeat::KernelLoop>,
 }
 

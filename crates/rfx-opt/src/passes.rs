@@ -285,8 +285,16 @@ pub fn simplify(kernel: &Kernel, config: &OptConfig) -> Result<(Kernel, OptRepor
 }
 
 /// Partitions `kernel` into fused MIR kernels without algebraic optimisation (composites are
-/// decomposed and dead code removed first). Use [`optimize`] for the whole pipeline.
+/// decomposed and dead code removed first). Use [`optimize`] for the whole pipeline. A kernel
+/// with loops is split at them as [`optimize`] does.
 pub fn fuse_chains(kernel: &Kernel) -> Result<rfx_ir::mir::MirProgram, OptError> {
+    if crate::staged::has_loops(kernel) {
+        let config = OptConfig {
+            saturate: false,
+            ..OptConfig::default()
+        };
+        return Ok(crate::staged::optimize_staged(kernel, &config)?.0);
+    }
     let decomposed = sink_transposes(&decompose(kernel)?)?;
     let outcome = crate::fusion::fuse(&decomposed)?;
     rfx_ir::mir::verify(&outcome.program).map_err(|e| OptError::PassBroke {

@@ -9,7 +9,7 @@ use rfx_ir::interp::{Mode, run_hir, run_mir};
 use rfx_ir::mir::MirProgram;
 use rfx_ir::repeat::KernelLoop;
 use rfx_ir::testgen::{LoopGenConfig, TestRng, random_inputs, random_loop_kernel, same_values};
-use rfx_opt::{OptConfig, optimize};
+use rfx_opt::{OptConfig, fuse_chains, optimize};
 
 fn compile(kernel: &Kernel, config: &OptConfig) -> MirProgram {
     optimize(kernel, config)
@@ -58,6 +58,16 @@ fn hand_written_loops_give_the_interpreters_bits() {
             assert_same_results(&kernel, &program, Mode::Native, &mut rng, 4);
             assert_same_results(&kernel, &program, Mode::Oracle, &mut rng, 2);
         }
+    }
+}
+
+/// `fuse_chains` (no saturation) splits a kernel at its loops too.
+#[test]
+fn fusion_alone_compiles_loops() {
+    let mut rng = TestRng::new(0xf05e);
+    for (name, kernel) in loop_cases::cases() {
+        let program = fuse_chains(&kernel).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_same_results(&kernel, &program, Mode::Native, &mut rng, 2);
     }
 }
 

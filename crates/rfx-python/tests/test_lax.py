@@ -156,9 +156,10 @@ def rollout_unrolled(theta, omega, kp, kd):
 PENDULUM = np.array([0.8, -0.3, 2.0, 0.5])
 
 
-def test_pendulum_gradient_against_finite_differences_and_the_unrolled_rollout():
+@pytest.mark.parametrize("backend", jit_backends())
+def test_pendulum_gradient_against_finite_differences_and_the_unrolled_rollout(backend):
     args = [np.float64(v) for v in PENDULUM]
-    value, grads = rj.value_and_grad(rollout, argnums=(0, 1, 2, 3))(*args)
+    value, grads = rj.jit(rj.value_and_grad(rollout, argnums=(0, 1, 2, 3)), backend=backend)(*args)
     assert value == pytest.approx(rollout_unrolled(*PENDULUM), rel=1e-13)
     h = 1e-6
     fd = []
@@ -267,3 +268,13 @@ def test_vmap_of_a_while_loop_whose_trip_count_differs_per_example():
         assert out["x"][k] == one["x"]
         assert out["steps"][k] == one["steps"]
     assert len(set(out["steps"].tolist())) > 2
+
+
+def test_jacobian_and_hessian_through_a_loop():
+    def sqrt8(a):
+        return lax.fori_loop(0, 8, lambda i, x: 0.5 * (x + a / x), a)
+
+    a = np.array([2.0, 9.0])
+    np.testing.assert_allclose(rj.jacobian(sqrt8)(a), np.diag(0.5 / np.sqrt(a)), rtol=1e-12)
+    h = rj.hessian(lambda a: np.sum(sqrt8(a)))(a)
+    np.testing.assert_allclose(h, np.diag(-0.25 * a**-1.5), rtol=1e-9)

@@ -799,3 +799,25 @@ fn a_test_and_a_body_that_capture_different_tensors_share_the_invariants() {
         assert_eq!(f64s(&out[0]), vec![12.0], "{backend}");
     }
 }
+
+#[test]
+fn forward_mode_and_the_hessian_through_loops() {
+    let fd = rollout_fd();
+    let jvp = rfx::jit(rfx::jvp(rollout).wrt(&[0, 1, 2, 3]));
+    for (k, want) in fd.iter().enumerate() {
+        let mut args = pendulum_args();
+        args.extend((0..4).map(|j| scalar(if j == k { 1.0 } else { 0.0 })));
+        let out = jvp.call(&args[..]).expect("runs");
+        assert_close(&format!("jvp along input {k}"), &f64s(&out[1]), &[*want], 1e-6);
+    }
+    // sqrt's second derivative, -a^(-3/2) / 4, from the Newton loop.
+    let hessian = rfx::jit(rfx::hessian(|a: Tensor| sqrt_fori(a).sum_all()));
+    let out = hessian.call((&[2.0f64, 9.0],)).expect("runs");
+    let h = f64s(&out[2]);
+    assert_close(
+        "hessian",
+        &h,
+        &[-0.25 * 2f64.powf(-1.5), 0.0, 0.0, -0.25 * 9f64.powf(-1.5)],
+        1e-9,
+    );
+}

@@ -19,6 +19,47 @@ use crate::rules::{
 /// loop was needed) and the tangent of each of the primal loop's final carries.
 type LoopTangents = (Vec<ValueId>, Vec<Option<ValueId>>);
 
+/// The tangents of the loop or `loop_output` node `index` of `primal` (see `forward`). An
+/// active loop gets a tangent loop ([`forward_loop`]), whose primal carries replace the
+/// loop's own, and each `loop_output` reads its carry's tangent there.
+fn loop_tangent(
+    em: &mut Emitter,
+    primal: &Kernel,
+    index: usize,
+    active: &[bool],
+    tangent: &mut [Option<Batched>],
+    loop_tangents: &mut HashMap<usize, LoopTangents>,
+    batch: &Shape,
+) -> Result<(), AdError> {
+    let Some(node) = primal.nodes().get(index) else {
+        return Ok(());
+    };
+    match &node.op {
+        // Every final carry of a loop that got a tangent loop reads that loop, active or not.
+        &Op::LoopOutput { index: carry } => {
+            if let Some((finals, tangents)) = node.args.first().and_then(|of| loop_tangents.get(&of.index()))
+            {
+                if let Some(&carried) = finals.get(carry) {
+                    em.substitute(em.primal(ValueId::new(index)), carried);
+                }
+                tangent[index] = tangents.get(carry).copied().flatten().map(Batched::Dense);
+            }
+        }
+        Op::Loop(spec) if active.get(index).copied().unwrap_or(false) => {
+            let arg_tangents: Vec<Option<Batched>> = node.args.iter().map(|a| tangent[a.index()]).collect();
+            let args: Vec<ValueId> = node.args.iter().map(|&a| em.primal(a)).collect();
+            let (finals, tangents) = forward_loop(em, spec, &args, &arg_tangents, batch)?;
+            if let Some(&first) = finals.first() {
+                em.substitute(em.primal(ValueId::new(index)), first);
+            }
+            tangent[index] = tangents.first().copied().flatten().map(Batched::Dense);
+            loop_tangents.insert(index, (finals, tangents));
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
 /// Runs one forward sweep: `seeds[i]` is the tangent of `wrt[i]` (`None`: zero). Returns the
 /// tangent of every primal value (`None`: zero), indexed by primal value.
 ///
@@ -52,33 +93,14 @@ pub(crate) fn forward(
     // The tangent of every final carry of each loop, by the loop's index.
     let mut loop_tangents: HashMap<usize, LoopTangents> = HashMap::new();
     for (index, node) in primal.nodes().iter().enumerate() {
-        // Every final carry of a loop that got a tangent loop reads that loop, active or not.
-        if let &Op::LoopOutput { index: carry } = &node.op {
-            if let Some((finals, tangents)) = node.args.first().and_then(|of| loop_tangents.get(&of.index()))
-            {
-                if let Some(&primal) = finals.get(carry) {
-                    em.substitute(em.primal(ValueId::new(index)), primal);
-                }
-                tangent[index] = tangents.get(carry).copied().flatten().map(Batched::Dense);
-            }
+        if matches!(node.op, Op::Loop(_) | Op::LoopOutput { .. }) {
+            loop_tangent(em, primal, index, active, &mut tangent, &mut loop_tangents, batch)?;
             continue;
         }
         if matches!(node.op, Op::Input { .. }) || !active.get(index).copied().unwrap_or(false) {
             continue;
         }
         let arg_tangents: Vec<Option<Batched>> = node.args.iter().map(|a| tangent[a.index()]).collect();
-        if let Op::Loop(spec) = &node.op {
-            let args: Vec<ValueId> = node.args.iter().map(|&a| em.primal(a)).collect();
-            let (finals, tangents) = forward_loop(em, spec, &args, &arg_tangents, batch)?;
-            // The tangent loop computes the primal carries too: they replace the primal
-            // loop's, which then need not run.
-            if let Some(&first) = finals.first() {
-                em.substitute(em.primal(ValueId::new(index)), first);
-            }
-            tangent[index] = tangents.first().copied().flatten().map(Batched::Dense);
-            loop_tangents.insert(index, (finals, tangents));
-            continue;
-        }
         if arg_tangents.iter().all(Option::is_none) {
             continue;
         }

@@ -108,6 +108,7 @@ pub(crate) fn cases() -> Vec<(&'static str, Kernel)> {
             "while_counter_read_only_by_its_test",
             while_counter_read_only_by_its_test,
         ),
+        ("stages_inside_a_body", stages_inside_a_body),
     ];
     cases
         .into_iter()
@@ -409,5 +410,32 @@ fn while_counter_read_only_by_its_test() -> Built {
         let zero = b_zero_i32(b);
         let r = b.loop_(while_loop(50, 3, 9)?, &[v[0], zero])?;
         Ok(vec![r[0]])
+    })
+}
+
+/// An outer body with stages of its own: a value computed before its inner loop is the inner
+/// loop's invariant and is read again after it, the inner carry starts from a value computed
+/// for it alone; `iota` invariant and carry start; a constant output.
+fn stages_inside_a_body() -> Built {
+    let inner = kernel("inner", &[f32s(&[2, 3]), f32s(&[2, 3]), f32s(&[2, 3])], |b, v| {
+        let m = b.binary(BinaryOp::Mul, v[0], v[1])?;
+        let m = b.binary(BinaryOp::Add, m, v[2])?;
+        Ok(vec![b.unary(UnaryOp::Sin, m)?])
+    })?;
+    let outer = kernel("outer", &[f32s(&[2, 3]), f32s(&[2, 3])], |b, v| {
+        let t = b.unary(UnaryOp::Cos, v[0])?;
+        let start = b.unary(UnaryOp::Tanh, v[0])?;
+        let iota = b.iota(DType::F32, [2, 3], 1)?;
+        let r = b.loop_(fori(3, 1, inner.clone()), &[start, t, iota])?;
+        let s = b.reduce(ReduceOp::Max, r[0], &[0], true)?;
+        let next = b.binary(BinaryOp::Sub, t, s)?;
+        let next = b.binary(BinaryOp::Add, next, v[1])?;
+        Ok(vec![b.unary(UnaryOp::Tanh, next)?])
+    })?;
+    kernel("stages_inside_a_body", &[f32s(&[2, 3])], |b, v| {
+        let iota = b.iota(DType::F32, [2, 3], 0)?;
+        let r = b.loop_(fori(4, 1, outer.clone()), &[iota, v[0]])?;
+        let seven = b.constant(Scalar::F32(7.0), [2]);
+        Ok(vec![r[0], seven])
     })
 }

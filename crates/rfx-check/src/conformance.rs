@@ -4,7 +4,8 @@
 //! unary, binary and comparison op on every dtype it accepts, `select`, `clamp`, every cast,
 //! every reduction over inner, middle, outer and all axes with and without `keepdims`, every
 //! running fold along inner, middle and outer axes both ways, broadcasting, several outputs) at sizes around the vector widths (0, 1, 3, 4, 5, 7, 8, 9, 17,
-//! 33, 1000). [`check`] runs a compiled case on fresh random inputs (special values included)
+//! 33, 1000), and bounded loops (`loop_*`: fori and while loops, nested loops, no trips,
+//! carries of several dtypes, reductions in bodies and tests). [`check`] runs a compiled case on fresh random inputs (special values included)
 //! and compares it with the references: exactly-rounded ops must give the bits of the LIR
 //! interpreter; transcendental ops must lie within the backend's documented ULP bound of the
 //! `f64` oracle (NaN where the oracle is NaN, the same infinities). Backends instantiate it in
@@ -222,6 +223,7 @@ pub fn cases() -> Vec<Case> {
     literal_cases(&mut push);
     product_cases(&mut push);
     scan_cases(&mut push);
+    crate::loop_cases::loop_cases(&mut push);
     cases
 }
 

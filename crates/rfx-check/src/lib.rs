@@ -4,7 +4,8 @@
 //! ([`mod@generator`]), the oracle that runs one kernel on the interpreters and the backends and
 //! compares them under exact rules ([`mod@oracle`]), the greedy shrinker ([`mod@shrink`]), the
 //! corpus runner over seeds and saved kernels ([`mod@corpus`]) and its report — and the backend
-//! conformance suite every code generator's tests instantiate ([`mod@conformance`]).
+//! conformance suite every code generator's tests instantiate ([`mod@conformance`], with the
+//! hand-written LIR programs of [`mod@loop_programs`] for program loops).
 //!
 //! **Depends on:** `rfx-ir`, `rfx-opt`, `rfx-autodiff` and `rfx-lower` (the [`Backend`]
 //! trait). **May not depend on:** any code generator (backends are handed in as
@@ -18,6 +19,8 @@ pub mod conformance;
 pub mod corpus;
 mod error;
 pub mod generator;
+mod loop_cases;
+pub mod loop_programs;
 pub mod oracle;
 pub mod probe;
 mod report;

@@ -1,5 +1,6 @@
 //! The Rust export compiled and run: the saved corpus (crates/rfx-opt/tests/corpus), the
-//! conformance suite (`rfx_check::conformance`), long blocked reductions and `rfx fuzz`'s
+//! conformance suite (`rfx_check::conformance`), long blocked reductions, the hand-written
+//! programs with loops (`rfx_check::loop_programs`) and `rfx fuzz`'s
 //! random kernels exported as modules of one `#![no_std]`,
 //! `#![forbid(unsafe_code)]`, `#![deny(warnings, missing_docs)]` library crate (with the `libm`
 //! crate), called by a std binary that prints the outputs' bits, and compared with the LIR
@@ -20,6 +21,7 @@ use std::process::Command;
 use common::{BLOCKED_REDUCTIONS, corpus_kernels, lower_kernel, uses_transcendental};
 use rfx_check::conformance::{cases, inputs};
 use rfx_check::generator::fuzz_kernel;
+use rfx_check::loop_programs::loop_programs;
 use rfx_codegen_c::{LIBM_VERSION, rust_source};
 use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
@@ -128,6 +130,21 @@ fn blocked_reduction_jobs() -> Vec<Job> {
                 program,
                 check: Check::Bits,
             }
+        })
+        .collect()
+}
+
+/// The hand-written programs with loops of `rfx_check::loop_programs` of at most 4 elements (the
+/// larger ones walk the same code), checked bit for bit.
+fn loop_program_jobs() -> Vec<Job> {
+    loop_programs()
+        .into_iter()
+        .filter(|case| case.inputs.iter().all(|a| a.shape().numel() <= 4))
+        .map(|case| Job {
+            name: format!("loops/{}", case.name),
+            program: case.program,
+            inputs: case.inputs,
+            check: Check::Bits,
         })
         .collect()
 }
@@ -417,6 +434,7 @@ fn corpus_and_conformance_modules_build_no_std_and_match_the_interpreter() {
     let corpus = jobs.len();
     jobs.extend(conformance_jobs());
     jobs.extend(blocked_reduction_jobs());
+    jobs.extend(loop_program_jobs());
     let fuzz = fuzz_jobs();
     let fuzz_count = fuzz.len();
     jobs.extend(fuzz);

@@ -7,7 +7,10 @@
 //! both forms give the bits of the LIR interpreter (on the program unrolled) and of the same
 //! arithmetic in Rust for a counted loop, a while loop (stopping early through its exit flag,
 //! running out of trips, running no body), nested loops and zero trips, through host arrays
-//! and device-resident arrays; without one each of those tests prints why it is skipped.
+//! and device-resident arrays, and random HIR kernels with loops
+//! (`rfx_ir::testgen::random_loop_kernel`), optimised and lowered, run within rounding of the
+//! interpreter in both forms (their bodies call transcendentals); without a GPU each of those
+//! tests prints why it is skipped, and the random kernels are only compiled to PTX.
 
 mod common;
 mod loop_programs;
@@ -21,10 +24,13 @@ use loop_programs::{
     while_inputs, while_program,
 };
 use rfx_codegen_cuda::{CudaBackend, CudaOptions, cuda_source_with, ptx_with};
+use rfx_ir::hir::Kernel;
 use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
+use rfx_ir::testgen::{LoopGenConfig, TestRng, random_inputs, random_loop_kernel};
 use rfx_ir::{Array, ArrayData, DType, Shape, TensorType};
-use rfx_lower::{Backend, BackendError, CompileOptions};
+use rfx_lower::{Backend, BackendError, CompileOptions, LowerConfig, lower};
+use rfx_opt::{OptConfig, optimize};
 
 fn options(one_launch: bool) -> CudaOptions {
     let mut options = CudaOptions::default();
@@ -102,7 +108,8 @@ fn the_cuda_source_does_not_grow_with_the_trip_count() {
 }
 
 fn assemble(ptxas: &Path, name: &str, ptx_text: &str) -> Result<(), String> {
-    let dir = std::env::temp_dir().join(format!("rfx-cuda-loops-{}", std::process::id()));
+    // A folder per program: the tests run in parallel.
+    let dir = std::env::temp_dir().join(format!("rfx-cuda-loops-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
     let (ptx_path, cubin_path) = (dir.join(format!("{name}.ptx")), dir.join(format!("{name}.cubin")));
     std::fs::write(&ptx_path, ptx_text).map_err(|e| e.to_string())?;
@@ -164,8 +171,14 @@ fn no_gpu(test: &str) -> bool {
 /// interpreter's and its first output against `want`, bit for bit.
 fn check(program: &LirProgram, inputs: &[Array], want: &[f32], what: &str) {
     let views: Vec<_> = inputs.iter().map(Array::view).collect();
-    let reference =
-        run_lir(&unrolled(program), &views, Mode::Native).unwrap_or_else(|e| panic!("{what}: run_lir: {e}"));
+    let reference = run_lir(program, &views, Mode::Native).unwrap_or_else(|e| panic!("{what}: run_lir: {e}"));
+    // Every trip run (a while loop's masked body makes that equal to stopping early).
+    let flat = run_lir(&unrolled(program), &views, Mode::Native)
+        .unwrap_or_else(|e| panic!("{what}: run_lir, unrolled: {e}"));
+    assert_eq!(
+        reference, flat,
+        "{what}: the loops and their unrolled form differ"
+    );
     assert!(
         same_bits(&f32s(&reference[0]), want),
         "{what}: the interpreter gives {:?}, Rust {want:?}",
@@ -275,4 +288,100 @@ fn nested_loops_run_on_the_gpu_with_resident_arrays_too() {
             f32s(&got)
         );
     }
+}
+
+/// `count` random HIR kernels with loops, optimised and lowered, with inputs: `while` tests
+/// only on the exact counter (a test on a float carry may stop an iteration apart when the
+/// transcendentals round differently).
+fn random_looped(count: usize) -> Vec<(Kernel, LirProgram, Vec<Array>)> {
+    let config = LoopGenConfig {
+        max_trips: 12,
+        float_tests: false,
+        ..LoopGenConfig::default()
+    };
+    let mut rng = TestRng::new(0x6375_6461);
+    (0..count)
+        .map(|i| {
+            let kernel = random_loop_kernel(&mut rng, &config, &format!("loops{i}"));
+            let inputs = random_inputs(&mut rng, &kernel, 0.0);
+            let (mir, _) =
+                optimize(&kernel, &OptConfig::default()).unwrap_or_else(|e| panic!("{e}\n{kernel}"));
+            let (lir, _) = lower(&mir, &LowerConfig::default()).unwrap_or_else(|e| panic!("{e}\n{mir}"));
+            (kernel, lir, inputs)
+        })
+        .collect()
+}
+
+#[test]
+fn random_loop_kernels_compile_to_ptx_in_both_forms() {
+    let Some(ptxas) = ptxas() else {
+        missing("ptxas (pip install nvidia-cuda-nvcc-cu12, or set RFX_PTXAS)");
+        return;
+    };
+    let exact = CompileOptions::default();
+    let cases = random_looped(16);
+    assert!(cases.iter().filter(|(_, lir, _)| !lir.loops().is_empty()).count() >= 12);
+    let mut exits_read = 0;
+    for (kernel, lir, _) in &cases {
+        // A program in one launch reads each exit flag in the function.
+        let source = cuda_source_with(lir, &exact, &options(true)).expect("source");
+        if source.contains("rfx_program_") && lir.loops().iter().any(|l| l.exit.is_some()) {
+            assert!(source.contains("__syncthreads_or"), "{lir}\n{source}");
+            exits_read += 1;
+        }
+        for one_launch in [true, false] {
+            let ptx_text = match ptx_with(lir, "sm_90", &exact, &options(one_launch)) {
+                Ok(text) => text,
+                Err(BackendError::Unavailable { reason, .. }) => {
+                    missing(&format!("NVRTC ({reason})"));
+                    return;
+                }
+                Err(e) => panic!("one launch {one_launch}: {e}\n{kernel}\n{lir}"),
+            };
+            let name = format!("{}_{one_launch}", lir.name());
+            assemble(&ptxas, &name, &ptx_text).unwrap_or_else(|e| panic!("{e}\n{kernel}"));
+        }
+    }
+    assert!(
+        exits_read >= 1,
+        "no while loop in one launch among the random kernels"
+    );
+}
+
+#[test]
+fn random_loop_kernels_run_on_the_gpu_within_rounding_of_the_interpreter() {
+    if no_gpu("random_loop_kernels_run_on_the_gpu_within_rounding_of_the_interpreter") {
+        return;
+    }
+    let mut worst = 0.0f64;
+    for (kernel, lir, inputs) in random_looped(40) {
+        let views: Vec<_> = inputs.iter().map(Array::view).collect();
+        let want = run_lir(&lir, &views, Mode::Native).unwrap_or_else(|e| panic!("run_lir: {e}\n{lir}"));
+        for one_launch in [true, false] {
+            let got = CudaBackend
+                .compile_program_with(&lir, &CompileOptions::default(), &options(one_launch))
+                .and_then(|program| program.compiled().run_to_new(&views))
+                .unwrap_or_else(|e| panic!("one launch {one_launch}: {e}\n{kernel}\n{lir}"));
+            for (g, w) in got.iter().zip(&want) {
+                assert_eq!((g.dtype(), g.shape()), (w.dtype(), w.shape()), "{kernel}");
+                // Carries stay in [-2, 2] and the bodies are about 1-Lipschitz: a few ULP per
+                // transcendental per trip stays far below these.
+                let limit = if w.dtype() == DType::F64 { 1e-9 } else { 1e-4 };
+                for k in 0..w.data().len() {
+                    let (gv, wv) = (g.get(k).expect("element"), w.get(k).expect("element"));
+                    let diff = if gv == wv {
+                        0.0
+                    } else {
+                        (gv.to_f64() - wv.to_f64()).abs()
+                    };
+                    worst = worst.max(diff);
+                    assert!(
+                        diff <= limit,
+                        "one launch {one_launch}, element {k}: GPU {gv:?}, interpreter {wv:?}\n{kernel}\n{lir}"
+                    );
+                }
+            }
+        }
+    }
+    println!("random loop kernels: largest difference {worst:e}");
 }

@@ -4,7 +4,9 @@
 //! (stopping early and running out of trips), two nested loops, zero trips and a loop of more
 //! dispatches than one submission holds; host and device-resident calls alike. The generated
 //! WGSL and MSL do not depend on the trip count. Without a wgpu adapter the run tests print
-//! why they are skipped.
+//! why they are skipped. Random HIR kernels with loops (`rfx_ir::testgen::random_loop_kernel`),
+//! optimised and lowered, run within rounding of the interpreter (their bodies call
+//! transcendentals, which are within a few ULP here).
 
 mod common;
 
@@ -20,13 +22,23 @@ use rfx_codegen_metal::{MetalBackend, msl, wgsl};
 use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
 use rfx_ir::repeat::KernelLoop;
+use rfx_ir::testgen::{LoopGenConfig, TestRng, random_inputs, random_loop_kernel};
 use rfx_ir::{Array, ArrayData, DType, Shape, TensorType};
-use rfx_lower::{Backend, BackendError};
+use rfx_lower::{Backend, BackendError, LowerConfig, Unsupported, lower};
+use rfx_opt::{OptConfig, optimize};
 
-/// The interpreter's outputs for the loop-free form of `program`.
+/// The interpreter's outputs for `program`, checked equal to those of its loop-free form
+/// (every trip run: a while loop's masked body makes that equal to stopping early).
 fn interpreted(program: &LirProgram, inputs: &[Array]) -> Vec<Array> {
     let views: Vec<_> = inputs.iter().map(Array::view).collect();
-    run_lir(&unrolled(program), &views, Mode::Native).unwrap_or_else(|e| panic!("run_lir: {e}\n{program}"))
+    let looped = run_lir(program, &views, Mode::Native).unwrap_or_else(|e| panic!("run_lir: {e}\n{program}"));
+    let flat = run_lir(&unrolled(program), &views, Mode::Native)
+        .unwrap_or_else(|e| panic!("run_lir: {e}\n{program}"));
+    assert_eq!(
+        looped, flat,
+        "the loops and their unrolled form differ\n{program}"
+    );
+    looped
 }
 
 /// Runs `program` on the device and checks its first output against the interpreter's and
@@ -195,4 +207,66 @@ fn loops_that_do_not_nest_are_an_error_not_a_panic() {
             Ok(_) => panic!("{loops:?}: compiled"),
         }
     }
+}
+
+#[test]
+fn random_loop_kernels_run_within_rounding_of_the_interpreter() {
+    if !adapter_or_skip() {
+        return;
+    }
+    // `while` tests only on the exact counter: a test on a float carry may stop an iteration
+    // apart when the transcendentals round differently.
+    let config = LoopGenConfig {
+        max_trips: 12,
+        float_tests: false,
+        ..LoopGenConfig::default()
+    };
+    let mut rng = TestRng::new(0x6d65_7461);
+    let (mut ran, mut looped, mut worst) = (0, 0, 0.0f64);
+    for i in 0..40 {
+        let kernel = random_loop_kernel(&mut rng, &config, &format!("loops{i}"));
+        let inputs = random_inputs(&mut rng, &kernel, 0.0);
+        let (mir, _) = optimize(&kernel, &OptConfig::default()).unwrap_or_else(|e| panic!("{e}\n{kernel}"));
+        let (lir, _) = lower(&mir, &LowerConfig::default()).unwrap_or_else(|e| panic!("{e}\n{mir}"));
+        let compiled = match MetalBackend.compile(&lir, &Default::default()) {
+            Ok(compiled) => compiled,
+            // WGSL has no f64: the generator draws f64 kernels too.
+            Err(BackendError::Unsupported {
+                what: Unsupported::DType(DType::F64),
+                ..
+            }) => continue,
+            Err(e) => panic!("compile: {e}\n{lir}"),
+        };
+        let views: Vec<_> = inputs.iter().map(Array::view).collect();
+        let got = compiled
+            .run_to_new(&views)
+            .unwrap_or_else(|e| panic!("run: {e}\n{lir}"));
+        let want = run_lir(&lir, &views, Mode::Native).unwrap_or_else(|e| panic!("run_lir: {e}\n{lir}"));
+        for (g, w) in got.iter().zip(&want) {
+            assert_eq!((g.dtype(), g.shape()), (w.dtype(), w.shape()), "{kernel}");
+            for k in 0..w.data().len() {
+                let (gv, wv) = (g.get(k).expect("element"), w.get(k).expect("element"));
+                // Carries stay in [-2, 2] and the bodies are about 1-Lipschitz: a few ULP per
+                // transcendental per trip stays far below this.
+                let diff = if gv == wv {
+                    0.0
+                } else {
+                    (gv.to_f64() - wv.to_f64()).abs()
+                };
+                worst = worst.max(diff);
+                let close = diff <= 1e-4;
+                assert!(
+                    close,
+                    "element {k}: metal {gv:?}, interpreter {wv:?}\n{kernel}\n{lir}"
+                );
+            }
+        }
+        ran += 1;
+        looped += usize::from(!lir.loops().is_empty());
+    }
+    eprintln!("{ran} f32 kernels ran, {looped} with loops; largest difference {worst:e}");
+    assert!(
+        ran >= 10 && looped >= 8,
+        "only {ran} f32 kernels ran, {looped} with loops"
+    );
 }

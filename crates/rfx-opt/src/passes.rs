@@ -310,7 +310,7 @@ pub fn fuse_chains(kernel: &Kernel) -> Result<rfx_ir::mir::MirProgram, OptError>
 ///
 /// A kernel with loops is split at them: the loop-free stages between loops and each loop's
 /// body (recursively) go through the pipeline, and the program repeats each body's kernels
-/// with a [`rfx_ir::repeat::KernelLoop`] (see `staged.rs`). Its report sums the stages'.
+/// with a [`rfx_ir::repeat::KernelLoop`]. Its report sums the stages'.
 pub fn optimize(
     kernel: &Kernel,
     config: &OptConfig,

@@ -74,7 +74,13 @@ fn fusion_alone_compiles_loops() {
 
 #[test]
 fn loops_whose_results_nothing_reads_or_that_change_nothing_are_dropped() {
-    for name in ["unused_loop", "zero_trips", "one_trip", "while_zero_trips"] {
+    for name in [
+        "unused_loop",
+        "zero_trips",
+        "one_trip",
+        "while_zero_trips",
+        "while_one_trip",
+    ] {
         assert_eq!(loops_of(name), [], "{name}");
     }
     // Only carry 1 is read: the loop stays.

@@ -16,7 +16,10 @@
 //! `keep = cond(c)`, `next = body(c)` and `c' = select(keep, next, c)`, and writes `keep` to the
 //! loop's exit flag, so that an iteration after the test failed changes nothing and the loop may
 //! stop as soon as the flag is false. A loop that runs no iteration, or whose body returns every
-//! carry unchanged, is its initial values; a loop without test that runs once is its body.
+//! carry unchanged, is its initial values; a loop of one trip is its body (masked by its test
+//! for a `while_loop`). Carries nothing reads after the loop (and that neither the kept
+//! carries nor the test need) are dropped, and constant invariants are computed in the body
+//! (`prepare.rs`).
 //!
 //! Stages and bodies are *linked* into one program: every stage program's buffers are
 //! renumbered into the program's, its inputs bound to the buffers holding their values and its

@@ -12,7 +12,7 @@ use crate::error::OptError;
 /// `kernel` without dead nodes, where every loop keeps only the carries that something after it
 /// reads (or that those carries or the test need), a loop that changes nothing (no iteration,
 /// or a body that returns every carry unchanged) is replaced by its initial carries, a loop
-/// without test that runs once by its body, and a constant, literal or `iota` invariant is
+/// that runs at most once by its body (masked by its test for a `while_loop`), and a constant, literal or `iota` invariant is
 /// computed in the body instead of read ([`bind_leaf_invariants`]).
 pub(super) fn prepare(kernel: &Kernel) -> Result<Kernel, OptError> {
     verify(kernel).map_err(OptError::InvalidKernel)?;
@@ -119,8 +119,18 @@ fn prepare_loop(
     let (operands, built) = (pick(operands)?, pick(built)?);
     let kept = if changes_nothing(&spec) {
         built.get(..spec.carries).ok_or(OptError::Cycle)?.to_vec()
-    } else if spec.cond.is_none() && spec.trips == 1 {
-        b.inline(&spec.body, &built).map_err(OptError::Rebuild)?
+    } else if spec.trips == 1 {
+        match &spec.cond {
+            None => b.inline(&spec.body, &built).map_err(OptError::Rebuild)?,
+            // The masked body's outputs are the carries, then the test's result.
+            Some(cond) => {
+                let mut finals = b
+                    .inline(&masked_body(&spec, cond)?, &built)
+                    .map_err(OptError::Rebuild)?;
+                finals.truncate(spec.carries);
+                finals
+            }
+        }
     } else {
         let carries = spec.carries;
         let (spec, args) = bind_leaf_invariants(kernel, &spec, &operands, &built)?;

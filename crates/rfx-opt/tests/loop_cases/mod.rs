@@ -109,6 +109,7 @@ pub(crate) fn cases() -> Vec<(&'static str, Kernel)> {
             while_counter_read_only_by_its_test,
         ),
         ("stages_inside_a_body", stages_inside_a_body),
+        ("while_one_trip", while_one_trip),
     ];
     cases
         .into_iter()
@@ -437,5 +438,15 @@ fn stages_inside_a_body() -> Built {
         let r = b.loop_(fori(4, 1, outer.clone()), &[iota, v[0]])?;
         let seven = b.constant(Scalar::F32(7.0), [2]);
         Ok(vec![r[0], seven])
+    })
+}
+
+/// `while_loop`s of one trip: one whose test holds for inputs from 0 on, one whose test fails
+/// for all but inputs below -3.
+fn while_one_trip() -> Built {
+    kernel("while_one_trip", &[f32s(&[3]), i32_scalar()], |b, v| {
+        let taken = b.loop_(while_loop(1, 3, 4)?, &[v[0], v[1]])?;
+        let skipped = b.loop_(while_loop(1, 3, -3)?, &[v[0], v[1]])?;
+        Ok(vec![taken[0], taken[1], skipped[0], skipped[1]])
     })
 }

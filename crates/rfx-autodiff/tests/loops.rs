@@ -705,3 +705,137 @@ fn jacobians_of_a_loop_with_several_results_agree_both_ways_and_compose_with_vma
     let out = run(&mapped, &[arr(&[4], &a), arr(&[4], &[1.0; 4])]);
     assert_close("vmap of jvp", &out[1], &want, 1e-9, 0.0);
 }
+
+/// `Σ_outputs Σ w · output` of `kernel`'s float outputs, with fixed pseudo-random weights.
+fn weighted_cost(kernel: &Kernel) -> Kernel {
+    let mut b = Builder::new("cost");
+    let inputs: Vec<ValueId> = kernel
+        .inputs()
+        .map(|(_, name, ty)| b.input(name, ty.clone()).expect("builds"))
+        .collect();
+    let outputs = b.inline(kernel, &inputs).expect("builds");
+    let mut total = None;
+    for (i, &out) in outputs.iter().enumerate() {
+        let ty = b.value_type(out).expect("typed").clone();
+        if ty.dtype != DType::F64 {
+            continue;
+        }
+        let w = common::uniform(100 + i as u64, ty.shape.numel(), -1.0, 1.0);
+        let w = b.literal(&arr(ty.shape.dims(), &w));
+        let weighted = b.binary(BinaryOp::Mul, out, w).expect("builds");
+        let s = b.reduce_all(ReduceOp::Sum, weighted).expect("builds");
+        total = Some(match total {
+            Some(t) => b.binary(BinaryOp::Add, t, s).expect("builds"),
+            None => s,
+        });
+    }
+    let total = total.unwrap_or_else(|| scalar(&mut b, 0.0));
+    b.output("cost", total).expect("builds");
+    b.finish().expect("builds")
+}
+
+#[test]
+fn random_loop_kernels_differentiate_like_finite_differences_and_batch_like_each_example() {
+    use rfx_ir::testgen::{LoopGenConfig, TestRng, random_inputs, random_loop_kernel};
+    // While tests on the counter only: a test on a float carry may stop one iteration apart
+    // under a finite-difference step, which no derivative sees.
+    let config = LoopGenConfig {
+        float_tests: false,
+        ..LoopGenConfig::default()
+    };
+    let mut checked = 0;
+    for seed in 0..80 {
+        let mut rng = TestRng::new(seed);
+        let kernel = random_loop_kernel(&mut rng, &config, "random");
+        if kernel.inputs().any(|(_, _, ty)| ty.dtype != DType::F64) {
+            continue;
+        }
+        checked += 1;
+        let cost = weighted_cost(&kernel);
+        let inputs = random_inputs(&mut rng, &cost, 0.0);
+        let names: Vec<String> = cost.inputs().map(|(_, name, _)| name.to_string()).collect();
+        let gradient = run(&grad(&cost, &names).expect("grad builds"), &inputs);
+        for (position, g) in gradient.iter().enumerate() {
+            let fd = fd_grad(&cost, &inputs, position, 0, None);
+            assert_close(
+                &format!("seed {seed} input {position}\n{kernel}"),
+                g,
+                &fd,
+                1e-5,
+                1e-7,
+            );
+        }
+        // The JVP along the inputs themselves is the gradient dotted with them.
+        let mut with_tangents = inputs.clone();
+        with_tangents.extend(inputs.iter().cloned());
+        let tangent = run(&jvp(&cost, &names).expect("jvp builds"), &with_tangents)[1][0];
+        let dot: f64 = gradient
+            .iter()
+            .zip(&inputs)
+            .map(|(g, x)| g.iter().zip(x.to_f64_vec()).map(|(g, x)| g * x).sum::<f64>())
+            .sum();
+        assert_close(&format!("seed {seed} jvp"), &[tangent], &[dot], 1e-10, 1e-12);
+        assert_vmap_is_each_example(&kernel, &inputs, seed);
+    }
+    assert!(checked >= 10, "only {checked} f64 kernels");
+}
+
+/// An array of `dtype` (a float) holding `values`.
+fn arr_of(dtype: DType, shape: &[usize], values: &[f64]) -> Array {
+    let scalars = values.iter().map(|&v| Scalar::from_f64(dtype, v));
+    let data = rfx_ir::ArrayData::from_scalars(dtype, scalars).expect("one dtype");
+    Array::new(shape.to_vec(), data).expect("length matches shape")
+}
+
+/// `vmap` of `kernel` over three examples of its first input (the others shared) gives each
+/// example's bits.
+fn assert_vmap_is_each_example(kernel: &Kernel, inputs: &[Array], seed: u64) {
+    // Three examples of the first input, the others shared: each example's bits.
+    let first = &inputs[0];
+    let n = first.shape().numel();
+    let values: Vec<f64> = (0..3)
+        .flat_map(|e| {
+            first
+                .to_f64_vec()
+                .into_iter()
+                .map(move |v| v * (1.0 - 0.3 * e as f64))
+        })
+        .collect();
+    let mut dims = vec![3];
+    dims.extend_from_slice(first.shape().dims());
+    let mut batched_inputs = inputs.to_vec();
+    batched_inputs[0] = arr_of(first.dtype(), &dims, &values);
+    let mut in_axes = vec![None; inputs.len()];
+    in_axes[0] = Some(0);
+    let mapped = vmap(kernel, &in_axes, 3).expect("vmap builds");
+    let out = run(&mapped, &batched_inputs);
+    for example in 0..3 {
+        let mut one = inputs.to_vec();
+        one[0] = arr_of(
+            first.dtype(),
+            first.shape().dims(),
+            &values[example * n..(example + 1) * n],
+        );
+        let want = run(kernel, &one);
+        for (o, w) in out.iter().zip(&want) {
+            let m = w.len();
+            assert_eq!(
+                &o[example * m..(example + 1) * m],
+                &w[..],
+                "seed {seed} example {example}\n{kernel}"
+            );
+        }
+    }
+}
+
+#[test]
+fn random_loop_kernels_with_float_tests_batch_like_each_example() {
+    use rfx_ir::testgen::{LoopGenConfig, TestRng, random_inputs, random_loop_kernel};
+    // Every example stops on its own float test: the batched test masks the body.
+    for seed in 0..60 {
+        let mut rng = TestRng::new(1000 + seed);
+        let kernel = random_loop_kernel(&mut rng, &LoopGenConfig::default(), "random");
+        let inputs = random_inputs(&mut rng, &kernel, 0.0);
+        assert_vmap_is_each_example(&kernel, &inputs, seed);
+    }
+}

@@ -12,8 +12,8 @@ use crate::error::OptError;
 /// `kernel` without dead nodes, where every loop keeps only the carries that something after it
 /// reads (or that those carries or the test need), a loop that changes nothing (no iteration,
 /// or a body that returns every carry unchanged) is replaced by its initial carries, a loop
-/// that runs at most once by its body (masked by its test for a `while_loop`), and a constant, literal or `iota` invariant is
-/// computed in the body instead of read ([`bind_leaf_invariants`]).
+/// of one trip by its body (masked by its test for a `while_loop`), and a constant, literal or
+/// `iota` invariant is computed in the body instead of read ([`bind_leaf_invariants`]).
 pub(super) fn prepare(kernel: &Kernel) -> Result<Kernel, OptError> {
     verify(kernel).map_err(OptError::InvalidKernel)?;
     let live = crate::passes::live_values(kernel);

@@ -183,3 +183,30 @@ fn random_loop_kernels_give_the_interpreters_bits() {
         "{looping} {nested} {exits}"
     );
 }
+
+/// The loops autodiff and batching write (stored carries and a reverse `while_loop` for `vjp`,
+/// tangent carries for `jvp`, batched carries and tests for `vmap`) compile too.
+#[test]
+fn derivatives_and_batches_of_random_loop_kernels_give_the_interpreters_bits() {
+    let mut rng = TestRng::new(0x1005_ad00);
+    for i in 0..100 {
+        let kernel = random_loop_kernel(&mut rng, &LoopGenConfig::default(), &format!("derived{i}"));
+        let floats: Vec<String> = kernel
+            .inputs()
+            .filter(|(_, _, ty)| ty.dtype.is_float())
+            .map(|(_, name, _)| name.to_string())
+            .collect();
+        let floats: Vec<&str> = floats.iter().map(String::as_str).collect();
+        let in_axes = vec![Some(0); kernel.inputs().count()];
+        let derived = [
+            rfx_autodiff::vjp(&kernel, &floats),
+            rfx_autodiff::jvp(&kernel, &floats),
+            rfx_autodiff::vmap(&kernel, &in_axes, 2),
+        ];
+        for derived in derived {
+            let derived = derived.unwrap_or_else(|e| panic!("{e}\n{kernel}"));
+            let program = compile(&derived, &OptConfig::exact());
+            assert_same_results(&derived, &program, Mode::Native, &mut rng, 1);
+        }
+    }
+}

@@ -278,3 +278,14 @@ def test_jacobian_and_hessian_through_a_loop():
     np.testing.assert_allclose(rj.jacobian(sqrt8)(a), np.diag(0.5 / np.sqrt(a)), rtol=1e-12)
     h = rj.hessian(lambda a: np.sum(sqrt8(a)))(a)
     np.testing.assert_allclose(h, np.diag(-0.25 * a**-1.5), rtol=1e-9)
+
+
+def test_the_counter_keeps_a_float32_carry_float32():
+    f = rj.jit(lambda x: lax.fori_loop(0, 4, lambda i, c: c + i * c, x))
+    out = f(np.ones(2, dtype=np.float32))
+    assert out.dtype == np.float32
+    np.testing.assert_array_equal(out, [24.0, 24.0])  # 1 · 2 · 3 · 4
+    # With an int32 array the counter stays int32.
+    total = rj.jit(lambda x: lax.fori_loop(0, 4, lambda i, c: c + i, x))(np.zeros(3, dtype=np.int32))
+    assert total.dtype == np.int32
+    np.testing.assert_array_equal(total, [6, 6, 6])

@@ -123,7 +123,7 @@ def fori_loop(lower, upper, body_fun, init_val):
     `init_val`: JAX's `lax.fori_loop`.
 
     `lower` and `upper` are integers known when tracing (`upper >= lower`); `i` is an int32
-    scalar. `init_val` is an array or a pytree of arrays; `body_fun` returns the next value, of
+    scalar, weakly typed (`x * i` keeps `x`'s float dtype). `init_val` is an array or a pytree of arrays; `body_fun` returns the next value, of
     the same structure, dtypes and shapes.
     """
     op = "fori_loop"
@@ -137,7 +137,9 @@ def fori_loop(lower, upper, body_fun, init_val):
 
     def body(i, tensors):
         carry = unflatten(tree, [Tracer(t) for t in tensors])
-        return _carry_out(op, "body_fun", tree, init, body_fun(Tracer(i), carry))
+        # The counter is weakly typed, as a Python int: `x * i` keeps a float32 carry float32
+        # (JAX's promotion of its int32 counter gives the same).
+        return _carry_out(op, "body_fun", tree, init, body_fun(Tracer(i, weak=True), carry))
 
     finals = _rfx.fori_loop(lower, upper, body, [t._t for t in init])
     return unflatten(tree, [Tracer(t) for t in finals])

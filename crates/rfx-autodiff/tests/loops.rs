@@ -839,3 +839,61 @@ fn random_loop_kernels_with_float_tests_batch_like_each_example() {
         assert_vmap_is_each_example(&kernel, &inputs, seed);
     }
 }
+
+#[test]
+fn a_bool_carry_the_body_reads_is_stored_for_reverse_mode() {
+    // Carries `(flag, x)`: `x' = flag ? 0.9 x : 1.1 x + 0.05`, `flag' = x > 0.5` (per element).
+    let mut body = Builder::new("switching");
+    let flag = body
+        .input("flag", TensorType::new(DType::Bool, [2]))
+        .expect("builds");
+    let x = body.input("x", f64_ty(&[2])).expect("builds");
+    let shrink = scalar(&mut body, 0.9);
+    let grow = scalar(&mut body, 1.1);
+    let bias = scalar(&mut body, 0.05);
+    let down = body.binary(BinaryOp::Mul, x, shrink).expect("builds");
+    let up = body.binary(BinaryOp::Mul, x, grow).expect("builds");
+    let up = body.binary(BinaryOp::Add, up, bias).expect("builds");
+    let next = body.select(flag, down, up).expect("builds");
+    let half = scalar(&mut body, 0.5);
+    let flag_next = body.compare(CmpOp::Gt, x, half).expect("builds");
+    body.output("flag", flag_next).expect("builds");
+    body.output("x", next).expect("builds");
+    let body = body.finish().expect("builds");
+    let build = |unrolled: bool| {
+        let mut b = Builder::new("switched");
+        let x0 = b.input("x0", f64_ty(&[2])).expect("builds");
+        let f0 = b.constant(Scalar::Bool(false), [2]);
+        let x = if unrolled {
+            let (mut f, mut x) = (f0, x0);
+            for _ in 0..12 {
+                let next = b.inline(&body, &[f, x]).expect("builds");
+                (f, x) = (next[0], next[1]);
+            }
+            x
+        } else {
+            let spec = Loop {
+                carries: 2,
+                trips: 12,
+                body: body.clone(),
+                cond: None,
+            };
+            b.loop_(spec, &[f0, x0]).expect("builds")[1]
+        };
+        let sq = b.binary(BinaryOp::Mul, x, x).expect("builds");
+        let cost = b.reduce_all(ReduceOp::Sum, sq).expect("builds");
+        b.output("cost", cost).expect("builds");
+        b.finish().expect("builds")
+    };
+    let inputs = vec![arr(&[2], &[0.2, 0.9])];
+    let got = run(&grad(&build(false), &["x0"]).expect("builds"), &inputs);
+    let want = run(&grad(&build(true), &["x0"]).expect("builds"), &inputs);
+    assert_eq!(got, want);
+    assert_close(
+        "vs fd",
+        &got[0],
+        &fd_grad(&build(false), &inputs, 0, 0, None),
+        1e-6,
+        1e-8,
+    );
+}

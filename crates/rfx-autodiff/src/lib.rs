@@ -69,7 +69,9 @@
 //!   that depends on a tangent (found by iterating the body's activity to a fixed point),
 //!   with the invariants' tangents as extra invariants; its body is the body's JVP. A batched
 //!   tangent carry (`jacfwd`, [`hessian`]) has the batch shape in front; an identity seed
-//!   enters the loop densely (`|batch| · |carry|` per carry).
+//!   enters the loop densely (`|batch| · |carry|` per carry). The tangent loop also gives the
+//!   primal carries, so the primal loop does not run besides it ([`jacfwd`] runs one tangent
+//!   loop per `wrt` input, each a batched sweep).
 //! - **Reverse mode** stores the carries. A recording loop runs the body again with a counter
 //!   `t` and, for each carry the body's VJP reads, a history of shape `[trips, ...carry]`
 //!   whose row `t` receives the carry entering iteration `t`, written as `select(iota == t,
@@ -77,8 +79,10 @@
 //!   of memory per stored carry. A second loop then runs `t` from the number of iterations
 //!   that ran minus one down to 0 (a while loop of at most `trips` iterations): it reads row
 //!   `t` of each history with a `gather`, applies the body's VJP to the carries' cotangents,
-//!   and sums the invariants' cotangents in extra carries. Histories that could not exist in
-//!   memory (more than `isize::MAX` bytes) are an [`AdError::Loop`].
+//!   and sums the invariants' cotangents in extra carries. The recording loop also gives the
+//!   primal carries, so a gradient runs the loop twice in all (forward, then backward), and
+//!   [`jacrev`]'s sweeps share one recording loop, with one reverse loop per output. Histories
+//!   that could not exist in memory (more than `isize::MAX` bytes) are an [`AdError::Loop`].
 //! - **While loops**: the iterations that actually ran are differentiated; the test's
 //!   decision is not (as JAX's `while_loop`): a loop that stops at once passes its initial
 //!   carries through, with derivative one.

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{arr, assert_close, fd_grad, run, run_named};
-use rfx_autodiff::{AdError, grad, hessian, jacfwd, jacrev, jvp, keep_outputs, value_and_grad, vmap};
+use rfx_autodiff::{AdError, grad, hessian, hvp, jacfwd, jacrev, jvp, keep_outputs, value_and_grad, vmap};
 use rfx_ir::hir::{Builder, Kernel, Loop, ValueId};
 use rfx_ir::{Array, BinaryOp, CmpOp, DType, ReduceOp, Scalar, TensorType, UnaryOp};
 
@@ -383,6 +383,11 @@ fn hessian_and_grad_of_grad_of_a_small_loop_match_the_unrolled_kernel() {
     );
     let hv = [got[0] * v[0] + got[1] * v[1], got[2] * v[0] + got[3] * v[1]];
     assert_close("grad of grad", &second[0], &hv, 1e-11, 1e-13);
+    // Forward over reverse: `hvp` is `jvp` of `grad`, through the recording and reverse loops.
+    let mut with_v = inputs.clone();
+    with_v.push(arr(&[2], &v));
+    let product = run(&hvp(&looped, &["x0"]).expect("builds"), &with_v);
+    assert_close("hvp", &product[0], &hv, 1e-11, 1e-13);
 }
 
 /// The final state of `steps` pendulum steps (no cost), to compare whole batches.

@@ -555,6 +555,10 @@ fn while_loop_newton_sqrt_differentiates_to_half_the_reciprocal() {
     for root in [2.0, 9.0, 0.25] {
         let out = interp(&kernel, &[scalar(root)]);
         assert_close("d sqrt(a) / da", &f64s(&out[0]), &[0.5 / root.sqrt()], 1e-9);
+        for backend in backends() {
+            let out = call_on(rfx::grad(f), backend, &[scalar(root)]);
+            assert_close(backend, &f64s(&out[0]), &[0.5 / root.sqrt()], 1e-9);
+        }
     }
 }
 
@@ -714,6 +718,17 @@ fn the_code_of_a_10000_trip_loop_is_the_code_of_a_100_trip_loop() {
             a.len()
         );
     }
+    // The exported C and Rust: the trip count is one literal.
+    let options = rfx::export::ExportOptions::default();
+    let short = short.hir().clone();
+    let long = long.hir().clone();
+    let c = |k: &Kernel| rfx::export::c(k, "decay", &options).expect("exports C");
+    let (a, b) = (c(&short), c(&long));
+    assert_eq!(without_numbers(&a.source), without_numbers(&b.source), "C");
+    assert!(b.source.len() <= a.source.len() + 2, "C source");
+    let rust = |k: &Kernel| rfx::export::rust(k, "decay", &options).expect("exports Rust");
+    let (a, b) = (rust(&short), rust(&long));
+    assert_eq!(without_numbers(&a.source), without_numbers(&b.source), "Rust");
     let x = Array::from_slice(&[0.5f32; 8]);
     let out = rfx::jit(decay::<10_000>)
         .call(std::slice::from_ref(&x))

@@ -337,9 +337,10 @@ fn tracing() -> bool {
     ACTIVE.with(|active| !active.borrow().is_empty())
 }
 
-/// Calls a loop's Python `callback` on `args` (tensors, then the carries as a list) and returns
-/// the tensors it gives (a list, or one tensor for a test). A Python exception is kept in
-/// `failure` (the first one) and the loop is given no tensors, which fails the loop.
+/// Calls a loop's Python `callback` on the counter (for a `fori_loop` body) and the carries (a
+/// list) and returns the tensors it gives (a list, or one tensor for a test). A Python
+/// exception is kept in `failure` (the first one) and the loop is given no tensors, which
+/// fails the loop.
 fn call_loop_callback(
     py: Python<'_>,
     callback: &Bound<'_, PyAny>,
@@ -423,7 +424,14 @@ fn while_loop(
                 }
             }
         },
-        |carries| call_loop_callback(py, body, None, carries, &mut failure.borrow_mut()),
+        |carries| {
+            let mut slot = failure.borrow_mut();
+            if slot.is_some() {
+                // The test failed: the loop fails, and the body is not run.
+                return Vec::new();
+            }
+            call_loop_callback(py, body, None, carries, &mut slot)
+        },
         &init,
         max_iter,
     );

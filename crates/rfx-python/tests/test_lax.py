@@ -289,3 +289,18 @@ def test_the_counter_keeps_a_float32_carry_float32():
     total = rj.jit(lambda x: lax.fori_loop(0, 4, lambda i, c: c + i, x))(np.zeros(3, dtype=np.int32))
     assert total.dtype == np.int32
     np.testing.assert_array_equal(total, [6, 6, 6])
+
+
+def test_an_exception_in_the_test_stops_the_trace_before_the_body_runs():
+    calls = []
+
+    def cond(c):
+        raise ValueError("from the test")
+
+    def body(c):
+        calls.append(c)
+        return c
+
+    with pytest.raises(ValueError, match="from the test"):
+        rj.jit(lambda x: lax.while_loop(cond, body, x, max_iter=3))(np.ones((), dtype=np.bool_))
+    assert calls == []

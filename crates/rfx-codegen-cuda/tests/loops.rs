@@ -10,7 +10,11 @@
 //! and device-resident arrays, and random HIR kernels with loops
 //! (`rfx_ir::testgen::random_loop_kernel`), optimised and lowered, run within rounding of the
 //! interpreter in both forms (their bodies call transcendentals); without a GPU each of those
-//! tests prints why it is skipped, and the random kernels are only compiled to PTX.
+//! tests prints why it is skipped, and the random kernels are only compiled to PTX. The
+//! shared loop programs of `rfx_check::loop_programs` (small and middle sizes) compile to PTX
+//! and, with a GPU, give their expected bits in both forms; a program whose while loop is not
+//! masked (running every trip changes its result, which `rfx_ir::repeat` rules out) only in
+//! one launch, the one form that reads the exit flag.
 
 mod common;
 mod loop_programs;
@@ -384,4 +388,60 @@ fn random_loop_kernels_run_on_the_gpu_within_rounding_of_the_interpreter() {
         }
     }
     println!("random loop kernels: largest difference {worst:e}");
+}
+
+#[test]
+fn the_shared_loop_programs_compile_to_ptx() {
+    let Some(ptxas) = ptxas() else {
+        missing("ptxas (pip install nvidia-cuda-nvcc-cu12, or set RFX_PTXAS)");
+        return;
+    };
+    let exact = CompileOptions::default();
+    let cases = loop_programs::shared_loop_programs();
+    assert!(cases.len() >= 20, "{} programs", cases.len());
+    for case in &cases {
+        for one_launch in [true, false] {
+            let ptx_text = match ptx_with(&case.program, "sm_90", &exact, &options(one_launch)) {
+                Ok(text) => text,
+                Err(BackendError::Unavailable { reason, .. }) => {
+                    missing(&format!("NVRTC ({reason})"));
+                    return;
+                }
+                Err(e) => panic!("{} (one launch {one_launch}): {e}", case.name),
+            };
+            let name = format!("{}_{one_launch}", case.name);
+            assemble(&ptxas, &name, &ptx_text).unwrap_or_else(|e| panic!("{e}"));
+        }
+    }
+}
+
+#[test]
+fn the_shared_loop_programs_give_their_expected_bits_on_the_gpu() {
+    if no_gpu("the_shared_loop_programs_give_their_expected_bits_on_the_gpu") {
+        return;
+    }
+    for case in loop_programs::shared_loop_programs() {
+        let views: Vec<_> = case.inputs.iter().map(Array::view).collect();
+        let masked = loop_programs::masked(&case.program, &case.inputs);
+        for one_launch in [true, false] {
+            let program = CudaBackend
+                .compile_program_with(&case.program, &CompileOptions::default(), &options(one_launch))
+                .unwrap_or_else(|e| panic!("{} (one launch {one_launch}): {e}", case.name));
+            // Launches repeated by the host run every trip: right only for a masked body.
+            if !masked && program.launches() != 1 {
+                println!(
+                    "{}: not masked, not run in {} launches",
+                    case.name,
+                    program.launches()
+                );
+                continue;
+            }
+            let got = program
+                .compiled()
+                .run_to_new(&views)
+                .unwrap_or_else(|e| panic!("{} (one launch {one_launch}): {e}", case.name));
+            rfx_check::loop_programs::compare(&case, &got)
+                .unwrap_or_else(|e| panic!("one launch {one_launch}: {e}"));
+        }
+    }
 }

@@ -6,7 +6,10 @@
 //! WGSL and MSL do not depend on the trip count. Without a wgpu adapter the run tests print
 //! why they are skipped. Random HIR kernels with loops (`rfx_ir::testgen::random_loop_kernel`),
 //! optimised and lowered, run within rounding of the interpreter (their bodies call
-//! transcendentals, which are within a few ULP here).
+//! transcendentals, which are within a few ULP here). The shared loop programs of
+//! `rfx_check::loop_programs` (small and middle sizes) give their expected bits; those in
+//! `f64` are `Unsupported`, and those whose while loops are not masked (running every trip
+//! changes their result, which `rfx_ir::repeat` rules out) are skipped and named.
 
 mod common;
 
@@ -269,4 +272,42 @@ fn random_loop_kernels_run_within_rounding_of_the_interpreter() {
         ran >= 10 && looped >= 8,
         "only {ran} f32 kernels ran, {looped} with loops"
     );
+}
+
+#[test]
+fn the_shared_loop_programs_give_their_expected_bits() {
+    if !adapter_or_skip() {
+        return;
+    }
+    let (mut compared, mut f64_cases) = (0, 0);
+    let mut unmasked = Vec::new();
+    for case in loop_programs::shared_loop_programs() {
+        // This backend runs every trip of a while loop (it does not read the exit flag back).
+        if !loop_programs::masked(&case.program, &case.inputs) {
+            unmasked.push(case.name);
+            continue;
+        }
+        let compiled = match MetalBackend.compile(&case.program, &Default::default()) {
+            Ok(compiled) => compiled,
+            Err(BackendError::Unsupported {
+                what: Unsupported::DType(DType::F64),
+                ..
+            }) => {
+                f64_cases += 1;
+                continue;
+            }
+            Err(e) => panic!("{}: compile: {e}", case.name),
+        };
+        let views: Vec<_> = case.inputs.iter().map(Array::view).collect();
+        let got = compiled
+            .run_to_new(&views)
+            .unwrap_or_else(|e| panic!("{}: run: {e}", case.name));
+        rfx_check::loop_programs::compare(&case, &got).unwrap_or_else(|e| panic!("{e}"));
+        compared += 1;
+    }
+    eprintln!(
+        "{compared} loop programs compared bit for bit, {f64_cases} in f64 (unsupported), \
+         skipped with while loops that are not masked: {unmasked:?}"
+    );
+    assert!(compared >= 10, "only {compared} loop programs compared");
 }

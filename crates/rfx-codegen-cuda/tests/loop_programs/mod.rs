@@ -362,3 +362,32 @@ pub(crate) fn unrolled(program: &LirProgram) -> LirProgram {
 pub(crate) fn same_bits(got: &[f32], want: &[f32]) -> bool {
     got.len() == want.len() && got.iter().zip(want).all(|(g, w)| g.to_bits() == w.to_bits())
 }
+
+/// Whether running every trip of `program`'s loops gives what stopping at a false exit flag
+/// gives, on `inputs` (the LIR interpreter runs both): what `rfx_ir::repeat` asks of a loop
+/// with an exit flag (a masked body), and what a backend that does not read the flag needs.
+pub(crate) fn masked(program: &LirProgram, inputs: &[Array]) -> bool {
+    use rfx_ir::interp::{Mode, run_lir};
+    if program.loops().iter().all(|l| l.exit.is_none()) {
+        return true;
+    }
+    let views: Vec<_> = inputs.iter().map(Array::view).collect();
+    let looped = run_lir(program, &views, Mode::Native).unwrap_or_else(|e| panic!("run_lir: {e}\n{program}"));
+    let flat = run_lir(&unrolled(program), &views, Mode::Native)
+        .unwrap_or_else(|e| panic!("run_lir, unrolled: {e}\n{program}"));
+    looped == flat
+}
+
+/// The shared loop programs (`rfx_check::loop_programs`) of the small and middle sizes (the
+/// large one differs only in its constants and would take the interpreter long in [`masked`]).
+pub(crate) fn shared_loop_programs() -> Vec<rfx_check::loop_programs::LoopProgram> {
+    rfx_check::loop_programs::loop_programs()
+        .into_iter()
+        .filter(|case| {
+            case.program
+                .kernels()
+                .iter()
+                .all(|k| k.dims.iter().product::<usize>() < 65_536)
+        })
+        .collect()
+}

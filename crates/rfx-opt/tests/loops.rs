@@ -128,6 +128,25 @@ fn loops_keep_their_order_nesting_and_exit_flags() {
     assert_eq!((mixed[0].trips, mixed[1].trips), (5, 6));
 }
 
+/// The outer body of `nested_loops` computes its next `x` after the inner loop, from the inner
+/// carry: nothing reads the outer carry then, so the kernel writes it in place and only the
+/// counter (read by the kernel that increments it) is copied back.
+#[test]
+fn a_carry_no_later_kernel_reads_is_written_in_place() {
+    let (_, kernel) = loop_cases::cases()
+        .into_iter()
+        .find(|(n, _)| *n == "nested_loops")
+        .expect("case");
+    let program = compile(&kernel, &OptConfig::exact());
+    let copies_back: Vec<_> = program
+        .kernels()
+        .iter()
+        .filter(|k| k.name == "l0_next")
+        .map(|k| k.domain.dims().to_vec())
+        .collect();
+    assert_eq!(copies_back, [Vec::<usize>::new()], "{program}");
+}
+
 /// A loop's kernels are written once whatever its trip count.
 #[test]
 fn the_program_does_not_grow_with_the_trip_count() {

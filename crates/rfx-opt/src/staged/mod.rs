@@ -27,6 +27,7 @@
 //! temporary, the exit flag). A kernel output that is a loop's result or a value of an earlier
 //! stage is copied into its output buffer by the stage where it is available.
 
+mod in_place;
 mod prepare;
 
 use std::collections::HashMap;
@@ -90,11 +91,12 @@ pub(crate) fn optimize_staged(
     linker.level(kernel, &inputs, &targets, "")?;
     let Linker {
         buffers,
-        kernels,
-        loops,
+        mut kernels,
+        mut loops,
         mut report,
         ..
     } = linker;
+    let buffers = in_place::drop_untouched_temps(buffers, &mut kernels, &mut loops);
     let program = MirProgram::from_parts(kernel.name(), buffers, kernels).with_loops(loops);
     rfx_ir::mir::verify(&program).map_err(|e| OptError::PassBroke {
         pass: "link",
@@ -472,6 +474,10 @@ impl Linker<'_> {
         let first_loop = self.loops.len();
         let first = self.kernels.len();
         self.level(&body, &range_inputs, &targets, &prefix)?;
+        let inner = self.loops.get(first_loop..).unwrap_or_default();
+        if let Some(range) = self.kernels.get_mut(first..) {
+            back.retain(|&(next, carry)| !in_place::write_in_place(range, first, inner, next, carry));
+        }
         self.copies(&format!("{prefix}next"), &back)?;
         let end = self.kernels.len();
         if first < end {

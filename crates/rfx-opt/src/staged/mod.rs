@@ -12,7 +12,8 @@
 //! values into them before the loop; the loop's range is its body, compiled the same way (it may
 //! hold loops), reading `C_k` and the invariants' buffers and writing fresh temporaries `N_k`,
 //! then copy kernels `N_k -> C_k`; the loop's results are the `C_k`. A carry the body returns
-//! unchanged has neither `N_k` nor a copy. A `while_loop` body is *masked*: it computes
+//! unchanged has neither `N_k` nor a copy, and a carry whose next value is computed after the
+//! range's last read of it is written in place (`in_place.rs`). A `while_loop` body is *masked*: it computes
 //! `keep = cond(c)`, `next = body(c)` and `c' = select(keep, next, c)`, and writes `keep` to the
 //! loop's exit flag, so that an iteration after the test failed changes nothing and the loop may
 //! stop as soon as the flag is false. A loop that runs no iteration, or whose body returns every

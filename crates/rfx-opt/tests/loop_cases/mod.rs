@@ -110,6 +110,7 @@ pub(crate) fn cases() -> Vec<(&'static str, Kernel)> {
         ),
         ("stages_inside_a_body", stages_inside_a_body),
         ("while_one_trip", while_one_trip),
+        ("empty_carry", empty_carry),
     ];
     cases
         .into_iter()
@@ -448,5 +449,13 @@ fn while_one_trip() -> Built {
         let taken = b.loop_(while_loop(1, 3, 4)?, &[v[0], v[1]])?;
         let skipped = b.loop_(while_loop(1, 3, -3)?, &[v[0], v[1]])?;
         Ok(vec![taken[0], taken[1], skipped[0], skipped[1]])
+    })
+}
+
+/// A carry of no elements beside a counter.
+fn empty_carry() -> Built {
+    kernel("empty_carry", &[f32s(&[0]), i32_scalar()], |b, v| {
+        let r = b.loop_(while_loop(9, 0, 5)?, &[v[0], v[1]])?;
+        Ok(vec![r[0], r[1]])
     })
 }

@@ -2,15 +2,16 @@
 //! configuration ([`random_kernel`], [`KernelGenConfig`]), large elementwise kernels heavy in
 //! transcendentals ([`transcendental_kernel`]), the fuzzer's kernel of a seed ([`fuzz_kernel`]:
 //! a configuration drawn from the seed, dimension sizes remapped, now and then batched by
-//! `vmap`) and large-kernel mode's ([`large_kernel`]).
+//! `vmap`, or one seed in eight a kernel with bounded loops, [`fuzz_loop_kernel`]) and
+//! large-kernel mode's ([`large_kernel`]).
 //!
 //! Generation is driven by `rfx_ir::testgen`'s deterministic RNG seeded by the caller, so a
 //! failing case is reproduced from its seed alone; every generated kernel is built with the
 //! [`Builder`] and therefore verifies. The fuzzer's random stream is decorrelated from its
 //! inputs' (`random_inputs(&mut TestRng::new(seed), ..)`).
 
-use rfx_ir::hir::{Builder, Kernel, Op, ValueId};
-use rfx_ir::testgen::{TestRng, random_array};
+use rfx_ir::hir::{Builder, Kernel, Loop, Op, ValueId};
+use rfx_ir::testgen::{LoopGenConfig, TestRng, random_array, random_loop_kernel};
 use rfx_ir::{BinaryOp, CmpOp, DType, ReduceOp, Scalar, ScanOp, Shape, TensorType, UnaryOp};
 
 /// What random kernels may contain.
@@ -569,8 +570,16 @@ pub fn large_kernel(seed: u64) -> Kernel {
 
 /// The kernel of `seed`: a generator configuration drawn from the seed, then dimension sizes
 /// remapped (to 0, odd sizes, sizes around the vector widths, now and then a GPU-tree size),
-/// then now and then a `vmap` of it.
+/// then now and then a `vmap` of it. One seed in [`LOOP_SEEDS`] gives a kernel with bounded
+/// loops instead ([`fuzz_loop_kernel`]).
 pub fn fuzz_kernel(seed: u64) -> Kernel {
+    // A stream of its own decides, so that the other seeds keep their kernels.
+    let mut loop_rng = TestRng::new(seed ^ 0x100b_5eed_f022_c0de);
+    if loop_rng.below(LOOP_SEEDS as usize) == 0
+        && let Some(kernel) = fuzz_loop_kernel(&mut loop_rng)
+    {
+        return kernel;
+    }
     // The generator's stream is decorrelated from the inputs' (`TestRng::new(seed)`).
     let mut rng = TestRng::new(seed ^ 0x5eed_f022_a11c_0de5);
     let float_dtypes = match rng.below(4) {
@@ -631,6 +640,52 @@ pub fn fuzz_kernel(seed: u64) -> Kernel {
         }
     }
     kernel
+}
+
+/// One fuzz seed in this many gives a kernel with loops.
+pub const LOOP_SEEDS: u64 = 8;
+
+/// A kernel with bounded loops (`rfx_ir::testgen::random_loop_kernel`: fori and while loops,
+/// counters, invariants, nested and chained loops) whose transcendental ops, in loop bodies and
+/// tests too, are replaced by exactly rounded ones, so that every backend must give the LIR
+/// interpreter's bits (a transcendental inside a loop has no value the oracle could bound).
+/// `None` where the replacement does not type-check.
+pub fn fuzz_loop_kernel(rng: &mut TestRng) -> Option<Kernel> {
+    let config = LoopGenConfig {
+        max_trips: *rng.pick(&[0, 3, 20, 200])?,
+        ..LoopGenConfig::default()
+    };
+    let kernel = random_loop_kernel(rng, &config, "fuzz_loop");
+    exact_everywhere(rng, &kernel)
+}
+
+/// `kernel` with every transcendental op, at every loop depth, replaced by an exactly rounded
+/// op of the same dtype ([`exact_op`]).
+fn exact_everywhere(rng: &mut TestRng, kernel: &Kernel) -> Option<Kernel> {
+    let mut failed = false;
+    let rebuilt = rebuild(kernel, &[], &mut |op: &Op, dtype: DType| match op {
+        Op::Loop(spec) => {
+            let body = exact_everywhere(rng, &spec.body);
+            let cond = spec.cond.as_ref().map(|c| exact_everywhere(rng, c));
+            match (body, cond) {
+                (Some(body), None) => Op::Loop(Box::new(Loop {
+                    body,
+                    ..(**spec).clone()
+                })),
+                (Some(body), Some(Some(cond))) => Op::Loop(Box::new(Loop {
+                    body,
+                    cond: Some(cond),
+                    ..(**spec).clone()
+                })),
+                _ => {
+                    failed = true;
+                    op.clone()
+                }
+            }
+        }
+        _ => exact_op(rng, op, dtype),
+    })?;
+    (!failed).then_some(rebuilt)
 }
 
 /// `op` itself, or an exactly rounded op accepting `dtype` in place of a transcendental one.
@@ -749,6 +804,7 @@ fn rebuild(kernel: &Kernel, map: &[usize], replace_op: &mut dyn FnMut(&Op, DType
                     .collect();
                 b.pad(args[0], low, dims).ok()?
             }
+            Op::LoopOutput { index } => b.loop_output(*args.first()?, *index).ok()?,
             op => {
                 let dtype = b.value_type(*args.first()?).ok()?.dtype;
                 b.op(replace_op(op, dtype), &args).ok()?

@@ -9,7 +9,8 @@
 //! temporary buffer.
 //!
 //! A loop with `n` carries gets one temporary `C_k` per carry. Copy kernels write the initial
-//! values into them before the loop; the loop's range is its body, compiled the same way (it may
+//! values into them before the loop (a value computed only to start a carry is written there
+//! directly); the loop's range is its body, compiled the same way (it may
 //! hold loops), reading `C_k` and the invariants' buffers and writing fresh temporaries `N_k`, then
 //! copy kernels `N_k -> C_k`; the loop's results are the `C_k`. A carry the body returns unchanged
 //! has neither `N_k` nor a copy, and a carry whose next value is computed after the range's last
@@ -133,7 +134,7 @@ struct Linker<'c> {
     report: OptReport,
 }
 
-/// What a value of a stage kernel is, for splitting.
+/// What a value of a level (a kernel or a loop body) is, for splitting it into stages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Class {
     /// Not needed by the level's outputs.

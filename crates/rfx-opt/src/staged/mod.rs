@@ -10,17 +10,17 @@
 //!
 //! A loop with `n` carries gets one temporary `C_k` per carry. Copy kernels write the initial
 //! values into them before the loop (a value computed only to start a carry is written there
-//! directly); the loop's range is its body, compiled the same way (it may
-//! hold loops), reading `C_k` and the invariants' buffers and writing fresh temporaries `N_k`, then
-//! copy kernels `N_k -> C_k`; the loop's results are the `C_k`. A carry the body returns unchanged
-//! has neither `N_k` nor a copy, and a carry whose next value is computed after the range's last
-//! read of it is written in place (`in_place.rs`). A `while_loop` body is *masked*: it computes
-//! `keep = cond(c)`, `next = body(c)` and `c' = select(keep, next, c)`, and writes `keep` to the
-//! loop's exit flag, so that an iteration after the test failed changes nothing and the loop may
-//! stop as soon as the flag is false. A loop that runs no iteration, or whose body returns every
-//! carry unchanged, is its initial values; a loop of one trip is its body (masked by its test for a
-//! `while_loop`). Carries nothing reads after the loop (and that neither the kept carries nor the
-//! test need) are dropped, and constant invariants are computed in the body (`prepare.rs`).
+//! directly); the loop's range is its body, compiled the same way (it may hold loops), reading
+//! `C_k` and the invariants' buffers and writing fresh temporaries `N_k`, then copy kernels `N_k ->
+//! C_k`; the loop's results are the `C_k`. A carry the body returns unchanged has neither `N_k` nor
+//! a copy, and a carry whose next value is computed after the range's last read of it is written in
+//! place (`in_place.rs`). A `while_loop` body is *masked*: it computes `keep = cond(c)`, `next =
+//! body(c)` and `c' = select(keep, next, c)`, and writes `keep` to the loop's exit flag, so that an
+//! iteration after the test failed changes nothing and the loop may stop as soon as the flag is
+//! false. A loop that runs no iteration, or whose body returns every carry unchanged, is its
+//! initial values; a loop of one trip is its body (masked by its test for a `while_loop`). Carries
+//! nothing reads after the loop (and that neither the kept carries nor the test need) are dropped,
+//! and constant invariants are computed in the body (`prepare.rs`).
 //!
 //! Stages and bodies are *linked* into one program: every stage program's buffers are
 //! renumbered into the program's, its inputs bound to the buffers holding their values and its

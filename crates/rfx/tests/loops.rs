@@ -337,6 +337,28 @@ fn a_tensor_of_an_unrelated_trace_is_a_foreign_tensor() {
     let _ = outer
         .finish(&[("out".to_string(), a)])
         .expect("the outer trace is intact");
+    // A failed (poisoned) tensor kept from a finished trace is foreign too, in a loop body or
+    // outside one.
+    let old = Trace::begin("old");
+    let x = old.input("x", TensorType::scalar(DType::F64));
+    let failed = x.broadcast_to([2]) + x.broadcast_to([3]);
+    assert!(old.finish(&[("out".to_string(), failed)]).is_err());
+    for in_loop in [false, true] {
+        let trace = Trace::begin("new");
+        let x = trace.input("x", TensorType::scalar(DType::F64));
+        let y = if in_loop {
+            fori_loop(0, 2, |_, c| vec![c[0] + failed], &[x])[0]
+        } else {
+            x + failed
+        };
+        let error = trace
+            .finish(&[("out".to_string(), y)])
+            .expect_err("a foreign tensor");
+        assert!(
+            matches!(error, TraceError::ForeignTensor { op: "add" }),
+            "{error:?}"
+        );
+    }
 }
 
 // -- a 2-link planar arm: inverse kinematics by damped Gauss-Newton steps ---------------------

@@ -95,13 +95,6 @@ pub(super) fn record_error(state: &mut TraceState, error: TraceError) {
 pub(super) fn resolve(state: &mut Active<'_>, op: &'static str, tensors: &[Tensor]) -> Option<Vec<ValueId>> {
     let mut ids = Vec::with_capacity(tensors.len());
     for t in tensors {
-        if t.value == POISON {
-            return None;
-        }
-        if t.trace == state.id {
-            ids.push(ValueId::new(t.value as usize));
-            continue;
-        }
         match lift(state.enclosing, state.inner, *t) {
             Ok(Some(id)) => ids.push(id),
             Ok(None) => return None,
@@ -116,14 +109,11 @@ pub(super) fn resolve(state: &mut Active<'_>, op: &'static str, tensors: &[Tenso
 
 /// The value of `t` in `inner`: its own value, or, when `inner` is a loop's body or test and
 /// `t` belongs to an enclosing trace, an input of `inner` standing for it (added on first use,
-/// through every loop body in between). `Ok(None)` for a poisoned tensor; `Err` when `t`
-/// belongs to no trace `inner` may capture from.
+/// through every loop body in between). `Ok(None)` for a poisoned tensor (whose error its own
+/// trace holds); `Err` when `t` belongs to no trace `inner` may capture from, poisoned or not.
 fn lift(enclosing: &mut [TraceState], inner: &mut TraceState, t: Tensor) -> Result<Option<ValueId>, ()> {
-    if t.value == POISON {
-        return Ok(None);
-    }
     if t.trace == inner.id {
-        return Ok(Some(ValueId::new(t.value as usize)));
+        return Ok((t.value != POISON).then(|| ValueId::new(t.value as usize)));
     }
     if !inner.lifts {
         return Err(());

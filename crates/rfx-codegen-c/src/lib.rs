@@ -28,6 +28,11 @@
 //! `ceil` and `round` are exact straight-line code, `abs` clears the sign bit. Nothing
 //! needs libm.
 //!
+//! A program's loops over ranges of its kernels ([`rfx_ir::repeat`]) are `for` loops around
+//! their kernels' blocks with the trip count as their one literal (the source for 10,000 trips
+//! is the one for 100 with that literal changed), breaking after an iteration that leaves a
+//! `while_loop`'s exit flag false; a loop of no trips is a comment.
+//!
 //! Every transcendental (`exp`, `exp2`, `log`, `log2`, `sin`, `cos`, `tan`, `tanh`, `atan`,
 //! `asin`, `acos`, `sigmoid`, `erf`, `pow`, `atan2`) is `static inline` C within the CPU
 //! backend's documented bound of 4 ULP of the `f64` oracle, in f32 and f64, over the whole

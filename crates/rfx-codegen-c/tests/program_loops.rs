@@ -150,3 +150,50 @@ fn the_c_backend_runs_every_loop_program_with_gcc_and_clang() {
         assert!(failures.is_empty(), "{}", failures.join("\n"));
     }
 }
+
+/// The conformance suite's exact loop kernels (`Op::Loop`, no float reduction) through the
+/// optimiser, lowering and the `c` backend give the HIR interpreter's bits.
+#[cfg(feature = "backend")]
+#[test]
+fn hir_loop_kernels_give_the_hir_interpreters_bits_through_the_c_backend() {
+    use common::lower_kernel;
+    use rfx_check::conformance::{cases, inputs};
+    use rfx_codegen_c::CBackend;
+    use rfx_ir::Array;
+    use rfx_ir::interp::{Mode, run_hir};
+    use rfx_ir::testgen::same_values;
+    use rfx_lower::{Backend, CompileOptions};
+
+    let backend = CBackend::with_compiler("gcc");
+    if let Err(e) = backend.check_available() {
+        eprintln!("skipped: {e}");
+        return;
+    }
+    let exact: Vec<_> = cases()
+        .into_iter()
+        .filter(|c| c.name.starts_with("loop_") && c.transcendental.is_none())
+        .filter(|c| !c.name.contains("mean_carry_f") && !c.name.contains("while_vector"))
+        .collect();
+    assert!(exact.len() >= 15, "{} cases", exact.len());
+    let programs: Vec<LirProgram> = exact
+        .iter()
+        .map(|c| lower_kernel(&c.kernel).expect("lowers"))
+        .collect();
+    let compiled = backend.compile_many(&programs, &CompileOptions::default());
+    for (case, result) in exact.iter().zip(compiled) {
+        let compiled = result.unwrap_or_else(|e| panic!("{}: {e}", case.name));
+        for seed in 1..=3 {
+            let inputs = inputs(case, seed);
+            let views: Vec<_> = inputs.iter().map(Array::view).collect();
+            let want = run_hir(&case.kernel, &views, Mode::Native).expect("interpreter");
+            let got = compiled.run_to_new(&views).expect("run");
+            for (k, (w, g)) in want.iter().zip(&got).enumerate() {
+                assert!(
+                    same_values(w, g),
+                    "{} seed {seed} output {k}:\n{w:?}\n{g:?}",
+                    case.name
+                );
+            }
+        }
+    }
+}

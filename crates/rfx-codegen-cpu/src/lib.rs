@@ -10,6 +10,13 @@
 //! elements instead); the persistent thread pool for large kernels; and the safe wrapper
 //! ([`CpuCompiled`]) that checks every buffer before JIT code sees a pointer.
 //!
+//! **Program loops** (`LirProgram::loops`, [`rfx_ir::repeat`]): a program whose kernels all run
+//! as one function compiles each loop into a counted loop of that function, whose code does
+//! not depend on the trip count, and leaves a `while_loop` after the iteration that clears its
+//! exit flag; otherwise the call walks the same tree of steps over the kernels' functions
+//! (threads split each kernel as usual), reading the flag after each iteration. Neither
+//! allocates per call.
+//!
 //! **Targets** (`CompileOptions::cpu_target`): `host` probes this CPU once per process;
 //! `baseline` (x86-64: SSE2) uses no fused multiply-add and no AVX2 routine; `avx2`
 //! (x86-64-v3) uses both and is `Unavailable` on a CPU without them. The emitter reads the

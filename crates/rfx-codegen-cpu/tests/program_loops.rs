@@ -101,3 +101,40 @@ fn an_exit_flag_that_is_not_a_bool_scalar_is_refused() {
     let err = compile(&bad, &CompileOptions::default()).expect_err("an f64 exit flag");
     assert!(err.to_string().contains("buf2"), "{err}");
 }
+
+/// The conformance suite's loop kernels (`Op::Loop`) through the optimiser, lowering and the
+/// CPU backend give the HIR interpreter's bits, where no transcendental or float reduction
+/// (whose lanes change the order) is involved.
+#[test]
+fn hir_loop_kernels_give_the_hir_interpreters_bits_end_to_end() {
+    use rfx_check::conformance::{cases, inputs};
+    use rfx_ir::interp::{Mode, run_hir};
+    use rfx_ir::testgen::same_values;
+    use rfx_lower::{LowerConfig, lower};
+    use rfx_opt::{OptConfig, optimize};
+
+    let exact: Vec<_> = cases()
+        .into_iter()
+        .filter(|c| c.name.starts_with("loop_") && c.transcendental.is_none())
+        .filter(|c| !c.name.contains("mean_carry_f") && !c.name.contains("while_vector"))
+        .collect();
+    assert!(exact.len() >= 15, "{} cases", exact.len());
+    for case in &exact {
+        let (mir, _) = optimize(&case.kernel, &OptConfig::default()).expect("optimize");
+        let (lir, _) = lower(&mir, &LowerConfig::default()).expect("lower");
+        let compiled = compile(&lir, &CompileOptions::default()).expect("compile");
+        for seed in 1..=3 {
+            let inputs = inputs(case, seed);
+            let views: Vec<_> = inputs.iter().map(Array::view).collect();
+            let want = run_hir(&case.kernel, &views, Mode::Native).expect("interpreter");
+            let got = run(&compiled, &inputs);
+            for (k, (w, g)) in want.iter().zip(&got).enumerate() {
+                assert!(
+                    same_values(w, g),
+                    "{} seed {seed} output {k}:\n{w:?}\n{g:?}",
+                    case.name
+                );
+            }
+        }
+    }
+}

@@ -4,7 +4,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use rfx_ir::lir::{LirProgram, Storage};
 use rfx_ir::repeat::Step;
-use rfx_ir::{Array, ArrayView, ArrayViewMut, DType, DataMut, DataRef, Scalar, TensorType};
+use rfx_ir::{Array, ArrayView, ArrayViewMut, BufId, DType, DataMut, DataRef, Scalar, TensorType};
 use rfx_lower::{BackendError, Compiled, Scratch, Signature, Unsupported, check_type, validate_call};
 
 use crate::BACKEND;
@@ -169,6 +169,8 @@ pub(crate) struct MetalCompiled {
     /// One device buffer per LIR buffer (at least 4 bytes; temporaries each get their own).
     buffers: Vec<wgpu::Buffer>,
     readback: Option<wgpu::Buffer>,
+    /// Where a host call copies a loop's exit flag to read it (a program with exit flags).
+    exit_readback: Option<wgpu::Buffer>,
     outputs: Vec<Readback>,
     signature: Signature,
     /// Calls share the device buffers, so they take turns.
@@ -309,6 +311,14 @@ pub(crate) fn compile(
         // Copies start at multiples of 4 bytes; every element is 4 bytes.
         readback_bytes += bytes;
     }
+    let exit_readback = program.loops().iter().any(|l| l.exit.is_some()).then(|| {
+        device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("rfx exit flag"),
+            size: 4,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        })
+    });
     let readback = (readback_bytes > 0).then(|| {
         device.create_buffer(&wgpu::BufferDescriptor {
             label: Some("rfx readback"),
@@ -335,6 +345,7 @@ pub(crate) fn compile(
         steps,
         buffers,
         readback,
+        exit_readback,
         outputs,
         signature: Signature::of(program),
         lock: Mutex::new(HostStaging::default()),
@@ -389,25 +400,31 @@ impl MetalCompiled {
     }
 
     /// Records every kernel in the order of the program's steps after what `encoder` holds,
-    /// and returns the encoder holding the last dispatches (see [`Recorder`]).
-    fn encode_kernels(&self, encoder: wgpu::CommandEncoder) -> wgpu::CommandEncoder {
+    /// and returns the encoder holding the last dispatches (see [`Recorder`]); with
+    /// `read_exits`, reads loops' exit flags back from time to time and stops a loop early.
+    fn encode_kernels(
+        &self,
+        encoder: wgpu::CommandEncoder,
+        read_exits: bool,
+    ) -> Result<wgpu::CommandEncoder, BackendError> {
         let mut recorder = Recorder {
             compiled: self,
             encoder,
             pass: None,
             dispatches: 0,
+            read_exits,
         };
-        recorder.steps(&self.steps);
+        recorder.steps(&self.steps)?;
         recorder.pass = None;
-        recorder.encoder
+        Ok(recorder.encoder)
     }
 
-    fn dispatch(&self) {
+    fn dispatch(&self) -> Result<(), BackendError> {
         let device = &self.gpu.device;
         let encoder = device.create_command_encoder(&wgpu::CommandEncoderDescriptor {
             label: Some(self.program.name()),
         });
-        let mut encoder = self.encode_kernels(encoder);
+        let mut encoder = self.encode_kernels(encoder, true)?;
         if let Some(readback) = &self.readback {
             for output in &self.outputs {
                 if let (Some(src), true) = (self.buffers.get(output.buffer), output.bytes > 0) {
@@ -416,6 +433,7 @@ impl MetalCompiled {
             }
         }
         self.gpu.queue.submit([encoder.finish()]);
+        Ok(())
     }
 
     fn download(&self, outputs: &mut [ArrayViewMut<'_>]) -> Result<(), BackendError> {
@@ -461,14 +479,16 @@ impl MetalCompiled {
                     copy_words(&mut encoder, &array.buffer, buffer, array.bytes());
                 }
             }
-            let mut encoder = self.encode_kernels(encoder);
+            // Queued without waiting: every trip of a loop runs (see `Recorder`).
+            let mut encoder = self.encode_kernels(encoder, false)?;
             for ((buf, _, _), array) in self.program.outputs().zip(outputs.iter()) {
                 if let Some(buffer) = self.buffers.get(buf.index()) {
                     copy_words(&mut encoder, buffer, &array.buffer, array.bytes());
                 }
             }
             self.gpu.queue.submit([encoder.finish()]);
-        })
+            Ok(())
+        })?
     }
 
     /// Waits until every command submitted to the device has finished.
@@ -482,12 +502,22 @@ impl MetalCompiled {
 /// memory at once. Submissions to the queue run in order, so the split changes nothing else.
 const DISPATCHES_PER_SUBMIT: usize = 4096;
 
+/// Trips of a loop with an exit flag that a host call runs before it first reads the flag
+/// back; each later read comes after twice as many trips as the one before, at most
+/// [`EXIT_CHECK_MAX_TRIPS`]. A read waits for the device, so reading after every trip would
+/// cost a synchronisation each; this way a loop that stops early runs at most about twice its
+/// trips (or 1024 more), with about `log2` of them reads.
+const EXIT_CHECK_FIRST_TRIPS: u64 = 4;
+/// The most trips between two reads of an exit flag ([`EXIT_CHECK_FIRST_TRIPS`]).
+const EXIT_CHECK_MAX_TRIPS: u64 = 1024;
+
 /// Records a call's dispatches: every kernel in the order of the program's steps, in compute
 /// passes (wgpu orders the dispatches of a pass and makes each one's writes visible to the
-/// next), a loop's steps once per trip. An exit flag is not read back: a loop with one has a
-/// masked body (once the flag is false its carries stop changing), so the remaining trips
-/// leave the results as they are, while reading the flag would wait for the device (a full
-/// synchronisation) on every check.
+/// next), a loop's steps once per trip. A loop with an exit flag has a masked body (once the
+/// flag is false its carries stop changing), so trips after the flag went false leave the
+/// results as they are: a host call (`read_exits`) reads the flag back from time to time
+/// ([`EXIT_CHECK_FIRST_TRIPS`]) and stops the loop when it is false, while a device-resident
+/// launch, which must not wait, runs every trip.
 struct Recorder<'a> {
     compiled: &'a MetalCompiled,
     encoder: wgpu::CommandEncoder,
@@ -496,20 +526,58 @@ struct Recorder<'a> {
     pass: Option<wgpu::ComputePass<'static>>,
     /// Dispatches recorded into `encoder`.
     dispatches: usize,
+    /// Whether to read exit flags back (a host call, which waits anyway).
+    read_exits: bool,
 }
 
 impl Recorder<'_> {
-    fn steps(&mut self, steps: &[Step]) {
+    fn steps(&mut self, steps: &[Step]) -> Result<(), BackendError> {
         for step in steps {
             match step {
                 Step::Kernel(index) => self.dispatch(*index),
                 Step::Loop { spec, body } => {
-                    for _ in 0..spec.trips {
-                        self.steps(body);
+                    let exit = spec.exit.filter(|_| self.read_exits);
+                    let (mut interval, mut check) = (EXIT_CHECK_FIRST_TRIPS, EXIT_CHECK_FIRST_TRIPS);
+                    for trip in 1..=spec.trips {
+                        self.steps(body)?;
+                        if let Some(flag) = exit
+                            && trip == check
+                            && trip < spec.trips
+                        {
+                            if !self.flag_is_set(flag)? {
+                                break;
+                            }
+                            interval = (interval * 2).min(EXIT_CHECK_MAX_TRIPS);
+                            check += interval;
+                        }
                     }
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Submits what is recorded and reads the `bool` flag `buf` (a 32-bit word on the device)
+    /// once it has run.
+    fn flag_is_set(&mut self, buf: BufId) -> Result<bool, BackendError> {
+        let (Some(readback), Some(flag)) = (
+            &self.compiled.exit_readback,
+            self.compiled.buffers.get(buf.index()),
+        ) else {
+            return Err(runtime_error("reading a loop's exit flag: no such buffer"));
+        };
+        self.pass = None;
+        self.encoder.copy_buffer_to_buffer(flag, 0, readback, 0, 4);
+        self.submit();
+        let mut set = true;
+        map_and_read(self.compiled.gpu, readback, |bytes| {
+            let word = bytes
+                .get(..4)
+                .ok_or_else(|| runtime_error("exit flag readback"))?;
+            set = word.iter().any(|&b| b != 0);
+            Ok(())
+        })?;
+        Ok(set)
     }
 
     fn dispatch(&mut self, index: usize) {
@@ -792,8 +860,8 @@ impl Compiled for MetalCompiled {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         scoped(self.gpu, runtime_message, || {
             self.upload(inputs, &mut staging);
-            self.dispatch();
-        })?;
+            self.dispatch()
+        })??;
         self.download(outputs)
     }
 }

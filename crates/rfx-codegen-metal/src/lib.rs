@@ -51,10 +51,12 @@
 //! `rfx_ir::repeat`) are run by the host: each kernel of a loop is dispatched once per trip,
 //! in the order of `rfx_ir::repeat::steps`, so the shader does not depend on the trip count; a
 //! call's dispatches are submitted in command buffers of at most 4096. A loop's exit flag (a
-//! `while_loop`) is not read back, since that would wait for the device: every trip runs, which
-//! gives the same results because the optimiser masks such a loop's body (once the flag is
-//! false its carries stop changing). A `while_loop` that usually stops early therefore costs
-//! its `max_iter` trips here.
+//! `while_loop`) costs a wait for the device to read back, so a host-array call reads it after
+//! 4 trips, then after twice as many trips as the time before (at most 1024 between reads),
+//! and stops the loop when it is false: a loop that stops early runs at most about twice its
+//! trips (or 1024 more), which gives the same results because the optimiser masks such a
+//! loop's body (once the flag is false its carries stop changing). A device-resident launch,
+//! which does not wait, runs every trip.
 //! Calls on one compiled program take turns on a mutex. For a control loop whose state should
 //! stay on the device, [`MetalBackend::compile_program`] gives a [`MetalProgram`] whose
 //! `launch`/`run_resident` take [`DeviceArray`]s (made by `to_device` or `zeros`, read by

@@ -137,6 +137,31 @@ fn a_loop_of_more_dispatches_than_one_submission_runs_every_trip() {
 }
 
 #[test]
+fn a_host_call_stops_a_while_loop_soon_after_its_flag_clears() {
+    if !adapter_or_skip() {
+        return;
+    }
+    // Three bodies run, then the test fails; every trip would be 6 million dispatches (about
+    // 80 s on lavapipe on 2 cores), while the flag is read back after trip 4.
+    let trips = 1_000_000;
+    let inputs = while_inputs(60.0);
+    let (want, count) = while_expected(trips, &inputs);
+    let start = std::time::Instant::now();
+    let got = run_metal(&while_program(trips), &inputs);
+    let elapsed = start.elapsed();
+    assert!(
+        same_bits(&f32s(&got[0]), &want),
+        "{:?} != {want:?}",
+        f32s(&got[0])
+    );
+    assert_eq!(got[1].data(), &ArrayData::I32(vec![count]));
+    assert!(
+        elapsed.as_secs_f64() < 10.0,
+        "{elapsed:?}: the loop did not stop early"
+    );
+}
+
+#[test]
 fn device_resident_calls_run_the_loops() {
     if !adapter_or_skip() {
         return;
@@ -164,6 +189,30 @@ fn device_resident_calls_run_the_loops() {
             f32s(&got)
         );
     }
+    // A resident launch does not wait, so it runs every trip of a while loop: the masked body
+    // keeps the result.
+    let trips = 40;
+    let inputs = while_inputs(60.0);
+    let (want, count) = while_expected(trips, &inputs);
+    let program = MetalBackend
+        .compile_program(&while_program(trips), &Default::default())
+        .expect("compile");
+    let x = MetalBackend.to_device(inputs[0].view()).expect("to_device");
+    let limit = MetalBackend.to_device(inputs[1].view()).expect("to_device");
+    let mut count_out = MetalBackend
+        .zeros(&TensorType::new(DType::I32, Shape::new(vec![])))
+        .expect("zeros");
+    program
+        .run_resident(&[&x, &limit], &mut [&mut y, &mut count_out])
+        .expect("run_resident");
+    let got = MetalBackend.from_device(&y).expect("from_device");
+    assert!(
+        same_bits(&f32s(&got), &want),
+        "while: {:?} != {want:?}",
+        f32s(&got)
+    );
+    let got_count = MetalBackend.from_device(&count_out).expect("from_device");
+    assert_eq!(got_count.data(), &ArrayData::I32(vec![count]));
 }
 
 #[test]

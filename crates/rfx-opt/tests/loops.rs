@@ -147,6 +147,32 @@ fn a_carry_no_later_kernel_reads_is_written_in_place() {
     assert_eq!(copies_back, [Vec::<usize>::new()], "{program}");
 }
 
+/// What a body and a test compute from the invariants alone is computed once, before the loop.
+#[test]
+fn invariant_work_moves_out_of_the_loop() {
+    let (_, kernel) = loop_cases::cases()
+        .into_iter()
+        .find(|(n, _)| *n == "invariant_work_in_body")
+        .expect("case");
+    let program = compile(&kernel, &OptConfig::exact());
+    let [spec] = program.loops() else {
+        panic!("one loop expected\n{program}");
+    };
+    let in_range = &program.kernels()[spec.first..spec.end];
+    let transcendental = |k: &rfx_ir::mir::MirKernel| {
+        k.body
+            .iter()
+            .filter(|i| matches!(i.op, rfx_ir::mir::MirOp::Unary(_)))
+            .count()
+    };
+    assert_eq!(in_range.iter().map(transcendental).sum::<usize>(), 0, "{program}");
+    assert_eq!(
+        program.kernels().iter().map(transcendental).sum::<usize>(),
+        3,
+        "{program}"
+    );
+}
+
 /// A loop's kernels are written once whatever its trip count.
 #[test]
 fn the_program_does_not_grow_with_the_trip_count() {

@@ -28,6 +28,7 @@
 //! temporary, the exit flag). A kernel output that is a loop's result or a value of an earlier
 //! stage is copied into its output buffer by the stage where it is available.
 
+mod hoist;
 mod in_place;
 mod prepare;
 
@@ -538,10 +539,9 @@ impl Linker<'_> {
                 args: Vec::new(),
                 dtype: ty.dtype,
             });
-            kernel.stores.push(Store {
-                buf: to,
-                value: MirValue::new(kernel.body.len() - 1),
-            });
+            kernel
+                .stores
+                .push(Store::whole(to, MirValue::new(kernel.body.len() - 1)));
         }
         self.kernels.extend(kernels);
         Ok(())

@@ -134,6 +134,7 @@ fn prepare_loop(
     } else {
         let carries = spec.carries;
         let (spec, args) = bind_leaf_invariants(kernel, &spec, &operands, &built)?;
+        let (spec, args) = super::hoist::hoist_invariants(b, &spec, &args)?;
         let node = b.op(Op::Loop(Box::new(spec)), &args).map_err(OptError::Rebuild)?;
         let mut finals = vec![node];
         for k in 1..carries {
@@ -189,7 +190,7 @@ fn needed_carries(spec: &Loop, wanted: &[bool]) -> Vec<bool> {
 }
 
 /// Which values `roots` are computed from (themselves included).
-fn reachable(kernel: &Kernel, roots: impl IntoIterator<Item = ValueId>) -> Vec<bool> {
+pub(super) fn reachable(kernel: &Kernel, roots: impl IntoIterator<Item = ValueId>) -> Vec<bool> {
     let mut seen = vec![false; kernel.nodes().len()];
     let mut stack: Vec<ValueId> = roots.into_iter().collect();
     while let Some(value) = stack.pop() {

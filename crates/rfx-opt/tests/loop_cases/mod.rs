@@ -111,6 +111,7 @@ pub(crate) fn cases() -> Vec<(&'static str, Kernel)> {
         ("stages_inside_a_body", stages_inside_a_body),
         ("while_one_trip", while_one_trip),
         ("empty_carry", empty_carry),
+        ("invariant_work_in_body", invariant_work_in_body),
     ];
     cases
         .into_iter()
@@ -457,5 +458,32 @@ fn empty_carry() -> Built {
     kernel("empty_carry", &[f32s(&[0]), i32_scalar()], |b, v| {
         let r = b.loop_(while_loop(9, 0, 5)?, &[v[0], v[1]])?;
         Ok(vec![r[0], r[1]])
+    })
+}
+
+/// A body and a test that compute from the invariants alone: `x' = x * sum(sin(inv)) +
+/// cos(inv)` while `max(x) < sum(exp(inv))`.
+fn invariant_work_in_body() -> Built {
+    let body = kernel("body", &[f32s(&[3]), f32s(&[3])], |b, v| {
+        let s = b.unary(UnaryOp::Sin, v[1])?;
+        let s = b.reduce_all(ReduceOp::Sum, s)?;
+        let c = b.unary(UnaryOp::Cos, v[1])?;
+        let m = b.binary(BinaryOp::Mul, v[0], s)?;
+        Ok(vec![b.binary(BinaryOp::Add, m, c)?])
+    })?;
+    let cond = kernel("test", &[f32s(&[3]), f32s(&[3])], |b, v| {
+        let m = b.reduce_all(ReduceOp::Max, v[0])?;
+        let e = b.unary(UnaryOp::Exp, v[1])?;
+        let e = b.reduce_all(ReduceOp::Sum, e)?;
+        Ok(vec![b.compare(CmpOp::Lt, m, e)?])
+    })?;
+    kernel("invariant_work_in_body", &[f32s(&[3]), f32s(&[3])], |b, v| {
+        let spec = Loop {
+            carries: 1,
+            trips: 12,
+            body: body.clone(),
+            cond: Some(cond.clone()),
+        };
+        Ok(vec![b.loop_(spec, &[v[0], v[1]])?[0]])
     })
 }

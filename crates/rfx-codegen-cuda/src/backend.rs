@@ -588,6 +588,7 @@ impl CudaProgram {
             },
             &buffers.arena,
             &buffers.trees,
+            false,
         )
     }
 
@@ -772,6 +773,15 @@ fn count_launches(steps: &[Step]) -> usize {
     })
 }
 
+/// Trips of a loop with an exit flag that a host-array call runs before it first reads the
+/// flag back; each later read comes after twice as many trips as the one before, at most
+/// [`EXIT_CHECK_MAX_TRIPS`]. A read waits for the device, so reading after every trip would
+/// cost a synchronisation each; this way a loop that stops early runs at most about twice its
+/// trips (or 1024 more), with about `log2` of them reads.
+const EXIT_CHECK_FIRST_TRIPS: u64 = 4;
+/// The most trips between two reads of an exit flag ([`EXIT_CHECK_FIRST_TRIPS`]).
+const EXIT_CHECK_MAX_TRIPS: u64 = 1024;
+
 /// What every launch of one call shares: the device addresses of the caller's buffers, the
 /// program's arena and reduction scratch, and the argument list reused between launches.
 struct LaunchContext<'a> {
@@ -779,42 +789,89 @@ struct LaunchContext<'a> {
     arena: &'a CudaSlice<u8>,
     trees: &'a [Option<CudaSlice<u8>>],
     addresses: Vec<CUdeviceptr>,
+    /// Whether to read exit flags back (a host-array call, which waits anyway).
+    read_exits: bool,
 }
 
 impl CudaCompiled {
     /// Queues every kernel in the order of the program's steps, with the device addresses of
-    /// the caller's buffers from `caller` and the program's own arena and reduction scratch.
+    /// the caller's buffers from `caller` and the program's own arena and reduction scratch;
+    /// with `read_exits`, reads loops' exit flags back from time to time (see
+    /// [`CudaCompiled::launch_steps`]).
     fn launch_kernels(
         &self,
         caller: &dyn Fn(BufId) -> Option<CUdeviceptr>,
         arena: &CudaSlice<u8>,
         trees: &[Option<CudaSlice<u8>>],
+        read_exits: bool,
     ) -> Result<(), BackendError> {
         let mut context = LaunchContext {
             caller,
             arena,
             trees,
             addresses: Vec::new(),
+            read_exits,
         };
         self.launch_steps(&self.steps, &mut context)
     }
 
-    /// Queues `steps`: a kernel once, a loop's steps `trips` times. An exit flag is not read:
-    /// a loop with one has a masked body (once the flag is false its carries stop changing),
-    /// so the remaining trips leave the results as they are, and reading the flag would wait
-    /// for the device on every check.
+    /// Queues `steps`: a kernel once, a loop's steps up to `trips` times. A loop with an exit
+    /// flag has a masked body (once the flag is false its carries stop changing), so trips
+    /// after the flag went false leave the results as they are: a host-array call reads a
+    /// flag in the arena back after [`EXIT_CHECK_FIRST_TRIPS`] trips, then at doubling
+    /// intervals, and stops the loop when it is false; a device-resident launch, which must
+    /// not wait, queues every trip.
     fn launch_steps(&self, steps: &[Step], context: &mut LaunchContext<'_>) -> Result<(), BackendError> {
         for step in steps {
             match step {
                 Step::Kernel(index) => self.launch_kernel(*index, context)?,
                 Step::Loop { spec, body } => {
-                    for _ in 0..spec.trips {
+                    let exit = spec
+                        .exit
+                        .filter(|_| context.read_exits)
+                        .and_then(|flag| self.arena_byte(flag));
+                    let (mut interval, mut check) = (EXIT_CHECK_FIRST_TRIPS, EXIT_CHECK_FIRST_TRIPS);
+                    for trip in 1..=spec.trips {
                         self.launch_steps(body, context)?;
+                        if let Some(offset) = exit
+                            && trip == check
+                            && trip < spec.trips
+                        {
+                            if !self.flag_is_set(context.arena, offset)? {
+                                break;
+                            }
+                            interval = (interval * 2).min(EXIT_CHECK_MAX_TRIPS);
+                            check += interval;
+                        }
                     }
                 }
             }
         }
         Ok(())
+    }
+
+    /// The arena offset of the `bool` scalar `buf`, `None` when it is not in the arena.
+    fn arena_byte(&self, buf: BufId) -> Option<usize> {
+        let buffer = self.program.buffer(buf)?;
+        match buffer.storage {
+            Storage::Arena { offset } if buffer.ty.dtype == DType::Bool && buffer.ty.shape.numel() == 1 => {
+                Some(offset)
+            }
+            _ => None,
+        }
+    }
+
+    /// Waits for what is queued and reads the flag byte at `offset` of the arena.
+    fn flag_is_set(&self, arena: &CudaSlice<u8>, offset: usize) -> Result<bool, BackendError> {
+        let stream = &self.device.stream;
+        let mut byte = [0u8; 1];
+        stream
+            .memcpy_dtoh(&arena.slice(offset..offset + 1), &mut byte[..])
+            .map_err(|e| runtime_error("copying a loop's exit flag from the device", e))?;
+        stream
+            .synchronize()
+            .map_err(|e| runtime_error("waiting for the device", e))?;
+        Ok(byte[0] != 0)
     }
 
     /// Queues kernel `index` (nothing for a kernel without units).
@@ -919,6 +976,7 @@ impl Compiled for CudaCompiled {
                     },
                     arena,
                     trees,
+                    true,
                 )?;
                 if outputs_end > outputs_start {
                     stream
@@ -953,6 +1011,7 @@ impl Compiled for CudaCompiled {
                     },
                     arena,
                     trees,
+                    true,
                 )?;
                 for ((buf, _, _), output) in self.program.outputs().zip(outputs.iter_mut()) {
                     if let Some(Some(device_buf)) = caller.get(buf.index()) {

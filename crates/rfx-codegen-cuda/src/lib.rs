@@ -90,10 +90,12 @@
 //! each iteration (`__syncthreads()`, then `__syncthreads_or(flag)`, so the whole block leaves
 //! together) and stops as soon as it is false, so the whole loop costs one launch and no host
 //! round trip. Otherwise the host launches each kernel of a loop once per trip, in the order of
-//! `rfx_ir::repeat::steps`, and does not read the exit flag (that would wait for the device on
-//! every check): every trip runs, which gives the same results because the optimiser masks
-//! such a loop's body (once the flag is false its carries stop changing), at the cost of the
-//! remaining trips' launches.
+//! `rfx_ir::repeat::steps`. Reading an exit flag back waits for the device, so a host-array
+//! call reads it after 4 trips, then after twice as many trips as the time before (at most
+//! 1024 between reads), and stops the loop when it is false: a loop that stops early runs at
+//! most about twice its trips (or 1024 more), which gives the same results because the
+//! optimiser masks such a loop's body (once the flag is false its carries stop changing). A
+//! device-resident [`CudaProgram::launch`], which does not wait, queues every trip.
 //!
 //! # Device-resident data
 //! A control loop that keeps its state on the GPU uses [`CudaBackend::to_device`],

@@ -254,6 +254,42 @@ fn while_loops_stop_when_their_condition_fails_on_the_gpu() {
 }
 
 #[test]
+fn host_calls_stop_a_while_loop_soon_after_its_flag_clears_on_the_gpu() {
+    if no_gpu("host_calls_stop_a_while_loop_soon_after_its_flag_clears_on_the_gpu") {
+        return;
+    }
+    // Three bodies run, then the test fails. One launch leaves the loop in the function; one
+    // launch per kernel reads the flag back after trip 4. Every trip would be 18 million
+    // launches (about a minute).
+    let trips = 3_000_000;
+    let inputs = while_inputs(60.0);
+    let views: Vec<_> = inputs.iter().map(Array::view).collect();
+    let (want, count) = while_expected(trips, &inputs);
+    for one_launch in [true, false] {
+        let program = CudaBackend
+            .compile_program_with(
+                &while_program(trips),
+                &CompileOptions::default(),
+                &options(one_launch),
+            )
+            .expect("compile");
+        let start = std::time::Instant::now();
+        let got = program.compiled().run_to_new(&views).expect("run");
+        let elapsed = start.elapsed();
+        assert!(
+            same_bits(&f32s(&got[0]), &want),
+            "{:?} != {want:?}",
+            f32s(&got[0])
+        );
+        assert_eq!(got[1].data(), &ArrayData::I32(vec![count]));
+        assert!(
+            elapsed.as_secs_f64() < 10.0,
+            "one launch {one_launch}: {elapsed:?}, the loop did not stop early"
+        );
+    }
+}
+
+#[test]
 fn nested_loops_run_on_the_gpu_with_resident_arrays_too() {
     if no_gpu("nested_loops_run_on_the_gpu_with_resident_arrays_too") {
         return;

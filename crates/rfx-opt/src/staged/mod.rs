@@ -20,7 +20,8 @@
 //! false. A loop that runs no iteration, or whose body returns every carry unchanged, is its
 //! initial values; a loop of one trip is its body (masked by its test for a `while_loop`). Carries
 //! nothing reads after the loop (and that neither the kept carries nor the test need) are dropped,
-//! and constant invariants are computed in the body (`prepare.rs`).
+//! and constant invariants are computed in the body (`prepare.rs`); what the body and the test
+//! compute from the invariants alone is computed once, before the loop (`hoist.rs`).
 //!
 //! Stages and bodies are *linked* into one program: every stage program's buffers are
 //! renumbered into the program's, its inputs bound to the buffers holding their values and its

@@ -331,6 +331,22 @@ fn product(dims: &[usize]) -> u64 {
     dims.iter().fold(1u64, |acc, &d| acc.saturating_mul(d as u64))
 }
 
+/// The names the module declares besides the entry points: `rfx_zero` and every helper
+/// function, which a kernel's entry point (`rfx_<kernel name>`) must not take.
+fn reserved_names() -> BTreeSet<String> {
+    let mut names = BTreeSet::from(["rfx_zero".to_string()]);
+    for &helper in Helper::ALL {
+        for declared in helper.source().split("fn ").skip(1) {
+            let name: String = declared
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            names.insert(name);
+        }
+    }
+    names
+}
+
 /// Generates the WGSL module of `program`. The program must verify and use no `f64`.
 pub(crate) fn generate(program: &LirProgram) -> Result<Shader, BackendError> {
     check_supported(program)?;
@@ -340,12 +356,14 @@ pub(crate) fn generate(program: &LirProgram) -> Result<Shader, BackendError> {
     };
     let mut kernels_text = String::new();
     let mut layouts = Vec::new();
-    let mut used_names = BTreeSet::new();
+    let mut used_names = reserved_names();
     for (index, kernel) in program.kernels().iter().enumerate() {
         let mut entry = format!("rfx_{}", kernel.name);
-        if !used_names.insert(entry.clone()) {
+        if used_names.contains(&entry) {
             entry = format!("rfx_{}_{index}", kernel.name);
-            used_names.insert(entry.clone());
+        }
+        while !used_names.insert(entry.clone()) {
+            entry.push('_');
         }
         let layout = emit_kernel(&mut emitter, kernel, &entry, &mut kernels_text)?;
         layouts.push(layout);

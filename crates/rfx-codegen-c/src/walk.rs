@@ -782,8 +782,16 @@ impl<D: Dialect> Walk<'_, D> {
                 let value = self.d.cast(dtype(*src), dtype(*dst), &src.to_string());
                 format!("{dst} = {value};")
             }
-            Inst::Store { buf, strides, src } => {
-                let element = self.offset(kernel, strides);
+            Inst::Store {
+                buf,
+                strides,
+                offset,
+                src,
+            } => {
+                let element = match offset {
+                    0 => self.offset(kernel, strides),
+                    at => format!("{} + {}", self.d.uint(*at), self.offset(kernel, strides)),
+                };
                 self.d.store(*buf, &element, &src.to_string())
             }
             Inst::Reduce { op, buf, src } => {

@@ -1140,13 +1140,22 @@ impl Emitter<'_> {
                 let value = self.cast(self.dtype(*src), self.dtype(*dst), &src.to_string());
                 format!("{dst} = {value};")
             }
-            Inst::Store { buf, strides, src } => {
+            Inst::Store {
+                buf,
+                strides,
+                offset,
+                src,
+            } => {
                 let value = if self.buf_dtype(*buf) == DType::Bool {
                     format!("(unsigned char){src}")
                 } else {
                     src.to_string()
                 };
-                format!("{buf}[{}] = {value};", self.offset(strides))
+                let element = match offset {
+                    0 => self.offset(strides),
+                    at => format!("{at} + {}", self.offset(strides)),
+                };
+                format!("{buf}[{element}] = {value};")
             }
             Inst::Reduce { op, buf, src } => {
                 let Some(acc) = acc else { return };

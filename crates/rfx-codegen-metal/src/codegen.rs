@@ -1017,14 +1017,23 @@ fn emit_inst(
             ..
         } => format!("select({}, {}, {})", slot(*on_false), slot(*on_true), slot(*cond)),
         Inst::Cast { dst, src } => em.cast(dtype_of(*src)?, dtype_of(*dst)?, &slot(*src)),
-        Inst::Store { buf, strides, src } => {
+        Inst::Store {
+            buf,
+            strides,
+            offset,
+            src,
+        } => {
             bindings.insert(buf.index());
             let dtype = em.buffer_dtype(*buf)?;
+            let element = match offset {
+                0 => index_expr(strides),
+                at => format!("{at}u + {}", index_expr(strides)),
+            };
             let _ = writeln!(
                 b,
                 "{indent}buf{}[{}] = {};",
                 buf.index(),
-                index_expr(strides),
+                element,
                 store_value(dtype, &slot(*src))
             );
             return Ok(());

@@ -976,6 +976,7 @@ fn random_program(seed: u64) -> LirProgram {
     body.push(Inst::Store {
         buf,
         strides: domain.strides(),
+        offset: 0,
         src,
     });
     let numeric: Vec<SlotId> = readable
@@ -1013,6 +1014,7 @@ fn random_program(seed: u64) -> LirProgram {
         body.push(Inst::Store {
             buf: temp,
             strides: domain.strides(),
+            offset: 0,
             src,
         });
         (temp, dtype)
@@ -1086,6 +1088,7 @@ fn random_program(seed: u64) -> LirProgram {
         body.push(Inst::Store {
             buf,
             strides: domain.strides(),
+            offset: 0,
             src,
         });
         kernels.push(LirKernel {

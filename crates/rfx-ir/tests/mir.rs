@@ -227,10 +227,7 @@ fn parse_renames_labels_and_values_densely() {
     let program = parse(text).unwrap();
     assert_eq!(
         program.kernels()[0].stores[0],
-        Store {
-            buf: BufId::new(1),
-            value: MirValue::new(1)
-        }
+        Store::whole(BufId::new(1), MirValue::new(1))
     );
     assert!(program.to_string().contains("%1 = neg %0 : f32"));
 }
@@ -376,10 +373,7 @@ fn verifier_operand_rules() {
                 args: vec![MirValue::new(0)],
                 dtype: DType::F32,
             }],
-            stores: vec![Store {
-                buf: BufId::new(0),
-                value: MirValue::new(0),
-            }],
+            stores: vec![Store::whole(BufId::new(0), MirValue::new(0))],
             reductions: vec![],
         }],
     );
@@ -893,7 +887,7 @@ fn random_program(seed: u64) -> MirProgram {
         let value = MirValue::new(rng.below(kernel.body.len()));
         let dtype = kernel.body[value.index()].dtype;
         let buf = add_output(&mut buffers, TensorType::new(dtype, domain.clone()));
-        kernel.stores.push(Store { buf, value });
+        kernel.stores.push(Store::whole(buf, value));
     }
     if rng.chance(60) {
         let value = MirValue::new(rng.below(kernel.body.len()));
@@ -926,7 +920,7 @@ fn random_program(seed: u64) -> MirProgram {
             kind: BufKind::Temp,
         });
         let temp = BufId::new(buffers.len() - 1);
-        kernel.stores.push(Store { buf: temp, value });
+        kernel.stores.push(Store::whole(temp, value));
         kernels.push(kernel);
         let mut body = vec![MirInst {
             op: MirOp::Load {
@@ -946,7 +940,7 @@ fn random_program(seed: u64) -> MirProgram {
             name: "k1".into(),
             domain,
             body,
-            stores: vec![Store { buf, value }],
+            stores: vec![Store::whole(buf, value)],
             reductions: vec![],
         });
     } else {

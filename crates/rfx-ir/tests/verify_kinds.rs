@@ -294,6 +294,16 @@ fn mir_verifier_raises_each_kind() {
             Text(&[("%3 = add %0, %2 : f32", "%3 = cumsum %0 axis 1 : f32")]),
             mir::VerifyErrorKind::ScanWithReduction
         ),
+        // A region of a 2x3 domain with row stride 4 reaches element 6 + 2 = 8 of 6.
+        case!(
+            Text(&[("store buf2 = %1", "store buf2 [4,1] offset 2 = %1")]),
+            mir::VerifyErrorKind::StoreOutOfBounds { .. }
+        ),
+        // The region writes row 0 twice (stride 0 along rows) and row 1 never.
+        case!(
+            Text(&[("store buf2 = %1", "store buf2 [0,1] = %1")]),
+            mir::VerifyErrorKind::RegionCoverage { .. }
+        ),
         case!(
             Text(&[("buf1: i32[3] = input n", "buf1: i32[3] = literal [1, 2]")]),
             mir::VerifyErrorKind::Type(rfx_ir::TypeError::LiteralLength {

@@ -157,7 +157,7 @@ pub(crate) fn lower_kernel(
 
     // Accesses in loop order: loads and indices (an index is a load without a buffer: its
     // value is the offset), then stores (a store writes the row-major index of the point in
-    // the MIR domain).
+    // the MIR domain, or where its region puts the point).
     let mut accesses: Vec<Access> = Vec::new();
     let mut load_access: HashMap<usize, usize> = HashMap::new();
     for (i, inst) in kernel.body.iter().enumerate() {
@@ -169,9 +169,10 @@ pub(crate) fn lower_kernel(
         }
     }
     let first_store_access = accesses.len();
-    for _ in &stores {
+    for store in &stores {
+        let strides = store.region.as_ref().map_or(&domain_strides, |r| &r.strides);
         accesses.push(Access {
-            strides: nest.permute(&domain_strides),
+            strides: nest.permute(strides),
         });
     }
     // A reduction of one point per output (every reduced axis of size 1) is that point:
@@ -393,6 +394,7 @@ pub(crate) fn lower_kernel(
         body.push(Inst::Store {
             buf: store.buf,
             strides: accesses[first_store_access + k].strides.clone(),
+            offset: store.region.as_ref().map_or(0, |r| r.offset),
             src,
         });
     }
@@ -409,6 +411,7 @@ pub(crate) fn lower_kernel(
             Inst::Store {
                 buf: reduction.buf,
                 strides: accesses[first_single_access + k].strides.clone(),
+                offset: 0,
                 src,
             }
         } else {

@@ -728,11 +728,13 @@ fn kernel_info<'k>(program: &'k LirProgram, kernel: &'k LirKernel) -> Result<Ker
                 offset,
             } => Some((Some(*buf), strides, *offset, slot_dtype(dst, "load")?)),
             Inst::Index { dst, strides } => Some((None, strides, 0, slot_dtype(dst, "index")?)),
-            Inst::Store { buf, strides, .. } => {
+            Inst::Store {
+                buf, strides, offset, ..
+            } => {
                 let dtype = *buffer_dtypes
                     .get(buf.index())
                     .ok_or_else(|| internal("store to an unknown buffer"))?;
-                Some((Some(*buf), strides, 0, dtype))
+                Some((Some(*buf), strides, *offset, dtype))
             }
             _ => None,
         };

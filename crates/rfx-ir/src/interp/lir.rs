@@ -373,7 +373,12 @@ fn exec(
             _ => return None,
         },
         Inst::Cast { dst, src } => cast(get(*src)?, compute_dtype(mode, kernel.slot_dtype(*dst)?)),
-        Inst::Store { buf, strides, src } => return memory.write(*buf, offset(idx, strides), get(*src)?),
+        Inst::Store {
+            buf,
+            strides,
+            offset: at,
+            src,
+        } => return memory.write(*buf, at + offset(idx, strides), get(*src)?),
         Inst::Reduce { op, src, .. } => {
             let acc = acc.first_mut()?;
             *acc = Some(reduce_combine(*op, (*acc)?, get(*src)?)?);

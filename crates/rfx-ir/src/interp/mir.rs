@@ -152,7 +152,9 @@ fn run_kernel(kernel: &MirKernel, memory: &mut [Vec<Scalar>], mode: Mode) -> Opt
             values.push(value);
         }
         for store in &kernel.stores {
-            *memory.get_mut(store.buf.index())?.get_mut(point)? = *values.get(store.value.index())?;
+            *memory
+                .get_mut(store.buf.index())?
+                .get_mut(store.element(point, &idx))? = *values.get(store.value.index())?;
         }
         for (red, (kept_strides, accs, _)) in kernel.reductions.iter().zip(&mut reductions) {
             let acc = accs.get_mut(offset(&idx, kept_strides))?;

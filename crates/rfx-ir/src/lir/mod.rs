@@ -293,12 +293,16 @@ pub enum Inst {
         /// Operand.
         src: SlotId,
     },
-    /// `buf[sum(idx[d] * strides[d])] = src`; `src` has the buffer's dtype. Body only.
+    /// `buf[offset + sum(idx[d] * strides[d])] = src`; `src` has the buffer's dtype. Body
+    /// only. Several stores (of one kernel or several) may write disjoint regions of one
+    /// buffer (the parts of a concatenation, each stored at its own offset).
     Store {
         /// The buffer written.
         buf: BufId,
         /// Elements to advance per step of each loop dimension.
         strides: Vec<usize>,
+        /// The element written at the loop nest's first point.
+        offset: usize,
         /// The value stored.
         src: SlotId,
     },

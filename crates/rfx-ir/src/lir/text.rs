@@ -154,9 +154,17 @@ fn write_inst(out: &mut String, inst: &Inst) -> fmt::Result {
             write!(out, "{dst} = select {cond}, {on_true}, {on_false}")
         }
         Inst::Cast { dst, src } => write!(out, "{dst} = cast {src}"),
-        Inst::Store { buf, strides, src } => {
+        Inst::Store {
+            buf,
+            strides,
+            offset,
+            src,
+        } => {
             write!(out, "store {buf} ")?;
             write_index_list(out, strides)?;
+            if *offset != 0 {
+                write!(out, " offset {offset}")?;
+            }
             write!(out, " = {src}")
         }
         Inst::Reduce { op, buf, src } => write!(out, "reduce {op} {buf} = {src}"),
@@ -319,9 +327,19 @@ fn parse_inst(c: &mut Cursor<'_>, labels: &BufferLabels<'_>, slots: &[DType]) ->
     if c.eat_keyword("store") {
         let buf = labels.lookup(c)?;
         let strides = c.parse_dims()?;
+        let offset = if c.eat_keyword("offset") {
+            c.expect_usize("an element offset")?
+        } else {
+            0
+        };
         c.expect_punct("=")?;
         let src = parse_slot(c, slots)?;
-        return Ok(Inst::Store { buf, strides, src });
+        return Ok(Inst::Store {
+            buf,
+            strides,
+            offset,
+            src,
+        });
     }
     if c.eat_keyword("reduce") {
         let op = parse_reduce_op(c)?;

@@ -671,9 +671,11 @@ fn check_inst(
                 push(VerifyErrorKind::ReadBeforeWrite(buf));
             }
         }
-        Inst::Store { strides, src, .. } => {
+        Inst::Store {
+            strides, offset, src, ..
+        } => {
             check_write(&buffer.storage, (buf, buffer_dtype), dtype(*src), push);
-            check_strides(strides, 0, push);
+            check_strides(strides, *offset, push);
             check_loop_write(&buffer.storage, buf, repeat::in_loop(loops, k), push);
         }
         Inst::Reduce { op, src, .. } => {

@@ -169,14 +169,57 @@ pub struct MirInst {
     pub dtype: DType,
 }
 
-/// Writes `value` at every domain point into `buf`, in row-major order of the domain: the
-/// buffer has as many elements as the domain and the value's dtype.
+/// Writes `value` at every domain point into `buf`, which has the value's dtype.
+///
+/// Without a region, the points are written in row-major order of the domain and the buffer
+/// has as many elements as the domain. With one, point `idx` is written at element
+/// `offset + sum(idx[d] * strides[d])`: the kernel fills one part of the buffer (a part of a
+/// concatenation, stored where it lies in the whole). The stores with regions into one buffer,
+/// of one kernel or several, write each of its elements exactly once between them, and nothing
+/// else writes it; it is read only after the last of them.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Store {
     /// The buffer written.
     pub buf: BufId,
     /// The value stored.
     pub value: MirValue,
+    /// The part of the buffer written, or `None` for all of it in row-major order.
+    #[serde(default)]
+    pub region: Option<Region>,
+}
+
+/// Where a [`Store`] writes a kernel's points into part of its buffer: an index map like a
+/// [`MirOp::Load`]'s.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct Region {
+    /// Elements to advance per step of each domain dimension (one stride each; distinct points
+    /// must reach distinct elements).
+    pub strides: Vec<usize>,
+    /// The element written at the domain's first point.
+    pub offset: usize,
+}
+
+impl Store {
+    /// A store of `value` into all of `buf`, in row-major order of the domain.
+    pub fn whole(buf: BufId, value: MirValue) -> Store {
+        Store {
+            buf,
+            value,
+            region: None,
+        }
+    }
+
+    /// The element of the buffer written at domain point `idx`, whose row-major index in the
+    /// domain is `point`.
+    pub fn element(&self, point: usize, idx: &[usize]) -> usize {
+        match &self.region {
+            None => point,
+            Some(region) => idx
+                .iter()
+                .zip(&region.strides)
+                .fold(region.offset, |acc, (&i, &s)| acc + i * s),
+        }
+    }
 }
 
 /// Reduces `value` over `axes` of the domain into `buf`.

@@ -7,7 +7,7 @@
 //! inst     := VALUE "=" op ":" DTYPE
 //! op       := "load" LABEL DIMS | "index" DIMS | "const" LITERAL
 //!           | SCAN VALUE "axis" INT ["reverse"] | OPNAME VALUE ("," VALUE)*
-//! store    := "store" LABEL "=" VALUE
+//! store    := "store" LABEL [DIMS ["offset" INT]] "=" VALUE
 //! reduce   := "reduce" REDUCEOP LABEL "=" VALUE "axes" DIMS
 //! loop     := "loop" "kernels" FIRST ".." END "trips" INT ["exit" LABEL]
 //! ```
@@ -22,7 +22,8 @@ use std::collections::HashMap;
 use std::fmt::{self, Write as _};
 
 use super::{
-    BufKind, Buffer, MirInst, MirKernel, MirOp, MirProgram, MirValue, Reduction, Store, VerifyLocation,
+    BufKind, Buffer, MirInst, MirKernel, MirOp, MirProgram, MirValue, Reduction, Region, Store,
+    VerifyLocation,
 };
 use crate::error::ParseError;
 use crate::ids::{write_index_list, write_list};
@@ -101,7 +102,15 @@ pub(crate) fn print_program(
             annotate(out, VerifyLocation::Value { kernel: k, value }, "    ")?;
         }
         for (index, store) in kernel.stores.iter().enumerate() {
-            writeln!(out, "    store {} = {}", store.buf, store.value)?;
+            write!(out, "    store {}", store.buf)?;
+            if let Some(region) = &store.region {
+                out.push(' ');
+                write_index_list(out, &region.strides)?;
+                if region.offset != 0 {
+                    write!(out, " offset {}", region.offset)?;
+                }
+            }
+            writeln!(out, " = {}", store.value)?;
             annotate(out, VerifyLocation::Store { kernel: k, index }, "    ")?;
         }
         for (index, red) in kernel.reductions.iter().enumerate() {
@@ -250,9 +259,20 @@ fn parse_kernel(c: &mut Cursor<'_>, labels: &BufferLabels<'_>) -> Result<MirKern
     while !c.eat_punct("}") {
         if c.eat_keyword("store") {
             let buf = labels.lookup(c)?;
+            let region = if c.peek().kind == TokenKind::Punct && c.peek().text == "[" {
+                let strides = c.parse_dims()?;
+                let offset = if c.eat_keyword("offset") {
+                    c.expect_usize("an element offset")?
+                } else {
+                    0
+                };
+                Some(Region { strides, offset })
+            } else {
+                None
+            };
             c.expect_punct("=")?;
             let value = values.lookup(c)?;
-            stores.push(Store { buf, value });
+            stores.push(Store { buf, value, region });
         } else if c.eat_keyword("reduce") {
             let op = parse_reduce_op(c)?;
             let buf = labels.lookup(c)?;

@@ -108,6 +108,27 @@ pub enum VerifyErrorKind {
         /// The instruction's dtype.
         dtype: DType,
     },
+    /// A store whose region reaches past the end of its buffer.
+    #[error("store reaches element {max_index} of {buf}, which has {numel} element(s)")]
+    StoreOutOfBounds {
+        /// The buffer.
+        buf: BufId,
+        /// The largest element index the store writes.
+        max_index: usize,
+        /// The buffer's element count.
+        numel: usize,
+    },
+    /// An element of a buffer written by stores with regions that they do not write exactly
+    /// once between them (with the buffer's other writes).
+    #[error("element {element} of {buf} is written {count} time(s) (exactly once expected)")]
+    RegionCoverage {
+        /// The buffer.
+        buf: BufId,
+        /// The first element written other than once.
+        element: usize,
+        /// How many times it is written.
+        count: usize,
+    },
     /// A store or reduction whose buffer does not have the element count it writes.
     #[error("{buf} has {buffer} element(s) but {found} are written")]
     WriteNumel {
@@ -327,6 +348,24 @@ pub fn verify(program: &MirProgram) -> Result<(), VerifyErrors> {
             }
         }
     }
+    // A buffer written by stores with regions is written once their parts are all written:
+    // by the last of their kernels, once each element is written exactly once.
+    for (i, list) in writers.iter_mut().enumerate() {
+        let buf = BufId::new(i);
+        let has_region = program
+            .kernels()
+            .iter()
+            .any(|k| k.stores.iter().any(|s| s.buf == buf && s.region.is_some()));
+        if !has_region {
+            continue;
+        }
+        if let Err(kind) = check_region_coverage(program, buf) {
+            push(VerifyLocation::Buffer(buf), kind);
+        }
+        if let Some(&last) = list.last() {
+            *list = vec![last];
+        }
+    }
     for (k, kernel) in program.kernels().iter().enumerate() {
         verify_kernel(program, k, kernel, &writers, &mut push);
     }
@@ -496,7 +535,33 @@ fn verify_kernel(
             push(loc, VerifyErrorKind::UseBeforeDef(store.value));
             continue;
         };
-        check_write(program, store.buf, dtype, domain.numel(), in_loop, &mut |kind| {
+        let numel = match &store.region {
+            None => domain.numel(),
+            Some(region) => {
+                let numel = program.buffer(store.buf).map_or(0, |b| b.ty.shape.numel());
+                match check_strides(store.buf, &region.strides, region.offset, domain.dims(), numel) {
+                    Err(VerifyErrorKind::LoadOutOfBounds {
+                        buf,
+                        max_index,
+                        numel,
+                    }) => {
+                        push(
+                            loc,
+                            VerifyErrorKind::StoreOutOfBounds {
+                                buf,
+                                max_index,
+                                numel,
+                            },
+                        );
+                    }
+                    Err(kind) => push(loc, kind),
+                    Ok(()) => {}
+                }
+                // The coverage check counts the elements written.
+                numel
+            }
+        };
+        check_write(program, store.buf, dtype, numel, in_loop, &mut |kind| {
             push(loc, kind)
         });
     }
@@ -535,6 +600,54 @@ fn verify_kernel(
         } else if program.buffer(red.buf).is_none() {
             push(loc, VerifyErrorKind::UnknownBuffer(red.buf));
         }
+    }
+}
+
+/// Counts the writes of each element of `buf`, which some stores write with regions: every
+/// element must be written exactly once by the program's stores and reductions together.
+fn check_region_coverage(program: &MirProgram, buf: BufId) -> Result<(), VerifyErrorKind> {
+    let Some(buffer) = program.buffer(buf) else {
+        return Err(VerifyErrorKind::UnknownBuffer(buf));
+    };
+    let numel = buffer.ty.shape.numel();
+    let mut counts = vec![0usize; numel];
+    let mut whole_writes = 0usize;
+    for kernel in program.kernels() {
+        whole_writes += kernel.reductions.iter().filter(|r| r.buf == buf).count();
+        for store in kernel.stores.iter().filter(|s| s.buf == buf) {
+            let Some(region) = &store.region else {
+                whole_writes += 1;
+                continue;
+            };
+            let dims = kernel.domain.dims();
+            // Out-of-range regions and stride counts are reported at the store.
+            if region.strides.len() != dims.len()
+                || max_index(dims, &region.strides).is_some_and(|m| m.saturating_add(region.offset) >= numel)
+            {
+                return Ok(());
+            }
+            let mut idx = vec![0usize; dims.len()];
+            for point in 0..kernel.domain.numel() {
+                if let Some(count) = counts.get_mut(store.element(point, &idx)) {
+                    *count += 1;
+                }
+                for axis in (0..dims.len()).rev() {
+                    idx[axis] += 1;
+                    if idx[axis] < dims[axis] {
+                        break;
+                    }
+                    idx[axis] = 0;
+                }
+            }
+        }
+    }
+    match counts.iter().position(|&c| c + whole_writes != 1) {
+        Some(element) => Err(VerifyErrorKind::RegionCoverage {
+            buf,
+            element,
+            count: counts[element] + whole_writes,
+        }),
+        None => Ok(()),
     }
 }
 

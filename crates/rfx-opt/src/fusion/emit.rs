@@ -104,7 +104,7 @@ impl Plan<'_> {
                     _ => {
                         let value = emitter.compute(root)?;
                         for &buf in bufs {
-                            stores.push(Store { buf, value });
+                            stores.push(Store::whole(buf, value));
                         }
                     }
                 }

@@ -18,6 +18,10 @@ pub enum OptError {
     /// Rebuilding HIR from the e-graph broke a typing rule (a rewrite-rule bug).
     #[error("internal error: rebuilt kernel is ill-typed: {0}")]
     Rebuild(#[source] BuildError),
+    /// A loop node given to a pass that takes loop-free kernels ([`crate::simplify`],
+    /// [`crate::constant_fold`]); [`crate::optimize`] and [`crate::fuse_chains`] compile loops.
+    #[error("{0} is a loop: this pass takes kernels without loops (`optimize` compiles loops)")]
+    Loop(ValueId),
     /// A `pad` too large to index with `i32` (more than 2^31 elements along its reads).
     #[error("`pad` {0} reaches an element index that `i32` does not hold")]
     IndexRange(ValueId),

@@ -225,7 +225,7 @@ fn compose<T: Copy>(items: &[T], outer: Option<&[usize]>) -> Vec<T> {
 
 /// Folds every value computable at compile time into a constant, in the value's own dtype (an
 /// `f32` fold gives the bits the `f32` interpreter gives), and removes what became dead. No
-/// algebraic rewriting happens.
+/// algebraic rewriting happens. Takes a kernel without loops ([`OptError::Loop`]).
 pub fn constant_fold(kernel: &Kernel) -> Result<Kernel, OptError> {
     verify(kernel).map_err(OptError::InvalidKernel)?;
     let config = OptConfig {
@@ -243,6 +243,8 @@ pub fn constant_fold(kernel: &Kernel) -> Result<Kernel, OptError> {
 /// Decomposition, equality saturation (folding, simplification, CSE), [`sink_transposes`] and
 /// DCE: the HIR half of
 /// [`crate::optimize`]. Returns the optimised kernel and a report without fusion results.
+/// Takes a kernel without loops ([`OptError::Loop`]; [`crate::optimize`] splits a kernel at its
+/// loops and simplifies the pieces).
 pub fn simplify(kernel: &Kernel, config: &OptConfig) -> Result<(Kernel, OptReport), OptError> {
     let mut report = OptReport {
         ops_before: kernel.op_count(),

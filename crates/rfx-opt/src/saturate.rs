@@ -45,7 +45,7 @@ pub(crate) fn to_egraph(kernel: &Kernel, config: &OptConfig) -> Result<(RfxGraph
             }
             Op::Const(value) => Head::Const(OrdScalar(*value), node.ty.shape.clone()),
             // `optimize` splits a kernel at its loops first: a stage holds none.
-            Op::Loop(_) | Op::LoopOutput { .. } => return Err(OptError::InvalidValue(ValueId::new(index))),
+            Op::Loop(_) | Op::LoopOutput { .. } => return Err(OptError::Loop(ValueId::new(index))),
             Op::Unary(op) => Head::Unary(*op),
             Op::Binary(op) => Head::Binary(*op),
             Op::Compare(op) => Head::Compare(*op),

@@ -9,7 +9,7 @@ use rfx_ir::interp::{Mode, run_hir, run_mir};
 use rfx_ir::mir::MirProgram;
 use rfx_ir::repeat::KernelLoop;
 use rfx_ir::testgen::{LoopGenConfig, TestRng, random_inputs, random_loop_kernel, same_values};
-use rfx_opt::{OptConfig, fuse_chains, optimize};
+use rfx_opt::{OptConfig, OptError, constant_fold, fuse_chains, optimize, simplify};
 
 fn compile(kernel: &Kernel, config: &OptConfig) -> MirProgram {
     optimize(kernel, config)
@@ -254,4 +254,19 @@ fn derivatives_and_batches_of_random_loop_kernels_give_the_interpreters_bits() {
             assert_same_results(&derived, &program, Mode::Native, &mut rng, 1);
         }
     }
+}
+
+/// The passes that rewrite a loop-free kernel's e-graph say that a loop is not theirs to take.
+#[test]
+fn simplify_and_constant_fold_refuse_loops_by_name() {
+    let (_, kernel) = loop_cases::cases()
+        .into_iter()
+        .find(|(n, _)| *n == "newton_sqrt")
+        .expect("case");
+    let is_loop = |e: &OptError| matches!(e, OptError::Loop(v) if kernel.node(*v).is_some_and(|n| n.op.name() == "loop"));
+    let err = simplify(&kernel, &OptConfig::exact()).expect_err("a loop");
+    assert!(is_loop(&err), "{err}");
+    let err = constant_fold(&kernel).expect_err("a loop");
+    assert!(is_loop(&err), "{err}");
+    assert!(err.to_string().contains("is a loop"), "{err}");
 }

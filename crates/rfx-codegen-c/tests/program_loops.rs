@@ -197,3 +197,14 @@ fn hir_loop_kernels_give_the_hir_interpreters_bits_through_the_c_backend() {
         }
     }
 }
+
+#[test]
+fn loop_programs_export_as_these_sources() {
+    for name in ["while_i32_n4_t2_below20", "nested_i32_n4_3x4"] {
+        let program = case(name).program;
+        let c = c_source(&program, "looped").expect("export").source;
+        insta::assert_snapshot!(format!("loops_{name}_c"), c);
+        let rust = rust_source(&program, "looped").expect("export").source;
+        insta::assert_snapshot!(format!("loops_{name}_rust"), rust);
+    }
+}

@@ -42,7 +42,7 @@ pub(super) fn hoist_invariants(
             types.push(kernel.value_type(v).cloned().ok_or(OptError::InvalidValue(v))?);
         }
     }
-    let names = fresh_names(&spec.body, types.len());
+    let names = fresh_names(std::iter::once(&spec.body).chain(&spec.cond), types.len());
     let extra: Vec<(String, TensorType)> = names.into_iter().zip(types).collect();
     let body_reads: HashMap<ValueId, usize> =
         body_frontier.iter().enumerate().map(|(i, &v)| (v, i)).collect();
@@ -162,9 +162,11 @@ fn computed_outside(
         .collect()
 }
 
-/// `count` input names not used by `kernel`.
-fn fresh_names(kernel: &Kernel, count: usize) -> Vec<String> {
-    let taken: Vec<&str> = kernel.inputs().map(|(_, name, _)| name).collect();
+/// `count` input names that none of `kernels` uses.
+fn fresh_names<'k>(kernels: impl Iterator<Item = &'k Kernel>, count: usize) -> Vec<String> {
+    let taken: Vec<&str> = kernels
+        .flat_map(|k| k.inputs().map(|(_, name, _)| name))
+        .collect();
     let mut names = Vec::with_capacity(count);
     let mut n = 0;
     while names.len() < count {

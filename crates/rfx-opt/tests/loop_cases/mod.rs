@@ -112,6 +112,10 @@ pub(crate) fn cases() -> Vec<(&'static str, Kernel)> {
         ("while_one_trip", while_one_trip),
         ("empty_carry", empty_carry),
         ("invariant_work_in_body", invariant_work_in_body),
+        (
+            "test_inputs_named_like_moved_values",
+            test_inputs_named_like_moved_values,
+        ),
     ];
     cases
         .into_iter()
@@ -486,4 +490,35 @@ fn invariant_work_in_body() -> Built {
         };
         Ok(vec![b.loop_(spec, &[v[0], v[1]])?[0]])
     })
+}
+
+/// [`invariant_work_in_body`] with a test whose inputs have the names the values moved out of
+/// the loop would get: the moved values are named apart from both kernels' inputs.
+fn test_inputs_named_like_moved_values() -> Built {
+    let mut b = Builder::new("test");
+    let x = b.input("hoisted0", f32s(&[3]))?;
+    let inv = b.input("hoisted1", f32s(&[3]))?;
+    let m = b.reduce_all(ReduceOp::Max, x)?;
+    let e = b.unary(UnaryOp::Exp, inv)?;
+    let e = b.reduce_all(ReduceOp::Sum, e)?;
+    let keep = b.compare(CmpOp::Lt, m, e)?;
+    b.output("keep", keep)?;
+    let cond = b.finish()?;
+    let body = kernel("body", &[f32s(&[3]), f32s(&[3])], |b, v| {
+        let c = b.unary(UnaryOp::Cos, v[1])?;
+        Ok(vec![b.binary(BinaryOp::Add, v[0], c)?])
+    })?;
+    kernel(
+        "test_inputs_named_like_moved_values",
+        &[f32s(&[3]), f32s(&[3])],
+        |b, v| {
+            let spec = Loop {
+                carries: 1,
+                trips: 12,
+                body: body.clone(),
+                cond: Some(cond.clone()),
+            };
+            Ok(vec![b.loop_(spec, &[v[0], v[1]])?[0]])
+        },
+    )
 }

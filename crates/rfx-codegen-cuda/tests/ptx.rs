@@ -15,6 +15,7 @@ use std::time::Instant;
 
 use common::{Case, corpus_cases, missing, op_cases, ptxas, random_cases, suite_cases};
 use rfx_codegen_cuda::{CudaOptions, cuda_source, ptx, ptx_with};
+use rfx_ir::repeat::Step;
 use rfx_lower::{BackendError, CompileOptions};
 
 const RANDOM_KERNELS: u64 = 240;
@@ -193,10 +194,31 @@ fn nvrtc_rejects_a_bad_architecture_with_a_typed_error() {
     }
 }
 
+/// The `__syncthreads();` a one-launch function holds for `steps`: one before every kernel
+/// but the function's first outside any loop (a kernel inside a loop reads what the previous
+/// iteration's last kernel wrote), and one before each exit flag's read.
+fn one_launch_barriers(steps: &[Step], in_loop: bool, first: &mut bool) -> usize {
+    let mut barriers = 0;
+    for step in steps {
+        match step {
+            Step::Kernel(_) => {
+                barriers += usize::from(!*first || in_loop);
+                *first = false;
+            }
+            Step::Loop { spec, body } => {
+                barriers += one_launch_barriers(body, true, first) + usize::from(spec.exit.is_some());
+                *first = false;
+            }
+        }
+    }
+    barriers
+}
+
 /// A program in one launch is correct only if every thread reaches every barrier and the
-/// kernels keep their order: in each such program of the corpus, the shared suite and random
-/// kernels, the one function holds every kernel in order, a `__syncthreads()` between each
-/// two, and no `return` (tree kernels, which return early, are never fused). Needs no NVRTC.
+/// kernels keep their order: in each such program of the corpus, the shared suite (loops
+/// included) and random kernels, the one function holds every kernel in order, a
+/// `__syncthreads()` between each two (and before every kernel in a loop and each exit flag's
+/// read), and no `return` (tree kernels, which return early, are never fused). Needs no NVRTC.
 #[test]
 fn one_launch_programs_keep_their_kernels_in_order_between_barriers() {
     let mut cases = corpus_cases();
@@ -218,9 +240,16 @@ fn one_launch_programs_keep_their_kernels_in_order_between_barriers() {
         let function = &source[start..];
         let kernels = case.lir.kernels();
         assert_eq!(source.matches("__global__").count(), 1, "{}: {source}", case.name);
+        let steps = rfx_ir::repeat::steps(kernels.len(), case.lir.loops()).expect("loops that nest");
         assert_eq!(
             function.matches("__syncthreads();").count(),
-            kernels.len() - 1,
+            one_launch_barriers(&steps, false, &mut true),
+            "{}: {source}",
+            case.name
+        );
+        assert_eq!(
+            function.matches("__syncthreads_or(").count(),
+            case.lir.loops().iter().filter(|l| l.exit.is_some()).count(),
             "{}: {source}",
             case.name
         );

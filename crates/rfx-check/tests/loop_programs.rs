@@ -90,3 +90,32 @@ fn the_conformance_loop_cases_lower_to_programs_with_loops_that_match_the_hir_in
         loops.len()
     );
 }
+
+/// The `interp` backend (`rfx_lower::InterpBackend`) runs every loop program and the
+/// conformance suite's loop cases like the others.
+#[test]
+fn the_interp_backend_runs_every_loop_program_and_loop_case() {
+    use rfx_check::conformance::{cases, check};
+    use rfx_lower::{Backend, CompileOptions, InterpBackend, LowerConfig, lower};
+    use rfx_opt::{OptConfig, optimize};
+
+    let options = CompileOptions::default();
+    for case in loop_programs()
+        .iter()
+        .filter(|c| c.inputs[0].shape().numel() <= 1500)
+    {
+        let compiled = InterpBackend.compile(&case.program, &options).expect("compile");
+        let views: Vec<_> = case.inputs.iter().map(Array::view).collect();
+        let outputs = compiled.run_to_new(&views).expect("run");
+        compare(case, &outputs).unwrap_or_else(|e| panic!("{e}"));
+    }
+    for case in cases().iter().filter(|c| c.name.starts_with("loop_")) {
+        let (mir, _) = optimize(&case.kernel, &OptConfig::default()).expect("optimize");
+        let (lir, _) = lower(&mir, &LowerConfig::default()).expect("lower");
+        let compiled = InterpBackend.compile(&lir, &options).expect("compile");
+        // `sin` in a loop body within 1 ULP of the oracle (the interpreter documents no bound;
+        // it evaluates `rfx_ir::semantics`, which the oracle mode computes in f64).
+        let result = check(case, &lir, compiled.as_ref(), 1, 1);
+        assert!(result.failure.is_none(), "{}: {:?}", case.name, result.failure);
+    }
+}

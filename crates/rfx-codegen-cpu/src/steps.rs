@@ -64,7 +64,7 @@ fn resolve(program: &LirProgram, entries: &[Option<usize>], step: &Step) -> Resu
                         _ => {
                             return Err(plan_error(format!(
                                 "loop over kernels {}..{}: its exit flag {flag} is not a bool scalar \
-                                 the program writes",
+                                 buffer in the buffer table",
                                 spec.first, spec.end
                             )));
                         }

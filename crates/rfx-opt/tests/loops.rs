@@ -173,6 +173,17 @@ fn invariant_work_moves_out_of_the_loop() {
     );
 }
 
+/// Inner loops that read only the outer loop's invariants run once, before it; there the
+/// one of no trips and the one of one trip disappear and the one of five loses its counter.
+#[test]
+fn invariant_inner_loops_move_out_and_are_rewritten_there() {
+    let loops = loops_of("invariant_inner_loops");
+    assert_eq!(loops.len(), 2, "{loops:?}");
+    assert!(loops[0].end <= loops[1].first, "{loops:?}");
+    assert_eq!((loops[0].trips, loops[1].trips), (5, 4));
+    assert_eq!(i32_temps("invariant_inner_loops"), 0);
+}
+
 /// A loop's kernels are written once whatever its trip count.
 #[test]
 fn the_program_does_not_grow_with_the_trip_count() {

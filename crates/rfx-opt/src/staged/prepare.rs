@@ -14,7 +14,28 @@ use crate::error::OptError;
 /// or a body that returns every carry unchanged) is replaced by its initial carries, a loop
 /// of one trip by its body (masked by its test for a `while_loop`), and a constant, literal or
 /// `iota` invariant is computed in the body instead of read ([`bind_leaf_invariants`]).
+///
+/// Moving work out of a loop may move a loop out of it (one that reads only invariants), which
+/// then gets the same rewrites: they are repeated until nothing changes, at most
+/// [`PREPARE_ROUNDS`] times (a deeper nest of such loops is left partly rewritten, which costs
+/// speed, not correctness).
 pub(super) fn prepare(kernel: &Kernel) -> Result<Kernel, OptError> {
+    let mut prepared = prepare_once(kernel)?;
+    for _ in 1..PREPARE_ROUNDS {
+        let again = prepare_once(&prepared)?;
+        if again == prepared {
+            break;
+        }
+        prepared = again;
+    }
+    Ok(prepared)
+}
+
+/// How many times [`prepare`] rewrites a level at most.
+const PREPARE_ROUNDS: usize = 4;
+
+/// One round of [`prepare`].
+fn prepare_once(kernel: &Kernel) -> Result<Kernel, OptError> {
     verify(kernel).map_err(OptError::InvalidKernel)?;
     let live = crate::passes::live_values(kernel);
     let read = carries_read(kernel, &live);

@@ -116,6 +116,7 @@ pub(crate) fn cases() -> Vec<(&'static str, Kernel)> {
             "test_inputs_named_like_moved_values",
             test_inputs_named_like_moved_values,
         ),
+        ("invariant_inner_loops", invariant_inner_loops),
     ];
     cases
         .into_iter()
@@ -521,4 +522,23 @@ fn test_inputs_named_like_moved_values() -> Built {
             Ok(vec![b.loop_(spec, &[v[0], v[1]])?[0]])
         },
     )
+}
+
+/// Inner loops that read only the outer loop's invariants, so move out of it whole: one of no
+/// trips, one of one trip, one of five that carries a value nothing reads.
+fn invariant_inner_loops() -> Built {
+    let outer = kernel("outer", &[f32s(&[3]), f32s(&[3])], |b, v| {
+        let zero = b_zero_i32(b);
+        let none = b.loop_(fori(0, 2, counted_body(3)?), &[v[1], zero])?;
+        let once = b.loop_(fori(1, 2, counted_body(3)?), &[v[1], zero])?;
+        let five = b.loop_(fori(5, 2, counted_body(3)?), &[v[1], zero])?;
+        let s = b.binary(BinaryOp::Add, none[0], once[0])?;
+        let s = b.binary(BinaryOp::Add, s, five[0])?;
+        let x = b.binary(BinaryOp::Mul, v[0], s)?;
+        Ok(vec![b.unary(UnaryOp::Sin, x)?])
+    })?;
+    kernel("invariant_inner_loops", &[f32s(&[3]), f32s(&[3])], |b, v| {
+        let r = b.loop_(fori(4, 1, outer.clone()), &[v[0], v[1]])?;
+        Ok(vec![r[0]])
+    })
 }

@@ -8,7 +8,7 @@ use rfx_check::loop_programs::{LoopProgram, compare, loop_programs};
 use rfx_codegen_cpu::compile;
 use rfx_ir::repeat::KernelLoop;
 use rfx_ir::{Array, ArrayViewMut, BufId};
-use rfx_lower::{CallArgs, CompileOptions, Compiled, Scratch};
+use rfx_lower::{CallArgs, CompileOptions, Compiled, CpuTarget, Scratch};
 
 /// Runs `compiled` on `inputs` through the checked call and through `run_args`; both must agree.
 fn run(compiled: &dyn Compiled, inputs: &[Array]) -> Vec<Array> {
@@ -42,11 +42,18 @@ fn case(name: &str) -> LoopProgram {
 fn every_loop_program_gives_its_recurrences_bits() {
     let mut failures = Vec::new();
     let all = loop_programs();
-    for case in &all {
-        let compiled = compile(&case.program, &CompileOptions::default()).expect("compile");
-        let outputs = run(&compiled, &case.inputs);
-        if let Err(e) = compare(case, &outputs) {
-            failures.push(e);
+    // The host's code, and the baseline target's (no FMA, no AVX2 routines).
+    for target in [CpuTarget::Host, CpuTarget::Baseline] {
+        let options = CompileOptions {
+            cpu_target: target,
+            ..CompileOptions::default()
+        };
+        for case in &all {
+            let compiled = compile(&case.program, &options).expect("compile");
+            let outputs = run(&compiled, &case.inputs);
+            if let Err(e) = compare(case, &outputs) {
+                failures.push(format!("{target:?}: {e}"));
+            }
         }
     }
     assert!(

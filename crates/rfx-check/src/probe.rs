@@ -155,7 +155,8 @@ pub fn with_lanes_of(lir: &LirProgram, cut: &LirProgram) -> Option<LirProgram> {
         cut.arena_bytes(),
         cut.arena_align(),
         kernels,
-    ))
+    )
+    .with_loops(cut.loops().to_vec()))
 }
 
 /// What [`check_values`] compared.

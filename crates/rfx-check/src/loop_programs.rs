@@ -151,7 +151,9 @@ fn halving(n: usize, thread_min: usize, trips: u64) -> LoopProgram {
 }
 
 /// `c = x`, then up to `trips` times { `c = c + 3`; the flag `c[0] < limit` }, leaving when the
-/// flag is false; `y = c` and the flag, in i32 on `n` elements.
+/// flag is false; `y = c` and the flag, in i32 on `n` elements. The body is masked by the flag
+/// (`c = flag ? c + 3 : c`, `flag = flag ? c[0] < limit : flag`), as [`rfx_ir::repeat`] asks of
+/// a loop with an exit flag, so a backend that runs every trip gives the same outputs.
 fn counting_while(n: usize, thread_min: usize, trips: u64, limit: i32) -> LoopProgram {
     let bytes = n * 4;
     let mut text = format!(
@@ -175,17 +177,19 @@ fn counting_while(n: usize, thread_min: usize, trips: u64, limit: i32) -> LoopPr
         "step",
         n,
         thread_min,
-        "i32, i32, i32",
+        "i32, i32, i32, bool, i32",
         "      s1 = const 3\n",
-        "      s0 = load buf2 [1]\n      s2 = add s0, s1\n      store buf3 [1] = s2\n",
+        "      s0 = load buf2 [1]\n      s2 = add s0, s1\n      s3 = load buf4 [0]\n      \
+         s4 = select s3, s2, s0\n      store buf3 [1] = s4\n",
     );
     text += &kernel(
         "test",
         1,
         thread_min,
-        "i32, i32, bool",
+        "i32, i32, bool, bool, bool",
         &format!("      s1 = const {limit}\n"),
-        "      s0 = load buf3 [0]\n      s2 = lt s0, s1\n      store buf4 [0] = s2\n",
+        "      s0 = load buf3 [0]\n      s2 = lt s0, s1\n      s3 = load buf4 [0]\n      \
+         s4 = select s3, s2, s3\n      store buf4 [0] = s4\n",
     );
     text += &copy("carry", n, thread_min, "i32", 3, 2);
     text += &copy("leave", n, thread_min, "i32", 2, 1);

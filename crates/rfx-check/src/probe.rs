@@ -149,14 +149,16 @@ pub fn with_lanes_of(lir: &LirProgram, cut: &LirProgram) -> Option<LirProgram> {
             Some(k)
         })
         .collect::<Option<Vec<_>>>()?;
-    Some(LirProgram::from_parts(
-        cut.name(),
-        cut.buffers().to_vec(),
-        cut.arena_bytes(),
-        cut.arena_align(),
-        kernels,
+    Some(
+        LirProgram::from_parts(
+            cut.name(),
+            cut.buffers().to_vec(),
+            cut.arena_bytes(),
+            cut.arena_align(),
+            kernels,
+        )
+        .with_loops(cut.loops().to_vec()),
     )
-    .with_loops(cut.loops().to_vec()))
 }
 
 /// What [`check_values`] compared.

@@ -59,6 +59,9 @@ impl Plan<'_> {
             });
         }
         for &root in self.roots.keys() {
+            if self.regions.contains_key(&root) {
+                continue;
+            }
             if let std::collections::btree_map::Entry::Vacant(slot) = root_bufs.entry(root) {
                 let ty = kernel.value_type(root).ok_or(OptError::InvalidValue(root))?;
                 slot.insert(vec![BufId::new(buffers.len())]);
@@ -84,6 +87,22 @@ impl Plan<'_> {
             let mut stores = Vec::new();
             let mut reductions = Vec::new();
             for &root in roots {
+                // Filled part by part by the kernels of its `pad`s.
+                if self.split_wholes.contains_key(&root) {
+                    continue;
+                }
+                if let (Some((whole, region)), Some(part)) = (self.regions.get(&root), self.placed_part(root))
+                {
+                    let value = emitter.value(part)?;
+                    for &buf in root_bufs.get(whole).ok_or(OptError::InvalidValue(*whole))? {
+                        stores.push(Store {
+                            buf,
+                            value,
+                            region: Some(region.clone()),
+                        });
+                    }
+                    continue;
+                }
                 let bufs = root_bufs.get(&root).ok_or(OptError::InvalidValue(root))?;
                 match self.op(root) {
                     Some(Op::Reduce { op, axes, .. }) if self.is_reduce(root) => {
@@ -109,8 +128,11 @@ impl Plan<'_> {
                     }
                 }
             }
+            if stores.is_empty() && reductions.is_empty() {
+                continue;
+            }
             kernels.push(MirKernel {
-                name: format!("k{g}"),
+                name: format!("k{}", kernels.len()),
                 domain: domain.clone(),
                 body: emitter.body,
                 stores,

@@ -27,10 +27,13 @@
 //! `slice` of a computed value is a frame without a mask: its operand is computed at the
 //! window's points, read by plain loads at an offset. A `gather`'s table is read at the
 //! points its index computes, so a computed table is stored; its index is computed in the
-//! gather's kernel like any operand.
+//! gather's kernel like any operand. A stored concatenation (a chain of `select`s by position
+//! over `pad`s) is never computed as such: each part is computed at its own points and stored
+//! where it lies in the whole, by a store with a region (see `regions`).
 
 mod emit;
 mod plan;
+mod regions;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -115,10 +118,28 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
             _ => {}
         }
     }
+    // Outputs assembled from parts are stored part by part, each where it lies in the whole.
+    let mut live = live;
+    let splits = regions::split_concatenations(kernel, &regions::live_uses(kernel, &live), &roots);
+    for &dead in &splits.dead {
+        if let Some(flag) = live.get_mut(dead.index()) {
+            *flag = false;
+        }
+    }
+    // Each placing pad is a root computed at its part's points; no other node reads it, and
+    // no rule should treat it as the pad it was.
+    for &pad in splits.parts.keys() {
+        roots.insert(pad, None);
+        if let Some(flag) = live.get_mut(pad.index()) {
+            *flag = false;
+        }
+    }
     let mut plan = Plan {
         kernel,
         live,
         roots,
+        regions: splits.parts,
+        split_wholes: splits.wholes,
         groups: Vec::new(),
         group_kinds: Vec::new(),
         group_of: HashMap::new(),

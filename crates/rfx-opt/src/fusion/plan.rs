@@ -68,6 +68,13 @@ pub(super) struct Plan<'k> {
     pub(super) kernel: &'k Kernel,
     pub(super) live: Vec<bool>,
     pub(super) roots: BTreeMap<ValueId, Option<MissReason>>,
+    /// The `pad`s placing the parts of split outputs, with the output and region each part is
+    /// stored at ([`super::regions`]): roots computed at their operand's points, with no buffer
+    /// of their own.
+    pub(super) regions: BTreeMap<ValueId, (ValueId, rfx_ir::mir::Region)>,
+    /// The roots whose buffers those parts fill, with the `pad`s placing their parts: no kernel
+    /// computes them, and their readers run after their parts are stored.
+    pub(super) split_wholes: BTreeMap<ValueId, Vec<ValueId>>,
     pub(super) groups: Vec<(Shape, Vec<ValueId>)>,
     /// What each group's loop nest must do besides elementwise work ([`LoopKind`]).
     pub(super) group_kinds: Vec<LoopKind>,
@@ -263,12 +270,23 @@ impl Plan<'_> {
 
     /// The iteration space a root's kernel runs over.
     pub(super) fn domain(&self, root: ValueId) -> Shape {
+        if let Some(part) = self.placed_part(root) {
+            return self.shape(part);
+        }
         match (self.op(root), self.kernel.node(root)) {
             (Some(Op::Reduce { .. }), Some(node)) if self.is_reduce(root) => {
                 node.args.first().map(|&a| self.shape(a)).unwrap_or_default()
             }
             _ => self.shape(root),
         }
+    }
+
+    /// The part a root placing a part of a split output stores (the `pad`'s operand).
+    pub(super) fn placed_part(&self, root: ValueId) -> Option<ValueId> {
+        if !self.regions.contains_key(&root) {
+            return None;
+        }
+        self.kernel.node(root).and_then(|n| n.args.first().copied())
     }
 
     /// What `root`'s kernel must do for it besides elementwise work.
@@ -290,7 +308,13 @@ impl Plan<'_> {
     /// The walk stops at roots, inputs and constants.
     pub(super) fn walk(&self, root: ValueId) -> (Vec<ValueId>, Vec<(ValueId, Dep)>) {
         let domain = self.domain(root);
+        if let Some(pads) = self.split_wholes.get(&root) {
+            return (Vec::new(), pads.iter().map(|&p| (p, Dep::Hard)).collect());
+        }
         let start: Vec<(ValueId, bool)> = match self.kernel.node(root) {
+            _ if self.placed_part(root).is_some() => {
+                self.placed_part(root).map(|p| (p, false)).into_iter().collect()
+            }
             Some(node) if self.is_reduce(root) => node.args.iter().map(|&a| (a, false)).collect(),
             Some(node) if is_leaf(&node.op) => Vec::new(),
             Some(node) => node
@@ -312,6 +336,7 @@ impl Plan<'_> {
             if self.roots.contains_key(&v) {
                 let soft = !through_reshape
                     && !self.is_reduce(v)
+                    && !self.split_wholes.contains_key(&v)
                     && is_computed(self.kernel, v)
                     && self.domain(v) == domain;
                 deps.push((v, if soft { Dep::Soft } else { Dep::Hard }));

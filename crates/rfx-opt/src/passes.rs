@@ -29,16 +29,7 @@ fn rebuild(
         if !live[index] {
             continue;
         }
-        let args = node
-            .args
-            .iter()
-            .map(|a| {
-                map.get(a.index())
-                    .copied()
-                    .flatten()
-                    .ok_or(OptError::InvalidValue(*a))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let args = mapped_operands(&map, &node.args)?;
         map[index] = Some(map_node(&mut b, ValueId::new(index), node, &args)?);
     }
     for output in kernel.outputs() {
@@ -50,6 +41,19 @@ fn rebuild(
         b.output(output.name.clone(), value).map_err(OptError::Rebuild)?;
     }
     b.finish().map_err(OptError::Rebuild)
+}
+
+/// The values `map` gives to a node's operands `args` (a rebuilt kernel's ids by the old
+/// kernel's value index); an operand without one is an optimiser bug, reported as such.
+pub(crate) fn mapped_operands(map: &[Option<ValueId>], args: &[ValueId]) -> Result<Vec<ValueId>, OptError> {
+    args.iter()
+        .map(|a| {
+            map.get(a.index())
+                .copied()
+                .flatten()
+                .ok_or(OptError::InvalidValue(*a))
+        })
+        .collect()
 }
 
 /// Which values the outputs need.

@@ -11,6 +11,7 @@ use rfx_ir::TensorType;
 use rfx_ir::hir::{Builder, Kernel, Loop, Op, ValueId};
 
 use crate::error::OptError;
+use crate::passes::mapped_operands;
 
 /// `spec` with its body's and test's carry-independent values read as new invariants (after
 /// the old ones), computed in `b` from `args` (the loop's operands there), and the operands
@@ -139,16 +140,7 @@ fn computed_outside(
         if !needed[index] {
             continue;
         }
-        let operands = node
-            .args
-            .iter()
-            .map(|a| {
-                map.get(a.index())
-                    .copied()
-                    .flatten()
-                    .ok_or(OptError::InvalidValue(*a))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let operands = mapped_operands(&map, &node.args)?;
         map[index] = Some(b.copy(&node.op, &operands, &node.ty).map_err(OptError::Rebuild)?);
     }
     frontier
@@ -221,16 +213,7 @@ fn with_inputs(
                 .copied()
                 .ok_or(OptError::InvalidValue(value))?,
             None => {
-                let operands = node
-                    .args
-                    .iter()
-                    .map(|a| {
-                        map.get(a.index())
-                            .copied()
-                            .flatten()
-                            .ok_or(OptError::InvalidValue(*a))
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
+                let operands = mapped_operands(&map, &node.args)?;
                 b.copy(&node.op, &operands, &node.ty).map_err(OptError::Rebuild)?
             }
         });

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use rfx_ir::hir::{Builder, Kernel, Loop, Node, Op, ValueId, verify};
 
 use crate::error::OptError;
+use crate::passes::mapped_operands;
 
 /// `kernel` without dead nodes, where every loop keeps only the carries that something after it
 /// reads (or that those carries or the test need), a loop that changes nothing (no iteration,
@@ -48,16 +49,7 @@ fn prepare_once(kernel: &Kernel) -> Result<Kernel, OptError> {
         if !live[index] && !matches!(node.op, Op::Input { .. }) {
             continue;
         }
-        let args = node
-            .args
-            .iter()
-            .map(|a| {
-                map.get(a.index())
-                    .copied()
-                    .flatten()
-                    .ok_or(OptError::InvalidValue(*a))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let args = mapped_operands(&map, &node.args)?;
         let built = match (&node.op, node.args.first()) {
             (Op::Loop(spec), _) => {
                 let wanted = read.get(&value).ok_or(OptError::InvalidValue(value))?;
@@ -278,16 +270,7 @@ fn restrict(kernel: &Kernel, keep_input: &[bool], keep_output: &[bool]) -> Resul
             }
             position += 1;
         } else if live[index] {
-            let args = node
-                .args
-                .iter()
-                .map(|a| {
-                    map.get(a.index())
-                        .copied()
-                        .flatten()
-                        .ok_or(OptError::InvalidValue(*a))
-                })
-                .collect::<Result<Vec<_>, _>>()?;
+            let args = mapped_operands(&map, &node.args)?;
             map[index] = Some(b.copy(&node.op, &args, &node.ty).map_err(OptError::Rebuild)?);
         }
     }

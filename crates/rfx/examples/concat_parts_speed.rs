@@ -39,7 +39,7 @@ fn report<K: rfx::KernelFn>(
     let mut bound = jit.bind(types)?;
     let ns = timing::median_ns(20, 101, calls, || run(&mut bound));
     let kernels = jit.executable(types)?.mir().kernels().len();
-    println!("{name:<34} {:10.2} µs per call, {kernels} kernel(s)", ns / 1000.0);
+    println!("{name:<34} {ns:12.1} ns per call, {kernels} kernel(s)");
     Ok(())
 }
 

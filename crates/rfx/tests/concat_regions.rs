@@ -130,6 +130,17 @@ fn shared_parts_and_concatenations_read_as_values() {
     let program = mir(&f, &[TensorType::new(DType::F64, [3])]);
     assert!(!chooses(&program), "{program}");
 
+    // Zero blocks made with `full_like`, as `rfx::lie` makes them.
+    let with_zeros = rfx::jit(|w: Tensor| {
+        let zero = w.full_like(0.0);
+        rfx::concat(&[zero, w * 2.0, zero], 0)
+    });
+    let out = with_zeros.call((&w[..],)).expect("call");
+    assert_eq!(f64s(&out[0]), [0.0, 0.0, 0.0, 0.5, -3.0, 6.0, 0.0, 0.0, 0.0]);
+    let program = mir(&with_zeros, &[TensorType::new(DType::F64, [3])]);
+    assert!(!chooses(&program), "{program}");
+    assert_eq!(region_stores(&program), 3, "{program}");
+
     let scaled = rfx::jit(|a: Tensor, b: Tensor| rfx::concat(&[a, b], 0) * 3.0);
     let out = scaled.call((&[1.0f64, 2.0][..], &[-4.0f64][..])).expect("call");
     assert_eq!(f64s(&out[0]), [3.0, 6.0, -12.0]);

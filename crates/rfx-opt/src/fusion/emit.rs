@@ -71,7 +71,7 @@ impl Plan<'_> {
                 });
             }
         }
-        let mut kernels = Vec::new();
+        let mut kernels = self.fill_kernels(&root_bufs)?;
         for (g, (domain, roots)) in self.groups.iter().enumerate() {
             let mut emitter = KernelEmitter {
                 plan: self,
@@ -156,6 +156,53 @@ impl Plan<'_> {
             drop_unread_temps(kernel.name(), buffers, kernels, &read),
             unstored,
         ))
+    }
+}
+
+impl Plan<'_> {
+    /// The kernels storing the constant parts of split values: one per shape, before every
+    /// other kernel (they read nothing).
+    fn fill_kernels(&self, root_bufs: &BTreeMap<ValueId, Vec<BufId>>) -> Result<Vec<MirKernel>, OptError> {
+        let mut kernels: Vec<MirKernel> = Vec::new();
+        for fill in &self.fills {
+            let position = match kernels.iter().position(|k| k.domain == fill.shape) {
+                Some(position) => position,
+                None => {
+                    kernels.push(MirKernel {
+                        name: format!("k{}", kernels.len()),
+                        domain: fill.shape.clone(),
+                        body: Vec::new(),
+                        stores: Vec::new(),
+                        reductions: Vec::new(),
+                    });
+                    kernels.len() - 1
+                }
+            };
+            let kernel = &mut kernels[position];
+            let inst = MirInst {
+                op: MirOp::Const(fill.value),
+                args: Vec::new(),
+                dtype: fill.value.dtype(),
+            };
+            let value = match kernel.body.iter().position(|i| *i == inst) {
+                Some(at) => MirValue::new(at),
+                None => {
+                    kernel.body.push(inst);
+                    MirValue::new(kernel.body.len() - 1)
+                }
+            };
+            for &buf in root_bufs
+                .get(&fill.whole)
+                .ok_or(OptError::InvalidValue(fill.whole))?
+            {
+                kernel.stores.push(Store {
+                    buf,
+                    value,
+                    region: Some(fill.region.clone()),
+                });
+            }
+        }
+        Ok(kernels)
     }
 }
 

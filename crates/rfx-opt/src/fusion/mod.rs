@@ -140,6 +140,7 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
         roots,
         regions: splits.parts,
         split_wholes: splits.wholes,
+        fills: splits.fills,
         groups: Vec::new(),
         group_kinds: Vec::new(),
         group_of: HashMap::new(),

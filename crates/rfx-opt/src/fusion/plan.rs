@@ -75,6 +75,8 @@ pub(super) struct Plan<'k> {
     /// The roots whose buffers those parts fill, with the `pad`s placing their parts: no kernel
     /// computes them, and their readers run after their parts are stored.
     pub(super) split_wholes: BTreeMap<ValueId, Vec<ValueId>>,
+    /// Their constant parts, stored first by kernels that read nothing.
+    pub(super) fills: Vec<super::regions::Fill>,
     pub(super) groups: Vec<(Shape, Vec<ValueId>)>,
     /// What each group's loop nest must do besides elementwise work ([`LoopKind`]).
     pub(super) group_kinds: Vec<LoopKind>,

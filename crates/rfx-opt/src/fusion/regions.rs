@@ -13,13 +13,16 @@
 //! it computes or loads it as fusion decides for any shared value. Parts of one shape share a
 //! loop nest like any roots, so `k` scalars stacked per batch row are one kernel over the batch
 //! with `k` stores. A part that is itself such a chain read by nothing else (a block row of a
-//! block matrix) is split the same way, its regions composed with its parent's.
+//! block matrix) is split the same way, its regions composed with its parent's. A constant part
+//! (a zero block, whose `pad` of zeros folds to zeros) is stored by a kernel of its own that
+//! reads nothing, before every other kernel.
 
 use std::collections::BTreeMap;
 
 use rfx_ir::hir::{Kernel, Op, ValueId};
 use rfx_ir::mir::Region;
 use rfx_ir::semantics::{compare, index_value};
+use rfx_ir::{Scalar, Shape};
 
 use crate::report::MissReason;
 
@@ -30,9 +33,20 @@ pub(super) struct Splits {
     pub(super) parts: BTreeMap<ValueId, (ValueId, Region)>,
     /// The split values, each with the `pad`s placing its parts.
     pub(super) wholes: BTreeMap<ValueId, Vec<ValueId>>,
+    /// The parts that are one constant (a zero block: a `pad` of zeros folds to zeros): the
+    /// split value, the region, the part's shape and the constant.
+    pub(super) fills: Vec<Fill>,
     /// The nodes of the chains (their `select`s, and the `pad`s and values of nested chains),
     /// which no kernel computes any more.
     pub(super) dead: Vec<ValueId>,
+}
+
+/// A constant part of a split value, stored by a kernel of its own that reads nothing.
+pub(super) struct Fill {
+    pub(super) whole: ValueId,
+    pub(super) region: Region,
+    pub(super) shape: Shape,
+    pub(super) value: Scalar,
 }
 
 /// Finds the stored values (`roots`, the values stored so far) that are concatenations.
@@ -70,6 +84,14 @@ pub(super) fn split_concatenations(
         for (pad, region) in found.parts {
             splits.parts.insert(pad, (whole, region));
         }
+        for (region, shape, value) in found.fills {
+            splits.fills.push(Fill {
+                whole,
+                region,
+                shape,
+                value,
+            });
+        }
         splits.wholes.insert(whole, pads);
         splits.dead.extend(found.nodes);
     }
@@ -81,7 +103,18 @@ pub(super) fn split_concatenations(
 #[derive(Default)]
 struct Found {
     parts: Vec<(ValueId, Region)>,
+    fills: Vec<(Region, Shape, Scalar)>,
     nodes: Vec<ValueId>,
+}
+
+/// The constant `value` is, if it is one (a constant, or one broadcast).
+fn constant(kernel: &Kernel, value: ValueId) -> Option<Scalar> {
+    let node = kernel.node(value)?;
+    match node.op {
+        Op::Const(c) => Some(c),
+        Op::BroadcastTo => constant(kernel, *node.args.first()?),
+        _ => None,
+    }
 }
 
 /// A `select` by position: the start of a chain.
@@ -160,6 +193,26 @@ fn flatten(
     let mut pending = vec![(value, all)];
     while let Some((v, within)) = pending.pop() {
         let Some(node) = kernel.node(v) else { return false };
+        // A constant (broadcast into the chain) on one range of positions.
+        if let Some(value) = constant(kernel, v) {
+            let (Some(lo), Some(last)) = (within.iter().position(|&w| w), within.iter().rposition(|&w| w))
+            else {
+                return false;
+            };
+            if within[lo..=last].iter().any(|&w| !w) {
+                return false;
+            }
+            let mut shape = dims.to_vec();
+            if let Some(extent) = shape.get_mut(axis) {
+                *extent = last + 1 - lo;
+            }
+            let fill_region = Region {
+                strides: region.strides.clone(),
+                offset: region.offset + lo * region.strides.get(axis).copied().unwrap_or(0),
+            };
+            found.fills.push((fill_region, Shape::new(shape), value));
+            continue;
+        }
         if node.ty.shape.dims() != dims {
             return false;
         }

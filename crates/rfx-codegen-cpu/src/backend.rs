@@ -158,6 +158,34 @@ pub struct CpuCompiled {
     table: TablePlan,
     /// This program's [`Compiled::args_id`].
     id: u64,
+    /// The one function a call runs on the caller's thread, when that is all a call does (see
+    /// [`DirectCall`]).
+    direct_call: Option<DirectCall>,
+}
+
+/// A program whose call is one function run once on the caller's thread over all its units: a
+/// single kernel, or the one function of a program compiled whole
+/// ([`crate::codegen::runs_as_one_function`], loops included), that no call splits across
+/// threads (its thread limit, or the program's, is one). A call jumps straight into it with
+/// the argument table instead of walking the kernel list and the pool's split decision.
+#[derive(Clone, Copy, Debug)]
+struct DirectCall {
+    func: KernelFn,
+    units: u64,
+}
+
+impl DirectCall {
+    /// The direct call of `code`, if its call is one unsplit function (what
+    /// [`pool::run_kernel`] does with a thread limit of one).
+    fn of(code: &CpuCode, max_threads: usize) -> Option<DirectCall> {
+        match (&code.plan, code.kernels.as_slice()) {
+            (None, [(func, shape)]) if shape.thread_limit.min(max_threads) <= 1 => Some(DirectCall {
+                func: *func,
+                units: shape.units,
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// Buffer-table entries a call keeps on the stack (beyond them, or with an arena, the table
@@ -166,6 +194,10 @@ const STACK_TABLE: usize = 64;
 
 /// The table a call with at most this many entries clears.
 const SHORT_TABLE: usize = 16;
+
+/// The table of a direct call with at most this many arguments (a control kernel's few
+/// inputs and outputs: a PID's three and one), cleared instead of the short one.
+const TINY_TABLE: usize = 4;
 
 /// Runs `f` on a zeroed table of `len` entries on the stack (`None` when `len` exceeds
 /// [`STACK_TABLE`]). The table is cleared on every call, so it is only made when it is used,
@@ -305,6 +337,7 @@ pub fn compile(program: &LirProgram, options: &CompileOptions) -> Result<CpuComp
             .chain(&table.outputs)
             .copied()
             .eq(0..table.len);
+    let direct_call = DirectCall::of(&code, max_threads);
     Ok(CpuCompiled {
         program: program.clone(),
         code,
@@ -314,6 +347,7 @@ pub fn compile(program: &LirProgram, options: &CompileOptions) -> Result<CpuComp
         signature: Signature::of(program),
         table,
         id: rfx_lower::new_compiled_id(),
+        direct_call,
     })
 }
 
@@ -382,9 +416,13 @@ impl Compiled for CpuCompiled {
             // short table for the usual few arguments, so a call clears no more than it uses;
             // written out here rather than through `on_stack_table`, whose closure returning
             // the validation's `Result` made this call measurably slower).
-            let mut short = [0usize; SHORT_TABLE];
+            let mut tiny = [0usize; TINY_TABLE];
+            let mut short;
             let mut long;
-            let all: &mut [usize] = if self.table.len <= SHORT_TABLE {
+            let all: &mut [usize] = if self.table.len <= TINY_TABLE {
+                &mut tiny
+            } else if self.table.len <= SHORT_TABLE {
+                short = [0usize; SHORT_TABLE];
                 &mut short
             } else {
                 long = [0usize; STACK_TABLE];
@@ -462,6 +500,12 @@ impl CpuCompiled {
     /// range.
     #[inline(always)]
     unsafe fn launch(&self, table: *const *mut u8) {
+        if let Some(DirectCall { func, units }) = self.direct_call {
+            // SAFETY: guaranteed by the caller; the function runs all its units on this
+            // thread, as `pool::run_kernel` runs an unsplit kernel.
+            unsafe { func(table, 0, units) };
+            return;
+        }
         match &self.code.plan {
             None => {
                 for (func, shape) in &self.code.kernels {

@@ -128,9 +128,7 @@ fn check_inputs(src: &str, sizes: &[usize], threads: Option<usize>, moderate: bo
     }
 }
 
-/// Sizes around the elementwise tile (128 elements: one short of a tile, one over, a tile and
-/// less than one pass of the segments, a tile and one pass) and the reductions' (512).
-const SIZES: [usize; 12] = [64, 65, 100, 127, 129, 143, 145, 511, 512, 513, 1000, 2051];
+const SIZES: [usize; 8] = [64, 65, 100, 511, 512, 513, 1000, 2051];
 
 /// Short rows, which run in tiles from two elements on: shorter than one vector, than one pass
 /// of four vectors (`f64` and `f32`), and ragged around them.

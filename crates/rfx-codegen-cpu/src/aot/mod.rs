@@ -79,15 +79,6 @@ pub(crate) fn prepare_tables() {
 /// tile is long enough that a call costs a few percent of the work it does.
 pub(crate) const TILE: usize = 512;
 
-/// Elements per tile of an elementwise loop (at most [`TILE`]: its staging buffers are
-/// [`TILE`]'s). A tile's segments run one after the other, each over the whole tile; over 128
-/// elements the processor's out-of-order window still spans the segments, so the memory passes
-/// of the inline segments overlap the routines' arithmetic, where over 512 they run apart
-/// (measured on an AVX-512 Xeon, one thread: `sin(x*2)+y` 8–13% faster at 65,536 elements and
-/// the 10-op chain 12% at 65,536, 17% at 1M; 64 elements is slower again, the calls' cost
-/// showing).
-pub(crate) const ELEMENTWISE_TILE: usize = 128;
-
 /// The smallest innermost loop that runs in tiles. From two elements on the routines beat the
 /// inline polynomials, staging and call included (`examples/short_transcendentals` measures
 /// it); one element keeps the inline code.

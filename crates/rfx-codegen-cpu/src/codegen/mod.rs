@@ -36,7 +36,7 @@ use std::collections::HashMap;
 use rfx_ir::{BinaryOp, BufId, DType, ReduceOp, Scalar, ScanOp, UnaryOp};
 use rfx_lower::{BackendError, Unsupported};
 
-use crate::aot::{AotFn, ELEMENTWISE_TILE, MIN_TILED_ELEMS, TILE};
+use crate::aot::{AotFn, MIN_TILED_ELEMS, TILE};
 
 mod access;
 mod addr;

@@ -489,14 +489,14 @@ impl<'k> Gen<'_, 'k> {
     ) -> Result<(), BackendError> {
         let w = self.cur.width;
         self.emit_while_below(b, start, end, &mut |g, b, at| {
-            // A tile is `ELEMENTWISE_TILE` elements, or all that is left; a full tile stops
-            // short when it would leave fewer than `step` elements (at most 64: 16 lanes,
-            // `SEGMENT_UNROLL` 4), so that no tile is shorter than one pass of the segments
-            // (ranges hold at least 64 elements: `KernelShape::new`, `pool::run_split`).
+            // A tile is `TILE` elements, or all that is left; a full tile stops short when it
+            // would leave fewer than `step` elements, so that no tile is shorter than one pass
+            // of the segments (ranges hold at least 64 elements: `KernelShape::new`,
+            // `pool::run_split`).
             let unroll = g.cur.segment_unroll;
             let step = i64::from(w) * unroll;
             let left = b.ins().isub(end, at);
-            let tile = b.ins().iconst(types::I64, ELEMENTWISE_TILE as i64);
+            let tile = b.ins().iconst(types::I64, TILE as i64);
             let rest = b.ins().iadd_imm_s(left, -step);
             let rest_short = b.ins().icmp(IntCC::UnsignedLessThan, rest, tile);
             let full = b.ins().select(rest_short, rest, tile);

@@ -269,6 +269,7 @@ fn flatten(
                     let mut inner = Found::default();
                     if flatten(kernel, uses, part, part_dims, part_region.clone(), &mut inner) {
                         found.parts.extend(inner.parts);
+                        found.fills.extend(inner.fills);
                         found.nodes.extend(inner.nodes);
                         found.nodes.extend([v, part]);
                         continue;

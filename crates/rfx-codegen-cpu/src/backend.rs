@@ -619,3 +619,52 @@ impl CpuCompiled {
         unsafe { self.launch(table.as_ptr().cast()) }
     }
 }
+
+#[cfg(test)]
+mod direct_call_tests {
+    use super::*;
+
+    fn compiled(text: &str, max_threads: usize) -> CpuCompiled {
+        let kernel = rfx_ir::hir::parse(text).expect("parse");
+        let (mir, _) = rfx_opt::optimize(&kernel, &Default::default()).expect("optimize");
+        let (lir, _) = rfx_lower::lower(&mir, &Default::default()).expect("lower");
+        let options = CompileOptions {
+            max_threads: Some(max_threads),
+            ..CompileOptions::default()
+        };
+        compile(&lir, &options).expect("compile")
+    }
+
+    fn elementwise(n: usize) -> String {
+        format!("kernel k {{\n %x = input x : f32[{n}]\n %y = mul %x, %x : f32[{n}]\n output y = %y\n}}")
+    }
+
+    /// A call that is one function on the caller's thread jumps into it; a kernel the pool may
+    /// split and a program of several kernels keep the general launch.
+    #[test]
+    fn only_an_unsplit_single_function_is_called_directly() {
+        assert!(compiled(&elementwise(1), 2).direct_call.is_some(), "n = 1");
+        // 1M elements: split across 2 threads, but not with one.
+        assert!(
+            compiled(&elementwise(1 << 20), 2).direct_call.is_none(),
+            "1M on 2 threads"
+        );
+        assert!(
+            compiled(&elementwise(1 << 20), 1).direct_call.is_some(),
+            "1M on 1 thread"
+        );
+        // Two kernels (a sum, then a use of it): one function when small, two when large.
+        let two = |n: usize| {
+            format!(
+                "kernel k {{\n %x = input x : f32[{n}]\n %s = sum %x axes [0] : f32[]\n \
+                 %y = sub %x, %s : f32[{n}]\n output y = %y\n}}"
+            )
+        };
+        let small = compiled(&two(8), 2);
+        assert_eq!(small.function_count(), 1);
+        assert!(small.direct_call.is_some(), "one function for the program");
+        let large = compiled(&two(1 << 20), 2);
+        assert!(large.function_count() > 1);
+        assert!(large.direct_call.is_none(), "one function per kernel");
+    }
+}

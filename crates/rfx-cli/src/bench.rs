@@ -578,9 +578,16 @@ fn batched_p50(mut call: impl FnMut() -> anyhow::Result<()>) -> anyhow::Result<f
         for _ in 0..batch {
             call()?;
         }
-        means.push(start.elapsed() / batch as u32);
+        means.push(start.elapsed().as_secs_f64() / batch as f64);
     }
-    Ok(Timing::from_samples(means).p50_s)
+    Ok(median_s(means))
+}
+
+/// The median of batch means in seconds, kept as `f64`: a `Duration` divided by the batch
+/// length would round a few-nanosecond call down to whole nanoseconds.
+fn median_s(mut secs: Vec<f64>) -> f64 {
+    secs.sort_by(f64::total_cmp);
+    secs.get(secs.len() / 2).copied().unwrap_or(0.0)
 }
 
 /// Calls per batch for a call that took `once`: enough for 50 µs, at most 2^20.
@@ -612,22 +619,17 @@ fn paired_p50(
         for _ in 0..batch {
             call()?;
         }
-        let mean = start.elapsed() / batch as u32;
+        let mean = start.elapsed().as_secs_f64() / batch as f64;
         let start = Instant::now();
         for _ in 0..ref_batch {
             reference.run();
         }
-        let ref_mean = start.elapsed() / ref_batch as u32;
-        ratios.push(mean.as_secs_f64() / ref_mean.as_secs_f64().max(1e-12));
+        let ref_mean = start.elapsed().as_secs_f64() / ref_batch as f64;
+        ratios.push(mean / ref_mean.max(1e-12));
         means.push(mean);
         refs.push(ref_mean);
     }
-    ratios.sort_by(f64::total_cmp);
-    Ok((
-        Timing::from_samples(means).p50_s,
-        Timing::from_samples(refs).p50_s,
-        ratios[ratios.len() / 2],
-    ))
+    Ok((median_s(means), median_s(refs), median_s(ratios)))
 }
 
 /// perf-check's yardstick: a plain Rust `out[i] = x[i] + y[i]` loop over `n` f32 elements.

@@ -1,6 +1,6 @@
 //! The HIR → HIR passes, each usable alone.
 
-use rfx_ir::hir::{Builder, Kernel, Op, ValueId, verify};
+use rfx_ir::hir::{Builder, Kernel, Op, Output, ValueId, verify};
 use rfx_ir::{BinaryOp, Scalar, Shape};
 
 use crate::config::OptConfig;
@@ -32,15 +32,7 @@ fn rebuild(
         let args = mapped_operands(&map, &node.args)?;
         map[index] = Some(map_node(&mut b, ValueId::new(index), node, &args)?);
     }
-    for output in kernel.outputs() {
-        let value = map
-            .get(output.value.index())
-            .copied()
-            .flatten()
-            .ok_or(OptError::InvalidValue(output.value))?;
-        b.output(output.name.clone(), value).map_err(OptError::Rebuild)?;
-    }
-    b.finish().map_err(OptError::Rebuild)
+    finish_rebuilt(b, &map, kernel.outputs())
 }
 
 /// The values `map` gives to a node's operands `args` (a rebuilt kernel's ids by the old
@@ -58,10 +50,15 @@ pub(crate) fn mapped_operands(map: &[Option<ValueId>], args: &[ValueId]) -> Resu
 
 /// Which values the outputs need.
 pub(crate) fn live_values(kernel: &Kernel) -> Vec<bool> {
-    let mut live = vec![false; kernel.nodes().len()];
-    let mut stack: Vec<ValueId> = kernel.outputs().iter().map(|o| o.value).collect();
+    reachable(kernel, kernel.outputs().iter().map(|o| o.value))
+}
+
+/// Which values `roots` are computed from (themselves included).
+pub(crate) fn reachable(kernel: &Kernel, roots: impl IntoIterator<Item = ValueId>) -> Vec<bool> {
+    let mut seen = vec![false; kernel.nodes().len()];
+    let mut stack: Vec<ValueId> = roots.into_iter().collect();
     while let Some(value) = stack.pop() {
-        if let Some(slot) = live.get_mut(value.index())
+        if let Some(slot) = seen.get_mut(value.index())
             && !*slot
         {
             *slot = true;
@@ -70,7 +67,24 @@ pub(crate) fn live_values(kernel: &Kernel) -> Vec<bool> {
             }
         }
     }
-    live
+    seen
+}
+
+/// Names `outputs` (of the old kernel) on the values `map` rebuilt them as, and finishes `b`.
+pub(crate) fn finish_rebuilt<'a>(
+    mut b: Builder,
+    map: &[Option<ValueId>],
+    outputs: impl IntoIterator<Item = &'a Output>,
+) -> Result<Kernel, OptError> {
+    for output in outputs {
+        let value = map
+            .get(output.value.index())
+            .copied()
+            .flatten()
+            .ok_or(OptError::InvalidValue(output.value))?;
+        b.output(output.name.clone(), value).map_err(OptError::Rebuild)?;
+    }
+    b.finish().map_err(OptError::Rebuild)
 }
 
 fn copy_node(b: &mut Builder, node: &rfx_ir::hir::Node, args: &[ValueId]) -> Result<ValueId, OptError> {

@@ -11,7 +11,7 @@ use rfx_ir::TensorType;
 use rfx_ir::hir::{Builder, Kernel, Loop, Op, ValueId};
 
 use crate::error::OptError;
-use crate::passes::mapped_operands;
+use crate::passes::{finish_rebuilt, mapped_operands, reachable};
 
 /// `spec` with its body's and test's carry-independent values read as new invariants (after
 /// the old ones), computed in `b` from `args` (the loop's operands there), and the operands
@@ -126,7 +126,7 @@ fn computed_outside(
     args: &[ValueId],
     frontier: &[ValueId],
 ) -> Result<Vec<ValueId>, OptError> {
-    let needed = super::prepare::reachable(kernel, frontier.iter().copied());
+    let needed = reachable(kernel, frontier.iter().copied());
     let mut map: Vec<Option<ValueId>> = vec![None; kernel.nodes().len()];
     let mut position = 0;
     for (index, node) in kernel.nodes().iter().enumerate() {
@@ -218,13 +218,5 @@ fn with_inputs(
             }
         });
     }
-    for output in kernel.outputs() {
-        let value = map
-            .get(output.value.index())
-            .copied()
-            .flatten()
-            .ok_or(OptError::InvalidValue(output.value))?;
-        b.output(output.name.clone(), value).map_err(OptError::Rebuild)?;
-    }
-    b.finish().map_err(OptError::Rebuild)
+    finish_rebuilt(b, &map, kernel.outputs())
 }

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use rfx_ir::hir::{Builder, Kernel, Loop, Node, Op, ValueId, verify};
 
 use crate::error::OptError;
-use crate::passes::mapped_operands;
+use crate::passes::{finish_rebuilt, mapped_operands, reachable};
 
 /// `kernel` without dead nodes, where every loop keeps only the carries that something after it
 /// reads (or that those carries or the test need), a loop that changes nothing (no iteration,
@@ -70,15 +70,7 @@ fn prepare_once(kernel: &Kernel) -> Result<Kernel, OptError> {
         };
         map[index] = Some(built);
     }
-    for output in kernel.outputs() {
-        let value = map
-            .get(output.value.index())
-            .copied()
-            .flatten()
-            .ok_or(OptError::InvalidValue(output.value))?;
-        b.output(output.name.clone(), value).map_err(OptError::Rebuild)?;
-    }
-    b.finish().map_err(OptError::Rebuild)
+    finish_rebuilt(b, &map, kernel.outputs())
 }
 
 /// For each live loop node, which of its final carries live nodes or outputs read.
@@ -202,23 +194,6 @@ fn needed_carries(spec: &Loop, wanted: &[bool]) -> Vec<bool> {
     }
 }
 
-/// Which values `roots` are computed from (themselves included).
-pub(super) fn reachable(kernel: &Kernel, roots: impl IntoIterator<Item = ValueId>) -> Vec<bool> {
-    let mut seen = vec![false; kernel.nodes().len()];
-    let mut stack: Vec<ValueId> = roots.into_iter().collect();
-    while let Some(value) = stack.pop() {
-        if let Some(slot) = seen.get_mut(value.index())
-            && !*slot
-        {
-            *slot = true;
-            if let Some(node) = kernel.node(value) {
-                stack.extend(node.args.iter().copied());
-            }
-        }
-    }
-    seen
-}
-
 /// Which of `kernel`'s inputs, by position, `value` is computed from.
 fn inputs_reached(kernel: &Kernel, value: ValueId) -> Vec<bool> {
     let seen = reachable(kernel, [value]);
@@ -274,15 +249,7 @@ fn restrict(kernel: &Kernel, keep_input: &[bool], keep_output: &[bool]) -> Resul
             map[index] = Some(b.copy(&node.op, &args, &node.ty).map_err(OptError::Rebuild)?);
         }
     }
-    for output in outputs {
-        let value = map
-            .get(output.value.index())
-            .copied()
-            .flatten()
-            .ok_or(OptError::InvalidValue(output.value))?;
-        b.output(output.name.clone(), value).map_err(OptError::Rebuild)?;
-    }
-    b.finish().map_err(OptError::Rebuild)
+    finish_rebuilt(b, &map, outputs)
 }
 
 /// `spec` with each invariant whose operand (of `operands`, in `kernel`) is a constant, a

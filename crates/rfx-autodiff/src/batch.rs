@@ -264,6 +264,8 @@ pub fn vmap_out(
                 }
                 b.copy(&Op::Gather { axis: axis + 1 }, &operands, &ty)?
             }
+            // One row of every example: a select by row (an index may differ per example).
+            Op::SetRow => set_row_batched(&mut b, &args, &ty, size)?,
             // A reshape keeps the batch in front (row-major: each example stays contiguous).
             Op::Reshape => b.copy(&Op::Reshape, &[args[0].0], &ty)?,
             Op::Loop(_) | Op::LoopOutput { .. } => {
@@ -354,4 +356,49 @@ fn align(b: &mut Builder, v: ValueId, rank: usize) -> Result<ValueId, AdError> {
     aligned.extend(std::iter::repeat_n(1, missing));
     aligned.extend_from_slice(&dims[1..]);
     Ok(b.reshape(v, Shape::new(aligned))?)
+}
+
+/// `vmap` of `set_row(x, row, index)` over `args` (each with whether it carries the batch as
+/// axis 0) into the batched type `ty`: `select(iota == clamp(index), row, x)` along axis 1, an
+/// unbatched operand broadcast (the index per example when batched).
+fn set_row_batched(
+    b: &mut Builder,
+    args: &[(ValueId, bool)],
+    ty: &TensorType,
+    size: usize,
+) -> Result<ValueId, AdError> {
+    let (&[(x, x_batched), (row, row_batched), (index, index_batched)], Some(&rows)) =
+        (args, ty.shape.dims().get(1))
+    else {
+        return Err(AdError::Internal(rfx_ir::hir::BuildError::UnknownValue(
+            ValueId::new(0),
+        )));
+    };
+    let rank = ty.shape.rank();
+    let x = if x_batched {
+        x
+    } else {
+        b.broadcast_to(x, ty.shape.clone())?
+    };
+    let last = i32::try_from(rows.saturating_sub(1)).unwrap_or(i32::MAX);
+    let zero = b.scalar(rfx_ir::Scalar::I32(0));
+    let last = b.scalar(rfx_ir::Scalar::I32(last));
+    let at = b.binary(rfx_ir::BinaryOp::Max, index, zero)?;
+    let at = b.binary(rfx_ir::BinaryOp::Min, at, last)?;
+    let mut at_shape = vec![1; rank];
+    if index_batched {
+        at_shape[0] = size;
+    }
+    let at = b.reshape(at, Shape::new(at_shape))?;
+    let mut column = vec![1; rank];
+    column[1] = rows;
+    let iota = b.iota(rfx_ir::DType::I32, Shape::new(column), 1)?;
+    let here = b.compare(rfx_ir::CmpOp::Eq, iota, at)?;
+    let mut row_shape = ty.shape.dims().to_vec();
+    row_shape[1] = 1;
+    if !row_batched {
+        row_shape[0] = 1;
+    }
+    let row = b.reshape(row, Shape::new(row_shape))?;
+    Ok(b.select(here, row, x)?)
 }

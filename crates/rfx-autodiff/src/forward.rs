@@ -210,6 +210,24 @@ pub(crate) fn forward(
                 }
                 None => None,
             },
+            // Linear in `x` and `row` (the index's tangent is zero: piecewise constant): the
+            // tangent of `x` with the row's tangent in row `index`, behind its batch axes.
+            Op::SetRow => match (arg_tangents[0], arg_tangents[1]) {
+                (None, None) => None,
+                (tx, trow) => {
+                    let full = concat(batch, &out_shape);
+                    let row_shape = concat(batch, &Shape::new(out_shape.dims().get(1..).unwrap_or_default()));
+                    let tx = match tx {
+                        Some(t) => em.broadcast_to(t, full)?,
+                        None => em.constant(node.ty.dtype, 0.0, full),
+                    };
+                    let trow = match trow {
+                        Some(t) => em.broadcast_to(t, row_shape)?,
+                        None => em.constant(node.ty.dtype, 0.0, row_shape),
+                    };
+                    Some(em.set_row(tx, trow, args[2], batch.rank())?)
+                }
+            },
             // `y[i] = a[i] y[i-1] + x[i]` gives `dy[i] = a[i] dy[i-1] + (da[i] y[i-1] + dx[i])`:
             // the same recurrence of the tangents.
             &Op::Scan {

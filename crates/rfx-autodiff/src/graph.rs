@@ -500,6 +500,45 @@ impl Emitter {
         }
     }
 
+    /// `x` (`batch_rank` batch axes, then its rows) with row `index` (an `i32` scalar, clamped)
+    /// replaced by `row` (`x`'s shape without the row axis): a `set_row` without batch axes,
+    /// else a select by row.
+    pub(crate) fn set_row(
+        &mut self,
+        x: ValueId,
+        row: ValueId,
+        index: ValueId,
+        batch_rank: usize,
+    ) -> Result<ValueId, AdError> {
+        if batch_rank == 0 {
+            return self.node(Op::SetRow, &[x, row, index], None);
+        }
+        let dims = self.shape(x)?.dims().to_vec();
+        let rows = dims.get(batch_rank).copied().unwrap_or(1);
+        let at = self.gather_row(index, rows)?;
+        let mut column = vec![1; dims.len()];
+        column[batch_rank] = rows;
+        let iota = self.iota(DType::I32, Shape::new(column), batch_rank)?;
+        let here = self.compare(CmpOp::Eq, iota, at)?;
+        let mut one_row = dims;
+        one_row[batch_rank] = 1;
+        let row = self.reshape(row, Shape::new(one_row))?;
+        self.select(here, row, x)
+    }
+
+    /// Row `index` (an `i32` scalar, clamped) of `x` along `axis`, without that axis.
+    pub(crate) fn row_at(&mut self, x: ValueId, index: ValueId, axis: usize) -> Result<ValueId, AdError> {
+        let dims = self.shape(x)?.dims().to_vec();
+        let mut one_row = dims.clone();
+        one_row[axis] = 1;
+        let at = self.reshape(index, Shape::new(vec![1; dims.len()]))?;
+        let at = self.broadcast_to(at, Shape::new(one_row))?;
+        let row = self.gather(x, at, axis)?;
+        let mut rest = dims;
+        rest.remove(axis);
+        self.reshape(row, Shape::new(rest))
+    }
+
     pub(crate) fn broadcast_to(&mut self, x: ValueId, shape: Shape) -> Result<ValueId, AdError> {
         if self.shape(x)? == shape {
             return Ok(x);

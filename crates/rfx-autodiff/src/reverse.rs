@@ -264,6 +264,22 @@ fn dense_contributions(
                 None,
             ]
         }
+        // `x`'s adjoint is the adjoint with row `index` zeroed (that row was replaced), the
+        // row's is that row of the adjoint; the index's is zero (piecewise constant).
+        Op::SetRow => {
+            let dims = em.shape(args[0])?.dims().to_vec();
+            let dtype = em.dtype(ct)?;
+            let zeros = em.constant(
+                dtype,
+                0.0,
+                concat(batch, &Shape::new(dims.get(1..).unwrap_or_default())),
+            );
+            vec![
+                Some(em.set_row(ct, zeros, args[2], batch_rank)?),
+                Some(em.row_at(ct, args[2], batch_rank)?),
+                None,
+            ]
+        }
         // The adjoint of `y[i] = a[i] y[i-1] + x[i]` runs the recurrence backwards: `λ[i] =
         // ct[i] + a[i+1] λ[i+1]`, the operand's adjoint `λ` and the coefficient's `λ[i] y[i-1]`.
         &Op::Scan {

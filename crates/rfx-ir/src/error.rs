@@ -136,6 +136,20 @@ pub enum TypeError {
         /// The axis the index selects along.
         axis: usize,
     },
+    /// A `set_row` whose `x` has no axis 0 or no row along it, whose row is not shaped like one
+    /// row of `x`, or whose index is not a scalar.
+    #[error(
+        "`set_row`: the row's {row} must be the shape of {x} without axis 0 (which must hold a \
+         row), and the index's {index} must be a scalar"
+    )]
+    SetRow {
+        /// The updated operand's shape.
+        x: Shape,
+        /// The row's shape.
+        row: Shape,
+        /// The index's shape.
+        index: Shape,
+    },
     /// The index of an element along an axis with no elements (the tracing API's `argmin` and
     /// `argmax`): there is none to give.
     #[error("no element to point at along the empty axis {axis} of {shape}")]

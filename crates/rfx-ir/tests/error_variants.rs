@@ -590,3 +590,13 @@ fn builder_rejects_a_literal_that_does_not_fill_its_type() {
     );
     assert!(b.literal_values(ty, vec![Scalar::F32(1.0); 4]).is_ok());
 }
+
+#[test]
+fn builder_rejects_a_row_of_the_wrong_shape() {
+    let mut b = Builder::new("k");
+    let x = b.input("x", f32s([3, 2])).expect("input");
+    let row = b.input("row", f32s([3])).expect("input");
+    let i = b.input("i", TensorType::scalar(DType::I32)).expect("input");
+    let err = type_error(b.set_row(x, row, i));
+    assert!(matches!(err, TypeError::SetRow { .. }), "{err:?}");
+}

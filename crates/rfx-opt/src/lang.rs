@@ -50,6 +50,8 @@ pub(crate) enum Head {
     Pad(Vec<usize>, Shape),
     /// A table lookup along the given axis (operands: table, index).
     Gather(usize),
+    /// One row along axis 0 replaced (operands: x, row, index).
+    SetRow,
     Reduce(ReduceOp, Vec<usize>, bool),
     /// A running fold along an axis, from its end when the flag is set.
     Scan(ScanOp, usize, bool),
@@ -74,6 +76,7 @@ impl Head {
             Head::Slice(..) => "slice",
             Head::Pad(..) => "pad",
             Head::Gather(_) => "gather",
+            Head::SetRow => "set_row",
             Head::Reduce(op, ..) => op.name(),
             Head::Scan(op, ..) => op.name(),
         }
@@ -115,6 +118,7 @@ impl Node {
             },
             Head::Pad(low, _) => Op::Pad { low: low.clone() },
             Head::Gather(axis) => Op::Gather { axis: *axis },
+            Head::SetRow => Op::SetRow,
             Head::Reduce(op, axes, keepdims) => Op::Reduce {
                 op: *op,
                 axes: axes.clone(),
@@ -288,6 +292,11 @@ fn fold(
         // Permuting a splat, taking a window of it, or looking up anything in it, gives the
         // same splat.
         Head::Transpose(_) | Head::Slice(..) | Head::Gather(_) => args.first().copied(),
+        // A row of a splat's bits put into that splat leaves it.
+        Head::SetRow => {
+            let (x, row) = (*args.first()?, *args.get(1)?);
+            (x.to_bits() == row.to_bits()).then_some(x)
+        }
         // Zeros around a splat of (positive) zero, or no zeros at all, give the same splat.
         Head::Pad(_, shape) => {
             let x = *args.first()?;

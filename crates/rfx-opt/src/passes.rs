@@ -102,9 +102,11 @@ pub fn eliminate_dead_ops(kernel: &Kernel) -> Result<Kernel, OptError> {
 /// exact). A scan along an axis of at most one element is its operand: each result is the op's
 /// first step from its identity, which leaves the element (`-0 + x`, `1 * x`, `max(-inf, x)`;
 /// a NaN stays NaN), and a linear recurrence along such an axis is that step, `coef * -0 + x`.
-/// Also removes dead nodes.
+/// `set_row(x, row, i)` becomes `select(iota == clamp(i, 0, n - 1), row, x)` along axis 0 (its
+/// definition: the bits of one operand or the other). Also removes dead nodes.
 pub fn decompose(kernel: &Kernel) -> Result<Kernel, OptError> {
     rebuild(kernel, |b, _, node, args| match (&node.op, args) {
+        (Op::SetRow, [x, row, index]) => set_row_as_select(b, &node.ty.shape, *x, *row, *index),
         (Op::Clamp, [x, lo, hi]) => {
             let lower = b.binary(BinaryOp::Max, *x, *lo).map_err(OptError::Rebuild)?;
             b.binary(BinaryOp::Min, lower, *hi).map_err(OptError::Rebuild)
@@ -118,6 +120,35 @@ pub fn decompose(kernel: &Kernel) -> Result<Kernel, OptError> {
         }
         _ => copy_node(b, node, args),
     })
+}
+
+/// `set_row(x, row, index)` for `x` of `shape` as a select by row (see [`decompose`]).
+fn set_row_as_select(
+    b: &mut Builder,
+    shape: &Shape,
+    x: ValueId,
+    row: ValueId,
+    index: ValueId,
+) -> Result<ValueId, OptError> {
+    let dims = shape.dims();
+    let rows = dims.first().copied().unwrap_or(1);
+    let last = i32::try_from(rows.saturating_sub(1)).map_err(|_| OptError::InvalidValue(x))?;
+    let zero = b.scalar(Scalar::I32(0));
+    let top = b.scalar(Scalar::I32(last));
+    let at = b.binary(BinaryOp::Max, index, zero).map_err(OptError::Rebuild)?;
+    let at = b.binary(BinaryOp::Min, at, top).map_err(OptError::Rebuild)?;
+    let mut column = vec![1; dims.len()];
+    column[0] = rows;
+    let iota = b
+        .iota(rfx_ir::DType::I32, Shape::new(column), 0)
+        .map_err(OptError::Rebuild)?;
+    let here = b
+        .compare(rfx_ir::CmpOp::Eq, iota, at)
+        .map_err(OptError::Rebuild)?;
+    let mut one_row = dims.to_vec();
+    one_row[0] = 1;
+    let row = b.reshape(row, Shape::new(one_row)).map_err(OptError::Rebuild)?;
+    b.select(here, row, x).map_err(OptError::Rebuild)
 }
 
 /// Moves transposes of computed elementwise values down to their operands:

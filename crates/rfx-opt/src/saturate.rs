@@ -64,6 +64,7 @@ pub(crate) fn to_egraph(kernel: &Kernel, config: &OptConfig) -> Result<(RfxGraph
             Op::Slice { starts } => Head::Slice(starts.clone(), node.ty.shape.clone()),
             Op::Pad { low } => Head::Pad(low.clone(), node.ty.shape.clone()),
             Op::Gather { axis } => Head::Gather(*axis),
+            Op::SetRow => Head::SetRow,
             Op::Reduce { op, axes, keepdims } => Head::Reduce(*op, axes.clone(), *keepdims),
             Op::Scan { op, axis, reverse } => Head::Scan(*op, *axis, *reverse),
         };
@@ -151,6 +152,8 @@ pub(crate) fn op_cost(head: &Head, dtype: DType) -> f64 {
         Head::Pad(..) => 3.0,
         // A clamped index and a read by it.
         Head::Gather(_) => 3.0,
+        // A select by row per point.
+        Head::SetRow => 2.0,
         Head::Iota(..) => 1.0,
         Head::Cast(_) | Head::Select | Head::Compare(_) => 1.0,
         Head::Clamp => 2.0,

@@ -389,6 +389,13 @@ impl Builder {
         self.op(Op::Gather { axis }, &[table, index])
     }
 
+    /// `x` with row `index` along axis 0 replaced by `row` (JAX's `x.at[index].set(row)`):
+    /// `row` has `x`'s dtype and the shape of one row, `index` is an `i32` scalar, clamped into
+    /// the rows (see [`Op::SetRow`]).
+    pub fn set_row(&mut self, x: ValueId, row: ValueId, index: ValueId) -> Result<ValueId, BuildError> {
+        self.op(Op::SetRow, &[x, row, index])
+    }
+
     /// Reduces `x` over `axes` (any order; stored sorted).
     pub fn reduce(
         &mut self,

@@ -125,6 +125,13 @@ pub enum Op {
         /// The table axis the index selects along.
         axis: usize,
     },
+    /// One row replaced (JAX's `x.at[i].set(row)`): operands `(x, row, index)`, where `x` has
+    /// rank at least 1 and at least one row along axis 0, `row` has `x`'s dtype and the shape of
+    /// one row (`x`'s shape without axis 0), and `index` is an `i32` scalar. The node has `x`'s
+    /// type: `out[j] = row` for `j = clamp(index, 0, n - 1)` along axis 0 of extent `n` (a
+    /// run-time index is clamped as JAX clamps it), every other row `x`'s. No arithmetic: the
+    /// bits are moved, so every dtype is exact.
+    SetRow,
     /// Reduces the operand over `axes` (each `< rank`, no duplicates, any order).
     Reduce {
         /// The reduction.
@@ -216,6 +223,7 @@ impl Op {
             Op::Slice { .. } => "slice",
             Op::Pad { .. } => "pad",
             Op::Gather { .. } => "gather",
+            Op::SetRow => "set_row",
             Op::Reduce { op, .. } => op.name(),
             Op::Scan { op, .. } => op.name(),
             Op::Loop(l) if l.cond.is_some() => "while_loop",
@@ -240,7 +248,7 @@ impl Op {
             Op::Scan { op, .. } => op.arity(),
             Op::Loop(l) => l.body.inputs().count(),
             Op::Binary(_) | Op::Compare(_) | Op::Gather { .. } => 2,
-            Op::Select | Op::Clamp => 3,
+            Op::Select | Op::Clamp | Op::SetRow => 3,
         }
     }
 
@@ -545,6 +553,33 @@ pub fn result_type(
                 dtype: table.dtype,
                 shape: index.shape.clone(),
             })
+        }
+        Op::SetRow => {
+            let (x, row, index) = (&args[0], &args[1], &args[2]);
+            if index.dtype != DType::I32 {
+                return Err(TypeError::UnsupportedDType {
+                    op: name,
+                    dtype: index.dtype,
+                });
+            }
+            if row.dtype != x.dtype {
+                return Err(TypeError::DTypeMismatch {
+                    op: name,
+                    lhs: x.dtype,
+                    rhs: row.dtype,
+                });
+            }
+            let fits = x.shape.dims().split_first().is_some_and(|(&rows, rest)| {
+                rows >= 1 && rest == row.shape.dims() && index.shape.rank() == 0
+            });
+            if !fits {
+                return Err(TypeError::SetRow {
+                    x: x.shape.clone(),
+                    row: row.shape.clone(),
+                    index: index.shape.clone(),
+                });
+            }
+            Ok((*x).clone())
         }
         Op::Reduce {
             op: r,

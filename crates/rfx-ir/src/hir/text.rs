@@ -535,6 +535,7 @@ fn elementwise_op(name: &str) -> Option<Op> {
     match name {
         "select" => Some(Op::Select),
         "clamp" => Some(Op::Clamp),
+        "set_row" => Some(Op::SetRow),
         "cast" => Some(Op::Cast),
         "broadcast_to" => Some(Op::BroadcastTo),
         "reshape" => Some(Op::Reshape),

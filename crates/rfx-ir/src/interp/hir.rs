@@ -283,6 +283,22 @@ fn eval_node(node: &Node, values: &[Array], mode: Mode) -> Option<Array> {
                 .collect::<Option<Vec<_>>>()?;
             Array::new(out_shape.clone(), ArrayData::from_scalars(out_dtype, results)?).ok()
         }
+        Op::SetRow => {
+            let (x, row, at) = (args.first()?, args.get(1)?, args.get(2)?);
+            let rows = *out_shape.dims().first()?;
+            let target = semantics::clamp_index(at.get(0)?, rows)?;
+            let width = row.shape().numel();
+            let results = (0..out_shape.numel())
+                .map(|i| {
+                    if i / width.max(1) == target && width > 0 {
+                        row.get(i % width)
+                    } else {
+                        x.get(i)
+                    }
+                })
+                .collect::<Option<Vec<_>>>()?;
+            Array::new(out_shape.clone(), ArrayData::from_scalars(out_dtype, results)?).ok()
+        }
         Op::Reduce {
             op,
             axes,

@@ -1055,6 +1055,8 @@ impl KernelEmitter<'_, '_> {
             Op::Transpose { .. } | Op::Slice { .. } => self.transposed(v)?,
             Op::Pad { .. } => self.padded(v)?,
             Op::Gather { .. } => self.gathered(v)?,
+            // `decompose` rewrites every `set_row` into a `select` by row.
+            Op::SetRow => return Err(OptError::InvalidValue(v)),
             Op::Unary(op) => {
                 let x = self.value(operand(0)?)?;
                 self.push(MirOp::Unary(*op), vec![x], dtype)

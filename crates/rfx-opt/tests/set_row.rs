@@ -1,0 +1,111 @@
+//! `set_row` through `optimize`: the MIR program gives the HIR interpreter's bits, alone and as
+//! the update of a loop's history carry (the recording loop of reverse mode), with random
+//! indices (clamped) and special values.
+
+#![allow(clippy::unwrap_used, reason = "a failed unwrap is a test failure")]
+
+use rfx_ir::hir::{Builder, Kernel, Loop};
+use rfx_ir::interp::{Mode, run_hir, run_mir};
+use rfx_ir::testgen::{TestRng, random_inputs, same_values};
+use rfx_ir::{BinaryOp, DType, Scalar, Shape, TensorType, UnaryOp};
+use rfx_opt::{OptConfig, optimize};
+
+fn assert_same_bits(kernel: &Kernel, rounds: usize) {
+    let program = optimize(kernel, &OptConfig::default())
+        .unwrap_or_else(|e| panic!("{e}\n{kernel}"))
+        .0;
+    let mut rng = TestRng::new(48);
+    for mode in [Mode::Native, Mode::Oracle] {
+        for _ in 0..rounds {
+            let inputs = random_inputs(&mut rng, kernel, 0.1);
+            let views: Vec<_> = inputs.iter().map(rfx_ir::Array::view).collect();
+            let expected = run_hir(kernel, &views, mode).unwrap();
+            let found = run_mir(&program, &views, mode).unwrap_or_else(|e| panic!("{e}\n{program}"));
+            for (e, f) in expected.iter().zip(&found) {
+                assert!(same_values(e, f), "HIR {e:?}, MIR {f:?}\n{kernel}\n{program}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_set_row_compiles_to_the_interpreters_bits() {
+    let mut b = Builder::new("k");
+    let x = b.input("x", TensorType::new(DType::F32, [5, 3])).unwrap();
+    let r = b.input("r", TensorType::new(DType::F32, [3])).unwrap();
+    let i = b.input("i", TensorType::scalar(DType::I32)).unwrap();
+    let s = b.unary(UnaryOp::Sin, r).unwrap();
+    let y = b.set_row(x, s, i).unwrap();
+    let z = b.binary(BinaryOp::Mul, y, x).unwrap();
+    b.output("y", y).unwrap();
+    b.output("z", z).unwrap();
+    assert_same_bits(&b.finish().unwrap(), 20);
+    // Every in-range index, and both sides out of range, on a fixed input.
+    let mut b = Builder::new("k");
+    let x = b.input("x", TensorType::new(DType::I32, [4])).unwrap();
+    let r = b.input("r", TensorType::scalar(DType::I32)).unwrap();
+    let i = b.input("i", TensorType::scalar(DType::I32)).unwrap();
+    let y = b.set_row(x, r, i).unwrap();
+    b.output("y", y).unwrap();
+    let kernel = b.finish().unwrap();
+    let program = optimize(&kernel, &OptConfig::default()).unwrap().0;
+    let x = rfx_ir::Array::from_vec([4], vec![1i32, 2, 3, 4]).unwrap();
+    let r = rfx_ir::Array::scalar(Scalar::I32(9));
+    for (i, want) in [
+        (-5, [9, 2, 3, 4]),
+        (2, [1, 2, 9, 4]),
+        (3, [1, 2, 3, 9]),
+        (77, [1, 2, 3, 9]),
+    ] {
+        let i = rfx_ir::Array::scalar(Scalar::I32(i));
+        let got = run_mir(&program, &[x.view(), r.view(), i.view()], Mode::Native).unwrap();
+        assert_eq!(got[0].as_slice::<i32>().unwrap(), &want);
+    }
+}
+
+/// A fori loop of `trips` trips recording the carry `c: f32[2]` entering each iteration into a
+/// history `h: f32[trips, 2]` with `set_row(h, c, t)`, as reverse mode's recording loop does.
+pub fn recording_loop(trips: usize) -> Kernel {
+    let carry = TensorType::new(DType::F32, [2]);
+    let history = TensorType::new(DType::F32, [trips, 2]);
+    let counter = TensorType::scalar(DType::I32);
+    let mut body = Builder::new("body");
+    let c = body.input("c", carry.clone()).unwrap();
+    let t = body.input("t", counter.clone()).unwrap();
+    let h = body.input("h", history.clone()).unwrap();
+    let k = body.input("k", carry.clone()).unwrap();
+    let one = body.scalar(Scalar::I32(1));
+    let t_next = body.binary(BinaryOp::Add, t, one).unwrap();
+    let h_next = body.set_row(h, c, t).unwrap();
+    let s = body.unary(UnaryOp::Sin, c).unwrap();
+    let c_next = body.binary(BinaryOp::Mul, s, k).unwrap();
+    body.output("c", c_next).unwrap();
+    body.output("t", t_next).unwrap();
+    body.output("h", h_next).unwrap();
+    let body = body.finish().unwrap();
+
+    let mut b = Builder::new("record");
+    let c0 = b.input("c0", carry).unwrap();
+    let k = b.input("k", TensorType::new(DType::F32, [2])).unwrap();
+    let t0 = b.scalar(Scalar::I32(0));
+    let h0 = b.constant(Scalar::F32(0.0), Shape::new([trips, 2]));
+    let finals = b
+        .loop_(
+            Loop {
+                carries: 3,
+                trips: trips as u64,
+                body,
+                cond: None,
+            },
+            &[c0, t0, h0, k],
+        )
+        .unwrap();
+    b.output("c", finals[0]).unwrap();
+    b.output("h", finals[2]).unwrap();
+    b.finish().unwrap()
+}
+
+#[test]
+fn a_recording_loop_compiles_to_the_interpreters_bits() {
+    assert_same_bits(&recording_loop(6), 5);
+}

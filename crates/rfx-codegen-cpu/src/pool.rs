@@ -15,7 +15,10 @@
 //! loop that comes after the workers fell asleep therefore costs at most about the one-thread
 //! time, not that plus a wake-up. Only one parallel kernel runs at a time; a concurrent caller
 //! finding the pool busy runs its kernel on its own thread instead of waiting. Results do not
-//! depend on the split: units are independent (a reduction's unit is a whole output element).
+//! depend on the split: units are independent (a reduction's unit is a whole output element),
+//! and a reduction with too few outputs to share out runs in parts of its leaf trees, which
+//! the caller merges in the trees' order once every part is done (`codegen::reduce_split`):
+//! the same bits on any number of threads.
 //!
 //! Workers have 4 MiB stacks (`WORKER_STACK`), four times the largest frame a kernel function
 //! may have (`codegen::MAX_FRAME`).
@@ -24,7 +27,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use crate::codegen::{KernelShape, MAX_FRAME};
+use crate::codegen::{KernelShape, MAX_FRAME, SPLIT_COMBINE, SPLIT_PARTS};
 
 /// A compiled kernel: `(buffer table, first unit, end unit)`.
 pub(crate) type KernelFn = unsafe extern "C" fn(*const *mut u8, u64, u64);
@@ -46,13 +49,15 @@ const WORKER_STACK: usize = 4 * MAX_FRAME as usize;
 /// enough that claiming (one atomic add per chunk) stays negligible.
 const CHUNKS_PER_THREAD: u64 = 4;
 
-/// A parallel kernel: `units` cut into `chunks` balanced chunks.
+/// A parallel kernel: `units` cut into `chunks` balanced chunks, each called with `flags` set
+/// in its first unit (a split reduction's mode: [`SPLIT_PARTS`]; 0 otherwise).
 #[derive(Clone, Copy)]
 struct Job {
     func: KernelFn,
     table: usize,
     units: u64,
     chunks: u64,
+    flags: u64,
 }
 
 // SAFETY: a job's buffer table stays valid until the dispatching caller has retracted the job
@@ -81,7 +86,7 @@ impl Job {
             }
             let (lo, hi) = self.chunk(c);
             // SAFETY: guaranteed by the caller.
-            unsafe { (self.func)(self.table as *const *mut u8, lo, hi) };
+            unsafe { (self.func)(self.table as *const *mut u8, lo | self.flags, hi) };
         }
     }
 }
@@ -216,6 +221,9 @@ pub(crate) unsafe fn run_kernel(
     if threads <= 1 {
         // SAFETY: guaranteed by the caller.
         unsafe { func(table, 0, shape.units) };
+    } else if shape.parts > 1 {
+        // SAFETY: guaranteed by the caller; the shape's parts are the kernel's.
+        unsafe { run_split_parts(func, table, shape, threads) };
     } else {
         // SAFETY: guaranteed by the caller.
         unsafe { run_split(func, table, shape.units, threads) };
@@ -230,16 +238,12 @@ pub(crate) unsafe fn run_kernel(
 #[inline(never)]
 unsafe fn run_split(func: KernelFn, table: *const *mut u8, units: u64, threads: usize) {
     let pool = pool();
-    let guard = match pool.busy.try_lock() {
-        Ok(guard) => guard,
-        Err(_) => {
-            // SAFETY: guaranteed by the caller.
-            unsafe { func(table, 0, units) };
-            return;
-        }
+    let Ok(guard) = pool.busy.try_lock() else {
+        // SAFETY: guaranteed by the caller.
+        unsafe { func(table, 0, units) };
+        return;
     };
     let threads = threads.min(pool.workers.len() + 1).max(1);
-    let helpers = &pool.workers[..threads - 1];
     // The thread limit keeps `units / threads` at 64 or more; chunks keep that minimum too.
     let chunks = (threads as u64 * CHUNKS_PER_THREAD)
         .min(units / 64)
@@ -249,42 +253,88 @@ unsafe fn run_split(func: KernelFn, table: *const *mut u8, units: u64, threads: 
         table: table as usize,
         units,
         chunks,
+        flags: 0,
     };
-    let shared = &pool.shared;
-    shared.next.store(0, Ordering::Relaxed);
-    shared.holders.store(helpers.len(), Ordering::Release);
-    for worker in helpers {
-        let sleeping = {
-            let mut slot = worker.slot.lock().unwrap_or_else(|e| e.into_inner());
-            *slot = Some(job);
-            worker.sleeping.load(Ordering::Relaxed)
-        };
-        worker.pending.store(true, Ordering::Release);
-        if sleeping {
-            worker.wake.notify_one();
-        }
-    }
     // SAFETY: guaranteed by the caller.
-    unsafe { job.run_chunks(&shared.next) };
-    // Every chunk is claimed: take the job back from each worker that has not picked it up
-    // (asleep, or not yet scheduled), so that it never touches this call's buffers.
-    for worker in helpers {
-        let mut slot = worker.slot.lock().unwrap_or_else(|e| e.into_inner());
-        if slot.take().is_some() {
-            worker.pending.store(false, Ordering::Relaxed);
-            shared.holders.fetch_sub(1, Ordering::AcqRel);
+    unsafe { pool.run_job(job, threads) };
+    drop(guard);
+}
+
+/// A reduction split within its outputs: the `(output, part)` units, a chunk each, on the
+/// pool's threads, then the merge of every output's parts on the caller's; both under the
+/// pool's lock, which keeps the kernel's scratch to this call. A busy pool runs the kernel
+/// whole on the caller's thread (the same bits).
+///
+/// # Safety
+/// As [`run_kernel`]; `shape` is `func`'s.
+#[inline(never)]
+unsafe fn run_split_parts(func: KernelFn, table: *const *mut u8, shape: &KernelShape, threads: usize) {
+    let pool = pool();
+    let Ok(guard) = pool.busy.try_lock() else {
+        // SAFETY: guaranteed by the caller.
+        unsafe { func(table, 0, shape.units) };
+        return;
+    };
+    let threads = threads.min(pool.workers.len() + 1).max(1);
+    let units = shape.units.saturating_mul(shape.parts);
+    let job = Job {
+        func,
+        table: table as usize,
+        units,
+        chunks: units,
+        flags: SPLIT_PARTS,
+    };
+    // SAFETY: guaranteed by the caller. Every part has run, and its stores are visible here,
+    // when `run_job` returns (each worker's check-out is a release that its wait acquires).
+    unsafe {
+        pool.run_job(job, threads);
+        func(table, SPLIT_COMBINE, shape.units);
+    }
+    drop(guard);
+}
+
+impl Pool {
+    /// Runs `job` on the caller's thread and up to `threads - 1` workers; returns once every
+    /// chunk has run. The caller holds `busy`.
+    ///
+    /// # Safety
+    /// As [`run_kernel`], for `job`'s function and table.
+    unsafe fn run_job(&self, job: Job, threads: usize) {
+        let helpers = &self.workers[..threads.clamp(1, self.workers.len() + 1) - 1];
+        let shared = &self.shared;
+        shared.next.store(0, Ordering::Relaxed);
+        shared.holders.store(helpers.len(), Ordering::Release);
+        for worker in helpers {
+            let sleeping = {
+                let mut slot = worker.slot.lock().unwrap_or_else(|e| e.into_inner());
+                *slot = Some(job);
+                worker.sleeping.load(Ordering::Relaxed)
+            };
+            worker.pending.store(true, Ordering::Release);
+            if sleeping {
+                worker.wake.notify_one();
+            }
+        }
+        // SAFETY: guaranteed by the caller.
+        unsafe { job.run_chunks(&shared.next) };
+        // Every chunk is claimed: take the job back from each worker that has not picked it up
+        // (asleep, or not yet scheduled), so that it never touches this call's buffers.
+        for worker in helpers {
+            let mut slot = worker.slot.lock().unwrap_or_else(|e| e.into_inner());
+            if slot.take().is_some() {
+                worker.pending.store(false, Ordering::Relaxed);
+                shared.holders.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        // The workers that did take it are running their last chunks.
+        spin_until(|| shared.holders.load(Ordering::Acquire) == 0);
+        let mut lock = shared.lock.lock().unwrap_or_else(|e| e.into_inner());
+        while shared.holders.load(Ordering::Acquire) > 0 {
+            *lock = true;
+            lock = shared.done.wait(lock).unwrap_or_else(|e| e.into_inner());
+            *lock = false;
         }
     }
-    // The workers that did take it are running their last chunks.
-    spin_until(|| shared.holders.load(Ordering::Acquire) == 0);
-    let mut lock = shared.lock.lock().unwrap_or_else(|e| e.into_inner());
-    while shared.holders.load(Ordering::Acquire) > 0 {
-        *lock = true;
-        lock = shared.done.wait(lock).unwrap_or_else(|e| e.into_inner());
-        *lock = false;
-    }
-    drop(lock);
-    drop(guard);
 }
 
 #[cfg(test)]
@@ -296,7 +346,8 @@ mod tests {
 
     use std::sync::atomic::{AtomicU32, Ordering};
 
-    use super::run_split;
+    use super::{SPLIT_COMBINE, SPLIT_PARTS, run_split, run_split_parts};
+    use crate::codegen::KernelShape;
 
     /// Counts, per unit, how often it ran: `table[0]` is the address of the counters.
     unsafe extern "C" fn count_units(table: *const *mut u8, lo: u64, hi: u64) {
@@ -357,5 +408,57 @@ mod tests {
         let other = std::thread::spawn(one);
         one();
         other.join().expect("the other caller");
+    }
+
+    /// A reduction in parts: `table[0]` points at a counter per `(output, part)` unit, which
+    /// the parts mode increments; `table[1]` at a result per output, which the combination sets
+    /// to the sum of its parts' counters and a whole (one-thread) call to `u32::MAX`.
+    unsafe extern "C" fn in_parts(table: *const *mut u8, lo: u64, hi: u64) {
+        const PARTS: u64 = 5;
+        // SAFETY: the test's table holds the two pointers, to `hi` (parts mode: units; else
+        // outputs) or more elements.
+        let (counts, results) = unsafe { (*table as *const AtomicU32, *table.add(1) as *const AtomicU32) };
+        let first = lo & !(SPLIT_PARTS | SPLIT_COMBINE);
+        for u in first..hi {
+            // SAFETY: within the arrays (see above).
+            unsafe {
+                if lo & SPLIT_PARTS != 0 {
+                    (*counts.add(u as usize)).fetch_add(1, Ordering::Relaxed);
+                } else if lo & SPLIT_COMBINE != 0 {
+                    let done: u32 = (0..PARTS)
+                        .map(|p| (*counts.add((u * PARTS + p) as usize)).load(Ordering::Relaxed))
+                        .sum();
+                    (*results.add(u as usize)).store(done, Ordering::Relaxed);
+                } else {
+                    (*results.add(u as usize)).store(u32::MAX, Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_part_runs_once_before_its_output_is_combined() {
+        for _ in 0..calls(200) {
+            let counts: Vec<AtomicU32> = (0..15).map(|_| AtomicU32::new(0)).collect();
+            let results: Vec<AtomicU32> = (0..3).map(|_| AtomicU32::new(0)).collect();
+            let table = [counts.as_ptr() as *mut u8, results.as_ptr() as *mut u8];
+            let shape = KernelShape {
+                units: 3,
+                width: 1,
+                thread_limit: 2,
+                parts: 5,
+            };
+            // SAFETY: the table's entries point at 15 counters and 3 results, alive for the call.
+            unsafe { run_split_parts(in_parts, table.as_ptr(), &shape, 2) };
+            let results: Vec<u32> = results.iter().map(|r| r.load(Ordering::Relaxed)).collect();
+            let counts: Vec<u32> = counts.iter().map(|c| c.load(Ordering::Relaxed)).collect();
+            if results == [u32::MAX; 3] {
+                // The pool was busy with another test's call: the kernel ran whole.
+                assert!(counts.iter().all(|&c| c == 0));
+            } else {
+                assert!(counts.iter().all(|&c| c == 1), "{counts:?}");
+                assert_eq!(results, [5, 5, 5]);
+            }
+        }
     }
 }

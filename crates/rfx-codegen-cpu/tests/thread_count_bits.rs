@@ -3,9 +3,9 @@
 //! `sum(x²)`) and a batch of row sums, compiled for one thread and for two, give the same bits
 //! on arrays large enough to be split (2¹⁹ points: even `x+y`, the cheapest body, gets more than
 //! one thread at `LowerConfig::default()`'s 32,768 points per reference body). The exact ones
-//! (no transcendental, no reduction) also have the LIR interpreter's bits; the transcendental
-//! ones are within the backend's documented 4 ULP of it, and the sums within a bound far under
-//! the error of a term counted twice or dropped at a chunk edge.
+//! (no transcendental) also have the LIR interpreter's bits, the sums included (a sum with too
+//! few outputs to share out runs in parts of its leaf tree); the transcendental ones are within
+//! the backend's documented 4 ULP of it.
 
 use rfx_codegen_cpu::CpuBackend;
 use rfx_ir::hir::{Kernel, parse};
@@ -173,23 +173,156 @@ fn elementwise_peers_kernels_keep_their_bits_on_two_threads() {
 
 #[test]
 fn reductions_keep_their_bits_on_two_threads() {
-    // The value and gradient of sum(x²), as one kernel: the gradient is exact; the sum of 2¹⁹
-    // squares of at most 4 (a total near 7·10⁵, where one f32 ULP is 2⁻⁴) is within 8 ULP of
-    // the interpreter's, far under a chunk's terms (tens of thousands) counted twice or lost.
+    // The value and gradient of sum(x²), as one kernel (split in parts of its leaf tree on two
+    // threads): the gradient and the sum have the interpreter's bits, which add the leaves in
+    // the tree's order.
     let vg = kernel(
         "value_and_grad_sum_sq",
         &["x"],
         "  %two = const 2.0 : f32[]\n  %sq = mul %x, %x : f32[N]\n  %loss = sum %sq axes [0] : f32[]\n  %grad = mul %two, %x : f32[N]\n",
         &["loss", "grad"],
     );
-    check("value_and_grad_sum_sq", &vg, Reference::Abs(0.5));
-    // Row sums of a [512, 1024] batch (split by rows, 2¹⁹ points): each of 1,024 terms in
-    // [-2, 2], within 2⁻¹² of the interpreter's, far under a term lost at a chunk edge.
+    check("value_and_grad_sum_sq", &vg, Reference::Bits);
+    // Row sums of a [512, 1024] batch (split by rows, 2¹⁹ points): the interpreter's bits.
     let text = "kernel rows {\n  %x = input x : f32[512, 1024]\n  %r = sum %x axes [1] : f32[512]\n  output r = %r\n}\n";
     let rows = parse(text).expect("parse");
     assert_eq!(
         rows.inputs().map(|(_, _, ty)| ty.shape.clone()).next(),
         Some(Shape::new([512, 1024]))
     );
-    check("row_sums", &rows, Reference::Abs(1.0 / 4096.0));
+    check("row_sums", &rows, Reference::Bits);
+}
+
+/// The bits of an `f32` or `f64` output, widened.
+fn bits(a: &Array) -> Vec<u64> {
+    match a.data() {
+        ArrayData::F32(v) => v.iter().map(|x| u64::from(x.to_bits())).collect(),
+        ArrayData::F64(v) => v.iter().map(|x| x.to_bits()).collect(),
+        other => panic!("a float output, not {:?}", other.dtype()),
+    }
+}
+
+/// Inputs of `kernel` (`f32` or `f64`) uniform in `[lo, hi)`.
+fn float_inputs(kernel: &Kernel, seed: u64, (lo, hi): (f64, f64)) -> Vec<Array> {
+    let mut rng = TestRng::new(seed);
+    kernel
+        .inputs()
+        .map(|(_, _, ty)| {
+            let n = ty.shape.numel();
+            let data = match ty.dtype {
+                DType::F32 => ArrayData::F32((0..n).map(|_| rng.uniform(lo, hi) as f32).collect()),
+                DType::F64 => ArrayData::F64((0..n).map(|_| rng.uniform(lo, hi)).collect()),
+                other => panic!("a float input, not {other:?}"),
+            };
+            Array::new(ty.shape.clone(), data).expect("input")
+        })
+        .collect()
+}
+
+/// A long reduction whose outputs are too few to share among threads runs in parts of its
+/// leaf tree (the leaves of `rfx_ir::lir::ReduceLeaves`, cut at nodes of the pairwise tree and
+/// merged as the tree merges them): on one, two and four threads it gives the bits of the
+/// interpreter, which adds the leaves in the tree's order. Full sums and means, row sums of a
+/// few long rows, leaves of whole rows and of row pieces with a short last one, leaf counts
+/// that are not powers of two, the gradient stored beside the sum, `f32` and `f64`. A low
+/// split threshold (128 points per reference body: a thread per 1,024 points of a sum) splits
+/// arrays of a few thousand points, so that the cases stay small.
+#[test]
+fn reductions_in_parts_keep_the_interpreters_bits_on_any_thread_count() {
+    let cases: [(&str, &str, &str, (f64, f64)); 9] = [
+        (
+            "two_leaves",
+            "f32[4096]",
+            "%r = sum %x axes [0] : f32[]",
+            (-2.0, 2.0),
+        ),
+        (
+            "five_leaves_short_last",
+            "f32[9000]",
+            "%r = sum %x axes [0] : f32[]",
+            (-2.0, 2.0),
+        ),
+        (
+            "ragged_full_sum",
+            "f32[100003]",
+            "%r = sum %x axes [0] : f32[]",
+            (-2.0, 2.0),
+        ),
+        (
+            "mean_f64",
+            "f64[70001]",
+            "%r = mean %x axes [0] : f64[]",
+            (-2.0, 2.0),
+        ),
+        (
+            "prod_near_one",
+            "f64[40000]",
+            "%r = prod %x axes [0] : f64[]",
+            (0.9999, 1.0001),
+        ),
+        (
+            "few_long_rows",
+            "f32[3, 50000]",
+            "%r = sum %x axes [1] : f32[3]",
+            (-2.0, 2.0),
+        ),
+        (
+            "row_groups",
+            "f32[70, 1000]",
+            "%r = sum %x axes [0, 1] : f32[]",
+            (-2.0, 2.0),
+        ),
+        (
+            "row_pieces",
+            "f32[20, 3000]",
+            "%r = sum %x axes [0, 1] : f32[]",
+            (-2.0, 2.0),
+        ),
+        (
+            "batched_row_groups",
+            "f32[2, 60, 700]",
+            "%r = sum %x axes [1, 2] : f32[2]",
+            (-2.0, 2.0),
+        ),
+    ];
+    let config = LowerConfig {
+        min_elems_per_thread: 128,
+        ..LowerConfig::default()
+    };
+    for (k, (name, ty, reduce, range)) in cases.into_iter().enumerate() {
+        let text = format!("kernel {name} {{\n  %x = input x : {ty}\n  {reduce}\n  output r = %r\n}}\n");
+        check_parts(name, &parse(&text).expect("parse"), &config, (k as u64, range));
+    }
+    // The value and gradient of sum(x²) in one kernel: the gradient is stored by whichever
+    // thread runs its part.
+    let vg = "kernel vg {\n  %x = input x : f32[50000]\n  %two = const 2.0 : f32[]\n  %sq = mul %x, %x : f32[50000]\n  %loss = sum %sq axes [0] : f32[]\n  %grad = mul %two, %x : f32[50000]\n  output loss = %loss\n  output grad = %grad\n}\n";
+    check_parts(
+        "value_and_grad",
+        &parse(vg).expect("parse"),
+        &config,
+        (99, (-2.0, 2.0)),
+    );
+}
+
+/// `kernel` lowered with `config`, on one, two and four threads, against the interpreter, bit
+/// for bit.
+fn check_parts(name: &str, kernel: &Kernel, config: &LowerConfig, (seed, range): (u64, (f64, f64))) {
+    let (mir, _) = optimize(kernel, &OptConfig::default()).expect("optimize");
+    let lir = lower(&mir, config).expect("lower").0;
+    let ins = float_inputs(kernel, seed, range);
+    let views: Vec<_> = ins.iter().map(Array::view).collect();
+    let want = run_lir(&lir, &views, Mode::Native).expect("interpreter");
+    for threads in [1, 2, 4] {
+        let got = run(&lir, &ins, threads);
+        for (k, (got, want)) in got.iter().zip(&want).enumerate() {
+            let (got, want) = (bits(got), bits(want));
+            assert_eq!(got.len(), want.len());
+            if let Some(i) = (0..got.len()).find(|&i| got[i] != want[i]) {
+                panic!(
+                    "{name}, {threads} threads, output {k}, element {i}: bits {:#x}, interpreter {:#x}",
+                    got[i], want[i]
+                );
+            }
+        }
+    }
 }

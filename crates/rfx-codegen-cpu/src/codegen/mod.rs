@@ -47,6 +47,7 @@ mod lanes;
 mod loops;
 mod plan;
 mod reduce;
+mod reduce_split;
 mod scan;
 mod tiles;
 
@@ -57,6 +58,8 @@ use self::fold::*;
 use self::loops::*;
 use self::plan::*;
 use self::reduce::*;
+use self::reduce_split::*;
+pub(crate) use self::reduce_split::{SPLIT_COMBINE, SPLIT_PARTS};
 use self::tiles::*;
 
 /// Innermost loop length from which the body's constant splats are built once, before the loop
@@ -133,6 +136,9 @@ pub(crate) struct KernelShape {
     /// The most threads the kernel can use ([`KernelShape::new`]), computed once so that a call
     /// does not divide.
     pub(crate) thread_limit: usize,
+    /// Parts per output of a reduction that splits within its outputs ([`reduce_split`]); 0
+    /// for any other kernel.
+    pub(crate) parts: u64,
 }
 
 impl KernelShape {
@@ -142,6 +148,7 @@ impl KernelShape {
             units: 1,
             width: 1,
             thread_limit: 0,
+            parts: 0,
         }
     }
 
@@ -162,6 +169,7 @@ impl KernelShape {
             units,
             width,
             thread_limit,
+            parts: 0,
         }
     }
 }
@@ -233,6 +241,29 @@ fn literal_global(data: DataId, func: &mut cranelift_codegen::ir::Function) -> G
         offset: cranelift_codegen::ir::immediates::Imm64::new(0),
         colocated: false,
         tls: false,
+    })
+}
+
+/// The zeroed, writable module data of a reduction that runs in parts ([`reduce_split`]), as
+/// a global value of `func`.
+fn declare_split_scratch(
+    module: &mut JITModule,
+    func: &mut cranelift_codegen::ir::Function,
+    plan: SplitPlan,
+) -> Result<SplitScratch, BackendError> {
+    let id = module
+        .declare_anonymous_data(true, false)
+        .map_err(|e| internal(format!("declare split scratch: {e}")))?;
+    let mut data = DataDescription::new();
+    data.define_zeroinit(plan.bytes.max(16));
+    data.set_align(16);
+    module
+        .define_data(id, &data)
+        .map_err(|e| internal(format!("define split scratch: {e}")))?;
+    Ok(SplitScratch {
+        data: literal_global(id, func),
+        parts: plan.parts,
+        stride: plan.stride,
     })
 }
 
@@ -648,6 +679,9 @@ fn build_into(
         let mut b = FunctionBuilder::new(&mut ctx.func, fbc);
         let (funcs, literal_bases, [table, lo, hi]) = begin_function(&mut b, items, module);
         let mut generator = Gen::new(&info, &funcs, ptr, program, literal_bases, contract);
+        if let Some(plan) = generator.split_plan()? {
+            generator.fx.split_scratch = Some(declare_split_scratch(module, b.func, plan)?);
+        }
         shape = generator.emit(&mut b, table, lo, hi)?;
         chosen = generator.cur.plan;
         b.seal_all_blocks();
@@ -800,6 +834,7 @@ impl<'i, 'k> Gen<'i, 'k> {
                 pre_const: Vec::new(),
                 contract,
                 exit: None,
+                split_scratch: None,
             },
             caches: Caches {
                 products: HashMap::new(),
@@ -863,6 +898,8 @@ struct FnContext<'i, 'k> {
     /// Where the kernel's code continues when it is done: `None` returns (a function per
     /// kernel); a block of the function that runs the program's next kernel otherwise.
     exit: Option<Block>,
+    /// The scratch of a reduction that also runs in parts of its leaf trees.
+    split_scratch: Option<SplitScratch>,
 }
 
 /// Values already built, for repeats to reuse, and facts about values.

@@ -159,6 +159,31 @@ impl Partials {
     }
 }
 
+/// The bytes of one reduction's `lanes` partials in the partials' slot (16-byte aligned); the
+/// slot holds every reduction's, and at least 16 bytes.
+pub(super) fn partial_bytes(lanes: u32, dtype: DType) -> usize {
+    (lanes as usize * dtype.size_bytes()).div_ceil(16) * 16
+}
+
+/// Where one output's reduced points lie: the loop dims from `split` on, rows of `inner`
+/// points (the innermost dim) over the `outer_reduced` dims, cut into `leaves`.
+pub(super) struct RowLayout {
+    /// The kept (leading) dims: one output per point.
+    pub(super) leading: Vec<usize>,
+    /// The first reduced loop dim.
+    pub(super) split: usize,
+    /// The reduced dims before the innermost.
+    pub(super) outer_reduced: Vec<usize>,
+    pub(super) inner: usize,
+    /// Rows per output: the product of `outer_reduced`.
+    pub(super) rows: usize,
+    pub(super) leaves: ReduceLeaves,
+    /// Bytes each access advances per point of the innermost reduced dim.
+    pub(super) row_steps: Vec<i64>,
+    /// Reduced points per output.
+    pub(super) reduced_numel: usize,
+}
+
 pub(super) fn identity(op: ReduceOp, dtype: DType) -> Result<Scalar, BackendError> {
     rfx_ir::semantics::reduce_identity(op, dtype).ok_or(BackendError::Unsupported {
         backend: "cpu",
@@ -264,7 +289,8 @@ impl<'k> Gen<'_, 'k> {
     /// Reduction kernels: with one accumulator per output, [`Gen::emit_reduction_across`];
     /// otherwise per leading point, partial accumulators in a stack slot, the reduced
     /// dimensions looped (the innermost vectorised), then the lane-order combination and the
-    /// store of the finished value.
+    /// store of the finished value. A long blocked reduction whose outputs are too few to
+    /// share among threads can also run in parts of its leaf tree ([`super::reduce_split`]).
     pub(super) fn emit_reduction(
         &mut self,
         b: &mut FunctionBuilder<'_>,
@@ -301,98 +327,54 @@ impl<'k> Gen<'_, 'k> {
             ReduceLeaves::One => None,
             _ => Some(LeafTree::new(b, leaves.count(rows, inner), size as usize)?),
         };
-        // Bytes each access advances per point of the innermost reduced dim (a row's pieces
-        // start at these multiples).
-        let row_steps = self.last_dim_step_bytes(rank);
-
+        let layout = RowLayout {
+            leading,
+            split,
+            outer_reduced,
+            inner,
+            rows,
+            leaves,
+            // Bytes each access advances per point of the innermost reduced dim (a row's
+            // pieces start at these multiples).
+            row_steps: self.last_dim_step_bytes(rank),
+            reduced_numel,
+        };
+        let tiles = self.cur.tiles.take();
+        let units: usize = layout.leading.iter().product();
+        let mut shape = KernelShape::new(
+            units as u64,
+            reduced_numel as u64,
+            self.cur.width,
+            self.min_points_per_thread(),
+        );
+        if let (Some(tree), Some(scratch)) = (&tree, self.fx.split_scratch) {
+            let tree_split =
+                self.emit_split_modes(b, (lo, hi), &layout, (&partials, tree), tiles.as_ref(), scratch)?;
+            let points = (units as u64).saturating_mul(reduced_numel as u64);
+            shape = shape.in_parts(
+                tree_split.parts.len() as u64,
+                self.min_points_per_thread(),
+                points,
+            );
+        }
         let zero = b.ins().iconst(types::I64, 0);
         let zeros = vec![zero; self.fx.info.accesses.len()];
-        let tiles = self.cur.tiles.take();
         self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, lead, _| {
-            let lead_offs = g.offsets(b, lead, 0, &leading, &zeros);
+            let lead_offs = g.offsets(b, lead, 0, &layout.leading, &zeros);
             g.reset_partials(b, &partials, tree.as_ref())?;
-            let outer_reduced = outer_reduced.clone();
-            // The rows `row_lo..row_hi`, whole.
-            let emit_rows = |g: &mut Self, b: &mut FunctionBuilder<'_>, row_lo: Value, row_hi: Value| {
-                g.emit_loop(b, row_lo, row_hi, 1, &[], &mut |g, b, row, _| {
-                    let offs = g.offsets(b, row, split, &outer_reduced, &lead_offs);
-                    let offs = g.pointers(b, &offs)?;
-                    if let Some(plan) = &tiles {
-                        g.emit_tiled_row(b, inner, &offs, &partials, plan)?;
-                    } else {
-                        let start = b.ins().iconst(types::I64, 0);
-                        let end = b.ins().iconst(types::I64, inner as i64);
-                        g.emit_inner(b, start, end, &offs, Some(&partials))?;
-                    }
-                    Ok(Vec::new())
-                })
-            };
-            match (leaves, &tree) {
-                (ReduceLeaves::RowGroups { rows_per_leaf }, Some(tree)) => {
-                    // Groups of `rows_per_leaf` rows, a leaf each, then the rows left.
-                    let full = rows - rows % rows_per_leaf;
-                    let start = b.ins().iconst(types::I64, 0);
-                    let end = b.ins().iconst(types::I64, full as i64);
-                    g.emit_loop(b, start, end, rows_per_leaf as i64, &[], &mut |g, b, first, _| {
-                        let last = b.ins().iadd_imm_s(first, rows_per_leaf as i64);
-                        emit_rows(g, b, first, last)?;
-                        g.push_leaf(b, &partials, tree)?;
-                        Ok(Vec::new())
-                    })?;
-                    if full < rows {
-                        let start = b.ins().iconst(types::I64, full as i64);
-                        let end = b.ins().iconst(types::I64, rows as i64);
-                        emit_rows(g, b, start, end)?;
-                        g.push_leaf(b, &partials, tree)?;
-                    }
-                }
-                (ReduceLeaves::RowPieces { points }, Some(tree)) => {
-                    // Each row in pieces of `points`, a leaf each, then the piece left.
-                    let full = inner - inner % points;
+            match &tree {
+                Some(tree) => g.emit_all_leaves(b, &layout, &lead_offs, (&partials, tree), tiles.as_ref())?,
+                None => {
                     let row_lo = b.ins().iconst(types::I64, 0);
-                    let row_hi = b.ins().iconst(types::I64, rows as i64);
-                    let outer_reduced = outer_reduced.clone();
-                    g.emit_loop(b, row_lo, row_hi, 1, &[], &mut |g, b, row, _| {
-                        let offs = g.offsets(b, row, split, &outer_reduced, &lead_offs);
-                        let ptrs = g.pointers(b, &offs)?;
-                        let piece = |g: &mut Self, b: &mut FunctionBuilder<'_>, start: Value, len: usize| {
-                            // A tile holds at least one pass of the segments; a shorter last
-                            // piece runs as scalar code, which calls the same routines one
-                            // point at a time (the same bits).
-                            let pass = usize::from(g.cur.width) * g.cur.segment_unroll.max(1) as usize;
-                            match &tiles {
-                                Some(plan) if len >= pass => {
-                                    let at = g.point_pointers(b, &ptrs, &row_steps, start);
-                                    g.emit_tiled_row(b, len, &at, &partials, plan)?;
-                                }
-                                Some(_) => {
-                                    let end = b.ins().iadd_imm_s(start, len as i64);
-                                    g.emit_scalar_points(b, start, end, &ptrs, Some(&partials))?;
-                                }
-                                None => {
-                                    let end = b.ins().iadd_imm_s(start, len as i64);
-                                    g.emit_inner(b, start, end, &ptrs, Some(&partials))?;
-                                }
-                            }
-                            g.push_leaf(b, &partials, tree)
-                        };
-                        let start = b.ins().iconst(types::I64, 0);
-                        let end = b.ins().iconst(types::I64, full as i64);
-                        g.emit_loop(b, start, end, points as i64, &[], &mut |g, b, at, _| {
-                            piece(g, b, at, points)?;
-                            Ok(Vec::new())
-                        })?;
-                        if full < inner {
-                            let start = b.ins().iconst(types::I64, full as i64);
-                            piece(g, b, start, inner - full)?;
-                        }
-                        Ok(Vec::new())
-                    })?;
-                }
-                _ => {
-                    let row_lo = b.ins().iconst(types::I64, 0);
-                    let row_hi = b.ins().iconst(types::I64, rows as i64);
-                    emit_rows(g, b, row_lo, row_hi)?;
+                    let row_hi = b.ins().iconst(types::I64, layout.rows as i64);
+                    g.emit_rows(
+                        b,
+                        &layout,
+                        &lead_offs,
+                        (row_lo, row_hi),
+                        &partials,
+                        tiles.as_ref(),
+                    )?;
                 }
             }
             if let Some(tree) = &tree {
@@ -402,13 +384,122 @@ impl<'k> Gen<'_, 'k> {
             Ok(Vec::new())
         })?;
         self.finish(b);
-        let units: usize = leading.iter().product();
-        Ok(KernelShape::new(
-            units as u64,
-            reduced_numel as u64,
-            self.cur.width,
-            self.min_points_per_thread(),
-        ))
+        Ok(shape)
+    }
+
+    /// The rows `row_lo..row_hi` of one output, whole, folded into `partials`.
+    pub(super) fn emit_rows(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        layout: &RowLayout,
+        lead_offs: &[Value],
+        (row_lo, row_hi): (Value, Value),
+        partials: &Partials,
+        tiles: Option<&TilePlan>,
+    ) -> Result<(), BackendError> {
+        self.emit_loop(b, row_lo, row_hi, 1, &[], &mut |g, b, row, _| {
+            let offs = g.offsets(b, row, layout.split, &layout.outer_reduced, lead_offs);
+            let offs = g.pointers(b, &offs)?;
+            if let Some(plan) = tiles {
+                g.emit_tiled_row(b, layout.inner, &offs, partials, plan)?;
+            } else {
+                let start = b.ins().iconst(types::I64, 0);
+                let end = b.ins().iconst(types::I64, layout.inner as i64);
+                g.emit_inner(b, start, end, &offs, Some(partials))?;
+            }
+            Ok(Vec::new())
+        })?;
+        Ok(())
+    }
+
+    /// The `len` points of a row (at pointers `ptrs`) from point `start`, folded into
+    /// `partials`. A tile holds at least one pass of the segments; a shorter piece runs as
+    /// scalar code, which calls the same routines one point at a time (the same bits).
+    pub(super) fn emit_piece(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        layout: &RowLayout,
+        ptrs: &[Value],
+        (start, len): (Value, usize),
+        partials: &Partials,
+        tiles: Option<&TilePlan>,
+    ) -> Result<(), BackendError> {
+        let pass = usize::from(self.cur.width) * self.cur.segment_unroll.max(1) as usize;
+        match tiles {
+            Some(plan) if len >= pass => {
+                let at = self.point_pointers(b, ptrs, &layout.row_steps, start);
+                self.emit_tiled_row(b, len, &at, partials, plan)
+            }
+            Some(_) => {
+                let end = b.ins().iadd_imm_s(start, len as i64);
+                self.emit_scalar_points(b, start, end, ptrs, Some(partials))
+            }
+            None => {
+                let end = b.ins().iadd_imm_s(start, len as i64);
+                self.emit_inner(b, start, end, ptrs, Some(partials))
+            }
+        }
+    }
+
+    /// Every leaf of one output in order, each pushed onto the binary counter of `tree`.
+    fn emit_all_leaves(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        layout: &RowLayout,
+        lead_offs: &[Value],
+        (partials, tree): (&Partials, &LeafTree),
+        tiles: Option<&TilePlan>,
+    ) -> Result<(), BackendError> {
+        let (rows, inner) = (layout.rows, layout.inner);
+        match layout.leaves {
+            ReduceLeaves::RowGroups { rows_per_leaf } => {
+                // Groups of `rows_per_leaf` rows, a leaf each, then the rows left.
+                let full = rows - rows % rows_per_leaf;
+                let start = b.ins().iconst(types::I64, 0);
+                let end = b.ins().iconst(types::I64, full as i64);
+                self.emit_loop(b, start, end, rows_per_leaf as i64, &[], &mut |g, b, first, _| {
+                    let last = b.ins().iadd_imm_s(first, rows_per_leaf as i64);
+                    g.emit_rows(b, layout, lead_offs, (first, last), partials, tiles)?;
+                    g.push_leaf(b, partials, tree)?;
+                    Ok(Vec::new())
+                })?;
+                if full < rows {
+                    let start = b.ins().iconst(types::I64, full as i64);
+                    let end = b.ins().iconst(types::I64, rows as i64);
+                    self.emit_rows(b, layout, lead_offs, (start, end), partials, tiles)?;
+                    self.push_leaf(b, partials, tree)?;
+                }
+            }
+            ReduceLeaves::RowPieces { points } => {
+                // Each row in pieces of `points`, a leaf each, then the piece left.
+                let full = inner - inner % points;
+                let row_lo = b.ins().iconst(types::I64, 0);
+                let row_hi = b.ins().iconst(types::I64, rows as i64);
+                self.emit_loop(b, row_lo, row_hi, 1, &[], &mut |g, b, row, _| {
+                    let offs = g.offsets(b, row, layout.split, &layout.outer_reduced, lead_offs);
+                    let ptrs = g.pointers(b, &offs)?;
+                    let start = b.ins().iconst(types::I64, 0);
+                    let end = b.ins().iconst(types::I64, full as i64);
+                    g.emit_loop(b, start, end, points as i64, &[], &mut |g, b, at, _| {
+                        g.emit_piece(b, layout, &ptrs, (at, points), partials, tiles)?;
+                        g.push_leaf(b, partials, tree)?;
+                        Ok(Vec::new())
+                    })?;
+                    if full < inner {
+                        let start = b.ins().iconst(types::I64, full as i64);
+                        g.emit_piece(b, layout, &ptrs, (start, inner - full), partials, tiles)?;
+                        g.push_leaf(b, partials, tree)?;
+                    }
+                    Ok(Vec::new())
+                })?;
+            }
+            ReduceLeaves::One => {
+                let row_lo = b.ins().iconst(types::I64, 0);
+                let row_hi = b.ins().iconst(types::I64, rows as i64);
+                self.emit_rows(b, layout, lead_offs, (row_lo, row_hi), partials, tiles)?;
+            }
+        }
+        Ok(())
     }
 
     /// The partials of the kernel's reductions: each gets `lanes` elements, 16-byte aligned,
@@ -424,7 +515,7 @@ impl<'k> Gen<'_, 'k> {
                 dtype,
                 offset,
             });
-            offset += (lanes as usize * dtype.size_bytes()).div_ceil(16) * 16;
+            offset += partial_bytes(lanes, dtype);
         }
         let size = u32::try_from(offset.max(16)).map_err(|_| internal("partials too large"))?;
         let slot = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, size, 4));
@@ -432,7 +523,7 @@ impl<'k> Gen<'_, 'k> {
     }
 
     /// Every partial set to its reduction's identity, and the leaf counter of `tree` to 0.
-    fn reset_partials(
+    pub(super) fn reset_partials(
         &mut self,
         b: &mut FunctionBuilder<'_>,
         partials: &Partials,
@@ -461,7 +552,7 @@ impl<'k> Gen<'_, 'k> {
 
     /// The partials combined in lane order, finished (a mean divides by `reduced_numel`) and
     /// stored at output element `lead`.
-    fn store_partials(
+    pub(super) fn store_partials(
         &mut self,
         b: &mut FunctionBuilder<'_>,
         partials: &Partials,

@@ -53,6 +53,10 @@ pub(crate) struct CpuCode {
     /// the per-kernel functions (`None` for a program without loops, and for one function,
     /// whose code runs the loops itself).
     pub(crate) plan: Option<Vec<RunStep>>,
+    /// The code keeps the program's temporaries in its own stack frame and takes a table of
+    /// the arguments' addresses in call order ([`crate::steps::argument_entries`]); otherwise
+    /// the table has an entry per buffer ([`table_entries`]), the temporaries in the arena.
+    pub(crate) arguments_only: bool,
     module: Option<JITModule>,
 }
 
@@ -90,19 +94,20 @@ pub(crate) fn compile_code(
     } else {
         None
     };
-    if let Some((id, widths, frame)) = one_function {
+    if let Some(function) = one_function {
         module.finalize_definitions().map_err(compile_error)?;
-        let ptr = module.get_finalized_function(id);
+        let ptr = module.get_finalized_function(function.id);
         // SAFETY: the program's function was declared with the signature `(ptr, i64, i64)`
         // and the C calling convention of the host, which is `KernelFn`.
         let func: KernelFn = unsafe { std::mem::transmute::<*const u8, KernelFn>(ptr) };
         return Ok(CpuCode {
             kernels: vec![(func, KernelShape::one_unit())],
-            widths,
+            widths: function.widths,
             clif: Vec::new(),
             asm: Vec::new(),
-            max_frame: frame,
+            max_frame: function.frame,
             plan: None,
+            arguments_only: function.arguments_only,
             module: Some(module),
         });
     }
@@ -140,6 +145,7 @@ pub(crate) fn compile_code(
         asm,
         max_frame,
         plan: (!program.loops().is_empty()).then_some(plan),
+        arguments_only: false,
         module: Some(module),
     })
 }
@@ -221,8 +227,10 @@ struct TablePlan {
     len: usize,
     inputs: Vec<usize>,
     outputs: Vec<usize>,
-    /// `(entry, byte offset in the arena)` of each temporary.
+    /// `(entry, byte offset in the arena)` of each temporary in the caller's scratch.
     arena: Vec<(usize, usize)>,
+    /// The bytes of that arena (0 when the code keeps its temporaries in its own frame).
+    arena_bytes: usize,
     /// The table is exactly the inputs then the outputs, in call order, and fits on the stack
     /// (every control kernel): validation writes it directly.
     direct: bool,
@@ -311,12 +319,21 @@ const ULP_BOUND: u64 = 4;
 pub fn compile(program: &LirProgram, options: &CompileOptions) -> Result<CpuCompiled, BackendError> {
     let code = compile_code(program, false, options)?;
     let max_threads = options.max_threads.unwrap_or_else(pool::default_threads).max(1);
-    let entries = table_entries(program);
+    let entries = if code.arguments_only {
+        crate::steps::argument_entries(program)
+    } else {
+        table_entries(program)
+    };
     let mut table = TablePlan {
         len: entries.iter().flatten().count(),
         inputs: Vec::new(),
         outputs: Vec::new(),
         arena: Vec::new(),
+        arena_bytes: if code.arguments_only {
+            0
+        } else {
+            program.arena_bytes()
+        },
         direct: false,
     };
     for (buffer, entry) in program.buffers().iter().zip(entries) {
@@ -329,7 +346,7 @@ pub fn compile(program: &LirProgram, options: &CompileOptions) -> Result<CpuComp
         }
     }
     table.direct = table.len <= STACK_TABLE
-        && program.arena_bytes() == 0
+        && table.arena_bytes == 0
         && table.arena.is_empty()
         && table
             .inputs
@@ -539,10 +556,10 @@ impl CpuCompiled {
                     for _ in 0..*trips {
                         // SAFETY: guaranteed by the caller.
                         unsafe { self.run_plan(body, table) };
-                        if let Some(entry) = exit {
+                        if let Some(flag) = exit {
                             // SAFETY: the entry is a `bool` buffer's (checked when the plan was
                             // made), whose first element the table's address points at.
-                            let going = unsafe { table.add(*entry).read().read() } != 0;
+                            let going = unsafe { table.add(flag.entry).read().read() } != 0;
                             if !going {
                                 break;
                             }
@@ -585,7 +602,7 @@ impl CpuCompiled {
     /// `fill` writes, for every input and output entry of the plan, the base address of a
     /// buffer as [`CpuCompiled::launch`] requires.
     unsafe fn run_table(&self, scratch: &mut Scratch, fill: impl FnOnce(&mut [u64])) {
-        let arena_bytes = self.program.arena_bytes();
+        let arena_bytes = self.table.arena_bytes;
         let len = self.table.len;
         if arena_bytes == 0 && len <= STACK_TABLE {
             // SAFETY: as the caller guarantees.

@@ -7,9 +7,9 @@
 //! (`CpuCompiled::launch`) and the one-function program (`codegen::build_program`) follow the
 //! same tree.
 
-use rfx_ir::DType;
-use rfx_ir::lir::LirProgram;
+use rfx_ir::lir::{LirProgram, Storage};
 use rfx_ir::repeat::{Step, steps};
+use rfx_ir::{BufId, DType};
 use rfx_lower::BackendError;
 
 /// One step of a call: a kernel, or a loop over steps.
@@ -18,15 +18,53 @@ pub(crate) enum RunStep {
     /// Run kernel `index` once.
     Kernel(usize),
     /// Run `body` up to `trips` times; with `exit`, stop after an iteration that leaves the
-    /// `bool` element at that buffer-table entry false (zero).
+    /// loop's `bool` exit flag false (zero).
     Loop {
         /// The trip count, or with `exit` the most iterations.
         trips: u64,
-        /// The buffer-table entry of the loop's exit flag.
-        exit: Option<usize>,
+        /// The loop's exit flag.
+        exit: Option<ExitFlag>,
         /// Its kernels and inner loops, in order.
         body: Vec<RunStep>,
     },
+}
+
+/// A loop's exit flag: a `bool` scalar buffer of the program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ExitFlag {
+    /// The buffer.
+    pub(crate) buf: BufId,
+    /// Its entry in the buffer table of the per-kernel functions
+    /// ([`crate::codegen::table_entries`]).
+    pub(crate) entry: usize,
+}
+
+/// The table of a program compiled as one function whose arena lives in its own stack frame:
+/// the arguments' addresses in call order, the inputs then the outputs (what the caller passes,
+/// so a call hands its argument list over as it is). The entry of each buffer; `None` for
+/// temporaries and literals, which the function addresses itself.
+pub(crate) fn argument_entries(program: &LirProgram) -> Vec<Option<usize>> {
+    let inputs = program
+        .buffers()
+        .iter()
+        .filter(|b| matches!(b.storage, Storage::Input { .. }))
+        .count();
+    let (mut next_input, mut next_output) = (0, inputs);
+    program
+        .buffers()
+        .iter()
+        .map(|b| match b.storage {
+            Storage::Input { .. } => {
+                next_input += 1;
+                Some(next_input - 1)
+            }
+            Storage::Output { .. } => {
+                next_output += 1;
+                Some(next_output - 1)
+            }
+            _ => None,
+        })
+        .collect()
 }
 
 fn plan_error(message: String) -> BackendError {
@@ -60,7 +98,7 @@ fn resolve(program: &LirProgram, entries: &[Option<usize>], step: &Step) -> Resu
                         .is_some_and(|b| b.ty.dtype == DType::Bool && b.ty.shape.numel() == 1);
                     let entry = entries.get(flag.index()).copied().flatten();
                     match entry {
-                        Some(entry) if is_flag => Some(entry),
+                        Some(entry) if is_flag => Some(ExitFlag { buf: flag, entry }),
                         _ => {
                             return Err(plan_error(format!(
                                 "loop over kernels {}..{}: its exit flag {flag} is not a bool scalar \

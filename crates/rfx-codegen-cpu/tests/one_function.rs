@@ -103,3 +103,86 @@ fn a_program_whose_kernels_stage_tiles_keeps_one_frame_per_kernel() {
     assert!(kernels >= 2, "{kernels} kernels");
     assert_eq!(functions, kernels, "{text}");
 }
+
+/// Runs `text` on the CPU backend with a fresh scratch and the interpreter, asserting the same
+/// bits; returns the lowered program, the JIT functions and the bytes the call took from the
+/// scratch.
+fn scratch_used(text: &str, seed: u64) -> (rfx_ir::lir::LirProgram, usize, usize) {
+    use rfx_ir::Array;
+    use rfx_ir::testgen::{TestRng, random_inputs};
+    use rfx_lower::{Compiled, Scratch};
+    let lir = common::assert_bits_match_interpreter(text, 2, seed);
+    let compiled = compile(&lir, &CompileOptions::default()).expect("compile");
+    let kernel = hir::parse(text).expect("parse");
+    let inputs = random_inputs(&mut TestRng::new(seed), &kernel, 0.05);
+    let views: Vec<_> = inputs.iter().map(Array::view).collect();
+    let mut outputs: Vec<Array> = lir
+        .outputs()
+        .map(|(_, _, ty)| Array::filled(rfx_ir::Scalar::zero(ty.dtype), ty.shape.clone()))
+        .collect();
+    let mut out_views: Vec<_> = outputs.iter_mut().map(Array::view_mut).collect();
+    let mut scratch = Scratch::new();
+    compiled.run(&views, &mut out_views, &mut scratch).expect("run");
+    let (_, want) = common::run_with_interpreter(&compiled, &lir, &inputs);
+    for (got, want) in outputs.iter().zip(&want) {
+        for i in 0..want.data().len() {
+            let (a, b) = (
+                got.get(i).expect("got").to_f64(),
+                want.get(i).expect("want").to_f64(),
+            );
+            assert!(
+                a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                "element {i}\n{text}"
+            );
+        }
+    }
+    (lir, compiled.function_count(), scratch.capacity_bytes())
+}
+
+#[test]
+fn a_one_function_program_keeps_its_temporaries_in_its_frame() {
+    // Every small program of several kernels with temporaries: run as one function, none takes
+    // scratch (the temporaries live in the function's frame, the call passes its arguments'
+    // addresses as they are), with the interpreter's bits.
+    let mut with_temporaries = 0;
+    for dt in ["f32", "f64", "i32"] {
+        for (k, text) in programs(dt, 3).into_iter().enumerate() {
+            let (lir, functions, scratch) = scratch_used(&text, 9100 + k as u64);
+            assert_eq!(functions, 1, "{text}");
+            assert_eq!(scratch, 0, "arena of {} bytes\n{text}", lir.arena_bytes());
+            with_temporaries += usize::from(lir.arena_bytes() > 0);
+        }
+    }
+    assert!(
+        with_temporaries >= 6,
+        "only {with_temporaries} programs with temporaries"
+    );
+}
+
+#[test]
+fn a_one_function_program_with_a_large_arena_keeps_it_in_the_scratch() {
+    // Eleven `f64` temporaries of 1,000 elements (88,000 bytes), each kernel under 1,024 points:
+    // one function, its temporaries in the caller's scratch rather than the stack.
+    let mut text = String::from("kernel wide {\n %x = input x : f64[1000]\n %v0 = mul %x, %x : f64[1000]\n");
+    for i in 1..=10 {
+        text += &format!(
+            " %s{i} = sum %v{p} axes [0] keepdims : f64[1]\n %b{i} = broadcast_to %s{i} : f64[1000]\n \
+             %v{i} = sub %v{p}, %b{i} : f64[1000]\n",
+            p = i - 1
+        );
+    }
+    text += " output o = %v10\n}";
+    let (lir, functions, scratch) = scratch_used(&text, 9200);
+    assert!(lir.kernels().len() >= 2, "{} kernels", lir.kernels().len());
+    assert!(
+        lir.arena_bytes() > 8 * 1024,
+        "arena of {} bytes",
+        lir.arena_bytes()
+    );
+    assert_eq!(functions, 1);
+    assert!(
+        scratch >= lir.arena_bytes(),
+        "scratch {scratch}, arena {}",
+        lir.arena_bytes()
+    );
+}

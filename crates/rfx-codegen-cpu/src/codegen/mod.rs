@@ -67,7 +67,7 @@ use self::tiles::*;
 const HOIST_MIN_ELEMS: usize = 16;
 use crate::imports::ImportIds;
 use crate::ops::{Emitter, bitcast_flags, cl_type, vectorizable};
-use crate::steps::RunStep;
+use crate::steps::{ExitFlag, RunStep};
 
 fn internal(message: impl Into<String>) -> BackendError {
     BackendError::Compile {
@@ -488,7 +488,7 @@ pub(crate) fn build_program(
     program: &LirProgram,
     plan: &[RunStep],
     contract: bool,
-) -> Result<Option<(FuncId, Vec<u8>, u32)>, BackendError> {
+) -> Result<Option<ProgramFunction>, BackendError> {
     let ptr = module.target_config().pointer_type();
     let name = "rfx_program";
     let mut ctx = module.make_context();
@@ -500,9 +500,16 @@ pub(crate) fn build_program(
         .map(|kernel| kernel_info(program, kernel))
         .collect::<Result<Vec<_>, _>>()?;
     let mut widths = vec![1; infos.len()];
-    {
+    let in_frame = program.arena_bytes() <= PROGRAM_FRAME_ARENA_MAX;
+    let entries = if in_frame {
+        crate::steps::argument_entries(program)
+    } else {
+        table_entries(program)
+    };
+    let arena_bytes = {
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fbc);
         let (funcs, literal_bases, [table, _, _]) = begin_function(&mut b, items, module);
+        let arena = in_frame.then(|| FrameArena::new(&mut b, program));
         let cx = ProgramCode {
             program,
             infos: &infos,
@@ -511,18 +518,23 @@ pub(crate) fn build_program(
             ptr,
             table,
             contract,
+            entries: &entries,
+            arena: arena.as_ref(),
         };
         cx.emit_steps(&mut b, plan, &mut widths)?;
         b.ins().return_(&[]);
         b.seal_all_blocks();
         b.finalize(module.target_config());
-    }
+        arena.map_or(0, |a| a.bytes)
+    };
+    // The arena has its own bound; the staging buffers and partials share this one.
     let frame: u64 = ctx
         .func
         .sized_stack_slots
         .values()
         .map(|slot| u64::from(slot.size))
-        .sum();
+        .sum::<u64>()
+        - u64::from(arena_bytes);
     if frame > u64::from(PROGRAM_MAX_FRAME) {
         return Ok(None);
     }
@@ -532,7 +544,66 @@ pub(crate) fn build_program(
         .define_function(id, &mut ctx)
         .map_err(|e| internal(format!("define {name}: {e:?}")))?;
     let frame = checked_frame(&ctx)?;
-    Ok(Some((id, widths, frame)))
+    Ok(Some(ProgramFunction {
+        id,
+        widths,
+        frame,
+        arguments_only: in_frame,
+    }))
+}
+
+/// What [`build_program`] made.
+pub(crate) struct ProgramFunction {
+    pub(crate) id: FuncId,
+    /// Each kernel's vector width.
+    pub(crate) widths: Vec<u8>,
+    /// The function's stack frame, in bytes.
+    pub(crate) frame: u32,
+    /// The program's temporaries live in the function's frame, and its table is the arguments'
+    /// addresses in call order ([`crate::steps::argument_entries`]); otherwise the table is the
+    /// per-kernel functions' ([`table_entries`]), the arena in the caller's scratch.
+    pub(crate) arguments_only: bool,
+}
+
+/// The largest arena a program compiled as one function keeps in its stack frame (beside the
+/// [`PROGRAM_MAX_FRAME`] of staging): its temporaries are then addressed from the frame, and a
+/// call passes its arguments' addresses as they are, with no table to build. A larger arena
+/// stays in the caller's scratch.
+pub(crate) const PROGRAM_FRAME_ARENA_MAX: usize = 8 * 1024;
+
+/// A program's arena in its one function's stack frame: the slot, and each buffer's byte offset
+/// in it (`None` for buffers that are not temporaries).
+pub(crate) struct FrameArena {
+    slot: StackSlot,
+    offsets: Vec<Option<usize>>,
+    bytes: u32,
+}
+
+impl FrameArena {
+    /// The slot of `program`'s arena (at least one byte, aligned as the arena asks, up to the
+    /// frame's 16 bytes: every access is unaligned-safe) in the function `b` builds.
+    fn new(b: &mut FunctionBuilder<'_>, program: &LirProgram) -> FrameArena {
+        // Bounded by `PROGRAM_FRAME_ARENA_MAX`, so the size fits.
+        let bytes = u32::try_from(program.arena_bytes().max(1)).unwrap_or(u32::MAX);
+        let align = program.arena_align().clamp(1, 64).trailing_zeros() as u8;
+        let slot = b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, bytes, align));
+        let offsets = program
+            .buffers()
+            .iter()
+            .map(|buffer| match buffer.storage {
+                Storage::Arena { offset } => Some(offset),
+                _ => None,
+            })
+            .collect();
+        FrameArena { slot, offsets, bytes }
+    }
+
+    /// The address of `buf` in the frame, if it is a temporary.
+    pub(crate) fn address(&self, b: &mut FunctionBuilder<'_>, ptr: Type, buf: BufId) -> Option<Value> {
+        let offset = self.offsets.get(buf.index()).copied().flatten()?;
+        let offset = i32::try_from(offset).ok()?;
+        Some(b.ins().stack_addr(ptr, self.slot, offset))
+    }
 }
 
 /// What [`build_program`]'s function shares among its kernels' code.
@@ -545,6 +616,10 @@ struct ProgramCode<'a, 'k> {
     /// The function's buffer table.
     table: Value,
     contract: bool,
+    /// The entry of each buffer in `table`.
+    entries: &'a [Option<usize>],
+    /// The arena, when it lives in the function's frame.
+    arena: Option<&'a FrameArena>,
 }
 
 impl ProgramCode<'_, '_> {
@@ -589,6 +664,8 @@ impl ProgramCode<'_, '_> {
             self.contract,
         );
         generator.fx.exit = Some(exit);
+        generator.fx.table_entries = self.entries.to_vec();
+        generator.fx.frame_arena = self.arena;
         let shape = generator.emit(b, self.table, lo, hi)?;
         let units = i64::try_from(shape.units).map_err(|_| internal("units beyond i64"))?;
         let bound = b
@@ -608,7 +685,7 @@ impl ProgramCode<'_, '_> {
         &self,
         b: &mut FunctionBuilder<'_>,
         trips: u64,
-        exit: Option<usize>,
+        exit: Option<ExitFlag>,
         body: &[RunStep],
         widths: &mut [u8],
     ) -> Result<(), BackendError> {
@@ -626,9 +703,16 @@ impl ProgramCode<'_, '_> {
         b.ins().brif(more, iteration, &[], after, &[]);
         b.switch_to_block(iteration);
         self.emit_steps(b, body, widths)?;
-        if let Some(entry) = exit {
-            let offset = i32::try_from(entry * 8).map_err(|_| internal("too many buffers"))?;
-            let flag_base = b.ins().load(self.ptr, mem().with_readonly(), self.table, offset);
+        if let Some(flag) = exit {
+            let flag_base = match self.arena.and_then(|arena| arena.address(b, self.ptr, flag.buf)) {
+                Some(address) => address,
+                None => {
+                    let entry = self.entries.get(flag.buf.index()).copied().flatten();
+                    let entry = entry.ok_or_else(|| internal(format!("no table entry for {}", flag.buf)))?;
+                    let offset = i32::try_from(entry * 8).map_err(|_| internal("too many buffers"))?;
+                    b.ins().load(self.ptr, mem().with_readonly(), self.table, offset)
+                }
+            };
             let flag = b.ins().uload8(types::I32, mem(), flag_base, 0);
             let next = b.create_block();
             b.ins().brif(flag, next, &[], after, &[]);
@@ -828,6 +912,7 @@ impl<'i, 'k> Gen<'i, 'k> {
                 ptr,
                 bases: Vec::new(),
                 table_entries: table_entries(program),
+                frame_arena: None,
                 literal_bases,
                 pre_scalar: Vec::new(),
                 pre_splat: Vec::new(),
@@ -884,6 +969,8 @@ struct FnContext<'i, 'k> {
     bases: Vec<Option<Value>>,
     /// The table entry of each buffer ([`table_entries`]).
     table_entries: Vec<Option<usize>>,
+    /// The program's arena, when it lives in the frame of the program's one function.
+    frame_arena: Option<&'i FrameArena>,
     /// The module data of each literal buffer, as a global value of this function.
     literal_bases: Vec<Option<GlobalValue>>,
     /// Scalar values of the slots the preamble defines.

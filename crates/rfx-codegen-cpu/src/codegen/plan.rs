@@ -175,16 +175,20 @@ impl<'k> Gen<'_, 'k> {
             }
         }
         for buf in used {
+            // A temporary of a program whose arena is in the function's frame.
+            let in_frame = (self.fx.frame_arena).and_then(|a| a.address(b, self.fx.ptr, buf));
             let base = match (
                 self.fx.literal_bases.get(buf.index()).copied().flatten(),
+                in_frame,
                 self.fx.table_entries.get(buf.index()).copied().flatten(),
             ) {
-                (Some(data), _) => b.ins().symbol_value(self.fx.ptr, data),
-                (None, Some(entry)) => {
+                (Some(data), _, _) => b.ins().symbol_value(self.fx.ptr, data),
+                (None, Some(address), _) => address,
+                (None, None, Some(entry)) => {
                     let offset = i32::try_from(entry * 8).map_err(|_| internal("too many buffers"))?;
                     b.ins().load(self.fx.ptr, mem().with_readonly(), table, offset)
                 }
-                (None, None) => return Err(internal(format!("no table entry for {buf}"))),
+                (None, None, None) => return Err(internal(format!("no table entry for {buf}"))),
             };
             if let Some(slot) = self.fx.bases.get_mut(buf.index()) {
                 *slot = Some(base);

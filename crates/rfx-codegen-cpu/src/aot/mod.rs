@@ -104,6 +104,15 @@ pub(crate) type TilePairFn =
 pub(crate) type TilePairFnF64 =
     unsafe extern "C" fn(src: *const f64, first: *mut f64, second: *mut f64, n: usize);
 
+/// The C ABI of a fused pass ([`fused`]): its plan, constants and row pointers, and the row
+/// length.
+pub(crate) type FusedFn =
+    unsafe extern "C" fn(plan: *const u8, consts: *const f32, rows: *const *mut f32, n: usize);
+
+/// The C ABI of an `f64` fused pass.
+pub(crate) type FusedFnF64 =
+    unsafe extern "C" fn(plan: *const u8, consts: *const f64, rows: *const *mut f64, n: usize);
+
 /// Whether the running CPU can execute the routines (AVX2 and FMA on x86-64). `std` caches the
 /// CPUID answer, so this is a load and a test.
 pub(crate) fn available() -> bool {
@@ -146,6 +155,20 @@ macro_rules! tile_routine {
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2,fma")]
         unsafe fn $inner(src: *const $t, dst: *mut $t, n: usize) {
+            // SAFETY: forwarded.
+            unsafe { $inner::chunk(src, dst, n) }
+        }
+
+        /// The routine's loops, inlined into its target's body and into the fused passes'.
+        #[cfg(target_arch = "x86_64")]
+        pub(super) mod $inner {
+            #[allow(clippy::wildcard_imports, reason = "the formulas of the parent module")]
+            use super::*;
+
+            /// # Safety
+            /// As the routine's.
+            #[inline(always)]
+            pub(in super::super) unsafe fn chunk(src: *const $t, dst: *mut $t, n: usize) {
             // SAFETY: the caller guarantees both ranges are valid and disjoint.
             let (xs, ys) = unsafe {
                 (
@@ -165,6 +188,7 @@ macro_rules! tile_routine {
                         *y = $slow(x);
                     }
                 }
+            }
             }
         }
     };
@@ -263,6 +287,20 @@ macro_rules! tile_routine2 {
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2,fma")]
         unsafe fn $inner(a: *const $t, b: *const $t, dst: *mut $t, n: usize) {
+            // SAFETY: forwarded.
+            unsafe { $inner::chunk(a, b, dst, n) }
+        }
+
+        /// The routine's loops, inlined into its target's body and into the fused passes'.
+        #[cfg(target_arch = "x86_64")]
+        pub(super) mod $inner {
+            #[allow(clippy::wildcard_imports, reason = "the formulas of the parent module")]
+            use super::*;
+
+            /// # Safety
+            /// As the routine's.
+            #[inline(always)]
+            pub(in super::super) unsafe fn chunk(a: *const $t, b: *const $t, dst: *mut $t, n: usize) {
             // SAFETY: the caller guarantees the three ranges are valid and `dst` overlaps
             // neither source.
             let (ys, xs, out) = unsafe {
@@ -286,12 +324,14 @@ macro_rules! tile_routine2 {
                     }
                 }
             }
+            }
         }
     };
 }
 
 mod f32;
 mod f64;
+pub(crate) mod fused;
 mod pow;
 mod pow_tables;
 mod table;

@@ -6,7 +6,7 @@
 
 use rfx_ir::{BinaryOp, DType, UnaryOp};
 
-use super::{Tile2Fn, Tile2FnF64, TileFn, TileFnF64, TilePairFn, TilePairFnF64};
+use super::{FusedFn, FusedFnF64, Tile2Fn, Tile2FnF64, TileFn, TileFnF64, TilePairFn, TilePairFnF64};
 
 /// What a routine computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -17,6 +17,9 @@ pub(crate) enum Computes {
     Binary(BinaryOp),
     /// `sin` and `cos` of one argument, into two result tiles.
     SinCos,
+    /// A fused elementwise pass ([`super::fused`]): a plan, its constants and its rows, and
+    /// the row length (three pointers and a count, the binary routines' C ABI shape).
+    Fused,
 }
 
 /// Generates [`AotFn`] from the table: one line per routine,
@@ -73,7 +76,7 @@ macro_rules! aot_routines {
     };
 }
 
-use Computes::{Binary, SinCos, Unary};
+use Computes::{Binary, Fused, SinCos, Unary};
 
 aot_routines! {
     SinF32: Unary(UnaryOp::Sin), F32, TileFn, f32::rfx_aot_sin_f32;
@@ -108,6 +111,10 @@ aot_routines! {
     SinCosF32: SinCos, F32, TilePairFn, f32::rfx_aot_sincos_f32;
     /// The `f64` `sin` and `cos` of one argument: one reduction, both polynomials.
     SinCosF64: SinCos, F64, TilePairFnF64, f64::rfx_aot_sincos_f64;
+    /// A fused elementwise pass over `f32` rows (`fn(plan, consts, rows, n)`).
+    FusedF32: Fused, F32, FusedFn, fused::rfx_aot_fused_f32;
+    /// A fused elementwise pass over `f64` rows.
+    FusedF64: Fused, F64, FusedFnF64, fused::rfx_aot_fused_f64;
 }
 
 impl AotFn {
@@ -152,19 +159,20 @@ impl AotFn {
         }
     }
 
-    /// How many source tiles it reads.
+    /// How many source tiles it reads (a fused pass: its plan and constants).
     pub(crate) fn arity(self) -> usize {
         match self.computes() {
-            Computes::Binary(_) => 2,
+            Computes::Binary(_) | Computes::Fused => 2,
             Computes::Unary(_) | Computes::SinCos => 1,
         }
     }
 
-    /// How many result tiles it writes: two for `sincos`, one for the others.
+    /// How many result tiles it writes: two for `sincos`, one for the others (a fused pass:
+    /// its row pointers).
     pub(crate) fn results(self) -> usize {
         match self.computes() {
             Computes::SinCos => 2,
-            Computes::Unary(_) | Computes::Binary(_) => 1,
+            Computes::Unary(_) | Computes::Binary(_) | Computes::Fused => 1,
         }
     }
 

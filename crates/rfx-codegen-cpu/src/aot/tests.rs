@@ -1274,6 +1274,8 @@ fn the_table_keeps_the_import_order_and_names() {
         "log2_f64",
         "sincos_f32",
         "sincos_f64",
+        "fused_f32",
+        "fused_f64",
     ]
     .map(|s| format!("rfx_aot_{s}"));
     assert_eq!(symbols, expected);
@@ -1282,6 +1284,7 @@ fn the_table_keeps_the_import_order_and_names() {
             table::Computes::Unary(op) => (op.name(), routine.dtype()),
             table::Computes::Binary(op) => (op.name(), routine.dtype()),
             table::Computes::SinCos => ("sincos", routine.dtype()),
+            table::Computes::Fused => ("fused", routine.dtype()),
         };
         assert_eq!(routine.symbol(), format!("rfx_aot_{name}_{dtype}"));
         assert!(!routine.address().is_null());

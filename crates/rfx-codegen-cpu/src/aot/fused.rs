@@ -1,0 +1,403 @@
+//! Fused elementwise passes: one routine call runs a whole elementwise body (contiguous input
+//! loads, exact float ops, the tile routines' transcendentals, contiguous output stores) over a
+//! row, chunk by chunk, in AVX2 (or AVX-512) vectors.
+//!
+//! The body is a [`Plan`]: explicit data the code generator builds from the kernel's LIR (a
+//! short list of [`Step`]s over a few registers of [`CHUNK`] elements, the program's input and
+//! output rows, and constants broadcast into registers). The routine runs every step over one
+//! chunk before the next chunk, so a value passes from its load through the ops around its
+//! transcendental to its store while the chunk's registers stay in L1 — no staging buffer over
+//! a whole tile, and every op at the host's full vector width (Cranelift's vectors are 128
+//! bits on x86-64). The step sequence is fixed for a call, so the branch predictor learns the
+//! dispatch.
+//!
+//! Each step computes what the inline code computes: the exact ops are IEEE operations (the
+//! same bits at any vector width), and a transcendental step calls the op's tile routine on the
+//! chunk (the same bits at every position and length). A fused pass therefore gives the bits of
+//! the staged segments it replaces.
+
+use super::AotFn;
+
+/// Elements per chunk: a register of `f32` is 256 bytes (eight AVX2 vectors), so a call of a
+/// transcendental routine or one dispatch of a step covers enough work to cost little.
+pub(crate) const CHUNK: usize = 64;
+
+/// The most registers a plan may use (constants included): 32 registers of 64 `f64` are 16 KiB
+/// of the routine's stack.
+pub(crate) const MAX_REGS: u32 = 32;
+
+/// Operand codes at and above this one name an input row (`code - INPUT`).
+pub(crate) const INPUT: u32 = 1 << 16;
+
+/// Destination codes at and above this one name an output row (`code - OUTPUT`).
+pub(crate) const OUTPUT: u32 = 2 << 16;
+
+/// Opcodes of the exact steps; a transcendental step's opcode is `ROUTINE` plus its routine's
+/// index in [`AotFn::ALL`].
+pub(crate) mod op {
+    pub(crate) const COPY: u32 = 0;
+    pub(crate) const ADD: u32 = 1;
+    pub(crate) const SUB: u32 = 2;
+    pub(crate) const MUL: u32 = 3;
+    pub(crate) const DIV: u32 = 4;
+    pub(crate) const MIN: u32 = 5;
+    pub(crate) const MAX: u32 = 6;
+    pub(crate) const NEG: u32 = 7;
+    pub(crate) const ABS: u32 = 8;
+    pub(crate) const SQRT: u32 = 9;
+    pub(crate) const RSQRT: u32 = 10;
+    pub(crate) const RECIP: u32 = 11;
+    pub(crate) const FLOOR: u32 = 12;
+    pub(crate) const CEIL: u32 = 13;
+    pub(crate) const ROUND: u32 = 14;
+    pub(crate) const ROUTINE: u32 = 64;
+}
+
+/// One step: `dst = op(a, b)` over a chunk. `a` and `b` are registers (below [`MAX_REGS`]) or
+/// input rows (`INPUT + k`); `b` is unused by unary ops. `dst` is a register or an output row
+/// (`OUTPUT + k`), and never one of the step's own source registers.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Step {
+    pub(crate) op: u32,
+    pub(crate) dst: u32,
+    pub(crate) a: u32,
+    pub(crate) b: u32,
+}
+
+/// The head of a plan in memory, followed directly by its `steps` [`Step`]s. The routine's
+/// arguments: the head, the constants (one element each, broadcast into registers
+/// `0..consts`), the row pointers (`inputs` inputs, then `outputs` outputs) and the row length.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Head {
+    pub(crate) steps: u32,
+    pub(crate) regs: u32,
+    pub(crate) consts: u32,
+    pub(crate) inputs: u32,
+    pub(crate) outputs: u32,
+    pub(crate) dtype_bytes: u32,
+}
+
+/// A fused pass: its head and steps, as the code generator writes them into memory
+/// ([`Plan::words`]) for the routine.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Plan {
+    pub(crate) head: Head,
+    pub(crate) steps: Vec<Step>,
+}
+
+impl Plan {
+    /// The plan as the 32-bit words the routine reads: the head's six, then four per step.
+    pub(crate) fn words(&self) -> Vec<u32> {
+        let h = self.head;
+        let mut words = vec![h.steps, h.regs, h.consts, h.inputs, h.outputs, h.dtype_bytes];
+        for s in &self.steps {
+            words.extend([s.op, s.dst, s.a, s.b]);
+        }
+        words
+    }
+
+    /// Whether the routine may run the plan: every operand in range, no step writing one of
+    /// its own source registers, every routine of the plan's dtype and a one-result routine,
+    /// every register read after it is written (or a constant), every constant register below
+    /// `regs`. The routine checks this on entry and writes
+    /// nothing for a plan that fails it.
+    pub(crate) fn is_valid(&self) -> bool {
+        valid(&self.head, &self.steps)
+    }
+}
+
+fn valid(head: &Head, steps: &[Step]) -> bool {
+    let h = head;
+    if h.regs > MAX_REGS || h.consts > h.regs || h.steps as usize != steps.len() {
+        return false;
+    }
+    // The registers written so far (the constants from the start), one bit each.
+    let mut written: u64 = (1u64 << h.consts) - 1;
+    let dst_ok =
+        |code: u32| (h.consts..h.regs).contains(&code) || (OUTPUT..OUTPUT + h.outputs).contains(&code);
+    steps.iter().all(|s| {
+        let src_ok = |code: u32| {
+            (code < h.regs && written & (1 << code) != 0) || (INPUT..INPUT + h.inputs).contains(&code)
+        };
+        let arity = match s.op {
+            op::COPY
+            | op::NEG
+            | op::ABS
+            | op::SQRT
+            | op::RSQRT
+            | op::RECIP
+            | op::FLOOR
+            | op::CEIL
+            | op::ROUND => 1,
+            op::ADD | op::SUB | op::MUL | op::DIV | op::MIN | op::MAX => 2,
+            code => match code
+                .checked_sub(op::ROUTINE)
+                .and_then(|i| AotFn::ALL.get(i as usize))
+            {
+                Some(r)
+                    if r.results() == 1
+                        && r.arity() <= 2
+                        && r.dtype().size_bytes() == h.dtype_bytes as usize
+                        && !matches!(r.computes(), super::table::Computes::Fused) =>
+                {
+                    r.arity()
+                }
+                _ => return false,
+            },
+        };
+        let srcs: &[u32] = if arity == 2 { &[s.a, s.b] } else { &[s.a] };
+        let ok = dst_ok(s.dst) && srcs.iter().all(|&c| src_ok(c) && c != s.dst);
+        if s.dst < h.regs {
+            written |= 1 << s.dst;
+        }
+        ok
+    })
+}
+
+/// Defines the fused routine of one float type: the C-ABI entry, which checks the plan and
+/// picks the AVX-512 body where the CPU has it, and the body compiled for each target.
+macro_rules! fused_routine {
+    ($name:ident, $t:ty, $unary:ty, $binary:ty, $avx2:ident, $avx512:ident, $run:ident, $inline:ident) => {
+        /// The fused pass of a plan over one row of `n` elements (see the module).
+        ///
+        /// # Safety
+        /// `plan` must point to a [`Head`] followed by its steps; `consts` must be valid for
+        /// `head.consts` reads; `ptrs` for `head.inputs + head.outputs` row pointers, each
+        /// input valid for `n` reads and each output for `n` writes, no output overlapping an
+        /// input or another output; the CPU must have AVX2 and FMA
+        /// ([`available`](super::available)).
+        pub(crate) unsafe extern "C" fn $name(
+            plan: *const u8,
+            consts: *const $t,
+            ptrs: *const *mut $t,
+            n: usize,
+        ) {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: forwarded from this function's contract; the plan is checked before use.
+            unsafe {
+                let head = *(plan as *const Head);
+                let steps = std::slice::from_raw_parts(
+                    plan.add(std::mem::size_of::<Head>()) as *const Step,
+                    head.steps as usize,
+                );
+                if head.dtype_bytes as usize != std::mem::size_of::<$t>() || !valid(&head, steps) {
+                    return;
+                }
+                let consts = std::slice::from_raw_parts(consts, head.consts as usize);
+                let ptrs = std::slice::from_raw_parts(ptrs, (head.inputs + head.outputs) as usize);
+                if avx512() {
+                    $avx512(&head, steps, consts, ptrs, n)
+                } else {
+                    $avx2(&head, steps, consts, ptrs, n)
+                }
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            {
+                let _ = (plan, consts, ptrs, n);
+                unreachable!("ahead-of-time tiles are only linked on x86-64")
+            }
+        }
+
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn $avx2(head: &Head, steps: &[Step], consts: &[$t], ptrs: &[*mut $t], n: usize) {
+            // SAFETY: forwarded.
+            unsafe { $run(head, steps, consts, ptrs, n) }
+        }
+
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+        unsafe fn $avx512(head: &Head, steps: &[Step], consts: &[$t], ptrs: &[*mut $t], n: usize) {
+            // SAFETY: forwarded.
+            unsafe { $run(head, steps, consts, ptrs, n) }
+        }
+
+        /// The chunk loop (inlined into each target's body, which gives it its vectors).
+        #[inline(always)]
+        unsafe fn $run(head: &Head, steps: &[Step], consts: &[$t], ptrs: &[*mut $t], n: usize) {
+            // Only the constants are initialised: `valid` checked that every register a step
+            // reads is a constant or written by an earlier step, over the same chunk.
+            let mut regs = [const { std::mem::MaybeUninit::<[$t; CHUNK]>::uninit() }; MAX_REGS as usize];
+            for (reg, &c) in regs.iter_mut().zip(consts) {
+                reg.write([c; CHUNK]);
+            }
+            let regs = regs.as_mut_ptr().cast::<$t>();
+            let inputs = head.inputs;
+            let mut base = 0;
+            while base < n {
+                let len = (n - base).min(CHUNK);
+                // SAFETY: registers are `CHUNK` long and `len <= CHUNK`; rows hold `n`
+                // elements and `base + len <= n`; a step never writes its own sources
+                // (`valid`), and outputs overlap no input or other output (the contract).
+                unsafe {
+                    let src = |code: u32| -> &[$t] {
+                        let p = if code < INPUT {
+                            regs.add(code as usize * CHUNK).cast_const()
+                        } else {
+                            ptrs[(code - INPUT) as usize].add(base).cast_const()
+                        };
+                        std::slice::from_raw_parts(p, len)
+                    };
+                    let dst = |code: u32| -> &mut [$t] {
+                        let p = if code < OUTPUT {
+                            regs.add(code as usize * CHUNK)
+                        } else {
+                            ptrs[(inputs + code - OUTPUT) as usize].add(base)
+                        };
+                        std::slice::from_raw_parts_mut(p, len)
+                    };
+                    for s in steps {
+                        let d = dst(s.dst);
+                        match s.op {
+                            op::COPY => d.copy_from_slice(src(s.a)),
+                            op::ADD => binary(src(s.a), src(s.b), d, |x, y| x + y),
+                            op::SUB => binary(src(s.a), src(s.b), d, |x, y| x - y),
+                            op::MUL => binary(src(s.a), src(s.b), d, |x, y| x * y),
+                            op::DIV => binary(src(s.a), src(s.b), d, |x, y| x / y),
+                            // NumPy's NaN-propagating minimum and maximum, the second operand
+                            // on ties (the inline code's select).
+                            op::MIN => binary(src(s.a), src(s.b), d, |x, y| {
+                                if x < y || x.is_nan() { x } else { y }
+                            }),
+                            op::MAX => binary(src(s.a), src(s.b), d, |x, y| {
+                                if x > y || x.is_nan() { x } else { y }
+                            }),
+                            op::NEG => unary(src(s.a), d, |x| -x),
+                            op::ABS => unary(src(s.a), d, <$t>::abs),
+                            op::SQRT => unary(src(s.a), d, <$t>::sqrt),
+                            op::RSQRT => unary(src(s.a), d, |x| 1.0 / x.sqrt()),
+                            op::RECIP => unary(src(s.a), d, |x| 1.0 / x),
+                            op::FLOOR => unary(src(s.a), d, <$t>::floor),
+                            op::CEIL => unary(src(s.a), d, <$t>::ceil),
+                            op::ROUND => unary(src(s.a), d, <$t>::round_ties_even),
+                            code => {
+                                // `valid` checked the index, the dtype and the arity.
+                                let routine = AotFn::ALL[(code - op::ROUTINE) as usize];
+                                let (a, b) = (src(s.a).as_ptr(), src(s.b).as_ptr());
+                                if $inline(routine, (a, b), d.as_mut_ptr(), len) {
+                                    // Computed by the routine's loops, inlined.
+                                } else if routine.arity() == 2 {
+                                    let f = std::mem::transmute::<*const u8, $binary>(routine.address());
+                                    f(src(s.a).as_ptr(), src(s.b).as_ptr(), d.as_mut_ptr(), len);
+                                } else {
+                                    let f = std::mem::transmute::<*const u8, $unary>(routine.address());
+                                    f(src(s.a).as_ptr(), d.as_mut_ptr(), len);
+                                }
+                            }
+                        }
+                    }
+                }
+                base += len;
+            }
+        }
+    };
+}
+
+/// `d[i] = f(a[i])`.
+#[inline(always)]
+fn unary<T: Copy>(a: &[T], d: &mut [T], f: impl Fn(T) -> T) {
+    for (d, &a) in d.iter_mut().zip(a) {
+        *d = f(a);
+    }
+}
+
+/// `d[i] = f(a[i], b[i])`.
+#[inline(always)]
+fn binary<T: Copy>(a: &[T], b: &[T], d: &mut [T], f: impl Fn(T, T) -> T) {
+    for ((d, &a), &b) in d.iter_mut().zip(a).zip(b) {
+        *d = f(a, b);
+    }
+}
+
+/// Whether the CPU has AVX-512 (F and VL), which the fused bodies use where present (`std`
+/// caches the answer).
+#[cfg(target_arch = "x86_64")]
+fn avx512() -> bool {
+    std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512vl")
+}
+
+fused_routine!(
+    rfx_aot_fused_f32,
+    f32,
+    super::TileFn,
+    super::Tile2Fn,
+    fused_f32_avx2,
+    fused_f32_avx512,
+    run_f32,
+    inline_f32
+);
+fused_routine!(
+    rfx_aot_fused_f64,
+    f64,
+    super::TileFnF64,
+    super::Tile2FnF64,
+    fused_f64_avx2,
+    fused_f64_avx512,
+    run_f64,
+    inline_f64
+);
+
+/// Runs the `f32` `routine` on a chunk with its loops inlined into the caller (so compiled for
+/// the caller's target, with the caller's vectors): calling a routine per chunk costs more than
+/// the chunk's ops. `false` for a routine without inline loops (the caller calls it).
+///
+/// # Safety
+/// As the routine's, for `n` elements.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn inline_f32(routine: AotFn, (a, b): (*const f32, *const f32), d: *mut f32, n: usize) -> bool {
+    use super::{f32 as m, pow};
+    // SAFETY: forwarded.
+    unsafe {
+        match routine {
+            AotFn::SinF32 => m::sin_f32_avx2::chunk(a, d, n),
+            AotFn::CosF32 => m::cos_f32_avx2::chunk(a, d, n),
+            AotFn::TanF32 => m::tan_f32_avx2::chunk(a, d, n),
+            AotFn::ExpF32 => m::exp_f32_avx2::chunk(a, d, n),
+            AotFn::Exp2F32 => m::exp2_f32_avx2::chunk(a, d, n),
+            AotFn::LogF32 => m::log_f32_avx2::chunk(a, d, n),
+            AotFn::Log2F32 => m::log2_f32_avx2::chunk(a, d, n),
+            AotFn::TanhF32 => m::tanh_f32_avx2::chunk(a, d, n),
+            AotFn::SigmoidF32 => m::sigmoid_f32_avx2::chunk(a, d, n),
+            AotFn::AtanF32 => m::atan_f32_avx2::chunk(a, d, n),
+            AotFn::AsinF32 => m::asin_f32_avx2::chunk(a, d, n),
+            AotFn::AcosF32 => m::acos_f32_avx2::chunk(a, d, n),
+            AotFn::Atan2F32 => m::atan2_f32_avx2::chunk(a, b, d, n),
+            AotFn::PowF32 => pow::pow_f32_avx2::chunk(a, b, d, n),
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// [`inline_f32`] for the `f64` routines.
+///
+/// # Safety
+/// As the routine's, for `n` elements.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn inline_f64(routine: AotFn, (a, b): (*const f64, *const f64), d: *mut f64, n: usize) -> bool {
+    use super::f64 as m;
+    // SAFETY: forwarded.
+    unsafe {
+        match routine {
+            AotFn::SinF64 => m::sin_f64_avx2::chunk(a, d, n),
+            AotFn::CosF64 => m::cos_f64_avx2::chunk(a, d, n),
+            AotFn::TanF64 => m::tan_f64_avx2::chunk(a, d, n),
+            AotFn::ExpF64 => m::exp_f64_avx2::chunk(a, d, n),
+            AotFn::Exp2F64 => m::exp2_f64_avx2::chunk(a, d, n),
+            AotFn::LogF64 => m::log_f64_avx2::chunk(a, d, n),
+            AotFn::Log2F64 => m::log2_f64_avx2::chunk(a, d, n),
+            AotFn::TanhF64 => m::tanh_f64_avx2::chunk(a, d, n),
+            AotFn::SigmoidF64 => m::sigmoid_f64_avx2::chunk(a, d, n),
+            AotFn::AtanF64 => m::atan_f64_avx2::chunk(a, d, n),
+            AotFn::AsinF64 => m::asin_f64_avx2::chunk(a, d, n),
+            AotFn::AcosF64 => m::acos_f64_avx2::chunk(a, d, n),
+            AotFn::Atan2F64 => m::atan2_f64_avx2::chunk(a, b, d, n),
+            _ => return false,
+        }
+    }
+    true
+}

@@ -4,7 +4,8 @@
 //! A `fori` loop carrying four dtypes at once (with its counter), `while` loops that stop early
 //! on a scalar test or on a test that reduces a vector (and run to their maximum when the test
 //! stays true), nested loops, loops of no trips, a vector carry whose body reduces it (a mean
-//! taken each iteration, in f32, f64 and wrapping i32) and a transcendental inside a loop body.
+//! taken each iteration, in f32, f64 and wrapping i32), a transcendental inside a loop body and
+//! histories written one row per iteration (`set_row`, stored as row stores).
 //! The exact cases are checked against the LIR interpreter bit for bit, the transcendental one
 //! against the HIR interpreter's `f64` oracle, like every other case.
 
@@ -74,6 +75,55 @@ pub(crate) fn loop_cases(push: &mut Push<'_>) {
         let name = format!("loop_while_scalar_t{trips}");
         push(name.clone(), while_scalar(&name, trips), None, None);
     }
+    for (dtype, n, trips) in [
+        (DType::F32, 1, 1),
+        (DType::F32, 3, 7),
+        (DType::F64, 5, 40),
+        (DType::I32, 3, 7),
+    ] {
+        let name = format!("loop_row_history_{dtype}_n{n}_t{trips}");
+        push(name.clone(), row_history(&name, dtype, n, trips), None, None);
+    }
+}
+
+/// Histories written one row per iteration (`set_row`, as reverse mode records carries) over
+/// carries `c: dtype[n]`, `t: i32[]`, `h, g: dtype[trips, n]` with the invariant `a: dtype[n]`:
+/// `h' = set_row(h, c, t)` (the carry entering the iteration, at the counter), `g' =
+/// set_row(g, c * a, t + 1)` (a computed row at a computed index, clamped on the last trip),
+/// `c' = c * a + 1`, `t' = t + 1`.
+fn row_history(name: &str, dtype: DType, n: usize, trips: u64) -> Option<Kernel> {
+    let rows = usize::try_from(trips).ok()?;
+    let types = [
+        ty(dtype, &[n]),
+        ty(DType::I32, &[]),
+        ty(dtype, &[rows, n]),
+        ty(dtype, &[rows, n]),
+        ty(dtype, &[n]),
+    ];
+    let body = kernel("record", &types, |b, v| {
+        let (c, t, h, g, a) = (v[0], v[1], v[2], v[3], v[4]);
+        let ca = b.binary(BinaryOp::Mul, c, a).ok()?;
+        let one = b.scalar(Scalar::from_f64(dtype, 1.0));
+        let c1 = b.binary(BinaryOp::Add, ca, one).ok()?;
+        let step = b.scalar(Scalar::I32(1));
+        let t1 = b.binary(BinaryOp::Add, t, step).ok()?;
+        let h1 = b.set_row(h, c, t).ok()?;
+        let g1 = b.set_row(g, ca, t1).ok()?;
+        Some(vec![c1, t1, h1, g1])
+    })?;
+    let spec = Loop {
+        carries: 4,
+        trips,
+        body,
+        cond: None,
+    };
+    looping(name, &[ty(dtype, &[n])], spec, |b, v| {
+        let zero = b.scalar(Scalar::I32(0));
+        let empty = b.constant(Scalar::from_f64(dtype, 0.0), vec![rows, n]);
+        let half = b.scalar(Scalar::from_f64(dtype, 0.5));
+        let a = b.binary(BinaryOp::Mul, v[0], half).ok()?;
+        Some(vec![v[0], zero, empty, empty, a])
+    })
 }
 
 /// `fori` over carries `x: f32[n]`, `i: i32[]`, `m: f64[n]`, `b: bool[n]` with the invariant

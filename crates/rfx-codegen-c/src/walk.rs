@@ -788,10 +788,16 @@ impl<D: Dialect> Walk<'_, D> {
                 offset,
                 src,
             } => {
-                let element = match offset {
+                let mut element = match offset {
                     0 => self.offset(kernel, strides),
                     at => format!("{} + {}", self.d.uint(*at), self.offset(kernel, strides)),
                 };
+                // A row store's row: its clamped index (a preamble slot) times the row stride.
+                if let Some(row) = kernel.row_store.as_ref().filter(|r| r.buf == *buf) {
+                    let last = row.rows.saturating_sub(1);
+                    let at = self.d.gather_index(&row.index.to_string(), DType::I32, last);
+                    element = format!("{at} * {} + {element}", self.d.uint(row.stride));
+                }
                 self.d.store(*buf, &element, &src.to_string())
             }
             Inst::Reduce { op, buf, src } => {

@@ -79,6 +79,7 @@ fn programs_that_do_not_verify_are_refused() {
             strides: vec![0],
             offset: 0,
         }],
+        row_store: None,
     };
     let p = LirProgram::from_parts("bad", Vec::new(), 0, 1, vec![kernel]);
     assert!(matches!(c_source(&p, "bad"), Err(ExportError::InvalidProgram(_))));

@@ -1151,10 +1151,18 @@ impl Emitter<'_> {
                 } else {
                     src.to_string()
                 };
-                let element = match offset {
+                let mut element = match offset {
                     0 => self.offset(strides),
                     at => format!("{at} + {}", self.offset(strides)),
                 };
+                // A row store's row: its clamped index (a preamble slot) times the row stride.
+                if let Some(row) = self.kernel.row_store.as_ref().filter(|r| r.buf == *buf) {
+                    let (at, last) = (row.index, row.rows.saturating_sub(1));
+                    element = format!(
+                        "({at} < 0 ? 0ll : ({at} > {last} ? {last}ll : (long long){at})) * {} + {element}",
+                        row.stride
+                    );
+                }
                 format!("{buf}[{element}] = {value};")
             }
             Inst::Reduce { op, buf, src } => {

@@ -1025,10 +1025,20 @@ fn emit_inst(
         } => {
             bindings.insert(buf.index());
             let dtype = em.buffer_dtype(*buf)?;
-            let element = match offset {
+            let mut element = match offset {
                 0 => index_expr(strides),
                 at => format!("{at}u + {}", index_expr(strides)),
             };
+            // A row store's row: its clamped index (a preamble slot) times the row stride.
+            if let Some(row) = kernel.row_store.as_ref().filter(|r| r.buf == *buf) {
+                let last = i32::try_from(row.rows.saturating_sub(1))
+                    .map_err(|_| compile_error(format!("kernel `{}`: too many rows", kernel.name)))?;
+                element = format!(
+                    "u32(clamp({}, 0i, {last}i)) * {}u + {element}",
+                    slot(row.index),
+                    row.stride
+                );
+            }
             let _ = writeln!(
                 b,
                 "{indent}buf{}[{}] = {};",

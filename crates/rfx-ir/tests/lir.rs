@@ -1028,6 +1028,7 @@ fn random_program(seed: u64) -> LirProgram {
         slots: kgen.slots,
         preamble,
         body,
+        row_store: None,
     });
     if let Some((temp, dtype)) = second {
         let mut kgen = KernelGen {
@@ -1100,6 +1101,7 @@ fn random_program(seed: u64) -> LirProgram {
             slots: kgen.slots,
             preamble: vec![],
             body,
+            row_store: None,
         });
     }
     LirProgram::from_parts("random", buffers, arena_bytes, rng.pick(&[1, 8, 16, 64]), kernels)

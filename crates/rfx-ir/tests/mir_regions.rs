@@ -62,7 +62,8 @@ fn region_stores_print_and_parse_back() {
         stores[1].region,
         Some(Region {
             strides: vec![4, 1],
-            offset: 3
+            offset: 3,
+            row: None,
         })
     );
     assert_eq!(program.kernels()[2].stores[0].region, None);

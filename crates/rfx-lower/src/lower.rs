@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use rfx_ir::lir::{Inst, LirKernel, ScanOrder, Schedule, SlotId};
+use rfx_ir::lir::{Inst, LirKernel, RowStore, ScanOrder, Schedule, SlotId};
 use rfx_ir::mir::{MirKernel, MirOp, MirValue};
 use rfx_ir::{BufId, DType, Scalar, Shape};
 
@@ -423,6 +423,26 @@ pub(crate) fn lower_kernel(
         });
     }
     // A store or reduction of an invariant value still runs per point: it reads a preamble slot.
+    // A row store's index is read once, by the preamble, for the backends to shift the
+    // buffer's base address when the kernel starts.
+    let row_store = match stores.iter().find_map(|s| s.row().map(|row| (s.buf, row))) {
+        Some((buf, row)) => {
+            let index = new_slot(&mut slots, DType::I32);
+            preamble.push(Inst::Load {
+                dst: index,
+                buf: row.index,
+                strides: vec![0; nest.dims.len()],
+                offset: 0,
+            });
+            Some(RowStore {
+                buf,
+                index,
+                rows: row.rows,
+                stride: row.stride,
+            })
+        }
+        None => None,
+    };
 
     let widest = slots
         .iter()
@@ -511,6 +531,7 @@ pub(crate) fn lower_kernel(
             slots,
             preamble,
             body,
+            row_store,
         },
         report,
     ))

@@ -109,3 +109,25 @@ pub fn recording_loop(trips: usize) -> Kernel {
 fn a_recording_loop_compiles_to_the_interpreters_bits() {
     assert_same_bits(&recording_loop(6), 5);
 }
+
+#[test]
+fn a_recording_loop_stores_one_row_per_iteration() {
+    for trips in [6, 1000] {
+        let program = optimize(&recording_loop(trips), &OptConfig::default()).unwrap().0;
+        let [range] = program.loops() else {
+            panic!("one loop expected:\n{program}");
+        };
+        let body = &program.kernels()[range.first..range.end];
+        let row_stores = body
+            .iter()
+            .flat_map(|k| &k.stores)
+            .filter(|s| s.row().is_some())
+            .count();
+        assert_eq!(row_stores, 1, "{program}");
+        // No kernel of the loop touches the whole history: each iteration's work is O(|c|).
+        assert!(body.iter().all(|k| k.domain.numel() <= 2), "{program}");
+        let text = program.to_string();
+        assert!(text.contains(&format!("rows {trips} stride 2")), "{text}");
+        assert_eq!(rfx_ir::mir::parse(&text).unwrap(), program);
+    }
+}

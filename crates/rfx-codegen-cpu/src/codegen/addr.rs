@@ -31,6 +31,46 @@ pub(super) fn div_rem_const(b: &mut FunctionBuilder<'_>, x: Value, d: u64, small
 }
 
 impl<'k> Gen<'_, 'k> {
+    /// Moves the base of a row store's buffer to its row, once, at the kernel's entry:
+    /// `base + clamp(index, 0, rows - 1) * stride` elements, `index` the preamble's slot.
+    pub(super) fn shift_row_base(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        row: &rfx_ir::lir::RowStore,
+    ) -> Result<(), BackendError> {
+        let index = self
+            .fx
+            .pre_scalar
+            .get(row.index.index())
+            .copied()
+            .flatten()
+            .ok_or_else(|| internal("a row store's index is not a preamble value"))?;
+        let last = i64::try_from(row.rows.saturating_sub(1)).map_err(|_| internal("too many rows"))?;
+        let elem = self
+            .fx
+            .info
+            .buffer_dtypes
+            .get(row.buf.index())
+            .map_or(1, |d| d.size_bytes());
+        let bytes = row
+            .stride
+            .checked_mul(elem)
+            .and_then(|n| i64::try_from(n).ok())
+            .ok_or_else(|| internal("a row store's rows do not fit an address"))?;
+        let zero = b.ins().iconst(types::I32, 0);
+        let top = b.ins().iconst(types::I32, last.min(i64::from(i32::MAX)));
+        let at = b.ins().smax(index, zero);
+        let at = b.ins().smin(at, top);
+        let at = b.ins().uextend(self.fx.ptr, at);
+        let shift = b.ins().imul_imm_s(at, bytes);
+        let base = self.base(row.buf)?;
+        let shifted = b.ins().iadd(base, shift);
+        if let Some(slot) = self.fx.bases.get_mut(row.buf.index()) {
+            *slot = Some(shifted);
+        }
+        Ok(())
+    }
+
     pub(super) fn base(&self, buf: BufId) -> Result<Value, BackendError> {
         self.fx
             .bases

@@ -216,6 +216,9 @@ impl<'k> Gen<'_, 'k> {
             self.emit_inst(b, inst, place, &mut slots, &mut Vec::new())?;
             self.fx.pre_scalar = slots;
         }
+        if let Some(row) = &kernel.row_store {
+            self.shift_row_base(b, row)?;
+        }
         let rank = kernel.dims.len();
         if let Some(order) = kernel.scan {
             self.cur.plan = Some(KernelPlan::scan());

@@ -378,7 +378,16 @@ fn exec(
             strides,
             offset: at,
             src,
-        } => return memory.write(*buf, at + offset(idx, strides), get(*src)?),
+        } => {
+            let shift = match &kernel.row_store {
+                Some(row) if row.buf == *buf => match get(row.index)? {
+                    Scalar::I32(index) => row.shift(index),
+                    _ => return None,
+                },
+                _ => 0,
+            };
+            return memory.write(*buf, at + shift + offset(idx, strides), get(*src)?);
+        }
         Inst::Reduce { op, src, .. } => {
             let acc = acc.first_mut()?;
             *acc = Some(reduce_combine(*op, (*acc)?, get(*src)?)?);

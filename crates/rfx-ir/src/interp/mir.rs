@@ -152,9 +152,16 @@ fn run_kernel(kernel: &MirKernel, memory: &mut [Vec<Scalar>], mode: Mode) -> Opt
             values.push(value);
         }
         for store in &kernel.stores {
+            let shift = match store.row() {
+                Some(row) => match memory.get(row.index.index())?.first()? {
+                    Scalar::I32(at) => row.shift(*at),
+                    _ => return None,
+                },
+                None => 0,
+            };
             *memory
                 .get_mut(store.buf.index())?
-                .get_mut(store.element(point, &idx))? = *values.get(store.value.index())?;
+                .get_mut(store.element(point, &idx) + shift)? = *values.get(store.value.index())?;
         }
         for (red, (kept_strides, accs, _)) in kernel.reductions.iter().zip(&mut reductions) {
             let acc = accs.get_mut(offset(&idx, kept_strides))?;

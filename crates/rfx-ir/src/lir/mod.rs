@@ -469,6 +469,41 @@ pub struct LirKernel {
     pub preamble: Vec<Inst>,
     /// Runs at every point of the loop nest, in row-major order.
     pub body: Vec<Inst>,
+    /// A row store: the kernel's stores into one buffer land a run-time number of rows further
+    /// (see [`RowStore`]).
+    #[serde(default)]
+    pub row_store: Option<RowStore>,
+}
+
+/// A kernel's stores into `buf` write `clamp(index, 0, rows - 1) * stride` elements further
+/// than their index maps say (the MIR's [`crate::mir::RowIndex`]): `index` is an `i32` slot
+/// the preamble defines, so a backend computes the shifted base address of `buf` once, when
+/// the kernel starts. The kernel does not read `buf`, which was written before (the rows not
+/// stored keep their values).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct RowStore {
+    /// The buffer the row is stored into.
+    pub buf: BufId,
+    /// The row, an `i32` preamble slot.
+    pub index: SlotId,
+    /// The number of rows the index is clamped into (at least 1).
+    pub rows: usize,
+    /// Elements from one row to the next.
+    pub stride: usize,
+}
+
+impl RowStore {
+    /// The elements the stores move for the index value `index`.
+    pub fn shift(&self, index: i32) -> usize {
+        let last = self.rows.saturating_sub(1);
+        usize::try_from(index).unwrap_or(0).min(last) * self.stride
+    }
+
+    /// The elements the stores into `buf` move for the index value `index` under `row_store`
+    /// (0 for another buffer or no row store).
+    pub fn shift_of(row_store: Option<&RowStore>, buf: BufId, index: i32) -> usize {
+        row_store.filter(|r| r.buf == buf).map_or(0, |r| r.shift(index))
+    }
 }
 
 impl LirKernel {

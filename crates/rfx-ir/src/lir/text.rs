@@ -5,7 +5,8 @@
 //! buffer   := LABEL ":" TYPE "=" ("input" NAME | "output" NAME | "arena" INT)
 //! kernel   := "kernel" NAME "dims" DIMS "reduce" INT "vector" INT "thread_min" INT "tile" INT "lanes" INT
 //!             ["tree"] ["scan" ("forward" | "reverse")]
-//!             "{" "slots" "[" (DTYPE ("," DTYPE)*)? "]" "preamble" block "body" block "}"
+//!             "{" "slots" "[" (DTYPE ("," DTYPE)*)? "]" "preamble" block "body" block
+//!             ["row" LABEL "at" SLOT "rows" INT "stride" INT] "}"
 //! block    := "{" inst* "}"
 //! inst     := SLOT "=" "load" LABEL DIMS | SLOT "=" "index" DIMS | SLOT "=" "const" LITERAL
 //!           | SLOT "=" OPNAME SLOT ("," SLOT)* | "store" LABEL DIMS "=" SLOT
@@ -21,7 +22,9 @@
 
 use std::fmt::{self, Write as _};
 
-use super::{Inst, LirBuffer, LirKernel, LirProgram, ScanOrder, Schedule, SlotId, Storage, VerifyLocation};
+use super::{
+    Inst, LirBuffer, LirKernel, LirProgram, RowStore, ScanOrder, Schedule, SlotId, Storage, VerifyLocation,
+};
 use crate::error::ParseError;
 use crate::ids::{write_index_list, write_list};
 use crate::mir::text::{BufferLabels, parse_literal, parse_loop, parse_reduce_op, write_loop};
@@ -109,6 +112,13 @@ pub(crate) fn print_program(
                 annotate(out, loc, "      ")?;
             }
             writeln!(out, "    }}")?;
+        }
+        if let Some(row) = &kernel.row_store {
+            writeln!(
+                out,
+                "    row {} at {} rows {} stride {}",
+                row.buf, row.index, row.rows, row.stride
+            )?;
         }
         writeln!(out, "  }}")?;
     }
@@ -290,6 +300,23 @@ fn parse_kernel(c: &mut Cursor<'_>, labels: &BufferLabels<'_>) -> Result<LirKern
     let preamble = parse_block(c, labels, &slots)?;
     c.expect_keyword("body")?;
     let body = parse_block(c, labels, &slots)?;
+    let row_store = if c.eat_keyword("row") {
+        let buf = labels.lookup(c)?;
+        c.expect_keyword("at")?;
+        let index = parse_slot(c, &slots)?;
+        c.expect_keyword("rows")?;
+        let rows = c.expect_usize("a row count")?;
+        c.expect_keyword("stride")?;
+        let stride = c.expect_usize("a row stride")?;
+        Some(RowStore {
+            buf,
+            index,
+            rows,
+            stride,
+        })
+    } else {
+        None
+    };
     c.expect_punct("}")?;
     let schedule = Schedule {
         vector_width,
@@ -307,6 +334,7 @@ fn parse_kernel(c: &mut Cursor<'_>, labels: &BufferLabels<'_>) -> Result<LirKern
         slots,
         preamble,
         body,
+        row_store,
     })
 }
 

@@ -139,6 +139,12 @@ pub enum VerifyErrorKind {
     /// An output no kernel writes.
     #[error("output buffer {0} is never written")]
     OutputNotWritten(BufId),
+    /// A row store whose index is not an `i32` slot the preamble defines, whose row count is 0,
+    /// or whose kernel does not store into its buffer or also reads it.
+    #[error(
+        "the row store into {0} needs an i32 preamble slot, at least one row, a store into the buffer and no read of it"
+    )]
+    RowStore(BufId),
     /// An arena or output buffer read before an earlier kernel wrote it (a write inside a loop
     /// of zero trips that does not hold the reader does not count).
     #[error("{0} is read before an earlier kernel writes it")]
@@ -527,6 +533,16 @@ fn verify_kernel(
             preamble_written = written;
         }
     }
+    if let Some(row) = &kernel.row_store {
+        let defined = kernel.preamble.iter().any(|inst| inst.dst() == Some(row.index));
+        let all = || kernel.preamble.iter().chain(&kernel.body);
+        let stored = all().any(|inst| matches!(inst, Inst::Store { buf, .. } if *buf == row.buf));
+        let read = all()
+            .any(|inst| matches!(inst, Inst::Load { buf, .. } | Inst::Gather { buf, .. } if *buf == row.buf));
+        if !defined || kernel.slot_dtype(row.index) != Some(DType::I32) || row.rows == 0 || !stored || read {
+            push(header, VerifyErrorKind::RowStore(row.buf));
+        }
+    }
 }
 
 /// Dtype, buffer and stride rules of one instruction whose slots all exist.
@@ -675,7 +691,13 @@ fn check_inst(
             strides, offset, src, ..
         } => {
             check_write(&buffer.storage, (buf, buffer_dtype), dtype(*src), push);
-            check_strides(strides, *offset, push);
+            // A row store reaches furthest at its last row.
+            let last_row = kernel
+                .row_store
+                .as_ref()
+                .filter(|r| r.buf == buf)
+                .map_or(0, |r| r.rows.saturating_sub(1).saturating_mul(r.stride));
+            check_strides(strides, offset.saturating_add(last_row), push);
             check_loop_write(&buffer.storage, buf, repeat::in_loop(loops, k), push);
         }
         Inst::Reduce { op, src, .. } => {

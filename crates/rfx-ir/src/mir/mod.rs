@@ -176,7 +176,10 @@ pub struct MirInst {
 /// `offset + sum(idx[d] * strides[d])`: the kernel fills one part of the buffer (a part of a
 /// concatenation, stored where it lies in the whole). The stores with regions into one buffer,
 /// of one kernel or several, write each of its elements exactly once between them, and nothing
-/// else writes it; it is read only after the last of them.
+/// else writes it; it is read only after the last of them — except *row stores*, regions with a
+/// [`RowIndex`]: they update one row, chosen when the kernel runs, of a buffer written before
+/// (the other rows keep their values), any number of times (a loop's history carry, one row
+/// per iteration), and take no part in that count.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct Store {
     /// The buffer written.
@@ -195,8 +198,33 @@ pub struct Region {
     /// Elements to advance per step of each domain dimension (one stride each; distinct points
     /// must reach distinct elements).
     pub strides: Vec<usize>,
-    /// The element written at the domain's first point.
+    /// The element written at the domain's first point (before the row's offset).
     pub offset: usize,
+    /// A run-time row: the region moves `clamp(index, 0, rows - 1) * stride` elements further.
+    #[serde(default)]
+    pub row: Option<RowIndex>,
+}
+
+/// The run-time part of a row store's offset ([`Region::row`]): element 0 of `index`, a
+/// one-element `i32` buffer written before the kernel runs (read like a load), clamped into
+/// `0..rows` as JAX clamps a dynamic index, times `stride` elements. A kernel has at most one
+/// row store, and does not read the buffer it writes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct RowIndex {
+    /// The one-element `i32` buffer holding the row.
+    pub index: BufId,
+    /// The number of rows the index is clamped into (at least 1).
+    pub rows: usize,
+    /// Elements from one row to the next.
+    pub stride: usize,
+}
+
+impl RowIndex {
+    /// The elements the region moves for the index value `index`.
+    pub fn shift(&self, index: i32) -> usize {
+        let last = self.rows.saturating_sub(1);
+        usize::try_from(index).unwrap_or(0).min(last) * self.stride
+    }
 }
 
 impl Store {
@@ -209,8 +237,13 @@ impl Store {
         }
     }
 
+    /// The row index of a row store ([`Region::row`]).
+    pub fn row(&self) -> Option<&RowIndex> {
+        self.region.as_ref().and_then(|r| r.row.as_ref())
+    }
+
     /// The element of the buffer written at domain point `idx`, whose row-major index in the
-    /// domain is `point`.
+    /// domain is `point`; a row store's run-time shift ([`RowIndex::shift`]) comes on top.
     pub fn element(&self, point: usize, idx: &[usize]) -> usize {
         match &self.region {
             None => point,
@@ -270,12 +303,16 @@ impl MirKernel {
         })
     }
 
-    /// The buffers this kernel reads, in body order (with repeats).
+    /// The buffers this kernel reads, in body order (with repeats), then the row indices of
+    /// its row stores.
     pub fn reads(&self) -> impl Iterator<Item = BufId> + '_ {
-        self.body.iter().filter_map(|inst| match &inst.op {
-            MirOp::Load { buf, .. } | MirOp::Gather { buf } => Some(*buf),
-            _ => None,
-        })
+        self.body
+            .iter()
+            .filter_map(|inst| match &inst.op {
+                MirOp::Load { buf, .. } | MirOp::Gather { buf } => Some(*buf),
+                _ => None,
+            })
+            .chain(self.stores.iter().filter_map(|s| s.row().map(|r| r.index)))
     }
 
     /// The buffers this kernel writes: stores first, then reductions.

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::fmt::{self, Write as _};
 
 use super::{
-    BufKind, Buffer, MirInst, MirKernel, MirOp, MirProgram, MirValue, Reduction, Region, Store,
+    BufKind, Buffer, MirInst, MirKernel, MirOp, MirProgram, MirValue, Reduction, Region, RowIndex, Store,
     VerifyLocation,
 };
 use crate::error::ParseError;
@@ -108,6 +108,9 @@ pub(crate) fn print_program(
                 write_index_list(out, &region.strides)?;
                 if region.offset != 0 {
                     write!(out, " offset {}", region.offset)?;
+                }
+                if let Some(row) = &region.row {
+                    write!(out, " row {} rows {} stride {}", row.index, row.rows, row.stride)?;
                 }
             }
             writeln!(out, " = {}", store.value)?;
@@ -266,7 +269,17 @@ fn parse_kernel(c: &mut Cursor<'_>, labels: &BufferLabels<'_>) -> Result<MirKern
                 } else {
                     0
                 };
-                Some(Region { strides, offset })
+                let row = if c.eat_keyword("row") {
+                    let index = labels.lookup(c)?;
+                    c.expect_keyword("rows")?;
+                    let rows = c.expect_usize("a row count")?;
+                    c.expect_keyword("stride")?;
+                    let stride = c.expect_usize("a row stride")?;
+                    Some(RowIndex { index, rows, stride })
+                } else {
+                    None
+                };
+                Some(Region { strides, offset, row })
             } else {
                 None
             };

@@ -129,6 +129,18 @@ pub enum VerifyErrorKind {
         /// How many times it is written.
         count: usize,
     },
+    /// A row store whose index is not a one-element `i32` buffer, or whose row count is 0.
+    #[error("the row index {index} of a row store must be a one-element i32 buffer, over at least one row")]
+    RowIndex {
+        /// The index buffer.
+        index: BufId,
+    },
+    /// A kernel with more than one row store.
+    #[error("a kernel has {count} row stores (at most one)")]
+    RowStores {
+        /// How many it has.
+        count: usize,
+    },
     /// A store or reduction whose buffer does not have the element count it writes.
     #[error("{buf} has {buffer} element(s) but {found} are written")]
     WriteNumel {
@@ -352,10 +364,11 @@ pub fn verify(program: &MirProgram) -> Result<(), VerifyErrors> {
     // by the last of their kernels, once each element is written exactly once.
     for (i, list) in writers.iter_mut().enumerate() {
         let buf = BufId::new(i);
-        let has_region = program
-            .kernels()
-            .iter()
-            .any(|k| k.stores.iter().any(|s| s.buf == buf && s.region.is_some()));
+        let has_region = program.kernels().iter().any(|k| {
+            k.stores
+                .iter()
+                .any(|s| s.buf == buf && s.region.as_ref().is_some_and(|r| r.row.is_none()))
+        });
         if !has_region {
             continue;
         }
@@ -539,7 +552,13 @@ fn verify_kernel(
             None => domain.numel(),
             Some(region) => {
                 let numel = program.buffer(store.buf).map_or(0, |b| b.ty.shape.numel());
-                match check_strides(store.buf, &region.strides, region.offset, domain.dims(), numel) {
+                // A row store reaches furthest at its last row.
+                let last_row = region
+                    .row
+                    .as_ref()
+                    .map_or(0, |r| r.rows.saturating_sub(1).saturating_mul(r.stride));
+                let offset = region.offset.saturating_add(last_row);
+                match check_strides(store.buf, &region.strides, offset, domain.dims(), numel) {
                     Err(VerifyErrorKind::LoadOutOfBounds {
                         buf,
                         max_index,
@@ -564,6 +583,18 @@ fn verify_kernel(
         check_write(program, store.buf, dtype, numel, in_loop, &mut |kind| {
             push(loc, kind)
         });
+        if let Some(row) = store.row() {
+            check_row_store(program, k, kernel, store.buf, row, writers, &mut |kind| {
+                push(loc, kind)
+            });
+        }
+    }
+    let row_stores = kernel.stores.iter().filter(|s| s.row().is_some()).count();
+    if row_stores > 1 {
+        push(
+            VerifyLocation::Kernel { kernel: k },
+            VerifyErrorKind::RowStores { count: row_stores },
+        );
     }
     for (index, red) in kernel.reductions.iter().enumerate() {
         let loc = VerifyLocation::Reduction { kernel: k, index };
@@ -603,6 +634,51 @@ fn verify_kernel(
     }
 }
 
+/// A row store of kernel `k` into `buf`: its index is a one-element `i32` buffer written before
+/// (and not by the kernel), the buffer it updates is written before by another kernel, and the
+/// kernel does not read it.
+fn check_row_store(
+    program: &MirProgram,
+    k: usize,
+    kernel: &MirKernel,
+    buf: BufId,
+    row: &crate::mir::RowIndex,
+    writers: &[Vec<usize>],
+    push: &mut impl FnMut(VerifyErrorKind),
+) {
+    let loops = program.loops();
+    let written_before = |b: BufId| {
+        writers
+            .get(b.index())
+            .is_some_and(|list| list.iter().any(|&w| w != k && repeat::write_reaches(loops, w, k)))
+    };
+    match program.buffer(row.index) {
+        None => push(VerifyErrorKind::UnknownBuffer(row.index)),
+        Some(index) if index.ty.dtype != DType::I32 || index.ty.shape.numel() != 1 || row.rows == 0 => {
+            push(VerifyErrorKind::RowIndex { index: row.index });
+        }
+        Some(index) => {
+            if kernel.writes().any(|w| w == row.index) {
+                push(VerifyErrorKind::ReadOwnWrite(row.index));
+            } else if !matches!(index.kind, BufKind::Input { .. } | BufKind::Literal { .. })
+                && !written_before(row.index)
+            {
+                push(VerifyErrorKind::ReadBeforeWrite(row.index));
+            }
+        }
+    }
+    if kernel
+        .body
+        .iter()
+        .any(|inst| matches!(&inst.op, MirOp::Load { buf: b, .. } | MirOp::Gather { buf: b } if *b == buf))
+    {
+        push(VerifyErrorKind::ReadOwnWrite(buf));
+    }
+    if !written_before(buf) {
+        push(VerifyErrorKind::ReadBeforeWrite(buf));
+    }
+}
+
 /// Counts the writes of each element of `buf`, which some stores write with regions: every
 /// element must be written exactly once by the program's stores and reductions together.
 fn check_region_coverage(program: &MirProgram, buf: BufId) -> Result<(), VerifyErrorKind> {
@@ -619,6 +695,10 @@ fn check_region_coverage(program: &MirProgram, buf: BufId) -> Result<(), VerifyE
                 whole_writes += 1;
                 continue;
             };
+            // A row store updates the buffer after its other writes.
+            if region.row.is_some() {
+                continue;
+            }
             let dims = kernel.domain.dims();
             // Out-of-range regions and stride counts are reported at the store.
             if region.strides.len() != dims.len()

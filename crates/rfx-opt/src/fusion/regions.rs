@@ -65,6 +65,7 @@ pub(super) fn split_concatenations(
         let region = Region {
             strides: ty.shape.strides(),
             offset: 0,
+            row: None,
         };
         let mut found = Found::default();
         if !is_chain(kernel, whole) || !flatten(kernel, uses, whole, &dims, region, &mut found) {
@@ -209,6 +210,7 @@ fn flatten(
             let fill_region = Region {
                 strides: region.strides.clone(),
                 offset: region.offset + lo * region.strides.get(axis).copied().unwrap_or(0),
+                row: None,
             };
             found.fills.push((fill_region, Shape::new(shape), value));
             continue;
@@ -262,6 +264,7 @@ fn flatten(
                 let part_region = Region {
                     strides: region.strides.clone(),
                     offset: region.offset + start * region.strides.get(axis).copied().unwrap_or(0),
+                    row: None,
                 };
                 // A part that is itself a chain (along another axis, or the same) read by
                 // nothing else is split too.

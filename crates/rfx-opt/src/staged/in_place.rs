@@ -3,12 +3,18 @@
 //! kernels of the range read `C_k` while `N_k` is being computed. When no kernel from the one
 //! that writes `N_k` to the end of the range reads `C_k`, that kernel may write `C_k` itself:
 //! every read of the old value has happened, and the copy is not needed.
+//!
+//! A carry whose next value is itself with one row replaced (`set_row`, the history of reverse
+//! mode's recording loop) is updated in place by a row store of that row alone.
 
 use std::collections::BTreeSet;
 
-use rfx_ir::BufId;
-use rfx_ir::mir::{BufKind, Buffer, MirKernel, MirOp};
+use rfx_ir::hir::{Builder, Kernel, Op, ValueId};
+use rfx_ir::mir::{BufKind, Buffer, MirInst, MirKernel, MirOp, MirValue, Region, RowIndex, Store};
 use rfx_ir::repeat::KernelLoop;
+use rfx_ir::{BufId, TensorType};
+
+use crate::error::OptError;
 
 /// Makes the kernel of `range` (the kernels of a loop's range so far, the first of which is
 /// kernel `first` of the program) that writes `next` write `carry` instead, with every later
@@ -58,7 +64,12 @@ fn rename(kernel: &mut MirKernel, from: BufId, to: BufId) {
             swap(buf);
         }
     }
-    kernel.stores.iter_mut().for_each(|s| swap(&mut s.buf));
+    for store in &mut kernel.stores {
+        swap(&mut store.buf);
+        if let Some(row) = store.region.as_mut().and_then(|r| r.row.as_mut()) {
+            swap(&mut row.index);
+        }
+    }
     kernel.reductions.iter_mut().for_each(|r| swap(&mut r.buf));
 }
 
@@ -95,7 +106,12 @@ pub(super) fn drop_untouched_temps(
                 new_id(buf);
             }
         }
-        kernel.stores.iter_mut().for_each(|s| new_id(&mut s.buf));
+        for store in &mut kernel.stores {
+            new_id(&mut store.buf);
+            if let Some(row) = store.region.as_mut().and_then(|r| r.row.as_mut()) {
+                new_id(&mut row.index);
+            }
+        }
         kernel.reductions.iter_mut().for_each(|r| new_id(&mut r.buf));
     }
     for l in loops.iter_mut() {
@@ -104,4 +120,123 @@ pub(super) fn drop_untouched_temps(
         }
     }
     kept
+}
+
+/// A carry whose next value is one row of it replaced, `set_row(c_k, row, index)`, where the
+/// body reads `c_k` nowhere else: the row is stored into the carry's buffer at the run-time
+/// index (a MIR row store, `O(|row|)`), and the carry is otherwise returned unchanged — no copy
+/// of the whole carry is computed or moved back.
+pub(super) struct RowUpdate {
+    /// The carry.
+    pub(super) carry: usize,
+    /// The row value and the index value of the body.
+    pub(super) row: ValueId,
+    pub(super) index: ValueId,
+}
+
+/// The carries of `body` (the first `carries` inputs) updated by one `set_row` each.
+pub(super) fn row_updates(body: &Kernel, carries: usize) -> Vec<RowUpdate> {
+    let mut uses = vec![0usize; body.nodes().len()];
+    for node in body.nodes() {
+        for a in &node.args {
+            if let Some(count) = uses.get_mut(a.index()) {
+                *count += 1;
+            }
+        }
+    }
+    for output in body.outputs() {
+        if let Some(count) = uses.get_mut(output.value.index()) {
+            *count += 1;
+        }
+    }
+    let inputs: Vec<ValueId> = body.inputs().map(|(v, _, _)| v).collect();
+    let mut updates = Vec::new();
+    for (k, output) in body.outputs().iter().enumerate().take(carries) {
+        let Some(node) = body.node(output.value) else {
+            continue;
+        };
+        if let (Op::SetRow, &[x, row, index]) = (&node.op, node.args.as_slice())
+            && inputs.get(k) == Some(&x)
+            && uses.get(x.index()) == Some(&1)
+            && uses.get(output.value.index()) == Some(&1)
+        {
+            updates.push(RowUpdate { carry: k, row, index });
+        }
+    }
+    updates
+}
+
+/// `body` with each updated carry returned unchanged and, after its outputs, one output per
+/// row and index value of `updates` that is not a body input (in order, rows before indices
+/// for each update).
+pub(super) fn without_row_updates(body: &Kernel, updates: &[RowUpdate]) -> Result<Kernel, OptError> {
+    let mut b = Builder::new(body.name());
+    let mut map: Vec<Option<ValueId>> = vec![None; body.nodes().len()];
+    for (index, node) in body.nodes().iter().enumerate() {
+        let args = crate::passes::mapped_operands(&map, &node.args)?;
+        map[index] = Some(b.copy(&node.op, &args, &node.ty).map_err(OptError::Rebuild)?);
+    }
+    let inputs: Vec<ValueId> = body.inputs().map(|(v, _, _)| v).collect();
+    let mapped = |v: ValueId| {
+        map.get(v.index())
+            .copied()
+            .flatten()
+            .ok_or(OptError::InvalidValue(v))
+    };
+    for (k, output) in body.outputs().iter().enumerate() {
+        let value = match updates.iter().find(|u| u.carry == k) {
+            Some(_) => mapped(inputs[k])?,
+            None => mapped(output.value)?,
+        };
+        b.output(output.name.clone(), value).map_err(OptError::Rebuild)?;
+    }
+    for (i, update) in updates.iter().enumerate() {
+        for (what, value) in [("row", update.row), ("index", update.index)] {
+            if !inputs.contains(&value) {
+                b.output(format!("{what}_update{i}"), mapped(value)?)
+                    .map_err(OptError::Rebuild)?;
+            }
+        }
+    }
+    b.finish().map_err(OptError::Rebuild)
+}
+
+/// The kernel storing the row in buffer `row` (of `row_type`, contiguous) into row `index[0]`
+/// (clamped) of `carry`, a buffer of `rows` such rows.
+pub(super) fn row_store_kernel(
+    name: String,
+    row: BufId,
+    row_type: &TensorType,
+    carry: BufId,
+    index: BufId,
+    rows: usize,
+) -> MirKernel {
+    let strides = row_type.shape.strides();
+    MirKernel {
+        name,
+        domain: row_type.shape.clone(),
+        body: vec![MirInst {
+            op: MirOp::Load {
+                buf: row,
+                strides: strides.clone(),
+                offset: 0,
+            },
+            args: Vec::new(),
+            dtype: row_type.dtype,
+        }],
+        stores: vec![Store {
+            buf: carry,
+            value: MirValue::new(0),
+            region: Some(Region {
+                strides,
+                offset: 0,
+                row: Some(RowIndex {
+                    index,
+                    rows,
+                    stride: row_type.shape.numel(),
+                }),
+            }),
+        }],
+        reductions: Vec::new(),
+    }
 }

@@ -450,9 +450,15 @@ impl Linker<'_> {
             .collect();
         self.copies(&format!("{prefix}init"), &init)?;
 
+        // A fori body's carries updated by a row are stored by row stores (`in_place.rs`).
+        let updates = match &spec.cond {
+            Some(_) => Vec::new(),
+            None => in_place::row_updates(&spec.body, spec.carries),
+        };
         let body = match &spec.cond {
             Some(cond) => masked_body(spec, cond)?,
-            None => spec.body.clone(),
+            None if updates.is_empty() => spec.body.clone(),
+            None => in_place::without_row_updates(&spec.body, &updates)?,
         };
         let body_inputs: Vec<ValueId> = body.inputs().map(|(v, _, _)| v).collect();
         let mut targets = Vec::with_capacity(body.outputs().len());
@@ -467,7 +473,14 @@ impl Linker<'_> {
                     Some(next)
                 }
                 // The masked body's last output: the test's result.
-                None => Some(self.temp(&TensorType::scalar(DType::Bool))),
+                None if spec.cond.is_some() => Some(self.temp(&TensorType::scalar(DType::Bool))),
+                // The rows and indices of row updates.
+                None => {
+                    let ty = body
+                        .value_type(output.value)
+                        .ok_or(OptError::InvalidValue(output.value))?;
+                    Some(self.temp(ty))
+                }
             };
             targets.push(target);
         }
@@ -480,7 +493,10 @@ impl Linker<'_> {
 
         let first_loop = self.loops.len();
         let first = self.kernels.len();
+        let (early, late) = self.row_stores(spec, &updates, &range_inputs, &targets, &prefix)?;
+        self.kernels.extend(early);
         self.level(&body, &range_inputs, &targets, &prefix)?;
+        self.kernels.extend(late);
         let inner = self.loops.get(first_loop..).unwrap_or_default();
         if let Some(range) = self.kernels.get_mut(first..) {
             back.retain(|&(next, carry)| !in_place::write_in_place(range, first, inner, next, carry));
@@ -499,6 +515,60 @@ impl Linker<'_> {
             );
         }
         Ok(())
+    }
+
+    /// The row-store kernels of a loop's row `updates` (`in_place.rs`): those whose row and
+    /// index are body inputs (in `range_inputs`) run first in the range, reading the values
+    /// entering the iteration; the others after the body, from the extra outputs' `targets`
+    /// (after the carries, in [`in_place::without_row_updates`]'s order).
+    fn row_stores(
+        &mut self,
+        spec: &Loop,
+        updates: &[in_place::RowUpdate],
+        range_inputs: &[BufId],
+        targets: &[Option<BufId>],
+        prefix: &str,
+    ) -> Result<(Vec<MirKernel>, Vec<MirKernel>), OptError> {
+        let inputs: Vec<ValueId> = spec.body.inputs().map(|(v, _, _)| v).collect();
+        let mut extra = targets.iter().skip(spec.carries).copied();
+        let (mut early, mut late) = (Vec::new(), Vec::new());
+        for (i, update) in updates.iter().enumerate() {
+            let mut source = |value: ValueId| match inputs.iter().position(|&v| v == value) {
+                Some(p) => Ok((
+                    range_inputs
+                        .get(p)
+                        .copied()
+                        .ok_or(OptError::InvalidValue(value))?,
+                    true,
+                )),
+                None => extra
+                    .next()
+                    .flatten()
+                    .map(|b| (b, false))
+                    .ok_or(OptError::InvalidValue(value)),
+            };
+            let (row, row_in) = source(update.row)?;
+            let (index, index_in) = source(update.index)?;
+            let row_type = spec
+                .body
+                .value_type(update.row)
+                .ok_or(OptError::InvalidValue(update.row))?;
+            let carry_type = spec
+                .carry_type(update.carry)
+                .ok_or(OptError::InvalidValue(update.row))?;
+            let rows = carry_type.shape.dims().first().copied().unwrap_or(1);
+            let carry = *range_inputs
+                .get(update.carry)
+                .ok_or(OptError::InvalidValue(update.row))?;
+            let name = format!("{prefix}row{i}");
+            let kernel = in_place::row_store_kernel(name, row, row_type, carry, index, rows);
+            if row_in && index_in {
+                early.push(kernel);
+            } else {
+                late.push(kernel);
+            }
+        }
+        Ok((early, late))
     }
 
     fn buffer_type(&self, buf: BufId) -> Result<TensorType, OptError> {

@@ -261,8 +261,9 @@ pub struct KernelResult {
     /// The batched median (as `batch_p50_s`) of a plain Rust loop `out[i] = x[i] + y[i]` over
     /// `f32` arrays of this size: the reference a reader can rebuild.
     pub rust_loop_p50_s: f64,
-    /// Median over 31 batches of the mean time per call, each batch at least 50 µs long: a
-    /// throughput figure that timer resolution does not blur, for `cargo xtask perf-check`.
+    /// Median over 31 batches of the mean time per call, each batch at least 50 µs long and
+    /// after one untimed rotation of the input sets (at most a batch of calls): a throughput
+    /// figure that timer resolution does not blur, for `cargo xtask perf-check`.
     pub batch_p50_s: f64,
     /// The same batched median through the real-time path: [`CallArgs`] made once per input
     /// set, run with `run_args` (on the CPU: no checks per call).
@@ -597,11 +598,16 @@ fn batch_len(once: Duration) -> usize {
 
 /// Batched medians of a kernel paired with a reference: 31 rounds, each a batch of `call`
 /// (≥ 50 µs) and then a batch of `reference` (≥ 50 µs), so both see the machine in the same
-/// state. Returns the kernel's median batch mean, the reference's, and the median of the
-/// per-round ratios.
+/// state. Before each timed batch, up to `warm` calls (at most a batch's worth) run untimed:
+/// one rotation of the input sets, so that the kernel's data is back in the caches the
+/// reference's arrays went through, as it is for a peer timed in one continuous loop (without
+/// them, a kernel whose rotation just fits the L2 cache, such as the value and gradient of
+/// `sum(x²)` at 65,536 points, timed its refill after the reference's 768 KiB). Returns the
+/// kernel's median batch mean, the reference's, and the median of the per-round ratios.
 fn paired_p50(
     mut call: impl FnMut() -> anyhow::Result<()>,
     reference: &mut Reference,
+    warm: usize,
 ) -> anyhow::Result<(f64, f64, f64)> {
     let start = Instant::now();
     call()?;
@@ -615,6 +621,9 @@ fn paired_p50(
         Vec::with_capacity(31),
     );
     for _ in 0..31 {
+        for _ in 0..warm.min(batch) {
+            call()?;
+        }
         let start = Instant::now();
         for _ in 0..batch {
             call()?;
@@ -701,6 +710,7 @@ fn batch_p50(
             Ok(())
         },
         reference,
+        sets,
     )
 }
 

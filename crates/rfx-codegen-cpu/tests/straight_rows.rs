@@ -405,3 +405,49 @@ fn a_batch_of_lookups_inside_their_rows_loads_past_each_rows_offset() {
         }
     }
 }
+
+/// A concatenation of `parts` scalars (`(k + 1) x - y` each), read as a value (negated), as
+/// tracing makes it: a chain of selects by position over pads.
+fn concatenation_read_as_value(dt: &str, parts: usize) -> String {
+    let mut text = format!(
+        "kernel cat {{\n %x = input x : {dt}[1]\n %y = input y : {dt}[1]\n %i = iota axis 0 : {dt}[{parts}]\n"
+    );
+    for k in 0..parts {
+        text += &format!(
+            " %c{k} = const {}.0 : {dt}[]\n %m{k} = mul %x, %c{k} : {dt}[1]\n %s{k} = sub %m{k}, %y : {dt}[1]\n \
+             %p{k} = pad %s{k} low [{k}] : {dt}[{parts}]\n",
+            k + 1
+        );
+    }
+    let mut chain = String::from("p0");
+    for k in 1..parts {
+        text += &format!(
+            " %b{k} = const {k}.0 : {dt}[]\n %g{k} = ge %i, %b{k} : bool[{parts}]\n \
+             %q{k} = select %g{k}, %p{k}, %{chain} : {dt}[{parts}]\n"
+        );
+        chain = format!("q{k}");
+    }
+    text += &format!(" %o = neg %{chain} : {dt}[{parts}]\n output o = %o\n}}");
+    text
+}
+
+#[test]
+fn a_concatenation_read_as_a_value_is_written_out() {
+    // Its comparisons of the position with each part's bound are decided where the position
+    // is a constant, so they do not count against the written-out budget: nine parts of a
+    // long select chain are written out (no loop beyond the one that runs the code once, no
+    // float comparison left), with the interpreter's bits.
+    for (seed, dt) in [(7100, "f64"), (7101, "f32")] {
+        for parts in [2usize, 5, 9, 12] {
+            let text = concatenation_read_as_value(dt, parts);
+            common::assert_bits_match_interpreter(&text, 1, seed);
+        }
+        let text = concatenation_read_as_value(dt, 9);
+        let (lir, dumps) = lir_and_clif(&text);
+        assert_eq!(dumps.len(), 1, "one kernel:\n{lir}");
+        let clif = &dumps[0];
+        assert!(lir.to_string().contains("select"), "the LIR selects:\n{lir}");
+        assert_eq!(clif.matches("brif").count(), 1, "one loop test:\n{clif}");
+        assert!(!clif.contains("fcmp"), "a comparison left:\n{clif}");
+    }
+}

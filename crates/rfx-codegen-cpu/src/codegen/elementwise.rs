@@ -110,7 +110,7 @@ impl<'k> Gen<'_, 'k> {
         let rows: usize = outer.iter().product();
         let work = rows
             .saturating_mul(row_position_count(inner, self.cur.width))
-            .saturating_mul(self.body_work());
+            .saturating_mul(self.written_out_work());
         if self.cur.tiles.is_some() || work > STRAIGHT_BUDGET {
             return Ok(None);
         }

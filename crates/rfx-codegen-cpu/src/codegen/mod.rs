@@ -1095,6 +1095,42 @@ impl<'k> Gen<'_, 'k> {
             .any(|inst| matches!(inst, Inst::Unary { op, src: s, .. } if *op == partner && *s == src))
     }
 
+    /// [`Gen::body_work`] at a position written out at constant indices, where what depends
+    /// on nothing but the indices and constants (a concatenation's comparisons of the position
+    /// with its parts' bounds) is folded at compile time ([`Gen::fold_plan`]) and costs
+    /// nothing. Selects, transcendentals and everything that reads a buffer count as there.
+    fn written_out_work(&self) -> usize {
+        let kernel = self.kernel();
+        let mut constant = vec![false; kernel.slots.len()];
+        for inst in &kernel.preamble {
+            if let Some(dst) = inst.dst()
+                && let Some(c) = constant.get_mut(dst.index())
+            {
+                *c = matches!(inst, Inst::Const { .. });
+            }
+        }
+        let mut work = 0;
+        for inst in &kernel.body {
+            let folded = match inst {
+                Inst::Index { .. } | Inst::Const { .. } => true,
+                Inst::Unary { .. } | Inst::Binary { .. } | Inst::Compare { .. } | Inst::Cast { .. } => {
+                    inst.work() == 1
+                        && (inst.srcs().iter()).all(|s| constant.get(s.index()).copied().unwrap_or(false))
+                }
+                _ => false,
+            };
+            if let Some(dst) = inst.dst()
+                && let Some(c) = constant.get_mut(dst.index())
+            {
+                *c = folded;
+            }
+            if !folded {
+                work += inst.work();
+            }
+        }
+        work.max(1)
+    }
+
     /// The body's work per point in instruction-equivalents (at least 1): a transcendental
     /// counts 20, `pow` and `atan2` 40, anything else 1.
     fn body_work(&self) -> usize {

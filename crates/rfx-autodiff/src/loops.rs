@@ -323,7 +323,8 @@ fn body_vjp(body: &Kernel, carries: usize, flags: &[bool], batch: &Shape) -> Res
 ///
 /// Stored carries: a forward loop runs the body again with a counter `t` and, per carry the
 /// body's VJP reads, a history `H` of shape `[trips, ...carry]` whose row `t` receives the
-/// carry entering iteration `t` (`select(iota == t, c, H)`, `O(trips·|c|)` per iteration).
+/// carry entering iteration `t` (`set_row(H, c, t)`: `O(|c|)` per iteration where it compiles
+/// to a row store, as in a `fori` loop; a `while_loop`'s masked body selects the whole history).
 /// A while loop from `t = iterations - 1` down to 0 then reads row `t` of each history
 /// (`gather`), applies the body's VJP to the carries' cotangents and sums the invariants'
 /// cotangents in extra carries. A while loop's test is not differentiated: the iterations
@@ -390,7 +391,7 @@ pub(crate) fn reverse_loop(
     };
 
     // The forward loop again, storing the carries: carries `c, t, H`, invariants `v`.
-    let record = record_body(spec, &stored, &history_type, trips)?;
+    let record = record_body(spec, &stored, &history_type)?;
     let mut types: Vec<TensorType> = inputs[..n].iter().map(|(_, ty)| ty.clone()).collect();
     types.push(TensorType::new(DType::I32, Shape::scalar()));
     types.extend(stored.iter().map(|&k| history_type(k)));
@@ -454,12 +455,12 @@ pub(crate) fn reverse_loop(
 }
 
 /// The body of the recording loop: inputs `c, t, H (stored carries), v`; outputs the next
-/// carries, `t + 1`, and each history with row `t` set to the carry entering the iteration.
+/// carries, `t + 1`, and each history with row `t` set to the carry entering the iteration
+/// (`set_row`, which a `fori` loop stores as one row per iteration).
 fn record_body(
     spec: &Loop,
     stored: &[usize],
     history_type: &dyn Fn(usize) -> TensorType,
-    trips: i32,
 ) -> Result<Kernel, AdError> {
     let n = spec.carries;
     let inputs = input_list(&spec.body);
@@ -477,13 +478,7 @@ fn record_body(
     let t_next = b.binary(BinaryOp::Add, t, one)?;
     let mut updated = Vec::with_capacity(stored.len());
     for (&k, &history) in stored.iter().zip(&h) {
-        let rank = inputs[k].1.shape.rank();
-        let rows = Shape::new([&[trips as usize][..], &vec![1; rank]].concat());
-        let row = b.iota(DType::I32, rows, 0)?;
-        let here = b.compare(CmpOp::Eq, row, t)?;
-        let one_row = Shape::new([&[1][..], inputs[k].1.shape.dims()].concat());
-        let carry = b.reshape(c[k], one_row)?;
-        updated.push(b.select(here, carry, history)?);
+        updated.push(b.set_row(history, c[k], t)?);
     }
     for (i, &value) in next
         .iter()

@@ -568,6 +568,63 @@ fn pendulum_gradient_matches_finite_differences_and_the_unrolled_rollout() {
     assert_eq!(f64s(&out[0]), f64s(&reference[0]));
 }
 
+/// The rollout of [`rollout`] with `STEPS` steps.
+fn rollout_of<const STEPS: i32>(theta: Tensor, omega: Tensor, kp: Tensor, kd: Tensor) -> Tensor {
+    let s = fori_loop(
+        0,
+        STEPS,
+        |_, s| {
+            let (t, w) = pendulum_step(s[0], s[1], kp, kd);
+            vec![t, w]
+        },
+        &[theta, omega],
+    );
+    final_cost(s[0], s[1])
+}
+
+/// The kernels that the loops of the compiled gradient of a `trips`-step rollout repeat.
+fn gradient_loop_kernels(kernel: &Kernel) -> (Vec<rfx_ir::mir::MirKernel>, usize) {
+    let (mir, _) = rfx_opt::optimize(kernel, &rfx_opt::OptConfig::default()).expect("compiles");
+    let repeated = mir
+        .loops()
+        .iter()
+        .flat_map(|l| mir.kernels()[l.first..l.end].iter().cloned())
+        .collect();
+    let row_stores = mir
+        .kernels()
+        .iter()
+        .flat_map(|k| &k.stores)
+        .filter(|s| s.row().is_some())
+        .count();
+    (repeated, row_stores)
+}
+
+#[test]
+fn the_recording_loop_stores_one_row_per_iteration() {
+    // Each stored carry's history is updated by a row store: no kernel a loop repeats touches
+    // a whole `[trips]` history, so an iteration's work does not grow with the trip count.
+    let types = scalar_types(4);
+    let short = rfx::jit(rfx::value_and_grad(rollout_of::<100>).wrt(&[0, 1, 2, 3]))
+        .trace(&types)
+        .expect("traces");
+    let long = rfx::jit(rfx::value_and_grad(rollout_of::<1000>).wrt(&[0, 1, 2, 3]))
+        .trace(&types)
+        .expect("traces");
+    let (short_kernels, short_rows) = gradient_loop_kernels(&short);
+    let (long_kernels, long_rows) = gradient_loop_kernels(&long);
+    assert_eq!(short_rows, 2, "one row store per stored carry");
+    assert_eq!(long_rows, 2);
+    assert_eq!(short_kernels.len(), long_kernels.len());
+    for (a, b) in short_kernels.iter().zip(&long_kernels) {
+        assert!(
+            a.domain.numel() <= 1 && b.domain.numel() <= 1,
+            "{} [{}]",
+            b.name,
+            b.domain
+        );
+    }
+}
+
 #[test]
 fn while_loop_newton_sqrt_differentiates_to_half_the_reciprocal() {
     let f = |a: Tensor| sqrt_while(a).0;

@@ -1,0 +1,147 @@
+//! The gradient of a pendulum rollout through `fori_loop` (docs/loops.md), per bound call: the
+//! recording loop as compiled now (each carry's history updated by `set_row`, one row stored
+//! per iteration), the same kernel with every `set_row` rewritten into the select over the
+//! whole history that reverse mode wrote before (`select(iota == t, row, history)`), and the
+//! gradient of the rollout unrolled while tracing. The rows run in alternating rounds in one
+//! process; the ratios are medians of per-round ratios. The two loop kernels must give the same
+//! bits.
+//!
+//! `cargo run --release -p rfx --example loop_grad_speed`
+
+mod timing;
+
+use rfx::lax::fori_loop;
+use rfx::{DType, Kernel, Tensor, TensorType};
+use rfx_ir::hir::{Builder, Loop, Op, ValueId};
+use rfx_ir::{CmpOp, Shape};
+
+const DT: f64 = 0.01;
+const G_OVER_L: f64 = 9.81;
+
+fn step(theta: Tensor, omega: Tensor, kp: Tensor, kd: Tensor) -> (Tensor, Tensor) {
+    let accel = theta.sin() * -G_OVER_L - kp * theta - kd * omega;
+    (theta + omega * DT, omega + accel * DT)
+}
+
+fn rollout<const STEPS: i32>(theta: Tensor, omega: Tensor, kp: Tensor, kd: Tensor) -> Tensor {
+    let s = fori_loop(
+        0,
+        STEPS,
+        |_, s| {
+            let (t, w) = step(s[0], s[1], kp, kd);
+            vec![t, w]
+        },
+        &[theta, omega],
+    );
+    (s[0] * s[0] + s[1] * s[1] * 0.1).sum_all()
+}
+
+fn unrolled<const STEPS: i32>(theta: Tensor, omega: Tensor, kp: Tensor, kd: Tensor) -> Tensor {
+    let (mut t, mut w) = (theta, omega);
+    for _ in 0..STEPS {
+        (t, w) = step(t, w, kp, kd);
+    }
+    (t * t + w * w * 0.1).sum_all()
+}
+
+/// `kernel` with every `set_row(x, row, t)` (in loop bodies too) written as the select over all
+/// of `x` that the recording loop used before row stores.
+fn as_selects(kernel: &Kernel) -> Result<Kernel, Box<dyn std::error::Error>> {
+    let mut b = Builder::new(kernel.name());
+    let mut map: Vec<ValueId> = Vec::with_capacity(kernel.nodes().len());
+    for node in kernel.nodes() {
+        let args: Vec<ValueId> = node.args.iter().map(|a| map[a.index()]).collect();
+        let value = match (&node.op, args.as_slice()) {
+            (Op::SetRow, &[x, row, t]) => {
+                let dims = node.ty.shape.dims();
+                let mut rows = vec![1; dims.len()];
+                rows[0] = dims[0];
+                let iota = b.iota(DType::I32, Shape::new(rows), 0)?;
+                let here = b.compare(CmpOp::Eq, iota, t)?;
+                let mut one_row = dims.to_vec();
+                one_row[0] = 1;
+                let row = b.reshape(row, Shape::new(one_row))?;
+                b.select(here, row, x)?
+            }
+            (Op::Loop(spec), _) => {
+                let spec = Loop {
+                    carries: spec.carries,
+                    trips: spec.trips,
+                    body: as_selects(&spec.body)?,
+                    cond: spec.cond.as_ref().map(as_selects).transpose()?,
+                };
+                b.copy(&Op::Loop(Box::new(spec)), &args, &node.ty)?
+            }
+            (op, _) => b.copy(op, &args, &node.ty)?,
+        };
+        map.push(value);
+    }
+    for output in kernel.outputs() {
+        b.output(output.name.clone(), map[output.value.index()])?;
+    }
+    Ok(b.finish()?)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn measure<const STEPS: i32>() -> Result<(), Box<dyn std::error::Error>> {
+    let types = vec![TensorType::scalar(DType::F64); 4];
+    let row_stores = rfx::jit(rfx::value_and_grad(rollout::<STEPS>).wrt(&[0, 1, 2, 3])).trace(&types)?;
+    let selects = as_selects(&row_stores)?;
+    let mut bound = [
+        rfx::jit_kernel(row_stores).bind(&types)?,
+        rfx::jit_kernel(selects).bind(&types)?,
+        rfx::jit(rfx::value_and_grad(unrolled::<STEPS>).wrt(&[0, 1, 2, 3])).bind(&types)?,
+    ];
+    let inputs = [[0.8f64], [-0.3], [2.0], [0.5]];
+    let mut outs = [[[0.0f64]; 5]; 3];
+    for (b, out) in bound.iter_mut().zip(&mut outs) {
+        let [o0, o1, o2, o3, o4] = out;
+        b.run_slices(
+            [&inputs[0][..], &inputs[1][..], &inputs[2][..], &inputs[3][..]],
+            [&mut o0[..], &mut o1[..], &mut o2[..], &mut o3[..], &mut o4[..]],
+        )?;
+    }
+    let bits = |o: &[[f64; 1]; 5]| o.map(|v| v[0].to_bits());
+    assert_eq!(
+        bits(&outs[0]),
+        bits(&outs[1]),
+        "row stores and selects give the same bits"
+    );
+    let mut times: [Vec<f64>; 3] = Default::default();
+    for _round in 0..15 {
+        for (k, b) in bound.iter_mut().enumerate() {
+            let mut out = [[0.0f64]; 5];
+            let t = timing::median_ns(20, 31, 20, || {
+                let [o0, o1, o2, o3, o4] = &mut out;
+                b.run_slices(
+                    [&inputs[0][..], &inputs[1][..], &inputs[2][..], &inputs[3][..]],
+                    [&mut o0[..], &mut o1[..], &mut o2[..], &mut o3[..], &mut o4[..]],
+                )
+                .expect("run");
+            });
+            times[k].push(t / 1e3);
+        }
+    }
+    let ratio = |a: usize, b: usize| median(times[a].iter().zip(&times[b]).map(|(x, y)| x / y).collect());
+    println!(
+        "{STEPS:>5} steps: row stores {:7.2} µs, selects {:7.2} µs, unrolled {:7.2} µs; \
+         row stores / selects {:.3}, row stores / unrolled {:.3}, selects / unrolled {:.3}",
+        median(times[0].clone()),
+        median(times[1].clone()),
+        median(times[2].clone()),
+        ratio(0, 1),
+        ratio(0, 2),
+        ratio(1, 2),
+    );
+    Ok(())
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    measure::<100>()?;
+    measure::<1000>()?;
+    Ok(())
+}

@@ -576,6 +576,25 @@ impl CpuCompiled {
     /// As [`Compiled::run_addresses`] requires, with one address per input and output.
     #[inline(always)]
     unsafe fn run_on(&self, addresses: &[usize], scratch: &mut Scratch) {
+        if self.table.direct
+            && let Some(DirectCall { func, units }) = self.direct_call
+        {
+            // SAFETY: a direct table is the arguments' addresses in call order; the function
+            // runs all its units on this thread (as `launch` runs it).
+            unsafe { func(addresses.as_ptr().cast(), 0, units) };
+            return;
+        }
+        // SAFETY: as the caller guarantees.
+        unsafe { self.run_on_plan(addresses, scratch) }
+    }
+
+    /// [`CpuCompiled::run_on`] of a program that is not one direct call on its arguments:
+    /// kept out of line, so that the direct call's path saves no more registers than it uses.
+    ///
+    /// # Safety
+    /// As [`CpuCompiled::run_on`].
+    #[inline(never)]
+    unsafe fn run_on_plan(&self, addresses: &[usize], scratch: &mut Scratch) {
         if self.table.direct {
             // SAFETY: a direct table is the arguments' addresses in call order.
             unsafe { self.launch(addresses.as_ptr().cast()) };

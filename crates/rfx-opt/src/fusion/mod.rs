@@ -29,9 +29,12 @@
 //! points its index computes, so a computed table is stored; its index is computed in the
 //! gather's kernel like any operand. A stored concatenation (a chain of `select`s by position
 //! over `pad`s) is never computed as such: each part is computed at its own points and stored
-//! where it lies in the whole, by a store with a region (see `regions`).
+//! where it lies in the whole, by a store with a region (see `regions`). Before any of this, a
+//! window inside one part of a concatenation is rewritten to read that part, and a part of
+//! lower rank than its concatenation is broadcast where it is placed (see `parts`).
 
 mod emit;
+mod parts;
 mod plan;
 mod regions;
 
@@ -57,6 +60,9 @@ pub(crate) struct FusionOutcome {
 /// Partitions `kernel` (verified, ideally simplified) into a MIR program.
 pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
     verify(kernel).map_err(OptError::InvalidKernel)?;
+    // Windows inside one part of a concatenation read the part (`parts`).
+    let read_by_part = parts::read_by_part(kernel)?;
+    let kernel = read_by_part.as_ref().unwrap_or(kernel);
     let live = crate::passes::live_values(kernel);
     let unrolled = unrolled_reductions(kernel, &live);
     let mut roots: BTreeMap<ValueId, Option<MissReason>> = BTreeMap::new();

@@ -128,7 +128,10 @@ fn is_chain(kernel: &Kernel, value: ValueId) -> bool {
 /// For `value` = `select(position <op> constant, on_true, on_false)` along one axis (a
 /// comparison of an `iota` with a scalar constant), the axis, the positions along it (of
 /// `0..extent`) where the condition holds, and the two operands.
-fn position_split(kernel: &Kernel, value: ValueId) -> Option<(usize, Vec<bool>, ValueId, ValueId)> {
+pub(super) fn position_split(
+    kernel: &Kernel,
+    value: ValueId,
+) -> Option<(usize, Vec<bool>, ValueId, ValueId)> {
     let node = kernel.node(value)?;
     let [cond, on_true, on_false] = node.args[..] else {
         return None;

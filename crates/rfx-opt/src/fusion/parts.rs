@@ -1,0 +1,372 @@
+//! Windows of concatenations read from their parts.
+//!
+//! A traced `concat` (every `stack`, block matrix and vector of scalars) is a chain of
+//! `select`s by position along one axis over `pad`s (see [`super::regions`]). Before fusion
+//! partitions a kernel, this pass rewrites two things about them:
+//!
+//! - A `slice` whose window lies inside one part (a quaternion's component, a block of a
+//!   block matrix) is that part's window: the part itself when the window is all of it, a
+//!   splat for a constant part, recursively through nested concatenations. Fused as it stood,
+//!   the window computed every part at its points and chose one, and a concatenation read
+//!   only through windows was stored (by a kernel of its own over the whole) to be read back.
+//! - A part of lower rank than the concatenation (an unbatched block of a batched matrix,
+//!   which the chain broadcast) is broadcast to the concatenation's rank where it is placed,
+//!   so that fusion can store the concatenation part by part (`regions` places parts of the
+//!   whole's rank only).
+//!
+//! Each element is the same element of the same value as before, so the results are the same
+//! bits.
+
+use std::collections::HashMap;
+
+use rfx_ir::hir::{Builder, Kernel, Op, ValueId};
+use rfx_ir::{CmpOp, DType, Scalar, TensorType, semantics};
+
+use super::regions::position_split;
+use crate::error::OptError;
+use crate::passes::{eliminate_dead_ops, finish_rebuilt, live_values, mapped_operands};
+
+/// One part of a concatenation: positions `start..start + len` along its axis.
+#[derive(Clone, Copy, Debug)]
+struct Piece {
+    start: usize,
+    len: usize,
+    source: Source,
+}
+
+/// What a part is: a value (of the concatenation's rank or lower, its trailing axes'
+/// extents those of the concatenation except along the axis) or a constant.
+#[derive(Clone, Copy, Debug)]
+enum Source {
+    Value(ValueId),
+    Const(Scalar),
+}
+
+/// A concatenation along `axis`: its parts in order, covering the axis.
+#[derive(Clone, Debug)]
+struct Pieces {
+    axis: usize,
+    pieces: Vec<Piece>,
+}
+
+impl Pieces {
+    /// The part holding positions `start..start + len`, if one does.
+    fn holding(&self, start: usize, len: usize) -> Option<&Piece> {
+        self.pieces
+            .iter()
+            .find(|p| p.start <= start && start + len <= p.start + p.len)
+    }
+}
+
+/// The constant `value` is, if it is one (a constant, or one broadcast).
+fn constant(kernel: &Kernel, value: ValueId) -> Option<Scalar> {
+    let node = kernel.node(value)?;
+    match node.op {
+        Op::Const(c) => Some(c),
+        Op::BroadcastTo => constant(kernel, *node.args.first()?),
+        _ => None,
+    }
+}
+
+/// The first and one past the last position flagged in `within`, when they are contiguous.
+fn contiguous(within: &[bool]) -> Option<(usize, usize)> {
+    let lo = within.iter().position(|&w| w)?;
+    let hi = within.iter().rposition(|&w| w)? + 1;
+    within[lo..hi].iter().all(|&w| w).then_some((lo, hi))
+}
+
+/// The parts of `value` when it is a concatenation: a chain of `select`s by position along one
+/// axis over `pad`s that place each part exactly on the positions chosen for it, and constants
+/// on a range of positions. The chain's nodes may have lower rank than `value` (broadcast into
+/// it). A part that is itself a concatenation along the same axis, of the same rank, is
+/// flattened into its parts.
+fn decompose(kernel: &Kernel, value: ValueId) -> Option<Pieces> {
+    let dims = kernel.value_type(value)?.shape.dims().to_vec();
+    let rank = dims.len();
+    let (axis, holds, ..) = position_split(kernel, value)?;
+    let mut pieces = Vec::new();
+    let mut pending = vec![(value, vec![true; holds.len()])];
+    while let Some((v, within)) = pending.pop() {
+        let (lo, hi) = contiguous(&within)?;
+        if let Some(c) = constant(kernel, v) {
+            pieces.push(Piece {
+                start: lo,
+                len: hi - lo,
+                source: Source::Const(c),
+            });
+            continue;
+        }
+        let node = kernel.node(v)?;
+        let vdims = node.ty.shape.dims();
+        let offset = rank.checked_sub(vdims.len())?;
+        if vdims != &dims[offset..] || axis < offset {
+            return None;
+        }
+        let own_axis = axis - offset;
+        match &node.op {
+            Op::Select => {
+                let (a, holds, on_true, on_false) = position_split(kernel, v)?;
+                if a != own_axis {
+                    return None;
+                }
+                let chosen = |want: bool| -> Vec<bool> {
+                    within.iter().zip(&holds).map(|(&w, &h)| w && h == want).collect()
+                };
+                for (operand, chosen) in [(on_true, chosen(true)), (on_false, chosen(false))] {
+                    if chosen.iter().any(|&c| c) {
+                        pending.push((operand, chosen));
+                    }
+                }
+            }
+            Op::Pad { low } => {
+                let &part = node.args.first()?;
+                let part_dims = kernel.value_type(part)?.shape.dims();
+                let start = *low.get(own_axis)?;
+                let len = *part_dims.get(own_axis)?;
+                let exact = (lo, hi) == (start, start + len)
+                    && low.iter().enumerate().all(|(a, &l)| a == own_axis || l == 0)
+                    && part_dims.len() == vdims.len()
+                    && part_dims
+                        .iter()
+                        .zip(vdims)
+                        .enumerate()
+                        .all(|(a, (&p, &d))| a == own_axis || p == d);
+                if !exact {
+                    return None;
+                }
+                let nested = (offset == 0)
+                    .then(|| decompose(kernel, part))
+                    .flatten()
+                    .filter(|inner| inner.axis == axis);
+                match nested {
+                    Some(inner) => pieces.extend(inner.pieces.into_iter().map(|p| Piece {
+                        start: p.start + start,
+                        ..p
+                    })),
+                    None => pieces.push(Piece {
+                        start,
+                        len,
+                        source: Source::Value(part),
+                    }),
+                }
+            }
+            _ => return None,
+        }
+    }
+    pieces.sort_by_key(|p| p.start);
+    let mut next = 0;
+    for p in &pieces {
+        if p.start != next || p.len == 0 {
+            return None;
+        }
+        next += p.len;
+    }
+    (next == dims[axis] && pieces.len() > 1).then_some(Pieces { axis, pieces })
+}
+
+/// Rewrites `kernel` so that windows inside one part of a concatenation read the part, and
+/// parts of lower rank are broadcast where they are placed (see the module documentation).
+/// `None` when nothing changes.
+pub(super) fn read_by_part(kernel: &Kernel) -> Result<Option<Kernel>, OptError> {
+    let live = live_values(kernel);
+    let chains: Vec<Option<Pieces>> = kernel
+        .nodes()
+        .iter()
+        .enumerate()
+        .map(|(i, node)| {
+            let candidate = live[i] && matches!(node.op, Op::Select);
+            candidate.then(|| decompose(kernel, ValueId::new(i))).flatten()
+        })
+        .collect();
+    if chains.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    let mut r = Rewriter {
+        b: Builder::new(kernel.name()),
+        chains: HashMap::new(),
+        changed: false,
+    };
+    let mut map: Vec<Option<ValueId>> = vec![None; kernel.nodes().len()];
+    for (index, node) in kernel.nodes().iter().enumerate() {
+        if let Op::Input { name } = &node.op {
+            map[index] = Some(
+                r.b.input(name.clone(), node.ty.clone())
+                    .map_err(OptError::Rebuild)?,
+            );
+            continue;
+        }
+        if !live[index] {
+            continue;
+        }
+        let args = mapped_operands(&map, &node.args)?;
+        let value = if let Some(pieces) = &chains[index] {
+            r.chain(pieces, &map, node, &args)?
+        } else if let (Op::Slice { starts }, Some(&x)) = (&node.op, args.first())
+            && r.inside_one_part(x, starts, node.ty.shape.dims())
+        {
+            r.changed = true;
+            r.slice(x, starts, node.ty.shape.dims())?
+        } else {
+            r.b.copy(&node.op, &args, &node.ty).map_err(OptError::Rebuild)?
+        };
+        map[index] = Some(value);
+    }
+    if !r.changed {
+        return Ok(None);
+    }
+    let rebuilt = finish_rebuilt(r.b, &map, kernel.outputs())?;
+    // The chains and windows read no more are dropped.
+    eliminate_dead_ops(&rebuilt).map(Some)
+}
+
+struct Rewriter {
+    b: Builder,
+    /// The concatenations of the rebuilt kernel, with their parts.
+    chains: HashMap<ValueId, Pieces>,
+    /// Whether anything was rewritten.
+    changed: bool,
+}
+
+impl Rewriter {
+    fn dims(&self, v: ValueId) -> Result<Vec<usize>, OptError> {
+        Ok(self
+            .b
+            .value_type(v)
+            .map_err(OptError::Rebuild)?
+            .shape
+            .dims()
+            .to_vec())
+    }
+
+    /// Whether the window of `x` at `starts` of extents `window` lies inside one part of
+    /// `x`, a concatenation.
+    fn inside_one_part(&self, x: ValueId, starts: &[usize], window: &[usize]) -> bool {
+        self.chains
+            .get(&x)
+            .is_some_and(|chain| match (starts.get(chain.axis), window.get(chain.axis)) {
+                (Some(&s), Some(&w)) => chain.holding(s, w).is_some(),
+                _ => false,
+            })
+    }
+
+    /// An original concatenation: copied, its parts recorded; rebuilt with its parts of lower
+    /// rank broadcast where they are placed.
+    fn chain(
+        &mut self,
+        pieces: &Pieces,
+        map: &[Option<ValueId>],
+        node: &rfx_ir::hir::Node,
+        args: &[ValueId],
+    ) -> Result<ValueId, OptError> {
+        let rank = node.ty.shape.rank();
+        let mut mapped = pieces.clone();
+        let mut lower_rank = false;
+        for p in &mut mapped.pieces {
+            if let Source::Value(v) = p.source {
+                let new = map
+                    .get(v.index())
+                    .copied()
+                    .flatten()
+                    .ok_or(OptError::InvalidValue(v))?;
+                lower_rank |= self.dims(new)?.len() < rank;
+                p.source = Source::Value(new);
+            }
+        }
+        if lower_rank {
+            self.changed = true;
+            return self.assemble(mapped, &node.ty);
+        }
+        let v = self.b.copy(&node.op, args, &node.ty).map_err(OptError::Rebuild)?;
+        self.chains.insert(v, mapped);
+        Ok(v)
+    }
+
+    /// The window of `x` at `starts` of extents `window` (of `x`'s rank): a window inside one
+    /// part of a concatenation is that part's window, recursively.
+    fn slice(&mut self, x: ValueId, starts: &[usize], window: &[usize]) -> Result<ValueId, OptError> {
+        let dims = self.dims(x)?;
+        if starts.iter().all(|&s| s == 0) && window == dims.as_slice() {
+            return Ok(x);
+        }
+        if let Some(chain) = self.chains.get(&x)
+            && let (Some(&s), Some(&w)) = (starts.get(chain.axis), window.get(chain.axis))
+            && let Some(&piece) = chain.holding(s, w)
+        {
+            let axis = chain.axis;
+            return match piece.source {
+                Source::Const(c) => Ok(self.b.constant(c, window.to_vec())),
+                Source::Value(p) => {
+                    // A part of lower rank covers the trailing axes (`decompose`).
+                    let offset = dims.len().saturating_sub(self.dims(p)?.len());
+                    let mut inner_starts = starts[offset..].to_vec();
+                    if let Some(start) = axis.checked_sub(offset).and_then(|a| inner_starts.get_mut(a)) {
+                        *start -= piece.start;
+                    }
+                    let inner = self.slice(p, &inner_starts, &window[offset..])?;
+                    if offset == 0 {
+                        Ok(inner)
+                    } else {
+                        self.b
+                            .broadcast_to(inner, window.to_vec())
+                            .map_err(OptError::Rebuild)
+                    }
+                }
+            };
+        }
+        self.b
+            .slice(x, starts, window.to_vec())
+            .map_err(OptError::Rebuild)
+    }
+
+    /// The concatenation of `pieces` as a chain of `select`s by position over `pad`s, each
+    /// part of lower rank broadcast to the chain's rank first (positions counted as `concat`
+    /// counts them); recorded with its parts.
+    fn assemble(&mut self, pieces: Pieces, ty: &TensorType) -> Result<ValueId, OptError> {
+        let dims = ty.shape.dims().to_vec();
+        let axis = pieces.axis;
+        let extent = dims
+            .get(axis)
+            .copied()
+            .ok_or(OptError::InvalidValue(ValueId::new(0)))?;
+        let count = if ty.dtype.is_float() && extent <= semantics::max_exact_index(ty.dtype) {
+            ty.dtype
+        } else {
+            DType::I32
+        };
+        let iota = self
+            .b
+            .iota(count, dims[axis..].to_vec(), 0)
+            .map_err(OptError::Rebuild)?;
+        let mut placed = Vec::with_capacity(pieces.pieces.len());
+        for piece in &pieces.pieces {
+            placed.push(match piece.source {
+                Source::Const(c) => self.b.constant(c, dims.clone()),
+                Source::Value(p) => {
+                    let mut part_dims = dims.clone();
+                    part_dims[axis] = piece.len;
+                    let full = if self.dims(p)? == part_dims {
+                        p
+                    } else {
+                        self.b.broadcast_to(p, part_dims).map_err(OptError::Rebuild)?
+                    };
+                    let mut low = vec![0; dims.len()];
+                    low[axis] = piece.start;
+                    self.b.pad(full, &low, dims.clone()).map_err(OptError::Rebuild)?
+                }
+            });
+        }
+        let invalid = || OptError::InvalidValue(ValueId::new(0));
+        let mut acc = placed.pop().ok_or_else(invalid)?;
+        for (piece, value) in pieces.pieces.iter().zip(placed).rev() {
+            let end = semantics::index_value(piece.start + piece.len, count).ok_or_else(invalid)?;
+            let bound = self.b.scalar(end);
+            let cond = self
+                .b
+                .compare(CmpOp::Lt, iota, bound)
+                .map_err(OptError::Rebuild)?;
+            acc = self.b.select(cond, value, acc).map_err(OptError::Rebuild)?;
+        }
+        self.chains.insert(acc, pieces);
+        Ok(acc)
+    }
+}

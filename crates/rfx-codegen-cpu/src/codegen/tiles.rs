@@ -209,7 +209,17 @@ impl<'k> Gen<'_, 'k> {
         if routines.iter().all(Option::is_none) {
             return Ok(None);
         }
-        if direct && let Some(fused) = self.fused_pass(b)? {
+        let Some((mut segments, segment_of, reduced)) = self.segments(&reads, &routines)? else {
+            return Ok(None);
+        };
+        let skipped = self.direct_accesses(&mut segments, &reads, direct);
+        let staged_defs = staged_values(body, &mut segments, (&reads, &routines), (&segment_of, &skipped));
+        // A body that stages values runs as one fused pass instead where it can; routine calls
+        // that read and write the program's rows themselves have nothing to fuse.
+        if direct
+            && !staged_defs.is_empty()
+            && let Some(fused) = self.fused_pass(b)?
+        {
             return Ok(Some(TilePlan {
                 segments: Vec::new(),
                 staged: HashMap::new(),
@@ -218,11 +228,6 @@ impl<'k> Gen<'_, 'k> {
                 fused: Some(fused),
             }));
         }
-        let Some((mut segments, segment_of, reduced)) = self.segments(&reads, &routines)? else {
-            return Ok(None);
-        };
-        let skipped = self.direct_accesses(&mut segments, &reads, direct);
-        let staged_defs = staged_values(body, &mut segments, (&reads, &routines), (&segment_of, &skipped));
         self.allocate_staging(b, segments, &staged_defs, reduced)
     }
 

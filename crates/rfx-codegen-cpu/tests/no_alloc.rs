@@ -111,6 +111,54 @@ fn a_warm_call_allocates_nothing() {
     let expected = rfx_ir::interp::run_lir(&lir, &inputs, rfx_ir::interp::Mode::Native).expect("interp");
     assert_eq!(expected[0], Array::from_slice(&u));
     assert_eq!(expected[1], Array::from_slice(&r));
+    // A sum split in parts of its leaf tree on two threads (the value and gradient of sum(x²),
+    // 20,000 points with a low split threshold): its parts and their merge allocate nothing.
+    let n = 20_000;
+    let kernel = hir::parse(&format!(
+        "kernel vg {{\n  %x = input x : f32[{n}]\n  %two = const 2.0 : f32[]\n  %sq = mul %x, %x : f32[{n}]\n  \
+         %loss = sum %sq axes [0] : f32[]\n  %grad = mul %two, %x : f32[{n}]\n  output loss = %loss\n  \
+         output grad = %grad\n}}\n"
+    ))
+    .expect("kernel");
+    let (mir, _) = optimize(&kernel, &OptConfig::default()).expect("optimize");
+    let config = LowerConfig {
+        min_elems_per_thread: 128,
+        ..LowerConfig::default()
+    };
+    let lir = lower(&mir, &config).expect("lower").0;
+    let options = rfx_lower::CompileOptions {
+        max_threads: Some(2),
+        ..Default::default()
+    };
+    let compiled = CpuBackend.compile(&lir, &options).expect("compile");
+    let (shape, scalar) = (Shape::new([n]), Shape::new([]));
+    let x: Vec<f32> = (0..n).map(|k| (k % 7) as f32 * 0.25 - 0.5).collect();
+    let (mut loss, mut grad) = (vec![0.0f32; 1], vec![0.0f32; n]);
+    let inputs = [ArrayView::new(&shape, &x).unwrap()];
+    let mut call = |scratch: &mut Scratch| {
+        let mut outputs = [
+            ArrayViewMut::new(&scalar, &mut loss).unwrap(),
+            ArrayViewMut::new(&shape, &mut grad).unwrap(),
+        ];
+        compiled.run(&inputs, &mut outputs, scratch).unwrap();
+    };
+    // Warm: the first split call starts the pool's workers, whose start-up (on their own
+    // threads) allocates; a worker has picked up a job once it has run one.
+    for _ in 0..20 {
+        call(&mut scratch);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    call(&mut scratch);
+    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    for _ in 0..100 {
+        call(&mut scratch);
+    }
+    let after = ALLOCATIONS.load(Ordering::SeqCst);
+    assert_eq!(after - before, 0, "allocations in 100 warm calls of a split sum");
+    let expected = rfx_ir::interp::run_lir(&lir, &inputs, rfx_ir::interp::Mode::Native).expect("interp");
+    let loss = Array::new(scalar, rfx_ir::ArrayData::F32(loss)).expect("loss");
+    assert_eq!(expected[0], loss, "the interpreter's bits");
+    assert_eq!(expected[1], Array::from_slice(&grad));
     // A program with a loop, as one function (4 elements) and from its plan of steps over one
     // function per kernel (1500): no allocation either, however many trips.
     for n in [4usize, 1500] {

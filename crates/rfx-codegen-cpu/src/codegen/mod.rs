@@ -5,7 +5,9 @@
 //! at most 1 a unit is one element; for a higher-rank elementwise kernel it is one row of the
 //! innermost dimension; for a reduction it is one leading point (one output element), or, with
 //! one accumulator per output, one row of outputs (one output when a single kept dim is left).
-//! Threads split a kernel by units. Within a unit range the innermost dimension runs as a vector
+//! Threads split a kernel by units; a long float reduction with too few outputs to share out
+//! also runs in parts of its outputs' leaf trees, merged in the trees' order (`reduce_split`).
+//! Within a unit range the innermost dimension runs as a vector
 //! loop of `w` lanes whose ragged end is one more vector ending at the row's end (rows shorter
 //! than a vector run scalar code); small kernels are written out without loops; reductions keep
 //! `reduce_lanes` partial accumulators (two vectors for the default schedule) and combine them
@@ -14,7 +16,8 @@
 //! row of outputs is narrower than a vector); either way results are bit-identical to it.
 //!
 //! Files: `plan` chooses the loop shape and dispatches; `elementwise`, `tiles` (AOT routine
-//! calls over tiles), `reduce`, `lanes` (outputs in lanes) and `scan` emit one shape each;
+//! calls over tiles), `reduce` (with `reduce_split`), `lanes` (outputs in lanes) and `scan`
+//! emit one shape each;
 //! `loops` holds the loop skeletons, `body` one position's instructions, `fold` constant folding
 //! at written-out positions, `addr` and `access` address arithmetic and memory accesses. A
 //! [`Gen`] holds the function's context ([`FnContext`]), the caches ([`Caches`]) and the cursor

@@ -302,6 +302,26 @@ fn reductions_in_parts_keep_the_interpreters_bits_on_any_thread_count() {
         &config,
         (99, (-2.0, 2.0)),
     );
+    // A sum of sines, whose pieces run through the tile routines where the target has them
+    // (within 4 ULP of the interpreter's sines): one, two and four threads, bit for bit.
+    for (ty, axes, out) in [("f32[30001]", "[0]", "f32[]"), ("f64[2, 9000]", "[1]", "f64[2]")] {
+        let text = format!(
+            "kernel sines {{\n  %x = input x : {ty}\n  %s = sin %x : {ty}\n  %r = sum %s axes {axes} : {out}\n  output r = %r\n}}\n"
+        );
+        let kernel = parse(&text).expect("parse");
+        let (mir, _) = optimize(&kernel, &OptConfig::default()).expect("optimize");
+        let lir = lower(&mir, &config).expect("lower").0;
+        let ins = float_inputs(&kernel, 5, (-3.0, 3.0));
+        let one = run(&lir, &ins, 1);
+        for threads in [2, 4] {
+            let many = run(&lir, &ins, threads);
+            assert_eq!(
+                bits(&one[0]),
+                bits(&many[0]),
+                "sum of sines {ty}, {threads} threads"
+            );
+        }
+    }
 }
 
 /// `kernel` lowered with `config`, on one, two and four threads, against the interpreter, bit

@@ -112,7 +112,9 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
                 }
             }
             Op::Transpose { .. } | Op::Slice { .. } => {
-                let base = transpose_base(kernel, ValueId::new(index));
+                // A reshape's elements lie row-major in its operand's buffer, which the view
+                // reads in place: what is under the reshapes is stored, never a copy of it.
+                let base = under_reshapes(kernel, transpose_base(kernel, ValueId::new(index)), |_| false);
                 let reason = match node.op {
                     Op::Slice { .. } => MissReason::Slice,
                     _ => MissReason::Transpose,

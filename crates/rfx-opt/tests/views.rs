@@ -19,7 +19,10 @@ fn a_transpose_of_a_reshaped_computed_value_reads_its_buffer_in_place() {
         let expected = run_hir(&kernel, &views, Mode::Native).expect("run_hir");
         let got = run_mir(&program, &views, Mode::Native).expect("run_mir");
         for (e, g) in expected.iter().zip(&got) {
-            assert!(same_values(e, g), "seed {seed}:\nexpected {e:?}\ngot {g:?}\n{program}");
+            assert!(
+                same_values(e, g),
+                "seed {seed}:\nexpected {e:?}\ngot {g:?}\n{program}"
+            );
         }
     }
     // One temporary (the sines, as computed) and no kernel copying it into another.

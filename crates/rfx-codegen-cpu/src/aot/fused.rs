@@ -17,6 +17,8 @@
 //! the staged segments it replaces.
 
 use super::AotFn;
+#[cfg(target_arch = "x86_64")]
+use super::avx512;
 
 /// Elements per chunk: a register of `f32` is 1 KiB (32 AVX2 vectors), so that the
 /// transcendental loops' set-up and a step's dispatch are spread over enough elements, and the
@@ -312,13 +314,6 @@ fn binary<T: Copy>(a: &[T], b: &[T], d: &mut [T], f: impl Fn(T, T) -> T) {
     }
 }
 
-/// Whether the CPU has AVX-512 (F and VL), which the fused bodies use where present (`std`
-/// caches the answer).
-#[cfg(target_arch = "x86_64")]
-fn avx512() -> bool {
-    std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512vl")
-}
-
 fused_routine!(
     rfx_aot_fused_f32,
     f32,
@@ -491,97 +486,155 @@ mod tests {
         }
     }
 
-    /// Every exact op and every `f32` routine in one plan, run by the AVX2 body, the AVX-512
-    /// body (where the CPU has it) and the C entry: the same bits, and at every length the
-    /// bits of each element computed alone.
-    #[test]
-    fn every_step_gives_the_same_bits_at_every_width_and_length() {
-        if !super::super::available() {
-            return;
-        }
-        let mut steps = Vec::new();
-        let exact = [
-            op::ADD,
-            op::SUB,
-            op::MUL,
-            op::DIV,
-            op::MIN,
-            op::MAX,
-            op::NEG,
-            op::ABS,
-            op::SQRT,
-            op::RSQRT,
-            op::RECIP,
-            op::FLOOR,
-            op::CEIL,
-            op::ROUND,
-        ];
-        let routines: Vec<u32> = AotFn::ALL
-            .iter()
-            .filter(|r| r.dtype() == rfx_ir::DType::F32 && r.results() == 1 && r.arity() <= 2)
-            .filter(|r| !matches!(r.computes(), super::super::table::Computes::Fused))
-            .map(|&r| routine(r))
-            .collect();
-        // Each op of (x, y) into its own output row.
-        for (k, &code) in exact.iter().chain(&routines).enumerate() {
-            steps.push(step(code, OUTPUT + k as u32, INPUT, INPUT + 1));
-        }
-        // A chain through registers: ((x * c) sin) + y, then exp of it.
-        steps.push(step(op::MUL, 1, INPUT, 0));
-        steps.push(step(routine(AotFn::SinF32), 2, 1, 1));
-        steps.push(step(op::ADD, 3, 2, INPUT + 1));
-        let outputs = exact.len() + routines.len() + 1;
-        steps.push(step(routine(AotFn::ExpF32), OUTPUT + outputs as u32 - 1, 3, 3));
-        let p = plan(1, 4, 2, outputs as u32, steps);
-        assert!(p.is_valid());
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
-        for n in [1usize, 7, 8, 9, 255, 256, 257, 1023, 1025] {
-            let xs: Vec<f32> = (0..n)
-                .map(|_| match next() % 8 {
-                    0 => f32::from_bits(next() as u32),
-                    _ => (next() % 40_001) as f32 / 1000.0 - 20.0,
-                })
-                .collect();
-            let ys: Vec<f32> = (0..n).map(|_| (next() % 40_001) as f32 / 1000.0 - 20.0).collect();
-            let consts = [1.5f32];
-            let run = |which: u8, xs: &[f32], ys: &[f32]| -> Vec<Vec<u32>> {
-                let m = xs.len();
-                let mut outs = vec![vec![0.0f32; m]; outputs];
-                let mut ptrs: Vec<*mut f32> = vec![xs.as_ptr().cast_mut(), ys.as_ptr().cast_mut()];
-                ptrs.extend(outs.iter_mut().map(|o| o.as_mut_ptr()));
-                // SAFETY: the plan is valid, every row holds `m` elements, the outputs are
-                // distinct allocations, and the CPU has AVX2 and FMA (AVX-512 where run).
-                unsafe {
-                    match which {
-                        0 => fused_f32_avx2(&p.head, &p.steps, &consts, &ptrs, m),
-                        1 => fused_f32_avx512(&p.head, &p.steps, &consts, &ptrs, m),
-                        _ => {
-                            let words = p.words();
-                            rfx_aot_fused_f32(words.as_ptr().cast(), consts.as_ptr(), ptrs.as_ptr(), m);
+    /// Every exact op and every routine of one dtype in one plan, run by the AVX2 body, the
+    /// AVX-512 body (where the CPU has it) and the C entry: the same bits, the bits of each
+    /// routine called alone (its AVX-512 compilation where the CPU has it), and at every length
+    /// the bits of each element computed alone.
+    macro_rules! every_step_test {
+        ($test:ident, $t:ty, $dtype:ident, $avx2:ident, $avx512:ident, $entry:ident, $sin:ident, $exp:ident, $unary:ty, $binary:ty) => {
+            #[test]
+            fn $test() {
+                if !super::super::available() {
+                    return;
+                }
+                let exact = [
+                    op::ADD,
+                    op::SUB,
+                    op::MUL,
+                    op::DIV,
+                    op::MIN,
+                    op::MAX,
+                    op::NEG,
+                    op::ABS,
+                    op::SQRT,
+                    op::RSQRT,
+                    op::RECIP,
+                    op::FLOOR,
+                    op::CEIL,
+                    op::ROUND,
+                ];
+                let routines: Vec<AotFn> = AotFn::ALL
+                    .iter()
+                    .copied()
+                    .filter(|r| r.dtype() == rfx_ir::DType::$dtype && r.results() == 1 && r.arity() <= 2)
+                    .filter(|r| !matches!(r.computes(), super::super::table::Computes::Fused))
+                    .collect();
+                // Each op of (x, y) into its own output row.
+                let mut steps = Vec::new();
+                for (k, &code) in exact
+                    .iter()
+                    .chain(&routines.iter().map(|&r| routine(r)).collect::<Vec<_>>())
+                    .enumerate()
+                {
+                    steps.push(step(code, OUTPUT + k as u32, INPUT, INPUT + 1));
+                }
+                // A chain through registers: ((x * c) sin) + y, then exp of it.
+                steps.push(step(op::MUL, 1, INPUT, 0));
+                steps.push(step(routine(AotFn::$sin), 2, 1, 1));
+                steps.push(step(op::ADD, 3, 2, INPUT + 1));
+                let outputs = exact.len() + routines.len() + 1;
+                steps.push(step(
+                    routine(AotFn::$exp),
+                    OUTPUT + outputs as u32 - 1,
+                    3,
+                    3,
+                ));
+                let mut p = plan(1, 4, 2, outputs as u32, steps);
+                p.head.dtype_bytes = std::mem::size_of::<$t>() as u32;
+                assert!(p.is_valid());
+                let mut state = 0x2545_f491_4f6c_dd1du64;
+                let mut next = move || {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    state
+                };
+                for n in [1usize, 7, 8, 9, 255, 256, 257, 1023, 1025] {
+                    let xs: Vec<$t> = (0..n)
+                        .map(|_| match next() % 8 {
+                            0 => <$t>::from_bits(next() as _),
+                            _ => (next() % 40_001) as $t / 1000.0 - 20.0,
+                        })
+                        .collect();
+                    let ys: Vec<$t> = (0..n)
+                        .map(|_| (next() % 40_001) as $t / 1000.0 - 20.0)
+                        .collect();
+                    let consts: [$t; 1] = [1.5];
+                    let run = |which: u8, xs: &[$t], ys: &[$t]| -> Vec<Vec<u64>> {
+                        let m = xs.len();
+                        let mut outs = vec![vec![0.0 as $t; m]; outputs];
+                        let mut ptrs: Vec<*mut $t> = vec![xs.as_ptr().cast_mut(), ys.as_ptr().cast_mut()];
+                        ptrs.extend(outs.iter_mut().map(|o| o.as_mut_ptr()));
+                        // SAFETY: the plan is valid, every row holds `m` elements, the outputs
+                        // are distinct allocations, and the CPU has AVX2 and FMA (AVX-512 where
+                        // run).
+                        unsafe {
+                            match which {
+                                0 => $avx2(&p.head, &p.steps, &consts, &ptrs, m),
+                                1 => $avx512(&p.head, &p.steps, &consts, &ptrs, m),
+                                _ => {
+                                    let words = p.words();
+                                    $entry(words.as_ptr().cast(), consts.as_ptr(), ptrs.as_ptr(), m);
+                                }
+                            }
+                        }
+                        outs.iter()
+                            .map(|o| o.iter().map(|v| u64::from(v.to_bits())).collect())
+                            .collect()
+                    };
+                    let avx2 = run(0, &xs, &ys);
+                    if avx512() {
+                        assert_eq!(run(1, &xs, &ys), avx2, "n = {n}");
+                    }
+                    assert_eq!(run(2, &xs, &ys), avx2, "n = {n}");
+                    for (k, r) in routines.iter().enumerate() {
+                        let mut out = vec![0.0 as $t; n];
+                        // SAFETY: the routine's C ABI (by its arity), rows of `n` elements.
+                        unsafe {
+                            if r.arity() == 2 {
+                                let f = std::mem::transmute::<*const u8, $binary>(r.address());
+                                f(xs.as_ptr(), ys.as_ptr(), out.as_mut_ptr(), n);
+                            } else {
+                                let f = std::mem::transmute::<*const u8, $unary>(r.address());
+                                f(xs.as_ptr(), out.as_mut_ptr(), n);
+                            }
+                        }
+                        let bits: Vec<u64> = out.iter().map(|v| u64::from(v.to_bits())).collect();
+                        assert_eq!(bits, avx2[exact.len() + k], "{r:?} alone, n = {n}");
+                    }
+                    for i in (0..n).step_by(97) {
+                        let alone = run(0, &xs[i..=i], &ys[i..=i]);
+                        for (k, out) in alone.iter().enumerate() {
+                            assert_eq!(out[0], avx2[k][i], "n = {n}, output {k}, element {i}");
                         }
                     }
                 }
-                outs.iter()
-                    .map(|o| o.iter().map(|v| v.to_bits()).collect())
-                    .collect()
-            };
-            let avx2 = run(0, &xs, &ys);
-            if avx512() {
-                assert_eq!(run(1, &xs, &ys), avx2, "n = {n}");
             }
-            assert_eq!(run(2, &xs, &ys), avx2, "n = {n}");
-            for i in (0..n).step_by(97) {
-                let alone = run(0, &xs[i..=i], &ys[i..=i]);
-                for (k, out) in alone.iter().enumerate() {
-                    assert_eq!(out[0], avx2[k][i], "n = {n}, output {k}, element {i}");
-                }
-            }
-        }
+        };
     }
+
+    every_step_test!(
+        every_f32_step_gives_the_same_bits_at_every_width_and_length,
+        f32,
+        F32,
+        fused_f32_avx2,
+        fused_f32_avx512,
+        rfx_aot_fused_f32,
+        SinF32,
+        ExpF32,
+        super::super::TileFn,
+        super::super::Tile2Fn
+    );
+    every_step_test!(
+        every_f64_step_gives_the_same_bits_at_every_width_and_length,
+        f64,
+        F64,
+        fused_f64_avx2,
+        fused_f64_avx512,
+        rfx_aot_fused_f64,
+        SinF64,
+        ExpF64,
+        super::super::TileFnF64,
+        super::super::Tile2FnF64
+    );
 }

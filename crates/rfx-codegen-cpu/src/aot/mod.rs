@@ -126,6 +126,13 @@ pub(crate) fn available() -> bool {
     }
 }
 
+/// Whether the CPU also has AVX-512 (F and VL): the routines and the fused passes then run
+/// their AVX-512 compilation (`std` caches the answer, so this is a load and a test).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn avx512() -> bool {
+    std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512vl")
+}
+
 // ---- the scalar formulas (inlined into the AVX2 loops below) ----
 
 /// Defines one routine: the branch-free fast formula over the whole tile (vectorised by LLVM
@@ -143,7 +150,11 @@ macro_rules! tile_routine {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: forwarded from this function's contract.
             unsafe {
-                $inner(src, dst, n)
+                if super::avx512() {
+                    $inner::wide(src, dst, n)
+                } else {
+                    $inner(src, dst, n)
+                }
             }
             #[cfg(not(target_arch = "x86_64"))]
             {
@@ -164,6 +175,16 @@ macro_rules! tile_routine {
         pub(super) mod $inner {
             #[allow(clippy::wildcard_imports, reason = "the formulas of the parent module")]
             use super::*;
+
+            /// The routine compiled for AVX-512 (the same formulas, so the same bits).
+            ///
+            /// # Safety
+            /// As the routine's, and the CPU must have AVX-512 F and VL.
+            #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+            pub(in super::super) unsafe fn wide(src: *const $t, dst: *mut $t, n: usize) {
+                // SAFETY: forwarded.
+                unsafe { chunk(src, dst, n) }
+            }
 
             /// # Safety
             /// As the routine's.
@@ -275,7 +296,11 @@ macro_rules! tile_routine2 {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: forwarded from this function's contract.
             unsafe {
-                $inner(a, b, dst, n)
+                if super::avx512() {
+                    $inner::wide(a, b, dst, n)
+                } else {
+                    $inner(a, b, dst, n)
+                }
             }
             #[cfg(not(target_arch = "x86_64"))]
             {
@@ -296,6 +321,16 @@ macro_rules! tile_routine2 {
         pub(super) mod $inner {
             #[allow(clippy::wildcard_imports, reason = "the formulas of the parent module")]
             use super::*;
+
+            /// The routine compiled for AVX-512 (the same formulas, so the same bits).
+            ///
+            /// # Safety
+            /// As the routine's, and the CPU must have AVX-512 F and VL.
+            #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+            pub(in super::super) unsafe fn wide(a: *const $t, b: *const $t, dst: *mut $t, n: usize) {
+                // SAFETY: forwarded.
+                unsafe { chunk(a, b, dst, n) }
+            }
 
             /// # Safety
             /// As the routine's.

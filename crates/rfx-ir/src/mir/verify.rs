@@ -351,10 +351,12 @@ pub fn verify(program: &MirProgram) -> Result<(), VerifyErrors> {
         }
     }
 
-    // The kernels that write each buffer, one entry per store or reduction, in order.
+    // The kernels that write each buffer, one entry per store or reduction, in order. A row
+    // store updates a buffer another write made and does not count.
     let mut writers = vec![Vec::new(); program.buffers().len()];
     for (k, kernel) in program.kernels().iter().enumerate() {
-        for buf in kernel.writes() {
+        let whole = kernel.stores.iter().filter(|s| s.row().is_none()).map(|s| s.buf);
+        for buf in whole.chain(kernel.reductions.iter().map(|r| r.buf)) {
             if let Some(list) = writers.get_mut(buf.index()) {
                 list.push(k);
             }

@@ -8,7 +8,7 @@ use rfx_ir::hir::{Op, ValueId};
 use rfx_ir::mir::{BufKind, Buffer, MirInst, MirKernel, MirOp, MirProgram, MirValue, Reduction, Store};
 use rfx_ir::{BinaryOp, BufId, Shape};
 
-use super::plan::{Plan, is_view, regrouped, strides_in_domain, under_reshapes};
+use super::plan::{LoopKind, Plan, is_view, regrouped, strides_in_domain, under_reshapes};
 use crate::error::OptError;
 
 impl Plan<'_> {
@@ -71,7 +71,8 @@ impl Plan<'_> {
                 });
             }
         }
-        let mut kernels = self.fill_kernels(&root_bufs)?;
+        let fill_groups = self.fill_groups();
+        let mut kernels = self.fill_kernels(&root_bufs, &fill_groups)?;
         for (g, (domain, roots)) in self.groups.iter().enumerate() {
             let mut emitter = KernelEmitter {
                 plan: self,
@@ -128,6 +129,20 @@ impl Plan<'_> {
                     }
                 }
             }
+            // The constant parts stored beside a part of the same value at the same points.
+            for (fill, _) in fill_groups.iter().filter(|(_, fg)| *fg == Some(g)) {
+                let value = emitter.push(MirOp::Const(fill.value), Vec::new(), fill.value.dtype());
+                for &buf in root_bufs
+                    .get(&fill.whole)
+                    .ok_or(OptError::InvalidValue(fill.whole))?
+                {
+                    stores.push(Store {
+                        buf,
+                        value,
+                        region: Some(fill.region.clone()),
+                    });
+                }
+            }
             if stores.is_empty() && reductions.is_empty() {
                 continue;
             }
@@ -160,11 +175,34 @@ impl Plan<'_> {
 }
 
 impl Plan<'_> {
-    /// The kernels storing the constant parts of split values: one per shape, before every
-    /// other kernel (they read nothing).
-    fn fill_kernels(&self, root_bufs: &BTreeMap<ValueId, Vec<BufId>>) -> Result<Vec<MirKernel>, OptError> {
+    /// Each constant part of a split value with the group that stores it: the first
+    /// elementwise group over the part's points that stores another part of the same value
+    /// (every reader of the value runs after all its parts), else none.
+    fn fill_groups(&self) -> Vec<(&super::regions::Fill, Option<usize>)> {
+        self.fills
+            .iter()
+            .map(|fill| {
+                let group = self.groups.iter().enumerate().position(|(g, (domain, roots))| {
+                    *domain == fill.shape
+                        && self.group_kinds.get(g) == Some(&LoopKind::Elementwise)
+                        && roots
+                            .iter()
+                            .any(|r| self.regions.get(r).is_some_and(|(whole, _)| *whole == fill.whole))
+                });
+                (fill, group)
+            })
+            .collect()
+    }
+
+    /// The kernels storing the constant parts of split values that no group stores
+    /// (`fill_groups`): one per shape, before every other kernel (they read nothing).
+    fn fill_kernels(
+        &self,
+        root_bufs: &BTreeMap<ValueId, Vec<BufId>>,
+        fill_groups: &[(&super::regions::Fill, Option<usize>)],
+    ) -> Result<Vec<MirKernel>, OptError> {
         let mut kernels: Vec<MirKernel> = Vec::new();
-        for fill in &self.fills {
+        for fill in fill_groups.iter().filter(|(_, g)| g.is_none()).map(|(f, _)| *f) {
             let position = match kernels.iter().position(|k| k.domain == fill.shape) {
                 Some(position) => position,
                 None => {

@@ -14,7 +14,8 @@
 //! loop nest like any roots, so `k` scalars stacked per batch row are one kernel over the batch
 //! with `k` stores. A part that is itself such a chain read by nothing else (a block row of a
 //! block matrix) is split the same way, its regions composed with its parent's. A constant part
-//! (a zero block, whose `pad` of zeros folds to zeros) is stored by a kernel of its own that
+//! (a zero block, whose `pad` of zeros folds to zeros) is stored by the loop nest that stores
+//! another part of the same value at the same points, or else by a kernel of its own that
 //! reads nothing, before every other kernel.
 
 use std::collections::BTreeMap;

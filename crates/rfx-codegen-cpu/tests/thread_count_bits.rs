@@ -223,7 +223,8 @@ fn float_inputs(kernel: &Kernel, seed: u64, (lo, hi): (f64, f64)) -> Vec<Array> 
 /// leaf tree (the leaves of `rfx_ir::lir::ReduceLeaves`, cut at nodes of the pairwise tree and
 /// merged as the tree merges them): on one, two and four threads it gives the bits of the
 /// interpreter, which adds the leaves in the tree's order. Full sums and means, row sums of a
-/// few long rows, leaves of whole rows and of row pieces with a short last one, leaf counts
+/// few long rows, leaves of whole rows (two outputs of 300 rows of 1,000 points, the reduced
+/// dims apart) and of row pieces with a short last one (5 rows of 3,000), leaf counts
 /// that are not powers of two, the gradient stored beside the sum, `f32` and `f64`. A low
 /// split threshold (128 points per reference body: a thread per 1,024 points of a sum) splits
 /// arrays of a few thousand points, so that the cases stay small.
@@ -268,20 +269,20 @@ fn reductions_in_parts_keep_the_interpreters_bits_on_any_thread_count() {
         ),
         (
             "row_groups",
-            "f32[70, 1000]",
-            "%r = sum %x axes [0, 1] : f32[]",
+            "f32[300, 2, 1000]",
+            "%r = sum %x axes [0, 2] : f32[2]",
             (-2.0, 2.0),
         ),
         (
             "row_pieces",
-            "f32[20, 3000]",
-            "%r = sum %x axes [0, 1] : f32[]",
+            "f32[5, 2, 3000]",
+            "%r = sum %x axes [0, 2] : f32[2]",
             (-2.0, 2.0),
         ),
         (
-            "batched_row_groups",
+            "full_sum_of_rows",
             "f32[2, 60, 700]",
-            "%r = sum %x axes [1, 2] : f32[2]",
+            "%r = sum %x axes [0, 1, 2] : f32[]",
             (-2.0, 2.0),
         ),
     ];

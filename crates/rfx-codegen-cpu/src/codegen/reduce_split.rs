@@ -510,6 +510,15 @@ mod tests {
         // Three rows of 50,000 points: 25 leaves each, three outputs in parts.
         let rows = shapes(&sum("f32[3, 50000]", "[1]", "f32[3]"));
         assert_eq!((rows[0].units, rows[0].parts), (3, 25));
+        // Leaves of whole rows (two outputs of 300 rows of 1,000 points: 150 leaves) and of row
+        // pieces (5 rows of 3,000: 10 leaves), the reduced dims apart.
+        let groups = shapes(&sum("f32[300, 2, 1000]", "[0, 2]", "f32[2]"));
+        assert_eq!(
+            (groups[0].units, groups[0].parts),
+            (2, split_tree(150, 32).parts.len() as u64)
+        );
+        let pieces = shapes(&sum("f32[5, 2, 3000]", "[0, 2]", "f32[2]"));
+        assert_eq!((pieces[0].units, pieces[0].parts), (2, 10));
         // Enough outputs to share by outputs: no parts.
         let many = shapes(&sum("f32[512, 4096]", "[1]", "f32[512]"));
         assert_eq!((many[0].units, many[0].parts), (512, 0));

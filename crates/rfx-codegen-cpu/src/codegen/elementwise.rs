@@ -115,13 +115,19 @@ impl<'k> Gen<'_, 'k> {
             return Ok(None);
         }
         let positions = row_positions(inner, self.cur.width);
-        self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, _, _| {
+        let mut body = |g: &mut Self, b: &mut FunctionBuilder<'_>, _: Value, _: &[Value]| {
             for row in 0..rows {
                 let ptrs = g.row_pointers(b, row, outer)?;
                 g.emit_written_row(b, &ptrs, &positions)?;
             }
             Ok(Vec::new())
-        })?;
+        };
+        if self.fx.exit.is_some() {
+            // In a program's one function the kernel runs its one unit exactly once.
+            body(self, b, lo, &[])?;
+        } else {
+            self.emit_loop(b, lo, hi, 1, &[], &mut body)?;
+        }
         self.finish(b);
         let points = (rows * inner) as u64;
         Ok(Some(KernelShape::new(

@@ -113,8 +113,14 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
             }
             Op::Transpose { .. } | Op::Slice { .. } => {
                 // A reshape's elements lie row-major in its operand's buffer, which the view
-                // reads in place: what is under the reshapes is stored, never a copy of it.
-                let base = under_reshapes(kernel, transpose_base(kernel, ValueId::new(index)), |_| false);
+                // reads in place: what is under the reshapes is stored (if computed), never a
+                // copy of it. A reshape of an `iota` or a constant, which have no buffer, is.
+                let base = transpose_base(kernel, ValueId::new(index));
+                let under = under_reshapes(kernel, base, |_| false);
+                let base = match kernel.node(under).map(|n| &n.op) {
+                    Some(Op::Iota { .. } | Op::Const(_)) => base,
+                    _ => under,
+                };
                 let reason = match node.op {
                     Op::Slice { .. } => MissReason::Slice,
                     _ => MissReason::Transpose,

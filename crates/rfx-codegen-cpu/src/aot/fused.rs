@@ -231,6 +231,20 @@ macro_rules! fused_routine {
             let mut base = 0;
             while base < n {
                 let len = (n - base).min(CHUNK);
+                // The input rows' next chunk is fetched while this one computes: each pass over
+                // a chunk is short, so the hardware would otherwise wait for each row's lines
+                // pass by pass (a prefetch never faults, past a row's end included).
+                for &row in &ptrs[..inputs as usize] {
+                    let next = row.wrapping_add(base + CHUNK).cast::<i8>().cast_const();
+                    for line in (0..CHUNK * std::mem::size_of::<$t>()).step_by(64) {
+                        // SAFETY: a prefetch reads nothing and never faults.
+                        unsafe {
+                            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                                next.wrapping_add(line),
+                            )
+                        };
+                    }
+                }
                 // SAFETY: registers are `CHUNK` long and `len <= CHUNK`; rows hold `n`
                 // elements and `base + len <= n`; a step never writes its own sources
                 // (`valid`), and outputs overlap no input or other output (the contract).

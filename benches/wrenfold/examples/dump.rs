@@ -1,7 +1,8 @@
-//! Prints the fused MIR program of each of wrenfold's kernels, batched (`vmap` over `--batch`
-//! examples, 1,024 by default) or, with `--one`, for one example: the kernel count, each
-//! kernel's domain, instructions, loads, selects and stores, then the program itself with
-//! `--mir`; `--hir-dir DIR` writes each kernel's HIR (before optimisation) to `DIR/NAME.rfx`. `cargo run --release -p wrenfold-bench --example dump -- [NAME] [--one] [--mir]`.
+//! Prints the fused MIR program of each of wrenfold's kernels, batched (`vmap` over 1,024
+//! examples) or, with `--one`, for one example: the kernel count and each kernel's domain,
+//! instructions, loads, selects and stores; with `--mir` the program itself; with
+//! `--hir-dir DIR` each kernel's HIR (before optimisation) written to `DIR/NAME.rfx`.
+//! `cargo run --release -p wrenfold-bench --example dump -- [NAME] [--one] [--mir]`.
 
 use wrenfold_bench::{bind, kernels};
 

@@ -10,7 +10,13 @@
 //! `erf`, which the inline code of [`crate::math`] computes on every path), compiled by rustc
 //! with `avx2` and `fma` enabled for that function alone (`#[target_feature]`), so LLVM turns
 //! each loop into 8-lane (4-lane `f64`) AVX2 code; the JIT links them only when the running CPU
-//! has both features ([`available`]).
+//! has both features ([`available`]). Each one-result routine is compiled a second time with
+//! AVX-512 (F and VL) enabled and runs that way where the CPU has it ([`avx512`]): the same
+//! formulas, IEEE operations lane by lane, so the same bits (`fused::tests`).
+//!
+//! An elementwise body that would stage values between routine calls runs instead as one
+//! fused pass per row ([`fused`]): an explicit plan of steps (loads, exact ops, the routines'
+//! loops inlined, stores) over chunks of a few hundred elements, at the host's full width.
 //!
 //! # Methods and accuracy
 //!

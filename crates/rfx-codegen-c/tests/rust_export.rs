@@ -70,13 +70,18 @@ fn corpus_jobs() -> Vec<Job> {
 }
 
 /// Every transcendental conformance case (within the CPU backend's documented bound of 4 ULP
-/// of the `f64` oracle) and every [`CONFORMANCE_STRIDE`]th other case (bit
-/// for bit), so that the generated crate compiles in seconds.
+/// of the `f64` oracle), every row store case (the export's own clamped row index) and every
+/// [`CONFORMANCE_STRIDE`]th other case (bit for bit), so that the generated crate compiles in
+/// seconds.
 fn conformance_jobs() -> Vec<Job> {
     cases()
         .iter()
         .enumerate()
-        .filter(|(i, case)| case.transcendental.is_some() || i % CONFORMANCE_STRIDE == 0)
+        .filter(|(i, case)| {
+            case.transcendental.is_some()
+                || case.name.starts_with("loop_row_history")
+                || i % CONFORMANCE_STRIDE == 0
+        })
         .map(|(_, case)| Job {
             name: format!("conformance/{}", case.name),
             program: lower_kernel(&case.kernel).expect("lowers"),

@@ -505,7 +505,7 @@ mod tests {
     /// routine called alone (its AVX-512 compilation where the CPU has it), and at every length
     /// the bits of each element computed alone.
     macro_rules! every_step_test {
-        ($test:ident, $t:ty, $dtype:ident, $avx2:ident, $avx512:ident, $entry:ident, $sin:ident, $exp:ident, $unary:ty, $binary:ty) => {
+        ($test:ident, $t:ty, $dtype:ident, $avx2:ident, $avx512:ident, $entry:ident, $sin:ident, $exp:ident, $unary:ty, $binary:ty, $pair:ty) => {
             #[test]
             fn $test() {
                 if !super::super::available() {
@@ -616,6 +616,30 @@ mod tests {
                         let bits: Vec<u64> = out.iter().map(|v| u64::from(v.to_bits())).collect();
                         assert_eq!(bits, avx2[exact.len() + k], "{r:?} alone, n = {n}");
                     }
+                    // The `sincos` routine alone: the bits of the `sin` and `cos` steps.
+                    let pair = AotFn::$sin.sincos_part().expect("sin pairs").0;
+                    let (mut first, mut second) = (vec![0.0 as $t; n], vec![0.0 as $t; n]);
+                    // SAFETY: the pair routine's C ABI, rows of `n` elements.
+                    unsafe {
+                        let f = std::mem::transmute::<*const u8, $pair>(pair.address());
+                        f(xs.as_ptr(), first.as_mut_ptr(), second.as_mut_ptr(), n);
+                    }
+                    let at = |r: AotFn| exact.len() + routines.iter().position(|&x| x == r).expect("listed");
+                    let cos = routines
+                        .iter()
+                        .copied()
+                        .find(|r| r.sincos_part() == Some((pair, 1)));
+                    let bits = |v: &[$t]| {
+                        v.iter()
+                            .map(|x| u64::from(x.to_bits()))
+                            .collect::<Vec<u64>>()
+                    };
+                    assert_eq!(bits(&first), avx2[at(AotFn::$sin)], "sincos's sin, n = {n}");
+                    assert_eq!(
+                        bits(&second),
+                        avx2[at(cos.expect("cos"))],
+                        "sincos's cos, n = {n}"
+                    );
                     for i in (0..n).step_by(97) {
                         let alone = run(0, &xs[i..=i], &ys[i..=i]);
                         for (k, out) in alone.iter().enumerate() {
@@ -637,7 +661,8 @@ mod tests {
         SinF32,
         ExpF32,
         super::super::TileFn,
-        super::super::Tile2Fn
+        super::super::Tile2Fn,
+        super::super::TilePairFn
     );
     every_step_test!(
         every_f64_step_gives_the_same_bits_at_every_width_and_length,
@@ -649,6 +674,7 @@ mod tests {
         SinF64,
         ExpF64,
         super::super::TileFnF64,
-        super::super::Tile2FnF64
+        super::super::Tile2FnF64,
+        super::super::TilePairFnF64
     );
 }

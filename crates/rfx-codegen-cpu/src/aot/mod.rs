@@ -10,7 +10,7 @@
 //! `erf`, which the inline code of [`crate::math`] computes on every path), compiled by rustc
 //! with `avx2` and `fma` enabled for that function alone (`#[target_feature]`), so LLVM turns
 //! each loop into 8-lane (4-lane `f64`) AVX2 code; the JIT links them only when the running CPU
-//! has both features ([`available`]). Each one-result routine is compiled a second time with
+//! has both features ([`available`]). Each routine (`pow` in `f64` aside) is compiled a second time with
 //! AVX-512 (F and VL) enabled and runs that way where the CPU has it ([`avx512`]): the same
 //! formulas, IEEE operations lane by lane, so the same bits (`fused::tests`).
 //!
@@ -235,7 +235,11 @@ macro_rules! tile_routine_pair {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: forwarded from this function's contract.
             unsafe {
-                $inner(src, first, second, n)
+                if super::avx512() {
+                    $inner::wide(src, first, second, n)
+                } else {
+                    $inner(src, first, second, n)
+                }
             }
             #[cfg(not(target_arch = "x86_64"))]
             {
@@ -247,6 +251,30 @@ macro_rules! tile_routine_pair {
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2,fma")]
         unsafe fn $inner(src: *const $t, first: *mut $t, second: *mut $t, n: usize) {
+            // SAFETY: forwarded.
+            unsafe { $inner::chunk(src, first, second, n) }
+        }
+
+        /// The routine's loops, and their AVX-512 compilation.
+        #[cfg(target_arch = "x86_64")]
+        pub(super) mod $inner {
+            #[allow(clippy::wildcard_imports, reason = "the formulas of the parent module")]
+            use super::*;
+
+            /// The routine compiled for AVX-512 (the same formulas, so the same bits).
+            ///
+            /// # Safety
+            /// As the routine's, and the CPU must have AVX-512 F and VL.
+            #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
+            pub(in super::super) unsafe fn wide(src: *const $t, first: *mut $t, second: *mut $t, n: usize) {
+                // SAFETY: forwarded.
+                unsafe { chunk(src, first, second, n) }
+            }
+
+            /// # Safety
+            /// As the routine's.
+            #[inline(always)]
+            pub(in super::super) unsafe fn chunk(src: *const $t, first: *mut $t, second: *mut $t, n: usize) {
             // SAFETY: the caller guarantees the three ranges are valid and disjoint.
             let (xs, ys, zs) = unsafe {
                 (
@@ -267,6 +295,7 @@ macro_rules! tile_routine_pair {
                         (*y, *z) = $slow(x);
                     }
                 }
+            }
             }
         }
     };

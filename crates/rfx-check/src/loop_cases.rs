@@ -5,7 +5,8 @@
 //! on a scalar test or on a test that reduces a vector (and run to their maximum when the test
 //! stays true), nested loops, loops of no trips, a vector carry whose body reduces it (a mean
 //! taken each iteration, in f32, f64 and wrapping i32), a transcendental inside a loop body and
-//! histories written one row per iteration (`set_row`, stored as row stores).
+//! histories written one row per iteration (`set_row`, stored as row stores) in `fori` and
+//! `while` loops.
 //! The exact cases are checked against the LIR interpreter bit for bit, the transcendental one
 //! against the HIR interpreter's `f64` oracle, like every other case.
 
@@ -82,7 +83,21 @@ pub(crate) fn loop_cases(push: &mut Push<'_>) {
         (DType::I32, 3, 7),
     ] {
         let name = format!("loop_row_history_{dtype}_n{n}_t{trips}");
-        push(name.clone(), row_history(&name, dtype, n, trips), None, None);
+        push(
+            name.clone(),
+            row_history(&name, dtype, n, trips, None),
+            None,
+            None,
+        );
+    }
+    for (dtype, stop) in [(DType::F32, 3), (DType::F64, 9)] {
+        let name = format!("loop_row_history_while_{dtype}_stop{stop}");
+        push(
+            name.clone(),
+            row_history(&name, dtype, 3, 7, Some(stop)),
+            None,
+            None,
+        );
     }
 }
 
@@ -90,8 +105,9 @@ pub(crate) fn loop_cases(push: &mut Push<'_>) {
 /// carries `c: dtype[n]`, `t: i32[]`, `h, g: dtype[trips, n]` with the invariant `a: dtype[n]`:
 /// `h' = set_row(h, c, t)` (the carry entering the iteration, at the counter), `g' =
 /// set_row(g, c * a, t + 1)` (a computed row at a computed index, clamped on the last trip),
-/// `c' = c * a + 1`, `t' = t + 1`.
-fn row_history(name: &str, dtype: DType, n: usize, trips: u64) -> Option<Kernel> {
+/// `c' = c * a + 1`, `t' = t + 1`; with `stop`, a while loop running while `t < stop` (its
+/// masked body masks the rows).
+fn row_history(name: &str, dtype: DType, n: usize, trips: u64, stop: Option<i32>) -> Option<Kernel> {
     let rows = usize::try_from(trips).ok()?;
     let types = [
         ty(dtype, &[n]),
@@ -111,11 +127,18 @@ fn row_history(name: &str, dtype: DType, n: usize, trips: u64) -> Option<Kernel>
         let g1 = b.set_row(g, ca, t1).ok()?;
         Some(vec![c1, t1, h1, g1])
     })?;
+    let cond = match stop {
+        Some(stop) => Some(kernel("test", &types, |b, v| {
+            let stop = b.scalar(Scalar::I32(stop));
+            Some(vec![b.compare(CmpOp::Lt, v[1], stop).ok()?])
+        })?),
+        None => None,
+    };
     let spec = Loop {
         carries: 4,
         trips,
         body,
-        cond: None,
+        cond,
     };
     looping(name, &[ty(dtype, &[n])], spec, |b, v| {
         let zero = b.scalar(Scalar::I32(0));

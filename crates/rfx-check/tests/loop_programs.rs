@@ -49,7 +49,7 @@ fn the_conformance_loop_cases_lower_to_programs_with_loops_that_match_the_hir_in
         .collect();
     assert_eq!(
         loops.len(),
-        37,
+        39,
         "loop cases: {:?}",
         loops.iter().map(|c| &c.name).collect::<Vec<_>>()
     );

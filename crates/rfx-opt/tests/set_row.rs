@@ -66,6 +66,24 @@ fn a_set_row_compiles_to_the_interpreters_bits() {
 /// A fori loop of `trips` trips recording the carry `c: f32[2]` entering each iteration into a
 /// history `h: f32[trips, 2]` with `set_row(h, c, t)`, as reverse mode's recording loop does.
 pub fn recording_loop(trips: usize) -> Kernel {
+    recording_loop_with(trips, None)
+}
+
+/// [`recording_loop`] as a while loop of at most `trips` trips, running while `c0 + c1 < limit`.
+fn recording_while_loop(trips: usize, limit: f32) -> Kernel {
+    let mut cond = Builder::new("cond");
+    let c = cond.input("c", TensorType::new(DType::F32, [2])).unwrap();
+    cond.input("t", TensorType::scalar(DType::I32)).unwrap();
+    cond.input("h", TensorType::new(DType::F32, [trips, 2])).unwrap();
+    cond.input("k", TensorType::new(DType::F32, [2])).unwrap();
+    let sum = cond.reduce_all(rfx_ir::ReduceOp::Sum, c).unwrap();
+    let limit = cond.scalar(Scalar::F32(limit));
+    let keep = cond.compare(rfx_ir::CmpOp::Lt, sum, limit).unwrap();
+    cond.output("keep", keep).unwrap();
+    recording_loop_with(trips, Some(cond.finish().unwrap()))
+}
+
+fn recording_loop_with(trips: usize, cond: Option<Kernel>) -> Kernel {
     let carry = TensorType::new(DType::F32, [2]);
     let history = TensorType::new(DType::F32, [trips, 2]);
     let counter = TensorType::scalar(DType::I32);
@@ -95,12 +113,13 @@ pub fn recording_loop(trips: usize) -> Kernel {
                 carries: 3,
                 trips: trips as u64,
                 body,
-                cond: None,
+                cond,
             },
             &[c0, t0, h0, k],
         )
         .unwrap();
     b.output("c", finals[0]).unwrap();
+    b.output("t", finals[1]).unwrap();
     b.output("h", finals[2]).unwrap();
     b.finish().unwrap()
 }
@@ -129,5 +148,48 @@ fn a_recording_loop_stores_one_row_per_iteration() {
         let text = program.to_string();
         assert!(text.contains(&format!("rows {trips} stride 2")), "{text}");
         assert_eq!(rfx_ir::mir::parse(&text).unwrap(), program);
+    }
+}
+
+#[test]
+fn a_while_recording_loop_masks_the_row_and_gives_the_interpreters_bits() {
+    // Random inputs stop the loop anywhere (or never); the rows after the exit stay as they were.
+    for limit in [-1.0, 0.5, 3.0] {
+        assert_same_bits(&recording_while_loop(6, limit), 5);
+    }
+    // A fixed input that stops after some iterations: the rows it wrote, then zeros.
+    let kernel = recording_while_loop(8, 1.2);
+    let program = optimize(&kernel, &OptConfig::default()).unwrap().0;
+    let c0 = rfx_ir::Array::from_vec([2], vec![0.3f32, 0.4]).unwrap();
+    let k = rfx_ir::Array::from_vec([2], vec![1.5f32, 1.9]).unwrap();
+    let views = [c0.view(), k.view()];
+    let want = run_hir(&kernel, &views, Mode::Native).unwrap();
+    let got = run_mir(&program, &views, Mode::Native).unwrap();
+    let ran = *want[1].as_slice::<i32>().unwrap().first().unwrap();
+    assert!(0 < ran && ran < 8, "the test stops the loop early: {ran}");
+    for (e, f) in want.iter().zip(&got) {
+        assert!(same_values(e, f), "HIR {e:?}, MIR {f:?}\n{program}");
+    }
+}
+
+#[test]
+fn a_while_recording_loop_stores_one_row_per_iteration() {
+    for trips in [6, 1000] {
+        let program = optimize(&recording_while_loop(trips, 1.0), &OptConfig::default())
+            .unwrap()
+            .0;
+        let [range] = program.loops() else {
+            panic!("one loop expected:\n{program}");
+        };
+        assert!(range.exit.is_some(), "{program}");
+        let body = &program.kernels()[range.first..range.end];
+        let row_stores = body
+            .iter()
+            .flat_map(|k| &k.stores)
+            .filter(|s| s.row().is_some())
+            .count();
+        assert_eq!(row_stores, 1, "{program}");
+        // No kernel of the loop touches the whole history: the masked row, not the history.
+        assert!(body.iter().all(|k| k.domain.numel() <= 2), "{program}");
     }
 }

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeSet;
 
-use rfx_ir::hir::{Builder, Kernel, Op, ValueId};
+use rfx_ir::hir::{Builder, Kernel, Loop, Op, ValueId};
 use rfx_ir::mir::{BufKind, Buffer, MirInst, MirKernel, MirOp, MirValue, Region, RowIndex, Store};
 use rfx_ir::repeat::KernelLoop;
 use rfx_ir::{BufId, TensorType};
@@ -199,6 +199,78 @@ pub(super) fn without_row_updates(body: &Kernel, updates: &[RowUpdate]) -> Resul
         }
     }
     b.finish().map_err(OptError::Rebuild)
+}
+
+/// The masked body of a `while_loop` (`prepare::masked_body`) whose carries in `updates` are
+/// updated by a row: such a carry is returned unchanged and its *row* is masked instead,
+/// `select(keep, row, c_k[index])` (the row the update would replace, read back where the test
+/// failed), so that the row store keeps the carry's other rows untouched and an iteration after
+/// the test failed still changes nothing. Outputs: the carries (the others masked as in
+/// `masked_body`), then per update its masked row and its index when that is not a body input,
+/// then `keep`.
+pub(super) fn masked_row_updates(
+    spec: &Loop,
+    cond: &Kernel,
+    updates: &[RowUpdate],
+) -> Result<Kernel, OptError> {
+    let stripped = without_row_updates(&spec.body, updates)?;
+    let body_inputs: Vec<ValueId> = spec.body.inputs().map(|(v, _, _)| v).collect();
+    let mut b = Builder::new(spec.body.name());
+    let inputs = spec
+        .body
+        .inputs()
+        .map(|(_, name, ty)| b.input(name, ty.clone()))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(OptError::Rebuild)?;
+    let keep = b
+        .inline(cond, &inputs)
+        .map_err(OptError::Rebuild)?
+        .first()
+        .copied()
+        .ok_or(OptError::Cycle)?;
+    let next = b.inline(&stripped, &inputs).map_err(OptError::Rebuild)?;
+    for (k, (&carry, &new)) in inputs.iter().zip(&next).enumerate().take(spec.carries) {
+        let out = if carry == new {
+            carry
+        } else {
+            b.select(keep, new, carry).map_err(OptError::Rebuild)?
+        };
+        b.output(format!("c{k}"), out).map_err(OptError::Rebuild)?;
+    }
+    let mut extra = next.iter().skip(spec.carries).copied();
+    let mut value_of = |v: ValueId| match body_inputs.iter().position(|&i| i == v) {
+        Some(p) => inputs.get(p).copied().ok_or(OptError::InvalidValue(v)),
+        None => extra.next().ok_or(OptError::InvalidValue(v)),
+    };
+    for (i, update) in updates.iter().enumerate() {
+        let row = value_of(update.row)?;
+        let index = value_of(update.index)?;
+        let carry = *inputs
+            .get(update.carry)
+            .ok_or(OptError::InvalidValue(update.row))?;
+        let old = row_at(&mut b, carry, index).map_err(OptError::Rebuild)?;
+        let masked = b.select(keep, row, old).map_err(OptError::Rebuild)?;
+        b.output(format!("row_update{i}"), masked)
+            .map_err(OptError::Rebuild)?;
+        if !body_inputs.contains(&update.index) {
+            b.output(format!("index_update{i}"), index)
+                .map_err(OptError::Rebuild)?;
+        }
+    }
+    b.output("keep", keep).map_err(OptError::Rebuild)?;
+    b.finish().map_err(OptError::Rebuild)
+}
+
+/// Row `clamp(index)` of `x` along axis 0 (a gather, which clamps as `set_row` does), of the
+/// shape of one row.
+fn row_at(b: &mut Builder, x: ValueId, index: ValueId) -> Result<ValueId, rfx_ir::hir::BuildError> {
+    let shape = b.value_type(x)?.shape.clone();
+    let row_shape = rfx_ir::Shape::new(shape.dims().get(1..).unwrap_or_default());
+    let at = b.reshape(index, rfx_ir::Shape::new(vec![1; shape.rank()]))?;
+    let one_row = rfx_ir::Shape::new([&[1][..], row_shape.dims()].concat());
+    let at = b.broadcast_to(at, one_row)?;
+    let row = b.gather(x, at, 0)?;
+    b.reshape(row, row_shape)
 }
 
 /// The kernel storing the row in buffer `row` (of `row_type`, contiguous) into row `index[0]`

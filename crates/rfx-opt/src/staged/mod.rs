@@ -38,7 +38,7 @@ use std::collections::HashMap;
 use rfx_ir::hir::{Builder, Kernel, Loop, Op, ValueId, verify};
 use rfx_ir::mir::{BufKind, Buffer, MirInst, MirKernel, MirOp, MirProgram, MirValue, Store};
 use rfx_ir::repeat::KernelLoop;
-use rfx_ir::{BufId, DType, TensorType};
+use rfx_ir::{BufId, TensorType};
 
 use crate::config::OptConfig;
 use crate::error::OptError;
@@ -450,13 +450,12 @@ impl Linker<'_> {
             .collect();
         self.copies(&format!("{prefix}init"), &init)?;
 
-        // A fori body's carries updated by a row are stored by row stores (`in_place.rs`).
-        let updates = match &spec.cond {
-            Some(_) => Vec::new(),
-            None => in_place::row_updates(&spec.body, spec.carries),
-        };
+        // Carries updated by a row are stored by row stores (`in_place.rs`); a while body
+        // masks their rows.
+        let updates = in_place::row_updates(&spec.body, spec.carries);
         let body = match &spec.cond {
-            Some(cond) => masked_body(spec, cond)?,
+            Some(cond) if updates.is_empty() => masked_body(spec, cond)?,
+            Some(cond) => in_place::masked_row_updates(spec, cond, &updates)?,
             None if updates.is_empty() => spec.body.clone(),
             None => in_place::without_row_updates(&spec.body, &updates)?,
         };
@@ -472,9 +471,7 @@ impl Linker<'_> {
                     back.push((next, carry));
                     Some(next)
                 }
-                // The masked body's last output: the test's result.
-                None if spec.cond.is_some() => Some(self.temp(&TensorType::scalar(DType::Bool))),
-                // The rows and indices of row updates.
+                // The rows and indices of row updates, then a masked body's test result.
                 None => {
                     let ty = body
                         .value_type(output.value)
@@ -520,7 +517,8 @@ impl Linker<'_> {
     /// The row-store kernels of a loop's row `updates` (`in_place.rs`): those whose row and
     /// index are body inputs (in `range_inputs`) run first in the range, reading the values
     /// entering the iteration; the others after the body, from the extra outputs' `targets`
-    /// (after the carries, in [`in_place::without_row_updates`]'s order).
+    /// (after the carries, in [`in_place::without_row_updates`]'s order). A while body's rows
+    /// are masked ([`in_place::masked_row_updates`]): always computed, so stored after it.
     fn row_stores(
         &mut self,
         spec: &Loop,
@@ -533,7 +531,11 @@ impl Linker<'_> {
         let mut extra = targets.iter().skip(spec.carries).copied();
         let (mut early, mut late) = (Vec::new(), Vec::new());
         for (i, update) in updates.iter().enumerate() {
-            let mut source = |value: ValueId| match inputs.iter().position(|&v| v == value) {
+            let mut source = |value: ValueId, computed: bool| match inputs
+                .iter()
+                .position(|&v| v == value)
+                .filter(|_| !computed)
+            {
                 Some(p) => Ok((
                     range_inputs
                         .get(p)
@@ -547,8 +549,8 @@ impl Linker<'_> {
                     .map(|b| (b, false))
                     .ok_or(OptError::InvalidValue(value)),
             };
-            let (row, row_in) = source(update.row)?;
-            let (index, index_in) = source(update.index)?;
+            let (row, row_in) = source(update.row, spec.cond.is_some())?;
+            let (index, index_in) = source(update.index, false)?;
             let row_type = spec
                 .body
                 .value_type(update.row)

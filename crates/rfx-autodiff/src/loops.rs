@@ -323,8 +323,9 @@ fn body_vjp(body: &Kernel, carries: usize, flags: &[bool], batch: &Shape) -> Res
 ///
 /// Stored carries: a forward loop runs the body again with a counter `t` and, per carry the
 /// body's VJP reads, a history `H` of shape `[trips, ...carry]` whose row `t` receives the
-/// carry entering iteration `t` (`set_row(H, c, t)`: `O(|c|)` per iteration where it compiles
-/// to a row store, as in a `fori` loop; a `while_loop`'s masked body selects the whole history).
+/// carry entering iteration `t` (`set_row(H, c, t)`, compiled to a row store: `O(|c|)` per
+/// iteration, in a `while_loop` too, whose masked body masks the row; under `vmap` the batched
+/// history is held `[trips, batch, ...]`, see [`vmap_loop`]).
 /// A while loop from `t = iterations - 1` down to 0 then reads row `t` of each history
 /// (`gather`), applies the body's VJP to the carries' cotangents and sums the invariants'
 /// cotangents in extra carries. A while loop's test is not differentiated: the iterations
@@ -570,7 +571,9 @@ fn reverse_body(
 /// is the body's `vmap`. A test that depends on a batched value gives one `keep` per example:
 /// every carry is batched, the loop runs while any example keeps going, and the body is
 /// `select(keep[b], body(c)[b], c[b])`, so an example's carries stop changing once its test
-/// fails (it then stays false) and each example runs exactly its own iterations.
+/// fails (it then stays false) and each example runs exactly its own iterations. Without a
+/// batched test, a batched carry updated by one row at an unbatched index (a history) is held
+/// with the batch after its row axis, so each iteration still stores one row ([`vmap_row_loop`]).
 ///
 /// Returns the final carries, each with whether it is batched.
 pub(crate) fn vmap_loop(
@@ -602,6 +605,13 @@ pub(crate) fn vmap_loop(
     });
     if batched_test {
         flags[..n].iter_mut().for_each(|f| *f = true);
+    } else {
+        let updates = batched_row_updates(&spec.body, n, &flags);
+        if !updates.is_empty()
+            && let Some(finals) = vmap_row_loop(b, spec, args, &flags, &updates, size)?
+        {
+            return Ok(finals);
+        }
     }
     let in_axes: Vec<Option<usize>> = flags.iter().map(|&f| f.then_some(0)).collect();
     let out_axes: Vec<Option<usize>> = flags[..n].iter().map(|&f| f.then_some(0)).collect();
@@ -635,6 +645,207 @@ pub(crate) fn vmap_loop(
         &operands,
     )?;
     Ok(finals.into_iter().zip(flags).collect())
+}
+
+/// A carry of a loop body updated by one row, `set_row(c_k, row, index)` (the node `node`),
+/// where the body reads `c_k` nowhere else: reverse mode's histories.
+struct RowUpdate {
+    carry: usize,
+    node: ValueId,
+    row: ValueId,
+    index: ValueId,
+}
+
+/// The batched carries (flagged in `flags`) of `body` updated by one row at an index that no
+/// batched value reaches: every example replaces the same row.
+fn batched_row_updates(body: &Kernel, carries: usize, flags: &[bool]) -> Vec<RowUpdate> {
+    let mut uses = vec![0usize; body.nodes().len()];
+    for a in body.nodes().iter().flat_map(|node| &node.args) {
+        if let Some(count) = uses.get_mut(a.index()) {
+            *count += 1;
+        }
+    }
+    for output in body.outputs() {
+        if let Some(count) = uses.get_mut(output.value.index()) {
+            *count += 1;
+        }
+    }
+    let reached = reaches(body, flags);
+    let inputs: Vec<ValueId> = body.inputs().map(|(v, _, _)| v).collect();
+    let mut updates = Vec::new();
+    for (k, output) in body.outputs().iter().enumerate().take(carries) {
+        let Some(node) = body.node(output.value) else {
+            continue;
+        };
+        if let (Op::SetRow, &[x, row, index]) = (&node.op, node.args.as_slice())
+            && flags.get(k) == Some(&true)
+            && inputs.get(k) == Some(&x)
+            && uses.get(x.index()) == Some(&1)
+            && uses.get(output.value.index()) == Some(&1)
+            && !reached.get(index.index()).copied().unwrap_or(true)
+        {
+            updates.push(RowUpdate {
+                carry: k,
+                node: output.value,
+                row,
+                index,
+            });
+        }
+    }
+    updates
+}
+
+/// `body` without the inputs of the carries in `updates` and their `set_row` nodes: inputs the
+/// others, outputs the other carries' next values, then each update's row and index.
+fn without_row_updates(body: &Kernel, carries: usize, updates: &[RowUpdate]) -> Result<Kernel, AdError> {
+    let inputs: Vec<ValueId> = body.inputs().map(|(v, _, _)| v).collect();
+    let skipped: HashSet<usize> = updates
+        .iter()
+        .flat_map(|u| [inputs[u.carry].index(), u.node.index()])
+        .collect();
+    let mut b = Builder::new(body.name());
+    let mut map: Vec<Option<ValueId>> = vec![None; body.nodes().len()];
+    let unknown = |v: ValueId| AdError::Internal(rfx_ir::hir::BuildError::UnknownValue(v));
+    for (index, node) in body.nodes().iter().enumerate() {
+        if skipped.contains(&index) {
+            continue;
+        }
+        let args = node
+            .args
+            .iter()
+            .map(|&a| map.get(a.index()).copied().flatten().ok_or_else(|| unknown(a)))
+            .collect::<Result<Vec<_>, _>>()?;
+        map[index] = Some(b.copy(&node.op, &args, &node.ty)?);
+    }
+    let mapped = |v: ValueId| map.get(v.index()).copied().flatten().ok_or_else(|| unknown(v));
+    for (k, output) in body.outputs().iter().enumerate().take(carries) {
+        if !updates.iter().any(|u| u.carry == k) {
+            b.output(format!("next{k}"), mapped(output.value)?)?;
+        }
+    }
+    for (i, update) in updates.iter().enumerate() {
+        b.output(format!("row{i}"), mapped(update.row)?)?;
+        b.output(format!("index{i}"), mapped(update.index)?)?;
+    }
+    Ok(b.finish()?)
+}
+
+/// `ty` with an axis of `size` inserted at `axis`.
+fn with_axis(ty: &TensorType, axis: usize, size: usize) -> TensorType {
+    let mut dims = ty.shape.dims().to_vec();
+    dims.insert(axis.min(dims.len()), size);
+    TensorType::new(ty.dtype, Shape::new(dims))
+}
+
+/// [`vmap_loop`] (no batched test) where the carries in `updates` are batched histories updated
+/// by one row at an unbatched index: such a carry is held as `[rows, size, ...row]` (the batch
+/// after the row axis), so that the batched update is still one `set_row` of the carry itself,
+/// `size · |row|` elements stored per iteration (a row store) rather than a select over the
+/// whole history. It is moved there before the loop and back to `[size, rows, ...row]` after.
+/// `None` when nothing but the updated carries is batched.
+fn vmap_row_loop(
+    b: &mut Builder,
+    spec: &Loop,
+    args: &[(ValueId, bool)],
+    flags: &[bool],
+    updates: &[RowUpdate],
+    size: usize,
+) -> Result<Option<Vec<(ValueId, bool)>>, AdError> {
+    let n = spec.carries;
+    let inputs = input_list(&spec.body);
+    let updated = |p: usize| updates.iter().position(|u| u.carry == p);
+    let kept: Vec<usize> = (0..inputs.len()).filter(|&p| updated(p).is_none()).collect();
+    let in_axes: Vec<Option<usize>> = kept.iter().map(|&p| flags[p].then_some(0)).collect();
+    if in_axes.iter().all(Option::is_none) {
+        return Ok(None);
+    }
+    let mut out_axes: Vec<Option<usize>> = kept
+        .iter()
+        .filter(|&&p| p < n)
+        .map(|&p| flags[p].then_some(0))
+        .collect();
+    let carried = out_axes.len();
+    for _ in updates {
+        out_axes.extend([Some(0), None]);
+    }
+    let stripped = without_row_updates(&spec.body, n, updates)?;
+    let batched = vmap_out(&stripped, &in_axes, &out_axes, size)?;
+
+    let axes: Vec<Option<usize>> = (0..inputs.len())
+        .map(|p| match updated(p) {
+            Some(_) => Some(1),
+            None => flags[p].then_some(0),
+        })
+        .collect();
+    let types: Vec<TensorType> = inputs
+        .iter()
+        .zip(&axes)
+        .map(|((_, ty), axis)| match *axis {
+            Some(axis) => with_axis(ty, axis, size),
+            None => ty.clone(),
+        })
+        .collect();
+    let mut w = Builder::new(spec.body.name());
+    let x = declare(&mut w, "x", &types)?;
+    let kept_args: Vec<ValueId> = kept.iter().map(|&p| x[p]).collect();
+    let outs = w.inline(&batched, &kept_args)?;
+    let mut others = outs.iter().take(carried);
+    let missing = || AdError::Internal(rfx_ir::hir::BuildError::NoOutputs);
+    for (k, &carry) in x.iter().enumerate().take(n) {
+        let next = match updated(k) {
+            Some(i) => {
+                let (row, index) = (outs.get(carried + 2 * i), outs.get(carried + 2 * i + 1));
+                let (Some(&row), Some(&index)) = (row, index) else {
+                    return Err(missing());
+                };
+                w.set_row(carry, row, index)?
+            }
+            None => *others.next().ok_or_else(missing)?,
+        };
+        w.output(format!("next{k}"), next)?;
+    }
+    let body = w.finish()?;
+    let cond = match &spec.cond {
+        Some(cond) => Some(vmap_out(cond, &axes, &[None], size)?),
+        None => None,
+    };
+
+    // Swapping the first two axes moves the batch between the front and after the rows.
+    let swap = |rank: usize| -> Vec<usize> { [1, 0].into_iter().chain(2..rank).collect() };
+    let mut operands = Vec::with_capacity(args.len());
+    for (p, &(v, is_batched)) in args.iter().enumerate() {
+        let ty = b.value_type(v)?.clone();
+        operands.push(match (updated(p), is_batched) {
+            (Some(_), true) => b.transpose(v, &swap(ty.shape.rank()))?,
+            (Some(_), false) => {
+                let column = with_axis(&ty, 1, 1);
+                let column = b.reshape(v, column.shape)?;
+                b.broadcast_to(column, types[p].shape.clone())?
+            }
+            (None, false) if flags[p] => b.broadcast_to(v, with_axis(&ty, 0, size).shape)?,
+            (None, _) => v,
+        });
+    }
+    let finals = b.loop_(
+        Loop {
+            carries: n,
+            trips: spec.trips,
+            body,
+            cond,
+        },
+        &operands,
+    )?;
+    let mut out = Vec::with_capacity(n);
+    for (k, v) in finals.into_iter().enumerate() {
+        out.push(match updated(k) {
+            Some(_) => {
+                let rank = b.value_type(v)?.shape.rank();
+                (b.transpose(v, &swap(rank))?, true)
+            }
+            None => (v, flags[k]),
+        });
+    }
+    Ok(Some(out))
 }
 
 /// The masked body `select(keep, body(c), c)` per carry and the test `any(keep)`, from the

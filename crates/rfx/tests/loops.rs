@@ -631,6 +631,120 @@ fn the_recording_loop_stores_one_row_per_iteration() {
 }
 
 #[test]
+fn a_vmapped_gradients_recording_loop_stores_one_row_of_the_batch_per_iteration() {
+    // The batched history is held `[trips, batch, ...]`: one row store of the batch's carries
+    // per iteration, and no kernel a loop repeats touches a whole history.
+    let n = 8;
+    let mut types = vec![TensorType::new(DType::F64, [n]); 2];
+    types.extend(scalar_types(2));
+    let short = rfx::jit(
+        rfx::vmap(rfx::value_and_grad(rollout_of::<100>).wrt(&[0, 1, 2, 3])).in_axes(&[
+            Some(0),
+            Some(0),
+            None,
+            None,
+        ]),
+    )
+    .trace(&types)
+    .expect("traces");
+    let long = rfx::jit(
+        rfx::vmap(rfx::value_and_grad(rollout_of::<1000>).wrt(&[0, 1, 2, 3])).in_axes(&[
+            Some(0),
+            Some(0),
+            None,
+            None,
+        ]),
+    )
+    .trace(&types)
+    .expect("traces");
+    let (short_kernels, short_rows) = gradient_loop_kernels(&short);
+    let (long_kernels, long_rows) = gradient_loop_kernels(&long);
+    assert_eq!((short_rows, long_rows), (2, 2), "one row store per stored carry");
+    assert_eq!(short_kernels.len(), long_kernels.len());
+    for k in short_kernels.iter().chain(&long_kernels) {
+        assert!(k.domain.numel() <= n, "{} [{}]", k.name, k.domain);
+    }
+    // Each example's value and gradient: the bits of its own gradient (HIR interpreter), and
+    // the LIR interpreter's bits; the compiled backends to rounding of their `sin`.
+    let (theta, omega) = batch_of_states(n);
+    let args = vec![
+        vector(&theta),
+        vector(&omega),
+        scalar(PENDULUM[2]),
+        scalar(PENDULUM[3]),
+    ];
+    let alone = rfx::jit(rfx::value_and_grad(rollout).wrt(&[0, 1, 2, 3]))
+        .trace(&scalar_types(4))
+        .expect("traces");
+    let batched = interp(&short, &args);
+    for e in 0..n {
+        let one = [
+            scalar(theta[e]),
+            scalar(omega[e]),
+            scalar(PENDULUM[2]),
+            scalar(PENDULUM[3]),
+        ];
+        let want = interp(&alone, &one);
+        for (o, w) in batched.iter().zip(&want) {
+            assert_eq!(f64s(o)[e], f64s(w)[0], "example {e}");
+        }
+    }
+    let f = || {
+        rfx::vmap(rfx::value_and_grad(rollout).wrt(&[0, 1, 2, 3])).in_axes(&[Some(0), Some(0), None, None])
+    };
+    for backend in backends() {
+        let out = call_on(f(), backend, &args);
+        for (o, w) in out.iter().zip(&batched) {
+            if backend == "interp" {
+                assert_eq!(f64s(o), f64s(w), "{backend}");
+            } else {
+                assert_close(backend, &f64s(o), &f64s(w), 1e-12);
+            }
+        }
+    }
+}
+
+/// A while loop whose test reads only its counter (the same for every example of a batch).
+fn counted_while(x: Tensor) -> Tensor {
+    let count = rfx::constant(&Array::scalar(rfx::Scalar::I32(0)));
+    let c = while_loop(
+        |c| c[1].lt(5),
+        |c| vec![(c[0] * 0.9).sin() + c[0] * c[0] * 0.1, c[1] + 1],
+        &[x, count],
+        40,
+    );
+    c[0].sum_all()
+}
+
+#[test]
+fn a_vmapped_while_gradient_with_an_unbatched_test_stores_rows_and_gives_each_examples_bits() {
+    let n = 6;
+    let xs: Vec<f64> = (0..n).map(|k| -1.2 + 0.45 * k as f64).collect();
+    let f = || rfx::vmap(rfx::grad(counted_while));
+    let kernel = rfx::jit(f())
+        .trace(&[TensorType::new(DType::F64, [n])])
+        .expect("traces");
+    let (kernels, rows) = gradient_loop_kernels(&kernel);
+    assert_eq!(rows, 1, "one row store for the stored carry");
+    for k in &kernels {
+        assert!(k.domain.numel() <= n, "{} [{}]", k.name, k.domain);
+    }
+    let alone = rfx::jit(rfx::grad(counted_while))
+        .trace(&scalar_types(1))
+        .expect("traces");
+    let batched = interp(&kernel, &[vector(&xs)]);
+    let want: Vec<f64> = xs
+        .iter()
+        .flat_map(|&x| f64s(&interp(&alone, &[scalar(x)])[0]))
+        .collect();
+    assert_eq!(f64s(&batched[0]), want);
+    for backend in backends() {
+        let out = call_on(f(), backend, &[vector(&xs)]);
+        assert_close(backend, &f64s(&out[0]), &want, 1e-12);
+    }
+}
+
+#[test]
 fn a_while_loops_recording_loop_stores_one_row_per_iteration() {
     // The masked body of the recording while loop masks the row it stores, not the history.
     let types = scalar_types(1);

@@ -4,13 +4,16 @@
 //! whole history that reverse mode wrote before (`select(iota == t, row, history)`), and the
 //! gradient of the rollout unrolled while tracing. The rows run in alternating rounds in one
 //! process; the ratios are medians of per-round ratios. The two loop kernels must give the same
-//! bits.
+//! bits. Then the same pair (row stores against selects over the whole history) for the
+//! gradient through a `while_loop` (whose masked body masks the stored row) and for a `vmap` of
+//! the gradient over a batch of initial states (whose batched history is stored one row of the
+//! batch per iteration; the select form is the select-rewritten gradient mapped by `vmap`).
 //!
 //! `cargo run --release -p rfx --example loop_grad_speed`
 
 mod timing;
 
-use rfx::lax::fori_loop;
+use rfx::lax::{fori_loop, while_loop};
 use rfx::{DType, Kernel, Tensor, TensorType};
 use rfx_ir::hir::{Builder, Loop, Op, ValueId};
 use rfx_ir::{CmpOp, Shape};
@@ -32,6 +35,22 @@ fn rollout<const STEPS: i32>(theta: Tensor, omega: Tensor, kp: Tensor, kd: Tenso
             vec![t, w]
         },
         &[theta, omega],
+    );
+    (s[0] * s[0] + s[1] * s[1] * 0.1).sum_all()
+}
+
+/// [`rollout`] as a `while_loop` testing a step counter, with room for twice the steps: the
+/// iteration after the last step runs masked.
+fn rollout_while<const STEPS: i32>(theta: Tensor, omega: Tensor, kp: Tensor, kd: Tensor) -> Tensor {
+    let count = rfx::constant(&rfx::Array::scalar(rfx::Scalar::I32(0)));
+    let s = while_loop(
+        |s| s[2].lt(STEPS),
+        |s| {
+            let (t, w) = step(s[0], s[1], kp, kd);
+            vec![t, w, s[2] + 1]
+        },
+        &[theta, omega, count],
+        2 * STEPS as u64,
     );
     (s[0] * s[0] + s[1] * s[1] * 0.1).sum_all()
 }
@@ -140,8 +159,101 @@ fn measure<const STEPS: i32>() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// Per bound call, `kernels[0]` (row stores) against `kernels[1]` (selects) on `inputs` (four
+/// of them, five outputs of `out_len` each), after checking that both give the same bits.
+fn pair(
+    label: &str,
+    kernels: [Kernel; 2],
+    types: &[TensorType],
+    inputs: [&[f64]; 4],
+    out_len: usize,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let mut bound = Vec::new();
+    for kernel in kernels {
+        bound.push(rfx::jit_kernel(kernel).bind(types)?);
+    }
+    let mut outs = vec![vec![vec![0.0f64; out_len]; 5]; 2];
+    for (b, out) in bound.iter_mut().zip(&mut outs) {
+        let [o0, o1, o2, o3, o4] = &mut out[..] else {
+            unreachable!()
+        };
+        b.run_slices(
+            inputs,
+            [&mut o0[..], &mut o1[..], &mut o2[..], &mut o3[..], &mut o4[..]],
+        )?;
+    }
+    let bits = |o: &Vec<Vec<f64>>| o.iter().flatten().map(|v| v.to_bits()).collect::<Vec<_>>();
+    assert_eq!(
+        bits(&outs[0]),
+        bits(&outs[1]),
+        "{label}: row stores and selects give the same bits"
+    );
+    let mut times: [Vec<f64>; 2] = Default::default();
+    let mut out = vec![vec![0.0f64; out_len]; 5];
+    for _round in 0..15 {
+        for (k, b) in bound.iter_mut().enumerate() {
+            let t = timing::median_ns(20, 31, 20, || {
+                let [o0, o1, o2, o3, o4] = &mut out[..] else {
+                    unreachable!()
+                };
+                b.run_slices(
+                    inputs,
+                    [&mut o0[..], &mut o1[..], &mut o2[..], &mut o3[..], &mut o4[..]],
+                )
+                .expect("run");
+            });
+            times[k].push(t / 1e3);
+        }
+    }
+    let ratio = median(times[0].iter().zip(&times[1]).map(|(x, y)| x / y).collect());
+    println!(
+        "{label}: row stores {:9.2} µs, selects {:9.2} µs; row stores / selects {ratio:.3}",
+        median(times[0].clone()),
+        median(times[1].clone()),
+    );
+    Ok(())
+}
+
+fn measure_while<const STEPS: i32>() -> Result<(), Box<dyn std::error::Error>> {
+    let types = vec![TensorType::scalar(DType::F64); 4];
+    let kernel = rfx::jit(rfx::value_and_grad(rollout_while::<STEPS>).wrt(&[0, 1, 2, 3])).trace(&types)?;
+    let selects = as_selects(&kernel)?;
+    let label = format!("while_loop gradient, {STEPS:>5} steps");
+    pair(
+        &label,
+        [kernel, selects],
+        &types,
+        [&[0.8], &[-0.3], &[2.0], &[0.5]],
+        1,
+    )
+}
+
+fn measure_vmap<const STEPS: i32>(batch: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let scalars = vec![TensorType::scalar(DType::F64); 4];
+    let gradient = rfx::jit(rfx::value_and_grad(rollout::<STEPS>).wrt(&[0, 1, 2, 3])).trace(&scalars)?;
+    let in_axes = [Some(0), Some(0), None, None];
+    let rows = rfx_autodiff::vmap(&gradient, &in_axes, batch)?;
+    let selects = rfx_autodiff::vmap(&as_selects(&gradient)?, &in_axes, batch)?;
+    let mut types = vec![TensorType::new(DType::F64, [batch]); 2];
+    types.extend(vec![TensorType::scalar(DType::F64); 2]);
+    let theta: Vec<f64> = (0..batch).map(|k| -1.5 + 3.0 * k as f64 / batch as f64).collect();
+    let omega: Vec<f64> = (0..batch).map(|k| ((k * 37) % 101) as f64 / 50.0 - 1.0).collect();
+    let label = format!("vmap of the gradient, {STEPS:>5} steps, batch {batch}");
+    pair(
+        &label,
+        [rows, selects],
+        &types,
+        [&theta, &omega, &[2.0], &[0.5]],
+        batch,
+    )
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     measure::<100>()?;
     measure::<1000>()?;
+    measure_while::<100>()?;
+    measure_while::<1000>()?;
+    measure_vmap::<100>(64)?;
+    measure_vmap::<100>(256)?;
     Ok(())
 }

@@ -17,7 +17,7 @@
 //! place (`in_place.rs`). A `while_loop` body is *masked*: it computes `keep = cond(c)`, `next =
 //! body(c)` and `c' = select(keep, next, c)`, and writes `keep` to the loop's exit flag, so that an
 //! iteration after the test failed changes nothing and the loop may stop as soon as the flag is
-//! false. A loop that runs no iteration, or whose body returns every carry unchanged, is its
+//! false (a carry updated by one row has its row masked instead, and keeps its row store). A loop that runs no iteration, or whose body returns every carry unchanged, is its
 //! initial values; a loop of one trip is its body (masked by its test for a `while_loop`). Carries
 //! nothing reads after the loop (and that neither the kept carries nor the test need) are dropped,
 //! and constant invariants are computed in the body (`prepare.rs`); what the body and the test

@@ -704,6 +704,21 @@ fn a_vmapped_gradients_recording_loop_stores_one_row_of_the_batch_per_iteration(
     }
 }
 
+/// [`rollout_of`] as a while loop testing a step counter, with room for twice the steps.
+fn rollout_while<const STEPS: i32>(theta: Tensor, omega: Tensor, kp: Tensor, kd: Tensor) -> Tensor {
+    let count = rfx::constant(&Array::scalar(rfx::Scalar::I32(0)));
+    let s = while_loop(
+        |s| s[2].lt(STEPS),
+        |s| {
+            let (t, w) = pendulum_step(s[0], s[1], kp, kd);
+            vec![t, w, s[2] + 1]
+        },
+        &[theta, omega, count],
+        2 * STEPS as u64,
+    );
+    final_cost(s[0], s[1])
+}
+
 /// A while loop whose test reads only its counter (the same for every example of a batch).
 fn counted_while(x: Tensor) -> Tensor {
     let count = rfx::constant(&Array::scalar(rfx::Scalar::I32(0)));
@@ -765,6 +780,34 @@ fn a_while_loops_recording_loop_stores_one_row_per_iteration() {
     for k in short_kernels.iter().chain(&long_kernels) {
         assert!(k.domain.numel() <= 1, "{} [{}]", k.name, k.domain);
     }
+    // The pendulum rollout as a while loop on a step counter: two histories, rows only.
+    let pendulum = |kernel: &Kernel| {
+        let (kernels, rows) = gradient_loop_kernels(kernel);
+        assert_eq!(rows, 2, "one row store per stored carry");
+        for k in &kernels {
+            assert!(k.domain.numel() <= 1, "{} [{}]", k.name, k.domain);
+        }
+        kernels.len()
+    };
+    let wrt = [0, 1, 2, 3];
+    let short_rollout = rfx::jit(rfx::value_and_grad(rollout_while::<100>).wrt(&wrt))
+        .trace(&scalar_types(4))
+        .expect("traces");
+    let long_rollout = rfx::jit(rfx::value_and_grad(rollout_while::<1000>).wrt(&wrt))
+        .trace(&scalar_types(4))
+        .expect("traces");
+    assert_eq!(pendulum(&short_rollout), pendulum(&long_rollout));
+    let out = interp(&short_rollout, &pendulum_args());
+    let fori = rfx::jit(rfx::value_and_grad(rollout).wrt(&wrt))
+        .trace(&scalar_types(4))
+        .expect("traces");
+    let want = interp(&fori, &pendulum_args());
+    let bits = |o: &[Array]| o.iter().flat_map(f64s).map(f64::to_bits).collect::<Vec<_>>();
+    assert_eq!(
+        bits(&out),
+        bits(&want),
+        "the while rollout's gradient is the fori one's"
+    );
     for root in [2.0, 9.0] {
         let want = interp(&long, &[scalar(root)]);
         assert_close("interp", &f64s(&want[0]), &[0.5 / f64::sqrt(root)], 1e-9);

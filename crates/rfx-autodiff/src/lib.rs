@@ -75,9 +75,10 @@
 //! - **Reverse mode** stores the carries. A recording loop runs the body again with a counter
 //!   `t` and, for each carry the body's VJP reads, a history of shape `[trips, ...carry]`
 //!   whose row `t` receives the carry entering iteration `t`, written as `set_row(history,
-//!   carry, t)`: a `fori` loop stores that one row (`O(|carry|)` work per iteration), a
-//!   `while_loop`, whose body is masked by its test, selects the whole history
-//!   (`O(trips · |carry|)`); `trips · |carry|` elements of memory per stored carry. A second loop then runs `t` from the number of iterations
+//!   carry, t)`, compiled to a store of that one row (`O(|carry|)` work per iteration; a
+//!   `while_loop`'s masked body masks the row; under `vmap` a history updated at an unbatched
+//!   row is held `[trips, batch, ...carry]` while the loop runs);
+//!   `trips · |carry|` elements of memory per stored carry. A second loop then runs `t` from the number of iterations
 //!   that ran minus one down to 0 (a while loop of at most `trips` iterations): it reads row
 //!   `t` of each history with a `gather`, applies the body's VJP to the carries' cotangents,
 //!   and sums the invariants' cotangents in extra carries. The recording loop also gives the

@@ -7,7 +7,7 @@
 
 use std::collections::HashSet;
 
-use rfx_ir::hir::{Builder, Kernel, Loop, Op, ValueId};
+use rfx_ir::hir::{Builder, Kernel, Loop, Op, RowUpdate, ValueId};
 use rfx_ir::{BinaryOp, CmpOp, DType, ReduceOp, Shape, TensorType};
 
 use crate::batch::vmap_out;
@@ -647,52 +647,16 @@ pub(crate) fn vmap_loop(
     Ok(finals.into_iter().zip(flags).collect())
 }
 
-/// A carry of a loop body updated by one row, `set_row(c_k, row, index)` (the node `node`),
-/// where the body reads `c_k` nowhere else: reverse mode's histories.
-struct RowUpdate {
-    carry: usize,
-    node: ValueId,
-    row: ValueId,
-    index: ValueId,
-}
-
 /// The batched carries (flagged in `flags`) of `body` updated by one row at an index that no
 /// batched value reaches: every example replaces the same row.
 fn batched_row_updates(body: &Kernel, carries: usize, flags: &[bool]) -> Vec<RowUpdate> {
-    let mut uses = vec![0usize; body.nodes().len()];
-    for a in body.nodes().iter().flat_map(|node| &node.args) {
-        if let Some(count) = uses.get_mut(a.index()) {
-            *count += 1;
-        }
-    }
-    for output in body.outputs() {
-        if let Some(count) = uses.get_mut(output.value.index()) {
-            *count += 1;
-        }
-    }
     let reached = reaches(body, flags);
-    let inputs: Vec<ValueId> = body.inputs().map(|(v, _, _)| v).collect();
-    let mut updates = Vec::new();
-    for (k, output) in body.outputs().iter().enumerate().take(carries) {
-        let Some(node) = body.node(output.value) else {
-            continue;
-        };
-        if let (Op::SetRow, &[x, row, index]) = (&node.op, node.args.as_slice())
-            && flags.get(k) == Some(&true)
-            && inputs.get(k) == Some(&x)
-            && uses.get(x.index()) == Some(&1)
-            && uses.get(output.value.index()) == Some(&1)
-            && !reached.get(index.index()).copied().unwrap_or(true)
-        {
-            updates.push(RowUpdate {
-                carry: k,
-                node: output.value,
-                row,
-                index,
-            });
-        }
-    }
-    updates
+    body.row_updates(carries)
+        .into_iter()
+        .filter(|u| {
+            flags.get(u.carry) == Some(&true) && !reached.get(u.index.index()).copied().unwrap_or(true)
+        })
+        .collect()
 }
 
 /// `body` without the inputs of the carries in `updates` and their `set_row` nodes: inputs the

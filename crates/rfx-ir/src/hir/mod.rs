@@ -291,6 +291,19 @@ pub struct Kernel {
     outputs: Vec<Output>,
 }
 
+/// A loop carry updated by one row per iteration ([`Kernel::row_updates`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowUpdate {
+    /// The carry's position among the body's inputs and outputs.
+    pub carry: usize,
+    /// The body's `set_row` node.
+    pub node: ValueId,
+    /// The row stored.
+    pub row: ValueId,
+    /// The row's index (clamped as `set_row` clamps it).
+    pub index: ValueId,
+}
+
 impl Kernel {
     /// Assembles a kernel from parts without checking them; run [`verify`] before trusting it.
     /// The [`Builder`] is the checked way to make kernels.
@@ -341,6 +354,40 @@ impl Kernel {
     /// The value ids in definition order.
     pub fn values(&self) -> impl Iterator<Item = ValueId> {
         (0..self.nodes.len()).map(ValueId::new)
+    }
+
+    /// Read as a loop body whose first `carries` inputs are the carries: each carry whose next
+    /// value is `set_row(c_k, row, index)` where the body reads `c_k` nowhere else and the new
+    /// value only as that output. Such a carry can stay in its buffer and have one row stored
+    /// per iteration.
+    pub fn row_updates(&self, carries: usize) -> Vec<RowUpdate> {
+        let mut uses = vec![0usize; self.nodes.len()];
+        let reads = self.nodes.iter().flat_map(|node| &node.args);
+        for value in reads.chain(self.outputs.iter().map(|o| &o.value)) {
+            if let Some(count) = uses.get_mut(value.index()) {
+                *count += 1;
+            }
+        }
+        let inputs: Vec<ValueId> = self.inputs().map(|(v, _, _)| v).collect();
+        let mut updates = Vec::new();
+        for (carry, output) in self.outputs.iter().enumerate().take(carries) {
+            let Some(node) = self.node(output.value) else {
+                continue;
+            };
+            if let (Op::SetRow, &[x, row, index]) = (&node.op, node.args.as_slice())
+                && inputs.get(carry) == Some(&x)
+                && uses.get(x.index()) == Some(&1)
+                && uses.get(output.value.index()) == Some(&1)
+            {
+                updates.push(RowUpdate {
+                    carry,
+                    node: output.value,
+                    row,
+                    index,
+                });
+            }
+        }
+        updates
     }
 
     /// The number of nodes that are not inputs: the "op count" reports use.

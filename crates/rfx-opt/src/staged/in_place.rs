@@ -9,7 +9,7 @@
 
 use std::collections::BTreeSet;
 
-use rfx_ir::hir::{Builder, Kernel, Loop, Op, ValueId};
+use rfx_ir::hir::{Builder, Kernel, Loop, RowUpdate, ValueId};
 use rfx_ir::mir::{BufKind, Buffer, MirInst, MirKernel, MirOp, MirValue, Region, RowIndex, Store};
 use rfx_ir::repeat::KernelLoop;
 use rfx_ir::{BufId, TensorType};
@@ -122,50 +122,6 @@ pub(super) fn drop_untouched_temps(
     kept
 }
 
-/// A carry whose next value is one row of it replaced, `set_row(c_k, row, index)`, where the
-/// body reads `c_k` nowhere else: the row is stored into the carry's buffer at the run-time
-/// index (a MIR row store, `O(|row|)`), and the carry is otherwise returned unchanged — no copy
-/// of the whole carry is computed or moved back.
-pub(super) struct RowUpdate {
-    /// The carry.
-    pub(super) carry: usize,
-    /// The row value and the index value of the body.
-    pub(super) row: ValueId,
-    pub(super) index: ValueId,
-}
-
-/// The carries of `body` (the first `carries` inputs) updated by one `set_row` each.
-pub(super) fn row_updates(body: &Kernel, carries: usize) -> Vec<RowUpdate> {
-    let mut uses = vec![0usize; body.nodes().len()];
-    for node in body.nodes() {
-        for a in &node.args {
-            if let Some(count) = uses.get_mut(a.index()) {
-                *count += 1;
-            }
-        }
-    }
-    for output in body.outputs() {
-        if let Some(count) = uses.get_mut(output.value.index()) {
-            *count += 1;
-        }
-    }
-    let inputs: Vec<ValueId> = body.inputs().map(|(v, _, _)| v).collect();
-    let mut updates = Vec::new();
-    for (k, output) in body.outputs().iter().enumerate().take(carries) {
-        let Some(node) = body.node(output.value) else {
-            continue;
-        };
-        if let (Op::SetRow, &[x, row, index]) = (&node.op, node.args.as_slice())
-            && inputs.get(k) == Some(&x)
-            && uses.get(x.index()) == Some(&1)
-            && uses.get(output.value.index()) == Some(&1)
-        {
-            updates.push(RowUpdate { carry: k, row, index });
-        }
-    }
-    updates
-}
-
 /// `body` with each updated carry returned unchanged and, after its outputs, one output per
 /// row and index value of `updates` that is not a body input (in order, rows before indices
 /// for each update).
@@ -216,27 +172,7 @@ pub(super) fn masked_row_updates(
     let stripped = without_row_updates(&spec.body, updates)?;
     let body_inputs: Vec<ValueId> = spec.body.inputs().map(|(v, _, _)| v).collect();
     let mut b = Builder::new(spec.body.name());
-    let inputs = spec
-        .body
-        .inputs()
-        .map(|(_, name, ty)| b.input(name, ty.clone()))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(OptError::Rebuild)?;
-    let keep = b
-        .inline(cond, &inputs)
-        .map_err(OptError::Rebuild)?
-        .first()
-        .copied()
-        .ok_or(OptError::Cycle)?;
-    let next = b.inline(&stripped, &inputs).map_err(OptError::Rebuild)?;
-    for (k, (&carry, &new)) in inputs.iter().zip(&next).enumerate().take(spec.carries) {
-        let out = if carry == new {
-            carry
-        } else {
-            b.select(keep, new, carry).map_err(OptError::Rebuild)?
-        };
-        b.output(format!("c{k}"), out).map_err(OptError::Rebuild)?;
-    }
+    let (inputs, keep, next) = super::prepare::masked_carries(&mut b, spec, cond, &stripped)?;
     let mut extra = next.iter().skip(spec.carries).copied();
     let mut value_of = |v: ValueId| match body_inputs.iter().position(|&i| i == v) {
         Some(p) => inputs.get(p).copied().ok_or(OptError::InvalidValue(v)),

@@ -35,7 +35,7 @@ mod prepare;
 
 use std::collections::HashMap;
 
-use rfx_ir::hir::{Builder, Kernel, Loop, Op, ValueId, verify};
+use rfx_ir::hir::{Builder, Kernel, Loop, Op, RowUpdate, ValueId, verify};
 use rfx_ir::mir::{BufKind, Buffer, MirInst, MirKernel, MirOp, MirProgram, MirValue, Store};
 use rfx_ir::repeat::KernelLoop;
 use rfx_ir::{BufId, TensorType};
@@ -452,7 +452,7 @@ impl Linker<'_> {
 
         // Carries updated by a row are stored by row stores (`in_place.rs`); a while body
         // masks their rows.
-        let updates = in_place::row_updates(&spec.body, spec.carries);
+        let updates = spec.body.row_updates(spec.carries);
         let body = match &spec.cond {
             Some(cond) if updates.is_empty() => masked_body(spec, cond)?,
             Some(cond) => in_place::masked_row_updates(spec, cond, &updates)?,
@@ -522,7 +522,7 @@ impl Linker<'_> {
     fn row_stores(
         &mut self,
         spec: &Loop,
-        updates: &[in_place::RowUpdate],
+        updates: &[RowUpdate],
         range_inputs: &[BufId],
         targets: &[Option<BufId>],
         prefix: &str,

@@ -334,6 +334,21 @@ fn changes_nothing(spec: &Loop) -> bool {
 /// it unchanged), where `keep = cond(c)`, then `keep`.
 pub(super) fn masked_body(spec: &Loop, cond: &Kernel) -> Result<Kernel, OptError> {
     let mut b = Builder::new(spec.body.name());
+    let (_, keep, _) = masked_carries(&mut b, spec, cond, &spec.body)?;
+    b.output("keep", keep).map_err(OptError::Rebuild)?;
+    b.finish().map_err(OptError::Rebuild)
+}
+
+/// In `b`: `spec.body`'s inputs, `keep = cond(inputs)` and `body(inputs)` (a body with the
+/// loop's inputs whose first outputs are the carries' next values), with the outputs `c0`, `c1`,
+/// … set to `select(keep, next, c)` for each carry (or `c` where `body` returns it unchanged).
+/// Returns the inputs, `keep` and all of `body`'s outputs.
+pub(super) fn masked_carries(
+    b: &mut Builder,
+    spec: &Loop,
+    cond: &Kernel,
+    body: &Kernel,
+) -> Result<(Vec<ValueId>, ValueId, Vec<ValueId>), OptError> {
     let inputs = spec
         .body
         .inputs()
@@ -346,8 +361,8 @@ pub(super) fn masked_body(spec: &Loop, cond: &Kernel) -> Result<Kernel, OptError
         .first()
         .copied()
         .ok_or(OptError::Cycle)?;
-    let next = b.inline(&spec.body, &inputs).map_err(OptError::Rebuild)?;
-    for (k, (&carry, &new)) in inputs.iter().zip(&next).enumerate() {
+    let next = b.inline(body, &inputs).map_err(OptError::Rebuild)?;
+    for (k, (&carry, &new)) in inputs.iter().zip(&next).enumerate().take(spec.carries) {
         let out = if carry == new {
             carry
         } else {
@@ -355,6 +370,5 @@ pub(super) fn masked_body(spec: &Loop, cond: &Kernel) -> Result<Kernel, OptError
         };
         b.output(format!("c{k}"), out).map_err(OptError::Rebuild)?;
     }
-    b.output("keep", keep).map_err(OptError::Rebuild)?;
-    b.finish().map_err(OptError::Rebuild)
+    Ok((inputs, keep, next))
 }

@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use rfx_ir::hir::{Builder, Kernel, Op, ValueId};
 use rfx_ir::{CmpOp, DType, Scalar, TensorType, semantics};
 
-use super::regions::position_split;
+use super::regions::{fills_other_axes, position_split};
 use crate::error::OptError;
 use crate::passes::{eliminate_dead_ops, finish_rebuilt, live_values, mapped_operands};
 
@@ -124,13 +124,8 @@ fn decompose(kernel: &Kernel, value: ValueId) -> Option<Pieces> {
                 let start = *low.get(own_axis)?;
                 let len = *part_dims.get(own_axis)?;
                 let exact = (lo, hi) == (start, start + len)
-                    && low.iter().enumerate().all(|(a, &l)| a == own_axis || l == 0)
                     && part_dims.len() == vdims.len()
-                    && part_dims
-                        .iter()
-                        .zip(vdims)
-                        .enumerate()
-                        .all(|(a, (&p, &d))| a == own_axis || p == d);
+                    && fills_other_axes(low, part_dims, vdims, own_axis);
                 if !exact {
                     return None;
                 }

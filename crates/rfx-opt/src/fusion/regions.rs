@@ -256,12 +256,7 @@ fn flatten(
                 let len = part_dims.get(axis).copied().unwrap_or(0);
                 // The part fills exactly the positions chosen for it, and all of every other axis.
                 let exact = (0..within.len()).all(|i| within[i] == (start <= i && i < start + len))
-                    && low.iter().enumerate().all(|(a, &l)| a == axis || l == 0)
-                    && part_dims
-                        .iter()
-                        .zip(dims)
-                        .enumerate()
-                        .all(|(a, (&p, &d))| a == axis || p == d);
+                    && fills_other_axes(low, part_dims, dims, axis);
                 if !exact {
                     return false;
                 }
@@ -288,6 +283,17 @@ fn flatten(
         }
     }
     true
+}
+
+/// Whether a part padded by `low` to `dims` lies at the start of every axis but `axis` and
+/// covers all of it (`part_dims` equal to `dims` there).
+pub(super) fn fills_other_axes(low: &[usize], part_dims: &[usize], dims: &[usize], axis: usize) -> bool {
+    low.iter().enumerate().all(|(a, &l)| a == axis || l == 0)
+        && part_dims
+            .iter()
+            .zip(dims)
+            .enumerate()
+            .all(|(a, (&p, &d))| a == axis || p == d)
 }
 
 /// How many live nodes read each value (a node reading a value twice counts once).

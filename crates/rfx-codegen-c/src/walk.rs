@@ -608,17 +608,25 @@ impl<D: Dialect> Walk<'_, D> {
         self.line(d1, "}");
     }
 
-    /// Combines reduction `st`'s lanes, finishes the value and stores it at `lead`.
+    /// Combines reduction `st`'s lanes by the pairwise tree of
+    /// [`rfx_ir::lir::reduce_lane_levels`] (one loop per level, in the partials' array),
+    /// finishes the value and stores it at `lead`.
     fn write_reduced(&mut self, d1: usize, st: &ReduceState, lanes: usize, count: usize, lead: &str) {
         let i = st.inst;
         self.line(d1, "{");
+        for (half, offset) in rfx_ir::lir::reduce_lane_levels(u32::try_from(lanes).unwrap_or(1)) {
+            let level = if half == 1 {
+                let c = self.combine(st.op, st.dtype, &format!("a{i}[0]"), &format!("a{i}[{offset}]"));
+                format!("a{i}[0] = {c};")
+            } else {
+                let upper = format!("a{i}[l + {}]", self.d.uint(offset));
+                let c = self.combine(st.op, st.dtype, &format!("a{i}[l]"), &upper);
+                self.d.each_lane(0, half, &format!("a{i}[l] = {c};"))
+            };
+            self.line(d1 + 1, &level);
+        }
         let t = self.d.local("t", st.dtype, &format!("a{i}[0]"));
         self.lines(d1 + 1, t);
-        if lanes > 1 {
-            let c = self.combine(st.op, st.dtype, "t", &format!("a{i}[l]"));
-            let fold = self.d.each_lane(1, lanes, &format!("t = {c};"));
-            self.line(d1 + 1, &fold);
-        }
         let fin = self.finish(st.op, st.dtype, "t", count);
         let store = self.d.store(st.buf, lead, &fin);
         self.line(d1 + 1, &store);

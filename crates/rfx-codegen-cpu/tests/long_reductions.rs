@@ -78,7 +78,7 @@ fn one_row_matches_the_interpreter_bit_for_bit() {
     for dtype in ["f32", "f64"] {
         for n in lengths() {
             // Sums, a mean and a product (of values near one) of one computed row, with a max
-            // and an `i32` sum in the same kernel, which keep the plain lane order.
+            // and an `i32` sum in the same kernel, which are not blocked.
             let text = format!(
                 "kernel k {{\n %x = input x : {dtype}[{n}]\n %k = const 1.5 : {dtype}[]\n \
                  %v = mul %x, %k : {dtype}[{n}]\n %s = sum %v axes [0] : {dtype}[]\n \

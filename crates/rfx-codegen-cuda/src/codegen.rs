@@ -501,10 +501,11 @@ impl Emitter<'_> {
     /// Reduction order: for each reduction the thread owning a leading point keeps a running
     /// total. With `lanes` L, partial `l` folds the reduced points whose innermost index `j`
     /// has `j % L == l` in row-major order; the thread computes partial 0, then 1, ... (the
-    /// `lane` loop) and folds each into the total in lane order, which is exactly the LIR
-    /// definition (partials never interact before the final combine, so computing them one
-    /// after another instead of interleaved changes nothing). Lanes with no points are
-    /// skipped: combining a partial still at the identity leaves the total's bits unchanged.
+    /// `lane` loop) into an array of `L` partials that start at the identity, then combines
+    /// them by the LIR's pairwise tree, which is exactly the LIR definition (partials never
+    /// interact before the final combine, so computing them one after another instead of
+    /// interleaved changes nothing). Lanes with no points are skipped: they keep the identity,
+    /// as in the interpreter.
     fn emit_kernel(&mut self, index: usize) -> KernelLaunch {
         let entry = format!("rfx_{index}_{}", self.kernel.name);
         let plan = self.plan();
@@ -664,6 +665,12 @@ impl Emitter<'_> {
             let outer_points: usize = outer.iter().product();
             let active_lanes = lanes.min(last);
             let (prefix, depth) = if active_lanes > 1 {
+                for &(k, op, buf) in &reduces {
+                    let dtype = self.buf_dtype(buf);
+                    let init = literal(identity(op, dtype));
+                    let inits = vec![init; lanes].join(", ");
+                    self.line(2, &format!("{} lp{k}[{lanes}] = {{{inits}}};", c_type(dtype)));
+                }
                 self.line(
                     2,
                     &format!("for ({idx} lane = 0u; lane < {active_lanes}u; ++lane) {{"),
@@ -705,12 +712,11 @@ impl Emitter<'_> {
                 self.line(depth, "}");
             }
             if active_lanes > 1 {
-                for &(k, op, buf) in &reduces {
-                    let dtype = self.buf_dtype(buf);
-                    let combined = self.combine(op, dtype, &format!("acc{k}"), &format!("part{k}"));
-                    self.line(3, &format!("acc{k} = lane == 0u ? part{k} : {combined};"));
+                for &(k, _, _) in &reduces {
+                    self.line(3, &format!("lp{k}[lane] = part{k};"));
                 }
                 self.line(2, "}");
+                self.emit_lane_tree(&reduces, lanes);
             }
         }
         for &(k, op, buf) in &reduces {
@@ -725,6 +731,23 @@ impl Emitter<'_> {
         }
         self.line(1, "}");
         None
+    }
+
+    /// Combines each reduction's partials `lp{k}` by the pairwise tree of
+    /// [`rfx_ir::lir::reduce_lane_levels`] into `acc{k}`, one statement per combination.
+    fn emit_lane_tree(&mut self, reduces: &[(usize, ReduceOp, BufId)], lanes: usize) {
+        let levels = rfx_ir::lir::reduce_lane_levels(u32::try_from(lanes).unwrap_or(1));
+        for &(k, op, buf) in reduces {
+            let dtype = self.buf_dtype(buf);
+            for &(half, offset) in &levels {
+                for i in 0..half {
+                    let left = format!("lp{k}[{i}]");
+                    let combined = self.combine(op, dtype, &left, &format!("lp{k}[{}]", i + offset));
+                    self.line(2, &format!("{left} = {combined};"));
+                }
+            }
+            self.line(2, &format!("acc{k} = lp{k}[0];"));
+        }
     }
 
     /// Emits the body of a kernel with scans (after the slot declarations): each thread takes

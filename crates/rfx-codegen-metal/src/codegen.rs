@@ -723,11 +723,15 @@ fn emit_reduction_loops(
     for (k, inst) in kernel.body.iter().enumerate() {
         if let Inst::Reduce { op, buf, .. } = inst {
             let dtype = em.buffer_dtype(*buf)?;
-            let _ = writeln!(b, "    var total{k} = acc{k}_0;");
-            for lane in 1..lanes {
-                let value = em.combine(*op, dtype, &format!("total{k}"), &format!("acc{k}_{lane}"));
-                let _ = writeln!(b, "    total{k} = {value};");
+            // The LIR's pairwise tree of the partials, into `acc{k}_0`.
+            for (half, offset) in rfx_ir::lir::reduce_lane_levels(lanes) {
+                for i in 0..half {
+                    let left = format!("acc{k}_{i}");
+                    let value = em.combine(*op, dtype, &left, &format!("acc{k}_{}", i + offset));
+                    let _ = writeln!(b, "    {left} = {value};");
+                }
             }
+            let _ = writeln!(b, "    var total{k} = acc{k}_0;");
             let mut total = format!("total{k}");
             if *op == ReduceOp::Mean {
                 total = format!("{total} / {}", f32_literal(reduced_numel as f32));

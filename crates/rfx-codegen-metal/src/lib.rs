@@ -34,7 +34,8 @@
 //! the host). An invocation handles one *unit*: a point of an elementwise kernel, or a leading
 //! point of a kernel with reductions, which then walks its reduced points in row-major order
 //! with the LIR's `lanes` partial accumulators (point `j` of the innermost dim into partial
-//! `j % lanes`, partials combined in lane order), so reductions give the LIR interpreter's bits.
+//! `j % lanes`, partials combined by the LIR's pairwise tree), so reductions give the LIR
+//! interpreter's bits.
 //! A reduction of 1024 or more points per output instead runs as a *workgroup tree*: one
 //! workgroup per output, invocation `l` folding the points `r ≡ l (mod 64)` in order, then a
 //! fixed tree over the 64 totals in workgroup memory (`workgroupBarrier` between levels). The

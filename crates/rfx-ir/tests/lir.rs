@@ -1197,45 +1197,76 @@ proptest! {
 }
 
 /// `reduce_lanes` fixes the combination order: element `j` of each row goes to partial
-/// `j % lanes`, partials combine in lane order. Checked against that formula written out.
+/// `j % lanes`, and the partials combine by a pairwise tree, the upper half onto the lower
+/// (`p[i] ∘ p[i + m]` for `i < n / 2`, `m = n - n / 2`, until one is left). Checked against
+/// that formula written out, and the trees of 4 and 8 lanes spelt out.
 #[test]
 fn reduction_lanes_follow_the_documented_order() {
     let values: Vec<f32> = (0..22)
         .map(|i| 1.0 / (i as f32 + 0.37) * if i % 3 == 0 { -1e4 } else { 1.0 })
         .collect();
-    for lanes in [1usize, 2, 4, 8] {
-        let text = format!(
-            "lir lanes arena 0 align 64 {{
-  buf0: f32[2,11] = input x
-  buf1: f32[2] = output s
-  kernel k0 dims [2,11] reduce 1 vector 4 thread_min 16384 tile 1024 lanes {lanes} {{
-    slots [f32]
-    preamble {{}}
-    body {{
-      s0 = load buf0 [11,1]
-      reduce sum buf1 = s0
-    }}
-  }}
-}}"
-        );
-        let program = parse(&text).unwrap();
-        let shape = rfx_ir::Shape::new([2, 11]);
-        let x = rfx_ir::ArrayView::new(&shape, &values).unwrap();
-        let out = rfx_ir::interp::run_lir(&program, &[x], rfx_ir::interp::Mode::Native).unwrap();
+    for lanes in [1usize, 2, 3, 4, 6, 8, 16] {
+        let out = run_row_sums(&values, 11, lanes);
         for row in 0..2 {
             let mut partials = vec![-0.0f32; lanes];
             for j in 0..11 {
                 partials[j % lanes] += values[row * 11 + j];
             }
-            let mut total = partials[0];
-            for p in &partials[1..] {
-                total += p;
+            let spelt = match lanes {
+                4 => Some((partials[0] + partials[2]) + (partials[1] + partials[3])),
+                8 => Some(
+                    ((partials[0] + partials[4]) + (partials[2] + partials[6]))
+                        + ((partials[1] + partials[5]) + (partials[3] + partials[7])),
+                ),
+                _ => None,
+            };
+            while partials.len() > 1 {
+                let n = partials.len();
+                let (half, offset) = (n / 2, n - n / 2);
+                for i in 0..half {
+                    partials[i] += partials[i + offset];
+                }
+                partials.truncate(offset);
             }
-            assert_eq!(
-                out[0].as_slice::<f32>().unwrap()[row].to_bits(),
-                total.to_bits(),
-                "lanes {lanes} row {row}"
-            );
+            let total = partials[0];
+            if let Some(spelt) = spelt {
+                assert_eq!(spelt.to_bits(), total.to_bits(), "lanes {lanes} row {row}");
+            }
+            assert_eq!(out[row].to_bits(), total.to_bits(), "lanes {lanes} row {row}");
         }
     }
+    assert_eq!(rfx_ir::lir::reduce_lane_levels(8), vec![(4, 4), (2, 2), (1, 1)]);
+    assert_eq!(rfx_ir::lir::reduce_lane_levels(3), vec![(1, 2), (1, 1)]);
+    assert!(rfx_ir::lir::reduce_lane_levels(1).is_empty());
+}
+
+/// The tree, not the lane order: with 4 lanes, `[1e8, 1, -1e8, 1]` sums to
+/// `(1e8 + -1e8) + (1 + 1) = 2`, where `((1e8 + 1) + -1e8) + 1` would round to 1.
+#[test]
+fn reduction_lanes_combine_as_a_tree() {
+    let out = run_row_sums(&[1e8, 1.0, -1e8, 1.0, 0.0, 0.0, 0.0, 0.0], 4, 4);
+    assert_eq!(out, vec![2.0, 0.0]);
+}
+
+/// Sums of the 2 rows of `row`-element `values` (row-major) with `lanes` partials.
+fn run_row_sums(values: &[f32], row: usize, lanes: usize) -> Vec<f32> {
+    let text = format!(
+        "lir lanes arena 0 align 64 {{
+  buf0: f32[2,{row}] = input x
+  buf1: f32[2] = output s
+  kernel k0 dims [2,{row}] reduce 1 vector 4 thread_min 16384 tile 1024 lanes {lanes} {{
+    slots [f32]
+    preamble {{}}
+    body {{
+      s0 = load buf0 [{row},1]
+      reduce sum buf1 = s0
+    }}
+  }}
+}}"
+    );
+    let program = parse(&text).unwrap();
+    let shape = rfx_ir::Shape::new([2, row]);
+    let x = rfx_ir::ArrayView::new(&shape, values).unwrap();
+    let out = rfx_ir::interp::run_lir(&program, &[x], rfx_ir::interp::Mode::Native).unwrap();
+    out[0].as_slice::<f32>().unwrap().to_vec()
 }

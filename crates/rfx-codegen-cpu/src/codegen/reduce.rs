@@ -550,8 +550,8 @@ impl<'k> Gen<'_, 'k> {
         Ok(())
     }
 
-    /// The partials combined in lane order, finished (a mean divides by `reduced_numel`) and
-    /// stored at output element `lead`.
+    /// The partials combined by the pairwise tree of [`rfx_ir::lir::reduce_lane_levels`],
+    /// finished (a mean divides by `reduced_numel`) and stored at output element `lead`.
     pub(super) fn store_partials(
         &mut self,
         b: &mut FunctionBuilder<'_>,
@@ -559,28 +559,71 @@ impl<'k> Gen<'_, 'k> {
         lead: Value,
         reduced_numel: usize,
     ) -> Result<(), BackendError> {
+        let levels = rfx_ir::lir::reduce_lane_levels(partials.lanes);
         for r in &partials.reduces {
-            let ty = cl_type(r.dtype, 1);
-            let mut total = b.ins().stack_load(
-                types::I64,
-                ty,
-                partials.slot,
-                i32::try_from(r.offset).unwrap_or(0),
-            );
-            for lane in 1..partials.lanes as usize {
-                let off = i32::try_from(r.offset + lane * r.dtype.size_bytes())
-                    .map_err(|_| internal("partials"))?;
-                let part = b.ins().stack_load(types::I64, ty, partials.slot, off);
-                let mut e = Emitter {
-                    b: &mut *b,
-                    w: 1,
-                    imports: self.fx.imports,
-                };
-                total = e.combine(r.op, total, part, r.dtype)?;
-            }
+            let total = self.combine_lanes(b, partials, r, &levels)?;
             self.store_finished(b, 1, (r.op, r.buf, r.dtype), (total, reduced_numel), lead)?;
         }
         Ok(())
+    }
+
+    /// Reduction `r`'s partials combined into one value by the tree `levels`: in whole 128-bit
+    /// vectors while a level adds whole vectors onto whole vectors (float partials that fill
+    /// vectors), then lane by lane. Every combination is the tree's, so the width changes no bit.
+    fn combine_lanes(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        partials: &Partials,
+        r: &ReduceInfo,
+        levels: &[(usize, usize)],
+    ) -> Result<Value, BackendError> {
+        let unit = if r.dtype.is_float() {
+            usize::from(partials.unit(r))
+        } else {
+            1
+        };
+        let ty = cl_type(r.dtype, unit as u8);
+        let bytes = unit * r.dtype.size_bytes();
+        let mut values = Vec::new();
+        for k in 0..(partials.lanes as usize).div_ceil(unit) {
+            let off = i32::try_from(r.offset + k * bytes).map_err(|_| internal("partials"))?;
+            values.push(b.ins().stack_load(types::I64, ty, partials.slot, off));
+        }
+        let mut levels = levels.iter().peekable();
+        let mut e = Emitter {
+            b: &mut *b,
+            w: unit as u8,
+            imports: self.fx.imports,
+        };
+        while let Some(&&(half, offset)) = levels.peek() {
+            if !(half.is_multiple_of(unit) && offset.is_multiple_of(unit)) {
+                break;
+            }
+            for i in 0..half / unit {
+                values[i] = e.combine(r.op, values[i], values[i + offset / unit], r.dtype)?;
+            }
+            values.truncate(offset / unit);
+            levels.next();
+        }
+        if unit > 1 {
+            values = values
+                .iter()
+                .flat_map(|&v| (0..unit as u8).map(move |lane| (v, lane)))
+                .map(|(v, lane)| b.ins().extractlane(v, lane))
+                .collect();
+            let mut e = Emitter {
+                b: &mut *b,
+                w: 1,
+                imports: self.fx.imports,
+            };
+            for &(half, offset) in levels {
+                for i in 0..half {
+                    values[i] = e.combine(r.op, values[i], values[i + offset], r.dtype)?;
+                }
+                values.truncate(offset);
+            }
+        }
+        values.first().copied().ok_or_else(|| internal("no partials"))
     }
 
     /// Pushes the leaf the partials hold onto the binary counter of `tree` (see

@@ -16,7 +16,8 @@ use crate::{Array, ArrayView, BufId, DType, Scalar};
 /// point of the loop nest in row-major order. For each leading point, reductions start from the
 /// op's identity, combine the reduced points in row-major order into the partials that
 /// [`lir::Schedule::reduce_lanes`] fixes (a blocked reduction leaf by leaf, the leaves combined by
-/// the tree of [`lir::ReduceLeaves`]), and are finished and written after the last one. A kernel
+/// the tree of [`lir::ReduceLeaves`]), and after the last one the partials are combined by the
+/// pairwise tree of [`lir::reduce_lane_levels`], finished and written. A kernel
 /// with a scan order runs each row of its innermost dim in that order (from its last index for
 /// `scan reverse`), each scan's accumulator starting from the op's identity at the row's first
 /// point. A program loop ([`LirProgram::loops`]) runs its range of kernels up to `trips` times
@@ -194,6 +195,7 @@ fn run_kernel(kernel: &LirKernel, memory: &mut Memory, mode: Mode) -> Option<()>
     };
     let rows = reduced_numel.checked_div(row_len).unwrap_or(0);
     let leaves = ReduceLeaves::of(kernel.schedule.reduce_lanes, rows, row_len);
+    let lane_levels = lir::reduce_lane_levels(kernel.schedule.reduce_lanes);
     let mut stacks: Vec<Option<LeafStack>> = Vec::with_capacity(kernel.body.len());
     for inst in &kernel.body {
         stacks.push(match inst {
@@ -269,12 +271,16 @@ fn run_kernel(kernel: &LirKernel, memory: &mut Memory, mode: Mode) -> Option<()>
                 *partials = total;
             }
         }
-        for (partials, inst) in accs.iter().zip(&kernel.body) {
+        for (partials, inst) in accs.iter_mut().zip(&kernel.body) {
             if let Inst::Reduce { op, buf, .. } = inst {
-                let mut total = (*partials.first()?)?;
-                for partial in &partials[1..] {
-                    total = reduce_combine(*op, total, (*partial)?)?;
+                for &(half, offset) in &lane_levels {
+                    for i in 0..half {
+                        let right = (*partials.get(i + offset)?)?;
+                        let left = partials.get_mut(i)?;
+                        *left = Some(reduce_combine(*op, (*left)?, right)?);
+                    }
                 }
+                let total = (*partials.first()?)?;
                 memory.write(*buf, lead, reduce_finish(*op, total, reduced_numel)?)?;
             }
         }

@@ -79,14 +79,15 @@ pub struct Schedule {
     /// still give the interpreter's bits. A reduced point whose index along the innermost loop
     /// dimension is `j` combines into partial `j % reduce_lanes`; each partial starts at the
     /// op's identity; after the reduced points of a leading point are done, the partials are
-    /// combined in lane order (`((p0 ∘ p1) ∘ p2) ∘ ...`) and finished (mean divides by the
+    /// combined by the pairwise tree of [`reduce_lane_levels`] (with 8 lanes
+    /// `((p0 ∘ p4) ∘ (p2 ∘ p6)) ∘ ((p1 ∘ p5) ∘ (p3 ∘ p7))`) and finished (mean divides by the
     /// count). `1` is a plain sequential reduction. At least 1.
     ///
     /// With more than one lane, a float `sum`, `mean` or `prod` of more than
     /// [`REDUCE_LEAF_POINTS`] points per output is blocked: its points are cut into leaves
     /// ([`ReduceLeaves`]), each leaf reduced into its own `reduce_lanes` partials from the
     /// identity as above, and the leaves' partials combined lane by lane in a binary tree
-    /// ([`ReduceLeaves`] gives the tree) before the lane-order combination. The rounding error
+    /// ([`ReduceLeaves`] gives the tree) before the lanes are combined. The rounding error
     /// then grows with the logarithm of the point count, not linearly.
     pub reduce_lanes: u32,
     /// The GPU backends run each output's reduction as a block tree (the reduced points shared
@@ -105,10 +106,28 @@ pub struct Schedule {
 /// [`Schedule::gpu_tree`]) also follow.
 pub const REDUCE_LEAF_POINTS: usize = 2048;
 
+/// The levels of the pairwise tree that combines a reduction's `reduce_lanes` partials into
+/// partial 0 (see [`Schedule::reduce_lanes`]), first level first. A level `(half, offset)`
+/// sets `p[i] = p[i] ∘ p[i + offset]` for every `i < half`; with `n` partials left, `half` is
+/// `n / 2` and `offset` is `n - half`, which leaves `offset` partials (an odd one out, partial
+/// `half`, passes to the next level unchanged). With a power of two lanes each level adds the
+/// upper half onto the lower, as vector registers combine their halves, so a vector backend
+/// runs it with whole-vector ops until one register is left. Empty for one lane.
+pub fn reduce_lane_levels(reduce_lanes: u32) -> Vec<(usize, usize)> {
+    let mut levels = Vec::new();
+    let mut n = reduce_lanes.max(1) as usize;
+    while n > 1 {
+        let half = n / 2;
+        levels.push((half, n - half));
+        n -= half;
+    }
+    levels
+}
+
 /// Whether a reduction is blocked into leaves combined by a tree
 /// ([`Schedule::reduce_lanes`]): a float `sum`, `mean` or `prod` with more than one lane. The
 /// other reductions are exact in any order (`i32` sums wrap; `max` and `min` round nothing), so
-/// they keep the plain lane order.
+/// they keep one set of partials.
 pub fn reduce_is_blocked(op: ReduceOp, dtype: DType, reduce_lanes: u32) -> bool {
     reduce_lanes > 1 && dtype.is_float() && matches!(op, ReduceOp::Sum | ReduceOp::Mean | ReduceOp::Prod)
 }
@@ -127,8 +146,8 @@ pub fn reduce_is_blocked(op: ReduceOp, dtype: DType, reduce_lanes: u32) -> bool 
 /// through more merges than the bit length of the leaf count ([`reduce_stack_depth`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReduceLeaves {
-    /// All points in one leaf (at most `leaf` points, or a reduction that is not blocked): the
-    /// plain lane order.
+    /// All points in one leaf (at most `leaf` points, or a reduction that is not blocked): one
+    /// set of partials.
     One,
     /// Rows of at most `leaf` points, `rows_per_leaf` consecutive rows to a leaf (the last leaf
     /// may hold fewer).

@@ -7,6 +7,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, ModuleError};
 
 use crate::aot::AotFn;
+use crate::aot::Computes;
 
 /// Exact float remainder with the dividend's sign (C `fmodf`).
 extern "C" fn rfx_fmodf(a: f32, b: f32) -> f32 {
@@ -41,6 +42,9 @@ pub(crate) fn register_symbols(builder: &mut JITBuilder) {
     builder.symbol("rfx_trig_f64", rfx_trig_f64 as *const u8);
     for routine in AotFn::ALL {
         builder.symbol(routine.symbol(), routine.address());
+        if let Some((symbol, address)) = routine.one() {
+            builder.symbol(symbol, address);
+        }
     }
     crate::aot::prepare_tables();
 }
@@ -53,6 +57,9 @@ pub(crate) struct ImportIds {
     trig_f64: FuncId,
     /// The tile routines, in [`AotFn::ALL`] order; `None` when the target has none.
     aot: Option<Vec<FuncId>>,
+    /// The routines' one-element entries, in [`AotFn::ALL`] order (`None` for a routine
+    /// without one); empty when the target has no routines.
+    aot_one: Vec<Option<FuncId>>,
 }
 
 impl ImportIds {
@@ -111,8 +118,14 @@ impl ImportIds {
         } else {
             None
         };
+        let aot_one = if routines {
+            declare_one_entries(module)?
+        } else {
+            Vec::new()
+        };
         Ok(ImportIds {
             aot,
+            aot_one,
             trig_f32,
             trig_f64,
             fmodf: module
@@ -136,8 +149,44 @@ impl ImportIds {
                     .map(|&id| module.declare_func_in_func(id, func))
                     .collect()
             }),
+            aot_one: self
+                .aot_one
+                .iter()
+                .map(|id| id.map(|id| module.declare_func_in_func(id, func)))
+                .collect(),
         }
     }
+}
+
+/// Declares the routines' one-element entries ([`AotFn::one`]): `fn(x) -> y` for a unary
+/// routine, `fn(a, b) -> y` for a binary one, `fn(x, second) -> first` for `sincos`.
+fn declare_one_entries(module: &mut JITModule) -> Result<Vec<Option<FuncId>>, Box<ModuleError>> {
+    let ptr = module.target_config().pointer_type();
+    AotFn::ALL
+        .iter()
+        .map(|routine| {
+            let Some((symbol, _)) = routine.one() else {
+                return Ok(None);
+            };
+            let ty = if routine.dtype() == rfx_ir::DType::F64 {
+                types::F64
+            } else {
+                types::F32
+            };
+            let mut sig = module.make_signature();
+            sig.params.push(AbiParam::new(ty));
+            match routine.computes() {
+                Computes::Binary(_) => sig.params.push(AbiParam::new(ty)),
+                Computes::SinCos => sig.params.push(AbiParam::new(ptr)),
+                Computes::Unary(_) | Computes::Fused => {}
+            }
+            sig.returns.push(AbiParam::new(ty));
+            module
+                .declare_function(symbol, Linkage::Import, &sig)
+                .map(Some)
+                .map_err(Box::new)
+        })
+        .collect()
 }
 
 /// Helper references inside one function.
@@ -148,6 +197,8 @@ pub(crate) struct Imports {
     pub(crate) trig_f64: FuncRef,
     /// The tile routines, in [`AotFn::ALL`] order, where the target has them.
     pub(crate) aot: Option<Vec<FuncRef>>,
+    /// Their one-element entries, in [`AotFn::ALL`] order (empty without the routines).
+    aot_one: Vec<Option<FuncRef>>,
 }
 
 impl Imports {
@@ -155,5 +206,12 @@ impl Imports {
     pub(crate) fn routine(&self, routine: AotFn) -> Option<FuncRef> {
         let index = AotFn::ALL.iter().position(|&r| r == routine)?;
         self.aot.as_ref()?.get(index).copied()
+    }
+
+    /// The reference to `routine`'s one-element entry in this function ([`AotFn::one`]), if
+    /// the tile routines are linked and it has one.
+    pub(crate) fn routine_one(&self, routine: AotFn) -> Option<FuncRef> {
+        let index = AotFn::ALL.iter().position(|&r| r == routine)?;
+        self.aot_one.get(index).copied().flatten()
     }
 }

@@ -80,25 +80,48 @@ pub(crate) fn unary(
 /// `op(x)` computed by its tile routine on the `w` lanes of `x` (staged through the stack), or
 /// `None` when the routine is not linked (no AVX2 and FMA, or no routine for `op` and `dtype`).
 /// Scalar code's transcendentals take this path (the preamble, reductions one output at a time,
-/// scalar tails), where the routine, call included, costs less than the inline polynomial.
+/// scalar tails), where the routine, call included, costs less than the inline polynomial: at
+/// width 1 a direct call of the routine's one-element entry ([`AotFn::one`]), the same bits
+/// without staging or the routine's array setup.
 pub(crate) fn unary_by_routine(
     e: &mut Emitter<'_, '_>,
     op: UnaryOp,
     x: Value,
     dtype: DType,
 ) -> Option<Value> {
-    let func = AotFn::for_op(op, dtype).and_then(|routine| e.imports.routine(routine))?;
+    let routine = AotFn::for_op(op, dtype)?;
+    if e.w == 1
+        && let Some(one) = e.imports.routine_one(routine)
+    {
+        let call = e.b.ins().call(one, &[x]);
+        return Some(e.b.inst_results(call)[0]);
+    }
+    let func = e.imports.routine(routine)?;
     Some(routine_on_lanes(e, func, &[x], cl_type(dtype, e.w)))
 }
 
-/// `(sin x, cos x)` by the `sincos` routine `routine` on the `w` lanes of `x`, or `None` when
-/// the routines are not linked.
+/// `(sin x, cos x)` by the `sincos` routine `routine` on the `w` lanes of `x` (at width 1 by its
+/// one-element entry, the cosine written to a stack cell), or `None` when the routines are not
+/// linked.
 pub(crate) fn pair_by_routine(
     e: &mut Emitter<'_, '_>,
     routine: AotFn,
     x: Value,
     dtype: DType,
 ) -> Option<(Value, Value)> {
+    if e.w == 1
+        && let Some(one) = e.imports.routine_one(routine)
+    {
+        // The second result comes back through one stack cell.
+        let ty = cl_type(dtype, 1);
+        let slot =
+            e.b.create_sized_stack_slot(StackSlotData::new(StackSlotKind::ExplicitSlot, ty.bytes(), 3));
+        let cell = e.b.ins().stack_addr(types::I64, slot, 0);
+        let call = e.b.ins().call(one, &[x, cell]);
+        let first = e.b.inst_results(call)[0];
+        let second = e.b.ins().load(ty, MemFlagsData::trusted(), cell, 0);
+        return Some((first, second));
+    }
     let func = e.imports.routine(routine)?;
     match routine_on_lanes_n(e, func, &[x], cl_type(dtype, e.w), 2)[..] {
         [sin, cos] => Some((sin, cos)),
@@ -158,7 +181,8 @@ fn routine_on_lanes_n(
 }
 
 /// `op(a, b)` for `pow` and `atan2`: inline vector code, except where the tile routines are
-/// linked (AVX2 and FMA), which calls the routine on the `w` lanes (staged through the stack):
+/// linked (AVX2 and FMA), which calls the routine on the `w` lanes (staged through the stack;
+/// scalar code calls its one-element entry directly):
 /// the inline `pow` costs about as much for one lane as for a vector, several times the
 /// routine's scalar path, and a kernel then gets the routines' bits in every loop (were scalar
 /// code to compute `atan2` inline, a one-element kernel and a reduction's scalar rows could
@@ -171,10 +195,16 @@ pub(crate) fn binary(
     dtype: DType,
 ) -> Result<Value, BackendError> {
     let ty = cl_type(dtype, e.w);
-    if matches!(op, BinaryOp::Pow | BinaryOp::Atan2)
-        && let Some(func) = AotFn::for_binary(op, dtype).and_then(|routine| e.imports.routine(routine))
-    {
-        return Ok(routine_on_lanes(e, func, &[a, b], ty));
+    if let Some(routine) = AotFn::for_binary(op, dtype) {
+        if e.w == 1
+            && let Some(one) = e.imports.routine_one(routine)
+        {
+            let call = e.b.ins().call(one, &[a, b]);
+            return Ok(e.b.inst_results(call)[0]);
+        }
+        if let Some(func) = e.imports.routine(routine) {
+            return Ok(routine_on_lanes(e, func, &[a, b], ty));
+        }
     }
     crate::math::emit_binary(e.b, op, a, b, ty).ok_or_else(|| unsupported(op.name(), dtype))
 }

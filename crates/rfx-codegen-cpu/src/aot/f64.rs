@@ -85,7 +85,7 @@ pub(super) fn sincos_fast_f64(x: f64) -> (f64, f64) {
     let (sin, cos) = if odd { (c, s) } else { (s, c) };
     (
         f64::from_bits(sin.to_bits() ^ ((q & 2) << 62)),
-        f64::from_bits(cos.to_bits() ^ (((q + 1) & 2) << 62)),
+        f64::from_bits(cos.to_bits() ^ ((q.wrapping_add(1) & 2) << 62)),
     )
 }
 

@@ -67,7 +67,9 @@
 //! fold the staged values in the untiled order (a long row with partial accumulators, a batch
 //! of short rows with its outputs in lanes, and a row reduced to one
 //! accumulator, one output at a time, which also takes the rows of outputs in lanes that do
-//! not fit a tile group), and scalar code calls the routines one element at a time, so
+//! not fit a tile group), and scalar code calls each routine's one-element entry
+//! ([`AotFn::one`]: `fn(x) -> y`, the routine's formulas and slow path on one element, compiled
+//! with AVX2 and FMA like the routine, so the same bits, without the array setup), so
 //! `sum(f(x))` gives the bits of summing the tiled `f(x)`. `pow` is
 //! the exception: where the routines are linked, every `pow` of a kernel calls them, in short
 //! loops and reductions on the vector's lanes (`transcendental::binary`), since the inline `pow`
@@ -109,6 +111,25 @@ pub(crate) type TilePairFn =
 /// The C ABI of an `f64` routine with two results.
 pub(crate) type TilePairFnF64 =
     unsafe extern "C" fn(src: *const f64, first: *mut f64, second: *mut f64, n: usize);
+
+/// The C ABI of a unary routine's one-element entry.
+pub(crate) type OneFn = unsafe extern "C" fn(x: f32) -> f32;
+
+/// The C ABI of a unary `f64` routine's one-element entry.
+pub(crate) type OneFnF64 = unsafe extern "C" fn(x: f64) -> f64;
+
+/// The C ABI of a binary routine's one-element entry.
+pub(crate) type One2Fn = unsafe extern "C" fn(a: f32, b: f32) -> f32;
+
+/// The C ABI of a binary `f64` routine's one-element entry.
+pub(crate) type One2FnF64 = unsafe extern "C" fn(a: f64, b: f64) -> f64;
+
+/// The C ABI of a two-result routine's one-element entry: the first result returned, the
+/// second written to `second`.
+pub(crate) type OnePairFn = unsafe extern "C" fn(x: f32, second: *mut f32) -> f32;
+
+/// The C ABI of a two-result `f64` routine's one-element entry.
+pub(crate) type OnePairFnF64 = unsafe extern "C" fn(x: f64, second: *mut f64) -> f64;
 
 /// The C ABI of a fused pass ([`fused`]): its plan, constants and row pointers, and the row
 /// length.
@@ -192,6 +213,18 @@ macro_rules! tile_routine {
                 unsafe { chunk(src, dst, n) }
             }
 
+            /// The routine on one element: the bits the routine writes for `x` (the same
+            /// formulas, the slow path where the routine's second pass takes it), without
+            /// the array setup. Scalar code calls it directly ([`AotFn::one`](super::super::AotFn::one)).
+            ///
+            /// # Safety
+            /// The CPU must have AVX2 and FMA ([`available`](super::super::available)).
+            #[target_feature(enable = "avx2,fma")]
+            pub(in super::super) unsafe extern "C" fn one(x: $t) -> $t {
+                let fast = $fast;
+                if $in_range(x) { fast(x) } else { $slow(x) }
+            }
+
             /// # Safety
             /// As the routine's.
             #[inline(always)]
@@ -269,6 +302,21 @@ macro_rules! tile_routine_pair {
             pub(in super::super) unsafe fn wide(src: *const $t, first: *mut $t, second: *mut $t, n: usize) {
                 // SAFETY: forwarded.
                 unsafe { chunk(src, first, second, n) }
+            }
+
+            /// The routine on one element: returns the first result and writes the second
+            /// to `second`, the bits the routine writes for `x`, without the array setup.
+            ///
+            /// # Safety
+            /// `second` must be valid for one write of the element type, and the CPU must have
+            /// AVX2 and FMA ([`available`](super::super::available)).
+            #[target_feature(enable = "avx2,fma")]
+            pub(in super::super) unsafe extern "C" fn one(x: $t, second: *mut $t) -> $t {
+                let fast = $fast;
+                let (y, z) = if $in_range(x) { fast(x) } else { $slow(x) };
+                // SAFETY: the caller guarantees `second` is valid for one write.
+                unsafe { second.write(z) };
+                y
             }
 
             /// # Safety
@@ -367,6 +415,18 @@ macro_rules! tile_routine2 {
                 unsafe { chunk(a, b, dst, n) }
             }
 
+            /// The routine on one pair of elements: the bits the routine writes for
+            /// `(a, b)`, without the array setup.
+            ///
+            /// # Safety
+            /// The CPU must have AVX2 and FMA ([`available`](super::super::available)).
+            #[target_feature(enable = "avx2,fma")]
+            pub(in super::super) unsafe extern "C" fn one(a: $t, b: $t) -> $t {
+                let (fast, redo) = ($fast, $redo);
+                let (value, _) = fast(a, b);
+                if redo(a, b, value) { $slow(a, b) } else { value }
+            }
+
             /// # Safety
             /// As the routine's.
             #[inline(always)]
@@ -406,7 +466,9 @@ mod pow;
 mod pow_tables;
 mod table;
 
-pub(crate) use table::AotFn;
+pub(crate) use table::{AotFn, Computes};
 
+#[cfg(test)]
+mod one_tests;
 #[cfg(test)]
 mod tests;

@@ -190,6 +190,43 @@ fn pow_result(x: f64, y: f64, e_hi: f64, m_bits: u64, rho: f64, tail: f64, head_
     if holds { value } else { f64::NAN }
 }
 
+/// The `f64` fast path on one pair, its lookups inline (no staging): NaN where it does not hold.
+#[inline(always)]
+fn pow_unstaged(tables: &pow_tables::PowTables, x: f64, y: f64) -> f64 {
+    let (ln2_hi, ln2_lo) = (tables.ln2_hi, tables.ln2_lo);
+    let (neg_hi, neg_lo) = (tables.neg_ln2_hi_n, tables.neg_ln2_lo_n);
+    let entry = tables.log[log_index(x) as usize % N];
+    let (hi, lo) = pow_exponent(x, y, entry.inv_c, entry.log_c, entry.log_c_tail, ln2_hi, ln2_lo);
+    let (m, rho) = exp_reduce(hi, lo, neg_hi, neg_lo);
+    let idx = 2 * (m as usize % N);
+    pow_result(
+        x,
+        y,
+        hi,
+        m,
+        rho,
+        f64::from_bits(tables.exp[idx]),
+        tables.exp[idx + 1],
+    )
+}
+
+/// The `f64` `pow` routine on one pair and its AVX2 compilation.
+#[cfg(target_arch = "x86_64")]
+pub(super) mod pow_f64_avx2 {
+    use super::{pow_tables, pow_unstaged};
+
+    /// The routine on one pair: the bits [`rfx_aot_pow_f64`](super::rfx_aot_pow_f64) writes
+    /// for `(x, y)`, without the array setup.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2 and FMA ([`available`](super::super::available)).
+    #[target_feature(enable = "avx2,fma")]
+    pub(in super::super) unsafe extern "C" fn one(x: f64, y: f64) -> f64 {
+        let value = pow_unstaged(pow_tables::tables(), x, y);
+        if value.is_nan() { x.powf(y) } else { value }
+    }
+}
+
 /// `dst[i] = pow(a[i], b[i])` for `i < n`, `f64` (see [`POW_BLOCK`] for the method), then `std`
 /// for the elements the fast path marked NaN.
 ///
@@ -229,19 +266,7 @@ unsafe fn pow_f64_avx2(a: *const f64, b: *const f64, dst: *mut f64, n: usize) {
         // A vector's lanes or fewer (scalar code and short loops call with 1 to 4): one pass,
         // no staging.
         for ((o, &x), &y) in out.iter_mut().zip(xs).zip(ys) {
-            let entry = tables.log[log_index(x) as usize % N];
-            let (hi, lo) = pow_exponent(x, y, entry.inv_c, entry.log_c, entry.log_c_tail, ln2_hi, ln2_lo);
-            let (m, rho) = exp_reduce(hi, lo, neg_hi, neg_lo);
-            let idx = 2 * (m as usize % N);
-            let value = pow_result(
-                x,
-                y,
-                hi,
-                m,
-                rho,
-                f64::from_bits(tables.exp[idx]),
-                tables.exp[idx + 1],
-            );
+            let value = pow_unstaged(tables, x, y);
             *o = value;
             outside |= u32::from(value.is_nan());
         }

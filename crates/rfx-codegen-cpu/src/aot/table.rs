@@ -6,7 +6,10 @@
 
 use rfx_ir::{BinaryOp, DType, UnaryOp};
 
-use super::{FusedFn, FusedFnF64, Tile2Fn, Tile2FnF64, TileFn, TileFnF64, TilePairFn, TilePairFnF64};
+use super::{
+    FusedFn, FusedFnF64, One2Fn, One2FnF64, OneFn, OneFnF64, OnePairFn, OnePairFnF64, Tile2Fn, Tile2FnF64,
+    TileFn, TileFnF64, TilePairFn, TilePairFnF64,
+};
 
 /// What a routine computes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -23,14 +26,16 @@ pub(crate) enum Computes {
 }
 
 /// Generates [`AotFn`] from the table: one line per routine,
-/// `Variant: computes, dtype, abi, module::function;`. The order of the lines is
+/// `Variant: computes, dtype, abi, module::function, one module::inner: one_abi;` (`one`:
+/// the routine's one-element entry `module::inner::one`, absent for a fused pass). The order of the lines is
 /// [`AotFn::ALL`]'s (symbol registration and declaration iterate it, so it fixes the order
 /// of the JIT module's imports). The symbol is the function's name, and the address is the
 /// function coerced to `abi`, which checks it against the routine's C ABI.
 macro_rules! aot_routines {
     ($(
         $(#[$doc:meta])*
-        $variant:ident: $computes:expr, $dtype:ident, $abi:ty, $module:ident::$routine:ident;
+        $variant:ident: $computes:expr, $dtype:ident, $abi:ty, $module:ident::$routine:ident
+            $(, one $omodule:ident::$oinner:ident: $oabi:ty)?;
     )*) => {
         /// A routine the JIT code may call on tiles (`fn(src, dst, n)` and its binary and
         /// pair forms, [`TileFn`] and the other ABI types).
@@ -72,45 +77,68 @@ macro_rules! aot_routines {
                     $(AotFn::$variant => (super::$module::$routine as $abi) as *const u8,)*
                 }
             }
+
+            /// The symbol and address of the routine's one-element entry (`fn(x) -> y`,
+            /// `fn(a, b) -> y`, or `fn(x, *mut second) -> first`: [`OneFn`] and the other
+            /// ABI types), which computes the bits the routine writes for one element; `None`
+            /// for a fused pass, and off x86-64.
+            pub(crate) fn one(self) -> Option<(&'static str, *const u8)> {
+                match self {
+                    $(AotFn::$variant => aot_routines!(@one $routine $(, $omodule::$oinner: $oabi)?),)*
+                }
+            }
         }
     };
+    (@one $routine:ident) => {
+        None
+    };
+    (@one $routine:ident, $omodule:ident::$oinner:ident: $oabi:ty) => {{
+        #[cfg(target_arch = "x86_64")]
+        let one = Some((
+            concat!(stringify!($routine), "_one"),
+            (super::$omodule::$oinner::one as $oabi) as *const u8,
+        ));
+        #[cfg(not(target_arch = "x86_64"))]
+        let one = None;
+        one
+    }};
 }
 
 use Computes::{Binary, Fused, SinCos, Unary};
 
 aot_routines! {
-    SinF32: Unary(UnaryOp::Sin), F32, TileFn, f32::rfx_aot_sin_f32;
-    CosF32: Unary(UnaryOp::Cos), F32, TileFn, f32::rfx_aot_cos_f32;
-    TanF32: Unary(UnaryOp::Tan), F32, TileFn, f32::rfx_aot_tan_f32;
-    ExpF32: Unary(UnaryOp::Exp), F32, TileFn, f32::rfx_aot_exp_f32;
-    Exp2F32: Unary(UnaryOp::Exp2), F32, TileFn, f32::rfx_aot_exp2_f32;
-    LogF32: Unary(UnaryOp::Log), F32, TileFn, f32::rfx_aot_log_f32;
-    Log2F32: Unary(UnaryOp::Log2), F32, TileFn, f32::rfx_aot_log2_f32;
-    TanhF32: Unary(UnaryOp::Tanh), F32, TileFn, f32::rfx_aot_tanh_f32;
-    SigmoidF32: Unary(UnaryOp::Sigmoid), F32, TileFn, f32::rfx_aot_sigmoid_f32;
-    AtanF32: Unary(UnaryOp::Atan), F32, TileFn, f32::rfx_aot_atan_f32;
-    Atan2F32: Binary(BinaryOp::Atan2), F32, Tile2Fn, f32::rfx_aot_atan2_f32;
-    AsinF32: Unary(UnaryOp::Asin), F32, TileFn, f32::rfx_aot_asin_f32;
-    AcosF32: Unary(UnaryOp::Acos), F32, TileFn, f32::rfx_aot_acos_f32;
-    SinF64: Unary(UnaryOp::Sin), F64, TileFnF64, f64::rfx_aot_sin_f64;
-    CosF64: Unary(UnaryOp::Cos), F64, TileFnF64, f64::rfx_aot_cos_f64;
-    ExpF64: Unary(UnaryOp::Exp), F64, TileFnF64, f64::rfx_aot_exp_f64;
-    LogF64: Unary(UnaryOp::Log), F64, TileFnF64, f64::rfx_aot_log_f64;
-    AtanF64: Unary(UnaryOp::Atan), F64, TileFnF64, f64::rfx_aot_atan_f64;
-    Atan2F64: Binary(BinaryOp::Atan2), F64, Tile2FnF64, f64::rfx_aot_atan2_f64;
-    AsinF64: Unary(UnaryOp::Asin), F64, TileFnF64, f64::rfx_aot_asin_f64;
-    AcosF64: Unary(UnaryOp::Acos), F64, TileFnF64, f64::rfx_aot_acos_f64;
-    TanhF64: Unary(UnaryOp::Tanh), F64, TileFnF64, f64::rfx_aot_tanh_f64;
-    SigmoidF64: Unary(UnaryOp::Sigmoid), F64, TileFnF64, f64::rfx_aot_sigmoid_f64;
-    PowF32: Binary(BinaryOp::Pow), F32, Tile2Fn, pow::rfx_aot_pow_f32;
-    PowF64: Binary(BinaryOp::Pow), F64, Tile2FnF64, pow::rfx_aot_pow_f64;
-    TanF64: Unary(UnaryOp::Tan), F64, TileFnF64, f64::rfx_aot_tan_f64;
-    Exp2F64: Unary(UnaryOp::Exp2), F64, TileFnF64, f64::rfx_aot_exp2_f64;
-    Log2F64: Unary(UnaryOp::Log2), F64, TileFnF64, f64::rfx_aot_log2_f64;
+    SinF32: Unary(UnaryOp::Sin), F32, TileFn, f32::rfx_aot_sin_f32, one f32::sin_f32_avx2: OneFn;
+    CosF32: Unary(UnaryOp::Cos), F32, TileFn, f32::rfx_aot_cos_f32, one f32::cos_f32_avx2: OneFn;
+    TanF32: Unary(UnaryOp::Tan), F32, TileFn, f32::rfx_aot_tan_f32, one f32::tan_f32_avx2: OneFn;
+    ExpF32: Unary(UnaryOp::Exp), F32, TileFn, f32::rfx_aot_exp_f32, one f32::exp_f32_avx2: OneFn;
+    Exp2F32: Unary(UnaryOp::Exp2), F32, TileFn, f32::rfx_aot_exp2_f32, one f32::exp2_f32_avx2: OneFn;
+    LogF32: Unary(UnaryOp::Log), F32, TileFn, f32::rfx_aot_log_f32, one f32::log_f32_avx2: OneFn;
+    Log2F32: Unary(UnaryOp::Log2), F32, TileFn, f32::rfx_aot_log2_f32, one f32::log2_f32_avx2: OneFn;
+    TanhF32: Unary(UnaryOp::Tanh), F32, TileFn, f32::rfx_aot_tanh_f32, one f32::tanh_f32_avx2: OneFn;
+    SigmoidF32: Unary(UnaryOp::Sigmoid), F32, TileFn, f32::rfx_aot_sigmoid_f32, one f32::sigmoid_f32_avx2: OneFn;
+    AtanF32: Unary(UnaryOp::Atan), F32, TileFn, f32::rfx_aot_atan_f32, one f32::atan_f32_avx2: OneFn;
+    Atan2F32: Binary(BinaryOp::Atan2), F32, Tile2Fn, f32::rfx_aot_atan2_f32, one f32::atan2_f32_avx2: One2Fn;
+    AsinF32: Unary(UnaryOp::Asin), F32, TileFn, f32::rfx_aot_asin_f32, one f32::asin_f32_avx2: OneFn;
+    AcosF32: Unary(UnaryOp::Acos), F32, TileFn, f32::rfx_aot_acos_f32, one f32::acos_f32_avx2: OneFn;
+    SinF64: Unary(UnaryOp::Sin), F64, TileFnF64, f64::rfx_aot_sin_f64, one f64::sin_f64_avx2: OneFnF64;
+    CosF64: Unary(UnaryOp::Cos), F64, TileFnF64, f64::rfx_aot_cos_f64, one f64::cos_f64_avx2: OneFnF64;
+    ExpF64: Unary(UnaryOp::Exp), F64, TileFnF64, f64::rfx_aot_exp_f64, one f64::exp_f64_avx2: OneFnF64;
+    LogF64: Unary(UnaryOp::Log), F64, TileFnF64, f64::rfx_aot_log_f64, one f64::log_f64_avx2: OneFnF64;
+    AtanF64: Unary(UnaryOp::Atan), F64, TileFnF64, f64::rfx_aot_atan_f64, one f64::atan_f64_avx2: OneFnF64;
+    Atan2F64: Binary(BinaryOp::Atan2), F64, Tile2FnF64, f64::rfx_aot_atan2_f64, one f64::atan2_f64_avx2: One2FnF64;
+    AsinF64: Unary(UnaryOp::Asin), F64, TileFnF64, f64::rfx_aot_asin_f64, one f64::asin_f64_avx2: OneFnF64;
+    AcosF64: Unary(UnaryOp::Acos), F64, TileFnF64, f64::rfx_aot_acos_f64, one f64::acos_f64_avx2: OneFnF64;
+    TanhF64: Unary(UnaryOp::Tanh), F64, TileFnF64, f64::rfx_aot_tanh_f64, one f64::tanh_f64_avx2: OneFnF64;
+    SigmoidF64: Unary(UnaryOp::Sigmoid), F64, TileFnF64, f64::rfx_aot_sigmoid_f64, one f64::sigmoid_f64_avx2: OneFnF64;
+    PowF32: Binary(BinaryOp::Pow), F32, Tile2Fn, pow::rfx_aot_pow_f32, one pow::pow_f32_avx2: One2Fn;
+    PowF64: Binary(BinaryOp::Pow), F64, Tile2FnF64, pow::rfx_aot_pow_f64, one pow::pow_f64_avx2: One2FnF64;
+    TanF64: Unary(UnaryOp::Tan), F64, TileFnF64, f64::rfx_aot_tan_f64, one f64::tan_f64_avx2: OneFnF64;
+    Exp2F64: Unary(UnaryOp::Exp2), F64, TileFnF64, f64::rfx_aot_exp2_f64, one f64::exp2_f64_avx2: OneFnF64;
+    Log2F64: Unary(UnaryOp::Log2), F64, TileFnF64, f64::rfx_aot_log2_f64, one f64::log2_f64_avx2: OneFnF64;
     /// `sin` and `cos` of one argument, into two result tiles (`fn(src, sin, cos, n)`).
-    SinCosF32: SinCos, F32, TilePairFn, f32::rfx_aot_sincos_f32;
+    SinCosF32: SinCos, F32, TilePairFn, f32::rfx_aot_sincos_f32, one f32::sincos_f32_avx2: OnePairFn;
     /// The `f64` `sin` and `cos` of one argument: one reduction, both polynomials.
-    SinCosF64: SinCos, F64, TilePairFnF64, f64::rfx_aot_sincos_f64;
+    SinCosF64: SinCos, F64, TilePairFnF64, f64::rfx_aot_sincos_f64, one f64::sincos_f64_avx2: OnePairFnF64;
     /// A fused elementwise pass over `f32` rows (`fn(plan, consts, rows, n)`).
     FusedF32: Fused, F32, FusedFn, fused::rfx_aot_fused_f32;
     /// A fused elementwise pass over `f64` rows.

@@ -46,6 +46,8 @@ mod addr;
 mod body;
 mod elementwise;
 mod fold;
+#[cfg(test)]
+mod frame_tests;
 mod lanes;
 mod loops;
 mod plan;
@@ -448,10 +450,9 @@ pub(crate) const TILE_STAGING_MAX: u32 = 64 * 1024;
 /// [`TILE_STAGING_MAX`]), spill slots, saved registers and the partial accumulators of a
 /// reduction. Every function's frame is read from Cranelift's compiled code and checked against
 /// it; a larger one is refused with `Unsupported::Size`. Spill slots are most of a large
-/// kernel's frame: code without loops (a kernel of one to a few elements, whose ops all run
-/// once) spills about 12 bytes per op when values stay live far along it, so a kernel of
-/// 20,000 ops takes up to about 250 KiB and the bound is reached near 80,000. Kernels with
-/// loops spill less (about 6 bytes per op). The worker threads' stacks ([`crate::pool`]) hold
+/// kernel's frame: a kernel of 100,000 ops on one element, heavy in transcendentals (each a
+/// call of a routine's one-element entry), takes about 26 KiB; 32,000 distinct constants whose
+/// vectors are built before a loop take 500 KiB. The worker threads' stacks ([`crate::pool`]) hold
 /// several such frames; the caller's thread needs the program's frame free
 /// (`CpuCompiled::max_frame_bytes`). Frames above 4 KiB probe each page as they grow
 /// (Cranelift's inline stack probes), so an overflow stops at the guard page instead of

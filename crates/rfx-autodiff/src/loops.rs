@@ -571,9 +571,10 @@ fn reverse_body(
 /// is the body's `vmap`. A test that depends on a batched value gives one `keep` per example:
 /// every carry is batched, the loop runs while any example keeps going, and the body is
 /// `select(keep[b], body(c)[b], c[b])`, so an example's carries stop changing once its test
-/// fails (it then stays false) and each example runs exactly its own iterations. Without a
-/// batched test, a batched carry updated by one row at an unbatched index (a history) is held
-/// with the batch after its row axis, so each iteration still stores one row ([`vmap_row_loop`]).
+/// fails (it then stays false) and each example runs exactly its own iterations. A batched
+/// carry updated by one row at an unbatched index (a history) is held with the batch after its
+/// row axis, so each iteration still stores one row ([`vmap_row_loop`]); with a batched test
+/// that row is masked per example ([`vmap_masked_row_loop`]).
 ///
 /// Returns the final carries, each with whether it is batched.
 pub(crate) fn vmap_loop(
@@ -604,6 +605,10 @@ pub(crate) fn vmap_loop(
             .any(|o| reached.get(o.value.index()).copied().unwrap_or(false))
     });
     if batched_test {
+        let updates = masked_row_updates(&spec.body, n, &flags);
+        if !updates.is_empty() {
+            return vmap_masked_row_loop(b, spec, args, &flags, &updates, size);
+        }
         flags[..n].iter_mut().for_each(|f| *f = true);
     } else {
         let updates = batched_row_updates(&spec.body, n, &flags);
@@ -650,18 +655,31 @@ pub(crate) fn vmap_loop(
 /// The batched carries (flagged in `flags`) of `body` updated by one row at an index that no
 /// batched value reaches: every example replaces the same row.
 fn batched_row_updates(body: &Kernel, carries: usize, flags: &[bool]) -> Vec<RowUpdate> {
+    masked_row_updates(body, carries, flags)
+        .into_iter()
+        .filter(|u| flags.get(u.carry) == Some(&true))
+        .collect()
+}
+
+/// The carries of `body` updated by one row at an index that no value batched in `flags`
+/// reaches, read nowhere else.
+fn masked_row_updates(body: &Kernel, carries: usize, flags: &[bool]) -> Vec<RowUpdate> {
     let reached = reaches(body, flags);
     body.row_updates(carries)
         .into_iter()
-        .filter(|u| {
-            flags.get(u.carry) == Some(&true) && !reached.get(u.index.index()).copied().unwrap_or(true)
-        })
+        .filter(|u| !u.read_elsewhere && !reached.get(u.index.index()).copied().unwrap_or(true))
         .collect()
 }
 
 /// `body` without the inputs of the carries in `updates` and their `set_row` nodes: inputs the
-/// others, outputs the other carries' next values, then each update's row and index.
-fn without_row_updates(body: &Kernel, carries: usize, updates: &[RowUpdate]) -> Result<Kernel, AdError> {
+/// others, outputs the other carries' next values, then each update's row and (with `indices`)
+/// its index.
+fn without_row_updates(
+    body: &Kernel,
+    carries: usize,
+    updates: &[RowUpdate],
+    indices: bool,
+) -> Result<Kernel, AdError> {
     let inputs: Vec<ValueId> = body.inputs().map(|(v, _, _)| v).collect();
     let skipped: HashSet<usize> = updates
         .iter()
@@ -689,7 +707,9 @@ fn without_row_updates(body: &Kernel, carries: usize, updates: &[RowUpdate]) -> 
     }
     for (i, update) in updates.iter().enumerate() {
         b.output(format!("row{i}"), mapped(update.row)?)?;
-        b.output(format!("index{i}"), mapped(update.index)?)?;
+        if indices {
+            b.output(format!("index{i}"), mapped(update.index)?)?;
+        }
     }
     Ok(b.finish()?)
 }
@@ -732,7 +752,7 @@ fn vmap_row_loop(
     for _ in updates {
         out_axes.extend([Some(0), None]);
     }
-    let stripped = without_row_updates(&spec.body, n, updates)?;
+    let stripped = without_row_updates(&spec.body, n, updates, true)?;
     let batched = vmap_out(&stripped, &in_axes, &out_axes, size)?;
 
     let axes: Vec<Option<usize>> = (0..inputs.len())
@@ -774,20 +794,15 @@ fn vmap_row_loop(
         None => None,
     };
 
-    // Swapping the first two axes moves the batch between the front and after the rows.
-    let swap = |rank: usize| -> Vec<usize> { [1, 0].into_iter().chain(2..rank).collect() };
     let mut operands = Vec::with_capacity(args.len());
     for (p, &(v, is_batched)) in args.iter().enumerate() {
-        let ty = b.value_type(v)?.clone();
-        operands.push(match (updated(p), is_batched) {
-            (Some(_), true) => b.transpose(v, &swap(ty.shape.rank()))?,
-            (Some(_), false) => {
-                let column = with_axis(&ty, 1, 1);
-                let column = b.reshape(v, column.shape)?;
-                b.broadcast_to(column, types[p].shape.clone())?
+        operands.push(match updated(p) {
+            Some(_) => rows_first(b, v, is_batched, size)?,
+            None if flags[p] && !is_batched => {
+                let ty = b.value_type(v)?.clone();
+                b.broadcast_to(v, with_axis(&ty, 0, size).shape)?
             }
-            (None, false) if flags[p] => b.broadcast_to(v, with_axis(&ty, 0, size).shape)?,
-            (None, _) => v,
+            None => v,
         });
     }
     let finals = b.loop_(
@@ -802,14 +817,257 @@ fn vmap_row_loop(
     let mut out = Vec::with_capacity(n);
     for (k, v) in finals.into_iter().enumerate() {
         out.push(match updated(k) {
-            Some(_) => {
-                let rank = b.value_type(v)?.shape.rank();
-                (b.transpose(v, &swap(rank))?, true)
-            }
+            Some(_) => (batch_first(b, v)?, true),
             None => (v, flags[k]),
         });
     }
     Ok(Some(out))
+}
+
+/// The axes `[1, 0, 2, ...]` of a tensor of `rank`: swapping the first two axes moves the
+/// batch between the front and after the rows.
+fn swap_first(rank: usize) -> Vec<usize> {
+    [1, 0].into_iter().chain(2..rank).collect()
+}
+
+/// A history's initial value `v` held `[rows, size, ...row]`: moved there from `[size, rows,
+/// ...row]` when `batched`, else broadcast over the batch.
+fn rows_first(b: &mut Builder, v: ValueId, batched: bool, size: usize) -> Result<ValueId, AdError> {
+    let ty = b.value_type(v)?.clone();
+    if batched {
+        return Ok(b.transpose(v, &swap_first(ty.shape.rank()))?);
+    }
+    let column = b.reshape(v, with_axis(&ty, 1, 1).shape)?;
+    Ok(b.broadcast_to(column, with_axis(&ty, 1, size).shape)?)
+}
+
+/// A final history `v` held `[rows, size, ...row]` moved to `[size, rows, ...row]`.
+fn batch_first(b: &mut Builder, v: ValueId) -> Result<ValueId, AdError> {
+    let rank = b.value_type(v)?.shape.rank();
+    Ok(b.transpose(v, &swap_first(rank))?)
+}
+
+/// [`vmap_loop`] with a batched test where the carries in `updates` are updated by one row at
+/// an index that no batched value reaches: every carry is batched and masked per example as in
+/// [`masked`], but such a carry is held `[rows, size, ...row]` (as in [`vmap_row_loop`]) and
+/// its *row* is masked, `set_row(c, select(keep, row, c[index]), index)`: the row of the
+/// examples that stopped is stored back unchanged, so an iteration stores `size · |row|`
+/// elements rather than selecting over the whole history, and every example gets the bits of
+/// the whole select. The indices are computed from unbatched copies of the carries they read,
+/// extra carries that are not masked: for an example still running they are its own values
+/// (it has run every iteration so far), and a stopped example's row is not changed at any
+/// index.
+fn vmap_masked_row_loop(
+    b: &mut Builder,
+    spec: &Loop,
+    args: &[(ValueId, bool)],
+    flags: &[bool],
+    updates: &[RowUpdate],
+    size: usize,
+) -> Result<Vec<(ValueId, bool)>, AdError> {
+    let n = spec.carries;
+    let inputs = input_list(&spec.body);
+    let updated = |p: usize| updates.iter().position(|u| u.carry == p);
+    let (index_kernel, copied, index_inputs) = index_part(&spec.body, n, updates)?;
+    let m = copied.len();
+
+    // The original inputs' batch axes (every carry batched, the histories after their rows).
+    let axes: Vec<Option<usize>> = (0..inputs.len())
+        .map(|p| match updated(p) {
+            Some(_) => Some(1),
+            None => (p < n || flags[p]).then_some(0),
+        })
+        .collect();
+    let keep = vmap_out(
+        spec.cond
+            .as_ref()
+            .ok_or(AdError::Internal(rfx_ir::hir::BuildError::NoOutputs))?,
+        &axes,
+        &[Some(0)],
+        size,
+    )?;
+    let kept: Vec<usize> = (0..inputs.len()).filter(|&p| updated(p).is_none()).collect();
+    let in_axes: Vec<Option<usize>> = kept.iter().map(|&p| axes[p]).collect();
+    let carried = kept.iter().filter(|&&p| p < n).count();
+    let stripped = without_row_updates(&spec.body, n, updates, false)?;
+    let batched = vmap_out(&stripped, &in_axes, &vec![Some(0); carried + updates.len()], size)?;
+
+    // Inputs: the carries, the unbatched copies, the invariants.
+    let mut types: Vec<TensorType> = inputs
+        .iter()
+        .zip(&axes)
+        .map(|((_, ty), axis)| match *axis {
+            Some(axis) => with_axis(ty, axis, size),
+            None => ty.clone(),
+        })
+        .collect();
+    let copy_types: Vec<TensorType> = copied.iter().map(|&k| inputs[k].1.clone()).collect();
+    types.splice(n..n, copy_types);
+    let original = |x: &[ValueId]| -> Vec<ValueId> { x[..n].iter().chain(&x[n + m..]).copied().collect() };
+
+    let mut w = Builder::new(spec.body.name());
+    let x = declare(&mut w, "x", &types)?;
+    let going = one_output(&w.inline(&keep, &original(&x))?)?;
+    let kept_args: Vec<ValueId> = kept.iter().map(|&p| original(&x)[p]).collect();
+    let outs = w.inline(&batched, &kept_args)?;
+    let index_args: Vec<ValueId> = index_inputs
+        .iter()
+        .map(|&p| match copied.iter().position(|&k| k == p) {
+            Some(j) => x[n + j],
+            None => x[p + m],
+        })
+        .collect();
+    let index_outs = w.inline(&index_kernel, &index_args)?;
+    let missing = || AdError::Internal(rfx_ir::hir::BuildError::NoOutputs);
+    let mut others = outs.iter().take(carried);
+    for (k, &carry) in x.iter().enumerate().take(n) {
+        let next = match updated(k) {
+            Some(i) => {
+                let (Some(&row), Some(&index)) = (outs.get(carried + i), index_outs.get(i)) else {
+                    return Err(missing());
+                };
+                let old = row_at(&mut w, carry, index)?;
+                let lanes = lanes(&mut w, going, row, size)?;
+                let row = w.select(lanes, row, old)?;
+                w.set_row(carry, row, index)?
+            }
+            None => {
+                let next = *others.next().ok_or_else(missing)?;
+                let lanes = lanes(&mut w, going, next, size)?;
+                w.select(lanes, next, carry)?
+            }
+        };
+        w.output(format!("next{k}"), next)?;
+    }
+    for j in 0..m {
+        let next = *index_outs.get(updates.len() + j).ok_or_else(missing)?;
+        w.output(format!("copy{j}"), next)?;
+    }
+    let body = w.finish()?;
+
+    let mut w = Builder::new(keep.name());
+    let x = declare(&mut w, "x", &types)?;
+    let going = one_output(&w.inline(&keep, &original(&x))?)?;
+    let count = w.cast(going, DType::I32)?;
+    let count = w.reduce(ReduceOp::Sum, count, &[0], false)?;
+    let any = w.cast(count, DType::Bool)?;
+    w.output("any", any)?;
+    let cond = w.finish()?;
+
+    let mut operands = Vec::with_capacity(args.len() + m);
+    for (p, &(v, is_batched)) in args.iter().enumerate() {
+        if p == n {
+            operands.extend(copied.iter().map(|&k| args[k].0));
+        }
+        operands.push(match updated(p) {
+            Some(_) => rows_first(b, v, is_batched, size)?,
+            None if axes[p].is_some() && !is_batched => {
+                let ty = b.value_type(v)?.clone();
+                b.broadcast_to(v, with_axis(&ty, 0, size).shape)?
+            }
+            None => v,
+        });
+    }
+    if args.len() == n {
+        operands.extend(copied.iter().map(|&k| args[k].0));
+    }
+    let finals = b.loop_(
+        Loop {
+            carries: n + m,
+            trips: spec.trips,
+            body,
+            cond: Some(cond),
+        },
+        &operands,
+    )?;
+    let mut out = Vec::with_capacity(n);
+    for (k, v) in finals.into_iter().enumerate().take(n) {
+        out.push(match updated(k) {
+            Some(_) => (batch_first(b, v)?, true),
+            None => (v, true),
+        });
+    }
+    Ok(out)
+}
+
+/// `keep` (one bool per example, `[size]`) shaped to select over `like` (`[size, ...]`).
+fn lanes(b: &mut Builder, keep: ValueId, like: ValueId, size: usize) -> Result<ValueId, AdError> {
+    let rank = b.value_type(like)?.shape.rank();
+    let shape = Shape::new([&[size][..], &vec![1; rank.saturating_sub(1)]].concat());
+    Ok(b.reshape(keep, shape)?)
+}
+
+/// Row `index` of `x` (clamped, as `set_row` clamps it) along axis 0, of the shape of a row.
+fn row_at(b: &mut Builder, x: ValueId, index: ValueId) -> Result<ValueId, AdError> {
+    let shape = b.value_type(x)?.shape.clone();
+    let row_shape = Shape::new(shape.dims().get(1..).unwrap_or_default());
+    let at = b.reshape(index, Shape::new(vec![1; shape.rank()]))?;
+    let at = b.broadcast_to(at, Shape::new([&[1][..], row_shape.dims()].concat()))?;
+    let row = b.gather(x, at, 0)?;
+    Ok(b.reshape(row, row_shape)?)
+}
+
+/// The part of `body` that computes the indices of `updates` (which no batched value reaches),
+/// with the carries it reads: the kernel, the positions of those carries, and the positions
+/// (among `body`'s inputs) of the kernel's inputs. Its outputs: the indices, then the next
+/// values of those carries, whose own next values it computes too.
+fn index_part(
+    body: &Kernel,
+    carries: usize,
+    updates: &[RowUpdate],
+) -> Result<(Kernel, Vec<usize>, Vec<usize>), AdError> {
+    let inputs: Vec<ValueId> = body.inputs().map(|(v, _, _)| v).collect();
+    let mut needed = vec![false; body.nodes().len()];
+    let mut roots: Vec<ValueId> = updates.iter().map(|u| u.index).collect();
+    let mut copied: Vec<usize> = Vec::new();
+    loop {
+        for root in &roots {
+            if let Some(slot) = needed.get_mut(root.index()) {
+                *slot = true;
+            }
+        }
+        for (index, node) in body.nodes().iter().enumerate().rev() {
+            if needed[index] {
+                for a in &node.args {
+                    if let Some(slot) = needed.get_mut(a.index()) {
+                        *slot = true;
+                    }
+                }
+            }
+        }
+        let more: Vec<usize> = (0..carries)
+            .filter(|&k| needed[inputs[k].index()] && !copied.contains(&k))
+            .collect();
+        if more.is_empty() {
+            break;
+        }
+        copied.extend(&more);
+        roots = more.iter().map(|&k| body.outputs()[k].value).collect();
+    }
+    copied.sort_unstable();
+    let mut b = Builder::new(format!("{}_index", body.name()));
+    let mut map: Vec<Option<ValueId>> = vec![None; body.nodes().len()];
+    let unknown = |v: ValueId| AdError::Internal(rfx_ir::hir::BuildError::UnknownValue(v));
+    for (index, node) in body.nodes().iter().enumerate() {
+        if !needed[index] {
+            continue;
+        }
+        let args = node
+            .args
+            .iter()
+            .map(|&a| map.get(a.index()).copied().flatten().ok_or_else(|| unknown(a)))
+            .collect::<Result<Vec<_>, _>>()?;
+        map[index] = Some(b.copy(&node.op, &args, &node.ty)?);
+    }
+    let mapped = |v: ValueId| map.get(v.index()).copied().flatten().ok_or_else(|| unknown(v));
+    for (i, update) in updates.iter().enumerate() {
+        b.output(format!("index{i}"), mapped(update.index)?)?;
+    }
+    for &k in &copied {
+        b.output(format!("next{k}"), mapped(body.outputs()[k].value)?)?;
+    }
+    let index_inputs = (0..inputs.len()).filter(|&p| needed[inputs[p].index()]).collect();
+    Ok((b.finish()?, copied, index_inputs))
 }
 
 /// The masked body `select(keep, body(c), c)` per carry and the test `any(keep)`, from the

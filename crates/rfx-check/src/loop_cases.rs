@@ -6,7 +6,7 @@
 //! stays true), nested loops, loops of no trips, a vector carry whose body reduces it (a mean
 //! taken each iteration, in f32, f64 and wrapping i32), a transcendental inside a loop body and
 //! histories written one row per iteration (`set_row`, stored as row stores) in `fori` and
-//! `while` loops.
+//! `while` loops, also a batch's history whose lanes stop at different iterations.
 //! The exact cases are checked against the LIR interpreter bit for bit, the transcendental one
 //! against the HIR interpreter's `f64` oracle, like every other case.
 
@@ -99,6 +99,69 @@ pub(crate) fn loop_cases(push: &mut Push<'_>) {
             None,
         );
     }
+    for (dtype, lanes) in [(DType::F32, 3), (DType::F64, 5)] {
+        let name = format!("loop_row_history_lanes_{dtype}_b{lanes}");
+        push(name.clone(), lane_history(&name, dtype, lanes, 2, 7), None, None);
+    }
+}
+
+/// A history of a batch whose examples stop at different iterations, as `vmap` of a while
+/// loop's recording loop holds it: carries `c: dtype[b, m]`, `t: i32[]`, `h: dtype[trips, b,
+/// m]` with the invariant `a: dtype[b, m]`, running while any lane's `t < 2·lane`; per lane
+/// `keep = t < 2·lane`, `c' = select(keep, c * a + 1, c)`, `t' = t + 1` and `h' = set_row(h,
+/// select(keep, c, h[t]), t)`: the body reads the row it replaces (a row store after that
+/// read), and the last lane runs to the maximum.
+fn lane_history(name: &str, dtype: DType, lanes: usize, m: usize, trips: u64) -> Option<Kernel> {
+    let rows = usize::try_from(trips).ok()?;
+    let types = [
+        ty(dtype, &[lanes, m]),
+        ty(DType::I32, &[]),
+        ty(dtype, &[rows, lanes, m]),
+        ty(dtype, &[lanes, m]),
+    ];
+    let keep = |b: &mut Builder, t: ValueId| {
+        let lane = b.iota(DType::I32, rfx_ir::Shape::new(vec![lanes]), 0).ok()?;
+        let two = b.scalar(Scalar::I32(2));
+        let limit = b.binary(BinaryOp::Mul, lane, two).ok()?;
+        b.compare(CmpOp::Lt, t, limit).ok()
+    };
+    let body = kernel("record", &types, |b, v| {
+        let (c, t, h, a) = (v[0], v[1], v[2], v[3]);
+        let keep = keep(b, t)?;
+        let keep = b.reshape(keep, rfx_ir::Shape::new(vec![lanes, 1])).ok()?;
+        let ca = b.binary(BinaryOp::Mul, c, a).ok()?;
+        let one = b.scalar(Scalar::from_f64(dtype, 1.0));
+        let c1 = b.binary(BinaryOp::Add, ca, one).ok()?;
+        let c1 = b.select(keep, c1, c).ok()?;
+        let step = b.scalar(Scalar::I32(1));
+        let t1 = b.binary(BinaryOp::Add, t, step).ok()?;
+        let at = b.reshape(t, rfx_ir::Shape::new(vec![1, 1, 1])).ok()?;
+        let at = b.broadcast_to(at, rfx_ir::Shape::new(vec![1, lanes, m])).ok()?;
+        let old = b.gather(h, at, 0).ok()?;
+        let old = b.reshape(old, rfx_ir::Shape::new(vec![lanes, m])).ok()?;
+        let row = b.select(keep, c, old).ok()?;
+        let h1 = b.set_row(h, row, t).ok()?;
+        Some(vec![c1, t1, h1])
+    })?;
+    let cond = kernel("test", &types, |b, v| {
+        let keep = keep(b, v[1])?;
+        let count = b.cast(keep, DType::I32).ok()?;
+        let count = b.reduce(ReduceOp::Sum, count, &[0], false).ok()?;
+        Some(vec![b.cast(count, DType::Bool).ok()?])
+    })?;
+    let spec = Loop {
+        carries: 3,
+        trips,
+        body,
+        cond: Some(cond),
+    };
+    looping(name, &[ty(dtype, &[lanes, m])], spec, |b, v| {
+        let zero = b.scalar(Scalar::I32(0));
+        let empty = b.constant(Scalar::from_f64(dtype, 0.0), vec![rows, lanes, m]);
+        let half = b.scalar(Scalar::from_f64(dtype, 0.5));
+        let a = b.binary(BinaryOp::Mul, v[0], half).ok()?;
+        Some(vec![v[0], zero, empty, a])
+    })
 }
 
 /// Histories written one row per iteration (`set_row`, as reverse mode records carries) over

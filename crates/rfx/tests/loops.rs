@@ -759,6 +759,128 @@ fn a_vmapped_while_gradient_with_an_unbatched_test_stores_rows_and_gives_each_ex
     }
 }
 
+/// [`rollout_of`] as a while loop running while its step counter is below `limit` (an input:
+/// one per example under `vmap`), at most `MAX` steps.
+fn rollout_until<const MAX: u64>(
+    theta: Tensor,
+    omega: Tensor,
+    kp: Tensor,
+    kd: Tensor,
+    limit: Tensor,
+) -> Tensor {
+    let count = rfx::constant(&Array::scalar(rfx::Scalar::F64(0.0)));
+    let s = while_loop(
+        |s| s[2].lt(limit),
+        |s| {
+            let (t, w) = pendulum_step(s[0], s[1], kp, kd);
+            vec![t, w, s[2] + 1.0]
+        },
+        &[theta, omega, count],
+        MAX,
+    );
+    final_cost(s[0], s[1])
+}
+
+/// [`rollout_plain`] with `steps` steps.
+fn rollout_plain_steps(state: [f64; 4], steps: usize) -> f64 {
+    let [mut t, mut w, kp, kd] = state;
+    for _ in 0..steps {
+        let accel = t.sin() * -G_OVER_L - kp * t - kd * w;
+        (t, w) = (t + w * DT, w + accel * DT);
+    }
+    t * t + w * w * 0.1
+}
+
+fn vmapped_rollout_until<const MAX: u64>() -> rfx::Vmap<impl rfx::KernelFn> {
+    rfx::vmap(rfx::value_and_grad(rollout_until::<MAX>).wrt(&[0, 1, 2, 3])).in_axes(&[
+        Some(0),
+        Some(0),
+        None,
+        None,
+        Some(0),
+    ])
+}
+
+#[test]
+fn a_vmapped_while_gradient_with_a_per_example_test_stores_rows_and_gives_each_examples_bits() {
+    // Each example runs its own number of steps: the recording loop masks the row of the
+    // batch it stores (`[trips, batch]` histories), so no kernel a loop repeats touches a whole
+    // history, at 100 steps as at 1,000.
+    let n = 6;
+    let mut types = vec![TensorType::new(DType::F64, [n]); 2];
+    types.extend(scalar_types(2));
+    types.push(TensorType::new(DType::F64, [n]));
+    let short = rfx::jit(vmapped_rollout_until::<100>())
+        .trace(&types)
+        .expect("traces");
+    let long = rfx::jit(vmapped_rollout_until::<1000>())
+        .trace(&types)
+        .expect("traces");
+    let (short_kernels, short_rows) = gradient_loop_kernels(&short);
+    let (long_kernels, long_rows) = gradient_loop_kernels(&long);
+    assert_eq!((short_rows, long_rows), (2, 2), "one row store per stored carry");
+    assert_eq!(short_kernels.len(), long_kernels.len());
+    for k in short_kernels.iter().chain(&long_kernels) {
+        assert!(k.domain.numel() <= n, "{} [{}]", k.name, k.domain);
+    }
+    // Each example's value and gradient: the bits of its own unbatched gradient (HIR
+    // interpreter), finite differences of the plain rollout of its own length, and the
+    // compiled backends (the LIR interpreter's bits; the others to rounding of their `sin`).
+    let (theta, omega) = batch_of_states(n);
+    let limits = [100.0, 37.0, 64.0, 1.0, 0.0, 99.5];
+    let (kp, kd) = (PENDULUM[2], PENDULUM[3]);
+    let args = vec![
+        vector(&theta),
+        vector(&omega),
+        scalar(kp),
+        scalar(kd),
+        vector(&limits),
+    ];
+    let alone = rfx::jit(rfx::value_and_grad(rollout_until::<100>).wrt(&[0, 1, 2, 3]))
+        .trace(&scalar_types(5))
+        .expect("traces");
+    let batched = interp(&short, &args);
+    for e in 0..n {
+        let one = [
+            scalar(theta[e]),
+            scalar(omega[e]),
+            scalar(kp),
+            scalar(kd),
+            scalar(limits[e]),
+        ];
+        let want = interp(&alone, &one);
+        for (o, w) in batched.iter().zip(&want) {
+            assert_eq!(f64s(o)[e].to_bits(), f64s(w)[0].to_bits(), "example {e}");
+        }
+        let state = [theta[e], omega[e], kp, kd];
+        let steps = limits[e].ceil() as usize;
+        assert_close(
+            "the value",
+            &[f64s(&batched[0])[e]],
+            &[rollout_plain_steps(state, steps)],
+            1e-12,
+        );
+        let h = 1e-6;
+        for (k, out) in batched[1..].iter().enumerate() {
+            let (mut up, mut down) = (state, state);
+            up[k] += h;
+            down[k] -= h;
+            let fd = (rollout_plain_steps(up, steps) - rollout_plain_steps(down, steps)) / (2.0 * h);
+            assert_close(&format!("example {e}, d/d{k}"), &[f64s(out)[e]], &[fd], 1e-6);
+        }
+    }
+    for backend in backends() {
+        let out = call_on(vmapped_rollout_until::<100>(), backend, &args);
+        for (o, w) in out.iter().zip(&batched) {
+            if backend == "interp" {
+                assert_eq!(f64s(o), f64s(w), "{backend}");
+            } else {
+                assert_close(backend, &f64s(o), &f64s(w), 1e-12);
+            }
+        }
+    }
+}
+
 #[test]
 fn a_while_loops_recording_loop_stores_one_row_per_iteration() {
     // The masked body of the recording while loop masks the row it stores, not the history.

@@ -302,6 +302,9 @@ pub struct RowUpdate {
     pub row: ValueId,
     /// The row's index (clamped as `set_row` clamps it).
     pub index: ValueId,
+    /// Whether the body also reads the carry other than through the `set_row` (the row it
+    /// replaces, say): then the row may be stored only after every such read.
+    pub read_elsewhere: bool,
 }
 
 impl Kernel {
@@ -357,9 +360,9 @@ impl Kernel {
     }
 
     /// Read as a loop body whose first `carries` inputs are the carries: each carry whose next
-    /// value is `set_row(c_k, row, index)` where the body reads `c_k` nowhere else and the new
-    /// value only as that output. Such a carry can stay in its buffer and have one row stored
-    /// per iteration.
+    /// value is `set_row(c_k, row, index)` and is read only as that output. Such a carry can stay
+    /// in its buffer and have one row stored per iteration, after every other read of `c_k`
+    /// ([`RowUpdate::read_elsewhere`]).
     pub fn row_updates(&self, carries: usize) -> Vec<RowUpdate> {
         let mut uses = vec![0usize; self.nodes.len()];
         let reads = self.nodes.iter().flat_map(|node| &node.args);
@@ -376,7 +379,6 @@ impl Kernel {
             };
             if let (Op::SetRow, &[x, row, index]) = (&node.op, node.args.as_slice())
                 && inputs.get(carry) == Some(&x)
-                && uses.get(x.index()) == Some(&1)
                 && uses.get(output.value.index()) == Some(&1)
             {
                 updates.push(RowUpdate {
@@ -384,6 +386,7 @@ impl Kernel {
                     node: output.value,
                     row,
                     index,
+                    read_elsewhere: uses.get(x.index()).is_none_or(|&n| n > 1),
                 });
             }
         }

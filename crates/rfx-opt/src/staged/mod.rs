@@ -451,8 +451,12 @@ impl Linker<'_> {
         self.copies(&format!("{prefix}init"), &init)?;
 
         // Carries updated by a row are stored by row stores (`in_place.rs`); a while body
-        // masks their rows.
-        let updates = spec.body.row_updates(spec.carries);
+        // masks their rows, which it always computes, so their stores follow the body and
+        // may follow other reads of the carry. A fori body's row may be stored before it.
+        let mut updates = spec.body.row_updates(spec.carries);
+        if spec.cond.is_none() {
+            updates.retain(|u| !u.read_elsewhere);
+        }
         let body = match &spec.cond {
             Some(cond) if updates.is_empty() => masked_body(spec, cond)?,
             Some(cond) => in_place::masked_row_updates(spec, cond, &updates)?,

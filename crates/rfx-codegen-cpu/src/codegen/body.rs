@@ -34,62 +34,102 @@ impl<'k> Gen<'_, 'k> {
         }
         let body = self.kernel().body.clone();
         let plan = self.fold_plan(w, at, offs);
-        for (i, inst) in body.iter().enumerate() {
-            match (plan.as_ref().map(|p| &p[i]), inst) {
-                (Some(Fold::Skip), _) => continue,
-                (Some(Fold::Constant(lanes)), _) => {
-                    if let Some(dst) = inst.dst() {
-                        slots[dst.index()] = Some(self.lane_constants(b, w, lanes));
+        let order = if self.cur.tiles.is_none() {
+            emission_order(&body)
+        } else {
+            None
+        };
+        let pre = order.as_ref().map(|_| slots.clone());
+        let mut values: Vec<Option<Value>> = vec![None; body.len()];
+        let steps: Vec<usize> = match &order {
+            Some(o) => o.order.clone(),
+            None => (0..body.len()).collect(),
+        };
+        for i in steps {
+            let inst = &body[i];
+            if let (Some(o), Some(pre)) = (&order, &pre) {
+                // Each source as its defining instruction left it (slots are reused).
+                for (src, def) in inst.srcs().into_iter().zip(&o.defs[i]) {
+                    let v = match def {
+                        Some(d) => values[*d],
+                        None => pre.get(src.index()).copied().flatten(),
+                    };
+                    if let (Some(v), Some(slot)) = (v, slots.get_mut(src.index())) {
+                        *slot = Some(v);
                     }
-                    continue;
                 }
-                (Some(Fold::Alias(src)), _) => {
-                    if let Some(dst) = inst.dst() {
-                        slots[dst.index()] = slots.get(src.index()).copied().flatten();
-                    }
-                    continue;
-                }
-                (Some(Fold::GatherPast(offset, elements)), Inst::Gather { dst, buf, .. }) => {
-                    let dtype = self.slot_dtype(*dst)?;
-                    let base = self.base(*buf)?;
-                    let size = dtype.size_bytes() as i64;
-                    let bytes = self.scale(b, *offset, size);
-                    let row = self.add(b, base, bytes);
-                    let lanes: Vec<Value> = elements
-                        .iter()
-                        .map(|&e| {
-                            let addr = self.add_imm(b, row, e * size);
-                            self.load_scalar(b, addr, None, dtype)
-                        })
-                        .collect();
-                    slots[dst.index()] = Some(self.assemble(b, w, &lanes, dtype));
-                    continue;
-                }
-                (Some(Fold::GatherAt(elements)), Inst::Gather { dst, buf, .. }) => {
-                    let dtype = self.slot_dtype(*dst)?;
-                    let base = self.base(*buf)?;
-                    let lanes: Vec<Value> = elements
-                        .iter()
-                        .map(|&e| {
-                            let addr = self.add_imm(b, base, (e * dtype.size_bytes()) as i64);
-                            self.load_scalar(b, addr, None, dtype)
-                        })
-                        .collect();
-                    slots[dst.index()] = Some(self.assemble(b, w, &lanes, dtype));
-                    continue;
-                }
-                _ => {}
             }
-            let access = self.fx.info.access_of.get(i).copied().flatten();
-            let place = InstAt {
-                w,
-                access: access.map(|a| (a, at)),
-                offs,
-                body_index: Some(i),
-            };
-            self.emit_inst(b, inst, place, &mut slots, reduced)?;
+            self.emit_body_inst(b, (w, at, offs), (i, inst), plan.as_deref(), &mut slots, reduced)?;
+            if let Some(dst) = inst.dst() {
+                values[i] = slots.get(dst.index()).copied().flatten();
+            }
         }
         Ok(())
+    }
+
+    /// Body instruction `i` at position `at` (see [`Gen::emit_body`]), folded by `plan`.
+    fn emit_body_inst(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        (w, at, offs): (u8, Value, &[Value]),
+        (i, inst): (usize, &Inst),
+        plan: Option<&[Fold]>,
+        slots: &mut [Option<Value>],
+        reduced: &mut Vec<(usize, Value)>,
+    ) -> Result<(), BackendError> {
+        match (plan.map(|p| &p[i]), inst) {
+            (Some(Fold::Skip), _) => return Ok(()),
+            (Some(Fold::Constant(lanes)), _) => {
+                if let Some(dst) = inst.dst() {
+                    slots[dst.index()] = Some(self.lane_constants(b, w, lanes));
+                }
+                return Ok(());
+            }
+            (Some(Fold::Alias(src)), _) => {
+                if let Some(dst) = inst.dst() {
+                    slots[dst.index()] = slots.get(src.index()).copied().flatten();
+                }
+                return Ok(());
+            }
+            (Some(Fold::GatherPast(offset, elements)), Inst::Gather { dst, buf, .. }) => {
+                let dtype = self.slot_dtype(*dst)?;
+                let base = self.base(*buf)?;
+                let size = dtype.size_bytes() as i64;
+                let bytes = self.scale(b, *offset, size);
+                let row = self.add(b, base, bytes);
+                let lanes: Vec<Value> = elements
+                    .iter()
+                    .map(|&e| {
+                        let addr = self.add_imm(b, row, e * size);
+                        self.load_scalar(b, addr, None, dtype)
+                    })
+                    .collect();
+                slots[dst.index()] = Some(self.assemble(b, w, &lanes, dtype));
+                return Ok(());
+            }
+            (Some(Fold::GatherAt(elements)), Inst::Gather { dst, buf, .. }) => {
+                let dtype = self.slot_dtype(*dst)?;
+                let base = self.base(*buf)?;
+                let lanes: Vec<Value> = elements
+                    .iter()
+                    .map(|&e| {
+                        let addr = self.add_imm(b, base, (e * dtype.size_bytes()) as i64);
+                        self.load_scalar(b, addr, None, dtype)
+                    })
+                    .collect();
+                slots[dst.index()] = Some(self.assemble(b, w, &lanes, dtype));
+                return Ok(());
+            }
+            _ => {}
+        }
+        let access = self.fx.info.access_of.get(i).copied().flatten();
+        let place = InstAt {
+            w,
+            access: access.map(|a| (a, at)),
+            offs,
+            body_index: Some(i),
+        };
+        self.emit_inst(b, inst, place, slots, reduced)
     }
 
     /// Splats the preamble slots the body reads to the kernel's vector width, once, in the
@@ -534,5 +574,180 @@ impl<'k> Gen<'_, 'k> {
             }
             _ => None,
         }
+    }
+}
+
+/// The order [`Gen::emit_body`] emits a body in, when it may differ from the body's: each
+/// instruction's sources by defining instruction (`None`: the preamble's value), since slots
+/// are reused.
+pub(super) struct EmissionOrder {
+    pub(super) order: Vec<usize>,
+    pub(super) defs: Vec<Vec<Option<usize>>>,
+}
+
+/// Loads (and gathers, indices, constants) emitted right before their first use, and each store
+/// right after its value (stores to one buffer in the body's order), so a large body keeps
+/// fewer values live at once: the body's stores come last, and every value it stores would
+/// otherwise be held (in a register or spilled) to the end. Only where no instruction reads a
+/// buffer the body writes (no store then moves across a load of its buffer) and the body has
+/// no reductions or scans; `None` otherwise, and for bodies emitted in their own order anyway.
+pub(super) fn emission_order(body: &[Inst]) -> Option<EmissionOrder> {
+    let mut written = Vec::new();
+    for inst in body {
+        match inst {
+            Inst::Store { buf, .. } => written.push(*buf),
+            Inst::Reduce { .. } | Inst::Scan { .. } => return None,
+            _ => {}
+        }
+    }
+    let reads_written = body.iter().any(
+        |inst| matches!(inst, Inst::Load { buf, .. } | Inst::Gather { buf, .. } if written.contains(buf)),
+    );
+    if reads_written {
+        return None;
+    }
+    let mut last_def: Vec<Option<usize>> = Vec::new();
+    let mut defs = Vec::with_capacity(body.len());
+    for (i, inst) in body.iter().enumerate() {
+        defs.push(
+            inst.srcs()
+                .iter()
+                .map(|s| last_def.get(s.index()).copied().flatten())
+                .collect::<Vec<_>>(),
+        );
+        if let Some(dst) = inst.dst() {
+            if last_def.len() <= dst.index() {
+                last_def.resize(dst.index() + 1, None);
+            }
+            last_def[dst.index()] = Some(i);
+        }
+    }
+    let lazy = |inst: &Inst| {
+        matches!(
+            inst,
+            Inst::Load { .. } | Inst::Gather { .. } | Inst::Index { .. } | Inst::Const { .. }
+        )
+    };
+    // Stores waiting for their value, per buffer in body order.
+    let mut queues: Vec<(BufId, std::collections::VecDeque<usize>)> = Vec::new();
+    for (i, inst) in body.iter().enumerate() {
+        if let Inst::Store { buf, .. } = inst {
+            match queues.iter_mut().find(|(b, _)| b == buf) {
+                Some((_, q)) => q.push_back(i),
+                None => queues.push((*buf, std::iter::once(i).collect())),
+            }
+        }
+    }
+    let mut emitted = vec![false; body.len()];
+    let mut order = Vec::with_capacity(body.len());
+    // Emits `i` after the lazy instructions it needs that are not emitted yet.
+    fn ensure(i: usize, defs: &[Vec<Option<usize>>], emitted: &mut [bool], order: &mut Vec<usize>) {
+        if emitted[i] {
+            return;
+        }
+        for d in defs[i].iter().flatten() {
+            ensure(*d, defs, emitted, order);
+        }
+        emitted[i] = true;
+        order.push(i);
+    }
+    let flush = |emitted: &mut [bool],
+                 order: &mut Vec<usize>,
+                 queues: &mut Vec<(BufId, std::collections::VecDeque<usize>)>| {
+        for (_, q) in queues.iter_mut() {
+            while let Some(&s) = q.front() {
+                let ready = defs[s].iter().flatten().all(|&d| emitted[d] || lazy(&body[d]));
+                if !ready {
+                    break;
+                }
+                q.pop_front();
+                ensure(s, &defs, emitted, order);
+            }
+        }
+    };
+    flush(&mut emitted, &mut order, &mut queues);
+    for (i, inst) in body.iter().enumerate() {
+        if lazy(inst) || matches!(inst, Inst::Store { .. }) {
+            continue;
+        }
+        ensure(i, &defs, &mut emitted, &mut order);
+        flush(&mut emitted, &mut order, &mut queues);
+    }
+    // Anything left (unused loads): at the end.
+    for i in 0..body.len() {
+        ensure(i, &defs, &mut emitted, &mut order);
+    }
+    Some(EmissionOrder { order, defs })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The LIR body of a per-example kernel: `out[i, 0] = x0 * x1 - x2` needs only `x`, the
+    /// other outputs need `y` too; every store comes last in the body.
+    fn body() -> Vec<Inst> {
+        let text = "\
+mir order {
+  buf0: f64[8,3] = input x
+  buf1: f64[8,2] = input y
+  buf2: f64[8,3] = output out
+  kernel rows [8,1] {
+    %0 = load buf0 [3,0] : f64
+    %1 = load buf0 [3,0] offset 1 : f64
+    %2 = load buf0 [3,0] offset 2 : f64
+    %3 = load buf1 [2,0] : f64
+    %4 = load buf1 [2,0] offset 1 : f64
+    %5 = mul %0, %1 : f64
+    %6 = sub %5, %2 : f64
+    %7 = mul %3, %6 : f64
+    %8 = div %4, %7 : f64
+    store buf2 [3,1] = %6
+    store buf2 [3,1] offset 1 = %7
+    store buf2 [3,1] offset 2 = %8
+  }
+}
+";
+        let program = rfx_ir::mir::parse(text).expect("parse");
+        let (lir, _) = rfx_lower::lower(&program, &rfx_lower::LowerConfig::default()).expect("lower");
+        lir.kernels()[0].body.clone()
+    }
+
+    #[test]
+    fn loads_move_to_their_uses_and_stores_to_their_values() {
+        let body = body();
+        let o = emission_order(&body).expect("an order");
+        let mut sorted = o.order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..body.len()).collect::<Vec<_>>(), "a permutation");
+        let at = |i: usize| o.order.iter().position(|&j| j == i).expect("emitted");
+        for (i, defs) in o.defs.iter().enumerate() {
+            for d in defs.iter().flatten() {
+                assert!(at(*d) < at(i), "{i} before its source {d}: {:?}", o.order);
+            }
+        }
+        let stores: Vec<usize> = (0..body.len())
+            .filter(|&i| matches!(body[i], Inst::Store { .. }))
+            .collect();
+        let y_loads: Vec<usize> = (0..body.len())
+            .filter(|&i| matches!(&body[i], Inst::Load { buf, .. } if buf.index() == 1))
+            .collect();
+        assert_eq!((stores.len(), y_loads.len()), (3, 2));
+        // The first output is stored before `y` is read; the stores keep their order.
+        assert!(y_loads.iter().all(|&l| at(stores[0]) < at(l)), "{:?}", o.order);
+        assert!(at(stores[0]) < at(stores[1]) && at(stores[1]) < at(stores[2]));
+    }
+
+    #[test]
+    fn a_body_that_reads_a_buffer_it_writes_keeps_its_order() {
+        let mut body = body();
+        for inst in &mut body {
+            if let Inst::Load { buf, .. } = inst
+                && buf.index() == 1
+            {
+                *buf = BufId::new(2);
+            }
+        }
+        assert!(emission_order(&body).is_none());
     }
 }

@@ -882,6 +882,37 @@ fn a_vmapped_while_gradient_with_a_per_example_test_stores_rows_and_gives_each_e
 }
 
 #[test]
+fn a_vmapped_newton_sqrt_gradient_runs_each_examples_own_steps_on_rows() {
+    // Newton's iteration to a tolerance relative to each root: a different number of steps per
+    // example, the stored row masked per example; each gradient is its own run's bits and
+    // `1 / (2 sqrt(a))`.
+    let f = || rfx::vmap(rfx::grad(|a: Tensor| sqrt_while(a).0));
+    let kernel = rfx::jit(f())
+        .trace(&[TensorType::new(DType::F64, [ROOTS.len()])])
+        .expect("traces");
+    let (kernels, rows) = gradient_loop_kernels(&kernel);
+    assert_eq!(rows, 1, "one row store for the stored carry");
+    for k in &kernels {
+        assert!(k.domain.numel() <= ROOTS.len(), "{} [{}]", k.name, k.domain);
+    }
+    let steps: Vec<i32> = ROOTS.iter().map(|&a| newton_sqrt_while(a).1).collect();
+    assert!(steps.iter().any(|&s| s != steps[0]), "steps {steps:?}");
+    let alone = rfx::jit(rfx::grad(|a: Tensor| sqrt_while(a).0))
+        .trace(&scalar_types(1))
+        .expect("traces");
+    let batched = f64s(&interp(&kernel, &[vector(&ROOTS)])[0]);
+    for (e, &root) in ROOTS.iter().enumerate() {
+        let want = f64s(&interp(&alone, &[scalar(root)])[0]);
+        assert_eq!(batched[e].to_bits(), want[0].to_bits(), "root {root}");
+        assert_close("d sqrt(a) / da", &[batched[e]], &[0.5 / root.sqrt()], 1e-9);
+    }
+    for backend in backends() {
+        let out = call_on(f(), backend, &[vector(&ROOTS)]);
+        assert_eq!(f64s(&out[0]), batched, "{backend}: the HIR interpreter's bits");
+    }
+}
+
+#[test]
 fn a_while_loops_recording_loop_stores_one_row_per_iteration() {
     // The masked body of the recording while loop masks the row it stores, not the history.
     let types = scalar_types(1);

@@ -4,11 +4,12 @@
 //! kernels run scalar code, which calls the tile routines one element at a time and does the
 //! exact ops inline), and the fused call must really be emitted.
 
-use rfx_codegen_cpu::{CpuBackend, dump};
+use rfx_codegen_cpu::{CpuBackend, dump, dump_with};
+use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
 use rfx_ir::testgen::TestRng;
 use rfx_ir::{Array, ArrayData, DType, Scalar};
-use rfx_lower::{Backend, CompileOptions, LowerConfig, Scratch, lower};
+use rfx_lower::{Backend, CompileOptions, CpuTarget, LowerConfig, Scratch, lower};
 use rfx_opt::{OptConfig, optimize};
 
 fn routines_linked() -> bool {
@@ -170,4 +171,141 @@ fn a_chain_around_a_transcendental_is_one_fused_call() {
         .filter(|l| l.trim_start().starts_with("call fn"))
         .count();
     assert_eq!(calls, 1, "{clif}");
+}
+
+const EXACT_UNARY: [&str; 8] = ["neg", "abs", "sqrt", "rsqrt", "recip", "floor", "ceil", "round"];
+const EXACT_BINARY: [&str; 6] = ["add", "sub", "mul", "div", "min", "max"];
+
+/// Row lengths around the fused pass's threshold and chunk boundaries.
+const EXACT_LENGTHS: [usize; 8] = [0, 1, 255, 256, 257, 511, 512, 4097];
+
+/// Runs `src` (with `{N}` the row length) at each of [`EXACT_LENGTHS`] on the CPU backend and
+/// on the LIR interpreter, and checks every element's bits.
+fn matches_the_interpreter(rng: &mut TestRng, src: &str, dtype: DType) {
+    for n in EXACT_LENGTHS {
+        let lir = lir_of(&src.replace("{N}", &n.to_string()));
+        let inputs = [input(rng, dtype, n), input(rng, dtype, n)];
+        let outputs = run(&lir, &inputs);
+        let views: Vec<_> = inputs.iter().map(Array::view).collect();
+        let expected = run_lir(&lir, &views, Mode::Native).expect("interpreter");
+        for (k, (got, want)) in outputs.iter().zip(&expected).enumerate() {
+            for i in 0..n {
+                let (g, w) = (got.get(i).expect("got"), want.get(i).expect("want"));
+                assert_eq!(
+                    bits(g),
+                    bits(w),
+                    "{src}\nn = {n}, output {k}, element {i}: {g:?} vs {w:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn every_exact_op_alone_has_the_interpreters_bits() {
+    let mut rng = TestRng::new(4901);
+    for (dt, dtype) in [("f32", DType::F32), ("f64", DType::F64)] {
+        let head =
+            format!("%x = input x : {dt}[{{N}}]\n %y = input y : {dt}[{{N}}]\n %c = const 0.75 : {dt}[]");
+        let mut ops: Vec<String> = EXACT_UNARY
+            .iter()
+            .map(|op| format!("%o = {op} %x : {dt}[{{N}}]"))
+            .collect();
+        for op in EXACT_BINARY {
+            ops.push(format!("%o = {op} %x, %y : {dt}[{{N}}]"));
+            ops.push(format!("%o = {op} %c, %x : {dt}[{{N}}]"));
+        }
+        for op in ops {
+            let src = format!("kernel k {{\n {head}\n {op}\n output out = %o\n}}");
+            matches_the_interpreter(&mut rng, &src, dtype);
+        }
+    }
+}
+
+/// A random chain of exact ops of `dt` over inputs `x` and `y` and a constant, with two
+/// outputs (the last value and one before it).
+fn exact_chain(rng: &mut TestRng, dt: &str) -> String {
+    let mut lines = vec![
+        format!("%x = input x : {dt}[{{N}}]"),
+        format!("%y = input y : {dt}[{{N}}]"),
+        format!("%c = const -1.25 : {dt}[]"),
+    ];
+    let mut values = vec!["%x".to_string(), "%y".to_string()];
+    let steps = 3 + rng.below(6);
+    for k in 0..steps {
+        let a = values[rng.below(values.len())].clone();
+        let name = format!("%v{k}");
+        if rng.below(3) == 0 {
+            let op = EXACT_UNARY[rng.below(EXACT_UNARY.len())];
+            lines.push(format!("{name} = {op} {a} : {dt}[{{N}}]"));
+        } else {
+            let op = EXACT_BINARY[rng.below(EXACT_BINARY.len())];
+            let b = if rng.below(4) == 0 {
+                "%c".to_string()
+            } else {
+                values[rng.below(values.len())].clone()
+            };
+            lines.push(format!("{name} = {op} {a}, {b} : {dt}[{{N}}]"));
+        }
+        values.push(name);
+    }
+    let last = values.last().cloned().unwrap_or_default();
+    let mid = values[2 + rng.below(values.len() - 2)].clone();
+    format!(
+        "kernel k {{\n {}\n output out = {last}\n output mid = {mid}\n}}",
+        lines.join("\n ")
+    )
+}
+
+#[test]
+fn generated_exact_chains_have_the_interpreters_bits() {
+    let mut rng = TestRng::new(4902);
+    for case in 0..8 {
+        let (dt, dtype) = if case % 2 == 0 {
+            ("f32", DType::F32)
+        } else {
+            ("f64", DType::F64)
+        };
+        let src = exact_chain(&mut rng, dt);
+        matches_the_interpreter(&mut rng, &src, dtype);
+    }
+}
+
+/// The `call` instructions of `src`'s CLIF for `target`.
+fn calls(src: &str, target: CpuTarget) -> usize {
+    let lir = lir_of(src);
+    let options = CompileOptions {
+        cpu_target: target,
+        ..CompileOptions::default()
+    };
+    let clif: String = dump_with(&lir, &options)
+        .expect("dump")
+        .into_iter()
+        .map(|(_, c, _)| c)
+        .collect();
+    clif.lines()
+        .filter(|l| l.trim_start().starts_with("call fn"))
+        .count()
+}
+
+#[test]
+fn a_long_one_op_row_is_a_fused_call_and_a_short_one_inline_code() {
+    let add = |n: usize, dt: &str| {
+        format!(
+            "kernel k {{\n %x = input x : {dt}[{n}]\n %y = input y : {dt}[{n}]\n %o = add %x, %y : {dt}[{n}]\n output out = %o\n}}"
+        )
+    };
+    if routines_linked() {
+        for dt in ["f32", "f64"] {
+            assert_eq!(calls(&add(512, dt), CpuTarget::Host), 1, "{dt}");
+            assert_eq!(calls(&add(65_536, dt), CpuTarget::Host), 1, "{dt}");
+            assert_eq!(calls(&add(511, dt), CpuTarget::Host), 0, "{dt}");
+        }
+        // Rows of a 2-d kernel: one call per row.
+        let rows = "kernel k {\n %x = input x : f32[3, 512]\n %y = input y : f32[3, 512]\n \
+                    %o = mul %x, %y : f32[3, 512]\n output out = %o\n}";
+        assert_eq!(calls(rows, CpuTarget::Host), 1);
+    }
+    // Without the routines (the baseline target: no AVX2) the row stays inline code.
+    assert_eq!(calls(&add(4096, "f32"), CpuTarget::Baseline), 0);
 }

@@ -25,6 +25,11 @@ use super::avx512;
 /// few registers a body uses stay in L1 (64 and 512 measured slower, 2026-11-28).
 pub(crate) const CHUNK: usize = 256;
 
+/// The shortest row of an elementwise body of one exact op that runs as a fused pass (its
+/// whole-row loop, [`one_op_row`]); a shorter one keeps the inline code (128-bit vectors, no
+/// call), which is faster below it (measured 2026-11-28 on rows in L1).
+pub(crate) const MIN_ONE_OP_ELEMS: usize = 512;
+
 /// The most registers a plan may use (constants included): 16 registers of 256 `f64` are
 /// 32 KiB of the routine's stack, of which a body touches only the registers it uses.
 pub(crate) const MAX_REGS: u32 = 16;
@@ -159,10 +164,126 @@ fn valid(head: &Head, steps: &[Step]) -> bool {
     })
 }
 
+/// An operand of a one-op row: an input row (its index) or a constant (its register).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RowOperand {
+    Row(usize),
+    Const(usize),
+}
+
+/// The op of a plan that is one exact step from input rows or constants (at least one row)
+/// into an output row: its opcode, its operands and its output row. The routine runs such a
+/// plan as one loop over the whole row, with no chunk registers and nothing staged.
+fn one_op_row(head: &Head, steps: &[Step]) -> Option<(u32, RowOperand, RowOperand, usize)> {
+    let [s] = steps else { return None };
+    let operand = |code: u32| {
+        if code >= INPUT {
+            Some(RowOperand::Row((code - INPUT) as usize))
+        } else if code < head.consts {
+            Some(RowOperand::Const(code as usize))
+        } else {
+            None
+        }
+    };
+    let (a, b) = (operand(s.a)?, operand(s.b)?);
+    let unary = matches!(
+        s.op,
+        op::COPY | op::NEG | op::ABS | op::SQRT | op::RSQRT | op::RECIP | op::FLOOR | op::CEIL | op::ROUND
+    );
+    let binary = (op::ADD..=op::MAX).contains(&s.op);
+    let has_row = matches!(a, RowOperand::Row(_)) || (binary && matches!(b, RowOperand::Row(_)));
+    let out = s.dst.checked_sub(OUTPUT)? as usize;
+    ((unary || binary) && has_row).then_some((s.op, a, b, out))
+}
+
+impl Plan {
+    /// Whether the routine runs this plan as one loop over the whole row ([`one_op_row`]).
+    pub(crate) fn is_one_op_row(&self) -> bool {
+        one_op_row(&self.head, &self.steps).is_some()
+    }
+}
+
+/// Computes `$body` with `$f` bound to the binary exact op `$code` of `$t` (ADD to MAX).
+macro_rules! with_binary_op {
+    ($code:expr, $t:ty, $f:ident => $body:expr) => {
+        match $code {
+            op::ADD => {
+                let $f = |x: $t, y: $t| x + y;
+                $body
+            }
+            op::SUB => {
+                let $f = |x: $t, y: $t| x - y;
+                $body
+            }
+            op::MUL => {
+                let $f = |x: $t, y: $t| x * y;
+                $body
+            }
+            op::DIV => {
+                let $f = |x: $t, y: $t| x / y;
+                $body
+            }
+            // NumPy's NaN-propagating minimum and maximum, the second operand on ties.
+            op::MIN => {
+                let $f = |x: $t, y: $t| if x < y || x.is_nan() { x } else { y };
+                $body
+            }
+            _ => {
+                let $f = |x: $t, y: $t| if x > y || x.is_nan() { x } else { y };
+                $body
+            }
+        }
+    };
+}
+
+/// Computes `$body` with `$f` bound to the unary exact op `$code` of `$t`.
+macro_rules! with_unary_op {
+    ($code:expr, $t:ty, $f:ident => $body:expr) => {
+        match $code {
+            op::NEG => {
+                let $f = |x: $t| -x;
+                $body
+            }
+            op::ABS => {
+                let $f = <$t>::abs;
+                $body
+            }
+            op::SQRT => {
+                let $f = <$t>::sqrt;
+                $body
+            }
+            op::RSQRT => {
+                let $f = |x: $t| 1.0 / x.sqrt();
+                $body
+            }
+            op::RECIP => {
+                let $f = |x: $t| 1.0 / x;
+                $body
+            }
+            op::FLOOR => {
+                let $f = <$t>::floor;
+                $body
+            }
+            op::CEIL => {
+                let $f = <$t>::ceil;
+                $body
+            }
+            op::ROUND => {
+                let $f = <$t>::round_ties_even;
+                $body
+            }
+            _ => {
+                let $f = |x: $t| x;
+                $body
+            }
+        }
+    };
+}
+
 /// Defines the fused routine of one float type: the C-ABI entry, which checks the plan and
 /// picks the AVX-512 body where the CPU has it, and the body compiled for each target.
 macro_rules! fused_routine {
-    ($name:ident, $t:ty, $unary:ty, $binary:ty, $avx2:ident, $avx512:ident, $run:ident, $inline:ident) => {
+    ($name:ident, $t:ty, $unary:ty, $binary:ty, $avx2:ident, $avx512:ident, $run:ident, $inline:ident, $one_op:ident) => {
         /// The fused pass of a plan over one row of `n` elements (see the module).
         ///
         /// # Safety
@@ -190,6 +311,12 @@ macro_rules! fused_routine {
                 }
                 let consts = std::slice::from_raw_parts(consts, head.consts as usize);
                 let ptrs = std::slice::from_raw_parts(ptrs, (head.inputs + head.outputs) as usize);
+                if let Some(op) = one_op_row(&head, steps) {
+                    // One op streams its rows: the AVX2 body measured faster than the AVX-512
+                    // one on rows that are not 64-byte aligned (each 512-bit access of such a
+                    // row splits two cache lines).
+                    return $one_op(op, consts, ptrs, head.inputs as usize, n);
+                }
                 if avx512() {
                     $avx512(&head, steps, consts, ptrs, n)
                 } else {
@@ -215,6 +342,43 @@ macro_rules! fused_routine {
         unsafe fn $avx512(head: &Head, steps: &[Step], consts: &[$t], ptrs: &[*mut $t], n: usize) {
             // SAFETY: forwarded.
             unsafe { $run(head, steps, consts, ptrs, n) }
+        }
+
+        /// A plan of one op ([`one_op_row`]) over the whole row, from its rows (and a
+        /// constant) straight into its output row.
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2,fma")]
+        unsafe fn $one_op(
+            (code, a, b, out): (u32, RowOperand, RowOperand, usize),
+            consts: &[$t],
+            ptrs: &[*mut $t],
+            inputs: usize,
+            n: usize,
+        ) {
+            // SAFETY: the plan was checked (`valid`), so the operands are in range; rows hold
+            // `n` elements and the output overlaps no input (the contract).
+            unsafe {
+                let row = |k: usize| std::slice::from_raw_parts(ptrs[k].cast_const(), n);
+                let d = std::slice::from_raw_parts_mut(ptrs[inputs + out], n);
+                match (a, b) {
+                    (RowOperand::Row(a), _) if !(op::ADD..=op::MAX).contains(&code) => {
+                        with_unary_op!(code, $t, f => unary(row(a), d, f))
+                    }
+                    (RowOperand::Row(a), RowOperand::Row(b)) => {
+                        with_binary_op!(code, $t, f => binary(row(a), row(b), d, f))
+                    }
+                    (RowOperand::Row(a), RowOperand::Const(c)) => {
+                        let c = consts[c];
+                        with_binary_op!(code, $t, f => unary(row(a), d, |x| f(x, c)))
+                    }
+                    (RowOperand::Const(c), RowOperand::Row(b)) => {
+                        let c = consts[c];
+                        with_binary_op!(code, $t, f => unary(row(b), d, |y| f(c, y)))
+                    }
+                    // `one_op_row` gives an op of constants only no plan.
+                    (RowOperand::Const(_), _) => {}
+                }
+            }
         }
 
         /// The chunk loop (inlined into each target's body, which gives it its vectors).
@@ -336,7 +500,8 @@ fused_routine!(
     fused_f32_avx2,
     fused_f32_avx512,
     run_f32,
-    inline_f32
+    inline_f32,
+    one_op_f32
 );
 fused_routine!(
     rfx_aot_fused_f64,
@@ -346,7 +511,8 @@ fused_routine!(
     fused_f64_avx2,
     fused_f64_avx512,
     run_f64,
-    inline_f64
+    inline_f64,
+    one_op_f64
 );
 
 /// Runs the `f32` `routine` on a chunk with its loops inlined into the caller (so compiled for
@@ -650,6 +816,121 @@ mod tests {
             }
         };
     }
+
+    /// A plan of one exact op (from two rows, a row and a constant, a constant and a row; each
+    /// unary op of a row) runs as the whole-row loop through the C entry and gives the bits of
+    /// the chunk loop at every length.
+    macro_rules! one_op_test {
+        ($test:ident, $t:ty, $avx2:ident, $entry:ident) => {
+            #[test]
+            fn $test() {
+                if !super::super::available() {
+                    return;
+                }
+                let mut plans = Vec::new();
+                for code in op::ADD..=op::MAX {
+                    for (a, b) in [(INPUT, INPUT + 1), (INPUT, 0), (0, INPUT + 1)] {
+                        plans.push(plan(1, 1, 2, 1, vec![step(code, OUTPUT, a, b)]));
+                    }
+                }
+                for code in [
+                    op::COPY,
+                    op::NEG,
+                    op::ABS,
+                    op::SQRT,
+                    op::RSQRT,
+                    op::RECIP,
+                    op::FLOOR,
+                    op::CEIL,
+                    op::ROUND,
+                ] {
+                    plans.push(plan(
+                        1,
+                        1,
+                        2,
+                        1,
+                        vec![step(code, OUTPUT, INPUT + 1, INPUT + 1)],
+                    ));
+                }
+                // Not one op: two steps, a constant op only, a routine.
+                let not = [
+                    plan(
+                        1,
+                        2,
+                        2,
+                        1,
+                        vec![
+                            step(op::MUL, 1, INPUT, 0),
+                            step(op::ADD, OUTPUT, 1, INPUT + 1),
+                        ],
+                    ),
+                    plan(1, 1, 2, 1, vec![step(op::ADD, OUTPUT, 0, 0)]),
+                    plan(
+                        0,
+                        0,
+                        2,
+                        1,
+                        vec![step(routine(AotFn::SinF32), OUTPUT, INPUT, INPUT)],
+                    ),
+                ];
+                for p in &not {
+                    assert!(!p.is_one_op_row(), "{p:?}");
+                }
+                let consts: [$t; 1] = [-0.75];
+                for mut p in plans {
+                    p.head.dtype_bytes = std::mem::size_of::<$t>() as u32;
+                    assert!(p.is_valid() && p.is_one_op_row(), "{p:?}");
+                    for n in [0usize, 1, 255, 256, 257, 4097] {
+                        let xs: Vec<$t> = (0..n)
+                            .map(|i| ((i * 7919) % 2003) as $t / 100.0 - 10.0)
+                            .collect();
+                        let ys: Vec<$t> = (0..n)
+                            .map(|i| match i % 7 {
+                                0 => <$t>::NAN,
+                                1 => -0.0,
+                                _ => ((i * 104_729) % 1009) as $t / 50.0 - 10.0,
+                            })
+                            .collect();
+                        let (mut whole, mut chunks) = (vec![0.0 as $t; n], vec![0.0 as $t; n]);
+                        let ptrs = |out: &mut Vec<$t>| {
+                            vec![
+                                xs.as_ptr().cast_mut(),
+                                ys.as_ptr().cast_mut(),
+                                out.as_mut_ptr(),
+                            ]
+                        };
+                        let words = p.words();
+                        // SAFETY: the plan is valid, every row holds `n` elements, the output is
+                        // its own allocation, and the CPU has AVX2 and FMA.
+                        unsafe {
+                            $entry(
+                                words.as_ptr().cast(),
+                                consts.as_ptr(),
+                                ptrs(&mut whole).as_ptr(),
+                                n,
+                            );
+                            $avx2(&p.head, &p.steps, &consts, &ptrs(&mut chunks), n);
+                        }
+                        let bits = |v: &[$t]| v.iter().map(|x| u64::from(x.to_bits())).collect::<Vec<_>>();
+                        assert_eq!(bits(&whole), bits(&chunks), "{p:?}, n = {n}");
+                    }
+                }
+            }
+        };
+    }
+
+    one_op_test!(
+        one_f32_op_runs_over_the_whole_row_with_the_chunk_loops_bits,
+        f32,
+        fused_f32_avx2,
+        rfx_aot_fused_f32
+    );
+    one_op_test!(
+        one_f64_op_runs_over_the_whole_row_with_the_chunk_loops_bits,
+        f64,
+        fused_f64_avx2,
+        rfx_aot_fused_f64
+    );
 
     every_step_test!(
         every_f32_step_gives_the_same_bits_at_every_width_and_length,

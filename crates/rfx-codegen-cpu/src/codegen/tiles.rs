@@ -68,6 +68,19 @@ pub(super) struct TilePlan {
     pub(super) fused: Option<FusedPass>,
 }
 
+impl TilePlan {
+    /// The plan of a body run as one fused pass per row.
+    fn fused(fused: FusedPass) -> TilePlan {
+        TilePlan {
+            segments: Vec::new(),
+            staged: HashMap::new(),
+            invariant: Vec::new(),
+            reduced: Vec::new(),
+            fused: Some(fused),
+        }
+    }
+}
+
 /// A constant register of a fused pass: a preamble value or a literal of the body.
 #[derive(Clone, Copy, Debug)]
 pub(super) enum FusedConst {
@@ -207,7 +220,14 @@ impl<'k> Gen<'_, 'k> {
         let body = &self.kernel().body;
         let (reads, routines) = self.body_reads()?;
         if routines.iter().all(Option::is_none) {
-            return Ok(None);
+            // One exact op over long rows: a fused pass's whole-row loop (AVX2 vectors). More
+            // exact ops keep the inline code, which holds the values between them in
+            // registers (a fused pass runs each op over a chunk in memory: slower).
+            let inner = self.kernel().dims.last().copied().unwrap_or(1);
+            if !direct || inner < fused::MIN_ONE_OP_ELEMS {
+                return Ok(None);
+            }
+            return Ok(self.fused_pass(b, true)?.map(TilePlan::fused));
         }
         let Some((mut segments, segment_of, reduced)) = self.segments(&reads, &routines)? else {
             return Ok(None);
@@ -218,15 +238,9 @@ impl<'k> Gen<'_, 'k> {
         // that read and write the program's rows themselves have nothing to fuse.
         if direct
             && !staged_defs.is_empty()
-            && let Some(fused) = self.fused_pass(b)?
+            && let Some(fused) = self.fused_pass(b, false)?
         {
-            return Ok(Some(TilePlan {
-                segments: Vec::new(),
-                staged: HashMap::new(),
-                invariant: Vec::new(),
-                reduced: Vec::new(),
-                fused: Some(fused),
-            }));
+            return Ok(Some(TilePlan::fused(fused)));
         }
         self.allocate_staging(b, segments, &staged_defs, reduced)
     }
@@ -1082,19 +1096,34 @@ impl<'k> Gen<'_, 'k> {
     /// loads of program inputs and stores into program outputs, all of one float dtype (that
     /// of its routines), exact ops with a fused step, transcendentals with a routine,
     /// constants and preamble values (broadcast into registers), and at most
-    /// [`fused::MAX_REGS`] registers live at once, and exact mode. `None` otherwise (the staged
-    /// segments run it).
-    fn fused_pass(&self, b: &mut FunctionBuilder<'_>) -> Result<Option<FusedPass>, BackendError> {
+    /// [`fused::MAX_REGS`] registers live at once, and exact mode; with `one_op`, a plan the
+    /// routine runs as one whole-row loop ([`fused::Plan::is_one_op_row`]). `None` otherwise
+    /// (the staged segments or the inline code run it).
+    fn fused_pass(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        one_op: bool,
+    ) -> Result<Option<FusedPass>, BackendError> {
         // Fast math contracts multiply-adds in the inline code; a fused pass has no FMA step.
         if self.fx.contract {
             return Ok(None);
         }
         let body = &self.kernel().body;
+        // The dtype of its routines, or of its first op (or load, in a copy).
         let mut dtype = None;
         for inst in body {
             if let Some(routine) = self.routine_of(inst)? {
                 dtype = Some(routine.dtype());
                 break;
+            }
+        }
+        if dtype.is_none() {
+            let op = body
+                .iter()
+                .find(|i| matches!(i, Inst::Unary { .. } | Inst::Binary { .. }));
+            let load = body.iter().find(|i| matches!(i, Inst::Load { .. }));
+            if let Some(dst) = op.or(load).and_then(Inst::dst) {
+                dtype = Some(self.slot_dtype(dst)?);
             }
         }
         let (dtype, routine) = match dtype {
@@ -1169,6 +1198,9 @@ impl<'k> Gen<'_, 'k> {
         };
         if !plan.is_valid() {
             return Err(internal("fused plan fails its own check"));
+        }
+        if one_op && !plan.is_one_op_row() {
+            return Ok(None);
         }
         let slot = |b: &mut FunctionBuilder<'_>, bytes: usize| {
             b.create_sized_stack_slot(StackSlotData::new(

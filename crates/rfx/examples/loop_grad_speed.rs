@@ -9,7 +9,10 @@
 //! the gradient over a batch of initial states (whose batched history is stored one row of the
 //! batch per iteration; the select form is the select-rewritten gradient mapped by `vmap`).
 //!
-//! `cargo run --release -p rfx --example loop_grad_speed`
+//! Last, a `vmap` of the gradient through a `while_loop` whose test differs per example (each
+//! example stops at its own step), whose recording loop masks the stored row per example.
+//!
+//! `cargo run --release -p rfx --example loop_grad_speed [-- fori|while|vmap|until]`
 
 mod timing;
 
@@ -51,6 +54,28 @@ fn rollout_while<const STEPS: i32>(theta: Tensor, omega: Tensor, kp: Tensor, kd:
         },
         &[theta, omega, count],
         2 * STEPS as u64,
+    );
+    (s[0] * s[0] + s[1] * s[1] * 0.1).sum_all()
+}
+
+/// [`rollout`] as a `while_loop` running while its step counter is below `limit` (one per
+/// example under `vmap`), at most `MAX` steps.
+fn rollout_until<const MAX: u64>(
+    theta: Tensor,
+    omega: Tensor,
+    kp: Tensor,
+    kd: Tensor,
+    limit: Tensor,
+) -> Tensor {
+    let count = rfx::constant(&rfx::Array::scalar(rfx::Scalar::F64(0.0)));
+    let s = while_loop(
+        |s| s[2].lt(limit),
+        |s| {
+            let (t, w) = step(s[0], s[1], kp, kd);
+            vec![t, w, s[2] + 1.0]
+        },
+        &[theta, omega, count],
+        MAX,
     );
     (s[0] * s[0] + s[1] * s[1] * 0.1).sum_all()
 }
@@ -159,13 +184,13 @@ fn measure<const STEPS: i32>() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
-/// Per bound call, `kernels[0]` (row stores) against `kernels[1]` (selects) on `inputs` (four
-/// of them, five outputs of `out_len` each), after checking that both give the same bits.
-fn pair(
+/// Per bound call, `kernels[0]` (row stores) against `kernels[1]` (selects) on `inputs` (five
+/// outputs of `out_len` each), after checking that both give the same bits.
+fn pair<const I: usize>(
     label: &str,
     kernels: [Kernel; 2],
     types: &[TensorType],
-    inputs: [&[f64]; 4],
+    inputs: [&[f64]; I],
     out_len: usize,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let mut bound = Vec::new();
@@ -190,9 +215,22 @@ fn pair(
     );
     let mut times: [Vec<f64>; 2] = Default::default();
     let mut out = vec![vec![0.0f64; out_len]; 5];
+    // 20 calls per sample, 31 samples; fewer for kernels slower than 50 µs a call.
+    let start = std::time::Instant::now();
+    for b in &mut bound {
+        let [o0, o1, o2, o3, o4] = &mut out[..] else {
+            unreachable!()
+        };
+        b.run_slices(
+            inputs,
+            [&mut o0[..], &mut o1[..], &mut o2[..], &mut o3[..], &mut o4[..]],
+        )?;
+    }
+    let slow = start.elapsed().as_secs_f64() > 100e-6;
+    let (warmup, samples, calls) = if slow { (2, 5, 2) } else { (20, 31, 20) };
     for _round in 0..15 {
         for (k, b) in bound.iter_mut().enumerate() {
-            let t = timing::median_ns(20, 31, 20, || {
+            let t = timing::median_ns(warmup, samples, calls, || {
                 let [o0, o1, o2, o3, o4] = &mut out[..] else {
                     unreachable!()
                 };
@@ -248,12 +286,52 @@ fn measure_vmap<const STEPS: i32>(batch: usize) -> Result<(), Box<dyn std::error
     )
 }
 
+/// `vmap` of the gradient of [`rollout_until`] over `batch` initial states and step limits
+/// (from `MAX / 2` to `MAX`): every example stops at its own iteration.
+fn measure_vmap_until<const MAX: u64>(batch: usize) -> Result<(), Box<dyn std::error::Error>> {
+    let scalars = vec![TensorType::scalar(DType::F64); 5];
+    let gradient = rfx::jit(rfx::value_and_grad(rollout_until::<MAX>).wrt(&[0, 1, 2, 3])).trace(&scalars)?;
+    let in_axes = [Some(0), Some(0), None, None, Some(0)];
+    let rows = rfx_autodiff::vmap(&gradient, &in_axes, batch)?;
+    let selects = rfx_autodiff::vmap(&as_selects(&gradient)?, &in_axes, batch)?;
+    let mut types = vec![TensorType::new(DType::F64, [batch]); 2];
+    types.extend(vec![TensorType::scalar(DType::F64); 2]);
+    types.push(TensorType::new(DType::F64, [batch]));
+    let theta: Vec<f64> = (0..batch).map(|k| -1.5 + 3.0 * k as f64 / batch as f64).collect();
+    let omega: Vec<f64> = (0..batch).map(|k| ((k * 37) % 101) as f64 / 50.0 - 1.0).collect();
+    let limit: Vec<f64> = (0..batch)
+        .map(|k| (MAX / 2 + (k as u64 * 97) % (MAX / 2 + 1)) as f64)
+        .collect();
+    let label = format!("vmap of the while gradient, per-example steps up to {MAX:>5}, batch {batch}");
+    pair(
+        &label,
+        [rows, selects],
+        &types,
+        [&theta, &omega, &[2.0], &[0.5], &limit],
+        batch,
+    )
+}
+
+type Measure = fn() -> Result<(), Box<dyn std::error::Error>>;
+
+/// Every row, or those whose name contains the first argument (`fori`, `while`, `vmap`,
+/// `until`).
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    measure::<100>()?;
-    measure::<1000>()?;
-    measure_while::<100>()?;
-    measure_while::<1000>()?;
-    measure_vmap::<100>(64)?;
-    measure_vmap::<100>(256)?;
+    let rows: [(&str, Measure); 8] = [
+        ("fori 100", measure::<100>),
+        ("fori 1000", measure::<1000>),
+        ("while 100", measure_while::<100>),
+        ("while 1000", measure_while::<1000>),
+        ("vmap 100 batch 64", || measure_vmap::<100>(64)),
+        ("vmap 100 batch 256", || measure_vmap::<100>(256)),
+        ("vmap until 100 batch 64", || measure_vmap_until::<100>(64)),
+        ("vmap until 1000 batch 64", || measure_vmap_until::<1000>(64)),
+    ];
+    let only = std::env::args().nth(1).unwrap_or_default();
+    for (name, row) in rows {
+        if name.contains(only.as_str()) {
+            row()?;
+        }
+    }
     Ok(())
 }

@@ -93,7 +93,9 @@
 //!   the body's `vmap`. A test that depends on a batched value gives one decision per example:
 //!   every carry is batched, the loop runs while any example continues, and the body keeps an
 //!   example's carries unchanged once its test fails (`select(keep, body(c), c)`), so each
-//!   example gets the bits of its own run.
+//!   example gets the bits of its own run; a history updated at an unbatched row is still held
+//!   `[trips, batch, ...carry]` and only its row is masked (`set_row(h, select(keep, row,
+//!   h[t]), t)`, `t` carried once more unbatched).
 //!
 //! Only float carries and invariants carry derivatives; an `i32` counter or a `bool` flag is
 //! still stored when the body's derivative reads it.

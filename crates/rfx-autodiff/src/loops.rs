@@ -606,8 +606,10 @@ pub(crate) fn vmap_loop(
     });
     if batched_test {
         let updates = masked_row_updates(&spec.body, n, &flags);
-        if !updates.is_empty() {
-            return vmap_masked_row_loop(b, spec, args, &flags, &updates, size);
+        if !updates.is_empty()
+            && let Some(finals) = vmap_masked_row_loop(b, spec, args, &flags, &updates, size)?
+        {
+            return Ok(finals);
         }
         flags[..n].iter_mut().for_each(|f| *f = true);
     } else {
@@ -856,7 +858,7 @@ fn batch_first(b: &mut Builder, v: ValueId) -> Result<ValueId, AdError> {
 /// the whole select. The indices are computed from unbatched copies of the carries they read,
 /// extra carries that are not masked: for an example still running they are its own values
 /// (it has run every iteration so far), and a stopped example's row is not changed at any
-/// index.
+/// index. `None` when the body reads nothing batched but the updated carries.
 fn vmap_masked_row_loop(
     b: &mut Builder,
     spec: &Loop,
@@ -864,7 +866,7 @@ fn vmap_masked_row_loop(
     flags: &[bool],
     updates: &[RowUpdate],
     size: usize,
-) -> Result<Vec<(ValueId, bool)>, AdError> {
+) -> Result<Option<Vec<(ValueId, bool)>>, AdError> {
     let n = spec.carries;
     let inputs = input_list(&spec.body);
     let updated = |p: usize| updates.iter().position(|u| u.carry == p);
@@ -888,6 +890,9 @@ fn vmap_masked_row_loop(
     )?;
     let kept: Vec<usize> = (0..inputs.len()).filter(|&p| updated(p).is_none()).collect();
     let in_axes: Vec<Option<usize>> = kept.iter().map(|&p| axes[p]).collect();
+    if in_axes.iter().all(Option::is_none) {
+        return Ok(None);
+    }
     let carried = kept.iter().filter(|&&p| p < n).count();
     let stripped = without_row_updates(&spec.body, n, updates, false)?;
     let batched = vmap_out(&stripped, &in_axes, &vec![Some(0); carried + updates.len()], size)?;
@@ -987,7 +992,7 @@ fn vmap_masked_row_loop(
             None => (v, true),
         });
     }
-    Ok(out)
+    Ok(Some(out))
 }
 
 /// `keep` (one bool per example, `[size]`) shaped to select over `like` (`[size, ...]`).

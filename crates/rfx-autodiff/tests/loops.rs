@@ -902,3 +902,53 @@ fn a_bool_carry_the_body_reads_is_stored_for_reverse_mode() {
         1e-8,
     );
 }
+
+/// `vmap` of a while loop whose only carry is updated by one row at a fixed index, read by the
+/// batched test alone: the body reads nothing batched, and every example gets its own run.
+#[test]
+fn vmap_of_a_while_loop_over_a_row_updated_carry_alone() {
+    let mut body = Builder::new("body");
+    let h = body.input("h", f64_ty(&[3])).expect("builds");
+    let x = body.input("x", f64_ty(&[])).expect("builds");
+    let one = body.scalar(Scalar::I32(1));
+    let next = body.set_row(h, x, one).expect("builds");
+    body.output("h", next).expect("builds");
+    let mut cond = Builder::new("cond");
+    let h = cond.input("h", f64_ty(&[3])).expect("builds");
+    cond.input("x", f64_ty(&[])).expect("builds");
+    let sum = cond.reduce(ReduceOp::Sum, h, &[0], false).expect("builds");
+    let limit = scalar(&mut cond, 4.0);
+    let keep = cond.compare(CmpOp::Lt, sum, limit).expect("builds");
+    cond.output("keep", keep).expect("builds");
+    let mut b = Builder::new("fixed_row");
+    let h0 = b.input("h0", f64_ty(&[3])).expect("builds");
+    let x = b.input("x", f64_ty(&[])).expect("builds");
+    let finals = b
+        .loop_(
+            Loop {
+                carries: 1,
+                trips: 5,
+                body: body.finish().expect("builds"),
+                cond: Some(cond.finish().expect("builds")),
+            },
+            &[h0, x],
+        )
+        .expect("builds");
+    b.output("h", finals[0]).expect("builds");
+    let kernel = b.finish().expect("builds");
+    let batched = vmap(&kernel, &[Some(0), None], 2).expect("builds");
+    let h0 = [0.5, 0.0, 0.25, 3.0, 0.0, 3.0];
+    let out = run(&batched, &[arr(&[2, 3], &h0), arr(&[], &[2.5])]);
+    assert_eq!(out[0], vec![0.5, 2.5, 0.25, 3.0, 0.0, 3.0]);
+    for example in 0..2 {
+        let one = run(
+            &kernel,
+            &[arr(&[3], &h0[3 * example..3 * example + 3]), arr(&[], &[2.5])],
+        );
+        assert_eq!(
+            out[0][3 * example..3 * example + 3],
+            one[0][..],
+            "example {example}"
+        );
+    }
+}

@@ -18,7 +18,8 @@ pub struct LowerConfig {
     /// except where neighbouring outputs fill a vector (`1`, one output per lane); a reduction
     /// of more than `rfx_ir::lir::REDUCE_LEAF_POINTS` points per output gets four vectors' worth
     /// (unless its outputs fill vector lanes), so that a float sum is blocked and combined
-    /// pairwise. `Some(1)` reduces
+    /// pairwise, and so does a row of at least 64 vectors' worth of points (four accumulators
+    /// in flight). `Some(1)` reduces
     /// sequentially, exactly like the HIR interpreter, at any length.
     pub reduce_lanes: Option<u32>,
 }

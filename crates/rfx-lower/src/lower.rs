@@ -482,8 +482,12 @@ pub(crate) fn lower_kernel(
         // four independent accumulators hide the latency of the adds. Not where its outputs
         // fill vector lanes (a column sum): partials along a strided row would gather every
         // vector (slower in every measured case), so those keep one sequential accumulator.
+        // A row of at least 64 vectors also keeps four vectors of partials: two accumulators
+        // leave the loop waiting on the latency of their adds, and the pairwise combination
+        // of the partials costs only two more vector adds.
         let points: usize = dims[split..].iter().product();
-        let default = if points > rfx_ir::lir::REDUCE_LEAF_POINTS && !across {
+        let long_row = row >= 64 * vector_width as usize;
+        let default = if (points > rfx_ir::lir::REDUCE_LEAF_POINTS || long_row) && !across {
             2 * lanes
         } else if 2 * row <= 3 * lanes as usize || across {
             1

@@ -121,9 +121,16 @@ impl Partials {
         Ok(chunks)
     }
 
-    /// The partial lane of row point `at` (`at % lanes`; `None` for a single lane).
+    /// The partial lane of row point `at` (`at % lanes`, a mask for a power of two lanes;
+    /// `None` for a single lane).
     pub(super) fn lane_of(&self, b: &mut FunctionBuilder<'_>, at: Value) -> Option<Value> {
-        (self.lanes > 1).then(|| b.ins().urem_imm_s(at, i64::from(self.lanes)))
+        (self.lanes > 1).then(|| {
+            if self.lanes.is_power_of_two() {
+                b.ins().band_imm_s(at, i64::from(self.lanes - 1))
+            } else {
+                b.ins().urem_imm_s(at, i64::from(self.lanes))
+            }
+        })
     }
 
     /// Folds one point's `value` of reduction `r` into its partial `lane`, through the slot.
@@ -531,15 +538,17 @@ impl<'k> Gen<'_, 'k> {
     ) -> Result<(), BackendError> {
         for r in &partials.reduces {
             let identity = identity(r.op, r.dtype)?;
+            // Whole 128-bit vectors where float partials fill them, else one lane at a time.
+            let unit = if r.dtype.is_float() { partials.unit(r) } else { 1 };
             let mut e = Emitter {
                 b: &mut *b,
-                w: 1,
+                w: unit,
                 imports: self.fx.imports,
             };
             let value = e.constant(identity);
-            for lane in 0..partials.lanes as usize {
-                let off = i32::try_from(r.offset + lane * r.dtype.size_bytes())
-                    .map_err(|_| internal("partials"))?;
+            let bytes = usize::from(unit) * r.dtype.size_bytes();
+            for k in 0..partials.lanes as usize / usize::from(unit) {
+                let off = i32::try_from(r.offset + k * bytes).map_err(|_| internal("partials"))?;
                 b.ins().stack_store(types::I64, value, partials.slot, off);
             }
         }

@@ -10,7 +10,7 @@
 //! Within a unit range the innermost dimension runs as a vector
 //! loop of `w` lanes whose ragged end is one more vector ending at the row's end (rows shorter
 //! than a vector run scalar code); small kernels are written out without loops; reductions keep
-//! `reduce_lanes` partial accumulators (two vectors for the default schedule) and combine them
+//! `reduce_lanes` partial accumulators (two or four vectors by default) and combine them
 //! exactly as the LIR interpreter does, or, with one accumulator per output, accumulate `w`
 //! neighbouring outputs in one vector lane by lane (one output at a time, in registers, when a
 //! row of outputs is narrower than a vector); either way results are bit-identical to it.

@@ -21,8 +21,10 @@ use rfx_ir::{Array, ArrayView, ArrayViewMut, Scalar};
 use rfx_lower::{Backend, CallArgs, Compiled, InterpBackend, LowerConfig, Scratch, lower};
 use rfx_opt::{OptConfig, OptReport, optimize};
 
+mod aligned;
 mod unfused;
 
+use aligned::Aligned;
 use unfused::Unfused;
 
 /// Arguments of `rfx bench`.
@@ -480,8 +482,10 @@ struct Prepared {
     /// Input sets the timed calls cycle through ([`rotation_sets`]); the baselines run on the
     /// first.
     rotation_in: Vec<Vec<Array>>,
-    /// Output sets, one per input set.
-    rotation_out: Vec<Vec<Array>>,
+    /// The input sets' copies the calls read, each starting on a cache line.
+    aligned_in: Vec<Vec<Aligned>>,
+    /// Output sets, one per input set, each starting on a cache line.
+    rotation_out: Vec<Vec<Aligned>>,
 }
 
 /// How many input/output sets the timed calls rotate through, as the peers script does
@@ -552,14 +556,21 @@ fn prepare(
         .max()
         .unwrap_or(1);
     let sets = rotation_sets(n, kernel.inputs().count() + outputs.len());
-    let rotation_in = (0..sets as u64)
+    let rotation_in: Vec<Vec<Array>> = (0..sets as u64)
         .map(|s| random_inputs(&mut TestRng::new(7 + s), kernel, 0.0))
         .collect();
-    let rotation_out = vec![outputs; sets];
+    let aligned_in = rotation_in
+        .iter()
+        .map(|set| set.iter().map(Aligned::copy_of).collect())
+        .collect::<anyhow::Result<_>>()?;
+    let rotation_out = (0..sets)
+        .map(|_| outputs.iter().map(Aligned::copy_of).collect())
+        .collect::<anyhow::Result<_>>()?;
     Ok((
         Prepared {
             compiled,
             rotation_in,
+            aligned_in,
             rotation_out,
         },
         report,
@@ -670,20 +681,23 @@ impl Reference {
     }
 }
 
+/// The views of every rotation set, made once so that timed calls build nothing.
+type RotationViews<'a> = (Vec<Vec<ArrayView<'a>>>, Vec<Vec<ArrayViewMut<'a>>>);
+
 /// Views of every rotation set, made once so that timed calls build nothing.
 fn rotation_views<'a>(
-    inputs: &'a [Vec<Array>],
-    outputs: &'a mut [Vec<Array>],
-) -> (Vec<Vec<ArrayView<'a>>>, Vec<Vec<ArrayViewMut<'a>>>) {
+    inputs: &'a [Vec<Aligned>],
+    outputs: &'a mut [Vec<Aligned>],
+) -> anyhow::Result<RotationViews<'a>> {
     let in_views = inputs
         .iter()
-        .map(|set| set.iter().map(Array::view).collect())
-        .collect();
+        .map(|set| set.iter().map(Aligned::view).collect())
+        .collect::<anyhow::Result<_>>()?;
     let out_views = outputs
         .iter_mut()
-        .map(|set| set.iter_mut().map(Array::view_mut).collect())
-        .collect();
-    (in_views, out_views)
+        .map(|set| set.iter_mut().map(Aligned::view_mut).collect())
+        .collect::<anyhow::Result<_>>()?;
+    Ok((in_views, out_views))
 }
 
 /// The batched median of `p`'s calls (plus the injected delay), paired with `reference`
@@ -694,7 +708,7 @@ fn batch_p50(
     reference: &mut Reference,
 ) -> anyhow::Result<(f64, f64, f64)> {
     let mut scratch = Scratch::new();
-    let (in_views, mut out_views) = rotation_views(&p.rotation_in, &mut p.rotation_out);
+    let (in_views, mut out_views) = rotation_views(&p.aligned_in, &mut p.rotation_out)?;
     let compiled = &p.compiled;
     let sets = in_views.len().max(1);
     let mut next = 0usize;
@@ -719,11 +733,11 @@ fn batch_p50(
 fn args_batch_p50(p: &mut Prepared, delay: Duration) -> anyhow::Result<f64> {
     let mut scratch = Scratch::new();
     let compiled = &p.compiled;
-    let mut sets = Vec::with_capacity(p.rotation_in.len());
-    for inputs in &p.rotation_in {
+    let mut sets = Vec::with_capacity(p.aligned_in.len());
+    for inputs in &p.aligned_in {
         let mut args = CallArgs::new(compiled.as_ref());
         for (k, input) in inputs.iter().enumerate() {
-            args.set_input(k, input.view())?;
+            args.set_input(k, input.view()?)?;
         }
         sets.push(args);
     }
@@ -753,7 +767,7 @@ fn busy_wait(d: Duration) {
 /// then more up to [`tail_samples`].
 fn time_calls(p: &mut Prepared, iterations: usize, delay: Duration) -> anyhow::Result<Vec<Duration>> {
     let mut scratch = Scratch::new();
-    let (in_views, mut out_views) = rotation_views(&p.rotation_in, &mut p.rotation_out);
+    let (in_views, mut out_views) = rotation_views(&p.aligned_in, &mut p.rotation_out)?;
     let compiled = &p.compiled;
     let sets = in_views.len().max(1);
     let mut timed = |i: usize| -> anyhow::Result<Duration> {
@@ -871,7 +885,7 @@ fn against_baseline(
         &mut Scratch,
     ) -> anyhow::Result<()>,
 ) -> anyhow::Result<Comparison> {
-    let (in_views, mut out_views) = rotation_views(&p.rotation_in[..1], &mut p.rotation_out[..1]);
+    let (in_views, mut out_views) = rotation_views(&p.aligned_in[..1], &mut p.rotation_out[..1])?;
     let arrays = &p.rotation_in[0];
     let compiled = &p.compiled;
     let mut scratch = Scratch::new();
@@ -892,12 +906,12 @@ fn against_baseline(
 
 /// Bytes of inputs and outputs one call reads and writes.
 fn bytes_per_call(p: &Prepared) -> usize {
-    p.rotation_in
+    p.aligned_in
         .iter()
         .take(1)
         .chain(p.rotation_out.iter().take(1))
         .flatten()
-        .map(|a| a.data().len() * a.dtype().size_bytes())
+        .map(Aligned::bytes)
         .sum()
 }
 

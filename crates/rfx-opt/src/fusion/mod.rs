@@ -30,8 +30,10 @@
 //! gather's kernel like any operand. A stored concatenation (a chain of `select`s by position
 //! over `pad`s) is never computed as such: each part is computed at its own points and stored
 //! where it lies in the whole, by a store with a region (see `regions`). Before any of this, a
-//! window inside one part of a concatenation is rewritten to read that part, and a part of
-//! lower rank than its concatenation is broadcast where it is placed (see `parts`).
+//! window inside one part of a concatenation is rewritten to read that part, a part of
+//! lower rank than its concatenation is broadcast where it is placed, and an output that is an
+//! elementwise op of a concatenation becomes the concatenation of the op of each part, stored
+//! part by part beside it (see `parts`).
 
 mod emit;
 mod parts;

@@ -13,14 +13,22 @@
 //!   which the chain broadcast) is broadcast to the concatenation's rank where it is placed,
 //!   so that fusion can store the concatenation part by part (`regions` places parts of the
 //!   whole's rank only).
+//! - An output that is an elementwise op (`unary`, `binary`, `cast`) of a concatenation of its
+//!   shape, its other operands one value along the concatenation's axis (a negated Jacobian
+//!   block matrix, a scaled stack), is the concatenation of the op of each part, recursively
+//!   through parts that are concatenations along another axis. Fusion then stores it part by
+//!   part like any stored concatenation, each part in the loop nest that computes (and, when
+//!   the operand is stored too, stores) the operand's part, instead of a kernel of its own
+//!   reading the operand back; a constant part gives the op's constant, folded when the op is
+//!   exact.
 //!
 //! Each element is the same element of the same value as before, so the results are the same
 //! bits.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use rfx_ir::hir::{Builder, Kernel, Op, ValueId};
-use rfx_ir::{CmpOp, DType, Scalar, TensorType, semantics};
+use rfx_ir::{BinaryOp, CmpOp, DType, Scalar, TensorType, semantics};
 
 use super::regions::{fills_other_axes, position_split};
 use crate::error::OptError;
@@ -181,6 +189,7 @@ pub(super) fn read_by_part(kernel: &Kernel) -> Result<Option<Kernel>, OptError> 
         chains: HashMap::new(),
         changed: false,
     };
+    let outputs: HashSet<ValueId> = kernel.outputs().iter().map(|o| o.value).collect();
     let mut map: Vec<Option<ValueId>> = vec![None; kernel.nodes().len()];
     for (index, node) in kernel.nodes().iter().enumerate() {
         if let Op::Input { name } = &node.op {
@@ -196,6 +205,11 @@ pub(super) fn read_by_part(kernel: &Kernel) -> Result<Option<Kernel>, OptError> 
         let args = mapped_operands(&map, &node.args)?;
         let value = if let Some(pieces) = &chains[index] {
             r.chain(pieces, &map, node, &args)?
+        } else if outputs.contains(&ValueId::new(index))
+            && let Some(value) = r.map_parts(kernel, node, &args)?
+        {
+            r.changed = true;
+            value
         } else if let (Op::Slice { starts }, Some(&x)) = (&node.op, args.first())
             && r.inside_one_part(x, starts, node.ty.shape.dims())
         {
@@ -313,6 +327,115 @@ impl Rewriter {
             .map_err(OptError::Rebuild)
     }
 
+    /// An output `node` (operands `args`) that is an elementwise op of one operand of its
+    /// shape that is a concatenation, every other operand one value along the
+    /// concatenation's axis: the concatenation of the op of each part (see
+    /// [`Rewriter::apply_to_parts`]). `None` when `node` is anything else.
+    fn map_parts(
+        &mut self,
+        kernel: &Kernel,
+        node: &rfx_ir::hir::Node,
+        args: &[ValueId],
+    ) -> Result<Option<ValueId>, OptError> {
+        if !matches!(node.op, Op::Unary(_) | Op::Binary(_) | Op::Cast) {
+            return Ok(None);
+        }
+        let dims = node.ty.shape.dims().to_vec();
+        let Some(at) = args
+            .iter()
+            .position(|a| self.chains.contains_key(a) && self.dims(*a).is_ok_and(|d| d == dims))
+        else {
+            return Ok(None);
+        };
+        let others: Vec<Option<Scalar>> = node.args.iter().map(|&a| constant(kernel, a)).collect();
+        self.apply_to_parts(node, args, at, &others)
+    }
+
+    /// The op of `node` applied to each part of `args[at]`, a concatenation of `node`'s
+    /// extents, placed where the part lies (a part that is itself a concatenation along
+    /// another axis is split in turn), when every other operand is one value along the
+    /// concatenation's axis (broadcast along it, so each part reads all of it). Each element
+    /// is the op of the same operands as before: the same bits. A constant part gives the
+    /// op's constant when the other operands are constants and the op is exact (no
+    /// transcendental, whose backends approximate it), else the op computed on it. `others`
+    /// holds the operands that are constants.
+    fn apply_to_parts(
+        &mut self,
+        node: &rfx_ir::hir::Node,
+        args: &[ValueId],
+        at: usize,
+        others: &[Option<Scalar>],
+    ) -> Result<Option<ValueId>, OptError> {
+        let Some(chain) = args.get(at).and_then(|a| self.chains.get(a)).cloned() else {
+            return Ok(None);
+        };
+        let dims = self.dims(args[at])?;
+        let rank = dims.len();
+        for (k, &other) in args.iter().enumerate() {
+            let odims = self.dims(other)?;
+            let offset = rank.checked_sub(odims.len());
+            let varies = match offset {
+                Some(offset) => chain
+                    .axis
+                    .checked_sub(offset)
+                    .and_then(|a| odims.get(a))
+                    .is_some_and(|&d| d != 1),
+                None => true,
+            };
+            if k != at && varies {
+                return Ok(None);
+            }
+        }
+        let folds = match node.op {
+            Op::Unary(op) => !op.is_transcendental(),
+            Op::Binary(op) => !matches!(op, BinaryOp::Pow | BinaryOp::Atan2),
+            _ => true,
+        };
+        let mut mapped = chain.clone();
+        for piece in &mut mapped.pieces {
+            let mut part_dims = dims.clone();
+            part_dims[chain.axis] = piece.len;
+            let ty = TensorType::new(node.ty.dtype, part_dims.clone());
+            if let Source::Const(c) = piece.source
+                && folds
+                && let Some(folded) = fold(&node.op, others, at, c, node.ty.dtype)
+            {
+                piece.source = Source::Const(folded);
+                continue;
+            }
+            let part = match piece.source {
+                Source::Const(c) => self.b.constant(c, part_dims.clone()),
+                Source::Value(p) if self.dims(p)? == part_dims => p,
+                Source::Value(p) => self
+                    .b
+                    .broadcast_to(p, part_dims.clone())
+                    .map_err(OptError::Rebuild)?,
+            };
+            let mut part_args = args.to_vec();
+            part_args[at] = part;
+            let nested = match self.chains.get(&part) {
+                Some(inner) if inner.axis != chain.axis => {
+                    let part_node = rfx_ir::hir::Node {
+                        op: node.op.clone(),
+                        args: part_args.clone(),
+                        ty: ty.clone(),
+                    };
+                    self.apply_to_parts(&part_node, &part_args, at, others)?
+                }
+                _ => None,
+            };
+            let value = match nested {
+                Some(v) => v,
+                None => self
+                    .b
+                    .copy(&node.op, &part_args, &ty)
+                    .map_err(OptError::Rebuild)?,
+            };
+            piece.source = Source::Value(value);
+        }
+        self.assemble(mapped, &node.ty).map(Some)
+    }
+
     /// The concatenation of `pieces` as a chain of `select`s by position over `pad`s, each
     /// part of lower rank broadcast to the chain's rank first (positions counted as `concat`
     /// counts them); recorded with its parts.
@@ -363,5 +486,22 @@ impl Rewriter {
         }
         self.chains.insert(acc, pieces);
         Ok(acc)
+    }
+}
+
+/// `op` of the constants `others` with `c` in place of operand `at`, in `dtype`.
+fn fold(op: &Op, others: &[Option<Scalar>], at: usize, c: Scalar, dtype: DType) -> Option<Scalar> {
+    let operand = |k: usize| {
+        if k == at {
+            Some(c)
+        } else {
+            others.get(k).copied().flatten()
+        }
+    };
+    match *op {
+        Op::Unary(op) => semantics::unary(op, c),
+        Op::Binary(op) => semantics::binary(op, operand(0)?, operand(1)?),
+        Op::Cast => Some(semantics::cast(c, dtype)),
+        _ => None,
     }
 }

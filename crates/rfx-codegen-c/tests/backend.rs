@@ -525,3 +525,47 @@ fn the_backend_states_the_bound_the_suite_asserts() {
     let differences = stated_bound_differences(&CBackend::with_compiler("cc"), BOUND_ULPS);
     assert!(differences.is_empty(), "{differences:#?}");
 }
+
+/// The pairwise tree over a reduction's lanes (`rfx_ir::lir::reduce_lane_levels`) at lane counts
+/// whose levels are loops, single combinations or odd (3, 5, 6, 12), in `f32` and `f64`: the
+/// compiled C gives the LIR interpreter's bits for a sum, a mean and a max of a ragged row.
+#[test]
+fn every_lane_count_combines_as_the_interpreter_does() {
+    let Some(backend) = backends().into_iter().next() else {
+        return;
+    };
+    for dtype in ["f32", "f64"] {
+        for lanes in [3u32, 5, 6, 12] {
+            let n = 203;
+            let text = format!(
+                "kernel k {{\n %x = input x : {dtype}[{n}]\n %s = sum %x axes [0] : {dtype}[]\n \
+                 %m = mean %x axes [0] : {dtype}[]\n %mx = max %x axes [0] : {dtype}[]\n \
+                 output s = %s\n output m = %m\n output mx = %mx\n}}"
+            );
+            let kernel = rfx_ir::hir::parse(&text).expect("parses");
+            let (mir, _) = rfx_opt::optimize(&kernel, &rfx_opt::OptConfig::default()).expect("optimize");
+            let config = rfx_lower::LowerConfig {
+                reduce_lanes: Some(lanes),
+                ..rfx_lower::LowerConfig::default()
+            };
+            let (lir, _) = rfx_lower::lower(&mir, &config).expect("lower");
+            assert!(
+                lir.kernels().iter().any(|k| k.schedule.reduce_lanes == lanes),
+                "{lir}"
+            );
+            let mut rng = TestRng::new(u64::from(lanes) * 31 + n as u64);
+            let inputs = random_inputs(&mut rng, &kernel, 0.0);
+            let views: Vec<ArrayView<'_>> = inputs.iter().map(Array::view).collect();
+            let want = run_lir(&lir, &views, Mode::Native).expect("interpreter");
+            let got = backend
+                .compile(&lir, &CompileOptions::default())
+                .expect("compiles")
+                .run_to_new(&views)
+                .expect("runs");
+            assert_eq!(got.len(), want.len());
+            for (g, w) in got.iter().zip(&want) {
+                assert!(same_values(g, w), "lanes {lanes} {dtype}: {g:?} != {w:?}");
+            }
+        }
+    }
+}

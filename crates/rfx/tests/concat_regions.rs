@@ -113,7 +113,8 @@ fn a_block_matrix_stores_each_block_at_its_offset() {
 }
 
 /// A part read elsewhere too (`w` is stacked and also negated, as in a skew matrix) is still
-/// stored at its offset; a concatenation that a kernel reads as a value (scaled after it) keeps
+/// stored at its offset; an output scaled after the concatenation is stored part by part; a
+/// concatenation that a kernel reads as a value (weighted element by element after it) keeps
 /// its choice by position.
 #[test]
 fn shared_parts_and_concatenations_read_as_values() {
@@ -149,6 +150,24 @@ fn shared_parts_and_concatenations_read_as_values() {
     let program = mir(
         &scaled,
         &[TensorType::new(DType::F64, [2]), TensorType::new(DType::F64, [1])],
+    );
+    // An output that is an op of the concatenation alone (a scale the same for every part)
+    // is the concatenation of the scaled parts: stored part by part, no choice left.
+    assert!(!chooses(&program), "{program}");
+    assert_eq!(region_stores(&program), 2, "{program}");
+
+    let weighted = rfx::jit(|a: Tensor, b: Tensor, w: Tensor| rfx::concat(&[a, b], 0) * w);
+    let out = weighted
+        .call((&[1.0f64, 2.0][..], &[-4.0f64][..], &[0.5f64, 2.0, -1.0][..]))
+        .expect("call");
+    assert_eq!(f64s(&out[0]), [0.5, 4.0, 4.0]);
+    let program = mir(
+        &weighted,
+        &[
+            TensorType::new(DType::F64, [2]),
+            TensorType::new(DType::F64, [1]),
+            TensorType::new(DType::F64, [3]),
+        ],
     );
     assert_eq!(region_stores(&program), 0, "{program}");
 }

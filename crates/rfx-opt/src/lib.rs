@@ -17,6 +17,7 @@
 mod config;
 mod error;
 mod fusion;
+mod guarded;
 mod lang;
 mod passes;
 mod report;
@@ -32,5 +33,7 @@ pub use passes::{
 };
 pub use report::{MissReason, OptReport, StopReason};
 pub use rules::{Exactness, RuleInfo, rule_table};
+#[cfg(test)]
+mod guarded_tests;
 #[cfg(test)]
 mod rule_tests;

@@ -315,7 +315,12 @@ pub fn simplify(kernel: &Kernel, config: &OptConfig) -> Result<(Kernel, OptRepor
         report.egraph_classes = sat.egraph_classes;
         report.iterations = sat.iterations;
         report.stop_reason = Some(sat.stop_reason);
-        sat.kernel
+        // Transcendentals of one argument under different guards, computed once; hash-consed
+        // again, which also folds the guards' constants.
+        match crate::guarded::share_guarded_transcendentals(&sat.kernel)? {
+            Some(shared) => constant_fold(&shared)?,
+            None => sat.kernel,
+        }
     } else {
         report.stop_reason = Some(crate::report::StopReason::NotRun);
         decomposed

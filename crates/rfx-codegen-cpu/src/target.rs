@@ -84,6 +84,10 @@ pub(crate) fn features(target: CpuTarget, host: HostCpu) -> Result<Features, Str
 #[derive(Clone)]
 pub(crate) struct Target {
     pub(crate) isa: OwnedTargetIsa,
+    /// The same ISA with Cranelift's mid-end on (`opt_level = speed`: e-graph GVN, LICM,
+    /// folding, redundant-load elimination), run on a large kernel's function before it is
+    /// compiled with [`Target::isa`] (see `codegen::wants_mid_end`).
+    pub(crate) mid_end: OwnedTargetIsa,
     pub(crate) features: Features,
 }
 
@@ -109,7 +113,8 @@ pub(crate) fn target(target: CpuTarget) -> Result<Target, BackendError> {
             ));
         }
         Ok(Target {
-            isa: build_isa(target)?,
+            isa: build_isa(target, "none")?,
+            mid_end: build_isa(target, "speed")?,
             features,
         })
     })
@@ -120,16 +125,17 @@ pub(crate) fn target(target: CpuTarget) -> Result<Target, BackendError> {
     })
 }
 
-/// Cranelift's ISA for `target` with rfx's flags.
-fn build_isa(target: CpuTarget) -> Result<OwnedTargetIsa, String> {
+/// Cranelift's ISA for `target` with rfx's flags, at Cranelift's `opt_level` `level`.
+fn build_isa(target: CpuTarget, level: &str) -> Result<OwnedTargetIsa, String> {
     let mut flags = settings::builder();
     let set = |flags: &mut settings::Builder, k: &str, v: &str| flags.set(k, v).map_err(|e| e.to_string());
-    // Cranelift's mid-end (e-graph GVN, LICM, folding) is off: rfx-opt has already simplified
-    // and de-duplicated the kernel, and the emitter shares address arithmetic within each
-    // block (`Caches::memo`). On the benchmark kernels the code executes about the same
-    // instructions with it on, and compiling takes fewer. Instruction selection still folds
-    // addressing modes and immediates.
-    set(&mut flags, "opt_level", "none")?;
+    // Functions are compiled with Cranelift's mid-end (e-graph GVN, LICM, folding) off:
+    // rfx-opt has already simplified and de-duplicated the kernel, and the emitter shares
+    // address arithmetic within each block (`Caches::memo`). On small kernels the code
+    // executes about the same instructions with it on, and compiling takes fewer. Instruction
+    // selection still folds addressing modes and immediates. Large kernels run the mid-end
+    // first with the `speed` ISA (`codegen::wants_mid_end`).
+    set(&mut flags, "opt_level", level)?;
     set(
         &mut flags,
         "enable_verifier",

@@ -24,11 +24,13 @@
 //! ([`Cursor`]).
 
 use cranelift_codegen::Context;
+use cranelift_codegen::control::ControlPlane;
 use cranelift_codegen::ir::condcodes::IntCC;
 use cranelift_codegen::ir::{
     AbiParam, Block, BlockArg, ConstantData, GlobalValue, InstBuilder, MemFlagsData, Signature, StackSlot,
     StackSlotData, StackSlotKind, Type, UserFuncName, Value, types,
 };
+use cranelift_codegen::isa::TargetIsa;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::JITModule;
 use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module};
@@ -50,6 +52,8 @@ mod fold;
 mod frame_tests;
 mod lanes;
 mod loops;
+#[cfg(test)]
+mod mid_end_tests;
 mod plan;
 mod reduce;
 mod reduce_split;
@@ -314,6 +318,8 @@ pub(crate) fn define_literals(
 pub(crate) struct ModuleItems<'a> {
     pub(crate) imports: &'a ImportIds,
     pub(crate) literals: &'a [Option<DataId>],
+    /// The target's ISA with Cranelift's mid-end on ([`wants_mid_end`]).
+    pub(crate) mid_end: &'a dyn TargetIsa,
 }
 
 /// A kernel's function, built into its module.
@@ -326,6 +332,21 @@ pub(crate) struct BuiltKernel {
     pub(crate) shape: KernelShape,
     /// Its stack frame in bytes (at most [`MAX_FRAME`]).
     pub(crate) frame: u32,
+}
+
+/// The fewest LIR instructions in a kernel (preamble and body) for which its function runs Cranelift's
+/// mid-end (e-graph GVN, LICM, constant folding, redundant-load elimination) before it is
+/// compiled. A long straight-line body (a per-example robotics kernel with its Jacobians:
+/// 200–350 instructions) repeats loads and arithmetic the mid-end merges, and its compile
+/// time is spent once on many points; a smaller kernel executes about the same instructions
+/// either way (some more: values hoisted out of its inner loops stay live across them), and
+/// its compile time is most of what it costs. The mid-end's rewrites are IEEE-exact, so a
+/// kernel gives the same bits either way.
+pub(crate) const MID_END_MIN_BODY: usize = 200;
+
+/// Whether `kernel`'s function runs Cranelift's mid-end ([`MID_END_MIN_BODY`]).
+pub(crate) fn wants_mid_end(kernel: &LirKernel) -> bool {
+    kernel.preamble.len() + kernel.body.len() >= MID_END_MIN_BODY
 }
 
 /// Builds the function for `kernel` into `module`.
@@ -782,6 +803,10 @@ fn build_into(
     } else {
         String::new()
     };
+    if wants_mid_end(kernel) {
+        ctx.optimize(items.mid_end, &mut ControlPlane::default())
+            .map_err(|e| internal(format!("optimize {name}: {e:?}")))?;
+    }
     module
         .define_function(id, ctx)
         .map_err(|e| internal(format!("define {name}: {e:?}")))?;

@@ -89,7 +89,7 @@ pub(crate) fn compile_code(
         let items = ModuleItems {
             imports: &imports,
             literals: &literals,
-            mid_end: &*target.mid_end,
+            mid_end: target.mid_end,
         };
         build_program(&mut module, items, program, &plan, fast_math)?
     } else {
@@ -120,7 +120,7 @@ pub(crate) fn compile_code(
         let items = ModuleItems {
             imports: &imports,
             literals: &literals,
-            mid_end: &*target.mid_end,
+            mid_end: target.mid_end,
         };
         let kernel = build_kernel(&mut module, items, program, kernel, index, want_disasm, fast_math)?;
         built.push((kernel.id, kernel.shape));

@@ -84,10 +84,8 @@ pub(crate) fn features(target: CpuTarget, host: HostCpu) -> Result<Features, Str
 #[derive(Clone)]
 pub(crate) struct Target {
     pub(crate) isa: OwnedTargetIsa,
-    /// The same ISA with Cranelift's mid-end on (`opt_level = speed`: e-graph GVN, LICM,
-    /// folding, redundant-load elimination), run on a large kernel's function before it is
-    /// compiled with [`Target::isa`] (see `codegen::wants_mid_end`).
-    pub(crate) mid_end: OwnedTargetIsa,
+    /// The same ISA with Cranelift's mid-end on, built on first use.
+    pub(crate) mid_end: MidEnd,
     pub(crate) features: Features,
 }
 
@@ -114,7 +112,7 @@ pub(crate) fn target(target: CpuTarget) -> Result<Target, BackendError> {
         }
         Ok(Target {
             isa: build_isa(target, "none")?,
-            mid_end: build_isa(target, "speed")?,
+            mid_end: MidEnd { target },
             features,
         })
     })
@@ -123,6 +121,35 @@ pub(crate) fn target(target: CpuTarget) -> Result<Target, BackendError> {
         backend: "cpu",
         reason,
     })
+}
+
+/// A target's ISA with Cranelift's mid-end on (`opt_level = speed`: e-graph GVN, LICM,
+/// folding, redundant-load elimination), run on a large kernel's function before it is
+/// compiled with [`Target::isa`] (see `codegen::wants_mid_end`). Built once per process and
+/// target, on the first large kernel: a process that compiles only small kernels never
+/// builds it.
+#[derive(Clone, Copy)]
+pub(crate) struct MidEnd {
+    target: CpuTarget,
+}
+
+impl MidEnd {
+    /// The ISA (the same flags as [`Target::isa`] but `opt_level`).
+    pub(crate) fn isa(self) -> Result<OwnedTargetIsa, BackendError> {
+        static ISAS: [OnceLock<Result<OwnedTargetIsa, String>>; 3] =
+            [OnceLock::new(), OnceLock::new(), OnceLock::new()];
+        let slot = match self.target {
+            CpuTarget::Host => &ISAS[0],
+            CpuTarget::Baseline => &ISAS[1],
+            CpuTarget::Avx2 => &ISAS[2],
+        };
+        slot.get_or_init(|| build_isa(self.target, "speed"))
+            .clone()
+            .map_err(|reason| BackendError::Unavailable {
+                backend: "cpu",
+                reason,
+            })
+    }
 }
 
 /// Cranelift's ISA for `target` with rfx's flags, at Cranelift's `opt_level` `level`.

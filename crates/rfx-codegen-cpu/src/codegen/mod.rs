@@ -30,7 +30,6 @@ use cranelift_codegen::ir::{
     AbiParam, Block, BlockArg, ConstantData, GlobalValue, InstBuilder, MemFlagsData, Signature, StackSlot,
     StackSlotData, StackSlotKind, Type, UserFuncName, Value, types,
 };
-use cranelift_codegen::isa::TargetIsa;
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::JITModule;
 use cranelift_module::{DataDescription, DataId, FuncId, Linkage, Module};
@@ -319,7 +318,7 @@ pub(crate) struct ModuleItems<'a> {
     pub(crate) imports: &'a ImportIds,
     pub(crate) literals: &'a [Option<DataId>],
     /// The target's ISA with Cranelift's mid-end on ([`wants_mid_end`]).
-    pub(crate) mid_end: &'a dyn TargetIsa,
+    pub(crate) mid_end: crate::target::MidEnd,
 }
 
 /// A kernel's function, built into its module.
@@ -804,7 +803,7 @@ fn build_into(
         String::new()
     };
     if wants_mid_end(kernel) {
-        ctx.optimize(items.mid_end, &mut ControlPlane::default())
+        ctx.optimize(&*items.mid_end.isa()?, &mut ControlPlane::default())
             .map_err(|e| internal(format!("optimize {name}: {e:?}")))?;
     }
     module

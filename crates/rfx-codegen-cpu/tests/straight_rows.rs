@@ -406,8 +406,9 @@ fn a_batch_of_lookups_inside_their_rows_loads_past_each_rows_offset() {
     }
 }
 
-/// A concatenation of `parts` scalars (`(k + 1) x - y` each), read as a value (negated), as
-/// tracing makes it: a chain of selects by position over pads.
+/// A concatenation of `parts` scalars (`(k + 1) x - y` each), read as a value (multiplied by
+/// the position, which differs from part to part, so the product is not stored part by part),
+/// as tracing makes it: a chain of selects by position over pads.
 fn concatenation_read_as_value(dt: &str, parts: usize) -> String {
     let mut text = format!(
         "kernel cat {{\n %x = input x : {dt}[1]\n %y = input y : {dt}[1]\n %i = iota axis 0 : {dt}[{parts}]\n"
@@ -427,7 +428,7 @@ fn concatenation_read_as_value(dt: &str, parts: usize) -> String {
         );
         chain = format!("q{k}");
     }
-    text += &format!(" %o = neg %{chain} : {dt}[{parts}]\n output o = %o\n}}");
+    text += &format!(" %o = mul %{chain}, %i : {dt}[{parts}]\n output o = %o\n}}");
     text
 }
 

@@ -21,7 +21,7 @@ use rfx_ir::hir::{Builder, Kernel, Node, Op, ValueId, verify};
 use rfx_ir::{Scalar, UnaryOp, semantics};
 
 use crate::error::OptError;
-use crate::passes::{finish_rebuilt, live_values, mapped_operands};
+use crate::passes::{live_values, mapped_operands, rebuild};
 
 /// A value's structure up to the guards of its chain: the interned key of the expression with
 /// every guard `select(c, k, x)` replaced by `x`.
@@ -231,24 +231,11 @@ pub(crate) fn share_guarded_transcendentals(kernel: &Kernel) -> Result<Option<Ke
     if !rewrite.iter().any(|&r| r) {
         return Ok(None);
     }
-    let nodes = kernel.nodes();
-    let mut b = Builder::new(kernel.name());
-    let mut map: Vec<Option<ValueId>> = vec![None; nodes.len()];
     // The rebuilt unguarded value `g(x)` of each guarded value, made on demand.
-    let mut unguarded: Vec<Option<ValueId>> = vec![None; nodes.len()];
-    for (index, node) in nodes.iter().enumerate() {
-        if let Op::Input { name } = &node.op {
-            map[index] = Some(
-                b.input(name.clone(), node.ty.clone())
-                    .map_err(OptError::Rebuild)?,
-            );
-            continue;
-        }
-        if !live[index] {
-            continue;
-        }
-        let args = mapped_operands(&map, &node.args)?;
-        let value = match (
+    let mut unguarded: Vec<Option<ValueId>> = vec![None; kernel.nodes().len()];
+    rebuild(kernel, |b, map, value, node, args| {
+        let index = value.index();
+        match (
             &node.op,
             node.args.as_slice(),
             rewrite.get(index).copied().unwrap_or(false),
@@ -259,24 +246,22 @@ pub(crate) fn share_guarded_transcendentals(kernel: &Kernel) -> Result<Option<Ke
                     .copied()
                     .flatten()
                     .ok_or(OptError::InvalidValue(*x))?;
-                let folded = semantics::unary(*op, guard.k);
-                match folded {
+                match semantics::unary(*op, guard.k) {
                     Some(k) => {
-                        let inner = unguarded_value(kernel, *x, &map, &mut unguarded, &mut b)?;
+                        let inner = unguarded_value(kernel, *x, map, &mut unguarded, b)?;
                         let f = b.unary(*op, inner).map_err(OptError::Rebuild)?;
                         let k = b.constant(k, node.ty.shape.clone());
-                        let cond = mapped_operands(&map, &[guard.cond])?[0];
+                        let cond = mapped_operands(map, &[guard.cond])?[0];
                         let (a, c) = if guard.k_first { (k, f) } else { (f, k) };
-                        b.select(cond, a, c).map_err(OptError::Rebuild)?
+                        b.select(cond, a, c).map_err(OptError::Rebuild)
                     }
-                    None => b.copy(&node.op, &args, &node.ty).map_err(OptError::Rebuild)?,
+                    None => b.copy(&node.op, args, &node.ty).map_err(OptError::Rebuild),
                 }
             }
-            _ => b.copy(&node.op, &args, &node.ty).map_err(OptError::Rebuild)?,
-        };
-        map[index] = Some(value);
-    }
-    finish_rebuilt(b, &map, kernel.outputs()).map(Some)
+            _ => b.copy(&node.op, args, &node.ty).map_err(OptError::Rebuild),
+        }
+    })
+    .map(Some)
 }
 
 /// The rebuilt `g(x)` of guarded value `v` (`g(select(c, k, x))`), built once.

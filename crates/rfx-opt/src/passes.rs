@@ -8,11 +8,22 @@ use crate::error::OptError;
 use crate::report::OptReport;
 use crate::saturate::saturate;
 
-/// Rebuilds `kernel` through `map_node`, which gets the builder, the node's value and the node,
-/// and its rebuilt operands, and returns the rebuilt value. Inputs are kept in order.
-fn rebuild(
+/// The rebuilt value of each value of the kernel being rebuilt, by index (`None` for a value
+/// not rebuilt yet, or not live).
+pub(crate) type Rebuilt = [Option<ValueId>];
+
+/// Rebuilds `kernel` through `map_node`, which gets the builder, the values rebuilt so far, the
+/// node's value and the node, and its rebuilt operands, and returns the rebuilt value. Inputs
+/// are kept in order.
+pub(crate) fn rebuild(
     kernel: &Kernel,
-    mut map_node: impl FnMut(&mut Builder, ValueId, &rfx_ir::hir::Node, &[ValueId]) -> Result<ValueId, OptError>,
+    mut map_node: impl FnMut(
+        &mut Builder,
+        &Rebuilt,
+        ValueId,
+        &rfx_ir::hir::Node,
+        &[ValueId],
+    ) -> Result<ValueId, OptError>,
 ) -> Result<Kernel, OptError> {
     verify(kernel).map_err(OptError::InvalidKernel)?;
     let mut b = Builder::new(kernel.name());
@@ -30,7 +41,7 @@ fn rebuild(
             continue;
         }
         let args = mapped_operands(&map, &node.args)?;
-        map[index] = Some(map_node(&mut b, ValueId::new(index), node, &args)?);
+        map[index] = Some(map_node(&mut b, &map, ValueId::new(index), node, &args)?);
     }
     finish_rebuilt(b, &map, kernel.outputs())
 }
@@ -94,7 +105,7 @@ fn copy_node(b: &mut Builder, node: &rfx_ir::hir::Node, args: &[ValueId]) -> Res
 /// Removes every node the outputs do not need. Inputs are kept even when unused: they are the
 /// kernel's signature.
 pub fn eliminate_dead_ops(kernel: &Kernel) -> Result<Kernel, OptError> {
-    rebuild(kernel, |b, _, node, args| copy_node(b, node, args))
+    rebuild(kernel, |b, _, _, node, args| copy_node(b, node, args))
 }
 
 /// Rewrites composite ops into primitives the rest of the pipeline and MIR know:
@@ -105,7 +116,7 @@ pub fn eliminate_dead_ops(kernel: &Kernel) -> Result<Kernel, OptError> {
 /// `set_row(x, row, i)` becomes `select(iota == clamp(i, 0, n - 1), row, x)` along axis 0 (its
 /// definition: the bits of one operand or the other). Also removes dead nodes.
 pub fn decompose(kernel: &Kernel) -> Result<Kernel, OptError> {
-    rebuild(kernel, |b, _, node, args| match (&node.op, args) {
+    rebuild(kernel, |b, _, _, node, args| match (&node.op, args) {
         (Op::SetRow, [x, row, index]) => set_row_as_select(b, &node.ty.shape, *x, *row, *index),
         (Op::Clamp, [x, lo, hi]) => {
             let lower = b.binary(BinaryOp::Max, *x, *lo).map_err(OptError::Rebuild)?;
@@ -206,7 +217,7 @@ pub fn sink_transposes(kernel: &Kernel) -> Result<Kernel, OptError> {
     // elementwise user may want the same operand by the same perm at two shapes.
     let mut views: std::collections::HashMap<(ValueId, Vec<usize>, Shape), ValueId> =
         std::collections::HashMap::new();
-    rebuild(kernel, |b, value, node, args| {
+    rebuild(kernel, |b, _, value, node, args| {
         // `transpose(a, p)` for operand `a`, rebuilt as `built` (broadcast to `shape` first when
         // smaller).
         let mut operand = |b: &mut Builder,

@@ -688,20 +688,8 @@ fn without_row_updates(
         .flat_map(|u| [inputs[u.carry].index(), u.node.index()])
         .collect();
     let mut b = Builder::new(body.name());
-    let mut map: Vec<Option<ValueId>> = vec![None; body.nodes().len()];
-    let unknown = |v: ValueId| AdError::Internal(rfx_ir::hir::BuildError::UnknownValue(v));
-    for (index, node) in body.nodes().iter().enumerate() {
-        if skipped.contains(&index) {
-            continue;
-        }
-        let args = node
-            .args
-            .iter()
-            .map(|&a| map.get(a.index()).copied().flatten().ok_or_else(|| unknown(a)))
-            .collect::<Result<Vec<_>, _>>()?;
-        map[index] = Some(b.copy(&node.op, &args, &node.ty)?);
-    }
-    let mapped = |v: ValueId| map.get(v.index()).copied().flatten().ok_or_else(|| unknown(v));
+    let map = copy_nodes(&mut b, body, |index| !skipped.contains(&index))?;
+    let mapped = |v: ValueId| copied_value(&map, v);
     for (k, output) in body.outputs().iter().enumerate().take(carries) {
         if !updates.iter().any(|u| u.carry == k) {
             b.output(format!("next{k}"), mapped(output.value)?)?;
@@ -1051,20 +1039,8 @@ fn index_part(
     }
     copied.sort_unstable();
     let mut b = Builder::new(format!("{}_index", body.name()));
-    let mut map: Vec<Option<ValueId>> = vec![None; body.nodes().len()];
-    let unknown = |v: ValueId| AdError::Internal(rfx_ir::hir::BuildError::UnknownValue(v));
-    for (index, node) in body.nodes().iter().enumerate() {
-        if !needed[index] {
-            continue;
-        }
-        let args = node
-            .args
-            .iter()
-            .map(|&a| map.get(a.index()).copied().flatten().ok_or_else(|| unknown(a)))
-            .collect::<Result<Vec<_>, _>>()?;
-        map[index] = Some(b.copy(&node.op, &args, &node.ty)?);
-    }
-    let mapped = |v: ValueId| map.get(v.index()).copied().flatten().ok_or_else(|| unknown(v));
+    let map = copy_nodes(&mut b, body, |index| needed[index])?;
+    let mapped = |v: ValueId| copied_value(&map, v);
     for (i, update) in updates.iter().enumerate() {
         b.output(format!("index{i}"), mapped(update.index)?)?;
     }
@@ -1107,4 +1083,34 @@ fn one_output(values: &[ValueId]) -> Result<ValueId, AdError> {
         .first()
         .copied()
         .ok_or(AdError::Internal(rfx_ir::hir::BuildError::NoOutputs))
+}
+
+/// Copies the nodes of `body` that `keep` accepts (by index), in order, into `b`; returns each
+/// copied node's new value by its old index. A kept node reading a node not kept is an error.
+fn copy_nodes(
+    b: &mut Builder,
+    body: &Kernel,
+    keep: impl Fn(usize) -> bool,
+) -> Result<Vec<Option<ValueId>>, AdError> {
+    let mut map: Vec<Option<ValueId>> = vec![None; body.nodes().len()];
+    for (index, node) in body.nodes().iter().enumerate() {
+        if !keep(index) {
+            continue;
+        }
+        let args = node
+            .args
+            .iter()
+            .map(|&a| copied_value(&map, a))
+            .collect::<Result<Vec<_>, _>>()?;
+        map[index] = Some(b.copy(&node.op, &args, &node.ty)?);
+    }
+    Ok(map)
+}
+
+/// The copy of `v` that [`copy_nodes`] made.
+fn copied_value(map: &[Option<ValueId>], v: ValueId) -> Result<ValueId, AdError> {
+    map.get(v.index())
+        .copied()
+        .flatten()
+        .ok_or(AdError::Internal(rfx_ir::hir::BuildError::UnknownValue(v)))
 }

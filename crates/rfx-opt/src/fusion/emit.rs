@@ -84,6 +84,7 @@ impl Plan<'_> {
                 memo: HashMap::new(),
                 numbered: HashMap::new(),
                 frames: Vec::new(),
+                root_values: HashMap::new(),
             };
             let mut stores = Vec::new();
             let mut reductions = Vec::new();
@@ -122,7 +123,7 @@ impl Plan<'_> {
                         }
                     }
                     _ => {
-                        let value = emitter.compute(root)?;
+                        let value = emitter.root_value(root)?;
                         for &buf in bufs {
                             stores.push(Store::whole(buf, value));
                         }
@@ -303,6 +304,8 @@ struct KernelEmitter<'p, 'k> {
     numbered: HashMap<MirInst, MirValue>,
     /// The pads whose operands are being computed, outermost first.
     frames: Vec<Frame>,
+    /// The value of each of this kernel's elementwise roots at its points, once computed.
+    root_values: HashMap<ValueId, MirValue>,
 }
 
 /// Where the elements of a value of `shape` lie: element `idx` at
@@ -959,6 +962,28 @@ impl KernelEmitter<'_, '_> {
         Ok(acc)
     }
 
+    /// The root `root` at every domain point: computed here, in a frame that inserts or
+    /// removes axes of one where its iteration space differs from the kernel's by those
+    /// ([`super::plan::same_points`]). Both have the same points in the same row-major order,
+    /// so its buffer is written whole.
+    fn root_value(&mut self, root: ValueId) -> Result<MirValue, OptError> {
+        let shape = self.plan.shape(root);
+        let value = if shape == *self.domain {
+            self.compute(root)?
+        } else {
+            let frame = Frame {
+                inner: shape,
+                outer: self.domain.clone(),
+                shift: Vec::new(),
+                exact: true,
+                regroup: true,
+            };
+            self.within(frame, |e| e.compute(root))?
+        };
+        self.root_values.insert(root, value);
+        Ok(value)
+    }
+
     /// `operand` computed at the points `frame` maps this kernel's points to. Its values
     /// computed at the frame's own points do not hold there, so the frame has its own memo.
     fn in_frame(&mut self, frame: Frame, operand: ValueId) -> Result<MirValue, OptError> {
@@ -1026,7 +1051,7 @@ impl KernelEmitter<'_, '_> {
                 | Op::BroadcastTo
                 | Op::Scan { .. }
         );
-        plain && !self.input_buf.contains_key(&v) && !self.reads_stored(v)
+        plain && !self.input_buf.contains_key(&v) && !self.reads_stored(v) && self.root_here(v).is_none()
     }
 
     /// The index operand of the gather `v` when `gathered` computes it (a chain of lookups,
@@ -1035,7 +1060,7 @@ impl KernelEmitter<'_, '_> {
         let (Op::Gather { .. }, [table, index]) = (&node.op, node.args.as_slice()) else {
             return None;
         };
-        if self.input_buf.contains_key(&v) || self.reads_stored(v) {
+        if self.input_buf.contains_key(&v) || self.reads_stored(v) || self.root_here(v).is_some() {
             return None;
         }
         let table_elems = self.plan.kernel.value_type(*table)?.shape.numel();
@@ -1053,6 +1078,19 @@ impl KernelEmitter<'_, '_> {
                 || !self.frames.is_empty())
     }
 
+    /// A root of this kernel computed already, read inside frames that only insert or remove
+    /// axes of one: they map each point to the element of the same row-major index, and fusion
+    /// reads a root of the kernel there only when it has as many elements as the kernel's
+    /// points, so its value at the kernel's point is the one needed (a kernel's roots come in
+    /// definition order, operands first).
+    fn root_here(&self, v: ValueId) -> Option<MirValue> {
+        if self.frames.iter().all(|f| f.regroup) {
+            self.root_values.get(&v).copied()
+        } else {
+            None
+        }
+    }
+
     /// [`Self::value`] of `v` alone: its operands are either in the memo already or made here
     /// recursively.
     fn value_here(&mut self, v: ValueId) -> Result<MirValue, OptError> {
@@ -1060,7 +1098,9 @@ impl KernelEmitter<'_, '_> {
             return Ok(m);
         }
         let node = self.plan.kernel.node(v).ok_or(OptError::InvalidValue(v))?;
-        let result = if let Some(&buf) = self.input_buf.get(&v) {
+        let result = if let Some(value) = self.root_here(v) {
+            value
+        } else if let Some(&buf) = self.input_buf.get(&v) {
             self.load(buf, &node.ty.shape, node.ty.dtype, v)?
         } else if let Op::Const(value) = node.op {
             self.push(MirOp::Const(value), Vec::new(), node.ty.dtype)
@@ -1134,7 +1174,9 @@ impl KernelEmitter<'_, '_> {
                 let stored = self.buffer_under_reshapes(source);
                 if let Op::Const(value) = src_node.op {
                     self.push(MirOp::Const(value), Vec::new(), dtype)
-                } else if !self.input_buf.contains_key(&stored) && !self.plan.roots.contains_key(&stored) {
+                } else if !self.input_buf.contains_key(&stored)
+                    && (!self.plan.roots.contains_key(&stored) || self.root_here(stored).is_some())
+                {
                     // Only axes of one move (fusion stores the operand of any other reshape):
                     // the operand computed at this point with them dropped or added.
                     let inner = src_node.ty.shape.clone();

@@ -159,6 +159,7 @@ pub(crate) fn fuse(kernel: &Kernel) -> Result<FusionOutcome, OptError> {
         fills: splits.fills,
         groups: Vec::new(),
         group_kinds: Vec::new(),
+        group_fixed: Vec::new(),
         group_of: HashMap::new(),
         unrolled,
     };

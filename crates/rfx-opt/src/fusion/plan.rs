@@ -77,9 +77,15 @@ pub(super) struct Plan<'k> {
     pub(super) split_wholes: BTreeMap<ValueId, Vec<ValueId>>,
     /// Their constant parts, stored first by kernels that read nothing.
     pub(super) fills: Vec<super::regions::Fill>,
+    /// Each loop nest: its iteration space and its roots. A root's own iteration space may
+    /// differ from its group's by axes of one ([`same_points`]); the emitter computes it in a
+    /// frame that inserts or removes them.
     pub(super) groups: Vec<(Shape, Vec<ValueId>)>,
     /// What each group's loop nest must do besides elementwise work ([`LoopKind`]).
     pub(super) group_kinds: Vec<LoopKind>,
+    /// Whether a group's iteration space is fixed: one of its roots reduces, scans or stores a
+    /// part at a region, whose axes or region are those of its own iteration space.
+    pub(super) group_fixed: Vec<bool>,
     pub(super) group_of: HashMap<ValueId, usize>,
     /// The reductions computed where they are read, with the extents of their reduced axes
     /// ([`unrolled_reductions`]).
@@ -200,6 +206,14 @@ pub(super) fn only_unit_axes_move(from: &Shape, to: &Shape) -> bool {
         .eq(to.dims().iter().filter(|&&d| d != 1))
 }
 
+/// Whether iteration spaces `a` and `b` have the same points in the same row-major order: they
+/// differ only by axes of one ([`only_unit_axes_move`]), so point `p` of one is the element of
+/// the same row-major index in the other, and a loop nest over either computes a value of the
+/// other's shape at its own points through a frame that drops or inserts those axes.
+pub(super) fn same_points(a: &Shape, b: &Shape) -> bool {
+    a == b || only_unit_axes_move(a, b)
+}
+
 /// The strides over `outer` of a value whose strides over `inner` are `strides`, where `outer`
 /// is `inner` with axes of one inserted or removed (see [`only_unit_axes_move`]): the other
 /// axes keep their strides, an axis of one gets 0.
@@ -237,6 +251,38 @@ pub(super) fn strides_in_domain(shape: &Shape, strides: &[usize], domain: &Shape
             })
             .collect(),
     )
+}
+
+/// Where a value met in [`Plan::walk`] is read, relative to the root's point.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Reach {
+    /// At the root's point, through elementwise ops.
+    Point,
+    /// At the point with axes of one inserted or removed (through reshapes that only move
+    /// those): the same row-major element where the value has as many elements as the root.
+    Regrouped,
+    /// At other points (through a buffer read: a window, a gather's table, a reduction).
+    Elsewhere,
+}
+
+impl Reach {
+    /// Where operand `arg` of `node` is read when `node` is read here.
+    fn through(self, kernel: &Kernel, node: &rfx_ir::hir::Node, arg: usize) -> Reach {
+        if self == Reach::Elsewhere || !reads_buffer(&node.op, arg) {
+            return self;
+        }
+        let unit_reshape = matches!(node.op, Op::Reshape)
+            && node
+                .args
+                .get(arg)
+                .and_then(|&a| kernel.value_type(a))
+                .is_some_and(|t| only_unit_axes_move(&t.shape, &node.ty.shape));
+        if unit_reshape {
+            Reach::Regrouped
+        } else {
+            Reach::Elsewhere
+        }
+    }
 }
 
 /// `true` for the ops that read their operand number `arg` through an index map of their own
@@ -313,17 +359,19 @@ impl Plan<'_> {
         if let Some(pads) = self.split_wholes.get(&root) {
             return (Vec::new(), pads.iter().map(|&p| (p, Dep::Hard)).collect());
         }
-        let start: Vec<(ValueId, bool)> = match self.kernel.node(root) {
-            _ if self.placed_part(root).is_some() => {
-                self.placed_part(root).map(|p| (p, false)).into_iter().collect()
-            }
-            Some(node) if self.is_reduce(root) => node.args.iter().map(|&a| (a, false)).collect(),
+        let start: Vec<(ValueId, Reach)> = match self.kernel.node(root) {
+            _ if self.placed_part(root).is_some() => self
+                .placed_part(root)
+                .map(|p| (p, Reach::Point))
+                .into_iter()
+                .collect(),
+            Some(node) if self.is_reduce(root) => node.args.iter().map(|&a| (a, Reach::Point)).collect(),
             Some(node) if is_leaf(&node.op) => Vec::new(),
             Some(node) => node
                 .args
                 .iter()
                 .enumerate()
-                .map(|(i, &a)| (a, reads_buffer(&node.op, i)))
+                .map(|(i, &a)| (a, Reach::Point.through(self.kernel, node, i)))
                 .collect(),
             None => Vec::new(),
         };
@@ -331,16 +379,18 @@ impl Plan<'_> {
         let mut seen = BTreeSet::new();
         let mut computed = Vec::new();
         let mut deps = Vec::new();
-        while let Some((v, through_reshape)) = stack.pop() {
-            if !seen.insert((v, through_reshape)) {
+        while let Some((v, reach)) = stack.pop() {
+            if !seen.insert((v, reach)) {
                 continue;
             }
             if self.roots.contains_key(&v) {
-                let soft = !through_reshape
+                // A root read at the same points (under unit-axis reshapes at most) can be
+                // computed in the same loop nest, over either's iteration space.
+                let soft = reach != Reach::Elsewhere
                     && !self.is_reduce(v)
                     && !self.split_wholes.contains_key(&v)
                     && is_computed(self.kernel, v)
-                    && self.domain(v) == domain;
+                    && same_points(&self.domain(v), &domain);
                 deps.push((v, if soft { Dep::Soft } else { Dep::Hard }));
                 continue;
             }
@@ -355,7 +405,7 @@ impl Plan<'_> {
                 node.args
                     .iter()
                     .enumerate()
-                    .map(|(i, &a)| (a, through_reshape || reads_buffer(&node.op, i))),
+                    .map(|(i, &a)| (a, reach.through(self.kernel, node, i))),
             );
         }
         computed.sort();
@@ -363,17 +413,21 @@ impl Plan<'_> {
         (computed, deps)
     }
 
-    /// Assigns roots (in definition order) to kernels: the earliest kernel with the same
-    /// iteration space, whose loop nest can also do what the root needs ([`LoopKind`]), that
-    /// runs after everything the root needs complete.
+    /// Assigns roots (in definition order) to kernels: the earliest kernel over the same points
+    /// ([`same_points`]), whose loop nest can also do what the root needs ([`LoopKind`]), that
+    /// runs after everything the root needs complete. A kernel runs over its first root's
+    /// iteration space, or that of a root that fixes it (a reduction's, a scan's, a placed
+    /// part's: their axes and regions are those of their own), which then admits no other.
     pub(super) fn group_roots(&mut self) {
         self.groups.clear();
         self.group_kinds.clear();
+        self.group_fixed.clear();
         self.group_of.clear();
         let roots: Vec<ValueId> = self.roots.keys().copied().collect();
         for root in roots {
             let domain = self.domain(root);
             let kind = self.loop_kind(root);
+            let fixes = kind != LoopKind::Elementwise || self.placed_part(root).is_some();
             let (_, deps) = self.walk(root);
             let mut earliest = 0;
             for (dep, kind) in deps {
@@ -381,18 +435,27 @@ impl Plan<'_> {
                     earliest = earliest.max(if kind == Dep::Hard { g + 1 } else { g });
                 }
             }
-            let found = (earliest..self.groups.len())
-                .find(|&g| self.groups[g].0 == domain && self.group_kinds[g].join(kind).is_some());
-            let g = match found {
+            let fits = |g: usize| {
+                let group = &self.groups[g].0;
+                let space =
+                    *group == domain || (same_points(group, &domain) && !(fixes && self.group_fixed[g]));
+                space && self.group_kinds[g].join(kind).is_some()
+            };
+            let g = match (earliest..self.groups.len()).find(|&g| fits(g)) {
                 Some(g) => g,
                 None => {
-                    self.groups.push((domain, Vec::new()));
+                    self.groups.push((domain.clone(), Vec::new()));
                     self.group_kinds.push(LoopKind::Elementwise);
+                    self.group_fixed.push(false);
                     self.groups.len() - 1
                 }
             };
             if let Some(joined) = self.group_kinds[g].join(kind) {
                 self.group_kinds[g] = joined;
+            }
+            if fixes {
+                self.groups[g].0 = domain;
+                self.group_fixed[g] = true;
             }
             self.groups[g].1.push(root);
             self.group_of.insert(root, g);

@@ -130,6 +130,53 @@ fn every_lane_count_combines_as_the_interpreter_does() {
     }
 }
 
+/// A small reduction body runs several steps of its lanes per loop iteration, the steps left
+/// one at a time, then the points left one by one: every length around those boundaries, with
+/// an elementwise output stored beside the reductions (a value and its gradient) and rows of
+/// a 2-D input, gives the interpreter's bits at every lane count.
+#[test]
+fn unrolled_reduction_steps_match_the_interpreter() {
+    for dtype in ["f32", "f64"] {
+        for lanes in [4u32, 8, 16, 32] {
+            let step = lanes as usize;
+            let mut lengths: Vec<usize> = (1..=step + 1).step_by(step.div_ceil(8)).collect();
+            for k in [2, 4, 7, 8, 9, 17] {
+                lengths.extend([k * step - 1, k * step, k * step + 1, k * step + step / 2]);
+            }
+            for n in lengths {
+                let text = format!(
+                    "kernel k {{\n %x = input x : {dtype}[{n}]\n %two = const 2 : {dtype}[]\n \
+                     %sq = mul %x, %x : {dtype}[{n}]\n %s = sum %sq axes [0] : {dtype}[]\n \
+                     %g = mul %x, %two : {dtype}[{n}]\n %mx = max %x axes [0] : {dtype}[]\n \
+                     %h = const 0.001 : {dtype}[]\n %one = const 1 : {dtype}[]\n \
+                     %a = mul %x, %h : {dtype}[{n}]\n %b = add %a, %one : {dtype}[{n}]\n \
+                     %p = prod %b axes [0] : {dtype}[]\n output s = %s\n output g = %g\n \
+                     output mx = %mx\n output p = %p\n}}"
+                );
+                let input = random_input(dtype, &[n], u64::from(lanes) * 104_729 + n as u64, -2.0, 2.0);
+                let config = LowerConfig {
+                    reduce_lanes: Some(lanes),
+                    ..LowerConfig::default()
+                };
+                check_bits(&text, &input, &config);
+            }
+            for cols in [step - 1, 2 * step, 8 * step + 3] {
+                let text = format!(
+                    "kernel k {{\n %x = input x : {dtype}[3, {cols}]\n \
+                     %sq = mul %x, %x : {dtype}[3, {cols}]\n %s = sum %sq axes [1] : {dtype}[3]\n \
+                     output s = %s\n}}"
+                );
+                let input = random_input(dtype, &[3, cols], u64::from(lanes) + cols as u64, -2.0, 2.0);
+                let config = LowerConfig {
+                    reduce_lanes: Some(lanes),
+                    ..LowerConfig::default()
+                };
+                check_bits(&text, &input, &config);
+            }
+        }
+    }
+}
+
 #[test]
 fn rows_pieces_groups_and_columns_match_the_interpreter() {
     let leaf = REDUCE_LEAF_POINTS;

@@ -47,13 +47,9 @@ impl<'k> Gen<'_, 'k> {
     ) -> Result<Value, BackendError> {
         let Place { w, pos: at, offs } = place;
         let inner = self.inner_stride(k);
-        if w == 1 {
-            let addr = self.address(b, k, base, at, offs, 0);
-            return Ok(self.load_scalar(b, addr, Some(k), dtype));
-        }
-        if inner == 1 && dtype != DType::Bool {
-            let addr = self.address(b, k, base, at, offs, 0);
-            return Ok(b.ins().load(cl_type(dtype, w), mem(), addr, 0));
+        if w == 1 || (inner == 1 && dtype != DType::Bool) {
+            let (addr, disp) = self.address_disp(b, k, at, offs, 0);
+            return Ok(b.ins().load(cl_type(dtype, w), mem(), addr, disp));
         }
         let lanes = if inner == 0 { 1 } else { w };
         if dtype == DType::F64 && lanes == 2 {
@@ -324,14 +320,9 @@ impl<'k> Gen<'_, 'k> {
         let Place { w, pos: at, offs } = place;
         let access = &self.fx.info.accesses[k];
         let (dtype, inner) = (access.dtype, self.inner_stride(k));
-        if w == 1 {
-            let addr = self.address(b, k, base, at, offs, 0);
-            b.ins().store(mem(), v, addr, 0);
-            return Ok(());
-        }
-        if inner == 1 && dtype != DType::Bool {
-            let addr = self.address(b, k, base, at, offs, 0);
-            b.ins().store(mem(), v, addr, 0);
+        if w == 1 || (inner == 1 && dtype != DType::Bool) {
+            let (addr, disp) = self.address_disp(b, k, at, offs, 0);
+            b.ins().store(mem(), v, addr, disp);
             return Ok(());
         }
         for lane in 0..w {

@@ -231,6 +231,33 @@ impl<'k> Gen<'_, 'k> {
         self.add(b, ptrs[k], step)
     }
 
+    /// [`Gen::address`] of a buffer access as a base and a constant displacement: a position
+    /// that is another one plus a constant (the chunks of a vector loop's step) shares that
+    /// position's address, and the constant goes into the load's or store's immediate offset
+    /// (one address computation for the chunks instead of one per chunk).
+    pub(super) fn address_disp(
+        &self,
+        b: &mut FunctionBuilder<'_>,
+        k: usize,
+        at: Value,
+        ptrs: &[Value],
+        lane: u8,
+    ) -> (Value, i32) {
+        let access = &self.fx.info.accesses[k];
+        let step_bytes = (self.inner_stride(k) * access.elem_bytes()) as i64;
+        let known = self.caches.known.borrow().get(&at).copied();
+        if let Some(Known::Offset(root, c)) = known
+            && step_bytes != 0
+            && let Some(disp) = c
+                .checked_add(i64::from(lane))
+                .and_then(|p| p.checked_mul(step_bytes))
+                .and_then(|d| i32::try_from(d).ok())
+        {
+            return (self.address(b, k, root, root, ptrs, 0), disp);
+        }
+        (self.address(b, k, at, at, ptrs, lane), 0)
+    }
+
     /// Byte addresses from element offsets (per access).
     pub(super) fn pointers(
         &self,

@@ -2,6 +2,13 @@
 
 use super::*;
 
+/// Accumulator-loop vectors per iteration of a small reduction body's loop
+/// ([`Gen::emit_vector_partials`]).
+const REDUCE_UNROLL_VECTORS: u32 = 8;
+
+/// The most LIR instructions of a reduction body whose loop runs several steps per iteration.
+const REDUCE_UNROLL_MAX_BODY: usize = 16;
+
 pub(super) struct ReduceInfo {
     pub(super) index: usize,
     pub(super) op: ReduceOp,
@@ -245,52 +252,122 @@ impl<'k> Gen<'_, 'k> {
         partials: Option<&Partials>,
     ) -> Result<(), BackendError> {
         let w = self.cur.width;
-        let lanes = partials.map_or(1, |p| p.lanes);
-        let vector_reduce = partials.is_some_and(|p| w > 1 && p.lanes % u32::from(w) == 0);
         let mut j = start;
-        if w > 1 && (partials.is_none() || vector_reduce) {
-            let step = if vector_reduce {
-                i64::from(lanes)
-            } else {
-                i64::from(w)
-            };
-            // Accumulator vectors are carried through the loop as block parameters.
-            let carried = match partials {
-                Some(p) => p.load_vectors(b, w)?,
-                None => Vec::new(),
-            };
-            let (after, accs) = self.emit_loop(b, j, end, step, &carried, &mut |g, b, at, accs| {
-                let mut accs = accs.to_vec();
-                let chunks = if vector_reduce { lanes / u32::from(w) } else { 1 };
-                for k in 0..chunks {
-                    let pos = if k == 0 {
-                        at
-                    } else {
-                        b.ins().iadd_imm_s(at, i64::from(k) * i64::from(w))
-                    };
-                    let mut reduced = Vec::new();
-                    g.emit_body(b, w, pos, offs, &mut reduced)?;
-                    if let Some(p) = partials {
-                        for (r, (_, value)) in p.reduces.iter().zip(reduced) {
-                            let idx = r.index * (lanes / u32::from(w)) as usize + k as usize;
-                            let mut e = Emitter {
-                                b: &mut *b,
-                                w,
-                                imports: g.fx.imports,
-                            };
-                            accs[idx] = e.combine(r.op, accs[idx], value, r.dtype)?;
-                        }
-                    }
-                }
-                Ok(accs)
-            })?;
-            if let Some(p) = partials {
-                p.store_vectors(b, w, &accs)?;
+        match partials {
+            Some(p) if w > 1 && p.lanes % u32::from(w) == 0 => {
+                j = self.emit_vector_partials(b, (start, end), offs, p)?;
             }
-            j = after;
+            Some(_) => {}
+            None if w > 1 => {
+                let (after, _) = self.emit_loop(b, j, end, i64::from(w), &[], &mut |g, b, at, _| {
+                    g.emit_body(b, w, at, offs, &mut Vec::new())?;
+                    Ok(Vec::new())
+                })?;
+                j = after;
+            }
+            None => {}
         }
         // Scalar tail (or the whole loop when not vectorised).
         self.emit_scalar_points(b, j, end, offs, partials)
+    }
+
+    /// The whole vector steps of `start..end` (a step is `p.lanes` points, one vector per
+    /// `width` lanes of partials) with the accumulator vectors carried in registers; returns
+    /// the first point not processed. A small body runs [`REDUCE_UNROLL_VECTORS`] vectors per
+    /// iteration of a loop tested at its end (then the steps left one at a time): every lane
+    /// still adds its points in the order of the steps, so the bits are those of one step per
+    /// iteration.
+    fn emit_vector_partials(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        (start, end): (Value, Value),
+        offs: &[Value],
+        p: &Partials,
+    ) -> Result<Value, BackendError> {
+        let w = self.cur.width;
+        let chunks = p.lanes / u32::from(w);
+        let small = self.kernel().body.len() <= REDUCE_UNROLL_MAX_BODY;
+        let steps = if small {
+            (REDUCE_UNROLL_VECTORS / chunks).max(1)
+        } else {
+            1
+        };
+        let step = i64::from(p.lanes);
+        // Accumulator vectors are carried through the loop as block parameters.
+        let carried = p.load_vectors(b, w)?;
+        let group = |g: &mut Self, b: &mut FunctionBuilder<'_>, at: Value, accs: &[Value], steps: u32| {
+            let mut accs = accs.to_vec();
+            for k in 0..steps * chunks {
+                // Tracked as `at` plus a constant: the chunks' accesses share `at`'s address
+                // and differ in their immediate offsets.
+                let pos = g.add_imm(b, at, i64::from(k) * i64::from(w));
+                let mut reduced = Vec::new();
+                g.emit_body(b, w, pos, offs, &mut reduced)?;
+                for (r, (_, value)) in p.reduces.iter().zip(reduced) {
+                    let idx = r.index * chunks as usize + (k % chunks) as usize;
+                    let mut e = Emitter {
+                        b: &mut *b,
+                        w,
+                        imports: g.fx.imports,
+                    };
+                    accs[idx] = e.combine(r.op, accs[idx], value, r.dtype)?;
+                }
+            }
+            Ok(accs)
+        };
+        let (mut after, mut accs) = self.emit_loop_tested_at_end(
+            b,
+            (start, end),
+            step * i64::from(steps),
+            &carried,
+            &mut |g, b, at, accs| group(g, b, at, accs, steps),
+        )?;
+        if steps > 1 {
+            (after, accs) = self.emit_loop(b, after, end, step, &accs, &mut |g, b, at, accs| {
+                group(g, b, at, accs, 1)
+            })?;
+        }
+        p.store_vectors(b, w, &accs)?;
+        Ok(after)
+    }
+
+    /// `for at in (start..end).step_by(step)` while a whole step fits, as [`Gen::emit_loop`],
+    /// with the test at the end of the body (one branch per iteration, and none when the range
+    /// holds no whole step). Returns the first `at` not processed and the final carried values.
+    fn emit_loop_tested_at_end(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        (start, end): (Value, Value),
+        step: i64,
+        carried: &[Value],
+        body: &mut LoopBody<'_, Self>,
+    ) -> Result<(Value, Vec<Value>), BackendError> {
+        let body_block = b.create_block();
+        let exit = b.create_block();
+        for block in [body_block, exit] {
+            b.append_block_param(block, types::I64);
+            for &v in carried {
+                let ty = b.func.dfg.value_type(v);
+                b.append_block_param(block, ty);
+            }
+        }
+        // Positions are far below `i64::MAX`, so `end - step` compares as a signed number.
+        let last = b.ins().iadd_imm_s(end, -step);
+        let enter = b.ins().icmp(IntCC::SignedLessThanOrEqual, start, last);
+        let args = position_args(start, carried);
+        b.ins().brif(enter, body_block, &args, exit, &args);
+        b.switch_to_block(body_block);
+        let params = b.block_params(body_block).to_vec();
+        let (at, vals) = (params[0], params[1..].to_vec());
+        let new_vals = body(self, b, at, &vals)?;
+        let new_vals = if new_vals.is_empty() { vals } else { new_vals };
+        let next = b.ins().iadd_imm_s(at, step);
+        let again = b.ins().icmp(IntCC::SignedLessThanOrEqual, next, last);
+        let args = position_args(next, &new_vals);
+        b.ins().brif(again, body_block, &args, exit, &args);
+        b.switch_to_block(exit);
+        let out = b.block_params(exit).to_vec();
+        Ok((out[0], out[1..].to_vec()))
     }
 
     /// Reduction kernels: with one accumulator per output, [`Gen::emit_reduction_across`];

@@ -14,9 +14,13 @@
 //! input or a stored value, which each kernel reads through its strides), or a value of a
 //! quarter or less of its kernel's iteration space whose computation there (one dear op, or a
 //! chain of cheap ones) costs more per point than a load. Every other value is computed inside the kernel of the materialised values
-//! (*roots*) that use it. Roots with the same iteration space are merged into one kernel when
-//! their dependencies allow, so outputs that share inputs and intermediate values come out of one
-//! loop; a reduction of a value computed in a kernel is that kernel's epilogue. Broadcasts never
+//! (*roots*) that use it. Roots with the same iteration space, or one that differs only by axes of
+//! one (`[n]` beside `vmap`'s `[n, 1]`: the same points in the same row-major order), are merged
+//! into one kernel when their dependencies allow, so outputs that share inputs and intermediate
+//! values come out of one loop; a root over the other space is computed in a frame that drops or
+//! inserts those axes, and a root of the kernel read under such reshapes is taken where it was
+//! computed. A reduction of a value computed in a kernel is that kernel's epilogue (a reduction
+//! or scan fixes its kernel's iteration space: its axes are its own). Broadcasts never
 //! copy: a value of shape `S` read in a kernel of domain `D` is loaded with the broadcast strides
 //! of `S` in `D`, and since elementwise ops commute with broadcasting, in-kernel values of a
 //! smaller shape are simply computed at every point. An `iota` is never stored: it is an `index`

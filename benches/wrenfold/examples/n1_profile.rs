@@ -1,8 +1,10 @@
 //! What one unbatched call of each of wrenfold's kernels runs: the program's kernels (their
 //! loop points and LIR instruction counts) and its arena; with `--lir` the LIR, with `--clif`
 //! the CPU backend's code of each kernel (one function per kernel, as `rfx dump` shows it);
-//! with `--calls N`, N bound calls (`run_slices`) of each kernel (`--kernel NAME` for one), or
-//! with `--hw` N calls of the hand-written function, for a profiler:
+//! with `--program` the one function an unbatched call runs (its CLIF after Cranelift's
+//! mid-end, and its machine code); with `--calls N`, N bound calls (`run_slices`) of each
+//! kernel (`--kernel NAME` for one), or with `--hw` N calls of the hand-written function, for
+//! a profiler:
 //!
 //! ```text
 //! cargo build --release -p wrenfold-bench --example n1_profile
@@ -53,6 +55,13 @@ fn main() -> Result<(), String> {
             let dumps = rfx_codegen_cpu::dump(lir).map_err(|e| e.to_string())?;
             for (name, clif, asm) in dumps {
                 println!("== {name}\n{clif}\n{asm}");
+            }
+        }
+        if args.iter().any(|a| a == "--program") {
+            let options = rfx::CompileOptions::default();
+            match rfx_codegen_cpu::dump_program(lir, &options).map_err(|e| e.to_string())? {
+                Some((clif, asm)) => println!("== program\n{clif}\n{asm}"),
+                None => println!("== one function per kernel"),
             }
         }
         if calls > 0 && args.iter().any(|a| a == "--hw") {

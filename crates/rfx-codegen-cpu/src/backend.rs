@@ -91,7 +91,7 @@ pub(crate) fn compile_code(
             literals: &literals,
             mid_end: target.mid_end,
         };
-        build_program(&mut module, items, program, &plan, fast_math)?
+        build_program(&mut module, items, program, &plan, fast_math, false)?
     } else {
         None
     };
@@ -268,7 +268,8 @@ impl CpuCompiled {
     /// The number of JIT functions a call runs: one per kernel, or one for the whole program
     /// when every kernel is too small to split across threads (a control loop's call; the
     /// kernels' code is the same, each continuing into the next instead of returning). Dumps
-    /// (`dump`, [`CpuCompiled::clif`]) always show one function per kernel.
+    /// (`dump`, [`CpuCompiled::clif`]) show one function per kernel; [`dump_program`] shows the
+    /// one function.
     pub fn function_count(&self) -> usize {
         self.code.kernels.len()
     }
@@ -389,6 +390,35 @@ pub fn dump_with(
         .zip(code.clif.iter().zip(&code.asm))
         .map(|(k, (clif, asm))| (k.name.clone(), clif.clone(), asm.clone().unwrap_or_default()))
         .collect())
+}
+
+/// The CLIF text (after Cranelift's mid-end, as compiled) and the machine code listing of the one
+/// function `program` compiles to when a call runs it whole
+/// ([`crate::codegen::runs_as_one_function`]: the unbatched call of a program of small kernels);
+/// `None` for a program compiled one function per kernel ([`dump_with`] shows those).
+pub fn dump_program(
+    program: &LirProgram,
+    options: &CompileOptions,
+) -> Result<Option<(String, String)>, BackendError> {
+    rfx_ir::lir::verify(program).map_err(|e| BackendError::Lower(rfx_lower::LowerError::InvalidLir(e)))?;
+    if !runs_as_one_function(program) {
+        return Ok(None);
+    }
+    let target = target::target(options.cpu_target)?;
+    let fast_math = options.fast_math && target.features.fma;
+    let mut module = new_module(&target);
+    let imports = ImportIds::declare(&mut module, target.features.routines).map_err(compile_error)?;
+    let literals = define_literals(&mut module, program)?;
+    let plan = run_steps(program, &table_entries(program))?;
+    let items = ModuleItems {
+        imports: &imports,
+        literals: &literals,
+        mid_end: target.mid_end,
+    };
+    let function = build_program(&mut module, items, program, &plan, fast_math, true)?;
+    // SAFETY: nothing of the module's code is kept; it is freed before any of it could run.
+    unsafe { module.free_memory() };
+    Ok(function.map(|f| (f.clif, f.disasm.unwrap_or_default())))
 }
 
 #[inline]

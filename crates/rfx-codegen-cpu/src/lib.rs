@@ -53,4 +53,4 @@ mod target;
 mod test_rng;
 mod transcendental;
 
-pub use backend::{CpuBackend, CpuCompiled, compile, dump, dump_with};
+pub use backend::{CpuBackend, CpuCompiled, compile, dump, dump_program, dump_with};

@@ -124,10 +124,10 @@ pub(crate) fn target(target: CpuTarget) -> Result<Target, BackendError> {
 }
 
 /// A target's ISA with Cranelift's mid-end on (`opt_level = speed`: e-graph GVN, LICM,
-/// folding, redundant-load elimination), run on a large kernel's function before it is
-/// compiled with [`Target::isa`] (see `codegen::wants_mid_end`). Built once per process and
-/// target, on the first large kernel: a process that compiles only small kernels never
-/// builds it.
+/// folding, redundant-load elimination), run on a large kernel's function and on a program's
+/// one function (`codegen::build_program`) before it is compiled with [`Target::isa`] (see
+/// `codegen::wants_mid_end`). Built once per process and target, on first use: a process that
+/// compiles only small kernels, each its own function, never builds it.
 #[derive(Clone, Copy)]
 pub(crate) struct MidEnd {
     target: CpuTarget,
@@ -160,8 +160,9 @@ fn build_isa(target: CpuTarget, level: &str) -> Result<OwnedTargetIsa, String> {
     // rfx-opt has already simplified and de-duplicated the kernel, and the emitter shares
     // address arithmetic within each block (`Caches::memo`). On small kernels the code
     // executes about the same instructions with it on, and compiling takes fewer. Instruction
-    // selection still folds addressing modes and immediates. Large kernels run the mid-end
-    // first with the `speed` ISA (`codegen::wants_mid_end`).
+    // selection still folds addressing modes and immediates. Large kernels, and the one
+    // function of a program of small kernels (`codegen::build_program`), run the mid-end first
+    // with the `speed` ISA (`codegen::wants_mid_end`).
     set(&mut flags, "opt_level", level)?;
     set(
         &mut flags,

@@ -186,3 +186,84 @@ fn a_one_function_program_with_a_large_arena_keeps_it_in_the_scratch() {
         lir.arena_bytes()
     );
 }
+
+/// Two kernels of one element each: the first stores `x[0] * x[2] + x[1]` in a temporary, the
+/// second scales `x` by it.
+const FORWARDED: &str = "lir forwarded arena 64 align 64 {
+  buf0: f64[3] = input x
+  buf1: f64[] = arena 0
+  buf2: f64[3] = output y
+  kernel k0 dims [] reduce 0 vector 2 thread_min 32768 tile 1024 lanes 1 {
+    slots [f64, f64, f64]
+    preamble {}
+    body {
+      s0 = load buf0 []
+      s1 = load buf0 [] offset 2
+      s2 = mul s0, s1
+      s0 = load buf0 [] offset 1
+      s1 = add s2, s0
+      store buf1 [] = s1
+    }
+  }
+  kernel k1 dims [3] reduce 0 vector 2 thread_min 32768 tile 1024 lanes 1 {
+    slots [f64, f64, f64]
+    preamble {
+      s0 = load buf1 [0]
+    }
+    body {
+      s1 = load buf0 [1]
+      s2 = mul s1, s0
+      store buf2 [1] = s2
+    }
+  }
+}";
+
+#[test]
+fn the_one_function_reads_a_temporary_from_the_register_it_was_stored_from() {
+    let lir = rfx_ir::lir::parse(FORWARDED).expect("LIR text");
+    let (clif, _) = rfx_codegen_cpu::dump_program(&lir, &CompileOptions::default())
+        .expect("compile")
+        .expect("one function");
+    // The arena is the function's first stack slot; every address in it is `stack_addr ss0`.
+    let arena: Vec<&str> = clif
+        .lines()
+        .filter_map(|line| line.trim().split_once(" = stack_addr.i64 ss0"))
+        .map(|(value, _)| value)
+        .collect();
+    let uses = |op: &str| {
+        clif.lines()
+            .filter(|line| line.contains(op))
+            .filter(|line| line.split([' ', ',', '+']).any(|word| arena.contains(&word)))
+            .count()
+    };
+    assert!(!arena.is_empty(), "no arena address:\n{clif}");
+    assert_eq!(uses("store "), 1, "the first kernel's store:\n{clif}");
+    assert_eq!(
+        uses(" load."),
+        0,
+        "the second kernel reloads the temporary:\n{clif}"
+    );
+    // And the values are the interpreter's, specials included.
+    let compiled = compile(&lir, &CompileOptions::default()).expect("compile");
+    assert_eq!(compiled.function_count(), 1);
+    for x in [
+        [1.5, -2.0, 0.25],
+        [f64::INFINITY, 1.0, 0.0],
+        [f64::NAN, 3.0, -1.0],
+        [-0.0, -0.0, 7.0],
+        [1e308, 1e308, 10.0],
+    ] {
+        let input = rfx_ir::Array::new([3], rfx_ir::ArrayData::F64(x.to_vec())).expect("array");
+        let (got, want) = common::run_with_interpreter(&compiled, &lir, &[input]);
+        for i in 0..3 {
+            let (a, b) = (
+                got[0].get(i).expect("got").to_f64(),
+                want[0].get(i).expect("want").to_f64(),
+            );
+            assert!(
+                a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                "{x:?}[{i}]: {a} vs {b}"
+            );
+        }
+    }
+}

@@ -340,7 +340,8 @@ pub(crate) struct BuiltKernel {
 /// time is spent once on many points; a smaller kernel executes about the same instructions
 /// either way (some more: values hoisted out of its inner loops stay live across them), and
 /// its compile time is most of what it costs. The mid-end's rewrites are IEEE-exact, so a
-/// kernel gives the same bits either way.
+/// kernel gives the same bits either way. (The one function of a program of small kernels runs
+/// the mid-end whatever its size: [`build_program`].)
 pub(crate) const MID_END_MIN_BODY: usize = 200;
 
 /// Whether `kernel`'s function runs Cranelift's mid-end ([`MID_END_MIN_BODY`]).
@@ -503,21 +504,26 @@ fn checked_frame(ctx: &Context) -> Result<u32, BackendError> {
 /// code is what [`build_kernel`] makes of it, with its return replaced by a jump to the code
 /// that follows it. A loop of the plan is a counted loop around its body's code that, with an
 /// exit flag, also leaves after an iteration that leaves the flag false; the code's size does not
-/// depend on the trip count. Returns the function, each kernel's vector width and its frame;
-/// `None` (and nothing defined in `module`) when the function's stack slots would exceed
-/// [`PROGRAM_MAX_FRAME`].
+/// depend on the trip count. The function runs Cranelift's mid-end whatever its size (see
+/// [`MID_END_MIN_BODY`]): it is a call's whole work, and its kernels repeat constants, splats
+/// and addresses that only the mid-end merges across them. With `want_disasm` the function's
+/// CLIF (after the mid-end) and machine code are kept. Returns the function, each kernel's
+/// vector width and its frame; `None` (and nothing defined in `module`) when the function's
+/// stack slots would exceed [`PROGRAM_MAX_FRAME`].
 pub(crate) fn build_program(
     module: &mut JITModule,
     items: ModuleItems<'_>,
     program: &LirProgram,
     plan: &[RunStep],
     contract: bool,
+    want_disasm: bool,
 ) -> Result<Option<ProgramFunction>, BackendError> {
     let ptr = module.target_config().pointer_type();
     let name = "rfx_program";
     let mut ctx = module.make_context();
     let mut fbc = FunctionBuilderContext::new();
     ctx.func.signature = kernel_signature(module);
+    ctx.set_disasm(want_disasm);
     let infos = program
         .kernels()
         .iter()
@@ -564,15 +570,32 @@ pub(crate) fn build_program(
     }
     let (id, _) = declare_kernel_function(module, name)?;
     ctx.func.name = UserFuncName::user(0, id.as_u32());
+    // The kernels' code in one function repeats what each kernel builds for itself (constants,
+    // splats, buffer addresses) and reloads values another kernel just stored: the mid-end
+    // merges the repeats (GVN) and drops the loads that repeat one before them.
+    ctx.optimize(&*items.mid_end.isa()?, &mut ControlPlane::default())
+        .map_err(|e| internal(format!("optimize {name}: {e:?}")))?;
+    let clif = if want_disasm {
+        without_unused_declarations(&ctx.func.display().to_string())
+    } else {
+        String::new()
+    };
     module
         .define_function(id, &mut ctx)
         .map_err(|e| internal(format!("define {name}: {e:?}")))?;
     let frame = checked_frame(&ctx)?;
+    let disasm = if want_disasm {
+        ctx.compiled_code().and_then(|c| c.vcode.clone())
+    } else {
+        None
+    };
     Ok(Some(ProgramFunction {
         id,
         widths,
         frame,
         arguments_only: in_frame,
+        clif,
+        disasm,
     }))
 }
 
@@ -587,6 +610,10 @@ pub(crate) struct ProgramFunction {
     /// addresses in call order ([`crate::steps::argument_entries`]); otherwise the table is the
     /// per-kernel functions' ([`table_entries`]), the arena in the caller's scratch.
     pub(crate) arguments_only: bool,
+    /// Its CLIF text as compiled, after the mid-end (empty unless asked for).
+    pub(crate) clif: String,
+    /// Its machine code, as text (when asked for).
+    pub(crate) disasm: Option<String>,
 }
 
 /// The largest arena a program compiled as one function keeps in its stack frame (beside the

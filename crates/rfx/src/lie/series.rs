@@ -202,4 +202,14 @@ mod tests {
             assert!(t64 > 1e-4 && t64 < t32, "series {i}: thresholds {t64}, {t32}");
         }
     }
+
+    /// `so3::log_with_jacobians_parts` takes the closed form of [`INV_COT`] only where `Log`
+    /// takes its own (`θ² <= 4 y²`, `y = ‖v‖ / w`), and reuses `Log`'s `θ` and `‖v‖` there.
+    #[test]
+    fn log_series_region_is_inside_the_inverse_jacobian_series_region() {
+        for dtype in [DType::F64, DType::F32] {
+            let (atan, inv_cot) = (ATAN.threshold(dtype), INV_COT.threshold(dtype));
+            assert!(4.0 * atan < inv_cot, "{dtype}: 4 × {atan} against {inv_cot}");
+        }
+    }
 }

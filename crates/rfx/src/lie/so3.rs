@@ -22,6 +22,22 @@ pub(crate) fn exp_parts(omega: V3) -> Quat {
 /// factor `θ / ‖v‖ = (2 / w) atan(y) / y` comes from its series in `y² = ‖v‖² / w²`.
 /// Invariant to the scale of `q` (a non-unit `q` gives the log of its direction).
 pub(crate) fn log_parts(q: Quat) -> V3 {
+    log_terms(q).omega
+}
+
+/// `Log(q)` and the terms of the closed form its Jacobians reuse.
+struct LogTerms {
+    omega: V3,
+    /// `q`'s scalar part, sign-normalised (`w >= 0`).
+    w: Tensor,
+    /// `‖v‖` and `θ = 2 atan2(‖v‖, w)` where the closed form is taken; where the series is
+    /// (`w > 0` there), `1` and `2 atan2(1, w)`: finite, positive, harmless.
+    n: Tensor,
+    theta: Tensor,
+}
+
+/// See [`log_parts`].
+fn log_terms(q: Quat) -> LogTerms {
     let flip = q[0].lt(0.0);
     let [w, x, y, z] = q.map(|c| where_(flip, -c, c));
     let v = [x, y, z];
@@ -31,9 +47,37 @@ pub(crate) fn log_parts(q: Quat) -> V3 {
     let y2 = where_(small, n2 / (w_safe * w_safe), 0.0);
     let near = ATAN.horner(y2) * 2.0 / w_safe;
     let n = where_(small, 1.0, n2).sqrt();
-    let far = n.atan2(w) * 2.0 / n;
+    let theta = n.atan2(w) * 2.0;
+    let far = theta / n;
     let factor = where_(small, near, far);
-    v.map(|c| c * factor)
+    LogTerms {
+        omega: v.map(|c| c * factor),
+        w,
+        n,
+        theta,
+    }
+}
+
+/// `Log(q)` with `Jr⁻¹(Log q)` and `Jl⁻¹(Log q)`, whose `[ω]×²` coefficient
+/// `1/θ² - cot(θ/2)/(2θ)` takes `cot(θ/2) = w / ‖v‖` from the quaternion itself (no sine or
+/// cosine of `θ/2` after the `atan2`). Below [`INV_COT`]'s threshold on `θ² = ‖ω‖²` its series
+/// is taken, as in [`jacobian_inv_parts`]; at `θ = π`, `w = 0` makes the cotangent term `0`.
+/// Where the closed form is taken, so is `Log`'s (`θ² <= 4 ‖v‖²/w²`, and `4` times
+/// [`ATAN`]'s threshold is below [`INV_COT`]'s: a test in `series.rs`), so `θ` and `‖v‖`
+/// there are the logarithm's; elsewhere they are its harmless stand-ins.
+pub(crate) fn log_with_jacobians_parts(q: Quat) -> (V3, M3, M3) {
+    let LogTerms { omega, w, n, theta } = log_terms(q);
+    let theta2 = dot(omega, omega);
+    let small = theta2.lt(INV_COT.threshold(theta2.dtype()));
+    let near = INV_COT.horner(where_(small, theta2, 0.0));
+    let far = (theta * theta).recip() - w / (n * theta * 2.0);
+    let b = where_(small, near, far);
+    let half = |h: f64| theta2.full_like(h);
+    (
+        omega,
+        jacobian_form(omega, theta2, half(0.5), b),
+        jacobian_form(omega, theta2, half(-0.5), b),
+    )
 }
 
 /// The Hamilton product `a ⊗ b`.
@@ -75,9 +119,8 @@ pub(crate) fn rotation(q: Quat) -> M3 {
     ]
 }
 
-/// `I + a [ω]× + b [ω]×²`, with `[ω]×² = ω ωᵀ - θ² I`.
-fn jacobian_form(omega: V3, a: Tensor, b: Tensor) -> M3 {
-    let theta2 = dot(omega, omega);
+/// `I + a [ω]× + b [ω]×²`, with `[ω]×² = ω ωᵀ - θ² I` (`theta2 = θ²`).
+fn jacobian_form(omega: V3, theta2: Tensor, a: Tensor, b: Tensor) -> M3 {
     let diagonal = 1.0 - b * theta2;
     let s = skew(omega);
     std::array::from_fn(|i| {
@@ -102,7 +145,7 @@ pub(crate) fn jacobian_parts(omega: V3, side: Side) -> M3 {
         Side::Right => -a,
         Side::Left => a,
     };
-    jacobian_form(omega, a, b)
+    jacobian_form(omega, theta2, a, b)
 }
 
 /// The inverse of [`jacobian_parts`]: `I ± ½ [ω]× + (1/θ² - cot(θ/2)/(2θ)) [ω]×²` (`θ < 2π`).
@@ -112,7 +155,7 @@ pub(crate) fn jacobian_inv_parts(omega: V3, side: Side) -> M3 {
         Side::Right => 0.5,
         Side::Left => -0.5,
     });
-    jacobian_form(omega, half, INV_COT.eval(theta2))
+    jacobian_form(omega, theta2, half, INV_COT.eval(theta2))
 }
 
 fn quat(op: &'static str, q: Tensor) -> Quat {
@@ -189,6 +232,17 @@ pub fn so3_jr_inv(omega: Tensor) -> Tensor {
 /// `Jl(ω)⁻¹` in closed form: the left Jacobian of `Log`, `Log(Exp(δ) ∘ q) ≈ Log(q) + Jl⁻¹(Log q) δ`.
 pub fn so3_jl_inv(omega: Tensor) -> Tensor {
     matrix(&jacobian_inv_parts(vec3("so3_jl_inv", omega), Side::Left))
+}
+
+/// `Log(q)` with the Jacobians of `Log` at `q`, `(ω, Jr⁻¹(ω), Jl⁻¹(ω))` (`[.., 3]`,
+/// `[.., 3, 3]`, `[.., 3, 3]`): the values of [`so3_log`], [`so3_jr_inv`] and [`so3_jl_inv`]
+/// of it (to rounding), with the Jacobians' coefficient taken from the quaternion
+/// (`cot(θ/2) = w / ‖v‖`) instead of the sine and cosine of `θ/2`, so the `atan2` of the
+/// logarithm is the only transcendental function. Exact near `θ = 0` and at `θ = π`; `q` need
+/// not be exactly unit (its direction is used) but must not be zero.
+pub fn so3_log_with_jacobians(q: Tensor) -> (Tensor, Tensor, Tensor) {
+    let (omega, jr_inv, jl_inv) = log_with_jacobians_parts(quat("so3_log_with_jacobians", q));
+    (stack(&omega), matrix(&jr_inv), matrix(&jl_inv))
 }
 
 /// The Jacobians of `a ∘ b` with respect to `a` and `b` on `side`: right `(R(b)ᵀ, I)`,

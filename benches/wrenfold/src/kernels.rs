@@ -154,10 +154,10 @@ pub const ALL: [Spec; 4] = [
 ];
 
 fn local_coords(q0: Tensor, q1: Tensor) -> (Tensor, Tensor, Tensor) {
-    let v = lie::so3_log(lie::so3_between(q0, q1));
+    let (v, jr_inv, jl_inv) = lie::so3_log_with_jacobians(lie::so3_between(q0, q1));
     // q1 ∘ Exp(δ): Log(x ∘ Exp(δ)) = Log(x) + Jr⁻¹ δ. q0 ∘ Exp(δ): the difference becomes
     // Exp(-δ) ∘ x, so Log moves by -Jl⁻¹ δ.
-    (v, -lie::so3_jl_inv(v), lie::so3_jr_inv(v))
+    (v, -jl_inv, jr_inv)
 }
 
 fn quat_interpolation(q0: Tensor, q1: Tensor, alpha: Tensor) -> Vec<Tensor> {

@@ -35,7 +35,7 @@ __all__ = [
     "so2_act", "so2_between", "so2_compose", "so2_exp", "so2_interp", "so2_inverse", "so2_log",
     "so3_act", "so3_act_jacobians", "so3_between", "so3_compose", "so3_compose_jacobians",
     "so3_exp", "so3_interp", "so3_inverse", "so3_inverse_jacobian", "so3_jl", "so3_jl_inv",
-    "so3_jr", "so3_jr_inv", "so3_log", "so3_to_matrix",
+    "so3_jr", "so3_jr_inv", "so3_log", "so3_log_with_jacobians", "so3_to_matrix",
 ]
 
 # -- series -----------------------------------------------------------------------------------
@@ -217,7 +217,9 @@ def _so3_exp(w):
     return [_HALF_COS(theta2), k * w[0], k * w[1], k * w[2]]
 
 
-def _so3_log(q):
+def _so3_log_terms(q):
+    """`Log(q)` with the sign-normalised `w`, and `‖v‖` and `θ` where the closed form is taken
+    (`1` and `2 atan2(1, w)`, harmless, where the series is)."""
     flip = q[0] < 0.0
     w, x, y, z = [np.where(flip, -c, c) for c in q]
     v = [x, y, z]
@@ -227,9 +229,27 @@ def _so3_log(q):
     y2 = np.where(small, n2 / (w_safe * w_safe), 0.0)
     near = _ATAN.horner(y2) * 2.0 / w_safe
     n = np.sqrt(np.where(small, 1.0, n2))
-    far = np.arctan2(n, w) * 2.0 / n
+    theta = np.arctan2(n, w) * 2.0
+    far = theta / n
     factor = np.where(small, near, far)
-    return [c * factor for c in v]
+    return [c * factor for c in v], w, n, theta
+
+
+def _so3_log(q):
+    return _so3_log_terms(q)[0]
+
+
+def _so3_log_with_jacobians(q):
+    # `1/θ² - cot(θ/2)/(2θ)` with `cot(θ/2) = w/‖v‖`; its closed form is taken only where the
+    # log's is (`θ² <= 4‖v‖²/w²`, and 4 times `_ATAN`'s threshold is below `_INV_COT`'s).
+    omega, w, n, theta = _so3_log_terms(q)
+    theta2 = _dot(omega, omega)
+    small = theta2 < _INV_COT.threshold(theta2.dtype)
+    near = _INV_COT.horner(np.where(small, theta2, 0.0))
+    far = 1.0 / (theta * theta) - w / (n * theta * 2.0)
+    b = np.where(small, near, far)
+    right, left = np.full_like(theta2, 0.5), np.full_like(theta2, -0.5)
+    return omega, _jacobian_form(omega, right, b), _jacobian_form(omega, left, b)
 
 
 def _qmul(a, b):
@@ -349,6 +369,15 @@ def so3_jr_inv(omega):
 def so3_jl_inv(omega):
     """`Jl(ω)⁻¹` in closed form: the left Jacobian of `Log` at `Exp(ω)`."""
     return _matrix(_so3_jac_inv(_split(omega, 3, "so3_jl_inv"), "left"))
+
+
+def so3_log_with_jacobians(q):
+    """`Log(q)` with `Jr⁻¹` and `Jl⁻¹` of it, `(ω, jr_inv, jl_inv)` (`[..., 3]`, `[..., 3, 3]`,
+    `[..., 3, 3]`): the values of `so3_log` and `so3_jr_inv`/`so3_jl_inv` of it, with the
+    coefficient taken from the quaternion (`cot(θ/2) = w/‖v‖`), so `atan2` is the only
+    transcendental function."""
+    omega, jr_inv, jl_inv = _so3_log_with_jacobians(_split(q, 4, "so3_log_with_jacobians"))
+    return _stack(omega), _matrix(jr_inv), _matrix(jl_inv)
 
 
 def so3_compose_jacobians(a, b, side="right"):

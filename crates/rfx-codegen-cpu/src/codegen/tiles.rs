@@ -54,11 +54,14 @@ pub(super) enum TileSrc {
 }
 
 /// The tiled form of an elementwise body (or of a reduction's points): its segments, the staging
-/// buffer (one per value that crosses a segment boundary or is reduced, `TILE` cells of `cell`
+/// buffer (one per value that crosses a segment boundary or is reduced, `tile` cells of `cell`
 /// bytes) of each staged value, and the buffer each invariant routine argument is broadcast
 /// into.
 pub(super) struct TilePlan {
     pub(super) segments: Vec<Segment>,
+    /// Elements per tile: [`TILE`], or fewer where a full tile's staging would exceed
+    /// [`TILE_STAGING_MAX`] (see [`tile_elems`]).
+    pub(super) tile: usize,
     pub(super) staged: HashMap<usize, (StackSlot, u32)>,
     pub(super) invariant: Vec<(SlotId, StackSlot, u32)>,
     /// For a reduction: the staged value (its defining body index) each `Reduce` of the body
@@ -73,6 +76,7 @@ impl TilePlan {
     fn fused(fused: FusedPass) -> TilePlan {
         TilePlan {
             segments: Vec::new(),
+            tile: TILE,
             staged: HashMap::new(),
             invariant: Vec::new(),
             reduced: Vec::new(),
@@ -203,6 +207,33 @@ pub(super) fn staging_buffers(
     buffers
 }
 
+/// The granule of a shortened tile's length, in elements: a whole number of passes of the
+/// segments at any width, and of 32-byte vectors of any cell size.
+const TILE_GRAIN: usize = 64;
+
+/// Elements per tile for staging buffers of `point_bytes` bytes per element in all, around
+/// `calls` routine calls a tile: [`TILE`] where a full tile's buffers fit in
+/// [`TILE_STAGING_MAX`]. Otherwise the staging is worth its stores and loads only while each
+/// call pays for at most a full tile's share of it (`TILE_STAGING_MAX / TILE` bytes an element:
+/// staging 16 `f64` values around each call, a kernel runs faster in shorter tiles than untiled;
+/// 25 a call, slower); then the tile is the longest multiple of [`TILE_GRAIN`] whose buffers
+/// fit, when that is at least `min_tile`. `None` otherwise (the untiled code). A kernel with
+/// many values live across its routine calls so keeps calling the routines, on shorter tiles,
+/// and computes every element as a full tile would (the segments' order within a tile and the
+/// routines' results do not depend on the tile's length).
+pub(super) fn tile_elems(point_bytes: u64, calls: usize, min_tile: usize) -> Option<usize> {
+    let budget = u64::from(TILE_STAGING_MAX);
+    if point_bytes.saturating_mul(TILE as u64) <= budget {
+        return Some(TILE);
+    }
+    if point_bytes > budget / TILE as u64 * calls as u64 {
+        return None;
+    }
+    let fits = usize::try_from(budget / point_bytes).ok()?;
+    let tile = fits / TILE_GRAIN * TILE_GRAIN;
+    (tile >= min_tile.max(TILE_GRAIN)).then_some(tile)
+}
+
 impl<'k> Gen<'_, 'k> {
     /// The tiled plan of this (elementwise) kernel's body, or `None` when no instruction of it is
     /// computed by a tile routine. An op gets a routine when one exists for its op and dtype and
@@ -242,7 +273,17 @@ impl<'k> Gen<'_, 'k> {
         {
             return Ok(Some(TilePlan::fused(fused)));
         }
-        self.allocate_staging(b, segments, &staged_defs, reduced)
+        // Tiles in lanes hold whole groups of rows (`emit_across_tiles`), so only row tiles
+        // shorten; a row tile holds at least one pass of the segments and, for a reduction, a
+        // whole number of its partials' lanes.
+        let min_tile = if direct {
+            let pass = usize::from(self.cur.width) * SEGMENT_UNROLL as usize;
+            let lanes = self.kernel().schedule.reduce_lanes as usize;
+            TILE_GRAIN.max(pass).max(lanes.next_multiple_of(TILE_GRAIN))
+        } else {
+            TILE
+        };
+        self.allocate_staging(b, segments, &staged_defs, (reduced, min_tile))
     }
 
     /// For each body instruction, the defining body index of each value it reads (the
@@ -433,13 +474,14 @@ impl<'k> Gen<'_, 'k> {
     }
 
     /// The staging buffers of the plan's staged values and invariant arguments, shared by
-    /// liveness and 32-byte aligned (`None` when they exceed [`TILE_STAGING_MAX`]).
+    /// liveness and 32-byte aligned, in tiles as long as [`tile_elems`] allows with tiles of at
+    /// least `min_tile` elements (`None` when even those exceed [`TILE_STAGING_MAX`]).
     fn allocate_staging(
         &self,
         b: &mut FunctionBuilder<'_>,
         segments: Vec<Segment>,
         staged_defs: &[usize],
-        reduced: Vec<usize>,
+        (reduced, min_tile): (Vec<usize>, usize),
     ) -> Result<Option<TilePlan>, BackendError> {
         let body = &self.kernel().body;
         let mut cells = HashMap::with_capacity(staged_defs.len());
@@ -472,17 +514,22 @@ impl<'k> Gen<'_, 'k> {
             }
         }
         let buffers = staging_buffers(&segments, &cells, &reduced);
-        let tile_bytes = |cell: u32| u64::from(cell) * TILE as u64;
-        let staging_bytes: u64 = buffers.cells.iter().map(|&cell| tile_bytes(cell)).sum::<u64>()
+        let point_bytes: u64 = buffers.cells.iter().map(|&cell| u64::from(cell)).sum::<u64>()
             + invariant_cells
                 .iter()
-                .map(|&(_, cell)| tile_bytes(cell))
+                .map(|&(_, cell)| u64::from(cell))
                 .sum::<u64>();
-        if staging_bytes > u64::from(TILE_STAGING_MAX) {
-            // More values live across the segments than the staging budget holds: the untiled
-            // code, whose frame holds only its spills, runs the kernel instead.
+        let calls = segments
+            .iter()
+            .filter(|segment| matches!(segment, Segment::Call { .. }))
+            .count();
+        let Some(tile) = tile_elems(point_bytes, calls, min_tile) else {
+            // More values live across the segments than the routine calls repay, or than the
+            // staging budget holds even in the shortest tile: the untiled code, whose frame
+            // holds only its spills, runs the kernel instead.
             return Ok(None);
-        }
+        };
+        let tile_cells = u32::try_from(tile).map_err(|_| internal("tile too long"))?;
         // 32-byte alignment: the tile routines read and write whole AVX2 vectors.
         let stacks: Vec<StackSlot> = buffers
             .cells
@@ -490,7 +537,7 @@ impl<'k> Gen<'_, 'k> {
             .map(|&cell| {
                 b.create_sized_stack_slot(StackSlotData::new(
                     StackSlotKind::ExplicitSlot,
-                    cell * TILE as u32,
+                    cell * tile_cells,
                     5,
                 ))
             })
@@ -505,7 +552,7 @@ impl<'k> Gen<'_, 'k> {
             .map(|(slot, cell)| {
                 let stack = b.create_sized_stack_slot(StackSlotData::new(
                     StackSlotKind::ExplicitSlot,
-                    cell * TILE as u32,
+                    cell * tile_cells,
                     5,
                 ));
                 (slot, stack, cell)
@@ -513,6 +560,7 @@ impl<'k> Gen<'_, 'k> {
             .collect();
         Ok(Some(TilePlan {
             segments,
+            tile,
             staged,
             invariant,
             reduced,
@@ -560,7 +608,7 @@ impl<'k> Gen<'_, 'k> {
             let unroll = g.cur.segment_unroll;
             let step = i64::from(w) * unroll;
             let left = b.ins().isub(end, at);
-            let tile = b.ins().iconst(types::I64, TILE as i64);
+            let tile = b.ins().iconst(types::I64, plan.tile as i64);
             let rest = b.ins().iadd_imm_s(left, -step);
             let rest_short = b.ins().icmp(IntCC::UnsignedLessThan, rest, tile);
             let full = b.ins().select(rest_short, rest, tile);
@@ -746,7 +794,7 @@ impl<'k> Gen<'_, 'k> {
                 })?;
             let base = self.stack_base(b, stack);
             let step = i64::from(cell) * i64::from(w);
-            let bytes = i64::from(cell) * TILE as i64;
+            let bytes = i64::from(cell) * plan.tile as i64;
             let fill = b.create_block();
             let done = b.create_block();
             b.append_block_param(fill, types::I64);
@@ -854,7 +902,10 @@ impl<'k> Gen<'_, 'k> {
         let step = usize::from(self.cur.width) * self.cur.segment_unroll.max(1) as usize;
         // Tiles of `size` elements and the rest; a rest shorter than one pass of the segments
         // borrows `shift` elements (a multiple of `lanes`) from the tile before it.
-        let size = (TILE / lanes * lanes).max(lanes);
+        let size = (plan.tile / lanes * lanes).max(lanes);
+        if size > plan.tile {
+            return Err(internal("a tile shorter than the partials' lanes"));
+        }
         let rest = n % size;
         let shift = if n > size && rest != 0 && rest < step {
             (step - rest).next_multiple_of(lanes)

@@ -394,7 +394,8 @@ pub fn dump_with(
 
 /// The CLIF text (after Cranelift's mid-end, as compiled) and the machine code listing of the one
 /// function `program` compiles to when a call runs it whole
-/// ([`crate::codegen::runs_as_one_function`]: the unbatched call of a program of small kernels);
+/// (a program of two or more kernels, each of fewer than 1,024 loop points: the unbatched call
+/// of a control kernel);
 /// `None` for a program compiled one function per kernel ([`dump_with`] shows those).
 pub fn dump_program(
     program: &LirProgram,

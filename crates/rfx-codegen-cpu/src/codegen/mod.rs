@@ -463,8 +463,10 @@ const PROGRAM_MAX_FRAME: u32 = 16 * 1024;
 /// The most bytes a tiled kernel's staging buffers (each `TILE` cells of one value: 2 KiB in
 /// `f32`, 4 KiB in `f64`) may take: 32 `f32` or 16 `f64` values live across the routine calls
 /// of a tile at once. Buffers are reused by liveness ([`staging_buffers`]), so this bounds the
-/// values live at once, not the kernel's length; a kernel that needs more runs untiled (inline
-/// vector transcendentals, no staging).
+/// values live at once, not the kernel's length. A kernel that needs more runs on shorter tiles
+/// (the longest multiple of 64 elements that fits) where each routine call stages at most 128
+/// bytes per element, and untiled (inline vector transcendentals, no staging) otherwise
+/// (`tiles::tile_elems`).
 pub(crate) const TILE_STAGING_MAX: u32 = 64 * 1024;
 
 /// The largest stack frame a generated function may have, in bytes: staging buffers (at most

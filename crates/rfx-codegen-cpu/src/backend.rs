@@ -70,6 +70,40 @@ impl Drop for CpuCode {
     }
 }
 
+/// What every compilation of a program starts from: its target, a fresh module with the
+/// routines declared and the program's literals defined, and the plan of its run.
+struct ModuleStart {
+    target: Target,
+    /// Fast math asked for and FMA on the target: multiply-adds are contracted.
+    fast_math: bool,
+    module: JITModule,
+    imports: ImportIds,
+    literals: Vec<Option<cranelift_module::DataId>>,
+    plan: Vec<RunStep>,
+}
+
+impl ModuleStart {
+    /// Verifies `program` and starts its module for `options.cpu_target`.
+    fn new(program: &LirProgram, options: &CompileOptions) -> Result<ModuleStart, BackendError> {
+        rfx_ir::lir::verify(program)
+            .map_err(|e| BackendError::Lower(rfx_lower::LowerError::InvalidLir(e)))?;
+        let target = target::target(options.cpu_target)?;
+        let fast_math = options.fast_math && target.features.fma;
+        let mut module = new_module(&target);
+        let imports = ImportIds::declare(&mut module, target.features.routines).map_err(compile_error)?;
+        let literals = define_literals(&mut module, program)?;
+        let plan = run_steps(program, &table_entries(program))?;
+        Ok(ModuleStart {
+            target,
+            fast_math,
+            module,
+            imports,
+            literals,
+            plan,
+        })
+    }
+}
+
 /// Compiles every kernel of `program` into one JIT module for `options.cpu_target`; with
 /// `options.fast_math`, float multiply-adds are contracted into FMA instructions where the
 /// target has them.
@@ -78,13 +112,14 @@ pub(crate) fn compile_code(
     want_disasm: bool,
     options: &CompileOptions,
 ) -> Result<CpuCode, BackendError> {
-    rfx_ir::lir::verify(program).map_err(|e| BackendError::Lower(rfx_lower::LowerError::InvalidLir(e)))?;
-    let target = target::target(options.cpu_target)?;
-    let fast_math = options.fast_math && target.features.fma;
-    let mut module = new_module(&target);
-    let imports = ImportIds::declare(&mut module, target.features.routines).map_err(compile_error)?;
-    let literals = define_literals(&mut module, program)?;
-    let plan = run_steps(program, &table_entries(program))?;
+    let ModuleStart {
+        target,
+        fast_math,
+        mut module,
+        imports,
+        literals,
+        plan,
+    } = ModuleStart::new(program, options)?;
     let one_function = if !want_disasm && runs_as_one_function(program) {
         let items = ModuleItems {
             imports: &imports,
@@ -405,12 +440,14 @@ pub fn dump_program(
     if !runs_as_one_function(program) {
         return Ok(None);
     }
-    let target = target::target(options.cpu_target)?;
-    let fast_math = options.fast_math && target.features.fma;
-    let mut module = new_module(&target);
-    let imports = ImportIds::declare(&mut module, target.features.routines).map_err(compile_error)?;
-    let literals = define_literals(&mut module, program)?;
-    let plan = run_steps(program, &table_entries(program))?;
+    let ModuleStart {
+        target,
+        fast_math,
+        mut module,
+        imports,
+        literals,
+        plan,
+    } = ModuleStart::new(program, options)?;
     let items = ModuleItems {
         imports: &imports,
         literals: &literals,

@@ -9,7 +9,7 @@ use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
 use rfx_ir::testgen::TestRng;
 use rfx_ir::{Array, ArrayData, DType, Scalar};
-use rfx_lower::{Backend, CompileOptions, CpuTarget, LowerConfig, Scratch, lower};
+use rfx_lower::{Backend, CompileOptions, CpuTarget, LowerConfig, lower};
 use rfx_opt::{OptConfig, optimize};
 
 fn routines_linked() -> bool {
@@ -73,18 +73,8 @@ fn run(lir: &LirProgram, inputs: &[Array]) -> Vec<Array> {
             },
         )
         .expect("compile");
-    let mut outputs: Vec<Array> = lir
-        .outputs()
-        .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
-        .collect();
-    {
-        let views: Vec<_> = inputs.iter().map(Array::view).collect();
-        let mut out_views: Vec<_> = outputs.iter_mut().map(Array::view_mut).collect();
-        compiled
-            .run(&views, &mut out_views, &mut Scratch::new())
-            .expect("run");
-    }
-    outputs
+    let views: Vec<_> = inputs.iter().map(Array::view).collect();
+    compiled.run_to_new(&views).expect("run")
 }
 
 /// The bits of an element, every NaN alike.

@@ -10,7 +10,7 @@ use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
 use rfx_ir::testgen::TestRng;
 use rfx_ir::{Array, ArrayData, DType, Scalar};
-use rfx_lower::{Backend, CompileOptions, LowerConfig, Scratch, lower, ulps};
+use rfx_lower::{Backend, CompileOptions, LowerConfig, lower, ulps};
 use rfx_opt::{OptConfig, optimize};
 
 /// Routine calls of the wide kernels: a `sincos` and two `sin`s.
@@ -142,17 +142,8 @@ fn run(lir: &LirProgram, inputs: &[Array]) -> Vec<Array> {
         ..CompileOptions::default()
     };
     let compiled = CpuBackend.compile(lir, &options).expect("compile");
-    let mut outputs: Vec<Array> = lir
-        .outputs()
-        .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
-        .collect();
     let views: Vec<_> = inputs.iter().map(Array::view).collect();
-    let mut out_views: Vec<_> = outputs.iter_mut().map(Array::view_mut).collect();
-    compiled
-        .run(&views, &mut out_views, &mut Scratch::new())
-        .expect("run");
-    drop(out_views);
-    outputs
+    compiled.run_to_new(&views).expect("run")
 }
 
 fn same_bits(got: f64, want: f64) -> bool {

@@ -71,6 +71,12 @@ pub fn recording_loop(trips: usize) -> Kernel {
 
 /// [`recording_loop`] as a while loop of at most `trips` trips, running while `c0 + c1 < limit`.
 fn recording_while_loop(trips: usize, limit: f32) -> Kernel {
+    recording_loop_with(trips, Some(limit_cond(trips, limit)))
+}
+
+/// The test of a while loop over `c: f32[2]`, `t: i32[]`, `h: f32[trips, 2]` and the invariant
+/// `k: f32[2]`: `c0 + c1 < limit`.
+fn limit_cond(trips: usize, limit: f32) -> Kernel {
     let mut cond = Builder::new("cond");
     let c = cond.input("c", TensorType::new(DType::F32, [2])).unwrap();
     cond.input("t", TensorType::scalar(DType::I32)).unwrap();
@@ -80,7 +86,32 @@ fn recording_while_loop(trips: usize, limit: f32) -> Kernel {
     let limit = cond.scalar(Scalar::F32(limit));
     let keep = cond.compare(rfx_ir::CmpOp::Lt, sum, limit).unwrap();
     cond.output("keep", keep).unwrap();
-    recording_loop_with(trips, Some(cond.finish().unwrap()))
+    cond.finish().unwrap()
+}
+
+/// The kernel that runs `body` (with the test `cond`) for `trips` trips from `c = c0`, `t = 0`
+/// and a history of `h0`s, with the invariant `k`, and outputs the final `c`, `t` and `h`.
+fn record(trips: usize, body: Kernel, cond: Option<Kernel>, h0: f32) -> Kernel {
+    let mut b = Builder::new("record");
+    let c0 = b.input("c0", TensorType::new(DType::F32, [2])).unwrap();
+    let k = b.input("k", TensorType::new(DType::F32, [2])).unwrap();
+    let t0 = b.scalar(Scalar::I32(0));
+    let h0 = b.constant(Scalar::F32(h0), Shape::new([trips, 2]));
+    let finals = b
+        .loop_(
+            Loop {
+                carries: 3,
+                trips: trips as u64,
+                body,
+                cond,
+            },
+            &[c0, t0, h0, k],
+        )
+        .unwrap();
+    for (name, value) in ["c", "t", "h"].into_iter().zip(finals) {
+        b.output(name, value).unwrap();
+    }
+    b.finish().unwrap()
 }
 
 fn recording_loop_with(trips: usize, cond: Option<Kernel>) -> Kernel {
@@ -100,28 +131,7 @@ fn recording_loop_with(trips: usize, cond: Option<Kernel>) -> Kernel {
     body.output("c", c_next).unwrap();
     body.output("t", t_next).unwrap();
     body.output("h", h_next).unwrap();
-    let body = body.finish().unwrap();
-
-    let mut b = Builder::new("record");
-    let c0 = b.input("c0", carry).unwrap();
-    let k = b.input("k", TensorType::new(DType::F32, [2])).unwrap();
-    let t0 = b.scalar(Scalar::I32(0));
-    let h0 = b.constant(Scalar::F32(0.0), Shape::new([trips, 2]));
-    let finals = b
-        .loop_(
-            Loop {
-                carries: 3,
-                trips: trips as u64,
-                body,
-                cond,
-            },
-            &[c0, t0, h0, k],
-        )
-        .unwrap();
-    b.output("c", finals[0]).unwrap();
-    b.output("t", finals[1]).unwrap();
-    b.output("h", finals[2]).unwrap();
-    b.finish().unwrap()
+    record(trips, body.finish().unwrap(), cond, 0.0)
 }
 
 #[test]
@@ -223,37 +233,8 @@ fn reading_loop(trips: usize, limit: Option<f32>) -> Kernel {
     body.output("c", c_next).unwrap();
     body.output("t", t_next).unwrap();
     body.output("h", h_next).unwrap();
-    let body = body.finish().unwrap();
-    let cond = limit.map(|limit| {
-        let mut cond = Builder::new("cond");
-        let [c, ..] = [0, 1, 2, 3].map(|i| cond.input(names[i], types[i].clone()).unwrap());
-        let sum = cond.reduce_all(rfx_ir::ReduceOp::Sum, c).unwrap();
-        let limit = cond.scalar(Scalar::F32(limit));
-        let keep = cond.compare(rfx_ir::CmpOp::Lt, sum, limit).unwrap();
-        cond.output("keep", keep).unwrap();
-        cond.finish().unwrap()
-    });
-
-    let mut b = Builder::new("record");
-    let c0 = b.input("c0", carry).unwrap();
-    let k = b.input("k", TensorType::new(DType::F32, [2])).unwrap();
-    let t0 = b.scalar(Scalar::I32(0));
-    let h0 = b.constant(Scalar::F32(0.5), Shape::new([trips, 2]));
-    let finals = b
-        .loop_(
-            Loop {
-                carries: 3,
-                trips: trips as u64,
-                body,
-                cond,
-            },
-            &[c0, t0, h0, k],
-        )
-        .unwrap();
-    for (name, value) in ["c", "t", "h"].into_iter().zip(finals) {
-        b.output(name, value).unwrap();
-    }
-    b.finish().unwrap()
+    let cond = limit.map(|limit| limit_cond(trips, limit));
+    record(trips, body.finish().unwrap(), cond, 0.5)
 }
 
 #[test]

@@ -173,4 +173,44 @@ impl<'k> Gen<'_, 'k> {
         let out = b.block_params(exit).to_vec();
         Ok((out[0], out[1..].to_vec()))
     }
+
+    /// `for at in (start..end).step_by(step)` while a whole step fits, as [`Gen::emit_loop`],
+    /// with the test at the end of the body (one branch per iteration, and none when the range
+    /// holds no whole step). Returns the first `at` not processed and the final carried values.
+    pub(super) fn emit_loop_tested_at_end(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        start: Value,
+        end: Value,
+        step: i64,
+        carried: &[Value],
+        body: &mut LoopBody<'_, Self>,
+    ) -> Result<(Value, Vec<Value>), BackendError> {
+        let body_block = b.create_block();
+        let exit = b.create_block();
+        for block in [body_block, exit] {
+            b.append_block_param(block, types::I64);
+            for &v in carried {
+                let ty = b.func.dfg.value_type(v);
+                b.append_block_param(block, ty);
+            }
+        }
+        // Positions are far below `i64::MAX`, so `end - step` compares as a signed number.
+        let last = b.ins().iadd_imm_s(end, -step);
+        let enter = b.ins().icmp(IntCC::SignedLessThanOrEqual, start, last);
+        let args = position_args(start, carried);
+        b.ins().brif(enter, body_block, &args, exit, &args);
+        b.switch_to_block(body_block);
+        let params = b.block_params(body_block).to_vec();
+        let (at, vals) = (params[0], params[1..].to_vec());
+        let new_vals = body(self, b, at, &vals)?;
+        let new_vals = if new_vals.is_empty() { vals } else { new_vals };
+        let next = b.ins().iadd_imm_s(at, step);
+        let again = b.ins().icmp(IntCC::SignedLessThanOrEqual, next, last);
+        let args = position_args(next, &new_vals);
+        b.ins().brif(again, body_block, &args, exit, &args);
+        b.switch_to_block(exit);
+        let out = b.block_params(exit).to_vec();
+        Ok((out[0], out[1..].to_vec()))
+    }
 }

@@ -77,16 +77,12 @@ fn median(mut xs: Vec<f64>) -> f64 {
     xs[xs.len() / 2]
 }
 
-/// Example `i`'s slices of the batch inputs (a shared input whole).
+/// Example `i`'s slices of the batch inputs: input `k` holds `lens[k]` elements per example,
+/// a shared input (`lens[k]` zero) is passed whole.
 #[inline(always)]
-fn example<'a, const I: usize>(
-    spec: &Spec,
-    lens: &[usize; I],
-    inputs: &[&'a [f64]],
-    i: usize,
-) -> [&'a [f64]; I] {
+fn example<'a, const I: usize>(lens: &[usize; I], inputs: &[&'a [f64]], i: usize) -> [&'a [f64]; I] {
     std::array::from_fn(|k| {
-        if spec.shared.contains(&spec.inputs[k].0) {
+        if lens[k] == 0 {
             inputs[k]
         } else {
             &inputs[k][lens[k] * i..lens[k] * (i + 1)]
@@ -101,7 +97,14 @@ fn bench<const I: usize, const O: usize>(
 ) -> Result<Row, String> {
     let batch: Batch = generate(spec, options.batch, 48);
     let inputs = batch.slices();
-    let lens: [usize; I] = std::array::from_fn(|k| spec.input_len(k));
+    // Elements per example of each input, zero for a shared one (looked up once, not per call).
+    let lens: [usize; I] = std::array::from_fn(|k| {
+        if spec.shared.contains(&spec.inputs[k].0) {
+            0
+        } else {
+            spec.input_len(k)
+        }
+    });
     let mut batched = bind(spec, Some(batch.n), "cpu")?;
     let mut single = bind(spec, None, "cpu")?;
     let mut out_rfx = outputs(spec, batch.n);
@@ -130,7 +133,7 @@ fn bench<const I: usize, const O: usize>(
     let mut rfx_one = || -> Result<f64, String> {
         let start = Instant::now();
         for c in 0..calls {
-            let x = example(spec, &lens, &inputs, c % batch.n);
+            let x = example(&lens, &inputs, c % batch.n);
             run_fixed::<I, O>(&mut single, &x, &mut one_rfx)?;
         }
         Ok(start.elapsed().as_secs_f64() / calls as f64)

@@ -96,9 +96,9 @@ pub use se3::{
 };
 pub use so2::{so2_act, so2_between, so2_compose, so2_exp, so2_interp, so2_inverse, so2_log};
 pub use so3::{
-    so3_act, so3_act_jacobians, so3_between, so3_compose, so3_compose_jacobians, so3_exp, so3_interp,
-    so3_inverse, so3_inverse_jacobian, so3_jl, so3_jl_inv, so3_jr, so3_jr_inv, so3_log,
-    so3_log_with_jacobians, so3_to_matrix,
+    so3_act, so3_act_jacobians, so3_between, so3_compose, so3_compose_jacobians, so3_exp,
+    so3_exp_with_jacobians, so3_interp, so3_inverse, so3_inverse_jacobian, so3_jl, so3_jl_inv, so3_jr,
+    so3_jr_inv, so3_log, so3_log_with_jacobians, so3_to_matrix,
 };
 
 /// Which side of an element a tangent perturbation acts on (see the module docs).

@@ -142,6 +142,27 @@ pub(crate) const ATAN: Series = Series {
     },
 };
 
+/// The series `so3::exp_with_jacobians_parts` takes below one threshold on `θ²`, so that
+/// `Exp` and both Jacobians of `Exp` come from one sine and cosine of `θ/2` above it:
+/// `cos(θ/2)`, `sin(θ/2)/θ` and `(θ - sin θ)/θ³` (with `sin θ = 2 sin(θ/2) cos(θ/2)`); the
+/// `[ω]×` coefficient `(1 - cos θ)/θ² = 2 (sin(θ/2)/θ)²` is the square of the second in
+/// both regions (no cancellation in either).
+pub(crate) const EXP_WITH_JACOBIANS: [&Series; 3] = [&HALF_COS, &HALF_SINC, &THETA_MINUS_SIN];
+
+/// The threshold below which every one of `series` is taken: the smallest of their thresholds,
+/// so each truncation error stays below half the unit roundoff relative to its leading term.
+/// Above it a closed form is taken where a series alone would have been; only the closed forms
+/// that cancel matter there, and for [`EXP_WITH_JACOBIANS`] the smallest threshold is
+/// [`THETA_MINUS_SIN`]'s own (a test), so its cancelling closed form is taken exactly where
+/// `so3_jr`'s is, while `cos(θ/2)` and `sin(θ/2)/θ` (exact to rounding for any `θ`) replace
+/// their series a little below those series' own thresholds.
+pub(crate) fn shared_threshold(series: &[&Series], dtype: DType) -> f64 {
+    series
+        .iter()
+        .map(|s| s.threshold(dtype))
+        .fold(f64::INFINITY, f64::min)
+}
+
 /// The Bernoulli numbers `B_2, B_4, …, B_12`.
 const BERNOULLI: [f64; TERMS + 1] = [
     1.0 / 6.0,
@@ -210,6 +231,19 @@ mod tests {
         for dtype in [DType::F64, DType::F32] {
             let (atan, inv_cot) = (ATAN.threshold(dtype), INV_COT.threshold(dtype));
             assert!(4.0 * atan < inv_cot, "{dtype}: 4 × {atan} against {inv_cot}");
+        }
+    }
+
+    /// `so3::exp_with_jacobians_parts` shares [`THETA_MINUS_SIN`]'s threshold, below each of
+    /// its other series' own.
+    #[test]
+    fn exp_with_jacobians_shares_the_smallest_threshold() {
+        for dtype in [DType::F64, DType::F32] {
+            let shared = shared_threshold(&EXP_WITH_JACOBIANS, dtype);
+            assert_eq!(shared, THETA_MINUS_SIN.threshold(dtype), "{dtype}");
+            for series in [&HALF_COS, &HALF_SINC] {
+                assert!(shared < series.threshold(dtype), "{dtype}");
+            }
         }
     }
 }

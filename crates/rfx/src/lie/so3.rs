@@ -7,7 +7,9 @@ use super::Side;
 use super::parts::{
     M3, Quat, V3, cross, dot, identity, mat_mul, mat_neg, matrix, skew, split, stack, transpose,
 };
-use super::series::{ATAN, HALF_COS, HALF_SINC, INV_COT, ONE_MINUS_COS, THETA_MINUS_SIN};
+use super::series::{
+    ATAN, EXP_WITH_JACOBIANS, HALF_COS, HALF_SINC, INV_COT, ONE_MINUS_COS, THETA_MINUS_SIN, shared_threshold,
+};
 
 /// `Exp(ω)` of components.
 pub(crate) fn exp_parts(omega: V3) -> Quat {
@@ -15,6 +17,40 @@ pub(crate) fn exp_parts(omega: V3) -> Quat {
     let w = HALF_COS.eval(theta2);
     let k = HALF_SINC.eval(theta2);
     [w, k * omega[0], k * omega[1], k * omega[2]]
+}
+
+/// `Exp(ω)` with `Jr(ω)` and `Jl(ω)` from one sine and cosine of `θ/2`: with `s = sin(θ/2)`,
+/// `c = cos(θ/2)` and `k = s/θ`, `Exp(ω) = [c, k ω]`, the `[ω]×` coefficient
+/// `(1 - cos θ)/θ² = 2 k²` and the `[ω]×²` coefficient `(θ - sin θ)/θ³ = (θ - 2 s c)/θ³`.
+/// Below one threshold on `θ²` ([`shared_threshold`] of [`EXP_WITH_JACOBIANS`], which is
+/// [`THETA_MINUS_SIN`]'s) `c`, `k` and `(θ - sin θ)/θ³` come from their series, each truncated
+/// below half the unit roundoff there, and `2 k²` from the series of `k` (`2 k² = (1 - cos θ)/θ²`
+/// identically, so within a few units of roundoff). Above it the closed forms are taken: `c`,
+/// `k` and `2 k²` do not cancel; `θ - 2 s c` does, as `so3_jr`'s `θ - sin θ` does from the same
+/// threshold on, with an absolute error of a few `u · sin θ` (`2 s c` rounds three times where
+/// `sin θ` rounds once), which the `[ω]×²` factor `θ²` turns into a few `u` on entries of a
+/// matrix of norm at least `1`: correct to rounding relative to its norm, as in `so3_jr`.
+pub(crate) fn exp_with_jacobians_parts(omega: V3) -> (Quat, M3, M3) {
+    let theta2 = dot(omega, omega);
+    let small = theta2.lt(shared_threshold(&EXP_WITH_JACOBIANS, theta2.dtype()));
+    let near = where_(small, theta2, 0.0);
+    let far = where_(small, 1.0, theta2);
+    let theta = far.sqrt();
+    let half = theta * 0.5;
+    let (s, c) = (half.sin(), half.cos());
+    let w = where_(small, HALF_COS.horner(near), c);
+    let k = where_(small, HALF_SINC.horner(near), s / theta);
+    let b = where_(
+        small,
+        THETA_MINUS_SIN.horner(near),
+        (theta - s * c * 2.0) / (theta * far),
+    );
+    let a = k * k * 2.0;
+    (
+        [w, k * omega[0], k * omega[1], k * omega[2]],
+        jacobian_form(omega, theta2, -a, b),
+        jacobian_form(omega, theta2, a, b),
+    )
 }
 
 /// `Log(q)` of components: the sign of `q` is chosen so that `w >= 0` (the same rotation),
@@ -243,6 +279,16 @@ pub fn so3_jl_inv(omega: Tensor) -> Tensor {
 pub fn so3_log_with_jacobians(q: Tensor) -> (Tensor, Tensor, Tensor) {
     let (omega, jr_inv, jl_inv) = log_with_jacobians_parts(quat("so3_log_with_jacobians", q));
     (stack(&omega), matrix(&jr_inv), matrix(&jl_inv))
+}
+
+/// `Exp(ω)` with the Jacobians of `Exp` at `ω`, `(q, Jr(ω), Jl(ω))` (`[.., 4]`, `[.., 3, 3]`,
+/// `[.., 3, 3]`): the values of [`so3_exp`], [`so3_jr`] and [`so3_jl`] (to a few units of
+/// roundoff) from one sine and cosine of `θ/2` and one series region on `θ²`, where the three
+/// functions called separately take the sine and cosine of `θ/2` and the sine of `θ` behind
+/// three thresholds. Exact to rounding at and near `θ = 0`; any `θ`.
+pub fn so3_exp_with_jacobians(omega: Tensor) -> (Tensor, Tensor, Tensor) {
+    let (q, jr, jl) = exp_with_jacobians_parts(vec3("so3_exp_with_jacobians", omega));
+    (stack(&q), matrix(&jr), matrix(&jl))
 }
 
 /// The Jacobians of `a ∘ b` with respect to `a` and `b` on `side`: right `(R(b)ᵀ, I)`,

@@ -1,5 +1,6 @@
 //! The four kernels traced with rfx, written for one example: `rfx::lie`'s SO(3) operations and
-//! its closed-form tangent-space Jacobians, composed by the chain rule on the right tangent
+//! its closed-form tangent-space Jacobians (`Exp` and `Log` each with theirs, sharing one
+//! transcendental evaluation), composed by the chain rule on the right tangent
 //! (`q ∘ Exp(δ)`), as wrenfold's outputs are defined. `vmap` maps them over a batch.
 //!
 //! Quaternions are `[w, x, y, z]`; matrices are `[rows, cols]`.
@@ -163,11 +164,11 @@ fn local_coords(q0: Tensor, q1: Tensor) -> (Tensor, Tensor, Tensor) {
 fn quat_interpolation(q0: Tensor, q1: Tensor, alpha: Tensor) -> Vec<Tensor> {
     let (w01, w01_d_q0, w01_d_q1) = local_coords(q0, q1);
     let aw = w01 * alpha;
-    let delta = lie::so3_exp(aw);
+    let (delta, jr_aw, _) = lie::so3_exp_with_jacobians(aw);
     let q_out = lie::so3_compose(q0, delta);
     // q_out = q0 ∘ Exp(α w01): the right Jacobian of compose for q0, and Jr(α w01) α for w01.
     let (out_d_q0, _) = lie::so3_compose_jacobians(q0, delta, Side::Right);
-    let out_d_w01 = lie::so3_jr(aw) * alpha;
+    let out_d_w01 = jr_aw * alpha;
     let d0 = out_d_q0 + out_d_w01.matmul(w01_d_q0);
     let d1 = out_d_w01.matmul(w01_d_q1);
     vec![q_out, d0, d1]
@@ -198,7 +199,7 @@ fn imu_integration(x: &[Tensor]) -> Vec<Tensor> {
     let [i_r_j, i_p_j, i_v_j, gyro_bias, accel_bias, omega, accel, dt] =
         [x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7]];
     let w_dt = (omega - gyro_bias) * dt;
-    let j_r_k = lie::so3_exp(w_dt);
+    let (j_r_k, jr_w_dt, _) = lie::so3_exp_with_jacobians(w_dt);
     let i_r_k = lie::so3_compose(i_r_j, j_r_k);
     let accel = accel - accel_bias;
     let accel_i = lie::so3_act(i_r_j, accel);
@@ -214,7 +215,7 @@ fn imu_integration(x: &[Tensor]) -> Vec<Tensor> {
         &[accel_d_rot * dt2, eye, eye * dt],
         &[accel_d_rot * dt, zero, eye],
     ]);
-    let k_d_measurements = blocks(&[&[lie::so3_jr(w_dt) * dt, zero], &[zero, r * dt2], &[zero, r * dt]]);
+    let k_d_measurements = blocks(&[&[jr_w_dt * dt, zero], &[zero, r * dt2], &[zero, r * dt]]);
     let k_d_bias = -k_d_measurements;
     vec![i_r_k, i_p_k, i_v_k, k_d_j, k_d_measurements, k_d_bias]
 }
@@ -269,7 +270,7 @@ fn rolling_shutter_camera(x: &[Tensor]) -> Vec<Tensor> {
         camera,
     ] = [x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8]];
     let wt = omega * t;
-    let e = lie::so3_exp(wt);
+    let (e, jr_wt, _) = lie::so3_exp_with_jacobians(wt);
     let r_row = lie::so3_compose(world_r_imu, e);
     let t_row = world_t_imu + world_v_imu * t;
     let r_wc = lie::so3_compose(r_row, imu_r_cam);
@@ -289,7 +290,7 @@ fn rolling_shutter_camera(x: &[Tensor]) -> Vec<Tensor> {
         -d_p_world,
         p_d_cam.matmul(p_cam_skew),
         -p_d_cam.matmul(ric_t),
-        p_d_row.matmul(lie::so3_jr(wt)) * t,
+        p_d_row.matmul(jr_wt) * t,
         -d_p_world * t,
         d_p_world,
     ]

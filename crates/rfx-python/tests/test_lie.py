@@ -286,6 +286,62 @@ def test_wrong_component_count_is_an_error():
         lie.so3_inverse_jacobian(np.array([1.0, 0, 0, 0]), side="up")
 
 
+def exp_tangents(seed, dtype):
+    """Rotation vectors at every test angle, past π (to 2π and beyond), and at seeded random
+    angles within 10% of `dtype`'s series threshold (the square root of that of
+    `(θ - sin θ)/θ³`'s five-term series: its omitted `x⁵/13!` at half the roundoff of `1/6`)."""
+    rng = np.random.default_rng(seed)
+    t = math.sqrt((EPS[dtype] * math.factorial(13) / 12.0) ** 0.2)
+    th = np.concatenate([angles(seed=seed), [4.0, 2 * math.pi - 1e-9, 2 * math.pi, 10.0, t], t * rng.uniform(0.9, 1.1, 8)])
+    axes = rng.normal(size=(th.size, 3))
+    axes /= np.linalg.norm(axes, axis=1, keepdims=True)
+    return axes * th[:, None]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_so3_exp_with_jacobians_matches_exp_and_the_jacobians(backend, dtype):
+    w = exp_tangents(8, dtype).astype(dtype)
+    held = w.astype(np.float64)
+    f = rj.jit(lambda w: lie.so3_exp_with_jacobians(w) + (lie.so3_exp(w), lie.so3_jr(w), lie.so3_jl(w)), backend=backend)
+    q, jr, jl, q_sep, jr_sep, jl_sep = f(w)
+    assert q.dtype == dtype and q.shape == (w.shape[0], 4) and jl.shape == (w.shape[0], 3, 3)
+    eps = EPS[dtype]
+    # The functions called separately take other thresholds and `sin θ` itself.
+    np.testing.assert_allclose(q, q_sep, rtol=0, atol=4 * eps)
+    np.testing.assert_allclose(jr, jr_sep, rtol=0, atol=8 * eps)
+    np.testing.assert_allclose(jl, jl_sep, rtol=0, atol=8 * eps)
+    np.testing.assert_allclose(q, ref_exp(held), rtol=0, atol=4 * eps)
+    np.testing.assert_allclose(jr, ref_jr(held), rtol=0, atol=8 * eps)
+    np.testing.assert_allclose(jl, ref_jr(held, left=True), rtol=0, atol=8 * eps)
+    eager = lie.so3_exp_with_jacobians(w)
+    for e, j in zip(eager, (q, jr, jl)):
+        np.testing.assert_allclose(j, e, rtol=0, atol=8 * eps)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_so3_exp_with_jacobians_derivatives_match_finite_differences(backend):
+    w = exp_tangents(9, np.float64)
+
+    def outputs(w):
+        q, jr, jl = lie.so3_exp_with_jacobians(w)
+        return np.sum(q) + 0.5 * np.sum(jr * jr) + np.sum(jl * (jr @ jl))
+
+    def ref_outputs(w):
+        jr, jl = ref_jr(w), ref_jr(w, left=True)
+        return np.sum(ref_exp(w)) + 0.5 * np.sum(jr * jr) + np.sum(jl * (jr @ jl))
+
+    g = rj.jit(rj.vmap(rj.grad(outputs)), backend=backend)(w)
+    for i in range(w.shape[0]):
+        fd = central(ref_outputs, w[i])
+        np.testing.assert_allclose(g[i], fd, rtol=0, atol=1e-8 * max(1.0, np.abs(fd).max()))
+    # At ω = 0 (the series) the derivatives are exact: d Exp / d ω = [0; ½ I], d Jr / d ω_j =
+    # -½ [e_j]×.
+    d_q, d_jr = rj.jit(rj.jacobian(lambda w: lie.so3_exp_with_jacobians(w)[:2]), backend=backend)(np.zeros(3))
+    np.testing.assert_array_equal(d_q, np.concatenate([np.zeros((1, 3)), 0.5 * np.eye(3)]))
+    np.testing.assert_array_equal(d_jr, -0.5 * np.moveaxis(skew(np.eye(3)), 0, -1))
+
+
 def ref_log(q):
     """`Log(q)` in NumPy: sign normalised to `w >= 0`, `2 atan2(‖v‖, w) v/‖v‖` (`2 v/w` at `v = 0`)."""
     q = np.where(q[..., :1] < 0.0, -q, q)

@@ -34,7 +34,7 @@ __all__ = [
     "se3_jl", "se3_jl_inv", "se3_jr", "se3_jr_inv", "se3_log", "se3_to_matrix",
     "so2_act", "so2_between", "so2_compose", "so2_exp", "so2_interp", "so2_inverse", "so2_log",
     "so3_act", "so3_act_jacobians", "so3_between", "so3_compose", "so3_compose_jacobians",
-    "so3_exp", "so3_interp", "so3_inverse", "so3_inverse_jacobian", "so3_jl", "so3_jl_inv",
+    "so3_exp", "so3_exp_with_jacobians", "so3_interp", "so3_inverse", "so3_inverse_jacobian", "so3_jl", "so3_jl_inv",
     "so3_jr", "so3_jr_inv", "so3_log", "so3_log_with_jacobians", "so3_to_matrix",
 ]
 
@@ -217,6 +217,26 @@ def _so3_exp(w):
     return [_HALF_COS(theta2), k * w[0], k * w[1], k * w[2]]
 
 
+def _so3_exp_with_jacobians(w):
+    # One sine and cosine of `θ/2` above one threshold on `θ²` (the smallest of the three
+    # series' own, `_THETA_MINUS_SIN`'s): `cos(θ/2)`, `k = sin(θ/2)/θ`, `(θ - 2 sin(θ/2)
+    # cos(θ/2))/θ³`, and `(1 - cos θ)/θ² = 2 k²` in both regions (see Rust's `so3.rs`).
+    theta2 = _dot(w, w)
+    series = (_HALF_COS, _HALF_SINC, _THETA_MINUS_SIN)
+    small = theta2 < min(s.threshold(theta2.dtype) for s in series)
+    near = np.where(small, theta2, 0.0)
+    far = np.where(small, 1.0, theta2)
+    theta = np.sqrt(far)
+    half = theta * 0.5
+    s, c = np.sin(half), np.cos(half)
+    qw = np.where(small, _HALF_COS.horner(near), c)
+    k = np.where(small, _HALF_SINC.horner(near), s / theta)
+    b = np.where(small, _THETA_MINUS_SIN.horner(near), (theta - s * c * 2.0) / (theta * far))
+    a = k * k * 2.0
+    q = [qw, k * w[0], k * w[1], k * w[2]]
+    return q, _jacobian_form(w, -a, b), _jacobian_form(w, a, b)
+
+
 def _so3_log_terms(q):
     """`Log(q)` with the sign-normalised `w`, and `‖v‖` and `θ` where the closed form is taken
     (`1` and `2 atan2(1, w)`, harmless, where the series is)."""
@@ -369,6 +389,14 @@ def so3_jr_inv(omega):
 def so3_jl_inv(omega):
     """`Jl(ω)⁻¹` in closed form: the left Jacobian of `Log` at `Exp(ω)`."""
     return _matrix(_so3_jac_inv(_split(omega, 3, "so3_jl_inv"), "left"))
+
+
+def so3_exp_with_jacobians(omega):
+    """`Exp(ω)` with `Jr(ω)` and `Jl(ω)`, `(q, jr, jl)` (`[..., 4]`, `[..., 3, 3]`,
+    `[..., 3, 3]`): the values of `so3_exp`, `so3_jr` and `so3_jl`, from one sine and cosine of
+    `θ/2` and one series region on `θ²`."""
+    q, jr, jl = _so3_exp_with_jacobians(_split(omega, 3, "so3_exp_with_jacobians"))
+    return _stack(q), _matrix(jr), _matrix(jl)
 
 
 def so3_log_with_jacobians(q):

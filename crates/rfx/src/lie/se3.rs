@@ -27,9 +27,10 @@ fn pose_tensor((q, t): Pose) -> Tensor {
     stack(&[q[0], q[1], q[2], q[3], t[0], t[1], t[2]])
 }
 
+/// `(Exp(ω), Jl(ω) ρ)`, `Exp(ω)` and `Jl(ω)` from one sine and cosine of `θ/2`.
 fn exp_parts(rho: V3, omega: V3) -> Pose {
-    let jl = so3::jacobian_parts(omega, Side::Left);
-    (so3::exp_parts(omega), mat_vec(&jl, rho))
+    let (q, _, jl) = so3::exp_with_jacobians_parts(omega);
+    (q, mat_vec(&jl, rho))
 }
 
 fn log_parts((q, t): Pose) -> (V3, V3) {

@@ -142,6 +142,11 @@ pub(crate) const ATAN: Series = Series {
     },
 };
 
+/// The series `so3::exp_parts` takes below one threshold on `θ²`, so that `Exp` comes from one
+/// sine and cosine of `θ/2` above it: `cos(θ/2)` and `sin(θ/2)/θ`, neither of whose closed
+/// forms cancels.
+pub(crate) const EXP: [&Series; 2] = [&HALF_COS, &HALF_SINC];
+
 /// The series `so3::exp_with_jacobians_parts` takes below one threshold on `θ²`, so that
 /// `Exp` and both Jacobians of `Exp` come from one sine and cosine of `θ/2` above it:
 /// `cos(θ/2)`, `sin(θ/2)/θ` and `(θ - sin θ)/θ³` (with `sin θ = 2 sin(θ/2) cos(θ/2)`); the

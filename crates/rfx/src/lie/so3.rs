@@ -8,15 +8,54 @@ use super::parts::{
     M3, Quat, V3, cross, dot, identity, mat_mul, mat_neg, matrix, skew, split, stack, transpose,
 };
 use super::series::{
-    ATAN, EXP_WITH_JACOBIANS, HALF_COS, HALF_SINC, INV_COT, ONE_MINUS_COS, THETA_MINUS_SIN, shared_threshold,
+    ATAN, EXP, EXP_WITH_JACOBIANS, HALF_COS, HALF_SINC, INV_COT, ONE_MINUS_COS, Series, THETA_MINUS_SIN,
+    shared_threshold,
 };
 
-/// `Exp(ω)` of components.
+/// `θ² = ‖ω‖²` split at a threshold, with the arguments of each branch and one sine and
+/// cosine of `θ/2` for the closed forms.
+struct HalfAngle {
+    /// `θ²` below the threshold: the series are taken.
+    small: Tensor,
+    /// `θ²` where the series are taken, `0` elsewhere (their harmless argument).
+    near: Tensor,
+    /// `θ²` where the closed forms are taken, `1` elsewhere (their harmless argument).
+    far: Tensor,
+    /// `√far`, and the sine and cosine of half of it.
+    theta: Tensor,
+    sin: Tensor,
+    cos: Tensor,
+}
+
+/// [`HalfAngle`] of `theta2` at the [`shared_threshold`] of `series`.
+fn half_angle(theta2: Tensor, series: &[&Series]) -> HalfAngle {
+    let small = theta2.lt(shared_threshold(series, theta2.dtype()));
+    let far = where_(small, 1.0, theta2);
+    let theta = far.sqrt();
+    let half = theta * 0.5;
+    HalfAngle {
+        small,
+        near: where_(small, theta2, 0.0),
+        far,
+        theta,
+        sin: half.sin(),
+        cos: half.cos(),
+    }
+}
+
+/// `Exp(ω) = [cos(θ/2), k ω]` and `k = sin(θ/2)/θ`, from [`HALF_COS`] and [`HALF_SINC`]'s series
+/// where `h` takes them and from `h`'s sine and cosine elsewhere (neither cancels).
+fn exp_from(omega: V3, h: &HalfAngle) -> (Quat, Tensor) {
+    let w = where_(h.small, HALF_COS.horner(h.near), h.cos);
+    let k = where_(h.small, HALF_SINC.horner(h.near), h.sin / h.theta);
+    ([w, k * omega[0], k * omega[1], k * omega[2]], k)
+}
+
+/// `Exp(ω)` of components, from one sine and cosine of `θ/2` above one threshold on `θ²` (the
+/// smaller of [`HALF_COS`]'s and [`HALF_SINC`]'s, so both series are exact to rounding below
+/// it and both closed forms, which do not cancel, above it).
 pub(crate) fn exp_parts(omega: V3) -> Quat {
-    let theta2 = dot(omega, omega);
-    let w = HALF_COS.eval(theta2);
-    let k = HALF_SINC.eval(theta2);
-    [w, k * omega[0], k * omega[1], k * omega[2]]
+    exp_from(omega, &half_angle(dot(omega, omega), &EXP)).0
 }
 
 /// `Exp(ω)` with `Jr(ω)` and `Jl(ω)` from one sine and cosine of `θ/2`: with `s = sin(θ/2)`,
@@ -32,22 +71,16 @@ pub(crate) fn exp_parts(omega: V3) -> Quat {
 /// matrix of norm at least `1`: correct to rounding relative to its norm, as in `so3_jr`.
 pub(crate) fn exp_with_jacobians_parts(omega: V3) -> (Quat, M3, M3) {
     let theta2 = dot(omega, omega);
-    let small = theta2.lt(shared_threshold(&EXP_WITH_JACOBIANS, theta2.dtype()));
-    let near = where_(small, theta2, 0.0);
-    let far = where_(small, 1.0, theta2);
-    let theta = far.sqrt();
-    let half = theta * 0.5;
-    let (s, c) = (half.sin(), half.cos());
-    let w = where_(small, HALF_COS.horner(near), c);
-    let k = where_(small, HALF_SINC.horner(near), s / theta);
+    let h = half_angle(theta2, &EXP_WITH_JACOBIANS);
+    let (q, k) = exp_from(omega, &h);
     let b = where_(
-        small,
-        THETA_MINUS_SIN.horner(near),
-        (theta - s * c * 2.0) / (theta * far),
+        h.small,
+        THETA_MINUS_SIN.horner(h.near),
+        (h.theta - h.sin * h.cos * 2.0) / (h.theta * h.far),
     );
     let a = k * k * 2.0;
     (
-        [w, k * omega[0], k * omega[1], k * omega[2]],
+        q,
         jacobian_form(omega, theta2, -a, b),
         jacobian_form(omega, theta2, a, b),
     )

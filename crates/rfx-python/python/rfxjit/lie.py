@@ -211,29 +211,38 @@ def _side(side):
 # -- SO(3) --------------------------------------------------------------------------------------
 
 
+def _half_angle(theta2, series):
+    """`θ²` split at the smallest threshold of `series`: `(small, near, far, θ, sin(θ/2),
+    cos(θ/2))`, `near` (`far`) being `θ²` where the series (closed forms) are taken and `0`
+    (`1`) elsewhere, and `θ = √far`."""
+    small = theta2 < min(s.threshold(theta2.dtype) for s in series)
+    far = np.where(small, 1.0, theta2)
+    theta = np.sqrt(far)
+    half = theta * 0.5
+    return small, np.where(small, theta2, 0.0), far, theta, np.sin(half), np.cos(half)
+
+
+def _exp_from(w, h):
+    """`Exp(ω)` and `k = sin(θ/2)/θ` of a `_half_angle` split."""
+    small, near, _, theta, s, c = h
+    k = np.where(small, _HALF_SINC.horner(near), s / theta)
+    return [np.where(small, _HALF_COS.horner(near), c), k * w[0], k * w[1], k * w[2]], k
+
+
 def _so3_exp(w):
-    theta2 = _dot(w, w)
-    k = _HALF_SINC(theta2)
-    return [_HALF_COS(theta2), k * w[0], k * w[1], k * w[2]]
+    # One sine and cosine of `θ/2` above the smaller of the two series' thresholds.
+    return _exp_from(w, _half_angle(_dot(w, w), (_HALF_COS, _HALF_SINC)))[0]
 
 
 def _so3_exp_with_jacobians(w):
     # One sine and cosine of `θ/2` above one threshold on `θ²` (the smallest of the three
     # series' own, `_THETA_MINUS_SIN`'s): `cos(θ/2)`, `k = sin(θ/2)/θ`, `(θ - 2 sin(θ/2)
     # cos(θ/2))/θ³`, and `(1 - cos θ)/θ² = 2 k²` in both regions (see Rust's `so3.rs`).
-    theta2 = _dot(w, w)
-    series = (_HALF_COS, _HALF_SINC, _THETA_MINUS_SIN)
-    small = theta2 < min(s.threshold(theta2.dtype) for s in series)
-    near = np.where(small, theta2, 0.0)
-    far = np.where(small, 1.0, theta2)
-    theta = np.sqrt(far)
-    half = theta * 0.5
-    s, c = np.sin(half), np.cos(half)
-    qw = np.where(small, _HALF_COS.horner(near), c)
-    k = np.where(small, _HALF_SINC.horner(near), s / theta)
+    h = _half_angle(_dot(w, w), (_HALF_COS, _HALF_SINC, _THETA_MINUS_SIN))
+    small, near, far, theta, s, c = h
+    q, k = _exp_from(w, h)
     b = np.where(small, _THETA_MINUS_SIN.horner(near), (theta - s * c * 2.0) / (theta * far))
     a = k * k * 2.0
-    q = [qw, k * w[0], k * w[1], k * w[2]]
     return q, _jacobian_form(w, -a, b), _jacobian_form(w, a, b)
 
 
@@ -447,7 +456,8 @@ def _pose_out(q, t):
 
 
 def _se3_exp(rho, w):
-    return _so3_exp(w), _mat_vec(_so3_jac(w, "left"), rho)
+    q, _, jl = _so3_exp_with_jacobians(w)
+    return q, _mat_vec(jl, rho)
 
 
 def _se3_log(q, t):

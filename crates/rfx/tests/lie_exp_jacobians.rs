@@ -16,26 +16,32 @@ use rfx::{DType, Tensor};
 
 const PI: f64 = std::f64::consts::PI;
 
-/// The threshold on `θ` below which the series are taken: the square root of the threshold on
-/// `θ²` of `(θ - sin θ)/θ³`'s five-term series (its first omitted term, `x⁵/13!`, at half the
-/// unit roundoff relative to its leading `1/6`), recomputed here from that definition.
-fn series_threshold(dtype: DType) -> f64 {
+/// The thresholds on `θ` below which the series are taken, recomputed here from their
+/// definition (the first omitted term of a five-term series in `x = θ²` at half the unit
+/// roundoff relative to the leading one): `so3_exp_with_jacobians`' (that of `(θ - sin θ)/θ³`,
+/// whose omitted term is `x⁵/13!` against `1/6`) and `so3_exp`'s (that of `cos(θ/2)`, `x⁵/(4⁵
+/// 10!)` against `1`).
+fn series_thresholds(dtype: DType) -> [f64; 2] {
     let factorial = |n: u32| (1..=n).map(f64::from).product::<f64>();
-    let x = (roundoff(dtype) * factorial(13) / (6.0 * 2.0)).powf(0.2);
-    x.sqrt()
+    let u = roundoff(dtype);
+    [
+        (u * factorial(13) / (6.0 * 2.0)).powf(0.2).sqrt(),
+        (u * 1024.0 * factorial(10) / 2.0).powf(0.2).sqrt(),
+    ]
 }
 
 /// Tangents at every test angle about seeded random axes and about `z`: `angles`, angles past
 /// `π` (up to `2π` and beyond, where `Exp` is still defined), and seeded random angles within
-/// 10% of `dtype`'s series threshold on both sides.
+/// 10% of `dtype`'s series thresholds on both sides.
 fn tangents(seed: u64, dtype: DType) -> Vec<V3> {
     let mut rng = StdRng::seed_from_u64(seed);
     let mut thetas = angles(8, seed);
     thetas.extend([4.0, 2.0 * PI - 1e-9, 2.0 * PI, 10.0]);
-    let t = series_threshold(dtype);
-    thetas.extend([t, t * (1.0 - 1e-7), t * (1.0 + 1e-7)]);
-    for _ in 0..8 {
-        thetas.push(t * rng.random_range(0.9..1.1));
+    for t in series_thresholds(dtype) {
+        thetas.extend([t, t * (1.0 - 1e-7), t * (1.0 + 1e-7)]);
+        for _ in 0..8 {
+            thetas.push(t * rng.random_range(0.9..1.1));
+        }
     }
     let mut out = Vec::new();
     for (i, theta) in thetas.into_iter().enumerate() {
@@ -83,6 +89,7 @@ fn values(dtype: DType) {
             let (q, jr, jl) = reference(w);
             let at = |name: &str| what(&format!("{name}[{i}]"));
             assert_close(&at("exp"), &out[0][4 * i..4 * i + 4], &q, tol(dtype, 4.0));
+            assert_close(&at("so3_exp"), &out[3][4 * i..4 * i + 4], &q, tol(dtype, 4.0));
             assert_close(&at("jr"), &out[1][9 * i..9 * i + 9], &m3s(&[jr]), tol(dtype, 8.0));
             assert_close(&at("jl"), &out[2][9 * i..9 * i + 9], &m3s(&[jl]), tol(dtype, 8.0));
         }

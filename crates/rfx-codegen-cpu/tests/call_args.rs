@@ -56,7 +56,7 @@ fn agrees(text: &str, seed: u64) {
         }
         compiled.run_args(&mut args, &mut scratch).expect("run_args");
         let expected = checked(compiled.as_ref(), &inputs);
-        let got: Vec<_> = args.outputs().iter().map(bits).collect();
+        let got: Vec<_> = args.outputs().map(|v| bits(&v.to_owned())).collect();
         let want: Vec<_> = expected.iter().map(bits).collect();
         assert_eq!(got, want, "step {step} of\n{text}");
     }
@@ -173,7 +173,7 @@ fn accessors_check_index_and_dtype() {
     assert!(args.input_mut::<i32>(1).is_some());
     assert!(args.input_mut::<f32>(2).is_none(), "two inputs");
     assert!(args.output::<f32>(1).is_none(), "one output");
-    assert_eq!(args.inputs().len(), 2);
+    assert_eq!(args.inputs().count(), 2);
     assert_eq!(
         args.set_input(2, Array::from_slice(&[1.0f32, 2.0]).view()),
         Err(CallError::Arity {

@@ -27,7 +27,8 @@ fn run(compiled: &dyn Compiled, inputs: &[Array]) -> Vec<Array> {
         args.set_input(k, input.view()).expect("set_input");
     }
     compiled.run_args(&mut args, &mut scratch).expect("run_args");
-    assert_eq!(args.outputs(), outputs.as_slice(), "run_args and run differ");
+    let pre_bound: Vec<Array> = args.outputs().map(|v| v.to_owned()).collect();
+    assert_eq!(pre_bound, outputs, "run_args and run differ");
     outputs
 }
 

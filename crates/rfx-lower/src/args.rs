@@ -2,45 +2,155 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use rfx_ir::{Array, ArrayData, ArrayView, ArrayViewMut, DType, DataMut, DataRef, Element, Scalar};
+use rfx_ir::{ArrayView, ArrayViewMut, DType, DataMut, DataRef, Element, TensorType};
 
 use crate::backend::Compiled;
 use crate::error::CallError;
 
-/// Arrays of at least this many bytes get spare capacity that staggers their starting
-/// offsets within a 4 KiB page (see [`staggered_zeros`]).
+/// Bytes of a cache line: every array of a [`CallArgs`] starts on one.
+pub const CALL_ARGS_ALIGN: usize = 64;
+
+/// Arrays of at least this many bytes are followed by spare room that staggers the next
+/// array's starting offset within a 4 KiB page (see [`Layout::of`]).
 const STAGGER_FROM_BYTES: usize = 1024;
 
-/// A zero-filled array of type `ty`, the `index`-th of a [`CallArgs`]. Arrays allocated one
-/// after another tend to lie one after another, so arrays of a whole number of pages start at
-/// the same offset within a page; a loop that stores to one while loading another at the same
-/// offset then stalls on 4 KiB aliasing (the store and a later load look alike to the CPU's
-/// memory disambiguation), which slows loops such as a 1024-element PID's. Spare capacity of a
-/// page plus a different number of cache lines per array spreads the starts.
-fn staggered_zeros(ty: &rfx_ir::TensorType, index: usize) -> Array {
-    let n = ty.shape.numel();
-    let size = ty.dtype.size_bytes().max(1);
-    let bytes = n.saturating_mul(size);
-    let spare = if bytes >= STAGGER_FROM_BYTES {
-        (bytes.next_multiple_of(4096) - bytes + 1024 + 64 * (index % 32)) / size
-    } else {
-        0
-    };
-    fn zeros<T: Element + Default>(n: usize, spare: usize) -> ArrayData {
-        let mut v: Vec<T> = Vec::new();
-        // A failed reservation only loses the stagger.
-        let _ = v.try_reserve_exact(n.saturating_add(spare));
-        v.resize(n, T::default());
-        T::into_data(v)
+/// A page, for the stagger.
+const PAGE: usize = 4096;
+
+/// One cache line of storage. A [`CallArgs`] keeps all its arrays in one buffer of lines, so
+/// the buffer, and each array in it, starts on a line.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line([u8; CALL_ARGS_ALIGN]);
+
+/// A zero-filled buffer of [`Line`]s, owned through a raw pointer so that slices of disjoint
+/// parts of it can be lent at once and the addresses handed to compiled code stay valid: no
+/// reference to the whole buffer is ever made while it lives (a `&mut` to all of it would,
+/// under Rust's aliasing rules, invalidate the addresses taken before).
+struct Lines {
+    /// From `Box::<[Line]>::into_raw`: the allocation of `len` lines (dangling, and never
+    /// read, when `len` is 0).
+    ptr: *mut Line,
+    len: usize,
+}
+
+// SAFETY: `Lines` owns its allocation alone, as a `Box<[Line]>` would: `&Lines` lends only
+// shared slices of it and mutable slices need `&mut Lines` (see `CallArgs`), so sending or
+// sharing it across threads is as sound as for the box.
+unsafe impl Send for Lines {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Lines {}
+
+impl Lines {
+    /// `len` zero-filled lines.
+    fn zeroed(len: usize) -> Lines {
+        let boxed: Box<[Line]> = vec![Line([0; CALL_ARGS_ALIGN]); len].into_boxed_slice();
+        let len = boxed.len();
+        Lines {
+            ptr: Box::into_raw(boxed).cast::<Line>(),
+            len,
+        }
     }
-    let data = match ty.dtype {
-        DType::Bool => zeros::<bool>(n, spare),
-        DType::I32 => zeros::<i32>(n, spare),
-        DType::F32 => zeros::<f32>(n, spare),
-        DType::F64 => zeros::<f64>(n, spare),
-    };
-    Array::new(ty.shape.clone(), data)
-        .unwrap_or_else(|_| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
+
+    /// The address of line `line` (at most `self.len`).
+    fn at(&self, line: usize) -> *mut u8 {
+        debug_assert!(line <= self.len);
+        // SAFETY: `line <= len`, so the pointer stays inside the allocation or one past it.
+        unsafe { self.ptr.add(line).cast() }
+    }
+}
+
+impl Drop for Lines {
+    fn drop(&mut self) {
+        let all = std::ptr::slice_from_raw_parts_mut(self.ptr, self.len);
+        // SAFETY: `ptr` and `len` came from `Box::into_raw` of a `Box<[Line]>` of `len` lines,
+        // freed only here; no slice lent from it outlives the borrow of `self` it came from.
+        drop(unsafe { Box::from_raw(all) });
+    }
+}
+
+/// Where one argument lives in the buffer.
+#[derive(Clone, Debug)]
+struct Slot {
+    ty: TensorType,
+    /// The first line of the elements.
+    line: usize,
+    /// The element count (the shape's).
+    len: usize,
+}
+
+/// Where every argument goes: each starts on a cache line (one line at least, so that no two
+/// share an address), and an array of [`STAGGER_FROM_BYTES`] or more is followed by room
+/// that moves the next one's start within a page. Arrays allocated one after another tend to
+/// lie one after another, so arrays of a whole number of pages would start at the same offset
+/// within a page; a loop that stores to one while loading another at the same offset then
+/// stalls on 4 KiB aliasing (the store and a later load look alike to the CPU's memory
+/// disambiguation), which slows loops such as a 1024-element PID's. Room of a page, plus
+/// 1 KiB and a different number of cache lines per array, spreads the starts.
+struct Layout {
+    slots: Vec<Slot>,
+    lines: usize,
+}
+
+impl Layout {
+    fn of<'a>(types: impl Iterator<Item = &'a TensorType>) -> Layout {
+        let mut slots = Vec::new();
+        let mut next = 0usize;
+        for (k, ty) in types.enumerate() {
+            let len = ty.shape.numel();
+            let bytes = len.saturating_mul(ty.dtype.size_bytes());
+            let room = if bytes >= STAGGER_FROM_BYTES {
+                bytes
+                    .next_multiple_of(PAGE)
+                    .saturating_add(1024 + CALL_ARGS_ALIGN * ((k + 1) % 32))
+            } else {
+                bytes.max(1)
+            };
+            slots.push(Slot {
+                ty: ty.clone(),
+                line: next,
+                len,
+            });
+            next = next.saturating_add(room.div_ceil(CALL_ARGS_ALIGN));
+        }
+        Layout { slots, lines: next }
+    }
+}
+
+/// The elements of `slot`, at `at` (its line in the buffer), shared.
+///
+/// # Safety
+/// `at` is the slot's line in a live buffer holding its dtype's initialised elements, and
+/// nothing writes them while the result lives.
+unsafe fn data_ref<'a>(at: *mut u8, slot: &Slot) -> DataRef<'a> {
+    let n = slot.len;
+    // SAFETY: guaranteed by the caller; the slot's dtype says which type its elements have,
+    // and a line's address is aligned for every element type.
+    unsafe {
+        match slot.ty.dtype {
+            DType::Bool => DataRef::Bool(std::slice::from_raw_parts(at.cast(), n)),
+            DType::I32 => DataRef::I32(std::slice::from_raw_parts(at.cast(), n)),
+            DType::F32 => DataRef::F32(std::slice::from_raw_parts(at.cast(), n)),
+            DType::F64 => DataRef::F64(std::slice::from_raw_parts(at.cast(), n)),
+        }
+    }
+}
+
+/// The elements of `slot`, at `at`, writable.
+///
+/// # Safety
+/// As for [`data_ref`], and nothing else reads or writes them while the result lives.
+unsafe fn data_mut<'a>(at: *mut u8, slot: &Slot) -> DataMut<'a> {
+    let n = slot.len;
+    // SAFETY: as in `data_ref`.
+    unsafe {
+        match slot.ty.dtype {
+            DType::Bool => DataMut::Bool(std::slice::from_raw_parts_mut(at.cast(), n)),
+            DType::I32 => DataMut::I32(std::slice::from_raw_parts_mut(at.cast(), n)),
+            DType::F32 => DataMut::F32(std::slice::from_raw_parts_mut(at.cast(), n)),
+            DType::F64 => DataMut::F64(std::slice::from_raw_parts_mut(at.cast(), n)),
+        }
+    }
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -57,7 +167,9 @@ pub fn new_compiled_id() -> u64 {
 /// [`Compiled::run_args`] and reads its outputs ([`CallArgs::output`]).
 ///
 /// The arrays are allocated with the program's exact dtypes and shapes when the `CallArgs` is
-/// made, and only their elements are ever lent out (never the vectors), so their lengths and
+/// made, all in one zero-filled buffer, each starting on a cache line
+/// ([`CALL_ARGS_ALIGN`] bytes, as wide vector loops want) and large ones at staggered
+/// offsets within a page. Only their elements are ever lent out, so their lengths and
 /// addresses cannot change: the backend that made the program runs it on the recorded
 /// addresses without looking at the arrays again. Passed to another program, a `CallArgs` is
 /// checked like any call ([`crate::CallError`] when it does not fit).
@@ -80,95 +192,120 @@ pub fn new_compiled_id() -> u64 {
 /// }
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-#[derive(Debug)]
 pub struct CallArgs {
     /// The [`Compiled::args_id`] of the program the arrays were made for (0: none).
     id: u64,
-    inputs: Vec<Array>,
+    /// Every input's place, then every output's.
+    slots: Vec<Slot>,
+    n_inputs: usize,
     /// The inputs' names (for errors).
     input_names: Vec<String>,
-    outputs: Vec<Array>,
     /// The base address of every input's elements, then every output's.
     addresses: Vec<usize>,
+    /// The elements of every argument (see [`Layout`]). The only way to them is through the
+    /// methods below, each of which lends slices of distinct slots for a borrow of `self`:
+    /// shared ones for `&self`, mutable ones for `&mut self`.
+    lines: Lines,
+}
+
+impl std::fmt::Debug for CallArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallArgs")
+            .field("id", &self.id)
+            .field("inputs", &self.inputs().collect::<Vec<_>>())
+            .field("outputs", &self.outputs().collect::<Vec<_>>())
+            .finish()
+    }
 }
 
 impl CallArgs {
     /// Zero-filled inputs and outputs for `compiled`, with its dtypes and shapes.
     pub fn new(compiled: &dyn Compiled) -> CallArgs {
         let program = compiled.program();
-        let mut made = 0;
-        let mut zeros = |ty: &rfx_ir::TensorType| {
-            made += 1;
-            staggered_zeros(ty, made)
-        };
-        let inputs: Vec<Array> = program.inputs().map(|(_, _, ty)| zeros(ty)).collect();
-        let input_names = program.inputs().map(|(_, name, _)| name.to_string()).collect();
-        let outputs: Vec<Array> = program.outputs().map(|(_, _, ty)| zeros(ty)).collect();
-        let addresses = inputs
+        let Layout { slots, lines } =
+            Layout::of(program.inputs().chain(program.outputs()).map(|(_, _, ty)| ty));
+        let lines = Lines::zeroed(lines);
+        let addresses = slots
             .iter()
-            .chain(&outputs)
-            .map(|array| match array.view().data() {
-                DataRef::Bool(v) => v.as_ptr() as usize,
-                DataRef::I32(v) => v.as_ptr() as usize,
-                DataRef::F32(v) => v.as_ptr() as usize,
-                DataRef::F64(v) => v.as_ptr() as usize,
-            })
+            .map(|slot| lines.at(slot.line).expose_provenance())
             .collect();
         CallArgs {
             id: compiled.args_id().unwrap_or(0),
-            inputs,
-            input_names,
-            outputs,
+            slots,
+            n_inputs: program.inputs().count(),
+            input_names: program.inputs().map(|(_, name, _)| name.to_string()).collect(),
             addresses,
+            lines,
         }
     }
 
-    /// The inputs, in call order.
-    pub fn inputs(&self) -> &[Array] {
-        &self.inputs
+    /// The input slots, then the output slots.
+    fn split(&self) -> (&[Slot], &[Slot]) {
+        self.slots.split_at(self.n_inputs.min(self.slots.len()))
     }
 
-    /// The outputs, in call order.
-    pub fn outputs(&self) -> &[Array] {
-        &self.outputs
+    /// A view of `slot`'s elements.
+    fn view<'a>(&'a self, slot: &'a Slot) -> Option<ArrayView<'a>> {
+        // SAFETY: `slot` is one of `self.slots`, inside `lines`; elements are written only
+        // through `&mut self`, which `&self` excludes while the view lives.
+        let data = unsafe { data_ref(self.lines.at(slot.line), slot) };
+        ArrayView::from_data(&slot.ty.shape, data).ok()
+    }
+
+    /// Views of the inputs, in call order (one per input: every array holds its shape's
+    /// element count).
+    pub fn inputs(&self) -> impl Iterator<Item = ArrayView<'_>> + '_ {
+        self.split().0.iter().filter_map(|slot| self.view(slot))
+    }
+
+    /// Views of the outputs, in call order (one per output).
+    pub fn outputs(&self) -> impl Iterator<Item = ArrayView<'_>> + '_ {
+        self.split().1.iter().filter_map(|slot| self.view(slot))
     }
 
     /// The elements of input `index` to write, or `None` when there is no such input or its
     /// dtype is not `T`'s.
     pub fn input_mut<T: Element>(&mut self, index: usize) -> Option<&mut [T]> {
-        self.inputs.get_mut(index)?.as_slice_mut()
+        let slot = self.split().0.get(index)?;
+        if slot.ty.dtype != T::DTYPE {
+            return None;
+        }
+        // SAFETY: the slot is inside `lines` and holds `len` elements of its dtype, `T`'s;
+        // `&mut self` is borrowed for the slice's life, so nothing else reads or writes it.
+        Some(unsafe { std::slice::from_raw_parts_mut(self.lines.at(slot.line).cast::<T>(), slot.len) })
     }
 
     /// Copies `value` into input `index`; it must have the input's dtype and shape.
     pub fn set_input(&mut self, index: usize, value: ArrayView<'_>) -> Result<(), CallError> {
-        let n_inputs = self.inputs.len();
-        let (Some(input), Some(name)) = (self.inputs.get_mut(index), self.input_names.get(index)) else {
+        let n_inputs = self.n_inputs;
+        let (Some(slot), Some(name)) = (self.split().0.get(index), self.input_names.get(index)) else {
             return Err(CallError::Arity {
                 what: "inputs",
                 expected: n_inputs,
                 found: index.saturating_add(1),
             });
         };
-        if value.dtype() != input.dtype() {
+        if value.dtype() != slot.ty.dtype {
             return Err(CallError::DType {
                 name: name.clone(),
-                expected: input.dtype(),
+                expected: slot.ty.dtype,
                 found: value.dtype(),
             });
         }
-        if value.shape() != input.shape() {
+        if *value.shape() != slot.ty.shape {
             return Err(CallError::Shape {
                 name: name.clone(),
-                expected: input.shape().clone(),
+                expected: slot.ty.shape.clone(),
                 found: value.shape().clone(),
             });
         }
-        match (input.data_mut(), value.data()) {
+        // SAFETY: as in `input_mut`: the slot's elements, lent for this borrow of `&mut self`.
+        match (unsafe { data_mut(self.lines.at(slot.line), slot) }, value.data()) {
             (DataMut::Bool(to), DataRef::Bool(from)) => to.copy_from_slice(from),
             (DataMut::I32(to), DataRef::I32(from)) => to.copy_from_slice(from),
             (DataMut::F32(to), DataRef::F32(from)) => to.copy_from_slice(from),
             (DataMut::F64(to), DataRef::F64(from)) => to.copy_from_slice(from),
-            // The dtypes were compared above.
+            // The dtypes and shapes were compared above.
             _ => {}
         }
         Ok(())
@@ -177,7 +314,13 @@ impl CallArgs {
     /// The elements of output `index`, or `None` when there is no such output or its dtype is
     /// not `T`'s.
     pub fn output<T: Element>(&self, index: usize) -> Option<&[T]> {
-        self.outputs.get(index)?.as_slice()
+        let slot = self.split().1.get(index)?;
+        if slot.ty.dtype != T::DTYPE {
+            return None;
+        }
+        // SAFETY: the slot is inside `lines` and holds `len` elements of `T`; `&self` is
+        // borrowed for the slice's life, which excludes every writer.
+        Some(unsafe { std::slice::from_raw_parts(self.lines.at(slot.line).cast::<T>(), slot.len) })
     }
 
     /// The [`Compiled::args_id`] of the program these arguments were made for.
@@ -186,8 +329,10 @@ impl CallArgs {
     }
 
     /// The base address of every input's elements, then every output's: each array has the
-    /// dtype and shape of the program that [`CallArgs::id`] names, they do not overlap, and
-    /// they stay valid and in place while `self` is borrowed.
+    /// dtype and shape of the program that [`CallArgs::id`] names, starts on a cache line
+    /// ([`CALL_ARGS_ALIGN`]), overlaps no other, and stays valid and in place as long as
+    /// `self` lives (moving `self` moves none of them). Code that writes the outputs through
+    /// these addresses must hold `&mut self` while it does, as [`Compiled::run_args`] does.
     pub fn addresses(&self) -> &[usize] {
         &self.addresses
     }
@@ -196,9 +341,202 @@ impl CallArgs {
     /// backend without a faster path runs on, and what every backend runs on with arguments
     /// made for another program. Allocates the two lists.
     pub fn views(&mut self) -> (Vec<ArrayView<'_>>, Vec<ArrayViewMut<'_>>) {
+        let (inputs, outputs) = self.split();
+        let lines = &self.lines;
         (
-            self.inputs.iter().map(Array::view).collect(),
-            self.outputs.iter_mut().map(Array::view_mut).collect(),
+            // SAFETY: the slots are distinct parts of `lines`; the input slots are only read and
+            // each output slot is lent once, for the borrow of `&mut self`.
+            inputs
+                .iter()
+                .filter_map(|slot| {
+                    ArrayView::from_data(&slot.ty.shape, unsafe { data_ref(lines.at(slot.line), slot) }).ok()
+                })
+                .collect(),
+            outputs
+                .iter()
+                .filter_map(|slot| {
+                    ArrayViewMut::from_data(&slot.ty.shape, unsafe { data_mut(lines.at(slot.line), slot) })
+                        .ok()
+                })
+                .collect(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Backend, InterpBackend, LowerConfig, Scratch};
+    use rfx_ir::{Array, Shape};
+
+    fn compiled(text: &str) -> std::sync::Arc<dyn Compiled> {
+        let kernel = rfx_ir::hir::parse(text).expect("kernel");
+        let (mir, _) = rfx_opt::optimize(&kernel, &Default::default()).expect("optimize");
+        let (lir, _) = crate::lower(&mir, &LowerConfig::default()).expect("lower");
+        InterpBackend.compile(&lir, &Default::default()).expect("compile")
+    }
+
+    /// Three inputs and three outputs of 1,024 `f32`s (a page each), and smaller ones of every
+    /// dtype, including an empty one.
+    const MIXED: &str = "kernel k {
+      %a = input a : f32[1024]
+      %b = input b : f32[1024]
+      %c = input c : f32[1024]
+      %n = input n : i32[3]
+      %e = input e : f64[0]
+      %p = input p : bool[5]
+      %s = add %a, %b : f32[1024]
+      %t = mul %s, %c : f32[1024]
+      %u = sub %t, %a : f32[1024]
+      %m = neg %n : i32[3]
+      %q = not %p : bool[5]
+      output s = %s
+      output t = %t
+      output u = %u
+      output m = %m
+      output q = %q
+    }";
+
+    #[test]
+    fn every_array_starts_on_its_own_cache_line_and_large_ones_at_distinct_page_offsets() {
+        let compiled = compiled(MIXED);
+        let args = CallArgs::new(compiled.as_ref());
+        let addresses = args.addresses();
+        assert_eq!(addresses.len(), 11);
+        for &a in addresses {
+            assert_eq!(a % CALL_ARGS_ALIGN, 0, "{a:#x}");
+        }
+        let mut distinct = addresses.to_vec();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert_eq!(distinct.len(), addresses.len(), "{addresses:x?}");
+        // a, b, c (inputs 0-2) and s, t, u (outputs 0-2) are a page each.
+        let large = [0, 1, 2, 6, 7, 8];
+        let mut offsets: Vec<usize> = large.iter().map(|&k| addresses[k] % PAGE).collect();
+        offsets.sort_unstable();
+        offsets.dedup();
+        assert_eq!(offsets.len(), large.len(), "{offsets:?}");
+        // The views lie at the addresses and do not overlap.
+        let views = args.inputs().chain(args.outputs()).map(|v| {
+            let len = match v.data() {
+                DataRef::Bool(d) => std::mem::size_of_val(d),
+                DataRef::I32(d) => std::mem::size_of_val(d),
+                DataRef::F32(d) => std::mem::size_of_val(d),
+                DataRef::F64(d) => std::mem::size_of_val(d),
+            };
+            let start = match v.data() {
+                DataRef::Bool(d) => d.as_ptr() as usize,
+                DataRef::I32(d) => d.as_ptr() as usize,
+                DataRef::F32(d) => d.as_ptr() as usize,
+                DataRef::F64(d) => d.as_ptr() as usize,
+            };
+            (start, start + len)
+        });
+        let ranges: Vec<(usize, usize)> = views.collect();
+        assert_eq!(ranges.iter().map(|r| r.0).collect::<Vec<_>>(), addresses);
+        for (i, a) in ranges.iter().enumerate() {
+            for b in &ranges[i + 1..] {
+                assert!(a.1 <= b.0 || b.1 <= a.0, "{a:x?} and {b:x?} overlap");
+            }
+        }
+    }
+
+    #[test]
+    fn arrays_start_zeroed_and_keep_what_is_written() {
+        let compiled = compiled(MIXED);
+        let mut args = CallArgs::new(compiled.as_ref());
+        let zeros: Vec<Array> = args
+            .inputs()
+            .chain(args.outputs())
+            .map(|v| v.to_owned())
+            .collect();
+        for (array, (_, _, ty)) in zeros
+            .iter()
+            .zip(compiled.program().inputs().chain(compiled.program().outputs()))
+        {
+            assert_eq!((array.dtype(), array.shape()), (ty.dtype, &ty.shape));
+            assert!(array.to_f64_vec().iter().all(|&x| x == 0.0));
+        }
+        let a: Vec<f32> = (0..1024).map(|i| i as f32 * 0.5 - 7.0).collect();
+        let b: Vec<f32> = (0..1024).map(|i| 3.0 - i as f32).collect();
+        let c: Vec<f32> = (0..1024).map(|i| (i % 7) as f32 - 2.5).collect();
+        args.input_mut::<f32>(0).expect("a").copy_from_slice(&a);
+        args.set_input(1, Array::from_slice(&b).view()).expect("b");
+        args.set_input(2, Array::from_slice(&c).view()).expect("c");
+        args.set_input(3, Array::from_slice(&[4i32, -5, 6]).view())
+            .expect("n");
+        args.set_input(
+            4,
+            Array::from_vec(Shape::new([0]), Vec::<f64>::new())
+                .expect("e")
+                .view(),
+        )
+        .expect("e");
+        args.input_mut::<bool>(5)
+            .expect("p")
+            .copy_from_slice(&[true, false, true, true, false]);
+        compiled.run_args(&mut args, &mut Scratch::new()).expect("run");
+        let s: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+        let t: Vec<f32> = s.iter().zip(&c).map(|(x, y)| x * y).collect();
+        let u: Vec<f32> = t.iter().zip(&a).map(|(x, y)| x - y).collect();
+        assert_eq!(args.output::<f32>(0), Some(&s[..]));
+        assert_eq!(args.output::<f32>(1), Some(&t[..]));
+        assert_eq!(args.output::<f32>(2), Some(&u[..]));
+        assert_eq!(args.output::<i32>(3), Some(&[-4, 5, -6][..]));
+        assert_eq!(
+            args.output::<bool>(4),
+            Some(&[false, true, false, false, true][..])
+        );
+        assert_eq!(
+            args.inputs().nth(1).map(|v| v.to_owned()),
+            Some(Array::from_slice(&b))
+        );
+        // The checked path's views are the same arrays.
+        let (inputs, outputs) = args.views();
+        assert_eq!((inputs.len(), outputs.len()), (6, 5));
+        assert_eq!(inputs[2].to_owned(), Array::from_slice(&c));
+        assert_eq!(outputs[3].data(), &DataMut::I32(&mut [-4, 5, -6]));
+    }
+
+    #[test]
+    fn accessors_refuse_other_dtypes_and_indices() {
+        let compiled = compiled(MIXED);
+        let mut args = CallArgs::new(compiled.as_ref());
+        assert!(args.input_mut::<f64>(0).is_none());
+        assert!(args.input_mut::<f32>(6).is_none());
+        assert!(args.output::<f32>(3).is_none());
+        assert!(args.output::<bool>(5).is_none());
+        assert_eq!(args.inputs().count(), 6);
+        assert_eq!(args.outputs().count(), 5);
+        assert!(matches!(
+            args.set_input(3, Array::from_slice(&[1.0f32, 2.0, 3.0]).view()),
+            Err(CallError::DType { .. })
+        ));
+        assert!(matches!(
+            args.set_input(3, Array::from_slice(&[1i32, 2]).view()),
+            Err(CallError::Shape { .. })
+        ));
+        assert!(matches!(
+            args.set_input(6, Array::from_slice(&[1i32]).view()),
+            Err(CallError::Arity {
+                expected: 6,
+                found: 7,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn arguments_move_between_threads_with_their_addresses() {
+        let compiled = compiled(MIXED);
+        let mut args = CallArgs::new(compiled.as_ref());
+        args.input_mut::<i32>(3).expect("n").copy_from_slice(&[1, 2, 3]);
+        let before = args.addresses().to_vec();
+        let args = std::thread::spawn(move || args).join().expect("thread");
+        assert_eq!(args.addresses(), before);
+        assert_eq!(
+            args.inputs().nth(3).map(|v| v.to_owned()),
+            Some(Array::from_slice(&[1i32, 2, 3]))
+        );
     }
 }

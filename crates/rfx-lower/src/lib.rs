@@ -31,7 +31,7 @@ mod registry;
 mod report;
 
 pub use accuracy::{Transcendental, ulps};
-pub use args::{CallArgs, new_compiled_id};
+pub use args::{CALL_ARGS_ALIGN, CallArgs, new_compiled_id};
 pub use backend::{
     Backend, CompileOptions, Compiled, CpuTarget, Scratch, Signature, check_type, validate_call,
 };

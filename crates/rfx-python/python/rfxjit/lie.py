@@ -131,6 +131,10 @@ _SE3_C2 = _Series(lambda k: _sign(k) / _f(2 * k + 4), _c2_closed)
 _SE3_C3 = _Series(lambda k: _sign(k) * (k + 1) / _f(2 * k + 5), _c3_closed)
 _INV_COT = _Series(lambda k: _sign(k) * _BERNOULLI[min(k, _TERMS)] / _f(2 * k + 2), _inv_cot_closed)
 _ATAN = _Series(lambda k: _sign(k) / (2 * k + 1), _atan_closed)
+# The series `so3_exp` and `so3_exp_with_jacobians` (with `so3_jr`, `so3_jl`) take below one
+# threshold, the smallest of theirs.
+_EXP = (_HALF_COS, _HALF_SINC)
+_EXP_WITH_JACOBIANS = (_HALF_COS, _HALF_SINC, _THETA_MINUS_SIN)
 
 # -- components -------------------------------------------------------------------------------
 
@@ -222,27 +226,39 @@ def _half_angle(theta2, series):
     return small, np.where(small, theta2, 0.0), far, theta, np.sin(half), np.cos(half)
 
 
+def _half_sinc(h):
+    """`sin(θ/2)/θ` of a `_half_angle` split."""
+    small, near, _, theta, s, _ = h
+    return np.where(small, _HALF_SINC.horner(near), s / theta)
+
+
 def _exp_from(w, h):
     """`Exp(ω)` and `k = sin(θ/2)/θ` of a `_half_angle` split."""
-    small, near, _, theta, s, c = h
-    k = np.where(small, _HALF_SINC.horner(near), s / theta)
+    small, near, _, _, _, c = h
+    k = _half_sinc(h)
     return [np.where(small, _HALF_COS.horner(near), c), k * w[0], k * w[1], k * w[2]], k
+
+
+def _exp_jacobian_coefficients(h, k):
+    """`(1 - cos θ)/θ² = 2 k²` and `(θ - sin θ)/θ³` of a split at `_EXP_WITH_JACOBIANS`'
+    threshold."""
+    small, near, far, theta, s, c = h
+    b = np.where(small, _THETA_MINUS_SIN.horner(near), (theta - s * c * 2.0) / (theta * far))
+    return k * k * 2.0, b
 
 
 def _so3_exp(w):
     # One sine and cosine of `θ/2` above the smaller of the two series' thresholds.
-    return _exp_from(w, _half_angle(_dot(w, w), (_HALF_COS, _HALF_SINC)))[0]
+    return _exp_from(w, _half_angle(_dot(w, w), _EXP))[0]
 
 
 def _so3_exp_with_jacobians(w):
     # One sine and cosine of `θ/2` above one threshold on `θ²` (the smallest of the three
     # series' own, `_THETA_MINUS_SIN`'s): `cos(θ/2)`, `k = sin(θ/2)/θ`, `(θ - 2 sin(θ/2)
     # cos(θ/2))/θ³`, and `(1 - cos θ)/θ² = 2 k²` in both regions (see Rust's `so3.rs`).
-    h = _half_angle(_dot(w, w), (_HALF_COS, _HALF_SINC, _THETA_MINUS_SIN))
-    small, near, far, theta, s, c = h
+    h = _half_angle(_dot(w, w), _EXP_WITH_JACOBIANS)
     q, k = _exp_from(w, h)
-    b = np.where(small, _THETA_MINUS_SIN.horner(near), (theta - s * c * 2.0) / (theta * far))
-    a = k * k * 2.0
+    a, b = _exp_jacobian_coefficients(h, k)
     return q, _jacobian_form(w, -a, b), _jacobian_form(w, a, b)
 
 
@@ -327,6 +343,15 @@ def _jacobian_form(w, a, b):
 
 
 def _so3_jac(w, side):
+    # Both coefficients from one sine and cosine of `θ/2`, as in `_so3_exp_with_jacobians`.
+    h = _half_angle(_dot(w, w), _EXP_WITH_JACOBIANS)
+    a, b = _exp_jacobian_coefficients(h, _half_sinc(h))
+    return _jacobian_form(w, -a if side == "right" else a, b)
+
+
+def _so3_jac_separate(w, side):
+    # Each coefficient from its own series and threshold: SE(3)'s Jacobians take it, whose
+    # coupling block takes `(θ - sin θ)/θ³` from the same series (see Rust's `so3.rs`).
     theta2 = _dot(w, w)
     a = _ONE_MINUS_COS(theta2)
     return _jacobian_form(w, -a if side == "right" else a, _THETA_MINUS_SIN(theta2))
@@ -513,7 +538,7 @@ def _se3_jacobian(xi, side, inverse, name):
     if inverse:
         j = _so3_jac_inv(w, "left")
         return _matrix(_blocks(j, _neg(_mat_mul(_mat_mul(j, q), j)), z, j))
-    j = _so3_jac(w, "left")
+    j = _so3_jac_separate(w, "left")
     return _matrix(_blocks(j, q, z, j))
 
 

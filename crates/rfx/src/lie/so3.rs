@@ -70,10 +70,11 @@ pub(crate) fn exp_parts(omega: V3) -> Quat {
 /// [`THETA_MINUS_SIN`]'s) `c`, `k` and `(θ - sin θ)/θ³` come from their series, each truncated
 /// below half the unit roundoff there, and `2 k²` from the series of `k` (`2 k² = (1 - cos θ)/θ²`
 /// identically, so within a few units of roundoff). Above it the closed forms are taken: `c`,
-/// `k` and `2 k²` do not cancel; `θ - 2 s c` does, as `so3_jr`'s `θ - sin θ` does from the same
-/// threshold on, with an absolute error of a few `u · sin θ` (`2 s c` rounds three times where
-/// `sin θ` rounds once), which the `[ω]×²` factor `θ²` turns into a few `u` on entries of a
-/// matrix of norm at least `1`: correct to rounding relative to its norm, as in `so3_jr`.
+/// `k` and `2 k²` do not cancel; `θ - 2 s c` does, as [`THETA_MINUS_SIN`]'s own closed form
+/// `θ - sin θ` does from the same threshold on, with an absolute error of a few `u · sin θ`
+/// (`2 s c` rounds three times where `sin θ` rounds once), which the `[ω]×²` factor `θ²` turns
+/// into a few `u` on entries of a matrix of norm at least `1`: correct to rounding relative to
+/// its norm, as the series module's closed forms are.
 pub(crate) fn exp_with_jacobians_parts(omega: V3) -> (Quat, M3, M3) {
     let theta2 = dot(omega, omega);
     let h = half_angle(theta2, &EXP_WITH_JACOBIANS);
@@ -341,10 +342,10 @@ pub fn so3_log_with_jacobians(q: Tensor) -> (Tensor, Tensor, Tensor) {
 }
 
 /// `Exp(ω)` with the Jacobians of `Exp` at `ω`, `(q, Jr(ω), Jl(ω))` (`[.., 4]`, `[.., 3, 3]`,
-/// `[.., 3, 3]`): the values of [`so3_exp`], [`so3_jr`] and [`so3_jl`] (to a few units of
-/// roundoff) from one sine and cosine of `θ/2` and one series region on `θ²`, where the three
-/// functions called separately take the sine and cosine of `θ/2` and the sine of `θ` behind
-/// three thresholds. Exact to rounding at and near `θ = 0`; any `θ`.
+/// `[.., 3, 3]`): the values of [`so3_exp`] (to a few units of roundoff: its series threshold
+/// is higher) and of [`so3_jr`] and [`so3_jl`] (the same operations), from one sine and cosine
+/// of `θ/2` and one series region on `θ²`, where calling the three would take that sine and
+/// cosine twice. Exact to rounding at and near `θ = 0`; any `θ`.
 pub fn so3_exp_with_jacobians(omega: Tensor) -> (Tensor, Tensor, Tensor) {
     let (q, jr, jl) = exp_with_jacobians_parts(vec3("so3_exp_with_jacobians", omega));
     (stack(&q), matrix(&jr), matrix(&jl))

@@ -97,7 +97,7 @@ fn jacobian_parts(rho: V3, omega: V3, side: Side, inverse: bool) -> [[Tensor; 6]
         let corner = mat_neg(&mat_mul(&mat_mul(&j_inv, &q), &j_inv));
         blocks(&j_inv, &corner, &z, &j_inv)
     } else {
-        let j = so3::jacobian_parts(omega, Side::Left);
+        let j = so3::jacobian_separate_parts(omega, Side::Left);
         blocks(&j, &q, &z, &j)
     }
 }

@@ -373,15 +373,15 @@ const MAX_FAST_OUTPUTS: usize = 32;
 const MAX_FAST_ARGS: usize = 64;
 
 /// What one argument must be, flattened so that the fast path reads one small record: its
-/// dtype, its dimensions (inline) and its byte length (a call whose dtype and dims match has
-/// exactly these bytes, so only the view's address is read from its data).
+/// byte length, its dimensions (inline), its rank and its dtype (a call whose dtype and dims
+/// match has exactly these bytes, so only the view's address is read from its data).
 #[derive(Clone, Debug, PartialEq, Eq)]
 struct ArgKey {
-    dtype: rfx_ir::DType,
+    bytes: usize,
+    dims: [usize; INLINE_RANK],
     /// The rank, or `usize::MAX` (which no view has) above [`INLINE_RANK`].
     rank: usize,
-    dims: [usize; INLINE_RANK],
-    bytes: usize,
+    dtype: rfx_ir::DType,
 }
 
 impl ArgKey {
@@ -395,17 +395,30 @@ impl ArgKey {
             usize::MAX
         };
         ArgKey {
-            dtype: ty.dtype,
-            rank,
-            dims: inline,
             bytes: ty.shape.numel().saturating_mul(ty.dtype.size_bytes()),
+            dims: inline,
+            rank,
+            dtype: ty.dtype,
         }
     }
 
-    /// Whether a view of `dtype` and `dims` matches.
+    /// Whether a view of `dtype` and `dims` matches (an indexed loop: the test profile, which
+    /// the instruction-count gate measures, does not inline iterator adapters).
     #[inline(always)]
     fn matches(&self, dtype: rfx_ir::DType, dims: &[usize]) -> bool {
-        dtype == self.dtype && dims.len() == self.rank && dims.iter().zip(&self.dims).all(|(a, b)| a == b)
+        if dtype != self.dtype || dims.len() != self.rank {
+            return false;
+        }
+        // The rank is at most `INLINE_RANK` here (no view has `usize::MAX` dims).
+        let n = dims.len().min(INLINE_RANK);
+        let mut i = 0;
+        while i < n {
+            if dims[i] != self.dims[i] {
+                return false;
+            }
+            i += 1;
+        }
+        true
     }
 }
 
@@ -538,9 +551,11 @@ impl Signature {
     /// exactly the calls `validate_parts` accepts (calls with more than `MAX_FAST_OUTPUTS`
     /// outputs, or a rank above `INLINE_RANK`, always take the general path). One pass over
     /// the arguments, outputs first: each output's address goes into `addresses` as it is
-    /// checked, and every later argument's byte range is compared with the outputs' ranges
-    /// rebuilt from those addresses and the keys' byte lengths (no array of ranges to clear).
-    /// Declines when `addresses` is too short.
+    /// checked, and the hull of the outputs' byte ranges (lowest start, highest end) grows with
+    /// it. An argument outside the hull overlaps no output, which settles the usual call with
+    /// two compares; one inside is compared with each output's range, rebuilt from the
+    /// addresses and the keys' byte lengths (no array of ranges to clear). Declines when
+    /// `addresses` is too short.
     #[inline(always)]
     fn accepts(
         &self,
@@ -548,21 +563,15 @@ impl Signature {
         outputs: &[ArrayViewMut<'_>],
         addresses: &mut [usize],
     ) -> bool {
-        /// `[start, end)`, with an empty range as `(0, 0)`, which overlaps nothing.
-        #[inline(always)]
-        fn span(start: usize, len: usize) -> (usize, usize) {
-            if len == 0 { (0, 0) } else { (start, start + len) }
-        }
-        /// Whether `range` overlaps any of the ranges at `starts` with `keys`' byte lengths (an
-        /// indexed loop: the test profile, which the instruction-count gate measures, does not
-        /// inline iterator adapters).
-        #[inline(always)]
-        fn overlaps_any(range: (usize, usize), starts: &[usize], keys: &[ArgKey]) -> bool {
+        /// Whether `[start, end)` overlaps any of the non-empty ranges at `starts` with `keys`'
+        /// byte lengths (indexed, as in `ArgKey::matches`).
+        #[inline(never)]
+        fn overlaps_any(start: usize, end: usize, starts: &[usize], keys: &[ArgKey]) -> bool {
             let n = starts.len().min(keys.len());
             let mut i = 0;
             while i < n {
-                let (start, bytes) = (starts[i], keys[i].bytes);
-                if bytes != 0 && range.0 < start + bytes && start < range.1 {
+                let (other, bytes) = (starts[i], keys[i].bytes);
+                if bytes != 0 && start < other + bytes && other < end {
                     return true;
                 }
                 i += 1;
@@ -571,31 +580,52 @@ impl Signature {
         }
         let n_in = inputs.len();
         let n_out = outputs.len();
-        if n_out > MAX_FAST_OUTPUTS || n_in + n_out != self.keys.len() || addresses.len() < self.keys.len() {
+        let total = n_in + n_out;
+        if n_in != self.inputs.len()
+            || total != self.keys.len()
+            || n_out > MAX_FAST_OUTPUTS
+            || addresses.len() < total
+        {
             return false;
         }
         let (in_keys, out_keys) = self.keys.split_at(n_in);
-        let (in_addr, out_addr) = addresses[..n_in + n_out].split_at_mut(n_in);
-        for (k, (view, key)) in outputs.iter().zip(out_keys).enumerate() {
+        let (in_addr, out_addr) = addresses[..total].split_at_mut(n_in);
+        // The outputs' hull: empty (`lo > hi`) until a non-empty output is seen.
+        let (mut lo, mut hi) = (usize::MAX, 0usize);
+        let mut k = 0;
+        while k < n_out {
+            let (view, key) = (&outputs[k], &out_keys[k]);
             if !key.matches(view.dtype(), view.shape().dims()) {
                 return false;
             }
             let start = mut_range(view.data()).0;
-            if overlaps_any(span(start, key.bytes), &out_addr[..k], &out_keys[..k]) {
-                return false;
+            if key.bytes != 0 {
+                let end = start + key.bytes;
+                if start < hi && lo < end && overlaps_any(start, end, &out_addr[..k], &out_keys[..k]) {
+                    return false;
+                }
+                lo = lo.min(start);
+                hi = hi.max(end);
             }
             out_addr[k] = start;
+            k += 1;
         }
         let out_addr = &*out_addr;
-        for ((view, key), address) in inputs.iter().zip(in_keys).zip(in_addr.iter_mut()) {
+        let mut i = 0;
+        while i < n_in {
+            let (view, key) = (&inputs[i], &in_keys[i]);
             if !key.matches(view.dtype(), view.shape().dims()) {
                 return false;
             }
             let start = ref_range(&view.data()).0;
-            if overlaps_any(span(start, key.bytes), out_addr, out_keys) {
-                return false;
+            if key.bytes != 0 {
+                let end = start + key.bytes;
+                if start < hi && lo < end && overlaps_any(start, end, out_addr, out_keys) {
+                    return false;
+                }
             }
-            *address = start;
+            in_addr[i] = start;
+            i += 1;
         }
         true
     }
@@ -791,6 +821,35 @@ mod signature_tests {
         assert_eq!(checked, 4 * 2 * 4 * 3);
     }
 
+    /// A call with the right number of arguments split differently between inputs and outputs
+    /// (two and two for three and one, every argument of one type) is an arity error on every
+    /// path: the fast path must not accept it because the total and the types fit.
+    #[test]
+    fn inputs_and_outputs_are_counted_apart() {
+        let one: &[usize] = &[1];
+        let signature = sig(&[(DType::F32, one); 3], &[(DType::F32, one)]);
+        let shape = Shape::new(vec![1]);
+        let (a, b) = ([1.0f32], [2.0f32]);
+        let (mut c, mut d) = ([3.0f32], [4.0f32]);
+        let inputs = [
+            ArrayView::new(&shape, &a).expect("a"),
+            ArrayView::new(&shape, &b).expect("b"),
+        ];
+        let outputs = [
+            ArrayViewMut::new(&shape, &mut c).expect("c"),
+            ArrayViewMut::new(&shape, &mut d).expect("d"),
+        ];
+        let mut addresses = [0usize; 4];
+        assert!(!signature.accepts(&inputs, &outputs, &mut addresses));
+        let arity = Err(CallError::Arity {
+            what: "inputs",
+            expected: 3,
+            found: 2,
+        });
+        assert_eq!(signature.validate(&inputs, &outputs), arity);
+        assert_eq!(signature.validate_into(&inputs, &outputs, &mut addresses), arity);
+    }
+
     /// The fast path refuses exactly the calls whose outputs overlap an input or another output
     /// (partly, wholly, or touching without overlap, which is accepted), as the general check
     /// does; an empty output overlaps nothing.
@@ -866,6 +925,73 @@ mod signature_tests {
             (0, [0, 4, 3, 12]),
         ];
         assert_eq!(refused, expected);
+        drop(backing);
+    }
+
+    /// Every placement of two inputs and two outputs of two elements (the second output also
+    /// empty) among 12 element offsets: the fast path, whose hull of the outputs settles most
+    /// calls with two compares, accepts exactly what the general check accepts, including an
+    /// input between two outputs (inside the hull, overlapping neither).
+    #[test]
+    fn the_outputs_hull_decides_as_the_general_check_does() {
+        let mut backing = vec![0.0f32; 16];
+        let base = backing.as_mut_ptr();
+        let (two, none) = (Shape::new(vec![2]), Shape::new(vec![0]));
+        let (mut accepted, mut between) = (0, 0);
+        for (out1_len, out1_shape) in [(2usize, &two), (0, &none)] {
+            let signature = sig(
+                &[(DType::F32, &[2]), (DType::F32, &[2])],
+                &[(DType::F32, &[2]), (DType::F32, &[out1_len])],
+            );
+            for at in 0..12usize.pow(4) {
+                let [a, b, c, d] = [at % 12, at / 12 % 12, at / 144 % 12, at / 1728];
+                // SAFETY: every view lies inside `backing` (offsets at most 11, two elements),
+                // which outlives them; the views alias on purpose, and nothing reads or writes
+                // through them (only their addresses are compared).
+                let (inputs, outputs) = unsafe {
+                    (
+                        [
+                            ArrayView::new(&two, std::slice::from_raw_parts(base.add(a), 2)).expect("view"),
+                            ArrayView::new(&two, std::slice::from_raw_parts(base.add(b), 2)).expect("view"),
+                        ],
+                        [
+                            ArrayViewMut::new(&two, std::slice::from_raw_parts_mut(base.add(c), 2))
+                                .expect("view"),
+                            ArrayViewMut::new(
+                                out1_shape,
+                                std::slice::from_raw_parts_mut(base.add(d), out1_len),
+                            )
+                            .expect("view"),
+                        ],
+                    )
+                };
+                let general = validate_parts(
+                    || signature.inputs.iter().map(|(n, t)| (n.as_str(), t)),
+                    || signature.outputs.iter().map(|(n, t)| (n.as_str(), t)),
+                    &inputs,
+                    &outputs,
+                );
+                let mut addresses = [0usize; 4];
+                let fast = signature.accepts(&inputs, &outputs, &mut addresses);
+                assert_eq!(fast, general.is_ok(), "offsets {a} {b} {c} {d}, y1 of {out1_len}");
+                if fast {
+                    accepted += 1;
+                    let starts: Vec<usize> = [a, b, c, d]
+                        .iter()
+                        .map(|&k| base.wrapping_add(k) as usize)
+                        .collect();
+                    assert_eq!(addresses.to_vec(), starts);
+                    let (lo, hi) = (c.min(d), c.max(d));
+                    if out1_len == 2 && a > lo + 1 && a + 2 <= hi {
+                        between += 1;
+                    }
+                }
+            }
+        }
+        assert!(
+            accepted > 1000 && between > 10,
+            "{accepted} accepted, {between} between"
+        );
         drop(backing);
     }
 

@@ -40,7 +40,7 @@ pub use error::{BackendError, CallError, LowerError, Unsupported};
 pub use executor::{execute_lowered, order_inputs};
 pub use indices::indices_fit_i32;
 pub use interp_backend::InterpBackend;
-pub use memplan::{Interval, MemoryPlan, live_across_loops, plan_memory};
+pub use memplan::{Interval, MemoryPlan, arena_footprint, live_across_loops, plan_memory};
 pub use program::lower;
 pub use registry::{KNOWN_BACKENDS, Registry};
 pub use report::{KernelReport, LowerReport};

@@ -53,6 +53,24 @@ fn align_up(value: usize, align: usize) -> usize {
     value.div_ceil(align).saturating_mul(align)
 }
 
+/// Bytes from below which a buffer is not padded ([`arena_footprint`]).
+const SKEW_MIN_BYTES: usize = 4096;
+
+/// The bytes a buffer of `bytes` takes in the arena: its size rounded up to `align`, plus one
+/// more `align` (at least 64 bytes: a cache line) for a buffer of 4 KiB or more. Without it,
+/// buffers whose sizes are multiples of 4 KiB (`f64[1024, k]`) would all start at the same
+/// address modulo 4 KiB, so a kernel reading or writing several of them at the same index
+/// would touch one L1 cache set (and one set of 4 KiB-aliased addresses) for all of them; with
+/// it, each buffer placed above another starts one line further round.
+pub fn arena_footprint(bytes: usize, align: usize) -> usize {
+    let size = align_up(bytes.max(1), align);
+    if size >= SKEW_MIN_BYTES {
+        size.saturating_add(align.max(64))
+    } else {
+        size
+    }
+}
+
 /// Greedy best-fit placement: buffers are placed largest first; each goes at the lowest
 /// aligned offset where it overlaps no already-placed buffer that is live at the same time.
 /// Two simultaneously live buffers never overlap; buffers with disjoint lifetimes may share
@@ -65,7 +83,7 @@ pub fn plan_memory(intervals: &[Interval], align: usize) -> MemoryPlan {
     let mut placed: Vec<usize> = Vec::new();
     let mut arena_bytes = 0;
     for &i in &order {
-        let size = align_up(intervals[i].bytes.max(1), align);
+        let size = arena_footprint(intervals[i].bytes, align);
         // Ranges already taken by buffers live at the same time, sorted by offset.
         let mut taken: Vec<(usize, usize)> = placed
             .iter()
@@ -73,7 +91,7 @@ pub fn plan_memory(intervals: &[Interval], align: usize) -> MemoryPlan {
             .map(|&j| {
                 (
                     offsets[j],
-                    offsets[j] + align_up(intervals[j].bytes.max(1), align),
+                    offsets[j] + arena_footprint(intervals[j].bytes, align),
                 )
             })
             .collect();

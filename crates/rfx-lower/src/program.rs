@@ -86,7 +86,7 @@ pub fn lower(program: &MirProgram, config: &LowerConfig) -> Result<(LirProgram, 
     report.arena_bytes = plan.arena_bytes;
     report.temp_bytes_without_reuse = intervals
         .iter()
-        .map(|i| i.bytes.max(1).div_ceil(config.arena_align) * config.arena_align)
+        .map(|i| crate::memplan::arena_footprint(i.bytes, config.arena_align))
         .sum();
 
     let mut buffers: Vec<LirBuffer> = program

@@ -30,7 +30,8 @@ pub struct LowerReport {
     pub kernels: Vec<KernelReport>,
     /// Arena size of the memory plan (peak bytes of temporaries).
     pub arena_bytes: usize,
-    /// Bytes the temporaries would need without reuse (each aligned).
+    /// Bytes the temporaries would need without reuse (each as the arena places it:
+    /// [`crate::arena_footprint`]).
     pub temp_bytes_without_reuse: usize,
 }
 

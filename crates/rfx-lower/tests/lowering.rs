@@ -98,7 +98,11 @@ proptest! {
             .map(|(i, &(bytes, start, len))| Interval { buf: rfx_ir::BufId::new(i), bytes, start, end: start + len })
             .collect();
         let plan = plan_memory(&intervals, 64);
-        let aligned = |b: usize| b.max(1).div_ceil(64) * 64;
+        // Rounded up to the alignment, and one line more from 4 KiB up.
+        let aligned = |b: usize| {
+            let size = b.max(1).div_ceil(64) * 64;
+            if size >= 4096 { size + 64 } else { size }
+        };
         prop_assert!(plan.arena_bytes <= intervals.iter().map(|i| aligned(i.bytes)).sum::<usize>());
         // The peak is at least what is live at the busiest moment.
         for t in 0..20 {
@@ -128,7 +132,36 @@ fn a_chain_of_temporaries_reuses_space() {
         })
         .collect();
     let plan = plan_memory(&intervals, 64);
-    assert_eq!(plan.arena_bytes, 2 * 4096);
+    // Two buffers live at a time, each 4 KiB and a skew line.
+    assert_eq!(plan.arena_bytes, 2 * (4096 + 64));
+}
+
+#[test]
+fn buffers_live_together_start_on_different_cache_lines_modulo_4_kib() {
+    // Eight `f64[1024]` temporaries (8 KiB each, a multiple of 4 KiB) live at once, and three
+    // small ones: the large ones start at eight different addresses modulo 4 KiB (a kernel
+    // touching all of them at one index touches eight L1 sets, not one), the small ones keep
+    // their sizes.
+    let mut intervals: Vec<Interval> = (0..8)
+        .map(|i| Interval {
+            buf: rfx_ir::BufId::new(i),
+            bytes: 8192,
+            start: 0,
+            end: 1,
+        })
+        .collect();
+    intervals.extend((8..11).map(|i| Interval {
+        buf: rfx_ir::BufId::new(i),
+        bytes: 72,
+        start: 0,
+        end: 1,
+    }));
+    let plan = plan_memory(&intervals, 64);
+    let mut lines: Vec<usize> = plan.offsets[..8].iter().map(|o| o % 4096 / 64).collect();
+    lines.sort_unstable();
+    lines.dedup();
+    assert_eq!(lines.len(), 8, "{:?}", plan.offsets);
+    assert_eq!(plan.arena_bytes, 8 * (8192 + 64) + 3 * 128);
 }
 
 fn fused_chain() -> (Kernel, LirProgram) {

@@ -195,3 +195,157 @@ fn accessors_check_index_and_dtype() {
     compiled.run_args(&mut args, &mut Scratch::new()).expect("run");
     assert_eq!(args.output::<f32>(0), Some(&[-1.0f32, 2.0][..]));
 }
+
+/// The checked call (`Compiled::run`) refuses, with the typed error naming the argument and
+/// without writing anything, every call that does not fit: three inputs and one output, and
+/// one input and two outputs (a reduction beside an elementwise result).
+#[test]
+fn the_checked_call_refuses_calls_that_do_not_fit() {
+    use rfx_ir::{ArrayView, Shape};
+    let (_, pid) = compile(
+        "kernel k {\n %e = input e : f32[4]\n %i = input i : f32[4]\n %d = input d : f32[4]\n %s = add %e, %i : f32[4]\n %t = mul %s, %d : f32[4]\n output t = %t\n}",
+    );
+    let (_, two) = compile(
+        "kernel k {\n %x = input x : f32[2, 3]\n %s = sum %x axes [1] : f32[2]\n %n = neg %x : f32[2, 3]\n output s = %s\n output n = %n\n}",
+    );
+    let (four, six, two_shape) = (Shape::new([4]), Shape::new([2, 3]), Shape::new([2]));
+    let (a, b, c) = ([1.0f32, 2.0, 3.0, 4.0], [0.5f32; 4], [2.0f32; 4]);
+    let ints = [1i32; 4];
+    let mut scratch = Scratch::new();
+    let call = |compiled: &dyn Compiled, inputs: &[ArrayView<'_>], outputs: &mut [ArrayViewMut<'_>]| {
+        compiled.run(inputs, outputs, &mut Scratch::new())
+    };
+    let (va, vb, vc) = (
+        ArrayView::new(&four, &a).expect("a"),
+        ArrayView::new(&four, &b).expect("b"),
+        ArrayView::new(&four, &c).expect("c"),
+    );
+    let vi = ArrayView::new(&four, &ints).expect("ints");
+    let mut out = [7.0f32; 4];
+    let mut spare = [7.0f32; 4];
+    let mut wrong_shape = [7.0f32; 6];
+    let expect = |result: Result<(), BackendError>, want: CallError| match result {
+        Err(BackendError::Call(e)) => assert_eq!(e, want),
+        other => panic!("expected {want:?}, got {other:?}"),
+    };
+    // A wrong dtype, named.
+    expect(
+        call(
+            pid.as_ref(),
+            &[va, vi, vc],
+            &mut [ArrayViewMut::new(&four, &mut out).expect("t")],
+        ),
+        CallError::DType {
+            name: "i".into(),
+            expected: rfx_ir::DType::F32,
+            found: rfx_ir::DType::I32,
+        },
+    );
+    // A wrong output shape, named.
+    expect(
+        call(
+            pid.as_ref(),
+            &[va, vb, vc],
+            &mut [ArrayViewMut::new(&six, &mut wrong_shape).expect("t")],
+        ),
+        CallError::Shape {
+            name: "t".into(),
+            expected: four.clone(),
+            found: six.clone(),
+        },
+    );
+    // Too few inputs, and the right total split as two inputs and two outputs.
+    expect(
+        call(
+            pid.as_ref(),
+            &[va, vb],
+            &mut [ArrayViewMut::new(&four, &mut out).expect("t")],
+        ),
+        CallError::Arity {
+            what: "inputs",
+            expected: 3,
+            found: 2,
+        },
+    );
+    expect(
+        call(
+            pid.as_ref(),
+            &[va, vb],
+            &mut [
+                ArrayViewMut::new(&four, &mut out).expect("t"),
+                ArrayViewMut::new(&four, &mut spare).expect("spare"),
+            ],
+        ),
+        CallError::Arity {
+            what: "inputs",
+            expected: 3,
+            found: 2,
+        },
+    );
+    assert_eq!(
+        (out, spare, wrong_shape),
+        ([7.0; 4], [7.0; 4], [7.0; 6]),
+        "nothing written"
+    );
+    // An output over an input: the same memory seen both ways (only through raw views, which
+    // safe code cannot make; the check must still refuse it).
+    let mut shared = [1.0f32, 2.0, 3.0, 4.0];
+    let base = shared.as_mut_ptr();
+    // SAFETY: both views cover `shared`, which outlives them; the call is refused before any
+    // element is read or written, and nothing else touches `shared` meanwhile.
+    let (as_input, as_output) = unsafe {
+        (
+            ArrayView::new(&four, std::slice::from_raw_parts(base, 4)).expect("in"),
+            ArrayViewMut::new(&four, std::slice::from_raw_parts_mut(base, 4)).expect("out"),
+        )
+    };
+    expect(
+        call(pid.as_ref(), &[va, as_input, vc], &mut [as_output]),
+        CallError::Alias {
+            output: "t".into(),
+            other: "i".into(),
+        },
+    );
+    assert_eq!(shared, [1.0, 2.0, 3.0, 4.0]);
+    // Two outputs over each other.
+    let x = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+    let vx = ArrayView::new(&six, &x).expect("x");
+    let mut both = [9.0f32; 6];
+    let base = both.as_mut_ptr();
+    // SAFETY: both views lie inside `both`, which outlives them; the call is refused before
+    // any element is written.
+    let (s, n) = unsafe {
+        (
+            ArrayViewMut::new(&two_shape, std::slice::from_raw_parts_mut(base.add(4), 2)).expect("s"),
+            ArrayViewMut::new(&six, std::slice::from_raw_parts_mut(base, 6)).expect("n"),
+        )
+    };
+    expect(
+        call(two.as_ref(), &[vx], &mut [s, n]),
+        CallError::Alias {
+            output: "s".into(),
+            other: "n".into(),
+        },
+    );
+    assert_eq!(both, [9.0; 6]);
+    // The same calls, fitting, run and write.
+    let mut t = [0.0f32; 4];
+    pid.run(
+        &[va, vb, vc],
+        &mut [ArrayViewMut::new(&four, &mut t).expect("t")],
+        &mut scratch,
+    )
+    .expect("fits");
+    assert_eq!(t, [3.0, 5.0, 7.0, 9.0]);
+    let (mut s, mut n) = ([0.0f32; 2], [0.0f32; 6]);
+    two.run(
+        &[vx],
+        &mut [
+            ArrayViewMut::new(&two_shape, &mut s).expect("s"),
+            ArrayViewMut::new(&six, &mut n).expect("n"),
+        ],
+        &mut scratch,
+    )
+    .expect("fits");
+    assert_eq!((s, n), ([6.0, 15.0], [-1.0, -2.0, -3.0, -4.0, -5.0, -6.0]));
+}

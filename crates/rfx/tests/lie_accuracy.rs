@@ -1,0 +1,254 @@
+//! The table "Accuracy (measured)" of `docs/lie.md`, measured: the largest absolute errors of
+//! `so3_exp`, `so3_exp_with_jacobians`' `Exp`, `so3_log(so3_exp(ω))` against `ω`, `so3_jr`,
+//! `so3_jl`, `so3_jr_inv` and `so3_jl_inv`, in units of the dtype's roundoff `u`, against the
+//! plain-Rust `f64` reference (`lie_ref`), over the angles the page lists (0, 1e-12, 1e-7, 1e-4,
+//! 0.05, 0.4, 1, 2, 3, π - 1e-9, π and 400 seeded random angles near 0 and near π) on seeded
+//! random axes, in `f64` and `f32`, on every backend of the build. (`so3_exp_with_jacobians`'
+//! `Jr` and `Jl` are `so3_jr`'s and `so3_jl`'s operations, whose equality `lie_exp_jacobians.rs`
+//! checks.)
+//!
+//! The test prints the measured table (`--nocapture`) and reads the page's: every figure the
+//! page states for `f64` and `f32` bounds what the `cpu`, `interp` and `c` backends measure,
+//! with half a unit of roundoff to spare (libm's last bit may differ on other machines), so
+//! that an accuracy regression past the documented figures fails here rather than leaving the
+//! page stale. Other backends (`cuda`, `metal`, where built and available) are measured and
+//! printed.
+
+mod lie_ref;
+
+use lie_ref::*;
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rfx::{DType, Tensor, lie};
+
+const PI: f64 = std::f64::consts::PI;
+
+/// The page the table lives on, and the heading above it.
+const PAGE: &str = include_str!("../../../docs/lie.md");
+const HEADING: &str = "### Accuracy (measured)";
+
+/// The quantities measured, as the page's header cells name them, in its column order.
+const COLUMNS: [&str; 7] = [
+    "`so3_exp`",
+    "`so3_exp_with_jacobians`' `Exp`",
+    "`so3_log(so3_exp(ω))` vs `ω`",
+    "`so3_jr`",
+    "`so3_jl`",
+    "`so3_jr_inv`",
+    "`so3_jl_inv`",
+];
+
+/// The backends the page's figures are measured on and bound (`c` where a C compiler runs it;
+/// the reference backends `cpu` and `interp` always).
+const DOCUMENTED_BACKENDS: [&str; 3] = ["c", "cpu", "interp"];
+
+/// What a measured figure may exceed the documented one by, in units of roundoff.
+const SPARE_UNITS: f64 = 0.5;
+
+/// The count of random angles near 0 and near π each (`angles` draws one of each per round).
+const RANDOM_ROUNDS: usize = 200;
+const SEED: u64 = 2026;
+
+/// The measured errors of one backend, per column, in units of roundoff.
+type Figures = [f64; COLUMNS.len()];
+
+/// The test tangents: every angle of `angles` about its own seeded random axis.
+fn tangents() -> Vec<V3> {
+    let mut rng = StdRng::seed_from_u64(SEED);
+    angles(RANDOM_ROUNDS, SEED)
+        .into_iter()
+        .map(|theta| scale(axis(&mut rng), theta))
+        .collect()
+}
+
+fn m3s(rows: &[M3]) -> Vec<f64> {
+    rows.iter().flat_map(|m| m.iter().flatten().copied()).collect()
+}
+
+/// `Log(Exp(ω))` exactly: `ω`, or where `‖ω‖ > π` (an `f32` tangent rounded past π) the
+/// tangent of the same rotation with `θ - 2π`.
+fn wrapped(w: V3) -> V3 {
+    let theta = norm(w);
+    if theta > PI {
+        scale(w, (theta - 2.0 * PI) / theta)
+    } else {
+        w
+    }
+}
+
+/// The largest error of `Log(Exp(ω))` against [`wrapped`] `ω`: where the reference quaternion's
+/// `w` is within rounding of 0 (`θ` at π), `ω` and `-ω` are the same rotation and either may
+/// come back.
+fn log_error(got: &[f64], held: &[V3], quats: &[Q], dtype: DType) -> f64 {
+    let mut worst = 0.0f64;
+    for (i, (&w, q)) in held.iter().zip(quats).enumerate() {
+        let (got, want) = (&got[3 * i..3 * i + 3], wrapped(w));
+        let error = |sign: f64| {
+            (0..3)
+                .map(|k| (got[k] - sign * want[k]).abs())
+                .fold(0.0, f64::max)
+        };
+        let e = if q[0].abs() < 1e3 * roundoff(dtype) {
+            error(1.0).min(error(-1.0))
+        } else {
+            error(1.0)
+        };
+        assert!(e.is_finite(), "log(exp)[{i}]: {got:?} against {want:?}");
+        worst = worst.max(e);
+    }
+    worst
+}
+
+/// The largest `|got - want|`, failing on a value that is not finite.
+fn error(what: &str, got: &[f64], want: &[f64]) -> f64 {
+    assert!(got.iter().all(|g| g.is_finite()), "{what}: not finite");
+    max_error(got, want).0
+}
+
+/// Every backend of the build that runs `dtype`, with its figures.
+fn measure(dtype: DType) -> Vec<(&'static str, Figures)> {
+    let omegas = tangents();
+    let held: Vec<V3> = stored(dtype, &flat(&omegas))
+        .chunks(3)
+        .map(|c| [c[0], c[1], c[2]])
+        .collect();
+    let input = array(dtype, &[held.len(), 3], &flat(&held));
+    let quats: Vec<Q> = held.iter().map(|&w| so3_exp(w)).collect();
+    let jr: Vec<M3> = held.iter().map(|&w| so3_jr(w, false)).collect();
+    let jl: Vec<M3> = held.iter().map(|&w| so3_jr(w, true)).collect();
+    let jr_inv: Vec<M3> = jr.iter().map(inv3).collect();
+    let jl_inv: Vec<M3> = jl.iter().map(inv3).collect();
+    let mut out = Vec::new();
+    for backend in backends(dtype) {
+        let f = rfx::jit(|w: Tensor| {
+            let q = lie::so3_exp(w);
+            let (q_with, _, _) = lie::so3_exp_with_jacobians(w);
+            vec![
+                q,
+                q_with,
+                lie::so3_log(q),
+                lie::so3_jr(w),
+                lie::so3_jl(w),
+                lie::so3_jr_inv(w),
+                lie::so3_jl_inv(w),
+            ]
+        })
+        .on_backend(backend);
+        let Some(got) = run("accuracy", backend, &f, (&input,)) else {
+            continue;
+        };
+        let what = |k: usize| format!("{backend} {dtype}: {}", COLUMNS[k]);
+        let errors = [
+            error(&what(0), &got[0], &flat(&quats)),
+            error(&what(1), &got[1], &flat(&quats)),
+            log_error(&got[2], &held, &quats, dtype),
+            error(&what(3), &got[3], &m3s(&jr)),
+            error(&what(4), &got[4], &m3s(&jl)),
+            error(&what(5), &got[5], &m3s(&jr_inv)),
+            error(&what(6), &got[6], &m3s(&jl_inv)),
+        ];
+        out.push((backend, errors.map(|e| e / roundoff(dtype))));
+    }
+    out
+}
+
+/// The page's table: its header cells after the first, and its rows as (dtype cell, figures
+/// in units of roundoff). A cell's figure is the number before its ` u`.
+fn documented_table() -> (Vec<String>, Vec<(String, Vec<f64>)>) {
+    let section = PAGE
+        .split_once(HEADING)
+        .unwrap_or_else(|| panic!("docs/lie.md has no heading {HEADING:?}"))
+        .1;
+    let cells = |line: &str| -> Vec<String> {
+        line.trim()
+            .trim_matches('|')
+            .split('|')
+            .map(|c| c.trim().to_owned())
+            .collect()
+    };
+    let mut lines = section
+        .lines()
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'));
+    let header = cells(lines.next().expect("the accuracy table's header"));
+    let rows = lines
+        .skip(1)
+        .map(|line| {
+            let row = cells(line);
+            let figures = row[1..]
+                .iter()
+                .map(|cell| {
+                    cell.split_once(" u")
+                        .and_then(|(number, _)| number.parse::<f64>().ok())
+                        .unwrap_or_else(|| panic!("docs/lie.md: no figure in {cell:?}"))
+                })
+                .collect();
+            (row[0].clone(), figures)
+        })
+        .collect();
+    (header[1..].to_vec(), rows)
+}
+
+/// A markdown row: `label`, then each figure in units of roundoff.
+fn row(label: &str, figures: &[f64]) -> String {
+    let cells: Vec<String> = figures.iter().map(|f| format!(" {f:.1} u |")).collect();
+    format!("| {label} |{}", cells.concat())
+}
+
+#[test]
+fn documented_lie_accuracy_bounds_the_measured_errors() {
+    let measured = [DType::F64, DType::F32].map(|dtype| (dtype, measure(dtype)));
+    println!("| |{}", COLUMNS.map(|c| format!(" {c} |")).concat());
+    println!("|---|{}", "---|".repeat(COLUMNS.len()));
+    for (dtype, backends) in &measured {
+        let mut worst = [0.0f64; COLUMNS.len()];
+        for (backend, figures) in backends {
+            println!("{}", row(&format!("`{dtype}` {backend}"), figures));
+            if DOCUMENTED_BACKENDS.contains(backend) {
+                worst = std::array::from_fn(|k| worst[k].max(figures[k]));
+            }
+        }
+        // The page's row: the largest figure of the backends it documents.
+        println!("{}", row(&format!("`{dtype}`"), &worst));
+    }
+
+    let (header, rows) = documented_table();
+    assert_eq!(
+        header, COLUMNS,
+        "docs/lie.md's accuracy table names the columns this test measures, in order"
+    );
+    let mut failures = Vec::new();
+    for (dtype, backends) in &measured {
+        let label = format!("`{dtype}`");
+        let documented = &rows
+            .iter()
+            .find(|(cell, _)| *cell == label)
+            .unwrap_or_else(|| panic!("docs/lie.md's accuracy table has no row {label}"))
+            .1;
+        assert_eq!(documented.len(), COLUMNS.len(), "docs/lie.md: the row {label}");
+        for name in ["cpu", "interp"] {
+            assert!(
+                backends.iter().any(|(backend, _)| *backend == name),
+                "{dtype}: `{name}` did not run"
+            );
+        }
+        for (name, figures) in backends {
+            if !DOCUMENTED_BACKENDS.contains(name) {
+                continue;
+            }
+            for (k, &figure) in figures.iter().enumerate() {
+                if figure > documented[k] + SPARE_UNITS {
+                    failures.push(format!(
+                        "{name} {dtype} {}: {figure:.2} u, documented {} u",
+                        COLUMNS[k], documented[k]
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "measured errors past docs/lie.md's accuracy table:\n{}",
+        failures.join("\n")
+    );
+}

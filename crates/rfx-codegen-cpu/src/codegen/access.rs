@@ -53,15 +53,7 @@ impl<'k> Gen<'_, 'k> {
         }
         let lanes = if inner == 0 { 1 } else { w };
         if dtype == DType::F64 && lanes == 2 {
-            // Lane 0 is read into a vector at once (`movsd` from memory, which zeroes lane
-            // 1): a load can only be folded into the instruction that uses it when no other
-            // load comes between them. Lane 1 then goes in by `movlhps`.
-            let addr = self.address(b, k, base, at, offs, 0);
-            let first = self.load_scalar(b, addr, Some(k), dtype);
-            let v = b.ins().scalar_to_vector(types::F64X2, first);
-            let addr = self.address(b, k, base, at, offs, 1);
-            let second = self.load_scalar(b, addr, Some(k), dtype);
-            return Ok(b.ins().insertlane(v, second, 1));
+            return Ok(self.load_f64_pair(b, place, k, base));
         }
         let mut e_lanes = Vec::new();
         for lane in 0..lanes {
@@ -69,6 +61,38 @@ impl<'k> Gen<'_, 'k> {
             e_lanes.push(self.load_scalar(b, addr, Some(k), dtype));
         }
         Ok(self.assemble(b, w, &e_lanes, dtype))
+    }
+
+    /// Two `f64` lanes of access `k` (inner stride `s` ≥ 2 elements) at `place`: the vector
+    /// of elements `e + s - 1` and `e + s` (one 16-byte load: lane 1 is in place) with element
+    /// `e` moved into lane 0 (`movsd` between registers). Both reads lie inside the elements
+    /// `e ..= e + s` the two lanes span. Three instructions, none through a general register:
+    /// building the vector from two scalars costs five (Cranelift folds a scalar load into
+    /// `scalar_to_vector` only when the vector has one use).
+    fn load_f64_pair(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        place: Place<'_>,
+        k: usize,
+        base: Value,
+    ) -> Value {
+        let Place { pos: at, offs, .. } = place;
+        let step = (self.inner_stride(k) * DType::F64.size_bytes()) as i64;
+        let (addr, disp) = self.address_disp(b, k, at, offs, 0);
+        let pair_disp = i64::from(disp)
+            .checked_add(step - 8)
+            .and_then(|d| i32::try_from(d).ok());
+        if let Some(pair_disp) = pair_disp {
+            let first = b.ins().load(types::F64, mem(), addr, disp);
+            let pair = b.ins().load(types::F64X2, mem(), addr, pair_disp);
+            return b.ins().insertlane(pair, first, 0);
+        }
+        let addr = self.address(b, k, base, at, offs, 0);
+        let first = self.load_scalar(b, addr, Some(k), DType::F64);
+        let v = b.ins().scalar_to_vector(types::F64X2, first);
+        let addr = self.address(b, k, base, at, offs, 1);
+        let second = self.load_scalar(b, addr, Some(k), DType::F64);
+        b.ins().insertlane(v, second, 1)
     }
 
     /// `buf[clamp(index, 0, len - 1)]` per lane of the value `index` (`w` lanes of an `i32`, or

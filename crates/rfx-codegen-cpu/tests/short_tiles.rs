@@ -150,7 +150,12 @@ fn same_bits(got: f64, want: f64) -> bool {
     (got.is_nan() && want.is_nan()) || got.to_bits() == want.to_bits()
 }
 
-/// The staging buffers' sizes in bytes (`explicit_slot N, align = 32`) of the CLIF text.
+/// Bytes each staging buffer ends after its cells (one cache line, so that buffers laid out
+/// one after another do not all start at the same address modulo 4 KiB).
+const STAGING_SKEW: usize = 64;
+
+/// The staging buffers' cells in bytes (`explicit_slot N, align = 32`, less the line each ends
+/// with) of the CLIF text.
 fn staging_slots(clif: &str) -> Vec<usize> {
     clif.lines()
         .filter(|line| line.contains("explicit_slot") && line.contains("align = 32"))
@@ -160,8 +165,12 @@ fn staging_slots(clif: &str) -> Vec<usize> {
                 .split(',')
                 .next()?
                 .trim()
-                .parse()
+                .parse::<usize>()
                 .ok()
+        })
+        .map(|bytes| {
+            assert!(bytes > STAGING_SKEW, "a staging slot of {bytes} bytes");
+            bytes - STAGING_SKEW
         })
         .collect()
 }

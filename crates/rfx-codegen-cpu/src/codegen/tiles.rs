@@ -207,6 +207,15 @@ pub(super) fn staging_buffers(
     buffers
 }
 
+/// Bytes each staging buffer (a stack slot) ends after its cells: one cache line. A full
+/// tile's buffer is a multiple of 4 KiB (1,024 `f64` cells), and the slots lie one after
+/// another, so without it every buffer would start at the same address modulo 4 KiB: a segment
+/// reading or writing a dozen staged values at one cell would touch one L1 cache set for all of
+/// them (more lines than the set holds) and each load would wait on the earlier stores to the
+/// other buffers' cells with the same low address bits (4 KiB aliasing). With it, each buffer
+/// starts one line further round than the one before.
+pub(super) const STAGING_SKEW: u32 = 64;
+
 /// The granule of a shortened tile's length, in elements: a whole number of passes of the
 /// segments at any width, and of 32-byte vectors of any cell size.
 const TILE_GRAIN: usize = 64;
@@ -530,14 +539,15 @@ impl<'k> Gen<'_, 'k> {
             return Ok(None);
         };
         let tile_cells = u32::try_from(tile).map_err(|_| internal("tile too long"))?;
-        // 32-byte alignment: the tile routines read and write whole AVX2 vectors.
+        // 32-byte alignment: the tile routines read and write whole AVX2 vectors. Each buffer
+        // ends `STAGING_SKEW` bytes after its cells.
         let stacks: Vec<StackSlot> = buffers
             .cells
             .iter()
             .map(|&cell| {
                 b.create_sized_stack_slot(StackSlotData::new(
                     StackSlotKind::ExplicitSlot,
-                    cell * tile_cells,
+                    cell * tile_cells + STAGING_SKEW,
                     5,
                 ))
             })

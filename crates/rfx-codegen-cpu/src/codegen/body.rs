@@ -288,6 +288,9 @@ impl<'k> Gen<'_, 'k> {
             }
             Inst::Binary { dst, op, lhs, rhs } => {
                 let (x, y) = (get(slots, *lhs)?, get(slots, *rhs)?);
+                if let Some(v) = known_logic(b, w, *op, x, y) {
+                    return self.define(slots, *dst, v);
+                }
                 Some((
                     *dst,
                     self.emit_binary(b, (w, body_index), *op, (*lhs, x), (*rhs, y))?,
@@ -296,6 +299,13 @@ impl<'k> Gen<'_, 'k> {
             Inst::Compare { dst, op, lhs, rhs } => {
                 let dtype = self.slot_dtype(*lhs)?;
                 let (x, y) = (get(slots, *lhs)?, get(slots, *rhs)?);
+                let dfg = &b.func.dfg;
+                if let (Some(lx), Some(ly)) = (known::lanes(dfg, x), known::lanes(dfg, y))
+                    && let Some(lanes) = known::compare_lanes(*op, &lx, &ly)
+                {
+                    let v = known::bool_constant(b, w, &lanes);
+                    return self.define(slots, *dst, v);
+                }
                 let mut e = Emitter {
                     b: &mut *b,
                     w,
@@ -311,6 +321,13 @@ impl<'k> Gen<'_, 'k> {
             } => {
                 let dtype = self.slot_dtype(*dst)?;
                 let (c, x, y) = (get(slots, *cond)?, get(slots, *on_true)?, get(slots, *on_false)?);
+                // A condition known in every lane picks its operand here.
+                if let Some(lanes) = known::bool_lanes(&b.func.dfg, c)
+                    && let Some(&first) = lanes.first()
+                    && lanes.iter().all(|&t| t == first)
+                {
+                    return self.define(slots, *dst, if first { x } else { y });
+                }
                 let mut e = Emitter {
                     b: &mut *b,
                     w,
@@ -351,6 +368,14 @@ impl<'k> Gen<'_, 'k> {
         if let Some((dst, v)) = value
             && let Some(slot) = slots.get_mut(dst.index())
         {
+            *slot = Some(v);
+        }
+        Ok(())
+    }
+
+    /// Sets slot `dst` to `v` (what [`Gen::emit_inst`] does with an instruction's value).
+    fn define(&self, slots: &mut [Option<Value>], dst: SlotId, v: Value) -> Result<(), BackendError> {
+        if let Some(slot) = slots.get_mut(dst.index()) {
             *slot = Some(v);
         }
         Ok(())
@@ -678,6 +703,28 @@ pub(super) fn emission_order(body: &[Inst]) -> Option<EmissionOrder> {
         ensure(i, &defs, &mut emitted, &mut order);
     }
     Some(EmissionOrder { order, defs })
+}
+
+/// `op` of two bool values known in every lane (`and`, `or`), as a constant (`None` for any
+/// other op or operands).
+fn known_logic(b: &mut FunctionBuilder<'_>, w: u8, op: BinaryOp, x: Value, y: Value) -> Option<Value> {
+    if !matches!(op, BinaryOp::And | BinaryOp::Or) {
+        return None;
+    }
+    let dfg = &b.func.dfg;
+    if dfg.value_type(x) != cl_type(DType::Bool, w) {
+        return None;
+    }
+    let (x, y) = (known::bool_lanes(dfg, x)?, known::bool_lanes(dfg, y)?);
+    if x.len() != y.len() {
+        return None;
+    }
+    let lanes: Vec<bool> = x
+        .iter()
+        .zip(&y)
+        .map(|(&a, &c)| if op == BinaryOp::And { a && c } else { a || c })
+        .collect();
+    Some(known::bool_constant(b, w, &lanes))
 }
 
 #[cfg(test)]

@@ -47,6 +47,7 @@ mod addr;
 mod body;
 mod elementwise;
 mod fold;
+mod known;
 #[cfg(test)]
 mod frame_tests;
 mod lanes;

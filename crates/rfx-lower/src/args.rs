@@ -85,8 +85,8 @@ struct Slot {
 /// lie one after another, so arrays of a whole number of pages would start at the same offset
 /// within a page; a loop that stores to one while loading another at the same offset then
 /// stalls on 4 KiB aliasing (the store and a later load look alike to the CPU's memory
-/// disambiguation), which slows loops such as a 1024-element PID's. Room of a page, plus
-/// 1 KiB and a different number of cache lines per array, spreads the starts.
+/// disambiguation), which slows loops such as a 1024-element PID's. Room up to a whole number
+/// of pages, plus 1 KiB and a different number of cache lines per array, spreads the starts.
 struct Layout {
     slots: Vec<Slot>,
     lines: usize,
@@ -101,7 +101,8 @@ impl Layout {
             let bytes = len.saturating_mul(ty.dtype.size_bytes());
             let room = if bytes >= STAGGER_FROM_BYTES {
                 bytes
-                    .next_multiple_of(PAGE)
+                    .checked_next_multiple_of(PAGE)
+                    .unwrap_or(usize::MAX)
                     .saturating_add(1024 + CALL_ARGS_ALIGN * ((k + 1) % 32))
             } else {
                 bytes.max(1)

@@ -79,16 +79,16 @@ fn wrapped(w: V3) -> V3 {
 /// The largest error of `Log(Exp(ω))` against [`wrapped`] `ω`: where the reference quaternion's
 /// `w` is within rounding of 0 (`θ` at π), `ω` and `-ω` are the same rotation and either may
 /// come back.
-fn log_error(got: &[f64], held: &[V3], quats: &[Q], dtype: DType) -> f64 {
+fn log_error(got: &[f64], held: &[V3], dtype: DType) -> f64 {
     let mut worst = 0.0f64;
-    for (i, (&w, q)) in held.iter().zip(quats).enumerate() {
+    for (i, &w) in held.iter().enumerate() {
         let (got, want) = (&got[3 * i..3 * i + 3], wrapped(w));
         let error = |sign: f64| {
             (0..3)
                 .map(|k| (got[k] - sign * want[k]).abs())
                 .fold(0.0, f64::max)
         };
-        let e = if q[0].abs() < 1e3 * roundoff(dtype) {
+        let e = if so3_exp(w)[0].abs() < 1e3 * roundoff(dtype) {
             error(1.0).min(error(-1.0))
         } else {
             error(1.0)
@@ -105,16 +105,42 @@ fn error(what: &str, got: &[f64], want: &[f64]) -> f64 {
     max_error(got, want).0
 }
 
-/// `f` at `input` on `backend`, as one kernel of its own (a GPU backend may not take all the
-/// columns' outputs in one), or `None` where `backend` cannot run it (see `run`).
-fn column<M, F: rfx::IntoKernelFn<M>>(
-    what: &str,
-    backend: &str,
-    f: F,
-    input: &rfx::Array,
-) -> Option<Vec<f64>> {
+/// `f` at `input` on `backend`, its first output, or `None` where `backend` cannot run it
+/// (see `run`).
+fn first_output<M, F: rfx::IntoKernelFn<M>>(backend: &str, f: F, input: &rfx::Array) -> Option<Vec<f64>> {
     let f = rfx::jit(f).on_backend(backend);
-    run(what, backend, &f, (input,)).map(|mut out| out.swap_remove(0))
+    run("accuracy column", backend, &f, (input,)).map(|mut out| out.swap_remove(0))
+}
+
+/// The columns' values at `input` on `backend`, from one kernel, or from a kernel per column
+/// where `backend` cannot run that one (`metal` takes at most 32 buffers in a kernel).
+fn outputs(backend: &str, input: &rfx::Array) -> [Option<Vec<f64>>; COLUMNS.len()] {
+    let all = rfx::jit(|w: Tensor| {
+        let q = lie::so3_exp(w);
+        vec![
+            q,
+            lie::so3_exp_with_jacobians(w).0,
+            lie::so3_log(q),
+            lie::so3_jr(w),
+            lie::so3_jl(w),
+            lie::so3_jr_inv(w),
+            lie::so3_jl_inv(w),
+        ]
+    })
+    .on_backend(backend);
+    if let Some(out) = run("all columns in one kernel", backend, &all, (input,)) {
+        let mut out = out.into_iter();
+        return std::array::from_fn(|_| out.next());
+    }
+    [
+        first_output(backend, lie::so3_exp, input),
+        first_output(backend, |w: Tensor| lie::so3_exp_with_jacobians(w).0, input),
+        first_output(backend, |w: Tensor| lie::so3_log(lie::so3_exp(w)), input),
+        first_output(backend, lie::so3_jr, input),
+        first_output(backend, lie::so3_jl, input),
+        first_output(backend, lie::so3_jr_inv, input),
+        first_output(backend, lie::so3_jl_inv, input),
+    ]
 }
 
 /// Every backend of the build that runs `dtype`, with its figures (`None` for a column the
@@ -126,37 +152,33 @@ fn measure(dtype: DType) -> Vec<(&'static str, Figures)> {
         .map(|c| [c[0], c[1], c[2]])
         .collect();
     let input = array(dtype, &[held.len(), 3], &flat(&held));
-    let quats: Vec<Q> = held.iter().map(|&w| so3_exp(w)).collect();
+    let quats = flat(&held.iter().map(|&w| so3_exp(w)).collect::<Vec<Q>>());
     let jr: Vec<M3> = held.iter().map(|&w| so3_jr(w, false)).collect();
     let jl: Vec<M3> = held.iter().map(|&w| so3_jr(w, true)).collect();
     let jr_inv: Vec<M3> = jr.iter().map(inv3).collect();
     let jl_inv: Vec<M3> = jl.iter().map(inv3).collect();
+    let want = [
+        &quats,
+        &quats,
+        &vec![],
+        &m3s(&jr),
+        &m3s(&jl),
+        &m3s(&jr_inv),
+        &m3s(&jl_inv),
+    ];
     let mut out = Vec::new();
     for backend in backends(dtype) {
-        let what = |k: usize| format!("{backend} {dtype}: {}", COLUMNS[k]);
-        let matrices = |k: usize, got: Vec<f64>, want: &[M3]| error(&what(k), &got, &m3s(want));
-        let errors = [
-            column(&what(0), backend, lie::so3_exp, &input).map(|got| error(&what(0), &got, &flat(&quats))),
-            column(
-                &what(1),
-                backend,
-                |w: Tensor| lie::so3_exp_with_jacobians(w).0,
-                &input,
-            )
-            .map(|got| error(&what(1), &got, &flat(&quats))),
-            column(
-                &what(2),
-                backend,
-                |w: Tensor| lie::so3_log(lie::so3_exp(w)),
-                &input,
-            )
-            .map(|got| log_error(&got, &held, &quats, dtype)),
-            column(&what(3), backend, lie::so3_jr, &input).map(|got| matrices(3, got, &jr)),
-            column(&what(4), backend, lie::so3_jl, &input).map(|got| matrices(4, got, &jl)),
-            column(&what(5), backend, lie::so3_jr_inv, &input).map(|got| matrices(5, got, &jr_inv)),
-            column(&what(6), backend, lie::so3_jl_inv, &input).map(|got| matrices(6, got, &jl_inv)),
-        ];
-        out.push((backend, errors.map(|e| e.map(|e| e / roundoff(dtype)))));
+        let mut figures: Figures = [None; COLUMNS.len()];
+        for (k, got) in outputs(backend, &input).into_iter().enumerate() {
+            let Some(got) = got else { continue };
+            let e = if k == 2 {
+                log_error(&got, &held, dtype)
+            } else {
+                error(&format!("{backend} {dtype}: {}", COLUMNS[k]), &got, want[k])
+            };
+            figures[k] = Some(e / roundoff(dtype));
+        }
+        out.push((backend, figures));
     }
     out
 }

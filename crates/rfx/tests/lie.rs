@@ -55,7 +55,7 @@ fn so3_values(dtype: DType) {
         };
         let what = |name: &str| format!("{backend} {dtype}: {name}");
         assert_close(&what("exp"), &out[0], &flat(&want_q), tol(dtype, 8.0));
-        assert_close(&what("matrix"), &out[2], &m3s(want_r.clone()), tol(dtype, 16.0));
+        assert_close(&what("matrix"), &out[2], &m3s(&want_r), tol(dtype, 16.0));
         // Log(Exp(ω)) is ω up to rounding; where w is within rounding of 0 (θ at π) either
         // sign of the axis is the same rotation.
         for (i, (q, want)) in want_q.iter().zip(&want_log).enumerate() {
@@ -133,10 +133,10 @@ fn so3_derivatives(dtype: DType) {
     let ad_tol = [tol(dtype, 64.0), tol(dtype, 256.0)];
     for (backend, a) in exp_log_jacobians::<So3>(dtype, &input, ad_tol) {
         let what = |name: &str| format!("{backend} {dtype}: {name}");
-        assert_close(&what("jr"), &a[0], &m3s(jr.clone()), tol(dtype, 16.0));
-        assert_close(&what("jl"), &a[1], &m3s(jl.clone()), tol(dtype, 16.0));
-        assert_close(&what("jr_inv"), &a[2], &m3s(jr_inv.clone()), tol(dtype, 64.0));
-        assert_close(&what("jl_inv"), &a[3], &m3s(jl_inv.clone()), tol(dtype, 64.0));
+        assert_close(&what("jr"), &a[0], &m3s(&jr), tol(dtype, 16.0));
+        assert_close(&what("jl"), &a[1], &m3s(&jl), tol(dtype, 16.0));
+        assert_close(&what("jr_inv"), &a[2], &m3s(&jr_inv), tol(dtype, 64.0));
+        assert_close(&what("jl_inv"), &a[3], &m3s(&jl_inv), tol(dtype, 64.0));
     }
 }
 
@@ -247,10 +247,6 @@ fn random_quats(rng: &mut StdRng, n: usize) -> Vec<Q> {
         .collect()
 }
 
-fn m3s(rows: Vec<M3>) -> Vec<f64> {
-    rows.iter().flat_map(|m| m.iter().flatten().copied()).collect()
-}
-
 /// The component products on `f64`: the Hamilton product against the reference's and
 /// `i ⊗ j = k`, the cross product against the reference's and `x × y = z`.
 #[test]
@@ -358,7 +354,7 @@ fn so3_operation_jacobians_match_derivatives() {
         assert_close(
             &format!("{backend}: R(b)ᵀ"),
             &want[0],
-            &m3s(rbt),
+            &m3s(&rbt),
             16.0 * roundoff(DType::F64),
         );
     }

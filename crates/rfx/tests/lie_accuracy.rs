@@ -61,10 +61,6 @@ fn tangents() -> Vec<V3> {
         .collect()
 }
 
-fn m3s(rows: &[M3]) -> Vec<f64> {
-    rows.iter().flat_map(|m| m.iter().flatten().copied()).collect()
-}
-
 /// `Log(Exp(ω))` exactly: `ω`, or where `‖ω‖ > π` (an `f32` tangent rounded past π) the
 /// tangent of the same rotation with `θ - 2π`.
 fn wrapped(w: V3) -> V3 {

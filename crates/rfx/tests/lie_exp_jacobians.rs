@@ -54,10 +54,6 @@ fn tangents(seed: u64, dtype: DType) -> Vec<V3> {
     out
 }
 
-fn m3s(rows: &[M3]) -> Vec<f64> {
-    rows.iter().flat_map(|m| m.iter().flatten().copied()).collect()
-}
-
 /// The reference `(Exp(ω), Jr(ω), Jl(ω))`.
 fn reference(w: V3) -> (Q, M3, M3) {
     (so3_exp(w), so3_jr(w, false), so3_jr(w, true))

@@ -34,10 +34,6 @@ fn quaternions(seed: u64) -> Vec<Q> {
     out
 }
 
-fn m3s(rows: &[M3]) -> Vec<f64> {
-    rows.iter().flat_map(|m| m.iter().flatten().copied()).collect()
-}
-
 /// The reference `(ω, Jr⁻¹(ω), Jl⁻¹(ω))` of `q`.
 fn reference(q: Q) -> (V3, M3, M3) {
     let w = so3_log(q);

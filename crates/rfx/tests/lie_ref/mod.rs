@@ -55,6 +55,11 @@ pub fn tol(dtype: DType, units: f64) -> f64 {
     units * roundoff(dtype)
 }
 
+/// The 3×3 matrices `rows` one after another, as the row-major values of an `[n, 3, 3]` array.
+pub fn m3s(rows: &[M3]) -> Vec<f64> {
+    rows.iter().flat_map(|m| m.iter().flatten().copied()).collect()
+}
+
 /// `rows` one after another, as the row-major values of an `[n, N]` array.
 pub fn flat<const N: usize>(rows: &[[f64; N]]) -> Vec<f64> {
     rows.iter().flatten().copied().collect()

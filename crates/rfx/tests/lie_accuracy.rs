@@ -151,8 +151,8 @@ fn measure(dtype: DType) -> Vec<(&'static str, Figures)> {
     let quats = flat(&held.iter().map(|&w| so3_exp(w)).collect::<Vec<Q>>());
     let jr: Vec<M3> = held.iter().map(|&w| so3_jr(w, false)).collect();
     let jl: Vec<M3> = held.iter().map(|&w| so3_jr(w, true)).collect();
-    let jr_inv: Vec<M3> = jr.iter().map(inv3).collect();
-    let jl_inv: Vec<M3> = jl.iter().map(inv3).collect();
+    let jr_inv: Vec<M3> = held.iter().map(|&w| so3_jr_inv(w, false)).collect();
+    let jl_inv: Vec<M3> = held.iter().map(|&w| so3_jr_inv(w, true)).collect();
     let want = [
         &quats,
         &quats,
@@ -223,6 +223,59 @@ fn row(label: &str, figures: &[Option<f64>]) -> String {
         .map(|f| f.map_or(" skipped |".to_owned(), |f| format!(" {f:.1} u |")))
         .collect();
     format!("| {label} |{}", cells.concat())
+}
+
+/// The reference `Jr⁻¹` (`so3_jr_inv`, the closed form) against `Jr(ω)⁻¹` computed with
+/// mpmath at 50 digits and rounded to `f64`, at a tangent near π (where the numerical inverse
+/// of the reference `Jr`, `inv3`, is 6.8 u off), a generic one and one in the series branch;
+/// and against `inv3` over the test tangents, within the numerical inverse's own rounding.
+#[test]
+fn reference_jr_inv_is_the_inverse_within_two_units() {
+    let cases: [(V3, M3); 3] = [
+        (
+            [-2.932932677331843, 0.4849848320808219, -1.0159194576849595],
+            [
+                [0.8715960287465347, 0.36383836294731015, 0.5443898985922703],
+                [-0.6520810947376494, 0.023857627322573592, 1.4165450769156402],
+                [0.05940506651144834, -1.516387600416203, 0.10459826352702972],
+            ],
+        ),
+        (
+            [2.0, 1.0, -0.5],
+            [
+                [0.8854070276711644, 0.43334875572613696, 0.4083256221369315],
+                [-0.06665124427386303, 0.6103838940819589, -1.0458371889315343],
+                [-0.5916743778630685, 0.9541628110684658, 0.5416281106846575],
+            ],
+        ),
+        (
+            [0.1, -0.2, 0.15],
+            [
+                [0.9947853623805505, -0.07666868403822383, -0.09874848697133214],
+                [0.07333131596177617, 0.9972883884378863, -0.05250302605733574],
+                [0.10125151302866787, 0.047496973942664264, 0.9958282899044404],
+            ],
+        ),
+    ];
+    let u = roundoff(DType::F64);
+    for (w, want) in cases {
+        let got = m3s(&[so3_jr_inv(w, false)]);
+        assert_close(&format!("Jr⁻¹({w:?})"), &got, &m3s(&[want]), 2.0 * u);
+        // Jl⁻¹(ω) = Jr⁻¹(ω)ᵀ.
+        let left = m3s(&[so3_jr_inv(w, true)]);
+        assert_close(&format!("Jl⁻¹({w:?})"), &left, &m3s(&[transpose(&want)]), 2.0 * u);
+    }
+    for w in tangents() {
+        for left in [false, true] {
+            let numerical = m3s(&[inv3(&so3_jr(w, left))]);
+            assert_close(
+                &format!("inv3 at {w:?}"),
+                &m3s(&[so3_jr_inv(w, left)]),
+                &numerical,
+                16.0 * u,
+            );
+        }
+    }
 }
 
 #[test]

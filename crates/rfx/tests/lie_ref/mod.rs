@@ -259,6 +259,42 @@ pub fn so3_jr(w: V3, left: bool) -> M3 {
     std::array::from_fn(|i| std::array::from_fn(|j| eye()[i][j] + a * k[i][j] + b * k2[i][j]))
 }
 
+/// `1/θ² - cot(θ/2)/(2θ)`: below 0.5 its series `Σ_{n ≥ 1} |B_2n| θ^(2n-2) / (2n)!` (the
+/// Bernoulli numbers' magnitudes as fractions), whose terms fall by `(θ/2π)²`.
+pub fn coef_inv(theta: f64) -> f64 {
+    const BERNOULLI: [(f64, f64); 8] = [
+        (1.0, 6.0),
+        (1.0, 30.0),
+        (1.0, 42.0),
+        (1.0, 30.0),
+        (5.0, 66.0),
+        (691.0, 2730.0),
+        (7.0, 6.0),
+        (3617.0, 510.0),
+    ];
+    if theta < 0.5 {
+        sum_series(theta * theta, false, |k| match BERNOULLI.get(k as usize) {
+            Some((num, den)) => den * fact(2 * k + 2) / num,
+            None => f64::INFINITY,
+        })
+    } else {
+        let half = theta / 2.0;
+        1.0 / (theta * theta) - half.cos() / (2.0 * theta * half.sin())
+    }
+}
+
+/// `Jr(w)⁻¹ = I + ½ [w]× + (1/θ² - cot(θ/2)/(2θ)) [w]×²` (left: `- ½`), the closed form
+/// (`θ < 2π`): near π its entries round by a unit or two, where the numerical inverse of the
+/// rounded `Jr` ([`inv3`]) amplifies `Jr`'s rounding to several.
+pub fn so3_jr_inv(w: V3, left: bool) -> M3 {
+    let theta = norm(w);
+    let k = skew(w);
+    let k2 = mat_mul(&k, &k);
+    let a = if left { -0.5 } else { 0.5 };
+    let c = coef_inv(theta);
+    std::array::from_fn(|i| std::array::from_fn(|j| eye()[i][j] + a * k[i][j] + c * k2[i][j]))
+}
+
 /// The inverse of a 3×3 matrix (adjugate over determinant).
 pub fn inv3(m: &M3) -> M3 {
     let c = |i: usize, j: usize| {

@@ -196,6 +196,23 @@ fn one_op_row(head: &Head, steps: &[Step]) -> Option<(u32, RowOperand, RowOperan
     ((unary || binary) && has_row).then_some((s.op, a, b, out))
 }
 
+/// [`one_op_row`] of a plan that [`valid`] accepts, checked with only the tests such a plan
+/// needs (a one-op row is the routine's shortest call, so its entry stays short): the
+/// registers within [`MAX_REGS`], the operands' rows and constants and the output row in
+/// range. `None` for any other plan (the routine then checks it with [`valid`]).
+fn valid_one_op_row(head: &Head, steps: &[Step]) -> Option<(u32, RowOperand, RowOperand, usize)> {
+    if head.regs > MAX_REGS || head.consts > head.regs || head.steps as usize != steps.len() {
+        return None;
+    }
+    let (code, a, b, out) = one_op_row(head, steps)?;
+    let in_range = |o: RowOperand| match o {
+        RowOperand::Row(k) => k < head.inputs as usize,
+        RowOperand::Const(c) => c < head.consts as usize,
+    };
+    let binary = (op::ADD..=op::MAX).contains(&code);
+    (in_range(a) && (!binary || in_range(b)) && out < head.outputs as usize).then_some((code, a, b, out))
+}
+
 impl Plan {
     /// Whether the routine runs this plan as one loop over the whole row ([`one_op_row`]).
     pub(crate) fn is_one_op_row(&self) -> bool {
@@ -306,16 +323,19 @@ macro_rules! fused_routine {
                     plan.add(std::mem::size_of::<Head>()) as *const Step,
                     head.steps as usize,
                 );
-                if head.dtype_bytes as usize != std::mem::size_of::<$t>() || !valid(&head, steps) {
+                if head.dtype_bytes as usize != std::mem::size_of::<$t>() {
                     return;
                 }
                 let consts = std::slice::from_raw_parts(consts, head.consts as usize);
                 let ptrs = std::slice::from_raw_parts(ptrs, (head.inputs + head.outputs) as usize);
-                if let Some(op) = one_op_row(&head, steps) {
+                if let Some(op) = valid_one_op_row(&head, steps) {
                     // One op streams its rows: the AVX2 body measured faster than the AVX-512
                     // one on rows that are not 64-byte aligned (each 512-bit access of such a
                     // row splits two cache lines).
                     return $one_op(op, consts, ptrs, head.inputs as usize, n);
+                }
+                if !valid(&head, steps) {
+                    return;
                 }
                 if avx512() {
                     $avx512(&head, steps, consts, ptrs, n)
@@ -664,6 +684,62 @@ mod tests {
         for p in bad {
             assert!(!p.is_valid(), "{p:?}");
         }
+    }
+
+    /// The routine's short entry check of a one-op row accepts exactly the one-op rows that
+    /// [`valid`] accepts, over every small one-step plan (operands, output, counts, ops).
+    #[test]
+    fn the_one_op_row_check_accepts_what_valid_accepts() {
+        let codes = [
+            0,
+            1,
+            2,
+            3,
+            INPUT,
+            INPUT + 1,
+            INPUT + 2,
+            OUTPUT,
+            OUTPUT + 1,
+            OUTPUT + 2,
+        ];
+        let ops = [
+            op::COPY,
+            op::ADD,
+            op::MAX,
+            op::NEG,
+            op::ROUND,
+            15,
+            40,
+            routine(AotFn::SinF32),
+        ];
+        let mut accepted = 0;
+        for (consts, regs) in [(0, 0), (0, 1), (1, 1), (2, 3), (1, MAX_REGS + 1)] {
+            for (inputs, outputs) in [(0, 1), (1, 0), (1, 1), (2, 1), (1, 2)] {
+                for op in ops {
+                    for dst in codes {
+                        for a in codes {
+                            for b in codes {
+                                let p = plan(consts, regs, inputs, outputs, vec![step(op, dst, a, b)]);
+                                let fast = valid_one_op_row(&p.head, &p.steps);
+                                let full = p.is_valid().then(|| one_op_row(&p.head, &p.steps)).flatten();
+                                assert_eq!(fast, full, "{p:?}");
+                                accepted += usize::from(fast.is_some());
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(accepted > 100, "{accepted}");
+        // A plan of more steps is never a one-op row.
+        let two = plan(
+            0,
+            1,
+            1,
+            1,
+            vec![step(op::NEG, 0, INPUT, INPUT), step(op::NEG, OUTPUT, 0, 0)],
+        );
+        assert!(two.is_valid() && valid_one_op_row(&two.head, &two.steps).is_none());
     }
 
     /// Every exact op and every routine of one dtype in one plan, run by the AVX2 body, the

@@ -9,7 +9,7 @@ type Reads = Vec<(usize, SlotId)>;
 /// One step of a tiled elementwise body, run over a whole tile before the next begins.
 pub(super) enum Segment {
     /// Body instructions `insts`, vectorised over the tile. `loads` are the values it reads from
-    /// staging buffers, as `(reading instruction, defining body index, slot)`, each loaded right
+    /// staging buffers (or, for a program input's load that is not staged, from the input again), as `(reading instruction, defining body index, slot)`, each loaded right
     /// before the instruction unless that slot already holds it: a value can be staged out of
     /// the body's order (a `sin` computed by an earlier `cos`'s `sincos` call), so two staged
     /// values may share a slot. Every value it defines that a later segment reads is stored to
@@ -273,7 +273,23 @@ impl<'k> Gen<'_, 'k> {
             return Ok(None);
         };
         let skipped = self.direct_accesses(&mut segments, &reads, direct);
-        let staged_defs = staged_values(body, &mut segments, (&reads, &routines), (&segment_of, &skipped));
+        // A load of a program input reads the same value in any segment (nothing the kernel
+        // writes overlaps an input): an ops segment loads it again instead of staging it.
+        let reloadable: Vec<bool> = body
+            .iter()
+            .map(|inst| match inst {
+                Inst::Load { buf, .. } => {
+                    self.fx.info.buffer_is_input.get(buf.index()).copied().flatten() == Some(true)
+                }
+                _ => false,
+            })
+            .collect();
+        let staged_defs = staged_values(
+            body,
+            &mut segments,
+            (&reads, &routines, &reloadable),
+            (&segment_of, &skipped),
+        );
         // A body that stages values runs as one fused pass instead where it can; routine calls
         // that read and write the program's rows themselves have nothing to fuse.
         if direct
@@ -858,7 +874,22 @@ impl<'k> Gen<'_, 'k> {
                 .get(i)
                 .ok_or_else(|| internal("segment instruction out of range"))?;
             for &(_, def, slot) in loads.iter().filter(|&&(reader, _, _)| reader == i) {
-                if held.get(&slot) != Some(&def) {
+                if held.get(&slot) != Some(&def) && !plan.staged.contains_key(&def) {
+                    // A program input's load, loaded again here (see `staged_values`).
+                    let load = body
+                        .get(def)
+                        .filter(|inst| matches!(inst, Inst::Load { .. }))
+                        .ok_or_else(|| internal("value not staged"))?;
+                    let access = self.fx.info.access_of.get(def).copied().flatten();
+                    let place = InstAt {
+                        w,
+                        access: access.map(|a| (a, pos)),
+                        offs: ptrs,
+                        body_index: Some(def),
+                    };
+                    self.emit_inst(b, load, place, &mut slots, &mut Vec::new())?;
+                    held.insert(slot, def);
+                } else if held.get(&slot) != Some(&def) {
                     let addr = cell_addr(self, b, def)?;
                     let ty = cl_type(self.slot_dtype(slot)?, w);
                     let value = b.ins().load(ty, MemFlagsData::trusted(), addr, 0);
@@ -1046,13 +1077,14 @@ impl<'k> Gen<'_, 'k> {
 }
 
 /// The values staged across segments (their defining body indices): those read in a later
-/// segment than their own, except a direct routine argument, and routine results not written
+/// segment than their own, except a direct routine argument and a program input's load that
+/// only ops segments read later (they load it again), and routine results not written
 /// directly. Adds each staged read to its ops segment's loads, drops the stores a routine now
 /// does itself and loads nothing reads any more, and empty ops segments.
 fn staged_values(
     body: &[Inst],
     segments: &mut Vec<Segment>,
-    (reads, routines): (&[Reads], &[Option<AotFn>]),
+    (reads, routines, reloadable): (&[Reads], &[Option<AotFn>], &[bool]),
     (segment_of, skipped): (&[usize], &[bool]),
 ) -> Vec<usize> {
     // `(routine instruction, argument definition)` for every argument read directly.
@@ -1091,6 +1123,21 @@ fn staged_values(
             Segment::Ops { .. } => Vec::new(),
         })
         .collect();
+    // A reloadable load read in later segments only by ops segments is loaded again there
+    // (its reads stay in the segments' loads; `Gen::emit_segment` reloads what is not staged);
+    // one a routine or the reduction pass reads is staged.
+    let in_ops = |i: usize| matches!(segments.get(segment_of[i]), Some(Segment::Ops { .. }));
+    let reloaded: Vec<bool> = (0..body.len())
+        .map(|def| {
+            reloadable.get(def).copied().unwrap_or(false)
+                && reads.iter().enumerate().all(|(i, defs)| {
+                    skipped[i]
+                        || segment_of[i] == segment_of[def]
+                        || !defs.iter().any(|&(d, _)| d == def)
+                        || in_ops(i)
+                })
+        })
+        .collect();
     let mut staged_defs: Vec<usize> = Vec::new();
     for (i, defs) in reads.iter().enumerate() {
         if skipped[i] {
@@ -1100,7 +1147,7 @@ fn staged_values(
             if segment_of[def] == segment_of[i] || direct_src.contains(&(i, def)) {
                 continue;
             }
-            if !staged_defs.contains(&def) {
+            if !staged_defs.contains(&def) && !reloaded[def] {
                 staged_defs.push(def);
             }
             if let Some(Segment::Ops { loads, .. }) = segments.get_mut(segment_of[i]) {

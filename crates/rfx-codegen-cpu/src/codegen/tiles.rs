@@ -9,7 +9,8 @@ type Reads = Vec<(usize, SlotId)>;
 /// One step of a tiled elementwise body, run over a whole tile before the next begins.
 pub(super) enum Segment {
     /// Body instructions `insts`, vectorised over the tile. `loads` are the values it reads from
-    /// staging buffers (or, for a program input's load that is not staged, from the input again), as `(reading instruction, defining body index, slot)`, each loaded right
+    /// staging buffers (or, for a program input's load that is not staged, from the input
+    /// again), as `(reading instruction, defining body index, slot)`, each loaded right
     /// before the instruction unless that slot already holds it: a value can be staged out of
     /// the body's order (a `sin` computed by an earlier `cos`'s `sincos` call), so two staged
     /// values may share a slot. Every value it defines that a later segment reads is stored to

@@ -1,5 +1,6 @@
 //! The real-time call path: a handle bound to one compiled kernel.
 
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 use rfx_ir::{Array, ArrayView, ArrayViewMut, DType, DataRef, Element, Shape};
@@ -45,7 +46,10 @@ pub struct BoundKernel {
     /// The dtype every caller input and output shares, if they share one (`run_slices` then
     /// compares its element type with this alone).
     slice_dtype: Option<DType>,
-    constant_inputs: Vec<Array>,
+    /// Shared, not copied, by a clone: the addresses below stay those of its arrays' elements.
+    constant_inputs: Arc<[Array]>,
+    /// The address of each constant input's first element (what `run_slices` passes).
+    constant_addresses: Box<[usize]>,
 }
 
 impl BoundKernel {
@@ -57,6 +61,8 @@ impl BoundKernel {
     /// Binds `exe`, whose last inputs are `constants` (fixed data the caller never passes, such
     /// as the identity a reverse-mode Jacobian is seeded with).
     pub fn with_constant_inputs(exe: Arc<Executable>, constants: Vec<Array>) -> BoundKernel {
+        // Into their shared home first: the addresses taken below are of these arrays.
+        let constants: Arc<[Array]> = constants.into();
         let n_caller = exe.inputs().len().saturating_sub(constants.len());
         let input_shapes: Vec<Shape> = exe.inputs()[..n_caller]
             .iter()
@@ -85,6 +91,7 @@ impl BoundKernel {
             slice_lens,
             slice_dtypes,
             slice_dtype,
+            constant_addresses: constants.iter().map(|c| data_address(c.view().data())).collect(),
             constant_inputs: constants,
         }
     }
@@ -176,67 +183,116 @@ impl BoundKernel {
         inputs: [&[T]; I],
         mut outputs: [&mut [T]; O],
     ) -> Result<(), RuntimeError> {
-        let lens = &self.slice_lens;
-        let lens_match = I + O == lens.len()
-            && inputs.iter().zip(lens).all(|(s, &n)| s.len() == n)
-            && outputs.iter().zip(&lens[I..]).all(|(s, &n)| s.len() == n);
-        if !lens_match {
-            let in_lens = inputs.iter().map(|s| s.len());
-            check_slices("inputs", &self.input_shapes, in_lens)?;
-            check_slices("outputs", &self.output_shapes, outputs.iter().map(|s| s.len()))?;
+        if I + O != self.slice_lens.len() {
+            return Err(self.slices_error(&inputs, &outputs).into());
         }
         if self.slice_dtype != Some(T::DTYPE)
             && let Some(k) = self.slice_dtypes.iter().position(|&d| d != T::DTYPE)
         {
+            self.check_lengths(&inputs, &outputs)?;
             return Err(self.dtype_error(k, T::DTYPE).into());
         }
-        let total = I + self.constant_inputs.len() + O;
+        let total = I + self.constant_addresses.len() + O;
         if total <= SHORT_ARGS {
             self.run_addresses::<T, I, O, SHORT_ARGS>(&inputs, &mut outputs)
         } else if total <= MAX_STACK_ARGS {
             self.run_addresses::<T, I, O, MAX_STACK_ARGS>(&inputs, &mut outputs)
         } else {
+            self.check_lengths(&inputs, &outputs)?;
             self.run_slice_views(inputs, outputs)
         }
     }
 
     /// Runs on the slices' addresses, gathered in an array of `N` (at least the argument
-    /// count) on the stack; the slices' lengths and dtypes were checked by
-    /// [`BoundKernel::run_slices`].
+    /// count) on the stack, after comparing the slices' lengths with the bound ones;
+    /// [`BoundKernel::run_slices`] checked the arity and the dtypes.
     #[inline(always)]
     fn run_addresses<T: Element, const I: usize, const O: usize, const N: usize>(
         &mut self,
         inputs: &[&[T]; I],
         outputs: &mut [&mut [T]; O],
     ) -> Result<(), RuntimeError> {
-        let n_const = self.constant_inputs.len();
+        let n_const = self.constant_addresses.len();
         let total = I + n_const + O;
-        let mut addresses = [0usize; N];
-        let (input_slots, rest) = addresses.split_at_mut(I);
-        let (constant_slots, output_slots) = rest.split_at_mut(n_const);
+        // Only the first `total` entries are written and read: nothing clears the rest.
+        let mut addresses = [MaybeUninit::<usize>::uninit(); N];
+        // `run_slices` checked that `I + O` lengths are bound: fixed-size views let the loops
+        // below unroll (the `else` arms are for the arity alone).
+        let (Some((input_lens, rest)), Some((input_slots, slots))) = (
+            self.slice_lens.split_first_chunk::<I>(),
+            addresses.split_first_chunk_mut::<I>(),
+        ) else {
+            return Err(self.slices_error(inputs, outputs).into());
+        };
+        let (Some(output_lens), Some((constant_slots, slots))) =
+            (rest.first_chunk::<O>(), slots.split_at_mut_checked(n_const))
+        else {
+            return Err(self.slices_error(inputs, outputs).into());
+        };
+        let Some(output_slots) = slots.first_chunk_mut::<O>() else {
+            return Err(self.slices_error(inputs, outputs).into());
+        };
+        let lens_match = inputs.iter().zip(input_lens).all(|(s, &n)| s.len() == n)
+            && outputs.iter().zip(output_lens).all(|(s, &n)| s.len() == n);
+        if !lens_match {
+            return Err(self.slices_error(inputs, outputs).into());
+        }
         for (slot, s) in input_slots.iter_mut().zip(inputs) {
-            *slot = s.as_ptr() as usize;
+            slot.write(s.as_ptr() as usize);
         }
-        for (slot, c) in constant_slots.iter_mut().zip(&self.constant_inputs) {
-            *slot = data_address(c.view().data());
+        for (slot, &address) in constant_slots.iter_mut().zip(&self.constant_addresses) {
+            slot.write(address);
         }
-        for (slot, s) in output_slots.iter_mut().zip(outputs) {
-            *slot = s.as_mut_ptr() as usize;
+        for (slot, s) in output_slots.iter_mut().zip(outputs.iter_mut()) {
+            slot.write(s.as_mut_ptr() as usize);
         }
+        // SAFETY: the loops above wrote the first `total` entries (`I` inputs, `n_const`
+        // constants and `O` outputs: the chunks taken above prove `total <= N`), and
+        // `MaybeUninit<usize>` has `usize`'s layout.
+        let addresses: &[usize] =
+            unsafe { std::slice::from_raw_parts(addresses.as_ptr().cast::<usize>(), total) };
         // SAFETY: one address per argument in call order (the caller's inputs, the constant
         // inputs, the outputs: the arities were checked). Each is a slice's (so non-null and
-        // aligned) or an owned constant array's, holding exactly its argument's elements
-        // (lengths checked by `run_slices` against the bound shapes, constants made with
-        // theirs) of its dtype (checked there; constants carry theirs). The inputs are shared
-        // borrows and the constants are owned here, so nothing writes them during the call;
-        // the outputs are `&mut` borrows, held for the whole call and so overlapping nothing
-        // else passed.
+        // aligned) or a constant array's, holding exactly its argument's elements (lengths
+        // checked above against the bound shapes, constants made with theirs) of its dtype
+        // (checked by `run_slices`; constants carry theirs). The inputs are shared borrows and
+        // the constants are held here and never mutated, so nothing writes them during the
+        // call; the outputs are `&mut` borrows, held for the whole call and so overlapping
+        // nothing else passed.
         unsafe {
-            self.exe
-                .compiled()
-                .run_addresses(&addresses[..total], &mut self.scratch)?;
+            self.exe.compiled().run_addresses(addresses, &mut self.scratch)?;
         }
         Ok(())
+    }
+
+    /// The arity or shape error for `run_slices` slices whose count or lengths differ from the
+    /// bound ones (`Ok` when they match).
+    #[cold]
+    fn check_lengths<T: Element, const I: usize, const O: usize>(
+        &self,
+        inputs: &[&[T]; I],
+        outputs: &[&mut [T]; O],
+    ) -> Result<(), CallError> {
+        check_slices("inputs", &self.input_shapes, inputs.iter().map(|s| s.len()))?;
+        check_slices("outputs", &self.output_shapes, outputs.iter().map(|s| s.len()))
+    }
+
+    /// The error for `run_slices` slices whose count or lengths are known to differ from the
+    /// bound ones.
+    #[cold]
+    fn slices_error<T: Element, const I: usize, const O: usize>(
+        &self,
+        inputs: &[&[T]; I],
+        outputs: &[&mut [T]; O],
+    ) -> CallError {
+        match self.check_lengths(inputs, outputs) {
+            Err(err) => err,
+            Ok(()) => CallError::Arity {
+                what: "arguments",
+                expected: self.slice_lens.len(),
+                found: I + O,
+            },
+        }
     }
 
     /// [`BoundKernel::run_slices`] through views and [`Executable::run`]'s checks, for calls

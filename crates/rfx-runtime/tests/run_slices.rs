@@ -151,3 +151,80 @@ fn a_dtype_mismatch_names_the_argument() {
         );
     }
 }
+
+/// `y = x0 * c0 + x1 + … + c1 + c2` with the last inputs constant: 2 caller inputs (the short
+/// address array) and 14 (the long one), on both backends; a clone, run after the original is
+/// dropped, gives the same bits; a short slice or slices of another dtype are refused.
+#[test]
+fn constant_inputs_are_passed_by_address() {
+    constant_call::<2>();
+    constant_call::<14>();
+}
+
+fn constant_call<const N: usize>() {
+    let mut text = String::from("kernel k {");
+    for i in 0..N {
+        text.push_str(&format!(" %x{i} = input x{i} : f64[3]"));
+    }
+    for j in 0..3 {
+        text.push_str(&format!(" %c{j} = input c{j} : f64[3]"));
+    }
+    text.push_str(" %s0 = mul %x0, %c0 : f64[3]");
+    let terms = (1..N)
+        .map(|i| format!("%x{i}"))
+        .chain(["%c1".into(), "%c2".into()]);
+    for (k, term) in terms.enumerate() {
+        text.push_str(&format!(" %s{} = add %s{k}, {term} : f64[3]", k + 1));
+    }
+    text.push_str(&format!(" output y = %s{} }}", N + 1));
+    let mut rng = StdRng::seed_from_u64(100 + N as u64);
+    let consts: Vec<Vec<f64>> = (0..3).map(|_| random(&mut rng, 3)).collect();
+    let xs: Vec<Vec<f64>> = (0..N).map(|_| random(&mut rng, 3)).collect();
+    let inputs: [&[f64]; N] = std::array::from_fn(|i| &xs[i][..]);
+    let want: Vec<f64> = (0..3)
+        .map(|k| {
+            let mut w = xs[0][k] * consts[0][k];
+            for x in &xs[1..] {
+                w += x[k];
+            }
+            w + consts[1][k] + consts[2][k]
+        })
+        .collect();
+    for backend in ["cpu", "interp"] {
+        let arrays = consts
+            .iter()
+            .map(|c| rfx_ir::Array::from_vec([3], c.clone()).expect("array"))
+            .collect();
+        let mut bound = BoundKernel::with_constant_inputs(compiled(&text, backend), arrays);
+        let mut y = [f64::NAN; 3];
+        bound.run_slices(inputs, [&mut y[..]]).expect("runs");
+        assert_eq!(y, *want, "{N} inputs, {backend}");
+
+        let mut clone = bound.clone();
+        drop(bound);
+        let mut y2 = [f64::NAN; 3];
+        clone.run_slices(inputs, [&mut y2[..]]).expect("the clone runs");
+        assert_eq!(y2, *want, "{N} inputs, {backend}: the clone");
+
+        let short = [0.0f64; 2];
+        let mut bad = inputs;
+        bad[N - 1] = &short[..];
+        let err = clone.run_slices(bad, [&mut y2[..]]).expect_err("a short input");
+        let name = format!("inputs[{}]", N - 1);
+        assert!(
+            matches!(&err, RuntimeError::Call(CallError::Shape { name: n, .. }) if *n == name),
+            "{N} inputs, {backend}: {err:?}"
+        );
+        let xs32: Vec<Vec<f32>> = xs.iter().map(|x| x.iter().map(|&v| v as f32).collect()).collect();
+        let inputs32: [&[f32]; N] = std::array::from_fn(|i| &xs32[i][..]);
+        let mut y32 = [f32::NAN; 3];
+        let err = clone
+            .run_slices(inputs32, [&mut y32[..]])
+            .expect_err("f32 slices for f64 arguments");
+        assert!(
+            matches!(&err, RuntimeError::Call(CallError::DType { name, expected: DType::F64, found: DType::F32 }) if name == "x0"),
+            "{N} inputs, {backend}: {err:?}"
+        );
+        assert!(y32.iter().all(|v| v.is_nan()), "nothing written");
+    }
+}

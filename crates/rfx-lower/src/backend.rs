@@ -195,6 +195,45 @@ pub trait Compiled: Send + Sync {
             .collect::<Result<Vec<_>, _>>()?;
         self.run(&inputs, &mut outputs, scratch)
     }
+
+    /// The function a caller may call in place of [`Compiled::run_addresses`], where the
+    /// whole call is one function of this program on its arguments' addresses (the CPU
+    /// backend's unsplit one-function programs); `None` otherwise.
+    fn direct_entry(&self) -> Option<DirectEntry> {
+        None
+    }
+}
+
+/// A compiled program's whole call as one function taking the table of its arguments'
+/// addresses in call order (see [`Compiled::direct_entry`]). Valid while the [`Compiled`] it
+/// came from lives.
+#[derive(Clone, Copy, Debug)]
+pub struct DirectEntry {
+    func: unsafe extern "C" fn(*const *mut u8, u64, u64),
+    units: u64,
+}
+
+impl DirectEntry {
+    /// The entry calling `func(table, 0, units)`.
+    ///
+    /// # Safety
+    /// That call, with `table` a [`Compiled::run_addresses`] table of a program, runs the
+    /// program's whole call on it, touching only its arguments' elements.
+    pub unsafe fn new(func: unsafe extern "C" fn(*const *mut u8, u64, u64), units: u64) -> DirectEntry {
+        DirectEntry { func, units }
+    }
+
+    /// Runs the call on `addresses`.
+    ///
+    /// # Safety
+    /// The [`Compiled`] this came from is alive, and `addresses` points at one address per
+    /// input and output of its program, in order, each as [`Compiled::run_addresses`]
+    /// requires.
+    #[inline(always)]
+    pub unsafe fn call(&self, addresses: *const usize) {
+        // SAFETY: as the caller guarantees and `DirectEntry::new` was promised.
+        unsafe { (self.func)(addresses.cast(), 0, self.units) }
+    }
 }
 
 /// A view whose element count is not its shape's (never, for views made from a shape's count).
@@ -268,10 +307,18 @@ unsafe fn view_mut_at(ty: &TensorType, address: usize) -> Result<ArrayViewMut<'_
 }
 
 /// Memory for a program's temporaries (the LIR arena), owned by the caller.
+///
+/// It starts on a cache line, as the LIR's arena offsets assume: a temporary placed at a
+/// multiple of 64 bytes then holds whole lines, and its vectors never split one.
 #[derive(Clone, Debug, Default)]
 pub struct Scratch {
-    words: Vec<u64>,
+    lines: Vec<ScratchLine>,
 }
+
+/// One cache line of a [`Scratch`]: eight words, aligned to 64 bytes.
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(64))]
+struct ScratchLine([u64; 8]);
 
 impl Scratch {
     /// An empty scratch area; it grows when a program needs it.
@@ -280,18 +327,24 @@ impl Scratch {
     }
 
     /// The first `bytes` bytes (rounded up to whole 8-byte words), growing once if needed.
-    /// The memory is 8-byte aligned; its contents are unspecified.
+    /// The memory starts on a 64-byte boundary; its contents are unspecified.
     pub fn words(&mut self, bytes: usize) -> &mut [u64] {
         let words = bytes.div_ceil(8);
-        if self.words.len() < words {
-            self.words.resize(words, 0);
+        let lines = words.div_ceil(8);
+        if self.lines.len() < lines {
+            self.lines.resize(lines, ScratchLine::default());
         }
-        &mut self.words[..words]
+        let all = self.lines.len() * 8;
+        // SAFETY: `ScratchLine` is `repr(C)` around `[u64; 8]`, 64 bytes with no padding, so
+        // the vector's lines are `all` contiguous, initialised `u64`s, borrowed mutably here
+        // through `self` for the slice's lifetime.
+        let all = unsafe { std::slice::from_raw_parts_mut(self.lines.as_mut_ptr().cast::<u64>(), all) };
+        &mut all[..words]
     }
 
     /// Bytes currently reserved.
     pub fn capacity_bytes(&self) -> usize {
-        self.words.len() * 8
+        self.lines.len() * 64
     }
 }
 
@@ -1159,5 +1212,29 @@ mod cpu_target_tests {
         assert_eq!(CpuTarget::default(), CpuTarget::Host);
         assert_eq!(CpuTarget::from_name("x86-64-v3"), None);
         assert_eq!(CpuTarget::from_name("AVX2"), None);
+    }
+}
+
+#[cfg(test)]
+mod scratch_tests {
+    use super::Scratch;
+
+    #[test]
+    fn scratch_starts_on_a_cache_line_at_every_size() {
+        let mut scratch = Scratch::new();
+        assert_eq!(scratch.capacity_bytes(), 0);
+        for bytes in [1, 8, 63, 64, 65, 1000, 4096, 1 << 16, 3] {
+            let words = scratch.words(bytes);
+            assert_eq!(words.len(), bytes.div_ceil(8), "{bytes} bytes");
+            assert_eq!(words.as_ptr() as usize % 64, 0, "{bytes} bytes");
+            words.fill(bytes as u64);
+            assert!(scratch.capacity_bytes() >= bytes);
+            assert_eq!(scratch.capacity_bytes() % 64, 0);
+        }
+        // A request that fits keeps the memory (and what it holds).
+        let before = scratch.words(16).as_ptr();
+        assert_eq!(scratch.words(24).as_ptr(), before);
+        // The last fill (3 bytes: one word) wrote 3 over the 65,536-byte fill.
+        assert_eq!(scratch.words(24)[..], [3, 1 << 16, 1 << 16]);
     }
 }

@@ -7,8 +7,8 @@ use cranelift_module::default_libcall_names;
 use rfx_ir::lir::{LirProgram, Storage};
 use rfx_ir::{ArrayView, ArrayViewMut, DType, DataMut, DataRef};
 use rfx_lower::{
-    Backend, BackendError, CallArgs, CallError, CompileOptions, Compiled, CpuTarget, Scratch, Signature,
-    Transcendental,
+    Backend, BackendError, CallArgs, CallError, CompileOptions, Compiled, CpuTarget, DirectEntry, Scratch,
+    Signature, Transcendental,
 };
 
 use crate::codegen::{
@@ -575,6 +575,18 @@ impl Compiled for CpuCompiled {
         unsafe { self.run_on(addresses, scratch) };
         Ok(())
     }
+
+    /// The one function of a program whose table is its arguments' addresses in call order,
+    /// as [`CpuCompiled::run_on`] calls it.
+    fn direct_entry(&self) -> Option<DirectEntry> {
+        let DirectCall { func, units } = self.direct_call?;
+        // SAFETY: a direct table is the arguments' addresses in call order, and the function
+        // runs all its units on the calling thread (what `run_on` does with it); the code
+        // lives as long as `self`.
+        self.table
+            .direct
+            .then(|| unsafe { DirectEntry::new(func, units) })
+    }
 }
 
 impl CpuCompiled {
@@ -750,6 +762,14 @@ mod direct_call_tests {
     #[test]
     fn only_an_unsplit_single_function_is_called_directly() {
         assert!(compiled(&elementwise(1), 2).direct_call.is_some(), "n = 1");
+        assert!(
+            compiled(&elementwise(1), 2).direct_entry().is_some(),
+            "n = 1: an entry"
+        );
+        assert!(
+            compiled(&elementwise(1 << 20), 2).direct_entry().is_none(),
+            "1M on 2 threads: no entry"
+        );
         // 1M elements: split across 2 threads, but not with one.
         assert!(
             compiled(&elementwise(1 << 20), 2).direct_call.is_none(),

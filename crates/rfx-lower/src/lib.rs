@@ -33,7 +33,7 @@ mod report;
 pub use accuracy::{Transcendental, ulps};
 pub use args::{CALL_ARGS_ALIGN, CallArgs, new_compiled_id};
 pub use backend::{
-    Backend, CompileOptions, Compiled, CpuTarget, Scratch, Signature, check_type, validate_call,
+    Backend, CompileOptions, Compiled, CpuTarget, DirectEntry, Scratch, Signature, check_type, validate_call,
 };
 pub use config::LowerConfig;
 pub use error::{BackendError, CallError, LowerError, Unsupported};

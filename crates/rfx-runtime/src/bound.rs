@@ -4,7 +4,7 @@ use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 use rfx_ir::{Array, ArrayView, ArrayViewMut, DType, DataRef, Element, Shape};
-use rfx_lower::{CallArgs, CallError, Scratch};
+use rfx_lower::{CallArgs, CallError, DirectEntry, Scratch};
 
 use crate::error::RuntimeError;
 use crate::executable::Executable;
@@ -50,6 +50,12 @@ pub struct BoundKernel {
     constant_inputs: Arc<[Array]>,
     /// The address of each constant input's first element (what `run_slices` passes).
     constant_addresses: Box<[usize]>,
+    /// Whether `run_slices` may pass addresses: the constants are as many as the kernel's last
+    /// inputs and of their types (otherwise it takes the checked path, which says what is
+    /// wrong).
+    by_address: bool,
+    /// The compiled program's whole call as one function on the addresses, where it is one.
+    direct: Option<DirectEntry>,
 }
 
 impl BoundKernel {
@@ -83,7 +89,19 @@ impl BoundKernel {
             .chain(&output_shapes)
             .map(Shape::numel)
             .collect();
+        let by_address = constants.len() <= exe.inputs().len()
+            && exe.inputs()[n_caller..]
+                .iter()
+                .zip(constants.iter())
+                .all(|((_, ty), c)| ty.dtype == c.dtype() && ty.shape == *c.shape());
+        let direct = if by_address {
+            exe.compiled().direct_entry()
+        } else {
+            None
+        };
         BoundKernel {
+            by_address,
+            direct,
             exe,
             scratch: Scratch::new(),
             input_shapes,
@@ -193,9 +211,9 @@ impl BoundKernel {
             return Err(self.dtype_error(k, T::DTYPE).into());
         }
         let total = I + self.constant_addresses.len() + O;
-        if total <= SHORT_ARGS {
+        if total <= SHORT_ARGS && self.by_address {
             self.run_addresses::<T, I, O, SHORT_ARGS>(&inputs, &mut outputs)
-        } else if total <= MAX_STACK_ARGS {
+        } else if total <= MAX_STACK_ARGS && self.by_address {
             self.run_addresses::<T, I, O, MAX_STACK_ARGS>(&inputs, &mut outputs)
         } else {
             self.check_lengths(&inputs, &outputs)?;
@@ -259,8 +277,13 @@ impl BoundKernel {
         // the constants are held here and never mutated, so nothing writes them during the
         // call; the outputs are `&mut` borrows, held for the whole call and so overlapping
         // nothing else passed.
+        // The direct entry, where there is one, is of the program `self.exe` holds.
         unsafe {
-            self.exe.compiled().run_addresses(addresses, &mut self.scratch)?;
+            if let Some(entry) = &self.direct {
+                entry.call(addresses.as_ptr());
+            } else {
+                self.exe.compiled().run_addresses(addresses, &mut self.scratch)?;
+            }
         }
         Ok(())
     }

@@ -228,3 +228,25 @@ fn constant_call<const N: usize>() {
         assert!(y32.iter().all(|v| v.is_nan()), "nothing written");
     }
 }
+
+/// A constant whose shape is not its input's: `run_slices` takes the checked path, which
+/// refuses the call, on both backends.
+#[test]
+fn a_constant_of_the_wrong_shape_is_refused() {
+    let text = "kernel k { %x = input x : f64[3] %c = input c : f64[3] %y = add %x, %c : f64[3] \
+                output y = %y }";
+    for backend in ["cpu", "interp"] {
+        let wrong = rfx_ir::Array::from_vec([2], vec![1.0f64, 2.0]).expect("array");
+        let mut bound = BoundKernel::with_constant_inputs(compiled(text, backend), vec![wrong]);
+        let x = [1.0f64, 2.0, 3.0];
+        let mut y = [f64::NAN; 3];
+        let err = bound
+            .run_slices([&x[..]], [&mut y[..]])
+            .expect_err("c has 2 elements");
+        assert!(
+            matches!(&err, RuntimeError::Call(CallError::Shape { .. })),
+            "{backend}: {err:?}"
+        );
+        assert!(y.iter().all(|v| v.is_nan()), "{backend}: nothing written");
+    }
+}

@@ -47,9 +47,9 @@ mod addr;
 mod body;
 mod elementwise;
 mod fold;
-mod known;
 #[cfg(test)]
 mod frame_tests;
+mod known;
 mod lanes;
 mod loops;
 #[cfg(test)]

@@ -149,14 +149,7 @@ fn so3_exp_with_jacobians_closed_form_relations() {
 /// A scalar mixing every output nonlinearly: `Σ q + ½ ‖Jr‖² + Σ_ij Jl_ij (Jr Jl)_ij`.
 fn scalar_reference(w: V3) -> f64 {
     let (q, jr, jl) = reference(w);
-    let product = mat_mul(&jr, &jl);
-    let mut s = q.iter().sum::<f64>();
-    for i in 0..3 {
-        for j in 0..3 {
-            s += 0.5 * jr[i][j] * jr[i][j] + jl[i][j] * product[i][j];
-        }
-    }
-    s
+    mix(&q, &jr, &jl)
 }
 
 fn scalar(w: Tensor) -> Tensor {

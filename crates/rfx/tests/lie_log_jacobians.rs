@@ -115,14 +115,7 @@ fn so3_log_with_jacobians_matches_log_and_the_inverse_jacobians_f32() {
 /// A scalar mixing every output nonlinearly: `Σ ω + ½ ‖Jr⁻¹‖² + Σ_ij Jl⁻¹_ij (Jr⁻¹ Jl⁻¹)_ij`.
 fn scalar_reference(q: Q) -> f64 {
     let (w, jr_inv, jl_inv) = reference(q);
-    let product = mat_mul(&jr_inv, &jl_inv);
-    let mut s = w.iter().sum::<f64>();
-    for i in 0..3 {
-        for j in 0..3 {
-            s += 0.5 * jr_inv[i][j] * jr_inv[i][j] + jl_inv[i][j] * product[i][j];
-        }
-    }
-    s
+    mix(&w, &jr_inv, &jl_inv)
 }
 
 fn scalar(q: Tensor) -> Tensor {

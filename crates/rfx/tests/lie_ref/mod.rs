@@ -498,3 +498,16 @@ pub fn se2_inverse(a: [f64; 4]) -> [f64; 4] {
         a[1] * a[2] - a[0] * a[3],
     ]
 }
+
+/// `Σ v + ½ ‖a‖² + Σ_ij b_ij (a b)_ij`: one scalar mixing a vector and two matrices
+/// nonlinearly, so its gradient reaches every entry of each.
+pub fn mix(v: &[f64], a: &M3, b: &M3) -> f64 {
+    let product = mat_mul(a, b);
+    let mut s = v.iter().sum::<f64>();
+    for i in 0..3 {
+        for j in 0..3 {
+            s += 0.5 * a[i][j] * a[i][j] + b[i][j] * product[i][j];
+        }
+    }
+    s
+}

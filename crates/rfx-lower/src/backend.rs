@@ -903,6 +903,49 @@ mod signature_tests {
         assert_eq!(signature.validate_into(&inputs, &outputs, &mut addresses), arity);
     }
 
+    /// A call of `signature` (two inputs and two outputs of two elements, the second output
+    /// of `out1_len`) on views at element offsets `at` of the `f32` array at `base` (which
+    /// holds at least 16): the general check's verdict, the fast path's and its addresses.
+    fn placed_call(
+        signature: &Signature,
+        base: *mut f32,
+        out1_len: usize,
+        at: [usize; 4],
+    ) -> (Result<(), CallError>, bool, [usize; 4]) {
+        let [a, b, c, d] = at;
+        assert!(a.max(b).max(c) + 2 <= 16 && d + out1_len <= 16);
+        let two = Shape::new(vec![2]);
+        let out1_shape = Shape::new(vec![out1_len]);
+        // SAFETY: every view lies inside the caller's 16 elements (checked above), which
+        // outlive them; the views alias on purpose, and nothing reads or writes through them
+        // (only their addresses are compared).
+        let (inputs, outputs) = unsafe {
+            (
+                [
+                    ArrayView::new(&two, std::slice::from_raw_parts(base.add(a), 2)).expect("view"),
+                    ArrayView::new(&two, std::slice::from_raw_parts(base.add(b), 2)).expect("view"),
+                ],
+                [
+                    ArrayViewMut::new(&two, std::slice::from_raw_parts_mut(base.add(c), 2)).expect("view"),
+                    ArrayViewMut::new(&out1_shape, std::slice::from_raw_parts_mut(base.add(d), out1_len))
+                        .expect("view"),
+                ],
+            )
+        };
+        let general = validate_parts(
+            || signature.inputs.iter().map(|(n, t)| (n.as_str(), t)),
+            || signature.outputs.iter().map(|(n, t)| (n.as_str(), t)),
+            &inputs,
+            &outputs,
+        );
+        if let Err(e) = &general {
+            assert_eq!(signature.validate(&inputs, &outputs).as_ref(), Err(e));
+        }
+        let mut addresses = [0usize; 4];
+        let fast = signature.accepts(&inputs, &outputs, &mut addresses);
+        (general, fast, addresses)
+    }
+
     /// The fast path refuses exactly the calls whose outputs overlap an input or another output
     /// (partly, wholly, or touching without overlap, which is accepted), as the general check
     /// does; an empty output overlaps nothing.
@@ -910,9 +953,8 @@ mod signature_tests {
     fn the_fast_path_refuses_overlaps_as_the_general_check_does() {
         let mut backing = vec![0.0f32; 16];
         let base = backing.as_mut_ptr();
-        let (two, none) = (Shape::new(vec![2]), Shape::new(vec![0]));
         let mut refused = Vec::new();
-        for (out1_len, out1_shape) in [(2usize, &two), (0, &none)] {
+        for out1_len in [2usize, 0] {
             let signature = sig(
                 &[(DType::F32, &[2]), (DType::F32, &[2])],
                 &[(DType::F32, &[2]), (DType::F32, &[out1_len])],
@@ -927,34 +969,7 @@ mod signature_tests {
                 [0, 4, 10, 8],
                 [0, 4, 8, 1],
             ] {
-                // SAFETY: every view lies inside `backing` (offsets at most 12, two elements),
-                // which outlives them; the views alias on purpose, and nothing reads or writes
-                // through them (only their addresses are compared).
-                let (inputs, outputs) = unsafe {
-                    (
-                        [
-                            ArrayView::new(&two, std::slice::from_raw_parts(base.add(a), 2)).expect("view"),
-                            ArrayView::new(&two, std::slice::from_raw_parts(base.add(b), 2)).expect("view"),
-                        ],
-                        [
-                            ArrayViewMut::new(&two, std::slice::from_raw_parts_mut(base.add(c), 2))
-                                .expect("view"),
-                            ArrayViewMut::new(
-                                out1_shape,
-                                std::slice::from_raw_parts_mut(base.add(d), out1_len),
-                            )
-                            .expect("view"),
-                        ],
-                    )
-                };
-                let general = validate_parts(
-                    || signature.inputs.iter().map(|(n, t)| (n.as_str(), t)),
-                    || signature.outputs.iter().map(|(n, t)| (n.as_str(), t)),
-                    &inputs,
-                    &outputs,
-                );
-                let mut addresses = [0usize; 4];
-                let fast = signature.accepts(&inputs, &outputs, &mut addresses);
+                let (general, fast, _) = placed_call(&signature, base, out1_len, [a, b, c, d]);
                 assert_eq!(
                     fast,
                     general.is_ok(),
@@ -962,7 +977,6 @@ mod signature_tests {
                 );
                 if let Err(e) = general {
                     assert!(matches!(e, CallError::Alias { .. }), "{e}");
-                    assert_eq!(signature.validate(&inputs, &outputs), Err(e));
                     refused.push((out1_len, [a, b, c, d]));
                 }
             }
@@ -989,43 +1003,15 @@ mod signature_tests {
     fn the_outputs_hull_decides_as_the_general_check_does() {
         let mut backing = vec![0.0f32; 16];
         let base = backing.as_mut_ptr();
-        let (two, none) = (Shape::new(vec![2]), Shape::new(vec![0]));
         let (mut accepted, mut between) = (0, 0);
-        for (out1_len, out1_shape) in [(2usize, &two), (0, &none)] {
+        for out1_len in [2usize, 0] {
             let signature = sig(
                 &[(DType::F32, &[2]), (DType::F32, &[2])],
                 &[(DType::F32, &[2]), (DType::F32, &[out1_len])],
             );
             for at in 0..12usize.pow(4) {
                 let [a, b, c, d] = [at % 12, at / 12 % 12, at / 144 % 12, at / 1728];
-                // SAFETY: every view lies inside `backing` (offsets at most 11, two elements),
-                // which outlives them; the views alias on purpose, and nothing reads or writes
-                // through them (only their addresses are compared).
-                let (inputs, outputs) = unsafe {
-                    (
-                        [
-                            ArrayView::new(&two, std::slice::from_raw_parts(base.add(a), 2)).expect("view"),
-                            ArrayView::new(&two, std::slice::from_raw_parts(base.add(b), 2)).expect("view"),
-                        ],
-                        [
-                            ArrayViewMut::new(&two, std::slice::from_raw_parts_mut(base.add(c), 2))
-                                .expect("view"),
-                            ArrayViewMut::new(
-                                out1_shape,
-                                std::slice::from_raw_parts_mut(base.add(d), out1_len),
-                            )
-                            .expect("view"),
-                        ],
-                    )
-                };
-                let general = validate_parts(
-                    || signature.inputs.iter().map(|(n, t)| (n.as_str(), t)),
-                    || signature.outputs.iter().map(|(n, t)| (n.as_str(), t)),
-                    &inputs,
-                    &outputs,
-                );
-                let mut addresses = [0usize; 4];
-                let fast = signature.accepts(&inputs, &outputs, &mut addresses);
+                let (general, fast, addresses) = placed_call(&signature, base, out1_len, [a, b, c, d]);
                 assert_eq!(fast, general.is_ok(), "offsets {a} {b} {c} {d}, y1 of {out1_len}");
                 if fast {
                     accepted += 1;

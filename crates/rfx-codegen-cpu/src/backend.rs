@@ -577,7 +577,7 @@ impl Compiled for CpuCompiled {
     }
 
     /// The one function of a program whose table is its arguments' addresses in call order,
-    /// as [`CpuCompiled::run_on`] calls it.
+    /// as the backend's own direct call runs it.
     fn direct_entry(&self) -> Option<DirectEntry> {
         let DirectCall { func, units } = self.direct_call?;
         // SAFETY: a direct table is the arguments' addresses in call order, and the function

@@ -257,6 +257,19 @@ impl CmpOp {
     pub fn accepts(self, dtype: DType) -> bool {
         dtype.is_numeric() || matches!(self, CmpOp::Eq | CmpOp::Ne)
     }
+
+    /// `a op b` under `T`'s partial order: false for every comparison with a NaN but `Ne`,
+    /// and `-0 == 0` for floats, as the op's definition says.
+    pub fn holds<T: PartialOrd>(self, a: &T, b: &T) -> bool {
+        match self {
+            CmpOp::Lt => a < b,
+            CmpOp::Le => a <= b,
+            CmpOp::Gt => a > b,
+            CmpOp::Ge => a >= b,
+            CmpOp::Eq => a == b,
+            CmpOp::Ne => a != b,
+        }
+    }
 }
 
 /// Reductions over a set of axes. The result drops the reduced axes (or keeps them as size 1

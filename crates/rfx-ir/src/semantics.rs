@@ -168,10 +168,10 @@ pub fn compare(op: CmpOp, a: Scalar, b: Scalar) -> Option<bool> {
         return None;
     }
     match (a, b) {
-        (Scalar::Bool(a), Scalar::Bool(b)) => Some(compare_ordered(op, &a, &b)),
-        (Scalar::I32(a), Scalar::I32(b)) => Some(compare_ordered(op, &a, &b)),
-        (Scalar::F32(a), Scalar::F32(b)) => Some(compare_ordered(op, &a, &b)),
-        (Scalar::F64(a), Scalar::F64(b)) => Some(compare_ordered(op, &a, &b)),
+        (Scalar::Bool(a), Scalar::Bool(b)) => Some(op.holds(&a, &b)),
+        (Scalar::I32(a), Scalar::I32(b)) => Some(op.holds(&a, &b)),
+        (Scalar::F32(a), Scalar::F32(b)) => Some(op.holds(&a, &b)),
+        (Scalar::F64(a), Scalar::F64(b)) => Some(op.holds(&a, &b)),
         _ => None,
     }
 }
@@ -318,17 +318,6 @@ pub fn scan(
         }
     }
     Some(out)
-}
-
-fn compare_ordered<T: PartialOrd>(op: CmpOp, a: &T, b: &T) -> bool {
-    match op {
-        CmpOp::Lt => a < b,
-        CmpOp::Le => a <= b,
-        CmpOp::Gt => a > b,
-        CmpOp::Ge => a >= b,
-        CmpOp::Eq => a == b,
-        CmpOp::Ne => a != b,
-    }
 }
 
 fn unary_i32(op: UnaryOp, x: i32) -> Option<i32> {

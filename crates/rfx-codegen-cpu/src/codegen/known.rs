@@ -179,22 +179,12 @@ pub(super) fn bool_lanes(dfg: &DataFlowGraph, v: Value) -> Option<Vec<bool>> {
 /// `op` on the known lanes `x` and `y` of a float (`float`) or integer comparison, lane by
 /// lane as `fcmp` (ordered, except `!=`) or a signed `icmp` evaluates it.
 pub(super) fn compare_lanes(op: CmpOp, x: &Lanes, y: &Lanes) -> Option<Vec<bool>> {
-    fn cmp<T: PartialOrd>(op: CmpOp, a: T, b: T) -> bool {
-        match op {
-            CmpOp::Lt => a < b,
-            CmpOp::Le => a <= b,
-            CmpOp::Gt => a > b,
-            CmpOp::Ge => a >= b,
-            CmpOp::Eq => a == b,
-            CmpOp::Ne => a != b,
-        }
-    }
     match (x, y) {
         (Lanes::Float(x), Lanes::Float(y)) if x.len() == y.len() => {
-            Some(x.iter().zip(y).map(|(&a, &b)| cmp(op, a, b)).collect())
+            Some(x.iter().zip(y).map(|(a, b)| op.holds(a, b)).collect())
         }
         (Lanes::Int(x), Lanes::Int(y)) if x.len() == y.len() => {
-            Some(x.iter().zip(y).map(|(&a, &b)| cmp(op, a, b)).collect())
+            Some(x.iter().zip(y).map(|(a, b)| op.holds(a, b)).collect())
         }
         _ => None,
     }

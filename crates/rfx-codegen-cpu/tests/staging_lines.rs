@@ -91,24 +91,7 @@ fn staging_buffers_end_a_cache_line_after_their_cells() {
     // The values: the interpreter's, the transcendentals within the backend's bound.
     let xs: Vec<f64> = (0..2 * n).map(|i| (i as f64 * 0.37).sin() * 3.0).collect();
     let ys: Vec<f64> = (0..n).map(|i| 1.0 - (i % 17) as f64 * 0.125).collect();
-    let array = |v: &[f64], shape: &[usize]| {
-        Array::new(
-            shape.to_vec(),
-            ArrayData::from_scalars(DType::F64, v.iter().map(|&x| Scalar::F64(x))).expect("data"),
-        )
-        .expect("array")
-    };
-    let (x, y) = (array(&xs, &[n, 2]), array(&ys, &[n]));
-    let options = CompileOptions {
-        max_threads: Some(1),
-        ..CompileOptions::default()
-    };
-    let got = CpuBackend
-        .compile(&lir, &options)
-        .expect("compile")
-        .run_to_new(&[x.view(), y.view()])
-        .expect("run");
-    let want = run_lir(&lir, &[x.view(), y.view()], Mode::Native).expect("interpreter");
+    let (got, want) = cpu_and_interpreter(&lir, &xs, &ys, n);
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
         for i in 0..n {
             let (g, w) = (
@@ -156,24 +139,7 @@ fn program_inputs_read_after_a_routine_call_are_loaded_again_not_staged() {
             _ => 0.5 - (i % 13) as f64 * 0.25,
         })
         .collect();
-    let array = |v: &[f64], shape: &[usize]| {
-        Array::new(
-            shape.to_vec(),
-            ArrayData::from_scalars(DType::F64, v.iter().map(|&x| Scalar::F64(x))).expect("data"),
-        )
-        .expect("array")
-    };
-    let (x, y) = (array(&xs, &[n, 2]), array(&ys, &[n]));
-    let options = CompileOptions {
-        max_threads: Some(1),
-        ..CompileOptions::default()
-    };
-    let got = CpuBackend
-        .compile(&lir, &options)
-        .expect("compile")
-        .run_to_new(&[x.view(), y.view()])
-        .expect("run");
-    let want = run_lir(&lir, &[x.view(), y.view()], Mode::Native).expect("interpreter");
+    let (got, want) = cpu_and_interpreter(&lir, &xs, &ys, n);
     for i in 0..n {
         let g = got[0].get(i).map_or(f64::NAN, Scalar::to_f64);
         let w = want[0].get(i).map_or(f64::NAN, Scalar::to_f64);
@@ -184,4 +150,28 @@ fn program_inputs_read_after_a_routine_call_are_loaded_again_not_staged() {
             || (g - w).abs() <= 1e-12 * (1.0 + w.abs());
         assert!(close, "o[{i}]: {g} != {w} (x {}, y {})", xs[2 * i], ys[i]);
     }
+}
+
+/// `lir` run on `x: f64[n, 2]` holding `xs` and `y: f64[n]` holding `ys`, on one CPU thread
+/// and by the interpreter: (the CPU's outputs, the interpreter's).
+fn cpu_and_interpreter(lir: &LirProgram, xs: &[f64], ys: &[f64], n: usize) -> (Vec<Array>, Vec<Array>) {
+    let array = |v: &[f64], shape: &[usize]| {
+        Array::new(
+            shape.to_vec(),
+            ArrayData::from_scalars(DType::F64, v.iter().map(|&x| Scalar::F64(x))).expect("data"),
+        )
+        .expect("array")
+    };
+    let (x, y) = (array(xs, &[n, 2]), array(ys, &[n]));
+    let options = CompileOptions {
+        max_threads: Some(1),
+        ..CompileOptions::default()
+    };
+    let got = CpuBackend
+        .compile(lir, &options)
+        .expect("compile")
+        .run_to_new(&[x.view(), y.view()])
+        .expect("run");
+    let want = run_lir(lir, &[x.view(), y.view()], Mode::Native).expect("interpreter");
+    (got, want)
 }

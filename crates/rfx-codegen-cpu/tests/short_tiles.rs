@@ -5,6 +5,8 @@
 //! same operands, at lengths around the shortened tile and its boundaries, in `f32` and `f64`,
 //! elementwise and reduced.
 
+mod common;
+
 use rfx_codegen_cpu::{CpuBackend, dump};
 use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
@@ -157,17 +159,8 @@ const STAGING_SKEW: usize = 64;
 /// The staging buffers' cells in bytes (`explicit_slot N, align = 32`, less the line each ends
 /// with) of the CLIF text.
 fn staging_slots(clif: &str) -> Vec<usize> {
-    clif.lines()
-        .filter(|line| line.contains("explicit_slot") && line.contains("align = 32"))
-        .filter_map(|line| {
-            line.split("explicit_slot")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .trim()
-                .parse::<usize>()
-                .ok()
-        })
+    common::staging_slot_bytes(clif)
+        .into_iter()
         .map(|bytes| {
             assert!(bytes > STAGING_SKEW, "a staging slot of {bytes} bytes");
             bytes - STAGING_SKEW

@@ -5,6 +5,8 @@
 //! kernel computed by the interpreter (`tiled.rs` tests the staging itself at length).
 //! A program input read again after a routine call is loaded again from the input, not staged.
 
+mod common;
+
 use rfx_codegen_cpu::{CpuBackend, dump};
 use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::lir::LirProgram;
@@ -45,22 +47,6 @@ fn lir_of(src: &str) -> LirProgram {
     lower(&mir, &LowerConfig::default()).expect("lower").0
 }
 
-/// The sizes in bytes of the CLIF's 32-byte aligned stack slots (the staging buffers).
-fn staging_slots(clif: &str) -> Vec<usize> {
-    clif.lines()
-        .filter(|line| line.contains("explicit_slot") && line.contains("align = 32"))
-        .filter_map(|line| {
-            line.split("explicit_slot")
-                .nth(1)?
-                .split(',')
-                .next()?
-                .trim()
-                .parse()
-                .ok()
-        })
-        .collect()
-}
-
 #[test]
 fn staging_buffers_end_a_cache_line_after_their_cells() {
     if !tile_routines_linked() {
@@ -69,7 +55,7 @@ fn staging_buffers_end_a_cache_line_after_their_cells() {
     let n = 4096;
     let lir = lir_of(&kernel(n));
     let clif: String = dump(&lir).expect("dump").into_iter().map(|(_, c, _)| c).collect();
-    let slots = staging_slots(&clif);
+    let slots = common::staging_slot_bytes(&clif);
     assert!(slots.len() >= 4, "the staged values' buffers\n{clif}");
     for &bytes in &slots {
         // A tile of 512 or 1,024 cells of 8 bytes (a multiple of 4 KiB), and one line.
@@ -127,9 +113,9 @@ fn program_inputs_read_after_a_routine_call_are_loaded_again_not_staged() {
     // the inputs after the call.
     assert!(clif.contains("call fn"), "tiled\n{clif}");
     assert!(
-        staging_slots(&clif).len() <= 2,
+        common::staging_slot_bytes(&clif).len() <= 2,
         "{:?}\n{clif}",
-        staging_slots(&clif)
+        common::staging_slot_bytes(&clif)
     );
     let xs: Vec<f64> = (0..2 * n).map(|i| (i as f64 * 0.61).cos() * 2.5).collect();
     let ys: Vec<f64> = (0..n)

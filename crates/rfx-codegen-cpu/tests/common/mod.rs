@@ -53,3 +53,20 @@ pub(crate) fn run_with_interpreter(
     let got = compiled.run_to_new(&views).expect("run");
     (got, want)
 }
+
+/// The sizes in bytes of the CLIF's 32-byte aligned stack slots (`explicit_slot N, align =
+/// 32`: the tile staging buffers, each a cache line longer than its cells).
+pub(crate) fn staging_slot_bytes(clif: &str) -> Vec<usize> {
+    clif.lines()
+        .filter(|line| line.contains("explicit_slot") && line.contains("align = 32"))
+        .filter_map(|line| {
+            line.split("explicit_slot")
+                .nth(1)?
+                .split(',')
+                .next()?
+                .trim()
+                .parse()
+                .ok()
+        })
+        .collect()
+}

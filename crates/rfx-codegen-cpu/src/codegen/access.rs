@@ -341,9 +341,16 @@ impl<'k> Gen<'_, 'k> {
         base: Value,
         v: Value,
     ) -> Result<(), BackendError> {
-        let Place { w, pos: at, offs } = place;
         let access = &self.fx.info.accesses[k];
         let (dtype, inner) = (access.dtype, self.inner_stride(k));
+        if self.cur.joined.is_some() && dtype == DType::F64 {
+            if self.hold_store(b, place, k, v) {
+                return Ok(());
+            }
+            // Stored now: the held stores go first, in case they write the same element.
+            self.flush_joined(b);
+        }
+        let Place { w, pos: at, offs } = place;
         if w == 1 || (inner == 1 && dtype != DType::Bool) {
             let (addr, disp) = self.address_disp(b, k, at, offs, 0);
             b.ins().store(mem(), v, addr, disp);

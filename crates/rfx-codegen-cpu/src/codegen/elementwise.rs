@@ -194,6 +194,7 @@ impl<'k> Gen<'_, 'k> {
         let zeros = vec![zero; self.fx.info.accesses.len()];
         let leading = dims[..lead].to_vec();
         let block = block.to_vec();
+        let join = self.joins_stores();
         self.emit_loop(b, lo, hi, 1, &[], &mut |g, b, unit, _| {
             let offs = g.offsets(b, unit, 0, &leading, &zeros);
             let unit_ptrs = g.pointers(b, &offs)?;
@@ -211,10 +212,13 @@ impl<'k> Gen<'_, 'k> {
                     }
                 }
             }
+            g.cur.joined = join.then(Default::default);
             for row in 0..rows {
                 let ptrs = g.displaced_pointers(b, &unit_ptrs, row, lead, &block);
                 g.emit_written_row(b, &ptrs, &positions)?;
             }
+            g.flush_joined(b);
+            g.cur.joined = None;
             Ok(Vec::new())
         })?;
         self.finish(b);

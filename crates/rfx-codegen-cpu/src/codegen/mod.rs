@@ -49,6 +49,7 @@ mod elementwise;
 mod fold;
 #[cfg(test)]
 mod frame_tests;
+mod joined;
 mod known;
 mod lanes;
 mod loops;
@@ -1024,6 +1025,7 @@ impl<'i, 'k> Gen<'i, 'k> {
                 plan: None,
                 scan_accs: Vec::new(),
                 index_ranges: HashMap::new(),
+                joined: None,
             },
         }
     }
@@ -1124,6 +1126,9 @@ struct Cursor {
     /// The largest value of each index offset that is not a constant but whose range is known
     /// (a unit's offset along the units of [`Gen::emit_units_written_out`]; the smallest is 0).
     index_ranges: HashMap<Value, i64>,
+    /// The `f64` stores of a unit of small blocks held back to be stored two adjacent
+    /// elements at a time (`joined.rs`); `None` elsewhere.
+    joined: Option<joined::JoinedStores>,
 }
 
 /// An integer value's known form ([`Caches::known`]).

@@ -11,11 +11,17 @@ use crate::error::CallError;
 pub const CALL_ARGS_ALIGN: usize = 64;
 
 /// Arrays of at least this many bytes are followed by spare room that staggers the next
-/// array's starting offset within a 4 KiB page (see [`Layout::of`]).
+/// array's starting offset within a 4 KiB page (see [`Layout`]).
 const STAGGER_FROM_BYTES: usize = 1024;
 
 /// A page, for the stagger.
 const PAGE: usize = 4096;
+
+/// Arguments up to this many keep their addresses in the [`CallArgs`] itself (with its id, in
+/// its first cache line), so that a call reads them with the `CallArgs` rather than from one
+/// more allocation: a miss fewer before the kernel starts where the `CallArgs` is not in the
+/// cache, as when a caller cycles through many of them.
+const INLINE_ADDRESSES: usize = 6;
 
 /// One cache line of storage. A [`CallArgs`] keeps all its arrays in one buffer of lines, so
 /// the buffer, and each array in it, starts on a line.
@@ -80,40 +86,57 @@ struct Slot {
 }
 
 /// Where every argument goes: each starts on a cache line (one line at least, so that no two
-/// share an address), and an array of [`STAGGER_FROM_BYTES`] or more is followed by room
-/// that moves the next one's start within a page. Arrays allocated one after another tend to
-/// lie one after another, so arrays of a whole number of pages would start at the same offset
-/// within a page; a loop that stores to one while loading another at the same offset then
-/// stalls on 4 KiB aliasing (the store and a later load look alike to the CPU's memory
-/// disambiguation), which slows loops such as a 1024-element PID's. Room up to a whole number
-/// of pages, plus 1 KiB and a different number of cache lines per array, spreads the starts.
+/// share an address). The outputs come first in the buffer and the inputs after them, and an
+/// array of [`STAGGER_FROM_BYTES`] or more takes room up to a whole number of pages plus one
+/// line, so each large array starts one line further into its page than the large array
+/// before it: every input a few lines past every output, modulo 4 KiB.
+///
+/// The order is for 4 KiB aliasing: a load whose address matches, in its low 12 bits, that of
+/// an earlier store still in flight waits for the store (the CPU's memory disambiguation sees
+/// them alike). An elementwise loop storing `out[i]` while it loads `x[j]` ahead (`j > i`)
+/// stalls when `x` starts a little *before* `out` in the page (as when inputs are allocated
+/// first, one after another, which slowed a 1024-element PID's loop); with `x` a few lines
+/// *after* `out`, the element of `x` that matches `out[i]` lies behind the loop, loaded long
+/// before, and the next match is a page ahead of it.
+///
+/// The room is no more than that: a loop streaming its rows from beyond the L2 cache ran
+/// measurably faster on rows packed this close (their page crossings coincide) than on rows
+/// spread 1 KiB and more apart within their pages.
 struct Layout {
     slots: Vec<Slot>,
     lines: usize,
 }
 
 impl Layout {
-    fn of<'a>(types: impl Iterator<Item = &'a TensorType>) -> Layout {
-        let mut slots = Vec::new();
+    /// The layout of `types`: the inputs (the first `n_inputs`), then the outputs.
+    fn of<'a>(types: impl Iterator<Item = &'a TensorType>, n_inputs: usize) -> Layout {
+        let types: Vec<&TensorType> = types.collect();
+        let n_inputs = n_inputs.min(types.len());
+        let mut lines_of = vec![0usize; types.len()];
         let mut next = 0usize;
-        for (k, ty) in types.enumerate() {
-            let len = ty.shape.numel();
-            let bytes = len.saturating_mul(ty.dtype.size_bytes());
+        for k in (n_inputs..types.len()).chain(0..n_inputs) {
+            let ty = types[k];
+            let bytes = ty.shape.numel().saturating_mul(ty.dtype.size_bytes());
             let room = if bytes >= STAGGER_FROM_BYTES {
                 bytes
                     .checked_next_multiple_of(PAGE)
                     .unwrap_or(usize::MAX)
-                    .saturating_add(1024 + CALL_ARGS_ALIGN * ((k + 1) % 32))
+                    .saturating_add(CALL_ARGS_ALIGN)
             } else {
                 bytes.max(1)
             };
-            slots.push(Slot {
-                ty: ty.clone(),
-                line: next,
-                len,
-            });
+            lines_of[k] = next;
             next = next.saturating_add(room.div_ceil(CALL_ARGS_ALIGN));
         }
+        let slots = types
+            .iter()
+            .zip(lines_of)
+            .map(|(ty, line)| Slot {
+                ty: (*ty).clone(),
+                line,
+                len: ty.shape.numel(),
+            })
+            .collect();
         Layout { slots, lines: next }
     }
 }
@@ -193,16 +216,24 @@ pub fn new_compiled_id() -> u64 {
 /// }
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
+// The first cache line holds what a call reads (the id and, for up to `INLINE_ADDRESSES`
+// arguments, the addresses): `repr(C)` keeps the fields in this order.
+#[repr(C, align(64))]
 pub struct CallArgs {
     /// The [`Compiled::args_id`] of the program the arrays were made for (0: none).
     id: u64,
+    /// How many arguments (inputs and outputs) there are.
+    n_addresses: usize,
+    /// The base address of every input's elements, then every output's, where there are at
+    /// most [`INLINE_ADDRESSES`] of them (the rest of the array is 0).
+    inline: [usize; INLINE_ADDRESSES],
+    /// The same, where there are more (empty otherwise).
+    heap: Vec<usize>,
     /// Every input's place, then every output's.
     slots: Vec<Slot>,
     n_inputs: usize,
     /// The inputs' names (for errors).
     input_names: Vec<String>,
-    /// The base address of every input's elements, then every output's.
-    addresses: Vec<usize>,
     /// The elements of every argument (see [`Layout`]). The only way to them is through the
     /// methods below, each of which lends slices of distinct slots for a borrow of `self`:
     /// shared ones for `&self`, mutable ones for `&mut self`.
@@ -223,19 +254,31 @@ impl CallArgs {
     /// Zero-filled inputs and outputs for `compiled`, with its dtypes and shapes.
     pub fn new(compiled: &dyn Compiled) -> CallArgs {
         let program = compiled.program();
-        let Layout { slots, lines } =
-            Layout::of(program.inputs().chain(program.outputs()).map(|(_, _, ty)| ty));
+        let Layout { slots, lines } = Layout::of(
+            program.inputs().chain(program.outputs()).map(|(_, _, ty)| ty),
+            program.inputs().count(),
+        );
         let lines = Lines::zeroed(lines);
-        let addresses = slots
+        let addresses: Vec<usize> = slots
             .iter()
             .map(|slot| lines.at(slot.line).expose_provenance())
             .collect();
+        let mut inline = [0; INLINE_ADDRESSES];
+        let heap = match inline.get_mut(..addresses.len()) {
+            Some(first) => {
+                first.copy_from_slice(&addresses);
+                Vec::new()
+            }
+            None => addresses.clone(),
+        };
         CallArgs {
             id: compiled.args_id().unwrap_or(0),
+            n_addresses: addresses.len(),
+            inline,
+            heap,
             slots,
             n_inputs: program.inputs().count(),
             input_names: program.inputs().map(|(_, name, _)| name.to_string()).collect(),
-            addresses,
             lines,
         }
     }
@@ -335,7 +378,7 @@ impl CallArgs {
     /// `self` lives (moving `self` moves none of them). Code that writes the outputs through
     /// these addresses must hold `&mut self` while it does, as [`Compiled::run_args`] does.
     pub fn addresses(&self) -> &[usize] {
-        &self.addresses
+        self.inline.get(..self.n_addresses).unwrap_or(&self.heap)
     }
 
     /// Views of the inputs and the outputs, for the checked path ([`Compiled::run`]): what a
@@ -439,6 +482,105 @@ mod tests {
             for b in &ranges[i + 1..] {
                 assert!(a.1 <= b.0 || b.1 <= a.0, "{a:x?} and {b:x?} overlap");
             }
+        }
+    }
+
+    /// The start of every array of `args` within its page.
+    fn page_offsets(args: &CallArgs) -> Vec<usize> {
+        args.addresses().iter().map(|a| a % PAGE).collect()
+    }
+
+    #[test]
+    fn inputs_start_a_few_lines_past_the_outputs_within_their_pages() {
+        // Three inputs and an output of a page each, as a PID's, and the MIXED kernel's six
+        // large arrays among small ones.
+        let pid = compiled(
+            "kernel pid {
+              %e = input e : f32[1024]
+              %i = input i : f32[1024]
+              %d = input d : f32[1024]
+              %b = add %e, %i : f32[1024]
+              %u = sub %b, %d : f32[1024]
+              output u = %u
+            }",
+        );
+        for (program, inputs, outputs) in [
+            (pid, vec![0, 1, 2], vec![3]),
+            (compiled(MIXED), vec![0, 1, 2], vec![6, 7, 8]),
+        ] {
+            let args = CallArgs::new(program.as_ref());
+            let base = args.lines.at(0).expose_provenance() % PAGE;
+            // Offsets from the buffer's own page offset: the layout's, wherever the buffer lies.
+            let offsets: Vec<usize> = page_offsets(&args)
+                .iter()
+                .map(|o| (o + PAGE - base) % PAGE)
+                .collect();
+            let last_output = outputs.iter().map(|&k| offsets[k]).max().expect("outputs");
+            for &k in &inputs {
+                assert!(
+                    offsets[k] > last_output,
+                    "input {k} at {} within its page, outputs up to {last_output}",
+                    offsets[k]
+                );
+                assert!(
+                    offsets[k] - last_output < 1024,
+                    "input {k} at {} is not a few lines past the outputs",
+                    offsets[k]
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn large_arrays_are_packed_a_line_apart() {
+        // Two inputs and an output of 1,000 f32s (under a page): each takes a page and a line.
+        let program = compiled(
+            "kernel k {
+              %x = input x : f32[1000]
+              %y = input y : f32[1000]
+              %z = add %x, %y : f32[1000]
+              output z = %z
+            }",
+        );
+        let args = CallArgs::new(program.as_ref());
+        let a = args.addresses();
+        assert_eq!(a[2] + PAGE + CALL_ARGS_ALIGN, a[0], "{a:x?}");
+        assert_eq!(a[0] + PAGE + CALL_ARGS_ALIGN, a[1], "{a:x?}");
+        assert_eq!(args.lines.len, 3 * (PAGE + CALL_ARGS_ALIGN) / CALL_ARGS_ALIGN);
+    }
+
+    #[test]
+    fn addresses_are_the_views_whether_kept_inline_or_not() {
+        // Three arguments (inline) and eleven (more than `INLINE_ADDRESSES`).
+        let small = compiled(
+            "kernel k {\n %x = input x : f32[4]\n %y = input y : f32[4]\n %z = add %x, %y : f32[4]\n output z = %z\n}",
+        );
+        for (program, count) in [(small, 3), (compiled(MIXED), 11)] {
+            let mut args = CallArgs::new(program.as_ref());
+            assert_eq!(count <= INLINE_ADDRESSES, args.heap.is_empty());
+            let expected = args.addresses().to_vec();
+            assert_eq!(expected.len(), count);
+            let (inputs, outputs) = args.views();
+            let starts: Vec<usize> = inputs
+                .iter()
+                .map(|v| start_of(v.data()))
+                .chain(outputs.iter().map(|v| match v.data() {
+                    DataMut::Bool(d) => d.as_ptr() as usize,
+                    DataMut::I32(d) => d.as_ptr() as usize,
+                    DataMut::F32(d) => d.as_ptr() as usize,
+                    DataMut::F64(d) => d.as_ptr() as usize,
+                }))
+                .collect();
+            assert_eq!(starts, expected);
+        }
+    }
+
+    fn start_of(data: DataRef<'_>) -> usize {
+        match data {
+            DataRef::Bool(d) => d.as_ptr() as usize,
+            DataRef::I32(d) => d.as_ptr() as usize,
+            DataRef::F32(d) => d.as_ptr() as usize,
+            DataRef::F64(d) => d.as_ptr() as usize,
         }
     }
 

@@ -17,14 +17,12 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use rfx_ir::hir::{self, Builder, Kernel};
 use rfx_ir::testgen::{TestRng, random_inputs};
-use rfx_ir::{Array, ArrayView, ArrayViewMut, Scalar};
+use rfx_ir::{Array, ArrayView, ArrayViewMut, DataMut, Scalar, Shape};
 use rfx_lower::{Backend, CallArgs, Compiled, InterpBackend, LowerConfig, Scratch, lower};
 use rfx_opt::{OptConfig, OptReport, optimize};
 
-mod aligned;
 mod unfused;
 
-use aligned::Aligned;
 use unfused::Unfused;
 
 /// Arguments of `rfx bench`.
@@ -482,10 +480,19 @@ struct Prepared {
     /// Input sets the timed calls cycle through ([`rotation_sets`]); the baselines run on the
     /// first.
     rotation_in: Vec<Vec<Array>>,
-    /// The input sets' copies the calls read, each starting on a cache line.
-    aligned_in: Vec<Vec<Aligned>>,
-    /// Output sets, one per input set, each starting on a cache line.
-    rotation_out: Vec<Vec<Aligned>>,
+    /// The arrays the timed calls run on: each input set's copy and its outputs in a
+    /// [`CallArgs`] of their own, made one after another. The checked call runs on their views
+    /// and the pre-bound call on the arguments themselves, so both paths read and write the same
+    /// rows, placed as the library places a real-time caller's: each on a cache line, a set's
+    /// rows packed a line apart within their pages (see `rfx_lower::CallArgs`), as the peers'
+    /// C driver's rows lie (`posix_memalign(…, 64, …)` one after another, set after set).
+    /// Where rows lie against each other modulo 4 KiB moves a 1,024-element loop streaming
+    /// from the L3 cache by several percent (rows spread 1 KiB and more apart within their
+    /// pages measured up to 8% slower than rows a line apart, for rfx and gcc alike), so
+    /// rows placed alike are what makes the comparison fair.
+    rotation: Vec<CallArgs>,
+    /// The program's input shapes, then its output shapes: every view's ([`RotationViews`]).
+    shapes: Vec<Shape>,
 }
 
 /// How many input/output sets the timed calls rotate through, as the peers script does
@@ -545,33 +552,35 @@ fn prepare(
     exec: Exec,
 ) -> anyhow::Result<(Prepared, OptReport, Duration)> {
     let (compiled, report, compile_time) = compile(kernel, backend, config, exec)?;
-    let outputs: Vec<Array> = compiled
-        .program()
-        .outputs()
-        .map(|(_, _, ty)| Array::filled(Scalar::zero(ty.dtype), ty.shape.clone()))
-        .collect();
     let n = kernel
         .inputs()
         .map(|(_, _, ty)| ty.shape.numel())
         .max()
         .unwrap_or(1);
-    let sets = rotation_sets(n, kernel.inputs().count() + outputs.len());
+    let sets = rotation_sets(n, kernel.inputs().count() + compiled.program().outputs().count());
     let rotation_in: Vec<Vec<Array>> = (0..sets as u64)
         .map(|s| random_inputs(&mut TestRng::new(7 + s), kernel, 0.0))
         .collect();
-    let aligned_in = rotation_in
-        .iter()
-        .map(|set| set.iter().map(Aligned::copy_of).collect())
-        .collect::<anyhow::Result<_>>()?;
-    let rotation_out = (0..sets)
-        .map(|_| outputs.iter().map(Aligned::copy_of).collect())
-        .collect::<anyhow::Result<_>>()?;
+    let mut rotation = Vec::with_capacity(sets);
+    for inputs in &rotation_in {
+        let mut args = CallArgs::new(compiled.as_ref());
+        for (k, input) in inputs.iter().enumerate() {
+            args.set_input(k, input.view())?;
+        }
+        rotation.push(args);
+    }
+    let program = compiled.program();
+    let shapes = program
+        .inputs()
+        .chain(program.outputs())
+        .map(|(_, _, ty)| ty.shape.clone())
+        .collect();
     Ok((
         Prepared {
             compiled,
             rotation_in,
-            aligned_in,
-            rotation_out,
+            rotation,
+            shapes,
         },
         report,
         compile_time,
@@ -681,23 +690,55 @@ impl Reference {
     }
 }
 
-/// The views of every rotation set, made once so that timed calls build nothing.
-type RotationViews<'a> = (Vec<Vec<ArrayView<'a>>>, Vec<Vec<ArrayViewMut<'a>>>);
+/// Views of every rotation set's arrays, made once so that timed calls build nothing: the
+/// sets' input views in one list and their output views in another, set after set, each view
+/// of the program's shapes ([`Prepared::shapes`]). A checked call so reads its views from
+/// memory the calls before it used, as a caller's own views would be, rather than from
+/// allocations of its set that the rotation has long evicted (three dependent cache misses
+/// before the kernel starts, when each set's views borrowed its `CallArgs`' shapes).
+struct RotationViews<'a> {
+    inputs: Vec<ArrayView<'a>>,
+    outputs: Vec<ArrayViewMut<'a>>,
+    sets: usize,
+}
 
-/// Views of every rotation set, made once so that timed calls build nothing.
-fn rotation_views<'a>(
-    inputs: &'a [Vec<Aligned>],
-    outputs: &'a mut [Vec<Aligned>],
-) -> anyhow::Result<RotationViews<'a>> {
-    let in_views = inputs
-        .iter()
-        .map(|set| set.iter().map(Aligned::view).collect())
-        .collect::<anyhow::Result<_>>()?;
-    let out_views = outputs
-        .iter_mut()
-        .map(|set| set.iter_mut().map(Aligned::view_mut).collect())
-        .collect::<anyhow::Result<_>>()?;
-    Ok((in_views, out_views))
+impl<'a> RotationViews<'a> {
+    fn new(rotation: &'a mut [CallArgs], shapes: &'a [Shape]) -> anyhow::Result<RotationViews<'a>> {
+        let (mut inputs, mut outputs) = (Vec::new(), Vec::new());
+        let sets = rotation.len();
+        for args in rotation {
+            let (ins, outs) = args.views();
+            let n_in = ins.len();
+            for (view, shape) in ins.into_iter().zip(shapes) {
+                inputs.push(ArrayView::from_data(shape, view.data())?);
+            }
+            for (mut view, shape) in outs.into_iter().zip(shapes.iter().skip(n_in)) {
+                // The elements move to a view of the shared shape; an empty slice stays behind.
+                let data = std::mem::replace(view.data_mut(), DataMut::Bool(&mut []));
+                outputs.push(ArrayViewMut::from_data(shape, data)?);
+            }
+        }
+        Ok(RotationViews {
+            inputs,
+            outputs,
+            sets,
+        })
+    }
+
+    /// How many sets there are (at least one, so that a call's index can wrap).
+    fn sets(&self) -> usize {
+        self.sets.max(1)
+    }
+
+    /// Set `k`'s input and output views.
+    fn set(&mut self, k: usize) -> (&[ArrayView<'a>], &mut [ArrayViewMut<'a>]) {
+        let n_in = self.inputs.len() / self.sets();
+        let n_out = self.outputs.len() / self.sets();
+        (
+            &self.inputs[k * n_in..(k + 1) * n_in],
+            &mut self.outputs[k * n_out..(k + 1) * n_out],
+        )
+    }
 }
 
 /// The batched median of `p`'s calls (plus the injected delay), paired with `reference`
@@ -708,16 +749,17 @@ fn batch_p50(
     reference: &mut Reference,
 ) -> anyhow::Result<(f64, f64, f64)> {
     let mut scratch = Scratch::new();
-    let (in_views, mut out_views) = rotation_views(&p.aligned_in, &mut p.rotation_out)?;
+    let mut views = RotationViews::new(&mut p.rotation, &p.shapes)?;
     let compiled = &p.compiled;
-    let sets = in_views.len().max(1);
+    let sets = views.sets();
     let mut next = 0usize;
     paired_p50(
         || {
             // A wrapping index rather than `%`: a 64-bit division would cost more than a small call.
             let k = next;
             next = if next + 1 == sets { 0 } else { next + 1 };
-            compiled.run(&in_views[k], &mut out_views[k], &mut scratch)?;
+            let (inputs, outputs) = views.set(k);
+            compiled.run(inputs, outputs, &mut scratch)?;
             if !delay.is_zero() {
                 busy_wait(delay);
             }
@@ -728,27 +770,18 @@ fn batch_p50(
     )
 }
 
-/// The batched median of `p`'s calls through the real-time path: one [`CallArgs`] per rotation
-/// set, made (and checked) once, then `run_args`. One untimed rotation of calls comes first, as
-/// [`paired_p50`] warms the checked call's batches: the checked call ran on other arrays just
-/// before, and a rotation that does not fit the L2 cache timed its refill without it (the
+/// The batched median of `p`'s calls through the real-time path: `run_args` on each rotation
+/// set's [`CallArgs`] (made and checked once). One untimed rotation of calls comes first, as
+/// [`paired_p50`] warms the checked call's batches: other arrays went through the caches
+/// just before, and a rotation that does not fit the L2 cache timed its refill without it (the
 /// PID clip at 1,024 elements measured 590–930 ns from one process to the next, against 585
 /// once warm).
 fn args_batch_p50(p: &mut Prepared, delay: Duration) -> anyhow::Result<f64> {
     let mut scratch = Scratch::new();
     let compiled = &p.compiled;
-    let mut sets = Vec::with_capacity(p.aligned_in.len());
-    for inputs in &p.aligned_in {
-        let mut args = CallArgs::new(compiled.as_ref());
-        for (k, input) in inputs.iter().enumerate() {
-            args.set_input(k, input.view()?)?;
-        }
-        sets.push(args);
-    }
-    if sets.is_empty() {
-        sets.push(CallArgs::new(compiled.as_ref()));
-    }
-    for args in &mut sets {
+    let sets = &mut p.rotation;
+    anyhow::ensure!(!sets.is_empty(), "a benchmark rotates through at least one set");
+    for args in sets.iter_mut() {
         compiled.run_args(args, &mut scratch)?;
     }
     let mut next = 0usize;
@@ -774,13 +807,14 @@ fn busy_wait(d: Duration) {
 /// then more up to [`tail_samples`].
 fn time_calls(p: &mut Prepared, iterations: usize, delay: Duration) -> anyhow::Result<Vec<Duration>> {
     let mut scratch = Scratch::new();
-    let (in_views, mut out_views) = rotation_views(&p.aligned_in, &mut p.rotation_out)?;
+    let mut views = RotationViews::new(&mut p.rotation, &p.shapes)?;
     let compiled = &p.compiled;
-    let sets = in_views.len().max(1);
+    let sets = views.sets();
     let mut timed = |i: usize| -> anyhow::Result<Duration> {
         let k = i % sets;
         let start = Instant::now();
-        compiled.run(&in_views[k], &mut out_views[k], &mut scratch)?;
+        let (inputs, outputs) = views.set(k);
+        compiled.run(inputs, outputs, &mut scratch)?;
         if !delay.is_zero() {
             busy_wait(delay);
         }
@@ -892,20 +926,24 @@ fn against_baseline(
         &mut Scratch,
     ) -> anyhow::Result<()>,
 ) -> anyhow::Result<Comparison> {
-    let (in_views, mut out_views) = rotation_views(&p.aligned_in[..1], &mut p.rotation_out[..1])?;
+    let mut views = RotationViews::new(&mut p.rotation[..1], &p.shapes)?;
     let arrays = &p.rotation_in[0];
     let compiled = &p.compiled;
     let mut scratch = Scratch::new();
     alternate(
         |side| match side {
             Side::Rfx => {
-                compiled.run(&in_views[0], &mut out_views[0], &mut scratch)?;
+                let (inputs, outputs) = views.set(0);
+                compiled.run(inputs, outputs, &mut scratch)?;
                 if !delay.is_zero() {
                     busy_wait(delay);
                 }
                 Ok(())
             }
-            Side::Baseline => baseline(arrays, &in_views[0], &mut out_views[0], &mut scratch),
+            Side::Baseline => {
+                let (inputs, outputs) = views.set(0);
+                baseline(arrays, inputs, outputs, &mut scratch)
+            }
         },
         budget,
     )
@@ -913,12 +951,11 @@ fn against_baseline(
 
 /// Bytes of inputs and outputs one call reads and writes.
 fn bytes_per_call(p: &Prepared) -> usize {
-    p.aligned_in
-        .iter()
-        .take(1)
-        .chain(p.rotation_out.iter().take(1))
-        .flatten()
-        .map(Aligned::bytes)
+    let program = p.compiled.program();
+    program
+        .inputs()
+        .chain(program.outputs())
+        .map(|(_, _, ty)| ty.shape.numel() * ty.dtype.size_bytes())
         .sum()
 }
 

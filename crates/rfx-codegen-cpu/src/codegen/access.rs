@@ -343,12 +343,8 @@ impl<'k> Gen<'_, 'k> {
     ) -> Result<(), BackendError> {
         let access = &self.fx.info.accesses[k];
         let (dtype, inner) = (access.dtype, self.inner_stride(k));
-        if self.cur.joined.is_some() && dtype == DType::F64 {
-            if self.hold_store(b, place, k, v) {
-                return Ok(());
-            }
-            // Stored now: the held stores go first, in case they write the same element.
-            self.flush_joined(b);
+        if self.cur.joined.is_some() && dtype == DType::F64 && self.hold_store(b, place, k, v) {
+            return Ok(());
         }
         let Place { w, pos: at, offs } = place;
         if w == 1 || (inner == 1 && dtype != DType::Bool) {

@@ -17,6 +17,32 @@ use super::*;
 /// values it holds in registers across positions (spilled) than joined stores save.
 const STORE_BOUND_RATIO: usize = 2;
 
+/// What an element's byte displacement is from: an access's pointer resolved to the value it
+/// is a constant displacement from, plus, for a position that is not a constant, the
+/// position's base (resolved the same way) times the access's step in bytes.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Root {
+    ptr: Value,
+    at: Option<(Value, i64)>,
+}
+
+impl JoinedStores {
+    /// For a vector loop's position: whole vectors stored in place go at once.
+    pub(super) fn lanes() -> Self {
+        JoinedStores {
+            vectors_direct: true,
+            ..Default::default()
+        }
+    }
+}
+
+impl Root {
+    /// A deterministic order of roots (by value numbers).
+    fn order(self) -> (u32, Option<(u32, i64)>) {
+        (self.ptr.as_u32(), self.at.map(|(v, s)| (v.as_u32(), s)))
+    }
+}
+
 /// An element held back: its value (a lane of a vector, or a scalar when `lane` is `None`).
 #[derive(Clone, Copy)]
 struct Held {
@@ -31,18 +57,46 @@ struct Held {
 /// in registers.
 #[derive(Default)]
 pub(super) struct JoinedStores {
-    held: HashMap<(Value, i64), Held>,
+    held: HashMap<(Root, i64), Held>,
+    /// Whether a whole vector stored in place (contiguous lanes) is stored at once rather
+    /// than held (a vector loop's position, where the other stores are strided).
+    vectors_direct: bool,
     /// Scalars splat into vectors for a pair, by scalar.
     splats: HashMap<Value, Value>,
 }
 
 impl<'k> Gen<'_, 'k> {
-    /// Whether the kernel's `f64` stores are held back within a unit and joined: no
-    /// instruction reads a buffer the body writes (a held store then moves past no load of
-    /// its buffer; buffers of one kernel share no bytes otherwise), no reductions or scans, no
-    /// row store, vectors of at most two `f64` lanes, and a body bound by its stores
-    /// ([`STORE_BOUND_RATIO`]).
+    /// Whether the kernel's `f64` stores are held back within a unit and joined: they may move
+    /// ([`Gen::stores_may_move`]) and the body is bound by its stores ([`STORE_BOUND_RATIO`]).
     pub(super) fn joins_stores(&self) -> bool {
+        let body = &self.kernel().body;
+        let stores = (body.iter())
+            .filter(|inst| matches!(inst, Inst::Store { .. }))
+            .count();
+        let others = body.len() - stores;
+        self.stores_may_move() && STORE_BOUND_RATIO * stores >= others
+    }
+
+    /// Whether a vector loop's position joins the lanes of its strided `f64` stores: they may
+    /// move ([`Gen::stores_may_move`]) and at least two of them step by more than one element
+    /// along the loop (each vector otherwise takes one store per lane; two joined take one
+    /// store per two elements).
+    pub(super) fn joins_lane_stores(&self) -> bool {
+        let info = &self.fx.info;
+        let strided = (info.kernel.body.iter().enumerate())
+            .filter(|(i, inst)| {
+                matches!(inst, Inst::Store { buf, .. } if info.buffer_dtypes.get(buf.index()) == Some(&DType::F64))
+                    && info.access_of.get(*i).copied().flatten().is_some_and(|k| self.inner_stride(k) > 1)
+            })
+            .count();
+        self.cur.width == 2 && strided >= 2 && self.stores_may_move()
+    }
+
+    /// Whether the kernel's `f64` stores may be held back and stored in another order: no
+    /// instruction reads a buffer the body writes (a held store then moves past no load of its
+    /// buffer; buffers of one kernel share no bytes otherwise), no reductions or scans, no row
+    /// store, vectors of at most two `f64` lanes, and some `f64` store.
+    fn stores_may_move(&self) -> bool {
         let kernel = self.kernel();
         if self.cur.width > 2 || kernel.row_store.is_some() {
             return false;
@@ -58,22 +112,15 @@ impl<'k> Gen<'_, 'k> {
         let reads_written = kernel.body.iter().chain(&kernel.preamble).any(
             |inst| matches!(inst, Inst::Load { buf, .. } | Inst::Gather { buf, .. } if written.contains(buf)),
         );
-        let f64_stores = (kernel.body.iter())
-            .filter(|inst| {
-                matches!(inst, Inst::Store { buf, .. } if self.fx.info.buffer_dtypes.get(buf.index()) == Some(&DType::F64))
-            })
-            .count();
-        let stores = (kernel.body.iter())
-            .filter(|inst| matches!(inst, Inst::Store { .. }))
-            .count();
-        let others = kernel.body.len() - stores;
-        !reads_written && f64_stores > 0 && STORE_BOUND_RATIO * stores >= others
+        !reads_written
+            && written
+                .iter()
+                .any(|buf| self.fx.info.buffer_dtypes.get(buf.index()) == Some(&DType::F64))
     }
 
-    /// Holds back the `w` lanes of `v` stored through `f64` access `k` at `place`, when the
-    /// position is a constant and the access's pointer a known displacement from a base, and
-    /// stores each pair both of whose elements are then held (`false`, and nothing held,
-    /// otherwise: the caller stores `v` itself).
+    /// Holds back the `w` lanes of `v` stored through `f64` access `k` at `place` and stores
+    /// each pair both of whose elements are then held; `false` when the caller is to store `v`
+    /// itself (the held elements that may share its bytes stored first).
     pub(super) fn hold_store(
         &mut self,
         b: &mut FunctionBuilder<'_>,
@@ -82,42 +129,59 @@ impl<'k> Gen<'_, 'k> {
         v: Value,
     ) -> bool {
         let Place { w, pos: at, offs } = place;
+        let step = (self.inner_stride(k) * DType::F64.size_bytes()) as i64;
         let known = self.caches.known.borrow();
-        let Some(&Known::Const(pos)) = known.get(&at) else {
-            return false;
+        let (at_root, pos) = match known.get(&at) {
+            Some(&Known::Const(p)) => (None, p),
+            Some(&Known::Offset(r, c)) => (Some((r, step)), c),
+            None => (Some((at, step)), 0),
         };
-        let Some(&ptr) = offs.get(k) else {
-            return false;
-        };
-        let (root, disp) = match known.get(&ptr) {
-            Some(&Known::Offset(root, c)) => (root, c),
-            _ => (ptr, 0),
+        let (ptr, disp) = match offs.get(k).map(|p| (*p, known.get(p))) {
+            Some((_, Some(&Known::Offset(root, c)))) => (root, c),
+            Some((p, _)) => (p, 0),
+            None => {
+                drop(known);
+                self.flush_joined(b);
+                return false;
+            }
         };
         drop(known);
-        let step = (self.inner_stride(k) * DType::F64.size_bytes()) as i64;
-        let mut bytes = Vec::with_capacity(usize::from(w));
-        for lane in 0..w {
-            let Some(byte) = pos
-                .checked_add(i64::from(lane))
-                .and_then(|p| p.checked_mul(step))
-                .and_then(|d| d.checked_add(disp))
-                .filter(|d| d.checked_add(8).is_some())
-            else {
-                return false;
-            };
-            bytes.push(byte);
-        }
+        let root = Root { ptr, at: at_root };
         let Some(mut joined) = self.cur.joined.take() else {
             return false;
         };
+        if joined.vectors_direct && w > 1 && step == 8 {
+            // A whole vector in place: stored now, after any held element of its buffer.
+            let shares = joined.held.keys().any(|(r, _)| r.ptr == ptr);
+            self.cur.joined = Some(joined);
+            if shares {
+                self.flush_joined(b);
+            }
+            return false;
+        }
+        let mut bytes = Vec::with_capacity(usize::from(w));
+        for lane in 0..w {
+            let byte = pos
+                .checked_add(i64::from(lane))
+                .and_then(|p| p.checked_mul(step))
+                .and_then(|d| d.checked_add(disp))
+                .filter(|d| d.checked_add(8).is_some());
+            match byte {
+                Some(byte) => bytes.push(byte),
+                None => {
+                    self.cur.joined = Some(joined);
+                    self.flush_joined(b);
+                    return false;
+                }
+            }
+        }
         for (lane, byte) in (0..w).zip(bytes) {
-            let key = (root, byte);
             let held = Held {
                 value: v,
                 lane: (w > 1).then_some(lane),
             };
             // A later store of an element replaces a held one.
-            joined.held.insert(key, held);
+            joined.held.insert((root, byte), held);
             let first = if byte.div_euclid(8).rem_euclid(2) == 0 {
                 byte
             } else {
@@ -129,7 +193,8 @@ impl<'k> Gen<'_, 'k> {
                 joined.held.remove(&(root, first));
                 joined.held.remove(&(root, first + 8));
                 let value = pair_vector(b, &mut joined.splats, x, y);
-                store_at(self, b, value, root, first);
+                let base = self.root_address(b, root);
+                store_at(self, b, value, base, first);
             }
         }
         self.cur.joined = Some(joined);
@@ -141,11 +206,23 @@ impl<'k> Gen<'_, 'k> {
         let Some(joined) = self.cur.joined.as_mut() else {
             return;
         };
-        let mut held: Vec<((Value, i64), Held)> = joined.held.drain().collect();
-        held.sort_by_key(|((root, byte), _)| (root.as_u32(), *byte));
+        let mut held: Vec<((Root, i64), Held)> = joined.held.drain().collect();
+        held.sort_by_key(|((root, byte), _)| (root.order(), *byte));
         for ((root, byte), h) in held {
             let value = element(b, h);
-            store_at(self, b, value, root, byte);
+            let base = self.root_address(b, root);
+            store_at(self, b, value, base, byte);
+        }
+    }
+
+    /// The address `root` stands for.
+    fn root_address(&self, b: &mut FunctionBuilder<'_>, root: Root) -> Value {
+        match root.at {
+            None => root.ptr,
+            Some((at, step)) => {
+                let offset = self.scale(b, at, step);
+                self.add(b, root.ptr, offset)
+            }
         }
     }
 }

@@ -854,6 +854,9 @@ impl<'k> Gen<'_, 'k> {
             SegmentAt::Lanes { cell, .. } => cell,
         };
         let mut slots = self.preamble_slots_read(b, w, insts);
+        if self.joins_lane_stores() {
+            self.cur.joined = Some(joined::JoinedStores::lanes());
+        }
         let cell_addr = |g: &Self, b: &mut FunctionBuilder<'_>, def: usize| {
             let (stack, cell) = *plan
                 .staged
@@ -923,6 +926,8 @@ impl<'k> Gen<'_, 'k> {
                 b.ins().store(MemFlagsData::trusted(), value, addr, 0);
             }
         }
+        self.flush_joined(b);
+        self.cur.joined = None;
         Ok(())
     }
 

@@ -44,6 +44,7 @@ use crate::aot::{AotFn, MIN_TILED_ELEMS, TILE};
 
 mod access;
 mod addr;
+mod arms;
 mod body;
 mod elementwise;
 mod fold;

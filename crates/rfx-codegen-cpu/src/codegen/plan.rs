@@ -194,28 +194,7 @@ impl<'k> Gen<'_, 'k> {
                 *slot = Some(base);
             }
         }
-        // The preamble, once, in scalar form.
-        self.fx.pre_scalar = vec![None; kernel.slots.len()];
-        self.fx.pre_const = vec![None; kernel.slots.len()];
-        for inst in &kernel.preamble {
-            if let Some(dst) = inst.dst()
-                && let Some(c) = self.fx.pre_const.get_mut(dst.index())
-            {
-                *c = match inst {
-                    Inst::Const { value, .. } if value.dtype().is_float() => Some(value.to_f64()),
-                    _ => None,
-                };
-            }
-            let mut slots = self.fx.pre_scalar.clone();
-            let place = InstAt {
-                w: 1,
-                access: None,
-                offs: &[],
-                body_index: None,
-            };
-            self.emit_inst(b, inst, place, &mut slots, &mut Vec::new())?;
-            self.fx.pre_scalar = slots;
-        }
+        self.emit_preamble(b)?;
         if let Some(row) = &kernel.row_store {
             self.shift_row_base(b, row)?;
         }

@@ -1321,6 +1321,69 @@ mod tests {
         (1..=n).map(Duration::from_micros).collect()
     }
 
+    /// The start of a view's elements.
+    fn start(data: rfx_ir::DataRef<'_>) -> usize {
+        match data {
+            rfx_ir::DataRef::Bool(d) => d.as_ptr() as usize,
+            rfx_ir::DataRef::I32(d) => d.as_ptr() as usize,
+            rfx_ir::DataRef::F32(d) => d.as_ptr() as usize,
+            rfx_ir::DataRef::F64(d) => d.as_ptr() as usize,
+        }
+    }
+
+    #[test]
+    fn checked_calls_run_on_each_sets_call_args() -> anyhow::Result<()> {
+        let n = 4096;
+        let kernel = kernels(n)?
+            .into_iter()
+            .find_map(|(name, k)| (name == "pid_clip").then_some(k))
+            .context("pid_clip")?;
+        let (mut p, _, _) = prepare(&kernel, &InterpBackend, &OptConfig::default(), Exec::default())?;
+        assert_eq!(p.rotation.len(), rotation_sets(n, 4));
+        let expected: Vec<Vec<usize>> = p.rotation.iter().map(|a| a.addresses().to_vec()).collect();
+        let last = p.rotation.len() - 1;
+        {
+            let compiled = p.compiled.clone();
+            let mut views = RotationViews::new(&mut p.rotation, &p.shapes)?;
+            assert_eq!(views.sets(), last + 1);
+            for k in [0, 1, last] {
+                let (inputs, outputs) = views.set(k);
+                let starts: Vec<usize> = inputs
+                    .iter()
+                    .map(|v| start(v.data()))
+                    .chain(outputs.iter().map(|v| match v.data() {
+                        DataMut::Bool(d) => d.as_ptr() as usize,
+                        DataMut::I32(d) => d.as_ptr() as usize,
+                        DataMut::F32(d) => d.as_ptr() as usize,
+                        DataMut::F64(d) => d.as_ptr() as usize,
+                    }))
+                    .collect();
+                assert_eq!(starts, expected[k], "set {k}");
+                for (view, shape) in inputs
+                    .iter()
+                    .map(|v| v.shape())
+                    .chain(outputs.iter().map(|v| v.shape()))
+                    .zip(&p.shapes)
+                {
+                    assert_eq!(view, shape);
+                }
+                compiled.run(inputs, outputs, &mut Scratch::new())?;
+            }
+        }
+        // What the checked call wrote into set k's `CallArgs` is the kernel on set k's inputs.
+        for k in [0, 1, last] {
+            let mut want = Array::filled(Scalar::zero(rfx_ir::DType::F32), [n]);
+            let inputs: Vec<ArrayView<'_>> = p.rotation_in[k].iter().map(Array::view).collect();
+            p.compiled
+                .run(&inputs, &mut [want.view_mut()], &mut Scratch::new())?;
+            let rfx_ir::ArrayData::F32(want) = want.data() else {
+                anyhow::bail!("pid_clip's output is f32");
+            };
+            assert_eq!(p.rotation[k].output::<f32>(0), Some(&want[..]), "set {k}");
+        }
+        Ok(())
+    }
+
     #[test]
     fn a_tail_needs_ten_samples_beyond_it() {
         let t = Timing::from_samples(micros_1_to(999));

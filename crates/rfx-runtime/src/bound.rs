@@ -196,27 +196,40 @@ impl BoundKernel {
     /// `&mut` outputs apart from each other and from the inputs), so after comparing lengths
     /// and dtypes this hands the backend the slices' addresses: on the CPU backend a call costs
     /// about what [`BoundKernel::run_args`] does.
+    #[inline]
     pub fn run_slices<T: Element, const I: usize, const O: usize>(
         &mut self,
         inputs: [&[T]; I],
         mut outputs: [&mut [T]; O],
     ) -> Result<(), RuntimeError> {
+        self.run_slice_refs(&inputs, &mut outputs)
+    }
+
+    /// [`BoundKernel::run_slices`] on arrays of slices the caller keeps: a control loop whose
+    /// arguments stay in place builds them once, and a call copies nothing (an array passed
+    /// by value is copied into the call's frame, by `memcpy` when it is long, and reading it
+    /// right after wide stores can cost more than the call's own checks).
+    pub fn run_slice_refs<T: Element, const I: usize, const O: usize>(
+        &mut self,
+        inputs: &[&[T]; I],
+        outputs: &mut [&mut [T]; O],
+    ) -> Result<(), RuntimeError> {
         if I + O != self.slice_lens.len() {
-            return Err(self.slices_error(&inputs, &outputs).into());
+            return Err(self.slices_error(inputs, outputs).into());
         }
         if self.slice_dtype != Some(T::DTYPE)
             && let Some(k) = self.slice_dtypes.iter().position(|&d| d != T::DTYPE)
         {
-            self.check_lengths(&inputs, &outputs)?;
+            self.check_lengths(inputs, outputs)?;
             return Err(self.dtype_error(k, T::DTYPE).into());
         }
         let total = I + self.constant_addresses.len() + O;
         if total <= SHORT_ARGS && self.by_address {
-            self.run_addresses::<T, I, O, SHORT_ARGS>(&inputs, &mut outputs)
+            self.run_addresses::<T, I, O, SHORT_ARGS>(inputs, outputs)
         } else if total <= MAX_STACK_ARGS && self.by_address {
-            self.run_addresses::<T, I, O, MAX_STACK_ARGS>(&inputs, &mut outputs)
+            self.run_addresses::<T, I, O, MAX_STACK_ARGS>(inputs, outputs)
         } else {
-            self.check_lengths(&inputs, &outputs)?;
+            self.check_lengths(inputs, outputs)?;
             self.run_slice_views(inputs, outputs)
         }
     }
@@ -323,8 +336,8 @@ impl BoundKernel {
     #[cold]
     fn run_slice_views<T: Element, const I: usize, const O: usize>(
         &mut self,
-        inputs: [&[T]; I],
-        outputs: [&mut [T]; O],
+        inputs: &[&[T]; I],
+        outputs: &mut [&mut [T]; O],
     ) -> Result<(), RuntimeError> {
         let in_views: Vec<ArrayView<'_>> = inputs
             .iter()
@@ -335,7 +348,8 @@ impl BoundKernel {
             .chain(self.constant_inputs.iter().map(Array::view))
             .collect();
         let mut out_views: Vec<ArrayViewMut<'_>> = outputs
-            .into_iter()
+            .iter_mut()
+            .map(|s| &mut **s)
             .zip(&self.output_shapes)
             .map(|(slice, shape)| {
                 ArrayViewMut::new(shape, slice).expect("invariant: lengths checked by run_slices")

@@ -2,13 +2,13 @@
 //! loop points and LIR instruction counts) and its arena; with `--lir` the LIR, with `--clif`
 //! the CPU backend's code of each kernel (one function per kernel, as `rfx dump` shows it);
 //! with `--program` the one function an unbatched call runs (its CLIF after Cranelift's
-//! mid-end, and its machine code); with `--calls N`, N bound calls (`run_slice_refs`) of each
+//! mid-end, and its machine code); with `--calls N`, N bound calls (`run_slices`) of each
 //! kernel (`--kernel NAME` for one), or with `--hw` N calls of the hand-written function, for
 //! a profiler:
 //!
 //! ```text
 //! cargo build --release -p wrenfold-bench --example n1_profile
-//! valgrind --tool=callgrind --toggle-collect='*BoundKernel::run_slice*' \
+//! valgrind --tool=callgrind --toggle-collect='*BoundKernel::run_slices*' \
 //!     target/release/examples/n1_profile --kernel QuatLocalCoords --calls 2000
 //! ```
 //!

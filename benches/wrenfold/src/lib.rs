@@ -243,8 +243,7 @@ pub fn bind(spec: &Spec, n: Option<usize>, backend: &str) -> Result<rfx::BoundKe
     bound.map_err(|e| format!("{}: compiling: {e}", spec.name))
 }
 
-/// Runs `bound` on `I` input and `O` output slices (no allocation, nothing copied: the
-/// arrays of slices are views of the caller's).
+/// Runs `bound` on `I` input and `O` output slices (no allocation).
 #[inline(always)]
 pub fn run_fixed<const I: usize, const O: usize>(
     bound: &mut rfx::BoundKernel,
@@ -252,9 +251,11 @@ pub fn run_fixed<const I: usize, const O: usize>(
     outputs: &mut [&mut [f64]],
 ) -> Result<(), String> {
     let arity = || format!("expected {I} inputs and {O} outputs");
-    let inputs: &[&[f64]; I] = inputs.try_into().map_err(|_| arity())?;
+    let inputs: [&[f64]; I] = inputs.try_into().map_err(|_| arity())?;
     let outputs: &mut [&mut [f64]; O] = outputs.try_into().map_err(|_| arity())?;
-    bound.run_slice_refs(inputs, outputs).map_err(|e| e.to_string())
+    bound
+        .run_slices(inputs, outputs.each_mut().map(|s| &mut **s))
+        .map_err(|e| e.to_string())
 }
 
 /// Runs `bound` (a kernel of `spec`) on `inputs` into `outputs`.

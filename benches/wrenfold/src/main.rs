@@ -12,7 +12,7 @@
 //!   of its `BoundKernel` on the CPU backend, against the hand-written function in a loop
 //!   over the same examples (same arrays in and out);
 //! - **n = 1**: `--calls` (default 1,024) back-to-back calls of the unbatched kernel through
-//!   its `BoundKernel::run_slice_refs` (the pre-bound call), each on the next example's slices of
+//!   its `BoundKernel::run_slices` (the pre-bound call), each on the next example's slices of
 //!   the batch arrays, against as many calls of the hand-written function; the time per call.
 //!
 //! The table gives each median and the ratio rfx / hand-written (below 1: rfx is faster).

@@ -8,7 +8,7 @@
 //!
 //! ```text
 //! cargo build --release -p wrenfold-bench --example n1_profile
-//! valgrind --tool=callgrind --toggle-collect='*BoundKernel::run_slices*' \
+//! valgrind --tool=callgrind --toggle-collect='*BoundKernel::run_slice*' \
 //!     target/release/examples/n1_profile --kernel QuatLocalCoords --calls 2000
 //! ```
 //!

@@ -535,6 +535,81 @@ fused_routine!(
     one_op_f64
 );
 
+/// Defines the whole-row routines of the binary exact ops: `d[i] = op(a[i], b[i])` over rows
+/// of `n` elements (the binary tile routines' C ABI). A plan of one such op on two input rows
+/// ([`Plan::row_binary`]) is called as its routine directly: no plan to write, check or
+/// dispatch on, so a row of a thousand elements pays no more around its loop than a C
+/// function's call. Each computes the fused pass's op, so the bits are the pass's.
+macro_rules! row_routines {
+    ($($name:ident, $body:ident, $t:ty, $code:expr;)*) => {$(
+        /// `d[i] = op(a[i], b[i])` for `i < n` (see [`row_routines`]).
+        ///
+        /// # Safety
+        /// `a` and `b` must be valid for `n` reads and `d` for `n` writes, `d` overlapping
+        /// neither (`a` and `b` may be the same row); the CPU must have AVX2 and FMA
+        /// ([`available`](super::available)).
+        pub(crate) unsafe extern "C" fn $name(a: *const $t, b: *const $t, d: *mut $t, n: usize) {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: the contract.
+            unsafe {
+                $body(
+                    std::slice::from_raw_parts(a, n),
+                    std::slice::from_raw_parts(b, n),
+                    std::slice::from_raw_parts_mut(d, n),
+                )
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            {
+                let _ = (a, b, d, n);
+                unreachable!("ahead-of-time tiles are only linked on x86-64")
+            }
+        }
+
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = "avx2,fma")]
+        fn $body(a: &[$t], b: &[$t], d: &mut [$t]) {
+            with_binary_op!($code, $t, f => binary(a, b, d, f))
+        }
+    )*};
+}
+
+row_routines! {
+    rfx_aot_add_f32, add_f32_avx2, f32, op::ADD;
+    rfx_aot_sub_f32, sub_f32_avx2, f32, op::SUB;
+    rfx_aot_mul_f32, mul_f32_avx2, f32, op::MUL;
+    rfx_aot_div_f32, div_f32_avx2, f32, op::DIV;
+    rfx_aot_min_f32, min_f32_avx2, f32, op::MIN;
+    rfx_aot_max_f32, max_f32_avx2, f32, op::MAX;
+    rfx_aot_add_f64, add_f64_avx2, f64, op::ADD;
+    rfx_aot_sub_f64, sub_f64_avx2, f64, op::SUB;
+    rfx_aot_mul_f64, mul_f64_avx2, f64, op::MUL;
+    rfx_aot_div_f64, div_f64_avx2, f64, op::DIV;
+    rfx_aot_min_f64, min_f64_avx2, f64, op::MIN;
+    rfx_aot_max_f64, max_f64_avx2, f64, op::MAX;
+}
+
+impl Plan {
+    /// The binary exact op of a one-op row plan whose operands are both input rows, with the
+    /// rows (`a`, `b`: input indices) and the output index: a plan its op's whole-row routine
+    /// runs ([`row_routines`]).
+    pub(crate) fn row_binary(&self) -> Option<(rfx_ir::BinaryOp, usize, usize, usize)> {
+        use rfx_ir::BinaryOp as B;
+        let (code, RowOperand::Row(a), RowOperand::Row(b), out) = one_op_row(&self.head, &self.steps)? else {
+            return None;
+        };
+        let op = match code {
+            op::ADD => B::Add,
+            op::SUB => B::Sub,
+            op::MUL => B::Mul,
+            op::DIV => B::Div,
+            op::MIN => B::Min,
+            op::MAX => B::Max,
+            _ => return None,
+        };
+        Some((op, a, b, out))
+    }
+}
+
 /// Runs the `f32` `routine` on a chunk with its loops inlined into the caller (so compiled for
 /// the caller's target, with the caller's vectors): calling a routine per chunk costs more than
 /// the chunk's ops. `false` for a routine without inline loops (the caller calls it).
@@ -601,6 +676,7 @@ unsafe fn inline_f64(routine: AotFn, (a, b): (*const f64, *const f64), d: *mut f
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     use super::*;
+    use rfx_ir::DType;
 
     fn plan(consts: u32, regs: u32, inputs: u32, outputs: u32, steps: Vec<Step>) -> Plan {
         Plan {
@@ -953,6 +1029,7 @@ mod tests {
                     assert!(!p.is_one_op_row(), "{p:?}");
                 }
                 let consts: [$t; 1] = [-0.75];
+                let mut direct_rows = 0;
                 for mut p in plans {
                     p.head.dtype_bytes = std::mem::size_of::<$t>() as u32;
                     assert!(p.is_valid() && p.is_one_op_row(), "{p:?}");
@@ -989,8 +1066,48 @@ mod tests {
                         }
                         let bits = |v: &[$t]| v.iter().map(|x| u64::from(x.to_bits())).collect::<Vec<_>>();
                         assert_eq!(bits(&whole), bits(&chunks), "{p:?}, n = {n}");
+                        // A binary op on two rows also runs as its whole-row routine, with the
+                        // same bits, on two rows and on one row twice.
+                        if let Some((bop, a, b, 0)) = p.row_binary() {
+                            direct_rows += 1;
+                            let dtype = if std::mem::size_of::<$t>() == 4 {
+                                DType::F32
+                            } else {
+                                DType::F64
+                            };
+                            let routine = AotFn::whole_row(bop, dtype).expect("a whole-row routine");
+                            assert_eq!(routine.dtype(), dtype);
+                            // SAFETY: the table coerced the address from this ABI.
+                            let f: unsafe extern "C" fn(*const $t, *const $t, *mut $t, usize) =
+                                unsafe { std::mem::transmute(routine.address()) };
+                            let rows = [xs.as_ptr(), ys.as_ptr()];
+                            let twice = plan(0, 0, 1, 1, vec![step(p.steps[0].op, OUTPUT, INPUT, INPUT)]);
+                            let (mut direct, mut same, mut same_chunks) =
+                                (vec![0.0 as $t; n], vec![0.0 as $t; n], vec![0.0 as $t; n]);
+                            // SAFETY: the rows hold `n` elements, the outputs are their own
+                            // allocations, and the CPU has AVX2 and FMA.
+                            unsafe {
+                                f(rows[a], rows[b], direct.as_mut_ptr(), n);
+                                f(rows[0], rows[0], same.as_mut_ptr(), n);
+                                $avx2(
+                                    &twice.head,
+                                    &twice.steps,
+                                    &[],
+                                    &[rows[0].cast_mut(), same_chunks.as_mut_ptr()],
+                                    n,
+                                );
+                            }
+                            assert_eq!(bits(&direct), bits(&chunks), "{routine:?}, n = {n}");
+                            assert_eq!(
+                                bits(&same),
+                                bits(&same_chunks),
+                                "{routine:?} on one row, n = {n}"
+                            );
+                        }
                     }
                 }
+                // Add to max, each from two rows, at each length.
+                assert_eq!(direct_rows, 6 * 6);
             }
         };
     }

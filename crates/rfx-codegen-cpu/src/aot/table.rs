@@ -139,6 +139,19 @@ aot_routines! {
     SinCosF32: SinCos, F32, TilePairFn, f32::rfx_aot_sincos_f32, one f32::sincos_f32_avx2: OnePairFn;
     /// The `f64` `sin` and `cos` of one argument: one reduction, both polynomials.
     SinCosF64: SinCos, F64, TilePairFnF64, f64::rfx_aot_sincos_f64, one f64::sincos_f64_avx2: OnePairFnF64;
+    /// Whole-row binary exact ops (`fn(a, b, d, n)`): a one-op fused pass on two input rows.
+    AddF32: Binary(BinaryOp::Add), F32, Tile2Fn, fused::rfx_aot_add_f32;
+    SubF32: Binary(BinaryOp::Sub), F32, Tile2Fn, fused::rfx_aot_sub_f32;
+    MulF32: Binary(BinaryOp::Mul), F32, Tile2Fn, fused::rfx_aot_mul_f32;
+    DivF32: Binary(BinaryOp::Div), F32, Tile2Fn, fused::rfx_aot_div_f32;
+    MinF32: Binary(BinaryOp::Min), F32, Tile2Fn, fused::rfx_aot_min_f32;
+    MaxF32: Binary(BinaryOp::Max), F32, Tile2Fn, fused::rfx_aot_max_f32;
+    AddF64: Binary(BinaryOp::Add), F64, Tile2FnF64, fused::rfx_aot_add_f64;
+    SubF64: Binary(BinaryOp::Sub), F64, Tile2FnF64, fused::rfx_aot_sub_f64;
+    MulF64: Binary(BinaryOp::Mul), F64, Tile2FnF64, fused::rfx_aot_mul_f64;
+    DivF64: Binary(BinaryOp::Div), F64, Tile2FnF64, fused::rfx_aot_div_f64;
+    MinF64: Binary(BinaryOp::Min), F64, Tile2FnF64, fused::rfx_aot_min_f64;
+    MaxF64: Binary(BinaryOp::Max), F64, Tile2FnF64, fused::rfx_aot_max_f64;
     /// A fused elementwise pass over `f32` rows (`fn(plan, consts, rows, n)`).
     FusedF32: Fused, F32, FusedFn, fused::rfx_aot_fused_f32;
     /// A fused elementwise pass over `f64` rows.
@@ -184,6 +197,17 @@ impl AotFn {
         match op {
             BinaryOp::Pow | BinaryOp::Atan2 => AotFn::find(Computes::Binary(op), dtype),
             rfx_ir::exact_binary_ops!() => None,
+        }
+    }
+
+    /// The whole-row routine of the binary exact `op` on `dtype` ([`Plan::row_binary`]'s
+    /// ops), if there is one.
+    ///
+    /// [`Plan::row_binary`]: super::fused::Plan::row_binary
+    pub(crate) fn whole_row(op: BinaryOp, dtype: DType) -> Option<AotFn> {
+        match op {
+            rfx_ir::exact_binary_ops!() => AotFn::find(Computes::Binary(op), dtype),
+            BinaryOp::Pow | BinaryOp::Atan2 => None,
         }
     }
 

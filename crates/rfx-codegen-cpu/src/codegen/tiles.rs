@@ -106,6 +106,9 @@ pub(super) struct FusedPass {
     plan_slot: StackSlot,
     consts_slot: StackSlot,
     rows_slot: StackSlot,
+    /// The whole-row routine that runs the plan instead, with its two input rows and its
+    /// output (indices into `inputs` and `outputs`): a one-op plan of a binary exact op.
+    row: Option<(AotFn, usize, usize, usize)>,
 }
 
 /// Where a value of a fused body is: an operand code of the plan (a register or an input row).
@@ -1316,6 +1319,10 @@ impl<'k> Gen<'_, 'k> {
         if one_op && !plan.is_one_op_row() {
             return Ok(None);
         }
+        let row = plan
+            .row_binary()
+            .filter(|_| one_op)
+            .and_then(|(op, x, y, out)| Some((AotFn::whole_row(op, dtype)?, x, y, out)));
         let slot = |b: &mut FunctionBuilder<'_>, bytes: usize| {
             b.create_sized_stack_slot(StackSlotData::new(
                 StackSlotKind::ExplicitSlot,
@@ -1335,6 +1342,7 @@ impl<'k> Gen<'_, 'k> {
             plan_slot,
             consts_slot,
             rows_slot,
+            row,
         }))
     }
 
@@ -1344,6 +1352,9 @@ impl<'k> Gen<'_, 'k> {
         b: &mut FunctionBuilder<'_>,
         fused: &FusedPass,
     ) -> Result<(), BackendError> {
+        if fused.row.is_some() {
+            return Ok(());
+        }
         let flags = MemFlagsData::trusted();
         let plan = self.stack_base(b, fused.plan_slot);
         let consts = self.stack_base(b, fused.consts_slot);
@@ -1385,6 +1396,21 @@ impl<'k> Gen<'_, 'k> {
         end: Value,
         ptrs: &[Value],
     ) -> Result<(), BackendError> {
+        if let Some((routine, x, y, out)) = fused.row {
+            let func = self
+                .fx
+                .imports
+                .routine(routine)
+                .ok_or_else(|| internal("whole-row routine not linked"))?;
+            let mut args = Vec::with_capacity(4);
+            for k in [fused.inputs.get(x), fused.inputs.get(y), fused.outputs.get(out)] {
+                let k = *k.ok_or_else(|| internal("whole-row routine's row not in its pass"))?;
+                args.push(self.address(b, k, start, start, ptrs, 0));
+            }
+            args.push(b.ins().isub(end, start));
+            b.ins().call(func, &args);
+            return Ok(());
+        }
         let func = self
             .fx
             .imports

@@ -18,6 +18,7 @@
 mod accuracy;
 mod args;
 mod backend;
+mod block_fold;
 pub mod coefficients;
 mod config;
 mod error;
@@ -35,6 +36,7 @@ pub use args::{CALL_ARGS_ALIGN, CallArgs, new_compiled_id};
 pub use backend::{
     Backend, CompileOptions, Compiled, CpuTarget, DirectEntry, Scratch, Signature, check_type, validate_call,
 };
+pub use block_fold::{MAX_BLOCK_POSITIONS, MAX_CONSUMER_WORK, MAX_FOLDED_INSTS, STORE_SHARE};
 pub use config::LowerConfig;
 pub use error::{BackendError, CallError, LowerError, Unsupported};
 pub use executor::{execute_lowered, order_inputs};

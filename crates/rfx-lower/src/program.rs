@@ -50,6 +50,10 @@ pub fn lower(program: &MirProgram, config: &LowerConfig) -> Result<(LirProgram, 
     }
     starts.push(kernels.len());
     let loops = map_loops(program.loops(), &starts);
+    let is_temp = |b: BufId| program.buffer(b).is_some_and(|buf| buf.kind == BufKind::Temp);
+    if loops.is_empty() {
+        crate::block_fold::fold_blocks(&mut kernels, &mut report.kernels, &is_temp);
+    }
 
     // Lifetimes of temporaries over LIR kernels.
     let mut intervals: Vec<Interval> = Vec::new();
@@ -65,7 +69,15 @@ pub fn lower(program: &MirProgram, config: &LowerConfig) -> Result<(LirProgram, 
                 _ => false,
             })
         };
-        let start = kernels.iter().position(|k| touches(k, true)).unwrap_or(0);
+        // A temporary no kernel touches (its kernel was folded away) lives alone after the
+        // last kernel, so it shares bytes with every other and never widens the arena's peak
+        // past its own size.
+        let untouched = kernels.iter().all(|k| !touches(k, true) && !touches(k, false));
+        let start = if untouched {
+            kernels.len() + index
+        } else {
+            kernels.iter().position(|k| touches(k, true)).unwrap_or(0)
+        };
         let end = kernels
             .iter()
             .rposition(|k| touches(k, false))

@@ -222,6 +222,7 @@ pub fn cases() -> Vec<Case> {
     gather_cases(&mut push);
     literal_cases(&mut push);
     product_cases(&mut push);
+    block_cases(&mut push);
     scan_cases(&mut push);
     crate::loop_cases::loop_cases(&mut push);
     cases
@@ -324,6 +325,57 @@ fn scan_cases(push: &mut dyn FnMut(String, Option<Kernel>, Option<&'static str>,
                 let to_go = b.linrec(cost, discount, 1, true).ok()?;
                 b.output("y", y).ok()?;
                 b.output("to_go", to_go).ok()?;
+                b.finish().ok()
+            })();
+            push(name, k, None, None);
+        }
+    }
+}
+
+/// Blocks per point: nine values computed per point of `[n]`, concatenated into `[n, 9]`,
+/// reshaped to `[n, 3, 3]` and scaled by a per-point factor, stored twice (a block consumer
+/// that lowering folds into the kernel of its values, each block position written out).
+fn block_cases(push: &mut dyn FnMut(String, Option<Kernel>, Option<&'static str>, Option<f64>)) {
+    for dtype in [DType::F32, DType::F64] {
+        for n in [3, 17, 33] {
+            let name = format!("block_per_point_{dtype}_n{n}");
+            let mut b = Builder::new(name.clone());
+            let k = (|| {
+                let x = b.input("x", TensorType::new(dtype, [n])).ok()?;
+                let y = b.input("y", TensorType::new(dtype, [n])).ok()?;
+                let d = b.input("d", TensorType::new(dtype, [n])).ok()?;
+                let values = [
+                    b.binary(BinaryOp::Mul, x, y).ok()?,
+                    b.binary(BinaryOp::Add, x, y).ok()?,
+                    b.binary(BinaryOp::Sub, x, y).ok()?,
+                    b.binary(BinaryOp::Mul, x, x).ok()?,
+                    b.unary(UnaryOp::Neg, y).ok()?,
+                    b.binary(BinaryOp::Div, x, y).ok()?,
+                    b.binary(BinaryOp::Sub, y, x).ok()?,
+                    b.binary(BinaryOp::Max, x, y).ok()?,
+                    b.binary(BinaryOp::Add, x, x).ok()?,
+                ];
+                let position = b.iota(dtype, [9], 0).ok()?;
+                let mut whole = None;
+                for (i, v) in values.into_iter().enumerate() {
+                    let column = b.reshape(v, [n, 1]).ok()?;
+                    let part = b.pad(column, &[0, i], [n, 9]).ok()?;
+                    whole = Some(match whole {
+                        None => part,
+                        Some(before) => {
+                            let at = b.constant(Scalar::from_f64(dtype, i as f64), []);
+                            let here = b.compare(CmpOp::Ge, position, at).ok()?;
+                            b.select(here, part, before).ok()?
+                        }
+                    });
+                }
+                let block = b.reshape(whole?, [n, 3, 3]).ok()?;
+                let scale = b.reshape(d, [n, 1, 1]).ok()?;
+                let scaled = b.binary(BinaryOp::Mul, block, scale).ok()?;
+                let negated = b.unary(UnaryOp::Neg, scaled).ok()?;
+                b.output("scaled", scaled).ok()?;
+                b.output("negated", negated).ok()?;
+                b.output("first", values[0]).ok()?;
                 b.finish().ok()
             })();
             push(name, k, None, None);

@@ -160,3 +160,19 @@ fn memory_plans_of_random_programs_never_overlap_live_buffers() {
         "only {with_temps} programs with several temporaries"
     );
 }
+
+/// The conformance suite's block cases are written out in one kernel (each block position
+/// stored by the kernel of its values), so every backend's conformance run covers folded
+/// blocks.
+#[test]
+fn the_conformance_block_cases_lower_to_one_kernel() {
+    let cases: Vec<_> = rfx_check::conformance::cases()
+        .into_iter()
+        .filter(|c| c.name.starts_with("block_per_point_"))
+        .collect();
+    assert_eq!(cases.len(), 6);
+    for case in cases {
+        let lir = lower_kernel(&case.kernel);
+        assert_eq!(lir.kernels().len(), 1, "{}\n{lir}", case.name);
+    }
+}

@@ -224,6 +224,8 @@ fn plan(kernels: &[LirKernel], p: usize, c: usize) -> Option<Vec<Source>> {
             {
                 return None;
             }
+            // Every point of `L` stores its own elements (no store shared by points).
+            Inst::Store { strides, .. } if strides[..lead].contains(&0) => return None,
             Inst::Reduce { .. } | Inst::Scan { .. } => return None,
             _ => {}
         }
@@ -382,15 +384,18 @@ fn index_scalar(dtype: DType, value: usize) -> Scalar {
 /// its offset.
 type LoadKey = (BufId, Vec<usize>, usize);
 
-/// Folds `ck` into kernel `p` (the plan said it folds, with these load sources).
-fn fold(kernels: &mut [LirKernel], p: usize, ck: &LirKernel, sources: &[Source]) {
-    let lead = kernels[p].dims.len();
-    let block = ck.dims[lead..].to_vec();
-    let all = positions(&block);
-    // The constants each block position's constant loads read, before the producer changes.
+/// The constant each of the consumer's loads reads at each block position (`None` for a load
+/// that is not of a constant buffer), read before the producer changes.
+fn constant_loads(
+    kernels: &[LirKernel],
+    lead: usize,
+    ck: &LirKernel,
+    sources: &[Source],
+    all: &[Vec<usize>],
+) -> Vec<Vec<Option<Scalar>>> {
     let constant = |w: usize, buf: BufId, offset: usize| constant_at(&kernels[w], buf, offset);
     let mut const_loads: Vec<Vec<Option<Scalar>>> = Vec::new();
-    for b in &all {
+    for b in all {
         let mut row = Vec::new();
         let mut loads = sources.iter();
         for inst in &ck.body {
@@ -409,8 +414,12 @@ fn fold(kernels: &mut [LirKernel], p: usize, ck: &LirKernel, sources: &[Source])
         }
         const_loads.push(row);
     }
-    let pk = &mut kernels[p];
-    // The producer's stored values, kept to the end of its body.
+    const_loads
+}
+
+/// Makes each producer slot whose stored value the consumer reads hold it to the end of the
+/// producer's body.
+fn keep_forwarded(pk: &mut LirKernel, ck: &LirKernel, sources: &[Source], lead: usize, all: &[Vec<usize>]) {
     let mut needed: Vec<usize> = Vec::new();
     for (inst, source) in ck
         .body
@@ -426,7 +435,7 @@ fn fold(kernels: &mut [LirKernel], p: usize, ck: &LirKernel, sources: &[Source])
         ) = (inst, source)
             && let Some((_, last)) = forwardable(pk, *buf)
         {
-            for b in &all {
+            for b in all {
                 if let Some(at) = last.get(&(offset + block_offset(&strides[lead..], b))) {
                     needed.push(*at);
                 }
@@ -438,6 +447,16 @@ fn fold(kernels: &mut [LirKernel], p: usize, ck: &LirKernel, sources: &[Source])
     for at in needed {
         keep_to_end(pk, at);
     }
+}
+
+/// Folds `ck` into kernel `p` (the plan said it folds, with these load sources).
+fn fold(kernels: &mut [LirKernel], p: usize, ck: &LirKernel, sources: &[Source]) {
+    let lead = kernels[p].dims.len();
+    let block = ck.dims[lead..].to_vec();
+    let all = positions(&block);
+    let const_loads = constant_loads(kernels, lead, ck, sources, &all);
+    let pk = &mut kernels[p];
+    keep_forwarded(pk, ck, sources, lead, &all);
     let stored = |pk: &LirKernel, buf: BufId, offset: usize| {
         let (_, last) = forwardable(pk, buf)?;
         match pk.body.get(*last.get(&offset)?) {

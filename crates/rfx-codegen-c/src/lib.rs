@@ -231,7 +231,7 @@ pub(crate) fn work_layout(program: &LirProgram) -> WorkLayout {
         .iter()
         .enumerate()
         .filter_map(|(i, b)| match b.storage {
-            Storage::Arena { offset } => Some((
+            Storage::Arena { offset } if touched(program, i) => Some((
                 i,
                 offset,
                 b.ty.shape.numel() * b.ty.dtype.size_bytes(),
@@ -261,6 +261,17 @@ pub(crate) fn work_layout(program: &LirProgram) -> WorkLayout {
         end = (end + len).next_multiple_of(8);
     }
     WorkLayout { offsets, bytes: end }
+}
+
+/// Whether a kernel reads or writes buffer `index` (lowering leaves a temporary whose kernels
+/// were folded into others untouched; it gets no room in `work`).
+pub(crate) fn touched(program: &LirProgram, index: usize) -> bool {
+    program.kernels().iter().any(|k| {
+        k.preamble
+            .iter()
+            .chain(&k.body)
+            .any(|i| i.buf().is_some_and(|b| b.index() == index))
+    })
 }
 
 /// The work buffer's alignment: the arena's, at least 8 so that every dtype is aligned.

@@ -86,7 +86,7 @@ fn work_layout(program: &LirProgram) -> WorkLayout {
             .buffers()
             .iter()
             .enumerate()
-            .filter(|(_, b)| b.ty.dtype == dtype)
+            .filter(|(i, b)| b.ty.dtype == dtype && crate::touched(program, *i))
             .filter_map(|(i, b)| match b.storage {
                 Storage::Arena { offset } => Some((i, offset, b.ty.shape.numel())),
                 _ => None,

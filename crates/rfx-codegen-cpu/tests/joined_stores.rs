@@ -291,3 +291,99 @@ fn a_batch_of_blocks_stores_two_elements_per_store() {
     let program = lir::parse(&blocks(64)).expect("parse");
     assert_eq!(clif_stores(&program), 41 + 27);
 }
+
+/// Per example `u` of `n` (vectors along the examples): `m[3u + 1] = sin x` and
+/// `m[2u + 2] = -sin x`, two strided stores of one buffer whose elements overlap across
+/// examples (`m[10]` is `sin x[3]`, then `-sin x[4]`), and `c[u] = sin x` contiguous.
+fn crossing(n: usize) -> String {
+    let len = 3 * n;
+    format!(
+        "\
+lir crossing arena 0 align 64 {{
+  buf0: f64[{n}] = input x
+  buf1: f64[{len}] = output m
+  buf2: f64[{n}] = output c
+  kernel k0 dims [{n}] reduce 0 vector 2 thread_min 32768 tile 1024 lanes 1 {{
+    slots [f64, f64, f64]
+    preamble {{
+    }}
+    body {{
+      s0 = load buf0 [1]
+      s1 = sin s0
+      s2 = neg s1
+      store buf1 [3] offset 1 = s1
+      store buf1 [2] offset 2 = s2
+      store buf2 [1] = s1
+    }}
+  }}
+}}
+"
+    )
+}
+
+#[test]
+fn strided_stores_of_one_buffer_reaching_one_element_leave_the_later_value() {
+    // The two stores' addresses are not displacements of one pointer: an element held
+    // through one is stored before the other holds it, so the later store wins.
+    for n in [3, 5, 6, 64, 65, 1031] {
+        let what = format!("crossing, n = {n}");
+        let program = lir::parse(&crossing(n)).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let xs = values(n, 4);
+        let out = run(&program, &[array(&[n], &xs)]);
+        let (m, c) = (&out[0], &out[1]);
+        let mut want = vec![0.0f64; 3 * n];
+        for (u, &s) in c.iter().enumerate() {
+            want[3 * u + 1] = s;
+            want[2 * u + 2] = -s;
+        }
+        for (i, (got, want)) in m.iter().zip(&want).enumerate() {
+            assert!(
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                "{what}: m[{i}]: {got:e} != {want:e}"
+            );
+        }
+    }
+}
+
+/// Per example `u`: `q[u, i, j] = x` and `q[u, j, i] = 2x` from each point `(i, j)` of the
+/// block, two stores of one buffer with other strides (the transposed one later in the body).
+fn transposed_into_one_buffer(n: usize, transposed_first: bool) -> String {
+    let (first, second) = ("store buf1 [9,3,1] = s0", "store buf1 [9,1,3] = s1");
+    let (first, second) = if transposed_first {
+        (second, first)
+    } else {
+        (first, second)
+    };
+    format!(
+        "\
+lir transposed arena 0 align 64 {{
+  buf0: f64[{n},9] = input x
+  buf1: f64[{n},3,3] = output q
+  kernel k0 dims [{n},3,3] reduce 0 vector 2 thread_min 32768 tile 1024 lanes 1 {{
+    slots [f64, f64, f64]
+    preamble {{
+      s2 = const 2.0
+    }}
+    body {{
+      s0 = load buf0 [9,3,1]
+      s1 = mul s0, s2
+      {first}
+      {second}
+    }}
+  }}
+}}
+"
+    )
+}
+
+#[test]
+fn a_block_stored_twice_into_one_buffer_transposed_gives_the_interpreters_bits() {
+    for n in [2, 3, 5, 64] {
+        for transposed_first in [false, true] {
+            let what = format!("transposed into one buffer, n = {n}, transposed first {transposed_first}");
+            let program = lir::parse(&transposed_into_one_buffer(n, transposed_first))
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            check(&program, &[array(&[n, 9], &values(n * 9, 2))], &what);
+        }
+    }
+}

@@ -48,6 +48,8 @@ impl Root {
 struct Held {
     value: Value,
     lane: Option<u8>,
+    /// The buffer the element is of.
+    buf: Option<BufId>,
 }
 
 /// The elements held back since the last [`Gen::flush_joined`], by base address (each
@@ -147,12 +149,22 @@ impl<'k> Gen<'_, 'k> {
         };
         drop(known);
         let root = Root { ptr, at: at_root };
+        let buf = self.fx.info.accesses.get(k).and_then(|a| a.buf);
+        // One element reached through two roots (two accesses of a buffer with other strides,
+        // or pointers not resolved to one value) would be held twice, under two keys, and
+        // stored in the order of the keys: the elements of the buffer held through another
+        // root are stored first, so the later store is the one left in memory.
+        let other_root = (self.cur.joined.as_ref())
+            .is_some_and(|j| j.held.iter().any(|((r, _), h)| h.buf == buf && *r != root));
+        if other_root {
+            self.flush_joined(b);
+        }
         let Some(mut joined) = self.cur.joined.take() else {
             return false;
         };
         if joined.vectors_direct && w > 1 && step == 8 {
             // A whole vector in place: stored now, after any held element of its buffer.
-            let shares = joined.held.keys().any(|(r, _)| r.ptr == ptr);
+            let shares = joined.held.iter().any(|((r, _), h)| r.ptr == ptr || h.buf == buf);
             self.cur.joined = Some(joined);
             if shares {
                 self.flush_joined(b);
@@ -179,6 +191,7 @@ impl<'k> Gen<'_, 'k> {
             let held = Held {
                 value: v,
                 lane: (w > 1).then_some(lane),
+                buf,
             };
             // A later store of an element replaces a held one.
             joined.held.insert((root, byte), held);

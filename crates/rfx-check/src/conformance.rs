@@ -223,6 +223,7 @@ pub fn cases() -> Vec<Case> {
     literal_cases(&mut push);
     product_cases(&mut push);
     block_cases(&mut push);
+    block_variant_cases(&mut push);
     scan_cases(&mut push);
     crate::loop_cases::loop_cases(&mut push);
     cases
@@ -376,6 +377,57 @@ fn block_cases(push: &mut dyn FnMut(String, Option<Kernel>, Option<&'static str>
                 b.output("scaled", scaled).ok()?;
                 b.output("negated", negated).ok()?;
                 b.output("first", values[0]).ok()?;
+                b.finish().ok()
+            })();
+            push(name, k, None, None);
+        }
+    }
+}
+
+/// Blocks per point around the block fold's limits: `i32` and `f32`/`f64` blocks of `r × c`
+/// values per point of `[n]` (`n` 1 included; 64 positions, the most folded, and 65), scaled
+/// and negated, and a `bool` block of their signs.
+fn block_variant_cases(push: &mut dyn FnMut(String, Option<Kernel>, Option<&'static str>, Option<f64>)) {
+    for dtype in [DType::I32, DType::F32, DType::F64] {
+        for (n, r, c) in [(1, 3, 3), (5, 2, 3), (4, 8, 8), (3, 5, 13)] {
+            let name = format!("block_variant_{dtype}_n{n}_{r}x{c}");
+            let mut b = Builder::new(name.clone());
+            let k = (|| {
+                let x = b.input("x", TensorType::new(dtype, [n])).ok()?;
+                let y = b.input("y", TensorType::new(dtype, [n])).ok()?;
+                let d = b.input("d", TensorType::new(dtype, [n])).ok()?;
+                let ops = [
+                    BinaryOp::Mul,
+                    BinaryOp::Add,
+                    BinaryOp::Sub,
+                    BinaryOp::Max,
+                    BinaryOp::Min,
+                ];
+                let position = b.iota(dtype, [r * c], 0).ok()?;
+                let mut whole = None;
+                for i in 0..r * c {
+                    let (lhs, rhs) = if i % 2 == 0 { (x, y) } else { (y, x) };
+                    let v = b.binary(ops[i % ops.len()], lhs, rhs).ok()?;
+                    let column = b.reshape(v, [n, 1]).ok()?;
+                    let part = b.pad(column, &[0, i], [n, r * c]).ok()?;
+                    whole = Some(match whole {
+                        None => part,
+                        Some(before) => {
+                            let at = b.constant(Scalar::from_f64(dtype, i as f64), []);
+                            let here = b.compare(CmpOp::Ge, position, at).ok()?;
+                            b.select(here, part, before).ok()?
+                        }
+                    });
+                }
+                let block = b.reshape(whole?, [n, r, c]).ok()?;
+                let scale = b.reshape(d, [n, 1, 1]).ok()?;
+                let scaled = b.binary(BinaryOp::Mul, block, scale).ok()?;
+                let negated = b.unary(UnaryOp::Neg, scaled).ok()?;
+                let zeros = b.constant(Scalar::from_f64(dtype, 0.0), [n, r, c]);
+                let positive = b.compare(CmpOp::Gt, block, zeros).ok()?;
+                b.output("scaled", scaled).ok()?;
+                b.output("negated", negated).ok()?;
+                b.output("positive", positive).ok()?;
                 b.finish().ok()
             })();
             push(name, k, None, None);

@@ -176,3 +176,51 @@ fn the_conformance_block_cases_lower_to_one_kernel() {
         assert_eq!(lir.kernels().len(), 1, "{}\n{lir}", case.name);
     }
 }
+
+/// The conformance suite's block cases (folded or not: `i32`, `f32` and `f64` blocks, one
+/// point, the most block positions folded and one more, a constant block added) lowered and
+/// run by the LIR interpreter give the HIR interpreter's bits: the backends' conformance runs
+/// compare against the lowered program, this against the kernel itself.
+#[test]
+fn the_conformance_block_cases_lower_to_the_hir_interpreters_bits() {
+    let cases: Vec<_> = rfx_check::conformance::cases()
+        .into_iter()
+        .filter(|c| c.name.starts_with("block_"))
+        .collect();
+    assert_eq!(cases.len(), 18);
+    let mut folded = 0;
+    for case in &cases {
+        let lir = lower_kernel(&case.kernel);
+        folded += usize::from(lir.kernels().len() == 1);
+        for seed in 0..3 {
+            let mut rng = TestRng::new(seed);
+            let inputs = random_inputs(&mut rng, &case.kernel, 0.2);
+            let views: Vec<_> = inputs.iter().map(Array::view).collect();
+            let expected = run_hir(&case.kernel, &views, Mode::Native).expect("interp");
+            let named: Vec<(String, ArrayView<'_>)> = case
+                .kernel
+                .inputs()
+                .map(|(_, n, _)| n.to_string())
+                .zip(views.iter().copied())
+                .collect();
+            let named: Vec<(&str, ArrayView<'_>)> = named.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+            let got = execute_lowered(&lir, &named, &InterpBackend).expect("lowered");
+            assert_eq!(expected.len(), got.len(), "{}", case.name);
+            for (e, (name, g)) in expected.iter().zip(&got) {
+                // Bit for bit: signed zeros apart, NaNs by their bits.
+                let bits = |a: &Array| -> Vec<Option<u64>> {
+                    (0..a.data().len())
+                        .map(|i| a.get(i).map(|v| v.to_f64().to_bits()))
+                        .collect()
+                };
+                assert!(
+                    e.shape() == g.shape() && e.dtype() == g.dtype() && bits(e) == bits(g),
+                    "{} output {name} (seed {seed})\n{lir}",
+                    case.name
+                );
+            }
+        }
+    }
+    // The six `[n, 3, 3]` cases and `r × c` blocks of 6 and 64 positions at `n` 5 and 4.
+    assert_eq!(folded, 12);
+}

@@ -576,8 +576,9 @@ fn fold(kernels: &mut [LirKernel], p: usize, ck: &LirKernel, sources: &[Source])
 }
 
 /// Whether the consumer's stores at one block position may run in address order after its
-/// other instructions: it reads none of the buffers it stores and no two of its stores at a
-/// position write one element.
+/// other instructions: it reads none of the buffers it stores, the stores into one buffer step
+/// alike along the producer's dims (so at every point their elements differ where their
+/// offsets do) and no two of its stores at a position write one element.
 fn stores_sortable(ck: &LirKernel, lead: usize, all: &[Vec<usize>]) -> bool {
     let stored: Vec<(BufId, &[usize], usize)> = ck
         .body
@@ -591,6 +592,14 @@ fn stores_sortable(ck: &LirKernel, lead: usize, all: &[Vec<usize>]) -> bool {
         .collect();
     if stored.iter().any(|(buf, ..)| reads(ck, *buf)) {
         return false;
+    }
+    let mut outer: HashMap<BufId, &[usize]> = HashMap::new();
+    for inst in &ck.body {
+        if let Inst::Store { buf, strides, .. } = inst
+            && *outer.entry(*buf).or_insert(&strides[..lead]) != &strides[..lead]
+        {
+            return false;
+        }
     }
     all.iter().all(|b| {
         let mut at: Vec<(usize, usize)> = stored

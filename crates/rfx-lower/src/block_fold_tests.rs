@@ -167,3 +167,56 @@ fn a_consumer_reading_another_points_values_is_not_folded() {
     assert!(!done);
     assert_eq!(fused.kernels().len(), 3);
 }
+
+/// A consumer whose two stores into `buf2` step by 1 and by 2 along the producer's dim: at
+/// point 2 both write `o[4]`, the second store's value (`-t`) last. Held in address order the
+/// first store's would be.
+const CROSSING: &str = "lir c arena 96 align 64 {
+  buf0: f64[4] = input a
+  buf1: f64[4,3] = arena 0
+  buf2: f64[7] = output o
+  kernel k0 dims [4] reduce 0 vector 2 thread_min 32768 tile 1024 lanes 1 {
+    slots [f64, f64]
+    preamble {}
+    body {
+      s0 = load buf0 [1]
+      store buf1 [3] = s0
+      s1 = mul s0, s0
+      store buf1 [3] offset 1 = s1
+      s1 = add s0, s0
+      store buf1 [3] offset 2 = s1
+    }
+  }
+  kernel k1 dims [4,3] reduce 0 vector 2 thread_min 32768 tile 1024 lanes 1 {
+    slots [f64, f64]
+    preamble {}
+    body {
+      s0 = load buf1 [3,1]
+      s1 = neg s0
+      store buf2 [1,0] offset 2 = s0
+      store buf2 [2,0] = s1
+    }
+  }
+}";
+
+#[test]
+fn stores_of_one_buffer_stepping_apart_keep_their_order() {
+    let lir = lir::parse(CROSSING).expect("parses");
+    lir::verify(&lir).expect("verifies");
+    let (fused, done) = folded(&lir);
+    assert!(done);
+    assert_eq!(fused.kernels().len(), 1);
+    let a = Array::from_slice(&[0.25f64, -1.5, 3.0, 0.0]);
+    let bits = |lir: &LirProgram| -> Vec<u64> {
+        let out = run_lir(lir, &[a.view()], Mode::Native).expect("runs");
+        out[0]
+            .as_slice::<f64>()
+            .expect("f64")
+            .iter()
+            .map(|v| v.to_bits())
+            .collect()
+    };
+    assert_eq!(bits(&fused), bits(&lir));
+    // `o[4]` is the last block position's `-t` at point 2: `-(3 + 3)`.
+    assert_eq!(f64::from_bits(bits(&lir)[4]), -6.0);
+}

@@ -177,6 +177,13 @@ fn the_conformance_block_cases_lower_to_one_kernel() {
     }
 }
 
+/// A value's bits, signed zeros apart, every NaN alike (a NaN's payload may differ between
+/// the interpreters).
+fn bits_of(v: rfx_ir::Scalar) -> u64 {
+    let v = v.to_f64();
+    if v.is_nan() { u64::MAX } else { v.to_bits() }
+}
+
 /// The conformance suite's block cases (folded or not: `i32`, `f32` and `f64` blocks, one
 /// point, the most block positions folded and one more, a constant block added) lowered and
 /// run by the LIR interpreter give the HIR interpreter's bits: the backends' conformance runs
@@ -207,11 +214,8 @@ fn the_conformance_block_cases_lower_to_the_hir_interpreters_bits() {
             let got = execute_lowered(&lir, &named, &InterpBackend).expect("lowered");
             assert_eq!(expected.len(), got.len(), "{}", case.name);
             for (e, (name, g)) in expected.iter().zip(&got) {
-                // Bit for bit: signed zeros apart, NaNs by their bits.
                 let bits = |a: &Array| -> Vec<Option<u64>> {
-                    (0..a.data().len())
-                        .map(|i| a.get(i).map(|v| v.to_f64().to_bits()))
-                        .collect()
+                    (0..a.data().len()).map(|i| a.get(i).map(bits_of)).collect()
                 };
                 assert!(
                     e.shape() == g.shape() && e.dtype() == g.dtype() && bits(e) == bits(g),
@@ -223,4 +227,70 @@ fn the_conformance_block_cases_lower_to_the_hir_interpreters_bits() {
     }
     // The six `[n, 3, 3]` cases and `r × c` blocks of 6 and 64 positions at `n` 5 and 4.
     assert_eq!(folded, 12);
+}
+
+/// The conformance suite's `[n, 3, 3]` block cases batched (`vmap`), differentiated forward
+/// (`jvp`) and backward (`vjp`), lowered with sequential reductions: the LIR interpreter gives
+/// the HIR interpreter's bits, and the CPU backend the LIR interpreter's.
+#[test]
+fn transformed_block_cases_lower_to_the_hir_interpreters_bits() {
+    use rfx_lower::Backend;
+    let sequential = LowerConfig {
+        reduce_lanes: Some(1),
+        ..LowerConfig::default()
+    };
+    let bits =
+        |a: &Array| -> Vec<Option<u64>> { (0..a.data().len()).map(|i| a.get(i).map(bits_of)).collect() };
+    let cases: Vec<_> = rfx_check::conformance::cases()
+        .into_iter()
+        .filter(|c| c.name.starts_with("block_per_point_"))
+        .collect();
+    let mut folded = 0;
+    for case in &cases {
+        let inputs = case.kernel.inputs().count();
+        let transformed = [
+            (
+                "vmap",
+                rfx_autodiff::vmap(&case.kernel, &vec![Some(0); inputs], 4).expect("vmap"),
+            ),
+            ("jvp", rfx_autodiff::jvp(&case.kernel, &["x", "d"]).expect("jvp")),
+            ("vjp", rfx_autodiff::vjp(&case.kernel, &["x", "y"]).expect("vjp")),
+        ];
+        for (how, kernel) in &transformed {
+            let lir = lower_with(kernel, &sequential);
+            // Folded: one kernel stores each block position of `scaled` on its own.
+            let scaled = lir
+                .buffers()
+                .iter()
+                .position(|b| matches!(&b.storage, Storage::Output { name } if name == "scaled"));
+            folded += usize::from(lir.kernels().iter().any(|k| {
+                let stores = k.body.iter().filter(
+                    |i| matches!(i, rfx_ir::lir::Inst::Store { buf, .. } if Some(buf.index()) == scaled),
+                );
+                stores.count() >= 9
+            }));
+            let compiled = rfx_codegen_cpu::CpuBackend
+                .compile(&lir, &Default::default())
+                .expect("compile");
+            let mut rng = TestRng::new(7);
+            let inputs = random_inputs(&mut rng, kernel, 0.2);
+            let views: Vec<_> = inputs.iter().map(Array::view).collect();
+            let expected = run_hir(kernel, &views, Mode::Native).expect("interp");
+            let named: Vec<(String, ArrayView<'_>)> = kernel
+                .inputs()
+                .map(|(_, n, _)| n.to_string())
+                .zip(views.iter().copied())
+                .collect();
+            let named: Vec<(&str, ArrayView<'_>)> = named.iter().map(|(n, v)| (n.as_str(), *v)).collect();
+            let got = execute_lowered(&lir, &named, &InterpBackend).expect("lowered");
+            let cpu = compiled.run_to_new(&views).expect("cpu");
+            for ((e, (name, g)), c) in expected.iter().zip(&got).zip(&cpu) {
+                let what = format!("{} under {how}, output {name}", case.name);
+                assert_eq!(bits(e), bits(g), "{what}\n{lir}");
+                assert_eq!(bits(g), bits(c), "{what} on the CPU\n{lir}");
+            }
+        }
+    }
+    // Of the 18 transformed programs, the ones whose block stays store-bound fold.
+    assert!(folded >= 6, "{folded} transformed programs with a folded block");
 }

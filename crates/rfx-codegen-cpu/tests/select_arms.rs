@@ -192,3 +192,118 @@ fn a_select_on_arms_too_cheap_to_branch_over_stays_a_select() {
         );
     }
 }
+
+/// Arms around slot reuse and other dtypes: in `k0` (one element), with `c = t < 0.5` on
+/// `x = [t, u]`,
+/// - `y[0] = c ? u² : sin(t)`, the slot of `t` reused for `u²` between the `sin` and the
+///   select (the arm reads `t`),
+/// - `yi = c ? 3 : i32(exp(u))` (an `i32` select, its arm a cast of a transcendental),
+/// - `yb = c ? cos(u) > 0.5 : c` (a `bool` select),
+/// - `y[1] = c ? (cos(u) > 0.5 ? u² - u : u) : u²` (a select in the true arm whose condition
+///   is computed in that arm),
+/// - `yf = c ? f32(u) : sin(f32(u))` (`f32`);
+///
+/// in `k1` (a loop of 3), a select on `t ≠ t` (NaN) feeding `sin` in another select's arm:
+/// `z[i] = w[i] * (t ≠ t ? sin(t ≠ t ? 0.5 : ln t) : t)`.
+const ADV: &str = "lir adv arena 0 align 64 {
+  buf0: f64[2] = input x
+  buf1: f64[2] = output y
+  buf2: i32[1] = output yi
+  buf3: bool[1] = output yb
+  buf4: f32[1] = output yf
+  buf5: f64[3] = input w
+  buf6: f64[3] = output z
+  kernel k0 dims [] reduce 0 vector 2 thread_min 32768 tile 1024 lanes 1 {
+    slots [f64, f64, bool, f64, f64, f64, i32, i32, bool, f64, f64, f32, f32, bool, f64]
+    preamble {
+      s0 = load buf0 []
+      s1 = load buf0 [] offset 1
+      s3 = const 0.5
+      s2 = lt s0, s3
+      s4 = sin s0
+      s0 = mul s1, s1
+      s5 = select s2, s0, s4
+      s9 = exp s1
+      s6 = cast s9
+      s7 = const 3
+      s7 = select s2, s7, s6
+      s10 = cos s1
+      s8 = gt s10, s3
+      s13 = select s2, s8, s2
+      s14 = sub s0, s1
+      s10 = select s8, s14, s1
+      s9 = select s2, s10, s0
+      s11 = cast s1
+      s12 = sin s11
+      s11 = select s2, s11, s12
+    }
+    body {
+      store buf1 [] = s5
+      store buf1 [] offset 1 = s9
+      store buf2 [] = s7
+      store buf3 [] = s13
+      store buf4 [] = s11
+    }
+  }
+  kernel k1 dims [3] reduce 0 vector 2 thread_min 32768 tile 1024 lanes 1 {
+    slots [f64, f64, bool, f64, f64, f64, f64]
+    preamble {
+      s0 = load buf0 [0]
+      s3 = const 0.5
+      s2 = ne s0, s0
+      s4 = log s0
+      s1 = select s2, s3, s4
+      s4 = sin s1
+      s5 = select s2, s4, s0
+    }
+    body {
+      s6 = load buf5 [1]
+      s6 = mul s6, s5
+      store buf6 [1] = s6
+    }
+  }
+}";
+
+#[test]
+fn arms_reading_reused_slots_and_arms_of_other_dtypes_give_the_interpreters_bits() {
+    let lir = rfx_ir::lir::parse(ADV).expect("LIR text");
+    rfx_ir::lir::verify(&lir).expect("verify");
+    let (clif, _) = rfx_codegen_cpu::dump_program(&lir, &CompileOptions::default())
+        .expect("compile")
+        .expect("one function");
+    // One branch on `c` in k0, one on `t ≠ t` in k1.
+    let branches = clif.lines().filter(|l| l.contains("brif")).count();
+    assert!(branches >= 2, "{branches} branches:\n{clif}");
+    let compiled = compile(&lir, &CompileOptions::default()).expect("compile");
+    let w = f64s(&[1.5, -2.0, 0.0]);
+    let values = [
+        0.0,
+        -0.0,
+        0.3,
+        0.5,
+        0.7,
+        -2.0,
+        3.0,
+        100.0,
+        -100.0,
+        1e300,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+    ];
+    for t in values {
+        for u in values {
+            let (got, want) = common::run_with_interpreter(&compiled, &lir, &[f64s(&[t, u]), w.clone()]);
+            for (k, (g, e)) in got.iter().zip(&want).enumerate() {
+                for i in 0..e.data().len() {
+                    let (a, b) = (g.get(i).expect("got"), e.get(i).expect("want"));
+                    let (x, y) = (a.to_f64(), b.to_f64());
+                    assert!(
+                        x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
+                        "output {k}[{i}] at t = {t}, u = {u}: {a:?} against {b:?}"
+                    );
+                }
+            }
+        }
+    }
+}

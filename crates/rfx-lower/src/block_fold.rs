@@ -321,18 +321,8 @@ fn map_srcs(inst: &Inst, map: &dyn Fn(SlotId) -> SlotId) -> Inst {
 }
 
 fn set_dst(inst: &mut Inst, slot: SlotId) {
-    match inst {
-        Inst::Load { dst, .. }
-        | Inst::Gather { dst, .. }
-        | Inst::Index { dst, .. }
-        | Inst::Const { dst, .. }
-        | Inst::Unary { dst, .. }
-        | Inst::Binary { dst, .. }
-        | Inst::Compare { dst, .. }
-        | Inst::Select { dst, .. }
-        | Inst::Cast { dst, .. }
-        | Inst::Scan { dst, .. } => *dst = slot,
-        Inst::Store { .. } | Inst::Reduce { .. } => {}
+    if let Some(dst) = inst.dst_mut() {
+        *dst = slot;
     }
 }
 

@@ -408,6 +408,23 @@ impl Inst {
         }
     }
 
+    /// The slot the instruction writes, to rename it ([`Inst::dst`]'s slot, mutable).
+    pub fn dst_mut(&mut self) -> Option<&mut SlotId> {
+        match self {
+            Inst::Load { dst, .. }
+            | Inst::Gather { dst, .. }
+            | Inst::Index { dst, .. }
+            | Inst::Const { dst, .. }
+            | Inst::Unary { dst, .. }
+            | Inst::Binary { dst, .. }
+            | Inst::Compare { dst, .. }
+            | Inst::Select { dst, .. }
+            | Inst::Cast { dst, .. }
+            | Inst::Scan { dst, .. } => Some(dst),
+            Inst::Store { .. } | Inst::Reduce { .. } => None,
+        }
+    }
+
     /// The slots the instruction reads, in operand order.
     pub fn srcs(&self) -> Vec<SlotId> {
         match self {

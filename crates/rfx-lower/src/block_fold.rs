@@ -19,7 +19,7 @@
 //! After folding, a temporary no kernel reads is no longer stored, and a kernel that then
 //! stores nothing is dropped. Programs with kernel loops are left alone.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use rfx_ir::lir::{Inst, LirKernel, SlotId};
 use rfx_ir::{BufId, DType, Scalar};
@@ -87,17 +87,11 @@ pub(crate) fn fold_blocks(
 }
 
 fn writes(k: &LirKernel, buf: BufId) -> bool {
-    k.preamble.iter().chain(&k.body).any(|i| match i {
-        Inst::Store { buf: b, .. } | Inst::Reduce { buf: b, .. } => *b == buf,
-        _ => false,
-    })
+    k.writes().any(|b| b == buf)
 }
 
 fn reads(k: &LirKernel, buf: BufId) -> bool {
-    k.preamble.iter().chain(&k.body).any(|i| match i {
-        Inst::Load { buf: b, .. } | Inst::Gather { buf: b, .. } => *b == buf,
-        _ => false,
-    })
+    k.reads().any(|b| b == buf)
 }
 
 /// The row-major block positions of `block`, each as its coordinates.
@@ -286,40 +280,6 @@ fn plan(kernels: &[LirKernel], p: usize, c: usize) -> Option<Vec<Source>> {
     Some(sources)
 }
 
-/// `inst` with each slot it reads replaced by `map(slot)`.
-fn map_srcs(inst: &Inst, map: &dyn Fn(SlotId) -> SlotId) -> Inst {
-    let mut out = inst.clone();
-    match &mut out {
-        Inst::Load { .. } | Inst::Index { .. } | Inst::Const { .. } => {}
-        Inst::Unary { src, .. }
-        | Inst::Cast { src, .. }
-        | Inst::Gather { index: src, .. }
-        | Inst::Store { src, .. }
-        | Inst::Reduce { src, .. } => *src = map(*src),
-        Inst::Scan { src, coef, .. } => {
-            *src = map(*src);
-            if let Some(c) = coef {
-                *c = map(*c);
-            }
-        }
-        Inst::Binary { lhs, rhs, .. } | Inst::Compare { lhs, rhs, .. } => {
-            *lhs = map(*lhs);
-            *rhs = map(*rhs);
-        }
-        Inst::Select {
-            cond,
-            on_true,
-            on_false,
-            ..
-        } => {
-            *cond = map(*cond);
-            *on_true = map(*on_true);
-            *on_false = map(*on_false);
-        }
-    }
-    out
-}
-
 fn set_dst(inst: &mut Inst, slot: SlotId) {
     if let Some(dst) = inst.dst_mut() {
         *dst = slot;
@@ -342,7 +302,7 @@ fn keep_to_end(k: &mut LirKernel, at: usize) {
     set_dst(&mut k.body[redef], fresh);
     for inst in &mut k.body[redef + 1..] {
         let rename = |s: SlotId| if s == src { fresh } else { s };
-        let mut next = map_srcs(inst, &rename);
+        let mut next = inst.map_srcs(rename);
         if next.dst() == Some(src) {
             set_dst(&mut next, fresh);
         }
@@ -458,7 +418,7 @@ fn fold(kernels: &mut [LirKernel], p: usize, ck: &LirKernel, sources: &[Source])
     pk.slots.extend(ck.slots.iter().copied());
     let shift = |s: SlotId| SlotId::new(s.index() + base);
     for inst in &ck.preamble {
-        let mut next = map_srcs(inst, &shift);
+        let mut next = inst.map_srcs(shift);
         if let Some(d) = inst.dst() {
             set_dst(&mut next, shift(d));
         }
@@ -488,7 +448,7 @@ fn fold(kernels: &mut [LirKernel], p: usize, ck: &LirKernel, sources: &[Source])
                 s
             };
             let lookup = |s: SlotId| map.get(&s).copied().unwrap_or(shift(s));
-            let mut next = map_srcs(inst, &lookup);
+            let mut next = inst.map_srcs(lookup);
             match &mut next {
                 Inst::Load {
                     dst,
@@ -608,29 +568,14 @@ fn drop_dead_stores(
     is_temp: &dyn Fn(BufId) -> bool,
 ) {
     loop {
-        let dead = |buf: BufId| is_temp(buf) && !kernels.iter().any(|k| reads(k, buf));
+        let read: HashSet<BufId> = kernels.iter().flat_map(LirKernel::reads).collect();
+        let dead = |buf: BufId| is_temp(buf) && !read.contains(&buf);
         let mut changed = false;
-        let mut edited = Vec::new();
-        for (i, k) in kernels.iter().enumerate() {
-            if k.body
-                .iter()
-                .any(|inst| matches!(inst, Inst::Store { buf, .. } if dead(*buf)))
-            {
-                edited.push(i);
-            }
-        }
-        for i in edited {
-            let keep: Vec<Inst> = kernels[i]
-                .body
-                .iter()
-                .filter(|inst| {
-                    !matches!(inst, Inst::Store { buf, .. }
-                        if is_temp(*buf) && !kernels.iter().any(|k| reads(k, *buf)))
-                })
-                .cloned()
-                .collect();
-            kernels[i].body = keep;
-            changed = true;
+        for k in kernels.iter_mut() {
+            let before = k.body.len();
+            k.body
+                .retain(|inst| !matches!(inst, Inst::Store { buf, .. } if dead(*buf)));
+            changed |= k.body.len() != before;
         }
         let mut i = 0;
         while i < kernels.len() {

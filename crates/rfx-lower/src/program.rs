@@ -1,7 +1,7 @@
 //! MIR program → LIR program.
 
 use rfx_ir::BufId;
-use rfx_ir::lir::{self, Inst, LirBuffer, LirKernel, LirProgram, Storage};
+use rfx_ir::lir::{self, LirBuffer, LirKernel, LirProgram, Storage};
 use rfx_ir::mir::{self, BufKind, MirProgram};
 use rfx_ir::repeat::KernelLoop;
 
@@ -63,11 +63,11 @@ pub fn lower(program: &MirProgram, config: &LowerConfig) -> Result<(LirProgram, 
         }
         let buf = BufId::new(index);
         let touches = |k: &LirKernel, write: bool| {
-            k.preamble.iter().chain(&k.body).any(|inst| match inst {
-                Inst::Load { buf: b, .. } | Inst::Gather { buf: b, .. } => !write && *b == buf,
-                Inst::Store { buf: b, .. } | Inst::Reduce { buf: b, .. } => write && *b == buf,
-                _ => false,
-            })
+            if write {
+                k.writes().any(|b| b == buf)
+            } else {
+                k.reads().any(|b| b == buf)
+            }
         };
         // A temporary no kernel touches (its kernel was folded away) lives alone after the
         // last kernel, so it shares bytes with every other and never widens the arena's peak

@@ -163,19 +163,29 @@ impl<'k> Gen<'_, 'k> {
                     }
                 }
             }
-            let place = InstAt {
-                w: 1,
-                access: None,
-                offs: &[],
-                body_index: None,
-            };
-            self.emit_inst(b, inst, place, &mut slots, &mut Vec::new())?;
+            self.emit_scalar_inst(b, inst, &mut slots)?;
             if let Some(dst) = inst.dst() {
                 values[i] = slots.get(dst.index()).copied().flatten();
             }
             self.fx.pre_scalar = slots;
         }
         Ok(())
+    }
+
+    /// One preamble instruction in scalar form, reading and writing `slots`.
+    fn emit_scalar_inst(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        inst: &Inst,
+        slots: &mut [Option<Value>],
+    ) -> Result<(), BackendError> {
+        let place = InstAt {
+            w: 1,
+            access: None,
+            offs: &[],
+            body_index: None,
+        };
+        self.emit_inst(b, inst, place, slots, &mut Vec::new())
     }
 
     /// The branch on the condition of select `at`: a block computing the deferred instructions
@@ -236,13 +246,7 @@ impl<'k> Gen<'_, 'k> {
                         *slot = v;
                     }
                 }
-                let place = InstAt {
-                    w: 1,
-                    access: None,
-                    offs: &[],
-                    body_index: None,
-                };
-                self.emit_inst(b, inst, place, &mut slots, &mut Vec::new())?;
+                self.emit_scalar_inst(b, inst, &mut slots)?;
                 let v = (inst.dst())
                     .and_then(|dst| slots.get(dst.index()).copied().flatten())
                     .ok_or_else(|| internal("a deferred instruction defines nothing"))?;

@@ -111,9 +111,7 @@ impl<'k> Gen<'_, 'k> {
                 _ => {}
             }
         }
-        let reads_written = kernel.body.iter().chain(&kernel.preamble).any(
-            |inst| matches!(inst, Inst::Load { buf, .. } | Inst::Gather { buf, .. } if written.contains(buf)),
-        );
+        let reads_written = kernel.reads().any(|buf| written.contains(&buf));
         !reads_written
             && written
                 .iter()
@@ -297,9 +295,8 @@ fn pair_vector(
                 None => (splat(b, splats, second.value), 0),
             };
             // One `shufps`, `punpck*qdq` or `palignr`.
-            let little = MemFlagsData::new().with_endianness(cranelift_codegen::ir::Endianness::Little);
-            let xb = b.ins().bitcast(types::I8X16, little, x);
-            let yb = b.ins().bitcast(types::I8X16, little, y);
+            let xb = b.ins().bitcast(types::I8X16, bitcast_flags(), x);
+            let yb = b.ins().bitcast(types::I8X16, bitcast_flags(), y);
             let mut mask = [0u8; 16];
             for i in 0..8u8 {
                 mask[usize::from(i)] = 8 * lx + i;
@@ -307,7 +304,7 @@ fn pair_vector(
             }
             let mask = b.func.dfg.immediates.push(ConstantData::from(&mask[..]));
             let v = b.ins().shuffle(xb, yb, mask);
-            b.ins().bitcast(types::F64X2, little, v)
+            b.ins().bitcast(types::F64X2, bitcast_flags(), v)
         }
     }
 }

@@ -452,6 +452,40 @@ impl Inst {
         }
     }
 
+    /// The instruction with each slot it reads replaced by `map(slot)` (its destination kept).
+    pub fn map_srcs(&self, map: impl Fn(SlotId) -> SlotId) -> Inst {
+        let mut out = self.clone();
+        match &mut out {
+            Inst::Load { .. } | Inst::Index { .. } | Inst::Const { .. } => {}
+            Inst::Unary { src, .. }
+            | Inst::Cast { src, .. }
+            | Inst::Gather { index: src, .. }
+            | Inst::Store { src, .. }
+            | Inst::Reduce { src, .. } => *src = map(*src),
+            Inst::Scan { src, coef, .. } => {
+                *src = map(*src);
+                if let Some(c) = coef {
+                    *c = map(*c);
+                }
+            }
+            Inst::Binary { lhs, rhs, .. } | Inst::Compare { lhs, rhs, .. } => {
+                *lhs = map(*lhs);
+                *rhs = map(*rhs);
+            }
+            Inst::Select {
+                cond,
+                on_true,
+                on_false,
+                ..
+            } => {
+                *cond = map(*cond);
+                *on_true = map(*on_true);
+                *on_false = map(*on_false);
+            }
+        }
+        out
+    }
+
     /// The buffer the instruction reads or writes, if any.
     pub fn buf(&self) -> Option<BufId> {
         match self {
@@ -551,6 +585,28 @@ impl LirKernel {
     /// The leading (non-reduced) dims.
     pub fn leading_dims(&self) -> &[usize] {
         &self.dims[..self.dims.len().saturating_sub(self.reduce_dims)]
+    }
+
+    /// The buffers the kernel's loads and gathers read, preamble first (with repeats).
+    pub fn reads(&self) -> impl Iterator<Item = BufId> + '_ {
+        self.preamble
+            .iter()
+            .chain(&self.body)
+            .filter_map(|inst| match inst {
+                Inst::Load { buf, .. } | Inst::Gather { buf, .. } => Some(*buf),
+                _ => None,
+            })
+    }
+
+    /// The buffers the kernel's stores and reductions write, preamble first (with repeats).
+    pub fn writes(&self) -> impl Iterator<Item = BufId> + '_ {
+        self.preamble
+            .iter()
+            .chain(&self.body)
+            .filter_map(|inst| match inst {
+                Inst::Store { buf, .. } | Inst::Reduce { buf, .. } => Some(*buf),
+                _ => None,
+            })
     }
 }
 

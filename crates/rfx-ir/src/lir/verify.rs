@@ -537,8 +537,7 @@ fn verify_kernel(
         let defined = kernel.preamble.iter().any(|inst| inst.dst() == Some(row.index));
         let all = || kernel.preamble.iter().chain(&kernel.body);
         let stored = all().any(|inst| matches!(inst, Inst::Store { buf, .. } if *buf == row.buf));
-        let read = all()
-            .any(|inst| matches!(inst, Inst::Load { buf, .. } | Inst::Gather { buf, .. } if *buf == row.buf));
+        let read = kernel.reads().any(|buf| buf == row.buf);
         if !defined || kernel.slot_dtype(row.index) != Some(DType::I32) || row.rows == 0 || !stored || read {
             push(header, VerifyErrorKind::RowStore(row.buf));
         }

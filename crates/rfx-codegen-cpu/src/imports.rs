@@ -2,7 +2,13 @@
 //! huge arguments, which need a full argument reduction) and, on targets with AVX2 and FMA,
 //! the ahead-of-time tile routines of [`crate::aot`]. Every other transcendental is inline code.
 
-use cranelift_codegen::ir::{AbiParam, FuncRef, Function, types};
+use std::cell::RefCell;
+
+use cranelift_codegen::ir::{
+    AbiParam, ExtFuncData, ExternalName, FuncRef, Function, Signature, UserExternalName, UserExternalNameRef,
+    types,
+};
+use cranelift_codegen::isa::CallConv;
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{FuncId, Linkage, Module, ModuleError};
 
@@ -154,6 +160,7 @@ impl ImportIds {
                 .iter()
                 .map(|id| id.map(|id| module.declare_func_in_func(id, func)))
                 .collect(),
+            assembled: RefCell::new(Vec::new()),
         }
     }
 }
@@ -199,6 +206,51 @@ pub(crate) struct Imports {
     pub(crate) aot: Option<Vec<FuncRef>>,
     /// Their one-element entries, in [`AotFn::ALL`] order (empty without the routines).
     aot_one: Vec<Option<FuncRef>>,
+    /// The assembled passes this function calls ([`Imports::assembled_pass`]), defined in the
+    /// module when the function is ([`Imports::define_assembled`]).
+    assembled: RefCell<Vec<PendingPass>>,
+}
+
+/// An assembled pass a function calls: its machine code and the name its calls reference,
+/// a placeholder until the pass is declared in the module.
+struct PendingPass {
+    name: UserExternalNameRef,
+    code: Vec<u8>,
+}
+
+/// The assembled passes a function calls ([`Imports::take_assembled`]).
+pub(crate) struct AssembledPasses(Vec<PendingPass>);
+
+impl AssembledPasses {
+    /// Defines the passes in `module` and points `func`'s calls at them; before `func` is
+    /// compiled.
+    pub(crate) fn define(self, module: &mut JITModule, func: &mut Function) -> Result<(), Box<ModuleError>> {
+        let ptr = module.target_config().pointer_type();
+        for pass in self.0 {
+            let id = module
+                .declare_anonymous_function(&assembled_signature(ptr))
+                .map_err(Box::new)?;
+            module
+                .define_function_bytes(id, 32, &pass.code, &[])
+                .map_err(Box::new)?;
+            func.params
+                .reset_user_func_name(pass.name, UserExternalName::new(0, id.as_u32()));
+        }
+        Ok(())
+    }
+}
+
+/// The namespace of the placeholder names of assembled passes (cranelift-module's functions
+/// are namespace 0 and its data objects 1); every one is renamed before the function compiles.
+const PENDING_NAMESPACE: u32 = 2;
+
+/// The signature of an assembled pass: `(constants, rows, n)`, System V on every host (its
+/// code saves only what System V's callee saves).
+fn assembled_signature(ptr: types::Type) -> Signature {
+    let mut sig = Signature::new(CallConv::SystemV);
+    sig.params
+        .extend([AbiParam::new(ptr), AbiParam::new(ptr), AbiParam::new(types::I64)]);
+    sig
 }
 
 impl Imports {
@@ -206,6 +258,34 @@ impl Imports {
     pub(crate) fn routine(&self, routine: AotFn) -> Option<FuncRef> {
         let index = AotFn::ALL.iter().position(|&r| r == routine)?;
         self.aot.as_ref()?.get(index).copied()
+    }
+
+    /// A reference to the assembled pass `code` ([`crate::asm`]) in `func`, whose signature is
+    /// `(constants, rows, n)`: the same reference for the same code.
+    pub(crate) fn assembled_pass(&self, func: &mut Function, ptr: types::Type, code: Vec<u8>) -> FuncRef {
+        let mut pending = self.assembled.borrow_mut();
+        let index = match pending.iter().position(|p| p.code == code) {
+            Some(index) => index,
+            None => {
+                let index = pending.len();
+                let name = func
+                    .declare_imported_user_function(UserExternalName::new(PENDING_NAMESPACE, index as u32));
+                pending.push(PendingPass { name, code });
+                index
+            }
+        };
+        let signature = func.import_signature(assembled_signature(ptr));
+        func.import_function(ExtFuncData {
+            name: ExternalName::user(pending[index].name),
+            signature,
+            colocated: true,
+            patchable: false,
+        })
+    }
+
+    /// The assembled passes this function calls so far, to define once it is built.
+    pub(crate) fn take_assembled(&self) -> AssembledPasses {
+        AssembledPasses(self.assembled.take())
     }
 
     /// The reference to `routine`'s one-element entry in this function ([`AotFn::one`]), if

@@ -41,6 +41,8 @@
 #![deny(missing_docs)]
 
 mod aot;
+#[cfg(target_arch = "x86_64")]
+mod asm;
 mod backend;
 mod codegen;
 mod imports;

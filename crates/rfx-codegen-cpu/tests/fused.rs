@@ -166,8 +166,9 @@ fn a_chain_around_a_transcendental_is_one_fused_call() {
 const EXACT_UNARY: [&str; 8] = ["neg", "abs", "sqrt", "rsqrt", "recip", "floor", "ceil", "round"];
 const EXACT_BINARY: [&str; 6] = ["add", "sub", "mul", "div", "min", "max"];
 
-/// Row lengths around the fused pass's threshold and chunk boundaries.
-const EXACT_LENGTHS: [usize; 8] = [0, 1, 255, 256, 257, 511, 512, 4097];
+/// Row lengths around the assembled pass's and the fused pass's thresholds and the chunk
+/// boundaries.
+const EXACT_LENGTHS: [usize; 11] = [0, 1, 127, 128, 129, 255, 256, 257, 511, 512, 4097];
 
 /// Runs `src` (with `{N}` the row length) at each of [`EXACT_LENGTHS`] on the CPU backend and
 /// on the LIR interpreter, and checks every element's bits.
@@ -298,4 +299,36 @@ fn a_long_one_op_row_is_a_fused_call_and_a_short_one_inline_code() {
     }
     // Without the routines (the baseline target: no AVX2) the row stays inline code.
     assert_eq!(calls(&add(4096, "f32"), CpuTarget::Baseline), 0);
+}
+
+#[test]
+fn a_body_of_several_exact_ops_is_an_assembled_pass_from_128_elements() {
+    let pid = |n: usize, dt: &str| {
+        format!(
+            "kernel k {{
+ %e = input e : {dt}[{n}]
+ %i = input i : {dt}[{n}]
+              %kp = const 1.2 : {dt}[]
+ %lo = const -1.0 : {dt}[]
+ %hi = const 1.0 : {dt}[]
+              %a = mul %kp, %e : {dt}[{n}]
+ %s = add %a, %i : {dt}[{n}]
+              %u = clamp %s, %lo, %hi : {dt}[{n}]
+ output u = %u
+}}"
+        )
+    };
+    if routines_linked() {
+        for dt in ["f32", "f64"] {
+            assert_eq!(calls(&pid(128, dt), CpuTarget::Host), 1, "{dt}");
+            assert_eq!(calls(&pid(4096, dt), CpuTarget::Host), 1, "{dt}");
+            assert_eq!(calls(&pid(127, dt), CpuTarget::Host), 0, "{dt}");
+        }
+    }
+    assert_eq!(calls(&pid(4096, "f32"), CpuTarget::Baseline), 0);
+    let mut rng = TestRng::new(4903);
+    for (dt, dtype) in [("f32", DType::F32), ("f64", DType::F64)] {
+        let src = pid(0, dt).replace("[0]", "[{N}]");
+        matches_the_interpreter(&mut rng, &src, dtype);
+    }
 }

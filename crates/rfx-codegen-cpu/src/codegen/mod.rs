@@ -559,6 +559,7 @@ pub(crate) fn build_program(
     } else {
         table_entries(program)
     };
+    let assembled;
     let arena_bytes = {
         let mut b = FunctionBuilder::new(&mut ctx.func, &mut fbc);
         let (funcs, literal_bases, [table, _, _]) = begin_function(&mut b, items, module);
@@ -575,6 +576,7 @@ pub(crate) fn build_program(
             arena: arena.as_ref(),
         };
         cx.emit_steps(&mut b, plan, &mut widths)?;
+        assembled = funcs.take_assembled();
         b.ins().return_(&[]);
         b.seal_all_blocks();
         b.finalize(module.target_config());
@@ -592,6 +594,9 @@ pub(crate) fn build_program(
     if frame > u64::from(PROGRAM_MAX_FRAME) {
         return Ok(None);
     }
+    assembled
+        .define(module, &mut ctx.func)
+        .map_err(|e| internal(format!("define {name}'s assembled passes: {e}")))?;
     let (id, _) = declare_kernel_function(module, name)?;
     ctx.func.name = UserFuncName::user(0, id.as_u32());
     // The kernels' code in one function repeats what each kernel builds for itself (constants,
@@ -843,6 +848,10 @@ fn build_into(
         }
         shape = generator.emit(&mut b, table, lo, hi)?;
         chosen = generator.cur.plan;
+        funcs
+            .take_assembled()
+            .define(module, b.func)
+            .map_err(|e| internal(format!("define {name}'s assembled passes: {e}")))?;
         b.seal_all_blocks();
         b.finalize(module.target_config());
     }

@@ -109,6 +109,39 @@ pub(super) struct FusedPass {
     /// The whole-row routine that runs the plan instead, with its two input rows and its
     /// output (indices into `inputs` and `outputs`): a one-op plan of a binary exact op.
     row: Option<(AotFn, usize, usize, usize)>,
+    /// The assembled pass that runs the plan instead ([`crate::asm`]): `(constants, rows, n)`.
+    assembled: Option<cranelift_codegen::ir::FuncRef>,
+}
+
+/// Which fused passes [`Gen::fused_pass`] builds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FusedKind {
+    /// A plan of one op, which the routine runs as one whole-row loop.
+    OneOp,
+    /// Any plan, run by the fused routine.
+    Any,
+    /// A plan the host runs as an assembled pass.
+    Assembled,
+}
+
+/// The shortest row of an elementwise body of exact ops that runs as an assembled pass: below
+/// it, the call and the pass's set-up cost more than its 256-bit vectors save over the inline
+/// code's 128-bit ones (the PID clip, `rfx bench` through the checked call: 64 elements 71–84
+/// ns against 65–67 inline, 128 elements 103–109 against 114–118, 2026-11-29).
+pub(super) const ASSEMBLED_MIN_ELEMS: usize = 128;
+
+/// The machine code of the assembled pass of `plan` (with its constant registers' literal
+/// values, `literals`), on a host that runs one.
+fn assembled_code(plan: &fused::Plan, literals: &[Option<f64>]) -> Option<Vec<u8>> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        crate::asm::assemble(plan, literals)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (plan, literals);
+        None
+    }
 }
 
 /// Where a value of a fused body is: an operand code of the plan (a register or an input row).
@@ -264,14 +297,24 @@ impl<'k> Gen<'_, 'k> {
         let body = &self.kernel().body;
         let (reads, routines) = self.body_reads()?;
         if routines.iter().all(Option::is_none) {
-            // One exact op over long rows: a fused pass's whole-row loop (AVX2 vectors). More
-            // exact ops keep the inline code, which holds the values between them in
-            // registers (a fused pass runs each op over a chunk in memory: slower).
+            // Exact ops only. One op over long rows: a fused pass's whole-row loop (AVX2
+            // vectors). Otherwise an assembled pass where the host runs one, which holds the
+            // values between the ops in 256-bit registers; else the inline code, which holds
+            // them in 128-bit ones (the fused routine runs each op over a chunk in memory:
+            // slower).
             let inner = self.kernel().dims.last().copied().unwrap_or(1);
-            if !direct || inner < fused::MIN_ONE_OP_ELEMS {
+            if !direct {
                 return Ok(None);
             }
-            return Ok(self.fused_pass(b, true)?.map(TilePlan::fused));
+            if inner >= fused::MIN_ONE_OP_ELEMS
+                && let Some(pass) = self.fused_pass(b, FusedKind::OneOp)?
+            {
+                return Ok(Some(TilePlan::fused(pass)));
+            }
+            if inner < ASSEMBLED_MIN_ELEMS {
+                return Ok(None);
+            }
+            return Ok(self.fused_pass(b, FusedKind::Assembled)?.map(TilePlan::fused));
         }
         let Some((mut segments, segment_of, reduced)) = self.segments(&reads, &routines)? else {
             return Ok(None);
@@ -298,7 +341,7 @@ impl<'k> Gen<'_, 'k> {
         // that read and write the program's rows themselves have nothing to fuse.
         if direct
             && !staged_defs.is_empty()
-            && let Some(fused) = self.fused_pass(b, false)?
+            && let Some(fused) = self.fused_pass(b, FusedKind::Any)?
         {
             return Ok(Some(TilePlan::fused(fused)));
         }
@@ -1213,14 +1256,16 @@ impl<'k> Gen<'_, 'k> {
     /// loads of program inputs and stores into program outputs, all of one float dtype (that
     /// of its routines), exact ops with a fused step, transcendentals with a routine,
     /// constants and preamble values (broadcast into registers), and at most
-    /// [`fused::MAX_REGS`] registers live at once, and exact mode; with `one_op`, a plan the
-    /// routine runs as one whole-row loop ([`fused::Plan::is_one_op_row`]). `None` otherwise
-    /// (the staged segments or the inline code run it).
+    /// [`fused::MAX_REGS`] registers live at once, and exact mode; of `kind`: a plan the
+    /// routine runs as one whole-row loop ([`fused::Plan::is_one_op_row`]), any plan, or one
+    /// assembled ([`crate::asm`]). `None` otherwise (the staged segments or the inline code run
+    /// it).
     fn fused_pass(
         &self,
         b: &mut FunctionBuilder<'_>,
-        one_op: bool,
+        kind: FusedKind,
     ) -> Result<Option<FusedPass>, BackendError> {
+        let one_op = kind == FusedKind::OneOp;
         // Fast math contracts multiply-adds in the inline code; a fused pass has no FMA step.
         if self.fx.contract {
             return Ok(None);
@@ -1248,6 +1293,11 @@ impl<'k> Gen<'_, 'k> {
             Some(DType::F64) => (DType::F64, AotFn::FusedF64),
             _ => return Ok(None),
         };
+        // The fused routine links only on hosts with AVX2 and FMA, which an assembled pass
+        // needs too.
+        if self.fx.imports.routine(routine).is_none() {
+            return Ok(None);
+        }
         let mut current: HashMap<SlotId, FusedValue> = HashMap::new();
         let mut consts: Vec<FusedConst> = Vec::new();
         let (mut inputs, mut outputs) = (Vec::new(), Vec::new());
@@ -1319,6 +1369,16 @@ impl<'k> Gen<'_, 'k> {
         if one_op && !plan.is_one_op_row() {
             return Ok(None);
         }
+        let assembled = match kind {
+            // One op alone keeps the inline code below the whole-row loop's length: `x + y` at
+            // 128 elements took 84–95 ns assembled against 71–81 inline (2026-11-29).
+            FusedKind::Assembled if plan.is_one_op_row() => return Ok(None),
+            FusedKind::Assembled => match assembled_code(&plan, &self.literal_values(&consts)) {
+                Some(code) => Some(self.fx.imports.assembled_pass(b.func, self.fx.ptr, code)),
+                None => return Ok(None),
+            },
+            FusedKind::OneOp | FusedKind::Any => None,
+        };
         let row = plan
             .row_binary()
             .filter(|_| one_op)
@@ -1330,7 +1390,9 @@ impl<'k> Gen<'_, 'k> {
                 3,
             ))
         };
-        let plan_slot = slot(b, plan.words().len() * 4);
+        // An assembled pass holds its plan in its code.
+        let plan_words = if assembled.is_some() { 0 } else { plan.words().len() };
+        let plan_slot = slot(b, plan_words * 4);
         let consts_slot = slot(b, consts.len() * dtype.size_bytes());
         let rows_slot = slot(b, (inputs.len() + outputs.len()) * 8);
         Ok(Some(FusedPass {
@@ -1343,7 +1405,22 @@ impl<'k> Gen<'_, 'k> {
             consts_slot,
             rows_slot,
             row,
+            assembled,
         }))
+    }
+
+    /// The value of each constant register of a fused pass that is a float literal: of the
+    /// body, or a preamble slot defined by one.
+    fn literal_values(&self, consts: &[FusedConst]) -> Vec<Option<f64>> {
+        consts
+            .iter()
+            .map(|c| match *c {
+                FusedConst::Literal(Scalar::F32(v)) => Some(f64::from(v)),
+                FusedConst::Literal(Scalar::F64(v)) => Some(v),
+                FusedConst::Literal(_) => None,
+                FusedConst::Preamble(slot) => self.fx.pre_const.get(slot.index()).copied().flatten(),
+            })
+            .collect()
     }
 
     /// Writes a fused pass's plan and constants into their stack slots, once per call.
@@ -1358,7 +1435,12 @@ impl<'k> Gen<'_, 'k> {
         let flags = MemFlagsData::trusted();
         let plan = self.stack_base(b, fused.plan_slot);
         let consts = self.stack_base(b, fused.consts_slot);
-        let words = fused.plan.words();
+        // An assembled pass holds its plan in its code.
+        let words = if fused.assembled.is_some() {
+            Vec::new()
+        } else {
+            fused.plan.words()
+        };
         for (k, pair) in words.chunks(2).enumerate() {
             let offset = (k * 8) as i32;
             if let [lo, hi] = *pair {
@@ -1421,9 +1503,13 @@ impl<'k> Gen<'_, 'k> {
             let addr = self.address(b, k, start, start, ptrs, 0);
             b.ins().store(MemFlagsData::trusted(), addr, rows, (j * 8) as i32);
         }
-        let plan = self.stack_base(b, fused.plan_slot);
         let consts = self.stack_base(b, fused.consts_slot);
         let count = b.ins().isub(end, start);
+        if let Some(pass) = fused.assembled {
+            b.ins().call(pass, &[consts, rows, count]);
+            return Ok(());
+        }
+        let plan = self.stack_base(b, fused.plan_slot);
         b.ins().call(func, &[plan, consts, rows, count]);
         Ok(())
     }

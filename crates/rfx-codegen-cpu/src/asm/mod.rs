@@ -1,0 +1,510 @@
+//! Register-resident AVX2 passes: a fused elementwise plan of exact steps
+//! ([`crate::aot::fused::Plan`]) assembled into machine code with `iced-x86`, for x86-64 hosts
+//! with AVX2.
+//!
+//! Cranelift has no 256-bit vectors on x86-64, and the fused routine runs each step over a chunk
+//! in memory; an assembled pass runs the whole plan on one 256-bit vector at a time, every
+//! plan register in a `ymm` register, reading its input rows as memory operands and writing its
+//! output rows, then finishes the row's last elements one at a time with the same steps in
+//! scalar instructions. It is the loop a C compiler would write for the body, in IEEE order:
+//! no contraction, no reassociation.
+//!
+//! Each step computes the fused routine's op (see [`crate::aot::fused`]), so an assembled pass
+//! gives the bits of the fused pass and of the inline code: add, subtract, multiply, divide and
+//! square root are IEEE operations; the minimum and maximum are NumPy's (NaN-propagating, the
+//! second operand on ties: `vminps` then a blend of a NaN first operand); `floor`, `ceil` and
+//! `round` are `vroundps` with the exception masked; negation and absolute value flip or clear
+//! the sign bit; `rsqrt` and `recip` divide one by the square root or the value.
+//!
+//! The code is position-independent (its constants are RIP-relative, after its `ret`), so a
+//! Cranelift module places it like any other function ([`Module::define_function_bytes`]). Its
+//! ABI is System V: `pass(consts, rows, n)`, with `consts` the plan's constants (one element
+//! each, broadcast into its registers), `rows` its input rows then its output rows, and `n` the
+//! row length. It calls nothing and uses no stack beyond the callee-saved registers it pushes.
+//!
+//! [`Module::define_function_bytes`]: cranelift_module::Module::define_function_bytes
+
+use iced_x86::IcedError;
+use iced_x86::code_asm::*;
+
+/// Why a pass was not written: the assembler refused an instruction, or the plan has a step
+/// an assembled pass does not run.
+#[derive(Debug)]
+enum Fail {
+    Iced,
+    Step,
+}
+
+impl From<IcedError> for Fail {
+    fn from(_: IcedError) -> Fail {
+        Fail::Iced
+    }
+}
+
+use crate::aot::fused::{INPUT, OUTPUT, Plan, op};
+
+#[cfg(test)]
+mod tests;
+
+/// The most plan registers (constants included) an assembled pass maps onto `ymm` registers:
+/// three more are its scratch (a step's result bound for an output row, a loaded first operand
+/// and a NaN mask).
+pub(crate) const MAX_PLAN_REGS: u32 = 13;
+
+/// The most rows (inputs and outputs) an assembled pass keeps in general registers: the
+/// caller-saved `r8`–`r11` and the callee-saved `rbx`, `rbp`, `r12`–`r15` (pushed and popped).
+pub(crate) const MAX_ROWS: usize = 10;
+
+/// The general registers of the rows, in the order they are given out.
+const ROW_REGS: [AsmRegister64; MAX_ROWS] = [r8, r9, r10, r11, rbx, rbp, r12, r13, r14, r15];
+
+/// How many of [`ROW_REGS`] (the first ones) the caller may clobber.
+const CALLER_SAVED_ROWS: usize = 4;
+
+const YMM: [AsmRegisterYmm; 16] = [
+    ymm0, ymm1, ymm2, ymm3, ymm4, ymm5, ymm6, ymm7, ymm8, ymm9, ymm10, ymm11, ymm12, ymm13, ymm14, ymm15,
+];
+const XMM: [AsmRegisterXmm; 16] = [
+    xmm0, xmm1, xmm2, xmm3, xmm4, xmm5, xmm6, xmm7, xmm8, xmm9, xmm10, xmm11, xmm12, xmm13, xmm14, xmm15,
+];
+
+/// The scratch registers: a result bound for an output row, a first operand loaded from a row,
+/// a NaN mask.
+const DST: usize = 13;
+const LOADED: usize = 14;
+const MASK: usize = 15;
+
+/// `vroundps` immediates: the rounding mode with the precision exception suppressed (bit 3).
+const ROUND_NEAREST: u32 = 0b1000;
+const ROUND_DOWN: u32 = 0b1001;
+const ROUND_UP: u32 = 0b1010;
+
+/// The machine code of `plan` as an assembled pass (see the module), or `None` when the plan
+/// has a step other than an exact op, more than [`MAX_PLAN_REGS`] registers or more than
+/// [`MAX_ROWS`] rows, or is not one the fused routine would run ([`Plan::is_valid`]).
+///
+/// `literals[c]` is the value of constant register `c` where it is a literal of the kernel
+/// (not a value computed per call): a minimum or maximum with a literal that is not NaN needs
+/// no NaN fix-up ([`Emitter::min_max`]).
+pub(crate) fn assemble(plan: &Plan, literals: &[Option<f64>]) -> Option<Vec<u8>> {
+    let h = plan.head;
+    let rows = (h.inputs + h.outputs) as usize;
+    let exact = plan.steps.iter().all(|s| s.op < op::ROUTINE);
+    if !plan.is_valid() || !exact || h.regs > MAX_PLAN_REGS || rows > MAX_ROWS {
+        return None;
+    }
+    let f64 = match h.dtype_bytes {
+        4 => false,
+        8 => true,
+        _ => return None,
+    };
+    // Every operand of a valid plan of at most `MAX_PLAN_REGS` registers has a register or a
+    // row here, so the assembler only fails on an encoding it lacks: no pass, the fused routine
+    // runs the plan instead.
+    Emitter::new(plan, f64, literals).ok()?.pass().ok()
+}
+
+/// An operand of a step: a `ymm` register or an element of a row at the loop's offset.
+#[derive(Clone, Copy)]
+enum Src {
+    Reg(usize),
+    Row(usize),
+}
+
+/// How a step's instructions act: on a whole vector, or on the lowest element.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Width {
+    Vector,
+    Scalar,
+}
+
+/// The instruction forms of one step: packed or scalar, single or double.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Form {
+    Ps,
+    Pd,
+    Ss,
+    Sd,
+}
+
+/// Writes a pass: [`Emitter::pass`].
+struct Emitter<'p> {
+    a: CodeAssembler,
+    plan: &'p Plan,
+    f64: bool,
+    /// The literal value of each constant register that has one ([`assemble`]).
+    literals: &'p [Option<f64>],
+    /// The byte offset of the loop's current element in every row.
+    offset: AsmRegister64,
+    /// The sign bit of each element, then every bit but it, then `1.0` in each element (one
+    /// vector each, after the code).
+    sign: CodeLabel,
+    magnitude: CodeLabel,
+    one: CodeLabel,
+}
+
+/// Emits `$ps`/`$pd`/`$ss`/`$sd` `d, a, b` on the form's registers, `b` a register or a row.
+macro_rules! three {
+    ($e:expr, $form:expr, [$ps:ident, $pd:ident, $ss:ident, $sd:ident], $d:expr, $a:expr, $b:expr) => {{
+        let (d, a) = ($d, $a);
+        match ($form, $e.operand($b)) {
+            (Form::Ps, Ok(b)) => $e.a.$ps(YMM[d], YMM[a], YMM[b]),
+            (Form::Pd, Ok(b)) => $e.a.$pd(YMM[d], YMM[a], YMM[b]),
+            (Form::Ss, Ok(b)) => $e.a.$ss(XMM[d], XMM[a], XMM[b]),
+            (Form::Sd, Ok(b)) => $e.a.$sd(XMM[d], XMM[a], XMM[b]),
+            (Form::Ps, Err(m)) => $e.a.$ps(YMM[d], YMM[a], ymmword_ptr(m)),
+            (Form::Pd, Err(m)) => $e.a.$pd(YMM[d], YMM[a], ymmword_ptr(m)),
+            (Form::Ss, Err(m)) => $e.a.$ss(XMM[d], XMM[a], dword_ptr(m)),
+            (Form::Sd, Err(m)) => $e.a.$sd(XMM[d], XMM[a], qword_ptr(m)),
+        }
+    }};
+}
+
+impl<'p> Emitter<'p> {
+    fn new(plan: &'p Plan, f64: bool, literals: &'p [Option<f64>]) -> Result<Emitter<'p>, IcedError> {
+        let mut a = CodeAssembler::new(64)?;
+        let (sign, magnitude, one) = (a.create_label(), a.create_label(), a.create_label());
+        Ok(Emitter {
+            a,
+            plan,
+            f64,
+            literals,
+            offset: rax,
+            sign,
+            magnitude,
+            one,
+        })
+    }
+
+    /// The element size in bytes.
+    fn size(&self) -> u32 {
+        if self.f64 { 8 } else { 4 }
+    }
+
+    fn form(&self, width: Width) -> Form {
+        match (width, self.f64) {
+            (Width::Vector, false) => Form::Ps,
+            (Width::Vector, true) => Form::Pd,
+            (Width::Scalar, false) => Form::Ss,
+            (Width::Scalar, true) => Form::Sd,
+        }
+    }
+
+    /// The whole pass: the prologue (rows into general registers, constants broadcast), the
+    /// vector loop, the scalar loop over the last elements, the epilogue and the constants.
+    fn pass(mut self) -> Result<Vec<u8>, Fail> {
+        let h = self.plan.head;
+        let rows = (h.inputs + h.outputs) as usize;
+        let saved = &ROW_REGS[CALLER_SAVED_ROWS.min(rows)..rows];
+        for &r in saved {
+            self.a.push(r)?;
+        }
+        // System V: rdi = consts, rsi = rows, rdx = n.
+        for (k, &r) in ROW_REGS[..rows].iter().enumerate() {
+            self.a.mov(r, qword_ptr(rsi + 8 * k as i32))?;
+        }
+        for (c, &reg) in YMM.iter().enumerate().take(h.consts as usize) {
+            let at = rdi + (c as u32 * self.size()) as i32;
+            if self.f64 {
+                self.a.vbroadcastsd(reg, qword_ptr(at))?;
+            } else {
+                self.a.vbroadcastss(reg, dword_ptr(at))?;
+            }
+        }
+        // rcx: the bytes of whole vectors; rdx: the bytes of the row; rax: the offset. The
+        // vector loop is not unrolled: two or four vectors a step measured the same on the PID
+        // clip at 1,024 elements (each step's vectors are independent of the last step's).
+        let shift = if self.f64 { 3 } else { 2 };
+        let lanes = 32 / self.size() as i32;
+        self.a.mov(rcx, rdx)?;
+        self.a.and(rcx, -lanes)?;
+        self.a.shl(rcx, shift)?;
+        self.a.shl(rdx, shift)?;
+        self.a.xor(eax, eax)?;
+        let mut vector_loop = self.a.create_label();
+        let mut scalar_start = self.a.create_label();
+        let mut scalar_loop = self.a.create_label();
+        let mut done = self.a.create_label();
+        self.a.test(rcx, rcx)?;
+        self.a.jz(scalar_start)?;
+        self.a.set_label(&mut vector_loop)?;
+        self.body(Width::Vector)?;
+        self.a.add(rax, 32)?;
+        self.a.cmp(rax, rcx)?;
+        self.a.jb(vector_loop)?;
+        self.a.set_label(&mut scalar_start)?;
+        self.a.cmp(rax, rdx)?;
+        self.a.jae(done)?;
+        self.a.set_label(&mut scalar_loop)?;
+        self.body(Width::Scalar)?;
+        self.a.add(rax, self.size() as i32)?;
+        self.a.cmp(rax, rdx)?;
+        self.a.jb(scalar_loop)?;
+        self.a.set_label(&mut done)?;
+        // The caller's code uses SSE encodings: clear the upper halves before returning.
+        self.a.vzeroupper()?;
+        for &r in saved.iter().rev() {
+            self.a.pop(r)?;
+        }
+        self.a.ret()?;
+        self.constants()?;
+        Ok(self.a.assemble(0)?)
+    }
+
+    /// The three vector constants after the code.
+    fn constants(&mut self) -> Result<(), IcedError> {
+        let (sign, one): (u64, u64) = if self.f64 {
+            (1 << 63, 1.0f64.to_bits())
+        } else {
+            let s = 1u64 << 31;
+            let o = u64::from(1.0f32.to_bits());
+            (s << 32 | s, o << 32 | o)
+        };
+        self.a.set_label(&mut self.sign)?;
+        self.a.dq(&[sign; 4])?;
+        self.a.set_label(&mut self.magnitude)?;
+        self.a.dq(&[!sign; 4])?;
+        self.a.set_label(&mut self.one)?;
+        self.a.dq(&[one; 4])
+    }
+
+    /// The element of row `k` (inputs, then outputs) at the loop's offset.
+    fn row(&self, k: usize) -> AsmMemoryOperand {
+        ROW_REGS[k] + self.offset
+    }
+
+    /// A step's operand: its register, or (`Err`) its row's memory.
+    fn operand(&self, src: Src) -> Result<usize, AsmMemoryOperand> {
+        match src {
+            Src::Reg(r) => Ok(r),
+            Src::Row(k) => Err(self.row(k)),
+        }
+    }
+
+    fn src(&self, code: u32) -> Src {
+        if code >= INPUT {
+            Src::Row((code - INPUT) as usize)
+        } else {
+            Src::Reg(code as usize)
+        }
+    }
+
+    /// Loads `src` into register `into` unless it is a register already; the register holding it.
+    fn in_register(&mut self, form: Form, src: Src, into: usize) -> Result<usize, IcedError> {
+        match self.operand(src) {
+            Ok(r) => Ok(r),
+            Err(m) => {
+                self.load(form, into, m)?;
+                Ok(into)
+            }
+        }
+    }
+
+    fn load(&mut self, form: Form, d: usize, m: AsmMemoryOperand) -> Result<(), IcedError> {
+        match form {
+            Form::Ps => self.a.vmovups(YMM[d], ymmword_ptr(m)),
+            Form::Pd => self.a.vmovupd(YMM[d], ymmword_ptr(m)),
+            Form::Ss => self.a.vmovss(XMM[d], dword_ptr(m)),
+            Form::Sd => self.a.vmovsd(XMM[d], qword_ptr(m)),
+        }
+    }
+
+    fn store(&mut self, form: Form, m: AsmMemoryOperand, s: usize) -> Result<(), IcedError> {
+        match form {
+            Form::Ps => self.a.vmovups(ymmword_ptr(m), YMM[s]),
+            Form::Pd => self.a.vmovupd(ymmword_ptr(m), YMM[s]),
+            Form::Ss => self.a.vmovss(dword_ptr(m), XMM[s]),
+            Form::Sd => self.a.vmovsd(qword_ptr(m), XMM[s]),
+        }
+    }
+
+    /// Register to register copy (the whole vector: only its lanes of the form are read).
+    fn copy(&mut self, d: usize, s: usize) -> Result<(), IcedError> {
+        if d != s {
+            self.a.vmovaps(YMM[d], YMM[s])?;
+        }
+        Ok(())
+    }
+
+    /// `d = blend(d, s, mask)`: the lanes of `s` where `mask`'s sign bit is set.
+    fn blend(&mut self, form: Form, d: usize, s: usize, mask: usize) -> Result<(), IcedError> {
+        match form {
+            Form::Ps => self.a.vblendvps(YMM[d], YMM[d], YMM[s], YMM[mask]),
+            Form::Pd => self.a.vblendvpd(YMM[d], YMM[d], YMM[s], YMM[mask]),
+            Form::Ss => self.a.vblendvps(XMM[d], XMM[d], XMM[s], XMM[mask]),
+            Form::Sd => self.a.vblendvpd(XMM[d], XMM[d], XMM[s], XMM[mask]),
+        }
+    }
+
+    /// `d = a op label's vector` for the bitwise and division ops on a constant of the pass.
+    fn with_constant(
+        &mut self,
+        form: Form,
+        which: u32,
+        d: usize,
+        a: usize,
+        label: CodeLabel,
+    ) -> Result<(), IcedError> {
+        let m = AsmMemoryOperand::from(label);
+        let vector = matches!(form, Form::Ps | Form::Pd);
+        match (which, vector) {
+            (0, true) => self.a.vxorps(YMM[d], YMM[a], ymmword_ptr(m)),
+            (0, false) => self.a.vxorps(XMM[d], XMM[a], xmmword_ptr(m)),
+            (1, true) => self.a.vandps(YMM[d], YMM[a], ymmword_ptr(m)),
+            _ => self.a.vandps(XMM[d], XMM[a], xmmword_ptr(m)),
+        }
+    }
+
+    /// Every step of the plan once, at `width`.
+    fn body(&mut self, width: Width) -> Result<(), Fail> {
+        let form = self.form(width);
+        let inputs = self.plan.head.inputs as usize;
+        for s in self.plan.steps.clone() {
+            let to_row = s.dst >= OUTPUT;
+            let d = if to_row { DST } else { s.dst as usize };
+            let (a, b) = (self.src(s.a), self.src(s.b));
+            match s.op {
+                op::COPY => match self.operand(a) {
+                    Ok(r) if to_row => {
+                        let m = self.row(inputs + (s.dst - OUTPUT) as usize);
+                        self.store(form, m, r)?;
+                        continue;
+                    }
+                    Ok(r) => self.copy(d, r)?,
+                    Err(m) => self.load(form, d, m)?,
+                },
+                op::ADD => {
+                    let a = self.in_register(form, a, d)?;
+                    three!(self, form, [vaddps, vaddpd, vaddss, vaddsd], d, a, b)?;
+                }
+                op::SUB => {
+                    let a = self.in_register(form, a, d)?;
+                    three!(self, form, [vsubps, vsubpd, vsubss, vsubsd], d, a, b)?;
+                }
+                op::MUL => {
+                    let a = self.in_register(form, a, d)?;
+                    three!(self, form, [vmulps, vmulpd, vmulss, vmulsd], d, a, b)?;
+                }
+                op::DIV => {
+                    let a = self.in_register(form, a, d)?;
+                    three!(self, form, [vdivps, vdivpd, vdivss, vdivsd], d, a, b)?;
+                }
+                op::MIN | op::MAX => self.min_max(form, s.op == op::MIN, d, a, b)?,
+                op::NEG | op::ABS => {
+                    let a = self.in_register(form, a, d)?;
+                    let (which, label) = if s.op == op::NEG {
+                        (0, self.sign)
+                    } else {
+                        (1, self.magnitude)
+                    };
+                    self.with_constant(form, which, d, a, label)?;
+                }
+                op::SQRT => self.sqrt(form, d, a)?,
+                op::RSQRT => {
+                    self.sqrt(form, LOADED, a)?;
+                    self.load(form, d, AsmMemoryOperand::from(self.one))?;
+                    three!(
+                        self,
+                        form,
+                        [vdivps, vdivpd, vdivss, vdivsd],
+                        d,
+                        d,
+                        Src::Reg(LOADED)
+                    )?;
+                }
+                op::RECIP => {
+                    // `a` is read after `d` is loaded with ones: a row is read in place.
+                    self.load(form, d, AsmMemoryOperand::from(self.one))?;
+                    three!(self, form, [vdivps, vdivpd, vdivss, vdivsd], d, d, a)?;
+                }
+                op::FLOOR | op::CEIL | op::ROUND => {
+                    let mode = match s.op {
+                        op::FLOOR => ROUND_DOWN,
+                        op::CEIL => ROUND_UP,
+                        _ => ROUND_NEAREST,
+                    };
+                    self.round(form, d, a, mode)?;
+                }
+                // `assemble` takes only exact steps.
+                _ => return Err(Fail::Step),
+            }
+            if to_row {
+                let m = self.row(inputs + (s.dst - OUTPUT) as usize);
+                self.store(form, m, d)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The literal value of `src`, if it is a constant register holding a literal.
+    fn literal(&self, src: Src) -> Option<f64> {
+        match src {
+            Src::Reg(r) => self.literals.get(r).copied().flatten(),
+            Src::Row(_) => None,
+        }
+    }
+
+    /// `d = min(a, b)` or `max(a, b)`, NumPy's: `a` where `a < b` (`a > b`) or `a` is NaN,
+    /// else `b`. `vminps x, y` gives `x < y ? x : y`, which is the op when `a` cannot be NaN
+    /// (a literal that is not NaN); and with the operands swapped, when `b` is a literal
+    /// neither NaN nor zero (`a` NaN: `a`; a tie: equal values of the same bits). Otherwise
+    /// the op's result is blended with `a` where `a` is NaN.
+    fn min_max(&mut self, form: Form, min: bool, d: usize, a: Src, b: Src) -> Result<(), IcedError> {
+        let not_nan = |v: Option<f64>| v.is_some_and(|v| !v.is_nan());
+        let (a, b, fix) = if not_nan(self.literal(a)) {
+            (a, b, false)
+        } else if not_nan(self.literal(b)) && self.literal(b) != Some(0.0) {
+            (b, a, false)
+        } else {
+            (a, b, true)
+        };
+        // `d` is never `a`'s register (a step never writes its sources), but a row's value is
+        // kept apart from `d`: the blend reads it after the op.
+        let a = self.in_register(form, a, LOADED)?;
+        if min {
+            three!(self, form, [vminps, vminpd, vminss, vminsd], d, a, b)?;
+        } else {
+            three!(self, form, [vmaxps, vmaxpd, vmaxss, vmaxsd], d, a, b)?;
+        }
+        if fix {
+            let a_src = Src::Reg(a);
+            three!(
+                self,
+                form,
+                [vcmpunordps, vcmpunordpd, vcmpunordss, vcmpunordsd],
+                MASK,
+                a,
+                a_src
+            )?;
+            self.blend(form, d, a, MASK)?;
+        }
+        Ok(())
+    }
+
+    fn sqrt(&mut self, form: Form, d: usize, a: Src) -> Result<(), IcedError> {
+        match (form, self.operand(a)) {
+            (Form::Ps, Ok(r)) => self.a.vsqrtps(YMM[d], YMM[r]),
+            (Form::Pd, Ok(r)) => self.a.vsqrtpd(YMM[d], YMM[r]),
+            (Form::Ps, Err(m)) => self.a.vsqrtps(YMM[d], ymmword_ptr(m)),
+            (Form::Pd, Err(m)) => self.a.vsqrtpd(YMM[d], ymmword_ptr(m)),
+            // The scalar forms merge into their first source: `d` itself.
+            (Form::Ss, Ok(r)) => self.a.vsqrtss(XMM[d], XMM[d], XMM[r]),
+            (Form::Sd, Ok(r)) => self.a.vsqrtsd(XMM[d], XMM[d], XMM[r]),
+            (Form::Ss, Err(m)) => self.a.vsqrtss(XMM[d], XMM[d], dword_ptr(m)),
+            (Form::Sd, Err(m)) => self.a.vsqrtsd(XMM[d], XMM[d], qword_ptr(m)),
+        }
+    }
+
+    fn round(&mut self, form: Form, d: usize, a: Src, mode: u32) -> Result<(), IcedError> {
+        match (form, self.operand(a)) {
+            (Form::Ps, Ok(r)) => self.a.vroundps(YMM[d], YMM[r], mode),
+            (Form::Pd, Ok(r)) => self.a.vroundpd(YMM[d], YMM[r], mode),
+            (Form::Ps, Err(m)) => self.a.vroundps(YMM[d], ymmword_ptr(m), mode),
+            (Form::Pd, Err(m)) => self.a.vroundpd(YMM[d], ymmword_ptr(m), mode),
+            (Form::Ss, Ok(r)) => self.a.vroundss(XMM[d], XMM[d], XMM[r], mode),
+            (Form::Sd, Ok(r)) => self.a.vroundsd(XMM[d], XMM[d], XMM[r], mode),
+            (Form::Ss, Err(m)) => self.a.vroundss(XMM[d], XMM[d], dword_ptr(m), mode),
+            (Form::Sd, Err(m)) => self.a.vroundsd(XMM[d], XMM[d], qword_ptr(m), mode),
+        }
+    }
+}

@@ -1,0 +1,361 @@
+//! Assembled passes against the fused routine, which runs the same plans step by step (and is
+//! itself tested against the inline code and the interpreter): bit for bit, on random plans of
+//! every exact step, special values and every row length around the vector width.
+
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{Module, default_libcall_names};
+
+use super::*;
+use crate::aot::fused::{Head, Step, rfx_aot_fused_f32, rfx_aot_fused_f64};
+use crate::test_rng::Rng;
+
+/// An element type of the passes.
+trait Elem: Copy {
+    const BYTES: u32;
+    fn from_f64(x: f64) -> Self;
+    fn to_f64(self) -> f64;
+    fn bits(self) -> u64;
+    /// The fused routine of the type.
+    unsafe fn fused(plan: *const u8, consts: *const Self, rows: *const *mut Self, n: usize);
+}
+
+impl Elem for f32 {
+    const BYTES: u32 = 4;
+    fn from_f64(x: f64) -> f32 {
+        x as f32
+    }
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+    fn bits(self) -> u64 {
+        u64::from(self.to_bits())
+    }
+    unsafe fn fused(plan: *const u8, consts: *const f32, rows: *const *mut f32, n: usize) {
+        // SAFETY: forwarded.
+        unsafe { rfx_aot_fused_f32(plan, consts, rows, n) }
+    }
+}
+
+impl Elem for f64 {
+    const BYTES: u32 = 8;
+    fn from_f64(x: f64) -> f64 {
+        x
+    }
+    fn to_f64(self) -> f64 {
+        self
+    }
+    fn bits(self) -> u64 {
+        self.to_bits()
+    }
+    unsafe fn fused(plan: *const u8, consts: *const f64, rows: *const *mut f64, n: usize) {
+        // SAFETY: forwarded.
+        unsafe { rfx_aot_fused_f64(plan, consts, rows, n) }
+    }
+}
+
+/// A JIT module for the host, where the passes are placed as any kernel's code is.
+fn module() -> JITModule {
+    let mut flags = settings::builder();
+    flags.set("is_pic", "false").expect("a flag");
+    let isa = cranelift_native::builder()
+        .expect("host ISA")
+        .finish(settings::Flags::new(flags))
+        .expect("ISA flags");
+    JITModule::new(JITBuilder::with_isa(isa, default_libcall_names()))
+}
+
+type Pass<T> = unsafe extern "sysv64" fn(*const T, *const *mut T, usize);
+
+/// Places `code` in `module` and returns it as a callable pass.
+fn place<T>(module: &mut JITModule, code: &[u8]) -> Pass<T> {
+    let sig = module.make_signature();
+    let id = module.declare_anonymous_function(&sig).expect("declare");
+    module.define_function_bytes(id, 32, code, &[]).expect("define");
+    module.finalize_definitions().expect("finalize");
+    let address = module.get_finalized_function(id);
+    // SAFETY: the code is an assembled pass, whose ABI is `Pass`.
+    unsafe { std::mem::transmute::<*const u8, Pass<T>>(address) }
+}
+
+/// Values that exercise every step's edge: zeros of both signs, infinities, NaN, subnormals,
+/// halves (rounding), huge and tiny magnitudes, and ordinary ones.
+fn sample(rng: &mut Rng) -> f64 {
+    const SPECIAL: [f64; 14] = [
+        0.0,
+        -0.0,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        1e-310,
+        -1e-40,
+        0.5,
+        -2.5,
+        1.5,
+        1e300,
+        -3.0e38,
+        1.0,
+        -1.0,
+    ];
+    if rng.next_u64().is_multiple_of(4) {
+        SPECIAL[(rng.next_u64() % SPECIAL.len() as u64) as usize]
+    } else {
+        rng.uniform(-10.0, 10.0)
+    }
+}
+
+const EXACT: [u32; 15] = [
+    op::COPY,
+    op::ADD,
+    op::SUB,
+    op::MUL,
+    op::DIV,
+    op::MIN,
+    op::MAX,
+    op::NEG,
+    op::ABS,
+    op::SQRT,
+    op::RSQRT,
+    op::RECIP,
+    op::FLOOR,
+    op::CEIL,
+    op::ROUND,
+];
+
+/// A random valid plan of exact steps with `consts` constants, `inputs` input rows and
+/// `outputs` output rows (each written at least once), within [`MAX_PLAN_REGS`] registers.
+fn random_plan(rng: &mut Rng, consts: u32, inputs: u32, outputs: u32, dtype_bytes: u32) -> Plan {
+    let mut steps = Vec::new();
+    let mut written: Vec<u32> = (0..consts).collect();
+    let len = 1 + rng.next_u64() % 12;
+    let pick = |rng: &mut Rng, written: &[u32]| -> u32 {
+        let choices = written.len() as u64 + u64::from(inputs);
+        let k = rng.next_u64() % choices;
+        if (k as usize) < written.len() {
+            written[k as usize]
+        } else {
+            INPUT + (k - written.len() as u64) as u32
+        }
+    };
+    let mut out = 0;
+    for j in 0..len + u64::from(outputs) {
+        let code = EXACT[(rng.next_u64() % EXACT.len() as u64) as usize];
+        let (a, b) = (pick(rng, &written), pick(rng, &written));
+        // The last steps write the outputs; the others a register that is not a source.
+        let dst = if j >= len {
+            out += 1;
+            OUTPUT + out - 1
+        } else {
+            let free: Vec<u32> = (consts..MAX_PLAN_REGS).filter(|&r| r != a && r != b).collect();
+            let r = free[(rng.next_u64() % free.len() as u64) as usize];
+            if !written.contains(&r) {
+                written.push(r);
+            }
+            r
+        };
+        steps.push(Step { op: code, dst, a, b });
+    }
+    let regs = written
+        .iter()
+        .copied()
+        .max()
+        .map_or(consts, |r| r + 1)
+        .max(consts);
+    Plan {
+        head: Head {
+            steps: steps.len() as u32,
+            regs,
+            consts,
+            inputs,
+            outputs,
+            dtype_bytes,
+        },
+        steps,
+    }
+}
+
+/// Runs `plan` over rows of `n` random elements through its assembled pass and through the
+/// fused routine, and checks that every output element has the same bits. About half the
+/// constants are given to the assembler as literals.
+fn check<T: Elem>(module: &mut JITModule, rng: &mut Rng, plan: &Plan, n: usize) {
+    let h = plan.head;
+    let consts: Vec<T> = (0..h.consts).map(|_| T::from_f64(sample(rng))).collect();
+    let literals: Vec<Option<f64>> = consts
+        .iter()
+        .map(|c| rng.next_u64().is_multiple_of(2).then(|| c.to_f64()))
+        .collect();
+    let code = assemble(plan, &literals).unwrap_or_else(|| panic!("{plan:?} assembles"));
+    let pass = place::<T>(module, &code);
+    let inputs: Vec<Vec<T>> = (0..h.inputs)
+        .map(|_| (0..n).map(|_| T::from_f64(sample(rng))).collect())
+        .collect();
+    let fresh = || -> Vec<Vec<T>> { (0..h.outputs).map(|_| vec![T::from_f64(7.0); n]).collect() };
+    let (mut ours, mut theirs) = (fresh(), fresh());
+    let words = plan.words();
+    for (outputs, assembled) in [(&mut ours, true), (&mut theirs, false)] {
+        let mut rows: Vec<*mut T> = inputs.iter().map(|r| r.as_ptr().cast_mut()).collect();
+        rows.extend(outputs.iter_mut().map(|r| r.as_mut_ptr()));
+        // SAFETY: every row holds `n` elements, the outputs are distinct vectors, and the plan
+        // is valid (the fused routine checks it too).
+        unsafe {
+            if assembled {
+                pass(consts.as_ptr(), rows.as_ptr(), n);
+            } else {
+                T::fused(words.as_ptr().cast(), consts.as_ptr(), rows.as_ptr(), n);
+            }
+        }
+    }
+    for (k, (o, t)) in ours.iter().zip(&theirs).enumerate() {
+        for (i, (x, y)) in o.iter().zip(t).enumerate() {
+            assert_eq!(
+                x.bits(),
+                y.bits(),
+                "output {k} element {i} of {n}, {plan:?}, {literals:?}"
+            );
+        }
+    }
+}
+
+fn random_plans<T: Elem>(seed: u64) {
+    if !crate::aot::available() {
+        return;
+    }
+    let mut module = module();
+    let mut rng = Rng(seed);
+    for round in 0..600 {
+        let consts = (rng.next_u64() % 4) as u32;
+        let inputs = 1 + (rng.next_u64() % 3) as u32;
+        let outputs = 1 + (rng.next_u64() % 3) as u32;
+        let plan = random_plan(&mut rng, consts, inputs, outputs, T::BYTES);
+        assert!(plan.is_valid(), "{plan:?}");
+        let n = [0, 1, 3, 4, 7, 8, 9, 15, 16, 17, 31, 33, 100, 1027][round % 14];
+        check::<T>(&mut module, &mut rng, &plan, n);
+    }
+}
+
+#[test]
+fn random_f32_plans_give_the_fused_routines_bits() {
+    random_plans::<f32>(0x5eed_a5e0);
+}
+
+#[test]
+fn random_f64_plans_give_the_fused_routines_bits() {
+    random_plans::<f64>(0x5eed_a5e1);
+}
+
+/// The row registers: a plan of ten rows (six pushed and popped) computes every output.
+#[test]
+fn ten_rows_use_the_callee_saved_registers() {
+    if !crate::aot::available() {
+        return;
+    }
+    let mut module = module();
+    let mut rng = Rng(17);
+    let steps: Vec<Step> = (0..5)
+        .map(|k| Step {
+            op: op::ADD,
+            dst: OUTPUT + k,
+            a: INPUT + k,
+            b: INPUT + 4 - k,
+        })
+        .collect();
+    let plan = Plan {
+        head: Head {
+            steps: 5,
+            regs: 0,
+            consts: 0,
+            inputs: 5,
+            outputs: 5,
+            dtype_bytes: 4,
+        },
+        steps,
+    };
+    for n in [5, 64, 70] {
+        check::<f32>(&mut module, &mut rng, &plan, n);
+    }
+}
+
+/// NumPy's minimum and maximum: a NaN in either operand gives NaN, and a tie of zeros gives
+/// the second operand (closed forms, not the fused routine).
+#[test]
+fn min_and_max_propagate_nan_and_take_the_second_zero() {
+    if !crate::aot::available() {
+        return;
+    }
+    let mut module = module();
+    let plan = |code| Plan {
+        head: Head {
+            steps: 1,
+            regs: 0,
+            consts: 0,
+            inputs: 2,
+            outputs: 1,
+            dtype_bytes: 4,
+        },
+        steps: vec![Step {
+            op: code,
+            dst: OUTPUT,
+            a: INPUT,
+            b: INPUT + 1,
+        }],
+    };
+    let x = [f32::NAN, 1.0, 0.0, -0.0, 2.0, -3.0, f32::NAN, 5.0, 1.0];
+    let y = [1.0, f32::NAN, -0.0, 0.0, 3.0, -4.0, f32::NAN, 5.0, f32::INFINITY];
+    for (code, expect) in [
+        (
+            op::MIN,
+            [f32::NAN, f32::NAN, -0.0, 0.0, 2.0, -4.0, f32::NAN, 5.0, 1.0],
+        ),
+        (
+            op::MAX,
+            [
+                f32::NAN,
+                f32::NAN,
+                -0.0,
+                0.0,
+                3.0,
+                -3.0,
+                f32::NAN,
+                5.0,
+                f32::INFINITY,
+            ],
+        ),
+    ] {
+        let pass = place::<f32>(&mut module, &assemble(&plan(code), &[]).expect("assembles"));
+        let mut out = [0.0f32; 9];
+        let rows = [x.as_ptr().cast_mut(), y.as_ptr().cast_mut(), out.as_mut_ptr()];
+        // SAFETY: three rows of nine elements.
+        unsafe { pass(std::ptr::null(), rows.as_ptr(), 9) };
+        for (o, e) in out.iter().zip(expect) {
+            assert!(
+                o.to_bits() == e.to_bits() || (o.is_nan() && e.is_nan()),
+                "{code}: {out:?}"
+            );
+        }
+    }
+}
+
+/// Plans an assembled pass does not run: a routine step, too many registers, too many rows.
+#[test]
+fn plans_beyond_the_registers_or_with_routines_are_refused() {
+    let one = |code, regs, inputs| Plan {
+        head: Head {
+            steps: 1,
+            regs,
+            consts: 0,
+            inputs,
+            outputs: 1,
+            dtype_bytes: 4,
+        },
+        steps: vec![Step {
+            op: code,
+            dst: OUTPUT,
+            a: INPUT,
+            b: INPUT,
+        }],
+    };
+    assert!(assemble(&one(op::ADD, 0, 1), &[]).is_some());
+    assert!(assemble(&one(op::ADD, MAX_PLAN_REGS + 1, 1), &[]).is_none());
+    assert!(assemble(&one(op::ADD, 0, MAX_ROWS as u32), &[]).is_none());
+    assert!(assemble(&one(op::ROUTINE, 0, 1), &[]).is_none());
+}

@@ -275,10 +275,12 @@ impl Imports {
             }
         };
         let signature = func.import_signature(assembled_signature(ptr));
+        // Called through its absolute address: the JIT's memory provider does not promise to
+        // place it within a 32-bit displacement of the caller.
         func.import_function(ExtFuncData {
             name: ExternalName::user(pending[index].name),
             signature,
-            colocated: true,
+            colocated: false,
             patchable: false,
         })
     }

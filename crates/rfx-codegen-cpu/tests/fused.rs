@@ -120,7 +120,7 @@ fn generated_chains_keep_their_bits_in_fused_passes() {
         };
         let src = chain(&mut rng, dt);
         let one = lir_of(&src.replace("{N}", "1"));
-        for n in [1usize, 7, 8, 9, 63, 64, 65, 1023, 1025] {
+        for n in [1usize, 7, 8, 9, 63, 64, 65, 255, 256, 257, 1023, 1025] {
             let lir = lir_of(&src.replace("{N}", &n.to_string()));
             let inputs = [input(&mut rng, dtype, n), input(&mut rng, dtype, n)];
             let outputs = run(&lir, &inputs);

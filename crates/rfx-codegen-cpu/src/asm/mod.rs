@@ -1,26 +1,30 @@
-//! Register-resident AVX2 passes: a fused elementwise plan of exact steps
-//! ([`crate::aot::fused::Plan`]) assembled into machine code with `iced-x86`, for x86-64 hosts
-//! with AVX2.
+//! Register-resident AVX2 passes: a fused elementwise plan ([`crate::aot::fused::Plan`])
+//! assembled into machine code with `iced-x86`, for x86-64 hosts with AVX2.
 //!
 //! Cranelift has no 256-bit vectors on x86-64, and the fused routine runs each step over a chunk
-//! in memory; an assembled pass runs the whole plan on one 256-bit vector at a time, every
-//! plan register in a `ymm` register, reading its input rows as memory operands and writing its
-//! output rows, then finishes the row's last elements one at a time with the same steps in
-//! scalar instructions. It is the loop a C compiler would write for the body, in IEEE order:
-//! no contraction, no reassociation.
+//! in memory, dispatching on the plan at every step; an assembled pass holds the plan in its
+//! code. A plan of exact steps runs on one 256-bit vector at a time, every plan register in a
+//! `ymm` register, reading its input rows as memory operands and writing its output rows, then
+//! finishes the row's last elements one at a time with the same steps in scalar instructions:
+//! the loop a C compiler would write for the body, in IEEE order (no contraction, no
+//! reassociation). A plan with routine steps runs chunk by chunk ([`Emitter::chunked_pass`]):
+//! its runs of exact steps as such loops over the chunk, each routine step as a call of its
+//! tile routine on the chunk, values that cross from one to another through chunk buffers in
+//! the frame.
 //!
 //! Each step computes the fused routine's op (see [`crate::aot::fused`]), so an assembled pass
 //! gives the bits of the fused pass and of the inline code: add, subtract, multiply, divide and
 //! square root are IEEE operations; the minimum and maximum are NumPy's (NaN-propagating, the
 //! second operand on ties: `vminps` then a blend of a NaN first operand); `floor`, `ceil` and
 //! `round` are `vroundps` with the exception masked; negation and absolute value flip or clear
-//! the sign bit; `rsqrt` and `recip` divide one by the square root or the value.
+//! the sign bit; `rsqrt` and `recip` divide one by the square root or the value; a routine step
+//! calls the routine the fused routine runs (the same bits at every position and length).
 //!
-//! The code is position-independent (its constants are RIP-relative, after its `ret`), so a
-//! Cranelift module places it like any other function ([`Module::define_function_bytes`]). Its
-//! ABI is System V: `pass(consts, rows, n)`, with `consts` the plan's constants (one element
-//! each, broadcast into its registers), `rows` its input rows then its output rows, and `n` the
-//! row length. It calls nothing and uses no stack beyond the callee-saved registers it pushes.
+//! The code is position-independent (its constants are RIP-relative, after its `ret`; routines
+//! are called through their absolute addresses), so a Cranelift module places it like any other
+//! function ([`Module::define_function_bytes`]). Its ABI is System V: `pass(consts, rows, n)`,
+//! with `consts` the plan's constants (one element each, broadcast into its registers), `rows`
+//! its input rows then its output rows, and `n` the row length.
 //!
 //! [`Module::define_function_bytes`]: cranelift_module::Module::define_function_bytes
 
@@ -41,7 +45,8 @@ impl From<IcedError> for Fail {
     }
 }
 
-use crate::aot::fused::{INPUT, OUTPUT, Plan, op};
+use crate::aot::AotFn;
+use crate::aot::fused::{INPUT, OUTPUT, Plan, Step, op};
 
 #[cfg(test)]
 mod tests;
@@ -80,8 +85,9 @@ const ROUND_DOWN: u32 = 0b1001;
 const ROUND_UP: u32 = 0b1010;
 
 /// The machine code of `plan` as an assembled pass (see the module), or `None` when the plan
-/// has a step other than an exact op, more than [`MAX_PLAN_REGS`] registers or more than
-/// [`MAX_ROWS`] rows, or is not one the fused routine would run ([`Plan::is_valid`]).
+/// is not one the fused routine would run ([`Plan::is_valid`]), has more than
+/// [`MAX_PLAN_REGS`] registers or more rows than it keeps in registers (see [`MAX_ROWS`]), or
+/// (on Windows) calls a routine.
 ///
 /// `literals[c]` is the value of constant register `c` where it is a literal of the kernel
 /// (not a value computed per call): a minimum or maximum with a literal that is not NaN needs
@@ -89,8 +95,7 @@ const ROUND_UP: u32 = 0b1010;
 pub(crate) fn assemble(plan: &Plan, literals: &[Option<f64>]) -> Option<Vec<u8>> {
     let h = plan.head;
     let rows = (h.inputs + h.outputs) as usize;
-    let exact = plan.steps.iter().all(|s| s.op < op::ROUTINE);
-    if !plan.is_valid() || !exact || h.regs > MAX_PLAN_REGS || rows > MAX_ROWS {
+    if !plan.is_valid() || h.regs > MAX_PLAN_REGS || rows > MAX_ROWS {
         return None;
     }
     let f64 = match h.dtype_bytes {
@@ -98,17 +103,69 @@ pub(crate) fn assemble(plan: &Plan, literals: &[Option<f64>]) -> Option<Vec<u8>>
         8 => true,
         _ => return None,
     };
-    // Every operand of a valid plan of at most `MAX_PLAN_REGS` registers has a register or a
-    // row here, so the assembler only fails on an encoding it lacks: no pass, the fused routine
-    // runs the plan instead.
-    Emitter::new(plan, f64, literals).ok()?.pass().ok()
+    let e = Emitter::new(plan, f64, literals).ok()?;
+    let chunked = plan.steps.iter().any(|s| s.op >= op::ROUTINE);
+    // The tile routines are `extern "C"`: System V's calls only where that is the C ABI.
+    if chunked && cfg!(windows) {
+        return None;
+    }
+    // An operand the pass has no place for (a constant as a routine's argument, too many rows
+    // in one segment) or an encoding the assembler lacks: no pass, the fused routine runs it.
+    if chunked {
+        e.chunked_pass().ok()
+    } else {
+        e.pass().ok()
+    }
 }
 
-/// An operand of a step: a `ymm` register or an element of a row at the loop's offset.
+/// The number of operands a step reads.
+fn arity(code: u32) -> usize {
+    match code {
+        op::ADD | op::SUB | op::MUL | op::DIV | op::MIN | op::MAX => 2,
+        op::COPY
+        | op::NEG
+        | op::ABS
+        | op::SQRT
+        | op::RSQRT
+        | op::RECIP
+        | op::FLOOR
+        | op::CEIL
+        | op::ROUND => 1,
+        routine => AotFn::ALL
+            .get(routine.wrapping_sub(op::ROUTINE) as usize)
+            .map_or(1, |r| r.arity()),
+    }
+}
+
+/// The segments of a plan with routine steps: maximal runs of exact steps, and each routine
+/// step alone, in order.
+fn segments(steps: &[Step]) -> Vec<std::ops::Range<usize>> {
+    let mut out: Vec<std::ops::Range<usize>> = Vec::new();
+    for (j, s) in steps.iter().enumerate() {
+        let exact = s.op < op::ROUTINE;
+        match out.last_mut() {
+            Some(last) if exact && steps[last.start].op < op::ROUTINE => last.end = j + 1,
+            _ => out.push(j..j + 1),
+        }
+    }
+    out
+}
+
+/// Elements per chunk of a pass with routine steps: each routine runs over a chunk, between
+/// the exact steps' loops over it (the fused routine's chunk, whose registers stay in L1).
+const CHUNK: i32 = crate::aot::fused::CHUNK as i32;
+
+/// The general registers of a chunked pass's rows within one segment of exact steps: the
+/// caller-saved ones that are not the loop's offset (`rax`) and bound (`rcx`).
+const SEGMENT_ROW_REGS: [AsmRegister64; 7] = [r8, r9, r10, r11, rdi, rsi, rdx];
+
+/// An operand of a step: a `ymm` register, or the element at the loop's offset of a row (its
+/// address in a general register) or of a chunk buffer (its offset in the frame).
 #[derive(Clone, Copy)]
 enum Src {
     Reg(usize),
-    Row(usize),
+    Row(AsmRegister64),
+    Buf(i32),
 }
 
 /// How a step's instructions act: on a whole vector, or on the lowest element.
@@ -134,8 +191,17 @@ struct Emitter<'p> {
     f64: bool,
     /// The literal value of each constant register that has one ([`assemble`]).
     literals: &'p [Option<f64>],
-    /// The byte offset of the loop's current element in every row.
-    offset: AsmRegister64,
+    /// The general register holding each row's address (inputs, then outputs) in the code being
+    /// written: every row in a pass without routines, the segment's rows in a chunked pass.
+    rows: Vec<Option<AsmRegister64>>,
+    /// The frame offset of each plan register's chunk buffer, where its values cross from one
+    /// segment of a chunked pass to another ([`Emitter::chunked_pass`]).
+    bufs: Vec<Option<i32>>,
+    /// For each step, whether its result is also stored into its register's chunk buffer.
+    spilled: Vec<bool>,
+    /// The plan registers holding their current value in their `ymm` register, one bit each
+    /// (the constants, and each register written so far in the steps being written).
+    live: u32,
     /// The sign bit of each element, then every bit but it, then `1.0` in each element (one
     /// vector each, after the code).
     sign: CodeLabel,
@@ -169,7 +235,10 @@ impl<'p> Emitter<'p> {
             plan,
             f64,
             literals,
-            offset: rax,
+            rows: Vec::new(),
+            bufs: vec![None; plan.head.regs as usize],
+            spilled: vec![false; plan.steps.len()],
+            live: 0,
             sign,
             magnitude,
             one,
@@ -203,44 +272,11 @@ impl<'p> Emitter<'p> {
         for (k, &r) in ROW_REGS[..rows].iter().enumerate() {
             self.a.mov(r, qword_ptr(rsi + 8 * k as i32))?;
         }
-        for (c, &reg) in YMM.iter().enumerate().take(h.consts as usize) {
-            let at = rdi + (c as u32 * self.size()) as i32;
-            if self.f64 {
-                self.a.vbroadcastsd(reg, qword_ptr(at))?;
-            } else {
-                self.a.vbroadcastss(reg, dword_ptr(at))?;
-            }
-        }
-        // rcx: the bytes of whole vectors; rdx: the bytes of the row; rax: the offset. The
-        // vector loop is not unrolled: two or four vectors a step measured the same on the PID
-        // clip at 1,024 elements (each step's vectors are independent of the last step's).
-        let shift = if self.f64 { 3 } else { 2 };
-        let lanes = 32 / self.size() as i32;
-        self.a.mov(rcx, rdx)?;
-        self.a.and(rcx, -lanes)?;
-        self.a.shl(rcx, shift)?;
-        self.a.shl(rdx, shift)?;
-        self.a.xor(eax, eax)?;
-        let mut vector_loop = self.a.create_label();
-        let mut scalar_start = self.a.create_label();
-        let mut scalar_loop = self.a.create_label();
-        let mut done = self.a.create_label();
-        self.a.test(rcx, rcx)?;
-        self.a.jz(scalar_start)?;
-        self.a.set_label(&mut vector_loop)?;
-        self.body(Width::Vector)?;
-        self.a.add(rax, 32)?;
-        self.a.cmp(rax, rcx)?;
-        self.a.jb(vector_loop)?;
-        self.a.set_label(&mut scalar_start)?;
-        self.a.cmp(rax, rdx)?;
-        self.a.jae(done)?;
-        self.a.set_label(&mut scalar_loop)?;
-        self.body(Width::Scalar)?;
-        self.a.add(rax, self.size() as i32)?;
-        self.a.cmp(rax, rdx)?;
-        self.a.jb(scalar_loop)?;
-        self.a.set_label(&mut done)?;
+        self.rows = ROW_REGS[..rows].iter().map(|&r| Some(r)).collect();
+        self.broadcast_constants(rdi)?;
+        self.a.shl(rdx, self.shift())?;
+        let steps = 0..self.plan.steps.len();
+        self.exact_loops(steps, rdx)?;
         // The caller's code uses SSE encodings: clear the upper halves before returning.
         self.a.vzeroupper()?;
         for &r in saved.iter().rev() {
@@ -249,6 +285,267 @@ impl<'p> Emitter<'p> {
         self.a.ret()?;
         self.constants()?;
         Ok(self.a.assemble(0)?)
+    }
+
+    /// log2 of the element size.
+    fn shift(&self) -> u32 {
+        if self.f64 { 3 } else { 2 }
+    }
+
+    /// Broadcasts the plan's constants, read from `consts`, into their registers.
+    fn broadcast_constants(&mut self, consts: AsmRegister64) -> Result<(), IcedError> {
+        for (c, &reg) in YMM.iter().enumerate().take(self.plan.head.consts as usize) {
+            let at = consts + (c as u32 * self.size()) as i32;
+            if self.f64 {
+                self.a.vbroadcastsd(reg, qword_ptr(at))?;
+            } else {
+                self.a.vbroadcastss(reg, dword_ptr(at))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The exact steps `steps` over the elements at byte offsets `0..bytes` of the rows (and
+    /// chunk buffers): a loop of whole vectors, then a loop of single elements. Uses `rax` (the
+    /// offset) and `rcx`.
+    ///
+    /// The vector loop is not unrolled: two or four vectors a step measured the same on the
+    /// PID clip at 1,024 elements (each step's vectors are independent of the last step's).
+    fn exact_loops(&mut self, steps: std::ops::Range<usize>, bytes: AsmRegister64) -> Result<(), Fail> {
+        self.a.mov(rcx, bytes)?;
+        self.a.and(rcx, -32)?;
+        self.a.xor(eax, eax)?;
+        let mut vector_loop = self.a.create_label();
+        let mut scalar_start = self.a.create_label();
+        let mut scalar_loop = self.a.create_label();
+        let mut done = self.a.create_label();
+        self.a.test(rcx, rcx)?;
+        self.a.jz(scalar_start)?;
+        self.a.set_label(&mut vector_loop)?;
+        self.body(Width::Vector, steps.clone())?;
+        self.a.add(rax, 32)?;
+        self.a.cmp(rax, rcx)?;
+        self.a.jb(vector_loop)?;
+        self.a.set_label(&mut scalar_start)?;
+        self.a.cmp(rax, bytes)?;
+        self.a.jae(done)?;
+        self.a.set_label(&mut scalar_loop)?;
+        self.body(Width::Scalar, steps)?;
+        self.a.add(rax, self.size() as i32)?;
+        self.a.cmp(rax, bytes)?;
+        self.a.jb(scalar_loop)?;
+        self.a.set_label(&mut done)?;
+        Ok(())
+    }
+
+    /// A pass with routine steps. The plan's steps fall into segments: runs of exact steps,
+    /// and single routine steps. The pass runs over the row chunk by chunk ([`CHUNK`]
+    /// elements): each segment in turn over the whole chunk, an exact run as the loops of a
+    /// pass without routines, a routine step as one call of its tile routine on the chunk. A
+    /// value read in another segment than its own, or by or from a routine, also lives in its
+    /// register's chunk buffer in the frame; a routine reads and writes rows in place.
+    ///
+    /// Registers: `rbx` the constants, `rbp` the row table, `r12` the chunk's byte offset,
+    /// `r13` the row's bytes, `r14` the chunk's bytes, `r15` the caller's stack pointer: all
+    /// callee-saved, so that they survive the routines' calls.
+    fn chunked_pass(mut self) -> Result<Vec<u8>, Fail> {
+        let plan = self.plan;
+        let h = plan.head;
+        let segments = segments(&plan.steps);
+        // Each step's segment.
+        let mut segment_of = vec![0; plan.steps.len()];
+        for (k, range) in segments.iter().enumerate() {
+            for j in range.clone() {
+                segment_of[j] = k;
+            }
+        }
+        let routine = |j: usize| plan.steps[j].op >= op::ROUTINE;
+        // The values that cross segments, and the registers that therefore need buffers.
+        let chunk_bytes = CHUNK * self.size() as i32;
+        let mut frame = 0;
+        for (j, step) in plan.steps.iter().enumerate() {
+            if step.dst >= h.regs {
+                continue;
+            }
+            let r = step.dst;
+            let mut crosses = routine(j);
+            for (k, later) in plan.steps.iter().enumerate().skip(j + 1) {
+                let reads = later.a == r || (later.b == r && arity(later.op) == 2);
+                if reads && (routine(k) || segment_of[k] != segment_of[j]) {
+                    crosses = true;
+                }
+                if later.dst == r {
+                    break;
+                }
+            }
+            if crosses {
+                self.spilled[j] = !routine(j);
+                if self.bufs[r as usize].is_none() {
+                    self.bufs[r as usize] = Some(frame);
+                    frame += chunk_bytes;
+                }
+            }
+        }
+        // A constant a routine reads is broadcast into a chunk buffer once.
+        let mut filled = Vec::new();
+        for (k, step) in plan.steps.iter().enumerate() {
+            if !routine(k) {
+                continue;
+            }
+            let srcs: &[u32] = if arity(step.op) == 2 {
+                &[step.a, step.b]
+            } else {
+                &[step.a]
+            };
+            for &c in srcs {
+                if c < h.consts && self.bufs[c as usize].is_none() {
+                    self.bufs[c as usize] = Some(frame);
+                    filled.push((c, frame));
+                    frame += chunk_bytes;
+                }
+            }
+        }
+        for &r in [rbp, rbx, r12, r13, r14, r15].iter() {
+            self.a.push(r)?;
+        }
+        self.a.mov(r15, rsp)?;
+        // The frame's pages are touched in order (a thread's stack has one guard page), then
+        // the stack pointer moves below the frame, aligned for 32-byte accesses (and calls).
+        for page in 1..=(frame + 64) / 4096 {
+            self.a.mov(byte_ptr(rsp - 4096 * page), 0)?;
+        }
+        self.a.sub(rsp, frame + 64)?;
+        self.a.and(rsp, -64)?;
+        self.a.mov(rbx, rdi)?;
+        self.a.mov(rbp, rsi)?;
+        for (c, off) in filled {
+            let at = rbx + (c * self.size()) as i32;
+            if self.f64 {
+                self.a.vbroadcastsd(ymm0, qword_ptr(at))?;
+            } else {
+                self.a.vbroadcastss(ymm0, dword_ptr(at))?;
+            }
+            for v in (0..chunk_bytes).step_by(32) {
+                self.a.vmovups(ymmword_ptr(rsp + off + v), ymm0)?;
+            }
+        }
+        self.a.mov(r13, rdx)?;
+        self.a.shl(r13, self.shift())?;
+        self.a.xor(r12d, r12d)?;
+        let mut chunk_loop = self.a.create_label();
+        let mut done = self.a.create_label();
+        self.a.test(r13, r13)?;
+        self.a.jz(done)?;
+        self.a.set_label(&mut chunk_loop)?;
+        // r14 = min(the chunk's bytes, the bytes left).
+        self.a.mov(r14, r13)?;
+        self.a.sub(r14, r12)?;
+        self.a.mov(eax, chunk_bytes)?;
+        self.a.cmp(r14, rax)?;
+        self.a.cmova(r14, rax)?;
+        // The input rows' next chunk is fetched while this one computes (as the fused routine
+        // does): each segment's pass over a chunk is short, and the hardware would otherwise
+        // wait for each row's lines segment by segment (`sin(x*2)+y` at 65,536 elements). A
+        // prefetch never faults, past a row's end included.
+        for k in 0..h.inputs as i32 {
+            self.a.mov(rax, qword_ptr(rbp + 8 * k))?;
+            self.a.add(rax, r12)?;
+            for line in (0..chunk_bytes).step_by(64) {
+                self.a.prefetcht0(byte_ptr(rax + chunk_bytes + line))?;
+            }
+        }
+        for range in segments {
+            let first = plan.steps[range.start];
+            if first.op >= op::ROUTINE {
+                self.routine_call(first)?;
+            } else {
+                self.segment_rows(range.clone())?;
+                self.broadcast_constants(rbx)?;
+                self.exact_loops(range, r14)?;
+            }
+        }
+        self.a.add(r12, r14)?;
+        self.a.cmp(r12, r13)?;
+        self.a.jb(chunk_loop)?;
+        self.a.set_label(&mut done)?;
+        self.a.vzeroupper()?;
+        self.a.mov(rsp, r15)?;
+        for &r in [r15, r14, r13, r12, rbx, rbp].iter() {
+            self.a.pop(r)?;
+        }
+        self.a.ret()?;
+        self.constants()?;
+        Ok(self.a.assemble(0)?)
+    }
+
+    /// Loads the addresses at the chunk's offset of the rows the exact steps `steps` read or
+    /// write into [`SEGMENT_ROW_REGS`].
+    fn segment_rows(&mut self, steps: std::ops::Range<usize>) -> Result<(), Fail> {
+        let h = self.plan.head;
+        let mut used: Vec<usize> = Vec::new();
+        for s in &self.plan.steps[steps] {
+            let mut codes = vec![s.a];
+            if arity(s.op) == 2 {
+                codes.push(s.b);
+            }
+            for c in codes {
+                if (INPUT..OUTPUT).contains(&c) {
+                    used.push((c - INPUT) as usize);
+                }
+            }
+            if s.dst >= OUTPUT {
+                used.push((h.inputs + s.dst - OUTPUT) as usize);
+            }
+        }
+        used.sort_unstable();
+        used.dedup();
+        if used.len() > SEGMENT_ROW_REGS.len() {
+            return Err(Fail::Step);
+        }
+        self.rows = vec![None; (h.inputs + h.outputs) as usize];
+        for (&k, &reg) in used.iter().zip(&SEGMENT_ROW_REGS) {
+            self.a.mov(reg, qword_ptr(rbp + 8 * k as i32))?;
+            self.a.add(reg, r12)?;
+            self.rows[k] = Some(reg);
+        }
+        Ok(())
+    }
+
+    /// One routine step over the chunk: its arguments' addresses (rows at the chunk's offset,
+    /// or chunk buffers), the element count, and the call.
+    fn routine_call(&mut self, step: Step) -> Result<(), Fail> {
+        let h = self.plan.head;
+        let routine = AotFn::ALL
+            .get((step.op - op::ROUTINE) as usize)
+            .copied()
+            .ok_or(Fail::Step)?;
+        let unary = routine.arity() == 1;
+        let srcs: &[u32] = if unary { &[step.a] } else { &[step.a, step.b] };
+        let args: [AsmRegister64; 4] = [rdi, rsi, rdx, rcx];
+        for (&code, &reg) in srcs.iter().chain([&step.dst]).zip(&args) {
+            if code >= OUTPUT {
+                let k = (h.inputs + code - OUTPUT) as i32;
+                self.a.mov(reg, qword_ptr(rbp + 8 * k))?;
+                self.a.add(reg, r12)?;
+            } else if code >= INPUT {
+                self.a.mov(reg, qword_ptr(rbp + 8 * (code - INPUT) as i32))?;
+                self.a.add(reg, r12)?;
+            } else {
+                let off = self
+                    .bufs
+                    .get(code as usize)
+                    .copied()
+                    .flatten()
+                    .ok_or(Fail::Step)?;
+                self.a.lea(reg, qword_ptr(rsp + off))?;
+            }
+        }
+        let count = args[srcs.len() + 1];
+        self.a.mov(count, r14)?;
+        self.a.shr(count, self.shift())?;
+        self.a.mov(rax, routine.address() as u64)?;
+        self.a.call(rax)?;
+        Ok(())
     }
 
     /// The three vector constants after the code.
@@ -269,24 +566,37 @@ impl<'p> Emitter<'p> {
     }
 
     /// The element of row `k` (inputs, then outputs) at the loop's offset.
-    fn row(&self, k: usize) -> AsmMemoryOperand {
-        ROW_REGS[k] + self.offset
+    fn row(&self, k: usize) -> Result<AsmMemoryOperand, Fail> {
+        let reg = self.rows.get(k).copied().flatten().ok_or(Fail::Step)?;
+        Ok(reg + rax)
     }
 
-    /// A step's operand: its register, or (`Err`) its row's memory.
+    /// A step's operand: its register, or (`Err`) its memory.
     fn operand(&self, src: Src) -> Result<usize, AsmMemoryOperand> {
         match src {
             Src::Reg(r) => Ok(r),
-            Src::Row(k) => Err(self.row(k)),
+            Src::Row(reg) => Err(reg + rax),
+            Src::Buf(off) => Err(rsp + rax + off),
         }
     }
 
-    fn src(&self, code: u32) -> Src {
+    /// Where the step operand `code` is: an input row, a register holding its value, or (a
+    /// register whose value was written in another segment) its chunk buffer.
+    fn src(&self, code: u32) -> Result<Src, Fail> {
         if code >= INPUT {
-            Src::Row((code - INPUT) as usize)
-        } else {
-            Src::Reg(code as usize)
+            let k = (code - INPUT) as usize;
+            return Ok(Src::Row(self.rows.get(k).copied().flatten().ok_or(Fail::Step)?));
         }
+        if self.live & (1 << code) != 0 {
+            return Ok(Src::Reg(code as usize));
+        }
+        let off = self
+            .bufs
+            .get(code as usize)
+            .copied()
+            .flatten()
+            .ok_or(Fail::Step)?;
+        Ok(Src::Buf(off))
     }
 
     /// Loads `src` into register `into` unless it is a register already; the register holding it.
@@ -355,18 +665,21 @@ impl<'p> Emitter<'p> {
         }
     }
 
-    /// Every step of the plan once, at `width`.
-    fn body(&mut self, width: Width) -> Result<(), Fail> {
+    /// The exact steps `steps` once, at `width`.
+    fn body(&mut self, width: Width, steps: std::ops::Range<usize>) -> Result<(), Fail> {
         let form = self.form(width);
         let inputs = self.plan.head.inputs as usize;
-        for s in self.plan.steps.clone() {
+        self.live = (1u32 << self.plan.head.consts) - 1;
+        for j in steps {
+            let s = self.plan.steps[j];
             let to_row = s.dst >= OUTPUT;
             let d = if to_row { DST } else { s.dst as usize };
-            let (a, b) = (self.src(s.a), self.src(s.b));
+            let a = self.src(s.a)?;
+            let b = if arity(s.op) == 2 { self.src(s.b)? } else { a };
             match s.op {
                 op::COPY => match self.operand(a) {
                     Ok(r) if to_row => {
-                        let m = self.row(inputs + (s.dst - OUTPUT) as usize);
+                        let m = self.row(inputs + (s.dst - OUTPUT) as usize)?;
                         self.store(form, m, r)?;
                         continue;
                     }
@@ -429,8 +742,14 @@ impl<'p> Emitter<'p> {
                 _ => return Err(Fail::Step),
             }
             if to_row {
-                let m = self.row(inputs + (s.dst - OUTPUT) as usize);
+                let m = self.row(inputs + (s.dst - OUTPUT) as usize)?;
                 self.store(form, m, d)?;
+            } else {
+                self.live |= 1 << d;
+                if self.spilled[j] {
+                    let off = self.bufs[d].ok_or(Fail::Step)?;
+                    self.store(form, rsp + rax + off, d)?;
+                }
             }
         }
         Ok(())
@@ -440,7 +759,7 @@ impl<'p> Emitter<'p> {
     fn literal(&self, src: Src) -> Option<f64> {
         match src {
             Src::Reg(r) => self.literals.get(r).copied().flatten(),
-            Src::Row(_) => None,
+            Src::Row(_) | Src::Buf(_) => None,
         }
     }
 

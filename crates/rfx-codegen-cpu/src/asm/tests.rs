@@ -7,6 +7,7 @@ use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{Module, default_libcall_names};
 
 use super::*;
+use crate::aot::AotFn;
 use crate::aot::fused::{Head, Step, rfx_aot_fused_f32, rfx_aot_fused_f64};
 use crate::test_rng::Rng;
 
@@ -122,9 +123,32 @@ const EXACT: [u32; 15] = [
     op::ROUND,
 ];
 
-/// A random valid plan of exact steps with `consts` constants, `inputs` input rows and
-/// `outputs` output rows (each written at least once), within [`MAX_PLAN_REGS`] registers.
-fn random_plan(rng: &mut Rng, consts: u32, inputs: u32, outputs: u32, dtype_bytes: u32) -> Plan {
+/// The fused opcodes of the routines a plan of `dtype_bytes` elements may call (one result,
+/// one or two arguments).
+fn routine_codes(dtype_bytes: u32) -> Vec<u32> {
+    AotFn::ALL
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| {
+            r.results() == 1
+                && r.arity() <= 2
+                && r.dtype().size_bytes() == dtype_bytes as usize
+                && !matches!(r.computes(), crate::aot::Computes::Fused)
+        })
+        .map(|(k, _)| op::ROUTINE + k as u32)
+        .collect()
+}
+
+/// A random valid plan with `consts` constants, `inputs` input rows and `outputs` output rows
+/// (each written at least once), within [`MAX_PLAN_REGS`] registers: exact steps and, with
+/// `routines`, about one routine step in four.
+fn random_plan(
+    rng: &mut Rng,
+    (consts, inputs, outputs): (u32, u32, u32),
+    dtype_bytes: u32,
+    routines: bool,
+) -> Plan {
+    let calls = routine_codes(dtype_bytes);
     let mut steps = Vec::new();
     let mut written: Vec<u32> = (0..consts).collect();
     let len = 1 + rng.next_u64() % 12;
@@ -139,7 +163,11 @@ fn random_plan(rng: &mut Rng, consts: u32, inputs: u32, outputs: u32, dtype_byte
     };
     let mut out = 0;
     for j in 0..len + u64::from(outputs) {
-        let code = EXACT[(rng.next_u64() % EXACT.len() as u64) as usize];
+        let code = if routines && rng.next_u64().is_multiple_of(4) {
+            calls[(rng.next_u64() % calls.len() as u64) as usize]
+        } else {
+            EXACT[(rng.next_u64() % EXACT.len() as u64) as usize]
+        };
         let (a, b) = (pick(rng, &written), pick(rng, &written));
         // The last steps write the outputs; the others a register that is not a source.
         let dst = if j >= len {
@@ -216,31 +244,46 @@ fn check<T: Elem>(module: &mut JITModule, rng: &mut Rng, plan: &Plan, n: usize) 
     }
 }
 
-fn random_plans<T: Elem>(seed: u64) {
+fn random_plans<T: Elem>(seed: u64, routines: bool) {
     if !crate::aot::available() {
         return;
     }
     let mut module = module();
     let mut rng = Rng(seed);
+    // Lengths around the vector width and, with routines, around the chunk.
+    let lengths: &[usize] = if routines {
+        &[0, 1, 9, 100, 255, 256, 257, 513, 1027]
+    } else {
+        &[0, 1, 3, 4, 7, 8, 9, 15, 16, 17, 31, 33, 100, 1027]
+    };
     for round in 0..600 {
         let consts = (rng.next_u64() % 4) as u32;
         let inputs = 1 + (rng.next_u64() % 3) as u32;
         let outputs = 1 + (rng.next_u64() % 3) as u32;
-        let plan = random_plan(&mut rng, consts, inputs, outputs, T::BYTES);
+        let plan = random_plan(&mut rng, (consts, inputs, outputs), T::BYTES, routines);
         assert!(plan.is_valid(), "{plan:?}");
-        let n = [0, 1, 3, 4, 7, 8, 9, 15, 16, 17, 31, 33, 100, 1027][round % 14];
-        check::<T>(&mut module, &mut rng, &plan, n);
+        check::<T>(&mut module, &mut rng, &plan, lengths[round % lengths.len()]);
     }
 }
 
 #[test]
 fn random_f32_plans_give_the_fused_routines_bits() {
-    random_plans::<f32>(0x5eed_a5e0);
+    random_plans::<f32>(0x5eed_a5e0, false);
 }
 
 #[test]
 fn random_f64_plans_give_the_fused_routines_bits() {
-    random_plans::<f64>(0x5eed_a5e1);
+    random_plans::<f64>(0x5eed_a5e1, false);
+}
+
+#[test]
+fn random_f32_plans_with_routines_give_the_fused_routines_bits() {
+    random_plans::<f32>(0x5eed_a5e2, true);
+}
+
+#[test]
+fn random_f64_plans_with_routines_give_the_fused_routines_bits() {
+    random_plans::<f64>(0x5eed_a5e3, true);
 }
 
 /// The row registers: a plan of ten rows (six pushed and popped) computes every output.
@@ -335,7 +378,8 @@ fn min_and_max_propagate_nan_and_take_the_second_zero() {
     }
 }
 
-/// Plans an assembled pass does not run: a routine step, too many registers, too many rows.
+/// Plans an assembled pass does not run: an unknown routine, too many registers, too many
+/// rows.
 #[test]
 fn plans_beyond_the_registers_or_with_routines_are_refused() {
     let one = |code, regs, inputs| Plan {
@@ -357,5 +401,5 @@ fn plans_beyond_the_registers_or_with_routines_are_refused() {
     assert!(assemble(&one(op::ADD, 0, 1), &[]).is_some());
     assert!(assemble(&one(op::ADD, MAX_PLAN_REGS + 1, 1), &[]).is_none());
     assert!(assemble(&one(op::ADD, 0, MAX_ROWS as u32), &[]).is_none());
-    assert!(assemble(&one(op::ROUTINE, 0, 1), &[]).is_none());
+    assert!(assemble(&one(op::ROUTINE + AotFn::ALL.len() as u32, 0, 1), &[]).is_none());
 }

@@ -1377,7 +1377,14 @@ impl<'k> Gen<'_, 'k> {
                 Some(code) => Some(self.fx.imports.assembled_pass(b.func, self.fx.ptr, code)),
                 None => return Ok(None),
             },
-            FusedKind::OneOp | FusedKind::Any => None,
+            // A body with routines: assembled where it can be (the exact steps between the
+            // routine calls in 256-bit registers, no plan to check or dispatch), else the fused
+            // routine. The 10-op chain took 0.80–0.85× the fused routine's time at 1,024 and
+            // 65,536 elements; `sin(x*2)+y`, one routine and two exact ops, measured the same
+            // either way (`compare.sh`, alternating, 2026-11-29).
+            FusedKind::Any => assembled_code(&plan, &self.literal_values(&consts))
+                .map(|code| self.fx.imports.assembled_pass(b.func, self.fx.ptr, code)),
+            FusedKind::OneOp => None,
         };
         let row = plan
             .row_binary()
@@ -1391,7 +1398,11 @@ impl<'k> Gen<'_, 'k> {
             ))
         };
         // An assembled pass holds its plan in its code.
-        let plan_words = if assembled.is_some() { 0 } else { plan.words().len() };
+        let plan_words = if assembled.is_some() {
+            0
+        } else {
+            plan.words().len()
+        };
         let plan_slot = slot(b, plan_words * 4);
         let consts_slot = slot(b, consts.len() * dtype.size_bytes());
         let rows_slot = slot(b, (inputs.len() + outputs.len()) * 8);

@@ -224,9 +224,9 @@ pub(crate) struct AssembledPasses(Vec<PendingPass>);
 impl AssembledPasses {
     /// Defines the passes in `module` and points `func`'s calls at them; before `func` is
     /// compiled.
-    pub(crate) fn define(self, module: &mut JITModule, func: &mut Function) -> Result<(), Box<ModuleError>> {
+    pub(crate) fn define(&self, module: &mut JITModule, func: &mut Function) -> Result<(), Box<ModuleError>> {
         let ptr = module.target_config().pointer_type();
-        for pass in self.0 {
+        for pass in &self.0 {
             let id = module
                 .declare_anonymous_function(&assembled_signature(ptr))
                 .map_err(Box::new)?;
@@ -237,6 +237,22 @@ impl AssembledPasses {
                 .reset_user_func_name(pass.name, UserExternalName::new(0, id.as_u32()));
         }
         Ok(())
+    }
+}
+
+impl AssembledPasses {
+    /// The passes' machine code as text, for dumps (`rfx dump --stage asm`): each pass's
+    /// instructions after a line naming it; empty without passes.
+    pub(crate) fn listing(&self) -> String {
+        let mut text = String::new();
+        for (k, pass) in self.0.iter().enumerate() {
+            text += &format!("\n; assembled pass {k} ({} bytes)\n", pass.code.len());
+            #[cfg(target_arch = "x86_64")]
+            {
+                text += &crate::asm::disassemble(&pass.code);
+            }
+        }
+        text
     }
 }
 

@@ -118,6 +118,30 @@ pub(crate) fn assemble(plan: &Plan, literals: &[Option<f64>]) -> Option<Vec<u8>>
     }
 }
 
+/// The instructions of an assembled pass as text (GNU syntax, as Cranelift's listings), one a
+/// line with its offset, up to its `ret`; the constants after it are counted, not decoded.
+pub(crate) fn disassemble(code: &[u8]) -> String {
+    use iced_x86::{Decoder, DecoderOptions, Formatter, GasFormatter, Mnemonic};
+    let mut decoder = Decoder::with_ip(64, code, 0, DecoderOptions::NONE);
+    let mut formatter = GasFormatter::new();
+    formatter.options_mut().set_branch_leading_zeros(false);
+    formatter.options_mut().set_uppercase_hex(false);
+    let mut text = String::new();
+    let mut line = String::new();
+    while decoder.can_decode() {
+        let inst = decoder.decode();
+        line.clear();
+        formatter.format(&inst, &mut line);
+        text += &format!("  {:4x}:  {line}\n", inst.ip());
+        if inst.mnemonic() == Mnemonic::Ret {
+            let rest = code.len() - decoder.position();
+            text += &format!("  ; {rest} bytes of constants\n");
+            break;
+        }
+    }
+    text
+}
+
 /// The number of operands a step reads.
 fn arity(code: u32) -> usize {
     match code {

@@ -597,6 +597,11 @@ pub(crate) fn build_program(
     assembled
         .define(module, &mut ctx.func)
         .map_err(|e| internal(format!("define {name}'s assembled passes: {e}")))?;
+    let listing = if want_disasm {
+        assembled.listing()
+    } else {
+        String::new()
+    };
     let (id, _) = declare_kernel_function(module, name)?;
     ctx.func.name = UserFuncName::user(0, id.as_u32());
     // The kernels' code in one function repeats what each kernel builds for itself (constants,
@@ -614,7 +619,9 @@ pub(crate) fn build_program(
         .map_err(|e| internal(format!("define {name}: {e:?}")))?;
     let frame = checked_frame(&ctx)?;
     let disasm = if want_disasm {
-        ctx.compiled_code().and_then(|c| c.vcode.clone())
+        ctx.compiled_code()
+            .and_then(|c| c.vcode.clone())
+            .map(|code| code + &listing)
     } else {
         None
     };
@@ -839,6 +846,7 @@ fn build_into(
     let info = kernel_info(program, kernel)?;
     let shape;
     let chosen;
+    let mut listing = String::new();
     {
         let mut b = FunctionBuilder::new(&mut ctx.func, fbc);
         let (funcs, literal_bases, [table, lo, hi]) = begin_function(&mut b, items, module);
@@ -848,10 +856,13 @@ fn build_into(
         }
         shape = generator.emit(&mut b, table, lo, hi)?;
         chosen = generator.cur.plan;
-        funcs
-            .take_assembled()
+        let passes = funcs.take_assembled();
+        passes
             .define(module, b.func)
             .map_err(|e| internal(format!("define {name}'s assembled passes: {e}")))?;
+        if want_disasm {
+            listing = passes.listing();
+        }
         b.seal_all_blocks();
         b.finalize(module.target_config());
     }
@@ -872,7 +883,9 @@ fn build_into(
         .map_err(|e| internal(format!("define {name}: {e:?}")))?;
     let frame = checked_frame(ctx)?;
     let disasm = if want_disasm {
-        ctx.compiled_code().and_then(|c| c.vcode.clone())
+        ctx.compiled_code()
+            .and_then(|c| c.vcode.clone())
+            .map(|code| code + &listing)
     } else {
         None
     };

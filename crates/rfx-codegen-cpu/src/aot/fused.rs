@@ -116,6 +116,23 @@ impl Plan {
     }
 }
 
+/// The operands an exact step's opcode reads (1 or 2); `None` for any other code.
+pub(crate) fn exact_arity(code: u32) -> Option<usize> {
+    match code {
+        op::COPY
+        | op::NEG
+        | op::ABS
+        | op::SQRT
+        | op::RSQRT
+        | op::RECIP
+        | op::FLOOR
+        | op::CEIL
+        | op::ROUND => Some(1),
+        op::ADD | op::SUB | op::MUL | op::DIV | op::MIN | op::MAX => Some(2),
+        _ => None,
+    }
+}
+
 fn valid(head: &Head, steps: &[Step]) -> bool {
     let h = head;
     if h.regs > MAX_REGS || h.consts > h.regs || h.steps as usize != steps.len() {
@@ -129,18 +146,10 @@ fn valid(head: &Head, steps: &[Step]) -> bool {
         let src_ok = |code: u32| {
             (code < h.regs && written & (1 << code) != 0) || (INPUT..INPUT + h.inputs).contains(&code)
         };
-        let arity = match s.op {
-            op::COPY
-            | op::NEG
-            | op::ABS
-            | op::SQRT
-            | op::RSQRT
-            | op::RECIP
-            | op::FLOOR
-            | op::CEIL
-            | op::ROUND => 1,
-            op::ADD | op::SUB | op::MUL | op::DIV | op::MIN | op::MAX => 2,
-            code => match code
+        let arity = match exact_arity(s.op) {
+            Some(arity) => arity,
+            None => match s
+                .op
                 .checked_sub(op::ROUTINE)
                 .and_then(|i| AotFn::ALL.get(i as usize))
             {

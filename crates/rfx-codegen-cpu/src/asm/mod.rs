@@ -144,21 +144,11 @@ pub(crate) fn disassemble(code: &[u8]) -> String {
 
 /// The number of operands a step reads.
 fn arity(code: u32) -> usize {
-    match code {
-        op::ADD | op::SUB | op::MUL | op::DIV | op::MIN | op::MAX => 2,
-        op::COPY
-        | op::NEG
-        | op::ABS
-        | op::SQRT
-        | op::RSQRT
-        | op::RECIP
-        | op::FLOOR
-        | op::CEIL
-        | op::ROUND => 1,
-        routine => AotFn::ALL
-            .get(routine.wrapping_sub(op::ROUTINE) as usize)
-            .map_or(1, |r| r.arity()),
-    }
+    crate::aot::fused::exact_arity(code).unwrap_or_else(|| {
+        AotFn::ALL
+            .get(code.wrapping_sub(op::ROUTINE) as usize)
+            .map_or(1, |r| r.arity())
+    })
 }
 
 /// The segments of a plan with routine steps: maximal runs of exact steps, and each routine

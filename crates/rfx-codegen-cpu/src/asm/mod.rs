@@ -142,6 +142,18 @@ pub(crate) fn disassemble(code: &[u8]) -> String {
     text
 }
 
+/// The row (inputs, then outputs) an operand or destination code names, for a plan of
+/// `inputs` input rows; `None` for a register.
+fn row_of(inputs: u32, code: u32) -> Option<usize> {
+    if code >= OUTPUT {
+        Some((inputs + code - OUTPUT) as usize)
+    } else if code >= INPUT {
+        Some((code - INPUT) as usize)
+    } else {
+        None
+    }
+}
+
 /// The number of operands a step reads.
 fn arity(code: u32) -> usize {
     crate::aot::fused::exact_arity(code).unwrap_or_else(|| {
@@ -502,14 +514,12 @@ impl<'p> Emitter<'p> {
             if arity(s.op) == 2 {
                 codes.push(s.b);
             }
-            for c in codes {
-                if (INPUT..OUTPUT).contains(&c) {
-                    used.push((c - INPUT) as usize);
-                }
-            }
-            if s.dst >= OUTPUT {
-                used.push((h.inputs + s.dst - OUTPUT) as usize);
-            }
+            used.extend(
+                codes
+                    .into_iter()
+                    .chain([s.dst])
+                    .filter_map(|c| row_of(h.inputs, c)),
+            );
         }
         used.sort_unstable();
         used.dedup();
@@ -537,12 +547,8 @@ impl<'p> Emitter<'p> {
         let srcs: &[u32] = if unary { &[step.a] } else { &[step.a, step.b] };
         let args: [AsmRegister64; 4] = [rdi, rsi, rdx, rcx];
         for (&code, &reg) in srcs.iter().chain([&step.dst]).zip(&args) {
-            if code >= OUTPUT {
-                let k = (h.inputs + code - OUTPUT) as i32;
-                self.a.mov(reg, qword_ptr(rbp + 8 * k))?;
-                self.a.add(reg, r12)?;
-            } else if code >= INPUT {
-                self.a.mov(reg, qword_ptr(rbp + 8 * (code - INPUT) as i32))?;
+            if let Some(k) = row_of(h.inputs, code) {
+                self.a.mov(reg, qword_ptr(rbp + 8 * k as i32))?;
                 self.a.add(reg, r12)?;
             } else {
                 let off = self

@@ -50,6 +50,7 @@ mod elementwise;
 mod fold;
 #[cfg(test)]
 mod frame_tests;
+mod fused_pass;
 mod joined;
 mod known;
 mod lanes;
@@ -66,6 +67,7 @@ use self::access::*;
 use self::body::*;
 use self::elementwise::*;
 use self::fold::*;
+use self::fused_pass::*;
 use self::loops::*;
 use self::plan::*;
 use self::reduce::*;

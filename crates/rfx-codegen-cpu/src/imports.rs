@@ -216,6 +216,8 @@ pub(crate) struct Imports {
 struct PendingPass {
     name: UserExternalNameRef,
     code: Vec<u8>,
+    /// A reduction pass, whose signature has the partials' address last.
+    reduction: bool,
 }
 
 /// The assembled passes a function calls ([`Imports::take_assembled`]).
@@ -228,7 +230,7 @@ impl AssembledPasses {
         let ptr = module.target_config().pointer_type();
         for pass in &self.0 {
             let id = module
-                .declare_anonymous_function(&assembled_signature(ptr))
+                .declare_anonymous_function(&assembled_signature(ptr, pass.reduction))
                 .map_err(Box::new)?;
             module
                 .define_function_bytes(id, 32, &pass.code, &[])
@@ -262,10 +264,15 @@ const PENDING_NAMESPACE: u32 = 2;
 
 /// The signature of an assembled pass: `(constants, rows, n)`, System V on every host (its
 /// code saves only what System V's callee saves).
-fn assembled_signature(ptr: types::Type) -> Signature {
+/// The signature of an assembled pass: `(constants, rows, n)`, and for a reduction pass
+/// ([`crate::asm::assemble_reduction`]) the partials' address last.
+fn assembled_signature(ptr: types::Type, reduction: bool) -> Signature {
     let mut sig = Signature::new(CallConv::SystemV);
     sig.params
         .extend([AbiParam::new(ptr), AbiParam::new(ptr), AbiParam::new(types::I64)]);
+    if reduction {
+        sig.params.push(AbiParam::new(ptr));
+    }
     sig
 }
 
@@ -277,20 +284,34 @@ impl Imports {
     }
 
     /// A reference to the assembled pass `code` ([`crate::asm`]) in `func`, whose signature is
-    /// `(constants, rows, n)`: the same reference for the same code.
-    pub(crate) fn assembled_pass(&self, func: &mut Function, ptr: types::Type, code: Vec<u8>) -> FuncRef {
+    /// `(constants, rows, n)`, and `(constants, rows, n, partials)` for a `reduction` pass:
+    /// the same reference for the same code.
+    pub(crate) fn assembled_pass(
+        &self,
+        func: &mut Function,
+        ptr: types::Type,
+        code: Vec<u8>,
+        reduction: bool,
+    ) -> FuncRef {
         let mut pending = self.assembled.borrow_mut();
-        let index = match pending.iter().position(|p| p.code == code) {
+        let index = match pending
+            .iter()
+            .position(|p| p.code == code && p.reduction == reduction)
+        {
             Some(index) => index,
             None => {
                 let index = pending.len();
                 let name = func
                     .declare_imported_user_function(UserExternalName::new(PENDING_NAMESPACE, index as u32));
-                pending.push(PendingPass { name, code });
+                pending.push(PendingPass {
+                    name,
+                    code,
+                    reduction,
+                });
                 index
             }
         };
-        let signature = func.import_signature(assembled_signature(ptr));
+        let signature = func.import_signature(assembled_signature(ptr, reduction));
         // Called through its absolute address: the JIT's memory provider does not promise to
         // place it within a 32-bit displacement of the caller.
         func.import_function(ExtFuncData {

@@ -58,6 +58,10 @@ pub(crate) mod op {
     pub(crate) const FLOOR: u32 = 12;
     pub(crate) const CEIL: u32 = 13;
     pub(crate) const ROUND: u32 = 14;
+    /// A reduction's fold of a value into its partials (`dst` the reduction, `a` the value):
+    /// a step of assembled reduction passes only ([`crate::asm::assemble_reduction`]), which
+    /// the routine refuses ([`super::Plan::is_valid`]).
+    pub(crate) const FOLD: u32 = 32;
     pub(crate) const ROUTINE: u32 = 64;
 }
 

@@ -10,7 +10,9 @@
 //! reassociation). A plan with routine steps runs chunk by chunk ([`Emitter::chunked_pass`]):
 //! its runs of exact steps as such loops over the chunk, each routine step as a call of its
 //! tile routine on the chunk, values that cross from one to another through chunk buffers in
-//! the frame.
+//! the frame. An input row that several steps read is loaded once per vector into a spare
+//! register. A reduction's body runs as a reduction pass ([`reduction`]): the plan's exact
+//! steps and a fold of each reduced value into partials carried in `ymm` accumulators.
 //!
 //! Each step computes the fused routine's op (see [`crate::aot::fused`]), so an assembled pass
 //! gives the bits of the fused pass and of the inline code: add, subtract, multiply, divide and
@@ -156,6 +158,9 @@ fn row_of(inputs: u32, code: u32) -> Option<usize> {
 
 /// The number of operands a step reads.
 fn arity(code: u32) -> usize {
+    if code == op::FOLD {
+        return 1;
+    }
     crate::aot::fused::exact_arity(code).unwrap_or_else(|| {
         AotFn::ALL
             .get(code.wrapping_sub(op::ROUTINE) as usize)
@@ -233,6 +238,16 @@ struct Emitter<'p> {
     sign: CodeLabel,
     magnitude: CodeLabel,
     one: CodeLabel,
+    /// In a reduction pass ([`reduction`]): its reductions' folds, the register of the first
+    /// accumulator (each reduction has `vectors` in a row, one per vector of a step), and the
+    /// vector of the step being written.
+    folds: &'p [Fold],
+    first_acc: usize,
+    vectors: usize,
+    vector: usize,
+    /// For each input row, the register its element is loaded into once in the steps being
+    /// written, where more than one step reads it ([`Emitter::load_shared_rows`]).
+    loaded_rows: Vec<Option<usize>>,
 }
 
 /// Emits `$ps`/`$pd`/`$ss`/`$sd` `d, a, b` on the form's registers, `b` a register or a row.
@@ -252,6 +267,10 @@ macro_rules! three {
     }};
 }
 
+// After `three!`, which it uses.
+mod reduction;
+pub(crate) use reduction::{Fold, FoldOp, assemble_reduction};
+
 impl<'p> Emitter<'p> {
     fn new(plan: &'p Plan, f64: bool, literals: &'p [Option<f64>]) -> Result<Emitter<'p>, IcedError> {
         let mut a = CodeAssembler::new(64)?;
@@ -268,6 +287,11 @@ impl<'p> Emitter<'p> {
             sign,
             magnitude,
             one,
+            folds: &[],
+            first_acc: 0,
+            vectors: 1,
+            vector: 0,
+            loaded_rows: Vec::new(),
         })
     }
 
@@ -605,6 +629,9 @@ impl<'p> Emitter<'p> {
     fn src(&self, code: u32) -> Result<Src, Fail> {
         if code >= INPUT {
             let k = (code - INPUT) as usize;
+            if let Some(r) = self.loaded_rows.get(k).copied().flatten() {
+                return Ok(Src::Reg(r));
+            }
             return Ok(Src::Row(self.rows.get(k).copied().flatten().ok_or(Fail::Step)?));
         }
         if self.live & (1 << code) != 0 {
@@ -690,6 +717,7 @@ impl<'p> Emitter<'p> {
         let form = self.form(width);
         let inputs = self.plan.head.inputs as usize;
         self.live = (1u32 << self.plan.head.consts) - 1;
+        self.load_shared_rows(form, steps.clone())?;
         for j in steps {
             let s = self.plan.steps[j];
             let to_row = s.dst >= OUTPUT;
@@ -697,6 +725,10 @@ impl<'p> Emitter<'p> {
             let a = self.src(s.a)?;
             let b = if arity(s.op) == 2 { self.src(s.b)? } else { a };
             match s.op {
+                op::FOLD => {
+                    self.fold(form, s.dst as usize, a)?;
+                    continue;
+                }
                 op::COPY => match self.operand(a) {
                     Ok(r) if to_row => {
                         let m = self.row(inputs + (s.dst - OUTPUT) as usize)?;
@@ -771,6 +803,36 @@ impl<'p> Emitter<'p> {
                     self.store(form, rsp + rax + off, d)?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Loads each input row that more than one of `steps` reads into a register of its own
+    /// (above the plan's registers and the accumulators, below the scratch ones), while
+    /// there are such registers: one load of the element instead of one per step.
+    fn load_shared_rows(&mut self, form: Form, steps: std::ops::Range<usize>) -> Result<(), Fail> {
+        let h = self.plan.head;
+        let mut reads = vec![0usize; h.inputs as usize];
+        for s in &self.plan.steps[steps] {
+            let srcs: &[u32] = if arity(s.op) == 2 { &[s.a, s.b] } else { &[s.a] };
+            for &c in srcs {
+                if let Some(n) = c.checked_sub(INPUT).and_then(|k| reads.get_mut(k as usize)) {
+                    *n += 1;
+                }
+            }
+        }
+        self.loaded_rows = vec![None; reads.len()];
+        let mut free = (h.regs as usize).max(self.first_acc) + self.folds.len() * self.vectors;
+        for (k, &n) in reads.iter().enumerate() {
+            if n < 2 || free >= DST {
+                continue;
+            }
+            let Some(reg) = self.rows.get(k).copied().flatten() else {
+                continue;
+            };
+            self.load(form, free, reg + rax)?;
+            self.loaded_rows[k] = Some(free);
+            free += 1;
         }
         Ok(())
     }

@@ -17,6 +17,9 @@ trait Elem: Copy {
     fn from_f64(x: f64) -> Self;
     fn to_f64(self) -> f64;
     fn bits(self) -> u64;
+    /// `acc ∘ v` as the inline code folds a reduction's value: IEEE add or multiply, NumPy's
+    /// minimum or maximum (`acc` where it is smaller, or larger, or NaN; else `v`).
+    fn fold(op: FoldOp, acc: Self, v: Self) -> Self;
     /// The fused routine of the type.
     unsafe fn fused(plan: *const u8, consts: *const Self, rows: *const *mut Self, n: usize);
 }
@@ -31,6 +34,15 @@ impl Elem for f32 {
     }
     fn bits(self) -> u64 {
         u64::from(self.to_bits())
+    }
+    fn fold(op: FoldOp, acc: f32, v: f32) -> f32 {
+        match op {
+            FoldOp::Add => acc + v,
+            FoldOp::Mul => acc * v,
+            FoldOp::Min if acc < v || acc.is_nan() => acc,
+            FoldOp::Max if acc > v || acc.is_nan() => acc,
+            FoldOp::Min | FoldOp::Max => v,
+        }
     }
     unsafe fn fused(plan: *const u8, consts: *const f32, rows: *const *mut f32, n: usize) {
         // SAFETY: forwarded.
@@ -48,6 +60,15 @@ impl Elem for f64 {
     }
     fn bits(self) -> u64 {
         self.to_bits()
+    }
+    fn fold(op: FoldOp, acc: f64, v: f64) -> f64 {
+        match op {
+            FoldOp::Add => acc + v,
+            FoldOp::Mul => acc * v,
+            FoldOp::Min if acc < v || acc.is_nan() => acc,
+            FoldOp::Max if acc > v || acc.is_nan() => acc,
+            FoldOp::Min | FoldOp::Max => v,
+        }
     }
     unsafe fn fused(plan: *const u8, consts: *const f64, rows: *const *mut f64, n: usize) {
         // SAFETY: forwarded.
@@ -142,11 +163,17 @@ fn routine_codes(dtype_bytes: u32) -> Vec<u32> {
 /// A random valid plan with `consts` constants, `inputs` input rows and `outputs` output rows
 /// (each written at least once), within [`MAX_PLAN_REGS`] registers: exact steps and, with
 /// `routines`, about one routine step in four.
-fn random_plan(
+fn random_plan(rng: &mut Rng, shape: (u32, u32, u32), dtype_bytes: u32, routines: bool) -> Plan {
+    random_plan_within(rng, shape, dtype_bytes, routines, MAX_PLAN_REGS)
+}
+
+/// [`random_plan`] within `max_regs` registers (more than `consts`).
+fn random_plan_within(
     rng: &mut Rng,
     (consts, inputs, outputs): (u32, u32, u32),
     dtype_bytes: u32,
     routines: bool,
+    max_regs: u32,
 ) -> Plan {
     let calls = routine_codes(dtype_bytes);
     let mut steps = Vec::new();
@@ -174,7 +201,7 @@ fn random_plan(
             out += 1;
             OUTPUT + out - 1
         } else {
-            let free: Vec<u32> = (consts..MAX_PLAN_REGS).filter(|&r| r != a && r != b).collect();
+            let free: Vec<u32> = (consts..max_regs).filter(|&r| r != a && r != b).collect();
             let r = free[(rng.next_u64() % free.len() as u64) as usize];
             if !written.contains(&r) {
                 written.push(r);
@@ -402,4 +429,282 @@ fn plans_beyond_the_registers_or_with_routines_are_refused() {
     assert!(assemble(&one(op::ADD, MAX_PLAN_REGS + 1, 1), &[]).is_none());
     assert!(assemble(&one(op::ADD, 0, MAX_ROWS as u32), &[]).is_none());
     assert!(assemble(&one(op::ROUTINE + AotFn::ALL.len() as u32, 0, 1), &[]).is_none());
+}
+
+type ReductionPass<T> = unsafe extern "sysv64" fn(*const T, *const *mut T, usize, *mut T);
+
+/// Places `code` in `module` and returns it as a callable reduction pass.
+fn place_reduction<T>(module: &mut JITModule, code: &[u8]) -> ReductionPass<T> {
+    let pass = place::<T>(module, code);
+    // SAFETY: the code is an assembled reduction pass, whose ABI is `ReductionPass`.
+    unsafe { std::mem::transmute::<Pass<T>, ReductionPass<T>>(pass) }
+}
+
+const FOLD_OPS: [FoldOp; 4] = [FoldOp::Add, FoldOp::Mul, FoldOp::Min, FoldOp::Max];
+
+/// A random reduction pass over `lanes` partials: a random exact plan with `folds` fold steps
+/// put at random places, each of a value written before it (a register, a constant or an
+/// input row). Checked against the fused routine running the same plan with each fold a copy
+/// into an extra output row instead, whose values are then folded in lane order in Rust: the
+/// output rows' whole steps must have the routine's bits and the rest untouched, and every
+/// partial the bits of the fold (any NaN for a NaN).
+fn check_reduction<T: Elem>(module: &mut JITModule, rng: &mut Rng, lanes: u32, folds: u32, n: usize) {
+    let vectors = lanes * T::BYTES / 32;
+    // At least five plan registers left beside the accumulators.
+    let folds = folds.min((DST as u32 - 5) / vectors);
+    let consts = (rng.next_u64() % 3) as u32;
+    let inputs = 1 + (rng.next_u64() % 3) as u32;
+    let outputs = (rng.next_u64() % 3) as u32;
+    let max_regs = DST as u32 - folds * vectors;
+    let exact = random_plan_within(rng, (consts, inputs, outputs.max(1)), T::BYTES, false, max_regs);
+    // Fewer outputs than the random plan wrote: its last steps' output rows become registers
+    // nobody reads (a plan may have no output rows).
+    let mut exact_steps = exact.steps.clone();
+    if outputs == 0 {
+        let spare = exact.head.regs.max(consts);
+        if spare >= max_regs {
+            return;
+        }
+        for s in &mut exact_steps {
+            if s.dst >= OUTPUT {
+                s.dst = spare;
+            }
+        }
+    }
+    let regs = exact_steps
+        .iter()
+        .filter(|s| s.dst < OUTPUT)
+        .map(|s| s.dst + 1)
+        .max()
+        .unwrap_or(0)
+        .max(consts);
+    // Where each fold goes (before step `at`) and what it reads.
+    let mut places: Vec<(usize, u32)> = Vec::new();
+    for _ in 0..folds {
+        let at = (rng.next_u64() % (exact_steps.len() as u64 + 1)) as usize;
+        let mut written: Vec<u32> = (0..consts).collect();
+        written.extend(exact_steps[..at].iter().filter(|s| s.dst < OUTPUT).map(|s| s.dst));
+        written.extend((0..inputs).map(|k| INPUT + k));
+        places.push((at, written[(rng.next_u64() % written.len() as u64) as usize]));
+    }
+    places.sort_by_key(|&(at, _)| at);
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+    // The folds in their places' order, or in reverse (a pass folds in any order).
+    let reversed = rng.next_u64().is_multiple_of(2);
+    let index = |f: usize| if reversed { folds - 1 - f as u32 } else { f as u32 };
+    let mut next = places.iter().enumerate().peekable();
+    for (j, s) in exact_steps
+        .iter()
+        .enumerate()
+        .chain([(exact_steps.len(), &exact_steps[0])])
+    {
+        while let Some((f, &(_, src))) = next.next_if(|(_, (at, _))| *at == j) {
+            ours.push(Step {
+                op: op::FOLD,
+                dst: index(f),
+                a: src,
+                b: src,
+            });
+            theirs.push(Step {
+                op: op::COPY,
+                dst: OUTPUT + outputs + index(f),
+                a: src,
+                b: src,
+            });
+        }
+        if j < exact_steps.len() {
+            ours.push(*s);
+            theirs.push(*s);
+        }
+    }
+    let head = Head {
+        steps: ours.len() as u32,
+        regs,
+        consts,
+        inputs,
+        outputs,
+        dtype_bytes: T::BYTES,
+    };
+    let pass_plan = Plan { head, steps: ours };
+    let reference = Plan {
+        head: Head {
+            steps: theirs.len() as u32,
+            outputs: outputs + folds,
+            ..head
+        },
+        steps: theirs,
+    };
+    assert!(reference.is_valid(), "{reference:?}");
+    let fold_ops: Vec<Fold> = (0..folds)
+        .map(|f| Fold {
+            op: FOLD_OPS[(rng.next_u64() % 4) as usize],
+            offset: f * lanes * T::BYTES,
+        })
+        .collect();
+    let constants: Vec<T> = (0..consts).map(|_| T::from_f64(sample(rng))).collect();
+    let literals: Vec<Option<f64>> = constants
+        .iter()
+        .map(|c| rng.next_u64().is_multiple_of(2).then(|| c.to_f64()))
+        .collect();
+    let code = assemble_reduction(&pass_plan, &fold_ops, lanes, &literals)
+        .unwrap_or_else(|| panic!("{pass_plan:?} assembles"));
+    let pass = place_reduction::<T>(module, &code);
+    let rows_in: Vec<Vec<T>> = (0..inputs)
+        .map(|_| (0..n).map(|_| T::from_f64(sample(rng))).collect())
+        .collect();
+    let fresh = |k: u32| -> Vec<Vec<T>> { (0..k).map(|_| vec![T::from_f64(7.0); n]).collect() };
+    let (mut got, mut want) = (fresh(outputs), fresh(outputs + folds));
+    let start: Vec<T> = (0..folds * lanes).map(|_| T::from_f64(sample(rng))).collect();
+    let mut partials = start.clone();
+    let words = reference.words();
+    let row_table = |outs: &mut Vec<Vec<T>>| -> Vec<*mut T> {
+        let mut rows: Vec<*mut T> = rows_in.iter().map(|r| r.as_ptr().cast_mut()).collect();
+        rows.extend(outs.iter_mut().map(|r| r.as_mut_ptr()));
+        rows
+    };
+    let (ours_rows, theirs_rows) = (row_table(&mut got), row_table(&mut want));
+    // SAFETY: every row holds `n` elements, the outputs are distinct vectors, the partials
+    // hold `folds × lanes` elements, and the reference plan is valid.
+    unsafe {
+        pass(constants.as_ptr(), ours_rows.as_ptr(), n, partials.as_mut_ptr());
+        T::fused(words.as_ptr().cast(), constants.as_ptr(), theirs_rows.as_ptr(), n);
+    }
+    let whole = n - n % lanes as usize;
+    for (k, (g, w)) in got.iter().zip(&want).enumerate() {
+        for i in 0..n {
+            let expect = if i < whole {
+                w[i].bits()
+            } else {
+                T::from_f64(7.0).bits()
+            };
+            assert_eq!(
+                g[i].bits(),
+                expect,
+                "output {k} element {i} of {n}, {pass_plan:?}"
+            );
+        }
+    }
+    for (f, fold) in fold_ops.iter().enumerate() {
+        let values = &want[(outputs as usize) + f];
+        for lane in 0..lanes as usize {
+            let mut acc = start[f * lanes as usize + lane];
+            for v in values[..whole].iter().skip(lane).step_by(lanes as usize) {
+                acc = T::fold(fold.op, acc, *v);
+            }
+            let g = partials[f * lanes as usize + lane];
+            // Any NaN for NaN: which operand's payload an add keeps is not part of the op (nor
+            // is it Rust's, which may swap the operands).
+            let nan = |x: T| x.to_f64().is_nan();
+            assert!(
+                g.bits() == acc.bits() || (nan(g) && nan(acc)),
+                "fold {f} ({:?}) lane {lane} of {lanes}, n {n}: {} vs {}, {pass_plan:?}",
+                fold.op,
+                g.to_f64(),
+                acc.to_f64()
+            );
+        }
+    }
+}
+
+fn random_reductions<T: Elem>(seed: u64) {
+    if !crate::aot::available() {
+        return;
+    }
+    let mut module = module();
+    let mut rng = Rng(seed);
+    let lanes: Vec<u32> = [1u32, 2, 4].iter().map(|v| v * 32 / T::BYTES).collect();
+    for round in 0..400 {
+        let l = lanes[round % lanes.len()];
+        let lengths = [
+            0,
+            1,
+            l as usize - 1,
+            l as usize,
+            l as usize + 1,
+            3 * l as usize + 5,
+            100,
+            1027,
+        ];
+        let folds = 1 + (rng.next_u64() % 3) as u32;
+        check_reduction::<T>(
+            &mut module,
+            &mut rng,
+            l,
+            folds,
+            lengths[(round / 3) % lengths.len()],
+        );
+    }
+}
+
+#[test]
+fn random_f32_reduction_passes_fold_in_lane_order() {
+    random_reductions::<f32>(31);
+}
+
+#[test]
+fn random_f64_reduction_passes_fold_in_lane_order() {
+    random_reductions::<f64>(37);
+}
+
+/// Reduction plans a pass does not run: lanes that are not a power of two or do not fill whole
+/// vectors, too many accumulators, a reduction folded twice or not at all, a fold of an
+/// unwritten register, a
+/// routine step.
+#[test]
+fn reduction_plans_beyond_the_pass_are_refused() {
+    let plan = |steps: Vec<Step>, regs| Plan {
+        head: Head {
+            steps: steps.len() as u32,
+            regs,
+            consts: 0,
+            inputs: 1,
+            outputs: 0,
+            dtype_bytes: 4,
+        },
+        steps,
+    };
+    let mul = Step {
+        op: op::MUL,
+        dst: 0,
+        a: INPUT,
+        b: INPUT,
+    };
+    let fold = |r: u32, a: u32| Step {
+        op: op::FOLD,
+        dst: r,
+        a,
+        b: a,
+    };
+    let add = |offset| Fold {
+        op: FoldOp::Add,
+        offset,
+    };
+    let good = plan(vec![mul, fold(0, 0)], 1);
+    assert!(assemble_reduction(&good, &[add(0)], 16, &[]).is_some());
+    assert!(assemble_reduction(&good, &[add(0)], 8, &[]).is_some());
+    // Lanes: not a power of two, less than a vector.
+    assert!(assemble_reduction(&good, &[add(0)], 24, &[]).is_none());
+    assert!(assemble_reduction(&good, &[add(0)], 4, &[]).is_none());
+    // One register and seven reductions of two vectors: more than the 13 registers.
+    let seven: Vec<Step> = [mul].into_iter().chain((0..7).map(|r| fold(r, 0))).collect();
+    let adds: Vec<Fold> = (0..7).map(|r| add(64 * r)).collect();
+    assert!(assemble_reduction(&plan(seven.clone(), 1), &adds, 8, &[]).is_some());
+    assert!(assemble_reduction(&plan(seven, 1), &adds, 16, &[]).is_none());
+    // Folds in any order, but a reduction folded twice, a fold missing, an unwritten
+    // register folded.
+    let two = |a, b| plan(vec![mul, fold(a, 0), fold(b, 0)], 1);
+    assert!(assemble_reduction(&two(0, 1), &[add(0), add(64)], 16, &[]).is_some());
+    assert!(assemble_reduction(&two(1, 0), &[add(0), add(64)], 16, &[]).is_some());
+    assert!(assemble_reduction(&two(1, 1), &[add(0), add(64)], 16, &[]).is_none());
+    assert!(assemble_reduction(&good, &[add(0), add(64)], 16, &[]).is_none());
+    assert!(assemble_reduction(&plan(vec![fold(0, 0), mul], 1), &[add(0)], 16, &[]).is_none());
+    // A routine step; the plan of an elementwise pass is not a reduction's.
+    let routine = Step {
+        op: op::ROUTINE,
+        dst: 0,
+        a: INPUT,
+        b: INPUT,
+    };
+    assert!(assemble_reduction(&plan(vec![routine, fold(0, 0)], 1), &[add(0)], 16, &[]).is_none());
+    assert!(assemble(&good, &[]).is_none());
 }

@@ -32,6 +32,23 @@ pub(super) struct FusedPass {
     assembled: Option<cranelift_codegen::ir::FuncRef>,
 }
 
+/// A reduction body's whole vector steps as an assembled reduction pass
+/// ([`crate::asm::assemble_reduction`]): the pass, the accesses of its input and output rows,
+/// the stack slots of its constants (written once per call) and of the row pointers (per
+/// row), and the partials per reduction.
+pub(super) struct ReducePass {
+    func: cranelift_codegen::ir::FuncRef,
+    inputs: Vec<usize>,
+    outputs: Vec<usize>,
+    consts_slot: StackSlot,
+    rows_slot: StackSlot,
+    lanes: u32,
+}
+
+/// The shortest row a reduction pass runs (the call and the pass's set-up against the inline
+/// code's 128-bit loop).
+pub(super) const ASSEMBLED_REDUCE_MIN_POINTS: usize = 128;
+
 /// Which fused passes [`Gen::fused_pass`] builds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum FusedKind {
@@ -63,6 +80,38 @@ fn assembled_code(plan: &fused::Plan, literals: &[Option<f64>]) -> Option<Vec<u8
     }
 }
 
+/// The machine code of the assembled reduction pass of `plan` with `folds` (each reduction's
+/// op, as the inline code combines it, and its partials' offset) and `lanes` partials, on a host that runs one.
+fn assembled_reduction_code(
+    plan: &fused::Plan,
+    folds: &[(ReduceOp, u32)],
+    lanes: u32,
+    literals: &[Option<f64>],
+) -> Option<Vec<u8>> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::asm::{Fold, FoldOp};
+        let folds: Vec<Fold> = folds
+            .iter()
+            .map(|&(op, offset)| Fold {
+                op: match op {
+                    ReduceOp::Sum | ReduceOp::Mean => FoldOp::Add,
+                    ReduceOp::Prod => FoldOp::Mul,
+                    ReduceOp::Min => FoldOp::Min,
+                    ReduceOp::Max => FoldOp::Max,
+                },
+                offset,
+            })
+            .collect();
+        crate::asm::assemble_reduction(plan, &folds, lanes, literals)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (plan, folds, lanes, literals);
+        None
+    }
+}
+
 /// Where a value of a fused body is: an operand code of the plan (a register or an input row).
 type FusedCode = u32;
 
@@ -80,6 +129,18 @@ enum FusedValue {
 enum FusedStep {
     Op { op: u32, srcs: Vec<FusedValue> },
     Store { out: u32, src: FusedValue },
+    Fold { reduction: u32, src: FusedValue },
+}
+
+/// A body as a fused plan ([`Gen::fused_body`]): its dtype and the fused routine of the dtype,
+/// the plan, what fills its constant registers, and the accesses of its input and output rows.
+struct FusedBody {
+    dtype: DType,
+    routine: AotFn,
+    plan: fused::Plan,
+    consts: Vec<FusedConst>,
+    inputs: Vec<usize>,
+    outputs: Vec<usize>,
 }
 
 impl<'k> Gen<'_, 'k> {
@@ -97,6 +158,157 @@ impl<'k> Gen<'_, 'k> {
         kind: FusedKind,
     ) -> Result<Option<FusedPass>, BackendError> {
         let one_op = kind == FusedKind::OneOp;
+        let Some(FusedBody {
+            dtype,
+            routine,
+            plan,
+            consts,
+            inputs,
+            outputs,
+        }) = self.fused_body(false)?
+        else {
+            return Ok(None);
+        };
+        if one_op && !plan.is_one_op_row() {
+            return Ok(None);
+        }
+        let assembled = match kind {
+            // One op alone keeps the inline code below the whole-row loop's length: `x + y` at
+            // 128 elements took 84–95 ns assembled against 71–81 inline (2026-11-29).
+            FusedKind::Assembled if plan.is_one_op_row() => return Ok(None),
+            FusedKind::Assembled => match assembled_code(&plan, &self.literal_values(&consts)) {
+                Some(code) => Some(self.fx.imports.assembled_pass(b.func, self.fx.ptr, code, false)),
+                None => return Ok(None),
+            },
+            // A body with routines: assembled where it can be (the exact steps between the
+            // routine calls in 256-bit registers, no plan to check or dispatch), else the fused
+            // routine. The 10-op chain took 0.80–0.85× the fused routine's time at 1,024 and
+            // 65,536 elements; `sin(x*2)+y`, one routine and two exact ops, measured the same
+            // either way (`compare.sh`, alternating, 2026-11-29).
+            FusedKind::Any => assembled_code(&plan, &self.literal_values(&consts))
+                .map(|code| self.fx.imports.assembled_pass(b.func, self.fx.ptr, code, false)),
+            FusedKind::OneOp => None,
+        };
+        let row = plan
+            .row_binary()
+            .filter(|_| one_op)
+            .and_then(|(op, x, y, out)| Some((AotFn::whole_row(op, dtype)?, x, y, out)));
+        let slot = |b: &mut FunctionBuilder<'_>, bytes: usize| {
+            b.create_sized_stack_slot(StackSlotData::new(
+                StackSlotKind::ExplicitSlot,
+                bytes.max(8) as u32,
+                3,
+            ))
+        };
+        // An assembled pass holds its plan in its code.
+        let plan_words = if assembled.is_some() {
+            0
+        } else {
+            plan.words().len()
+        };
+        let plan_slot = slot(b, plan_words * 4);
+        let consts_slot = slot(b, consts.len() * dtype.size_bytes());
+        let rows_slot = slot(b, (inputs.len() + outputs.len()) * 8);
+        Ok(Some(FusedPass {
+            routine,
+            plan,
+            consts,
+            inputs,
+            outputs,
+            plan_slot,
+            consts_slot,
+            rows_slot,
+            row,
+            assembled,
+        }))
+    }
+
+    /// The assembled reduction pass of this reduction body, with its constants written: where
+    /// the body fits a fused plan with its reductions ([`Gen::fused_body`]), of exact steps
+    /// only, every reduction a float one of the plan's dtype, rows of at least
+    /// [`ASSEMBLED_REDUCE_MIN_POINTS`], and the host runs assembled passes. `None` otherwise.
+    pub(super) fn reduce_pass(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        partials: &Partials,
+        row_points: usize,
+    ) -> Result<Option<ReducePass>, BackendError> {
+        if row_points < ASSEMBLED_REDUCE_MIN_POINTS {
+            return Ok(None);
+        }
+        let Some(body) = self.fused_body(true)? else {
+            return Ok(None);
+        };
+        // The fused routine links only on hosts with AVX2 and FMA, which a pass needs too.
+        if self.fx.imports.routine(body.routine).is_none() || partials.reduces.is_empty() {
+            return Ok(None);
+        }
+        let mut folds = Vec::with_capacity(partials.reduces.len());
+        for r in &partials.reduces {
+            let Ok(offset) = u32::try_from(r.offset) else {
+                return Ok(None);
+            };
+            if r.dtype != body.dtype {
+                return Ok(None);
+            }
+            folds.push((r.op, offset));
+        }
+        let literals = self.literal_values(&body.consts);
+        let Some(code) = assembled_reduction_code(&body.plan, &folds, partials.lanes, &literals) else {
+            return Ok(None);
+        };
+        let func = self.fx.imports.assembled_pass(b.func, self.fx.ptr, code, true);
+        let slot = |b: &mut FunctionBuilder<'_>, bytes: usize| {
+            b.create_sized_stack_slot(StackSlotData::new(
+                StackSlotKind::ExplicitSlot,
+                bytes.max(8) as u32,
+                3,
+            ))
+        };
+        let consts_slot = slot(b, body.consts.len() * body.dtype.size_bytes());
+        let rows_slot = slot(b, (body.inputs.len() + body.outputs.len()) * 8);
+        self.store_fused_consts(b, &body.consts, consts_slot)?;
+        Ok(Some(ReducePass {
+            func,
+            inputs: body.inputs,
+            outputs: body.outputs,
+            consts_slot,
+            rows_slot,
+            lanes: partials.lanes,
+        }))
+    }
+
+    /// The reduction pass over the row `start..end` (`ptrs`: its addresses at position 0),
+    /// folding into `partials`: the row pointers written, one call. Returns the first point it
+    /// did not run (the last `(end - start) % lanes` points are left).
+    pub(super) fn emit_reduce_pass_call(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        pass: &ReducePass,
+        (start, end): (Value, Value),
+        ptrs: &[Value],
+        partials: &Partials,
+    ) -> Result<Value, BackendError> {
+        let rows = self.stack_base(b, pass.rows_slot);
+        for (j, &k) in pass.inputs.iter().chain(&pass.outputs).enumerate() {
+            let addr = self.address(b, k, start, start, ptrs, 0);
+            b.ins().store(MemFlagsData::trusted(), addr, rows, (j * 8) as i32);
+        }
+        let consts = self.stack_base(b, pass.consts_slot);
+        let count = b.ins().isub(end, start);
+        let block = self.stack_base(b, partials.slot);
+        b.ins().call(pass.func, &[consts, rows, count, block]);
+        let whole = b.ins().band_imm_s(count, -i64::from(pass.lanes));
+        Ok(b.ins().iadd(start, whole))
+    }
+
+    /// The plan of the body where every instruction fits a fused pass: contiguous loads of
+    /// program inputs and stores into program outputs, all of one float dtype (that of its
+    /// routines), exact ops with a fused step, transcendentals with a routine, constants and
+    /// preamble values (broadcast into registers), and with `reduce` the body's reductions (a
+    /// [`fused::op::FOLD`] step each, of a value of the dtype); at most [`fused::MAX_REGS`]
+    /// registers live at once, and exact mode. `None` otherwise.
+    fn fused_body(&self, reduce: bool) -> Result<Option<FusedBody>, BackendError> {
         // Fast math contracts multiply-adds in the inline code; a fused pass has no FMA step.
         if self.fx.contract {
             return Ok(None);
@@ -133,6 +345,7 @@ impl<'k> Gen<'_, 'k> {
         let mut consts: Vec<FusedConst> = Vec::new();
         let (mut inputs, mut outputs) = (Vec::new(), Vec::new());
         let mut steps: Vec<FusedStep> = Vec::new();
+        let mut folds = 0;
         for (i, inst) in body.iter().enumerate() {
             let mut operand = |slot: SlotId| -> Result<Option<FusedValue>, BackendError> {
                 if let Some(&value) = current.get(&slot) {
@@ -148,6 +361,18 @@ impl<'k> Gen<'_, 'k> {
                 Ok(Some(value))
             };
             let (dst, op, srcs) = match inst {
+                Inst::Reduce { buf, src, .. } if reduce => {
+                    let buf_dtype = self.fx.info.buffer_dtypes.get(buf.index()).copied();
+                    let Some(src) = operand(*src)?.filter(|_| buf_dtype == Some(dtype)) else {
+                        return Ok(None);
+                    };
+                    steps.push(FusedStep::Fold {
+                        reduction: folds,
+                        src,
+                    });
+                    folds += 1;
+                    continue;
+                }
                 Inst::Load { dst, .. } => {
                     let Some(k) = self.contiguous_access(i, true, dtype) else {
                         return Ok(None);
@@ -191,63 +416,34 @@ impl<'k> Gen<'_, 'k> {
             current.insert(*dst, FusedValue::Step(steps.len()));
             steps.push(FusedStep::Op { op, srcs: values });
         }
+        let steps = folds_early(steps);
         let Some(plan) = fused_plan(&steps, consts.len() as u32, (inputs.len(), outputs.len()), dtype) else {
             return Ok(None);
         };
-        if !plan.is_valid() {
+        // The fused routine's plans (the exact steps of a reduction's, whose folds it does not
+        // run) pass its own check.
+        let exact = fused::Plan {
+            head: fused::Head {
+                steps: plan.steps.iter().filter(|s| s.op != fused::op::FOLD).count() as u32,
+                ..plan.head
+            },
+            steps: plan
+                .steps
+                .iter()
+                .copied()
+                .filter(|s| s.op != fused::op::FOLD)
+                .collect(),
+        };
+        if !exact.is_valid() {
             return Err(internal("fused plan fails its own check"));
         }
-        if one_op && !plan.is_one_op_row() {
-            return Ok(None);
-        }
-        let assembled = match kind {
-            // One op alone keeps the inline code below the whole-row loop's length: `x + y` at
-            // 128 elements took 84–95 ns assembled against 71–81 inline (2026-11-29).
-            FusedKind::Assembled if plan.is_one_op_row() => return Ok(None),
-            FusedKind::Assembled => match assembled_code(&plan, &self.literal_values(&consts)) {
-                Some(code) => Some(self.fx.imports.assembled_pass(b.func, self.fx.ptr, code)),
-                None => return Ok(None),
-            },
-            // A body with routines: assembled where it can be (the exact steps between the
-            // routine calls in 256-bit registers, no plan to check or dispatch), else the fused
-            // routine. The 10-op chain took 0.80–0.85× the fused routine's time at 1,024 and
-            // 65,536 elements; `sin(x*2)+y`, one routine and two exact ops, measured the same
-            // either way (`compare.sh`, alternating, 2026-11-29).
-            FusedKind::Any => assembled_code(&plan, &self.literal_values(&consts))
-                .map(|code| self.fx.imports.assembled_pass(b.func, self.fx.ptr, code)),
-            FusedKind::OneOp => None,
-        };
-        let row = plan
-            .row_binary()
-            .filter(|_| one_op)
-            .and_then(|(op, x, y, out)| Some((AotFn::whole_row(op, dtype)?, x, y, out)));
-        let slot = |b: &mut FunctionBuilder<'_>, bytes: usize| {
-            b.create_sized_stack_slot(StackSlotData::new(
-                StackSlotKind::ExplicitSlot,
-                bytes.max(8) as u32,
-                3,
-            ))
-        };
-        // An assembled pass holds its plan in its code.
-        let plan_words = if assembled.is_some() {
-            0
-        } else {
-            plan.words().len()
-        };
-        let plan_slot = slot(b, plan_words * 4);
-        let consts_slot = slot(b, consts.len() * dtype.size_bytes());
-        let rows_slot = slot(b, (inputs.len() + outputs.len()) * 8);
-        Ok(Some(FusedPass {
+        Ok(Some(FusedBody {
+            dtype,
             routine,
             plan,
             consts,
             inputs,
             outputs,
-            plan_slot,
-            consts_slot,
-            rows_slot,
-            row,
-            assembled,
         }))
     }
 
@@ -276,7 +472,6 @@ impl<'k> Gen<'_, 'k> {
         }
         let flags = MemFlagsData::trusted();
         let plan = self.stack_base(b, fused.plan_slot);
-        let consts = self.stack_base(b, fused.consts_slot);
         // An assembled pass holds its plan in its code.
         let words = if fused.assembled.is_some() {
             Vec::new()
@@ -295,7 +490,18 @@ impl<'k> Gen<'_, 'k> {
                 b.ins().store(flags, v, plan, offset);
             }
         }
-        for (k, c) in fused.consts.iter().enumerate() {
+        self.store_fused_consts(b, &fused.consts, fused.consts_slot)
+    }
+
+    /// Writes the values of a pass's constant registers into `slot`, one element each.
+    fn store_fused_consts(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        consts: &[FusedConst],
+        slot: StackSlot,
+    ) -> Result<(), BackendError> {
+        let base = self.stack_base(b, slot);
+        for (k, c) in consts.iter().enumerate() {
             let value = match *c {
                 FusedConst::Preamble(slot) => self
                     .preamble_slot(b, 1, slot.index())
@@ -305,7 +511,8 @@ impl<'k> Gen<'_, 'k> {
                 FusedConst::Literal(_) => return Err(internal("fused constant not a float")),
             };
             let bytes = b.func.dfg.value_type(value).bytes() as usize;
-            b.ins().store(flags, value, consts, (k * bytes) as i32);
+            b.ins()
+                .store(MemFlagsData::trusted(), value, base, (k * bytes) as i32);
         }
         Ok(())
     }
@@ -393,6 +600,56 @@ fn routine_code(routine: AotFn) -> Option<u32> {
     Some(fused::op::ROUTINE + index as u32)
 }
 
+/// The steps with each fold moved up to right after the step computing its value (first, for
+/// an input row or a constant), other steps in order: a fold only reads its value, and folds
+/// of different reductions touch different partials, so the order changes no bit, while each
+/// folded value's register is free from there on (the LIR puts a body's reductions last).
+fn folds_early(steps: Vec<FusedStep>) -> Vec<FusedStep> {
+    let after = |step: &FusedStep| match step {
+        FusedStep::Fold {
+            src: FusedValue::Step(def),
+            ..
+        } => Some(*def),
+        _ => None,
+    };
+    let mut order: Vec<usize> = Vec::with_capacity(steps.len());
+    order.extend(
+        (0..steps.len())
+            .filter(|&j| matches!(steps[j], FusedStep::Fold { .. }) && after(&steps[j]).is_none()),
+    );
+    for j in 0..steps.len() {
+        if matches!(steps[j], FusedStep::Fold { .. }) {
+            continue;
+        }
+        order.push(j);
+        order.extend((0..steps.len()).filter(|&f| after(&steps[f]) == Some(j)));
+    }
+    let mut new_index = vec![0; steps.len()];
+    for (new, &old) in order.iter().enumerate() {
+        new_index[old] = new;
+    }
+    let remap = |v: FusedValue| match v {
+        FusedValue::Step(def) => FusedValue::Step(new_index[def]),
+        other => other,
+    };
+    let mut slots: Vec<Option<FusedStep>> = steps.into_iter().map(Some).collect();
+    order
+        .iter()
+        .filter_map(|&old| slots[old].take())
+        .map(|step| match step {
+            FusedStep::Op { op, srcs } => FusedStep::Op {
+                op,
+                srcs: srcs.into_iter().map(remap).collect(),
+            },
+            FusedStep::Store { out, src } => FusedStep::Store { out, src: remap(src) },
+            FusedStep::Fold { reduction, src } => FusedStep::Fold {
+                reduction,
+                src: remap(src),
+            },
+        })
+        .collect()
+}
+
 /// Allocates the registers of a fused body's steps (`consts` constant registers first, then
 /// each value's register from its step to its last use; a value whose one use is a store is
 /// written straight into its output row) and returns its plan, or `None` when more than
@@ -406,7 +663,7 @@ fn fused_plan(
     let reads = |step: &FusedStep| -> Vec<FusedValue> {
         match step {
             FusedStep::Op { srcs, .. } => srcs.clone(),
-            FusedStep::Store { src, .. } => vec![*src],
+            FusedStep::Store { src, .. } | FusedStep::Fold { src, .. } => vec![*src],
         }
     };
     let mut users: Vec<Vec<usize>> = vec![Vec::new(); steps.len()];
@@ -423,7 +680,7 @@ fn fused_plan(
     let direct = |def: usize| match users[def][..] {
         [user] => match steps[user] {
             FusedStep::Store { out, .. } => Some(out),
-            FusedStep::Op { .. } => None,
+            FusedStep::Op { .. } | FusedStep::Fold { .. } => None,
         },
         _ => None,
     };
@@ -459,6 +716,12 @@ fn fused_plan(
                     free.push(dst);
                 }
             }
+            FusedStep::Fold { reduction, .. } => out.push(fused::Step {
+                op: fused::op::FOLD,
+                dst: reduction,
+                a: srcs[0],
+                b: srcs[0],
+            }),
             FusedStep::Store { out: k, src } => {
                 // Stored by its step already.
                 if matches!(src, FusedValue::Step(def) if direct(def).is_some()) {

@@ -1043,6 +1043,7 @@ impl<'i, 'k> Gen<'i, 'k> {
                 point_width: 1,
                 inner_axis: None,
                 tiles: None,
+                reduce_pass: None,
                 row_indices: HashMap::new(),
                 col_indices: HashMap::new(),
                 segment_unroll: SEGMENT_UNROLL,
@@ -1129,6 +1130,9 @@ struct Cursor {
     inner_axis: Option<usize>,
     /// For elementwise kernels with transcendentals the tile routines compute: the tiled plan.
     tiles: Option<TilePlan>,
+    /// For a reduction with partial accumulators: the assembled pass that runs its rows'
+    /// whole vector steps ([`Gen::reduce_pass`]).
+    reduce_pass: Option<ReducePass>,
     /// Indices that do not change along the vector loop (a row index), converted once per row
     /// before it: access index → (scalar, splat at the kernel's width). Cranelift does not hoist
     /// them out of the loop itself. Set only around an elementwise row's loop.

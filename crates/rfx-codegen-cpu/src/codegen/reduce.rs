@@ -273,7 +273,8 @@ impl<'k> Gen<'_, 'k> {
 
     /// The whole vector steps of `start..end` (a step is `p.lanes` points, one vector per
     /// `width` lanes of partials) with the accumulator vectors carried in registers; returns
-    /// the first point not processed. A small body runs [`REDUCE_UNROLL_VECTORS`] vectors per
+    /// the first point not processed. Where the kernel has an assembled reduction pass
+    /// ([`Gen::reduce_pass`]), one call of it. A small body runs [`REDUCE_UNROLL_VECTORS`] vectors per
     /// iteration of a loop tested at its end (then the steps left one at a time): every lane
     /// still adds its points in the order of the steps, so the bits are those of one step per
     /// iteration.
@@ -284,6 +285,11 @@ impl<'k> Gen<'_, 'k> {
         offs: &[Value],
         p: &Partials,
     ) -> Result<Value, BackendError> {
+        if let Some(pass) = self.cur.reduce_pass.take() {
+            let after = self.emit_reduce_pass_call(b, &pass, (start, end), offs, p);
+            self.cur.reduce_pass = Some(pass);
+            return after;
+        }
         let w = self.cur.width;
         let chunks = p.lanes / u32::from(w);
         let small = self.kernel().body.len() <= REDUCE_UNROLL_MAX_BODY;
@@ -386,6 +392,12 @@ impl<'k> Gen<'_, 'k> {
             reduced_numel,
         };
         let tiles = self.cur.tiles.take();
+        // Rows of exact ops (not tiled) run their whole vector steps as an assembled pass
+        // where the host has one.
+        self.cur.reduce_pass = match tiles {
+            None if self.cur.width > 1 => self.reduce_pass(b, &partials, inner)?,
+            _ => None,
+        };
         let units: usize = layout.leading.iter().product();
         let mut shape = KernelShape::new(
             units as u64,
@@ -429,6 +441,7 @@ impl<'k> Gen<'_, 'k> {
             g.store_partials(b, &partials, lead, reduced_numel)?;
             Ok(Vec::new())
         })?;
+        self.cur.reduce_pass = None;
         self.finish(b);
         Ok(shape)
     }

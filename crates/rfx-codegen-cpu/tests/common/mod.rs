@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub(crate) mod assembled;
+
 use rfx_codegen_cpu::CpuBackend;
 use rfx_ir::Array;
 use rfx_ir::hir::parse;

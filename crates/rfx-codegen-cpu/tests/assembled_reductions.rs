@@ -1,0 +1,252 @@
+//! Assembled reduction passes (`crate::asm::assemble_reduction`): a float reduction whose body
+//! is exact ops on contiguous rows runs its rows' whole vector steps as one assembled pass per
+//! row or leaf, each reduction's partials carried in `ymm` accumulators, the points after the
+//! last whole step, the lane tree and the leaf tree in the inline code. Every output must have
+//! the LIR interpreter's bits (its lane order and leaves), whatever the pass does inside.
+//!
+//! The rows mix special values (NaN, both zeros, both infinities, subnormals) with random
+//! ones, at lengths around the pass's threshold (128 points), the lanes, the leaf (2,048
+//! points) and beyond, in `f32` and `f64`, on one thread and on two (a long sum then runs in
+//! parts of its leaf tree).
+
+mod common;
+
+use common::assembled::*;
+use rfx_ir::DType;
+use rfx_ir::interp::{Mode, run_lir};
+use rfx_ir::testgen::TestRng;
+use rfx_lower::CompileOptions;
+
+const DTYPES: [DType; 2] = [DType::F32, DType::F64];
+
+fn shapes(lengths: &[usize]) -> Vec<Vec<usize>> {
+    lengths.iter().map(|&n| vec![n]).collect()
+}
+
+/// Runs the reduction `src` (`{S}` its input shape, `{dt}` its dtype) at each of `shapes` on
+/// the CPU backend (at most `threads` threads) and the LIR interpreter, checks every output's
+/// bits (any NaN for a NaN), and returns how many compiled kernels had an assembled pass.
+fn reduction_matches_interpreter(
+    rng: &mut TestRng,
+    src: &str,
+    dtype: DType,
+    ins: &[In],
+    (shapes, threads): (&[Vec<usize>], usize),
+) -> usize {
+    let mut assembled = 0;
+    for shape in shapes {
+        let text = instantiate(src, dt_name(dtype), shape);
+        let lir = lir_of(&text);
+        if host_assembles() && assembled_passes(&lir) > 0 {
+            assembled += 1;
+        }
+        let inputs = inputs(rng, dtype, ins, shape);
+        let got = compile_and_run_on(&lir, &inputs, Some(threads));
+        let views: Vec<_> = inputs.iter().map(rfx_ir::Array::view).collect();
+        let want = run_lir(&lir, &views, Mode::Native).expect("interpreter");
+        assert_eq!(got.len(), want.len());
+        check_bits(&text, &got, |k, i| want[k].get(i).expect("want"));
+    }
+    assembled
+}
+
+/// The value and gradient of `sum(x²)` (rfx bench's `value_and_grad_sum_sq`): a sum and a
+/// store in one body, at lengths around the threshold, the lanes and the leaves.
+#[test]
+fn a_sum_of_squares_and_its_gradient_match_the_interpreter() {
+    let src = "kernel k {
+ %x = input x : {dt}[{S}]
+ %two = const 2.0 : {dt}[]
+ %sq = mul %x, %x : {dt}[{S}]
+ %s = sum %sq axes [0] : {dt}[]
+ %g = mul %two, %x : {dt}[{S}]
+ output s = %s
+ output g = %g
+}";
+    let lengths = shapes(&[127, 128, 129, 143, 1024, 2047, 2048, 2049, 4111, 65_543]);
+    let mut rng = TestRng::new(1);
+    for dtype in DTYPES {
+        let assembled = reduction_matches_interpreter(&mut rng, src, dtype, &[In::Row], (&lengths, 1));
+        if host_assembles() {
+            // Every length from 128 on.
+            assert_eq!(assembled, lengths.len() - 1, "{dtype:?}");
+        }
+    }
+}
+
+/// Sums, means, products, maxima and minima of a computed row holding NaNs, zeros of both
+/// signs, infinities and subnormals: each op's fold (IEEE add and multiply, NumPy's NaN-keeping
+/// minimum and maximum) in the interpreter's lane order.
+#[test]
+fn every_reduction_op_folds_special_values_as_the_interpreter() {
+    let mut rng = TestRng::new(2);
+    for op in ["sum", "mean", "prod", "max", "min"] {
+        let src = format!(
+            "kernel k {{
+ %x = input x : {{dt}}[{{S}}]
+ %y = input y : {{dt}}[{{S}}]
+ %a = sub %x, %y : {{dt}}[{{S}}]
+ %r = {op} %a axes [0] : {{dt}}[]
+ output r = %r
+}}"
+        );
+        for dtype in DTYPES {
+            let lengths = shapes(&[128, 200, 1000, 2048 + 16, 5003]);
+            let assembled =
+                reduction_matches_interpreter(&mut rng, &src, dtype, &[In::Row, In::Row], (&lengths, 1));
+            if host_assembles() {
+                assert_eq!(assembled, lengths.len(), "{op} {dtype:?}");
+            }
+        }
+    }
+}
+
+/// Maxima and minima of a row with no NaN but zeros of both signs, ties and infinities, and of
+/// a row compared with literals: the folds' ties keep the interpreter's operand.
+#[test]
+fn maxima_and_minima_of_ties_and_zeros_match_the_interpreter() {
+    let src = "kernel k {
+ %x = input x : {dt}[{S}]
+ %z = const -0.0 : {dt}[]
+ %c = max %x, %z : {dt}[{S}]
+ %d = min %x, %z : {dt}[{S}]
+ %hi = max %c axes [0] : {dt}[]
+ %lo = min %d axes [0] : {dt}[]
+ %n = neg %d : {dt}[{S}]
+ %m = max %n axes [0] : {dt}[]
+ output hi = %hi
+ output lo = %lo
+ output m = %m
+}";
+    let mut rng = TestRng::new(3);
+    for dtype in DTYPES {
+        let lengths = shapes(&[128, 129, 777, 4099]);
+        let assembled = reduction_matches_interpreter(&mut rng, src, dtype, &[In::Row], (&lengths, 1));
+        if host_assembles() {
+            assert_eq!(assembled, lengths.len(), "{dtype:?}");
+        }
+    }
+}
+
+/// Several reductions of different ops beside stores, with per-call scalars and a literal, in
+/// one body: each reduction's accumulators apart, the stores the elementwise values.
+#[test]
+fn several_reductions_and_stores_in_one_body_match_the_interpreter() {
+    let src = "kernel k {
+ %x = input x : {dt}[{S}]
+ %y = input y : {dt}[{S}]
+ %k = input k : {dt}[]
+ %h = const 0.5 : {dt}[]
+ %p = mul %x, %y : {dt}[{S}]
+ %d = sum %p axes [0] : {dt}[]
+ %ax = abs %x : {dt}[{S}]
+ %inf = max %ax axes [0] : {dt}[]
+ %ky = mul %k, %y : {dt}[{S}]
+ %lo = min %ky axes [0] : {dt}[]
+ %s = add %x, %y : {dt}[{S}]
+ %t = mul %s, %h : {dt}[{S}]
+ %m = mean %t axes [0] : {dt}[]
+ output d = %d
+ output inf = %inf
+ output lo = %lo
+ output m = %m
+ output s = %s
+ output t = %t
+}";
+    let mut rng = TestRng::new(4);
+    for dtype in DTYPES {
+        for k in [1.5, -0.0, f64::NAN] {
+            let lengths = shapes(&[128, 301, 2049, 9000]);
+            let ins = [In::Row, In::Row, In::Scalar(k)];
+            let assembled = reduction_matches_interpreter(&mut rng, src, dtype, &ins, (&lengths, 1));
+            if host_assembles() {
+                assert_eq!(assembled, lengths.len(), "{dtype:?} k = {k}");
+            }
+        }
+    }
+}
+
+/// A matrix reduced along its rows (one output per row, a pass per row or per piece of a row
+/// longer than a leaf) and whole (rows grouped into leaves).
+#[test]
+fn rows_of_a_matrix_match_the_interpreter() {
+    let along = "kernel k {
+ %x = input x : {dt}[{S}]
+ %q = mul %x, %x : {dt}[{S}]
+ %r = sum %q axes [1] : {dt}[3]
+ %m = max %x axes [1] : {dt}[3]
+ output r = %r
+ output m = %m
+}";
+    let whole = "kernel k {
+ %x = input x : {dt}[{S}]
+ %q = mul %x, %x : {dt}[{S}]
+ %r = sum %q axes [0, 1] : {dt}[]
+ output r = %r
+}";
+    let mut rng = TestRng::new(5);
+    for dtype in DTYPES {
+        let rows: Vec<Vec<usize>> = [130usize, 1000, 2048, 3001].iter().map(|&c| vec![3, c]).collect();
+        let assembled = reduction_matches_interpreter(&mut rng, along, dtype, &[In::Row], (&rows, 1));
+        let grouped: Vec<Vec<usize>> = vec![vec![40, 130], vec![17, 512], vec![5, 4100]];
+        let whole_assembled =
+            reduction_matches_interpreter(&mut rng, whole, dtype, &[In::Row], (&grouped, 1));
+        if host_assembles() {
+            assert_eq!(assembled, rows.len(), "{dtype:?}");
+            assert_eq!(whole_assembled, grouped.len(), "{dtype:?}");
+        }
+    }
+}
+
+/// A long sum on two threads runs in parts of its leaf tree (each part's leaves through the
+/// pass), merged in the tree's order: the one-thread bits.
+#[test]
+fn a_long_sum_on_two_threads_matches_the_interpreter() {
+    let src = "kernel k {
+ %x = input x : {dt}[{S}]
+ %y = input y : {dt}[{S}]
+ %p = mul %x, %y : {dt}[{S}]
+ %s = sum %p axes [0] : {dt}[]
+ output s = %s
+}";
+    let mut rng = TestRng::new(6);
+    for dtype in DTYPES {
+        let lengths = shapes(&[300_007, 1 << 20]);
+        let ins = [In::Row, In::Row];
+        let assembled = reduction_matches_interpreter(&mut rng, src, dtype, &ins, (&lengths, 2));
+        if host_assembles() {
+            assert_eq!(assembled, lengths.len(), "{dtype:?}");
+        }
+    }
+}
+
+/// Rows shorter than the threshold keep the inline code; so do reductions of other dtypes
+/// beside the float ones, and bodies under fast math (no FMA step in a pass).
+#[test]
+fn short_rows_mixed_dtypes_and_fast_math_keep_the_inline_code() {
+    if !host_assembles() {
+        return;
+    }
+    let sum = |n: usize| {
+        lir_of(&format!(
+            "kernel k {{\n %x = input x : f32[{n}]\n %q = mul %x, %x : f32[{n}]\n \
+             %s = sum %q axes [0] : f32[]\n output s = %s\n}}"
+        ))
+    };
+    assert_eq!(assembled_passes(&sum(127)), 0);
+    assert_eq!(assembled_passes(&sum(128)), 1);
+    let mixed = lir_of(
+        "kernel k {\n %x = input x : f32[1000]\n %s = sum %x axes [0] : f32[]\n \
+         %i = cast %x : i32[1000]\n %t = sum %i axes [0] : i32[]\n output s = %s\n output t = %t\n}",
+    );
+    assert_eq!(assembled_passes(&mixed), 0);
+    let fast = rfx_codegen_cpu::dump_with(
+        &sum(1000),
+        &CompileOptions {
+            fast_math: true,
+            ..CompileOptions::default()
+        },
+    )
+    .expect("dump");
+    assert!(fast.iter().all(|(_, _, asm)| !asm.contains("; assembled pass")));
+}

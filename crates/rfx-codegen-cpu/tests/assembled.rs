@@ -393,7 +393,7 @@ fn two_dimensional_exact_bodies_run_one_pass_per_row() {
 /// Lengths for bodies with routines (chunked passes run at any length): around the vector
 /// width and the chunk.
 fn routine_lengths() -> Vec<Vec<usize>> {
-    [1usize, 9, 128, 255, 256, 257, 515, 1030]
+    [1usize, 9, 128, 255, 256, 257, 515, 1030, 4111]
         .iter()
         .map(|&n| vec![n])
         .collect()

@@ -124,6 +124,31 @@ pub(crate) type One2Fn = unsafe extern "C" fn(a: f32, b: f32) -> f32;
 /// The C ABI of a binary `f64` routine's one-element entry.
 pub(crate) type One2FnF64 = unsafe extern "C" fn(a: f64, b: f64) -> f64;
 
+/// The bytes of a block: what a routine's block entry computes in one call ([`AotFn::block`]),
+/// two 256-bit vectors, one pass of the AVX2 routines' vector loops.
+pub(crate) const BLOCK_BYTES: usize = 64;
+
+/// The C ABI of a unary routine's block entry (a block of elements from `src` into `dst`).
+pub(crate) type VecFn = unsafe extern "C" fn(src: &[f32; BLOCK_BYTES / 4], dst: &mut [f32; BLOCK_BYTES / 4]);
+
+/// The C ABI of a unary `f64` routine's block entry.
+pub(crate) type VecFnF64 =
+    unsafe extern "C" fn(src: &[f64; BLOCK_BYTES / 8], dst: &mut [f64; BLOCK_BYTES / 8]);
+
+/// The C ABI of a binary routine's block entry.
+pub(crate) type Vec2Fn = unsafe extern "C" fn(
+    a: &[f32; BLOCK_BYTES / 4],
+    b: &[f32; BLOCK_BYTES / 4],
+    dst: &mut [f32; BLOCK_BYTES / 4],
+);
+
+/// The C ABI of a binary `f64` routine's block entry.
+pub(crate) type Vec2FnF64 = unsafe extern "C" fn(
+    a: &[f64; BLOCK_BYTES / 8],
+    b: &[f64; BLOCK_BYTES / 8],
+    dst: &mut [f64; BLOCK_BYTES / 8],
+);
+
 /// The C ABI of a two-result routine's one-element entry: the first result returned, the
 /// second written to `second`.
 pub(crate) type OnePairFn = unsafe extern "C" fn(x: f32, second: *mut f32) -> f32;
@@ -223,6 +248,33 @@ macro_rules! tile_routine {
             pub(in super::super) unsafe extern "C" fn one(x: $t) -> $t {
                 let fast = $fast;
                 if $in_range(x) { fast(x) } else { $slow(x) }
+            }
+
+            /// The routine on one block ([`BLOCK_BYTES`](super::super::BLOCK_BYTES) of
+            /// elements from `src` into `dst`): the bits the routine writes for them.
+            /// Assembled passes call it once per block ([`AotFn::block`](super::super::AotFn::block)).
+            ///
+            /// # Safety
+            /// `src` must be valid for the block's reads and `dst` for its writes, the two must
+            /// not overlap, and the CPU must have AVX2 and FMA.
+            #[target_feature(enable = "avx2,fma")]
+            pub(in super::super) unsafe extern "C" fn block(
+                xs: &[$t; super::super::BLOCK_BYTES / std::mem::size_of::<$t>()],
+                ys: &mut [$t; super::super::BLOCK_BYTES / std::mem::size_of::<$t>()],
+            ) {
+                let fast = $fast;
+                let mut outside = 0u32;
+                for (y, &x) in ys.iter_mut().zip(xs) {
+                    *y = fast(x);
+                    outside |= u32::from(!$in_range(x));
+                }
+                if outside != 0 {
+                    for (y, &x) in ys.iter_mut().zip(xs) {
+                        if !$in_range(x) {
+                            *y = $slow(x);
+                        }
+                    }
+                }
             }
 
             /// # Safety
@@ -425,6 +477,35 @@ macro_rules! tile_routine2 {
                 let (fast, redo) = ($fast, $redo);
                 let (value, _) = fast(a, b);
                 if redo(a, b, value) { $slow(a, b) } else { value }
+            }
+
+            /// The routine on one block of pairs ([`BLOCK_BYTES`](super::super::BLOCK_BYTES)
+            /// of elements of `a` and of `b` into `dst`): the bits the routine writes for them.
+            /// Assembled passes call it once per block ([`AotFn::block`](super::super::AotFn::block)).
+            ///
+            /// # Safety
+            /// `a` and `b` must be valid for the block's reads and `dst` for its writes, `dst`
+            /// must overlap neither, and the CPU must have AVX2 and FMA.
+            #[target_feature(enable = "avx2,fma")]
+            pub(in super::super) unsafe extern "C" fn block(
+                ys: &[$t; super::super::BLOCK_BYTES / std::mem::size_of::<$t>()],
+                xs: &[$t; super::super::BLOCK_BYTES / std::mem::size_of::<$t>()],
+                out: &mut [$t; super::super::BLOCK_BYTES / std::mem::size_of::<$t>()],
+            ) {
+                let (fast, redo) = ($fast, $redo);
+                let mut outside = 0u32;
+                for ((o, &y), &x) in out.iter_mut().zip(ys).zip(xs) {
+                    let (value, in_range) = fast(y, x);
+                    *o = value;
+                    outside |= u32::from(!in_range);
+                }
+                if outside != 0 {
+                    for ((o, &y), &x) in out.iter_mut().zip(ys).zip(xs) {
+                        if redo(y, x, *o) {
+                            *o = $slow(y, x);
+                        }
+                    }
+                }
             }
 
             /// # Safety

@@ -1,5 +1,6 @@
-//! The one-element entries ([`AotFn::one`]) against the routines on arrays: for every routine
-//! and dtype, the entry's result is the routine's, bit for bit, over special values (NaN, ±∞,
+//! The one-element entries ([`AotFn::one`]) and the block entries ([`AotFn::block`]) against
+//! the routines on arrays: for every routine and dtype, the entries' results are the routine's,
+//! bit for bit, over special values (NaN, ±∞,
 //! ±0, subnormals, the largest finite values), every fast range's boundaries and their
 //! neighbours, points next to multiples of π/4, and random bit patterns and magnitudes. The
 //! arrays are long enough that the routine runs its vector loop, so the entry is compared with
@@ -203,9 +204,23 @@ unsafe fn check<T: Elem + std::fmt::Debug>(routine: AotFn, xs: &[f64], rng: &mut
                 for (&x, &y) in xs.iter().zip(&ys) {
                     assert_same(routine, &[x], one(x), y);
                 }
+                let block = routine.block().expect("a unary routine has a block entry");
+                let block: unsafe extern "C" fn(*const T, *mut T) = std::mem::transmute(block);
+                let lanes = BLOCK_BYTES / std::mem::size_of::<T>();
+                let mut out = vec![T::default(); lanes];
+                for (xs, ys) in xs.chunks_exact(lanes).zip(ys.chunks_exact(lanes)) {
+                    block(xs.as_ptr(), out.as_mut_ptr());
+                    for ((&x, &o), &y) in xs.iter().zip(&out).zip(ys) {
+                        assert_same(routine, &[x], o, y);
+                    }
+                }
                 n
             }
             Computes::SinCos => {
+                assert!(
+                    routine.block().is_none(),
+                    "{routine:?}: two results, no block entry"
+                );
                 let tile: unsafe extern "C" fn(*const T, *mut T, *mut T, usize) =
                     std::mem::transmute(routine.address());
                 let one: unsafe extern "C" fn(T, *mut T) -> T = std::mem::transmute(one);
@@ -250,6 +265,20 @@ unsafe fn check<T: Elem + std::fmt::Debug>(routine: AotFn, xs: &[f64], rng: &mut
                 tile(a.as_ptr(), b.as_ptr(), ys.as_mut_ptr(), a.len());
                 for ((&x, &y), &z) in a.iter().zip(&b).zip(&ys) {
                     assert_same(routine, &[x, y], one(x, y), z);
+                }
+                let block = routine.block().expect("a binary routine has a block entry");
+                let block: unsafe extern "C" fn(*const T, *const T, *mut T) = std::mem::transmute(block);
+                let lanes = BLOCK_BYTES / std::mem::size_of::<T>();
+                let mut out = vec![T::default(); lanes];
+                for ((a, b), ys) in a
+                    .chunks_exact(lanes)
+                    .zip(b.chunks_exact(lanes))
+                    .zip(ys.chunks_exact(lanes))
+                {
+                    block(a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
+                    for (((&x, &y), &o), &z) in a.iter().zip(b).zip(&out).zip(ys) {
+                        assert_same(routine, &[x, y], o, z);
+                    }
                 }
                 a.len()
             }

@@ -225,6 +225,22 @@ pub(super) mod pow_f64_avx2 {
         let value = pow_unstaged(pow_tables::tables(), x, y);
         if value.is_nan() { x.powf(y) } else { value }
     }
+
+    /// The routine on one block of pairs ([`BLOCK_BYTES`](super::super::BLOCK_BYTES) of
+    /// elements of `a` and of `b` into `dst`): the bits it writes for them.
+    ///
+    /// # Safety
+    /// `a` and `b` must be valid for the block's reads and `dst` for its writes, `dst` must
+    /// overlap neither, and the CPU must have AVX2 and FMA.
+    #[target_feature(enable = "avx2,fma")]
+    pub(in super::super) unsafe extern "C" fn block(
+        a: &[f64; super::super::BLOCK_BYTES / 8],
+        b: &[f64; super::super::BLOCK_BYTES / 8],
+        dst: &mut [f64; super::super::BLOCK_BYTES / 8],
+    ) {
+        // SAFETY: three blocks of `f64`, `dst` apart from the sources.
+        unsafe { super::pow_f64_avx2(a.as_ptr(), b.as_ptr(), dst.as_mut_ptr(), a.len()) }
+    }
 }
 
 /// `dst[i] = pow(a[i], b[i])` for `i < n`, `f64` (see [`POW_BLOCK`] for the method), then `std`

@@ -8,7 +8,7 @@ use rfx_ir::{BinaryOp, DType, UnaryOp};
 
 use super::{
     FusedFn, FusedFnF64, One2Fn, One2FnF64, OneFn, OneFnF64, OnePairFn, OnePairFnF64, Tile2Fn, Tile2FnF64,
-    TileFn, TileFnF64, TilePairFn, TilePairFnF64,
+    TileFn, TileFnF64, TilePairFn, TilePairFnF64, Vec2Fn, Vec2FnF64, VecFn, VecFnF64,
 };
 
 /// What a routine computes.
@@ -35,7 +35,7 @@ macro_rules! aot_routines {
     ($(
         $(#[$doc:meta])*
         $variant:ident: $computes:expr, $dtype:ident, $abi:ty, $module:ident::$routine:ident
-            $(, one $omodule:ident::$oinner:ident: $oabi:ty)?;
+            $(, one $omodule:ident::$oinner:ident: $oabi:ident)?;
     )*) => {
         /// A routine the JIT code may call on tiles (`fn(src, dst, n)` and its binary and
         /// pair forms, [`TileFn`] and the other ABI types).
@@ -87,12 +87,50 @@ macro_rules! aot_routines {
                     $(AotFn::$variant => aot_routines!(@one $routine $(, $omodule::$oinner: $oabi)?),)*
                 }
             }
+
+            /// The address of the routine's block entry (`fn(src, dst)` or `fn(a, b, dst)` on
+            /// [`BLOCK_BYTES`](super::BLOCK_BYTES) of elements: [`VecFn`] and the other ABI
+            /// types), which writes the bits the routine writes for them; `None` for a routine
+            /// with two results or a fused pass, and off x86-64.
+            pub(crate) fn block(self) -> Option<*const u8> {
+                match self {
+                    $(AotFn::$variant => aot_routines!(@vector $($oabi, $omodule::$oinner)?),)*
+                }
+            }
         }
     };
+    (@vector) => {
+        None
+    };
+    (@vector OnePairFn, $omodule:ident::$oinner:ident) => {
+        None
+    };
+    (@vector OnePairFnF64, $omodule:ident::$oinner:ident) => {
+        None
+    };
+    (@vector OneFn, $omodule:ident::$oinner:ident) => {
+        aot_routines!(@vector_of VecFn, $omodule::$oinner)
+    };
+    (@vector OneFnF64, $omodule:ident::$oinner:ident) => {
+        aot_routines!(@vector_of VecFnF64, $omodule::$oinner)
+    };
+    (@vector One2Fn, $omodule:ident::$oinner:ident) => {
+        aot_routines!(@vector_of Vec2Fn, $omodule::$oinner)
+    };
+    (@vector One2FnF64, $omodule:ident::$oinner:ident) => {
+        aot_routines!(@vector_of Vec2FnF64, $omodule::$oinner)
+    };
+    (@vector_of $vabi:ty, $omodule:ident::$oinner:ident) => {{
+        #[cfg(target_arch = "x86_64")]
+        let vector = Some((super::$omodule::$oinner::block as $vabi) as *const u8);
+        #[cfg(not(target_arch = "x86_64"))]
+        let vector = None;
+        vector
+    }};
     (@one $routine:ident) => {
         None
     };
-    (@one $routine:ident, $omodule:ident::$oinner:ident: $oabi:ty) => {{
+    (@one $routine:ident, $omodule:ident::$oinner:ident: $oabi:ident) => {{
         #[cfg(target_arch = "x86_64")]
         let one = Some((
             concat!(stringify!($routine), "_one"),

@@ -10,8 +10,9 @@
 //! reassociation). A plan with routine steps runs chunk by chunk ([`Emitter::chunked_pass`]):
 //! its runs of exact steps as such loops over the chunk, each routine step as a call of its
 //! tile routine on the chunk, values that cross from one to another through chunk buffers in
-//! the frame. An input row that several steps read is loaded once per vector into a spare
-//! register. A reduction's body runs as a reduction pass ([`reduction`]): the plan's exact
+//! the frame; a plan with one routine step runs two vectors at a time instead, the routine
+//! through its block entry. An input row that several steps read is loaded once per vector
+//! into a spare register. A reduction's body runs as a reduction pass ([`reduction`]): the plan's exact
 //! steps and a fold of each reduced value into partials carried in `ymm` accumulators.
 //!
 //! Each step computes the fused routine's op (see [`crate::aot::fused`]), so an assembled pass
@@ -20,7 +21,8 @@
 //! second operand on ties: `vminps` then a blend of a NaN first operand); `floor`, `ceil` and
 //! `round` are `vroundps` with the exception masked; negation and absolute value flip or clear
 //! the sign bit; `rsqrt` and `recip` divide one by the square root or the value; a routine step
-//! calls the routine the fused routine runs (the same bits at every position and length).
+//! calls the routine the fused routine runs, or its block entry (the same bits at every
+//! position and length).
 //!
 //! The code is position-independent (its constants are RIP-relative, after its `ret`; routines
 //! are called through their absolute addresses), so a Cranelift module places it like any other
@@ -185,6 +187,21 @@ fn segments(steps: &[Step]) -> Vec<std::ops::Range<usize>> {
 /// Elements per chunk of a pass with routine steps: each routine runs over a chunk, between
 /// the exact steps' loops over it (the fused routine's chunk, whose registers stay in L1).
 const CHUNK: i32 = crate::aot::fused::CHUNK as i32;
+
+/// How far ahead of a block-by-block pass its rows' lines are fetched, in bytes, on rows of
+/// [`LONG_ROW`] bytes or more. `sin(x*2)+y` out of L3 (`compare.sh`, 2026-11-29): at 16,384
+/// and 65,536 elements 1.10–1.17× gcc's speed with it against 0.94–0.99 without, at 4,096 about
+/// the same, at 1,024 (4 KiB rows) 0.88–0.92 against 0.97–1.00, so shorter rows are not
+/// fetched ahead. Exact passes (the PID clip at 65,536, bound by memory bandwidth) measured the
+/// same with and without.
+const FETCH_AHEAD: i32 = 1024;
+
+/// The shortest row (in bytes) a block-by-block pass fetches ahead ([`FETCH_AHEAD`]).
+const LONG_ROW: i32 = 16 * 1024;
+
+/// Bytes per step of a block-by-block pass ([`Emitter::chunked_pass`]): a block of the
+/// routines' block entries ([`crate::aot::BLOCK_BYTES`]), two vectors.
+const BLOCK: i32 = crate::aot::BLOCK_BYTES as i32;
 
 /// The general registers of a chunked pass's rows within one segment of exact steps: the
 /// caller-saved ones that are not the loop's offset (`rax`) and bound (`rcx`).
@@ -389,15 +406,26 @@ impl<'p> Emitter<'p> {
     }
 
     /// A pass with routine steps. The plan's steps fall into segments: runs of exact steps,
-    /// and single routine steps. The pass runs over the row chunk by chunk ([`CHUNK`]
-    /// elements): each segment in turn over the whole chunk, an exact run as the loops of a
-    /// pass without routines, a routine step as one call of its tile routine on the chunk. A
-    /// value read in another segment than its own, or by or from a routine, also lives in its
-    /// register's chunk buffer in the frame; a routine reads and writes rows in place.
+    /// and single routine steps. The pass runs over the row chunk by chunk: each segment in
+    /// turn over the whole chunk, an exact run as the loops of a pass without routines, a
+    /// routine step as one call of its tile routine on the chunk. A value read in another
+    /// segment than its own, or by or from a routine, also lives in its register's chunk
+    /// buffer in the frame; a routine reads and writes rows in place.
+    ///
+    /// A plan with one routine step runs block by block ([`BLOCK`] bytes, two vectors): the
+    /// exact runs on the block's two vectors, the routine through its block entry
+    /// ([`AotFn::block`]), the rows' lines fetched ahead on long rows ([`FETCH_AHEAD`]); the
+    /// elements after the last whole block run as one short chunk, through the tile routine.
+    /// Memory traffic then interleaves with the routine's arithmetic as in the loop a C
+    /// compiler writes around a vector math call: `sin(x*2)+y` out of L3 at 1,024 elements
+    /// took 0.97–1.00 of gcc's time against 0.89–0.94 in chunks of 256 (`compare.sh`,
+    /// 2026-11-29). With more routine steps the chunks ([`CHUNK`] elements) stay: the 10-op
+    /// chain, three routines, measured 1.10× gcc's speed block by block and 1.25× in chunks.
     ///
     /// Registers: `rbx` the constants, `rbp` the row table, `r12` the chunk's byte offset,
-    /// `r13` the row's bytes, `r14` the chunk's bytes, `r15` the caller's stack pointer: all
-    /// callee-saved, so that they survive the routines' calls.
+    /// `r13` the row's bytes, `r14` the chunk's bytes (block by block: the first offset not to
+    /// fetch ahead from), `r15` the caller's stack pointer: all callee-saved, so that they
+    /// survive the routines' calls.
     fn chunked_pass(mut self) -> Result<Vec<u8>, Fail> {
         let plan = self.plan;
         let h = plan.head;
@@ -410,8 +438,13 @@ impl<'p> Emitter<'p> {
             }
         }
         let routine = |j: usize| plan.steps[j].op >= op::ROUTINE;
+        let by_block = plan.steps.iter().filter(|s| s.op >= op::ROUTINE).count() == 1;
         // The values that cross segments, and the registers that therefore need buffers.
-        let chunk_bytes = CHUNK * self.size() as i32;
+        let chunk_bytes = if by_block {
+            BLOCK
+        } else {
+            CHUNK * self.size() as i32
+        };
         let mut frame = 0;
         for (j, step) in plan.steps.iter().enumerate() {
             if step.dst >= h.regs {
@@ -482,41 +515,91 @@ impl<'p> Emitter<'p> {
         self.a.mov(r13, rdx)?;
         self.a.shl(r13, self.shift())?;
         self.a.xor(r12d, r12d)?;
-        let mut chunk_loop = self.a.create_label();
         let mut done = self.a.create_label();
-        self.a.test(r13, r13)?;
-        self.a.jz(done)?;
-        self.a.set_label(&mut chunk_loop)?;
-        // r14 = min(the chunk's bytes, the bytes left).
-        self.a.mov(r14, r13)?;
-        self.a.sub(r14, r12)?;
-        self.a.mov(eax, chunk_bytes)?;
-        self.a.cmp(r14, rax)?;
-        self.a.cmova(r14, rax)?;
-        // The input rows' next chunk is fetched while this one computes (as the fused routine
-        // does): each segment's pass over a chunk is short, and the hardware would otherwise
-        // wait for each row's lines segment by segment (`sin(x*2)+y` at 65,536 elements). A
-        // prefetch never faults, past a row's end included.
-        for k in 0..h.inputs as i32 {
-            self.a.mov(rax, qword_ptr(rbp + 8 * k))?;
-            self.a.add(rax, r12)?;
-            for line in (0..chunk_bytes).step_by(64) {
-                self.a.prefetcht0(byte_ptr(rax + chunk_bytes + line))?;
+        // The elements after the last whole vector (fewer than a vector), after the epilogue.
+        let mut rest_code = None;
+        if by_block {
+            // Whole vectors: each segment on the vector, a routine through its one-vector
+            // entry; then the elements left (fewer than a vector) as one short chunk.
+            let mut vector_loop = self.a.create_label();
+            let mut rest = self.a.create_label();
+            let rest_label = self.a.create_label();
+            rest_code = Some(rest_label);
+            let mut short = self.a.create_label();
+            self.a.xor(r14d, r14d)?;
+            self.a.cmp(r13, LONG_ROW)?;
+            self.a.jb(short)?;
+            self.a.lea(r14, qword_ptr(r13 - FETCH_AHEAD))?;
+            self.a.set_label(&mut short)?;
+            self.a.cmp(r13, BLOCK)?;
+            self.a.jb(rest)?;
+            self.a.set_label(&mut vector_loop)?;
+            // Rows' lines fetched `FETCH_AHEAD` bytes ahead, inputs for reading and outputs for
+            // writing, up to the rows' end, on rows of `LONG_ROW` bytes or more (r14: the first
+            // offset not to fetch from).
+            let mut skip = self.a.create_label();
+            self.prefetch_rows(&mut skip)?;
+            self.a.set_label(&mut skip)?;
+            for range in &segments {
+                let first = plan.steps[range.start];
+                if first.op >= op::ROUTINE {
+                    self.routine_call(first, true)?;
+                } else {
+                    self.segment_rows(range.clone())?;
+                    self.broadcast_constants(rbx)?;
+                    self.a.xor(eax, eax)?;
+                    for v in 0..BLOCK / 32 {
+                        if v > 0 {
+                            self.a.add(rax, 32)?;
+                        }
+                        self.body(Width::Vector, range.clone())?;
+                    }
+                }
             }
-        }
-        for range in segments {
-            let first = plan.steps[range.start];
-            if first.op >= op::ROUTINE {
-                self.routine_call(first)?;
-            } else {
-                self.segment_rows(range.clone())?;
-                self.broadcast_constants(rbx)?;
-                self.exact_loops(range, r14)?;
+            self.a.add(r12, BLOCK)?;
+            self.a.lea(rax, qword_ptr(r12 + BLOCK))?;
+            self.a.cmp(rax, r13)?;
+            self.a.jbe(vector_loop)?;
+            self.a.set_label(&mut rest)?;
+            self.a.mov(r14, r13)?;
+            self.a.sub(r14, r12)?;
+            self.a.jnz(rest_label)?;
+        } else {
+            let mut chunk_loop = self.a.create_label();
+            self.a.test(r13, r13)?;
+            self.a.jz(done)?;
+            self.a.set_label(&mut chunk_loop)?;
+            // r14 = min(the chunk's bytes, the bytes left).
+            self.a.mov(r14, r13)?;
+            self.a.sub(r14, r12)?;
+            self.a.mov(eax, chunk_bytes)?;
+            self.a.cmp(r14, rax)?;
+            self.a.cmova(r14, rax)?;
+            // The input rows' next chunk is fetched while this one computes (as the fused routine
+            // does): each segment's pass over a chunk is short, and the hardware would otherwise
+            // wait for each row's lines segment by segment (`sin(x*2)+y` at 65,536 elements, in
+            // chunks). A prefetch never faults, past a row's end included.
+            for k in 0..h.inputs as i32 {
+                self.a.mov(rax, qword_ptr(rbp + 8 * k))?;
+                self.a.add(rax, r12)?;
+                for line in (0..chunk_bytes).step_by(64) {
+                    self.a.prefetcht0(byte_ptr(rax + chunk_bytes + line))?;
+                }
             }
+            for range in segments.clone() {
+                let first = plan.steps[range.start];
+                if first.op >= op::ROUTINE {
+                    self.routine_call(first, false)?;
+                } else {
+                    self.segment_rows(range.clone())?;
+                    self.broadcast_constants(rbx)?;
+                    self.exact_loops(range, r14)?;
+                }
+            }
+            self.a.add(r12, r14)?;
+            self.a.cmp(r12, r13)?;
+            self.a.jb(chunk_loop)?;
         }
-        self.a.add(r12, r14)?;
-        self.a.cmp(r12, r13)?;
-        self.a.jb(chunk_loop)?;
         self.a.set_label(&mut done)?;
         self.a.vzeroupper()?;
         self.a.mov(rsp, r15)?;
@@ -524,8 +607,40 @@ impl<'p> Emitter<'p> {
             self.a.pop(r)?;
         }
         self.a.ret()?;
+        if let Some(mut label) = rest_code {
+            self.a.set_label(&mut label)?;
+            for range in &segments {
+                let first = plan.steps[range.start];
+                if first.op >= op::ROUTINE {
+                    self.routine_call(first, false)?;
+                } else {
+                    self.segment_rows(range.clone())?;
+                    self.broadcast_constants(rbx)?;
+                    self.exact_loops(range.clone(), r14)?;
+                }
+            }
+            self.a.jmp(done)?;
+        }
         self.constants()?;
         Ok(self.a.assemble(0)?)
+    }
+
+    /// In a block-by-block pass, before each block: unless the block's offset (r12) is at or
+    /// past r14 (then to `skip`), fetches the line `FETCH_AHEAD` bytes on of every row, an
+    /// input's for reading and an output's for writing.
+    fn prefetch_rows(&mut self, skip: &mut CodeLabel) -> Result<(), IcedError> {
+        let h = self.plan.head;
+        self.a.cmp(r12, r14)?;
+        self.a.jae(*skip)?;
+        for k in 0..(h.inputs + h.outputs) as i32 {
+            self.a.mov(rax, qword_ptr(rbp + 8 * k))?;
+            if k < h.inputs as i32 {
+                self.a.prefetcht0(byte_ptr(rax + r12 + FETCH_AHEAD))?;
+            } else {
+                self.a.prefetchw(byte_ptr(rax + r12 + FETCH_AHEAD))?;
+            }
+        }
+        Ok(())
     }
 
     /// Loads the addresses at the chunk's offset of the rows the exact steps `steps` read or
@@ -561,7 +676,7 @@ impl<'p> Emitter<'p> {
 
     /// One routine step over the chunk: its arguments' addresses (rows at the chunk's offset,
     /// or chunk buffers), the element count, and the call.
-    fn routine_call(&mut self, step: Step) -> Result<(), Fail> {
+    fn routine_call(&mut self, step: Step, vector: bool) -> Result<(), Fail> {
         let h = self.plan.head;
         let routine = AotFn::ALL
             .get((step.op - op::ROUTINE) as usize)
@@ -584,10 +699,20 @@ impl<'p> Emitter<'p> {
                 self.a.lea(reg, qword_ptr(rsp + off))?;
             }
         }
-        let count = args[srcs.len() + 1];
-        self.a.mov(count, r14)?;
-        self.a.shr(count, self.shift())?;
-        self.a.mov(rax, routine.address() as u64)?;
+        match routine.block().filter(|_| vector) {
+            Some(entry) => self.a.mov(rax, entry as u64)?,
+            None => {
+                // The tile routine on the chunk (one vector's elements, in the main loop).
+                let count = args[srcs.len() + 1];
+                if vector {
+                    self.a.mov(count, (BLOCK / self.size() as i32) as u64)?;
+                } else {
+                    self.a.mov(count, r14)?;
+                    self.a.shr(count, self.shift())?;
+                }
+                self.a.mov(rax, routine.address() as u64)?;
+            }
+        }
         self.a.call(rax)?;
         Ok(())
     }

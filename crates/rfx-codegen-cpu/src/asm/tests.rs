@@ -229,6 +229,9 @@ fn random_plan_within(
     }
 }
 
+/// Elements after each output row's end that a pass must leave alone.
+const GUARD: usize = 40;
+
 /// Runs `plan` over rows of `n` random elements through its assembled pass and through the
 /// fused routine, and checks that every output element has the same bits. About half the
 /// constants are given to the assembler as literals.
@@ -244,7 +247,12 @@ fn check<T: Elem>(module: &mut JITModule, rng: &mut Rng, plan: &Plan, n: usize) 
     let inputs: Vec<Vec<T>> = (0..h.inputs)
         .map(|_| (0..n).map(|_| T::from_f64(sample(rng))).collect())
         .collect();
-    let fresh = || -> Vec<Vec<T>> { (0..h.outputs).map(|_| vec![T::from_f64(7.0); n]).collect() };
+    // Each output row has guard elements after its `n`, which no pass may write.
+    let fresh = || -> Vec<Vec<T>> {
+        (0..h.outputs)
+            .map(|_| vec![T::from_f64(7.0); n + GUARD])
+            .collect()
+    };
     let (mut ours, mut theirs) = (fresh(), fresh());
     let words = plan.words();
     for (outputs, assembled) in [(&mut ours, true), (&mut theirs, false)] {
@@ -268,6 +276,10 @@ fn check<T: Elem>(module: &mut JITModule, rng: &mut Rng, plan: &Plan, n: usize) 
                 "output {k} element {i} of {n}, {plan:?}, {literals:?}"
             );
         }
+        assert!(
+            o[n..].iter().all(|g| g.bits() == T::from_f64(7.0).bits()),
+            "output {k} written past its {n} elements, {plan:?}"
+        );
     }
 }
 
@@ -277,9 +289,10 @@ fn random_plans<T: Elem>(seed: u64, routines: bool) {
     }
     let mut module = module();
     let mut rng = Rng(seed);
-    // Lengths around the vector width and, with routines, around the chunk.
+    // Lengths around the vector width and, with routines, around the block and the chunk,
+    // and rows long enough to be fetched ahead.
     let lengths: &[usize] = if routines {
-        &[0, 1, 9, 100, 255, 256, 257, 513, 1027]
+        &[0, 1, 9, 63, 64, 65, 100, 255, 256, 257, 513, 1027, 4100]
     } else {
         &[0, 1, 3, 4, 7, 8, 9, 15, 16, 17, 31, 33, 100, 1027]
     };
@@ -446,7 +459,8 @@ const FOLD_OPS: [FoldOp; 4] = [FoldOp::Add, FoldOp::Mul, FoldOp::Min, FoldOp::Ma
 /// put at random places, each of a value written before it (a register, a constant or an
 /// input row). Checked against the fused routine running the same plan with each fold a copy
 /// into an extra output row instead, whose values are then folded in lane order in Rust: the
-/// output rows' whole steps must have the routine's bits and the rest untouched, and every
+/// output rows' whole steps must have the routine's bits and the rest (and guard elements after
+/// the rows) untouched, and every
 /// partial the bits of the fold (any NaN for a NaN).
 fn check_reduction<T: Elem>(module: &mut JITModule, rng: &mut Rng, lanes: u32, folds: u32, n: usize) {
     let vectors = lanes * T::BYTES / 32;
@@ -552,7 +566,7 @@ fn check_reduction<T: Elem>(module: &mut JITModule, rng: &mut Rng, lanes: u32, f
     let rows_in: Vec<Vec<T>> = (0..inputs)
         .map(|_| (0..n).map(|_| T::from_f64(sample(rng))).collect())
         .collect();
-    let fresh = |k: u32| -> Vec<Vec<T>> { (0..k).map(|_| vec![T::from_f64(7.0); n]).collect() };
+    let fresh = |k: u32| -> Vec<Vec<T>> { (0..k).map(|_| vec![T::from_f64(7.0); n + GUARD]).collect() };
     let (mut got, mut want) = (fresh(outputs), fresh(outputs + folds));
     let start: Vec<T> = (0..folds * lanes).map(|_| T::from_f64(sample(rng))).collect();
     let mut partials = start.clone();
@@ -571,7 +585,7 @@ fn check_reduction<T: Elem>(module: &mut JITModule, rng: &mut Rng, lanes: u32, f
     }
     let whole = n - n % lanes as usize;
     for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-        for i in 0..n {
+        for i in 0..n + GUARD {
             let expect = if i < whole {
                 w[i].bits()
             } else {

@@ -13,7 +13,6 @@ mod common;
 
 use common::assembled::*;
 use rfx_ir::DType;
-use rfx_ir::interp::{Mode, run_lir};
 use rfx_ir::testgen::TestRng;
 use rfx_lower::CompileOptions;
 
@@ -21,33 +20,6 @@ const DTYPES: [DType; 2] = [DType::F32, DType::F64];
 
 fn shapes(lengths: &[usize]) -> Vec<Vec<usize>> {
     lengths.iter().map(|&n| vec![n]).collect()
-}
-
-/// Runs the reduction `src` (`{S}` its input shape, `{dt}` its dtype) at each of `shapes` on
-/// the CPU backend (at most `threads` threads) and the LIR interpreter, checks every output's
-/// bits (any NaN for a NaN), and returns how many compiled kernels had an assembled pass.
-fn reduction_matches_interpreter(
-    rng: &mut TestRng,
-    src: &str,
-    dtype: DType,
-    ins: &[In],
-    (shapes, threads): (&[Vec<usize>], usize),
-) -> usize {
-    let mut assembled = 0;
-    for shape in shapes {
-        let text = instantiate(src, dt_name(dtype), shape);
-        let lir = lir_of(&text);
-        if host_assembles() && assembled_passes(&lir) > 0 {
-            assembled += 1;
-        }
-        let inputs = inputs(rng, dtype, ins, shape);
-        let got = compile_and_run_on(&lir, &inputs, Some(threads));
-        let views: Vec<_> = inputs.iter().map(rfx_ir::Array::view).collect();
-        let want = run_lir(&lir, &views, Mode::Native).expect("interpreter");
-        assert_eq!(got.len(), want.len());
-        check_bits(&text, &got, |k, i| want[k].get(i).expect("want"));
-    }
-    assembled
 }
 
 /// The value and gradient of `sum(x²)` (rfx bench's `value_and_grad_sum_sq`): a sum and a
@@ -66,7 +38,7 @@ fn a_sum_of_squares_and_its_gradient_match_the_interpreter() {
     let lengths = shapes(&[127, 128, 129, 143, 1024, 2047, 2048, 2049, 4111, 65_543]);
     let mut rng = TestRng::new(1);
     for dtype in DTYPES {
-        let assembled = reduction_matches_interpreter(&mut rng, src, dtype, &[In::Row], (&lengths, 1));
+        let assembled = exact_matches_interpreter_on(&mut rng, src, dtype, &[In::Row], (&lengths, 1));
         if host_assembles() {
             // Every length from 128 on.
             assert_eq!(assembled, lengths.len() - 1, "{dtype:?}");
@@ -93,7 +65,7 @@ fn every_reduction_op_folds_special_values_as_the_interpreter() {
         for dtype in DTYPES {
             let lengths = shapes(&[128, 200, 1000, 2048 + 16, 5003]);
             let assembled =
-                reduction_matches_interpreter(&mut rng, &src, dtype, &[In::Row, In::Row], (&lengths, 1));
+                exact_matches_interpreter_on(&mut rng, &src, dtype, &[In::Row, In::Row], (&lengths, 1));
             if host_assembles() {
                 assert_eq!(assembled, lengths.len(), "{op} {dtype:?}");
             }
@@ -121,7 +93,7 @@ fn maxima_and_minima_of_ties_and_zeros_match_the_interpreter() {
     let mut rng = TestRng::new(3);
     for dtype in DTYPES {
         let lengths = shapes(&[128, 129, 777, 4099]);
-        let assembled = reduction_matches_interpreter(&mut rng, src, dtype, &[In::Row], (&lengths, 1));
+        let assembled = exact_matches_interpreter_on(&mut rng, src, dtype, &[In::Row], (&lengths, 1));
         if host_assembles() {
             assert_eq!(assembled, lengths.len(), "{dtype:?}");
         }
@@ -158,7 +130,7 @@ fn several_reductions_and_stores_in_one_body_match_the_interpreter() {
         for k in [1.5, -0.0, f64::NAN] {
             let lengths = shapes(&[128, 301, 2049, 9000]);
             let ins = [In::Row, In::Row, In::Scalar(k)];
-            let assembled = reduction_matches_interpreter(&mut rng, src, dtype, &ins, (&lengths, 1));
+            let assembled = exact_matches_interpreter_on(&mut rng, src, dtype, &ins, (&lengths, 1));
             if host_assembles() {
                 assert_eq!(assembled, lengths.len(), "{dtype:?} k = {k}");
             }
@@ -187,10 +159,9 @@ fn rows_of_a_matrix_match_the_interpreter() {
     let mut rng = TestRng::new(5);
     for dtype in DTYPES {
         let rows: Vec<Vec<usize>> = [130usize, 1000, 2048, 3001].iter().map(|&c| vec![3, c]).collect();
-        let assembled = reduction_matches_interpreter(&mut rng, along, dtype, &[In::Row], (&rows, 1));
+        let assembled = exact_matches_interpreter_on(&mut rng, along, dtype, &[In::Row], (&rows, 1));
         let grouped: Vec<Vec<usize>> = vec![vec![40, 130], vec![17, 512], vec![5, 4100]];
-        let whole_assembled =
-            reduction_matches_interpreter(&mut rng, whole, dtype, &[In::Row], (&grouped, 1));
+        let whole_assembled = exact_matches_interpreter_on(&mut rng, whole, dtype, &[In::Row], (&grouped, 1));
         if host_assembles() {
             assert_eq!(assembled, rows.len(), "{dtype:?}");
             assert_eq!(whole_assembled, grouped.len(), "{dtype:?}");
@@ -213,7 +184,7 @@ fn a_long_sum_on_two_threads_matches_the_interpreter() {
     for dtype in DTYPES {
         let lengths = shapes(&[300_007, 1 << 20]);
         let ins = [In::Row, In::Row];
-        let assembled = reduction_matches_interpreter(&mut rng, src, dtype, &ins, (&lengths, 2));
+        let assembled = exact_matches_interpreter_on(&mut rng, src, dtype, &ins, (&lengths, 2));
         if host_assembles() {
             assert_eq!(assembled, lengths.len(), "{dtype:?}");
         }

@@ -262,19 +262,9 @@ macro_rules! tile_routine {
                 xs: &[$t; super::super::BLOCK_BYTES / std::mem::size_of::<$t>()],
                 ys: &mut [$t; super::super::BLOCK_BYTES / std::mem::size_of::<$t>()],
             ) {
-                let fast = $fast;
-                let mut outside = 0u32;
-                for (y, &x) in ys.iter_mut().zip(xs) {
-                    *y = fast(x);
-                    outside |= u32::from(!$in_range(x));
-                }
-                if outside != 0 {
-                    for (y, &x) in ys.iter_mut().zip(xs) {
-                        if !$in_range(x) {
-                            *y = $slow(x);
-                        }
-                    }
-                }
+                // By reference: LLVM knows the two apart and the count, so the loop is
+                // straight 256-bit code, no aliasing check or remainder.
+                rows(xs, ys);
             }
 
             /// # Safety
@@ -288,6 +278,12 @@ macro_rules! tile_routine {
                     std::slice::from_raw_parts_mut(dst, n),
                 )
             };
+            rows(xs, ys);
+            }
+
+            /// The routine's loops on `xs` into `ys` (as long).
+            #[inline(always)]
+            fn rows(xs: &[$t], ys: &mut [$t]) {
             let fast = $fast;
             let mut outside = 0u32;
             for (y, &x) in ys.iter_mut().zip(xs) {
@@ -492,20 +488,8 @@ macro_rules! tile_routine2 {
                 xs: &[$t; super::super::BLOCK_BYTES / std::mem::size_of::<$t>()],
                 out: &mut [$t; super::super::BLOCK_BYTES / std::mem::size_of::<$t>()],
             ) {
-                let (fast, redo) = ($fast, $redo);
-                let mut outside = 0u32;
-                for ((o, &y), &x) in out.iter_mut().zip(ys).zip(xs) {
-                    let (value, in_range) = fast(y, x);
-                    *o = value;
-                    outside |= u32::from(!in_range);
-                }
-                if outside != 0 {
-                    for ((o, &y), &x) in out.iter_mut().zip(ys).zip(xs) {
-                        if redo(y, x, *o) {
-                            *o = $slow(y, x);
-                        }
-                    }
-                }
+                // By reference, as the unary routines' blocks.
+                rows(ys, xs, out);
             }
 
             /// # Safety
@@ -521,6 +505,12 @@ macro_rules! tile_routine2 {
                     std::slice::from_raw_parts_mut(dst, n),
                 )
             };
+            rows(ys, xs, out);
+            }
+
+            /// The routine's loops on the pairs of `ys` and `xs` into `out` (all as long).
+            #[inline(always)]
+            fn rows(ys: &[$t], xs: &[$t], out: &mut [$t]) {
             let (fast, redo) = ($fast, $redo);
             let mut outside = 0u32;
             for ((o, &y), &x) in out.iter_mut().zip(ys).zip(xs) {

@@ -329,18 +329,8 @@ impl<'p> Emitter<'p> {
     /// The whole pass: the prologue (rows into general registers, constants broadcast), the
     /// vector loop, the scalar loop over the last elements, the epilogue and the constants.
     fn pass(mut self) -> Result<Vec<u8>, Fail> {
-        let h = self.plan.head;
-        let rows = (h.inputs + h.outputs) as usize;
-        let saved = &ROW_REGS[CALLER_SAVED_ROWS.min(rows)..rows];
-        for &r in saved {
-            self.a.push(r)?;
-        }
         // System V: rdi = consts, rsi = rows, rdx = n.
-        for (k, &r) in ROW_REGS[..rows].iter().enumerate() {
-            self.a.mov(r, qword_ptr(rsi + 8 * k as i32))?;
-        }
-        self.rows = ROW_REGS[..rows].iter().map(|&r| Some(r)).collect();
-        self.broadcast_constants(rdi)?;
+        let saved = self.rows_into_registers()?;
         self.a.shl(rdx, self.shift())?;
         let steps = 0..self.plan.steps.len();
         self.exact_loops(steps, rdx)?;
@@ -352,6 +342,24 @@ impl<'p> Emitter<'p> {
         self.a.ret()?;
         self.constants()?;
         Ok(self.a.assemble(0)?)
+    }
+
+    /// The prologue of a pass that keeps every row in a register: the callee-saved ones it
+    /// uses pushed (returned, to pop), each row's address from the table at `rsi` into its
+    /// register, the constants at `rdi` broadcast.
+    fn rows_into_registers(&mut self) -> Result<&'static [AsmRegister64], Fail> {
+        let h = self.plan.head;
+        let rows = (h.inputs + h.outputs) as usize;
+        let saved = &ROW_REGS[CALLER_SAVED_ROWS.min(rows)..rows];
+        for &r in saved {
+            self.a.push(r)?;
+        }
+        for (k, &r) in ROW_REGS[..rows].iter().enumerate() {
+            self.a.mov(r, qword_ptr(rsi + 8 * k as i32))?;
+        }
+        self.rows = ROW_REGS[..rows].iter().map(|&r| Some(r)).collect();
+        self.broadcast_constants(rdi)?;
+        Ok(saved)
     }
 
     /// log2 of the element size.
@@ -586,16 +594,7 @@ impl<'p> Emitter<'p> {
                     self.a.prefetcht0(byte_ptr(rax + chunk_bytes + line))?;
                 }
             }
-            for range in segments.clone() {
-                let first = plan.steps[range.start];
-                if first.op >= op::ROUTINE {
-                    self.routine_call(first, false)?;
-                } else {
-                    self.segment_rows(range.clone())?;
-                    self.broadcast_constants(rbx)?;
-                    self.exact_loops(range, r14)?;
-                }
-            }
+            self.chunk_segments(&segments)?;
             self.a.add(r12, r14)?;
             self.a.cmp(r12, r13)?;
             self.a.jb(chunk_loop)?;
@@ -609,20 +608,27 @@ impl<'p> Emitter<'p> {
         self.a.ret()?;
         if let Some(mut label) = rest_code {
             self.a.set_label(&mut label)?;
-            for range in &segments {
-                let first = plan.steps[range.start];
-                if first.op >= op::ROUTINE {
-                    self.routine_call(first, false)?;
-                } else {
-                    self.segment_rows(range.clone())?;
-                    self.broadcast_constants(rbx)?;
-                    self.exact_loops(range.clone(), r14)?;
-                }
-            }
+            self.chunk_segments(&segments)?;
             self.a.jmp(done)?;
         }
         self.constants()?;
         Ok(self.a.assemble(0)?)
+    }
+
+    /// The segments over the chunk at r12 of r14 bytes: an exact run's loops, or a routine's
+    /// call on the chunk.
+    fn chunk_segments(&mut self, segments: &[std::ops::Range<usize>]) -> Result<(), Fail> {
+        for range in segments {
+            let first = self.plan.steps[range.start];
+            if first.op >= op::ROUTINE {
+                self.routine_call(first, false)?;
+            } else {
+                self.segment_rows(range.clone())?;
+                self.broadcast_constants(rbx)?;
+                self.exact_loops(range.clone(), r14)?;
+            }
+        }
+        Ok(())
     }
 
     /// In a block-by-block pass, before each block: unless the block's offset (r12) is at or

@@ -115,18 +115,8 @@ impl Emitter<'_> {
     /// The pass: rows into general registers, constants broadcast, the accumulators loaded,
     /// the loop over whole steps (`step_bytes` each), the accumulators stored back.
     fn reduction_pass(mut self, step_bytes: i32) -> Result<Vec<u8>, Fail> {
-        let h = self.plan.head;
-        let rows = (h.inputs + h.outputs) as usize;
-        let saved = &ROW_REGS[CALLER_SAVED_ROWS.min(rows)..rows];
-        for &r in saved {
-            self.a.push(r)?;
-        }
         // System V: rdi = consts, rsi = rows, rdx = n, rcx = partials.
-        for (k, &r) in ROW_REGS[..rows].iter().enumerate() {
-            self.a.mov(r, qword_ptr(rsi + 8 * k as i32))?;
-        }
-        self.rows = ROW_REGS[..rows].iter().map(|&r| Some(r)).collect();
-        self.broadcast_constants(rdi)?;
+        let saved = self.rows_into_registers()?;
         let form = self.form(Width::Vector);
         for (acc, at) in self.accumulators() {
             self.load(form, acc, rcx + at)?;

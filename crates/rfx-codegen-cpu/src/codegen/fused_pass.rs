@@ -80,6 +80,16 @@ fn assembled_code(plan: &fused::Plan, literals: &[Option<f64>]) -> Option<Vec<u8
     }
 }
 
+/// A stack slot of `bytes` (at least 8), 8-byte aligned, for a pass's plan, constants or row
+/// pointers.
+fn pass_slot(b: &mut FunctionBuilder<'_>, bytes: usize) -> StackSlot {
+    b.create_sized_stack_slot(StackSlotData::new(
+        StackSlotKind::ExplicitSlot,
+        bytes.max(8) as u32,
+        3,
+    ))
+}
+
 /// The machine code of the assembled reduction pass of `plan` with `folds` (each reduction's
 /// op, as the inline code combines it, and its partials' offset) and `lanes` partials, on a host that runs one.
 fn assembled_reduction_code(
@@ -193,22 +203,15 @@ impl<'k> Gen<'_, 'k> {
             .row_binary()
             .filter(|_| one_op)
             .and_then(|(op, x, y, out)| Some((AotFn::whole_row(op, dtype)?, x, y, out)));
-        let slot = |b: &mut FunctionBuilder<'_>, bytes: usize| {
-            b.create_sized_stack_slot(StackSlotData::new(
-                StackSlotKind::ExplicitSlot,
-                bytes.max(8) as u32,
-                3,
-            ))
-        };
         // An assembled pass holds its plan in its code.
         let plan_words = if assembled.is_some() {
             0
         } else {
             plan.words().len()
         };
-        let plan_slot = slot(b, plan_words * 4);
-        let consts_slot = slot(b, consts.len() * dtype.size_bytes());
-        let rows_slot = slot(b, (inputs.len() + outputs.len()) * 8);
+        let plan_slot = pass_slot(b, plan_words * 4);
+        let consts_slot = pass_slot(b, consts.len() * dtype.size_bytes());
+        let rows_slot = pass_slot(b, (inputs.len() + outputs.len()) * 8);
         Ok(Some(FusedPass {
             routine,
             plan,
@@ -258,15 +261,8 @@ impl<'k> Gen<'_, 'k> {
             return Ok(None);
         };
         let func = self.fx.imports.assembled_pass(b.func, self.fx.ptr, code, true);
-        let slot = |b: &mut FunctionBuilder<'_>, bytes: usize| {
-            b.create_sized_stack_slot(StackSlotData::new(
-                StackSlotKind::ExplicitSlot,
-                bytes.max(8) as u32,
-                3,
-            ))
-        };
-        let consts_slot = slot(b, body.consts.len() * body.dtype.size_bytes());
-        let rows_slot = slot(b, (body.inputs.len() + body.outputs.len()) * 8);
+        let consts_slot = pass_slot(b, body.consts.len() * body.dtype.size_bytes());
+        let rows_slot = pass_slot(b, (body.inputs.len() + body.outputs.len()) * 8);
         self.store_fused_consts(b, &body.consts, consts_slot)?;
         Ok(Some(ReducePass {
             func,

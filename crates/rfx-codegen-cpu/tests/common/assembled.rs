@@ -181,6 +181,17 @@ pub(crate) fn exact_matches_interpreter(
     ins: &[In],
     shapes: &[Vec<usize>],
 ) -> usize {
+    exact_matches_interpreter_on(rng, src, dtype, ins, (shapes, 1))
+}
+
+/// [`exact_matches_interpreter`] with the CPU backend on at most `threads` threads.
+pub(crate) fn exact_matches_interpreter_on(
+    rng: &mut TestRng,
+    src: &str,
+    dtype: DType,
+    ins: &[In],
+    (shapes, threads): (&[Vec<usize>], usize),
+) -> usize {
     let mut assembled = 0;
     for shape in shapes {
         let text = instantiate(src, dt_name(dtype), shape);
@@ -189,7 +200,7 @@ pub(crate) fn exact_matches_interpreter(
             assembled += 1;
         }
         let inputs = inputs(rng, dtype, ins, shape);
-        let got = compile_and_run(&lir, &inputs);
+        let got = compile_and_run_on(&lir, &inputs, Some(threads));
         let views: Vec<_> = inputs.iter().map(Array::view).collect();
         let want = run_lir(&lir, &views, Mode::Native).expect("interpreter");
         assert_eq!(got.len(), want.len());

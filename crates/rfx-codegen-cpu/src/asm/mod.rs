@@ -334,7 +334,13 @@ impl<'p> Emitter<'p> {
         self.a.shl(rdx, self.shift())?;
         let steps = 0..self.plan.steps.len();
         self.exact_loops(steps, rdx)?;
-        // The caller's code uses SSE encodings: clear the upper halves before returning.
+        self.epilogue(saved)
+    }
+
+    /// The end of a pass that kept its rows in registers: the upper halves cleared (the
+    /// caller's code uses SSE encodings), the callee-saved registers of `saved` popped, the
+    /// return, the constants; the machine code.
+    fn epilogue(mut self, saved: &[AsmRegister64]) -> Result<Vec<u8>, Fail> {
         self.a.vzeroupper()?;
         for &r in saved.iter().rev() {
             self.a.pop(r)?;

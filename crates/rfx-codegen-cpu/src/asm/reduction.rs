@@ -142,14 +142,7 @@ impl Emitter<'_> {
         for (acc, at) in self.accumulators() {
             self.store(form, rcx + at, acc)?;
         }
-        // The caller's code uses SSE encodings: clear the upper halves before returning.
-        self.a.vzeroupper()?;
-        for &r in saved.iter().rev() {
-            self.a.pop(r)?;
-        }
-        self.a.ret()?;
-        self.constants()?;
-        Ok(self.a.assemble(0)?)
+        self.epilogue(saved)
     }
 
     /// Fetches for writing the line `WRITE_AHEAD` bytes past the loop's offset of every output

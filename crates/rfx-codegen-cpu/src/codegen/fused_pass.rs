@@ -285,13 +285,12 @@ impl<'k> Gen<'_, 'k> {
         ptrs: &[Value],
         partials: &Partials,
     ) -> Result<Value, BackendError> {
-        let rows = self.stack_base(b, pass.rows_slot);
-        for (j, &k) in pass.inputs.iter().chain(&pass.outputs).enumerate() {
-            let addr = self.address(b, k, start, start, ptrs, 0);
-            b.ins().store(MemFlagsData::trusted(), addr, rows, (j * 8) as i32);
-        }
-        let consts = self.stack_base(b, pass.consts_slot);
-        let count = b.ins().isub(end, start);
+        let [consts, rows, count] = self.pass_arguments(
+            b,
+            (&pass.inputs, &pass.outputs),
+            (pass.consts_slot, pass.rows_slot),
+            (start, end, ptrs),
+        );
         let block = self.stack_base(b, partials.slot);
         b.ins().call(pass.func, &[consts, rows, count, block]);
         let whole = b.ins().band_imm_s(count, -i64::from(pass.lanes));
@@ -513,6 +512,25 @@ impl<'k> Gen<'_, 'k> {
         Ok(())
     }
 
+    /// A pass's first three arguments over the row `start..end` (`ptrs`: its addresses at
+    /// position 0): its constants' slot, its row table (the input then output accesses'
+    /// addresses at `start`, written into `rows_slot`) and the row length.
+    fn pass_arguments(
+        &mut self,
+        b: &mut FunctionBuilder<'_>,
+        (inputs, outputs): (&[usize], &[usize]),
+        (consts_slot, rows_slot): (StackSlot, StackSlot),
+        (start, end, ptrs): (Value, Value, &[Value]),
+    ) -> [Value; 3] {
+        let rows = self.stack_base(b, rows_slot);
+        for (j, &k) in inputs.iter().chain(outputs).enumerate() {
+            let addr = self.address(b, k, start, start, ptrs, 0);
+            b.ins().store(MemFlagsData::trusted(), addr, rows, (j * 8) as i32);
+        }
+        let consts = self.stack_base(b, consts_slot);
+        [consts, rows, b.ins().isub(end, start)]
+    }
+
     /// The fused pass over the row `start..end` (`ptrs`: its addresses at position 0): the row
     /// pointers written, one call.
     pub(super) fn emit_fused_call(
@@ -543,13 +561,12 @@ impl<'k> Gen<'_, 'k> {
             .imports
             .routine(fused.routine)
             .ok_or_else(|| internal("fused routine not linked"))?;
-        let rows = self.stack_base(b, fused.rows_slot);
-        for (j, &k) in fused.inputs.iter().chain(&fused.outputs).enumerate() {
-            let addr = self.address(b, k, start, start, ptrs, 0);
-            b.ins().store(MemFlagsData::trusted(), addr, rows, (j * 8) as i32);
-        }
-        let consts = self.stack_base(b, fused.consts_slot);
-        let count = b.ins().isub(end, start);
+        let [consts, rows, count] = self.pass_arguments(
+            b,
+            (&fused.inputs, &fused.outputs),
+            (fused.consts_slot, fused.rows_slot),
+            (start, end, ptrs),
+        );
         if let Some(pass) = fused.assembled {
             b.ins().call(pass, &[consts, rows, count]);
             return Ok(());

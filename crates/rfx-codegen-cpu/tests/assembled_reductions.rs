@@ -221,3 +221,64 @@ fn short_rows_mixed_dtypes_and_fast_math_keep_the_inline_code() {
     .expect("dump");
     assert!(fast.iter().all(|(_, _, asm)| !asm.contains("; assembled pass")));
 }
+
+/// More per-call scalars than a plan has registers (17 against 16), folded or stored beside a
+/// row: no pass (the constants do not fit), the inline code, the interpreter's bits; never a
+/// failed compile.
+#[test]
+fn more_constants_than_registers_keep_the_inline_code() {
+    let mut rng = TestRng::new(7);
+    for reduce in [true, false] {
+        let mut lines = vec![" %x = input x : {dt}[{S}]".to_string()];
+        let mut ins = vec![In::Row];
+        lines.push(if reduce {
+            " %t = sum %x axes [0] : {dt}[]\n output t = %t".to_string()
+        } else {
+            " %t = neg %x : {dt}[{S}]\n output t = %t".to_string()
+        });
+        for i in 0..17 {
+            lines.push(format!(" %k{i} = input k{i} : {{dt}}[]"));
+            lines.push(format!(" %b{i} = broadcast_to %k{i} : {{dt}}[{{S}}]"));
+            lines.push(if reduce {
+                format!(" %s{i} = max %b{i} axes [0] : {{dt}}[]\n output s{i} = %s{i}")
+            } else {
+                format!(" output s{i} = %b{i}")
+            });
+            ins.push(In::Scalar(f64::from(i) - 8.5));
+        }
+        let src = format!("kernel k {{\n{}\n}}", lines.join("\n"));
+        for dtype in DTYPES {
+            let assembled = exact_matches_interpreter_on(&mut rng, &src, dtype, &ins, (&shapes(&[1000]), 1));
+            assert_eq!(assembled, 0, "{src}");
+        }
+    }
+}
+
+/// A pass with one routine step lists all its code, the short chunk after the last whole
+/// block included (it comes before the epilogue's `ret`, where the listing stops).
+#[test]
+fn a_block_by_block_pass_lists_its_tail() {
+    if !host_assembles() {
+        return;
+    }
+    let lir = lir_of(
+        "kernel k {\n %x = input x : f32[1000]\n %y = input y : f32[1000]\n %c = const 2.0 : f32[]\n \
+         %m = mul %x, %c : f32[1000]\n %s = sin %m : f32[1000]\n %o = add %s, %y : f32[1000]\n \
+         output o = %o\n}",
+    );
+    let listing: String = rfx_codegen_cpu::dump(&lir)
+        .expect("dump")
+        .into_iter()
+        .map(|(_, _, asm)| asm)
+        .collect();
+    let pass = listing
+        .split("; assembled pass")
+        .nth(1)
+        .expect("one assembled pass");
+    // The block entry's call in the loop and the tile routine's for the short chunk.
+    assert_eq!(pass.matches("call").count(), 2, "{pass}");
+    assert!(
+        pass.matches("vaddss").count() >= 1,
+        "the tail's scalar loop is listed: {pass}"
+    );
+}

@@ -673,6 +673,10 @@ fn fused_plan(
     (inputs, outputs): (usize, usize),
     dtype: DType,
 ) -> Option<fused::Plan> {
+    // The constants alone take more registers than a plan has.
+    if consts > fused::MAX_REGS {
+        return None;
+    }
     let reads = |step: &FusedStep| -> Vec<FusedValue> {
         match step {
             FusedStep::Op { srcs, .. } => srcs.clone(),

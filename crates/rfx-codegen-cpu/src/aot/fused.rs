@@ -118,6 +118,19 @@ impl Plan {
     pub(crate) fn is_valid(&self) -> bool {
         valid(&self.head, &self.steps)
     }
+
+    /// The plan without its [`op::FOLD`] steps: the exact and routine steps of a reduction's
+    /// plan, which the routine's check ([`Plan::is_valid`]) applies to.
+    pub(crate) fn without_folds(&self) -> Plan {
+        let steps: Vec<Step> = self.steps.iter().copied().filter(|s| s.op != op::FOLD).collect();
+        Plan {
+            head: Head {
+                steps: steps.len() as u32,
+                ..self.head
+            },
+            steps,
+        }
+    }
 }
 
 /// The operands an exact step's opcode reads (1 or 2); `None` for any other code.

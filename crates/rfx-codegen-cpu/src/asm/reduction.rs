@@ -18,7 +18,6 @@
 //! `lanes` partials at its [`Fold::offset`], read on entry and written back on exit.
 
 use super::*;
-use crate::aot::fused::Head;
 
 /// How far ahead of its stores a reduction pass fetches its output rows' lines for writing
 /// ([`Emitter::prefetch_outputs`]), in bytes.
@@ -72,18 +71,8 @@ pub(crate) fn assemble_reduction(
     if folds.is_empty() || rows > MAX_ROWS || first_acc + folds.len() * vectors > DST {
         return None;
     }
-    let exact: Vec<Step> = plan.steps.iter().filter(|s| s.op != op::FOLD).copied().collect();
-    if exact.iter().any(|s| s.op >= op::ROUTINE) {
-        return None;
-    }
-    let without_folds = Plan {
-        head: Head {
-            steps: exact.len() as u32,
-            ..h
-        },
-        steps: exact,
-    };
-    if !without_folds.is_valid() {
+    let without_folds = plan.without_folds();
+    if without_folds.steps.iter().any(|s| s.op >= op::ROUTINE) || !without_folds.is_valid() {
         return None;
     }
     // Each reduction folded once, a value computed before its fold.

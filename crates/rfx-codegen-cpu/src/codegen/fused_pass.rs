@@ -417,19 +417,7 @@ impl<'k> Gen<'_, 'k> {
         };
         // The fused routine's plans (the exact steps of a reduction's, whose folds it does not
         // run) pass its own check.
-        let exact = fused::Plan {
-            head: fused::Head {
-                steps: plan.steps.iter().filter(|s| s.op != fused::op::FOLD).count() as u32,
-                ..plan.head
-            },
-            steps: plan
-                .steps
-                .iter()
-                .copied()
-                .filter(|s| s.op != fused::op::FOLD)
-                .collect(),
-        };
-        if !exact.is_valid() {
+        if !plan.without_folds().is_valid() {
             return Err(internal("fused plan fails its own check"));
         }
         Ok(Some(FusedBody {

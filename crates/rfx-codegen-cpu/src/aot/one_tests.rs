@@ -179,6 +179,17 @@ fn assert_same<T: Elem + std::fmt::Debug>(routine: AotFn, args: &[T], one: T, ti
     );
 }
 
+/// The block entries' compilations this CPU runs: AVX2 (`false`), and AVX-512 (`true`) where
+/// it has AVX-512 F and VL.
+fn block_compilations() -> Vec<bool> {
+    let mut wide = vec![false];
+    #[cfg(target_arch = "x86_64")]
+    if crate::aot::avx512() {
+        wide.push(true);
+    }
+    wide
+}
+
 /// Compares `routine`'s entry with the routine on the arrays built from `xs` (a unary or pair
 /// routine) or from pairs of them (a binary one).
 ///
@@ -204,14 +215,18 @@ unsafe fn check<T: Elem + std::fmt::Debug>(routine: AotFn, xs: &[f64], rng: &mut
                 for (&x, &y) in xs.iter().zip(&ys) {
                     assert_same(routine, &[x], one(x), y);
                 }
-                let block = routine.block().expect("a unary routine has a block entry");
-                let block: unsafe extern "C" fn(*const T, *mut T) = std::mem::transmute(block);
-                let lanes = BLOCK_BYTES / std::mem::size_of::<T>();
-                let mut out = vec![T::default(); lanes];
-                for (xs, ys) in xs.chunks_exact(lanes).zip(ys.chunks_exact(lanes)) {
-                    block(xs.as_ptr(), out.as_mut_ptr());
-                    for ((&x, &o), &y) in xs.iter().zip(&out).zip(ys) {
-                        assert_same(routine, &[x], o, y);
+                for wide in block_compilations() {
+                    let block = routine
+                        .block_for(wide)
+                        .expect("a unary routine has a block entry");
+                    let block: unsafe extern "C" fn(*const T, *mut T) = std::mem::transmute(block);
+                    let lanes = BLOCK_BYTES / std::mem::size_of::<T>();
+                    let mut out = vec![T::default(); lanes];
+                    for (xs, ys) in xs.chunks_exact(lanes).zip(ys.chunks_exact(lanes)) {
+                        block(xs.as_ptr(), out.as_mut_ptr());
+                        for ((&x, &o), &y) in xs.iter().zip(&out).zip(ys) {
+                            assert_same(routine, &[x], o, y);
+                        }
                     }
                 }
                 n
@@ -266,18 +281,22 @@ unsafe fn check<T: Elem + std::fmt::Debug>(routine: AotFn, xs: &[f64], rng: &mut
                 for ((&x, &y), &z) in a.iter().zip(&b).zip(&ys) {
                     assert_same(routine, &[x, y], one(x, y), z);
                 }
-                let block = routine.block().expect("a binary routine has a block entry");
-                let block: unsafe extern "C" fn(*const T, *const T, *mut T) = std::mem::transmute(block);
-                let lanes = BLOCK_BYTES / std::mem::size_of::<T>();
-                let mut out = vec![T::default(); lanes];
-                for ((a, b), ys) in a
-                    .chunks_exact(lanes)
-                    .zip(b.chunks_exact(lanes))
-                    .zip(ys.chunks_exact(lanes))
-                {
-                    block(a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
-                    for (((&x, &y), &o), &z) in a.iter().zip(b).zip(&out).zip(ys) {
-                        assert_same(routine, &[x, y], o, z);
+                for wide in block_compilations() {
+                    let block = routine
+                        .block_for(wide)
+                        .expect("a binary routine has a block entry");
+                    let block: unsafe extern "C" fn(*const T, *const T, *mut T) = std::mem::transmute(block);
+                    let lanes = BLOCK_BYTES / std::mem::size_of::<T>();
+                    let mut out = vec![T::default(); lanes];
+                    for ((a, b), ys) in a
+                        .chunks_exact(lanes)
+                        .zip(b.chunks_exact(lanes))
+                        .zip(ys.chunks_exact(lanes))
+                    {
+                        block(a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
+                        for (((&x, &y), &o), &z) in a.iter().zip(b).zip(&out).zip(ys) {
+                            assert_same(routine, &[x, y], o, z);
+                        }
                     }
                 }
                 a.len()

@@ -241,6 +241,9 @@ pub(super) mod pow_f64_avx2 {
         // SAFETY: three blocks of `f64`, `dst` apart from the sources.
         unsafe { super::pow_f64_avx2(a.as_ptr(), b.as_ptr(), dst.as_mut_ptr(), a.len()) }
     }
+
+    /// The routine has no AVX-512 compilation: its block entry serves AVX-512 CPUs too.
+    pub(in super::super) use block as block_wide;
 }
 
 /// `dst[i] = pow(a[i], b[i])` for `i < n`, `f64` (see [`POW_BLOCK`] for the method), then `std`

@@ -88,43 +88,62 @@ macro_rules! aot_routines {
                 }
             }
 
-            /// The address of the routine's block entry (`fn(src, dst)` or `fn(a, b, dst)` on
-            /// [`BLOCK_BYTES`](super::BLOCK_BYTES) of elements: [`VecFn`] and the other ABI
-            /// types), which writes the bits the routine writes for them; `None` for a routine
-            /// with two results or a fused pass, and off x86-64.
+            /// The address of the routine's block entry for this CPU (`fn(src, dst)` or
+            /// `fn(a, b, dst)` on [`BLOCK_BYTES`](super::BLOCK_BYTES) of elements: [`VecFn`]
+            /// and the other ABI types), which writes the bits the routine writes for them:
+            /// its AVX-512 compilation where the CPU has AVX-512 F and VL ([`AotFn::block_for`]).
+            /// `None` for a routine with two results or a fused pass, and off x86-64.
             pub(crate) fn block(self) -> Option<*const u8> {
+                #[cfg(target_arch = "x86_64")]
+                let wide = super::avx512();
+                #[cfg(not(target_arch = "x86_64"))]
+                let wide = false;
+                self.block_for(wide)
+            }
+
+            /// The block entry compiled for AVX2 (`wide` false) or AVX-512 (true): the same
+            /// formulas, so the same bits.
+            pub(crate) fn block_for(self, wide: bool) -> Option<*const u8> {
                 match self {
-                    $(AotFn::$variant => aot_routines!(@vector $($oabi, $omodule::$oinner)?),)*
+                    $(AotFn::$variant => aot_routines!(@vector wide, $($oabi, $omodule::$oinner)?),)*
                 }
             }
         }
     };
-    (@vector) => {
+    (@vector $wide:ident,) => {{
+        let _ = $wide;
+        None
+    }};
+    (@vector $wide:ident, OnePairFn, $omodule:ident::$oinner:ident) => {
         None
     };
-    (@vector OnePairFn, $omodule:ident::$oinner:ident) => {
+    (@vector $wide:ident, OnePairFnF64, $omodule:ident::$oinner:ident) => {
         None
     };
-    (@vector OnePairFnF64, $omodule:ident::$oinner:ident) => {
-        None
+    (@vector $wide:ident, OneFn, $omodule:ident::$oinner:ident) => {
+        aot_routines!(@vector_of $wide, VecFn, $omodule::$oinner)
     };
-    (@vector OneFn, $omodule:ident::$oinner:ident) => {
-        aot_routines!(@vector_of VecFn, $omodule::$oinner)
+    (@vector $wide:ident, OneFnF64, $omodule:ident::$oinner:ident) => {
+        aot_routines!(@vector_of $wide, VecFnF64, $omodule::$oinner)
     };
-    (@vector OneFnF64, $omodule:ident::$oinner:ident) => {
-        aot_routines!(@vector_of VecFnF64, $omodule::$oinner)
+    (@vector $wide:ident, One2Fn, $omodule:ident::$oinner:ident) => {
+        aot_routines!(@vector_of $wide, Vec2Fn, $omodule::$oinner)
     };
-    (@vector One2Fn, $omodule:ident::$oinner:ident) => {
-        aot_routines!(@vector_of Vec2Fn, $omodule::$oinner)
+    (@vector $wide:ident, One2FnF64, $omodule:ident::$oinner:ident) => {
+        aot_routines!(@vector_of $wide, Vec2FnF64, $omodule::$oinner)
     };
-    (@vector One2FnF64, $omodule:ident::$oinner:ident) => {
-        aot_routines!(@vector_of Vec2FnF64, $omodule::$oinner)
-    };
-    (@vector_of $vabi:ty, $omodule:ident::$oinner:ident) => {{
+    (@vector_of $wide:ident, $vabi:ty, $omodule:ident::$oinner:ident) => {{
         #[cfg(target_arch = "x86_64")]
-        let vector = Some((super::$omodule::$oinner::block as $vabi) as *const u8);
+        let vector = Some(if $wide {
+            (super::$omodule::$oinner::block_wide as $vabi) as *const u8
+        } else {
+            (super::$omodule::$oinner::block as $vabi) as *const u8
+        });
         #[cfg(not(target_arch = "x86_64"))]
-        let vector = None;
+        let vector = {
+            let _ = $wide;
+            None
+        };
         vector
     }};
     (@one $routine:ident) => {

@@ -10,10 +10,11 @@
 //! reassociation). A plan with routine steps runs chunk by chunk ([`Emitter::chunked_pass`]):
 //! its runs of exact steps as such loops over the chunk, each routine step as a call of its
 //! tile routine on the chunk, values that cross from one to another through chunk buffers in
-//! the frame; a plan with one routine step runs two vectors at a time instead, the routine
-//! through its block entry. An input row that several steps read is loaded once per vector
-//! into a spare register. A reduction's body runs as a reduction pass ([`reduction`]): the plan's exact
-//! steps and a fold of each reduced value into partials carried in `ymm` accumulators.
+//! the frame; a plan with one routine step runs block by block instead (four vectors at a
+//! time), the routine through its block entry (its AVX-512 compilation where the CPU has it).
+//! An input row that several steps read is loaded once per vector into a spare register. A
+//! reduction's body runs as a reduction pass ([`reduction`]): the plan's exact steps and a
+//! fold of each reduced value into partials carried in `ymm` accumulators.
 //!
 //! Each step computes the fused routine's op (see [`crate::aot::fused`]), so an assembled pass
 //! gives the bits of the fused pass and of the inline code: add, subtract, multiply, divide and
@@ -200,7 +201,7 @@ const FETCH_AHEAD: i32 = 1024;
 const LONG_ROW: i32 = 16 * 1024;
 
 /// Bytes per step of a block-by-block pass ([`Emitter::chunked_pass`]): a block of the
-/// routines' block entries ([`crate::aot::BLOCK_BYTES`]), two vectors.
+/// routines' block entries ([`crate::aot::BLOCK_BYTES`]), four vectors.
 const BLOCK: i32 = crate::aot::BLOCK_BYTES as i32;
 
 /// The general registers of a chunked pass's rows within one segment of exact steps: the
@@ -426,18 +427,20 @@ impl<'p> Emitter<'p> {
     /// segment than its own, or by or from a routine, also lives in its register's chunk
     /// buffer in the frame; a routine reads and writes rows in place.
     ///
-    /// A plan with one routine step runs block by block ([`BLOCK`] bytes, two vectors): the
-    /// exact runs on the block's two vectors, the routine through its block entry
+    /// A plan with one routine step runs block by block ([`BLOCK`] bytes, four vectors): the
+    /// exact runs on the block's vectors, the routine through its block entry
     /// ([`AotFn::block`]), the rows' lines fetched ahead on long rows ([`FETCH_AHEAD`]); the
     /// elements after the last whole block run as one short chunk, through the tile routine.
     /// A block entry's sources and result never overlap (its references promise it): the
     /// result is an output row or its register's own buffer, a source an input row or another
     /// register's buffer (a step never writes one of its sources).
     /// Memory traffic then interleaves with the routine's arithmetic as in the loop a C
-    /// compiler writes around a vector math call: `sin(x*2)+y` out of L3 at 1,024 elements
-    /// took 0.97–1.00 of gcc's time against 0.89–0.94 in chunks of 256 (`compare.sh`,
+    /// compiler writes around a vector math call: `sin(x*2)+y` out of L3 at 1,024 elements ran
+    /// at 0.97–1.00× gcc's speed with blocks of two vectors against 0.89–0.94× in chunks of
+    /// 256, and at 1.14–1.42× with blocks of four through the AVX-512 entries (`compare.sh`,
     /// 2026-11-29). With more routine steps the chunks ([`CHUNK`] elements) stay: the 10-op
-    /// chain, three routines, measured 1.10× gcc's speed block by block and 1.25× in chunks.
+    /// chain, three routines, measured the same either way (1.30–1.38× gcc's speed block by
+    /// block, 1.27–1.30× in chunks, at 1,024).
     ///
     /// Registers: `rbx` the constants, `rbp` the row table, `r12` the chunk's byte offset,
     /// `r13` the row's bytes, `r14` the chunk's bytes (block by block: the first offset not to

@@ -8,7 +8,8 @@
 //! measured path under `valgrind --tool=callgrind` with collection switched on only inside the
 //! example's `icount_measured_region`, and divides callgrind's instruction total by the
 //! path's iterations. The paths are compiled for a pinned CPU target (the example's
-//! `TARGET`), so the counts are the same on every x86-64 machine; a path fails when it executes
+//! `TARGET`; x86-64-v3 for the paths named `_avx2`, which the gate skips on a CPU without AVX2
+//! and FMA), so the counts are the same on every x86-64 machine; a path fails when it executes
 //! more than `--threshold-pct` (10) percent more instructions per call than
 //! `baselines/icount-x86_64.json`, and `--bless` re-records that file.
 
@@ -21,14 +22,23 @@ use serde_json::{Value, json};
 /// The measured paths and how many times each runs under callgrind. The counts are
 /// deterministic, so the iterations only amortise the loop; they are kept small because
 /// callgrind runs code about 50 times slower.
-pub(crate) const PATHS: [(&str, u64); 6] = [
+pub(crate) const PATHS: [(&str, u64); 8] = [
     ("pid_clip_n1.run", 2000),
     ("pid_clip_n1.run_args", 2000),
     ("pid_clip_n1.jit_call", 2000),
     ("compile_20op", 3),
     ("fused_chain_n1024.run_args", 200),
     ("chain10_n1024.run_args", 200),
+    ("pid_clip_n1024_avx2.run_args", 200),
+    ("value_and_grad_sum_sq_n1024_avx2.run_args", 200),
 ];
+
+/// The exit status of the example for a path this CPU cannot run (its `UNAVAILABLE`: an
+/// `_avx2` path without AVX2 and FMA).
+const UNAVAILABLE: i32 = 3;
+
+/// The widest path name, for the table.
+const NAME_WIDTH: usize = 42;
 
 /// The baseline file, relative to the workspace root.
 pub(crate) const BASELINE: &str = "baselines/icount-x86_64.json";
@@ -45,9 +55,12 @@ pub(crate) struct Count {
 pub(crate) struct Report {
     /// `valgrind --version` (`valgrind-3.19.0`).
     pub(crate) valgrind: String,
-    /// The CPU target the paths were compiled for (`baseline`).
+    /// The CPU target the paths were compiled for (`baseline`; the `_avx2` paths' is
+    /// x86-64-v3).
     pub(crate) target: String,
     pub(crate) counts: BTreeMap<String, Count>,
+    /// The paths this CPU could not run (measured reports only; never written).
+    pub(crate) skipped: Vec<String>,
 }
 
 impl Report {
@@ -84,6 +97,7 @@ impl Report {
             valgrind: field("valgrind")?,
             target: field("target")?,
             counts,
+            skipped: Vec::new(),
         })
     }
 
@@ -120,6 +134,8 @@ pub(crate) enum Verdict {
     Faster,
     /// In the baseline, not measured: fails the gate.
     Missing,
+    /// In the baseline, not run because this CPU cannot (an `_avx2` path without AVX2): passes.
+    Skipped,
     /// Measured, not in the baseline: passes (bless to add it).
     New,
 }
@@ -154,6 +170,7 @@ pub(crate) fn compare(baseline: &Report, current: &Report, threshold_pct: f64) -
                 (Some(b), Some(c)) if c > b * (1.0 + threshold_pct / 100.0) => Verdict::Slower,
                 (Some(b), Some(c)) if c < b * (1.0 - threshold_pct / 100.0) => Verdict::Faster,
                 (Some(_), Some(_)) => Verdict::Ok,
+                (Some(_), None) if current.skipped.contains(path) => Verdict::Skipped,
                 (Some(_), None) => Verdict::Missing,
                 (None, _) => Verdict::New,
             };
@@ -176,7 +193,7 @@ pub(crate) fn passes(rows: &[Row]) -> bool {
 /// The comparison table, and the notes below it.
 pub(crate) fn table(rows: &[Row], baseline: &Report, current: &Report, threshold_pct: f64) -> String {
     let mut out = format!(
-        "{:<28} {:>14} {:>14} {:>9}  verdict (threshold {threshold_pct}%)\n",
+        "{:<NAME_WIDTH$} {:>14} {:>14} {:>9}  verdict (threshold {threshold_pct}%)\n",
         "path", "baseline", "current", "change"
     );
     let number = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
@@ -186,10 +203,11 @@ pub(crate) fn table(rows: &[Row], baseline: &Report, current: &Report, threshold
             Verdict::Slower => "SLOWER",
             Verdict::Faster => "faster",
             Verdict::Missing => "MISSING",
+            Verdict::Skipped => "skipped (this CPU lacks AVX2 or FMA)",
             Verdict::New => "new",
         };
         out += &format!(
-            "{:<28} {:>14} {:>14} {:>9}  {verdict}\n",
+            "{:<NAME_WIDTH$} {:>14} {:>14} {:>9}  {verdict}\n",
             r.path,
             number(r.baseline),
             number(r.current),
@@ -366,6 +384,7 @@ fn measure(root: &Path, paths: &[(&str, u64)]) -> Result<Report, String> {
     let dir = target_dir(root).join("icount");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let mut counts = BTreeMap::new();
+    let mut skipped = Vec::new();
     for &(path, iterations) in paths {
         let start = std::time::Instant::now();
         let out_file = dir.join(format!("callgrind.{path}.out"));
@@ -377,6 +396,11 @@ fn measure(root: &Path, paths: &[(&str, u64)]) -> Result<Report, String> {
             .args([path, &iterations.to_string()])
             .output()
             .map_err(|e| format!("running valgrind: {e}"))?;
+        if out.status.code() == Some(UNAVAILABLE) {
+            eprintln!("icount: {path:<NAME_WIDTH$} skipped: this CPU lacks AVX2 or FMA");
+            skipped.push(path.to_string());
+            continue;
+        }
         if !out.status.success() {
             return Err(format!(
                 "icount {path} under callgrind failed ({}):\n{}",
@@ -393,7 +417,7 @@ fn measure(root: &Path, paths: &[(&str, u64)]) -> Result<Report, String> {
         }
         let per_call = (total as f64 / iterations as f64 * 10.0).round() / 10.0;
         eprintln!(
-            "icount: {path:<28} {per_call:>14.1} instructions per call ({:.1} s)",
+            "icount: {path:<NAME_WIDTH$} {per_call:>14.1} instructions per call ({:.1} s)",
             start.elapsed().as_secs_f64()
         );
         counts.insert(path.to_string(), Count { iterations, per_call });
@@ -402,6 +426,7 @@ fn measure(root: &Path, paths: &[(&str, u64)]) -> Result<Report, String> {
         valgrind,
         target,
         counts,
+        skipped,
     })
 }
 
@@ -445,6 +470,12 @@ pub(crate) fn icount(root: &Path, args: &[String]) -> Result<bool, String> {
         }
     };
     if opts.bless {
+        if !current.skipped.is_empty() {
+            return Err(format!(
+                "--bless needs every path measured; this CPU skipped {}",
+                current.skipped.join(", ")
+            ));
+        }
         std::fs::write(&baseline_path, current.to_json(threshold))
             .map_err(|e| format!("{}: {e}", baseline_path.display()))?;
         println!("wrote {}", baseline_path.display());
@@ -539,6 +570,24 @@ mod tests {
         let rows = compare(&fewer, &base, 10.0);
         assert!(passes(&rows));
         assert!(rows.iter().any(|r| r.verdict == Verdict::New));
+    }
+
+    /// An `_avx2` path the CPU could not run passes as skipped; a path merely absent still
+    /// fails, and a skipped path is never written into a report.
+    #[test]
+    fn a_path_this_cpu_cannot_run_is_skipped_not_missing() {
+        let base = recorded();
+        let path = "pid_clip_n1024_avx2.run_args";
+        let mut current = base.clone();
+        current.counts.remove(path);
+        assert!(!passes(&compare(&base, &current, 10.0)));
+        current.skipped.push(path.to_string());
+        let rows = compare(&base, &current, 10.0);
+        assert!(passes(&rows), "{rows:?}");
+        let row = rows.iter().find(|r| r.path == path).expect("the row");
+        assert_eq!(row.verdict, Verdict::Skipped);
+        assert!(table(&rows, &base, &current, 10.0).contains("skipped"));
+        assert!(!current.to_json(10.0).contains(path));
     }
 
     #[test]

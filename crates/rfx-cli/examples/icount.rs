@@ -8,7 +8,12 @@
 //! The kernels are `rfx bench`'s ([`rfx_cli::bench::kernels`]); the compile path traces
 //! through the facade the same 20-op chain that `rfx-codegen-cpu`'s criterion bench
 //! `compile_hir_to_native_20_ops` parses from text. Every path is compiled with one thread and
-//! the pinned CPU target ([`config`]), so the counts are the same on any x86-64 machine.
+//! a pinned CPU target ([`config`]), so the counts are the same on any x86-64 machine: the
+//! base instruction set ([`TARGET`]), or, for the paths named `_avx2`, x86-64-v3, whose
+//! kernels run as assembled AVX2 passes (an exact pass, a reduction pass). A CPU without AVX2
+//! and FMA skips those paths (exit status [`UNAVAILABLE`]). No `_avx2` path calls a
+//! transcendental routine: the routines are Rust compiled at the test profile's opt-level 1,
+//! which does not vectorise them, so their counts would say nothing of the release build's.
 //!
 //! `cargo run --release -p rfx-cli --no-default-features --example icount -- --list` prints
 //! the paths.
@@ -21,7 +26,7 @@ use rfx_ir::testgen::{TestRng, random_inputs};
 use rfx_ir::{Array, Scalar};
 
 /// The measured paths: name and what one iteration does.
-const PATHS: [(&str, &str); 6] = [
+const PATHS: [(&str, &str); 8] = [
     (
         "pid_clip_n1.run",
         "BoundKernel::run of the PID clip at n = 1 (views, every argument checked)",
@@ -46,7 +51,19 @@ const PATHS: [(&str, &str); 6] = [
         "chain10_n1024.run_args",
         "run_args of the 10-op chain at n = 1,024",
     ),
+    (
+        "pid_clip_n1024_avx2.run_args",
+        "run_args of the PID clip at n = 1,024 for x86-64-v3 (an assembled exact pass)",
+    ),
+    (
+        "value_and_grad_sum_sq_n1024_avx2.run_args",
+        "run_args of the value and gradient of sum(x²) at n = 1,024 for x86-64-v3 (a reduction pass)",
+    ),
 ];
+
+/// The exit status of a path this CPU cannot run: an `_avx2` path where the CPU (as valgrind's
+/// CPUID reports it) lacks AVX2 or FMA.
+const UNAVAILABLE: i32 = 3;
 
 /// The CPU target every path compiles for: x86-64's base instruction set (SSE2; no FMA, no
 /// AVX2 routines), so that the generated code, and with it the counts, are the same on every
@@ -54,11 +71,23 @@ const PATHS: [(&str, &str); 6] = [
 const TARGET: CpuTarget = CpuTarget::Baseline;
 
 /// Every path compiles with this: one thread (no worker pool whose waits callgrind would
-/// count) and [`TARGET`].
-fn config() -> CompileConfig {
-    let mut config = CompileConfig::default().cpu_target(TARGET);
+/// count) and `target` ([`TARGET`], or x86-64-v3 for the `_avx2` paths).
+fn config(target: CpuTarget) -> CompileConfig {
+    let mut config = CompileConfig::default().cpu_target(target);
     config.compile.max_threads = Some(1);
     config
+}
+
+/// Whether this CPU runs the `_avx2` paths' code: AVX2 and FMA.
+fn avx2_and_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
 }
 
 /// The only function whose instructions callgrind counts: `call`, `iterations` times.
@@ -73,8 +102,12 @@ fn icount_measured_region(
     Ok(())
 }
 
-/// `rfx bench`'s kernel `name` at `n` elements, compiled with [`config`].
-fn bench_jit(name: &str, n: usize) -> anyhow::Result<(Jit<KernelSource>, Vec<Array>, Vec<TensorType>)> {
+/// `rfx bench`'s kernel `name` at `n` elements, compiled with [`config`] for `target`.
+fn bench_jit(
+    name: &str,
+    n: usize,
+    target: CpuTarget,
+) -> anyhow::Result<(Jit<KernelSource>, Vec<Array>, Vec<TensorType>)> {
     let kernel = rfx_cli::bench::kernels(n)?
         .into_iter()
         .find_map(|(k, kernel)| (k == name).then_some(kernel))
@@ -85,15 +118,15 @@ fn bench_jit(name: &str, n: usize) -> anyhow::Result<(Jit<KernelSource>, Vec<Arr
         .map(|a| TensorType::new(a.dtype(), a.shape().clone()))
         .collect();
     Ok((
-        Jit::with_config(KernelSource::new(kernel), config()),
+        Jit::with_config(KernelSource::new(kernel), config(target)),
         inputs,
         types,
     ))
 }
 
-/// The pre-bound call of `rfx bench`'s kernel `name` at `n` elements.
-fn run_args(name: &str, n: usize, iterations: u64) -> anyhow::Result<()> {
-    let (jit, inputs, types) = bench_jit(name, n)?;
+/// The pre-bound call of `rfx bench`'s kernel `name` at `n` elements, compiled for `target`.
+fn run_args(name: &str, n: usize, target: CpuTarget, iterations: u64) -> anyhow::Result<()> {
+    let (jit, inputs, types) = bench_jit(name, n, target)?;
     let mut bound = jit.bind(&types)?;
     let mut args = bound.args()?;
     for (i, input) in inputs.iter().enumerate() {
@@ -105,7 +138,7 @@ fn run_args(name: &str, n: usize, iterations: u64) -> anyhow::Result<()> {
 
 /// The checked call of the PID clip on views.
 fn pid_run(iterations: u64) -> anyhow::Result<()> {
-    let (jit, inputs, types) = bench_jit("pid_clip", 1)?;
+    let (jit, inputs, types) = bench_jit("pid_clip", 1, TARGET)?;
     let mut bound = jit.bind(&types)?;
     let shape = bound
         .output_shapes()
@@ -123,7 +156,7 @@ fn pid_run(iterations: u64) -> anyhow::Result<()> {
 
 /// The facade's cached call of the PID clip.
 fn pid_jit_call(iterations: u64) -> anyhow::Result<()> {
-    let (jit, inputs, _) = bench_jit("pid_clip", 1)?;
+    let (jit, inputs, _) = bench_jit("pid_clip", 1, TARGET)?;
     let slice =
         |i: usize| -> anyhow::Result<&[f32]> { inputs[i].as_slice::<f32>().context("pid_clip input is f32") };
     let (e, i, d) = (slice(0)?, slice(1)?, slice(2)?);
@@ -151,7 +184,7 @@ fn compile_20op(iterations: u64) -> anyhow::Result<()> {
     let ty = TensorType::new(DType::F32, [64]);
     let types = [ty.clone(), ty];
     let compile = || -> anyhow::Result<()> {
-        let jit = rfx::jit_with(chain20, config());
+        let jit = rfx::jit_with(chain20, config(TARGET));
         let exe = jit.executable(black_box(&types))?;
         if exe.hir().op_count() < 20 {
             bail!("the 20-op chain traced to {} ops", exe.hir().op_count());
@@ -170,7 +203,7 @@ fn main() -> anyhow::Result<()> {
     match args.first().map(String::as_str) {
         Some("--list") => {
             for (name, what) in PATHS {
-                println!("{name:<28} {what}");
+                println!("{name:<42} {what}");
             }
             return Ok(());
         }
@@ -186,13 +219,22 @@ fn main() -> anyhow::Result<()> {
     let iterations: u64 = iterations
         .parse()
         .with_context(|| format!("ITERATIONS must be a count, got `{iterations}`"))?;
+    if path.contains("_avx2.") && !avx2_and_fma() {
+        eprintln!("icount: {path} needs AVX2 and FMA, which this CPU lacks");
+        std::process::exit(UNAVAILABLE);
+    }
+    let v3 = CpuTarget::Avx2;
     match path.as_str() {
         "pid_clip_n1.run" => pid_run(iterations),
-        "pid_clip_n1.run_args" => run_args("pid_clip", 1, iterations),
+        "pid_clip_n1.run_args" => run_args("pid_clip", 1, TARGET, iterations),
         "pid_clip_n1.jit_call" => pid_jit_call(iterations),
         "compile_20op" => compile_20op(iterations),
-        "fused_chain_n1024.run_args" => run_args("fused_chain", 1024, iterations),
-        "chain10_n1024.run_args" => run_args("chain10", 1024, iterations),
+        "fused_chain_n1024.run_args" => run_args("fused_chain", 1024, TARGET, iterations),
+        "chain10_n1024.run_args" => run_args("chain10", 1024, TARGET, iterations),
+        "pid_clip_n1024_avx2.run_args" => run_args("pid_clip", 1024, v3, iterations),
+        "value_and_grad_sum_sq_n1024_avx2.run_args" => {
+            run_args("value_and_grad_sum_sq", 1024, v3, iterations)
+        }
         other => bail!("unknown path `{other}` (see --list)"),
     }
 }

@@ -292,7 +292,9 @@ fn random_plans<T: Elem>(seed: u64, routines: bool) {
     // Lengths around the vector width and, with routines, around the block and the chunk,
     // and rows long enough to be fetched ahead.
     let lengths: &[usize] = if routines {
-        &[0, 1, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 255, 256, 257, 513, 1027, 4100]
+        &[
+            0, 1, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 255, 256, 257, 513, 1027, 4100,
+        ]
     } else {
         &[0, 1, 3, 4, 7, 8, 9, 15, 16, 17, 31, 33, 100, 1027]
     };

@@ -188,8 +188,11 @@ pub(crate) fn avx512() -> bool {
 }
 
 /// The element types of blocks: types every bit pattern of which is a value.
+#[cfg(target_arch = "x86_64")]
 pub(crate) trait BlockElem: Copy {}
+#[cfg(target_arch = "x86_64")]
 impl BlockElem for f32 {}
+#[cfg(target_arch = "x86_64")]
 impl BlockElem for f64 {}
 
 /// A block read for an AVX-512 block entry: `src`'s bytes loaded in 256-bit halves and joined

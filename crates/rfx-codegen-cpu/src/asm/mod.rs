@@ -639,18 +639,23 @@ impl<'p> Emitter<'p> {
     }
 
     /// In a block-by-block pass, before each block: unless the block's offset (r12) is at or
-    /// past r14 (then to `skip`), fetches the line `FETCH_AHEAD` bytes on of every row, an
-    /// input's for reading and an output's for writing.
+    /// past r14 (then to `skip`), fetches the block's lines `FETCH_AHEAD` bytes on in every row,
+    /// an input's for reading and an output's for writing. Every line: with blocks of two
+    /// lines, fetching only the first read 1.12–1.14× gcc's speed on `sin(x*2)+y` at 16,384
+    /// and 65,536 elements against 1.17–1.26× with both (`compare.sh`, 2026-11-29).
     fn prefetch_rows(&mut self, skip: &mut CodeLabel) -> Result<(), IcedError> {
         let h = self.plan.head;
         self.a.cmp(r12, r14)?;
         self.a.jae(*skip)?;
         for k in 0..(h.inputs + h.outputs) as i32 {
             self.a.mov(rax, qword_ptr(rbp + 8 * k))?;
-            if k < h.inputs as i32 {
-                self.a.prefetcht0(byte_ptr(rax + r12 + FETCH_AHEAD))?;
-            } else {
-                self.a.prefetchw(byte_ptr(rax + r12 + FETCH_AHEAD))?;
+            for line in 0..BLOCK / 64 {
+                let at = byte_ptr(rax + r12 + FETCH_AHEAD + 64 * line);
+                if k < h.inputs as i32 {
+                    self.a.prefetcht0(at)?;
+                } else {
+                    self.a.prefetchw(at)?;
+                }
             }
         }
         Ok(())

@@ -187,13 +187,19 @@ pub(crate) fn avx512() -> bool {
     std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512vl")
 }
 
-/// The element types of blocks: types every bit pattern of which is a value.
+/// The element types of blocks.
+///
+/// # Safety
+/// Every bit pattern of the type's size must be a value of it ([`block_by_halves`] builds
+/// blocks from bytes).
 #[cfg(target_arch = "x86_64")]
-pub(crate) trait BlockElem: Copy {}
+pub(crate) unsafe trait BlockElem: Copy {}
+// SAFETY: every bit pattern is an `f32`.
 #[cfg(target_arch = "x86_64")]
-impl BlockElem for f32 {}
+unsafe impl BlockElem for f32 {}
+// SAFETY: every bit pattern is an `f64`.
 #[cfg(target_arch = "x86_64")]
-impl BlockElem for f64 {}
+unsafe impl BlockElem for f64 {}
 
 /// A block read for an AVX-512 block entry: `src`'s bytes loaded in 256-bit halves and joined
 /// into 512-bit registers. An assembled pass writes a block in 256-bit stores, and a 512-bit

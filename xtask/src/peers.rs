@@ -3,8 +3,11 @@
 //! after the other on this machine, and rfx's speed ratio to each peer.
 //!
 //! ```text
-//! cargo xtask peers [--label NAME] [--iterations N] [--markdown FILE] [--reuse-peers] [--threads N]
+//! cargo xtask peers [--label NAME] [--iterations N] [--markdown FILE] [--reuse-peers] [--threads N[,N…]]
 //! ```
+//!
+//! `--threads 1,2` runs `rfx bench` once per thread count (one thread, then two) before the
+//! one peers run, and prints a table for each.
 //!
 //! The peers need their Python environment first: `PEERS_WORKDIR=target/peers
 //! ../shared/peers/setup.sh`. `--reuse-peers` skips the peers run and reads the stored run
@@ -47,8 +50,8 @@ struct Options {
     iterations: String,
     markdown: Option<String>,
     reuse_peers: bool,
-    /// `rfx bench --threads`: `Some(1)` compares one rfx thread with the one-thread peers.
-    threads: Option<String>,
+    /// `rfx bench --threads`, one bench run per count (`--threads 1,2`); empty: the default.
+    threads: Vec<String>,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
@@ -57,7 +60,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
         iterations: "200".to_string(),
         markdown: None,
         reuse_peers: false,
-        threads: None,
+        threads: Vec::new(),
     };
     let mut it = args.iter();
     while let Some(arg) = it.next() {
@@ -67,7 +70,17 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--iterations" => options.iterations = value("--iterations")?,
             "--markdown" => options.markdown = Some(value("--markdown")?),
             "--reuse-peers" => options.reuse_peers = true,
-            "--threads" => options.threads = Some(value("--threads")?),
+            "--threads" => {
+                let list = value("--threads")?;
+                options.threads = list.split(',').map(|t| t.trim().to_string()).collect();
+                if let Some(bad) = options
+                    .threads
+                    .iter()
+                    .find(|t| !t.parse::<u32>().is_ok_and(|n| n > 0))
+                {
+                    return Err(format!("--threads takes thread counts (e.g. 1,2), got `{bad}`"));
+                }
+            }
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
@@ -88,21 +101,37 @@ pub(crate) fn peers(root: &Path, args: &[String]) -> Result<(), String> {
         ));
     }
     std::fs::create_dir_all(&work).map_err(|e| format!("{}: {e}", work.display()))?;
-    let rfx_json = work.join("rfx.json");
     let sizes: Vec<String> = SIZES.iter().map(u64::to_string).collect();
-    eprintln!("peers: rfx bench at sizes {}", sizes.join(","));
-    let run = crate::perf::BenchRun {
-        backend: "cpu".to_string(),
-        size: sizes.join(","),
-        iterations: options.iterations.clone(),
-        repeat: 1,
-        extra: options
-            .threads
-            .iter()
-            .flat_map(|t| ["--threads".to_string(), t.clone()])
-            .collect(),
+    // One bench run per thread count (`None`: rfx bench's default, every core).
+    let counts: Vec<Option<&String>> = if options.threads.is_empty() {
+        vec![None]
+    } else {
+        options.threads.iter().map(Some).collect()
     };
-    crate::perf::run_bench(root, &run, &rfx_json)?;
+    let mut benches = Vec::new();
+    for threads in &counts {
+        let rfx_json = match threads {
+            Some(t) => work.join(format!("rfx-threads-{t}.json")),
+            None => work.join("rfx.json"),
+        };
+        eprintln!(
+            "peers: rfx bench at sizes {}{}",
+            sizes.join(","),
+            threads.map_or(String::new(), |t| format!(", --threads {t}"))
+        );
+        let run = crate::perf::BenchRun {
+            backend: "cpu".to_string(),
+            size: sizes.join(","),
+            iterations: options.iterations.clone(),
+            repeat: 1,
+            extra: threads
+                .iter()
+                .flat_map(|t| ["--threads".to_string(), (*t).clone()])
+                .collect(),
+        };
+        crate::perf::run_bench(root, &run, &rfx_json)?;
+        benches.push((*threads, rfx_json));
+    }
     if !options.reuse_peers {
         eprintln!(
             "peers: {} --label {} (6-7 minutes)",
@@ -119,13 +148,21 @@ pub(crate) fn peers(root: &Path, args: &[String]) -> Result<(), String> {
             return Err(format!("the peers script failed: {status}"));
         }
     }
-    let rfx = read_json(&rfx_json)?;
     let peers = read_json(&work.join("results.json"))?;
     let run = peers
         .pointer(&format!("/runs/{}", options.label))
         .ok_or_else(|| format!("no peers run labelled `{}` in results.json", options.label))?;
-    let table = comparison(&rfx, run)?;
-    println!("{table}");
+    let mut table = String::new();
+    for (threads, rfx_json) in &benches {
+        if benches.len() > 1 {
+            let t = threads.map_or("default", String::as_str);
+            table += &format!("rfx on {t} thread(s), `rfx bench --threads {t}`:\n\n");
+        }
+        table += &comparison(&read_json(rfx_json)?, run)?;
+        table.push('\n');
+    }
+    let table = table.trim_end().to_string() + "\n";
+    print!("{table}");
     if let Some(path) = &options.markdown {
         std::fs::write(path, &table).map_err(|e| format!("{path}: {e}"))?;
         eprintln!("peers: wrote {path}");
@@ -233,5 +270,16 @@ mod tests {
         assert!(table.contains("| K6 PID clip | 1 | 0.050 |"), "{table}");
         assert!(table.contains("4.50 (90.0×)"), "{table}");
         assert_eq!(table.lines().count(), 4, "header, rule and two rows:\n{table}");
+    }
+
+    #[test]
+    fn thread_counts_are_a_comma_separated_list() {
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(parse(&args(&["--threads", "1,2"])).unwrap().threads, ["1", "2"]);
+        assert_eq!(parse(&args(&["--threads", "1"])).unwrap().threads, ["1"]);
+        assert!(parse(&args(&[])).unwrap().threads.is_empty());
+        for bad in ["0", "1,x", "", "1,,2"] {
+            assert!(parse(&args(&["--threads", bad])).is_err(), "{bad}");
+        }
     }
 }

@@ -10,8 +10,9 @@
 //! `compile_hir_to_native_20_ops` parses from text. Every path is compiled with one thread and
 //! a pinned CPU target ([`config`]), so the counts are the same on any x86-64 machine: the
 //! base instruction set ([`TARGET`]), or, for the paths named `_avx2`, x86-64-v3, whose
-//! kernels run as assembled AVX2 passes (an exact pass, a reduction pass). A CPU without AVX2
-//! and FMA skips those paths (exit status [`UNAVAILABLE`]). No `_avx2` path calls a
+//! kernels run as assembled AVX2 passes (an exact pass, a reduction pass). On a CPU without
+//! AVX2 and FMA the backend refuses that target, and those paths are skipped (exit status
+//! [`UNAVAILABLE`]). No `_avx2` path calls a
 //! transcendental routine: the routines are Rust compiled at the test profile's opt-level 1,
 //! which does not vectorise them, so their counts would say nothing of the release build's.
 //!
@@ -21,9 +22,13 @@
 use std::hint::black_box;
 
 use anyhow::{Context, anyhow, bail};
-use rfx::{ArrayView, ArrayViewMut, CompileConfig, CpuTarget, DType, Jit, KernelSource, Tensor, TensorType};
+use rfx::{
+    ArrayView, ArrayViewMut, CompileConfig, CpuTarget, DType, Jit, JitError, KernelSource, Tensor, TensorType,
+};
 use rfx_ir::testgen::{TestRng, random_inputs};
 use rfx_ir::{Array, Scalar};
+use rfx_lower::BackendError;
+use rfx_runtime::RuntimeError;
 
 /// The measured paths: name and what one iteration does.
 const PATHS: [(&str, &str); 8] = [
@@ -61,8 +66,9 @@ const PATHS: [(&str, &str); 8] = [
     ),
 ];
 
-/// The exit status of a path this CPU cannot run: an `_avx2` path where the CPU (as valgrind's
-/// CPUID reports it) lacks AVX2 or FMA.
+/// The exit status of a path this CPU cannot run: an `_avx2` path whose target the backend
+/// refuses (`BackendError::Unavailable`: the CPU, as valgrind's CPUID reports it, lacks AVX2 or
+/// FMA).
 const UNAVAILABLE: i32 = 3;
 
 /// The CPU target every path compiles for: x86-64's base instruction set (SSE2; no FMA, no
@@ -76,18 +82,6 @@ fn config(target: CpuTarget) -> CompileConfig {
     let mut config = CompileConfig::default().cpu_target(target);
     config.compile.max_threads = Some(1);
     config
-}
-
-/// Whether this CPU runs the `_avx2` paths' code: AVX2 and FMA.
-fn avx2_and_fma() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
 }
 
 /// The only function whose instructions callgrind counts: `call`, `iterations` times.
@@ -127,7 +121,13 @@ fn bench_jit(
 /// The pre-bound call of `rfx bench`'s kernel `name` at `n` elements, compiled for `target`.
 fn run_args(name: &str, n: usize, target: CpuTarget, iterations: u64) -> anyhow::Result<()> {
     let (jit, inputs, types) = bench_jit(name, n, target)?;
-    let mut bound = jit.bind(&types)?;
+    let mut bound = match jit.bind(&types) {
+        Err(JitError::Runtime(RuntimeError::Backend(BackendError::Unavailable { reason, .. }))) => {
+            eprintln!("icount: {name} for the `{target}` target cannot run here: {reason}");
+            std::process::exit(UNAVAILABLE);
+        }
+        bound => bound?,
+    };
     let mut args = bound.args()?;
     for (i, input) in inputs.iter().enumerate() {
         args.set_input(i, input.view())?;
@@ -219,10 +219,6 @@ fn main() -> anyhow::Result<()> {
     let iterations: u64 = iterations
         .parse()
         .with_context(|| format!("ITERATIONS must be a count, got `{iterations}`"))?;
-    if path.contains("_avx2.") && !avx2_and_fma() {
-        eprintln!("icount: {path} needs AVX2 and FMA, which this CPU lacks");
-        std::process::exit(UNAVAILABLE);
-    }
     let v3 = CpuTarget::Avx2;
     match path.as_str() {
         "pid_clip_n1.run" => pid_run(iterations),

@@ -110,10 +110,9 @@ macro_rules! aot_routines {
             }
         }
     };
-    (@vector $wide:ident,) => {{
-        let _ = $wide;
+    (@vector $wide:ident,) => {
         None
-    }};
+    };
     (@vector $wide:ident, OnePairFn, $omodule:ident::$oinner:ident) => {
         None
     };

@@ -10,7 +10,9 @@
 //! `erf`, which the inline code of [`crate::math`] computes on every path), compiled by rustc
 //! with `avx2` and `fma` enabled for that function alone (`#[target_feature]`), so LLVM turns
 //! each loop into 8-lane (4-lane `f64`) AVX2 code; the JIT links them only when the running CPU
-//! has both features ([`available`]). Each routine (`pow` in `f64` aside) is compiled a second time with
+//! has both features ([`available`]). A routine's loop runs whole vectors, and a row's last
+//! elements (fewer than a vector's) in one more vector through masked loads and stores
+//! ([`PART_BYTES`]). Each routine (`pow` in `f64` aside) is compiled a second time with
 //! AVX-512 (F and VL) enabled and runs that way where the CPU has it ([`avx512`]): the same
 //! formulas, IEEE operations lane by lane, so the same bits (`fused::tests`).
 //!
@@ -184,7 +186,18 @@ pub(crate) fn available() -> bool {
 /// their AVX-512 compilation (`std` caches the answer, so this is a load and a test).
 #[cfg(target_arch = "x86_64")]
 pub(crate) fn avx512() -> bool {
+    #[cfg(test)]
+    if NARROW.get() {
+        return false;
+    }
     std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx512vl")
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+thread_local! {
+    /// Set by tests to run the AVX2 compilations on a CPU with AVX-512 ([`avx512`] then
+    /// answers `false` on this thread).
+    pub(crate) static NARROW: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// The element types of blocks.
@@ -193,13 +206,89 @@ pub(crate) fn avx512() -> bool {
 /// Every bit pattern of the type's size must be a value of it ([`block_by_halves`] builds
 /// blocks from bytes).
 #[cfg(target_arch = "x86_64")]
-pub(crate) unsafe trait BlockElem: Copy {}
+pub(crate) unsafe trait BlockElem: Copy {
+    /// What the lanes past a row's end hold in its last, partial vector ([`read_part`]): a
+    /// value inside every routine's fast range, so that they never send the vector down its
+    /// slow path.
+    const FILL: Self;
+}
 // SAFETY: every bit pattern is an `f32`.
 #[cfg(target_arch = "x86_64")]
-unsafe impl BlockElem for f32 {}
+unsafe impl BlockElem for f32 {
+    const FILL: f32 = 0.5;
+}
 // SAFETY: every bit pattern is an `f64`.
 #[cfg(target_arch = "x86_64")]
-unsafe impl BlockElem for f64 {}
+unsafe impl BlockElem for f64 {
+    const FILL: f64 = 0.5;
+}
+
+/// Bytes of the vector a row's last elements (fewer than a vector's) run in: the routines'
+/// loops run whole vectors only, and the rest through masks ([`read_part`], [`write_part`]).
+/// LLVM's own remainder after its vector loop is scalar: `sin` at 100 elements ran its last
+/// four elements one at a time.
+pub(crate) const PART_BYTES: usize = 32;
+
+/// The 32-bit lanes of a vector that hold the first `dwords` 32-bit words: all ones in those
+/// lanes, zero in the others.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+fn part_mask(dwords: usize) -> std::arch::x86_64::__m256i {
+    use std::arch::x86_64::{_mm256_cmpgt_epi32, _mm256_set1_epi32, _mm256_setr_epi32};
+    // At most a vector's 32-bit words (8), so it fits an `i32`.
+    let dwords = dwords.min(8) as i32;
+    _mm256_cmpgt_epi32(
+        _mm256_set1_epi32(dwords),
+        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+    )
+}
+
+/// A vector ([`PART_BYTES`]) whose first `len` elements are read from `src` and whose others
+/// hold [`BlockElem::FILL`], without touching memory past `src + len` (masked-out lanes of
+/// AVX's masked loads do not fault).
+///
+/// # Safety
+/// `src` must be valid for `len` reads, and the CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(crate) unsafe fn read_part<T: BlockElem, const M: usize>(src: *const T, len: usize) -> [T; M] {
+    use std::arch::x86_64::{
+        __m256i, _mm256_blendv_epi8, _mm256_loadu_si256, _mm256_maskload_epi32, _mm256_storeu_si256,
+    };
+    const { assert!(std::mem::size_of::<[T; M]>() == PART_BYTES && std::mem::size_of::<T>().is_multiple_of(4)) };
+    let mask = part_mask(len * std::mem::size_of::<T>() / 4);
+    let mut out = [T::FILL; M];
+    let to = out.as_mut_ptr().cast::<__m256i>();
+    // SAFETY: `out` is one vector; the masked load reads only the lanes of elements below
+    // `len`, inside `src`'s range.
+    unsafe {
+        let part = _mm256_maskload_epi32(src.cast::<i32>(), mask);
+        _mm256_storeu_si256(to, _mm256_blendv_epi8(_mm256_loadu_si256(to), part, mask));
+    }
+    out
+}
+
+/// Writes the first `len` elements of `part` (fewer than its `M`) to `dst` and nothing past
+/// them (AVX's masked stores leave masked-out lanes' memory untouched).
+///
+/// # Safety
+/// `dst` must be valid for `len` writes, and the CPU must have AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(crate) unsafe fn write_part<T: BlockElem, const M: usize>(dst: *mut T, len: usize, part: &[T; M]) {
+    use std::arch::x86_64::{__m256i, _mm256_loadu_si256, _mm256_maskstore_epi32};
+    const { assert!(std::mem::size_of::<[T; M]>() == PART_BYTES && std::mem::size_of::<T>().is_multiple_of(4)) };
+    let mask = part_mask(len * std::mem::size_of::<T>() / 4);
+    // SAFETY: `part` is one vector; the masked store writes only the lanes of elements below
+    // `len`, inside `dst`'s range.
+    unsafe {
+        let v = _mm256_loadu_si256(part.as_ptr().cast::<__m256i>());
+        _mm256_maskstore_epi32(dst.cast::<i32>(), mask, v);
+    }
+}
 
 /// A block read for an AVX-512 block entry: `src`'s bytes loaded in 256-bit halves and joined
 /// into 512-bit registers. An assembled pass writes a block in 256-bit stores, and a 512-bit
@@ -257,10 +346,11 @@ macro_rules! tile_routine {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: forwarded from this function's contract.
             unsafe {
+                let (xs, ys) = (std::slice::from_raw_parts(src, n), std::slice::from_raw_parts_mut(dst, n));
                 if super::avx512() {
-                    $inner::wide(src, dst, n)
+                    $inner::wide(xs, ys)
                 } else {
-                    $inner(src, dst, n)
+                    $inner(xs, ys)
                 }
             }
             #[cfg(not(target_arch = "x86_64"))]
@@ -270,11 +360,16 @@ macro_rules! tile_routine {
             }
         }
 
+        /// The routine on `xs` into `ys`. Taking the rows as references tells LLVM they are
+        /// apart: from raw pointers its vector loop tested at run time that `ys` did not
+        /// start within one unrolled step after `xs`, and ran every element in scalar code
+        /// when it did (two staging buffers 128 bytes apart, `sin(x*2)+y` at 16 elements).
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2,fma")]
-        unsafe fn $inner(src: *const $t, dst: *mut $t, n: usize) {
-            // SAFETY: forwarded.
-            unsafe { $inner::chunk(src, dst, n) }
+        #[inline(never)]
+        unsafe fn $inner(xs: &[$t], ys: &mut [$t]) {
+            // SAFETY: forwarded (AVX2).
+            unsafe { $inner::tile(xs, ys) }
         }
 
         /// The routine's loops, inlined into its target's body and into the fused passes'.
@@ -288,9 +383,10 @@ macro_rules! tile_routine {
             /// # Safety
             /// As the routine's, and the CPU must have AVX-512 F and VL.
             #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
-            pub(in super::super) unsafe fn wide(src: *const $t, dst: *mut $t, n: usize) {
-                // SAFETY: forwarded.
-                unsafe { chunk(src, dst, n) }
+            #[inline(never)]
+            pub(in super::super) unsafe fn wide(xs: &[$t], ys: &mut [$t]) {
+                // SAFETY: forwarded (AVX2).
+                unsafe { tile(xs, ys) }
             }
 
             /// The routine on one element: the bits the routine writes for `x` (the same
@@ -346,7 +442,30 @@ macro_rules! tile_routine {
                     std::slice::from_raw_parts_mut(dst, n),
                 )
             };
-            rows(xs, ys);
+            // SAFETY: forwarded (AVX2).
+            unsafe { tile(xs, ys) }
+            }
+
+            /// The routine's loops over whole vectors of `xs` into `ys` (as long), then the
+            /// elements left (fewer than a vector's) through masks.
+            ///
+            /// # Safety
+            /// The CPU must have AVX2.
+            #[inline(always)]
+            pub(super) unsafe fn tile(xs: &[$t], ys: &mut [$t]) {
+            const M: usize = { super::super::PART_BYTES / std::mem::size_of::<$t>() };
+            let n = xs.len().min(ys.len());
+            let whole = n - n % M;
+            rows(&xs[..whole], &mut ys[..whole]);
+            if whole < n {
+                let mut out = [<$t as super::super::BlockElem>::FILL; M];
+                // SAFETY: elements `whole..n` are inside both rows; the caller guarantees AVX2.
+                unsafe {
+                    let part: [$t; M] = super::super::read_part(xs.as_ptr().add(whole), n - whole);
+                    rows(&part, &mut out);
+                    super::super::write_part(ys.as_mut_ptr().add(whole), n - whole, &out);
+                }
+            }
             }
 
             /// The routine's loops on `xs` into `ys` (as long).
@@ -384,10 +503,12 @@ macro_rules! tile_routine_pair {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: forwarded from this function's contract.
             unsafe {
+                let xs = std::slice::from_raw_parts(src, n);
+                let (ys, zs) = (std::slice::from_raw_parts_mut(first, n), std::slice::from_raw_parts_mut(second, n));
                 if super::avx512() {
-                    $inner::wide(src, first, second, n)
+                    $inner::wide(xs, ys, zs)
                 } else {
-                    $inner(src, first, second, n)
+                    $inner(xs, ys, zs)
                 }
             }
             #[cfg(not(target_arch = "x86_64"))]
@@ -397,11 +518,14 @@ macro_rules! tile_routine_pair {
             }
         }
 
+        /// The routine on `xs` into `ys` and `zs`, the rows as references (as the unary
+        /// routines').
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2,fma")]
-        unsafe fn $inner(src: *const $t, first: *mut $t, second: *mut $t, n: usize) {
-            // SAFETY: forwarded.
-            unsafe { $inner::chunk(src, first, second, n) }
+        #[inline(never)]
+        unsafe fn $inner(xs: &[$t], ys: &mut [$t], zs: &mut [$t]) {
+            // SAFETY: forwarded (AVX2).
+            unsafe { $inner::tile(xs, ys, zs) }
         }
 
         /// The routine's loops, and their AVX-512 compilation.
@@ -415,9 +539,10 @@ macro_rules! tile_routine_pair {
             /// # Safety
             /// As the routine's, and the CPU must have AVX-512 F and VL.
             #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
-            pub(in super::super) unsafe fn wide(src: *const $t, first: *mut $t, second: *mut $t, n: usize) {
-                // SAFETY: forwarded.
-                unsafe { chunk(src, first, second, n) }
+            #[inline(never)]
+            pub(in super::super) unsafe fn wide(xs: &[$t], ys: &mut [$t], zs: &mut [$t]) {
+                // SAFETY: forwarded (AVX2).
+                unsafe { tile(xs, ys, zs) }
             }
 
             /// The routine on one element: returns the first result and writes the second
@@ -435,18 +560,33 @@ macro_rules! tile_routine_pair {
                 y
             }
 
+            /// The routine's loops over whole vectors of `xs` into `ys` and `zs` (all as
+            /// long), then the elements left through masks (as the unary routines').
+            ///
             /// # Safety
-            /// As the routine's.
+            /// The CPU must have AVX2.
             #[inline(always)]
-            pub(in super::super) unsafe fn chunk(src: *const $t, first: *mut $t, second: *mut $t, n: usize) {
-            // SAFETY: the caller guarantees the three ranges are valid and disjoint.
-            let (xs, ys, zs) = unsafe {
-                (
-                    std::slice::from_raw_parts(src, n),
-                    std::slice::from_raw_parts_mut(first, n),
-                    std::slice::from_raw_parts_mut(second, n),
-                )
-            };
+            pub(super) unsafe fn tile(xs: &[$t], ys: &mut [$t], zs: &mut [$t]) {
+            const M: usize = { super::super::PART_BYTES / std::mem::size_of::<$t>() };
+            let n = xs.len().min(ys.len()).min(zs.len());
+            let whole = n - n % M;
+            rows(&xs[..whole], &mut ys[..whole], &mut zs[..whole]);
+            if whole < n {
+                let mut out = [<$t as super::super::BlockElem>::FILL; M];
+                let mut out2 = out;
+                // SAFETY: elements `whole..n` are inside every row; the caller guarantees AVX2.
+                unsafe {
+                    let part: [$t; M] = super::super::read_part(xs.as_ptr().add(whole), n - whole);
+                    rows(&part, &mut out, &mut out2);
+                    super::super::write_part(ys.as_mut_ptr().add(whole), n - whole, &out);
+                    super::super::write_part(zs.as_mut_ptr().add(whole), n - whole, &out2);
+                }
+            }
+            }
+
+            /// The routine's loops on `xs` into `ys` and `zs` (all as long).
+            #[inline(always)]
+            fn rows(xs: &[$t], ys: &mut [$t], zs: &mut [$t]) {
             let fast = $fast;
             let mut outside = 0u32;
             for ((y, z), &x) in ys.iter_mut().zip(zs.iter_mut()).zip(xs) {
@@ -495,10 +635,12 @@ macro_rules! tile_routine2 {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: forwarded from this function's contract.
             unsafe {
+                let (ys, xs) = (std::slice::from_raw_parts(a, n), std::slice::from_raw_parts(b, n));
+                let out = std::slice::from_raw_parts_mut(dst, n);
                 if super::avx512() {
-                    $inner::wide(a, b, dst, n)
+                    $inner::wide(ys, xs, out)
                 } else {
-                    $inner(a, b, dst, n)
+                    $inner(ys, xs, out)
                 }
             }
             #[cfg(not(target_arch = "x86_64"))]
@@ -508,11 +650,14 @@ macro_rules! tile_routine2 {
             }
         }
 
+        /// The routine on the pairs of `ys` and `xs` into `out`, the rows as references (as
+        /// the unary routines').
         #[cfg(target_arch = "x86_64")]
         #[target_feature(enable = "avx2,fma")]
-        unsafe fn $inner(a: *const $t, b: *const $t, dst: *mut $t, n: usize) {
-            // SAFETY: forwarded.
-            unsafe { $inner::chunk(a, b, dst, n) }
+        #[inline(never)]
+        unsafe fn $inner(ys: &[$t], xs: &[$t], out: &mut [$t]) {
+            // SAFETY: forwarded (AVX2).
+            unsafe { $inner::tile(ys, xs, out) }
         }
 
         /// The routine's loops, inlined into its target's body and into the fused passes'.
@@ -526,9 +671,10 @@ macro_rules! tile_routine2 {
             /// # Safety
             /// As the routine's, and the CPU must have AVX-512 F and VL.
             #[target_feature(enable = "avx512f,avx512vl,avx2,fma")]
-            pub(in super::super) unsafe fn wide(a: *const $t, b: *const $t, dst: *mut $t, n: usize) {
-                // SAFETY: forwarded.
-                unsafe { chunk(a, b, dst, n) }
+            #[inline(never)]
+            pub(in super::super) unsafe fn wide(ys: &[$t], xs: &[$t], out: &mut [$t]) {
+                // SAFETY: forwarded (AVX2).
+                unsafe { tile(ys, xs, out) }
             }
 
             /// The routine on one pair of elements: the bits the routine writes for
@@ -586,7 +732,31 @@ macro_rules! tile_routine2 {
                     std::slice::from_raw_parts_mut(dst, n),
                 )
             };
-            rows(ys, xs, out);
+            // SAFETY: forwarded (AVX2).
+            unsafe { tile(ys, xs, out) }
+            }
+
+            /// The routine's loops over whole vectors of the pairs into `out` (all as long),
+            /// then the pairs left through masks (as the unary routines').
+            ///
+            /// # Safety
+            /// The CPU must have AVX2.
+            #[inline(always)]
+            pub(super) unsafe fn tile(ys: &[$t], xs: &[$t], out: &mut [$t]) {
+            const M: usize = { super::super::PART_BYTES / std::mem::size_of::<$t>() };
+            let n = ys.len().min(xs.len()).min(out.len());
+            let whole = n - n % M;
+            rows(&ys[..whole], &xs[..whole], &mut out[..whole]);
+            if whole < n {
+                let mut part_out = [<$t as super::super::BlockElem>::FILL; M];
+                // SAFETY: elements `whole..n` are inside every row; the caller guarantees AVX2.
+                unsafe {
+                    let part_y: [$t; M] = super::super::read_part(ys.as_ptr().add(whole), n - whole);
+                    let part_x: [$t; M] = super::super::read_part(xs.as_ptr().add(whole), n - whole);
+                    rows(&part_y, &part_x, &mut part_out);
+                    super::super::write_part(out.as_mut_ptr().add(whole), n - whole, &part_out);
+                }
+            }
             }
 
             /// The routine's loops on the pairs of `ys` and `xs` into `out` (all as long).
@@ -622,5 +792,7 @@ pub(crate) use table::{AotFn, Computes};
 
 #[cfg(test)]
 mod one_tests;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tail_tests;
 #[cfg(test)]
 mod tests;

@@ -56,7 +56,7 @@ const BOUNDARIES: [f64; 40] = [
 ];
 
 /// Specials and boundary values of `dtype`, as `f64` (exact in `dtype`).
-fn edge_values(dtype: DType) -> Vec<f64> {
+pub(super) fn edge_values(dtype: DType) -> Vec<f64> {
     let mut v = Vec::new();
     let mut push = |x: f64| {
         for x in [x, -x] {
@@ -138,7 +138,7 @@ fn inputs(dtype: DType, rng: &mut Rng, count: usize) -> Vec<f64> {
 
 /// One of `dtype`'s elements, stored as `f64` and moved in and out of the routines' element
 /// type by bits.
-trait Elem: Copy + Default {
+pub(super) trait Elem: Copy + Default {
     fn from_f64(x: f64) -> Self;
     fn bits(self) -> u64;
     fn is_nan(self) -> bool;
@@ -169,7 +169,7 @@ impl Elem for f64 {
 }
 
 /// Asserts `one == tile` bit for bit (any NaN for a NaN: a NaN's payload is not specified).
-fn assert_same<T: Elem + std::fmt::Debug>(routine: AotFn, args: &[T], one: T, tile: T) {
+pub(super) fn assert_same<T: Elem + std::fmt::Debug>(routine: AotFn, args: &[T], one: T, tile: T) {
     let same = one.bits() == tile.bits() || (one.is_nan() && tile.is_nan());
     assert!(
         same,

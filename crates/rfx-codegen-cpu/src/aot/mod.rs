@@ -227,6 +227,7 @@ unsafe impl BlockElem for f64 {
 /// loops run whole vectors only, and the rest through masks ([`read_part`], [`write_part`]).
 /// LLVM's own remainder after its vector loop is scalar: `sin` at 100 elements ran its last
 /// four elements one at a time.
+#[cfg(target_arch = "x86_64")]
 pub(crate) const PART_BYTES: usize = 32;
 
 /// The 32-bit lanes of a vector that hold the first `dwords` 32-bit words: all ones in those

@@ -5,7 +5,7 @@
 //! Every source row and result row ends where an inaccessible page starts, so a read or write
 //! past a row's end faults, and the bytes of the result page before the row are checked
 //! unchanged. The destination starts right after a source in one case (the placement that sent
-//! LLVM's loop down its scalar path).
+//! LLVM's loop down its scalar path), for every kind of routine.
 
 use super::one_tests::{Elem, assert_same, edge_values};
 use super::*;
@@ -165,6 +165,18 @@ unsafe fn check_tails<T: Elem + std::fmt::Debug>(routine: AotFn, rng: &mut Rng) 
                         assert_same(routine, &[x], one(x, &raw mut want), y);
                         assert_same(routine, &[x], want, z);
                     }
+                    // Both results right after the source in one page.
+                    if n > 0 && 3 * n * std::mem::size_of::<T>() <= PAGE {
+                        let second = a.row::<T>(n);
+                        let (first, src) = (second.sub(n), second.sub(2 * n));
+                        std::ptr::copy_nonoverlapping(xs.as_ptr(), src, n);
+                        tile(src, first, second, n);
+                        for (k, &x) in xs.iter().enumerate() {
+                            let mut want = T::default();
+                            assert_same(routine, &[x], one(x, &raw mut want), *first.add(k));
+                            assert_same(routine, &[x], want, *second.add(k));
+                        }
+                    }
                 }
                 Computes::Binary(_) => {
                     let tile: unsafe extern "C" fn(*const T, *const T, *mut T, usize) =
@@ -175,6 +187,16 @@ unsafe fn check_tails<T: Elem + std::fmt::Debug>(routine: AotFn, rng: &mut Rng) 
                     assert!(untouched, "{routine:?} at n = {n} wrote before its row");
                     for ((&x, &y), &o) in xs.iter().zip(&ys).zip(&got) {
                         assert_same(routine, &[x, y], one(x, y), o);
+                    }
+                    // The result right after the second source in one page.
+                    if n > 0 && 2 * n * std::mem::size_of::<T>() <= PAGE {
+                        let dst = b.row::<T>(n);
+                        let src = dst.sub(n);
+                        std::ptr::copy_nonoverlapping(ys.as_ptr(), src, n);
+                        tile(src_a, src, dst, n);
+                        for (k, (&x, &y)) in xs.iter().zip(&ys).enumerate() {
+                            assert_same(routine, &[x, y], one(x, y), *dst.add(k));
+                        }
                     }
                 }
                 Computes::Fused => {}

@@ -179,6 +179,73 @@ pub(super) fn assert_same<T: Elem + std::fmt::Debug>(routine: AotFn, args: &[T],
     );
 }
 
+/// A unary routine's tile entry and its one-element entry `one`, as their C ABIs' function
+/// types for element type `T`.
+///
+/// # Safety
+/// `routine` must be unary, `one` its one-element entry, and `T` its element type.
+pub(super) unsafe fn unary_entries<T>(
+    routine: AotFn,
+    one: *const u8,
+) -> (
+    unsafe extern "C" fn(*const T, *mut T, usize),
+    unsafe extern "C" fn(T) -> T,
+) {
+    // SAFETY: the addresses are of these types (the caller's contract).
+    unsafe {
+        (
+            std::mem::transmute::<*const u8, unsafe extern "C" fn(*const T, *mut T, usize)>(
+                routine.address(),
+            ),
+            std::mem::transmute::<*const u8, unsafe extern "C" fn(T) -> T>(one),
+        )
+    }
+}
+
+/// [`unary_entries`] for a routine with two results.
+///
+/// # Safety
+/// As [`unary_entries`], for a two-result routine.
+pub(super) unsafe fn pair_entries<T>(
+    routine: AotFn,
+    one: *const u8,
+) -> (
+    unsafe extern "C" fn(*const T, *mut T, *mut T, usize),
+    unsafe extern "C" fn(T, *mut T) -> T,
+) {
+    // SAFETY: as in `unary_entries`.
+    unsafe {
+        (
+            std::mem::transmute::<*const u8, unsafe extern "C" fn(*const T, *mut T, *mut T, usize)>(
+                routine.address(),
+            ),
+            std::mem::transmute::<*const u8, unsafe extern "C" fn(T, *mut T) -> T>(one),
+        )
+    }
+}
+
+/// [`unary_entries`] for a binary routine.
+///
+/// # Safety
+/// As [`unary_entries`], for a binary routine.
+pub(super) unsafe fn binary_entries<T>(
+    routine: AotFn,
+    one: *const u8,
+) -> (
+    unsafe extern "C" fn(*const T, *const T, *mut T, usize),
+    unsafe extern "C" fn(T, T) -> T,
+) {
+    // SAFETY: as in `unary_entries`.
+    unsafe {
+        (
+            std::mem::transmute::<*const u8, unsafe extern "C" fn(*const T, *const T, *mut T, usize)>(
+                routine.address(),
+            ),
+            std::mem::transmute::<*const u8, unsafe extern "C" fn(T, T) -> T>(one),
+        )
+    }
+}
+
 /// The block entries' compilations this CPU runs: AVX2 (`false`), and AVX-512 (`true`) where
 /// it has AVX-512 F and VL.
 fn block_compilations() -> Vec<bool> {
@@ -207,9 +274,7 @@ unsafe fn check<T: Elem + std::fmt::Debug>(routine: AotFn, xs: &[f64], rng: &mut
     unsafe {
         match routine.computes() {
             Computes::Unary(_) => {
-                let tile: unsafe extern "C" fn(*const T, *mut T, usize) =
-                    std::mem::transmute(routine.address());
-                let one: unsafe extern "C" fn(T) -> T = std::mem::transmute(one);
+                let (tile, one) = unary_entries::<T>(routine, one);
                 let mut ys = vec![T::default(); n];
                 tile(xs.as_ptr(), ys.as_mut_ptr(), n);
                 for (&x, &y) in xs.iter().zip(&ys) {
@@ -236,9 +301,7 @@ unsafe fn check<T: Elem + std::fmt::Debug>(routine: AotFn, xs: &[f64], rng: &mut
                     routine.block().is_none(),
                     "{routine:?}: two results, no block entry"
                 );
-                let tile: unsafe extern "C" fn(*const T, *mut T, *mut T, usize) =
-                    std::mem::transmute(routine.address());
-                let one: unsafe extern "C" fn(T, *mut T) -> T = std::mem::transmute(one);
+                let (tile, one) = pair_entries::<T>(routine, one);
                 let (mut ys, mut zs) = (vec![T::default(); n], vec![T::default(); n]);
                 tile(xs.as_ptr(), ys.as_mut_ptr(), zs.as_mut_ptr(), n);
                 for ((&x, &y), &z) in xs.iter().zip(&ys).zip(&zs) {
@@ -250,9 +313,7 @@ unsafe fn check<T: Elem + std::fmt::Debug>(routine: AotFn, xs: &[f64], rng: &mut
                 n
             }
             Computes::Binary(_) => {
-                let tile: unsafe extern "C" fn(*const T, *const T, *mut T, usize) =
-                    std::mem::transmute(routine.address());
-                let one: unsafe extern "C" fn(T, T) -> T = std::mem::transmute(one);
+                let (tile, one) = binary_entries::<T>(routine, one);
                 // Every pair of edge values, and each value against random partners
                 // (integers among them, for `pow` of negative bases).
                 let edges: Vec<T> = edge_values(routine.dtype())

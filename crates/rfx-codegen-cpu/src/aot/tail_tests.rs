@@ -7,7 +7,7 @@
 //! unchanged. The destination starts right after a source in one case (the placement that sent
 //! LLVM's loop down its scalar path), for every kind of routine.
 
-use super::one_tests::{Elem, assert_same, edge_values};
+use super::one_tests::{Elem, assert_same, binary_entries, edge_values, pair_entries, unary_entries};
 use super::*;
 use crate::test_rng::Rng;
 
@@ -133,9 +133,7 @@ unsafe fn check_tails<T: Elem + std::fmt::Debug>(routine: AotFn, rng: &mut Rng) 
         unsafe {
             match routine.computes() {
                 Computes::Unary(_) => {
-                    let tile: unsafe extern "C" fn(*const T, *mut T, usize) =
-                        std::mem::transmute(routine.address());
-                    let one: unsafe extern "C" fn(T) -> T = std::mem::transmute(one);
+                    let (tile, one) = unary_entries::<T>(routine, one);
                     tile(src_a, out.row(n), n);
                     let (got, untouched) = out.result::<T>(n);
                     assert!(untouched, "{routine:?} at n = {n} wrote before its row");
@@ -154,9 +152,7 @@ unsafe fn check_tails<T: Elem + std::fmt::Debug>(routine: AotFn, rng: &mut Rng) 
                     }
                 }
                 Computes::SinCos => {
-                    let tile: unsafe extern "C" fn(*const T, *mut T, *mut T, usize) =
-                        std::mem::transmute(routine.address());
-                    let one: unsafe extern "C" fn(T, *mut T) -> T = std::mem::transmute(one);
+                    let (tile, one) = pair_entries::<T>(routine, one);
                     tile(src_a, out.row(n), out2.row(n), n);
                     let ((first, u1), (second, u2)) = (out.result::<T>(n), out2.result::<T>(n));
                     assert!(u1 && u2, "{routine:?} at n = {n} wrote before its rows");
@@ -179,9 +175,7 @@ unsafe fn check_tails<T: Elem + std::fmt::Debug>(routine: AotFn, rng: &mut Rng) 
                     }
                 }
                 Computes::Binary(_) => {
-                    let tile: unsafe extern "C" fn(*const T, *const T, *mut T, usize) =
-                        std::mem::transmute(routine.address());
-                    let one: unsafe extern "C" fn(T, T) -> T = std::mem::transmute(one);
+                    let (tile, one) = binary_entries::<T>(routine, one);
                     tile(src_a, src_b, out.row(n), n);
                     let (got, untouched) = out.result::<T>(n);
                     assert!(untouched, "{routine:?} at n = {n} wrote before its row");

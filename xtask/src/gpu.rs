@@ -6,11 +6,17 @@
 //!   the GPU (`rfx-codegen-cuda`'s `execute`, `tree`, `loops` and `error_variants`, `rfx-cli`'s `fuzz`,
 //!   which replays the saved regressions), all stripped, and `libnvrtc.so.12` with its
 //!   builtins from the wheel `.ci/run` installs under `target/cuda-wheels`;
+//! - the `rfxjit` wheel (`maturin build --release --strip`, CUDA built in; `abi3`, so any CPython from
+//!   3.9 on the GPU machine installs it);
 //! - `run.sh`: unpacks the bundle, points `RFX_NVRTC_LIB` at the library, links this checkout's
 //!   path to the repository it runs in (the test binaries read files under the path they were
 //!   built at), then runs `gpu_bench` alone and the tests, the regressions, `rfx fuzz` and
 //!   `rfx fuzz --large` side by side, each under a time limit, logging to `$OUT/all.log` (or
-//!   `target/gpu-logs/` without `OUT`).
+//!   `target/gpu-logs/` without `OUT`). The wheel is installed into a folder of its own (the
+//!   machine's `python3` needs NumPy and pytest): `examples/batched_fk.py` runs alone after
+//!   `gpu_bench`, and the Python tests whose kernels run on every backend (`jit_backends`)
+//!   run side by side with the rest, with `RFXJIT_TEST_REQUIRE_CUDA=1` so that a CUDA backend
+//!   that cannot run fails them rather than leaving it out.
 //!
 //! Run `bash target/gpu-bundle/run.sh` from the repository root on the GPU machine, carrying
 //! `target/gpu-bundle` there. The bundle is about 40 MB, most of it NVRTC.
@@ -140,7 +146,7 @@ pub(crate) fn gpu_bundle(root: &Path, args: &[String]) -> Result<(), String> {
 
     let staging = out.join("staging");
     let _ = std::fs::remove_dir_all(&out);
-    for dir in [staging.join("bin"), staging.join("nvrtc")] {
+    for dir in [staging.join("bin"), staging.join("nvrtc"), staging.join("wheel")] {
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     }
     let release = root.join("target/release");
@@ -167,6 +173,16 @@ pub(crate) fn gpu_bundle(root: &Path, args: &[String]) -> Result<(), String> {
             copy(&path, &staging.join("nvrtc").join(name))?;
         }
     }
+    eprintln!("gpu-bundle: building the rfxjit wheel (maturin, release, CUDA built in)");
+    let python = crate::pytest::venv_python(root)?;
+    run(
+        Command::new(&python)
+            .args(["-m", "maturin", "build", "--release", "--strip", "--quiet", "-m"])
+            .arg(root.join("crates/rfx-python/Cargo.toml"))
+            .arg("-o")
+            .arg(staging.join("wheel")),
+        "maturin build --release (crates/rfx-python)",
+    )?;
     eprintln!("gpu-bundle: packing (xz, about a minute)");
     run(
         Command::new("tar")
@@ -174,7 +190,7 @@ pub(crate) fn gpu_bundle(root: &Path, args: &[String]) -> Result<(), String> {
             .arg(out.join("bundle.tar.xz"))
             .arg("-C")
             .arg(&staging)
-            .args(["bin", "nvrtc"]),
+            .args(["bin", "nvrtc", "wheel"]),
         "tar",
     )?;
     std::fs::remove_dir_all(&staging).map_err(|e| e.to_string())?;
@@ -212,22 +228,27 @@ export RFX_NVRTC_LIB=/tmp/rfx-gpu/nvrtc/libnvrtc.so.12 RFX_REQUIRE_NVRTC=1 RFX_C
 bin=/tmp/rfx-gpu/bin
 {{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv; date -u; }} 2>&1 | tee -a "$log"
 step() {{ n=$1; t=$2; shift 2; s=$(date +%s); timeout "$t" "$@" > "$logs/$n.log" 2>&1; rc=$?; echo "=== $n rc=$rc $(( $(date +%s) - s ))s" | tee -a "$log"; }}
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/rfx-gpu/site /tmp/rfx-gpu/wheel/*.whl 2>&1 | tee -a "$log"
 # Alone, for clean timings.
 step gpu_bench 120 "$bin/gpu_bench" --json "$logs/gpu_bench.json"
+step batched_fk 120 env PYTHONPATH=/tmp/rfx-gpu/site python3 crates/rfx-python/examples/batched_fk.py
 # The rest side by side.
 step execute 330 "$bin/execute" --nocapture &
 step tree 200 "$bin/tree" --nocapture &
 step loops 120 "$bin/loops" --nocapture &
 step error_variants 60 "$bin/error_variants" --nocapture &
 step regressions 120 "$bin/fuzz" saved_regressions_replay_clean --nocapture &
+step pytest 300 env PYTHONPATH=/tmp/rfx-gpu/site RFXJIT_TEST_REQUIRE_CUDA=1 python3 -m pytest -q -p no:cacheprovider \
+  crates/rfx-python/tests/test_chain.py crates/rfx-python/tests/test_lax.py crates/rfx-python/tests/test_lie.py \
+  crates/rfx-python/tests/test_cache_errors.py crates/rfx-python/tests/test_rfxjit_compat.py &
 step fuzz {fuzz_limit} "$bin/rfx" fuzz --minutes {minutes} --seed {seed} --metal-every 0 --save-dir "$logs/saved" &
 # Kernels of 1,000-20,000 ops: CUDA runs them within its size limit or refuses them, never crashes.
 step large_fuzz {fuzz_limit} "$bin/rfx" fuzz --large --minutes {minutes} --seed {seed} --metal-every 0 --save-dir "$logs/saved-large" &
 wait
-for n in gpu_bench execute tree loops error_variants regressions fuzz large_fuzz; do
+for n in gpu_bench batched_fk execute tree loops error_variants regressions pytest fuzz large_fuzz; do
   echo "===== log of $n" >> "$log"; cat "$logs/$n.log" >> "$log"; rm -f "$logs/$n.log"
 done
-grep -E "^=== |skipped|test result|kernels ran|FAILED|panicked|fuzz:" "$log"
+grep -E "^=== |skipped|test result|kernels ran|FAILED|panicked|fuzz:|passed|failed" "$log"
 "#,
         fuzz_limit = (minutes.parse::<f64>().unwrap_or(3.0) * 60.0) as u64 + 60,
     )

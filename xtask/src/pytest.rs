@@ -41,7 +41,7 @@ fn stage(name: &str, command: &mut Command) -> Result<(), String> {
 }
 
 /// The virtual environment's Python, made when missing.
-fn venv_python(root: &Path) -> Result<PathBuf, String> {
+pub(crate) fn venv_python(root: &Path) -> Result<PathBuf, String> {
     let venv = root.join("target").join("pyenv");
     let python = venv.join("bin").join("python");
     if !python.exists() {

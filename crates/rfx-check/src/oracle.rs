@@ -51,7 +51,7 @@ use rfx_ir::interp::{Mode, run_hir, run_lir};
 use rfx_ir::lir::LirProgram;
 use rfx_ir::testgen::{TestRng, random_inputs};
 use rfx_ir::{Array, ArrayData, ArrayView, BinaryOp, DType, Scalar};
-use rfx_lower::{Backend, BackendError, LowerConfig, Scratch, order_inputs};
+use rfx_lower::{Backend, BackendError, LowerConfig, Scratch, Unsupported, order_inputs};
 use rfx_opt::{Exactness, OptConfig};
 
 use crate::corpus::FuzzConfig;
@@ -184,9 +184,18 @@ pub(crate) fn check_large(env: &Backends, seed: u64, with_metal: bool, report: &
                 None => report.compared(path),
                 Some(description) => mismatch(report, path, description),
             },
-            Err(BackendError::Unsupported { what, .. }) => report.skip(path, format!("unsupported: {what}")),
+            Err(BackendError::Unsupported { what, .. }) => report.skip(path, unsupported_reason(&what)),
             Err(e) => mismatch(report, path, one_line(&e)),
         }
+    }
+}
+
+/// The report's line for a refusal: sizes over a limit are one line per limit, not one per
+/// size (a large-kernel run refuses hundreds of programs, each of another size).
+fn unsupported_reason(what: &Unsupported) -> String {
+    match what {
+        Unsupported::Size { what, limit, .. } => format!("unsupported: {what} over {limit}"),
+        other => format!("unsupported: {other}"),
     }
 }
 
@@ -501,7 +510,7 @@ fn check_backend(reference: &Reference<'_>, path: &str, backend: &dyn Backend, t
     let (got, again) = match run_backend(backend, &reference.lir, &reference.lir_inputs, repeat) {
         Ok(results) => results,
         Err(BackendError::Unsupported { what, .. }) => {
-            return tally.count(path, Some(format!("unsupported: {what}")));
+            return tally.count(path, Some(unsupported_reason(&what)));
         }
         Err(e) => return tally.mismatch(path, one_line(&e)),
     };
@@ -606,7 +615,8 @@ fn within_bounds(
         // apply to it.
         Err(BackendError::Unsupported { what, .. }) => {
             return Ok(Bounded::Unsupported(format!(
-                "unsupported: {what} (with the probes)"
+                "{} (with the probes)",
+                unsupported_reason(&what)
             )));
         }
         Err(e) => return Err(format!("instrumented kernel: {}", one_line(&e))),
@@ -1010,5 +1020,26 @@ mod tests {
         };
         let error = within_bounds(&faulty, false, &probed, &kernel, &inputs).expect_err("y is 1 ULP off");
         assert!(error.starts_with("output `y`: element 0"), "{error}");
+    }
+
+    #[test]
+    fn size_refusals_share_one_report_line_per_limit() {
+        let size = |size| Unsupported::Size {
+            what: "weighted instructions",
+            size,
+            limit: 12_000,
+        };
+        assert_eq!(
+            unsupported_reason(&size(101_806)),
+            unsupported_reason(&size(98_140))
+        );
+        assert_eq!(
+            unsupported_reason(&size(13_000)),
+            "unsupported: weighted instructions over 12000"
+        );
+        assert_eq!(
+            unsupported_reason(&Unsupported::DType(DType::F64)),
+            "unsupported: dtype f64"
+        );
     }
 }

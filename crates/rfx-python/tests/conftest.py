@@ -2,6 +2,7 @@
 the backends the jitted tests run on."""
 
 import functools
+import os
 
 import numpy as np
 import pytest
@@ -12,8 +13,10 @@ FLOATS = [np.float32, np.float64]
 
 @functools.cache
 def jit_backends():
-    """The reference backends (`cpu`, `interp`), and the C backend where it is built in and can
-    run here (it needs a C compiler)."""
+    """The reference backends (`cpu`, `interp`), the C backend where it is built in and can run
+    here (it needs a C compiler), and CUDA where this machine has a GPU and NVRTC.
+    `RFXJIT_TEST_REQUIRE_CUDA=1` (set by `cargo xtask gpu-bundle`'s run on a GPU machine) makes
+    a CUDA backend that cannot run a failure rather than a smaller list."""
 
     def runs(backend):
         import rfxjit as rj
@@ -26,7 +29,16 @@ def jit_backends():
             return False
         return True
 
-    return ["cpu", "interp"] + [b for b in ("c",) if runs(b)]
+    backends = ["cpu", "interp"] + [b for b in ("c", "cuda") if runs(b)]
+    if os.environ.get("RFXJIT_TEST_REQUIRE_CUDA") == "1" and "cuda" not in backends:
+        import rfxjit as rj
+
+        try:
+            rj.jit(lambda x: x + 1.0, backend="cuda")(np.zeros(1))
+        except rj.RfxError as error:
+            raise RuntimeError(f"RFXJIT_TEST_REQUIRE_CUDA=1 but the CUDA backend cannot run: {error}") from error
+        raise RuntimeError("RFXJIT_TEST_REQUIRE_CUDA=1 but rfxjit has no CUDA backend built in")
+    return backends
 
 
 def random_array(rng, shape, dtype, low=-3.0, high=3.0, special=True):

@@ -1,9 +1,9 @@
 //! `cargo xtask icount`: the instruction-count gate.
 //!
 //! Time on a shared 2-core machine is noise; the number of instructions a path executes is
-//! not. The gate builds `rfx-cli`'s example `icount` (no GPU backends) in the `test` profile,
-//! which `cargo test` has already built nearly all of (a release build would add minutes to
-//! CI; the JIT's generated code is the same in both, and the Rust paths around it are counted
+//! not. The gate builds `rfx-cli`'s example `icount` (it runs the CPU backend only) in the
+//! `test` profile with the workspace's test features, which `cargo xtask test` has already
+//! built (a release build would add minutes to CI; the JIT's generated code is the same in both, and the Rust paths around it are counted
 //! at the test profile's optimisation, with debug assertions and Cranelift's verifier on), runs each
 //! measured path under `valgrind --tool=callgrind` with collection switched on only inside the
 //! example's `icount_measured_region`, and divides callgrind's instruction total by the
@@ -364,14 +364,18 @@ fn measure(root: &Path, paths: &[(&str, u64)]) -> Result<Report, String> {
         "valgrind --version (install valgrind: apt-get install valgrind)",
     )?;
     let status = crate::cargo(root)
+        // The same packages and features as `cargo xtask test`'s `cargo test --workspace
+        // --features rfx/nalgebra`, which builds the examples too: after it this build
+        // compiles nothing. (`-p rfx-cli --no-default-features` would resolve other features
+        // of Cranelift, egg and the rfx crates, and compile them all again.)
         .args([
             "build",
             "--profile",
             "test",
             "--quiet",
-            "-p",
-            "rfx-cli",
-            "--no-default-features",
+            "--workspace",
+            "--features",
+            "rfx/nalgebra",
         ])
         .args(["--example", "icount"])
         .status()

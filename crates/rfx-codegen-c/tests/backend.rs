@@ -93,11 +93,21 @@ fn the_conformance_suite_passes_with_gcc_and_clang() {
         .iter()
         .map(|case| lower_kernel(&case.kernel).expect("lowers"))
         .collect();
-    for backend in &backends {
-        let passed = conformance_on(backend, &all, &lirs);
-        eprintln!("{}: {passed} of {} cases pass", backend.compiler(), all.len());
-        assert_eq!(passed, all.len());
-    }
+    // One thread per compiler: each compile is one compiler process, so they run side by side.
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = backends
+            .iter()
+            .map(|backend| {
+                let (all, lirs) = (&all, &lirs);
+                scope.spawn(move || (backend, conformance_on(backend, all, lirs)))
+            })
+            .collect();
+        for run in runs {
+            let (backend, passed) = run.join().unwrap_or_else(|e| std::panic::resume_unwind(e));
+            eprintln!("{}: {passed} of {} cases pass", backend.compiler(), all.len());
+            assert_eq!(passed, all.len());
+        }
+    });
 }
 
 #[test]

@@ -70,53 +70,76 @@ fn exported_kernels_compile_for_cortex_m4f_without_libm_or_allocator() {
         .collect();
     assert!(exportable.len() > 1000, "only {} exportable", exportable.len());
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut objects = 0;
+    // One translation unit of up to 200 kernels per job; the jobs compile side by side.
+    let mut jobs: Vec<(bool, usize, std::path::PathBuf)> = Vec::new();
     for single in [true, false] {
         let group: Vec<&(bool, String, LirProgram)> =
             exportable.iter().filter(|(s, _, _)| *s == single).collect();
         for (b, chunk) in group.chunks(200).enumerate() {
+            // A folder per unit: each unit's kernels are `k0`, `k1`, ... with headers of
+            // those names.
+            let unit = dir.path().join(format!("unit_{single}_{b}"));
+            std::fs::create_dir(&unit).expect("unit folder");
             let mut tu = String::new();
             for (k, (_, _, program)) in chunk.iter().enumerate() {
                 let name = format!("k{k}");
                 let export = c_source(program, &name).expect("export");
-                std::fs::write(dir.path().join(format!("{name}.h")), export.header).expect("write");
-                std::fs::write(dir.path().join(format!("{name}_{single}_{b}.c")), export.source)
-                    .expect("write");
-                let _ = writeln!(tu, "#include \"{name}_{single}_{b}.c\"");
+                std::fs::write(unit.join(format!("{name}.h")), export.header).expect("write");
+                std::fs::write(unit.join(format!("{name}.c")), export.source).expect("write");
+                let _ = writeln!(tu, "#include \"{name}.c\"");
             }
-            let src = dir.path().join(format!("tu_{single}_{b}.c"));
-            let obj = dir.path().join(format!("tu_{single}_{b}.o"));
+            let src = unit.join("tu.c");
             std::fs::write(&src, tu).expect("write");
-            let out = Command::new("arm-none-eabi-gcc")
-                .args(CORTEX_M4F_CFLAGS)
-                .arg("-c")
-                .arg(&src)
-                .arg("-o")
-                .arg(&obj)
-                .output()
-                .expect("run arm-none-eabi-gcc");
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-            let nm = Command::new("arm-none-eabi-nm")
-                .arg("-u")
-                .arg(&obj)
-                .output()
-                .expect("run nm");
-            let symbols = String::from_utf8_lossy(&nm.stdout);
-            for line in symbols.lines() {
-                let symbol = line.split_whitespace().last().unwrap_or_default();
-                assert!(
-                    !FORBIDDEN.split_whitespace().any(|f| f == symbol),
-                    "object {b} (f32 only: {single}) needs `{symbol}`:\n{symbols}"
-                );
-                if single {
-                    assert!(
-                        !symbol.starts_with("__aeabi_d"),
-                        "f32-only object {b} needs the soft-double helper `{symbol}`:\n{symbols}"
-                    );
-                }
-            }
-            objects += 1;
+            jobs.push((single, b, src));
         }
     }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get().min(4));
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            scope.spawn(|| {
+                while let Some((single, b, src)) =
+                    jobs.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+                {
+                    check_object(*single, *b, src);
+                }
+            });
+        }
+    });
+    let objects = jobs.len();
     eprintln!("{} programs in {objects} Cortex-M4F objects", exportable.len());
+}
+
+/// Compiles one translation unit for the Cortex-M4F and checks the symbols its object needs:
+/// none of `FORBIDDEN`, and no soft-double helper in an f32-only object.
+fn check_object(single: bool, b: usize, src: &std::path::Path) {
+    let obj = src.with_extension("o");
+    let out = Command::new("arm-none-eabi-gcc")
+        .args(CORTEX_M4F_CFLAGS)
+        .arg("-c")
+        .arg(src)
+        .arg("-o")
+        .arg(&obj)
+        .output()
+        .expect("run arm-none-eabi-gcc");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let nm = Command::new("arm-none-eabi-nm")
+        .arg("-u")
+        .arg(&obj)
+        .output()
+        .expect("run nm");
+    let symbols = String::from_utf8_lossy(&nm.stdout);
+    for line in symbols.lines() {
+        let symbol = line.split_whitespace().last().unwrap_or_default();
+        assert!(
+            !FORBIDDEN.split_whitespace().any(|f| f == symbol),
+            "object {b} (f32 only: {single}) needs `{symbol}`:\n{symbols}"
+        );
+        if single {
+            assert!(
+                !symbol.starts_with("__aeabi_d"),
+                "f32-only object {b} needs the soft-double helper `{symbol}`:\n{symbols}"
+            );
+        }
+    }
 }

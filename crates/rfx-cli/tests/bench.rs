@@ -1,7 +1,7 @@
 //! `rfx bench`'s report: each row's sample counts, tails only from enough samples, baselines
 //! compared like with like, the Rust loop beside every kernel, and the plot's labels.
 
-mod common;
+use crate::common;
 
 use std::process::Output;
 

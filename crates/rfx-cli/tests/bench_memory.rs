@@ -1,7 +1,7 @@
 //! The peak memory of `rfx bench` with its baselines. The only test of this file, so that the
 //! children's peak RSS that `getrusage` reports is that of the one `rfx` it runs.
 
-mod common;
+use crate::common;
 
 #[test]
 fn the_unfused_baseline_holds_live_values_not_a_buffer_set_per_op() {

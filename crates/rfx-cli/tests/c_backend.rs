@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-mod common;
+use crate::common;
 use common::{RFX, rfx, stderr_of, stdout_of};
 
 /// Whether `cc` (or `$CC`) runs here.

@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-mod common;
+use crate::common;
 use common::{rfx, temp_dir, write_npy};
 
 fn read_npy<T: npyz::Deserialize>(path: &Path) -> (Vec<u64>, Vec<T>) {

@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-mod common;
+use crate::common;
 use common::{RFX, rfx, stderr_of, stdout_of};
 
 const BACKENDS: [&str; 5] = ["interp", "cpu", "cuda", "metal", "c"];

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-mod common;
+use crate::common;
 use common::{RFX, temp_dir, write_npy};
 
 const DEPTH: usize = 20_000;

@@ -3,10 +3,8 @@
 //! interpreter and finite differences), and that refused names, ops, derivatives and flags
 //! write nothing and leave earlier files as they were.
 
-mod common;
-#[path = "common/fixtures.rs"]
-#[allow(dead_code, reason = "the export tests use the listing only")]
-mod fixtures;
+use crate::common;
+use crate::fixtures;
 
 use std::path::Path;
 use std::process::{Command, Output};

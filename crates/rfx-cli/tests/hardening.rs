@@ -9,9 +9,8 @@ use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
-mod common;
-#[path = "common/fixtures.rs"]
-mod fixtures;
+use crate::common;
+use crate::fixtures;
 use common::{RFX, rfx, temp_dir, write_npy};
 use fixtures::{entries, raw_npy};
 

@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-mod common;
+use crate::common;
 use common::{RFX, temp_dir, write_npy};
 
 fn input_file() -> PathBuf {

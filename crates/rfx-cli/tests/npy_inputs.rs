@@ -2,7 +2,7 @@
 //! check), Fortran order (transposed on reading), and `.npz` archives (stored and compressed).
 //! The files under `tests/data` were written by NumPy (see its README).
 
-mod common;
+use crate::common;
 use common::{data_file, read_npy, rfx, stderr_of, temp_dir};
 
 /// `rfx eval EXPR --in …` writing to a fresh directory: the `out` array's shape and values

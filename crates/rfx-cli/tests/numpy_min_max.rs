@@ -12,7 +12,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-mod common;
+use crate::common;
 use common::{RFX, temp_dir, write_npy};
 
 fn inputs() -> (PathBuf, Vec<(&'static str, PathBuf)>) {

@@ -3,7 +3,7 @@
 //! expressions, kernel files and `--in-shapes` with a real position, the source line and a
 //! caret.
 
-mod common;
+use crate::common;
 use common::{rfx, stderr_of, stdout_of, temp_dir, write_npy};
 
 #[test]

@@ -15,7 +15,7 @@
 //! the bodies push the pass's limits (rows kept in registers, plan registers, NaN fix-ups of
 //! `min`/`max` against literals and per-call values, values crossing routine calls).
 
-mod common;
+use crate::common;
 
 use common::assembled::*;
 use rfx_codegen_cpu::CpuBackend;

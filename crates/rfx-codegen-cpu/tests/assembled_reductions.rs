@@ -9,7 +9,7 @@
 //! points) and beyond, in `f32` and `f64`, on one thread and on two (a long sum then runs in
 //! parts of its leaf tree).
 
-mod common;
+use crate::common;
 
 use common::assembled::*;
 use rfx_ir::DType;

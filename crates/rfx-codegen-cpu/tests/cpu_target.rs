@@ -4,7 +4,7 @@
 //! interpreter's results (bit for bit for exactly rounded ops, within the documented bound for
 //! transcendentals).
 
-mod common;
+use crate::common;
 
 use rfx_codegen_cpu::{compile, dump_with};
 use rfx_ir::lir::LirProgram;

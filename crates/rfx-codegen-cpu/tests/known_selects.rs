@@ -3,7 +3,7 @@
 //! `and`/`or` and the selects on them are decided when the code is emitted, and the code keeps
 //! only the operand each select picks, with the interpreter's bits.
 
-mod common;
+use crate::common;
 
 use rfx_codegen_cpu::compile;
 use rfx_lower::CompileOptions;

@@ -14,7 +14,7 @@
 //! do not grow along the kernel; the absolute bounds below are far under the error of a value
 //! read from the wrong staging cell (order 0.1 and more for these random inputs).
 
-mod common;
+use crate::common;
 
 use rfx_check::generator::transcendental_kernel;
 use rfx_ir::hir::Kernel;

@@ -5,7 +5,7 @@
 //! several threads. Smaller kernels (which skip the mid-end) are checked the same way beside
 //! them.
 
-mod common;
+use crate::common;
 
 use common::assert_bits_match_interpreter;
 use rfx_ir::testgen::TestRng;

@@ -4,7 +4,7 @@
 //! dtype, must give the LIR interpreter's bits and run as one function; a program with a large
 //! kernel keeps one function per kernel.
 
-mod common;
+use crate::common;
 
 use rfx_codegen_cpu::compile;
 use rfx_ir::hir;

@@ -4,7 +4,7 @@
 //! and on several, in kernels of two, three and four loop dims: every output element has the
 //! LIR interpreter's bits.
 
-mod common;
+use crate::common;
 
 use common::assert_bits_match_interpreter;
 

@@ -3,7 +3,7 @@
 //! the interpreter's bits on both sides of the threshold, at the edges (zero, signed zero,
 //! NaN, infinities) and wherever an arm's value is also read elsewhere.
 
-mod common;
+use crate::common;
 
 use rfx_codegen_cpu::compile;
 use rfx_ir::{Array, ArrayData};

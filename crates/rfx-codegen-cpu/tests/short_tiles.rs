@@ -5,7 +5,7 @@
 //! same operands, at lengths around the shortened tile and its boundaries, in `f32` and `f64`,
 //! elementwise and reduced.
 
-mod common;
+use crate::common;
 
 use rfx_codegen_cpu::{CpuBackend, dump};
 use rfx_ir::interp::{Mode, run_lir};

@@ -4,7 +4,7 @@
 //! reload then a page-split load: an unbatched call's time depended on its caller's stack
 //! depth.
 
-mod common;
+use crate::common;
 
 use rfx_codegen_cpu::compile;
 use rfx_lower::CompileOptions;

@@ -5,7 +5,7 @@
 //! kernel computed by the interpreter (`tiled.rs` tests the staging itself at length).
 //! A program input read again after a routine call is loaded again from the input, not staged.
 
-mod common;
+use crate::common;
 
 use rfx_codegen_cpu::{CpuBackend, dump};
 use rfx_ir::interp::{Mode, run_lir};

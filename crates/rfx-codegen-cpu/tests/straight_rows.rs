@@ -4,7 +4,7 @@
 //! with broadcast, transposed and index reads beside the row-major ones, in every dtype, must
 //! give the LIR interpreter's bits, as must the looped kernels just past it.
 
-mod common;
+use crate::common;
 
 fn check(text: &str, seed: u64) {
     common::assert_bits_match_interpreter(text, 1, seed);

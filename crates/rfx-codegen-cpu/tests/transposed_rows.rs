@@ -5,7 +5,7 @@
 //! interpreter's bits, with operands that are not transposed (a weight row shared by every
 //! output, a scalar) beside the transposed ones.
 
-mod common;
+use crate::common;
 
 /// Checks the kernel `text` against the interpreter; returns whether it has a reduction with
 /// its outputs in lanes.

@@ -4,7 +4,7 @@
 //! the interpreter; the nearest waypoint of a path found and read in one kernel, and its
 //! gradient; the typed errors; the NaN and infinity tests a NaN-aware argmin is built with.
 
-mod common;
+use crate::common;
 
 use common::{array_of, as_stored, f64s, type_error};
 use rand::rngs::StdRng;

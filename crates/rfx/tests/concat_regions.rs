@@ -3,7 +3,7 @@
 //! its offset in the result (no choice by position at every point), with every bit of the
 //! values the parts compute, at batch sizes 1 and 1,024.
 
-mod common;
+use crate::common;
 
 use common::f64s;
 use rfx::{Array, DType, Tensor, TensorType};

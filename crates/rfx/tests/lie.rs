@@ -5,8 +5,8 @@
 //! 1e-7, generic angles, π - 1e-9 and π, and at seeded random angles near 0 and near π, in
 //! `f64` and in `f32`, on every backend of the build. Each check is one kernel over a batch.
 
-mod lie_common;
-mod lie_ref;
+use crate::lie_common;
+use crate::lie_ref;
 
 use lie_common::{So3, exp_log_jacobians, operation_jacobians, zeros};
 use lie_ref::*;

@@ -14,7 +14,7 @@
 //! page stale. Other backends (`cuda`, `metal`, where built and available) are measured and
 //! printed.
 
-mod lie_ref;
+use crate::lie_ref;
 
 use lie_ref::*;
 use rand::SeedableRng;

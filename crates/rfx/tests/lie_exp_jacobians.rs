@@ -6,7 +6,7 @@
 //! angles, π - 1e-9, π, angles past π, and seeded random angles near 0, near π and near the
 //! series threshold of the dtype, in `f64` and `f32`, on every backend of the build.
 
-mod lie_ref;
+use crate::lie_ref;
 
 use lie_ref::*;
 use rand::rngs::StdRng;

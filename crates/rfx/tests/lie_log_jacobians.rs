@@ -6,7 +6,7 @@
 //! angles near 0 and near π, for quaternions of both signs and of scales other than one, in
 //! `f64` and `f32`, on every backend of the build.
 
-mod lie_ref;
+use crate::lie_ref;
 
 use lie_ref::*;
 use rand::rngs::StdRng;

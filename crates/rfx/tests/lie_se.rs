@@ -6,8 +6,8 @@
 //! `lie_ref::angles` (0, 1e-12, 1e-7, generic, π - 1e-9, π, seeded random ones near 0 and π),
 //! in `f64` and `f32`, on every backend of the build.
 
-mod lie_common;
-mod lie_ref;
+use crate::lie_common;
+use crate::lie_ref;
 
 use lie_common::{Se2, Se3, exp_log_jacobians, operation_jacobians, zeros};
 use lie_ref::*;

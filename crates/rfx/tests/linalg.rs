@@ -4,7 +4,7 @@
 //! the interpreter; their gradients against closed forms; `rfx::expr`'s names and `@`; the
 //! typed errors.
 
-mod common;
+use crate::common;
 
 use common::{array_of as array, as_stored as stored, f64s, type_error};
 use rand::rngs::StdRng;

@@ -3,7 +3,7 @@
 //! hand-computed values; their gradients against closed forms and a hand-written scatter-add;
 //! a batched map; and the typed errors of bad lookups.
 
-mod common;
+use crate::common;
 #[path = "../examples/gain_schedule/mod.rs"]
 mod gain_schedule;
 

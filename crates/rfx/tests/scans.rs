@@ -7,7 +7,7 @@
 //! and as numbers, a low-pass filter and its discounted cost-to-go fused into one loop nest, and
 //! its gradient.
 
-mod common;
+use crate::common;
 
 use common::{array_of as array, type_error};
 use rand::rngs::StdRng;

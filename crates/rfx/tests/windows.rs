@@ -2,7 +2,7 @@
 //! state vector taken apart inside one kernel, against hand-computed values; their gradients
 //! against closed forms; a batched map over them; and the typed errors of bad windows.
 
-mod common;
+use crate::common;
 
 use common::{f64s, type_error};
 use rfx::{All, Array, Tensor};

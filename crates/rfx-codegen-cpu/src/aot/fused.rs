@@ -726,6 +726,60 @@ mod tests {
         op::ROUTINE + AotFn::ALL.iter().position(|&x| x == r).expect("listed") as u32
     }
 
+    /// Every one-op row form (unary, two rows, a constant on either side), f32 and f64, at
+    /// every length 0-80 with the output row right after its input rows in one buffer: each
+    /// element as the scalar op gives it, and nothing written past the output row. (The code
+    /// generator sends rows of at least `MIN_ONE_OP_ELEMS` here; the entry takes any length.)
+    #[test]
+    fn one_op_rows_with_the_output_right_after_the_inputs() {
+        macro_rules! check {
+            ($t:ty, $entry:ident) => {{
+                let forms: [(u32, u32, u32, fn($t, $t, $t) -> $t); 6] = [
+                    (op::NEG, INPUT, INPUT, |a, _, _| -a),
+                    (op::SQRT, INPUT, INPUT, |a, _, _| a.sqrt()),
+                    (op::ADD, INPUT, INPUT + 1, |a, b, _| a + b),
+                    (op::MIN, INPUT, INPUT + 1, |a, b, _| {
+                        if a < b || a.is_nan() { a } else { b }
+                    }),
+                    (op::DIV, INPUT, 0, |a, _, c| a / c),
+                    (op::SUB, 0, INPUT, |a, _, c| c - a),
+                ];
+                for (code, x, y, want) in forms {
+                    let mut plan = plan(1, 1, 2, 1, vec![step(code, OUTPUT, x, y)]);
+                    plan.head.dtype_bytes = std::mem::size_of::<$t>() as u32;
+                    assert!(plan.is_one_op_row() && plan.is_valid());
+                    let words = plan.words();
+                    let c: $t = 0.75;
+                    for n in 0..=80usize {
+                        // [a | b | out | guard]
+                        let mut buffer: Vec<$t> = (0..3 * n + 8).map(|i| (i as $t) * 0.37 - 9.5).collect();
+                        let guard: Vec<$t> = buffer[3 * n..].to_vec();
+                        let base = buffer.as_mut_ptr();
+                        // SAFETY: three rows of `n` in one buffer, the output overlapping no
+                        // input; AVX2 and FMA checked by the caller.
+                        let ptrs = unsafe { [base, base.add(n), base.add(2 * n)] };
+                        unsafe { $entry(words.as_ptr().cast(), &c, ptrs.as_ptr(), n) };
+                        for i in 0..n {
+                            let (a, b) = (buffer[i], buffer[n + i]);
+                            let got = buffer[2 * n + i];
+                            let expected = want(a, b, c);
+                            assert!(
+                                got.to_bits() == expected.to_bits() || (got.is_nan() && expected.is_nan()),
+                                "op {code} n {n} element {i}: {got} against {expected}"
+                            );
+                        }
+                        assert_eq!(buffer[3 * n..], guard[..], "op {code} n {n}: past the row");
+                    }
+                }
+            }};
+        }
+        if !super::super::available() {
+            return;
+        }
+        check!(f32, rfx_aot_fused_f32);
+        check!(f64, rfx_aot_fused_f64);
+    }
+
     #[test]
     fn plans_that_would_misuse_memory_are_refused() {
         let ok = plan(

@@ -1,7 +1,7 @@
 //! Higher-order derivatives by composition (grad of grad, jacobian of grad, hvp), Jacobians
 //! in both modes, all against closed forms and finite differences of first derivatives.
 
-mod common;
+use crate::common;
 
 use common::{arr, assert_close, fd_grad, kernel_f64, run, run_named, uniform};
 use rfx_autodiff::{
@@ -272,7 +272,7 @@ fn hvp_matches_finite_differences_of_the_gradient() {
 }
 
 /// A 2-link planar arm: end effector (x, y) = (l1 cos q1 + l2 cos(q1+q2), l1 sin q1 + l2 sin(q1+q2)).
-pub fn planar_arm() -> Kernel {
+fn planar_arm() -> Kernel {
     let mut b = rfx_ir::hir::Builder::new("planar_arm");
     let f64_ = rfx_ir::TensorType::scalar(rfx_ir::DType::F64);
     let q1 = b.input("q1", f64_.clone()).expect("q1");

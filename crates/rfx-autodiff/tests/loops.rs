@@ -3,7 +3,7 @@
 //! (the body repeated with `Builder::inline`), central finite differences of the primal, and
 //! closed forms.
 
-mod common;
+use crate::common;
 
 use common::{arr, assert_close, fd_grad, run, run_named};
 use rfx_autodiff::{AdError, grad, hessian, hvp, jacfwd, jacrev, jvp, keep_outputs, value_and_grad, vmap};

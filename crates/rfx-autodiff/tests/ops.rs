@@ -2,7 +2,7 @@
 //! (f64, random points away from kinks), in reverse mode (`grad`) and forward mode (`jvp`); and
 //! the documented conventions at kinks and special points.
 
-mod common;
+use crate::common;
 
 use common::{arr, assert_close, fd_grad, kernel_f64, run, run_named, uniform};
 use rfx_autodiff::{grad, jvp, value_and_grad};

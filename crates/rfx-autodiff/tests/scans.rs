@@ -4,7 +4,7 @@
 //! directions and along every axis; the exact derivatives of a running product at zeros; the
 //! derivative of a running maximum following the element each result is; and `vmap`.
 
-mod common;
+use crate::common;
 
 use common::{arr, assert_close, fd_grad, kernel_f64, run, run_named, uniform};
 use rfx_autodiff::{grad, hessian, jacrev, jvp, vmap};

@@ -5,7 +5,7 @@
 
 #![allow(clippy::unwrap_used, reason = "a failed unwrap is a test failure")]
 
-mod common;
+use crate::common;
 
 use common::{arr, assert_close, fd_grad, run, run_named};
 use rfx_autodiff::{grad, jacfwd, jacrev, vmap};

@@ -1,7 +1,7 @@
 //! Broadcasting, reductions with keepdims, several outputs, fan-out, the vjp/jvp signatures,
 //! and the typed errors.
 
-mod common;
+use crate::common;
 
 use common::{arr, assert_close, fd_grad, kernel_f64, run, run_named, uniform};
 use rfx_autodiff::{AdError, grad, jvp, keep_outputs, value_and_grad, vjp};

@@ -6,7 +6,7 @@
 //! forward kinematics against the Jacobian, the SE(3) pose against the matrix, a `vmap` over
 //! 256 configurations, on every backend of the build.
 
-mod chain_ref;
+use crate::chain_ref;
 
 use chain_ref::*;
 use rand::rngs::StdRng;

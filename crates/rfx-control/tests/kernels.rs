@@ -9,7 +9,7 @@
 //! Jacobians against central differences (h = 1e-6 on the f64 reference, truncation ≈ 1e-12,
 //! rounding ≈ 1e-10) 1e-8 / 2e-5.
 
-mod reference;
+use crate::reference;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};

@@ -2,7 +2,7 @@
 //! loops as kernel ranges) must give the HIR interpreter's bits, on hand-written cases for each
 //! edge case of splitting and linking and on random loop kernels.
 
-mod loop_cases;
+use crate::loop_cases;
 
 use rfx_ir::hir::Kernel;
 use rfx_ir::interp::{Mode, run_hir, run_mir};

@@ -65,7 +65,7 @@ fn a_set_row_compiles_to_the_interpreters_bits() {
 
 /// A fori loop of `trips` trips recording the carry `c: f32[2]` entering each iteration into a
 /// history `h: f32[trips, 2]` with `set_row(h, c, t)`, as reverse mode's recording loop does.
-pub fn recording_loop(trips: usize) -> Kernel {
+fn recording_loop(trips: usize) -> Kernel {
     recording_loop_with(trips, None)
 }
 

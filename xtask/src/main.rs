@@ -48,6 +48,7 @@ mod peers;
 mod perf;
 mod pytest;
 mod sums;
+mod test_files;
 mod wrenfold_bench;
 
 use std::path::PathBuf;

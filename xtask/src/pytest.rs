@@ -1,7 +1,9 @@
 //! `cargo xtask test`: every test, Rust and Python.
 //!
 //! 1. `cargo test --workspace --features rfx/nalgebra` (skipped with `--python-only`): every
-//!    crate's tests, the facade's optional nalgebra conversions included.
+//!    crate's tests, the facade's optional nalgebra conversions included. Before it, the
+//!    check that every file in a `tests/` folder is a test target or a module of one
+//!    ([`crate::test_files`]).
 //! 2. A virtual environment at `target/pyenv` (made with `$PYTHON`, default `python3`, when
 //!    missing) with maturin, NumPy, pytest and `dask[distributed]` (installed by pip when
 //!    missing).
@@ -85,6 +87,7 @@ pub(crate) fn test(root: &Path, args: &[String]) -> Result<(), String> {
     }
     let start = Instant::now();
     if !python_only {
+        crate::test_files::check(root)?;
         stage(
             "cargo test --workspace --features rfx/nalgebra",
             crate::cargo(root).args(["test", "--workspace", "--features", "rfx/nalgebra"]),

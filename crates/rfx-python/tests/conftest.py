@@ -18,27 +18,22 @@ def jit_backends():
     `RFXJIT_TEST_REQUIRE_CUDA=1` (set by `cargo xtask gpu-bundle`'s run on a GPU machine) makes
     a CUDA backend that cannot run a failure rather than a smaller list."""
 
-    def runs(backend):
+    def unavailable(backend):
+        """Why `backend` cannot run here, or `None` when it runs."""
         import rfxjit as rj
 
         if backend not in rj.backends():
-            return False
+            return f"rfxjit has no {backend} backend built in"
         try:
             rj.jit(lambda x: x + 1.0, backend=backend)(np.zeros(1))
-        except rj.BackendUnavailable:
-            return False
-        return True
+        except rj.BackendUnavailable as error:
+            return str(error)
+        return None
 
-    backends = ["cpu", "interp"] + [b for b in ("c", "cuda") if runs(b)]
-    if os.environ.get("RFXJIT_TEST_REQUIRE_CUDA") == "1" and "cuda" not in backends:
-        import rfxjit as rj
-
-        try:
-            rj.jit(lambda x: x + 1.0, backend="cuda")(np.zeros(1))
-        except rj.RfxError as error:
-            raise RuntimeError(f"RFXJIT_TEST_REQUIRE_CUDA=1 but the CUDA backend cannot run: {error}") from error
-        raise RuntimeError("RFXJIT_TEST_REQUIRE_CUDA=1 but rfxjit has no CUDA backend built in")
-    return backends
+    why = {backend: unavailable(backend) for backend in ("c", "cuda")}
+    if os.environ.get("RFXJIT_TEST_REQUIRE_CUDA") == "1" and why["cuda"] is not None:
+        raise RuntimeError(f"RFXJIT_TEST_REQUIRE_CUDA=1 but the CUDA backend cannot run: {why['cuda']}")
+    return ["cpu", "interp"] + [backend for backend, reason in why.items() if reason is None]
 
 
 def random_array(rng, shape, dtype, low=-3.0, high=3.0, special=True):

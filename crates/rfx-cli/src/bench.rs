@@ -485,8 +485,9 @@ struct Prepared {
     /// [`CallArgs`] of their own, made one after another. The checked call runs on their views
     /// and the pre-bound call on the arguments themselves, so both paths read and write the same
     /// rows, placed as the library places a real-time caller's: each on a cache line, a set's
-    /// rows packed a line apart within their pages (see `rfx_lower::CallArgs`), as the peers'
-    /// C driver's rows lie (`posix_memalign(…, 64, …)` one after another, set after set).
+    /// rows of a page or more a line apart within their pages and smaller ones packed (see
+    /// `rfx_lower::CallArgs`), as the peers' C driver's rows lie (`posix_memalign(…, 64, …)`
+    /// one after another, set after set).
     /// Where rows lie against each other modulo 4 KiB moves a 1,024-element loop streaming
     /// from the L3 cache by several percent (rows spread 1 KiB and more apart within their
     /// pages measured up to 8% slower than rows a line apart, for rfx and gcc alike), so

@@ -10,12 +10,11 @@ use crate::error::CallError;
 /// Bytes of a cache line: every array of a [`CallArgs`] starts on one.
 pub const CALL_ARGS_ALIGN: usize = 64;
 
-/// Arrays of at least this many bytes are followed by spare room that staggers the next
-/// array's starting offset within a 4 KiB page (see [`Layout`]).
-const STAGGER_FROM_BYTES: usize = 1024;
-
-/// A page, for the stagger.
+/// A page: the span of 4 KiB aliasing, and the size from which arrays are staggered.
 const PAGE: usize = 4096;
+
+/// Lines in a [`PAGE`].
+const PAGE_LINES: usize = PAGE / CALL_ARGS_ALIGN;
 
 /// Arguments up to this many keep their addresses in the [`CallArgs`] itself (with its id, in
 /// its first cache line), so that a call reads them with the `CallArgs` rather than from one
@@ -86,22 +85,29 @@ struct Slot {
 }
 
 /// Where every argument goes: each starts on a cache line (one line at least, so that no two
-/// share an address). The outputs come first in the buffer and the inputs after them, and an
-/// array of [`STAGGER_FROM_BYTES`] or more takes room up to a whole number of pages plus one
-/// line, so each large array starts one line further into its page than the large array
-/// before it: every input a few lines past every output, modulo 4 KiB.
+/// share an address), the outputs first in the buffer and the inputs after them.
 ///
-/// The order is for 4 KiB aliasing: a load whose address matches, in its low 12 bits, that of
-/// an earlier store still in flight waits for the store (the CPU's memory disambiguation sees
-/// them alike). An elementwise loop storing `out[i]` while it loads `x[j]` ahead (`j > i`)
-/// stalls when `x` starts a little *before* `out` in the page (as when inputs are allocated
-/// first, one after another, which slowed a 1024-element PID's loop); with `x` a few lines
-/// *after* `out`, the element of `x` that matches `out[i]` lies behind the loop, loaded long
-/// before, and the next match is a page ahead of it.
+/// The placement is for 4 KiB aliasing: a load whose address matches, in its low 12 bits, that
+/// of an earlier store still in flight waits for the store (the CPU's memory disambiguation
+/// sees them alike). An elementwise loop that loads `x[i]` has stored `out[j]` for every
+/// `j < i`; with `x` starting `δ` bytes past `out` modulo 4 KiB (`0 < δ`), the load of `x`'s
+/// byte `u` matches the store of `out`'s byte `u − (4096 − δ)`, so the nearest matching store
+/// lies `4096 − δ` bytes behind the loop (a page behind when `δ` is 0).
 ///
-/// The room is no more than that: a loop streaming its rows from beyond the L2 cache ran
-/// measurably faster on rows packed this close (their page crossings coincide) than on rows
-/// spread 1 KiB and more apart within their pages.
+/// - An array of a page or more takes room up to a whole number of pages plus one line, so each
+///   starts one line further into its page than the one before it: every large input a few
+///   lines past every output, its matching stores almost a page behind, long retired (a
+///   1024-element PID whose inputs lay a little *before* its output in the page stalled on
+///   them). No more room than that: a loop streaming its rows from beyond the L2 cache ran
+///   measurably faster on rows packed this close (their page crossings coincide) than on rows
+///   spread 1 KiB and more apart within their pages.
+/// - Smaller arrays are packed, line after line, where that keeps every matching store out of
+///   the row: an input of `b` bytes goes to the first line, from the next free one, at which
+///   every output lies `δ ≤ 4096 − b` bytes before it (or at its offset, `δ = 0`), so that no
+///   element of the input matches an earlier store of the call ([`first_clear_line`]). A PID
+///   of 256 `f32`s so has its four rows in one page rather than one page each: cycling through
+///   1,024 such argument sets, as `rfx bench` does, each call then walked four pages of the TLB
+///   where gcc's driver walks about one, and took 250 ns against 180 packed (gcc: 159).
 struct Layout {
     slots: Vec<Slot>,
     lines: usize,
@@ -113,20 +119,28 @@ impl Layout {
         let types: Vec<&TensorType> = types.collect();
         let n_inputs = n_inputs.min(types.len());
         let mut lines_of = vec![0usize; types.len()];
+        // The first line and the byte length of every output placed so far.
+        let mut outputs: Vec<(usize, usize)> = Vec::new();
         let mut next = 0usize;
         for k in (n_inputs..types.len()).chain(0..n_inputs) {
             let ty = types[k];
             let bytes = ty.shape.numel().saturating_mul(ty.dtype.size_bytes());
-            let room = if bytes >= STAGGER_FROM_BYTES {
-                bytes
+            let (start, room) = if bytes >= PAGE {
+                let room = bytes
                     .checked_next_multiple_of(PAGE)
                     .unwrap_or(usize::MAX)
-                    .saturating_add(CALL_ARGS_ALIGN)
+                    .saturating_add(CALL_ARGS_ALIGN);
+                (next, room)
+            } else if k < n_inputs {
+                (first_clear_line(next, bytes, &outputs), bytes.max(1))
             } else {
-                bytes.max(1)
+                (next, bytes.max(1))
             };
-            lines_of[k] = next;
-            next = next.saturating_add(room.div_ceil(CALL_ARGS_ALIGN));
+            if k >= n_inputs {
+                outputs.push((start, bytes));
+            }
+            lines_of[k] = start;
+            next = start.saturating_add(room.div_ceil(CALL_ARGS_ALIGN));
         }
         let slots = types
             .iter()
@@ -139,6 +153,39 @@ impl Layout {
             .collect();
         Layout { slots, lines: next }
     }
+}
+
+/// The line, from `next` on, at which an input of `bytes` (under a page) matches no earlier
+/// store to any of `outputs` (first line, bytes) within its own length (see [`Layout`]): the
+/// first of the page of lines from `next` at which the nearest matching store of every output
+/// lies at least `bytes` behind, or, where no line of that page does, the first at which the
+/// nearest one lies furthest behind.
+fn first_clear_line(next: usize, bytes: usize, outputs: &[(usize, usize)]) -> usize {
+    // How far behind the loop the nearest matching store of any output lies, capped at
+    // `bytes` (all that matters), for the input at `line`.
+    let clearance = |line: usize| {
+        outputs
+            .iter()
+            .filter(|&&(_, len)| len > 0)
+            .map(|&(start, _)| {
+                let delta = (line.wrapping_sub(start) % PAGE_LINES) * CALL_ARGS_ALIGN;
+                if delta == 0 { PAGE } else { PAGE - delta }
+            })
+            .min()
+            .unwrap_or(PAGE)
+            .min(bytes)
+    };
+    let mut best = (clearance(next), next);
+    for line in next.saturating_add(1)..next.saturating_add(PAGE_LINES) {
+        if best.0 >= bytes {
+            break;
+        }
+        let c = clearance(line);
+        if c > best.0 {
+            best = (c, line);
+        }
+    }
+    best.1
 }
 
 /// The elements of `slot`, at `at` (its line in the buffer), shared.
@@ -531,22 +578,100 @@ mod tests {
         }
     }
 
+    /// The byte offset of every slot of `layout` from the buffer's start.
+    fn byte_offsets(layout: &Layout) -> Vec<usize> {
+        layout.slots.iter().map(|s| s.line * CALL_ARGS_ALIGN).collect()
+    }
+
+    /// `f32` arrays of `lens` elements: `n_inputs` inputs, then the outputs.
+    fn f32_layout(lens: &[usize], n_inputs: usize) -> Layout {
+        let types: Vec<TensorType> = lens
+            .iter()
+            .map(|&n| TensorType::new(DType::F32, Shape::new([n])))
+            .collect();
+        Layout::of(types.iter(), n_inputs)
+    }
+
+    /// Whether the input of `bytes` at `x` matches no earlier store of the output at `o` within
+    /// its own length: `x` lies `δ` bytes past `o` modulo a page, with `δ` 0 or at most a page
+    /// less the input's length.
+    fn clear_of(x: usize, bytes: usize, o: usize) -> bool {
+        let delta = (x - o) % PAGE;
+        delta == 0 || PAGE - delta >= bytes
+    }
+
     #[test]
-    fn large_arrays_are_packed_a_line_apart() {
-        // Two inputs and an output of 1,000 f32s (under a page): each takes a page and a line.
-        let program = compiled(
-            "kernel k {
-              %x = input x : f32[1000]
-              %y = input y : f32[1000]
-              %z = add %x, %y : f32[1000]
-              output z = %z
-            }",
-        );
-        let args = CallArgs::new(program.as_ref());
-        let a = args.addresses();
-        assert_eq!(a[2] + PAGE + CALL_ARGS_ALIGN, a[0], "{a:x?}");
-        assert_eq!(a[0] + PAGE + CALL_ARGS_ALIGN, a[1], "{a:x?}");
-        assert_eq!(args.lines.len, 3 * (PAGE + CALL_ARGS_ALIGN) / CALL_ARGS_ALIGN);
+    fn a_small_pid_is_packed_into_one_page() {
+        // Three inputs and an output of 256 f32s (1 KiB each): the output, then the inputs,
+        // back to back.
+        let layout = f32_layout(&[256, 256, 256, 256], 3);
+        assert_eq!(byte_offsets(&layout), [1024, 2048, 3072, 0]);
+        assert_eq!(layout.lines * CALL_ARGS_ALIGN, PAGE);
+        // Half a page each: two pages.
+        let layout = f32_layout(&[512, 512, 512, 512], 3);
+        assert_eq!(byte_offsets(&layout), [2048, 4096, 6144, 0]);
+        assert_eq!(layout.lines * CALL_ARGS_ALIGN, 2 * PAGE);
+    }
+
+    #[test]
+    fn an_input_that_would_start_just_before_the_output_in_its_page_moves_to_the_outputs_offset() {
+        // Two inputs and an output of 1,000 f32s (4,000 bytes, under a page): packed, `x` would
+        // start a line before `z` modulo a page (its first element's matching store a line
+        // behind), so each input moves on to the next page's start, `z`'s offset.
+        let layout = f32_layout(&[1000, 1000, 1000], 2);
+        assert_eq!(byte_offsets(&layout), [PAGE, 2 * PAGE, 0]);
+        assert_eq!(layout.lines, 2 * PAGE_LINES + 4000usize.div_ceil(CALL_ARGS_ALIGN));
+        // 768 f32s (3 KiB): packed, `x` would lie 3 KiB past `z` and match stores 1 KiB behind.
+        let layout = f32_layout(&[768, 768], 1);
+        assert_eq!(byte_offsets(&layout), [PAGE, 0]);
+    }
+
+    #[test]
+    fn inputs_under_a_page_take_the_first_line_clear_of_every_output() {
+        // Lengths up to a page and a little past, as one to three inputs of one or two outputs,
+        // against a search of every line in the page after the array before each input: an
+        // input under a page takes the first line there that is clear of every output (one
+        // always is with one output: its own offset), or, where none is, a line in that page.
+        for n in (1..=1100)
+            .step_by(7)
+            .chain([255, 256, 257, 511, 512, 513, 1023, 1024])
+        {
+            for (lens, n_inputs) in [
+                (vec![n, n], 1),
+                (vec![n, n, n, n], 3),
+                (vec![n, n / 2 + 1, n, n / 3 + 1], 2),
+                (vec![n / 4 + 1, n, 3, n], 2),
+                (vec![n, 5, n / 2 + 1, 2 * n], 3),
+            ] {
+                let layout = f32_layout(&lens, n_inputs);
+                let at = byte_offsets(&layout);
+                let bytes: Vec<usize> = lens.iter().map(|&l| 4 * l).collect();
+                let outputs: Vec<usize> = (n_inputs..lens.len()).collect();
+                let mut end = 0;
+                for k in outputs.iter().copied().chain(0..n_inputs) {
+                    assert!(at[k] >= end, "{lens:?}: array {k} at {} overlaps {end}", at[k]);
+                    if k < n_inputs && bytes[k] < PAGE {
+                        let first = end.next_multiple_of(CALL_ARGS_ALIGN);
+                        let clear = |x: usize| outputs.iter().all(|&o| clear_of(x, bytes[k], at[o]));
+                        let want = (first..first + PAGE).step_by(CALL_ARGS_ALIGN).find(|&x| clear(x));
+                        match want {
+                            Some(x) => assert_eq!(at[k], x, "{lens:?}: input {k}"),
+                            None => {
+                                assert!(outputs.len() > 1, "{lens:?}: no clear line for input {k}");
+                                assert!(at[k] < first + PAGE, "{lens:?}: input {k} at {}", at[k]);
+                            }
+                        }
+                    }
+                    // An array of a page or more is followed by room up to whole pages and a line.
+                    end = at[k]
+                        + if bytes[k] >= PAGE {
+                            bytes[k].next_multiple_of(PAGE) + CALL_ARGS_ALIGN
+                        } else {
+                            bytes[k].max(1)
+                        };
+                }
+            }
+        }
     }
 
     #[test]

@@ -107,7 +107,7 @@ struct Slot {
 ///   element of the input matches an earlier store of the call ([`first_clear_line`]). A PID
 ///   of 256 `f32`s so has its four rows in one page rather than one page each: cycling through
 ///   1,024 such argument sets, as `rfx bench` does, each call then walked four pages of the TLB
-///   where gcc's driver walks about one, and took 250 ns against 180 packed (gcc: 159).
+///   where gcc's driver walks about one, and took 250 ns against 185 packed (gcc: 158).
 struct Layout {
     slots: Vec<Slot>,
     lines: usize,

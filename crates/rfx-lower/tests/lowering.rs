@@ -76,6 +76,27 @@ fn broadcast_scalars_are_hoisted_and_reductions_go_last() {
 }
 
 #[test]
+fn a_scalar_computed_from_inputs_is_computed_in_its_readers_preamble() {
+    // `tf + dt` from a parameter array, divided into a batch: one kernel, whose preamble loads
+    // both parameters and adds them, and whose body divides by the sum.
+    let kernel = hir::parse(
+        "kernel k {\n %p = input p : f64[4]\n %x = input x : f64[64]\n %pa = slice %p starts [0] : f64[1]\n %a = reshape %pa : f64[]\n %pb = slice %p starts [1] : f64[1]\n %b = reshape %pb : f64[]\n %s = add %a, %b : f64[]\n %o = div %x, %s : f64[64]\n output o = %o\n}",
+    )
+    .unwrap();
+    let lir = lower_kernel(&kernel);
+    assert_eq!(lir.kernels().len(), 1, "{lir}");
+    let k = &lir.kernels()[0];
+    let binary = |insts: &[rfx_ir::lir::Inst], op: rfx_ir::BinaryOp| {
+        insts
+            .iter()
+            .any(|i| matches!(i, rfx_ir::lir::Inst::Binary { op: o, .. } if *o == op))
+    };
+    assert!(binary(&k.preamble, rfx_ir::BinaryOp::Add), "{lir}");
+    assert!(!binary(&k.body, rfx_ir::BinaryOp::Add), "{lir}");
+    assert!(binary(&k.body, rfx_ir::BinaryOp::Div), "{lir}");
+}
+
+#[test]
 fn slots_are_reused_once_dead() {
     let kernel = hir::parse(
         "kernel k {\n %x = input x : f32[64]\n %a = sin %x : f32[64]\n %b = cos %a : f32[64]\n %c = exp %b : f32[64]\n %d = log %c : f32[64]\n %e = tanh %d : f32[64]\n output o = %e\n}",

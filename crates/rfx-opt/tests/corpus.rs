@@ -171,6 +171,60 @@ fn a_clamp_reports_growth_not_a_negative_reduction() {
     );
 }
 
+/// One element computed from inputs (a PID's `tf + dt` from its parameter array) is computed in
+/// each kernel that reads it, where lowering hoists it into the kernel's preamble, rather than by
+/// a kernel of its own: one kernel where it has one reader, one per reader where it has several.
+/// A dear one (two `f64` sines, more than three transcendentals' cost) still gets its own.
+#[test]
+fn a_cheap_scalar_is_computed_in_its_readers_and_a_dear_one_stored() {
+    let kernel = |scalar: &str, second_reader: bool| {
+        let mut text = format!(
+            "kernel s {{\n %p = input p : f64[4]\n %x = input x : f64[64]\n %y = input y : f64[16, 3]\n \
+             %pa = slice %p starts [0] : f64[1]\n %a = reshape %pa : f64[]\n \
+             %pb = slice %p starts [1] : f64[1]\n %b = reshape %pb : f64[]\n {scalar}\n \
+             %o = div %x, %s : f64[64]\n output o = %o\n"
+        );
+        if second_reader {
+            text += " %q = mul %y, %s : f64[16, 3]\n output q = %q\n";
+        }
+        text += "}";
+        rfx_ir::hir::parse(&text).unwrap()
+    };
+    let cheap = " %s = add %a, %b : f64[]";
+    let dear = " %sa = sin %a : f64[]\n %sb = sin %sa : f64[]\n %s = add %sb, %b : f64[]";
+    for (scalar, second_reader, kernels) in [
+        (cheap, false, 1),
+        (cheap, true, 2),
+        (dear, false, 2),
+        (dear, true, 3),
+    ] {
+        let hir = kernel(scalar, second_reader);
+        let (program, report) = optimize(&hir, &deterministic()).unwrap();
+        assert_eq!(
+            program.kernels().len(),
+            kernels,
+            "{scalar}, two readers: {second_reader}\n{program}"
+        );
+        let stored = report
+            .missed_fusions
+            .iter()
+            .any(|(_, r)| matches!(r, rfx_opt::MissReason::Shape | rfx_opt::MissReason::FanOut));
+        assert_eq!(stored, scalar == dear, "{report}");
+        for seed in 0..4 {
+            let inputs = random_inputs(&mut TestRng::new(seed), &hir, 0.1);
+            let views: Vec<_> = inputs.iter().map(Array::view).collect();
+            let expected = run_hir(&hir, &views, Mode::Native).unwrap();
+            let got = run_mir(&program, &views, Mode::Native).unwrap();
+            for (e, g) in expected.iter().zip(&got) {
+                assert!(
+                    same_values(e, g),
+                    "seed {seed}:\nexpected {e:?}\ngot {g:?}\n{program}"
+                );
+            }
+        }
+    }
+}
+
 /// A chain of cheap ops on a small shape, broadcast into a kernel four or more times larger, is
 /// computed once in its own kernel when the chain costs as much as one dear op (a Hessian's
 /// diagonal placed into its `n × n` matrix); a shorter chain is recomputed at every point.

@@ -112,6 +112,13 @@ pub(super) fn is_leaf(op: &Op) -> bool {
     )
 }
 
+/// The most a one-element value may cost (in `op_cost` units: an `f32` add is 1, an `f32`
+/// transcendental 20) to be computed in each kernel that reads it rather than stored by a
+/// kernel of its own ([`Plan::cheap_scalar`]). Lowering computes such a value once per call of
+/// each reader, in its preamble; a GPU computes a preamble once per thread, so a dear chain of
+/// scalar work is still stored once.
+const SCALAR_RECOMPUTE_COST: f64 = 64.0;
+
 /// The most elements a reduction may combine per result element to be computed as a chain of
 /// binary ops over its operand's windows, in row-major order of the reduced elements (the
 /// reference interpreter's order, from the identity, which each first step leaves exact: the
@@ -503,7 +510,7 @@ impl Plan<'_> {
             if groups.len() > 1 {
                 // A value of constants and indices alone costs a few ops at each point, less
                 // than storing it and loading it back in each kernel.
-                if self.index_only(v) || self.plain_view(v) {
+                if self.index_only(v) || self.plain_view(v) || self.cheap_scalar(v) {
                     continue;
                 }
                 if !consumed_by_shared(v) {
@@ -522,7 +529,7 @@ impl Plan<'_> {
             let widest = widest_consumer.get(v.index()).copied().unwrap_or(0);
             let small = node.ty.shape.numel().saturating_mul(4) <= domain.numel().max(widest);
             let widens = widest > node.ty.shape.numel();
-            if small && widens && self.recompute_cost(v) >= 4.0 {
+            if small && widens && !self.cheap_scalar(v) && self.recompute_cost(v) >= 4.0 {
                 self.roots.insert(v, Some(MissReason::Shape));
                 changed = true;
             }
@@ -555,6 +562,15 @@ impl Plan<'_> {
             }
         }
         self.recompute_cost(v) <= INDEX_ONLY_MAX_COST
+    }
+
+    /// Whether `v` is one element computed at no more than [`SCALAR_RECOMPUTE_COST`]: in a
+    /// kernel of any shape, each of its loads reads the same element at every point, so lowering
+    /// computes it once per call in the kernel's preamble (a loop-invariant value), which costs
+    /// less than a kernel of its own that stores it and a load of it in each reader.
+    fn cheap_scalar(&self, v: ValueId) -> bool {
+        self.kernel.node(v).is_some_and(|n| n.ty.shape.numel() == 1)
+            && self.recompute_cost(v) <= SCALAR_RECOMPUTE_COST
     }
 
     /// Stops storing the values stored for their consumers' sake (shared, or small and dear

@@ -98,8 +98,8 @@ mod tests {
 
     #[test]
     fn a_test_file_listed_nowhere_is_found() {
-        let root = std::env::temp_dir().join(format!("rfx-test-files-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let root = dir.path();
         let krate = root.join("crates/demo");
         write(
             &krate.join("Cargo.toml"),
@@ -118,9 +118,8 @@ mod tests {
             "[package]\nname = \"other\"\n",
         );
         write(&root.join("crates/other/tests/x.rs"), "");
-        let found = unlisted(&root);
-        let checked = check(&root);
-        let _ = std::fs::remove_dir_all(&root);
+        let found = unlisted(root);
+        let checked = check(root);
         assert_eq!(found, Ok(vec!["crates/demo/tests/forgotten.rs".to_string()]));
         assert!(checked.is_err_and(|e| e.contains("crates/demo/tests/forgotten.rs")));
     }
